@@ -1,0 +1,143 @@
+# teenycl -- build, test, install, bench, run.
+#
+#   make              libraries, tools and examples into build/
+#   make test         install missing packages (as root), build, run the check suite
+#   make test-full    the long sweeps too
+#   make check-asan   the test suite under AddressSanitizer + UBSan
+#   make check-oclgrind  a small-shape subset under oclgrind (--data-races --uninitialized)
+#   make run          install, build and run the example on the default device
+#   make bench        benchmarks on the default device (tools/teeny-bench)
+#   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
+
+VERSION_MAJOR := 0
+VERSION := 0.1.0
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BUILD ?= build
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+WARN := -std=c11 -Wall -Wextra -Wpedantic
+CPPFLAGS_ALL := -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc $(CPPFLAGS)
+CFLAGS_ALL := $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden
+LDLIBS_LIB := -lOpenCL -lm
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread -lm)
+SAN := -fsanitize=address,undefined -fno-omit-frame-pointer
+
+LIB_SRC := $(wildcard src/*.c src/ops/*.c src/io/*.c)
+CL_SRC := $(wildcard cl/*.cl)
+GEN := $(BUILD)/gen/kernels.c
+LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC)) $(BUILD)/gen/kernels.o
+TEST_SRC := $(wildcard tests/*.c tests/ref/*.c)
+TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
+TOOLS := $(BUILD)/teeny-info $(BUILD)/teeny-bench
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/%,$(wildcard examples/*.c))
+STATIC := $(BUILD)/libteenycl.a
+SHARED := $(BUILD)/libteenycl.so.$(VERSION)
+SONAME := libteenycl.so.$(VERSION_MAJOR)
+HEADERS := include/teenycl.h $(wildcard src/*.h src/ops/*.h src/ops/*.def)
+
+# test settings: kernel builds are slow on PoCL; CK_FORK=no keeps OpenCL
+# out of forked children.
+TEST_ENV := CK_DEFAULT_TIMEOUT=1200 CK_FORK=no
+
+.PHONY: all lib tools examples test test-full check-asan check-oclgrind run bench install uninstall clean deps deps-test deps-run
+
+all: lib tools examples
+
+lib: $(STATIC) $(SHARED)
+
+tools: $(TOOLS)
+
+examples: $(EXAMPLES)
+
+$(GEN): $(CL_SRC) tools/embed-cl.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed-cl.sh $@ $(CL_SRC)
+
+$(BUILD)/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/gen/kernels.o: $(GEN)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -c $< -o $@
+
+$(STATIC): $(LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(SHARED): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDFLAGS) $(LDLIBS_LIB)
+	ln -sf libteenycl.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $(BUILD)/libteenycl.so
+
+$(BUILD)/teeny-%: tools/teeny-%.c $(STATIC) include/teenycl.h
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
+
+$(BUILD)/%: examples/%.c $(STATIC) include/teenycl.h
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
+
+$(BUILD)/teeny-tests: $(TEST_OBJ) $(STATIC)
+	$(CC) -o $@ $(TEST_OBJ) $(STATIC) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS_LIB)
+
+deps:
+	@sh tools/install-deps.sh
+
+deps-test:
+	@sh tools/install-deps.sh test
+
+deps-run:
+	@sh tools/install-deps.sh run
+
+test: deps-test
+	$(MAKE) all $(BUILD)/teeny-tests
+	$(TEST_ENV) $(BUILD)/teeny-tests
+
+test-full: deps-test
+	$(MAKE) all $(BUILD)/teeny-tests
+	$(TEST_ENV) TEENY_TEST_FULL=1 $(BUILD)/teeny-tests
+
+check-asan: deps-test
+	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g $(SAN)" LDFLAGS="$(SAN)" build-asan/teeny-tests
+	$(TEST_ENV) TEENY_TEST_SMALL=1 ASAN_OPTIONS=detect_leaks=1 \
+	    LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 build-asan/teeny-tests
+
+check-oclgrind:
+	@sh tools/install-deps.sh oclgrind
+	$(MAKE) $(BUILD)/teeny-tests
+	$(TEST_ENV) TEENY_TEST_SMALL=1 TEENY_NO_CACHE=1 TEENY_DEVICE=oclgrind CK_RUN_CASE=forward \
+	    oclgrind --data-races --uninitialized --check-api --stop-errors 1 $(BUILD)/teeny-tests
+	$(TEST_ENV) TEENY_TEST_SMALL=1 TEENY_NO_CACHE=1 TEENY_DEVICE=oclgrind CK_RUN_CASE=backward \
+	    oclgrind --data-races --uninitialized --check-api --stop-errors 1 $(BUILD)/teeny-tests
+
+run: deps-run
+	$(MAKE) all
+	$(BUILD)/teeny-info
+	$(BUILD)/bn_demo
+
+bench: all
+	$(BUILD)/teeny-bench
+
+$(BUILD)/teenycl.pc: Makefile
+	@mkdir -p $(BUILD)
+	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: teenycl\nDescription: portable OpenCL compute backend for small neural networks\nVersion: %s\nRequires.private: OpenCL\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lteenycl\nLibs.private: -lOpenCL -lm\n' \
+	    '$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(VERSION)' > $@
+
+install: lib $(BUILD)/teenycl.pc
+	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
+	install -m 644 include/teenycl.h $(DESTDIR)$(INCLUDEDIR)/teenycl.h
+	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/libteenycl.a
+	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/libteenycl.so.$(VERSION)
+	ln -sf libteenycl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libteenycl.so
+	install -m 644 $(BUILD)/teenycl.pc $(DESTDIR)$(LIBDIR)/pkgconfig/teenycl.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(INCLUDEDIR)/teenycl.h $(DESTDIR)$(LIBDIR)/libteenycl.a \
+	    $(DESTDIR)$(LIBDIR)/libteenycl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME) \
+	    $(DESTDIR)$(LIBDIR)/libteenycl.so $(DESTDIR)$(LIBDIR)/pkgconfig/teenycl.pc
+
+clean:
+	rm -rf build build-asan

@@ -1,0 +1,38 @@
+/*
+ * common.cl -- device helpers shared by every program; prepended to each
+ * family's source before it is built. OpenCL C 1.2.
+ */
+#ifndef TEENY_COMMON_CL
+#define TEENY_COMMON_CL
+
+#define TEENY_ACT_NONE 0
+#define TEENY_ACT_RELU 1
+#define TEENY_ACT_SILU 2
+
+inline float teeny_sigmoid(float x)
+{
+    return 1.0f / (1.0f + exp(-x));
+}
+
+inline float teeny_act(int act, float x)
+{
+    if (act == TEENY_ACT_RELU)
+        return fmax(x, 0.0f);
+    if (act == TEENY_ACT_SILU)
+        return x * teeny_sigmoid(x);
+    return x;
+}
+
+/* d act(x) / dx */
+inline float teeny_act_grad(int act, float x)
+{
+    if (act == TEENY_ACT_RELU)
+        return x > 0.0f ? 1.0f : 0.0f;
+    if (act == TEENY_ACT_SILU) {
+        float s = teeny_sigmoid(x);
+        return s * (1.0f + x * (1.0f - s));
+    }
+    return 1.0f;
+}
+
+#endif

@@ -1,0 +1,395 @@
+/*
+ * device.c -- platform/device discovery, device selection by spec string,
+ * capability queries and the context's lifetime.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+#define MAX_PLATFORMS 16
+#define MAX_DEVICES 64
+
+typedef struct {
+    cl_platform_id platform;
+    cl_device_id device;
+    teeny_device_info info;
+} found_device;
+
+static int contains_nocase(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    if (!n)
+        return 1;
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == n)
+            return 1;
+    }
+    return 0;
+}
+
+static void str_info(cl_device_id d, cl_device_info what, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (TEENY_CL(clGetDeviceInfo, d, what, cap, out, NULL) != CL_SUCCESS)
+        out[0] = '\0';
+    out[cap - 1] = '\0';
+}
+
+teeny_status teeny__device_query(teeny_ctx *ctx, cl_platform_id p, cl_device_id d, teeny_device_info *info)
+{
+    teeny_status st = TEENY_OK;
+    cl_device_type type;
+    cl_uint cu;
+    size_t wg;
+    cl_ulong local, global, alloc;
+    size_t ext_len = 0;
+    char *ext = NULL;
+
+    memset(info, 0, sizeof *info);
+    TEENY_CL_TRY(clGetPlatformInfo, p, CL_PLATFORM_NAME, sizeof info->platform_name, info->platform_name, NULL);
+    info->platform_name[sizeof info->platform_name - 1] = '\0';
+    str_info(d, CL_DEVICE_NAME, info->device_name, sizeof info->device_name);
+    str_info(d, CL_DEVICE_VENDOR, info->vendor, sizeof info->vendor);
+    str_info(d, CL_DEVICE_VERSION, info->device_version, sizeof info->device_version);
+    str_info(d, CL_DRIVER_VERSION, info->driver_version, sizeof info->driver_version);
+    str_info(d, CL_DEVICE_OPENCL_C_VERSION, info->opencl_c_version, sizeof info->opencl_c_version);
+    TEENY_CL_TRY(clGetDeviceInfo, d, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    TEENY_CL_TRY(clGetDeviceInfo, d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
+    TEENY_CL_TRY(clGetDeviceInfo, d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+    TEENY_CL_TRY(clGetDeviceInfo, d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL);
+    TEENY_CL_TRY(clGetDeviceInfo, d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof global, &global, NULL);
+    TEENY_CL_TRY(clGetDeviceInfo, d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof alloc, &alloc, NULL);
+    TEENY_CL_TRY(clGetDeviceInfo, d, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_len);
+    ext = teeny__malloc(ext_len + 1);
+    if (!ext) {
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory reading device extensions");
+        goto cleanup;
+    }
+    TEENY_CL_TRY(clGetDeviceInfo, d, CL_DEVICE_EXTENSIONS, ext_len, ext, NULL);
+    ext[ext_len] = '\0';
+
+    info->is_gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
+    info->is_cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
+    info->compute_units = cu;
+    info->max_work_group_size = wg;
+    info->local_mem_bytes = local;
+    info->global_mem_bytes = global;
+    info->max_alloc_bytes = alloc;
+    info->has_fp64 = strstr(ext, "cl_khr_fp64") != NULL;
+    info->has_subgroups = strstr(ext, "cl_khr_subgroups") != NULL || strstr(ext, "cl_intel_subgroups") != NULL;
+    /* NVIDIA's OpenCL compiler accepts inline PTX (asm volatile). */
+    info->has_nvidia_ptx = info->is_gpu && contains_nocase(info->vendor, "nvidia") &&
+                           strstr(ext, "cl_nv_") != NULL;
+cleanup:
+    teeny__free(ext);
+    return st;
+}
+
+/* All devices of all platforms, in platform then device order. */
+static teeny_status enumerate(found_device *out, int max, int *count)
+{
+    const teeny_ctx *ctx = NULL; /* errors go to the thread's buffer */
+    teeny_status st = TEENY_OK;
+    cl_platform_id platforms[MAX_PLATFORMS];
+    cl_uint n_platforms = 0;
+    int n = 0;
+
+    cl_int err = TEENY_CL(clGetPlatformIDs, MAX_PLATFORMS, platforms, &n_platforms);
+    if (err == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (err == CL_SUCCESS && n_platforms == 0)) {
+        *count = 0;
+        return TEENY_OK;
+    }
+    if (err != CL_SUCCESS)
+        return teeny__cl_error(NULL, err, "clGetPlatformIDs");
+    if (n_platforms > MAX_PLATFORMS)
+        n_platforms = MAX_PLATFORMS;
+    for (cl_uint p = 0; p < n_platforms; p++) {
+        cl_device_id devices[MAX_DEVICES];
+        cl_uint n_devices = 0;
+        err = TEENY_CL(clGetDeviceIDs, platforms[p], CL_DEVICE_TYPE_ALL, MAX_DEVICES, devices, &n_devices);
+        if (err == CL_DEVICE_NOT_FOUND)
+            continue;
+        if (err != CL_SUCCESS)
+            return teeny__cl_error(NULL, err, "clGetDeviceIDs");
+        if (n_devices > MAX_DEVICES)
+            n_devices = MAX_DEVICES;
+        for (cl_uint d = 0; d < n_devices && n < max; d++) {
+            out[n].platform = platforms[p];
+            out[n].device = devices[d];
+            st = teeny__device_query(NULL, platforms[p], devices[d], &out[n].info);
+            if (st != TEENY_OK)
+                return st;
+            out[n].info.platform_index = (int)p;
+            out[n].info.device_index = (int)d;
+            n++;
+        }
+    }
+    *count = n;
+    (void)ctx;
+    return TEENY_OK;
+}
+
+static int default_index(const found_device *devs, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (devs[i].info.is_gpu)
+            return i;
+    for (int i = 0; i < n; i++)
+        if (devs[i].info.is_cpu)
+            return i;
+    return n > 0 ? 0 : -1;
+}
+
+static int matches(const teeny_device_info *info, const char *spec)
+{
+    int p, d;
+    char tail;
+    if (!strcasecmp(spec, "cpu")) return info->is_cpu;
+    if (!strcasecmp(spec, "gpu")) return info->is_gpu;
+    if (!strcasecmp(spec, "pocl"))
+        return contains_nocase(info->platform_name, "portable computing") || contains_nocase(info->platform_name, "pocl");
+    if (!strcasecmp(spec, "nvidia") || !strcasecmp(spec, "amd") || !strcasecmp(spec, "intel")) {
+        const char *alt = !strcasecmp(spec, "amd") ? "advanced micro devices" : spec;
+        return contains_nocase(info->vendor, spec) || contains_nocase(info->vendor, alt) ||
+               contains_nocase(info->platform_name, spec);
+    }
+    if (sscanf(spec, "%d:%d%c", &p, &d, &tail) == 2)
+        return info->platform_index == p && info->device_index == d;
+    return contains_nocase(info->device_name, spec);
+}
+
+static void list_devices(char *buf, size_t cap, const found_device *devs, int n)
+{
+    size_t len = strlen(buf);
+    for (int i = 0; i < n && len + 1 < cap; i++) {
+        snprintf(buf + len, cap - len, "\n  %d:%d  %s (%s, %s)", devs[i].info.platform_index,
+                 devs[i].info.device_index, devs[i].info.device_name, devs[i].info.platform_name,
+                 devs[i].info.is_gpu ? "GPU" : devs[i].info.is_cpu ? "CPU" : "other");
+        len = strlen(buf);
+    }
+    if (n == 0 && len + 1 < cap)
+        snprintf(buf + len, cap - len, " (no OpenCL devices found: is an ICD such as pocl-opencl-icd installed?)");
+}
+
+teeny_status teeny_devices_list(teeny_device_info *out, int max, int *count)
+{
+    found_device devs[MAX_DEVICES];
+    int n = 0;
+    if (!count || max < 0 || (max > 0 && !out))
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_devices_list: count is NULL, or out is NULL with max > 0");
+    teeny_status st = enumerate(devs, MAX_DEVICES, &n);
+    if (st != TEENY_OK)
+        return st;
+    int def = default_index(devs, n);
+    for (int i = 0; i < n && i < max; i++) {
+        out[i] = devs[i].info;
+        out[i].is_default = i == def;
+    }
+    *count = n;
+    return TEENY_OK;
+}
+
+/* Derive the per-device defaults the ops use. */
+static void derive_defaults(teeny_ctx *ctx)
+{
+    size_t wg = ctx->info.max_work_group_size;
+    size_t want = 256;
+    while (want > wg)
+        want /= 2;
+    ctx->work_group_size = (int)(want ? want : 1);
+}
+
+static teeny_status ctx_alloc(teeny_ctx **out)
+{
+    teeny_ctx *ctx = teeny__calloc(1, sizeof *ctx);
+    if (!ctx)
+        return teeny__error(NULL, TEENY_ERR_NOMEM, "out of host memory allocating a context");
+    ctx->refs = 1;
+    ctx->handle_alive = 1;
+    *out = ctx;
+    return TEENY_OK;
+}
+
+static void ctx_free(teeny_ctx *ctx)
+{
+    teeny__programs_release(ctx);
+    TEENY_CL_RELEASE(clReleaseMemObject, ctx->scratch);
+    TEENY_CL_RELEASE(clReleaseCommandQueue, ctx->queue);
+    TEENY_CL_RELEASE(clReleaseContext, ctx->context);
+    teeny__free(ctx);
+}
+
+teeny_status teeny_ctx_create(const char *device_spec, teeny_ctx **out)
+{
+    found_device devs[MAX_DEVICES];
+    int n = 0, pick = -1;
+    teeny_ctx *ctx = NULL;
+    teeny_status st;
+    cl_int err;
+
+    if (!out)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_ctx_create: out is NULL");
+    *out = NULL;
+    if (!device_spec || !*device_spec)
+        device_spec = getenv("TEENY_DEVICE");
+    st = enumerate(devs, MAX_DEVICES, &n);
+    if (st != TEENY_OK)
+        return st;
+    if (device_spec && *device_spec) {
+        for (int i = 0; i < n && pick < 0; i++)
+            if (matches(&devs[i].info, device_spec))
+                pick = i;
+    } else {
+        pick = default_index(devs, n);
+    }
+    if (pick < 0) {
+        teeny__error(NULL, TEENY_ERR_NO_DEVICE, "no OpenCL device matches \"%s\"; devices:",
+                     device_spec ? device_spec : "(default)");
+        char *buf = (char *)teeny_last_error(NULL);
+        list_devices(buf, 4096, devs, n);
+        return TEENY_ERR_NO_DEVICE;
+    }
+
+    st = ctx_alloc(&ctx);
+    if (st != TEENY_OK)
+        return st;
+    ctx->platform = devs[pick].platform;
+    ctx->device = devs[pick].device;
+    ctx->info = devs[pick].info;
+    ctx->info.is_default = pick == default_index(devs, n);
+    derive_defaults(ctx);
+
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform, 0};
+    ctx->context = TEENY_CLO(clCreateContext, &err, props, 1, &ctx->device, NULL, NULL);
+    if (!ctx->context) {
+        st = teeny__cl_error(NULL, err, "clCreateContext");
+        goto fail;
+    }
+    ctx->queue = TEENY_CLO(clCreateCommandQueue, &err, ctx->context, ctx->device, CL_QUEUE_PROFILING_ENABLE);
+    if (!ctx->queue) {
+        st = teeny__cl_error(NULL, err, "clCreateCommandQueue");
+        goto fail;
+    }
+    teeny__log(TEENY_LOG_INFO, "context on %s (%s)", ctx->info.device_name, ctx->info.platform_name);
+    *out = ctx;
+    return TEENY_OK;
+fail:
+    ctx_free(ctx);
+    return st;
+}
+
+teeny_status teeny_ctx_create_from_cl(cl_context c, cl_device_id d, cl_command_queue q, teeny_ctx **out)
+{
+    teeny_ctx *ctx = NULL;
+    teeny_status st;
+    cl_int err;
+    cl_platform_id platform;
+    cl_command_queue_properties qprops = 0;
+
+    if (!out)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_ctx_create_from_cl: out is NULL");
+    *out = NULL;
+    if (!c || !d || !q)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_ctx_create_from_cl: %s is NULL",
+                            !c ? "context" : !d ? "device" : "queue");
+    err = TEENY_CL(clGetCommandQueueInfo, q, CL_QUEUE_PROPERTIES, sizeof qprops, &qprops, NULL);
+    if (err != CL_SUCCESS)
+        return teeny__cl_error(NULL, err, "clGetCommandQueueInfo");
+    if (qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_ctx_create_from_cl: the queue must be in order");
+    err = TEENY_CL(clGetDeviceInfo, d, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL);
+    if (err != CL_SUCCESS)
+        return teeny__cl_error(NULL, err, "clGetDeviceInfo");
+
+    st = ctx_alloc(&ctx);
+    if (st != TEENY_OK)
+        return st;
+    st = teeny__device_query(NULL, platform, d, &ctx->info);
+    if (st != TEENY_OK)
+        goto fail;
+    ctx->platform = platform;
+    ctx->device = d;
+    derive_defaults(ctx);
+    err = TEENY_CL(clRetainContext, c);
+    if (err != CL_SUCCESS) {
+        st = teeny__cl_error(NULL, err, "clRetainContext");
+        goto fail;
+    }
+    ctx->context = c;
+    err = TEENY_CL(clRetainCommandQueue, q);
+    if (err != CL_SUCCESS) {
+        st = teeny__cl_error(NULL, err, "clRetainCommandQueue");
+        goto fail;
+    }
+    ctx->queue = q;
+    *out = ctx;
+    return TEENY_OK;
+fail:
+    ctx_free(ctx);
+    return st;
+}
+
+/* Drop one reference; the last one frees everything. */
+void teeny__ctx_unref(teeny_ctx *ctx);
+void teeny__ctx_unref(teeny_ctx *ctx)
+{
+    if (--ctx->refs == 0)
+        ctx_free(ctx);
+}
+
+void teeny_ctx_destroy(teeny_ctx *ctx)
+{
+    if (!ctx || !ctx->handle_alive)
+        return;
+    ctx->handle_alive = 0;
+    teeny__ctx_unref(ctx);
+}
+
+int teeny__ctx_check(const teeny_ctx *ctx)
+{
+    return ctx && ctx->handle_alive;
+}
+
+teeny_status teeny_ctx_finish(teeny_ctx *ctx)
+{
+    teeny_status st = TEENY_OK;
+    if (!teeny__ctx_check(ctx))
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_ctx_finish: ctx is NULL or destroyed");
+    teeny__clear_error(ctx);
+    TEENY_CL_TRY(clFinish, ctx->queue);
+cleanup:
+    return st;
+}
+
+teeny_status teeny_ctx_set_tf32(teeny_ctx *ctx, int enable)
+{
+    if (!teeny__ctx_check(ctx))
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_ctx_set_tf32: ctx is NULL or destroyed");
+    ctx->tf32 = enable != 0;
+    return TEENY_OK;
+}
+
+cl_command_queue teeny_ctx_cl_queue(const teeny_ctx *ctx)
+{
+    return ctx ? ctx->queue : NULL;
+}
+
+const char *teeny_ctx_device_name(const teeny_ctx *ctx)
+{
+    return ctx ? ctx->info.device_name : "";
+}
+
+teeny_status teeny_ctx_device_info(const teeny_ctx *ctx, teeny_device_info *out)
+{
+    if (!ctx || !out)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_ctx_device_info: %s is NULL", !ctx ? "ctx" : "out");
+    *out = ctx->info;
+    return TEENY_OK;
+}

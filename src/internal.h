@@ -1,0 +1,127 @@
+/*
+ * internal.h -- what the library's sources share and applications never see:
+ * the context and tensor structs, error reporting, logging, the kernel-build
+ * layer and argument-checking helpers. Names are teeny__ (internal).
+ */
+#ifndef TEENY_INTERNAL_H
+#define TEENY_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "teenycl.h"
+#include "clwrap.h"
+
+#define TEENY_MAX_DIMS 5
+#define TEENY_ERR_CAP 65536 /* room for a full build log */
+
+#if defined(__GNUC__)
+#define TEENY__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define TEENY__PRINTF(a, b)
+#endif
+
+/* Internal invariants only; never for user input or device limits. It logs
+ * and returns the status from the enclosing function instead of aborting. */
+#define TEENY_ASSERT(ctx, cond)                                                 \
+    do {                                                                        \
+        if (!(cond))                                                            \
+            return teeny__error((ctx), TEENY_ERR_STATE,                         \
+                                "internal invariant failed: %s (%s:%d)", #cond, \
+                                __FILE__, __LINE__);                            \
+    } while (0)
+
+typedef struct teeny__program teeny__program;
+
+typedef enum { TEENY__F32, TEENY__I32 } teeny__dtype;
+
+struct teeny_ctx {
+    int refs;          /* 1 for the handle + 1 per live tensor */
+    int handle_alive;  /* teeny_ctx_destroy not yet called */
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue;
+    teeny_device_info info;
+    int tf32;
+    int work_group_size;      /* default 1-D work-group size for this device */
+    teeny__program *programs; /* in-memory program cache */
+    cl_mem scratch;           /* per-context workspace, grown on demand */
+    size_t scratch_bytes;
+    char err[TEENY_ERR_CAP];
+};
+
+struct teeny_tensor {
+    teeny_ctx *ctx;
+    teeny_tensor *base; /* a view keeps its base alive */
+    int refs;           /* 1 for the handle + 1 per view */
+    int handle_alive;
+    cl_mem buf;
+    size_t offset;      /* in elements, from the start of buf */
+    teeny__dtype dtype;
+    int ndim;
+    int64_t shape[TEENY_MAX_DIMS];
+    int64_t numel;
+};
+
+/* ---- errors and logging (status.c) ---- */
+teeny_status teeny__error(const teeny_ctx *ctx, teeny_status st, const char *fmt, ...) TEENY__PRINTF(3, 4);
+teeny_status teeny__cl_error(const teeny_ctx *ctx, cl_int err, const char *call);
+void teeny__clear_error(const teeny_ctx *ctx);
+void teeny__log(teeny_log_level level, const char *fmt, ...) TEENY__PRINTF(2, 3);
+/* Append to ctx's last error (the build log after the message). */
+void teeny__error_append(const teeny_ctx *ctx, const char *text);
+
+/* ---- device (device.c) ---- */
+teeny_status teeny__device_query(teeny_ctx *ctx, cl_platform_id p, cl_device_id d, teeny_device_info *info);
+
+/* ---- kernel build (program.c) ----
+ * family names an embedded cl/<family>.cl; options are -D flags that shape
+ * the code. Programs and kernels are cached per context; the kernel is
+ * borrowed (the context owns it). */
+teeny_status teeny__kernel_get(teeny_ctx *ctx, const char *family, const char *options,
+                               const char *kernel_name, cl_kernel *out);
+/* A fresh kernel object the caller releases (graphs own one per node). */
+teeny_status teeny__kernel_create(teeny_ctx *ctx, const char *family, const char *options,
+                                  const char *kernel_name, cl_kernel *out);
+void teeny__programs_release(teeny_ctx *ctx);
+/* The embedded source of one family ("common" included), or NULL. */
+const char *teeny__kernel_source(const char *family, size_t *len);
+/* Where binaries are cached; "" when the disk cache is off. */
+void teeny__cache_dir(char *out, size_t cap);
+
+/* ---- launches (program.c) ----
+ * Set arguments from a list of (size, pointer) pairs ending with 0, NULL. */
+teeny_status teeny__set_args(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, ...);
+/* Enqueue over a 1-3 D grid; global sizes are rounded up to the local size. */
+teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, int dims,
+                           const size_t *global, const size_t *local);
+
+/* ---- workspace (tensor.c) ----
+ * A context-owned buffer of at least bytes, valid until the next call that
+ * asks for more (the queue is in order, so earlier kernels are unaffected). */
+teeny_status teeny__scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out);
+
+/* ---- checking helpers (tensor.c) ----
+ * They record a message naming the argument and return a status. */
+teeny_status teeny__check_tensor(teeny_ctx *ctx, const teeny_tensor *t, const char *name);
+teeny_status teeny__check_same_numel(teeny_ctx *ctx, const teeny_tensor *a, const char *an,
+                                     const teeny_tensor *b, const char *bn);
+teeny_status teeny__check_vector(teeny_ctx *ctx, const teeny_tensor *t, const char *name, int64_t len);
+/* "[2, 3, 4]" into buf. */
+const char *teeny__shape_str(const teeny_tensor *t, char *buf, size_t cap);
+/* Whether two tensors share any element of the same buffer. */
+int teeny__overlap(const teeny_tensor *a, const teeny_tensor *b);
+/* Reject an output that overlaps an input; exact_ok allows out == in. */
+teeny_status teeny__check_alias(teeny_ctx *ctx, const teeny_tensor *out, const char *out_name,
+                                const teeny_tensor *in, const char *in_name, int exact_ok);
+int teeny__ctx_check(const teeny_ctx *ctx);
+
+/* int32 element offset of a tensor, for kernels. */
+static inline int teeny__off(const teeny_tensor *t) { return (int)t->offset; }
+
+/* ---- small string helpers ---- */
+void teeny__strlcpy(char *dst, const char *src, size_t cap);
+
+#endif

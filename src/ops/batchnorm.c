@@ -1,0 +1,468 @@
+/*
+ * batchnorm.c -- batch normalization, every variant: [N, C] and
+ * [B, C, H, W] layouts; training forward (batch statistics, running-stat
+ * update), inference forward (running statistics), training backward and
+ * frozen-statistics backward, and folding into per-channel scale/shift.
+ * Semantics follow PyTorch's F.batch_norm: the batch is normalized with the
+ * biased variance, running_var is updated with the unbiased one.
+ *
+ * Kernels: cl/batchnorm.cl. Reductions are two-pass and deterministic (see
+ * the .cl banner); their partials live in the context's workspace.
+ * Tunable: BN_WG, the reduction work-group size, from the device's
+ * max work-group size (ctx->work_group_size).
+ *
+ * Op-table arguments:
+ *   forward:  in  = {x, weight, bias, running_mean, running_var}
+ *             out = {y, save_mean, save_rstd, running_mean, running_var}
+ *             iattr[0] = 1 training (batch statistics) / 0 inference
+ *             fattr = {momentum, eps}
+ *   backward: in  = {x, dy, weight, mean, r}; mean/r are save_mean/save_rstd
+ *             (training) or running_mean/running_var (frozen)
+ *             out = {dx, dweight, dbias}, iattr[0] = training, fattr[1] = eps
+ */
+#include <stdio.h>
+
+#include "ops.h"
+
+/* Below this spatial size the "rows" reduction layout is used. */
+#define BN_SPATIAL_MIN 16
+
+typedef struct {
+    int B, C, S;
+    int spatial, vec;
+    /* reduction */
+    int K;      /* partials per channel */
+    int P;      /* runs of the batch (rows) or chunks (spatial) */
+    int chunk;  /* units per run */
+    int total;  /* units the runs split */
+    size_t red_global[2], red_local[2];
+    /* element-wise */
+    int inner, outer;
+    size_t ew_global[2], ew_local[2];
+} bn_plan;
+
+static void plan_make(const teeny_ctx *ctx, int B, int C, int S, bn_plan *pl)
+{
+    int wg = ctx->work_group_size;
+    int64_t target = (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) * 4;
+    pl->B = B;
+    pl->C = C;
+    pl->S = S;
+    pl->spatial = S >= BN_SPATIAL_MIN;
+    pl->vec = pl->spatial && S % 4 == 0 ? 4 : 1;
+    if (pl->spatial) {
+        int units = (int)((int64_t)B * S / pl->vec);
+        int64_t k = (target + C - 1) / C;
+        int64_t k_max = (units + 2 * wg - 1) / (2 * wg);       /* >= 2 units per item */
+        int64_t k_min = ((int64_t)units * pl->vec >> 22) + 1;  /* counts stay exact in float */
+        if (k > k_max) k = k_max;
+        if (k < k_min) k = k_min;
+        if (k < 1) k = 1;
+        pl->chunk = (int)((units + k - 1) / k);
+        pl->K = pl->P = (units + pl->chunk - 1) / pl->chunk;
+        pl->total = units;
+        pl->red_global[0] = (size_t)wg * pl->K;
+        pl->red_global[1] = (size_t)C;
+        pl->red_local[0] = (size_t)wg;
+        pl->red_local[1] = 1;
+        pl->inner = S / pl->vec;
+        pl->outer = B * C;
+    } else {
+        int64_t cs = (int64_t)C * S;
+        int64_t p = (target * wg + cs - 1) / cs;
+        if (p > B) p = B;
+        if (p < 1) p = 1;
+        pl->chunk = (int)((B + p - 1) / p);
+        pl->P = (B + pl->chunk - 1) / pl->chunk;
+        pl->K = S * pl->P;
+        pl->total = B;
+        pl->red_global[0] = (size_t)cs;
+        pl->red_global[1] = (size_t)pl->P;
+        pl->red_local[0] = (size_t)(cs < wg ? 1 : wg);
+        pl->red_local[1] = 1;
+        pl->inner = (int)cs;
+        pl->outer = B;
+    }
+    /* element-wise grid: a power-of-two split of wg over (inner, outer) */
+    size_t l0 = 1;
+    while ((int)l0 < pl->inner && (int)l0 < wg)
+        l0 *= 2;
+    pl->ew_local[0] = l0;
+    pl->ew_local[1] = (size_t)wg / l0;
+    pl->ew_global[0] = (size_t)pl->inner;
+    pl->ew_global[1] = (size_t)pl->outer;
+}
+
+static void wg_option(const teeny_ctx *ctx, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "-DBN_WG=%d", ctx->work_group_size);
+}
+
+/* Reduction partials + finalize for statistics or gradient sums. */
+static teeny_status reduce(teeny_ctx *ctx, const bn_plan *pl, int grad, const teeny_tensor *x,
+                           const teeny_tensor *dy, const teeny_tensor *mean, cl_mem *part_out)
+{
+    char opt[32];
+    const char *name = grad ? (pl->spatial ? "bn_grad_spatial" : "bn_grad_rows")
+                            : (pl->spatial ? "bn_stats_spatial" : "bn_stats_rows");
+    cl_kernel k;
+    cl_mem part;
+    int x_off = teeny__off(x), units = pl->total, CS = pl->C * pl->S;
+    teeny_status st;
+    wg_option(ctx, opt, sizeof opt);
+    st = teeny__scratch(ctx, (size_t)pl->C * pl->K * 2 * sizeof(float), &part);
+    if (st == TEENY_OK)
+        st = teeny__kernel_get(ctx, "batchnorm", opt, name, &k);
+    if (st != TEENY_OK)
+        return st;
+    if (!grad && pl->spatial)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &pl->C,
+                             sizeof(int), &pl->S, sizeof(int), &pl->vec, sizeof(int), &units, sizeof(int), &pl->chunk,
+                             sizeof(cl_mem), &part, (size_t)0);
+    else if (!grad)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &pl->B,
+                             sizeof(int), &CS, sizeof(int), &pl->chunk, sizeof(cl_mem), &part, (size_t)0);
+    else {
+        int dy_off = teeny__off(dy), m_off = teeny__off(mean);
+        if (pl->spatial)
+            st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem), &dy->buf,
+                                 sizeof(int), &dy_off, sizeof(cl_mem), &mean->buf, sizeof(int), &m_off, sizeof(int),
+                                 &pl->C, sizeof(int), &pl->S, sizeof(int), &pl->vec, sizeof(int), &units, sizeof(int),
+                                 &pl->chunk, sizeof(cl_mem), &part, (size_t)0);
+        else
+            st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem), &dy->buf,
+                                 sizeof(int), &dy_off, sizeof(cl_mem), &mean->buf, sizeof(int), &m_off, sizeof(int),
+                                 &pl->B, sizeof(int), &CS, sizeof(int), &pl->S, sizeof(int), &pl->chunk,
+                                 sizeof(cl_mem), &part, (size_t)0);
+    }
+    if (st == TEENY_OK)
+        st = teeny__launch(ctx, k, name, 2, pl->red_global, pl->red_local);
+    *part_out = part;
+    return st;
+}
+
+teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    const teeny_tensor *x = a->in[0], *w = a->in[1], *bias = a->in[2];
+    teeny_tensor *y = a->out[0];
+    int training = a->iattr[0];
+    float momentum = a->fattr[0], eps = a->fattr[1];
+    int B = (int)x->shape[0], C = (int)x->shape[1], S = (int)(x->numel / ((int64_t)B * C));
+    bn_plan pl;
+    char opt[32];
+    cl_kernel k;
+    teeny_status st;
+    const teeny_tensor *mean, *r;
+    int r_is_var;
+
+    plan_make(ctx, B, C, S, &pl);
+    wg_option(ctx, opt, sizeof opt);
+    if (training) {
+        teeny_tensor *save_mean = a->out[1], *save_rstd = a->out[2], *rm = a->out[3], *rv = a->out[4];
+        cl_mem part;
+        int update = 1, sm_off = teeny__off(save_mean), sr_off = teeny__off(save_rstd), rm_off = teeny__off(rm),
+            rv_off = teeny__off(rv);
+        size_t g = (size_t)C, l = 1;
+        st = reduce(ctx, &pl, 0, x, NULL, NULL, &part);
+        if (st == TEENY_OK)
+            st = teeny__kernel_get(ctx, "batchnorm", opt, "bn_stats_finalize", &k);
+        if (st == TEENY_OK)
+            st = teeny__set_args(ctx, k, "bn_stats_finalize", sizeof(cl_mem), &part, sizeof(int), &pl.K, sizeof(int),
+                                 &pl.P, sizeof(int), &pl.chunk, sizeof(int), &pl.total, sizeof(int), &pl.vec,
+                                 sizeof(int), &C, sizeof(float), &eps, sizeof(float), &momentum, sizeof(int), &update,
+                                 sizeof(cl_mem), &save_mean->buf, sizeof(int), &sm_off, sizeof(cl_mem),
+                                 &save_rstd->buf, sizeof(int), &sr_off, sizeof(cl_mem), &rm->buf, sizeof(int), &rm_off,
+                                 sizeof(cl_mem), &rv->buf, sizeof(int), &rv_off, (size_t)0);
+        if (st == TEENY_OK)
+            st = teeny__launch(ctx, k, "bn_stats_finalize", 1, &g, &l);
+        if (st != TEENY_OK)
+            return st;
+        mean = save_mean;
+        r = save_rstd;
+        r_is_var = 0;
+    } else {
+        mean = a->in[3];
+        r = a->in[4];
+        r_is_var = 1;
+    }
+
+    int x_off = teeny__off(x), y_off = teeny__off(y), m_off = teeny__off(mean), r_off = teeny__off(r),
+        w_off = teeny__off(w), b_off = teeny__off(bias);
+    st = teeny__kernel_get(ctx, "batchnorm", opt, "bn_normalize", &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, "bn_normalize", sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem),
+                             &y->buf, sizeof(int), &y_off, sizeof(int), &pl.inner, sizeof(int), &pl.outer, sizeof(int),
+                             &C, sizeof(int), &S, sizeof(int), &pl.spatial, sizeof(int), &pl.vec, sizeof(cl_mem),
+                             &mean->buf, sizeof(int), &m_off, sizeof(cl_mem), &r->buf, sizeof(int), &r_off, sizeof(int),
+                             &r_is_var, sizeof(float), &eps, sizeof(cl_mem), &w->buf, sizeof(int), &w_off,
+                             sizeof(cl_mem), &bias->buf, sizeof(int), &b_off, (size_t)0);
+    if (st == TEENY_OK)
+        st = teeny__launch(ctx, k, "bn_normalize", 2, pl.ew_global, pl.ew_local);
+    return st;
+}
+
+teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    const teeny_tensor *x = a->in[0], *dy = a->in[1], *w = a->in[2], *mean = a->in[3], *r = a->in[4];
+    teeny_tensor *dx = a->out[0], *dw = a->out[1], *db = a->out[2];
+    int training = a->iattr[0], frozen = !training, r_is_var = frozen;
+    float eps = a->fattr[1];
+    int B = (int)x->shape[0], C = (int)x->shape[1], S = (int)(x->numel / ((int64_t)B * C));
+    float inv_n = (float)(1.0 / ((double)B * S));
+    bn_plan pl;
+    char opt[32];
+    cl_kernel k;
+    cl_mem part;
+    size_t g = (size_t)C, l = 1;
+    int r_off = teeny__off(r), dw_off = teeny__off(dw), db_off = teeny__off(db);
+    teeny_status st;
+
+    plan_make(ctx, B, C, S, &pl);
+    wg_option(ctx, opt, sizeof opt);
+    st = reduce(ctx, &pl, 1, x, dy, mean, &part);
+    if (st == TEENY_OK)
+        st = teeny__kernel_get(ctx, "batchnorm", opt, "bn_grad_finalize", &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, "bn_grad_finalize", sizeof(cl_mem), &part, sizeof(int), &pl.K, sizeof(int), &C,
+                             sizeof(cl_mem), &r->buf, sizeof(int), &r_off, sizeof(int), &r_is_var, sizeof(float), &eps,
+                             sizeof(cl_mem), &dw->buf, sizeof(int), &dw_off, sizeof(cl_mem), &db->buf, sizeof(int),
+                             &db_off, (size_t)0);
+    if (st == TEENY_OK)
+        st = teeny__launch(ctx, k, "bn_grad_finalize", 1, &g, &l);
+    if (st != TEENY_OK)
+        return st;
+
+    int x_off = teeny__off(x), dy_off = teeny__off(dy), dx_off = teeny__off(dx), m_off = teeny__off(mean),
+        w_off = teeny__off(w);
+    st = teeny__kernel_get(ctx, "batchnorm", opt, "bn_backward_dx", &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, "bn_backward_dx", sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem),
+                             &dy->buf, sizeof(int), &dy_off, sizeof(cl_mem), &dx->buf, sizeof(int), &dx_off,
+                             sizeof(int), &pl.inner, sizeof(int), &pl.outer, sizeof(int), &C, sizeof(int), &S,
+                             sizeof(int), &pl.spatial, sizeof(int), &pl.vec, sizeof(cl_mem), &mean->buf, sizeof(int),
+                             &m_off, sizeof(cl_mem), &r->buf, sizeof(int), &r_off, sizeof(int), &r_is_var,
+                             sizeof(float), &eps, sizeof(cl_mem), &w->buf, sizeof(int), &w_off, sizeof(cl_mem),
+                             &dw->buf, sizeof(int), &dw_off, sizeof(cl_mem), &db->buf, sizeof(int), &db_off,
+                             sizeof(float), &inv_n, sizeof(int), &frozen, (size_t)0);
+    if (st == TEENY_OK)
+        st = teeny__launch(ctx, k, "bn_backward_dx", 2, pl.ew_global, pl.ew_local);
+    return st;
+}
+
+/* ---- validation and the eager API ---- */
+
+/* x is [N, C] or [B, C, H, W]; returns C in *C. */
+static teeny_status check_x(teeny_ctx *ctx, const char *fn, const teeny_tensor *x, int64_t *C)
+{
+    char s[96];
+    teeny_status st = teeny__check_tensor(ctx, x, "x");
+    if (st != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    if (x->ndim != 2 && x->ndim != 4)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: x has shape %s; expected [N, C] or [B, C, H, W]", fn,
+                            teeny__shape_str(x, s, sizeof s));
+    *C = x->shape[1];
+    return TEENY_OK;
+}
+
+static teeny_status check_vectors(teeny_ctx *ctx, const char *fn, int64_t C, const teeny_tensor *const *v,
+                                  const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++) {
+        teeny_status st = teeny__check_vector(ctx, v[i], names[i], C);
+        if (st != TEENY_OK) {
+            char msg[512];
+            teeny__strlcpy(msg, teeny_last_error(ctx), sizeof msg);
+            return teeny__error(ctx, st, "%s: %s (x has C = %lld)", fn, msg, (long long)C);
+        }
+    }
+    return TEENY_OK;
+}
+
+/* Every output must be disjoint from every other tensor of the call. */
+static teeny_status check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *outs,
+                                   const char *const *out_names, int n_out, const teeny_tensor *const *all,
+                                   const char *const *all_names, int n_all)
+{
+    for (int i = 0; i < n_out; i++)
+        for (int j = 0; j < n_all; j++)
+            if (outs[i] != all[j] && teeny__overlap(outs[i], all[j]))
+                return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, out_names[i],
+                                    all_names[j]);
+    return TEENY_OK;
+}
+
+static teeny_status check_eps(teeny_ctx *ctx, const char *fn, float eps)
+{
+    if (!(eps >= 0.0f) || eps > 1e30f)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: eps %g must be finite and >= 0", fn, (double)eps);
+    return TEENY_OK;
+}
+
+#define EAGER_BEGIN(fn)                                                             \
+    if (!teeny__ctx_check(ctx))                                                     \
+        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
+    teeny__clear_error(ctx)
+
+teeny_status teeny_batchnorm_forward_train(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *weight,
+                                           const teeny_tensor *bias, teeny_tensor *running_mean,
+                                           teeny_tensor *running_var, float momentum, float eps, teeny_tensor *y,
+                                           teeny_tensor *save_mean, teeny_tensor *save_rstd)
+{
+    static const char fn[] = "teeny_batchnorm_forward_train";
+    int64_t C;
+    teeny_status st;
+    EAGER_BEGIN("teeny_batchnorm_forward_train");
+    if ((st = check_x(ctx, fn, x, &C)) != TEENY_OK)
+        return st;
+    const teeny_tensor *vecs[] = {weight, bias, running_mean, running_var, save_mean, save_rstd};
+    const char *vec_names[] = {"weight", "bias", "running_mean", "running_var", "save_mean", "save_rstd"};
+    if ((st = check_vectors(ctx, fn, C, vecs, vec_names, 6)) != TEENY_OK)
+        return st;
+    if ((st = teeny__check_tensor(ctx, y, "y")) != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    if ((st = teeny__check_same_numel(ctx, x, "x", y, "y")) != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    if ((st = check_eps(ctx, fn, eps)) != TEENY_OK)
+        return st;
+    if (!(momentum >= 0.0f && momentum <= 1.0f))
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: momentum %g is outside [0, 1]", fn, (double)momentum);
+    if (x->numel / C < 2)
+        return teeny__error(ctx, TEENY_ERR_SHAPE,
+                            "%s: training needs more than one value per channel (x has %lld per channel)", fn,
+                            (long long)(x->numel / C));
+    const teeny_tensor *outs[] = {y, save_mean, save_rstd, running_mean, running_var};
+    const char *out_names[] = {"y", "save_mean", "save_rstd", "running_mean", "running_var"};
+    const teeny_tensor *all[] = {x, weight, bias, running_mean, running_var, y, save_mean, save_rstd};
+    const char *all_names[] = {"x", "weight", "bias", "running_mean", "running_var", "y", "save_mean", "save_rstd"};
+    if ((st = check_disjoint(ctx, fn, outs, out_names, 5, all, all_names, 8)) != TEENY_OK)
+        return st;
+    teeny__op_args args = {.in = {x, weight, bias, running_mean, running_var},
+                           .out = {y, save_mean, save_rstd, running_mean, running_var},
+                           .iattr = {1},
+                           .fattr = {momentum, eps}};
+    return teeny__op_run(ctx, TEENY__OP_BATCHNORM, 0, &args);
+}
+
+teeny_status teeny_batchnorm_forward_infer(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *weight,
+                                           const teeny_tensor *bias, const teeny_tensor *running_mean,
+                                           const teeny_tensor *running_var, float eps, teeny_tensor *y)
+{
+    static const char fn[] = "teeny_batchnorm_forward_infer";
+    int64_t C;
+    teeny_status st;
+    EAGER_BEGIN("teeny_batchnorm_forward_infer");
+    if ((st = check_x(ctx, fn, x, &C)) != TEENY_OK)
+        return st;
+    const teeny_tensor *vecs[] = {weight, bias, running_mean, running_var};
+    const char *vec_names[] = {"weight", "bias", "running_mean", "running_var"};
+    if ((st = check_vectors(ctx, fn, C, vecs, vec_names, 4)) != TEENY_OK)
+        return st;
+    if ((st = teeny__check_tensor(ctx, y, "y")) != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    if ((st = teeny__check_same_numel(ctx, x, "x", y, "y")) != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    if ((st = check_eps(ctx, fn, eps)) != TEENY_OK)
+        return st;
+    const teeny_tensor *outs[] = {y};
+    const char *out_names[] = {"y"};
+    const teeny_tensor *all[] = {x, weight, bias, running_mean, running_var};
+    const char *all_names[] = {"x", "weight", "bias", "running_mean", "running_var"};
+    if ((st = check_disjoint(ctx, fn, outs, out_names, 1, all, all_names, 5)) != TEENY_OK)
+        return st;
+    teeny__op_args args = {.in = {x, weight, bias, running_mean, running_var}, .out = {y}, .fattr = {0.0f, eps}};
+    return teeny__op_run(ctx, TEENY__OP_BATCHNORM, 0, &args);
+}
+
+static teeny_status backward(teeny_ctx *ctx, const char *fn, int training, const teeny_tensor *x,
+                             const teeny_tensor *dy, const teeny_tensor *weight, const teeny_tensor *mean,
+                             const char *mean_name, const teeny_tensor *r, const char *r_name, float eps,
+                             teeny_tensor *dx, teeny_tensor *dweight, teeny_tensor *dbias)
+{
+    int64_t C;
+    teeny_status st;
+    if ((st = check_x(ctx, fn, x, &C)) != TEENY_OK)
+        return st;
+    const teeny_tensor *vecs[] = {weight, mean, r, dweight, dbias};
+    const char *vec_names[] = {"weight", mean_name, r_name, "dweight", "dbias"};
+    if ((st = check_vectors(ctx, fn, C, vecs, vec_names, 5)) != TEENY_OK)
+        return st;
+    if ((st = teeny__check_tensor(ctx, dy, "dy")) != TEENY_OK ||
+        (st = teeny__check_tensor(ctx, dx, "dx")) != TEENY_OK ||
+        (st = teeny__check_same_numel(ctx, x, "x", dy, "dy")) != TEENY_OK ||
+        (st = teeny__check_same_numel(ctx, x, "x", dx, "dx")) != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    if ((st = check_eps(ctx, fn, eps)) != TEENY_OK)
+        return st;
+    const teeny_tensor *outs[] = {dx, dweight, dbias};
+    const char *out_names[] = {"dx", "dweight", "dbias"};
+    const teeny_tensor *all[] = {x, dy, weight, mean, r, dx, dweight, dbias};
+    const char *all_names[] = {"x", "dy", "weight", mean_name, r_name, "dx", "dweight", "dbias"};
+    if ((st = check_disjoint(ctx, fn, outs, out_names, 3, all, all_names, 8)) != TEENY_OK)
+        return st;
+    teeny__op_args args = {.in = {x, dy, weight, mean, r}, .out = {dx, dweight, dbias}, .iattr = {training},
+                           .fattr = {0.0f, eps}};
+    return teeny__op_run(ctx, TEENY__OP_BATCHNORM, 1, &args);
+}
+
+teeny_status teeny_batchnorm_backward_train(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *dy,
+                                            const teeny_tensor *weight, const teeny_tensor *save_mean,
+                                            const teeny_tensor *save_rstd, teeny_tensor *dx, teeny_tensor *dweight,
+                                            teeny_tensor *dbias)
+{
+    EAGER_BEGIN("teeny_batchnorm_backward_train");
+    return backward(ctx, "teeny_batchnorm_backward_train", 1, x, dy, weight, save_mean, "save_mean", save_rstd,
+                    "save_rstd", 0.0f, dx, dweight, dbias);
+}
+
+teeny_status teeny_batchnorm_backward_frozen(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *dy,
+                                             const teeny_tensor *weight, const teeny_tensor *running_mean,
+                                             const teeny_tensor *running_var, float eps, teeny_tensor *dx,
+                                             teeny_tensor *dweight, teeny_tensor *dbias)
+{
+    EAGER_BEGIN("teeny_batchnorm_backward_frozen");
+    return backward(ctx, "teeny_batchnorm_backward_frozen", 0, x, dy, weight, running_mean, "running_mean",
+                    running_var, "running_var", eps, dx, dweight, dbias);
+}
+
+teeny_status teeny_batchnorm_fold(teeny_ctx *ctx, const teeny_tensor *weight, const teeny_tensor *bias,
+                                  const teeny_tensor *running_mean, const teeny_tensor *running_var, float eps,
+                                  teeny_tensor *scale, teeny_tensor *shift)
+{
+    static const char fn[] = "teeny_batchnorm_fold";
+    teeny_status st;
+    char opt[32];
+    cl_kernel k;
+    EAGER_BEGIN("teeny_batchnorm_fold");
+    if ((st = teeny__check_tensor(ctx, weight, "weight")) != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    int64_t C = weight->numel;
+    const teeny_tensor *vecs[] = {bias, running_mean, running_var, scale, shift};
+    const char *vec_names[] = {"bias", "running_mean", "running_var", "scale", "shift"};
+    for (int i = 0; i < 5; i++)
+        if ((st = teeny__check_vector(ctx, vecs[i], vec_names[i], C)) != TEENY_OK)
+            return teeny__error(ctx, st, "%s: %s (weight has %lld elements)", fn, teeny_last_error(ctx),
+                                (long long)C);
+    if ((st = check_eps(ctx, fn, eps)) != TEENY_OK)
+        return st;
+    const teeny_tensor *outs[] = {scale, shift};
+    const char *out_names[] = {"scale", "shift"};
+    const teeny_tensor *all[] = {weight, bias, running_mean, running_var, scale, shift};
+    const char *all_names[] = {"weight", "bias", "running_mean", "running_var", "scale", "shift"};
+    if ((st = check_disjoint(ctx, fn, outs, out_names, 2, all, all_names, 6)) != TEENY_OK)
+        return st;
+    int c = (int)C, w_off = teeny__off(weight), b_off = teeny__off(bias), m_off = teeny__off(running_mean),
+        v_off = teeny__off(running_var), sc_off = teeny__off(scale), sh_off = teeny__off(shift);
+    size_t g = (size_t)C, l = 1;
+    wg_option(ctx, opt, sizeof opt);
+    st = teeny__kernel_get(ctx, "batchnorm", opt, "bn_fold", &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, "bn_fold", sizeof(cl_mem), &weight->buf, sizeof(int), &w_off, sizeof(cl_mem),
+                             &bias->buf, sizeof(int), &b_off, sizeof(cl_mem), &running_mean->buf, sizeof(int), &m_off,
+                             sizeof(cl_mem), &running_var->buf, sizeof(int), &v_off, sizeof(float), &eps, sizeof(int),
+                             &c, sizeof(cl_mem), &scale->buf, sizeof(int), &sc_off, sizeof(cl_mem), &shift->buf,
+                             sizeof(int), &sh_off, (size_t)0);
+    if (st == TEENY_OK)
+        st = teeny__launch(ctx, k, "bn_fold", 1, &g, &l);
+    return st;
+}

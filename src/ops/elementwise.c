@@ -1,0 +1,126 @@
+/*
+ * elementwise.c -- y = a + b and activations (ReLU, SiLU) with their
+ * gradients. Tensors of any shape; only element counts must agree.
+ * Kernels: cl/elementwise.cl, one work-item per element.
+ */
+#include "ops.h"
+
+static teeny_status ew_launch(teeny_ctx *ctx, const char *name, int n, cl_kernel k)
+{
+    size_t local = (size_t)ctx->work_group_size, global = (size_t)n;
+    return teeny__launch(ctx, k, name, 1, &global, &local);
+}
+
+static teeny_status check_act(teeny_ctx *ctx, teeny_act act)
+{
+    if (act != TEENY_ACT_NONE && act != TEENY_ACT_RELU && act != TEENY_ACT_SILU)
+        return teeny__error(ctx, TEENY_ERR_ARG, "unknown activation %d", (int)act);
+    return TEENY_OK;
+}
+
+/* in = {a, b}, out = {y} */
+teeny_status teeny__add_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    const teeny_tensor *x0 = a->in[0], *x1 = a->in[1];
+    teeny_tensor *y = a->out[0];
+    int n = (int)y->numel, o0 = teeny__off(x0), o1 = teeny__off(x1), oy = teeny__off(y);
+    cl_kernel k;
+    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", "ew_add", &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, "ew_add", sizeof(cl_mem), &x0->buf, sizeof o0, &o0, sizeof(cl_mem), &x1->buf,
+                             sizeof o1, &o1, sizeof(cl_mem), &y->buf, sizeof oy, &oy, sizeof n, &n, (size_t)0);
+    if (st == TEENY_OK)
+        st = ew_launch(ctx, "ew_add", n, k);
+    return st;
+}
+
+/* in = {x}, out = {y}, iattr = {act} */
+teeny_status teeny__activation_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    const teeny_tensor *x = a->in[0];
+    teeny_tensor *y = a->out[0];
+    int act = a->iattr[0], n = (int)y->numel, ox = teeny__off(x), oy = teeny__off(y);
+    cl_kernel k;
+    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", "ew_act_forward", &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, "ew_act_forward", sizeof act, &act, sizeof(cl_mem), &x->buf, sizeof ox, &ox,
+                             sizeof(cl_mem), &y->buf, sizeof oy, &oy, sizeof n, &n, (size_t)0);
+    if (st == TEENY_OK)
+        st = ew_launch(ctx, "ew_act_forward", n, k);
+    return st;
+}
+
+/* in = {x, dy}, out = {dx}, iattr = {act} */
+teeny_status teeny__activation_backward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    const teeny_tensor *x = a->in[0], *dy = a->in[1];
+    teeny_tensor *dx = a->out[0];
+    int act = a->iattr[0], n = (int)dx->numel, ox = teeny__off(x), ody = teeny__off(dy), odx = teeny__off(dx);
+    cl_kernel k;
+    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", "ew_act_backward", &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, "ew_act_backward", sizeof act, &act, sizeof(cl_mem), &x->buf, sizeof ox, &ox,
+                             sizeof(cl_mem), &dy->buf, sizeof ody, &ody, sizeof(cl_mem), &dx->buf, sizeof odx, &odx,
+                             sizeof n, &n, (size_t)0);
+    if (st == TEENY_OK)
+        st = ew_launch(ctx, "ew_act_backward", n, k);
+    return st;
+}
+
+/* ---- eager API ---- */
+
+#define EAGER_BEGIN(fn)                                                             \
+    if (!teeny__ctx_check(ctx))                                                     \
+        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
+    teeny__clear_error(ctx)
+
+teeny_status teeny_add(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, teeny_tensor *y)
+{
+    teeny_status st;
+    EAGER_BEGIN("teeny_add");
+    if ((st = teeny__check_tensor(ctx, a, "teeny_add: a")) != TEENY_OK ||
+        (st = teeny__check_tensor(ctx, b, "teeny_add: b")) != TEENY_OK ||
+        (st = teeny__check_tensor(ctx, y, "teeny_add: y")) != TEENY_OK ||
+        (st = teeny__check_same_numel(ctx, a, "teeny_add: a", b, "b")) != TEENY_OK ||
+        (st = teeny__check_same_numel(ctx, a, "teeny_add: a", y, "y")) != TEENY_OK)
+        return st;
+    if ((st = teeny__check_alias(ctx, y, "teeny_add: y", a, "a", 1)) != TEENY_OK ||
+        (st = teeny__check_alias(ctx, y, "teeny_add: y", b, "b", 1)) != TEENY_OK)
+        return st;
+    teeny__op_args args = {.in = {a, b}, .out = {y}};
+    return teeny__op_run(ctx, TEENY__OP_ADD, 0, &args);
+}
+
+teeny_status teeny_activation_forward(teeny_ctx *ctx, teeny_act act, const teeny_tensor *x, teeny_tensor *y)
+{
+    teeny_status st;
+    EAGER_BEGIN("teeny_activation_forward");
+    if ((st = check_act(ctx, act)) != TEENY_OK ||
+        (st = teeny__check_tensor(ctx, x, "teeny_activation_forward: x")) != TEENY_OK ||
+        (st = teeny__check_tensor(ctx, y, "teeny_activation_forward: y")) != TEENY_OK ||
+        (st = teeny__check_same_numel(ctx, x, "teeny_activation_forward: x", y, "y")) != TEENY_OK)
+        return st;
+    if ((st = teeny__check_alias(ctx, y, "teeny_activation_forward: y", x, "x", 1)) != TEENY_OK)
+        return st;
+    teeny__op_args args = {.in = {x}, .out = {y}, .iattr = {(int)act}};
+    return teeny__op_run(ctx, TEENY__OP_ACTIVATION, 0, &args);
+}
+
+teeny_status teeny_activation_backward(teeny_ctx *ctx, teeny_act act, const teeny_tensor *x, const teeny_tensor *dy,
+                                       teeny_tensor *dx)
+{
+    teeny_status st;
+    EAGER_BEGIN("teeny_activation_backward");
+    if ((st = check_act(ctx, act)) != TEENY_OK ||
+        (st = teeny__check_tensor(ctx, x, "teeny_activation_backward: x")) != TEENY_OK ||
+        (st = teeny__check_tensor(ctx, dy, "teeny_activation_backward: dy")) != TEENY_OK ||
+        (st = teeny__check_tensor(ctx, dx, "teeny_activation_backward: dx")) != TEENY_OK ||
+        (st = teeny__check_same_numel(ctx, x, "teeny_activation_backward: x", dy, "dy")) != TEENY_OK ||
+        (st = teeny__check_same_numel(ctx, x, "teeny_activation_backward: x", dx, "dx")) != TEENY_OK)
+        return st;
+    if ((st = teeny__check_alias(ctx, dx, "teeny_activation_backward: dx", x, "x", 1)) != TEENY_OK ||
+        (st = teeny__check_alias(ctx, dx, "teeny_activation_backward: dx", dy, "dy", 1)) != TEENY_OK)
+        return st;
+    teeny__op_args args = {.in = {x, dy}, .out = {dx}, .iattr = {(int)act}};
+    return teeny__op_run(ctx, TEENY__OP_ACTIVATION, 1, &args);
+}

@@ -1,0 +1,498 @@
+/*
+ * program.c -- the kernel-build layer: embedded OpenCL C sources, per-device
+ * builds with -D specialization options, an in-memory program/kernel cache
+ * per context, an on-disk binary cache, and launch helpers.
+ *
+ * Disk cache: $TEENY_CACHE_DIR, else $XDG_CACHE_HOME/teenycl, else
+ * ~/.cache/teenycl; TEENY_NO_CACHE=1 turns it off. An entry is named by a
+ * 128-bit hash of source + options + device name + driver version + library
+ * version, and holds a header (magic, payload size, payload hash) and the
+ * program binary. Entries are written to a private temp file and renamed
+ * into place, so concurrent processes never see half an entry; one that
+ * fails its checks, or that the driver rejects, is rebuilt from source.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+typedef struct {
+    const char *name;
+    const unsigned char *data;
+    size_t len;
+} teeny__embedded_source;
+
+/* Generated at build time from cl/ *.cl (build/gen/kernels.c). */
+extern const teeny__embedded_source teeny__sources[];
+extern const int teeny__n_sources;
+
+#define MAX_KERNELS_PER_PROGRAM 32
+
+typedef struct {
+    char name[64];
+    cl_kernel kernel;
+} cached_kernel;
+
+struct teeny__program {
+    teeny__program *next;
+    char family[32];
+    char *options;
+    cl_program program;
+    int n_kernels;
+    cached_kernel kernels[MAX_KERNELS_PER_PROGRAM];
+};
+
+static const char CACHE_MAGIC[8] = {'T', 'E', 'E', 'N', 'Y', 'B', 'I', 'N'};
+
+/* ---- sources ---- */
+
+const char *teeny__kernel_source(const char *family, size_t *len)
+{
+    for (int i = 0; i < teeny__n_sources; i++)
+        if (!strcmp(teeny__sources[i].name, family)) {
+            if (len)
+                *len = teeny__sources[i].len;
+            return (const char *)teeny__sources[i].data;
+        }
+    return NULL;
+}
+
+/* Read a whole file into a NUL-terminated buffer (caller frees). */
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long size;
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)
+        goto done;
+    buf = teeny__malloc((size_t)size + 1);
+    if (!buf)
+        goto done;
+    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        teeny__free(buf);
+        buf = NULL;
+        goto done;
+    }
+    buf[size] = '\0';
+    *len = (size_t)size;
+done:
+    fclose(f);
+    return buf;
+}
+
+/* common.cl followed by <family>.cl, from TEENY_KERNEL_DIR when set. */
+static teeny_status program_source(teeny_ctx *ctx, const char *family, char **out)
+{
+    const char *dir = getenv("TEENY_KERNEL_DIR");
+    const char *parts[2] = {"common", family};
+    char *text[2] = {NULL, NULL};
+    size_t lens[2] = {0, 0};
+    teeny_status st = TEENY_OK;
+
+    for (int i = 0; i < 2; i++) {
+        if (dir && *dir) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s.cl", dir, parts[i]);
+            text[i] = read_file(path, &lens[i]);
+            if (!text[i]) {
+                st = teeny__error(ctx, TEENY_ERR_IO, "cannot read kernel source %s (TEENY_KERNEL_DIR)", path);
+                goto cleanup;
+            }
+        } else {
+            const char *src = teeny__kernel_source(parts[i], &lens[i]);
+            if (!src) {
+                st = teeny__error(ctx, TEENY_ERR_STATE, "no embedded kernel source for family \"%s\"", parts[i]);
+                goto cleanup;
+            }
+            text[i] = teeny__malloc(lens[i] + 1);
+            if (!text[i]) {
+                st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory copying kernel source");
+                goto cleanup;
+            }
+            memcpy(text[i], src, lens[i] + 1);
+        }
+    }
+    *out = teeny__malloc(lens[0] + lens[1] + 2);
+    if (!*out) {
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory joining kernel sources");
+        goto cleanup;
+    }
+    memcpy(*out, text[0], lens[0]);
+    (*out)[lens[0]] = '\n';
+    memcpy(*out + lens[0] + 1, text[1], lens[1] + 1);
+cleanup:
+    teeny__free(text[0]);
+    teeny__free(text[1]);
+    return st;
+}
+
+/* ---- hashing ---- */
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+    return fnv1a(h, s, strlen(s) + 1); /* the NUL separates fields */
+}
+
+/* ---- disk cache ---- */
+
+void teeny__cache_dir(char *out, size_t cap)
+{
+    const char *no = getenv("TEENY_NO_CACHE");
+    const char *dir = getenv("TEENY_CACHE_DIR");
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    out[0] = '\0';
+    if (no && *no && strcmp(no, "0"))
+        return;
+    if (dir && *dir)
+        snprintf(out, cap, "%s", dir);
+    else if (xdg && *xdg)
+        snprintf(out, cap, "%s/teenycl", xdg);
+    else if (home && *home)
+        snprintf(out, cap, "%s/.cache/teenycl", home);
+}
+
+static int mkdir_p(const char *path)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+/* Load a cached binary; NULL when absent or invalid (then rebuilt). */
+static unsigned char *cache_load(const char *path, size_t *len)
+{
+    size_t size = 0;
+    unsigned char *file = (unsigned char *)read_file(path, &size);
+    unsigned char *payload = NULL;
+    uint64_t n, h;
+    if (!file)
+        return NULL;
+    if (size < 24 || memcmp(file, CACHE_MAGIC, 8) != 0)
+        goto bad;
+    memcpy(&n, file + 8, 8);
+    memcpy(&h, file + 16, 8);
+    if (n != size - 24 || n == 0 || fnv1a(0xcbf29ce484222325ULL, file + 24, n) != h)
+        goto bad;
+    payload = teeny__malloc(n);
+    if (!payload)
+        goto done;
+    memcpy(payload, file + 24, n);
+    *len = n;
+    goto done;
+bad:
+    teeny__log(TEENY_LOG_WARN, "kernel cache entry %s is corrupt; rebuilding it", path);
+done:
+    teeny__free(file);
+    return payload;
+}
+
+static void cache_store(const char *dir, const char *path, const unsigned char *bin, size_t len)
+{
+    static _Thread_local unsigned counter;
+    char tmp[4400];
+    uint64_t n = len, h = fnv1a(0xcbf29ce484222325ULL, bin, len);
+    FILE *f;
+    int ok;
+
+    if (mkdir_p(dir) != 0) {
+        teeny__log(TEENY_LOG_INFO, "kernel cache: cannot create %s: %s", dir, strerror(errno));
+        return;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
+    f = fopen(tmp, "wb");
+    if (!f)
+        return;
+    ok = fwrite(CACHE_MAGIC, 1, 8, f) == 8 && fwrite(&n, 8, 1, f) == 1 && fwrite(&h, 8, 1, f) == 1 &&
+         fwrite(bin, 1, len, f) == len;
+    ok = fflush(f) == 0 && ok;
+    ok = fsync(fileno(f)) == 0 && ok;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        teeny__log(TEENY_LOG_INFO, "kernel cache: cannot write %s", path);
+        remove(tmp);
+    }
+}
+
+/* ---- building ---- */
+
+static teeny_status build_log(teeny_ctx *ctx, cl_program prog, const char *options)
+{
+    size_t len = 0;
+    char *log = NULL;
+    teeny__error(ctx, TEENY_ERR_BUILD, "kernel build failed on %s (%s, driver %s)\nbuild options: %s\nbuild log:\n",
+                 ctx->info.device_name, ctx->info.platform_name, ctx->info.driver_version, options);
+    if (TEENY_CL(clGetProgramBuildInfo, prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len) == CL_SUCCESS &&
+        (log = teeny__malloc(len + 1)) != NULL &&
+        TEENY_CL(clGetProgramBuildInfo, prog, ctx->device, CL_PROGRAM_BUILD_LOG, len, log, NULL) == CL_SUCCESS) {
+        log[len] = '\0';
+        teeny__error_append(ctx, log);
+    } else {
+        teeny__error_append(ctx, "(no build log available)");
+    }
+    teeny__free(log);
+    return TEENY_ERR_BUILD;
+}
+
+static teeny_status build_from_source(teeny_ctx *ctx, const char *src, const char *options, cl_program *out)
+{
+    cl_int err;
+    teeny_status st = TEENY_OK;
+    size_t len = strlen(src);
+    cl_program prog = TEENY_CLO(clCreateProgramWithSource, &err, ctx->context, 1, &src, &len);
+    if (!prog)
+        return teeny__cl_error(ctx, err, "clCreateProgramWithSource");
+    err = TEENY_CL(clBuildProgram, prog, 1, &ctx->device, options, NULL, NULL);
+    if (err == CL_BUILD_PROGRAM_FAILURE || err == CL_INVALID_BUILD_OPTIONS) {
+        st = build_log(ctx, prog, options);
+        goto fail;
+    }
+    if (err != CL_SUCCESS) {
+        st = teeny__cl_error(ctx, err, "clBuildProgram");
+        goto fail;
+    }
+    *out = prog;
+    return TEENY_OK;
+fail:
+    TEENY_CL_RELEASE(clReleaseProgram, prog);
+    return st;
+}
+
+static teeny_status build_from_binary(teeny_ctx *ctx, const unsigned char *bin, size_t len,
+                                      const char *options, cl_program *out)
+{
+    cl_int err, bin_status = CL_SUCCESS;
+    cl_program prog = TEENY_CLO(clCreateProgramWithBinary, &err, ctx->context, 1, &ctx->device, &len, &bin,
+                                &bin_status);
+    if (!prog)
+        return teeny__cl_error(ctx, err, "clCreateProgramWithBinary");
+    err = TEENY_CL(clBuildProgram, prog, 1, &ctx->device, options, NULL, NULL);
+    if (err != CL_SUCCESS || bin_status != CL_SUCCESS) {
+        TEENY_CL_RELEASE(clReleaseProgram, prog);
+        return teeny__cl_error(ctx, err != CL_SUCCESS ? err : bin_status, "clBuildProgram (cached binary)");
+    }
+    *out = prog;
+    return TEENY_OK;
+}
+
+/* Store prog's binary under path; failures only cost a rebuild later. */
+static void cache_program(teeny_ctx *ctx, const char *dir, const char *path, cl_program prog)
+{
+    size_t size = 0;
+    unsigned char *bin = NULL;
+    if (TEENY_CL(clGetProgramInfo, prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS || !size)
+        return;
+    bin = teeny__malloc(size);
+    if (!bin)
+        return;
+    if (TEENY_CL(clGetProgramInfo, prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
+        cache_store(dir, path, bin, size);
+    teeny__free(bin);
+    (void)ctx;
+}
+
+static teeny_status program_get(teeny_ctx *ctx, const char *family, const char *options, teeny__program **out)
+{
+    teeny__program *p;
+    teeny_status st;
+    char *src = NULL, *full_options = NULL;
+    char dir[4096], path[4300];
+    unsigned char *bin = NULL;
+    size_t bin_len = 0;
+    cl_program prog = NULL;
+
+    if (!options)
+        options = "";
+    for (p = ctx->programs; p; p = p->next)
+        if (!strcmp(p->family, family) && !strcmp(p->options, options)) {
+            *out = p;
+            return TEENY_OK;
+        }
+
+    st = program_source(ctx, family, &src);
+    if (st != TEENY_OK)
+        return st;
+    full_options = teeny__malloc(strlen(options) + 64);
+    if (!full_options) {
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory building %s", family);
+        goto cleanup;
+    }
+    snprintf(full_options, strlen(options) + 64, "-cl-std=CL1.2 %s", options);
+
+    teeny__cache_dir(dir, sizeof dir);
+    if (dir[0]) {
+        uint64_t h1 = 0xcbf29ce484222325ULL, h2 = 0x84222325cbf29ce4ULL;
+        const char *fields[] = {src, full_options, ctx->info.device_name, ctx->info.platform_name,
+                                ctx->info.driver_version, teeny_version_string()};
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+            h1 = hash_str(h1, fields[i]);
+            h2 = hash_str(h2 ^ (uint64_t)i, fields[i]);
+        }
+        snprintf(path, sizeof path, "%s/%016llx%016llx.bin", dir, (unsigned long long)h1, (unsigned long long)h2);
+        bin = cache_load(path, &bin_len);
+        if (bin && build_from_binary(ctx, bin, bin_len, full_options, &prog) != TEENY_OK) {
+            teeny__log(TEENY_LOG_WARN, "kernel cache entry %s was rejected by the driver; rebuilding it", path);
+            prog = NULL;
+        }
+    }
+    if (!prog) {
+        teeny__log(TEENY_LOG_DEBUG, "building %s for %s with %s", family, ctx->info.device_name, full_options);
+        st = build_from_source(ctx, src, full_options, &prog);
+        if (st != TEENY_OK)
+            goto cleanup;
+        if (dir[0])
+            cache_program(ctx, dir, path, prog);
+    }
+
+    p = teeny__calloc(1, sizeof *p);
+    if (!p) {
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory caching program %s", family);
+        goto cleanup;
+    }
+    teeny__strlcpy(p->family, family, sizeof p->family);
+    p->options = teeny__malloc(strlen(options) + 1);
+    if (!p->options) {
+        teeny__free(p);
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory caching program %s", family);
+        goto cleanup;
+    }
+    memcpy(p->options, options, strlen(options) + 1);
+    p->program = prog;
+    prog = NULL;
+    p->next = ctx->programs;
+    ctx->programs = p;
+    *out = p;
+cleanup:
+    TEENY_CL_RELEASE(clReleaseProgram, prog);
+    teeny__free(bin);
+    teeny__free(src);
+    teeny__free(full_options);
+    return st;
+}
+
+static teeny_status create_kernel(teeny_ctx *ctx, teeny__program *p, const char *name, cl_kernel *out)
+{
+    cl_int err;
+    cl_kernel k = TEENY_CLO(clCreateKernel, &err, p->program, name);
+    if (!k) {
+        if (err == CL_INVALID_KERNEL_NAME)
+            return teeny__error(ctx, TEENY_ERR_STATE, "kernel %s not found in program %s", name, p->family);
+        return teeny__cl_error(ctx, err, "clCreateKernel");
+    }
+    *out = k;
+    return TEENY_OK;
+}
+
+teeny_status teeny__kernel_get(teeny_ctx *ctx, const char *family, const char *options,
+                               const char *kernel_name, cl_kernel *out)
+{
+    teeny__program *p;
+    teeny_status st = program_get(ctx, family, options, &p);
+    if (st != TEENY_OK)
+        return st;
+    for (int i = 0; i < p->n_kernels; i++)
+        if (!strcmp(p->kernels[i].name, kernel_name)) {
+            *out = p->kernels[i].kernel;
+            return TEENY_OK;
+        }
+    TEENY_ASSERT(ctx, p->n_kernels < MAX_KERNELS_PER_PROGRAM);
+    st = create_kernel(ctx, p, kernel_name, out);
+    if (st != TEENY_OK)
+        return st;
+    teeny__strlcpy(p->kernels[p->n_kernels].name, kernel_name, sizeof p->kernels[0].name);
+    p->kernels[p->n_kernels++].kernel = *out;
+    return TEENY_OK;
+}
+
+teeny_status teeny__kernel_create(teeny_ctx *ctx, const char *family, const char *options,
+                                  const char *kernel_name, cl_kernel *out)
+{
+    teeny__program *p;
+    teeny_status st = program_get(ctx, family, options, &p);
+    if (st != TEENY_OK)
+        return st;
+    return create_kernel(ctx, p, kernel_name, out);
+}
+
+void teeny__programs_release(teeny_ctx *ctx)
+{
+    teeny__program *p = ctx->programs, *next;
+    for (; p; p = next) {
+        next = p->next;
+        for (int i = 0; i < p->n_kernels; i++)
+            TEENY_CL_RELEASE(clReleaseKernel, p->kernels[i].kernel);
+        TEENY_CL_RELEASE(clReleaseProgram, p->program);
+        teeny__free(p->options);
+        teeny__free(p);
+    }
+    ctx->programs = NULL;
+}
+
+/* ---- launches ---- */
+
+teeny_status teeny__set_args(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, ...)
+{
+    teeny_status st = TEENY_OK;
+    va_list ap;
+    va_start(ap, kernel_name);
+    for (cl_uint i = 0;; i++) {
+        size_t size = va_arg(ap, size_t);
+        const void *ptr;
+        cl_int err;
+        if (!size)
+            break;
+        ptr = va_arg(ap, const void *);
+        err = TEENY_CL(clSetKernelArg, k, i, size, ptr);
+        if (err != CL_SUCCESS) {
+            st = teeny__error(ctx, TEENY_ERR_OPENCL, "clSetKernelArg failed: %s (%d), kernel %s argument %u",
+                              teeny__cl_error_name(err), (int)err, kernel_name, (unsigned)i);
+            break;
+        }
+    }
+    va_end(ap);
+    return st;
+}
+
+teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, int dims,
+                           const size_t *global, const size_t *local)
+{
+    size_t g[3];
+    cl_int err;
+    for (int i = 0; i < dims; i++) {
+        size_t l = local ? local[i] : 1;
+        g[i] = (global[i] + l - 1) / l * l;
+        if (g[i] == 0)
+            return TEENY_OK; /* nothing to do */
+    }
+    err = TEENY_CL(clEnqueueNDRangeKernel, ctx->queue, k, (cl_uint)dims, NULL, g, local, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return teeny__error(ctx, TEENY_ERR_OPENCL, "clEnqueueNDRangeKernel failed: %s (%d), kernel %s on %s",
+                            teeny__cl_error_name(err), (int)err, kernel_name, ctx->info.device_name);
+    return TEENY_OK;
+}
