@@ -111,6 +111,17 @@ void teeny__hook_release(teeny__call_id id);
         }                                                                   \
     } while (0)
 
+/* The same for an expression that already went through TEENY_CL and
+ * returns a cl_int; name says which call it was. */
+#define TEENY_CL_CHECK(expr, name)                                          \
+    do {                                                                    \
+        cl_int teeny__e = (expr);                                           \
+        if (teeny__e != CL_SUCCESS) {                                       \
+            st = teeny__cl_error(ctx, teeny__e, name);                      \
+            goto cleanup;                                                   \
+        }                                                                   \
+    } while (0)
+
 /* Host allocation through the hook (NULL under an injected fault). */
 void *teeny__malloc(size_t n);
 void *teeny__calloc(size_t n, size_t size);

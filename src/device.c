@@ -34,12 +34,19 @@ static int contains_nocase(const char *hay, const char *needle)
     return 0;
 }
 
-static void str_info(cl_device_id d, cl_device_info what, char *out, size_t cap)
+/* A string property, truncated to cap (the driver rejects a short buffer,
+ * so read the full length first). */
+static cl_int str_info(cl_device_id d, cl_device_info what, char *out, size_t cap)
 {
+    char buf[1024];
+    size_t len = 0;
+    cl_int err = TEENY_CL(clGetDeviceInfo, d, what, sizeof buf, buf, &len);
     out[0] = '\0';
-    if (TEENY_CL(clGetDeviceInfo, d, what, cap, out, NULL) != CL_SUCCESS)
-        out[0] = '\0';
-    out[cap - 1] = '\0';
+    if (err == CL_SUCCESS) {
+        buf[sizeof buf - 1] = '\0';
+        teeny__strlcpy(out, buf, cap);
+    }
+    return err;
 }
 
 teeny_status teeny__device_query(teeny_ctx *ctx, cl_platform_id p, cl_device_id d, teeny_device_info *info)
@@ -52,14 +59,16 @@ teeny_status teeny__device_query(teeny_ctx *ctx, cl_platform_id p, cl_device_id 
     size_t ext_len = 0;
     char *ext = NULL;
 
+    char pname[1024];
     memset(info, 0, sizeof *info);
-    TEENY_CL_TRY(clGetPlatformInfo, p, CL_PLATFORM_NAME, sizeof info->platform_name, info->platform_name, NULL);
-    info->platform_name[sizeof info->platform_name - 1] = '\0';
-    str_info(d, CL_DEVICE_NAME, info->device_name, sizeof info->device_name);
-    str_info(d, CL_DEVICE_VENDOR, info->vendor, sizeof info->vendor);
-    str_info(d, CL_DEVICE_VERSION, info->device_version, sizeof info->device_version);
-    str_info(d, CL_DRIVER_VERSION, info->driver_version, sizeof info->driver_version);
-    str_info(d, CL_DEVICE_OPENCL_C_VERSION, info->opencl_c_version, sizeof info->opencl_c_version);
+    TEENY_CL_TRY(clGetPlatformInfo, p, CL_PLATFORM_NAME, sizeof pname, pname, NULL);
+    pname[sizeof pname - 1] = '\0';
+    teeny__strlcpy(info->platform_name, pname, sizeof info->platform_name);
+    TEENY_CL_CHECK(str_info(d, CL_DEVICE_NAME, info->device_name, sizeof info->device_name), "clGetDeviceInfo(CL_DEVICE_NAME)");
+    TEENY_CL_CHECK(str_info(d, CL_DEVICE_VENDOR, info->vendor, sizeof info->vendor), "clGetDeviceInfo(CL_DEVICE_VENDOR)");
+    TEENY_CL_CHECK(str_info(d, CL_DEVICE_VERSION, info->device_version, sizeof info->device_version), "clGetDeviceInfo(CL_DEVICE_VERSION)");
+    TEENY_CL_CHECK(str_info(d, CL_DRIVER_VERSION, info->driver_version, sizeof info->driver_version), "clGetDeviceInfo(CL_DRIVER_VERSION)");
+    TEENY_CL_CHECK(str_info(d, CL_DEVICE_OPENCL_C_VERSION, info->opencl_c_version, sizeof info->opencl_c_version), "clGetDeviceInfo(CL_DEVICE_OPENCL_C_VERSION)");
     TEENY_CL_TRY(clGetDeviceInfo, d, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     TEENY_CL_TRY(clGetDeviceInfo, d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
     TEENY_CL_TRY(clGetDeviceInfo, d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);

@@ -357,7 +357,7 @@ static teeny_status program_get(teeny_ctx *ctx, const char *family, const char *
         snprintf(path, sizeof path, "%s/%016llx%016llx.bin", dir, (unsigned long long)h1, (unsigned long long)h2);
         bin = cache_load(path, &bin_len);
         if (bin && build_from_binary(ctx, bin, bin_len, full_options, &prog) != TEENY_OK) {
-            teeny__log(TEENY_LOG_WARN, "kernel cache entry %s was rejected by the driver; rebuilding it", path);
+            teeny__log(TEENY_LOG_INFO, "kernel cache entry %s was rejected by the driver; rebuilding it", path);
             prog = NULL;
         }
     }

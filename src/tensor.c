@@ -89,14 +89,18 @@ static teeny_status tensor_create(teeny_ctx *ctx, const char *fn, int ndim, cons
 {
     teeny_tensor *t;
     cl_int err;
-    teeny_status st = tensor_new(ctx, fn, ndim, shape, dtype, &t);
+    teeny_status st;
+    if (out)
+        *out = NULL;
+    st = tensor_new(ctx, fn, ndim, shape, dtype, out ? &t : NULL);
     if (st != TEENY_OK)
         return st;
     t->buf = TEENY_CLO(clCreateBuffer, &err, ctx->context, CL_MEM_READ_WRITE, (size_t)t->numel * 4, NULL);
     if (!t->buf) {
+        long long bytes = (long long)t->numel * 4;
         teeny__free(t);
         return teeny__error(ctx, TEENY_ERR_OPENCL, "%s: clCreateBuffer of %lld bytes failed: %s (%d) on %s", fn,
-                            (long long)t->numel * 4, teeny__cl_error_name(err), (int)err, ctx->info.device_name);
+                            bytes, teeny__cl_error_name(err), (int)err, ctx->info.device_name);
     }
     ctx->refs++;
     *out = t;
@@ -121,7 +125,10 @@ teeny_status teeny_tensor_wrap_cl(teeny_ctx *ctx, cl_mem buf, size_t offset_byte
     size_t size = 0;
     cl_context owner = NULL;
     cl_int err;
-    teeny_status st = tensor_new(ctx, fn, ndim, shape, TEENY__F32, &t);
+    teeny_status st;
+    if (out)
+        *out = NULL;
+    st = tensor_new(ctx, fn, ndim, shape, TEENY__F32, out ? &t : NULL);
     if (st != TEENY_OK)
         return st;
     if (!buf) {
@@ -172,20 +179,20 @@ teeny_status teeny_tensor_view(teeny_tensor *base, int64_t offset, int ndim, con
     static const char fn[] = "teeny_tensor_view";
     teeny_tensor *t;
     teeny_status st;
-    if (!base) {
-        if (out)
-            *out = NULL;
+    if (out)
+        *out = NULL;
+    if (!base)
         return teeny__error(NULL, TEENY_ERR_ARG, "%s: base is NULL", fn);
-    }
-    st = tensor_new(base->ctx, fn, ndim, shape, base->dtype, &t);
+    st = tensor_new(base->ctx, fn, ndim, shape, base->dtype, out ? &t : NULL);
     if (st != TEENY_OK)
         return st;
     if (offset < 0 || offset > base->numel || t->numel > base->numel - offset) {
         char b[96];
+        int64_t numel = t->numel;
         teeny__free(t);
         return teeny__error(base->ctx, TEENY_ERR_SHAPE,
                             "%s: %lld elements at offset %lld do not fit in base of shape %s (%lld elements)", fn,
-                            (long long)t->numel, (long long)offset, teeny__shape_str(base, b, sizeof b),
+                            (long long)numel, (long long)offset, teeny__shape_str(base, b, sizeof b),
                             (long long)base->numel);
     }
     /* Views always point at the root tensor that owns the buffer. */

@@ -279,16 +279,15 @@ static teeny_status check_vectors(teeny_ctx *ctx, const char *fn, int64_t C, con
     return TEENY_OK;
 }
 
-/* Every output must be disjoint from every other tensor of the call. */
-static teeny_status check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *outs,
-                                   const char *const *out_names, int n_out, const teeny_tensor *const *all,
-                                   const char *const *all_names, int n_all)
+/* t[0..n_in) are inputs, t[n_in..n) outputs (in-place state counts as an
+ * output): every output must be disjoint from every other tensor. */
+static teeny_status check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *t,
+                                   const char *const *names, int n_in, int n)
 {
-    for (int i = 0; i < n_out; i++)
-        for (int j = 0; j < n_all; j++)
-            if (outs[i] != all[j] && teeny__overlap(outs[i], all[j]))
-                return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, out_names[i],
-                                    all_names[j]);
+    for (int i = n_in; i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (j != i && teeny__overlap(t[i], t[j]))
+                return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, names[i], names[j]);
     return TEENY_OK;
 }
 
@@ -331,11 +330,9 @@ teeny_status teeny_batchnorm_forward_train(teeny_ctx *ctx, const teeny_tensor *x
         return teeny__error(ctx, TEENY_ERR_SHAPE,
                             "%s: training needs more than one value per channel (x has %lld per channel)", fn,
                             (long long)(x->numel / C));
-    const teeny_tensor *outs[] = {y, save_mean, save_rstd, running_mean, running_var};
-    const char *out_names[] = {"y", "save_mean", "save_rstd", "running_mean", "running_var"};
-    const teeny_tensor *all[] = {x, weight, bias, running_mean, running_var, y, save_mean, save_rstd};
-    const char *all_names[] = {"x", "weight", "bias", "running_mean", "running_var", "y", "save_mean", "save_rstd"};
-    if ((st = check_disjoint(ctx, fn, outs, out_names, 5, all, all_names, 8)) != TEENY_OK)
+    const teeny_tensor *all[] = {x, weight, bias, y, save_mean, save_rstd, running_mean, running_var};
+    const char *all_names[] = {"x", "weight", "bias", "y", "save_mean", "save_rstd", "running_mean", "running_var"};
+    if ((st = check_disjoint(ctx, fn, all, all_names, 3, 8)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {x, weight, bias, running_mean, running_var},
                            .out = {y, save_mean, save_rstd, running_mean, running_var},
@@ -364,11 +361,9 @@ teeny_status teeny_batchnorm_forward_infer(teeny_ctx *ctx, const teeny_tensor *x
         return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
     if ((st = check_eps(ctx, fn, eps)) != TEENY_OK)
         return st;
-    const teeny_tensor *outs[] = {y};
-    const char *out_names[] = {"y"};
-    const teeny_tensor *all[] = {x, weight, bias, running_mean, running_var};
-    const char *all_names[] = {"x", "weight", "bias", "running_mean", "running_var"};
-    if ((st = check_disjoint(ctx, fn, outs, out_names, 1, all, all_names, 5)) != TEENY_OK)
+    const teeny_tensor *all[] = {x, weight, bias, running_mean, running_var, y};
+    const char *all_names[] = {"x", "weight", "bias", "running_mean", "running_var", "y"};
+    if ((st = check_disjoint(ctx, fn, all, all_names, 5, 6)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {x, weight, bias, running_mean, running_var}, .out = {y}, .fattr = {0.0f, eps}};
     return teeny__op_run(ctx, TEENY__OP_BATCHNORM, 0, &args);
@@ -394,11 +389,9 @@ static teeny_status backward(teeny_ctx *ctx, const char *fn, int training, const
         return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
     if ((st = check_eps(ctx, fn, eps)) != TEENY_OK)
         return st;
-    const teeny_tensor *outs[] = {dx, dweight, dbias};
-    const char *out_names[] = {"dx", "dweight", "dbias"};
     const teeny_tensor *all[] = {x, dy, weight, mean, r, dx, dweight, dbias};
     const char *all_names[] = {"x", "dy", "weight", mean_name, r_name, "dx", "dweight", "dbias"};
-    if ((st = check_disjoint(ctx, fn, outs, out_names, 3, all, all_names, 8)) != TEENY_OK)
+    if ((st = check_disjoint(ctx, fn, all, all_names, 5, 8)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {x, dy, weight, mean, r}, .out = {dx, dweight, dbias}, .iattr = {training},
                            .fattr = {0.0f, eps}};
@@ -445,11 +438,9 @@ teeny_status teeny_batchnorm_fold(teeny_ctx *ctx, const teeny_tensor *weight, co
                                 (long long)C);
     if ((st = check_eps(ctx, fn, eps)) != TEENY_OK)
         return st;
-    const teeny_tensor *outs[] = {scale, shift};
-    const char *out_names[] = {"scale", "shift"};
     const teeny_tensor *all[] = {weight, bias, running_mean, running_var, scale, shift};
     const char *all_names[] = {"weight", "bias", "running_mean", "running_var", "scale", "shift"};
-    if ((st = check_disjoint(ctx, fn, outs, out_names, 2, all, all_names, 6)) != TEENY_OK)
+    if ((st = check_disjoint(ctx, fn, all, all_names, 4, 6)) != TEENY_OK)
         return st;
     int c = (int)C, w_off = teeny__off(weight), b_off = teeny__off(bias), m_off = teeny__off(running_mean),
         v_off = teeny__off(running_var), sc_off = teeny__off(scale), sh_off = teeny__off(shift);

@@ -1,0 +1,193 @@
+/*
+ * harness.c -- shared test context, generator, error measure and helpers
+ * (see harness.h), and the test runner's main().
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static teeny_ctx *shared_ctx;
+
+static void shared_ctx_free(void)
+{
+    teeny_ctx_destroy(shared_ctx);
+    shared_ctx = NULL;
+}
+
+teeny_ctx *th_ctx(void)
+{
+    if (!shared_ctx) {
+        teeny_status st = teeny_ctx_create(NULL, &shared_ctx);
+        ck_assert_msg(st == TEENY_OK, "cannot create the test context: %s", teeny_last_error(NULL));
+    }
+    return shared_ctx;
+}
+
+static int env_flag(const char *name)
+{
+    const char *s = getenv(name);
+    return s && *s && strcmp(s, "0");
+}
+
+int th_full(void) { return env_flag("TEENY_TEST_FULL"); }
+int th_small(void) { return env_flag("TEENY_TEST_SMALL"); }
+
+th_rng th_rng_make(uint64_t seed)
+{
+    th_rng r = {seed * 0x9e3779b97f4a7c15ULL + 0x2545f4914f6cdd1dULL};
+    return r;
+}
+
+uint64_t th_next(th_rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+int th_int(th_rng *r, int lo, int hi)
+{
+    return lo + (int)(th_next(r) % (uint64_t)(hi - lo + 1));
+}
+
+double th_uniform(th_rng *r, double lo, double hi)
+{
+    return lo + (hi - lo) * ((double)(th_next(r) >> 11) / 9007199254740992.0);
+}
+
+double th_normal(th_rng *r)
+{
+    double u1 = th_uniform(r, 1e-12, 1.0), u2 = th_uniform(r, 0.0, 1.0);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+void th_fill_uniform(th_rng *r, float *x, size_t n, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)th_uniform(r, lo, hi);
+}
+
+void th_fill_normal(th_rng *r, float *x, size_t n, double mean, double std)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(mean + std * th_normal(r));
+}
+
+double th_nrms(const float *out, const double *ref, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)out[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    den = sqrt(den);
+    if (den < 1e-6 * sqrt((double)n))
+        den = 1e-6 * sqrt((double)n);
+    return sqrt(num) / den;
+}
+
+double th_nrms_mag(const float *out, const double *ref, const double *mag, size_t n)
+{
+    double num = 0, den = 0, dm = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)out[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+        dm += mag[i] * mag[i];
+    }
+    den = sqrt(den > dm ? den : dm);
+    if (den < 1e-6 * sqrt((double)n))
+        den = 1e-6 * sqrt((double)n);
+    return sqrt(num) / den;
+}
+
+double th_nrms_f(const float *out, const float *ref, size_t n)
+{
+    double *r = th_malloc(n * sizeof *r);
+    th_to_double(ref, r, n);
+    double e = th_nrms(out, r, n);
+    free(r);
+    return e;
+}
+
+long th_first_nonfinite(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return (long)i;
+    return -1;
+}
+
+void th_to_double(const float *x, double *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i];
+}
+
+void *th_malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    ck_assert_msg(p != NULL, "test out of memory (%zu bytes)", n);
+    return p;
+}
+
+teeny_tensor *th_tensor(teeny_ctx *ctx, int ndim, const int64_t *shape)
+{
+    teeny_tensor *t = NULL;
+    TH_OK(ctx, teeny_tensor_create(ctx, ndim, shape, &t));
+    return t;
+}
+
+teeny_tensor *th_tensor_from(teeny_ctx *ctx, int ndim, const int64_t *shape, const float *data)
+{
+    teeny_tensor *t = th_tensor(ctx, ndim, shape);
+    TH_OK(ctx, teeny_tensor_write(t, data, (size_t)teeny_tensor_numel(t)));
+    return t;
+}
+
+void th_poison(teeny_tensor *t)
+{
+    ck_assert(teeny_tensor_fill(t, NAN) == TEENY_OK);
+}
+
+float *th_read(const teeny_tensor *t)
+{
+    size_t n = (size_t)teeny_tensor_numel(t);
+    float *x = th_malloc(n * sizeof *x);
+    teeny_status st = teeny_tensor_read(t, x, n);
+    ck_assert_msg(st == TEENY_OK, "teeny_tensor_read: %s", teeny_status_name(st));
+    return x;
+}
+
+/* TEENY_TEST_SUITES="a b": run only the named suites. */
+static int suite_wanted(const char *name)
+{
+    const char *list = getenv("TEENY_TEST_SUITES");
+    size_t n = strlen(name);
+    if (!list || !*list)
+        return 1;
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ' ' || p[-1] == ',') && (p[n] == '\0' || p[n] == ' ' || p[n] == ','))
+            return 1;
+    return 0;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(NULL);
+#define XX(name) if (suite_wanted(#name)) srunner_add_suite(sr, suite_##name());
+#include "suites.def"
+#undef XX
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    /* Released from main, not atexit: some runtimes (oclgrind) tear down
+     * thread-local state before atexit handlers run. */
+    shared_ctx_free();
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

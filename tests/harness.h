@@ -1,0 +1,76 @@
+/*
+ * harness.h -- what every test file shares: the shared test context, a
+ * seeded generator, the one error measure, NaN poisoning and tensor
+ * helpers. Tests link the static library, so they may also use the
+ * internal call-counting and fault layer (src/clwrap.h).
+ *
+ * Error measure (used everywhere): normalized RMS
+ *     nrms(out, ref) = ||out - ref||_2 / max(||ref||_2, 1e-6 * sqrt(n))
+ * i.e. relative L2 error, falling back to absolute RMS error (against a
+ * floor of 1e-6) when the reference itself is essentially zero.
+ * Outputs that arise by cancellation (a sum of signed terms, a difference
+ * of nearly equal values) are measured against the size of their terms:
+ *     nrms_mag(out, ref, mag) = ||out - ref||_2 / max(||ref||_2, ||mag||_2)
+ * where mag[i] >= |ref[i]| is what ref[i] would be with every term's
+ * absolute value (or the random-walk size sqrt(sum term^2) of a long sum).
+ */
+#ifndef TEENY_TEST_HARNESS_H
+#define TEENY_TEST_HARNESS_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "teenycl.h"
+
+/* The process-wide test context (TEENY_DEVICE or the default device). */
+teeny_ctx *th_ctx(void);
+/* Whether the long sweeps (make test-full) or the small subset
+ * (sanitizers, oclgrind) were asked for. */
+int th_full(void);
+int th_small(void);
+
+/* splitmix64 generator: same seed, same stream on every machine. */
+typedef struct { uint64_t s; } th_rng;
+th_rng th_rng_make(uint64_t seed);
+uint64_t th_next(th_rng *r);
+int th_int(th_rng *r, int lo, int hi);            /* uniform in [lo, hi] */
+double th_uniform(th_rng *r, double lo, double hi);
+double th_normal(th_rng *r);
+void th_fill_uniform(th_rng *r, float *x, size_t n, double lo, double hi);
+void th_fill_normal(th_rng *r, float *x, size_t n, double mean, double std);
+
+double th_nrms(const float *out, const double *ref, size_t n);
+double th_nrms_mag(const float *out, const double *ref, const double *mag, size_t n);
+double th_nrms_f(const float *out, const float *ref, size_t n);
+/* Index of the first non-finite element, or -1 (catches unwritten NaN). */
+long th_first_nonfinite(const float *x, size_t n);
+void th_to_double(const float *x, double *y, size_t n);
+
+/* Tensor helpers that fail the test on error. */
+teeny_tensor *th_tensor(teeny_ctx *ctx, int ndim, const int64_t *shape);
+teeny_tensor *th_tensor_from(teeny_ctx *ctx, int ndim, const int64_t *shape, const float *data);
+void th_poison(teeny_tensor *t);          /* fill with NaN */
+float *th_read(const teeny_tensor *t);    /* caller frees */
+void *th_malloc(size_t n);
+
+/* Assert a status, printing the context's message on mismatch. */
+#define TH_OK(ctx, call)                                                                               \
+    do {                                                                                               \
+        teeny_status th_st_ = (call);                                                                  \
+        ck_assert_msg(th_st_ == TEENY_OK, "%s -> %s: %s", #call, teeny_status_name(th_st_),            \
+                      teeny_last_error(ctx));                                                          \
+    } while (0)
+#define TH_STATUS(ctx, want, call)                                                                     \
+    do {                                                                                               \
+        teeny_status th_st_ = (call);                                                                  \
+        ck_assert_msg(th_st_ == (want), "%s -> %s, want %s (%s)", #call, teeny_status_name(th_st_),    \
+                      teeny_status_name(want), teeny_last_error(ctx));                                 \
+    } while (0)
+
+/* Suites: one per op family / layer (tests/suites.def). */
+#define XX(name) Suite *suite_##name(void);
+#include "suites.def"
+#undef XX
+
+#endif

@@ -1,0 +1,94 @@
+/*
+ * batchnorm_ref.c -- float64 reference for batch normalization, written
+ * from the definition (two-pass mean/variance), element (b, c, s) at
+ * (b*C + c)*S + s.
+ */
+#include <math.h>
+#include <stddef.h>
+
+#include "batchnorm_ref.h"
+
+#define AT(b, c, s) (((size_t)(b) * C + (c)) * S + (s))
+
+void ref_bn_stats(const double *x, int B, int C, int S, double *mean, double *var)
+{
+    double n = (double)B * S;
+    for (int c = 0; c < C; c++) {
+        double m = 0, v = 0;
+        for (int b = 0; b < B; b++)
+            for (int s = 0; s < S; s++)
+                m += x[AT(b, c, s)];
+        m /= n;
+        for (int b = 0; b < B; b++)
+            for (int s = 0; s < S; s++) {
+                double d = x[AT(b, c, s)] - m;
+                v += d * d;
+            }
+        mean[c] = m;
+        var[c] = v / n;
+    }
+}
+
+void ref_bn_normalize(const double *x, int B, int C, int S, const double *mean, const double *var, double eps,
+                      const double *w, const double *b, double *y)
+{
+    for (int bb = 0; bb < B; bb++)
+        for (int c = 0; c < C; c++) {
+            double r = 1.0 / sqrt(var[c] + eps);
+            for (int s = 0; s < S; s++)
+                y[AT(bb, c, s)] = (x[AT(bb, c, s)] - mean[c]) * r * w[c] + b[c];
+        }
+}
+
+void ref_bn_forward_train(const double *x, int B, int C, int S, const double *w, const double *b, double momentum,
+                          double eps, double *y, double *save_mean, double *save_rstd, double *run_mean,
+                          double *run_var)
+{
+    double n = (double)B * S;
+    double var[C > 0 ? C : 1];
+    ref_bn_stats(x, B, C, S, save_mean, var);
+    ref_bn_normalize(x, B, C, S, save_mean, var, eps, w, b, y);
+    for (int c = 0; c < C; c++) {
+        save_rstd[c] = 1.0 / sqrt(var[c] + eps);
+        run_mean[c] = (1 - momentum) * run_mean[c] + momentum * save_mean[c];
+        run_var[c] = (1 - momentum) * run_var[c] + momentum * var[c] * n / (n - 1);
+    }
+}
+
+void ref_bn_backward_train(const double *x, const double *dy, int B, int C, int S, const double *w,
+                           const double *save_mean, const double *save_rstd, double *dx, double *dw, double *db)
+{
+    double n = (double)B * S;
+    for (int c = 0; c < C; c++) {
+        double sdy = 0, sdyxh = 0, r = save_rstd[c], m = save_mean[c];
+        for (int b = 0; b < B; b++)
+            for (int s = 0; s < S; s++) {
+                sdy += dy[AT(b, c, s)];
+                sdyxh += dy[AT(b, c, s)] * (x[AT(b, c, s)] - m) * r;
+            }
+        db[c] = sdy;
+        dw[c] = sdyxh;
+        for (int b = 0; b < B; b++)
+            for (int s = 0; s < S; s++) {
+                double xh = (x[AT(b, c, s)] - m) * r;
+                dx[AT(b, c, s)] = w[c] * r * (dy[AT(b, c, s)] - sdy / n - xh * sdyxh / n);
+            }
+    }
+}
+
+void ref_bn_backward_frozen(const double *x, const double *dy, int B, int C, int S, const double *w,
+                            const double *run_mean, const double *run_var, double eps, double *dx, double *dw,
+                            double *db)
+{
+    for (int c = 0; c < C; c++) {
+        double r = 1.0 / sqrt(run_var[c] + eps), sdy = 0, sdyxh = 0;
+        for (int b = 0; b < B; b++)
+            for (int s = 0; s < S; s++) {
+                sdy += dy[AT(b, c, s)];
+                sdyxh += dy[AT(b, c, s)] * (x[AT(b, c, s)] - run_mean[c]) * r;
+                dx[AT(b, c, s)] = w[c] * r * dy[AT(b, c, s)];
+            }
+        db[c] = sdy;
+        dw[c] = sdyxh;
+    }
+}

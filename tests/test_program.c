@@ -1,0 +1,257 @@
+/*
+ * test_program.c -- the kernel-build layer: cold build, warm disk-cache hit,
+ * corrupt and truncated entries rebuilt, TEENY_NO_CACHE, concurrent
+ * builders, TEENY_KERNEL_DIR, and the build-failure path with its log.
+ */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "clwrap.h"
+
+const char *teeny__kernel_source(const char *family, size_t *len);
+
+static char cache_dir[256];
+
+static void rm_rf(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[512];
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        remove(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+/* Number of entries in the cache dir; the first .bin's path in *first. */
+static int cache_entries(char *first, size_t cap, int *tmp_files)
+{
+    DIR *d = opendir(cache_dir);
+    struct dirent *e;
+    int n = 0;
+    *tmp_files = 0;
+    if (!d)
+        return 0;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len > 4 && !strcmp(e->d_name + len - 4, ".bin")) {
+            if (!n && first)
+                snprintf(first, cap, "%s/%s", cache_dir, e->d_name);
+            n++;
+        } else if (strstr(e->d_name, ".tmp.")) {
+            (*tmp_files)++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/* Fresh context, one elementwise kernel run and checked; returns how many
+ * programs were built from source and from a cached binary. */
+static void run_add(int *from_source, int *from_binary)
+{
+    teeny_ctx *ctx = NULL;
+    int64_t shape[1] = {33};
+    float a[33], b[33], y[33];
+    for (int i = 0; i < 33; i++) {
+        a[i] = (float)i;
+        b[i] = 100.0f - (float)i;
+    }
+    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+    teeny_tensor *ta = th_tensor_from(ctx, 1, shape, a), *tb = th_tensor_from(ctx, 1, shape, b),
+                 *ty = th_tensor(ctx, 1, shape);
+    teeny__calls_reset();
+    TH_OK(ctx, teeny_add(ctx, ta, tb, ty));
+    *from_source = (int)teeny__calls_id(TEENY__ID_clCreateProgramWithSource);
+    *from_binary = (int)teeny__calls_id(TEENY__ID_clCreateProgramWithBinary);
+    TH_OK(ctx, teeny_tensor_read(ty, y, 33));
+    for (int i = 0; i < 33; i++)
+        ck_assert(y[i] == 100.0f);
+    teeny_tensor_destroy(ta);
+    teeny_tensor_destroy(tb);
+    teeny_tensor_destroy(ty);
+    teeny_ctx_destroy(ctx);
+}
+
+static void cache_setup(void)
+{
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/teenycl-test-cache-%ld/sub", (long)getpid());
+    rm_rf(cache_dir);
+    setenv("TEENY_CACHE_DIR", cache_dir, 1);
+    unsetenv("TEENY_NO_CACHE");
+}
+
+static void cache_teardown(void)
+{
+    char parent[256];
+    rm_rf(cache_dir);
+    snprintf(parent, sizeof parent, "/tmp/teenycl-test-cache-%ld", (long)getpid());
+    rmdir(parent);
+    unsetenv("TEENY_CACHE_DIR");
+}
+
+START_TEST(test_program_cache)
+{
+    int src, bin, tmp;
+    char entry[512];
+    cache_setup();
+    run_add(&src, &bin); /* cold */
+    ck_assert_int_eq(src, 1);
+    ck_assert_int_eq(bin, 0);
+    ck_assert_int_eq(cache_entries(entry, sizeof entry, &tmp), 1);
+    ck_assert_int_eq(tmp, 0);
+    run_add(&src, &bin); /* warm */
+    ck_assert_int_eq(src, 0);
+    ck_assert_int_eq(bin, 1);
+
+    /* flip a byte in the middle of the entry */
+    FILE *f = fopen(entry, "r+b");
+    ck_assert(f != NULL);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, size / 2, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, size / 2, SEEK_SET);
+    fputc(c ^ 0x5a, f);
+    fclose(f);
+    run_add(&src, &bin);
+    ck_assert_int_eq(src, 1); /* rebuilt, not trusted */
+    run_add(&src, &bin);
+    ck_assert_int_eq(bin, 1); /* and rewritten whole */
+    ck_assert_int_eq(src, 0);
+
+    /* truncate it */
+    ck_assert(truncate(entry, size / 3) == 0);
+    run_add(&src, &bin);
+    ck_assert_int_eq(src, 1);
+    /* empty file */
+    ck_assert(truncate(entry, 0) == 0);
+    run_add(&src, &bin);
+    ck_assert_int_eq(src, 1);
+    run_add(&src, &bin);
+    ck_assert_int_eq(bin, 1);
+    ck_assert_int_eq(cache_entries(NULL, 0, &tmp), 1);
+
+    /* TEENY_NO_CACHE=1: no files, always from source */
+    rm_rf(cache_dir);
+    setenv("TEENY_NO_CACHE", "1", 1);
+    run_add(&src, &bin);
+    ck_assert_int_eq(src, 1);
+    ck_assert_int_eq(cache_entries(NULL, 0, &tmp), 0);
+    unsetenv("TEENY_NO_CACHE");
+    cache_teardown();
+}
+END_TEST
+
+static void *builder(void *arg)
+{
+    int src, bin;
+    run_add(&src, &bin);
+    *(int *)arg = src + bin;
+    return NULL;
+}
+
+/* Several builders at once over a cold cache: all succeed, one valid entry
+ * remains, no temp files. */
+START_TEST(test_program_cache_concurrent)
+{
+    enum { T = 4 };
+    pthread_t th[T];
+    int built[T];
+    int src, bin, tmp;
+    cache_setup();
+    for (int i = 0; i < T; i++)
+        ck_assert(pthread_create(&th[i], NULL, builder, &built[i]) == 0);
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(built[i], 1);
+    }
+    ck_assert_int_eq(cache_entries(NULL, 0, &tmp), 1);
+    ck_assert_int_eq(tmp, 0);
+    run_add(&src, &bin);
+    ck_assert_int_eq(bin, 1);
+    cache_teardown();
+}
+END_TEST
+
+static void write_text(const char *path, const char *text, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert(f != NULL);
+    ck_assert(fwrite(text, 1, len, f) == len);
+    fclose(f);
+}
+
+/* A kernel that fails to compile: TEENY_ERR_BUILD with the device, the
+ * options and the compiler's log in the message. */
+START_TEST(test_program_build_failure)
+{
+    char dir[256], path[300];
+    size_t len;
+    const char *common = teeny__kernel_source("common", &len);
+    const char *bad = "__kernel void ew_add(__global float *y) { y[0] = this_is_not_defined + ; }\n";
+    ck_assert(common != NULL);
+    snprintf(dir, sizeof dir, "/tmp/teenycl-test-kernels-%ld", (long)getpid());
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/common.cl", dir);
+    write_text(path, common, len);
+    snprintf(path, sizeof path, "%s/elementwise.cl", dir);
+    write_text(path, bad, strlen(bad));
+    setenv("TEENY_KERNEL_DIR", dir, 1);
+    setenv("TEENY_NO_CACHE", "1", 1);
+
+    teeny_ctx *ctx = NULL;
+    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+    int64_t shape[1] = {4};
+    teeny_tensor *a = th_tensor(ctx, 1, shape);
+    TH_OK(ctx, teeny_tensor_fill(a, 1.0f));
+    float before[4], after[4];
+    TH_OK(ctx, teeny_tensor_read(a, before, 4));
+    TH_STATUS(ctx, TEENY_ERR_BUILD, teeny_add(ctx, a, a, a));
+    const char *msg = teeny_last_error(ctx);
+    ck_assert_msg(strstr(msg, teeny_ctx_device_name(ctx)) != NULL, "no device in: %s", msg);
+    ck_assert_msg(strstr(msg, "-cl-std=CL1.2") != NULL, "no options in: %s", msg);
+    ck_assert_msg(strstr(msg, "this_is_not_defined") != NULL, "no compiler log in: %s", msg);
+    TH_OK(ctx, teeny_tensor_read(a, after, 4));
+    ck_assert(!memcmp(before, after, sizeof before));
+
+    /* a family missing from TEENY_KERNEL_DIR is an I/O error */
+    teeny_tensor *y = th_tensor(ctx, 1, shape), *z = th_tensor(ctx, 1, shape);
+    TH_STATUS(ctx, TEENY_ERR_IO, teeny_batchnorm_fold(ctx, a, a, a, a, 1e-5f, y, z));
+    ck_assert_msg(strstr(teeny_last_error(ctx), "batchnorm.cl") != NULL, "%s", teeny_last_error(ctx));
+    teeny_tensor_destroy(z);
+    unsetenv("TEENY_KERNEL_DIR");
+    unsetenv("TEENY_NO_CACHE");
+    teeny_tensor_destroy(a);
+    teeny_tensor_destroy(y);
+    teeny_ctx_destroy(ctx);
+    remove(path);
+    snprintf(path, sizeof path, "%s/common.cl", dir);
+    remove(path);
+    rmdir(dir);
+}
+END_TEST
+
+Suite *suite_program(void)
+{
+    Suite *s = suite_create("program");
+    TCase *tc = tcase_create("cache"), *err = tcase_create("errors");
+    tcase_add_test(tc, test_program_cache);
+    tcase_add_test(tc, test_program_cache_concurrent);
+    tcase_add_test(err, test_program_build_failure);
+    suite_add_tcase(s, tc);
+    suite_add_tcase(s, err);
+    return s;
+}
