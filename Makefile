@@ -32,6 +32,7 @@ LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC)) $(BUILD)/gen/kernels.o
 TEST_SRC := $(wildcard tests/*.c tests/ref/*.c)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 TOOLS := $(BUILD)/teeny-info $(BUILD)/teeny-bench
+BENCH_SRC := $(wildcard tools/bench_*.c)
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/%,$(wildcard examples/*.c))
 STATIC := $(BUILD)/libteenycl.a
 SHARED := $(BUILD)/libteenycl.so.$(VERSION)
@@ -72,8 +73,11 @@ $(SHARED): $(LIB_OBJ)
 	ln -sf libteenycl.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/libteenycl.so
 
-$(BUILD)/teeny-%: tools/teeny-%.c $(STATIC) include/teenycl.h
+$(BUILD)/teeny-info: tools/teeny-info.c $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
+
+$(BUILD)/teeny-bench: tools/teeny-bench.c $(BENCH_SRC) tools/bench.h $(STATIC) include/teenycl.h
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) tools/teeny-bench.c $(BENCH_SRC) -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
 $(BUILD)/%: examples/%.c $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)

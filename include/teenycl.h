@@ -154,6 +154,14 @@ TEENY_API teeny_status teeny_ctx_finish(teeny_ctx *ctx);
 TEENY_API teeny_status teeny_ctx_set_tf32(teeny_ctx *ctx, int enable);
 /* The context's command queue; borrowed. */
 TEENY_API cl_command_queue teeny_ctx_cl_queue(const teeny_ctx *ctx);
+/* Profiling. Between begin and end every kernel the context launches
+ * records an OpenCL profiling event; end (a host sync) waits for them and
+ * reports the device time from the first kernel's start to the last
+ * kernel's end in milliseconds, and how many kernels ran. Needs a queue
+ * with CL_QUEUE_PROFILING_ENABLE (teeny_ctx_create makes one); otherwise
+ * end returns TEENY_ERR_UNSUPPORTED. Either out pointer may be NULL. */
+TEENY_API teeny_status teeny_profile_begin(teeny_ctx *ctx);
+TEENY_API teeny_status teeny_profile_end(teeny_ctx *ctx, double *device_ms, int *kernels);
 /* The device's name; borrowed, lives as long as ctx. */
 TEENY_API const char *teeny_ctx_device_name(const teeny_ctx *ctx);
 

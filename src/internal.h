@@ -48,6 +48,9 @@ struct teeny_ctx {
     int work_group_size;      /* default 1-D work-group size for this device */
     teeny__program *programs; /* in-memory program cache */
     cl_mem scratch;           /* per-context workspace, grown on demand */
+    int profiling;            /* teeny_profile_begin .. end */
+    cl_event *prof_events;
+    int prof_count, prof_cap;
     size_t scratch_bytes;
     char err[TEENY_ERR_CAP];
 };

@@ -490,9 +490,75 @@ teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name,
         if (g[i] == 0)
             return TEENY_OK; /* nothing to do */
     }
-    err = TEENY_CL(clEnqueueNDRangeKernel, ctx->queue, k, (cl_uint)dims, NULL, g, local, 0, NULL, NULL);
+    cl_event ev = NULL, *evp = NULL;
+    if (ctx->profiling && ctx->prof_count < ctx->prof_cap)
+        evp = &ev;
+    err = TEENY_CL(clEnqueueNDRangeKernel, ctx->queue, k, (cl_uint)dims, NULL, g, local, 0, NULL, evp);
+    if (err == CL_SUCCESS && ev)
+        ctx->prof_events[ctx->prof_count++] = ev;
     if (err != CL_SUCCESS)
         return teeny__error(ctx, TEENY_ERR_OPENCL, "clEnqueueNDRangeKernel failed: %s (%d), kernel %s on %s",
                             teeny__cl_error_name(err), (int)err, kernel_name, ctx->info.device_name);
     return TEENY_OK;
+}
+
+/* ---- profiling ---- */
+
+static void profile_clear(teeny_ctx *ctx)
+{
+    for (int i = 0; i < ctx->prof_count; i++)
+        TEENY_CL_RELEASE(clReleaseEvent, ctx->prof_events[i]);
+    ctx->prof_count = 0;
+}
+
+teeny_status teeny_profile_begin(teeny_ctx *ctx)
+{
+    if (!teeny__ctx_check(ctx))
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_profile_begin: ctx is NULL or destroyed");
+    teeny__clear_error(ctx);
+    if (!ctx->prof_events) {
+        ctx->prof_events = teeny__calloc(4096, sizeof(cl_event));
+        if (!ctx->prof_events)
+            return teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_profile_begin: out of host memory");
+        ctx->prof_cap = 4096;
+    }
+    profile_clear(ctx);
+    ctx->profiling = 1;
+    return TEENY_OK;
+}
+
+teeny_status teeny_profile_end(teeny_ctx *ctx, double *device_ms, int *kernels)
+{
+    teeny_status st = TEENY_OK;
+    cl_ulong first = 0, last = 0;
+    cl_command_queue_properties props = 0;
+    if (!teeny__ctx_check(ctx))
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_profile_end: ctx is NULL or destroyed");
+    teeny__clear_error(ctx);
+    if (!ctx->profiling)
+        return teeny__error(ctx, TEENY_ERR_STATE, "teeny_profile_end without teeny_profile_begin");
+    ctx->profiling = 0;
+    TEENY_CL_TRY(clGetCommandQueueInfo, ctx->queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+    if (!(props & CL_QUEUE_PROFILING_ENABLE)) {
+        st = teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "the context's queue was created without profiling");
+        goto cleanup;
+    }
+    if (ctx->prof_count)
+        TEENY_CL_TRY(clWaitForEvents, (cl_uint)ctx->prof_count, ctx->prof_events);
+    for (int i = 0; i < ctx->prof_count; i++) {
+        cl_ulong s, e;
+        TEENY_CL_TRY(clGetEventProfilingInfo, ctx->prof_events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL);
+        TEENY_CL_TRY(clGetEventProfilingInfo, ctx->prof_events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL);
+        if (i == 0 || s < first)
+            first = s;
+        if (e > last)
+            last = e;
+    }
+    if (device_ms)
+        *device_ms = (double)(last - first) * 1e-6;
+    if (kernels)
+        *kernels = ctx->prof_count;
+cleanup:
+    profile_clear(ctx);
+    return st;
 }
