@@ -43,7 +43,7 @@ HEADERS := include/teenycl.h $(wildcard src/*.h src/ops/*.h src/ops/*.def)
 # out of forked children.
 TEST_ENV := CK_DEFAULT_TIMEOUT=1200 CK_FORK=no
 
-.PHONY: all lib tools examples test test-full check-asan check-oclgrind run bench install uninstall clean deps deps-test deps-run
+.PHONY: all lib tools examples test test-full check-asan check-oclgrind check-install run bench install uninstall clean deps deps-test deps-run
 
 all: lib tools examples
 
@@ -144,5 +144,24 @@ uninstall:
 	    $(DESTDIR)$(LIBDIR)/libteenycl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	    $(DESTDIR)$(LIBDIR)/libteenycl.so $(DESTDIR)$(LIBDIR)/pkgconfig/teenycl.pc
 
+# Install into a scratch DESTDIR, build a program against it through
+# pkg-config (static and shared), run it, uninstall, and check that
+# uninstall removed exactly what install put there.
+check-install: all
+	rm -rf $(BUILD)/destdir
+	$(MAKE) install DESTDIR=$(CURDIR)/$(BUILD)/destdir PREFIX=/usr/local
+	cd $(BUILD)/destdir && find . -type f -o -type l | sort > ../installed.txt
+	PKG_CONFIG_SYSROOT_DIR=$(CURDIR)/$(BUILD)/destdir PKG_CONFIG_PATH=$(CURDIR)/$(BUILD)/destdir/usr/local/lib/pkgconfig \
+	    sh -c '$(CC) -std=c11 tools/teeny-info.c -o $(BUILD)/info-shared $$(pkg-config --cflags --libs teenycl) && \
+	           $(CC) -std=c11 tools/teeny-info.c -o $(BUILD)/info-static $$(pkg-config --cflags teenycl) \
+	               $(CURDIR)/$(BUILD)/destdir/usr/local/lib/libteenycl.a $$(pkg-config --libs-only-l --static teenycl | sed s/-lteenycl//)'
+	LD_LIBRARY_PATH=$(CURDIR)/$(BUILD)/destdir/usr/local/lib $(BUILD)/info-shared
+	$(BUILD)/info-static --no-self-test
+	$(MAKE) uninstall DESTDIR=$(CURDIR)/$(BUILD)/destdir PREFIX=/usr/local
+	@left=$$(find $(BUILD)/destdir -type f -o -type l); if [ -n "$$left" ]; then echo "uninstall left: $$left"; exit 1; fi
+	@bad=$$(nm -D --defined-only $(SHARED) | awk '{print $$3}' | grep -v '^teeny_' || true); \
+	    if [ -n "$$bad" ]; then echo "exported symbols outside teeny_: $$bad"; exit 1; fi
+	@echo "install check: ok ($$(wc -l < $(BUILD)/installed.txt) files installed and removed; only teeny_ symbols exported)"
+
 clean:
-	rm -rf build build-asan
+	rm -rf build build-*
