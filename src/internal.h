@@ -33,6 +33,7 @@
     } while (0)
 
 typedef struct teeny__program teeny__program;
+typedef struct teeny__recorder teeny__recorder;
 
 typedef enum { TEENY__F32, TEENY__I32 } teeny__dtype;
 
@@ -48,6 +49,7 @@ struct teeny_ctx {
     int work_group_size;      /* default 1-D work-group size for this device */
     teeny__program *programs; /* in-memory program cache */
     cl_mem scratch;           /* per-context workspace, grown on demand */
+    teeny__recorder *rec;     /* set while a graph records its launches */
     int profiling;            /* teeny_profile_begin .. end */
     cl_event *prof_events;
     int prof_count, prof_cap;
@@ -100,6 +102,23 @@ teeny_status teeny__set_args(teeny_ctx *ctx, cl_kernel k, const char *kernel_nam
 /* Enqueue over a 1-3 D grid; global sizes are rounded up to the local size. */
 teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, int dims,
                            const size_t *global, const size_t *local);
+
+/* Fill n floats of buf from element offset off with value (recordable). */
+teeny_status teeny__fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value);
+
+/* ---- recording (program.c) ----
+ * Between record_begin and record_end, teeny__kernel_get hands out fresh
+ * kernel objects owned by the recorder, teeny__launch and teeny__fill append
+ * to the recorder instead of enqueueing, and teeny__scratch returns a fresh
+ * buffer owned by the recorder. Replaying enqueues exactly the recorded
+ * launches: no object creation, no argument setting. */
+teeny_status teeny__recorder_create(teeny_ctx *ctx, teeny__recorder **out);
+void teeny__recorder_free(teeny__recorder *rec);
+void teeny__record_begin(teeny_ctx *ctx, teeny__recorder *rec);
+void teeny__record_end(teeny_ctx *ctx);
+int teeny__recorder_count(const teeny__recorder *rec);       /* launches recorded so far */
+size_t teeny__recorder_scratch_bytes(const teeny__recorder *rec);
+teeny_status teeny__recorder_replay(teeny_ctx *ctx, const teeny__recorder *rec, int from, int to);
 
 /* ---- workspace (tensor.c) ----
  * A context-owned buffer of at least bytes, valid until the next call that

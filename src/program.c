@@ -409,6 +409,8 @@ static teeny_status create_kernel(teeny_ctx *ctx, teeny__program *p, const char 
     return TEENY_OK;
 }
 
+static teeny_status recorder_add_kernel(teeny_ctx *ctx, teeny__recorder *rec, cl_kernel k);
+
 teeny_status teeny__kernel_get(teeny_ctx *ctx, const char *family, const char *options,
                                const char *kernel_name, cl_kernel *out)
 {
@@ -416,6 +418,12 @@ teeny_status teeny__kernel_get(teeny_ctx *ctx, const char *family, const char *o
     teeny_status st = program_get(ctx, family, options, &p);
     if (st != TEENY_OK)
         return st;
+    if (ctx->rec) { /* a graph node owns its own kernel object */
+        st = create_kernel(ctx, p, kernel_name, out);
+        if (st == TEENY_OK && (st = recorder_add_kernel(ctx, ctx->rec, *out)) != TEENY_OK)
+            TEENY_CL_RELEASE(clReleaseKernel, *out);
+        return st;
+    }
     for (int i = 0; i < p->n_kernels; i++)
         if (!strcmp(p->kernels[i].name, kernel_name)) {
             *out = p->kernels[i].kernel;
@@ -479,27 +487,198 @@ teeny_status teeny__set_args(teeny_ctx *ctx, cl_kernel k, const char *kernel_nam
     return st;
 }
 
-teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, int dims,
-                           const size_t *global, const size_t *local)
+/* ---- recorder ---- */
+
+typedef struct {
+    cl_kernel kernel;      /* NULL for a fill */
+    const char *name;
+    cl_uint dims;
+    size_t global[3], local[3];
+    int has_local;
+    cl_mem buf;            /* fill */
+    size_t off, n;
+    float value;
+} recorded;
+
+struct teeny__recorder {
+    recorded *items;
+    int n, cap;
+    cl_kernel *kernels;
+    int n_kernels, cap_kernels;
+    cl_mem *scratch;
+    int n_scratch, cap_scratch;
+    size_t scratch_bytes;
+};
+
+/* Grow *arr (of elem-size items) to hold one more. */
+static int grow(void **arr, int *cap, int n, size_t elem)
 {
-    size_t g[3];
+    if (n < *cap)
+        return 1;
+    int want = *cap ? *cap * 2 : 16;
+    void *p = teeny__malloc((size_t)want * elem);
+    if (!p)
+        return 0;
+    if (n)
+        memcpy(p, *arr, (size_t)n * elem);
+    teeny__free(*arr);
+    *arr = p;
+    *cap = want;
+    return 1;
+}
+
+teeny_status teeny__recorder_create(teeny_ctx *ctx, teeny__recorder **out)
+{
+    *out = teeny__calloc(1, sizeof **out);
+    if (!*out)
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory creating a recorder");
+    return TEENY_OK;
+}
+
+void teeny__recorder_free(teeny__recorder *rec)
+{
+    if (!rec)
+        return;
+    for (int i = 0; i < rec->n_kernels; i++)
+        TEENY_CL_RELEASE(clReleaseKernel, rec->kernels[i]);
+    for (int i = 0; i < rec->n_scratch; i++)
+        TEENY_CL_RELEASE(clReleaseMemObject, rec->scratch[i]);
+    teeny__free(rec->items);
+    teeny__free(rec->kernels);
+    teeny__free(rec->scratch);
+    teeny__free(rec);
+}
+
+void teeny__record_begin(teeny_ctx *ctx, teeny__recorder *rec)
+{
+    ctx->rec = rec;
+}
+
+void teeny__record_end(teeny_ctx *ctx)
+{
+    ctx->rec = NULL;
+}
+
+int teeny__recorder_count(const teeny__recorder *rec)
+{
+    return rec->n;
+}
+
+size_t teeny__recorder_scratch_bytes(const teeny__recorder *rec)
+{
+    return rec->scratch_bytes;
+}
+
+static teeny_status recorder_add_kernel(teeny_ctx *ctx, teeny__recorder *rec, cl_kernel k)
+{
+    if (!grow((void **)&rec->kernels, &rec->cap_kernels, rec->n_kernels, sizeof(cl_kernel)))
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory recording a kernel");
+    rec->kernels[rec->n_kernels++] = k;
+    return TEENY_OK;
+}
+
+static teeny_status recorder_add(teeny_ctx *ctx, const recorded *r)
+{
+    teeny__recorder *rec = ctx->rec;
+    if (!grow((void **)&rec->items, &rec->cap, rec->n, sizeof(recorded)))
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory recording a launch");
+    rec->items[rec->n++] = *r;
+    return TEENY_OK;
+}
+
+teeny_status teeny__recorder_scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out);
+teeny_status teeny__recorder_scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out)
+{
+    teeny__recorder *rec = ctx->rec;
     cl_int err;
-    for (int i = 0; i < dims; i++) {
-        size_t l = local ? local[i] : 1;
-        g[i] = (global[i] + l - 1) / l * l;
-        if (g[i] == 0)
-            return TEENY_OK; /* nothing to do */
+    if (!grow((void **)&rec->scratch, &rec->cap_scratch, rec->n_scratch, sizeof(cl_mem)))
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory recording a workspace");
+    cl_mem m = TEENY_CLO(clCreateBuffer, &err, ctx->context, CL_MEM_READ_WRITE, bytes, NULL);
+    if (!m)
+        return teeny__error(ctx, TEENY_ERR_OPENCL, "clCreateBuffer of %zu-byte workspace failed: %s (%d) on %s", bytes,
+                            teeny__cl_error_name(err), (int)err, ctx->info.device_name);
+    rec->scratch[rec->n_scratch++] = m;
+    rec->scratch_bytes += bytes;
+    *out = m;
+    return TEENY_OK;
+}
+
+static teeny_status enqueue_fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value)
+{
+    teeny_status st = TEENY_OK;
+    TEENY_CL_TRY(clEnqueueFillBuffer, ctx->queue, buf, &value, sizeof value, off * 4, n * 4, 0, NULL, NULL);
+cleanup:
+    return st;
+}
+
+teeny_status teeny__fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value)
+{
+    if (!n)
+        return TEENY_OK;
+    if (ctx->rec) {
+        recorded r = {0};
+        r.name = "fill";
+        r.buf = buf;
+        r.off = off;
+        r.n = n;
+        r.value = value;
+        return recorder_add(ctx, &r);
     }
+    return enqueue_fill(ctx, buf, off, n, value);
+}
+
+static teeny_status enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, cl_uint dims,
+                                   const size_t *g, const size_t *local)
+{
+    cl_int err;
     cl_event ev = NULL, *evp = NULL;
     if (ctx->profiling && ctx->prof_count < ctx->prof_cap)
         evp = &ev;
-    err = TEENY_CL(clEnqueueNDRangeKernel, ctx->queue, k, (cl_uint)dims, NULL, g, local, 0, NULL, evp);
+    err = TEENY_CL(clEnqueueNDRangeKernel, ctx->queue, k, dims, NULL, g, local, 0, NULL, evp);
     if (err == CL_SUCCESS && ev)
         ctx->prof_events[ctx->prof_count++] = ev;
     if (err != CL_SUCCESS)
         return teeny__error(ctx, TEENY_ERR_OPENCL, "clEnqueueNDRangeKernel failed: %s (%d), kernel %s on %s",
                             teeny__cl_error_name(err), (int)err, kernel_name, ctx->info.device_name);
     return TEENY_OK;
+}
+
+teeny_status teeny__recorder_replay(teeny_ctx *ctx, const teeny__recorder *rec, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        const recorded *r = &rec->items[i];
+        teeny_status st = r->kernel ? enqueue_kernel(ctx, r->kernel, r->name, r->dims, r->global,
+                                                     r->has_local ? r->local : NULL)
+                                    : enqueue_fill(ctx, r->buf, r->off, r->n, r->value);
+        if (st != TEENY_OK)
+            return st;
+    }
+    return TEENY_OK;
+}
+
+teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, int dims,
+                           const size_t *global, const size_t *local)
+{
+    size_t g[3];
+    for (int i = 0; i < dims; i++) {
+        size_t l = local ? local[i] : 1;
+        g[i] = (global[i] + l - 1) / l * l;
+        if (g[i] == 0)
+            return TEENY_OK; /* nothing to do */
+    }
+    if (ctx->rec) {
+        recorded r = {0};
+        r.kernel = k;
+        r.name = kernel_name;
+        r.dims = (cl_uint)dims;
+        for (int i = 0; i < dims; i++) {
+            r.global[i] = g[i];
+            r.local[i] = local ? local[i] : 1;
+        }
+        r.has_local = local != NULL;
+        return recorder_add(ctx, &r);
+    }
+    return enqueue_kernel(ctx, k, kernel_name, (cl_uint)dims, g, local);
 }
 
 /* ---- profiling ---- */

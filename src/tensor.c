@@ -341,11 +341,15 @@ teeny_status teeny_tensor_cl(const teeny_tensor *t, cl_mem *buf, size_t *offset_
 
 /* ---- workspace ---- */
 
+teeny_status teeny__recorder_scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out);
+
 teeny_status teeny__scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out)
 {
     cl_int err;
     if (bytes == 0)
         bytes = 4;
+    if (ctx->rec) /* a recorded node keeps its own workspace */
+        return teeny__recorder_scratch(ctx, bytes, out);
     if (ctx->scratch_bytes < bytes) {
         size_t want = bytes + bytes / 4;
         cl_mem m;

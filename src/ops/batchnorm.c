@@ -11,14 +11,17 @@
  * Tunable: BN_WG, the reduction work-group size, from the device's
  * max work-group size (ctx->work_group_size).
  *
- * Op-table arguments:
- *   forward:  in  = {x, weight, bias, running_mean, running_var}
- *             out = {y, save_mean, save_rstd, running_mean, running_var}
- *             iattr[0] = 1 training (batch statistics) / 0 inference
- *             fattr = {momentum, eps}
- *   backward: in  = {x, dy, weight, mean, r}; mean/r are save_mean/save_rstd
- *             (training) or running_mean/running_var (frozen)
- *             out = {dx, dweight, dbias}, iattr[0] = training, fattr[1] = eps
+ * Op-table entry (the convention of ops.h): one input x; params weight
+ * (ones), bias (zeros); states running_mean (zeros), running_var (ones);
+ * saved save_mean, save_rstd (training only); fattr = {momentum, eps}.
+ *   forward:  in  = [x, weight, bias, running_mean, running_var]
+ *             out = [y, save_mean, save_rstd, running_mean, running_var]
+ *             training: batch statistics, running stats updated;
+ *             otherwise running statistics (save_* and states unused)
+ *   backward: in  = [x, weight, bias, running_mean, running_var, y, save_mean,
+ *                    save_rstd, dy]
+ *             out = [dx, dweight, dbias]; training: through the batch
+ *             statistics; otherwise frozen statistics. dx may be NULL.
  */
 #include <stdio.h>
 
@@ -145,7 +148,7 @@ teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     const teeny_tensor *x = a->in[0], *w = a->in[1], *bias = a->in[2];
     teeny_tensor *y = a->out[0];
-    int training = a->iattr[0];
+    int training = a->training;
     float momentum = a->fattr[0], eps = a->fattr[1];
     int B = (int)x->shape[0], C = (int)x->shape[1], S = (int)(x->numel / ((int64_t)B * C));
     bn_plan pl;
@@ -203,9 +206,10 @@ teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
 
 teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *x = a->in[0], *dy = a->in[1], *w = a->in[2], *mean = a->in[3], *r = a->in[4];
+    int training = a->training, frozen = !training, r_is_var = frozen;
+    const teeny_tensor *x = a->in[0], *w = a->in[1], *dy = a->in[8];
+    const teeny_tensor *mean = training ? a->in[6] : a->in[3], *r = training ? a->in[7] : a->in[4];
     teeny_tensor *dx = a->out[0], *dw = a->out[1], *db = a->out[2];
-    int training = a->iattr[0], frozen = !training, r_is_var = frozen;
     float eps = a->fattr[1];
     int B = (int)x->shape[0], C = (int)x->shape[1], S = (int)(x->numel / ((int64_t)B * C));
     float inv_n = (float)(1.0 / ((double)B * S));
@@ -229,7 +233,7 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
                              &db_off, (size_t)0);
     if (st == TEENY_OK)
         st = teeny__launch(ctx, k, "bn_grad_finalize", 1, &g, &l);
-    if (st != TEENY_OK)
+    if (st != TEENY_OK || !dx)
         return st;
 
     int x_off = teeny__off(x), dy_off = teeny__off(dy), dx_off = teeny__off(dx), m_off = teeny__off(mean),
@@ -336,8 +340,8 @@ teeny_status teeny_batchnorm_forward_train(teeny_ctx *ctx, const teeny_tensor *x
         return st;
     teeny__op_args args = {.in = {x, weight, bias, running_mean, running_var},
                            .out = {y, save_mean, save_rstd, running_mean, running_var},
-                           .iattr = {1},
-                           .fattr = {momentum, eps}};
+                           .fattr = {momentum, eps},
+                           .training = 1};
     return teeny__op_run(ctx, TEENY__OP_BATCHNORM, 0, &args);
 }
 
@@ -393,8 +397,9 @@ static teeny_status backward(teeny_ctx *ctx, const char *fn, int training, const
     const char *all_names[] = {"x", "dy", "weight", mean_name, r_name, "dx", "dweight", "dbias"};
     if ((st = check_disjoint(ctx, fn, all, all_names, 5, 8)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {x, dy, weight, mean, r}, .out = {dx, dweight, dbias}, .iattr = {training},
-                           .fattr = {0.0f, eps}};
+    /* the statistics go in the slots the mode reads (ops.h convention) */
+    teeny__op_args args = {.in = {x, weight, NULL, mean, r, NULL, mean, r, dy}, .out = {dx, dweight, dbias},
+                           .fattr = {0.0f, eps}, .training = training};
     return teeny__op_run(ctx, TEENY__OP_BATCHNORM, 1, &args);
 }
 
@@ -456,4 +461,34 @@ teeny_status teeny_batchnorm_fold(teeny_ctx *ctx, const teeny_tensor *weight, co
     if (st == TEENY_OK)
         st = teeny__launch(ctx, k, "bn_fold", 1, &g, &l);
     return st;
+}
+
+/* Graph shapes: x [N, C] or [B, C, H, W]. */
+teeny_status teeny__batchnorm_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    const teeny__shape *x = &s->in[0];
+    if (x->ndim != 2 && x->ndim != 4)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "batchnorm: input has rank %d; expected [N, C] or [B, C, H, W]",
+                            x->ndim);
+    if (!(s->fattr[1] >= 0.0f) || !(s->fattr[0] >= 0.0f && s->fattr[0] <= 1.0f))
+        return teeny__error(ctx, TEENY_ERR_ARG, "batchnorm: momentum %g or eps %g out of range",
+                            (double)s->fattr[0], (double)s->fattr[1]);
+    teeny__shape c = {.ndim = 1, .shape = {x->shape[1]}};
+    s->out = *x;
+    s->n_param = 2;
+    s->param[0] = s->param[1] = c;
+    s->param_name[0] = "weight";
+    s->param_name[1] = "bias";
+    s->param_init[0] = TEENY__INIT_ONES;
+    s->param_init[1] = TEENY__INIT_ZEROS;
+    s->n_state = 2;
+    s->state[0] = s->state[1] = c;
+    s->state_name[0] = "running_mean";
+    s->state_name[1] = "running_var";
+    s->state_init[0] = TEENY__INIT_ZEROS;
+    s->state_init[1] = TEENY__INIT_ONES;
+    s->n_saved = 2;
+    s->saved[0] = s->saved[1] = c;
+    s->saved_needs_training = 1;
+    return TEENY_OK;
 }

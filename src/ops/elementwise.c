@@ -2,7 +2,15 @@
  * elementwise.c -- y = a + b and activations (ReLU, SiLU) with their
  * gradients. Tensors of any shape; only element counts must agree.
  * Kernels: cl/elementwise.cl, one work-item per element.
+ *
+ * Op-table entries (the convention of ops.h):
+ *   add:        forward in = [a, b], out = [y];
+ *               backward in = [a, b, y, dy], out = [da, db] (copies of dy)
+ *   activation: iattr[0] = teeny_act; forward in = [x], out = [y];
+ *               backward in = [x, y, dy], out = [dx]
  */
+#include <string.h>
+
 #include "ops.h"
 
 static teeny_status ew_launch(teeny_ctx *ctx, const char *name, int n, cl_kernel k)
@@ -18,7 +26,8 @@ static teeny_status check_act(teeny_ctx *ctx, teeny_act act)
     return TEENY_OK;
 }
 
-/* in = {a, b}, out = {y} */
+static teeny_status act_launch(teeny_ctx *ctx, int act, const teeny_tensor *x, teeny_tensor *y);
+
 teeny_status teeny__add_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     const teeny_tensor *x0 = a->in[0], *x1 = a->in[1];
@@ -34,12 +43,23 @@ teeny_status teeny__add_forward(teeny_ctx *ctx, const teeny__op_args *a)
     return st;
 }
 
-/* in = {x}, out = {y}, iattr = {act} */
+teeny_status teeny__add_backward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    teeny_status st = TEENY_OK;
+    for (int i = 0; i < 2 && st == TEENY_OK; i++)
+        if (a->out[i])
+            st = act_launch(ctx, TEENY_ACT_NONE, a->in[3], a->out[i]);
+    return st;
+}
+
 teeny_status teeny__activation_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *x = a->in[0];
-    teeny_tensor *y = a->out[0];
-    int act = a->iattr[0], n = (int)y->numel, ox = teeny__off(x), oy = teeny__off(y);
+    return act_launch(ctx, a->iattr[0], a->in[0], a->out[0]);
+}
+
+static teeny_status act_launch(teeny_ctx *ctx, int act, const teeny_tensor *x, teeny_tensor *y)
+{
+    int n = (int)y->numel, ox = teeny__off(x), oy = teeny__off(y);
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "elementwise", "", "ew_act_forward", &k);
     if (st == TEENY_OK)
@@ -50,10 +70,9 @@ teeny_status teeny__activation_forward(teeny_ctx *ctx, const teeny__op_args *a)
     return st;
 }
 
-/* in = {x, dy}, out = {dx}, iattr = {act} */
 teeny_status teeny__activation_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *x = a->in[0], *dy = a->in[1];
+    const teeny_tensor *x = a->in[0], *dy = a->in[2];
     teeny_tensor *dx = a->out[0];
     int act = a->iattr[0], n = (int)dx->numel, ox = teeny__off(x), ody = teeny__off(dy), odx = teeny__off(dx);
     cl_kernel k;
@@ -121,6 +140,23 @@ teeny_status teeny_activation_backward(teeny_ctx *ctx, teeny_act act, const teen
     if ((st = teeny__check_alias(ctx, dx, "teeny_activation_backward: dx", x, "x", 1)) != TEENY_OK ||
         (st = teeny__check_alias(ctx, dx, "teeny_activation_backward: dx", dy, "dy", 1)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {x, dy}, .out = {dx}, .iattr = {(int)act}};
+    teeny__op_args args = {.in = {x, NULL, dy}, .out = {dx}, .iattr = {(int)act}};
     return teeny__op_run(ctx, TEENY__OP_ACTIVATION, 1, &args);
+}
+
+/* Graph shapes: same-shape inputs and output. */
+teeny_status teeny__add_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    if (s->in[0].ndim != s->in[1].ndim ||
+        memcmp(s->in[0].shape, s->in[1].shape, sizeof(int64_t) * (size_t)s->in[0].ndim))
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "add: the two inputs differ in shape");
+    s->out = s->in[0];
+    return TEENY_OK;
+}
+
+teeny_status teeny__activation_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    teeny_status st = check_act(ctx, (teeny_act)s->iattr[0]);
+    s->out = s->in[0];
+    return st;
 }

@@ -4,10 +4,11 @@
 #include "ops.h"
 
 const teeny__op teeny__ops[TEENY__OP_COUNT] = {
-    [TEENY__OP_ADD] = {.name = "add", .family = "elementwise", .forward = teeny__add_forward},
-    [TEENY__OP_ACTIVATION] = {.name = "activation", .family = "elementwise",
+    [TEENY__OP_ADD] = {.name = "add", .family = "elementwise", .infer = teeny__add_infer,
+                       .forward = teeny__add_forward, .backward = teeny__add_backward},
+    [TEENY__OP_ACTIVATION] = {.name = "activation", .family = "elementwise", .infer = teeny__activation_infer,
                               .forward = teeny__activation_forward, .backward = teeny__activation_backward},
-    [TEENY__OP_BATCHNORM] = {.name = "batchnorm", .family = "batchnorm",
+    [TEENY__OP_BATCHNORM] = {.name = "batchnorm", .family = "batchnorm", .infer = teeny__batchnorm_infer,
                              .forward = teeny__batchnorm_forward, .backward = teeny__batchnorm_backward},
 };
 

@@ -20,19 +20,70 @@ typedef enum {
 } teeny__op_id;
 
 #define TEENY__OP_MAX_TENSORS 12
+#define TEENY__OP_MAX_SLOTS 4 /* inputs, params, states or saved tensors of one node */
 
 typedef struct {
     const teeny_tensor *in[TEENY__OP_MAX_TENSORS]; /* read */
-    teeny_tensor *out[TEENY__OP_MAX_TENSORS];      /* written (incl. updated state) */
+    teeny_tensor *out[TEENY__OP_MAX_TENSORS];      /* written (incl. updated state); NULL: not wanted */
     int iattr[8];
     float fattr[8];
+    int training;                                  /* graph mode: 1 training, 0 inference */
 } teeny__op_args;
 
 typedef teeny_status (*teeny__op_fn)(teeny_ctx *ctx, const teeny__op_args *a);
 
+/* Shapes and parameters of one graph node, filled by an op's infer slot
+ * from its input shapes and attributes. */
+typedef enum { TEENY__INIT_ZEROS, TEENY__INIT_ONES, TEENY__INIT_FAN_IN } teeny__init;
+
+typedef struct {
+    int ndim;
+    int64_t shape[TEENY_MAX_DIMS];
+    int is_i32;
+} teeny__shape;
+
+typedef struct {
+    /* given */
+    int n_in;
+    teeny__shape in[TEENY__OP_MAX_SLOTS];
+    int iattr[8];
+    float fattr[8];
+    /* filled by infer */
+    teeny__shape out;                                /* the node's value */
+    int n_param, n_state, n_saved;
+    teeny__shape param[TEENY__OP_MAX_SLOTS];         /* learned; receive gradients */
+    teeny__shape state[TEENY__OP_MAX_SLOTS];         /* persistent, not learned (running stats) */
+    teeny__shape saved[TEENY__OP_MAX_SLOTS];         /* forward results kept for backward */
+    const char *param_name[TEENY__OP_MAX_SLOTS];     /* PyTorch state_dict suffixes: "weight", "bias" */
+    const char *state_name[TEENY__OP_MAX_SLOTS];     /* "running_mean", "running_var" */
+    teeny__init param_init[TEENY__OP_MAX_SLOTS];
+    teeny__init state_init[TEENY__OP_MAX_SLOTS];
+    int64_t fan_in;                                  /* for TEENY__INIT_FAN_IN: U(-1/sqrt(fan_in), +) */
+    int saved_needs_training;                        /* saved tensors only exist in training mode */
+} teeny__node_shapes;
+
+/* infer: validate the inputs and attributes, fill the rest. Records a
+ * message in ctx on failure. */
+typedef teeny_status (*teeny__infer_fn)(teeny_ctx *ctx, teeny__node_shapes *s);
+
+/*
+ * The op-table entry. forward and backward follow one tensor convention,
+ * used by the eager API and the graph alike:
+ *   forward:  in  = [inputs (n_in)..., params..., states...]
+ *             out = [value, saved..., states...]   (states updated in place,
+ *                                                 only in training mode)
+ *   backward: in  = [inputs..., params..., states..., value, saved..., dvalue]
+ *             out = [d_inputs (n_in)..., d_params...]; any may be NULL (not
+ *             wanted); every one given is overwritten, never accumulated.
+ * Ops never enqueue directly: they launch through teeny__launch and
+ * teeny__fill and take workspace from teeny__scratch, so the graph can
+ * record a node's launches once (its own cl_kernel objects, arguments set
+ * at compile time) and replay them.
+ */
 typedef struct {
     const char *name;
     const char *family;
+    teeny__infer_fn infer;  /* required for graph use */
     teeny__op_fn forward;   /* required */
     teeny__op_fn backward;  /* optional: NULL when the op has no gradient */
 } teeny__op;
@@ -40,9 +91,13 @@ typedef struct {
 extern const teeny__op teeny__ops[TEENY__OP_COUNT];
 
 /* Entry points each family file defines. */
+teeny_status teeny__add_infer(teeny_ctx *ctx, teeny__node_shapes *s);
 teeny_status teeny__add_forward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__add_backward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__activation_infer(teeny_ctx *ctx, teeny__node_shapes *s);
 teeny_status teeny__activation_forward(teeny_ctx *ctx, const teeny__op_args *a);
 teeny_status teeny__activation_backward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__batchnorm_infer(teeny_ctx *ctx, teeny__node_shapes *s);
 teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a);
 teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a);
 
