@@ -21,7 +21,7 @@ CFLAGS ?= -O2 -g
 WARN := -std=c11 -Wall -Wextra -Wpedantic
 CPPFLAGS_ALL := -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc $(CPPFLAGS)
 CFLAGS_ALL := $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden
-LDLIBS_LIB := -lOpenCL -lm
+LDLIBS_LIB := -lOpenCL -lm -lcjson -lz
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread -lm)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer
 
@@ -41,7 +41,7 @@ HEADERS := include/teenycl.h $(wildcard src/*.h src/ops/*.h src/ops/*.def)
 
 # test settings: kernel builds are slow on PoCL; CK_FORK=no keeps OpenCL
 # out of forked children.
-TEST_ENV := CK_DEFAULT_TIMEOUT=1200 CK_FORK=no
+TEST_ENV := CK_DEFAULT_TIMEOUT=1200 CK_FORK=no TEENY_BUILD_DIR=$(BUILD)
 
 .PHONY: all lib tools examples test test-full check-asan check-oclgrind check-install run bench install uninstall clean deps deps-test deps-run
 
@@ -117,17 +117,21 @@ check-oclgrind:
 	@if [ -s $(BUILD)/oclgrind.log ]; then cat $(BUILD)/oclgrind.log; echo "oclgrind reported the problems above"; exit 1; fi
 	@echo "oclgrind: no errors reported"
 
+# EPOCHS=N runs N epochs (default: 15 on a GPU, fewer on a CPU; the
+# program says so). ARGS passes anything else, e.g. ARGS="--device pocl".
+EPOCHS ?=
+ARGS ?=
 run: deps-run
 	$(MAKE) all
-	$(BUILD)/teeny-info
-	$(BUILD)/bn_demo
+	$(BUILD)/teeny-info --no-self-test
+	$(BUILD)/train_fashion_mnist $(if $(EPOCHS),--epochs $(EPOCHS)) --out runs/fashion $(ARGS)
 
 bench: all
 	$(BUILD)/teeny-bench
 
 $(BUILD)/teenycl.pc: Makefile
 	@mkdir -p $(BUILD)
-	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: teenycl\nDescription: portable OpenCL compute backend for small neural networks\nVersion: %s\nRequires.private: OpenCL\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lteenycl\nLibs.private: -lOpenCL -lm\n' \
+	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: teenycl\nDescription: portable OpenCL compute backend for small neural networks\nVersion: %s\nRequires.private: OpenCL\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lteenycl\nLibs.private: -lOpenCL -lm -lcjson -lz\n' \
 	    '$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(VERSION)' > $@
 
 install: lib $(BUILD)/teenycl.pc

@@ -258,6 +258,461 @@ TEENY_API teeny_status teeny_batchnorm_backward_frozen(teeny_ctx *ctx, const tee
 TEENY_API teeny_status teeny_batchnorm_fold(teeny_ctx *ctx, const teeny_tensor *weight, const teeny_tensor *bias,
     const teeny_tensor *running_mean, const teeny_tensor *running_var, float eps, teeny_tensor *scale, teeny_tensor *shift);
 
+/* ---- convolution ---------------------------------------------------------
+ * Grouped 2-D convolution with PyTorch's F.conv2d semantics (cross-
+ * correlation, zero padding): x [B, Cin, H, W], weight
+ * [Cout, Cin/groups, KH, KW], bias [Cout] (optional), y [B, Cout, OH, OW];
+ * groups divides Cin and Cout (groups = Cin is depthwise; Cout a multiple
+ * of Cin gives a channel multiplier). Per axis ([0] = H, [1] = W):
+ *   OH = (H + 2*pad - dilation*(KH-1) - 1) / stride + 1,
+ * and H + 2*pad must be >= dilation*(KH-1) + 1. All tensors are borrowed;
+ * any may be a view. Bad parameter values (stride or dilation < 1, pad < 0,
+ * groups < 1, sizes < 1, NULL) give TEENY_ERR_ARG; shapes that disagree
+ * (channels not divisible by groups, weight/bias/y/dy/dx/dw shapes, an input
+ * smaller than the dilated kernel) TEENY_ERR_SHAPE; sizes beyond int32
+ * indexing TEENY_ERR_RANGE; an output overlapping any other tensor of the
+ * call TEENY_ERR_ARG. Nothing is modified then. Reductions are
+ * deterministic (no atomics): the same inputs give bit-identical results
+ * on the same device. */
+typedef struct { int stride[2], pad[2], dilation[2], groups; } teeny_conv2d_params; /* [0] = H, [1] = W */
+#define TEENY_CONV2D_PARAMS_INIT { {1, 1}, {0, 0}, {1, 1}, 1 }
+/* Shape inference only (no context; failures are read with
+ * teeny_last_error(NULL)): fills y_shape from x_shape and w_shape. */
+TEENY_API teeny_status teeny_conv2d_output_shape(const teeny_conv2d_params *p, const int64_t x_shape[4],
+    const int64_t w_shape[4], int64_t y_shape[4]);
+/* y = conv(x, weight) + bias; bias may be NULL. y may not overlap an input. */
+TEENY_API teeny_status teeny_conv2d_forward(teeny_ctx *ctx, const teeny_conv2d_params *p,
+    const teeny_tensor *x, const teeny_tensor *w, const teeny_tensor *bias, teeny_tensor *y);
+/* Inference fusion in one launch (e.g. conv-BN-SiLU with scale/shift from
+ * teeny_batchnorm_fold): y = act(conv(x, w) * scale[c] + shift[c] + bias[c]).
+ * bias, scale and shift ([Cout] each) may be NULL: scale then counts as 1,
+ * shift and bias as 0 (so a NULL shift means "bias, or 0"). */
+TEENY_API teeny_status teeny_conv2d_forward_fused(teeny_ctx *ctx, const teeny_conv2d_params *p,
+    const teeny_tensor *x, const teeny_tensor *w, const teeny_tensor *bias,
+    const teeny_tensor *scale, const teeny_tensor *shift, teeny_act act, teeny_tensor *y);
+/* Gradients of teeny_conv2d_forward given dy [B, Cout, OH, OW]: dx (shape of
+ * x), dw (shape of w), dbias [Cout]. Any of the three may be NULL (not
+ * computed); the others are overwritten, never accumulated. Outputs may not
+ * overlap each other or an input. Uses the context's workspace. */
+TEENY_API teeny_status teeny_conv2d_backward(teeny_ctx *ctx, const teeny_conv2d_params *p,
+    const teeny_tensor *x, const teeny_tensor *w, const teeny_tensor *dy,
+    teeny_tensor *dx, teeny_tensor *dw, teeny_tensor *dbias);
+
+/* ---- optimizers ----------------------------------------------------------
+ * Optimizer steps as device kernels with PyTorch's semantics (torch.optim.SGD,
+ * Adam, AdamW) plus optional gradient clipping by global norm
+ * (torch.nn.utils.clip_grad_norm_ before the step). An optimizer borrows n
+ * parameter tensors and their gradient tensors (fp32, same numel pairwise,
+ * no overlaps); they must outlive it. Everything a step needs (kernel
+ * objects, their arguments, state tensors, workspace) is made at creation:
+ * a step only enqueues (a small non-blocking write of the step's scalars,
+ * then one kernel per tensor), never builds, creates, sets arguments or
+ * waits. The step counter t counts completed steps.
+ *   SGD:   d = g + wd*p; with momentum: buf = d on the first step, else
+ *          buf = momentum*buf + (1 - dampening)*d; d = nesterov ?
+ *          d + momentum*buf : buf;  p -= lr*d.
+ *   Adam:  g += wd*p (L2);  AdamW: p *= 1 - lr*wd (decoupled); then
+ *          m += (1 - beta1)*(g - m); v = beta2*v + (1 - beta2)*g*g;
+ *          p -= lr/(1 - beta1^t) * m / (sqrt(v)/sqrt(1 - beta2^t) + eps),
+ *          with this step's beta1 in both places (as PyTorch does when a
+ *          schedule such as OneCycleLR cycles beta1).
+ *   Clipping (max_grad_norm > 0): total = sqrt(sum of every g^2), scale =
+ *          min(max_grad_norm / (total + 1e-6), 1), g *= scale in place
+ *          before the update; computed on the device in a fixed order (the
+ *          same inputs give bit-identical results), no host sync. */
+typedef enum { TEENY_OPTIM_SGD, TEENY_OPTIM_ADAM, TEENY_OPTIM_ADAMW } teeny_optim_kind;
+typedef struct {
+    teeny_optim_kind kind;
+    float lr, momentum, dampening, weight_decay; /* lr >= 0; each step passes its own */
+    int nesterov;                                /* needs momentum > 0 and dampening 0 */
+    float beta1, beta2, eps;                     /* Adam / AdamW */
+    float max_grad_norm;                         /* 0: no clipping */
+} teeny_optim_params;
+#define TEENY_OPTIM_PARAMS_INIT { TEENY_OPTIM_SGD, 1e-3f, 0.0f, 0.0f, 0.0f, 0, 0.9f, 0.999f, 1e-8f, 0.0f }
+typedef struct teeny_optimizer teeny_optimizer;
+
+/* Borrows params[0..n) and grads[0..n) (copies the arrays). Builds the
+ * kernels, creates the state tensors (zeros) and sets every kernel argument.
+ * TEENY_ERR_ARG for NULL, n <= 0, a negative or non-finite
+ * hyperparameter, betas outside [0, 1), nesterov without momentum or with
+ * dampening, int32 or foreign-context tensors, and tensors that overlap
+ * (a grad with a param, or two params / two grads); TEENY_ERR_SHAPE when a
+ * param and its grad differ in numel. Caller frees with
+ * teeny_optimizer_destroy. */
+TEENY_API teeny_status teeny_optimizer_create(teeny_ctx *ctx, const teeny_optim_params *p, int n,
+    teeny_tensor *const *params, const teeny_tensor *const *grads, teeny_optimizer **out);
+/* Waits for the optimizer's pending scalar writes, then frees it and its
+ * state tensors. NULL is a no-op. */
+TEENY_API void teeny_optimizer_destroy(teeny_optimizer *opt);
+/* Enqueue one step with this step's lr (>= 0; pass p->lr for a constant
+ * rate) and beta1 (< 0 keeps p->beta1; ignored by SGD). Schedules are
+ * computed on the host per step. Does not wait for the device (it waits
+ * only when the host runs more than a few steps ahead). Clipping, when on,
+ * rewrites the grads. Not recordable into a graph (TEENY_ERR_STATE while
+ * one records). */
+TEENY_API teeny_status teeny_optimizer_step(teeny_optimizer *opt, float lr, float beta1);
+/* Steps taken so far (t); -1 for NULL. */
+TEENY_API int64_t teeny_optimizer_steps(const teeny_optimizer *opt);
+/* Set t, e.g. after loading the state from a checkpoint; steps >= 0.
+ * With t > 0, SGD treats its momentum buffers as already initialized. */
+TEENY_API teeny_status teeny_optimizer_set_steps(teeny_optimizer *opt, int64_t steps);
+/* Optimizer state for checkpoints: SGD with momentum has
+ * "momentum_buffer.<i>" per param i, Adam/AdamW "exp_avg.<i>" and
+ * "exp_avg_sq.<i>" (in that order, param by param); plain SGD has none.
+ * Each state tensor has its param's shape. The name and tensor are
+ * borrowed and live as long as opt; read and write the tensor with the
+ * tensor API. */
+TEENY_API int teeny_optimizer_state_count(const teeny_optimizer *opt);
+TEENY_API teeny_status teeny_optimizer_state(const teeny_optimizer *opt, int i, const char **name, teeny_tensor **t);
+
+/* ---- files ---------------------------------------------------------------
+ * NumPy .npy, safetensors and IDX (MNIST) files. Calls that have a
+ * context (through ctx or a tensor) report details in teeny_last_error(ctx);
+ * the others in teeny_last_error(NULL). Open failures give TEENY_ERR_IO;
+ * malformed, truncated or corrupt contents TEENY_ERR_FORMAT. Multi-byte
+ * values in files are little-endian (IDX: big-endian) on every host. */
+
+/* .npy version 1.0, C order, '<f4' (fp32 tensors) or '<i4' (int32).
+ * Host sync: reads the tensor (a view writes just its range), then writes
+ * the file through a temp file renamed over path. */
+TEENY_API teeny_status teeny_npy_save(const teeny_tensor *t, const char *path);
+/* Load '<f4' / '<i4' C-order data (versions 1.0 to 3.0) into a new tensor
+ * of the file's shape (a 0-d array becomes [1]; rank 1..5, no zero sizes:
+ * TEENY_ERR_UNSUPPORTED otherwise). Caller frees *out with
+ * teeny_tensor_destroy. */
+TEENY_API teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out);
+
+/* safetensors (the Hugging Face format): [u64 header length][JSON header,
+ * space-padded to a multiple of 8][data], tensors packed in the order
+ * added. The writer stores "teenycl_checksum" (FNV-1a 64 of the data
+ * section, 16 hex digits) and "teenycl_header_checksum" (of the header
+ * with that value's digits zeroed) in __metadata__; the reader verifies
+ * them when present, so files from other tools (without them) still load.
+ * Names are non-empty, unique and not "__metadata__". */
+#define TEENY_ST_MAX_DIMS 8
+typedef struct teeny_st_writer teeny_st_writer;
+/* Caller frees with teeny_st_writer_destroy. */
+TEENY_API teeny_status teeny_st_writer_create(teeny_st_writer **out);
+TEENY_API void teeny_st_writer_destroy(teeny_st_writer *w);
+/* Add an F32 tensor; t is borrowed until teeny_st_write (read then). */
+TEENY_API teeny_status teeny_st_add_tensor(teeny_st_writer *w, const char *name, const teeny_tensor *t);
+/* Add an I64 tensor of ndim 0..TEENY_ST_MAX_DIMS (0: a scalar) from host
+ * values (copied now), e.g. batch-norm's num_batches_tracked. */
+TEENY_API teeny_status teeny_st_add_i64(teeny_st_writer *w, const char *name, int ndim, const int64_t *shape,
+    const int64_t *values);
+/* A string entry of __metadata__ (copied); keys starting "teenycl_" are reserved. */
+TEENY_API teeny_status teeny_st_add_metadata(teeny_st_writer *w, const char *key, const char *value);
+/* Host sync: read every tensor and write the file crash-safely (a temp file
+ * in path's directory, flushed and fsynced, renamed over path, then the
+ * directory fsynced): path holds the old file or the whole new one. */
+TEENY_API teeny_status teeny_st_write(teeny_st_writer *w, const char *path);
+
+typedef struct teeny_st_file teeny_st_file;
+/* Read and validate the whole file into host memory: header JSON, dtypes
+ * (F32, I64), shapes, data_offsets (inside the data section, contiguous,
+ * non-overlapping, sizes matching), file size and checksums. Caller frees
+ * with teeny_st_close. */
+TEENY_API teeny_status teeny_st_open(const char *path, teeny_st_file **out);
+TEENY_API void teeny_st_close(teeny_st_file *f);
+/* Tensors in file order; the name is borrowed (NULL out of range). */
+TEENY_API int teeny_st_count(const teeny_st_file *f);
+TEENY_API const char *teeny_st_name(const teeny_st_file *f, int i);
+/* A tensor's dtype (0: F32, 1: I64), rank and shape (TEENY_ST_MAX_DIMS
+ * entries of room); any out pointer may be NULL. TEENY_ERR_FORMAT when
+ * the file has no such tensor. */
+TEENY_API teeny_status teeny_st_info(const teeny_st_file *f, const char *name, int *dtype_is_i64, int *ndim,
+    int64_t *shape);
+/* Copy an F32 tensor into dst, whose shape must equal the file's
+ * (TEENY_ERR_SHAPE; a 0-d tensor matches a dst of one element);
+ * TEENY_ERR_FORMAT for a missing name or another dtype. Errors go to
+ * dst's context. Does not wait for the device. */
+TEENY_API teeny_status teeny_st_read_f32(const teeny_st_file *f, const char *name, teeny_tensor *dst);
+/* Copy an I64 tensor of count elements into host memory. */
+TEENY_API teeny_status teeny_st_read_i64(const teeny_st_file *f, const char *name, int64_t *dst, size_t count);
+/* A __metadata__ string (borrowed), or NULL. */
+TEENY_API const char *teeny_st_metadata(const teeny_st_file *f, const char *key);
+
+/* IDX (MNIST, Fashion-MNIST): magic 0x00 0x00 0x08 ndim, ndim (1..4)
+ * big-endian u32 sizes (each >= 1), then exactly their product of u8
+ * values. Plain or gzip-compressed. */
+typedef struct teeny_idx teeny_idx;
+/* TEENY_ERR_FORMAT for a bad magic, a type other than u8 (0x08), a rank
+ * outside 1..4, a zero size, more than 2^31 - 1 values, truncated or
+ * trailing data; TEENY_ERR_IO when the file cannot be opened. Caller frees
+ * with teeny_idx_free. */
+TEENY_API teeny_status teeny_idx_load(const char *path, teeny_idx **out);
+/* NULL is a no-op. */
+TEENY_API void teeny_idx_free(teeny_idx *idx);
+TEENY_API int teeny_idx_ndim(const teeny_idx *idx);
+/* -1 for an axis out of range or NULL. */
+TEENY_API int64_t teeny_idx_dim(const teeny_idx *idx, int axis);
+/* The values, row-major; borrowed, lives as long as idx. */
+TEENY_API const uint8_t *teeny_idx_data(const teeny_idx *idx);
+/* Check a 1-d label file: every value < n_classes (1..256);
+ * TEENY_ERR_FORMAT naming the first bad index, TEENY_ERR_SHAPE when not 1-d. */
+TEENY_API teeny_status teeny_idx_check_labels(const teeny_idx *labels, int n_classes);
+
+/* ---- graph building-block ops --------------------------------------------
+ * Small op families the graph executor composes networks from; each is
+ * also an op-table entry. Tensors are fp32 unless stated int32; every one
+ * may be a view. Outputs may not overlap inputs (except where stated), and
+ * every backward overwrites its outputs. Reductions are deterministic (no
+ * atomics, fixed summation order): the same inputs give bit-identical
+ * results on the same device. */
+
+/* y = a * b element-wise, all the same numel; y may alias a or b exactly. */
+TEENY_API teeny_status teeny_mul(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, teeny_tensor *y);
+/* da = dy * b, db = dy * a; da or db may be NULL (not computed), each may
+ * alias any input exactly, but not each other. */
+TEENY_API teeny_status teeny_mul_backward(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b,
+    const teeny_tensor *dy, teeny_tensor *da, teeny_tensor *db);
+
+/* 2-D pooling over x [B, C, H, W] -> y [B, C, OH, OW], PyTorch semantics:
+ * OH = floor((H + 2*pad - kernel) / stride) + 1 (same for W), kernel and
+ * stride >= 1, 0 <= pad <= kernel / 2, H + 2*pad >= kernel. [0] = H, [1] = W. */
+typedef struct { int kernel[2], stride[2], pad[2]; } teeny_pool2d_params;
+#define TEENY_POOL2D_PARAMS_INIT { {2, 2}, {2, 2}, {0, 0} }
+/* y_shape from x_shape; TEENY_ERR_RANGE when y would pass int32 indexing. */
+TEENY_API teeny_status teeny_pool2d_output_shape(const teeny_pool2d_params *p, const int64_t x_shape[4], int64_t y_shape[4]);
+/* Max pooling; padding counts as -inf, a NaN in a window wins (as PyTorch).
+ * argmax (int32, shape of y) receives each maximum's index h * W + w within
+ * its [H, W] plane; it may be NULL when no backward follows. */
+TEENY_API teeny_status teeny_maxpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *p,
+    const teeny_tensor *x, teeny_tensor *y, teeny_tensor *argmax);
+/* dx[i] = sum of dy over the windows whose argmax is i (a gather: no
+ * atomics). x supplies the shape only. */
+TEENY_API teeny_status teeny_maxpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p,
+    const teeny_tensor *x, const teeny_tensor *argmax, const teeny_tensor *dy, teeny_tensor *dx);
+/* Average pooling with count_include_pad (PyTorch's default): every window
+ * divides by kernel[0] * kernel[1]. */
+TEENY_API teeny_status teeny_avgpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *p,
+    const teeny_tensor *x, teeny_tensor *y);
+TEENY_API teeny_status teeny_avgpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p,
+    const teeny_tensor *x, const teeny_tensor *dy, teeny_tensor *dx);
+/* y [B, C] (or [B, C, 1, 1]) = mean of x [B, C, H, W] over H, W. */
+TEENY_API teeny_status teeny_global_avgpool_forward(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y);
+/* dx[b, c, h, w] = dy[b, c] / (H * W). */
+TEENY_API teeny_status teeny_global_avgpool_backward(teeny_ctx *ctx, const teeny_tensor *dy, teeny_tensor *dx);
+
+/* Fully connected layer, PyTorch layout: x [N, in], w [out, in], bias [out]
+ * or NULL, y [N, out] = x * w^T + bias. */
+TEENY_API teeny_status teeny_linear_forward(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *w,
+    const teeny_tensor *bias, teeny_tensor *y);
+/* dx [N, in] = dy * w, dw [out, in] = dy^T * x, db [out] = column sums of
+ * dy; any of dx, dw, db may be NULL (not computed). */
+TEENY_API teeny_status teeny_linear_backward(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *w,
+    const teeny_tensor *dy, teeny_tensor *dx, teeny_tensor *dw, teeny_tensor *db);
+
+/* Softmax cross-entropy: logits [N, K], labels int32 [N] with values in
+ * [0, K), loss [1] = mean over the batch of -log softmax(logits)[label]
+ * (max-subtracted log-sum-exp). probs [N, K] receives softmax(logits) for
+ * the backward pass; it may be NULL when none follows. Labels are not
+ * checked on the host (that would need a host sync): a label outside
+ * [0, K) is never used as an index; it makes loss (and its row of dlogits)
+ * NaN, so it is visible. */
+TEENY_API teeny_status teeny_softmax_cross_entropy_forward(teeny_ctx *ctx, const teeny_tensor *logits,
+    const teeny_tensor *labels, teeny_tensor *loss, teeny_tensor *probs);
+/* dlogits [N, K] = (probs - onehot(labels)) * dloss[0] / N; dloss is a [1]
+ * device tensor (1 for the plain mean loss). */
+TEENY_API teeny_status teeny_softmax_cross_entropy_backward(teeny_ctx *ctx, const teeny_tensor *probs,
+    const teeny_tensor *labels, const teeny_tensor *dloss, teeny_tensor *dlogits);
+/* out int32 [N] = index of the largest value of each row of x [N, K] (the
+ * first one on ties; a NaN counts as largest). For accuracy counts. */
+TEENY_API teeny_status teeny_argmax_rows(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *out);
+
+/* Concatenate n >= 1 tensors along dimension 1 (channels): xs[i] is
+ * [B, C_i, ...] (rank 2..5, every dimension but 1 equal to y's), y is
+ * [B, sum C_i, ...]. The backward pass is teeny_split_channels. */
+TEENY_API teeny_status teeny_concat_channels(teeny_ctx *ctx, int n, const teeny_tensor *const *xs, teeny_tensor *y);
+/* The inverse: ys[i] receives channels [sum_{j<i} C_j, + C_i) of x; the
+ * ys may not overlap x or each other. The backward pass is
+ * teeny_concat_channels. */
+TEENY_API teeny_status teeny_split_channels(teeny_ctx *ctx, const teeny_tensor *x, int n, teeny_tensor *const *ys);
+
+/* ---- graphs ----------------------------------------------------------
+ * A graph is a DAG of nodes built through teeny_graph_* calls; shapes are
+ * inferred (and mismatches reported, naming both nodes) when a node is
+ * added. Parameters (PyTorch's default initialization from the graph's
+ * seeded generator) and persistent state such as running statistics belong
+ * to the graph and carry dotted names ("conv1.weight", "bn1.running_var")
+ * that checkpoints use. Compiling for a batch size and a mode gives a plan:
+ * every kernel built up front, the backward pass derived (gradients summed
+ * where a value fans out), device memory planned by liveness, and each pass
+ * recorded as a list of launches whose arguments are set once. Running a
+ * pass replays its list; nothing blocks unless the host asks for data.
+ * Several plans (e.g. a training batch and a smaller evaluation batch) share
+ * the graph's parameters. A graph and its plans are used by one thread at a
+ * time; the graph must outlive its plans. */
+typedef struct teeny_graph teeny_graph;
+typedef struct teeny_plan teeny_plan;
+typedef int32_t teeny_node; /* a node's index in its graph; -1: none */
+
+/* seed drives parameter initialization. Caller frees with teeny_graph_destroy. */
+TEENY_API teeny_status teeny_graph_create(teeny_ctx *ctx, uint64_t seed, teeny_graph **out);
+/* NULL is a no-op. Destroy the graph's plans first. */
+TEENY_API void teeny_graph_destroy(teeny_graph *g);
+/* An fp32 input of rank 1..5; shape[0] is the batch dimension and must be
+ * -1 (resolved at compile). name may be NULL ("input<index>"). */
+TEENY_API teeny_status teeny_graph_input(teeny_graph *g, const char *name, int ndim, const int64_t *shape, teeny_node *out);
+/* An int32 input [batch] (class labels). */
+TEENY_API teeny_status teeny_graph_labels(teeny_graph *g, const char *name, teeny_node *out);
+/* A view of x with a new shape (-1 in one dimension: inferred); no copy. */
+TEENY_API teeny_status teeny_graph_reshape(teeny_graph *g, const char *name, teeny_node x, int ndim, const int64_t *shape, teeny_node *out);
+/* [B, ...] -> [B, rest] as a view. */
+TEENY_API teeny_status teeny_graph_flatten(teeny_graph *g, const char *name, teeny_node x, teeny_node *out);
+/* Keep a node's value readable after forward (the loss always is). */
+TEENY_API teeny_status teeny_graph_mark_output(teeny_graph *g, teeny_node n);
+/* Layers. name (may be NULL: "<op><index>") prefixes the node's parameter
+ * names; out receives the new node (-1 on failure). Shapes follow the
+ * matching eager functions; mismatches fail here, naming the nodes. */
+/* Batch normalization over [N, C] or [B, C, H, W]: params "weight", "bias";
+ * state "running_mean", "running_var" (+ "num_batches_tracked" in
+ * checkpoints). Training plans use batch statistics, inference plans the
+ * running ones. */
+TEENY_API teeny_status teeny_graph_batchnorm(teeny_graph *g, const char *name, teeny_node x, float momentum, float eps, teeny_node *out);
+TEENY_API teeny_status teeny_graph_activation(teeny_graph *g, const char *name, teeny_node x, teeny_act act, teeny_node *out);
+TEENY_API teeny_status teeny_graph_add(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out);
+TEENY_API teeny_status teeny_graph_mul(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out);
+/* Conv2d: params "weight" [out_channels, C/groups, kernel_h, kernel_w] and,
+ * with bias, "bias"; p NULL means TEENY_CONV2D_PARAMS_INIT. */
+TEENY_API teeny_status teeny_graph_conv2d(teeny_graph *g, const char *name, teeny_node x, int out_channels, int kernel_h, int kernel_w, const teeny_conv2d_params *p, int bias, teeny_node *out);
+/* Pooling (p NULL: TEENY_POOL2D_PARAMS_INIT); global average pool gives [B, C]. */
+TEENY_API teeny_status teeny_graph_maxpool2d(teeny_graph *g, const char *name, teeny_node x, const teeny_pool2d_params *p, teeny_node *out);
+TEENY_API teeny_status teeny_graph_avgpool2d(teeny_graph *g, const char *name, teeny_node x, const teeny_pool2d_params *p, teeny_node *out);
+TEENY_API teeny_status teeny_graph_global_avgpool(teeny_graph *g, const char *name, teeny_node x, teeny_node *out);
+/* Linear on [B, in]: params "weight" [out_features, in], with bias "bias". */
+TEENY_API teeny_status teeny_graph_linear(teeny_graph *g, const char *name, teeny_node x, int out_features, int bias, teeny_node *out);
+/* Mean softmax cross-entropy of logits [B, K] against int32 labels [B]: a [1] value. */
+TEENY_API teeny_status teeny_graph_softmax_cross_entropy(teeny_graph *g, const char *name, teeny_node logits, teeny_node labels, teeny_node *out);
+/* Channel concatenation of n (1..4) inputs, and a channel slice [start, start + count) (split). */
+TEENY_API teeny_status teeny_graph_concat(teeny_graph *g, const char *name, int n, const teeny_node *xs, teeny_node *out);
+TEENY_API teeny_status teeny_graph_slice_channels(teeny_graph *g, const char *name, teeny_node x, int start, int count, teeny_node *out);
+/* Attention on q [BH, Nq, D], k [BH, Nk, D], v [BH, Nk, Dv]. */
+TEENY_API teeny_status teeny_graph_attention(teeny_graph *g, const char *name, teeny_node q, teeny_node k, teeny_node v, float scale, teeny_node *out);
+/* PSA attention straight on NCHW qkv (the fused kernels), and the
+ * reference's rearrangement ops. */
+TEENY_API teeny_status teeny_graph_psa_attention(teeny_graph *g, const char *name, teeny_node qkv, int heads, int key_dim, teeny_node *out);
+TEENY_API teeny_status teeny_graph_psa_pack_qkv(teeny_graph *g, const char *name, teeny_node qkv, int heads, int key_dim, teeny_node *out);
+TEENY_API teeny_status teeny_graph_psa_extract_v(teeny_graph *g, const char *name, teeny_node qkv, int heads, int key_dim, teeny_node *out);
+TEENY_API teeny_status teeny_graph_psa_merge_attn(teeny_graph *g, const char *name, teeny_node o_lo, teeny_node o_hi, int heads, int height, int width, teeny_node *out);
+
+/* Introspection. */
+TEENY_API int teeny_graph_node_count(const teeny_graph *g);
+/* The node's dotted name and its value's shape for a batch of 1 (borrowed). */
+TEENY_API teeny_status teeny_graph_node_info(const teeny_graph *g, teeny_node n, const char **name, int *ndim, int64_t shape[5]);
+/* Learned parameters, in creation order; grad is NULL until a training plan exists. Borrowed. */
+TEENY_API int teeny_graph_param_count(const teeny_graph *g);
+TEENY_API teeny_status teeny_graph_param(const teeny_graph *g, int i, const char **name, teeny_tensor **value, teeny_tensor **grad);
+/* Persistent non-learned state (running statistics). Borrowed. */
+TEENY_API int teeny_graph_state_count(const teeny_graph *g);
+TEENY_API teeny_status teeny_graph_state(const teeny_graph *g, int i, const char **name, teeny_tensor **value);
+/* Training forwards run so far (PyTorch's num_batches_tracked); settable for resuming. */
+TEENY_API int64_t teeny_graph_train_steps(const teeny_graph *g);
+TEENY_API void teeny_graph_set_train_steps(teeny_graph *g, int64_t steps);
+
+typedef struct {
+    int64_t batch;      /* resolves every -1 batch dimension */
+    int training;       /* 1: forward with batch statistics + backward; 0: inference */
+    teeny_node loss;    /* training: the scalar to differentiate (-1: the last node) */
+    int reuse_memory;   /* 1: share device memory between values whose lifetimes do not overlap */
+} teeny_plan_params;
+#define TEENY_PLAN_PARAMS_INIT { 1, 1, -1, 1 }
+
+/* Compile g for one batch size and mode. Caller frees with teeny_plan_destroy. */
+TEENY_API teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *p, teeny_plan **out);
+TEENY_API void teeny_plan_destroy(teeny_plan *p);
+/* The tensor holding node n's value in this plan (borrowed): write inputs
+ * and labels into it before forward; read marked outputs after. */
+TEENY_API teeny_status teeny_plan_tensor(teeny_plan *p, teeny_node n, teeny_tensor **t);
+/* Replays; they enqueue and return. */
+TEENY_API teeny_status teeny_plan_forward(teeny_plan *p);
+TEENY_API teeny_status teeny_plan_backward(teeny_plan *p);   /* overwrites every parameter gradient */
+TEENY_API teeny_status teeny_plan_zero_grad(teeny_plan *p);
+/* Host syncs: read node n's value (count == numel), or the scalar loss. */
+TEENY_API teeny_status teeny_plan_read(teeny_plan *p, teeny_node n, float *dst, size_t count);
+TEENY_API teeny_status teeny_plan_read_loss(teeny_plan *p, float *loss);
+/* Non-blocking loss read: start enqueues the copy, wait blocks for it. */
+TEENY_API teeny_status teeny_plan_loss_start(teeny_plan *p);
+TEENY_API teeny_status teeny_plan_loss_wait(teeny_plan *p, float *loss);
+/* Host syncs made through this plan so far. */
+TEENY_API int64_t teeny_plan_host_syncs(const teeny_plan *p);
+/* Device memory of the plan: planned peak of its value/gradient/workspace
+ * arena, the total without reuse, and the bytes actually allocated for it
+ * (parameters, gradients of parameters and inputs not included). */
+TEENY_API teeny_status teeny_plan_memory(const teeny_plan *p, size_t *planned_peak, size_t *no_reuse_total, size_t *allocated);
+/* Launches recorded for forward and backward. */
+TEENY_API teeny_status teeny_plan_launches(const teeny_plan *p, int *forward, int *backward);
+
+/* Checkpoints (safetensors): every parameter and state tensor under its
+ * dotted name, "<bn>.num_batches_tracked" (I64) per batch norm, and with
+ * opt the optimizer state under "optimizer." plus "optimizer.step";
+ * n_meta string pairs go to __metadata__. The file is written crash-safely
+ * (temp file, fsync, rename, fsync of the directory) with a checksum that
+ * loading verifies. Host sync. */
+TEENY_API teeny_status teeny_graph_save(teeny_graph *g, const teeny_optimizer *opt, const char *path, int n_meta,
+    const char *const *keys, const char *const *values);
+/* Load a checkpoint saved by teeny_graph_save (or a matching PyTorch
+ * state_dict saved with safetensors); with opt also its state. Every
+ * tensor is checked (present, dtype, shape) before any is written:
+ * TEENY_ERR_FORMAT / TEENY_ERR_SHAPE / TEENY_ERR_IO leave everything
+ * unchanged. */
+TEENY_API teeny_status teeny_graph_load(teeny_graph *g, teeny_optimizer *opt, const char *path);
+/* Copy a checkpoint's metadata string into value (cap bytes). */
+TEENY_API teeny_status teeny_checkpoint_metadata(const char *path, const char *key, char *value, size_t cap);
+
+/* ---- attention ------------------------------------------------------------
+ * o = softmax(scale * q k^T) v per matrix bh, computed flash-attention style
+ * (the Nq x Nk matrix is never stored):
+ *   q [BH, Nq, D], k [BH, Nk, D], v [BH, Nk, Dv], o [BH, Nq, Dv],
+ *   lse [BH, Nq] = log sum_j exp(scale * q_i . k_j), saved for the backward.
+ * D <= 128 and Dv <= 256; larger head dims return TEENY_ERR_UNSUPPORTED.
+ * Any Nq, Nk >= 1. Shapes that disagree return TEENY_ERR_SHAPE, a scale that
+ * is not finite TEENY_ERR_ARG, an output overlapping any other argument
+ * TEENY_ERR_ARG. Deterministic (no atomics): the same inputs give
+ * bit-identical results on the same device. */
+/* lse may be NULL when no backward follows. */
+TEENY_API teeny_status teeny_attention_forward(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
+    const teeny_tensor *v, float scale, teeny_tensor *o, teeny_tensor *lse);
+/* Gradients from o, lse of the forward and d_o = dL/do; overwrites dq, dk,
+ * dv (shaped like q, k, v); any of them may be NULL: not computed. Uses
+ * BH*Nq floats of context workspace. */
+TEENY_API teeny_status teeny_attention_backward(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
+    const teeny_tensor *v, const teeny_tensor *o, const teeny_tensor *lse, const teeny_tensor *d_o,
+    float scale, teeny_tensor *dq, teeny_tensor *dk, teeny_tensor *dv);
+
+/* PSA attention (YOLO C2PSA). qkv [B, heads*4*kd, H, W] NCHW, N = H*W; head
+ * h's channels [h*4kd, +kd) are Q, the next kd K, the next 2kd V (V_lo,
+ * V_hi). o [B, heads*2*kd, H, W] = V softmax(Q^T K kd^-1/2)^T per head,
+ * lse [B*heads, H*W]. The fused functions read qkv and write o (d_qkv) in
+ * place through strides: one kernel forward, three backward, no copies.
+ * Errors: heads or key_dim < 1 TEENY_ERR_ARG; heads*4*key_dim beyond int32
+ * TEENY_ERR_RANGE; key_dim > 128 (fused functions) TEENY_ERR_UNSUPPORTED;
+ * channel counts, B*heads or H*W that disagree TEENY_ERR_SHAPE; an output
+ * overlapping an input TEENY_ERR_ARG. */
+/* lse may be NULL when no backward follows. */
+TEENY_API teeny_status teeny_psa_attention_forward(teeny_ctx *ctx, const teeny_tensor *qkv, int heads, int key_dim,
+    teeny_tensor *o, teeny_tensor *lse);
+/* Overwrites all of d_qkv (Q, K and V channels). */
+TEENY_API teeny_status teeny_psa_attention_backward(teeny_ctx *ctx, const teeny_tensor *qkv, int heads, int key_dim,
+    const teeny_tensor *o, const teeny_tensor *lse, const teeny_tensor *d_o, teeny_tensor *d_qkv);
+/* The reference's rearrangement ops. packed is [4, B*heads, H*W, kd] with
+ * sections Q, K, V_lo, V_hi; attention on (Q, K, V_lo) and (Q, K, V_hi)
+ * followed by merge gives what teeny_psa_attention_forward gives. Every
+ * backward overwrites its outputs; where the pipeline's gradients meet (dQ,
+ * dK of the two halves; extract_v next to pack) sum them with teeny_add. */
+TEENY_API teeny_status teeny_psa_pack_qkv(teeny_ctx *ctx, const teeny_tensor *qkv, int heads, int key_dim, teeny_tensor *packed);
+/* Overwrites every channel of d_qkv. */
+TEENY_API teeny_status teeny_psa_pack_qkv_backward(teeny_ctx *ctx, const teeny_tensor *d_packed, int heads, int key_dim, teeny_tensor *d_qkv);
+/* v [B, heads*2*kd, H, W]: the V channels of qkv. */
+TEENY_API teeny_status teeny_psa_extract_v(teeny_ctx *ctx, const teeny_tensor *qkv, int heads, int key_dim, teeny_tensor *v);
+/* Overwrites d_qkv: d_v in the V channels, zeros in the Q and K channels. */
+TEENY_API teeny_status teeny_psa_extract_v_backward(teeny_ctx *ctx, const teeny_tensor *d_v, int heads, int key_dim, teeny_tensor *d_qkv);
+/* o_lo, o_hi [B*heads, H*W, kd] -> out [B, heads*2*kd, H, W] (o_lo the first
+ * kd channels of each head, o_hi the next kd); B, H, W from out. */
+TEENY_API teeny_status teeny_psa_merge_attn(teeny_ctx *ctx, const teeny_tensor *o_lo, const teeny_tensor *o_hi, int heads, teeny_tensor *out);
+/* Overwrites d_lo and d_hi [B*heads, H*W, kd]; either (not both) may be NULL. */
+TEENY_API teeny_status teeny_psa_merge_attn_backward(teeny_ctx *ctx, const teeny_tensor *d_out, int heads, teeny_tensor *d_lo, teeny_tensor *d_hi);
+
 #ifdef __cplusplus
 }
 #endif

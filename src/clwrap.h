@@ -44,6 +44,7 @@ typedef enum {
     XX(clGetProgramInfo, QUERY)                             \
     XX(clGetProgramBuildInfo, QUERY)                        \
     XX(clGetEventProfilingInfo, QUERY)                      \
+    XX(clGetEventInfo, QUERY)                               \
     XX(clCreateContext, CREATE)                             \
     XX(clCreateCommandQueue, CREATE)                        \
     XX(clCreateBuffer, CREATE)                              \
@@ -87,8 +88,14 @@ typedef enum {
 /* Count one call; nonzero when fault injection fails this one. */
 int teeny__hook(teeny__call_id id);
 
-/* A clReadBuffer that does not block counts as an enqueue. */
-#define clEnqueueReadBufferAsync clEnqueueReadBuffer
+/* A non-blocking read counts as an enqueue, not a blocking call (a
+ * function, not a macro, so its name survives macro expansion). */
+static inline cl_int clEnqueueReadBufferAsync(cl_command_queue q, cl_mem buf, cl_bool blocking, size_t offset,
+                                              size_t size, void *ptr, cl_uint n_wait, const cl_event *wait,
+                                              cl_event *event)
+{
+    return clEnqueueReadBuffer(q, buf, blocking, offset, size, ptr, n_wait, wait, event);
+}
 
 /* cl_int-returning call. */
 #define TEENY_CL(fn, ...) (teeny__hook(TEENY__ID_##fn) ? TEENY__FAULT_ERR : fn(__VA_ARGS__))

@@ -231,6 +231,7 @@ static void ctx_free(teeny_ctx *ctx)
     for (int i = 0; i < ctx->prof_count; i++)
         TEENY_CL_RELEASE(clReleaseEvent, ctx->prof_events[i]);
     teeny__free(ctx->prof_events);
+    teeny__free(ctx->prof_names);
     teeny__programs_release(ctx);
     TEENY_CL_RELEASE(clReleaseMemObject, ctx->scratch);
     TEENY_CL_RELEASE(clReleaseCommandQueue, ctx->queue);

@@ -52,6 +52,7 @@ struct teeny_ctx {
     teeny__recorder *rec;     /* set while a graph records its launches */
     int profiling;            /* teeny_profile_begin .. end */
     cl_event *prof_events;
+    const char **prof_names;  /* kernel name of each event */
     int prof_count, prof_cap;
     size_t scratch_bytes;
     char err[TEENY_ERR_CAP];

@@ -635,8 +635,10 @@ static teeny_status enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kern
     if (ctx->profiling && ctx->prof_count < ctx->prof_cap)
         evp = &ev;
     err = TEENY_CL(clEnqueueNDRangeKernel, ctx->queue, k, dims, NULL, g, local, 0, NULL, evp);
-    if (err == CL_SUCCESS && ev)
+    if (err == CL_SUCCESS && ev) {
+        ctx->prof_names[ctx->prof_count] = kernel_name;
         ctx->prof_events[ctx->prof_count++] = ev;
+    }
     if (err != CL_SUCCESS)
         return teeny__error(ctx, TEENY_ERR_OPENCL, "clEnqueueNDRangeKernel failed: %s (%d), kernel %s on %s",
                             teeny__cl_error_name(err), (int)err, kernel_name, ctx->info.device_name);
@@ -683,6 +685,35 @@ teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name,
 
 /* ---- profiling ---- */
 
+/* TEENY_PROFILE=1: log each kernel's share of the profiled span. */
+static void profile_summary(teeny_ctx *ctx)
+{
+    enum { MAX = 64 };
+    const char *names[MAX];
+    double ms[MAX];
+    int calls[MAX], n = 0;
+    for (int i = 0; i < ctx->prof_count; i++) {
+        cl_ulong s = 0, e = 0;
+        int k;
+        if (TEENY_CL(clGetEventProfilingInfo, ctx->prof_events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL) ||
+            TEENY_CL(clGetEventProfilingInfo, ctx->prof_events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL))
+            return;
+        for (k = 0; k < n && strcmp(names[k], ctx->prof_names[i]); k++)
+            ;
+        if (k == n) {
+            if (n == MAX)
+                continue;
+            names[n] = ctx->prof_names[i];
+            ms[n] = 0;
+            calls[n++] = 0;
+        }
+        ms[k] += (double)(e - s) * 1e-6;
+        calls[k]++;
+    }
+    for (int k = 0; k < n; k++)
+        teeny__log(TEENY_LOG_WARN, "profile: %-28s %5d launches %10.4f ms", names[k], calls[k], ms[k]);
+}
+
 static void profile_clear(teeny_ctx *ctx)
 {
     for (int i = 0; i < ctx->prof_count; i++)
@@ -697,8 +728,14 @@ teeny_status teeny_profile_begin(teeny_ctx *ctx)
     teeny__clear_error(ctx);
     if (!ctx->prof_events) {
         ctx->prof_events = teeny__calloc(4096, sizeof(cl_event));
-        if (!ctx->prof_events)
+        ctx->prof_names = teeny__calloc(4096, sizeof(const char *));
+        if (!ctx->prof_events || !ctx->prof_names) {
+            teeny__free(ctx->prof_events);
+            teeny__free(ctx->prof_names);
+            ctx->prof_events = NULL;
+            ctx->prof_names = NULL;
             return teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_profile_begin: out of host memory");
+        }
         ctx->prof_cap = 4096;
     }
     profile_clear(ctx);
@@ -737,6 +774,8 @@ teeny_status teeny_profile_end(teeny_ctx *ctx, double *device_ms, int *kernels)
         *device_ms = (double)(last - first) * 1e-6;
     if (kernels)
         *kernels = ctx->prof_count;
+    if (getenv("TEENY_PROFILE"))
+        profile_summary(ctx);
 cleanup:
     profile_clear(ctx);
     return st;

@@ -34,7 +34,9 @@ int bench_wanted(const bench_opts *o, const char *name);
 teeny_tensor *bench_tensor(teeny_ctx *ctx, int ndim, const int64_t *shape, unsigned seed);
 
 #define BENCH_FAMILIES(XX) \
-    XX(batchnorm)
+    XX(batchnorm) \
+    XX(conv2d) \
+    XX(attention)
 
 #define XX(f) int bench_##f(teeny_ctx *ctx, const bench_opts *o);
 BENCH_FAMILIES(XX)

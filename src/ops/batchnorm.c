@@ -490,5 +490,15 @@ teeny_status teeny__batchnorm_infer(teeny_ctx *ctx, teeny__node_shapes *s)
     s->n_saved = 2;
     s->saved[0] = s->saved[1] = c;
     s->saved_needs_training = 1;
+    s->counts_batches = 1;
     return TEENY_OK;
+}
+
+/* ---- graph builder ---- */
+
+teeny_status teeny_graph_batchnorm(teeny_graph *g, const char *name, teeny_node x, float momentum, float eps,
+                                   teeny_node *out)
+{
+    float f[2] = {momentum, eps};
+    return teeny__graph_node(g, TEENY__OP_BATCHNORM, name, 1, &x, NULL, 0, f, 2, out);
 }

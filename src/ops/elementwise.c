@@ -1,6 +1,6 @@
 /*
- * elementwise.c -- y = a + b and activations (ReLU, SiLU) with their
- * gradients. Tensors of any shape; only element counts must agree.
+ * elementwise.c -- y = a + b, y = a * b and activations (ReLU, SiLU) with
+ * their gradients. Tensors of any shape; only element counts must agree.
  * Kernels: cl/elementwise.cl, one work-item per element.
  *
  * Op-table entries (the convention of ops.h):
@@ -8,6 +8,8 @@
  *               backward in = [a, b, y, dy], out = [da, db] (copies of dy)
  *   activation: iattr[0] = teeny_act; forward in = [x], out = [y];
  *               backward in = [x, y, dy], out = [dx]
+ *   mul:        forward in = [a, b], out = [y];
+ *               backward in = [a, b, y, dy], out = [da = dy * b, db = dy * a]
  */
 #include <string.h>
 
@@ -86,6 +88,44 @@ teeny_status teeny__activation_backward(teeny_ctx *ctx, const teeny__op_args *a)
     return st;
 }
 
+teeny_status teeny__mul_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    const teeny_tensor *x0 = a->in[0], *x1 = a->in[1];
+    teeny_tensor *y = a->out[0];
+    int n = (int)y->numel, o0 = teeny__off(x0), o1 = teeny__off(x1), oy = teeny__off(y);
+    cl_kernel k;
+    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", "ew_mul", &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, "ew_mul", sizeof(cl_mem), &x0->buf, sizeof o0, &o0, sizeof(cl_mem), &x1->buf,
+                             sizeof o1, &o1, sizeof(cl_mem), &y->buf, sizeof oy, &oy, sizeof n, &n, (size_t)0);
+    if (st == TEENY_OK)
+        st = ew_launch(ctx, "ew_mul", n, k);
+    return st;
+}
+
+teeny_status teeny__mul_backward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    const teeny_tensor *x0 = a->in[0], *x1 = a->in[1], *dy = a->in[3];
+    teeny_tensor *da = a->out[0], *db = a->out[1];
+    /* a missing output gets dy's buffer as a stand-in the kernel never writes */
+    cl_mem da_buf = da ? da->buf : dy->buf, db_buf = db ? db->buf : dy->buf;
+    int n = (int)dy->numel, o0 = teeny__off(x0), o1 = teeny__off(x1), ody = teeny__off(dy);
+    int oda = da ? teeny__off(da) : 0, odb = db ? teeny__off(db) : 0, has_da = da != NULL, has_db = db != NULL;
+    cl_kernel k;
+    teeny_status st;
+    if (!da && !db)
+        return TEENY_OK;
+    st = teeny__kernel_get(ctx, "elementwise", "", "ew_mul_backward", &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, "ew_mul_backward", sizeof(cl_mem), &x0->buf, sizeof o0, &o0, sizeof(cl_mem),
+                             &x1->buf, sizeof o1, &o1, sizeof(cl_mem), &dy->buf, sizeof ody, &ody, sizeof(cl_mem),
+                             &da_buf, sizeof oda, &oda, sizeof has_da, &has_da, sizeof(cl_mem), &db_buf, sizeof odb,
+                             &odb, sizeof has_db, &has_db, sizeof n, &n, (size_t)0);
+    if (st == TEENY_OK)
+        st = ew_launch(ctx, "ew_mul_backward", n, k);
+    return st;
+}
+
 /* ---- eager API ---- */
 
 #define EAGER_BEGIN(fn)                                                             \
@@ -144,6 +184,55 @@ teeny_status teeny_activation_backward(teeny_ctx *ctx, teeny_act act, const teen
     return teeny__op_run(ctx, TEENY__OP_ACTIVATION, 1, &args);
 }
 
+teeny_status teeny_mul(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, teeny_tensor *y)
+{
+    teeny_status st;
+    EAGER_BEGIN("teeny_mul");
+    if ((st = teeny__check_tensor(ctx, a, "teeny_mul: a")) != TEENY_OK ||
+        (st = teeny__check_tensor(ctx, b, "teeny_mul: b")) != TEENY_OK ||
+        (st = teeny__check_tensor(ctx, y, "teeny_mul: y")) != TEENY_OK ||
+        (st = teeny__check_same_numel(ctx, a, "teeny_mul: a", b, "b")) != TEENY_OK ||
+        (st = teeny__check_same_numel(ctx, a, "teeny_mul: a", y, "y")) != TEENY_OK)
+        return st;
+    if ((st = teeny__check_alias(ctx, y, "teeny_mul: y", a, "a", 1)) != TEENY_OK ||
+        (st = teeny__check_alias(ctx, y, "teeny_mul: y", b, "b", 1)) != TEENY_OK)
+        return st;
+    teeny__op_args args = {.in = {a, b}, .out = {y}};
+    return teeny__op_run(ctx, TEENY__OP_MUL, 0, &args);
+}
+
+teeny_status teeny_mul_backward(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, const teeny_tensor *dy,
+                                teeny_tensor *da, teeny_tensor *db)
+{
+    static const char fn[] = "teeny_mul_backward";
+    const teeny_tensor *ins[3] = {a, b, dy};
+    const char *in_names[3] = {"a", "b", "dy"};
+    teeny_tensor *outs[2] = {da, db};
+    const char *out_names[2] = {"da", "db"};
+    teeny_status st;
+    EAGER_BEGIN("teeny_mul_backward");
+    for (int i = 0; i < 3; i++)
+        if ((st = teeny__check_tensor(ctx, ins[i], in_names[i])) != TEENY_OK)
+            return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    for (int i = 0; i < 2; i++)
+        if ((st = teeny__check_same_numel(ctx, dy, "dy", ins[i], in_names[i])) != TEENY_OK)
+            return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    for (int j = 0; j < 2; j++) {
+        if (!outs[j])
+            continue;
+        if ((st = teeny__check_tensor(ctx, outs[j], out_names[j])) != TEENY_OK ||
+            (st = teeny__check_same_numel(ctx, dy, "dy", outs[j], out_names[j])) != TEENY_OK)
+            return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+        for (int i = 0; i < 3; i++)
+            if ((st = teeny__check_alias(ctx, outs[j], out_names[j], ins[i], in_names[i], 1)) != TEENY_OK)
+                return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    }
+    if (teeny__overlap(da, db))
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: da overlaps db in memory", fn);
+    teeny__op_args args = {.in = {a, b, NULL, dy}, .out = {da, db}};
+    return teeny__op_run(ctx, TEENY__OP_MUL, 1, &args);
+}
+
 /* Graph shapes: same-shape inputs and output. */
 teeny_status teeny__add_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
@@ -159,4 +248,33 @@ teeny_status teeny__activation_infer(teeny_ctx *ctx, teeny__node_shapes *s)
     teeny_status st = check_act(ctx, (teeny_act)s->iattr[0]);
     s->out = s->in[0];
     return st;
+}
+
+teeny_status teeny__mul_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    if (s->in[0].ndim != s->in[1].ndim ||
+        memcmp(s->in[0].shape, s->in[1].shape, sizeof(int64_t) * (size_t)s->in[0].ndim))
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "mul: the two inputs differ in shape");
+    s->out = s->in[0];
+    return TEENY_OK;
+}
+
+/* ---- graph builders ---- */
+
+teeny_status teeny_graph_activation(teeny_graph *g, const char *name, teeny_node x, teeny_act act, teeny_node *out)
+{
+    int a = (int)act;
+    return teeny__graph_node(g, TEENY__OP_ACTIVATION, name, 1, &x, &a, 1, NULL, 0, out);
+}
+
+teeny_status teeny_graph_add(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out)
+{
+    teeny_node in[2] = {a, b};
+    return teeny__graph_node(g, TEENY__OP_ADD, name, 2, in, NULL, 0, NULL, 0, out);
+}
+
+teeny_status teeny_graph_mul(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out)
+{
+    teeny_node in[2] = {a, b};
+    return teeny__graph_node(g, TEENY__OP_MUL, name, 2, in, NULL, 0, NULL, 0, out);
 }

@@ -60,6 +60,7 @@ typedef struct {
     teeny__init state_init[TEENY__OP_MAX_SLOTS];
     int64_t fan_in;                                  /* for TEENY__INIT_FAN_IN: U(-1/sqrt(fan_in), +) */
     int saved_needs_training;                        /* saved tensors only exist in training mode */
+    int counts_batches;                              /* checkpoints carry <node>.num_batches_tracked */
 } teeny__node_shapes;
 
 /* infer: validate the inputs and attributes, fill the rest. Records a
@@ -100,6 +101,78 @@ teeny_status teeny__activation_backward(teeny_ctx *ctx, const teeny__op_args *a)
 teeny_status teeny__batchnorm_infer(teeny_ctx *ctx, teeny__node_shapes *s);
 teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a);
 teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a);
+/* Graph building-block ops; tensor orders and attributes in each family's
+ * banner (elementwise.c, pool.c, linear.c, loss.c, concat.c). */
+teeny_status teeny__mul_infer(teeny_ctx *ctx, teeny__node_shapes *s);
+teeny_status teeny__mul_forward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__mul_backward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__maxpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s);
+teeny_status teeny__maxpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__maxpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__avgpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s);
+teeny_status teeny__avgpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__avgpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__global_avgpool_infer(teeny_ctx *ctx, teeny__node_shapes *s);
+teeny_status teeny__global_avgpool_forward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__global_avgpool_backward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__linear_infer(teeny_ctx *ctx, teeny__node_shapes *s);
+teeny_status teeny__linear_forward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__linear_backward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__softmax_ce_infer(teeny_ctx *ctx, teeny__node_shapes *s);
+teeny_status teeny__softmax_ce_forward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__softmax_ce_backward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__concat_infer(teeny_ctx *ctx, teeny__node_shapes *s);
+teeny_status teeny__concat_forward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__concat_backward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__slice_channels_infer(teeny_ctx *ctx, teeny__node_shapes *s);
+teeny_status teeny__slice_channels_forward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__slice_channels_backward(teeny_ctx *ctx, const teeny__op_args *a);
+/* Grouped 2-D convolution; tensor orders and attributes in conv2d.c's banner. */
+teeny_status teeny__conv2d_infer(teeny_ctx *ctx, teeny__node_shapes *s);
+teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__conv2d_backward(teeny_ctx *ctx, const teeny__op_args *a);
+/* Test hook (conv2d.c): force a tuning-table entry and a GEMM tile (-1: by
+ * device and problem) and disable the depthwise kernels (1); not thread-safe. */
+void teeny__conv2d_debug(int tuning, int tile, int no_depthwise);
+/* Attention and PSA attention; tensor orders in attention.c's and psa.c's
+ * banners. */
+teeny_status teeny__attention_infer(teeny_ctx *ctx, teeny__node_shapes *s);
+teeny_status teeny__attention_forward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__attention_backward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__psa_attention_infer(teeny_ctx *ctx, teeny__node_shapes *s);
+teeny_status teeny__psa_attention_forward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__psa_attention_backward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__psa_pack_infer(teeny_ctx *ctx, teeny__node_shapes *s);
+teeny_status teeny__psa_pack_forward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__psa_pack_backward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__psa_extract_v_infer(teeny_ctx *ctx, teeny__node_shapes *s);
+teeny_status teeny__psa_extract_v_forward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__psa_extract_v_backward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__psa_merge_infer(teeny_ctx *ctx, teeny__node_shapes *s);
+teeny_status teeny__psa_merge_forward(teeny_ctx *ctx, const teeny__op_args *a);
+teeny_status teeny__psa_merge_backward(teeny_ctx *ctx, const teeny__op_args *a);
+/* Flash attention over strided matrices (attention.c), shared by the
+ * contiguous and the fused PSA paths: element (bh, n, c) of a matrix at
+ * off + (bh / heads)*sb + (bh % heads)*sh + n*sn + c*sd of buf. A NULL buf
+ * marks an output that is not wanted (lse in forward; dq, dk, dv_out). */
+typedef struct { cl_mem buf; int off, sb, sh, sn, sd; } teeny__attn_mat;
+typedef struct {
+    int bh, heads, n_q, n_k, d, dv;
+    float scale;
+    teeny__attn_mat q, k, v, o, d_o, dq, dk, dv_out;
+    cl_mem lse;
+    int lse_off;
+} teeny__attn_problem;
+teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *p);
+teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem *p);
+/* An int32 tensor argument (labels, argmax) of ctx: not NULL, alive (loss.c). */
+teeny_status teeny__check_tensor_i32(teeny_ctx *ctx, const teeny_tensor *t, const char *name);
+
+/* Add a node of op to a graph (graph.c): checks the inputs, runs the op's
+ * infer, creates and initializes the node's parameters and state. Each
+ * family's graph builders (teeny_graph_<op>) call it. */
+teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name, int n_in, const teeny_node *in,
+                               const int *iattr, int n_iattr, const float *fattr, int n_fattr, teeny_node *out);
 
 /* Run an op through the table (what the eager API does). */
 static inline teeny_status teeny__op_run(teeny_ctx *ctx, teeny__op_id id, int backward, const teeny__op_args *a)

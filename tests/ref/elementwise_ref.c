@@ -1,4 +1,4 @@
-/* elementwise_ref.c -- float64 reference activations and derivatives. */
+/* elementwise_ref.c -- float64 reference activations, products and derivatives. */
 #include <math.h>
 
 #include "elementwise_ref.h"
@@ -21,4 +21,20 @@ double ref_act_grad(int act, double x)
         return s * (1 + x * (1 - s));
     }
     return 1;
+}
+
+void ref_mul(const double *a, const double *b, size_t n, double *y)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = a[i] * b[i];
+}
+
+void ref_mul_backward(const double *a, const double *b, const double *dy, size_t n, double *da, double *db)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (da)
+            da[i] = dy[i] * b[i];
+        if (db)
+            db[i] = dy[i] * a[i];
+    }
 }

@@ -1,0 +1,507 @@
+/*
+ * attention.cl -- flash attention, forward and backward, fp32, OpenCL C 1.2.
+ *
+ *   S = scale * Q K^T,  P = softmax_rows(S),  O = P V,  lse = log sum exp S
+ *
+ * Every matrix is addressed through strides, so the same kernels serve the
+ * contiguous [BH, N, D] layout and PSA's NCHW qkv tensor: element (bh, n, c)
+ * of a matrix lives at
+ *     off + (bh / heads) * sb + (bh % heads) * sh + n * sn + c * sd
+ * (contiguous: heads = 1, sb = N*D, sn = D, sd = 1; NCHW qkv: sn = 1,
+ * sd = H*W). lse is [BH, N_q] contiguous.
+ *
+ * Tiling. A work-group owns a block of "rows" and streams "column" tiles
+ * through local memory; the N x N matrix never exists. Threads form a
+ * TR x TC grid (lid = tr * TC + tc). Thread (tr, tc) owns rows
+ * tr + i*TR (i < RM) and, in the score tile, columns tc + j*TC (j < SC);
+ * in the accumulators it owns float4 column chunks tc + q*TC. Strided
+ * ownership keeps local reads free of bank conflicts (row strides are
+ * multiples of 4 plus 4). The softmax statistics of a row are shared by
+ * its TC threads through a small local array; the running sum stays
+ * per-thread and is combined once at the end, in a fixed order.
+ *   attn_fwd:       rows = queries, columns = keys (online softmax).
+ *   attn_bwd_dkdv:  rows = keys, columns = queries; owns dK, dV of its keys.
+ *   attn_bwd_dq:    rows = queries, columns = keys; owns dQ of its queries.
+ *   attn_bwd_prep:  Di = rowsum(dO * O), one work-item per query row.
+ * Each output element has exactly one writer: no atomics, and results are
+ * bit-identical from run to run.
+ *
+ * Compile-time parameters (host: src/ops/attention.c, from the device's
+ * work-group size and local memory): ATT_DQ, ATT_DV padded head dims
+ * (multiples of 16; the true D, Dv are arguments and the padding is zero),
+ * and per kernel (prefixes FW_, KV_, QG_) TR, RM, TC, SC.
+ */
+#ifndef ATT_DQ
+#define ATT_DQ 32
+#endif
+#ifndef ATT_DV
+#define ATT_DV 32
+#endif
+#ifndef FW_TR
+#define FW_TR 16
+#endif
+#ifndef FW_RM
+#define FW_RM 4
+#endif
+#ifndef FW_TC
+#define FW_TC 8
+#endif
+#ifndef FW_SC
+#define FW_SC 4
+#endif
+#ifndef KV_TR
+#define KV_TR 8
+#endif
+#ifndef KV_RM
+#define KV_RM 4
+#endif
+#ifndef KV_TC
+#define KV_TC 8
+#endif
+#ifndef KV_SC
+#define KV_SC 4
+#endif
+#ifndef QG_TR
+#define QG_TR 16
+#endif
+#ifndef QG_RM
+#define QG_RM 4
+#endif
+#ifndef QG_TC
+#define QG_TC 8
+#endif
+#ifndef QG_SC
+#define QG_SC 4
+#endif
+
+#define ATT_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define ATT_MAX4(a, b, c, d) ATT_MAX(ATT_MAX(a, b), ATT_MAX(c, d))
+/* the largest register-tile dimension of this program's kernels (<= 8):
+ * rows per thread, score columns per thread, float4 chunks of Dv and D */
+#define ATT_MAXT                                                                                                  \
+    ATT_MAX(ATT_MAX4(FW_RM, FW_SC, KV_RM, KV_SC),                                                                 \
+            ATT_MAX4(ATT_MAX(QG_RM, QG_SC), ATT_DV / (4 * FW_TC), ATT_MAX(ATT_DV, ATT_DQ) / (4 * KV_TC),          \
+                     ATT_DQ / (4 * QG_TC)))
+#define QS (ATT_DQ + 4) /* local row stride of Q, K, dQ, dK tiles */
+#define VS (ATT_DV + 4) /* local row stride of V, O, dO, dV tiles */
+
+/* ---- helpers ---- */
+
+/* dst[r*ds + c] = M[row0 + r][c] for r < rows, c < cols, zero outside the
+ * valid nr x nc corner. base already includes row0 * sn. Consecutive
+ * work-items read consecutive addresses in either layout. */
+inline void att_load(__local float *dst, int ds, int rows, int cols, __global const float *src, int base, int sn,
+                     int sd, int nr, int nc, int lid, int nt)
+{
+    const int total = rows * cols;
+    if (sn == 1 && sd != 1) {
+        for (int e = lid; e < total; e += nt) {
+            int r = e % rows, c = e / rows;
+            dst[r * ds + c] = r < nr && c < nc ? src[base + r + c * sd] : 0.0f;
+        }
+    } else {
+        for (int e = lid; e < total; e += nt) {
+            int r = e / cols, c = e % cols;
+            dst[r * ds + c] = r < nr && c < nc ? src[base + r * sn + c * sd] : 0.0f;
+        }
+    }
+}
+
+/* M[row0 + r][c] = src[r*ss + c] for the valid nr x nc corner. */
+inline void att_store(__global float *dst, int base, int sn, int sd, int nr, int nc, __local const float *src,
+                      int ss, int rows, int cols, int lid, int nt)
+{
+    const int total = rows * cols;
+    if (sn == 1 && sd != 1) {
+        for (int e = lid; e < total; e += nt) {
+            int r = e % rows, c = e / rows;
+            if (r < nr && c < nc)
+                dst[base + r + c * sd] = src[r * ss + c];
+        }
+    } else {
+        for (int e = lid; e < total; e += nt) {
+            int r = e / cols, c = e % cols;
+            if (r < nr && c < nc)
+                dst[base + r * sn + c * sd] = src[r * ss + c];
+        }
+    }
+}
+
+/* The register-tile helpers take their tile sizes as arguments; every
+ * loop runs a fixed ATT_MAXT trips with a guard, so it unrolls in the helper
+ * itself and the guards fold once the constant sizes are inlined (loop
+ * bounds that only become constant after inlining leave the tiles in
+ * memory on some compilers). Sizes are at most ATT_MAXT, and register
+ * tiles have rows of ATT_MAXT so every index is a constant in the helper
+ * itself (unused slots are never touched and cost no registers). */
+
+/* acc[i*ATT_MAXT + j] += sum_{d < dd} A[(r0 + i*rs)*as + d] * B[(c0 + j*cs)*bs + d]:
+ * an nr x nc register tile of A B^T, both operands row-major in local memory
+ * with 16-byte aligned rows. */
+inline __attribute__((always_inline)) void att_mm_nt(float *acc, const int nr, const int nc, __local const float *A, const int as, const int r0,
+                      const int rs, __local const float *B, const int bs, const int c0, const int cs, const int dd)
+{
+    for (int d = 0; d < dd; d += 4) {
+        float4 a[ATT_MAXT], b[ATT_MAXT];
+#pragma unroll
+        for (int i = 0; i < ATT_MAXT; i++)
+            if (i < nr)
+                a[i] = *(__local const float4 *)(A + (r0 + i * rs) * as + d);
+#pragma unroll
+        for (int j = 0; j < ATT_MAXT; j++)
+            if (j < nc)
+                b[j] = *(__local const float4 *)(B + (c0 + j * cs) * bs + d);
+#pragma unroll
+        for (int i = 0; i < ATT_MAXT; i++)
+#pragma unroll
+            for (int j = 0; j < ATT_MAXT; j++)
+                if (i < nr && j < nc)
+                    acc[i * ATT_MAXT + j] = fma(a[i].w, b[j].w, fma(a[i].z, b[j].z, fma(a[i].y, b[j].y, fma(a[i].x, b[j].x, acc[i * ATT_MAXT + j]))));
+    }
+}
+
+inline float att_comp(float4 v, const int c)
+{
+    return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
+}
+
+/* acc[i*ATT_MAXT + q] += sum_{k < kk} P[(r0 + i*rs)*ps + k] * V[k*vs + 4*(q0 + q*qs) .. +4]:
+ * rows of P (local, row-major) times float4 column chunks of V. */
+inline __attribute__((always_inline)) void att_mm_nn(float4 *acc, const int nr, const int nch, __local const float *P, const int ps, const int r0,
+                      const int rs, __local const float *V, const int vs, const int q0, const int qs, const int kk)
+{
+    for (int k = 0; k < kk; k += 4) {
+        float4 p[ATT_MAXT];
+#pragma unroll
+        for (int i = 0; i < ATT_MAXT; i++)
+            if (i < nr)
+                p[i] = *(__local const float4 *)(P + (r0 + i * rs) * ps + k);
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+#pragma unroll
+            for (int q = 0; q < ATT_MAXT; q++)
+                if (q < nch) {
+                    float4 v = *(__local const float4 *)(V + (k + e) * vs + 4 * (q0 + q * qs));
+#pragma unroll
+                    for (int i = 0; i < ATT_MAXT; i++)
+                        if (i < nr)
+                            acc[i * ATT_MAXT + q] = fma((float4)(att_comp(p[i], e)), v, acc[i * ATT_MAXT + q]);
+                }
+    }
+}
+
+/* Base offset of matrix bh. */
+inline int att_base(int off, int sb, int sh, int bh, int heads)
+{
+    int b = bh / heads;
+    return off + b * sb + (bh - b * heads) * sh;
+}
+
+#define ATT_MAT(name) __global const float *name, int name##_off, int name##_sb, int name##_sh, int name##_sn, int name##_sd
+#define ATT_OUT(name) __global float *name, int name##_off, int name##_sb, int name##_sh, int name##_sn, int name##_sd
+#define ATT_BASE(name) att_base(name##_off, name##_sb, name##_sh, bh, heads)
+
+/* ---- forward ---- */
+
+#define FW_NT (FW_TR * FW_TC)
+#define FW_BM (FW_TR * FW_RM)
+#define FW_BN (FW_TC * FW_SC)
+#define FW_PS (FW_BN + 4)
+#define FW_OCH (ATT_DV / (4 * FW_TC))
+#define FW_LDS (FW_BM * FW_TC + ATT_MAX(FW_BM * QS + FW_BN * QS + FW_BN * VS + FW_BM * FW_PS, FW_BM * VS))
+
+/* Grid (ceil(n_q / FW_BM) * FW_NT, BH), work-group (FW_NT, 1): group
+ * (qb, bh) computes rows [qb*FW_BM, +FW_BM) of O (and lse) for matrix bh.
+ * Each work-item holds FW_RM rows x (Dv / FW_TC) columns of the output and
+ * the running max of its rows; key/value tiles of FW_BN rows stream through
+ * local memory. */
+__kernel __attribute__((reqd_work_group_size(FW_NT, 1, 1)))
+void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *lse, int lse_off, int has_lse,
+              int heads, int n_q, int n_k, int d, int dv, float scale)
+{
+    __local float4 lds4[(FW_LDS + 3) / 4];
+    __local float *lds = (__local float *)lds4;
+    __local float *Rm = lds;                  /* [FW_BM][FW_TC] row partials */
+    __local float *Qs = Rm + FW_BM * FW_TC;   /* [FW_BM][QS] */
+    __local float *Ks = Qs + FW_BM * QS;      /* [FW_BN][QS] */
+    __local float *Vs = Ks + FW_BN * QS;      /* [FW_BN][VS] */
+    __local float *Ps = Vs + FW_BN * VS;      /* [FW_BM][FW_PS] probabilities */
+    __local float *Os = Qs;                   /* [FW_BM][VS] output staging */
+    const int lid = get_local_id(0), tr = lid / FW_TC, tc = lid % FW_TC;
+    const int bh = get_group_id(1), row0 = get_group_id(0) * FW_BM;
+    const int nr = min(FW_BM, n_q - row0);
+    const int qb = ATT_BASE(q), kb = ATT_BASE(k), vb = ATT_BASE(v), ob = ATT_BASE(o);
+    float m[FW_RM], l[FW_RM];
+    float4 acc[FW_RM * ATT_MAXT];
+
+    att_load(Qs, QS, FW_BM, ATT_DQ, q, qb + row0 * q_sn, q_sn, q_sd, nr, d, lid, FW_NT);
+#pragma unroll
+    for (int i = 0; i < FW_RM; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < FW_RM * ATT_MAXT; i++)
+        acc[i] = (float4)(0.0f);
+
+    for (int k0 = 0; k0 < n_k; k0 += FW_BN) {
+        const int nk = min(FW_BN, n_k - k0);
+        float s[FW_RM * ATT_MAXT];
+        barrier(CLK_LOCAL_MEM_FENCE); /* previous tile's readers are done */
+        att_load(Ks, QS, FW_BN, ATT_DQ, k, kb + k0 * k_sn, k_sn, k_sd, nk, d, lid, FW_NT);
+        att_load(Vs, VS, FW_BN, ATT_DV, v, vb + k0 * v_sn, v_sn, v_sd, nk, dv, lid, FW_NT);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+        for (int i = 0; i < FW_RM * ATT_MAXT; i++)
+            s[i] = 0.0f;
+        att_mm_nt(s, FW_RM, FW_SC, Qs, QS, tr, FW_TR, Ks, QS, tc, FW_TC, ATT_DQ);
+#pragma unroll
+        for (int i = 0; i < FW_RM; i++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < FW_SC; j++) {
+                float x = tc + j * FW_TC < nk ? s[i * ATT_MAXT + j] * scale : -INFINITY;
+                s[i * ATT_MAXT + j] = x;
+                mx = fmax(mx, x);
+            }
+            Rm[(tr + i * FW_TR) * FW_TC + tc] = mx;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+        for (int i = 0; i < FW_RM; i++) {
+            const int r = tr + i * FW_TR;
+            float mt = m[i], ls = 0.0f;
+#pragma unroll
+            for (int t = 0; t < FW_TC; t += 4) {
+                float4 x = *(__local const float4 *)(Rm + r * FW_TC + t);
+                mt = fmax(mt, fmax(fmax(x.x, x.y), fmax(x.z, x.w)));
+            }
+            /* mt is finite: every tile holds at least one valid key */
+            const float alpha = exp(m[i] - mt);
+            m[i] = mt;
+#pragma unroll
+            for (int j = 0; j < FW_SC; j++) {
+                float p = exp(s[i * ATT_MAXT + j] - mt);
+                ls += p;
+                Ps[r * FW_PS + tc + j * FW_TC] = p;
+            }
+            l[i] = l[i] * alpha + ls;
+#pragma unroll
+            for (int c = 0; c < FW_OCH; c++)
+                acc[i * ATT_MAXT + c] *= alpha;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        att_mm_nn(acc, FW_RM, FW_OCH, Ps, FW_PS, tr, FW_TR, Vs, VS, tc, FW_TC, FW_BN);
+    }
+
+    /* combine the per-thread row sums in a fixed order */
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int i = 0; i < FW_RM; i++)
+        Rm[(tr + i * FW_TR) * FW_TC + tc] = l[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int i = 0; i < FW_RM; i++) {
+        const int r = tr + i * FW_TR;
+        float sum = 0.0f;
+        for (int t = 0; t < FW_TC; t++)
+            sum += Rm[r * FW_TC + t];
+        const float inv = 1.0f / sum;
+#pragma unroll
+        for (int c = 0; c < FW_OCH; c++)
+            *(__local float4 *)(Os + r * VS + 4 * (tc + c * FW_TC)) = acc[i * ATT_MAXT + c] * inv;
+        if (has_lse && tc == 0 && r < nr)
+            lse[lse_off + bh * n_q + row0 + r] = m[i] + log(sum);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    att_store(o, ob + row0 * o_sn, o_sn, o_sd, nr, dv, Os, VS, FW_BM, ATT_DV, lid, FW_NT);
+}
+
+/* ---- backward ---- */
+
+/* Grid (n_q, BH), any work-group: work-item (n, bh) writes
+ * di[bh*n_q + n] = sum_c dO[bh][n][c] * O[bh][n][c], summed in order. */
+__kernel void attn_bwd_prep(ATT_MAT(o), ATT_MAT(d_o), __global float *di, int heads, int n_q, int dv)
+{
+    const int n = get_global_id(0), bh = get_global_id(1);
+    if (n >= n_q)
+        return;
+    const int ob = ATT_BASE(o) + n * o_sn, gb = ATT_BASE(d_o) + n * d_o_sn;
+    float acc = 0.0f;
+    for (int c = 0; c < dv; c++)
+        acc = fma(o[ob + c * o_sd], d_o[gb + c * d_o_sd], acc);
+    di[bh * n_q + n] = acc;
+}
+
+#define KV_NT (KV_TR * KV_TC)
+#define KV_BR (KV_TR * KV_RM) /* keys per work-group */
+#define KV_BC (KV_TC * KV_SC) /* queries per tile */
+#define KV_PS (KV_BC + 4)
+#define KV_OCH (ATT_DV / (4 * KV_TC))
+#define KV_KCH (ATT_DQ / (4 * KV_TC))
+#define KV_LDS (KV_BR * QS + KV_BR * VS + KV_BC * QS + KV_BC * VS + 2 * KV_BC + 2 * KV_BR * KV_PS)
+
+/* Grid (ceil(n_k / KV_BR) * KV_NT, BH), work-group (KV_NT, 1): group
+ * (kb, bh) owns keys [kb*KV_BR, +KV_BR) of matrix bh and walks every query
+ * tile, recomputing P^T = exp(scale K Q^T - lse) and
+ * dS^T = P^T * (V dO^T - Di); each work-item accumulates KV_RM key rows of
+ * dV += P^T dO and dK += dS^T Q (times scale), then writes them once
+ * (want: bit 0 dK, bit 1 dV). */
+__kernel __attribute__((reqd_work_group_size(KV_NT, 1, 1)))
+void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse, int lse_off,
+                   __global const float *di, ATT_OUT(dk), ATT_OUT(dv), int want, int heads, int n_q, int n_k,
+                   int d, int dvn, float scale)
+{
+    __local float4 lds4[(KV_LDS + 3) / 4];
+    __local float *lds = (__local float *)lds4;
+    __local float *Ks = lds;                  /* [KV_BR][QS], later dK staging */
+    __local float *Vs = Ks + KV_BR * QS;      /* [KV_BR][VS], later dV staging */
+    __local float *Qs = Vs + KV_BR * VS;      /* [KV_BC][QS] */
+    __local float *Gs = Qs + KV_BC * QS;      /* [KV_BC][VS] dO */
+    __local float *Ls = Gs + KV_BC * VS;      /* [KV_BC] lse */
+    __local float *Ds = Ls + KV_BC;           /* [KV_BC] Di */
+    __local float *Pt = Ds + KV_BC;           /* [KV_BR][KV_PS] P^T */
+    __local float *St = Pt + KV_BR * KV_PS;   /* [KV_BR][KV_PS] dS^T */
+    const int lid = get_local_id(0), tr = lid / KV_TC, tc = lid % KV_TC;
+    const int bh = get_group_id(1), key0 = get_group_id(0) * KV_BR;
+    const int nkr = min(KV_BR, n_k - key0);
+    const int qb = ATT_BASE(q), kb = ATT_BASE(k), vb = ATT_BASE(v), gb = ATT_BASE(d_o);
+    float4 acc_k[KV_RM * ATT_MAXT], acc_v[KV_RM * ATT_MAXT];
+
+    att_load(Ks, QS, KV_BR, ATT_DQ, k, kb + key0 * k_sn, k_sn, k_sd, nkr, d, lid, KV_NT);
+    att_load(Vs, VS, KV_BR, ATT_DV, v, vb + key0 * v_sn, v_sn, v_sd, nkr, dvn, lid, KV_NT);
+#pragma unroll
+    for (int i = 0; i < KV_RM * ATT_MAXT; i++)
+        acc_k[i] = (float4)(0.0f);
+#pragma unroll
+    for (int i = 0; i < KV_RM * ATT_MAXT; i++)
+        acc_v[i] = (float4)(0.0f);
+
+    for (int q0 = 0; q0 < n_q; q0 += KV_BC) {
+        const int nq = min(KV_BC, n_q - q0);
+        float st[KV_RM * ATT_MAXT], dp[KV_RM * ATT_MAXT];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        att_load(Qs, QS, KV_BC, ATT_DQ, q, qb + q0 * q_sn, q_sn, q_sd, nq, d, lid, KV_NT);
+        att_load(Gs, VS, KV_BC, ATT_DV, d_o, gb + q0 * d_o_sn, d_o_sn, d_o_sd, nq, dvn, lid, KV_NT);
+        for (int e = lid; e < KV_BC; e += KV_NT) {
+            Ls[e] = e < nq ? lse[lse_off + bh * n_q + q0 + e] : 0.0f;
+            Ds[e] = e < nq ? di[bh * n_q + q0 + e] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+        for (int i = 0; i < KV_RM * ATT_MAXT; i++)
+            st[i] = dp[i] = 0.0f;
+        att_mm_nt(st, KV_RM, KV_SC, Ks, QS, tr, KV_TR, Qs, QS, tc, KV_TC, ATT_DQ);
+        att_mm_nt(dp, KV_RM, KV_SC, Vs, VS, tr, KV_TR, Gs, VS, tc, KV_TC, ATT_DV);
+#pragma unroll
+        for (int i = 0; i < KV_RM; i++) {
+            const int r = tr + i * KV_TR;
+#pragma unroll
+            for (int j = 0; j < KV_SC; j++) {
+                const int c = tc + j * KV_TC;
+                float p = c < nq ? exp(st[i * ATT_MAXT + j] * scale - Ls[c]) : 0.0f;
+                Pt[r * KV_PS + c] = p;
+                St[r * KV_PS + c] = p * (dp[i * ATT_MAXT + j] - Ds[c]);
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        att_mm_nn(acc_v, KV_RM, KV_OCH, Pt, KV_PS, tr, KV_TR, Gs, VS, tc, KV_TC, KV_BC);
+        att_mm_nn(acc_k, KV_RM, KV_KCH, St, KV_PS, tr, KV_TR, Qs, QS, tc, KV_TC, KV_BC);
+    }
+
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int i = 0; i < KV_RM; i++) {
+        const int r = tr + i * KV_TR;
+#pragma unroll
+        for (int c = 0; c < KV_KCH; c++)
+            *(__local float4 *)(Ks + r * QS + 4 * (tc + c * KV_TC)) = acc_k[i * ATT_MAXT + c] * scale;
+#pragma unroll
+        for (int c = 0; c < KV_OCH; c++)
+            *(__local float4 *)(Vs + r * VS + 4 * (tc + c * KV_TC)) = acc_v[i * ATT_MAXT + c];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (want & 1)
+        att_store(dk, ATT_BASE(dk) + key0 * dk_sn, dk_sn, dk_sd, nkr, d, Ks, QS, KV_BR, ATT_DQ, lid, KV_NT);
+    if (want & 2)
+        att_store(dv, ATT_BASE(dv) + key0 * dv_sn, dv_sn, dv_sd, nkr, dvn, Vs, VS, KV_BR, ATT_DV, lid, KV_NT);
+}
+
+#define QG_NT (QG_TR * QG_TC)
+#define QG_BM (QG_TR * QG_RM)
+#define QG_BN (QG_TC * QG_SC)
+#define QG_PS (QG_BN + 4)
+#define QG_KCH (ATT_DQ / (4 * QG_TC))
+#define QG_LDS (QG_BM * QS + QG_BM * VS + QG_BN * QS + QG_BN * VS + QG_BM * QG_PS)
+
+/* Grid (ceil(n_q / QG_BM) * QG_NT, BH), work-group (QG_NT, 1): group
+ * (qb, bh) owns queries [qb*QG_BM, +QG_BM) of matrix bh and walks every
+ * key tile, recomputing P and dS = P * (dO V^T - Di); each work-item
+ * accumulates QG_RM rows of dQ += dS K (times scale), written once. */
+__kernel __attribute__((reqd_work_group_size(QG_NT, 1, 1)))
+void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse, int lse_off,
+                 __global const float *di, ATT_OUT(dq), int heads, int n_q, int n_k, int d, int dvn, float scale)
+{
+    __local float4 lds4[(QG_LDS + 3) / 4];
+    __local float *lds = (__local float *)lds4;
+    __local float *Qs = lds;                  /* [QG_BM][QS], later dQ staging */
+    __local float *Gs = Qs + QG_BM * QS;      /* [QG_BM][VS] dO */
+    __local float *Ks = Gs + QG_BM * VS;      /* [QG_BN][QS] */
+    __local float *Vs = Ks + QG_BN * QS;      /* [QG_BN][VS] */
+    __local float *Ss = Vs + QG_BN * VS;      /* [QG_BM][QG_PS] dS */
+    const int lid = get_local_id(0), tr = lid / QG_TC, tc = lid % QG_TC;
+    const int bh = get_group_id(1), row0 = get_group_id(0) * QG_BM;
+    const int nr = min(QG_BM, n_q - row0);
+    const int qb = ATT_BASE(q), kb = ATT_BASE(k), vb = ATT_BASE(v), gb = ATT_BASE(d_o);
+    float lrow[QG_RM], drow[QG_RM];
+    float4 acc[QG_RM * ATT_MAXT];
+
+    att_load(Qs, QS, QG_BM, ATT_DQ, q, qb + row0 * q_sn, q_sn, q_sd, nr, d, lid, QG_NT);
+    att_load(Gs, VS, QG_BM, ATT_DV, d_o, gb + row0 * d_o_sn, d_o_sn, d_o_sd, nr, dvn, lid, QG_NT);
+#pragma unroll
+    for (int i = 0; i < QG_RM; i++) {
+        const int r = tr + i * QG_TR;
+        lrow[i] = r < nr ? lse[lse_off + bh * n_q + row0 + r] : 0.0f;
+        drow[i] = r < nr ? di[bh * n_q + row0 + r] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < QG_RM * ATT_MAXT; i++)
+        acc[i] = (float4)(0.0f);
+
+    for (int k0 = 0; k0 < n_k; k0 += QG_BN) {
+        const int nk = min(QG_BN, n_k - k0);
+        float s[QG_RM * ATT_MAXT], dp[QG_RM * ATT_MAXT];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        att_load(Ks, QS, QG_BN, ATT_DQ, k, kb + k0 * k_sn, k_sn, k_sd, nk, d, lid, QG_NT);
+        att_load(Vs, VS, QG_BN, ATT_DV, v, vb + k0 * v_sn, v_sn, v_sd, nk, dvn, lid, QG_NT);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+        for (int i = 0; i < QG_RM * ATT_MAXT; i++)
+            s[i] = dp[i] = 0.0f;
+        att_mm_nt(s, QG_RM, QG_SC, Qs, QS, tr, QG_TR, Ks, QS, tc, QG_TC, ATT_DQ);
+        att_mm_nt(dp, QG_RM, QG_SC, Gs, VS, tr, QG_TR, Vs, VS, tc, QG_TC, ATT_DV);
+#pragma unroll
+        for (int i = 0; i < QG_RM; i++) {
+            const int r = tr + i * QG_TR;
+#pragma unroll
+            for (int j = 0; j < QG_SC; j++) {
+                const int c = tc + j * QG_TC;
+                float p = c < nk ? exp(s[i * ATT_MAXT + j] * scale - lrow[i]) : 0.0f;
+                Ss[r * QG_PS + c] = p * (dp[i * ATT_MAXT + j] - drow[i]);
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        att_mm_nn(acc, QG_RM, QG_KCH, Ss, QG_PS, tr, QG_TR, Ks, QS, tc, QG_TC, QG_BN);
+    }
+
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int i = 0; i < QG_RM; i++) {
+        const int r = tr + i * QG_TR;
+#pragma unroll
+        for (int c = 0; c < QG_KCH; c++)
+            *(__local float4 *)(Qs + r * QS + 4 * (tc + c * QG_TC)) = acc[i * ATT_MAXT + c] * scale;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    att_store(dq, ATT_BASE(dq) + row0 * dq_sn, dq_sn, dq_sd, nr, d, Qs, QS, QG_BM, ATT_DQ, lid, QG_NT);
+}

@@ -1,0 +1,714 @@
+/*
+ * conv2d.cl -- grouped 2-D convolution over NCHW fp32 tensors: forward
+ * (with a fused per-channel scale/shift/bias + activation epilogue), input
+ * gradient, weight gradient and bias gradient. OpenCL C 1.2.
+ *
+ * Layouts: x [B, Cin, H, W], w [Cout, Cin/G, KH, KW], y and dy
+ * [B, Cout, OH, OW]; every buffer comes with an element offset (tensors may
+ * be views). Problem geometry is always a kernel argument; only the tile
+ * shape below is compiled in, so one program serves every shape.
+ *
+ * Kernel shapes:
+ *  - Implicit GEMM. conv_gemm computes out[m, n] = sum_k A[m, k] * B[k, n]
+ *    per group, where m walks an output grid (b, p, q), n an output channel
+ *    of the group and k = (c, kh, kw) a source channel and kernel tap; A is
+ *    gathered from a source tensor on the fly (never materialized):
+ *        src[b, g*Kc + c, p*a_h + c_h + kh*e_h, q*a_w + c_w + kw*e_w]
+ *    (zero outside the source), B from the weights through strides. The
+ *    forward pass is (src = x, a = stride, c = -pad, e = dilation); the
+ *    input gradient is the same gather over dy, run once per stride phase
+ *    of dx so that only taps that hit an output are visited (a = 1,
+ *    e = -dilation/gcd(stride, dilation)). conv_gemm_1x1 is the plain GEMM
+ *    of 1x1 stride-1 unpadded convolutions with float4 loads.
+ *    conv_gemm_dw computes the weight gradient as a GEMM over
+ *    r = (b, oh, ow), split into chunks whose partials a second pass
+ *    (conv_reduce_parts) sums in a fixed order.
+ *    Tiles: a work-group owns a TILE_M x TILE_N block of out; each
+ *    TILE_K slice of A and B is staged in local memory (double-buffered,
+ *    one barrier per slice, the next slice's global loads in flight during
+ *    the arithmetic), and each work-item accumulates a WPT_M x WPT_N
+ *    micro-tile in registers, reading the operands as float4.
+ *  - Depthwise (Cin/G == 1 and a small channel multiplier Cout/G):
+ *    dwconv_fwd / dwconv_dx stage an input (or dy) patch in local memory so
+ *    each element is read from global memory about once; dwconv_dw reduces
+ *    per-tap products over a chunk of (b, oh, ow).
+ *  - Reductions: conv_dbias_part, conv_reduce_parts.
+ * Nothing here uses atomics: every reduction has one fixed order, so the
+ * same inputs give the same bits on the same device.
+ *
+ * Tunables (-D, chosen by src/ops/conv2d.c from the device's limits):
+ *   TILE_M, TILE_N, TILE_K  GEMM block tile; WPT_M, WPT_N  per-item micro
+ *   tile (multiples of 4); the GEMM work-group has
+ *   (TILE_M/WPT_M)*(TILE_N/WPT_N) items, which must be >= TILE_K and a
+ *   multiple or divisor of TILE_M. DW_WG  work-group of the depthwise
+ *   and reduction kernels (a power of two); DW_ROWS  output rows per item
+ *   in dwconv_dx; DW_TAPS  kernel taps reduced per pass in dwconv_dw.
+ */
+#ifndef TILE_M
+#define TILE_M 32
+#endif
+#ifndef TILE_N
+#define TILE_N 32
+#endif
+#ifndef TILE_K
+#define TILE_K 8
+#endif
+#ifndef WPT_M
+#define WPT_M 4
+#endif
+#ifndef WPT_N
+#define WPT_N 4
+#endif
+#ifndef DW_WG
+#define DW_WG 64
+#endif
+#ifndef DW_ROWS
+#define DW_ROWS 8
+#endif
+#ifndef DW_TAPS
+#define DW_TAPS 9
+#endif
+
+#define THREADS_M (TILE_M / WPT_M)
+#define THREADS_N (TILE_N / WPT_N)
+#define GEMM_WG (THREADS_M * THREADS_N)
+/* Local rows padded by one float4: the weight-gradient kernel stores
+ * k-adjacent items to different rows, which would otherwise share banks. */
+#define LDA (TILE_M + 4)
+#define LDB (TILE_N + 4)
+/* A (gathered operand) loads: A_WARP items along m (one coalesced row of
+ * a warp), the rest along k; each item keeps A_NM rows' offsets and
+ * decodes A_NK k indices per slice. */
+#ifndef A_WARP
+#define A_WARP 32
+#endif
+#define A_TM0 (A_WARP < TILE_M ? A_WARP : TILE_M)
+#define A_TM (A_TM0 < GEMM_WG ? A_TM0 : GEMM_WG)
+#define A_TK (GEMM_WG / A_TM)
+#define A_NM (TILE_M / A_TM)
+#define A_NK (TILE_K / A_TK)
+/* A loads of the 1x1 kernel: float4 along m. */
+#define A4_TM (GEMM_WG < TILE_M / 4 ? GEMM_WG : TILE_M / 4)
+#define A4_TK (GEMM_WG / A4_TM)
+#define A4_NM (TILE_M / 4 / A4_TM)
+#define A4_NK (TILE_K / A4_TK)
+/* B (weight) loads: TILE_K items along k, the rest along n. */
+#define B_TN (GEMM_WG / TILE_K)
+#define B_NN (TILE_N / B_TN)
+/* Weight-gradient kernel: TILE_K items along r, the rest along m and n. */
+#define R_TX (GEMM_WG / TILE_K)
+#define R_NM (TILE_M / R_TX)
+#define R_NN (TILE_N / R_TX)
+
+#define EPI_BIAS 1
+#define EPI_SCALE 2
+#define EPI_SHIFT 4
+
+/* ---- shared GEMM pieces ---- */
+
+/* A position in a (c, h, w) index space of extents (*, Kh, Kw), advanced
+ * by a fixed step with carries instead of a division per element. */
+typedef struct {
+    int c, h, w;
+} conv_idx;
+
+inline conv_idx idx_make(int k, int Kh, int Kw)
+{
+    conv_idx s;
+    s.w = k % Kw;
+    k /= Kw;
+    s.h = k % Kh;
+    s.c = k / Kh;
+    return s;
+}
+
+/* s + d where d = idx_make(step): each digit carries at most once. */
+inline conv_idx idx_add(conv_idx s, conv_idx d, int Kh, int Kw)
+{
+    s.w += d.w;
+    int cw = s.w >= Kw;
+    s.w -= cw ? Kw : 0;
+    s.h += d.h + cw;
+    int ch = s.h >= Kh;
+    s.h -= ch ? Kh : 0;
+    s.c += d.c + ch;
+    return s;
+}
+
+/* acc[WPT_M][WPT_N] += As[k][m] * Bs[k][n] over one TILE_K slice; item
+ * (tm, tn) owns rows {r*THREADS_M*4 + tm*4 + 0..3} and columns
+ * {s*THREADS_N*4 + tn*4 + 0..3}, so a warp reads consecutive float4s. */
+inline void gemm_micro(__local const float4 *As, __local const float4 *Bs, int tm, int tn, float *acc)
+{
+#pragma unroll
+    for (int kk = 0; kk < TILE_K; kk++) {
+        float a[WPT_M], b[WPT_N];
+#pragma unroll
+        for (int r = 0; r < WPT_M / 4; r++) {
+            float4 v = As[kk * (LDA / 4) + r * THREADS_M + tm];
+            a[4 * r] = v.x;
+            a[4 * r + 1] = v.y;
+            a[4 * r + 2] = v.z;
+            a[4 * r + 3] = v.w;
+        }
+#pragma unroll
+        for (int s = 0; s < WPT_N / 4; s++) {
+            float4 v = Bs[kk * (LDB / 4) + s * THREADS_N + tn];
+            b[4 * s] = v.x;
+            b[4 * s + 1] = v.y;
+            b[4 * s + 2] = v.z;
+            b[4 * s + 3] = v.w;
+        }
+#pragma unroll
+        for (int i = 0; i < WPT_M; i++)
+#pragma unroll
+            for (int j = 0; j < WPT_N; j++)
+                acc[i * WPT_N + j] = mad(a[i], b[j], acc[i * WPT_N + j]);
+    }
+}
+
+/* Write the micro-tile: element (m, n) goes to
+ *   out[out_off + b*out_bstride + (g*N + n)*out_nstride + p*out_hstride + q*out_wstride]
+ * with m = (b*P + p)*Q + q, through the epilogue
+ *   act(v * scale[c] + shift[c] + bias[c]), c = g*N + n (flags say which exist).
+ * vec_out (set by the host when out_wstride == 1, out_hstride == Q, P*Q,
+ * out_off and the strides are multiples of 4) stores float4s along m. */
+inline void gemm_store(const float *acc, int tm, int tn, int m0, int n0, int g, int M, int N, int P, int Q,
+                       __global float *out, int out_off, int out_bstride, int out_nstride, int out_hstride,
+                       int out_wstride, __global const float *bias, int bias_off, __global const float *scale,
+                       int scale_off, __global const float *shift, int shift_off, int epi, int act, int vec_out)
+{
+    int PQ = P * Q;
+    float sc[WPT_N], sh[WPT_N];
+    int nn[WPT_N];
+#pragma unroll
+    for (int j = 0; j < WPT_N; j++) {
+        int n = n0 + (j / 4) * THREADS_N * 4 + tn * 4 + (j & 3);
+        int c = g * N + n;
+        nn[j] = n;
+        sc[j] = 1.0f;
+        sh[j] = 0.0f;
+        if (n < N && epi) {
+            if (epi & EPI_SCALE)
+                sc[j] = scale[scale_off + c];
+            if (epi & EPI_SHIFT)
+                sh[j] = shift[shift_off + c];
+            if (epi & EPI_BIAS)
+                sh[j] += bias[bias_off + c];
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < WPT_M / 4; r++) {
+        int mb = m0 + r * THREADS_M * 4 + tm * 4;
+        if (vec_out && mb + 3 < M) {
+            int b = mb / PQ;
+            int base = out_off + b * out_bstride + (mb - b * PQ) + g * N * out_nstride;
+#pragma unroll
+            for (int j = 0; j < WPT_N; j++) {
+                if (nn[j] >= N)
+                    continue;
+                float4 v;
+                v.x = teeny_act(act, acc[(4 * r) * WPT_N + j] * sc[j] + sh[j]);
+                v.y = teeny_act(act, acc[(4 * r + 1) * WPT_N + j] * sc[j] + sh[j]);
+                v.z = teeny_act(act, acc[(4 * r + 2) * WPT_N + j] * sc[j] + sh[j]);
+                v.w = teeny_act(act, acc[(4 * r + 3) * WPT_N + j] * sc[j] + sh[j]);
+                *(__global float4 *)(out + base + nn[j] * out_nstride) = v;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int m = mb + i;
+                if (m >= M)
+                    continue;
+                int b = m / PQ, pq = m - b * PQ, p = pq / Q, q = pq - p * Q;
+                int base = out_off + b * out_bstride + p * out_hstride + q * out_wstride + g * N * out_nstride;
+#pragma unroll
+                for (int j = 0; j < WPT_N; j++)
+                    if (nn[j] < N)
+                        out[base + nn[j] * out_nstride] =
+                            teeny_act(act, acc[(4 * r + i) * WPT_N + j] * sc[j] + sh[j]);
+            }
+        }
+    }
+}
+
+/* Weight (B) operand loads shared by conv_gemm and conv_gemm_1x1: item
+ * (bk, bn) loads k = k0 + bk for columns n0 + bn + i*B_TN, k-adjacent
+ * items reading neighbouring weights. */
+#define GEMM_B_SETUP()                                                                                      \
+    const int bk = tid % TILE_K, bn = tid / TILE_K;                                                         \
+    const int b_base = w_off + g * w_gstride + (n0 + bn) * w_nstride, b_nstep = B_TN * w_nstride;          \
+    const int b_count = (N - n0 - bn + B_TN - 1) / B_TN; /* columns of this item inside N */              \
+    conv_idx b_at = idx_make(bk, Kh, Kw), b_step = idx_make(TILE_K, Kh, Kw)
+
+#define GEMM_B_LOAD(rb)                                                                                     \
+    do {                                                                                                    \
+        int koff = b_base + b_at.c * w_cstride + b_at.h * w_hstride + b_at.w * w_wstride;                   \
+        for (int i = 0; i < B_NN; i++)                                                                      \
+            (rb)[i] = b_at.c < Kc && i < b_count ? w[koff + i * b_nstep] : 0.0f;                            \
+        b_at = idx_add(b_at, b_step, Kh, Kw);                                                               \
+    } while (0)
+
+/* Grid (ceil(M/TILE_M)*GEMM_WG, ceil(N/TILE_N)*G), work-group (GEMM_WG):
+ * group (i, j) computes rows [i*TILE_M, +TILE_M) and columns
+ * [(j % n_tiles)*TILE_N, +TILE_N) of group j / n_tiles; each item a
+ * WPT_M x WPT_N micro-tile (see the banner for the gather). */
+__kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1)))
+void conv_gemm(__global const float *restrict src, int src_off, __global const float *restrict w, int w_off,
+               __global float *restrict out, int out_off, int M, int N, int P, int Q, int Kc, int Kh, int Kw,
+               int src_bstride, int src_cstride, int Hs, int Ws, int a_h, int c_h, int e_h, int a_w, int c_w,
+               int e_w, int w_gstride, int w_nstride, int w_cstride, int w_hstride, int w_wstride,
+               int out_bstride, int out_nstride, int out_hstride, int out_wstride,
+               __global const float *bias, int bias_off, __global const float *scale, int scale_off,
+               __global const float *shift, int shift_off, int epi, int act, int vec_out)
+{
+    __local float4 As[2][TILE_K * LDA / 4];
+    __local float4 Bs[2][TILE_K * LDB / 4];
+    const int tid = get_local_id(0);
+    const int n_tiles = (N + TILE_N - 1) / TILE_N;
+    const int g = get_group_id(1) / n_tiles;
+    const int n0 = (get_group_id(1) - g * n_tiles) * TILE_N;
+    const int m0 = get_group_id(0) * TILE_M;
+    const int K = Kc * Kh * Kw, PQ = P * Q;
+
+    /* this item's A rows: the source offset of tap (0, 0) and its row and
+     * column; a row past M gets a row far below 0, so every tap misses.
+     * Offsets are unsigned: a padded row's partial sums may wrap, the
+     * offsets of taps inside the source never do. */
+    const int am = tid % A_TM, ak = tid / A_TM;
+    uint a_off[A_NM];
+    int a_h0[A_NM], a_w0[A_NM];
+    for (int i = 0; i < A_NM; i++) {
+        int m = m0 + am + i * A_TM, ok = m < M;
+        int mm = ok ? m : 0, b = mm / PQ, pq = mm - b * PQ, p = pq / Q, q = pq - p * Q;
+        a_h0[i] = ok ? p * a_h + c_h : -(1 << 30);
+        a_w0[i] = q * a_w + c_w;
+        a_off[i] = (uint)(src_off + b * src_bstride + g * Kc * src_cstride) + (uint)a_h0[i] * (uint)Ws + (uint)a_w0[i];
+    }
+    conv_idx a_at = idx_make(ak, Kh, Kw), a_step = idx_make(A_TK, Kh, Kw);
+    GEMM_B_SETUP();
+
+    float ra[A_NM * A_NK], rb[B_NN];
+#define LOAD_A()                                                                                            \
+    for (int j = 0; j < A_NK; j++) {                                                                        \
+        int dh = a_at.h * e_h, dw = a_at.w * e_w, kin = a_at.c < Kc;                                        \
+        uint koff = (uint)(a_at.c * src_cstride) + (uint)dh * (uint)Ws + (uint)dw;                          \
+        for (int i = 0; i < A_NM; i++) {                                                                    \
+            int ok = kin && (uint)(a_h0[i] + dh) < (uint)Hs && (uint)(a_w0[i] + dw) < (uint)Ws;             \
+            ra[j * A_NM + i] = ok ? src[a_off[i] + koff] : 0.0f;                                            \
+        }                                                                                                   \
+        a_at = idx_add(a_at, a_step, Kh, Kw);                                                               \
+    }
+
+    float acc[WPT_M * WPT_N];
+    for (int i = 0; i < WPT_M * WPT_N; i++)
+        acc[i] = 0.0f;
+    const int tm = tid % THREADS_M, tn = tid / THREADS_M;
+    const int k_tiles = (K + TILE_K - 1) / TILE_K;
+    if (k_tiles > 0) {
+        LOAD_A();
+        GEMM_B_LOAD(rb);
+    }
+    for (int t = 0; t < k_tiles; t++) {
+        __local float *as = (__local float *)As[t & 1], *bs = (__local float *)Bs[t & 1];
+        for (int j = 0; j < A_NK; j++)
+            for (int i = 0; i < A_NM; i++)
+                as[(ak + j * A_TK) * LDA + am + i * A_TM] = ra[j * A_NM + i];
+        for (int i = 0; i < B_NN; i++)
+            bs[bk * LDB + bn + i * B_TN] = rb[i];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (t + 1 < k_tiles) {
+            LOAD_A();
+            GEMM_B_LOAD(rb);
+        }
+        gemm_micro(As[t & 1], Bs[t & 1], tm, tn, acc);
+    }
+#undef LOAD_A
+    gemm_store(acc, tm, tn, m0, n0, g, M, N, P, Q, out, out_off, out_bstride, out_nstride, out_hstride, out_wstride,
+               bias, bias_off, scale, scale_off, shift, shift_off, epi, act, vec_out);
+}
+
+/* The plain GEMM of a 1x1, stride-1, unpadded convolution (Kh = Kw = 1,
+ * source [B, *, P*Q] with P*Q, src_off and the strides multiples of 4):
+ * A is read as float4s along m. Same arguments, grid and work-group as
+ * conv_gemm (the gather arguments are unused). */
+__kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1)))
+void conv_gemm_1x1(__global const float *restrict src, int src_off, __global const float *restrict w, int w_off,
+                   __global float *restrict out, int out_off, int M, int N, int P, int Q, int Kc, int Kh, int Kw,
+                   int src_bstride, int src_cstride, int Hs, int Ws, int a_h, int c_h, int e_h, int a_w, int c_w,
+                   int e_w, int w_gstride, int w_nstride, int w_cstride, int w_hstride, int w_wstride,
+                   int out_bstride, int out_nstride, int out_hstride, int out_wstride,
+                   __global const float *bias, int bias_off, __global const float *scale, int scale_off,
+                   __global const float *shift, int shift_off, int epi, int act, int vec_out)
+{
+    __local float4 As[2][TILE_K * LDA / 4];
+    __local float4 Bs[2][TILE_K * LDB / 4];
+    const int tid = get_local_id(0);
+    const int n_tiles = (N + TILE_N - 1) / TILE_N;
+    const int g = get_group_id(1) / n_tiles;
+    const int n0 = (get_group_id(1) - g * n_tiles) * TILE_N;
+    const int m0 = get_group_id(0) * TILE_M;
+    const int K = Kc, PQ = P * Q;
+    (void)Hs; (void)Ws; (void)a_h; (void)c_h; (void)e_h; (void)a_w; (void)c_w; (void)e_w;
+
+    const int am = tid % A4_TM, ak = tid / A4_TM;
+    int a_base[A4_NM];
+    for (int i = 0; i < A4_NM; i++) {
+        int m = m0 + (am + i * A4_TM) * 4, b = m / PQ;
+        a_base[i] = m < M ? src_off + b * src_bstride + g * Kc * src_cstride + (m - b * PQ) : -1;
+    }
+    int a_k = ak;
+    GEMM_B_SETUP();
+
+    float4 ra[A4_NM * A4_NK];
+    float rb[B_NN];
+#define LOAD_A()                                                                                            \
+    for (int j = 0; j < A4_NK; j++) {                                                                       \
+        int k = a_k + j * A4_TK;                                                                            \
+        for (int i = 0; i < A4_NM; i++)                                                                     \
+            ra[j * A4_NM + i] = k < K && a_base[i] >= 0                                                     \
+                                    ? *(__global const float4 *)(src + a_base[i] + k * src_cstride)         \
+                                    : (float4)(0.0f);                                                       \
+    }                                                                                                       \
+    a_k += TILE_K;
+
+    float acc[WPT_M * WPT_N];
+    for (int i = 0; i < WPT_M * WPT_N; i++)
+        acc[i] = 0.0f;
+    const int tm = tid % THREADS_M, tn = tid / THREADS_M;
+    const int k_tiles = (K + TILE_K - 1) / TILE_K;
+    if (k_tiles > 0) {
+        LOAD_A();
+        GEMM_B_LOAD(rb);
+    }
+    for (int t = 0; t < k_tiles; t++) {
+        __local float4 *as = As[t & 1];
+        __local float *bs = (__local float *)Bs[t & 1];
+        for (int j = 0; j < A4_NK; j++)
+            for (int i = 0; i < A4_NM; i++)
+                as[(ak + j * A4_TK) * (LDA / 4) + am + i * A4_TM] = ra[j * A4_NM + i];
+        for (int i = 0; i < B_NN; i++)
+            bs[bk * LDB + bn + i * B_TN] = rb[i];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (t + 1 < k_tiles) {
+            LOAD_A();
+            GEMM_B_LOAD(rb);
+        }
+        gemm_micro(As[t & 1], Bs[t & 1], tm, tn, acc);
+    }
+#undef LOAD_A
+    gemm_store(acc, tm, tn, m0, n0, g, M, N, P, Q, out, out_off, out_bstride, out_nstride, out_hstride, out_wstride,
+               bias, bias_off, scale, scale_off, shift, shift_off, epi, act, vec_out);
+}
+
+/* Weight gradient as a GEMM per group: out[m, n] = sum_r X[r, m] * DY[r, n]
+ * with m = (c, kh, kw) in [0, Cig*KH*KW), n an output channel of the group
+ * and r = (b, oh, ow) in chunk z = [z*r_chunk, +r_chunk) of B*OH*OW:
+ *   X[r, m] = x[b, g*Cig + c, oh*s_h - p_h + kh*d_h, ow*s_w - p_w + kw*d_w]
+ *   DY[r, n] = dy[b, g*Cog + n, oh, ow].
+ * Grid (ceil(M/TILE_M)*GEMM_WG, ceil(N/TILE_N)*G, Z), work-group (GEMM_WG).
+ * Item (tid % TILE_K) loads r-adjacent elements (coalesced along ow).
+ * Chunk z's partial goes to out[out_off + z*out_zstride + (g*N + n)*M + m]
+ * (= dw itself when Z == 1). */
+__kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1)))
+void conv_gemm_dw(__global const float *restrict x, int x_off, __global const float *restrict dy, int dy_off,
+                  __global float *restrict out, int out_off, int out_zstride, int M, int N, int Cig, int KH, int KW,
+                  int Cin, int H, int W, int Cout, int OH, int OW, int s_h, int s_w, int p_h, int p_w, int d_h,
+                  int d_w, int R, int r_chunk, int vec_out)
+{
+    __local float4 As[2][TILE_K * LDA / 4];
+    __local float4 Bs[2][TILE_K * LDB / 4];
+    const int tid = get_local_id(0);
+    const int n_tiles = (N + TILE_N - 1) / TILE_N;
+    const int g = get_group_id(1) / n_tiles;
+    const int n0 = (get_group_id(1) - g * n_tiles) * TILE_N;
+    const int m0 = get_group_id(0) * TILE_M;
+    const int z = get_group_id(2);
+    const int r_begin = z * r_chunk, r_end = min(R, r_begin + r_chunk);
+    const int HW = H * W, OHW = OH * OW, KHW = KH * KW;
+
+    const int rk = tid % TILE_K, rx = tid / TILE_K;
+    int m_coff[R_NM], m_h[R_NM], m_w[R_NM];
+    for (int i = 0; i < R_NM; i++) {
+        int m = m0 + rx + i * R_TX, c = m / KHW, t = m - c * KHW, kh = t / KW, kw = t - kh * KW;
+        m_coff[i] = m < M ? (g * Cig + c) * HW : -1;
+        m_h[i] = kh * d_h - p_h;
+        m_w[i] = kw * d_w - p_w;
+    }
+    int n_off[R_NN];
+    for (int i = 0; i < R_NN; i++) {
+        int n = n0 + rx + i * R_TX;
+        n_off[i] = n < N ? (g * N + n) * OHW : -1;
+    }
+    /* r = (b, oh, ow) as a (c, h, w) index of extents (*, OH, OW) */
+    conv_idx r_at = idx_make(r_begin + rk, OH, OW), r_step = idx_make(TILE_K, OH, OW);
+    int r = r_begin + rk;
+
+    float ra[R_NM], rb[R_NN];
+#define LOAD_AB()                                                                                           \
+    do {                                                                                                    \
+        int ok = r < r_end, ih = r_at.h * s_h, iw = r_at.w * s_w;                                           \
+        int xb = x_off + r_at.c * Cin * HW, yb = dy_off + r_at.c * Cout * OHW + r_at.h * OW + r_at.w;      \
+        for (int i = 0; i < R_NM; i++) {                                                                    \
+            int hh = ih + m_h[i], ww = iw + m_w[i];                                                         \
+            ra[i] = ok && m_coff[i] >= 0 && (uint)hh < (uint)H && (uint)ww < (uint)W                        \
+                        ? x[xb + m_coff[i] + hh * W + ww] : 0.0f;                                           \
+        }                                                                                                   \
+        for (int i = 0; i < R_NN; i++)                                                                      \
+            rb[i] = ok && n_off[i] >= 0 ? dy[yb + n_off[i]] : 0.0f;                                        \
+        r_at = idx_add(r_at, r_step, OH, OW);                                                               \
+        r += TILE_K;                                                                                        \
+    } while (0)
+
+    float acc[WPT_M * WPT_N];
+    for (int i = 0; i < WPT_M * WPT_N; i++)
+        acc[i] = 0.0f;
+    const int tm = tid % THREADS_M, tn = tid / THREADS_M;
+    const int k_tiles = r_end > r_begin ? (r_end - r_begin + TILE_K - 1) / TILE_K : 0;
+    if (k_tiles > 0)
+        LOAD_AB();
+    for (int t = 0; t < k_tiles; t++) {
+        __local float *as = (__local float *)As[t & 1], *bs = (__local float *)Bs[t & 1];
+        for (int i = 0; i < R_NM; i++)
+            as[rk * LDA + rx + i * R_TX] = ra[i];
+        for (int i = 0; i < R_NN; i++)
+            bs[rk * LDB + rx + i * R_TX] = rb[i];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (t + 1 < k_tiles)
+            LOAD_AB();
+        gemm_micro(As[t & 1], Bs[t & 1], tm, tn, acc);
+    }
+#undef LOAD_AB
+    gemm_store(acc, tm, tn, m0, n0, g, M, N, 1, M, out, out_off + z * out_zstride, 0, M, 0, 1, x, 0, x, 0, x, 0, 0,
+               0, vec_out);
+}
+
+/* ---- depthwise (one input channel per group) ---- */
+
+/* Grid (DW_WG * tiles_h * tiles_w, Cin * m_chunks, B), work-group (DW_WG).
+ * Group (tile, ci*m_chunks + mc, b) computes the TH x TW output tile at
+ * (tile / tiles_w * TH, tile % tiles_w * TW) for output channels
+ * ci*mult + [mc*m_per, min(mult, (mc+1)*m_per)). The input patch under the
+ * tile (PH x PW, zero padded) and those channels' weights are staged in
+ * local memory (patch); item t computes column t % TW of rows
+ * t / TW, + DW_WG / TW, ... for each channel. */
+__kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
+void dwconv_fwd(__global const float *restrict x, int x_off, __global const float *restrict w, int w_off,
+                __global float *restrict y, int y_off, int Cin, int H, int W, int mult, int m_per, int m_chunks,
+                int OH, int OW, int KH, int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w, int TH, int TW,
+                int tiles_w, int PH, int PW, __global const float *bias, int bias_off, __global const float *scale,
+                int scale_off, __global const float *shift, int shift_off, int epi, int act, __local float *patch)
+{
+    const int lid = get_local_id(0), tile = get_group_id(0), b = get_group_id(2);
+    const int ci = get_group_id(1) / m_chunks, mc = get_group_id(1) - ci * m_chunks;
+    const int oh0 = tile / tiles_w * TH, ow0 = (tile % tiles_w) * TW;
+    const int ih0 = oh0 * s_h - p_h, iw0 = ow0 * s_w - p_w;
+    const int j0 = mc * m_per, nj = min(mult, j0 + m_per) - j0, KHW = KH * KW, Cout = Cin * mult;
+    __local float *wl = patch + PH * PW;
+    __global const float *xc = x + x_off + (b * Cin + ci) * H * W;
+
+    for (int e = lid; e < PH * PW; e += DW_WG) {
+        int r = e / PW, c = e - r * PW, ih = ih0 + r, iw = iw0 + c;
+        patch[e] = (uint)ih < (uint)H && (uint)iw < (uint)W ? xc[ih * W + iw] : 0.0f;
+    }
+    for (int e = lid; e < nj * KHW; e += DW_WG)
+        wl[e] = w[w_off + (ci * mult + j0) * KHW + e];
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    const int rstep = DW_WG / TW, col = lid % TW, row0 = lid / TW;
+    if (row0 >= rstep || ow0 + col >= OW)
+        return;
+    for (int j = 0; j < nj; j++) {
+        int co = ci * mult + j0 + j;
+        float sc = epi & EPI_SCALE ? scale[scale_off + co] : 1.0f;
+        float sh = (epi & EPI_SHIFT ? shift[shift_off + co] : 0.0f) + (epi & EPI_BIAS ? bias[bias_off + co] : 0.0f);
+        __global float *yc = y + y_off + (b * Cout + co) * OH * OW + ow0 + col;
+        for (int row = row0; row < TH && oh0 + row < OH; row += rstep) {
+            __local const float *pr = patch + row * s_h * PW + col * s_w;
+            __local const float *wj = wl + j * KHW;
+            float acc = 0.0f;
+            for (int kh = 0; kh < KH; kh++)
+                for (int kw = 0; kw < KW; kw++)
+                    acc = mad(pr[kh * d_h * PW + kw * d_w], wj[kh * KW + kw], acc);
+            yc[(oh0 + row) * OW] = teeny_act(act, acc * sc + sh);
+        }
+    }
+}
+
+inline int floor_div(int a, int b)
+{
+    int q = a / b;
+    return q * b > a ? q - 1 : q;
+}
+
+/* Input gradient of the depthwise case. Grid (DW_WG * tiles_h * tiles_w,
+ * Cin, B), work-group (DW_WG); group (tile, ci, b) computes the TH x TW
+ * tile of dx[b, ci] at (tile / tiles_w * TH, tile % tiles_w * TW), summing
+ * over the mult output channels of ci: for each, the dy patch the tile
+ * touches (at most PH x PW, from row floor((ih0 + p_h - (KH-1)*d_h)/s_h))
+ * and the channel's taps are staged in local memory. Item t owns column
+ * t % TW of rows t / TW + i * (DW_WG / TW), i < DW_ROWS (TH allows no more). */
+__kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
+void dwconv_dx(__global const float *restrict dy, int dy_off, __global const float *restrict w, int w_off,
+               __global float *restrict dx, int dx_off, int Cin, int H, int W, int mult, int OH, int OW, int KH,
+               int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w, int TH, int TW, int tiles_w, int PH,
+               int PW, __local float *patch)
+{
+    const int lid = get_local_id(0), tile = get_group_id(0), ci = get_group_id(1), b = get_group_id(2);
+    const int ih0 = tile / tiles_w * TH, iw0 = (tile % tiles_w) * TW, KHW = KH * KW, Cout = Cin * mult;
+    const int oh_lo = floor_div(ih0 + p_h - (KH - 1) * d_h, s_h), ow_lo = floor_div(iw0 + p_w - (KW - 1) * d_w, s_w);
+    const int ph = min(PH, floor_div(ih0 + TH - 1 + p_h, s_h) - oh_lo + 1);
+    const int pw = min(PW, floor_div(iw0 + TW - 1 + p_w, s_w) - ow_lo + 1);
+    __local float *wl = patch + PH * PW;
+    const int rstep = DW_WG / TW, col = lid % TW, row0 = lid / TW;
+    const int active = row0 < rstep && iw0 + col < W;
+    float acc[DW_ROWS];
+    for (int i = 0; i < DW_ROWS; i++)
+        acc[i] = 0.0f;
+
+    for (int j = 0; j < mult; j++) {
+        int co = ci * mult + j;
+        __global const float *dyc = dy + dy_off + (b * Cout + co) * OH * OW;
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous channel's patch is consumed */
+        for (int e = lid; e < ph * pw; e += DW_WG) {
+            int r = e / pw, c = e - r * pw, oh = oh_lo + r, ow = ow_lo + c;
+            patch[r * PW + c] = (uint)oh < (uint)OH && (uint)ow < (uint)OW ? dyc[oh * OW + ow] : 0.0f;
+        }
+        for (int e = lid; e < KHW; e += DW_WG)
+            wl[e] = w[w_off + co * KHW + e];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (!active)
+            continue;
+        int iw = iw0 + col;
+#pragma unroll
+        for (int i = 0; i < DW_ROWS; i++) {
+            int row = row0 + i * rstep;
+            if (row >= TH)
+                break;
+            int ih = ih0 + row;
+            float a = acc[i];
+            for (int kh = 0; kh < KH; kh++) {
+                int th = ih + p_h - kh * d_h - oh_lo * s_h; /* >= 0 by the choice of oh_lo */
+                if (th % s_h)
+                    continue;
+                int lr = th / s_h;
+                if (lr >= ph)
+                    continue;
+                for (int kw = 0; kw < KW; kw++) {
+                    int tw = iw + p_w - kw * d_w - ow_lo * s_w;
+                    if (tw % s_w)
+                        continue;
+                    int lc = tw / s_w;
+                    if (lc < pw)
+                        a = mad(patch[lr * PW + lc], wl[kh * KW + kw], a);
+                }
+            }
+            acc[i] = a;
+        }
+    }
+    if (!active)
+        return;
+#pragma unroll
+    for (int i = 0; i < DW_ROWS; i++) {
+        int row = row0 + i * rstep;
+        if (row < TH && ih0 + row < H)
+            dx[dx_off + ((b * Cin + ci) * H + ih0 + row) * W + iw0 + col] = acc[i];
+    }
+}
+
+/* Weight gradient of the depthwise case. Grid (DW_WG * Z, Cout),
+ * work-group (DW_WG): group (z, co) sums dy[b, co, oh, ow] *
+ * x[b, co / mult, oh*s_h - p_h + kh*d_h, ow*s_w - p_w + kw*d_w] over
+ * r = (b, oh, ow) in [z*r_chunk, +r_chunk), item t taking r = t, t + DW_WG,
+ * ..., DW_TAPS taps per pass; the work-group tree sum of each tap goes to
+ * out[out_off + z*out_zstride + co*KH*KW + tap]. */
+__kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
+void dwconv_dw(__global const float *restrict x, int x_off, __global const float *restrict dy, int dy_off,
+               __global float *restrict out, int out_off, int out_zstride, int Cin, int H, int W, int mult, int OH,
+               int OW, int KH, int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w, int R, int r_chunk)
+{
+    __local float red[DW_TAPS * DW_WG];
+    const int lid = get_local_id(0), z = get_group_id(0), co = get_group_id(1);
+    const int ci = co / mult, KHW = KH * KW, Cout = Cin * mult, HW = H * W, OHW = OH * OW;
+    const int r_begin = z * r_chunk, r_end = min(R, r_begin + r_chunk);
+    const conv_idx step = idx_make(DW_WG, OH, OW);
+    __global float *o = out + out_off + z * out_zstride + co * KHW;
+
+    for (int t0 = 0; t0 < KHW; t0 += DW_TAPS) {
+        float acc[DW_TAPS];
+        for (int t = 0; t < DW_TAPS; t++)
+            acc[t] = 0.0f;
+        const int kh0 = t0 / KW, kw0 = t0 - kh0 * KW;
+        conv_idx at = idx_make(r_begin + lid, OH, OW);
+        for (int r = r_begin + lid; r < r_end; r += DW_WG) {
+            float g = dy[dy_off + (at.c * Cout + co) * OHW + at.h * OW + at.w];
+            __global const float *xc = x + x_off + (at.c * Cin + ci) * HW;
+            int ihb = at.h * s_h - p_h, iwb = at.w * s_w - p_w, kh = kh0, kw = kw0;
+#pragma unroll
+            for (int t = 0; t < DW_TAPS; t++) {
+                int ih = ihb + kh * d_h, iw = iwb + kw * d_w;
+                if (t0 + t < KHW && (uint)ih < (uint)H && (uint)iw < (uint)W)
+                    acc[t] = mad(g, xc[ih * W + iw], acc[t]);
+                if (++kw == KW) {
+                    kw = 0;
+                    kh++;
+                }
+            }
+            at = idx_add(at, step, OH, OW);
+        }
+        for (int t = 0; t < DW_TAPS; t++)
+            red[t * DW_WG + lid] = acc[t];
+        for (int span = DW_WG / 2; span > 0; span >>= 1) {
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (lid < span)
+                for (int t = 0; t < DW_TAPS; t++)
+                    red[t * DW_WG + lid] += red[t * DW_WG + lid + span];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < DW_TAPS && t0 + lid < KHW)
+            o[t0 + lid] = red[lid * DW_WG];
+        barrier(CLK_LOCAL_MEM_FENCE); /* red is reused by the next pass */
+    }
+}
+
+/* ---- reductions ---- */
+
+/* Grid (DW_WG * Z, Cout), work-group (DW_WG): group (z, co) sums dy[b, co]
+ * over batches [z*b_chunk, +b_chunk), items striding over OH*OW, then a
+ * tree sum; the result goes to out[out_off + z*Cout + co]. */
+__kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
+void conv_dbias_part(__global const float *restrict dy, int dy_off, __global float *restrict out, int out_off,
+                     int B, int Cout, int OHW, int b_chunk)
+{
+    __local float red[DW_WG];
+    const int lid = get_local_id(0), z = get_group_id(0), co = get_group_id(1);
+    const int b_end = min(B, z * b_chunk + b_chunk);
+    float s = 0.0f;
+    for (int b = z * b_chunk; b < b_end; b++) {
+        __global const float *p = dy + dy_off + (b * Cout + co) * OHW;
+        for (int i = lid; i < OHW; i += DW_WG)
+            s += p[i];
+    }
+    red[lid] = s;
+    for (int span = DW_WG / 2; span > 0; span >>= 1) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < span)
+            red[lid] += red[lid + span];
+    }
+    if (lid == 0)
+        out[out_off + z * Cout + co] = red[0];
+}
+
+/* Grid (n): out[out_off + i] = sum over z < Z of part[part_off + z*n + i],
+ * in order of z. */
+__kernel void conv_reduce_parts(__global const float *restrict part, int part_off, int n, int Z,
+                                __global float *restrict out, int out_off)
+{
+    int i = get_global_id(0);
+    if (i >= n)
+        return;
+    float s = 0.0f;
+    for (int z = 0; z < Z; z++)
+        s += part[part_off + z * n + i];
+    out[out_off + i] = s;
+}

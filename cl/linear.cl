@@ -1,0 +1,128 @@
+/*
+ * linear.cl -- the fully connected layer's GEMMs and bias gradient.
+ *
+ * One strided GEMM serves all three products of the layer:
+ *     C[m, n] = sum_k A(m, k) * B(k, n)  (+ bias[n])
+ * with A(m, k) at a_off + m*a_sm + k*a_sk and B(k, n) at b_off + k*b_sk +
+ * n*b_sn, so y = x w^T, dx = dy w and dw = dy^T x are the same kernel with
+ * different strides (no transposed copies). C is row-major with row stride
+ * c_sm. Each output is summed by one work-item in ascending k: results are
+ * deterministic and independent of the launch.
+ *
+ * Tunable (from the device's work-group size, see linear.c):
+ *   LIN_LX, LIN_LY  work-group shape (LIN_LX * LIN_LY items)
+ *   LIN_RM, LIN_RN  register micro-tile: outputs per work-item
+ *   LIN_TK          depth of the local-memory tiles
+ * A work-group computes a LIN_TM x LIN_TN block of C, LIN_TM = LIN_LY *
+ * LIN_RM, LIN_TN = LIN_LX * LIN_RN.
+ */
+#ifndef LIN_LX
+#define LIN_LX 16
+#endif
+#ifndef LIN_LY
+#define LIN_LY 16
+#endif
+#ifndef LIN_RM
+#define LIN_RM 4
+#endif
+#ifndef LIN_RN
+#define LIN_RN 4
+#endif
+#ifndef LIN_TK
+#define LIN_TK 16
+#endif
+#define LIN_TM (LIN_LY * LIN_RM)
+#define LIN_TN (LIN_LX * LIN_RN)
+#define LIN_NT (LIN_LX * LIN_LY)
+
+/* Grid (ceil(N / LIN_TN) * LIN_LX, ceil(M / LIN_TM) * LIN_LY), work-group
+ * (LIN_LX, LIN_LY). Work-group (gx, gy) owns rows [gy*LIN_TM, +LIN_TM) and
+ * columns [gx*LIN_TN, +LIN_TN) of C; item (lx, ly) accumulates rows
+ * ly + i*LIN_LY and columns lx + j*LIN_LX of that block (strided, so
+ * neighbouring items write neighbouring columns). The block's A and B
+ * panels are staged through local memory LIN_TK deep; out-of-range
+ * elements load as zero and out-of-range outputs are not written. */
+__kernel __attribute__((reqd_work_group_size(LIN_LX, LIN_LY, 1)))
+void lin_gemm(int M, int N, int K,
+              __global const float *a, int a_off, int a_sm, int a_sk,
+              __global const float *b, int b_off, int b_sk, int b_sn,
+              __global const float *bias, int bias_off, int has_bias,
+              __global float *c, int c_off, int c_sm)
+{
+    __local float as[LIN_TK][LIN_TM];
+    __local float bs[LIN_TK][LIN_TN];
+    int lx = get_local_id(0), ly = get_local_id(1), lid = ly * LIN_LX + lx;
+    int m0 = get_group_id(1) * LIN_TM, n0 = get_group_id(0) * LIN_TN;
+    float acc[LIN_RM][LIN_RN];
+    for (int i = 0; i < LIN_RM; i++)
+        for (int j = 0; j < LIN_RN; j++)
+            acc[i][j] = 0.0f;
+
+    for (int k0 = 0; k0 < K; k0 += LIN_TK) {
+        /* Stage the panels; the loop order follows whichever index is
+         * contiguous in memory so that neighbouring items load neighbours. */
+        for (int t = lid; t < LIN_TM * LIN_TK; t += LIN_NT) {
+            int mm = a_sk == 1 ? t / LIN_TK : t % LIN_TM;
+            int kk = a_sk == 1 ? t % LIN_TK : t / LIN_TM;
+            int m = m0 + mm, k = k0 + kk;
+            as[kk][mm] = m < M && k < K ? a[a_off + m * a_sm + k * a_sk] : 0.0f;
+        }
+        for (int t = lid; t < LIN_TN * LIN_TK; t += LIN_NT) {
+            int nn = b_sn == 1 ? t % LIN_TN : t / LIN_TK;
+            int kk = b_sn == 1 ? t / LIN_TN : t % LIN_TK;
+            int n = n0 + nn, k = k0 + kk;
+            bs[kk][nn] = n < N && k < K ? b[b_off + k * b_sk + n * b_sn] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int kk = 0; kk < LIN_TK; kk++) {
+            float ra[LIN_RM], rb[LIN_RN];
+            for (int i = 0; i < LIN_RM; i++)
+                ra[i] = as[kk][ly + i * LIN_LY];
+            for (int j = 0; j < LIN_RN; j++)
+                rb[j] = bs[kk][lx + j * LIN_LX];
+            for (int i = 0; i < LIN_RM; i++)
+                for (int j = 0; j < LIN_RN; j++)
+                    acc[i][j] += ra[i] * rb[j];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    for (int i = 0; i < LIN_RM; i++) {
+        int m = m0 + ly + i * LIN_LY;
+        if (m >= M)
+            break;
+        for (int j = 0; j < LIN_RN; j++) {
+            int n = n0 + lx + j * LIN_LX;
+            if (n < N)
+                c[c_off + m * c_sm + n] = acc[i][j] + (has_bias ? bias[bias_off + n] : 0.0f);
+        }
+    }
+}
+
+/* Bias gradient, pass 1. Grid (cols, P): item (j, p) sums column j of
+ * g [rows, cols] over rows [p*chunk, min((p+1)*chunk, rows)) in order and
+ * writes part[p*cols + j]; neighbouring items read neighbouring columns. */
+__kernel void lin_colsum_partial(__global const float *g, int g_off, int rows, int cols, int chunk,
+                                 __global float *part)
+{
+    int j = get_global_id(0), p = get_global_id(1);
+    if (j >= cols)
+        return;
+    int r_end = min(p * chunk + chunk, rows);
+    float s = 0.0f;
+    for (int r = p * chunk; r < r_end; r++)
+        s += g[g_off + r * cols + j];
+    part[p * cols + j] = s;
+}
+
+/* Bias gradient, pass 2. Grid (cols): item j adds its P partials in order. */
+__kernel void lin_colsum_final(__global const float *part, int cols, int P, __global float *out, int out_off)
+{
+    int j = get_global_id(0);
+    if (j >= cols)
+        return;
+    float s = 0.0f;
+    for (int p = 0; p < P; p++)
+        s += part[p * cols + j];
+    out[out_off + j] = s;
+}

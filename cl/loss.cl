@@ -1,0 +1,121 @@
+/*
+ * loss.cl -- softmax cross-entropy over logits [N, K] (row-major) with
+ * int32 labels [N], its gradient, and per-row argmax.
+ *
+ * The loss is the mean over rows of lse(row) - row[label], lse the
+ * max-subtracted log-sum-exp. Every sum has a fixed order (work-group tree
+ * over a fixed strided split, then one work-group over the per-row
+ * losses), so results are bit-identical run to run. A label outside
+ * [0, K) is never used as an index; it turns its row's loss (and so the
+ * mean) and its row's gradient into NaN.
+ *
+ * Tunable: CE_WG, the work-group size of the reductions (a power of two).
+ */
+#ifndef CE_WG
+#define CE_WG 256
+#endif
+
+/* Work-group tree reductions of red[0..CE_WG); every item gets the result. */
+inline float ce_group_max(__local float *red, int lid, float v)
+{
+    red[lid] = v;
+    for (int span = CE_WG / 2; span > 0; span >>= 1) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < span)
+            red[lid] = fmax(red[lid], red[lid + span]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE); /* red may be reused right after */
+    return r;
+}
+
+inline float ce_group_sum(__local float *red, int lid, float v)
+{
+    red[lid] = v;
+    for (int span = CE_WG / 2; span > 0; span >>= 1) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < span)
+            red[lid] += red[lid + span];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+/* Grid (CE_WG * N), work-group CE_WG: group n owns row n. Items stride
+ * over the row for its max, then for sum exp(v - max); they write the row's
+ * probabilities and item 0 the row's loss into row_loss[n]. */
+__kernel __attribute__((reqd_work_group_size(CE_WG, 1, 1)))
+void ce_forward_rows(__global const float *logits, int l_off, __global const int *labels, int lab_off, int K,
+                     __global float *probs, int p_off, __global float *row_loss, int rl_off)
+{
+    __local float red[CE_WG];
+    int lid = get_local_id(0), n = get_group_id(0);
+    __global const float *row = logits + l_off + n * K;
+    float m = -INFINITY, s = 0.0f;
+    for (int k = lid; k < K; k += CE_WG)
+        m = fmax(m, row[k]);
+    m = ce_group_max(red, lid, m);
+    for (int k = lid; k < K; k += CE_WG)
+        s += exp(row[k] - m);
+    s = ce_group_sum(red, lid, s);
+    float inv_s = 1.0f / s;
+    for (int k = lid; k < K; k += CE_WG)
+        probs[p_off + n * K + k] = exp(row[k] - m) * inv_s;
+    if (lid == 0) {
+        int label = labels[lab_off + n];
+        /* lse - row[label] = log(s) - (row[label] - m), without forming lse */
+        row_loss[rl_off + n] = label >= 0 && label < K ? log(s) - (row[label] - m) : NAN;
+    }
+}
+
+/* Grid CE_WG, one work-group: loss[0] = mean of row_loss[0..N), each item
+ * summing a fixed strided subset before the tree. */
+__kernel __attribute__((reqd_work_group_size(CE_WG, 1, 1)))
+void ce_mean(__global const float *row_loss, int rl_off, int N, __global float *loss, int loss_off)
+{
+    __local float red[CE_WG];
+    int lid = get_local_id(0);
+    float s = 0.0f;
+    for (int i = lid; i < N; i += CE_WG)
+        s += row_loss[rl_off + i];
+    s = ce_group_sum(red, lid, s);
+    if (lid == 0)
+        loss[loss_off] = s / (float)N;
+}
+
+/* Grid (N * K): item i = n*K + k writes
+ * dlogits = (probs - [k == label]) * dloss[0] / N. */
+__kernel void ce_backward(__global const float *probs, int p_off, __global const int *labels, int lab_off,
+                          __global const float *dloss, int dl_off, int N, int K, __global float *dlogits, int d_off)
+{
+    int i = get_global_id(0);
+    if (i >= N * K)
+        return;
+    int n = i / K, k = i - n * K, label = labels[lab_off + n];
+    float g = dloss[dl_off] / (float)N;
+    float v = probs[p_off + i] - (k == label ? 1.0f : 0.0f);
+    dlogits[d_off + i] = label >= 0 && label < K ? v * g : NAN;
+}
+
+/* Grid (N): item n scans row n of x [N, K]; the first maximum wins, a NaN
+ * beats every number. */
+__kernel void ce_argmax_rows(__global const float *x, int x_off, int N, int K, __global int *out, int out_off)
+{
+    int n = get_global_id(0);
+    if (n >= N)
+        return;
+    __global const float *row = x + x_off + n * K;
+    float best = row[0];
+    int arg = 0;
+    for (int k = 1; k < K && !isnan(best); k++) {
+        float v = row[k];
+        if (v > best || isnan(v)) {
+            best = v;
+            arg = k;
+        }
+    }
+    out[out_off + n] = arg;
+}

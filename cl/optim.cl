@@ -1,0 +1,133 @@
+/*
+ * optim.cl -- optimizer steps (SGD, Adam, AdamW) and gradient clipping by
+ * global norm, with PyTorch's semantics (see src/ops/optim.c).
+ *
+ * Every update kernel works on one parameter tensor: grid n (rounded up to
+ * the work-group size), one work-item per element. Per-step scalars (lr,
+ * beta1, bias corrections) come from a small device buffer `scal` that the
+ * host rewrites each step, so kernel arguments never change after
+ * creation; the clipping scale comes from red[0], written on the device.
+ *
+ * Clipping is a deterministic two-pass reduction with no atomics:
+ *   1. optim_sumsq: work-group j of one grad tensor sums the squares of a
+ *      fixed strided slice into red[part_off + j];
+ *   2. optim_clip_scale: one work-group sums all partials in a fixed order
+ *      and writes scale = min(max_norm / (sqrt(total) + 1e-6), 1) to red[0]
+ *      (a NaN total gives a NaN scale, as torch.clamp does).
+ *
+ * Tunable: OPT_WG, the reduction work-group size (a power of two).
+ */
+#ifndef OPT_WG
+#define OPT_WG 256
+#endif
+
+/* Slots of the per-step scalar buffer; src/ops/optim.c fills them. */
+#define OPT_LR 0
+#define OPT_BETA1 1
+#define OPT_ONE_MINUS_BETA1 2
+#define OPT_STEP_SIZE 3     /* lr / (1 - beta1^t) */
+#define OPT_BC2_SQRT 4      /* sqrt(1 - beta2^t) */
+#define OPT_DECAY 5         /* 1 - lr * weight_decay (AdamW) */
+#define OPT_FIRST 6         /* 1 on the first step (SGD momentum init) */
+
+/* Work-group tree sum; the result is in acc[0] for every item. */
+inline float opt_group_sum(__local float *acc, int lid, float v)
+{
+    acc[lid] = v;
+    for (int span = OPT_WG / 2; span > 0; span >>= 1) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < span)
+            acc[lid] += acc[lid + span];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return acc[0];
+}
+
+/* Grid (OPT_WG * groups), work-group OPT_WG: partial sum of squares of
+ * g[g_off .. g_off + n) over elements gid, gid + grid, ... */
+__kernel __attribute__((reqd_work_group_size(OPT_WG, 1, 1)))
+void optim_sumsq(__global const float *g, int g_off, int n, __global float *red, int part_off)
+{
+    __local float acc[OPT_WG];
+    int lid = get_local_id(0);
+    size_t stride = get_global_size(0);
+    float s = 0.0f;
+    for (size_t i = get_global_id(0); i < (size_t)n; i += stride) {
+        float v = g[g_off + i];
+        s += v * v;
+    }
+    s = opt_group_sum(acc, lid, s);
+    if (lid == 0)
+        red[part_off + get_group_id(0)] = s;
+}
+
+/* One work-group: red[0] = clipping scale from the partials red[1 .. n_parts]. */
+__kernel __attribute__((reqd_work_group_size(OPT_WG, 1, 1)))
+void optim_clip_scale(__global float *red, int n_parts, float max_norm)
+{
+    __local float acc[OPT_WG];
+    int lid = get_local_id(0);
+    float s = 0.0f;
+    for (int i = lid; i < n_parts; i += OPT_WG)
+        s += red[1 + i];
+    s = opt_group_sum(acc, lid, s);
+    if (lid == 0) {
+        float coef = max_norm / (sqrt(s) + 1e-6f);
+        red[0] = coef > 1.0f ? 1.0f : coef;
+    }
+}
+
+/* The gradient, clipped in place when clipping is on. */
+inline float opt_grad(__global float *g, int i, int clip, __global const float *red)
+{
+    float v = g[i];
+    if (clip) {
+        v *= red[0];
+        g[i] = v;
+    }
+    return v;
+}
+
+/* torch.optim.SGD. buf is unused (any buffer) when momentum == 0. */
+__kernel void optim_sgd(__global float *p, int p_off, __global float *g, int g_off, __global float *buf, int b_off,
+                        int n, float momentum, float dampening, float weight_decay, int nesterov, int clip,
+                        __global const float *scal, __global const float *red)
+{
+    int i = get_global_id(0);
+    if (i >= n)
+        return;
+    float d = opt_grad(g, g_off + i, clip, red);
+    float w = p[p_off + i];
+    if (weight_decay != 0.0f)
+        d += weight_decay * w;
+    if (momentum != 0.0f) {
+        float b = scal[OPT_FIRST] != 0.0f ? d : buf[b_off + i] * momentum + (1.0f - dampening) * d;
+        buf[b_off + i] = b;
+        d = nesterov ? d + momentum * b : b;
+    }
+    p[p_off + i] = w - scal[OPT_LR] * d;
+}
+
+/* torch.optim.Adam (decoupled = 0, L2 weight decay) and AdamW (decoupled = 1). */
+__kernel void optim_adam(__global float *p, int p_off, __global float *g, int g_off, __global float *m, int m_off,
+                         __global float *v, int v_off, int n, float beta2, float one_minus_beta2, float eps,
+                         float weight_decay, int decoupled, int clip, __global const float *scal,
+                         __global const float *red)
+{
+    int i = get_global_id(0);
+    if (i >= n)
+        return;
+    float grad = opt_grad(g, g_off + i, clip, red);
+    float w = p[p_off + i];
+    if (decoupled)
+        w *= scal[OPT_DECAY];
+    else if (weight_decay != 0.0f)
+        grad += weight_decay * w;
+    float mm = m[m_off + i];
+    mm += scal[OPT_ONE_MINUS_BETA1] * (grad - mm);
+    float vv = v[v_off + i] * beta2 + one_minus_beta2 * grad * grad;
+    m[m_off + i] = mm;
+    v[v_off + i] = vv;
+    float denom = sqrt(vv) / scal[OPT_BC2_SQRT] + eps;
+    p[p_off + i] = w - scal[OPT_STEP_SIZE] * (mm / denom);
+}

@@ -1,0 +1,154 @@
+/*
+ * pool.cl -- 2-D max and average pooling and global average pooling over
+ * NCHW tensors, with their gradients.
+ *
+ * x is [B, C, H, W] and y [B, C, OH, OW]; plane bc = b*C + c starts at
+ * bc*H*W (x) and bc*OH*OW (y). Window (oh, ow) covers rows
+ * [oh*sh - ph, + kh) and columns [ow*sw - pw, + kw) of its plane; padding
+ * is -inf for max and 0 (still counted) for average pooling. The host
+ * guarantees pad <= kernel / 2, so every window holds a real element.
+ * Gradients are gathers: each dx element loops over the windows that can
+ * contain it in a fixed order, so there are no atomics and results are
+ * deterministic. argmax holds h*W + w within the plane (PyTorch's
+ * convention).
+ *
+ * Tunable: GAP_WG, the global-average work-group size (a power of two).
+ */
+#ifndef GAP_WG
+#define GAP_WG 256
+#endif
+
+/* Geometry shared by the window kernels. */
+#define POOL_GEOM int H, int W, int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw
+
+/* Grid (B*C*OH*OW), 1-D: item i = (bc*OH + oh)*OW + ow computes one max
+ * and, when want_argmax, its index. NaN wins (and a later NaN replaces an
+ * earlier one), as in PyTorch. */
+__kernel void pool_max_forward(__global const float *x, int x_off, POOL_GEOM, int total,
+                               __global float *y, int y_off, __global int *argmax, int am_off, int want_argmax)
+{
+    int i = get_global_id(0);
+    if (i >= total)
+        return;
+    int ow = i % OW, t = i / OW, oh = t % OH, bc = t / OH;
+    int h0 = oh * sh - ph, w0 = ow * sw - pw;
+    int hs = max(h0, 0), he = min(h0 + kh, H), ws = max(w0, 0), we = min(w0 + kw, W);
+    __global const float *plane = x + x_off + bc * H * W;
+    float best = -INFINITY;
+    int arg = hs * W + ws;
+    for (int h = hs; h < he; h++)
+        for (int w = ws; w < we; w++) {
+            float v = plane[h * W + w];
+            if (v > best || isnan(v)) {
+                best = v;
+                arg = h * W + w;
+            }
+        }
+    y[y_off + i] = best;
+    if (want_argmax)
+        argmax[am_off + i] = arg;
+}
+
+/* Grid (B*C*OH*OW): item i averages its window over kh*kw positions
+ * (count_include_pad). */
+__kernel void pool_avg_forward(__global const float *x, int x_off, POOL_GEOM, int total,
+                               __global float *y, int y_off)
+{
+    int i = get_global_id(0);
+    if (i >= total)
+        return;
+    int ow = i % OW, t = i / OW, oh = t % OH, bc = t / OH;
+    int h0 = oh * sh - ph, w0 = ow * sw - pw;
+    int hs = max(h0, 0), he = min(h0 + kh, H), ws = max(w0, 0), we = min(w0 + kw, W);
+    __global const float *plane = x + x_off + bc * H * W;
+    float s = 0.0f;
+    for (int h = hs; h < he; h++)
+        for (int w = ws; w < we; w++)
+            s += plane[h * W + w];
+    y[y_off + i] = s / (float)(kh * kw);
+}
+
+/* First and last window index (along one axis) whose window covers
+ * position p: o*s - pad <= p <= o*s - pad + k - 1, clipped to [0, O). */
+inline int pool_first(int p, int k, int s, int pad)
+{
+    int a = p + pad - k + 1;
+    return a <= 0 ? 0 : (a + s - 1) / s;
+}
+
+inline int pool_last(int p, int s, int pad, int O)
+{
+    return min((p + pad) / s, O - 1);
+}
+
+/* Grid (B*C*H*W): item i = (bc*H + h)*W + w sums dy over the windows that
+ * cover (h, w) and chose it as their maximum. */
+__kernel void pool_max_backward(__global const int *argmax, int am_off, __global const float *dy, int dy_off,
+                                POOL_GEOM, int total, __global float *dx, int dx_off)
+{
+    int i = get_global_id(0);
+    if (i >= total)
+        return;
+    int w = i % W, t = i / W, h = t % H, bc = t / H;
+    int me = h * W + w, base = bc * OH * OW;
+    int oh0 = pool_first(h, kh, sh, ph), oh1 = pool_last(h, sh, ph, OH);
+    int ow0 = pool_first(w, kw, sw, pw), ow1 = pool_last(w, sw, pw, OW);
+    float s = 0.0f;
+    for (int oh = oh0; oh <= oh1; oh++)
+        for (int ow = ow0; ow <= ow1; ow++) {
+            int o = base + oh * OW + ow;
+            if (argmax[am_off + o] == me)
+                s += dy[dy_off + o];
+        }
+    dx[dx_off + i] = s;
+}
+
+/* Grid (B*C*H*W): item i sums dy over the windows covering it, divided by
+ * the window size. */
+__kernel void pool_avg_backward(__global const float *dy, int dy_off, POOL_GEOM, int total,
+                                __global float *dx, int dx_off)
+{
+    int i = get_global_id(0);
+    if (i >= total)
+        return;
+    int w = i % W, t = i / W, h = t % H, bc = t / H;
+    int base = bc * OH * OW;
+    int oh0 = pool_first(h, kh, sh, ph), oh1 = pool_last(h, sh, ph, OH);
+    int ow0 = pool_first(w, kw, sw, pw), ow1 = pool_last(w, sw, pw, OW);
+    float s = 0.0f;
+    for (int oh = oh0; oh <= oh1; oh++)
+        for (int ow = ow0; ow <= ow1; ow++)
+            s += dy[dy_off + base + oh * OW + ow];
+    dx[dx_off + i] = s / (float)(kh * kw);
+}
+
+/* Grid (GAP_WG * B*C), work-group GAP_WG: group bc sums its plane of S
+ * elements (items take a fixed strided subset, then a tree) and writes
+ * the mean to y[bc]. */
+__kernel __attribute__((reqd_work_group_size(GAP_WG, 1, 1)))
+void pool_gap_forward(__global const float *x, int x_off, int S, __global float *y, int y_off)
+{
+    __local float red[GAP_WG];
+    int lid = get_local_id(0), bc = get_group_id(0);
+    __global const float *plane = x + x_off + bc * S;
+    float s = 0.0f;
+    for (int e = lid; e < S; e += GAP_WG)
+        s += plane[e];
+    red[lid] = s;
+    for (int span = GAP_WG / 2; span > 0; span >>= 1) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < span)
+            red[lid] += red[lid + span];
+    }
+    if (lid == 0)
+        y[y_off + bc] = red[0] / (float)S;
+}
+
+/* Grid (B*C*S): dx[i] = dy[i / S] / S. */
+__kernel void pool_gap_backward(__global const float *dy, int dy_off, int S, int total, __global float *dx,
+                                int dx_off)
+{
+    int i = get_global_id(0);
+    if (i < total)
+        dx[dx_off + i] = dy[dy_off + i / S] / (float)S;
+}

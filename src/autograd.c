@@ -1,0 +1,98 @@
+/*
+ * autograd.c -- the backward pass of a training plan, recorded in reverse
+ * topological order. Each node's backward overwrites the gradients it
+ * produces; where a value fans out, the first contribution (from the
+ * latest consumer) is written straight into the value's gradient and every
+ * later one goes to a temporary that is then added in (fixed order, so
+ * results are deterministic). Views pass their gradient through a copy.
+ * Which contributions need temporaries was decided by the memory planner
+ * in graph.c (temp[i * TEENY__OP_MAX_SLOTS + j] <= -2 names temps[-2 - v]).
+ */
+#include <string.h>
+
+#include "graph_internal.h"
+
+static teeny_status add_into(teeny_ctx *ctx, teeny_tensor *acc, teeny_tensor *t)
+{
+    teeny__op_args a;
+    memset(&a, 0, sizeof a);
+    a.in[0] = acc;
+    a.in[1] = t;
+    a.out[0] = acc;
+    return teeny__op_run(ctx, TEENY__OP_ADD, 0, &a);
+}
+
+static teeny_status copy_into(teeny_ctx *ctx, const teeny_tensor *src, teeny_tensor *dst)
+{
+    teeny__op_args a;
+    memset(&a, 0, sizeof a);
+    a.in[0] = src;
+    a.out[0] = dst;
+    a.iattr[0] = TEENY_ACT_NONE;
+    return teeny__op_run(ctx, TEENY__OP_ACTIVATION, 0, &a);
+}
+
+teeny_status teeny__autograd_plan(teeny_plan *p, int *temp, int *reaches)
+{
+    teeny_graph *g = p->g;
+    teeny_ctx *ctx = p->ctx;
+    teeny_status st = TEENY_OK;
+    for (int i = g->n_nodes - 1; i >= 0 && st == TEENY_OK; i--) {
+        const teeny__gnode *nd = &g->nodes[i];
+        teeny_tensor *target[TEENY__OP_MAX_SLOTS] = {0};
+        int via_temp[TEENY__OP_MAX_SLOTS] = {0};
+        if (!reaches[i] || nd->kind == TEENY__NODE_INPUT)
+            continue;
+        if (i == p->loss) { /* d loss / d loss = 1 */
+            teeny_tensor *d = p->grad[i];
+            if ((st = teeny__fill(ctx, d->buf, d->offset, (size_t)d->numel, 1.0f)) != TEENY_OK)
+                break;
+        }
+        if (!p->grad[i])
+            continue; /* nothing downstream produced a gradient */
+        for (int j = 0; j < nd->n_in; j++) {
+            int u = nd->in[j], v = temp[i * TEENY__OP_MAX_SLOTS + j];
+            if (!reaches[u])
+                continue;
+            via_temp[j] = v <= -2;
+            target[j] = via_temp[j] ? p->temps[-2 - v] : p->grad[u];
+        }
+        if (nd->kind == TEENY__NODE_VIEW) {
+            if (target[0])
+                st = copy_into(ctx, p->grad[i], target[0]);
+        } else {
+            teeny__op_args a;
+            int k = 0, o = 0;
+            const teeny__node_shapes *s = &p->shapes[i];
+            memset(&a, 0, sizeof a);
+            for (int j = 0; j < nd->n_in; j++)
+                a.in[k++] = p->value[nd->in[j]];
+            for (int j = 0; j < s->n_param; j++)
+                a.in[k++] = nd->param[j];
+            for (int j = 0; j < s->n_state; j++)
+                a.in[k++] = nd->state[j];
+            a.in[k++] = p->value[i];
+            for (int j = 0; j < s->n_saved; j++)
+                a.in[k++] = p->saved[i][j];
+            a.in[k++] = p->grad[i];
+            for (int j = 0; j < nd->n_in; j++)
+                a.out[o++] = target[j];
+            for (int j = 0; j < s->n_param; j++)
+                a.out[o++] = nd->param_grad[j];
+            memcpy(a.iattr, s->iattr, sizeof a.iattr);
+            memcpy(a.fattr, s->fattr, sizeof a.fattr);
+            a.training = 1;
+            st = teeny__op_run(ctx, nd->op, 1, &a);
+            if (st != TEENY_OK) {
+                char msg[512];
+                teeny__strlcpy(msg, teeny_last_error(ctx), sizeof msg);
+                st = teeny__error(ctx, st, "compile: backward of node %s (%s): %s", nd->name, teeny__ops[nd->op].name,
+                                  msg);
+            }
+        }
+        for (int j = 0; j < nd->n_in && st == TEENY_OK; j++)
+            if (via_temp[j])
+                st = add_into(ctx, p->grad[nd->in[j]], target[j]);
+    }
+    return st;
+}

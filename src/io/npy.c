@@ -1,0 +1,336 @@
+/*
+ * npy.c -- NumPy .npy files: fp32 ('<f4') and int32 ('<i4') tensors in C
+ * order. Saves version 1.0 (a 10-byte preamble, then a Python-literal
+ * header dict padded with spaces and a newline to a multiple of 64 bytes,
+ * then the data, little-endian); loads versions 1.0 to 3.0.
+ *
+ * The header dict is parsed by a small strict parser for exactly what
+ * numpy writes: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+ * (keys in any order, single or double quotes). Anything else, a big-endian
+ * or Fortran-order array, truncated or trailing data is TEENY_ERR_FORMAT.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../internal.h"
+
+/* Defined in safetensors.c: crash-safe whole-file write. */
+teeny_status teeny__write_file_atomic(const teeny_ctx *ctx, const char *fn, const char *path,
+                                      const void *const *parts, const size_t *lens, int n_parts);
+
+static const unsigned char NPY_MAGIC[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+#define NPY_HEADER_MAX (1u << 20)
+
+static int host_is_little_endian(void)
+{
+    const uint16_t one = 1;
+    return *(const unsigned char *)&one == 1;
+}
+
+/* Reverse each 4-byte word in place (big-endian hosts). */
+static void swap4(void *data, size_t n)
+{
+    unsigned char *p = data;
+    for (size_t i = 0; i < n; i++, p += 4) {
+        unsigned char a = p[0], b = p[1];
+        p[0] = p[3];
+        p[1] = p[2];
+        p[2] = b;
+        p[3] = a;
+    }
+}
+
+teeny_status teeny_npy_save(const teeny_tensor *t, const char *path)
+{
+    const char *fn = "teeny_npy_save";
+    teeny_ctx *ctx;
+    char dict[256];
+    unsigned char pre[10];
+    size_t n, at, total;
+    void *data = NULL;
+    char *header = NULL;
+    teeny_status st;
+    if (!t || !t->handle_alive)
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor is NULL or destroyed", fn);
+    ctx = t->ctx;
+    teeny__clear_error(ctx);
+    if (!path)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: path is NULL", fn);
+    n = (size_t)t->numel;
+    at = (size_t)snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                          t->dtype == TEENY__F32 ? "<f4" : "<i4");
+    for (int i = 0; i < t->ndim; i++)
+        at += (size_t)snprintf(dict + at, sizeof dict - at, "%lld,%s", (long long)t->shape[i],
+                               i + 1 < t->ndim ? " " : "");
+    if (t->ndim > 1) /* "(3,)" for one dimension, "(2, 3)" otherwise */
+        at--;
+    at += (size_t)snprintf(dict + at, sizeof dict - at, "), }");
+    total = (10 + at + 1 + 63) / 64 * 64; /* preamble + dict + '\n', padded */
+    header = teeny__malloc(total - 10);
+    data = teeny__malloc(n * 4);
+    if (!header || !data) {
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "%s %s: out of host memory", fn, path);
+        goto cleanup;
+    }
+    memcpy(header, dict, at);
+    memset(header + at, ' ', total - 10 - at - 1);
+    header[total - 10 - 1] = '\n';
+    memcpy(pre, NPY_MAGIC, 6);
+    pre[6] = 1;
+    pre[7] = 0;
+    pre[8] = (unsigned char)((total - 10) & 0xff);
+    pre[9] = (unsigned char)((total - 10) >> 8);
+    st = t->dtype == TEENY__F32 ? teeny_tensor_read(t, data, n) : teeny_tensor_read_i32(t, data, n);
+    if (st != TEENY_OK)
+        goto cleanup;
+    if (!host_is_little_endian())
+        swap4(data, n);
+    {
+        const void *parts[3] = {pre, header, data};
+        size_t lens[3] = {10, total - 10, n * 4};
+        st = teeny__write_file_atomic(ctx, fn, path, parts, lens, 3);
+    }
+cleanup:
+    teeny__free(header);
+    teeny__free(data);
+    return st;
+}
+
+/* ---- header dict parser ---- */
+
+typedef struct {
+    const char *p, *end;
+} cursor;
+
+static void skip_ws(cursor *c)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t'))
+        c->p++;
+}
+
+static int eat(cursor *c, char ch)
+{
+    skip_ws(c);
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return 1;
+    }
+    return 0;
+}
+
+/* A quoted string into buf (no escapes: numpy's keys and descrs have none). */
+static int parse_str(cursor *c, char *buf, size_t cap)
+{
+    char q;
+    size_t n = 0;
+    skip_ws(c);
+    if (c->p >= c->end || (*c->p != '\'' && *c->p != '"'))
+        return 0;
+    q = *c->p++;
+    while (c->p < c->end && *c->p != q) {
+        if (*c->p == '\\' || n + 1 >= cap)
+            return 0;
+        buf[n++] = *c->p++;
+    }
+    if (c->p >= c->end)
+        return 0;
+    c->p++;
+    buf[n] = '\0';
+    return 1;
+}
+
+static int parse_word(cursor *c, const char *w)
+{
+    size_t n = strlen(w);
+    skip_ws(c);
+    if ((size_t)(c->end - c->p) >= n && !memcmp(c->p, w, n)) {
+        c->p += n;
+        return 1;
+    }
+    return 0;
+}
+
+/* "(d0, d1, ...)" with an optional trailing comma; at most max dims. */
+static int parse_shape(cursor *c, int64_t *shape, int *ndim, int max)
+{
+    *ndim = 0;
+    if (!eat(c, '('))
+        return 0;
+    for (;;) {
+        int64_t v = 0;
+        int digits = 0;
+        if (eat(c, ')'))
+            return 1;
+        skip_ws(c);
+        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+            if (v > (INT64_MAX - 9) / 10)
+                return 0;
+            v = v * 10 + (*c->p++ - '0');
+            digits++;
+        }
+        if (!digits || *ndim >= max)
+            return 0;
+        shape[(*ndim)++] = v;
+        if (!eat(c, ','))
+            return eat(c, ')');
+    }
+}
+
+#define NPY_PARSE_DIMS 32
+
+static teeny_status parse_dict(teeny_ctx *ctx, const char *path, const char *h, size_t len, int *is_i32,
+                               int *ndim, int64_t *shape)
+{
+    cursor c = {h, h + len};
+    int have_descr = 0, have_order = 0, have_shape = 0;
+    char key[32], descr[16];
+    if (!eat(&c, '{'))
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: header is not a dict", path);
+    while (!eat(&c, '}')) {
+        if (!parse_str(&c, key, sizeof key) || !eat(&c, ':'))
+            return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: malformed header dict", path);
+        if (!strcmp(key, "descr") && !have_descr++) {
+            if (!parse_str(&c, descr, sizeof descr))
+                return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: malformed descr", path);
+            if (!strcmp(descr, "<f4"))
+                *is_i32 = 0;
+            else if (!strcmp(descr, "<i4"))
+                *is_i32 = 1;
+            else
+                return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: dtype '%s' is not supported ('<f4', '<i4')", path,
+                                    descr);
+        } else if (!strcmp(key, "fortran_order") && !have_order++) {
+            if (parse_word(&c, "True"))
+                return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: Fortran-order arrays are not supported", path);
+            if (!parse_word(&c, "False"))
+                return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: malformed fortran_order", path);
+        } else if (!strcmp(key, "shape") && !have_shape++) {
+            if (!parse_shape(&c, shape, ndim, NPY_PARSE_DIMS))
+                return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: malformed shape", path);
+        } else {
+            return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: unexpected or repeated key '%s'", path, key);
+        }
+        if (!eat(&c, ',')) {
+            if (!eat(&c, '}'))
+                return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: malformed header dict", path);
+            break;
+        }
+    }
+    while (c.p < c.end && (*c.p == ' ' || *c.p == '\n' || *c.p == '\t'))
+        c.p++;
+    if (c.p != c.end)
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: unexpected text after the header dict", path);
+    if (!have_descr || !have_order || !have_shape)
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: header lacks %s", path,
+                            !have_descr ? "descr" : !have_order ? "fortran_order" : "shape");
+    return TEENY_OK;
+}
+
+teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out)
+{
+    FILE *fp = NULL;
+    unsigned char pre[12];
+    char *h = NULL;
+    void *data = NULL;
+    size_t hlen, pre_len, got;
+    int is_i32 = 0, ndim = 0;
+    int64_t shape[NPY_PARSE_DIMS], numel = 1, one = 1;
+    teeny_tensor *t = NULL;
+    teeny_status st = TEENY_OK;
+    if (out)
+        *out = NULL;
+    if (!ctx)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_npy_load: ctx is NULL");
+    teeny__clear_error(ctx);
+    if (!path || !out)
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_npy_load: %s is NULL", !path ? "path" : "out");
+    fp = fopen(path, "rb");
+    if (!fp)
+        return teeny__error(ctx, TEENY_ERR_IO, "npy %s: cannot open: %s", path, strerror(errno));
+    got = fread(pre, 1, 10, fp);
+    if (got < 8 || memcmp(pre, NPY_MAGIC, 6)) {
+        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: not an .npy file (bad magic)", path);
+        goto cleanup;
+    }
+    if (pre[6] < 1 || pre[6] > 3 || pre[7] != 0) {
+        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: version %d.%d is not supported (1.0 to 3.0)", path, pre[6],
+                          pre[7]);
+        goto cleanup;
+    }
+    pre_len = pre[6] == 1 ? 10 : 12;
+    if (pre_len == 12 && got == 10)
+        got += fread(pre + 10, 1, 2, fp);
+    if (got < pre_len) {
+        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: truncated preamble", path);
+        goto cleanup;
+    }
+    hlen = pre_len == 10 ? (size_t)pre[8] | (size_t)pre[9] << 8
+                         : (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+    if (hlen == 0 || hlen > NPY_HEADER_MAX) {
+        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: header length %zu is invalid", path, hlen);
+        goto cleanup;
+    }
+    h = teeny__malloc(hlen);
+    if (!h) {
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "npy %s: out of host memory", path);
+        goto cleanup;
+    }
+    if (fread(h, 1, hlen, fp) != hlen) {
+        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: truncated header", path);
+        goto cleanup;
+    }
+    if ((st = parse_dict(ctx, path, h, hlen, &is_i32, &ndim, shape)) != TEENY_OK)
+        goto cleanup;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0) {
+            st = teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "npy %s: empty arrays (size 0 on axis %d) are not supported",
+                              path, i);
+            goto cleanup;
+        }
+        if (shape[i] > INT32_MAX || numel > INT32_MAX / shape[i]) {
+            st = teeny__error(ctx, TEENY_ERR_RANGE, "npy %s: more than 2^31 - 1 elements", path);
+            goto cleanup;
+        }
+        numel *= shape[i];
+    }
+    if (ndim > TEENY_MAX_DIMS) {
+        st = teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "npy %s: %d dimensions; tensors have at most %d", path, ndim,
+                          TEENY_MAX_DIMS);
+        goto cleanup;
+    }
+    data = teeny__malloc((size_t)numel * 4);
+    if (!data) {
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "npy %s: out of host memory", path);
+        goto cleanup;
+    }
+    got = fread(data, 1, (size_t)numel * 4, fp);
+    if (got != (size_t)numel * 4) {
+        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: truncated data: %zu of %lld bytes", path, got,
+                          (long long)numel * 4);
+        goto cleanup;
+    }
+    if (fgetc(fp) != EOF) {
+        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: trailing bytes after the array data", path);
+        goto cleanup;
+    }
+    if (!host_is_little_endian())
+        swap4(data, (size_t)numel);
+    st = is_i32 ? teeny_tensor_create_i32(ctx, ndim ? ndim : 1, ndim ? shape : &one, &t)
+                : teeny_tensor_create(ctx, ndim ? ndim : 1, ndim ? shape : &one, &t);
+    if (st == TEENY_OK)
+        st = is_i32 ? teeny_tensor_write_i32(t, data, (size_t)numel) : teeny_tensor_write(t, data, (size_t)numel);
+    if (st == TEENY_OK) {
+        *out = t;
+        t = NULL;
+    }
+cleanup:
+    teeny_tensor_destroy(t);
+    teeny__free(data);
+    teeny__free(h);
+    if (fp)
+        fclose(fp);
+    return st;
+}

@@ -1,0 +1,931 @@
+/*
+ * safetensors.c -- the safetensors file format (Hugging Face): a writer for
+ * named device tensors (F32) and host int64 values (I64) with string
+ * metadata, and a reader that validates a whole file in host memory before
+ * any tensor is handed out.
+ *
+ * Layout: [u64 little-endian N][N bytes of JSON header][data section].
+ * The header maps each tensor name to {"dtype", "shape", "data_offsets":
+ * [begin, end)} (byte offsets into the data section) and may hold
+ * "__metadata__", an object of strings. The writer pads the header with
+ * spaces to a multiple of 8 and packs tensors in the order added, so files
+ * load in Python's safetensors (which requires contiguous, non-overlapping
+ * data). It adds two metadata entries the reader verifies when present:
+ *   teenycl_checksum         FNV-1a 64 of the data section, 16 hex digits
+ *   teenycl_header_checksum  FNV-1a 64 of the padded header bytes with this
+ *                            entry's 16 digits replaced by '0'
+ * so a flipped byte anywhere (bar the two key names) is caught. The header
+ * JSON is parsed with cJSON; every number, size and offset is checked
+ * before use. Files are written crash-safely: a temp file in the target's
+ * directory, fsynced, renamed over the target, then the directory fsynced.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "../internal.h"
+
+#define ST_HEADER_MAX 100000000ULL /* Python's safetensors limit */
+#define ST_MAX_OFFSET (1ULL << 53) /* exact in a JSON double */
+#define CHECKSUM_KEY "teenycl_checksum"
+#define HEADER_CHECKSUM_KEY "teenycl_header_checksum"
+#define HEADER_CHECKSUM_PATTERN "\"" HEADER_CHECKSUM_KEY "\":\""
+
+/* ---- shared helpers ---- */
+
+static int host_is_little_endian(void)
+{
+    const uint16_t one = 1;
+    return *(const unsigned char *)&one == 1;
+}
+
+static uint64_t fnv1a64(uint64_t h, const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+#define FNV_BASIS 0xcbf29ce484222325ULL
+
+static uint64_t get_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = teeny__malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+/* Write parts to path crash-safely (see the banner). Errors name fn and
+ * path and go to ctx (NULL: the thread's error). Also used by npy.c. */
+teeny_status teeny__write_file_atomic(const teeny_ctx *ctx, const char *fn, const char *path,
+                                      const void *const *parts, const size_t *lens, int n_parts);
+teeny_status teeny__write_file_atomic(const teeny_ctx *ctx, const char *fn, const char *path,
+                                      const void *const *parts, const size_t *lens, int n_parts)
+{
+    static const char suffix[] = ".tmp-XXXXXX";
+    size_t plen = strlen(path);
+    char *tmp = teeny__malloc(plen + sizeof suffix), *dir = NULL;
+    teeny_status st = TEENY_OK;
+    int fd = -1;
+    if (!tmp)
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "%s %s: out of host memory", fn, path);
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, suffix, sizeof suffix);
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        st = teeny__error(ctx, TEENY_ERR_IO, "%s %s: cannot create a temp file next to it: %s", fn, path,
+                          strerror(errno));
+        teeny__free(tmp);
+        return st;
+    }
+    (void)fchmod(fd, 0644);
+    for (int i = 0; i < n_parts && st == TEENY_OK; i++) {
+        const unsigned char *p = parts[i];
+        size_t left = lens[i];
+        while (left > 0) {
+            ssize_t w = write(fd, p, left);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                st = teeny__error(ctx, TEENY_ERR_IO, "%s %s: writing %s failed: %s", fn, path, tmp,
+                                  w < 0 ? strerror(errno) : "no progress");
+                break;
+            }
+            p += w;
+            left -= (size_t)w;
+        }
+    }
+    if (st == TEENY_OK && fsync(fd) != 0)
+        st = teeny__error(ctx, TEENY_ERR_IO, "%s %s: fsync failed: %s", fn, path, strerror(errno));
+    if (close(fd) != 0 && st == TEENY_OK)
+        st = teeny__error(ctx, TEENY_ERR_IO, "%s %s: close failed: %s", fn, path, strerror(errno));
+    if (st == TEENY_OK && rename(tmp, path) != 0)
+        st = teeny__error(ctx, TEENY_ERR_IO, "%s %s: renaming the temp file over it failed: %s", fn, path,
+                          strerror(errno));
+    if (st != TEENY_OK) {
+        (void)unlink(tmp);
+        teeny__free(tmp);
+        return st;
+    }
+    /* Make the rename durable. Best effort: the new file is in place. */
+    dir = dup_str(path);
+    if (dir) {
+        char *slash = strrchr(dir, '/');
+        int dfd;
+        if (slash == dir)
+            slash[1] = '\0';
+        else if (slash)
+            *slash = '\0';
+        dfd = open(slash ? dir : ".", O_RDONLY);
+        if (dfd >= 0) {
+            if (fsync(dfd) != 0 && errno != EINVAL)
+                teeny__log(TEENY_LOG_WARN, "%s %s: fsync of the directory failed: %s", fn, path, strerror(errno));
+            close(dfd);
+        }
+    }
+    teeny__free(dir);
+    teeny__free(tmp);
+    return TEENY_OK;
+}
+
+/* ---- writer ---- */
+
+typedef struct {
+    char *name;
+    const teeny_tensor *t; /* F32, or NULL for I64 */
+    int64_t *i64;
+    int ndim;
+    int64_t shape[TEENY_ST_MAX_DIMS];
+    uint64_t numel;
+} st_entry;
+
+typedef struct {
+    char *key, *value;
+} st_meta;
+
+struct teeny_st_writer {
+    st_entry *e;
+    int n, cap;
+    st_meta *meta;
+    int n_meta, cap_meta;
+};
+
+static int grow(void **arr, int *cap, int n, size_t elem)
+{
+    void *p;
+    int nc;
+    if (n < *cap)
+        return 1;
+    nc = *cap ? *cap * 2 : 16;
+    p = teeny__malloc((size_t)nc * elem);
+    if (!p)
+        return 0;
+    if (*arr)
+        memcpy(p, *arr, (size_t)n * elem);
+    teeny__free(*arr);
+    *arr = p;
+    *cap = nc;
+    return 1;
+}
+
+teeny_status teeny_st_writer_create(teeny_st_writer **out)
+{
+    teeny__clear_error(NULL);
+    if (!out)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_st_writer_create: out is NULL");
+    *out = teeny__calloc(1, sizeof **out);
+    if (!*out)
+        return teeny__error(NULL, TEENY_ERR_NOMEM, "teeny_st_writer_create: out of host memory");
+    return TEENY_OK;
+}
+
+void teeny_st_writer_destroy(teeny_st_writer *w)
+{
+    if (!w)
+        return;
+    for (int i = 0; i < w->n; i++) {
+        teeny__free(w->e[i].name);
+        teeny__free(w->e[i].i64);
+    }
+    for (int i = 0; i < w->n_meta; i++) {
+        teeny__free(w->meta[i].key);
+        teeny__free(w->meta[i].value);
+    }
+    teeny__free(w->e);
+    teeny__free(w->meta);
+    teeny__free(w);
+}
+
+static teeny_status check_name(const teeny_st_writer *w, const char *fn, const char *name)
+{
+    if (!w || !name)
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s: %s is NULL", fn, !w ? "writer" : "name");
+    if (!*name || !strcmp(name, "__metadata__"))
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor name \"%s\" is not allowed", fn, name);
+    for (int i = 0; i < w->n; i++)
+        if (!strcmp(w->e[i].name, name))
+            return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor %s was already added", fn, name);
+    return TEENY_OK;
+}
+
+static teeny_status add_entry(teeny_st_writer *w, const char *fn, const st_entry *e)
+{
+    st_entry copy = *e;
+    if (!grow((void **)&w->e, &w->cap, w->n, sizeof *w->e) || !(copy.name = dup_str(e->name)))
+        return teeny__error(NULL, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
+    w->e[w->n++] = copy;
+    return TEENY_OK;
+}
+
+teeny_status teeny_st_add_tensor(teeny_st_writer *w, const char *name, const teeny_tensor *t)
+{
+    const char *fn = "teeny_st_add_tensor";
+    st_entry e = {0};
+    teeny_status st;
+    teeny__clear_error(NULL);
+    if ((st = check_name(w, fn, name)) != TEENY_OK)
+        return st;
+    if (!t || !t->handle_alive)
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor %s is NULL or destroyed", fn, name);
+    if (t->dtype != TEENY__F32)
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor %s is int32; only fp32 tensors are stored", fn, name);
+    e.name = (char *)name;
+    e.t = t;
+    e.ndim = t->ndim;
+    memcpy(e.shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    e.numel = (uint64_t)t->numel;
+    return add_entry(w, fn, &e);
+}
+
+teeny_status teeny_st_add_i64(teeny_st_writer *w, const char *name, int ndim, const int64_t *shape,
+                              const int64_t *values)
+{
+    const char *fn = "teeny_st_add_i64";
+    st_entry e = {0};
+    teeny_status st;
+    teeny__clear_error(NULL);
+    if ((st = check_name(w, fn, name)) != TEENY_OK)
+        return st;
+    if (ndim < 0 || ndim > TEENY_ST_MAX_DIMS || (ndim > 0 && !shape))
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor %s: ndim %d outside 0..%d or shape NULL", fn, name, ndim,
+                            TEENY_ST_MAX_DIMS);
+    e.numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || (shape[i] > 0 && e.numel > (ST_MAX_OFFSET / 8) / (uint64_t)shape[i]))
+            return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor %s: size %lld of axis %d is negative or too large",
+                                fn, name, (long long)shape[i], i);
+        e.numel *= (uint64_t)shape[i];
+        e.shape[i] = shape[i];
+    }
+    if (e.numel > 0 && !values)
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor %s: values is NULL", fn, name);
+    e.name = (char *)name;
+    e.ndim = ndim;
+    if (e.numel > SIZE_MAX / 8 || !(e.i64 = teeny__malloc(e.numel ? (size_t)e.numel * 8 : 1)))
+        return teeny__error(NULL, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
+    if (e.numel)
+        memcpy(e.i64, values, (size_t)e.numel * 8);
+    if ((st = add_entry(w, fn, &e)) != TEENY_OK)
+        teeny__free(e.i64);
+    return st;
+}
+
+teeny_status teeny_st_add_metadata(teeny_st_writer *w, const char *key, const char *value)
+{
+    const char *fn = "teeny_st_add_metadata";
+    char *k, *v;
+    teeny__clear_error(NULL);
+    if (!w || !key || !value)
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s: %s is NULL", fn, !w ? "writer" : !key ? "key" : "value");
+    if (!*key || !strncmp(key, "teenycl_", 8))
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s: key \"%s\" is empty or reserved (teenycl_*)", fn, key);
+    for (int i = 0; i < w->n_meta; i++)
+        if (!strcmp(w->meta[i].key, key))
+            return teeny__error(NULL, TEENY_ERR_ARG, "%s: key %s was already added", fn, key);
+    k = dup_str(key);
+    v = dup_str(value);
+    if (!k || !v || !grow((void **)&w->meta, &w->cap_meta, w->n_meta, sizeof *w->meta)) {
+        teeny__free(k);
+        teeny__free(v);
+        return teeny__error(NULL, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
+    }
+    w->meta[w->n_meta].key = k;
+    w->meta[w->n_meta++].value = v;
+    return TEENY_OK;
+}
+
+/* cJSON array of non-negative integers (exact below 2^53). */
+static cJSON *json_uints(const uint64_t *v, int n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < n; i++) {
+        cJSON *x = cJSON_CreateNumber((double)v[i]);
+        if (!x || !cJSON_AddItemToArray(a, x)) {
+            cJSON_Delete(x);
+            cJSON_Delete(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+/* The header JSON for data of the given checksum, with the header
+ * checksum's digits zeroed; caller frees with cJSON_free. */
+static char *header_json(const teeny_st_writer *w, const uint64_t *offsets, uint64_t data_sum)
+{
+    char hex[17];
+    cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
+    char *s = NULL;
+    int ok = root && meta && cJSON_AddItemToObject(root, "__metadata__", meta);
+    if (!ok)
+        cJSON_Delete(meta);
+    for (int i = 0; ok && i < w->n_meta; i++)
+        ok = cJSON_AddStringToObject(meta, w->meta[i].key, w->meta[i].value) != NULL;
+    snprintf(hex, sizeof hex, "%016" PRIx64, data_sum);
+    ok = ok && cJSON_AddStringToObject(meta, CHECKSUM_KEY, hex) != NULL &&
+         cJSON_AddStringToObject(meta, HEADER_CHECKSUM_KEY, "0000000000000000") != NULL;
+    for (int i = 0; ok && i < w->n; i++) {
+        const st_entry *e = &w->e[i];
+        uint64_t shape[TEENY_ST_MAX_DIMS];
+        cJSON *t = cJSON_CreateObject(), *sh, *off;
+        for (int d = 0; d < e->ndim; d++)
+            shape[d] = (uint64_t)e->shape[d];
+        sh = json_uints(shape, e->ndim);
+        off = json_uints(&offsets[2 * i], 2);
+        ok = t && sh && off && cJSON_AddStringToObject(t, "dtype", e->t ? "F32" : "I64") &&
+             cJSON_AddItemToObject(t, "shape", sh) && cJSON_AddItemToObject(t, "data_offsets", off);
+        if (!ok) {
+            if (!t || !cJSON_GetObjectItemCaseSensitive(t, "shape"))
+                cJSON_Delete(sh);
+            if (!t || !cJSON_GetObjectItemCaseSensitive(t, "data_offsets"))
+                cJSON_Delete(off);
+            cJSON_Delete(t);
+        } else if (!cJSON_AddItemToObject(root, e->name, t)) {
+            cJSON_Delete(t);
+            ok = 0;
+        }
+    }
+    if (ok)
+        s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+/* Host little-endian bytes of entry e into dst. */
+static teeny_status entry_bytes(const st_entry *e, const char *path, unsigned char *dst)
+{
+    size_t n = (size_t)e->numel;
+    if (e->t) {
+        teeny_status st = teeny_tensor_read(e->t, (float *)(void *)dst, n);
+        if (st != TEENY_OK)
+            return teeny__error(NULL, st, "teeny_st_write %s: reading tensor %s failed: %s", path, e->name,
+                                teeny_last_error(e->t->ctx));
+        if (!host_is_little_endian())
+            for (size_t i = 0; i < n; i++) {
+                unsigned char *p = dst + 4 * i, a = p[0], b = p[1];
+                p[0] = p[3];
+                p[1] = p[2];
+                p[2] = b;
+                p[3] = a;
+            }
+        return TEENY_OK;
+    }
+    for (size_t i = 0; i < n; i++)
+        put_le64(dst + 8 * i, (uint64_t)e->i64[i]);
+    return TEENY_OK;
+}
+
+teeny_status teeny_st_write(teeny_st_writer *w, const char *path)
+{
+    const char *fn = "teeny_st_write";
+    uint64_t total = 0, *offsets = NULL, hsum;
+    unsigned char *data = NULL, *header = NULL, lenbuf[8];
+    char *json = NULL, *at;
+    size_t jlen, hlen;
+    teeny_status st = TEENY_OK;
+    teeny__clear_error(NULL);
+    if (!w || !path)
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s: %s is NULL", fn, !w ? "writer" : "path");
+    for (int i = 0; i < w->n; i++) {
+        const st_entry *e = &w->e[i];
+        if (e->t && !e->t->handle_alive)
+            return teeny__error(NULL, TEENY_ERR_ARG, "%s %s: tensor %s was destroyed before the write", fn, path,
+                                e->name);
+        total += e->numel * (e->t ? 4 : 8);
+        if (total >= ST_MAX_OFFSET || total > SIZE_MAX / 2)
+            return teeny__error(NULL, TEENY_ERR_RANGE, "%s %s: data past 2^53 bytes", fn, path);
+    }
+    offsets = teeny__malloc(sizeof *offsets * 2 * (size_t)(w->n + 1));
+    data = teeny__malloc(total ? (size_t)total : 1);
+    if (!offsets || !data) {
+        st = teeny__error(NULL, TEENY_ERR_NOMEM, "%s %s: out of host memory for %llu bytes", fn, path,
+                          (unsigned long long)total);
+        goto cleanup;
+    }
+    total = 0;
+    for (int i = 0; i < w->n; i++) {
+        const st_entry *e = &w->e[i];
+        offsets[2 * i] = total;
+        if ((st = entry_bytes(e, path, data + total)) != TEENY_OK)
+            goto cleanup;
+        total += e->numel * (e->t ? 4 : 8);
+        offsets[2 * i + 1] = total;
+    }
+    /* offsets is [begin0, end0, begin1, end1, ...]: pairs per entry */
+    json = header_json(w, offsets, fnv1a64(FNV_BASIS, data, (size_t)total));
+    if (!json) {
+        st = teeny__error(NULL, TEENY_ERR_NOMEM, "%s %s: out of host memory building the header", fn, path);
+        goto cleanup;
+    }
+    jlen = strlen(json);
+    hlen = (jlen + 7) / 8 * 8;
+    header = teeny__malloc(hlen);
+    if (!header) {
+        st = teeny__error(NULL, TEENY_ERR_NOMEM, "%s %s: out of host memory", fn, path);
+        goto cleanup;
+    }
+    memcpy(header, json, jlen);
+    memset(header + jlen, ' ', hlen - jlen);
+    if (!(at = strstr(json, HEADER_CHECKSUM_PATTERN))) {
+        st = teeny__error(NULL, TEENY_ERR_STATE, "%s %s: internal: header checksum entry not found", fn, path);
+        goto cleanup;
+    }
+    hsum = fnv1a64(FNV_BASIS, header, hlen);
+    {
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016" PRIx64, hsum);
+        memcpy(header + (at - json) + strlen(HEADER_CHECKSUM_PATTERN), hex, 16);
+    }
+    put_le64(lenbuf, hlen);
+    {
+        const void *parts[3] = {lenbuf, header, data};
+        size_t lens[3] = {8, hlen, (size_t)total};
+        st = teeny__write_file_atomic(NULL, fn, path, parts, lens, 3);
+    }
+cleanup:
+    if (json)
+        cJSON_free(json);
+    teeny__free(header);
+    teeny__free(data);
+    teeny__free(offsets);
+    return st;
+}
+
+/* ---- reader ---- */
+
+typedef struct {
+    const char *name; /* into the cJSON tree's strings, copied */
+    int is_i64;
+    int ndim;
+    int64_t shape[TEENY_ST_MAX_DIMS];
+    uint64_t begin, end, numel;
+} st_tensor;
+
+struct teeny_st_file {
+    char *path;
+    unsigned char *buf; /* the whole file */
+    size_t size;
+    const unsigned char *data;
+    uint64_t data_len;
+    st_tensor *t;
+    int n;
+    char **names;       /* owned copies, per tensor */
+    char **meta_keys, **meta_values;
+    int n_meta;
+};
+
+void teeny_st_close(teeny_st_file *f)
+{
+    if (!f)
+        return;
+    for (int i = 0; i < f->n; i++)
+        teeny__free(f->names[i]);
+    for (int i = 0; i < f->n_meta; i++) {
+        teeny__free(f->meta_keys[i]);
+        teeny__free(f->meta_values[i]);
+    }
+    teeny__free(f->names);
+    teeny__free(f->meta_keys);
+    teeny__free(f->meta_values);
+    teeny__free(f->t);
+    teeny__free(f->buf);
+    teeny__free(f->path);
+    teeny__free(f);
+}
+
+/* A JSON number that is an integer in [0, 2^53]. */
+static int json_uint(const cJSON *x, uint64_t *out)
+{
+    double d;
+    if (!cJSON_IsNumber(x))
+        return 0;
+    d = x->valuedouble;
+    if (!(d >= 0 && d <= (double)ST_MAX_OFFSET) || d != (double)(uint64_t)d)
+        return 0;
+    *out = (uint64_t)d;
+    return 1;
+}
+
+#define BAD(...) (st = teeny__error(NULL, TEENY_ERR_FORMAT, __VA_ARGS__))
+
+static teeny_status read_whole(const char *path, teeny_st_file *f)
+{
+    teeny_status st = TEENY_OK;
+    struct stat sb;
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return teeny__error(NULL, TEENY_ERR_IO, "safetensors %s: cannot open: %s", path, strerror(errno));
+    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        st = teeny__error(NULL, TEENY_ERR_IO, "safetensors %s: not a regular file", path);
+        goto done;
+    }
+    if ((uint64_t)sb.st_size > SIZE_MAX - 1) {
+        st = teeny__error(NULL, TEENY_ERR_RANGE, "safetensors %s: too large for this host", path);
+        goto done;
+    }
+    f->size = (size_t)sb.st_size;
+    f->buf = teeny__malloc(f->size ? f->size : 1);
+    if (!f->buf) {
+        st = teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory for %zu bytes", path, f->size);
+        goto done;
+    }
+    if (fread(f->buf, 1, f->size, fp) != f->size)
+        st = teeny__error(NULL, TEENY_ERR_IO, "safetensors %s: reading %zu bytes failed", path, f->size);
+done:
+    fclose(fp);
+    return st;
+}
+
+/* Verify teenycl_header_checksum: the header bytes with its digits zeroed. */
+static teeny_status check_header_sum(const char *path, const unsigned char *header, size_t hlen, const char *want)
+{
+    teeny_status st = TEENY_OK;
+    size_t plen = strlen(HEADER_CHECKSUM_PATTERN), at = SIZE_MAX;
+    char hex[17];
+    uint64_t h;
+    for (size_t i = 0; i + plen + 16 <= hlen; i++)
+        if (!memcmp(header + i, HEADER_CHECKSUM_PATTERN, plen)) {
+            if (at != SIZE_MAX)
+                return BAD("safetensors %s: the header checksum appears twice", path);
+            at = i + plen;
+        }
+    if (at == SIZE_MAX || strlen(want) != 16 || memcmp(header + at, want, 16))
+        return BAD("safetensors %s: header checksum entry is malformed", path);
+    h = fnv1a64(FNV_BASIS, header, at);
+    h = fnv1a64(h, (const unsigned char *)"0000000000000000", 16);
+    h = fnv1a64(h, header + at + 16, hlen - at - 16);
+    snprintf(hex, sizeof hex, "%016" PRIx64, h);
+    if (strcmp(hex, want))
+        return BAD("safetensors %s: header checksum mismatch (stored %s, computed %s): the header is corrupt", path,
+                   want, hex);
+    return st;
+}
+
+static teeny_status parse_metadata(const char *path, const cJSON *meta, teeny_st_file *f)
+{
+    teeny_status st = TEENY_OK;
+    const cJSON *it;
+    int n;
+    if (!cJSON_IsObject(meta))
+        return BAD("safetensors %s: __metadata__ is not an object", path);
+    n = cJSON_GetArraySize(meta);
+    f->meta_keys = teeny__calloc((size_t)n + 1, sizeof(char *));
+    f->meta_values = teeny__calloc((size_t)n + 1, sizeof(char *));
+    if (!f->meta_keys || !f->meta_values)
+        return teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory", path);
+    cJSON_ArrayForEach(it, meta)
+    {
+        if (!cJSON_IsString(it) || !it->string)
+            return BAD("safetensors %s: metadata %s is not a string", path, it->string ? it->string : "?");
+        for (int i = 0; i < f->n_meta; i++)
+            if (!strcmp(f->meta_keys[i], it->string))
+                return BAD("safetensors %s: metadata key %s appears twice", path, it->string);
+        f->meta_keys[f->n_meta] = dup_str(it->string);
+        f->meta_values[f->n_meta] = dup_str(it->valuestring);
+        if (!f->meta_keys[f->n_meta] || !f->meta_values[f->n_meta]) {
+            teeny__free(f->meta_keys[f->n_meta]);
+            teeny__free(f->meta_values[f->n_meta]);
+            f->meta_keys[f->n_meta] = f->meta_values[f->n_meta] = NULL;
+            return teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory", path);
+        }
+        f->n_meta++;
+    }
+    return st;
+}
+
+static teeny_status parse_tensor(const char *path, const cJSON *obj, st_tensor *t)
+{
+    teeny_status st = TEENY_OK;
+    const char *name = obj->string;
+    const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(obj, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(obj, "shape");
+    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(obj, "data_offsets"), *x;
+    uint64_t bytes, esize;
+    if (!cJSON_IsObject(obj))
+        return BAD("safetensors %s: tensor %s: entry is not an object", path, name);
+    if (!cJSON_IsString(dtype))
+        return BAD("safetensors %s: tensor %s: dtype is missing", path, name);
+    if (!strcmp(dtype->valuestring, "F32"))
+        t->is_i64 = 0;
+    else if (!strcmp(dtype->valuestring, "I64"))
+        t->is_i64 = 1;
+    else
+        return BAD("safetensors %s: tensor %s: dtype %s is not supported (F32, I64)", path, name, dtype->valuestring);
+    esize = t->is_i64 ? 8 : 4;
+    if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > TEENY_ST_MAX_DIMS)
+        return BAD("safetensors %s: tensor %s: shape is missing or has more than %d dimensions", path, name,
+                   TEENY_ST_MAX_DIMS);
+    t->ndim = 0;
+    t->numel = 1;
+    cJSON_ArrayForEach(x, shape)
+    {
+        uint64_t d;
+        if (!json_uint(x, &d))
+            return BAD("safetensors %s: tensor %s: shape entry %d is not a non-negative integer", path, name, t->ndim);
+        if (d && t->numel > ST_MAX_OFFSET / d)
+            return BAD("safetensors %s: tensor %s: shape too large", path, name);
+        t->numel *= d;
+        t->shape[t->ndim++] = (int64_t)d;
+    }
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !json_uint(cJSON_GetArrayItem(offs, 0), &t->begin) ||
+        !json_uint(cJSON_GetArrayItem(offs, 1), &t->end) || t->end < t->begin)
+        return BAD("safetensors %s: tensor %s: data_offsets must be [begin, end] with 0 <= begin <= end", path, name);
+    bytes = t->end - t->begin;
+    if (t->numel > ST_MAX_OFFSET / esize || bytes != t->numel * esize)
+        return BAD("safetensors %s: tensor %s: data_offsets [%llu, %llu] hold %llu bytes; %s with %llu elements needs "
+                   "%llu",
+                   path, name, (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)bytes,
+                   dtype->valuestring, (unsigned long long)t->numel, (unsigned long long)(t->numel * esize));
+    return st;
+}
+
+static int cmp_begin(const void *a, const void *b)
+{
+    const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* Offsets inside the data section, contiguous from 0 and non-overlapping,
+ * the last ending at the end of the file. */
+static teeny_status check_layout(const char *path, teeny_st_file *f)
+{
+    teeny_status st = TEENY_OK;
+    const st_tensor **order = teeny__malloc(sizeof *order * ((size_t)f->n + 1));
+    uint64_t at = 0;
+    if (!order)
+        return teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory", path);
+    for (int i = 0; i < f->n; i++)
+        order[i] = &f->t[i];
+    qsort(order, (size_t)f->n, sizeof *order, cmp_begin);
+    for (int i = 0; i < f->n && st == TEENY_OK; i++) {
+        const st_tensor *t = order[i];
+        if (t->end > f->data_len)
+            BAD("safetensors %s: tensor %s: data_offsets [%llu, %llu] pass the end of the data section (%llu bytes; "
+                "truncated file?)",
+                path, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                (unsigned long long)f->data_len);
+        else if (t->begin < at)
+            BAD("safetensors %s: tensors %s and %s overlap", path, order[i - 1]->name, t->name);
+        else if (t->begin > at)
+            BAD("safetensors %s: %llu unused bytes before tensor %s", path, (unsigned long long)(t->begin - at),
+                t->name);
+        at = t->end;
+    }
+    if (st == TEENY_OK && at != f->data_len)
+        BAD("safetensors %s: %llu bytes after the last tensor", path, (unsigned long long)(f->data_len - at));
+    teeny__free(order);
+    return st;
+}
+
+static teeny_status parse_file(const char *path, teeny_st_file *f)
+{
+    teeny_status st = TEENY_OK;
+    uint64_t hlen;
+    const char *header, *end = NULL;
+    cJSON *root = NULL;
+    const cJSON *it, *meta;
+    int n_items;
+    if (f->size < 8)
+        return BAD("safetensors %s: %zu bytes; too short for the 8-byte header length (truncated?)", path, f->size);
+    hlen = get_le64(f->buf);
+    if (hlen < 2 || hlen > ST_HEADER_MAX || hlen > f->size - 8)
+        return BAD("safetensors %s: header length %llu is %s (file has %zu bytes)", path, (unsigned long long)hlen,
+                   hlen < 2 || hlen > ST_HEADER_MAX ? "invalid" : "beyond the file (truncated?)", f->size);
+    header = (const char *)f->buf + 8;
+    f->data = f->buf + 8 + hlen;
+    f->data_len = f->size - 8 - hlen;
+    if (header[0] != '{')
+        return BAD("safetensors %s: the header does not start with '{'", path);
+    root = cJSON_ParseWithLengthOpts(header, (size_t)hlen, &end, 0);
+    if (!root || !cJSON_IsObject(root)) {
+        BAD("safetensors %s: the header is not a JSON object (error near byte %ld)", path,
+            end ? (long)(end - header) : 0L);
+        goto done;
+    }
+    for (; end < header + hlen; end++)
+        if (*end != ' ' && *end != '\t' && *end != '\n' && *end != '\r') {
+            BAD("safetensors %s: unexpected bytes after the header JSON (at byte %ld)", path, (long)(end - header));
+            goto done;
+        }
+    meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+    if (meta && (st = parse_metadata(path, meta, f)) != TEENY_OK)
+        goto done;
+    {
+        const char *hsum = teeny_st_metadata(f, HEADER_CHECKSUM_KEY);
+        if (hsum && (st = check_header_sum(path, (const unsigned char *)header, (size_t)hlen, hsum)) != TEENY_OK)
+            goto done;
+    }
+    n_items = cJSON_GetArraySize(root);
+    f->t = teeny__calloc((size_t)n_items + 1, sizeof *f->t);
+    f->names = teeny__calloc((size_t)n_items + 1, sizeof *f->names);
+    if (!f->t || !f->names) {
+        st = teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory", path);
+        goto done;
+    }
+    cJSON_ArrayForEach(it, root)
+    {
+        if (!strcmp(it->string, "__metadata__")) {
+            if (it != meta) {
+                BAD("safetensors %s: __metadata__ appears twice", path);
+                goto done;
+            }
+            continue;
+        }
+        for (int i = 0; i < f->n; i++)
+            if (!strcmp(f->names[i], it->string)) {
+                BAD("safetensors %s: tensor %s appears twice", path, it->string);
+                goto done;
+            }
+        if (!(f->names[f->n] = dup_str(it->string))) {
+            st = teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory", path);
+            goto done;
+        }
+        f->t[f->n].name = f->names[f->n];
+        f->n++;
+        if ((st = parse_tensor(path, it, &f->t[f->n - 1])) != TEENY_OK)
+            goto done;
+    }
+    if ((st = check_layout(path, f)) != TEENY_OK)
+        goto done;
+    {
+        const char *dsum = teeny_st_metadata(f, CHECKSUM_KEY);
+        if (dsum) {
+            char hex[17];
+            snprintf(hex, sizeof hex, "%016" PRIx64, fnv1a64(FNV_BASIS, f->data, (size_t)f->data_len));
+            if (strcmp(hex, dsum))
+                BAD("safetensors %s: data checksum mismatch (stored %s, computed %s): the data is corrupt", path,
+                    dsum, hex);
+        }
+    }
+done:
+    cJSON_Delete(root);
+    return st;
+}
+
+teeny_status teeny_st_open(const char *path, teeny_st_file **out)
+{
+    teeny_st_file *f;
+    teeny_status st;
+    teeny__clear_error(NULL);
+    if (out)
+        *out = NULL;
+    if (!path || !out)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_st_open: %s is NULL", !path ? "path" : "out");
+    f = teeny__calloc(1, sizeof *f);
+    if (!f || !(f->path = dup_str(path))) {
+        teeny__free(f);
+        return teeny__error(NULL, TEENY_ERR_NOMEM, "teeny_st_open %s: out of host memory", path);
+    }
+    if ((st = read_whole(path, f)) != TEENY_OK || (st = parse_file(path, f)) != TEENY_OK) {
+        teeny_st_close(f);
+        return st;
+    }
+    *out = f;
+    return TEENY_OK;
+}
+
+int teeny_st_count(const teeny_st_file *f)
+{
+    return f ? f->n : 0;
+}
+
+const char *teeny_st_name(const teeny_st_file *f, int i)
+{
+    return f && i >= 0 && i < f->n ? f->t[i].name : NULL;
+}
+
+static const st_tensor *find(const teeny_st_file *f, const char *name)
+{
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->t[i].name, name))
+            return &f->t[i];
+    return NULL;
+}
+
+const char *teeny_st_metadata(const teeny_st_file *f, const char *key)
+{
+    if (!f || !key)
+        return NULL;
+    for (int i = 0; i < f->n_meta; i++)
+        if (!strcmp(f->meta_keys[i], key))
+            return f->meta_values[i];
+    return NULL;
+}
+
+teeny_status teeny_st_info(const teeny_st_file *f, const char *name, int *dtype_is_i64, int *ndim, int64_t *shape)
+{
+    const st_tensor *t;
+    teeny__clear_error(NULL);
+    if (!f || !name)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_st_info: %s is NULL", !f ? "file" : "name");
+    if (!(t = find(f, name)))
+        return teeny__error(NULL, TEENY_ERR_FORMAT, "safetensors %s: no tensor %s", f->path, name);
+    if (dtype_is_i64)
+        *dtype_is_i64 = t->is_i64;
+    if (ndim)
+        *ndim = t->ndim;
+    if (shape)
+        memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    return TEENY_OK;
+}
+
+static void shape_text(const int64_t *shape, int ndim, char *buf, size_t cap)
+{
+    size_t at = 0;
+    at += (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < ndim && at < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (at < cap)
+        snprintf(buf + at, cap - at, "]");
+}
+
+teeny_status teeny_st_read_f32(const teeny_st_file *f, const char *name, teeny_tensor *dst)
+{
+    const st_tensor *t;
+    teeny_ctx *ctx;
+    int same;
+    float *tmp = NULL;
+    const float *src;
+    teeny_status st;
+    if (!dst || !dst->handle_alive)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_st_read_f32: dst is NULL or destroyed");
+    ctx = dst->ctx;
+    teeny__clear_error(ctx);
+    if (!f || !name)
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_st_read_f32: %s is NULL", !f ? "file" : "name");
+    if (dst->dtype != TEENY__F32)
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_st_read_f32: dst for %s is int32", name);
+    if (!(t = find(f, name)))
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "safetensors %s: no tensor %s", f->path, name);
+    if (t->is_i64)
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "safetensors %s: tensor %s is I64, expected F32", f->path, name);
+    same = t->ndim == dst->ndim || (t->ndim == 0 && dst->numel == 1);
+    for (int i = 0; same && t->ndim && i < t->ndim; i++)
+        same = t->shape[i] == dst->shape[i];
+    if (!same) {
+        char fs[160], ds[96];
+        shape_text(t->shape, t->ndim, fs, sizeof fs);
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "safetensors %s: tensor %s has shape %s; destination is %s",
+                            f->path, name, fs, teeny__shape_str(dst, ds, sizeof ds));
+    }
+    src = (const float *)(const void *)(f->data + t->begin);
+    if (!host_is_little_endian() || ((uintptr_t)src & 3u)) {
+        const unsigned char *p = f->data + t->begin;
+        tmp = teeny__malloc((size_t)t->numel * 4);
+        if (!tmp)
+            return teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_st_read_f32: out of host memory");
+        for (size_t i = 0; i < (size_t)t->numel; i++) {
+            uint32_t u = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
+                         (uint32_t)p[4 * i + 3] << 24;
+            memcpy(&tmp[i], &u, 4);
+        }
+        src = tmp;
+    }
+    st = teeny_tensor_write(dst, src, (size_t)t->numel);
+    teeny__free(tmp);
+    return st;
+}
+
+teeny_status teeny_st_read_i64(const teeny_st_file *f, const char *name, int64_t *dst, size_t count)
+{
+    const st_tensor *t;
+    teeny__clear_error(NULL);
+    if (!f || !name || !dst)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_st_read_i64: %s is NULL", !f ? "file" : !name ? "name" : "dst");
+    if (!(t = find(f, name)))
+        return teeny__error(NULL, TEENY_ERR_FORMAT, "safetensors %s: no tensor %s", f->path, name);
+    if (!t->is_i64)
+        return teeny__error(NULL, TEENY_ERR_FORMAT, "safetensors %s: tensor %s is F32, expected I64", f->path, name);
+    if (count != t->numel)
+        return teeny__error(NULL, TEENY_ERR_SHAPE, "safetensors %s: tensor %s has %llu elements, caller expects %zu",
+                            f->path, name, (unsigned long long)t->numel, count);
+    for (size_t i = 0; i < count; i++)
+        dst[i] = (int64_t)get_le64(f->data + t->begin + 8 * i);
+    return TEENY_OK;
+}

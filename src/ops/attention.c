@@ -1,0 +1,534 @@
+/*
+ * attention.c -- scaled dot-product attention, forward and backward, in the
+ * flash-attention style: O = softmax(scale * Q K^T) V without ever holding
+ * the N_q x N_k matrix, the row log-sum-exp saved for the backward pass,
+ * and a deterministic backward (one pass owns each key block's dK, dV,
+ * another each query block's dQ; no atomics).
+ *
+ * Layouts: q [BH, Nq, D], k [BH, Nk, D], v [BH, Nk, Dv], o [BH, Nq, Dv],
+ * lse [BH, Nq]; D <= 128, Dv <= 256 (larger: TEENY_ERR_UNSUPPORTED). The
+ * kernels (cl/attention.cl) address every matrix through strides, so the
+ * fused PSA path (psa.c) reuses them on the NCHW qkv tensor through
+ * teeny__attn_forward_run / teeny__attn_backward_run.
+ *
+ * Tuning parameters (the -D options of each program): the padded head dims
+ * ATT_DQ, ATT_DV (powers of two >= 32: one program per bucket), and per
+ * kernel a TR x TC thread grid, RM rows and SC columns per thread. They come
+ * from plan_make: TC from the head dims (each thread's accumulator slice is
+ * whole float4 chunks), TR from a 128-thread target capped by the device's
+ * max work-group size, RM and the column tile by device type (GPU 4 x 32,
+ * CPU 2 x 16), then the column tile, TR and RM shrink until the
+ * tiles fit the device's local memory (at most 48 KiB, the portable
+ * minimum of current GPUs). TEENY_ATTN_NT, TEENY_ATTN_RM and TEENY_ATTN_BN
+ * override the starting thread count, rows per thread and column tile, and
+ * TEENY_ATTN_FIT=1 shrinks thread rows before the column tile (tuning runs
+ * only).
+ *
+ * Op-table entry (the convention of ops.h): inputs q, k, v; no params;
+ * value o; saved lse; fattr[0] = scale.
+ *   forward:  in  = [q, k, v]            out = [o, lse]   (lse may be NULL)
+ *   backward: in  = [q, k, v, o, lse, d_o]
+ *             out = [dq, dk, dv]; any may be NULL (not computed)
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ops.h"
+
+#define ATT_MAX_D 128
+#define ATT_MAX_DV 256
+#define ATT_LDS_CAP (48 * 1024)
+
+typedef struct {
+    int tr, rm, tc, sc; /* thread grid TR x TC; RM rows, SC columns per thread */
+} att_tile;
+
+typedef struct {
+    int dq, dv;           /* padded head dims */
+    att_tile fw, kv, qg;  /* attn_fwd, attn_bwd_dkdv, attn_bwd_dq */
+    char options[320];
+} att_plan;
+
+static int bucket(int d)
+{
+    int b = 32;
+    while (b < d)
+        b *= 2;
+    return b;
+}
+
+/* Local memory (bytes) of each kernel for a tile; mirrors FW_LDS, KV_LDS,
+ * QG_LDS in cl/attention.cl. */
+static size_t lds_fw(const att_plan *p, att_tile t)
+{
+    size_t qs = (size_t)p->dq + 4, vs = (size_t)p->dv + 4, bm = (size_t)t.tr * t.rm, bn = (size_t)t.tc * t.sc;
+    size_t a = bm * qs + bn * qs + bn * vs + bm * (bn + 4), b = bm * vs;
+    return 4 * ((bm * t.tc + (a > b ? a : b) + 3) / 4 * 4);
+}
+
+static size_t lds_kv(const att_plan *p, att_tile t)
+{
+    size_t qs = (size_t)p->dq + 4, vs = (size_t)p->dv + 4, br = (size_t)t.tr * t.rm, bc = (size_t)t.tc * t.sc;
+    return 4 * ((br * qs + br * vs + bc * qs + bc * vs + 2 * bc + 2 * br * (bc + 4) + 3) / 4 * 4);
+}
+
+static size_t lds_qg(const att_plan *p, att_tile t)
+{
+    size_t qs = (size_t)p->dq + 4, vs = (size_t)p->dv + 4, bm = (size_t)t.tr * t.rm, bn = (size_t)t.tc * t.sc;
+    return 4 * ((bm * qs + bm * vs + bn * qs + bn * vs + bm * (bn + 4) + 3) / 4 * 4);
+}
+
+static int env_int(const char *name, int def, int lo, int hi)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    long v = strtol(s, NULL, 10);
+    return v < lo ? lo : v > hi ? hi : (int)v;
+}
+
+/* Shrink t until lds(t) fits: the column tile down to 16 (rows_first:
+ * first the thread rows down to 64 work-items, keeping the register tile),
+ * then the thread rows, then the rows per thread. 0 when even the smallest
+ * tile does not fit. */
+static int fit(const att_plan *p, att_tile *t, size_t (*lds)(const att_plan *, att_tile), size_t budget,
+               int rows_first)
+{
+    while (lds(p, *t) > budget) {
+        if (rows_first && t->tr * t->tc > 64)
+            t->tr /= 2;
+        else if (t->tc * t->sc > 16 && t->sc > 1)
+            t->sc /= 2;
+        else if (t->tr > 1)
+            t->tr /= 2;
+        else if (t->rm > 1)
+            t->rm /= 2;
+        else if (t->sc > 1)
+            t->sc /= 2;
+        else
+            return 0;
+    }
+    return 1;
+}
+
+static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, att_plan *p)
+{
+    size_t budget = ctx->info.local_mem_bytes < ATT_LDS_CAP ? (size_t)ctx->info.local_mem_bytes : ATT_LDS_CAP;
+    int max_wg = ctx->info.max_work_group_size > 1024 ? 1024 : (int)ctx->info.max_work_group_size;
+    /* GPUs: 4 rows x 4 columns of scores per work-item, enough reuse of
+     * each local-memory read to keep the FMA units busy. CPUs: PoCL runs
+     * work-items as SIMD lanes, so smaller per-item tiles vectorize as well
+     * and compile in half the time. */
+    int nt = env_int("TEENY_ATTN_NT", 128, 4, 1024), rm = env_int("TEENY_ATTN_RM", ctx->info.is_cpu ? 2 : 4, 1, 8);
+    int bn = env_int("TEENY_ATTN_BN", ctx->info.is_cpu ? 16 : 32, 4, 128);
+    att_tile t;
+    p->dq = bucket(d);
+    p->dv = bucket(dv);
+    /* at most 8 float4 chunks per thread row (ATT_MAXT): pad the narrower
+     * head dim to an eighth of the wider one */
+    if (p->dq < p->dv / 8)
+        p->dq = p->dv / 8;
+    if (p->dv < p->dq / 8)
+        p->dv = p->dq / 8;
+    /* whole float4 chunks of both head dims per thread; 16 columns of
+     * threads for the widest heads keep the accumulators in registers */
+    int narrow = p->dq < p->dv ? p->dq : p->dv;
+    t.tc = p->dq >= 128 || p->dv >= 256 ? 16 : 8;
+    if (t.tc > narrow / 4)
+        t.tc = narrow / 4;
+    if (nt > max_wg)
+        nt = max_wg;
+    while (t.tc > 1 && t.tc > nt)
+        t.tc /= 2;
+    if (t.tc < 4 || budget < 1024)
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
+                            "attention needs work-groups of at least 4 work-items and 1 KiB of local memory; %s "
+                            "has %d and %zu bytes",
+                            ctx->info.device_name, max_wg, budget);
+    t.tr = nt / t.tc;
+    t.rm = rm;
+    t.sc = bn / t.tc < 1 ? 1 : bn / t.tc > 8 ? 8 : bn / t.tc;
+    /* bound the accumulators per thread: rm * (chunks of dK + chunks of dV) */
+    while (t.rm > 1 && t.rm * (p->dq + p->dv) / (4 * t.tc) > 24)
+        t.rm /= 2;
+    TEENY_ASSERT(ctx, p->dq / (4 * t.tc) <= 8 && p->dv / (4 * t.tc) <= 8 && t.rm <= 8 && t.sc <= 8);
+    budget -= 512; /* headroom for what the compiler adds */
+    p->fw = p->kv = p->qg = t;
+    int rows_first = env_int("TEENY_ATTN_FIT", 0, 0, 1);
+    if (!fit(p, &p->fw, lds_fw, budget, rows_first) || !fit(p, &p->kv, lds_kv, budget, rows_first) ||
+        !fit(p, &p->qg, lds_qg, budget, rows_first))
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
+                            "attention with head dims %d, %d needs more local memory than %s has (%llu bytes)", d,
+                            dv, ctx->info.device_name, (unsigned long long)ctx->info.local_mem_bytes);
+    snprintf(p->options, sizeof p->options,
+             "-DATT_DQ=%d -DATT_DV=%d -DFW_TR=%d -DFW_RM=%d -DFW_TC=%d -DFW_SC=%d -DKV_TR=%d -DKV_RM=%d -DKV_TC=%d "
+             "-DKV_SC=%d -DQG_TR=%d -DQG_RM=%d -DQG_TC=%d -DQG_SC=%d",
+             p->dq, p->dv, p->fw.tr, p->fw.rm, p->fw.tc, p->fw.sc, p->kv.tr, p->kv.rm, p->kv.tc, p->kv.sc, p->qg.tr,
+             p->qg.rm, p->qg.tc, p->qg.sc);
+    return TEENY_OK;
+}
+
+/* ---- launches ---- */
+
+typedef struct {
+    size_t size;
+    const void *ptr;
+} att_arg;
+
+#define ARG(x) ((att_arg){sizeof(x), &(x)})
+
+static int push_mat(att_arg *a, int n, const teeny__attn_mat *m)
+{
+    a[n++] = ARG(m->buf);
+    a[n++] = ARG(m->off);
+    a[n++] = ARG(m->sb);
+    a[n++] = ARG(m->sh);
+    a[n++] = ARG(m->sn);
+    a[n++] = ARG(m->sd);
+    return n;
+}
+
+static teeny_status set_args(teeny_ctx *ctx, cl_kernel k, const char *name, const att_arg *a, int n)
+{
+    for (int i = 0; i < n; i++) {
+        cl_int err = TEENY_CL(clSetKernelArg, k, (cl_uint)i, a[i].size, a[i].ptr);
+        if (err != CL_SUCCESS)
+            return teeny__error(ctx, TEENY_ERR_OPENCL, "clSetKernelArg failed: %s (%d), kernel %s argument %d",
+                                teeny__cl_error_name(err), (int)err, name, i);
+    }
+    return TEENY_OK;
+}
+
+static teeny_status launch_tiled(teeny_ctx *ctx, const att_plan *pl, const char *name, const att_arg *a, int n,
+                                 att_tile t, int rows, int bh)
+{
+    cl_kernel k;
+    int per_group = t.tr * t.rm;
+    size_t local[2] = {(size_t)t.tr * t.tc, 1};
+    size_t global[2] = {(size_t)((rows + per_group - 1) / per_group) * local[0], (size_t)bh};
+    teeny_status st = teeny__kernel_get(ctx, "attention", pl->options, name, &k);
+    if (st == TEENY_OK)
+        st = set_args(ctx, k, name, a, n);
+    if (st == TEENY_OK)
+        st = teeny__launch(ctx, k, name, 2, global, local);
+    return st;
+}
+
+teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *p)
+{
+    att_plan pl;
+    att_arg a[40];
+    int n = 0, has_lse = p->lse != NULL;
+    cl_mem lse = has_lse ? p->lse : p->o.buf; /* a stand-in the kernel never writes */
+    teeny_status st = plan_make(ctx, p->d, p->dv, &pl);
+    if (st != TEENY_OK)
+        return st;
+    n = push_mat(a, n, &p->q);
+    n = push_mat(a, n, &p->k);
+    n = push_mat(a, n, &p->v);
+    n = push_mat(a, n, &p->o);
+    a[n++] = ARG(lse);
+    a[n++] = ARG(p->lse_off);
+    a[n++] = ARG(has_lse);
+    a[n++] = ARG(p->heads);
+    a[n++] = ARG(p->n_q);
+    a[n++] = ARG(p->n_k);
+    a[n++] = ARG(p->d);
+    a[n++] = ARG(p->dv);
+    a[n++] = ARG(p->scale);
+    return launch_tiled(ctx, &pl, "attn_fwd", a, n, pl.fw, p->n_q, p->bh);
+}
+
+teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem *p)
+{
+    att_plan pl;
+    att_arg a[48];
+    cl_mem di;
+    cl_kernel k;
+    int n;
+    teeny_status st;
+    if (!p->dq.buf && !p->dk.buf && !p->dv_out.buf)
+        return TEENY_OK;
+    if ((st = plan_make(ctx, p->d, p->dv, &pl)) != TEENY_OK)
+        return st;
+    /* Di = rowsum(dO * O), shared by both passes */
+    if ((st = teeny__scratch(ctx, (size_t)p->bh * (size_t)p->n_q * sizeof(float), &di)) != TEENY_OK)
+        return st;
+    n = push_mat(a, 0, &p->o);
+    n = push_mat(a, n, &p->d_o);
+    a[n++] = ARG(di);
+    a[n++] = ARG(p->heads);
+    a[n++] = ARG(p->n_q);
+    a[n++] = ARG(p->dv);
+    {
+        size_t local[2] = {(size_t)(ctx->work_group_size < 64 ? ctx->work_group_size : 64), 1};
+        size_t global[2] = {(size_t)p->n_q, (size_t)p->bh};
+        st = teeny__kernel_get(ctx, "attention", pl.options, "attn_bwd_prep", &k);
+        if (st == TEENY_OK)
+            st = set_args(ctx, k, "attn_bwd_prep", a, n);
+        if (st == TEENY_OK)
+            st = teeny__launch(ctx, k, "attn_bwd_prep", 2, global, local);
+        if (st != TEENY_OK)
+            return st;
+    }
+
+    /* the four inputs both passes read, then lse and Di */
+    int n_common;
+    n = push_mat(a, 0, &p->q);
+    n = push_mat(a, n, &p->k);
+    n = push_mat(a, n, &p->v);
+    n = push_mat(a, n, &p->d_o);
+    a[n++] = ARG(p->lse);
+    a[n++] = ARG(p->lse_off);
+    a[n++] = ARG(di);
+    n_common = n;
+
+    if (p->dk.buf || p->dv_out.buf) {
+        /* a missing output is replaced by the other; want says which to write */
+        teeny__attn_mat dk = p->dk.buf ? p->dk : p->dv_out, dv = p->dv_out.buf ? p->dv_out : p->dk;
+        int want = (p->dk.buf ? 1 : 0) | (p->dv_out.buf ? 2 : 0);
+        n = push_mat(a, n_common, &dk);
+        n = push_mat(a, n, &dv);
+        a[n++] = ARG(want);
+        a[n++] = ARG(p->heads);
+        a[n++] = ARG(p->n_q);
+        a[n++] = ARG(p->n_k);
+        a[n++] = ARG(p->d);
+        a[n++] = ARG(p->dv);
+        a[n++] = ARG(p->scale);
+        if ((st = launch_tiled(ctx, &pl, "attn_bwd_dkdv", a, n, pl.kv, p->n_k, p->bh)) != TEENY_OK)
+            return st;
+    }
+    if (p->dq.buf) {
+        n = push_mat(a, n_common, &p->dq);
+        a[n++] = ARG(p->heads);
+        a[n++] = ARG(p->n_q);
+        a[n++] = ARG(p->n_k);
+        a[n++] = ARG(p->d);
+        a[n++] = ARG(p->dv);
+        a[n++] = ARG(p->scale);
+        if ((st = launch_tiled(ctx, &pl, "attn_bwd_dq", a, n, pl.qg, p->n_q, p->bh)) != TEENY_OK)
+            return st;
+    }
+    return TEENY_OK;
+}
+
+/* ---- op-table entry ---- */
+
+/* A contiguous [BH, N, C] tensor as a strided matrix. */
+static teeny__attn_mat mat_of(const teeny_tensor *t)
+{
+    teeny__attn_mat m = {0};
+    if (!t)
+        return m;
+    m.buf = t->buf;
+    m.off = teeny__off(t);
+    m.sb = (int)(t->shape[1] * t->shape[2]);
+    m.sh = 0;
+    m.sn = (int)t->shape[2];
+    m.sd = 1;
+    return m;
+}
+
+static void problem_of(const teeny_tensor *q, const teeny_tensor *k, const teeny_tensor *v, float scale,
+                       teeny__attn_problem *p)
+{
+    p->bh = (int)q->shape[0];
+    p->heads = 1;
+    p->n_q = (int)q->shape[1];
+    p->n_k = (int)k->shape[1];
+    p->d = (int)q->shape[2];
+    p->dv = (int)v->shape[2];
+    p->scale = scale;
+    p->q = mat_of(q);
+    p->k = mat_of(k);
+    p->v = mat_of(v);
+}
+
+teeny_status teeny__attention_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    teeny__attn_problem p = {0};
+    problem_of(a->in[0], a->in[1], a->in[2], a->fattr[0], &p);
+    p.o = mat_of(a->out[0]);
+    p.lse = a->out[1] ? a->out[1]->buf : NULL;
+    p.lse_off = a->out[1] ? teeny__off(a->out[1]) : 0;
+    return teeny__attn_forward_run(ctx, &p);
+}
+
+teeny_status teeny__attention_backward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    teeny__attn_problem p = {0};
+    problem_of(a->in[0], a->in[1], a->in[2], a->fattr[0], &p);
+    p.o = mat_of(a->in[3]);
+    p.lse = a->in[4]->buf;
+    p.lse_off = teeny__off(a->in[4]);
+    p.d_o = mat_of(a->in[5]);
+    p.dq = mat_of(a->out[0]);
+    p.dk = mat_of(a->out[1]);
+    p.dv_out = mat_of(a->out[2]);
+    return teeny__attn_backward_run(ctx, &p);
+}
+
+/* Graph shapes: q [BH, Nq, D], k [BH, Nk, D], v [BH, Nk, Dv] -> o [BH, Nq, Dv],
+ * saved lse [BH, Nq] (training only). */
+teeny_status teeny__attention_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    const teeny__shape *q = &s->in[0], *k = &s->in[1], *v = &s->in[2];
+    if (s->n_in != 3 || q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "attention: needs q, k, v of rank 3 ([BH, N, D])");
+    if (k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0] || k->shape[2] != q->shape[2] ||
+        v->shape[1] != k->shape[1])
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "attention: q, k, v disagree in BH, N_k or D");
+    if (q->shape[2] > ATT_MAX_D || v->shape[2] > ATT_MAX_DV)
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "attention: D %lld or Dv %lld above the maximum %d, %d",
+                            (long long)q->shape[2], (long long)v->shape[2], ATT_MAX_D, ATT_MAX_DV);
+    if (!isfinite(s->fattr[0]))
+        return teeny__error(ctx, TEENY_ERR_ARG, "attention: scale %g is not finite", (double)s->fattr[0]);
+    s->out = (teeny__shape){.ndim = 3, .shape = {q->shape[0], q->shape[1], v->shape[2]}};
+    s->n_saved = 1;
+    s->saved[0] = (teeny__shape){.ndim = 2, .shape = {q->shape[0], q->shape[1]}};
+    s->saved_needs_training = 1;
+    return TEENY_OK;
+}
+
+/* ---- validation and the eager API ---- */
+
+#define EAGER_BEGIN(fn)                                                             \
+    if (!teeny__ctx_check(ctx))                                                     \
+        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
+    teeny__clear_error(ctx)
+
+static teeny_status check_rank(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name, int ndim,
+                               const char *want)
+{
+    char s[96];
+    teeny_status st = teeny__check_tensor(ctx, t, name);
+    if (st != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    if (t->ndim != ndim)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected %s", fn, name,
+                            teeny__shape_str(t, s, sizeof s), want);
+    return TEENY_OK;
+}
+
+static teeny_status check_dims(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name,
+                               const int64_t *want, const char *what)
+{
+    char s[96];
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] != want[i]) {
+            char w[96];
+            int len = 0;
+            for (int j = 0; j < t->ndim; j++)
+                len += snprintf(w + len, sizeof w - (size_t)len, "%s%lld", j ? ", " : "[", (long long)want[j]);
+            snprintf(w + len, sizeof w - (size_t)len, "]");
+            return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected %s (%s)", fn, name,
+                                teeny__shape_str(t, s, sizeof s), w, what);
+        }
+    return TEENY_OK;
+}
+
+/* Every output (t[n_in..n), NULLs skipped) disjoint from every other tensor. */
+static teeny_status check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *t,
+                                   const char *const *names, int n_in, int n)
+{
+    for (int i = n_in; i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (j != i && t[i] && t[j] && teeny__overlap(t[i], t[j]))
+                return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, names[i], names[j]);
+    return TEENY_OK;
+}
+
+/* Shared by forward and backward: q, k, v shapes, head-dim limits, scale. */
+static teeny_status check_qkv(teeny_ctx *ctx, const char *fn, const teeny_tensor *q, const teeny_tensor *k,
+                              const teeny_tensor *v, float scale)
+{
+    teeny_status st;
+    if ((st = check_rank(ctx, fn, q, "q", 3, "[BH, Nq, D]")) != TEENY_OK ||
+        (st = check_rank(ctx, fn, k, "k", 3, "[BH, Nk, D]")) != TEENY_OK ||
+        (st = check_rank(ctx, fn, v, "v", 3, "[BH, Nk, Dv]")) != TEENY_OK)
+        return st;
+    int64_t ks[3] = {q->shape[0], k->shape[1], q->shape[2]}, vs[3] = {q->shape[0], k->shape[1], v->shape[2]};
+    if ((st = check_dims(ctx, fn, k, "k", ks, "BH and D of q")) != TEENY_OK ||
+        (st = check_dims(ctx, fn, v, "v", vs, "BH of q, Nk of k")) != TEENY_OK)
+        return st;
+    if (q->shape[2] > ATT_MAX_D || v->shape[2] > ATT_MAX_DV)
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
+                            "%s: head dims D = %lld, Dv = %lld; supported up to D = %d, Dv = %d", fn,
+                            (long long)q->shape[2], (long long)v->shape[2], ATT_MAX_D, ATT_MAX_DV);
+    /* tile loops step past the last row: keep that in int32 */
+    if (q->shape[1] > INT32_MAX - 1024 || k->shape[1] > INT32_MAX - 1024)
+        return teeny__error(ctx, TEENY_ERR_RANGE, "%s: sequence lengths %lld, %lld beyond int32 indexing", fn,
+                            (long long)q->shape[1], (long long)k->shape[1]);
+    if (!isfinite(scale))
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: scale %g is not finite", fn, (double)scale);
+    return TEENY_OK;
+}
+
+teeny_status teeny_attention_forward(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
+                                     const teeny_tensor *v, float scale, teeny_tensor *o, teeny_tensor *lse)
+{
+    static const char fn[] = "teeny_attention_forward";
+    teeny_status st;
+    EAGER_BEGIN("teeny_attention_forward");
+    if ((st = check_qkv(ctx, fn, q, k, v, scale)) != TEENY_OK ||
+        (st = check_rank(ctx, fn, o, "o", 3, "[BH, Nq, Dv]")) != TEENY_OK)
+        return st;
+    int64_t os[3] = {q->shape[0], q->shape[1], v->shape[2]}, ls[2] = {q->shape[0], q->shape[1]};
+    if ((st = check_dims(ctx, fn, o, "o", os, "BH, Nq of q, Dv of v")) != TEENY_OK)
+        return st;
+    if (lse && ((st = check_rank(ctx, fn, lse, "lse", 2, "[BH, Nq]")) != TEENY_OK ||
+                (st = check_dims(ctx, fn, lse, "lse", ls, "BH, Nq of q")) != TEENY_OK))
+        return st;
+    const teeny_tensor *all[] = {q, k, v, o, lse};
+    const char *names[] = {"q", "k", "v", "o", "lse"};
+    if ((st = check_disjoint(ctx, fn, all, names, 3, 5)) != TEENY_OK)
+        return st;
+    teeny__op_args args = {.in = {q, k, v}, .out = {o, lse}, .fattr = {scale}};
+    return teeny__op_run(ctx, TEENY__OP_ATTENTION, 0, &args);
+}
+
+teeny_status teeny_attention_backward(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
+                                      const teeny_tensor *v, const teeny_tensor *o, const teeny_tensor *lse,
+                                      const teeny_tensor *d_o, float scale, teeny_tensor *dq, teeny_tensor *dk,
+                                      teeny_tensor *dv)
+{
+    static const char fn[] = "teeny_attention_backward";
+    teeny_status st;
+    EAGER_BEGIN("teeny_attention_backward");
+    if ((st = check_qkv(ctx, fn, q, k, v, scale)) != TEENY_OK ||
+        (st = check_rank(ctx, fn, o, "o", 3, "[BH, Nq, Dv]")) != TEENY_OK ||
+        (st = check_rank(ctx, fn, d_o, "d_o", 3, "[BH, Nq, Dv]")) != TEENY_OK ||
+        (st = check_rank(ctx, fn, lse, "lse", 2, "[BH, Nq]")) != TEENY_OK)
+        return st;
+    int64_t os[3] = {q->shape[0], q->shape[1], v->shape[2]}, ls[2] = {q->shape[0], q->shape[1]};
+    if ((st = check_dims(ctx, fn, o, "o", os, "BH, Nq of q, Dv of v")) != TEENY_OK ||
+        (st = check_dims(ctx, fn, d_o, "d_o", os, "BH, Nq of q, Dv of v")) != TEENY_OK ||
+        (st = check_dims(ctx, fn, lse, "lse", ls, "BH, Nq of q")) != TEENY_OK)
+        return st;
+    teeny_tensor *outs[3] = {dq, dk, dv};
+    const teeny_tensor *like[3] = {q, k, v};
+    const char *out_names[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3; i++)
+        if (outs[i] && ((st = check_rank(ctx, fn, outs[i], out_names[i], 3, "the shape of its input")) != TEENY_OK ||
+                        (st = check_dims(ctx, fn, outs[i], out_names[i], like[i]->shape, "the shape of its input")) !=
+                            TEENY_OK))
+            return st;
+    const teeny_tensor *all[] = {q, k, v, o, lse, d_o, dq, dk, dv};
+    const char *names[] = {"q", "k", "v", "o", "lse", "d_o", "dq", "dk", "dv"};
+    if ((st = check_disjoint(ctx, fn, all, names, 6, 9)) != TEENY_OK)
+        return st;
+    teeny__op_args args = {.in = {q, k, v, o, lse, d_o}, .out = {dq, dk, dv}, .fattr = {scale}};
+    return teeny__op_run(ctx, TEENY__OP_ATTENTION, 1, &args);
+}
+
+/* ---- graph builder ---- */
+
+teeny_status teeny_graph_attention(teeny_graph *g, const char *name, teeny_node q, teeny_node k, teeny_node v,
+                                   float scale, teeny_node *out)
+{
+    teeny_node in[3] = {q, k, v};
+    return teeny__graph_node(g, TEENY__OP_ATTENTION, name, 3, in, NULL, 0, &scale, 1, out);
+}

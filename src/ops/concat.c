@@ -1,0 +1,277 @@
+/*
+ * concat.c -- concatenation along dimension 1 (channels), its inverse
+ * split, and the channel slice the graph expresses split with. Tensors are
+ * [B, C, ...] of rank 2..5 (NC, NCHW, ...), seen as [B, C, S] with S the
+ * product of the trailing dimensions; every dimension but 1 must agree.
+ *
+ * Kernels: cl/concat.cl, one work-item per element written.
+ *
+ * Op-table entries (the convention of ops.h):
+ *   concat:         iattr[0] = n, the number of inputs (1..4 in graphs;
+ *                   must equal n_in), iattr[1] = first channel of y written
+ *                   (0 in graphs; the eager API concatenates more than 4
+ *                   inputs in groups with it).
+ *                   forward in = [x0 .. x(n-1)], out = [y];
+ *                   backward in = [x0 .. x(n-1), y, dy], out = [dx0 .. dx(n-1)]
+ *                   (dxi = its channels of dy)
+ *   slice_channels: iattr[0] = c0, iattr[1] = count: y = channels
+ *                   [c0, c0 + count) of x.
+ *                   forward in = [x], out = [y];
+ *                   backward in = [x, y, dy], out = [dx] (dy in the slice,
+ *                   zeros elsewhere: overwritten, never accumulated)
+ */
+#include <stdio.h>
+
+#include "ops.h"
+
+/* Copy channels [src_c0, + count) of src to [dst_c0, + count) of dst. */
+static teeny_status copy_channels(teeny_ctx *ctx, const teeny_tensor *src, int src_c0, teeny_tensor *dst,
+                                  int dst_c0, int count)
+{
+    static const char name[] = "cat_copy";
+    int B = (int)src->shape[0], src_C = (int)src->shape[1], dst_C = (int)dst->shape[1];
+    int S = (int)(src->numel / ((int64_t)B * src_C)), total = B * count * S;
+    int src_off = teeny__off(src), dst_off = teeny__off(dst);
+    cl_kernel k;
+    teeny_status st = teeny__kernel_get(ctx, "concat", "", name, &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &src->buf, sizeof(int), &src_off, sizeof(int), &src_C,
+                             sizeof(int), &src_c0, sizeof(cl_mem), &dst->buf, sizeof(int), &dst_off, sizeof(int),
+                             &dst_C, sizeof(int), &dst_c0, sizeof(int), &count, sizeof(int), &S, sizeof(int), &total,
+                             (size_t)0);
+    if (st == TEENY_OK) {
+        size_t global = (size_t)total, local = (size_t)ctx->work_group_size;
+        st = teeny__launch(ctx, k, name, 1, &global, &local);
+    }
+    return st;
+}
+
+teeny_status teeny__concat_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    int n = a->iattr[0], c = a->iattr[1];
+    teeny_status st = TEENY_OK;
+    for (int i = 0; i < n && st == TEENY_OK; i++) {
+        st = copy_channels(ctx, a->in[i], 0, a->out[0], c, (int)a->in[i]->shape[1]);
+        c += (int)a->in[i]->shape[1];
+    }
+    return st;
+}
+
+teeny_status teeny__concat_backward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    int n = a->iattr[0], c = a->iattr[1];
+    const teeny_tensor *dy = a->in[n + 1];
+    teeny_status st = TEENY_OK;
+    for (int i = 0; i < n && st == TEENY_OK; i++) {
+        const teeny_tensor *shape = a->in[i] ? a->in[i] : a->out[i];
+        TEENY_ASSERT(ctx, shape != NULL);
+        int C = (int)shape->shape[1];
+        if (a->out[i])
+            st = copy_channels(ctx, dy, c, a->out[i], 0, C);
+        c += C;
+    }
+    return st;
+}
+
+teeny_status teeny__slice_channels_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    return copy_channels(ctx, a->in[0], a->iattr[0], a->out[0], 0, a->iattr[1]);
+}
+
+teeny_status teeny__slice_channels_backward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    static const char name[] = "cat_slice_backward";
+    const teeny_tensor *dy = a->in[2];
+    teeny_tensor *dx = a->out[0];
+    if (!dx)
+        return TEENY_OK;
+    int B = (int)dx->shape[0], C = (int)dx->shape[1], S = (int)(dx->numel / ((int64_t)B * C)), total = (int)dx->numel;
+    int c0 = a->iattr[0], count = a->iattr[1], dy_off = teeny__off(dy), dx_off = teeny__off(dx);
+    cl_kernel k;
+    teeny_status st = teeny__kernel_get(ctx, "concat", "", name, &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &dy->buf, sizeof(int), &dy_off, sizeof(cl_mem), &dx->buf,
+                             sizeof(int), &dx_off, sizeof(int), &C, sizeof(int), &c0, sizeof(int), &count,
+                             sizeof(int), &S, sizeof(int), &total, (size_t)0);
+    if (st == TEENY_OK) {
+        size_t global = (size_t)total, local = (size_t)ctx->work_group_size;
+        st = teeny__launch(ctx, k, name, 1, &global, &local);
+    }
+    return st;
+}
+
+/* ---- validation and the eager API ---- */
+
+#define EAGER_BEGIN(fn)                                                             \
+    if (!teeny__ctx_check(ctx))                                                     \
+        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
+    teeny__clear_error(ctx)
+
+/* part must match whole in every dimension but 1 (whole checked already). */
+static teeny_status check_part(teeny_ctx *ctx, const char *fn, const teeny_tensor *part, const char *what, int i,
+                               const teeny_tensor *whole, const char *whole_name)
+{
+    char sp[96], sw[96];
+    teeny_status st = teeny__check_tensor(ctx, part, what);
+    if (st != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s[%d]: %s", fn, what, i, teeny_last_error(ctx));
+    int ok = part->ndim == whole->ndim;
+    for (int d = 0; ok && d < whole->ndim; d++)
+        ok = d == 1 || part->shape[d] == whole->shape[d];
+    if (!ok)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s[%d] has shape %s; every dimension but 1 must equal %s's %s",
+                            fn, what, i, teeny__shape_str(part, sp, sizeof sp), whole_name,
+                            teeny__shape_str(whole, sw, sizeof sw));
+    return TEENY_OK;
+}
+
+static teeny_status check_whole(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name, int n,
+                                const void *list, const char *list_name)
+{
+    char s[96];
+    teeny_status st;
+    if (n < 1)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: n = %d; need at least one tensor", fn, n);
+    if (!list)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s is NULL", fn, list_name);
+    if ((st = teeny__check_tensor(ctx, t, name)) != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    if (t->ndim < 2)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected [B, C, ...]", fn, name,
+                            teeny__shape_str(t, s, sizeof s));
+    return TEENY_OK;
+}
+
+static teeny_status check_sum(teeny_ctx *ctx, const char *fn, int64_t sum, const teeny_tensor *whole,
+                              const char *whole_name)
+{
+    if (sum != whole->shape[1])
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: the parts have %lld channels in all; %s has %lld", fn,
+                            (long long)sum, whole_name, (long long)whole->shape[1]);
+    return TEENY_OK;
+}
+
+teeny_status teeny_concat_channels(teeny_ctx *ctx, int n, const teeny_tensor *const *xs, teeny_tensor *y)
+{
+    static const char fn[] = "teeny_concat_channels";
+    int64_t sum = 0;
+    teeny_status st;
+    EAGER_BEGIN("teeny_concat_channels");
+    if ((st = check_whole(ctx, fn, y, "y", n, xs, "xs")) != TEENY_OK)
+        return st;
+    for (int i = 0; i < n; i++) {
+        if ((st = check_part(ctx, fn, xs[i], "xs", i, y, "y")) != TEENY_OK)
+            return st;
+        if (teeny__overlap(y, xs[i]))
+            return teeny__error(ctx, TEENY_ERR_ARG, "%s: y overlaps xs[%d] in memory", fn, i);
+        sum += xs[i]->shape[1];
+    }
+    if ((st = check_sum(ctx, fn, sum, y, "y")) != TEENY_OK)
+        return st;
+    /* groups of at most TEENY__OP_MAX_SLOTS inputs, as the graph would give */
+    int c = 0;
+    for (int i = 0; i < n && st == TEENY_OK; i += TEENY__OP_MAX_SLOTS) {
+        int m = n - i < TEENY__OP_MAX_SLOTS ? n - i : TEENY__OP_MAX_SLOTS;
+        teeny__op_args args = {.out = {y}, .iattr = {m, c}};
+        for (int j = 0; j < m; j++) {
+            args.in[j] = xs[i + j];
+            c += (int)xs[i + j]->shape[1];
+        }
+        st = teeny__op_run(ctx, TEENY__OP_CONCAT, 0, &args);
+    }
+    return st;
+}
+
+teeny_status teeny_split_channels(teeny_ctx *ctx, const teeny_tensor *x, int n, teeny_tensor *const *ys)
+{
+    static const char fn[] = "teeny_split_channels";
+    int64_t sum = 0;
+    teeny_status st;
+    EAGER_BEGIN("teeny_split_channels");
+    if ((st = check_whole(ctx, fn, x, "x", n, ys, "ys")) != TEENY_OK)
+        return st;
+    for (int i = 0; i < n; i++) {
+        if ((st = check_part(ctx, fn, ys[i], "ys", i, x, "x")) != TEENY_OK)
+            return st;
+        if (teeny__overlap(ys[i], x))
+            return teeny__error(ctx, TEENY_ERR_ARG, "%s: ys[%d] overlaps x in memory", fn, i);
+        for (int j = 0; j < i; j++)
+            if (teeny__overlap(ys[i], ys[j]))
+                return teeny__error(ctx, TEENY_ERR_ARG, "%s: ys[%d] overlaps ys[%d] in memory", fn, i, j);
+        sum += ys[i]->shape[1];
+    }
+    if ((st = check_sum(ctx, fn, sum, x, "x")) != TEENY_OK)
+        return st;
+    int c = 0;
+    for (int i = 0; i < n && st == TEENY_OK; i++) {
+        teeny__op_args args = {.in = {x}, .out = {ys[i]}, .iattr = {c, (int)ys[i]->shape[1]}};
+        st = teeny__op_run(ctx, TEENY__OP_SLICE_CHANNELS, 0, &args);
+        c += (int)ys[i]->shape[1];
+    }
+    return st;
+}
+
+/* ---- graph shapes ---- */
+
+teeny_status teeny__concat_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    int n = s->n_in;
+    if (n < 1 || n > TEENY__OP_MAX_SLOTS || s->iattr[0] != n || s->iattr[1] != 0)
+        return teeny__error(ctx, TEENY_ERR_ARG,
+                            "concat: %d inputs with iattr = {%d, %d}; need 1..%d inputs, iattr[0] = their number, "
+                            "iattr[1] = 0", n, s->iattr[0], s->iattr[1], TEENY__OP_MAX_SLOTS);
+    const teeny__shape *x0 = &s->in[0];
+    int64_t sum = 0;
+    for (int i = 0; i < n; i++) {
+        const teeny__shape *x = &s->in[i];
+        int ok = !x->is_i32 && x->ndim >= 2 && x->ndim == x0->ndim;
+        for (int d = 0; ok && d < x->ndim; d++)
+            ok = d == 1 || x->shape[d] == x0->shape[d];
+        if (!ok)
+            return teeny__error(ctx, TEENY_ERR_SHAPE,
+                                "concat: input %d (rank %d) must be fp32 and match input 0 (rank %d) in every "
+                                "dimension but 1", i, x->ndim, x0->ndim);
+        sum += x->shape[1];
+    }
+    s->out = *x0;
+    s->out.shape[1] = sum;
+    int64_t numel = 1;
+    for (int d = 0; d < s->out.ndim; d++)
+        numel *= s->out.shape[d];
+    if (numel > INT32_MAX)
+        return teeny__error(ctx, TEENY_ERR_RANGE, "concat: output of %lld elements passes int32 indexing",
+                            (long long)numel);
+    s->n_param = s->n_state = s->n_saved = 0;
+    return TEENY_OK;
+}
+
+teeny_status teeny__slice_channels_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    const teeny__shape *x = &s->in[0];
+    int c0 = s->iattr[0], count = s->iattr[1];
+    if (s->n_in != 1 || x->ndim < 2 || x->is_i32)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "slice_channels: input must be fp32 [B, C, ...] (rank %d given)",
+                            x->ndim);
+    if (c0 < 0 || count < 1 || c0 + (int64_t)count > x->shape[1])
+        return teeny__error(ctx, TEENY_ERR_ARG, "slice_channels: channels [%d, %lld) are not inside [0, %lld)", c0,
+                            (long long)c0 + count, (long long)x->shape[1]);
+    s->out = *x;
+    s->out.shape[1] = count;
+    s->n_param = s->n_state = s->n_saved = 0;
+    return TEENY_OK;
+}
+
+/* ---- graph builders ---- */
+
+teeny_status teeny_graph_concat(teeny_graph *g, const char *name, int n, const teeny_node *xs, teeny_node *out)
+{
+    int ia[2] = {n, 0};
+    return teeny__graph_node(g, TEENY__OP_CONCAT, name, n, xs, ia, 2, NULL, 0, out);
+}
+
+teeny_status teeny_graph_slice_channels(teeny_graph *g, const char *name, teeny_node x, int start, int count,
+                                        teeny_node *out)
+{
+    int ia[2] = {start, count};
+    return teeny__graph_node(g, TEENY__OP_SLICE_CHANNELS, name, 1, &x, ia, 2, NULL, 0, out);
+}

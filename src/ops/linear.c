@@ -1,0 +1,314 @@
+/*
+ * linear.c -- the fully connected layer, PyTorch layout: x [N, in],
+ * weight [out, in], bias [out], y [N, out] = x w^T + bias.
+ *
+ * Kernels: cl/linear.cl. Every product is one strided tiled GEMM
+ * (lin_gemm): forward y = x w^T, backward dx = dy w and dw = dy^T x (its
+ * reduction over N runs in one work-item, in order: no atomics). db, the
+ * column sums of dy, is two fixed-order passes over row chunks with the
+ * partials in the context's workspace.
+ * Tunable: the GEMM's work-group shape and register tile, derived from the
+ * device's work-group size (ctx->work_group_size) and local memory, passed
+ * as -D options (see gemm_plan).
+ *
+ * Op-table entry (the convention of ops.h): one input x [N, in] (rank 2);
+ * iattr[0] = out_features, iattr[1] = has_bias; params weight [out, in]
+ * and, with has_bias, bias [out] (both TEENY__INIT_FAN_IN, fan_in = in).
+ *   forward:  in  = [x, weight, bias (has_bias only)]       out = [y]
+ *   backward: in  = [x, weight, bias?, y, dy]               out = [dx, dweight, dbias?]
+ * (bias and dbias slots exist only with has_bias; dy is in[4] or in[3].)
+ */
+#include <stdio.h>
+
+#include "ops.h"
+
+typedef struct {
+    int lx, ly, rm, rn, tk;
+    char opt[96];
+} gemm_plan;
+
+/* Work-group (lx, ly) from the device's work-group size: a square (or 2:1)
+ * power-of-two shape, a 4x4 register tile, and a k depth whose two panels
+ * fit in half the local memory. */
+static void gemm_plan_make(const teeny_ctx *ctx, gemm_plan *g)
+{
+    int wg = ctx->work_group_size, lx = 1, ly = 1;
+    uint64_t local = ctx->info.local_mem_bytes ? ctx->info.local_mem_bytes : 16384;
+    while (lx * ly * 2 <= wg) {
+        if (lx <= ly)
+            lx *= 2;
+        else
+            ly *= 2;
+    }
+    g->lx = lx;
+    g->ly = ly;
+    g->rm = g->rn = 4;
+    g->tk = 16;
+    while (g->tk > 1 && (uint64_t)g->tk * (uint64_t)(ly * g->rm + lx * g->rn) * 4 > local / 2)
+        g->tk /= 2;
+    snprintf(g->opt, sizeof g->opt, "-DLIN_LX=%d -DLIN_LY=%d -DLIN_RM=%d -DLIN_RN=%d -DLIN_TK=%d", g->lx, g->ly,
+             g->rm, g->rn, g->tk);
+}
+
+/* One strided GEMM launch: C [M, N] (row stride c_sm) = A B (+ bias). */
+typedef struct {
+    int M, N, K;
+    const teeny_tensor *a;
+    int a_sm, a_sk;
+    const teeny_tensor *b;
+    int b_sk, b_sn;
+    const teeny_tensor *bias; /* NULL: none */
+    teeny_tensor *c;
+    int c_sm;
+} gemm_args;
+
+static teeny_status gemm(teeny_ctx *ctx, const gemm_args *ga)
+{
+    static const char name[] = "lin_gemm";
+    gemm_plan pl;
+    cl_kernel k;
+    int a_off = teeny__off(ga->a), b_off = teeny__off(ga->b), c_off = teeny__off(ga->c);
+    int has_bias = ga->bias != NULL, bias_off = has_bias ? teeny__off(ga->bias) : 0;
+    cl_mem bias_buf = has_bias ? ga->bias->buf : ga->a->buf; /* stand-in, never read */
+    teeny_status st;
+    gemm_plan_make(ctx, &pl);
+    st = teeny__kernel_get(ctx, "linear", pl.opt, name, &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, name, sizeof(int), &ga->M, sizeof(int), &ga->N, sizeof(int), &ga->K,
+                             sizeof(cl_mem), &ga->a->buf, sizeof(int), &a_off, sizeof(int), &ga->a_sm, sizeof(int),
+                             &ga->a_sk, sizeof(cl_mem), &ga->b->buf, sizeof(int), &b_off, sizeof(int), &ga->b_sk,
+                             sizeof(int), &ga->b_sn, sizeof(cl_mem), &bias_buf, sizeof(int), &bias_off, sizeof(int),
+                             &has_bias, sizeof(cl_mem), &ga->c->buf, sizeof(int), &c_off, sizeof(int), &ga->c_sm,
+                             (size_t)0);
+    if (st == TEENY_OK) {
+        size_t tm = (size_t)pl.ly * pl.rm, tn = (size_t)pl.lx * pl.rn;
+        size_t global[2] = {((size_t)ga->N + tn - 1) / tn * pl.lx, ((size_t)ga->M + tm - 1) / tm * pl.ly};
+        size_t local[2] = {(size_t)pl.lx, (size_t)pl.ly};
+        st = teeny__launch(ctx, k, name, 2, global, local);
+    }
+    return st;
+}
+
+/* out [cols] = column sums of g [rows, cols], two deterministic passes.
+ * Built with the GEMM's options so the family stays one program. */
+static teeny_status colsum(teeny_ctx *ctx, const teeny_tensor *g, int rows, int cols, teeny_tensor *out)
+{
+    gemm_plan pl;
+    int64_t target = (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) * ctx->work_group_size * 4;
+    int64_t p = (target + cols - 1) / cols;
+    int chunk, P, g_off = teeny__off(g), out_off = teeny__off(out);
+    cl_mem part;
+    cl_kernel k;
+    teeny_status st;
+    if (p > rows)
+        p = rows;
+    if (p > 64)
+        p = 64; /* keeps pass 2 short */
+    if (p < 1)
+        p = 1;
+    gemm_plan_make(ctx, &pl);
+    chunk = (int)((rows + p - 1) / p);
+    P = (rows + chunk - 1) / chunk;
+    st = teeny__scratch(ctx, (size_t)P * (size_t)cols * sizeof(float), &part);
+    if (st == TEENY_OK)
+        st = teeny__kernel_get(ctx, "linear", pl.opt, "lin_colsum_partial", &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, "lin_colsum_partial", sizeof(cl_mem), &g->buf, sizeof(int), &g_off, sizeof(int),
+                             &rows, sizeof(int), &cols, sizeof(int), &chunk, sizeof(cl_mem), &part, (size_t)0);
+    if (st == TEENY_OK) {
+        /* a fixed local size: one compiled work-group shape on every device
+         * that specializes per launch shape (PoCL) */
+        size_t global[2] = {(size_t)cols, (size_t)P}, local[2] = {(size_t)ctx->work_group_size, 1};
+        st = teeny__launch(ctx, k, "lin_colsum_partial", 2, global, local);
+    }
+    if (st == TEENY_OK)
+        st = teeny__kernel_get(ctx, "linear", pl.opt, "lin_colsum_final", &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, "lin_colsum_final", sizeof(cl_mem), &part, sizeof(int), &cols, sizeof(int), &P,
+                             sizeof(cl_mem), &out->buf, sizeof(int), &out_off, (size_t)0);
+    if (st == TEENY_OK) {
+        size_t global = (size_t)cols, local = (size_t)ctx->work_group_size;
+        st = teeny__launch(ctx, k, "lin_colsum_final", 1, &global, &local);
+    }
+    return st;
+}
+
+teeny_status teeny__linear_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    const teeny_tensor *x = a->in[0], *w = a->in[1], *bias = a->iattr[1] ? a->in[2] : NULL;
+    teeny_tensor *y = a->out[0];
+    int N = (int)x->shape[0], in = (int)x->shape[1], out = (int)w->shape[0];
+    gemm_args g = {.M = N, .N = out, .K = in, .a = x, .a_sm = in, .a_sk = 1, .b = w, .b_sk = 1, .b_sn = in,
+                   .bias = bias, .c = y, .c_sm = out};
+    return gemm(ctx, &g);
+}
+
+teeny_status teeny__linear_backward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    int has_bias = a->iattr[1] != 0;
+    const teeny_tensor *x = a->in[0], *w = a->in[1], *dy = a->in[has_bias ? 4 : 3];
+    teeny_tensor *dx = a->out[0], *dw = a->out[1], *db = has_bias ? a->out[2] : NULL;
+    int N = (int)x->shape[0], in = (int)x->shape[1], out = (int)w->shape[0];
+    teeny_status st = TEENY_OK;
+    if (dx) {
+        gemm_args g = {.M = N, .N = in, .K = out, .a = dy, .a_sm = out, .a_sk = 1, .b = w, .b_sk = in, .b_sn = 1,
+                       .c = dx, .c_sm = in};
+        st = gemm(ctx, &g);
+    }
+    if (st == TEENY_OK && dw) {
+        gemm_args g = {.M = out, .N = in, .K = N, .a = dy, .a_sm = 1, .a_sk = out, .b = x, .b_sk = in, .b_sn = 1,
+                       .c = dw, .c_sm = in};
+        st = gemm(ctx, &g);
+    }
+    if (st == TEENY_OK && db)
+        st = colsum(ctx, dy, N, out, db);
+    return st;
+}
+
+/* ---- validation and the eager API ---- */
+
+#define EAGER_BEGIN(fn)                                                             \
+    if (!teeny__ctx_check(ctx))                                                     \
+        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
+    teeny__clear_error(ctx)
+
+/* t must be an fp32 [d0, d1] tensor. */
+static teeny_status check_2d(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name, int64_t d0,
+                             int64_t d1, const char *expect)
+{
+    char s[96];
+    teeny_status st = teeny__check_tensor(ctx, t, name);
+    if (st != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    if (t->ndim != 2 || t->shape[0] != d0 || t->shape[1] != d1)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected %s = [%lld, %lld]", fn, name,
+                            teeny__shape_str(t, s, sizeof s), expect, (long long)d0, (long long)d1);
+    return TEENY_OK;
+}
+
+/* x [N, in] and w [out, in] must agree; fills N, in, out. */
+static teeny_status check_xw(teeny_ctx *ctx, const char *fn, const teeny_tensor *x, const teeny_tensor *w,
+                             int64_t *N, int64_t *in, int64_t *out)
+{
+    char s[96];
+    teeny_status st;
+    if ((st = teeny__check_tensor(ctx, x, "x")) != TEENY_OK || (st = teeny__check_tensor(ctx, w, "w")) != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    if (x->ndim != 2)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: x has shape %s; expected [N, in]", fn,
+                            teeny__shape_str(x, s, sizeof s));
+    if (w->ndim != 2)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: w has shape %s; expected [out, in]", fn,
+                            teeny__shape_str(w, s, sizeof s));
+    *N = x->shape[0];
+    *in = x->shape[1];
+    *out = w->shape[0];
+    return check_2d(ctx, fn, w, "w", *out, *in, "[out, in] with in from x");
+}
+
+static teeny_status check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *outs,
+                                   const char *const *out_names, int n_out, const teeny_tensor *const *ins,
+                                   const char *const *in_names, int n_in)
+{
+    for (int i = 0; i < n_out; i++) {
+        if (!outs[i])
+            continue;
+        for (int j = 0; j < n_in; j++)
+            if (teeny__overlap(outs[i], ins[j]))
+                return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, out_names[i],
+                                    in_names[j]);
+        for (int j = 0; j < i; j++)
+            if (teeny__overlap(outs[i], outs[j]))
+                return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, out_names[i],
+                                    out_names[j]);
+    }
+    return TEENY_OK;
+}
+
+teeny_status teeny_linear_forward(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *w,
+                                  const teeny_tensor *bias, teeny_tensor *y)
+{
+    static const char fn[] = "teeny_linear_forward";
+    int64_t N, in, out;
+    teeny_status st;
+    EAGER_BEGIN("teeny_linear_forward");
+    if ((st = check_xw(ctx, fn, x, w, &N, &in, &out)) != TEENY_OK ||
+        (st = check_2d(ctx, fn, y, "y", N, out, "[N, out]")) != TEENY_OK)
+        return st;
+    if (bias && (st = teeny__check_vector(ctx, bias, "bias", out)) != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    const teeny_tensor *ins[3] = {x, w, bias};
+    const char *in_names[3] = {"x", "w", "bias"}, *out_names[1] = {"y"};
+    const teeny_tensor *outs[1] = {y};
+    if ((st = check_disjoint(ctx, fn, outs, out_names, 1, ins, in_names, 3)) != TEENY_OK)
+        return st;
+    teeny__op_args args = {.in = {x, w, bias}, .out = {y}, .iattr = {(int)out, bias != NULL}};
+    return teeny__op_run(ctx, TEENY__OP_LINEAR, 0, &args);
+}
+
+teeny_status teeny_linear_backward(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *w,
+                                   const teeny_tensor *dy, teeny_tensor *dx, teeny_tensor *dw, teeny_tensor *db)
+{
+    static const char fn[] = "teeny_linear_backward";
+    int64_t N, in, out;
+    teeny_status st;
+    EAGER_BEGIN("teeny_linear_backward");
+    if ((st = check_xw(ctx, fn, x, w, &N, &in, &out)) != TEENY_OK ||
+        (st = check_2d(ctx, fn, dy, "dy", N, out, "[N, out]")) != TEENY_OK ||
+        (dx && (st = check_2d(ctx, fn, dx, "dx", N, in, "x's shape [N, in]")) != TEENY_OK) ||
+        (dw && (st = check_2d(ctx, fn, dw, "dw", out, in, "w's shape [out, in]")) != TEENY_OK))
+        return st;
+    if (db && (st = teeny__check_vector(ctx, db, "db", out)) != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    const teeny_tensor *ins[3] = {x, w, dy}, *outs[3] = {dx, dw, db};
+    const char *in_names[3] = {"x", "w", "dy"}, *out_names[3] = {"dx", "dw", "db"};
+    if ((st = check_disjoint(ctx, fn, outs, out_names, 3, ins, in_names, 3)) != TEENY_OK)
+        return st;
+    /* has_bias = 1 keeps the db slot: in = [x, w, bias, y, dy] (bias, y unused) */
+    teeny__op_args args = {.in = {x, w, NULL, NULL, dy}, .out = {dx, dw, db}, .iattr = {(int)out, 1}};
+    return teeny__op_run(ctx, TEENY__OP_LINEAR, 1, &args);
+}
+
+/* Graph shapes: x [N, in] -> y [N, out_features]. */
+teeny_status teeny__linear_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    const teeny__shape *x = &s->in[0];
+    int64_t out = s->iattr[0];
+    int has_bias = s->iattr[1];
+    if (s->n_in != 1 || x->ndim != 2 || x->is_i32)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "linear: input must be one fp32 [N, in] tensor (rank %d given)",
+                            x->ndim);
+    if (out < 1 || (has_bias != 0 && has_bias != 1))
+        return teeny__error(ctx, TEENY_ERR_ARG, "linear: out_features %lld must be >= 1 and has_bias %d 0 or 1",
+                            (long long)out, has_bias);
+    if (x->shape[0] < 1 || x->shape[1] < 1)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "linear: input [%lld, %lld] has an empty dimension",
+                            (long long)x->shape[0], (long long)x->shape[1]);
+    if (x->shape[0] * out > INT32_MAX || x->shape[1] * out > INT32_MAX)
+        return teeny__error(ctx, TEENY_ERR_RANGE,
+                            "linear: [%lld, %lld] output or [%lld, %lld] weight passes int32 indexing",
+                            (long long)x->shape[0], (long long)out, (long long)out, (long long)x->shape[1]);
+    s->out = (teeny__shape){.ndim = 2, .shape = {x->shape[0], out}};
+    s->n_param = has_bias ? 2 : 1;
+    s->param[0] = (teeny__shape){.ndim = 2, .shape = {out, x->shape[1]}};
+    s->param_name[0] = "weight";
+    s->param_init[0] = TEENY__INIT_FAN_IN;
+    if (has_bias) {
+        s->param[1] = (teeny__shape){.ndim = 1, .shape = {out}};
+        s->param_name[1] = "bias";
+        s->param_init[1] = TEENY__INIT_FAN_IN;
+    }
+    s->fan_in = x->shape[1];
+    s->n_state = 0;
+    s->n_saved = 0;
+    return TEENY_OK;
+}
+
+/* ---- graph builder ---- */
+
+teeny_status teeny_graph_linear(teeny_graph *g, const char *name, teeny_node x, int out_features, int bias,
+                                teeny_node *out)
+{
+    int ia[2] = {out_features, bias != 0};
+    return teeny__graph_node(g, TEENY__OP_LINEAR, name, 1, &x, ia, 2, NULL, 0, out);
+}

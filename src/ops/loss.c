@@ -1,0 +1,272 @@
+/*
+ * loss.c -- softmax cross-entropy (mean over the batch) with its gradient,
+ * and per-row argmax for accuracy counts. logits [N, K] row-major fp32,
+ * labels int32 [N], loss [1], probs [N, K].
+ *
+ * Kernels: cl/loss.cl. One work-group per row computes the row's
+ * softmax and loss; one more work-group takes the mean in a fixed order
+ * (per-row losses live in the context's workspace). Labels are never
+ * checked on the host (a host sync); a bad label makes the loss NaN.
+ * Tunable: CE_WG, the reduction work-group size (ctx->work_group_size).
+ *
+ * Op-table entry (the convention of ops.h): inputs logits [N, K] and
+ * labels (int32 [N]; no gradient); value loss [1]; saved probs [N, K]
+ * (training only; without it the probabilities go to the workspace).
+ *   forward:  in  = [logits, labels]                 out = [loss, probs]
+ *   backward: in  = [logits, labels, loss, probs, dloss]
+ *             out = [dlogits, dlabels (ignored: labels get no gradient)]
+ */
+#include <stdio.h>
+
+#include "ops.h"
+
+teeny_status teeny__check_tensor_i32(teeny_ctx *ctx, const teeny_tensor *t, const char *name)
+{
+    if (!t)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s is NULL", name);
+    if (!t->handle_alive)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s was destroyed", name);
+    if (t->ctx != ctx)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s belongs to another context", name);
+    if (t->dtype != TEENY__I32)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s is fp32; this argument is int32", name);
+    return TEENY_OK;
+}
+
+static void wg_option(const teeny_ctx *ctx, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "-DCE_WG=%d", ctx->work_group_size);
+}
+
+teeny_status teeny__softmax_ce_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    const teeny_tensor *logits = a->in[0], *labels = a->in[1];
+    teeny_tensor *loss = a->out[0], *probs = a->out[1];
+    int N = (int)logits->shape[0], K = (int)logits->shape[1], wg = ctx->work_group_size;
+    int l_off = teeny__off(logits), lab_off = teeny__off(labels), loss_off = teeny__off(loss);
+    /* workspace: per-row losses, then the probabilities when probs is NULL */
+    size_t ws = (size_t)N + (probs ? 0 : (size_t)N * (size_t)K);
+    int rl_off = 0, p_off = probs ? teeny__off(probs) : N;
+    char opt[32];
+    cl_mem scratch, probs_buf;
+    cl_kernel k;
+    teeny_status st = teeny__scratch(ctx, ws * sizeof(float), &scratch);
+    if (st != TEENY_OK)
+        return st;
+    probs_buf = probs ? probs->buf : scratch;
+    wg_option(ctx, opt, sizeof opt);
+    st = teeny__kernel_get(ctx, "loss", opt, "ce_forward_rows", &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, "ce_forward_rows", sizeof(cl_mem), &logits->buf, sizeof(int), &l_off,
+                             sizeof(cl_mem), &labels->buf, sizeof(int), &lab_off, sizeof(int), &K, sizeof(cl_mem),
+                             &probs_buf, sizeof(int), &p_off, sizeof(cl_mem), &scratch, sizeof(int), &rl_off,
+                             (size_t)0);
+    if (st == TEENY_OK) {
+        size_t global = (size_t)wg * (size_t)N, local = (size_t)wg;
+        st = teeny__launch(ctx, k, "ce_forward_rows", 1, &global, &local);
+    }
+    if (st == TEENY_OK)
+        st = teeny__kernel_get(ctx, "loss", opt, "ce_mean", &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, "ce_mean", sizeof(cl_mem), &scratch, sizeof(int), &rl_off, sizeof(int), &N,
+                             sizeof(cl_mem), &loss->buf, sizeof(int), &loss_off, (size_t)0);
+    if (st == TEENY_OK) {
+        size_t global = (size_t)wg, local = (size_t)wg;
+        st = teeny__launch(ctx, k, "ce_mean", 1, &global, &local);
+    }
+    return st;
+}
+
+teeny_status teeny__softmax_ce_backward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    const teeny_tensor *labels = a->in[1], *probs = a->in[3], *dloss = a->in[4];
+    teeny_tensor *dlogits = a->out[0];
+    int N = (int)probs->shape[0], K = (int)probs->shape[1];
+    int p_off = teeny__off(probs), lab_off = teeny__off(labels), dl_off = teeny__off(dloss),
+        d_off = dlogits ? teeny__off(dlogits) : 0;
+    cl_kernel k;
+    teeny_status st;
+    if (!dlogits)
+        return TEENY_OK;
+    st = teeny__kernel_get(ctx, "loss", "", "ce_backward", &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, "ce_backward", sizeof(cl_mem), &probs->buf, sizeof(int), &p_off, sizeof(cl_mem),
+                             &labels->buf, sizeof(int), &lab_off, sizeof(cl_mem), &dloss->buf, sizeof(int), &dl_off,
+                             sizeof(int), &N, sizeof(int), &K, sizeof(cl_mem), &dlogits->buf, sizeof(int), &d_off,
+                             (size_t)0);
+    if (st == TEENY_OK) {
+        size_t global = (size_t)N * (size_t)K, local = (size_t)ctx->work_group_size;
+        st = teeny__launch(ctx, k, "ce_backward", 1, &global, &local);
+    }
+    return st;
+}
+
+/* ---- validation and the eager API ---- */
+
+#define EAGER_BEGIN(fn)                                                             \
+    if (!teeny__ctx_check(ctx))                                                     \
+        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
+    teeny__clear_error(ctx)
+
+/* x must be fp32 rank 2; fills N, K. */
+static teeny_status check_rows(teeny_ctx *ctx, const char *fn, const teeny_tensor *x, const char *name,
+                               int64_t *N, int64_t *K)
+{
+    char s[96];
+    teeny_status st = teeny__check_tensor(ctx, x, name);
+    if (st != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    if (x->ndim != 2)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected [N, K]", fn, name,
+                            teeny__shape_str(x, s, sizeof s));
+    *N = x->shape[0];
+    *K = x->shape[1];
+    return TEENY_OK;
+}
+
+/* labels: int32 [N]. */
+static teeny_status check_labels(teeny_ctx *ctx, const char *fn, const teeny_tensor *labels, const char *name,
+                                 int64_t N)
+{
+    char s[96];
+    teeny_status st = teeny__check_tensor_i32(ctx, labels, name);
+    if (st != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    if (labels->ndim != 1 || labels->shape[0] != N)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected [%lld]", fn, name,
+                            teeny__shape_str(labels, s, sizeof s), (long long)N);
+    return TEENY_OK;
+}
+
+static teeny_status check_scalar(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name)
+{
+    char s[96];
+    teeny_status st = teeny__check_tensor(ctx, t, name);
+    if (st != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    if (t->numel != 1)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected one element", fn, name,
+                            teeny__shape_str(t, s, sizeof s));
+    return TEENY_OK;
+}
+
+static teeny_status check_same_2d(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name,
+                                  int64_t N, int64_t K)
+{
+    char s[96];
+    teeny_status st = teeny__check_tensor(ctx, t, name);
+    if (st != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    if (t->ndim != 2 || t->shape[0] != N || t->shape[1] != K)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected [%lld, %lld]", fn, name,
+                            teeny__shape_str(t, s, sizeof s), (long long)N, (long long)K);
+    return TEENY_OK;
+}
+
+static teeny_status check_no_overlap(teeny_ctx *ctx, const char *fn, const teeny_tensor *out, const char *out_name,
+                                     const teeny_tensor *const *ins, const char *const *in_names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (teeny__overlap(out, ins[i]))
+            return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, out_name, in_names[i]);
+    return TEENY_OK;
+}
+
+teeny_status teeny_softmax_cross_entropy_forward(teeny_ctx *ctx, const teeny_tensor *logits,
+                                                 const teeny_tensor *labels, teeny_tensor *loss, teeny_tensor *probs)
+{
+    static const char fn[] = "teeny_softmax_cross_entropy_forward";
+    int64_t N, K;
+    teeny_status st;
+    EAGER_BEGIN("teeny_softmax_cross_entropy_forward");
+    if ((st = check_rows(ctx, fn, logits, "logits", &N, &K)) != TEENY_OK ||
+        (st = check_labels(ctx, fn, labels, "labels", N)) != TEENY_OK ||
+        (st = check_scalar(ctx, fn, loss, "loss")) != TEENY_OK ||
+        (probs && (st = check_same_2d(ctx, fn, probs, "probs", N, K)) != TEENY_OK))
+        return st;
+    const teeny_tensor *ins[2] = {logits, labels};
+    const char *names[2] = {"logits", "labels"};
+    if ((st = check_no_overlap(ctx, fn, loss, "loss", ins, names, 2)) != TEENY_OK ||
+        (probs && (st = check_no_overlap(ctx, fn, probs, "probs", ins, names, 2)) != TEENY_OK))
+        return st;
+    if (teeny__overlap(loss, probs))
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: loss overlaps probs in memory", fn);
+    teeny__op_args args = {.in = {logits, labels}, .out = {loss, probs}, .training = probs != NULL};
+    return teeny__op_run(ctx, TEENY__OP_SOFTMAX_CE, 0, &args);
+}
+
+teeny_status teeny_softmax_cross_entropy_backward(teeny_ctx *ctx, const teeny_tensor *probs,
+                                                  const teeny_tensor *labels, const teeny_tensor *dloss,
+                                                  teeny_tensor *dlogits)
+{
+    static const char fn[] = "teeny_softmax_cross_entropy_backward";
+    int64_t N, K;
+    teeny_status st;
+    EAGER_BEGIN("teeny_softmax_cross_entropy_backward");
+    if ((st = check_rows(ctx, fn, probs, "probs", &N, &K)) != TEENY_OK ||
+        (st = check_labels(ctx, fn, labels, "labels", N)) != TEENY_OK ||
+        (st = check_scalar(ctx, fn, dloss, "dloss")) != TEENY_OK ||
+        (st = check_same_2d(ctx, fn, dlogits, "dlogits", N, K)) != TEENY_OK)
+        return st;
+    const teeny_tensor *ins[3] = {probs, labels, dloss};
+    const char *names[3] = {"probs", "labels", "dloss"};
+    if ((st = check_no_overlap(ctx, fn, dlogits, "dlogits", ins, names, 3)) != TEENY_OK)
+        return st;
+    teeny__op_args args = {.in = {NULL, labels, NULL, probs, dloss}, .out = {dlogits}, .training = 1};
+    return teeny__op_run(ctx, TEENY__OP_SOFTMAX_CE, 1, &args);
+}
+
+teeny_status teeny_argmax_rows(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *out)
+{
+    static const char fn[] = "teeny_argmax_rows";
+    int64_t N, K;
+    teeny_status st;
+    EAGER_BEGIN("teeny_argmax_rows");
+    if ((st = check_rows(ctx, fn, x, "x", &N, &K)) != TEENY_OK ||
+        (st = check_labels(ctx, fn, out, "out", N)) != TEENY_OK)
+        return st;
+    if (teeny__overlap(out, x))
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: out overlaps x in memory", fn);
+    int n = (int)N, k_ = (int)K, x_off = teeny__off(x), o_off = teeny__off(out);
+    cl_kernel k;
+    st = teeny__kernel_get(ctx, "loss", "", "ce_argmax_rows", &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, "ce_argmax_rows", sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &n,
+                             sizeof(int), &k_, sizeof(cl_mem), &out->buf, sizeof(int), &o_off, (size_t)0);
+    if (st == TEENY_OK) {
+        size_t global = (size_t)n, local = (size_t)ctx->work_group_size;
+        st = teeny__launch(ctx, k, "ce_argmax_rows", 1, &global, &local);
+    }
+    return st;
+}
+
+/* Graph shapes: logits [N, K] fp32, labels int32 [N] -> loss [1], saved probs [N, K]. */
+teeny_status teeny__softmax_ce_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    const teeny__shape *x = &s->in[0], *lab = &s->in[1];
+    if (s->n_in != 2 || x->ndim != 2 || x->is_i32)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "softmax_ce: logits must be fp32 [N, K] (rank %d given)", x->ndim);
+    if (!lab->is_i32 || lab->ndim != 1 || lab->shape[0] != x->shape[0])
+        return teeny__error(ctx, TEENY_ERR_SHAPE,
+                            "softmax_ce: labels must be int32 [%lld] (rank %d%s, first dimension %lld given)",
+                            (long long)x->shape[0], lab->ndim, lab->is_i32 ? "" : ", fp32",
+                            (long long)(lab->ndim ? lab->shape[0] : 0));
+    if (x->shape[0] * x->shape[1] > INT32_MAX)
+        return teeny__error(ctx, TEENY_ERR_RANGE, "softmax_ce: logits [%lld, %lld] pass int32 indexing",
+                            (long long)x->shape[0], (long long)x->shape[1]);
+    s->out = (teeny__shape){.ndim = 1, .shape = {1}};
+    s->n_param = s->n_state = 0;
+    s->n_saved = 1;
+    s->saved[0] = *x;
+    s->saved_needs_training = 1;
+    return TEENY_OK;
+}
+
+/* ---- graph builder ---- */
+
+teeny_status teeny_graph_softmax_cross_entropy(teeny_graph *g, const char *name, teeny_node logits,
+                                               teeny_node labels, teeny_node *out)
+{
+    teeny_node in[2] = {logits, labels};
+    return teeny__graph_node(g, TEENY__OP_SOFTMAX_CE, name, 2, in, NULL, 0, NULL, 0, out);
+}

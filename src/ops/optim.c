@@ -1,0 +1,408 @@
+/*
+ * optim.c -- optimizers as device kernels: torch.optim.SGD (momentum,
+ * dampening, nesterov, weight decay), Adam (L2 weight decay) and AdamW
+ * (decoupled weight decay), with optional clipping of the gradients by
+ * their global norm (torch.nn.utils.clip_grad_norm_) computed on the device.
+ *
+ * A step must not build, create, set arguments or wait (the graph executor
+ * replays steps back to back), so teeny_optimizer_create makes everything
+ * up front: one kernel object per launch (teeny__kernel_create, released
+ * at destroy) with every argument set, the state tensors, a clipping
+ * workspace `red` ([0] = scale, then the per-work-group partials of every
+ * grad in a fixed layout) and a small device buffer `scal` for the values
+ * that change per step (lr, beta1, bias corrections, first-step flag).
+ * A step computes those on the host in double, stores them in one slot of
+ * a ring the optimizer owns and enqueues a non-blocking write from it;
+ * before a slot is reused its previous write must have completed
+ * (clGetEventInfo, and clWaitForEvents only while it is still pending).
+ *
+ * Kernels: cl/optim.cl. Tunable: OPT_WG (reduction work-group size) from
+ * ctx->work_group_size; partials per grad tensor at most OPT_MAX_GROUPS.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../internal.h"
+
+#define OPT_RING 8        /* host scalar slots in flight */
+#define OPT_NSCAL 8       /* floats per slot; the OPT_* slots of optim.cl */
+#define OPT_MAX_GROUPS 64 /* clipping partials per grad tensor */
+#define OPT_NAME_CAP 40
+
+enum { S_LR, S_BETA1, S_ONE_MINUS_BETA1, S_STEP_SIZE, S_BC2_SQRT, S_DECAY, S_FIRST };
+
+typedef struct {
+    cl_kernel update, sumsq;     /* sumsq: clipping only */
+    size_t update_global, sumsq_global;
+} opt_launch;
+
+struct teeny_optimizer {
+    teeny_ctx *ctx;
+    teeny_optim_params p;
+    int n;
+    opt_launch *launch;
+    cl_kernel clip_scale;
+    teeny_tensor *scal, *red;    /* tensors, so the context outlives us */
+    int n_state;
+    teeny_tensor **state;
+    char (*state_names)[OPT_NAME_CAP];
+    int wg;
+    int64_t steps;
+    float ring[OPT_RING][OPT_NSCAL];
+    cl_event ring_event[OPT_RING];
+};
+
+static const char *kind_name(teeny_optim_kind k)
+{
+    return k == TEENY_OPTIM_SGD ? "SGD" : k == TEENY_OPTIM_ADAM ? "Adam" : "AdamW";
+}
+
+static int bad_nonneg(float v)
+{
+    return !(v >= 0.0f) || isinf(v);
+}
+
+static teeny_status check_params(teeny_ctx *ctx, const teeny_optim_params *p)
+{
+    const char *fn = "teeny_optimizer_create";
+    if (p->kind != TEENY_OPTIM_SGD && p->kind != TEENY_OPTIM_ADAM && p->kind != TEENY_OPTIM_ADAMW)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: unknown optimizer kind %d", fn, (int)p->kind);
+    if (bad_nonneg(p->lr))
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: lr %g must be finite and >= 0", fn, (double)p->lr);
+    if (bad_nonneg(p->weight_decay))
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: weight_decay %g must be finite and >= 0", fn,
+                            (double)p->weight_decay);
+    if (bad_nonneg(p->max_grad_norm))
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: max_grad_norm %g must be finite and >= 0 (0: no clipping)", fn,
+                            (double)p->max_grad_norm);
+    if (p->kind == TEENY_OPTIM_SGD) {
+        if (bad_nonneg(p->momentum) || !isfinite(p->dampening))
+            return teeny__error(ctx, TEENY_ERR_ARG, "%s: SGD momentum %g must be >= 0 and dampening %g finite", fn,
+                                (double)p->momentum, (double)p->dampening);
+        if (p->nesterov && (p->momentum <= 0.0f || p->dampening != 0.0f))
+            return teeny__error(ctx, TEENY_ERR_ARG,
+                                "%s: nesterov momentum needs momentum > 0 and dampening 0 (got %g, %g)", fn,
+                                (double)p->momentum, (double)p->dampening);
+    } else {
+        if (!(p->beta1 >= 0.0f && p->beta1 < 1.0f) || !(p->beta2 >= 0.0f && p->beta2 < 1.0f))
+            return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s betas (%g, %g) must lie in [0, 1)", fn,
+                                kind_name(p->kind), (double)p->beta1, (double)p->beta2);
+        if (bad_nonneg(p->eps))
+            return teeny__error(ctx, TEENY_ERR_ARG, "%s: eps %g must be finite and >= 0", fn, (double)p->eps);
+    }
+    return TEENY_OK;
+}
+
+static teeny_status check_tensors(teeny_ctx *ctx, int n, teeny_tensor *const *params,
+                                  const teeny_tensor *const *grads)
+{
+    char an[32], bn[32];
+    teeny_status st;
+    for (int i = 0; i < n; i++) {
+        snprintf(an, sizeof an, "params[%d]", i);
+        snprintf(bn, sizeof bn, "grads[%d]", i);
+        if ((st = teeny__check_tensor(ctx, params[i], an)) != TEENY_OK ||
+            (st = teeny__check_tensor(ctx, grads[i], bn)) != TEENY_OK ||
+            (st = teeny__check_same_numel(ctx, params[i], an, grads[i], bn)) != TEENY_OK)
+            return st;
+    }
+    /* Pairwise overlaps: a grad with any param, two params, two grads
+     * (clipping rewrites grads, so a shared grad would be scaled twice). */
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            if (teeny__overlap(grads[i], params[j]))
+                return teeny__error(ctx, TEENY_ERR_ARG, "teeny_optimizer_create: grads[%d] overlaps params[%d]", i, j);
+            if (j > i && teeny__overlap(params[i], params[j]))
+                return teeny__error(ctx, TEENY_ERR_ARG, "teeny_optimizer_create: params[%d] overlaps params[%d]", i,
+                                    j);
+            if (j > i && teeny__overlap(grads[i], grads[j]))
+                return teeny__error(ctx, TEENY_ERR_ARG, "teeny_optimizer_create: grads[%d] overlaps grads[%d]", i, j);
+        }
+    return TEENY_OK;
+}
+
+static int sumsq_groups(const teeny_optimizer *o, int64_t numel)
+{
+    int64_t g = (numel + (int64_t)o->wg * 8 - 1) / ((int64_t)o->wg * 8);
+    return (int)(g < 1 ? 1 : g > OPT_MAX_GROUPS ? OPT_MAX_GROUPS : g);
+}
+
+static teeny_status make_state(teeny_optimizer *o, teeny_tensor *const *params)
+{
+    teeny_ctx *ctx = o->ctx;
+    int per = o->p.kind == TEENY_OPTIM_SGD ? (o->p.momentum != 0.0f ? 1 : 0) : 2;
+    teeny_status st;
+    if (!per)
+        return TEENY_OK;
+    o->state = teeny__calloc((size_t)o->n * per, sizeof *o->state);
+    o->state_names = teeny__calloc((size_t)o->n * per, sizeof *o->state_names);
+    if (!o->state || !o->state_names)
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_optimizer_create: out of host memory for the state");
+    for (int i = 0; i < o->n; i++)
+        for (int k = 0; k < per; k++) {
+            int s = i * per + k;
+            const char *base = per == 1 ? "momentum_buffer" : k == 0 ? "exp_avg" : "exp_avg_sq";
+            snprintf(o->state_names[s], OPT_NAME_CAP, "%s.%d", base, i);
+            if ((st = teeny_tensor_create(ctx, params[i]->ndim, params[i]->shape, &o->state[s])) != TEENY_OK)
+                return st;
+            o->n_state = s + 1;
+            if ((st = teeny_tensor_fill(o->state[s], 0.0f)) != TEENY_OK)
+                return st;
+        }
+    return TEENY_OK;
+}
+
+/* Create every kernel object and set its arguments for good. */
+static teeny_status make_launches(teeny_optimizer *o, teeny_tensor *const *params, const teeny_tensor *const *grads)
+{
+    teeny_ctx *ctx = o->ctx;
+    const teeny_optim_params *p = &o->p;
+    int clip = p->max_grad_norm > 0.0f;
+    char opt[32];
+    teeny_status st = TEENY_OK;
+    int part = 0;
+    snprintf(opt, sizeof opt, "-DOPT_WG=%d", o->wg);
+    for (int i = 0; i < o->n; i++) {
+        opt_launch *l = &o->launch[i];
+        const teeny_tensor *pt = params[i], *gt = grads[i];
+        int p_off = teeny__off(pt), g_off = teeny__off(gt), n = (int)pt->numel;
+        size_t wg = (size_t)o->wg;
+        l->update_global = ((size_t)n + wg - 1) / wg * wg;
+        if (clip) {
+            int groups = sumsq_groups(o, pt->numel), part_off = 1 + part;
+            l->sumsq_global = (size_t)groups * wg;
+            part += groups;
+            if ((st = teeny__kernel_create(ctx, "optim", opt, "optim_sumsq", &l->sumsq)) != TEENY_OK ||
+                (st = teeny__set_args(ctx, l->sumsq, "optim_sumsq", sizeof(cl_mem), &gt->buf, sizeof(int), &g_off,
+                                      sizeof(int), &n, sizeof(cl_mem), &o->red->buf, sizeof(int), &part_off,
+                                      (size_t)0)) != TEENY_OK)
+                return st;
+        }
+        if (p->kind == TEENY_OPTIM_SGD) {
+            const teeny_tensor *buf = o->n_state ? o->state[i] : pt; /* unused without momentum */
+            int b_off = teeny__off(buf), nesterov = p->nesterov != 0;
+            st = teeny__kernel_create(ctx, "optim", opt, "optim_sgd", &l->update);
+            if (st == TEENY_OK)
+                st = teeny__set_args(ctx, l->update, "optim_sgd", sizeof(cl_mem), &pt->buf, sizeof(int), &p_off,
+                                     sizeof(cl_mem), &gt->buf, sizeof(int), &g_off, sizeof(cl_mem), &buf->buf,
+                                     sizeof(int), &b_off, sizeof(int), &n, sizeof(float), &p->momentum,
+                                     sizeof(float), &p->dampening, sizeof(float), &p->weight_decay, sizeof(int),
+                                     &nesterov, sizeof(int), &clip, sizeof(cl_mem), &o->scal->buf, sizeof(cl_mem),
+                                     &o->red->buf, (size_t)0);
+        } else {
+            const teeny_tensor *m = o->state[2 * i], *v = o->state[2 * i + 1];
+            int m_off = teeny__off(m), v_off = teeny__off(v), decoupled = p->kind == TEENY_OPTIM_ADAMW;
+            float one_minus_beta2 = (float)(1.0 - (double)p->beta2);
+            st = teeny__kernel_create(ctx, "optim", opt, "optim_adam", &l->update);
+            if (st == TEENY_OK)
+                st = teeny__set_args(ctx, l->update, "optim_adam", sizeof(cl_mem), &pt->buf, sizeof(int), &p_off,
+                                     sizeof(cl_mem), &gt->buf, sizeof(int), &g_off, sizeof(cl_mem), &m->buf,
+                                     sizeof(int), &m_off, sizeof(cl_mem), &v->buf, sizeof(int), &v_off, sizeof(int),
+                                     &n, sizeof(float), &p->beta2, sizeof(float), &one_minus_beta2, sizeof(float),
+                                     &p->eps, sizeof(float), &p->weight_decay, sizeof(int), &decoupled,
+                                     sizeof(int), &clip, sizeof(cl_mem), &o->scal->buf, sizeof(cl_mem),
+                                     &o->red->buf, (size_t)0);
+        }
+        if (st != TEENY_OK)
+            return st;
+    }
+    if (clip) {
+        st = teeny__kernel_create(ctx, "optim", opt, "optim_clip_scale", &o->clip_scale);
+        if (st == TEENY_OK)
+            st = teeny__set_args(ctx, o->clip_scale, "optim_clip_scale", sizeof(cl_mem), &o->red->buf, sizeof(int),
+                                 &part, sizeof(float), &p->max_grad_norm, (size_t)0);
+    }
+    return st;
+}
+
+teeny_status teeny_optimizer_create(teeny_ctx *ctx, const teeny_optim_params *p, int n,
+                                    teeny_tensor *const *params, const teeny_tensor *const *grads,
+                                    teeny_optimizer **out)
+{
+    teeny_optimizer *o = NULL;
+    teeny_status st;
+    int64_t parts = 0;
+    if (out)
+        *out = NULL;
+    if (!ctx)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_optimizer_create: ctx is NULL");
+    teeny__clear_error(ctx);
+    if (!p || !params || !grads || !out)
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_optimizer_create: %s is NULL",
+                            !p ? "p" : !params ? "params" : !grads ? "grads" : "out");
+    if (n <= 0)
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_optimizer_create: n = %d; needs at least one parameter", n);
+    if ((st = check_params(ctx, p)) != TEENY_OK || (st = check_tensors(ctx, n, params, grads)) != TEENY_OK)
+        return st;
+
+    o = teeny__calloc(1, sizeof *o);
+    if (!o)
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_optimizer_create: out of host memory");
+    o->ctx = ctx;
+    o->p = *p;
+    o->n = n;
+    o->wg = ctx->work_group_size;
+    o->launch = teeny__calloc((size_t)n, sizeof *o->launch);
+    if (!o->launch) {
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_optimizer_create: out of host memory");
+        goto fail;
+    }
+    if (p->max_grad_norm > 0.0f)
+        for (int i = 0; i < n; i++)
+            parts += sumsq_groups(o, params[i]->numel);
+    {
+        int64_t scal_shape[1] = {OPT_NSCAL}, red_shape[1] = {1 + parts};
+        if ((st = teeny_tensor_create(ctx, 1, scal_shape, &o->scal)) != TEENY_OK ||
+            (st = teeny_tensor_create(ctx, 1, red_shape, &o->red)) != TEENY_OK ||
+            (st = teeny_tensor_fill(o->red, 1.0f)) != TEENY_OK || (st = make_state(o, params)) != TEENY_OK ||
+            (st = make_launches(o, params, grads)) != TEENY_OK)
+            goto fail;
+    }
+    *out = o;
+    return TEENY_OK;
+fail:
+    teeny_optimizer_destroy(o);
+    return st;
+}
+
+void teeny_optimizer_destroy(teeny_optimizer *o)
+{
+    if (!o)
+        return;
+    /* The ring's host memory must outlive its pending writes. A failed wait
+     * (only an injected fault, which fires once) is retried. */
+    for (int s = 0; s < OPT_RING; s++)
+        if (o->ring_event[s]) {
+            if (TEENY_CL(clWaitForEvents, 1, &o->ring_event[s]) == TEENY__FAULT_ERR)
+                (void)TEENY_CL(clWaitForEvents, 1, &o->ring_event[s]);
+            TEENY_CL_RELEASE(clReleaseEvent, o->ring_event[s]);
+        }
+    if (o->launch)
+        for (int i = 0; i < o->n; i++) {
+            TEENY_CL_RELEASE(clReleaseKernel, o->launch[i].update);
+            TEENY_CL_RELEASE(clReleaseKernel, o->launch[i].sumsq);
+        }
+    TEENY_CL_RELEASE(clReleaseKernel, o->clip_scale);
+    for (int s = 0; s < o->n_state; s++)
+        teeny_tensor_destroy(o->state[s]);
+    teeny__free(o->state);
+    teeny__free(o->state_names);
+    teeny__free(o->launch);
+    teeny_tensor_destroy(o->scal);
+    teeny_tensor_destroy(o->red); /* last: may release the context */
+    teeny__free(o);
+}
+
+/* Make ring slot s free for reuse: its previous write must be done. */
+static teeny_status slot_acquire(teeny_optimizer *o, int s)
+{
+    teeny_ctx *ctx = o->ctx;
+    teeny_status st = TEENY_OK;
+    cl_int status;
+    if (!o->ring_event[s])
+        return TEENY_OK;
+    TEENY_CL_TRY(clGetEventInfo, o->ring_event[s], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
+    if (status > CL_COMPLETE) /* queued, submitted or running: the host ran ahead */
+        TEENY_CL_TRY(clWaitForEvents, 1, &o->ring_event[s]);
+    else if (status < 0)
+        st = teeny__error(ctx, TEENY_ERR_OPENCL, "teeny_optimizer_step: an earlier scalar write failed: %s (%d)",
+                          teeny__cl_error_name(status), (int)status);
+    TEENY_CL_RELEASE(clReleaseEvent, o->ring_event[s]);
+    o->ring_event[s] = NULL;
+cleanup:
+    return st;
+}
+
+teeny_status teeny_optimizer_step(teeny_optimizer *o, float lr, float beta1)
+{
+    teeny_ctx *ctx;
+    teeny_status st = TEENY_OK;
+    const teeny_optim_params *p;
+    int64_t t;
+    int s;
+    float *slot;
+    size_t wg;
+    if (!o)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_optimizer_step: optimizer is NULL");
+    ctx = o->ctx;
+    p = &o->p;
+    teeny__clear_error(ctx);
+    if (bad_nonneg(lr))
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_optimizer_step: lr %g must be finite and >= 0", (double)lr);
+    if (beta1 < 0.0f)
+        beta1 = p->beta1;
+    if (!(beta1 < 1.0f))
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_optimizer_step: beta1 %g must lie in [0, 1)", (double)beta1);
+    if (ctx->rec)
+        return teeny__error(ctx, TEENY_ERR_STATE,
+                            "teeny_optimizer_step: cannot be recorded into a graph; call it at run time");
+    t = o->steps + 1;
+    s = (int)(t % OPT_RING);
+    if ((st = slot_acquire(o, s)) != TEENY_OK)
+        return st;
+    slot = o->ring[s];
+    memset(slot, 0, sizeof o->ring[s]);
+    slot[S_LR] = lr;
+    slot[S_BETA1] = beta1;
+    slot[S_ONE_MINUS_BETA1] = (float)(1.0 - (double)beta1);
+    slot[S_STEP_SIZE] = (float)((double)lr / (1.0 - pow((double)beta1, (double)t)));
+    slot[S_BC2_SQRT] = (float)sqrt(1.0 - pow((double)p->beta2, (double)t));
+    slot[S_DECAY] = (float)(1.0 - (double)lr * (double)p->weight_decay);
+    slot[S_FIRST] = o->steps == 0 ? 1.0f : 0.0f;
+    TEENY_CL_TRY(clEnqueueWriteBuffer, ctx->queue, o->scal->buf, CL_FALSE, o->scal->offset * 4, sizeof o->ring[s],
+                 slot, 0, NULL, &o->ring_event[s]);
+    wg = (size_t)o->wg;
+    if (o->clip_scale) {
+        for (int i = 0; i < o->n; i++)
+            if ((st = teeny__launch(ctx, o->launch[i].sumsq, "optim_sumsq", 1, &o->launch[i].sumsq_global, &wg)) !=
+                TEENY_OK)
+                return st;
+        if ((st = teeny__launch(ctx, o->clip_scale, "optim_clip_scale", 1, &wg, &wg)) != TEENY_OK)
+            return st;
+    }
+    for (int i = 0; i < o->n; i++) {
+        const char *name = p->kind == TEENY_OPTIM_SGD ? "optim_sgd" : "optim_adam";
+        if ((st = teeny__launch(ctx, o->launch[i].update, name, 1, &o->launch[i].update_global, &wg)) != TEENY_OK)
+            return st;
+    }
+    o->steps = t;
+cleanup:
+    return st;
+}
+
+int64_t teeny_optimizer_steps(const teeny_optimizer *o)
+{
+    return o ? o->steps : -1;
+}
+
+teeny_status teeny_optimizer_set_steps(teeny_optimizer *o, int64_t steps)
+{
+    if (!o)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_optimizer_set_steps: optimizer is NULL");
+    teeny__clear_error(o->ctx);
+    if (steps < 0)
+        return teeny__error(o->ctx, TEENY_ERR_ARG, "teeny_optimizer_set_steps: steps %lld must be >= 0",
+                            (long long)steps);
+    o->steps = steps;
+    return TEENY_OK;
+}
+
+int teeny_optimizer_state_count(const teeny_optimizer *o)
+{
+    return o ? o->n_state : 0;
+}
+
+teeny_status teeny_optimizer_state(const teeny_optimizer *o, int i, const char **name, teeny_tensor **t)
+{
+    if (!o)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_optimizer_state: optimizer is NULL");
+    teeny__clear_error(o->ctx);
+    if (i < 0 || i >= o->n_state)
+        return teeny__error(o->ctx, TEENY_ERR_ARG, "teeny_optimizer_state: index %d outside [0, %d)", i, o->n_state);
+    if (name)
+        *name = o->state_names[i];
+    if (t)
+        *t = o->state[i];
+    return TEENY_OK;
+}

@@ -1,0 +1,489 @@
+/*
+ * pool.c -- 2-D max and average pooling (PyTorch semantics: floor output
+ * size, -inf padding for max, count_include_pad for average, pad at most
+ * half the kernel) and global average pooling, with their gradients.
+ * Layout NCHW: x [B, C, H, W], y [B, C, OH, OW]; global pooling gives
+ * y [B, C].
+ *
+ * Kernels: cl/pool.cl. Window ops use one work-item per output (forward)
+ * or per input element (backward, a gather over the covering windows: no
+ * atomics). Global pooling uses one work-group per plane.
+ * Tunable: GAP_WG, the global-pooling work-group size (ctx->work_group_size).
+ *
+ * Op-table entries (the convention of ops.h); iattr = {kernel_h, kernel_w,
+ * stride_h, stride_w, pad_h, pad_w} for the window ops:
+ *   maxpool2d:      forward in = [x], out = [y, argmax] (saved argmax: int32,
+ *                   shape of y, training only; NULL: not written);
+ *                   backward in = [x, y, argmax, dy], out = [dx]
+ *   avgpool2d:      forward in = [x], out = [y];
+ *                   backward in = [x, y, dy], out = [dx]
+ *   global_avgpool: forward in = [x], out = [y [B, C]];
+ *                   backward in = [x, y, dy], out = [dx]
+ * Backward passes take their shapes from dx and dy (x may be NULL).
+ */
+#include <stdio.h>
+
+#include "ops.h"
+
+typedef struct {
+    int H, W, OH, OW, kh, kw, sh, sw, ph, pw, total;
+} pool_geom;
+
+static pool_geom geom_make(const int *iattr, const teeny_tensor *x, const teeny_tensor *y, int per_input)
+{
+    pool_geom g = {(int)x->shape[2], (int)x->shape[3], (int)y->shape[2], (int)y->shape[3], iattr[0], iattr[1],
+                   iattr[2], iattr[3], iattr[4], iattr[5], 0};
+    g.total = (int)(per_input ? x->numel : y->numel);
+    return g;
+}
+
+static teeny_status launch_1d(teeny_ctx *ctx, cl_kernel k, const char *name, int total)
+{
+    size_t global = (size_t)total, local = (size_t)ctx->work_group_size;
+    return teeny__launch(ctx, k, name, 1, &global, &local);
+}
+
+/* Arguments 2..12 of every window kernel (after its first buffer). */
+#define GEOM_ARGS(g)                                                                                                \
+    sizeof(int), &(g).H, sizeof(int), &(g).W, sizeof(int), &(g).OH, sizeof(int), &(g).OW, sizeof(int), &(g).kh,     \
+        sizeof(int), &(g).kw, sizeof(int), &(g).sh, sizeof(int), &(g).sw, sizeof(int), &(g).ph, sizeof(int), &(g).pw, \
+        sizeof(int), &(g).total
+
+teeny_status teeny__maxpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    static const char name[] = "pool_max_forward";
+    const teeny_tensor *x = a->in[0];
+    teeny_tensor *y = a->out[0], *am = a->out[1];
+    pool_geom g = geom_make(a->iattr, x, y, 0);
+    int x_off = teeny__off(x), y_off = teeny__off(y), am_off = am ? teeny__off(am) : 0, want = am != NULL;
+    cl_mem am_buf = am ? am->buf : y->buf; /* stand-in, never written */
+    cl_kernel k;
+    teeny_status st = teeny__kernel_get(ctx, "pool", "", name, &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, GEOM_ARGS(g), sizeof(cl_mem),
+                             &y->buf, sizeof(int), &y_off, sizeof(cl_mem), &am_buf, sizeof(int), &am_off, sizeof(int),
+                             &want, (size_t)0);
+    if (st == TEENY_OK)
+        st = launch_1d(ctx, k, name, g.total);
+    return st;
+}
+
+teeny_status teeny__maxpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    static const char name[] = "pool_max_backward";
+    const teeny_tensor *am = a->in[2], *dy = a->in[3];
+    teeny_tensor *dx = a->out[0];
+    if (!dx)
+        return TEENY_OK;
+    pool_geom g = geom_make(a->iattr, dx, dy, 1);
+    int am_off = teeny__off(am), dy_off = teeny__off(dy), dx_off = teeny__off(dx);
+    cl_kernel k;
+    teeny_status st = teeny__kernel_get(ctx, "pool", "", name, &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &am->buf, sizeof(int), &am_off, sizeof(cl_mem), &dy->buf,
+                             sizeof(int), &dy_off, GEOM_ARGS(g), sizeof(cl_mem), &dx->buf, sizeof(int), &dx_off,
+                             (size_t)0);
+    if (st == TEENY_OK)
+        st = launch_1d(ctx, k, name, g.total);
+    return st;
+}
+
+teeny_status teeny__avgpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    static const char name[] = "pool_avg_forward";
+    const teeny_tensor *x = a->in[0];
+    teeny_tensor *y = a->out[0];
+    pool_geom g = geom_make(a->iattr, x, y, 0);
+    int x_off = teeny__off(x), y_off = teeny__off(y);
+    cl_kernel k;
+    teeny_status st = teeny__kernel_get(ctx, "pool", "", name, &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, GEOM_ARGS(g), sizeof(cl_mem),
+                             &y->buf, sizeof(int), &y_off, (size_t)0);
+    if (st == TEENY_OK)
+        st = launch_1d(ctx, k, name, g.total);
+    return st;
+}
+
+teeny_status teeny__avgpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    static const char name[] = "pool_avg_backward";
+    const teeny_tensor *dy = a->in[2];
+    teeny_tensor *dx = a->out[0];
+    if (!dx)
+        return TEENY_OK;
+    pool_geom g = geom_make(a->iattr, dx, dy, 1);
+    int dy_off = teeny__off(dy), dx_off = teeny__off(dx);
+    cl_kernel k;
+    teeny_status st = teeny__kernel_get(ctx, "pool", "", name, &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &dy->buf, sizeof(int), &dy_off, GEOM_ARGS(g),
+                             sizeof(cl_mem), &dx->buf, sizeof(int), &dx_off, (size_t)0);
+    if (st == TEENY_OK)
+        st = launch_1d(ctx, k, name, g.total);
+    return st;
+}
+
+teeny_status teeny__global_avgpool_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    static const char name[] = "pool_gap_forward";
+    const teeny_tensor *x = a->in[0];
+    teeny_tensor *y = a->out[0];
+    int S = (int)(x->shape[2] * x->shape[3]), x_off = teeny__off(x), y_off = teeny__off(y);
+    char opt[32];
+    cl_kernel k;
+    teeny_status st;
+    snprintf(opt, sizeof opt, "-DGAP_WG=%d", ctx->work_group_size);
+    st = teeny__kernel_get(ctx, "pool", opt, name, &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &S,
+                             sizeof(cl_mem), &y->buf, sizeof(int), &y_off, (size_t)0);
+    if (st == TEENY_OK) {
+        size_t local = (size_t)ctx->work_group_size, global = local * (size_t)(x->shape[0] * x->shape[1]);
+        st = teeny__launch(ctx, k, name, 1, &global, &local);
+    }
+    return st;
+}
+
+teeny_status teeny__global_avgpool_backward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    static const char name[] = "pool_gap_backward";
+    const teeny_tensor *dy = a->in[2];
+    teeny_tensor *dx = a->out[0];
+    if (!dx)
+        return TEENY_OK;
+    int S = (int)(dx->shape[2] * dx->shape[3]), total = (int)dx->numel, dy_off = teeny__off(dy),
+        dx_off = teeny__off(dx);
+    cl_kernel k;
+    teeny_status st = teeny__kernel_get(ctx, "pool", "", name, &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &dy->buf, sizeof(int), &dy_off, sizeof(int), &S,
+                             sizeof(int), &total, sizeof(cl_mem), &dx->buf, sizeof(int), &dx_off, (size_t)0);
+    if (st == TEENY_OK)
+        st = launch_1d(ctx, k, name, total);
+    return st;
+}
+
+/* ---- validation, shapes and the eager API ---- */
+
+/* Parameters from iattr order; ctx may be NULL (thread error). */
+static teeny_status check_params(teeny_ctx *ctx, const char *fn, const int *v)
+{
+    static const char *const axis[2] = {"H", "W"};
+    for (int i = 0; i < 2; i++) {
+        int k = v[i], s = v[2 + i], p = v[4 + i];
+        if (k < 1 || s < 1 || p < 0)
+            return teeny__error(ctx, TEENY_ERR_ARG, "%s: kernel %d, stride %d, pad %d along %s; need kernel >= 1, "
+                                "stride >= 1, pad >= 0", fn, k, s, p, axis[i]);
+        if (p > k / 2)
+            return teeny__error(ctx, TEENY_ERR_ARG, "%s: pad %d along %s exceeds half the kernel (%d), as PyTorch "
+                                "rejects", fn, p, axis[i], k);
+    }
+    return TEENY_OK;
+}
+
+/* y shape from x shape and parameters (iattr order). */
+static teeny_status out_shape(teeny_ctx *ctx, const char *fn, const int *v, const int64_t *xs, int64_t *ys)
+{
+    teeny_status st = check_params(ctx, fn, v);
+    if (st != TEENY_OK)
+        return st;
+    for (int i = 0; i < 4; i++)
+        if (xs[i] > INT32_MAX)
+            return teeny__error(ctx, TEENY_ERR_RANGE, "%s: x dimension %d = %lld passes int32 indexing", fn, i,
+                                (long long)xs[i]);
+    ys[0] = xs[0];
+    ys[1] = xs[1];
+    for (int i = 0; i < 2; i++) {
+        int64_t in = xs[2 + i], span = in + 2 * (int64_t)v[4 + i];
+        if (in < 1 || xs[0] < 1 || xs[1] < 1)
+            return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: x has an empty dimension", fn);
+        if (span < v[i])
+            return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: kernel %d is larger than the padded input %lld along %s",
+                                fn, v[i], (long long)span, i ? "W" : "H");
+        ys[2 + i] = (span - v[i]) / v[2 + i] + 1;
+    }
+    if (xs[0] > INT32_MAX / xs[1] || ys[2] > INT32_MAX / ys[3] || xs[0] * xs[1] > INT32_MAX / (ys[2] * ys[3]))
+        return teeny__error(ctx, TEENY_ERR_RANGE, "%s: output [%lld, %lld, %lld, %lld] passes int32 indexing", fn,
+                            (long long)ys[0], (long long)ys[1], (long long)ys[2], (long long)ys[3]);
+    return TEENY_OK;
+}
+
+static void params_iattr(const teeny_pool2d_params *p, int *v)
+{
+    v[0] = p->kernel[0];
+    v[1] = p->kernel[1];
+    v[2] = p->stride[0];
+    v[3] = p->stride[1];
+    v[4] = p->pad[0];
+    v[5] = p->pad[1];
+}
+
+teeny_status teeny_pool2d_output_shape(const teeny_pool2d_params *p, const int64_t x_shape[4], int64_t y_shape[4])
+{
+    static const char fn[] = "teeny_pool2d_output_shape";
+    int v[6];
+    int64_t ys[4];
+    if (!p || !x_shape || !y_shape)
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s: %s is NULL", fn, !p ? "p" : !x_shape ? "x_shape" : "y_shape");
+    params_iattr(p, v);
+    teeny_status st = out_shape(NULL, fn, v, x_shape, ys);
+    if (st == TEENY_OK)
+        for (int i = 0; i < 4; i++)
+            y_shape[i] = ys[i];
+    return st;
+}
+
+#define EAGER_BEGIN(fn)                                                             \
+    if (!teeny__ctx_check(ctx))                                                     \
+        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
+    teeny__clear_error(ctx)
+
+static teeny_status check_fp32(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name)
+{
+    teeny_status st = teeny__check_tensor(ctx, t, name);
+    return st == TEENY_OK ? st : teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+}
+
+static teeny_status check_i32(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name)
+{
+    teeny_status st = teeny__check_tensor_i32(ctx, t, name);
+    return st == TEENY_OK ? st : teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+}
+
+/* t (already checked) must have shape want (rank 4, or rank 2 [B, C] too
+ * when allow_bc). */
+static teeny_status check_shape(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name,
+                                const int64_t *want, int allow_bc)
+{
+    char s[96];
+    int ok = t->ndim == 4 && t->shape[0] == want[0] && t->shape[1] == want[1] && t->shape[2] == want[2] &&
+             t->shape[3] == want[3];
+    if (allow_bc && t->ndim == 2 && t->shape[0] == want[0] && t->shape[1] == want[1])
+        ok = 1;
+    if (!ok)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected [%lld, %lld, %lld, %lld]%s", fn,
+                            name, teeny__shape_str(t, s, sizeof s), (long long)want[0], (long long)want[1],
+                            (long long)want[2], (long long)want[3], allow_bc ? " or [B, C]" : "");
+    return TEENY_OK;
+}
+
+static teeny_status check_x4(teeny_ctx *ctx, const char *fn, const teeny_tensor *x, const char *name)
+{
+    char s[96];
+    teeny_status st = check_fp32(ctx, fn, x, name);
+    if (st == TEENY_OK && x->ndim != 4)
+        st = teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected [B, C, H, W]", fn, name,
+                          teeny__shape_str(x, s, sizeof s));
+    return st;
+}
+
+/* Every non-NULL output disjoint from every input and other output. */
+static teeny_status check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *t,
+                                   const char *const *names, int n_in, int n)
+{
+    for (int i = n_in; i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (j != i && teeny__overlap(t[i], t[j]))
+                return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, names[i], names[j]);
+    return TEENY_OK;
+}
+
+/* Checks shared by the window ops: p, x [B, C, H, W]; fills v and the y shape. */
+static teeny_status check_window(teeny_ctx *ctx, const char *fn, const teeny_pool2d_params *p,
+                                 const teeny_tensor *x, int *v, int64_t *ys)
+{
+    teeny_status st;
+    if (!p)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: p is NULL", fn);
+    if ((st = check_x4(ctx, fn, x, "x")) != TEENY_OK)
+        return st;
+    params_iattr(p, v);
+    return out_shape(ctx, fn, v, x->shape, ys);
+}
+
+teeny_status teeny_maxpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *p, const teeny_tensor *x,
+                                     teeny_tensor *y, teeny_tensor *argmax)
+{
+    static const char fn[] = "teeny_maxpool2d_forward";
+    int v[6];
+    int64_t ys[4];
+    teeny_status st;
+    EAGER_BEGIN("teeny_maxpool2d_forward");
+    if ((st = check_window(ctx, fn, p, x, v, ys)) != TEENY_OK ||
+        (st = check_fp32(ctx, fn, y, "y")) != TEENY_OK || (st = check_shape(ctx, fn, y, "y", ys, 0)) != TEENY_OK ||
+        (argmax && ((st = check_i32(ctx, fn, argmax, "argmax")) != TEENY_OK ||
+                    (st = check_shape(ctx, fn, argmax, "argmax", ys, 0)) != TEENY_OK)))
+        return st;
+    const teeny_tensor *t[3] = {x, y, argmax};
+    const char *names[3] = {"x", "y", "argmax"};
+    if ((st = check_disjoint(ctx, fn, t, names, 1, 3)) != TEENY_OK)
+        return st;
+    teeny__op_args args = {.in = {x}, .out = {y, argmax}, .iattr = {v[0], v[1], v[2], v[3], v[4], v[5]},
+                           .training = argmax != NULL};
+    return teeny__op_run(ctx, TEENY__OP_MAXPOOL2D, 0, &args);
+}
+
+teeny_status teeny_maxpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p, const teeny_tensor *x,
+                                      const teeny_tensor *argmax, const teeny_tensor *dy, teeny_tensor *dx)
+{
+    static const char fn[] = "teeny_maxpool2d_backward";
+    int v[6];
+    int64_t ys[4];
+    teeny_status st;
+    EAGER_BEGIN("teeny_maxpool2d_backward");
+    if ((st = check_window(ctx, fn, p, x, v, ys)) != TEENY_OK ||
+        (st = check_i32(ctx, fn, argmax, "argmax")) != TEENY_OK ||
+        (st = check_shape(ctx, fn, argmax, "argmax", ys, 0)) != TEENY_OK ||
+        (st = check_fp32(ctx, fn, dy, "dy")) != TEENY_OK || (st = check_shape(ctx, fn, dy, "dy", ys, 0)) != TEENY_OK ||
+        (st = check_fp32(ctx, fn, dx, "dx")) != TEENY_OK ||
+        (st = check_shape(ctx, fn, dx, "dx", x->shape, 0)) != TEENY_OK)
+        return st;
+    const teeny_tensor *t[4] = {x, argmax, dy, dx};
+    const char *names[4] = {"x", "argmax", "dy", "dx"};
+    if ((st = check_disjoint(ctx, fn, t, names, 3, 4)) != TEENY_OK)
+        return st;
+    teeny__op_args args = {.in = {x, NULL, argmax, dy}, .out = {dx}, .iattr = {v[0], v[1], v[2], v[3], v[4], v[5]},
+                           .training = 1};
+    return teeny__op_run(ctx, TEENY__OP_MAXPOOL2D, 1, &args);
+}
+
+teeny_status teeny_avgpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *p, const teeny_tensor *x,
+                                     teeny_tensor *y)
+{
+    static const char fn[] = "teeny_avgpool2d_forward";
+    int v[6];
+    int64_t ys[4];
+    teeny_status st;
+    EAGER_BEGIN("teeny_avgpool2d_forward");
+    if ((st = check_window(ctx, fn, p, x, v, ys)) != TEENY_OK || (st = check_fp32(ctx, fn, y, "y")) != TEENY_OK ||
+        (st = check_shape(ctx, fn, y, "y", ys, 0)) != TEENY_OK)
+        return st;
+    const teeny_tensor *t[2] = {x, y};
+    const char *names[2] = {"x", "y"};
+    if ((st = check_disjoint(ctx, fn, t, names, 1, 2)) != TEENY_OK)
+        return st;
+    teeny__op_args args = {.in = {x}, .out = {y}, .iattr = {v[0], v[1], v[2], v[3], v[4], v[5]}};
+    return teeny__op_run(ctx, TEENY__OP_AVGPOOL2D, 0, &args);
+}
+
+teeny_status teeny_avgpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p, const teeny_tensor *x,
+                                      const teeny_tensor *dy, teeny_tensor *dx)
+{
+    static const char fn[] = "teeny_avgpool2d_backward";
+    int v[6];
+    int64_t ys[4];
+    teeny_status st;
+    EAGER_BEGIN("teeny_avgpool2d_backward");
+    if ((st = check_window(ctx, fn, p, x, v, ys)) != TEENY_OK || (st = check_fp32(ctx, fn, dy, "dy")) != TEENY_OK ||
+        (st = check_shape(ctx, fn, dy, "dy", ys, 0)) != TEENY_OK || (st = check_fp32(ctx, fn, dx, "dx")) != TEENY_OK ||
+        (st = check_shape(ctx, fn, dx, "dx", x->shape, 0)) != TEENY_OK)
+        return st;
+    const teeny_tensor *t[3] = {x, dy, dx};
+    const char *names[3] = {"x", "dy", "dx"};
+    if ((st = check_disjoint(ctx, fn, t, names, 2, 3)) != TEENY_OK)
+        return st;
+    teeny__op_args args = {.in = {x, NULL, dy}, .out = {dx}, .iattr = {v[0], v[1], v[2], v[3], v[4], v[5]}};
+    return teeny__op_run(ctx, TEENY__OP_AVGPOOL2D, 1, &args);
+}
+
+teeny_status teeny_global_avgpool_forward(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y)
+{
+    static const char fn[] = "teeny_global_avgpool_forward";
+    teeny_status st;
+    EAGER_BEGIN("teeny_global_avgpool_forward");
+    if ((st = check_x4(ctx, fn, x, "x")) != TEENY_OK || (st = check_fp32(ctx, fn, y, "y")) != TEENY_OK)
+        return st;
+    int64_t ys[4] = {x->shape[0], x->shape[1], 1, 1};
+    if ((st = check_shape(ctx, fn, y, "y", ys, 1)) != TEENY_OK)
+        return st;
+    if (teeny__overlap(y, x))
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: y overlaps x in memory", fn);
+    teeny__op_args args = {.in = {x}, .out = {y}};
+    return teeny__op_run(ctx, TEENY__OP_GLOBAL_AVGPOOL, 0, &args);
+}
+
+teeny_status teeny_global_avgpool_backward(teeny_ctx *ctx, const teeny_tensor *dy, teeny_tensor *dx)
+{
+    static const char fn[] = "teeny_global_avgpool_backward";
+    teeny_status st;
+    EAGER_BEGIN("teeny_global_avgpool_backward");
+    if ((st = check_x4(ctx, fn, dx, "dx")) != TEENY_OK || (st = check_fp32(ctx, fn, dy, "dy")) != TEENY_OK)
+        return st;
+    int64_t ys[4] = {dx->shape[0], dx->shape[1], 1, 1};
+    if ((st = check_shape(ctx, fn, dy, "dy", ys, 1)) != TEENY_OK)
+        return st;
+    if (teeny__overlap(dx, dy))
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: dx overlaps dy in memory", fn);
+    teeny__op_args args = {.in = {NULL, NULL, dy}, .out = {dx}};
+    return teeny__op_run(ctx, TEENY__OP_GLOBAL_AVGPOOL, 1, &args);
+}
+
+/* ---- graph shapes ---- */
+
+static teeny_status infer_window(teeny_ctx *ctx, const char *op, teeny__node_shapes *s)
+{
+    const teeny__shape *x = &s->in[0];
+    if (s->n_in != 1 || x->ndim != 4 || x->is_i32)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: input must be fp32 [B, C, H, W] (rank %d given)", op, x->ndim);
+    s->out = (teeny__shape){.ndim = 4};
+    s->n_param = s->n_state = s->n_saved = 0;
+    return out_shape(ctx, op, s->iattr, x->shape, s->out.shape);
+}
+
+teeny_status teeny__maxpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    teeny_status st = infer_window(ctx, "maxpool2d", s);
+    if (st != TEENY_OK)
+        return st;
+    s->n_saved = 1;
+    s->saved[0] = s->out;
+    s->saved[0].is_i32 = 1;
+    s->saved_needs_training = 1;
+    return TEENY_OK;
+}
+
+teeny_status teeny__avgpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    return infer_window(ctx, "avgpool2d", s);
+}
+
+teeny_status teeny__global_avgpool_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    const teeny__shape *x = &s->in[0];
+    if (s->n_in != 1 || x->ndim != 4 || x->is_i32)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "global_avgpool: input must be fp32 [B, C, H, W] (rank %d given)",
+                            x->ndim);
+    s->out = (teeny__shape){.ndim = 2, .shape = {x->shape[0], x->shape[1]}};
+    s->n_param = s->n_state = s->n_saved = 0;
+    return TEENY_OK;
+}
+
+/* ---- graph builders ---- */
+
+static teeny_status graph_pool(teeny_graph *g, teeny__op_id op, const char *name, teeny_node x,
+                               const teeny_pool2d_params *p, teeny_node *out)
+{
+    static const teeny_pool2d_params defaults = TEENY_POOL2D_PARAMS_INIT;
+    if (!p)
+        p = &defaults;
+    int ia[6] = {p->kernel[0], p->kernel[1], p->stride[0], p->stride[1], p->pad[0], p->pad[1]};
+    return teeny__graph_node(g, op, name, 1, &x, ia, 6, NULL, 0, out);
+}
+
+teeny_status teeny_graph_maxpool2d(teeny_graph *g, const char *name, teeny_node x, const teeny_pool2d_params *p,
+                                   teeny_node *out)
+{
+    return graph_pool(g, TEENY__OP_MAXPOOL2D, name, x, p, out);
+}
+
+teeny_status teeny_graph_avgpool2d(teeny_graph *g, const char *name, teeny_node x, const teeny_pool2d_params *p,
+                                   teeny_node *out)
+{
+    return graph_pool(g, TEENY__OP_AVGPOOL2D, name, x, p, out);
+}
+
+teeny_status teeny_graph_global_avgpool(teeny_graph *g, const char *name, teeny_node x, teeny_node *out)
+{
+    return teeny__graph_node(g, TEENY__OP_GLOBAL_AVGPOOL, name, 1, &x, NULL, 0, NULL, 0, out);
+}

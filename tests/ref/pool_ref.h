@@ -1,0 +1,19 @@
+/* pool_ref.h -- float64 reference of 2-D max/average pooling (PyTorch
+ * semantics: -inf padding for max, count_include_pad for average) and
+ * global average pooling over NCHW data. */
+#ifndef TEENY_REF_POOL_H
+#define TEENY_REF_POOL_H
+#include <stdint.h>
+typedef struct {
+    int B, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW;
+} ref_pool;
+/* Fill OH, OW from the rest. */
+void ref_pool_geom(ref_pool *p);
+/* argmax (may be NULL): index h*W + w within the plane; a NaN wins. */
+void ref_maxpool_forward(const ref_pool *p, const double *x, double *y, int32_t *argmax);
+void ref_maxpool_backward(const ref_pool *p, const int32_t *argmax, const double *dy, double *dx);
+void ref_avgpool_forward(const ref_pool *p, const double *x, double *y);
+void ref_avgpool_backward(const ref_pool *p, const double *dy, double *dx);
+void ref_gap_forward(int B, int C, int S, const double *x, double *y);
+void ref_gap_backward(int B, int C, int S, const double *dy, double *dx);
+#endif

@@ -1,0 +1,835 @@
+/*
+ * test_conv2d.c -- grouped 2-D convolution against the float64 reference:
+ * a seeded sweep over groups (1, 2, 3, 4, depthwise, depthwise x2), kernel
+ * sizes 1-7 (square and not), strides 1-3, padding 0-3, dilation 1-2, odd
+ * sizes and views at odd offsets, forward and backward; every tile shape
+ * of every tuning entry (through the conv2d test hook) on shapes with
+ * partial edge tiles; the fused epilogues against unfused compositions;
+ * determinism; finite differences of the reference; shape inference; and
+ * every error path.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ops/ops.h"
+#include "ref/conv2d_ref.h"
+#include "ref/elementwise_ref.h"
+
+#define TOL 1e-5
+
+typedef struct {
+    ref_conv c;
+    int bias; /* forward adds a bias */
+    int view; /* every tensor lives at an odd offset inside a larger one */
+    int skip; /* backward: bit 0 no dx, bit 1 no dw, bit 2 no dbias */
+} conv_case;
+
+static int out_h(const ref_conv *c) { return ref_conv_out(c->H, c->KH, c->sh, c->ph, c->dh); }
+static int out_w(const ref_conv *c) { return ref_conv_out(c->W, c->KW, c->sw, c->pw, c->dw); }
+
+static teeny_conv2d_params params_of(const ref_conv *c)
+{
+    teeny_conv2d_params p = {{c->sh, c->sw}, {c->ph, c->pw}, {c->dh, c->dw}, c->G};
+    return p;
+}
+
+static void repro_str(const conv_case *k, uint64_t seed, char *buf, size_t cap)
+{
+    const ref_conv *c = &k->c;
+    snprintf(buf, cap,
+             "x [%d, %d, %d, %d] w [%d, %d, %d, %d] stride (%d, %d) pad (%d, %d) dilation (%d, %d) groups %d%s%s "
+             "seed %llu",
+             c->B, c->Cin, c->H, c->W, c->Cout, c->Cin / c->G, c->KH, c->KW, c->sh, c->sw, c->ph, c->pw, c->dh, c->dw,
+             c->G, k->bias ? " bias" : "", k->view ? " (views)" : "", (unsigned long long)seed);
+}
+
+/* Channel counts: mostly small, sometimes up to 64. */
+static int channels(th_rng *r, int cmax)
+{
+    int u = th_int(r, 0, 19), n = u < 13 ? th_int(r, 1, 8) : u < 18 ? th_int(r, 9, 24) : th_int(r, 25, 64);
+    return n < cmax ? n : cmax;
+}
+
+/* Configuration i of the sweep: the group kind cycles with i, the rest is
+ * drawn; spatial sizes stay small (the reference is a direct loop), and a
+ * draw whose reference would be slow is redrawn with fewer channels. */
+static conv_case sweep_case(th_rng *r, int i)
+{
+    conv_case k = {0};
+    ref_conv *c = &k.c;
+    int kind = i % 6;
+    for (int attempt = 0;; attempt++) {
+        int cmax = attempt < 3 ? 64 : 8;
+        c->KH = th_int(r, 1, 7);
+        c->KW = th_int(r, 0, 2) == 0 ? c->KH : th_int(r, 1, 7);
+        c->sh = th_int(r, 1, 3);
+        c->sw = th_int(r, 0, 1) ? c->sh : th_int(r, 1, 3);
+        c->ph = th_int(r, 0, 3);
+        c->pw = th_int(r, 0, 3);
+        c->dh = th_int(r, 1, 2);
+        c->dw = th_int(r, 1, 2);
+        c->B = th_int(r, 1, 4);
+        c->H = th_int(r, 1, 13);
+        c->W = th_int(r, 1, 13);
+        if (c->H + 2 * c->ph < c->dh * (c->KH - 1) + 1)
+            c->H = c->dh * (c->KH - 1) + 1 - 2 * c->ph + th_int(r, 0, 2);
+        if (c->W + 2 * c->pw < c->dw * (c->KW - 1) + 1)
+            c->W = c->dw * (c->KW - 1) + 1 - 2 * c->pw + th_int(r, 0, 2);
+        if (c->H < 1)
+            c->H = 1;
+        if (c->W < 1)
+            c->W = 1;
+        if (kind == 0) {
+            c->G = 1;
+            c->Cin = channels(r, cmax);
+            c->Cout = channels(r, cmax);
+        } else if (kind <= 3) {
+            c->G = kind + 1;
+            int per_in = (channels(r, cmax) + c->G - 1) / c->G, per_out = (channels(r, cmax) + c->G - 1) / c->G;
+            c->Cin = c->G * per_in;
+            c->Cout = c->G * per_out;
+        } else {
+            c->Cin = c->G = channels(r, cmax);
+            c->Cout = c->Cin * (kind == 5 ? 2 : 1);
+        }
+        double cost = (double)c->B * c->Cout * out_h(c) * out_w(c) * (c->Cin / c->G) * c->KH * c->KW;
+        if (cost <= 1.5e6)
+            break;
+    }
+    k.bias = th_int(r, 0, 3) != 0;
+    k.view = i % 3 == 1;
+    k.skip = i % 7 == 3 ? 1 : i % 7 == 5 ? 2 : i % 7 == 6 ? 4 : 0;
+    return k;
+}
+
+/* A small fixed subset for sanitizer and oclgrind runs. */
+static conv_case small_case(int i)
+{
+    static const conv_case s[] = {
+        {{2, 4, 5, 6, 6, 3, 2, 1, 2, 1, 0, 1, 2, 2}, 1, 0, 0},
+        {{1, 3, 7, 5, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3}, 0, 1, 0},
+        {{2, 2, 4, 4, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 1, 0, 0},
+        {{1, 2, 6, 7, 4, 5, 3, 1, 3, 2, 1, 2, 1, 2}, 1, 1, 0},
+        {{3, 5, 3, 3, 2, 2, 2, 3, 1, 0, 2, 1, 1, 1}, 0, 0, 0},
+        {{1, 1, 9, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 0},
+    };
+    return s[i % 6];
+}
+
+/* ---- host data and device tensors ---- */
+
+typedef struct {
+    float *x, *w, *b, *dy;
+    double *xd, *wd, *bd, *dyd;
+    size_t nx, nw, ny;
+} conv_data;
+
+static double *dbl(const float *x, size_t n)
+{
+    double *y = th_malloc(n * sizeof *y);
+    th_to_double(x, y, n);
+    return y;
+}
+
+static void data_make(conv_data *d, const ref_conv *c, th_rng *r)
+{
+    d->nx = ref_conv_x_numel(c);
+    d->nw = ref_conv_w_numel(c);
+    d->ny = ref_conv_y_numel(c);
+    d->x = th_malloc(d->nx * sizeof(float));
+    d->w = th_malloc(d->nw * sizeof(float));
+    d->b = th_malloc((size_t)c->Cout * sizeof(float));
+    d->dy = th_malloc(d->ny * sizeof(float));
+    th_fill_normal(r, d->x, d->nx, th_uniform(r, -0.5, 0.5), 1.0);
+    th_fill_normal(r, d->w, d->nw, 0, 1.0 / sqrt((double)(c->Cin / c->G) * c->KH * c->KW));
+    th_fill_uniform(r, d->b, (size_t)c->Cout, -1, 1);
+    th_fill_normal(r, d->dy, d->ny, 0, 1);
+    d->xd = dbl(d->x, d->nx);
+    d->wd = dbl(d->w, d->nw);
+    d->bd = dbl(d->b, (size_t)c->Cout);
+    d->dyd = dbl(d->dy, d->ny);
+}
+
+static void data_free(conv_data *d)
+{
+    void *p[] = {d->x, d->w, d->b, d->dy, d->xd, d->wd, d->bd, d->dyd};
+    for (int i = 0; i < 8; i++)
+        free(p[i]);
+}
+
+/* A device tensor, or a view at an odd offset inside a NaN-filled one. */
+typedef struct {
+    teeny_tensor *base, *t;
+    int64_t off;
+} dtensor;
+
+static dtensor dt_make(teeny_ctx *ctx, int ndim, const int64_t *shape, const float *data, int view, int64_t off)
+{
+    dtensor d = {0};
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    if (view) {
+        int64_t big = n + off + 6;
+        d.base = th_tensor(ctx, 1, &big);
+        d.off = off;
+        th_poison(d.base);
+        TH_OK(ctx, teeny_tensor_view(d.base, off, ndim, shape, &d.t));
+    } else {
+        d.t = th_tensor(ctx, ndim, shape);
+    }
+    if (data)
+        TH_OK(ctx, teeny_tensor_write(d.t, data, (size_t)n));
+    else
+        th_poison(d.t);
+    return d;
+}
+
+static void dt_free(dtensor *d)
+{
+    teeny_tensor_destroy(d->t);
+    teeny_tensor_destroy(d->base);
+    d->t = d->base = NULL;
+}
+
+/* Compare with the reference (nrms, or nrms_mag when mag is given); every
+ * element must have been written, and nothing of a view's base outside it. */
+static void expect_close(const dtensor *d, const double *ref, const double *mag, size_t n, const char *what,
+                         const char *repro)
+{
+    float *out = th_read(d->t);
+    long bad = th_first_nonfinite(out, n);
+    ck_assert_msg(bad < 0, "%s: element %ld not written or not finite (%g); %s", what, bad,
+                  bad >= 0 ? (double)out[bad] : 0.0, repro);
+    double e = mag ? th_nrms_mag(out, ref, mag, n) : th_nrms(out, ref, n);
+    ck_assert_msg(e <= TOL, "%s: nrms %.3g > %.1g; %s", what, e, TOL, repro);
+    free(out);
+    if (d->base) {
+        float *all = th_read(d->base);
+        size_t nb = (size_t)teeny_tensor_numel(d->base);
+        for (size_t i = 0; i < nb; i++)
+            if (i < (size_t)d->off || i >= (size_t)d->off + n)
+                ck_assert_msg(isnan(all[i]), "%s: wrote element %zu outside the view; %s", what, i, repro);
+        free(all);
+    }
+}
+
+static void shapes_of(const ref_conv *c, int64_t *xs, int64_t *ws, int64_t *ys)
+{
+    int64_t x[4] = {c->B, c->Cin, c->H, c->W}, w[4] = {c->Cout, c->Cin / c->G, c->KH, c->KW},
+            y[4] = {c->B, c->Cout, out_h(c), out_w(c)};
+    memcpy(xs, x, sizeof x);
+    memcpy(ws, w, sizeof w);
+    memcpy(ys, y, sizeof y);
+}
+
+/* Forward of one case through teeny_conv2d_forward. */
+static void check_forward(const conv_case *k, const conv_data *d, const char *repro)
+{
+    teeny_ctx *ctx = th_ctx();
+    const ref_conv *c = &k->c;
+    int64_t xs[4], ws[4], ys[4], cs = c->Cout;
+    teeny_conv2d_params p = params_of(c);
+    shapes_of(c, xs, ws, ys);
+    dtensor tx = dt_make(ctx, 4, xs, d->x, k->view, 1), tw = dt_make(ctx, 4, ws, d->w, k->view, 3),
+            tb = dt_make(ctx, 1, &cs, d->b, k->view, 5), ty = dt_make(ctx, 4, ys, NULL, k->view, 7);
+    double *y = th_malloc(d->ny * sizeof *y);
+    TH_OK(ctx, teeny_conv2d_forward(ctx, &p, tx.t, tw.t, k->bias ? tb.t : NULL, ty.t));
+    ref_conv2d_forward(c, d->xd, d->wd, k->bias ? d->bd : NULL, y, NULL);
+    expect_close(&ty, y, NULL, d->ny, "y", repro);
+    free(y);
+    dt_free(&tx);
+    dt_free(&tw);
+    dt_free(&tb);
+    dt_free(&ty);
+}
+
+/* Backward of one case: dx by nrms, dw and dbias (long sums) by nrms_mag. */
+static void check_backward(const conv_case *k, const conv_data *d, const char *repro)
+{
+    teeny_ctx *ctx = th_ctx();
+    const ref_conv *c = &k->c;
+    int64_t xs[4], ws[4], ys[4], cs = c->Cout;
+    teeny_conv2d_params p = params_of(c);
+    shapes_of(c, xs, ws, ys);
+    dtensor tx = dt_make(ctx, 4, xs, d->x, k->view, 1), tw = dt_make(ctx, 4, ws, d->w, k->view, 3),
+            tdy = dt_make(ctx, 4, ys, d->dy, k->view, 5), tdx = dt_make(ctx, 4, xs, NULL, k->view, 7),
+            tdw = dt_make(ctx, 4, ws, NULL, k->view, 9), tdb = dt_make(ctx, 1, &cs, NULL, k->view, 11);
+    double *dx = th_malloc(d->nx * sizeof *dx), *dw = th_malloc(d->nw * sizeof *dw),
+           *db = th_malloc((size_t)c->Cout * sizeof *db), *mdw = th_malloc(d->nw * sizeof *mdw),
+           *mdb = th_malloc((size_t)c->Cout * sizeof *mdb);
+    TH_OK(ctx, teeny_conv2d_backward(ctx, &p, tx.t, tw.t, tdy.t, k->skip & 1 ? NULL : tdx.t, k->skip & 2 ? NULL : tdw.t,
+                                     k->skip & 4 ? NULL : tdb.t));
+    ref_conv2d_backward(c, d->xd, d->wd, d->dyd, dx, dw, db, NULL, mdw, mdb);
+    if (!(k->skip & 1))
+        expect_close(&tdx, dx, NULL, d->nx, "dx", repro);
+    if (!(k->skip & 2))
+        expect_close(&tdw, dw, mdw, d->nw, "dw", repro);
+    if (!(k->skip & 4))
+        expect_close(&tdb, db, mdb, (size_t)c->Cout, "dbias", repro);
+    /* an output that was not asked for stays untouched */
+    for (int i = 0; i < 3; i++) {
+        if (!(k->skip & (1 << i)))
+            continue;
+        dtensor *t = i == 0 ? &tdx : i == 1 ? &tdw : &tdb;
+        float *v = th_read(t->t);
+        ck_assert_msg(th_first_nonfinite(v, (size_t)teeny_tensor_numel(t->t)) == 0, "NULL output %d was written; %s",
+                      i, repro);
+        free(v);
+    }
+    void *h[] = {dx, dw, db, mdw, mdb};
+    for (int i = 0; i < 5; i++)
+        free(h[i]);
+    dtensor *ts[] = {&tx, &tw, &tdy, &tdx, &tdw, &tdb};
+    for (int i = 0; i < 6; i++)
+        dt_free(ts[i]);
+}
+
+static void run_case(const conv_case *k, uint64_t seed, int forward, int backward)
+{
+    th_rng r = th_rng_make(seed);
+    char repro[320];
+    conv_data d;
+    repro_str(k, seed, repro, sizeof repro);
+    data_make(&d, &k->c, &r);
+    if (forward)
+        check_forward(k, &d, repro);
+    if (backward)
+        check_backward(k, &d, repro);
+    data_free(&d);
+}
+
+static int sweep_count(void)
+{
+    return th_small() ? 6 : th_full() ? 6000 : 1008;
+}
+
+START_TEST(test_conv2d_forward_sweep)
+{
+    uint64_t seed = 20000 + (uint64_t)_i;
+    th_rng r = th_rng_make(seed);
+    conv_case k = th_small() ? small_case(_i) : sweep_case(&r, _i);
+    run_case(&k, seed, 1, 0);
+}
+END_TEST
+
+START_TEST(test_conv2d_backward_sweep)
+{
+    uint64_t seed = 20000 + (uint64_t)_i; /* the forward sweep's configurations */
+    th_rng r = th_rng_make(seed);
+    conv_case k = th_small() ? small_case(_i) : sweep_case(&r, _i);
+    run_case(&k, seed, 0, 1);
+}
+END_TEST
+
+/* Shapes large enough for several tiles in every direction, none a
+ * multiple of a tile: general GEMM, 1x1 plain GEMM, strided input
+ * gradient, depthwise (several tiles, wide rows, multiplier), a 1-channel
+ * input to 32 channels (the GEMM: a wide multiplier), and split
+ * weight-gradient reductions. */
+static const conv_case large_cases[] = {
+    {{2, 24, 33, 33, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 0},
+    {{2, 36, 16, 18, 20, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 1, 0, 0},
+    {{2, 12, 31, 29, 18, 5, 5, 2, 2, 2, 2, 1, 1, 2}, 1, 1, 0},
+    {{2, 32, 45, 45, 32, 3, 3, 1, 1, 1, 1, 1, 1, 32}, 1, 0, 0},
+    {{1, 8, 40, 37, 16, 7, 7, 2, 2, 3, 3, 2, 2, 8}, 1, 1, 0},
+    {{2, 2, 5, 300, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2}, 0, 0, 0},
+    {{3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 0},
+    {{2, 3, 45, 44, 20, 7, 7, 2, 2, 3, 3, 1, 1, 1}, 1, 0, 0},
+    {{4, 64, 7, 7, 72, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 0, 1, 0},
+    {{2, 20, 17, 21, 12, 3, 3, 3, 2, 0, 1, 2, 1, 4}, 1, 0, 0},
+};
+#define N_LARGE ((int)(sizeof large_cases / sizeof large_cases[0]))
+
+START_TEST(test_conv2d_large)
+{
+    run_case(&large_cases[_i], 300 + (uint64_t)_i, 1, 1);
+}
+END_TEST
+
+/* Every tile of every tuning entry (forced through the test hook, so a CPU
+ * run also checks the GPU tile shapes), GEMM path only, then each entry's
+ * depthwise kernels. A program build costs PoCL seconds, so on CPU devices
+ * the default run takes the largest GPU tile only; make test-full and GPU
+ * devices take them all. */
+static const conv_case tile_cases[] = {
+    {{2, 20, 13, 15, 70, 3, 3, 1, 1, 1, 1, 1, 1, 2}, 1, 0, 0},  /* M 390, N 35/group, K 90 */
+    {{2, 40, 12, 11, 36, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 1, 1, 0},  /* 1x1: plain GEMM (aligned) / general (view) */
+    {{1, 36, 16, 16, 140, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 0, 0, 0}, /* 1x1 plain GEMM, N > 128 */
+    {{2, 6, 19, 17, 10, 4, 3, 2, 3, 1, 2, 2, 1, 2}, 1, 0, 0},   /* strided phases, dilation */
+};
+
+START_TEST(test_conv2d_tiles)
+{
+    /* entries 1.. of the table (the first is the NVIDIA copy of the second) */
+    static const int n_tiles_of[] = {4, 4, 2, 1};
+    int tuning = 1 + _i;
+    teeny_device_info info;
+    TH_OK(th_ctx(), teeny_ctx_device_info(th_ctx(), &info));
+    int all = info.is_gpu || th_full();
+    if (!all && _i > 0)
+        return;
+    for (int tile = 0; tile < (all ? n_tiles_of[tuning] : 1); tile++) {
+        teeny__conv2d_debug(tuning, tile, 1);
+        for (int i = 0; i < (int)(sizeof tile_cases / sizeof tile_cases[0]); i++) {
+            conv_case k = tile_cases[i];
+            run_case(&k, 700 + (uint64_t)(tuning * 10 + tile) * 10 + (uint64_t)i, 1, 1);
+        }
+    }
+    teeny__conv2d_debug(tuning, all ? -1 : 0, 0);
+    run_case(&large_cases[3], 801, 1, 1);
+    run_case(&large_cases[4], 802, 1, 1);
+    teeny__conv2d_debug(-1, -1, 0);
+}
+END_TEST
+
+/* Depthwise shapes through the GEMM path too (the fallback for huge
+ * dilation), and a dilation whose patch cannot fit in local memory. */
+START_TEST(test_conv2d_depthwise_fallback)
+{
+    teeny__conv2d_debug(-1, -1, 1);
+    run_case(&large_cases[4], 901, 1, 1);
+    teeny__conv2d_debug(-1, -1, 0);
+    conv_case k = {{1, 2, 3, 3, 2, 2, 2, 1, 1, 3000, 3000, 6000, 6000, 2}, 1, 0, 0};
+    run_case(&k, 902, 1, 1);
+}
+END_TEST
+
+/* ---- determinism ---- */
+
+START_TEST(test_conv2d_determinism)
+{
+    teeny_ctx *ctx = th_ctx();
+    static const ref_conv shapes[] = {
+        {4, 16, 20, 20, 24, 3, 3, 1, 1, 1, 1, 1, 1, 2},
+        {6, 3, 30, 30, 6, 3, 3, 2, 2, 1, 1, 1, 1, 3},
+    };
+    for (int s = 0; s < 2; s++) {
+        const ref_conv *c = &shapes[s];
+        th_rng r = th_rng_make(55 + (uint64_t)s);
+        conv_data d;
+        int64_t xs[4], ws[4], ys[4], cs = c->Cout;
+        teeny_conv2d_params p = params_of(c);
+        shapes_of(c, xs, ws, ys);
+        data_make(&d, c, &r);
+        dtensor tx = dt_make(ctx, 4, xs, d.x, 0, 0), tw = dt_make(ctx, 4, ws, d.w, 0, 0),
+                tb = dt_make(ctx, 1, &cs, d.b, 0, 0), tdy = dt_make(ctx, 4, ys, d.dy, 0, 0);
+        float *out[2][4];
+        for (int run = 0; run < 2; run++) {
+            dtensor ty = dt_make(ctx, 4, ys, NULL, 0, 0), tdx = dt_make(ctx, 4, xs, NULL, 0, 0),
+                    tdw = dt_make(ctx, 4, ws, NULL, 0, 0), tdb = dt_make(ctx, 1, &cs, NULL, 0, 0);
+            TH_OK(ctx, teeny_conv2d_forward(ctx, &p, tx.t, tw.t, tb.t, ty.t));
+            TH_OK(ctx, teeny_conv2d_backward(ctx, &p, tx.t, tw.t, tdy.t, tdx.t, tdw.t, tdb.t));
+            out[run][0] = th_read(ty.t);
+            out[run][1] = th_read(tdx.t);
+            out[run][2] = th_read(tdw.t);
+            out[run][3] = th_read(tdb.t);
+            dt_free(&ty);
+            dt_free(&tdx);
+            dt_free(&tdw);
+            dt_free(&tdb);
+        }
+        size_t sizes[4] = {d.ny, d.nx, d.nw, (size_t)c->Cout};
+        for (int j = 0; j < 4; j++) {
+            ck_assert_msg(th_first_nonfinite(out[0][j], sizes[j]) < 0, "shape %d output %d not written", s, j);
+            ck_assert_msg(!memcmp(out[0][j], out[1][j], sizes[j] * sizeof(float)), "shape %d output %d differs between runs",
+                          s, j);
+            free(out[0][j]);
+            free(out[1][j]);
+        }
+        dt_free(&tx);
+        dt_free(&tw);
+        dt_free(&tb);
+        dt_free(&tdy);
+        data_free(&d);
+    }
+}
+END_TEST
+
+/* ---- fused epilogues ---- */
+
+/* fused(x, w, NULL, scale, shift, act) with scale/shift from
+ * teeny_batchnorm_fold against conv -> batchnorm_forward_infer ->
+ * activation; and the other NULL combinations against the reference. */
+static void check_fused(const ref_conv *c, uint64_t seed)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(seed);
+    conv_case k = {*c, 1, 0, 0};
+    char repro[320];
+    conv_data d;
+    int64_t xs[4], ws[4], ys[4], cs = c->Cout;
+    int C = c->Cout;
+    teeny_conv2d_params p = params_of(c);
+    repro_str(&k, seed, repro, sizeof repro);
+    shapes_of(c, xs, ws, ys);
+    data_make(&d, c, &r);
+    float *bn_w = th_malloc((size_t)C * sizeof(float)), *bn_b = th_malloc((size_t)C * sizeof(float)),
+          *rm = th_malloc((size_t)C * sizeof(float)), *rv = th_malloc((size_t)C * sizeof(float));
+    th_fill_uniform(&r, bn_w, (size_t)C, 0.5, 2);
+    th_fill_uniform(&r, bn_b, (size_t)C, -1, 1);
+    th_fill_uniform(&r, rm, (size_t)C, -0.5, 0.5);
+    th_fill_uniform(&r, rv, (size_t)C, 0.5, 2);
+    dtensor tx = dt_make(ctx, 4, xs, d.x, 0, 0), tw = dt_make(ctx, 4, ws, d.w, 0, 0),
+            tb = dt_make(ctx, 1, &cs, d.b, 0, 0), tbw = dt_make(ctx, 1, &cs, bn_w, 0, 0),
+            tbb = dt_make(ctx, 1, &cs, bn_b, 0, 0), trm = dt_make(ctx, 1, &cs, rm, 0, 0),
+            trv = dt_make(ctx, 1, &cs, rv, 0, 0), tsc = dt_make(ctx, 1, &cs, NULL, 0, 0),
+            tsh = dt_make(ctx, 1, &cs, NULL, 0, 0), ty = dt_make(ctx, 4, ys, NULL, 0, 0),
+            tconv = dt_make(ctx, 4, ys, NULL, 0, 0), tbn = dt_make(ctx, 4, ys, NULL, 0, 0),
+            tref = dt_make(ctx, 4, ys, NULL, 0, 0);
+    const float eps = 1e-3f;
+    TH_OK(ctx, teeny_batchnorm_fold(ctx, tbw.t, tbb.t, trm.t, trv.t, eps, tsc.t, tsh.t));
+    float *scale = th_read(tsc.t), *shift = th_read(tsh.t);
+    double *conv = th_malloc(d.ny * sizeof *conv), *want = th_malloc(d.ny * sizeof *want);
+    ref_conv2d_forward(c, d.xd, d.wd, NULL, conv, NULL);
+    int OHW = out_h(c) * out_w(c);
+
+    for (int act = TEENY_ACT_NONE; act <= TEENY_ACT_SILU; act++) {
+        char what[64];
+        /* BN-folded against the unfused device composition */
+        th_poison(ty.t);
+        TH_OK(ctx, teeny_conv2d_forward_fused(ctx, &p, tx.t, tw.t, NULL, tsc.t, tsh.t, (teeny_act)act, ty.t));
+        TH_OK(ctx, teeny_conv2d_forward(ctx, &p, tx.t, tw.t, NULL, tconv.t));
+        TH_OK(ctx, teeny_batchnorm_forward_infer(ctx, tconv.t, tbw.t, tbb.t, trm.t, trv.t, eps, tbn.t));
+        TH_OK(ctx, teeny_activation_forward(ctx, (teeny_act)act, tbn.t, tref.t));
+        float *got = th_read(ty.t), *ref = th_read(tref.t);
+        ck_assert_msg(th_first_nonfinite(got, d.ny) < 0, "fused act %d: unwritten output; %s", act, repro);
+        double e = th_nrms_f(got, ref, d.ny);
+        ck_assert_msg(e <= TOL, "fused conv-BN act %d vs conv -> batchnorm -> activation: nrms %.3g; %s", act, e, repro);
+        free(got);
+        free(ref);
+
+        /* bias, scale, shift in every NULL combination against the reference */
+        for (int m = 0; m < 8; m++) {
+            int has_b = m & 1, has_sc = m & 2, has_sh = m & 4;
+            for (size_t i = 0; i < d.ny; i++) {
+                int co = (int)(i / (size_t)OHW % (size_t)C);
+                double v = conv[i] * (has_sc ? scale[co] : 1.0) + (has_sh ? shift[co] : 0.0) + (has_b ? d.bd[co] : 0.0);
+                want[i] = ref_act(act, v);
+            }
+            th_poison(ty.t);
+            TH_OK(ctx, teeny_conv2d_forward_fused(ctx, &p, tx.t, tw.t, has_b ? tb.t : NULL, has_sc ? tsc.t : NULL,
+                                                  has_sh ? tsh.t : NULL, (teeny_act)act, ty.t));
+            snprintf(what, sizeof what, "fused act %d bias %d scale %d shift %d", act, has_b, !!has_sc, !!has_sh);
+            expect_close(&ty, want, NULL, d.ny, what, repro);
+        }
+    }
+    free(scale);
+    free(shift);
+    free(conv);
+    free(want);
+    free(bn_w);
+    free(bn_b);
+    free(rm);
+    free(rv);
+    dtensor *ts[] = {&tx, &tw, &tb, &tbw, &tbb, &trm, &trv, &tsc, &tsh, &ty, &tconv, &tbn, &tref};
+    for (int i = 0; i < 13; i++)
+        dt_free(ts[i]);
+    data_free(&d);
+}
+
+START_TEST(test_conv2d_fused)
+{
+    static const ref_conv shapes[] = {
+        {2, 8, 11, 10, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1},   /* GEMM */
+        {2, 16, 8, 8, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1},    /* 1x1 plain GEMM, float4 stores */
+        {2, 6, 9, 13, 12, 3, 3, 2, 1, 1, 1, 1, 1, 6},    /* depthwise x2 */
+    };
+    for (int i = 0; i < 3; i++)
+        check_fused(&shapes[i], 400 + (uint64_t)i);
+}
+END_TEST
+
+/* ---- the reference against finite differences ---- */
+
+static double loss(const ref_conv *c, const double *x, const double *w, const double *b, const double *g, size_t ny)
+{
+    double *y = th_malloc(ny * sizeof *y), L = 0;
+    ref_conv2d_forward(c, x, w, b, y, NULL);
+    for (size_t i = 0; i < ny; i++)
+        L += g[i] * y[i];
+    free(y);
+    return L;
+}
+
+START_TEST(test_conv2d_finite_differences)
+{
+    static const ref_conv shapes[] = {
+        {2, 4, 5, 6, 4, 3, 2, 2, 1, 1, 1, 1, 2, 2},
+        {1, 3, 6, 5, 6, 2, 3, 1, 2, 0, 2, 2, 1, 3},
+    };
+    for (int s = 0; s < 2; s++) {
+        const ref_conv *c = &shapes[s];
+        th_rng r = th_rng_make(31 + (uint64_t)s);
+        size_t nx = ref_conv_x_numel(c), nw = ref_conv_w_numel(c), ny = ref_conv_y_numel(c), nb = (size_t)c->Cout;
+        double *x = th_malloc(nx * sizeof *x), *w = th_malloc(nw * sizeof *w), *b = th_malloc(nb * sizeof *b),
+               *g = th_malloc(ny * sizeof *g), *dx = th_malloc(nx * sizeof *dx), *dw = th_malloc(nw * sizeof *dw),
+               *db = th_malloc(nb * sizeof *db);
+        for (size_t i = 0; i < nx; i++)
+            x[i] = th_normal(&r);
+        for (size_t i = 0; i < nw; i++)
+            w[i] = th_normal(&r);
+        for (size_t i = 0; i < nb; i++)
+            b[i] = th_normal(&r);
+        for (size_t i = 0; i < ny; i++)
+            g[i] = th_normal(&r);
+        ref_conv2d_backward(c, x, w, g, dx, dw, db, NULL, NULL, NULL);
+        double *params[3] = {x, w, b}, *grads[3] = {dx, dw, db};
+        size_t counts[3] = {nx, nw, nb};
+        const double h = 1e-5;
+        for (int q = 0; q < 3; q++)
+            for (size_t i = 0; i < counts[q]; i++) {
+                double keep = params[q][i], lp, lm;
+                params[q][i] = keep + h;
+                lp = loss(c, x, w, b, g, ny);
+                params[q][i] = keep - h;
+                lm = loss(c, x, w, b, g, ny);
+                params[q][i] = keep;
+                double fd = (lp - lm) / (2 * h);
+                ck_assert_msg(fabs(fd - grads[q][i]) <= 1e-6 * (1 + fabs(fd)),
+                              "shape %d param %d[%zu]: analytic %.9g, finite difference %.9g", s, q, i, grads[q][i], fd);
+            }
+        void *hs[] = {x, w, b, g, dx, dw, db};
+        for (int i = 0; i < 7; i++)
+            free(hs[i]);
+    }
+}
+END_TEST
+
+/* ---- shape inference ---- */
+
+START_TEST(test_conv2d_output_shape)
+{
+    static const struct {
+        teeny_conv2d_params p;
+        int64_t x[4], w[4], y[4];
+    } cases[] = {
+        {{{2, 2}, {3, 3}, {1, 1}, 1}, {32, 3, 224, 224}, {64, 3, 7, 7}, {32, 64, 112, 112}},
+        {{{1, 1}, {1, 1}, {1, 1}, 1}, {32, 64, 56, 56}, {64, 64, 3, 3}, {32, 64, 56, 56}},
+        {{{2, 1}, {0, 2}, {2, 3}, 4}, {2, 8, 10, 9}, {12, 2, 3, 2}, {2, 12, 3, 10}},
+        {{{3, 3}, {0, 0}, {1, 1}, 5}, {1, 5, 3, 4}, {10, 1, 3, 4}, {1, 10, 1, 1}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int64_t y[4] = {0};
+        TH_OK(NULL, teeny_conv2d_output_shape(&cases[i].p, cases[i].x, cases[i].w, y));
+        ck_assert_msg(!memcmp(y, cases[i].y, sizeof y), "case %zu: [%lld, %lld, %lld, %lld]", i, (long long)y[0],
+                      (long long)y[1], (long long)y[2], (long long)y[3]);
+    }
+    teeny_conv2d_params p = TEENY_CONV2D_PARAMS_INIT;
+    int64_t x[4] = {1, 4, 5, 5}, w[4] = {2, 4, 3, 3}, y[4] = {-7, -7, -7, -7};
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_conv2d_output_shape(NULL, x, w, y));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_conv2d_output_shape(&p, NULL, w, y));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_conv2d_output_shape(&p, x, w, NULL));
+    int64_t w6[4] = {2, 4, 6, 3};
+    TH_STATUS(NULL, TEENY_ERR_SHAPE, teeny_conv2d_output_shape(&p, x, w6, y));
+    ck_assert_msg(strstr(teeny_last_error(NULL), "smaller than the dilated kernel") != NULL, "%s",
+                  teeny_last_error(NULL));
+    p.dilation[1] = 3;
+    TH_STATUS(NULL, TEENY_ERR_SHAPE, teeny_conv2d_output_shape(&p, x, w, y)); /* 3*(3-1)+1 = 7 > 5 */
+    p.pad[1] = 1;
+    TH_OK(NULL, teeny_conv2d_output_shape(&p, x, w, y)); /* 5 + 2 = 7: exactly one column */
+    ck_assert(y[3] == 1 && y[2] == 3);
+    int64_t xbig[4] = {1 << 20, 1 << 10, 64, 64}, wbig[4] = {1 << 10, 1 << 10, 1, 1}, keep[4];
+    memcpy(keep, y, sizeof keep);
+    TH_STATUS(NULL, TEENY_ERR_RANGE, teeny_conv2d_output_shape(&p, xbig, wbig, y));
+    ck_assert_msg(!memcmp(keep, y, sizeof keep), "y_shape written on failure");
+}
+END_TEST
+
+/* The op table's infer slot: shapes, parameters, initializers. */
+START_TEST(test_conv2d_infer)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny__node_shapes s = {0};
+    s.n_in = 1;
+    s.in[0] = (teeny__shape){.ndim = 4, .shape = {8, 6, 20, 18}};
+    int ia[8] = {2, 1, 1, 0, 1, 2, 3, TEENY_ACT_RELU | 1 << 8};
+    memcpy(s.iattr, ia, sizeof ia);
+    s.fattr[0] = 9;
+    s.fattr[1] = 3;
+    s.fattr[2] = 4;
+    TH_OK(ctx, teeny__ops[TEENY__OP_CONV2D].infer(ctx, &s));
+    ck_assert(s.out.ndim == 4 && s.out.shape[0] == 8 && s.out.shape[1] == 9 && s.out.shape[2] == 10 &&
+              s.out.shape[3] == 12);
+    ck_assert(s.n_param == 2 && s.param[0].ndim == 4 && s.param[0].shape[0] == 9 && s.param[0].shape[1] == 2 &&
+              s.param[0].shape[2] == 3 && s.param[0].shape[3] == 4);
+    ck_assert(s.param[1].ndim == 1 && s.param[1].shape[0] == 9 && s.fan_in == 24);
+    ck_assert(!strcmp(s.param_name[0], "weight") && !strcmp(s.param_name[1], "bias"));
+    ck_assert(s.n_state == 0 && s.n_saved == 0);
+    s.iattr[7] = 0;
+    TH_OK(ctx, teeny__ops[TEENY__OP_CONV2D].infer(ctx, &s));
+    ck_assert(s.n_param == 1);
+    s.fattr[0] = 10; /* groups 3 does not divide 10 */
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny__ops[TEENY__OP_CONV2D].infer(ctx, &s));
+    s.fattr[0] = 2.5f;
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny__ops[TEENY__OP_CONV2D].infer(ctx, &s));
+}
+END_TEST
+
+/* ---- errors: exact status, nothing modified ---- */
+
+typedef struct {
+    teeny_tensor *t;
+    float *before;
+} snap;
+
+START_TEST(test_conv2d_errors)
+{
+    teeny_ctx *ctx = th_ctx(), *other = NULL;
+    enum { B = 2, Ci = 4, H = 6, W = 5, Co = 6, G = 2, K = 3 };
+    th_rng r = th_rng_make(9);
+    int64_t xs[4] = {B, Ci, H, W}, ws[4] = {Co, Ci / G, K, K}, ys[4] = {B, Co, H, W}, cs = Co;
+    int64_t x3[3] = {B, Ci, H * W}, w3[3] = {Co, Ci / G, K * K}, ys_bad[4] = {B, Co, H - 1, W}, c7 = Co + 1;
+    int64_t ws_g[4] = {Co, Ci, K, K}, ws_big[4] = {Co, Ci / G, H + 3, K}, ws_co[4] = {Co + 1, Ci / G, K, K};
+    float x[B * Ci * H * W], w[Co * (Ci / G) * K * K], v[Co], y[B * Co * H * W];
+    th_fill_normal(&r, x, sizeof x / sizeof x[0], 0, 1);
+    th_fill_normal(&r, w, sizeof w / sizeof w[0], 0, 1);
+    th_fill_normal(&r, v, Co, 0, 1);
+    th_fill_normal(&r, y, sizeof y / sizeof y[0], 0, 1);
+    teeny_tensor *tx = th_tensor_from(ctx, 4, xs, x), *tw = th_tensor_from(ctx, 4, ws, w),
+                 *tb = th_tensor_from(ctx, 1, &cs, v), *tsc = th_tensor_from(ctx, 1, &cs, v),
+                 *tsh = th_tensor_from(ctx, 1, &cs, v), *ty = th_tensor_from(ctx, 4, ys, y),
+                 *tdy = th_tensor_from(ctx, 4, ys, y), *tdx = th_tensor_from(ctx, 4, xs, x),
+                 *tdw = th_tensor_from(ctx, 4, ws, w), *tdb = th_tensor_from(ctx, 1, &cs, v);
+    teeny_tensor *tx3 = th_tensor(ctx, 3, x3), *tw3 = th_tensor(ctx, 3, w3), *tybad = th_tensor(ctx, 4, ys_bad),
+                 *tb7 = th_tensor(ctx, 1, &c7), *twg = th_tensor(ctx, 4, ws_g), *twbig = th_tensor(ctx, 4, ws_big),
+                 *twco = th_tensor(ctx, 4, ws_co), *ti = NULL, *tforeign = NULL, *ty_in_x = NULL;
+    /* a y-shaped view overlapping x's storage */
+    int64_t big = (int64_t)(sizeof y / sizeof y[0]) + 8;
+    teeny_tensor *tbig = th_tensor(ctx, 1, &big);
+    float *fill = th_malloc((size_t)big * sizeof(float));
+    th_fill_normal(&r, fill, (size_t)big, 0, 1);
+    TH_OK(ctx, teeny_tensor_write(tbig, fill, (size_t)big));
+    free(fill);
+    TH_OK(ctx, teeny_tensor_view(tbig, 4, 4, ys, &ty_in_x));
+    teeny_tensor *tx_in_big = NULL, *tw_in_big = NULL, *tb_in_big = NULL;
+    TH_OK(ctx, teeny_tensor_view(tbig, 0, 4, xs, &tx_in_big));
+    TH_OK(ctx, teeny_tensor_view(tbig, 10, 4, ws, &tw_in_big));
+    TH_OK(ctx, teeny_tensor_view(tbig, 2, 1, &cs, &tb_in_big));
+    TH_OK(ctx, teeny_tensor_create_i32(ctx, 4, xs, &ti));
+    TH_OK(NULL, teeny_ctx_create(NULL, &other));
+    TH_OK(other, teeny_tensor_create(other, 4, ws, &tforeign));
+    snap s[11];
+    teeny_tensor *watched[11] = {tx, tw, tb, tsc, tsh, ty, tdy, tdx, tdw, tdb, tbig};
+    for (int i = 0; i < 11; i++) {
+        s[i].t = watched[i];
+        s[i].before = th_read(watched[i]);
+    }
+    teeny_conv2d_params p = TEENY_CONV2D_PARAMS_INIT, q;
+    p.pad[0] = p.pad[1] = 1;
+    p.groups = G;
+#define FWD(P, X, Wt, Bi, Y) teeny_conv2d_forward(ctx, P, X, Wt, Bi, Y)
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_conv2d_forward(NULL, &p, tx, tw, tb, ty));
+    TH_STATUS(ctx, TEENY_ERR_ARG, FWD(NULL, tx, tw, tb, ty));
+    TH_STATUS(ctx, TEENY_ERR_ARG, FWD(&p, NULL, tw, tb, ty));
+    ck_assert_msg(strstr(teeny_last_error(ctx), "x is NULL") != NULL, "message: %s", teeny_last_error(ctx));
+    TH_STATUS(ctx, TEENY_ERR_ARG, FWD(&p, tx, NULL, tb, ty));
+    TH_STATUS(ctx, TEENY_ERR_ARG, FWD(&p, tx, tw, tb, NULL));
+    q = p, q.stride[0] = 0;
+    TH_STATUS(ctx, TEENY_ERR_ARG, FWD(&q, tx, tw, tb, ty));
+    ck_assert_msg(strstr(teeny_last_error(ctx), "stride") != NULL, "message: %s", teeny_last_error(ctx));
+    q = p, q.stride[1] = -2;
+    TH_STATUS(ctx, TEENY_ERR_ARG, FWD(&q, tx, tw, tb, ty));
+    q = p, q.dilation[1] = 0;
+    TH_STATUS(ctx, TEENY_ERR_ARG, FWD(&q, tx, tw, tb, ty));
+    q = p, q.pad[0] = -1;
+    TH_STATUS(ctx, TEENY_ERR_ARG, FWD(&q, tx, tw, tb, ty));
+    q = p, q.groups = 0;
+    TH_STATUS(ctx, TEENY_ERR_ARG, FWD(&q, tx, tw, tb, ty));
+    q = p, q.groups = 3; /* does not divide Cin = 4 */
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, FWD(&q, tx, tw, tb, ty));
+    ck_assert_msg(strstr(teeny_last_error(ctx), "groups 3") != NULL, "message: %s", teeny_last_error(ctx));
+    q = p, q.groups = 4; /* divides Cin 4, not Cout 6 */
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, FWD(&q, tx, tw, tb, ty));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, FWD(&p, tx, twg, tb, ty)); /* weight has Cin, not Cin/groups */
+    ck_assert_msg(strstr(teeny_last_error(ctx), "input channels per group") != NULL, "message: %s",
+                  teeny_last_error(ctx));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, FWD(&p, tx, twco, tb, ty));   /* Cout 7 not divisible by 2 */
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, FWD(&p, tx3, tw, tb, ty));    /* x rank 3 */
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, FWD(&p, tx, tw3, tb, ty));    /* weight rank 3 */
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, FWD(&p, tx, tw, tb, tybad));  /* y shape */
+    ck_assert_msg(strstr(teeny_last_error(ctx), "y has shape [2, 6, 5, 5]") != NULL, "message: %s",
+                  teeny_last_error(ctx));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, FWD(&p, tx, tw, tb7, ty));    /* bias numel */
+    ck_assert_msg(strstr(teeny_last_error(ctx), "bias") != NULL, "message: %s", teeny_last_error(ctx));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, FWD(&p, tx, twbig, tb, ty));  /* kernel taller than padded input */
+    q = p, q.pad[0] = 1 << 29, q.stride[0] = 1 << 29;             /* indices past int32 */
+    TH_STATUS(ctx, TEENY_ERR_RANGE, FWD(&q, tx, tw, tb, ty));
+    TH_STATUS(ctx, TEENY_ERR_ARG, FWD(&p, ti, tw, tb, ty));       /* int32 */
+    TH_STATUS(ctx, TEENY_ERR_ARG, FWD(&p, tx, tforeign, tb, ty)); /* other context */
+    TH_STATUS(ctx, TEENY_ERR_ARG, FWD(&p, tx_in_big, tw, tb, ty_in_x)); /* y overlaps x */
+    ck_assert_msg(strstr(teeny_last_error(ctx), "overlaps") != NULL, "message: %s", teeny_last_error(ctx));
+    TH_STATUS(ctx, TEENY_ERR_ARG,
+              teeny_conv2d_forward_fused(ctx, &p, tx, tw, tb, tsc, tsh, (teeny_act)7, ty));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_conv2d_forward_fused(ctx, &p, tx, tw, tb, tb7, tsh, TEENY_ACT_SILU, ty));
+    ck_assert_msg(strstr(teeny_last_error(ctx), "scale") != NULL, "message: %s", teeny_last_error(ctx));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_conv2d_forward_fused(ctx, &p, tx, tw, tb, tsc, tb7, TEENY_ACT_SILU, ty));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_conv2d_forward_fused(ctx, &p, tx, tw, tb, tsc, tsh, TEENY_ACT_SILU, NULL));
+    /* backward */
+#define BWD(P, Dy, Dx, Dw, Db) teeny_conv2d_backward(ctx, P, tx, tw, Dy, Dx, Dw, Db)
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_conv2d_backward(NULL, &p, tx, tw, tdy, tdx, tdw, tdb));
+    TH_STATUS(ctx, TEENY_ERR_ARG, BWD(&p, NULL, tdx, tdw, tdb));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, BWD(&p, tybad, tdx, tdw, tdb));
+    ck_assert_msg(strstr(teeny_last_error(ctx), "dy") != NULL, "message: %s", teeny_last_error(ctx));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, BWD(&p, tdy, tdy, tdw, tdb));  /* dx shaped like y */
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, BWD(&p, tdy, tdx, twg, tdb));  /* dw shape */
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, BWD(&p, tdy, tdx, tdw, tb7));  /* dbias numel */
+    TH_STATUS(ctx, TEENY_ERR_ARG, BWD(&p, tdy, tx, tdw, tdb));     /* dx is x */
+    TH_STATUS(ctx, TEENY_ERR_ARG, BWD(&p, tdy, tdx, tw, tdb));     /* dw is w */
+    TH_STATUS(ctx, TEENY_ERR_ARG, BWD(&p, tdy, tx_in_big, tw_in_big, NULL)); /* dw overlaps dx */
+    q = p, q.dilation[0] = -1;
+    TH_STATUS(ctx, TEENY_ERR_ARG, BWD(&q, tdy, tdx, tdw, tdb));
+    q = p, q.groups = 4;
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, BWD(&q, tdy, tdx, tdw, tdb));
+    q = p, q.pad[1] = 1 << 29, q.stride[1] = 1 << 29;
+    TH_STATUS(ctx, TEENY_ERR_RANGE, BWD(&q, tdy, tdx, tdw, tdb));
+    TH_STATUS(ctx, TEENY_ERR_ARG, BWD(&p, tdy, tx_in_big, NULL, tb_in_big)); /* dbias inside dx */
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_conv2d_backward(ctx, &p, tx, tw, ty_in_x, tx_in_big, NULL, NULL));
+    TH_OK(ctx, teeny_ctx_finish(ctx));
+#undef FWD
+#undef BWD
+    for (int i = 0; i < 11; i++) {
+        teeny_tensor *t = s[i].t;
+        float *now = th_read(t);
+        ck_assert_msg(!memcmp(now, s[i].before, (size_t)teeny_tensor_numel(t) * sizeof(float)),
+                      "a rejected conv2d call modified tensor %d", i);
+        free(now);
+        free(s[i].before);
+    }
+    /* the same arguments, corrected, are accepted */
+    TH_OK(ctx, teeny_conv2d_forward_fused(ctx, &p, tx, tw, tb, tsc, tsh, TEENY_ACT_SILU, ty));
+    TH_OK(ctx, teeny_conv2d_backward(ctx, &p, tx, tw, tdy, tdx, tdw, tdb));
+    TH_OK(ctx, teeny_ctx_finish(ctx));
+    teeny_tensor *ts[] = {tx,    tw,   tb,    tsc,   tsh,   ty,  tdy,      tdx,     tdw,      tdb,     tx3,
+                          tw3,   tybad, tb7,  twg,   twbig, twco, ti,      tforeign, ty_in_x, tx_in_big, tbig, tw_in_big, tb_in_big};
+    for (int i = 0; i < 24; i++)
+        teeny_tensor_destroy(ts[i]);
+    teeny_ctx_destroy(other);
+}
+END_TEST
+
+Suite *suite_conv2d(void)
+{
+    Suite *s = suite_create("conv2d");
+    TCase *fwd = tcase_create("forward"), *bwd = tcase_create("backward"), *err = tcase_create("errors");
+    tcase_add_loop_test(fwd, test_conv2d_forward_sweep, 0, sweep_count());
+    tcase_add_loop_test(bwd, test_conv2d_backward_sweep, 0, sweep_count());
+    tcase_add_test(fwd, test_conv2d_fused);
+    tcase_add_test(fwd, test_conv2d_output_shape);
+    tcase_add_test(fwd, test_conv2d_infer);
+    tcase_add_test(bwd, test_conv2d_finite_differences);
+    if (!th_small()) {
+        tcase_add_loop_test(fwd, test_conv2d_large, 0, N_LARGE);
+        tcase_add_loop_test(fwd, test_conv2d_tiles, 0, 3);
+        tcase_add_test(fwd, test_conv2d_depthwise_fallback);
+        tcase_add_test(bwd, test_conv2d_determinism);
+    }
+    tcase_add_test(err, test_conv2d_errors);
+    suite_add_tcase(s, fwd);
+    suite_add_tcase(s, bwd);
+    suite_add_tcase(s, err);
+    return s;
+}

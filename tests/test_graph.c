@@ -1,0 +1,551 @@
+/*
+ * test_graph.c -- the graph executor: whole-graph gradients against finite
+ * differences (every op, a PSA block, a residual add), training versus
+ * inference batch norm, the memory plan (reuse on and off give identical
+ * bits; peak below the no-reuse total and equal to what is allocated),
+ * no object creation, argument setting or blocking after compile,
+ * host-sync counts, determinism, several batch sizes sharing parameters,
+ * training to near-perfect accuracy on a separable problem, and errors.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "clwrap.h"
+
+/* ---- helpers ---- */
+
+typedef struct {
+    teeny_graph *g;
+    teeny_node x, labels, loss;
+    int64_t x_shape[4]; /* without batch: [C, H, W] in [1..3] */
+    int x_ndim;
+    int classes;
+} net;
+
+static void feed(teeny_plan *p, const net *m, int64_t batch, uint64_t seed)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_tensor *tx, *tl;
+    TH_OK(ctx, teeny_plan_tensor(p, m->x, &tx));
+    TH_OK(ctx, teeny_plan_tensor(p, m->labels, &tl));
+    size_t n = (size_t)teeny_tensor_numel(tx);
+    float *x = th_malloc(n * sizeof *x);
+    int32_t *l = th_malloc((size_t)batch * sizeof *l);
+    th_rng r = th_rng_make(seed);
+    th_fill_normal(&r, x, n, 0, 1);
+    for (int64_t i = 0; i < batch; i++)
+        l[i] = th_int(&r, 0, m->classes - 1);
+    TH_OK(ctx, teeny_tensor_write(tx, x, n));
+    TH_OK(ctx, teeny_tensor_write_i32(tl, l, (size_t)batch));
+    free(x);
+    free(l);
+}
+
+static teeny_plan *compile(const net *m, int64_t batch, int training, int reuse)
+{
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    teeny_plan *p = NULL;
+    pp.batch = batch;
+    pp.training = training;
+    pp.loss = m->loss;
+    pp.reuse_memory = reuse;
+    TH_OK(th_ctx(), teeny_graph_compile(m->g, &pp, &p));
+    return p;
+}
+
+static float loss_of(teeny_plan *p)
+{
+    float l;
+    TH_OK(th_ctx(), teeny_plan_forward(p));
+    TH_OK(th_ctx(), teeny_plan_read_loss(p, &l));
+    return l;
+}
+
+/* conv -> bn -> silu -> conv 1x1 -> residual add -> maxpool -> global avgpool
+ * -> linear -> cross-entropy */
+static void build_conv_net(net *m, uint64_t seed)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_conv2d_params p3 = TEENY_CONV2D_PARAMS_INIT, p1 = TEENY_CONV2D_PARAMS_INIT;
+    teeny_pool2d_params pool = TEENY_POOL2D_PARAMS_INIT;
+    teeny_node a, b, c, d, e, f, h;
+    p3.pad[0] = p3.pad[1] = 1;
+    m->x_ndim = 4;
+    m->classes = 5;
+    int64_t xs[4] = {-1, 3, 6, 6};
+    TH_OK(ctx, teeny_graph_create(ctx, seed, &m->g));
+    TH_OK(ctx, teeny_graph_input(m->g, "x", 4, xs, &m->x));
+    TH_OK(ctx, teeny_graph_labels(m->g, "labels", &m->labels));
+    TH_OK(ctx, teeny_graph_conv2d(m->g, "conv1", m->x, 8, 3, 3, &p3, 0, &a));
+    TH_OK(ctx, teeny_graph_batchnorm(m->g, "bn1", a, 0.1f, 1e-5f, &b));
+    TH_OK(ctx, teeny_graph_activation(m->g, "act1", b, TEENY_ACT_SILU, &c));
+    TH_OK(ctx, teeny_graph_conv2d(m->g, "conv2", c, 8, 1, 1, &p1, 1, &d));
+    TH_OK(ctx, teeny_graph_add(m->g, "res", c, d, &e)); /* c fans out */
+    TH_OK(ctx, teeny_graph_maxpool2d(m->g, "pool", e, &pool, &f));
+    TH_OK(ctx, teeny_graph_global_avgpool(m->g, "gap", f, &h));
+    TH_OK(ctx, teeny_graph_linear(m->g, "fc", h, m->classes, 1, &a));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(m->g, "loss", a, m->labels, &m->loss));
+}
+
+/* A C2PSA-style block: qkv conv -> fused PSA attention (+ depthwise pe on
+ * V) -> proj -> residual, FFN with residual, then a head. */
+static void build_psa_net(net *m, uint64_t seed)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_conv2d_params p1 = TEENY_CONV2D_PARAMS_INIT, dw = TEENY_CONV2D_PARAMS_INIT;
+    teeny_node qkv, att, v, pe, sum, proj, r1, f1, f2, r2, gap, fc;
+    const int C = 8, heads = 2, kd = 2; /* head_dim = C / heads = 2 * kd */
+    dw.pad[0] = dw.pad[1] = 1;
+    dw.groups = C;
+    m->x_ndim = 4;
+    m->classes = 3;
+    int64_t xs[4] = {-1, C, 4, 5};
+    TH_OK(ctx, teeny_graph_create(ctx, seed, &m->g));
+    TH_OK(ctx, teeny_graph_input(m->g, "x", 4, xs, &m->x));
+    TH_OK(ctx, teeny_graph_labels(m->g, "labels", &m->labels));
+    TH_OK(ctx, teeny_graph_conv2d(m->g, "attn.qkv", m->x, heads * 4 * kd, 1, 1, &p1, 1, &qkv));
+    TH_OK(ctx, teeny_graph_psa_attention(m->g, "attn.core", qkv, heads, kd, &att));
+    TH_OK(ctx, teeny_graph_psa_extract_v(m->g, "attn.v", qkv, heads, kd, &v));
+    TH_OK(ctx, teeny_graph_conv2d(m->g, "attn.pe", v, C, 3, 3, &dw, 1, &pe));
+    TH_OK(ctx, teeny_graph_add(m->g, "attn.sum", att, pe, &sum));
+    TH_OK(ctx, teeny_graph_conv2d(m->g, "attn.proj", sum, C, 1, 1, &p1, 1, &proj));
+    TH_OK(ctx, teeny_graph_add(m->g, "res1", m->x, proj, &r1));
+    TH_OK(ctx, teeny_graph_conv2d(m->g, "ffn.0", r1, 2 * C, 1, 1, &p1, 1, &f1));
+    TH_OK(ctx, teeny_graph_activation(m->g, "ffn.act", f1, TEENY_ACT_SILU, &f2));
+    TH_OK(ctx, teeny_graph_conv2d(m->g, "ffn.1", f2, C, 1, 1, &p1, 1, &f1));
+    TH_OK(ctx, teeny_graph_add(m->g, "res2", r1, f1, &r2));
+    TH_OK(ctx, teeny_graph_global_avgpool(m->g, "gap", r2, &gap));
+    TH_OK(ctx, teeny_graph_linear(m->g, "fc", gap, m->classes, 1, &fc));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(m->g, "loss", fc, m->labels, &m->loss));
+}
+
+/* slice / concat / mul / avgpool / reshape / relu / batchnorm1d */
+static void build_misc_net(net *m, uint64_t seed)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_conv2d_params p3 = TEENY_CONV2D_PARAMS_INIT;
+    teeny_pool2d_params pool = TEENY_POOL2D_PARAMS_INIT;
+    teeny_node a, lo, hi, prod, cat, act, pooled, flat, fc, bn;
+    p3.pad[0] = p3.pad[1] = 1;
+    m->x_ndim = 4;
+    m->classes = 4;
+    int64_t xs[4] = {-1, 2, 4, 4};
+    TH_OK(ctx, teeny_graph_create(ctx, seed, &m->g));
+    TH_OK(ctx, teeny_graph_input(m->g, "x", 4, xs, &m->x));
+    TH_OK(ctx, teeny_graph_labels(m->g, "labels", &m->labels));
+    TH_OK(ctx, teeny_graph_conv2d(m->g, "conv", m->x, 6, 3, 3, &p3, 1, &a));
+    TH_OK(ctx, teeny_graph_slice_channels(m->g, "lo", a, 0, 3, &lo));
+    TH_OK(ctx, teeny_graph_slice_channels(m->g, "hi", a, 3, 3, &hi));
+    TH_OK(ctx, teeny_graph_mul(m->g, "gate", lo, hi, &prod));
+    TH_OK(ctx, teeny_graph_concat(m->g, "cat", 2, (teeny_node[]){prod, a}, &cat));
+    TH_OK(ctx, teeny_graph_activation(m->g, "relu", cat, TEENY_ACT_RELU, &act));
+    TH_OK(ctx, teeny_graph_avgpool2d(m->g, "avg", act, &pool, &pooled));
+    TH_OK(ctx, teeny_graph_flatten(m->g, "flat", pooled, &flat));
+    TH_OK(ctx, teeny_graph_batchnorm(m->g, "bn1d", flat, 0.1f, 1e-5f, &bn));
+    TH_OK(ctx, teeny_graph_linear(m->g, "fc", bn, m->classes, 1, &fc));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(m->g, "loss", fc, m->labels, &m->loss));
+}
+
+/* Read every parameter into one host vector (caller frees). */
+static float *read_params(teeny_graph *g, size_t *total, int grads)
+{
+    int n = teeny_graph_param_count(g);
+    size_t sum = 0;
+    for (int i = 0; i < n; i++) {
+        teeny_tensor *v, *d;
+        TH_OK(th_ctx(), teeny_graph_param(g, i, NULL, &v, &d));
+        sum += (size_t)teeny_tensor_numel(v);
+    }
+    float *out = th_malloc(sum * sizeof *out);
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        teeny_tensor *v, *d;
+        TH_OK(th_ctx(), teeny_graph_param(g, i, NULL, &v, &d));
+        size_t k = (size_t)teeny_tensor_numel(v);
+        TH_OK(th_ctx(), teeny_tensor_read(grads ? d : v, out + at, k));
+        at += k;
+    }
+    *total = sum;
+    return out;
+}
+
+static void write_params(teeny_graph *g, const float *x)
+{
+    size_t at = 0;
+    for (int i = 0; i < teeny_graph_param_count(g); i++) {
+        teeny_tensor *v;
+        TH_OK(th_ctx(), teeny_graph_param(g, i, NULL, &v, NULL));
+        size_t k = (size_t)teeny_tensor_numel(v);
+        TH_OK(th_ctx(), teeny_tensor_write(v, x + at, k));
+        at += k;
+    }
+}
+
+/* Directional finite differences per parameter tensor: for a random
+ * direction v on that tensor, (L(p + h v) - L(p - h v)) / 2h against
+ * <grad, v>. fp32 on the device, so the tolerance is loose (the ops'
+ * exact gradients are checked against float64 references elsewhere);
+ * a wrong or missing gradient is off by far more. */
+static void gradcheck(net *m, const char *what)
+{
+    const int64_t B = 4;
+    teeny_plan *p = compile(m, B, 1, 1);
+    feed(p, m, B, 99);
+    size_t total;
+    float *theta = read_params(m->g, &total, 0);
+    TH_OK(th_ctx(), teeny_plan_forward(p));
+    TH_OK(th_ctx(), teeny_plan_backward(p));
+    float *grad = read_params(m->g, &total, 1);
+    ck_assert(th_first_nonfinite(grad, total) < 0);
+    float *probe = th_malloc(total * sizeof *probe);
+    th_rng r = th_rng_make(7);
+    size_t at = 0;
+    int n = teeny_graph_param_count(m->g);
+    for (int i = 0; i < n; i++) {
+        teeny_tensor *v;
+        const char *name;
+        TH_OK(th_ctx(), teeny_graph_param(m->g, i, &name, &v, NULL));
+        size_t k = (size_t)teeny_tensor_numel(v);
+        double *dir = th_malloc(k * sizeof *dir), dot = 0, norm = 0;
+        for (size_t j = 0; j < k; j++) {
+            dir[j] = th_normal(&r);
+            dot += dir[j] * grad[at + j];
+            norm += dir[j] * dir[j];
+        }
+        double h = 1e-2 / sqrt(norm / (double)k), lp, lm;
+        memcpy(probe, theta, total * sizeof *probe);
+        for (size_t j = 0; j < k; j++)
+            probe[at + j] = (float)(theta[at + j] + h * dir[j]);
+        write_params(m->g, probe);
+        lp = loss_of(p);
+        for (size_t j = 0; j < k; j++)
+            probe[at + j] = (float)(theta[at + j] - h * dir[j]);
+        write_params(m->g, probe);
+        lm = loss_of(p);
+        double fd = (lp - lm) / (2 * h);
+        double gnorm = 0;
+        for (size_t j = 0; j < k; j++)
+            gnorm += (double)grad[at + j] * grad[at + j];
+        double scale = sqrt(gnorm * norm) + 1e-4;
+        ck_assert_msg(fabs(fd - dot) <= 2e-2 * scale, "%s: %s: finite difference %.6g vs analytic %.6g (scale %.3g)",
+                      what, name, fd, dot, scale);
+        free(dir);
+        at += k;
+    }
+    write_params(m->g, theta);
+    free(theta);
+    free(grad);
+    free(probe);
+    teeny_plan_destroy(p);
+}
+
+START_TEST(test_graph_gradients)
+{
+    net m = {0};
+    build_conv_net(&m, 1);
+    gradcheck(&m, "conv net");
+    teeny_graph_destroy(m.g);
+    build_psa_net(&m, 2);
+    gradcheck(&m, "psa net");
+    teeny_graph_destroy(m.g);
+    build_misc_net(&m, 3);
+    gradcheck(&m, "misc net");
+    teeny_graph_destroy(m.g);
+}
+END_TEST
+
+/* Reuse on and off: identical bits; reuse saves memory; planned equals
+ * allocated. */
+START_TEST(test_graph_memory_plan)
+{
+    net m = {0};
+    build_psa_net(&m, 5);
+    teeny_plan *a = compile(&m, 6, 1, 1), *b = compile(&m, 6, 1, 0);
+    size_t peak_a, total_a, alloc_a, peak_b, total_b, alloc_b;
+    TH_OK(th_ctx(), teeny_plan_memory(a, &peak_a, &total_a, &alloc_a));
+    TH_OK(th_ctx(), teeny_plan_memory(b, &peak_b, &total_b, &alloc_b));
+    ck_assert_uint_eq(peak_a, alloc_a);
+    ck_assert_uint_eq(peak_b, alloc_b);
+    ck_assert_uint_eq(total_a, total_b);
+    ck_assert_uint_eq(peak_b, total_b);
+    ck_assert_msg(peak_a < total_a * 0.8, "reuse saved too little: %zu of %zu", peak_a, total_a);
+    float out[2][2];
+    size_t n;
+    float *grads[2];
+    teeny_plan *plans[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        feed(plans[k], &m, 6, 11);
+        TH_OK(th_ctx(), teeny_plan_forward(plans[k]));
+        TH_OK(th_ctx(), teeny_plan_backward(plans[k]));
+        TH_OK(th_ctx(), teeny_plan_read_loss(plans[k], &out[k][0]));
+        grads[k] = read_params(m.g, &n, 1);
+    }
+    ck_assert(out[0][0] == out[1][0]);
+    ck_assert(!memcmp(grads[0], grads[1], n * sizeof(float)));
+    free(grads[0]);
+    free(grads[1]);
+    teeny_plan_destroy(a);
+    teeny_plan_destroy(b);
+    teeny_graph_destroy(m.g);
+}
+END_TEST
+
+/* After compile a training step creates nothing, builds nothing, sets no
+ * kernel argument and never blocks; reading the loss is the one host sync. */
+START_TEST(test_graph_no_setup_after_compile)
+{
+    net m = {0};
+    build_conv_net(&m, 6);
+    teeny_plan *p = compile(&m, 8, 1, 1);
+    feed(p, &m, 8, 1);
+    TH_OK(th_ctx(), teeny_ctx_finish(th_ctx()));
+    teeny__calls_reset();
+    TH_OK(th_ctx(), teeny_plan_zero_grad(p));
+    TH_OK(th_ctx(), teeny_plan_forward(p));
+    TH_OK(th_ctx(), teeny_plan_backward(p));
+    ck_assert_int_eq(teeny__calls_kind(TEENY__KIND_CREATE), 0);
+    ck_assert_int_eq(teeny__calls_kind(TEENY__KIND_BUILD), 0);
+    ck_assert_int_eq(teeny__calls_kind(TEENY__KIND_SETARG), 0);
+    ck_assert_int_eq(teeny__calls_kind(TEENY__KIND_BLOCKING), 0);
+    int fwd, bwd;
+    TH_OK(th_ctx(), teeny_plan_launches(p, &fwd, &bwd));
+    ck_assert_int_gt(fwd, 8);
+    ck_assert_int_gt(bwd, fwd);
+    int64_t syncs = teeny_plan_host_syncs(p);
+    float loss, loss2;
+    TH_OK(th_ctx(), teeny_plan_read_loss(p, &loss));
+    ck_assert_int_eq(teeny__calls_kind(TEENY__KIND_BLOCKING), 1);
+    ck_assert_int_eq(teeny_plan_host_syncs(p), syncs + 1);
+    /* non-blocking read: the start does not block, the wait does once */
+    TH_OK(th_ctx(), teeny_plan_forward(p));
+    TH_OK(th_ctx(), teeny_plan_loss_start(p));
+    ck_assert_int_eq(teeny__calls_kind(TEENY__KIND_BLOCKING), 1);
+    TH_OK(th_ctx(), teeny_plan_loss_wait(p, &loss2));
+    ck_assert_int_eq(teeny__calls_kind(TEENY__KIND_BLOCKING), 2);
+    ck_assert(loss == loss2 && isfinite(loss));
+    ck_assert_int_eq(teeny_plan_host_syncs(p), syncs + 2);
+    teeny_plan_destroy(p);
+    teeny_graph_destroy(m.g);
+}
+END_TEST
+
+/* Training plans normalize with batch statistics, inference plans with the
+ * running ones; several batch sizes share the parameters. */
+START_TEST(test_graph_batchnorm_modes)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g;
+    teeny_node x, y;
+    int64_t xs[4] = {-1, 3, 4, 4};
+    TH_OK(ctx, teeny_graph_create(ctx, 1, &g));
+    TH_OK(ctx, teeny_graph_input(g, "x", 4, xs, &x));
+    TH_OK(ctx, teeny_graph_batchnorm(g, "bn", x, 0.5f, 1e-5f, &y));
+    TH_OK(ctx, teeny_graph_mark_output(g, y));
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    teeny_plan *train, *infer;
+    pp.batch = 5;
+    pp.training = 0; /* forward only, but in training mode below */
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &infer));
+    pp.batch = 5;
+    pp.training = 1;
+    pp.loss = -1;
+    /* a training plan needs a scalar loss; this graph has none */
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_graph_compile(g, &pp, &train));
+    teeny_tensor *tx;
+    TH_OK(ctx, teeny_plan_tensor(infer, x, &tx));
+    float host[5 * 48], out[5 * 48];
+    th_rng r = th_rng_make(3);
+    th_fill_normal(&r, host, 5 * 48, 2, 3);
+    TH_OK(ctx, teeny_tensor_write(tx, host, 5 * 48));
+    TH_OK(ctx, teeny_plan_forward(infer));
+    TH_OK(ctx, teeny_plan_read(infer, y, out, 5 * 48));
+    /* running stats are the initial 0 / 1: y = x / sqrt(1 + eps) */
+    for (int i = 0; i < 5 * 48; i++)
+        ck_assert_msg(fabsf(out[i] - host[i] / sqrtf(1 + 1e-5f)) < 1e-5f * (1 + fabsf(host[i])), "inference y[%d]", i);
+    ck_assert_int_eq(teeny_graph_train_steps(g), 0);
+    teeny_plan_destroy(infer);
+    teeny_graph_destroy(g);
+}
+END_TEST
+
+/* Two graphs with the same seed trained the same way end bit-identical;
+ * a training plan and an evaluation plan of another batch size share
+ * parameters. */
+static void sgd_step(teeny_graph *g, float lr)
+{
+    size_t n;
+    float *w = read_params(g, &n, 0), *d = read_params(g, &n, 1);
+    for (size_t i = 0; i < n; i++)
+        w[i] -= lr * d[i];
+    write_params(g, w);
+    free(w);
+    free(d);
+}
+
+START_TEST(test_graph_determinism)
+{
+    net m[2] = {{0}, {0}};
+    float *params[2];
+    size_t n;
+    for (int k = 0; k < 2; k++) {
+        build_conv_net(&m[k], 42);
+        teeny_plan *p = compile(&m[k], 8, 1, 1);
+        for (int step = 0; step < 20; step++) {
+            feed(p, &m[k], 8, 1000 + (uint64_t)step);
+            TH_OK(th_ctx(), teeny_plan_forward(p));
+            TH_OK(th_ctx(), teeny_plan_backward(p));
+            sgd_step(m[k].g, 0.05f);
+        }
+        params[k] = read_params(m[k].g, &n, 0);
+        ck_assert_int_eq(teeny_graph_train_steps(m[k].g), 20);
+        teeny_plan_destroy(p);
+    }
+    ck_assert(!memcmp(params[0], params[1], n * sizeof(float)));
+    free(params[0]);
+    free(params[1]);
+    teeny_graph_destroy(m[0].g);
+    teeny_graph_destroy(m[1].g);
+}
+END_TEST
+
+/* Two well-separated Gaussian blobs per class in 2-D, a small MLP with
+ * batch norm: a few hundred SGD steps reach near-perfect accuracy, also
+ * in an inference plan of a different batch size. */
+START_TEST(test_graph_trains_separable)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g;
+    teeny_node x, labels, h1, h2, h3, logits, loss;
+    int64_t xs[2] = {-1, 2};
+    TH_OK(ctx, teeny_graph_create(ctx, 9, &g));
+    TH_OK(ctx, teeny_graph_input(g, "x", 2, xs, &x));
+    TH_OK(ctx, teeny_graph_labels(g, "y", &labels));
+    TH_OK(ctx, teeny_graph_linear(g, "fc1", x, 16, 1, &h1));
+    TH_OK(ctx, teeny_graph_batchnorm(g, "bn", h1, 0.1f, 1e-5f, &h2));
+    TH_OK(ctx, teeny_graph_activation(g, "act", h2, TEENY_ACT_RELU, &h3));
+    TH_OK(ctx, teeny_graph_linear(g, "fc2", h3, 3, 1, &logits));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss", logits, labels, &loss));
+    TH_OK(ctx, teeny_graph_mark_output(g, logits));
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    teeny_plan *train, *eval;
+    pp.batch = 32;
+    pp.loss = loss;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &train));
+    pp.batch = 50;
+    pp.training = 0;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &eval));
+    static const float centers[3][2] = {{-3, 0}, {3, 0}, {0, 4}};
+    th_rng r = th_rng_make(12);
+    float first = 0, last = 0;
+    for (int step = 0; step < 300; step++) {
+        float xb[64];
+        int32_t yb[32];
+        for (int i = 0; i < 32; i++) {
+            yb[i] = th_int(&r, 0, 2);
+            xb[2 * i] = centers[yb[i]][0] + (float)th_normal(&r);
+            xb[2 * i + 1] = centers[yb[i]][1] + (float)th_normal(&r);
+        }
+        teeny_tensor *tx, *ty;
+        TH_OK(ctx, teeny_plan_tensor(train, x, &tx));
+        TH_OK(ctx, teeny_plan_tensor(train, labels, &ty));
+        TH_OK(ctx, teeny_tensor_write(tx, xb, 64));
+        TH_OK(ctx, teeny_tensor_write_i32(ty, yb, 32));
+        TH_OK(ctx, teeny_plan_forward(train));
+        TH_OK(ctx, teeny_plan_backward(train));
+        if (step == 0)
+            TH_OK(ctx, teeny_plan_read_loss(train, &first));
+        sgd_step(g, 0.1f);
+    }
+    TH_OK(ctx, teeny_plan_forward(train));
+    TH_OK(ctx, teeny_plan_read_loss(train, &last));
+    ck_assert_msg(last < first * 0.2f, "loss %g -> %g", (double)first, (double)last);
+    float xb[100], logit_host[150];
+    int32_t yb[50];
+    for (int i = 0; i < 50; i++) {
+        yb[i] = th_int(&r, 0, 2);
+        xb[2 * i] = centers[yb[i]][0] + (float)th_normal(&r);
+        xb[2 * i + 1] = centers[yb[i]][1] + (float)th_normal(&r);
+    }
+    teeny_tensor *tx, *ty;
+    TH_OK(ctx, teeny_plan_tensor(eval, x, &tx));
+    TH_OK(ctx, teeny_plan_tensor(eval, labels, &ty));
+    TH_OK(ctx, teeny_tensor_write(tx, xb, 100));
+    TH_OK(ctx, teeny_tensor_write_i32(ty, yb, 50));
+    TH_OK(ctx, teeny_plan_forward(eval));
+    TH_OK(ctx, teeny_plan_read(eval, logits, logit_host, 150));
+    int correct = 0;
+    for (int i = 0; i < 50; i++) {
+        int best = 0;
+        for (int c = 1; c < 3; c++)
+            if (logit_host[i * 3 + c] > logit_host[i * 3 + best])
+                best = c;
+        correct += best == yb[i];
+    }
+    ck_assert_msg(correct >= 48, "accuracy %d / 50", correct);
+    teeny_plan_destroy(train);
+    teeny_plan_destroy(eval);
+    teeny_graph_destroy(g);
+}
+END_TEST
+
+START_TEST(test_graph_errors)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g;
+    teeny_node x, y, a, b, bad = 99;
+    int64_t xs[4] = {-1, 3, 4, 4}, ys[4] = {-1, 4, 4, 4}, nobatch[2] = {5, 3};
+    TH_OK(ctx, teeny_graph_create(ctx, 1, &g));
+    TH_OK(ctx, teeny_graph_input(g, "x", 4, xs, &x));
+    TH_OK(ctx, teeny_graph_input(g, "y", 4, ys, &y));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_graph_add(g, "sum", x, y, &a));
+    ck_assert_msg(strstr(teeny_last_error(ctx), "x") && strstr(teeny_last_error(ctx), "y"), "%s",
+                  teeny_last_error(ctx));
+    ck_assert_int_eq(a, -1);
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_add(g, "sum", x, bad, &a));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_input(g, "x", 4, xs, &a)); /* duplicate name */
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_input(g, "z", 2, nobatch, &a));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_graph_reshape(g, "r", x, 2, (int64_t[]){-1, 5}, &a));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_graph_add(NULL, "s", x, x, &a));
+    TH_OK(ctx, teeny_graph_activation(g, "act", x, TEENY_ACT_SILU, &a));
+    TH_OK(ctx, teeny_graph_add(g, "twice", a, a, &b));
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    teeny_plan *p = NULL;
+    pp.batch = 0;
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_compile(g, &pp, &p));
+    pp.batch = 2;
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_graph_compile(g, &pp, &p)); /* loss not scalar */
+    ck_assert(p == NULL);
+    pp.training = 0;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &p));
+    TH_STATUS(ctx, TEENY_ERR_STATE, teeny_plan_backward(p));
+    float buf[96];
+    TH_STATUS(ctx, TEENY_ERR_STATE, teeny_plan_read(p, a, buf, 96)); /* not an output */
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_plan_tensor(p, bad, NULL));
+    teeny_plan_destroy(p);
+    teeny_graph_destroy(g);
+    teeny_graph_destroy(NULL);
+    teeny_plan_destroy(NULL);
+}
+END_TEST
+
+Suite *suite_graph(void)
+{
+    Suite *s = suite_create("graph");
+    TCase *fwd = tcase_create("forward"), *bwd = tcase_create("backward"), *err = tcase_create("errors");
+    tcase_add_test(fwd, test_graph_batchnorm_modes);
+    tcase_add_test(fwd, test_graph_memory_plan);
+    tcase_add_test(fwd, test_graph_no_setup_after_compile);
+    tcase_add_test(bwd, test_graph_gradients);
+    if (!th_small()) {
+        tcase_add_test(bwd, test_graph_determinism);
+        tcase_add_test(bwd, test_graph_trains_separable);
+    }
+    tcase_add_test(err, test_graph_errors);
+    suite_add_tcase(s, fwd);
+    suite_add_tcase(s, bwd);
+    suite_add_tcase(s, err);
+    return s;
+}

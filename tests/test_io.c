@@ -1,0 +1,897 @@
+/*
+ * test_io.c -- file formats: .npy round trips and malformed headers;
+ * safetensors round trips, the on-disk layout (parsed independently with
+ * cJSON), files written by other tools, every kind of corruption
+ * (truncation at every length, a flipped bit at every header byte and in
+ * the data, bad offsets, shapes and dtypes) and crash-safe writes; IDX
+ * loading of the real Fashion-MNIST files (when installed) and of
+ * malformed synthetic files, plain and gzip.
+ */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <zlib.h>
+
+#include "harness.h"
+
+/* ---- scratch directory and file helpers ---- */
+
+static char tmp_dir[256];
+
+static void dir_setup(void)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/teeny-io-XXXXXX", base && *base ? base : "/tmp");
+    ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp %s failed", tmp_dir);
+}
+
+static void remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+    char sub[512];
+    if (!d) {
+        unlink(path);
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+        chmod(sub, 0700);
+        remove_tree(sub);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+static void dir_teardown(void)
+{
+    if (tmp_dir[0]) {
+        chmod(tmp_dir, 0700);
+        remove_tree(tmp_dir);
+    }
+}
+
+static const char *tmp_path(char *buf, size_t cap, const char *name)
+{
+    snprintf(buf, cap, "%s/%s", tmp_dir, name);
+    return buf;
+}
+
+static unsigned char *file_read(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = th_malloc((size_t)n + 1);
+    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    buf[n] = 0;
+    *len = (size_t)n;
+    return buf;
+}
+
+static void file_write(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot create %s", path);
+    ck_assert_int_eq(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
+/* Names in tmp_dir containing text (temp files left behind). */
+static int dir_count(const char *dir, const char *text)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)) != NULL)
+        n += strstr(e->d_name, text) != NULL;
+    closedir(d);
+    return n;
+}
+
+static teeny_tensor *random_tensor(teeny_ctx *ctx, int ndim, const int64_t *shape, th_rng *r, float **host)
+{
+    teeny_tensor *t = th_tensor(ctx, ndim, shape);
+    size_t n = (size_t)teeny_tensor_numel(t);
+    float *x = th_malloc(n * sizeof *x);
+    th_fill_normal(r, x, n, 0, 3);
+    TH_OK(ctx, teeny_tensor_write(t, x, n));
+    if (host)
+        *host = x;
+    else
+        free(x);
+    return t;
+}
+
+static void assert_tensor_eq(const teeny_tensor *t, const float *want, size_t n)
+{
+    float *x = th_read(t);
+    ck_assert_int_eq(teeny_tensor_numel(t), (int64_t)n);
+    ck_assert_msg(!memcmp(x, want, n * sizeof(float)), "tensor contents differ");
+    free(x);
+}
+
+/* ---- npy ---- */
+
+START_TEST(test_npy_roundtrip)
+{
+    static const int64_t shapes[][5] = {{7}, {3, 4}, {2, 3, 4, 5}, {1, 2, 1, 3, 2}, {1}};
+    static const int ndims[] = {1, 2, 4, 5, 1};
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(31);
+    char path[512];
+    for (int i = 0; i < 5; i++) {
+        float *x;
+        teeny_tensor *t = random_tensor(ctx, ndims[i], shapes[i], &r, &x), *u = NULL;
+        tmp_path(path, sizeof path, "a.npy");
+        TH_OK(ctx, teeny_npy_save(t, path));
+        TH_OK(ctx, teeny_npy_load(ctx, path, &u));
+        ck_assert_int_eq(teeny_tensor_ndim(u), ndims[i]);
+        for (int d = 0; d < ndims[i]; d++)
+            ck_assert_int_eq(teeny_tensor_dim(u, d), shapes[i][d]);
+        assert_tensor_eq(u, x, (size_t)teeny_tensor_numel(t));
+        /* layout: v1.0, header padded to 64, dict as numpy writes it */
+        size_t len;
+        unsigned char *b = file_read(path, &len);
+        size_t hlen = b[8] | (size_t)b[9] << 8;
+        ck_assert(!memcmp(b, "\x93NUMPY\x01\x00", 8));
+        ck_assert_int_eq((10 + hlen) % 64, 0);
+        ck_assert_int_eq(len, 10 + hlen + (size_t)teeny_tensor_numel(t) * 4);
+        ck_assert_int_eq(b[10 + hlen - 1], '\n');
+        ck_assert_ptr_nonnull(strstr((char *)b + 10, "'descr': '<f4', 'fortran_order': False, 'shape': ("));
+        if (i == 0)
+            ck_assert_ptr_nonnull(strstr((char *)b + 10, "'shape': (7,), }"));
+        if (i == 1)
+            ck_assert_ptr_nonnull(strstr((char *)b + 10, "'shape': (3, 4), }"));
+        free(b);
+        free(x);
+        teeny_tensor_destroy(t);
+        teeny_tensor_destroy(u);
+    }
+}
+END_TEST
+
+START_TEST(test_npy_i32_and_views)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(32);
+    char path[512];
+    int64_t s[2] = {4, 5}, big = 40, vs[2] = {3, 3};
+    int32_t v[20], w[20];
+    teeny_tensor *t = NULL, *u = NULL, *base, *view = NULL;
+    for (int i = 0; i < 20; i++)
+        v[i] = (int32_t)(th_next(&r) & 0xffffffff);
+    TH_OK(ctx, teeny_tensor_create_i32(ctx, 2, s, &t));
+    TH_OK(ctx, teeny_tensor_write_i32(t, v, 20));
+    tmp_path(path, sizeof path, "i.npy");
+    TH_OK(ctx, teeny_npy_save(t, path));
+    TH_OK(ctx, teeny_npy_load(ctx, path, &u));
+    TH_STATUS(ctx, TEENY_OK, teeny_tensor_read_i32(u, w, 20));
+    ck_assert(!memcmp(v, w, sizeof v));
+    size_t len;
+    unsigned char *b = file_read(path, &len);
+    ck_assert_ptr_nonnull(strstr((char *)b + 10, "'descr': '<i4'"));
+    free(b);
+    teeny_tensor_destroy(u);
+
+    /* a view saves just its range */
+    float *x;
+    base = random_tensor(ctx, 1, &big, &r, &x);
+    TH_OK(ctx, teeny_tensor_view(base, 11, 2, vs, &view));
+    tmp_path(path, sizeof path, "v.npy");
+    TH_OK(ctx, teeny_npy_save(view, path));
+    TH_OK(ctx, teeny_npy_load(ctx, path, &u));
+    assert_tensor_eq(u, x + 11, 9);
+    free(x);
+    teeny_tensor_destroy(u);
+    teeny_tensor_destroy(view);
+    teeny_tensor_destroy(base);
+    teeny_tensor_destroy(t);
+}
+END_TEST
+
+/* An .npy file with the given header dict and data bytes (v1.0). */
+static void npy_make(const char *path, const char *dict, int major, size_t data_bytes)
+{
+    size_t dl = strlen(dict), total = (10 + dl + 1 + 63) / 64 * 64, hlen = total - 10;
+    unsigned char *b = calloc(1, total + data_bytes + 1);
+    ck_assert_ptr_nonnull(b);
+    memcpy(b, "\x93NUMPY", 6);
+    b[6] = (unsigned char)major;
+    b[7] = 0;
+    b[8] = (unsigned char)(hlen & 0xff);
+    b[9] = (unsigned char)(hlen >> 8);
+    memcpy(b + 10, dict, dl);
+    memset(b + 10 + dl, ' ', hlen - dl - 1);
+    b[total - 1] = '\n';
+    for (size_t i = 0; i < data_bytes; i++)
+        b[total + i] = (unsigned char)i;
+    file_write(path, b, total + data_bytes);
+    free(b);
+}
+
+START_TEST(test_npy_errors)
+{
+    teeny_ctx *ctx = th_ctx();
+    char path[512], missing[512];
+    teeny_tensor *t = (teeny_tensor *)ctx, *good = NULL;
+    tmp_path(path, sizeof path, "bad.npy");
+    /* what numpy writes (incl. a 0-d array and double quotes) loads */
+    npy_make(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 1, 24);
+    TH_OK(ctx, teeny_npy_load(ctx, path, &good));
+    ck_assert_int_eq(teeny_tensor_numel(good), 6);
+    teeny_tensor_destroy(good);
+    npy_make(path, "{\"shape\": (), \"fortran_order\": False, \"descr\": \"<i4\"}", 1, 4);
+    TH_OK(ctx, teeny_npy_load(ctx, path, &good));
+    ck_assert_int_eq(teeny_tensor_numel(good), 1);
+    teeny_tensor_destroy(good);
+
+    static const struct { const char *dict; int major; size_t bytes; teeny_status want; } bad[] = {
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 9, 24, TEENY_ERR_FORMAT},
+        {"{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }", 1, 48, TEENY_ERR_FORMAT},
+        {"{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", 1, 24, TEENY_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 1, 24, TEENY_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 1, 23, TEENY_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 1, 25, TEENY_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, }", 1, 24, TEENY_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }", 1, 24, TEENY_ERR_FORMAT},
+        {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", 1, 24, TEENY_ERR_FORMAT},
+        {"['descr', '<f4']", 1, 24, TEENY_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 0), }", 1, 0, TEENY_ERR_UNSUPPORTED},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 2), }", 1, 8, TEENY_ERR_UNSUPPORTED},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        npy_make(path, bad[i].dict, bad[i].major, bad[i].bytes);
+        t = (teeny_tensor *)ctx;
+        teeny_status st = teeny_npy_load(ctx, path, &t);
+        ck_assert_msg(st == bad[i].want, "case %zu (%s): %s, want %s", i, bad[i].dict, teeny_status_name(st),
+                      teeny_status_name(bad[i].want));
+        ck_assert_ptr_null(t);
+        ck_assert(strlen(teeny_last_error(ctx)) > 0);
+    }
+    /* every truncation of a good file */
+    npy_make(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 1, 24);
+    size_t len;
+    unsigned char *b = file_read(path, &len);
+    for (size_t cut = 0; cut < len; cut++) {
+        file_write(path, b, cut);
+        t = (teeny_tensor *)ctx;
+        TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_npy_load(ctx, path, &t));
+        ck_assert_ptr_null(t);
+    }
+    b[0] = 0x92; /* bad magic */
+    file_write(path, b, len);
+    TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_npy_load(ctx, path, &t));
+    free(b);
+
+    tmp_path(missing, sizeof missing, "no/such.npy");
+    TH_STATUS(ctx, TEENY_ERR_IO, teeny_npy_load(ctx, missing, &t));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "no/such.npy"));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_npy_load(NULL, path, &t));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_npy_load(ctx, NULL, &t));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_npy_load(ctx, path, NULL));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_npy_save(NULL, path));
+    int64_t one = 1;
+    good = th_tensor(ctx, 1, &one);
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_npy_save(good, NULL));
+    TH_STATUS(ctx, TEENY_ERR_IO, teeny_npy_save(good, missing));
+    teeny_tensor_destroy(good);
+}
+END_TEST
+
+/* ---- safetensors ---- */
+
+typedef struct {
+    teeny_tensor *a, *base, *b;
+    float *ha, *hbase;
+    int64_t count, v[3];
+} st_fixture;
+
+static const int64_t A_SHAPE[2] = {3, 4}, B_SHAPE[1] = {5}, V_SHAPE[1] = {3};
+
+static void st_fixture_make(teeny_ctx *ctx, st_fixture *fx, const char *path)
+{
+    th_rng r = th_rng_make(41);
+    int64_t big = 17;
+    teeny_st_writer *w = NULL;
+    fx->a = random_tensor(ctx, 2, A_SHAPE, &r, &fx->ha);
+    fx->base = random_tensor(ctx, 1, &big, &r, &fx->hbase);
+    TH_OK(ctx, teeny_tensor_view(fx->base, 7, 1, B_SHAPE, &fx->b));
+    fx->count = 1234567890123LL;
+    fx->v[0] = -1;
+    fx->v[1] = INT64_MAX;
+    fx->v[2] = INT64_MIN;
+    TH_OK(NULL, teeny_st_writer_create(&w));
+    TH_OK(NULL, teeny_st_add_tensor(w, "conv1.weight", fx->a));
+    TH_OK(NULL, teeny_st_add_i64(w, "bn.num_batches_tracked", 0, NULL, &fx->count));
+    TH_OK(NULL, teeny_st_add_tensor(w, "bn.bias", fx->b));
+    TH_OK(NULL, teeny_st_add_i64(w, "v", 1, V_SHAPE, fx->v));
+    TH_OK(NULL, teeny_st_add_metadata(w, "epoch", "3"));
+    TH_OK(NULL, teeny_st_add_metadata(w, "note", "quote \" backslash \\ unicode \xc3\xa9"));
+    TH_OK(NULL, teeny_st_write(w, path));
+    teeny_st_writer_destroy(w);
+}
+
+static void st_fixture_free(st_fixture *fx)
+{
+    teeny_tensor_destroy(fx->a);
+    teeny_tensor_destroy(fx->b);
+    teeny_tensor_destroy(fx->base);
+    free(fx->ha);
+    free(fx->hbase);
+}
+
+START_TEST(test_st_roundtrip)
+{
+    teeny_ctx *ctx = th_ctx();
+    char path[512];
+    st_fixture fx;
+    teeny_st_file *f = NULL;
+    int is_i64 = -1, ndim = -1;
+    int64_t shape[TEENY_ST_MAX_DIMS], count = 0, v[3];
+    tmp_path(path, sizeof path, "rt.safetensors");
+    st_fixture_make(ctx, &fx, path);
+    TH_OK(NULL, teeny_st_open(path, &f));
+    ck_assert_int_eq(teeny_st_count(f), 4);
+    ck_assert_str_eq(teeny_st_name(f, 0), "conv1.weight");
+    ck_assert_str_eq(teeny_st_name(f, 1), "bn.num_batches_tracked");
+    ck_assert_str_eq(teeny_st_name(f, 2), "bn.bias");
+    ck_assert_str_eq(teeny_st_name(f, 3), "v");
+    ck_assert_ptr_null(teeny_st_name(f, 4));
+    ck_assert_ptr_null(teeny_st_name(f, -1));
+    TH_OK(NULL, teeny_st_info(f, "conv1.weight", &is_i64, &ndim, shape));
+    ck_assert(is_i64 == 0 && ndim == 2 && shape[0] == 3 && shape[1] == 4);
+    TH_OK(NULL, teeny_st_info(f, "bn.num_batches_tracked", &is_i64, &ndim, shape));
+    ck_assert(is_i64 == 1 && ndim == 0);
+    TH_OK(NULL, teeny_st_info(f, "v", NULL, &ndim, NULL));
+    ck_assert_int_eq(ndim, 1);
+
+    teeny_tensor *a2 = th_tensor(ctx, 2, A_SHAPE), *b2 = th_tensor(ctx, 1, B_SHAPE);
+    th_poison(a2);
+    th_poison(b2);
+    TH_OK(ctx, teeny_st_read_f32(f, "conv1.weight", a2));
+    TH_OK(ctx, teeny_st_read_f32(f, "bn.bias", b2));
+    assert_tensor_eq(a2, fx.ha, 12);
+    assert_tensor_eq(b2, fx.hbase + 7, 5);
+    TH_OK(NULL, teeny_st_read_i64(f, "bn.num_batches_tracked", &count, 1));
+    ck_assert(count == fx.count);
+    TH_OK(NULL, teeny_st_read_i64(f, "v", v, 3));
+    ck_assert(!memcmp(v, fx.v, sizeof v));
+    ck_assert_str_eq(teeny_st_metadata(f, "epoch"), "3");
+    ck_assert_str_eq(teeny_st_metadata(f, "note"), "quote \" backslash \\ unicode \xc3\xa9");
+    ck_assert_ptr_nonnull(teeny_st_metadata(f, "teenycl_checksum"));
+    ck_assert_ptr_null(teeny_st_metadata(f, "nope"));
+    teeny_st_close(f);
+    teeny_st_close(NULL);
+    teeny_tensor_destroy(a2);
+    teeny_tensor_destroy(b2);
+    st_fixture_free(&fx);
+}
+END_TEST
+
+static uint64_t fnv(const unsigned char *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static uint64_t le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Parse the file as Python's safetensors would: the layout it requires. */
+START_TEST(test_st_layout)
+{
+    teeny_ctx *ctx = th_ctx();
+    char path[512], hex[17];
+    st_fixture fx;
+    size_t len;
+    tmp_path(path, sizeof path, "layout.safetensors");
+    st_fixture_make(ctx, &fx, path);
+    unsigned char *b = file_read(path, &len);
+    uint64_t n = le64(b);
+    ck_assert_int_eq(n % 8, 0);
+    ck_assert(8 + n <= len);
+    ck_assert_int_eq(b[8], '{');
+    cJSON *root = cJSON_ParseWithLength((const char *)b + 8, (size_t)n);
+    ck_assert_ptr_nonnull(root);
+    const unsigned char *data = b + 8 + n;
+    size_t data_len = len - 8 - (size_t)n;
+    static const char *names[] = {"conv1.weight", "bn.num_batches_tracked", "bn.bias", "v"};
+    static const char *dtypes[] = {"F32", "I64", "F32", "I64"};
+    static const int nd[] = {2, 0, 1, 1};
+    static const size_t bytes[] = {48, 8, 20, 24};
+    size_t at = 0;
+    for (int i = 0; i < 4; i++) {
+        cJSON *t = cJSON_GetObjectItemCaseSensitive(root, names[i]);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(t, "dtype")->valuestring, dtypes[i]);
+        ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "shape")), nd[i]);
+        cJSON *off = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
+        ck_assert_int_eq(cJSON_GetArraySize(off), 2);
+        ck_assert_int_eq((size_t)cJSON_GetArrayItem(off, 0)->valuedouble, at);
+        ck_assert_int_eq((size_t)cJSON_GetArrayItem(off, 1)->valuedouble, at + bytes[i]);
+        at += bytes[i];
+    }
+    ck_assert_int_eq(at, data_len);
+    ck_assert(!memcmp(data, fx.ha, 48)); /* little-endian host: raw floats */
+    ck_assert_int_eq((int64_t)le64(data + 48), fx.count);
+    ck_assert(!memcmp(data + 56, fx.hbase + 7, 20));
+    ck_assert_int_eq((int64_t)le64(data + 76 + 16), INT64_MIN);
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+    ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(meta, "epoch")->valuestring, "3");
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv(data, data_len));
+    ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(meta, "teenycl_checksum")->valuestring, hex);
+    /* padding: spaces after the JSON */
+    const char *end = NULL;
+    cJSON_Delete(cJSON_ParseWithLengthOpts((const char *)b + 8, (size_t)n, &end, 0));
+    for (const char *p = end; p < (const char *)b + 8 + n; p++)
+        ck_assert_int_eq(*p, ' ');
+    cJSON_Delete(root);
+    free(b);
+    st_fixture_free(&fx);
+}
+END_TEST
+
+/* A file as another tool writes it: header JSON with spaces, entries not
+ * in offset order, no teenycl checksums. */
+static void st_make_raw(const char *path, const char *json, const unsigned char *data, size_t data_len)
+{
+    size_t jl = strlen(json);
+    unsigned char *b = th_malloc(8 + jl + data_len);
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)((uint64_t)jl >> (8 * i));
+    memcpy(b + 8, json, jl);
+    memcpy(b + 8 + jl, data, data_len);
+    file_write(path, b, 8 + jl + data_len);
+    free(b);
+}
+
+START_TEST(test_st_foreign_and_malformed)
+{
+    teeny_ctx *ctx = th_ctx();
+    char path[512];
+    float vals[6] = {1, 2, 3, 4, 5, 6};
+    unsigned char data[24];
+    teeny_st_file *f = NULL;
+    memcpy(data, vals, sizeof data);
+    tmp_path(path, sizeof path, "foreign.safetensors");
+    st_make_raw(path,
+                "{\"b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [16, 24]}, "
+                "\"__metadata__\": {\"format\": \"pt\"}, "
+                "\"a\": {\"dtype\": \"F32\", \"shape\": [2, 2], \"data_offsets\": [0, 16]}}   ",
+                data, 24);
+    TH_OK(NULL, teeny_st_open(path, &f));
+    ck_assert_int_eq(teeny_st_count(f), 2);
+    ck_assert_str_eq(teeny_st_metadata(f, "format"), "pt");
+    int64_t s2[1] = {2};
+    teeny_tensor *t = th_tensor(ctx, 1, s2);
+    TH_OK(ctx, teeny_st_read_f32(f, "b", t));
+    assert_tensor_eq(t, vals + 4, 2);
+    teeny_st_close(f);
+
+    static const struct { const char *json; size_t data_len; const char *msg; } bad[] = {
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, "
+         "\"b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}}", 12, "overlap"},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, "
+         "\"b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [12, 20]}}", 20, "unused"},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 12, "after the last"},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 16]}}", 12, "data section"},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 8]}}", 8, "needs"},
+        {"{\"a\": {\"dtype\": \"F16\", \"shape\": [4], \"data_offsets\": [0, 8]}}", 8, "F16"},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [1.5], \"data_offsets\": [0, 8]}}", 8, "shape"},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [-2], \"data_offsets\": [0, 8]}}", 8, "shape"},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [8, 0]}}", 8, "data_offsets"},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0]}}", 8, "data_offsets"},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2]}}", 8, "data_offsets"},
+        {"{\"a\": {\"shape\": [2], \"data_offsets\": [0, 8]}}", 8, "dtype"},
+        {"{\"a\": 5}", 8, "not an object"},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, "
+         "\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, "twice"},
+        {"{\"__metadata__\": {\"k\": 5}}", 0, "not a string"},
+        {"{\"__metadata__\": []}", 0, "not an object"},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}} x", 8, "after the header"},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}", 8, "JSON"},
+        {"[1, 2]     ", 0, "start"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        unsigned char zeros[32] = {0};
+        st_make_raw(path, bad[i].json, zeros, bad[i].data_len);
+        f = (teeny_st_file *)ctx;
+        teeny_status st = teeny_st_open(path, &f);
+        ck_assert_msg(st == TEENY_ERR_FORMAT, "case %zu: %s (%s)", i, teeny_status_name(st), teeny_last_error(NULL));
+        ck_assert_ptr_null(f);
+        ck_assert_msg(strstr(teeny_last_error(NULL), bad[i].msg) && strstr(teeny_last_error(NULL), path),
+                      "case %zu: message \"%s\" lacks \"%s\" or the path", i, teeny_last_error(NULL), bad[i].msg);
+    }
+    teeny_tensor_destroy(t);
+}
+END_TEST
+
+/* Open must fail with FORMAT; any tensor read before never happens. */
+static void expect_corrupt(const char *path, const char *what, long at)
+{
+    teeny_st_file *f = (teeny_st_file *)path;
+    teeny_status st = teeny_st_open(path, &f);
+    ck_assert_msg(st == TEENY_ERR_FORMAT, "%s at %ld: %s, want TEENY_ERR_FORMAT (%s)", what, at,
+                  teeny_status_name(st), teeny_last_error(NULL));
+    ck_assert_ptr_null(f);
+}
+
+START_TEST(test_st_corruption)
+{
+    teeny_ctx *ctx = th_ctx();
+    char path[512], bad[512];
+    st_fixture fx;
+    size_t len;
+    tmp_path(path, sizeof path, "good.safetensors");
+    tmp_path(bad, sizeof bad, "bad.safetensors");
+    st_fixture_make(ctx, &fx, path);
+    unsigned char *b = file_read(path, &len), *c = th_malloc(len + 16);
+    uint64_t n = le64(b);
+    const char *key = strstr((const char *)b + 8, "\"teenycl_header_checksum\"");
+    ck_assert_ptr_nonnull(key);
+    size_t key_at = (size_t)(key - (const char *)b), key_len = strlen("\"teenycl_header_checksum\"");
+
+    /* truncation at every length */
+    for (size_t cut = 0; cut < len; cut++) {
+        file_write(bad, b, cut);
+        expect_corrupt(bad, "truncated", (long)cut);
+    }
+    /* trailing bytes */
+    memcpy(c, b, len);
+    memset(c + len, 0, 8);
+    file_write(bad, c, len + 8);
+    expect_corrupt(bad, "trailing bytes", (long)len);
+    /* a flipped bit at every header byte: rejected, or (only in the
+     * header-checksum key's own name) harmlessly accepted */
+    for (size_t i = 8; i < 8 + n; i++)
+        for (int bit = 0; bit < 8; bit += 5) {
+            memcpy(c, b, len);
+            c[i] ^= (unsigned char)(1u << bit);
+            file_write(bad, c, len);
+            teeny_st_file *f = NULL;
+            teeny_status st = teeny_st_open(bad, &f);
+            if (i > key_at && i < key_at + key_len - 1 && st == TEENY_OK) {
+                int64_t v[3];
+                TH_OK(NULL, teeny_st_read_i64(f, "v", v, 3));
+                ck_assert(!memcmp(v, fx.v, sizeof v));
+                teeny_st_close(f);
+                continue;
+            }
+            ck_assert_msg(st == TEENY_ERR_FORMAT, "header byte %zu bit %d flipped: %s", i, bit,
+                          teeny_status_name(st));
+            ck_assert_ptr_null(f);
+        }
+    /* a flipped bit in the data: the checksum */
+    for (size_t i = 8 + n; i < len; i += 3) {
+        memcpy(c, b, len);
+        c[i] ^= 0x10;
+        file_write(bad, c, len);
+        expect_corrupt(bad, "data byte flipped", (long)i);
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), "checksum"));
+    }
+    /* header length beyond the file, absurd, zero */
+    static const uint64_t lens[] = {0, 1, 1ULL << 40, 1ULL << 63};
+    for (size_t k = 0; k < 5; k++) {
+        uint64_t v = k < 4 ? lens[k] : (uint64_t)len - 7;
+        memcpy(c, b, len);
+        for (int i = 0; i < 8; i++)
+            c[i] = (unsigned char)(v >> (8 * i));
+        file_write(bad, c, len);
+        expect_corrupt(bad, "header length", (long)k);
+    }
+
+    /* wrong shape, missing key, wrong dtype: destinations unchanged */
+    teeny_st_file *f = NULL;
+    int64_t s34[2] = {4, 3}, s12[1] = {12}, count = 7;
+    teeny_tensor *d1 = th_tensor(ctx, 2, s34), *d2 = th_tensor(ctx, 1, s12);
+    TH_OK(ctx, teeny_tensor_fill(d1, 42.0f));
+    TH_OK(ctx, teeny_tensor_fill(d2, 42.0f));
+    TH_OK(NULL, teeny_st_open(path, &f));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_st_read_f32(f, "conv1.weight", d1));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "conv1.weight"));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_st_read_f32(f, "conv1.weight", d2));
+    TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_st_read_f32(f, "conv2.weight", d1));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "conv2.weight"));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), path));
+    TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_st_read_f32(f, "v", d1));
+    TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_st_info(f, "conv2.weight", NULL, NULL, NULL));
+    TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_st_read_i64(f, "conv1.weight", &count, 1));
+    TH_STATUS(NULL, TEENY_ERR_SHAPE, teeny_st_read_i64(f, "v", &count, 1));
+    TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_st_read_i64(f, "missing", &count, 1));
+    ck_assert_int_eq(count, 7);
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_read_f32(f, "conv1.weight", NULL));
+    {
+        teeny_st_file *g = (teeny_st_file *)ctx;
+        TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_open(NULL, &g));
+        ck_assert_ptr_null(g);
+    }
+    float *x1 = th_read(d1), *x2 = th_read(d2);
+    for (int i = 0; i < 12; i++)
+        ck_assert(x1[i] == 42.0f && x2[i] == 42.0f);
+    free(x1);
+    free(x2);
+    teeny_st_close(f);
+    f = (teeny_st_file *)ctx;
+    tmp_path(bad, sizeof bad, "none.safetensors");
+    TH_STATUS(NULL, TEENY_ERR_IO, teeny_st_open(bad, &f));
+    ck_assert_ptr_null(f);
+    teeny_tensor_destroy(d1);
+    teeny_tensor_destroy(d2);
+    free(b);
+    free(c);
+    st_fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_st_crash_safety)
+{
+    teeny_ctx *ctx = th_ctx();
+    char path[512], sub[512], nodir[512];
+    st_fixture fx;
+    size_t len0, len1;
+    tmp_path(path, sizeof path, "keep.safetensors");
+    st_fixture_make(ctx, &fx, path);
+    unsigned char *before = file_read(path, &len0);
+    teeny_st_writer *w = NULL;
+    TH_OK(NULL, teeny_st_writer_create(&w));
+    TH_OK(NULL, teeny_st_add_tensor(w, "x", fx.a));
+
+    /* the directory does not exist: IO, nothing created */
+    tmp_path(nodir, sizeof nodir, "missing-dir/x.safetensors");
+    TH_STATUS(NULL, TEENY_ERR_IO, teeny_st_write(w, nodir));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), "missing-dir"));
+    /* the target is a directory: the rename fails, the temp file is removed */
+    tmp_path(sub, sizeof sub, "a-directory");
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    TH_STATUS(NULL, TEENY_ERR_IO, teeny_st_write(w, sub));
+    ck_assert_int_eq(dir_count(tmp_dir, ".tmp-"), 0);
+    /* an unwritable directory (permissions do not bind root) */
+    if (geteuid() != 0) {
+        ck_assert_int_eq(chmod(tmp_dir, 0500), 0);
+        TH_STATUS(NULL, TEENY_ERR_IO, teeny_st_write(w, path));
+        ck_assert_int_eq(chmod(tmp_dir, 0700), 0);
+    }
+    unsigned char *after = file_read(path, &len1);
+    ck_assert(len0 == len1 && !memcmp(before, after, len0));
+    free(after);
+    ck_assert_int_eq(dir_count(tmp_dir, ".tmp-"), 0);
+    /* a successful overwrite replaces the whole file */
+    TH_OK(NULL, teeny_st_write(w, path));
+    teeny_st_file *f = NULL;
+    TH_OK(NULL, teeny_st_open(path, &f));
+    ck_assert_int_eq(teeny_st_count(f), 1);
+    teeny_st_close(f);
+    ck_assert_int_eq(dir_count(tmp_dir, ".tmp-"), 0);
+    teeny_st_writer_destroy(w);
+    free(before);
+    st_fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_st_writer_errors)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_st_writer *w = NULL;
+    int64_t one = 1, neg = -1, v = 5;
+    teeny_tensor *t = th_tensor(ctx, 1, &one), *i32 = NULL;
+    TH_OK(ctx, teeny_tensor_create_i32(ctx, 1, &one, &i32));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_writer_create(NULL));
+    TH_OK(NULL, teeny_st_writer_create(&w));
+    TH_OK(NULL, teeny_st_add_tensor(w, "t", t));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_tensor(w, "t", t));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), "already"));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_tensor(w, "", t));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_tensor(w, "__metadata__", t));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_tensor(w, "n", NULL));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_tensor(w, NULL, t));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_tensor(NULL, "n", t));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_tensor(w, "i", i32));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_i64(w, "t", 0, NULL, &v));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_i64(w, "n", 1, &neg, &v));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_i64(w, "n", 1, NULL, &v));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_i64(w, "n", 9, &one, &v));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_i64(w, "n", 1, &one, NULL));
+    TH_OK(NULL, teeny_st_add_metadata(w, "k", "v"));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_metadata(w, "k", "w"));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_metadata(w, "teenycl_checksum", "0"));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_metadata(w, "", "v"));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_add_metadata(w, "x", NULL));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_write(w, NULL));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_write(NULL, "x"));
+    teeny_st_writer_destroy(w);
+    teeny_st_writer_destroy(NULL);
+    teeny_tensor_destroy(t);
+    teeny_tensor_destroy(i32);
+}
+END_TEST
+
+/* ---- IDX ---- */
+
+#define FMNIST "/usr/share/datasets/fashion-mnist/"
+
+static int exists(const char *path)
+{
+    return access(path, R_OK) == 0;
+}
+
+START_TEST(test_idx_fashion_mnist)
+{
+    teeny_idx *img = NULL, *lab = NULL;
+    if (!exists(FMNIST "t10k-images-idx3-ubyte.gz") || !exists(FMNIST "t10k-labels-idx1-ubyte.gz")) {
+        fprintf(stderr, "test_idx_fashion_mnist: skipped (apt-get install dataset-fashion-mnist)\n");
+        return;
+    }
+    TH_OK(NULL, teeny_idx_load(FMNIST "t10k-images-idx3-ubyte.gz", &img));
+    TH_OK(NULL, teeny_idx_load(FMNIST "t10k-labels-idx1-ubyte.gz", &lab));
+    ck_assert_int_eq(teeny_idx_ndim(img), 3);
+    ck_assert_int_eq(teeny_idx_dim(img, 0), 10000);
+    ck_assert_int_eq(teeny_idx_dim(img, 1), 28);
+    ck_assert_int_eq(teeny_idx_dim(img, 2), 28);
+    ck_assert_int_eq(teeny_idx_dim(img, 3), -1);
+    ck_assert_int_eq(teeny_idx_ndim(lab), 1);
+    ck_assert_int_eq(teeny_idx_dim(lab, 0), 10000);
+    TH_OK(NULL, teeny_idx_check_labels(lab, 10));
+    TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_idx_check_labels(lab, 5));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), "label "));
+    TH_STATUS(NULL, TEENY_ERR_SHAPE, teeny_idx_check_labels(img, 10));
+    /* every class present, pixels span 0..255 */
+    int seen[10] = {0}, lo = 255, hi = 0;
+    const uint8_t *l = teeny_idx_data(lab), *p = teeny_idx_data(img);
+    for (int i = 0; i < 10000; i++)
+        seen[l[i]]++;
+    for (int c = 0; c < 10; c++)
+        ck_assert_int_eq(seen[c], 1000); /* the t10k set is balanced */
+    for (int i = 0; i < 10000 * 784; i++) {
+        lo = p[i] < lo ? p[i] : lo;
+        hi = p[i] > hi ? p[i] : hi;
+    }
+    ck_assert(lo == 0 && hi == 255);
+    teeny_idx_free(img);
+    teeny_idx_free(lab);
+    if (exists(FMNIST "train-labels-idx1-ubyte.gz")) {
+        TH_OK(NULL, teeny_idx_load(FMNIST "train-labels-idx1-ubyte.gz", &lab));
+        ck_assert_int_eq(teeny_idx_dim(lab, 0), 60000);
+        TH_OK(NULL, teeny_idx_check_labels(lab, 10));
+        teeny_idx_free(lab);
+    }
+}
+END_TEST
+
+/* Write an IDX file (gzip when gz) from a header and values. */
+static void idx_make(const char *path, int gz, const unsigned char *bytes, size_t len)
+{
+    if (!gz) {
+        file_write(path, bytes, len);
+        return;
+    }
+    gzFile g = gzopen(path, "wb");
+    ck_assert_ptr_nonnull(g);
+    ck_assert_int_eq(gzwrite(g, bytes, (unsigned)len), (int)len);
+    ck_assert_int_eq(gzclose(g), Z_OK);
+}
+
+START_TEST(test_idx_synthetic)
+{
+    int gz = _i;
+    char path[512];
+    unsigned char good[4 + 8 + 6] = {0, 0, 8, 2, 0, 0, 0, 2, 0, 0, 0, 3, 9, 8, 7, 6, 5, 4};
+    unsigned char buf[64];
+    teeny_idx *idx = NULL;
+    tmp_path(path, sizeof path, gz ? "s.idx.gz" : "s.idx");
+    idx_make(path, gz, good, sizeof good);
+    TH_OK(NULL, teeny_idx_load(path, &idx));
+    ck_assert_int_eq(teeny_idx_ndim(idx), 2);
+    ck_assert_int_eq(teeny_idx_dim(idx, 0), 2);
+    ck_assert_int_eq(teeny_idx_dim(idx, 1), 3);
+    ck_assert(!memcmp(teeny_idx_data(idx), good + 12, 6));
+    TH_STATUS(NULL, TEENY_ERR_SHAPE, teeny_idx_check_labels(idx, 10));
+    teeny_idx_free(idx);
+
+    /* header defects */
+    static const struct { int at; unsigned char value; const char *msg; } defects[] = {
+        {0, 1, "magic"}, {1, 8, "magic"}, {2, 0x0d, "type"}, {2, 0x09, "type"},
+        {3, 0, "dimensions"}, {3, 5, "dimensions"}, {7, 0, "is 0"}, {3, 1, "trailing"}, {3, 4, "truncated"},
+    };
+    for (size_t k = 0; k < sizeof defects / sizeof defects[0]; k++) {
+        memcpy(buf, good, sizeof good);
+        buf[defects[k].at] = defects[k].value;
+        idx_make(path, gz, buf, sizeof good);
+        idx = (teeny_idx *)buf;
+        teeny_status st = teeny_idx_load(path, &idx);
+        ck_assert_msg(st == TEENY_ERR_FORMAT, "defect %zu: %s", k, teeny_status_name(st));
+        ck_assert_ptr_null(idx);
+        ck_assert_msg(strstr(teeny_last_error(NULL), defects[k].msg), "defect %zu: \"%s\" lacks \"%s\"", k,
+                      teeny_last_error(NULL), defects[k].msg);
+    }
+    /* a product past 2^31 - 1 values */
+    unsigned char huge[12] = {0, 0, 8, 2, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 2};
+    idx_make(path, gz, huge, sizeof huge);
+    TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_idx_load(path, &idx));
+    /* every truncation, trailing bytes */
+    for (size_t cut = 0; cut < sizeof good; cut++) {
+        idx_make(path, gz, good, cut);
+        TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_idx_load(path, &idx));
+    }
+    memcpy(buf, good, sizeof good);
+    buf[sizeof good] = 1;
+    idx_make(path, gz, buf, sizeof good + 1);
+    TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_idx_load(path, &idx));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), "trailing"));
+    if (gz) { /* a gzip stream cut short */
+        size_t len;
+        idx_make(path, 1, good, sizeof good);
+        unsigned char *z = file_read(path, &len);
+        for (size_t cut = 10; cut < len - 1; cut += 3) {
+            file_write(path, z, cut);
+            TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_idx_load(path, &idx));
+        }
+        free(z);
+    }
+    /* labels: one out of range */
+    unsigned char labels[8 + 6] = {0, 0, 8, 1, 0, 0, 0, 6, 0, 1, 9, 10, 2, 200};
+    idx_make(path, gz, labels, sizeof labels);
+    TH_OK(NULL, teeny_idx_load(path, &idx));
+    TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_idx_check_labels(idx, 10));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), "label 3 is 10"));
+    TH_OK(NULL, teeny_idx_check_labels(idx, 201));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_idx_check_labels(idx, 0));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_idx_check_labels(NULL, 10));
+    teeny_idx_free(idx);
+    teeny_idx_free(NULL);
+
+    tmp_path(path, sizeof path, "no-such.idx");
+    TH_STATUS(NULL, TEENY_ERR_IO, teeny_idx_load(path, &idx));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), "no-such.idx"));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_idx_load(NULL, &idx));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_idx_load(path, NULL));
+    ck_assert_int_eq(teeny_idx_ndim(NULL), 0);
+    ck_assert_int_eq(teeny_idx_dim(NULL, 0), -1);
+    ck_assert_ptr_null(teeny_idx_data(NULL));
+}
+END_TEST
+
+Suite *suite_io(void)
+{
+    Suite *s = suite_create("io");
+    TCase *npy = tcase_create("npy"), *st = tcase_create("safetensors"), *idx = tcase_create("idx");
+    TCase *all[] = {npy, st, idx};
+    for (int i = 0; i < 3; i++)
+        tcase_add_unchecked_fixture(all[i], dir_setup, dir_teardown);
+    tcase_add_test(npy, test_npy_roundtrip);
+    tcase_add_test(npy, test_npy_i32_and_views);
+    tcase_add_test(npy, test_npy_errors);
+    tcase_add_test(st, test_st_roundtrip);
+    tcase_add_test(st, test_st_layout);
+    tcase_add_test(st, test_st_foreign_and_malformed);
+    tcase_add_test(st, test_st_corruption);
+    tcase_add_test(st, test_st_crash_safety);
+    tcase_add_test(st, test_st_writer_errors);
+    tcase_add_test(idx, test_idx_fashion_mnist);
+    tcase_add_loop_test(idx, test_idx_synthetic, 0, 2);
+    suite_add_tcase(s, npy);
+    suite_add_tcase(s, st);
+    suite_add_tcase(s, idx);
+    return s;
+}

@@ -1,0 +1,539 @@
+/*
+ * test_optim.c -- optimizers against the float64 reference (tests/ref/
+ * optim_ref.c): every kind and option over 20 steps with a changing lr and
+ * beta1 and gradients whose size changes so that clipping switches on and
+ * off; state names and checkpoint restore; determinism; what a warm step
+ * calls (no create, build, set-arg or blocking call); fault injection;
+ * and every error path.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "clwrap.h"
+#include "ref/optim_ref.h"
+
+#define TOL 1e-5
+#define N_STEPS 20
+#define N_PARAMS 5
+
+typedef struct {
+    const char *name;
+    teeny_optim_kind kind;
+    float lr, momentum, dampening, weight_decay;
+    int nesterov;
+    float beta1, beta2, eps, max_grad_norm;
+} optim_case;
+
+static const optim_case cases[] = {
+    {"sgd", TEENY_OPTIM_SGD, 0.1f, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"sgd momentum", TEENY_OPTIM_SGD, 0.05f, 0.9f, 0, 0, 0, 0, 0, 0, 0},
+    {"sgd nesterov", TEENY_OPTIM_SGD, 0.05f, 0.9f, 0, 0, 1, 0, 0, 0, 0},
+    {"sgd weight decay", TEENY_OPTIM_SGD, 0.1f, 0, 0, 0.05f, 0, 0, 0, 0, 0},
+    {"sgd momentum dampening decay", TEENY_OPTIM_SGD, 0.05f, 0.8f, 0.3f, 0.01f, 0, 0, 0, 0, 0},
+    {"sgd momentum clip", TEENY_OPTIM_SGD, 0.05f, 0.9f, 0, 0, 0, 0, 0, 0, 10.0f},
+    {"adam", TEENY_OPTIM_ADAM, 0.01f, 0, 0, 0, 0, 0.9f, 0.999f, 1e-8f, 0},
+    {"adam l2", TEENY_OPTIM_ADAM, 0.01f, 0, 0, 0.05f, 0, 0.9f, 0.99f, 1e-6f, 0},
+    {"adamw", TEENY_OPTIM_ADAMW, 0.01f, 0, 0, 0.05f, 0, 0.9f, 0.999f, 1e-8f, 0},
+    {"adamw clip", TEENY_OPTIM_ADAMW, 0.01f, 0, 0, 0.01f, 0, 0.9f, 0.999f, 1e-8f, 10.0f},
+    {"adam clip never active", TEENY_OPTIM_ADAM, 0.01f, 0, 0, 0, 0, 0.9f, 0.999f, 1e-8f, 1e6f},
+};
+#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+static teeny_optim_params case_params(const optim_case *c)
+{
+    teeny_optim_params p = TEENY_OPTIM_PARAMS_INIT;
+    p.kind = c->kind;
+    p.lr = c->lr;
+    p.momentum = c->momentum;
+    p.dampening = c->dampening;
+    p.weight_decay = c->weight_decay;
+    p.nesterov = c->nesterov;
+    if (c->kind != TEENY_OPTIM_SGD) {
+        p.beta1 = c->beta1;
+        p.beta2 = c->beta2;
+        p.eps = c->eps;
+    }
+    p.max_grad_norm = c->max_grad_norm;
+    return p;
+}
+
+/* Step k's schedule (k = 1..): a cosine lr and a cycling beta1 (OneCycleLR
+ * style); gradients are small every third step so clipping turns off. */
+static float sched_lr(const optim_case *c, int k)
+{
+    return (float)(c->lr * (0.55 + 0.45 * cos(3.141592653589793 * k / N_STEPS)));
+}
+
+static float sched_beta1(const optim_case *c, int k)
+{
+    return c->kind == TEENY_OPTIM_SGD ? -1.0f : (float)(0.85 + 0.1 * sin(0.7 * k));
+}
+
+static double grad_std(int k)
+{
+    return k % 3 == 0 ? 0.01 : 1.0;
+}
+
+/* The parameter set: several shapes, the last param and grad views at odd
+ * offsets inside larger tensors. */
+typedef struct {
+    teeny_tensor *base_p, *base_g;
+    teeny_tensor *p[N_PARAMS], *g[N_PARAMS];
+    size_t n[N_PARAMS];
+} param_set;
+
+static const int64_t shapes[N_PARAMS][4] = {{1}, {37}, {10, 100}, {4099}, {2, 3, 5, 7}};
+static const int ndims[N_PARAMS] = {1, 1, 2, 1, 4};
+
+static void set_make(teeny_ctx *ctx, param_set *s, th_rng *r)
+{
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < N_PARAMS; i++) {
+        int64_t n = 1;
+        for (int d = 0; d < ndims[i]; d++)
+            n *= shapes[i][d];
+        s->n[i] = (size_t)n;
+        if (i == N_PARAMS - 1) {
+            int64_t big = n + 9;
+            s->base_p = th_tensor(ctx, 1, &big);
+            s->base_g = th_tensor(ctx, 1, &big);
+            th_poison(s->base_p);
+            th_poison(s->base_g);
+            TH_OK(ctx, teeny_tensor_view(s->base_p, 5, ndims[i], shapes[i], &s->p[i]));
+            TH_OK(ctx, teeny_tensor_view(s->base_g, 3, ndims[i], shapes[i], &s->g[i]));
+        } else {
+            s->p[i] = th_tensor(ctx, ndims[i], shapes[i]);
+            s->g[i] = th_tensor(ctx, ndims[i], shapes[i]);
+        }
+        float *x = th_malloc(s->n[i] * sizeof *x);
+        th_fill_normal(r, x, s->n[i], 0, 1);
+        TH_OK(ctx, teeny_tensor_write(s->p[i], x, s->n[i]));
+        free(x);
+    }
+}
+
+static void set_free(param_set *s)
+{
+    for (int i = 0; i < N_PARAMS; i++) {
+        teeny_tensor_destroy(s->p[i]);
+        teeny_tensor_destroy(s->g[i]);
+    }
+    teeny_tensor_destroy(s->base_p);
+    teeny_tensor_destroy(s->base_g);
+}
+
+static teeny_optimizer *set_optimizer(teeny_ctx *ctx, param_set *s, const teeny_optim_params *p)
+{
+    teeny_optimizer *opt = NULL;
+    TH_OK(ctx, teeny_optimizer_create(ctx, p, N_PARAMS, s->p, (const teeny_tensor *const *)s->g, &opt));
+    ck_assert_ptr_nonnull(opt);
+    return opt;
+}
+
+/* Random grads for step k into the set; the float values into g[i]. */
+static void set_grads(teeny_ctx *ctx, param_set *s, th_rng *r, int k, float **g)
+{
+    for (int i = 0; i < N_PARAMS; i++) {
+        th_fill_normal(r, g[i], s->n[i], 0, grad_std(k));
+        TH_OK(ctx, teeny_tensor_write(s->g[i], g[i], s->n[i]));
+    }
+}
+
+static void check_close(const char *what, const optim_case *c, int i, const float *out, const double *ref, size_t n)
+{
+    long bad = th_first_nonfinite(out, n);
+    double e = th_nrms(out, ref, n);
+    ck_assert_msg(bad < 0, "optim %s: %s[%d] element %ld not finite", c->name, what, i, bad);
+    ck_assert_msg(e <= TOL, "optim %s: %s[%d] nrms %.3g > %.1g (reproduce: case \"%s\", %d steps)", c->name, what, i,
+                  e, TOL, c->name, N_STEPS);
+}
+
+START_TEST(test_optim_vs_reference)
+{
+    const optim_case *c = &cases[_i];
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(1000 + (uint64_t)_i);
+    param_set s;
+    teeny_optim_params p = case_params(c);
+    ref_optim_hyper h = {(int)c->kind, c->momentum, c->dampening, c->weight_decay, c->nesterov, c->beta2, c->eps};
+    float *g[N_PARAMS];
+    double *rp[N_PARAMS], *rg[N_PARAMS], *rs0[N_PARAMS], *rs1[N_PARAMS];
+    int n_clipped = 0, n_unclipped = 0;
+
+    set_make(ctx, &s, &r);
+    teeny_optimizer *opt = set_optimizer(ctx, &s, &p);
+    for (int i = 0; i < N_PARAMS; i++) {
+        float *x = th_read(s.p[i]);
+        g[i] = th_malloc(s.n[i] * sizeof(float));
+        rp[i] = th_malloc(s.n[i] * sizeof(double));
+        rg[i] = th_malloc(s.n[i] * sizeof(double));
+        rs0[i] = calloc(s.n[i], sizeof(double));
+        rs1[i] = calloc(s.n[i], sizeof(double));
+        ck_assert(rs0[i] && rs1[i]);
+        th_to_double(x, rp[i], s.n[i]);
+        free(x);
+    }
+    for (int k = 1; k <= N_STEPS; k++) {
+        float lr = sched_lr(c, k), beta1 = sched_beta1(c, k);
+        set_grads(ctx, &s, &r, k, g);
+        TH_OK(ctx, teeny_optimizer_step(opt, lr, beta1));
+        for (int i = 0; i < N_PARAMS; i++)
+            th_to_double(g[i], rg[i], s.n[i]);
+        if (c->max_grad_norm > 0) {
+            double scale = ref_clip_grad_norm(N_PARAMS, rg, s.n, c->max_grad_norm);
+            scale < 1 ? n_clipped++ : n_unclipped++;
+        }
+        for (int i = 0; i < N_PARAMS; i++)
+            ref_optim_step(&h, rp[i], rg[i], rs0[i], rs1[i], s.n[i], lr,
+                           beta1 < 0 ? (double)p.beta1 : (double)beta1, k);
+    }
+    ck_assert_int_eq(teeny_optimizer_steps(opt), N_STEPS);
+    if (c->max_grad_norm > 0 && c->max_grad_norm < 1e3f)
+        ck_assert_msg(n_clipped > 0 && n_unclipped > 0, "case %s: clipping never switched (%d on, %d off)", c->name,
+                      n_clipped, n_unclipped);
+    if (c->max_grad_norm >= 1e3f)
+        ck_assert_int_eq(n_clipped, 0);
+
+    int per = c->kind == TEENY_OPTIM_SGD ? (c->momentum != 0 ? 1 : 0) : 2;
+    ck_assert_int_eq(teeny_optimizer_state_count(opt), per * N_PARAMS);
+    for (int i = 0; i < N_PARAMS; i++) {
+        float *x = th_read(s.p[i]), *gx = th_read(s.g[i]);
+        check_close("param", c, i, x, rp[i], s.n[i]);
+        check_close("grad (after clipping)", c, i, gx, rg[i], s.n[i]);
+        for (int k = 0; k < per; k++) {
+            const char *name;
+            teeny_tensor *st;
+            char want[32];
+            TH_OK(ctx, teeny_optimizer_state(opt, i * per + k, &name, &st));
+            snprintf(want, sizeof want, "%s.%d", per == 1 ? "momentum_buffer" : k ? "exp_avg_sq" : "exp_avg", i);
+            ck_assert_str_eq(name, want);
+            ck_assert_int_eq(teeny_tensor_numel(st), (int64_t)s.n[i]);
+            ck_assert_int_eq(teeny_tensor_ndim(st), ndims[i]);
+            float *sx = th_read(st);
+            check_close(name, c, i, sx, k ? rs1[i] : rs0[i], s.n[i]);
+            free(sx);
+        }
+        free(x);
+        free(gx);
+        free(g[i]);
+        free(rp[i]);
+        free(rg[i]);
+        free(rs0[i]);
+        free(rs1[i]);
+    }
+    /* the padding around the views was never written */
+    float *bp = th_read(s.base_p);
+    ck_assert(isnan(bp[0]) && isnan(bp[4]) && isnan(bp[5 + s.n[N_PARAMS - 1]]));
+    free(bp);
+    teeny_optimizer_destroy(opt);
+    set_free(&s);
+}
+END_TEST
+
+/* Run steps 1..k of a case on a set with grads from seed; read params. */
+static void run_steps(teeny_ctx *ctx, teeny_optimizer *opt, param_set *s, uint64_t seed, int from, int to,
+                      const optim_case *c)
+{
+    th_rng r = th_rng_make(seed);
+    float *g[N_PARAMS];
+    for (int i = 0; i < N_PARAMS; i++)
+        g[i] = th_malloc(s->n[i] * sizeof(float));
+    for (int k = 1; k <= to; k++) {
+        for (int i = 0; i < N_PARAMS; i++)
+            th_fill_normal(&r, g[i], s->n[i], 0, grad_std(k));
+        if (k < from)
+            continue;
+        for (int i = 0; i < N_PARAMS; i++)
+            TH_OK(ctx, teeny_tensor_write(s->g[i], g[i], s->n[i]));
+        TH_OK(ctx, teeny_optimizer_step(opt, sched_lr(c, k), sched_beta1(c, k)));
+    }
+    for (int i = 0; i < N_PARAMS; i++)
+        free(g[i]);
+}
+
+static int sets_equal(param_set *a, param_set *b)
+{
+    int eq = 1;
+    for (int i = 0; i < N_PARAMS; i++) {
+        float *x = th_read(a->p[i]), *y = th_read(b->p[i]);
+        eq &= !memcmp(x, y, a->n[i] * sizeof(float));
+        free(x);
+        free(y);
+    }
+    return eq;
+}
+
+START_TEST(test_optim_determinism)
+{
+    teeny_ctx *ctx = th_ctx();
+    const optim_case *c = &cases[9]; /* adamw clip: the reduction matters */
+    teeny_optim_params p = case_params(c);
+    th_rng ra = th_rng_make(5), rb = th_rng_make(5);
+    param_set a, b;
+    set_make(ctx, &a, &ra);
+    set_make(ctx, &b, &rb);
+    teeny_optimizer *oa = set_optimizer(ctx, &a, &p), *ob = set_optimizer(ctx, &b, &p);
+    run_steps(ctx, oa, &a, 77, 1, 8, c);
+    run_steps(ctx, ob, &b, 77, 1, 8, c);
+    ck_assert_msg(sets_equal(&a, &b), "two identical runs differ");
+    teeny_optimizer_destroy(oa);
+    teeny_optimizer_destroy(ob);
+    set_free(&a);
+    set_free(&b);
+}
+END_TEST
+
+/* Checkpoint: copy params and state of a run after k steps into a fresh
+ * optimizer, set its step count, continue both: bit-identical. */
+START_TEST(test_optim_checkpoint_restore)
+{
+    static const int which[] = {4, 9};
+    const optim_case *c = &cases[which[_i]];
+    teeny_ctx *ctx = th_ctx();
+    teeny_optim_params p = case_params(c);
+    th_rng ra = th_rng_make(8), rb = th_rng_make(9);
+    param_set a, b;
+    set_make(ctx, &a, &ra);
+    set_make(ctx, &b, &rb);
+    teeny_optimizer *oa = set_optimizer(ctx, &a, &p), *ob = set_optimizer(ctx, &b, &p);
+    run_steps(ctx, oa, &a, 21, 1, 6, c);
+    for (int i = 0; i < N_PARAMS; i++) {
+        float *x = th_read(a.p[i]);
+        TH_OK(ctx, teeny_tensor_write(b.p[i], x, a.n[i]));
+        free(x);
+    }
+    ck_assert_int_eq(teeny_optimizer_state_count(oa), teeny_optimizer_state_count(ob));
+    for (int i = 0; i < teeny_optimizer_state_count(oa); i++) {
+        const char *na, *nb;
+        teeny_tensor *ta, *tb;
+        TH_OK(ctx, teeny_optimizer_state(oa, i, &na, &ta));
+        TH_OK(ctx, teeny_optimizer_state(ob, i, &nb, &tb));
+        ck_assert_str_eq(na, nb);
+        float *x = th_read(ta);
+        TH_OK(ctx, teeny_tensor_write(tb, x, (size_t)teeny_tensor_numel(ta)));
+        free(x);
+    }
+    TH_OK(ctx, teeny_optimizer_set_steps(ob, teeny_optimizer_steps(oa)));
+    ck_assert_int_eq(teeny_optimizer_steps(ob), 6);
+    run_steps(ctx, oa, &a, 21, 7, 12, c);
+    run_steps(ctx, ob, &b, 21, 7, 12, c);
+    ck_assert_msg(sets_equal(&a, &b), "case %s: restored run differs from the original", c->name);
+    teeny_optimizer_destroy(oa);
+    teeny_optimizer_destroy(ob);
+    set_free(&a);
+    set_free(&b);
+}
+END_TEST
+
+/* A warm step only enqueues: no create, build, set-arg, blocking call or
+ * host allocation; one scalar write plus one launch per kernel. */
+START_TEST(test_optim_step_calls)
+{
+    static const int which[] = {1, 9};
+    const optim_case *c = &cases[which[_i]];
+    teeny_ctx *ctx = th_ctx();
+    teeny_optim_params p = case_params(c);
+    th_rng r = th_rng_make(3);
+    param_set s;
+    set_make(ctx, &s, &r);
+    teeny_optimizer *opt = set_optimizer(ctx, &s, &p);
+    for (int k = 0; k < 12; k++) /* every ring slot used once */
+        TH_OK(ctx, teeny_optimizer_step(opt, 1e-3f, -1.0f));
+    TH_OK(ctx, teeny_ctx_finish(ctx));
+    for (int k = 0; k < 3; k++) {
+        teeny__calls_reset();
+        TH_OK(ctx, teeny_optimizer_step(opt, 1e-3f, 0.8f));
+        long launches = N_PARAMS + (c->max_grad_norm > 0 ? N_PARAMS + 1 : 0);
+        ck_assert_int_eq(teeny__calls_kind(TEENY__KIND_CREATE), 0);
+        ck_assert_int_eq(teeny__calls_kind(TEENY__KIND_BUILD), 0);
+        ck_assert_int_eq(teeny__calls_kind(TEENY__KIND_SETARG), 0);
+        ck_assert_int_eq(teeny__calls_kind(TEENY__KIND_BLOCKING), 0);
+        ck_assert_int_eq(teeny__calls_kind(TEENY__KIND_ALLOC), 0);
+        ck_assert_int_eq(teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel), launches);
+        ck_assert_int_eq(teeny__calls_id(TEENY__ID_clEnqueueWriteBuffer), 1);
+        ck_assert_int_le(teeny__calls_id(TEENY__ID_clGetEventInfo), 1);
+    }
+    /* a host far ahead of the device still gets correct ordering */
+    for (int k = 0; k < 40; k++)
+        TH_OK(ctx, teeny_optimizer_step(opt, 1e-3f, -1.0f));
+    ck_assert_int_eq(teeny_optimizer_steps(opt), 12 + 3 + 40);
+    TH_OK(ctx, teeny_ctx_finish(ctx));
+    teeny_optimizer_destroy(opt);
+    set_free(&s);
+}
+END_TEST
+
+/* Fail every hooked call of create + step in turn: each failure is a
+ * status, leaks nothing (ASan) and the next clean run works. */
+START_TEST(test_optim_faults)
+{
+    teeny_ctx *ctx = th_ctx();
+    const optim_case *c = &cases[9];
+    teeny_optim_params p = case_params(c);
+    th_rng r = th_rng_make(4);
+    param_set s;
+    set_make(ctx, &s, &r);
+    teeny_optimizer_destroy(set_optimizer(ctx, &s, &p)); /* warm the program cache */
+    TH_OK(ctx, teeny_ctx_finish(ctx));
+    int fired = 0;
+    for (long k = 1; k < 400; k++) {
+        teeny_optimizer *opt = NULL;
+        teeny__fault_arm(k);
+        teeny_status st = teeny_optimizer_create(ctx, &p, N_PARAMS, s.p, (const teeny_tensor *const *)s.g, &opt);
+        if (st == TEENY_OK)
+            st = teeny_optimizer_step(opt, 1e-3f, -1.0f);
+        if (st == TEENY_OK)
+            st = teeny_optimizer_step(opt, 1e-3f, -1.0f);
+        int f = teeny__fault_fired();
+        teeny__fault_arm(0);
+        teeny_optimizer_destroy(opt);
+        if (!f) {
+            ck_assert_msg(st == TEENY_OK, "no fault at k = %ld yet %s", k, teeny_status_name(st));
+            break;
+        }
+        fired++;
+        if (st == TEENY_OK)
+            continue; /* the injected call was one whose failure is tolerated (a release) */
+        ck_assert_msg(st == TEENY_ERR_OPENCL || st == TEENY_ERR_NOMEM, "k = %ld: %s (%s)", k, teeny_status_name(st),
+                      teeny_last_error(ctx));
+        ck_assert_msg(strlen(teeny_last_error(ctx)) > 0, "k = %ld: no message", k);
+    }
+    ck_assert_int_gt(fired, 10);
+    TH_OK(ctx, teeny_ctx_finish(ctx));
+    set_free(&s);
+}
+END_TEST
+
+START_TEST(test_optim_errors)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(6);
+    param_set s;
+    teeny_optim_params p = TEENY_OPTIM_PARAMS_INIT, q;
+    teeny_optimizer *opt = (teeny_optimizer *)&p;
+    const teeny_tensor *const *G;
+    set_make(ctx, &s, &r);
+    G = (const teeny_tensor *const *)s.g;
+
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_optimizer_create(NULL, &p, N_PARAMS, s.p, G, &opt));
+    ck_assert_ptr_null(opt);
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, NULL, N_PARAMS, s.p, G, &opt));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &p, N_PARAMS, NULL, G, &opt));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &p, N_PARAMS, s.p, NULL, &opt));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &p, N_PARAMS, s.p, G, NULL));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &p, 0, s.p, G, &opt));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &p, -3, s.p, G, &opt));
+    ck_assert_ptr_null(opt);
+
+    /* NULL entries, numel mismatch, int32 */
+    {
+        teeny_tensor *ps[2] = {s.p[0], NULL};
+        const teeny_tensor *gs[2] = {s.g[0], s.g[1]};
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &p, 2, ps, gs, &opt));
+        ps[1] = s.p[2];
+        TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_optimizer_create(ctx, &p, 2, ps, gs, &opt));
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "grads[1]"));
+        int64_t one = 1;
+        teeny_tensor *i32 = NULL;
+        TH_OK(ctx, teeny_tensor_create_i32(ctx, 1, &one, &i32));
+        gs[1] = s.g[1];
+        ps[1] = s.p[1];
+        gs[0] = i32;
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &p, 2, ps, gs, &opt));
+        teeny_tensor_destroy(i32);
+    }
+    /* grads aliasing params (exactly or partly), duplicated params/grads */
+    {
+        teeny_tensor *ps[2] = {s.p[1], s.p[3]}, *view = NULL;
+        const teeny_tensor *gs[2] = {s.g[1], s.p[3]};
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &p, 2, ps, gs, &opt));
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "overlaps"));
+        int64_t n37 = 37;
+        TH_OK(ctx, teeny_tensor_view(s.p[3], 100, 1, &n37, &view));
+        gs[1] = s.g[3];
+        gs[0] = view;
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &p, 2, ps, gs, &opt));
+        gs[0] = s.g[1];
+        ps[1] = s.p[1];
+        ck_assert_int_eq(teeny_tensor_numel(ps[1]), 37);
+        gs[1] = s.g[1];
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &p, 2, ps, gs, &opt));
+        teeny_tensor_destroy(view);
+    }
+    /* hyperparameters */
+    {
+        const struct { float *field; float value; } bad[] = {
+            {&q.lr, -1e-3f}, {&q.lr, NAN}, {&q.weight_decay, -0.1f}, {&q.momentum, -0.5f},
+            {&q.max_grad_norm, -1.0f}, {&q.max_grad_norm, INFINITY},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            q = p;
+            *bad[i].field = bad[i].value;
+            TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &q, N_PARAMS, s.p, G, &opt));
+        }
+        q = p;
+        q.nesterov = 1; /* without momentum */
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &q, N_PARAMS, s.p, G, &opt));
+        q.momentum = 0.9f;
+        q.dampening = 0.1f; /* with dampening */
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &q, N_PARAMS, s.p, G, &opt));
+        q = p;
+        q.kind = TEENY_OPTIM_ADAM;
+        q.beta2 = 1.0f;
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &q, N_PARAMS, s.p, G, &opt));
+        q.beta2 = 0.999f;
+        q.beta1 = -0.1f;
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &q, N_PARAMS, s.p, G, &opt));
+        q.beta1 = 0.9f;
+        q.eps = -1e-8f;
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &q, N_PARAMS, s.p, G, &opt));
+        q = p;
+        q.kind = (teeny_optim_kind)7;
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_create(ctx, &q, N_PARAMS, s.p, G, &opt));
+        ck_assert_ptr_null(opt);
+    }
+    /* step, state and steps errors leave the parameters unchanged */
+    {
+        q = p;
+        q.kind = TEENY_OPTIM_ADAM;
+        TH_OK(ctx, teeny_optimizer_create(ctx, &q, N_PARAMS, s.p, G, &opt));
+        float *before = th_read(s.p[3]);
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_step(opt, -1e-3f, -1.0f));
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_step(opt, NAN, -1.0f));
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_step(opt, 1e-3f, 1.0f));
+        TH_STATUS(NULL, TEENY_ERR_ARG, teeny_optimizer_step(NULL, 1e-3f, -1.0f));
+        float *after = th_read(s.p[3]);
+        ck_assert(!memcmp(before, after, s.n[3] * sizeof(float)));
+        ck_assert_int_eq(teeny_optimizer_steps(opt), 0);
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_set_steps(opt, -1));
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_state(opt, -1, NULL, NULL));
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_state(opt, 2 * N_PARAMS, NULL, NULL));
+        TH_STATUS(NULL, TEENY_ERR_ARG, teeny_optimizer_state(NULL, 0, NULL, NULL));
+        ck_assert_int_eq(teeny_optimizer_steps(NULL), -1);
+        ck_assert_int_eq(teeny_optimizer_state_count(NULL), 0);
+        free(before);
+        free(after);
+        teeny_optimizer_destroy(opt);
+        teeny_optimizer_destroy(NULL);
+    }
+    set_free(&s);
+}
+END_TEST
+
+Suite *suite_optim(void)
+{
+    Suite *s = suite_create("optim");
+    TCase *step = tcase_create("step"), *err = tcase_create("errors");
+    tcase_add_loop_test(step, test_optim_vs_reference, 0, N_CASES);
+    tcase_add_test(step, test_optim_determinism);
+    tcase_add_loop_test(step, test_optim_checkpoint_restore, 0, 2);
+    tcase_add_loop_test(step, test_optim_step_calls, 0, 2);
+    tcase_add_test(err, test_optim_errors);
+    tcase_add_test(err, test_optim_faults);
+    suite_add_tcase(s, step);
+    suite_add_tcase(s, err);
+    return s;
+}

@@ -1,0 +1,543 @@
+/*
+ * test_pool.c -- max, average and global average pooling against the
+ * float64 reference: seeded sweeps over kernels, strides, pads and sizes
+ * (views at odd offsets, argmax given or not), NaN propagation,
+ * determinism, finite differences of the reference gradients, the
+ * op-table entries (infer) and every error path.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ops/ops.h"
+#include "ref/pool_ref.h"
+
+#define TOL 1e-5
+
+/* fp32 or int32 device tensor, optionally a view at an odd offset inside a
+ * poisoned base (NaN, or -7 for int32) whose guard must survive. */
+typedef struct {
+    teeny_tensor *base, *t;
+    int64_t off, n;
+    int i32;
+} dev_t_;
+
+static dev_t_ dev_make(teeny_ctx *ctx, int i32, int ndim, const int64_t *shape, int view_off, const void *data)
+{
+    dev_t_ d = {0};
+    d.i32 = i32;
+    d.n = 1;
+    for (int i = 0; i < ndim; i++)
+        d.n *= shape[i];
+    int64_t big = d.n + (view_off ? view_off + 5 : 0);
+    teeny_tensor *b = NULL;
+    if (i32) {
+        TH_OK(ctx, teeny_tensor_create_i32(ctx, view_off ? 1 : ndim, view_off ? &big : shape, &b));
+        int32_t *fill = th_malloc((size_t)big * 4);
+        for (int64_t i = 0; i < big; i++)
+            fill[i] = -7;
+        TH_OK(ctx, teeny_tensor_write_i32(b, fill, (size_t)big));
+        free(fill);
+    } else {
+        b = th_tensor(ctx, view_off ? 1 : ndim, view_off ? &big : shape);
+        th_poison(b);
+    }
+    if (view_off) {
+        d.base = b;
+        d.off = view_off;
+        TH_OK(ctx, teeny_tensor_view(b, view_off, ndim, shape, &d.t));
+    } else {
+        d.t = b;
+    }
+    if (data && i32)
+        TH_OK(ctx, teeny_tensor_write_i32(d.t, data, (size_t)d.n));
+    else if (data)
+        TH_OK(ctx, teeny_tensor_write(d.t, data, (size_t)d.n));
+    return d;
+}
+
+static void dev_check_guard(const dev_t_ *d, const char *what, const char *repro)
+{
+    if (!d->base)
+        return;
+    int64_t n = teeny_tensor_numel(d->base);
+    if (d->i32) {
+        int32_t *all = th_malloc((size_t)n * 4);
+        TH_OK(NULL, teeny_tensor_read_i32(d->base, all, (size_t)n));
+        for (int64_t i = 0; i < n; i++)
+            if (i < d->off || i >= d->off + d->n)
+                ck_assert_msg(all[i] == -7, "%s: wrote outside its view at %lld; %s", what, (long long)i, repro);
+        free(all);
+        return;
+    }
+    float *all = th_read(d->base);
+    for (int64_t i = 0; i < n; i++)
+        if (i < d->off || i >= d->off + d->n)
+            ck_assert_msg(isnan(all[i]), "%s: wrote outside its view at %lld; %s", what, (long long)i, repro);
+    free(all);
+}
+
+static void dev_free(dev_t_ *d)
+{
+    teeny_tensor_destroy(d->t);
+    teeny_tensor_destroy(d->base);
+    d->t = d->base = NULL;
+}
+
+static void expect_close(const dev_t_ *d, const double *ref, double tol, const char *what, const char *repro)
+{
+    float *out = th_read(d->t);
+    long bad = th_first_nonfinite(out, (size_t)d->n);
+    ck_assert_msg(bad < 0, "%s: element %ld not written (%g); %s", what, bad, bad >= 0 ? (double)out[bad] : 0.0,
+                  repro);
+    double e = th_nrms(out, ref, (size_t)d->n);
+    ck_assert_msg(e <= tol, "%s: nrms %.3g > %.1g; %s", what, e, tol, repro);
+    free(out);
+    dev_check_guard(d, what, repro);
+}
+
+static double *dbl(const float *x, size_t n)
+{
+    double *y = th_malloc(n * sizeof *y);
+    th_to_double(x, y, n);
+    return y;
+}
+
+static int n_sweep(void)
+{
+    return th_small() ? 6 : th_full() ? 400 : 100;
+}
+
+/* Case i of the window sweep: kernels 1..5, strides 1..3, pads up to half
+ * the kernel, planes from 1x1 up, some larger than the work-group. */
+static ref_pool sweep_geom(th_rng *r, int i)
+{
+    ref_pool p = {0};
+    p.B = th_int(r, 1, 3);
+    p.C = th_int(r, 1, 4);
+    p.kh = th_int(r, 1, i % 4 == 0 ? 5 : 3);
+    p.kw = i % 5 == 0 ? p.kh : th_int(r, 1, 4);
+    p.sh = th_int(r, 1, 3);
+    p.sw = i % 5 == 0 ? p.sh : th_int(r, 1, 3);
+    p.ph = th_int(r, 0, p.kh / 2);
+    p.pw = th_int(r, 0, p.kw / 2);
+    p.H = th_int(r, 1, i % 10 == 0 ? 40 : 14);
+    p.W = th_int(r, 1, i % 10 == 0 ? 40 : 14);
+    if (p.H + 2 * p.ph < p.kh)
+        p.H = p.kh;
+    if (p.W + 2 * p.pw < p.kw)
+        p.W = p.kw;
+    ref_pool_geom(&p);
+    return p;
+}
+
+static teeny_pool2d_params to_params(const ref_pool *g)
+{
+    teeny_pool2d_params p = {{g->kh, g->kw}, {g->sh, g->sw}, {g->ph, g->pw}};
+    return p;
+}
+
+static void geom_str(const ref_pool *g, int view, uint64_t seed, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "x [%d, %d, %d, %d] kernel %dx%d stride %dx%d pad %dx%d%s seed %llu", g->B, g->C, g->H, g->W,
+             g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, view ? " (views)" : "", (unsigned long long)seed);
+}
+
+START_TEST(test_pool_forward)
+{
+    teeny_ctx *ctx = th_ctx();
+    uint64_t seed = 6000 + (uint64_t)_i;
+    th_rng r = th_rng_make(seed);
+    ref_pool g = sweep_geom(&r, _i);
+    int view = _i % 3 == 0 ? 1 + 2 * (_i % 4) : 0, want_argmax = _i % 4 != 3;
+    char repro[200];
+    geom_str(&g, view, seed, repro, sizeof repro);
+    teeny_pool2d_params p = to_params(&g);
+    size_t nx = (size_t)g.B * g.C * g.H * g.W, ny = (size_t)g.B * g.C * g.OH * g.OW;
+    float *x = th_malloc(nx * 4);
+    th_fill_normal(&r, x, nx, th_uniform(&r, -3, 3), 2);
+    if (_i % 3 == 2) /* small integers: ties, where the first maximum must win */
+        for (size_t i = 0; i < nx; i++)
+            x[i] = (float)th_int(&r, -2, 2);
+    int64_t xs[4] = {g.B, g.C, g.H, g.W}, ys[4] = {g.B, g.C, g.OH, g.OW}, ys_api[4];
+    TH_OK(NULL, teeny_pool2d_output_shape(&p, xs, ys_api));
+    ck_assert(!memcmp(ys, ys_api, sizeof ys));
+    dev_t_ tx = dev_make(ctx, 0, 4, xs, view, x), ty = dev_make(ctx, 0, 4, ys, view ? view + 2 : 0, NULL),
+           ta = dev_make(ctx, 1, 4, ys, view ? view + 1 : 0, NULL), tavg = dev_make(ctx, 0, 4, ys, view, NULL);
+    TH_OK(ctx, teeny_maxpool2d_forward(ctx, &p, tx.t, ty.t, want_argmax ? ta.t : NULL));
+    TH_OK(ctx, teeny_avgpool2d_forward(ctx, &p, tx.t, tavg.t));
+    double *xd = dbl(x, nx), *ref = th_malloc(ny * 8);
+    int32_t *ref_arg = th_malloc(ny * 4), *got_arg = th_malloc(ny * 4);
+    ref_maxpool_forward(&g, xd, ref, ref_arg);
+    expect_close(&ty, ref, TOL, "maxpool y", repro);
+    TH_OK(ctx, teeny_tensor_read_i32(ta.t, got_arg, ny));
+    for (size_t i = 0; i < ny; i++)
+        ck_assert_msg(got_arg[i] == (want_argmax ? ref_arg[i] : -7), "argmax[%zu] = %d, want %d; %s", i, got_arg[i],
+                      want_argmax ? ref_arg[i] : -7, repro);
+    dev_check_guard(&ta, "argmax", repro);
+    ref_avgpool_forward(&g, xd, ref);
+    expect_close(&tavg, ref, TOL, "avgpool y", repro);
+    free(x);
+    free(xd);
+    free(ref);
+    free(ref_arg);
+    free(got_arg);
+    dev_free(&tx);
+    dev_free(&ty);
+    dev_free(&ta);
+    dev_free(&tavg);
+}
+END_TEST
+
+START_TEST(test_pool_backward)
+{
+    teeny_ctx *ctx = th_ctx();
+    uint64_t seed = 7000 + (uint64_t)_i;
+    th_rng r = th_rng_make(seed);
+    ref_pool g = sweep_geom(&r, _i);
+    int view = _i % 3 == 1 ? 1 + 2 * (_i % 4) : 0;
+    char repro[200];
+    geom_str(&g, view, seed, repro, sizeof repro);
+    teeny_pool2d_params p = to_params(&g);
+    size_t nx = (size_t)g.B * g.C * g.H * g.W, ny = (size_t)g.B * g.C * g.OH * g.OW;
+    float *x = th_malloc(nx * 4), *dy = th_malloc(ny * 4);
+    th_fill_normal(&r, x, nx, 0, 1);
+    th_fill_normal(&r, dy, ny, 0, 1);
+    int64_t xs[4] = {g.B, g.C, g.H, g.W}, ys[4] = {g.B, g.C, g.OH, g.OW};
+    dev_t_ tx = dev_make(ctx, 0, 4, xs, view, x), ty = dev_make(ctx, 0, 4, ys, 0, NULL),
+           ta = dev_make(ctx, 1, 4, ys, view ? view + 1 : 0, NULL), tdy = dev_make(ctx, 0, 4, ys, view, dy),
+           tdx = dev_make(ctx, 0, 4, xs, view ? view + 2 : 0, NULL), tdx2 = dev_make(ctx, 0, 4, xs, view, NULL);
+    TH_OK(ctx, teeny_maxpool2d_forward(ctx, &p, tx.t, ty.t, ta.t));
+    TH_OK(ctx, teeny_maxpool2d_backward(ctx, &p, tx.t, ta.t, tdy.t, tdx.t));
+    TH_OK(ctx, teeny_avgpool2d_backward(ctx, &p, tx.t, tdy.t, tdx2.t));
+    double *xd = dbl(x, nx), *dyd = dbl(dy, ny), *yd = th_malloc(ny * 8), *ref = th_malloc(nx * 8);
+    int32_t *arg = th_malloc(ny * 4);
+    ref_maxpool_forward(&g, xd, yd, arg);
+    ref_maxpool_backward(&g, arg, dyd, ref);
+    expect_close(&tdx, ref, TOL, "maxpool dx", repro);
+    ref_avgpool_backward(&g, dyd, ref);
+    expect_close(&tdx2, ref, TOL, "avgpool dx", repro);
+    free(x);
+    free(dy);
+    free(xd);
+    free(dyd);
+    free(yd);
+    free(ref);
+    free(arg);
+    dev_free(&tx);
+    dev_free(&ty);
+    dev_free(&ta);
+    dev_free(&tdy);
+    dev_free(&tdx);
+    dev_free(&tdx2);
+}
+END_TEST
+
+START_TEST(test_pool_global)
+{
+    teeny_ctx *ctx = th_ctx();
+    uint64_t seed = 8000 + (uint64_t)_i;
+    th_rng r = th_rng_make(seed);
+    int B = th_int(&r, 1, 4), C = th_int(&r, 1, 9), H = th_int(&r, 1, _i % 5 == 0 ? 40 : 9),
+        W = th_int(&r, 1, _i % 5 == 0 ? 40 : 9), S = H * W, view = _i % 3 == 0 ? 1 + 2 * (_i % 4) : 0;
+    int flat = _i % 2; /* y as [B, C] or [B, C, 1, 1] */
+    char repro[160];
+    snprintf(repro, sizeof repro, "x [%d, %d, %d, %d]%s%s seed %llu", B, C, H, W, flat ? "" : " y 4-d",
+             view ? " (views)" : "", (unsigned long long)seed);
+    size_t nx = (size_t)B * C * S, ny = (size_t)B * C;
+    float *x = th_malloc(nx * 4), *dy = th_malloc(ny * 4);
+    th_fill_normal(&r, x, nx, th_uniform(&r, -2, 2), 1);
+    th_fill_normal(&r, dy, ny, 0, 1);
+    int64_t xs[4] = {B, C, H, W}, ys[4] = {B, C, 1, 1};
+    dev_t_ tx = dev_make(ctx, 0, 4, xs, view, x), ty = dev_make(ctx, 0, flat ? 2 : 4, ys, view ? view + 1 : 0, NULL),
+           tdy = dev_make(ctx, 0, flat ? 2 : 4, ys, view, dy), tdx = dev_make(ctx, 0, 4, xs, view ? view + 2 : 0, NULL);
+    TH_OK(ctx, teeny_global_avgpool_forward(ctx, tx.t, ty.t));
+    TH_OK(ctx, teeny_global_avgpool_backward(ctx, tdy.t, tdx.t));
+    double *xd = dbl(x, nx), *dyd = dbl(dy, ny), *ry = th_malloc(ny * 8), *rdx = th_malloc(nx * 8),
+           *mag = th_malloc(ny * 8);
+    ref_gap_forward(B, C, S, xd, ry);
+    for (size_t bc = 0; bc < ny; bc++) { /* the mean of signed values: measure against mean |x| */
+        double m = 0;
+        for (int e = 0; e < S; e++)
+            m += fabs(xd[bc * (size_t)S + e]);
+        mag[bc] = m / S;
+    }
+    ref_gap_backward(B, C, S, dyd, rdx);
+    float *got = th_read(ty.t);
+    ck_assert_msg(th_first_nonfinite(got, ny) < 0, "y not written; %s", repro);
+    ck_assert_msg(th_nrms_mag(got, ry, mag, ny) <= TOL, "y nrms %g; %s", th_nrms_mag(got, ry, mag, ny), repro);
+    free(got);
+    dev_check_guard(&ty, "y", repro);
+    expect_close(&tdx, rdx, TOL, "dx", repro);
+    free(x);
+    free(dy);
+    free(xd);
+    free(dyd);
+    free(ry);
+    free(rdx);
+    free(mag);
+    dev_free(&tx);
+    dev_free(&ty);
+    dev_free(&tdy);
+    dev_free(&tdx);
+}
+END_TEST
+
+/* NaN wins its windows (PyTorch), and argmax points at it. */
+START_TEST(test_pool_nan)
+{
+    teeny_ctx *ctx = th_ctx();
+    float x[16];
+    for (int i = 0; i < 16; i++)
+        x[i] = (float)i;
+    x[5] = NAN;
+    int64_t xs[4] = {1, 1, 4, 4}, ys[4] = {1, 1, 2, 2};
+    teeny_pool2d_params p = TEENY_POOL2D_PARAMS_INIT;
+    dev_t_ tx = dev_make(ctx, 0, 4, xs, 0, x), ty = dev_make(ctx, 0, 4, ys, 0, NULL),
+           ta = dev_make(ctx, 1, 4, ys, 0, NULL);
+    TH_OK(ctx, teeny_maxpool2d_forward(ctx, &p, tx.t, ty.t, ta.t));
+    float *y = th_read(ty.t);
+    int32_t a[4];
+    TH_OK(ctx, teeny_tensor_read_i32(ta.t, a, 4));
+    ck_assert(isnan(y[0]) && a[0] == 5);
+    ck_assert(y[1] == 7.0f && a[1] == 7 && y[2] == 13.0f && a[2] == 13 && y[3] == 15.0f && a[3] == 15);
+    free(y);
+    dev_free(&tx);
+    dev_free(&ty);
+    dev_free(&ta);
+}
+END_TEST
+
+START_TEST(test_pool_determinism)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(31);
+    ref_pool g = {.B = 2, .C = 3, .H = 37, .W = 29, .kh = 3, .kw = 3, .sh = 1, .sw = 2, .ph = 1, .pw = 1};
+    ref_pool_geom(&g);
+    teeny_pool2d_params p = to_params(&g);
+    size_t nx = (size_t)g.B * g.C * g.H * g.W, ny = (size_t)g.B * g.C * g.OH * g.OW;
+    float *x = th_malloc(nx * 4), *dy = th_malloc(ny * 4);
+    th_fill_normal(&r, x, nx, 0, 1);
+    th_fill_normal(&r, dy, ny, 0, 1);
+    int64_t xs[4] = {g.B, g.C, g.H, g.W}, ys[4] = {g.B, g.C, g.OH, g.OW}, gs[2] = {g.B, g.C};
+    dev_t_ tx = dev_make(ctx, 0, 4, xs, 0, x), tdy = dev_make(ctx, 0, 4, ys, 0, dy),
+           ta = dev_make(ctx, 1, 4, ys, 0, NULL), ty = dev_make(ctx, 0, 4, ys, 0, NULL);
+    TH_OK(ctx, teeny_maxpool2d_forward(ctx, &p, tx.t, ty.t, ta.t));
+    float *out[2][3];
+    for (int run = 0; run < 2; run++) {
+        dev_t_ a = dev_make(ctx, 0, 4, xs, 0, NULL), b = dev_make(ctx, 0, 4, xs, 0, NULL),
+               c = dev_make(ctx, 0, 2, gs, 0, NULL);
+        TH_OK(ctx, teeny_maxpool2d_backward(ctx, &p, tx.t, ta.t, tdy.t, a.t));
+        TH_OK(ctx, teeny_avgpool2d_backward(ctx, &p, tx.t, tdy.t, b.t));
+        TH_OK(ctx, teeny_global_avgpool_forward(ctx, tx.t, c.t));
+        out[run][0] = th_read(a.t);
+        out[run][1] = th_read(b.t);
+        out[run][2] = th_read(c.t);
+        dev_free(&a);
+        dev_free(&b);
+        dev_free(&c);
+    }
+    size_t sizes[3] = {nx * 4, nx * 4, (size_t)g.B * g.C * 4};
+    for (int k = 0; k < 3; k++) {
+        ck_assert_msg(!memcmp(out[0][k], out[1][k], sizes[k]), "output %d differs between runs", k);
+        free(out[0][k]);
+        free(out[1][k]);
+    }
+    free(x);
+    free(dy);
+    dev_free(&tx);
+    dev_free(&tdy);
+    dev_free(&ta);
+    dev_free(&ty);
+}
+END_TEST
+
+/* The reference gradients against central differences of sum(y * dy). */
+START_TEST(test_pool_finite_diff)
+{
+    th_rng r = th_rng_make(8);
+    ref_pool g = {.B = 1, .C = 2, .H = 5, .W = 4, .kh = 3, .kw = 2, .sh = 2, .sw = 1, .ph = 1, .pw = 1};
+    ref_pool_geom(&g);
+    enum { NX = 40 };
+    int ny = g.B * g.C * g.OH * g.OW;
+    double x[NX], dy[64], y[64], dmax[NX], davg[NX], dgap[NX], gdy[2], gy[2];
+    int32_t arg[64];
+    for (int i = 0; i < NX; i++)
+        x[i] = i * 0.37 + 0.1 * th_normal(&r); /* distinct, no near-ties */
+    for (int i = 0; i < 64; i++)
+        dy[i] = th_normal(&r);
+    gdy[0] = th_normal(&r);
+    gdy[1] = th_normal(&r);
+    ref_maxpool_forward(&g, x, y, arg);
+    ref_maxpool_backward(&g, arg, dy, dmax);
+    ref_avgpool_backward(&g, dy, davg);
+    ref_gap_backward(1, 2, 20, gdy, dgap);
+    for (int i = 0; i < NX; i++) {
+        double keep = x[i], h = 1e-6, l[3][2];
+        for (int sgn = 0; sgn < 2; sgn++) {
+            x[i] = keep + (sgn ? -h : h);
+            ref_maxpool_forward(&g, x, y, NULL);
+            l[0][sgn] = 0;
+            for (int j = 0; j < ny; j++)
+                l[0][sgn] += y[j] * dy[j];
+            ref_avgpool_forward(&g, x, y);
+            l[1][sgn] = 0;
+            for (int j = 0; j < ny; j++)
+                l[1][sgn] += y[j] * dy[j];
+            ref_gap_forward(1, 2, 20, x, gy);
+            l[2][sgn] = gy[0] * gdy[0] + gy[1] * gdy[1];
+        }
+        x[i] = keep;
+        const double *grads[3] = {dmax, davg, dgap};
+        for (int k = 0; k < 3; k++) {
+            double fd = (l[k][0] - l[k][1]) / (2 * h);
+            ck_assert_msg(fabs(fd - grads[k][i]) <= 1e-6, "op %d elem %d: fd %g ref %g", k, i, fd, grads[k][i]);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_pool_op_table)
+{
+    teeny_ctx *ctx = th_ctx();
+    const teeny__op *mx = &teeny__ops[TEENY__OP_MAXPOOL2D], *av = &teeny__ops[TEENY__OP_AVGPOOL2D],
+                    *gp = &teeny__ops[TEENY__OP_GLOBAL_AVGPOOL];
+    ck_assert_str_eq(mx->name, "maxpool2d");
+    ck_assert_str_eq(av->name, "avgpool2d");
+    ck_assert_str_eq(gp->name, "global_avgpool");
+    teeny__node_shapes s = {.n_in = 1, .in = {{.ndim = 4, .shape = {8, 3, 28, 27}}}, .iattr = {3, 2, 2, 2, 1, 0}};
+    TH_OK(ctx, mx->infer(ctx, &s));
+    ck_assert(s.out.ndim == 4 && s.out.shape[0] == 8 && s.out.shape[1] == 3 && s.out.shape[2] == 14 &&
+              s.out.shape[3] == 13 && !s.out.is_i32);
+    ck_assert(s.n_saved == 1 && s.saved[0].is_i32 == 1 && s.saved_needs_training == 1 && s.n_param == 0);
+    ck_assert(!memcmp(s.saved[0].shape, s.out.shape, sizeof s.out.shape) && s.saved[0].ndim == 4);
+    teeny__node_shapes a = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 7, 7}}}, .iattr = {2, 2, 2, 2, 0, 0}};
+    TH_OK(ctx, av->infer(ctx, &a));
+    ck_assert(a.out.shape[2] == 3 && a.out.shape[3] == 3 && a.n_saved == 0);
+    teeny__node_shapes gs = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 7, 6}}}};
+    TH_OK(ctx, gp->infer(ctx, &gs));
+    ck_assert(gs.out.ndim == 2 && gs.out.shape[0] == 2 && gs.out.shape[1] == 5 && gs.n_saved == 0);
+    teeny__node_shapes bad = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 7, 7}}}, .iattr = {2, 2, 2, 2, 2, 0}};
+    TH_STATUS(ctx, TEENY_ERR_ARG, mx->infer(ctx, &bad)); /* pad > kernel / 2 */
+    teeny__node_shapes small = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 2, 7}}}, .iattr = {5, 2, 1, 1, 1, 0}};
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, av->infer(ctx, &small)); /* kernel larger than the padded input */
+    teeny__node_shapes rank = {.n_in = 1, .in = {{.ndim = 2, .shape = {2, 5}}}};
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, gp->infer(ctx, &rank));
+    rank.iattr[0] = rank.iattr[1] = rank.iattr[2] = rank.iattr[3] = 1;
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, mx->infer(ctx, &rank));
+}
+END_TEST
+
+START_TEST(test_pool_output_shape)
+{
+    teeny_pool2d_params p = {{3, 3}, {2, 2}, {1, 1}};
+    int64_t xs[4] = {2, 3, 10, 11}, ys[4] = {-1, -1, -1, -1};
+    TH_OK(NULL, teeny_pool2d_output_shape(&p, xs, ys));
+    ck_assert(ys[0] == 2 && ys[1] == 3 && ys[2] == 5 && ys[3] == 6);
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_pool2d_output_shape(NULL, xs, ys));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_pool2d_output_shape(&p, NULL, ys));
+    teeny_pool2d_params bad[] = {{{0, 3}, {1, 1}, {0, 0}}, {{3, 3}, {0, 1}, {0, 0}}, {{3, 3}, {1, 1}, {-1, 0}},
+                                 {{3, 3}, {1, 1}, {0, 2}}, {{1, 1}, {1, 1}, {1, 0}}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        TH_STATUS(NULL, TEENY_ERR_ARG, teeny_pool2d_output_shape(&bad[i], xs, ys));
+    ck_assert(ys[2] == 5); /* untouched on failure */
+    teeny_pool2d_params big_k = {{30, 3}, {1, 1}, {0, 0}};
+    TH_STATUS(NULL, TEENY_ERR_SHAPE, teeny_pool2d_output_shape(&big_k, xs, ys));
+    /* 2x2 windows with stride 1 and pad 1 grow each side by one: past int32 */
+    teeny_pool2d_params grow = {{2, 2}, {1, 1}, {1, 1}};
+    int64_t huge[4] = {1, 2, 32768, 32767};
+    TH_STATUS(NULL, TEENY_ERR_RANGE, teeny_pool2d_output_shape(&grow, huge, ys));
+    int64_t wide[4] = {1, 1, 1, (int64_t)1 << 40};
+    TH_STATUS(NULL, TEENY_ERR_RANGE, teeny_pool2d_output_shape(&p, wide, ys));
+}
+END_TEST
+
+static void expect_all(const teeny_tensor *t, float v)
+{
+    float *o = th_read(t);
+    for (int64_t i = 0; i < teeny_tensor_numel(t); i++)
+        ck_assert_msg(o[i] == v, "a rejected call changed element %lld", (long long)i);
+    free(o);
+}
+
+START_TEST(test_pool_errors)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_pool2d_params p = TEENY_POOL2D_PARAMS_INIT, bad_pad = {{2, 2}, {2, 2}, {2, 0}};
+    int64_t xs[4] = {1, 2, 4, 4}, ys[4] = {1, 2, 2, 2}, y3[4] = {1, 2, 3, 2}, x3[3] = {2, 4, 4}, gs[2] = {1, 2},
+            g3[2] = {1, 3}, big[1] = {64};
+    teeny_tensor *x = th_tensor(ctx, 4, xs), *y = th_tensor(ctx, 4, ys), *ybad = th_tensor(ctx, 4, y3),
+                 *xr3 = th_tensor(ctx, 3, x3), *dx = th_tensor(ctx, 4, xs), *dy = th_tensor(ctx, 4, ys),
+                 *gy = th_tensor(ctx, 2, gs), *gbad = th_tensor(ctx, 2, g3), *base = th_tensor(ctx, 1, big),
+                 *am = NULL, *amf = th_tensor(ctx, 4, ys), *xv = NULL, *yv = NULL;
+    TH_OK(ctx, teeny_tensor_create_i32(ctx, 4, ys, &am));
+    int32_t amv[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    TH_OK(ctx, teeny_tensor_write_i32(am, amv, 8));
+    teeny_tensor *filled[] = {x, y, dx, dy, gy, base, amf};
+    for (size_t i = 0; i < sizeof filled / sizeof filled[0]; i++)
+        TH_OK(ctx, teeny_tensor_fill(filled[i], 7.0f));
+    TH_OK(ctx, teeny_tensor_view(base, 0, 4, xs, &xv));
+    TH_OK(ctx, teeny_tensor_view(base, 30, 4, ys, &yv)); /* overlaps xv's last two elements */
+
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_maxpool2d_forward(NULL, &p, x, y, am));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_maxpool2d_forward(ctx, NULL, x, y, am));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_maxpool2d_forward(ctx, &bad_pad, x, y, am));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_maxpool2d_forward(ctx, &p, NULL, y, am));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_maxpool2d_forward(ctx, &p, x, NULL, am));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_maxpool2d_forward(ctx, &p, x, y, amf)); /* fp32 argmax */
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_maxpool2d_forward(ctx, &p, xr3, y, am));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_maxpool2d_forward(ctx, &p, x, ybad, am));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_maxpool2d_forward(ctx, &p, xv, yv, NULL));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_maxpool2d_backward(ctx, &p, x, am, dy, NULL));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_maxpool2d_backward(ctx, &p, x, NULL, dy, dx));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_maxpool2d_backward(ctx, &p, x, am, ybad, dx));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_maxpool2d_backward(ctx, &p, x, am, dy, y));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_maxpool2d_backward(ctx, &p, x, am, dy, x));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_avgpool2d_forward(ctx, &bad_pad, x, y));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_avgpool2d_forward(ctx, &p, x, ybad));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_avgpool2d_forward(ctx, &p, xv, yv));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_avgpool2d_backward(ctx, &p, x, ybad, dx));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_avgpool2d_backward(ctx, &p, x, dy, NULL));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_global_avgpool_forward(ctx, x, gbad));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_global_avgpool_forward(ctx, xr3, gy));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_global_avgpool_forward(ctx, x, NULL));
+    teeny_tensor *gv = NULL;
+    TH_OK(ctx, teeny_tensor_view(base, 31, 2, gs, &gv)); /* overlaps xv's last element */
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_global_avgpool_forward(ctx, xv, gv));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_global_avgpool_backward(ctx, gv, xv));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_global_avgpool_backward(ctx, gbad, dx));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_global_avgpool_backward(NULL, gy, dx));
+    expect_all(y, 7.0f);
+    expect_all(dx, 7.0f);
+    expect_all(gy, 7.0f);
+    expect_all(base, 7.0f);
+    int32_t got[8];
+    TH_OK(ctx, teeny_tensor_read_i32(am, got, 8));
+    ck_assert(!memcmp(got, amv, sizeof got));
+
+    teeny_tensor *all[] = {x, y, ybad, xr3, dx, dy, gy, gbad, base, am, amf, xv, yv, gv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        teeny_tensor_destroy(all[i]);
+}
+END_TEST
+
+Suite *suite_pool(void)
+{
+    Suite *s = suite_create("pool");
+    TCase *fwd = tcase_create("forward"), *bwd = tcase_create("backward"), *err = tcase_create("errors");
+    tcase_add_loop_test(fwd, test_pool_forward, 0, n_sweep());
+    tcase_add_loop_test(fwd, test_pool_global, 0, n_sweep());
+    tcase_add_test(fwd, test_pool_nan);
+    tcase_add_test(fwd, test_pool_determinism);
+    tcase_add_test(fwd, test_pool_op_table);
+    tcase_add_loop_test(bwd, test_pool_backward, 0, n_sweep());
+    tcase_add_test(bwd, test_pool_finite_diff);
+    tcase_add_test(err, test_pool_errors);
+    tcase_add_test(err, test_pool_output_shape);
+    suite_add_tcase(s, fwd);
+    suite_add_tcase(s, bwd);
+    suite_add_tcase(s, err);
+    return s;
+}
