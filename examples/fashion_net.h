@@ -49,7 +49,7 @@ typedef struct {
 static teeny_ctx *fn_ctx_for_errors;
 
 /* Conv(ci, co, k, s, groups) with optional SiLU, named "<name>.conv", "<name>.bn". */
-static teeny_status fn_conv(teeny_graph *g, const char *name, teeny_node x, int co, int k, int s, int groups,
+static inline teeny_status fn_conv(teeny_graph *g, const char *name, teeny_node x, int co, int k, int s, int groups,
                             int silu, teeny_node *out)
 {
     char cn[96], bn[96], an[96];
@@ -68,7 +68,7 @@ static teeny_status fn_conv(teeny_graph *g, const char *name, teeny_node x, int 
     return TEENY_OK;
 }
 
-static teeny_status fn_build(teeny_ctx *ctx, uint64_t seed, fn_net *net)
+static inline teeny_status fn_build(teeny_ctx *ctx, uint64_t seed, fn_net *net)
 {
     const int C = 128, heads = 4, key_dim = C / heads / 2;
     int64_t xs[4] = {-1, 1, 28, 28};
@@ -100,7 +100,7 @@ static teeny_status fn_build(teeny_ctx *ctx, uint64_t seed, fn_net *net)
     return TEENY_OK;
 }
 
-static int64_t fn_param_count(const fn_net *net)
+static inline int64_t fn_param_count(const fn_net *net)
 {
     int64_t total = 0;
     for (int i = 0; i < teeny_graph_param_count(net->g); i++) {
@@ -118,7 +118,7 @@ typedef struct {
     int64_t n;
 } fn_split;
 
-static int fn_load_split(const char *dir, const char *prefix, fn_split *s)
+static inline int fn_load_split(const char *dir, const char *prefix, fn_split *s)
 {
     char ip[1024], lp[1024];
     teeny_status st;
@@ -142,14 +142,14 @@ static int fn_load_split(const char *dir, const char *prefix, fn_split *s)
     return 0;
 }
 
-static void fn_free_split(fn_split *s)
+static inline void fn_free_split(fn_split *s)
 {
     teeny_idx_free(s->images);
     teeny_idx_free(s->labels);
 }
 
 /* Normalized image i (optionally mirrored) into dst[784]. */
-static void fn_image(const fn_split *s, int64_t i, int flip, float *dst)
+static inline void fn_image(const fn_split *s, int64_t i, int flip, float *dst)
 {
     const uint8_t *src = teeny_idx_data(s->images) + i * 784;
     for (int r = 0; r < 28; r++)
@@ -164,7 +164,7 @@ typedef struct {
     int64_t confusion[FN_CLASSES][FN_CLASSES]; /* [true][predicted] */
 } fn_eval_result;
 
-static double fn_now(void)
+static inline double fn_now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -173,7 +173,7 @@ static double fn_now(void)
 
 /* Inference over the whole split: full batches through eval_full, the
  * remainder through eval_tail (NULL when batch divides n). */
-static teeny_status fn_evaluate(const fn_net *net, teeny_plan *eval_full, teeny_plan *eval_tail, int64_t batch,
+static inline teeny_status fn_evaluate(const fn_net *net, teeny_plan *eval_full, teeny_plan *eval_tail, int64_t batch,
                                 const fn_split *s, fn_eval_result *res)
 {
     float *x = malloc((size_t)batch * 784 * sizeof *x), *logits = malloc((size_t)batch * FN_CLASSES * sizeof *logits);
@@ -218,7 +218,7 @@ static teeny_status fn_evaluate(const fn_net *net, teeny_plan *eval_full, teeny_
     return st;
 }
 
-static void fn_print_confusion(const fn_eval_result *r, FILE *out)
+static inline void fn_print_confusion(const fn_eval_result *r, FILE *out)
 {
     fprintf(out, "confusion matrix (rows: true class, columns: predicted)\n%14s", "");
     for (int c = 0; c < FN_CLASSES; c++)

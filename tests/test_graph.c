@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "clwrap.h"
@@ -332,40 +333,95 @@ START_TEST(test_graph_no_setup_after_compile)
 }
 END_TEST
 
-/* Training plans normalize with batch statistics, inference plans with the
- * running ones; several batch sizes share the parameters. */
+/* Training plans normalize with batch statistics and update the running
+ * ones; inference plans normalize with the running statistics. */
 START_TEST(test_graph_batchnorm_modes)
 {
     teeny_ctx *ctx = th_ctx();
     teeny_graph *g;
-    teeny_node x, y;
-    int64_t xs[4] = {-1, 3, 4, 4};
+    teeny_node x, labels, y, flat, fc, loss;
+    enum { B = 5, C = 3, S = 16 };
+    int64_t xs[4] = {-1, C, 4, 4};
     TH_OK(ctx, teeny_graph_create(ctx, 1, &g));
     TH_OK(ctx, teeny_graph_input(g, "x", 4, xs, &x));
+    TH_OK(ctx, teeny_graph_labels(g, "labels", &labels));
     TH_OK(ctx, teeny_graph_batchnorm(g, "bn", x, 0.5f, 1e-5f, &y));
     TH_OK(ctx, teeny_graph_mark_output(g, y));
+    TH_OK(ctx, teeny_graph_flatten(g, "flat", y, &flat));
+    TH_OK(ctx, teeny_graph_linear(g, "fc", flat, 2, 1, &fc));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss", fc, labels, &loss));
     teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
     teeny_plan *train, *infer;
-    pp.batch = 5;
-    pp.training = 0; /* forward only, but in training mode below */
+    pp.batch = B;
+    pp.loss = loss;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &train));
+    pp.training = 0;
     TH_OK(ctx, teeny_graph_compile(g, &pp, &infer));
-    pp.batch = 5;
-    pp.training = 1;
-    pp.loss = -1;
-    /* a training plan needs a scalar loss; this graph has none */
-    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_graph_compile(g, &pp, &train));
-    teeny_tensor *tx;
-    TH_OK(ctx, teeny_plan_tensor(infer, x, &tx));
-    float host[5 * 48], out[5 * 48];
+    float host[B * C * S], out[B * C * S];
+    int32_t lab[B] = {0, 1, 0, 1, 1};
     th_rng r = th_rng_make(3);
-    th_fill_normal(&r, host, 5 * 48, 2, 3);
-    TH_OK(ctx, teeny_tensor_write(tx, host, 5 * 48));
+    th_fill_normal(&r, host, B * C * S, 2, 3);
+    teeny_plan *plans[2] = {train, infer};
+    for (int k = 0; k < 2; k++) {
+        teeny_tensor *tx, *tl;
+        TH_OK(ctx, teeny_plan_tensor(plans[k], x, &tx));
+        TH_OK(ctx, teeny_plan_tensor(plans[k], labels, &tl));
+        TH_OK(ctx, teeny_tensor_write(tx, host, B * C * S));
+        TH_OK(ctx, teeny_tensor_write_i32(tl, lab, B));
+    }
+    /* inference first: running stats are the initial 0 / 1 */
     TH_OK(ctx, teeny_plan_forward(infer));
-    TH_OK(ctx, teeny_plan_read(infer, y, out, 5 * 48));
-    /* running stats are the initial 0 / 1: y = x / sqrt(1 + eps) */
-    for (int i = 0; i < 5 * 48; i++)
+    TH_OK(ctx, teeny_plan_read(infer, y, out, B * C * S));
+    for (int i = 0; i < B * C * S; i++)
         ck_assert_msg(fabsf(out[i] - host[i] / sqrtf(1 + 1e-5f)) < 1e-5f * (1 + fabsf(host[i])), "inference y[%d]", i);
-    ck_assert_int_eq(teeny_graph_train_steps(g), 0);
+    /* training: batch statistics; running stats move halfway (momentum 0.5) */
+    TH_OK(ctx, teeny_plan_forward(train));
+    TH_OK(ctx, teeny_plan_read(train, y, out, B * C * S));
+    ck_assert_int_eq(teeny_graph_train_steps(g), 1);
+    double mean[C], var[C];
+    for (int c = 0; c < C; c++) {
+        double m = 0, v = 0, om = 0, ov = 0;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < S; i++) {
+                m += host[(b * C + c) * S + i];
+                om += out[(b * C + c) * S + i];
+            }
+        m /= B * S;
+        om /= B * S;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < S; i++) {
+                v += (host[(b * C + c) * S + i] - m) * (host[(b * C + c) * S + i] - m);
+                ov += (out[(b * C + c) * S + i] - om) * (out[(b * C + c) * S + i] - om);
+            }
+        mean[c] = m;
+        var[c] = v / (B * S);
+        ck_assert_msg(fabs(om) < 1e-4 && fabs(ov / (B * S) - 1) < 1e-3, "training output channel %d: mean %g var %g", c,
+                      om, ov / (B * S));
+    }
+    for (int i = 0; i < teeny_graph_state_count(g); i++) {
+        const char *name;
+        teeny_tensor *t;
+        float st[C];
+        TH_OK(ctx, teeny_graph_state(g, i, &name, &t));
+        TH_OK(ctx, teeny_tensor_read(t, st, C));
+        for (int c = 0; c < C; c++) {
+            double want = strstr(name, "mean") ? 0.5 * mean[c] : 0.5 + 0.5 * var[c] * (B * S) / (B * S - 1);
+            ck_assert_msg(fabs(st[c] - want) < 1e-4 * (1 + fabs(want)), "%s[%d] = %g, want %g", name, c, st[c], want);
+        }
+    }
+    /* inference now follows the updated running statistics */
+    TH_OK(ctx, teeny_plan_forward(infer));
+    TH_OK(ctx, teeny_plan_read(infer, y, out, B * C * S));
+    for (int c = 0; c < C; c++) {
+        double rm = 0.5 * mean[c], rv = 0.5 + 0.5 * var[c] * (B * S) / (B * S - 1);
+        for (int i = 0; i < B * S; i++) {
+            int e = ((i / S) * C + c) * S + i % S;
+            double want = (host[e] - rm) / sqrt(rv + 1e-5);
+            ck_assert_msg(fabs(out[e] - want) < 1e-4 * (1 + fabs(want)), "inference after training y[%d]", e);
+        }
+    }
+    ck_assert_int_eq(teeny_graph_train_steps(g), 1);
+    teeny_plan_destroy(train);
     teeny_plan_destroy(infer);
     teeny_graph_destroy(g);
 }
@@ -385,22 +441,42 @@ static void sgd_step(teeny_graph *g, float lr)
     free(d);
 }
 
+static teeny_optimizer *adamw_for(teeny_graph *g)
+{
+    int n = teeny_graph_param_count(g);
+    teeny_tensor **params = th_malloc((size_t)n * sizeof *params), **grads = th_malloc((size_t)n * sizeof *grads);
+    for (int i = 0; i < n; i++)
+        TH_OK(th_ctx(), teeny_graph_param(g, i, NULL, &params[i], &grads[i]));
+    teeny_optim_params op = TEENY_OPTIM_PARAMS_INIT;
+    teeny_optimizer *opt = NULL;
+    op.kind = TEENY_OPTIM_ADAMW;
+    op.lr = 1e-2f;
+    op.weight_decay = 1e-2f;
+    op.max_grad_norm = 5.0f;
+    TH_OK(th_ctx(), teeny_optimizer_create(th_ctx(), &op, n, params, (const teeny_tensor *const *)grads, &opt));
+    free(params);
+    free(grads);
+    return opt;
+}
+
 START_TEST(test_graph_determinism)
 {
     net m[2] = {{0}, {0}};
     float *params[2];
     size_t n;
     for (int k = 0; k < 2; k++) {
-        build_conv_net(&m[k], 42);
+        build_psa_net(&m[k], 42);
         teeny_plan *p = compile(&m[k], 8, 1, 1);
+        teeny_optimizer *opt = adamw_for(m[k].g);
         for (int step = 0; step < 20; step++) {
             feed(p, &m[k], 8, 1000 + (uint64_t)step);
             TH_OK(th_ctx(), teeny_plan_forward(p));
             TH_OK(th_ctx(), teeny_plan_backward(p));
-            sgd_step(m[k].g, 0.05f);
+            TH_OK(th_ctx(), teeny_optimizer_step(opt, 1e-2f * (1.0f - 0.03f * (float)step), -1.0f));
         }
         params[k] = read_params(m[k].g, &n, 0);
         ck_assert_int_eq(teeny_graph_train_steps(m[k].g), 20);
+        teeny_optimizer_destroy(opt);
         teeny_plan_destroy(p);
     }
     ck_assert(!memcmp(params[0], params[1], n * sizeof(float)));
@@ -531,6 +607,187 @@ START_TEST(test_graph_errors)
 }
 END_TEST
 
+/* ---- checkpoints ---- */
+
+static char ckpt_path[256];
+
+static long file_size(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    long n;
+    if (!f)
+        return -1;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+static void copy_prefix(const char *src, const char *dst, long n, long flip_at)
+{
+    FILE *a = fopen(src, "rb"), *b = fopen(dst, "wb");
+    ck_assert(a && b);
+    for (long i = 0; i < n; i++) {
+        int c = fgetc(a);
+        ck_assert(c != EOF);
+        fputc(i == flip_at ? c ^ 0x10 : c, b);
+    }
+    fclose(a);
+    fclose(b);
+}
+
+/* Save after training steps, load into a fresh graph of another seed:
+ * parameters, running statistics, num_batches_tracked, optimizer state and
+ * metadata come back exactly; every damaged file is rejected and changes
+ * nothing. */
+START_TEST(test_graph_checkpoints)
+{
+    teeny_ctx *ctx = th_ctx();
+    net a = {0}, b = {0}, other = {0};
+    build_conv_net(&a, 21); /* with batch norm: num_batches_tracked */
+    build_conv_net(&b, 22);
+    teeny_plan *p = compile(&a, 4, 1, 1), *plan_b = compile(&b, 4, 1, 1); /* plans create the gradients */
+    teeny_optimizer *oa = adamw_for(a.g), *ob = adamw_for(b.g);
+    for (int step = 0; step < 3; step++) {
+        feed(p, &a, 4, (uint64_t)step);
+        TH_OK(ctx, teeny_plan_forward(p));
+        TH_OK(ctx, teeny_plan_backward(p));
+        TH_OK(ctx, teeny_optimizer_step(oa, 1e-2f, -1.0f));
+    }
+    snprintf(ckpt_path, sizeof ckpt_path, "/tmp/teenycl-ckpt-%ld.safetensors", (long)getpid());
+    const char *keys[] = {"epoch", "note"}, *vals[] = {"7", "hello"};
+    TH_OK(ctx, teeny_graph_save(a.g, oa, ckpt_path, 2, keys, vals));
+    char meta[32];
+    TH_OK(NULL, teeny_checkpoint_metadata(ckpt_path, "note", meta, sizeof meta));
+    ck_assert_str_eq(meta, "hello");
+
+    size_t n;
+    float *before = read_params(b.g, &n, 0);
+    /* damaged copies: truncations, flipped bytes in header and data */
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s.bad", ckpt_path);
+    long size = file_size(ckpt_path);
+    long cuts[] = {0, 4, 8, 40, size / 2, size - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        copy_prefix(ckpt_path, bad, cuts[i], -1);
+        teeny_status st = teeny_graph_load(b.g, ob, bad);
+        ck_assert_msg(st == TEENY_ERR_FORMAT, "truncated at %ld: %s", cuts[i], teeny_status_name(st));
+    }
+    long flips[] = {12, 60, size / 2, size - 3};
+    for (size_t i = 0; i < sizeof flips / sizeof flips[0]; i++) {
+        copy_prefix(ckpt_path, bad, size, flips[i]);
+        teeny_status st = teeny_graph_load(b.g, ob, bad);
+        ck_assert_msg(st == TEENY_ERR_FORMAT, "flipped byte %ld of %ld: %s", flips[i], size, teeny_status_name(st));
+    }
+    TH_STATUS(ctx, TEENY_ERR_IO, teeny_graph_load(b.g, ob, "/nonexistent/dir/x.safetensors"));
+    /* a file from another network: missing keys, and shapes that differ */
+    build_psa_net(&other, 1);
+    TH_OK(ctx, teeny_graph_save(other.g, NULL, bad, 0, NULL, NULL));
+    TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_graph_load(b.g, ob, bad));
+    ck_assert_msg(strstr(teeny_last_error(ctx), "missing"), "%s", teeny_last_error(ctx));
+    teeny_graph_destroy(other.g);
+    {
+        /* the same network saved without optimizer state */
+        net wide = {0};
+        build_conv_net(&wide, 3);
+        TH_OK(ctx, teeny_graph_save(wide.g, NULL, bad, 0, NULL, NULL));
+        teeny_graph_destroy(wide.g);
+        /* the optimizer state is missing from that file */
+        TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_graph_load(b.g, ob, bad));
+    }
+    /* a graph without an optimizer but with a wrong-shaped fc */
+    {
+        teeny_graph *g;
+        teeny_node x, l, h, f, lo;
+        int64_t xs[4] = {-1, 8, 4, 5};
+        TH_OK(ctx, teeny_graph_create(ctx, 1, &g));
+        TH_OK(ctx, teeny_graph_input(g, "x", 4, xs, &x));
+        TH_OK(ctx, teeny_graph_labels(g, "labels", &l));
+        TH_OK(ctx, teeny_graph_global_avgpool(g, "gap", x, &h));
+        TH_OK(ctx, teeny_graph_linear(g, "fc", h, 4, 1, &f));
+        TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss", f, l, &lo));
+        TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_graph_load(g, NULL, ckpt_path));
+        teeny_graph_destroy(g);
+    }
+    float *still = read_params(b.g, &n, 0);
+    ck_assert_msg(!memcmp(before, still, n * sizeof(float)), "a rejected checkpoint changed parameters");
+    free(still);
+
+    TH_OK(ctx, teeny_graph_load(b.g, ob, ckpt_path));
+    float *pa = read_params(a.g, &n, 0), *pb = read_params(b.g, &n, 0);
+    ck_assert(!memcmp(pa, pb, n * sizeof(float)));
+    ck_assert_int_eq(teeny_graph_train_steps(b.g), 3);
+    ck_assert_int_eq(teeny_optimizer_steps(ob), 3);
+    for (int i = 0; i < teeny_graph_state_count(a.g); i++) {
+        teeny_tensor *ta, *tb;
+        TH_OK(ctx, teeny_graph_state(a.g, i, NULL, &ta));
+        TH_OK(ctx, teeny_graph_state(b.g, i, NULL, &tb));
+        float *xa = th_read(ta), *xb = th_read(tb);
+        ck_assert(!memcmp(xa, xb, (size_t)teeny_tensor_numel(ta) * sizeof(float)));
+        free(xa);
+        free(xb);
+    }
+    for (int i = 0; i < teeny_optimizer_state_count(oa); i++) {
+        teeny_tensor *ta, *tb;
+        TH_OK(ctx, teeny_optimizer_state(oa, i, NULL, &ta));
+        TH_OK(ctx, teeny_optimizer_state(ob, i, NULL, &tb));
+        float *xa = th_read(ta), *xb = th_read(tb);
+        ck_assert(!memcmp(xa, xb, (size_t)teeny_tensor_numel(ta) * sizeof(float)));
+        free(xa);
+        free(xb);
+    }
+    /* .npy for single tensors */
+    {
+        teeny_tensor *w, *back = NULL;
+        char npy[300];
+        snprintf(npy, sizeof npy, "%s.npy", ckpt_path);
+        TH_OK(ctx, teeny_graph_param(a.g, 0, NULL, &w, NULL));
+        TH_OK(ctx, teeny_npy_save(w, npy));
+        TH_OK(ctx, teeny_npy_load(ctx, npy, &back));
+        float *x1 = th_read(w), *x2 = th_read(back);
+        ck_assert(!memcmp(x1, x2, (size_t)teeny_tensor_numel(w) * sizeof(float)));
+        free(x1);
+        free(x2);
+        teeny_tensor_destroy(back);
+        remove(npy);
+    }
+    free(before);
+    free(pa);
+    free(pb);
+    remove(bad);
+    remove(ckpt_path);
+    teeny_optimizer_destroy(oa);
+    teeny_optimizer_destroy(ob);
+    teeny_plan_destroy(p);
+    teeny_plan_destroy(plan_b);
+    teeny_graph_destroy(a.g);
+    teeny_graph_destroy(b.g);
+}
+END_TEST
+
+/* The example network's training plan: planned peak under 60% of the
+ * no-reuse total and equal to what is allocated. */
+#include "../examples/fashion_net.h"
+
+START_TEST(test_graph_example_memory)
+{
+    fn_net fn = {0};
+    ck_assert_int_eq(fn_build(th_ctx(), 1, &fn), TEENY_OK);
+    ck_assert_int_eq(fn_param_count(&fn), 211818);
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    teeny_plan *p = NULL;
+    pp.batch = 128;
+    pp.loss = fn.loss;
+    TH_OK(th_ctx(), teeny_graph_compile(fn.g, &pp, &p));
+    size_t peak, total, alloc;
+    TH_OK(th_ctx(), teeny_plan_memory(p, &peak, &total, &alloc));
+    ck_assert_msg(peak < total * 0.6, "planned peak %zu is not under 60%% of %zu", peak, total);
+    ck_assert_uint_eq(peak, alloc);
+    teeny_plan_destroy(p);
+    teeny_graph_destroy(fn.g);
+}
+END_TEST
+
 Suite *suite_graph(void)
 {
     Suite *s = suite_create("graph");
@@ -544,6 +801,8 @@ Suite *suite_graph(void)
         tcase_add_test(bwd, test_graph_trains_separable);
     }
     tcase_add_test(err, test_graph_errors);
+    tcase_add_test(err, test_graph_checkpoints);
+    tcase_add_test(fwd, test_graph_example_memory);
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);
     suite_add_tcase(s, err);
