@@ -104,7 +104,7 @@ test-full: deps-test
 
 check-asan: deps-test
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g $(SAN)" LDFLAGS="$(SAN)" build-asan/teeny-tests
-	$(TEST_ENV) ASAN_OPTIONS=detect_leaks=1 \
+	$(TEST_ENV) TEENY_TEST_SKIP=example ASAN_OPTIONS=detect_leaks=1 \
 	    LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 build-asan/teeny-tests
 
@@ -112,7 +112,7 @@ check-oclgrind:
 	@sh tools/install-deps.sh oclgrind
 	$(MAKE) $(BUILD)/teeny-tests
 	rm -f $(BUILD)/oclgrind.log
-	$(TEST_ENV) TEENY_TEST_SMALL=1 TEENY_NO_CACHE=1 TEENY_DEVICE=oclgrind TEENY_TEST_SUITES="device tensor elementwise batchnorm" \
+	$(TEST_ENV) TEENY_TEST_SMALL=1 TEENY_NO_CACHE=1 TEENY_DEVICE=oclgrind TEENY_TEST_SUITES="device tensor elementwise batchnorm conv2d attention psa pool linear loss concat optim" \
 	    oclgrind --data-races --uninitialized --check-api --log $(BUILD)/oclgrind.log $(BUILD)/teeny-tests
 	@if [ -s $(BUILD)/oclgrind.log ]; then cat $(BUILD)/oclgrind.log; echo "oclgrind reported the problems above"; exit 1; fi
 	@echo "oclgrind: no errors reported"

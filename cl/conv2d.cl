@@ -483,6 +483,146 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
                0, vec_out);
 }
 
+/* ---- CPU GEMM (no local memory; tuning entries with cpu_rows > 0) ----
+ * On CPU runtimes (PoCL) a work-group is a loop over its items and
+ * barriers split it, so this variant has neither: each item computes
+ * CPU_RM rows x 16 columns of out[m, n] (the conv_gemm problem: rows m =
+ * (b, p, q) gathered from src, k = (c, kh, kw)) in float16 registers,
+ * reading B from a packed copy made by conv_pack_b:
+ *     bp[(((g*Kh + kh)*Kw + kw)*Kc + c)*Np + n]   (n < Np, zero past N)
+ * The loop runs over taps (kh, kw), whose bounds checks it hoists, then
+ * channels c (a fixed order, so results are deterministic). The source
+ * of group g starts at src_gstride*g. The weight gradient uses the same
+ * kernel with the roles of batch and channel swapped (conv2d.c). */
+#ifndef CPU_RM
+#define CPU_RM 6
+#endif
+/* CPU_FMA (set by the host from CL_DEVICE_SINGLE_FP_CONFIG): fused
+ * multiply-add in hardware, which needs no temporary register; mad may
+ * expand to a multiply and an add */
+#if defined(CPU_FMA) && CPU_FMA
+#define CPU_MAD fma
+#else
+#define CPU_MAD mad
+#endif
+
+/* Grid (round_up(Kc, 16), G*Kh*Kw), work-group (16, 1): item (c, r)
+ * writes the Np columns of packed row r*Kc + c (the B operand above) from
+ * w[w_off + g*w_gstride + n*w_nstride + c*w_cstride + kh*w_hstride +
+ * kw*w_wstride], r = (g*Kh + kh)*Kw + kw. */
+__kernel __attribute__((reqd_work_group_size(16, 1, 1)))
+void conv_pack_b(__global const float *restrict w, int w_off, int w_gstride, int w_nstride, int w_cstride,
+                 int w_hstride, int w_wstride, int N, int Np, int Kc, int Kh, int Kw, __global float *restrict bp,
+                 int bp_off)
+{
+    const int c = get_global_id(0), r = get_global_id(1);
+    if (c >= Kc)
+        return;
+    const int kw = r % Kw, t = r / Kw, kh = t % Kh, g = t / Kh;
+    __global const float *src = w + w_off + g * w_gstride + c * w_cstride + kh * w_hstride + kw * w_wstride;
+    __global float *dst = bp + bp_off + (r * Kc + c) * Np;
+    for (int n = 0; n < N; n++)
+        dst[n] = src[n * w_nstride];
+    for (int n = N; n < Np; n++)
+        dst[n] = 0.0f;
+}
+
+/* Grid (round_up(ceil(M/CPU_RM), CPU_WG), (Np/16)*G), work-group (CPU_WG, 1). */
+__kernel void conv_gemm_cpu(__global const float *restrict src, int src_off, __global const float *restrict bp,
+                            int bp_off, int Np, __global float *restrict out, int out_off, int M, int N, int P, int Q,
+                            int Kc, int Kh, int Kw, int src_bstride, int src_gstride, int src_cstride, int Hs, int Ws,
+                            int a_h, int c_h, int e_h, int a_w, int c_w, int e_w, int out_bstride, int out_nstride,
+                            int out_hstride, int out_wstride, __global const float *bias, int bias_off,
+                            __global const float *scale, int scale_off, __global const float *shift, int shift_off,
+                            int epi, int act)
+{
+    const int n_tiles = Np / 16;
+    const int g = get_global_id(1) / n_tiles;
+    const int n0 = (get_global_id(1) - g * n_tiles) * 16;
+    const int m0 = get_global_id(0) * CPU_RM;
+    const int PQ = P * Q, KT = Kh * Kw;
+    if (m0 >= M)
+        return;
+
+    int h0[CPU_RM], w0[CPU_RM], base[CPU_RM];
+#pragma unroll
+    for (int i = 0; i < CPU_RM; i++) {
+        int m = m0 + i, ok = m < M;
+        int mm = ok ? m : 0, b = mm / PQ, pq = mm - b * PQ, p = pq / Q, q = pq - p * Q;
+        h0[i] = ok ? p * a_h + c_h : -(1 << 30);
+        w0[i] = q * a_w + c_w;
+        base[i] = src_off + b * src_bstride + g * src_gstride;
+    }
+    float16 acc[CPU_RM];
+#pragma unroll
+    for (int i = 0; i < CPU_RM; i++)
+        acc[i] = (float16)(0.0f);
+    __global const float *bg = bp + bp_off + g * KT * Kc * Np + n0;
+
+    for (int t = 0; t < KT; t++) {
+        int kh = t / Kw, kw = t - kh * Kw, dh = kh * e_h, dw = kw * e_w;
+        int off[CPU_RM], ok[CPU_RM], any = 0, all = 1;
+#pragma unroll
+        for (int i = 0; i < CPU_RM; i++) {
+            int hh = h0[i] + dh, ww = w0[i] + dw;
+            ok[i] = (uint)hh < (uint)Hs && (uint)ww < (uint)Ws;
+            /* a missed tap reads its row's first element (always inside) */
+            off[i] = ok[i] ? (int)((uint)base[i] + (uint)hh * (uint)Ws + (uint)ww) : base[i];
+            any |= ok[i];
+            all &= ok[i];
+        }
+        if (!any)
+            continue;
+        __global const float *bk = bg + t * Kc * Np;
+        if (all) {
+            for (int c = 0; c < Kc; c++) {
+                float16 b = vload16(0, bk + c * Np);
+                int co = c * src_cstride;
+#pragma unroll
+                for (int i = 0; i < CPU_RM; i++)
+                    acc[i] = CPU_MAD((float16)(src[off[i] + co]), b, acc[i]);
+            }
+        } else {
+            for (int c = 0; c < Kc; c++) {
+                float16 b = vload16(0, bk + c * Np);
+                int co = c * src_cstride;
+#pragma unroll
+                for (int i = 0; i < CPU_RM; i++) {
+                    float a = src[off[i] + co];
+                    acc[i] = CPU_MAD((float16)(ok[i] ? a : 0.0f), b, acc[i]);
+                }
+            }
+        }
+    }
+
+    float sc[16], sh[16];
+    for (int j = 0; j < 16; j++) {
+        int n = n0 + j, c = g * N + n;
+        sc[j] = 1.0f;
+        sh[j] = 0.0f;
+        if (n < N && epi) {
+            if (epi & EPI_SCALE)
+                sc[j] = scale[scale_off + c];
+            if (epi & EPI_SHIFT)
+                sh[j] = shift[shift_off + c];
+            if (epi & EPI_BIAS)
+                sh[j] += bias[bias_off + c];
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < CPU_RM; i++) {
+        int m = m0 + i;
+        if (m >= M)
+            break;
+        float v[16];
+        vstore16(acc[i], 0, v);
+        int b = m / PQ, pq = m - b * PQ, p = pq / Q, q = pq - p * Q;
+        __global float *o = out + out_off + b * out_bstride + p * out_hstride + q * out_wstride + g * N * out_nstride;
+        for (int j = 0; j < 16 && n0 + j < N; j++)
+            o[(n0 + j) * out_nstride] = teeny_act(act, v[j] * sc[j] + sh[j]);
+    }
+}
+
 /* ---- depthwise (one input channel per group) ---- */
 
 /* Grid (DW_WG * tiles_h * tiles_w, Cin * m_chunks, B), work-group (DW_WG).

@@ -164,17 +164,23 @@ float *th_read(const teeny_tensor *t)
     return x;
 }
 
-/* TEENY_TEST_SUITES="a b": run only the named suites. */
-static int suite_wanted(const char *name)
+static int in_list(const char *list, const char *name)
 {
-    const char *list = getenv("TEENY_TEST_SUITES");
     size_t n = strlen(name);
-    if (!list || !*list)
-        return 1;
     for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
         if ((p == list || p[-1] == ' ' || p[-1] == ',') && (p[n] == '\0' || p[n] == ' ' || p[n] == ','))
             return 1;
     return 0;
+}
+
+/* TEENY_TEST_SUITES="a b": run only the named suites;
+ * TEENY_TEST_SKIP="c d": run all but these. */
+static int suite_wanted(const char *name)
+{
+    const char *only = getenv("TEENY_TEST_SUITES"), *skip = getenv("TEENY_TEST_SKIP");
+    if (skip && *skip && in_list(skip, name))
+        return 0;
+    return !only || !*only || in_list(only, name);
 }
 
 int main(void)

@@ -111,6 +111,8 @@ static void set_make(teeny_ctx *ctx, param_set *s, th_rng *r)
         float *x = th_malloc(s->n[i] * sizeof *x);
         th_fill_normal(r, x, s->n[i], 0, 1);
         TH_OK(ctx, teeny_tensor_write(s->p[i], x, s->n[i]));
+        th_fill_normal(r, x, s->n[i], 0, 0.1); /* tests that never set grads still step on data */
+        TH_OK(ctx, teeny_tensor_write(s->g[i], x, s->n[i]));
         free(x);
     }
 }

@@ -66,6 +66,8 @@ typedef struct {
     int dw_taps;        /* taps per pass in dwconv_dw */
     int dw_mult_max;    /* depthwise kernels up to this channel multiplier */
     int waves;          /* work-groups per compute unit to aim for */
+    int cpu_rows;       /* > 0: GEMMs by conv_gemm_cpu, this many rows per item */
+    int cpu_wg;         /* its work-group (items along m) */
 } conv_tuning;
 
 /* Register-blocked 8x8 micro-tiles need 128-256-item work-groups and
@@ -78,16 +80,24 @@ typedef struct {
  * it halves). The depthwise kernels loop over a group's output channels
  * in one work-group, so a wide channel multiplier goes to the GEMM.
  * CPUs (PoCL) run one small tile: there a work-group is a loop, and one
- * program keeps the build time (seconds on PoCL) low. */
+ * program keeps the build time (seconds on PoCL) low; their GEMMs take
+ * conv_gemm_cpu (cpu_rows > 0), which has no local memory or barriers
+ * and keeps a cpu_rows x 16 block per item in vector registers. */
+#ifndef CPU_ROWS
+#define CPU_ROWS 6
+#endif
+#ifndef CPU_WG
+#define CPU_WG 8
+#endif
 static const conv_tuning TUNINGS[] = {
     {"nvidia", 1, 256, 4,
      {{128, 128, 16, 8, 8, 16}, {128, 64, 16, 8, 8, 2}, {128, 32, 16, 8, 4, 2}, {64, 16, 16, 4, 4, 0}},
-     256, 8, 9, 4, 4},
+     256, 8, 9, 4, 4, 0, 0},
     {"", 1, 256, 4,
      {{128, 128, 16, 8, 8, 16}, {128, 64, 16, 8, 8, 2}, {128, 32, 16, 8, 4, 2}, {64, 16, 16, 4, 4, 0}},
-     256, 8, 9, 4, 4},
-    {"", 1, 32, 2, {{32, 32, 16, 4, 4, 2}, {32, 16, 16, 4, 4, 0}}, 32, 8, 9, 4, 4},
-    {"", 0, 64, 1, {{32, 32, 8, 4, 4, 0}}, 64, 8, 9, 4, 4},
+     256, 8, 9, 4, 4, 0, 0},
+    {"", 1, 32, 2, {{32, 32, 16, 4, 4, 2}, {32, 16, 16, 4, 4, 0}}, 32, 8, 9, 4, 4, 0, 0},
+    {"", 0, 64, 1, {{32, 32, 8, 4, 4, 0}}, 64, 8, 9, 4, 4, CPU_ROWS, CPU_WG},
 };
 #define N_TUNINGS ((int)(sizeof TUNINGS / sizeof TUNINGS[0]))
 
@@ -142,11 +152,24 @@ static const conv_tuning *tuning_for(const teeny_ctx *ctx)
     return &TUNINGS[N_TUNINGS - 1];
 }
 
-static void tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap)
+/* Whether the device has hardware fused multiply-add (a failed query
+ * says no): conv_gemm_cpu then uses fma, which needs no temporary. */
+static int device_fma(teeny_ctx *ctx)
+{
+    cl_device_fp_config c = 0;
+    if (TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof c, &c, NULL) != CL_SUCCESS)
+        return 0;
+    return (c & CL_FP_FMA) && !(c & CL_FP_SOFT_FLOAT);
+}
+
+static void tile_options(teeny_ctx *ctx, const conv_tuning *tu, int tile, char *buf, size_t cap)
 {
     const gemm_tile *t = &tu->tiles[tile];
-    snprintf(buf, cap, "-DTILE_M=%d -DTILE_N=%d -DTILE_K=%d -DWPT_M=%d -DWPT_N=%d -DDW_WG=%d -DDW_ROWS=%d -DDW_TAPS=%d",
-             t->tm, t->tn, t->tk, t->wm, t->wn, tu->dw_wg, tu->dw_rows, tu->dw_taps);
+    int n = snprintf(buf, cap,
+                     "-DTILE_M=%d -DTILE_N=%d -DTILE_K=%d -DWPT_M=%d -DWPT_N=%d -DDW_WG=%d -DDW_ROWS=%d -DDW_TAPS=%d",
+                     t->tm, t->tn, t->tk, t->wm, t->wn, tu->dw_wg, tu->dw_rows, tu->dw_taps);
+    if (tu->cpu_rows > 0 && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, " -DCPU_RM=%d -DCPU_FMA=%d", tu->cpu_rows, device_fma(ctx));
 }
 
 static int64_t cdiv(int64_t a, int64_t b)
@@ -257,6 +280,7 @@ typedef struct {
     int src_off, w_off, out_off;
     int M, N, G, P, Q, Kc, Kh, Kw;
     int src_bstride, src_cstride, Hs, Ws, a_h, c_h, e_h, a_w, c_w, e_w;
+    int src_gstride; /* conv_gemm_cpu: group g's source at g*src_gstride (conv_gemm: g*Kc*src_cstride) */
     int w_gstride, w_nstride, w_cstride, w_hstride, w_wstride;
     int out_bstride, out_nstride, out_hstride, out_wstride;
     cl_mem bias, scale, shift;
@@ -264,13 +288,63 @@ typedef struct {
     int plain; /* conv_gemm_1x1 */
 } gemm_job;
 
+/* The packed B operand of conv_gemm_cpu in floats (0: beyond int32). */
+static int64_t cpu_packed(const gemm_job *j)
+{
+    int64_t n = (int64_t)j->G * j->Kh * j->Kw * j->Kc * cdiv(j->N, 16) * 16;
+    return n > INT32_MAX / 2 ? 0 : n;
+}
+
+/* conv_gemm_cpu: pack B into a workspace, then the GEMM. */
+static teeny_status cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, const char *opt)
+{
+    int Np = (int)cdiv(j->N, 16) * 16, total = (int)cpu_packed(j), zero = 0;
+    cl_mem bp = NULL;
+    teeny_status st = TEENY_OK;
+    if (total > 0) {
+        if ((st = teeny__scratch(ctx, (size_t)total * sizeof(float), &bp)) != TEENY_OK)
+            return st;
+        size_t pg[2] = {(size_t)cdiv(j->Kc, 16) * 16, (size_t)j->G * j->Kh * j->Kw}, pl[2] = {16, 1};
+        karg k[] = {KM(j->w),         KI(j->w_off),     KI(j->w_gstride), KI(j->w_nstride), KI(j->w_cstride),
+                    KI(j->w_hstride), KI(j->w_wstride), KI(j->N),         KI(Np),           KI(j->Kc),
+                    KI(j->Kh),        KI(j->Kw),        KM(bp),           KI(zero)};
+        if ((st = run_kernel(ctx, opt, "conv_pack_b", k, (int)(sizeof k / sizeof k[0]), 2, pg, pl)) !=
+            TEENY_OK)
+            return st;
+    } else {
+        bp = j->w; /* Kc == 0: no taps, B is never read */
+    }
+    size_t wg = (size_t)tu->cpu_wg;
+    size_t global[2] = {(size_t)cdiv(cdiv(j->M, tu->cpu_rows), (int64_t)wg) * wg, (size_t)(Np / 16) * j->G};
+    size_t local[2] = {wg, 1};
+    karg a[] = {KM(j->src),         KI(j->src_off),     KM(bp),             KI(zero),           KI(Np),
+                KM(j->out),         KI(j->out_off),     KI(j->M),           KI(j->N),           KI(j->P),
+                KI(j->Q),           KI(j->Kc),          KI(j->Kh),          KI(j->Kw),          KI(j->src_bstride),
+                KI(j->src_gstride), KI(j->src_cstride), KI(j->Hs),          KI(j->Ws),          KI(j->a_h),
+                KI(j->c_h),         KI(j->e_h),         KI(j->a_w),         KI(j->c_w),         KI(j->e_w),
+                KI(j->out_bstride), KI(j->out_nstride), KI(j->out_hstride), KI(j->out_wstride), KM(j->bias),
+                KI(j->bias_off),    KM(j->scale),       KI(j->scale_off),   KM(j->shift),       KI(j->shift_off),
+                KI(j->epi),         KI(j->act)};
+    return run_kernel(ctx, opt, "conv_gemm_cpu", a, (int)(sizeof a / sizeof a[0]), 2, global, local);
+}
+
+static int use_cpu_gemm(const conv_tuning *tu, const gemm_job *j)
+{
+    return tu->cpu_rows > 0 && (j->Kc == 0 || cpu_packed(j) > 0);
+}
+
 static teeny_status gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j)
 {
+    if (use_cpu_gemm(tu, j)) {
+        char opt[256];
+        tile_options(ctx, tu, 0, opt, sizeof opt);
+        return cpu_gemm_run(ctx, tu, j, opt);
+    }
     int tile = pick_tile(ctx, tu, j->M, j->N, j->G, 1);
     const gemm_tile *t = &tu->tiles[tile];
     const char *name = j->plain ? "conv_gemm_1x1" : "conv_gemm";
     char opt[256];
-    tile_options(tu, tile, opt, sizeof opt);
+    tile_options(ctx, tu, tile, opt, sizeof opt);
     size_t wg = (size_t)gemm_wg(t);
     size_t global[2] = {(size_t)cdiv(j->M, t->tm) * wg, (size_t)(cdiv(j->N, t->tn) * j->G)};
     size_t local[2] = {wg, 1};
@@ -400,7 +474,7 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 
     if (use_depthwise(tu, &g) && dw_plan_fwd(ctx, tu, &g, &pl)) {
         char opt[256];
-        tile_options(tu, 0, opt, sizeof opt);
+        tile_options(ctx, tu, 0, opt, sizeof opt);
         int mult = g.Cog;
         size_t global[3] = {(size_t)tu->dw_wg * pl.tiles_h * pl.tiles_w, (size_t)g.Cin * pl.m_chunks, (size_t)g.B};
         size_t local[3] = {(size_t)tu->dw_wg, 1, 1};
@@ -430,6 +504,7 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
     j.Kw = g.KW;
     j.src_bstride = g.Cin * g.H * g.W;
     j.src_cstride = g.H * g.W;
+    j.src_gstride = g.Cig * g.H * g.W;
     j.Hs = g.H;
     j.Ws = g.W;
     j.a_h = g.sh;
@@ -502,7 +577,7 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
 
     if (use_depthwise(tu, g) && dw_plan_dx(ctx, tu, g, &pl)) {
         char opt[256];
-        tile_options(tu, 0, opt, sizeof opt);
+        tile_options(ctx, tu, 0, opt, sizeof opt);
         int mult = g->Cog;
         size_t global[3] = {(size_t)tu->dw_wg * pl.tiles_h * pl.tiles_w, (size_t)g->Cin, (size_t)g->B};
         size_t local[3] = {(size_t)tu->dw_wg, 1, 1};
@@ -537,6 +612,7 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
             j.Kw = nkw ? nkw : 1;
             j.src_bstride = g->Cout * g->OH * g->OW;
             j.src_cstride = g->OH * g->OW;
+            j.src_gstride = g->Cog * g->OH * g->OW;
             j.Hs = g->OH;
             j.Ws = g->OW;
             j.a_h = 1;
@@ -563,9 +639,48 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
     return st;
 }
 
+/* The weight gradient as a conv_gemm_cpu problem: rows m = (c, kh, kw)
+ * (c in the batch slot, (kh, kw) in the output-grid slots), reduction
+ * k = (b, oh, ow) (b in the channel slot, (oh, ow) in the tap slots), B
+ * = dy, out = dw. Geometry only; the caller sets buffers and offsets. */
+static void dw_job_make(const conv_geom *g, gemm_job *j)
+{
+    int HW = g->H * g->W, OHW = g->OH * g->OW, KHW = g->KH * g->KW;
+    memset(j, 0, sizeof *j);
+    j->M = g->Cig * KHW;
+    j->N = g->Cog;
+    j->G = g->G;
+    j->P = g->KH;
+    j->Q = g->KW;
+    j->Kc = g->B;
+    j->Kh = g->OH;
+    j->Kw = g->OW;
+    j->src_bstride = HW;
+    j->src_gstride = g->Cig * HW;
+    j->src_cstride = g->Cin * HW;
+    j->Hs = g->H;
+    j->Ws = g->W;
+    j->a_h = g->dh;
+    j->c_h = -g->ph;
+    j->e_h = g->sh;
+    j->a_w = g->dw;
+    j->c_w = -g->pw;
+    j->e_w = g->sw;
+    j->w_gstride = g->Cog * OHW;
+    j->w_nstride = OHW;
+    j->w_cstride = g->Cout * OHW;
+    j->w_hstride = g->OW;
+    j->w_wstride = 1;
+    j->out_bstride = KHW;
+    j->out_nstride = g->Cig * KHW;
+    j->out_hstride = g->KW;
+    j->out_wstride = 1;
+}
+
 /* Weight- and bias-gradient split: partials per chunk in the workspace,
  * then a fixed-order sum. */
 typedef struct {
+    int cpu;         /* conv_gemm_cpu (dw_job_make), no split */
     int tile;        /* GEMM path */
     int depthwise;
     int z, r_chunk;  /* dweight chunks over B*OH*OW */
@@ -584,9 +699,17 @@ static void grad_plan_make(const teeny_ctx *ctx, const conv_tuning *tu, const co
     if (max_floats > INT32_MAX / 2)
         max_floats = INT32_MAX / 2;
     gp->depthwise = use_depthwise(tu, g) && (size_t)tu->dw_taps * tu->dw_wg * sizeof(float) <= local_budget(ctx);
+    if (!gp->depthwise) {
+        gemm_job j;
+        dw_job_make(g, &j);
+        gp->cpu = use_cpu_gemm(tu, &j);
+    }
     if (gp->depthwise) {
         tiles = g->Cout;
         min_chunk = (int64_t)tu->dw_wg * 4;
+    } else if (gp->cpu) {
+        tiles = target;
+        min_chunk = R;
     } else {
         gp->tile = pick_tile(ctx, tu, Mk, g->Cog, g->G, 0);
         const gemm_tile *t = &tu->tiles[gp->tile];
@@ -602,7 +725,7 @@ static void grad_plan_make(const teeny_ctx *ctx, const conv_tuning *tu, const co
         if (z < 1)
             z = 1;
         int64_t chunk = cdiv(R, z);
-        if (!gp->depthwise)
+        if (!gp->depthwise && !gp->cpu)
             chunk = cdiv(chunk, tu->tiles[gp->tile].tk) * tu->tiles[gp->tile].tk;
         gp->r_chunk = (int)chunk;
         gp->z = (int)cdiv(R, chunk);
@@ -639,8 +762,21 @@ static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const con
     char opt[256];
     teeny_status st;
 
+    if (gp->cpu) {
+        gemm_job j;
+        dw_job_make(g, &j);
+        j.src = x->buf;
+        j.src_off = x_off;
+        j.w = dy->buf;
+        j.w_off = dy_off;
+        j.out = dw->buf;
+        j.out_off = dw_off;
+        j.bias = j.scale = j.shift = x->buf;
+        tile_options(ctx, tu, 0, opt, sizeof opt);
+        return cpu_gemm_run(ctx, tu, &j, opt);
+    }
     if (gp->depthwise) {
-        tile_options(tu, 0, opt, sizeof opt);
+        tile_options(ctx, tu, 0, opt, sizeof opt);
         int mult = g->Cog;
         size_t global[2] = {(size_t)tu->dw_wg * gp->z, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};
         karg k[] = {KM(x->buf), KI(x_off), KM(dy->buf), KI(dy_off), KM(out),   KI(out_off), KI(zstride),
@@ -650,7 +786,7 @@ static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const con
         st = run_kernel(ctx, opt, "dwconv_dw", k, (int)(sizeof k / sizeof k[0]), 2, global, local);
     } else {
         const gemm_tile *t = &tu->tiles[gp->tile];
-        tile_options(tu, gp->tile, opt, sizeof opt);
+        tile_options(ctx, tu, gp->tile, opt, sizeof opt);
         int vec_out = Mk % 4 == 0 && out_off % 4 == 0;
         size_t wg = (size_t)gemm_wg(t);
         size_t global[3] = {(size_t)cdiv(Mk, t->tm) * wg, (size_t)(cdiv(g->Cog, t->tn) * g->G), (size_t)gp->z};
@@ -673,7 +809,7 @@ static teeny_status backward_db(teeny_ctx *ctx, const conv_tuning *tu, const con
     cl_mem out = gp->zb > 1 ? scratch : db->buf;
     int out_off = gp->zb > 1 ? part_off : db_off;
     char opt[256];
-    tile_options(tu, 0, opt, sizeof opt);
+    tile_options(ctx, tu, 0, opt, sizeof opt);
     size_t global[2] = {(size_t)tu->dw_wg * gp->zb, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};
     karg k[] = {KM(dy->buf), KI(dy_off), KM(out), KI(out_off), KI(g->B), KI(g->Cout), KI(OHW), KI(gp->b_chunk)};
     teeny_status st = run_kernel(ctx, opt, "conv_dbias_part", k, 8, 2, global, local);
