@@ -173,6 +173,71 @@ static int in_list(const char *list, const char *name)
     return 0;
 }
 
+/* ---- device tensors with guard regions ---- */
+
+th_dev th_dev_make(teeny_ctx *ctx, int i32, int ndim, const int64_t *shape, int view_off, const void *data)
+{
+    th_dev d = {0};
+    d.i32 = i32;
+    d.n = 1;
+    for (int i = 0; i < ndim; i++)
+        d.n *= shape[i];
+    int64_t big = d.n + (view_off ? view_off + 5 : 0);
+    teeny_tensor *b = NULL;
+    if (i32) {
+        TH_OK(ctx, teeny_tensor_create_i32(ctx, view_off ? 1 : ndim, view_off ? &big : shape, &b));
+        int32_t *fill = th_malloc((size_t)big * 4);
+        for (int64_t i = 0; i < big; i++)
+            fill[i] = -7;
+        TH_OK(ctx, teeny_tensor_write_i32(b, fill, (size_t)big));
+        free(fill);
+    } else {
+        b = th_tensor(ctx, view_off ? 1 : ndim, view_off ? &big : shape);
+        th_poison(b);
+    }
+    if (view_off) {
+        d.base = b;
+        d.off = view_off;
+        TH_OK(ctx, teeny_tensor_view(b, view_off, ndim, shape, &d.t));
+    } else {
+        d.t = b;
+    }
+    if (data && i32)
+        TH_OK(ctx, teeny_tensor_write_i32(d.t, data, (size_t)d.n));
+    else if (data)
+        TH_OK(ctx, teeny_tensor_write(d.t, data, (size_t)d.n));
+    return d;
+}
+
+void th_dev_check_guard(const th_dev *d, const char *what, const char *repro)
+{
+    if (!d->base)
+        return;
+    int64_t n = teeny_tensor_numel(d->base);
+    if (d->i32) {
+        int32_t *all = th_malloc((size_t)n * 4);
+        TH_OK(NULL, teeny_tensor_read_i32(d->base, all, (size_t)n));
+        for (int64_t i = 0; i < n; i++)
+            if (i < d->off || i >= d->off + d->n)
+                ck_assert_msg(all[i] == -7, "%s: wrote outside its view at %lld; %s", what, (long long)i, repro);
+        free(all);
+        return;
+    }
+    float *all = th_read(d->base);
+    for (int64_t i = 0; i < n; i++)
+        if (i < d->off || i >= d->off + d->n)
+            ck_assert_msg(isnan(all[i]), "%s: wrote outside its view at %lld; %s", what, (long long)i, repro);
+    free(all);
+}
+
+void th_dev_free(th_dev *d)
+{
+    teeny_tensor_destroy(d->t);
+    teeny_tensor_destroy(d->base);
+    d->t = d->base = NULL;
+}
+
+
 /* TEENY_TEST_SUITES="a b": run only the named suites;
  * TEENY_TEST_SKIP="c d": run all but these. */
 static int suite_wanted(const char *name)

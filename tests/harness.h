@@ -54,6 +54,18 @@ void th_poison(teeny_tensor *t);          /* fill with NaN */
 float *th_read(const teeny_tensor *t);    /* caller frees */
 void *th_malloc(size_t n);
 
+/* An fp32 or int32 device tensor, optionally a view at an odd offset
+ * (view_off > 0) inside a poisoned base (NaN, or -7 for int32) whose guard
+ * region th_dev_check_guard proves untouched. data may be NULL. */
+typedef struct {
+    teeny_tensor *base, *t;
+    int64_t off, n;
+    int i32;
+} th_dev;
+th_dev th_dev_make(teeny_ctx *ctx, int i32, int ndim, const int64_t *shape, int view_off, const void *data);
+void th_dev_check_guard(const th_dev *d, const char *what, const char *repro);
+void th_dev_free(th_dev *d);
+
 /* Assert a status, printing the context's message on mismatch. */
 #define TH_OK(ctx, call)                                                                               \
     do {                                                                                               \

@@ -17,53 +17,8 @@
 #define TOL 1e-5
 #define MAX_PARTS 7
 
-typedef struct {
-    teeny_tensor *base, *t;
-    int64_t off, n;
-} dev_t_;
-
-static dev_t_ dev_make(teeny_ctx *ctx, int ndim, const int64_t *shape, int view_off, const float *data)
-{
-    dev_t_ d = {0};
-    d.n = 1;
-    for (int i = 0; i < ndim; i++)
-        d.n *= shape[i];
-    if (view_off) {
-        int64_t big = d.n + view_off + 5;
-        d.off = view_off;
-        d.base = th_tensor(ctx, 1, &big);
-        th_poison(d.base);
-        TH_OK(ctx, teeny_tensor_view(d.base, view_off, ndim, shape, &d.t));
-    } else {
-        d.t = th_tensor(ctx, ndim, shape);
-        th_poison(d.t);
-    }
-    if (data)
-        TH_OK(ctx, teeny_tensor_write(d.t, data, (size_t)d.n));
-    return d;
-}
-
-static void dev_check_guard(const dev_t_ *d, const char *what, const char *repro)
-{
-    if (!d->base)
-        return;
-    float *all = th_read(d->base);
-    int64_t n = teeny_tensor_numel(d->base);
-    for (int64_t i = 0; i < n; i++)
-        if (i < d->off || i >= d->off + d->n)
-            ck_assert_msg(isnan(all[i]), "%s: wrote outside its view at %lld; %s", what, (long long)i, repro);
-    free(all);
-}
-
-static void dev_free(dev_t_ *d)
-{
-    teeny_tensor_destroy(d->t);
-    teeny_tensor_destroy(d->base);
-    d->t = d->base = NULL;
-}
-
 /* Copies must be exact; nrms is reported for context. */
-static void expect_equal(const dev_t_ *d, const double *ref, const char *what, const char *repro)
+static void expect_equal(const th_dev *d, const double *ref, const char *what, const char *repro)
 {
     float *out = th_read(d->t);
     long bad = th_first_nonfinite(out, (size_t)d->n);
@@ -75,7 +30,7 @@ static void expect_equal(const dev_t_ *d, const double *ref, const char *what, c
         ck_assert_msg(out[i] == (float)ref[i], "%s: element %lld is %g, want %g; %s", what, (long long)i,
                       (double)out[i], ref[i], repro);
     free(out);
-    dev_check_guard(d, what, repro);
+    th_dev_check_guard(d, what, repro);
 }
 
 static int n_sweep(void)
@@ -136,7 +91,7 @@ START_TEST(test_concat_forward)
     char repro[200];
     case_str(&c, view, seed, repro, sizeof repro);
     int64_t shape[5];
-    dev_t_ xs[MAX_PARTS], back[MAX_PARTS];
+    th_dev xs[MAX_PARTS], back[MAX_PARTS];
     const teeny_tensor *xt[MAX_PARTS];
     teeny_tensor *bt[MAX_PARTS];
     double *xd[MAX_PARTS];
@@ -147,14 +102,14 @@ START_TEST(test_concat_forward)
         xd[k] = th_malloc(n * 8);
         th_to_double(x, xd[k], n);
         case_shape(&c, c.C[k], shape);
-        xs[k] = dev_make(ctx, c.ndim, shape, view ? view + k : 0, x);
-        back[k] = dev_make(ctx, c.ndim, shape, view ? view + 2 * k + 1 : 0, NULL);
+        xs[k] = th_dev_make(ctx, 0, c.ndim, shape, view ? view + k : 0, x);
+        back[k] = th_dev_make(ctx, 0, c.ndim, shape, view ? view + 2 * k + 1 : 0, NULL);
         xt[k] = xs[k].t;
         bt[k] = back[k].t;
         free(x);
     }
     case_shape(&c, c.Csum, shape);
-    dev_t_ y = dev_make(ctx, c.ndim, shape, view, NULL);
+    th_dev y = th_dev_make(ctx, 0, c.ndim, shape, view, NULL);
     TH_OK(ctx, teeny_concat_channels(ctx, c.n, xt, y.t));
     double *ref = th_malloc((size_t)c.B * c.Csum * c.S * 8);
     ref_concat(c.n, (const double *const *)xd, c.C, c.B, c.S, ref);
@@ -163,11 +118,11 @@ START_TEST(test_concat_forward)
     for (int k = 0; k < c.n; k++) {
         expect_equal(&back[k], xd[k], "split part", repro);
         free(xd[k]);
-        dev_free(&xs[k]);
-        dev_free(&back[k]);
+        th_dev_free(&xs[k]);
+        th_dev_free(&back[k]);
     }
     free(ref);
-    dev_free(&y);
+    th_dev_free(&y);
 }
 END_TEST
 
@@ -196,16 +151,16 @@ START_TEST(test_concat_backward)
     th_to_double(x, xd, ny);
     th_to_double(dy, dyd, ny);
     case_shape(&c, c.Csum, shape);
-    dev_t_ tx = dev_make(ctx, c.ndim, shape, view, x), tdy = dev_make(ctx, c.ndim, shape, view ? view + 1 : 0, dy);
+    th_dev tx = th_dev_make(ctx, 0, c.ndim, shape, view, x), tdy = th_dev_make(ctx, 0, c.ndim, shape, view ? view + 1 : 0, dy);
 
     /* slice [c0, c0 + count) */
     int c0 = th_int(&r, 0, c.Csum - 1), count = th_int(&r, 1, c.Csum - c0);
     case_shape(&c, count, shape);
-    dev_t_ ts = dev_make(ctx, c.ndim, shape, view ? view + 2 : 0, NULL),
-           tsd = dev_make(ctx, c.ndim, shape, view ? view + 3 : 0, NULL);
+    th_dev ts = th_dev_make(ctx, 0, c.ndim, shape, view ? view + 2 : 0, NULL),
+           tsd = th_dev_make(ctx, 0, c.ndim, shape, view ? view + 3 : 0, NULL);
     TH_OK(ctx, teeny_tensor_write(tsd.t, dy, (size_t)tsd.n));
     case_shape(&c, c.Csum, shape);
-    dev_t_ tdx = dev_make(ctx, c.ndim, shape, view ? view + 4 : 0, NULL);
+    th_dev tdx = th_dev_make(ctx, 0, c.ndim, shape, view ? view + 4 : 0, NULL);
     teeny__op_args fa = {.in = {tx.t}, .out = {ts.t}, .iattr = {c0, count}, .training = 1};
     TH_OK(ctx, teeny__op_run(ctx, TEENY__OP_SLICE_CHANNELS, 0, &fa));
     ref_slice(xd, c.B, c.Csum, c.S, c0, count, ref);
@@ -216,13 +171,13 @@ START_TEST(test_concat_backward)
     expect_equal(&tdx, ref, "slice dx", repro);
 
     /* concat backward: in = [x0..x(n-1), y, dy], out = [dx0..dx(n-1)] */
-    dev_t_ parts[TEENY__OP_MAX_SLOTS], grads[TEENY__OP_MAX_SLOTS];
+    th_dev parts[TEENY__OP_MAX_SLOTS], grads[TEENY__OP_MAX_SLOTS];
     teeny__op_args cb = {.iattr = {c.n, 0}, .training = 1};
     int first = 0;
     for (int k = 0; k < c.n; k++) {
         case_shape(&c, c.C[k], shape);
-        parts[k] = dev_make(ctx, c.ndim, shape, 0, NULL);
-        grads[k] = dev_make(ctx, c.ndim, shape, view ? view + k : 0, NULL);
+        parts[k] = th_dev_make(ctx, 0, c.ndim, shape, 0, NULL);
+        grads[k] = th_dev_make(ctx, 0, c.ndim, shape, view ? view + k : 0, NULL);
         cb.in[k] = parts[k].t;
         cb.out[k] = (k + _i) % 3 == 2 ? NULL : grads[k].t; /* some not wanted */
     }
@@ -240,19 +195,19 @@ START_TEST(test_concat_backward)
             free(o);
         }
         first += c.C[k];
-        dev_free(&parts[k]);
-        dev_free(&grads[k]);
+        th_dev_free(&parts[k]);
+        th_dev_free(&grads[k]);
     }
     free(x);
     free(dy);
     free(xd);
     free(dyd);
     free(ref);
-    dev_free(&tx);
-    dev_free(&tdy);
-    dev_free(&ts);
-    dev_free(&tsd);
-    dev_free(&tdx);
+    th_dev_free(&tx);
+    th_dev_free(&tdy);
+    th_dev_free(&ts);
+    th_dev_free(&tsd);
+    th_dev_free(&tdx);
 }
 END_TEST
 
@@ -264,20 +219,20 @@ START_TEST(test_concat_determinism)
     float a[210], b[280];
     th_fill_normal(&r, a, 210, 0, 1);
     th_fill_normal(&r, b, 280, 0, 1);
-    dev_t_ ta = dev_make(ctx, 4, s1, 0, a), tb = dev_make(ctx, 4, s2, 0, b);
+    th_dev ta = th_dev_make(ctx, 0, 4, s1, 0, a), tb = th_dev_make(ctx, 0, 4, s2, 0, b);
     const teeny_tensor *xs[2] = {ta.t, tb.t};
     float *out[2];
     for (int run = 0; run < 2; run++) {
-        dev_t_ y = dev_make(ctx, 4, sy, 0, NULL);
+        th_dev y = th_dev_make(ctx, 0, 4, sy, 0, NULL);
         TH_OK(ctx, teeny_concat_channels(ctx, 2, xs, y.t));
         out[run] = th_read(y.t);
-        dev_free(&y);
+        th_dev_free(&y);
     }
     ck_assert(!memcmp(out[0], out[1], 490 * 4));
     free(out[0]);
     free(out[1]);
-    dev_free(&ta);
-    dev_free(&tb);
+    th_dev_free(&ta);
+    th_dev_free(&tb);
 }
 END_TEST
 

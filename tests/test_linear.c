@@ -16,54 +16,6 @@
 
 #define TOL 1e-5
 
-/* A device tensor, optionally a view at an odd offset inside a NaN-poisoned
- * base whose guard elements must survive every op. */
-typedef struct {
-    teeny_tensor *base, *t;
-    int64_t off, n;
-} dev_t_;
-
-static dev_t_ dev_make(teeny_ctx *ctx, int ndim, const int64_t *shape, int view_off, const float *data)
-{
-    dev_t_ d = {0};
-    d.n = 1;
-    for (int i = 0; i < ndim; i++)
-        d.n *= shape[i];
-    if (view_off) {
-        int64_t big = d.n + view_off + 5;
-        d.off = view_off;
-        d.base = th_tensor(ctx, 1, &big);
-        th_poison(d.base);
-        TH_OK(ctx, teeny_tensor_view(d.base, view_off, ndim, shape, &d.t));
-    } else {
-        d.t = th_tensor(ctx, ndim, shape);
-        th_poison(d.t);
-    }
-    if (data)
-        TH_OK(ctx, teeny_tensor_write(d.t, data, (size_t)d.n));
-    return d;
-}
-
-/* The elements of a view's base outside the view are still NaN. */
-static void dev_check_guard(const dev_t_ *d, const char *what, const char *repro)
-{
-    if (!d->base)
-        return;
-    float *all = th_read(d->base);
-    int64_t n = teeny_tensor_numel(d->base);
-    for (int64_t i = 0; i < n; i++)
-        if (i < d->off || i >= d->off + d->n)
-            ck_assert_msg(isnan(all[i]), "%s: wrote outside its view at %lld; %s", what, (long long)i, repro);
-    free(all);
-}
-
-static void dev_free(dev_t_ *d)
-{
-    teeny_tensor_destroy(d->t);
-    teeny_tensor_destroy(d->base);
-    d->t = d->base = NULL;
-}
-
 static double *dbl(const float *x, size_t n)
 {
     double *y = th_malloc(n * sizeof *y);
@@ -71,7 +23,7 @@ static double *dbl(const float *x, size_t n)
     return y;
 }
 
-static void expect_close(const dev_t_ *d, const double *ref, const double *mag, double tol, const char *what,
+static void expect_close(const th_dev *d, const double *ref, const double *mag, double tol, const char *what,
                          const char *repro)
 {
     float *out = th_read(d->t);
@@ -81,7 +33,7 @@ static void expect_close(const dev_t_ *d, const double *ref, const double *mag, 
     double e = mag ? th_nrms_mag(out, ref, mag, (size_t)d->n) : th_nrms(out, ref, (size_t)d->n);
     ck_assert_msg(e <= tol, "%s: nrms %.3g > %.1g; %s", what, e, tol, repro);
     free(out);
-    dev_check_guard(d, what, repro);
+    th_dev_check_guard(d, what, repro);
 }
 
 typedef struct {
@@ -126,8 +78,8 @@ START_TEST(test_linear_forward)
     th_fill_uniform(&r, w, nw, -1, 1);
     th_fill_uniform(&r, b, (size_t)s.out, -1, 1);
     int64_t xs[2] = {s.N, s.in}, ws[2] = {s.out, s.in}, ys[2] = {s.N, s.out}, bs[1] = {s.out};
-    dev_t_ tx = dev_make(ctx, 2, xs, s.view, x), tw = dev_make(ctx, 2, ws, s.view ? s.view + 2 : 0, w),
-           tb = dev_make(ctx, 1, bs, s.view, b), ty = dev_make(ctx, 2, ys, s.view ? s.view + 4 : 0, NULL);
+    th_dev tx = th_dev_make(ctx, 0, 2, xs, s.view, x), tw = th_dev_make(ctx, 0, 2, ws, s.view ? s.view + 2 : 0, w),
+           tb = th_dev_make(ctx, 0, 1, bs, s.view, b), ty = th_dev_make(ctx, 0, 2, ys, s.view ? s.view + 4 : 0, NULL);
     TH_OK(ctx, teeny_linear_forward(ctx, tx.t, tw.t, s.bias ? tb.t : NULL, ty.t));
     double *dx_ = dbl(x, nx), *dw_ = dbl(w, nw), *db_ = dbl(b, (size_t)s.out);
     double *ref = th_malloc(ny * 8), *mag = th_malloc(ny * 8);
@@ -145,10 +97,10 @@ START_TEST(test_linear_forward)
     free(db_);
     free(ref);
     free(mag);
-    dev_free(&tx);
-    dev_free(&tw);
-    dev_free(&tb);
-    dev_free(&ty);
+    th_dev_free(&tx);
+    th_dev_free(&tw);
+    th_dev_free(&tb);
+    th_dev_free(&ty);
 }
 END_TEST
 
@@ -170,9 +122,9 @@ START_TEST(test_linear_backward)
     th_fill_uniform(&r, w, nw, -1, 1);
     th_fill_normal(&r, dy, ny, 0, 1);
     int64_t xs[2] = {s.N, s.in}, ws[2] = {s.out, s.in}, ys[2] = {s.N, s.out}, bs[1] = {s.out};
-    dev_t_ tx = dev_make(ctx, 2, xs, s.view, x), tw = dev_make(ctx, 2, ws, 0, w),
-           tdy = dev_make(ctx, 2, ys, s.view ? s.view + 1 : 0, dy), tdx = dev_make(ctx, 2, xs, s.view, NULL),
-           tdw = dev_make(ctx, 2, ws, s.view ? s.view + 2 : 0, NULL), tdb = dev_make(ctx, 1, bs, s.view, NULL);
+    th_dev tx = th_dev_make(ctx, 0, 2, xs, s.view, x), tw = th_dev_make(ctx, 0, 2, ws, 0, w),
+           tdy = th_dev_make(ctx, 0, 2, ys, s.view ? s.view + 1 : 0, dy), tdx = th_dev_make(ctx, 0, 2, xs, s.view, NULL),
+           tdw = th_dev_make(ctx, 0, 2, ws, s.view ? s.view + 2 : 0, NULL), tdb = th_dev_make(ctx, 0, 1, bs, s.view, NULL);
     TH_OK(ctx, teeny_linear_backward(ctx, tx.t, tw.t, tdy.t, want_dx ? tdx.t : NULL, want_dw ? tdw.t : NULL,
                                      want_db ? tdb.t : NULL));
     double *x_ = dbl(x, nx), *w_ = dbl(w, nw), *dy_ = dbl(dy, ny);
@@ -187,7 +139,7 @@ START_TEST(test_linear_backward)
     if (want_db)
         expect_close(&tdb, rdb, mdb, TOL, "db", repro);
     /* an output not asked for is left alone */
-    dev_t_ *skipped[3] = {want_dx ? NULL : &tdx, want_dw ? NULL : &tdw, want_db ? NULL : &tdb};
+    th_dev *skipped[3] = {want_dx ? NULL : &tdx, want_dw ? NULL : &tdw, want_db ? NULL : &tdb};
     for (int k = 0; k < 3; k++)
         if (skipped[k]) {
             float *o = th_read(skipped[k]->t);
@@ -207,12 +159,12 @@ START_TEST(test_linear_backward)
     free(mdx);
     free(mdw);
     free(mdb);
-    dev_free(&tx);
-    dev_free(&tw);
-    dev_free(&tdy);
-    dev_free(&tdx);
-    dev_free(&tdw);
-    dev_free(&tdb);
+    th_dev_free(&tx);
+    th_dev_free(&tw);
+    th_dev_free(&tdy);
+    th_dev_free(&tdx);
+    th_dev_free(&tdw);
+    th_dev_free(&tdb);
 }
 END_TEST
 

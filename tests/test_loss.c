@@ -16,77 +16,7 @@
 
 #define TOL 1e-5
 
-/* fp32 or int32 device tensor, optionally a view at an odd offset inside a
- * poisoned base (NaN, or -7 for int32) whose guard must survive. */
-typedef struct {
-    teeny_tensor *base, *t;
-    int64_t off, n;
-    int i32;
-} dev_t_;
-
-static dev_t_ dev_make(teeny_ctx *ctx, int i32, int ndim, const int64_t *shape, int view_off, const void *data)
-{
-    dev_t_ d = {0};
-    d.i32 = i32;
-    d.n = 1;
-    for (int i = 0; i < ndim; i++)
-        d.n *= shape[i];
-    int64_t big = d.n + (view_off ? view_off + 5 : 0);
-    teeny_tensor *b = NULL;
-    if (i32) {
-        TH_OK(ctx, teeny_tensor_create_i32(ctx, view_off ? 1 : ndim, view_off ? &big : shape, &b));
-        int32_t *fill = th_malloc((size_t)big * 4);
-        for (int64_t i = 0; i < big; i++)
-            fill[i] = -7;
-        TH_OK(ctx, teeny_tensor_write_i32(b, fill, (size_t)big));
-        free(fill);
-    } else {
-        b = th_tensor(ctx, view_off ? 1 : ndim, view_off ? &big : shape);
-        th_poison(b);
-    }
-    if (view_off) {
-        d.base = b;
-        d.off = view_off;
-        TH_OK(ctx, teeny_tensor_view(b, view_off, ndim, shape, &d.t));
-    } else {
-        d.t = b;
-    }
-    if (data && i32)
-        TH_OK(ctx, teeny_tensor_write_i32(d.t, data, (size_t)d.n));
-    else if (data)
-        TH_OK(ctx, teeny_tensor_write(d.t, data, (size_t)d.n));
-    return d;
-}
-
-static void dev_check_guard(const dev_t_ *d, const char *what, const char *repro)
-{
-    if (!d->base)
-        return;
-    int64_t n = teeny_tensor_numel(d->base);
-    if (d->i32) {
-        int32_t *all = th_malloc((size_t)n * 4);
-        TH_OK(NULL, teeny_tensor_read_i32(d->base, all, (size_t)n));
-        for (int64_t i = 0; i < n; i++)
-            if (i < d->off || i >= d->off + d->n)
-                ck_assert_msg(all[i] == -7, "%s: wrote outside its view at %lld; %s", what, (long long)i, repro);
-        free(all);
-        return;
-    }
-    float *all = th_read(d->base);
-    for (int64_t i = 0; i < n; i++)
-        if (i < d->off || i >= d->off + d->n)
-            ck_assert_msg(isnan(all[i]), "%s: wrote outside its view at %lld; %s", what, (long long)i, repro);
-    free(all);
-}
-
-static void dev_free(dev_t_ *d)
-{
-    teeny_tensor_destroy(d->t);
-    teeny_tensor_destroy(d->base);
-    d->t = d->base = NULL;
-}
-
-static void expect_close(const dev_t_ *d, const double *ref, double tol, const char *what, const char *repro)
+static void expect_close(const th_dev *d, const double *ref, double tol, const char *what, const char *repro)
 {
     float *out = th_read(d->t);
     long bad = th_first_nonfinite(out, (size_t)d->n);
@@ -95,7 +25,7 @@ static void expect_close(const dev_t_ *d, const double *ref, double tol, const c
     double e = th_nrms(out, ref, (size_t)d->n);
     ck_assert_msg(e <= tol, "%s: nrms %.3g > %.1g; %s", what, e, tol, repro);
     free(out);
-    dev_check_guard(d, what, repro);
+    th_dev_check_guard(d, what, repro);
 }
 
 typedef struct {
@@ -162,18 +92,18 @@ START_TEST(test_loss_forward)
              s.with_probs ? "" : " no probs", s.view ? " (views)" : "", (unsigned long long)seed);
     ce_data d = data_make(&r, &s);
     int64_t xs[2] = {s.N, s.K}, ls[1] = {s.N}, one[1] = {1};
-    dev_t_ tx = dev_make(ctx, 0, 2, xs, s.view, d.logits), tl = dev_make(ctx, 1, 1, ls, s.view ? s.view + 1 : 0, d.labels),
-           tloss = dev_make(ctx, 0, 1, one, s.view ? s.view + 2 : 0, NULL),
-           tp = dev_make(ctx, 0, 2, xs, s.view ? s.view + 3 : 0, NULL);
+    th_dev tx = th_dev_make(ctx, 0, 2, xs, s.view, d.logits), tl = th_dev_make(ctx, 1, 1, ls, s.view ? s.view + 1 : 0, d.labels),
+           tloss = th_dev_make(ctx, 0, 1, one, s.view ? s.view + 2 : 0, NULL),
+           tp = th_dev_make(ctx, 0, 2, xs, s.view ? s.view + 3 : 0, NULL);
     TH_OK(ctx, teeny_softmax_cross_entropy_forward(ctx, tx.t, tl.t, tloss.t, s.with_probs ? tp.t : NULL));
     expect_close(&tloss, &d.loss, TOL, "loss", repro);
     if (s.with_probs)
         expect_close(&tp, d.probs, TOL, "probs", repro);
     data_free(&d);
-    dev_free(&tx);
-    dev_free(&tl);
-    dev_free(&tloss);
-    dev_free(&tp);
+    th_dev_free(&tx);
+    th_dev_free(&tl);
+    th_dev_free(&tloss);
+    th_dev_free(&tp);
 }
 END_TEST
 
@@ -190,10 +120,10 @@ START_TEST(test_loss_backward)
     size_t n = (size_t)s.N * s.K;
     float dloss = (float)th_uniform(&r, 0.25, 2);
     int64_t xs[2] = {s.N, s.K}, ls[1] = {s.N}, one[1] = {1};
-    dev_t_ tx = dev_make(ctx, 0, 2, xs, s.view, d.logits), tl = dev_make(ctx, 1, 1, ls, s.view ? s.view + 1 : 0, d.labels),
-           tloss = dev_make(ctx, 0, 1, one, 0, NULL), tp = dev_make(ctx, 0, 2, xs, s.view ? s.view + 3 : 0, NULL),
-           tdl = dev_make(ctx, 0, 1, one, s.view ? s.view + 2 : 0, &dloss),
-           tdx = dev_make(ctx, 0, 2, xs, s.view ? s.view + 4 : 0, NULL);
+    th_dev tx = th_dev_make(ctx, 0, 2, xs, s.view, d.logits), tl = th_dev_make(ctx, 1, 1, ls, s.view ? s.view + 1 : 0, d.labels),
+           tloss = th_dev_make(ctx, 0, 1, one, 0, NULL), tp = th_dev_make(ctx, 0, 2, xs, s.view ? s.view + 3 : 0, NULL),
+           tdl = th_dev_make(ctx, 0, 1, one, s.view ? s.view + 2 : 0, &dloss),
+           tdx = th_dev_make(ctx, 0, 2, xs, s.view ? s.view + 4 : 0, NULL);
     TH_OK(ctx, teeny_softmax_cross_entropy_forward(ctx, tx.t, tl.t, tloss.t, tp.t));
     TH_OK(ctx, teeny_softmax_cross_entropy_backward(ctx, tp.t, tl.t, tdl.t, tdx.t));
     double *ref = th_malloc(n * 8);
@@ -201,12 +131,12 @@ START_TEST(test_loss_backward)
     expect_close(&tdx, ref, TOL, "dlogits", repro);
     free(ref);
     data_free(&d);
-    dev_free(&tx);
-    dev_free(&tl);
-    dev_free(&tloss);
-    dev_free(&tp);
-    dev_free(&tdl);
-    dev_free(&tdx);
+    th_dev_free(&tx);
+    th_dev_free(&tl);
+    th_dev_free(&tloss);
+    th_dev_free(&tp);
+    th_dev_free(&tdl);
+    th_dev_free(&tdx);
 }
 END_TEST
 
@@ -255,9 +185,9 @@ START_TEST(test_loss_bad_label)
     for (int bad = 0; bad < 3; bad++) {
         int32_t labels[5] = {1, 0, 6, 3, 2};
         labels[2] = bad == 0 ? K : bad == 1 ? -1 : INT32_MAX;
-        dev_t_ tx = dev_make(ctx, 0, 2, xs, 0, x), tl = dev_make(ctx, 1, 1, ls, 0, labels),
-               tloss = dev_make(ctx, 0, 1, one, 0, NULL), tp = dev_make(ctx, 0, 2, xs, 0, NULL),
-               tdl = dev_make(ctx, 0, 1, one, 0, &dl), tdx = dev_make(ctx, 0, 2, xs, 0, NULL);
+        th_dev tx = th_dev_make(ctx, 0, 2, xs, 0, x), tl = th_dev_make(ctx, 1, 1, ls, 0, labels),
+               tloss = th_dev_make(ctx, 0, 1, one, 0, NULL), tp = th_dev_make(ctx, 0, 2, xs, 0, NULL),
+               tdl = th_dev_make(ctx, 0, 1, one, 0, &dl), tdx = th_dev_make(ctx, 0, 2, xs, 0, NULL);
         TH_OK(ctx, teeny_softmax_cross_entropy_forward(ctx, tx.t, tl.t, tloss.t, tp.t));
         TH_OK(ctx, teeny_softmax_cross_entropy_backward(ctx, tp.t, tl.t, tdl.t, tdx.t));
         float loss, *p = th_read(tp.t), *g = th_read(tdx.t);
@@ -269,12 +199,12 @@ START_TEST(test_loss_bad_label)
                           (double)g[i]);
         free(p);
         free(g);
-        dev_free(&tx);
-        dev_free(&tl);
-        dev_free(&tloss);
-        dev_free(&tp);
-        dev_free(&tdl);
-        dev_free(&tdx);
+        th_dev_free(&tx);
+        th_dev_free(&tl);
+        th_dev_free(&tloss);
+        th_dev_free(&tp);
+        th_dev_free(&tdl);
+        th_dev_free(&tdx);
     }
 }
 END_TEST
@@ -293,7 +223,7 @@ START_TEST(test_loss_argmax)
     if (N > 2)
         x[(size_t)K + (size_t)th_int(&r, 0, K - 1)] = NAN;
     int64_t xs[2] = {N, K}, os[1] = {N};
-    dev_t_ tx = dev_make(ctx, 0, 2, xs, view, x), to = dev_make(ctx, 1, 1, os, view ? view + 2 : 0, NULL);
+    th_dev tx = th_dev_make(ctx, 0, 2, xs, view, x), to = th_dev_make(ctx, 1, 1, os, view ? view + 2 : 0, NULL);
     TH_OK(ctx, teeny_argmax_rows(ctx, tx.t, to.t));
     int32_t *got = th_malloc((size_t)N * 4), *want = th_malloc((size_t)N * 4);
     TH_OK(ctx, teeny_tensor_read_i32(to.t, got, (size_t)N));
@@ -301,12 +231,12 @@ START_TEST(test_loss_argmax)
     for (int i = 0; i < N; i++)
         ck_assert_msg(got[i] == want[i], "row %d: %d, want %d; [%d, %d] seed %llu", i, got[i], want[i], N, K,
                       (unsigned long long)seed);
-    dev_check_guard(&to, "argmax", "argmax rows");
+    th_dev_check_guard(&to, "argmax", "argmax rows");
     free(x);
     free(got);
     free(want);
-    dev_free(&tx);
-    dev_free(&to);
+    th_dev_free(&tx);
+    th_dev_free(&to);
 }
 END_TEST
 
@@ -318,20 +248,20 @@ START_TEST(test_loss_determinism)
     ce_data d = data_make(&r, &s);
     float dl = 1.0f;
     int64_t xs[2] = {s.N, s.K}, ls[1] = {s.N}, one[1] = {1};
-    dev_t_ tx = dev_make(ctx, 0, 2, xs, 0, d.logits), tl = dev_make(ctx, 1, 1, ls, 0, d.labels),
-           tdl = dev_make(ctx, 0, 1, one, 0, &dl);
+    th_dev tx = th_dev_make(ctx, 0, 2, xs, 0, d.logits), tl = th_dev_make(ctx, 1, 1, ls, 0, d.labels),
+           tdl = th_dev_make(ctx, 0, 1, one, 0, &dl);
     float *out[2][3];
     for (int run = 0; run < 2; run++) {
-        dev_t_ tloss = dev_make(ctx, 0, 1, one, 0, NULL), tp = dev_make(ctx, 0, 2, xs, 0, NULL),
-               tdx = dev_make(ctx, 0, 2, xs, 0, NULL);
+        th_dev tloss = th_dev_make(ctx, 0, 1, one, 0, NULL), tp = th_dev_make(ctx, 0, 2, xs, 0, NULL),
+               tdx = th_dev_make(ctx, 0, 2, xs, 0, NULL);
         TH_OK(ctx, teeny_softmax_cross_entropy_forward(ctx, tx.t, tl.t, tloss.t, tp.t));
         TH_OK(ctx, teeny_softmax_cross_entropy_backward(ctx, tp.t, tl.t, tdl.t, tdx.t));
         out[run][0] = th_read(tloss.t);
         out[run][1] = th_read(tp.t);
         out[run][2] = th_read(tdx.t);
-        dev_free(&tloss);
-        dev_free(&tp);
-        dev_free(&tdx);
+        th_dev_free(&tloss);
+        th_dev_free(&tp);
+        th_dev_free(&tdx);
     }
     size_t sizes[3] = {4, (size_t)s.N * s.K * 4, (size_t)s.N * s.K * 4};
     for (int k = 0; k < 3; k++) {
@@ -340,9 +270,9 @@ START_TEST(test_loss_determinism)
         free(out[1][k]);
     }
     data_free(&d);
-    dev_free(&tx);
-    dev_free(&tl);
-    dev_free(&tdl);
+    th_dev_free(&tx);
+    th_dev_free(&tl);
+    th_dev_free(&tdl);
 }
 END_TEST
 

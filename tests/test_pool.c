@@ -16,77 +16,7 @@
 
 #define TOL 1e-5
 
-/* fp32 or int32 device tensor, optionally a view at an odd offset inside a
- * poisoned base (NaN, or -7 for int32) whose guard must survive. */
-typedef struct {
-    teeny_tensor *base, *t;
-    int64_t off, n;
-    int i32;
-} dev_t_;
-
-static dev_t_ dev_make(teeny_ctx *ctx, int i32, int ndim, const int64_t *shape, int view_off, const void *data)
-{
-    dev_t_ d = {0};
-    d.i32 = i32;
-    d.n = 1;
-    for (int i = 0; i < ndim; i++)
-        d.n *= shape[i];
-    int64_t big = d.n + (view_off ? view_off + 5 : 0);
-    teeny_tensor *b = NULL;
-    if (i32) {
-        TH_OK(ctx, teeny_tensor_create_i32(ctx, view_off ? 1 : ndim, view_off ? &big : shape, &b));
-        int32_t *fill = th_malloc((size_t)big * 4);
-        for (int64_t i = 0; i < big; i++)
-            fill[i] = -7;
-        TH_OK(ctx, teeny_tensor_write_i32(b, fill, (size_t)big));
-        free(fill);
-    } else {
-        b = th_tensor(ctx, view_off ? 1 : ndim, view_off ? &big : shape);
-        th_poison(b);
-    }
-    if (view_off) {
-        d.base = b;
-        d.off = view_off;
-        TH_OK(ctx, teeny_tensor_view(b, view_off, ndim, shape, &d.t));
-    } else {
-        d.t = b;
-    }
-    if (data && i32)
-        TH_OK(ctx, teeny_tensor_write_i32(d.t, data, (size_t)d.n));
-    else if (data)
-        TH_OK(ctx, teeny_tensor_write(d.t, data, (size_t)d.n));
-    return d;
-}
-
-static void dev_check_guard(const dev_t_ *d, const char *what, const char *repro)
-{
-    if (!d->base)
-        return;
-    int64_t n = teeny_tensor_numel(d->base);
-    if (d->i32) {
-        int32_t *all = th_malloc((size_t)n * 4);
-        TH_OK(NULL, teeny_tensor_read_i32(d->base, all, (size_t)n));
-        for (int64_t i = 0; i < n; i++)
-            if (i < d->off || i >= d->off + d->n)
-                ck_assert_msg(all[i] == -7, "%s: wrote outside its view at %lld; %s", what, (long long)i, repro);
-        free(all);
-        return;
-    }
-    float *all = th_read(d->base);
-    for (int64_t i = 0; i < n; i++)
-        if (i < d->off || i >= d->off + d->n)
-            ck_assert_msg(isnan(all[i]), "%s: wrote outside its view at %lld; %s", what, (long long)i, repro);
-    free(all);
-}
-
-static void dev_free(dev_t_ *d)
-{
-    teeny_tensor_destroy(d->t);
-    teeny_tensor_destroy(d->base);
-    d->t = d->base = NULL;
-}
-
-static void expect_close(const dev_t_ *d, const double *ref, double tol, const char *what, const char *repro)
+static void expect_close(const th_dev *d, const double *ref, double tol, const char *what, const char *repro)
 {
     float *out = th_read(d->t);
     long bad = th_first_nonfinite(out, (size_t)d->n);
@@ -95,7 +25,7 @@ static void expect_close(const dev_t_ *d, const double *ref, double tol, const c
     double e = th_nrms(out, ref, (size_t)d->n);
     ck_assert_msg(e <= tol, "%s: nrms %.3g > %.1g; %s", what, e, tol, repro);
     free(out);
-    dev_check_guard(d, what, repro);
+    th_dev_check_guard(d, what, repro);
 }
 
 static double *dbl(const float *x, size_t n)
@@ -164,8 +94,8 @@ START_TEST(test_pool_forward)
     int64_t xs[4] = {g.B, g.C, g.H, g.W}, ys[4] = {g.B, g.C, g.OH, g.OW}, ys_api[4];
     TH_OK(NULL, teeny_pool2d_output_shape(&p, xs, ys_api));
     ck_assert(!memcmp(ys, ys_api, sizeof ys));
-    dev_t_ tx = dev_make(ctx, 0, 4, xs, view, x), ty = dev_make(ctx, 0, 4, ys, view ? view + 2 : 0, NULL),
-           ta = dev_make(ctx, 1, 4, ys, view ? view + 1 : 0, NULL), tavg = dev_make(ctx, 0, 4, ys, view, NULL);
+    th_dev tx = th_dev_make(ctx, 0, 4, xs, view, x), ty = th_dev_make(ctx, 0, 4, ys, view ? view + 2 : 0, NULL),
+           ta = th_dev_make(ctx, 1, 4, ys, view ? view + 1 : 0, NULL), tavg = th_dev_make(ctx, 0, 4, ys, view, NULL);
     TH_OK(ctx, teeny_maxpool2d_forward(ctx, &p, tx.t, ty.t, want_argmax ? ta.t : NULL));
     TH_OK(ctx, teeny_avgpool2d_forward(ctx, &p, tx.t, tavg.t));
     double *xd = dbl(x, nx), *ref = th_malloc(ny * 8);
@@ -176,7 +106,7 @@ START_TEST(test_pool_forward)
     for (size_t i = 0; i < ny; i++)
         ck_assert_msg(got_arg[i] == (want_argmax ? ref_arg[i] : -7), "argmax[%zu] = %d, want %d; %s", i, got_arg[i],
                       want_argmax ? ref_arg[i] : -7, repro);
-    dev_check_guard(&ta, "argmax", repro);
+    th_dev_check_guard(&ta, "argmax", repro);
     ref_avgpool_forward(&g, xd, ref);
     expect_close(&tavg, ref, TOL, "avgpool y", repro);
     free(x);
@@ -184,10 +114,10 @@ START_TEST(test_pool_forward)
     free(ref);
     free(ref_arg);
     free(got_arg);
-    dev_free(&tx);
-    dev_free(&ty);
-    dev_free(&ta);
-    dev_free(&tavg);
+    th_dev_free(&tx);
+    th_dev_free(&ty);
+    th_dev_free(&ta);
+    th_dev_free(&tavg);
 }
 END_TEST
 
@@ -206,9 +136,9 @@ START_TEST(test_pool_backward)
     th_fill_normal(&r, x, nx, 0, 1);
     th_fill_normal(&r, dy, ny, 0, 1);
     int64_t xs[4] = {g.B, g.C, g.H, g.W}, ys[4] = {g.B, g.C, g.OH, g.OW};
-    dev_t_ tx = dev_make(ctx, 0, 4, xs, view, x), ty = dev_make(ctx, 0, 4, ys, 0, NULL),
-           ta = dev_make(ctx, 1, 4, ys, view ? view + 1 : 0, NULL), tdy = dev_make(ctx, 0, 4, ys, view, dy),
-           tdx = dev_make(ctx, 0, 4, xs, view ? view + 2 : 0, NULL), tdx2 = dev_make(ctx, 0, 4, xs, view, NULL);
+    th_dev tx = th_dev_make(ctx, 0, 4, xs, view, x), ty = th_dev_make(ctx, 0, 4, ys, 0, NULL),
+           ta = th_dev_make(ctx, 1, 4, ys, view ? view + 1 : 0, NULL), tdy = th_dev_make(ctx, 0, 4, ys, view, dy),
+           tdx = th_dev_make(ctx, 0, 4, xs, view ? view + 2 : 0, NULL), tdx2 = th_dev_make(ctx, 0, 4, xs, view, NULL);
     TH_OK(ctx, teeny_maxpool2d_forward(ctx, &p, tx.t, ty.t, ta.t));
     TH_OK(ctx, teeny_maxpool2d_backward(ctx, &p, tx.t, ta.t, tdy.t, tdx.t));
     TH_OK(ctx, teeny_avgpool2d_backward(ctx, &p, tx.t, tdy.t, tdx2.t));
@@ -226,12 +156,12 @@ START_TEST(test_pool_backward)
     free(yd);
     free(ref);
     free(arg);
-    dev_free(&tx);
-    dev_free(&ty);
-    dev_free(&ta);
-    dev_free(&tdy);
-    dev_free(&tdx);
-    dev_free(&tdx2);
+    th_dev_free(&tx);
+    th_dev_free(&ty);
+    th_dev_free(&ta);
+    th_dev_free(&tdy);
+    th_dev_free(&tdx);
+    th_dev_free(&tdx2);
 }
 END_TEST
 
@@ -251,8 +181,8 @@ START_TEST(test_pool_global)
     th_fill_normal(&r, x, nx, th_uniform(&r, -2, 2), 1);
     th_fill_normal(&r, dy, ny, 0, 1);
     int64_t xs[4] = {B, C, H, W}, ys[4] = {B, C, 1, 1};
-    dev_t_ tx = dev_make(ctx, 0, 4, xs, view, x), ty = dev_make(ctx, 0, flat ? 2 : 4, ys, view ? view + 1 : 0, NULL),
-           tdy = dev_make(ctx, 0, flat ? 2 : 4, ys, view, dy), tdx = dev_make(ctx, 0, 4, xs, view ? view + 2 : 0, NULL);
+    th_dev tx = th_dev_make(ctx, 0, 4, xs, view, x), ty = th_dev_make(ctx, 0, flat ? 2 : 4, ys, view ? view + 1 : 0, NULL),
+           tdy = th_dev_make(ctx, 0, flat ? 2 : 4, ys, view, dy), tdx = th_dev_make(ctx, 0, 4, xs, view ? view + 2 : 0, NULL);
     TH_OK(ctx, teeny_global_avgpool_forward(ctx, tx.t, ty.t));
     TH_OK(ctx, teeny_global_avgpool_backward(ctx, tdy.t, tdx.t));
     double *xd = dbl(x, nx), *dyd = dbl(dy, ny), *ry = th_malloc(ny * 8), *rdx = th_malloc(nx * 8),
@@ -269,7 +199,7 @@ START_TEST(test_pool_global)
     ck_assert_msg(th_first_nonfinite(got, ny) < 0, "y not written; %s", repro);
     ck_assert_msg(th_nrms_mag(got, ry, mag, ny) <= TOL, "y nrms %g; %s", th_nrms_mag(got, ry, mag, ny), repro);
     free(got);
-    dev_check_guard(&ty, "y", repro);
+    th_dev_check_guard(&ty, "y", repro);
     expect_close(&tdx, rdx, TOL, "dx", repro);
     free(x);
     free(dy);
@@ -278,10 +208,10 @@ START_TEST(test_pool_global)
     free(ry);
     free(rdx);
     free(mag);
-    dev_free(&tx);
-    dev_free(&ty);
-    dev_free(&tdy);
-    dev_free(&tdx);
+    th_dev_free(&tx);
+    th_dev_free(&ty);
+    th_dev_free(&tdy);
+    th_dev_free(&tdx);
 }
 END_TEST
 
@@ -295,8 +225,8 @@ START_TEST(test_pool_nan)
     x[5] = NAN;
     int64_t xs[4] = {1, 1, 4, 4}, ys[4] = {1, 1, 2, 2};
     teeny_pool2d_params p = TEENY_POOL2D_PARAMS_INIT;
-    dev_t_ tx = dev_make(ctx, 0, 4, xs, 0, x), ty = dev_make(ctx, 0, 4, ys, 0, NULL),
-           ta = dev_make(ctx, 1, 4, ys, 0, NULL);
+    th_dev tx = th_dev_make(ctx, 0, 4, xs, 0, x), ty = th_dev_make(ctx, 0, 4, ys, 0, NULL),
+           ta = th_dev_make(ctx, 1, 4, ys, 0, NULL);
     TH_OK(ctx, teeny_maxpool2d_forward(ctx, &p, tx.t, ty.t, ta.t));
     float *y = th_read(ty.t);
     int32_t a[4];
@@ -304,9 +234,9 @@ START_TEST(test_pool_nan)
     ck_assert(isnan(y[0]) && a[0] == 5);
     ck_assert(y[1] == 7.0f && a[1] == 7 && y[2] == 13.0f && a[2] == 13 && y[3] == 15.0f && a[3] == 15);
     free(y);
-    dev_free(&tx);
-    dev_free(&ty);
-    dev_free(&ta);
+    th_dev_free(&tx);
+    th_dev_free(&ty);
+    th_dev_free(&ta);
 }
 END_TEST
 
@@ -322,22 +252,22 @@ START_TEST(test_pool_determinism)
     th_fill_normal(&r, x, nx, 0, 1);
     th_fill_normal(&r, dy, ny, 0, 1);
     int64_t xs[4] = {g.B, g.C, g.H, g.W}, ys[4] = {g.B, g.C, g.OH, g.OW}, gs[2] = {g.B, g.C};
-    dev_t_ tx = dev_make(ctx, 0, 4, xs, 0, x), tdy = dev_make(ctx, 0, 4, ys, 0, dy),
-           ta = dev_make(ctx, 1, 4, ys, 0, NULL), ty = dev_make(ctx, 0, 4, ys, 0, NULL);
+    th_dev tx = th_dev_make(ctx, 0, 4, xs, 0, x), tdy = th_dev_make(ctx, 0, 4, ys, 0, dy),
+           ta = th_dev_make(ctx, 1, 4, ys, 0, NULL), ty = th_dev_make(ctx, 0, 4, ys, 0, NULL);
     TH_OK(ctx, teeny_maxpool2d_forward(ctx, &p, tx.t, ty.t, ta.t));
     float *out[2][3];
     for (int run = 0; run < 2; run++) {
-        dev_t_ a = dev_make(ctx, 0, 4, xs, 0, NULL), b = dev_make(ctx, 0, 4, xs, 0, NULL),
-               c = dev_make(ctx, 0, 2, gs, 0, NULL);
+        th_dev a = th_dev_make(ctx, 0, 4, xs, 0, NULL), b = th_dev_make(ctx, 0, 4, xs, 0, NULL),
+               c = th_dev_make(ctx, 0, 2, gs, 0, NULL);
         TH_OK(ctx, teeny_maxpool2d_backward(ctx, &p, tx.t, ta.t, tdy.t, a.t));
         TH_OK(ctx, teeny_avgpool2d_backward(ctx, &p, tx.t, tdy.t, b.t));
         TH_OK(ctx, teeny_global_avgpool_forward(ctx, tx.t, c.t));
         out[run][0] = th_read(a.t);
         out[run][1] = th_read(b.t);
         out[run][2] = th_read(c.t);
-        dev_free(&a);
-        dev_free(&b);
-        dev_free(&c);
+        th_dev_free(&a);
+        th_dev_free(&b);
+        th_dev_free(&c);
     }
     size_t sizes[3] = {nx * 4, nx * 4, (size_t)g.B * g.C * 4};
     for (int k = 0; k < 3; k++) {
@@ -347,10 +277,10 @@ START_TEST(test_pool_determinism)
     }
     free(x);
     free(dy);
-    dev_free(&tx);
-    dev_free(&tdy);
-    dev_free(&ta);
-    dev_free(&ty);
+    th_dev_free(&tx);
+    th_dev_free(&tdy);
+    th_dev_free(&ta);
+    th_dev_free(&ty);
 }
 END_TEST
 
