@@ -129,6 +129,8 @@ teeny_status teeny__scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out);
 /* ---- checking helpers (tensor.c) ----
  * They record a message naming the argument and return a status. */
 teeny_status teeny__check_tensor(teeny_ctx *ctx, const teeny_tensor *t, const char *name);
+/* The same for int32 arguments (labels, argmax). */
+teeny_status teeny__check_tensor_i32(teeny_ctx *ctx, const teeny_tensor *t, const char *name);
 teeny_status teeny__check_same_numel(teeny_ctx *ctx, const teeny_tensor *a, const char *an,
                                      const teeny_tensor *b, const char *bn);
 teeny_status teeny__check_vector(teeny_ctx *ctx, const teeny_tensor *t, const char *name, int64_t len);
@@ -143,6 +145,13 @@ int teeny__ctx_check(const teeny_ctx *ctx);
 
 /* int32 element offset of a tensor, for kernels. */
 static inline int teeny__off(const teeny_tensor *t) { return (int)t->offset; }
+
+/* ---- files (io/safetensors.c) ----
+ * Write n_parts buffers to path crash-safely: a temp file in path's
+ * directory, flushed and fsynced, renamed over path, the directory fsynced.
+ * Errors name fn and path and go to ctx (NULL: the thread's error). */
+teeny_status teeny__write_file_atomic(const teeny_ctx *ctx, const char *fn, const char *path,
+                                      const void *const *parts, const size_t *lens, int n_parts);
 
 /* ---- small string helpers ---- */
 void teeny__strlcpy(char *dst, const char *src, size_t cap);

@@ -369,7 +369,7 @@ teeny_status teeny__scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out)
 
 /* ---- argument checks ---- */
 
-teeny_status teeny__check_tensor(teeny_ctx *ctx, const teeny_tensor *t, const char *name)
+static teeny_status check_tensor(teeny_ctx *ctx, const teeny_tensor *t, const char *name, teeny__dtype want)
 {
     if (!t)
         return teeny__error(ctx, TEENY_ERR_ARG, "%s is NULL", name);
@@ -377,9 +377,20 @@ teeny_status teeny__check_tensor(teeny_ctx *ctx, const teeny_tensor *t, const ch
         return teeny__error(ctx, TEENY_ERR_ARG, "%s was destroyed", name);
     if (t->ctx != ctx)
         return teeny__error(ctx, TEENY_ERR_ARG, "%s belongs to another context", name);
-    if (t->dtype != TEENY__F32)
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s is int32; this op takes fp32", name);
+    if (t->dtype != want)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s is %s; this argument takes %s", name, dtype_name(t->dtype),
+                            dtype_name(want));
     return TEENY_OK;
+}
+
+teeny_status teeny__check_tensor(teeny_ctx *ctx, const teeny_tensor *t, const char *name)
+{
+    return check_tensor(ctx, t, name, TEENY__F32);
+}
+
+teeny_status teeny__check_tensor_i32(teeny_ctx *ctx, const teeny_tensor *t, const char *name)
+{
+    return check_tensor(ctx, t, name, TEENY__I32);
 }
 
 teeny_status teeny__check_same_numel(teeny_ctx *ctx, const teeny_tensor *a, const char *an, const teeny_tensor *b,

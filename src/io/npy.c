@@ -17,10 +17,6 @@
 
 #include "../internal.h"
 
-/* Defined in safetensors.c: crash-safe whole-file write. */
-teeny_status teeny__write_file_atomic(const teeny_ctx *ctx, const char *fn, const char *path,
-                                      const void *const *parts, const size_t *lens, int n_parts);
-
 static const unsigned char NPY_MAGIC[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 #define NPY_HEADER_MAX (1u << 20)
 

@@ -82,8 +82,6 @@ static char *dup_str(const char *s)
 /* Write parts to path crash-safely (see the banner). Errors name fn and
  * path and go to ctx (NULL: the thread's error). Also used by npy.c. */
 teeny_status teeny__write_file_atomic(const teeny_ctx *ctx, const char *fn, const char *path,
-                                      const void *const *parts, const size_t *lens, int n_parts);
-teeny_status teeny__write_file_atomic(const teeny_ctx *ctx, const char *fn, const char *path,
                                       const void *const *parts, const size_t *lens, int n_parts)
 {
     static const char suffix[] = ".tmp-XXXXXX";

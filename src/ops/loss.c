@@ -20,19 +20,6 @@
 
 #include "ops.h"
 
-teeny_status teeny__check_tensor_i32(teeny_ctx *ctx, const teeny_tensor *t, const char *name)
-{
-    if (!t)
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s is NULL", name);
-    if (!t->handle_alive)
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s was destroyed", name);
-    if (t->ctx != ctx)
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s belongs to another context", name);
-    if (t->dtype != TEENY__I32)
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s is fp32; this argument is int32", name);
-    return TEENY_OK;
-}
-
 static void wg_option(const teeny_ctx *ctx, char *buf, size_t cap)
 {
     snprintf(buf, cap, "-DCE_WG=%d", ctx->work_group_size);

@@ -165,8 +165,6 @@ typedef struct {
 } teeny__attn_problem;
 teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *p);
 teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem *p);
-/* An int32 tensor argument (labels, argmax) of ctx: not NULL, alive (loss.c). */
-teeny_status teeny__check_tensor_i32(teeny_ctx *ctx, const teeny_tensor *t, const char *name);
 
 /* Add a node of op to a graph (graph.c): checks the inputs, runs the op's
  * infer, creates and initializes the node's parameters and state. Each
