@@ -51,3 +51,22 @@ __kernel void ew_mul_backward(__global const float *a, int a_off, __global const
     if (has_db)
         db[db_off + i] = g * av;
 }
+
+/* Grid (n): y[y_off + i] = bits. Fills and uploads go through these two
+ * only on devices whose host-side stores an analysis tool cannot track
+ * (ctx->kernel_stores, src/device.c); 32-bit words, so NaN payloads and
+ * int32 tensors pass unchanged. */
+__kernel void ew_fill(__global uint *y, int y_off, uint bits, int n)
+{
+    int i = get_global_id(0);
+    if (i < n)
+        y[y_off + i] = bits;
+}
+
+/* Grid (n): y[y_off + i] = x[i]. */
+__kernel void ew_copy(__global const uint *x, __global uint *y, int y_off, int n)
+{
+    int i = get_global_id(0);
+    if (i < n)
+        y[y_off + i] = x[i];
+}

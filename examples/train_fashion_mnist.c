@@ -46,32 +46,6 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* PyTorch's OneCycleLR (two phases, cosine annealing, cycled momentum). */
-typedef struct {
-    double max_lr, pct_start, div_factor, final_div_factor, base_m, max_m;
-    int64_t total_steps;
-} onecycle;
-
-static double cos_anneal(double start, double end, double pct)
-{
-    return end + (start - end) / 2.0 * (cos(3.14159265358979323846 * pct) + 1.0);
-}
-
-static void onecycle_at(const onecycle *o, int64_t step, double *lr, double *beta1)
-{
-    double initial = o->max_lr / o->div_factor, min_lr = initial / o->final_div_factor;
-    double end1 = o->pct_start * (double)o->total_steps - 1.0, end2 = (double)o->total_steps - 1.0;
-    if ((double)step <= end1) {
-        double pct = (double)step / end1;
-        *lr = cos_anneal(initial, o->max_lr, pct);
-        *beta1 = cos_anneal(o->max_m, o->base_m, pct);
-    } else {
-        double pct = ((double)step - end1) / (end2 - end1);
-        *lr = cos_anneal(o->max_lr, min_lr, pct);
-        *beta1 = cos_anneal(o->base_m, o->max_m, pct);
-    }
-}
-
 static int parse(int argc, char **argv, options *o)
 {
     *o = (options){DEFAULT_EPOCHS, 0, NULL, "runs/fashion", "/usr/share/datasets/fashion-mnist", NULL, NULL, 1, 128, 0, 0};
@@ -289,7 +263,11 @@ int main(int argc, char **argv)
     teeny_tensor **params = malloc((size_t)n_params * sizeof *params), **grads = malloc((size_t)n_params * sizeof *grads);
     for (int i = 0; i < n_params; i++)
         FN_TRY(teeny_graph_param(net.g, i, NULL, &params[i], &grads[i]));
-    onecycle sched = {4e-3, 0.3, 25.0, 1e4, 0.85, 0.95, 0};
+    teeny_lr_schedule sched = TEENY_LR_SCHEDULE_INIT; /* OneCycleLR defaults: pct 0.3, div 25, final 1e4 */
+    sched.kind = TEENY_LR_ONE_CYCLE;
+    sched.max_lr = 4e-3;
+    sched.base_momentum = 0.85;
+    sched.max_momentum = 0.95;
     teeny_optim_params op = TEENY_OPTIM_PARAMS_INIT;
     op.kind = TEENY_OPTIM_ADAMW;
     op.lr = (float)(sched.max_lr / sched.div_factor);
@@ -364,7 +342,7 @@ int main(int argc, char **argv)
                 y[b] = teeny_idx_data(train.labels)[idx];
             }
             double lr, beta1;
-            onecycle_at(&sched, teeny_optimizer_steps(opt), &lr, &beta1);
+            FN_TRY(teeny_lr_at(&sched, teeny_optimizer_steps(opt), &lr, &beta1));
             FN_TRY(teeny_tensor_write(tx, x, (size_t)o.batch * 784));
             FN_TRY(teeny_tensor_write_i32(ty, y, (size_t)o.batch));
             FN_TRY(teeny_plan_forward(plan));

@@ -365,6 +365,33 @@ TEENY_API teeny_status teeny_optimizer_set_steps(teeny_optimizer *opt, int64_t s
 TEENY_API int teeny_optimizer_state_count(const teeny_optimizer *opt);
 TEENY_API teeny_status teeny_optimizer_state(const teeny_optimizer *opt, int i, const char **name, teeny_tensor **t);
 
+/* Learning-rate schedules, computed on the host per step (PyTorch's
+ * formulas): pass the result to teeny_optimizer_step. step counts from 0.
+ *   CONSTANT  lr = max_lr
+ *   STEP      lr = max_lr * gamma^floor(step / step_size)       (StepLR)
+ *   COSINE    lr = min_lr + (max_lr - min_lr) (1 + cos(pi step / total_steps)) / 2   (CosineAnnealingLR)
+ *   ONE_CYCLE OneCycleLR (two phases, cosine annealing): from max_lr /
+ *             div_factor up to max_lr over pct_start of total_steps, then
+ *             down to max_lr / div_factor / final_div_factor; with
+ *             cycle_momentum, beta1 moves inversely between max_momentum
+ *             and base_momentum. Other kinds leave beta1 at -1 (keep the
+ *             optimizer's). */
+typedef enum { TEENY_LR_CONSTANT, TEENY_LR_STEP, TEENY_LR_COSINE, TEENY_LR_ONE_CYCLE } teeny_lr_kind;
+typedef struct {
+    teeny_lr_kind kind;
+    double max_lr;
+    int64_t total_steps;                  /* COSINE, ONE_CYCLE */
+    int64_t step_size; double gamma;      /* STEP */
+    double min_lr;                        /* COSINE */
+    double pct_start, div_factor, final_div_factor;  /* ONE_CYCLE */
+    int cycle_momentum; double base_momentum, max_momentum;
+} teeny_lr_schedule;
+#define TEENY_LR_SCHEDULE_INIT { TEENY_LR_CONSTANT, 1e-3, 1, 1, 0.1, 0.0, 0.3, 25.0, 1e4, 1, 0.85, 0.95 }
+/* lr (and beta1, -1 when the schedule does not set it) at step; TEENY_ERR_ARG
+ * for a schedule whose fields are out of range or a step outside
+ * [0, total_steps) where total_steps applies. */
+TEENY_API teeny_status teeny_lr_at(const teeny_lr_schedule *s, int64_t step, double *lr, double *beta1);
+
 /* ---- files ---------------------------------------------------------------
  * NumPy .npy, safetensors and IDX (MNIST) files. Calls that have a
  * context (through ctx or a tensor) report details in teeny_last_error(ctx);

@@ -213,6 +213,13 @@ static void derive_defaults(teeny_ctx *ctx)
     while (want > wg)
         want /= 2;
     ctx->work_group_size = (int)(want ? want : 1);
+    /* oclgrind 21.10's --uninitialized plugin replaces a buffer's whole
+     * shadow with one the size of each host-side store (write, copy, fill)
+     * and marks only a store at offset 0 correctly, so a store into a view,
+     * and any fill, leave the buffer wrongly "uninitialized" (or wrongly
+     * clean). Kernel stores are tracked per byte, so on the simulator the
+     * library fills and uploads with kernels. */
+    ctx->kernel_stores = strstr(ctx->info.device_name, "Oclgrind") != NULL;
 }
 
 static teeny_status ctx_alloc(teeny_ctx **out)

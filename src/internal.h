@@ -47,6 +47,7 @@ struct teeny_ctx {
     teeny_device_info info;
     int tf32;
     int work_group_size;      /* default 1-D work-group size for this device */
+    int kernel_stores;        /* fill and upload with kernels, not host-side stores (oclgrind: program.c) */
     teeny__program *programs; /* in-memory program cache */
     cl_mem scratch;           /* per-context workspace, grown on demand */
     teeny__recorder *rec;     /* set while a graph records its launches */
@@ -106,6 +107,9 @@ teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name,
 
 /* Fill n floats of buf from element offset off with value (recordable). */
 teeny_status teeny__fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value);
+/* Copy n 32-bit words from the start of src to dst at element offset off
+ * with a kernel (the ctx->kernel_stores upload path). */
+teeny_status teeny__copy_kernel(teeny_ctx *ctx, cl_mem src, cl_mem dst, size_t off, size_t n);
 
 /* ---- recording (program.c) ----
  * Between record_begin and record_end, teeny__kernel_get hands out fresh

@@ -611,10 +611,49 @@ cleanup:
     return st;
 }
 
+/* The ctx->kernel_stores paths: ew_fill / ew_copy over n words (n and off
+ * are within int32 range: tensors are checked at creation). Under a
+ * recorder the kernel is the node's own and teeny__launch records it. */
+static teeny_status fill_kernel(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value)
+{
+    static const char name[] = "ew_fill";
+    int y_off = (int)off, count = (int)n;
+    cl_uint bits;
+    cl_kernel k;
+    memcpy(&bits, &value, sizeof bits);
+    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &buf, sizeof(int), &y_off, sizeof(cl_uint), &bits,
+                             sizeof(int), &count, (size_t)0);
+    if (st == TEENY_OK) {
+        size_t local = (size_t)ctx->work_group_size;
+        st = teeny__launch(ctx, k, name, 1, &n, &local);
+    }
+    return st;
+}
+
+teeny_status teeny__copy_kernel(teeny_ctx *ctx, cl_mem src, cl_mem dst, size_t off, size_t n)
+{
+    static const char name[] = "ew_copy";
+    int y_off = (int)off, count = (int)n;
+    cl_kernel k;
+    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &src, sizeof(cl_mem), &dst, sizeof(int), &y_off,
+                             sizeof(int), &count, (size_t)0);
+    if (st == TEENY_OK) {
+        size_t local = (size_t)ctx->work_group_size;
+        st = teeny__launch(ctx, k, name, 1, &n, &local);
+    }
+    return st;
+}
+
 teeny_status teeny__fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value)
 {
     if (!n)
         return TEENY_OK;
+    if (ctx->kernel_stores)
+        return fill_kernel(ctx, buf, off, n, value);
     if (ctx->rec) {
         recorded r = {0};
         r.name = "fill";

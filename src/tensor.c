@@ -258,7 +258,10 @@ static teeny_status tensor_write(teeny_tensor *t, const void *src, size_t count,
                         (void *)src);
     if (!staging)
         return teeny__cl_error(ctx, err, "clCreateBuffer (staging)");
-    TEENY_CL_TRY(clEnqueueCopyBuffer, ctx->queue, staging, t->buf, 0, t->offset * 4, count * 4, 0, NULL, NULL);
+    if (ctx->kernel_stores) /* see derive_defaults in device.c */
+        st = teeny__copy_kernel(ctx, staging, t->buf, t->offset, count);
+    else
+        TEENY_CL_TRY(clEnqueueCopyBuffer, ctx->queue, staging, t->buf, 0, t->offset * 4, count * 4, 0, NULL, NULL);
 cleanup:
     TEENY_CL_RELEASE(clReleaseMemObject, staging); /* freed once the copy completes */
     return st;
@@ -306,6 +309,8 @@ teeny_status teeny_tensor_fill(teeny_tensor *t, float value)
     teeny__clear_error(ctx);
     if (t->dtype != TEENY__F32)
         return teeny__error(ctx, TEENY_ERR_ARG, "teeny_tensor_fill: tensor is int32");
+    if (ctx->kernel_stores) /* see derive_defaults in device.c */
+        return teeny__fill(ctx, t->buf, t->offset, (size_t)t->numel, value);
     TEENY_CL_TRY(clEnqueueFillBuffer, ctx->queue, t->buf, &value, sizeof value, t->offset * 4,
                  (size_t)t->numel * 4, 0, NULL, NULL);
 cleanup:

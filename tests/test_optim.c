@@ -525,6 +525,67 @@ START_TEST(test_optim_errors)
 }
 END_TEST
 
+/* Learning-rate schedules at the points their definitions pin down. */
+START_TEST(test_optim_schedules)
+{
+    teeny_lr_schedule s = TEENY_LR_SCHEDULE_INIT;
+    double lr, b1, prev = -1;
+    s.max_lr = 0.1;
+    TH_OK(NULL, teeny_lr_at(&s, 12345, &lr, &b1));
+    ck_assert(lr == 0.1 && b1 == -1);
+
+    s.kind = TEENY_LR_STEP;
+    s.step_size = 10;
+    s.gamma = 0.5;
+    TH_OK(NULL, teeny_lr_at(&s, 9, &lr, NULL));
+    ck_assert(fabs(lr - 0.1) < 1e-15);
+    TH_OK(NULL, teeny_lr_at(&s, 25, &lr, NULL));
+    ck_assert(fabs(lr - 0.025) < 1e-15);
+
+    s.kind = TEENY_LR_COSINE;
+    s.total_steps = 100;
+    s.min_lr = 0.01;
+    TH_OK(NULL, teeny_lr_at(&s, 0, &lr, NULL));
+    ck_assert(fabs(lr - 0.1) < 1e-15);
+    TH_OK(NULL, teeny_lr_at(&s, 50, &lr, NULL));
+    ck_assert(fabs(lr - 0.055) < 1e-12);
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_lr_at(&s, 100, &lr, NULL));
+
+    /* OneCycleLR(max_lr 4e-3, total 1000, pct 0.3, div 25, final 1e4) */
+    s.kind = TEENY_LR_ONE_CYCLE;
+    s.max_lr = 4e-3;
+    s.total_steps = 1000;
+    TH_OK(NULL, teeny_lr_at(&s, 0, &lr, &b1));
+    ck_assert(fabs(lr - 4e-3 / 25) < 1e-15 && fabs(b1 - 0.95) < 1e-15);
+    TH_OK(NULL, teeny_lr_at(&s, 299, &lr, &b1)); /* end of phase 1: pct_start * total - 1 */
+    ck_assert(fabs(lr - 4e-3) < 1e-15 && fabs(b1 - 0.85) < 1e-15);
+    TH_OK(NULL, teeny_lr_at(&s, 999, &lr, &b1));
+    ck_assert(fabs(lr - 4e-3 / 25 / 1e4) < 1e-18 && fabs(b1 - 0.95) < 1e-15);
+    /* halfway through phase 1 (pct 0.5) lr and beta1 are the means of their
+     * ends: total 2010 puts the end of phase 1 at step 602 */
+    s.total_steps = 2010;
+    TH_OK(NULL, teeny_lr_at(&s, 301, &lr, &b1));
+    ck_assert(fabs(lr - (4e-3 / 25 + 4e-3) / 2) < 1e-15 && fabs(b1 - 0.9) < 1e-12);
+    for (int64_t k = 0; k < 2010; k++) { /* rises, then falls; beta1 mirrors it */
+        double l, m;
+        TH_OK(NULL, teeny_lr_at(&s, k, &l, &m));
+        if (k > 0 && k <= 602)
+            ck_assert(l > prev);
+        if (k > 603)
+            ck_assert(l < prev);
+        ck_assert(m >= 0.85 - 1e-12 && m <= 0.95 + 1e-12);
+        prev = l;
+    }
+    s.cycle_momentum = 0;
+    TH_OK(NULL, teeny_lr_at(&s, 5, &lr, &b1));
+    ck_assert(b1 == -1);
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_lr_at(&s, -1, &lr, NULL));
+    s.pct_start = 1.5;
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_lr_at(&s, 5, &lr, NULL));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_lr_at(NULL, 5, &lr, NULL));
+}
+END_TEST
+
 Suite *suite_optim(void)
 {
     Suite *s = suite_create("optim");
@@ -533,6 +594,7 @@ Suite *suite_optim(void)
     tcase_add_test(step, test_optim_determinism);
     tcase_add_loop_test(step, test_optim_checkpoint_restore, 0, 2);
     tcase_add_loop_test(step, test_optim_step_calls, 0, 2);
+    tcase_add_test(step, test_optim_schedules);
     tcase_add_test(err, test_optim_errors);
     tcase_add_test(err, test_optim_faults);
     suite_add_tcase(s, step);

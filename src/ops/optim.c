@@ -406,3 +406,66 @@ teeny_status teeny_optimizer_state(const teeny_optimizer *o, int i, const char *
         *t = o->state[i];
     return TEENY_OK;
 }
+
+/* ---- learning-rate schedules (host) ---- */
+
+static double cos_anneal(double start, double end, double pct)
+{
+    return end + (start - end) / 2.0 * (cos(3.14159265358979323846 * pct) + 1.0);
+}
+
+teeny_status teeny_lr_at(const teeny_lr_schedule *s, int64_t step, double *lr, double *beta1)
+{
+    double b1 = -1.0, v;
+    if (!s || !lr)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_lr_at: %s is NULL", !s ? "schedule" : "lr");
+    if (!(s->max_lr >= 0.0) || step < 0)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_lr_at: max_lr %g or step %lld is negative", s->max_lr,
+                            (long long)step);
+    switch (s->kind) {
+    case TEENY_LR_CONSTANT:
+        v = s->max_lr;
+        break;
+    case TEENY_LR_STEP:
+        if (s->step_size < 1 || !(s->gamma >= 0.0))
+            return teeny__error(NULL, TEENY_ERR_ARG, "teeny_lr_at: step_size %lld < 1 or gamma %g < 0",
+                                (long long)s->step_size, s->gamma);
+        v = s->max_lr * pow(s->gamma, (double)(step / s->step_size));
+        break;
+    case TEENY_LR_COSINE:
+        if (s->total_steps < 1 || step >= s->total_steps)
+            return teeny__error(NULL, TEENY_ERR_ARG, "teeny_lr_at: step %lld outside [0, total_steps %lld)",
+                                (long long)step, (long long)s->total_steps);
+        v = s->min_lr + (s->max_lr - s->min_lr) * (1.0 + cos(3.14159265358979323846 * (double)step /
+                                                               (double)s->total_steps)) / 2.0;
+        break;
+    case TEENY_LR_ONE_CYCLE: {
+        double end1 = s->pct_start * (double)s->total_steps - 1.0, end2 = (double)s->total_steps - 1.0;
+        double initial = s->max_lr / s->div_factor, min_lr = initial / s->final_div_factor;
+        if (s->total_steps < 2 || step >= s->total_steps || !(s->pct_start > 0.0 && s->pct_start < 1.0) ||
+            !(end1 > 0.0) || !(end2 > end1) || !(s->div_factor > 0.0) || !(s->final_div_factor > 0.0))
+            return teeny__error(NULL, TEENY_ERR_ARG,
+                                "teeny_lr_at: one-cycle needs step %lld in [0, total_steps %lld), pct_start %g in "
+                                "(0, 1) with at least one step per phase, positive div factors",
+                                (long long)step, (long long)s->total_steps, s->pct_start);
+        if ((double)step <= end1) {
+            double pct = (double)step / end1;
+            v = cos_anneal(initial, s->max_lr, pct);
+            b1 = cos_anneal(s->max_momentum, s->base_momentum, pct);
+        } else {
+            double pct = ((double)step - end1) / (end2 - end1);
+            v = cos_anneal(s->max_lr, min_lr, pct);
+            b1 = cos_anneal(s->base_momentum, s->max_momentum, pct);
+        }
+        if (!s->cycle_momentum)
+            b1 = -1.0;
+        break;
+    }
+    default:
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_lr_at: unknown schedule kind %d", (int)s->kind);
+    }
+    *lr = v;
+    if (beta1)
+        *beta1 = b1;
+    return TEENY_OK;
+}
