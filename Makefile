@@ -108,11 +108,23 @@ check-asan: deps-test
 	    LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 build-asan/teeny-tests
 
+# -cl-opt-disable: oclgrind 21.10's --uninitialized plugin aborts any kernel
+# holding LLVM's `freeze` instruction ("Unsupported instruction: freeze"),
+# which the optimizer emits, and the kernel then silently does not run.
+# The library works around two more bugs of that plugin on this device
+# (ctx->kernel_stores: src/device.c, src/program.c).
+# Suites left out, for time only: under both plugins their small-mode tests
+# take many minutes on a 2-core machine, past this target's CI budget of
+# ~10 minutes. conv2d and optim pass clean (about 10 minutes each while
+# sharing the cores with another run); attention, psa, linear and loss had
+# no report after 3-6 CPU-minutes but were not run to the end. Run them by
+# hand with OCLGRIND_SUITES="conv2d optim ...".
+OCLGRIND_SUITES ?= device tensor elementwise batchnorm pool concat
 check-oclgrind:
 	@sh tools/install-deps.sh oclgrind
 	$(MAKE) $(BUILD)/teeny-tests
 	rm -f $(BUILD)/oclgrind.log
-	$(TEST_ENV) TEENY_TEST_SMALL=1 TEENY_NO_CACHE=1 TEENY_DEVICE=oclgrind TEENY_TEST_SUITES="device tensor elementwise batchnorm conv2d attention psa pool linear loss concat optim" \
+	$(TEST_ENV) TEENY_TEST_SMALL=1 TEENY_NO_CACHE=1 TEENY_DEVICE=oclgrind TEENY_TEST_SUITES="$(OCLGRIND_SUITES)" \
 	    oclgrind --data-races --uninitialized --check-api --build-options -cl-opt-disable --log $(BUILD)/oclgrind.log $(BUILD)/teeny-tests
 	@if [ -s $(BUILD)/oclgrind.log ]; then cat $(BUILD)/oclgrind.log; echo "oclgrind reported the problems above"; exit 1; fi
 	@echo "oclgrind: no errors reported"

@@ -9,7 +9,7 @@
  * shape below is compiled in, so one program serves every shape.
  *
  * Kernel shapes:
- *  - Implicit GEMM. conv_gemm computes out[m, n] = sum_k A[m, k] * B[k, n]
+ *  - Implicit GEMM. conv_gemm_gather computes out[m, n] = sum_k A[m, k] * B[k, n]
  *    per group, where m walks an output grid (b, p, q), n an output channel
  *    of the group and k = (c, kh, kw) a source channel and kernel tap; A is
  *    gathered from a source tensor on the fly (never materialized):
@@ -252,9 +252,13 @@ inline void gemm_store(const float *acc, int tm, int tn, int m0, int n0, int g, 
 /* Grid (ceil(M/TILE_M)*GEMM_WG, ceil(N/TILE_N)*G), work-group (GEMM_WG):
  * group (i, j) computes rows [i*TILE_M, +TILE_M) and columns
  * [(j % n_tiles)*TILE_N, +TILE_N) of group j / n_tiles; each item a
- * WPT_M x WPT_N micro-tile (see the banner for the gather). */
+ * WPT_M x WPT_N micro-tile (see the banner for the gather).
+ * No kernel name here is a prefix of another: oclgrind 21.10 charges a
+ * kernel for the __local arrays of every kernel whose name starts with its
+ * own, so a plain "conv_gemm" was refused on 32 KiB of local memory for
+ * the tiles of conv_gemm_1x1 and conv_gemm_dw too. */
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1)))
-void conv_gemm(__global const float *restrict src, int src_off, __global const float *restrict w, int w_off,
+void conv_gemm_gather(__global const float *restrict src, int src_off, __global const float *restrict w, int w_off,
                __global float *restrict out, int out_off, int M, int N, int P, int Q, int Kc, int Kh, int Kw,
                int src_bstride, int src_cstride, int Hs, int Ws, int a_h, int c_h, int e_h, int a_w, int c_w,
                int e_w, int w_gstride, int w_nstride, int w_cstride, int w_hstride, int w_wstride,
@@ -331,7 +335,7 @@ void conv_gemm(__global const float *restrict src, int src_off, __global const f
 /* The plain GEMM of a 1x1, stride-1, unpadded convolution (Kh = Kw = 1,
  * source [B, *, P*Q] with P*Q, src_off and the strides multiples of 4):
  * A is read as float4s along m. Same arguments, grid and work-group as
- * conv_gemm (the gather arguments are unused). */
+ * conv_gemm_gather (the gather arguments are unused). */
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1)))
 void conv_gemm_1x1(__global const float *restrict src, int src_off, __global const float *restrict w, int w_off,
                    __global float *restrict out, int out_off, int M, int N, int P, int Q, int Kc, int Kh, int Kw,
@@ -486,7 +490,7 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
 /* ---- CPU GEMM (no local memory; tuning entries with cpu_rows > 0) ----
  * On CPU runtimes (PoCL) a work-group is a loop over its items and
  * barriers split it, so this variant has neither: each item computes
- * CPU_RM rows x 16 columns of out[m, n] (the conv_gemm problem: rows m =
+ * CPU_RM rows x 16 columns of out[m, n] (the conv_gemm_gather problem: rows m =
  * (b, p, q) gathered from src, k = (c, kh, kw)) in float16 registers,
  * reading B from a packed copy made by conv_pack_b:
  *     bp[(((g*Kh + kh)*Kw + kw)*Kc + c)*Np + n]   (n < Np, zero past N)

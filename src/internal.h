@@ -107,6 +107,9 @@ teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name,
 
 /* Fill n floats of buf from element offset off with value (recordable). */
 teeny_status teeny__fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value);
+/* On ctx->kernel_stores devices, overwrite a new buffer of bytes with NaN
+ * in one whole-buffer store (host sync); elsewhere a no-op. */
+teeny_status teeny__buffer_born(teeny_ctx *ctx, cl_mem buf, size_t bytes);
 /* Copy n 32-bit words from the start of src to dst at element offset off
  * with a kernel (the ctx->kernel_stores upload path). */
 teeny_status teeny__copy_kernel(teeny_ctx *ctx, cl_mem src, cl_mem dst, size_t off, size_t n);

@@ -600,7 +600,7 @@ teeny_status teeny__recorder_scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out)
     rec->scratch[rec->n_scratch++] = m;
     rec->scratch_bytes += bytes;
     *out = m;
-    return TEENY_OK;
+    return teeny__buffer_born(ctx, m, bytes);
 }
 
 static teeny_status enqueue_fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value)
@@ -645,6 +645,31 @@ teeny_status teeny__copy_kernel(teeny_ctx *ctx, cl_mem src, cl_mem dst, size_t o
         size_t local = (size_t)ctx->work_group_size;
         st = teeny__launch(ctx, k, name, 1, &n, &local);
     }
+    return st;
+}
+
+/* oclgrind 21.10 keeps a released buffer's shadow for the next buffer that
+ * gets its slot (the --uninitialized plugin has no deallocation hook), so a
+ * new buffer would inherit a stale shadow: "initialized" where the old one
+ * was written, and untracked past the old one's size, where kernel stores
+ * are dropped and later loads reported. One whole-buffer host store gives
+ * the shadow the right size; NaN (an out-of-range index as int32) keeps a
+ * read of never-written memory visible in the results, as the tests'
+ * poisoned outputs do. Blocking: only the simulator takes this path. */
+teeny_status teeny__buffer_born(teeny_ctx *ctx, cl_mem buf, size_t bytes)
+{
+    teeny_status st = TEENY_OK;
+    cl_uint *nan_words;
+    if (!ctx->kernel_stores)
+        return TEENY_OK;
+    nan_words = teeny__malloc(bytes);
+    if (!nan_words)
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory initializing a %zu-byte buffer", bytes);
+    for (size_t i = 0; i < bytes / 4; i++)
+        nan_words[i] = 0x7fc00000u;
+    TEENY_CL_TRY(clEnqueueWriteBuffer, ctx->queue, buf, CL_TRUE, 0, bytes, nan_words, 0, NULL, NULL);
+cleanup:
+    teeny__free(nan_words);
     return st;
 }
 

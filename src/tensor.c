@@ -102,6 +102,11 @@ static teeny_status tensor_create(teeny_ctx *ctx, const char *fn, int ndim, cons
         return teeny__error(ctx, TEENY_ERR_OPENCL, "%s: clCreateBuffer of %lld bytes failed: %s (%d) on %s", fn,
                             bytes, teeny__cl_error_name(err), (int)err, ctx->info.device_name);
     }
+    if ((st = teeny__buffer_born(ctx, t->buf, (size_t)t->numel * 4)) != TEENY_OK) {
+        TEENY_CL_RELEASE(clReleaseMemObject, t->buf);
+        teeny__free(t);
+        return st;
+    }
     ctx->refs++;
     *out = t;
     return TEENY_OK;
@@ -364,6 +369,11 @@ teeny_status teeny__scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out)
         if (!m)
             return teeny__error(ctx, TEENY_ERR_OPENCL, "clCreateBuffer of %zu-byte workspace failed: %s (%d) on %s",
                                 want, teeny__cl_error_name(err), (int)err, ctx->info.device_name);
+        teeny_status st = teeny__buffer_born(ctx, m, want);
+        if (st != TEENY_OK) {
+            TEENY_CL_RELEASE(clReleaseMemObject, m);
+            return st;
+        }
         TEENY_CL_RELEASE(clReleaseMemObject, ctx->scratch); /* freed once queued users finish */
         ctx->scratch = m;
         ctx->scratch_bytes = want;

@@ -6,7 +6,7 @@
  * backward (dx, dweight, dbias, each optional) and shape inference.
  *
  * Paths (kernels in cl/conv2d.cl):
- *   - implicit GEMM (conv_gemm) for the general case, the plain GEMM
+ *   - implicit GEMM (conv_gemm_gather) for the general case, the plain GEMM
  *     (conv_gemm_1x1) for 1x1 stride-1 unpadded convolutions, the input
  *     gradient as the same GEMM over dy once per stride phase, and the
  *     weight gradient as a GEMM over B*OH*OW split into chunks whose
@@ -141,7 +141,9 @@ static int tile_fits(const teeny_ctx *ctx, const gemm_tile *t)
 
 static const conv_tuning *tuning_for(const teeny_ctx *ctx)
 {
-    if (force_tuning >= 0)
+    /* a forced entry too must fit (its smallest tile at least; pick_tile
+     * skips the larger ones that do not), or its GEMMs could not launch */
+    if (force_tuning >= 0 && tile_fits(ctx, &TUNINGS[force_tuning].tiles[TUNINGS[force_tuning].n_tiles - 1]))
         return &TUNINGS[force_tuning];
     for (int i = 0; i < N_TUNINGS; i++) {
         const conv_tuning *t = &TUNINGS[i];
@@ -274,13 +276,13 @@ static teeny_status run_kernel(teeny_ctx *ctx, const char *options, const char *
 
 /* ---- the implicit GEMM (forward and input gradient) ---- */
 
-/* One conv_gemm launch: see the kernel's comment for each field. */
+/* One conv_gemm_gather launch: see the kernel's comment for each field. */
 typedef struct {
     cl_mem src, w, out;
     int src_off, w_off, out_off;
     int M, N, G, P, Q, Kc, Kh, Kw;
     int src_bstride, src_cstride, Hs, Ws, a_h, c_h, e_h, a_w, c_w, e_w;
-    int src_gstride; /* conv_gemm_cpu: group g's source at g*src_gstride (conv_gemm: g*Kc*src_cstride) */
+    int src_gstride; /* conv_gemm_cpu: group g's source at g*src_gstride (conv_gemm_gather: g*Kc*src_cstride) */
     int w_gstride, w_nstride, w_cstride, w_hstride, w_wstride;
     int out_bstride, out_nstride, out_hstride, out_wstride;
     cl_mem bias, scale, shift;
@@ -342,7 +344,7 @@ static teeny_status gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_j
     }
     int tile = pick_tile(ctx, tu, j->M, j->N, j->G, 1);
     const gemm_tile *t = &tu->tiles[tile];
-    const char *name = j->plain ? "conv_gemm_1x1" : "conv_gemm";
+    const char *name = j->plain ? "conv_gemm_1x1" : "conv_gemm_gather";
     char opt[256];
     tile_options(ctx, tu, tile, opt, sizeof opt);
     size_t wg = (size_t)gemm_wg(t);
