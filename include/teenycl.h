@@ -627,10 +627,12 @@ TEENY_API teeny_status teeny_graph_psa_merge_attn(teeny_graph *g, const char *na
 TEENY_API int teeny_graph_node_count(const teeny_graph *g);
 /* The node's dotted name and its value's shape for a batch of 1 (borrowed). */
 TEENY_API teeny_status teeny_graph_node_info(const teeny_graph *g, teeny_node n, const char **name, int *ndim, int64_t shape[5]);
-/* Learned parameters, in creation order; grad is NULL until a training plan exists. Borrowed. */
+/* Learned parameters, in creation order; grad is NULL until a training plan
+ * exists. Tensors are borrowed (they live as long as g); the name is valid
+ * until the next teeny_graph_param / teeny_graph_state call on this thread. */
 TEENY_API int teeny_graph_param_count(const teeny_graph *g);
 TEENY_API teeny_status teeny_graph_param(const teeny_graph *g, int i, const char **name, teeny_tensor **value, teeny_tensor **grad);
-/* Persistent non-learned state (running statistics). Borrowed. */
+/* Persistent non-learned state (running statistics); borrowed as above. */
 TEENY_API int teeny_graph_state_count(const teeny_graph *g);
 TEENY_API teeny_status teeny_graph_state(const teeny_graph *g, int i, const char **name, teeny_tensor **value);
 /* Training forwards run so far (PyTorch's num_batches_tracked); settable for resuming. */

@@ -308,10 +308,10 @@ teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name
         /* name both nodes and shapes */
         char msg[512], a[96], b[96];
         teeny__strlcpy(msg, teeny_last_error(g->ctx), sizeof msg);
-        return teeny__error(g->ctx, st, "adding %s \"%s\": %s (inputs: %s %s%s%s)", desc->name,
+        return teeny__error(g->ctx, st, "adding %s \"%s\": %s (inputs: %s %s%s%s %s)", desc->name,
                             name ? name : "", msg, g->nodes[in[0]].name, shape_text(&s.in[0], a, sizeof a),
-                            n_in > 1 ? ", " : "", n_in > 1 ? g->nodes[in[1]].name : "");
-        (void)b;
+                            n_in > 1 ? ", " : "", n_in > 1 ? g->nodes[in[1]].name : "",
+                            n_in > 1 ? shape_text(&s.in[1], b, sizeof b) : "");
     }
     if ((st = push_node(g, name, desc->name, &n, &idx)) != TEENY_OK)
         return st;
@@ -614,7 +614,7 @@ teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *params
     teeny_ctx *ctx;
     teeny_status st = check_graph(g, "teeny_graph_compile");
     int *needs = NULL, *reaches = NULL, *value_buf = NULL, *saved_buf = NULL, *grad_buf = NULL;
-    int *grad_def = NULL, *contrib = NULL, *temp_buf = NULL;
+    int *grad_def = NULL, *temp_buf = NULL;
     buflist bl = {0};
     if (st != TEENY_OK)
         return st;
@@ -651,10 +651,9 @@ teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *params
     saved_buf = teeny__calloc((size_t)n * TEENY__OP_MAX_SLOTS, sizeof *saved_buf);
     grad_buf = teeny__calloc((size_t)n, sizeof *grad_buf);
     grad_def = teeny__calloc((size_t)n, sizeof *grad_def);
-    contrib = teeny__calloc((size_t)n, sizeof *contrib);
     temp_buf = teeny__calloc((size_t)n * TEENY__OP_MAX_SLOTS, sizeof *temp_buf);
     if (!p->shapes || !p->value || !p->saved || !p->grad || !p->temps || !needs || !reaches || !value_buf ||
-        !saved_buf || !grad_buf || !grad_def || !contrib || !temp_buf) {
+        !saved_buf || !grad_buf || !grad_def || !temp_buf) {
         st = teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_graph_compile: out of host memory");
         goto fail;
     }
@@ -880,7 +879,6 @@ done:
     teeny__free(saved_buf);
     teeny__free(grad_buf);
     teeny__free(grad_def);
-    teeny__free(contrib);
     teeny__free(temp_buf);
     return st;
 }
