@@ -129,6 +129,13 @@ void th_to_double(const float *x, double *y, size_t n)
         y[i] = x[i];
 }
 
+double *th_dbl(const float *x, size_t n)
+{
+    double *y = th_malloc(n * sizeof *y);
+    th_to_double(x, y, n);
+    return y;
+}
+
 void *th_malloc(size_t n)
 {
     void *p = malloc(n ? n : 1);

@@ -46,6 +46,8 @@ double th_nrms_f(const float *out, const float *ref, size_t n);
 /* Index of the first non-finite element, or -1 (catches unwritten NaN). */
 long th_first_nonfinite(const float *x, size_t n);
 void th_to_double(const float *x, double *y, size_t n);
+/* A float64 copy of x (caller frees). */
+double *th_dbl(const float *x, size_t n);
 
 /* Tensor helpers that fail the test on error. */
 teeny_tensor *th_tensor(teeny_ctx *ctx, int ndim, const int64_t *shape);

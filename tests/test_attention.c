@@ -81,62 +81,6 @@ static at_shape small_shape(int i)
     return s[i % 6];
 }
 
-/* ---- device tensors, optionally views at an odd offset ---- */
-
-typedef struct {
-    teeny_tensor *base, *t;
-    int64_t off;
-} dev_t_;
-
-static dev_t_ dev_make(teeny_ctx *ctx, int ndim, const int64_t *shape, const float *data, int view)
-{
-    dev_t_ d = {0};
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
-    if (view) {
-        int64_t big = n + 10;
-        d.off = 3;
-        d.base = th_tensor(ctx, 1, &big);
-        th_poison(d.base);
-        TH_OK(ctx, teeny_tensor_view(d.base, d.off, ndim, shape, &d.t));
-    } else {
-        d.t = th_tensor(ctx, ndim, shape);
-    }
-    if (data)
-        TH_OK(ctx, teeny_tensor_write(d.t, data, (size_t)n));
-    else
-        th_poison(d.t);
-    return d;
-}
-
-static void dev_free(dev_t_ *d)
-{
-    teeny_tensor_destroy(d->t);
-    teeny_tensor_destroy(d->base);
-    d->t = d->base = NULL;
-}
-
-/* Nothing outside a view was written (its base was NaN-poisoned). */
-static void expect_outside_untouched(const dev_t_ *d, const char *what, const char *repro)
-{
-    if (!d->base)
-        return;
-    float *all = th_read(d->base);
-    size_t n = (size_t)teeny_tensor_numel(d->base), lo = (size_t)d->off, hi = lo + (size_t)teeny_tensor_numel(d->t);
-    for (size_t i = 0; i < n; i++)
-        if (i < lo || i >= hi)
-            ck_assert_msg(isnan(all[i]), "%s: element %zu outside the view was written; %s", what, i, repro);
-    free(all);
-}
-
-static double *dbl(const float *x, size_t n)
-{
-    double *y = th_malloc(n * sizeof *y);
-    th_to_double(x, y, n);
-    return y;
-}
-
 static void expect_close_mag(const teeny_tensor *t, const double *ref, const double *mag, size_t n, double tol,
                              const char *what, const char *repro)
 {
@@ -184,7 +128,7 @@ static void case_free(at_case *c)
 }
 
 typedef struct {
-    dev_t_ q, k, v, o, lse, g, dq, dk, dv;
+    th_dev q, k, v, o, lse, g, dq, dk, dv;
 } at_dev;
 
 static void dev_inputs(teeny_ctx *ctx, const at_case *c, at_dev *d)
@@ -193,18 +137,18 @@ static void dev_inputs(teeny_ctx *ctx, const at_case *c, at_dev *d)
     int64_t qs[3] = {s->BH, s->Nq, s->D}, ks[3] = {s->BH, s->Nk, s->D}, vs[3] = {s->BH, s->Nk, s->Dv};
     int64_t os[3] = {s->BH, s->Nq, s->Dv}, ls[2] = {s->BH, s->Nq};
     memset(d, 0, sizeof *d);
-    d->q = dev_make(ctx, 3, qs, c->q, s->view);
-    d->k = dev_make(ctx, 3, ks, c->k, s->view);
-    d->v = dev_make(ctx, 3, vs, c->v, s->view);
-    d->o = dev_make(ctx, 3, os, NULL, s->view);
-    d->lse = dev_make(ctx, 2, ls, NULL, s->view);
+    d->q = th_dev_make(ctx, 0, 3, qs, (s->view) ? 3 : 0, c->q);
+    d->k = th_dev_make(ctx, 0, 3, ks, (s->view) ? 3 : 0, c->k);
+    d->v = th_dev_make(ctx, 0, 3, vs, (s->view) ? 3 : 0, c->v);
+    d->o = th_dev_make(ctx, 0, 3, os, (s->view) ? 3 : 0, NULL);
+    d->lse = th_dev_make(ctx, 0, 2, ls, (s->view) ? 3 : 0, NULL);
 }
 
 static void dev_free_all(at_dev *d)
 {
-    dev_t_ *all[] = {&d->q, &d->k, &d->v, &d->o, &d->lse, &d->g, &d->dq, &d->dk, &d->dv};
+    th_dev *all[] = {&d->q, &d->k, &d->v, &d->o, &d->lse, &d->g, &d->dq, &d->dk, &d->dv};
     for (int i = 0; i < 9; i++)
-        dev_free(all[i]);
+        th_dev_free(all[i]);
 }
 
 static void check_forward(const at_case *c, const char *repro)
@@ -212,15 +156,15 @@ static void check_forward(const at_case *c, const char *repro)
     teeny_ctx *ctx = th_ctx();
     const at_shape *s = &c->s;
     at_dev d;
-    double *q = dbl(c->q, c->nq), *k = dbl(c->k, c->nk), *v = dbl(c->v, c->nv);
+    double *q = th_dbl(c->q, c->nq), *k = th_dbl(c->k, c->nk), *v = th_dbl(c->v, c->nv);
     double *o = th_malloc(c->no * sizeof *o), *lse = th_malloc(c->nl * sizeof *lse);
     dev_inputs(ctx, c, &d);
     TH_OK(ctx, teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, s->scale, d.o.t, d.lse.t));
     ref_attention_forward(q, k, v, s->BH, s->Nq, s->Nk, s->D, s->Dv, (double)s->scale, o, lse);
     expect_close_mag(d.o.t, o, NULL, c->no, TOL, "o", repro);
     expect_close_mag(d.lse.t, lse, NULL, c->nl, TOL, "lse", repro);
-    expect_outside_untouched(&d.o, "o", repro);
-    expect_outside_untouched(&d.lse, "lse", repro);
+    th_dev_check_guard(&d.o, "o", repro);
+    th_dev_check_guard(&d.lse, "lse", repro);
     /* without lse: the same o */
     th_poison(d.o.t);
     TH_OK(ctx, teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, s->scale, d.o.t, NULL));
@@ -240,14 +184,14 @@ static void check_backward(const at_case *c, const char *repro)
     at_dev d;
     int64_t qs[3] = {s->BH, s->Nq, s->D}, ks[3] = {s->BH, s->Nk, s->D}, vs[3] = {s->BH, s->Nk, s->Dv};
     int64_t os[3] = {s->BH, s->Nq, s->Dv};
-    double *q = dbl(c->q, c->nq), *k = dbl(c->k, c->nk), *v = dbl(c->v, c->nv), *g = dbl(c->g, c->no);
+    double *q = th_dbl(c->q, c->nq), *k = th_dbl(c->k, c->nk), *v = th_dbl(c->v, c->nv), *g = th_dbl(c->g, c->no);
     double *dq = th_malloc(c->nq * sizeof *dq), *dk = th_malloc(c->nk * sizeof *dk), *dv = th_malloc(c->nv * sizeof *dv);
     double *mq = th_malloc(c->nq * sizeof *mq), *mk = th_malloc(c->nk * sizeof *mk), *mv = th_malloc(c->nv * sizeof *mv);
     dev_inputs(ctx, c, &d);
-    d.g = dev_make(ctx, 3, os, c->g, s->view);
-    d.dq = dev_make(ctx, 3, qs, NULL, s->view);
-    d.dk = dev_make(ctx, 3, ks, NULL, s->view);
-    d.dv = dev_make(ctx, 3, vs, NULL, s->view);
+    d.g = th_dev_make(ctx, 0, 3, os, (s->view) ? 3 : 0, c->g);
+    d.dq = th_dev_make(ctx, 0, 3, qs, (s->view) ? 3 : 0, NULL);
+    d.dk = th_dev_make(ctx, 0, 3, ks, (s->view) ? 3 : 0, NULL);
+    d.dv = th_dev_make(ctx, 0, 3, vs, (s->view) ? 3 : 0, NULL);
     TH_OK(ctx, teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, s->scale, d.o.t, d.lse.t));
     TH_OK(ctx, teeny_attention_backward(ctx, d.q.t, d.k.t, d.v.t, d.o.t, d.lse.t, d.g.t, s->scale, d.dq.t, d.dk.t,
                                         d.dv.t));
@@ -255,9 +199,9 @@ static void check_backward(const at_case *c, const char *repro)
     expect_close_mag(d.dq.t, dq, mq, c->nq, TOL, "dq", repro);
     expect_close_mag(d.dk.t, dk, mk, c->nk, TOL, "dk", repro);
     expect_close_mag(d.dv.t, dv, mv, c->nv, TOL, "dv", repro);
-    expect_outside_untouched(&d.dq, "dq", repro);
-    expect_outside_untouched(&d.dk, "dk", repro);
-    expect_outside_untouched(&d.dv, "dv", repro);
+    th_dev_check_guard(&d.dq, "dq", repro);
+    th_dev_check_guard(&d.dk, "dk", repro);
+    th_dev_check_guard(&d.dv, "dv", repro);
     dev_free_all(&d);
     void *hs[] = {q, k, v, g, dq, dk, dv, mq, mk, mv};
     for (int i = 0; i < 10; i++)
@@ -319,15 +263,15 @@ START_TEST(test_attention_large_logits)
         at_dev d;
         int64_t qs[3] = {s->BH, s->Nq, s->D}, ks[3] = {s->BH, s->Nk, s->D}, vs[3] = {s->BH, s->Nk, s->Dv};
         int64_t os[3] = {s->BH, s->Nq, s->Dv};
-        double *q = dbl(c.q, c.nq), *k = dbl(c.k, c.nk), *v = dbl(c.v, c.nv), *g = dbl(c.g, c.no);
+        double *q = th_dbl(c.q, c.nq), *k = th_dbl(c.k, c.nk), *v = th_dbl(c.v, c.nv), *g = th_dbl(c.g, c.no);
         double *o = th_malloc(c.no * sizeof *o), *lse = th_malloc(c.nl * sizeof *lse);
         double *dq = th_malloc(c.nq * sizeof *dq), *dk = th_malloc(c.nk * sizeof *dk), *dv = th_malloc(c.nv * sizeof *dv);
         double *mq = th_malloc(c.nq * sizeof *mq), *mk = th_malloc(c.nk * sizeof *mk), *mv = th_malloc(c.nv * sizeof *mv);
         dev_inputs(ctx, &c, &d);
-        d.g = dev_make(ctx, 3, os, c.g, s->view);
-        d.dq = dev_make(ctx, 3, qs, NULL, s->view);
-        d.dk = dev_make(ctx, 3, ks, NULL, s->view);
-        d.dv = dev_make(ctx, 3, vs, NULL, s->view);
+        d.g = th_dev_make(ctx, 0, 3, os, (s->view) ? 3 : 0, c.g);
+        d.dq = th_dev_make(ctx, 0, 3, qs, (s->view) ? 3 : 0, NULL);
+        d.dk = th_dev_make(ctx, 0, 3, ks, (s->view) ? 3 : 0, NULL);
+        d.dv = th_dev_make(ctx, 0, 3, vs, (s->view) ? 3 : 0, NULL);
         TH_OK(ctx, teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, s->scale, d.o.t, d.lse.t));
         TH_OK(ctx, teeny_attention_backward(ctx, d.q.t, d.k.t, d.v.t, d.o.t, d.lse.t, d.g.t, s->scale, d.dq.t,
                                             d.dk.t, d.dv.t));
@@ -369,14 +313,14 @@ START_TEST(test_attention_determinism)
         int64_t qs[3] = {s.BH, s.Nq, s.D}, ks[3] = {s.BH, s.Nk, s.D}, vs[3] = {s.BH, s.Nk, s.Dv};
         int64_t os[3] = {s.BH, s.Nq, s.Dv};
         dev_inputs(ctx, &c, &d);
-        d.g = dev_make(ctx, 3, os, c.g, 0);
-        d.dq = dev_make(ctx, 3, qs, NULL, 0);
-        d.dk = dev_make(ctx, 3, ks, NULL, 0);
-        d.dv = dev_make(ctx, 3, vs, NULL, 0);
+        d.g = th_dev_make(ctx, 0, 3, os, 0, c.g);
+        d.dq = th_dev_make(ctx, 0, 3, qs, 0, NULL);
+        d.dk = th_dev_make(ctx, 0, 3, ks, 0, NULL);
+        d.dv = th_dev_make(ctx, 0, 3, vs, 0, NULL);
         TH_OK(ctx, teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, s.scale, d.o.t, d.lse.t));
         TH_OK(ctx, teeny_attention_backward(ctx, d.q.t, d.k.t, d.v.t, d.o.t, d.lse.t, d.g.t, s.scale, d.dq.t, d.dk.t,
                                             d.dv.t));
-        dev_t_ *all[5] = {&d.o, &d.lse, &d.dq, &d.dk, &d.dv};
+        th_dev *all[5] = {&d.o, &d.lse, &d.dq, &d.dk, &d.dv};
         for (int j = 0; j < 5; j++)
             out[run][j] = th_read(all[j]->t);
         dev_free_all(&d);
@@ -403,10 +347,10 @@ START_TEST(test_attention_launch_counts)
     int64_t qs[3] = {s.BH, s.Nq, s.D}, ks[3] = {s.BH, s.Nk, s.D}, vs[3] = {s.BH, s.Nk, s.Dv}, os[3] = {s.BH, s.Nq, s.Dv};
     case_make(&c, &s, &r);
     dev_inputs(ctx, &c, &d);
-    d.g = dev_make(ctx, 3, os, c.g, 0);
-    d.dq = dev_make(ctx, 3, qs, NULL, 0);
-    d.dk = dev_make(ctx, 3, ks, NULL, 0);
-    d.dv = dev_make(ctx, 3, vs, NULL, 0);
+    d.g = th_dev_make(ctx, 0, 3, os, 0, c.g);
+    d.dq = th_dev_make(ctx, 0, 3, qs, 0, NULL);
+    d.dk = th_dev_make(ctx, 0, 3, ks, 0, NULL);
+    d.dv = th_dev_make(ctx, 0, 3, vs, 0, NULL);
     for (int pass = 0; pass < 2; pass++) {
         teeny__calls_reset();
         TH_OK(ctx, teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, s.scale, d.o.t, d.lse.t));
@@ -444,14 +388,14 @@ START_TEST(test_attention_backward_partial)
     int64_t qs[3] = {s.BH, s.Nq, s.D}, ks[3] = {s.BH, s.Nk, s.D}, vs[3] = {s.BH, s.Nk, s.Dv}, os[3] = {s.BH, s.Nq, s.Dv};
     case_make(&c, &s, &r);
     dev_inputs(ctx, &c, &d);
-    d.g = dev_make(ctx, 3, os, c.g, 0);
-    d.dq = dev_make(ctx, 3, qs, NULL, 0);
-    d.dk = dev_make(ctx, 3, ks, NULL, 0);
-    d.dv = dev_make(ctx, 3, vs, NULL, 0);
+    d.g = th_dev_make(ctx, 0, 3, os, 0, c.g);
+    d.dq = th_dev_make(ctx, 0, 3, qs, 0, NULL);
+    d.dk = th_dev_make(ctx, 0, 3, ks, 0, NULL);
+    d.dv = th_dev_make(ctx, 0, 3, vs, 0, NULL);
     TH_OK(ctx, teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, s.scale, d.o.t, d.lse.t));
     TH_OK(ctx, teeny_attention_backward(ctx, d.q.t, d.k.t, d.v.t, d.o.t, d.lse.t, d.g.t, s.scale, d.dq.t, d.dk.t,
                                         d.dv.t));
-    dev_t_ *gr[3] = {&d.dq, &d.dk, &d.dv};
+    th_dev *gr[3] = {&d.dq, &d.dk, &d.dv};
     float *full[3];
     for (int j = 0; j < 3; j++)
         full[j] = th_read(gr[j]->t);

@@ -94,13 +94,6 @@ static void case_free(bn_case *k)
     free(k->rv);
 }
 
-static double *dbl(const float *x, size_t n)
-{
-    double *y = th_malloc(n * sizeof *y);
-    th_to_double(x, y, n);
-    return y;
-}
-
 /* Device tensor of the case's x shape; a view at odd offset when asked. */
 typedef struct {
     teeny_tensor *base, *t;
@@ -189,10 +182,10 @@ static void check_forward(const bn_case *k, const char *repro)
 {
     teeny_ctx *ctx = th_ctx();
     size_t n = k->n, C = (size_t)k->C;
-    double *x = dbl(k->x, n), *w = dbl(k->w, C), *b = dbl(k->b, C);
-    double *rm = dbl(k->rm, C), *rv = dbl(k->rv, C), *y = th_malloc(n * sizeof *y);
+    double *x = th_dbl(k->x, n), *w = th_dbl(k->w, C), *b = th_dbl(k->b, C);
+    double *rm = th_dbl(k->rm, C), *rv = th_dbl(k->rv, C), *y = th_malloc(n * sizeof *y);
     double *mean = th_malloc(C * sizeof *mean), *rstd = th_malloc(C * sizeof *rstd);
-    double *var0 = dbl(k->rv, C), *mean0 = dbl(k->rm, C);
+    double *var0 = th_dbl(k->rv, C), *mean0 = th_dbl(k->rm, C);
     dev_x dx_ = dev_x_make(ctx, &k->sh, k->x), dy_ = dev_x_make(ctx, &k->sh, NULL);
     teeny_tensor *tw = vec(ctx, k->C, k->w), *tb = vec(ctx, k->C, k->b), *trm = vec(ctx, k->C, k->rm),
                  *trv = vec(ctx, k->C, k->rv), *tm = vec(ctx, k->C, NULL), *tr = vec(ctx, k->C, NULL);
@@ -240,7 +233,7 @@ static void check_backward(const bn_case *k, const char *repro)
 {
     teeny_ctx *ctx = th_ctx();
     size_t n = k->n, C = (size_t)k->C;
-    double *x = dbl(k->x, n), *dy = dbl(k->dy, n), *w = dbl(k->w, C), *rm = dbl(k->rm, C), *rv = dbl(k->rv, C);
+    double *x = th_dbl(k->x, n), *dy = th_dbl(k->dy, n), *w = th_dbl(k->w, C), *rm = th_dbl(k->rm, C), *rv = th_dbl(k->rv, C);
     double *mean = th_malloc(C * sizeof *mean), *var = th_malloc(C * sizeof *var);
     double *dx = th_malloc(n * sizeof *dx), *dw = th_malloc(C * sizeof *dw), *db = th_malloc(C * sizeof *db);
     float *meanf = th_malloc(C * sizeof *meanf), *rstdf = th_malloc(C * sizeof *rstdf);
@@ -252,7 +245,7 @@ static void check_backward(const bn_case *k, const char *repro)
         meanf[c] = (float)mean[c];
         rstdf[c] = (float)(1.0 / sqrt(var[c] + eps));
     }
-    double *meand = dbl(meanf, C), *rstdd = dbl(rstdf, C);
+    double *meand = th_dbl(meanf, C), *rstdd = th_dbl(rstdf, C);
 
     dev_x tx = dev_x_make(ctx, &k->sh, k->x), tdy = dev_x_make(ctx, &k->sh, k->dy), tdx = dev_x_make(ctx, &k->sh, NULL);
     teeny_tensor *tw = vec(ctx, k->C, k->w), *tm = vec(ctx, k->C, meanf), *tr = vec(ctx, k->C, rstdf),
@@ -374,7 +367,7 @@ START_TEST(test_batchnorm_stability)
                  *tm = vec(ctx, C, NULL), *tr = vec(ctx, C, NULL);
     TH_OK(ctx, teeny_batchnorm_forward_train(ctx, tx, tw, tb, trm, trv, 0.1f, 1e-5f, ty, tm, tr));
     float *y = th_read(ty), *rstd = th_read(tr), *rv = th_read(trv);
-    double *xd = dbl(x, n), *yd = th_malloc(n * sizeof *yd), mean[3], var[3];
+    double *xd = th_dbl(x, n), *yd = th_malloc(n * sizeof *yd), mean[3], var[3];
     double wd[3] = {1, 1, 1}, bd[3] = {0.5, -0.5, 0.25};
     ref_bn_stats(xd, B, C, S, mean, var);
     ref_bn_normalize(xd, B, C, S, mean, var, 1e-5, wd, bd, yd);

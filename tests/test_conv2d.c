@@ -127,13 +127,6 @@ typedef struct {
     size_t nx, nw, ny;
 } conv_data;
 
-static double *dbl(const float *x, size_t n)
-{
-    double *y = th_malloc(n * sizeof *y);
-    th_to_double(x, y, n);
-    return y;
-}
-
 static void data_make(conv_data *d, const ref_conv *c, th_rng *r)
 {
     d->nx = ref_conv_x_numel(c);
@@ -147,10 +140,10 @@ static void data_make(conv_data *d, const ref_conv *c, th_rng *r)
     th_fill_normal(r, d->w, d->nw, 0, 1.0 / sqrt((double)(c->Cin / c->G) * c->KH * c->KW));
     th_fill_uniform(r, d->b, (size_t)c->Cout, -1, 1);
     th_fill_normal(r, d->dy, d->ny, 0, 1);
-    d->xd = dbl(d->x, d->nx);
-    d->wd = dbl(d->w, d->nw);
-    d->bd = dbl(d->b, (size_t)c->Cout);
-    d->dyd = dbl(d->dy, d->ny);
+    d->xd = th_dbl(d->x, d->nx);
+    d->wd = th_dbl(d->w, d->nw);
+    d->bd = th_dbl(d->b, (size_t)c->Cout);
+    d->dyd = th_dbl(d->dy, d->ny);
 }
 
 static void data_free(conv_data *d)

@@ -16,13 +16,6 @@
 
 #define TOL 1e-5
 
-static double *dbl(const float *x, size_t n)
-{
-    double *y = th_malloc(n * sizeof *y);
-    th_to_double(x, y, n);
-    return y;
-}
-
 static void expect_close(const th_dev *d, const double *ref, const double *mag, double tol, const char *what,
                          const char *repro)
 {
@@ -81,7 +74,7 @@ START_TEST(test_linear_forward)
     th_dev tx = th_dev_make(ctx, 0, 2, xs, s.view, x), tw = th_dev_make(ctx, 0, 2, ws, s.view ? s.view + 2 : 0, w),
            tb = th_dev_make(ctx, 0, 1, bs, s.view, b), ty = th_dev_make(ctx, 0, 2, ys, s.view ? s.view + 4 : 0, NULL);
     TH_OK(ctx, teeny_linear_forward(ctx, tx.t, tw.t, s.bias ? tb.t : NULL, ty.t));
-    double *dx_ = dbl(x, nx), *dw_ = dbl(w, nw), *db_ = dbl(b, (size_t)s.out);
+    double *dx_ = th_dbl(x, nx), *dw_ = th_dbl(w, nw), *db_ = th_dbl(b, (size_t)s.out);
     double *ref = th_malloc(ny * 8), *mag = th_malloc(ny * 8);
     ref_linear_forward(dx_, dw_, s.bias ? db_ : NULL, s.N, s.in, s.out, ref);
     ref_linear_mags(dx_, dw_, NULL, s.N, s.in, s.out, mag, NULL, NULL, NULL);
@@ -127,7 +120,7 @@ START_TEST(test_linear_backward)
            tdw = th_dev_make(ctx, 0, 2, ws, s.view ? s.view + 2 : 0, NULL), tdb = th_dev_make(ctx, 0, 1, bs, s.view, NULL);
     TH_OK(ctx, teeny_linear_backward(ctx, tx.t, tw.t, tdy.t, want_dx ? tdx.t : NULL, want_dw ? tdw.t : NULL,
                                      want_db ? tdb.t : NULL));
-    double *x_ = dbl(x, nx), *w_ = dbl(w, nw), *dy_ = dbl(dy, ny);
+    double *x_ = th_dbl(x, nx), *w_ = th_dbl(w, nw), *dy_ = th_dbl(dy, ny);
     double *rdx = th_malloc(nx * 8), *rdw = th_malloc(nw * 8), *rdb = th_malloc((size_t)s.out * 8);
     double *mdx = th_malloc(nx * 8), *mdw = th_malloc(nw * 8), *mdb = th_malloc((size_t)s.out * 8);
     ref_linear_backward(x_, w_, dy_, s.N, s.in, s.out, rdx, rdw, rdb);

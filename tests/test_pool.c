@@ -28,13 +28,6 @@ static void expect_close(const th_dev *d, const double *ref, double tol, const c
     th_dev_check_guard(d, what, repro);
 }
 
-static double *dbl(const float *x, size_t n)
-{
-    double *y = th_malloc(n * sizeof *y);
-    th_to_double(x, y, n);
-    return y;
-}
-
 static int n_sweep(void)
 {
     return th_small() ? 6 : th_full() ? 400 : 100;
@@ -98,7 +91,7 @@ START_TEST(test_pool_forward)
            ta = th_dev_make(ctx, 1, 4, ys, view ? view + 1 : 0, NULL), tavg = th_dev_make(ctx, 0, 4, ys, view, NULL);
     TH_OK(ctx, teeny_maxpool2d_forward(ctx, &p, tx.t, ty.t, want_argmax ? ta.t : NULL));
     TH_OK(ctx, teeny_avgpool2d_forward(ctx, &p, tx.t, tavg.t));
-    double *xd = dbl(x, nx), *ref = th_malloc(ny * 8);
+    double *xd = th_dbl(x, nx), *ref = th_malloc(ny * 8);
     int32_t *ref_arg = th_malloc(ny * 4), *got_arg = th_malloc(ny * 4);
     ref_maxpool_forward(&g, xd, ref, ref_arg);
     expect_close(&ty, ref, TOL, "maxpool y", repro);
@@ -142,7 +135,7 @@ START_TEST(test_pool_backward)
     TH_OK(ctx, teeny_maxpool2d_forward(ctx, &p, tx.t, ty.t, ta.t));
     TH_OK(ctx, teeny_maxpool2d_backward(ctx, &p, tx.t, ta.t, tdy.t, tdx.t));
     TH_OK(ctx, teeny_avgpool2d_backward(ctx, &p, tx.t, tdy.t, tdx2.t));
-    double *xd = dbl(x, nx), *dyd = dbl(dy, ny), *yd = th_malloc(ny * 8), *ref = th_malloc(nx * 8);
+    double *xd = th_dbl(x, nx), *dyd = th_dbl(dy, ny), *yd = th_malloc(ny * 8), *ref = th_malloc(nx * 8);
     int32_t *arg = th_malloc(ny * 4);
     ref_maxpool_forward(&g, xd, yd, arg);
     ref_maxpool_backward(&g, arg, dyd, ref);
@@ -185,7 +178,7 @@ START_TEST(test_pool_global)
            tdy = th_dev_make(ctx, 0, flat ? 2 : 4, ys, view, dy), tdx = th_dev_make(ctx, 0, 4, xs, view ? view + 2 : 0, NULL);
     TH_OK(ctx, teeny_global_avgpool_forward(ctx, tx.t, ty.t));
     TH_OK(ctx, teeny_global_avgpool_backward(ctx, tdy.t, tdx.t));
-    double *xd = dbl(x, nx), *dyd = dbl(dy, ny), *ry = th_malloc(ny * 8), *rdx = th_malloc(nx * 8),
+    double *xd = th_dbl(x, nx), *dyd = th_dbl(dy, ny), *ry = th_malloc(ny * 8), *rdx = th_malloc(nx * 8),
            *mag = th_malloc(ny * 8);
     ref_gap_forward(B, C, S, xd, ry);
     for (size_t bc = 0; bc < ny; bc++) { /* the mean of signed values: measure against mean |x| */

@@ -46,61 +46,6 @@ static void shape_str(const psa_shape *s, uint64_t seed, char *buf, size_t cap)
              s->view ? " (views)" : "", (unsigned long long)seed);
 }
 
-/* ---- device tensors, optionally views at an odd offset ---- */
-
-typedef struct {
-    teeny_tensor *base, *t;
-    int64_t off;
-} dev_t_;
-
-static dev_t_ dev_make(teeny_ctx *ctx, int ndim, const int64_t *shape, const float *data, int view)
-{
-    dev_t_ d = {0};
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
-    if (view) {
-        int64_t big = n + 8;
-        d.off = 5;
-        d.base = th_tensor(ctx, 1, &big);
-        th_poison(d.base);
-        TH_OK(ctx, teeny_tensor_view(d.base, d.off, ndim, shape, &d.t));
-    } else {
-        d.t = th_tensor(ctx, ndim, shape);
-    }
-    if (data)
-        TH_OK(ctx, teeny_tensor_write(d.t, data, (size_t)n));
-    else
-        th_poison(d.t);
-    return d;
-}
-
-static void dev_free(dev_t_ *d)
-{
-    teeny_tensor_destroy(d->t);
-    teeny_tensor_destroy(d->base);
-    d->t = d->base = NULL;
-}
-
-static void expect_outside_untouched(const dev_t_ *d, const char *what, const char *repro)
-{
-    if (!d->base)
-        return;
-    float *all = th_read(d->base);
-    size_t n = (size_t)teeny_tensor_numel(d->base), lo = (size_t)d->off, hi = lo + (size_t)teeny_tensor_numel(d->t);
-    for (size_t i = 0; i < n; i++)
-        if (i < lo || i >= hi)
-            ck_assert_msg(isnan(all[i]), "%s: element %zu outside the view was written; %s", what, i, repro);
-    free(all);
-}
-
-static double *dbl(const float *x, size_t n)
-{
-    double *y = th_malloc(n * sizeof *y);
-    th_to_double(x, y, n);
-    return y;
-}
-
 /* Copies must be exact: every element equal to the reference's. */
 static void expect_exact(const teeny_tensor *t, const double *ref, size_t n, const char *what, const char *repro)
 {
@@ -175,31 +120,31 @@ START_TEST(test_psa_rearrange_forward)
     shape_str(&sh, seed, repro, sizeof repro);
     case_make(&c, &sh, &r);
     int heads = sh.heads, kd = sh.kd;
-    double *qkv = dbl(c.qkv, c.n_qkv), *packed = th_malloc(c.n_qkv * sizeof(double));
+    double *qkv = th_dbl(c.qkv, c.n_qkv), *packed = th_malloc(c.n_qkv * sizeof(double));
     double *v = th_malloc(c.n_o * sizeof(double)), *out = th_malloc(c.n_o * sizeof(double));
-    dev_t_ tq = dev_make(ctx, 4, c.qkv_shape, c.qkv, sh.view), tp = dev_make(ctx, 4, c.packed_shape, NULL, sh.view);
-    dev_t_ tv = dev_make(ctx, 4, c.o_shape, NULL, sh.view), to = dev_make(ctx, 4, c.o_shape, NULL, sh.view);
-    dev_t_ tlo = dev_make(ctx, 3, c.half_shape, c.qkv, sh.view), thi = dev_make(ctx, 3, c.half_shape, c.g, sh.view);
+    th_dev tq = th_dev_make(ctx, 0, 4, c.qkv_shape, (sh.view) ? 5 : 0, c.qkv), tp = th_dev_make(ctx, 0, 4, c.packed_shape, (sh.view) ? 5 : 0, NULL);
+    th_dev tv = th_dev_make(ctx, 0, 4, c.o_shape, (sh.view) ? 5 : 0, NULL), to = th_dev_make(ctx, 0, 4, c.o_shape, (sh.view) ? 5 : 0, NULL);
+    th_dev tlo = th_dev_make(ctx, 0, 3, c.half_shape, (sh.view) ? 5 : 0, c.qkv), thi = th_dev_make(ctx, 0, 3, c.half_shape, (sh.view) ? 5 : 0, c.g);
 
     TH_OK(ctx, teeny_psa_pack_qkv(ctx, tq.t, heads, kd, tp.t));
     ref_psa_pack(qkv, sh.B, heads, kd, c.N, packed);
     expect_exact(tp.t, packed, c.n_qkv, "packed", repro);
-    expect_outside_untouched(&tp, "packed", repro);
+    th_dev_check_guard(&tp, "packed", repro);
 
     TH_OK(ctx, teeny_psa_extract_v(ctx, tq.t, heads, kd, tv.t));
     ref_psa_extract_v(qkv, sh.B, heads, kd, c.N, v);
     expect_exact(tv.t, v, c.n_o, "v", repro);
-    expect_outside_untouched(&tv, "v", repro);
+    th_dev_check_guard(&tv, "v", repro);
 
-    double *lo = dbl(c.qkv, c.n_half), *hi = dbl(c.g, c.n_half);
+    double *lo = th_dbl(c.qkv, c.n_half), *hi = th_dbl(c.g, c.n_half);
     TH_OK(ctx, teeny_psa_merge_attn(ctx, tlo.t, thi.t, heads, to.t));
     ref_psa_merge(lo, hi, sh.B, heads, kd, c.N, out);
     expect_exact(to.t, out, c.n_o, "merged", repro);
-    expect_outside_untouched(&to, "merged", repro);
+    th_dev_check_guard(&to, "merged", repro);
 
-    dev_t_ *ds[] = {&tq, &tp, &tv, &to, &tlo, &thi};
+    th_dev *ds[] = {&tq, &tp, &tv, &to, &tlo, &thi};
     for (int i = 0; i < 6; i++)
-        dev_free(ds[i]);
+        th_dev_free(ds[i]);
     void *hs[] = {qkv, packed, v, out, lo, hi};
     for (int i = 0; i < 6; i++)
         free(hs[i]);
@@ -223,18 +168,18 @@ START_TEST(test_psa_rearrange_backward)
     int heads = sh.heads, kd = sh.kd;
     float *dpacked = th_malloc(c.n_qkv * sizeof(float));
     th_fill_normal(&r, dpacked, c.n_qkv, 0, 1);
-    dev_t_ tdp = dev_make(ctx, 4, c.packed_shape, dpacked, sh.view), tdq = dev_make(ctx, 4, c.qkv_shape, NULL, sh.view);
-    dev_t_ tdv = dev_make(ctx, 4, c.o_shape, c.g, sh.view);
-    dev_t_ tdlo = dev_make(ctx, 3, c.half_shape, NULL, sh.view), tdhi = dev_make(ctx, 3, c.half_shape, NULL, sh.view);
+    th_dev tdp = th_dev_make(ctx, 0, 4, c.packed_shape, (sh.view) ? 5 : 0, dpacked), tdq = th_dev_make(ctx, 0, 4, c.qkv_shape, (sh.view) ? 5 : 0, NULL);
+    th_dev tdv = th_dev_make(ctx, 0, 4, c.o_shape, (sh.view) ? 5 : 0, c.g);
+    th_dev tdlo = th_dev_make(ctx, 0, 3, c.half_shape, (sh.view) ? 5 : 0, NULL), tdhi = th_dev_make(ctx, 0, 3, c.half_shape, (sh.view) ? 5 : 0, NULL);
 
     /* pack */
     TH_OK(ctx, teeny_psa_pack_qkv_backward(ctx, tdp.t, heads, kd, tdq.t));
     float *got = th_read(tdq.t);
-    double *gd = dbl(got, c.n_qkv), *again = th_malloc(c.n_qkv * sizeof(double)), *want = dbl(dpacked, c.n_qkv);
+    double *gd = th_dbl(got, c.n_qkv), *again = th_malloc(c.n_qkv * sizeof(double)), *want = th_dbl(dpacked, c.n_qkv);
     ref_psa_pack(gd, sh.B, heads, kd, c.N, again);
     for (size_t i = 0; i < c.n_qkv; i++)
         ck_assert_msg(again[i] == want[i], "pack backward element %zu; %s", i, repro);
-    expect_outside_untouched(&tdq, "d_qkv", repro);
+    th_dev_check_guard(&tdq, "d_qkv", repro);
     free(got);
     free(gd);
 
@@ -242,8 +187,8 @@ START_TEST(test_psa_rearrange_backward)
     th_poison(tdq.t);
     TH_OK(ctx, teeny_psa_extract_v_backward(ctx, tdv.t, heads, kd, tdq.t));
     got = th_read(tdq.t);
-    gd = dbl(got, c.n_qkv);
-    double *vback = th_malloc(c.n_o * sizeof(double)), *g = dbl(c.g, c.n_o);
+    gd = th_dbl(got, c.n_qkv);
+    double *vback = th_malloc(c.n_o * sizeof(double)), *g = th_dbl(c.g, c.n_o);
     ref_psa_extract_v(gd, sh.B, heads, kd, c.N, vback);
     for (size_t i = 0; i < c.n_o; i++)
         ck_assert_msg(vback[i] == g[i], "extract_v backward V element %zu; %s", i, repro);
@@ -259,12 +204,12 @@ START_TEST(test_psa_rearrange_backward)
     /* merge: merging the two halves back gives d_out */
     TH_OK(ctx, teeny_psa_merge_attn_backward(ctx, tdv.t, heads, tdlo.t, tdhi.t));
     float *flo = th_read(tdlo.t), *fhi = th_read(tdhi.t);
-    double *dlo = dbl(flo, c.n_half), *dhi = dbl(fhi, c.n_half), *merged = th_malloc(c.n_o * sizeof(double));
+    double *dlo = th_dbl(flo, c.n_half), *dhi = th_dbl(fhi, c.n_half), *merged = th_malloc(c.n_o * sizeof(double));
     ref_psa_merge(dlo, dhi, sh.B, heads, kd, c.N, merged);
     for (size_t i = 0; i < c.n_o; i++)
         ck_assert_msg(merged[i] == g[i], "merge backward element %zu; %s", i, repro);
-    expect_outside_untouched(&tdlo, "d_lo", repro);
-    expect_outside_untouched(&tdhi, "d_hi", repro);
+    th_dev_check_guard(&tdlo, "d_lo", repro);
+    th_dev_check_guard(&tdhi, "d_hi", repro);
     /* one half only */
     th_poison(tdlo.t);
     TH_OK(ctx, teeny_psa_merge_attn_backward(ctx, tdv.t, heads, NULL, tdhi.t));
@@ -272,9 +217,9 @@ START_TEST(test_psa_rearrange_backward)
     ck_assert_msg(!memcmp(fhi, fhi2, c.n_half * sizeof(float)), "merge backward d_hi alone differs; %s", repro);
     ck_assert_msg(th_first_nonfinite(flo2, c.n_half) == 0, "merge backward wrote d_lo though NULL; %s", repro);
 
-    dev_t_ *ds[] = {&tdp, &tdq, &tdv, &tdlo, &tdhi};
+    th_dev *ds[] = {&tdp, &tdq, &tdv, &tdlo, &tdhi};
     for (int i = 0; i < 5; i++)
-        dev_free(ds[i]);
+        th_dev_free(ds[i]);
     void *hs[] = {dpacked, again, want, vback, g, flo, fhi, dlo, dhi, merged, fhi2, flo2};
     for (int i = 0; i < 12; i++)
         free(hs[i]);
@@ -294,21 +239,21 @@ START_TEST(test_psa_attention_forward)
     psa_case c;
     shape_str(&sh, seed, repro, sizeof repro);
     case_make(&c, &sh, &r);
-    double *qkv = dbl(c.qkv, c.n_qkv), *o = th_malloc(c.n_o * sizeof(double)), *lse = th_malloc(c.n_lse * sizeof(double));
-    dev_t_ tq = dev_make(ctx, 4, c.qkv_shape, c.qkv, sh.view), to = dev_make(ctx, 4, c.o_shape, NULL, sh.view);
-    dev_t_ tl = dev_make(ctx, 2, c.lse_shape, NULL, sh.view);
+    double *qkv = th_dbl(c.qkv, c.n_qkv), *o = th_malloc(c.n_o * sizeof(double)), *lse = th_malloc(c.n_lse * sizeof(double));
+    th_dev tq = th_dev_make(ctx, 0, 4, c.qkv_shape, (sh.view) ? 5 : 0, c.qkv), to = th_dev_make(ctx, 0, 4, c.o_shape, (sh.view) ? 5 : 0, NULL);
+    th_dev tl = th_dev_make(ctx, 0, 2, c.lse_shape, (sh.view) ? 5 : 0, NULL);
     TH_OK(ctx, teeny_psa_attention_forward(ctx, tq.t, sh.heads, sh.kd, to.t, tl.t));
     ref_psa_attention_forward(qkv, sh.B, sh.heads, sh.kd, c.N, o, lse);
     expect_close_mag(to.t, o, NULL, c.n_o, TOL, "o", repro);
     expect_close_mag(tl.t, lse, NULL, c.n_lse, TOL, "lse", repro);
-    expect_outside_untouched(&to, "o", repro);
-    expect_outside_untouched(&tl, "lse", repro);
+    th_dev_check_guard(&to, "o", repro);
+    th_dev_check_guard(&tl, "lse", repro);
     th_poison(to.t);
     TH_OK(ctx, teeny_psa_attention_forward(ctx, tq.t, sh.heads, sh.kd, to.t, NULL));
     expect_close_mag(to.t, o, NULL, c.n_o, TOL, "o (lse NULL)", repro);
-    dev_free(&tq);
-    dev_free(&to);
-    dev_free(&tl);
+    th_dev_free(&tq);
+    th_dev_free(&to);
+    th_dev_free(&tl);
     free(qkv);
     free(o);
     free(lse);
@@ -326,19 +271,19 @@ START_TEST(test_psa_attention_backward)
     psa_case c;
     shape_str(&sh, seed, repro, sizeof repro);
     case_make(&c, &sh, &r);
-    double *qkv = dbl(c.qkv, c.n_qkv), *g = dbl(c.g, c.n_o);
+    double *qkv = th_dbl(c.qkv, c.n_qkv), *g = th_dbl(c.g, c.n_o);
     double *dqkv = th_malloc(c.n_qkv * sizeof(double)), *mag = th_malloc(c.n_qkv * sizeof(double));
-    dev_t_ tq = dev_make(ctx, 4, c.qkv_shape, c.qkv, sh.view), to = dev_make(ctx, 4, c.o_shape, NULL, sh.view);
-    dev_t_ tl = dev_make(ctx, 2, c.lse_shape, NULL, sh.view), tg = dev_make(ctx, 4, c.o_shape, c.g, sh.view);
-    dev_t_ tdq = dev_make(ctx, 4, c.qkv_shape, NULL, sh.view);
+    th_dev tq = th_dev_make(ctx, 0, 4, c.qkv_shape, (sh.view) ? 5 : 0, c.qkv), to = th_dev_make(ctx, 0, 4, c.o_shape, (sh.view) ? 5 : 0, NULL);
+    th_dev tl = th_dev_make(ctx, 0, 2, c.lse_shape, (sh.view) ? 5 : 0, NULL), tg = th_dev_make(ctx, 0, 4, c.o_shape, (sh.view) ? 5 : 0, c.g);
+    th_dev tdq = th_dev_make(ctx, 0, 4, c.qkv_shape, (sh.view) ? 5 : 0, NULL);
     TH_OK(ctx, teeny_psa_attention_forward(ctx, tq.t, sh.heads, sh.kd, to.t, tl.t));
     TH_OK(ctx, teeny_psa_attention_backward(ctx, tq.t, sh.heads, sh.kd, to.t, tl.t, tg.t, tdq.t));
     ref_psa_attention_backward(qkv, g, sh.B, sh.heads, sh.kd, c.N, dqkv, mag);
     expect_close_mag(tdq.t, dqkv, mag, c.n_qkv, TOL, "d_qkv", repro);
-    expect_outside_untouched(&tdq, "d_qkv", repro);
-    dev_t_ *ds[] = {&tq, &to, &tl, &tg, &tdq};
+    th_dev_check_guard(&tdq, "d_qkv", repro);
+    th_dev *ds[] = {&tq, &to, &tl, &tg, &tdq};
     for (int i = 0; i < 5; i++)
-        dev_free(ds[i]);
+        th_dev_free(ds[i]);
     free(qkv);
     free(g);
     free(dqkv);
@@ -363,13 +308,13 @@ START_TEST(test_psa_pipeline_matches_fused)
     case_make(&c, &sh, &r);
     int heads = sh.heads, kd = sh.kd;
     float scale = (float)(1.0 / sqrt((double)kd));
-    double *qkv = dbl(c.qkv, c.n_qkv), *g = dbl(c.g, c.n_o);
+    double *qkv = th_dbl(c.qkv, c.n_qkv), *g = th_dbl(c.g, c.n_o);
     double *o_ref = th_malloc(c.n_o * sizeof(double)), *lse_ref = th_malloc(c.n_lse * sizeof(double));
     double *d_ref = th_malloc(c.n_qkv * sizeof(double)), *mag = th_malloc(c.n_qkv * sizeof(double));
     ref_psa_attention_forward(qkv, sh.B, heads, kd, c.N, o_ref, lse_ref);
     ref_psa_attention_backward(qkv, g, sh.B, heads, kd, c.N, d_ref, mag);
 
-    dev_t_ tq = dev_make(ctx, 4, c.qkv_shape, c.qkv, sh.view), tg = dev_make(ctx, 4, c.o_shape, c.g, sh.view);
+    th_dev tq = th_dev_make(ctx, 0, 4, c.qkv_shape, (sh.view) ? 5 : 0, c.qkv), tg = th_dev_make(ctx, 0, 4, c.o_shape, (sh.view) ? 5 : 0, c.g);
     teeny_tensor *packed = th_tensor(ctx, 4, c.packed_shape), *dpacked = th_tensor(ctx, 4, c.packed_shape);
     teeny_tensor *sec[4], *dsec[4];
     for (int i = 0; i < 4; i++) {
@@ -382,8 +327,8 @@ START_TEST(test_psa_pipeline_matches_fused)
     teeny_tensor *dhi = th_tensor(ctx, 3, c.half_shape), *dq_lo = th_tensor(ctx, 3, c.half_shape);
     teeny_tensor *dq_hi = th_tensor(ctx, 3, c.half_shape), *dk_lo = th_tensor(ctx, 3, c.half_shape);
     teeny_tensor *dk_hi = th_tensor(ctx, 3, c.half_shape), *dqkv_pipe = th_tensor(ctx, 4, c.qkv_shape);
-    dev_t_ to = dev_make(ctx, 4, c.o_shape, NULL, sh.view), tl = dev_make(ctx, 2, c.lse_shape, NULL, sh.view);
-    dev_t_ tdq = dev_make(ctx, 4, c.qkv_shape, NULL, sh.view);
+    th_dev to = th_dev_make(ctx, 0, 4, c.o_shape, (sh.view) ? 5 : 0, NULL), tl = th_dev_make(ctx, 0, 2, c.lse_shape, (sh.view) ? 5 : 0, NULL);
+    th_dev tdq = th_dev_make(ctx, 0, 4, c.qkv_shape, (sh.view) ? 5 : 0, NULL);
     th_poison(out);
     th_poison(dpacked);
     th_poison(dqkv_pipe);
@@ -414,7 +359,7 @@ START_TEST(test_psa_pipeline_matches_fused)
     float *fo = th_read(to.t), *po = th_read(out), *fd = th_read(tdq.t), *pd = th_read(dqkv_pipe);
     double e = th_nrms_f(po, fo, c.n_o);
     ck_assert_msg(e <= TOL, "pipeline o vs fused o: nrms %.3g; %s", e, repro);
-    double *fdd = dbl(fd, c.n_qkv);
+    double *fdd = th_dbl(fd, c.n_qkv);
     e = th_nrms_mag(pd, fdd, mag, c.n_qkv);
     ck_assert_msg(e <= TOL, "pipeline d_qkv vs fused d_qkv: nrms %.3g; %s", e, repro);
 
@@ -430,9 +375,9 @@ START_TEST(test_psa_pipeline_matches_fused)
     teeny_tensor *ts[] = {packed, dpacked, olo, ohi, llo, lhi, out, dlo, dhi, dq_lo, dq_hi, dk_lo, dk_hi, dqkv_pipe};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         teeny_tensor_destroy(ts[i]);
-    dev_t_ *ds[] = {&tq, &tg, &to, &tl, &tdq};
+    th_dev *ds[] = {&tq, &tg, &to, &tl, &tdq};
     for (int i = 0; i < 5; i++)
-        dev_free(ds[i]);
+        th_dev_free(ds[i]);
     void *hs[] = {qkv, g, o_ref, lse_ref, d_ref, mag};
     for (int i = 0; i < 6; i++)
         free(hs[i]);
@@ -450,9 +395,9 @@ START_TEST(test_psa_launch_counts_and_determinism)
     th_rng r = th_rng_make(800);
     psa_case c;
     case_make(&c, &sh, &r);
-    dev_t_ tq = dev_make(ctx, 4, c.qkv_shape, c.qkv, 0), tg = dev_make(ctx, 4, c.o_shape, c.g, 0);
-    dev_t_ to = dev_make(ctx, 4, c.o_shape, NULL, 0), tl = dev_make(ctx, 2, c.lse_shape, NULL, 0);
-    dev_t_ tdq = dev_make(ctx, 4, c.qkv_shape, NULL, 0);
+    th_dev tq = th_dev_make(ctx, 0, 4, c.qkv_shape, 0, c.qkv), tg = th_dev_make(ctx, 0, 4, c.o_shape, 0, c.g);
+    th_dev to = th_dev_make(ctx, 0, 4, c.o_shape, 0, NULL), tl = th_dev_make(ctx, 0, 2, c.lse_shape, 0, NULL);
+    th_dev tdq = th_dev_make(ctx, 0, 4, c.qkv_shape, 0, NULL);
     float *first[3] = {NULL, NULL, NULL};
     for (int pass = 0; pass < 3; pass++) {
         teeny__calls_reset();
@@ -482,9 +427,9 @@ START_TEST(test_psa_launch_counts_and_determinism)
     }
     for (int j = 0; j < 3; j++)
         free(first[j]);
-    dev_t_ *ds[] = {&tq, &tg, &to, &tl, &tdq};
+    th_dev *ds[] = {&tq, &tg, &to, &tl, &tdq};
     for (int i = 0; i < 5; i++)
-        dev_free(ds[i]);
+        th_dev_free(ds[i]);
     case_free(&c);
 }
 END_TEST
