@@ -145,6 +145,11 @@ teeny_status teeny__check_vector(teeny_ctx *ctx, const teeny_tensor *t, const ch
 const char *teeny__shape_str(const teeny_tensor *t, char *buf, size_t cap);
 /* Whether two tensors share any element of the same buffer. */
 int teeny__overlap(const teeny_tensor *a, const teeny_tensor *b);
+/* t[0..n_in) are a call's inputs, t[n_in..n) its outputs (in-place state
+ * counts as an output; NULL entries are skipped): every output must be
+ * disjoint from every other tensor. fn and names go into the message. */
+teeny_status teeny__check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *t,
+                                   const char *const *names, int n_in, int n);
 /* Reject an output that overlaps an input; exact_ok allows out == in. */
 teeny_status teeny__check_alias(teeny_ctx *ctx, const teeny_tensor *out, const char *out_name,
                                 const teeny_tensor *in, const char *in_name, int exact_ok);

@@ -447,3 +447,13 @@ teeny_status teeny__check_alias(teeny_ctx *ctx, const teeny_tensor *out, const c
     return teeny__error(ctx, TEENY_ERR_ARG, "%s overlaps %s in memory%s", on, in_name,
                         exact_ok ? " (only exact aliasing is allowed)" : "");
 }
+
+teeny_status teeny__check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *t,
+                                   const char *const *names, int n_in, int n)
+{
+    for (int i = n_in; i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (j != i && teeny__overlap(t[i], t[j]))
+                return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, names[i], names[j]);
+    return TEENY_OK;
+}

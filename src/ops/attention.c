@@ -395,11 +395,6 @@ teeny_status teeny__attention_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 
 /* ---- validation and the eager API ---- */
 
-#define EAGER_BEGIN(fn)                                                             \
-    if (!teeny__ctx_check(ctx))                                                     \
-        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
-    teeny__clear_error(ctx)
-
 static teeny_status check_rank(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name, int ndim,
                                const char *want)
 {
@@ -427,17 +422,6 @@ static teeny_status check_dims(teeny_ctx *ctx, const char *fn, const teeny_tenso
             return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected %s (%s)", fn, name,
                                 teeny__shape_str(t, s, sizeof s), w, what);
         }
-    return TEENY_OK;
-}
-
-/* Every output (t[n_in..n), NULLs skipped) disjoint from every other tensor. */
-static teeny_status check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *t,
-                                   const char *const *names, int n_in, int n)
-{
-    for (int i = n_in; i < n; i++)
-        for (int j = 0; j < n; j++)
-            if (j != i && t[i] && t[j] && teeny__overlap(t[i], t[j]))
-                return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, names[i], names[j]);
     return TEENY_OK;
 }
 
@@ -484,7 +468,7 @@ teeny_status teeny_attention_forward(teeny_ctx *ctx, const teeny_tensor *q, cons
         return st;
     const teeny_tensor *all[] = {q, k, v, o, lse};
     const char *names[] = {"q", "k", "v", "o", "lse"};
-    if ((st = check_disjoint(ctx, fn, all, names, 3, 5)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, all, names, 3, 5)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {q, k, v}, .out = {o, lse}, .fattr = {scale}};
     return teeny__op_run(ctx, TEENY__OP_ATTENTION, 0, &args);
@@ -518,7 +502,7 @@ teeny_status teeny_attention_backward(teeny_ctx *ctx, const teeny_tensor *q, con
             return st;
     const teeny_tensor *all[] = {q, k, v, o, lse, d_o, dq, dk, dv};
     const char *names[] = {"q", "k", "v", "o", "lse", "d_o", "dq", "dk", "dv"};
-    if ((st = check_disjoint(ctx, fn, all, names, 6, 9)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, all, names, 6, 9)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {q, k, v, o, lse, d_o}, .out = {dq, dk, dv}, .fattr = {scale}};
     return teeny__op_run(ctx, TEENY__OP_ATTENTION, 1, &args);

@@ -283,29 +283,12 @@ static teeny_status check_vectors(teeny_ctx *ctx, const char *fn, int64_t C, con
     return TEENY_OK;
 }
 
-/* t[0..n_in) are inputs, t[n_in..n) outputs (in-place state counts as an
- * output): every output must be disjoint from every other tensor. */
-static teeny_status check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *t,
-                                   const char *const *names, int n_in, int n)
-{
-    for (int i = n_in; i < n; i++)
-        for (int j = 0; j < n; j++)
-            if (j != i && teeny__overlap(t[i], t[j]))
-                return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, names[i], names[j]);
-    return TEENY_OK;
-}
-
 static teeny_status check_eps(teeny_ctx *ctx, const char *fn, float eps)
 {
     if (!(eps >= 0.0f) || eps > 1e30f)
         return teeny__error(ctx, TEENY_ERR_ARG, "%s: eps %g must be finite and >= 0", fn, (double)eps);
     return TEENY_OK;
 }
-
-#define EAGER_BEGIN(fn)                                                             \
-    if (!teeny__ctx_check(ctx))                                                     \
-        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
-    teeny__clear_error(ctx)
 
 teeny_status teeny_batchnorm_forward_train(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *weight,
                                            const teeny_tensor *bias, teeny_tensor *running_mean,
@@ -336,7 +319,7 @@ teeny_status teeny_batchnorm_forward_train(teeny_ctx *ctx, const teeny_tensor *x
                             (long long)(x->numel / C));
     const teeny_tensor *all[] = {x, weight, bias, y, save_mean, save_rstd, running_mean, running_var};
     const char *all_names[] = {"x", "weight", "bias", "y", "save_mean", "save_rstd", "running_mean", "running_var"};
-    if ((st = check_disjoint(ctx, fn, all, all_names, 3, 8)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, all, all_names, 3, 8)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {x, weight, bias, running_mean, running_var},
                            .out = {y, save_mean, save_rstd, running_mean, running_var},
@@ -367,7 +350,7 @@ teeny_status teeny_batchnorm_forward_infer(teeny_ctx *ctx, const teeny_tensor *x
         return st;
     const teeny_tensor *all[] = {x, weight, bias, running_mean, running_var, y};
     const char *all_names[] = {"x", "weight", "bias", "running_mean", "running_var", "y"};
-    if ((st = check_disjoint(ctx, fn, all, all_names, 5, 6)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, all, all_names, 5, 6)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {x, weight, bias, running_mean, running_var}, .out = {y}, .fattr = {0.0f, eps}};
     return teeny__op_run(ctx, TEENY__OP_BATCHNORM, 0, &args);
@@ -395,7 +378,7 @@ static teeny_status backward(teeny_ctx *ctx, const char *fn, int training, const
         return st;
     const teeny_tensor *all[] = {x, dy, weight, mean, r, dx, dweight, dbias};
     const char *all_names[] = {"x", "dy", "weight", mean_name, r_name, "dx", "dweight", "dbias"};
-    if ((st = check_disjoint(ctx, fn, all, all_names, 5, 8)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, all, all_names, 5, 8)) != TEENY_OK)
         return st;
     /* the statistics go in the slots the mode reads (ops.h convention) */
     teeny__op_args args = {.in = {x, weight, NULL, mean, r, NULL, mean, r, dy}, .out = {dx, dweight, dbias},
@@ -445,7 +428,7 @@ teeny_status teeny_batchnorm_fold(teeny_ctx *ctx, const teeny_tensor *weight, co
         return st;
     const teeny_tensor *all[] = {weight, bias, running_mean, running_var, scale, shift};
     const char *all_names[] = {"weight", "bias", "running_mean", "running_var", "scale", "shift"};
-    if ((st = check_disjoint(ctx, fn, all, all_names, 4, 6)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, all, all_names, 4, 6)) != TEENY_OK)
         return st;
     int c = (int)C, w_off = teeny__off(weight), b_off = teeny__off(bias), m_off = teeny__off(running_mean),
         v_off = teeny__off(running_var), sc_off = teeny__off(scale), sh_off = teeny__off(shift);

@@ -102,11 +102,6 @@ teeny_status teeny__slice_channels_backward(teeny_ctx *ctx, const teeny__op_args
 
 /* ---- validation and the eager API ---- */
 
-#define EAGER_BEGIN(fn)                                                             \
-    if (!teeny__ctx_check(ctx))                                                     \
-        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
-    teeny__clear_error(ctx)
-
 /* part must match whole in every dimension but 1 (whole checked already). */
 static teeny_status check_part(teeny_ctx *ctx, const char *fn, const teeny_tensor *part, const char *what, int i,
                                const teeny_tensor *whole, const char *whole_name)

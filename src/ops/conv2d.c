@@ -961,17 +961,6 @@ static teeny_status check_channel_vec(teeny_ctx *ctx, const char *fn, const teen
     return TEENY_OK;
 }
 
-/* Every output (t[n_in..n)) disjoint from every other tensor given. */
-static teeny_status check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *t,
-                                   const char *const *names, int n_in, int n)
-{
-    for (int i = n_in; i < n; i++)
-        for (int j = 0; j < n; j++)
-            if (j != i && t[i] && t[j] && teeny__overlap(t[i], t[j]))
-                return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, names[i], names[j]);
-    return TEENY_OK;
-}
-
 static void params_attrs(const teeny_conv2d_params *p, int act, int has_bias, int *iattr)
 {
     iattr[0] = p->stride[0];
@@ -993,11 +982,6 @@ teeny_status teeny_conv2d_output_shape(const teeny_conv2d_params *p, const int64
                             !x_shape ? "x_shape" : !w_shape ? "w_shape" : "y_shape");
     return conv_shape(NULL, fn, p, x_shape, w_shape, y_shape);
 }
-
-#define EAGER_BEGIN(fn)                                                             \
-    if (!teeny__ctx_check(ctx))                                                     \
-        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
-    teeny__clear_error(ctx)
 
 /* x and w well-formed, shapes agree; ys = the output shape. */
 static teeny_status check_xw(teeny_ctx *ctx, const char *fn, const teeny_conv2d_params *p, const teeny_tensor *x,
@@ -1032,7 +1016,7 @@ teeny_status teeny_conv2d_forward_fused(teeny_ctx *ctx, const teeny_conv2d_param
         return teeny__error(ctx, TEENY_ERR_ARG, "%s: act %d is not a teeny_act value", fn, (int)act);
     const teeny_tensor *all[] = {x, w, bias, scale, shift, y};
     const char *names[] = {"x", "weight", "bias", "scale", "shift", "y"};
-    if ((st = check_disjoint(ctx, fn, all, names, 5, 6)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, all, names, 5, 6)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {x, w, bias, scale, shift}, .out = {y}};
     params_attrs(p, (int)act, bias != NULL, args.iattr);
@@ -1054,7 +1038,7 @@ teeny_status teeny_conv2d_forward(teeny_ctx *ctx, const teeny_conv2d_params *p, 
         return st;
     const teeny_tensor *all[] = {x, w, bias, y};
     const char *names[] = {"x", "weight", "bias", "y"};
-    if ((st = check_disjoint(ctx, fn, all, names, 3, 4)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, all, names, 3, 4)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {x, w, bias}, .out = {y}};
     params_attrs(p, TEENY_ACT_NONE, bias != NULL, args.iattr);
@@ -1081,7 +1065,7 @@ teeny_status teeny_conv2d_backward(teeny_ctx *ctx, const teeny_conv2d_params *p,
         return st;
     const teeny_tensor *all[] = {x, w, dy, dx, dw, dbias};
     const char *names[] = {"x", "weight", "dy", "dx", "dw", "dbias"};
-    if ((st = check_disjoint(ctx, fn, all, names, 3, 6)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, all, names, 3, 6)) != TEENY_OK)
         return st;
     if (!dx && !dw && !dbias)
         return TEENY_OK;

@@ -128,11 +128,6 @@ teeny_status teeny__mul_backward(teeny_ctx *ctx, const teeny__op_args *a)
 
 /* ---- eager API ---- */
 
-#define EAGER_BEGIN(fn)                                                             \
-    if (!teeny__ctx_check(ctx))                                                     \
-        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
-    teeny__clear_error(ctx)
-
 teeny_status teeny_add(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, teeny_tensor *y)
 {
     teeny_status st;

@@ -167,11 +167,6 @@ teeny_status teeny__linear_backward(teeny_ctx *ctx, const teeny__op_args *a)
 
 /* ---- validation and the eager API ---- */
 
-#define EAGER_BEGIN(fn)                                                             \
-    if (!teeny__ctx_check(ctx))                                                     \
-        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
-    teeny__clear_error(ctx)
-
 /* t must be an fp32 [d0, d1] tensor. */
 static teeny_status check_2d(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name, int64_t d0,
                              int64_t d1, const char *expect)

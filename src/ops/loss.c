@@ -90,11 +90,6 @@ teeny_status teeny__softmax_ce_backward(teeny_ctx *ctx, const teeny__op_args *a)
 
 /* ---- validation and the eager API ---- */
 
-#define EAGER_BEGIN(fn)                                                             \
-    if (!teeny__ctx_check(ctx))                                                     \
-        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
-    teeny__clear_error(ctx)
-
 /* x must be fp32 rank 2; fills N, K. */
 static teeny_status check_rows(teeny_ctx *ctx, const char *fn, const teeny_tensor *x, const char *name,
                                int64_t *N, int64_t *K)

@@ -172,6 +172,12 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
 teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name, int n_in, const teeny_node *in,
                                const int *iattr, int n_iattr, const float *fattr, int n_fattr, teeny_node *out);
 
+/* The first lines of every eager function: a live ctx, a cleared error. */
+#define EAGER_BEGIN(fn)                                                             \
+    if (!teeny__ctx_check(ctx))                                                     \
+        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
+    teeny__clear_error(ctx)
+
 /* Run an op through the table (what the eager API does). */
 static inline teeny_status teeny__op_run(teeny_ctx *ctx, teeny__op_id id, int backward, const teeny__op_args *a)
 {

@@ -234,11 +234,6 @@ teeny_status teeny_pool2d_output_shape(const teeny_pool2d_params *p, const int64
     return st;
 }
 
-#define EAGER_BEGIN(fn)                                                             \
-    if (!teeny__ctx_check(ctx))                                                     \
-        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
-    teeny__clear_error(ctx)
-
 static teeny_status check_fp32(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name)
 {
     teeny_status st = teeny__check_tensor(ctx, t, name);
@@ -278,17 +273,6 @@ static teeny_status check_x4(teeny_ctx *ctx, const char *fn, const teeny_tensor 
     return st;
 }
 
-/* Every non-NULL output disjoint from every input and other output. */
-static teeny_status check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *t,
-                                   const char *const *names, int n_in, int n)
-{
-    for (int i = n_in; i < n; i++)
-        for (int j = 0; j < n; j++)
-            if (j != i && teeny__overlap(t[i], t[j]))
-                return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, names[i], names[j]);
-    return TEENY_OK;
-}
-
 /* Checks shared by the window ops: p, x [B, C, H, W]; fills v and the y shape. */
 static teeny_status check_window(teeny_ctx *ctx, const char *fn, const teeny_pool2d_params *p,
                                  const teeny_tensor *x, int *v, int64_t *ys)
@@ -317,7 +301,7 @@ teeny_status teeny_maxpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *
         return st;
     const teeny_tensor *t[3] = {x, y, argmax};
     const char *names[3] = {"x", "y", "argmax"};
-    if ((st = check_disjoint(ctx, fn, t, names, 1, 3)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, t, names, 1, 3)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {x}, .out = {y, argmax}, .iattr = {v[0], v[1], v[2], v[3], v[4], v[5]},
                            .training = argmax != NULL};
@@ -341,7 +325,7 @@ teeny_status teeny_maxpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params 
         return st;
     const teeny_tensor *t[4] = {x, argmax, dy, dx};
     const char *names[4] = {"x", "argmax", "dy", "dx"};
-    if ((st = check_disjoint(ctx, fn, t, names, 3, 4)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, t, names, 3, 4)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {x, NULL, argmax, dy}, .out = {dx}, .iattr = {v[0], v[1], v[2], v[3], v[4], v[5]},
                            .training = 1};
@@ -361,7 +345,7 @@ teeny_status teeny_avgpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *
         return st;
     const teeny_tensor *t[2] = {x, y};
     const char *names[2] = {"x", "y"};
-    if ((st = check_disjoint(ctx, fn, t, names, 1, 2)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, t, names, 1, 2)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {x}, .out = {y}, .iattr = {v[0], v[1], v[2], v[3], v[4], v[5]}};
     return teeny__op_run(ctx, TEENY__OP_AVGPOOL2D, 0, &args);
@@ -381,7 +365,7 @@ teeny_status teeny_avgpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params 
         return st;
     const teeny_tensor *t[3] = {x, dy, dx};
     const char *names[3] = {"x", "dy", "dx"};
-    if ((st = check_disjoint(ctx, fn, t, names, 2, 3)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, t, names, 2, 3)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {x, NULL, dy}, .out = {dx}, .iattr = {v[0], v[1], v[2], v[3], v[4], v[5]}};
     return teeny__op_run(ctx, TEENY__OP_AVGPOOL2D, 1, &args);

@@ -271,11 +271,6 @@ teeny_status teeny__psa_merge_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 
 /* ---- validation and the eager API ---- */
 
-#define EAGER_BEGIN(fn)                                                             \
-    if (!teeny__ctx_check(ctx))                                                     \
-        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
-    teeny__clear_error(ctx)
-
 /* t must be fp32 of ctx with exactly shape want[0..ndim). */
 static teeny_status check_shape(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name, int ndim,
                                 const int64_t *want, const char *what)
@@ -321,16 +316,6 @@ static teeny_status check_nchw(teeny_ctx *ctx, const char *fn, const teeny_tenso
     return TEENY_OK;
 }
 
-static teeny_status check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *t,
-                                   const char *const *names, int n_in, int n)
-{
-    for (int i = n_in; i < n; i++)
-        for (int j = 0; j < n; j++)
-            if (j != i && t[i] && t[j] && teeny__overlap(t[i], t[j]))
-                return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, names[i], names[j]);
-    return TEENY_OK;
-}
-
 static teeny_status check_kd(teeny_ctx *ctx, const char *fn, int kd)
 {
     if (kd > PSA_MAX_KD)
@@ -355,7 +340,7 @@ teeny_status teeny_psa_attention_forward(teeny_ctx *ctx, const teeny_tensor *qkv
         return st;
     const teeny_tensor *all[] = {qkv, o, lse};
     const char *names[] = {"qkv", "o", "lse"};
-    if ((st = check_disjoint(ctx, fn, all, names, 1, 3)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, all, names, 1, 3)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {qkv}, .out = {o, lse}, .iattr = {heads, key_dim}};
     return teeny__op_run(ctx, TEENY__OP_PSA_ATTENTION, 0, &args);
@@ -380,7 +365,7 @@ teeny_status teeny_psa_attention_backward(teeny_ctx *ctx, const teeny_tensor *qk
         return st;
     const teeny_tensor *all[] = {qkv, o, lse, d_o, d_qkv};
     const char *names[] = {"qkv", "o", "lse", "d_o", "d_qkv"};
-    if ((st = check_disjoint(ctx, fn, all, names, 4, 5)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, all, names, 4, 5)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {qkv, o, lse, d_o}, .out = {d_qkv}, .iattr = {heads, key_dim}};
     return teeny__op_run(ctx, TEENY__OP_PSA_ATTENTION, 1, &args);
@@ -482,7 +467,7 @@ teeny_status teeny_psa_merge_attn(teeny_ctx *ctx, const teeny_tensor *o_lo, cons
                             teeny__shape_str(out, s, sizeof s), (long long)o_lo->shape[0], (long long)o_lo->shape[1]);
     const teeny_tensor *all[] = {o_lo, o_hi, out};
     const char *names[] = {"o_lo", "o_hi", "out"};
-    if ((st = check_disjoint(ctx, fn, all, names, 2, 3)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, all, names, 2, 3)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {o_lo, o_hi}, .out = {out}, .iattr = {heads, (int)out->shape[2], (int)out->shape[3]}};
     return teeny__op_run(ctx, TEENY__OP_PSA_MERGE_ATTN, 0, &args);
@@ -511,7 +496,7 @@ teeny_status teeny_psa_merge_attn_backward(teeny_ctx *ctx, const teeny_tensor *d
         return st;
     const teeny_tensor *all[] = {d_out, d_lo, d_hi};
     const char *names[] = {"d_out", "d_lo", "d_hi"};
-    if ((st = check_disjoint(ctx, fn, all, names, 1, 3)) != TEENY_OK)
+    if ((st = teeny__check_disjoint(ctx, fn, all, names, 1, 3)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {NULL, NULL, NULL, d_out},
                            .out = {d_lo, d_hi},
