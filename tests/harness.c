@@ -129,6 +129,14 @@ void th_to_double(const float *x, double *y, size_t n)
         y[i] = x[i];
 }
 
+void th_expect_all(const teeny_tensor *t, float v)
+{
+    float *o = th_read(t);
+    for (int64_t i = 0; i < teeny_tensor_numel(t); i++)
+        ck_assert_msg(o[i] == v, "a rejected call changed element %lld", (long long)i);
+    free(o);
+}
+
 double *th_dbl(const float *x, size_t n)
 {
     double *y = th_malloc(n * sizeof *y);

@@ -67,6 +67,8 @@ typedef struct {
 th_dev th_dev_make(teeny_ctx *ctx, int i32, int ndim, const int64_t *shape, int view_off, const void *data);
 void th_dev_check_guard(const th_dev *d, const char *what, const char *repro);
 void th_dev_free(th_dev *d);
+/* Every element of t still equals v (after a call that must be rejected). */
+void th_expect_all(const teeny_tensor *t, float v);
 
 /* Assert a status, printing the context's message on mismatch. */
 #define TH_OK(ctx, call)                                                                               \

@@ -324,14 +324,6 @@ START_TEST(test_concat_op_table)
 }
 END_TEST
 
-static void expect_all(const teeny_tensor *t, float v)
-{
-    float *o = th_read(t);
-    for (int64_t i = 0; i < teeny_tensor_numel(t); i++)
-        ck_assert_msg(o[i] == v, "a rejected call changed element %lld", (long long)i);
-    free(o);
-}
-
 START_TEST(test_concat_errors)
 {
     teeny_ctx *ctx = th_ctx();
@@ -360,8 +352,8 @@ START_TEST(test_concat_errors)
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_concat_channels(ctx, 2, sum_bad, y));
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_concat_channels(ctx, 1, ok, r1));
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_concat_channels(ctx, 2, overlap, yv));
-    expect_all(y, 7.0f);
-    expect_all(base, 7.0f);
+    th_expect_all(y, 7.0f);
+    th_expect_all(base, 7.0f);
 
     teeny_tensor *outs[2] = {a, b}, *outs_null[2] = {a, NULL}, *outs_same[2] = {a, a}, *outs_bad[2] = {a, bad},
                  *outs_overlap[2] = {av, b};
@@ -374,9 +366,9 @@ START_TEST(test_concat_errors)
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_split_channels(ctx, y, 2, outs_same)); /* overlapping outputs */
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_split_channels(ctx, yv, 2, outs_overlap));
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_split_channels(ctx, y, 1, outs));
-    expect_all(a, 7.0f);
-    expect_all(b, 7.0f);
-    expect_all(base, 7.0f);
+    th_expect_all(a, 7.0f);
+    th_expect_all(b, 7.0f);
+    th_expect_all(base, 7.0f);
 
     teeny_tensor *all[] = {a, b, y, bad, r3, r1, base, ai, av, yv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)

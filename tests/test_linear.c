@@ -309,14 +309,6 @@ START_TEST(test_linear_op_table)
 }
 END_TEST
 
-static void expect_all(const teeny_tensor *t, float v)
-{
-    float *o = th_read(t);
-    for (int64_t i = 0; i < teeny_tensor_numel(t); i++)
-        ck_assert_msg(o[i] == v, "a rejected call changed element %lld", (long long)i);
-    free(o);
-}
-
 START_TEST(test_linear_errors)
 {
     teeny_ctx *ctx = th_ctx();
@@ -348,8 +340,8 @@ START_TEST(test_linear_errors)
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_linear_forward(ctx, x, w, bad_b, y));
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_linear_forward(ctx, x, w, b, dx));
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_linear_forward(ctx, xv, w, b, yv));
-    expect_all(y, 7.0f);
-    expect_all(base, 7.0f);
+    th_expect_all(y, 7.0f);
+    th_expect_all(base, 7.0f);
 
     TH_STATUS(NULL, TEENY_ERR_ARG, teeny_linear_backward(NULL, x, w, y, dx, dw, db));
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_linear_backward(ctx, x, w, NULL, dx, dw, db));
@@ -359,10 +351,10 @@ START_TEST(test_linear_errors)
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_linear_backward(ctx, x, w, y, dx, dw, bad_b));
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_linear_backward(ctx, x, w, y, x, dw, db));   /* dx is x */
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_linear_backward(ctx, x, w, yv, xv, dw, db)); /* dx overlaps dy */
-    expect_all(dx, 7.0f);
-    expect_all(dw, 7.0f);
-    expect_all(db, 7.0f);
-    expect_all(base, 7.0f);
+    th_expect_all(dx, 7.0f);
+    th_expect_all(dw, 7.0f);
+    th_expect_all(db, 7.0f);
+    th_expect_all(base, 7.0f);
 
     teeny_tensor *all[] = {x, w, y, b, bad_b, wt, x3, dx, dw, db, xv, yv, base, xi};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)

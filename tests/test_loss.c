@@ -323,14 +323,6 @@ START_TEST(test_loss_op_table)
 }
 END_TEST
 
-static void expect_all(const teeny_tensor *t, float v)
-{
-    float *o = th_read(t);
-    for (int64_t i = 0; i < teeny_tensor_numel(t); i++)
-        ck_assert_msg(o[i] == v, "a rejected call changed element %lld", (long long)i);
-    free(o);
-}
-
 START_TEST(test_loss_errors)
 {
     teeny_ctx *ctx = th_ctx();
@@ -363,9 +355,9 @@ START_TEST(test_loss_errors)
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_softmax_cross_entropy_forward(ctx, x, lab, loss, pbad));
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_softmax_cross_entropy_forward(ctx, xv, lab, loss, pv));
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_softmax_cross_entropy_forward(ctx, x, lab, loss, x));
-    expect_all(loss, 7.0f);
-    expect_all(p, 7.0f);
-    expect_all(base, 7.0f);
+    th_expect_all(loss, 7.0f);
+    th_expect_all(p, 7.0f);
+    th_expect_all(base, 7.0f);
 
     TH_STATUS(NULL, TEENY_ERR_ARG, teeny_softmax_cross_entropy_backward(NULL, p, lab, dl, dx));
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_softmax_cross_entropy_backward(ctx, p, lab, NULL, dx));
@@ -375,8 +367,8 @@ START_TEST(test_loss_errors)
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_softmax_cross_entropy_backward(ctx, p, lab, dl, pbad));
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_softmax_cross_entropy_backward(ctx, p, lab, dl, p));
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_softmax_cross_entropy_backward(ctx, xv, lab, dl, pv));
-    expect_all(dx, 7.0f);
-    expect_all(base, 7.0f);
+    th_expect_all(dx, 7.0f);
+    th_expect_all(base, 7.0f);
 
     TH_STATUS(NULL, TEENY_ERR_ARG, teeny_argmax_rows(NULL, x, am));
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_argmax_rows(ctx, x, NULL));

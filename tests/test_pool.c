@@ -377,14 +377,6 @@ START_TEST(test_pool_output_shape)
 }
 END_TEST
 
-static void expect_all(const teeny_tensor *t, float v)
-{
-    float *o = th_read(t);
-    for (int64_t i = 0; i < teeny_tensor_numel(t); i++)
-        ck_assert_msg(o[i] == v, "a rejected call changed element %lld", (long long)i);
-    free(o);
-}
-
 START_TEST(test_pool_errors)
 {
     teeny_ctx *ctx = th_ctx();
@@ -432,10 +424,10 @@ START_TEST(test_pool_errors)
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_global_avgpool_backward(ctx, gv, xv));
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_global_avgpool_backward(ctx, gbad, dx));
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_global_avgpool_backward(NULL, gy, dx));
-    expect_all(y, 7.0f);
-    expect_all(dx, 7.0f);
-    expect_all(gy, 7.0f);
-    expect_all(base, 7.0f);
+    th_expect_all(y, 7.0f);
+    th_expect_all(dx, 7.0f);
+    th_expect_all(gy, 7.0f);
+    th_expect_all(base, 7.0f);
     int32_t got[8];
     TH_OK(ctx, teeny_tensor_read_i32(am, got, 8));
     ck_assert(!memcmp(got, amv, sizeof got));
