@@ -90,40 +90,28 @@
 /* dst[r*ds + c] = M[row0 + r][c] for r < rows, c < cols, zero outside the
  * valid nr x nc corner. base already includes row0 * sn. Consecutive
  * work-items read consecutive addresses in either layout. */
-inline void att_load(__local float *dst, int ds, int rows, int cols, __global const float *src, int base, int sn,
-                     int sd, int nr, int nc, int lid, int nt)
+static inline void att_load(__local float *dst, int ds, int rows, int cols, __global const float *src, int base,
+                            int sn, int sd, int nr, int nc, int lid, int nt)
 {
-    const int total = rows * cols;
-    if (sn == 1 && sd != 1) {
-        for (int e = lid; e < total; e += nt) {
-            int r = e % rows, c = e / rows;
-            dst[r * ds + c] = r < nr && c < nc ? src[base + r + c * sd] : 0.0f;
-        }
-    } else {
-        for (int e = lid; e < total; e += nt) {
-            int r = e / cols, c = e % cols;
-            dst[r * ds + c] = r < nr && c < nc ? src[base + r * sn + c * sd] : 0.0f;
-        }
+    /* One loop whose index order is chosen per element, not one loop per
+     * layout: PoCL 5.0 miscompiles a barrier loop that follows an if/else
+     * holding a work-item-dependent loop in each branch (pocl#1435). */
+    const int total = rows * cols, col_major = sn == 1 && sd != 1;
+    for (int e = lid; e < total; e += nt) {
+        int r = col_major ? e % rows : e / cols, c = col_major ? e / rows : e % cols;
+        dst[r * ds + c] = r < nr && c < nc ? src[base + r * sn + c * sd] : 0.0f;
     }
 }
 
 /* M[row0 + r][c] = src[r*ss + c] for the valid nr x nc corner. */
-inline void att_store(__global float *dst, int base, int sn, int sd, int nr, int nc, __local const float *src,
-                      int ss, int rows, int cols, int lid, int nt)
+static inline void att_store(__global float *dst, int base, int sn, int sd, int nr, int nc, __local const float *src,
+                             int ss, int rows, int cols, int lid, int nt)
 {
-    const int total = rows * cols;
-    if (sn == 1 && sd != 1) {
-        for (int e = lid; e < total; e += nt) {
-            int r = e % rows, c = e / rows;
-            if (r < nr && c < nc)
-                dst[base + r + c * sd] = src[r * ss + c];
-        }
-    } else {
-        for (int e = lid; e < total; e += nt) {
-            int r = e / cols, c = e % cols;
-            if (r < nr && c < nc)
-                dst[base + r * sn + c * sd] = src[r * ss + c];
-        }
+    const int total = rows * cols, col_major = sn == 1 && sd != 1;
+    for (int e = lid; e < total; e += nt) {
+        int r = col_major ? e % rows : e / cols, c = col_major ? e / rows : e % cols;
+        if (r < nr && c < nc)
+            dst[base + r * sn + c * sd] = src[r * ss + c];
     }
 }
 
@@ -138,51 +126,51 @@ inline void att_store(__global float *dst, int base, int sn, int sd, int nr, int
 /* acc[i*ATT_MAXT + j] += sum_{d < dd} A[(r0 + i*rs)*as + d] * B[(c0 + j*cs)*bs + d]:
  * an nr x nc register tile of A B^T, both operands row-major in local memory
  * with 16-byte aligned rows. */
-inline __attribute__((always_inline)) void att_mm_nt(float *acc, const int nr, const int nc, __local const float *A, const int as, const int r0,
+TEENY_INLINE void att_mm_nt(float *acc, const int nr, const int nc, __local const float *A, const int as, const int r0,
                       const int rs, __local const float *B, const int bs, const int c0, const int cs, const int dd)
 {
     for (int d = 0; d < dd; d += 4) {
         float4 a[ATT_MAXT], b[ATT_MAXT];
-#pragma unroll
+        TEENY_UNROLL
         for (int i = 0; i < ATT_MAXT; i++)
             if (i < nr)
                 a[i] = *(__local const float4 *)(A + (r0 + i * rs) * as + d);
-#pragma unroll
+        TEENY_UNROLL
         for (int j = 0; j < ATT_MAXT; j++)
             if (j < nc)
                 b[j] = *(__local const float4 *)(B + (c0 + j * cs) * bs + d);
-#pragma unroll
+        TEENY_UNROLL
         for (int i = 0; i < ATT_MAXT; i++)
-#pragma unroll
+            TEENY_UNROLL
             for (int j = 0; j < ATT_MAXT; j++)
                 if (i < nr && j < nc)
                     acc[i * ATT_MAXT + j] = fma(a[i].w, b[j].w, fma(a[i].z, b[j].z, fma(a[i].y, b[j].y, fma(a[i].x, b[j].x, acc[i * ATT_MAXT + j]))));
     }
 }
 
-inline float att_comp(float4 v, const int c)
+static inline float att_comp(float4 v, const int c)
 {
     return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
 }
 
 /* acc[i*ATT_MAXT + q] += sum_{k < kk} P[(r0 + i*rs)*ps + k] * V[k*vs + 4*(q0 + q*qs) .. +4]:
  * rows of P (local, row-major) times float4 column chunks of V. */
-inline __attribute__((always_inline)) void att_mm_nn(float4 *acc, const int nr, const int nch, __local const float *P, const int ps, const int r0,
+TEENY_INLINE void att_mm_nn(float4 *acc, const int nr, const int nch, __local const float *P, const int ps, const int r0,
                       const int rs, __local const float *V, const int vs, const int q0, const int qs, const int kk)
 {
     for (int k = 0; k < kk; k += 4) {
         float4 p[ATT_MAXT];
-#pragma unroll
+        TEENY_UNROLL
         for (int i = 0; i < ATT_MAXT; i++)
             if (i < nr)
                 p[i] = *(__local const float4 *)(P + (r0 + i * rs) * ps + k);
-#pragma unroll
+        TEENY_UNROLL
         for (int e = 0; e < 4; e++)
-#pragma unroll
+            TEENY_UNROLL
             for (int q = 0; q < ATT_MAXT; q++)
                 if (q < nch) {
                     float4 v = *(__local const float4 *)(V + (k + e) * vs + 4 * (q0 + q * qs));
-#pragma unroll
+                    TEENY_UNROLL
                     for (int i = 0; i < ATT_MAXT; i++)
                         if (i < nr)
                             acc[i * ATT_MAXT + q] = fma((float4)(att_comp(p[i], e)), v, acc[i * ATT_MAXT + q]);
@@ -191,7 +179,7 @@ inline __attribute__((always_inline)) void att_mm_nn(float4 *acc, const int nr, 
 }
 
 /* Base offset of matrix bh. */
-inline int att_base(int off, int sb, int sh, int bh, int heads)
+static inline int att_base(int off, int sb, int sh, int bh, int heads)
 {
     int b = bh / heads;
     return off + b * sb + (bh - b * heads) * sh;
@@ -235,12 +223,12 @@ void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *ls
     float4 acc[FW_RM * ATT_MAXT];
 
     att_load(Qs, QS, FW_BM, ATT_DQ, q, qb + row0 * q_sn, q_sn, q_sd, nr, d, lid, FW_NT);
-#pragma unroll
+    TEENY_UNROLL
     for (int i = 0; i < FW_RM; i++) {
         m[i] = -INFINITY;
         l[i] = 0.0f;
     }
-#pragma unroll
+    TEENY_UNROLL
     for (int i = 0; i < FW_RM * ATT_MAXT; i++)
         acc[i] = (float4)(0.0f);
 
@@ -251,14 +239,14 @@ void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *ls
         att_load(Ks, QS, FW_BN, ATT_DQ, k, kb + k0 * k_sn, k_sn, k_sd, nk, d, lid, FW_NT);
         att_load(Vs, VS, FW_BN, ATT_DV, v, vb + k0 * v_sn, v_sn, v_sd, nk, dv, lid, FW_NT);
         barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
+        TEENY_UNROLL
         for (int i = 0; i < FW_RM * ATT_MAXT; i++)
             s[i] = 0.0f;
         att_mm_nt(s, FW_RM, FW_SC, Qs, QS, tr, FW_TR, Ks, QS, tc, FW_TC, ATT_DQ);
-#pragma unroll
+        TEENY_UNROLL
         for (int i = 0; i < FW_RM; i++) {
             float mx = -INFINITY;
-#pragma unroll
+            TEENY_UNROLL
             for (int j = 0; j < FW_SC; j++) {
                 float x = tc + j * FW_TC < nk ? s[i * ATT_MAXT + j] * scale : -INFINITY;
                 s[i * ATT_MAXT + j] = x;
@@ -267,11 +255,11 @@ void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *ls
             Rm[(tr + i * FW_TR) * FW_TC + tc] = mx;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
+        TEENY_UNROLL
         for (int i = 0; i < FW_RM; i++) {
             const int r = tr + i * FW_TR;
             float mt = m[i], ls = 0.0f;
-#pragma unroll
+            TEENY_UNROLL
             for (int t = 0; t < FW_TC; t += 4) {
                 float4 x = *(__local const float4 *)(Rm + r * FW_TC + t);
                 mt = fmax(mt, fmax(fmax(x.x, x.y), fmax(x.z, x.w)));
@@ -279,14 +267,14 @@ void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *ls
             /* mt is finite: every tile holds at least one valid key */
             const float alpha = exp(m[i] - mt);
             m[i] = mt;
-#pragma unroll
+            TEENY_UNROLL
             for (int j = 0; j < FW_SC; j++) {
                 float p = exp(s[i * ATT_MAXT + j] - mt);
                 ls += p;
                 Ps[r * FW_PS + tc + j * FW_TC] = p;
             }
             l[i] = l[i] * alpha + ls;
-#pragma unroll
+            TEENY_UNROLL
             for (int c = 0; c < FW_OCH; c++)
                 acc[i * ATT_MAXT + c] *= alpha;
         }
@@ -296,18 +284,18 @@ void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *ls
 
     /* combine the per-thread row sums in a fixed order */
     barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
+    TEENY_UNROLL
     for (int i = 0; i < FW_RM; i++)
         Rm[(tr + i * FW_TR) * FW_TC + tc] = l[i];
     barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
+    TEENY_UNROLL
     for (int i = 0; i < FW_RM; i++) {
         const int r = tr + i * FW_TR;
         float sum = 0.0f;
         for (int t = 0; t < FW_TC; t++)
             sum += Rm[r * FW_TC + t];
         const float inv = 1.0f / sum;
-#pragma unroll
+        TEENY_UNROLL
         for (int c = 0; c < FW_OCH; c++)
             *(__local float4 *)(Os + r * VS + 4 * (tc + c * FW_TC)) = acc[i * ATT_MAXT + c] * inv;
         if (has_lse && tc == 0 && r < nr)
@@ -370,10 +358,10 @@ void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global co
 
     att_load(Ks, QS, KV_BR, ATT_DQ, k, kb + key0 * k_sn, k_sn, k_sd, nkr, d, lid, KV_NT);
     att_load(Vs, VS, KV_BR, ATT_DV, v, vb + key0 * v_sn, v_sn, v_sd, nkr, dvn, lid, KV_NT);
-#pragma unroll
+    TEENY_UNROLL
     for (int i = 0; i < KV_RM * ATT_MAXT; i++)
         acc_k[i] = (float4)(0.0f);
-#pragma unroll
+    TEENY_UNROLL
     for (int i = 0; i < KV_RM * ATT_MAXT; i++)
         acc_v[i] = (float4)(0.0f);
 
@@ -388,15 +376,15 @@ void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global co
             Ds[e] = e < nq ? di[bh * n_q + q0 + e] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
+        TEENY_UNROLL
         for (int i = 0; i < KV_RM * ATT_MAXT; i++)
             st[i] = dp[i] = 0.0f;
         att_mm_nt(st, KV_RM, KV_SC, Ks, QS, tr, KV_TR, Qs, QS, tc, KV_TC, ATT_DQ);
         att_mm_nt(dp, KV_RM, KV_SC, Vs, VS, tr, KV_TR, Gs, VS, tc, KV_TC, ATT_DV);
-#pragma unroll
+        TEENY_UNROLL
         for (int i = 0; i < KV_RM; i++) {
             const int r = tr + i * KV_TR;
-#pragma unroll
+            TEENY_UNROLL
             for (int j = 0; j < KV_SC; j++) {
                 const int c = tc + j * KV_TC;
                 float p = c < nq ? exp(st[i * ATT_MAXT + j] * scale - Ls[c]) : 0.0f;
@@ -410,13 +398,13 @@ void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global co
     }
 
     barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
+    TEENY_UNROLL
     for (int i = 0; i < KV_RM; i++) {
         const int r = tr + i * KV_TR;
-#pragma unroll
+        TEENY_UNROLL
         for (int c = 0; c < KV_KCH; c++)
             *(__local float4 *)(Ks + r * QS + 4 * (tc + c * KV_TC)) = acc_k[i * ATT_MAXT + c] * scale;
-#pragma unroll
+        TEENY_UNROLL
         for (int c = 0; c < KV_OCH; c++)
             *(__local float4 *)(Vs + r * VS + 4 * (tc + c * KV_TC)) = acc_v[i * ATT_MAXT + c];
     }
@@ -458,13 +446,13 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
 
     att_load(Qs, QS, QG_BM, ATT_DQ, q, qb + row0 * q_sn, q_sn, q_sd, nr, d, lid, QG_NT);
     att_load(Gs, VS, QG_BM, ATT_DV, d_o, gb + row0 * d_o_sn, d_o_sn, d_o_sd, nr, dvn, lid, QG_NT);
-#pragma unroll
+    TEENY_UNROLL
     for (int i = 0; i < QG_RM; i++) {
         const int r = tr + i * QG_TR;
         lrow[i] = r < nr ? lse[lse_off + bh * n_q + row0 + r] : 0.0f;
         drow[i] = r < nr ? di[bh * n_q + row0 + r] : 0.0f;
     }
-#pragma unroll
+    TEENY_UNROLL
     for (int i = 0; i < QG_RM * ATT_MAXT; i++)
         acc[i] = (float4)(0.0f);
 
@@ -475,15 +463,15 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
         att_load(Ks, QS, QG_BN, ATT_DQ, k, kb + k0 * k_sn, k_sn, k_sd, nk, d, lid, QG_NT);
         att_load(Vs, VS, QG_BN, ATT_DV, v, vb + k0 * v_sn, v_sn, v_sd, nk, dvn, lid, QG_NT);
         barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
+        TEENY_UNROLL
         for (int i = 0; i < QG_RM * ATT_MAXT; i++)
             s[i] = dp[i] = 0.0f;
         att_mm_nt(s, QG_RM, QG_SC, Qs, QS, tr, QG_TR, Ks, QS, tc, QG_TC, ATT_DQ);
         att_mm_nt(dp, QG_RM, QG_SC, Gs, VS, tr, QG_TR, Vs, VS, tc, QG_TC, ATT_DV);
-#pragma unroll
+        TEENY_UNROLL
         for (int i = 0; i < QG_RM; i++) {
             const int r = tr + i * QG_TR;
-#pragma unroll
+            TEENY_UNROLL
             for (int j = 0; j < QG_SC; j++) {
                 const int c = tc + j * QG_TC;
                 float p = c < nk ? exp(s[i * ATT_MAXT + j] * scale - lrow[i]) : 0.0f;
@@ -495,10 +483,10 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
     }
 
     barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
+    TEENY_UNROLL
     for (int i = 0; i < QG_RM; i++) {
         const int r = tr + i * QG_TR;
-#pragma unroll
+        TEENY_UNROLL
         for (int c = 0; c < QG_KCH; c++)
             *(__local float4 *)(Qs + r * QS + 4 * (tc + c * QG_TC)) = acc[i * ATT_MAXT + c] * scale;
     }

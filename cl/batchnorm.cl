@@ -28,7 +28,7 @@
 
 /* Merge (nb, mb, qb) into (n, m, q): counts, means, sums of squared
  * deviations (Chan et al.). */
-inline void bn_merge(float *n, float *m, float *q, float nb, float mb, float qb)
+static inline void bn_merge(float *n, float *m, float *q, float nb, float mb, float qb)
 {
     float na = *n, nt = na + nb;
     if (nb == 0.0f)
@@ -46,7 +46,7 @@ inline void bn_merge(float *n, float *m, float *q, float nb, float mb, float qb)
 }
 
 /* Work-group tree merge of per-item (n, mean, m2); result in slot 0. */
-inline void bn_group_merge(__local float *ln, __local float *lm, __local float *lq, int lid)
+static inline void bn_group_merge(__local float *ln, __local float *lm, __local float *lq, int lid)
 {
     for (int span = BN_WG / 2; span > 0; span >>= 1) {
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -62,7 +62,7 @@ inline void bn_group_merge(__local float *ln, __local float *lm, __local float *
 }
 
 /* Work-group tree sum of two values; result in slot 0. */
-inline void bn_group_sum2(__local float *la, __local float *lb, int lid)
+static inline void bn_group_sum2(__local float *la, __local float *lb, int lid)
 {
     for (int span = BN_WG / 2; span > 0; span >>= 1) {
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -144,7 +144,7 @@ __kernel void bn_stats_rows(__global const float *x, int x_off, int B, int CS, i
 
 /* Count of partial q of a channel: partial q covers slice q % P of a
  * total of `total` units split into runs of `chunk`, each unit vec floats. */
-inline float bn_part_count(int q, int P, int chunk, int total, int vec)
+static inline float bn_part_count(int q, int P, int chunk, int total, int vec)
 {
     int p = q % P;
     return (float)(min(chunk, total - p * chunk) * vec);
@@ -175,7 +175,7 @@ __kernel void bn_stats_finalize(__global const float *part, int K, int P, int ch
 }
 
 /* The per-channel factor r: rstd itself, or 1/sqrt(var + eps). */
-inline float bn_rstd(__global const float *r, int r_off, int r_is_var, float eps, int c)
+static inline float bn_rstd(__global const float *r, int r_off, int r_is_var, float eps, int c)
 {
     float v = r[r_off + c];
     return r_is_var ? rsqrt(v + eps) : v;

@@ -5,16 +5,28 @@
 #ifndef TEENY_COMMON_CL
 #define TEENY_COMMON_CL
 
+/* Compiler hints outside OpenCL C 1.2, used only where the host says the
+ * compiler takes them (src/device.c: TEENY_HINTS for the clang-based and
+ * NVIDIA compilers): a conformant compiler that knows neither still builds
+ * every kernel, just without the hints. */
+#if defined(TEENY_HINTS) && TEENY_HINTS
+#define TEENY_UNROLL _Pragma("unroll")
+#define TEENY_INLINE static inline __attribute__((always_inline))
+#else
+#define TEENY_UNROLL
+#define TEENY_INLINE static inline
+#endif
+
 #define TEENY_ACT_NONE 0
 #define TEENY_ACT_RELU 1
 #define TEENY_ACT_SILU 2
 
-inline float teeny_sigmoid(float x)
+static inline float teeny_sigmoid(float x)
 {
     return 1.0f / (1.0f + exp(-x));
 }
 
-inline float teeny_act(int act, float x)
+static inline float teeny_act(int act, float x)
 {
     if (act == TEENY_ACT_RELU)
         return fmax(x, 0.0f);
@@ -24,7 +36,7 @@ inline float teeny_act(int act, float x)
 }
 
 /* d act(x) / dx */
-inline float teeny_act_grad(int act, float x)
+static inline float teeny_act_grad(int act, float x)
 {
     if (act == TEENY_ACT_RELU)
         return x > 0.0f ? 1.0f : 0.0f;

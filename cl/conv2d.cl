@@ -112,7 +112,7 @@ typedef struct {
     int c, h, w;
 } conv_idx;
 
-inline conv_idx idx_make(int k, int Kh, int Kw)
+static inline conv_idx idx_make(int k, int Kh, int Kw)
 {
     conv_idx s;
     s.w = k % Kw;
@@ -123,7 +123,7 @@ inline conv_idx idx_make(int k, int Kh, int Kw)
 }
 
 /* s + d where d = idx_make(step): each digit carries at most once. */
-inline conv_idx idx_add(conv_idx s, conv_idx d, int Kh, int Kw)
+static inline conv_idx idx_add(conv_idx s, conv_idx d, int Kh, int Kw)
 {
     s.w += d.w;
     int cw = s.w >= Kw;
@@ -138,12 +138,12 @@ inline conv_idx idx_add(conv_idx s, conv_idx d, int Kh, int Kw)
 /* acc[WPT_M][WPT_N] += As[k][m] * Bs[k][n] over one TILE_K slice; item
  * (tm, tn) owns rows {r*THREADS_M*4 + tm*4 + 0..3} and columns
  * {s*THREADS_N*4 + tn*4 + 0..3}, so a warp reads consecutive float4s. */
-inline void gemm_micro(__local const float4 *As, __local const float4 *Bs, int tm, int tn, float *acc)
+static inline void gemm_micro(__local const float4 *As, __local const float4 *Bs, int tm, int tn, float *acc)
 {
-#pragma unroll
+    TEENY_UNROLL
     for (int kk = 0; kk < TILE_K; kk++) {
         float a[WPT_M], b[WPT_N];
-#pragma unroll
+        TEENY_UNROLL
         for (int r = 0; r < WPT_M / 4; r++) {
             float4 v = As[kk * (LDA / 4) + r * THREADS_M + tm];
             a[4 * r] = v.x;
@@ -151,7 +151,7 @@ inline void gemm_micro(__local const float4 *As, __local const float4 *Bs, int t
             a[4 * r + 2] = v.z;
             a[4 * r + 3] = v.w;
         }
-#pragma unroll
+        TEENY_UNROLL
         for (int s = 0; s < WPT_N / 4; s++) {
             float4 v = Bs[kk * (LDB / 4) + s * THREADS_N + tn];
             b[4 * s] = v.x;
@@ -159,9 +159,9 @@ inline void gemm_micro(__local const float4 *As, __local const float4 *Bs, int t
             b[4 * s + 2] = v.z;
             b[4 * s + 3] = v.w;
         }
-#pragma unroll
+        TEENY_UNROLL
         for (int i = 0; i < WPT_M; i++)
-#pragma unroll
+            TEENY_UNROLL
             for (int j = 0; j < WPT_N; j++)
                 acc[i * WPT_N + j] = mad(a[i], b[j], acc[i * WPT_N + j]);
     }
@@ -173,7 +173,7 @@ inline void gemm_micro(__local const float4 *As, __local const float4 *Bs, int t
  *   act(v * scale[c] + shift[c] + bias[c]), c = g*N + n (flags say which exist).
  * vec_out (set by the host when out_wstride == 1, out_hstride == Q, P*Q,
  * out_off and the strides are multiples of 4) stores float4s along m. */
-inline void gemm_store(const float *acc, int tm, int tn, int m0, int n0, int g, int M, int N, int P, int Q,
+static inline void gemm_store(const float *acc, int tm, int tn, int m0, int n0, int g, int M, int N, int P, int Q,
                        __global float *out, int out_off, int out_bstride, int out_nstride, int out_hstride,
                        int out_wstride, __global const float *bias, int bias_off, __global const float *scale,
                        int scale_off, __global const float *shift, int shift_off, int epi, int act, int vec_out)
@@ -181,7 +181,7 @@ inline void gemm_store(const float *acc, int tm, int tn, int m0, int n0, int g, 
     int PQ = P * Q;
     float sc[WPT_N], sh[WPT_N];
     int nn[WPT_N];
-#pragma unroll
+    TEENY_UNROLL
     for (int j = 0; j < WPT_N; j++) {
         int n = n0 + (j / 4) * THREADS_N * 4 + tn * 4 + (j & 3);
         int c = g * N + n;
@@ -197,13 +197,13 @@ inline void gemm_store(const float *acc, int tm, int tn, int m0, int n0, int g, 
                 sh[j] += bias[bias_off + c];
         }
     }
-#pragma unroll
+    TEENY_UNROLL
     for (int r = 0; r < WPT_M / 4; r++) {
         int mb = m0 + r * THREADS_M * 4 + tm * 4;
         if (vec_out && mb + 3 < M) {
             int b = mb / PQ;
             int base = out_off + b * out_bstride + (mb - b * PQ) + g * N * out_nstride;
-#pragma unroll
+            TEENY_UNROLL
             for (int j = 0; j < WPT_N; j++) {
                 if (nn[j] >= N)
                     continue;
@@ -215,14 +215,14 @@ inline void gemm_store(const float *acc, int tm, int tn, int m0, int n0, int g, 
                 *(__global float4 *)(out + base + nn[j] * out_nstride) = v;
             }
         } else {
-#pragma unroll
+            TEENY_UNROLL
             for (int i = 0; i < 4; i++) {
                 int m = mb + i;
                 if (m >= M)
                     continue;
                 int b = m / PQ, pq = m - b * PQ, p = pq / Q, q = pq - p * Q;
                 int base = out_off + b * out_bstride + p * out_hstride + q * out_wstride + g * N * out_nstride;
-#pragma unroll
+                TEENY_UNROLL
                 for (int j = 0; j < WPT_N; j++)
                     if (nn[j] < N)
                         out[base + nn[j] * out_nstride] =
@@ -501,14 +501,13 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
 #ifndef CPU_RM
 #define CPU_RM 6
 #endif
-/* CPU_FMA (set by the host from CL_DEVICE_SINGLE_FP_CONFIG): fused
- * multiply-add in hardware, which needs no temporary register; mad may
- * expand to a multiply and an add */
-#if defined(CPU_FMA) && CPU_FMA
-#define CPU_MAD fma
-#else
-#define CPU_MAD mad
-#endif
+/* float16 values never cross a function call (a builtin such as fma or
+ * vload16 included): on an x86 CPU without AVX-512, clang warns that such
+ * a call changes the ABI, and PoCL prints the warnings on every build.
+ * Loads go through four vload4, the multiply-add is written as operators
+ * (OpenCL C contracts a * b + c to a fused multiply-add where the device
+ * has one, so each device still rounds one way). */
+#define CPU_LOAD16(p) ((float16)(vload4(0, (p)), vload4(1, (p)), vload4(2, (p)), vload4(3, (p))))
 
 /* Grid (round_up(Kc, 16), G*Kh*Kw), work-group (16, 1): item (c, r)
  * writes the Np columns of packed row r*Kc + c (the B operand above) from
@@ -549,7 +548,7 @@ __kernel void conv_gemm_cpu(__global const float *restrict src, int src_off, __g
         return;
 
     int h0[CPU_RM], w0[CPU_RM], base[CPU_RM];
-#pragma unroll
+    TEENY_UNROLL
     for (int i = 0; i < CPU_RM; i++) {
         int m = m0 + i, ok = m < M;
         int mm = ok ? m : 0, b = mm / PQ, pq = mm - b * PQ, p = pq / Q, q = pq - p * Q;
@@ -558,7 +557,7 @@ __kernel void conv_gemm_cpu(__global const float *restrict src, int src_off, __g
         base[i] = src_off + b * src_bstride + g * src_gstride;
     }
     float16 acc[CPU_RM];
-#pragma unroll
+    TEENY_UNROLL
     for (int i = 0; i < CPU_RM; i++)
         acc[i] = (float16)(0.0f);
     __global const float *bg = bp + bp_off + g * KT * Kc * Np + n0;
@@ -566,7 +565,7 @@ __kernel void conv_gemm_cpu(__global const float *restrict src, int src_off, __g
     for (int t = 0; t < KT; t++) {
         int kh = t / Kw, kw = t - kh * Kw, dh = kh * e_h, dw = kw * e_w;
         int off[CPU_RM], ok[CPU_RM], any = 0, all = 1;
-#pragma unroll
+        TEENY_UNROLL
         for (int i = 0; i < CPU_RM; i++) {
             int hh = h0[i] + dh, ww = w0[i] + dw;
             ok[i] = (uint)hh < (uint)Hs && (uint)ww < (uint)Ws;
@@ -580,20 +579,20 @@ __kernel void conv_gemm_cpu(__global const float *restrict src, int src_off, __g
         __global const float *bk = bg + t * Kc * Np;
         if (all) {
             for (int c = 0; c < Kc; c++) {
-                float16 b = vload16(0, bk + c * Np);
+                float16 b = CPU_LOAD16(bk + c * Np);
                 int co = c * src_cstride;
-#pragma unroll
+                TEENY_UNROLL
                 for (int i = 0; i < CPU_RM; i++)
-                    acc[i] = CPU_MAD((float16)(src[off[i] + co]), b, acc[i]);
+                    acc[i] += (float16)(src[off[i] + co]) * b;
             }
         } else {
             for (int c = 0; c < Kc; c++) {
-                float16 b = vload16(0, bk + c * Np);
+                float16 b = CPU_LOAD16(bk + c * Np);
                 int co = c * src_cstride;
-#pragma unroll
+                TEENY_UNROLL
                 for (int i = 0; i < CPU_RM; i++) {
                     float a = src[off[i] + co];
-                    acc[i] = CPU_MAD((float16)(ok[i] ? a : 0.0f), b, acc[i]);
+                    acc[i] += (float16)(ok[i] ? a : 0.0f) * b;
                 }
             }
         }
@@ -613,13 +612,16 @@ __kernel void conv_gemm_cpu(__global const float *restrict src, int src_off, __g
                 sh[j] += bias[bias_off + c];
         }
     }
-#pragma unroll
+    TEENY_UNROLL
     for (int i = 0; i < CPU_RM; i++) {
         int m = m0 + i;
         if (m >= M)
             break;
         float v[16];
-        vstore16(acc[i], 0, v);
+        vstore4(acc[i].s0123, 0, v);
+        vstore4(acc[i].s4567, 1, v);
+        vstore4(acc[i].s89ab, 2, v);
+        vstore4(acc[i].scdef, 3, v);
         int b = m / PQ, pq = m - b * PQ, p = pq / Q, q = pq - p * Q;
         __global float *o = out + out_off + b * out_bstride + p * out_hstride + q * out_wstride + g * N * out_nstride;
         for (int j = 0; j < 16 && n0 + j < N; j++)
@@ -679,7 +681,7 @@ void dwconv_fwd(__global const float *restrict x, int x_off, __global const floa
     }
 }
 
-inline int floor_div(int a, int b)
+static inline int floor_div(int a, int b)
 {
     int q = a / b;
     return q * b > a ? q - 1 : q;
@@ -710,49 +712,52 @@ void dwconv_dx(__global const float *restrict dy, int dy_off, __global const flo
     for (int i = 0; i < DW_ROWS; i++)
         acc[i] = 0.0f;
 
+    /* Every barrier sits in the channel loop, which all items run alike;
+     * the staging is one loop (patch then taps) and the idle items skip
+     * the compute with an if, not a continue: PoCL 5.0 loses the staged
+     * taps when a barrier loop holds either shape. */
     for (int j = 0; j < mult; j++) {
         int co = ci * mult + j;
         __global const float *dyc = dy + dy_off + (b * Cout + co) * OH * OW;
+        __global const float *wc = w + w_off + co * KHW;
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous channel's patch is consumed */
-        for (int e = lid; e < ph * pw; e += DW_WG) {
-            int r = e / pw, c = e - r * pw, oh = oh_lo + r, ow = ow_lo + c;
-            patch[r * PW + c] = (uint)oh < (uint)OH && (uint)ow < (uint)OW ? dyc[oh * OW + ow] : 0.0f;
+        for (int e = lid; e < ph * pw + KHW; e += DW_WG) {
+            if (e < ph * pw) {
+                int r = e / pw, c = e - r * pw, oh = oh_lo + r, ow = ow_lo + c;
+                patch[r * PW + c] = (uint)oh < (uint)OH && (uint)ow < (uint)OW ? dyc[oh * OW + ow] : 0.0f;
+            } else {
+                wl[e - ph * pw] = wc[e - ph * pw];
+            }
         }
-        for (int e = lid; e < KHW; e += DW_WG)
-            wl[e] = w[w_off + co * KHW + e];
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (!active)
-            continue;
-        int iw = iw0 + col;
-#pragma unroll
-        for (int i = 0; i < DW_ROWS; i++) {
-            int row = row0 + i * rstep;
-            if (row >= TH)
-                break;
-            int ih = ih0 + row;
-            float a = acc[i];
-            for (int kh = 0; kh < KH; kh++) {
-                int th = ih + p_h - kh * d_h - oh_lo * s_h; /* >= 0 by the choice of oh_lo */
-                if (th % s_h)
-                    continue;
-                int lr = th / s_h;
-                if (lr >= ph)
-                    continue;
-                for (int kw = 0; kw < KW; kw++) {
-                    int tw = iw + p_w - kw * d_w - ow_lo * s_w;
-                    if (tw % s_w)
-                        continue;
-                    int lc = tw / s_w;
-                    if (lc < pw)
-                        a = mad(patch[lr * PW + lc], wl[kh * KW + kw], a);
+        if (active) {
+            int iw = iw0 + col;
+            TEENY_UNROLL
+            for (int i = 0; i < DW_ROWS; i++) {
+                int row = row0 + i * rstep;
+                if (row < TH) {
+                    int ih = ih0 + row;
+                    float a = acc[i];
+                    for (int kh = 0; kh < KH; kh++) {
+                        int th = ih + p_h - kh * d_h - oh_lo * s_h; /* >= 0 by the choice of oh_lo */
+                        int lr = th / s_h;
+                        if (th % s_h == 0 && lr < ph) {
+                            for (int kw = 0; kw < KW; kw++) {
+                                int tw = iw + p_w - kw * d_w - ow_lo * s_w;
+                                int lc = tw / s_w;
+                                if (tw % s_w == 0 && lc < pw)
+                                    a = mad(patch[lr * PW + lc], wl[kh * KW + kw], a);
+                            }
+                        }
+                    }
+                    acc[i] = a;
                 }
             }
-            acc[i] = a;
         }
     }
     if (!active)
         return;
-#pragma unroll
+    TEENY_UNROLL
     for (int i = 0; i < DW_ROWS; i++) {
         int row = row0 + i * rstep;
         if (row < TH && ih0 + row < H)
@@ -788,7 +793,7 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
             float g = dy[dy_off + (at.c * Cout + co) * OHW + at.h * OW + at.w];
             __global const float *xc = x + x_off + (at.c * Cin + ci) * HW;
             int ihb = at.h * s_h - p_h, iwb = at.w * s_w - p_w, kh = kh0, kw = kw0;
-#pragma unroll
+            TEENY_UNROLL
             for (int t = 0; t < DW_TAPS; t++) {
                 int ih = ihb + kh * d_h, iw = iwb + kw * d_w;
                 if (t0 + t < KHW && (uint)ih < (uint)H && (uint)iw < (uint)W)

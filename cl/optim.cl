@@ -31,7 +31,7 @@
 #define OPT_FIRST 6         /* 1 on the first step (SGD momentum init) */
 
 /* Work-group tree sum; the result is in acc[0] for every item. */
-inline float opt_group_sum(__local float *acc, int lid, float v)
+static inline float opt_group_sum(__local float *acc, int lid, float v)
 {
     acc[lid] = v;
     for (int span = OPT_WG / 2; span > 0; span >>= 1) {
@@ -78,7 +78,7 @@ void optim_clip_scale(__global float *red, int n_parts, float max_norm)
 }
 
 /* The gradient, clipped in place when clipping is on. */
-inline float opt_grad(__global float *g, int i, int clip, __global const float *red)
+static inline float opt_grad(__global float *g, int i, int clip, __global const float *red)
 {
     float v = g[i];
     if (clip) {

@@ -220,6 +220,19 @@ static void derive_defaults(teeny_ctx *ctx)
      * clean). Kernel stores are tracked per byte, so on the simulator the
      * library fills and uploads with kernels. */
     ctx->kernel_stores = strstr(ctx->info.device_name, "Oclgrind") != NULL;
+    /* TEENY_TUNING=generic: the launch shapes and build options a device
+     * of unknown make gets, on any device (how the tests cover that path). */
+    const char *tuning = getenv("TEENY_TUNING");
+    ctx->generic = tuning && !strcmp(tuning, "generic");
+    /* Compilers known to take #pragma unroll and always_inline (clang-based
+     * ones and NVIDIA's) get them through TEENY_HINTS (cl/common.cl); any
+     * other builds the plain OpenCL C 1.2 source. */
+    static const char *const hinted[] = {"nvidia", "portable computing", "pocl", "rusticl", "clover",
+                                         "advanced micro devices", "amd", "intel", "apple", "oclgrind"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof hinted / sizeof hinted[0]; i++)
+        known |= contains_nocase(ctx->info.platform_name, hinted[i]) || contains_nocase(ctx->info.vendor, hinted[i]);
+    ctx->known_compiler = known && !ctx->generic;
 }
 
 static teeny_status ctx_alloc(teeny_ctx **out)

@@ -70,15 +70,18 @@ typedef struct {
     int cpu_wg;         /* its work-group (items along m) */
 } conv_tuning;
 
-/* Register-blocked 8x8 micro-tiles need 128-256-item work-groups and
- * 34 KiB of local memory at most; entries whose tiles a device cannot
- * hold are skipped tile by tile (tile_fits), so every GPU gets the
- * largest shapes its limits allow. The 256-item 128x128 tile needs about
+/* NVIDIA's register-blocked 8x8 micro-tiles need 128-256-item
+ * work-groups and 34 KiB of local memory at most; entries whose tiles a
+ * device cannot hold are skipped tile by tile (tile_fits), and a kernel
+ * whose own limits (CL_KERNEL_WORK_GROUP_SIZE) refuse a tile falls back
+ * to the next smaller one. The 256-item 128x128 tile needs about
  * 160 registers per item, so a compute unit holds one such work-group at
  * a time: the gathered GEMMs take it only when there are many waves of
  * them (it still pays for the split weight gradient, whose partial sums
  * it halves). The depthwise kernels loop over a group's output channels
  * in one work-group, so a wide channel multiplier goes to the GEMM.
+ * A GPU of any other make gets the conservative 64-item 32x32 tiles
+ * (TEENY_TUNING=generic forces them anywhere: the tests run them on PoCL).
  * CPUs (PoCL) run one small tile: there a work-group is a loop, and one
  * program keeps the build time (seconds on PoCL) low; their GEMMs take
  * conv_gemm_cpu (cpu_rows > 0), which has no local memory or barriers
@@ -91,9 +94,6 @@ typedef struct {
 #endif
 static const conv_tuning TUNINGS[] = {
     {"nvidia", 1, 256, 4,
-     {{128, 128, 16, 8, 8, 16}, {128, 64, 16, 8, 8, 2}, {128, 32, 16, 8, 4, 2}, {64, 16, 16, 4, 4, 0}},
-     256, 8, 9, 4, 4, 0, 0},
-    {"", 1, 256, 4,
      {{128, 128, 16, 8, 8, 16}, {128, 64, 16, 8, 8, 2}, {128, 32, 16, 8, 4, 2}, {64, 16, 16, 4, 4, 0}},
      256, 8, 9, 4, 4, 0, 0},
     {"", 1, 32, 2, {{32, 32, 16, 4, 4, 2}, {32, 16, 16, 4, 4, 0}}, 32, 8, 9, 4, 4, 0, 0},
@@ -141,6 +141,11 @@ static int tile_fits(const teeny_ctx *ctx, const gemm_tile *t)
 
 static const conv_tuning *tuning_for(const teeny_ctx *ctx)
 {
+    /* TEENY_TUNING=generic: what a GPU of unknown make gets */
+    if (ctx->generic && force_tuning < 0)
+        for (int i = 0; i < N_TUNINGS; i++)
+            if (TUNINGS[i].gpu && !*TUNINGS[i].vendor && tile_fits(ctx, &TUNINGS[i].tiles[TUNINGS[i].n_tiles - 1]))
+                return &TUNINGS[i];
     /* a forced entry too must fit (its smallest tile at least; pick_tile
      * skips the larger ones that do not), or its GEMMs could not launch */
     if (force_tuning >= 0 && tile_fits(ctx, &TUNINGS[force_tuning].tiles[TUNINGS[force_tuning].n_tiles - 1]))
@@ -154,24 +159,14 @@ static const conv_tuning *tuning_for(const teeny_ctx *ctx)
     return &TUNINGS[N_TUNINGS - 1];
 }
 
-/* Whether the device has hardware fused multiply-add (a failed query
- * says no): conv_gemm_cpu then uses fma, which needs no temporary. */
-static int device_fma(teeny_ctx *ctx)
-{
-    cl_device_fp_config c = 0;
-    if (TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof c, &c, NULL) != CL_SUCCESS)
-        return 0;
-    return (c & CL_FP_FMA) && !(c & CL_FP_SOFT_FLOAT);
-}
-
-static void tile_options(teeny_ctx *ctx, const conv_tuning *tu, int tile, char *buf, size_t cap)
+static void tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap)
 {
     const gemm_tile *t = &tu->tiles[tile];
     int n = snprintf(buf, cap,
                      "-DTILE_M=%d -DTILE_N=%d -DTILE_K=%d -DWPT_M=%d -DWPT_N=%d -DDW_WG=%d -DDW_ROWS=%d -DDW_TAPS=%d",
                      t->tm, t->tn, t->tk, t->wm, t->wn, tu->dw_wg, tu->dw_rows, tu->dw_taps);
     if (tu->cpu_rows > 0 && n > 0 && (size_t)n < cap)
-        snprintf(buf + n, cap - (size_t)n, " -DCPU_RM=%d -DCPU_FMA=%d", tu->cpu_rows, device_fma(ctx));
+        snprintf(buf + n, cap - (size_t)n, " -DCPU_RM=%d", tu->cpu_rows);
 }
 
 static int64_t cdiv(int64_t a, int64_t b)
@@ -339,14 +334,14 @@ static teeny_status gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_j
 {
     if (use_cpu_gemm(tu, j)) {
         char opt[256];
-        tile_options(ctx, tu, 0, opt, sizeof opt);
+        tile_options(tu, 0, opt, sizeof opt);
         return cpu_gemm_run(ctx, tu, j, opt);
     }
     int tile = pick_tile(ctx, tu, j->M, j->N, j->G, 1);
     const gemm_tile *t = &tu->tiles[tile];
     const char *name = j->plain ? "conv_gemm_1x1" : "conv_gemm_gather";
     char opt[256];
-    tile_options(ctx, tu, tile, opt, sizeof opt);
+    tile_options(tu, tile, opt, sizeof opt);
     size_t wg = (size_t)gemm_wg(t);
     size_t global[2] = {(size_t)cdiv(j->M, t->tm) * wg, (size_t)(cdiv(j->N, t->tn) * j->G)};
     size_t local[2] = {wg, 1};
@@ -476,7 +471,7 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 
     if (use_depthwise(tu, &g) && dw_plan_fwd(ctx, tu, &g, &pl)) {
         char opt[256];
-        tile_options(ctx, tu, 0, opt, sizeof opt);
+        tile_options(tu, 0, opt, sizeof opt);
         int mult = g.Cog;
         size_t global[3] = {(size_t)tu->dw_wg * pl.tiles_h * pl.tiles_w, (size_t)g.Cin * pl.m_chunks, (size_t)g.B};
         size_t local[3] = {(size_t)tu->dw_wg, 1, 1};
@@ -579,7 +574,7 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
 
     if (use_depthwise(tu, g) && dw_plan_dx(ctx, tu, g, &pl)) {
         char opt[256];
-        tile_options(ctx, tu, 0, opt, sizeof opt);
+        tile_options(tu, 0, opt, sizeof opt);
         int mult = g->Cog;
         size_t global[3] = {(size_t)tu->dw_wg * pl.tiles_h * pl.tiles_w, (size_t)g->Cin, (size_t)g->B};
         size_t local[3] = {(size_t)tu->dw_wg, 1, 1};
@@ -774,11 +769,11 @@ static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const con
         j.out = dw->buf;
         j.out_off = dw_off;
         j.bias = j.scale = j.shift = x->buf;
-        tile_options(ctx, tu, 0, opt, sizeof opt);
+        tile_options(tu, 0, opt, sizeof opt);
         return cpu_gemm_run(ctx, tu, &j, opt);
     }
     if (gp->depthwise) {
-        tile_options(ctx, tu, 0, opt, sizeof opt);
+        tile_options(tu, 0, opt, sizeof opt);
         int mult = g->Cog;
         size_t global[2] = {(size_t)tu->dw_wg * gp->z, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};
         karg k[] = {KM(x->buf), KI(x_off), KM(dy->buf), KI(dy_off), KM(out),   KI(out_off), KI(zstride),
@@ -788,7 +783,7 @@ static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const con
         st = run_kernel(ctx, opt, "dwconv_dw", k, (int)(sizeof k / sizeof k[0]), 2, global, local);
     } else {
         const gemm_tile *t = &tu->tiles[gp->tile];
-        tile_options(ctx, tu, gp->tile, opt, sizeof opt);
+        tile_options(tu, gp->tile, opt, sizeof opt);
         int vec_out = Mk % 4 == 0 && out_off % 4 == 0;
         size_t wg = (size_t)gemm_wg(t);
         size_t global[3] = {(size_t)cdiv(Mk, t->tm) * wg, (size_t)(cdiv(g->Cog, t->tn) * g->G), (size_t)gp->z};
@@ -811,7 +806,7 @@ static teeny_status backward_db(teeny_ctx *ctx, const conv_tuning *tu, const con
     cl_mem out = gp->zb > 1 ? scratch : db->buf;
     int out_off = gp->zb > 1 ? part_off : db_off;
     char opt[256];
-    tile_options(ctx, tu, 0, opt, sizeof opt);
+    tile_options(tu, 0, opt, sizeof opt);
     size_t global[2] = {(size_t)tu->dw_wg * gp->zb, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};
     karg k[] = {KM(dy->buf), KI(dy_off), KM(out), KI(out_off), KI(g->B), KI(g->Cout), KI(OHW), KI(gp->b_chunk)};
     teeny_status st = run_kernel(ctx, opt, "conv_dbias_part", k, 8, 2, global, local);
