@@ -690,10 +690,13 @@ static inline int floor_div(int a, int b)
 /* Input gradient of the depthwise case. Grid (DW_WG * tiles_h * tiles_w,
  * Cin, B), work-group (DW_WG); group (tile, ci, b) computes the TH x TW
  * tile of dx[b, ci] at (tile / tiles_w * TH, tile % tiles_w * TW), summing
- * over the mult output channels of ci: for each, the dy patch the tile
- * touches (at most PH x PW, from row floor((ih0 + p_h - (KH-1)*d_h)/s_h))
- * and the channel's taps are staged in local memory. Item t owns column
- * t % TW of rows t / TW + i * (DW_WG / TW), i < DW_ROWS (TH allows no more). */
+ * over the mult output channels of ci. The dy patches the tile touches
+ * (at most PH x PW per channel, from row floor((ih0 + p_h - (KH-1)*d_h)/s_h))
+ * and the taps of all mult channels are staged in local memory at once
+ * (patch: [mult][PH*PW], then [mult][KH*KW]), so the kernel has one
+ * barrier and no barrier inside a loop: PoCL 5.0 loses the staged taps
+ * when a barrier loop carries per-item state. Item t owns column t % TW
+ * of rows t / TW + i * (DW_WG / TW), i < DW_ROWS (TH allows no more). */
 __kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
 void dwconv_dx(__global const float *restrict dy, int dy_off, __global const float *restrict w, int w_off,
                __global float *restrict dx, int dx_off, int Cin, int H, int W, int mult, int OH, int OW, int KH,
@@ -705,63 +708,47 @@ void dwconv_dx(__global const float *restrict dy, int dy_off, __global const flo
     const int oh_lo = floor_div(ih0 + p_h - (KH - 1) * d_h, s_h), ow_lo = floor_div(iw0 + p_w - (KW - 1) * d_w, s_w);
     const int ph = min(PH, floor_div(ih0 + TH - 1 + p_h, s_h) - oh_lo + 1);
     const int pw = min(PW, floor_div(iw0 + TW - 1 + p_w, s_w) - ow_lo + 1);
-    __local float *wl = patch + PH * PW;
-    const int rstep = DW_WG / TW, col = lid % TW, row0 = lid / TW;
-    const int active = row0 < rstep && iw0 + col < W;
-    float acc[DW_ROWS];
-    for (int i = 0; i < DW_ROWS; i++)
-        acc[i] = 0.0f;
+    const int PP = PH * PW, n_patch = mult * ph * pw;
+    __local float *wl = patch + mult * PP;
+    __global const float *dyb = dy + dy_off + (b * Cout + ci * mult) * OH * OW;
+    __global const float *wc = w + w_off + ci * mult * KHW; /* the mult channels' taps are contiguous */
 
-    /* Every barrier sits in the channel loop, which all items run alike;
-     * the staging is one loop (patch then taps) and the idle items skip
-     * the compute with an if, not a continue: PoCL 5.0 loses the staged
-     * taps when a barrier loop holds either shape. */
-    for (int j = 0; j < mult; j++) {
-        int co = ci * mult + j;
-        __global const float *dyc = dy + dy_off + (b * Cout + co) * OH * OW;
-        __global const float *wc = w + w_off + co * KHW;
-        barrier(CLK_LOCAL_MEM_FENCE); /* the previous channel's patch is consumed */
-        for (int e = lid; e < ph * pw + KHW; e += DW_WG) {
-            if (e < ph * pw) {
-                int r = e / pw, c = e - r * pw, oh = oh_lo + r, ow = ow_lo + c;
-                patch[r * PW + c] = (uint)oh < (uint)OH && (uint)ow < (uint)OW ? dyc[oh * OW + ow] : 0.0f;
-            } else {
-                wl[e - ph * pw] = wc[e - ph * pw];
-            }
+    for (int e = lid; e < n_patch + mult * KHW; e += DW_WG) {
+        if (e < n_patch) {
+            int j = e / (ph * pw), rc = e - j * (ph * pw), r = rc / pw, c = rc - r * pw;
+            int oh = oh_lo + r, ow = ow_lo + c;
+            patch[j * PP + r * PW + c] =
+                (uint)oh < (uint)OH && (uint)ow < (uint)OW ? dyb[j * OH * OW + oh * OW + ow] : 0.0f;
+        } else {
+            wl[e - n_patch] = wc[e - n_patch];
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (active) {
-            int iw = iw0 + col;
-            TEENY_UNROLL
-            for (int i = 0; i < DW_ROWS; i++) {
-                int row = row0 + i * rstep;
-                if (row < TH) {
-                    int ih = ih0 + row;
-                    float a = acc[i];
-                    for (int kh = 0; kh < KH; kh++) {
-                        int th = ih + p_h - kh * d_h - oh_lo * s_h; /* >= 0 by the choice of oh_lo */
-                        int lr = th / s_h;
-                        if (th % s_h == 0 && lr < ph) {
-                            for (int kw = 0; kw < KW; kw++) {
-                                int tw = iw + p_w - kw * d_w - ow_lo * s_w;
-                                int lc = tw / s_w;
-                                if (tw % s_w == 0 && lc < pw)
-                                    a = mad(patch[lr * PW + lc], wl[kh * KW + kw], a);
-                            }
-                        }
-                    }
-                    acc[i] = a;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    const int rstep = DW_WG / TW, col = lid % TW, row0 = lid / TW, iw = iw0 + col;
+    if (row0 >= rstep || iw >= W)
+        return;
+    for (int i = 0; i < DW_ROWS; i++) {
+        int row = row0 + i * rstep, ih = ih0 + row;
+        if (row >= TH || ih >= H)
+            break;
+        float a = 0.0f;
+        for (int j = 0; j < mult; j++) {
+            __local const float *pj = patch + j * PP, *wj = wl + j * KHW;
+            for (int kh = 0; kh < KH; kh++) {
+                int th = ih + p_h - kh * d_h - oh_lo * s_h; /* >= 0 by the choice of oh_lo */
+                int lr = th / s_h;
+                if (th % s_h || lr >= ph)
+                    continue;
+                for (int kw = 0; kw < KW; kw++) {
+                    int tw = iw + p_w - kw * d_w - ow_lo * s_w;
+                    int lc = tw / s_w;
+                    if (tw % s_w == 0 && lc < pw)
+                        a = mad(pj[lr * PW + lc], wj[kh * KW + kw], a);
                 }
             }
         }
-    }
-    if (!active)
-        return;
-    TEENY_UNROLL
-    for (int i = 0; i < DW_ROWS; i++) {
-        int row = row0 + i * rstep;
-        if (row < TH && ih0 + row < H)
-            dx[dx_off + ((b * Cin + ci) * H + ih0 + row) * W + iw0 + col] = acc[i];
+        dx[dx_off + ((b * Cin + ci) * H + ih) * W + iw] = a;
     }
 }
 

@@ -433,8 +433,9 @@ static int dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const conv_ge
     for (;;) {
         int64_t ph = ((int64_t)pl->TH - 1 + (int64_t)(g->KH - 1) * g->dh) / g->sh + 2;
         int64_t pw = ((int64_t)pl->TW - 1 + (int64_t)(g->KW - 1) * g->dw) / g->sw + 2;
-        int64_t bytes = (ph * pw + (int64_t)g->KH * g->KW) * (int64_t)sizeof(float);
-        if (ph * pw <= INT32_MAX && bytes <= (int64_t)local_budget(ctx)) {
+        /* every output channel's dy patch and taps at once (cl/conv2d.cl) */
+        int64_t bytes = (ph * pw + (int64_t)g->KH * g->KW) * g->Cog * (int64_t)sizeof(float);
+        if (ph * pw * g->Cog <= INT32_MAX && bytes <= (int64_t)local_budget(ctx)) {
             pl->PH = (int)ph;
             pl->PW = (int)pw;
             pl->local_bytes = (size_t)bytes;
