@@ -65,11 +65,11 @@ passed() {
     name=$1
     shift
     for f in "$@"; do
-        has_match "$name" "^$f +[0-9]+ +[0-9.]+e[-+][0-9]+  pass "
+        has_match "$name" "^$f +[0-9]+ +[0-9]+ +[0-9.]+e[-+][0-9]+  pass "
     done
 }
 failed() {
-    has_match "$1" "^$2 +[-0-9]+ +[-0-9.e+]+  FAIL "
+    has_match "$1" "^$2 +[-0-9]+ +[-0-9]+ +[-0-9.e+]+  FAIL "
 }
 
 all="common elementwise batchnorm conv2d attention psa pool linear loss concat optim"

@@ -8,7 +8,12 @@
  * reference written here (tools cannot link tests/ref), each family in its
  * own child process with a time limit, so that a driver whose compiler
  * aborts or hangs on one family still gets the others checked and the
- * report names the family and the phase (building or running).
+ * report names the family and the phase (building or running). The table
+ * gives per family the cold build time (the op calls, which compile the
+ * family's programs, with the queue held back so that nothing runs yet),
+ * the first run's time (which on PoCL and Mesa includes the code generation
+ * those drivers defer to the first launch), the largest error against the
+ * reference, and pass/FAIL; the failures follow, one line each.
  *
  * Usage: teeny-info [--device SPEC] [--no-self-test]
  *        teeny-info --check [SPEC] [--timeout SECONDS] [--only FAMILY,...]
@@ -662,6 +667,7 @@ static void check_child(int fd, const char *spec, const check_case *c)
     report(fd, "build_ms %.1f", build_ms);
 
     report(fd, "phase running");
+    double run_ms = now_ms();
     if (gate)
         clSetUserEventStatus(gate, CL_COMPLETE);
     if (r.st != TEENY_OK) {
@@ -700,6 +706,7 @@ static void check_child(int fd, const char *spec, const check_case *c)
         }
         free(y);
     }
+    report(fd, "run_ms %.1f", now_ms() - run_ms);
     report(fd, "result %.3g %s", worst, worst_name);
     /* No cleanup: the process ends here, and _exit skips the driver's
      * atexit handlers, which some drivers run badly in a forked child. */
@@ -715,9 +722,9 @@ typedef struct {
     char call[200];
     char log[4][210];
     int n_log;
-    double build_ms, max_err;
+    double build_ms, run_ms, max_err;
     char worst[32];
-    int have_build, have_result;
+    int have_build, have_run, have_result;
 } child_report;
 
 /* Copy src into dst[cap], cut short where it does not fit (a field of a report). */
@@ -744,6 +751,8 @@ static void parse_line(child_report *cr, const char *line)
         copy_field(cr->log[cr->n_log++], sizeof cr->log[0], line + 4);
     else if (!strncmp(line, "build_ms ", 9))
         cr->have_build = sscanf(line + 9, "%lf", &cr->build_ms) == 1;
+    else if (!strncmp(line, "run_ms ", 7))
+        cr->have_run = sscanf(line + 7, "%lf", &cr->run_ms) == 1;
     else if (!strncmp(line, "result ", 7)) {
         cr->have_result = sscanf(line + 7, "%lf %31s", &cr->max_err, cr->worst) >= 1;
     }
@@ -906,16 +915,18 @@ static int check_device(const char *spec, int timeout_s, const char *only)
         }
     }
     printf("device: %s\n\n", device ? device : "(no child got as far as a context)");
-    printf("%-12s %10s %11s  %-6s %s\n", "family", "build ms", "max error", "result", "case");
+    printf("%-12s %9s %7s %10s  %-6s %s\n", "family", "build ms", "run ms", "max error", "result", "case");
     for (int i = 0; i < N_CASES; i++) {
-        char ms[32] = "-", err[32] = "-";
+        char ms[32] = "-", run[32] = "-", err[32] = "-";
         if (!ran[i])
             continue;
         if (reports[i].have_build)
             snprintf(ms, sizeof ms, "%.0f", reports[i].build_ms);
+        if (reports[i].have_run)
+            snprintf(run, sizeof run, "%.0f", reports[i].run_ms);
         if (reports[i].have_result)
             snprintf(err, sizeof err, "%.1e", reports[i].max_err);
-        printf("%-12s %10s %11s  %-6s %s\n", CASES[i].family, ms, err, verdicts[i][0] ? "FAIL" : "pass",
+        printf("%-12s %9s %7s %10s  %-6s %s\n", CASES[i].family, ms, run, err, verdicts[i][0] ? "FAIL" : "pass",
                CASES[i].what);
         failures += verdicts[i][0] != '\0';
     }
