@@ -777,7 +777,7 @@ static void check_family(const char *spec, const check_case *c, int timeout_s, c
                          size_t cap)
 {
     static const char DASH[] = "\xe2\x80\x94"; /* an em dash, UTF-8 */
-    int fds[2], status = 0, hung = 0;
+    int fds[2], status = 0, hung = 0, reaped = 0;
     char buf[8192];
     size_t used = 0;
     memset(cr, 0, sizeof *cr);
@@ -804,16 +804,22 @@ static void check_family(const char *spec, const check_case *c, int timeout_s, c
     double deadline = now_ms() + timeout_s * 1e3;
     for (;;) {
         double left = deadline - now_ms();
-        if (left <= 0) {
+        if (left <= 0 && !reaped) {
             hung = 1;
             break;
         }
         struct pollfd pfd = {fds[0], POLLIN, 0};
-        int n = poll(&pfd, 1, left > 1e3 ? 1000 : (int)left + 1);
+        int n = poll(&pfd, 1, reaped ? 0 : left > 1e3 ? 1000 : (int)left + 1);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
+        if (n <= 0) {
+            /* The child may be gone while a helper process it started
+             * still holds the pipe open: then read what is left and stop. */
+            if (reaped)
+                break;
+            reaped = waitpid(pid, &status, WNOHANG) == pid;
             continue;
+        }
         ssize_t got = read(fds[0], buf + used, sizeof buf - 1 - used);
         if (got < 0 && errno == EINTR)
             continue;
@@ -834,7 +840,7 @@ static void check_family(const char *spec, const check_case *c, int timeout_s, c
     close(fds[0]);
     if (hung)
         kill(pid, SIGKILL);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    while (!reaped && waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
 
     int building = !strcmp(cr->phase, "building");
