@@ -3,6 +3,7 @@
 #   make              libraries, tools and examples into build/
 #   make test         install missing packages (as root), build, run the check suite
 #   make test-full    the long sweeps too
+#   make test-tools   teeny-info --check and examples/embed_app (also in make test)
 #   make check-asan   the test suite under AddressSanitizer + UBSan
 #   make check-oclgrind  a small-shape subset under oclgrind (--data-races --uninitialized)
 #   make run          install, build and run the example on the default device
@@ -97,6 +98,13 @@ deps-run:
 test: deps-test
 	$(MAKE) all $(BUILD)/teeny-tests
 	$(TEST_ENV) $(BUILD)/teeny-tests
+	sh tests/test_tools.sh $(BUILD)
+
+# teeny-info (--check with injected build failures, crashes and hangs) and
+# examples/embed_app; part of make test.
+.PHONY: test-tools
+test-tools: all
+	sh tests/test_tools.sh $(BUILD)
 
 test-full: deps-test
 	$(MAKE) all $(BUILD)/teeny-tests
@@ -162,13 +170,15 @@ uninstall:
 
 # Install into a scratch DESTDIR, build a program against it through
 # pkg-config (static and shared), run it, uninstall, and check that
-# uninstall removed exactly what install put there.
+# uninstall removed exactly what install put there. teeny-info calls OpenCL
+# and libm itself (teeny-info --check), so its shared link names them too,
+# as any application that does must.
 check-install: all
 	rm -rf $(BUILD)/destdir
 	$(MAKE) install DESTDIR=$(CURDIR)/$(BUILD)/destdir PREFIX=/usr/local
 	cd $(BUILD)/destdir && find . -type f -o -type l | sort > ../installed.txt
 	PKG_CONFIG_SYSROOT_DIR=$(CURDIR)/$(BUILD)/destdir PKG_CONFIG_PATH=$(CURDIR)/$(BUILD)/destdir/usr/local/lib/pkgconfig \
-	    sh -c '$(CC) -std=c11 tools/teeny-info.c -o $(BUILD)/info-shared $$(pkg-config --cflags --libs teenycl) && \
+	    sh -c '$(CC) -std=c11 tools/teeny-info.c -o $(BUILD)/info-shared $$(pkg-config --cflags --libs teenycl OpenCL) -lm && \
 	           $(CC) -std=c11 tools/teeny-info.c -o $(BUILD)/info-static $$(pkg-config --cflags teenycl) \
 	               $(CURDIR)/$(BUILD)/destdir/usr/local/lib/libteenycl.a $$(pkg-config --libs-only-l --static teenycl | sed s/-lteenycl//)'
 	LD_LIBRARY_PATH=$(CURDIR)/$(BUILD)/destdir/usr/local/lib $(BUILD)/info-shared

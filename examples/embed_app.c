@@ -1,0 +1,349 @@
+/*
+ * embed_app -- teenycl inside an application that owns its OpenCL objects.
+ *
+ * The application makes its own cl_context and in-order command queue with
+ * plain OpenCL calls, runs a kernel of its own (scale-and-shift of an input
+ * image), then hands the same queue and its own buffers to teenycl for a
+ * conv + folded batch-norm + SiLU inference and an attention over the
+ * result, and reads the answer back with a single blocking read at the end.
+ * Everything runs in queue order: no clFinish between the application's
+ * kernel and teenycl's calls. The result is checked against a float64 host
+ * computation of the same chain.
+ *
+ * Layouts: image x [B, C, H, W] NCHW; conv weight [K, C, 3, 3], padding 1;
+ * batch-norm parameters [K]; the attention runs over the K channels of each
+ * image as tokens of dimension H*W (q = k = v = y viewed as [B, K, H*W]).
+ *
+ * Usage: embed_app [--device P:D | --device NAME]
+ *   P:D picks platform P, device D (indices as clGetPlatformIDs and
+ *   clGetDeviceIDs list them); NAME the first device whose name contains
+ *   it. Default: the first GPU, else the first device of any type.
+ *
+ * Ownership: the application creates and releases its cl_context,
+ * cl_command_queue and cl_mem buffers. teeny_ctx_create_from_cl and
+ * teeny_tensor_wrap_cl retain what they are given and release it when the
+ * teenycl object is destroyed; they never destroy it. So either side may
+ * let go first: the OpenCL objects live until the last reference is gone.
+ *
+ * The queue: teenycl enqueues on the queue it was given, nothing else
+ * (no hidden queue), and its calls return without waiting, except the
+ * ones its header marks "host sync". The queue must be in-order: that is
+ * what orders the application's kernel before teenycl's first read of x,
+ * and teenycl's last write of o before the application's read.
+ *
+ * Threads: the teeny_ctx and its tensors are used by one thread at a time
+ * (teenycl sets arguments on kernel objects it caches per context). Other
+ * threads may use other contexts. If another thread enqueues on the same
+ * queue, its commands interleave with teenycl's in whatever order the
+ * threads make the calls, so keep a shared queue to one thread.
+ *
+ * Failures: a teenycl call that rejects its input has enqueued nothing and
+ * changed nothing; one that fails during execution leaves its outputs
+ * unspecified. Either way the context and tensors stay usable and must
+ * still be destroyed, and teeny_last_error(ctx) says what went wrong.
+ */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "teenycl.h"
+
+enum { B = 2, C = 3, H = 8, W = 8, K = 4, KS = 3, HW = H * W };
+
+static const char *APP_KERNEL =
+    "__kernel void scale_shift(__global const float *x, __global float *y, float a, float b, int n)\n"
+    "{\n"
+    "    int i = get_global_id(0);\n"
+    "    if (i < n)\n"
+    "        y[i] = a * x[i] + b;\n"
+    "}\n";
+
+#define CL_CHECK(call)                                                            \
+    do {                                                                          \
+        cl_int err_ = (call);                                                     \
+        if (err_ != CL_SUCCESS) {                                                 \
+            fprintf(stderr, "embed_app: %s failed: OpenCL error %d\n", #call, (int)err_); \
+            goto cleanup;                                                         \
+        }                                                                         \
+    } while (0)
+
+#define TEENY_CHECK(call)                                                                              \
+    do {                                                                                               \
+        teeny_status st_ = (call);                                                                     \
+        if (st_ != TEENY_OK) {                                                                         \
+            fprintf(stderr, "embed_app: %s failed: %s: %s\n", #call, teeny_status_name(st_),           \
+                    teeny_last_error(tctx));                                                           \
+            goto cleanup;                                                                              \
+        }                                                                                              \
+    } while (0)
+
+static int contains_nocase(const char *hay, const char *needle)
+{
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (needle[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (!needle[i])
+            return 1;
+    }
+    return !*needle;
+}
+
+/* The device spec names, else the first GPU, else the first device. */
+static int pick_device(const char *spec, cl_device_id *out)
+{
+    cl_platform_id platforms[16];
+    cl_uint n_platforms = 0;
+    cl_device_id first_any = NULL;
+    int want_p = -1, want_d = -1;
+    if (clGetPlatformIDs(16, platforms, &n_platforms) != CL_SUCCESS || n_platforms == 0)
+        return 0;
+    if (spec && sscanf(spec, "%d:%d", &want_p, &want_d) != 2)
+        want_p = want_d = -1;
+    for (cl_uint p = 0; p < n_platforms && p < 16; p++) {
+        cl_device_id devices[16];
+        cl_uint n_devices = 0;
+        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 16, devices, &n_devices) != CL_SUCCESS)
+            continue;
+        for (cl_uint d = 0; d < n_devices && d < 16; d++) {
+            char name[256] = "";
+            cl_device_type type = 0;
+            clGetDeviceInfo(devices[d], CL_DEVICE_NAME, sizeof name - 1, name, NULL);
+            clGetDeviceInfo(devices[d], CL_DEVICE_TYPE, sizeof type, &type, NULL);
+            if (spec) {
+                if ((want_p >= 0 && (int)p == want_p && (int)d == want_d) ||
+                    (want_p < 0 && contains_nocase(name, spec))) {
+                    *out = devices[d];
+                    return 1;
+                }
+            } else if (type & CL_DEVICE_TYPE_GPU) {
+                *out = devices[d];
+                return 1;
+            } else if (!first_any) {
+                first_any = devices[d];
+            }
+        }
+    }
+    *out = first_any;
+    return first_any != NULL;
+}
+
+static double silu(double v)
+{
+    return v / (1.0 + exp(-v));
+}
+
+int main(int argc, char **argv)
+{
+    static float image[B * C * HW], weight[K * C * KS * KS];
+    static float bn_w[K], bn_b[K], bn_mean[K], bn_var[K], out[B * K * HW];
+    static double x_ref[B * C * HW], y_ref[B * K * HW], o_ref[B * K * HW];
+    const float a = 1.0f / 128, b = -1.0f, eps = 1e-5f, scale = 1.0f / 8; /* 1/sqrt(H*W) */
+    const char *spec = NULL;
+    int rc = 1;
+    cl_device_id dev = NULL;
+    cl_context clctx = NULL;
+    cl_command_queue queue = NULL;
+    cl_program prog = NULL;
+    cl_kernel kern = NULL;
+    cl_mem buf_image = NULL, buf_x = NULL, buf_w = NULL, buf_bn[4] = {NULL}, buf_scale = NULL, buf_shift = NULL,
+           buf_y = NULL, buf_o = NULL;
+    teeny_ctx *tctx = NULL;
+    teeny_tensor *x = NULL, *w = NULL, *bn[4] = {NULL}, *sc = NULL, *sh = NULL, *y = NULL, *tokens = NULL,
+                 *o = NULL;
+    cl_int err;
+
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            spec = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [--device P:D | --device NAME]\n", argv[0]);
+            return 2;
+        }
+    }
+
+    /* Inputs: an 8-bit-like image and small weights, deterministic. */
+    unsigned seed = 7;
+    for (int i = 0; i < B * C * HW; i++) {
+        seed = seed * 1103515245u + 12345u;
+        image[i] = (float)((seed >> 16) % 256);
+    }
+    for (int i = 0; i < K * C * KS * KS; i++) {
+        seed = seed * 1103515245u + 12345u;
+        weight[i] = ((float)((seed >> 16) % 2001) - 1000.0f) / 4000.0f;
+    }
+    for (int k = 0; k < K; k++) {
+        bn_w[k] = 0.5f + 0.25f * (float)k;
+        bn_b[k] = 0.1f * (float)k - 0.15f;
+        bn_mean[k] = 0.05f * (float)(k - 2);
+        bn_var[k] = 0.5f + 0.3f * (float)k;
+    }
+
+    /* ---- the application's own OpenCL setup ---- */
+    if (!pick_device(spec, &dev)) {
+        fprintf(stderr, "embed_app: no OpenCL device%s%s\n", spec ? " matches " : "", spec ? spec : "");
+        return 1;
+    }
+    char dev_name[256] = "";
+    clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof dev_name - 1, dev_name, NULL);
+    clctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    CL_CHECK(err);
+    queue = clCreateCommandQueue(clctx, dev, 0, &err); /* in-order: properties 0 */
+    CL_CHECK(err);
+    prog = clCreateProgramWithSource(clctx, 1, &APP_KERNEL, NULL, &err);
+    CL_CHECK(err);
+    CL_CHECK(clBuildProgram(prog, 1, &dev, "", NULL, NULL));
+    kern = clCreateKernel(prog, "scale_shift", &err);
+    CL_CHECK(err);
+
+    size_t sz_x = sizeof image, sz_w = sizeof weight, sz_k = K * sizeof(float), sz_y = sizeof out;
+    buf_image = clCreateBuffer(clctx, CL_MEM_READ_ONLY, sz_x, NULL, &err);
+    CL_CHECK(err);
+    buf_x = clCreateBuffer(clctx, CL_MEM_READ_WRITE, sz_x, NULL, &err);
+    CL_CHECK(err);
+    buf_w = clCreateBuffer(clctx, CL_MEM_READ_ONLY, sz_w, NULL, &err);
+    CL_CHECK(err);
+    for (int i = 0; i < 4; i++) {
+        buf_bn[i] = clCreateBuffer(clctx, CL_MEM_READ_ONLY, sz_k, NULL, &err);
+        CL_CHECK(err);
+    }
+    buf_scale = clCreateBuffer(clctx, CL_MEM_READ_WRITE, sz_k, NULL, &err);
+    CL_CHECK(err);
+    buf_shift = clCreateBuffer(clctx, CL_MEM_READ_WRITE, sz_k, NULL, &err);
+    CL_CHECK(err);
+    buf_y = clCreateBuffer(clctx, CL_MEM_READ_WRITE, sz_y, NULL, &err);
+    CL_CHECK(err);
+    buf_o = clCreateBuffer(clctx, CL_MEM_READ_WRITE, sz_y, NULL, &err);
+    CL_CHECK(err);
+
+    /* Uploads without waiting: the host arrays are static, so they outlive
+     * the copies, and the in-order queue runs them before the kernels. */
+    const float *bn_host[4] = {bn_w, bn_b, bn_mean, bn_var};
+    CL_CHECK(clEnqueueWriteBuffer(queue, buf_image, CL_FALSE, 0, sz_x, image, 0, NULL, NULL));
+    CL_CHECK(clEnqueueWriteBuffer(queue, buf_w, CL_FALSE, 0, sz_w, weight, 0, NULL, NULL));
+    for (int i = 0; i < 4; i++)
+        CL_CHECK(clEnqueueWriteBuffer(queue, buf_bn[i], CL_FALSE, 0, sz_k, bn_host[i], 0, NULL, NULL));
+
+    /* The application's own kernel: x = a * image + b. */
+    int n = B * C * HW;
+    size_t global = (size_t)n;
+    CL_CHECK(clSetKernelArg(kern, 0, sizeof buf_image, &buf_image));
+    CL_CHECK(clSetKernelArg(kern, 1, sizeof buf_x, &buf_x));
+    CL_CHECK(clSetKernelArg(kern, 2, sizeof a, &a));
+    CL_CHECK(clSetKernelArg(kern, 3, sizeof b, &b));
+    CL_CHECK(clSetKernelArg(kern, 4, sizeof n, &n));
+    CL_CHECK(clEnqueueNDRangeKernel(queue, kern, 1, NULL, &global, NULL, 0, NULL, NULL));
+
+    /* ---- teenycl on the same context and queue ---- */
+    if (teeny_ctx_create_from_cl(clctx, dev, queue, &tctx) != TEENY_OK) {
+        fprintf(stderr, "embed_app: teeny_ctx_create_from_cl: %s\n", teeny_last_error(NULL));
+        goto cleanup;
+    }
+    int64_t xs[4] = {B, C, H, W}, ws[4] = {K, C, KS, KS}, ks[1] = {K}, ys[4] = {B, K, H, W},
+            ts[3] = {B, K, HW};
+    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_x, 0, 4, xs, &x));
+    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_w, 0, 4, ws, &w));
+    for (int i = 0; i < 4; i++)
+        TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_bn[i], 0, 1, ks, &bn[i]));
+    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_scale, 0, 1, ks, &sc));
+    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_shift, 0, 1, ks, &sh));
+    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_y, 0, 4, ys, &y));
+    /* the same buffer seen as [B, K tokens, H*W]: a second wrap, no copy */
+    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_y, 0, 3, ts, &tokens));
+    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_o, 0, 3, ts, &o));
+
+    teeny_conv2d_params p = TEENY_CONV2D_PARAMS_INIT;
+    p.pad[0] = p.pad[1] = 1;
+    TEENY_CHECK(teeny_batchnorm_fold(tctx, bn[0], bn[1], bn[2], bn[3], eps, sc, sh));
+    TEENY_CHECK(teeny_conv2d_forward_fused(tctx, &p, x, w, NULL, sc, sh, TEENY_ACT_SILU, y));
+    TEENY_CHECK(teeny_attention_forward(tctx, tokens, tokens, tokens, scale, o, NULL));
+
+    /* The one host sync: a blocking read queued after everything above. */
+    CL_CHECK(clEnqueueReadBuffer(queue, buf_o, CL_TRUE, 0, sz_y, out, 0, NULL, NULL));
+
+    /* ---- the same chain on the host, in float64 ---- */
+    for (int i = 0; i < B * C * HW; i++)
+        x_ref[i] = (double)a * image[i] + b;
+    for (int bi = 0; bi < B; bi++)
+        for (int k = 0; k < K; k++) {
+            double s = bn_w[k] / sqrt((double)bn_var[k] + eps), t = bn_b[k] - bn_mean[k] * s;
+            for (int oh = 0; oh < H; oh++)
+                for (int ow = 0; ow < W; ow++) {
+                    double acc = 0;
+                    for (int c = 0; c < C; c++)
+                        for (int kh = 0; kh < KS; kh++)
+                            for (int kw = 0; kw < KS; kw++) {
+                                int ih = oh + kh - 1, iw = ow + kw - 1;
+                                if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                                    acc += x_ref[((bi * C + c) * H + ih) * W + iw] *
+                                           weight[((k * C + c) * KS + kh) * KS + kw];
+                            }
+                    y_ref[((bi * K + k) * H + oh) * W + ow] = silu(acc * s + t);
+                }
+        }
+    double max_ref = 0, max_err = 0;
+    for (int bi = 0; bi < B; bi++)
+        for (int i = 0; i < K; i++) {
+            const double *qi = y_ref + (bi * K + i) * HW;
+            double logit[K], mx = -INFINITY, sum = 0;
+            for (int j = 0; j < K; j++) {
+                const double *kj = y_ref + (bi * K + j) * HW;
+                logit[j] = 0;
+                for (int d = 0; d < HW; d++)
+                    logit[j] += qi[d] * kj[d];
+                logit[j] *= scale;
+                mx = logit[j] > mx ? logit[j] : mx;
+            }
+            for (int j = 0; j < K; j++)
+                sum += exp(logit[j] - mx);
+            for (int d = 0; d < HW; d++) {
+                double acc = 0;
+                for (int j = 0; j < K; j++)
+                    acc += exp(logit[j] - mx) / sum * y_ref[(bi * K + j) * HW + d];
+                o_ref[(bi * K + i) * HW + d] = acc;
+            }
+        }
+    for (int i = 0; i < B * K * HW; i++) {
+        double e = fabs(out[i] - o_ref[i]);
+        max_ref = fabs(o_ref[i]) > max_ref ? fabs(o_ref[i]) : max_ref;
+        max_err = e > max_err || isnan(e) ? e : max_err;
+    }
+    double rel = max_err / (max_ref > 0 ? max_ref : 1);
+    printf("embed_app on %s: scale_shift (own kernel) -> conv3x3 + folded BN + SiLU -> attention over %d "
+           "channels, one blocking read\n",
+           dev_name, K);
+    printf("max error %.3g (relative %.3g, limit 1e-4): %s\n", max_err, rel, rel <= 1e-4 ? "ok" : "WRONG");
+    rc = rel <= 1e-4 ? 0 : 1;
+
+cleanup:
+    /* teenycl first or last does not matter (see Ownership above); this
+     * order releases each object once, with nothing left pending. */
+    teeny_tensor_destroy(x);
+    teeny_tensor_destroy(w);
+    for (int i = 0; i < 4; i++)
+        teeny_tensor_destroy(bn[i]);
+    teeny_tensor_destroy(sc);
+    teeny_tensor_destroy(sh);
+    teeny_tensor_destroy(y);
+    teeny_tensor_destroy(tokens);
+    teeny_tensor_destroy(o);
+    teeny_ctx_destroy(tctx);
+    cl_mem bufs[] = {buf_image, buf_x, buf_w, buf_bn[0], buf_bn[1], buf_bn[2], buf_bn[3],
+                     buf_scale, buf_shift, buf_y, buf_o};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i])
+            clReleaseMemObject(bufs[i]);
+    if (kern)
+        clReleaseKernel(kern);
+    if (prog)
+        clReleaseProgram(prog);
+    if (queue) {
+        clFinish(queue); /* a failure path can leave work queued: let it end first */
+        clReleaseCommandQueue(queue);
+    }
+    if (clctx)
+        clReleaseContext(clctx);
+    return rc;
+}
