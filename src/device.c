@@ -253,7 +253,8 @@ static void ctx_free(teeny_ctx *ctx)
     teeny__free(ctx->prof_events);
     teeny__free(ctx->prof_names);
     teeny__programs_release(ctx);
-    TEENY_CL_RELEASE(clReleaseMemObject, ctx->scratch);
+    for (int i = 0; i < TEENY__WS_SLOTS; i++)
+        TEENY_CL_RELEASE(clReleaseMemObject, ctx->ws[i].buf);
     TEENY_CL_RELEASE(clReleaseCommandQueue, ctx->queue);
     TEENY_CL_RELEASE(clReleaseContext, ctx->context);
     teeny__free(ctx);

@@ -32,6 +32,8 @@
                                 __FILE__, __LINE__);                            \
     } while (0)
 
+#define TEENY__WS_SLOTS 8 /* workspace buffers one op may hold at once */
+
 typedef struct teeny__program teeny__program;
 typedef struct teeny__recorder teeny__recorder;
 
@@ -51,13 +53,17 @@ struct teeny_ctx {
     int generic;              /* TEENY_TUNING=generic: unknown-vendor defaults on any device */
     int known_compiler;       /* the compiler takes TEENY_HINTS (device.c) */
     teeny__program *programs; /* in-memory program cache */
-    cl_mem scratch;           /* per-context workspace, grown on demand */
+    struct {
+        cl_mem buf;
+        size_t bytes;
+        int busy;             /* taken by the op running now */
+    } ws[TEENY__WS_SLOTS];    /* eager workspace pool (tensor.c) */
+    int op_depth;             /* teeny__op_run nesting; workspace is returned at 0 */
     teeny__recorder *rec;     /* set while a graph records its launches */
     int profiling;            /* teeny_profile_begin .. end */
     cl_event *prof_events;
     const char **prof_names;  /* kernel name of each event */
     int prof_count, prof_cap;
-    size_t scratch_bytes;
     char err[TEENY_ERR_CAP];
 };
 
@@ -131,9 +137,15 @@ size_t teeny__recorder_scratch_bytes(const teeny__recorder *rec);
 teeny_status teeny__recorder_replay(teeny_ctx *ctx, const teeny__recorder *rec, int from, int to);
 
 /* ---- workspace (tensor.c) ----
- * A context-owned buffer of at least bytes, valid until the next call that
- * asks for more (the queue is in order, so earlier kernels are unaffected). */
+ * A device buffer of at least bytes that the calling op owns until its
+ * last launch is enqueued: every buffer taken during one op is distinct
+ * (a later, larger request never frees an earlier one), and all of them
+ * go back to the context's pool when teeny__op_run returns (the queue is
+ * in order, so the next op's kernels run after this op's). While a graph
+ * records, each request is a fresh buffer the plan owns. */
 teeny_status teeny__scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out);
+/* Return every buffer taken since the outermost op began (teeny__op_run). */
+void teeny__scratch_release_all(teeny_ctx *ctx);
 
 /* ---- checking helpers (tensor.c) ----
  * They record a message naming the argument and return a status. */

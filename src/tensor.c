@@ -356,16 +356,29 @@ teeny_status teeny__recorder_scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out);
 teeny_status teeny__scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out)
 {
     cl_int err;
+    int pick = -1;
     if (bytes == 0)
         bytes = 4;
     if (ctx->rec) /* a recorded node keeps its own workspace */
         return teeny__recorder_scratch(ctx, bytes, out);
-    if (ctx->scratch_bytes < bytes) {
+    /* the smallest free buffer that holds bytes, else the largest free one
+     * (replaced by a bigger buffer below) */
+    for (int i = 0; i < TEENY__WS_SLOTS; i++) {
+        if (ctx->ws[i].busy)
+            continue;
+        int fits = ctx->ws[i].bytes >= bytes, pick_fits = pick >= 0 && ctx->ws[pick].bytes >= bytes;
+        if (pick < 0 || (fits && (!pick_fits || ctx->ws[i].bytes < ctx->ws[pick].bytes)) ||
+            (!fits && !pick_fits && ctx->ws[i].bytes > ctx->ws[pick].bytes))
+            pick = i;
+    }
+    if (pick < 0)
+        return teeny__error(ctx, TEENY_ERR_STATE, "internal: one op took more than %d workspace buffers",
+                            TEENY__WS_SLOTS);
+    if (ctx->ws[pick].bytes < bytes) {
         size_t want = bytes + bytes / 4;
-        cl_mem m;
         if (want > ctx->info.max_alloc_bytes)
             want = bytes;
-        m = TEENY_CLO(clCreateBuffer, &err, ctx->context, CL_MEM_READ_WRITE, want, NULL);
+        cl_mem m = TEENY_CLO(clCreateBuffer, &err, ctx->context, CL_MEM_READ_WRITE, want, NULL);
         if (!m)
             return teeny__error(ctx, TEENY_ERR_OPENCL, "clCreateBuffer of %zu-byte workspace failed: %s (%d) on %s",
                                 want, teeny__cl_error_name(err), (int)err, ctx->info.device_name);
@@ -374,12 +387,21 @@ teeny_status teeny__scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out)
             TEENY_CL_RELEASE(clReleaseMemObject, m);
             return st;
         }
-        TEENY_CL_RELEASE(clReleaseMemObject, ctx->scratch); /* freed once queued users finish */
-        ctx->scratch = m;
-        ctx->scratch_bytes = want;
+        /* no op holds this slot: kernels already queued on the old buffer
+         * keep it alive until they finish */
+        TEENY_CL_RELEASE(clReleaseMemObject, ctx->ws[pick].buf);
+        ctx->ws[pick].buf = m;
+        ctx->ws[pick].bytes = want;
     }
-    *out = ctx->scratch;
+    ctx->ws[pick].busy = 1;
+    *out = ctx->ws[pick].buf;
     return TEENY_OK;
+}
+
+void teeny__scratch_release_all(teeny_ctx *ctx)
+{
+    for (int i = 0; i < TEENY__WS_SLOTS; i++)
+        ctx->ws[i].busy = 0;
 }
 
 /* ---- argument checks ---- */

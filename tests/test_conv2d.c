@@ -380,6 +380,24 @@ START_TEST(test_conv2d_tiles)
 }
 END_TEST
 
+/* Shapes whose backward takes two workspace buffers at once on CPU
+ * devices (the dw/db partials, then the packed weights of the dw GEMM):
+ * the second, larger request once freed the first, and the bias-gradient
+ * pass then ran on a released buffer (PoCL aborted). */
+START_TEST(test_conv2d_backward_workspace)
+{
+    static const conv_case cases[] = {
+        {{4, 8, 6, 6, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 0},
+        {{4, 8, 9, 7, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 1, 0},
+        {{8, 16, 12, 12, 4, 3, 3, 2, 2, 1, 1, 1, 1, 2}, 1, 0, 0},
+    };
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        conv_case k = cases[i];
+        run_case(&k, 950 + (uint64_t)i, 0, 1);
+    }
+}
+END_TEST
+
 /* Depthwise shapes through the GEMM path too (the fallback for huge
  * dilation), and a dilation whose patch cannot fit in local memory. */
 START_TEST(test_conv2d_depthwise_fallback)
@@ -815,6 +833,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(fwd, test_conv2d_output_shape);
     tcase_add_test(fwd, test_conv2d_infer);
     tcase_add_test(bwd, test_conv2d_finite_differences);
+    tcase_add_test(bwd, test_conv2d_backward_workspace);
     if (!th_small()) {
         tcase_add_loop_test(fwd, test_conv2d_large, 0, N_LARGE);
         tcase_add_loop_test(fwd, test_conv2d_tiles, 0, 3);

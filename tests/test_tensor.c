@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "internal.h"
 
 START_TEST(test_tensor_roundtrip)
 {
@@ -135,6 +136,35 @@ START_TEST(test_tensor_outlives_ctx)
 }
 END_TEST
 
+/* Workspace has an owner: buffers taken during one op are distinct, a
+ * larger request never frees an earlier one, and the pool takes them all
+ * back when the op ends (the conv2d backward used a freed buffer when a
+ * later, larger request replaced the context's single scratch buffer). */
+START_TEST(test_tensor_workspace_owner)
+{
+    teeny_ctx *ctx = th_ctx();
+    cl_mem a, b, c, d;
+    ctx->op_depth++; /* as teeny__op_run does */
+    TH_OK(ctx, teeny__scratch(ctx, 1000, &a));
+    TH_OK(ctx, teeny__scratch(ctx, 1 << 20, &b)); /* larger: must not replace a */
+    TH_OK(ctx, teeny__scratch(ctx, 10, &c));
+    ck_assert_ptr_ne(a, b);
+    ck_assert_ptr_ne(a, c);
+    ck_assert_ptr_ne(b, c);
+    size_t size = 0;
+    ck_assert_int_eq(clGetMemObjectInfo(a, CL_MEM_SIZE, sizeof size, &size, NULL), CL_SUCCESS);
+    ck_assert_uint_ge(size, 1000); /* a is still a live buffer */
+    for (int i = 3; i < TEENY__WS_SLOTS; i++)
+        TH_OK(ctx, teeny__scratch(ctx, 4, &d));
+    TH_STATUS(ctx, TEENY_ERR_STATE, teeny__scratch(ctx, 4, &d)); /* all taken: an error, not a shared buffer */
+    ctx->op_depth--;
+    teeny__scratch_release_all(ctx);
+    TH_OK(ctx, teeny__scratch(ctx, 1 << 20, &d)); /* back in the pool: reused */
+    ck_assert_ptr_eq(d, b);
+    teeny__scratch_release_all(ctx);
+}
+END_TEST
+
 Suite *suite_tensor(void)
 {
     Suite *s = suite_create("tensor");
@@ -143,6 +173,7 @@ Suite *suite_tensor(void)
     tcase_add_test(tc, test_tensor_views);
     tcase_add_test(tc, test_tensor_i32);
     tcase_add_test(tc, test_tensor_outlives_ctx);
+    tcase_add_test(tc, test_tensor_workspace_owner);
     tcase_add_test(err, test_tensor_errors);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, err);

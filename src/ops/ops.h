@@ -185,7 +185,12 @@ static inline teeny_status teeny__op_run(teeny_ctx *ctx, teeny__op_id id, int ba
     if (!fn)
         return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "op %s has no %s pass", teeny__ops[id].name,
                             backward ? "backward" : "forward");
-    return fn(ctx, a);
+    /* the op owns the workspace it takes until it returns */
+    ctx->op_depth++;
+    teeny_status st = fn(ctx, a);
+    if (--ctx->op_depth == 0)
+        teeny__scratch_release_all(ctx);
+    return st;
 }
 
 #endif
