@@ -349,7 +349,8 @@ TEENY_API void teeny_optimizer_destroy(teeny_optimizer *opt);
  * computed on the host per step. Does not wait for the device (it waits
  * only when the host runs more than a few steps ahead). Clipping, when on,
  * rewrites the grads. Not recordable into a graph (TEENY_ERR_STATE while
- * one records). */
+ * one records); TEENY_ERR_RANGE, with nothing enqueued, when the step
+ * count is already INT64_MAX (there is no next step to count). */
 TEENY_API teeny_status teeny_optimizer_step(teeny_optimizer *opt, float lr, float beta1);
 /* Steps taken so far (t); -1 for NULL. */
 TEENY_API int64_t teeny_optimizer_steps(const teeny_optimizer *opt);
@@ -611,7 +612,8 @@ TEENY_API teeny_status teeny_graph_global_avgpool(teeny_graph *g, const char *na
 TEENY_API teeny_status teeny_graph_linear(teeny_graph *g, const char *name, teeny_node x, int out_features, int bias, teeny_node *out);
 /* Mean softmax cross-entropy of logits [B, K] against int32 labels [B]: a [1] value. */
 TEENY_API teeny_status teeny_graph_softmax_cross_entropy(teeny_graph *g, const char *name, teeny_node logits, teeny_node labels, teeny_node *out);
-/* Channel concatenation of n (1..4) inputs, and a channel slice [start, start + count) (split). */
+/* Channel concatenation of n >= 1 inputs (more than 4 become a chain of
+ * concat nodes, the inner ones named "<name>.part<k>"), and a channel slice [start, start + count) (split). */
 TEENY_API teeny_status teeny_graph_concat(teeny_graph *g, const char *name, int n, const teeny_node *xs, teeny_node *out);
 TEENY_API teeny_status teeny_graph_slice_channels(teeny_graph *g, const char *name, teeny_node x, int start, int count, teeny_node *out);
 /* Attention on q [BH, Nq, D], k [BH, Nk, D], v [BH, Nk, Dv]. */

@@ -29,6 +29,11 @@ static uint64_t splitmix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+teeny_ctx *teeny__graph_ctx(const teeny_graph *g)
+{
+    return g ? g->ctx : NULL;
+}
+
 static teeny_status check_graph(const teeny_graph *g, const char *fn)
 {
     if (!g)
@@ -293,6 +298,9 @@ teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name
         return teeny__error(g->ctx, TEENY_ERR_UNSUPPORTED, "op %s cannot be used in a graph", desc->name);
     if (n_in < 1 || n_in > TEENY__OP_MAX_SLOTS || n_iattr > 8 || n_fattr > 8)
         return teeny__error(g->ctx, TEENY_ERR_ARG, "graph %s: %d inputs", desc->name, n_in);
+    if (!in || (n_iattr > 0 && !iattr) || (n_fattr > 0 && !fattr))
+        return teeny__error(g->ctx, TEENY_ERR_ARG, "graph %s: %s array is NULL", desc->name,
+                            !in ? "inputs" : !iattr ? "integer attribute" : "float attribute");
     memset(&s, 0, sizeof s);
     s.n_in = n_in;
     for (int i = 0; i < n_in; i++) {
@@ -583,6 +591,7 @@ static int root_of(const teeny_graph *g, int i)
 typedef struct {
     teeny__pbuf *bufs;
     int n, cap;
+    int failed;                           /* an allocation failed: checked once after planning */
 } buflist;
 
 static int buf_add(buflist *l, size_t numel, int def, int last)
@@ -590,8 +599,10 @@ static int buf_add(buflist *l, size_t numel, int def, int last)
     if (l->n == l->cap) {
         int cap = l->cap ? l->cap * 2 : 64;
         teeny__pbuf *p = teeny__malloc((size_t)cap * sizeof *p);
-        if (!p)
+        if (!p) {
+            l->failed = 1;
             return -1;
+        }
         if (l->n)
             memcpy(p, l->bufs, (size_t)l->n * sizeof *p);
         teeny__free(l->bufs);
@@ -644,7 +655,6 @@ teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *params
     p->value = teeny__calloc((size_t)n, sizeof *p->value);
     p->saved = teeny__calloc((size_t)n, sizeof *p->saved);
     p->grad = teeny__calloc((size_t)n, sizeof *p->grad);
-    p->temps = teeny__calloc((size_t)T + 1, sizeof *p->temps);
     needs = teeny__calloc((size_t)n, sizeof *needs);
     reaches = teeny__calloc((size_t)n, sizeof *reaches);
     value_buf = teeny__calloc((size_t)n, sizeof *value_buf);
@@ -652,7 +662,7 @@ teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *params
     grad_buf = teeny__calloc((size_t)n, sizeof *grad_buf);
     grad_def = teeny__calloc((size_t)n, sizeof *grad_def);
     temp_buf = teeny__calloc((size_t)n * TEENY__OP_MAX_SLOTS, sizeof *temp_buf);
-    if (!p->shapes || !p->value || !p->saved || !p->grad || !p->temps || !needs || !reaches || !value_buf ||
+    if (!p->shapes || !p->value || !p->saved || !p->grad || !needs || !reaches || !value_buf ||
         !saved_buf || !grad_buf || !grad_def || !temp_buf) {
         st = teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_graph_compile: out of host memory");
         goto fail;
@@ -763,6 +773,23 @@ teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *params
             if (reaches[i] && grad_def[i] >= 0)
                 grad_buf[i] = buf_add(&bl, (size_t)shape_numel(&p->shapes[i].out), grad_def[i],
                                       teeny__bwd_step(g, i));
+    }
+    /* one temporary per (node, input) contribution that does not define the
+     * gradient it adds to: sized from the planned contributions themselves,
+     * so any fan-in (a concat of many inputs, repeated inputs) fits */
+    if (bl.failed) {
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_graph_compile: out of host memory");
+        goto fail;
+    }
+    {
+        int n_temp_bufs = 0;
+        for (int i = 0; i < n * TEENY__OP_MAX_SLOTS; i++)
+            n_temp_bufs += temp_buf[i] >= 0;
+        p->temps = teeny__calloc((size_t)n_temp_bufs + 1, sizeof *p->temps);
+        if (!p->temps) {
+            st = teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_graph_compile: out of host memory");
+            goto fail;
+        }
     }
     for (int i = 0; i < bl.n; i++)
         p->no_reuse_elems += (bl.bufs[i].numel + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;

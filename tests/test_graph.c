@@ -243,6 +243,106 @@ static void gradcheck(net *m, const char *what)
     teeny_plan_destroy(p);
 }
 
+/* Concat-heavy: twelve 4-way concats of one 2-channel value (each needs
+ * three gradient-accumulation temporaries) joined by one 12-input concat
+ * (a chain of concat nodes). The executor once sized its temporaries 2n+1
+ * for n nodes, which this graph overflows (ASan). */
+static void build_concat_net(net *m, uint64_t seed, int levels)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_conv2d_params p1 = TEENY_CONV2D_PARAMS_INIT;
+    teeny_node a, c[16], cat, gap, fc;
+    m->x_ndim = 4;
+    m->classes = 3;
+    int64_t xs[4] = {-1, 2, 3, 3};
+    TH_OK(ctx, teeny_graph_create(ctx, seed, &m->g));
+    TH_OK(ctx, teeny_graph_input(m->g, "x", 4, xs, &m->x));
+    TH_OK(ctx, teeny_graph_labels(m->g, "labels", &m->labels));
+    TH_OK(ctx, teeny_graph_conv2d(m->g, "conv", m->x, 2, 1, 1, &p1, 1, &a));
+    for (int i = 0; i < levels; i++)
+        TH_OK(ctx, teeny_graph_concat(m->g, NULL, 4, (teeny_node[]){a, a, a, a}, &c[i]));
+    TH_OK(ctx, teeny_graph_concat(m->g, "cat", levels, c, &cat));
+    TH_OK(ctx, teeny_graph_global_avgpool(m->g, "gap", cat, &gap));
+    TH_OK(ctx, teeny_graph_linear(m->g, "fc", gap, m->classes, 1, &fc));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(m->g, "loss", fc, m->labels, &m->loss));
+    int ndim;
+    int64_t shape[5];
+    TH_OK(ctx, teeny_graph_node_info(m->g, cat, NULL, &ndim, shape));
+    ck_assert_int_eq(shape[1], 8 * levels);
+}
+
+START_TEST(test_graph_concat_chains)
+{
+    net m = {0};
+    build_concat_net(&m, 4, 12);
+    gradcheck(&m, "12 chained 4-way concats");
+    teeny_graph_destroy(m.g);
+    build_concat_net(&m, 5, 8);
+    gradcheck(&m, "8-way concat");
+    teeny_graph_destroy(m.g);
+}
+END_TEST
+
+/* Every builder given a NULL array or pointer: TEENY_ERR_ARG with a message
+ * in the graph's context, no node added, no crash. */
+START_TEST(test_graph_null_arguments)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g;
+    teeny_node x, a = 7;
+    int64_t xs[4] = {-1, 4, 3, 3};
+    TH_OK(ctx, teeny_graph_create(ctx, 1, &g));
+    TH_OK(ctx, teeny_graph_input(g, "x", 4, xs, &x));
+    int before = teeny_graph_node_count(g);
+#define EXPECT_ARG(call)                                                                                        \
+    do {                                                                                                        \
+        TH_STATUS(ctx, TEENY_ERR_ARG, call);                                                                    \
+        ck_assert_msg(teeny_last_error(ctx)[0] != '\0', "%s: no message in the graph's context", #call);       \
+        ck_assert_int_eq(teeny_graph_node_count(g), before);                                                   \
+    } while (0)
+    EXPECT_ARG(teeny_graph_concat(g, "c", 2, NULL, &a));
+    ck_assert_int_eq(a, -1);
+    EXPECT_ARG(teeny_graph_concat(g, "c", 9, NULL, &a));
+    EXPECT_ARG(teeny_graph_concat(g, "c", 0, (teeny_node[]){x}, &a));
+    EXPECT_ARG(teeny_graph_concat(g, "c", 2, (teeny_node[]){x, x}, NULL));
+    EXPECT_ARG(teeny_graph_input(g, "y", 4, NULL, &a));
+    EXPECT_ARG(teeny_graph_input(g, "y", 4, xs, NULL));
+    EXPECT_ARG(teeny_graph_labels(g, "l", NULL));
+    EXPECT_ARG(teeny_graph_reshape(g, "r", x, 2, NULL, &a));
+    EXPECT_ARG(teeny_graph_reshape(g, "r", x, 2, (int64_t[]){-1, 36}, NULL));
+    EXPECT_ARG(teeny_graph_flatten(g, "f", x, NULL));
+    EXPECT_ARG(teeny_graph_batchnorm(g, "bn", x, 0.1f, 1e-5f, NULL));
+    EXPECT_ARG(teeny_graph_activation(g, "act", x, TEENY_ACT_RELU, NULL));
+    EXPECT_ARG(teeny_graph_add(g, "add", x, x, NULL));
+    EXPECT_ARG(teeny_graph_mul(g, "mul", x, x, NULL));
+    EXPECT_ARG(teeny_graph_conv2d(g, "conv", x, 4, 1, 1, NULL, 0, NULL));
+    EXPECT_ARG(teeny_graph_conv2d(g, "conv", x, 0, 1, 1, NULL, 0, &a));
+    EXPECT_ARG(teeny_graph_maxpool2d(g, "mp", x, NULL, NULL));
+    EXPECT_ARG(teeny_graph_avgpool2d(g, "ap", x, NULL, NULL));
+    EXPECT_ARG(teeny_graph_global_avgpool(g, "gap", x, NULL));
+    EXPECT_ARG(teeny_graph_linear(g, "fc", x, 3, 1, NULL));
+    EXPECT_ARG(teeny_graph_softmax_cross_entropy(g, "ce", x, x, NULL));
+    EXPECT_ARG(teeny_graph_slice_channels(g, "s", x, 0, 1, NULL));
+    EXPECT_ARG(teeny_graph_attention(g, "att", x, x, x, 1.0f, NULL));
+    EXPECT_ARG(teeny_graph_psa_attention(g, "psa", x, 1, 1, NULL));
+    EXPECT_ARG(teeny_graph_psa_pack_qkv(g, "pk", x, 1, 1, NULL));
+    EXPECT_ARG(teeny_graph_psa_extract_v(g, "ev", x, 1, 1, NULL));
+    EXPECT_ARG(teeny_graph_psa_merge_attn(g, "ma", x, x, 1, 3, 3, NULL));
+    EXPECT_ARG(teeny_graph_mark_output(g, -1));
+    EXPECT_ARG(teeny_graph_compile(g, NULL, NULL));
+#undef EXPECT_ARG
+    /* NULL graph: the thread's context-less error */
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_graph_concat(NULL, "c", 2, (teeny_node[]){0, 0}, &a));
+    ck_assert(teeny_last_error(NULL)[0] != '\0');
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_graph_input(NULL, "x", 4, xs, &a));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_graph_conv2d(NULL, "conv", 0, 4, 1, 1, NULL, 0, &a));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_graph_node_info(NULL, 0, NULL, NULL, NULL));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_graph_param(NULL, 0, NULL, NULL, NULL));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_graph_state(NULL, 0, NULL, NULL));
+    teeny_graph_destroy(g);
+}
+END_TEST
+
 START_TEST(test_graph_gradients)
 {
     net m = {0};
@@ -812,6 +912,8 @@ Suite *suite_graph(void)
         tcase_add_test(bwd, test_graph_trains_separable);
     }
     tcase_add_test(err, test_graph_errors);
+    tcase_add_test(err, test_graph_null_arguments);
+    tcase_add_test(bwd, test_graph_concat_chains);
     tcase_add_test(err, test_graph_checkpoints);
     tcase_add_test(fwd, test_graph_example_memory);
     suite_add_tcase(s, fwd);
