@@ -511,13 +511,27 @@ START_TEST(test_optim_errors)
         ck_assert(!memcmp(before, after, s.n[3] * sizeof(float)));
         ck_assert_int_eq(teeny_optimizer_steps(opt), 0);
         TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_set_steps(opt, -1));
+        /* the step counter at its maximum (a checkpoint may carry any int64):
+         * the next step is refused (no signed overflow under UBSan) and
+         * changes nothing; one below the maximum still steps */
+        free(after);
+        TH_OK(ctx, teeny_optimizer_set_steps(opt, INT64_MAX));
+        TH_STATUS(ctx, TEENY_ERR_RANGE, teeny_optimizer_step(opt, 1e-3f, -1.0f));
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "maximum"));
+        ck_assert(teeny_optimizer_steps(opt) == INT64_MAX);
+        after = th_read(s.p[3]);
+        ck_assert(!memcmp(before, after, s.n[3] * sizeof(float)));
+        free(after);
+        TH_OK(ctx, teeny_optimizer_set_steps(opt, INT64_MAX - 1));
+        TH_OK(ctx, teeny_optimizer_step(opt, 0.0f, -1.0f));
+        ck_assert(teeny_optimizer_steps(opt) == INT64_MAX);
+        TH_OK(ctx, teeny_optimizer_set_steps(opt, 0));
         TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_state(opt, -1, NULL, NULL));
         TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_state(opt, 2 * N_PARAMS, NULL, NULL));
         TH_STATUS(NULL, TEENY_ERR_ARG, teeny_optimizer_state(NULL, 0, NULL, NULL));
         ck_assert_int_eq(teeny_optimizer_steps(NULL), -1);
         ck_assert_int_eq(teeny_optimizer_state_count(NULL), 0);
         free(before);
-        free(after);
         teeny_optimizer_destroy(opt);
         teeny_optimizer_destroy(NULL);
     }

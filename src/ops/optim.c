@@ -337,6 +337,12 @@ teeny_status teeny_optimizer_step(teeny_optimizer *o, float lr, float beta1)
     if (ctx->rec)
         return teeny__error(ctx, TEENY_ERR_STATE,
                             "teeny_optimizer_step: cannot be recorded into a graph; call it at run time");
+    /* the step count is an int64 (a checkpoint may carry any value): at
+     * its maximum there is no next step to count, so refuse rather than
+     * wrap (signed overflow) */
+    if (o->steps == INT64_MAX)
+        return teeny__error(ctx, TEENY_ERR_RANGE, "teeny_optimizer_step: the step counter is at its maximum %lld",
+                            (long long)o->steps);
     t = o->steps + 1;
     s = (int)(t % OPT_RING);
     if ((st = slot_acquire(o, s)) != TEENY_OK)
