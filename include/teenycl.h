@@ -637,9 +637,14 @@ TEENY_API teeny_status teeny_graph_param(const teeny_graph *g, int i, const char
 /* Persistent non-learned state (running statistics); borrowed as above. */
 TEENY_API int teeny_graph_state_count(const teeny_graph *g);
 TEENY_API teeny_status teeny_graph_state(const teeny_graph *g, int i, const char **name, teeny_tensor **value);
-/* Training forwards run so far (PyTorch's num_batches_tracked); settable for resuming. */
+/* Training forwards run so far. Every batch-norm node also keeps its own
+ * num_batches_tracked (as PyTorch does), saved and loaded per node; each
+ * training forward adds one to all of them. set_train_steps sets the
+ * graph's count and every batch norm's to steps (>= 0, else TEENY_ERR_ARG;
+ * it returned void before; callers now get the status). A training forward
+ * with a counter at INT64_MAX is refused with TEENY_ERR_RANGE. */
 TEENY_API int64_t teeny_graph_train_steps(const teeny_graph *g);
-TEENY_API void teeny_graph_set_train_steps(teeny_graph *g, int64_t steps);
+TEENY_API teeny_status teeny_graph_set_train_steps(teeny_graph *g, int64_t steps);
 
 typedef struct {
     int64_t batch;      /* resolves every -1 batch dimension */
@@ -684,9 +689,11 @@ TEENY_API teeny_status teeny_graph_save(teeny_graph *g, const teeny_optimizer *o
     const char *const *keys, const char *const *values);
 /* Load a checkpoint saved by teeny_graph_save (or a matching PyTorch
  * state_dict saved with safetensors); with opt also its state. Every
- * tensor is checked (present, dtype, shape) before any is written:
- * TEENY_ERR_FORMAT / TEENY_ERR_SHAPE / TEENY_ERR_IO leave everything
- * unchanged. */
+ * value is checked before any is written (every tensor present with its
+ * dtype and shape; num_batches_tracked and optimizer.step >= 0):
+ * TEENY_ERR_FORMAT / TEENY_ERR_SHAPE / TEENY_ERR_IO / TEENY_ERR_RANGE (a
+ * negative count) leave everything unchanged. Each batch norm gets its own
+ * num_batches_tracked; the graph's train step count becomes the largest. */
 TEENY_API teeny_status teeny_graph_load(teeny_graph *g, teeny_optimizer *opt, const char *path);
 /* Copy a checkpoint's metadata string into value (cap bytes). */
 TEENY_API teeny_status teeny_checkpoint_metadata(const char *path, const char *key, char *value, size_t cap);

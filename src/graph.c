@@ -450,10 +450,19 @@ int64_t teeny_graph_train_steps(const teeny_graph *g)
     return g ? g->train_steps : 0;
 }
 
-void teeny_graph_set_train_steps(teeny_graph *g, int64_t steps)
+teeny_status teeny_graph_set_train_steps(teeny_graph *g, int64_t steps)
 {
-    if (g && steps >= 0)
-        g->train_steps = steps;
+    teeny_status st = check_graph(g, "teeny_graph_set_train_steps");
+    if (st != TEENY_OK)
+        return st;
+    if (steps < 0)
+        return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_set_train_steps: steps %lld must be >= 0",
+                            (long long)steps);
+    g->train_steps = steps;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].kind == TEENY__NODE_OP && g->nodes[i].shapes.counts_batches)
+            g->nodes[i].batches_tracked = steps;
+    return TEENY_OK;
 }
 
 /* ---- compile ---- */
@@ -933,11 +942,32 @@ teeny_status teeny_plan_tensor(teeny_plan *p, teeny_node n, teeny_tensor **t)
 
 teeny_status teeny_plan_forward(teeny_plan *p)
 {
+    teeny_graph *g;
     teeny_status st = check_plan(p, "teeny_plan_forward");
-    if (st == TEENY_OK)
-        st = teeny__recorder_replay(p->ctx, p->rec, p->fwd_from, p->fwd_to);
-    if (st == TEENY_OK && p->training)
-        p->g->train_steps++;
+    if (st != TEENY_OK)
+        return st;
+    g = p->g;
+    /* a training forward counts one batch in every counter; one at its
+     * maximum (a checkpoint may carry any int64) cannot count another */
+    if (p->training) {
+        int at_max = -1;
+        for (int i = 0; i < g->n_nodes && at_max == -1; i++)
+            if (g->nodes[i].shapes.counts_batches && g->nodes[i].batches_tracked == INT64_MAX)
+                at_max = i;
+        if (at_max == -1 && g->train_steps == INT64_MAX)
+            at_max = -2;
+        if (at_max != -1)
+            return teeny__error(p->ctx, TEENY_ERR_RANGE, "teeny_plan_forward: %s%s is at its maximum %lld",
+                                at_max >= 0 ? g->nodes[at_max].name : "the graph's train step count",
+                                at_max >= 0 ? ".num_batches_tracked" : "", (long long)INT64_MAX);
+    }
+    st = teeny__recorder_replay(p->ctx, p->rec, p->fwd_from, p->fwd_to);
+    if (st == TEENY_OK && p->training) {
+        g->train_steps++;
+        for (int i = 0; i < g->n_nodes; i++)
+            if (g->nodes[i].shapes.counts_batches)
+                g->nodes[i].batches_tracked++;
+    }
     return st;
 }
 

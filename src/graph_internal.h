@@ -27,6 +27,7 @@ typedef struct {
     teeny_tensor *param_grad[TEENY__OP_MAX_SLOTS];
     teeny_tensor *state[TEENY__OP_MAX_SLOTS];
     int is_output;
+    int64_t batches_tracked;              /* counts_batches nodes: PyTorch's num_batches_tracked, per node */
 } teeny__gnode;
 
 struct teeny_graph {

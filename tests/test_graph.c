@@ -876,6 +876,187 @@ START_TEST(test_graph_checkpoints)
 }
 END_TEST
 
+/* Two batch norms, so their num_batches_tracked can differ. */
+static void build_two_bn_net(net *m, uint64_t seed)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_conv2d_params p1 = TEENY_CONV2D_PARAMS_INIT;
+    teeny_node a, b, c, d, e, h, fc;
+    m->x_ndim = 4;
+    m->classes = 3;
+    int64_t xs[4] = {-1, 2, 3, 3};
+    TH_OK(ctx, teeny_graph_create(ctx, seed, &m->g));
+    TH_OK(ctx, teeny_graph_input(m->g, "x", 4, xs, &m->x));
+    TH_OK(ctx, teeny_graph_labels(m->g, "labels", &m->labels));
+    TH_OK(ctx, teeny_graph_conv2d(m->g, "conv1", m->x, 4, 1, 1, &p1, 0, &a));
+    TH_OK(ctx, teeny_graph_batchnorm(m->g, "bn1", a, 0.1f, 1e-5f, &b));
+    TH_OK(ctx, teeny_graph_activation(m->g, "act", b, TEENY_ACT_SILU, &c));
+    TH_OK(ctx, teeny_graph_conv2d(m->g, "conv2", c, 4, 1, 1, &p1, 0, &d));
+    TH_OK(ctx, teeny_graph_batchnorm(m->g, "bn2", d, 0.1f, 1e-5f, &e));
+    TH_OK(ctx, teeny_graph_global_avgpool(m->g, "gap", e, &h));
+    TH_OK(ctx, teeny_graph_linear(m->g, "fc", h, m->classes, 1, &fc));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(m->g, "loss", fc, m->labels, &m->loss));
+}
+
+/* A checkpoint of g's tensors (and o's) with chosen counters; a counter
+ * named in skip is left out. */
+static void write_counted(teeny_graph *g, teeny_optimizer *o, const char *path, int64_t bn1, int64_t bn2,
+                          int64_t step, const char *skip)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_st_writer *w = NULL;
+    const char *name;
+    teeny_tensor *t;
+    TH_OK(NULL, teeny_st_writer_create(&w));
+    for (int i = 0; i < teeny_graph_param_count(g); i++) {
+        TH_OK(ctx, teeny_graph_param(g, i, &name, &t, NULL));
+        TH_OK(NULL, teeny_st_add_tensor(w, name, t));
+    }
+    for (int i = 0; i < teeny_graph_state_count(g); i++) {
+        TH_OK(ctx, teeny_graph_state(g, i, &name, &t));
+        TH_OK(NULL, teeny_st_add_tensor(w, name, t));
+    }
+    for (int i = 0; i < teeny_optimizer_state_count(o); i++) {
+        char full[128];
+        TH_OK(ctx, teeny_optimizer_state(o, i, &name, &t));
+        snprintf(full, sizeof full, "optimizer.%s", name);
+        TH_OK(NULL, teeny_st_add_tensor(w, full, t));
+    }
+    const char *cn[3] = {"bn1.num_batches_tracked", "bn2.num_batches_tracked", "optimizer.step"};
+    int64_t cv[3] = {bn1, bn2, step};
+    for (int i = 0; i < 3; i++)
+        if (!skip || strcmp(skip, cn[i]))
+            TH_OK(NULL, teeny_st_add_i64(w, cn[i], 0, NULL, &cv[i]));
+    TH_OK(NULL, teeny_st_write(w, path));
+    teeny_st_writer_destroy(w);
+}
+
+/* Every parameter, state and optimizer tensor of g and o, concatenated. */
+static float *snapshot(teeny_graph *g, teeny_optimizer *o, size_t *total)
+{
+    size_t n = 0, at = 0;
+    teeny_tensor *t;
+    int np = teeny_graph_param_count(g), ns = teeny_graph_state_count(g), no = teeny_optimizer_state_count(o);
+    for (int i = 0; i < np + ns + no; i++) {
+        if (i < np)
+            TH_OK(th_ctx(), teeny_graph_param(g, i, NULL, &t, NULL));
+        else if (i < np + ns)
+            TH_OK(th_ctx(), teeny_graph_state(g, i - np, NULL, &t));
+        else
+            TH_OK(th_ctx(), teeny_optimizer_state(o, i - np - ns, NULL, &t));
+        n += (size_t)teeny_tensor_numel(t);
+    }
+    float *all = th_malloc(n * sizeof *all);
+    for (int i = 0; i < np + ns + no; i++) {
+        if (i < np)
+            TH_OK(th_ctx(), teeny_graph_param(g, i, NULL, &t, NULL));
+        else if (i < np + ns)
+            TH_OK(th_ctx(), teeny_graph_state(g, i - np, NULL, &t));
+        else
+            TH_OK(th_ctx(), teeny_optimizer_state(o, i - np - ns, NULL, &t));
+        TH_OK(th_ctx(), teeny_tensor_read(t, all + at, (size_t)teeny_tensor_numel(t)));
+        at += (size_t)teeny_tensor_numel(t);
+    }
+    *total = n;
+    return all;
+}
+
+static int64_t saved_count(const char *path, const char *name)
+{
+    teeny_st_file *f = NULL;
+    int64_t v = -99;
+    TH_OK(NULL, teeny_st_open(path, &f));
+    TH_OK(NULL, teeny_st_read_i64(f, name, &v, 1));
+    teeny_st_close(f);
+    return v;
+}
+
+/* Counters in checkpoints: per-batch-norm num_batches_tracked round trips
+ * (PyTorch keeps one per module); a negative count or optimizer.step, or a
+ * missing one, is rejected with its exact status before anything is
+ * written: every parameter, state and optimizer tensor stays bit-identical
+ * and so do the counters. */
+START_TEST(test_graph_checkpoint_counters)
+{
+    teeny_ctx *ctx = th_ctx();
+    net a = {0}, b = {0};
+    build_two_bn_net(&a, 31);
+    build_two_bn_net(&b, 32);
+    teeny_plan *pa = compile(&a, 4, 1, 1), *pb = compile(&b, 4, 1, 1);
+    teeny_optimizer *oa = adamw_for(a.g), *ob = adamw_for(b.g);
+    for (int step = 0; step < 2; step++) {
+        feed(pa, &a, 4, (uint64_t)step);
+        TH_OK(ctx, teeny_plan_forward(pa));
+        TH_OK(ctx, teeny_plan_backward(pa));
+        TH_OK(ctx, teeny_optimizer_step(oa, 1e-2f, -1.0f));
+    }
+    char path[256], out[300];
+    snprintf(path, sizeof path, "/tmp/teenycl-counters-%ld.safetensors", (long)getpid());
+    snprintf(out, sizeof out, "%s.out", path);
+    TH_OK(ctx, teeny_graph_set_train_steps(b.g, 4));
+    TH_OK(ctx, teeny_optimizer_set_steps(ob, 1));
+    size_t n, n2;
+    float *before = snapshot(b.g, ob, &n);
+    const struct {
+        int64_t bn1, bn2, step;
+        const char *skip;
+        teeny_status want;
+    } bad[] = {
+        {5, 9, -1, NULL, TEENY_ERR_RANGE},
+        {5, 9, INT64_MIN, NULL, TEENY_ERR_RANGE},
+        {-3, 9, 2, NULL, TEENY_ERR_RANGE},
+        {5, -1, 2, NULL, TEENY_ERR_RANGE},
+        {5, 9, 2, "bn2.num_batches_tracked", TEENY_ERR_FORMAT},
+        {5, 9, 2, "optimizer.step", TEENY_ERR_FORMAT},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_counted(a.g, oa, path, bad[i].bn1, bad[i].bn2, bad[i].step, bad[i].skip);
+        teeny_status st = teeny_graph_load(b.g, ob, path);
+        ck_assert_msg(st == bad[i].want, "case %zu: %s, want %s (%s)", i, teeny_status_name(st),
+                      teeny_status_name(bad[i].want), teeny_last_error(ctx));
+        ck_assert_msg(teeny_last_error(ctx)[0], "case %zu: no message", i);
+        float *after = snapshot(b.g, ob, &n2);
+        ck_assert_msg(n2 == n && !memcmp(before, after, n * sizeof(float)), "case %zu: a rejected checkpoint "
+                      "changed a tensor", i);
+        free(after);
+        ck_assert_int_eq(teeny_graph_train_steps(b.g), 4);
+        ck_assert_int_eq(teeny_optimizer_steps(ob), 1);
+        TH_OK(ctx, teeny_graph_save(b.g, ob, out, 0, NULL, NULL));
+        ck_assert_int_eq(saved_count(out, "bn1.num_batches_tracked"), 4);
+        ck_assert_int_eq(saved_count(out, "bn2.num_batches_tracked"), 4);
+    }
+    /* differing per-node counters survive load, training and save */
+    write_counted(a.g, oa, path, 5, 9, 2, NULL);
+    TH_OK(ctx, teeny_graph_load(b.g, ob, path));
+    ck_assert_int_eq(teeny_graph_train_steps(b.g), 9);
+    ck_assert_int_eq(teeny_optimizer_steps(ob), 2);
+    feed(pb, &b, 4, 7);
+    TH_OK(ctx, teeny_plan_forward(pb));
+    TH_OK(ctx, teeny_graph_save(b.g, ob, out, 0, NULL, NULL));
+    ck_assert_int_eq(saved_count(out, "bn1.num_batches_tracked"), 6);
+    ck_assert_int_eq(saved_count(out, "bn2.num_batches_tracked"), 10);
+    /* a counter at its maximum: the next training forward is refused */
+    write_counted(a.g, oa, path, INT64_MAX, 1, 2, NULL);
+    TH_OK(ctx, teeny_graph_load(b.g, ob, path));
+    TH_STATUS(ctx, TEENY_ERR_RANGE, teeny_plan_forward(pb));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "bn1"));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_set_train_steps(b.g, -1));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_graph_set_train_steps(NULL, 1));
+    TH_OK(ctx, teeny_graph_set_train_steps(b.g, 0));
+    TH_OK(ctx, teeny_plan_forward(pb));
+    ck_assert_int_eq(teeny_graph_train_steps(b.g), 1);
+    free(before);
+    remove(path);
+    remove(out);
+    teeny_optimizer_destroy(oa);
+    teeny_optimizer_destroy(ob);
+    teeny_plan_destroy(pa);
+    teeny_plan_destroy(pb);
+    teeny_graph_destroy(a.g);
+    teeny_graph_destroy(b.g);
+}
+END_TEST
+
 /* The example network's training plan: planned peak under 60% of the
  * no-reuse total and equal to what is allocated. */
 #include "../examples/fashion_net.h"
@@ -915,6 +1096,7 @@ Suite *suite_graph(void)
     tcase_add_test(err, test_graph_null_arguments);
     tcase_add_test(bwd, test_graph_concat_chains);
     tcase_add_test(err, test_graph_checkpoints);
+    tcase_add_test(err, test_graph_checkpoint_counters);
     tcase_add_test(fwd, test_graph_example_memory);
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);
