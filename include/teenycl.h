@@ -389,8 +389,12 @@ typedef struct {
 } teeny_lr_schedule;
 #define TEENY_LR_SCHEDULE_INIT { TEENY_LR_CONSTANT, 1e-3, 1, 1, 0.1, 0.0, 0.3, 25.0, 1e4, 1, 0.85, 0.95 }
 /* lr (and beta1, -1 when the schedule does not set it) at step; TEENY_ERR_ARG
- * for a schedule whose fields are out of range or a step outside
- * [0, total_steps) where total_steps applies. */
+ * for a schedule whose fields are out of range or not finite, or a step
+ * outside [0, total_steps) where total_steps applies. ONE_CYCLE accepts
+ * any total_steps >= 1 and pct_start in [0, 1] with PyTorch's phase
+ * boundaries (tiny totals put every step in the second phase); where
+ * PyTorch would divide 0 by 0 it gives the phase's end values. No context:
+ * details in teeny_last_error(NULL). */
 TEENY_API teeny_status teeny_lr_at(const teeny_lr_schedule *s, int64_t step, double *lr, double *beta1);
 
 /* ---- files ---------------------------------------------------------------
@@ -664,7 +668,9 @@ TEENY_API teeny_status teeny_plan_tensor(teeny_plan *p, teeny_node n, teeny_tens
 TEENY_API teeny_status teeny_plan_forward(teeny_plan *p);
 TEENY_API teeny_status teeny_plan_backward(teeny_plan *p);   /* overwrites every parameter gradient */
 TEENY_API teeny_status teeny_plan_zero_grad(teeny_plan *p);
-/* Host syncs: read node n's value (count == numel), or the scalar loss. */
+/* Host syncs: read node n's value (count == numel), or the scalar loss.
+ * TEENY_ERR_STATE before the plan's first forward (there is no value yet;
+ * inputs excepted), and so for loss_start. */
 TEENY_API teeny_status teeny_plan_read(teeny_plan *p, teeny_node n, float *dst, size_t count);
 TEENY_API teeny_status teeny_plan_read_loss(teeny_plan *p, float *loss);
 /* Non-blocking loss read: start enqueues the copy, wait blocks for it. */

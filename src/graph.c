@@ -962,6 +962,8 @@ teeny_status teeny_plan_forward(teeny_plan *p)
                                 at_max >= 0 ? ".num_batches_tracked" : "", (long long)INT64_MAX);
     }
     st = teeny__recorder_replay(p->ctx, p->rec, p->fwd_from, p->fwd_to);
+    if (st == TEENY_OK)
+        p->forwarded = 1;
     if (st == TEENY_OK && p->training) {
         g->train_steps++;
         for (int i = 0; i < g->n_nodes; i++)
@@ -1001,6 +1003,9 @@ teeny_status teeny_plan_read(teeny_plan *p, teeny_node n, float *dst, size_t cou
         return teeny__error(p->ctx, TEENY_ERR_STATE,
                             "teeny_plan_read: %s is not marked as an output (teeny_graph_mark_output before compile); "
                             "its memory is reused", nd->name);
+    if (!p->forwarded && p->g->nodes[root_of(p->g, n)].kind != TEENY__NODE_INPUT)
+        return teeny__error(p->ctx, TEENY_ERR_STATE, "teeny_plan_read: no forward has run; %s has no value yet",
+                            nd->name);
     p->host_syncs++;
     return teeny_tensor_read(p->value[n], dst, count);
 }
@@ -1015,6 +1020,8 @@ teeny_status teeny_plan_read_loss(teeny_plan *p, float *loss)
     if (p->value[p->loss]->numel != 1)
         return teeny__error(p->ctx, TEENY_ERR_STATE, "teeny_plan_read_loss: node %s is not a scalar",
                             p->g->nodes[p->loss].name);
+    if (!p->forwarded)
+        return teeny__error(p->ctx, TEENY_ERR_STATE, "teeny_plan_read_loss: no forward has run; there is no loss yet");
     p->host_syncs++;
     return teeny_tensor_read(p->value[p->loss], loss, 1);
 }
@@ -1028,6 +1035,8 @@ teeny_status teeny_plan_loss_start(teeny_plan *p)
     ctx = p->ctx;
     if (p->loss_event)
         return teeny__error(ctx, TEENY_ERR_STATE, "teeny_plan_loss_start: the previous read was not waited for");
+    if (!p->forwarded)
+        return teeny__error(ctx, TEENY_ERR_STATE, "teeny_plan_loss_start: no forward has run; there is no loss yet");
     const teeny_tensor *t = p->value[p->loss];
     TEENY_CL_TRY(clEnqueueReadBufferAsync, ctx->queue, t->buf, CL_FALSE, t->offset * 4, 4, &p->loss_host, 0, NULL,
                  &p->loss_event);

@@ -64,6 +64,7 @@ struct teeny_plan {
     teeny__recorder *rec;
     int fwd_from, fwd_to, bwd_from, bwd_to, zero_from, zero_to;
     int64_t host_syncs;
+    int forwarded;                        /* a forward has completed its enqueues: values exist */
     float loss_host;
     cl_event loss_event;
 };

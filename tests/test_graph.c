@@ -718,6 +718,72 @@ START_TEST(test_graph_errors)
 }
 END_TEST
 
+/* Errors land where the caller looks: a call with a graph, plan or tensor
+ * reports into its context (the example once printed "TEENY_ERR_ARG: " with
+ * nothing after it), and reading a plan before any forward is a state
+ * error, not uninitialised memory. */
+/* A context-less call that succeeds clears the thread's message. */
+static void clear_thread_error(void)
+{
+    teeny_lr_schedule c = TEENY_LR_SCHEDULE_INIT;
+    double lr;
+    TH_OK(NULL, teeny_lr_at(&c, 0, &lr, NULL));
+}
+
+START_TEST(test_graph_error_routing)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g;
+    teeny_node x, a, l, fc, loss;
+    int64_t xs[4] = {-1, 2, 3, 3}, n8 = 8;
+    TH_OK(ctx, teeny_graph_create(ctx, 1, &g));
+    TH_OK(ctx, teeny_graph_input(g, "x", 4, xs, &x));
+    TH_OK(ctx, teeny_graph_labels(g, "labels", &l));
+    clear_thread_error();
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_conv2d(g, "conv", x, 4, 0, 1, NULL, 0, &a));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "teeny_graph_conv2d"));
+    ck_assert_str_eq(teeny_last_error(NULL), "");
+    TH_OK(ctx, teeny_graph_conv2d(g, "conv", x, 4, 1, 1, NULL, 0, &a));
+    TH_OK(ctx, teeny_graph_global_avgpool(g, "gap", a, &a));
+    TH_OK(ctx, teeny_graph_linear(g, "fc", a, 3, 1, &fc));
+    TH_OK(ctx, teeny_graph_mark_output(g, fc));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss", fc, l, &loss));
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    teeny_plan *p = NULL;
+    float v[6];
+    pp.batch = 2;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &p));
+    TH_STATUS(ctx, TEENY_ERR_STATE, teeny_plan_read_loss(p, v));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "no forward"));
+    TH_STATUS(ctx, TEENY_ERR_STATE, teeny_plan_read(p, fc, v, 6));
+    TH_STATUS(ctx, TEENY_ERR_STATE, teeny_plan_loss_start(p));
+    float xin[36] = {0};
+    TH_OK(ctx, teeny_plan_read(p, x, xin, 36)); /* inputs are the caller's: readable */
+    teeny_tensor *tx, *tl;
+    TH_OK(ctx, teeny_plan_tensor(p, x, &tx));
+    TH_OK(ctx, teeny_plan_tensor(p, l, &tl));
+    TH_OK(ctx, teeny_tensor_write(tx, xin, 36));
+    TH_OK(ctx, teeny_tensor_write_i32(tl, (int32_t[]){0, 1}, 2));
+    TH_OK(ctx, teeny_plan_forward(p));
+    TH_OK(ctx, teeny_plan_read_loss(p, v));
+    ck_assert(isfinite(v[0]));
+    TH_OK(ctx, teeny_plan_read(p, fc, v, 6));
+    teeny_plan_destroy(p);
+    teeny_graph_destroy(g);
+    /* a destroyed tensor that a view keeps alive still names its context */
+    teeny_tensor *base = th_tensor(ctx, 1, &n8), *view = NULL;
+    TH_OK(ctx, teeny_tensor_view(base, 2, 1, (int64_t[]){4}, &view));
+    teeny_tensor_destroy(base);
+    clear_thread_error();
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_tensor_fill(base, 1.0f));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "destroyed"));
+    ck_assert_str_eq(teeny_last_error(NULL), "");
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_tensor_read(base, v, 8));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "destroyed"));
+    teeny_tensor_destroy(view);
+}
+END_TEST
+
 /* ---- checkpoints ---- */
 
 static char ckpt_path[256];
@@ -1094,6 +1160,7 @@ Suite *suite_graph(void)
     }
     tcase_add_test(err, test_graph_errors);
     tcase_add_test(err, test_graph_null_arguments);
+    tcase_add_test(err, test_graph_error_routing);
     tcase_add_test(bwd, test_graph_concat_chains);
     tcase_add_test(err, test_graph_checkpoints);
     tcase_add_test(err, test_graph_checkpoint_counters);
