@@ -206,6 +206,20 @@ teeny_status teeny_devices_list(teeny_device_info *out, int max, int *count)
 }
 
 /* Derive the per-device defaults the ops use. */
+/* Whether fp32 fma is in hardware (conv's CPU kernel is built with or
+ * without fma by it). Queried once, where a failure fails the context
+ * creation: a failed query later would silently build another variant with
+ * different rounding. */
+static teeny_status query_fma(teeny_ctx *ctx)
+{
+    cl_device_fp_config c = 0;
+    cl_int err = TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof c, &c, NULL);
+    if (err != CL_SUCCESS)
+        return teeny__cl_error(NULL, err, "clGetDeviceInfo(CL_DEVICE_SINGLE_FP_CONFIG)");
+    ctx->fp_fma = (c & CL_FP_FMA) && !(c & CL_FP_SOFT_FLOAT);
+    return TEENY_OK;
+}
+
 static void derive_defaults(teeny_ctx *ctx)
 {
     size_t wg = ctx->info.max_work_group_size;
@@ -285,6 +299,8 @@ teeny_status teeny_ctx_create(const char *device_spec, teeny_ctx **out)
     ctx->info = devs[pick].info;
     ctx->info.is_default = pick == default_index(devs, n);
     derive_defaults(ctx);
+    if ((st = query_fma(ctx)) != TEENY_OK)
+        goto fail;
 
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform, 0};
     ctx->context = TEENY_CLO(clCreateContext, &err, props, 1, &ctx->device, NULL, NULL);
@@ -337,6 +353,8 @@ teeny_status teeny_ctx_create_from_cl(cl_context c, cl_device_id d, cl_command_q
     ctx->platform = platform;
     ctx->device = d;
     derive_defaults(ctx);
+    if ((st = query_fma(ctx)) != TEENY_OK)
+        goto fail;
     err = TEENY_CL(clRetainContext, c);
     if (err != CL_SUCCESS) {
         st = teeny__cl_error(NULL, err, "clRetainContext");

@@ -48,6 +48,7 @@ struct teeny_ctx {
     int tf32;
     int work_group_size;      /* default 1-D work-group size for this device */
     int kernel_stores;        /* fill and upload with kernels, not host-side stores (oclgrind: program.c) */
+    int fp_fma;               /* hardware fma for fp32, queried once at creation (kernels' build options) */
     teeny__program *programs; /* in-memory program cache */
     cl_mem scratch;           /* per-context workspace, grown on demand */
     teeny__recorder *rec;     /* set while a graph records its launches */

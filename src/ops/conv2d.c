@@ -154,14 +154,12 @@ static const conv_tuning *tuning_for(const teeny_ctx *ctx)
     return &TUNINGS[N_TUNINGS - 1];
 }
 
-/* Whether the device has hardware fused multiply-add (a failed query
- * says no): conv_gemm_cpu then uses fma, which needs no temporary. */
+/* Whether the device has hardware fused multiply-add (queried once at
+ * context creation): conv_gemm_cpu then uses fma, which needs no
+ * temporary. */
 static int device_fma(teeny_ctx *ctx)
 {
-    cl_device_fp_config c = 0;
-    if (TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof c, &c, NULL) != CL_SUCCESS)
-        return 0;
-    return (c & CL_FP_FMA) && !(c & CL_FP_SOFT_FLOAT);
+    return ctx->fp_fma;
 }
 
 static void tile_options(teeny_ctx *ctx, const conv_tuning *tu, int tile, char *buf, size_t cap)
