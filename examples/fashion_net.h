@@ -40,8 +40,11 @@ typedef struct {
     do {                                                                                          \
         teeny_status fn_st_ = (call);                                                             \
         if (fn_st_ != TEENY_OK) {                                                                 \
+            /* context-less calls (schedules, file metadata) report in  */                      \
+            /* teeny_last_error(NULL)                                    */                      \
+            const char *fn_msg_ = teeny_last_error(fn_ctx_for_errors);                            \
             fprintf(stderr, "error: %s: %s\n  (%s)\n", teeny_status_name(fn_st_),                 \
-                    teeny_last_error(fn_ctx_for_errors), #call);                                  \
+                    *fn_msg_ ? fn_msg_ : teeny_last_error(NULL), #call);                          \
             return fn_st_;                                                                        \
         }                                                                                         \
     } while (0)

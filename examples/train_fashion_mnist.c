@@ -357,8 +357,11 @@ int main(int argc, char **argv)
             }
             FN_TRY(teeny_plan_loss_start(plan));
             pending = 1;
+            /* nothing until there is a real loss and the rate covers a
+             * meaningful interval (the first step's rate is noise) */
             double now = fn_now();
-            if (now - last_bar > (tty ? 0.2 : 5.0) || s + 1 == steps_per_epoch) {
+            int meaningful = losses > 0 && (now - t0 >= 0.5 || s + 1 >= 5);
+            if (meaningful && now - last_bar > (tty ? 0.2 : 5.0) && s + 1 < steps_per_epoch) {
                 progress(epoch + 1, o.epochs, s + 1, steps_per_epoch, shown_loss,
                          (double)((s + 1) * o.batch) / (now - t0), now - t0);
                 last_bar = now;
@@ -372,6 +375,9 @@ int main(int argc, char **argv)
         }
         FN_TRY(teeny_ctx_finish(ctx));
         double train_s = fn_now() - t0;
+        if (losses > 0) /* the epoch's final bar: every loss is in */
+            progress(epoch + 1, o.epochs, steps_per_epoch, steps_per_epoch, loss_sum / (double)losses,
+                     (double)(steps_per_epoch * o.batch) / train_s, train_s);
         fprintf(stderr, "\n");
         FN_TRY(fn_evaluate(&net, eval_full, eval_tail, o.batch, &test, &last));
         double epoch_s = fn_now() - t0;

@@ -349,7 +349,8 @@ TEENY_API void teeny_optimizer_destroy(teeny_optimizer *opt);
  * computed on the host per step. Does not wait for the device (it waits
  * only when the host runs more than a few steps ahead). Clipping, when on,
  * rewrites the grads. Not recordable into a graph (TEENY_ERR_STATE while
- * one records). */
+ * one records); TEENY_ERR_RANGE, with nothing enqueued, when the step
+ * count is already INT64_MAX (there is no next step to count). */
 TEENY_API teeny_status teeny_optimizer_step(teeny_optimizer *opt, float lr, float beta1);
 /* Steps taken so far (t); -1 for NULL. */
 TEENY_API int64_t teeny_optimizer_steps(const teeny_optimizer *opt);
@@ -388,8 +389,12 @@ typedef struct {
 } teeny_lr_schedule;
 #define TEENY_LR_SCHEDULE_INIT { TEENY_LR_CONSTANT, 1e-3, 1, 1, 0.1, 0.0, 0.3, 25.0, 1e4, 1, 0.85, 0.95 }
 /* lr (and beta1, -1 when the schedule does not set it) at step; TEENY_ERR_ARG
- * for a schedule whose fields are out of range or a step outside
- * [0, total_steps) where total_steps applies. */
+ * for a schedule whose fields are out of range or not finite, or a step
+ * outside [0, total_steps) where total_steps applies. ONE_CYCLE accepts
+ * any total_steps >= 1 and pct_start in [0, 1] with PyTorch's phase
+ * boundaries (tiny totals put every step in the second phase); where
+ * PyTorch would divide 0 by 0 it gives the phase's end values. No context:
+ * details in teeny_last_error(NULL). */
 TEENY_API teeny_status teeny_lr_at(const teeny_lr_schedule *s, int64_t step, double *lr, double *beta1);
 
 /* ---- files ---------------------------------------------------------------
@@ -611,7 +616,8 @@ TEENY_API teeny_status teeny_graph_global_avgpool(teeny_graph *g, const char *na
 TEENY_API teeny_status teeny_graph_linear(teeny_graph *g, const char *name, teeny_node x, int out_features, int bias, teeny_node *out);
 /* Mean softmax cross-entropy of logits [B, K] against int32 labels [B]: a [1] value. */
 TEENY_API teeny_status teeny_graph_softmax_cross_entropy(teeny_graph *g, const char *name, teeny_node logits, teeny_node labels, teeny_node *out);
-/* Channel concatenation of n (1..4) inputs, and a channel slice [start, start + count) (split). */
+/* Channel concatenation of n >= 1 inputs (more than 4 become a chain of
+ * concat nodes, the inner ones named "<name>.part<k>"), and a channel slice [start, start + count) (split). */
 TEENY_API teeny_status teeny_graph_concat(teeny_graph *g, const char *name, int n, const teeny_node *xs, teeny_node *out);
 TEENY_API teeny_status teeny_graph_slice_channels(teeny_graph *g, const char *name, teeny_node x, int start, int count, teeny_node *out);
 /* Attention on q [BH, Nq, D], k [BH, Nk, D], v [BH, Nk, Dv]. */
@@ -635,9 +641,14 @@ TEENY_API teeny_status teeny_graph_param(const teeny_graph *g, int i, const char
 /* Persistent non-learned state (running statistics); borrowed as above. */
 TEENY_API int teeny_graph_state_count(const teeny_graph *g);
 TEENY_API teeny_status teeny_graph_state(const teeny_graph *g, int i, const char **name, teeny_tensor **value);
-/* Training forwards run so far (PyTorch's num_batches_tracked); settable for resuming. */
+/* Training forwards run so far. Every batch-norm node also keeps its own
+ * num_batches_tracked (as PyTorch does), saved and loaded per node; each
+ * training forward adds one to all of them. set_train_steps sets the
+ * graph's count and every batch norm's to steps (>= 0, else TEENY_ERR_ARG;
+ * it returned void before; callers now get the status). A training forward
+ * with a counter at INT64_MAX is refused with TEENY_ERR_RANGE. */
 TEENY_API int64_t teeny_graph_train_steps(const teeny_graph *g);
-TEENY_API void teeny_graph_set_train_steps(teeny_graph *g, int64_t steps);
+TEENY_API teeny_status teeny_graph_set_train_steps(teeny_graph *g, int64_t steps);
 
 typedef struct {
     int64_t batch;      /* resolves every -1 batch dimension */
@@ -657,7 +668,9 @@ TEENY_API teeny_status teeny_plan_tensor(teeny_plan *p, teeny_node n, teeny_tens
 TEENY_API teeny_status teeny_plan_forward(teeny_plan *p);
 TEENY_API teeny_status teeny_plan_backward(teeny_plan *p);   /* overwrites every parameter gradient */
 TEENY_API teeny_status teeny_plan_zero_grad(teeny_plan *p);
-/* Host syncs: read node n's value (count == numel), or the scalar loss. */
+/* Host syncs: read node n's value (count == numel), or the scalar loss.
+ * TEENY_ERR_STATE before the plan's first forward (there is no value yet;
+ * inputs excepted), and so for loss_start. */
 TEENY_API teeny_status teeny_plan_read(teeny_plan *p, teeny_node n, float *dst, size_t count);
 TEENY_API teeny_status teeny_plan_read_loss(teeny_plan *p, float *loss);
 /* Non-blocking loss read: start enqueues the copy, wait blocks for it. */
@@ -682,9 +695,11 @@ TEENY_API teeny_status teeny_graph_save(teeny_graph *g, const teeny_optimizer *o
     const char *const *keys, const char *const *values);
 /* Load a checkpoint saved by teeny_graph_save (or a matching PyTorch
  * state_dict saved with safetensors); with opt also its state. Every
- * tensor is checked (present, dtype, shape) before any is written:
- * TEENY_ERR_FORMAT / TEENY_ERR_SHAPE / TEENY_ERR_IO leave everything
- * unchanged. */
+ * value is checked before any is written (every tensor present with its
+ * dtype and shape; num_batches_tracked and optimizer.step >= 0):
+ * TEENY_ERR_FORMAT / TEENY_ERR_SHAPE / TEENY_ERR_IO / TEENY_ERR_RANGE (a
+ * negative count) leave everything unchanged. Each batch norm gets its own
+ * num_batches_tracked; the graph's train step count becomes the largest. */
 TEENY_API teeny_status teeny_graph_load(teeny_graph *g, teeny_optimizer *opt, const char *path);
 /* Copy a checkpoint's metadata string into value (cap bytes). */
 TEENY_API teeny_status teeny_checkpoint_metadata(const char *path, const char *key, char *value, size_t cap);

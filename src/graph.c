@@ -29,6 +29,11 @@ static uint64_t splitmix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+teeny_ctx *teeny__graph_ctx(const teeny_graph *g)
+{
+    return g ? g->ctx : NULL;
+}
+
 static teeny_status check_graph(const teeny_graph *g, const char *fn)
 {
     if (!g)
@@ -293,6 +298,9 @@ teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name
         return teeny__error(g->ctx, TEENY_ERR_UNSUPPORTED, "op %s cannot be used in a graph", desc->name);
     if (n_in < 1 || n_in > TEENY__OP_MAX_SLOTS || n_iattr > 8 || n_fattr > 8)
         return teeny__error(g->ctx, TEENY_ERR_ARG, "graph %s: %d inputs", desc->name, n_in);
+    if (!in || (n_iattr > 0 && !iattr) || (n_fattr > 0 && !fattr))
+        return teeny__error(g->ctx, TEENY_ERR_ARG, "graph %s: %s array is NULL", desc->name,
+                            !in ? "inputs" : !iattr ? "integer attribute" : "float attribute");
     memset(&s, 0, sizeof s);
     s.n_in = n_in;
     for (int i = 0; i < n_in; i++) {
@@ -442,10 +450,19 @@ int64_t teeny_graph_train_steps(const teeny_graph *g)
     return g ? g->train_steps : 0;
 }
 
-void teeny_graph_set_train_steps(teeny_graph *g, int64_t steps)
+teeny_status teeny_graph_set_train_steps(teeny_graph *g, int64_t steps)
 {
-    if (g && steps >= 0)
-        g->train_steps = steps;
+    teeny_status st = check_graph(g, "teeny_graph_set_train_steps");
+    if (st != TEENY_OK)
+        return st;
+    if (steps < 0)
+        return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_set_train_steps: steps %lld must be >= 0",
+                            (long long)steps);
+    g->train_steps = steps;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].kind == TEENY__NODE_OP && g->nodes[i].shapes.counts_batches)
+            g->nodes[i].batches_tracked = steps;
+    return TEENY_OK;
 }
 
 /* ---- compile ---- */
@@ -583,6 +600,7 @@ static int root_of(const teeny_graph *g, int i)
 typedef struct {
     teeny__pbuf *bufs;
     int n, cap;
+    int failed;                           /* an allocation failed: checked once after planning */
 } buflist;
 
 static int buf_add(buflist *l, size_t numel, int def, int last)
@@ -590,8 +608,10 @@ static int buf_add(buflist *l, size_t numel, int def, int last)
     if (l->n == l->cap) {
         int cap = l->cap ? l->cap * 2 : 64;
         teeny__pbuf *p = teeny__malloc((size_t)cap * sizeof *p);
-        if (!p)
+        if (!p) {
+            l->failed = 1;
             return -1;
+        }
         if (l->n)
             memcpy(p, l->bufs, (size_t)l->n * sizeof *p);
         teeny__free(l->bufs);
@@ -644,7 +664,6 @@ teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *params
     p->value = teeny__calloc((size_t)n, sizeof *p->value);
     p->saved = teeny__calloc((size_t)n, sizeof *p->saved);
     p->grad = teeny__calloc((size_t)n, sizeof *p->grad);
-    p->temps = teeny__calloc((size_t)T + 1, sizeof *p->temps);
     needs = teeny__calloc((size_t)n, sizeof *needs);
     reaches = teeny__calloc((size_t)n, sizeof *reaches);
     value_buf = teeny__calloc((size_t)n, sizeof *value_buf);
@@ -652,7 +671,7 @@ teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *params
     grad_buf = teeny__calloc((size_t)n, sizeof *grad_buf);
     grad_def = teeny__calloc((size_t)n, sizeof *grad_def);
     temp_buf = teeny__calloc((size_t)n * TEENY__OP_MAX_SLOTS, sizeof *temp_buf);
-    if (!p->shapes || !p->value || !p->saved || !p->grad || !p->temps || !needs || !reaches || !value_buf ||
+    if (!p->shapes || !p->value || !p->saved || !p->grad || !needs || !reaches || !value_buf ||
         !saved_buf || !grad_buf || !grad_def || !temp_buf) {
         st = teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_graph_compile: out of host memory");
         goto fail;
@@ -763,6 +782,23 @@ teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *params
             if (reaches[i] && grad_def[i] >= 0)
                 grad_buf[i] = buf_add(&bl, (size_t)shape_numel(&p->shapes[i].out), grad_def[i],
                                       teeny__bwd_step(g, i));
+    }
+    /* one temporary per (node, input) contribution that does not define the
+     * gradient it adds to: sized from the planned contributions themselves,
+     * so any fan-in (a concat of many inputs, repeated inputs) fits */
+    if (bl.failed) {
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_graph_compile: out of host memory");
+        goto fail;
+    }
+    {
+        int n_temp_bufs = 0;
+        for (int i = 0; i < n * TEENY__OP_MAX_SLOTS; i++)
+            n_temp_bufs += temp_buf[i] >= 0;
+        p->temps = teeny__calloc((size_t)n_temp_bufs + 1, sizeof *p->temps);
+        if (!p->temps) {
+            st = teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_graph_compile: out of host memory");
+            goto fail;
+        }
     }
     for (int i = 0; i < bl.n; i++)
         p->no_reuse_elems += (bl.bufs[i].numel + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
@@ -906,11 +942,34 @@ teeny_status teeny_plan_tensor(teeny_plan *p, teeny_node n, teeny_tensor **t)
 
 teeny_status teeny_plan_forward(teeny_plan *p)
 {
+    teeny_graph *g;
     teeny_status st = check_plan(p, "teeny_plan_forward");
+    if (st != TEENY_OK)
+        return st;
+    g = p->g;
+    /* a training forward counts one batch in every counter; one at its
+     * maximum (a checkpoint may carry any int64) cannot count another */
+    if (p->training) {
+        int at_max = -1;
+        for (int i = 0; i < g->n_nodes && at_max == -1; i++)
+            if (g->nodes[i].shapes.counts_batches && g->nodes[i].batches_tracked == INT64_MAX)
+                at_max = i;
+        if (at_max == -1 && g->train_steps == INT64_MAX)
+            at_max = -2;
+        if (at_max != -1)
+            return teeny__error(p->ctx, TEENY_ERR_RANGE, "teeny_plan_forward: %s%s is at its maximum %lld",
+                                at_max >= 0 ? g->nodes[at_max].name : "the graph's train step count",
+                                at_max >= 0 ? ".num_batches_tracked" : "", (long long)INT64_MAX);
+    }
+    st = teeny__recorder_replay(p->ctx, p->rec, p->fwd_from, p->fwd_to);
     if (st == TEENY_OK)
-        st = teeny__recorder_replay(p->ctx, p->rec, p->fwd_from, p->fwd_to);
-    if (st == TEENY_OK && p->training)
-        p->g->train_steps++;
+        p->forwarded = 1;
+    if (st == TEENY_OK && p->training) {
+        g->train_steps++;
+        for (int i = 0; i < g->n_nodes; i++)
+            if (g->nodes[i].shapes.counts_batches)
+                g->nodes[i].batches_tracked++;
+    }
     return st;
 }
 
@@ -944,6 +1003,9 @@ teeny_status teeny_plan_read(teeny_plan *p, teeny_node n, float *dst, size_t cou
         return teeny__error(p->ctx, TEENY_ERR_STATE,
                             "teeny_plan_read: %s is not marked as an output (teeny_graph_mark_output before compile); "
                             "its memory is reused", nd->name);
+    if (!p->forwarded && p->g->nodes[root_of(p->g, n)].kind != TEENY__NODE_INPUT)
+        return teeny__error(p->ctx, TEENY_ERR_STATE, "teeny_plan_read: no forward has run; %s has no value yet",
+                            nd->name);
     p->host_syncs++;
     return teeny_tensor_read(p->value[n], dst, count);
 }
@@ -958,6 +1020,8 @@ teeny_status teeny_plan_read_loss(teeny_plan *p, float *loss)
     if (p->value[p->loss]->numel != 1)
         return teeny__error(p->ctx, TEENY_ERR_STATE, "teeny_plan_read_loss: node %s is not a scalar",
                             p->g->nodes[p->loss].name);
+    if (!p->forwarded)
+        return teeny__error(p->ctx, TEENY_ERR_STATE, "teeny_plan_read_loss: no forward has run; there is no loss yet");
     p->host_syncs++;
     return teeny_tensor_read(p->value[p->loss], loss, 1);
 }
@@ -971,6 +1035,8 @@ teeny_status teeny_plan_loss_start(teeny_plan *p)
     ctx = p->ctx;
     if (p->loss_event)
         return teeny__error(ctx, TEENY_ERR_STATE, "teeny_plan_loss_start: the previous read was not waited for");
+    if (!p->forwarded)
+        return teeny__error(ctx, TEENY_ERR_STATE, "teeny_plan_loss_start: no forward has run; there is no loss yet");
     const teeny_tensor *t = p->value[p->loss];
     TEENY_CL_TRY(clEnqueueReadBufferAsync, ctx->queue, t->buf, CL_FALSE, t->offset * 4, 4, &p->loss_host, 0, NULL,
                  &p->loss_event);

@@ -27,6 +27,7 @@ typedef struct {
     teeny_tensor *param_grad[TEENY__OP_MAX_SLOTS];
     teeny_tensor *state[TEENY__OP_MAX_SLOTS];
     int is_output;
+    int64_t batches_tracked;              /* counts_batches nodes: PyTorch's num_batches_tracked, per node */
 } teeny__gnode;
 
 struct teeny_graph {
@@ -63,6 +64,7 @@ struct teeny_plan {
     teeny__recorder *rec;
     int fwd_from, fwd_to, bwd_from, bwd_to, zero_from, zero_to;
     int64_t host_syncs;
+    int forwarded;                        /* a forward has completed its enqueues: values exist */
     float loss_host;
     cl_event loss_event;
 };

@@ -235,8 +235,10 @@ void teeny_tensor_destroy(teeny_tensor *t)
 static teeny_status check_io(const teeny_tensor *t, const void *ptr, size_t count, teeny__dtype dtype,
                              const char *fn)
 {
+    /* a destroyed tensor whose storage a view keeps alive still knows its
+     * context: report there, where the caller looks */
     if (!t || !t->handle_alive)
-        return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor is NULL or destroyed", fn);
+        return teeny__error(t ? t->ctx : NULL, TEENY_ERR_ARG, "%s: tensor is %s", fn, t ? "destroyed" : "NULL");
     teeny__clear_error(t->ctx);
     if (!ptr)
         return teeny__error(t->ctx, TEENY_ERR_ARG, "%s: host pointer is NULL", fn);
@@ -308,8 +310,9 @@ teeny_status teeny_tensor_fill(teeny_tensor *t, float value)
 {
     teeny_ctx *ctx;
     teeny_status st = TEENY_OK;
-    if (!t || !t->handle_alive)
-        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_tensor_fill: tensor is NULL or destroyed");
+    if (!t || !t->handle_alive) /* see check_io */
+        return teeny__error(t ? t->ctx : NULL, TEENY_ERR_ARG, "teeny_tensor_fill: tensor is %s",
+                            t ? "destroyed" : "NULL");
     ctx = t->ctx;
     teeny__clear_error(ctx);
     if (t->dtype != TEENY__F32)

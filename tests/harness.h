@@ -84,6 +84,17 @@ void th_expect_all(const teeny_tensor *t, float v);
                       teeny_status_name(want), teeny_last_error(ctx));                                 \
     } while (0)
 
+/* A test that cannot run here (data not installed, device lacks a
+ * feature) calls th_skip(reason) from its test body: the skip is recorded
+ * with its reason, the test returns, and main() lists every reason and
+ * counts it as skipped, never as passed. Formats like printf. */
+void th_skip_record(const char *test, const char *fmt, ...);
+#define th_skip(...)                               \
+    do {                                           \
+        th_skip_record(__func__, __VA_ARGS__);     \
+        return;                                    \
+    } while (0)
+
 /* Suites: one per op family / layer (tests/suites.def). */
 #define XX(name) Suite *suite_##name(void);
 #include "suites.def"

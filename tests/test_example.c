@@ -64,8 +64,7 @@ static int files_equal(const char *a, const char *b)
 START_TEST(test_example_trains_and_resumes)
 {
     if (access(DATA, R_OK) != 0) {
-        fprintf(stderr, "test_example: %s missing; skipped (install dataset-fashion-mnist)\n", DATA);
-        return;
+        th_skip("%s missing (install dataset-fashion-mnist)", DATA);
     }
     char out[256], args[1024], a[512], b[512];
     double loss[4], acc[4], loss2[4], acc2[4];

@@ -740,8 +740,7 @@ START_TEST(test_idx_fashion_mnist)
 {
     teeny_idx *img = NULL, *lab = NULL;
     if (!exists(FMNIST "t10k-images-idx3-ubyte.gz") || !exists(FMNIST "t10k-labels-idx1-ubyte.gz")) {
-        fprintf(stderr, "test_idx_fashion_mnist: skipped (apt-get install dataset-fashion-mnist)\n");
-        return;
+        th_skip("Fashion-MNIST test set missing (apt-get install dataset-fashion-mnist)");
     }
     TH_OK(NULL, teeny_idx_load(FMNIST "t10k-images-idx3-ubyte.gz", &img));
     TH_OK(NULL, teeny_idx_load(FMNIST "t10k-labels-idx1-ubyte.gz", &lab));

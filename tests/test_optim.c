@@ -511,13 +511,27 @@ START_TEST(test_optim_errors)
         ck_assert(!memcmp(before, after, s.n[3] * sizeof(float)));
         ck_assert_int_eq(teeny_optimizer_steps(opt), 0);
         TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_set_steps(opt, -1));
+        /* the step counter at its maximum (a checkpoint may carry any int64):
+         * the next step is refused (no signed overflow under UBSan) and
+         * changes nothing; one below the maximum still steps */
+        free(after);
+        TH_OK(ctx, teeny_optimizer_set_steps(opt, INT64_MAX));
+        TH_STATUS(ctx, TEENY_ERR_RANGE, teeny_optimizer_step(opt, 1e-3f, -1.0f));
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "maximum"));
+        ck_assert(teeny_optimizer_steps(opt) == INT64_MAX);
+        after = th_read(s.p[3]);
+        ck_assert(!memcmp(before, after, s.n[3] * sizeof(float)));
+        free(after);
+        TH_OK(ctx, teeny_optimizer_set_steps(opt, INT64_MAX - 1));
+        TH_OK(ctx, teeny_optimizer_step(opt, 0.0f, -1.0f));
+        ck_assert(teeny_optimizer_steps(opt) == INT64_MAX);
+        TH_OK(ctx, teeny_optimizer_set_steps(opt, 0));
         TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_state(opt, -1, NULL, NULL));
         TH_STATUS(ctx, TEENY_ERR_ARG, teeny_optimizer_state(opt, 2 * N_PARAMS, NULL, NULL));
         TH_STATUS(NULL, TEENY_ERR_ARG, teeny_optimizer_state(NULL, 0, NULL, NULL));
         ck_assert_int_eq(teeny_optimizer_steps(NULL), -1);
         ck_assert_int_eq(teeny_optimizer_state_count(NULL), 0);
         free(before);
-        free(after);
         teeny_optimizer_destroy(opt);
         teeny_optimizer_destroy(NULL);
     }
@@ -586,6 +600,79 @@ START_TEST(test_optim_schedules)
 }
 END_TEST
 
+/* OneCycleLR for tiny totals, which PyTorch accepts (the example with
+ * --train-limit 256 runs 2 steps). Values from PyTorch's get_lr
+ * (three_phase=False, cos) evaluated by hand in float64 for max_lr 4e-3,
+ * pct_start 0.3, div 25, final_div 1e4, momentum 0.85..0.95: phase 1 ends
+ * at 0.3 * total - 1, which is negative for totals 1..3, so every step
+ * there is in phase 2 starting from that negative end, e.g. total 2, step
+ * 0: pct = 0.4 / 1.4, lr = 1.6e-8 + (4e-3 - 1.6e-8) (cos(2 pi / 7) + 1) / 2. */
+START_TEST(test_optim_one_cycle_small)
+{
+    static const struct { int64_t total, step; double lr, beta1; } want[] = {
+        {1, 0, 1.6000000000000001e-08, 0.94999999999999996},
+        {2, 0, 0.0032469826157990518, 0.86882550990706331},
+        {2, 1, 1.6000000000000001e-08, 0.94999999999999996},
+        {3, 0, 0.0039776617418036467, 0.85055845868874358},
+        {3, 1, 0.0018505484106679001, 0.90373650467932121},
+        {3, 2, 1.6000000000000001e-08, 0.94999999999999996},
+        {4, 0, 0.00015999999999999999, 0.94999999999999996},
+        {4, 1, 0.0032469826157990518, 0.86882550990706331},
+        {4, 2, 0.0011322439928347968, 0.9216941869558779},
+        {4, 3, 1.6000000000000001e-08, 0.94999999999999996},
+        {5, 0, 0.00015999999999999999, 0.94999999999999996},
+        {5, 1, 0.0038019385280538944, 0.85495155660487898},
+        {5, 2, 0.0024450480877451566, 0.88887395330218422},
+        {5, 3, 0.00075303338420094792, 0.93117449009293662},
+        {5, 4, 1.6000000000000001e-08, 0.94999999999999996},
+    };
+    teeny_lr_schedule s = TEENY_LR_SCHEDULE_INIT;
+    double lr, b1;
+    s.kind = TEENY_LR_ONE_CYCLE;
+    s.max_lr = 4e-3;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        s.total_steps = want[i].total;
+        TH_OK(NULL, teeny_lr_at(&s, want[i].step, &lr, &b1));
+        ck_assert_msg(fabs(lr - want[i].lr) <= 1e-15 * want[i].lr + 1e-20 && fabs(b1 - want[i].beta1) < 1e-14,
+                      "total %lld step %lld: lr %.17g beta1 %.17g, PyTorch %.17g %.17g", (long long)want[i].total,
+                      (long long)want[i].step, lr, b1, want[i].lr, want[i].beta1);
+    }
+    s.total_steps = 2;
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_lr_at(&s, 2, &lr, &b1));
+    /* pct_start * total == 1: phase 1 has zero length and step 0 is its end
+     * (PyTorch divides 0 by 0 there): the end values, max_lr and base_momentum */
+    s.total_steps = 10;
+    s.pct_start = 0.1;
+    TH_OK(NULL, teeny_lr_at(&s, 0, &lr, &b1));
+    ck_assert(lr == 4e-3 && fabs(b1 - 0.85) < 1e-15);
+    /* non-finite fields are refused with a message in the context-less slot */
+    const double bad[] = {INFINITY, NAN, -1.0};
+    for (int k = 0; k < 3; k++) {
+        teeny_lr_schedule t = TEENY_LR_SCHEDULE_INIT;
+        t.max_lr = bad[k];
+        TH_STATUS(NULL, TEENY_ERR_ARG, teeny_lr_at(&t, 0, &lr, &b1));
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), "teeny_lr_at"));
+        t.max_lr = 1e-3;
+        t.kind = TEENY_LR_ONE_CYCLE;
+        t.total_steps = 10;
+        t.div_factor = bad[k];
+        TH_STATUS(NULL, TEENY_ERR_ARG, teeny_lr_at(&t, 0, &lr, &b1));
+        t.div_factor = 25;
+        t.pct_start = k == 2 ? 1.5 : bad[k];
+        TH_STATUS(NULL, TEENY_ERR_ARG, teeny_lr_at(&t, 0, &lr, &b1));
+        t.kind = TEENY_LR_STEP;
+        t.gamma = bad[k];
+        TH_STATUS(NULL, TEENY_ERR_ARG, teeny_lr_at(&t, 0, &lr, &b1));
+        t.kind = TEENY_LR_COSINE;
+        t.min_lr = k == 2 ? NAN : bad[k];
+        TH_STATUS(NULL, TEENY_ERR_ARG, teeny_lr_at(&t, 0, &lr, &b1));
+    }
+    /* a success clears the context-less message */
+    TH_OK(NULL, teeny_lr_at(&s, 0, &lr, &b1));
+    ck_assert_str_eq(teeny_last_error(NULL), "");
+}
+END_TEST
+
 Suite *suite_optim(void)
 {
     Suite *s = suite_create("optim");
@@ -595,6 +682,7 @@ Suite *suite_optim(void)
     tcase_add_loop_test(step, test_optim_checkpoint_restore, 0, 2);
     tcase_add_loop_test(step, test_optim_step_calls, 0, 2);
     tcase_add_test(step, test_optim_schedules);
+    tcase_add_test(step, test_optim_one_cycle_small);
     tcase_add_test(err, test_optim_errors);
     tcase_add_test(err, test_optim_faults);
     suite_add_tcase(s, step);

@@ -4,8 +4,11 @@
  * file, under PyTorch state_dict names ("conv1.bn.running_var"), so the
  * same network defined in PyTorch loads it with load_state_dict(strict=True).
  * Optimizer state goes under "optimizer." with the step count as
- * "optimizer.step". Loading validates every tensor (presence, dtype,
- * shape) before writing any, so a bad file leaves the graph unchanged.
+ * "optimizer.step". Each batch norm's num_batches_tracked is its own
+ * counter (PyTorch keeps one per module), saved and loaded per node.
+ * Loading validates every value (tensors' presence, dtype and shape; the
+ * counters' range) before writing any, so a bad file leaves the graph and
+ * the optimizer unchanged.
  */
 #include <stdio.h>
 #include <string.h>
@@ -32,7 +35,7 @@ teeny_status teeny_graph_save(teeny_graph *g, const teeny_optimizer *opt, const 
     teeny__clear_error(g->ctx);
     if ((st = teeny_st_writer_create(&w)) != TEENY_OK)
         return teeny__error(g->ctx, st, "teeny_graph_save: %s", teeny_last_error(NULL));
-    int64_t steps = g->train_steps, opt_steps = opt ? teeny_optimizer_steps(opt) : 0;
+    int64_t opt_steps = opt ? teeny_optimizer_steps(opt) : 0;
     for (int i = 0; i < g->n_nodes && st == TEENY_OK; i++) {
         const teeny__gnode *nd = &g->nodes[i];
         if (nd->kind != TEENY__NODE_OP)
@@ -47,7 +50,7 @@ teeny_status teeny_graph_save(teeny_graph *g, const teeny_optimizer *opt, const 
         }
         if (st == TEENY_OK && nd->shapes.counts_batches) {
             bn_count_name(g, i, name, sizeof name);
-            st = teeny_st_add_i64(w, name, 0, NULL, &steps);
+            st = teeny_st_add_i64(w, name, 0, NULL, &nd->batches_tracked);
         }
     }
     for (int i = 0; opt && i < teeny_optimizer_state_count(opt) && st == TEENY_OK; i++) {
@@ -99,18 +102,37 @@ static teeny_status expect(teeny_graph *g, const teeny_st_file *f, const char *p
     return TEENY_OK;
 }
 
+/* Read an I64 counter that must be >= 0 (validation pass). */
+static teeny_status read_count(teeny_graph *g, const teeny_st_file *f, const char *path, const char *name,
+                               int64_t *v)
+{
+    teeny_status st = expect(g, f, path, name, 1, NULL);
+    if (st == TEENY_OK && (st = teeny_st_read_i64(f, name, v, 1)) != TEENY_OK)
+        return teeny__error(g->ctx, st, "checkpoint %s: %s: %s", path, name, teeny_last_error(NULL));
+    if (st == TEENY_OK && *v < 0)
+        return teeny__error(g->ctx, TEENY_ERR_RANGE, "checkpoint %s: %s is %lld; a count must be >= 0", path, name,
+                            (long long)*v);
+    return st;
+}
+
 teeny_status teeny_graph_load(teeny_graph *g, teeny_optimizer *opt, const char *path)
 {
     teeny_st_file *f = NULL;
     teeny_status st;
     char name[NAME_CAP];
-    int64_t steps = -1, opt_steps = 0;
+    int64_t opt_steps = 0, *counts = NULL;
     if (!g || !path)
         return teeny__error(g ? g->ctx : NULL, TEENY_ERR_ARG, "teeny_graph_load: %s is NULL", !g ? "graph" : "path");
     teeny__clear_error(g->ctx);
     if ((st = teeny_st_open(path, &f)) != TEENY_OK)
         return teeny__error(g->ctx, st, "teeny_graph_load: %s", teeny_last_error(NULL));
-    /* validate everything first */
+    counts = teeny__calloc((size_t)g->n_nodes + 1, sizeof *counts);
+    if (!counts) {
+        teeny_st_close(f);
+        return teeny__error(g->ctx, TEENY_ERR_NOMEM, "teeny_graph_load: out of host memory");
+    }
+    /* pass 0 validates every value (tensors' presence, dtype and shape; the
+     * counters are read here and range-checked); pass 1 writes the tensors */
     for (int pass = 0; pass < 2 && st == TEENY_OK; pass++) {
         for (int i = 0; i < g->n_nodes && st == TEENY_OK; i++) {
             const teeny__gnode *nd = &g->nodes[i];
@@ -124,9 +146,9 @@ teeny_status teeny_graph_load(teeny_graph *g, teeny_optimizer *opt, const char *
                 snprintf(name, sizeof name, "%s.%s", nd->name, nd->shapes.state_name[j]);
                 st = pass ? teeny_st_read_f32(f, name, nd->state[j]) : expect(g, f, path, name, 0, nd->state[j]);
             }
-            if (st == TEENY_OK && nd->shapes.counts_batches) {
+            if (st == TEENY_OK && nd->shapes.counts_batches && !pass) {
                 bn_count_name(g, i, name, sizeof name);
-                st = pass ? teeny_st_read_i64(f, name, &steps, 1) : expect(g, f, path, name, 1, NULL);
+                st = read_count(g, f, path, name, &counts[i]);
             }
         }
         for (int i = 0; opt && i < teeny_optimizer_state_count(opt) && st == TEENY_OK; i++) {
@@ -137,16 +159,23 @@ teeny_status teeny_graph_load(teeny_graph *g, teeny_optimizer *opt, const char *
             snprintf(name, sizeof name, "optimizer.%s", sn);
             st = pass ? teeny_st_read_f32(f, name, t) : expect(g, f, path, name, 0, t);
         }
-        if (opt && st == TEENY_OK)
-            st = pass ? teeny_st_read_i64(f, "optimizer.step", &opt_steps, 1)
-                      : expect(g, f, path, "optimizer.step", 1, NULL);
+        if (opt && st == TEENY_OK && !pass)
+            st = read_count(g, f, path, "optimizer.step", &opt_steps);
     }
     if (st == TEENY_OK) {
-        if (steps >= 0)
-            g->train_steps = steps;
+        /* validated above, so these cannot fail */
+        int64_t most = -1;
+        for (int i = 0; i < g->n_nodes; i++)
+            if (g->nodes[i].kind == TEENY__NODE_OP && g->nodes[i].shapes.counts_batches) {
+                g->nodes[i].batches_tracked = counts[i];
+                most = counts[i] > most ? counts[i] : most;
+            }
+        if (most >= 0)
+            g->train_steps = most;
         if (opt)
             st = teeny_optimizer_set_steps(opt, opt_steps);
     }
+    teeny__free(counts);
     teeny_st_close(f);
     return st;
 }

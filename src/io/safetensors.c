@@ -86,11 +86,16 @@ teeny_status teeny__write_file_atomic(const teeny_ctx *ctx, const char *fn, cons
 {
     static const char suffix[] = ".tmp-XXXXXX";
     size_t plen = strlen(path);
-    char *tmp = teeny__malloc(plen + sizeof suffix), *dir = NULL;
+    /* the temp name and the directory name in one allocation, made before
+     * anything is written: nothing can fail for want of memory after the
+     * rename has replaced the file */
+    char *tmp = teeny__malloc(2 * (plen + sizeof suffix)), *dir;
     teeny_status st = TEENY_OK;
     int fd = -1;
     if (!tmp)
         return teeny__error(ctx, TEENY_ERR_NOMEM, "%s %s: out of host memory", fn, path);
+    dir = tmp + plen + sizeof suffix;
+    memcpy(dir, path, plen + 1);
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, suffix, sizeof suffix);
     fd = mkstemp(tmp);
@@ -130,8 +135,7 @@ teeny_status teeny__write_file_atomic(const teeny_ctx *ctx, const char *fn, cons
         return st;
     }
     /* Make the rename durable. Best effort: the new file is in place. */
-    dir = dup_str(path);
-    if (dir) {
+    {
         char *slash = strrchr(dir, '/');
         int dfd;
         if (slash == dir)
@@ -145,7 +149,6 @@ teeny_status teeny__write_file_atomic(const teeny_ctx *ctx, const char *fn, cons
             close(dfd);
         }
     }
-    teeny__free(dir);
     teeny__free(tmp);
     return TEENY_OK;
 }

@@ -7,8 +7,9 @@
  * Kernels: cl/concat.cl, one work-item per element written.
  *
  * Op-table entries (the convention of ops.h):
- *   concat:         iattr[0] = n, the number of inputs (1..4 in graphs;
- *                   must equal n_in), iattr[1] = first channel of y written
+ *   concat:         iattr[0] = n, the number of inputs (1..4 per graph
+ *                   node, must equal n_in; teeny_graph_concat chains
+ *                   nodes for more), iattr[1] = first channel of y written
  *                   (0 in graphs; the eager API concatenates more than 4
  *                   inputs in groups with it).
  *                   forward in = [x0 .. x(n-1)], out = [y];
@@ -258,10 +259,47 @@ teeny_status teeny__slice_channels_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 
 /* ---- graph builders ---- */
 
+/* More than TEENY__OP_MAX_SLOTS inputs become a chain of concat nodes (the
+ * first takes 4 inputs, each later one the previous result plus up to 3
+ * more) named "<name>.part<k>", the last one carrying name itself; the
+ * gradient of a chain is the same channel copy as one wide concat. */
 teeny_status teeny_graph_concat(teeny_graph *g, const char *name, int n, const teeny_node *xs, teeny_node *out)
 {
-    int ia[2] = {n, 0};
-    return teeny__graph_node(g, TEENY__OP_CONCAT, name, n, xs, ia, 2, NULL, 0, out);
+    teeny_ctx *ctx = teeny__graph_ctx(g);
+    if (!g || !out || !xs || n < 1) {
+        if (out)
+            *out = -1;
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_graph_concat: %s", !g ? "graph is NULL" : !out ? "out is NULL"
+                                                                         : !xs ? "inputs array is NULL"
+                                                                               : "needs at least one input");
+    }
+    if (n <= TEENY__OP_MAX_SLOTS) {
+        int ia[2] = {n, 0};
+        return teeny__graph_node(g, TEENY__OP_CONCAT, name, n, xs, ia, 2, NULL, 0, out);
+    }
+    /* a chain; intermediate nodes are named after the final one (or left to
+     * the graph's automatic names when name is NULL) */
+    teeny_node part[TEENY__OP_MAX_SLOTS], acc = -1;
+    int done = 0, k = 0;
+    teeny_status st = TEENY_OK;
+    *out = -1;
+    while (done < n && st == TEENY_OK) {
+        int m = 0;
+        char pname[128], *pn = NULL;
+        if (acc >= 0)
+            part[m++] = acc;
+        while (m < TEENY__OP_MAX_SLOTS && done < n)
+            part[m++] = xs[done++];
+        if (done < n && name && *name) {
+            snprintf(pname, sizeof pname, "%s.part%d", name, k++);
+            pn = pname;
+        }
+        int ia[2] = {m, 0};
+        st = teeny__graph_node(g, TEENY__OP_CONCAT, done < n ? pn : name, m, part, ia, 2, NULL, 0, &acc);
+    }
+    if (st == TEENY_OK)
+        *out = acc;
+    return st;
 }
 
 teeny_status teeny_graph_slice_channels(teeny_graph *g, const char *name, teeny_node x, int start, int count,

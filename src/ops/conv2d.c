@@ -1123,7 +1123,7 @@ teeny_status teeny_graph_conv2d(teeny_graph *g, const char *name, teeny_node x, 
         kernel_w > (1 << 24)) {
         if (out)
             *out = -1;
-        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_graph_conv2d: out_channels %d, kernel %dx%d must be 1..2^24",
+        return teeny__error(teeny__graph_ctx(g), TEENY_ERR_ARG, "teeny_graph_conv2d: out_channels %d, kernel %dx%d must be 1..2^24",
                             out_channels, kernel_h, kernel_w);
     }
     int ia[8] = {p->stride[0], p->stride[1], p->pad[0], p->pad[1], p->dilation[0], p->dilation[1], p->groups,

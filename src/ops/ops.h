@@ -171,6 +171,9 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
  * family's graph builders (teeny_graph_<op>) call it. */
 teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name, int n_in, const teeny_node *in,
                                const int *iattr, int n_iattr, const float *fattr, int n_fattr, teeny_node *out);
+/* The context a graph call reports its errors into (NULL for a NULL graph:
+ * then the thread's context-less error). */
+teeny_ctx *teeny__graph_ctx(const teeny_graph *g);
 
 /* The first lines of every eager function: a live ctx, a cleared error. */
 #define EAGER_BEGIN(fn)                                                             \
