@@ -144,6 +144,9 @@ teeny_status teeny__recorder_replay(teeny_ctx *ctx, const teeny__recorder *rec, 
  * in order, so the next op's kernels run after this op's). While a graph
  * records, each request is a fresh buffer the plan owns. */
 teeny_status teeny__scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out);
+/* Return one buffer early, once the launches that use it are enqueued
+ * (a helper that an op calls many times; a no-op for recorded buffers). */
+void teeny__scratch_give(teeny_ctx *ctx, cl_mem buf);
 /* Return every buffer taken since the outermost op began (teeny__op_run). */
 void teeny__scratch_release_all(teeny_ctx *ctx);
 

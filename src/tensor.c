@@ -401,6 +401,13 @@ teeny_status teeny__scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out)
     return TEENY_OK;
 }
 
+void teeny__scratch_give(teeny_ctx *ctx, cl_mem buf)
+{
+    for (int i = 0; i < TEENY__WS_SLOTS; i++)
+        if (ctx->ws[i].buf == buf)
+            ctx->ws[i].busy = 0;
+}
+
 void teeny__scratch_release_all(teeny_ctx *ctx)
 {
     for (int i = 0; i < TEENY__WS_SLOTS; i++)

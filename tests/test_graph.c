@@ -871,6 +871,8 @@ START_TEST(test_graph_error_routing)
     TH_STATUS(ctx, TEENY_ERR_STATE, teeny_plan_loss_start(p));
     float xin[36] = {0};
     TH_OK(ctx, teeny_plan_read(p, x, xin, 36)); /* inputs are the caller's: readable */
+    for (int i = 0; i < 36; i++)
+        xin[i] = 0.1f * (float)(i % 7) - 0.3f; /* what was read is whatever the buffer held */
     teeny_tensor *tx, *tl;
     TH_OK(ctx, teeny_plan_tensor(p, x, &tx));
     TH_OK(ctx, teeny_plan_tensor(p, l, &tl));

@@ -306,8 +306,10 @@ static teeny_status cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const ge
                     KI(j->w_hstride), KI(j->w_wstride), KI(j->N),         KI(Np),           KI(j->Kc),
                     KI(j->Kh),        KI(j->Kw),        KM(bp),           KI(zero)};
         if ((st = run_kernel(ctx, opt, "conv_pack_b", k, (int)(sizeof k / sizeof k[0]), 2, pg, pl)) !=
-            TEENY_OK)
+            TEENY_OK) {
+            teeny__scratch_give(ctx, bp);
             return st;
+        }
     } else {
         bp = j->w; /* Kc == 0: no taps, B is never read */
     }
@@ -322,7 +324,10 @@ static teeny_status cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const ge
                 KI(j->out_bstride), KI(j->out_nstride), KI(j->out_hstride), KI(j->out_wstride), KM(j->bias),
                 KI(j->bias_off),    KM(j->scale),       KI(j->scale_off),   KM(j->shift),       KI(j->shift_off),
                 KI(j->epi),         KI(j->act)};
-    return run_kernel(ctx, opt, "conv_gemm_cpu", a, (int)(sizeof a / sizeof a[0]), 2, global, local);
+    st = run_kernel(ctx, opt, "conv_gemm_cpu", a, (int)(sizeof a / sizeof a[0]), 2, global, local);
+    if (total > 0)
+        teeny__scratch_give(ctx, bp); /* enqueued: the next GEMM of this op may take it */
+    return st;
 }
 
 static int use_cpu_gemm(const conv_tuning *tu, const gemm_job *j)
