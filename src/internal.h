@@ -127,6 +127,9 @@ teeny_status teeny__fit_halving(teeny_ctx *ctx, const char *family, const char *
                                 int n, int wg, int floor, int *wg_out, char *opt, size_t cap);
 /* A 1-D local size for a kernel that works with any: want, or the kernel's
  * maximum rounded down to its preferred multiple when want exceeds it. */
+/* The smallest work-group a reduction kernel is built for: below it a
+ * device is too constrained to be worth a variant (TEENY_ERR_UNSUPPORTED). */
+#define TEENY__WG_FLOOR 16
 size_t teeny__local_clamp(teeny_ctx *ctx, cl_kernel k, const char *name, size_t want);
 /* The embedded source of one family ("common" included), or NULL. */
 const char *teeny__kernel_source(const char *family, size_t *len);
