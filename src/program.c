@@ -799,7 +799,7 @@ static teeny_status fill_kernel(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &buf, sizeof(int), &y_off, sizeof(cl_uint), &bits,
                              sizeof(int), &count, (size_t)0);
     if (st == TEENY_OK) {
-        size_t local = (size_t)ctx->work_group_size;
+        size_t local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
         st = teeny__launch(ctx, k, name, 1, &n, &local);
     }
     return st;
@@ -815,7 +815,7 @@ teeny_status teeny__copy_kernel(teeny_ctx *ctx, cl_mem src, cl_mem dst, size_t o
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &src, sizeof(cl_mem), &dst, sizeof(int), &y_off,
                              sizeof(int), &count, (size_t)0);
     if (st == TEENY_OK) {
-        size_t local = (size_t)ctx->work_group_size;
+        size_t local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
         st = teeny__launch(ctx, k, name, 1, &n, &local);
     }
     return st;
