@@ -45,6 +45,7 @@ typedef enum {
     XX(clGetProgramBuildInfo, QUERY)                        \
     XX(clGetEventProfilingInfo, QUERY)                      \
     XX(clGetEventInfo, QUERY)                               \
+    XX(clGetKernelWorkGroupInfo, QUERY)                     \
     XX(clCreateContext, CREATE)                             \
     XX(clCreateCommandQueue, CREATE)                        \
     XX(clCreateBuffer, CREATE)                              \

@@ -101,6 +101,42 @@ teeny_status teeny__kernel_get(teeny_ctx *ctx, const char *family, const char *o
 teeny_status teeny__kernel_create(teeny_ctx *ctx, const char *family, const char *options,
                                   const char *kernel_name, cl_kernel *out);
 void teeny__programs_release(teeny_ctx *ctx);
+
+/* ---- kernel limits (program.c) ----
+ * What the compiler allows for one built kernel, queried once when the
+ * kernel object is created (local bytes: its static __local arrays). Ops
+ * ask these instead of mirroring the kernels' formulas from device limits. */
+typedef struct {
+    size_t max_items;     /* CL_KERNEL_WORK_GROUP_SIZE */
+    size_t multiple;      /* CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE */
+    uint64_t local_bytes; /* CL_KERNEL_LOCAL_MEM_SIZE */
+} teeny__klimits;
+teeny_status teeny__kernel_limits(teeny_ctx *ctx, cl_kernel k, const char *name, teeny__klimits *out);
+/* teeny__kernel_get when a work-group of items work-items with dyn_local
+ * bytes of __local arguments fits the built kernel; else
+ * TEENY_ERR_UNSUPPORTED naming both. out NULL: only check (never records). */
+teeny_status teeny__kernel_fit(teeny_ctx *ctx, const char *family, const char *options, const char *name,
+                               size_t items, size_t dyn_local_bytes, cl_kernel *out);
+/* One kernel a configuration launches, and the work-group it needs. */
+typedef struct {
+    const char *name;
+    size_t items, dyn_local;
+} teeny__kernel_need;
+/* Check every kernel of one configuration (options) before anything is
+ * enqueued; the first misfit's TEENY_ERR_UNSUPPORTED. */
+teeny_status teeny__kernels_fit(teeny_ctx *ctx, const char *family, const char *options,
+                                const teeny__kernel_need *need, int n);
+/* The common fallback: options fmt % wg (one %d) for wg, wg/2, ... down to
+ * floor, every kernel in names launched with wg items; the first that fits
+ * goes to *wg_out and opt (the message cleared), else the last misfit. */
+teeny_status teeny__fit_halving(teeny_ctx *ctx, const char *family, const char *fmt, const char *const *names,
+                                int n, int wg, int floor, int *wg_out, char *opt, size_t cap);
+/* A 1-D local size for a kernel that works with any: want, or the kernel's
+ * maximum rounded down to its preferred multiple when want exceeds it. */
+/* The smallest work-group a reduction kernel is built for: below it a
+ * device is too constrained to be worth a variant (TEENY_ERR_UNSUPPORTED). */
+#define TEENY__WG_FLOOR 16
+size_t teeny__local_clamp(teeny_ctx *ctx, cl_kernel k, const char *name, size_t want);
 /* The embedded source of one family ("common" included), or NULL. */
 const char *teeny__kernel_source(const char *family, size_t *len);
 /* Where binaries are cached; "" when the disk cache is off. */

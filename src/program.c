@@ -36,6 +36,7 @@ extern const int teeny__n_sources;
 typedef struct {
     char name[64];
     cl_kernel kernel;
+    teeny__klimits limits; /* queried once, at creation */
 } cached_kernel;
 
 struct teeny__program {
@@ -397,7 +398,38 @@ cleanup:
     return st;
 }
 
-static teeny_status create_kernel(teeny_ctx *ctx, teeny__program *p, const char *name, cl_kernel *out)
+/* Test hook: report at most this many work-items per kernel (0: off). */
+static size_t debug_wg_cap;
+
+void teeny__debug_kernel_wg_cap(size_t cap)
+{
+    debug_wg_cap = cap;
+}
+
+/* What the compiler allows for this kernel. CL_KERNEL_LOCAL_MEM_SIZE counts
+ * local-pointer arguments already set, so this runs right after creation,
+ * before any argument is set: it is the kernel's static local memory. */
+static teeny_status query_limits(teeny_ctx *ctx, cl_kernel k, const char *name, teeny__klimits *out)
+{
+    size_t wg = 0, mult = 0;
+    cl_ulong local = 0;
+    cl_int err = TEENY_CL(clGetKernelWorkGroupInfo, k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+    if (err == CL_SUCCESS)
+        err = TEENY_CL(clGetKernelWorkGroupInfo, k, ctx->device, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
+                       sizeof mult, &mult, NULL);
+    if (err == CL_SUCCESS)
+        err = TEENY_CL(clGetKernelWorkGroupInfo, k, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof local, &local, NULL);
+    if (err != CL_SUCCESS)
+        return teeny__error(ctx, TEENY_ERR_OPENCL, "clGetKernelWorkGroupInfo failed: %s (%d), kernel %s",
+                            teeny__cl_error_name(err), (int)err, name);
+    out->max_items = wg ? wg : 1;
+    out->multiple = mult ? mult : 1;
+    out->local_bytes = (uint64_t)local;
+    return TEENY_OK;
+}
+
+static teeny_status create_kernel(teeny_ctx *ctx, teeny__program *p, const char *name, cl_kernel *out,
+                                  teeny__klimits *lim)
 {
     cl_int err;
     cl_kernel k = TEENY_CLO(clCreateKernel, &err, p->program, name);
@@ -406,11 +438,55 @@ static teeny_status create_kernel(teeny_ctx *ctx, teeny__program *p, const char 
             return teeny__error(ctx, TEENY_ERR_STATE, "kernel %s not found in program %s", name, p->family);
         return teeny__cl_error(ctx, err, "clCreateKernel");
     }
+    teeny_status st = query_limits(ctx, k, name, lim);
+    if (st != TEENY_OK) {
+        TEENY_CL_RELEASE(clReleaseKernel, k);
+        return st;
+    }
     *out = k;
     return TEENY_OK;
 }
 
-static teeny_status recorder_add_kernel(teeny_ctx *ctx, teeny__recorder *rec, cl_kernel k);
+static teeny_status recorder_add_kernel(teeny_ctx *ctx, teeny__recorder *rec, cl_kernel k,
+                                        const teeny__klimits *lim);
+static int recorder_limits(const teeny__recorder *rec, cl_kernel k, teeny__klimits *out);
+
+/* The program's shared kernel object of that name, created on first use. */
+static teeny_status cached_get(teeny_ctx *ctx, teeny__program *p, const char *kernel_name, cached_kernel **out)
+{
+    for (int i = 0; i < p->n_kernels; i++)
+        if (!strcmp(p->kernels[i].name, kernel_name)) {
+            *out = &p->kernels[i];
+            return TEENY_OK;
+        }
+    TEENY_ASSERT(ctx, p->n_kernels < MAX_KERNELS_PER_PROGRAM);
+    cached_kernel *c = &p->kernels[p->n_kernels];
+    teeny_status st = create_kernel(ctx, p, kernel_name, &c->kernel, &c->limits);
+    if (st != TEENY_OK)
+        return st;
+    teeny__strlcpy(c->name, kernel_name, sizeof c->name);
+    p->n_kernels++;
+    *out = c;
+    return TEENY_OK;
+}
+
+/* A kernel for a launch: the shared one, or while recording a fresh one the
+ * graph node owns. */
+static teeny_status kernel_for_launch(teeny_ctx *ctx, teeny__program *p, const char *kernel_name, cl_kernel *out)
+{
+    if (ctx->rec) {
+        teeny__klimits lim;
+        teeny_status st = create_kernel(ctx, p, kernel_name, out, &lim);
+        if (st == TEENY_OK && (st = recorder_add_kernel(ctx, ctx->rec, *out, &lim)) != TEENY_OK)
+            TEENY_CL_RELEASE(clReleaseKernel, *out);
+        return st;
+    }
+    cached_kernel *c;
+    teeny_status st = cached_get(ctx, p, kernel_name, &c);
+    if (st == TEENY_OK)
+        *out = c->kernel;
+    return st;
+}
 
 teeny_status teeny__kernel_get(teeny_ctx *ctx, const char *family, const char *options,
                                const char *kernel_name, cl_kernel *out)
@@ -419,34 +495,114 @@ teeny_status teeny__kernel_get(teeny_ctx *ctx, const char *family, const char *o
     teeny_status st = program_get(ctx, family, options, &p);
     if (st != TEENY_OK)
         return st;
-    if (ctx->rec) { /* a graph node owns its own kernel object */
-        st = create_kernel(ctx, p, kernel_name, out);
-        if (st == TEENY_OK && (st = recorder_add_kernel(ctx, ctx->rec, *out)) != TEENY_OK)
-            TEENY_CL_RELEASE(clReleaseKernel, *out);
-        return st;
+    return kernel_for_launch(ctx, p, kernel_name, out);
+}
+
+static void apply_cap(teeny__klimits *lim)
+{
+    if (debug_wg_cap && lim->max_items > debug_wg_cap)
+        lim->max_items = debug_wg_cap;
+    if (lim->multiple > lim->max_items)
+        lim->multiple = lim->max_items;
+}
+
+teeny_status teeny__kernel_limits(teeny_ctx *ctx, cl_kernel k, const char *name, teeny__klimits *out)
+{
+    for (teeny__program *p = ctx->programs; p; p = p->next)
+        for (int i = 0; i < p->n_kernels; i++)
+            if (p->kernels[i].kernel == k) {
+                *out = p->kernels[i].limits;
+                apply_cap(out);
+                return TEENY_OK;
+            }
+    if (ctx->rec && recorder_limits(ctx->rec, k, out)) {
+        apply_cap(out);
+        return TEENY_OK;
     }
-    for (int i = 0; i < p->n_kernels; i++)
-        if (!strcmp(p->kernels[i].name, kernel_name)) {
-            *out = p->kernels[i].kernel;
-            return TEENY_OK;
-        }
-    TEENY_ASSERT(ctx, p->n_kernels < MAX_KERNELS_PER_PROGRAM);
-    st = create_kernel(ctx, p, kernel_name, out);
+    /* not ours: ask now (its local-pointer arguments, if set, count too) */
+    teeny_status st = query_limits(ctx, k, name, out);
+    if (st == TEENY_OK)
+        apply_cap(out);
+    return st;
+}
+
+teeny_status teeny__kernel_fit(teeny_ctx *ctx, const char *family, const char *options, const char *name,
+                               size_t items, size_t dyn_local_bytes, cl_kernel *out)
+{
+    teeny__program *p;
+    cached_kernel *c;
+    teeny_status st = program_get(ctx, family, options, &p);
+    if (st == TEENY_OK)
+        st = cached_get(ctx, p, name, &c); /* the shared object: checking never records */
     if (st != TEENY_OK)
         return st;
-    teeny__strlcpy(p->kernels[p->n_kernels].name, kernel_name, sizeof p->kernels[0].name);
-    p->kernels[p->n_kernels++].kernel = *out;
+    teeny__klimits lim = c->limits;
+    apply_cap(&lim);
+    uint64_t dev_local = ctx->info.local_mem_bytes;
+    if (items > lim.max_items || lim.local_bytes + dyn_local_bytes > dev_local)
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
+                            "kernel %s built with \"%s\" needs %zu work-items and %llu bytes of local memory; "
+                            "this device's compiler allows %zu items and %llu bytes (%s)",
+                            name, options, items, (unsigned long long)(lim.local_bytes + dyn_local_bytes),
+                            lim.max_items, (unsigned long long)dev_local, ctx->info.device_name);
+    return out ? kernel_for_launch(ctx, p, name, out) : TEENY_OK;
+}
+
+teeny_status teeny__kernels_fit(teeny_ctx *ctx, const char *family, const char *options,
+                                const teeny__kernel_need *need, int n)
+{
+    for (int i = 0; i < n; i++) {
+        teeny_status st = teeny__kernel_fit(ctx, family, options, need[i].name, need[i].items, need[i].dyn_local,
+                                            NULL);
+        if (st != TEENY_OK)
+            return st;
+    }
     return TEENY_OK;
+}
+
+teeny_status teeny__fit_halving(teeny_ctx *ctx, const char *family, const char *fmt, const char *const *names,
+                                int n, int wg, int floor, int *wg_out, char *opt, size_t cap)
+{
+    teeny_status st;
+    int first = wg;
+    for (;; wg /= 2) {
+        teeny__kernel_need need[16];
+        TEENY_ASSERT(ctx, n <= 16);
+        snprintf(opt, cap, fmt, wg);
+        for (int i = 0; i < n; i++)
+            need[i] = (teeny__kernel_need){names[i], (size_t)wg, 0};
+        st = teeny__kernels_fit(ctx, family, opt, need, n);
+        if (st != TEENY_ERR_UNSUPPORTED || wg / 2 < floor)
+            break;
+    }
+    if (st == TEENY_OK && wg != first)
+        teeny__clear_error(ctx);
+    *wg_out = wg;
+    return st;
+}
+
+size_t teeny__local_clamp(teeny_ctx *ctx, cl_kernel k, const char *name, size_t want)
+{
+    teeny__klimits lim;
+    if (teeny__kernel_limits(ctx, k, name, &lim) != TEENY_OK) {
+        teeny__clear_error(ctx); /* keep today's size; the launch reports any real problem */
+        return want;
+    }
+    if (want <= lim.max_items)
+        return want;
+    size_t l = lim.max_items / lim.multiple * lim.multiple;
+    return l ? l : 1;
 }
 
 teeny_status teeny__kernel_create(teeny_ctx *ctx, const char *family, const char *options,
                                   const char *kernel_name, cl_kernel *out)
 {
     teeny__program *p;
+    teeny__klimits lim;
     teeny_status st = program_get(ctx, family, options, &p);
     if (st != TEENY_OK)
         return st;
-    return create_kernel(ctx, p, kernel_name, out);
+    return create_kernel(ctx, p, kernel_name, out, &lim);
 }
 
 void teeny__programs_release(teeny_ctx *ctx)
@@ -504,7 +660,10 @@ typedef struct {
 struct teeny__recorder {
     recorded *items;
     int n, cap;
-    cl_kernel *kernels;
+    struct {
+        cl_kernel kernel;
+        teeny__klimits limits;
+    } *kernels;
     int n_kernels, cap_kernels;
     cl_mem *scratch;
     int n_scratch, cap_scratch;
@@ -541,7 +700,7 @@ void teeny__recorder_free(teeny__recorder *rec)
     if (!rec)
         return;
     for (int i = 0; i < rec->n_kernels; i++)
-        TEENY_CL_RELEASE(clReleaseKernel, rec->kernels[i]);
+        TEENY_CL_RELEASE(clReleaseKernel, rec->kernels[i].kernel);
     for (int i = 0; i < rec->n_scratch; i++)
         TEENY_CL_RELEASE(clReleaseMemObject, rec->scratch[i]);
     teeny__free(rec->items);
@@ -570,12 +729,25 @@ size_t teeny__recorder_scratch_bytes(const teeny__recorder *rec)
     return rec->scratch_bytes;
 }
 
-static teeny_status recorder_add_kernel(teeny_ctx *ctx, teeny__recorder *rec, cl_kernel k)
+static teeny_status recorder_add_kernel(teeny_ctx *ctx, teeny__recorder *rec, cl_kernel k,
+                                        const teeny__klimits *lim)
 {
-    if (!grow((void **)&rec->kernels, &rec->cap_kernels, rec->n_kernels, sizeof(cl_kernel)))
+    if (!grow((void **)&rec->kernels, &rec->cap_kernels, rec->n_kernels, sizeof rec->kernels[0]))
         return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory recording a kernel");
-    rec->kernels[rec->n_kernels++] = k;
+    rec->kernels[rec->n_kernels].kernel = k;
+    rec->kernels[rec->n_kernels++].limits = *lim;
     return TEENY_OK;
+}
+
+/* The limits a recorded kernel was created with; 0 when not one of rec's. */
+static int recorder_limits(const teeny__recorder *rec, cl_kernel k, teeny__klimits *out)
+{
+    for (int i = rec->n_kernels - 1; i >= 0; i--)
+        if (rec->kernels[i].kernel == k) {
+            *out = rec->kernels[i].limits;
+            return 1;
+        }
+    return 0;
 }
 
 static teeny_status recorder_add(teeny_ctx *ctx, const recorded *r)
@@ -627,7 +799,7 @@ static teeny_status fill_kernel(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &buf, sizeof(int), &y_off, sizeof(cl_uint), &bits,
                              sizeof(int), &count, (size_t)0);
     if (st == TEENY_OK) {
-        size_t local = (size_t)ctx->work_group_size;
+        size_t local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
         st = teeny__launch(ctx, k, name, 1, &n, &local);
     }
     return st;
@@ -643,7 +815,7 @@ teeny_status teeny__copy_kernel(teeny_ctx *ctx, cl_mem src, cl_mem dst, size_t o
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &src, sizeof(cl_mem), &dst, sizeof(int), &y_off,
                              sizeof(int), &count, (size_t)0);
     if (st == TEENY_OK) {
-        size_t local = (size_t)ctx->work_group_size;
+        size_t local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
         st = teeny__launch(ctx, k, name, 1, &n, &local);
     }
     return st;

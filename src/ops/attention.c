@@ -113,6 +113,17 @@ static int fit(const att_plan *p, att_tile *t, size_t (*lds)(const att_plan *, a
     return 1;
 }
 
+static void plan_options(att_plan *p)
+{
+    snprintf(p->options, sizeof p->options,
+             "-DATT_DQ=%d -DATT_DV=%d -DFW_TR=%d -DFW_RM=%d -DFW_TC=%d -DFW_SC=%d -DKV_TR=%d -DKV_RM=%d -DKV_TC=%d "
+             "-DKV_SC=%d -DQG_TR=%d -DQG_RM=%d -DQG_TC=%d -DQG_SC=%d",
+             p->dq, p->dv, p->fw.tr, p->fw.rm, p->fw.tc, p->fw.sc, p->kv.tr, p->kv.rm, p->kv.tc, p->kv.sc, p->qg.tr,
+             p->qg.rm, p->qg.tc, p->qg.sc);
+}
+
+/* The preferred tiles from the device-wide limits; plan_fit then checks
+ * them against the built kernels. */
 static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, att_plan *p)
 {
     size_t budget = ctx->info.local_mem_bytes < ATT_LDS_CAP ? (size_t)ctx->info.local_mem_bytes : ATT_LDS_CAP;
@@ -162,12 +173,40 @@ static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, att_plan *p)
         return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
                             "attention with head dims %d, %d needs more local memory than %s has (%llu bytes)", d,
                             dv, ctx->info.device_name, (unsigned long long)ctx->info.local_mem_bytes);
-    snprintf(p->options, sizeof p->options,
-             "-DATT_DQ=%d -DATT_DV=%d -DFW_TR=%d -DFW_RM=%d -DFW_TC=%d -DFW_SC=%d -DKV_TR=%d -DKV_RM=%d -DKV_TC=%d "
-             "-DKV_SC=%d -DQG_TR=%d -DQG_RM=%d -DQG_TC=%d -DQG_SC=%d",
-             p->dq, p->dv, p->fw.tr, p->fw.rm, p->fw.tc, p->fw.sc, p->kv.tr, p->kv.rm, p->kv.tc, p->kv.sc, p->qg.tr,
-             p->qg.rm, p->qg.tc, p->qg.sc);
+    plan_options(p);
     return TEENY_OK;
+}
+
+/* Check the tiles against what the built kernels allow (before anything is
+ * enqueued): a kernel whose TR * TC work-items or local memory its build
+ * does not take gets half the thread rows (fewer items, smaller panels),
+ * down to one row; the message of the last misfit when nothing fits. */
+static teeny_status plan_fit(teeny_ctx *ctx, att_plan *p, int backward)
+{
+    const char *names[2] = {"attn_fwd", NULL};
+    att_tile *tiles[2] = {&p->fw, NULL};
+    int n = 1, shrunk = 0;
+    if (backward) {
+        names[0] = "attn_bwd_dkdv";
+        tiles[0] = &p->kv;
+        names[1] = "attn_bwd_dq";
+        tiles[1] = &p->qg;
+        n = 2;
+    }
+    for (;;) {
+        teeny_status st = TEENY_OK;
+        int i;
+        for (i = 0; i < n && st == TEENY_OK; i++)
+            st = teeny__kernel_fit(ctx, "attention", p->options, names[i],
+                                   (size_t)tiles[i]->tr * (size_t)tiles[i]->tc, 0, NULL);
+        if (st == TEENY_OK && shrunk)
+            teeny__clear_error(ctx);
+        if (st != TEENY_ERR_UNSUPPORTED || tiles[i - 1]->tr == 1)
+            return st;
+        tiles[i - 1]->tr /= 2;
+        shrunk = 1;
+        plan_options(p);
+    }
 }
 
 /* ---- launches ---- */
@@ -223,6 +262,8 @@ teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *
     int n = 0, has_lse = p->lse != NULL;
     cl_mem lse = has_lse ? p->lse : p->o.buf; /* a stand-in the kernel never writes */
     teeny_status st = plan_make(ctx, p->d, p->dv, &pl);
+    if (st == TEENY_OK)
+        st = plan_fit(ctx, &pl, 0);
     if (st != TEENY_OK)
         return st;
     n = push_mat(a, n, &p->q);
@@ -251,7 +292,7 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
     teeny_status st;
     if (!p->dq.buf && !p->dk.buf && !p->dv_out.buf)
         return TEENY_OK;
-    if ((st = plan_make(ctx, p->d, p->dv, &pl)) != TEENY_OK)
+    if ((st = plan_make(ctx, p->d, p->dv, &pl)) != TEENY_OK || (st = plan_fit(ctx, &pl, 1)) != TEENY_OK)
         return st;
     /* Di = rowsum(dO * O), shared by both passes */
     if ((st = teeny__scratch(ctx, (size_t)p->bh * (size_t)p->n_q * sizeof(float), &di)) != TEENY_OK)
@@ -266,6 +307,8 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         size_t local[2] = {(size_t)(ctx->work_group_size < 64 ? ctx->work_group_size : 64), 1};
         size_t global[2] = {(size_t)p->n_q, (size_t)p->bh};
         st = teeny__kernel_get(ctx, "attention", pl.options, "attn_bwd_prep", &k);
+        if (st == TEENY_OK)
+            local[0] = teeny__local_clamp(ctx, k, "attn_bwd_prep", local[0]);
         if (st == TEENY_OK)
             st = set_args(ctx, k, "attn_bwd_prep", a, n);
         if (st == TEENY_OK)

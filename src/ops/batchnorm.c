@@ -44,9 +44,8 @@ typedef struct {
     size_t ew_global[2], ew_local[2];
 } bn_plan;
 
-static void plan_make(const teeny_ctx *ctx, int B, int C, int S, bn_plan *pl)
+static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, bn_plan *pl)
 {
-    int wg = ctx->work_group_size;
     int64_t target = (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) * 4;
     pl->B = B;
     pl->C = C;
@@ -101,18 +100,43 @@ static void wg_option(const teeny_ctx *ctx, char *buf, size_t cap)
     snprintf(buf, cap, "-DBN_WG=%d", ctx->work_group_size);
 }
 
+/* Pick BN_WG before anything is enqueued: the device's work-group size, or
+ * the largest power of two below it that every kernel of this call takes
+ * (the reductions need a power of two); then plan with it. */
+static teeny_status plan_fit(teeny_ctx *ctx, int B, int C, int S, int grad, int training, bn_plan *pl, char *opt,
+                             size_t cap)
+{
+    const char *names[3];
+    int n = 0, wg;
+    int spatial = S >= BN_SPATIAL_MIN;
+    if (grad) {
+        names[n++] = spatial ? "bn_grad_spatial" : "bn_grad_rows";
+        names[n++] = "bn_grad_finalize";
+        names[n++] = "bn_backward_dx";
+    } else {
+        if (training) {
+            names[n++] = spatial ? "bn_stats_spatial" : "bn_stats_rows";
+            names[n++] = "bn_stats_finalize";
+        }
+        names[n++] = "bn_normalize";
+    }
+    teeny_status st = teeny__fit_halving(ctx, "batchnorm", "-DBN_WG=%d", names, n, ctx->work_group_size,
+                                         TEENY__WG_FLOOR, &wg, opt, cap);
+    if (st == TEENY_OK)
+        plan_make(ctx, wg, B, C, S, pl);
+    return st;
+}
+
 /* Reduction partials + finalize for statistics or gradient sums. */
-static teeny_status reduce(teeny_ctx *ctx, const bn_plan *pl, int grad, const teeny_tensor *x,
+static teeny_status reduce(teeny_ctx *ctx, const bn_plan *pl, const char *opt, int grad, const teeny_tensor *x,
                            const teeny_tensor *dy, const teeny_tensor *mean, cl_mem *part_out)
 {
-    char opt[32];
     const char *name = grad ? (pl->spatial ? "bn_grad_spatial" : "bn_grad_rows")
                             : (pl->spatial ? "bn_stats_spatial" : "bn_stats_rows");
     cl_kernel k;
     cl_mem part;
     int x_off = teeny__off(x), units = pl->total, CS = pl->C * pl->S;
     teeny_status st;
-    wg_option(ctx, opt, sizeof opt);
     st = teeny__scratch(ctx, (size_t)pl->C * pl->K * 2 * sizeof(float), &part);
     if (st == TEENY_OK)
         st = teeny__kernel_get(ctx, "batchnorm", opt, name, &k);
@@ -158,15 +182,15 @@ teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
     const teeny_tensor *mean, *r;
     int r_is_var;
 
-    plan_make(ctx, B, C, S, &pl);
-    wg_option(ctx, opt, sizeof opt);
+    if ((st = plan_fit(ctx, B, C, S, 0, training, &pl, opt, sizeof opt)) != TEENY_OK)
+        return st;
     if (training) {
         teeny_tensor *save_mean = a->out[1], *save_rstd = a->out[2], *rm = a->out[3], *rv = a->out[4];
         cl_mem part;
         int update = 1, sm_off = teeny__off(save_mean), sr_off = teeny__off(save_rstd), rm_off = teeny__off(rm),
             rv_off = teeny__off(rv);
         size_t g = (size_t)C, l = 1;
-        st = reduce(ctx, &pl, 0, x, NULL, NULL, &part);
+        st = reduce(ctx, &pl, opt, 0, x, NULL, NULL, &part);
         if (st == TEENY_OK)
             st = teeny__kernel_get(ctx, "batchnorm", opt, "bn_stats_finalize", &k);
         if (st == TEENY_OK)
@@ -221,9 +245,9 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
     int r_off = teeny__off(r), dw_off = teeny__off(dw), db_off = teeny__off(db);
     teeny_status st;
 
-    plan_make(ctx, B, C, S, &pl);
-    wg_option(ctx, opt, sizeof opt);
-    st = reduce(ctx, &pl, 1, x, dy, mean, &part);
+    if ((st = plan_fit(ctx, B, C, S, 1, 0, &pl, opt, sizeof opt)) != TEENY_OK)
+        return st;
+    st = reduce(ctx, &pl, opt, 1, x, dy, mean, &part);
     if (st == TEENY_OK)
         st = teeny__kernel_get(ctx, "batchnorm", opt, "bn_grad_finalize", &k);
     if (st == TEENY_OK)

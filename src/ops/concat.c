@@ -41,7 +41,7 @@ static teeny_status copy_channels(teeny_ctx *ctx, const teeny_tensor *src, int s
                              &dst_C, sizeof(int), &dst_c0, sizeof(int), &count, sizeof(int), &S, sizeof(int), &total,
                              (size_t)0);
     if (st == TEENY_OK) {
-        size_t global = (size_t)total, local = (size_t)ctx->work_group_size;
+        size_t global = (size_t)total, local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
         st = teeny__launch(ctx, k, name, 1, &global, &local);
     }
     return st;
@@ -95,7 +95,7 @@ teeny_status teeny__slice_channels_backward(teeny_ctx *ctx, const teeny__op_args
                              sizeof(int), &dx_off, sizeof(int), &C, sizeof(int), &c0, sizeof(int), &count,
                              sizeof(int), &S, sizeof(int), &total, (size_t)0);
     if (st == TEENY_OK) {
-        size_t global = (size_t)total, local = (size_t)ctx->work_group_size;
+        size_t global = (size_t)total, local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
         st = teeny__launch(ctx, k, name, 1, &global, &local);
     }
     return st;

@@ -17,7 +17,7 @@
 
 static teeny_status ew_launch(teeny_ctx *ctx, const char *name, int n, cl_kernel k)
 {
-    size_t local = (size_t)ctx->work_group_size, global = (size_t)n;
+    size_t local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size), global = (size_t)n;
     return teeny__launch(ctx, k, name, 1, &global, &local);
 }
 

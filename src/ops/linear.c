@@ -30,9 +30,9 @@ typedef struct {
 /* Work-group (lx, ly) from the device's work-group size: a square (or 2:1)
  * power-of-two shape, a 4x4 register tile, and a k depth whose two panels
  * fit in half the local memory. */
-static void gemm_plan_make(const teeny_ctx *ctx, gemm_plan *g)
+static void gemm_plan_make(const teeny_ctx *ctx, int wg, gemm_plan *g)
 {
-    int wg = ctx->work_group_size, lx = 1, ly = 1;
+    int lx = 1, ly = 1;
     uint64_t local = ctx->info.local_mem_bytes ? ctx->info.local_mem_bytes : 16384;
     while (lx * ly * 2 <= wg) {
         if (lx <= ly)
@@ -48,6 +48,24 @@ static void gemm_plan_make(const teeny_ctx *ctx, gemm_plan *g)
         g->tk /= 2;
     snprintf(g->opt, sizeof g->opt, "-DLIN_LX=%d -DLIN_LY=%d -DLIN_RM=%d -DLIN_RN=%d -DLIN_TK=%d", g->lx, g->ly,
              g->rm, g->rn, g->tk);
+}
+
+/* The plan for the device's work-group size, or for the largest power of
+ * two below it whose LIN_LX * LIN_LY work-group and panels the built
+ * lin_gemm takes (down to 4 x 4); checked before anything is enqueued. */
+static teeny_status gemm_plan_fit(teeny_ctx *ctx, gemm_plan *g)
+{
+    teeny_status st;
+    int first = ctx->work_group_size;
+    for (int wg = first;; wg /= 2) {
+        gemm_plan_make(ctx, wg, g);
+        st = teeny__kernel_fit(ctx, "linear", g->opt, "lin_gemm", (size_t)g->lx * (size_t)g->ly, 0, NULL);
+        if (st != TEENY_ERR_UNSUPPORTED || wg / 2 < TEENY__WG_FLOOR) {
+            if (st == TEENY_OK && wg != first)
+                teeny__clear_error(ctx);
+            return st;
+        }
+    }
 }
 
 /* One strided GEMM launch: C [M, N] (row stride c_sm) = A B (+ bias). */
@@ -70,9 +88,9 @@ static teeny_status gemm(teeny_ctx *ctx, const gemm_args *ga)
     int a_off = teeny__off(ga->a), b_off = teeny__off(ga->b), c_off = teeny__off(ga->c);
     int has_bias = ga->bias != NULL, bias_off = has_bias ? teeny__off(ga->bias) : 0;
     cl_mem bias_buf = has_bias ? ga->bias->buf : ga->a->buf; /* stand-in, never read */
-    teeny_status st;
-    gemm_plan_make(ctx, &pl);
-    st = teeny__kernel_get(ctx, "linear", pl.opt, name, &k);
+    teeny_status st = gemm_plan_fit(ctx, &pl);
+    if (st == TEENY_OK)
+        st = teeny__kernel_get(ctx, "linear", pl.opt, name, &k);
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, name, sizeof(int), &ga->M, sizeof(int), &ga->N, sizeof(int), &ga->K,
                              sizeof(cl_mem), &ga->a->buf, sizeof(int), &a_off, sizeof(int), &ga->a_sm, sizeof(int),
@@ -106,10 +124,11 @@ static teeny_status colsum(teeny_ctx *ctx, const teeny_tensor *g, int rows, int 
         p = 64; /* keeps pass 2 short */
     if (p < 1)
         p = 1;
-    gemm_plan_make(ctx, &pl);
     chunk = (int)((rows + p - 1) / p);
     P = (rows + chunk - 1) / chunk;
-    st = teeny__scratch(ctx, (size_t)P * (size_t)cols * sizeof(float), &part);
+    st = gemm_plan_fit(ctx, &pl);
+    if (st == TEENY_OK)
+        st = teeny__scratch(ctx, (size_t)P * (size_t)cols * sizeof(float), &part);
     if (st == TEENY_OK)
         st = teeny__kernel_get(ctx, "linear", pl.opt, "lin_colsum_partial", &k);
     if (st == TEENY_OK)
@@ -118,7 +137,7 @@ static teeny_status colsum(teeny_ctx *ctx, const teeny_tensor *g, int rows, int 
     if (st == TEENY_OK) {
         /* a fixed local size: one compiled work-group shape on every device
          * that specializes per launch shape (PoCL) */
-        size_t global[2] = {(size_t)cols, (size_t)P}, local[2] = {(size_t)ctx->work_group_size, 1};
+        size_t global[2] = {(size_t)cols, (size_t)P}, local[2] = {teeny__local_clamp(ctx, k, "lin_colsum_partial", (size_t)ctx->work_group_size), 1};
         st = teeny__launch(ctx, k, "lin_colsum_partial", 2, global, local);
     }
     if (st == TEENY_OK)
@@ -127,7 +146,7 @@ static teeny_status colsum(teeny_ctx *ctx, const teeny_tensor *g, int rows, int 
         st = teeny__set_args(ctx, k, "lin_colsum_final", sizeof(cl_mem), &part, sizeof(int), &cols, sizeof(int), &P,
                              sizeof(cl_mem), &out->buf, sizeof(int), &out_off, (size_t)0);
     if (st == TEENY_OK) {
-        size_t global = (size_t)cols, local = (size_t)ctx->work_group_size;
+        size_t global = (size_t)cols, local = teeny__local_clamp(ctx, k, "lin_colsum_final", (size_t)ctx->work_group_size);
         st = teeny__launch(ctx, k, "lin_colsum_final", 1, &global, &local);
     }
     return st;

@@ -20,16 +20,12 @@
 
 #include "ops.h"
 
-static void wg_option(const teeny_ctx *ctx, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "-DCE_WG=%d", ctx->work_group_size);
-}
 
 teeny_status teeny__softmax_ce_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     const teeny_tensor *logits = a->in[0], *labels = a->in[1];
     teeny_tensor *loss = a->out[0], *probs = a->out[1];
-    int N = (int)logits->shape[0], K = (int)logits->shape[1], wg = ctx->work_group_size;
+    int N = (int)logits->shape[0], K = (int)logits->shape[1], wg;
     int l_off = teeny__off(logits), lab_off = teeny__off(labels), loss_off = teeny__off(loss);
     /* workspace: per-row losses, then the probabilities when probs is NULL */
     size_t ws = (size_t)N + (probs ? 0 : (size_t)N * (size_t)K);
@@ -37,11 +33,16 @@ teeny_status teeny__softmax_ce_forward(teeny_ctx *ctx, const teeny__op_args *a)
     char opt[32];
     cl_mem scratch, probs_buf;
     cl_kernel k;
-    teeny_status st = teeny__scratch(ctx, ws * sizeof(float), &scratch);
+    /* CE_WG: the device's work-group size, or the largest power of two
+     * below it both reductions take (they halve spans) */
+    static const char *const names[] = {"ce_forward_rows", "ce_mean"};
+    teeny_status st = teeny__fit_halving(ctx, "loss", "-DCE_WG=%d", names, 2, ctx->work_group_size, TEENY__WG_FLOOR,
+                                         &wg, opt, sizeof opt);
+    if (st == TEENY_OK)
+        st = teeny__scratch(ctx, ws * sizeof(float), &scratch);
     if (st != TEENY_OK)
         return st;
     probs_buf = probs ? probs->buf : scratch;
-    wg_option(ctx, opt, sizeof opt);
     st = teeny__kernel_get(ctx, "loss", opt, "ce_forward_rows", &k);
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, "ce_forward_rows", sizeof(cl_mem), &logits->buf, sizeof(int), &l_off,
@@ -82,7 +83,7 @@ teeny_status teeny__softmax_ce_backward(teeny_ctx *ctx, const teeny__op_args *a)
                              sizeof(int), &N, sizeof(int), &K, sizeof(cl_mem), &dlogits->buf, sizeof(int), &d_off,
                              (size_t)0);
     if (st == TEENY_OK) {
-        size_t global = (size_t)N * (size_t)K, local = (size_t)ctx->work_group_size;
+        size_t global = (size_t)N * (size_t)K, local = teeny__local_clamp(ctx, k, "ce_backward", (size_t)ctx->work_group_size);
         st = teeny__launch(ctx, k, "ce_backward", 1, &global, &local);
     }
     return st;
@@ -216,7 +217,7 @@ teeny_status teeny_argmax_rows(teeny_ctx *ctx, const teeny_tensor *x, teeny_tens
         st = teeny__set_args(ctx, k, "ce_argmax_rows", sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &n,
                              sizeof(int), &k_, sizeof(cl_mem), &out->buf, sizeof(int), &o_off, (size_t)0);
     if (st == TEENY_OK) {
-        size_t global = (size_t)n, local = (size_t)ctx->work_group_size;
+        size_t global = (size_t)n, local = teeny__local_clamp(ctx, k, "ce_argmax_rows", (size_t)ctx->work_group_size);
         st = teeny__launch(ctx, k, "ce_argmax_rows", 1, &global, &local);
     }
     return st;

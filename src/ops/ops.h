@@ -134,6 +134,9 @@ teeny_status teeny__conv2d_backward(teeny_ctx *ctx, const teeny__op_args *a);
 /* Test hook (conv2d.c): force a tuning-table entry and a GEMM tile (-1: by
  * device and problem) and disable the depthwise kernels (1); not thread-safe. */
 void teeny__conv2d_debug(int tuning, int tile, int no_depthwise);
+/* Test hook (program.c): kernels report at most cap work-items (0: off), so
+ * every fallback can be forced on any device; not thread-safe. */
+void teeny__debug_kernel_wg_cap(size_t cap);
 /* Attention and PSA attention; tensor orders in attention.c's and psa.c's
  * banners. */
 teeny_status teeny__attention_infer(teeny_ctx *ctx, teeny__node_shapes *s);

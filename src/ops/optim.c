@@ -242,7 +242,22 @@ teeny_status teeny_optimizer_create(teeny_ctx *ctx, const teeny_optim_params *p,
     o->ctx = ctx;
     o->p = *p;
     o->n = n;
-    o->wg = ctx->work_group_size;
+    {
+        /* OPT_WG: the device's work-group size, or the largest power of two
+         * below it that every kernel of this optimizer takes (the
+         * reductions halve spans) */
+        const char *names[3];
+        char opt[32];
+        int n_names = 0;
+        names[n_names++] = p->kind == TEENY_OPTIM_SGD ? "optim_sgd" : "optim_adam";
+        if (p->max_grad_norm > 0.0f) {
+            names[n_names++] = "optim_sumsq";
+            names[n_names++] = "optim_clip_scale";
+        }
+        if ((st = teeny__fit_halving(ctx, "optim", "-DOPT_WG=%d", names, n_names, ctx->work_group_size,
+                                     TEENY__WG_FLOOR, &o->wg, opt, sizeof opt)) != TEENY_OK)
+            goto fail;
+    }
     o->launch = teeny__calloc((size_t)n, sizeof *o->launch);
     if (!o->launch) {
         st = teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_optimizer_create: out of host memory");

@@ -39,7 +39,7 @@ static pool_geom geom_make(const int *iattr, const teeny_tensor *x, const teeny_
 
 static teeny_status launch_1d(teeny_ctx *ctx, cl_kernel k, const char *name, int total)
 {
-    size_t global = (size_t)total, local = (size_t)ctx->work_group_size;
+    size_t global = (size_t)total, local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
     return teeny__launch(ctx, k, name, 1, &global, &local);
 }
 
@@ -132,14 +132,18 @@ teeny_status teeny__global_avgpool_forward(teeny_ctx *ctx, const teeny__op_args 
     int S = (int)(x->shape[2] * x->shape[3]), x_off = teeny__off(x), y_off = teeny__off(y);
     char opt[32];
     cl_kernel k;
-    teeny_status st;
-    snprintf(opt, sizeof opt, "-DGAP_WG=%d", ctx->work_group_size);
-    st = teeny__kernel_get(ctx, "pool", opt, name, &k);
+    int wg;
+    /* GAP_WG: the device's work-group size, or the largest power of two
+     * below it the kernel takes (its reduction halves spans) */
+    teeny_status st = teeny__fit_halving(ctx, "pool", "-DGAP_WG=%d", (const char *const[]){name}, 1,
+                                         ctx->work_group_size, TEENY__WG_FLOOR, &wg, opt, sizeof opt);
+    if (st == TEENY_OK)
+        st = teeny__kernel_get(ctx, "pool", opt, name, &k);
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &S,
                              sizeof(cl_mem), &y->buf, sizeof(int), &y_off, (size_t)0);
     if (st == TEENY_OK) {
-        size_t local = (size_t)ctx->work_group_size, global = local * (size_t)(x->shape[0] * x->shape[1]);
+        size_t local = (size_t)wg, global = local * (size_t)(x->shape[0] * x->shape[1]);
         st = teeny__launch(ctx, k, name, 1, &global, &local);
     }
     return st;

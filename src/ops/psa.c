@@ -103,10 +103,11 @@ static teeny_status psa_launch(teeny_ctx *ctx, const char *name, cl_mem src, int
                                int total)
 {
     cl_kernel k;
-    size_t local = (size_t)ctx->work_group_size, global = (size_t)total;
+    size_t local, global = (size_t)total;
     teeny_status st = teeny__kernel_get(ctx, "psa", "", name, &k);
     if (st != TEENY_OK)
         return st;
+    local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
     if (src2)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &src, sizeof(int), &src_off, sizeof(cl_mem), &src2,
                              sizeof(int), &src2_off, sizeof(cl_mem), &dst, sizeof(int), &dst_off, sizeof(int), &heads,
