@@ -204,6 +204,45 @@ static int pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int
     return last;
 }
 
+/* The kernel's own limits (CL_KERNEL_WORK_GROUP_SIZE, its static local
+ * memory) have the last word: the picked tile, else the next smaller one
+ * its compiler allows; TEENY_ERR_UNSUPPORTED when none does. */
+static teeny_status fit_tile(teeny_ctx *ctx, const conv_tuning *tu, const char *name, int *tile)
+{
+    teeny_status st = TEENY_ERR_UNSUPPORTED;
+    for (int i = *tile; i < tu->n_tiles; i++) {
+        char opt[256];
+        if (!tile_fits(ctx, &tu->tiles[i]))
+            continue;
+        tile_options(tu, i, opt, sizeof opt);
+        st = teeny__kernel_fit(ctx, "conv2d", opt, name, (size_t)gemm_wg(&tu->tiles[i]), 0, NULL);
+        if (st == TEENY_OK) {
+            if (i != *tile)
+                teeny__clear_error(ctx);
+            *tile = i;
+            return TEENY_OK;
+        }
+        if (st != TEENY_ERR_UNSUPPORTED)
+            return st;
+    }
+    return st;
+}
+
+/* Whether a depthwise kernel fits as planned; a misfit takes the GEMM path
+ * (1: fits, 0: does not, negative: the query failed with status -ret). */
+static int dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t local_bytes, teeny_status *st)
+{
+    char opt[256];
+    tile_options(tu, 0, opt, sizeof opt);
+    *st = teeny__kernel_fit(ctx, "conv2d", opt, name, (size_t)tu->dw_wg, local_bytes, NULL);
+    if (*st == TEENY_ERR_UNSUPPORTED) {
+        teeny__clear_error(ctx);
+        *st = TEENY_OK;
+        return 0;
+    }
+    return *st == TEENY_OK;
+}
+
 /* ---- geometry ---- */
 
 typedef struct {
@@ -343,8 +382,11 @@ static teeny_status gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_j
         return cpu_gemm_run(ctx, tu, j, opt);
     }
     int tile = pick_tile(ctx, tu, j->M, j->N, j->G, 1);
-    const gemm_tile *t = &tu->tiles[tile];
     const char *name = j->plain ? "conv_gemm_1x1" : "conv_gemm_gather";
+    teeny_status st = fit_tile(ctx, tu, name, &tile);
+    if (st != TEENY_OK)
+        return st;
+    const gemm_tile *t = &tu->tiles[tile];
     char opt[256];
     tile_options(tu, tile, opt, sizeof opt);
     size_t wg = (size_t)gemm_wg(t);
@@ -474,8 +516,9 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
         shift_off = shift ? teeny__off(shift) : 0;
     int x_off = teeny__off(x), w_off = teeny__off(w), y_off = teeny__off(y);
     dw_plan pl;
+    teeny_status st = TEENY_OK;
 
-    if (use_depthwise(tu, &g) && dw_plan_fwd(ctx, tu, &g, &pl)) {
+    if (use_depthwise(tu, &g) && dw_plan_fwd(ctx, tu, &g, &pl) && dw_fits(ctx, tu, "dwconv_fwd", pl.local_bytes, &st)) {
         char opt[256];
         tile_options(tu, 0, opt, sizeof opt);
         int mult = g.Cog;
@@ -489,6 +532,8 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
                     KL(pl.local_bytes)};
         return run_kernel(ctx, opt, "dwconv_fwd", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
     }
+    if (st != TEENY_OK)
+        return st;
 
     gemm_job j = {0};
     j.src = x->buf;
@@ -578,7 +623,7 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
     dw_plan pl;
     teeny_status st = TEENY_OK;
 
-    if (use_depthwise(tu, g) && dw_plan_dx(ctx, tu, g, &pl)) {
+    if (use_depthwise(tu, g) && dw_plan_dx(ctx, tu, g, &pl) && dw_fits(ctx, tu, "dwconv_dx", pl.local_bytes, &st)) {
         char opt[256];
         tile_options(tu, 0, opt, sizeof opt);
         int mult = g->Cog;
@@ -590,6 +635,8 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
                     KI(pl.TW),   KI(pl.tiles_w), KI(pl.PH), KI(pl.PW), KL(pl.local_bytes)};
         return run_kernel(ctx, opt, "dwconv_dx", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
     }
+    if (st != TEENY_OK)
+        return st;
 
     /* one GEMM per stride phase (rh, rw) of dx: those positions only see
      * the taps k0 + i*step, whose dy rows are (p + c - i*dil/gcd) */
@@ -691,8 +738,8 @@ typedef struct {
     int64_t dw_elems, db_elems; /* partial floats in the workspace */
 } grad_plan;
 
-static void grad_plan_make(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int want_dw,
-                           int want_db, grad_plan *gp)
+static teeny_status grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int want_dw,
+                                   int want_db, grad_plan *gp)
 {
     int64_t R = (int64_t)g->B * g->OH * g->OW, target = target_groups(ctx, tu);
     int64_t Mk = (int64_t)g->Cig * g->KH * g->KW, dw_numel = (int64_t)g->Cout * Mk;
@@ -715,6 +762,9 @@ static void grad_plan_make(const teeny_ctx *ctx, const conv_tuning *tu, const co
         min_chunk = R;
     } else {
         gp->tile = pick_tile(ctx, tu, Mk, g->Cog, g->G, 0);
+        teeny_status st = want_dw ? fit_tile(ctx, tu, "conv_gemm_dw", &gp->tile) : TEENY_OK;
+        if (st != TEENY_OK)
+            return st;
         const gemm_tile *t = &tu->tiles[gp->tile];
         tiles = cdiv(Mk, t->tm) * cdiv(g->Cog, t->tn) * g->G;
         min_chunk = (int64_t)t->tk * 16;
@@ -744,6 +794,7 @@ static void grad_plan_make(const teeny_ctx *ctx, const conv_tuning *tu, const co
         gp->zb = (int)cdiv(g->B, gp->b_chunk);
         gp->db_elems = gp->zb > 1 ? (int64_t)gp->zb * g->Cout : 0;
     }
+    return TEENY_OK;
 }
 
 static teeny_status reduce_parts(teeny_ctx *ctx, const conv_tuning *tu, const char *opt, cl_mem part, int part_off, int n, int z,
@@ -836,7 +887,8 @@ teeny_status teeny__conv2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
         st = backward_dx(ctx, tu, &g, w, dy, dx);
     if (st != TEENY_OK || (!dw && !db))
         return st;
-    grad_plan_make(ctx, tu, &g, dw != NULL, db != NULL, &gp);
+    if ((st = grad_plan_make(ctx, tu, &g, dw != NULL, db != NULL, &gp)) != TEENY_OK)
+        return st;
     if (gp.dw_elems + gp.db_elems > 0)
         st = teeny__scratch(ctx, (size_t)(gp.dw_elems + gp.db_elems) * sizeof(float), &scratch);
     if (st == TEENY_OK && dw)
