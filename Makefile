@@ -82,6 +82,9 @@ $(BUILD)/teeny-bench: tools/teeny-bench.c $(BENCH_SRC) tools/bench.h $(STATIC) i
 $(BUILD)/%: examples/%.c $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
+# the runner's main() registers the suites listed in tests/suites.def
+$(BUILD)/tests/harness.o: tests/suites.def tests/harness.h
+
 $(BUILD)/teeny-tests: $(TEST_OBJ) $(STATIC)
 	$(CC) -o $@ $(TEST_OBJ) $(STATIC) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS_LIB)
 
