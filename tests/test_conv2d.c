@@ -390,6 +390,7 @@ START_TEST(test_conv2d_backward_workspace)
         {{4, 8, 6, 6, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 0},
         {{4, 8, 9, 7, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 1, 0},
         {{8, 16, 12, 12, 4, 3, 3, 2, 2, 1, 1, 1, 1, 2}, 1, 0, 0},
+        {{2, 3, 6, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 1}, /* dw and db only: aborted PoCL 3.1 before */
     };
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         conv_case k = cases[i];

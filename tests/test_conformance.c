@@ -1,0 +1,1059 @@
+/*
+ * test_conformance.c -- the portability subset (suite "conformance"): one
+ * tiny case per kernel variant of every op family against the float64
+ * references in tests/ref/ (the tolerances of each family's own test
+ * file), outputs NaN-poisoned and placed at an offset inside a guarded
+ * buffer, plus a finite-difference gradient check of one small graph and
+ * 20 training steps of the example network (examples/fashion_net.h) on
+ * synthetic data. It is what tools/check-matrix.sh and make
+ * check-oclgrind run on every OpenCL implementation, so it stays small:
+ * about a minute on PoCL with a warm kernel cache.
+ *
+ * Coverage is proven, not assumed: every test profiles its launches
+ * (teeny_profile_begin; the context's per-launch kernel names, read through
+ * src/internal.h before teeny_profile_end) and the last test fails when a
+ * __kernel of the embedded sources (the generated teeny__sources table) was
+ * never launched, or a launched name is not in the sources. Paths a device
+ * class never takes are forced through the library's internal hooks: the
+ * conv2d cases run twice, with the device's own tuning entry and with one
+ * of the other class (teeny__conv2d_debug: the GEMM kernels of GPUs on a
+ * CPU, conv_gemm_cpu on a GPU), and the simulator-only fill/upload kernels
+ * (ew_fill, ew_copy) run with ctx->kernel_stores set for one test.
+ * Needs CK_FORK=no (as make test sets): the launched names are collected
+ * across tests in this process.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "internal.h"
+#include "ops/ops.h"
+#include "ref/attention_ref.h"
+#include "ref/batchnorm_ref.h"
+#include "ref/concat_ref.h"
+#include "ref/conv2d_ref.h"
+#include "ref/elementwise_ref.h"
+#include "ref/linear_ref.h"
+#include "ref/loss_ref.h"
+#include "ref/optim_ref.h"
+#include "ref/pool_ref.h"
+#include "../examples/fashion_net.h"
+
+#define TOL 1e-5      /* every family's forward/backward tolerance (nrms) */
+#define TOL_EW 1e-6   /* test_elementwise.c: activations, mul */
+#define TOL_ADD 1e-7  /* test_elementwise.c: add */
+#define OUT_OFF 4     /* outputs are views at this offset in a NaN-filled guard buffer */
+
+/* ---- kernel coverage ---- */
+
+/* The generated table of embedded sources (build/gen/kernels.c), as
+ * src/program.c declares it. */
+typedef struct {
+    const char *name;
+    const unsigned char *data;
+    size_t len;
+} cov_embedded_source;
+extern const cov_embedded_source teeny__sources[];
+extern const int teeny__n_sources;
+
+#define COV_MAX 256
+static char cov_seen[COV_MAX][64];
+static int cov_n_seen;
+
+/* Kernels a device class may legitimately never launch in this suite,
+ * with the reason. Empty: every path is reachable on every device through
+ * the hooks described in the banner. */
+static const char *const cov_allowed_unused[] = {NULL};
+
+static void cov_note(const char *name)
+{
+    for (int i = 0; i < cov_n_seen; i++)
+        if (!strcmp(cov_seen[i], name))
+            return;
+    ck_assert_msg(cov_n_seen < COV_MAX, "more than %d kernel names", COV_MAX);
+    snprintf(cov_seen[cov_n_seen++], sizeof cov_seen[0], "%s", name);
+}
+
+static void cov_start(void)
+{
+    TH_OK(th_ctx(), teeny_profile_begin(th_ctx()));
+}
+
+/* Collect the names launched since cov_start and end the profile. */
+static void cov_stop(void)
+{
+    teeny_ctx *ctx = th_ctx();
+    TH_OK(ctx, teeny_ctx_finish(ctx));
+    ck_assert_msg(ctx->prof_count < ctx->prof_cap, "profile full (%d launches): call cov_stop more often",
+                  ctx->prof_count);
+    for (int i = 0; i < ctx->prof_count; i++)
+        cov_note(ctx->prof_names[i]);
+    TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+}
+
+/* Every "__kernel ... void NAME(" at the start of a line of one source. */
+static int cov_source_kernels(const char *src, char (*out)[64], int n, int max)
+{
+    for (const char *p = src; (p = strstr(p, "__kernel")) != NULL; p += 8) {
+        if (p != src && p[-1] != '\n')
+            continue;
+        const char *v = p;
+        while ((v = strstr(v, "void")) != NULL && !((v[-1] == ' ' || v[-1] == '\n' || v[-1] == ')') &&
+                                                     (v[4] == ' ' || v[4] == '\n')))
+            v += 4;
+        ck_assert_msg(v != NULL, "a __kernel without void");
+        v += 4;
+        while (*v == ' ' || *v == '\n')
+            v++;
+        size_t len = strcspn(v, " (\n");
+        ck_assert_msg(len > 0 && len < 64 && n < max, "cannot parse a kernel name");
+        memcpy(out[n], v, len);
+        out[n++][len] = '\0';
+    }
+    return n;
+}
+
+/* ---- helpers ---- */
+
+static float *rnd(th_rng *r, size_t n, double mean, double std)
+{
+    float *x = th_malloc(n * sizeof *x);
+    th_fill_normal(r, x, n, mean, std);
+    return x;
+}
+
+static th_dev din(int ndim, const int64_t *shape, const float *data)
+{
+    return th_dev_make(th_ctx(), 0, ndim, shape, 0, data);
+}
+
+static th_dev dout(int ndim, const int64_t *shape)
+{
+    return th_dev_make(th_ctx(), 0, ndim, shape, OUT_OFF, NULL);
+}
+
+/* Every element written and finite, within tol of ref (nrms, or nrms_mag
+ * against the term sizes mag), and nothing outside the view touched. */
+static void expect(const th_dev *d, const double *ref, const double *mag, double tol, const char *what,
+                   const char *repro)
+{
+    float *out = th_read(d->t);
+    long bad = th_first_nonfinite(out, (size_t)d->n);
+    ck_assert_msg(bad < 0, "%s: element %ld not written or not finite; %s", what, bad, repro);
+    double e = mag ? th_nrms_mag(out, ref, mag, (size_t)d->n) : th_nrms(out, ref, (size_t)d->n);
+    ck_assert_msg(e <= tol, "%s: nrms %.3g > %.1g; %s", what, e, tol, repro);
+    free(out);
+    th_dev_check_guard(d, what, repro);
+}
+
+/* Copies are exact. */
+static void expect_exact(const th_dev *d, const float *ref, const char *what, const char *repro)
+{
+    float *out = th_read(d->t);
+    for (int64_t i = 0; i < d->n; i++)
+        ck_assert_msg(out[i] == ref[i], "%s: element %lld is %g, want %g; %s", what, (long long)i, (double)out[i],
+                      (double)ref[i], repro);
+    free(out);
+    th_dev_check_guard(d, what, repro);
+}
+
+static void free_devs(th_dev *const *ds, int n)
+{
+    for (int i = 0; i < n; i++)
+        th_dev_free(ds[i]);
+}
+
+/* ---- batch normalization ---- */
+
+/* Term sizes of the gradient sums (test_batchnorm.c's grad_mags). */
+static void bn_mags(const double *x, const double *dy, int B, int C, int S, const double *w, const double *mean,
+                    const double *rstd, double *mag_db, double *mag_dw, double *mag_dx)
+{
+    for (int c = 0; c < C; c++) {
+        double s_dy = 0, s_dyx = 0, n = (double)B * S;
+        for (int b = 0; b < B; b++)
+            for (int s = 0; s < S; s++) {
+                size_t e = ((size_t)b * C + c) * S + s;
+                double xh = (x[e] - mean[c]) * rstd[c];
+                s_dy += dy[e] * dy[e];
+                s_dyx += dy[e] * xh * dy[e] * xh;
+            }
+        mag_db[c] = sqrt(s_dy);
+        mag_dw[c] = sqrt(s_dyx);
+        if (!mag_dx)
+            continue;
+        for (int b = 0; b < B; b++)
+            for (int s = 0; s < S; s++) {
+                size_t e = ((size_t)b * C + c) * S + s;
+                double xh = (x[e] - mean[c]) * rstd[c];
+                mag_dx[e] = fabs(w[c] * rstd[c]) * (fabs(dy[e]) + sqrt(s_dy / n) + fabs(xh) * sqrt(s_dyx / n));
+            }
+    }
+}
+
+/* x [B, C] (ndim 2) or [B, C, H, W]: training forward, inference, training
+ * and frozen backward. */
+static void bn_case(int ndim, int B, int C, int H, int W, uint64_t seed)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(seed);
+    int S = ndim == 2 ? 1 : H * W;
+    size_t n = (size_t)B * C * S;
+    int64_t xs[4] = {B, C, H, W}, cs[1] = {C};
+    char repro[128];
+    snprintf(repro, sizeof repro, "batchnorm %s B %d C %d H %d W %d seed %llu", ndim == 2 ? "NC" : "NCHW", B, C, H, W,
+             (unsigned long long)seed);
+    float *x = rnd(&r, n, th_uniform(&r, -2, 2), 1.5), *dy = rnd(&r, n, 0, 1), *w = rnd(&r, (size_t)C, 1, 0.3),
+          *b = rnd(&r, (size_t)C, 0, 0.5), *rm = rnd(&r, (size_t)C, 0, 0.5), *rv = th_malloc((size_t)C * 4);
+    th_fill_uniform(&r, rv, (size_t)C, 0.5, 2);
+    float momentum = 0.1f, eps = 1e-5f;
+    double *xd = th_dbl(x, n), *dyd = th_dbl(dy, n), *wd = th_dbl(w, (size_t)C), *bd = th_dbl(b, (size_t)C),
+           *rmd = th_dbl(rm, (size_t)C), *rvd = th_dbl(rv, (size_t)C), *rm0 = th_dbl(rm, (size_t)C),
+           *rv0 = th_dbl(rv, (size_t)C);
+    double *y = th_malloc(n * 8), *mean = th_malloc((size_t)C * 8), *rstd = th_malloc((size_t)C * 8),
+           *mag = th_malloc((size_t)C * 8), *mag2 = th_malloc((size_t)C * 8), *mag_dx = th_malloc(n * 8),
+           *dx = th_malloc(n * 8), *dw = th_malloc((size_t)C * 8), *db = th_malloc((size_t)C * 8);
+    th_dev tx = din(ndim, xs, x), tdy = din(ndim, xs, dy), tw = din(1, cs, w), tb = din(1, cs, b), trm = din(1, cs, rm),
+           trv = din(1, cs, rv), ty = dout(ndim, xs), tm = dout(1, cs), tr = dout(1, cs), tdx = dout(ndim, xs),
+           tdw = dout(1, cs), tdb = dout(1, cs);
+
+    TH_OK(ctx, teeny_batchnorm_forward_train(ctx, tx.t, tw.t, tb.t, trm.t, trv.t, momentum, eps, ty.t, tm.t, tr.t));
+    ref_bn_forward_train(xd, B, C, S, wd, bd, momentum, eps, y, mean, rstd, rmd, rvd);
+    for (int c = 0; c < C; c++) {
+        mag[c] = fabs(mean[c]) + 1 / rstd[c];
+        mag2[c] = (1 - momentum) * fabs(rm0[c]) + momentum * mag[c];
+    }
+    expect(&ty, y, NULL, TOL, "train y", repro);
+    expect(&tm, mean, mag, TOL, "save_mean", repro);
+    expect(&tr, rstd, NULL, TOL, "save_rstd", repro);
+    expect(&trm, rmd, mag2, TOL, "running_mean", repro);
+    expect(&trv, rvd, NULL, TOL, "running_var", repro);
+
+    /* training backward from the saved statistics as floats */
+    float *meanf = th_malloc((size_t)C * 4), *rstdf = th_malloc((size_t)C * 4);
+    for (int c = 0; c < C; c++) {
+        meanf[c] = (float)mean[c];
+        rstdf[c] = (float)rstd[c];
+    }
+    double *meand = th_dbl(meanf, (size_t)C), *rstdd = th_dbl(rstdf, (size_t)C);
+    th_dev tm2 = din(1, cs, meanf), tr2 = din(1, cs, rstdf);
+    TH_OK(ctx, teeny_batchnorm_backward_train(ctx, tx.t, tdy.t, tw.t, tm2.t, tr2.t, tdx.t, tdw.t, tdb.t));
+    ref_bn_backward_train(xd, dyd, B, C, S, wd, meand, rstdd, dx, dw, db);
+    bn_mags(xd, dyd, B, C, S, wd, meand, rstdd, mag2, mag, mag_dx);
+    expect(&tdx, dx, mag_dx, TOL, "train dx", repro);
+    expect(&tdw, dw, mag, TOL, "train dweight", repro);
+    expect(&tdb, db, mag2, TOL, "train dbias", repro);
+
+    /* inference and frozen backward with the original running statistics */
+    TH_OK(ctx, teeny_tensor_write(trm.t, rm, (size_t)C));
+    TH_OK(ctx, teeny_tensor_write(trv.t, rv, (size_t)C));
+    th_poison(ty.t);
+    TH_OK(ctx, teeny_batchnorm_forward_infer(ctx, tx.t, tw.t, tb.t, trm.t, trv.t, eps, ty.t));
+    ref_bn_normalize(xd, B, C, S, rm0, rv0, eps, wd, bd, y);
+    expect(&ty, y, NULL, TOL, "infer y", repro);
+    th_poison(tdx.t);
+    th_poison(tdw.t);
+    th_poison(tdb.t);
+    TH_OK(ctx, teeny_batchnorm_backward_frozen(ctx, tx.t, tdy.t, tw.t, trm.t, trv.t, eps, tdx.t, tdw.t, tdb.t));
+    ref_bn_backward_frozen(xd, dyd, B, C, S, wd, rm0, rv0, eps, dx, dw, db);
+    for (int c = 0; c < C; c++)
+        rstdd[c] = 1 / sqrt(rv0[c] + eps);
+    bn_mags(xd, dyd, B, C, S, wd, rm0, rstdd, mag2, mag, NULL);
+    expect(&tdx, dx, NULL, TOL, "frozen dx", repro);
+    expect(&tdw, dw, mag, TOL, "frozen dweight", repro);
+    expect(&tdb, db, mag2, TOL, "frozen dbias", repro);
+
+    th_dev *ds[] = {&tx, &tdy, &tw, &tb, &trm, &trv, &ty, &tm, &tr, &tdx, &tdw, &tdb, &tm2, &tr2};
+    free_devs(ds, 14);
+    void *hs[] = {x, dy, w, b, rm, rv, xd, dyd, wd, bd, rmd, rvd, rm0, rv0, y, mean, rstd, mag, mag2, mag_dx,
+                  dx, dw, db, meanf, rstdf, meand, rstdd};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+
+START_TEST(test_conformance_batchnorm)
+{
+    cov_start();
+    bn_case(2, 6, 5, 1, 1, 11);  /* NC: the rows reduction */
+    bn_case(4, 2, 3, 3, 3, 12);  /* NCHW, small plane: rows */
+    bn_case(4, 2, 3, 4, 4, 13);  /* NCHW spatial, float4 */
+    bn_case(4, 3, 2, 3, 7, 14);  /* NCHW spatial, scalar */
+
+    /* fold (the fused conv epilogue's scale/shift) */
+    teeny_ctx *ctx = th_ctx();
+    enum { C = 7 };
+    th_rng r = th_rng_make(15);
+    float w[C], b[C], rm[C], rv[C];
+    double scale[C], shift[C];
+    int64_t cs[1] = {C};
+    th_fill_uniform(&r, w, C, -2, 2);
+    th_fill_uniform(&r, b, C, -1, 1);
+    th_fill_uniform(&r, rm, C, -3, 3);
+    th_fill_uniform(&r, rv, C, 0.01, 4);
+    for (int c = 0; c < C; c++) {
+        scale[c] = w[c] / sqrt((double)rv[c] + 1e-3);
+        shift[c] = b[c] - rm[c] * scale[c];
+    }
+    th_dev tw = din(1, cs, w), tb = din(1, cs, b), trm = din(1, cs, rm), trv = din(1, cs, rv), tsc = dout(1, cs),
+           tsh = dout(1, cs);
+    TH_OK(ctx, teeny_batchnorm_fold(ctx, tw.t, tb.t, trm.t, trv.t, 1e-3f, tsc.t, tsh.t));
+    expect(&tsc, scale, NULL, TOL, "fold scale", "fold C 7");
+    expect(&tsh, shift, NULL, TOL, "fold shift", "fold C 7");
+    th_dev *ds[] = {&tw, &tb, &trm, &trv, &tsc, &tsh};
+    free_devs(ds, 6);
+    cov_stop();
+}
+END_TEST
+
+/* ---- convolution ---- */
+
+typedef struct {
+    const char *what;
+    ref_conv c; /* B, Cin, H, W, Cout, KH, KW, sh, sw, ph, pw, dh, dw, G */
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    {"dense 3x3", {2, 3, 6, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1}},
+    {"1x1", {2, 4, 4, 4, 6, 1, 1, 1, 1, 0, 0, 1, 1, 1}},
+    {"strided", {1, 3, 7, 7, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1}},
+    {"dilated", {1, 2, 7, 6, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1}},
+    {"grouped", {2, 4, 5, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2}},
+    {"depthwise", {2, 4, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4}},
+    {"depthwise x2", {1, 3, 5, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 3}},
+    {"depthwise strided", {2, 2, 9, 9, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2}},
+};
+
+static teeny_conv2d_params conv_params(const ref_conv *c)
+{
+    teeny_conv2d_params p = TEENY_CONV2D_PARAMS_INIT;
+    p.stride[0] = c->sh;
+    p.stride[1] = c->sw;
+    p.pad[0] = c->ph;
+    p.pad[1] = c->pw;
+    p.dilation[0] = c->dh;
+    p.dilation[1] = c->dw;
+    p.groups = c->G;
+    return p;
+}
+
+/* Forward (plain with bias, fused epilogues) and backward of one case. */
+static void conv_run(const conv_case *k, const char *tuning, uint64_t seed)
+{
+    teeny_ctx *ctx = th_ctx();
+    const ref_conv *c = &k->c;
+    th_rng r = th_rng_make(seed);
+    char repro[200];
+    snprintf(repro, sizeof repro,
+             "conv2d %s (%s tuning) B %d Cin %d H %d W %d Cout %d K %dx%d stride %d,%d pad %d,%d dil %d,%d groups %d "
+             "seed %llu",
+             k->what, tuning, c->B, c->Cin, c->H, c->W, c->Cout, c->KH, c->KW, c->sh, c->sw, c->ph, c->pw, c->dh, c->dw,
+             c->G, (unsigned long long)seed);
+    size_t nx = ref_conv_x_numel(c), nw = ref_conv_w_numel(c), ny = ref_conv_y_numel(c), C = (size_t)c->Cout;
+    int OH = ref_conv_out(c->H, c->KH, c->sh, c->ph, c->dh), OW = ref_conv_out(c->W, c->KW, c->sw, c->pw, c->dw);
+    int64_t xs[4] = {c->B, c->Cin, c->H, c->W}, ws[4] = {c->Cout, c->Cin / c->G, c->KH, c->KW},
+            ys[4] = {c->B, c->Cout, OH, OW}, cs[1] = {c->Cout};
+    float *x = rnd(&r, nx, 0, 1), *w = rnd(&r, nw, 0, 0.5), *b = rnd(&r, C, 0, 0.5), *dy = rnd(&r, ny, 0, 1),
+          *sc = rnd(&r, C, 1, 0.3), *sh = rnd(&r, C, 0, 0.5);
+    double *xd = th_dbl(x, nx), *wd = th_dbl(w, nw), *bd = th_dbl(b, C), *dyd = th_dbl(dy, ny);
+    double *y = th_malloc(ny * 8), *yf = th_malloc(ny * 8), *dx = th_malloc(nx * 8), *dw = th_malloc(nw * 8),
+           *db = th_malloc(C * 8), *mdw = th_malloc(nw * 8), *mdb = th_malloc(C * 8);
+    teeny_conv2d_params p = conv_params(c);
+    th_dev tx = din(4, xs, x), tw = din(4, ws, w), tb = din(1, cs, b), tdy = din(4, ys, dy), tsc = din(1, cs, sc),
+           tsh = din(1, cs, sh), ty = dout(4, ys), tdx = dout(4, xs), tdw = dout(4, ws), tdb = dout(1, cs);
+    size_t plane = (size_t)OH * OW;
+
+    TH_OK(ctx, teeny_conv2d_forward(ctx, &p, tx.t, tw.t, tb.t, ty.t));
+    ref_conv2d_forward(c, xd, wd, bd, y, NULL);
+    expect(&ty, y, NULL, TOL, "y", repro);
+
+    /* fused: act(conv * scale + shift), and act(conv + bias) */
+    ref_conv2d_forward(c, xd, wd, NULL, y, NULL);
+    for (int act = 1; act <= 2; act++) {
+        for (size_t i = 0; i < ny; i++) {
+            size_t ch = i / plane % C;
+            yf[i] = ref_act(act, y[i] * sc[ch] + sh[ch]);
+        }
+        th_poison(ty.t);
+        TH_OK(ctx, teeny_conv2d_forward_fused(ctx, &p, tx.t, tw.t, NULL, tsc.t, tsh.t, (teeny_act)act, ty.t));
+        expect(&ty, yf, NULL, TOL, act == 1 ? "fused scale/shift relu" : "fused scale/shift silu", repro);
+    }
+    for (size_t i = 0; i < ny; i++)
+        yf[i] = ref_act(2, y[i] + b[i / plane % C]);
+    th_poison(ty.t);
+    TH_OK(ctx, teeny_conv2d_forward_fused(ctx, &p, tx.t, tw.t, tb.t, NULL, NULL, TEENY_ACT_SILU, ty.t));
+    expect(&ty, yf, NULL, TOL, "fused bias silu", repro);
+
+    TH_OK(ctx, teeny_conv2d_backward(ctx, &p, tx.t, tw.t, tdy.t, tdx.t, tdw.t, tdb.t));
+    ref_conv2d_backward(c, xd, wd, dyd, dx, dw, db, NULL, mdw, mdb);
+    expect(&tdx, dx, NULL, TOL, "dx", repro);
+    expect(&tdw, dw, mdw, TOL, "dweight", repro);
+    expect(&tdb, db, mdb, TOL, "dbias", repro);
+
+    th_dev *ds[] = {&tx, &tw, &tb, &tdy, &tsc, &tsh, &ty, &tdx, &tdw, &tdb};
+    free_devs(ds, 10);
+    void *hs[] = {x, w, b, dy, sc, sh, xd, wd, bd, dyd, y, yf, dx, dw, db, mdw, mdb};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+
+/* The conv2d tuning table's entries (src/ops/conv2d.c TUNINGS): 1 is the
+ * entry of GPUs of any make but NVIDIA (work-groups of 32-64, GEMM
+ * kernels), 2 the CPU one (conv_gemm_cpu). */
+#define CONV_TUNING_GPU_SMALL 1
+#define CONV_TUNING_CPU 2
+
+START_TEST(test_conformance_conv2d)
+{
+    teeny_device_info info;
+    TH_OK(th_ctx(), teeny_ctx_device_info(th_ctx(), &info));
+    int n = (int)(sizeof conv_cases / sizeof conv_cases[0]);
+    cov_start();
+    for (int i = 0; i < n; i++)
+        conv_run(&conv_cases[i], "own", 100 + (uint64_t)i);
+    /* the entries the device's own choice left out (TEENY_TUNING=generic
+     * makes a CPU take the GPU entry) */
+    int own_cpu = !info.is_gpu && !th_ctx()->generic;
+    teeny__conv2d_debug(own_cpu ? CONV_TUNING_GPU_SMALL : CONV_TUNING_CPU, -1, 0);
+    for (int i = 0; i < n; i++)
+        conv_run(&conv_cases[i], own_cpu ? "GPU" : "CPU", 200 + (uint64_t)i);
+    /* depthwise shapes through the GEMM (the fallback for huge dilation) */
+    teeny__conv2d_debug(-1, -1, 1);
+    conv_run(&conv_cases[5], "own, no depthwise", 300);
+    teeny__conv2d_debug(-1, -1, 0);
+    cov_stop();
+}
+END_TEST
+
+/* ---- attention ---- */
+
+static void attn_case(int BH, int Nq, int Nk, int D, int Dv, uint64_t seed)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(seed);
+    char repro[128];
+    float scale = (float)(1 / sqrt((double)D));
+    snprintf(repro, sizeof repro, "attention BH %d Nq %d Nk %d D %d Dv %d seed %llu", BH, Nq, Nk, D, Dv,
+             (unsigned long long)seed);
+    size_t nq = (size_t)BH * Nq * D, nk = (size_t)BH * Nk * D, nv = (size_t)BH * Nk * Dv, no = (size_t)BH * Nq * Dv,
+           nl = (size_t)BH * Nq;
+    int64_t qs[3] = {BH, Nq, D}, ks[3] = {BH, Nk, D}, vs[3] = {BH, Nk, Dv}, os[3] = {BH, Nq, Dv}, ls[2] = {BH, Nq};
+    float *q = rnd(&r, nq, 0, 1), *k = rnd(&r, nk, 0, 1), *v = rnd(&r, nv, 0.3, 1), *g = rnd(&r, no, 0, 1);
+    double *qd = th_dbl(q, nq), *kd = th_dbl(k, nk), *vd = th_dbl(v, nv), *gd = th_dbl(g, no);
+    double *o = th_malloc(no * 8), *lse = th_malloc(nl * 8), *dq = th_malloc(nq * 8), *dk = th_malloc(nk * 8),
+           *dv = th_malloc(nv * 8), *mq = th_malloc(nq * 8), *mk = th_malloc(nk * 8), *mv = th_malloc(nv * 8);
+    th_dev tq = din(3, qs, q), tk = din(3, ks, k), tv = din(3, vs, v), tg = din(3, os, g), to = dout(3, os),
+           tl = dout(2, ls), tdq = dout(3, qs), tdk = dout(3, ks), tdv = dout(3, vs);
+    TH_OK(ctx, teeny_attention_forward(ctx, tq.t, tk.t, tv.t, scale, to.t, tl.t));
+    ref_attention_forward(qd, kd, vd, BH, Nq, Nk, D, Dv, scale, o, lse);
+    expect(&to, o, NULL, TOL, "o", repro);
+    expect(&tl, lse, NULL, TOL, "lse", repro);
+    TH_OK(ctx, teeny_attention_backward(ctx, tq.t, tk.t, tv.t, to.t, tl.t, tg.t, scale, tdq.t, tdk.t, tdv.t));
+    ref_attention_backward(qd, kd, vd, gd, BH, Nq, Nk, D, Dv, scale, dq, dk, dv, mq, mk, mv);
+    expect(&tdq, dq, mq, TOL, "dq", repro);
+    expect(&tdk, dk, mk, TOL, "dk", repro);
+    expect(&tdv, dv, mv, TOL, "dv", repro);
+    th_dev *ds[] = {&tq, &tk, &tv, &tg, &to, &tl, &tdq, &tdk, &tdv};
+    free_devs(ds, 9);
+    void *hs[] = {q, k, v, g, qd, kd, vd, gd, o, lse, dq, dk, dv, mq, mk, mv};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+
+START_TEST(test_conformance_attention)
+{
+    cov_start();
+    /* each padded head-dim bucket (32, 64, 128; values up to 256) */
+    attn_case(2, 5, 7, 16, 16, 400);   /* D 32 bucket, Nq != Nk */
+    attn_case(1, 9, 6, 40, 40, 401);   /* 64 */
+    attn_case(1, 4, 5, 100, 100, 402); /* 128 */
+    attn_case(2, 6, 3, 8, 24, 403);    /* Dv != D, same bucket */
+    attn_case(1, 3, 4, 16, 200, 404);  /* Dv != D, Dv bucket 256 */
+    attn_case(1, 3, 4, 128, 64, 405);  /* Dv < D */
+    cov_stop();
+}
+END_TEST
+
+/* ---- PSA attention ---- */
+
+START_TEST(test_conformance_psa)
+{
+    teeny_ctx *ctx = th_ctx();
+    const int B = 2, heads = 2, kd = 4, H = 3, W = 5, N = H * W;
+    th_rng r = th_rng_make(500);
+    const char *repro = "psa B 2 heads 2 kd 4 H 3 W 5 seed 500";
+    size_t n_qkv = (size_t)B * heads * 4 * kd * N, n_o = (size_t)B * heads * 2 * kd * N, n_l = (size_t)B * heads * N,
+           n_pk = 4 * (size_t)B * heads * N * kd, n_half = (size_t)B * heads * N * kd;
+    int64_t qkv_s[4] = {B, heads * 4 * kd, H, W}, o_s[4] = {B, heads * 2 * kd, H, W}, l_s[2] = {B * heads, N},
+            pk_s[4] = {4, B * heads, N, kd}, half_s[3] = {B * heads, N, kd};
+    float *qkv = rnd(&r, n_qkv, 0, 1), *g = rnd(&r, n_o, 0, 1);
+    double *qkvd = th_dbl(qkv, n_qkv), *gd = th_dbl(g, n_o);
+    double *o = th_malloc(n_o * 8), *lse = th_malloc(n_l * 8), *dqkv = th_malloc(n_qkv * 8), *mag = th_malloc(n_qkv * 8);
+    cov_start();
+
+    /* fused forward and backward */
+    th_dev tq = din(4, qkv_s, qkv), tg = din(4, o_s, g), to = dout(4, o_s), tl = dout(2, l_s), tdq = dout(4, qkv_s);
+    TH_OK(ctx, teeny_psa_attention_forward(ctx, tq.t, heads, kd, to.t, tl.t));
+    ref_psa_attention_forward(qkvd, B, heads, kd, N, o, lse);
+    expect(&to, o, NULL, TOL, "psa o", repro);
+    expect(&tl, lse, NULL, TOL, "psa lse", repro);
+    TH_OK(ctx, teeny_psa_attention_backward(ctx, tq.t, heads, kd, to.t, tl.t, tg.t, tdq.t));
+    ref_psa_attention_backward(qkvd, gd, B, heads, kd, N, dqkv, mag);
+    expect(&tdq, dqkv, mag, TOL, "psa d_qkv", repro);
+
+    /* the reference's rearrangements (exact copies) and their backwards */
+    double *pk = th_malloc(n_pk * 8), *vx = th_malloc(n_o * 8), *mo = th_malloc(n_o * 8);
+    float *pkf = th_malloc(n_pk * 4), *vxf = th_malloc(n_o * 4), *mof = th_malloc(n_o * 4), *zq = th_malloc(n_qkv * 4);
+    ref_psa_pack(qkvd, B, heads, kd, N, pk);
+    ref_psa_extract_v(qkvd, B, heads, kd, N, vx);
+    for (size_t i = 0; i < n_pk; i++)
+        pkf[i] = (float)pk[i];
+    for (size_t i = 0; i < n_o; i++)
+        vxf[i] = (float)vx[i];
+    /* merge(lo, hi) with lo, hi the packed V halves */
+    double *lo = pk + 2 * n_half, *hi = pk + 3 * n_half;
+    ref_psa_merge(lo, hi, B, heads, kd, N, mo);
+    for (size_t i = 0; i < n_o; i++)
+        mof[i] = (float)mo[i];
+    /* extract_v_backward: V channels from d_v, zeros in Q and K */
+    for (size_t i = 0; i < n_qkv; i++)
+        zq[i] = (i / (size_t)N) % (size_t)(4 * kd) >= (size_t)(2 * kd) ? qkv[i] : 0.0f;
+    th_dev tp = dout(4, pk_s), tv = dout(4, o_s), tdp = din(4, pk_s, pkf), tdv = din(4, o_s, vxf),
+           tlo = din(3, half_s, pkf + 2 * n_half), thi = din(3, half_s, pkf + 3 * n_half), tm = dout(4, o_s),
+           tdm = din(4, o_s, mof), tdlo = dout(3, half_s), tdhi = dout(3, half_s);
+    TH_OK(ctx, teeny_psa_pack_qkv(ctx, tq.t, heads, kd, tp.t));
+    expect_exact(&tp, pkf, "pack", repro);
+    TH_OK(ctx, teeny_psa_extract_v(ctx, tq.t, heads, kd, tv.t));
+    expect_exact(&tv, vxf, "extract_v", repro);
+    TH_OK(ctx, teeny_psa_merge_attn(ctx, tlo.t, thi.t, heads, tm.t));
+    expect_exact(&tm, mof, "merge", repro);
+    th_poison(tdq.t);
+    TH_OK(ctx, teeny_psa_pack_qkv_backward(ctx, tdp.t, heads, kd, tdq.t));
+    expect_exact(&tdq, qkv, "pack backward", repro); /* a permutation: its backward inverts it */
+    th_poison(tdq.t);
+    TH_OK(ctx, teeny_psa_extract_v_backward(ctx, tdv.t, heads, kd, tdq.t));
+    expect_exact(&tdq, zq, "extract_v backward", repro);
+    TH_OK(ctx, teeny_psa_merge_attn_backward(ctx, tdm.t, heads, tdlo.t, tdhi.t));
+    expect_exact(&tdlo, pkf + 2 * n_half, "merge backward lo", repro);
+    expect_exact(&tdhi, pkf + 3 * n_half, "merge backward hi", repro);
+    cov_stop();
+
+    th_dev *ds[] = {&tq, &tg, &to, &tl, &tdq, &tp, &tv, &tdp, &tdv, &tlo, &thi, &tm, &tdm, &tdlo, &tdhi};
+    free_devs(ds, 15);
+    void *hs[] = {qkv, g, qkvd, gd, o, lse, dqkv, mag, pk, vx, mo, pkf, vxf, mof, zq};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+END_TEST
+
+/* ---- pooling ---- */
+
+START_TEST(test_conformance_pool)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(600);
+    const char *repro = "pool B 2 C 3 H 7 W 6 kernel 3x2 stride 2x2 pad 1x1 seed 600";
+    ref_pool g = {2, 3, 7, 6, 3, 2, 2, 2, 1, 1, 0, 0};
+    ref_pool_geom(&g);
+    teeny_pool2d_params p = {{g.kh, g.kw}, {g.sh, g.sw}, {g.ph, g.pw}};
+    size_t nx = (size_t)g.B * g.C * g.H * g.W, ny = (size_t)g.B * g.C * g.OH * g.OW, nbc = (size_t)g.B * g.C;
+    int S = g.H * g.W;
+    int64_t xs[4] = {g.B, g.C, g.H, g.W}, ys[4] = {g.B, g.C, g.OH, g.OW}, gs[2] = {g.B, g.C};
+    float *x = rnd(&r, nx, 0.5, 2), *dy = rnd(&r, ny, 0, 1), *dg = rnd(&r, nbc, 0, 1);
+    double *xd = th_dbl(x, nx), *dyd = th_dbl(dy, ny), *dgd = th_dbl(dg, nbc), *y = th_malloc(ny * 8),
+           *dx = th_malloc(nx * 8), *gy = th_malloc(nbc * 8), *gmag = th_malloc(nbc * 8);
+    int32_t *arg = th_malloc(ny * 4), *got_arg = th_malloc(ny * 4);
+    cov_start();
+    th_dev tx = din(4, xs, x), tdy = din(4, ys, dy), tdg = din(2, gs, dg), ty = dout(4, ys), tdx = dout(4, xs),
+           tgy = dout(2, gs), ta = th_dev_make(ctx, 1, 4, ys, OUT_OFF, NULL);
+    TH_OK(ctx, teeny_maxpool2d_forward(ctx, &p, tx.t, ty.t, ta.t));
+    ref_maxpool_forward(&g, xd, y, arg);
+    expect(&ty, y, NULL, TOL, "maxpool y", repro);
+    TH_OK(ctx, teeny_tensor_read_i32(ta.t, got_arg, ny));
+    ck_assert_msg(!memcmp(arg, got_arg, ny * 4), "maxpool argmax differs; %s", repro);
+    th_dev_check_guard(&ta, "argmax", repro);
+    TH_OK(ctx, teeny_maxpool2d_backward(ctx, &p, tx.t, ta.t, tdy.t, tdx.t));
+    ref_maxpool_backward(&g, arg, dyd, dx);
+    expect(&tdx, dx, NULL, TOL, "maxpool dx", repro);
+    th_poison(ty.t);
+    TH_OK(ctx, teeny_avgpool2d_forward(ctx, &p, tx.t, ty.t));
+    ref_avgpool_forward(&g, xd, y);
+    expect(&ty, y, NULL, TOL, "avgpool y", repro);
+    th_poison(tdx.t);
+    TH_OK(ctx, teeny_avgpool2d_backward(ctx, &p, tx.t, tdy.t, tdx.t));
+    ref_avgpool_backward(&g, dyd, dx);
+    expect(&tdx, dx, NULL, TOL, "avgpool dx", repro);
+    /* global average pooling; the mean of signed values measured against mean |x| */
+    TH_OK(ctx, teeny_global_avgpool_forward(ctx, tx.t, tgy.t));
+    ref_gap_forward(g.B, g.C, S, xd, gy);
+    for (size_t bc = 0; bc < nbc; bc++) {
+        gmag[bc] = 0;
+        for (int e = 0; e < S; e++)
+            gmag[bc] += fabs(xd[bc * (size_t)S + (size_t)e]) / S;
+    }
+    expect(&tgy, gy, gmag, TOL, "gap y", repro);
+    th_poison(tdx.t);
+    TH_OK(ctx, teeny_global_avgpool_backward(ctx, tdg.t, tdx.t));
+    ref_gap_backward(g.B, g.C, S, dgd, dx);
+    expect(&tdx, dx, NULL, TOL, "gap dx", repro);
+    cov_stop();
+    th_dev *ds[] = {&tx, &tdy, &tdg, &ty, &tdx, &tgy, &ta};
+    free_devs(ds, 7);
+    void *hs[] = {x, dy, dg, xd, dyd, dgd, y, dx, gy, gmag, arg, got_arg};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+END_TEST
+
+/* ---- linear and loss ---- */
+
+START_TEST(test_conformance_linear_loss)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(700);
+    enum { N = 5, IN = 13, OUT = 7 };
+    const char *repro = "linear x [5, 13] w [7, 13]; softmax-ce logits [5, 7]; seed 700";
+    int64_t xs[2] = {N, IN}, ws[2] = {OUT, IN}, ys[2] = {N, OUT}, bs[1] = {OUT}, ns[1] = {N}, one[1] = {1};
+    float *x = rnd(&r, N * IN, 0, 1), *w = th_malloc(OUT * IN * 4), *b = rnd(&r, OUT, 0, 0.5), *dy = rnd(&r, N * OUT, 0, 1);
+    th_fill_uniform(&r, w, OUT * IN, -1, 1);
+    double *xd = th_dbl(x, N * IN), *wd = th_dbl(w, OUT * IN), *bd = th_dbl(b, OUT), *dyd = th_dbl(dy, N * OUT);
+    double y[N * OUT], my[N * OUT], dx[N * IN], mdx[N * IN], dw[OUT * IN], mdw[OUT * IN], db[OUT], mdb[OUT];
+    cov_start();
+    th_dev tx = din(2, xs, x), tw = din(2, ws, w), tb = din(1, bs, b), tdy = din(2, ys, dy), ty = dout(2, ys),
+           tdx = dout(2, xs), tdw = dout(2, ws), tdb = dout(1, bs);
+    TH_OK(ctx, teeny_linear_forward(ctx, tx.t, tw.t, tb.t, ty.t));
+    ref_linear_forward(xd, wd, bd, N, IN, OUT, y);
+    ref_linear_mags(xd, wd, dyd, N, IN, OUT, my, mdx, mdw, mdb);
+    expect(&ty, y, my, TOL, "linear y", repro);
+    TH_OK(ctx, teeny_linear_backward(ctx, tx.t, tw.t, tdy.t, tdx.t, tdw.t, tdb.t));
+    ref_linear_backward(xd, wd, dyd, N, IN, OUT, dx, dw, db);
+    expect(&tdx, dx, mdx, TOL, "linear dx", repro);
+    expect(&tdw, dw, mdw, TOL, "linear dw", repro);
+    expect(&tdb, db, mdb, TOL, "linear db", repro);
+
+    /* softmax cross-entropy over the linear output's shape, and argmax */
+    int32_t labels[N], want_arg[N], got_arg[N];
+    for (int i = 0; i < N; i++)
+        labels[i] = th_int(&r, 0, OUT - 1);
+    double probs[N * OUT], loss, dlogits[N * OUT];
+    float dloss = 0.75f;
+    loss = ref_softmax_ce_forward(xd, labels, N, OUT, probs); /* logits: x's first N*OUT values */
+    ref_softmax_ce_backward(probs, labels, dloss, N, OUT, dlogits);
+    ref_argmax_rows(x, N, OUT, want_arg);
+    th_dev tlog = din(2, ys, x), tlab = th_dev_make(ctx, 1, 1, ns, 0, labels), tloss = dout(1, one), tp = dout(2, ys),
+           tdl = din(1, one, &dloss), tdlog = dout(2, ys), targ = th_dev_make(ctx, 1, 1, ns, OUT_OFF, NULL);
+    TH_OK(ctx, teeny_softmax_cross_entropy_forward(ctx, tlog.t, tlab.t, tloss.t, tp.t));
+    expect(&tloss, &loss, NULL, TOL, "loss", repro);
+    expect(&tp, probs, NULL, TOL, "probs", repro);
+    TH_OK(ctx, teeny_softmax_cross_entropy_backward(ctx, tp.t, tlab.t, tdl.t, tdlog.t));
+    expect(&tdlog, dlogits, NULL, TOL, "dlogits", repro);
+    TH_OK(ctx, teeny_argmax_rows(ctx, tlog.t, targ.t));
+    TH_OK(ctx, teeny_tensor_read_i32(targ.t, got_arg, N));
+    ck_assert_msg(!memcmp(want_arg, got_arg, sizeof got_arg), "argmax differs; %s", repro);
+    th_dev_check_guard(&targ, "argmax", repro);
+    cov_stop();
+    th_dev *ds[] = {&tx, &tw, &tb, &tdy, &ty, &tdx, &tdw, &tdb, &tlog, &tlab, &tloss, &tp, &tdl, &tdlog, &targ};
+    free_devs(ds, 15);
+    void *hs[] = {x, w, b, dy, xd, wd, bd, dyd};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+END_TEST
+
+/* ---- concat, element-wise, fills and copies ---- */
+
+START_TEST(test_conformance_elementwise)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(800);
+    enum { B = 2, C0 = 3, C1 = 2, S = 5, N = 37 };
+    const char *repro = "concat [2,3,5]+[2,2,5]; element-wise n 37; seed 800";
+    int64_t s0[3] = {B, C0, S}, s1[3] = {B, C1, S}, sy[3] = {B, C0 + C1, S}, sn[1] = {N};
+    float *a = rnd(&r, B * C0 * S, 0, 1), *b = rnd(&r, B * C1 * S, 0, 1), *u = rnd(&r, N, 0, 2), *v = rnd(&r, N, 0, 2),
+          *g = rnd(&r, N, 0, 1);
+    double *ad = th_dbl(a, B * C0 * S), *bd = th_dbl(b, B * C1 * S);
+    double y[B * (C0 + C1) * S], ya[B * C0 * S], yb[B * C1 * S], e[N], e2[N];
+    cov_start();
+
+    th_dev ta = din(3, s0, a), tb = din(3, s1, b), ty = dout(3, sy), ta2 = dout(3, s0), tb2 = dout(3, s1);
+    TH_OK(ctx, teeny_concat_channels(ctx, 2, (const teeny_tensor *const[]){ta.t, tb.t}, ty.t));
+    ref_concat(2, (const double *const[]){ad, bd}, (const int[]){C0, C1}, B, S, y);
+    expect(&ty, y, NULL, TOL, "concat", repro);
+    TH_OK(ctx, teeny_split_channels(ctx, ty.t, 2, (teeny_tensor *const[]){ta2.t, tb2.t}));
+    ref_slice(y, B, C0 + C1, S, 0, C0, ya);
+    ref_slice(y, B, C0 + C1, S, C0, C1, yb);
+    expect(&ta2, ya, NULL, TOL, "split 0", repro);
+    expect(&tb2, yb, NULL, TOL, "split 1", repro);
+    /* the graph's slice_channels backward (no eager API): dx is dy inside
+     * channels [C0, C0 + C1), zero elsewhere */
+    {
+        teeny__op_args oa = {0};
+        oa.in[2] = tb.t;
+        oa.out[0] = ty.t;
+        oa.iattr[0] = C0;
+        oa.iattr[1] = C1;
+        th_poison(ty.t);
+        TH_OK(ctx, teeny__slice_channels_backward(ctx, &oa));
+        ref_slice_backward(bd, B, C0 + C1, S, C0, C1, y);
+        expect(&ty, y, NULL, TOL, "slice backward", repro);
+    }
+
+    th_dev tu = din(1, sn, u), tv = din(1, sn, v), tg = din(1, sn, g), to = dout(1, sn), to2 = dout(1, sn);
+    TH_OK(ctx, teeny_add(ctx, tu.t, tv.t, to.t));
+    for (int i = 0; i < N; i++)
+        e[i] = (double)u[i] + v[i];
+    expect(&to, e, NULL, TOL_ADD, "add", repro);
+    for (int act = 0; act <= 2; act++) {
+        th_poison(to.t);
+        TH_OK(ctx, teeny_activation_forward(ctx, (teeny_act)act, tu.t, to.t));
+        for (int i = 0; i < N; i++)
+            e[i] = ref_act(act, u[i]);
+        expect(&to, e, NULL, TOL_EW, "activation", repro);
+        th_poison(to.t);
+        TH_OK(ctx, teeny_activation_backward(ctx, (teeny_act)act, tu.t, tg.t, to.t));
+        for (int i = 0; i < N; i++)
+            e[i] = ref_act_grad(act, u[i]) * g[i];
+        expect(&to, e, NULL, TOL_EW, "activation backward", repro);
+    }
+    double *ud = th_dbl(u, N), *vd = th_dbl(v, N), *gd = th_dbl(g, N);
+    th_poison(to.t);
+    TH_OK(ctx, teeny_mul(ctx, tu.t, tv.t, to.t));
+    ref_mul(ud, vd, N, e);
+    expect(&to, e, NULL, TOL_EW, "mul", repro);
+    th_poison(to.t);
+    TH_OK(ctx, teeny_mul_backward(ctx, tu.t, tv.t, tg.t, to.t, to2.t));
+    ref_mul_backward(ud, vd, gd, N, e, e2);
+    expect(&to, e, NULL, TOL_EW, "mul backward da", repro);
+    expect(&to2, e2, NULL, TOL_EW, "mul backward db", repro);
+
+    /* fills and uploads: the host-side stores, then the kernel stores the
+     * simulator uses (ew_fill, ew_copy), into views inside guarded buffers.
+     * On the simulator itself (kernel_stores already set) only the kernel
+     * stores: its shadow tracking mishandles host-side stores into views
+     * (src/device.c derive_defaults). */
+    for (int kernels = ctx->kernel_stores; kernels <= 1; kernels++) {
+        int saved = ctx->kernel_stores;
+        ctx->kernel_stores = kernels;
+        TH_OK(ctx, teeny_tensor_fill(to.t, 2.5f));
+        for (int i = 0; i < N; i++)
+            e[i] = 2.5;
+        expect(&to, e, NULL, 0, kernels ? "fill (kernel)" : "fill", repro);
+        TH_OK(ctx, teeny_tensor_write(to.t, g, N));
+        expect_exact(&to, g, kernels ? "upload (kernel)" : "upload", repro);
+        ctx->kernel_stores = saved;
+    }
+    cov_stop();
+
+    th_dev *ds[] = {&ta, &tb, &ty, &ta2, &tb2, &tu, &tv, &tg, &to, &to2};
+    free_devs(ds, 10);
+    void *hs[] = {a, b, u, v, g, ad, bd, ud, vd, gd};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+END_TEST
+
+/* ---- optimizers ---- */
+
+START_TEST(test_conformance_optim)
+{
+    teeny_ctx *ctx = th_ctx();
+    enum { N0 = 19, N1 = 6, STEPS = 3 };
+    static const struct {
+        const char *name;
+        teeny_optim_kind kind;
+        float momentum, wd, clip;
+        int nesterov;
+    } cases[] = {
+        {"sgd momentum nesterov", TEENY_OPTIM_SGD, 0.9f, 1e-2f, 0, 1},
+        {"adam", TEENY_OPTIM_ADAM, 0, 1e-2f, 0, 0},
+        {"adamw clipped", TEENY_OPTIM_ADAMW, 0, 5e-2f, 0.3f, 0},
+    };
+    cov_start();
+    for (int ci = 0; ci < 3; ci++) {
+        th_rng r = th_rng_make(900 + (uint64_t)ci);
+        char repro[96];
+        snprintf(repro, sizeof repro, "optim %s, params [19] and [2, 3], %d steps, seed %d", cases[ci].name, STEPS,
+                 900 + ci);
+        teeny_optim_params p = TEENY_OPTIM_PARAMS_INIT;
+        p.kind = cases[ci].kind;
+        p.lr = 0.05f;
+        p.momentum = cases[ci].momentum;
+        p.nesterov = cases[ci].nesterov;
+        p.weight_decay = cases[ci].wd;
+        p.max_grad_norm = cases[ci].clip;
+        ref_optim_hyper h = {(int)p.kind, p.momentum, p.dampening, p.weight_decay, p.nesterov, p.beta2, p.eps};
+        size_t n[2] = {N0, N1};
+        int64_t s0[1] = {N0}, s1[2] = {2, 3};
+        float *p0 = rnd(&r, N0, 0, 1), *p1 = rnd(&r, N1, 0, 1), *gf[2] = {th_malloc(N0 * 4), th_malloc(N1 * 4)};
+        th_dev tp[2] = {th_dev_make(ctx, 0, 1, s0, 3, p0), th_dev_make(ctx, 0, 2, s1, 5, p1)},
+               tg[2] = {th_dev_make(ctx, 0, 1, s0, 0, NULL), th_dev_make(ctx, 0, 2, s1, 0, NULL)};
+        double *rp[2] = {th_dbl(p0, N0), th_dbl(p1, N1)}, *rg[2] = {th_malloc(N0 * 8), th_malloc(N1 * 8)},
+               *s0r[2] = {calloc(N0, 8), calloc(N1, 8)}, *s1r[2] = {calloc(N0, 8), calloc(N1, 8)};
+        teeny_optimizer *opt = NULL;
+        TH_OK(ctx, teeny_optimizer_create(ctx, &p, 2, (teeny_tensor *const[]){tp[0].t, tp[1].t},
+                                          (const teeny_tensor *const[]){tg[0].t, tg[1].t}, &opt));
+        for (int k = 1; k <= STEPS; k++) {
+            for (int i = 0; i < 2; i++) {
+                th_fill_normal(&r, gf[i], n[i], 0, 0.5);
+                TH_OK(ctx, teeny_tensor_write(tg[i].t, gf[i], n[i]));
+                th_to_double(gf[i], rg[i], n[i]);
+            }
+            TH_OK(ctx, teeny_optimizer_step(opt, p.lr, -1));
+            if (p.max_grad_norm > 0)
+                ref_clip_grad_norm(2, rg, n, p.max_grad_norm);
+            for (int i = 0; i < 2; i++)
+                ref_optim_step(&h, rp[i], rg[i], s0r[i], s1r[i], n[i], p.lr, p.beta1, k);
+        }
+        expect(&tp[0], rp[0], NULL, TOL, "param 0", repro);
+        expect(&tp[1], rp[1], NULL, TOL, "param 1", repro);
+        teeny_optimizer_destroy(opt);
+        for (int i = 0; i < 2; i++) {
+            th_dev_free(&tp[i]);
+            th_dev_free(&tg[i]);
+            free(gf[i]);
+            free(rp[i]);
+            free(rg[i]);
+            free(s0r[i]);
+            free(s1r[i]);
+        }
+        free(p0);
+        free(p1);
+    }
+    cov_stop();
+}
+END_TEST
+
+/* ---- graph: gradient check of one small graph ---- */
+
+typedef struct {
+    teeny_graph *g;
+    teeny_node x, labels, loss;
+} small_net;
+
+/* conv -> bn -> silu -> conv 1x1 -> residual add -> maxpool -> global
+ * avgpool -> linear -> cross-entropy (test_graph.c's conv net) */
+static void small_net_build(small_net *m)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_conv2d_params p3 = TEENY_CONV2D_PARAMS_INIT, p1 = TEENY_CONV2D_PARAMS_INIT;
+    teeny_pool2d_params pool = TEENY_POOL2D_PARAMS_INIT;
+    teeny_node a, b, c, d, e, f, h;
+    int64_t xs[4] = {-1, 3, 6, 6};
+    p3.pad[0] = p3.pad[1] = 1;
+    TH_OK(ctx, teeny_graph_create(ctx, 1, &m->g));
+    TH_OK(ctx, teeny_graph_input(m->g, "x", 4, xs, &m->x));
+    TH_OK(ctx, teeny_graph_labels(m->g, "labels", &m->labels));
+    TH_OK(ctx, teeny_graph_conv2d(m->g, "conv1", m->x, 8, 3, 3, &p3, 0, &a));
+    TH_OK(ctx, teeny_graph_batchnorm(m->g, "bn1", a, 0.1f, 1e-5f, &b));
+    TH_OK(ctx, teeny_graph_activation(m->g, "act1", b, TEENY_ACT_SILU, &c));
+    TH_OK(ctx, teeny_graph_conv2d(m->g, "conv2", c, 8, 1, 1, &p1, 1, &d));
+    TH_OK(ctx, teeny_graph_add(m->g, "res", c, d, &e));
+    TH_OK(ctx, teeny_graph_maxpool2d(m->g, "pool", e, &pool, &f));
+    TH_OK(ctx, teeny_graph_global_avgpool(m->g, "gap", f, &h));
+    TH_OK(ctx, teeny_graph_linear(m->g, "fc", h, 5, 1, &a));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(m->g, "loss", a, m->labels, &m->loss));
+}
+
+static float plan_loss(teeny_plan *p)
+{
+    float l;
+    TH_OK(th_ctx(), teeny_plan_forward(p));
+    TH_OK(th_ctx(), teeny_plan_read_loss(p, &l));
+    return l;
+}
+
+/* Directional finite differences per parameter tensor, as test_graph.c's
+ * gradcheck: (L(p + h v) - L(p - h v)) / 2h against <grad, v>. */
+START_TEST(test_conformance_graph_gradients)
+{
+    teeny_ctx *ctx = th_ctx();
+    const int64_t B = 4;
+    small_net m;
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    teeny_plan *p = NULL;
+    teeny_tensor *tx, *tl;
+    th_rng r = th_rng_make(99);
+    cov_start();
+    small_net_build(&m);
+    pp.batch = B;
+    pp.loss = m.loss;
+    TH_OK(ctx, teeny_graph_compile(m.g, &pp, &p));
+    TH_OK(ctx, teeny_plan_tensor(p, m.x, &tx));
+    TH_OK(ctx, teeny_plan_tensor(p, m.labels, &tl));
+    size_t nx = (size_t)teeny_tensor_numel(tx);
+    float *x = rnd(&r, nx, 0, 1);
+    int32_t l[4];
+    for (int i = 0; i < B; i++)
+        l[i] = th_int(&r, 0, 4);
+    TH_OK(ctx, teeny_tensor_write(tx, x, nx));
+    TH_OK(ctx, teeny_tensor_write_i32(tl, l, (size_t)B));
+    TH_OK(ctx, teeny_plan_forward(p));
+    TH_OK(ctx, teeny_plan_backward(p));
+    for (int i = 0; i < teeny_graph_param_count(m.g); i++) {
+        teeny_tensor *v, *gr;
+        const char *name;
+        TH_OK(ctx, teeny_graph_param(m.g, i, &name, &v, &gr));
+        size_t k = (size_t)teeny_tensor_numel(v);
+        float *theta = th_read(v), *grad = th_read(gr), *probe = th_malloc(k * 4);
+        ck_assert_msg(th_first_nonfinite(grad, k) < 0, "%s: gradient not finite", name);
+        double *dir = th_malloc(k * 8), dot = 0, norm = 0, gnorm = 0;
+        for (size_t j = 0; j < k; j++) {
+            dir[j] = th_normal(&r);
+            dot += dir[j] * grad[j];
+            norm += dir[j] * dir[j];
+            gnorm += (double)grad[j] * grad[j];
+        }
+        double h = 1e-2 / sqrt(norm / (double)k), lp, lm;
+        for (size_t j = 0; j < k; j++)
+            probe[j] = (float)(theta[j] + h * dir[j]);
+        TH_OK(ctx, teeny_tensor_write(v, probe, k));
+        lp = plan_loss(p);
+        for (size_t j = 0; j < k; j++)
+            probe[j] = (float)(theta[j] - h * dir[j]);
+        TH_OK(ctx, teeny_tensor_write(v, probe, k));
+        lm = plan_loss(p);
+        TH_OK(ctx, teeny_tensor_write(v, theta, k));
+        double fd = (lp - lm) / (2 * h), scale = sqrt(gnorm * norm) + 1e-4;
+        ck_assert_msg(fabs(fd - dot) <= 2e-2 * scale, "graph %s: finite difference %.6g vs analytic %.6g (scale %.3g)",
+                      name, fd, dot, scale);
+        free(theta);
+        free(grad);
+        free(probe);
+        free(dir);
+    }
+    cov_stop();
+    free(x);
+    teeny_plan_destroy(p);
+    teeny_graph_destroy(m.g);
+}
+END_TEST
+
+/* ---- the example network: 20 training steps on synthetic data ---- */
+
+START_TEST(test_conformance_fashion_net_trains)
+{
+    teeny_ctx *ctx = th_ctx();
+    enum { B = 8, STEPS = 20 };
+    fn_net net;
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    teeny_plan *plan = NULL;
+    teeny_tensor *tx, *tl;
+    teeny_optimizer *opt = NULL;
+    th_rng r = th_rng_make(1000);
+    float *x = th_malloc(B * 784 * sizeof *x), loss[STEPS];
+    int32_t labels[B];
+    cov_start();
+    TH_OK(ctx, fn_build(ctx, 3, &net));
+    pp.batch = B;
+    pp.loss = net.loss;
+    TH_OK(ctx, teeny_graph_compile(net.g, &pp, &plan));
+    /* synthetic images: a class-dependent horizontal band plus noise */
+    for (int i = 0; i < B; i++) {
+        labels[i] = i % FN_CLASSES;
+        for (int p = 0; p < 784; p++)
+            x[i * 784 + p] = (float)((p / 28) / 3 == labels[i] ? 1.5 : -0.5) + (float)(0.3 * th_normal(&r));
+    }
+    TH_OK(ctx, teeny_plan_tensor(plan, net.x, &tx));
+    TH_OK(ctx, teeny_plan_tensor(plan, net.labels, &tl));
+    TH_OK(ctx, teeny_tensor_write(tx, x, B * 784));
+    TH_OK(ctx, teeny_tensor_write_i32(tl, labels, B));
+    int n = teeny_graph_param_count(net.g);
+    teeny_tensor **ps = th_malloc((size_t)n * sizeof *ps), **gs = th_malloc((size_t)n * sizeof *gs);
+    for (int i = 0; i < n; i++)
+        TH_OK(ctx, teeny_graph_param(net.g, i, NULL, &ps[i], &gs[i]));
+    teeny_optim_params op = TEENY_OPTIM_PARAMS_INIT;
+    op.kind = TEENY_OPTIM_ADAMW;
+    op.lr = 2e-3f;
+    op.weight_decay = 1e-4f;
+    TH_OK(ctx, teeny_optimizer_create(ctx, &op, n, ps, (const teeny_tensor *const *)gs, &opt));
+    for (int s = 0; s < STEPS; s++) {
+        TH_OK(ctx, teeny_plan_forward(plan));
+        TH_OK(ctx, teeny_plan_backward(plan));
+        TH_OK(ctx, teeny_optimizer_step(opt, op.lr, -1));
+        TH_OK(ctx, teeny_plan_read_loss(plan, &loss[s]));
+        ck_assert_msg(isfinite(loss[s]), "step %d: loss %g", s, (double)loss[s]);
+        cov_stop(); /* a step is ~150 launches: keep the profile short */
+        cov_start();
+    }
+    ck_assert_msg(loss[STEPS - 1] < 0.8f * loss[0], "loss did not fall: %g -> %g", (double)loss[0],
+                  (double)loss[STEPS - 1]);
+    for (int i = 0; i < n; i++) {
+        float *v = th_read(ps[i]);
+        ck_assert_msg(th_first_nonfinite(v, (size_t)teeny_tensor_numel(ps[i])) < 0, "parameter %d not finite", i);
+        free(v);
+    }
+    cov_stop();
+    teeny_optimizer_destroy(opt);
+    teeny_plan_destroy(plan);
+    teeny_graph_destroy(net.g);
+    free(ps);
+    free(gs);
+    free(x);
+}
+END_TEST
+
+/* ---- coverage: every kernel of the embedded sources was launched ---- */
+
+START_TEST(test_conformance_kernel_coverage)
+{
+    static char all[COV_MAX][64];
+    int n = 0;
+    const char *fork = getenv("CK_FORK");
+    ck_assert_msg(fork && !strcmp(fork, "no"),
+                  "the coverage check needs CK_FORK=no (the earlier tests' launches are collected in this process)");
+    for (int i = 0; i < teeny__n_sources; i++)
+        n = cov_source_kernels((const char *)teeny__sources[i].data, all, n, COV_MAX);
+    ck_assert_msg(n > 40, "only %d kernels found in the embedded sources", n);
+    char missing[2048] = "";
+    int n_missing = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < cov_n_seen && !seen; j++)
+            seen = !strcmp(all[i], cov_seen[j]);
+        for (int j = 0; cov_allowed_unused[j] && !seen; j++)
+            seen = !strcmp(all[i], cov_allowed_unused[j]);
+        if (!seen) {
+            n_missing++;
+            strncat(missing, " ", sizeof missing - strlen(missing) - 1);
+            strncat(missing, all[i], sizeof missing - strlen(missing) - 1);
+        }
+    }
+    for (int j = 0; j < cov_n_seen; j++) {
+        int known = 0;
+        for (int i = 0; i < n && !known; i++)
+            known = !strcmp(all[i], cov_seen[j]);
+        ck_assert_msg(known, "launched kernel %s is not a __kernel of the embedded sources", cov_seen[j]);
+    }
+    fprintf(stderr, "conformance: %d of %d kernels launched on %s\n", n - n_missing, n,
+            teeny_ctx_device_name(th_ctx()));
+    ck_assert_msg(n_missing == 0, "%d kernel(s) never launched by the conformance suite:%s", n_missing, missing);
+}
+END_TEST
+
+Suite *suite_conformance(void)
+{
+    Suite *s = suite_create("conformance");
+    TCase *tc = tcase_create("kernels");
+    tcase_add_test(tc, test_conformance_batchnorm);
+    tcase_add_test(tc, test_conformance_conv2d);
+    tcase_add_test(tc, test_conformance_attention);
+    tcase_add_test(tc, test_conformance_psa);
+    tcase_add_test(tc, test_conformance_pool);
+    tcase_add_test(tc, test_conformance_linear_loss);
+    tcase_add_test(tc, test_conformance_elementwise);
+    tcase_add_test(tc, test_conformance_optim);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("graph");
+    tcase_add_test(tc, test_conformance_graph_gradients);
+    /* not in small mode (sanitizers, oclgrind), for time only: its kernels
+     * are all launched by the cases above */
+    if (!th_small())
+        tcase_add_test(tc, test_conformance_fashion_net_trains);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("coverage");
+    tcase_add_test(tc, test_conformance_kernel_coverage);
+    suite_add_tcase(s, tc);
+    return s;
+}
