@@ -93,13 +93,23 @@
 static inline void att_load(__local float *dst, int ds, int rows, int cols, __global const float *src, int base,
                             int sn, int sd, int nr, int nc, int lid, int nt)
 {
-    /* One loop whose index order is chosen per element, not one loop per
-     * layout: PoCL 5.0 miscompiles a barrier loop that follows an if/else
-     * holding a work-item-dependent loop in each branch (pocl#1435). */
-    const int total = rows * cols, col_major = sn == 1 && sd != 1;
+    /* One loop for both layouts, not one loop per layout: PoCL 5.0
+     * miscompiles a barrier loop that follows an if/else holding a
+     * work-item-dependent loop in each branch (pocl#1435). The element's
+     * (outer, inner) index advances by carries, with no division per
+     * element. */
+    const int total = rows * cols, col_major = sn == 1 && sd != 1, inner = col_major ? rows : cols;
+    const int step_o = nt / inner, step_i = nt - step_o * inner;
+    int o = lid / inner, i = lid - o * inner;
     for (int e = lid; e < total; e += nt) {
-        int r = col_major ? e % rows : e / cols, c = col_major ? e / rows : e % cols;
+        int r = col_major ? i : o, c = col_major ? o : i;
         dst[r * ds + c] = r < nr && c < nc ? src[base + r * sn + c * sd] : 0.0f;
+        i += step_i;
+        o += step_o;
+        if (i >= inner) {
+            i -= inner;
+            o++;
+        }
     }
 }
 
@@ -107,11 +117,19 @@ static inline void att_load(__local float *dst, int ds, int rows, int cols, __gl
 static inline void att_store(__global float *dst, int base, int sn, int sd, int nr, int nc, __local const float *src,
                              int ss, int rows, int cols, int lid, int nt)
 {
-    const int total = rows * cols, col_major = sn == 1 && sd != 1;
+    const int total = rows * cols, col_major = sn == 1 && sd != 1, inner = col_major ? rows : cols;
+    const int step_o = nt / inner, step_i = nt - step_o * inner;
+    int o = lid / inner, i = lid - o * inner;
     for (int e = lid; e < total; e += nt) {
-        int r = col_major ? e % rows : e / cols, c = col_major ? e / rows : e % cols;
+        int r = col_major ? i : o, c = col_major ? o : i;
         if (r < nr && c < nc)
             dst[base + r * sn + c * sd] = src[r * ss + c];
+        i += step_i;
+        o += step_o;
+        if (i >= inner) {
+            i -= inner;
+            o++;
+        }
     }
 }
 
