@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -872,12 +873,56 @@ START_TEST(test_idx_synthetic)
 }
 END_TEST
 
+/* ---- every reader against paths that are not regular files ---- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A FIFO (no writer: a plain open would block forever) and a directory:
+ * every loader returns TEENY_ERR_IO at once, naming the path. SIGALRM
+ * ends the run if one blocks. */
+START_TEST(test_io_not_regular)
+{
+    teeny_ctx *ctx = th_ctx();
+    char fifo[512], dir[512], value[32];
+    const char *paths[2] = {tmp_path(fifo, sizeof fifo, "a-fifo"), tmp_path(dir, sizeof dir, "a-dir")};
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    alarm(60);
+    for (int i = 0; i < 2; i++) {
+        const char *p = paths[i];
+        teeny_st_file *f = (teeny_st_file *)ctx;
+        teeny_tensor *t = (teeny_tensor *)ctx;
+        teeny_idx *idx = (teeny_idx *)ctx;
+        double t0 = now_s();
+        TH_STATUS(NULL, TEENY_ERR_IO, teeny_st_open(p, &f));
+        ck_assert_ptr_null(f);
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), p));
+        TH_STATUS(ctx, TEENY_ERR_IO, teeny_npy_load(ctx, p, &t));
+        ck_assert_ptr_null(t);
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), p));
+        TH_STATUS(NULL, TEENY_ERR_IO, teeny_idx_load(p, &idx));
+        ck_assert_ptr_null(idx);
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), p));
+        TH_STATUS(NULL, TEENY_ERR_IO, teeny_checkpoint_metadata(p, "epoch", value, sizeof value));
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), i ? "directory" : "regular"));
+        ck_assert_msg(now_s() - t0 < 5.0, "%s: the loaders took %.1f s", p, now_s() - t0);
+    }
+    alarm(0);
+}
+END_TEST
+
 Suite *suite_io(void)
 {
     Suite *s = suite_create("io");
     TCase *npy = tcase_create("npy"), *st = tcase_create("safetensors"), *idx = tcase_create("idx");
-    TCase *all[] = {npy, st, idx};
-    for (int i = 0; i < 3; i++)
+    TCase *files = tcase_create("files");
+    TCase *all[] = {npy, st, idx, files};
+    for (int i = 0; i < 4; i++)
         tcase_add_unchecked_fixture(all[i], dir_setup, dir_teardown);
     tcase_add_test(npy, test_npy_roundtrip);
     tcase_add_test(npy, test_npy_i32_and_views);
@@ -892,6 +937,8 @@ Suite *suite_io(void)
     tcase_add_loop_test(idx, test_idx_synthetic, 0, 2);
     suite_add_tcase(s, npy);
     suite_add_tcase(s, st);
+    tcase_add_test(files, test_io_not_regular);
     suite_add_tcase(s, idx);
+    suite_add_tcase(s, files);
     return s;
 }

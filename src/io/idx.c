@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <zlib.h>
 
@@ -59,9 +60,16 @@ teeny_status teeny_idx_load(const char *path, teeny_idx **out)
         *out = NULL;
     if (!path || !out)
         return teeny__error(NULL, TEENY_ERR_ARG, "teeny_idx_load: %s is NULL", !path ? "path" : "out");
-    gz = gzopen(path, "rb");
-    if (!gz)
-        return teeny__error(NULL, TEENY_ERR_IO, "idx %s: cannot open: %s", path, errno ? strerror(errno) : "zlib");
+    {
+        const char *why;
+        int fd = teeny__open_regular(path, &why);
+        if (fd < 0)
+            return teeny__error(NULL, TEENY_ERR_IO, "idx %s: cannot open: %s", path, why);
+        if (!(gz = gzdopen(fd, "rb"))) {
+            close(fd);
+            return teeny__error(NULL, TEENY_ERR_NOMEM, "idx %s: out of host memory", path);
+        }
+    }
     got = gz_read_all(gz, head, 4);
     if (got < 0) {
         st = teeny__error(NULL, TEENY_ERR_FORMAT, "idx %s: %s", path, gz_message(gz));

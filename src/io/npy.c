@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../internal.h"
 
@@ -236,6 +237,7 @@ teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out
     int64_t shape[NPY_PARSE_DIMS], numel = 1, one = 1;
     teeny_tensor *t = NULL;
     teeny_status st = TEENY_OK;
+    struct stat sb;
     if (out)
         *out = NULL;
     if (!ctx)
@@ -243,9 +245,16 @@ teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out
     teeny__clear_error(ctx);
     if (!path || !out)
         return teeny__error(ctx, TEENY_ERR_ARG, "teeny_npy_load: %s is NULL", !path ? "path" : "out");
-    fp = fopen(path, "rb");
-    if (!fp)
-        return teeny__error(ctx, TEENY_ERR_IO, "npy %s: cannot open: %s", path, strerror(errno));
+    {
+        const char *why;
+        int fd = teeny__open_regular(path, &why);
+        if (fd < 0)
+            return teeny__error(ctx, TEENY_ERR_IO, "npy %s: cannot open: %s", path, why);
+        if (fstat(fd, &sb) != 0 || !(fp = fdopen(fd, "rb"))) {
+            close(fd);
+            return teeny__error(ctx, TEENY_ERR_IO, "npy %s: cannot open: %s", path, strerror(errno));
+        }
+    }
     got = fread(pre, 1, 10, fp);
     if (got < 8 || memcmp(pre, NPY_MAGIC, 6)) {
         st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: not an .npy file (bad magic)", path);
