@@ -89,6 +89,13 @@ static void file_write(const char *path, const void *data, size_t len)
     fclose(f);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 /* Names in tmp_dir containing text (temp files left behind). */
 static int dir_count(const char *dir, const char *text)
 {
@@ -691,6 +698,72 @@ START_TEST(test_st_crash_safety)
 }
 END_TEST
 
+/* A header of n one-float tensors "t<i>" (entry dup_of, when >= 0, is
+ * renamed to entry 0's name), written to path without checksums. */
+static void st_many(const char *path, int n, int dup_of)
+{
+    size_t cap = (size_t)n * 96 + 64, at = 0;
+    char *h = th_malloc(cap);
+    at += (size_t)snprintf(h + at, cap - at, "{");
+    for (int i = 0; i < n; i++)
+        at += (size_t)snprintf(h + at, cap - at, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}",
+                               i ? "," : "", i == dup_of ? 0 : i, 4 * i, 4 * i + 4);
+    at += (size_t)snprintf(h + at, cap - at, "}");
+    unsigned char len[8];
+    for (int b = 0; b < 8; b++)
+        len[b] = (unsigned char)((uint64_t)at >> (8 * b));
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fwrite(len, 1, 8, f), 8);
+    ck_assert_int_eq(fwrite(h, 1, at, f), at);
+    float *data = calloc((size_t)n, sizeof *data);
+    ck_assert_ptr_nonnull(data);
+    for (int i = 0; i < n; i++)
+        data[i] = (float)i;
+    ck_assert_int_eq(fwrite(data, 4, (size_t)n, f), (size_t)n);
+    fclose(f);
+    free(data);
+    free(h);
+}
+
+/* Parsing is linear-log in the entry count: 200K tensors open in well under
+ * a few seconds (the old duplicate scan was quadratic: 31 s for 100K), every
+ * name is found, and a duplicate among them is still rejected. */
+START_TEST(test_st_many_entries)
+{
+    enum { N = 200000 };
+    char path[512];
+    teeny_st_file *f = NULL;
+    int64_t shape[1];
+    int ndim, is_i64;
+    tmp_path(path, sizeof path, "many.safetensors");
+    st_many(path, N, -1);
+    double t0 = now_s();
+    TH_OK(NULL, teeny_st_open(path, &f));
+    double open_s = now_s() - t0;
+    ck_assert_int_eq(teeny_st_count(f), N);
+    t0 = now_s();
+    for (int i = 0; i < N; i += 7) {
+        char name[32];
+        snprintf(name, sizeof name, "t%d", i);
+        TH_OK(NULL, teeny_st_info(f, name, &is_i64, &ndim, shape));
+        ck_assert(!is_i64 && ndim == 1 && shape[0] == 1);
+    }
+    double find_s = now_s() - t0;
+    TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_st_info(f, "t-1", NULL, NULL, NULL));
+    teeny_st_close(f);
+    ck_assert_msg(open_s < 4.0 && find_s < 2.0, "200K entries: open %.2f s, lookups %.2f s", open_s, find_s);
+
+    st_many(path, N, N - 5);
+    f = (teeny_st_file *)path;
+    t0 = now_s();
+    TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_st_open(path, &f));
+    ck_assert_msg(now_s() - t0 < 4.0, "200K entries with a duplicate: %.2f s", now_s() - t0);
+    ck_assert_ptr_null(f);
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), "tensor t0 appears twice"));
+}
+END_TEST
+
 START_TEST(test_st_writer_errors)
 {
     teeny_ctx *ctx = th_ctx();
@@ -875,13 +948,6 @@ END_TEST
 
 /* ---- every reader against paths that are not regular files ---- */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* A FIFO (no writer: a plain open would block forever) and a directory:
  * every loader returns TEENY_ERR_IO at once, naming the path. SIGALRM
  * ends the run if one blocks. */
@@ -933,6 +999,7 @@ Suite *suite_io(void)
     tcase_add_test(st, test_st_corruption);
     tcase_add_test(st, test_st_crash_safety);
     tcase_add_test(st, test_st_writer_errors);
+    tcase_add_test(st, test_st_many_entries);
     tcase_add_test(idx, test_idx_fashion_mnist);
     tcase_add_loop_test(idx, test_idx_synthetic, 0, 2);
     suite_add_tcase(s, npy);

@@ -606,6 +606,7 @@ struct teeny_st_file {
     st_tensor *t;
     int n;
     char **names;       /* owned copies, per tensor */
+    const st_tensor **by_name; /* t sorted by name, for lookups */
     char **meta_keys, **meta_values;
     int n_meta;
 };
@@ -621,6 +622,7 @@ void teeny_st_close(teeny_st_file *f)
         teeny__free(f->meta_values[i]);
     }
     teeny__free(f->names);
+    teeny__free(f->by_name);
     teeny__free(f->meta_keys);
     teeny__free(f->meta_values);
     teeny__free(f->t);
@@ -708,6 +710,33 @@ static teeny_status check_header_sum(const char *path, const unsigned char *head
     return st;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp((*(const st_tensor *const *)a)->name, (*(const st_tensor *const *)b)->name);
+}
+
+/* f->by_name: the tensors sorted by name; a name twice is a format error
+ * (sorting keeps this linear-log: a quadratic scan took 31 s for 100K). */
+static teeny_status index_names(const char *path, teeny_st_file *f)
+{
+    teeny_status st = TEENY_OK;
+    f->by_name = teeny__malloc(sizeof *f->by_name * ((size_t)f->n + 1));
+    if (!f->by_name)
+        return teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory", path);
+    for (int i = 0; i < f->n; i++)
+        f->by_name[i] = &f->t[i];
+    qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_name);
+    for (int i = 1; i < f->n && st == TEENY_OK; i++)
+        if (!strcmp(f->by_name[i - 1]->name, f->by_name[i]->name))
+            BAD("safetensors %s: tensor %s appears twice", path, f->by_name[i]->name);
+    return st;
+}
+
 static teeny_status parse_metadata(const char *path, const cJSON *meta, teeny_st_file *f)
 {
     teeny_status st = TEENY_OK;
@@ -724,9 +753,6 @@ static teeny_status parse_metadata(const char *path, const cJSON *meta, teeny_st
     {
         if (!cJSON_IsString(it) || !it->string)
             return BAD("safetensors %s: metadata %s is not a string", path, it->string ? it->string : "?");
-        for (int i = 0; i < f->n_meta; i++)
-            if (!strcmp(f->meta_keys[i], it->string))
-                return BAD("safetensors %s: metadata key %s appears twice", path, it->string);
         f->meta_keys[f->n_meta] = dup_str(it->string);
         f->meta_values[f->n_meta] = dup_str(it->valuestring);
         if (!f->meta_keys[f->n_meta] || !f->meta_values[f->n_meta]) {
@@ -736,6 +762,18 @@ static teeny_status parse_metadata(const char *path, const cJSON *meta, teeny_st
             return teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory", path);
         }
         f->n_meta++;
+    }
+    /* duplicates by sorting a copy of the keys: linear-log in the count */
+    {
+        char **keys = teeny__malloc(sizeof *keys * ((size_t)f->n_meta + 1));
+        if (!keys)
+            return teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory", path);
+        memcpy(keys, f->meta_keys, sizeof *keys * (size_t)f->n_meta);
+        qsort(keys, (size_t)f->n_meta, sizeof *keys, cmp_str);
+        for (int i = 1; i < f->n_meta && st == TEENY_OK; i++)
+            if (!strcmp(keys[i - 1], keys[i]))
+                BAD("safetensors %s: metadata key %s appears twice", path, keys[i]);
+        teeny__free(keys);
     }
     return st;
 }
@@ -880,11 +918,6 @@ static teeny_status parse_file(const char *path, teeny_st_file *f)
             }
             continue;
         }
-        for (int i = 0; i < f->n; i++)
-            if (!strcmp(f->names[i], it->string)) {
-                BAD("safetensors %s: tensor %s appears twice", path, it->string);
-                goto done;
-            }
         if (!(f->names[f->n] = dup_str(it->string))) {
             st = teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory", path);
             goto done;
@@ -894,7 +927,7 @@ static teeny_status parse_file(const char *path, teeny_st_file *f)
         if ((st = parse_tensor(path, it, &f->t[f->n - 1])) != TEENY_OK)
             goto done;
     }
-    if ((st = check_layout(path, f)) != TEENY_OK)
+    if ((st = index_names(path, f)) != TEENY_OK || (st = check_layout(path, f)) != TEENY_OK)
         goto done;
     {
         const char *dsum = teeny_st_metadata(f, CHECKSUM_KEY);
@@ -945,10 +978,12 @@ const char *teeny_st_name(const teeny_st_file *f, int i)
 
 static const st_tensor *find(const teeny_st_file *f, const char *name)
 {
-    for (int i = 0; i < f->n; i++)
-        if (!strcmp(f->t[i].name, name))
-            return &f->t[i];
-    return NULL;
+    st_tensor key = {.name = name};
+    const st_tensor *kp = &key, *const *hit;
+    if (!f->by_name)
+        return NULL;
+    hit = bsearch(&kp, f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_name);
+    return hit ? *hit : NULL;
 }
 
 const char *teeny_st_metadata(const teeny_st_file *f, const char *key)
