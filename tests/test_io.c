@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -982,6 +984,152 @@ START_TEST(test_io_not_regular)
 }
 END_TEST
 
+/* ---- sizes declared by headers are checked before anything is allocated ---- */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TH_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TH_ASAN 1
+#endif
+#endif
+
+enum { LOAD_NPY, LOAD_IDX };
+
+/* Run one loader in a forked child whose address space allows only 256 MiB
+ * more than it has now, so a loader that allocates what a header claims
+ * (GiBs) fails with TEENY_ERR_NOMEM instead of reading a 20-byte file. The
+ * child touches no OpenCL object: both loaders reject these files before
+ * creating a tensor. Under ASan (which reserves terabytes of shadow) the
+ * limit is left off and only the status is checked. */
+static teeny_status load_small(int which, const char *path)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        teeny_status st;
+#ifndef TH_ASAN
+        long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (f && fscanf(f, "%ld", &pages) == 1) {
+            struct rlimit rl;
+            rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (256u << 20);
+            setrlimit(RLIMIT_AS, &rl);
+        }
+        if (f)
+            fclose(f);
+#endif
+        if (which == LOAD_NPY) {
+            teeny_tensor *t = NULL;
+            st = teeny_npy_load(th_ctx(), path, &t);
+        } else {
+            teeny_idx *idx = NULL;
+            st = teeny_idx_load(path, &idx);
+            teeny_idx_free(idx);
+        }
+        _exit((int)st & 0xff);
+    }
+    int ws = 0;
+    ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+    ck_assert_msg(WIFEXITED(ws), "the loader died (status 0x%x)", ws);
+    return (teeny_status)(int8_t)WEXITSTATUS(ws);
+}
+
+START_TEST(test_io_declared_sizes)
+{
+    char path[512];
+    /* npy: a 128-byte file whose header claims 4e9 bytes of data */
+    tmp_path(path, sizeof path, "huge.npy");
+    npy_make(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 10000), }", 1, 64);
+    ck_assert_int_eq(load_small(LOAD_NPY, path), TEENY_ERR_FORMAT);
+    teeny_tensor *t = NULL;
+    TH_STATUS(th_ctx(), TEENY_ERR_FORMAT, teeny_npy_load(th_ctx(), path, &t));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(th_ctx()), "truncated"));
+    /* npy: a header length past the end of the file */
+    npy_make(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 1, 8);
+    {
+        size_t len;
+        unsigned char *b = file_read(path, &len);
+        b[8] = 0xff;
+        b[9] = 0xff;
+        file_write(path, b, len);
+        free(b);
+        TH_STATUS(th_ctx(), TEENY_ERR_FORMAT, teeny_npy_load(th_ctx(), path, &t));
+    }
+
+    /* IDX: a 20-byte file claiming 2^31 - 1 values, plain and gzip */
+    unsigned char huge[20] = {0, 0, 8, 2, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8};
+    for (int gz = 0; gz < 2; gz++) {
+        teeny_idx *idx = NULL;
+        tmp_path(path, sizeof path, gz ? "huge.idx.gz" : "huge.idx");
+        idx_make(path, gz, huge, sizeof huge);
+        ck_assert_int_eq(load_small(LOAD_IDX, path), TEENY_ERR_FORMAT);
+        TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_idx_load(path, &idx));
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), "truncated"));
+    }
+    /* gzip: a 1 MiB run of zeros compresses to ~1 KiB; a header claiming
+     * 8 MiB is past what that can inflate to, one claiming 1 MiB loads */
+    {
+        size_t n = (1u << 20) + 12;
+        unsigned char *b = calloc(1, n);
+        teeny_idx *idx = NULL;
+        ck_assert_ptr_nonnull(b);
+        memcpy(b, (unsigned char[]){0, 0, 8, 2, 0, 0x10, 0, 0, 0, 0, 0, 1}, 12);
+        tmp_path(path, sizeof path, "zeros.idx.gz");
+        idx_make(path, 1, b, n);
+        TH_OK(NULL, teeny_idx_load(path, &idx));
+        ck_assert_int_eq(teeny_idx_dim(idx, 0), 1 << 20);
+        teeny_idx_free(idx);
+        b[9] = 0x80; /* 8 MiB */
+        idx_make(path, 1, b, 12);
+        ck_assert_int_eq(load_small(LOAD_IDX, path), TEENY_ERR_FORMAT);
+        free(b);
+    }
+}
+END_TEST
+
+/* Concatenated gzip members load; anything else after the stream is
+ * TEENY_ERR_FORMAT (zlib's gzread silently ignored it). */
+START_TEST(test_idx_gzip_trailing)
+{
+    char path[512], part[512];
+    unsigned char good[4 + 8 + 6] = {0, 0, 8, 2, 0, 0, 0, 2, 0, 0, 0, 3, 9, 8, 7, 6, 5, 4};
+    size_t a_len, b_len;
+    teeny_idx *idx = NULL;
+    tmp_path(path, sizeof path, "t.idx.gz");
+    tmp_path(part, sizeof part, "part.gz");
+    idx_make(part, 1, good, 10);
+    unsigned char *a = file_read(part, &a_len);
+    idx_make(part, 1, good + 10, sizeof good - 10);
+    unsigned char *b = file_read(part, &b_len);
+    unsigned char *both = th_malloc(a_len + b_len + 8);
+    memcpy(both, a, a_len);
+    memcpy(both + a_len, b, b_len);
+    file_write(path, both, a_len + b_len);
+    TH_OK(NULL, teeny_idx_load(path, &idx));
+    ck_assert(!memcmp(teeny_idx_data(idx), good + 12, 6));
+    teeny_idx_free(idx);
+    static const char *tails[] = {"x", "\0\0\0\0", "\x1f", "\x1f\x8b\x08garbage"};
+    idx_make(part, 1, good, sizeof good);
+    free(a);
+    a = file_read(part, &a_len);
+    for (size_t k = 0; k < sizeof tails / sizeof tails[0]; k++) {
+        size_t tl = k == 1 ? 4 : strlen(tails[k]);
+        memcpy(both, a, a_len);
+        memcpy(both + a_len, tails[k], tl);
+        file_write(path, both, a_len + tl);
+        idx = (teeny_idx *)path;
+        TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_idx_load(path, &idx));
+        ck_assert_ptr_null(idx);
+        ck_assert(strlen(teeny_last_error(NULL)) > 0);
+    }
+    free(a);
+    free(b);
+    free(both);
+}
+END_TEST
+
 Suite *suite_io(void)
 {
     Suite *s = suite_create("io");
@@ -1005,6 +1153,8 @@ Suite *suite_io(void)
     suite_add_tcase(s, npy);
     suite_add_tcase(s, st);
     tcase_add_test(files, test_io_not_regular);
+    tcase_add_test(files, test_io_declared_sizes);
+    tcase_add_test(idx, test_idx_gzip_trailing);
     suite_add_tcase(s, idx);
     suite_add_tcase(s, files);
     return s;

@@ -278,6 +278,11 @@ teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out
         st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: header length %zu is invalid", path, hlen);
         goto cleanup;
     }
+    if ((uint64_t)hlen > (uint64_t)sb.st_size - pre_len) { /* sizes are checked before allocating */
+        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: truncated header (%zu bytes declared, file has %lld)",
+                          path, hlen, (long long)sb.st_size);
+        goto cleanup;
+    }
     h = teeny__malloc(hlen);
     if (!h) {
         st = teeny__error(ctx, TEENY_ERR_NOMEM, "npy %s: out of host memory", path);
@@ -304,6 +309,12 @@ teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out
     if (ndim > TEENY_MAX_DIMS) {
         st = teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "npy %s: %d dimensions; tensors have at most %d", path, ndim,
                           TEENY_MAX_DIMS);
+        goto cleanup;
+    }
+    if ((uint64_t)numel * 4 != (uint64_t)sb.st_size - pre_len - hlen) {
+        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: %s: the header declares %lld bytes of data, the file holds %lld",
+                          path, (uint64_t)numel * 4 > (uint64_t)sb.st_size - pre_len - hlen ? "truncated data" : "trailing bytes after the array data",
+                          (long long)numel * 4, (long long)(sb.st_size - (off_t)pre_len - (off_t)hlen));
         goto cleanup;
     }
     data = teeny__malloc((size_t)numel * 4);
