@@ -170,7 +170,8 @@ teeny_status teeny__write_file_atomic(const teeny_ctx *ctx, const char *fn, cons
 teeny_status teeny__write_file_atomic_msg(const char *path, const void *const *parts, const size_t *lens,
                                           int n_parts, char *msg, size_t cap);
 /* Open path read-only if it is a regular file, without blocking on a FIFO;
- * the descriptor, or -1 with the reason in *why (static text). */
+ * the descriptor, or -1 with the reason in *why (static text) and errno
+ * set (EISDIR for a directory, EINVAL for another non-regular file). */
 int teeny__open_regular(const char *path, const char **why);
 
 /* ---- small string helpers ---- */

@@ -86,15 +86,17 @@ static char *dup_str(const char *s)
 
 int teeny__open_regular(const char *path, const char **why)
 {
-    struct stat sb;
+    struct stat sb = {0};
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         *why = strerror(errno);
         return -1;
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        *why = S_ISDIR(sb.st_mode) ? "it is a directory" : "not a regular file (a FIFO, socket or device?)";
+        int dir = S_ISDIR(sb.st_mode);
+        *why = dir ? "it is a directory" : "not a regular file (a FIFO, socket or device?)";
         close(fd);
+        errno = dir ? EISDIR : EINVAL;
         return -1;
     }
     /* O_NONBLOCK only kept the open from waiting on a FIFO's writer */
