@@ -8,7 +8,9 @@
  * malformed synthetic files, plain and gzip.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1130,13 +1132,133 @@ START_TEST(test_idx_gzip_trailing)
 }
 END_TEST
 
+/* ---- interrupted and failing saves (host-only data: the forked children
+ * never touch OpenCL, teeny_st_add_i64 keeps its values in host memory) ---- */
+
+/* Save n int64 values v[i] = base + i to path (a few MB). */
+static teeny_status save_i64(const char *path, const int64_t *v, int64_t n)
+{
+    teeny_st_writer *w = NULL;
+    teeny_status st = teeny_st_writer_create(&w);
+    if (st == TEENY_OK)
+        st = teeny_st_add_i64(w, "values", 1, &n, v);
+    if (st == TEENY_OK)
+        st = teeny_st_add_metadata(w, "what", "kill test");
+    if (st == TEENY_OK)
+        st = teeny_st_write(w, path);
+    teeny_st_writer_destroy(w);
+    return st;
+}
+
+static void fill_i64(int64_t *v, int64_t n, int64_t base)
+{
+    for (int64_t i = 0; i < n; i++)
+        v[i] = base + i;
+}
+
+/* path loads, and holds exactly one of the two versions; returns which. */
+static int64_t loaded_version(const char *path, int64_t n, int64_t base_a, int64_t base_b)
+{
+    teeny_st_file *f = NULL;
+    int64_t *got = th_malloc((size_t)n * sizeof *got), base;
+    TH_OK(NULL, teeny_st_open(path, &f));
+    TH_OK(NULL, teeny_st_read_i64(f, "values", got, (size_t)n));
+    teeny_st_close(f);
+    base = got[0];
+    ck_assert_msg(base == base_a || base == base_b, "the file holds neither version (starts %lld)", (long long)base);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == base + i, "value %lld mixes versions", (long long)i);
+    free(got);
+    return base;
+}
+
+static uint32_t host_tag(void)
+{
+    char name[256] = "";
+    uint32_t h = 2166136261u;
+    gethostname(name, sizeof name - 1);
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h;
+}
+
+static void touch(const char *path, time_t age)
+{
+    struct timespec ts[2];
+    file_write(path, "x", 1);
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    ts[0].tv_sec -= age;
+    ts[1] = ts[0];
+    ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+static int present(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+/* Stale temp files of the same target are removed on the next save: a dead
+ * writer's (its pid is gone), any untouched for over an hour, and earlier
+ * builds' pid-less ones by age; a live writer's recent temp, another host's
+ * recent one and other targets' temps stay. */
+START_TEST(test_st_stale_temps)
+{
+    char target[512], p[16][600];
+    int64_t v[4] = {1, 2, 3, 4};
+    uint32_t host = host_tag();
+    pid_t live = fork(), dead;
+    ck_assert_int_ge(live, 0);
+    if (live == 0) {
+        pause();
+        _exit(0);
+    }
+    dead = fork();
+    ck_assert_int_ge(dead, 0);
+    if (dead == 0)
+        _exit(0);
+    ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
+    tmp_path(target, sizeof target, "target.safetensors");
+    static const struct { int which_pid; int other_host; time_t age; int other_target; int legacy; int removed; } c[] = {
+        {0, 0, 0, 0, 0, 1},         /* dead writer */
+        {1, 0, 0, 0, 0, 0},         /* live writer, recent */
+        {1, 0, 7200, 0, 0, 1},      /* live pid, untouched for 2 h (a reused pid) */
+        {0, 1, 0, 0, 0, 0},         /* another host's, recent */
+        {0, 1, 7200, 0, 0, 1},      /* another host's, 2 h old */
+        {0, 0, 0, 1, 0, 0},         /* a dead writer of another target */
+        {0, 0, 0, 0, 1, 0},         /* an earlier build's, recent */
+        {0, 0, 7200, 0, 1, 1},      /* an earlier build's, 2 h old */
+    };
+    int n = (int)(sizeof c / sizeof c[0]);
+    for (int i = 0; i < n; i++) {
+        char name[128];
+        if (c[i].legacy)
+            snprintf(name, sizeof name, "target.safetensors.tmp-Ab%04d", i);
+        else
+            snprintf(name, sizeof name, "%s.tmp-%08lx-%ld-Xy%04d", c[i].other_target ? "other.safetensors" : "target.safetensors",
+                     (unsigned long)(c[i].other_host ? host ^ 0x1234u : host), (long)(c[i].which_pid ? live : dead), i);
+        snprintf(p[i], sizeof p[i], "%s/%s", tmp_dir, name);
+        touch(p[i], c[i].age);
+    }
+    TH_OK(NULL, save_i64(target, v, 4));
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(present(p[i]) == !c[i].removed, "case %d (%s): %s", i, p[i],
+                      c[i].removed ? "was not removed" : "was removed");
+    kill(live, SIGKILL);
+    waitpid(live, NULL, 0);
+    for (int i = 0; i < n; i++)
+        unlink(p[i]);
+    unlink(target);
+}
+END_TEST
+
 Suite *suite_io(void)
 {
     Suite *s = suite_create("io");
     TCase *npy = tcase_create("npy"), *st = tcase_create("safetensors"), *idx = tcase_create("idx");
-    TCase *files = tcase_create("files");
-    TCase *all[] = {npy, st, idx, files};
-    for (int i = 0; i < 4; i++)
+    TCase *files = tcase_create("files"), *crash = tcase_create("crash");
+    TCase *all[] = {npy, st, idx, files, crash};
+    for (int i = 0; i < 5; i++)
         tcase_add_unchecked_fixture(all[i], dir_setup, dir_teardown);
     tcase_add_test(npy, test_npy_roundtrip);
     tcase_add_test(npy, test_npy_i32_and_views);
@@ -1156,6 +1278,8 @@ Suite *suite_io(void)
     tcase_add_test(files, test_io_declared_sizes);
     tcase_add_test(idx, test_idx_gzip_trailing);
     suite_add_tcase(s, idx);
+    tcase_add_test(crash, test_st_stale_temps);
     suite_add_tcase(s, files);
+    suite_add_tcase(s, crash);
     return s;
 }

@@ -163,13 +163,16 @@ static void remove_stale_temps(const char *dir, const char *base, time_t started
         struct stat sb;
         if (strncmp(e->d_name, base, blen) || strncmp(rest, ".tmp-", 5))
             continue;
-        if (sscanf(rest + 5, "%8lx-%ld-%n", &tag, &pid, &used) != 2 || !used || strlen(rest + 5 + used) != 6 ||
-            pid <= 0)
+        /* "<host>-<pid>-XXXXXX", or the bare "XXXXXX" that earlier builds
+         * wrote, whose writer is unknown: the age rule alone applies */
+        if (strlen(rest + 5) != 6 &&
+            (sscanf(rest + 5, "%8lx-%ld-%n", &tag, &pid, &used) != 2 || !used || strlen(rest + 5 + used) != 6 ||
+             pid <= 0))
             continue; /* not one of ours */
         if ((size_t)snprintf(full, sizeof full, "%s/%s", dir, e->d_name) >= sizeof full ||
             lstat(full, &sb) != 0 || !S_ISREG(sb.st_mode))
             continue;
-        if ((tag == host && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH) ||
+        if ((pid > 0 && tag == host && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH) ||
             sb.st_mtime + STALE_TEMP_SECONDS < started) {
             if (unlink(full) == 0)
                 teeny__log(TEENY_LOG_INFO, "removed %s, left by an interrupted save", full);
