@@ -1252,6 +1252,107 @@ START_TEST(test_st_stale_temps)
 }
 END_TEST
 
+/* A child saving a few MB is killed at a random point: the target is the
+ * old or the new version, whole and loadable, and the next save leaves no
+ * temp file behind. A few kills here, 60 under TEENY_TEST_FULL. */
+START_TEST(test_st_killed_save)
+{
+    enum { N = 512 * 1024 }; /* 4 MiB of int64 */
+    char path[512];
+    int64_t *v = th_malloc(N * sizeof *v);
+    int kills = th_full() ? 60 : 4, saw_old = 0, saw_new = 0, saw_litter = 0;
+    th_rng r = th_rng_make(0x6b696c6cu);
+    double full_s;
+    tmp_path(path, sizeof path, "killed.safetensors");
+    /* how long a child's uninterrupted save takes, fork to exit, to spread
+     * the kills over it */
+    fill_i64(v, N, 1000);
+    fflush(NULL);
+    double t0 = now_s();
+    pid_t first = fork();
+    ck_assert_int_ge(first, 0);
+    if (first == 0)
+        _exit(save_i64(path, v, N) == TEENY_OK ? 0 : 1);
+    int first_ws;
+    ck_assert_int_eq(waitpid(first, &first_ws, 0), first);
+    full_s = now_s() - t0;
+    ck_assert(WIFEXITED(first_ws) && WEXITSTATUS(first_ws) == 0);
+    for (int k = 0; k < kills; k++) {
+        int64_t old_base = 1000000 * (int64_t)k, new_base = old_base + 500000;
+        fill_i64(v, N, old_base);
+        TH_OK(NULL, save_i64(path, v, N));
+        fill_i64(v, N, new_base);
+        fflush(NULL);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+            _exit(save_i64(path, v, N) == TEENY_OK ? 0 : 1);
+        double delay = th_uniform(&r, 0.0, 1.1 * full_s);
+        struct timespec ts = {(time_t)delay, (long)((delay - (double)(time_t)delay) * 1e9)};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int ws;
+        ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+        ck_assert_msg(WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) == 0), "kill %d: the save failed", k);
+        if (loaded_version(path, N, old_base, new_base) == old_base)
+            saw_old++;
+        else
+            saw_new++;
+        saw_litter += dir_count(tmp_dir, ".tmp-") > 0;
+        /* the next save removes the dead child's temp file */
+        fill_i64(v, N, old_base + 1);
+        TH_OK(NULL, save_i64(path, v, N));
+        ck_assert_msg(dir_count(tmp_dir, ".tmp-") == 0, "kill %d: temp files left after the next save", k);
+        loaded_version(path, N, old_base + 1, old_base + 1);
+    }
+    fprintf(stderr, "killed saves: %d (old version left %d times, new %d; temp litter after %d kills; a save takes %.3f s)\n",
+            kills, saw_old, saw_new, saw_litter, full_s);
+    unlink(path);
+    free(v);
+}
+END_TEST
+
+/* A full file system (RLIMIT_FSIZE in a forked child, SIGXFSZ ignored so
+ * write fails with EFBIG): TEENY_ERR_IO, the old file untouched, no temp. */
+START_TEST(test_st_disk_full)
+{
+    enum { N = 256 * 1024 };
+    char path[512];
+    int64_t *v = th_malloc(N * sizeof *v);
+    size_t len0, len1;
+    tmp_path(path, sizeof path, "full.safetensors");
+    fill_i64(v, 64, 7);
+    {
+        int64_t n = 64;
+        TH_OK(NULL, save_i64(path, v, n));
+    }
+    unsigned char *before = file_read(path, &len0);
+    fill_i64(v, N, 9);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        struct rlimit rl = {256 * 1024, 256 * 1024};
+        signal(SIGXFSZ, SIG_IGN);
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+            _exit(100);
+        teeny_status st = save_i64(path, v, N);
+        _exit(st == TEENY_ERR_IO && strstr(teeny_last_error(NULL), "too large") ? 0 : 10 + (int)(st & 0x3f));
+    }
+    int ws;
+    ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+    ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the save in a full file system: exit %d (0: IO error naming EFBIG)",
+                  WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+    unsigned char *after = file_read(path, &len1);
+    ck_assert(len0 == len1 && !memcmp(before, after, len0));
+    ck_assert_int_eq(dir_count(tmp_dir, ".tmp-"), 0);
+    free(before);
+    free(after);
+    free(v);
+    unlink(path);
+}
+END_TEST
+
 Suite *suite_io(void)
 {
     Suite *s = suite_create("io");
@@ -1279,6 +1380,8 @@ Suite *suite_io(void)
     tcase_add_test(idx, test_idx_gzip_trailing);
     suite_add_tcase(s, idx);
     tcase_add_test(crash, test_st_stale_temps);
+    tcase_add_test(crash, test_st_killed_save);
+    tcase_add_test(crash, test_st_disk_full);
     suite_add_tcase(s, files);
     suite_add_tcase(s, crash);
     return s;
