@@ -7,6 +7,7 @@
 #   make check-asan   the test suite under AddressSanitizer + UBSan
 #   make check-oclgrind  the conformance suite under oclgrind (--data-races --uninitialized)
 #   make check-matrix    the conformance suite and examples on PoCL, rusticl, PoCL 6.0 (Debian 13 chroot)
+#   make fuzz         each libFuzzer target for FUZZ_SECONDS (default 60; clang)
 #   make run          install, build and run the example on the default device
 #   make bench        benchmarks on the default device (tools/teeny-bench)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
@@ -31,7 +32,7 @@ LIB_SRC := $(wildcard src/*.c src/ops/*.c src/io/*.c)
 CL_SRC := $(wildcard cl/*.cl)
 GEN := $(BUILD)/gen/kernels.c
 LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC)) $(BUILD)/gen/kernels.o
-TEST_SRC := $(wildcard tests/*.c tests/ref/*.c)
+TEST_SRC := $(wildcard tests/*.c tests/ref/*.c) tests/fuzz/fuzz_lib.c
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 TOOLS := $(BUILD)/teeny-info $(BUILD)/teeny-bench
 BENCH_SRC := $(wildcard tools/bench_*.c)
@@ -45,7 +46,7 @@ HEADERS := include/teenycl.h $(wildcard src/*.h src/ops/*.h src/ops/*.def)
 # out of forked children.
 TEST_ENV := CK_DEFAULT_TIMEOUT=1200 CK_FORK=no TEENY_BUILD_DIR=$(BUILD)
 
-.PHONY: all lib tools examples test test-full check-asan check-oclgrind check-matrix check-install run bench install uninstall clean deps deps-test deps-run
+.PHONY: all lib tools examples test test-full check-asan check-oclgrind check-matrix check-install run bench install uninstall clean deps deps-test deps-run fuzz
 
 all: lib tools examples
 
@@ -120,7 +121,7 @@ ASAN_ICD = $(if $(wildcard /etc/OpenCL/vendors/pocl.icd),OCL_ICD_VENDORS=/etc/Op
 check-asan: deps-test
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g $(SAN)" LDFLAGS="$(SAN)" build-asan/teeny-tests
 	$(TEST_ENV) TEENY_TEST_SKIP=example ASAN_OPTIONS=detect_leaks=1 $(ASAN_ICD) \
-	    LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+	    $(FUZZ_ENV) LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 build-asan/teeny-tests
 
 # The conformance suite (one tiny case per kernel variant; it fails unless
@@ -204,6 +205,40 @@ check-install: all
 	@bad=$$(nm -D --defined-only $(SHARED) | awk '{print $$3}' | grep -v '^teeny_' || true); \
 	    if [ -n "$$bad" ]; then echo "exported symbols outside teeny_: $$bad"; exit 1; fi
 	@echo "install check: ok ($$(wc -l < $(BUILD)/installed.txt) files installed and removed; only teeny_ symbols exported)"
+
+# libFuzzer targets for the file loaders (tests/fuzz/fuzz_<format>.c), built
+# with clang into build-fuzz/ and run one after another for FUZZ_SECONDS
+# each, from seeds that make-fuzz-corpus writes with the library's own
+# writers (build-fuzz/seeds/<format>); new inputs go to
+# build-fuzz/corpus/<format>, crashes to build-fuzz/crash-*. The `fuzz`
+# check suite (make test) replays seeds and seeded mutations without libFuzzer.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := safetensors npy idx checkpoint
+FUZZ_BUILD := build-fuzz
+# PoCL only: the Mesa and Rusticl ICDs leak and throw C++ exceptions at load
+FUZZ_ENV ?= $(if $(wildcard /etc/OpenCL/vendors/pocl.icd),OCL_ICD_VENDORS=/etc/OpenCL/vendors/pocl.icd)
+FUZZ_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+$(BUILD)/make-fuzz-corpus: tests/fuzz/make_corpus.c tests/fuzz/fuzz_lib.c tests/fuzz/fuzz_lib.h $(STATIC)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) tests/fuzz/make_corpus.c tests/fuzz/fuzz_lib.c -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
+
+$(patsubst %,$(BUILD)/fuzz_%,$(FUZZ_TARGETS)): $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_target.h tests/fuzz/fuzz_lib.c tests/fuzz/fuzz_lib.h $(STATIC)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -fsanitize=fuzzer $< tests/fuzz/fuzz_lib.c -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
+
+fuzz: deps-test
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang CFLAGS="$(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link" LDFLAGS="-fsanitize=address,undefined -Wl,--no-as-needed -lstdc++ -Wl,--as-needed" \
+	    $(FUZZ_BUILD)/make-fuzz-corpus $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
+	rm -rf $(FUZZ_BUILD)/seeds
+	$(FUZZ_ENV) ASAN_OPTIONS=detect_leaks=0 $(FUZZ_BUILD)/make-fuzz-corpus $(FUZZ_BUILD)/seeds
+	@for t in $(FUZZ_TARGETS); do \
+	    mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
+	    echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	    $(FUZZ_ENV) LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	    $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=30 -rss_limit_mb=4096 \
+	        -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crash-$$t- \
+	        $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/seeds/$$t || exit 1; \
+	done
 
 clean:
 	rm -rf build build-*

@@ -213,10 +213,19 @@ static inline int teeny__off(const teeny_tensor *t) { return (int)t->offset; }
 
 /* ---- files (io/safetensors.c) ----
  * Write n_parts buffers to path crash-safely: a temp file in path's
- * directory, flushed and fsynced, renamed over path, the directory fsynced.
- * Errors name fn and path and go to ctx (NULL: the thread's error). */
+ * directory named after the writer's host and pid, fsynced, renamed over
+ * path, the directory fsynced; temp files of the same target left by a dead
+ * writer are removed first. Errors name fn and path and go to ctx (NULL:
+ * the thread's error). */
 teeny_status teeny__write_file_atomic(const teeny_ctx *ctx, const char *fn, const char *path,
                                       const void *const *parts, const size_t *lens, int n_parts);
+/* The same, recording nothing: the reason goes to msg (the kernel cache). */
+teeny_status teeny__write_file_atomic_msg(const char *path, const void *const *parts, const size_t *lens,
+                                          int n_parts, char *msg, size_t cap);
+/* Open path read-only if it is a regular file, without blocking on a FIFO;
+ * the descriptor, or -1 with the reason in *why (static text) and errno
+ * set (EISDIR for a directory, EINVAL for another non-regular file). */
+int teeny__open_regular(const char *path, const char **why);
 
 /* ---- small string helpers ---- */
 void teeny__strlcpy(char *dst, const char *src, size_t cap);

@@ -5,11 +5,20 @@
  *
  * Disk cache: $TEENY_CACHE_DIR, else $XDG_CACHE_HOME/teenycl, else
  * ~/.cache/teenycl; TEENY_NO_CACHE=1 turns it off. An entry is named by a
- * 128-bit hash of source + options + device name + driver version + library
- * version, and holds a header (magic, payload size, payload hash) and the
- * program binary. Entries are written to a private temp file and renamed
- * into place, so concurrent processes never see half an entry; one that
- * fails its checks, or that the driver rejects, is rebuilt from source.
+ * 128-bit hash of its key and holds (little-endian):
+ *   "TEENYKC2", u32 key length, u32 names length, u64 payload length,
+ *   u32 crc32 of the payload, u32 crc32 of everything before the payload
+ *   (this field zeroed), the key, the kernel names, the program binary.
+ * The key is the text "library version, source hash, options, device,
+ * platform, driver" in full, so an entry answers only the exact build it was
+ * made for, whatever its file name; the kernel names are what the program
+ * built from source holds, so a foreign binary under the right key is
+ * caught after it builds. Every length is checked against the file size
+ * before anything is allocated. Entries are written with the library's
+ * atomic writer (temp file, fsync, rename, fsync of the directory), so
+ * concurrent processes never see half an entry. An entry that fails any
+ * check, that is not a regular file, or that the driver rejects in any way
+ * is a miss: the program is rebuilt from source and the entry overwritten.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +27,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
+
+#include <zlib.h>
 
 #include "internal.h"
 
@@ -48,7 +59,10 @@ struct teeny__program {
     cached_kernel kernels[MAX_KERNELS_PER_PROGRAM];
 };
 
-static const char CACHE_MAGIC[8] = {'T', 'E', 'E', 'N', 'Y', 'B', 'I', 'N'};
+static const char CACHE_MAGIC[8] = {'T', 'E', 'E', 'N', 'Y', 'K', 'C', '2'};
+#define CACHE_HEADER 32
+#define CACHE_KEY_MAX 65536
+#define CACHE_NAMES_MAX (1u << 20)
 
 /* ---- sources ---- */
 
@@ -186,58 +200,140 @@ static int mkdir_p(const char *path)
     return 0;
 }
 
-/* Load a cached binary; NULL when absent or invalid (then rebuilt). */
-static unsigned char *cache_load(const char *path, size_t *len)
+static uint32_t get_le32(const unsigned char *p)
 {
-    size_t size = 0;
-    unsigned char *file = (unsigned char *)read_file(path, &size);
-    unsigned char *payload = NULL;
-    uint64_t n, h;
-    if (!file)
-        return NULL;
-    if (size < 24 || memcmp(file, CACHE_MAGIC, 8) != 0)
-        goto bad;
-    memcpy(&n, file + 8, 8);
-    memcpy(&h, file + 16, 8);
-    if (n != size - 24 || n == 0 || fnv1a(0xcbf29ce484222325ULL, file + 24, n) != h)
-        goto bad;
-    payload = teeny__malloc(n);
-    if (!payload)
-        goto done;
-    memcpy(payload, file + 24, n);
-    *len = n;
-    goto done;
-bad:
-    teeny__log(TEENY_LOG_WARN, "kernel cache entry %s is corrupt; rebuilding it", path);
-done:
-    teeny__free(file);
-    return payload;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static void cache_store(const char *dir, const char *path, const unsigned char *bin, size_t len)
+static void put_le32(unsigned char *p, uint32_t v)
 {
-    static _Thread_local unsigned counter;
-    char tmp[4400];
-    uint64_t n = len, h = fnv1a(0xcbf29ce484222325ULL, bin, len);
-    FILE *f;
-    int ok;
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
 
+static uint32_t crc(uint32_t c, const unsigned char *p, size_t n)
+{
+    while (n > 0) { /* zlib's crc32 takes a uInt length */
+        uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        c = (uint32_t)crc32(c, p, chunk);
+        p += chunk;
+        n -= chunk;
+    }
+    return c;
+}
+
+/* The crc32 of an entry's header fields (its own slot zeroed), key and names. */
+static uint32_t header_crc(const unsigned char *head, const char *key, size_t key_len, const char *names,
+                           size_t names_len)
+{
+    unsigned char h[CACHE_HEADER];
+    uint32_t c = (uint32_t)crc32(0, Z_NULL, 0);
+    memcpy(h, head, CACHE_HEADER);
+    put_le32(h + 28, 0);
+    c = crc(c, h, CACHE_HEADER);
+    c = crc(c, (const unsigned char *)key, key_len);
+    return crc(c, (const unsigned char *)names, names_len);
+}
+
+/* A cached entry for key: its binary and kernel names (caller frees both),
+ * or 0 when absent or unusable (then rebuilt and overwritten). */
+static int cache_load(const char *path, const char *key, unsigned char **bin, size_t *len, char **names)
+{
+    const char *why = NULL;
+    unsigned char *file = NULL;
+    struct stat sb;
+    size_t size, done = 0, key_len = strlen(key), names_len;
+    uint64_t payload_len;
+    int fd = teeny__open_regular(path, &why), ok = 0;
+    *bin = NULL;
+    *names = NULL;
+    if (fd < 0) {
+        if (errno != ENOENT)
+            teeny__log(TEENY_LOG_WARN, "kernel cache entry %s: %s; rebuilding", path, why);
+        return 0;
+    }
+    if (fstat(fd, &sb) != 0 || sb.st_size < CACHE_HEADER || (uint64_t)sb.st_size > SIZE_MAX / 2) {
+        why = "too short";
+        goto done;
+    }
+    size = (size_t)sb.st_size;
+    if (!(file = teeny__malloc(size))) {
+        why = "out of host memory";
+        goto done;
+    }
+    while (done < size) {
+        ssize_t r = read(fd, file + done, size - done);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        done += (size_t)r;
+    }
+    why = "truncated, padded or not an entry";
+    if (done != size || memcmp(file, CACHE_MAGIC, 8) != 0)
+        goto done;
+    names_len = get_le32(file + 12);
+    payload_len = (uint64_t)get_le32(file + 16) | (uint64_t)get_le32(file + 20) << 32;
+    /* every length against the file size before use */
+    if (get_le32(file + 8) != key_len || key_len > CACHE_KEY_MAX || names_len > CACHE_NAMES_MAX ||
+        payload_len == 0 || payload_len != size - CACHE_HEADER - key_len - names_len ||
+        size < CACHE_HEADER + key_len + names_len)
+        goto done;
+    why = "corrupt header or key";
+    if (header_crc(file, (const char *)file + CACHE_HEADER, key_len, (const char *)file + CACHE_HEADER + key_len,
+                   names_len) != get_le32(file + 28))
+        goto done;
+    why = "made for another build (key differs)";
+    if (memcmp(file + CACHE_HEADER, key, key_len) != 0)
+        goto done;
+    why = "corrupt binary (checksum)";
+    if (crc((uint32_t)crc32(0, Z_NULL, 0), file + size - payload_len, (size_t)payload_len) != get_le32(file + 24))
+        goto done;
+    why = "out of host memory";
+    *bin = teeny__malloc((size_t)payload_len);
+    *names = teeny__malloc(names_len + 1);
+    if (!*bin || !*names)
+        goto done;
+    memcpy(*bin, file + size - payload_len, (size_t)payload_len);
+    memcpy(*names, file + CACHE_HEADER + key_len, names_len);
+    (*names)[names_len] = '\0';
+    *len = (size_t)payload_len;
+    ok = 1;
+done:
+    close(fd);
+    teeny__free(file);
+    if (!ok) {
+        teeny__log(TEENY_LOG_WARN, "kernel cache entry %s: %s; rebuilding it", path, why);
+        teeny__free(*bin);
+        teeny__free(*names);
+        *bin = NULL;
+        *names = NULL;
+    }
+    return ok;
+}
+
+static void cache_store(const char *dir, const char *path, const char *key, const char *names,
+                        const unsigned char *bin, size_t len)
+{
+    unsigned char head[CACHE_HEADER];
+    size_t key_len = strlen(key), names_len = strlen(names);
+    char msg[512];
     if (mkdir_p(dir) != 0) {
         teeny__log(TEENY_LOG_INFO, "kernel cache: cannot create %s: %s", dir, strerror(errno));
         return;
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
-    f = fopen(tmp, "wb");
-    if (!f)
-        return;
-    ok = fwrite(CACHE_MAGIC, 1, 8, f) == 8 && fwrite(&n, 8, 1, f) == 1 && fwrite(&h, 8, 1, f) == 1 &&
-         fwrite(bin, 1, len, f) == len;
-    ok = fflush(f) == 0 && ok;
-    ok = fsync(fileno(f)) == 0 && ok;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        teeny__log(TEENY_LOG_INFO, "kernel cache: cannot write %s", path);
-        remove(tmp);
+    memcpy(head, CACHE_MAGIC, 8);
+    put_le32(head + 8, (uint32_t)key_len);
+    put_le32(head + 12, (uint32_t)names_len);
+    put_le32(head + 16, (uint32_t)((uint64_t)len & 0xffffffffu));
+    put_le32(head + 20, (uint32_t)((uint64_t)len >> 32));
+    put_le32(head + 24, crc((uint32_t)crc32(0, Z_NULL, 0), bin, len));
+    put_le32(head + 28, header_crc(head, key, key_len, names, names_len));
+    {
+        const void *parts[4] = {head, key, names, bin};
+        size_t lens[4] = {CACHE_HEADER, key_len, names_len, len};
+        if (teeny__write_file_atomic_msg(path, parts, lens, 4, msg, sizeof msg) != TEENY_OK)
+            teeny__log(TEENY_LOG_INFO, "kernel cache: cannot write %s: %s", path, msg);
     }
 }
 
@@ -285,37 +381,81 @@ fail:
     return st;
 }
 
-static teeny_status build_from_binary(teeny_ctx *ctx, const unsigned char *bin, size_t len,
-                                      const char *options, cl_program *out)
+/* Build a cached binary; any failure is a cache miss, so nothing is
+ * recorded in ctx (the rebuild from source decides the call's status). */
+static cl_int build_from_binary(teeny_ctx *ctx, const unsigned char *bin, size_t len, const char *options,
+                                cl_program *out)
 {
     cl_int err, bin_status = CL_SUCCESS;
     cl_program prog = TEENY_CLO(clCreateProgramWithBinary, &err, ctx->context, 1, &ctx->device, &len, &bin,
                                 &bin_status);
     if (!prog)
-        return teeny__cl_error(ctx, err, "clCreateProgramWithBinary");
-    err = TEENY_CL(clBuildProgram, prog, 1, &ctx->device, options, NULL, NULL);
-    if (err != CL_SUCCESS || bin_status != CL_SUCCESS) {
+        return err != CL_SUCCESS ? err : CL_INVALID_BINARY;
+    if (bin_status != CL_SUCCESS)
+        err = bin_status;
+    else
+        err = TEENY_CL(clBuildProgram, prog, 1, &ctx->device, options, NULL, NULL);
+    if (err != CL_SUCCESS) {
         TEENY_CL_RELEASE(clReleaseProgram, prog);
-        return teeny__cl_error(ctx, err != CL_SUCCESS ? err : bin_status, "clBuildProgram (cached binary)");
+        return err;
     }
     *out = prog;
-    return TEENY_OK;
+    return CL_SUCCESS;
+}
+
+/* The program's kernel names (";"-separated; caller frees), or NULL. */
+static char *kernel_names(cl_program prog)
+{
+    size_t len = 0;
+    char *names;
+    if (TEENY_CL(clGetProgramInfo, prog, CL_PROGRAM_KERNEL_NAMES, 0, NULL, &len) != CL_SUCCESS || !len ||
+        !(names = teeny__malloc(len + 1)))
+        return NULL;
+    if (TEENY_CL(clGetProgramInfo, prog, CL_PROGRAM_KERNEL_NAMES, len, names, NULL) != CL_SUCCESS) {
+        teeny__free(names);
+        return NULL;
+    }
+    names[len] = '\0';
+    return names;
 }
 
 /* Store prog's binary under path; failures only cost a rebuild later. */
-static void cache_program(teeny_ctx *ctx, const char *dir, const char *path, cl_program prog)
+static void cache_program(const char *dir, const char *path, const char *key, cl_program prog)
 {
     size_t size = 0;
     unsigned char *bin = NULL;
-    if (TEENY_CL(clGetProgramInfo, prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS || !size)
-        return;
-    bin = teeny__malloc(size);
-    if (!bin)
-        return;
-    if (TEENY_CL(clGetProgramInfo, prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
-        cache_store(dir, path, bin, size);
+    char *names = kernel_names(prog);
+    if (names && TEENY_CL(clGetProgramInfo, prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) == CL_SUCCESS &&
+        size && (bin = teeny__malloc(size)) != NULL &&
+        TEENY_CL(clGetProgramInfo, prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
+        cache_store(dir, path, key, names, bin, size);
     teeny__free(bin);
-    (void)ctx;
+    teeny__free(names);
+}
+
+/* A program from the disk cache entry at path for key, or NULL (a miss). */
+static cl_program cache_fetch(teeny_ctx *ctx, const char *path, const char *key, const char *options)
+{
+    unsigned char *bin = NULL;
+    char *names = NULL, *have = NULL;
+    size_t len = 0;
+    cl_program prog = NULL;
+    cl_int err;
+    if (!cache_load(path, key, &bin, &len, &names))
+        return NULL;
+    err = build_from_binary(ctx, bin, len, options, &prog);
+    if (err != CL_SUCCESS) {
+        teeny__log(TEENY_LOG_WARN, "kernel cache entry %s was rejected by the driver (%d); rebuilding it", path,
+                   (int)err);
+    } else if (!(have = kernel_names(prog)) || strcmp(have, names) != 0) {
+        teeny__log(TEENY_LOG_WARN, "kernel cache entry %s holds another program's binary; rebuilding it", path);
+        TEENY_CL_RELEASE(clReleaseProgram, prog);
+        prog = NULL;
+    }
+    teeny__free(have);
+    teeny__free(names);
+    teeny__free(bin);
+    return prog;
 }
 
 static teeny_status program_get(teeny_ctx *ctx, const char *family, const char *options, teeny__program **out)
@@ -323,9 +463,7 @@ static teeny_status program_get(teeny_ctx *ctx, const char *family, const char *
     teeny__program *p;
     teeny_status st;
     char *src = NULL, *full_options = NULL;
-    char dir[4096], path[4300];
-    unsigned char *bin = NULL;
-    size_t bin_len = 0;
+    char dir[4096], path[4300], *key = NULL;
     cl_program prog = NULL;
 
     if (!options)
@@ -349,27 +487,32 @@ static teeny_status program_get(teeny_ctx *ctx, const char *family, const char *
 
     teeny__cache_dir(dir, sizeof dir);
     if (dir[0]) {
-        uint64_t h1 = 0xcbf29ce484222325ULL, h2 = 0x84222325cbf29ce4ULL;
-        const char *fields[] = {src, full_options, ctx->info.device_name, ctx->info.platform_name,
-                                ctx->info.driver_version, teeny_version_string()};
-        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-            h1 = hash_str(h1, fields[i]);
-            h2 = hash_str(h2 ^ (uint64_t)i, fields[i]);
+        /* the key in full; the file name is a hash of it */
+        uint64_t h1 = 0xcbf29ce484222325ULL, h2 = 0x84222325cbf29ce4ULL, k1, k2;
+        size_t cap;
+        h1 = hash_str(h1, src);
+        h2 = hash_str(h2, src);
+        cap = strlen(full_options) + strlen(ctx->info.device_name) + strlen(ctx->info.platform_name) +
+              strlen(ctx->info.driver_version) + strlen(teeny_version_string()) + 160;
+        if (!(key = teeny__malloc(cap))) {
+            st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory building %s", family);
+            goto cleanup;
         }
-        snprintf(path, sizeof path, "%s/%016llx%016llx.bin", dir, (unsigned long long)h1, (unsigned long long)h2);
-        bin = cache_load(path, &bin_len);
-        if (bin && build_from_binary(ctx, bin, bin_len, full_options, &prog) != TEENY_OK) {
-            teeny__log(TEENY_LOG_INFO, "kernel cache entry %s was rejected by the driver; rebuilding it", path);
-            prog = NULL;
-        }
+        snprintf(key, cap, "teenycl %s\nsource %016llx%016llx\noptions %s\ndevice %s\nplatform %s\ndriver %s\n",
+                 teeny_version_string(), (unsigned long long)h1, (unsigned long long)h2, full_options,
+                 ctx->info.device_name, ctx->info.platform_name, ctx->info.driver_version);
+        k1 = hash_str(0xcbf29ce484222325ULL, key);
+        k2 = hash_str(0x84222325cbf29ce4ULL, key);
+        snprintf(path, sizeof path, "%s/%016llx%016llx.bin", dir, (unsigned long long)k1, (unsigned long long)k2);
+        prog = cache_fetch(ctx, path, key, full_options);
     }
     if (!prog) {
         teeny__log(TEENY_LOG_DEBUG, "building %s for %s with %s", family, ctx->info.device_name, full_options);
         st = build_from_source(ctx, src, full_options, &prog);
         if (st != TEENY_OK)
             goto cleanup;
-        if (dir[0])
-            cache_program(ctx, dir, path, prog);
+        if (key)
+            cache_program(dir, path, key, prog);
     }
 
     p = teeny__calloc(1, sizeof *p);
@@ -392,7 +535,7 @@ static teeny_status program_get(teeny_ctx *ctx, const char *family, const char *
     *out = p;
 cleanup:
     TEENY_CL_RELEASE(clReleaseProgram, prog);
-    teeny__free(bin);
+    teeny__free(key);
     teeny__free(src);
     teeny__free(full_options);
     return st;

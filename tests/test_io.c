@@ -8,11 +8,16 @@
  * malformed synthetic files, plain and gzip.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -86,6 +91,13 @@ static void file_write(const char *path, const void *data, size_t len)
     ck_assert_msg(f != NULL, "cannot create %s", path);
     ck_assert_int_eq(fwrite(data, 1, len, f), len);
     fclose(f);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Names in tmp_dir containing text (temp files left behind). */
@@ -690,6 +702,72 @@ START_TEST(test_st_crash_safety)
 }
 END_TEST
 
+/* A header of n one-float tensors "t<i>" (entry dup_of, when >= 0, is
+ * renamed to entry 0's name), written to path without checksums. */
+static void st_many(const char *path, int n, int dup_of)
+{
+    size_t cap = (size_t)n * 96 + 64, at = 0;
+    char *h = th_malloc(cap);
+    at += (size_t)snprintf(h + at, cap - at, "{");
+    for (int i = 0; i < n; i++)
+        at += (size_t)snprintf(h + at, cap - at, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}",
+                               i ? "," : "", i == dup_of ? 0 : i, 4 * i, 4 * i + 4);
+    at += (size_t)snprintf(h + at, cap - at, "}");
+    unsigned char len[8];
+    for (int b = 0; b < 8; b++)
+        len[b] = (unsigned char)((uint64_t)at >> (8 * b));
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fwrite(len, 1, 8, f), 8);
+    ck_assert_int_eq(fwrite(h, 1, at, f), at);
+    float *data = calloc((size_t)n, sizeof *data);
+    ck_assert_ptr_nonnull(data);
+    for (int i = 0; i < n; i++)
+        data[i] = (float)i;
+    ck_assert_int_eq(fwrite(data, 4, (size_t)n, f), (size_t)n);
+    fclose(f);
+    free(data);
+    free(h);
+}
+
+/* Parsing is linear-log in the entry count: 200K tensors open in well under
+ * a few seconds (the old duplicate scan was quadratic: 31 s for 100K), every
+ * name is found, and a duplicate among them is still rejected. */
+START_TEST(test_st_many_entries)
+{
+    enum { N = 200000 };
+    char path[512];
+    teeny_st_file *f = NULL;
+    int64_t shape[1];
+    int ndim, is_i64;
+    tmp_path(path, sizeof path, "many.safetensors");
+    st_many(path, N, -1);
+    double t0 = now_s();
+    TH_OK(NULL, teeny_st_open(path, &f));
+    double open_s = now_s() - t0;
+    ck_assert_int_eq(teeny_st_count(f), N);
+    t0 = now_s();
+    for (int i = 0; i < N; i += 7) {
+        char name[32];
+        snprintf(name, sizeof name, "t%d", i);
+        TH_OK(NULL, teeny_st_info(f, name, &is_i64, &ndim, shape));
+        ck_assert(!is_i64 && ndim == 1 && shape[0] == 1);
+    }
+    double find_s = now_s() - t0;
+    TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_st_info(f, "t-1", NULL, NULL, NULL));
+    teeny_st_close(f);
+    ck_assert_msg(open_s < 4.0 && find_s < 2.0, "200K entries: open %.2f s, lookups %.2f s", open_s, find_s);
+
+    st_many(path, N, N - 5);
+    f = (teeny_st_file *)path;
+    t0 = now_s();
+    TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_st_open(path, &f));
+    ck_assert_msg(now_s() - t0 < 4.0, "200K entries with a duplicate: %.2f s", now_s() - t0);
+    ck_assert_ptr_null(f);
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), "tensor t0 appears twice"));
+}
+END_TEST
+
 START_TEST(test_st_writer_errors)
 {
     teeny_ctx *ctx = th_ctx();
@@ -871,12 +949,416 @@ START_TEST(test_idx_synthetic)
 }
 END_TEST
 
+/* ---- every reader against paths that are not regular files ---- */
+
+/* A FIFO (no writer: a plain open would block forever) and a directory:
+ * every loader returns TEENY_ERR_IO at once, naming the path. SIGALRM
+ * ends the run if one blocks. */
+START_TEST(test_io_not_regular)
+{
+    teeny_ctx *ctx = th_ctx();
+    char fifo[512], dir[512], value[32];
+    const char *paths[2] = {tmp_path(fifo, sizeof fifo, "a-fifo"), tmp_path(dir, sizeof dir, "a-dir")};
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    alarm(60);
+    for (int i = 0; i < 2; i++) {
+        const char *p = paths[i];
+        teeny_st_file *f = (teeny_st_file *)ctx;
+        teeny_tensor *t = (teeny_tensor *)ctx;
+        teeny_idx *idx = (teeny_idx *)ctx;
+        double t0 = now_s();
+        TH_STATUS(NULL, TEENY_ERR_IO, teeny_st_open(p, &f));
+        ck_assert_ptr_null(f);
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), p));
+        TH_STATUS(ctx, TEENY_ERR_IO, teeny_npy_load(ctx, p, &t));
+        ck_assert_ptr_null(t);
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), p));
+        TH_STATUS(NULL, TEENY_ERR_IO, teeny_idx_load(p, &idx));
+        ck_assert_ptr_null(idx);
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), p));
+        TH_STATUS(NULL, TEENY_ERR_IO, teeny_checkpoint_metadata(p, "epoch", value, sizeof value));
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), i ? "directory" : "regular"));
+        ck_assert_msg(now_s() - t0 < 5.0, "%s: the loaders took %.1f s", p, now_s() - t0);
+    }
+    alarm(0);
+}
+END_TEST
+
+/* ---- sizes declared by headers are checked before anything is allocated ---- */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TH_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TH_ASAN 1
+#endif
+#endif
+
+enum { LOAD_NPY, LOAD_IDX };
+
+/* Run one loader in a forked child whose address space allows only 256 MiB
+ * more than it has now, so a loader that allocates what a header claims
+ * (GiBs) fails with TEENY_ERR_NOMEM instead of reading a 20-byte file. The
+ * child touches no OpenCL object: both loaders reject these files before
+ * creating a tensor. Under ASan (which reserves terabytes of shadow) the
+ * limit is left off and only the status is checked. */
+static teeny_status load_small(int which, const char *path)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        teeny_status st;
+#ifndef TH_ASAN
+        long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (f && fscanf(f, "%ld", &pages) == 1) {
+            struct rlimit rl;
+            rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (256u << 20);
+            setrlimit(RLIMIT_AS, &rl);
+        }
+        if (f)
+            fclose(f);
+#endif
+        if (which == LOAD_NPY) {
+            teeny_tensor *t = NULL;
+            st = teeny_npy_load(th_ctx(), path, &t);
+        } else {
+            teeny_idx *idx = NULL;
+            st = teeny_idx_load(path, &idx);
+            teeny_idx_free(idx);
+        }
+        _exit((int)st & 0xff);
+    }
+    int ws = 0;
+    ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+    ck_assert_msg(WIFEXITED(ws), "the loader died (status 0x%x)", ws);
+    return (teeny_status)(int8_t)WEXITSTATUS(ws);
+}
+
+START_TEST(test_io_declared_sizes)
+{
+    char path[512];
+    /* npy: a 128-byte file whose header claims 4e9 bytes of data */
+    tmp_path(path, sizeof path, "huge.npy");
+    npy_make(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 10000), }", 1, 64);
+    ck_assert_int_eq(load_small(LOAD_NPY, path), TEENY_ERR_FORMAT);
+    teeny_tensor *t = NULL;
+    TH_STATUS(th_ctx(), TEENY_ERR_FORMAT, teeny_npy_load(th_ctx(), path, &t));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(th_ctx()), "truncated"));
+    /* npy: a header length past the end of the file */
+    npy_make(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 1, 8);
+    {
+        size_t len;
+        unsigned char *b = file_read(path, &len);
+        b[8] = 0xff;
+        b[9] = 0xff;
+        file_write(path, b, len);
+        free(b);
+        TH_STATUS(th_ctx(), TEENY_ERR_FORMAT, teeny_npy_load(th_ctx(), path, &t));
+    }
+
+    /* IDX: a 20-byte file claiming 2^31 - 1 values, plain and gzip */
+    unsigned char huge[20] = {0, 0, 8, 2, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8};
+    for (int gz = 0; gz < 2; gz++) {
+        teeny_idx *idx = NULL;
+        tmp_path(path, sizeof path, gz ? "huge.idx.gz" : "huge.idx");
+        idx_make(path, gz, huge, sizeof huge);
+        ck_assert_int_eq(load_small(LOAD_IDX, path), TEENY_ERR_FORMAT);
+        TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_idx_load(path, &idx));
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(NULL), "truncated"));
+    }
+    /* gzip: a 1 MiB run of zeros compresses to ~1 KiB; a header claiming
+     * 8 MiB is past what that can inflate to, one claiming 1 MiB loads */
+    {
+        size_t n = (1u << 20) + 12;
+        unsigned char *b = calloc(1, n);
+        teeny_idx *idx = NULL;
+        ck_assert_ptr_nonnull(b);
+        memcpy(b, (unsigned char[]){0, 0, 8, 2, 0, 0x10, 0, 0, 0, 0, 0, 1}, 12);
+        tmp_path(path, sizeof path, "zeros.idx.gz");
+        idx_make(path, 1, b, n);
+        TH_OK(NULL, teeny_idx_load(path, &idx));
+        ck_assert_int_eq(teeny_idx_dim(idx, 0), 1 << 20);
+        teeny_idx_free(idx);
+        b[9] = 0x80; /* 8 MiB */
+        idx_make(path, 1, b, 12);
+        ck_assert_int_eq(load_small(LOAD_IDX, path), TEENY_ERR_FORMAT);
+        free(b);
+    }
+}
+END_TEST
+
+/* Concatenated gzip members load; anything else after the stream is
+ * TEENY_ERR_FORMAT (zlib's gzread silently ignored it). */
+START_TEST(test_idx_gzip_trailing)
+{
+    char path[512], part[512];
+    unsigned char good[4 + 8 + 6] = {0, 0, 8, 2, 0, 0, 0, 2, 0, 0, 0, 3, 9, 8, 7, 6, 5, 4};
+    size_t a_len, b_len;
+    teeny_idx *idx = NULL;
+    tmp_path(path, sizeof path, "t.idx.gz");
+    tmp_path(part, sizeof part, "part.gz");
+    idx_make(part, 1, good, 10);
+    unsigned char *a = file_read(part, &a_len);
+    idx_make(part, 1, good + 10, sizeof good - 10);
+    unsigned char *b = file_read(part, &b_len);
+    unsigned char *both = th_malloc(a_len + b_len + 8);
+    memcpy(both, a, a_len);
+    memcpy(both + a_len, b, b_len);
+    file_write(path, both, a_len + b_len);
+    TH_OK(NULL, teeny_idx_load(path, &idx));
+    ck_assert(!memcmp(teeny_idx_data(idx), good + 12, 6));
+    teeny_idx_free(idx);
+    static const char *tails[] = {"x", "\0\0\0\0", "\x1f", "\x1f\x8b\x08garbage"};
+    idx_make(part, 1, good, sizeof good);
+    free(a);
+    a = file_read(part, &a_len);
+    for (size_t k = 0; k < sizeof tails / sizeof tails[0]; k++) {
+        size_t tl = k == 1 ? 4 : strlen(tails[k]);
+        memcpy(both, a, a_len);
+        memcpy(both + a_len, tails[k], tl);
+        file_write(path, both, a_len + tl);
+        idx = (teeny_idx *)path;
+        TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_idx_load(path, &idx));
+        ck_assert_ptr_null(idx);
+        ck_assert(strlen(teeny_last_error(NULL)) > 0);
+    }
+    free(a);
+    free(b);
+    free(both);
+}
+END_TEST
+
+/* ---- interrupted and failing saves (host-only data: the forked children
+ * never touch OpenCL, teeny_st_add_i64 keeps its values in host memory) ---- */
+
+/* Save n int64 values v[i] = base + i to path (a few MB). */
+static teeny_status save_i64(const char *path, const int64_t *v, int64_t n)
+{
+    teeny_st_writer *w = NULL;
+    teeny_status st = teeny_st_writer_create(&w);
+    if (st == TEENY_OK)
+        st = teeny_st_add_i64(w, "values", 1, &n, v);
+    if (st == TEENY_OK)
+        st = teeny_st_add_metadata(w, "what", "kill test");
+    if (st == TEENY_OK)
+        st = teeny_st_write(w, path);
+    teeny_st_writer_destroy(w);
+    return st;
+}
+
+static void fill_i64(int64_t *v, int64_t n, int64_t base)
+{
+    for (int64_t i = 0; i < n; i++)
+        v[i] = base + i;
+}
+
+/* path loads, and holds exactly one of the two versions; returns which. */
+static int64_t loaded_version(const char *path, int64_t n, int64_t base_a, int64_t base_b)
+{
+    teeny_st_file *f = NULL;
+    int64_t *got = th_malloc((size_t)n * sizeof *got), base;
+    TH_OK(NULL, teeny_st_open(path, &f));
+    TH_OK(NULL, teeny_st_read_i64(f, "values", got, (size_t)n));
+    teeny_st_close(f);
+    base = got[0];
+    ck_assert_msg(base == base_a || base == base_b, "the file holds neither version (starts %lld)", (long long)base);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == base + i, "value %lld mixes versions", (long long)i);
+    free(got);
+    return base;
+}
+
+static uint32_t host_tag(void)
+{
+    char name[256] = "";
+    uint32_t h = 2166136261u;
+    gethostname(name, sizeof name - 1);
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h;
+}
+
+static void touch(const char *path, time_t age)
+{
+    struct timespec ts[2];
+    file_write(path, "x", 1);
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    ts[0].tv_sec -= age;
+    ts[1] = ts[0];
+    ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+static int present(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+/* Stale temp files of the same target are removed on the next save: a dead
+ * writer's (its pid is gone), any untouched for over an hour, and earlier
+ * builds' pid-less ones by age; a live writer's recent temp, another host's
+ * recent one and other targets' temps stay. */
+START_TEST(test_st_stale_temps)
+{
+    char target[512], p[16][600];
+    int64_t v[4] = {1, 2, 3, 4};
+    uint32_t host = host_tag();
+    pid_t live = fork(), dead;
+    ck_assert_int_ge(live, 0);
+    if (live == 0) {
+        pause();
+        _exit(0);
+    }
+    dead = fork();
+    ck_assert_int_ge(dead, 0);
+    if (dead == 0)
+        _exit(0);
+    ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
+    tmp_path(target, sizeof target, "target.safetensors");
+    static const struct { int which_pid; int other_host; time_t age; int other_target; int legacy; int removed; } c[] = {
+        {0, 0, 0, 0, 0, 1},         /* dead writer */
+        {1, 0, 0, 0, 0, 0},         /* live writer, recent */
+        {1, 0, 7200, 0, 0, 1},      /* live pid, untouched for 2 h (a reused pid) */
+        {0, 1, 0, 0, 0, 0},         /* another host's, recent */
+        {0, 1, 7200, 0, 0, 1},      /* another host's, 2 h old */
+        {0, 0, 0, 1, 0, 0},         /* a dead writer of another target */
+        {0, 0, 0, 0, 1, 0},         /* an earlier build's, recent */
+        {0, 0, 7200, 0, 1, 1},      /* an earlier build's, 2 h old */
+    };
+    int n = (int)(sizeof c / sizeof c[0]);
+    for (int i = 0; i < n; i++) {
+        char name[128];
+        if (c[i].legacy)
+            snprintf(name, sizeof name, "target.safetensors.tmp-Ab%04d", i);
+        else
+            snprintf(name, sizeof name, "%s.tmp-%08lx-%ld-Xy%04d", c[i].other_target ? "other.safetensors" : "target.safetensors",
+                     (unsigned long)(c[i].other_host ? host ^ 0x1234u : host), (long)(c[i].which_pid ? live : dead), i);
+        snprintf(p[i], sizeof p[i], "%s/%s", tmp_dir, name);
+        touch(p[i], c[i].age);
+    }
+    TH_OK(NULL, save_i64(target, v, 4));
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(present(p[i]) == !c[i].removed, "case %d (%s): %s", i, p[i],
+                      c[i].removed ? "was not removed" : "was removed");
+    kill(live, SIGKILL);
+    waitpid(live, NULL, 0);
+    for (int i = 0; i < n; i++)
+        unlink(p[i]);
+    unlink(target);
+}
+END_TEST
+
+/* A child saving a few MB is killed at a random point: the target is the
+ * old or the new version, whole and loadable, and the next save leaves no
+ * temp file behind. A few kills here, 60 under TEENY_TEST_FULL. */
+START_TEST(test_st_killed_save)
+{
+    enum { N = 512 * 1024 }; /* 4 MiB of int64 */
+    char path[512];
+    int64_t *v = th_malloc(N * sizeof *v);
+    int kills = th_full() ? 60 : 4, saw_old = 0, saw_new = 0, saw_litter = 0;
+    th_rng r = th_rng_make(0x6b696c6cu);
+    double full_s;
+    tmp_path(path, sizeof path, "killed.safetensors");
+    /* how long a child's uninterrupted save takes, fork to exit, to spread
+     * the kills over it */
+    fill_i64(v, N, 1000);
+    fflush(NULL);
+    double t0 = now_s();
+    pid_t first = fork();
+    ck_assert_int_ge(first, 0);
+    if (first == 0)
+        _exit(save_i64(path, v, N) == TEENY_OK ? 0 : 1);
+    int first_ws;
+    ck_assert_int_eq(waitpid(first, &first_ws, 0), first);
+    full_s = now_s() - t0;
+    ck_assert(WIFEXITED(first_ws) && WEXITSTATUS(first_ws) == 0);
+    for (int k = 0; k < kills; k++) {
+        int64_t old_base = 1000000 * (int64_t)k, new_base = old_base + 500000;
+        fill_i64(v, N, old_base);
+        TH_OK(NULL, save_i64(path, v, N));
+        fill_i64(v, N, new_base);
+        fflush(NULL);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+            _exit(save_i64(path, v, N) == TEENY_OK ? 0 : 1);
+        double delay = th_uniform(&r, 0.0, 1.1 * full_s);
+        struct timespec ts = {(time_t)delay, (long)((delay - (double)(time_t)delay) * 1e9)};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int ws;
+        ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+        ck_assert_msg(WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) == 0), "kill %d: the save failed", k);
+        if (loaded_version(path, N, old_base, new_base) == old_base)
+            saw_old++;
+        else
+            saw_new++;
+        saw_litter += dir_count(tmp_dir, ".tmp-") > 0;
+        /* the next save removes the dead child's temp file */
+        fill_i64(v, N, old_base + 1);
+        TH_OK(NULL, save_i64(path, v, N));
+        ck_assert_msg(dir_count(tmp_dir, ".tmp-") == 0, "kill %d: temp files left after the next save", k);
+        loaded_version(path, N, old_base + 1, old_base + 1);
+    }
+    fprintf(stderr, "killed saves: %d (old version left %d times, new %d; temp litter after %d kills; a save takes %.3f s)\n",
+            kills, saw_old, saw_new, saw_litter, full_s);
+    unlink(path);
+    free(v);
+}
+END_TEST
+
+/* A full file system (RLIMIT_FSIZE in a forked child, SIGXFSZ ignored so
+ * write fails with EFBIG): TEENY_ERR_IO, the old file untouched, no temp. */
+START_TEST(test_st_disk_full)
+{
+    enum { N = 256 * 1024 };
+    char path[512];
+    int64_t *v = th_malloc(N * sizeof *v);
+    size_t len0, len1;
+    tmp_path(path, sizeof path, "full.safetensors");
+    fill_i64(v, 64, 7);
+    {
+        int64_t n = 64;
+        TH_OK(NULL, save_i64(path, v, n));
+    }
+    unsigned char *before = file_read(path, &len0);
+    fill_i64(v, N, 9);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        struct rlimit rl = {256 * 1024, 256 * 1024};
+        signal(SIGXFSZ, SIG_IGN);
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+            _exit(100);
+        teeny_status st = save_i64(path, v, N);
+        _exit(st == TEENY_ERR_IO && strstr(teeny_last_error(NULL), "too large") ? 0 : 10 + (int)(st & 0x3f));
+    }
+    int ws;
+    ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+    ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the save in a full file system: exit %d (0: IO error naming EFBIG)",
+                  WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+    unsigned char *after = file_read(path, &len1);
+    ck_assert(len0 == len1 && !memcmp(before, after, len0));
+    ck_assert_int_eq(dir_count(tmp_dir, ".tmp-"), 0);
+    free(before);
+    free(after);
+    free(v);
+    unlink(path);
+}
+END_TEST
+
 Suite *suite_io(void)
 {
     Suite *s = suite_create("io");
     TCase *npy = tcase_create("npy"), *st = tcase_create("safetensors"), *idx = tcase_create("idx");
-    TCase *all[] = {npy, st, idx};
-    for (int i = 0; i < 3; i++)
+    TCase *files = tcase_create("files"), *crash = tcase_create("crash");
+    TCase *all[] = {npy, st, idx, files, crash};
+    for (int i = 0; i < 5; i++)
         tcase_add_unchecked_fixture(all[i], dir_setup, dir_teardown);
     tcase_add_test(npy, test_npy_roundtrip);
     tcase_add_test(npy, test_npy_i32_and_views);
@@ -887,10 +1369,19 @@ Suite *suite_io(void)
     tcase_add_test(st, test_st_corruption);
     tcase_add_test(st, test_st_crash_safety);
     tcase_add_test(st, test_st_writer_errors);
+    tcase_add_test(st, test_st_many_entries);
     tcase_add_test(idx, test_idx_fashion_mnist);
     tcase_add_loop_test(idx, test_idx_synthetic, 0, 2);
     suite_add_tcase(s, npy);
     suite_add_tcase(s, st);
+    tcase_add_test(files, test_io_not_regular);
+    tcase_add_test(files, test_io_declared_sizes);
+    tcase_add_test(idx, test_idx_gzip_trailing);
     suite_add_tcase(s, idx);
+    tcase_add_test(crash, test_st_stale_temps);
+    tcase_add_test(crash, test_st_killed_save);
+    tcase_add_test(crash, test_st_disk_full);
+    suite_add_tcase(s, files);
+    suite_add_tcase(s, crash);
     return s;
 }

@@ -1,15 +1,20 @@
 /*
  * test_program.c -- the kernel-build layer: cold build, warm disk-cache hit,
- * corrupt and truncated entries rebuilt, TEENY_NO_CACHE, concurrent
+ * corrupt and truncated entries rebuilt, crafted entries (a valid header
+ * over a truncated or foreign binary, another build's key, a FIFO or a
+ * directory in its place) rebuilt and rewritten, TEENY_NO_CACHE, concurrent
  * builders, TEENY_KERNEL_DIR, and the build-failure path with its log.
  */
 #include <dirent.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <zlib.h>
 
 #include "harness.h"
 #include "clwrap.h"
@@ -35,6 +40,14 @@ static void rm_rf(const char *dir)
     rmdir(dir);
 }
 
+static void write_text(const char *path, const char *text, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert(f != NULL);
+    ck_assert(fwrite(text, 1, len, f) == len);
+    fclose(f);
+}
+
 /* Number of entries in the cache dir; the first .bin's path in *first. */
 static int cache_entries(char *first, size_t cap, int *tmp_files)
 {
@@ -50,7 +63,7 @@ static int cache_entries(char *first, size_t cap, int *tmp_files)
             if (!n && first)
                 snprintf(first, cap, "%s/%s", cache_dir, e->d_name);
             n++;
-        } else if (strstr(e->d_name, ".tmp.")) {
+        } else if (strstr(e->d_name, ".tmp")) {
             (*tmp_files)++;
         }
     }
@@ -155,6 +168,170 @@ START_TEST(test_program_cache)
 }
 END_TEST
 
+/* ---- crafted cache entries (format: src/program.c's banner) ---- */
+
+typedef struct {
+    unsigned char *file;
+    size_t size, key_len, names_len, payload_len;
+} entry;
+
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static entry entry_read(const char *path)
+{
+    entry e = {0};
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    e.size = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    e.file = th_malloc(e.size);
+    ck_assert_int_eq(fread(e.file, 1, e.size, f), e.size);
+    fclose(f);
+    ck_assert_msg(e.size > 32 && !memcmp(e.file, "TEENYKC2", 8), "%s is not a cache entry", path);
+    e.key_len = le32(e.file + 8);
+    e.names_len = le32(e.file + 12);
+    e.payload_len = le32(e.file + 16);
+    ck_assert_uint_eq(32 + e.key_len + e.names_len + e.payload_len, e.size);
+    return e;
+}
+
+/* Write header + key + names of e over payload (len bytes) to path; with
+ * fix, the lengths and both checksums are made to match (a self-consistent
+ * entry), else e's header is kept as it is. */
+static void entry_write(const char *path, const entry *e, const unsigned char *payload, size_t len, int fix)
+{
+    size_t meta = 32 + e->key_len + e->names_len;
+    unsigned char *out = th_malloc(meta + len);
+    memcpy(out, e->file, meta);
+    memcpy(out + meta, payload, len);
+    if (fix) {
+        put32(out + 16, (uint32_t)len);
+        put32(out + 20, 0);
+        put32(out + 24, (uint32_t)crc32(crc32(0, Z_NULL, 0), payload, (uInt)len));
+        put32(out + 28, 0);
+        put32(out + 28, (uint32_t)crc32(crc32(0, Z_NULL, 0), out, (uInt)meta));
+    }
+    write_text(path, (const char *)out, meta + len);
+    free(out);
+}
+
+/* A second program (another family) for a foreign binary: folded batch
+ * norm, checked against the formula. */
+static void run_fold(void)
+{
+    teeny_ctx *ctx = NULL;
+    int64_t shape[1] = {4};
+    float w[4] = {1, 2, 3, 4}, b[4] = {0.5f, -1, 2, 0}, m[4] = {1, 0, -1, 2}, v[4] = {3, 1, 0, 8}, scale[4], shift[4];
+    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+    teeny_tensor *tw = th_tensor_from(ctx, 1, shape, w), *tb = th_tensor_from(ctx, 1, shape, b),
+                 *tm = th_tensor_from(ctx, 1, shape, m), *tv = th_tensor_from(ctx, 1, shape, v),
+                 *ts = th_tensor(ctx, 1, shape), *th = th_tensor(ctx, 1, shape);
+    TH_OK(ctx, teeny_batchnorm_fold(ctx, tw, tb, tm, tv, 1.0f, ts, th));
+    TH_OK(ctx, teeny_tensor_read(ts, scale, 4));
+    TH_OK(ctx, teeny_tensor_read(th, shift, 4));
+    for (int i = 0; i < 4; i++) {
+        double sc = w[i] / sqrt((double)v[i] + 1.0);
+        ck_assert(fabs(scale[i] - sc) < 1e-5 && fabs(shift[i] - (b[i] - m[i] * sc)) < 1e-5);
+    }
+    teeny_tensor *all[6] = {tw, tb, tm, tv, ts, th};
+    for (int i = 0; i < 6; i++)
+        teeny_tensor_destroy(all[i]);
+    teeny_ctx_destroy(ctx);
+}
+
+/* The add program is rebuilt from source (and gives the right answer), and
+ * its entry rewritten so that the next context loads it from the cache. */
+static void expect_rebuilt(const char *entry_path, const char *what)
+{
+    int src, bin, tmp;
+    struct stat sb;
+    run_add(&src, &bin);
+    ck_assert_msg(src == 1, "%s: the program was not rebuilt from source", what);
+    ck_assert_msg(stat(entry_path, &sb) == 0 && S_ISREG(sb.st_mode), "%s: the entry was not rewritten", what);
+    run_add(&src, &bin);
+    ck_assert_msg(src == 0 && bin == 1, "%s: the rewritten entry was not used (source %d, binary %d)", what, src, bin);
+    cache_entries(NULL, 0, &tmp);
+    ck_assert_msg(tmp == 0, "%s: %d temp files left", what, tmp);
+}
+
+START_TEST(test_program_cache_crafted)
+{
+    int src, bin, tmp;
+    char add_path[512], other_path[512];
+    cache_setup();
+    run_add(&src, &bin);
+    ck_assert_int_eq(cache_entries(add_path, sizeof add_path, &tmp), 1);
+    run_fold();
+    {   /* the entry that is not add's */
+        DIR *d = opendir(cache_dir);
+        struct dirent *e;
+        other_path[0] = '\0';
+        while ((e = readdir(d)) != NULL) {
+            char p[512];
+            snprintf(p, sizeof p, "%s/%s", cache_dir, e->d_name);
+            if (strstr(e->d_name, ".bin") && strcmp(p, add_path))
+                snprintf(other_path, sizeof other_path, "%s", p);
+        }
+        closedir(d);
+    }
+    ck_assert_msg(other_path[0], "the second program left no entry");
+    entry add = entry_read(add_path), other = entry_read(other_path);
+    const unsigned char *add_bin = add.file + add.size - add.payload_len;
+    const unsigned char *other_bin = other.file + other.size - other.payload_len;
+
+    /* a valid header over a truncated binary (the file cut short) */
+    entry_write(add_path, &add, add_bin, add.payload_len / 2, 0);
+    expect_rebuilt(add_path, "truncated payload");
+    /* (Not tested: half a binary with the lengths and checksums recomputed
+     * to match reaches the driver, and PoCL 3.1 aborts on it in
+     * pocl_binary.c: only a keyed MAC could stop a deliberately forged
+     * entry, and whoever can write the cache can replace the library too.) */
+    /* another program's binary under this key's header, checksums stale */
+    entry_write(add_path, &add, other_bin, other.payload_len, 0);
+    expect_rebuilt(add_path, "foreign payload");
+    /* the same made self-consistent: it builds, but holds other kernels */
+    entry_write(add_path, &add, other_bin, other.payload_len, 1);
+    expect_rebuilt(add_path, "self-consistent foreign payload");
+    /* this entry with its key changed (another driver version, say) and
+     * the checksums made to match */
+    add.file[32 + add.key_len - 2] ^= 1;
+    entry_write(add_path, &add, add_bin, add.payload_len, 1);
+    add.file[32 + add.key_len - 2] ^= 1;
+    expect_rebuilt(add_path, "wrong key");
+    /* another build's whole entry under this name */
+    write_text(add_path, (const char *)other.file, other.size);
+    expect_rebuilt(add_path, "another entry");
+    /* a FIFO in the entry's place must not block; it is replaced */
+    remove(add_path);
+    ck_assert_int_eq(mkfifo(add_path, 0600), 0);
+    alarm(120);
+    expect_rebuilt(add_path, "FIFO");
+    alarm(0);
+    /* a directory there: rebuilt each time, the write fails quietly */
+    remove(add_path);
+    ck_assert_int_eq(mkdir(add_path, 0700), 0);
+    run_add(&src, &bin);
+    ck_assert_int_eq(src, 1);
+    cache_entries(NULL, 0, &tmp);
+    ck_assert_int_eq(tmp, 0);
+    rmdir(add_path);
+
+    free(add.file);
+    free(other.file);
+    cache_teardown();
+}
+END_TEST
+
 static void *builder(void *arg)
 {
     int src, bin;
@@ -185,14 +362,6 @@ START_TEST(test_program_cache_concurrent)
     cache_teardown();
 }
 END_TEST
-
-static void write_text(const char *path, const char *text, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert(f != NULL);
-    ck_assert(fwrite(text, 1, len, f) == len);
-    fclose(f);
-}
 
 /* A kernel that fails to compile: TEENY_ERR_BUILD with the device, the
  * options and the compiler's log in the message. */
@@ -250,6 +419,7 @@ Suite *suite_program(void)
     TCase *tc = tcase_create("cache"), *err = tcase_create("errors");
     tcase_add_test(tc, test_program_cache);
     tcase_add_test(tc, test_program_cache_concurrent);
+    tcase_add_test(tc, test_program_cache_crafted);
     tcase_add_test(err, test_program_build_failure);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, err);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../internal.h"
 
@@ -236,6 +237,7 @@ teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out
     int64_t shape[NPY_PARSE_DIMS], numel = 1, one = 1;
     teeny_tensor *t = NULL;
     teeny_status st = TEENY_OK;
+    struct stat sb;
     if (out)
         *out = NULL;
     if (!ctx)
@@ -243,9 +245,16 @@ teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out
     teeny__clear_error(ctx);
     if (!path || !out)
         return teeny__error(ctx, TEENY_ERR_ARG, "teeny_npy_load: %s is NULL", !path ? "path" : "out");
-    fp = fopen(path, "rb");
-    if (!fp)
-        return teeny__error(ctx, TEENY_ERR_IO, "npy %s: cannot open: %s", path, strerror(errno));
+    {
+        const char *why;
+        int fd = teeny__open_regular(path, &why);
+        if (fd < 0)
+            return teeny__error(ctx, TEENY_ERR_IO, "npy %s: cannot open: %s", path, why);
+        if (fstat(fd, &sb) != 0 || !(fp = fdopen(fd, "rb"))) {
+            close(fd);
+            return teeny__error(ctx, TEENY_ERR_IO, "npy %s: cannot open: %s", path, strerror(errno));
+        }
+    }
     got = fread(pre, 1, 10, fp);
     if (got < 8 || memcmp(pre, NPY_MAGIC, 6)) {
         st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: not an .npy file (bad magic)", path);
@@ -267,6 +276,11 @@ teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out
                          : (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
     if (hlen == 0 || hlen > NPY_HEADER_MAX) {
         st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: header length %zu is invalid", path, hlen);
+        goto cleanup;
+    }
+    if ((uint64_t)hlen > (uint64_t)sb.st_size - pre_len) { /* sizes are checked before allocating */
+        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: truncated header (%zu bytes declared, file has %lld)",
+                          path, hlen, (long long)sb.st_size);
         goto cleanup;
     }
     h = teeny__malloc(hlen);
@@ -295,6 +309,12 @@ teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out
     if (ndim > TEENY_MAX_DIMS) {
         st = teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "npy %s: %d dimensions; tensors have at most %d", path, ndim,
                           TEENY_MAX_DIMS);
+        goto cleanup;
+    }
+    if ((uint64_t)numel * 4 != (uint64_t)sb.st_size - pre_len - hlen) {
+        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: %s: the header declares %lld bytes of data, the file holds %lld",
+                          path, (uint64_t)numel * 4 > (uint64_t)sb.st_size - pre_len - hlen ? "truncated data" : "trailing bytes after the array data",
+                          (long long)numel * 4, (long long)(sb.st_size - (off_t)pre_len - (off_t)hlen));
         goto cleanup;
     }
     data = teeny__malloc((size_t)numel * 4);

@@ -19,13 +19,16 @@
  * before use. Files are written crash-safely: a temp file in the target's
  * directory, fsynced, renamed over the target, then the directory fsynced.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -79,78 +82,190 @@ static char *dup_str(const char *s)
     return d;
 }
 
-/* Write parts to path crash-safely (see the banner). Errors name fn and
- * path and go to ctx (NULL: the thread's error). Also used by npy.c. */
-teeny_status teeny__write_file_atomic(const teeny_ctx *ctx, const char *fn, const char *path,
-                                      const void *const *parts, const size_t *lens, int n_parts)
+/* ---- files shared by every reader and writer (declared in internal.h) ---- */
+
+int teeny__open_regular(const char *path, const char **why)
 {
-    static const char suffix[] = ".tmp-XXXXXX";
-    size_t plen = strlen(path);
-    /* the temp name and the directory name in one allocation, made before
-     * anything is written: nothing can fail for want of memory after the
-     * rename has replaced the file */
-    char *tmp = teeny__malloc(2 * (plen + sizeof suffix)), *dir;
-    teeny_status st = TEENY_OK;
-    int fd = -1;
-    if (!tmp)
-        return teeny__error(ctx, TEENY_ERR_NOMEM, "%s %s: out of host memory", fn, path);
-    dir = tmp + plen + sizeof suffix;
-    memcpy(dir, path, plen + 1);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, suffix, sizeof suffix);
+    struct stat sb = {0};
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *why = strerror(errno);
+        return -1;
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        int dir = S_ISDIR(sb.st_mode);
+        *why = dir ? "it is a directory" : "not a regular file (a FIFO, socket or device?)";
+        close(fd);
+        errno = dir ? EISDIR : EINVAL;
+        return -1;
+    }
+    /* O_NONBLOCK only kept the open from waiting on a FIFO's writer */
+    (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+/*
+ * Temp files are "<target>.tmp-<host>-<pid>-XXXXXX": <host> is 8 hex digits
+ * of the host name's hash and <pid> the writer's process id, so a later save
+ * of the same target can tell a dead writer's leftover from a live one's
+ * file in progress. A leftover is removed when its writer ran on this host
+ * and that pid no longer exists, or when it has not been written to for
+ * STALE_TEMP_SECONDS (a pid reused since, or another host's crash on a
+ * shared file system): a live writer writes its temp file from start to
+ * rename in one go, so it never sits untouched that long.
+ */
+#define STALE_TEMP_SECONDS 3600
+
+static uint32_t host_tag(void)
+{
+    char name[256] = "";
+    uint32_t h = 2166136261u;
+    if (gethostname(name, sizeof name - 1) != 0)
+        name[0] = '\0';
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h;
+}
+
+/* Split path into its directory ("." when none) and base name; frees with
+ * teeny__free(*dir). */
+static int split_path(const char *path, char **dir, const char **base)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 1;
+    if (!(*dir = teeny__malloc(n + 2)))
+        return 0;
+    if (!slash)
+        memcpy(*dir, ".", 2);
+    else if (slash == path)
+        memcpy(*dir, "/", 2);
+    else {
+        memcpy(*dir, path, n);
+        (*dir)[n] = '\0';
+    }
+    *base = slash ? slash + 1 : path;
+    return 1;
+}
+
+static void remove_stale_temps(const char *dir, const char *base, time_t started, uint32_t host)
+{
+    size_t blen = strlen(base);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        const char *rest = e->d_name + blen;
+        unsigned long tag = 0;
+        long pid = 0;
+        int used = 0;
+        char full[4096];
+        struct stat sb;
+        if (strncmp(e->d_name, base, blen) || strncmp(rest, ".tmp-", 5))
+            continue;
+        /* "<host>-<pid>-XXXXXX", or the bare "XXXXXX" that earlier builds
+         * wrote, whose writer is unknown: the age rule alone applies */
+        if (strlen(rest + 5) != 6 &&
+            (sscanf(rest + 5, "%8lx-%ld-%n", &tag, &pid, &used) != 2 || !used || strlen(rest + 5 + used) != 6 ||
+             pid <= 0))
+            continue; /* not one of ours */
+        if ((size_t)snprintf(full, sizeof full, "%s/%s", dir, e->d_name) >= sizeof full ||
+            lstat(full, &sb) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        if ((pid > 0 && tag == host && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH) ||
+            sb.st_mtime + STALE_TEMP_SECONDS < started) {
+            if (unlink(full) == 0)
+                teeny__log(TEENY_LOG_INFO, "removed %s, left by an interrupted save", full);
+        }
+    }
+    closedir(d);
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+teeny_status teeny__write_file_atomic_msg(const char *path, const void *const *parts, const size_t *lens,
+                                          int n_parts, char *msg, size_t cap)
+{
+    time_t started = time(NULL);
+    uint32_t host = host_tag();
+    char *tmp = NULL, *dir = NULL;
+    const char *base;
+    size_t tcap = strlen(path) + 48;
+    int fd = -1, created = 0, dfd;
+    if (!split_path(path, &dir, &base) || !(tmp = teeny__malloc(tcap))) {
+        teeny__free(dir);
+        snprintf(msg, cap, "out of host memory");
+        return TEENY_ERR_NOMEM;
+    }
+    remove_stale_temps(dir, base, started, host);
+    snprintf(tmp, tcap, "%s.tmp-%08lx-%ld-XXXXXX", path, (unsigned long)host, (long)getpid());
     fd = mkstemp(tmp);
     if (fd < 0) {
-        st = teeny__error(ctx, TEENY_ERR_IO, "%s %s: cannot create a temp file next to it: %s", fn, path,
-                          strerror(errno));
-        teeny__free(tmp);
-        return st;
+        snprintf(msg, cap, "cannot create a temp file next to it: %s", strerror(errno));
+        goto fail;
     }
+    created = 1;
     (void)fchmod(fd, 0644);
-    for (int i = 0; i < n_parts && st == TEENY_OK; i++) {
-        const unsigned char *p = parts[i];
-        size_t left = lens[i];
-        while (left > 0) {
-            ssize_t w = write(fd, p, left);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0) {
-                st = teeny__error(ctx, TEENY_ERR_IO, "%s %s: writing %s failed: %s", fn, path, tmp,
-                                  w < 0 ? strerror(errno) : "no progress");
-                break;
-            }
-            p += w;
-            left -= (size_t)w;
+    for (int i = 0; i < n_parts; i++)
+        if (write_all(fd, parts[i], lens[i]) != 0) {
+            snprintf(msg, cap, "writing %s failed: %s", tmp, strerror(errno));
+            goto fail;
         }
+    if (fsync(fd) != 0) {
+        snprintf(msg, cap, "fsync failed: %s", strerror(errno));
+        goto fail;
     }
-    if (st == TEENY_OK && fsync(fd) != 0)
-        st = teeny__error(ctx, TEENY_ERR_IO, "%s %s: fsync failed: %s", fn, path, strerror(errno));
-    if (close(fd) != 0 && st == TEENY_OK)
-        st = teeny__error(ctx, TEENY_ERR_IO, "%s %s: close failed: %s", fn, path, strerror(errno));
-    if (st == TEENY_OK && rename(tmp, path) != 0)
-        st = teeny__error(ctx, TEENY_ERR_IO, "%s %s: renaming the temp file over it failed: %s", fn, path,
-                          strerror(errno));
-    if (st != TEENY_OK) {
-        (void)unlink(tmp);
-        teeny__free(tmp);
-        return st;
+    if (close(fd) != 0) {
+        fd = -1;
+        snprintf(msg, cap, "close failed: %s", strerror(errno));
+        goto fail;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0) {
+        snprintf(msg, cap, "renaming the temp file over it failed: %s", strerror(errno));
+        goto fail;
     }
     /* Make the rename durable. Best effort: the new file is in place. */
-    {
-        char *slash = strrchr(dir, '/');
-        int dfd;
-        if (slash == dir)
-            slash[1] = '\0';
-        else if (slash)
-            *slash = '\0';
-        dfd = open(slash ? dir : ".", O_RDONLY);
-        if (dfd >= 0) {
-            if (fsync(dfd) != 0 && errno != EINVAL)
-                teeny__log(TEENY_LOG_WARN, "%s %s: fsync of the directory failed: %s", fn, path, strerror(errno));
-            close(dfd);
-        }
+    dfd = open(dir, O_RDONLY | O_CLOEXEC);
+    if (dfd >= 0) {
+        if (fsync(dfd) != 0 && errno != EINVAL)
+            teeny__log(TEENY_LOG_WARN, "%s: fsync of the directory failed: %s", path, strerror(errno));
+        close(dfd);
     }
     teeny__free(tmp);
     return TEENY_OK;
+fail:
+    if (fd >= 0)
+        close(fd);
+    if (created)
+        (void)unlink(tmp);
+    teeny__free(dir);
+    teeny__free(tmp);
+    return TEENY_ERR_IO;
+}
+
+teeny_status teeny__write_file_atomic(const teeny_ctx *ctx, const char *fn, const char *path,
+                                      const void *const *parts, const size_t *lens, int n_parts)
+{
+    char msg[512];
+    teeny_status st = teeny__write_file_atomic_msg(path, parts, lens, n_parts, msg, sizeof msg);
+    return st == TEENY_OK ? st : teeny__error(ctx, st, "%s %s: %s", fn, path, msg);
 }
 
 /* ---- writer ---- */
@@ -495,6 +610,7 @@ struct teeny_st_file {
     st_tensor *t;
     int n;
     char **names;       /* owned copies, per tensor */
+    const st_tensor **by_name; /* t sorted by name, for lookups */
     char **meta_keys, **meta_values;
     int n_meta;
 };
@@ -510,6 +626,7 @@ void teeny_st_close(teeny_st_file *f)
         teeny__free(f->meta_values[i]);
     }
     teeny__free(f->names);
+    teeny__free(f->by_name);
     teeny__free(f->meta_keys);
     teeny__free(f->meta_values);
     teeny__free(f->t);
@@ -537,11 +654,13 @@ static teeny_status read_whole(const char *path, teeny_st_file *f)
 {
     teeny_status st = TEENY_OK;
     struct stat sb;
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return teeny__error(NULL, TEENY_ERR_IO, "safetensors %s: cannot open: %s", path, strerror(errno));
-    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = teeny__error(NULL, TEENY_ERR_IO, "safetensors %s: not a regular file", path);
+    const char *why;
+    size_t done = 0;
+    int fd = teeny__open_regular(path, &why);
+    if (fd < 0)
+        return teeny__error(NULL, TEENY_ERR_IO, "safetensors %s: cannot open: %s", path, why);
+    if (fstat(fd, &sb) != 0) {
+        st = teeny__error(NULL, TEENY_ERR_IO, "safetensors %s: cannot stat: %s", path, strerror(errno));
         goto done;
     }
     if ((uint64_t)sb.st_size > SIZE_MAX - 1) {
@@ -554,10 +673,19 @@ static teeny_status read_whole(const char *path, teeny_st_file *f)
         st = teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory for %zu bytes", path, f->size);
         goto done;
     }
-    if (fread(f->buf, 1, f->size, fp) != f->size)
-        st = teeny__error(NULL, TEENY_ERR_IO, "safetensors %s: reading %zu bytes failed", path, f->size);
+    while (done < f->size) {
+        ssize_t r = read(fd, f->buf + done, f->size - done);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            st = teeny__error(NULL, TEENY_ERR_IO, "safetensors %s: reading %zu bytes failed: %s", path, f->size,
+                              r < 0 ? strerror(errno) : "the file shrank while being read");
+            goto done;
+        }
+        done += (size_t)r;
+    }
 done:
-    fclose(fp);
+    close(fd);
     return st;
 }
 
@@ -586,6 +714,33 @@ static teeny_status check_header_sum(const char *path, const unsigned char *head
     return st;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp((*(const st_tensor *const *)a)->name, (*(const st_tensor *const *)b)->name);
+}
+
+/* f->by_name: the tensors sorted by name; a name twice is a format error
+ * (sorting keeps this linear-log: a quadratic scan took 31 s for 100K). */
+static teeny_status index_names(const char *path, teeny_st_file *f)
+{
+    teeny_status st = TEENY_OK;
+    f->by_name = teeny__malloc(sizeof *f->by_name * ((size_t)f->n + 1));
+    if (!f->by_name)
+        return teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory", path);
+    for (int i = 0; i < f->n; i++)
+        f->by_name[i] = &f->t[i];
+    qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_name);
+    for (int i = 1; i < f->n && st == TEENY_OK; i++)
+        if (!strcmp(f->by_name[i - 1]->name, f->by_name[i]->name))
+            BAD("safetensors %s: tensor %s appears twice", path, f->by_name[i]->name);
+    return st;
+}
+
 static teeny_status parse_metadata(const char *path, const cJSON *meta, teeny_st_file *f)
 {
     teeny_status st = TEENY_OK;
@@ -602,9 +757,6 @@ static teeny_status parse_metadata(const char *path, const cJSON *meta, teeny_st
     {
         if (!cJSON_IsString(it) || !it->string)
             return BAD("safetensors %s: metadata %s is not a string", path, it->string ? it->string : "?");
-        for (int i = 0; i < f->n_meta; i++)
-            if (!strcmp(f->meta_keys[i], it->string))
-                return BAD("safetensors %s: metadata key %s appears twice", path, it->string);
         f->meta_keys[f->n_meta] = dup_str(it->string);
         f->meta_values[f->n_meta] = dup_str(it->valuestring);
         if (!f->meta_keys[f->n_meta] || !f->meta_values[f->n_meta]) {
@@ -614,6 +766,18 @@ static teeny_status parse_metadata(const char *path, const cJSON *meta, teeny_st
             return teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory", path);
         }
         f->n_meta++;
+    }
+    /* duplicates by sorting a copy of the keys: linear-log in the count */
+    {
+        char **keys = teeny__malloc(sizeof *keys * ((size_t)f->n_meta + 1));
+        if (!keys)
+            return teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory", path);
+        memcpy(keys, f->meta_keys, sizeof *keys * (size_t)f->n_meta);
+        qsort(keys, (size_t)f->n_meta, sizeof *keys, cmp_str);
+        for (int i = 1; i < f->n_meta && st == TEENY_OK; i++)
+            if (!strcmp(keys[i - 1], keys[i]))
+                BAD("safetensors %s: metadata key %s appears twice", path, keys[i]);
+        teeny__free(keys);
     }
     return st;
 }
@@ -758,11 +922,6 @@ static teeny_status parse_file(const char *path, teeny_st_file *f)
             }
             continue;
         }
-        for (int i = 0; i < f->n; i++)
-            if (!strcmp(f->names[i], it->string)) {
-                BAD("safetensors %s: tensor %s appears twice", path, it->string);
-                goto done;
-            }
         if (!(f->names[f->n] = dup_str(it->string))) {
             st = teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory", path);
             goto done;
@@ -772,7 +931,7 @@ static teeny_status parse_file(const char *path, teeny_st_file *f)
         if ((st = parse_tensor(path, it, &f->t[f->n - 1])) != TEENY_OK)
             goto done;
     }
-    if ((st = check_layout(path, f)) != TEENY_OK)
+    if ((st = index_names(path, f)) != TEENY_OK || (st = check_layout(path, f)) != TEENY_OK)
         goto done;
     {
         const char *dsum = teeny_st_metadata(f, CHECKSUM_KEY);
@@ -823,10 +982,12 @@ const char *teeny_st_name(const teeny_st_file *f, int i)
 
 static const st_tensor *find(const teeny_st_file *f, const char *name)
 {
-    for (int i = 0; i < f->n; i++)
-        if (!strcmp(f->t[i].name, name))
-            return &f->t[i];
-    return NULL;
+    st_tensor key = {.name = name};
+    const st_tensor *kp = &key, *const *hit;
+    if (!f->by_name)
+        return NULL;
+    hit = bsearch(&kp, f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_name);
+    return hit ? *hit : NULL;
 }
 
 const char *teeny_st_metadata(const teeny_st_file *f, const char *key)

@@ -1,0 +1,3 @@
+/* fuzz_safetensors.c -- libFuzzer target for the safetensors loader (see fuzz_target.h). */
+#define FUZZ_FORMAT FUZZ_SAFETENSORS
+#include "fuzz_target.h"
