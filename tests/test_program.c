@@ -98,8 +98,18 @@ static void run_add(int *from_source, int *from_binary)
     teeny_ctx_destroy(ctx);
 }
 
+/* The caller's cache settings (CI points TEENY_CACHE_DIR at its build
+ * folder), put back after each cache test. */
+static char saved_cache_dir[512], saved_no_cache[16];
+static int had_cache_dir, had_no_cache;
+
 static void cache_setup(void)
 {
+    const char *d = getenv("TEENY_CACHE_DIR"), *n = getenv("TEENY_NO_CACHE");
+    had_cache_dir = d != NULL;
+    had_no_cache = n != NULL;
+    snprintf(saved_cache_dir, sizeof saved_cache_dir, "%s", d ? d : "");
+    snprintf(saved_no_cache, sizeof saved_no_cache, "%s", n ? n : "");
     snprintf(cache_dir, sizeof cache_dir, "/tmp/teenycl-test-cache-%ld/sub", (long)getpid());
     rm_rf(cache_dir);
     setenv("TEENY_CACHE_DIR", cache_dir, 1);
@@ -112,7 +122,12 @@ static void cache_teardown(void)
     rm_rf(cache_dir);
     snprintf(parent, sizeof parent, "/tmp/teenycl-test-cache-%ld", (long)getpid());
     rmdir(parent);
-    unsetenv("TEENY_CACHE_DIR");
+    if (had_cache_dir)
+        setenv("TEENY_CACHE_DIR", saved_cache_dir, 1);
+    else
+        unsetenv("TEENY_CACHE_DIR");
+    if (had_no_cache)
+        setenv("TEENY_NO_CACHE", saved_no_cache, 1);
 }
 
 START_TEST(test_program_cache)
