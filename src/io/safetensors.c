@@ -248,6 +248,7 @@ teeny_status teeny__write_file_atomic_msg(const char *path, const void *const *p
             teeny__log(TEENY_LOG_WARN, "%s: fsync of the directory failed: %s", path, strerror(errno));
         close(dfd);
     }
+    teeny__free(dir);
     teeny__free(tmp);
     return TEENY_OK;
 fail:
