@@ -1,6 +1,10 @@
 /*
  * device.c -- platform/device discovery, device selection by spec string,
- * capability queries and the context's lifetime.
+ * capability queries and the context's lifetime. The bottom of the
+ * library: it calls only status.c and simulator.c (the workaround flag).
+ * What the layers above hang on the context (build.c's programs,
+ * profile.c's events) they register a release hook for
+ * (teeny__ctx_on_release), so freeing a context never calls up into them.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -213,13 +217,7 @@ static void derive_defaults(teeny_ctx *ctx)
     while (want > wg)
         want /= 2;
     ctx->work_group_size = (int)(want ? want : 1);
-    /* oclgrind 21.10's --uninitialized plugin replaces a buffer's whole
-     * shadow with one the size of each host-side store (write, copy, fill)
-     * and marks only a store at offset 0 correctly, so a store into a view,
-     * and any fill, leave the buffer wrongly "uninitialized" (or wrongly
-     * clean). Kernel stores are tracked per byte, so on the simulator the
-     * library fills and uploads with kernels. */
-    ctx->kernel_stores = strstr(ctx->info.device_name, "Oclgrind") != NULL;
+    teeny__sim_detect(ctx); /* ctx->kernel_stores: simulator.c */
     /* TEENY_TUNING=generic: the launch shapes and build options a device
      * of unknown make gets, on any device (how the tests cover that path). */
     const char *tuning = getenv("TEENY_TUNING");
@@ -246,13 +244,20 @@ static teeny_status ctx_alloc(teeny_ctx **out)
     return TEENY_OK;
 }
 
+teeny_status teeny__ctx_on_release(teeny_ctx *ctx, teeny__release_fn fn)
+{
+    for (int i = 0; i < ctx->n_release_hooks; i++)
+        if (ctx->release_hooks[i] == fn)
+            return TEENY_OK;
+    TEENY_ASSERT(ctx, ctx->n_release_hooks < TEENY__RELEASE_HOOKS);
+    ctx->release_hooks[ctx->n_release_hooks++] = fn;
+    return TEENY_OK;
+}
+
 static void ctx_free(teeny_ctx *ctx)
 {
-    for (int i = 0; i < ctx->prof_count; i++)
-        TEENY_CL_RELEASE(clReleaseEvent, ctx->prof_events[i]);
-    teeny__free(ctx->prof_events);
-    teeny__free(ctx->prof_names);
-    teeny__programs_release(ctx);
+    while (ctx->n_release_hooks > 0)
+        ctx->release_hooks[--ctx->n_release_hooks](ctx);
     for (int i = 0; i < TEENY__WS_SLOTS; i++)
         TEENY_CL_RELEASE(clReleaseMemObject, ctx->ws[i].buf);
     TEENY_CL_RELEASE(clReleaseCommandQueue, ctx->queue);

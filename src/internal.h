@@ -37,6 +37,11 @@
 typedef struct teeny__program teeny__program;
 typedef struct teeny__recorder teeny__recorder;
 
+/* Frees what a layer above device.c hangs on the context (build.c's
+ * programs, profile.c's events); see teeny__ctx_on_release. */
+typedef void (*teeny__release_fn)(teeny_ctx *ctx);
+#define TEENY__RELEASE_HOOKS 4
+
 typedef enum { TEENY__F32, TEENY__I32 } teeny__dtype;
 
 struct teeny_ctx {
@@ -49,10 +54,12 @@ struct teeny_ctx {
     teeny_device_info info;
     int tf32;
     int work_group_size;      /* default 1-D work-group size for this device */
-    int kernel_stores;        /* fill and upload with kernels, not host-side stores (oclgrind: program.c) */
+    int kernel_stores;        /* simulator workaround: fill and upload with kernels (set in simulator.c) */
     int generic;              /* TEENY_TUNING=generic: unknown-vendor defaults on any device */
     int known_compiler;       /* the compiler takes TEENY_HINTS (device.c) */
-    teeny__program *programs; /* in-memory program cache */
+    teeny__program *programs; /* in-memory program cache (build.c) */
+    teeny__release_fn release_hooks[TEENY__RELEASE_HOOKS]; /* run at destruction, newest first */
+    int n_release_hooks;
     struct {
         cl_mem buf;
         size_t bytes;
@@ -63,7 +70,8 @@ struct teeny_ctx {
     int profiling;            /* teeny_profile_begin .. end */
     cl_event *prof_events;
     const char **prof_names;  /* kernel name of each event */
-    int prof_count, prof_cap;
+    int prof_count, prof_cap; /* prof_count < prof_cap: the arrays grow (profile.c) */
+    int prof_lost;            /* events dropped when growing failed; teeny_profile_end reports them */
     char err[TEENY_ERR_CAP];
 };
 
@@ -90,8 +98,25 @@ void teeny__error_append(const teeny_ctx *ctx, const char *text);
 
 /* ---- device (device.c) ---- */
 teeny_status teeny__device_query(teeny_ctx *ctx, cl_platform_id p, cl_device_id d, teeny_device_info *info);
+/* Register fn to run when the context is freed (after the last tensor),
+ * before its queue and cl_context are released; registering the same fn
+ * again is a no-op. This is how device.c frees what the layers above it
+ * own without calling up into them. */
+teeny_status teeny__ctx_on_release(teeny_ctx *ctx, teeny__release_fn fn);
 
-/* ---- kernel build (program.c) ----
+/* ---- simulator workarounds (simulator.c) ----
+ * Set ctx->kernel_stores on the oclgrind simulator (see simulator.c). */
+void teeny__sim_detect(teeny_ctx *ctx);
+/* On ctx->kernel_stores devices only: overwrite a new buffer of bytes with
+ * NaN in one whole-buffer store (host sync). Callers test the flag. */
+teeny_status teeny__sim_buffer_born(teeny_ctx *ctx, cl_mem buf, size_t bytes);
+
+/* Layers, each calling only those below it (tools/check-layers.sh):
+ *   launch.c -> build.c -> cache.c
+ *   launch.c, build.c -> record.c -> profile.c
+ *   record.c, tensor.c -> simulator.c;  everything -> device.c, status.c */
+
+/* ---- kernel build (build.c) ----
  * family names an embedded cl/<family>.cl; options are -D flags that shape
  * the code. Programs and kernels are cached per context; the kernel is
  * borrowed (the context owns it). */
@@ -100,9 +125,8 @@ teeny_status teeny__kernel_get(teeny_ctx *ctx, const char *family, const char *o
 /* A fresh kernel object the caller releases (graphs own one per node). */
 teeny_status teeny__kernel_create(teeny_ctx *ctx, const char *family, const char *options,
                                   const char *kernel_name, cl_kernel *out);
-void teeny__programs_release(teeny_ctx *ctx);
 
-/* ---- kernel limits (program.c) ----
+/* ---- kernel limits (build.c) ----
  * What the compiler allows for one built kernel, queried once when the
  * kernel object is created (local bytes: its static __local arrays). Ops
  * ask these instead of mirroring the kernels' formulas from device limits. */
@@ -139,26 +163,53 @@ teeny_status teeny__fit_halving(teeny_ctx *ctx, const char *family, const char *
 size_t teeny__local_clamp(teeny_ctx *ctx, cl_kernel k, const char *name, size_t want);
 /* The embedded source of one family ("common" included), or NULL. */
 const char *teeny__kernel_source(const char *family, size_t *len);
-/* Where binaries are cached; "" when the disk cache is off. */
-void teeny__cache_dir(char *out, size_t cap);
 
-/* ---- launches (program.c) ----
- * Set arguments from a list of (size, pointer) pairs ending with 0, NULL. */
+/* ---- disk cache (cache.c) ----
+ * Where binaries are cached; "" when the disk cache is off. */
+void teeny__cache_dir(char *out, size_t cap);
+/* The full key of a build (malloc'd into *key, caller frees) and its entry
+ * path under dir; 0 when out of host memory (nothing recorded). */
+int teeny__cache_key(const teeny_ctx *ctx, const char *dir, const char *src, const char *full_options, char **key,
+                     char *path, size_t path_cap);
+/* The entry at path for key: its binary and kernel names (caller frees
+ * both), or 0 when absent or unusable (logged; the caller rebuilds). */
+int teeny__cache_load(const char *path, const char *key, unsigned char **bin, size_t *len, char **names);
+/* Write an entry atomically; failures are logged and cost a rebuild later. */
+void teeny__cache_store(const char *dir, const char *path, const char *key, const char *names,
+                        const unsigned char *bin, size_t len);
+
+/* ---- launches (launch.c) ----
+ * One kernel argument: size bytes at ptr (ptr NULL: a __local buffer of
+ * size bytes). The typed constructors check the argument's C type. */
+typedef struct {
+    size_t size;
+    const void *ptr;
+} teeny__karg;
+static inline const cl_mem *teeny__karg_mem_ptr(const cl_mem *m) { return m; }
+static inline const int *teeny__karg_int_ptr(const int *i) { return i; }
+#define TEENY__KARG(x) ((teeny__karg){sizeof(x), &(x)}) /* any lvalue, its own size */
+#define TEENY__KARG_MEM(m) ((teeny__karg){sizeof(cl_mem), teeny__karg_mem_ptr(&(m))})
+#define TEENY__KARG_INT(i) ((teeny__karg){sizeof(int), teeny__karg_int_ptr(&(i))})
+#define TEENY__KARG_LOCAL(bytes) ((teeny__karg){(bytes), NULL})
+/* Set arguments 0..n-1 of k from a; the first failure names its index. */
+teeny_status teeny__set_arg_list(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, const teeny__karg *a, int n);
+/* The same from a list of (size, pointer) pairs ending with 0 (older call
+ * sites; new code builds a teeny__karg array). */
 teeny_status teeny__set_args(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, ...);
 /* Enqueue over a 1-3 D grid; global sizes are rounded up to the local size. */
 teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, int dims,
                            const size_t *global, const size_t *local);
+/* teeny__kernel_get + teeny__set_arg_list + teeny__launch. */
+teeny_status teeny__run_kernel(teeny_ctx *ctx, const char *family, const char *options, const char *kernel_name,
+                               const teeny__karg *a, int n, int dims, const size_t *global, const size_t *local);
 
 /* Fill n floats of buf from element offset off with value (recordable). */
 teeny_status teeny__fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value);
-/* On ctx->kernel_stores devices, overwrite a new buffer of bytes with NaN
- * in one whole-buffer store (host sync); elsewhere a no-op. */
-teeny_status teeny__buffer_born(teeny_ctx *ctx, cl_mem buf, size_t bytes);
-/* Copy n 32-bit words from the start of src to dst at element offset off
- * with a kernel (the ctx->kernel_stores upload path). */
-teeny_status teeny__copy_kernel(teeny_ctx *ctx, cl_mem src, cl_mem dst, size_t off, size_t n);
+/* Simulator workaround (ctx->kernel_stores, simulator.c): copy n 32-bit
+ * words from the start of src to dst at element offset off with ew_copy. */
+teeny_status teeny__sim_upload(teeny_ctx *ctx, cl_mem src, cl_mem dst, size_t off, size_t n);
 
-/* ---- recording (program.c) ----
+/* ---- recording (record.c) ----
  * Between record_begin and record_end, teeny__kernel_get hands out fresh
  * kernel objects owned by the recorder, teeny__launch and teeny__fill append
  * to the recorder instead of enqueueing, and teeny__scratch returns a fresh
@@ -171,6 +222,24 @@ void teeny__record_end(teeny_ctx *ctx);
 int teeny__recorder_count(const teeny__recorder *rec);       /* launches recorded so far */
 size_t teeny__recorder_scratch_bytes(const teeny__recorder *rec);
 teeny_status teeny__recorder_replay(teeny_ctx *ctx, const teeny__recorder *rec, int from, int to);
+/* What launch.c and build.c hand the active recorder (ctx->rec). */
+teeny_status teeny__record_launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, int dims,
+                                  const size_t *g, const size_t *local);
+teeny_status teeny__record_fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value);
+teeny_status teeny__recorder_add_kernel(teeny_ctx *ctx, teeny__recorder *rec, cl_kernel k,
+                                        const teeny__klimits *lim);
+/* The limits a recorded kernel was created with; 0 when not one of rec's. */
+int teeny__recorder_limits(const teeny__recorder *rec, cl_kernel k, teeny__klimits *out);
+/* A fresh workspace buffer the recorder owns (teeny__scratch while recording). */
+teeny_status teeny__recorder_scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out);
+
+/* ---- the queue end (profile.c) ----
+ * Enqueue one kernel over an already rounded grid; while profiling, its
+ * event and name are kept. Every kernel launch, eager or replayed. */
+teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, cl_uint dims,
+                                   const size_t *g, const size_t *local);
+/* clEnqueueFillBuffer of n floats from element offset off (not profiled). */
+teeny_status teeny__enqueue_fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value);
 
 /* ---- workspace (tensor.c) ----
  * A device buffer of at least bytes that the calling op owns until its

@@ -102,7 +102,8 @@ static teeny_status tensor_create(teeny_ctx *ctx, const char *fn, int ndim, cons
         return teeny__error(ctx, TEENY_ERR_OPENCL, "%s: clCreateBuffer of %lld bytes failed: %s (%d) on %s", fn,
                             bytes, teeny__cl_error_name(err), (int)err, ctx->info.device_name);
     }
-    if ((st = teeny__buffer_born(ctx, t->buf, (size_t)t->numel * 4)) != TEENY_OK) {
+    if (ctx->kernel_stores && /* simulator workaround (simulator.c) */
+        (st = teeny__sim_buffer_born(ctx, t->buf, (size_t)t->numel * 4)) != TEENY_OK) {
         TEENY_CL_RELEASE(clReleaseMemObject, t->buf);
         teeny__free(t);
         return st;
@@ -265,10 +266,10 @@ static teeny_status tensor_write(teeny_tensor *t, const void *src, size_t count,
                         (void *)src);
     if (!staging)
         return teeny__cl_error(ctx, err, "clCreateBuffer (staging)");
-    if (ctx->kernel_stores) /* see derive_defaults in device.c */
-        st = teeny__copy_kernel(ctx, staging, t->buf, t->offset, count);
-    else
+    if (!ctx->kernel_stores)
         TEENY_CL_TRY(clEnqueueCopyBuffer, ctx->queue, staging, t->buf, 0, t->offset * 4, count * 4, 0, NULL, NULL);
+    else /* simulator workaround (simulator.c): a kernel store */
+        st = teeny__sim_upload(ctx, staging, t->buf, t->offset, count);
 cleanup:
     TEENY_CL_RELEASE(clReleaseMemObject, staging); /* freed once the copy completes */
     return st;
@@ -317,10 +318,11 @@ teeny_status teeny_tensor_fill(teeny_tensor *t, float value)
     teeny__clear_error(ctx);
     if (t->dtype != TEENY__F32)
         return teeny__error(ctx, TEENY_ERR_ARG, "teeny_tensor_fill: tensor is int32");
-    if (ctx->kernel_stores) /* see derive_defaults in device.c */
-        return teeny__fill(ctx, t->buf, t->offset, (size_t)t->numel, value);
-    TEENY_CL_TRY(clEnqueueFillBuffer, ctx->queue, t->buf, &value, sizeof value, t->offset * 4,
-                 (size_t)t->numel * 4, 0, NULL, NULL);
+    if (!ctx->kernel_stores)
+        TEENY_CL_TRY(clEnqueueFillBuffer, ctx->queue, t->buf, &value, sizeof value, t->offset * 4,
+                     (size_t)t->numel * 4, 0, NULL, NULL);
+    else /* simulator workaround (simulator.c): a kernel store */
+        st = teeny__fill(ctx, t->buf, t->offset, (size_t)t->numel, value);
 cleanup:
     return st;
 }
@@ -385,7 +387,8 @@ teeny_status teeny__scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out)
         if (!m)
             return teeny__error(ctx, TEENY_ERR_OPENCL, "clCreateBuffer of %zu-byte workspace failed: %s (%d) on %s",
                                 want, teeny__cl_error_name(err), (int)err, ctx->info.device_name);
-        teeny_status st = teeny__buffer_born(ctx, m, want);
+        teeny_status st = ctx->kernel_stores /* simulator workaround (simulator.c) */
+                              ? teeny__sim_buffer_born(ctx, m, want) : TEENY_OK;
         if (st != TEENY_OK) {
             TEENY_CL_RELEASE(clReleaseMemObject, m);
             return st;

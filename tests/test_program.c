@@ -3,7 +3,8 @@
  * corrupt and truncated entries rebuilt, crafted entries (a valid header
  * over a truncated or foreign binary, another build's key, a FIFO or a
  * directory in its place) rebuilt and rewritten, TEENY_NO_CACHE, concurrent
- * builders, TEENY_KERNEL_DIR, and the build-failure path with its log.
+ * builders, TEENY_KERNEL_DIR, the build-failure path with its log, and a
+ * profile longer than the profiler's first event block.
  */
 #include <dirent.h>
 #include <math.h>
@@ -428,6 +429,42 @@ START_TEST(test_program_build_failure)
 }
 END_TEST
 
+/* The profiler keeps every launch: more than its first 4,096-event block
+ * (it used to stop there and under-report), and a second profile starts
+ * from zero. */
+START_TEST(test_program_profile_many)
+{
+    enum { LAUNCHES = 5200 };
+    teeny_ctx *ctx = th_ctx();
+    int64_t shape[1] = {64};
+    teeny_tensor *a = th_tensor(ctx, 1, shape), *y = th_tensor(ctx, 1, shape);
+    float out[64];
+    double ms = -1.0;
+    int kernels = -1;
+    TH_OK(ctx, teeny_tensor_fill(a, 1.0f));
+    th_poison(y);
+    TH_OK(ctx, teeny_add(ctx, a, a, y)); /* built before profiling */
+    TH_OK(ctx, teeny_ctx_finish(ctx));
+    TH_OK(ctx, teeny_profile_begin(ctx));
+    for (int i = 0; i < LAUNCHES; i++)
+        TH_OK(ctx, teeny_add(ctx, a, a, y)); /* one ew_add launch each */
+    TH_OK(ctx, teeny_profile_end(ctx, &ms, &kernels));
+    ck_assert_int_eq(kernels, LAUNCHES);
+    ck_assert_msg(ms > 0.0 && isfinite(ms), "device time %g ms", ms);
+    TH_OK(ctx, teeny_tensor_read(y, out, 64));
+    for (int i = 0; i < 64; i++)
+        ck_assert_msg(out[i] == 2.0f, "y[%d] = %g", i, (double)out[i]);
+
+    kernels = -1;
+    TH_OK(ctx, teeny_profile_begin(ctx));
+    TH_OK(ctx, teeny_add(ctx, a, a, y));
+    TH_OK(ctx, teeny_profile_end(ctx, NULL, &kernels));
+    ck_assert_int_eq(kernels, 1);
+    teeny_tensor_destroy(a);
+    teeny_tensor_destroy(y);
+}
+END_TEST
+
 Suite *suite_program(void)
 {
     Suite *s = suite_create("program");
@@ -435,6 +472,7 @@ Suite *suite_program(void)
     tcase_add_test(tc, test_program_cache);
     tcase_add_test(tc, test_program_cache_concurrent);
     tcase_add_test(tc, test_program_cache_crafted);
+    tcase_add_test(tc, test_program_profile_many);
     tcase_add_test(err, test_program_build_failure);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, err);

@@ -211,12 +211,10 @@ static teeny_status plan_fit(teeny_ctx *ctx, att_plan *p, int backward)
 
 /* ---- launches ---- */
 
-typedef struct {
-    size_t size;
-    const void *ptr;
-} att_arg;
+/* The launch layer's argument type (internal.h). */
+typedef teeny__karg att_arg;
 
-#define ARG(x) ((att_arg){sizeof(x), &(x)})
+#define ARG(x) TEENY__KARG(x)
 
 static int push_mat(att_arg *a, int n, const teeny__attn_mat *m)
 {
@@ -231,13 +229,7 @@ static int push_mat(att_arg *a, int n, const teeny__attn_mat *m)
 
 static teeny_status set_args(teeny_ctx *ctx, cl_kernel k, const char *name, const att_arg *a, int n)
 {
-    for (int i = 0; i < n; i++) {
-        cl_int err = TEENY_CL(clSetKernelArg, k, (cl_uint)i, a[i].size, a[i].ptr);
-        if (err != CL_SUCCESS)
-            return teeny__error(ctx, TEENY_ERR_OPENCL, "clSetKernelArg failed: %s (%d), kernel %s argument %d",
-                                teeny__cl_error_name(err), (int)err, name, i);
-    }
-    return TEENY_OK;
+    return teeny__set_arg_list(ctx, k, name, a, n);
 }
 
 static teeny_status launch_tiled(teeny_ctx *ctx, const att_plan *pl, const char *name, const att_arg *a, int n,

@@ -276,36 +276,18 @@ static conv_geom geom_make(const teeny_tensor *x, const teeny_tensor *w, const i
 
 /* ---- kernel arguments ---- */
 
-typedef struct {
-    size_t size;
-    const void *ptr;
-} karg;
+/* The launch layer's argument type (internal.h); KM/KI/KL keep the
+ * argument lists below one short entry per kernel parameter. */
+typedef teeny__karg karg;
 
-#define KM(m) {sizeof(cl_mem), &(m)}
-#define KI(i) {sizeof(int), &(i)}
-#define KL(bytes) {(bytes), NULL}
-
-static teeny_status set_arg_list(teeny_ctx *ctx, cl_kernel k, const char *name, const karg *a, int n)
-{
-    for (int i = 0; i < n; i++) {
-        cl_int err = TEENY_CL(clSetKernelArg, k, (cl_uint)i, a[i].size, a[i].ptr);
-        if (err != CL_SUCCESS)
-            return teeny__error(ctx, TEENY_ERR_OPENCL, "clSetKernelArg failed: %s (%d), kernel %s argument %d",
-                                teeny__cl_error_name(err), (int)err, name, i);
-    }
-    return TEENY_OK;
-}
+#define KM(m) TEENY__KARG_MEM(m)
+#define KI(i) TEENY__KARG_INT(i)
+#define KL(bytes) TEENY__KARG_LOCAL(bytes)
 
 static teeny_status run_kernel(teeny_ctx *ctx, const char *options, const char *name, const karg *a, int n,
                                int dims, const size_t *global, const size_t *local)
 {
-    cl_kernel k;
-    teeny_status st = teeny__kernel_get(ctx, "conv2d", options, name, &k);
-    if (st == TEENY_OK)
-        st = set_arg_list(ctx, k, name, a, n);
-    if (st == TEENY_OK)
-        st = teeny__launch(ctx, k, name, dims, global, local);
-    return st;
+    return teeny__run_kernel(ctx, "conv2d", options, name, a, n, dims, global, local);
 }
 
 /* ---- the implicit GEMM (forward and input gradient) ---- */

@@ -1,0 +1,542 @@
+/*
+ * build.c -- the kernel-build layer: embedded OpenCL C sources (or
+ * TEENY_KERNEL_DIR), per-device builds with -D specialization options, the
+ * per-context in-memory program/kernel cache, and each built kernel's
+ * limits (work-group size, preferred multiple, static local memory) that
+ * ops check a configuration against before launching it.
+ *
+ * Dependencies run down only: build.c calls cache.c (disk entries as
+ * bytes), record.c (a recorder owns the kernels created while a graph
+ * records) and device.c (to register its release hook); it never calls the
+ * launch layer. The context owns the program list through that hook:
+ * device.c frees it at destruction without knowing this file.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct {
+    const char *name;
+    const unsigned char *data;
+    size_t len;
+} teeny__embedded_source;
+
+/* Generated at build time from cl/ *.cl (build/gen/kernels.c). */
+extern const teeny__embedded_source teeny__sources[];
+extern const int teeny__n_sources;
+
+#define MAX_KERNELS_PER_PROGRAM 32
+
+typedef struct {
+    char name[64];
+    cl_kernel kernel;
+    teeny__klimits limits; /* queried once, at creation */
+} cached_kernel;
+
+struct teeny__program {
+    teeny__program *next;
+    char family[32];
+    char *options;
+    cl_program program;
+    int n_kernels;
+    cached_kernel kernels[MAX_KERNELS_PER_PROGRAM];
+};
+
+
+/* ---- sources ---- */
+
+const char *teeny__kernel_source(const char *family, size_t *len)
+{
+    for (int i = 0; i < teeny__n_sources; i++)
+        if (!strcmp(teeny__sources[i].name, family)) {
+            if (len)
+                *len = teeny__sources[i].len;
+            return (const char *)teeny__sources[i].data;
+        }
+    return NULL;
+}
+
+/* Read a whole file into a NUL-terminated buffer (caller frees). */
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long size;
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)
+        goto done;
+    buf = teeny__malloc((size_t)size + 1);
+    if (!buf)
+        goto done;
+    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        teeny__free(buf);
+        buf = NULL;
+        goto done;
+    }
+    buf[size] = '\0';
+    *len = (size_t)size;
+done:
+    fclose(f);
+    return buf;
+}
+
+/* common.cl followed by <family>.cl, from TEENY_KERNEL_DIR when set. */
+static teeny_status program_source(teeny_ctx *ctx, const char *family, char **out)
+{
+    const char *dir = getenv("TEENY_KERNEL_DIR");
+    const char *parts[2] = {"common", family};
+    char *text[2] = {NULL, NULL};
+    size_t lens[2] = {0, 0};
+    teeny_status st = TEENY_OK;
+
+    for (int i = 0; i < 2; i++) {
+        if (dir && *dir) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s.cl", dir, parts[i]);
+            text[i] = read_file(path, &lens[i]);
+            if (!text[i]) {
+                st = teeny__error(ctx, TEENY_ERR_IO, "cannot read kernel source %s (TEENY_KERNEL_DIR)", path);
+                goto cleanup;
+            }
+        } else {
+            const char *src = teeny__kernel_source(parts[i], &lens[i]);
+            if (!src) {
+                st = teeny__error(ctx, TEENY_ERR_STATE, "no embedded kernel source for family \"%s\"", parts[i]);
+                goto cleanup;
+            }
+            text[i] = teeny__malloc(lens[i] + 1);
+            if (!text[i]) {
+                st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory copying kernel source");
+                goto cleanup;
+            }
+            memcpy(text[i], src, lens[i] + 1);
+        }
+    }
+    *out = teeny__malloc(lens[0] + lens[1] + 2);
+    if (!*out) {
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory joining kernel sources");
+        goto cleanup;
+    }
+    memcpy(*out, text[0], lens[0]);
+    (*out)[lens[0]] = '\n';
+    memcpy(*out + lens[0] + 1, text[1], lens[1] + 1);
+cleanup:
+    teeny__free(text[0]);
+    teeny__free(text[1]);
+    return st;
+}
+
+/* ---- building ---- */
+
+static teeny_status build_log(teeny_ctx *ctx, cl_program prog, const char *options)
+{
+    size_t len = 0;
+    char *log = NULL;
+    teeny__error(ctx, TEENY_ERR_BUILD, "kernel build failed on %s (%s, driver %s)\nbuild options: %s\nbuild log:\n",
+                 ctx->info.device_name, ctx->info.platform_name, ctx->info.driver_version, options);
+    if (TEENY_CL(clGetProgramBuildInfo, prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len) == CL_SUCCESS &&
+        (log = teeny__malloc(len + 1)) != NULL &&
+        TEENY_CL(clGetProgramBuildInfo, prog, ctx->device, CL_PROGRAM_BUILD_LOG, len, log, NULL) == CL_SUCCESS) {
+        log[len] = '\0';
+        teeny__error_append(ctx, log);
+    } else {
+        teeny__error_append(ctx, "(no build log available)");
+    }
+    teeny__free(log);
+    return TEENY_ERR_BUILD;
+}
+
+static teeny_status build_from_source(teeny_ctx *ctx, const char *src, const char *options, cl_program *out)
+{
+    cl_int err;
+    teeny_status st = TEENY_OK;
+    size_t len = strlen(src);
+    cl_program prog = TEENY_CLO(clCreateProgramWithSource, &err, ctx->context, 1, &src, &len);
+    if (!prog)
+        return teeny__cl_error(ctx, err, "clCreateProgramWithSource");
+    err = TEENY_CL(clBuildProgram, prog, 1, &ctx->device, options, NULL, NULL);
+    if (err == CL_BUILD_PROGRAM_FAILURE || err == CL_INVALID_BUILD_OPTIONS) {
+        st = build_log(ctx, prog, options);
+        goto fail;
+    }
+    if (err != CL_SUCCESS) {
+        st = teeny__cl_error(ctx, err, "clBuildProgram");
+        goto fail;
+    }
+    *out = prog;
+    return TEENY_OK;
+fail:
+    TEENY_CL_RELEASE(clReleaseProgram, prog);
+    return st;
+}
+
+/* Build a cached binary; any failure is a cache miss, so nothing is
+ * recorded in ctx (the rebuild from source decides the call's status). */
+static cl_int build_from_binary(teeny_ctx *ctx, const unsigned char *bin, size_t len, const char *options,
+                                cl_program *out)
+{
+    cl_int err, bin_status = CL_SUCCESS;
+    cl_program prog = TEENY_CLO(clCreateProgramWithBinary, &err, ctx->context, 1, &ctx->device, &len, &bin,
+                                &bin_status);
+    if (!prog)
+        return err != CL_SUCCESS ? err : CL_INVALID_BINARY;
+    if (bin_status != CL_SUCCESS)
+        err = bin_status;
+    else
+        err = TEENY_CL(clBuildProgram, prog, 1, &ctx->device, options, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        TEENY_CL_RELEASE(clReleaseProgram, prog);
+        return err;
+    }
+    *out = prog;
+    return CL_SUCCESS;
+}
+
+/* The program's kernel names (";"-separated; caller frees), or NULL. */
+static char *kernel_names(cl_program prog)
+{
+    size_t len = 0;
+    char *names;
+    if (TEENY_CL(clGetProgramInfo, prog, CL_PROGRAM_KERNEL_NAMES, 0, NULL, &len) != CL_SUCCESS || !len ||
+        !(names = teeny__malloc(len + 1)))
+        return NULL;
+    if (TEENY_CL(clGetProgramInfo, prog, CL_PROGRAM_KERNEL_NAMES, len, names, NULL) != CL_SUCCESS) {
+        teeny__free(names);
+        return NULL;
+    }
+    names[len] = '\0';
+    return names;
+}
+
+/* Store prog's binary under path; failures only cost a rebuild later. */
+static void cache_program(const char *dir, const char *path, const char *key, cl_program prog)
+{
+    size_t size = 0;
+    unsigned char *bin = NULL;
+    char *names = kernel_names(prog);
+    if (names && TEENY_CL(clGetProgramInfo, prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) == CL_SUCCESS &&
+        size && (bin = teeny__malloc(size)) != NULL &&
+        TEENY_CL(clGetProgramInfo, prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
+        teeny__cache_store(dir, path, key, names, bin, size);
+    teeny__free(bin);
+    teeny__free(names);
+}
+
+/* A program from the disk cache entry at path for key, or NULL (a miss). */
+static cl_program cache_fetch(teeny_ctx *ctx, const char *path, const char *key, const char *options)
+{
+    unsigned char *bin = NULL;
+    char *names = NULL, *have = NULL;
+    size_t len = 0;
+    cl_program prog = NULL;
+    cl_int err;
+    if (!teeny__cache_load(path, key, &bin, &len, &names))
+        return NULL;
+    err = build_from_binary(ctx, bin, len, options, &prog);
+    if (err != CL_SUCCESS) {
+        teeny__log(TEENY_LOG_WARN, "kernel cache entry %s was rejected by the driver (%d); rebuilding it", path,
+                   (int)err);
+    } else if (!(have = kernel_names(prog)) || strcmp(have, names) != 0) {
+        teeny__log(TEENY_LOG_WARN, "kernel cache entry %s holds another program's binary; rebuilding it", path);
+        TEENY_CL_RELEASE(clReleaseProgram, prog);
+        prog = NULL;
+    }
+    teeny__free(have);
+    teeny__free(names);
+    teeny__free(bin);
+    return prog;
+}
+
+/* The context's release hook (device.c runs it at destruction). */
+static void programs_release(teeny_ctx *ctx)
+{
+    teeny__program *p = ctx->programs, *next;
+    for (; p; p = next) {
+        next = p->next;
+        for (int i = 0; i < p->n_kernels; i++)
+            TEENY_CL_RELEASE(clReleaseKernel, p->kernels[i].kernel);
+        TEENY_CL_RELEASE(clReleaseProgram, p->program);
+        teeny__free(p->options);
+        teeny__free(p);
+    }
+    ctx->programs = NULL;
+}
+
+static teeny_status program_get(teeny_ctx *ctx, const char *family, const char *options, teeny__program **out)
+{
+    teeny__program *p;
+    teeny_status st;
+    char *src = NULL, *full_options = NULL;
+    char dir[4096], path[4300], *key = NULL;
+    cl_program prog = NULL;
+
+    if (!options)
+        options = "";
+    for (p = ctx->programs; p; p = p->next)
+        if (!strcmp(p->family, family) && !strcmp(p->options, options)) {
+            *out = p;
+            return TEENY_OK;
+        }
+
+    st = program_source(ctx, family, &src);
+    if (st != TEENY_OK)
+        return st;
+    full_options = teeny__malloc(strlen(options) + 64);
+    if (!full_options) {
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory building %s", family);
+        goto cleanup;
+    }
+    snprintf(full_options, strlen(options) + 64, "-cl-std=CL1.2%s %s", ctx->known_compiler ? " -DTEENY_HINTS=1" : "",
+             options);
+
+    teeny__cache_dir(dir, sizeof dir);
+    if (dir[0]) {
+        if (!teeny__cache_key(ctx, dir, src, full_options, &key, path, sizeof path)) {
+            st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory building %s", family);
+            goto cleanup;
+        }
+        prog = cache_fetch(ctx, path, key, full_options);
+    }
+    if (!prog) {
+        teeny__log(TEENY_LOG_DEBUG, "building %s for %s with %s", family, ctx->info.device_name, full_options);
+        st = build_from_source(ctx, src, full_options, &prog);
+        if (st != TEENY_OK)
+            goto cleanup;
+        if (key)
+            cache_program(dir, path, key, prog);
+    }
+
+    if ((st = teeny__ctx_on_release(ctx, programs_release)) != TEENY_OK)
+        goto cleanup;
+    p = teeny__calloc(1, sizeof *p);
+    if (!p) {
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory caching program %s", family);
+        goto cleanup;
+    }
+    teeny__strlcpy(p->family, family, sizeof p->family);
+    p->options = teeny__malloc(strlen(options) + 1);
+    if (!p->options) {
+        teeny__free(p);
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory caching program %s", family);
+        goto cleanup;
+    }
+    memcpy(p->options, options, strlen(options) + 1);
+    p->program = prog;
+    prog = NULL;
+    p->next = ctx->programs;
+    ctx->programs = p;
+    *out = p;
+cleanup:
+    TEENY_CL_RELEASE(clReleaseProgram, prog);
+    teeny__free(key);
+    teeny__free(src);
+    teeny__free(full_options);
+    return st;
+}
+
+/* Test hook: report at most this many work-items per kernel (0: off). */
+static size_t debug_wg_cap;
+
+void teeny__debug_kernel_wg_cap(size_t cap)
+{
+    debug_wg_cap = cap;
+}
+
+/* What the compiler allows for this kernel. CL_KERNEL_LOCAL_MEM_SIZE counts
+ * local-pointer arguments already set, so this runs right after creation,
+ * before any argument is set: it is the kernel's static local memory. */
+static teeny_status query_limits(teeny_ctx *ctx, cl_kernel k, const char *name, teeny__klimits *out)
+{
+    size_t wg = 0, mult = 0;
+    cl_ulong local = 0;
+    cl_int err = TEENY_CL(clGetKernelWorkGroupInfo, k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+    if (err == CL_SUCCESS)
+        err = TEENY_CL(clGetKernelWorkGroupInfo, k, ctx->device, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
+                       sizeof mult, &mult, NULL);
+    if (err == CL_SUCCESS)
+        err = TEENY_CL(clGetKernelWorkGroupInfo, k, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof local, &local, NULL);
+    if (err != CL_SUCCESS)
+        return teeny__error(ctx, TEENY_ERR_OPENCL, "clGetKernelWorkGroupInfo failed: %s (%d), kernel %s",
+                            teeny__cl_error_name(err), (int)err, name);
+    out->max_items = wg ? wg : 1;
+    out->multiple = mult ? mult : 1;
+    out->local_bytes = (uint64_t)local;
+    return TEENY_OK;
+}
+
+static teeny_status create_kernel(teeny_ctx *ctx, teeny__program *p, const char *name, cl_kernel *out,
+                                  teeny__klimits *lim)
+{
+    cl_int err;
+    cl_kernel k = TEENY_CLO(clCreateKernel, &err, p->program, name);
+    if (!k) {
+        if (err == CL_INVALID_KERNEL_NAME)
+            return teeny__error(ctx, TEENY_ERR_STATE, "kernel %s not found in program %s", name, p->family);
+        return teeny__cl_error(ctx, err, "clCreateKernel");
+    }
+    teeny_status st = query_limits(ctx, k, name, lim);
+    if (st != TEENY_OK) {
+        TEENY_CL_RELEASE(clReleaseKernel, k);
+        return st;
+    }
+    *out = k;
+    return TEENY_OK;
+}
+
+/* The program's shared kernel object of that name, created on first use. */
+static teeny_status cached_get(teeny_ctx *ctx, teeny__program *p, const char *kernel_name, cached_kernel **out)
+{
+    for (int i = 0; i < p->n_kernels; i++)
+        if (!strcmp(p->kernels[i].name, kernel_name)) {
+            *out = &p->kernels[i];
+            return TEENY_OK;
+        }
+    TEENY_ASSERT(ctx, p->n_kernels < MAX_KERNELS_PER_PROGRAM);
+    cached_kernel *c = &p->kernels[p->n_kernels];
+    teeny_status st = create_kernel(ctx, p, kernel_name, &c->kernel, &c->limits);
+    if (st != TEENY_OK)
+        return st;
+    teeny__strlcpy(c->name, kernel_name, sizeof c->name);
+    p->n_kernels++;
+    *out = c;
+    return TEENY_OK;
+}
+
+/* A kernel for a launch: the shared one, or while recording a fresh one the
+ * graph node owns. */
+static teeny_status kernel_for_launch(teeny_ctx *ctx, teeny__program *p, const char *kernel_name, cl_kernel *out)
+{
+    if (ctx->rec) {
+        teeny__klimits lim;
+        teeny_status st = create_kernel(ctx, p, kernel_name, out, &lim);
+        if (st == TEENY_OK && (st = teeny__recorder_add_kernel(ctx, ctx->rec, *out, &lim)) != TEENY_OK)
+            TEENY_CL_RELEASE(clReleaseKernel, *out);
+        return st;
+    }
+    cached_kernel *c;
+    teeny_status st = cached_get(ctx, p, kernel_name, &c);
+    if (st == TEENY_OK)
+        *out = c->kernel;
+    return st;
+}
+
+teeny_status teeny__kernel_get(teeny_ctx *ctx, const char *family, const char *options,
+                               const char *kernel_name, cl_kernel *out)
+{
+    teeny__program *p;
+    teeny_status st = program_get(ctx, family, options, &p);
+    if (st != TEENY_OK)
+        return st;
+    return kernel_for_launch(ctx, p, kernel_name, out);
+}
+
+static void apply_cap(teeny__klimits *lim)
+{
+    if (debug_wg_cap && lim->max_items > debug_wg_cap)
+        lim->max_items = debug_wg_cap;
+    if (lim->multiple > lim->max_items)
+        lim->multiple = lim->max_items;
+}
+
+teeny_status teeny__kernel_limits(teeny_ctx *ctx, cl_kernel k, const char *name, teeny__klimits *out)
+{
+    for (teeny__program *p = ctx->programs; p; p = p->next)
+        for (int i = 0; i < p->n_kernels; i++)
+            if (p->kernels[i].kernel == k) {
+                *out = p->kernels[i].limits;
+                apply_cap(out);
+                return TEENY_OK;
+            }
+    if (ctx->rec && teeny__recorder_limits(ctx->rec, k, out)) {
+        apply_cap(out);
+        return TEENY_OK;
+    }
+    /* not ours: ask now (its local-pointer arguments, if set, count too) */
+    teeny_status st = query_limits(ctx, k, name, out);
+    if (st == TEENY_OK)
+        apply_cap(out);
+    return st;
+}
+
+teeny_status teeny__kernel_fit(teeny_ctx *ctx, const char *family, const char *options, const char *name,
+                               size_t items, size_t dyn_local_bytes, cl_kernel *out)
+{
+    teeny__program *p;
+    cached_kernel *c;
+    teeny_status st = program_get(ctx, family, options, &p);
+    if (st == TEENY_OK)
+        st = cached_get(ctx, p, name, &c); /* the shared object: checking never records */
+    if (st != TEENY_OK)
+        return st;
+    teeny__klimits lim = c->limits;
+    apply_cap(&lim);
+    uint64_t dev_local = ctx->info.local_mem_bytes;
+    if (items > lim.max_items || lim.local_bytes + dyn_local_bytes > dev_local)
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
+                            "kernel %s built with \"%s\" needs %zu work-items and %llu bytes of local memory; "
+                            "this device's compiler allows %zu items and %llu bytes (%s)",
+                            name, options, items, (unsigned long long)(lim.local_bytes + dyn_local_bytes),
+                            lim.max_items, (unsigned long long)dev_local, ctx->info.device_name);
+    return out ? kernel_for_launch(ctx, p, name, out) : TEENY_OK;
+}
+
+teeny_status teeny__kernels_fit(teeny_ctx *ctx, const char *family, const char *options,
+                                const teeny__kernel_need *need, int n)
+{
+    for (int i = 0; i < n; i++) {
+        teeny_status st = teeny__kernel_fit(ctx, family, options, need[i].name, need[i].items, need[i].dyn_local,
+                                            NULL);
+        if (st != TEENY_OK)
+            return st;
+    }
+    return TEENY_OK;
+}
+
+teeny_status teeny__fit_halving(teeny_ctx *ctx, const char *family, const char *fmt, const char *const *names,
+                                int n, int wg, int floor, int *wg_out, char *opt, size_t cap)
+{
+    teeny_status st;
+    int first = wg;
+    for (;; wg /= 2) {
+        teeny__kernel_need need[16];
+        TEENY_ASSERT(ctx, n <= 16);
+        snprintf(opt, cap, fmt, wg);
+        for (int i = 0; i < n; i++)
+            need[i] = (teeny__kernel_need){names[i], (size_t)wg, 0};
+        st = teeny__kernels_fit(ctx, family, opt, need, n);
+        if (st != TEENY_ERR_UNSUPPORTED || wg / 2 < floor)
+            break;
+    }
+    if (st == TEENY_OK && wg != first)
+        teeny__clear_error(ctx);
+    *wg_out = wg;
+    return st;
+}
+
+size_t teeny__local_clamp(teeny_ctx *ctx, cl_kernel k, const char *name, size_t want)
+{
+    teeny__klimits lim;
+    if (teeny__kernel_limits(ctx, k, name, &lim) != TEENY_OK) {
+        teeny__clear_error(ctx); /* keep today's size; the launch reports any real problem */
+        return want;
+    }
+    if (want <= lim.max_items)
+        return want;
+    size_t l = lim.max_items / lim.multiple * lim.multiple;
+    return l ? l : 1;
+}
+
+teeny_status teeny__kernel_create(teeny_ctx *ctx, const char *family, const char *options,
+                                  const char *kernel_name, cl_kernel *out)
+{
+    teeny__program *p;
+    teeny__klimits lim;
+    teeny_status st = program_get(ctx, family, options, &p);
+    if (st != TEENY_OK)
+        return st;
+    return create_kernel(ctx, p, kernel_name, out, &lim);
+}
+

@@ -1,0 +1,250 @@
+/*
+ * cache.c -- the on-disk kernel binary cache: where it lives, the entry
+ * key, and the entry format, read and written as bytes (no OpenCL here:
+ * build.c turns entries into programs and programs into entries).
+ * Dependencies: status.c and the atomic writer (io/) only; nothing in the
+ * build/launch layers is called from here.
+ *
+ * Disk cache: $TEENY_CACHE_DIR, else $XDG_CACHE_HOME/teenycl, else
+ * ~/.cache/teenycl; TEENY_NO_CACHE=1 turns it off. An entry is named by a
+ * 128-bit hash of its key and holds (little-endian):
+ *   "TEENYKC2", u32 key length, u32 names length, u64 payload length,
+ *   u32 crc32 of the payload, u32 crc32 of everything before the payload
+ *   (this field zeroed), the key, the kernel names, the program binary.
+ * The key is the text "library version, source hash, options, device,
+ * platform, driver" in full, so an entry answers only the exact build it was
+ * made for, whatever its file name; the kernel names are what the program
+ * built from source holds, so a foreign binary under the right key is
+ * caught after it builds. Every length is checked against the file size
+ * before anything is allocated. Entries are written with the library's
+ * atomic writer (temp file, fsync, rename, fsync of the directory), so
+ * concurrent processes never see half an entry. An entry that fails any
+ * check, that is not a regular file, or that the driver rejects in any way
+ * is a miss: the program is rebuilt from source and the entry overwritten.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "internal.h"
+
+static const char CACHE_MAGIC[8] = {'T', 'E', 'E', 'N', 'Y', 'K', 'C', '2'};
+#define CACHE_HEADER 32
+#define CACHE_KEY_MAX 65536
+#define CACHE_NAMES_MAX (1u << 20)
+
+/* ---- hashing ---- */
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+    return fnv1a(h, s, strlen(s) + 1); /* the NUL separates fields */
+}
+
+/* ---- disk cache ---- */
+
+void teeny__cache_dir(char *out, size_t cap)
+{
+    const char *no = getenv("TEENY_NO_CACHE");
+    const char *dir = getenv("TEENY_CACHE_DIR");
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    out[0] = '\0';
+    if (no && *no && strcmp(no, "0"))
+        return;
+    if (dir && *dir)
+        snprintf(out, cap, "%s", dir);
+    else if (xdg && *xdg)
+        snprintf(out, cap, "%s/teenycl", xdg);
+    else if (home && *home)
+        snprintf(out, cap, "%s/.cache/teenycl", home);
+}
+
+static int mkdir_p(const char *path)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static uint32_t get_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t crc(uint32_t c, const unsigned char *p, size_t n)
+{
+    while (n > 0) { /* zlib's crc32 takes a uInt length */
+        uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        c = (uint32_t)crc32(c, p, chunk);
+        p += chunk;
+        n -= chunk;
+    }
+    return c;
+}
+
+/* The crc32 of an entry's header fields (its own slot zeroed), key and names. */
+static uint32_t header_crc(const unsigned char *head, const char *key, size_t key_len, const char *names,
+                           size_t names_len)
+{
+    unsigned char h[CACHE_HEADER];
+    uint32_t c = (uint32_t)crc32(0, Z_NULL, 0);
+    memcpy(h, head, CACHE_HEADER);
+    put_le32(h + 28, 0);
+    c = crc(c, h, CACHE_HEADER);
+    c = crc(c, (const unsigned char *)key, key_len);
+    return crc(c, (const unsigned char *)names, names_len);
+}
+
+/* A cached entry for key: its binary and kernel names (caller frees both),
+ * or 0 when absent or unusable (then rebuilt and overwritten). */
+int teeny__cache_load(const char *path, const char *key, unsigned char **bin, size_t *len, char **names)
+{
+    const char *why = NULL;
+    unsigned char *file = NULL;
+    struct stat sb;
+    size_t size, done = 0, key_len = strlen(key), names_len;
+    uint64_t payload_len;
+    int fd = teeny__open_regular(path, &why), ok = 0;
+    *bin = NULL;
+    *names = NULL;
+    if (fd < 0) {
+        if (errno != ENOENT)
+            teeny__log(TEENY_LOG_WARN, "kernel cache entry %s: %s; rebuilding", path, why);
+        return 0;
+    }
+    if (fstat(fd, &sb) != 0 || sb.st_size < CACHE_HEADER || (uint64_t)sb.st_size > SIZE_MAX / 2) {
+        why = "too short";
+        goto done;
+    }
+    size = (size_t)sb.st_size;
+    if (!(file = teeny__malloc(size))) {
+        why = "out of host memory";
+        goto done;
+    }
+    while (done < size) {
+        ssize_t r = read(fd, file + done, size - done);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        done += (size_t)r;
+    }
+    why = "truncated, padded or not an entry";
+    if (done != size || memcmp(file, CACHE_MAGIC, 8) != 0)
+        goto done;
+    names_len = get_le32(file + 12);
+    payload_len = (uint64_t)get_le32(file + 16) | (uint64_t)get_le32(file + 20) << 32;
+    /* every length against the file size before use */
+    if (get_le32(file + 8) != key_len || key_len > CACHE_KEY_MAX || names_len > CACHE_NAMES_MAX ||
+        payload_len == 0 || payload_len != size - CACHE_HEADER - key_len - names_len ||
+        size < CACHE_HEADER + key_len + names_len)
+        goto done;
+    why = "corrupt header or key";
+    if (header_crc(file, (const char *)file + CACHE_HEADER, key_len, (const char *)file + CACHE_HEADER + key_len,
+                   names_len) != get_le32(file + 28))
+        goto done;
+    why = "made for another build (key differs)";
+    if (memcmp(file + CACHE_HEADER, key, key_len) != 0)
+        goto done;
+    why = "corrupt binary (checksum)";
+    if (crc((uint32_t)crc32(0, Z_NULL, 0), file + size - payload_len, (size_t)payload_len) != get_le32(file + 24))
+        goto done;
+    why = "out of host memory";
+    *bin = teeny__malloc((size_t)payload_len);
+    *names = teeny__malloc(names_len + 1);
+    if (!*bin || !*names)
+        goto done;
+    memcpy(*bin, file + size - payload_len, (size_t)payload_len);
+    memcpy(*names, file + CACHE_HEADER + key_len, names_len);
+    (*names)[names_len] = '\0';
+    *len = (size_t)payload_len;
+    ok = 1;
+done:
+    close(fd);
+    teeny__free(file);
+    if (!ok) {
+        teeny__log(TEENY_LOG_WARN, "kernel cache entry %s: %s; rebuilding it", path, why);
+        teeny__free(*bin);
+        teeny__free(*names);
+        *bin = NULL;
+        *names = NULL;
+    }
+    return ok;
+}
+
+void teeny__cache_store(const char *dir, const char *path, const char *key, const char *names,
+                        const unsigned char *bin, size_t len)
+{
+    unsigned char head[CACHE_HEADER];
+    size_t key_len = strlen(key), names_len = strlen(names);
+    char msg[512];
+    if (mkdir_p(dir) != 0) {
+        teeny__log(TEENY_LOG_INFO, "kernel cache: cannot create %s: %s", dir, strerror(errno));
+        return;
+    }
+    memcpy(head, CACHE_MAGIC, 8);
+    put_le32(head + 8, (uint32_t)key_len);
+    put_le32(head + 12, (uint32_t)names_len);
+    put_le32(head + 16, (uint32_t)((uint64_t)len & 0xffffffffu));
+    put_le32(head + 20, (uint32_t)((uint64_t)len >> 32));
+    put_le32(head + 24, crc((uint32_t)crc32(0, Z_NULL, 0), bin, len));
+    put_le32(head + 28, header_crc(head, key, key_len, names, names_len));
+    {
+        const void *parts[4] = {head, key, names, bin};
+        size_t lens[4] = {CACHE_HEADER, key_len, names_len, len};
+        if (teeny__write_file_atomic_msg(path, parts, lens, 4, msg, sizeof msg) != TEENY_OK)
+            teeny__log(TEENY_LOG_INFO, "kernel cache: cannot write %s: %s", path, msg);
+    }
+}
+
+int teeny__cache_key(const teeny_ctx *ctx, const char *dir, const char *src, const char *full_options,
+                     char **key, char *path, size_t path_cap)
+{
+    /* the key in full; the file name is a hash of it */
+    uint64_t h1 = 0xcbf29ce484222325ULL, h2 = 0x84222325cbf29ce4ULL, k1, k2;
+    size_t cap;
+    h1 = hash_str(h1, src);
+    h2 = hash_str(h2, src);
+    cap = strlen(full_options) + strlen(ctx->info.device_name) + strlen(ctx->info.platform_name) +
+          strlen(ctx->info.driver_version) + strlen(teeny_version_string()) + 160;
+    if (!(*key = teeny__malloc(cap)))
+        return 0;
+    snprintf(*key, cap, "teenycl %s\nsource %016llx%016llx\noptions %s\ndevice %s\nplatform %s\ndriver %s\n",
+             teeny_version_string(), (unsigned long long)h1, (unsigned long long)h2, full_options,
+             ctx->info.device_name, ctx->info.platform_name, ctx->info.driver_version);
+    k1 = hash_str(0xcbf29ce484222325ULL, *key);
+    k2 = hash_str(0x84222325cbf29ce4ULL, *key);
+    snprintf(path, path_cap, "%s/%016llx%016llx.bin", dir, (unsigned long long)k1, (unsigned long long)k2);
+    return 1;
+}

@@ -1,0 +1,192 @@
+/*
+ * profile.c -- where launches reach the queue, and the profiler that
+ * watches them: teeny__enqueue_kernel is the one place a kernel is
+ * enqueued (eager launches from launch.c, graph replays from record.c), so
+ * between teeny_profile_begin and teeny_profile_end every launch's event
+ * and kernel name is kept; the event list grows as needed (it used to stop
+ * at 4,096 and under-report). If growing fails the launch still runs, its
+ * event is dropped, and teeny_profile_end reports TEENY_ERR_NOMEM instead
+ * of a short count. TEENY_PROFILE=1 logs a per-kernel summary at the end.
+ *
+ * The bottom of the launch stack: it calls only device.c (context checks
+ * and its release hook) and status.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define PROFILE_FIRST_CAP 4096
+
+teeny_status teeny__enqueue_fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value)
+{
+    teeny_status st = TEENY_OK;
+    TEENY_CL_TRY(clEnqueueFillBuffer, ctx->queue, buf, &value, sizeof value, off * 4, n * 4, 0, NULL, NULL);
+cleanup:
+    return st;
+}
+
+/* Keep one more event: grow both arrays, leaving room for the next so
+ * that prof_count < prof_cap always holds. 0 when out of host memory. */
+static int profile_grow(teeny_ctx *ctx)
+{
+    if (ctx->prof_count + 1 < ctx->prof_cap)
+        return 1;
+    int want = ctx->prof_cap * 2;
+    cl_event *ev = teeny__malloc((size_t)want * sizeof *ev);
+    const char **names = teeny__malloc((size_t)want * sizeof *names);
+    if (!ev || !names) {
+        teeny__free(ev);
+        teeny__free(names);
+        return 0;
+    }
+    memcpy(ev, ctx->prof_events, (size_t)ctx->prof_count * sizeof *ev);
+    memcpy(names, ctx->prof_names, (size_t)ctx->prof_count * sizeof *names);
+    teeny__free(ctx->prof_events);
+    teeny__free(ctx->prof_names);
+    ctx->prof_events = ev;
+    ctx->prof_names = names;
+    ctx->prof_cap = want;
+    return 1;
+}
+
+teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, cl_uint dims,
+                                   const size_t *g, const size_t *local)
+{
+    cl_int err;
+    cl_event ev = NULL, *evp = NULL;
+    if (ctx->profiling)
+        evp = &ev;
+    err = TEENY_CL(clEnqueueNDRangeKernel, ctx->queue, k, dims, NULL, g, local, 0, NULL, evp);
+    if (err == CL_SUCCESS && ev) {
+        if (profile_grow(ctx)) {
+            ctx->prof_names[ctx->prof_count] = kernel_name;
+            ctx->prof_events[ctx->prof_count++] = ev;
+        } else {
+            TEENY_CL_RELEASE(clReleaseEvent, ev); /* the launch stands; the profile reports the loss */
+            ctx->prof_lost++;
+        }
+    }
+    if (err != CL_SUCCESS)
+        return teeny__error(ctx, TEENY_ERR_OPENCL, "clEnqueueNDRangeKernel failed: %s (%d), kernel %s on %s",
+                            teeny__cl_error_name(err), (int)err, kernel_name, ctx->info.device_name);
+    return TEENY_OK;
+}
+
+/* ---- profiling ---- */
+
+/* TEENY_PROFILE=1: log each kernel's share of the profiled span. */
+static void profile_summary(teeny_ctx *ctx)
+{
+    enum { MAX = 64 };
+    const char *names[MAX];
+    double ms[MAX];
+    int calls[MAX], n = 0;
+    for (int i = 0; i < ctx->prof_count; i++) {
+        cl_ulong s = 0, e = 0;
+        int k;
+        if (TEENY_CL(clGetEventProfilingInfo, ctx->prof_events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL) ||
+            TEENY_CL(clGetEventProfilingInfo, ctx->prof_events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL))
+            return;
+        for (k = 0; k < n && strcmp(names[k], ctx->prof_names[i]); k++)
+            ;
+        if (k == n) {
+            if (n == MAX)
+                continue;
+            names[n] = ctx->prof_names[i];
+            ms[n] = 0;
+            calls[n++] = 0;
+        }
+        ms[k] += (double)(e - s) * 1e-6;
+        calls[k]++;
+    }
+    for (int k = 0; k < n; k++)
+        teeny__log(TEENY_LOG_WARN, "profile: %-28s %5d launches %10.4f ms", names[k], calls[k], ms[k]);
+}
+
+static void profile_clear(teeny_ctx *ctx)
+{
+    for (int i = 0; i < ctx->prof_count; i++)
+        TEENY_CL_RELEASE(clReleaseEvent, ctx->prof_events[i]);
+    ctx->prof_count = 0;
+    ctx->prof_lost = 0;
+}
+
+/* The context's release hook (device.c runs it at destruction). */
+static void profile_release(teeny_ctx *ctx)
+{
+    profile_clear(ctx);
+    teeny__free(ctx->prof_events);
+    teeny__free(ctx->prof_names);
+    ctx->prof_events = NULL;
+    ctx->prof_names = NULL;
+    ctx->prof_cap = 0;
+}
+
+teeny_status teeny_profile_begin(teeny_ctx *ctx)
+{
+    if (!teeny__ctx_check(ctx))
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_profile_begin: ctx is NULL or destroyed");
+    teeny__clear_error(ctx);
+    if (!ctx->prof_events) {
+        teeny_status st = teeny__ctx_on_release(ctx, profile_release);
+        if (st != TEENY_OK)
+            return st;
+        ctx->prof_events = teeny__calloc(PROFILE_FIRST_CAP, sizeof(cl_event));
+        ctx->prof_names = teeny__calloc(PROFILE_FIRST_CAP, sizeof(const char *));
+        if (!ctx->prof_events || !ctx->prof_names) {
+            teeny__free(ctx->prof_events);
+            teeny__free(ctx->prof_names);
+            ctx->prof_events = NULL;
+            ctx->prof_names = NULL;
+            return teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_profile_begin: out of host memory");
+        }
+        ctx->prof_cap = PROFILE_FIRST_CAP;
+    }
+    profile_clear(ctx);
+    ctx->profiling = 1;
+    return TEENY_OK;
+}
+
+teeny_status teeny_profile_end(teeny_ctx *ctx, double *device_ms, int *kernels)
+{
+    teeny_status st = TEENY_OK;
+    cl_ulong first = 0, last = 0;
+    cl_command_queue_properties props = 0;
+    if (!teeny__ctx_check(ctx))
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_profile_end: ctx is NULL or destroyed");
+    teeny__clear_error(ctx);
+    if (!ctx->profiling)
+        return teeny__error(ctx, TEENY_ERR_STATE, "teeny_profile_end without teeny_profile_begin");
+    ctx->profiling = 0;
+    TEENY_CL_TRY(clGetCommandQueueInfo, ctx->queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+    if (!(props & CL_QUEUE_PROFILING_ENABLE)) {
+        st = teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "the context's queue was created without profiling");
+        goto cleanup;
+    }
+    if (ctx->prof_count)
+        TEENY_CL_TRY(clWaitForEvents, (cl_uint)ctx->prof_count, ctx->prof_events);
+    for (int i = 0; i < ctx->prof_count; i++) {
+        cl_ulong s, e;
+        TEENY_CL_TRY(clGetEventProfilingInfo, ctx->prof_events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL);
+        TEENY_CL_TRY(clGetEventProfilingInfo, ctx->prof_events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL);
+        if (i == 0 || s < first)
+            first = s;
+        if (e > last)
+            last = e;
+    }
+    if (ctx->prof_lost) {
+        st = teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_profile_end: out of host memory recording events; "
+                          "%d launches are missing from the profile", ctx->prof_lost);
+        goto cleanup;
+    }
+    if (device_ms)
+        *device_ms = (double)(last - first) * 1e-6;
+    if (kernels)
+        *kernels = ctx->prof_count;
+    if (getenv("TEENY_PROFILE"))
+        profile_summary(ctx);
+cleanup:
+    profile_clear(ctx);
+    return st;
+}

@@ -1,0 +1,187 @@
+/*
+ * record.c -- the graph launch recorder: between teeny__record_begin and
+ * teeny__record_end, launches and fills are appended to a recorder instead
+ * of enqueued, kernels created for them and their workspace buffers are
+ * owned by it, and a replay enqueues exactly the recorded launches (no
+ * object creation, no argument setting).
+ *
+ * Dependencies run down only: launch.c and build.c call in here; record.c
+ * calls profile.c (the enqueue primitives a replay shares with eager
+ * launches) and simulator.c (a new workspace buffer's simulator store),
+ * never the launch or build layers.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- recorder ---- */
+
+typedef struct {
+    cl_kernel kernel;      /* NULL for a fill */
+    const char *name;
+    cl_uint dims;
+    size_t global[3], local[3];
+    int has_local;
+    cl_mem buf;            /* fill */
+    size_t off, n;
+    float value;
+} recorded;
+
+struct teeny__recorder {
+    recorded *items;
+    int n, cap;
+    struct {
+        cl_kernel kernel;
+        teeny__klimits limits;
+    } *kernels;
+    int n_kernels, cap_kernels;
+    cl_mem *scratch;
+    int n_scratch, cap_scratch;
+    size_t scratch_bytes;
+};
+
+/* Grow *arr (of elem-size items) to hold one more. */
+static int grow(void **arr, int *cap, int n, size_t elem)
+{
+    if (n < *cap)
+        return 1;
+    int want = *cap ? *cap * 2 : 16;
+    void *p = teeny__malloc((size_t)want * elem);
+    if (!p)
+        return 0;
+    if (n)
+        memcpy(p, *arr, (size_t)n * elem);
+    teeny__free(*arr);
+    *arr = p;
+    *cap = want;
+    return 1;
+}
+
+teeny_status teeny__recorder_create(teeny_ctx *ctx, teeny__recorder **out)
+{
+    *out = teeny__calloc(1, sizeof **out);
+    if (!*out)
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory creating a recorder");
+    return TEENY_OK;
+}
+
+void teeny__recorder_free(teeny__recorder *rec)
+{
+    if (!rec)
+        return;
+    for (int i = 0; i < rec->n_kernels; i++)
+        TEENY_CL_RELEASE(clReleaseKernel, rec->kernels[i].kernel);
+    for (int i = 0; i < rec->n_scratch; i++)
+        TEENY_CL_RELEASE(clReleaseMemObject, rec->scratch[i]);
+    teeny__free(rec->items);
+    teeny__free(rec->kernels);
+    teeny__free(rec->scratch);
+    teeny__free(rec);
+}
+
+void teeny__record_begin(teeny_ctx *ctx, teeny__recorder *rec)
+{
+    ctx->rec = rec;
+}
+
+void teeny__record_end(teeny_ctx *ctx)
+{
+    ctx->rec = NULL;
+}
+
+int teeny__recorder_count(const teeny__recorder *rec)
+{
+    return rec->n;
+}
+
+size_t teeny__recorder_scratch_bytes(const teeny__recorder *rec)
+{
+    return rec->scratch_bytes;
+}
+
+teeny_status teeny__recorder_add_kernel(teeny_ctx *ctx, teeny__recorder *rec, cl_kernel k,
+                                        const teeny__klimits *lim)
+{
+    if (!grow((void **)&rec->kernels, &rec->cap_kernels, rec->n_kernels, sizeof rec->kernels[0]))
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory recording a kernel");
+    rec->kernels[rec->n_kernels].kernel = k;
+    rec->kernels[rec->n_kernels++].limits = *lim;
+    return TEENY_OK;
+}
+
+/* The limits a recorded kernel was created with; 0 when not one of rec's. */
+int teeny__recorder_limits(const teeny__recorder *rec, cl_kernel k, teeny__klimits *out)
+{
+    for (int i = rec->n_kernels - 1; i >= 0; i--)
+        if (rec->kernels[i].kernel == k) {
+            *out = rec->kernels[i].limits;
+            return 1;
+        }
+    return 0;
+}
+
+static teeny_status recorder_add(teeny_ctx *ctx, const recorded *r)
+{
+    teeny__recorder *rec = ctx->rec;
+    if (!grow((void **)&rec->items, &rec->cap, rec->n, sizeof(recorded)))
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory recording a launch");
+    rec->items[rec->n++] = *r;
+    return TEENY_OK;
+}
+
+teeny_status teeny__recorder_scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out)
+{
+    teeny__recorder *rec = ctx->rec;
+    cl_int err;
+    if (!grow((void **)&rec->scratch, &rec->cap_scratch, rec->n_scratch, sizeof(cl_mem)))
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory recording a workspace");
+    cl_mem m = TEENY_CLO(clCreateBuffer, &err, ctx->context, CL_MEM_READ_WRITE, bytes, NULL);
+    if (!m)
+        return teeny__error(ctx, TEENY_ERR_OPENCL, "clCreateBuffer of %zu-byte workspace failed: %s (%d) on %s", bytes,
+                            teeny__cl_error_name(err), (int)err, ctx->info.device_name);
+    rec->scratch[rec->n_scratch++] = m;
+    rec->scratch_bytes += bytes;
+    *out = m;
+    return ctx->kernel_stores ? teeny__sim_buffer_born(ctx, m, bytes) : TEENY_OK; /* simulator.c */
+}
+
+
+teeny_status teeny__record_launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, int dims,
+                                  const size_t *g, const size_t *local)
+{
+    recorded r = {0};
+    r.kernel = k;
+    r.name = kernel_name;
+    r.dims = (cl_uint)dims;
+    for (int i = 0; i < dims; i++) {
+        r.global[i] = g[i];
+        r.local[i] = local ? local[i] : 1;
+    }
+    r.has_local = local != NULL;
+    return recorder_add(ctx, &r);
+}
+
+teeny_status teeny__record_fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value)
+{
+    recorded r = {0};
+    r.name = "fill";
+    r.buf = buf;
+    r.off = off;
+    r.n = n;
+    r.value = value;
+    return recorder_add(ctx, &r);
+}
+
+teeny_status teeny__recorder_replay(teeny_ctx *ctx, const teeny__recorder *rec, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        const recorded *r = &rec->items[i];
+        teeny_status st = r->kernel ? teeny__enqueue_kernel(ctx, r->kernel, r->name, r->dims, r->global,
+                                                     r->has_local ? r->local : NULL)
+                                    : teeny__enqueue_fill(ctx, r->buf, r->off, r->n, r->value);
+        if (st != TEENY_OK)
+            return st;
+    }
+    return TEENY_OK;
+}
+
