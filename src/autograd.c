@@ -5,8 +5,9 @@
  * latest consumer) is written straight into the value's gradient and every
  * later one goes to a temporary that is then added in (fixed order, so
  * results are deterministic). Views pass their gradient through a copy.
- * Which contributions need temporaries was decided by the memory planner
- * in graph.c (temp[i * TEENY__OP_MAX_SLOTS + j] <= -2 names temps[-2 - v]).
+ * Where each contribution goes (an input's gradient, an accumulation
+ * temporary, nowhere) was decided by the backward derivation in
+ * graph_compile.c (teeny__contrib, graph_internal.h).
  */
 #include <string.h>
 
@@ -32,8 +33,9 @@ static teeny_status copy_into(teeny_ctx *ctx, const teeny_tensor *src, teeny_ten
     return teeny__op_run(ctx, TEENY__OP_ACTIVATION, 0, &a);
 }
 
-teeny_status teeny__autograd_plan(teeny_plan *p, int *temp, int *reaches)
+teeny_status teeny__autograd_plan(teeny_plan *p, const teeny__backward *bw)
 {
+    const int *reaches = bw->reaches;
     teeny_graph *g = p->g;
     teeny_ctx *ctx = p->ctx;
     teeny_status st = TEENY_OK;
@@ -51,11 +53,11 @@ teeny_status teeny__autograd_plan(teeny_plan *p, int *temp, int *reaches)
         if (!p->grad[i])
             continue; /* nothing downstream produced a gradient */
         for (int j = 0; j < nd->n_in; j++) {
-            int u = nd->in[j], v = temp[i * TEENY__OP_MAX_SLOTS + j];
-            if (!reaches[u])
+            teeny__contrib c = bw->contrib[i * TEENY__OP_MAX_SLOTS + j];
+            if (c.kind == TEENY__CONTRIB_NONE)
                 continue;
-            via_temp[j] = v <= -2;
-            target[j] = via_temp[j] ? p->temps[-2 - v] : p->grad[u];
+            via_temp[j] = c.kind == TEENY__CONTRIB_TEMP;
+            target[j] = via_temp[j] ? p->temps[c.temp] : p->grad[nd->in[j]];
         }
         if (nd->kind == TEENY__NODE_VIEW) {
             if (target[0])

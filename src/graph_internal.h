@@ -1,8 +1,12 @@
 /*
  * graph_internal.h -- the graph's nodes and plans, shared by graph.c
- * (building, shape inference, planning, running) and autograd.c (deriving
- * the backward pass). Op families add their graph builders through
+ * (building), graph_compile.c (the compile phases), graph_plan.c (liveness
+ * and memory), autograd.c (recording the backward pass) and graph_run.c
+ * (running plans). Op families add their graph builders through
  * teeny__graph_node(), so the executor never changes when an op is added.
+ * The compile phases are declared here with their contracts so that
+ * tests/test_graph.c can run each one on its own (tests link the static
+ * library).
  */
 #ifndef TEENY_GRAPH_INTERNAL_H
 #define TEENY_GRAPH_INTERNAL_H
@@ -57,7 +61,7 @@ struct teeny_plan {
     teeny_tensor **value;                 /* per node */
     teeny_tensor *(*saved)[TEENY__OP_MAX_SLOTS];
     teeny_tensor **grad;                  /* per node: gradient of its value (training) */
-    teeny_tensor **temps;                 /* accumulation temporaries */
+    teeny_tensor **temps;                 /* accumulation temporaries: teeny__contrib.temp indexes them */
     int n_temps;
     teeny_tensor *arena;
     size_t peak_elems, no_reuse_elems;
@@ -69,14 +73,91 @@ struct teeny_plan {
     cl_event loss_event;
 };
 
-
-/* autograd.c: record the backward pass of plan p (called by compile with
- * recording on); also computes gradient lifetimes for the planner. */
-teeny_status teeny__autograd_plan(teeny_plan *p, int *needs_grad, int *reaches_loss);
 /* A node's backward step in the schedule (forward steps are 0..n-1). */
 static inline int teeny__bwd_step(const teeny_graph *g, int node)
 {
     return g->n_nodes + (g->n_nodes - 1 - node);
 }
+
+/* ---- graph.c: helpers shared by the graph files ---- */
+
+teeny_status teeny__graph_check(const teeny_graph *g, const char *fn); /* g non-NULL; clears the last error */
+teeny_status teeny__graph_check_node(const teeny_graph *g, teeny_node n, const char *what);
+int64_t teeny__shape_numel(const teeny__shape *s);
+const char *teeny__shape_text(const teeny__shape *s, char *buf, size_t cap);
+/* Resolve a view's requested shape (one -1 allowed) against numel elements. */
+teeny_status teeny__view_shape(teeny_ctx *ctx, const char *name, int ndim, const int64_t *want, int64_t numel,
+                               teeny__shape *out);
+/* The node whose storage a value lives in (views share their input's). */
+int teeny__graph_root(const teeny_graph *g, int i);
+
+/* ---- the backward pass a compile derives ----
+ *
+ * Node i's backward produces one gradient contribution per input slot j.
+ * Where it goes is a tagged reference, not an encoded integer:
+ *   NONE  the input takes no gradient (no parameter upstream of it, or node
+ *         i is off the path from the parameters to the loss);
+ *   GRAD  the first contribution to the input's gradient in backward order
+ *         (from its latest consumer): written straight into that gradient,
+ *         which it defines;
+ *   TEMP  every later one (a value that fans out, or the same input in two
+ *         slots): written into accumulation temporary `temp`, which is then
+ *         added into the gradient, in a fixed order, so results are
+ *         deterministic.
+ * The number of temporaries is the number of TEMP contributions, so any
+ * fan-in (a concat of many inputs, repeated inputs) gets exactly what it
+ * needs. */
+typedef enum { TEENY__CONTRIB_NONE, TEENY__CONTRIB_GRAD, TEENY__CONTRIB_TEMP } teeny__contrib_kind;
+
+typedef struct {
+    teeny__contrib_kind kind;
+    int temp;                             /* TEENY__CONTRIB_TEMP: index into teeny_plan.temps; else -1 */
+} teeny__contrib;
+
+typedef struct {
+    int *reaches;                         /* per node: on the path from a parameter to the loss */
+    int *grad_def;                        /* per node: step that defines its gradient, -1 if it has none */
+    teeny__contrib *contrib;              /* per node and input slot: [i * TEENY__OP_MAX_SLOTS + j] */
+    int n_temps;                          /* TEMP contributions, numbered 0.. in backward order */
+} teeny__backward;
+
+/* ---- the memory plan: one buffer per arena-resident tensor ---- */
+typedef struct {
+    teeny__pbuf *bufs;
+    int n, cap;
+    int failed;                           /* an allocation failed: checked once after planning */
+    int *value_buf;                       /* per node: its value's buffer; -1 (inputs and views) */
+    int *saved_buf;                       /* per node and slot: saved tensor's buffer; -1 none */
+    int *grad_buf;                        /* per node: its gradient's buffer; -1 none */
+    int *temp_buf;                        /* per accumulation temporary */
+} teeny__memplan;
+
+/* ---- graph_compile.c: the phases of teeny_graph_compile, in order ---- */
+
+/* A plan with its per-node arrays allocated and nothing else; *out NULL on
+ * failure. Freed by teeny__plan_free (which also takes half-built plans). */
+teeny_status teeny__plan_alloc(teeny_graph *g, int64_t batch, int training, teeny_node loss, int reuse,
+                               teeny_plan **out);
+void teeny__plan_free(teeny_plan *p);
+/* Phase 1: shape inference for the plan's batch. */
+teeny_status teeny__compile_shapes(teeny_plan *p);
+/* Phase 2: backward derivation. */
+teeny_status teeny__compile_backward(teeny_plan *p, teeny__backward *bw);
+void teeny__backward_free(teeny__backward *bw);
+/* Phase 4: recording (phase 3 is teeny__compile_memory, graph_plan.c). */
+teeny_status teeny__compile_record(teeny_plan *p, const teeny__backward *bw);
+
+/* ---- graph_plan.c: liveness and memory planning ---- */
+
+teeny_status teeny__compile_liveness(const teeny_plan *p, const teeny__backward *bw, teeny__memplan *mp);
+size_t teeny__plan_place(teeny__pbuf *b, int n, int reuse);
+teeny_status teeny__compile_memory(teeny_plan *p, const teeny__backward *bw, teeny__memplan *mp);
+void teeny__memplan_free(teeny__memplan *mp);
+
+/* ---- autograd.c ---- */
+
+/* Record the backward pass of training plan p (called by the recording
+ * phase with recording on), writing each contribution where bw says. */
+teeny_status teeny__autograd_plan(teeny_plan *p, const teeny__backward *bw);
 
 #endif

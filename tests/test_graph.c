@@ -5,7 +5,9 @@
  * bits; peak below the no-reuse total and equal to what is allocated),
  * no object creation, argument setting or blocking after compile,
  * host-sync counts, determinism, several batch sizes sharing parameters,
- * training to near-perfect accuracy on a separable problem, and errors.
+ * training to near-perfect accuracy on a separable problem, and errors;
+ * and each compile phase on its own (graph_internal.h): shape inference,
+ * backward derivation, liveness and placement, recording.
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 
 #include "harness.h"
 #include "clwrap.h"
+#include "graph_internal.h" /* the compile phases, run one at a time */
 
 /* ---- helpers ---- */
 
@@ -1260,6 +1263,303 @@ START_TEST(test_graph_example_memory)
 }
 END_TEST
 
+/* ---- the compile phases, one at a time ---- */
+
+/* x[-1, 6] -> fc1 -> relu a -> fc2; s = a + fc2 (a fans out to fc2 and s);
+ * loss = cross-entropy(s, labels). Node indices in order of creation. */
+enum { PH_X, PH_LABELS, PH_FC1, PH_A, PH_FC2, PH_S, PH_LOSS, PH_NODES };
+
+static teeny_graph *phase_graph(void)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g = NULL;
+    teeny_node n[PH_NODES];
+    int64_t xs[2] = {-1, 6};
+    TH_OK(ctx, teeny_graph_create(ctx, 3, &g));
+    TH_OK(ctx, teeny_graph_input(g, "x", 2, xs, &n[PH_X]));
+    TH_OK(ctx, teeny_graph_labels(g, "labels", &n[PH_LABELS]));
+    TH_OK(ctx, teeny_graph_linear(g, "fc1", n[PH_X], 4, 1, &n[PH_FC1]));
+    TH_OK(ctx, teeny_graph_activation(g, "a", n[PH_FC1], TEENY_ACT_RELU, &n[PH_A]));
+    TH_OK(ctx, teeny_graph_linear(g, "fc2", n[PH_A], 4, 1, &n[PH_FC2]));
+    TH_OK(ctx, teeny_graph_add(g, "s", n[PH_A], n[PH_FC2], &n[PH_S]));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss", n[PH_S], n[PH_LABELS], &n[PH_LOSS]));
+    for (int i = 0; i < PH_NODES; i++)
+        ck_assert_int_eq(n[i], i);
+    return g;
+}
+
+static teeny_plan *phase_plan(teeny_graph *g, int64_t batch, int training, int reuse)
+{
+    teeny_plan *p = NULL;
+    TH_OK(th_ctx(), teeny__plan_alloc(g, batch, training, teeny_graph_node_count(g) - 1, reuse, &p));
+    return p;
+}
+
+static void assert_shape(const teeny__shape *s, int ndim, int64_t d0, int64_t d1, const char *what)
+{
+    ck_assert_msg(s->ndim == ndim && s->shape[0] == d0 && (ndim < 2 || s->shape[1] == d1),
+                  "%s: got rank %d [%lld, %lld], want rank %d [%lld, %lld]", what, s->ndim, (long long)s->shape[0],
+                  (long long)(s->ndim > 1 ? s->shape[1] : 0), ndim, (long long)d0, (long long)d1);
+}
+
+/* Phase 1: the same graph's shapes for two batch sizes (and a view's shape
+ * re-derived from its input); a non-scalar loss is refused for training. */
+START_TEST(test_graph_phase_shapes)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g = phase_graph();
+    const int64_t batches[2] = {2, 7};
+    for (int k = 0; k < 2; k++) {
+        int64_t b = batches[k];
+        teeny_plan *p = phase_plan(g, b, 1, 1);
+        TH_OK(ctx, teeny__compile_shapes(p));
+        assert_shape(&p->shapes[PH_X].out, 2, b, 6, "x");
+        ck_assert(!p->shapes[PH_X].out.is_i32 && p->shapes[PH_LABELS].out.is_i32);
+        assert_shape(&p->shapes[PH_LABELS].out, 1, b, 0, "labels");
+        assert_shape(&p->shapes[PH_FC1].out, 2, b, 4, "fc1");
+        assert_shape(&p->shapes[PH_FC1].in[0], 2, b, 6, "fc1's input");
+        assert_shape(&p->shapes[PH_A].out, 2, b, 4, "a");
+        assert_shape(&p->shapes[PH_FC2].out, 2, b, 4, "fc2");
+        assert_shape(&p->shapes[PH_S].out, 2, b, 4, "s");
+        ck_assert_int_eq(teeny__shape_numel(&p->shapes[PH_LOSS].out), 1);
+        /* the graph's own batch-of-1 shapes are untouched */
+        ck_assert_int_eq(g->nodes[PH_S].shapes.out.shape[0], 1);
+        teeny__plan_free(p);
+    }
+    /* a view resolves against its input for each batch */
+    teeny_node flat;
+    int64_t shape[2] = {-1, 2};
+    TH_OK(ctx, teeny_graph_reshape(g, "pairs", PH_S, 2, shape, &flat));
+    teeny_plan *p = phase_plan(g, 5, 0, 1);
+    TH_OK(ctx, teeny__compile_shapes(p));
+    assert_shape(&p->shapes[flat].out, 2, 10, 2, "pairs");
+    teeny__plan_free(p);
+    /* training on a non-scalar "loss" (the view) */
+    p = phase_plan(g, 5, 1, 1);
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny__compile_shapes(p));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "pairs"));
+    teeny__plan_free(p);
+    teeny_graph_destroy(g);
+}
+END_TEST
+
+static teeny__contrib_kind contrib_kind(const teeny__backward *bw, int node, int slot)
+{
+    return bw->contrib[node * TEENY__OP_MAX_SLOTS + slot].kind;
+}
+
+/* Phase 2: a value that fans out gets its gradient defined by its latest
+ * consumer and one accumulation temporary for the other; inputs take no
+ * gradient; an inference plan derives nothing; a node using the same value
+ * twice accumulates the second slot. */
+START_TEST(test_graph_phase_backward)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g = phase_graph();
+    teeny__backward bw;
+    teeny_plan *p = phase_plan(g, 3, 1, 1);
+    TH_OK(ctx, teeny__compile_shapes(p));
+    TH_OK(ctx, teeny__compile_backward(p, &bw));
+    const int want_reaches[PH_NODES] = {0, 0, 1, 1, 1, 1, 1};
+    for (int i = 0; i < PH_NODES; i++)
+        ck_assert_msg(bw.reaches[i] == want_reaches[i], "node %d: reaches %d", i, bw.reaches[i]);
+    ck_assert_int_eq(bw.n_temps, 1);
+    /* s, the latest consumer of a, defines a's gradient; fc2's contribution accumulates */
+    ck_assert_int_eq(contrib_kind(&bw, PH_S, 0), TEENY__CONTRIB_GRAD);
+    ck_assert_int_eq(contrib_kind(&bw, PH_FC2, 0), TEENY__CONTRIB_TEMP);
+    ck_assert_int_eq(bw.contrib[PH_FC2 * TEENY__OP_MAX_SLOTS].temp, 0);
+    ck_assert_int_eq(bw.grad_def[PH_A], teeny__bwd_step(g, PH_S));
+    ck_assert_int_eq(contrib_kind(&bw, PH_S, 1), TEENY__CONTRIB_GRAD);
+    ck_assert_int_eq(bw.grad_def[PH_FC2], teeny__bwd_step(g, PH_S));
+    ck_assert_int_eq(contrib_kind(&bw, PH_A, 0), TEENY__CONTRIB_GRAD);
+    ck_assert_int_eq(contrib_kind(&bw, PH_LOSS, 0), TEENY__CONTRIB_GRAD);
+    ck_assert_int_eq(bw.grad_def[PH_LOSS], teeny__bwd_step(g, PH_LOSS));
+    ck_assert_int_eq(contrib_kind(&bw, PH_LOSS, 1), TEENY__CONTRIB_NONE); /* labels */
+    ck_assert_int_eq(contrib_kind(&bw, PH_FC1, 0), TEENY__CONTRIB_NONE);  /* x */
+    ck_assert_int_eq(bw.grad_def[PH_X], -1);
+    /* every parameter has its gradient tensor now */
+    for (int i = 0; i < teeny_graph_param_count(g); i++) {
+        teeny_tensor *grad = NULL;
+        TH_OK(ctx, teeny_graph_param(g, i, NULL, NULL, &grad));
+        ck_assert_ptr_nonnull(grad);
+    }
+    teeny__backward_free(&bw);
+    teeny__plan_free(p);
+
+    p = phase_plan(g, 3, 0, 1);
+    TH_OK(ctx, teeny__compile_shapes(p));
+    TH_OK(ctx, teeny__compile_backward(p, &bw));
+    ck_assert_int_eq(bw.n_temps, 0);
+    for (int i = 0; i < PH_NODES; i++) {
+        ck_assert_int_eq(bw.reaches[i], 0);
+        for (int j = 0; j < TEENY__OP_MAX_SLOTS; j++)
+            ck_assert_int_eq(contrib_kind(&bw, i, j), TEENY__CONTRIB_NONE);
+    }
+    teeny__backward_free(&bw);
+    teeny__plan_free(p);
+
+    /* d = a + a before the loss: the second slot accumulates as well */
+    teeny_node d, l2;
+    TH_OK(ctx, teeny_graph_add(g, "d", PH_A, PH_A, &d));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss2", d, PH_LABELS, &l2));
+    p = phase_plan(g, 3, 1, 1);
+    TH_OK(ctx, teeny__compile_shapes(p));
+    TH_OK(ctx, teeny__compile_backward(p, &bw));
+    ck_assert_int_eq(contrib_kind(&bw, d, 0), TEENY__CONTRIB_GRAD);
+    ck_assert_int_eq(contrib_kind(&bw, d, 1), TEENY__CONTRIB_TEMP);
+    ck_assert_int_eq(bw.reaches[PH_S], 0); /* off the path to loss2 */
+    ck_assert_int_eq(bw.n_temps, 1);
+    teeny__backward_free(&bw);
+    teeny__plan_free(p);
+    teeny_graph_destroy(g);
+}
+END_TEST
+
+static size_t aligned(size_t numel)
+{
+    return (numel + 63) / 64 * 64;
+}
+
+/* Placement's guarantees over a set of buffers: aligned offsets, no two
+ * buffers live at the same step overlapping, the peak is the highest end
+ * and at most the no-reuse total. Returns the no-reuse total. */
+static size_t check_placement(const teeny__pbuf *b, int n, size_t peak, const char *what)
+{
+    size_t total = 0, top = 0;
+    for (int i = 0; i < n; i++) {
+        total += aligned(b[i].numel);
+        if (b[i].offset + aligned(b[i].numel) > top)
+            top = b[i].offset + aligned(b[i].numel);
+        ck_assert_msg(b[i].offset % 64 == 0 && b[i].def <= b[i].last, "%s: buffer %d offset %zu [%d, %d]", what, i,
+                      b[i].offset, b[i].def, b[i].last);
+        for (int j = 0; j < i; j++) {
+            int live = !(b[j].last < b[i].def || b[i].last < b[j].def);
+            int overlap = b[i].offset < b[j].offset + b[j].numel && b[j].offset < b[i].offset + b[i].numel;
+            ck_assert_msg(!(live && overlap), "%s: buffers %d [%d, %d] at %zu+%zu and %d [%d, %d] at %zu+%zu overlap",
+                          what, i, b[i].def, b[i].last, b[i].offset, b[i].numel, j, b[j].def, b[j].last, b[j].offset,
+                          b[j].numel);
+        }
+    }
+    ck_assert_msg(peak == top && peak <= total, "%s: peak %zu, highest end %zu, no-reuse total %zu", what, peak, top,
+                  total);
+    return total;
+}
+
+/* Phase 3: liveness of a real training plan (temporaries live one step,
+ * gradients from their defining step to their own backward) and placement
+ * on it and on seeded random lifetimes: no two simultaneously live buffers
+ * overlap, and the peak never exceeds the no-reuse total, which placement
+ * without reuse reaches exactly. */
+START_TEST(test_graph_phase_memory_plan)
+{
+    teeny_ctx *ctx = th_ctx();
+    net m = {0};
+    build_psa_net(&m, 5);
+    teeny_graph *g = m.g;
+    teeny__backward bw;
+    teeny__memplan mp;
+    teeny_plan *p = phase_plan(g, 6, 1, 1);
+    TH_OK(ctx, teeny__compile_shapes(p));
+    TH_OK(ctx, teeny__compile_backward(p, &bw));
+    TH_OK(ctx, teeny__compile_liveness(p, &bw, &mp));
+    ck_assert_int_gt(bw.n_temps, 0); /* x and r1 fan out */
+    for (int k = 0; k < bw.n_temps; k++) {
+        const teeny__pbuf *t = &mp.bufs[mp.temp_buf[k]];
+        ck_assert(t->def == t->last && t->def >= g->n_nodes);
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        ck_assert_int_eq(mp.grad_buf[i] >= 0, bw.reaches[i] && bw.grad_def[i] >= 0);
+        if (mp.grad_buf[i] >= 0)
+            ck_assert(mp.bufs[mp.grad_buf[i]].def == bw.grad_def[i] &&
+                      mp.bufs[mp.grad_buf[i]].last == teeny__bwd_step(g, i));
+        ck_assert_int_eq(mp.value_buf[i] >= 0, g->nodes[i].kind == TEENY__NODE_OP);
+    }
+    size_t peak = teeny__plan_place(mp.bufs, mp.n, 1);
+    size_t total = check_placement(mp.bufs, mp.n, peak, "psa net");
+    ck_assert_msg(peak < total, "reuse saved nothing: %zu of %zu", peak, total);
+    ck_assert_uint_eq(teeny__plan_place(mp.bufs, mp.n, 0), total);
+    check_placement(mp.bufs, mp.n, total, "psa net without reuse");
+    teeny__memplan_free(&mp);
+    /* the whole phase: its figures and the arena agree with placement */
+    TH_OK(ctx, teeny__compile_memory(p, &bw, &mp));
+    ck_assert_uint_eq(p->peak_elems, peak);
+    ck_assert_uint_eq(p->no_reuse_elems, total);
+    ck_assert_int_eq(teeny_tensor_numel(p->arena), (int64_t)peak);
+    ck_assert_int_eq(p->n_temps, bw.n_temps);
+    for (int k = 0; k < p->n_temps; k++)
+        ck_assert_ptr_nonnull(p->temps[k]);
+    teeny__memplan_free(&mp);
+    teeny__backward_free(&bw);
+    teeny__plan_free(p);
+    teeny_graph_destroy(g);
+
+    th_rng r = th_rng_make(_i + 17);
+    teeny__pbuf bufs[40];
+    for (int round = 0; round < 50; round++) {
+        int n = th_int(&r, 1, 40);
+        char what[64];
+        snprintf(what, sizeof what, "random round %d (seed %d)", round, _i + 17);
+        for (int i = 0; i < n; i++) {
+            int def = th_int(&r, 0, 30);
+            bufs[i] = (teeny__pbuf){(size_t)th_int(&r, 1, 700), def, def + th_int(&r, 0, 12), 0};
+        }
+        size_t pk = teeny__plan_place(bufs, n, 1);
+        check_placement(bufs, n, pk, what);
+    }
+}
+END_TEST
+
+/* Phase 4: recording lays the passes out as adjacent ranges; a training
+ * plan records the inference plan's forward launches, a backward with the
+ * loss seed fill and one add per accumulation temporary on top of the
+ * ops' own backward launches, and one zero fill per parameter. */
+START_TEST(test_graph_phase_record)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g = phase_graph();
+    int fwd[2], bwd[2];
+    for (int training = 0; training < 2; training++) {
+        teeny__backward bw;
+        teeny__memplan mp;
+        teeny_plan *p = phase_plan(g, 4, training, 1);
+        TH_OK(ctx, teeny__compile_shapes(p));
+        TH_OK(ctx, teeny__compile_backward(p, &bw));
+        TH_OK(ctx, teeny__compile_memory(p, &bw, &mp));
+        TH_OK(ctx, teeny__compile_record(p, &bw));
+        ck_assert_int_eq(p->fwd_from, 0);
+        ck_assert(p->fwd_to == p->bwd_from && p->bwd_to == p->zero_from && p->zero_to >= p->zero_from);
+        fwd[training] = p->fwd_to - p->fwd_from;
+        bwd[training] = p->bwd_to - p->bwd_from;
+        ck_assert_int_eq(p->zero_to - p->zero_from, training ? teeny_graph_param_count(g) : 0);
+        teeny__memplan_free(&mp);
+        teeny__backward_free(&bw);
+        teeny__plan_free(p);
+    }
+    /* forward: fc1 and fc2 one GEMM each (bias fused), a and s one
+     * elementwise launch each, the loss its per-row and mean passes */
+    ck_assert_int_eq(fwd[0], 1 + 1 + 1 + 1 + 2);
+    ck_assert_int_eq(fwd[1], fwd[0]);
+    ck_assert_int_eq(bwd[0], 0);
+    /* backward, in order: the loss seed fill; the loss (1, labels take no
+     * gradient); s (a copy into each input's target: 2); fc2 (dx and dw
+     * GEMMs, the bias's two-pass column sum: 4); the accumulation add of
+     * fc2's contribution into a's gradient (1); a (1); fc1 (dw and db only,
+     * x takes no gradient: 3) */
+    ck_assert_int_eq(bwd[1], 1 + 1 + 2 + 4 + 1 + 1 + 3);
+    /* the same figures through the public compile */
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    teeny_plan *p = NULL;
+    int f, b;
+    pp.batch = 4;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &p));
+    TH_OK(ctx, teeny_plan_launches(p, &f, &b));
+    ck_assert_int_eq(f, fwd[1]);
+    ck_assert_int_eq(b, bwd[1]);
+    teeny_plan_destroy(p);
+    teeny_graph_destroy(g);
+}
+END_TEST
+
 Suite *suite_graph(void)
 {
     Suite *s = suite_create("graph");
@@ -1280,6 +1580,10 @@ Suite *suite_graph(void)
     tcase_add_test(err, test_graph_checkpoints);
     tcase_add_test(err, test_graph_checkpoint_counters);
     tcase_add_test(fwd, test_graph_example_memory);
+    tcase_add_test(fwd, test_graph_phase_shapes);
+    tcase_add_test(bwd, test_graph_phase_backward);
+    tcase_add_loop_test(fwd, test_graph_phase_memory_plan, 0, 2);
+    tcase_add_test(fwd, test_graph_phase_record);
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);
     suite_add_tcase(s, err);

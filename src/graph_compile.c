@@ -1,0 +1,342 @@
+/*
+ * graph_compile.c -- teeny_graph_compile as four named phases run in order
+ * on a fresh plan: shape inference for the plan's batch, backward
+ * derivation (which nodes take part, where each gradient contribution
+ * goes, how many accumulation temporaries that takes), liveness and memory
+ * planning (graph_plan.c), and recording every pass as a replayable list
+ * of launches (the backward pass itself is recorded by autograd.c). Each
+ * phase states what it takes and what it guarantees, and is declared in
+ * graph_internal.h so tests/test_graph.c can run it alone. The schedule of
+ * a training plan has 2n steps for n nodes: forward of node i at step i,
+ * backward of node i at step 2n-1-i (teeny__bwd_step).
+ */
+#include <string.h>
+
+#include "graph_internal.h"
+
+static teeny_status no_memory(teeny_ctx *ctx)
+{
+    return teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_graph_compile: out of host memory");
+}
+
+/* Takes: a graph with at least one node and checked plan parameters.
+ * Guarantees: on TEENY_OK *out is a plan whose per-node arrays (shapes,
+ * value, saved, grad) are allocated and zeroed, and nothing else; the
+ * graph is not touched. */
+teeny_status teeny__plan_alloc(teeny_graph *g, int64_t batch, int training, teeny_node loss, int reuse,
+                               teeny_plan **out)
+{
+    int n = g->n_nodes;
+    teeny_plan *p = teeny__calloc(1, sizeof *p);
+    *out = NULL;
+    if (!p)
+        return no_memory(g->ctx);
+    p->g = g;
+    p->ctx = g->ctx;
+    p->batch = batch;
+    p->training = training != 0;
+    p->loss = loss;
+    p->reuse = reuse != 0;
+    p->shapes = teeny__calloc((size_t)n, sizeof *p->shapes);
+    p->value = teeny__calloc((size_t)n, sizeof *p->value);
+    p->saved = teeny__calloc((size_t)n, sizeof *p->saved);
+    p->grad = teeny__calloc((size_t)n, sizeof *p->grad);
+    if (!p->shapes || !p->value || !p->saved || !p->grad) {
+        teeny__plan_free(p);
+        return no_memory(g->ctx);
+    }
+    *out = p;
+    return TEENY_OK;
+}
+
+void teeny__plan_free(teeny_plan *p)
+{
+    teeny_graph *g = p->g;
+    int n = g->n_nodes;
+    if (p->rec)
+        teeny__recorder_free(p->rec);
+    for (int i = 0; p->value && i < n; i++)
+        teeny_tensor_destroy(p->value[i]);
+    for (int i = 0; p->saved && i < n; i++)
+        for (int j = 0; j < TEENY__OP_MAX_SLOTS; j++)
+            teeny_tensor_destroy(p->saved[i][j]);
+    for (int i = 0; p->grad && i < n; i++)
+        teeny_tensor_destroy(p->grad[i]);
+    for (int i = 0; i < p->n_temps; i++)
+        teeny_tensor_destroy(p->temps[i]);
+    teeny_tensor_destroy(p->arena);
+    if (p->loss_event)
+        TEENY_CL_RELEASE(clReleaseEvent, p->loss_event);
+    teeny__free(p->temps);
+    teeny__free(p->shapes);
+    teeny__free(p->value);
+    teeny__free(p->saved);
+    teeny__free(p->grad);
+    teeny__free(p);
+}
+
+void teeny_plan_destroy(teeny_plan *p)
+{
+    if (!p)
+        return;
+    p->g->n_plans--;
+    teeny__plan_free(p);
+}
+
+/* Phase 1, shape inference.
+ * Takes: a plan from teeny__plan_alloc (its batch and loss node set).
+ * Guarantees: on TEENY_OK p->shapes[i] holds node i's shapes for the
+ * plan's batch (inputs get the batch as dimension 0, views and ops are
+ * re-inferred from their inputs in node order), every output fits int32
+ * indexing, and a training plan's loss is a float scalar. Only p->shapes
+ * is written. */
+teeny_status teeny__compile_shapes(teeny_plan *p)
+{
+    teeny_graph *g = p->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        teeny__gnode *n = &g->nodes[i];
+        teeny__node_shapes *s = &p->shapes[i];
+        *s = n->shapes;
+        if (n->kind == TEENY__NODE_INPUT) {
+            s->out.shape[0] = p->batch;
+            if (teeny__shape_numel(&s->out) > INT32_MAX)
+                return teeny__error(g->ctx, TEENY_ERR_RANGE, "input %s: batch %lld exceeds int32 indexing", n->name,
+                                    (long long)p->batch);
+            continue;
+        }
+        for (int j = 0; j < n->n_in; j++)
+            s->in[j] = p->shapes[n->in[j]].out;
+        if (n->kind == TEENY__NODE_VIEW) {
+            teeny_status st = teeny__view_shape(g->ctx, n->name, n->view_ndim, n->view_shape,
+                                                teeny__shape_numel(&s->in[0]), &s->out);
+            if (st != TEENY_OK)
+                return st;
+            continue;
+        }
+        teeny_status st = teeny__ops[n->op].infer(g->ctx, s);
+        if (st != TEENY_OK) {
+            char msg[512];
+            teeny__strlcpy(msg, teeny_last_error(g->ctx), sizeof msg);
+            return teeny__error(g->ctx, st, "compile for batch %lld: node %s: %s", (long long)p->batch, n->name, msg);
+        }
+        if (teeny__shape_numel(&s->out) > INT32_MAX)
+            return teeny__error(g->ctx, TEENY_ERR_RANGE, "node %s: output beyond int32 indexing at batch %lld",
+                                n->name, (long long)p->batch);
+    }
+    const teeny__shape *ls = &p->shapes[p->loss].out;
+    if (p->training && (ls->ndim < 1 || teeny__shape_numel(ls) != 1 || ls->is_i32)) {
+        char b[96];
+        return teeny__error(g->ctx, TEENY_ERR_SHAPE,
+                            "teeny_graph_compile: loss node %s has shape %s; training needs a scalar",
+                            g->nodes[p->loss].name, teeny__shape_text(ls, b, sizeof b));
+    }
+    return TEENY_OK;
+}
+
+void teeny__backward_free(teeny__backward *bw)
+{
+    teeny__free(bw->reaches);
+    teeny__free(bw->grad_def);
+    teeny__free(bw->contrib);
+    memset(bw, 0, sizeof *bw);
+}
+
+/* Where each contribution goes: the first one to reach an input's gradient
+ * in backward order (reverse node order) defines it; the others go
+ * through temporaries numbered in that same order. */
+static void route_contributions(const teeny_plan *p, teeny__backward *bw)
+{
+    const teeny_graph *g = p->g;
+    int n = g->n_nodes;
+    int *reaches = bw->reaches, *grad_def = bw->grad_def;
+    grad_def[p->loss] = teeny__bwd_step(g, p->loss);
+    for (int i = n - 1; i >= 0; i--) {
+        if (!reaches[i])
+            continue;
+        for (int j = 0; j < g->nodes[i].n_in; j++) {
+            int u = g->nodes[i].in[j];
+            teeny__contrib *c = &bw->contrib[i * TEENY__OP_MAX_SLOTS + j];
+            if (!reaches[u])
+                continue;
+            int dup = 0;
+            for (int k = 0; k < j; k++)
+                dup |= g->nodes[i].in[k] == u;
+            if (grad_def[u] < 0 && !dup) {
+                grad_def[u] = teeny__bwd_step(g, i);
+                c->kind = TEENY__CONTRIB_GRAD;
+            } else {
+                c->kind = TEENY__CONTRIB_TEMP;
+                c->temp = bw->n_temps++;
+            }
+        }
+    }
+}
+
+/* Phase 2, backward derivation.
+ * Takes: a plan whose shapes are inferred (phase 1); bw is overwritten.
+ * Guarantees: on TEENY_OK bw's arrays are allocated (free them with
+ * teeny__backward_free, also after a failure). For an inference plan
+ * nothing reaches, no gradient is defined and every contribution is NONE.
+ * For a training plan reaches[i] is set exactly for nodes that have a
+ * parameter at or upstream of them and lie upstream of the loss;
+ * grad_def[u] is the backward step of u's latest consumer on that path
+ * (the loss: its own backward step); every contribution of a reaching
+ * node to a reaching input is GRAD for exactly one (node, slot) per input
+ * and TEMP, with temp numbered 0..n_temps-1 in reverse node order, for
+ * every other; and every parameter has its graph-owned gradient tensor. */
+teeny_status teeny__compile_backward(teeny_plan *p, teeny__backward *bw)
+{
+    teeny_graph *g = p->g;
+    teeny_ctx *ctx = g->ctx;
+    int n = g->n_nodes;
+    teeny_status st = TEENY_OK;
+    int *needs = teeny__calloc((size_t)n, sizeof *needs);
+    memset(bw, 0, sizeof *bw);
+    bw->reaches = teeny__calloc((size_t)n, sizeof *bw->reaches);
+    bw->grad_def = teeny__calloc((size_t)n, sizeof *bw->grad_def);
+    bw->contrib = teeny__calloc((size_t)n * TEENY__OP_MAX_SLOTS, sizeof *bw->contrib);
+    if (!needs || !bw->reaches || !bw->grad_def || !bw->contrib) {
+        teeny__free(needs);
+        return no_memory(ctx);
+    }
+    int *reaches = bw->reaches;
+    for (int i = 0; i < n; i++) {
+        bw->grad_def[i] = -1;
+        for (int j = 0; j < TEENY__OP_MAX_SLOTS; j++)
+            bw->contrib[i * TEENY__OP_MAX_SLOTS + j] = (teeny__contrib){TEENY__CONTRIB_NONE, -1};
+    }
+    /* which nodes take part in backward */
+    for (int i = 0; i < n; i++) {
+        const teeny__gnode *nd = &g->nodes[i];
+        needs[i] = nd->kind == TEENY__NODE_OP && p->shapes[i].n_param > 0;
+        for (int j = 0; j < nd->n_in; j++)
+            needs[i] |= needs[nd->in[j]];
+    }
+    if (p->training) {
+        reaches[p->loss] = 1;
+        for (int i = n - 1; i >= 0; i--)
+            if (reaches[i])
+                for (int j = 0; j < g->nodes[i].n_in; j++)
+                    reaches[g->nodes[i].in[j]] = 1;
+        for (int i = 0; i < n; i++)
+            reaches[i] &= needs[i];
+        /* parameter gradients (graph-owned, shared by plans) */
+        for (int i = 0; i < n && st == TEENY_OK; i++)
+            for (int j = 0; j < p->shapes[i].n_param && st == TEENY_OK; j++)
+                if (!g->nodes[i].param_grad[j])
+                    st = teeny_tensor_create(ctx, p->shapes[i].param[j].ndim, p->shapes[i].param[j].shape,
+                                             &g->nodes[i].param_grad[j]);
+        if (st == TEENY_OK)
+            route_contributions(p, bw);
+    }
+    teeny__free(needs);
+    return st;
+}
+
+/* Each op node's forward, in node order, into the recorder. */
+static teeny_status record_forward(teeny_plan *p)
+{
+    teeny_graph *g = p->g;
+    teeny_ctx *ctx = p->ctx;
+    int n = g->n_nodes;
+    teeny_status st = TEENY_OK;
+    for (int i = 0; i < n && st == TEENY_OK; i++) {
+        const teeny__gnode *nd = &g->nodes[i];
+        if (nd->kind != TEENY__NODE_OP)
+            continue;
+        teeny__op_args a;
+        int k = 0, o = 0;
+        memset(&a, 0, sizeof a);
+        for (int j = 0; j < nd->n_in; j++)
+            a.in[k++] = p->value[nd->in[j]];
+        for (int j = 0; j < p->shapes[i].n_param; j++)
+            a.in[k++] = nd->param[j];
+        for (int j = 0; j < p->shapes[i].n_state; j++)
+            a.in[k++] = nd->state[j];
+        a.out[o++] = p->value[i];
+        for (int j = 0; j < p->shapes[i].n_saved; j++)
+            a.out[o++] = p->saved[i][j];
+        for (int j = 0; j < p->shapes[i].n_state; j++)
+            a.out[o++] = nd->state[j];
+        memcpy(a.iattr, p->shapes[i].iattr, sizeof a.iattr);
+        memcpy(a.fattr, p->shapes[i].fattr, sizeof a.fattr);
+        a.training = p->training;
+        st = teeny__op_run(ctx, nd->op, 0, &a);
+        if (st != TEENY_OK) {
+            char msg[512];
+            teeny__strlcpy(msg, teeny_last_error(ctx), sizeof msg);
+            st = teeny__error(ctx, st, "compile: node %s (%s): %s", nd->name, teeny__ops[nd->op].name, msg);
+        }
+    }
+    return st;
+}
+
+/* Phase 4, recording.
+ * Takes: a plan whose tensors are bound (phase 3: every value, saved
+ * tensor, gradient and temporary exists) and the derivation bw (phase 2).
+ * Guarantees: on TEENY_OK p->rec holds, in order, the forward pass
+ * [fwd_from, fwd_to) (each op node's forward, node order), the backward
+ * pass [bwd_from, bwd_to) (empty for inference; autograd.c) and the
+ * parameter-gradient zeroing [zero_from, zero_to) (one fill per parameter
+ * of a training plan); ranges are adjacent. Recording is off on return,
+ * whatever the status. */
+teeny_status teeny__compile_record(teeny_plan *p, const teeny__backward *bw)
+{
+    teeny_graph *g = p->g;
+    teeny_ctx *ctx = p->ctx;
+    int n = g->n_nodes;
+    teeny_status st;
+    if ((st = teeny__recorder_create(ctx, &p->rec)) != TEENY_OK)
+        return st;
+    teeny__record_begin(ctx, p->rec);
+    p->fwd_from = teeny__recorder_count(p->rec);
+    st = record_forward(p);
+    p->fwd_to = p->bwd_from = teeny__recorder_count(p->rec);
+    if (st == TEENY_OK && p->training)
+        st = teeny__autograd_plan(p, bw);
+    p->bwd_to = p->zero_from = teeny__recorder_count(p->rec);
+    for (int i = 0; i < n && st == TEENY_OK && p->training; i++)
+        for (int j = 0; j < p->shapes[i].n_param && st == TEENY_OK; j++) {
+            teeny_tensor *t = g->nodes[i].param_grad[j];
+            st = teeny__fill(ctx, t->buf, t->offset, (size_t)t->numel, 0.0f);
+        }
+    p->zero_to = teeny__recorder_count(p->rec);
+    teeny__record_end(ctx);
+    return st;
+}
+
+teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *params, teeny_plan **out)
+{
+    teeny_plan *p = NULL;
+    teeny_ctx *ctx;
+    teeny__backward bw = {0};
+    teeny__memplan mp = {0};
+    teeny_status st = teeny__graph_check(g, "teeny_graph_compile");
+    if (st != TEENY_OK)
+        return st;
+    ctx = g->ctx;
+    if (!out || !params)
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_graph_compile: %s is NULL", !out ? "out" : "params");
+    *out = NULL;
+    if (params->batch < 1 || params->batch > INT32_MAX)
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_graph_compile: batch %lld", (long long)params->batch);
+    if (g->n_nodes == 0)
+        return teeny__error(ctx, TEENY_ERR_STATE, "teeny_graph_compile: the graph is empty");
+    int n = g->n_nodes;
+    teeny_node loss = params->loss < 0 ? n - 1 : params->loss;
+    if (loss >= n)
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_graph_compile: loss node %d does not exist", (int)loss);
+
+    if ((st = teeny__plan_alloc(g, params->batch, params->training, loss, params->reuse_memory, &p)) != TEENY_OK)
+        return st;
+    if ((st = teeny__compile_shapes(p)) == TEENY_OK && (st = teeny__compile_backward(p, &bw)) == TEENY_OK &&
+        (st = teeny__compile_memory(p, &bw, &mp)) == TEENY_OK && (st = teeny__compile_record(p, &bw)) == TEENY_OK) {
+        g->n_plans++;
+        *out = p;
+    } else {
+        teeny__plan_free(p);
+    }
+    teeny__memplan_free(&mp);
+    teeny__backward_free(&bw);
+    return st;
+}
