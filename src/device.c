@@ -2,7 +2,6 @@
  * device.c -- platform/device discovery, device selection by spec string,
  * capability queries and the context's lifetime.
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,21 +17,6 @@ typedef struct {
     cl_device_id device;
     teeny_device_info info;
 } found_device;
-
-static int contains_nocase(const char *hay, const char *needle)
-{
-    size_t n = strlen(needle);
-    if (!n)
-        return 1;
-    for (; *hay; hay++) {
-        size_t i = 0;
-        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
-            i++;
-        if (i == n)
-            return 1;
-    }
-    return 0;
-}
 
 /* A string property, truncated to cap (the driver rejects a short buffer,
  * so read the full length first). */
@@ -94,7 +78,7 @@ teeny_status teeny__device_query(teeny_ctx *ctx, cl_platform_id p, cl_device_id 
     info->has_fp64 = strstr(ext, "cl_khr_fp64") != NULL;
     info->has_subgroups = strstr(ext, "cl_khr_subgroups") != NULL || strstr(ext, "cl_intel_subgroups") != NULL;
     /* NVIDIA's OpenCL compiler accepts inline PTX (asm volatile). */
-    info->has_nvidia_ptx = info->is_gpu && contains_nocase(info->vendor, "nvidia") &&
+    info->has_nvidia_ptx = info->is_gpu && teeny__contains_nocase(info->vendor, "nvidia") &&
                            strstr(ext, "cl_nv_") != NULL;
 cleanup:
     teeny__free(ext);
@@ -163,15 +147,15 @@ static int matches(const teeny_device_info *info, const char *spec)
     if (!strcasecmp(spec, "cpu")) return info->is_cpu;
     if (!strcasecmp(spec, "gpu")) return info->is_gpu;
     if (!strcasecmp(spec, "pocl"))
-        return contains_nocase(info->platform_name, "portable computing") || contains_nocase(info->platform_name, "pocl");
+        return teeny__contains_nocase(info->platform_name, "portable computing") || teeny__contains_nocase(info->platform_name, "pocl");
     if (!strcasecmp(spec, "nvidia") || !strcasecmp(spec, "amd") || !strcasecmp(spec, "intel")) {
         const char *alt = !strcasecmp(spec, "amd") ? "advanced micro devices" : spec;
-        return contains_nocase(info->vendor, spec) || contains_nocase(info->vendor, alt) ||
-               contains_nocase(info->platform_name, spec);
+        return teeny__contains_nocase(info->vendor, spec) || teeny__contains_nocase(info->vendor, alt) ||
+               teeny__contains_nocase(info->platform_name, spec);
     }
     if (sscanf(spec, "%d:%d%c", &p, &d, &tail) == 2)
         return info->platform_index == p && info->device_index == d;
-    return contains_nocase(info->device_name, spec);
+    return teeny__contains_nocase(info->device_name, spec);
 }
 
 static void list_devices(char *buf, size_t cap, const found_device *devs, int n)
@@ -231,7 +215,7 @@ static void derive_defaults(teeny_ctx *ctx)
                                          "advanced micro devices", "amd", "intel", "apple", "oclgrind"};
     int known = 0;
     for (size_t i = 0; i < sizeof hinted / sizeof hinted[0]; i++)
-        known |= contains_nocase(ctx->info.platform_name, hinted[i]) || contains_nocase(ctx->info.vendor, hinted[i]);
+        known |= teeny__contains_nocase(ctx->info.platform_name, hinted[i]) || teeny__contains_nocase(ctx->info.vendor, hinted[i]);
     ctx->known_compiler = known && !ctx->generic;
 }
 

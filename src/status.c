@@ -137,14 +137,3 @@ void teeny__log(teeny_log_level level, const char *fmt, ...)
     else
         fprintf(stderr, "teenycl %s: %s\n", names[level < 4 ? level : 3], msg);
 }
-
-void teeny__strlcpy(char *dst, const char *src, size_t cap)
-{
-    if (!cap)
-        return;
-    size_t n = strlen(src);
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
