@@ -588,6 +588,12 @@ struct teeny_st_file {
     int n_meta;
 };
 
+/* The uniform destructor name; teeny_st_close is its deprecated alias. */
+void teeny_st_file_destroy(teeny_st_file *f)
+{
+    teeny_st_close(f);
+}
+
 void teeny_st_close(teeny_st_file *f)
 {
     if (!f)
