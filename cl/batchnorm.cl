@@ -61,19 +61,6 @@ static inline void bn_group_merge(__local float *ln, __local float *lm, __local 
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
-/* Work-group tree sum of two values; result in slot 0. */
-static inline void bn_group_sum2(__local float *la, __local float *lb, int lid)
-{
-    for (int span = BN_WG / 2; span > 0; span >>= 1) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < span) {
-            la[lid] += la[lid + span];
-            lb[lid] += lb[lid + span];
-        }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-}
-
 /* Grid (BN_WG * K, C), work-group (BN_WG, 1): group (p, c) reduces units
  * [p*chunk, min((p+1)*chunk, units)) of channel c, units = B*S/vec. */
 __kernel __attribute__((reqd_work_group_size(BN_WG, 1, 1)))
@@ -211,7 +198,7 @@ void bn_grad_spatial(__global const float *x, int x_off, __global const float *d
                      __global const float *mean, int mean_off, int C, int S, int vec, int units, int chunk,
                      __global float *part)
 {
-    __local float la[BN_WG], lb[BN_WG];
+    __local float sums[2 * BN_WG]; /* rows: sum dy, sum dy * (x - mean) */
     int lid = get_local_id(0), p = get_group_id(0), c = get_group_id(1), K = get_num_groups(0);
     int units_per_row = S / vec;
     int u_end = min(p * chunk + chunk, units);
@@ -229,12 +216,12 @@ void bn_grad_spatial(__global const float *x, int x_off, __global const float *d
             sdyx += g * (x[x_off + e] - m);
         }
     }
-    la[lid] = sdy;
-    lb[lid] = sdyx;
-    bn_group_sum2(la, lb, lid);
+    sums[lid] = sdy;
+    sums[BN_WG + lid] = sdyx;
+    teeny_group_sum_rows(sums, lid, BN_WG, 2);
     if (lid == 0) {
-        part[(c * K + p) * 2] = la[0];
-        part[(c * K + p) * 2 + 1] = lb[0];
+        part[(c * K + p) * 2] = sums[0];
+        part[(c * K + p) * 2 + 1] = sums[BN_WG];
     }
 }
 

@@ -47,4 +47,27 @@ static inline float teeny_act_grad(int act, float x)
     return 1.0f;
 }
 
+/* Work-group tree sum of rows arrays laid out at stride wg in red (row t
+ * is red[t*wg .. t*wg + wg)), each into its slot 0. wg is the work-group
+ * size, a power of two; every item of the group calls it after writing
+ * its own slots. Slot i adds slot i + span for span = wg/2, wg/4, ..., 1:
+ * a fixed order, so the same inputs give bit-identical sums. Ends with a
+ * barrier, so every item may read the results. */
+static inline void teeny_group_sum_rows(__local float *red, int lid, int wg, int rows)
+{
+    for (int span = wg / 2; span > 0; span >>= 1) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < span)
+            for (int t = 0; t < rows; t++)
+                red[t * wg + lid] += red[t * wg + lid + span];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* The same for one array: red[0] = sum of red[0 .. wg). */
+static inline void teeny_group_sum(__local float *red, int lid, int wg)
+{
+    teeny_group_sum_rows(red, lid, wg, 1);
+}
+
 #endif

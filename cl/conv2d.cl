@@ -794,13 +794,7 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
         }
         for (int t = 0; t < DW_TAPS; t++)
             red[t * DW_WG + lid] = acc[t];
-        for (int span = DW_WG / 2; span > 0; span >>= 1) {
-            barrier(CLK_LOCAL_MEM_FENCE);
-            if (lid < span)
-                for (int t = 0; t < DW_TAPS; t++)
-                    red[t * DW_WG + lid] += red[t * DW_WG + lid + span];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
+        teeny_group_sum_rows(red, lid, DW_WG, DW_TAPS);
         if (lid < DW_TAPS && t0 + lid < KHW)
             o[t0 + lid] = red[lid * DW_WG];
         barrier(CLK_LOCAL_MEM_FENCE); /* red is reused by the next pass */
@@ -826,11 +820,7 @@ void conv_dbias_part(__global const float *restrict dy, int dy_off, __global flo
             s += p[i];
     }
     red[lid] = s;
-    for (int span = DW_WG / 2; span > 0; span >>= 1) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < span)
-            red[lid] += red[lid + span];
-    }
+    teeny_group_sum(red, lid, DW_WG);
     if (lid == 0)
         out[out_off + z * Cout + co] = red[0];
 }

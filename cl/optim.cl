@@ -34,12 +34,7 @@
 static inline float opt_group_sum(__local float *acc, int lid, float v)
 {
     acc[lid] = v;
-    for (int span = OPT_WG / 2; span > 0; span >>= 1) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < span)
-            acc[lid] += acc[lid + span];
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    teeny_group_sum(acc, lid, OPT_WG);
     return acc[0];
 }
 

@@ -135,11 +135,7 @@ void pool_gap_forward(__global const float *x, int x_off, int S, __global float 
     for (int e = lid; e < S; e += GAP_WG)
         s += plane[e];
     red[lid] = s;
-    for (int span = GAP_WG / 2; span > 0; span >>= 1) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < span)
-            red[lid] += red[lid + span];
-    }
+    teeny_group_sum(red, lid, GAP_WG);
     if (lid == 0)
         y[y_off + bc] = red[0] / (float)S;
 }

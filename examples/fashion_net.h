@@ -147,8 +147,8 @@ static inline int fn_load_split(const char *dir, const char *prefix, fn_split *s
 
 static inline void fn_free_split(fn_split *s)
 {
-    teeny_idx_free(s->images);
-    teeny_idx_free(s->labels);
+    teeny_idx_destroy(s->images);
+    teeny_idx_destroy(s->labels);
 }
 
 /* Normalized image i (optionally mirrored) into dst[784]. */

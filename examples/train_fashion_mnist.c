@@ -212,7 +212,7 @@ int main(int argc, char **argv)
         return 1;
     }
     fn_ctx_for_errors = ctx;
-    teeny_device_info info;
+    teeny_device_info info = TEENY_DEVICE_INFO_INIT;
     teeny_ctx_device_info(ctx, &info);
     if (!o.epochs_given && info.is_cpu && !o.eval && !o.resume) {
         o.epochs = CPU_DEFAULT_EPOCHS;

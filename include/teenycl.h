@@ -72,7 +72,20 @@ extern "C" {
 #define TEENY_API
 #endif
 
-/* The same MAJOR means the same ABI. */
+/* The same MAJOR means the same ABI. What keeps that true:
+ *  - structs the library fills into caller memory (teeny_device_info) start
+ *    with size_t struct_size, set by the caller; the library writes only the
+ *    fields that fit, so fields can be appended;
+ *  - parameter structs (teeny_*_params, teeny_lr_schedule) are read-only to
+ *    the library and frozen within a major version: start them from their
+ *    _INIT macro. A minor version that needs more options adds a new struct
+ *    with a struct_size first field and a new function taking it;
+ *  - every handle is freed with <handle>_destroy (NULL is a no-op); older
+ *    names (teeny_st_close, teeny_idx_free) stay as deprecated aliases;
+ *  - functions that can fail return a teeny_status. The others are the
+ *    destroys and accessors that cannot fail except on a NULL handle, where
+ *    they return the documented value (-1, 0 or NULL).
+ * Nothing applications code against is removed within a major version. */
 #define TEENY_VERSION_MAJOR 0
 #define TEENY_VERSION_MINOR 1
 #define TEENY_VERSION_PATCH 0
@@ -118,7 +131,13 @@ typedef enum { TEENY_LOG_DEBUG, TEENY_LOG_INFO, TEENY_LOG_WARN, TEENY_LOG_ERROR,
 typedef void (*teeny_log_fn)(teeny_log_level level, const char *msg, void *user_data);
 /* Replace the process-wide log sink. NULL restores the default sink, which
  * writes to stderr the messages at or above TEENY_LOG=debug|info|warn|error
- * (default warn). */
+ * (default warn). A custom sink gets every level. Threads: safe to call
+ * from any thread at any time (C11 atomics); each message goes to one
+ * consistent (fn, user_data) pair, but a message being logged on another
+ * thread during the call may still reach the previous sink, so keep the
+ * previous user_data valid until such calls have returned. fn may run on
+ * any thread that calls the library, concurrently with itself; it may log
+ * or call teeny_log_set. */
 TEENY_API void teeny_log_set(teeny_log_fn fn, void *user_data);
 
 /* ---- context ------------------------------------------------------------ */
@@ -165,9 +184,18 @@ TEENY_API teeny_status teeny_profile_end(teeny_ctx *ctx, double *device_ms, int 
 /* The device's name; borrowed, lives as long as ctx. */
 TEENY_API const char *teeny_ctx_device_name(const teeny_ctx *ctx);
 
-/* ---- device listing ----------------------------------------------------- */
+/* ---- device listing -----------------------------------------------------
+ * teeny_device_info is filled by the library into memory the caller owns,
+ * so it can grow within a major version: the caller sets struct_size (with
+ * TEENY_DEVICE_INFO_INIT, or sizeof) and the library writes only the fields
+ * that fit in struct_size bytes and zeroes any bytes past the fields it
+ * knows. New fields are only ever appended. An application built against
+ * an older header (smaller struct_size) gets the fields it knows; one built
+ * against a newer header run on an older library reads 0 in the newer
+ * fields. */
 
 typedef struct {
+    size_t struct_size;      /* set by the caller: sizeof(teeny_device_info) */
     int platform_index, device_index;
     char platform_name[128], device_name[128], vendor[128];
     char device_version[64], driver_version[64], opencl_c_version[64];
@@ -177,12 +205,23 @@ typedef struct {
     uint64_t local_mem_bytes, global_mem_bytes, max_alloc_bytes;
     int has_fp64, has_subgroups, has_nvidia_ptx;
     int is_default;          /* what teeny_ctx_create(NULL, ...) picks */
+    /* fields added later go here, and into TEENY_DEVICE_INFO_INIT */
 } teeny_device_info;
+/* Every field spelled out: no missing-initializer warnings in C or C++. */
+#define TEENY_DEVICE_INFO_INIT \
+    { sizeof(teeny_device_info), 0, 0, "", "", "", "", "", "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+/* The smallest struct_size accepted: the layout of 0.1, the first with the
+ * field. */
+#define TEENY_DEVICE_INFO_MIN_SIZE (offsetof(teeny_device_info, is_default) + sizeof(int))
 
 /* Fill up to max entries of out (out may be NULL when max is 0) and store
- * the number of devices present in *count. */
+ * the number of devices present in *count. The entries are struct_size
+ * bytes apart, the value the caller set in out[0].struct_size; every entry
+ * written gets that struct_size. TEENY_ERR_ARG, nothing written, when
+ * max > 0 and out[0].struct_size is below TEENY_DEVICE_INFO_MIN_SIZE or
+ * above 65536 (not set). */
 TEENY_API teeny_status teeny_devices_list(teeny_device_info *out, int max, int *count);
-/* The device a context runs on. */
+/* The device a context runs on; out->struct_size as above. */
 TEENY_API teeny_status teeny_ctx_device_info(const teeny_ctx *ctx, teeny_device_info *out);
 
 /* ---- tensors ------------------------------------------------------------ */
@@ -443,8 +482,11 @@ typedef struct teeny_st_file teeny_st_file;
 /* Read and validate the whole file into host memory: header JSON, dtypes
  * (F32, I64), shapes, data_offsets (inside the data section, contiguous,
  * non-overlapping, sizes matching), file size and checksums. Caller frees
- * with teeny_st_close. */
+ * with teeny_st_file_destroy; NULL is a no-op. */
 TEENY_API teeny_status teeny_st_open(const char *path, teeny_st_file **out);
+TEENY_API void teeny_st_file_destroy(teeny_st_file *f);
+/* Deprecated: the older name of teeny_st_file_destroy, kept for the
+ * applications that call it. */
 TEENY_API void teeny_st_close(teeny_st_file *f);
 /* Tensors in file order; the name is borrowed (NULL out of range). */
 TEENY_API int teeny_st_count(const teeny_st_file *f);
@@ -471,9 +513,12 @@ typedef struct teeny_idx teeny_idx;
 /* TEENY_ERR_FORMAT for a bad magic, a type other than u8 (0x08), a rank
  * outside 1..4, a zero size, more than 2^31 - 1 values, truncated or
  * trailing data; TEENY_ERR_IO when the file cannot be opened. Caller frees
- * with teeny_idx_free. */
+ * with teeny_idx_destroy. */
 TEENY_API teeny_status teeny_idx_load(const char *path, teeny_idx **out);
 /* NULL is a no-op. */
+TEENY_API void teeny_idx_destroy(teeny_idx *idx);
+/* Deprecated: the older name of teeny_idx_destroy, kept for the
+ * applications that call it. */
 TEENY_API void teeny_idx_free(teeny_idx *idx);
 TEENY_API int teeny_idx_ndim(const teeny_idx *idx);
 /* -1 for an axis out of range or NULL. */

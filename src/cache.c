@@ -41,19 +41,9 @@ static const char CACHE_MAGIC[8] = {'T', 'E', 'E', 'N', 'Y', 'K', 'C', '2'};
 
 /* ---- hashing ---- */
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 static uint64_t hash_str(uint64_t h, const char *s)
 {
-    return fnv1a(h, s, strlen(s) + 1); /* the NUL separates fields */
+    return teeny__fnv1a64(h, s, strlen(s) + 1); /* the NUL separates fields */
 }
 
 /* ---- disk cache ---- */

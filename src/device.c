@@ -6,7 +6,6 @@
  * profile.c's events) they register a release hook for
  * (teeny__ctx_on_release), so freeing a context never calls up into them.
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,21 +21,6 @@ typedef struct {
     cl_device_id device;
     teeny_device_info info;
 } found_device;
-
-static int contains_nocase(const char *hay, const char *needle)
-{
-    size_t n = strlen(needle);
-    if (!n)
-        return 1;
-    for (; *hay; hay++) {
-        size_t i = 0;
-        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
-            i++;
-        if (i == n)
-            return 1;
-    }
-    return 0;
-}
 
 /* A string property, truncated to cap (the driver rejects a short buffer,
  * so read the full length first). */
@@ -65,6 +49,7 @@ teeny_status teeny__device_query(teeny_ctx *ctx, cl_platform_id p, cl_device_id 
 
     char pname[1024];
     memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
     TEENY_CL_TRY(clGetPlatformInfo, p, CL_PLATFORM_NAME, sizeof pname, pname, NULL);
     pname[sizeof pname - 1] = '\0';
     teeny__strlcpy(info->platform_name, pname, sizeof info->platform_name);
@@ -98,7 +83,7 @@ teeny_status teeny__device_query(teeny_ctx *ctx, cl_platform_id p, cl_device_id 
     info->has_fp64 = strstr(ext, "cl_khr_fp64") != NULL;
     info->has_subgroups = strstr(ext, "cl_khr_subgroups") != NULL || strstr(ext, "cl_intel_subgroups") != NULL;
     /* NVIDIA's OpenCL compiler accepts inline PTX (asm volatile). */
-    info->has_nvidia_ptx = info->is_gpu && contains_nocase(info->vendor, "nvidia") &&
+    info->has_nvidia_ptx = info->is_gpu && teeny__contains_nocase(info->vendor, "nvidia") &&
                            strstr(ext, "cl_nv_") != NULL;
 cleanup:
     teeny__free(ext);
@@ -167,15 +152,15 @@ static int matches(const teeny_device_info *info, const char *spec)
     if (!strcasecmp(spec, "cpu")) return info->is_cpu;
     if (!strcasecmp(spec, "gpu")) return info->is_gpu;
     if (!strcasecmp(spec, "pocl"))
-        return contains_nocase(info->platform_name, "portable computing") || contains_nocase(info->platform_name, "pocl");
+        return teeny__contains_nocase(info->platform_name, "portable computing") || teeny__contains_nocase(info->platform_name, "pocl");
     if (!strcasecmp(spec, "nvidia") || !strcasecmp(spec, "amd") || !strcasecmp(spec, "intel")) {
         const char *alt = !strcasecmp(spec, "amd") ? "advanced micro devices" : spec;
-        return contains_nocase(info->vendor, spec) || contains_nocase(info->vendor, alt) ||
-               contains_nocase(info->platform_name, spec);
+        return teeny__contains_nocase(info->vendor, spec) || teeny__contains_nocase(info->vendor, alt) ||
+               teeny__contains_nocase(info->platform_name, spec);
     }
     if (sscanf(spec, "%d:%d%c", &p, &d, &tail) == 2)
         return info->platform_index == p && info->device_index == d;
-    return contains_nocase(info->device_name, spec);
+    return teeny__contains_nocase(info->device_name, spec);
 }
 
 static void list_devices(char *buf, size_t cap, const found_device *devs, int n)
@@ -191,19 +176,50 @@ static void list_devices(char *buf, size_t cap, const found_device *devs, int n)
         snprintf(buf + len, cap - len, " (no OpenCL devices found: is an ICD such as pocl-opencl-icd installed?)");
 }
 
+/* The caller's struct_size: an application built against an older or a
+ * newer header (same major version) has its own struct layout, whose
+ * first field says how large it is. Garbage (an unset field) is refused. */
+static teeny_status info_size(const teeny_device_info *out, const char *fn, size_t *size)
+{
+    *size = out->struct_size;
+    if (*size < TEENY_DEVICE_INFO_MIN_SIZE || *size > 65536)
+        return teeny__error(NULL, TEENY_ERR_ARG,
+                            "%s: struct_size %zu is not a teeny_device_info size (set it with "
+                            "TEENY_DEVICE_INFO_INIT; at least %zu)",
+                            fn, *size, (size_t)TEENY_DEVICE_INFO_MIN_SIZE);
+    return TEENY_OK;
+}
+
+/* Write the fields of info that fit in size bytes at dst; bytes past the
+ * fields this library knows are zeroed. */
+static void info_store(const teeny_device_info *info, void *dst, size_t size)
+{
+    teeny_device_info copy = *info;
+    copy.struct_size = size;
+    if (size > sizeof copy) {
+        memcpy(dst, &copy, sizeof copy);
+        memset((char *)dst + sizeof copy, 0, size - sizeof copy);
+    } else {
+        memcpy(dst, &copy, size);
+    }
+}
+
 teeny_status teeny_devices_list(teeny_device_info *out, int max, int *count)
 {
     found_device devs[MAX_DEVICES];
     int n = 0;
+    size_t size = sizeof *out;
     if (!count || max < 0 || (max > 0 && !out))
         return teeny__error(NULL, TEENY_ERR_ARG, "teeny_devices_list: count is NULL, or out is NULL with max > 0");
+    if (max > 0 && info_size(out, "teeny_devices_list", &size) != TEENY_OK)
+        return TEENY_ERR_ARG;
     teeny_status st = enumerate(devs, MAX_DEVICES, &n);
     if (st != TEENY_OK)
         return st;
     int def = default_index(devs, n);
     for (int i = 0; i < n && i < max; i++) {
-        out[i] = devs[i].info;
-        out[i].is_default = i == def;
+        devs[i].info.is_default = i == def;
+        info_store(&devs[i].info, (char *)out + (size_t)i * size, size);
     }
     *count = n;
     return TEENY_OK;
@@ -229,7 +245,7 @@ static void derive_defaults(teeny_ctx *ctx)
                                          "advanced micro devices", "amd", "intel", "apple", "oclgrind"};
     int known = 0;
     for (size_t i = 0; i < sizeof hinted / sizeof hinted[0]; i++)
-        known |= contains_nocase(ctx->info.platform_name, hinted[i]) || contains_nocase(ctx->info.vendor, hinted[i]);
+        known |= teeny__contains_nocase(ctx->info.platform_name, hinted[i]) || teeny__contains_nocase(ctx->info.vendor, hinted[i]);
     ctx->known_compiler = known && !ctx->generic;
 }
 
@@ -429,6 +445,9 @@ teeny_status teeny_ctx_device_info(const teeny_ctx *ctx, teeny_device_info *out)
 {
     if (!ctx || !out)
         return teeny__error(NULL, TEENY_ERR_ARG, "teeny_ctx_device_info: %s is NULL", !ctx ? "ctx" : "out");
-    *out = ctx->info;
+    size_t size;
+    if (info_size(out, "teeny_ctx_device_info", &size) != TEENY_OK)
+        return TEENY_ERR_ARG;
+    info_store(&ctx->info, out, size);
     return TEENY_OK;
 }

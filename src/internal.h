@@ -296,7 +296,18 @@ teeny_status teeny__write_file_atomic_msg(const char *path, const void *const *p
  * set (EISDIR for a directory, EINVAL for another non-regular file). */
 int teeny__open_regular(const char *path, const char **why);
 
-/* ---- small string helpers ---- */
+/* ---- small helpers (util.c) ---- */
 void teeny__strlcpy(char *dst, const char *src, size_t cap);
+/* Whether needle occurs in hay, ignoring ASCII case ("" always does). */
+int teeny__contains_nocase(const char *hay, const char *needle);
+/* FNV-1a 64 of len bytes continuing from h (start: TEENY__FNV_BASIS). The
+ * kernel cache keys on two of them with different seeds (128 bits). */
+#define TEENY__FNV_BASIS 0xcbf29ce484222325ULL
+uint64_t teeny__fnv1a64(uint64_t h, const void *data, size_t len);
+/* Make room in *arr (of elem-byte items, *cap of them, n used) for one more
+ * by doubling (16 first); 0 when out of memory (*arr unchanged). */
+int teeny__grow(void **arr, int *cap, int n, size_t elem);
+/* "[2, 3, 4]" into buf (truncated to cap); returns buf. */
+const char *teeny__dims_str(const int64_t *shape, int ndim, char *buf, size_t cap);
 
 #endif

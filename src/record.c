@@ -40,23 +40,6 @@ struct teeny__recorder {
     size_t scratch_bytes;
 };
 
-/* Grow *arr (of elem-size items) to hold one more. */
-static int grow(void **arr, int *cap, int n, size_t elem)
-{
-    if (n < *cap)
-        return 1;
-    int want = *cap ? *cap * 2 : 16;
-    void *p = teeny__malloc((size_t)want * elem);
-    if (!p)
-        return 0;
-    if (n)
-        memcpy(p, *arr, (size_t)n * elem);
-    teeny__free(*arr);
-    *arr = p;
-    *cap = want;
-    return 1;
-}
-
 teeny_status teeny__recorder_create(teeny_ctx *ctx, teeny__recorder **out)
 {
     *out = teeny__calloc(1, sizeof **out);
@@ -102,7 +85,7 @@ size_t teeny__recorder_scratch_bytes(const teeny__recorder *rec)
 teeny_status teeny__recorder_add_kernel(teeny_ctx *ctx, teeny__recorder *rec, cl_kernel k,
                                         const teeny__klimits *lim)
 {
-    if (!grow((void **)&rec->kernels, &rec->cap_kernels, rec->n_kernels, sizeof rec->kernels[0]))
+    if (!teeny__grow((void **)&rec->kernels, &rec->cap_kernels, rec->n_kernels, sizeof rec->kernels[0]))
         return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory recording a kernel");
     rec->kernels[rec->n_kernels].kernel = k;
     rec->kernels[rec->n_kernels++].limits = *lim;
@@ -123,7 +106,7 @@ int teeny__recorder_limits(const teeny__recorder *rec, cl_kernel k, teeny__klimi
 static teeny_status recorder_add(teeny_ctx *ctx, const recorded *r)
 {
     teeny__recorder *rec = ctx->rec;
-    if (!grow((void **)&rec->items, &rec->cap, rec->n, sizeof(recorded)))
+    if (!teeny__grow((void **)&rec->items, &rec->cap, rec->n, sizeof(recorded)))
         return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory recording a launch");
     rec->items[rec->n++] = *r;
     return TEENY_OK;
@@ -133,7 +116,7 @@ teeny_status teeny__recorder_scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out)
 {
     teeny__recorder *rec = ctx->rec;
     cl_int err;
-    if (!grow((void **)&rec->scratch, &rec->cap_scratch, rec->n_scratch, sizeof(cl_mem)))
+    if (!teeny__grow((void **)&rec->scratch, &rec->cap_scratch, rec->n_scratch, sizeof(cl_mem)))
         return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory recording a workspace");
     cl_mem m = TEENY_CLO(clCreateBuffer, &err, ctx->context, CL_MEM_READ_WRITE, bytes, NULL);
     if (!m)

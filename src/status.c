@@ -1,7 +1,8 @@
 /*
  * status.c -- status names, per-context error messages, the log sink and
- * the library version.
+ * the library version. The log sink is safe to replace from any thread.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,13 +99,32 @@ teeny_status teeny__cl_error(const teeny_ctx *ctx, cl_int err, const char *call)
 
 /* ---- logging ---- */
 
+/* The sink is a (function, user data) pair that any thread may replace
+ * while others log: a spin lock (held only to copy the two pointers, never
+ * while a sink runs, so a sink may itself log or call teeny_log_set) keeps
+ * each message's pair consistent. C11 atomics: no threads library to link. */
 static teeny_log_fn log_fn;
 static void *log_user;
+static atomic_flag log_lock = ATOMIC_FLAG_INIT;
+static atomic_int log_custom;   /* a sink is set: the fast path reads only this */
+static atomic_int log_level = -1; /* TEENY_LOG, parsed once */
+
+static void sink_lock(void)
+{
+    while (atomic_flag_test_and_set_explicit(&log_lock, memory_order_acquire))
+        ;
+}
+
+static void sink_unlock(void)
+{
+    atomic_flag_clear_explicit(&log_lock, memory_order_release);
+}
 
 static teeny_log_level env_level(void)
 {
-    static int cached = -1;
+    int cached = atomic_load(&log_level);
     if (cached < 0) {
+        /* Threads that race here parse the same variable to the same value. */
         const char *s = getenv("TEENY_LOG");
         cached = TEENY_LOG_WARN;
         if (s && !strcasecmp(s, "debug")) cached = TEENY_LOG_DEBUG;
@@ -112,14 +132,18 @@ static teeny_log_level env_level(void)
         else if (s && !strcasecmp(s, "warn")) cached = TEENY_LOG_WARN;
         else if (s && !strcasecmp(s, "error")) cached = TEENY_LOG_ERROR;
         else if (s && !strcasecmp(s, "none")) cached = TEENY_LOG_NONE;
+        atomic_store(&log_level, cached);
     }
     return (teeny_log_level)cached;
 }
 
 void teeny_log_set(teeny_log_fn fn, void *user_data)
 {
+    sink_lock();
     log_fn = fn;
-    log_user = user_data;
+    log_user = fn ? user_data : NULL;
+    atomic_store(&log_custom, fn != NULL);
+    sink_unlock();
 }
 
 void teeny__log(teeny_log_level level, const char *fmt, ...)
@@ -127,24 +151,19 @@ void teeny__log(teeny_log_level level, const char *fmt, ...)
     static const char *names[] = {"debug", "info", "warn", "error"};
     char msg[1024];
     va_list ap;
-    if (!log_fn && level < env_level())
+    teeny_log_fn fn;
+    void *user;
+    if (!atomic_load(&log_custom) && level < env_level())
         return;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (log_fn)
-        log_fn(level, msg, log_user);
-    else
+    sink_lock();
+    fn = log_fn;
+    user = log_user;
+    sink_unlock();
+    if (fn)
+        fn(level, msg, user);
+    else if (level >= env_level()) /* the sink was reset meanwhile */
         fprintf(stderr, "teenycl %s: %s\n", names[level < 4 ? level : 3], msg);
-}
-
-void teeny__strlcpy(char *dst, const char *src, size_t cap)
-{
-    if (!cap)
-        return;
-    size_t n = strlen(src);
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
 }

@@ -17,16 +17,11 @@ static const char *dtype_name(teeny__dtype dt)
 
 const char *teeny__shape_str(const teeny_tensor *t, char *buf, size_t cap)
 {
-    size_t len = 0;
-    buf[0] = '\0';
-    if (!t)
+    if (!t) {
+        buf[0] = '\0';
         return buf;
-    len += (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < t->ndim && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
-    if (len < cap)
-        snprintf(buf + len, cap - len, "]");
-    return buf;
+    }
+    return teeny__dims_str(t->shape, t->ndim, buf, cap);
 }
 
 /* Validate rank and sizes; on success *numel is the element count. */

@@ -407,7 +407,7 @@ static void conv_run(const conv_case *k, const char *tuning, uint64_t seed)
 
 START_TEST(test_conformance_conv2d)
 {
-    teeny_device_info info;
+    teeny_device_info info = TEENY_DEVICE_INFO_INIT;
     TH_OK(th_ctx(), teeny_ctx_device_info(th_ctx(), &info));
     int n = (int)(sizeof conv_cases / sizeof conv_cases[0]);
     cov_start();

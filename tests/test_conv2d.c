@@ -361,7 +361,7 @@ START_TEST(test_conv2d_tiles)
      * the default run takes the two GPU entries' largest tiles */
     static const int n_tiles_of[] = {4, 2, 1};
     int tuning = _i;
-    teeny_device_info info;
+    teeny_device_info info = TEENY_DEVICE_INFO_INIT;
     TH_OK(th_ctx(), teeny_ctx_device_info(th_ctx(), &info));
     int all = info.is_gpu || th_full();
     if (!all && _i > 1)

@@ -1,13 +1,19 @@
 /*
  * test_device.c -- device listing, selection by spec, contexts over an
- * application's own OpenCL objects, status names and the log callback.
+ * application's own OpenCL objects, status names, the log callback (and
+ * replacing it while other threads log), the ABI rules: struct_size of
+ * teeny_device_info, the uniform _destroy names.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "clwrap.h"
+#include "internal.h"
 
 START_TEST(test_device_list)
 {
@@ -15,6 +21,7 @@ START_TEST(test_device_list)
     TH_OK(NULL, teeny_devices_list(NULL, 0, &n));
     ck_assert_int_gt(n, 0);
     teeny_device_info *d = th_malloc((size_t)n * sizeof *d);
+    d[0].struct_size = sizeof *d;
     TH_OK(NULL, teeny_devices_list(d, n, &n));
     int defaults = 0;
     for (int i = 0; i < n; i++) {
@@ -34,7 +41,7 @@ END_TEST
 
 START_TEST(test_device_specs)
 {
-    teeny_device_info first;
+    teeny_device_info first = TEENY_DEVICE_INFO_INIT;
     int n;
     TH_OK(NULL, teeny_devices_list(&first, 1, &n));
     char by_index[16], by_name[32];
@@ -77,7 +84,7 @@ START_TEST(test_device_from_cl)
     cl_platform_id p;
     cl_device_id d;
     cl_int err;
-    teeny_device_info first;
+    teeny_device_info first = TEENY_DEVICE_INFO_INIT;
     int n;
     TH_OK(NULL, teeny_devices_list(&first, 1, &n));
     cl_platform_id ps[16];
@@ -162,6 +169,158 @@ START_TEST(test_device_log_callback)
 }
 END_TEST
 
+/* A caller built against a newer header (a larger struct, fields the
+ * library does not know) and one that sets the smallest size: the library
+ * writes what fits, zeroes what it does not know, never past struct_size. */
+START_TEST(test_device_info_struct_size)
+{
+    int n = -1, n2 = -1;
+    TH_OK(NULL, teeny_devices_list(NULL, 0, &n));
+    ck_assert_int_gt(n, 0);
+    teeny_device_info *d = th_malloc((size_t)n * sizeof *d);
+    d[0].struct_size = sizeof *d;
+    TH_OK(NULL, teeny_devices_list(d, n, &n));
+
+    const size_t big = sizeof(teeny_device_info) + 24, extra = 64;
+    unsigned char *buf = th_malloc((size_t)n * big + extra);
+    memset(buf, 0xAB, (size_t)n * big + extra);
+    ((teeny_device_info *)buf)->struct_size = big;
+    TH_OK(NULL, teeny_devices_list((teeny_device_info *)buf, n, &n2));
+    ck_assert_int_eq(n2, n);
+    for (int i = 0; i < n; i++) {
+        teeny_device_info e;
+        memcpy(&e, buf + (size_t)i * big, sizeof e);
+        ck_assert_uint_eq(e.struct_size, big);
+        ck_assert_str_eq(e.device_name, d[i].device_name);
+        ck_assert_str_eq(e.driver_version, d[i].driver_version);
+        ck_assert_uint_eq(e.compute_units, d[i].compute_units);
+        ck_assert(e.max_alloc_bytes == d[i].max_alloc_bytes);
+        ck_assert_int_eq(e.is_default, d[i].is_default);
+        for (size_t b = sizeof e; b < big; b++)
+            ck_assert_uint_eq(buf[(size_t)i * big + b], 0);
+    }
+    for (size_t b = (size_t)n * big; b < (size_t)n * big + extra; b++)
+        ck_assert_uint_eq(buf[b], 0xAB);
+
+    /* the smallest size: nothing written past it */
+    const size_t small = TEENY_DEVICE_INFO_MIN_SIZE;
+    memset(buf, 0xAB, sizeof(teeny_device_info) + extra);
+    ((teeny_device_info *)buf)->struct_size = small;
+    TH_OK(NULL, teeny_devices_list((teeny_device_info *)buf, 1, &n2));
+    ck_assert_int_eq(((teeny_device_info *)buf)->is_default, d[0].is_default);
+    for (size_t b = small; b < sizeof(teeny_device_info) + extra; b++)
+        ck_assert_uint_eq(buf[b], 0xAB);
+
+    /* unset or nonsense sizes: refused, nothing written */
+    const size_t bad[3] = {0, TEENY_DEVICE_INFO_MIN_SIZE - 1, (size_t)1 << 20};
+    for (int k = 0; k < 3; k++) {
+        memset(buf, 0xAB, big + extra);
+        ((teeny_device_info *)buf)->struct_size = bad[k];
+        TH_STATUS(NULL, TEENY_ERR_ARG, teeny_devices_list((teeny_device_info *)buf, 1, &n2));
+        ck_assert(strstr(teeny_last_error(NULL), "struct_size") != NULL);
+        for (size_t b = sizeof(size_t); b < big + extra; b++)
+            ck_assert_uint_eq(buf[b], 0xAB);
+    }
+
+    teeny_ctx *ctx;
+    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+    teeny_device_info info = TEENY_DEVICE_INFO_INIT;
+    TH_OK(ctx, teeny_ctx_device_info(ctx, &info));
+    ck_assert_uint_eq(info.struct_size, sizeof info);
+    ck_assert_str_eq(info.device_name, teeny_ctx_device_name(ctx));
+    memset(buf, 0xAB, big + extra);
+    ((teeny_device_info *)buf)->struct_size = big;
+    TH_OK(ctx, teeny_ctx_device_info(ctx, (teeny_device_info *)buf));
+    ck_assert_str_eq(((teeny_device_info *)buf)->device_name, info.device_name);
+    for (size_t b = sizeof info; b < big; b++)
+        ck_assert_uint_eq(buf[b], 0);
+    ck_assert_uint_eq(buf[big], 0xAB);
+    info.struct_size = 0;
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_ctx_device_info(ctx, &info));
+    teeny_ctx_destroy(ctx);
+    free(buf);
+    free(d);
+}
+END_TEST
+
+/* Two sinks, each checking that it is called with its own user data, swapped
+ * by one thread while two others log: every message reaches one whole pair. */
+static atomic_int sink_calls[2], sink_mixups;
+static int sink_ids[2] = {0, 1};
+static void sink_a(teeny_log_level level, const char *msg, void *ud)
+{
+    (void)level;
+    (void)msg;
+    if (ud != &sink_ids[0])
+        atomic_fetch_add(&sink_mixups, 1);
+    atomic_fetch_add(&sink_calls[0], 1);
+}
+static void sink_b(teeny_log_level level, const char *msg, void *ud)
+{
+    (void)level;
+    (void)msg;
+    if (ud != &sink_ids[1])
+        atomic_fetch_add(&sink_mixups, 1);
+    atomic_fetch_add(&sink_calls[1], 1);
+}
+static void *log_many(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 20000; i++)
+        teeny__log(TEENY_LOG_DEBUG, "message %d", i); /* the default sink drops debug */
+    return NULL;
+}
+static void *swap_sinks(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 20000; i++)
+        teeny_log_set(i % 2 ? sink_b : sink_a, &sink_ids[i % 2]);
+    return NULL;
+}
+
+START_TEST(test_device_log_threads)
+{
+    pthread_t t[3];
+    atomic_store(&sink_mixups, 0);
+    atomic_store(&sink_calls[0], 0);
+    atomic_store(&sink_calls[1], 0);
+    teeny_log_set(sink_a, &sink_ids[0]);
+    ck_assert_int_eq(pthread_create(&t[0], NULL, log_many, NULL), 0);
+    ck_assert_int_eq(pthread_create(&t[1], NULL, log_many, NULL), 0);
+    ck_assert_int_eq(pthread_create(&t[2], NULL, swap_sinks, NULL), 0);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    teeny_log_set(NULL, NULL);
+    ck_assert_int_eq(atomic_load(&sink_mixups), 0);
+    /* no sink was ever unset during the run: every message was delivered */
+    ck_assert_int_eq(atomic_load(&sink_calls[0]) + atomic_load(&sink_calls[1]), 40000);
+}
+END_TEST
+
+/* The uniform destructor names next to their deprecated aliases. */
+START_TEST(test_device_destroy_names)
+{
+    char path[64];
+    static const unsigned char idx_bytes[] = {0, 0, 8, 1, 0, 0, 0, 3, 7, 8, 9};
+    snprintf(path, sizeof path, "/tmp/teeny-destroy-%d.idx", (int)getpid());
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(idx_bytes, 1, sizeof idx_bytes, f), sizeof idx_bytes);
+    fclose(f);
+    teeny_idx *a, *b;
+    TH_OK(NULL, teeny_idx_load(path, &a));
+    TH_OK(NULL, teeny_idx_load(path, &b));
+    ck_assert_int_eq(teeny_idx_data(a)[2], 9);
+    teeny_idx_destroy(a);
+    teeny_idx_free(b); /* deprecated alias, still there */
+    teeny_idx_destroy(NULL);
+    teeny_idx_free(NULL);
+    teeny_st_file_destroy(NULL);
+    teeny_st_close(NULL);
+    remove(path);
+}
+END_TEST
+
 Suite *suite_device(void)
 {
     Suite *s = suite_create("device");
@@ -172,6 +331,9 @@ Suite *suite_device(void)
     tcase_add_test(tc, test_device_from_cl);
     tcase_add_test(err, test_device_status_names);
     tcase_add_test(err, test_device_log_callback);
+    tcase_add_test(err, test_device_info_struct_size);
+    tcase_add_test(err, test_device_log_threads);
+    tcase_add_test(err, test_device_destroy_names);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, err);
     return s;

@@ -105,7 +105,7 @@ START_TEST(test_tensor_errors)
     TH_STATUS(NULL, TEENY_ERR_ARG, teeny_tensor_create(NULL, 2, ok, &t));
     TH_STATUS(ctx, TEENY_ERR_RANGE, teeny_tensor_create(ctx, 2, huge, &t));
     ck_assert_msg(strstr(teeny_last_error(ctx), "2^31") != NULL, "%s", teeny_last_error(ctx));
-    teeny_device_info info;
+    teeny_device_info info = TEENY_DEVICE_INFO_INIT;
     TH_OK(ctx, teeny_ctx_device_info(ctx, &info));
     if ((uint64_t)INT32_MAX * 4 > info.max_alloc_bytes) {
         TH_STATUS(ctx, TEENY_ERR_RANGE, teeny_tensor_create(ctx, 1, big, &t));

@@ -999,6 +999,7 @@ int main(int argc, char **argv)
     teeny_device_info *devs = calloc((size_t)count + 1, sizeof *devs);
     if (!devs)
         return 1;
+    devs[0].struct_size = sizeof *devs; /* the stride of the array */
     teeny_devices_list(devs, count, &count);
     if (count == 0)
         printf("no OpenCL devices found (install an ICD, e.g. pocl-opencl-icd)\n");

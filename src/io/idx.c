@@ -254,6 +254,12 @@ done:
     *out = idx;
     return TEENY_OK;
 }
+/* The uniform destructor name; teeny_idx_free is its deprecated alias. */
+void teeny_idx_destroy(teeny_idx *idx)
+{
+    teeny_idx_free(idx);
+}
+
 void teeny_idx_free(teeny_idx *idx)
 {
     if (!idx)

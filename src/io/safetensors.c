@@ -49,15 +49,6 @@ static int host_is_little_endian(void)
     return *(const unsigned char *)&one == 1;
 }
 
-static uint64_t fnv1a64(uint64_t h, const unsigned char *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-#define FNV_BASIS 0xcbf29ce484222325ULL
 
 static uint64_t get_le64(const unsigned char *p)
 {
@@ -291,24 +282,6 @@ struct teeny_st_writer {
     int n_meta, cap_meta;
 };
 
-static int grow(void **arr, int *cap, int n, size_t elem)
-{
-    void *p;
-    int nc;
-    if (n < *cap)
-        return 1;
-    nc = *cap ? *cap * 2 : 16;
-    p = teeny__malloc((size_t)nc * elem);
-    if (!p)
-        return 0;
-    if (*arr)
-        memcpy(p, *arr, (size_t)n * elem);
-    teeny__free(*arr);
-    *arr = p;
-    *cap = nc;
-    return 1;
-}
-
 teeny_status teeny_st_writer_create(teeny_st_writer **out)
 {
     teeny__clear_error(NULL);
@@ -352,7 +325,7 @@ static teeny_status check_name(const teeny_st_writer *w, const char *fn, const c
 static teeny_status add_entry(teeny_st_writer *w, const char *fn, const st_entry *e)
 {
     st_entry copy = *e;
-    if (!grow((void **)&w->e, &w->cap, w->n, sizeof *w->e) || !(copy.name = dup_str(e->name)))
+    if (!teeny__grow((void **)&w->e, &w->cap, w->n, sizeof *w->e) || !(copy.name = dup_str(e->name)))
         return teeny__error(NULL, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
     w->e[w->n++] = copy;
     return TEENY_OK;
@@ -425,7 +398,7 @@ teeny_status teeny_st_add_metadata(teeny_st_writer *w, const char *key, const ch
             return teeny__error(NULL, TEENY_ERR_ARG, "%s: key %s was already added", fn, key);
     k = dup_str(key);
     v = dup_str(value);
-    if (!k || !v || !grow((void **)&w->meta, &w->cap_meta, w->n_meta, sizeof *w->meta)) {
+    if (!k || !v || !teeny__grow((void **)&w->meta, &w->cap_meta, w->n_meta, sizeof *w->meta)) {
         teeny__free(k);
         teeny__free(v);
         return teeny__error(NULL, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
@@ -553,7 +526,7 @@ teeny_status teeny_st_write(teeny_st_writer *w, const char *path)
         offsets[2 * i + 1] = total;
     }
     /* offsets is [begin0, end0, begin1, end1, ...]: pairs per entry */
-    json = header_json(w, offsets, fnv1a64(FNV_BASIS, data, (size_t)total));
+    json = header_json(w, offsets, teeny__fnv1a64(TEENY__FNV_BASIS, data, (size_t)total));
     if (!json) {
         st = teeny__error(NULL, TEENY_ERR_NOMEM, "%s %s: out of host memory building the header", fn, path);
         goto cleanup;
@@ -571,7 +544,7 @@ teeny_status teeny_st_write(teeny_st_writer *w, const char *path)
         st = teeny__error(NULL, TEENY_ERR_STATE, "%s %s: internal: header checksum entry not found", fn, path);
         goto cleanup;
     }
-    hsum = fnv1a64(FNV_BASIS, header, hlen);
+    hsum = teeny__fnv1a64(TEENY__FNV_BASIS, header, hlen);
     {
         char hex[17];
         snprintf(hex, sizeof hex, "%016" PRIx64, hsum);
@@ -615,6 +588,12 @@ struct teeny_st_file {
     char **meta_keys, **meta_values;
     int n_meta;
 };
+
+/* The uniform destructor name; teeny_st_close is its deprecated alias. */
+void teeny_st_file_destroy(teeny_st_file *f)
+{
+    teeny_st_close(f);
+}
 
 void teeny_st_close(teeny_st_file *f)
 {
@@ -705,9 +684,9 @@ static teeny_status check_header_sum(const char *path, const unsigned char *head
         }
     if (at == SIZE_MAX || strlen(want) != 16 || memcmp(header + at, want, 16))
         return BAD("safetensors %s: header checksum entry is malformed", path);
-    h = fnv1a64(FNV_BASIS, header, at);
-    h = fnv1a64(h, (const unsigned char *)"0000000000000000", 16);
-    h = fnv1a64(h, header + at + 16, hlen - at - 16);
+    h = teeny__fnv1a64(TEENY__FNV_BASIS, header, at);
+    h = teeny__fnv1a64(h, (const unsigned char *)"0000000000000000", 16);
+    h = teeny__fnv1a64(h, header + at + 16, hlen - at - 16);
     snprintf(hex, sizeof hex, "%016" PRIx64, h);
     if (strcmp(hex, want))
         return BAD("safetensors %s: header checksum mismatch (stored %s, computed %s): the header is corrupt", path,
@@ -938,7 +917,7 @@ static teeny_status parse_file(const char *path, teeny_st_file *f)
         const char *dsum = teeny_st_metadata(f, CHECKSUM_KEY);
         if (dsum) {
             char hex[17];
-            snprintf(hex, sizeof hex, "%016" PRIx64, fnv1a64(FNV_BASIS, f->data, (size_t)f->data_len));
+            snprintf(hex, sizeof hex, "%016" PRIx64, teeny__fnv1a64(TEENY__FNV_BASIS, f->data, (size_t)f->data_len));
             if (strcmp(hex, dsum))
                 BAD("safetensors %s: data checksum mismatch (stored %s, computed %s): the data is corrupt", path,
                     dsum, hex);
@@ -1018,16 +997,6 @@ teeny_status teeny_st_info(const teeny_st_file *f, const char *name, int *dtype_
     return TEENY_OK;
 }
 
-static void shape_text(const int64_t *shape, int ndim, char *buf, size_t cap)
-{
-    size_t at = 0;
-    at += (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && at < cap; i++)
-        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", i ? ", " : "", (long long)shape[i]);
-    if (at < cap)
-        snprintf(buf + at, cap - at, "]");
-}
-
 teeny_status teeny_st_read_f32(const teeny_st_file *f, const char *name, teeny_tensor *dst)
 {
     const st_tensor *t;
@@ -1053,7 +1022,7 @@ teeny_status teeny_st_read_f32(const teeny_st_file *f, const char *name, teeny_t
         same = t->shape[i] == dst->shape[i];
     if (!same) {
         char fs[160], ds[96];
-        shape_text(t->shape, t->ndim, fs, sizeof fs);
+        teeny__dims_str(t->shape, t->ndim, fs, sizeof fs);
         return teeny__error(ctx, TEENY_ERR_SHAPE, "safetensors %s: tensor %s has shape %s; destination is %s",
                             f->path, name, fs, teeny__shape_str(dst, ds, sizeof ds));
     }

@@ -450,12 +450,8 @@ static teeny_status check_dims(teeny_ctx *ctx, const char *fn, const teeny_tenso
     for (int i = 0; i < t->ndim; i++)
         if (t->shape[i] != want[i]) {
             char w[96];
-            int len = 0;
-            for (int j = 0; j < t->ndim; j++)
-                len += snprintf(w + len, sizeof w - (size_t)len, "%s%lld", j ? ", " : "[", (long long)want[j]);
-            snprintf(w + len, sizeof w - (size_t)len, "]");
             return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected %s (%s)", fn, name,
-                                teeny__shape_str(t, s, sizeof s), w, what);
+                                teeny__shape_str(t, s, sizeof s), teeny__dims_str(want, t->ndim, w, sizeof w), what);
         }
     return TEENY_OK;
 }

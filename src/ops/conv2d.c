@@ -111,19 +111,6 @@ void teeny__conv2d_debug(int tuning, int tile, int no_depthwise)
     force_no_depthwise = no_depthwise;
 }
 
-static int ci_contains(const char *hay, const char *needle)
-{
-    size_t n = strlen(needle);
-    for (; *hay; hay++) {
-        size_t i = 0;
-        while (i < n && hay[i] && (hay[i] | 32) == (needle[i] | 32))
-            i++;
-        if (i == n)
-            return 1;
-    }
-    return n == 0;
-}
-
 static int gemm_wg(const gemm_tile *t)
 {
     return (t->tm / t->wm) * (t->tn / t->wn);
@@ -153,7 +140,7 @@ static const conv_tuning *tuning_for(const teeny_ctx *ctx)
     for (int i = 0; i < N_TUNINGS; i++) {
         const conv_tuning *t = &TUNINGS[i];
         if (t->gpu == ctx->info.is_gpu && (size_t)t->min_wg <= ctx->info.max_work_group_size &&
-            ci_contains(ctx->info.vendor, t->vendor) && tile_fits(ctx, &t->tiles[t->n_tiles - 1]))
+            teeny__contains_nocase(ctx->info.vendor, t->vendor) && tile_fits(ctx, &t->tiles[t->n_tiles - 1]))
             return t;
     }
     return &TUNINGS[N_TUNINGS - 1];

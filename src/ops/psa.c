@@ -277,7 +277,7 @@ static teeny_status check_shape(teeny_ctx *ctx, const char *fn, const teeny_tens
                                 const int64_t *want, const char *what)
 {
     char s[96], w[128];
-    int len = 0, ok;
+    int ok;
     teeny_status st = teeny__check_tensor(ctx, t, name);
     if (st != TEENY_OK)
         return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
@@ -286,11 +286,8 @@ static teeny_status check_shape(teeny_ctx *ctx, const char *fn, const teeny_tens
         ok = t->shape[i] == want[i];
     if (ok)
         return TEENY_OK;
-    for (int j = 0; j < ndim; j++)
-        len += snprintf(w + len, sizeof w - (size_t)len, "%s%lld", j ? ", " : "[", (long long)want[j]);
-    snprintf(w + len, sizeof w - (size_t)len, "]");
     return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected %s (%s)", fn, name,
-                        teeny__shape_str(t, s, sizeof s), w, what);
+                        teeny__shape_str(t, s, sizeof s), teeny__dims_str(want, ndim, w, sizeof w), what);
 }
 
 static teeny_status check_heads(teeny_ctx *ctx, const char *fn, int heads, int kd, int per_head)
