@@ -11,7 +11,7 @@
 # Exit 0 with the graph in dependency order, 1 if any cycle exists.
 set -eu
 build=${1:-build}
-only=${2:-.}
+only=${2:-.*}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 objs=$(find "$build/src" -name '*.o' | sort | while read -r o; do
