@@ -11,6 +11,7 @@
  * launch layer. The context owns the program list through that hook:
  * device.c frees it at destruction without knowing this file.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,34 @@ static teeny_status build_log(teeny_ctx *ctx, cl_program prog, const char *optio
     return TEENY_ERR_BUILD;
 }
 
+/* A successful build whose log mentions a warning: counted (the tests
+ * require none on every implementation) and logged at debug level only,
+ * so the user's terminal stays quiet. */
+static teeny_status note_warnings(teeny_ctx *ctx, cl_program prog, const char *options)
+{
+    size_t len = 0;
+    char *log = NULL;
+    cl_int err = TEENY_CL(clGetProgramBuildInfo, prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len);
+    if (err != CL_SUCCESS)
+        return teeny__cl_error(ctx, err, "clGetProgramBuildInfo(CL_PROGRAM_BUILD_LOG)");
+    if (len <= 1)
+        return TEENY_OK;
+    if (!(log = teeny__malloc(len + 1)))
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory reading a build log");
+    err = TEENY_CL(clGetProgramBuildInfo, prog, ctx->device, CL_PROGRAM_BUILD_LOG, len, log, NULL);
+    if (err == CL_SUCCESS) {
+        log[len] = '\0';
+        for (char *p = log; *p; p++)
+            *p = (char)tolower((unsigned char)*p);
+        if (strstr(log, "warning")) {
+            ctx->build_warnings++;
+            teeny__log(TEENY_LOG_DEBUG, "kernel build with %s on %s warned:\n%s", options, ctx->info.device_name, log);
+        }
+    }
+    teeny__free(log);
+    return err == CL_SUCCESS ? TEENY_OK : teeny__cl_error(ctx, err, "clGetProgramBuildInfo(CL_PROGRAM_BUILD_LOG)");
+}
+
 static teeny_status build_from_source(teeny_ctx *ctx, const char *src, const char *options, cl_program *out)
 {
     cl_int err;
@@ -166,6 +195,8 @@ static teeny_status build_from_source(teeny_ctx *ctx, const char *src, const cha
         st = teeny__cl_error(ctx, err, "clBuildProgram");
         goto fail;
     }
+    if ((st = note_warnings(ctx, prog, options)) != TEENY_OK)
+        goto fail;
     *out = prog;
     return TEENY_OK;
 fail:

@@ -57,6 +57,7 @@ struct teeny_ctx {
     int kernel_stores;        /* simulator workaround: fill and upload with kernels (set in simulator.c) */
     int generic;              /* TEENY_TUNING=generic: unknown-vendor defaults on any device */
     int known_compiler;       /* the compiler takes TEENY_HINTS (device.c) */
+    int build_warnings;       /* successful builds whose log warned (build.c; the tests want 0) */
     teeny__program *programs; /* in-memory program cache (build.c) */
     teeny__release_fn release_hooks[TEENY__RELEASE_HOOKS]; /* run at destruction, newest first */
     int n_release_hooks;

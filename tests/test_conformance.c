@@ -1029,6 +1029,9 @@ START_TEST(test_conformance_kernel_coverage)
     fprintf(stderr, "conformance: %d of %d kernels launched on %s\n", n - n_missing, n,
             teeny_ctx_device_name(th_ctx()));
     ck_assert_msg(n_missing == 0, "%d kernel(s) never launched by the conformance suite:%s", n_missing, missing);
+    /* no build from source in this process warned (TEENY_LOG=debug shows the log) */
+    ck_assert_msg(th_ctx()->build_warnings == 0, "%d kernel build(s) warned on %s (run with TEENY_LOG=debug)",
+                  th_ctx()->build_warnings, teeny_ctx_device_name(th_ctx()));
 }
 END_TEST
 
