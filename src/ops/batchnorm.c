@@ -377,7 +377,8 @@ teeny_status teeny_batchnorm_forward_infer(teeny_ctx *ctx, const teeny_tensor *x
     const char *all_names[] = {"x", "weight", "bias", "running_mean", "running_var", "y"};
     if ((st = teeny__check_disjoint(ctx, fn, all, all_names, 5, 6)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {x, weight, bias, running_mean, running_var}, .out = {y}, .attrs.batchnorm = {0.0f, eps}};
+    teeny__op_args args = {.in = {x, weight, bias, running_mean, running_var}, .out = {y},
+                           .attrs.batchnorm = {0.0f, eps}};
     return teeny__op_run(ctx, TEENY__OP_BATCHNORM, 0, &args);
 }
 

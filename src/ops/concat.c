@@ -87,7 +87,8 @@ teeny_status teeny__slice_channels_backward(teeny_ctx *ctx, const teeny__op_args
     if (!dx)
         return TEENY_OK;
     int B = (int)dx->shape[0], C = (int)dx->shape[1], S = (int)(dx->numel / ((int64_t)B * C)), total = (int)dx->numel;
-    int c0 = a->attrs.slice.first_channel, count = a->attrs.slice.count, dy_off = teeny__off(dy), dx_off = teeny__off(dx);
+    int c0 = a->attrs.slice.first_channel, count = a->attrs.slice.count;
+    int dy_off = teeny__off(dy), dx_off = teeny__off(dx);
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "concat", "", name, &k);
     if (st == TEENY_OK)

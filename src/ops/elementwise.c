@@ -76,7 +76,8 @@ teeny_status teeny__activation_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     const teeny_tensor *x = a->in[0], *dy = a->in[2];
     teeny_tensor *dx = a->out[0];
-    int act = (int)a->attrs.activation.act, n = (int)dx->numel, ox = teeny__off(x), ody = teeny__off(dy), odx = teeny__off(dx);
+    int act = (int)a->attrs.activation.act;
+    int n = (int)dx->numel, ox = teeny__off(x), ody = teeny__off(dy), odx = teeny__off(dx);
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "elementwise", "", "ew_act_backward", &k);
     if (st == TEENY_OK)

@@ -1,8 +1,10 @@
 /*
- * ops.h -- the op table. Every op is one line in ops.def; each family's
- * src/ops/<family>.c defines the entry's functions. The eager API and the
- * graph executor reach kernels only through this table, so adding an op
- * never touches the executor.
+ * ops.h -- the op table. Every op is one line in ops.def, from which this
+ * header generates the op enum and the entry points' prototypes and ops.c
+ * the table; each family's src/ops/<family>.c defines the functions. The
+ * eager API and the graph executor reach kernels only through this table,
+ * so adding an op never touches the executor, ops.c or this header (unless
+ * it brings a new attribute struct).
  *
  * Arguments travel in one struct: tensors in a fixed order per op (see each
  * op's comment in its family file) and the op's typed attributes.

@@ -238,7 +238,8 @@ teeny_status teeny__psa_pack_infer(teeny_ctx *ctx, teeny__node_shapes *s)
     int64_t B, kd;
     teeny_status st = infer_qkv(ctx, "psa_pack_qkv", s, &B, &kd);
     if (st == TEENY_OK)
-        s->out = (teeny__shape){.ndim = 4, .shape = {4, B * s->attrs.psa.heads, s->in[0].shape[2] * s->in[0].shape[3], kd}};
+        s->out = (teeny__shape){.ndim = 4,
+                                .shape = {4, B * s->attrs.psa.heads, s->in[0].shape[2] * s->in[0].shape[3], kd}};
     return st;
 }
 
@@ -470,7 +471,8 @@ teeny_status teeny_psa_merge_attn(teeny_ctx *ctx, const teeny_tensor *o_lo, cons
     const char *names[] = {"o_lo", "o_hi", "out"};
     if ((st = teeny__check_disjoint(ctx, fn, all, names, 2, 3)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {o_lo, o_hi}, .out = {out}, .attrs.psa_merge = {heads, (int)out->shape[2], (int)out->shape[3]}};
+    teeny__op_args args = {.in = {o_lo, o_hi}, .out = {out},
+                           .attrs.psa_merge = {heads, (int)out->shape[2], (int)out->shape[3]}};
     return teeny__op_run(ctx, TEENY__OP_PSA_MERGE_ATTN, 0, &args);
 }
 
