@@ -29,7 +29,7 @@ static teeny_status copy_into(teeny_ctx *ctx, const teeny_tensor *src, teeny_ten
     memset(&a, 0, sizeof a);
     a.in[0] = src;
     a.out[0] = dst;
-    a.iattr[0] = TEENY_ACT_NONE;
+    a.attrs.activation.act = TEENY_ACT_NONE;
     return teeny__op_run(ctx, TEENY__OP_ACTIVATION, 0, &a);
 }
 
@@ -81,8 +81,7 @@ teeny_status teeny__autograd_plan(teeny_plan *p, const teeny__backward *bw)
                 a.out[o++] = target[j];
             for (int j = 0; j < s->n_param; j++)
                 a.out[o++] = nd->param_grad[j];
-            memcpy(a.iattr, s->iattr, sizeof a.iattr);
-            memcpy(a.fattr, s->fattr, sizeof a.fattr);
+            a.attrs = s->attrs;
             a.training = 1;
             st = teeny__op_run(ctx, nd->op, 1, &a);
             if (st != TEENY_OK) {

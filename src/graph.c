@@ -281,7 +281,7 @@ static teeny_status init_tensor(teeny_graph *g, const teeny__shape *s, teeny__in
 }
 
 teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name, int n_in, const teeny_node *in,
-                               const int *iattr, int n_iattr, const float *fattr, int n_fattr, teeny_node *out)
+                               const teeny__op_attrs *attrs, teeny_node *out)
 {
     const teeny__op *desc = &teeny__ops[op];
     teeny__node_shapes s;
@@ -295,11 +295,10 @@ teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name
     *out = -1;
     if (!desc->infer)
         return teeny__error(g->ctx, TEENY_ERR_UNSUPPORTED, "op %s cannot be used in a graph", desc->name);
-    if (n_in < 1 || n_in > TEENY__OP_MAX_SLOTS || n_iattr > 8 || n_fattr > 8)
+    if (n_in < 1 || n_in > TEENY__OP_MAX_SLOTS)
         return teeny__error(g->ctx, TEENY_ERR_ARG, "graph %s: %d inputs", desc->name, n_in);
-    if (!in || (n_iattr > 0 && !iattr) || (n_fattr > 0 && !fattr))
-        return teeny__error(g->ctx, TEENY_ERR_ARG, "graph %s: %s array is NULL", desc->name,
-                            !in ? "inputs" : !iattr ? "integer attribute" : "float attribute");
+    if (!in)
+        return teeny__error(g->ctx, TEENY_ERR_ARG, "graph %s: inputs array is NULL", desc->name);
     memset(&s, 0, sizeof s);
     s.n_in = n_in;
     for (int i = 0; i < n_in; i++) {
@@ -307,10 +306,8 @@ teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name
             return st;
         s.in[i] = g->nodes[in[i]].shapes.out;
     }
-    if (n_iattr)
-        memcpy(s.iattr, iattr, (size_t)n_iattr * sizeof *iattr);
-    if (n_fattr)
-        memcpy(s.fattr, fattr, (size_t)n_fattr * sizeof *fattr);
+    if (attrs) /* NULL: an op without attributes */
+        s.attrs = *attrs;
     if ((st = desc->infer(g->ctx, &s)) != TEENY_OK) {
         /* name both nodes and shapes */
         char msg[512], a[96], b[96];

@@ -258,8 +258,7 @@ static teeny_status record_forward(teeny_plan *p)
             a.out[o++] = p->saved[i][j];
         for (int j = 0; j < p->shapes[i].n_state; j++)
             a.out[o++] = nd->state[j];
-        memcpy(a.iattr, p->shapes[i].iattr, sizeof a.iattr);
-        memcpy(a.fattr, p->shapes[i].fattr, sizeof a.fattr);
+        a.attrs = p->shapes[i].attrs;
         a.training = p->training;
         st = teeny__op_run(ctx, nd->op, 0, &a);
         if (st != TEENY_OK) {

@@ -161,18 +161,18 @@ START_TEST(test_concat_backward)
     TH_OK(ctx, teeny_tensor_write(tsd.t, dy, (size_t)tsd.n));
     case_shape(&c, c.Csum, shape);
     th_dev tdx = th_dev_make(ctx, 0, c.ndim, shape, view ? view + 4 : 0, NULL);
-    teeny__op_args fa = {.in = {tx.t}, .out = {ts.t}, .iattr = {c0, count}, .training = 1};
+    teeny__op_args fa = {.in = {tx.t}, .out = {ts.t}, .attrs.slice = {c0, count}, .training = 1};
     TH_OK(ctx, teeny__op_run(ctx, TEENY__OP_SLICE_CHANNELS, 0, &fa));
     ref_slice(xd, c.B, c.Csum, c.S, c0, count, ref);
     expect_equal(&ts, ref, "slice", repro);
-    teeny__op_args ba = {.in = {tx.t, ts.t, tsd.t}, .out = {tdx.t}, .iattr = {c0, count}, .training = 1};
+    teeny__op_args ba = {.in = {tx.t, ts.t, tsd.t}, .out = {tdx.t}, .attrs.slice = {c0, count}, .training = 1};
     TH_OK(ctx, teeny__op_run(ctx, TEENY__OP_SLICE_CHANNELS, 1, &ba));
     ref_slice_backward(dyd, c.B, c.Csum, c.S, c0, count, ref);
     expect_equal(&tdx, ref, "slice dx", repro);
 
     /* concat backward: in = [x0..x(n-1), y, dy], out = [dx0..dx(n-1)] */
     th_dev parts[TEENY__OP_MAX_SLOTS], grads[TEENY__OP_MAX_SLOTS];
-    teeny__op_args cb = {.iattr = {c.n, 0}, .training = 1};
+    teeny__op_args cb = {.attrs.concat = {c.n, 0}, .training = 1};
     int first = 0;
     for (int k = 0; k < c.n; k++) {
         case_shape(&c, c.C[k], shape);
@@ -298,28 +298,28 @@ START_TEST(test_concat_op_table)
                             .in = {{.ndim = 4, .shape = {8, 3, 5, 5}},
                                    {.ndim = 4, .shape = {8, 1, 5, 5}},
                                    {.ndim = 4, .shape = {8, 6, 5, 5}}},
-                            .iattr = {3, 0}};
+                            .attrs.concat = {3, 0}};
     TH_OK(ctx, cat->infer(ctx, &s));
     ck_assert(s.out.ndim == 4 && s.out.shape[0] == 8 && s.out.shape[1] == 10 && s.out.shape[2] == 5 &&
               s.out.shape[3] == 5 && s.n_param == 0 && s.n_saved == 0);
-    s.iattr[0] = 2;
-    TH_STATUS(ctx, TEENY_ERR_ARG, cat->infer(ctx, &s)); /* iattr[0] != n_in */
-    s.iattr[0] = 3;
+    s.attrs.concat.n_inputs = 2;
+    TH_STATUS(ctx, TEENY_ERR_ARG, cat->infer(ctx, &s)); /* n_inputs != n_in */
+    s.attrs.concat.n_inputs = 3;
     s.in[1].shape[2] = 4;
     TH_STATUS(ctx, TEENY_ERR_SHAPE, cat->infer(ctx, &s));
     teeny__node_shapes big = {.n_in = 2,
                               .in = {{.ndim = 2, .shape = {1 << 16, 1 << 15}}, {.ndim = 2, .shape = {1 << 16, 1 << 15}}},
-                              .iattr = {2, 0}};
+                              .attrs.concat = {2, 0}};
     TH_STATUS(ctx, TEENY_ERR_RANGE, cat->infer(ctx, &big));
-    teeny__node_shapes t = {.n_in = 1, .in = {{.ndim = 2, .shape = {8, 10}}}, .iattr = {3, 4}};
+    teeny__node_shapes t = {.n_in = 1, .in = {{.ndim = 2, .shape = {8, 10}}}, .attrs.slice = {3, 4}};
     TH_OK(ctx, sl->infer(ctx, &t));
     ck_assert(t.out.ndim == 2 && t.out.shape[0] == 8 && t.out.shape[1] == 4);
-    t.iattr[1] = 8;
+    t.attrs.slice.count = 8;
     TH_STATUS(ctx, TEENY_ERR_ARG, sl->infer(ctx, &t));
-    t.iattr[0] = -1;
-    t.iattr[1] = 2;
+    t.attrs.slice.first_channel = -1;
+    t.attrs.slice.count = 2;
     TH_STATUS(ctx, TEENY_ERR_ARG, sl->infer(ctx, &t));
-    teeny__node_shapes r1 = {.n_in = 1, .in = {{.ndim = 1, .shape = {8}}}, .iattr = {0, 1}};
+    teeny__node_shapes r1 = {.n_in = 1, .in = {{.ndim = 1, .shape = {8}}}, .attrs.slice = {0, 1}};
     TH_STATUS(ctx, TEENY_ERR_SHAPE, sl->infer(ctx, &r1));
 }
 END_TEST

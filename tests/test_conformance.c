@@ -692,8 +692,8 @@ START_TEST(test_conformance_elementwise)
         teeny__op_args oa = {0};
         oa.in[2] = tb.t;
         oa.out[0] = ty.t;
-        oa.iattr[0] = C0;
-        oa.iattr[1] = C1;
+        oa.attrs.slice.first_channel = C0;
+        oa.attrs.slice.count = C1;
         th_poison(ty.t);
         TH_OK(ctx, teeny__slice_channels_backward(ctx, &oa));
         ref_slice_backward(bd, B, C0 + C1, S, C0, C1, y);

@@ -659,11 +659,9 @@ START_TEST(test_conv2d_infer)
     teeny__node_shapes s = {0};
     s.n_in = 1;
     s.in[0] = (teeny__shape){.ndim = 4, .shape = {8, 6, 20, 18}};
-    int ia[8] = {2, 1, 1, 0, 1, 2, 3, TEENY_ACT_RELU | 1 << 8};
-    memcpy(s.iattr, ia, sizeof ia);
-    s.fattr[0] = 9;
-    s.fattr[1] = 3;
-    s.fattr[2] = 4;
+    s.attrs.conv2d = (teeny__conv2d_attrs){.stride = {2, 1}, .pad = {1, 0}, .dilation = {1, 2}, .groups = 3,
+                                           .act = TEENY_ACT_RELU, .has_bias = 1, .out_channels = 9, .kernel_h = 3,
+                                           .kernel_w = 4};
     TH_OK(ctx, teeny__ops[TEENY__OP_CONV2D].infer(ctx, &s));
     ck_assert(s.out.ndim == 4 && s.out.shape[0] == 8 && s.out.shape[1] == 9 && s.out.shape[2] == 10 &&
               s.out.shape[3] == 12);
@@ -672,12 +670,16 @@ START_TEST(test_conv2d_infer)
     ck_assert(s.param[1].ndim == 1 && s.param[1].shape[0] == 9 && s.fan_in == 24);
     ck_assert(!strcmp(s.param_name[0], "weight") && !strcmp(s.param_name[1], "bias"));
     ck_assert(s.n_state == 0 && s.n_saved == 0);
-    s.iattr[7] = 0;
+    s.attrs.conv2d.act = TEENY_ACT_NONE;
+    s.attrs.conv2d.has_bias = 0;
     TH_OK(ctx, teeny__ops[TEENY__OP_CONV2D].infer(ctx, &s));
     ck_assert(s.n_param == 1);
-    s.fattr[0] = 10; /* groups 3 does not divide 10 */
+    s.attrs.conv2d.out_channels = 10; /* groups 3 does not divide 10 */
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny__ops[TEENY__OP_CONV2D].infer(ctx, &s));
-    s.fattr[0] = 2.5f;
+    s.attrs.conv2d.out_channels = 0;
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny__ops[TEENY__OP_CONV2D].infer(ctx, &s));
+    s.attrs.conv2d.out_channels = 9;
+    s.attrs.conv2d.has_bias = 2;
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny__ops[TEENY__OP_CONV2D].infer(ctx, &s));
 }
 END_TEST

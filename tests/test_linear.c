@@ -249,7 +249,7 @@ START_TEST(test_linear_op_table)
     const teeny__op *op = &teeny__ops[TEENY__OP_LINEAR];
     ck_assert_str_eq(op->name, "linear");
     ck_assert(op->infer && op->forward && op->backward);
-    teeny__node_shapes s = {.n_in = 1, .in = {{.ndim = 2, .shape = {5, 7}}}, .iattr = {3, 1}};
+    teeny__node_shapes s = {.n_in = 1, .in = {{.ndim = 2, .shape = {5, 7}}}, .attrs.linear = {3, 1}};
     TH_OK(ctx, op->infer(ctx, &s));
     ck_assert_int_eq(s.out.ndim, 2);
     ck_assert(s.out.shape[0] == 5 && s.out.shape[1] == 3 && !s.out.is_i32);
@@ -260,14 +260,14 @@ START_TEST(test_linear_op_table)
     ck_assert_str_eq(s.param_name[1], "bias");
     ck_assert(s.param_init[0] == TEENY__INIT_FAN_IN && s.param_init[1] == TEENY__INIT_FAN_IN);
     ck_assert(s.fan_in == 7 && s.n_state == 0 && s.n_saved == 0);
-    teeny__node_shapes nb = {.n_in = 1, .in = {{.ndim = 2, .shape = {5, 7}}}, .iattr = {3, 0}};
+    teeny__node_shapes nb = {.n_in = 1, .in = {{.ndim = 2, .shape = {5, 7}}}, .attrs.linear = {3, 0}};
     TH_OK(ctx, op->infer(ctx, &nb));
     ck_assert_int_eq(nb.n_param, 1);
-    teeny__node_shapes bad = {.n_in = 1, .in = {{.ndim = 4, .shape = {5, 7, 1, 1}}}, .iattr = {3, 1}};
+    teeny__node_shapes bad = {.n_in = 1, .in = {{.ndim = 4, .shape = {5, 7, 1, 1}}}, .attrs.linear = {3, 1}};
     TH_STATUS(ctx, TEENY_ERR_SHAPE, op->infer(ctx, &bad));
-    teeny__node_shapes bad_out = {.n_in = 1, .in = {{.ndim = 2, .shape = {5, 7}}}, .iattr = {0, 1}};
+    teeny__node_shapes bad_out = {.n_in = 1, .in = {{.ndim = 2, .shape = {5, 7}}}, .attrs.linear = {0, 1}};
     TH_STATUS(ctx, TEENY_ERR_ARG, op->infer(ctx, &bad_out));
-    teeny__node_shapes huge = {.n_in = 1, .in = {{.ndim = 2, .shape = {1 << 20, 7}}}, .iattr = {1 << 12, 1}};
+    teeny__node_shapes huge = {.n_in = 1, .in = {{.ndim = 2, .shape = {1 << 20, 7}}}, .attrs.linear = {1 << 12, 1}};
     TH_STATUS(ctx, TEENY_ERR_RANGE, op->infer(ctx, &huge));
 
     /* bias-less layer through the table */
@@ -284,9 +284,9 @@ START_TEST(test_linear_op_table)
     th_poison(ty);
     th_poison(tdx);
     th_poison(tdw);
-    teeny__op_args fa = {.in = {tx, tw}, .out = {ty}, .iattr = {out, 0}, .training = 1};
+    teeny__op_args fa = {.in = {tx, tw}, .out = {ty}, .attrs.linear = {out, 0}, .training = 1};
     TH_OK(ctx, teeny__op_run(ctx, TEENY__OP_LINEAR, 0, &fa));
-    teeny__op_args ba = {.in = {tx, tw, ty, tdy}, .out = {tdx, tdw}, .iattr = {out, 0}, .training = 1};
+    teeny__op_args ba = {.in = {tx, tw, ty, tdy}, .out = {tdx, tdw}, .attrs.linear = {out, 0}, .training = 1};
     TH_OK(ctx, teeny__op_run(ctx, TEENY__OP_LINEAR, 1, &ba));
     double xd[30], wd[15], dyd[18], ry[18], rdx[30], rdw[15];
     th_to_double(x, xd, 30);

@@ -330,25 +330,29 @@ START_TEST(test_pool_op_table)
     ck_assert_str_eq(mx->name, "maxpool2d");
     ck_assert_str_eq(av->name, "avgpool2d");
     ck_assert_str_eq(gp->name, "global_avgpool");
-    teeny__node_shapes s = {.n_in = 1, .in = {{.ndim = 4, .shape = {8, 3, 28, 27}}}, .iattr = {3, 2, 2, 2, 1, 0}};
+    teeny__node_shapes s = {.n_in = 1, .in = {{.ndim = 4, .shape = {8, 3, 28, 27}}},
+                            .attrs.pool2d = {{3, 2}, {2, 2}, {1, 0}}};
     TH_OK(ctx, mx->infer(ctx, &s));
     ck_assert(s.out.ndim == 4 && s.out.shape[0] == 8 && s.out.shape[1] == 3 && s.out.shape[2] == 14 &&
               s.out.shape[3] == 13 && !s.out.is_i32);
     ck_assert(s.n_saved == 1 && s.saved[0].is_i32 == 1 && s.saved_needs_training == 1 && s.n_param == 0);
     ck_assert(!memcmp(s.saved[0].shape, s.out.shape, sizeof s.out.shape) && s.saved[0].ndim == 4);
-    teeny__node_shapes a = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 7, 7}}}, .iattr = {2, 2, 2, 2, 0, 0}};
+    teeny__node_shapes a = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 7, 7}}},
+                            .attrs.pool2d = {{2, 2}, {2, 2}, {0, 0}}};
     TH_OK(ctx, av->infer(ctx, &a));
     ck_assert(a.out.shape[2] == 3 && a.out.shape[3] == 3 && a.n_saved == 0);
     teeny__node_shapes gs = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 7, 6}}}};
     TH_OK(ctx, gp->infer(ctx, &gs));
     ck_assert(gs.out.ndim == 2 && gs.out.shape[0] == 2 && gs.out.shape[1] == 5 && gs.n_saved == 0);
-    teeny__node_shapes bad = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 7, 7}}}, .iattr = {2, 2, 2, 2, 2, 0}};
+    teeny__node_shapes bad = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 7, 7}}},
+                            .attrs.pool2d = {{2, 2}, {2, 2}, {2, 0}}};
     TH_STATUS(ctx, TEENY_ERR_ARG, mx->infer(ctx, &bad)); /* pad > kernel / 2 */
-    teeny__node_shapes small = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 2, 7}}}, .iattr = {5, 2, 1, 1, 1, 0}};
+    teeny__node_shapes small = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 2, 7}}},
+                            .attrs.pool2d = {{5, 2}, {1, 1}, {1, 0}}};
     TH_STATUS(ctx, TEENY_ERR_SHAPE, av->infer(ctx, &small)); /* kernel larger than the padded input */
     teeny__node_shapes rank = {.n_in = 1, .in = {{.ndim = 2, .shape = {2, 5}}}};
     TH_STATUS(ctx, TEENY_ERR_SHAPE, gp->infer(ctx, &rank));
-    rank.iattr[0] = rank.iattr[1] = rank.iattr[2] = rank.iattr[3] = 1;
+    rank.attrs.pool2d = (teeny__pool2d_attrs){{1, 1}, {1, 1}, {0, 0}};
     TH_STATUS(ctx, TEENY_ERR_SHAPE, mx->infer(ctx, &rank));
 }
 END_TEST

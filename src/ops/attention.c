@@ -25,7 +25,7 @@
  * only).
  *
  * Op-table entry (the convention of ops.h): inputs q, k, v; no params;
- * value o; saved lse; fattr[0] = scale.
+ * value o; saved lse; attrs.attention.scale.
  *   forward:  in  = [q, k, v]            out = [o, lse]   (lse may be NULL)
  *   backward: in  = [q, k, v, o, lse, d_o]
  *             out = [dq, dk, dv]; any may be NULL (not computed)
@@ -385,7 +385,7 @@ static void problem_of(const teeny_tensor *q, const teeny_tensor *k, const teeny
 teeny_status teeny__attention_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     teeny__attn_problem p = {0};
-    problem_of(a->in[0], a->in[1], a->in[2], a->fattr[0], &p);
+    problem_of(a->in[0], a->in[1], a->in[2], a->attrs.attention.scale, &p);
     p.o = mat_of(a->out[0]);
     p.lse = a->out[1] ? a->out[1]->buf : NULL;
     p.lse_off = a->out[1] ? teeny__off(a->out[1]) : 0;
@@ -395,7 +395,7 @@ teeny_status teeny__attention_forward(teeny_ctx *ctx, const teeny__op_args *a)
 teeny_status teeny__attention_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     teeny__attn_problem p = {0};
-    problem_of(a->in[0], a->in[1], a->in[2], a->fattr[0], &p);
+    problem_of(a->in[0], a->in[1], a->in[2], a->attrs.attention.scale, &p);
     p.o = mat_of(a->in[3]);
     p.lse = a->in[4]->buf;
     p.lse_off = teeny__off(a->in[4]);
@@ -419,8 +419,8 @@ teeny_status teeny__attention_infer(teeny_ctx *ctx, teeny__node_shapes *s)
     if (q->shape[2] > ATT_MAX_D || v->shape[2] > ATT_MAX_DV)
         return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "attention: D %lld or Dv %lld above the maximum %d, %d",
                             (long long)q->shape[2], (long long)v->shape[2], ATT_MAX_D, ATT_MAX_DV);
-    if (!isfinite(s->fattr[0]))
-        return teeny__error(ctx, TEENY_ERR_ARG, "attention: scale %g is not finite", (double)s->fattr[0]);
+    if (!isfinite(s->attrs.attention.scale))
+        return teeny__error(ctx, TEENY_ERR_ARG, "attention: scale %g is not finite", (double)s->attrs.attention.scale);
     s->out = (teeny__shape){.ndim = 3, .shape = {q->shape[0], q->shape[1], v->shape[2]}};
     s->n_saved = 1;
     s->saved[0] = (teeny__shape){.ndim = 2, .shape = {q->shape[0], q->shape[1]}};
@@ -501,7 +501,7 @@ teeny_status teeny_attention_forward(teeny_ctx *ctx, const teeny_tensor *q, cons
     const char *names[] = {"q", "k", "v", "o", "lse"};
     if ((st = teeny__check_disjoint(ctx, fn, all, names, 3, 5)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {q, k, v}, .out = {o, lse}, .fattr = {scale}};
+    teeny__op_args args = {.in = {q, k, v}, .out = {o, lse}, .attrs.attention = {scale}};
     return teeny__op_run(ctx, TEENY__OP_ATTENTION, 0, &args);
 }
 
@@ -535,7 +535,7 @@ teeny_status teeny_attention_backward(teeny_ctx *ctx, const teeny_tensor *q, con
     const char *names[] = {"q", "k", "v", "o", "lse", "d_o", "dq", "dk", "dv"};
     if ((st = teeny__check_disjoint(ctx, fn, all, names, 6, 9)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {q, k, v, o, lse, d_o}, .out = {dq, dk, dv}, .fattr = {scale}};
+    teeny__op_args args = {.in = {q, k, v, o, lse, d_o}, .out = {dq, dk, dv}, .attrs.attention = {scale}};
     return teeny__op_run(ctx, TEENY__OP_ATTENTION, 1, &args);
 }
 
@@ -545,5 +545,6 @@ teeny_status teeny_graph_attention(teeny_graph *g, const char *name, teeny_node 
                                    float scale, teeny_node *out)
 {
     teeny_node in[3] = {q, k, v};
-    return teeny__graph_node(g, TEENY__OP_ATTENTION, name, 3, in, NULL, 0, &scale, 1, out);
+    teeny__op_attrs at = {.attention = {scale}};
+    return teeny__graph_node(g, TEENY__OP_ATTENTION, name, 3, in, &at, out);
 }

@@ -13,7 +13,8 @@
  *
  * Op-table entry (the convention of ops.h): one input x; params weight
  * (ones), bias (zeros); states running_mean (zeros), running_var (ones);
- * saved save_mean, save_rstd (training only); fattr = {momentum, eps}.
+ * saved save_mean, save_rstd (training only); attrs.batchnorm = {momentum,
+ * eps}.
  *   forward:  in  = [x, weight, bias, running_mean, running_var]
  *             out = [y, save_mean, save_rstd, running_mean, running_var]
  *             training: batch statistics, running stats updated;
@@ -173,7 +174,7 @@ teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
     const teeny_tensor *x = a->in[0], *w = a->in[1], *bias = a->in[2];
     teeny_tensor *y = a->out[0];
     int training = a->training;
-    float momentum = a->fattr[0], eps = a->fattr[1];
+    float momentum = a->attrs.batchnorm.momentum, eps = a->attrs.batchnorm.eps;
     int B = (int)x->shape[0], C = (int)x->shape[1], S = (int)(x->numel / ((int64_t)B * C));
     bn_plan pl;
     char opt[32];
@@ -234,7 +235,7 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
     const teeny_tensor *x = a->in[0], *w = a->in[1], *dy = a->in[8];
     const teeny_tensor *mean = training ? a->in[6] : a->in[3], *r = training ? a->in[7] : a->in[4];
     teeny_tensor *dx = a->out[0], *dw = a->out[1], *db = a->out[2];
-    float eps = a->fattr[1];
+    float eps = a->attrs.batchnorm.eps;
     int B = (int)x->shape[0], C = (int)x->shape[1], S = (int)(x->numel / ((int64_t)B * C));
     float inv_n = (float)(1.0 / ((double)B * S));
     bn_plan pl;
@@ -347,7 +348,7 @@ teeny_status teeny_batchnorm_forward_train(teeny_ctx *ctx, const teeny_tensor *x
         return st;
     teeny__op_args args = {.in = {x, weight, bias, running_mean, running_var},
                            .out = {y, save_mean, save_rstd, running_mean, running_var},
-                           .fattr = {momentum, eps},
+                           .attrs.batchnorm = {momentum, eps},
                            .training = 1};
     return teeny__op_run(ctx, TEENY__OP_BATCHNORM, 0, &args);
 }
@@ -376,7 +377,8 @@ teeny_status teeny_batchnorm_forward_infer(teeny_ctx *ctx, const teeny_tensor *x
     const char *all_names[] = {"x", "weight", "bias", "running_mean", "running_var", "y"};
     if ((st = teeny__check_disjoint(ctx, fn, all, all_names, 5, 6)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {x, weight, bias, running_mean, running_var}, .out = {y}, .fattr = {0.0f, eps}};
+    teeny__op_args args = {.in = {x, weight, bias, running_mean, running_var}, .out = {y},
+                           .attrs.batchnorm = {0.0f, eps}};
     return teeny__op_run(ctx, TEENY__OP_BATCHNORM, 0, &args);
 }
 
@@ -406,7 +408,7 @@ static teeny_status backward(teeny_ctx *ctx, const char *fn, int training, const
         return st;
     /* the statistics go in the slots the mode reads (ops.h convention) */
     teeny__op_args args = {.in = {x, weight, NULL, mean, r, NULL, mean, r, dy}, .out = {dx, dweight, dbias},
-                           .fattr = {0.0f, eps}, .training = training};
+                           .attrs.batchnorm = {0.0f, eps}, .training = training};
     return teeny__op_run(ctx, TEENY__OP_BATCHNORM, 1, &args);
 }
 
@@ -477,9 +479,10 @@ teeny_status teeny__batchnorm_infer(teeny_ctx *ctx, teeny__node_shapes *s)
     if (x->ndim != 2 && x->ndim != 4)
         return teeny__error(ctx, TEENY_ERR_SHAPE, "batchnorm: input has rank %d; expected [N, C] or [B, C, H, W]",
                             x->ndim);
-    if (!(s->fattr[1] >= 0.0f) || !(s->fattr[0] >= 0.0f && s->fattr[0] <= 1.0f))
+    const teeny__batchnorm_attrs *at = &s->attrs.batchnorm;
+    if (!(at->eps >= 0.0f) || !(at->momentum >= 0.0f && at->momentum <= 1.0f))
         return teeny__error(ctx, TEENY_ERR_ARG, "batchnorm: momentum %g or eps %g out of range",
-                            (double)s->fattr[0], (double)s->fattr[1]);
+                            (double)at->momentum, (double)at->eps);
     teeny__shape c = {.ndim = 1, .shape = {x->shape[1]}};
     s->out = *x;
     s->n_param = 2;
@@ -506,6 +509,6 @@ teeny_status teeny__batchnorm_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 teeny_status teeny_graph_batchnorm(teeny_graph *g, const char *name, teeny_node x, float momentum, float eps,
                                    teeny_node *out)
 {
-    float f[2] = {momentum, eps};
-    return teeny__graph_node(g, TEENY__OP_BATCHNORM, name, 1, &x, NULL, 0, f, 2, out);
+    teeny__op_attrs at = {.batchnorm = {momentum, eps}};
+    return teeny__graph_node(g, TEENY__OP_BATCHNORM, name, 1, &x, &at, out);
 }

@@ -7,16 +7,16 @@
  * Kernels: cl/concat.cl, one work-item per element written.
  *
  * Op-table entries (the convention of ops.h):
- *   concat:         iattr[0] = n, the number of inputs (1..4 per graph
- *                   node, must equal n_in; teeny_graph_concat chains
- *                   nodes for more), iattr[1] = first channel of y written
- *                   (0 in graphs; the eager API concatenates more than 4
- *                   inputs in groups with it).
+ *   concat:         attrs.concat: n_inputs (1..4 per graph node, must
+ *                   equal n_in; teeny_graph_concat chains nodes for more),
+ *                   first_channel, the first channel of y written (0 in
+ *                   graphs; the eager API concatenates more than 4 inputs
+ *                   in groups with it).
  *                   forward in = [x0 .. x(n-1)], out = [y];
  *                   backward in = [x0 .. x(n-1), y, dy], out = [dx0 .. dx(n-1)]
  *                   (dxi = its channels of dy)
- *   slice_channels: iattr[0] = c0, iattr[1] = count: y = channels
- *                   [c0, c0 + count) of x.
+ *   slice_channels: attrs.slice = {first_channel c0, count}: y =
+ *                   channels [c0, c0 + count) of x.
  *                   forward in = [x], out = [y];
  *                   backward in = [x, y, dy], out = [dx] (dy in the slice,
  *                   zeros elsewhere: overwritten, never accumulated)
@@ -49,7 +49,7 @@ static teeny_status copy_channels(teeny_ctx *ctx, const teeny_tensor *src, int s
 
 teeny_status teeny__concat_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    int n = a->iattr[0], c = a->iattr[1];
+    int n = a->attrs.concat.n_inputs, c = a->attrs.concat.first_channel;
     teeny_status st = TEENY_OK;
     for (int i = 0; i < n && st == TEENY_OK; i++) {
         st = copy_channels(ctx, a->in[i], 0, a->out[0], c, (int)a->in[i]->shape[1]);
@@ -60,7 +60,7 @@ teeny_status teeny__concat_forward(teeny_ctx *ctx, const teeny__op_args *a)
 
 teeny_status teeny__concat_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    int n = a->iattr[0], c = a->iattr[1];
+    int n = a->attrs.concat.n_inputs, c = a->attrs.concat.first_channel;
     const teeny_tensor *dy = a->in[n + 1];
     teeny_status st = TEENY_OK;
     for (int i = 0; i < n && st == TEENY_OK; i++) {
@@ -76,7 +76,7 @@ teeny_status teeny__concat_backward(teeny_ctx *ctx, const teeny__op_args *a)
 
 teeny_status teeny__slice_channels_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    return copy_channels(ctx, a->in[0], a->iattr[0], a->out[0], 0, a->iattr[1]);
+    return copy_channels(ctx, a->in[0], a->attrs.slice.first_channel, a->out[0], 0, a->attrs.slice.count);
 }
 
 teeny_status teeny__slice_channels_backward(teeny_ctx *ctx, const teeny__op_args *a)
@@ -87,7 +87,8 @@ teeny_status teeny__slice_channels_backward(teeny_ctx *ctx, const teeny__op_args
     if (!dx)
         return TEENY_OK;
     int B = (int)dx->shape[0], C = (int)dx->shape[1], S = (int)(dx->numel / ((int64_t)B * C)), total = (int)dx->numel;
-    int c0 = a->iattr[0], count = a->iattr[1], dy_off = teeny__off(dy), dx_off = teeny__off(dx);
+    int c0 = a->attrs.slice.first_channel, count = a->attrs.slice.count;
+    int dy_off = teeny__off(dy), dx_off = teeny__off(dx);
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "concat", "", name, &k);
     if (st == TEENY_OK)
@@ -168,7 +169,7 @@ teeny_status teeny_concat_channels(teeny_ctx *ctx, int n, const teeny_tensor *co
     int c = 0;
     for (int i = 0; i < n && st == TEENY_OK; i += TEENY__OP_MAX_SLOTS) {
         int m = n - i < TEENY__OP_MAX_SLOTS ? n - i : TEENY__OP_MAX_SLOTS;
-        teeny__op_args args = {.out = {y}, .iattr = {m, c}};
+        teeny__op_args args = {.out = {y}, .attrs.concat = {m, c}};
         for (int j = 0; j < m; j++) {
             args.in[j] = xs[i + j];
             c += (int)xs[i + j]->shape[1];
@@ -200,7 +201,7 @@ teeny_status teeny_split_channels(teeny_ctx *ctx, const teeny_tensor *x, int n, 
         return st;
     int c = 0;
     for (int i = 0; i < n && st == TEENY_OK; i++) {
-        teeny__op_args args = {.in = {x}, .out = {ys[i]}, .iattr = {c, (int)ys[i]->shape[1]}};
+        teeny__op_args args = {.in = {x}, .out = {ys[i]}, .attrs.slice = {c, (int)ys[i]->shape[1]}};
         st = teeny__op_run(ctx, TEENY__OP_SLICE_CHANNELS, 0, &args);
         c += (int)ys[i]->shape[1];
     }
@@ -212,10 +213,11 @@ teeny_status teeny_split_channels(teeny_ctx *ctx, const teeny_tensor *x, int n, 
 teeny_status teeny__concat_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
     int n = s->n_in;
-    if (n < 1 || n > TEENY__OP_MAX_SLOTS || s->iattr[0] != n || s->iattr[1] != 0)
+    const teeny__concat_attrs *at = &s->attrs.concat;
+    if (n < 1 || n > TEENY__OP_MAX_SLOTS || at->n_inputs != n || at->first_channel != 0)
         return teeny__error(ctx, TEENY_ERR_ARG,
-                            "concat: %d inputs with iattr = {%d, %d}; need 1..%d inputs, iattr[0] = their number, "
-                            "iattr[1] = 0", n, s->iattr[0], s->iattr[1], TEENY__OP_MAX_SLOTS);
+                            "concat: %d inputs with n_inputs %d, first_channel %d; need 1..%d inputs, n_inputs = "
+                            "their number, first_channel 0", n, at->n_inputs, at->first_channel, TEENY__OP_MAX_SLOTS);
     const teeny__shape *x0 = &s->in[0];
     int64_t sum = 0;
     for (int i = 0; i < n; i++) {
@@ -244,7 +246,7 @@ teeny_status teeny__concat_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 teeny_status teeny__slice_channels_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
     const teeny__shape *x = &s->in[0];
-    int c0 = s->iattr[0], count = s->iattr[1];
+    int c0 = s->attrs.slice.first_channel, count = s->attrs.slice.count;
     if (s->n_in != 1 || x->ndim < 2 || x->is_i32)
         return teeny__error(ctx, TEENY_ERR_SHAPE, "slice_channels: input must be fp32 [B, C, ...] (rank %d given)",
                             x->ndim);
@@ -274,8 +276,8 @@ teeny_status teeny_graph_concat(teeny_graph *g, const char *name, int n, const t
                                                                                : "needs at least one input");
     }
     if (n <= TEENY__OP_MAX_SLOTS) {
-        int ia[2] = {n, 0};
-        return teeny__graph_node(g, TEENY__OP_CONCAT, name, n, xs, ia, 2, NULL, 0, out);
+        teeny__op_attrs at = {.concat = {n, 0}};
+        return teeny__graph_node(g, TEENY__OP_CONCAT, name, n, xs, &at, out);
     }
     /* a chain; intermediate nodes are named after the final one (or left to
      * the graph's automatic names when name is NULL) */
@@ -294,8 +296,8 @@ teeny_status teeny_graph_concat(teeny_graph *g, const char *name, int n, const t
             snprintf(pname, sizeof pname, "%s.part%d", name, k++);
             pn = pname;
         }
-        int ia[2] = {m, 0};
-        st = teeny__graph_node(g, TEENY__OP_CONCAT, done < n ? pn : name, m, part, ia, 2, NULL, 0, &acc);
+        teeny__op_attrs at = {.concat = {m, 0}};
+        st = teeny__graph_node(g, TEENY__OP_CONCAT, done < n ? pn : name, m, part, &at, &acc);
     }
     if (st == TEENY_OK)
         *out = acc;
@@ -305,6 +307,6 @@ teeny_status teeny_graph_concat(teeny_graph *g, const char *name, int n, const t
 teeny_status teeny_graph_slice_channels(teeny_graph *g, const char *name, teeny_node x, int start, int count,
                                         teeny_node *out)
 {
-    int ia[2] = {start, count};
-    return teeny__graph_node(g, TEENY__OP_SLICE_CHANNELS, name, 1, &x, ia, 2, NULL, 0, out);
+    teeny__op_attrs at = {.slice = {start, count}};
+    return teeny__graph_node(g, TEENY__OP_SLICE_CHANNELS, name, 1, &x, &at, out);
 }

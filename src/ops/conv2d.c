@@ -30,9 +30,8 @@
  * params weight [Cout, Cin/groups, KH, KW] and, with has_bias, bias [Cout]
  * (both TEENY__INIT_FAN_IN, fan_in = Cin/groups*KH*KW); no states or saved
  * tensors.
- *   iattr = {stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups,
- *            act | has_bias << 8}
- *   fattr = {Cout, KH, KW} (read by infer only; exact integers)
+ *   attrs.conv2d: stride, pad, dilation, groups, act, has_bias, and
+ *            out_channels, kernel_h, kernel_w (read by infer only)
  *   forward:  in  = [x, weight, bias (has_bias only), scale, shift]   out = [y]
  *             y = act(conv(x, w) * scale[c] + shift[c] + bias[c]); scale and
  *             shift sit in fixed slots 3 and 4 and may be NULL (1 and 0), as
@@ -237,7 +236,7 @@ typedef struct {
     int sh, sw, ph, pw, dh, dw;
 } conv_geom;
 
-static conv_geom geom_make(const teeny_tensor *x, const teeny_tensor *w, const int *iattr)
+static conv_geom geom_make(const teeny_tensor *x, const teeny_tensor *w, const teeny__conv2d_attrs *at)
 {
     conv_geom g;
     g.B = (int)x->shape[0];
@@ -247,13 +246,13 @@ static conv_geom geom_make(const teeny_tensor *x, const teeny_tensor *w, const i
     g.Cout = (int)w->shape[0];
     g.KH = (int)w->shape[2];
     g.KW = (int)w->shape[3];
-    g.sh = iattr[0];
-    g.sw = iattr[1];
-    g.ph = iattr[2];
-    g.pw = iattr[3];
-    g.dh = iattr[4];
-    g.dw = iattr[5];
-    g.G = iattr[6];
+    g.sh = at->stride[0];
+    g.sw = at->stride[1];
+    g.ph = at->pad[0];
+    g.pw = at->pad[1];
+    g.dh = at->dilation[0];
+    g.dw = at->dilation[1];
+    g.G = at->groups;
     g.Cig = g.Cin / g.G;
     g.Cog = g.Cout / g.G;
     g.OH = (g.H + 2 * g.ph - g.dh * (g.KH - 1) - 1) / g.sh + 1;
@@ -475,9 +474,9 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     const teeny_tensor *x = a->in[0], *w = a->in[1], *bias = a->in[2], *scale = a->in[3], *shift = a->in[4];
     teeny_tensor *y = a->out[0];
-    conv_geom g = geom_make(x, w, a->iattr);
+    conv_geom g = geom_make(x, w, &a->attrs.conv2d);
     const conv_tuning *tu = tuning_for(ctx);
-    int act = a->iattr[7] & 0xff;
+    int act = (int)a->attrs.conv2d.act;
     int epi = (bias ? 1 : 0) | (scale ? 2 : 0) | (shift ? 4 : 0);
     cl_mem bias_m = bias ? bias->buf : x->buf, scale_m = scale ? scale->buf : x->buf,
            shift_m = shift ? shift->buf : x->buf;
@@ -843,10 +842,10 @@ static teeny_status backward_db(teeny_ctx *ctx, const conv_tuning *tu, const con
 
 teeny_status teeny__conv2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    int has_bias = (a->iattr[7] >> 8) & 1;
+    int has_bias = a->attrs.conv2d.has_bias != 0;
     const teeny_tensor *x = a->in[0], *w = a->in[1], *dy = a->in[has_bias ? 4 : 3];
     teeny_tensor *dx = a->out[0], *dw = a->out[1], *db = has_bias ? a->out[2] : NULL;
-    conv_geom g = geom_make(x, w, a->iattr);
+    conv_geom g = geom_make(x, w, &a->attrs.conv2d);
     const conv_tuning *tu = tuning_for(ctx);
     teeny_status st = TEENY_OK;
     grad_plan gp;
@@ -983,16 +982,11 @@ static teeny_status check_channel_vec(teeny_ctx *ctx, const char *fn, const teen
     return TEENY_OK;
 }
 
-static void params_attrs(const teeny_conv2d_params *p, int act, int has_bias, int *iattr)
+/* The eager API's attributes; the weight's shape fields stay 0 (infer only). */
+static void params_attrs(const teeny_conv2d_params *p, teeny_act act, int has_bias, teeny__conv2d_attrs *at)
 {
-    iattr[0] = p->stride[0];
-    iattr[1] = p->stride[1];
-    iattr[2] = p->pad[0];
-    iattr[3] = p->pad[1];
-    iattr[4] = p->dilation[0];
-    iattr[5] = p->dilation[1];
-    iattr[6] = p->groups;
-    iattr[7] = act | has_bias << 8;
+    *at = (teeny__conv2d_attrs){{p->stride[0], p->stride[1]}, {p->pad[0], p->pad[1]},
+                                {p->dilation[0], p->dilation[1]}, p->groups, act, has_bias, 0, 0, 0};
 }
 
 teeny_status teeny_conv2d_output_shape(const teeny_conv2d_params *p, const int64_t x_shape[4],
@@ -1041,7 +1035,7 @@ teeny_status teeny_conv2d_forward_fused(teeny_ctx *ctx, const teeny_conv2d_param
     if ((st = teeny__check_disjoint(ctx, fn, all, names, 5, 6)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {x, w, bias, scale, shift}, .out = {y}};
-    params_attrs(p, (int)act, bias != NULL, args.iattr);
+    params_attrs(p, act, bias != NULL, &args.attrs.conv2d);
     return teeny__op_run(ctx, TEENY__OP_CONV2D, 0, &args);
 }
 
@@ -1063,7 +1057,7 @@ teeny_status teeny_conv2d_forward(teeny_ctx *ctx, const teeny_conv2d_params *p, 
     if ((st = teeny__check_disjoint(ctx, fn, all, names, 3, 4)) != TEENY_OK)
         return st;
     teeny__op_args args = {.in = {x, w, bias}, .out = {y}};
-    params_attrs(p, TEENY_ACT_NONE, bias != NULL, args.iattr);
+    params_attrs(p, TEENY_ACT_NONE, bias != NULL, &args.attrs.conv2d);
     return teeny__op_run(ctx, TEENY__OP_CONV2D, 0, &args);
 }
 
@@ -1093,31 +1087,32 @@ teeny_status teeny_conv2d_backward(teeny_ctx *ctx, const teeny_conv2d_params *p,
         return TEENY_OK;
     /* the op-table order: dy follows the (absent) bias and y slots */
     teeny__op_args args = {.in = {x, w, NULL, NULL, dy}, .out = {dx, dw, dbias}};
-    params_attrs(p, TEENY_ACT_NONE, 1, args.iattr);
+    params_attrs(p, TEENY_ACT_NONE, 1, &args.attrs.conv2d);
     return teeny__op_run(ctx, TEENY__OP_CONV2D, 1, &args);
 }
 
-/* Graph shapes: x [B, Cin, H, W]; the weight shape comes from fattr. */
+/* Graph shapes: x [B, Cin, H, W]; the weight shape comes from the attributes. */
 teeny_status teeny__conv2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
     const teeny__shape *x = &s->in[0];
-    int has_bias = (s->iattr[7] >> 8) & 1, act = s->iattr[7] & 0xff;
-    teeny_conv2d_params p = {{s->iattr[0], s->iattr[1]}, {s->iattr[2], s->iattr[3]}, {s->iattr[4], s->iattr[5]},
-                             s->iattr[6]};
+    const teeny__conv2d_attrs *at = &s->attrs.conv2d;
+    int has_bias = at->has_bias;
+    teeny_act act = at->act;
+    teeny_conv2d_params p = {{at->stride[0], at->stride[1]}, {at->pad[0], at->pad[1]},
+                             {at->dilation[0], at->dilation[1]}, at->groups};
     teeny_status st;
     if (s->n_in != 1 || x->ndim != 4 || x->is_i32)
         return teeny__error(ctx, TEENY_ERR_SHAPE, "conv2d: input must be one fp32 [B, Cin, H, W] tensor (rank %d given)",
                             x->ndim);
-    if ((s->iattr[7] & ~0x1ff) || (act != TEENY_ACT_NONE && act != TEENY_ACT_RELU && act != TEENY_ACT_SILU))
-        return teeny__error(ctx, TEENY_ERR_ARG, "conv2d: flags 0x%x: act must be a teeny_act, has_bias 0 or 1",
-                            (unsigned)s->iattr[7]);
+    if ((has_bias != 0 && has_bias != 1) || (act != TEENY_ACT_NONE && act != TEENY_ACT_RELU && act != TEENY_ACT_SILU))
+        return teeny__error(ctx, TEENY_ERR_ARG, "conv2d: act %d must be a teeny_act, has_bias %d 0 or 1", (int)act,
+                            has_bias);
+    const int wdim[3] = {at->out_channels, at->kernel_h, at->kernel_w};
     for (int i = 0; i < 3; i++)
-        if (!(s->fattr[i] >= 1.0f && s->fattr[i] <= 16777216.0f) || s->fattr[i] != (float)(int)s->fattr[i])
-            return teeny__error(ctx, TEENY_ERR_ARG, "conv2d: %s %g must be a whole number >= 1",
-                                i == 0 ? "out_channels" : i == 1 ? "kernel height" : "kernel width",
-                                (double)s->fattr[i]);
-    int64_t ws[4] = {(int64_t)s->fattr[0], x->shape[1] / (s->iattr[6] > 0 ? s->iattr[6] : 1), (int64_t)s->fattr[1],
-                     (int64_t)s->fattr[2]};
+        if (wdim[i] < 1 || wdim[i] > (1 << 24))
+            return teeny__error(ctx, TEENY_ERR_ARG, "conv2d: %s %d must be 1..2^24",
+                                i == 0 ? "out_channels" : i == 1 ? "kernel height" : "kernel width", wdim[i]);
+    int64_t ws[4] = {wdim[0], x->shape[1] / (at->groups > 0 ? at->groups : 1), wdim[1], wdim[2]};
     int64_t ys[4];
     if ((st = conv_shape(ctx, "conv2d", &p, x->shape, ws, ys)) != TEENY_OK)
         return st;
@@ -1152,8 +1147,10 @@ teeny_status teeny_graph_conv2d(teeny_graph *g, const char *name, teeny_node x, 
         return teeny__error(teeny__graph_ctx(g), TEENY_ERR_ARG, "teeny_graph_conv2d: out_channels %d, kernel %dx%d must be 1..2^24",
                             out_channels, kernel_h, kernel_w);
     }
-    int ia[8] = {p->stride[0], p->stride[1], p->pad[0], p->pad[1], p->dilation[0], p->dilation[1], p->groups,
-                 (bias != 0) << 8};
-    float fa[3] = {(float)out_channels, (float)kernel_h, (float)kernel_w};
-    return teeny__graph_node(g, TEENY__OP_CONV2D, name, 1, &x, ia, 8, fa, 3, out);
+    teeny__op_attrs at;
+    params_attrs(p, TEENY_ACT_NONE, bias != 0, &at.conv2d);
+    at.conv2d.out_channels = out_channels;
+    at.conv2d.kernel_h = kernel_h;
+    at.conv2d.kernel_w = kernel_w;
+    return teeny__graph_node(g, TEENY__OP_CONV2D, name, 1, &x, &at, out);
 }

@@ -6,7 +6,7 @@
  * Op-table entries (the convention of ops.h):
  *   add:        forward in = [a, b], out = [y];
  *               backward in = [a, b, y, dy], out = [da, db] (copies of dy)
- *   activation: iattr[0] = teeny_act; forward in = [x], out = [y];
+ *   activation: attrs.activation.act; forward in = [x], out = [y];
  *               backward in = [x, y, dy], out = [dx]
  *   mul:        forward in = [a, b], out = [y];
  *               backward in = [a, b, y, dy], out = [da = dy * b, db = dy * a]
@@ -56,7 +56,7 @@ teeny_status teeny__add_backward(teeny_ctx *ctx, const teeny__op_args *a)
 
 teeny_status teeny__activation_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    return act_launch(ctx, a->iattr[0], a->in[0], a->out[0]);
+    return act_launch(ctx, (int)a->attrs.activation.act, a->in[0], a->out[0]);
 }
 
 static teeny_status act_launch(teeny_ctx *ctx, int act, const teeny_tensor *x, teeny_tensor *y)
@@ -76,7 +76,8 @@ teeny_status teeny__activation_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     const teeny_tensor *x = a->in[0], *dy = a->in[2];
     teeny_tensor *dx = a->out[0];
-    int act = a->iattr[0], n = (int)dx->numel, ox = teeny__off(x), ody = teeny__off(dy), odx = teeny__off(dx);
+    int act = (int)a->attrs.activation.act;
+    int n = (int)dx->numel, ox = teeny__off(x), ody = teeny__off(dy), odx = teeny__off(dx);
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "elementwise", "", "ew_act_backward", &k);
     if (st == TEENY_OK)
@@ -156,7 +157,7 @@ teeny_status teeny_activation_forward(teeny_ctx *ctx, teeny_act act, const teeny
         return st;
     if ((st = teeny__check_alias(ctx, y, "teeny_activation_forward: y", x, "x", 1)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {x}, .out = {y}, .iattr = {(int)act}};
+    teeny__op_args args = {.in = {x}, .out = {y}, .attrs.activation = {act}};
     return teeny__op_run(ctx, TEENY__OP_ACTIVATION, 0, &args);
 }
 
@@ -175,7 +176,7 @@ teeny_status teeny_activation_backward(teeny_ctx *ctx, teeny_act act, const teen
     if ((st = teeny__check_alias(ctx, dx, "teeny_activation_backward: dx", x, "x", 1)) != TEENY_OK ||
         (st = teeny__check_alias(ctx, dx, "teeny_activation_backward: dx", dy, "dy", 1)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {x, NULL, dy}, .out = {dx}, .iattr = {(int)act}};
+    teeny__op_args args = {.in = {x, NULL, dy}, .out = {dx}, .attrs.activation = {act}};
     return teeny__op_run(ctx, TEENY__OP_ACTIVATION, 1, &args);
 }
 
@@ -240,7 +241,7 @@ teeny_status teeny__add_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 
 teeny_status teeny__activation_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
-    teeny_status st = check_act(ctx, (teeny_act)s->iattr[0]);
+    teeny_status st = check_act(ctx, s->attrs.activation.act);
     s->out = s->in[0];
     return st;
 }
@@ -258,18 +259,18 @@ teeny_status teeny__mul_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 
 teeny_status teeny_graph_activation(teeny_graph *g, const char *name, teeny_node x, teeny_act act, teeny_node *out)
 {
-    int a = (int)act;
-    return teeny__graph_node(g, TEENY__OP_ACTIVATION, name, 1, &x, &a, 1, NULL, 0, out);
+    teeny__op_attrs at = {.activation = {act}};
+    return teeny__graph_node(g, TEENY__OP_ACTIVATION, name, 1, &x, &at, out);
 }
 
 teeny_status teeny_graph_add(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out)
 {
     teeny_node in[2] = {a, b};
-    return teeny__graph_node(g, TEENY__OP_ADD, name, 2, in, NULL, 0, NULL, 0, out);
+    return teeny__graph_node(g, TEENY__OP_ADD, name, 2, in, NULL, out);
 }
 
 teeny_status teeny_graph_mul(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out)
 {
     teeny_node in[2] = {a, b};
-    return teeny__graph_node(g, TEENY__OP_MUL, name, 2, in, NULL, 0, NULL, 0, out);
+    return teeny__graph_node(g, TEENY__OP_MUL, name, 2, in, NULL, out);
 }

@@ -12,7 +12,7 @@
  * as -D options (see gemm_plan).
  *
  * Op-table entry (the convention of ops.h): one input x [N, in] (rank 2);
- * iattr[0] = out_features, iattr[1] = has_bias; params weight [out, in]
+ * attrs.linear = {out_features, has_bias}; params weight [out, in]
  * and, with has_bias, bias [out] (both TEENY__INIT_FAN_IN, fan_in = in).
  *   forward:  in  = [x, weight, bias (has_bias only)]       out = [y]
  *   backward: in  = [x, weight, bias?, y, dy]               out = [dx, dweight, dbias?]
@@ -154,7 +154,7 @@ static teeny_status colsum(teeny_ctx *ctx, const teeny_tensor *g, int rows, int 
 
 teeny_status teeny__linear_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *x = a->in[0], *w = a->in[1], *bias = a->iattr[1] ? a->in[2] : NULL;
+    const teeny_tensor *x = a->in[0], *w = a->in[1], *bias = a->attrs.linear.has_bias ? a->in[2] : NULL;
     teeny_tensor *y = a->out[0];
     int N = (int)x->shape[0], in = (int)x->shape[1], out = (int)w->shape[0];
     gemm_args g = {.M = N, .N = out, .K = in, .a = x, .a_sm = in, .a_sk = 1, .b = w, .b_sk = 1, .b_sn = in,
@@ -164,7 +164,7 @@ teeny_status teeny__linear_forward(teeny_ctx *ctx, const teeny__op_args *a)
 
 teeny_status teeny__linear_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    int has_bias = a->iattr[1] != 0;
+    int has_bias = a->attrs.linear.has_bias != 0;
     const teeny_tensor *x = a->in[0], *w = a->in[1], *dy = a->in[has_bias ? 4 : 3];
     teeny_tensor *dx = a->out[0], *dw = a->out[1], *db = has_bias ? a->out[2] : NULL;
     int N = (int)x->shape[0], in = (int)x->shape[1], out = (int)w->shape[0];
@@ -256,7 +256,7 @@ teeny_status teeny_linear_forward(teeny_ctx *ctx, const teeny_tensor *x, const t
     const teeny_tensor *outs[1] = {y};
     if ((st = check_disjoint(ctx, fn, outs, out_names, 1, ins, in_names, 3)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {x, w, bias}, .out = {y}, .iattr = {(int)out, bias != NULL}};
+    teeny__op_args args = {.in = {x, w, bias}, .out = {y}, .attrs.linear = {(int)out, bias != NULL}};
     return teeny__op_run(ctx, TEENY__OP_LINEAR, 0, &args);
 }
 
@@ -279,7 +279,7 @@ teeny_status teeny_linear_backward(teeny_ctx *ctx, const teeny_tensor *x, const 
     if ((st = check_disjoint(ctx, fn, outs, out_names, 3, ins, in_names, 3)) != TEENY_OK)
         return st;
     /* has_bias = 1 keeps the db slot: in = [x, w, bias, y, dy] (bias, y unused) */
-    teeny__op_args args = {.in = {x, w, NULL, NULL, dy}, .out = {dx, dw, db}, .iattr = {(int)out, 1}};
+    teeny__op_args args = {.in = {x, w, NULL, NULL, dy}, .out = {dx, dw, db}, .attrs.linear = {(int)out, 1}};
     return teeny__op_run(ctx, TEENY__OP_LINEAR, 1, &args);
 }
 
@@ -287,8 +287,8 @@ teeny_status teeny_linear_backward(teeny_ctx *ctx, const teeny_tensor *x, const 
 teeny_status teeny__linear_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
     const teeny__shape *x = &s->in[0];
-    int64_t out = s->iattr[0];
-    int has_bias = s->iattr[1];
+    int64_t out = s->attrs.linear.out_features;
+    int has_bias = s->attrs.linear.has_bias;
     if (s->n_in != 1 || x->ndim != 2 || x->is_i32)
         return teeny__error(ctx, TEENY_ERR_SHAPE, "linear: input must be one fp32 [N, in] tensor (rank %d given)",
                             x->ndim);
@@ -323,6 +323,6 @@ teeny_status teeny__linear_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 teeny_status teeny_graph_linear(teeny_graph *g, const char *name, teeny_node x, int out_features, int bias,
                                 teeny_node *out)
 {
-    int ia[2] = {out_features, bias != 0};
-    return teeny__graph_node(g, TEENY__OP_LINEAR, name, 1, &x, ia, 2, NULL, 0, out);
+    teeny__op_attrs at = {.linear = {out_features, bias != 0}};
+    return teeny__graph_node(g, TEENY__OP_LINEAR, name, 1, &x, &at, out);
 }

@@ -251,5 +251,5 @@ teeny_status teeny_graph_softmax_cross_entropy(teeny_graph *g, const char *name,
                                                teeny_node labels, teeny_node *out)
 {
     teeny_node in[2] = {logits, labels};
-    return teeny__graph_node(g, TEENY__OP_SOFTMAX_CE, name, 2, in, NULL, 0, NULL, 0, out);
+    return teeny__graph_node(g, TEENY__OP_SOFTMAX_CE, name, 2, in, NULL, out);
 }

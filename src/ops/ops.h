@@ -1,11 +1,13 @@
 /*
- * ops.h -- the op table. Every op is one line in ops.def; each family's
- * src/ops/<family>.c defines the entry's functions. The eager API and the
- * graph executor reach kernels only through this table, so adding an op
- * never touches the executor.
+ * ops.h -- the op table. Every op is one line in ops.def, from which this
+ * header generates the op enum and the entry points' prototypes and ops.c
+ * the table; each family's src/ops/<family>.c defines the functions. The
+ * eager API and the graph executor reach kernels only through this table,
+ * so adding an op never touches the executor, ops.c or this header (unless
+ * it brings a new attribute struct).
  *
  * Arguments travel in one struct: tensors in a fixed order per op (see each
- * op's comment in its family file), integer and float attributes.
+ * op's comment in its family file) and the op's typed attributes.
  */
 #ifndef TEENY_OPS_H
 #define TEENY_OPS_H
@@ -13,11 +15,49 @@
 #include "../internal.h"
 
 typedef enum {
-#define XX(e, name, family) TEENY__OP_##e,
+#define XX(e, name, family, fn, attrs, grad) TEENY__OP_##e,
 #include "ops.def"
 #undef XX
     TEENY__OP_COUNT
 } teeny__op_id;
+
+/* Each op's attributes, typed; the attrs column of ops.def names the member
+ * of teeny__op_attrs an op reads. Graph nodes store the union, so the graph
+ * carries attributes without knowing any op. Fields are read by the family
+ * file named in the comment. */
+typedef struct { char unused; } teeny__none_attrs;                   /* add, mul, global_avgpool, softmax_ce */
+typedef struct { teeny_act act; } teeny__activation_attrs;           /* elementwise.c */
+typedef struct { float momentum, eps; } teeny__batchnorm_attrs;      /* batchnorm.c */
+typedef struct { int kernel[2], stride[2], pad[2]; } teeny__pool2d_attrs; /* pool.c: [0] = H, [1] = W */
+typedef struct { int out_features, has_bias; } teeny__linear_attrs;  /* linear.c */
+typedef struct {
+    int n_inputs;       /* 1..TEENY__OP_MAX_SLOTS, the node's inputs */
+    int first_channel;  /* channel of y the first input lands on (0 in a graph) */
+} teeny__concat_attrs;  /* concat.c */
+typedef struct { int first_channel, count; } teeny__slice_attrs;     /* concat.c: y = x[:, first, first + count) */
+typedef struct {
+    int stride[2], pad[2], dilation[2], groups; /* [0] = H, [1] = W */
+    teeny_act act;                              /* fused into the forward epilogue */
+    int has_bias;                               /* 0 or 1 */
+    int out_channels, kernel_h, kernel_w;       /* the weight's shape; read by infer only */
+} teeny__conv2d_attrs;                          /* conv2d.c */
+typedef struct { float scale; } teeny__attention_attrs;              /* attention.c */
+typedef struct { int heads, key_dim; } teeny__psa_attrs;             /* psa.c */
+typedef struct { int heads, height, width; } teeny__psa_merge_attrs; /* psa.c */
+
+typedef union {
+    teeny__none_attrs none;
+    teeny__activation_attrs activation;
+    teeny__batchnorm_attrs batchnorm;
+    teeny__pool2d_attrs pool2d;
+    teeny__linear_attrs linear;
+    teeny__concat_attrs concat;
+    teeny__slice_attrs slice;
+    teeny__conv2d_attrs conv2d;
+    teeny__attention_attrs attention;
+    teeny__psa_attrs psa;
+    teeny__psa_merge_attrs psa_merge;
+} teeny__op_attrs;
 
 #define TEENY__OP_MAX_TENSORS 12
 #define TEENY__OP_MAX_SLOTS 4 /* inputs, params, states or saved tensors of one node */
@@ -25,8 +65,7 @@ typedef enum {
 typedef struct {
     const teeny_tensor *in[TEENY__OP_MAX_TENSORS]; /* read */
     teeny_tensor *out[TEENY__OP_MAX_TENSORS];      /* written (incl. updated state); NULL: not wanted */
-    int iattr[8];
-    float fattr[8];
+    teeny__op_attrs attrs;
     int training;                                  /* graph mode: 1 training, 0 inference */
 } teeny__op_args;
 
@@ -46,8 +85,7 @@ typedef struct {
     /* given */
     int n_in;
     teeny__shape in[TEENY__OP_MAX_SLOTS];
-    int iattr[8];
-    float fattr[8];
+    teeny__op_attrs attrs;
     /* filled by infer */
     teeny__shape out;                                /* the node's value */
     int n_param, n_state, n_saved;
@@ -82,78 +120,36 @@ typedef teeny_status (*teeny__infer_fn)(teeny_ctx *ctx, teeny__node_shapes *s);
  * at compile time) and replay them.
  */
 typedef struct {
-    const char *name;
-    const char *family;
-    teeny__infer_fn infer;  /* required for graph use */
+    const char *name;       /* required */
+    const char *family;     /* required */
+    teeny__infer_fn infer;  /* required */
     teeny__op_fn forward;   /* required */
-    teeny__op_fn backward;  /* optional: NULL when the op has no gradient */
+    teeny__op_fn backward;  /* optional: NULL when the op has no gradient (NOGRAD) */
 } teeny__op;
 
 extern const teeny__op teeny__ops[TEENY__OP_COUNT];
 
-/* Entry points each family file defines. */
-teeny_status teeny__add_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__add_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__add_backward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__activation_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__activation_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__activation_backward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__batchnorm_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a);
-/* Graph building-block ops; tensor orders and attributes in each family's
- * banner (elementwise.c, pool.c, linear.c, loss.c, concat.c). */
-teeny_status teeny__mul_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__mul_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__mul_backward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__maxpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__maxpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__maxpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__avgpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__avgpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__avgpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__global_avgpool_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__global_avgpool_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__global_avgpool_backward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__linear_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__linear_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__linear_backward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__softmax_ce_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__softmax_ce_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__softmax_ce_backward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__concat_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__concat_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__concat_backward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__slice_channels_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__slice_channels_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__slice_channels_backward(teeny_ctx *ctx, const teeny__op_args *a);
-/* Grouped 2-D convolution; tensor orders and attributes in conv2d.c's banner. */
-teeny_status teeny__conv2d_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__conv2d_backward(teeny_ctx *ctx, const teeny__op_args *a);
+/* Check a table (teeny__ops, or a copy) of n entries: every required slot
+ * set. TEENY_ERR_STATE, naming the first op and slot missing, if not. */
+teeny_status teeny__ops_check(teeny_ctx *ctx, const teeny__op *table, int n);
+const char *teeny__op_name(teeny__op_id id);
+
+/* Entry points each family file defines, by the convention of ops.def. */
+#define TEENY__OP_PROTO_GRAD(fn) teeny_status teeny__##fn##_backward(teeny_ctx *ctx, const teeny__op_args *a);
+#define TEENY__OP_PROTO_NOGRAD(fn)
+#define XX(e, name, family, fn, attrs, grad)                                   \
+    teeny_status teeny__##fn##_infer(teeny_ctx *ctx, teeny__node_shapes *s);  \
+    teeny_status teeny__##fn##_forward(teeny_ctx *ctx, const teeny__op_args *a); \
+    TEENY__OP_PROTO_##grad(fn)
+#include "ops.def"
+#undef XX
+
 /* Test hook (conv2d.c): force a tuning-table entry and a GEMM tile (-1: by
  * device and problem) and disable the depthwise kernels (1); not thread-safe. */
 void teeny__conv2d_debug(int tuning, int tile, int no_depthwise);
 /* Test hook (program.c): kernels report at most cap work-items (0: off), so
  * every fallback can be forced on any device; not thread-safe. */
 void teeny__debug_kernel_wg_cap(size_t cap);
-/* Attention and PSA attention; tensor orders in attention.c's and psa.c's
- * banners. */
-teeny_status teeny__attention_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__attention_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__attention_backward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__psa_attention_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__psa_attention_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__psa_attention_backward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__psa_pack_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__psa_pack_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__psa_pack_backward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__psa_extract_v_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__psa_extract_v_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__psa_extract_v_backward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__psa_merge_infer(teeny_ctx *ctx, teeny__node_shapes *s);
-teeny_status teeny__psa_merge_forward(teeny_ctx *ctx, const teeny__op_args *a);
-teeny_status teeny__psa_merge_backward(teeny_ctx *ctx, const teeny__op_args *a);
 /* Flash attention over strided matrices (attention.c), shared by the
  * contiguous and the fused PSA paths: element (bh, n, c) of a matrix at
  * off + (bh / heads)*sb + (bh % heads)*sh + n*sn + c*sd of buf. A NULL buf
@@ -173,7 +169,7 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
  * infer, creates and initializes the node's parameters and state. Each
  * family's graph builders (teeny_graph_<op>) call it. */
 teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name, int n_in, const teeny_node *in,
-                               const int *iattr, int n_iattr, const float *fattr, int n_fattr, teeny_node *out);
+                               const teeny__op_attrs *attrs, teeny_node *out);
 /* The context a graph call reports its errors into (NULL for a NULL graph:
  * then the thread's context-less error). */
 teeny_ctx *teeny__graph_ctx(const teeny_graph *g);

@@ -10,8 +10,8 @@
  * atomics). Global pooling uses one work-group per plane.
  * Tunable: GAP_WG, the global-pooling work-group size (ctx->work_group_size).
  *
- * Op-table entries (the convention of ops.h); iattr = {kernel_h, kernel_w,
- * stride_h, stride_w, pad_h, pad_w} for the window ops:
+ * Op-table entries (the convention of ops.h); attrs.pool2d (kernel, stride,
+ * pad) for the window ops:
  *   maxpool2d:      forward in = [x], out = [y, argmax] (saved argmax: int32,
  *                   shape of y, training only; NULL: not written);
  *                   backward in = [x, y, argmax, dy], out = [dx]
@@ -29,10 +29,10 @@ typedef struct {
     int H, W, OH, OW, kh, kw, sh, sw, ph, pw, total;
 } pool_geom;
 
-static pool_geom geom_make(const int *iattr, const teeny_tensor *x, const teeny_tensor *y, int per_input)
+static pool_geom geom_make(const teeny__pool2d_attrs *v, const teeny_tensor *x, const teeny_tensor *y, int per_input)
 {
-    pool_geom g = {(int)x->shape[2], (int)x->shape[3], (int)y->shape[2], (int)y->shape[3], iattr[0], iattr[1],
-                   iattr[2], iattr[3], iattr[4], iattr[5], 0};
+    pool_geom g = {(int)x->shape[2], (int)x->shape[3], (int)y->shape[2], (int)y->shape[3], v->kernel[0], v->kernel[1],
+                   v->stride[0], v->stride[1], v->pad[0], v->pad[1], 0};
     g.total = (int)(per_input ? x->numel : y->numel);
     return g;
 }
@@ -54,7 +54,7 @@ teeny_status teeny__maxpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
     static const char name[] = "pool_max_forward";
     const teeny_tensor *x = a->in[0];
     teeny_tensor *y = a->out[0], *am = a->out[1];
-    pool_geom g = geom_make(a->iattr, x, y, 0);
+    pool_geom g = geom_make(&a->attrs.pool2d, x, y, 0);
     int x_off = teeny__off(x), y_off = teeny__off(y), am_off = am ? teeny__off(am) : 0, want = am != NULL;
     cl_mem am_buf = am ? am->buf : y->buf; /* stand-in, never written */
     cl_kernel k;
@@ -75,7 +75,7 @@ teeny_status teeny__maxpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
     teeny_tensor *dx = a->out[0];
     if (!dx)
         return TEENY_OK;
-    pool_geom g = geom_make(a->iattr, dx, dy, 1);
+    pool_geom g = geom_make(&a->attrs.pool2d, dx, dy, 1);
     int am_off = teeny__off(am), dy_off = teeny__off(dy), dx_off = teeny__off(dx);
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "pool", "", name, &k);
@@ -93,7 +93,7 @@ teeny_status teeny__avgpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
     static const char name[] = "pool_avg_forward";
     const teeny_tensor *x = a->in[0];
     teeny_tensor *y = a->out[0];
-    pool_geom g = geom_make(a->iattr, x, y, 0);
+    pool_geom g = geom_make(&a->attrs.pool2d, x, y, 0);
     int x_off = teeny__off(x), y_off = teeny__off(y);
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "pool", "", name, &k);
@@ -112,7 +112,7 @@ teeny_status teeny__avgpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
     teeny_tensor *dx = a->out[0];
     if (!dx)
         return TEENY_OK;
-    pool_geom g = geom_make(a->iattr, dx, dy, 1);
+    pool_geom g = geom_make(&a->attrs.pool2d, dx, dy, 1);
     int dy_off = teeny__off(dy), dx_off = teeny__off(dx);
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "pool", "", name, &k);
@@ -170,12 +170,12 @@ teeny_status teeny__global_avgpool_backward(teeny_ctx *ctx, const teeny__op_args
 
 /* ---- validation, shapes and the eager API ---- */
 
-/* Parameters from iattr order; ctx may be NULL (thread error). */
-static teeny_status check_params(teeny_ctx *ctx, const char *fn, const int *v)
+/* Parameters; ctx may be NULL (thread error). */
+static teeny_status check_params(teeny_ctx *ctx, const char *fn, const teeny__pool2d_attrs *v)
 {
     static const char *const axis[2] = {"H", "W"};
     for (int i = 0; i < 2; i++) {
-        int k = v[i], s = v[2 + i], p = v[4 + i];
+        int k = v->kernel[i], s = v->stride[i], p = v->pad[i];
         if (k < 1 || s < 1 || p < 0)
             return teeny__error(ctx, TEENY_ERR_ARG, "%s: kernel %d, stride %d, pad %d along %s; need kernel >= 1, "
                                 "stride >= 1, pad >= 0", fn, k, s, p, axis[i]);
@@ -186,8 +186,9 @@ static teeny_status check_params(teeny_ctx *ctx, const char *fn, const int *v)
     return TEENY_OK;
 }
 
-/* y shape from x shape and parameters (iattr order). */
-static teeny_status out_shape(teeny_ctx *ctx, const char *fn, const int *v, const int64_t *xs, int64_t *ys)
+/* y shape from x shape and parameters. */
+static teeny_status out_shape(teeny_ctx *ctx, const char *fn, const teeny__pool2d_attrs *v, const int64_t *xs,
+                              int64_t *ys)
 {
     teeny_status st = check_params(ctx, fn, v);
     if (st != TEENY_OK)
@@ -199,13 +200,13 @@ static teeny_status out_shape(teeny_ctx *ctx, const char *fn, const int *v, cons
     ys[0] = xs[0];
     ys[1] = xs[1];
     for (int i = 0; i < 2; i++) {
-        int64_t in = xs[2 + i], span = in + 2 * (int64_t)v[4 + i];
+        int64_t in = xs[2 + i], span = in + 2 * (int64_t)v->pad[i];
         if (in < 1 || xs[0] < 1 || xs[1] < 1)
             return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: x has an empty dimension", fn);
-        if (span < v[i])
+        if (span < v->kernel[i])
             return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: kernel %d is larger than the padded input %lld along %s",
-                                fn, v[i], (long long)span, i ? "W" : "H");
-        ys[2 + i] = (span - v[i]) / v[2 + i] + 1;
+                                fn, v->kernel[i], (long long)span, i ? "W" : "H");
+        ys[2 + i] = (span - v->kernel[i]) / v->stride[i] + 1;
     }
     if (xs[0] > INT32_MAX / xs[1] || ys[2] > INT32_MAX / ys[3] || xs[0] * xs[1] > INT32_MAX / (ys[2] * ys[3]))
         return teeny__error(ctx, TEENY_ERR_RANGE, "%s: output [%lld, %lld, %lld, %lld] passes int32 indexing", fn,
@@ -213,25 +214,20 @@ static teeny_status out_shape(teeny_ctx *ctx, const char *fn, const int *v, cons
     return TEENY_OK;
 }
 
-static void params_iattr(const teeny_pool2d_params *p, int *v)
+static teeny__pool2d_attrs attrs_of(const teeny_pool2d_params *p)
 {
-    v[0] = p->kernel[0];
-    v[1] = p->kernel[1];
-    v[2] = p->stride[0];
-    v[3] = p->stride[1];
-    v[4] = p->pad[0];
-    v[5] = p->pad[1];
+    return (teeny__pool2d_attrs){{p->kernel[0], p->kernel[1]}, {p->stride[0], p->stride[1]}, {p->pad[0], p->pad[1]}};
 }
 
 teeny_status teeny_pool2d_output_shape(const teeny_pool2d_params *p, const int64_t x_shape[4], int64_t y_shape[4])
 {
     static const char fn[] = "teeny_pool2d_output_shape";
-    int v[6];
+    teeny__pool2d_attrs v;
     int64_t ys[4];
     if (!p || !x_shape || !y_shape)
         return teeny__error(NULL, TEENY_ERR_ARG, "%s: %s is NULL", fn, !p ? "p" : !x_shape ? "x_shape" : "y_shape");
-    params_iattr(p, v);
-    teeny_status st = out_shape(NULL, fn, v, x_shape, ys);
+    v = attrs_of(p);
+    teeny_status st = out_shape(NULL, fn, &v, x_shape, ys);
     if (st == TEENY_OK)
         for (int i = 0; i < 4; i++)
             y_shape[i] = ys[i];
@@ -279,14 +275,14 @@ static teeny_status check_x4(teeny_ctx *ctx, const char *fn, const teeny_tensor 
 
 /* Checks shared by the window ops: p, x [B, C, H, W]; fills v and the y shape. */
 static teeny_status check_window(teeny_ctx *ctx, const char *fn, const teeny_pool2d_params *p,
-                                 const teeny_tensor *x, int *v, int64_t *ys)
+                                 const teeny_tensor *x, teeny__pool2d_attrs *v, int64_t *ys)
 {
     teeny_status st;
     if (!p)
         return teeny__error(ctx, TEENY_ERR_ARG, "%s: p is NULL", fn);
     if ((st = check_x4(ctx, fn, x, "x")) != TEENY_OK)
         return st;
-    params_iattr(p, v);
+    *v = attrs_of(p);
     return out_shape(ctx, fn, v, x->shape, ys);
 }
 
@@ -294,11 +290,11 @@ teeny_status teeny_maxpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *
                                      teeny_tensor *y, teeny_tensor *argmax)
 {
     static const char fn[] = "teeny_maxpool2d_forward";
-    int v[6];
+    teeny__pool2d_attrs v;
     int64_t ys[4];
     teeny_status st;
     EAGER_BEGIN("teeny_maxpool2d_forward");
-    if ((st = check_window(ctx, fn, p, x, v, ys)) != TEENY_OK ||
+    if ((st = check_window(ctx, fn, p, x, &v, ys)) != TEENY_OK ||
         (st = check_fp32(ctx, fn, y, "y")) != TEENY_OK || (st = check_shape(ctx, fn, y, "y", ys, 0)) != TEENY_OK ||
         (argmax && ((st = check_i32(ctx, fn, argmax, "argmax")) != TEENY_OK ||
                     (st = check_shape(ctx, fn, argmax, "argmax", ys, 0)) != TEENY_OK)))
@@ -307,7 +303,7 @@ teeny_status teeny_maxpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *
     const char *names[3] = {"x", "y", "argmax"};
     if ((st = teeny__check_disjoint(ctx, fn, t, names, 1, 3)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {x}, .out = {y, argmax}, .iattr = {v[0], v[1], v[2], v[3], v[4], v[5]},
+    teeny__op_args args = {.in = {x}, .out = {y, argmax}, .attrs.pool2d = v,
                            .training = argmax != NULL};
     return teeny__op_run(ctx, TEENY__OP_MAXPOOL2D, 0, &args);
 }
@@ -316,11 +312,11 @@ teeny_status teeny_maxpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params 
                                       const teeny_tensor *argmax, const teeny_tensor *dy, teeny_tensor *dx)
 {
     static const char fn[] = "teeny_maxpool2d_backward";
-    int v[6];
+    teeny__pool2d_attrs v;
     int64_t ys[4];
     teeny_status st;
     EAGER_BEGIN("teeny_maxpool2d_backward");
-    if ((st = check_window(ctx, fn, p, x, v, ys)) != TEENY_OK ||
+    if ((st = check_window(ctx, fn, p, x, &v, ys)) != TEENY_OK ||
         (st = check_i32(ctx, fn, argmax, "argmax")) != TEENY_OK ||
         (st = check_shape(ctx, fn, argmax, "argmax", ys, 0)) != TEENY_OK ||
         (st = check_fp32(ctx, fn, dy, "dy")) != TEENY_OK || (st = check_shape(ctx, fn, dy, "dy", ys, 0)) != TEENY_OK ||
@@ -331,7 +327,7 @@ teeny_status teeny_maxpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params 
     const char *names[4] = {"x", "argmax", "dy", "dx"};
     if ((st = teeny__check_disjoint(ctx, fn, t, names, 3, 4)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {x, NULL, argmax, dy}, .out = {dx}, .iattr = {v[0], v[1], v[2], v[3], v[4], v[5]},
+    teeny__op_args args = {.in = {x, NULL, argmax, dy}, .out = {dx}, .attrs.pool2d = v,
                            .training = 1};
     return teeny__op_run(ctx, TEENY__OP_MAXPOOL2D, 1, &args);
 }
@@ -340,18 +336,18 @@ teeny_status teeny_avgpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *
                                      teeny_tensor *y)
 {
     static const char fn[] = "teeny_avgpool2d_forward";
-    int v[6];
+    teeny__pool2d_attrs v;
     int64_t ys[4];
     teeny_status st;
     EAGER_BEGIN("teeny_avgpool2d_forward");
-    if ((st = check_window(ctx, fn, p, x, v, ys)) != TEENY_OK || (st = check_fp32(ctx, fn, y, "y")) != TEENY_OK ||
+    if ((st = check_window(ctx, fn, p, x, &v, ys)) != TEENY_OK || (st = check_fp32(ctx, fn, y, "y")) != TEENY_OK ||
         (st = check_shape(ctx, fn, y, "y", ys, 0)) != TEENY_OK)
         return st;
     const teeny_tensor *t[2] = {x, y};
     const char *names[2] = {"x", "y"};
     if ((st = teeny__check_disjoint(ctx, fn, t, names, 1, 2)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {x}, .out = {y}, .iattr = {v[0], v[1], v[2], v[3], v[4], v[5]}};
+    teeny__op_args args = {.in = {x}, .out = {y}, .attrs.pool2d = v};
     return teeny__op_run(ctx, TEENY__OP_AVGPOOL2D, 0, &args);
 }
 
@@ -359,11 +355,11 @@ teeny_status teeny_avgpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params 
                                       const teeny_tensor *dy, teeny_tensor *dx)
 {
     static const char fn[] = "teeny_avgpool2d_backward";
-    int v[6];
+    teeny__pool2d_attrs v;
     int64_t ys[4];
     teeny_status st;
     EAGER_BEGIN("teeny_avgpool2d_backward");
-    if ((st = check_window(ctx, fn, p, x, v, ys)) != TEENY_OK || (st = check_fp32(ctx, fn, dy, "dy")) != TEENY_OK ||
+    if ((st = check_window(ctx, fn, p, x, &v, ys)) != TEENY_OK || (st = check_fp32(ctx, fn, dy, "dy")) != TEENY_OK ||
         (st = check_shape(ctx, fn, dy, "dy", ys, 0)) != TEENY_OK || (st = check_fp32(ctx, fn, dx, "dx")) != TEENY_OK ||
         (st = check_shape(ctx, fn, dx, "dx", x->shape, 0)) != TEENY_OK)
         return st;
@@ -371,7 +367,7 @@ teeny_status teeny_avgpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params 
     const char *names[3] = {"x", "dy", "dx"};
     if ((st = teeny__check_disjoint(ctx, fn, t, names, 2, 3)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {x, NULL, dy}, .out = {dx}, .iattr = {v[0], v[1], v[2], v[3], v[4], v[5]}};
+    teeny__op_args args = {.in = {x, NULL, dy}, .out = {dx}, .attrs.pool2d = v};
     return teeny__op_run(ctx, TEENY__OP_AVGPOOL2D, 1, &args);
 }
 
@@ -416,7 +412,7 @@ static teeny_status infer_window(teeny_ctx *ctx, const char *op, teeny__node_sha
         return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: input must be fp32 [B, C, H, W] (rank %d given)", op, x->ndim);
     s->out = (teeny__shape){.ndim = 4};
     s->n_param = s->n_state = s->n_saved = 0;
-    return out_shape(ctx, op, s->iattr, x->shape, s->out.shape);
+    return out_shape(ctx, op, &s->attrs.pool2d, x->shape, s->out.shape);
 }
 
 teeny_status teeny__maxpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
@@ -455,8 +451,8 @@ static teeny_status graph_pool(teeny_graph *g, teeny__op_id op, const char *name
     static const teeny_pool2d_params defaults = TEENY_POOL2D_PARAMS_INIT;
     if (!p)
         p = &defaults;
-    int ia[6] = {p->kernel[0], p->kernel[1], p->stride[0], p->stride[1], p->pad[0], p->pad[1]};
-    return teeny__graph_node(g, op, name, 1, &x, ia, 6, NULL, 0, out);
+    teeny__op_attrs at = {.pool2d = attrs_of(p)};
+    return teeny__graph_node(g, op, name, 1, &x, &at, out);
 }
 
 teeny_status teeny_graph_maxpool2d(teeny_graph *g, const char *name, teeny_node x, const teeny_pool2d_params *p,
@@ -473,5 +469,5 @@ teeny_status teeny_graph_avgpool2d(teeny_graph *g, const char *name, teeny_node 
 
 teeny_status teeny_graph_global_avgpool(teeny_graph *g, const char *name, teeny_node x, teeny_node *out)
 {
-    return teeny__graph_node(g, TEENY__OP_GLOBAL_AVGPOOL, name, 1, &x, NULL, 0, NULL, 0, out);
+    return teeny__graph_node(g, TEENY__OP_GLOBAL_AVGPOOL, name, 1, &x, NULL, out);
 }

@@ -16,7 +16,7 @@
  * where its gradients meet (Q and K of the two halves, extract_v next to
  * pack) the caller sums them with teeny_add.
  *
- * Op-table entries (the convention of ops.h; iattr = {heads, key_dim}
+ * Op-table entries (the convention of ops.h; attrs.psa = {heads, key_dim}
  * unless noted):
  *   psa_attention:  forward in = [qkv], out = [o, lse] (lse may be NULL);
  *                   backward in = [qkv, o, lse, d_o], out = [d_qkv]
@@ -24,7 +24,7 @@
  *                   backward in = [qkv, packed, d_packed], out = [d_qkv]
  *   psa_extract_v:  forward in = [qkv], out = [v];
  *                   backward in = [qkv, v, d_v], out = [d_qkv]
- *   psa_merge_attn: iattr = {heads, H, W}; forward in = [o_lo, o_hi],
+ *   psa_merge_attn: attrs.psa_merge = {heads, H, W}; forward in = [o_lo, o_hi],
  *                   out = [out]; backward in = [o_lo, o_hi, out, d_out],
  *                   out = [d_lo, d_hi]
  * Validation: heads or key_dim < 1 -> TEENY_ERR_ARG; heads*4*key_dim past
@@ -70,7 +70,7 @@ static teeny__attn_mat psa_out_mat(const teeny_tensor *o, int heads, int kd)
 teeny_status teeny__psa_attention_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     teeny__attn_problem p = {0};
-    int heads = a->iattr[0], kd = a->iattr[1];
+    int heads = a->attrs.psa.heads, kd = a->attrs.psa.key_dim;
     psa_problem(a->in[0], heads, kd, &p);
     p.o = psa_out_mat(a->out[0], heads, kd);
     p.lse = a->out[1] ? a->out[1]->buf : NULL;
@@ -81,7 +81,7 @@ teeny_status teeny__psa_attention_forward(teeny_ctx *ctx, const teeny__op_args *
 teeny_status teeny__psa_attention_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     teeny__attn_problem p = {0}, g = {0};
-    int heads = a->iattr[0], kd = a->iattr[1];
+    int heads = a->attrs.psa.heads, kd = a->attrs.psa.key_dim;
     if (!a->out[0])
         return TEENY_OK;
     psa_problem(a->in[0], heads, kd, &p);
@@ -135,7 +135,7 @@ teeny_status teeny__psa_pack_forward(teeny_ctx *ctx, const teeny__op_args *a)
     const teeny_tensor *qkv = a->in[0];
     teeny_tensor *packed = a->out[0];
     return psa_launch(ctx, "psa_pack", qkv->buf, teeny__off(qkv), NULL, 0, packed->buf, teeny__off(packed), NULL, 0,
-                      a->iattr[0], tokens(qkv), a->iattr[1], (int)packed->numel);
+                      a->attrs.psa.heads, tokens(qkv), a->attrs.psa.key_dim, (int)packed->numel);
 }
 
 teeny_status teeny__psa_pack_backward(teeny_ctx *ctx, const teeny__op_args *a)
@@ -145,7 +145,7 @@ teeny_status teeny__psa_pack_backward(teeny_ctx *ctx, const teeny__op_args *a)
     if (!dqkv)
         return TEENY_OK;
     return psa_launch(ctx, "psa_pack_backward", dp->buf, teeny__off(dp), NULL, 0, dqkv->buf, teeny__off(dqkv), NULL,
-                      0, a->iattr[0], tokens(dqkv), a->iattr[1], (int)dqkv->numel);
+                      0, a->attrs.psa.heads, tokens(dqkv), a->attrs.psa.key_dim, (int)dqkv->numel);
 }
 
 teeny_status teeny__psa_extract_v_forward(teeny_ctx *ctx, const teeny__op_args *a)
@@ -153,7 +153,7 @@ teeny_status teeny__psa_extract_v_forward(teeny_ctx *ctx, const teeny__op_args *
     const teeny_tensor *qkv = a->in[0];
     teeny_tensor *v = a->out[0];
     return psa_launch(ctx, "psa_extract_v", qkv->buf, teeny__off(qkv), NULL, 0, v->buf, teeny__off(v), NULL, 0,
-                      a->iattr[0], tokens(qkv), a->iattr[1], (int)v->numel);
+                      a->attrs.psa.heads, tokens(qkv), a->attrs.psa.key_dim, (int)v->numel);
 }
 
 teeny_status teeny__psa_extract_v_backward(teeny_ctx *ctx, const teeny__op_args *a)
@@ -163,7 +163,7 @@ teeny_status teeny__psa_extract_v_backward(teeny_ctx *ctx, const teeny__op_args 
     if (!dqkv)
         return TEENY_OK;
     return psa_launch(ctx, "psa_extract_v_backward", dv->buf, teeny__off(dv), NULL, 0, dqkv->buf, teeny__off(dqkv),
-                      NULL, 0, a->iattr[0], tokens(dqkv), a->iattr[1], (int)dqkv->numel);
+                      NULL, 0, a->attrs.psa.heads, tokens(dqkv), a->attrs.psa.key_dim, (int)dqkv->numel);
 }
 
 teeny_status teeny__psa_merge_forward(teeny_ctx *ctx, const teeny__op_args *a)
@@ -171,7 +171,7 @@ teeny_status teeny__psa_merge_forward(teeny_ctx *ctx, const teeny__op_args *a)
     const teeny_tensor *lo = a->in[0], *hi = a->in[1];
     teeny_tensor *out = a->out[0];
     return psa_launch(ctx, "psa_merge", lo->buf, teeny__off(lo), hi->buf, teeny__off(hi), out->buf, teeny__off(out),
-                      NULL, 0, a->iattr[0], (int)lo->shape[1], (int)lo->shape[2], (int)out->numel);
+                      NULL, 0, a->attrs.psa_merge.heads, (int)lo->shape[1], (int)lo->shape[2], (int)out->numel);
 }
 
 teeny_status teeny__psa_merge_backward(teeny_ctx *ctx, const teeny__op_args *a)
@@ -181,7 +181,7 @@ teeny_status teeny__psa_merge_backward(teeny_ctx *ctx, const teeny__op_args *a)
     if (!dlo && !dhi)
         return TEENY_OK;
     /* the kernel writes both halves; a missing one goes to a scratch copy */
-    int heads = a->iattr[0], n = tokens(dout), kd = (int)(dout->shape[1] / (2 * heads));
+    int heads = a->attrs.psa_merge.heads, n = tokens(dout), kd = (int)(dout->shape[1] / (2 * heads));
     int total = (int)(dout->numel / 2), lo_off = dlo ? teeny__off(dlo) : 0, hi_off = dhi ? teeny__off(dhi) : 0;
     cl_mem lo = dlo ? dlo->buf : NULL, hi = dhi ? dhi->buf : NULL, tmp;
     if (!lo || !hi) {
@@ -202,8 +202,8 @@ teeny_status teeny__psa_merge_backward(teeny_ctx *ctx, const teeny__op_args *a)
 static teeny_status infer_qkv(teeny_ctx *ctx, const char *op, const teeny__node_shapes *s, int64_t *B, int64_t *kd)
 {
     const teeny__shape *x = &s->in[0];
-    int64_t heads = s->iattr[0];
-    *kd = s->iattr[1];
+    int64_t heads = s->attrs.psa.heads;
+    *kd = s->attrs.psa.key_dim;
     if (heads < 1 || *kd < 1)
         return teeny__error(ctx, TEENY_ERR_ARG, "%s: heads %lld and key_dim %lld must be >= 1", op, (long long)heads,
                             (long long)*kd);
@@ -228,7 +228,7 @@ teeny_status teeny__psa_attention_infer(teeny_ctx *ctx, teeny__node_shapes *s)
     const teeny__shape *x = &s->in[0];
     s->out = (teeny__shape){.ndim = 4, .shape = {B, x->shape[1] / 2, x->shape[2], x->shape[3]}};
     s->n_saved = 1;
-    s->saved[0] = (teeny__shape){.ndim = 2, .shape = {B * s->iattr[0], x->shape[2] * x->shape[3]}};
+    s->saved[0] = (teeny__shape){.ndim = 2, .shape = {B * s->attrs.psa.heads, x->shape[2] * x->shape[3]}};
     s->saved_needs_training = 1;
     return TEENY_OK;
 }
@@ -238,7 +238,8 @@ teeny_status teeny__psa_pack_infer(teeny_ctx *ctx, teeny__node_shapes *s)
     int64_t B, kd;
     teeny_status st = infer_qkv(ctx, "psa_pack_qkv", s, &B, &kd);
     if (st == TEENY_OK)
-        s->out = (teeny__shape){.ndim = 4, .shape = {4, B * s->iattr[0], s->in[0].shape[2] * s->in[0].shape[3], kd}};
+        s->out = (teeny__shape){.ndim = 4,
+                                .shape = {4, B * s->attrs.psa.heads, s->in[0].shape[2] * s->in[0].shape[3], kd}};
     return st;
 }
 
@@ -254,7 +255,7 @@ teeny_status teeny__psa_extract_v_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 teeny_status teeny__psa_merge_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
     const teeny__shape *lo = &s->in[0], *hi = &s->in[1];
-    int64_t heads = s->iattr[0], H = s->iattr[1], W = s->iattr[2];
+    int64_t heads = s->attrs.psa_merge.heads, H = s->attrs.psa_merge.height, W = s->attrs.psa_merge.width;
     if (heads < 1 || H < 1 || W < 1)
         return teeny__error(ctx, TEENY_ERR_ARG, "psa_merge_attn: heads, H, W must be >= 1");
     if (s->n_in != 2 || lo->ndim != 3 || hi->ndim != 3 || lo->shape[0] != hi->shape[0] ||
@@ -340,7 +341,7 @@ teeny_status teeny_psa_attention_forward(teeny_ctx *ctx, const teeny_tensor *qkv
     const char *names[] = {"qkv", "o", "lse"};
     if ((st = teeny__check_disjoint(ctx, fn, all, names, 1, 3)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {qkv}, .out = {o, lse}, .iattr = {heads, key_dim}};
+    teeny__op_args args = {.in = {qkv}, .out = {o, lse}, .attrs.psa = {heads, key_dim}};
     return teeny__op_run(ctx, TEENY__OP_PSA_ATTENTION, 0, &args);
 }
 
@@ -365,7 +366,7 @@ teeny_status teeny_psa_attention_backward(teeny_ctx *ctx, const teeny_tensor *qk
     const char *names[] = {"qkv", "o", "lse", "d_o", "d_qkv"};
     if ((st = teeny__check_disjoint(ctx, fn, all, names, 4, 5)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {qkv, o, lse, d_o}, .out = {d_qkv}, .iattr = {heads, key_dim}};
+    teeny__op_args args = {.in = {qkv, o, lse, d_o}, .out = {d_qkv}, .attrs.psa = {heads, key_dim}};
     return teeny__op_run(ctx, TEENY__OP_PSA_ATTENTION, 1, &args);
 }
 
@@ -383,7 +384,7 @@ teeny_status teeny_psa_pack_qkv(teeny_ctx *ctx, const teeny_tensor *qkv, int hea
         return st;
     if (teeny__overlap(packed, qkv))
         return teeny__error(ctx, TEENY_ERR_ARG, "%s: packed overlaps qkv in memory", fn);
-    teeny__op_args args = {.in = {qkv}, .out = {packed}, .iattr = {heads, key_dim}};
+    teeny__op_args args = {.in = {qkv}, .out = {packed}, .attrs.psa = {heads, key_dim}};
     return teeny__op_run(ctx, TEENY__OP_PSA_PACK_QKV, 0, &args);
 }
 
@@ -401,7 +402,7 @@ teeny_status teeny_psa_pack_qkv_backward(teeny_ctx *ctx, const teeny_tensor *d_p
         return st;
     if (teeny__overlap(d_qkv, d_packed))
         return teeny__error(ctx, TEENY_ERR_ARG, "%s: d_qkv overlaps d_packed in memory", fn);
-    teeny__op_args args = {.in = {NULL, NULL, d_packed}, .out = {d_qkv}, .iattr = {heads, key_dim}};
+    teeny__op_args args = {.in = {NULL, NULL, d_packed}, .out = {d_qkv}, .attrs.psa = {heads, key_dim}};
     return teeny__op_run(ctx, TEENY__OP_PSA_PACK_QKV, 1, &args);
 }
 
@@ -418,7 +419,7 @@ teeny_status teeny_psa_extract_v(teeny_ctx *ctx, const teeny_tensor *qkv, int he
         return st;
     if (teeny__overlap(v, qkv))
         return teeny__error(ctx, TEENY_ERR_ARG, "%s: v overlaps qkv in memory", fn);
-    teeny__op_args args = {.in = {qkv}, .out = {v}, .iattr = {heads, key_dim}};
+    teeny__op_args args = {.in = {qkv}, .out = {v}, .attrs.psa = {heads, key_dim}};
     return teeny__op_run(ctx, TEENY__OP_PSA_EXTRACT_V, 0, &args);
 }
 
@@ -436,7 +437,7 @@ teeny_status teeny_psa_extract_v_backward(teeny_ctx *ctx, const teeny_tensor *d_
         return st;
     if (teeny__overlap(d_qkv, d_v))
         return teeny__error(ctx, TEENY_ERR_ARG, "%s: d_qkv overlaps d_v in memory", fn);
-    teeny__op_args args = {.in = {NULL, NULL, d_v}, .out = {d_qkv}, .iattr = {heads, key_dim}};
+    teeny__op_args args = {.in = {NULL, NULL, d_v}, .out = {d_qkv}, .attrs.psa = {heads, key_dim}};
     return teeny__op_run(ctx, TEENY__OP_PSA_EXTRACT_V, 1, &args);
 }
 
@@ -467,7 +468,8 @@ teeny_status teeny_psa_merge_attn(teeny_ctx *ctx, const teeny_tensor *o_lo, cons
     const char *names[] = {"o_lo", "o_hi", "out"};
     if ((st = teeny__check_disjoint(ctx, fn, all, names, 2, 3)) != TEENY_OK)
         return st;
-    teeny__op_args args = {.in = {o_lo, o_hi}, .out = {out}, .iattr = {heads, (int)out->shape[2], (int)out->shape[3]}};
+    teeny__op_args args = {.in = {o_lo, o_hi}, .out = {out},
+                           .attrs.psa_merge = {heads, (int)out->shape[2], (int)out->shape[3]}};
     return teeny__op_run(ctx, TEENY__OP_PSA_MERGE_ATTN, 0, &args);
 }
 
@@ -498,7 +500,7 @@ teeny_status teeny_psa_merge_attn_backward(teeny_ctx *ctx, const teeny_tensor *d
         return st;
     teeny__op_args args = {.in = {NULL, NULL, NULL, d_out},
                            .out = {d_lo, d_hi},
-                           .iattr = {heads, (int)d_out->shape[2], (int)d_out->shape[3]}};
+                           .attrs.psa_merge = {heads, (int)d_out->shape[2], (int)d_out->shape[3]}};
     return teeny__op_run(ctx, TEENY__OP_PSA_MERGE_ATTN, 1, &args);
 }
 
@@ -507,28 +509,28 @@ teeny_status teeny_psa_merge_attn_backward(teeny_ctx *ctx, const teeny_tensor *d
 teeny_status teeny_graph_psa_attention(teeny_graph *g, const char *name, teeny_node qkv, int heads, int key_dim,
                                        teeny_node *out)
 {
-    int ia[2] = {heads, key_dim};
-    return teeny__graph_node(g, TEENY__OP_PSA_ATTENTION, name, 1, &qkv, ia, 2, NULL, 0, out);
+    teeny__op_attrs at = {.psa = {heads, key_dim}};
+    return teeny__graph_node(g, TEENY__OP_PSA_ATTENTION, name, 1, &qkv, &at, out);
 }
 
 teeny_status teeny_graph_psa_pack_qkv(teeny_graph *g, const char *name, teeny_node qkv, int heads, int key_dim,
                                       teeny_node *out)
 {
-    int ia[2] = {heads, key_dim};
-    return teeny__graph_node(g, TEENY__OP_PSA_PACK_QKV, name, 1, &qkv, ia, 2, NULL, 0, out);
+    teeny__op_attrs at = {.psa = {heads, key_dim}};
+    return teeny__graph_node(g, TEENY__OP_PSA_PACK_QKV, name, 1, &qkv, &at, out);
 }
 
 teeny_status teeny_graph_psa_extract_v(teeny_graph *g, const char *name, teeny_node qkv, int heads, int key_dim,
                                        teeny_node *out)
 {
-    int ia[2] = {heads, key_dim};
-    return teeny__graph_node(g, TEENY__OP_PSA_EXTRACT_V, name, 1, &qkv, ia, 2, NULL, 0, out);
+    teeny__op_attrs at = {.psa = {heads, key_dim}};
+    return teeny__graph_node(g, TEENY__OP_PSA_EXTRACT_V, name, 1, &qkv, &at, out);
 }
 
 teeny_status teeny_graph_psa_merge_attn(teeny_graph *g, const char *name, teeny_node o_lo, teeny_node o_hi,
                                         int heads, int height, int width, teeny_node *out)
 {
-    int ia[3] = {heads, height, width};
+    teeny__op_attrs at = {.psa_merge = {heads, height, width}};
     teeny_node in[2] = {o_lo, o_hi};
-    return teeny__graph_node(g, TEENY__OP_PSA_MERGE_ATTN, name, 2, in, ia, 3, NULL, 0, out);
+    return teeny__graph_node(g, TEENY__OP_PSA_MERGE_ATTN, name, 2, in, &at, out);
 }
