@@ -26,6 +26,12 @@
  * Each output element has exactly one writer: no atomics, and results are
  * bit-identical from run to run.
  *
+ * log() is called only outside branches and outside loops that might stay
+ * loops (attn_fwd's lse): libclc's log reads a constant table, Mesa's
+ * rusticl passes that table as a hidden kernel argument, and llvmpipe
+ * prints a warning on stderr when it loads a kernel argument inside
+ * control flow.
+ *
  * Compile-time parameters (host: src/ops/attention.c, from the device's
  * work-group size and local memory): ATT_DQ, ATT_DV padded head dims
  * (multiples of 16; the true D, Dv are arguments and the padding is zero),
@@ -214,6 +220,7 @@ static inline int att_base(int off, int sb, int sh, int bh, int heads)
 #define FW_BN (FW_TC * FW_SC)
 #define FW_PS (FW_BN + 4)
 #define FW_OCH (ATT_DV / (4 * FW_TC))
+#define FW_LR ((FW_RM + FW_TC - 1) / FW_TC) /* lse rows per work-item */
 #define FW_LDS (FW_BM * FW_TC + ATT_MAX(FW_BM * QS + FW_BN * QS + FW_BN * VS + FW_BM * FW_PS, FW_BM * VS))
 
 /* Grid (ceil(n_q / FW_BM) * FW_NT, BH), work-group (FW_NT, 1): group
@@ -306,6 +313,15 @@ void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *ls
     for (int i = 0; i < FW_RM; i++)
         Rm[(tr + i * FW_TR) * FW_TC + tc] = l[i];
     barrier(CLK_LOCAL_MEM_FENCE);
+    /* Row tr + i*FW_TR's lse is written by its work-item with
+     * tc == i % FW_TC, which keeps that row's max and sum here; the log is
+     * taken after this loop (see the banner on log()). */
+    float lse_m[FW_LR], lse_s[FW_LR];
+    TEENY_UNROLL
+    for (int j = 0; j < FW_LR; j++) {
+        lse_m[j] = 0.0f;
+        lse_s[j] = 1.0f;
+    }
     TEENY_UNROLL
     for (int i = 0; i < FW_RM; i++) {
         const int r = tr + i * FW_TR;
@@ -316,8 +332,17 @@ void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *ls
         TEENY_UNROLL
         for (int c = 0; c < FW_OCH; c++)
             *(__local float4 *)(Os + r * VS + 4 * (tc + c * FW_TC)) = acc[i * ATT_MAXT + c] * inv;
-        if (has_lse && tc == 0 && r < nr)
-            lse[lse_off + bh * n_q + row0 + r] = m[i] + log(sum);
+        if (tc == i % FW_TC) {
+            lse_m[i / FW_TC] = m[i];
+            lse_s[i / FW_TC] = sum;
+        }
+    }
+    TEENY_UNROLL
+    for (int j = 0; j < FW_LR; j++) {
+        const int i = tc + j * FW_TC, r = tr + i * FW_TR;
+        const float row_lse = lse_m[j] + log(lse_s[j]);
+        if (has_lse && i < FW_RM && r < nr)
+            lse[lse_off + bh * n_q + row0 + r] = row_lse;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     att_store(o, ob + row0 * o_sn, o_sn, o_sd, nr, dv, Os, VS, FW_BM, ATT_DV, lid, FW_NT);

@@ -62,12 +62,17 @@ void ce_forward_rows(__global const float *logits, int l_off, __global const int
         s += exp(row[k] - m);
     s = ce_group_sum(red, lid, s);
     float inv_s = 1.0f / s;
+    /* Every item takes the log, outside the branch below: log() reads a
+     * constant table that Mesa's rusticl passes as a hidden kernel argument,
+     * and llvmpipe warns on stderr when a kernel argument is loaded under
+     * work-item-dependent control flow. */
+    const float log_s = log(s);
     for (int k = lid; k < K; k += CE_WG)
         probs[p_off + n * K + k] = exp(row[k] - m) * inv_s;
     if (lid == 0) {
         int label = labels[lab_off + n];
         /* lse - row[label] = log(s) - (row[label] - m), without forming lse */
-        row_loss[rl_off + n] = label >= 0 && label < K ? log(s) - (row[label] - m) : NAN;
+        row_loss[rl_off + n] = label >= 0 && label < K ? log_s - (row[label] - m) : NAN;
     }
 }
 
