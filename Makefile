@@ -28,7 +28,7 @@ LDLIBS_LIB := -lOpenCL -lm -lcjson -lz
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread -lm)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer
 
-LIB_SRC := $(wildcard src/*.c src/ops/*.c src/io/*.c)
+LIB_SRC := $(wildcard src/*/*.c)
 CL_SRC := $(wildcard cl/*.cl)
 GEN := $(BUILD)/gen/kernels.c
 LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC)) $(BUILD)/gen/kernels.o
@@ -40,7 +40,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILD)/%,$(wildcard examples/*.c))
 STATIC := $(BUILD)/libteenycl.a
 SHARED := $(BUILD)/libteenycl.so.$(VERSION)
 SONAME := libteenycl.so.$(VERSION_MAJOR)
-HEADERS := include/teenycl.h $(wildcard src/*.h src/ops/*.h src/ops/*.def)
+HEADERS := include/teenycl.h $(wildcard src/*.h src/*/*.h src/ops/*.def)
 
 # test settings: kernel builds are slow on PoCL; CK_FORK=no keeps OpenCL
 # out of forked children.
@@ -132,7 +132,7 @@ check-asan: deps-test
 # holding LLVM's `freeze` instruction ("Unsupported instruction: freeze"),
 # which the optimizer emits, and the kernel then silently does not run.
 # The library works around two more bugs of that plugin on this device
-# (ctx->kernel_stores: src/device.c, src/program.c).
+# (ctx->kernel_stores: src/core/simulator.c).
 # OCLGRIND_SUITES="conformance conv2d ..." adds whole family suites (in
 # small mode; several take many minutes each under both plugins).
 OCLGRIND_SUITES ?= conformance

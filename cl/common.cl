@@ -6,7 +6,7 @@
 #define TEENY_COMMON_CL
 
 /* Compiler hints outside OpenCL C 1.2, used only where the host says the
- * compiler takes them (src/device.c: TEENY_HINTS for the clang-based and
+ * compiler takes them (src/core/device.c: TEENY_HINTS for the clang-based and
  * NVIDIA compilers): a conformant compiler that knows neither still builds
  * every kernel, just without the hints. */
 #if defined(TEENY_HINTS) && TEENY_HINTS

@@ -54,7 +54,7 @@ __kernel void ew_mul_backward(__global const float *a, int a_off, __global const
 
 /* Grid (n): y[y_off + i] = bits. Fills and uploads go through these two
  * only on devices whose host-side stores an analysis tool cannot track
- * (ctx->kernel_stores, src/device.c); 32-bit words, so NaN payloads and
+ * (ctx->kernel_stores, src/core/simulator.c); 32-bit words, so NaN payloads and
  * int32 tensors pass unchanged. */
 __kernel void ew_fill(__global uint *y, int y_off, uint bits, int n)
 {

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "teenycl.h"
-#include "clwrap.h"
+#include "core/clwrap.h"
 
 #define TEENY_MAX_DIMS 5
 #define TEENY_ERR_CAP 65536 /* room for a full build log */

@@ -50,7 +50,7 @@
 /* ---- kernel coverage ---- */
 
 /* The generated table of embedded sources (build/gen/kernels.c), as
- * src/program.c declares it. */
+ * src/program/build.c declares it. */
 typedef struct {
     const char *name;
     const unsigned char *data;
@@ -732,7 +732,7 @@ START_TEST(test_conformance_elementwise)
      * simulator uses (ew_fill, ew_copy), into views inside guarded buffers.
      * On the simulator itself (kernel_stores already set) only the kernel
      * stores: its shadow tracking mishandles host-side stores into views
-     * (src/device.c derive_defaults). */
+     * (src/core/device.c derive_defaults). */
     for (int kernels = ctx->kernel_stores; kernels <= 1; kernels++) {
         int saved = ctx->kernel_stores;
         ctx->kernel_stores = kernels;

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "clwrap.h"
+#include "core/clwrap.h"
 #include "internal.h"
 
 START_TEST(test_device_list)

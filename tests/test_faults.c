@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "clwrap.h"
+#include "core/clwrap.h"
 
 enum { B = 3, C = 5, H = 6, W = 7, N = B * C * H * W };
 

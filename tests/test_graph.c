@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "clwrap.h"
-#include "graph_internal.h" /* the compile phases, run one at a time */
+#include "core/clwrap.h"
+#include "graph/graph_internal.h" /* the compile phases, run one at a time */
 
 /* ---- helpers ---- */
 

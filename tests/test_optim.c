@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "clwrap.h"
+#include "core/clwrap.h"
 #include "ref/optim_ref.h"
 
 #define TOL 1e-5

@@ -18,7 +18,7 @@
 #include <zlib.h>
 
 #include "harness.h"
-#include "clwrap.h"
+#include "core/clwrap.h"
 
 const char *teeny__kernel_source(const char *family, size_t *len);
 
@@ -184,7 +184,7 @@ START_TEST(test_program_cache)
 }
 END_TEST
 
-/* ---- crafted cache entries (format: src/program.c's banner) ---- */
+/* ---- crafted cache entries (format: src/program/cache.c's banner) ---- */
 
 typedef struct {
     unsigned char *file;

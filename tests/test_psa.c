@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clwrap.h"
+#include "core/clwrap.h"
 #include "harness.h"
 #include "ref/attention_ref.h"
 

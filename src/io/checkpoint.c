@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "graph_internal.h"
+#include "graph/graph_internal.h"
 
 #define NAME_CAP (TEENY__NAME_CAP + 48)
 

@@ -12,7 +12,7 @@
 #define TEENY_GRAPH_INTERNAL_H
 
 #include "internal.h"
-#include "ops/ops.h"
+#include "../ops/ops.h"
 
 typedef enum { TEENY__NODE_OP, TEENY__NODE_INPUT, TEENY__NODE_VIEW } teeny__node_kind;
 
