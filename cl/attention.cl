@@ -96,7 +96,7 @@
 /* dst[r*ds + c] = M[row0 + r][c] for r < rows, c < cols, zero outside the
  * valid nr x nc corner. base already includes row0 * sn. Consecutive
  * work-items read consecutive addresses in either layout. */
-static inline void att_load(__local float *dst, int ds, int rows, int cols, __global const float *src, int base,
+TEENY_INLINE void att_load(__local float *dst, int ds, int rows, int cols, __global const float *src, int base,
                             int sn, int sd, int nr, int nc, int lid, int nt)
 {
     /* One loop for both layouts, not one loop per layout: PoCL 5.0
@@ -120,7 +120,7 @@ static inline void att_load(__local float *dst, int ds, int rows, int cols, __gl
 }
 
 /* M[row0 + r][c] = src[r*ss + c] for the valid nr x nc corner. */
-static inline void att_store(__global float *dst, int base, int sn, int sd, int nr, int nc, __local const float *src,
+TEENY_INLINE void att_store(__global float *dst, int base, int sn, int sd, int nr, int nc, __local const float *src,
                              int ss, int rows, int cols, int lid, int nt)
 {
     const int total = rows * cols, col_major = sn == 1 && sd != 1, inner = col_major ? rows : cols;
@@ -172,7 +172,7 @@ TEENY_INLINE void att_mm_nt(float *acc, const int nr, const int nc, __local cons
     }
 }
 
-static inline float att_comp(float4 v, const int c)
+TEENY_INLINE float att_comp(float4 v, const int c)
 {
     return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
 }
@@ -203,7 +203,7 @@ TEENY_INLINE void att_mm_nn(float4 *acc, const int nr, const int nch, __local co
 }
 
 /* Base offset of matrix bh. */
-static inline int att_base(int off, int sb, int sh, int bh, int heads)
+TEENY_INLINE int att_base(int off, int sb, int sh, int bh, int heads)
 {
     int b = bh / heads;
     return off + b * sb + (bh - b * heads) * sh;

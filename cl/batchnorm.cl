@@ -28,7 +28,7 @@
 
 /* Merge (nb, mb, qb) into (n, m, q): counts, means, sums of squared
  * deviations (Chan et al.). */
-static inline void bn_merge(float *n, float *m, float *q, float nb, float mb, float qb)
+TEENY_INLINE void bn_merge(float *n, float *m, float *q, float nb, float mb, float qb)
 {
     float na = *n, nt = na + nb;
     if (nb == 0.0f)
@@ -46,7 +46,7 @@ static inline void bn_merge(float *n, float *m, float *q, float nb, float mb, fl
 }
 
 /* Work-group tree merge of per-item (n, mean, m2); result in slot 0. */
-static inline void bn_group_merge(__local float *ln, __local float *lm, __local float *lq, int lid)
+TEENY_INLINE void bn_group_merge(__local float *ln, __local float *lm, __local float *lq, int lid)
 {
     for (int span = BN_WG / 2; span > 0; span >>= 1) {
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -131,7 +131,7 @@ __kernel void bn_stats_rows(__global const float *x, int x_off, int B, int CS, i
 
 /* Count of partial q of a channel: partial q covers slice q % P of a
  * total of `total` units split into runs of `chunk`, each unit vec floats. */
-static inline float bn_part_count(int q, int P, int chunk, int total, int vec)
+TEENY_INLINE float bn_part_count(int q, int P, int chunk, int total, int vec)
 {
     int p = q % P;
     return (float)(min(chunk, total - p * chunk) * vec);
@@ -162,7 +162,7 @@ __kernel void bn_stats_finalize(__global const float *part, int K, int P, int ch
 }
 
 /* The per-channel factor r: rstd itself, or 1/sqrt(var + eps). */
-static inline float bn_rstd(__global const float *r, int r_off, int r_is_var, float eps, int c)
+TEENY_INLINE float bn_rstd(__global const float *r, int r_off, int r_is_var, float eps, int c)
 {
     float v = r[r_off + c];
     return r_is_var ? rsqrt(v + eps) : v;

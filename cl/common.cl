@@ -21,12 +21,12 @@
 #define TEENY_ACT_RELU 1
 #define TEENY_ACT_SILU 2
 
-static inline float teeny_sigmoid(float x)
+TEENY_INLINE float teeny_sigmoid(float x)
 {
     return 1.0f / (1.0f + exp(-x));
 }
 
-static inline float teeny_act(int act, float x)
+TEENY_INLINE float teeny_act(int act, float x)
 {
     if (act == TEENY_ACT_RELU)
         return fmax(x, 0.0f);
@@ -36,7 +36,7 @@ static inline float teeny_act(int act, float x)
 }
 
 /* d act(x) / dx */
-static inline float teeny_act_grad(int act, float x)
+TEENY_INLINE float teeny_act_grad(int act, float x)
 {
     if (act == TEENY_ACT_RELU)
         return x > 0.0f ? 1.0f : 0.0f;
@@ -53,7 +53,7 @@ static inline float teeny_act_grad(int act, float x)
  * its own slots. Slot i adds slot i + span for span = wg/2, wg/4, ..., 1:
  * a fixed order, so the same inputs give bit-identical sums. Ends with a
  * barrier, so every item may read the results. */
-static inline void teeny_group_sum_rows(__local float *red, int lid, int wg, int rows)
+TEENY_INLINE void teeny_group_sum_rows(__local float *red, int lid, int wg, int rows)
 {
     for (int span = wg / 2; span > 0; span >>= 1) {
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -65,7 +65,7 @@ static inline void teeny_group_sum_rows(__local float *red, int lid, int wg, int
 }
 
 /* The same for one array: red[0] = sum of red[0 .. wg). */
-static inline void teeny_group_sum(__local float *red, int lid, int wg)
+TEENY_INLINE void teeny_group_sum(__local float *red, int lid, int wg)
 {
     teeny_group_sum_rows(red, lid, wg, 1);
 }

@@ -112,7 +112,7 @@ typedef struct {
     int c, h, w;
 } conv_idx;
 
-static inline conv_idx idx_make(int k, int Kh, int Kw)
+TEENY_INLINE conv_idx idx_make(int k, int Kh, int Kw)
 {
     conv_idx s;
     s.w = k % Kw;
@@ -123,7 +123,7 @@ static inline conv_idx idx_make(int k, int Kh, int Kw)
 }
 
 /* s + d where d = idx_make(step): each digit carries at most once. */
-static inline conv_idx idx_add(conv_idx s, conv_idx d, int Kh, int Kw)
+TEENY_INLINE conv_idx idx_add(conv_idx s, conv_idx d, int Kh, int Kw)
 {
     s.w += d.w;
     int cw = s.w >= Kw;
@@ -138,7 +138,7 @@ static inline conv_idx idx_add(conv_idx s, conv_idx d, int Kh, int Kw)
 /* acc[WPT_M][WPT_N] += As[k][m] * Bs[k][n] over one TILE_K slice; item
  * (tm, tn) owns rows {r*THREADS_M*4 + tm*4 + 0..3} and columns
  * {s*THREADS_N*4 + tn*4 + 0..3}, so a warp reads consecutive float4s. */
-static inline void gemm_micro(__local const float4 *As, __local const float4 *Bs, int tm, int tn, float *acc)
+TEENY_INLINE void gemm_micro(__local const float4 *As, __local const float4 *Bs, int tm, int tn, float *acc)
 {
     TEENY_UNROLL
     for (int kk = 0; kk < TILE_K; kk++) {
@@ -173,7 +173,7 @@ static inline void gemm_micro(__local const float4 *As, __local const float4 *Bs
  *   act(v * scale[c] + shift[c] + bias[c]), c = g*N + n (flags say which exist).
  * vec_out (set by the host when out_wstride == 1, out_hstride == Q, P*Q,
  * out_off and the strides are multiples of 4) stores float4s along m. */
-static inline void gemm_store(const float *acc, int tm, int tn, int m0, int n0, int g, int M, int N, int P, int Q,
+TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, int g, int M, int N, int P, int Q,
                        __global float *out, int out_off, int out_bstride, int out_nstride, int out_hstride,
                        int out_wstride, __global const float *bias, int bias_off, __global const float *scale,
                        int scale_off, __global const float *shift, int shift_off, int epi, int act, int vec_out)
@@ -681,7 +681,7 @@ void dwconv_fwd(__global const float *restrict x, int x_off, __global const floa
     }
 }
 
-static inline int floor_div(int a, int b)
+TEENY_INLINE int floor_div(int a, int b)
 {
     int q = a / b;
     return q * b > a ? q - 1 : q;

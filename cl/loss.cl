@@ -16,7 +16,7 @@
 #endif
 
 /* Work-group tree reductions of red[0..CE_WG); every item gets the result. */
-static inline float ce_group_max(__local float *red, int lid, float v)
+TEENY_INLINE float ce_group_max(__local float *red, int lid, float v)
 {
     red[lid] = v;
     for (int span = CE_WG / 2; span > 0; span >>= 1) {
@@ -30,7 +30,7 @@ static inline float ce_group_max(__local float *red, int lid, float v)
     return r;
 }
 
-static inline float ce_group_sum(__local float *red, int lid, float v)
+TEENY_INLINE float ce_group_sum(__local float *red, int lid, float v)
 {
     red[lid] = v;
     for (int span = CE_WG / 2; span > 0; span >>= 1) {

@@ -31,7 +31,7 @@
 #define OPT_FIRST 6         /* 1 on the first step (SGD momentum init) */
 
 /* Work-group tree sum; the result is in acc[0] for every item. */
-static inline float opt_group_sum(__local float *acc, int lid, float v)
+TEENY_INLINE float opt_group_sum(__local float *acc, int lid, float v)
 {
     acc[lid] = v;
     teeny_group_sum(acc, lid, OPT_WG);
@@ -73,7 +73,7 @@ void optim_clip_scale(__global float *red, int n_parts, float max_norm)
 }
 
 /* The gradient, clipped in place when clipping is on. */
-static inline float opt_grad(__global float *g, int i, int clip, __global const float *red)
+TEENY_INLINE float opt_grad(__global float *g, int i, int clip, __global const float *red)
 {
     float v = g[i];
     if (clip) {

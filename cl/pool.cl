@@ -70,13 +70,13 @@ __kernel void pool_avg_forward(__global const float *x, int x_off, POOL_GEOM, in
 
 /* First and last window index (along one axis) whose window covers
  * position p: o*s - pad <= p <= o*s - pad + k - 1, clipped to [0, O). */
-static inline int pool_first(int p, int k, int s, int pad)
+TEENY_INLINE int pool_first(int p, int k, int s, int pad)
 {
     int a = p + pad - k + 1;
     return a <= 0 ? 0 : (a + s - 1) / s;
 }
 
-static inline int pool_last(int p, int s, int pad, int O)
+TEENY_INLINE int pool_last(int p, int s, int pad, int O)
 {
     return min((p + pad) / s, O - 1);
 }
