@@ -40,7 +40,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILD)/%,$(wildcard examples/*.c))
 STATIC := $(BUILD)/libteenycl.a
 SHARED := $(BUILD)/libteenycl.so.$(VERSION)
 SONAME := libteenycl.so.$(VERSION_MAJOR)
-HEADERS := include/teenycl.h $(wildcard src/*.h src/ops/*.h src/ops/*.def)
+HEADERS := include/teenycl.h $(wildcard src/*.h src/ops/*.h src/ops/*.def src/io/*.h)
 
 # test settings: kernel builds are slow on PoCL; CK_FORK=no keeps OpenCL
 # out of forked children.
