@@ -226,18 +226,124 @@ static teeny_status parse_dict(teeny_ctx *ctx, const char *path, const char *h, 
     return TEENY_OK;
 }
 
+/* Opens path (a regular file) for reading; *size is its size. */
+static teeny_status npy_open(teeny_ctx *ctx, const char *path, FILE **fp, off_t *size)
+{
+    struct stat sb;
+    const char *why;
+    int fd = teeny__open_regular(path, &why);
+    if (fd < 0)
+        return teeny__error(ctx, TEENY_ERR_IO, "npy %s: cannot open: %s", path, why);
+    if (fstat(fd, &sb) != 0 || !(*fp = fdopen(fd, "rb"))) {
+        close(fd);
+        return teeny__error(ctx, TEENY_ERR_IO, "npy %s: cannot open: %s", path, strerror(errno));
+    }
+    *size = sb.st_size;
+    return TEENY_OK;
+}
+
+/* The preamble (magic, version, header length) and the header bytes,
+ * their sizes checked against the file's before allocating. On success
+ * *h (hlen bytes, caller frees) holds the header dict. */
+static teeny_status read_header(teeny_ctx *ctx, const char *path, FILE *fp, off_t size, size_t *pre_len_out,
+                                size_t *hlen_out, char **h_out)
+{
+    unsigned char pre[12];
+    size_t hlen, pre_len, got;
+    char *h;
+    got = fread(pre, 1, 10, fp);
+    if (got < 8 || memcmp(pre, NPY_MAGIC, 6))
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: not an .npy file (bad magic)", path);
+    if (pre[6] < 1 || pre[6] > 3 || pre[7] != 0)
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: version %d.%d is not supported (1.0 to 3.0)", path,
+                            pre[6], pre[7]);
+    pre_len = pre[6] == 1 ? 10 : 12;
+    if (pre_len == 12 && got == 10)
+        got += fread(pre + 10, 1, 2, fp);
+    if (got < pre_len)
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: truncated preamble", path);
+    hlen = pre_len == 10 ? (size_t)pre[8] | (size_t)pre[9] << 8
+                         : (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+    if (hlen == 0 || hlen > NPY_HEADER_MAX)
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: header length %zu is invalid", path, hlen);
+    if ((uint64_t)hlen > (uint64_t)size - pre_len) /* sizes are checked before allocating */
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: truncated header (%zu bytes declared, file has %lld)",
+                            path, hlen, (long long)size);
+    h = teeny__malloc(hlen);
+    if (!h)
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "npy %s: out of host memory", path);
+    if (fread(h, 1, hlen, fp) != hlen) {
+        teeny__free(h);
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: truncated header", path);
+    }
+    *pre_len_out = pre_len;
+    *hlen_out = hlen;
+    *h_out = h;
+    return TEENY_OK;
+}
+
+/* The shape's element count (*numel), the rank limit, and the data
+ * section's size against the file's (size bytes, of which pre_len + hlen
+ * are preamble and header). */
+static teeny_status check_sizes(teeny_ctx *ctx, const char *path, int ndim, const int64_t *shape, off_t size,
+                                size_t pre_len, size_t hlen, int64_t *numel_out)
+{
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0)
+            return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
+                                "npy %s: empty arrays (size 0 on axis %d) are not supported", path, i);
+        if (shape[i] > INT32_MAX || numel > INT32_MAX / shape[i])
+            return teeny__error(ctx, TEENY_ERR_RANGE, "npy %s: more than 2^31 - 1 elements", path);
+        numel *= shape[i];
+    }
+    if (ndim > TEENY_MAX_DIMS)
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "npy %s: %d dimensions; tensors have at most %d", path, ndim,
+                            TEENY_MAX_DIMS);
+    if ((uint64_t)numel * 4 != (uint64_t)size - pre_len - hlen)
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: %s: the header declares %lld bytes of data, the file holds %lld",
+                            path, (uint64_t)numel * 4 > (uint64_t)size - pre_len - hlen ? "truncated data" : "trailing bytes after the array data",
+                            (long long)numel * 4, (long long)(size - (off_t)pre_len - (off_t)hlen));
+    *numel_out = numel;
+    return TEENY_OK;
+}
+
+/* numel 4-byte elements, then end of file; *data (caller frees) is in host
+ * byte order. */
+static teeny_status read_data(teeny_ctx *ctx, const char *path, FILE *fp, int64_t numel, void **data_out)
+{
+    void *data = teeny__malloc((size_t)numel * 4);
+    size_t got;
+    teeny_status st = TEENY_OK;
+    if (!data)
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "npy %s: out of host memory", path);
+    got = fread(data, 1, (size_t)numel * 4, fp);
+    if (got != (size_t)numel * 4)
+        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: truncated data: %zu of %lld bytes", path, got,
+                          (long long)numel * 4);
+    else if (fgetc(fp) != EOF)
+        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: trailing bytes after the array data", path);
+    if (st != TEENY_OK) {
+        teeny__free(data);
+        return st;
+    }
+    if (!host_is_little_endian())
+        swap4(data, (size_t)numel);
+    *data_out = data;
+    return TEENY_OK;
+}
+
 teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out)
 {
     FILE *fp = NULL;
-    unsigned char pre[12];
     char *h = NULL;
     void *data = NULL;
-    size_t hlen, pre_len, got;
+    size_t hlen = 0, pre_len = 0;
+    off_t size = 0;
     int is_i32 = 0, ndim = 0;
     int64_t shape[NPY_PARSE_DIMS], numel = 1, one = 1;
     teeny_tensor *t = NULL;
     teeny_status st = TEENY_OK;
-    struct stat sb;
     if (out)
         *out = NULL;
     if (!ctx)
@@ -245,95 +351,13 @@ teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out
     teeny__clear_error(ctx);
     if (!path || !out)
         return teeny__error(ctx, TEENY_ERR_ARG, "teeny_npy_load: %s is NULL", !path ? "path" : "out");
-    {
-        const char *why;
-        int fd = teeny__open_regular(path, &why);
-        if (fd < 0)
-            return teeny__error(ctx, TEENY_ERR_IO, "npy %s: cannot open: %s", path, why);
-        if (fstat(fd, &sb) != 0 || !(fp = fdopen(fd, "rb"))) {
-            close(fd);
-            return teeny__error(ctx, TEENY_ERR_IO, "npy %s: cannot open: %s", path, strerror(errno));
-        }
-    }
-    got = fread(pre, 1, 10, fp);
-    if (got < 8 || memcmp(pre, NPY_MAGIC, 6)) {
-        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: not an .npy file (bad magic)", path);
+    if ((st = npy_open(ctx, path, &fp, &size)) != TEENY_OK)
+        return st;
+    if ((st = read_header(ctx, path, fp, size, &pre_len, &hlen, &h)) != TEENY_OK ||
+        (st = parse_dict(ctx, path, h, hlen, &is_i32, &ndim, shape)) != TEENY_OK ||
+        (st = check_sizes(ctx, path, ndim, shape, size, pre_len, hlen, &numel)) != TEENY_OK ||
+        (st = read_data(ctx, path, fp, numel, &data)) != TEENY_OK)
         goto cleanup;
-    }
-    if (pre[6] < 1 || pre[6] > 3 || pre[7] != 0) {
-        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: version %d.%d is not supported (1.0 to 3.0)", path, pre[6],
-                          pre[7]);
-        goto cleanup;
-    }
-    pre_len = pre[6] == 1 ? 10 : 12;
-    if (pre_len == 12 && got == 10)
-        got += fread(pre + 10, 1, 2, fp);
-    if (got < pre_len) {
-        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: truncated preamble", path);
-        goto cleanup;
-    }
-    hlen = pre_len == 10 ? (size_t)pre[8] | (size_t)pre[9] << 8
-                         : (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
-    if (hlen == 0 || hlen > NPY_HEADER_MAX) {
-        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: header length %zu is invalid", path, hlen);
-        goto cleanup;
-    }
-    if ((uint64_t)hlen > (uint64_t)sb.st_size - pre_len) { /* sizes are checked before allocating */
-        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: truncated header (%zu bytes declared, file has %lld)",
-                          path, hlen, (long long)sb.st_size);
-        goto cleanup;
-    }
-    h = teeny__malloc(hlen);
-    if (!h) {
-        st = teeny__error(ctx, TEENY_ERR_NOMEM, "npy %s: out of host memory", path);
-        goto cleanup;
-    }
-    if (fread(h, 1, hlen, fp) != hlen) {
-        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: truncated header", path);
-        goto cleanup;
-    }
-    if ((st = parse_dict(ctx, path, h, hlen, &is_i32, &ndim, shape)) != TEENY_OK)
-        goto cleanup;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] == 0) {
-            st = teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "npy %s: empty arrays (size 0 on axis %d) are not supported",
-                              path, i);
-            goto cleanup;
-        }
-        if (shape[i] > INT32_MAX || numel > INT32_MAX / shape[i]) {
-            st = teeny__error(ctx, TEENY_ERR_RANGE, "npy %s: more than 2^31 - 1 elements", path);
-            goto cleanup;
-        }
-        numel *= shape[i];
-    }
-    if (ndim > TEENY_MAX_DIMS) {
-        st = teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "npy %s: %d dimensions; tensors have at most %d", path, ndim,
-                          TEENY_MAX_DIMS);
-        goto cleanup;
-    }
-    if ((uint64_t)numel * 4 != (uint64_t)sb.st_size - pre_len - hlen) {
-        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: %s: the header declares %lld bytes of data, the file holds %lld",
-                          path, (uint64_t)numel * 4 > (uint64_t)sb.st_size - pre_len - hlen ? "truncated data" : "trailing bytes after the array data",
-                          (long long)numel * 4, (long long)(sb.st_size - (off_t)pre_len - (off_t)hlen));
-        goto cleanup;
-    }
-    data = teeny__malloc((size_t)numel * 4);
-    if (!data) {
-        st = teeny__error(ctx, TEENY_ERR_NOMEM, "npy %s: out of host memory", path);
-        goto cleanup;
-    }
-    got = fread(data, 1, (size_t)numel * 4, fp);
-    if (got != (size_t)numel * 4) {
-        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: truncated data: %zu of %lld bytes", path, got,
-                          (long long)numel * 4);
-        goto cleanup;
-    }
-    if (fgetc(fp) != EOF) {
-        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: trailing bytes after the array data", path);
-        goto cleanup;
-    }
-    if (!host_is_little_endian())
-        swap4(data, (size_t)numel);
     st = is_i32 ? teeny_tensor_create_i32(ctx, ndim ? ndim : 1, ndim ? shape : &one, &t)
                 : teeny_tensor_create(ctx, ndim ? ndim : 1, ndim ? shape : &one, &t);
     if (st == TEENY_OK)

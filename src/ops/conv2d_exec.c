@@ -1,0 +1,303 @@
+/*
+ * conv2d_exec.c -- the conv2d op-table entries teeny__conv2d_forward and
+ * teeny__conv2d_backward (in/out slots as conv2d.c's banner lists them):
+ * per pass, the choice between the depthwise kernels and the GEMM path,
+ * the depthwise launches, the input gradient as one GEMM per stride
+ * phase, and the weight and bias gradients as chunked partials summed in
+ * a fixed order by conv_reduce_parts (deterministic; partials in the
+ * context's workspace). Plans, tiles and GEMM launches come from
+ * conv2d_plan.c through conv2d_internal.h.
+ */
+#include "conv2d_internal.h"
+
+/* ---- forward ---- */
+
+teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    const teeny_tensor *x = a->in[0], *w = a->in[1], *bias = a->in[2], *scale = a->in[3], *shift = a->in[4];
+    teeny_tensor *y = a->out[0];
+    conv_geom g = teeny__conv_geom_make(x, w, &a->attrs.conv2d);
+    const conv_tuning *tu = teeny__conv_tuning_for(ctx);
+    int act = (int)a->attrs.conv2d.act;
+    int epi = (bias ? 1 : 0) | (scale ? 2 : 0) | (shift ? 4 : 0);
+    cl_mem bias_m = bias ? bias->buf : x->buf, scale_m = scale ? scale->buf : x->buf,
+           shift_m = shift ? shift->buf : x->buf;
+    int bias_off = bias ? teeny__off(bias) : 0, scale_off = scale ? teeny__off(scale) : 0,
+        shift_off = shift ? teeny__off(shift) : 0;
+    int x_off = teeny__off(x), w_off = teeny__off(w), y_off = teeny__off(y);
+    dw_plan pl;
+    teeny_status st = TEENY_OK;
+
+    if (teeny__conv_use_depthwise(tu, &g) && teeny__conv_dw_plan_fwd(ctx, tu, &g, &pl) &&
+        teeny__conv_dw_fits(ctx, tu, "dwconv_fwd", pl.local_bytes, &st)) {
+        char opt[256];
+        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+        int mult = g.Cog;
+        size_t global[3] = {(size_t)tu->dw_wg * pl.tiles_h * pl.tiles_w, (size_t)g.Cin * pl.m_chunks, (size_t)g.B};
+        size_t local[3] = {(size_t)tu->dw_wg, 1, 1};
+        karg k[] = {KM(x->buf),   KI(x_off),      KM(w->buf), KI(w_off),     KM(y->buf), KI(y_off),  KI(g.Cin),
+                    KI(g.H),      KI(g.W),        KI(mult),   KI(pl.m_per),  KI(pl.m_chunks), KI(g.OH), KI(g.OW),
+                    KI(g.KH),     KI(g.KW),       KI(g.sh),   KI(g.sw),      KI(g.ph),   KI(g.pw),   KI(g.dh),
+                    KI(g.dw),     KI(pl.TH),      KI(pl.TW),  KI(pl.tiles_w), KI(pl.PH), KI(pl.PW),  KM(bias_m),
+                    KI(bias_off), KM(scale_m),    KI(scale_off), KM(shift_m), KI(shift_off), KI(epi), KI(act),
+                    KL(pl.local_bytes)};
+        return run_kernel(ctx, opt, "dwconv_fwd", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
+    }
+    if (st != TEENY_OK)
+        return st;
+
+    gemm_job j = {0};
+    j.src = x->buf;
+    j.src_off = x_off;
+    j.w = w->buf;
+    j.w_off = w_off;
+    j.out = y->buf;
+    j.out_off = y_off;
+    j.M = g.B * g.OH * g.OW;
+    j.N = g.Cog;
+    j.G = g.G;
+    j.P = g.OH;
+    j.Q = g.OW;
+    j.Kc = g.Cig;
+    j.Kh = g.KH;
+    j.Kw = g.KW;
+    j.src_bstride = g.Cin * g.H * g.W;
+    j.src_cstride = g.H * g.W;
+    j.src_gstride = g.Cig * g.H * g.W;
+    j.Hs = g.H;
+    j.Ws = g.W;
+    j.a_h = g.sh;
+    j.c_h = -g.ph;
+    j.e_h = g.dh;
+    j.a_w = g.sw;
+    j.c_w = -g.pw;
+    j.e_w = g.dw;
+    j.w_gstride = g.Cog * g.Cig * g.KH * g.KW;
+    j.w_nstride = g.Cig * g.KH * g.KW;
+    j.w_cstride = g.KH * g.KW;
+    j.w_hstride = g.KW;
+    j.w_wstride = 1;
+    j.out_bstride = g.Cout * g.OH * g.OW;
+    j.out_nstride = g.OH * g.OW;
+    j.out_hstride = g.OW;
+    j.out_wstride = 1;
+    j.bias = bias_m;
+    j.scale = scale_m;
+    j.shift = shift_m;
+    j.bias_off = bias_off;
+    j.scale_off = scale_off;
+    j.shift_off = shift_off;
+    j.epi = epi;
+    j.act = act;
+    j.vec_out = (g.OH * g.OW) % 4 == 0 && y_off % 4 == 0;
+    j.plain = g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && (g.H * g.W) % 4 == 0 &&
+              x_off % 4 == 0;
+    return teeny__conv_gemm_run(ctx, tu, &j);
+}
+
+/* ---- backward ---- */
+
+static int gcd(int a, int b)
+{
+    while (b) {
+        int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Taps of one axis that reach input positions of residue r (mod stride):
+ * the first k0, the step between them, how many, and the output offset
+ * c = (r + pad - k0*dil) / stride of the first. */
+static void phase_taps(int r, int stride, int pad, int dil, int K, int *k0, int *step, int *count, int *c)
+{
+    *step = stride / gcd(stride, dil);
+    *count = 0;
+    *k0 = 0;
+    *c = 0;
+    for (int k = 0; k < K && k < *step; k++) {
+        int t = r + pad - k * dil;
+        if (((t % stride) + stride) % stride == 0) {
+            *k0 = k;
+            *count = (K - k + *step - 1) / *step;
+            *c = t / stride;
+            return;
+        }
+    }
+}
+
+static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const teeny_tensor *w,
+                                const teeny_tensor *dy, teeny_tensor *dx)
+{
+    int w_off = teeny__off(w), dy_off = teeny__off(dy), dx_off = teeny__off(dx);
+    dw_plan pl;
+    teeny_status st = TEENY_OK;
+
+    if (teeny__conv_use_depthwise(tu, g) && teeny__conv_dw_plan_dx(ctx, tu, g, &pl) &&
+        teeny__conv_dw_fits(ctx, tu, "dwconv_dx", pl.local_bytes, &st)) {
+        char opt[256];
+        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+        int mult = g->Cog;
+        size_t global[3] = {(size_t)tu->dw_wg * pl.tiles_h * pl.tiles_w, (size_t)g->Cin, (size_t)g->B};
+        size_t local[3] = {(size_t)tu->dw_wg, 1, 1};
+        karg k[] = {KM(dy->buf), KI(dy_off), KM(w->buf), KI(w_off), KM(dx->buf), KI(dx_off), KI(g->Cin),
+                    KI(g->H),    KI(g->W),   KI(mult),   KI(g->OH), KI(g->OW),   KI(g->KH),  KI(g->KW),
+                    KI(g->sh),   KI(g->sw),  KI(g->ph),  KI(g->pw), KI(g->dh),   KI(g->dw),  KI(pl.TH),
+                    KI(pl.TW),   KI(pl.tiles_w), KI(pl.PH), KI(pl.PW), KL(pl.local_bytes)};
+        return run_kernel(ctx, opt, "dwconv_dx", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
+    }
+    if (st != TEENY_OK)
+        return st;
+
+    /* one GEMM per stride phase (rh, rw) of dx: those positions only see
+     * the taps k0 + i*step, whose dy rows are (p + c - i*dil/gcd) */
+    for (int rh = 0; rh < g->sh && rh < g->H && st == TEENY_OK; rh++)
+        for (int rw = 0; rw < g->sw && rw < g->W && st == TEENY_OK; rw++) {
+            int kh0, step_h, nkh, c_h, kw0, step_w, nkw, c_w;
+            phase_taps(rh, g->sh, g->ph, g->dh, g->KH, &kh0, &step_h, &nkh, &c_h);
+            phase_taps(rw, g->sw, g->pw, g->dw, g->KW, &kw0, &step_w, &nkw, &c_w);
+            gemm_job j = {0};
+            j.src = dy->buf;
+            j.src_off = dy_off;
+            j.w = w->buf;
+            j.w_off = w_off + kh0 * g->KW + kw0;
+            j.out = dx->buf;
+            j.out_off = dx_off + rh * g->W + rw;
+            j.P = (g->H - rh + g->sh - 1) / g->sh;
+            j.Q = (g->W - rw + g->sw - 1) / g->sw;
+            j.M = g->B * j.P * j.Q;
+            j.N = g->Cig;
+            j.G = g->G;
+            j.Kc = nkh && nkw ? g->Cog : 0; /* no tap reaches this phase: dx = 0 */
+            j.Kh = nkh ? nkh : 1;
+            j.Kw = nkw ? nkw : 1;
+            j.src_bstride = g->Cout * g->OH * g->OW;
+            j.src_cstride = g->OH * g->OW;
+            j.src_gstride = g->Cog * g->OH * g->OW;
+            j.Hs = g->OH;
+            j.Ws = g->OW;
+            j.a_h = 1;
+            j.c_h = c_h;
+            j.e_h = -(g->dh / gcd(g->sh, g->dh));
+            j.a_w = 1;
+            j.c_w = c_w;
+            j.e_w = -(g->dw / gcd(g->sw, g->dw));
+            j.w_gstride = g->Cog * g->Cig * g->KH * g->KW;
+            j.w_nstride = g->KH * g->KW;
+            j.w_cstride = g->Cig * g->KH * g->KW;
+            j.w_hstride = step_h * g->KW;
+            j.w_wstride = step_w;
+            j.out_bstride = g->Cin * g->H * g->W;
+            j.out_nstride = g->H * g->W;
+            j.out_hstride = g->sh * g->W;
+            j.out_wstride = g->sw;
+            j.bias = j.scale = j.shift = dy->buf;
+            j.vec_out = g->sh == 1 && g->sw == 1 && (g->H * g->W) % 4 == 0 && dx_off % 4 == 0;
+            j.plain = g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
+                      (g->OH * g->OW) % 4 == 0 && dy_off % 4 == 0;
+            st = teeny__conv_gemm_run(ctx, tu, &j);
+        }
+    return st;
+}
+
+static teeny_status reduce_parts(teeny_ctx *ctx, const conv_tuning *tu, const char *opt, cl_mem part, int part_off, int n, int z,
+                                 cl_mem out, int out_off)
+{
+    /* a fixed local size: PoCL compiles a kernel once per local size */
+    size_t global = (size_t)n, local = (size_t)tu->dw_wg;
+    karg k[] = {KM(part), KI(part_off), KI(n), KI(z), KM(out), KI(out_off)};
+    return run_kernel(ctx, opt, "conv_reduce_parts", k, 6, 1, &global, &local);
+}
+
+static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const grad_plan *gp,
+                                const teeny_tensor *x, const teeny_tensor *dy, teeny_tensor *dw, cl_mem scratch)
+{
+    int x_off = teeny__off(x), dy_off = teeny__off(dy), dw_off = teeny__off(dw);
+    int R = g->B * g->OH * g->OW, Mk = g->Cig * g->KH * g->KW, numel = g->Cout * Mk;
+    cl_mem out = gp->z > 1 ? scratch : dw->buf;
+    int out_off = gp->z > 1 ? 0 : dw_off, zstride = gp->z > 1 ? numel : 0;
+    char opt[256];
+    teeny_status st;
+
+    if (gp->cpu) {
+        gemm_job j;
+        teeny__conv_dw_job_make(g, &j);
+        j.src = x->buf;
+        j.src_off = x_off;
+        j.w = dy->buf;
+        j.w_off = dy_off;
+        j.out = dw->buf;
+        j.out_off = dw_off;
+        j.bias = j.scale = j.shift = x->buf;
+        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+        return teeny__conv_cpu_gemm_run(ctx, tu, &j, opt);
+    }
+    if (gp->depthwise) {
+        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+        int mult = g->Cog;
+        size_t global[2] = {(size_t)tu->dw_wg * gp->z, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};
+        karg k[] = {KM(x->buf), KI(x_off), KM(dy->buf), KI(dy_off), KM(out),   KI(out_off), KI(zstride),
+                    KI(g->Cin), KI(g->H),  KI(g->W),    KI(mult),   KI(g->OH), KI(g->OW),   KI(g->KH),
+                    KI(g->KW),  KI(g->sh), KI(g->sw),   KI(g->ph),  KI(g->pw), KI(g->dh),   KI(g->dw),
+                    KI(R),      KI(gp->r_chunk)};
+        st = run_kernel(ctx, opt, "dwconv_dw", k, (int)(sizeof k / sizeof k[0]), 2, global, local);
+    } else {
+        const gemm_tile *t = &tu->tiles[gp->tile];
+        teeny__conv_tile_options(tu, gp->tile, opt, sizeof opt);
+        int vec_out = Mk % 4 == 0 && out_off % 4 == 0;
+        size_t wg = (size_t)gemm_wg(t);
+        size_t global[3] = {(size_t)cdiv(Mk, t->tm) * wg, (size_t)(cdiv(g->Cog, t->tn) * g->G), (size_t)gp->z};
+        size_t local[3] = {wg, 1, 1};
+        karg k[] = {KM(x->buf), KI(x_off),  KM(dy->buf), KI(dy_off), KM(out),   KI(out_off), KI(zstride),
+                    KI(Mk),     KI(g->Cog), KI(g->Cig),  KI(g->KH),  KI(g->KW), KI(g->Cin),  KI(g->H),
+                    KI(g->W),   KI(g->Cout), KI(g->OH),  KI(g->OW),  KI(g->sh), KI(g->sw),   KI(g->ph),
+                    KI(g->pw),  KI(g->dh),  KI(g->dw),   KI(R),      KI(gp->r_chunk), KI(vec_out)};
+        st = run_kernel(ctx, opt, "conv_gemm_dw", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
+    }
+    if (st == TEENY_OK && gp->z > 1)
+        st = reduce_parts(ctx, tu, opt, scratch, 0, numel, gp->z, dw->buf, dw_off);
+    return st;
+}
+
+static teeny_status backward_db(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const grad_plan *gp,
+                                const teeny_tensor *dy, teeny_tensor *db, cl_mem scratch, int part_off)
+{
+    int dy_off = teeny__off(dy), db_off = teeny__off(db), OHW = g->OH * g->OW;
+    cl_mem out = gp->zb > 1 ? scratch : db->buf;
+    int out_off = gp->zb > 1 ? part_off : db_off;
+    char opt[256];
+    teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+    size_t global[2] = {(size_t)tu->dw_wg * gp->zb, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};
+    karg k[] = {KM(dy->buf), KI(dy_off), KM(out), KI(out_off), KI(g->B), KI(g->Cout), KI(OHW), KI(gp->b_chunk)};
+    teeny_status st = run_kernel(ctx, opt, "conv_dbias_part", k, 8, 2, global, local);
+    if (st == TEENY_OK && gp->zb > 1)
+        st = reduce_parts(ctx, tu, opt, scratch, part_off, g->Cout, gp->zb, db->buf, db_off);
+    return st;
+}
+
+teeny_status teeny__conv2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    int has_bias = a->attrs.conv2d.has_bias != 0;
+    const teeny_tensor *x = a->in[0], *w = a->in[1], *dy = a->in[has_bias ? 4 : 3];
+    teeny_tensor *dx = a->out[0], *dw = a->out[1], *db = has_bias ? a->out[2] : NULL;
+    conv_geom g = teeny__conv_geom_make(x, w, &a->attrs.conv2d);
+    const conv_tuning *tu = teeny__conv_tuning_for(ctx);
+    teeny_status st = TEENY_OK;
+    grad_plan gp;
+    cl_mem scratch = NULL;
+
+    if (dx)
+        st = backward_dx(ctx, tu, &g, w, dy, dx);
+    if (st != TEENY_OK || (!dw && !db))
+        return st;
+    if ((st = teeny__conv_grad_plan_make(ctx, tu, &g, dw != NULL, db != NULL, &gp)) != TEENY_OK)
+        return st;
+    if (gp.dw_elems + gp.db_elems > 0)
+        st = teeny__scratch(ctx, (size_t)(gp.dw_elems + gp.db_elems) * sizeof(float), &scratch);
+    if (st == TEENY_OK && dw)
+        st = backward_dw(ctx, tu, &g, &gp, x, dy, dw, scratch);
+    if (st == TEENY_OK && db)
+        st = backward_db(ctx, tu, &g, &gp, dy, db, scratch, (int)gp.dw_elems);
+    return st;
+}

@@ -1,0 +1,124 @@
+/*
+ * conv2d_internal.h -- private to the conv2d family (conv2d_plan.c,
+ * conv2d_exec.c): the tuning-table entry and GEMM tile shapes, the problem
+ * geometry, one GEMM launch (gemm_job), the depthwise and weight-gradient
+ * plans, the kernel-argument shorthands, and the plan layer's functions
+ * that the forward and backward passes call. Layouts and paths are
+ * described in conv2d.c, the tunables in conv2d_plan.c.
+ */
+#ifndef TEENY_CONV2D_INTERNAL_H
+#define TEENY_CONV2D_INTERNAL_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ops.h"
+
+/* ---- tuning table ---- */
+
+typedef struct {
+    int tm, tn, tk;  /* block tile */
+    int wm, wn;      /* micro-tile per work-item (multiples of 4) */
+    int min_per_cu;  /* forward / input-gradient GEMMs take this tile only
+                      * with at least this many work-groups per compute unit */
+} gemm_tile;
+
+typedef struct {
+    const char *vendor; /* substring of the device vendor, "" for any */
+    int gpu;            /* 1: GPUs, 0: CPUs and other devices */
+    int min_wg;         /* needs max_work_group_size >= min_wg */
+    int n_tiles;
+    gemm_tile tiles[4]; /* largest first */
+    int dw_wg;          /* depthwise / reduction work-group (power of two) */
+    int dw_rows;        /* output rows per item in dwconv_dx */
+    int dw_taps;        /* taps per pass in dwconv_dw */
+    int dw_mult_max;    /* depthwise kernels up to this channel multiplier */
+    int waves;          /* work-groups per compute unit to aim for */
+    int cpu_rows;       /* > 0: GEMMs by conv_gemm_cpu, this many rows per item */
+    int cpu_wg;         /* its work-group (items along m) */
+} conv_tuning;
+
+static inline int gemm_wg(const gemm_tile *t)
+{
+    return (t->tm / t->wm) * (t->tn / t->wn);
+}
+
+static inline int64_t cdiv(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+/* ---- geometry ---- */
+
+typedef struct {
+    int B, Cin, H, W, Cout, KH, KW, OH, OW, G, Cig, Cog;
+    int sh, sw, ph, pw, dh, dw;
+} conv_geom;
+
+/* ---- kernel arguments ---- */
+
+/* The launch layer's argument type (internal.h); KM/KI/KL keep the
+ * argument lists below one short entry per kernel parameter. */
+typedef teeny__karg karg;
+
+#define KM(m) TEENY__KARG_MEM(m)
+#define KI(i) TEENY__KARG_INT(i)
+#define KL(bytes) TEENY__KARG_LOCAL(bytes)
+
+static inline teeny_status run_kernel(teeny_ctx *ctx, const char *options, const char *name, const karg *a, int n,
+                               int dims, const size_t *global, const size_t *local)
+{
+    return teeny__run_kernel(ctx, "conv2d", options, name, a, n, dims, global, local);
+}
+
+/* ---- the implicit GEMM (forward and input gradient) ---- */
+
+/* One conv_gemm_gather launch: see the kernel's comment for each field. */
+typedef struct {
+    cl_mem src, w, out;
+    int src_off, w_off, out_off;
+    int M, N, G, P, Q, Kc, Kh, Kw;
+    int src_bstride, src_cstride, Hs, Ws, a_h, c_h, e_h, a_w, c_w, e_w;
+    int src_gstride; /* conv_gemm_cpu: group g's source at g*src_gstride (conv_gemm_gather: g*Kc*src_cstride) */
+    int w_gstride, w_nstride, w_cstride, w_hstride, w_wstride;
+    int out_bstride, out_nstride, out_hstride, out_wstride;
+    cl_mem bias, scale, shift;
+    int bias_off, scale_off, shift_off, epi, act, vec_out;
+    int plain; /* conv_gemm_1x1 */
+} gemm_job;
+
+/* ---- depthwise plans ---- */
+
+typedef struct {
+    int TH, TW, tiles_h, tiles_w, PH, PW;
+    int m_per, m_chunks; /* forward: output channels per work-group */
+    size_t local_bytes;
+} dw_plan;
+
+/* Weight- and bias-gradient split: partials per chunk in the workspace,
+ * then a fixed-order sum. */
+typedef struct {
+    int cpu;         /* conv_gemm_cpu (dw_job_make), no split */
+    int tile;        /* GEMM path */
+    int depthwise;
+    int z, r_chunk;  /* dweight chunks over B*OH*OW */
+    int zb, b_chunk; /* dbias chunks over B */
+    int64_t dw_elems, db_elems; /* partial floats in the workspace */
+} grad_plan;
+
+/* ---- the plan layer (conv2d_plan.c) ---- */
+
+conv_geom teeny__conv_geom_make(const teeny_tensor *x, const teeny_tensor *w, const teeny__conv2d_attrs *at);
+const conv_tuning *teeny__conv_tuning_for(const teeny_ctx *ctx);
+int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g);
+int teeny__conv_dw_plan_fwd(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
+int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
+int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t local_bytes, teeny_status *st);
+void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap);
+teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j);
+teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, const char *opt);
+void teeny__conv_dw_job_make(const conv_geom *g, gemm_job *j);
+teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int want_dw,
+                                        int want_db, grad_plan *gp);
+
+#endif /* TEENY_CONV2D_INTERNAL_H */

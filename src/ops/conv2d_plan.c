@@ -1,0 +1,460 @@
+/*
+ * conv2d_plan.c -- how a grouped convolution runs on this device: the
+ * tuning table and its test hook (teeny__conv2d_debug), tile picking and
+ * the fit checks against device and kernel limits, the problem geometry,
+ * the GEMM launches (conv_gemm_gather, conv_gemm_1x1, conv_gemm_cpu with
+ * its packing), the depthwise tile plans and the weight-gradient split
+ * plan. conv2d_exec.c calls these per pass; shared types live in
+ * conv2d_internal.h, layouts and paths are described in conv2d.c.
+ *
+ * Tuning is data: TUNINGS maps a device class (vendor, GPU or not, work-
+ * group and local-memory limits) to a short list of GEMM tile shapes
+ * (TILE_M x TILE_N x TILE_K, WPT_M x WPT_N per work-item) and the
+ * depthwise/reduction work-group size, passed as -D options. Per problem,
+ * pick_tile takes the largest tile that does not waste columns and still
+ * gives every compute unit work. Problem geometry is always a kernel
+ * argument, so a device builds one program per tile shape at most.
+ */
+#include "conv2d_internal.h"
+
+/* ---- tuning table ---- */
+
+/* NVIDIA's register-blocked 8x8 micro-tiles need 128-256-item
+ * work-groups and 34 KiB of local memory at most; entries whose tiles a
+ * device cannot hold are skipped tile by tile (tile_fits), and a kernel
+ * whose own limits (CL_KERNEL_WORK_GROUP_SIZE) refuse a tile falls back
+ * to the next smaller one. The 256-item 128x128 tile needs about
+ * 160 registers per item, so a compute unit holds one such work-group at
+ * a time: the gathered GEMMs take it only when there are many waves of
+ * them (it still pays for the split weight gradient, whose partial sums
+ * it halves). The depthwise kernels loop over a group's output channels
+ * in one work-group, so a wide channel multiplier goes to the GEMM.
+ * A GPU of any other make gets the conservative 64-item 32x32 tiles
+ * (TEENY_TUNING=generic forces them anywhere: the tests run them on PoCL).
+ * CPUs (PoCL) run one small tile: there a work-group is a loop, and one
+ * program keeps the build time (seconds on PoCL) low; their GEMMs take
+ * conv_gemm_cpu (cpu_rows > 0), which has no local memory or barriers
+ * and keeps a cpu_rows x 16 block per item in vector registers. */
+#ifndef CPU_ROWS
+#define CPU_ROWS 6
+#endif
+#ifndef CPU_WG
+#define CPU_WG 8
+#endif
+static const conv_tuning TUNINGS[] = {
+    {"nvidia", 1, 256, 4,
+     {{128, 128, 16, 8, 8, 16}, {128, 64, 16, 8, 8, 2}, {128, 32, 16, 8, 4, 2}, {64, 16, 16, 4, 4, 0}},
+     256, 8, 9, 4, 4, 0, 0},
+    {"", 1, 32, 2, {{32, 32, 16, 4, 4, 2}, {32, 16, 16, 4, 4, 0}}, 32, 8, 9, 4, 4, 0, 0},
+    {"", 0, 64, 1, {{32, 32, 8, 4, 4, 0}}, 64, 8, 9, 4, 4, CPU_ROWS, CPU_WG},
+};
+#define N_TUNINGS ((int)(sizeof TUNINGS / sizeof TUNINGS[0]))
+
+/* Test hooks (see ops.h): a tuning entry, a tile, no depthwise path. */
+static int force_tuning = -1, force_tile = -1, force_no_depthwise = 0;
+
+void teeny__conv2d_debug(int tuning, int tile, int no_depthwise)
+{
+    force_tuning = tuning >= 0 && tuning < N_TUNINGS ? tuning : -1;
+    force_tile = tile;
+    force_no_depthwise = no_depthwise;
+}
+
+static size_t gemm_local_bytes(const gemm_tile *t)
+{
+    return (size_t)2 * t->tk * ((t->tm + 4) + (t->tn + 4)) * sizeof(float);
+}
+
+static int tile_fits(const teeny_ctx *ctx, const gemm_tile *t)
+{
+    return (size_t)gemm_wg(t) <= ctx->info.max_work_group_size && gemm_local_bytes(t) <= ctx->info.local_mem_bytes;
+}
+
+const conv_tuning *teeny__conv_tuning_for(const teeny_ctx *ctx)
+{
+    /* TEENY_TUNING=generic: what a GPU of unknown make gets */
+    if (ctx->generic && force_tuning < 0)
+        for (int i = 0; i < N_TUNINGS; i++)
+            if (TUNINGS[i].gpu && !*TUNINGS[i].vendor && tile_fits(ctx, &TUNINGS[i].tiles[TUNINGS[i].n_tiles - 1]))
+                return &TUNINGS[i];
+    /* a forced entry too must fit (its smallest tile at least; pick_tile
+     * skips the larger ones that do not), or its GEMMs could not launch */
+    if (force_tuning >= 0 && tile_fits(ctx, &TUNINGS[force_tuning].tiles[TUNINGS[force_tuning].n_tiles - 1]))
+        return &TUNINGS[force_tuning];
+    for (int i = 0; i < N_TUNINGS; i++) {
+        const conv_tuning *t = &TUNINGS[i];
+        if (t->gpu == ctx->info.is_gpu && (size_t)t->min_wg <= ctx->info.max_work_group_size &&
+            teeny__contains_nocase(ctx->info.vendor, t->vendor) && tile_fits(ctx, &t->tiles[t->n_tiles - 1]))
+            return t;
+    }
+    return &TUNINGS[N_TUNINGS - 1];
+}
+
+void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap)
+{
+    const gemm_tile *t = &tu->tiles[tile];
+    int n = snprintf(buf, cap,
+                     "-DTILE_M=%d -DTILE_N=%d -DTILE_K=%d -DWPT_M=%d -DWPT_N=%d -DDW_WG=%d -DDW_ROWS=%d -DDW_TAPS=%d",
+                     t->tm, t->tn, t->tk, t->wm, t->wn, tu->dw_wg, tu->dw_rows, tu->dw_taps);
+    if (tu->cpu_rows > 0 && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, " -DCPU_RM=%d", tu->cpu_rows);
+}
+
+static int64_t target_groups(const teeny_ctx *ctx, const conv_tuning *tu)
+{
+    return (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) * tu->waves;
+}
+
+/* The tile for an M x N GEMM per group over G groups: the largest whose
+ * columns are not mostly padding and, when occupancy matters (not for the
+ * split weight gradient), that gives every compute unit the tile's
+ * min_per_cu work-groups. */
+static int pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int64_t N, int64_t G, int occupancy)
+{
+    int last = tu->n_tiles - 1;
+    while (last > 0 && !tile_fits(ctx, &tu->tiles[last]))
+        last--;
+    if (force_tile >= 0 && force_tile < tu->n_tiles && tile_fits(ctx, &tu->tiles[force_tile]))
+        return force_tile;
+    for (int i = 0; i < last; i++) {
+        const gemm_tile *t = &tu->tiles[i];
+        if (!tile_fits(ctx, t))
+            continue;
+        if (t->tn > N && tu->tiles[i + 1].tn >= N)
+            continue; /* a narrower tile covers N with less padding */
+        if (occupancy && cdiv(M, t->tm) * cdiv(N, t->tn) * G <
+                             (int64_t)t->min_per_cu * (ctx->info.compute_units ? ctx->info.compute_units : 1))
+            continue;
+        return i;
+    }
+    return last;
+}
+
+/* The kernel's own limits (CL_KERNEL_WORK_GROUP_SIZE, its static local
+ * memory) have the last word: the picked tile, else the next smaller one
+ * its compiler allows; TEENY_ERR_UNSUPPORTED when none does. */
+static teeny_status fit_tile(teeny_ctx *ctx, const conv_tuning *tu, const char *name, int *tile)
+{
+    teeny_status st = TEENY_ERR_UNSUPPORTED;
+    for (int i = *tile; i < tu->n_tiles; i++) {
+        char opt[256];
+        if (!tile_fits(ctx, &tu->tiles[i]))
+            continue;
+        teeny__conv_tile_options(tu, i, opt, sizeof opt);
+        st = teeny__kernel_fit(ctx, "conv2d", opt, name, (size_t)gemm_wg(&tu->tiles[i]), 0, NULL);
+        if (st == TEENY_OK) {
+            if (i != *tile)
+                teeny__clear_error(ctx);
+            *tile = i;
+            return TEENY_OK;
+        }
+        if (st != TEENY_ERR_UNSUPPORTED)
+            return st;
+    }
+    return st;
+}
+
+/* Whether a depthwise kernel fits as planned; a misfit takes the GEMM path
+ * (1: fits, 0: does not, negative: the query failed with status -ret). */
+int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t local_bytes, teeny_status *st)
+{
+    char opt[256];
+    teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+    *st = teeny__kernel_fit(ctx, "conv2d", opt, name, (size_t)tu->dw_wg, local_bytes, NULL);
+    if (*st == TEENY_ERR_UNSUPPORTED) {
+        teeny__clear_error(ctx);
+        *st = TEENY_OK;
+        return 0;
+    }
+    return *st == TEENY_OK;
+}
+
+conv_geom teeny__conv_geom_make(const teeny_tensor *x, const teeny_tensor *w, const teeny__conv2d_attrs *at)
+{
+    conv_geom g;
+    g.B = (int)x->shape[0];
+    g.Cin = (int)x->shape[1];
+    g.H = (int)x->shape[2];
+    g.W = (int)x->shape[3];
+    g.Cout = (int)w->shape[0];
+    g.KH = (int)w->shape[2];
+    g.KW = (int)w->shape[3];
+    g.sh = at->stride[0];
+    g.sw = at->stride[1];
+    g.ph = at->pad[0];
+    g.pw = at->pad[1];
+    g.dh = at->dilation[0];
+    g.dw = at->dilation[1];
+    g.G = at->groups;
+    g.Cig = g.Cin / g.G;
+    g.Cog = g.Cout / g.G;
+    g.OH = (g.H + 2 * g.ph - g.dh * (g.KH - 1) - 1) / g.sh + 1;
+    g.OW = (g.W + 2 * g.pw - g.dw * (g.KW - 1) - 1) / g.sw + 1;
+    return g;
+}
+
+/* The packed B operand of conv_gemm_cpu in floats (0: beyond int32). */
+static int64_t cpu_packed(const gemm_job *j)
+{
+    int64_t n = (int64_t)j->G * j->Kh * j->Kw * j->Kc * cdiv(j->N, 16) * 16;
+    return n > INT32_MAX / 2 ? 0 : n;
+}
+
+/* conv_gemm_cpu: pack B into a workspace, then the GEMM. */
+teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, const char *opt)
+{
+    int Np = (int)cdiv(j->N, 16) * 16, total = (int)cpu_packed(j), zero = 0;
+    cl_mem bp = NULL;
+    teeny_status st = TEENY_OK;
+    if (total > 0) {
+        if ((st = teeny__scratch(ctx, (size_t)total * sizeof(float), &bp)) != TEENY_OK)
+            return st;
+        size_t pg[2] = {(size_t)cdiv(j->Kc, 16) * 16, (size_t)j->G * j->Kh * j->Kw}, pl[2] = {16, 1};
+        karg k[] = {KM(j->w),         KI(j->w_off),     KI(j->w_gstride), KI(j->w_nstride), KI(j->w_cstride),
+                    KI(j->w_hstride), KI(j->w_wstride), KI(j->N),         KI(Np),           KI(j->Kc),
+                    KI(j->Kh),        KI(j->Kw),        KM(bp),           KI(zero)};
+        if ((st = run_kernel(ctx, opt, "conv_pack_b", k, (int)(sizeof k / sizeof k[0]), 2, pg, pl)) !=
+            TEENY_OK) {
+            teeny__scratch_give(ctx, bp);
+            return st;
+        }
+    } else {
+        bp = j->w; /* Kc == 0: no taps, B is never read */
+    }
+    size_t wg = (size_t)tu->cpu_wg;
+    size_t global[2] = {(size_t)cdiv(cdiv(j->M, tu->cpu_rows), (int64_t)wg) * wg, (size_t)(Np / 16) * j->G};
+    size_t local[2] = {wg, 1};
+    karg a[] = {KM(j->src),         KI(j->src_off),     KM(bp),             KI(zero),           KI(Np),
+                KM(j->out),         KI(j->out_off),     KI(j->M),           KI(j->N),           KI(j->P),
+                KI(j->Q),           KI(j->Kc),          KI(j->Kh),          KI(j->Kw),          KI(j->src_bstride),
+                KI(j->src_gstride), KI(j->src_cstride), KI(j->Hs),          KI(j->Ws),          KI(j->a_h),
+                KI(j->c_h),         KI(j->e_h),         KI(j->a_w),         KI(j->c_w),         KI(j->e_w),
+                KI(j->out_bstride), KI(j->out_nstride), KI(j->out_hstride), KI(j->out_wstride), KM(j->bias),
+                KI(j->bias_off),    KM(j->scale),       KI(j->scale_off),   KM(j->shift),       KI(j->shift_off),
+                KI(j->epi),         KI(j->act)};
+    st = run_kernel(ctx, opt, "conv_gemm_cpu", a, (int)(sizeof a / sizeof a[0]), 2, global, local);
+    if (total > 0)
+        teeny__scratch_give(ctx, bp); /* enqueued: the next GEMM of this op may take it */
+    return st;
+}
+
+static int use_cpu_gemm(const conv_tuning *tu, const gemm_job *j)
+{
+    return tu->cpu_rows > 0 && (j->Kc == 0 || cpu_packed(j) > 0);
+}
+
+teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j)
+{
+    if (use_cpu_gemm(tu, j)) {
+        char opt[256];
+        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+        return teeny__conv_cpu_gemm_run(ctx, tu, j, opt);
+    }
+    int tile = pick_tile(ctx, tu, j->M, j->N, j->G, 1);
+    const char *name = j->plain ? "conv_gemm_1x1" : "conv_gemm_gather";
+    teeny_status st = fit_tile(ctx, tu, name, &tile);
+    if (st != TEENY_OK)
+        return st;
+    const gemm_tile *t = &tu->tiles[tile];
+    char opt[256];
+    teeny__conv_tile_options(tu, tile, opt, sizeof opt);
+    size_t wg = (size_t)gemm_wg(t);
+    size_t global[2] = {(size_t)cdiv(j->M, t->tm) * wg, (size_t)(cdiv(j->N, t->tn) * j->G)};
+    size_t local[2] = {wg, 1};
+    karg a[] = {KM(j->src),         KI(j->src_off),     KM(j->w),           KI(j->w_off),       KM(j->out),
+                KI(j->out_off),     KI(j->M),           KI(j->N),           KI(j->P),           KI(j->Q),
+                KI(j->Kc),          KI(j->Kh),          KI(j->Kw),          KI(j->src_bstride), KI(j->src_cstride),
+                KI(j->Hs),          KI(j->Ws),          KI(j->a_h),         KI(j->c_h),         KI(j->e_h),
+                KI(j->a_w),         KI(j->c_w),         KI(j->e_w),         KI(j->w_gstride),   KI(j->w_nstride),
+                KI(j->w_cstride),   KI(j->w_hstride),   KI(j->w_wstride),   KI(j->out_bstride), KI(j->out_nstride),
+                KI(j->out_hstride), KI(j->out_wstride), KM(j->bias),        KI(j->bias_off),    KM(j->scale),
+                KI(j->scale_off),   KM(j->shift),       KI(j->shift_off),   KI(j->epi),         KI(j->act),
+                KI(j->vec_out)};
+    return run_kernel(ctx, opt, name, a, (int)(sizeof a / sizeof a[0]), 2, global, local);
+}
+
+/* Tile an R x C output plane for a work-group of wg items: TW columns
+ * (whole rows up to 128 wide), TH rows about `rows` per item. */
+static void dw_tile(int R, int C, int wg, int rows, dw_plan *pl)
+{
+    int cap = wg < 128 ? wg : 128;
+    pl->tiles_w = (int)cdiv(C, cap);
+    pl->TW = (int)cdiv(C, pl->tiles_w);
+    int rstep = wg / pl->TW;
+    int th = rstep * rows < R ? rstep * rows : R;
+    pl->tiles_h = (int)cdiv(R, th);
+    pl->TH = (int)cdiv(R, pl->tiles_h);
+}
+
+static size_t local_budget(const teeny_ctx *ctx)
+{
+    return ctx->info.local_mem_bytes > 1024 ? (size_t)ctx->info.local_mem_bytes - 1024 : 0;
+}
+
+/* Forward plan; 0 when the input patch cannot fit in local memory. */
+int teeny__conv_dw_plan_fwd(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl)
+{
+    int mult = g->Cog;
+    int64_t KHW = (int64_t)g->KH * g->KW;
+    dw_tile(g->OH, g->OW, tu->dw_wg, 4, pl);
+    while (pl->TH > 1 && (int64_t)pl->tiles_h * pl->tiles_w * g->Cin * g->B * mult < target_groups(ctx, tu)) {
+        pl->TH = (pl->TH + 1) / 2;
+        pl->tiles_h = (int)cdiv(g->OH, pl->TH);
+    }
+    int64_t groups = (int64_t)pl->tiles_h * pl->tiles_w * g->Cin * g->B;
+    int64_t chunks = mult > 1 ? cdiv(target_groups(ctx, tu), groups) : 1;
+    if (chunks > mult)
+        chunks = mult;
+    pl->m_per = (int)cdiv(mult, chunks);
+    for (;;) {
+        int64_t ph = (int64_t)(pl->TH - 1) * g->sh + (int64_t)(g->KH - 1) * g->dh + 1;
+        int64_t pw = (int64_t)(pl->TW - 1) * g->sw + (int64_t)(g->KW - 1) * g->dw + 1;
+        int64_t bytes = (ph * pw + pl->m_per * KHW) * (int64_t)sizeof(float);
+        if (ph * pw <= INT32_MAX && bytes <= (int64_t)local_budget(ctx)) {
+            pl->PH = (int)ph;
+            pl->PW = (int)pw;
+            pl->local_bytes = (size_t)bytes;
+            break;
+        }
+        if (pl->TH > 1) {
+            pl->TH = (pl->TH + 1) / 2;
+            pl->tiles_h = (int)cdiv(g->OH, pl->TH);
+        } else if (pl->m_per > 1) {
+            pl->m_per = (pl->m_per + 1) / 2;
+        } else {
+            return 0;
+        }
+    }
+    pl->m_chunks = (int)cdiv(mult, pl->m_per);
+    return 1;
+}
+
+/* Input-gradient plan over the H x W plane of dx. */
+int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl)
+{
+    int rows = tu->dw_rows < 4 ? tu->dw_rows : 4;
+    dw_tile(g->H, g->W, tu->dw_wg, rows, pl);
+    while (pl->TH > 1 && (int64_t)pl->tiles_h * pl->tiles_w * g->Cin * g->B < target_groups(ctx, tu)) {
+        pl->TH = (pl->TH + 1) / 2;
+        pl->tiles_h = (int)cdiv(g->H, pl->TH);
+    }
+    for (;;) {
+        int64_t ph = ((int64_t)pl->TH - 1 + (int64_t)(g->KH - 1) * g->dh) / g->sh + 2;
+        int64_t pw = ((int64_t)pl->TW - 1 + (int64_t)(g->KW - 1) * g->dw) / g->sw + 2;
+        /* every output channel's dy patch and taps at once (cl/conv2d.cl) */
+        int64_t bytes = (ph * pw + (int64_t)g->KH * g->KW) * g->Cog * (int64_t)sizeof(float);
+        if (ph * pw * g->Cog <= INT32_MAX && bytes <= (int64_t)local_budget(ctx)) {
+            pl->PH = (int)ph;
+            pl->PW = (int)pw;
+            pl->local_bytes = (size_t)bytes;
+            return 1;
+        }
+        if (pl->TH == 1)
+            return 0;
+        pl->TH = (pl->TH + 1) / 2;
+        pl->tiles_h = (int)cdiv(g->H, pl->TH);
+    }
+}
+
+int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g)
+{
+    return g->Cig == 1 && g->Cog <= tu->dw_mult_max && !force_no_depthwise;
+}
+
+/* The weight gradient as a conv_gemm_cpu problem: rows m = (c, kh, kw)
+ * (c in the batch slot, (kh, kw) in the output-grid slots), reduction
+ * k = (b, oh, ow) (b in the channel slot, (oh, ow) in the tap slots), B
+ * = dy, out = dw. Geometry only; the caller sets buffers and offsets. */
+void teeny__conv_dw_job_make(const conv_geom *g, gemm_job *j)
+{
+    int HW = g->H * g->W, OHW = g->OH * g->OW, KHW = g->KH * g->KW;
+    memset(j, 0, sizeof *j);
+    j->M = g->Cig * KHW;
+    j->N = g->Cog;
+    j->G = g->G;
+    j->P = g->KH;
+    j->Q = g->KW;
+    j->Kc = g->B;
+    j->Kh = g->OH;
+    j->Kw = g->OW;
+    j->src_bstride = HW;
+    j->src_gstride = g->Cig * HW;
+    j->src_cstride = g->Cin * HW;
+    j->Hs = g->H;
+    j->Ws = g->W;
+    j->a_h = g->dh;
+    j->c_h = -g->ph;
+    j->e_h = g->sh;
+    j->a_w = g->dw;
+    j->c_w = -g->pw;
+    j->e_w = g->sw;
+    j->w_gstride = g->Cog * OHW;
+    j->w_nstride = OHW;
+    j->w_cstride = g->Cout * OHW;
+    j->w_hstride = g->OW;
+    j->w_wstride = 1;
+    j->out_bstride = KHW;
+    j->out_nstride = g->Cig * KHW;
+    j->out_hstride = g->KW;
+    j->out_wstride = 1;
+}
+
+teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int want_dw,
+                                        int want_db, grad_plan *gp)
+{
+    int64_t R = (int64_t)g->B * g->OH * g->OW, target = target_groups(ctx, tu);
+    int64_t Mk = (int64_t)g->Cig * g->KH * g->KW, dw_numel = (int64_t)g->Cout * Mk;
+    int64_t max_floats = (int64_t)(ctx->info.max_alloc_bytes / sizeof(float)) / 2;
+    int64_t z = 1, min_chunk, tiles;
+    memset(gp, 0, sizeof *gp);
+    if (max_floats > INT32_MAX / 2)
+        max_floats = INT32_MAX / 2;
+    gp->depthwise =
+        teeny__conv_use_depthwise(tu, g) && (size_t)tu->dw_taps * tu->dw_wg * sizeof(float) <= local_budget(ctx);
+    if (!gp->depthwise) {
+        gemm_job j;
+        teeny__conv_dw_job_make(g, &j);
+        gp->cpu = use_cpu_gemm(tu, &j);
+    }
+    if (gp->depthwise) {
+        tiles = g->Cout;
+        min_chunk = (int64_t)tu->dw_wg * 4;
+    } else if (gp->cpu) {
+        tiles = target;
+        min_chunk = R;
+    } else {
+        gp->tile = pick_tile(ctx, tu, Mk, g->Cog, g->G, 0);
+        teeny_status st = want_dw ? fit_tile(ctx, tu, "conv_gemm_dw", &gp->tile) : TEENY_OK;
+        if (st != TEENY_OK)
+            return st;
+        const gemm_tile *t = &tu->tiles[gp->tile];
+        tiles = cdiv(Mk, t->tm) * cdiv(g->Cog, t->tn) * g->G;
+        min_chunk = (int64_t)t->tk * 16;
+    }
+    if (want_dw) {
+        z = cdiv(target, tiles);
+        if (z > cdiv(R, min_chunk))
+            z = cdiv(R, min_chunk);
+        while (z > 1 && z * dw_numel > max_floats)
+            z /= 2;
+        if (z < 1)
+            z = 1;
+        int64_t chunk = cdiv(R, z);
+        if (!gp->depthwise && !gp->cpu)
+            chunk = cdiv(chunk, tu->tiles[gp->tile].tk) * tu->tiles[gp->tile].tk;
+        gp->r_chunk = (int)chunk;
+        gp->z = (int)cdiv(R, chunk);
+        gp->dw_elems = gp->z > 1 ? gp->z * dw_numel : 0;
+    }
+    if (want_db) {
+        int64_t zb = cdiv(target, g->Cout);
+        if (zb > g->B)
+            zb = g->B;
+        while (zb > 1 && zb * g->Cout > max_floats)
+            zb /= 2;
+        gp->b_chunk = (int)cdiv(g->B, zb);
+        gp->zb = (int)cdiv(g->B, gp->b_chunk);
+        gp->db_elems = gp->zb > 1 ? (int64_t)gp->zb * g->Cout : 0;
+    }
+    return TEENY_OK;
+}
