@@ -167,9 +167,21 @@ static teeny_status note_warnings(teeny_ctx *ctx, cl_program prog, const char *o
     err = TEENY_CL(clGetProgramBuildInfo, prog, ctx->device, CL_PROGRAM_BUILD_LOG, len, log, NULL);
     if (err == CL_SUCCESS) {
         log[len] = '\0';
-        for (char *p = log; *p; p++)
-            *p = (char)tolower((unsigned char)*p);
-        if (strstr(log, "warning")) {
+        int warned = 0;
+        for (char *line = log, *next; line && *line; line = next) {
+            next = strchr(line, '\n');
+            if (next)
+                *next++ = '\0';
+            for (char *p = line; *p; p++)
+                *p = (char)tolower((unsigned char)*p);
+            /* NVIDIA's compiler notes on every kernel of a cold build that
+             * a kernel overrides noinline: its own chatter, not our source */
+            if (strstr(line, "warning") && !strstr(line, "overriding noinline attribute"))
+                warned = 1;
+            if (next)
+                next[-1] = '\n';
+        }
+        if (warned) {
             ctx->build_warnings++;
             teeny__log(TEENY_LOG_DEBUG, "kernel build with %s on %s warned:\n%s", options, ctx->info.device_name, log);
         }
