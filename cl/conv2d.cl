@@ -501,13 +501,13 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
 #ifndef CPU_RM
 #define CPU_RM 6
 #endif
-/* float16 values never cross a function call (a builtin such as fma or
- * vload16 included): on an x86 CPU without AVX-512, clang warns that such
- * a call changes the ABI, and PoCL prints the warnings on every build.
- * Loads go through four vload4, the multiply-add is written as operators
- * (OpenCL C contracts a * b + c to a fused multiply-add where the device
- * has one, so each device still rounds one way). */
-#define CPU_LOAD16(p) ((float16)(vload4(0, (p)), vload4(1, (p)), vload4(2, (p)), vload4(3, (p))))
+/* mad: the compiler fuses where the device has fma, one way per device.
+ * float16 values pass through builtins here (vload16, mad, vstore16). On
+ * an x86 CPU without AVX-512, clang may warn that such a call changes the
+ * ABI; the conformance suite counts build warnings. An operator-only
+ * form avoided the calls but crashed oclgrind 21.10's uninitialized-value
+ * plugin, so the calls stay. */
+#define CPU_MAD mad
 
 /* Grid (round_up(Kc, 16), G*Kh*Kw), work-group (16, 1): item (c, r)
  * writes the Np columns of packed row r*Kc + c (the B operand above) from
@@ -548,7 +548,7 @@ __kernel void conv_gemm_cpu(__global const float *restrict src, int src_off, __g
         return;
 
     int h0[CPU_RM], w0[CPU_RM], base[CPU_RM];
-    TEENY_UNROLL
+TEENY_UNROLL
     for (int i = 0; i < CPU_RM; i++) {
         int m = m0 + i, ok = m < M;
         int mm = ok ? m : 0, b = mm / PQ, pq = mm - b * PQ, p = pq / Q, q = pq - p * Q;
@@ -557,7 +557,7 @@ __kernel void conv_gemm_cpu(__global const float *restrict src, int src_off, __g
         base[i] = src_off + b * src_bstride + g * src_gstride;
     }
     float16 acc[CPU_RM];
-    TEENY_UNROLL
+TEENY_UNROLL
     for (int i = 0; i < CPU_RM; i++)
         acc[i] = (float16)(0.0f);
     __global const float *bg = bp + bp_off + g * KT * Kc * Np + n0;
@@ -565,7 +565,7 @@ __kernel void conv_gemm_cpu(__global const float *restrict src, int src_off, __g
     for (int t = 0; t < KT; t++) {
         int kh = t / Kw, kw = t - kh * Kw, dh = kh * e_h, dw = kw * e_w;
         int off[CPU_RM], ok[CPU_RM], any = 0, all = 1;
-        TEENY_UNROLL
+TEENY_UNROLL
         for (int i = 0; i < CPU_RM; i++) {
             int hh = h0[i] + dh, ww = w0[i] + dw;
             ok[i] = (uint)hh < (uint)Hs && (uint)ww < (uint)Ws;
@@ -579,20 +579,20 @@ __kernel void conv_gemm_cpu(__global const float *restrict src, int src_off, __g
         __global const float *bk = bg + t * Kc * Np;
         if (all) {
             for (int c = 0; c < Kc; c++) {
-                float16 b = CPU_LOAD16(bk + c * Np);
+                float16 b = vload16(0, bk + c * Np);
                 int co = c * src_cstride;
-                TEENY_UNROLL
+TEENY_UNROLL
                 for (int i = 0; i < CPU_RM; i++)
-                    acc[i] += (float16)(src[off[i] + co]) * b;
+                    acc[i] = CPU_MAD((float16)(src[off[i] + co]), b, acc[i]);
             }
         } else {
             for (int c = 0; c < Kc; c++) {
-                float16 b = CPU_LOAD16(bk + c * Np);
+                float16 b = vload16(0, bk + c * Np);
                 int co = c * src_cstride;
-                TEENY_UNROLL
+TEENY_UNROLL
                 for (int i = 0; i < CPU_RM; i++) {
                     float a = src[off[i] + co];
-                    acc[i] += (float16)(ok[i] ? a : 0.0f) * b;
+                    acc[i] = CPU_MAD((float16)(ok[i] ? a : 0.0f), b, acc[i]);
                 }
             }
         }
@@ -612,16 +612,13 @@ __kernel void conv_gemm_cpu(__global const float *restrict src, int src_off, __g
                 sh[j] += bias[bias_off + c];
         }
     }
-    TEENY_UNROLL
+TEENY_UNROLL
     for (int i = 0; i < CPU_RM; i++) {
         int m = m0 + i;
         if (m >= M)
             break;
         float v[16];
-        vstore4(acc[i].s0123, 0, v);
-        vstore4(acc[i].s4567, 1, v);
-        vstore4(acc[i].s89ab, 2, v);
-        vstore4(acc[i].scdef, 3, v);
+        vstore16(acc[i], 0, v);
         int b = m / PQ, pq = m - b * PQ, p = pq / Q, q = pq - p * Q;
         __global float *o = out + out_off + b * out_bstride + p * out_hstride + q * out_wstride + g * N * out_nstride;
         for (int j = 0; j < 16 && n0 + j < N; j++)
