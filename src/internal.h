@@ -162,6 +162,15 @@ teeny_status teeny__fit_halving(teeny_ctx *ctx, const char *family, const char *
  * device is too constrained to be worth a variant (TEENY_ERR_UNSUPPORTED). */
 #define TEENY__WG_FLOOR 16
 size_t teeny__local_clamp(teeny_ctx *ctx, cl_kernel k, const char *name, size_t want);
+/* The embedded sources, generated at build time from cl/ *.cl
+ * (build/gen/kernels.c): one NUL-terminated byte array per family. */
+typedef struct {
+    const char *name;
+    const unsigned char *data;
+    size_t len;
+} teeny__embedded_source;
+extern const teeny__embedded_source teeny__sources[];
+extern const int teeny__n_sources;
 /* The embedded source of one family ("common" included), or NULL. */
 const char *teeny__kernel_source(const char *family, size_t *len);
 

@@ -49,15 +49,7 @@
 
 /* ---- kernel coverage ---- */
 
-/* The generated table of embedded sources (build/gen/kernels.c), as
- * src/program/build.c declares it. */
-typedef struct {
-    const char *name;
-    const unsigned char *data;
-    size_t len;
-} cov_embedded_source;
-extern const cov_embedded_source teeny__sources[];
-extern const int teeny__n_sources;
+/* teeny__sources (internal.h): the embedded sources, parsed for __kernel. */
 
 #define COV_MAX 256
 static char cov_seen[COV_MAX][64];

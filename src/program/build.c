@@ -18,16 +18,6 @@
 
 #include "internal.h"
 
-typedef struct {
-    const char *name;
-    const unsigned char *data;
-    size_t len;
-} teeny__embedded_source;
-
-/* Generated at build time from cl/ *.cl (build/gen/kernels.c). */
-extern const teeny__embedded_source teeny__sources[];
-extern const int teeny__n_sources;
-
 #define MAX_KERNELS_PER_PROGRAM 32
 
 typedef struct {
