@@ -154,8 +154,9 @@ static teeny_status fit_tile(teeny_ctx *ctx, const conv_tuning *tu, const char *
     return st;
 }
 
-/* Whether a depthwise kernel fits as planned; a misfit takes the GEMM path
- * (1: fits, 0: does not, negative: the query failed with status -ret). */
+/* Whether a depthwise kernel fits as planned: 1 fits; 0 does not (the
+ * caller takes the GEMM path), with *st TEENY_OK, or the build or query
+ * failed, with *st that status. */
 int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t local_bytes, teeny_status *st)
 {
     char opt[256];
