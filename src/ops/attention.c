@@ -177,10 +177,29 @@ static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, att_plan *p)
     return TEENY_OK;
 }
 
+/* One step smaller for a tile its built kernel refused: half the thread
+ * rows, then the rows per thread, then the score columns per thread, then
+ * the thread columns while every head dim still spans at most ATT_MAXT
+ * float4 chunks per thread; 0 when it is the smallest. */
+static int shrink(const att_plan *p, att_tile *t)
+{
+    if (t->tr > 1)
+        t->tr /= 2;
+    else if (t->rm > 1)
+        t->rm /= 2;
+    else if (t->sc > 1)
+        t->sc /= 2;
+    else if (t->tc > 4 && p->dq / (4 * (t->tc / 2)) <= 8 && p->dv / (4 * (t->tc / 2)) <= 8)
+        t->tc /= 2;
+    else
+        return 0;
+    return 1;
+}
+
 /* Check the tiles against what the built kernels allow (before anything is
  * enqueued): a kernel whose TR * TC work-items or local memory its build
- * does not take gets half the thread rows (fewer items, smaller panels),
- * down to one row; the message of the last misfit when nothing fits. */
+ * does not take gets a smaller tile (shrink), step by step; the message of
+ * the last misfit when nothing fits. */
 static teeny_status plan_fit(teeny_ctx *ctx, att_plan *p, int backward)
 {
     const char *names[2] = {"attn_fwd", NULL};
@@ -201,9 +220,8 @@ static teeny_status plan_fit(teeny_ctx *ctx, att_plan *p, int backward)
                                    (size_t)tiles[i]->tr * (size_t)tiles[i]->tc, 0, NULL);
         if (st == TEENY_OK && shrunk)
             teeny__clear_error(ctx);
-        if (st != TEENY_ERR_UNSUPPORTED || tiles[i - 1]->tr == 1)
+        if (st != TEENY_ERR_UNSUPPORTED || !shrink(p, tiles[i - 1]))
             return st;
-        tiles[i - 1]->tr /= 2;
         shrunk = 1;
         plan_options(p);
     }
