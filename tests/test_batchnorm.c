@@ -149,34 +149,6 @@ static void expect_close(const teeny_tensor *t, const double *ref, size_t n, dou
     expect_close_mag(t, ref, NULL, n, tol, what, repro);
 }
 
-/* Term sizes of the per-channel gradient sums and of the training dx
- * (see harness.h): dbias = sum dy, dweight = sum dy*xhat,
- * dx = w*r*(dy - mean(dy) - xhat*mean(dy*xhat)). */
-static void grad_mags(const double *x, const double *dy, int B, int C, int S, const double *w, const double *mean,
-                      const double *rstd, double *mag_db, double *mag_dw, double *mag_dx)
-{
-    for (int c = 0; c < C; c++) {
-        double s_dy = 0, s_dyx = 0, n = (double)B * S;
-        for (int b = 0; b < B; b++)
-            for (int s = 0; s < S; s++) {
-                size_t e = ((size_t)b * C + c) * S + s;
-                double xh = (x[e] - mean[c]) * rstd[c];
-                s_dy += dy[e] * dy[e];
-                s_dyx += dy[e] * xh * dy[e] * xh;
-            }
-        mag_db[c] = sqrt(s_dy);
-        mag_dw[c] = sqrt(s_dyx);
-        if (!mag_dx)
-            continue;
-        for (int b = 0; b < B; b++)
-            for (int s = 0; s < S; s++) {
-                size_t e = ((size_t)b * C + c) * S + s;
-                double xh = (x[e] - mean[c]) * rstd[c];
-                mag_dx[e] = fabs(w[c] * rstd[c]) * (fabs(dy[e]) + sqrt(s_dy / n) + fabs(xh) * sqrt(s_dyx / n));
-            }
-    }
-}
-
 /* Training and inference forward of one case against the reference. */
 static void check_forward(const bn_case *k, const char *repro)
 {
@@ -259,7 +231,7 @@ static void check_backward(const bn_case *k, const char *repro)
     ref_bn_backward_train(x, dy, k->sh.B, k->C, k->S, w, meand, rstdd, dx, dw, db);
     double *mag_db = th_malloc(C * sizeof(double)), *mag_dw = th_malloc(C * sizeof(double)),
            *mag_dx = th_malloc(n * sizeof(double));
-    grad_mags(x, dy, k->sh.B, k->C, k->S, w, meand, rstdd, mag_db, mag_dw, mag_dx);
+    ref_bn_grad_mags(x, dy, k->sh.B, k->C, k->S, w, meand, rstdd, mag_db, mag_dw, mag_dx);
     expect_close_mag(tdx.t, dx, mag_dx, n, TOL, "train dx", repro);
     expect_close_mag(tdw, dw, mag_dw, C, TOL, "train dweight", repro);
     expect_close_mag(tdb, db, mag_db, C, TOL, "train dbias", repro);
@@ -271,7 +243,7 @@ static void check_backward(const bn_case *k, const char *repro)
     ref_bn_backward_frozen(x, dy, k->sh.B, k->C, k->S, w, rm, rv, (double)eps, dx, dw, db);
     for (size_t c = 0; c < C; c++)
         rstdd[c] = 1 / sqrt(rv[c] + eps);
-    grad_mags(x, dy, k->sh.B, k->C, k->S, w, rm, rstdd, mag_db, mag_dw, NULL);
+    ref_bn_grad_mags(x, dy, k->sh.B, k->C, k->S, w, rm, rstdd, mag_db, mag_dw, NULL);
     expect_close(tdx.t, dx, n, TOL, "frozen dx", repro);
     expect_close_mag(tdw, dw, mag_dw, C, TOL, "frozen dweight", repro);
     expect_close_mag(tdb, db, mag_db, C, TOL, "frozen dbias", repro);

@@ -160,31 +160,6 @@ static void free_devs(th_dev *const *ds, int n)
 
 /* ---- batch normalization ---- */
 
-/* Term sizes of the gradient sums (test_batchnorm.c's grad_mags). */
-static void bn_mags(const double *x, const double *dy, int B, int C, int S, const double *w, const double *mean,
-                    const double *rstd, double *mag_db, double *mag_dw, double *mag_dx)
-{
-    for (int c = 0; c < C; c++) {
-        double s_dy = 0, s_dyx = 0, n = (double)B * S;
-        for (int b = 0; b < B; b++)
-            for (int s = 0; s < S; s++) {
-                size_t e = ((size_t)b * C + c) * S + s;
-                double xh = (x[e] - mean[c]) * rstd[c];
-                s_dy += dy[e] * dy[e];
-                s_dyx += dy[e] * xh * dy[e] * xh;
-            }
-        mag_db[c] = sqrt(s_dy);
-        mag_dw[c] = sqrt(s_dyx);
-        if (!mag_dx)
-            continue;
-        for (int b = 0; b < B; b++)
-            for (int s = 0; s < S; s++) {
-                size_t e = ((size_t)b * C + c) * S + s;
-                double xh = (x[e] - mean[c]) * rstd[c];
-                mag_dx[e] = fabs(w[c] * rstd[c]) * (fabs(dy[e]) + sqrt(s_dy / n) + fabs(xh) * sqrt(s_dyx / n));
-            }
-    }
-}
 
 /* x [B, C] (ndim 2) or [B, C, H, W]: training forward, inference, training
  * and frozen backward. */
@@ -234,7 +209,7 @@ static void bn_case(int ndim, int B, int C, int H, int W, uint64_t seed)
     th_dev tm2 = din(1, cs, meanf), tr2 = din(1, cs, rstdf);
     TH_OK(ctx, teeny_batchnorm_backward_train(ctx, tx.t, tdy.t, tw.t, tm2.t, tr2.t, tdx.t, tdw.t, tdb.t));
     ref_bn_backward_train(xd, dyd, B, C, S, wd, meand, rstdd, dx, dw, db);
-    bn_mags(xd, dyd, B, C, S, wd, meand, rstdd, mag2, mag, mag_dx);
+    ref_bn_grad_mags(xd, dyd, B, C, S, wd, meand, rstdd, mag2, mag, mag_dx);
     expect(&tdx, dx, mag_dx, TOL, "train dx", repro);
     expect(&tdw, dw, mag, TOL, "train dweight", repro);
     expect(&tdb, db, mag2, TOL, "train dbias", repro);
@@ -253,7 +228,7 @@ static void bn_case(int ndim, int B, int C, int H, int W, uint64_t seed)
     ref_bn_backward_frozen(xd, dyd, B, C, S, wd, rm0, rv0, eps, dx, dw, db);
     for (int c = 0; c < C; c++)
         rstdd[c] = 1 / sqrt(rv0[c] + eps);
-    bn_mags(xd, dyd, B, C, S, wd, rm0, rstdd, mag2, mag, NULL);
+    ref_bn_grad_mags(xd, dyd, B, C, S, wd, rm0, rstdd, mag2, mag, NULL);
     expect(&tdx, dx, NULL, TOL, "frozen dx", repro);
     expect(&tdw, dw, mag, TOL, "frozen dweight", repro);
     expect(&tdb, db, mag2, TOL, "frozen dbias", repro);

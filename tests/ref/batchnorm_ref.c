@@ -92,3 +92,31 @@ void ref_bn_backward_frozen(const double *x, const double *dy, int B, int C, int
         dw[c] = sdyxh;
     }
 }
+
+/* Term sizes of the per-channel gradient sums and of the training dx
+ * (see harness.h): dbias = sum dy, dweight = sum dy*xhat,
+ * dx = w*r*(dy - mean(dy) - xhat*mean(dy*xhat)). */
+void ref_bn_grad_mags(const double *x, const double *dy, int B, int C, int S, const double *w, const double *mean,
+                      const double *rstd, double *mag_db, double *mag_dw, double *mag_dx)
+{
+    for (int c = 0; c < C; c++) {
+        double s_dy = 0, s_dyx = 0, n = (double)B * S;
+        for (int b = 0; b < B; b++)
+            for (int s = 0; s < S; s++) {
+                size_t e = ((size_t)b * C + c) * S + s;
+                double xh = (x[e] - mean[c]) * rstd[c];
+                s_dy += dy[e] * dy[e];
+                s_dyx += dy[e] * xh * dy[e] * xh;
+            }
+        mag_db[c] = sqrt(s_dy);
+        mag_dw[c] = sqrt(s_dyx);
+        if (!mag_dx)
+            continue;
+        for (int b = 0; b < B; b++)
+            for (int s = 0; s < S; s++) {
+                size_t e = ((size_t)b * C + c) * S + s;
+                double xh = (x[e] - mean[c]) * rstd[c];
+                mag_dx[e] = fabs(w[c] * rstd[c]) * (fabs(dy[e]) + sqrt(s_dy / n) + fabs(xh) * sqrt(s_dyx / n));
+            }
+    }
+}

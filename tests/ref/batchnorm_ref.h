@@ -22,4 +22,9 @@ void ref_bn_backward_frozen(const double *x, const double *dy, int B, int C, int
                             const double *run_mean, const double *run_var, double eps, double *dx, double *dw,
                             double *db);
 
+/* Term sizes of the training backward's outputs, for th_nrms_mag (harness.h);
+ * mag_dx may be NULL. */
+void ref_bn_grad_mags(const double *x, const double *dy, int B, int C, int S, const double *w, const double *mean,
+                      const double *rstd, double *mag_db, double *mag_dw, double *mag_dx);
+
 #endif
