@@ -115,6 +115,8 @@ test-full: deps-test
 	$(MAKE) all $(BUILD)/teeny-tests
 	$(TEST_ENV) TEENY_TEST_FULL=1 $(BUILD)/teeny-tests
 
+# tools/lsan-retry.sh reruns the suite only when LeakSanitizer's own tracer
+# crashed at exit after every check passed (an intermittent sanitizer fault).
 # Mesa's rusticl ICD (installed by check-matrix) leaks at load, from a
 # module LSan cannot name: the sanitizer run loads PoCL's ICD alone.
 ASAN_ICD = $(if $(wildcard /etc/OpenCL/vendors/pocl.icd),OCL_ICD_VENDORS=/etc/OpenCL/vendors/pocl.icd)
@@ -122,7 +124,7 @@ check-asan: deps-test
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g $(SAN)" LDFLAGS="$(SAN)" build-asan/teeny-tests
 	$(TEST_ENV) TEENY_TEST_SKIP=example ASAN_OPTIONS=detect_leaks=1 $(ASAN_ICD) \
 	    $(FUZZ_ENV) LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
-	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 build-asan/teeny-tests
+	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 sh tools/lsan-retry.sh build-asan/teeny-tests
 
 # The conformance suite (one tiny case per kernel variant; it fails unless
 # every __kernel of the embedded sources was launched) under oclgrind with
