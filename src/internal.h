@@ -56,6 +56,7 @@ struct teeny_ctx {
     int work_group_size;      /* default 1-D work-group size for this device */
     int kernel_stores;        /* simulator workaround: fill and upload with kernels (set in simulator.c) */
     int generic;              /* TEENY_TUNING=generic: unknown-vendor defaults on any device */
+    int cpu_kernels;          /* the CPU kernel variants: a CPU device, not generic (tests flip it) */
     int known_compiler;       /* the compiler takes TEENY_HINTS (device.c) */
     int build_warnings;       /* successful builds whose log warned (build.c; the tests want 0) */
     teeny__program *programs; /* in-memory program cache (build.c) */
