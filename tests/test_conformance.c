@@ -246,8 +246,13 @@ START_TEST(test_conformance_batchnorm)
     cov_start();
     bn_case(2, 6, 5, 1, 1, 11);  /* NC: the rows reduction */
     bn_case(4, 2, 3, 3, 3, 12);  /* NCHW, small plane: rows */
-    bn_case(4, 2, 3, 4, 4, 13);  /* NCHW spatial, float4 */
-    bn_case(4, 3, 2, 3, 7, 14);  /* NCHW spatial, scalar */
+    for (int cpu = 0; cpu < 2; cpu++) { /* the portable and the CPU variants */
+        th_cpu_kernels(cpu);
+        bn_case(4, 2, 3, 4, 4, 13);  /* NCHW spatial, float4 */
+        bn_case(4, 3, 2, 3, 7, 14);  /* NCHW spatial, scalar */
+        bn_case(2, 3, 2, 5, 9, 16);  /* NCHW spatial, one float16 run and a tail */
+    }
+    th_cpu_kernels(-1);
 
     /* fold (the fused conv epilogue's scale/shift) */
     teeny_ctx *ctx = th_ctx();
@@ -381,11 +386,13 @@ START_TEST(test_conformance_conv2d)
     for (int i = 0; i < n; i++)
         conv_run(&conv_cases[i], "own", 100 + (uint64_t)i);
     /* the entries the device's own choice left out (TEENY_TUNING=generic
-     * makes a CPU take the GPU entry) */
+     * makes a CPU take the GPU entry), with the other depthwise variants */
     int own_cpu = !info.is_gpu && !th_ctx()->generic;
     teeny__conv2d_debug(own_cpu ? CONV_TUNING_GPU_SMALL : CONV_TUNING_CPU, -1, 0);
+    th_cpu_kernels(!th_ctx()->cpu_kernels);
     for (int i = 0; i < n; i++)
         conv_run(&conv_cases[i], own_cpu ? "GPU" : "CPU", 200 + (uint64_t)i);
+    th_cpu_kernels(-1);
     /* depthwise shapes through the GEMM (the fallback for huge dilation) */
     teeny__conv2d_debug(-1, -1, 1);
     conv_run(&conv_cases[5], "own, no depthwise", 300);
@@ -432,13 +439,17 @@ static void attn_case(int BH, int Nq, int Nk, int D, int Dv, uint64_t seed)
 START_TEST(test_conformance_attention)
 {
     cov_start();
-    /* each padded head-dim bucket (32, 64, 128; values up to 256) */
-    attn_case(2, 5, 7, 16, 16, 400);   /* D 32 bucket, Nq != Nk */
-    attn_case(1, 9, 6, 40, 40, 401);   /* 64 */
-    attn_case(1, 4, 5, 100, 100, 402); /* 128 */
-    attn_case(2, 6, 3, 8, 24, 403);    /* Dv != D, same bucket */
-    attn_case(1, 3, 4, 16, 200, 404);  /* Dv != D, Dv bucket 256 */
-    attn_case(1, 3, 4, 128, 64, 405);  /* Dv < D */
+    for (int cpu = 0; cpu < 2; cpu++) { /* the portable and the CPU variants */
+        th_cpu_kernels(cpu);
+        /* each padded head-dim bucket (32, 64, 128; values up to 256) */
+        attn_case(2, 5, 7, 16, 16, 400);   /* D 32 bucket, Nq != Nk */
+        attn_case(1, 9, 6, 40, 40, 401);   /* 64 */
+        attn_case(1, 4, 5, 100, 100, 402); /* 128 */
+        attn_case(2, 6, 3, 8, 24, 403);    /* Dv != D, same bucket */
+        attn_case(1, 3, 4, 16, 200, 404);  /* Dv != D, Dv bucket 256 */
+        attn_case(1, 3, 4, 128, 64, 405);  /* Dv < D */
+    }
+    th_cpu_kernels(-1);
     cov_stop();
 }
 END_TEST

@@ -114,6 +114,12 @@ int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g);
 int teeny__conv_dw_plan_fwd(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t local_bytes, teeny_status *st);
+/* The depthwise CPU variants' launch (ctx->cpu_kernels): `name` over
+ * `rows` rows of channels x B planes, whole rows per item; a holds the
+ * arguments but the last, the rows per item, which this appends (a has
+ * room for n + 1). */
+teeny_status teeny__conv_dw_cpu_run(teeny_ctx *ctx, const char *opt, const char *name, karg *a, int n, int rows,
+                                    int channels, int B);
 void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap);
 teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j);
 teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, const char *opt);

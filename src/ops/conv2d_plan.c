@@ -357,6 +357,21 @@ int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const co
     }
 }
 
+teeny_status teeny__conv_dw_cpu_run(teeny_ctx *ctx, const char *opt, const char *name, karg *a, int n, int rows,
+                                    int channels, int B)
+{
+    /* rows per item: whole planes unless that leaves fewer than 16 items
+     * per compute unit */
+    int64_t want = 16 * (int64_t)(ctx->info.compute_units > 0 ? ctx->info.compute_units : 1);
+    int64_t planes = (int64_t)channels * B, per = planes >= want ? rows : cdiv(rows * planes, want);
+    int rows_per = (int)(per < 1 ? 1 : per > rows ? rows : per);
+    size_t items = (size_t)(cdiv(rows, rows_per) * planes);
+    size_t global[3] = {(size_t)cdiv(rows, rows_per), (size_t)channels, (size_t)B};
+    size_t local[3] = {1, teeny__cpu_local(ctx, items), 1};
+    a[n] = KI(rows_per);
+    return run_kernel(ctx, opt, name, a, n + 1, 3, global, local);
+}
+
 int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g)
 {
     return g->Cig == 1 && g->Cog <= tu->dw_mult_max && !force_no_depthwise;
@@ -418,7 +433,7 @@ teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, c
         gp->cpu = use_cpu_gemm(tu, &j);
     }
     if (gp->depthwise) {
-        tiles = g->Cout;
+        tiles = ctx->cpu_kernels ? target : g->Cout; /* the CPU variant takes no split: z = 1 */
         min_chunk = (int64_t)tu->dw_wg * 4;
     } else if (gp->cpu) {
         tiles = target;
