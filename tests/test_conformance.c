@@ -685,22 +685,27 @@ START_TEST(test_conformance_elementwise)
     }
 
     th_dev tu = din(1, sn, u), tv = din(1, sn, v), tg = din(1, sn, g), to = dout(1, sn), to2 = dout(1, sn);
-    TH_OK(ctx, teeny_add(ctx, tu.t, tv.t, to.t));
-    for (int i = 0; i < N; i++)
-        e[i] = (double)u[i] + v[i];
-    expect(&to, e, NULL, TOL_ADD, "add", repro);
-    for (int act = 0; act <= 2; act++) {
+    for (int cpu = 0; cpu < 2; cpu++) { /* the portable and the CPU variants */
+        th_cpu_kernels(cpu);
         th_poison(to.t);
-        TH_OK(ctx, teeny_activation_forward(ctx, (teeny_act)act, tu.t, to.t));
+        TH_OK(ctx, teeny_add(ctx, tu.t, tv.t, to.t));
         for (int i = 0; i < N; i++)
-            e[i] = ref_act(act, u[i]);
-        expect(&to, e, NULL, TOL_EW, "activation", repro);
-        th_poison(to.t);
-        TH_OK(ctx, teeny_activation_backward(ctx, (teeny_act)act, tu.t, tg.t, to.t));
-        for (int i = 0; i < N; i++)
-            e[i] = ref_act_grad(act, u[i]) * g[i];
-        expect(&to, e, NULL, TOL_EW, "activation backward", repro);
+            e[i] = (double)u[i] + v[i];
+        expect(&to, e, NULL, TOL_ADD, "add", repro);
+        for (int act = 0; act <= 2; act++) {
+            th_poison(to.t);
+            TH_OK(ctx, teeny_activation_forward(ctx, (teeny_act)act, tu.t, to.t));
+            for (int i = 0; i < N; i++)
+                e[i] = ref_act(act, u[i]);
+            expect(&to, e, NULL, TOL_EW, "activation", repro);
+            th_poison(to.t);
+            TH_OK(ctx, teeny_activation_backward(ctx, (teeny_act)act, tu.t, tg.t, to.t));
+            for (int i = 0; i < N; i++)
+                e[i] = ref_act_grad(act, u[i]) * g[i];
+            expect(&to, e, NULL, TOL_EW, "activation backward", repro);
+        }
     }
+    th_cpu_kernels(-1);
     double *ud = th_dbl(u, N), *vd = th_dbl(v, N), *gd = th_dbl(g, N);
     th_poison(to.t);
     TH_OK(ctx, teeny_mul(ctx, tu.t, tv.t, to.t));
