@@ -501,6 +501,12 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
 #ifndef CPU_RM
 #define CPU_RM 6
 #endif
+/* float16 vectors of columns per item: 2 where the device's native float
+ * vector is 16 wide (AVX-512: 12 accumulators in its 32 registers) */
+#ifndef CPU_NV
+#define CPU_NV 1
+#endif
+#define CPU_NC (16 * CPU_NV) /* columns per item */
 /* mad: the compiler fuses where the device has fma, one way per device.
  * float16 values pass through builtins here (vload16, mad, vstore16). On
  * an x86 CPU without AVX-512, clang may warn that such a call changes the
@@ -539,9 +545,9 @@ __kernel void conv_gemm_cpu(__global const float *restrict src, int src_off, __g
                             __global const float *scale, int scale_off, __global const float *shift, int shift_off,
                             int epi, int act)
 {
-    const int n_tiles = Np / 16;
+    const int n_tiles = Np / CPU_NC;
     const int g = get_global_id(1) / n_tiles;
-    const int n0 = (get_global_id(1) - g * n_tiles) * 16;
+    const int n0 = (get_global_id(1) - g * n_tiles) * CPU_NC;
     const int m0 = get_global_id(0) * CPU_RM;
     const int PQ = P * Q, KT = Kh * Kw;
     if (m0 >= M)
@@ -556,9 +562,9 @@ TEENY_UNROLL
         w0[i] = q * a_w + c_w;
         base[i] = src_off + b * src_bstride + g * src_gstride;
     }
-    float16 acc[CPU_RM];
+    float16 acc[CPU_RM * CPU_NV]; /* row i, columns n0 + 16*v: acc[v*CPU_RM + i] */
 TEENY_UNROLL
-    for (int i = 0; i < CPU_RM; i++)
+    for (int i = 0; i < CPU_RM * CPU_NV; i++)
         acc[i] = (float16)(0.0f);
     __global const float *bg = bp + bp_off + g * KT * Kc * Np + n0;
 
@@ -579,27 +585,40 @@ TEENY_UNROLL
         __global const float *bk = bg + t * Kc * Np;
         if (all) {
             for (int c = 0; c < Kc; c++) {
-                float16 b = vload16(0, bk + c * Np);
+                float16 b[CPU_NV];
+TEENY_UNROLL
+                for (int v = 0; v < CPU_NV; v++)
+                    b[v] = vload16(v, bk + c * Np);
                 int co = c * src_cstride;
 TEENY_UNROLL
-                for (int i = 0; i < CPU_RM; i++)
-                    acc[i] = CPU_MAD((float16)(src[off[i] + co]), b, acc[i]);
+                for (int i = 0; i < CPU_RM; i++) {
+                    float16 a = (float16)(src[off[i] + co]);
+TEENY_UNROLL
+                    for (int v = 0; v < CPU_NV; v++)
+                        acc[v * CPU_RM + i] = CPU_MAD(a, b[v], acc[v * CPU_RM + i]);
+                }
             }
         } else {
             for (int c = 0; c < Kc; c++) {
-                float16 b = vload16(0, bk + c * Np);
+                float16 b[CPU_NV];
+TEENY_UNROLL
+                for (int v = 0; v < CPU_NV; v++)
+                    b[v] = vload16(v, bk + c * Np);
                 int co = c * src_cstride;
 TEENY_UNROLL
                 for (int i = 0; i < CPU_RM; i++) {
                     float a = src[off[i] + co];
-                    acc[i] = CPU_MAD((float16)(ok[i] ? a : 0.0f), b, acc[i]);
+                    float16 av = (float16)(ok[i] ? a : 0.0f);
+TEENY_UNROLL
+                    for (int v = 0; v < CPU_NV; v++)
+                        acc[v * CPU_RM + i] = CPU_MAD(av, b[v], acc[v * CPU_RM + i]);
                 }
             }
         }
     }
 
-    float sc[16], sh[16];
-    for (int j = 0; j < 16; j++) {
+    float sc[CPU_NC], sh[CPU_NC];
+    for (int j = 0; j < CPU_NC; j++) {
         int n = n0 + j, c = g * N + n;
         sc[j] = 1.0f;
         sh[j] = 0.0f;
@@ -617,11 +636,13 @@ TEENY_UNROLL
         int m = m0 + i;
         if (m >= M)
             break;
-        float v[16];
-        vstore16(acc[i], 0, v);
+        float v[CPU_NC];
+TEENY_UNROLL
+        for (int u = 0; u < CPU_NV; u++)
+            vstore16(acc[u * CPU_RM + i], u, v);
         int b = m / PQ, pq = m - b * PQ, p = pq / Q, q = pq - p * Q;
         __global float *o = out + out_off + b * out_bstride + p * out_hstride + q * out_wstride + g * N * out_nstride;
-        for (int j = 0; j < 16 && n0 + j < N; j++)
+        for (int j = 0; j < CPU_NC && n0 + j < N; j++)
             o[(n0 + j) * out_nstride] = teeny_act(act, v[j] * sc[j] + sh[j]);
     }
 }

@@ -373,7 +373,8 @@ static void conv_run(const conv_case *k, const char *tuning, uint64_t seed)
 
 /* The conv2d tuning table's entries (src/ops/conv2d.c TUNINGS): 1 is the
  * entry of GPUs of any make but NVIDIA (work-groups of 32-64, GEMM
- * kernels), 2 the CPU one (conv_gemm_cpu). */
+ * kernels), 2 the CPU one (conv_gemm_cpu, two float16 column vectors per
+ * item; entry 3 has one, which the conv2d suite's tile test runs). */
 #define CONV_TUNING_GPU_SMALL 1
 #define CONV_TUNING_CPU 2
 

@@ -369,8 +369,9 @@ static const conv_case tile_cases[] = {
 
 START_TEST(test_conv2d_tiles)
 {
-    /* the table's entries: NVIDIA, any other GPU, CPUs */
-    static const int n_tiles_of[] = {4, 2, 1};
+    /* the table's entries: NVIDIA, any other GPU, CPUs with 16-wide and
+     * with narrower native float vectors */
+    static const int n_tiles_of[] = {4, 2, 1, 1};
     int tuning = _i;
     teeny_device_info info = TEENY_DEVICE_INFO_INIT;
     TH_OK(th_ctx(), teeny_ctx_device_info(th_ctx(), &info));
@@ -848,7 +849,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(bwd, test_conv2d_backward_workspace);
     if (!th_small()) {
         tcase_add_loop_test(fwd, test_conv2d_large, 0, N_LARGE);
-        tcase_add_loop_test(fwd, test_conv2d_tiles, 0, 3);
+        tcase_add_loop_test(fwd, test_conv2d_tiles, 0, 4);
         tcase_add_test(fwd, test_conv2d_depthwise_fallback);
         tcase_add_test(bwd, test_conv2d_determinism);
     }

@@ -36,6 +36,8 @@ typedef struct {
     int waves;          /* work-groups per compute unit to aim for */
     int cpu_rows;       /* > 0: GEMMs by conv_gemm_cpu, this many rows per item */
     int cpu_wg;         /* its work-group (items along m) */
+    int cpu_nv;         /* its float16 column vectors per item (CPU_NV) */
+    int min_vec;        /* needs a native float vector at least this wide */
 } conv_tuning;
 
 static inline int gemm_wg(const gemm_tile *t)
