@@ -1,0 +1,161 @@
+/*
+ * teenycl_dist.h -- data-parallel training over MPI: one rank per OpenCL
+ * device, gradients averaged across ranks after each backward pass in a
+ * fixed order, so results do not depend on MPI's reduction order.
+ *
+ * Optional: built with `make WITH_MPI=1` into libteenycl_dist (static),
+ * which applications link before libteenycl and MPI:
+ *     cc app.c -DTEENY_WITH_MPI $(pkg-config --cflags teenycl-mpi) \
+ *        -lteenycl_dist $(pkg-config --libs teenycl-mpi)
+ * (`make WITH_MPI=1 install` installs teenycl-mpi.pc, which names Open
+ * MPI's ompi-c.) The default build and libteenycl itself never need MPI.
+ *
+ * Overview
+ * --------
+ * The caller initializes MPI (MPI_Init) and creates a teeny_dist from a
+ * communicator; the dist duplicates it, so its traffic never meets the
+ * caller's. Each rank creates its context with teeny_dist_ctx_create,
+ * which picks the rank's device (TEENY_DEVICE with "{local_rank}"
+ * substituted, else a round-robin over the node's GPUs, else its CPU).
+ * Every rank builds the same graph from the same seed (so parameters start
+ * equal), compiles a plan for one *shard* of the global batch, and per
+ * step runs, for each of its local shards: write the shard's inputs,
+ * forward, backward, teeny_dist_grads_add. Then teeny_dist_grads_allreduce
+ * leaves in every rank's gradient tensors the mean over all shards of the
+ * job -- the gradient of the mean loss over the global batch when shards
+ * are equal-sized and the loss is a batch mean -- and each rank takes the
+ * same optimizer step.
+ *
+ * Shards and determinism: the job's global batch is split into
+ * size * local_shards equal shards; rank r owns global shards
+ * r*local_shards .. r*local_shards + local_shards - 1, in the order of the
+ * global batch. The all-reduce gathers every shard's gradient (host-staged:
+ * per bucket one device-side packing, one read, one MPI_Iallgather, and
+ * one write back) and sums them on every rank in global shard order, in
+ * double precision, then divides by the shard count. MPI's own reduction
+ * order is never used. So for a fixed number of global shards S, any rank
+ * count that divides S (1, 2, 3 for S = 6) gives bit-identical averaged
+ * gradients and weights, provided each shard's gradient is itself computed
+ * by the same kernels (same plan batch, same kind of device). With one
+ * shard per rank (local_shards = 1) the result is the same average over a
+ * different grouping: equal to a single process's full-batch gradient up
+ * to rounding, not bit for bit.
+ *
+ * Batch norm: each shard normalizes with its own batch statistics, and
+ * each rank keeps its own running statistics (rank 0's are the ones to
+ * save); statistics over the global batch (SyncBatchNorm) are not
+ * offered.
+ *
+ * Failures never hang: every collective is nonblocking and polled against
+ * a deadline (teeny_dist_params.timeout_s). A rank whose own step failed
+ * still calls teeny_dist_grads_allreduce (passing its status); every rank
+ * then returns TEENY_ERR_STATE naming the failed ranks, and the gradients
+ * are left as they were. A rank that does not arrive in time makes the
+ * others return TEENY_ERR_IO when the deadline passes; the dist is then
+ * broken (every later collective returns TEENY_ERR_STATE at once) and the
+ * job should end (MPI_Abort, or exit). Details of any failure:
+ * teeny_dist_last_error.
+ *
+ * Threads: a dist and its gradient exchangers are used by one thread at a
+ * time (the one that uses their context); MPI_THREAD_SINGLE suffices.
+ */
+#ifndef TEENYCL_DIST_H
+#define TEENYCL_DIST_H
+
+#include <mpi.h>
+
+#include "teenycl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct teeny_dist teeny_dist;
+typedef struct teeny_dist_grads teeny_dist_grads;
+
+typedef struct {
+    double timeout_s;      /* deadline of each collective, seconds; 0: $TEENY_DIST_TIMEOUT, else 600 */
+    size_t bucket_bytes;   /* gradient bucket size (one shard's share); 0: 4 MiB */
+} teeny_dist_params;
+#define TEENY_DIST_PARAMS_INIT { 0.0, 0 }
+
+/* Create a dist over comm (MPI_COMM_WORLD or a caller's communicator;
+ * duplicated, not borrowed). p may be NULL (defaults). MPI must be
+ * initialized and not finalized (TEENY_ERR_STATE otherwise); TEENY_ERR_ARG
+ * for MPI_COMM_NULL or a negative or non-finite timeout. Collective: every
+ * rank of comm calls it. Caller frees with teeny_dist_destroy. */
+TEENY_API teeny_status teeny_dist_create(MPI_Comm comm, const teeny_dist_params *p, teeny_dist **out);
+/* Frees the dist (the duplicated communicator too, unless the dist is
+ * broken: a timed-out collective may still hold it). Destroy its gradient
+ * exchangers first. NULL is a no-op. Call before MPI_Finalize. */
+TEENY_API void teeny_dist_destroy(teeny_dist *d);
+/* The failure details of the last failed call on d; with d NULL, of the
+ * calling thread's last failed teeny_dist_create or call given a NULL
+ * dist. Never NULL; "" when there is none. Borrowed until the next call. */
+TEENY_API const char *teeny_dist_last_error(const teeny_dist *d);
+
+/* This rank and the number of ranks in the dist's communicator; the rank
+ * among the ranks on the same node (MPI_COMM_TYPE_SHARED) and their
+ * number. -1 for NULL. */
+TEENY_API int teeny_dist_rank(const teeny_dist *d);
+TEENY_API int teeny_dist_size(const teeny_dist *d);
+TEENY_API int teeny_dist_local_rank(const teeny_dist *d);
+TEENY_API int teeny_dist_local_size(const teeny_dist *d);
+
+/* The device spec this rank should use, into buf (cap bytes): spec_template
+ * if not NULL, else $TEENY_DEVICE, with every "{local_rank}" replaced by
+ * the local rank (and "{rank}" by the rank), e.g. "0:{local_rank}"; with
+ * neither, "P:D" of the node's GPU number local_rank modulo the GPU count,
+ * else of the first CPU device. TEENY_ERR_NO_DEVICE when there is no
+ * device, TEENY_ERR_RANGE when the spec does not fit in cap. Local. */
+TEENY_API teeny_status teeny_dist_device_spec(const teeny_dist *d, const char *spec_template, char *buf, size_t cap);
+/* teeny_ctx_create on that spec. On failure the details are in
+ * teeny_last_error(NULL). Caller frees with teeny_ctx_destroy. */
+TEENY_API teeny_status teeny_dist_ctx_create(const teeny_dist *d, const char *spec_template, teeny_ctx **out);
+
+/* Sum n doubles across ranks, in rank order on every rank (the same bits
+ * on all ranks and for every run): out[i] = sum over ranks of in[i].
+ * in and out may be the same array. Collective, host only; for losses,
+ * counts and timings. TEENY_ERR_IO on an MPI failure or the deadline. */
+TEENY_API teeny_status teeny_dist_sum_f64(teeny_dist *d, const double *in, double *out, int n);
+/* Copy root's tensors into every rank's (same count, numel and order on
+ * every rank; TEENY_ERR_SHAPE, on every rank, when they differ): e.g.
+ * parameters and running statistics after rank 0 loaded a checkpoint.
+ * Host-staged (one read on root, MPI_Ibcast, one write per tensor).
+ * Collective. */
+TEENY_API teeny_status teeny_dist_broadcast(teeny_dist *d, teeny_ctx *ctx, int root, int n, teeny_tensor *const *ts);
+
+/* A gradient exchanger for n gradient tensors (e.g. every grad of
+ * teeny_graph_param, in parameter order; fp32, of ctx, borrowed: they must
+ * outlive it) and local_shards >= 1 shards per rank, the same n, numels
+ * and local_shards on every rank (TEENY_ERR_SHAPE on every rank
+ * otherwise). Allocates one flat device buffer of local_shards * total
+ * numel floats, laid out in buckets (parameters in reverse order, as the
+ * backward pass produces them) and the host buffers for the exchange.
+ * Collective. Caller frees with teeny_dist_grads_destroy. */
+TEENY_API teeny_status teeny_dist_grads_create(teeny_dist *d, teeny_ctx *ctx, int n, teeny_tensor *const *grads,
+    int local_shards, teeny_dist_grads **out);
+/* Waits for its pending device work, frees it. NULL is a no-op. */
+TEENY_API void teeny_dist_grads_destroy(teeny_dist_grads *dg);
+/* Record the current gradients as this rank's next local shard (device-side
+ * copies into the flat buffer; enqueues, does not wait). Call once after
+ * each shard's backward. TEENY_ERR_STATE when local_shards shards are
+ * already recorded since the last all-reduce. Local. */
+TEENY_API teeny_status teeny_dist_grads_add(teeny_dist_grads *dg);
+/* The all-reduce, after every local shard was added: every rank's gradient
+ * tensors receive mean over the job's shards, summed in global shard order
+ * (see the overview). local is this rank's own status for the step: a rank
+ * whose step failed passes it (or simply has not added every shard) and
+ * still calls this, so that every rank returns TEENY_ERR_STATE naming it,
+ * gradients unchanged, instead of waiting. Host sync. Collective. Starts
+ * the next step's count of shards at 0 whatever it returns. */
+TEENY_API teeny_status teeny_dist_grads_allreduce(teeny_dist_grads *dg, teeny_status local);
+/* Total gradient elements (one shard's) and the number of buckets. */
+TEENY_API int64_t teeny_dist_grads_numel(const teeny_dist_grads *dg);
+TEENY_API int teeny_dist_grads_buckets(const teeny_dist_grads *dg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

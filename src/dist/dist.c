@@ -1,0 +1,738 @@
+/*
+ * dist.c -- data-parallel training over MPI (include/teenycl_dist.h):
+ * the dist (a duplicated communicator, node-local ranks, each rank's
+ * device), host-side collectives polled against a deadline, and the
+ * gradient exchanger.
+ *
+ * Built only with `make WITH_MPI=1`, into libteenycl_dist, on top of the
+ * public API: tensors are reached through teeny_tensor_cl and the context's
+ * in-order queue (teeny_ctx_cl_queue), so every copy here is ordered after
+ * the backward pass that produced the gradients without a wait.
+ *
+ * Gradient layout: one flat device buffer of local_shards * total floats.
+ * Parameters are taken in reverse order (last layer first, the order the
+ * backward pass finishes them) and cut into buckets of at most
+ * bucket_bytes per shard (a parameter larger than that is a bucket of its
+ * own). Bucket b holds local_shards consecutive slices of blen[b] floats,
+ * slice k being local shard k, so one read per bucket fetches every local
+ * shard of it. After MPI_Iallgather the host holds size * local_shards
+ * slices per bucket in global shard order (rank-major), summed in double
+ * in that order and divided by the number of shards.
+ *
+ * Deadlines: MPI_Iallgather / MPI_Ibcast, then MPI_Testall polling with a
+ * short sleep until done or timeout_s. A collective that times out cannot
+ * be cancelled (MPI has no cancel for collectives), so the dist is marked
+ * broken and refuses later collectives instead of mixing them with the
+ * stale one.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "teenycl_dist.h"
+
+#define DIST_DEFAULT_TIMEOUT_S 600.0
+#define DIST_DEFAULT_BUCKET_BYTES ((size_t)4 << 20)
+#define DIST_ERR_CAP 1024
+
+struct teeny_dist {
+    MPI_Comm comm;        /* duplicate of the caller's */
+    MPI_Comm node;        /* ranks on this node */
+    int rank, size, local_rank, local_size;
+    double timeout_s;
+    size_t bucket_bytes;
+    int broken;           /* a collective timed out or failed: no more collectives */
+    char err[DIST_ERR_CAP];
+};
+
+struct teeny_dist_grads {
+    teeny_dist *d;
+    teeny_ctx *ctx;
+    cl_command_queue queue;
+    int n;
+    teeny_tensor **grads;
+    cl_mem *grad_buf;
+    size_t *grad_off;     /* bytes */
+    size_t *numel;
+    size_t *pos;          /* per param: offset inside its bucket's shard slice, floats */
+    int *bucket_of;
+    int n_buckets;
+    size_t *blen;         /* per bucket: floats in one shard's slice */
+    size_t *boff;         /* per bucket: its start in the flat buffer (local_shards * earlier blens) */
+    int local_shards, added;
+    size_t total;         /* floats of one shard */
+    cl_mem flat;          /* local_shards * total floats */
+    float *send;          /* host: local_shards * total, laid out like flat */
+    float *recv;          /* host: size * local_shards * total: bucket by bucket, [global shard][blen] */
+    float *mean;          /* host: total, laid out like flat's slice 0 of each bucket */
+    int *flags;           /* per rank: its step status */
+};
+
+static _Thread_local char dist_err_global[DIST_ERR_CAP];
+
+static teeny_status fail(teeny_dist *d, teeny_status st, const char *fmt, ...)
+{
+    va_list ap;
+    char *buf = d ? d->err : dist_err_global;
+    va_start(ap, fmt);
+    vsnprintf(buf, DIST_ERR_CAP, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static void clear(teeny_dist *d)
+{
+    if (d)
+        d->err[0] = '\0';
+    else
+        dist_err_global[0] = '\0';
+}
+
+static const char *mpi_text(int rc, char *buf)
+{
+    int len = 0;
+    if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS)
+        snprintf(buf, MPI_MAX_ERROR_STRING, "MPI error %d", rc);
+    return buf;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Poll reqs until all complete or the deadline passes. A rank waits here
+ * for the slowest rank, so the sleep grows from 20 us to 1 ms: short
+ * exchanges stay fast, long waits leave the core to the others. */
+static teeny_status wait_all(teeny_dist *d, int n, MPI_Request *reqs, const char *what)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    double deadline = now_s() + d->timeout_s;
+    long sleep_ns = 20000;
+    for (;;) {
+        int done = 0, rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            d->broken = 1;
+            return fail(d, TEENY_ERR_IO, "%s: rank %d: MPI_Testall failed: %s", what, d->rank, mpi_text(rc, text));
+        }
+        if (done)
+            return TEENY_OK;
+        if (now_s() > deadline) {
+            d->broken = 1;
+            return fail(d, TEENY_ERR_IO,
+                        "%s: rank %d: not every rank arrived within %.1f s (a rank failed or stalls); "
+                        "the dist is broken, end the job", what, d->rank, d->timeout_s);
+        }
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        if (sleep_ns < 1000000)
+            sleep_ns *= 2;
+    }
+}
+
+static teeny_status check_usable(teeny_dist *d, const char *fn)
+{
+    if (!d)
+        return fail(NULL, TEENY_ERR_ARG, "%s: dist is NULL", fn);
+    clear(d);
+    if (d->broken)
+        return fail(d, TEENY_ERR_STATE, "%s: the dist is broken by an earlier failed or timed-out collective", fn);
+    return TEENY_OK;
+}
+
+/* MPI_Iallgather of count elements of type per rank, waited with the deadline. */
+static teeny_status allgather(teeny_dist *d, const void *send, void *recv, int count, MPI_Datatype type,
+                              const char *what)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    MPI_Request req;
+    int rc = MPI_Iallgather(send, count, type, recv, count, type, d->comm, &req);
+    if (rc != MPI_SUCCESS) {
+        d->broken = 1;
+        return fail(d, TEENY_ERR_IO, "%s: rank %d: MPI_Iallgather failed: %s", what, d->rank, mpi_text(rc, text));
+    }
+    return wait_all(d, 1, &req, what);
+}
+
+teeny_status teeny_dist_create(MPI_Comm comm, const teeny_dist_params *p, teeny_dist **out)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    teeny_dist_params dp = TEENY_DIST_PARAMS_INIT;
+    int inited = 0, finalized = 0, rc;
+    teeny_dist *d;
+    clear(NULL);
+    if (!out)
+        return fail(NULL, TEENY_ERR_ARG, "teeny_dist_create: out is NULL");
+    *out = NULL;
+    if (p)
+        dp = *p;
+    if (MPI_Initialized(&inited) != MPI_SUCCESS || !inited || MPI_Finalized(&finalized) != MPI_SUCCESS || finalized)
+        return fail(NULL, TEENY_ERR_STATE, "teeny_dist_create: MPI is %s (call MPI_Init first)",
+                    finalized ? "finalized" : "not initialized");
+    if (comm == MPI_COMM_NULL)
+        return fail(NULL, TEENY_ERR_ARG, "teeny_dist_create: comm is MPI_COMM_NULL");
+    if (!isfinite(dp.timeout_s) || dp.timeout_s < 0)
+        return fail(NULL, TEENY_ERR_ARG, "teeny_dist_create: timeout_s %g is not a finite value >= 0", dp.timeout_s);
+    if (dp.timeout_s == 0) {
+        const char *env = getenv("TEENY_DIST_TIMEOUT");
+        char *end = NULL;
+        dp.timeout_s = DIST_DEFAULT_TIMEOUT_S;
+        if (env && *env) {
+            double v = strtod(env, &end);
+            if (*end || !isfinite(v) || v <= 0)
+                return fail(NULL, TEENY_ERR_ARG, "teeny_dist_create: TEENY_DIST_TIMEOUT=%s is not a number of seconds > 0",
+                            env);
+            dp.timeout_s = v;
+        }
+    }
+    if (!dp.bucket_bytes)
+        dp.bucket_bytes = DIST_DEFAULT_BUCKET_BYTES;
+    d = calloc(1, sizeof *d);
+    if (!d)
+        return fail(NULL, TEENY_ERR_NOMEM, "teeny_dist_create: out of host memory");
+    d->comm = d->node = MPI_COMM_NULL;
+    d->timeout_s = dp.timeout_s;
+    d->bucket_bytes = dp.bucket_bytes;
+    if ((rc = MPI_Comm_dup(comm, &d->comm)) != MPI_SUCCESS) {
+        fail(NULL, TEENY_ERR_IO, "teeny_dist_create: MPI_Comm_dup failed: %s", mpi_text(rc, text));
+        goto fail_free;
+    }
+    /* errors come back as codes (and become statuses), never abort the job */
+    MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(d->comm, &d->rank);
+    MPI_Comm_size(d->comm, &d->size);
+    if ((rc = MPI_Comm_split_type(d->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &d->node)) != MPI_SUCCESS) {
+        fail(NULL, TEENY_ERR_IO, "teeny_dist_create: MPI_Comm_split_type failed: %s", mpi_text(rc, text));
+        goto fail_free;
+    }
+    MPI_Comm_set_errhandler(d->node, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(d->node, &d->local_rank);
+    MPI_Comm_size(d->node, &d->local_size);
+    *out = d;
+    return TEENY_OK;
+fail_free:
+    if (d->node != MPI_COMM_NULL)
+        MPI_Comm_free(&d->node);
+    if (d->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&d->comm);
+    free(d);
+    return TEENY_ERR_IO;
+}
+
+void teeny_dist_destroy(teeny_dist *d)
+{
+    if (!d)
+        return;
+    if (!d->broken) {
+        MPI_Comm_free(&d->node);
+        MPI_Comm_free(&d->comm);
+    }
+    free(d);
+}
+
+const char *teeny_dist_last_error(const teeny_dist *d)
+{
+    return d ? d->err : dist_err_global;
+}
+
+int teeny_dist_rank(const teeny_dist *d) { return d ? d->rank : -1; }
+int teeny_dist_size(const teeny_dist *d) { return d ? d->size : -1; }
+int teeny_dist_local_rank(const teeny_dist *d) { return d ? d->local_rank : -1; }
+int teeny_dist_local_size(const teeny_dist *d) { return d ? d->local_size : -1; }
+
+/* Append s to buf[*len..cap); 0 when it does not fit. */
+static int append(char *buf, size_t cap, size_t *len, const char *s, size_t n)
+{
+    if (*len + n + 1 > cap)
+        return 0;
+    memcpy(buf + *len, s, n);
+    *len += n;
+    buf[*len] = '\0';
+    return 1;
+}
+
+teeny_status teeny_dist_device_spec(const teeny_dist *d, const char *spec_template, char *buf, size_t cap)
+{
+    teeny_dist *md = (teeny_dist *)d; /* only the error text changes */
+    if (!d || !buf || !cap)
+        return fail(md, TEENY_ERR_ARG, "teeny_dist_device_spec: %s", !d ? "dist is NULL" : "buf is NULL or cap 0");
+    clear(md);
+    const char *t = spec_template ? spec_template : getenv("TEENY_DEVICE");
+    size_t len = 0;
+    buf[0] = '\0';
+    if (t && *t) {
+        char num[24];
+        for (const char *s = t; *s;) {
+            int fits;
+            if (!strncmp(s, "{local_rank}", 12)) {
+                snprintf(num, sizeof num, "%d", d->local_rank);
+                fits = append(buf, cap, &len, num, strlen(num));
+                s += 12;
+            } else if (!strncmp(s, "{rank}", 6)) {
+                snprintf(num, sizeof num, "%d", d->rank);
+                fits = append(buf, cap, &len, num, strlen(num));
+                s += 6;
+            } else {
+                fits = append(buf, cap, &len, s, 1);
+                s++;
+            }
+            if (!fits)
+                return fail(md, TEENY_ERR_RANGE, "teeny_dist_device_spec: the spec from \"%s\" needs more than %zu bytes",
+                            t, cap);
+        }
+        return TEENY_OK;
+    }
+    /* round-robin over this node's GPUs, else the first CPU */
+    int count = 0, n_gpu = 0, pick = -1;
+    teeny_status st = teeny_devices_list(NULL, 0, &count);
+    if (st != TEENY_OK)
+        return fail(md, st, "teeny_dist_device_spec: %s", teeny_last_error(NULL));
+    if (count <= 0)
+        return fail(md, TEENY_ERR_NO_DEVICE, "teeny_dist_device_spec: no OpenCL device on this node");
+    teeny_device_info *info = calloc((size_t)count, sizeof *info);
+    if (!info)
+        return fail(md, TEENY_ERR_NOMEM, "teeny_dist_device_spec: out of host memory");
+    info[0].struct_size = sizeof *info;
+    if ((st = teeny_devices_list(info, count, &count)) != TEENY_OK) {
+        free(info);
+        return fail(md, st, "teeny_dist_device_spec: %s", teeny_last_error(NULL));
+    }
+    for (int i = 0; i < count; i++)
+        n_gpu += info[i].is_gpu != 0;
+    for (int i = 0, k = 0; i < count && pick < 0; i++)
+        if (n_gpu ? info[i].is_gpu && k++ == d->local_rank % n_gpu : info[i].is_cpu)
+            pick = i;
+    if (pick < 0)
+        pick = 0;
+    int w = snprintf(buf, cap, "%d:%d", info[pick].platform_index, info[pick].device_index);
+    free(info);
+    if (w < 0 || (size_t)w >= cap)
+        return fail(md, TEENY_ERR_RANGE, "teeny_dist_device_spec: cap %zu is too small for a P:D spec", cap);
+    return TEENY_OK;
+}
+
+teeny_status teeny_dist_ctx_create(const teeny_dist *d, const char *spec_template, teeny_ctx **out)
+{
+    char spec[512];
+    if (out)
+        *out = NULL;
+    if (!out)
+        return fail((teeny_dist *)d, TEENY_ERR_ARG, "teeny_dist_ctx_create: out is NULL");
+    teeny_status st = teeny_dist_device_spec(d, spec_template, spec, sizeof spec);
+    if (st != TEENY_OK)
+        return st;
+    return teeny_ctx_create(spec, out);
+}
+
+teeny_status teeny_dist_sum_f64(teeny_dist *d, const double *in, double *out, int n)
+{
+    teeny_status st = check_usable(d, "teeny_dist_sum_f64");
+    if (st != TEENY_OK)
+        return st;
+    if (!in || !out || n <= 0)
+        return fail(d, TEENY_ERR_ARG, "teeny_dist_sum_f64: %s", n <= 0 ? "n <= 0" : "in or out is NULL");
+    double *all = malloc((size_t)n * (size_t)d->size * sizeof *all);
+    if (!all)
+        return fail(d, TEENY_ERR_NOMEM, "teeny_dist_sum_f64: out of host memory");
+    st = allgather(d, in, all, n, MPI_DOUBLE, "teeny_dist_sum_f64");
+    if (st == TEENY_OK)
+        for (int i = 0; i < n; i++) {
+            double s = 0;
+            for (int r = 0; r < d->size; r++)
+                s += all[(size_t)r * (size_t)n + (size_t)i];
+            out[i] = s;
+        }
+    free(all);
+    return st;
+}
+
+/* Every rank's int64 values equal? (a collective agreement check) */
+static teeny_status agree(teeny_dist *d, const int64_t *mine, int n, const char *what, const char *fn)
+{
+    int64_t *all = malloc((size_t)n * (size_t)d->size * sizeof *all);
+    if (!all)
+        return fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
+    teeny_status st = allgather(d, mine, all, n, MPI_INT64_T, fn);
+    for (int r = 0; st == TEENY_OK && r < d->size; r++)
+        if (memcmp(all + (size_t)r * (size_t)n, mine, (size_t)n * sizeof *mine))
+            st = fail(d, TEENY_ERR_SHAPE, "%s: rank %d and rank %d differ in %s", fn, d->rank, r, what);
+    free(all);
+    return st;
+}
+
+teeny_status teeny_dist_broadcast(teeny_dist *d, teeny_ctx *ctx, int root, int n, teeny_tensor *const *ts)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    teeny_status st = check_usable(d, "teeny_dist_broadcast");
+    if (st != TEENY_OK)
+        return st;
+    if (!ctx || !ts || n <= 0 || root < 0 || root >= d->size)
+        return fail(d, TEENY_ERR_ARG, "teeny_dist_broadcast: %s", !ctx ? "ctx is NULL" : !ts ? "ts is NULL"
+                    : n <= 0 ? "n <= 0" : "root is not a rank");
+    int64_t *shape = malloc(((size_t)n + 1) * sizeof *shape);
+    size_t total = 0;
+    if (!shape)
+        return fail(d, TEENY_ERR_NOMEM, "teeny_dist_broadcast: out of host memory");
+    shape[0] = n;
+    for (int i = 0; i < n; i++) {
+        shape[i + 1] = ts[i] ? teeny_tensor_numel(ts[i]) : -1;
+        total += ts[i] ? (size_t)shape[i + 1] : 0;
+    }
+    st = agree(d, shape, n + 1, "the tensors' count or numels", "teeny_dist_broadcast");
+    free(shape);
+    if (st != TEENY_OK)
+        return st;
+    for (int i = 0; i < n; i++)
+        if (!ts[i])
+            return fail(d, TEENY_ERR_ARG, "teeny_dist_broadcast: ts[%d] is NULL", i);
+    float *host = malloc((total ? total : 1) * sizeof *host);
+    if (!host)
+        return fail(d, TEENY_ERR_NOMEM, "teeny_dist_broadcast: out of host memory");
+    size_t at = 0;
+    for (int i = 0; d->rank == root && i < n && st == TEENY_OK; i++) {
+        size_t m = (size_t)teeny_tensor_numel(ts[i]);
+        if ((st = teeny_tensor_read(ts[i], host + at, m)) != TEENY_OK)
+            fail(d, st, "teeny_dist_broadcast: reading tensor %d: %s", i, teeny_last_error(ctx));
+        at += m;
+    }
+    /* the root's read status travels with the data, so a failed read
+     * fails every rank rather than spreading garbage */
+    int ok = st == TEENY_OK;
+    MPI_Request req[2];
+    int rc = MPI_Ibcast(&ok, 1, MPI_INT, root, d->comm, &req[0]);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Ibcast(host, (int)total, MPI_FLOAT, root, d->comm, &req[1]);
+    if (rc != MPI_SUCCESS) {
+        d->broken = 1;
+        free(host);
+        return fail(d, TEENY_ERR_IO, "teeny_dist_broadcast: rank %d: MPI_Ibcast failed: %s", d->rank,
+                    mpi_text(rc, text));
+    }
+    teeny_status wst = wait_all(d, 2, req, "teeny_dist_broadcast");
+    if (wst != TEENY_OK || st != TEENY_OK) {
+        free(host);
+        return wst != TEENY_OK ? wst : st;
+    }
+    if (!ok) {
+        free(host);
+        return fail(d, TEENY_ERR_STATE, "teeny_dist_broadcast: the root, rank %d, failed to read its tensors", root);
+    }
+    at = 0;
+    for (int i = 0; d->rank != root && i < n && st == TEENY_OK; i++) {
+        size_t m = (size_t)teeny_tensor_numel(ts[i]);
+        if ((st = teeny_tensor_write(ts[i], host + at, m)) != TEENY_OK)
+            fail(d, st, "teeny_dist_broadcast: writing tensor %d: %s", i, teeny_last_error(ctx));
+        at += m;
+    }
+    if (st == TEENY_OK && d->rank != root && (st = teeny_ctx_finish(ctx)) != TEENY_OK)
+        fail(d, st, "teeny_dist_broadcast: %s", teeny_last_error(ctx));
+    free(host);
+    return st;
+}
+
+/* ---- the gradient exchanger ---- */
+
+static const char *cl_text(cl_int e)
+{
+    static _Thread_local char buf[32];
+    snprintf(buf, sizeof buf, "OpenCL error %d", (int)e);
+    return buf;
+}
+
+void teeny_dist_grads_destroy(teeny_dist_grads *dg)
+{
+    if (!dg)
+        return;
+    if (dg->queue)
+        clFinish(dg->queue);
+    if (dg->flat)
+        clReleaseMemObject(dg->flat);
+    free(dg->grads);
+    free(dg->grad_buf);
+    free(dg->grad_off);
+    free(dg->numel);
+    free(dg->pos);
+    free(dg->bucket_of);
+    free(dg->blen);
+    free(dg->boff);
+    free(dg->send);
+    free(dg->recv);
+    free(dg->mean);
+    free(dg->flags);
+    free(dg);
+}
+
+teeny_status teeny_dist_grads_create(teeny_dist *d, teeny_ctx *ctx, int n, teeny_tensor *const *grads,
+                                     int local_shards, teeny_dist_grads **out)
+{
+    const char *fn = "teeny_dist_grads_create";
+    teeny_status st = check_usable(d, fn);
+    teeny_dist_grads *dg = NULL;
+    if (st != TEENY_OK)
+        return st;
+    if (!out)
+        return fail(d, TEENY_ERR_ARG, "%s: out is NULL", fn);
+    *out = NULL;
+    /* every rank checks its own arguments, then all agree, so that a bad
+     * argument on one rank fails every rank instead of leaving them waiting */
+    int64_t mine[3] = {n, local_shards, 0};
+    int local_bad = !ctx || !grads || n <= 0 || local_shards < 1;
+    for (int i = 0; !local_bad && i < n; i++) {
+        if (!grads[i]) {
+            local_bad = 1;
+            break;
+        }
+        mine[2] += teeny_tensor_numel(grads[i]);
+    }
+    if (local_bad)
+        mine[0] = -1; /* differs from any valid rank's count */
+    int64_t *all = malloc(3 * (size_t)d->size * sizeof *all);
+    if (!all)
+        return fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
+    st = allgather(d, mine, all, 3, MPI_INT64_T, fn);
+    for (int r = 0; st == TEENY_OK && r < d->size; r++)
+        if (all[3 * r] < 0)
+            st = fail(d, TEENY_ERR_ARG, "%s: rank %d passed a NULL ctx, grads or grad, n <= 0 or local_shards < 1", fn, r);
+    for (int r = 0; st == TEENY_OK && r < d->size; r++)
+        if (memcmp(all + 3 * r, mine, sizeof mine))
+            st = fail(d, TEENY_ERR_SHAPE,
+                      "%s: rank %d has %lld gradients of %lld floats and %lld local shards, rank %d %lld, %lld and %lld",
+                      fn, d->rank, (long long)mine[0], (long long)mine[2], (long long)mine[1], r,
+                      (long long)all[3 * r], (long long)all[3 * r + 2], (long long)all[3 * r + 1]);
+    free(all);
+    if (st != TEENY_OK)
+        return st;
+    size_t total = (size_t)mine[2], shards = (size_t)d->size * (size_t)local_shards;
+    if (total == 0 || total > (size_t)INT32_MAX / (size_t)local_shards / (size_t)d->size)
+        return fail(d, TEENY_ERR_RANGE, "%s: %zu gradient floats times %zu shards does not fit one MPI count", fn, total,
+                    shards);
+
+    dg = calloc(1, sizeof *dg);
+    if (!dg)
+        return fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
+    dg->d = d;
+    dg->ctx = ctx;
+    dg->n = n;
+    dg->local_shards = local_shards;
+    dg->total = total;
+    dg->grads = malloc((size_t)n * sizeof *dg->grads);
+    dg->grad_buf = malloc((size_t)n * sizeof *dg->grad_buf);
+    dg->grad_off = malloc((size_t)n * sizeof *dg->grad_off);
+    dg->numel = malloc((size_t)n * sizeof *dg->numel);
+    dg->pos = malloc((size_t)n * sizeof *dg->pos);
+    dg->bucket_of = malloc((size_t)n * sizeof *dg->bucket_of);
+    dg->blen = calloc((size_t)n, sizeof *dg->blen);
+    dg->boff = calloc((size_t)n, sizeof *dg->boff);
+    dg->send = malloc(total * (size_t)local_shards * sizeof *dg->send);
+    dg->recv = malloc(total * shards * sizeof *dg->recv);
+    dg->mean = malloc(total * sizeof *dg->mean);
+    dg->flags = malloc((size_t)d->size * sizeof *dg->flags);
+    if (!dg->grads || !dg->grad_buf || !dg->grad_off || !dg->numel || !dg->pos || !dg->bucket_of || !dg->blen ||
+        !dg->boff || !dg->send || !dg->recv || !dg->mean || !dg->flags) {
+        st = fail(d, TEENY_ERR_NOMEM, "%s: out of host memory (%zu gradient floats, %zu shards)", fn, total, shards);
+        goto cleanup;
+    }
+    for (int i = 0; i < n; i++) {
+        dg->grads[i] = grads[i];
+        dg->numel[i] = (size_t)teeny_tensor_numel(grads[i]);
+        if ((st = teeny_tensor_cl(grads[i], &dg->grad_buf[i], &dg->grad_off[i])) != TEENY_OK) {
+            fail(d, st, "%s: grads[%d]: %s", fn, i, teeny_last_error(ctx));
+            goto cleanup;
+        }
+    }
+    /* buckets over the parameters in reverse order */
+    size_t cap = d->bucket_bytes / sizeof(float), start = 0;
+    dg->n_buckets = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        int b = dg->n_buckets - 1;
+        if (b < 0 || (dg->blen[b] > 0 && dg->blen[b] + dg->numel[i] > cap)) {
+            b = dg->n_buckets++;
+            dg->boff[b] = start;
+        }
+        dg->bucket_of[i] = b;
+        dg->pos[i] = dg->blen[b];
+        dg->blen[b] += dg->numel[i];
+        start += dg->numel[i] * (size_t)local_shards;
+    }
+    dg->queue = teeny_ctx_cl_queue(ctx);
+    cl_context clctx = NULL;
+    cl_int e = clGetCommandQueueInfo(dg->queue, CL_QUEUE_CONTEXT, sizeof clctx, &clctx, NULL);
+    if (e == CL_SUCCESS)
+        dg->flat = clCreateBuffer(clctx, CL_MEM_READ_WRITE, total * (size_t)local_shards * sizeof(float), NULL, &e);
+    if (e != CL_SUCCESS) {
+        dg->queue = NULL;
+        st = fail(d, TEENY_ERR_OPENCL, "%s: the flat gradient buffer (%zu bytes): clCreateBuffer: %s", fn,
+                  total * (size_t)local_shards * sizeof(float), cl_text(e));
+        goto cleanup;
+    }
+    *out = dg;
+    return TEENY_OK;
+cleanup:
+    teeny_dist_grads_destroy(dg);
+    return st;
+}
+
+teeny_status teeny_dist_grads_add(teeny_dist_grads *dg)
+{
+    if (!dg)
+        return fail(NULL, TEENY_ERR_ARG, "teeny_dist_grads_add: dg is NULL");
+    teeny_dist *d = dg->d;
+    clear(d);
+    if (dg->added >= dg->local_shards)
+        return fail(d, TEENY_ERR_STATE, "teeny_dist_grads_add: all %d local shards are already added (all-reduce first)",
+                    dg->local_shards);
+    for (int i = 0; i < dg->n; i++) {
+        int b = dg->bucket_of[i];
+        size_t dst = dg->boff[b] + (size_t)dg->added * dg->blen[b] + dg->pos[i];
+        cl_int e = clEnqueueCopyBuffer(dg->queue, dg->grad_buf[i], dg->flat, dg->grad_off[i], dst * sizeof(float),
+                                       dg->numel[i] * sizeof(float), 0, NULL, NULL);
+        if (e != CL_SUCCESS) {
+            /* this shard is incomplete: the step must fail on every rank */
+            dg->added = dg->local_shards + 1;
+            return fail(d, TEENY_ERR_OPENCL, "teeny_dist_grads_add: clEnqueueCopyBuffer of gradient %d: %s", i,
+                        cl_text(e));
+        }
+    }
+    dg->added++;
+    return TEENY_OK;
+}
+
+teeny_status teeny_dist_grads_allreduce(teeny_dist_grads *dg, teeny_status local)
+{
+    const char *fn = "teeny_dist_grads_allreduce";
+    char text[MPI_MAX_ERROR_STRING];
+    if (!dg)
+        return fail(NULL, TEENY_ERR_ARG, "%s: dg is NULL", fn);
+    teeny_dist *d = dg->d;
+    teeny_status st = check_usable(d, fn);
+    int added = dg->added, L = dg->local_shards, R = d->size;
+    dg->added = 0;
+    if (st != TEENY_OK)
+        return st;
+    cl_event *ev = calloc((size_t)dg->n_buckets, sizeof *ev);
+    MPI_Request *req = malloc((size_t)dg->n_buckets * sizeof *req);
+    int n_req = 0;
+    if (!ev || !req) {
+        free(ev);
+        free(req);
+        return fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
+    }
+
+    /* 1. this rank's data, read bucket by bucket without waiting */
+    int ok = local == TEENY_OK && added == L;
+    for (int b = 0; ok && b < dg->n_buckets; b++) {
+        cl_int e = clEnqueueReadBuffer(dg->queue, dg->flat, CL_FALSE, dg->boff[b] * sizeof(float),
+                                       dg->blen[b] * (size_t)L * sizeof(float), dg->send + dg->boff[b], 0, NULL, &ev[b]);
+        if (e != CL_SUCCESS) {
+            ok = 0;
+            fail(d, TEENY_ERR_OPENCL, "%s: rank %d: reading bucket %d: clEnqueueReadBuffer: %s", fn, d->rank, b,
+                 cl_text(e));
+        }
+    }
+    if (ok)
+        clFlush(dg->queue);
+    /* 2. every rank's status: the step goes on only if every rank can give its part */
+    st = allgather(d, &ok, dg->flags, 1, MPI_INT, fn);
+    if (st == TEENY_OK) {
+        char ranks[256] = "";
+        size_t len = 0;
+        int bad = 0;
+        for (int r = 0; r < R; r++)
+            if (!dg->flags[r]) {
+                bad++;
+                if (len + 16 < sizeof ranks)
+                    len += (size_t)snprintf(ranks + len, sizeof ranks - len, "%s%d", bad > 1 ? ", " : "", r);
+            }
+        if (bad)
+            st = fail(d, TEENY_ERR_STATE,
+                      "%s: rank %d: %d rank(s) failed this step (%s)%s; gradients unchanged", fn, d->rank, bad, ranks,
+                      !ok ? (local != TEENY_OK ? ": this rank's step reported an error"
+                                               : added != L ? ": this rank did not add every local shard"
+                                                            : ": this rank could not read its gradients")
+                          : "");
+    }
+    /* 3. one allgather per bucket, each started as soon as its read is in */
+    for (int b = 0; st == TEENY_OK && b < dg->n_buckets; b++) {
+        cl_int e = clWaitForEvents(1, &ev[b]);
+        if (e != CL_SUCCESS) {
+            /* the others wait for this bucket: they meet the deadline */
+            d->broken = 1;
+            st = fail(d, TEENY_ERR_OPENCL, "%s: rank %d: waiting for bucket %d's read: %s; the dist is broken", fn,
+                      d->rank, b, cl_text(e));
+            break;
+        }
+        int count = (int)(dg->blen[b] * (size_t)L);
+        int rc = MPI_Iallgather(dg->send + dg->boff[b], count, MPI_FLOAT, dg->recv + dg->boff[b] * (size_t)R, count,
+                                MPI_FLOAT, d->comm, &req[n_req]);
+        if (rc != MPI_SUCCESS) {
+            d->broken = 1;
+            st = fail(d, TEENY_ERR_IO, "%s: rank %d: MPI_Iallgather of bucket %d failed: %s", fn, d->rank, b,
+                      mpi_text(rc, text));
+            break;
+        }
+        n_req++;
+    }
+    if (st == TEENY_OK)
+        st = wait_all(d, n_req, req, fn);
+    for (int b = 0; b < dg->n_buckets; b++)
+        if (ev[b]) {
+            if (st != TEENY_OK)
+                clWaitForEvents(1, &ev[b]); /* the host buffer must not be read into after we return */
+            clReleaseEvent(ev[b]);
+        }
+    free(ev);
+    free(req);
+    if (st != TEENY_OK)
+        return st;
+
+    /* 4. the mean over all shards, in global shard order: rank-major, then
+     * local shard; the gathered bucket is [R][L][blen] */
+    double inv = 1.0 / (double)((size_t)R * (size_t)L);
+    for (int b = 0; b < dg->n_buckets; b++) {
+        size_t blen = dg->blen[b], shards = (size_t)R * (size_t)L;
+        const float *src = dg->recv + dg->boff[b] * (size_t)R;
+        float *dst = dg->mean + dg->boff[b] / (size_t)L;
+        for (size_t e = 0; e < blen; e++) {
+            double s = 0;
+            for (size_t g = 0; g < shards; g++)
+                s += (double)src[g * blen + e];
+            dst[e] = (float)(s * inv);
+        }
+    }
+    /* 5. one write per bucket into local shard 0's slice, then copies out */
+    for (int b = 0; b < dg->n_buckets && st == TEENY_OK; b++) {
+        cl_int e = clEnqueueWriteBuffer(dg->queue, dg->flat, CL_FALSE, dg->boff[b] * sizeof(float),
+                                        dg->blen[b] * sizeof(float), dg->mean + dg->boff[b] / (size_t)L, 0, NULL, NULL);
+        if (e != CL_SUCCESS)
+            st = fail(d, TEENY_ERR_OPENCL, "%s: writing bucket %d: clEnqueueWriteBuffer: %s", fn, b, cl_text(e));
+    }
+    for (int i = 0; i < dg->n && st == TEENY_OK; i++) {
+        int b = dg->bucket_of[i];
+        cl_int e = clEnqueueCopyBuffer(dg->queue, dg->flat, dg->grad_buf[i], (dg->boff[b] + dg->pos[i]) * sizeof(float),
+                                       dg->grad_off[i], dg->numel[i] * sizeof(float), 0, NULL, NULL);
+        if (e != CL_SUCCESS)
+            st = fail(d, TEENY_ERR_OPENCL, "%s: copying gradient %d back: clEnqueueCopyBuffer: %s", fn, i, cl_text(e));
+    }
+    /* the non-blocking writes read dg->mean: it must hold still until they
+     * are done (the next all-reduce's reads follow them in the queue, but
+     * the host could rewrite mean before that) */
+    cl_int e = clFinish(dg->queue);
+    if (st == TEENY_OK && e != CL_SUCCESS)
+        st = fail(d, TEENY_ERR_OPENCL, "%s: clFinish: %s", fn, cl_text(e));
+    return st;
+}
+
+int64_t teeny_dist_grads_numel(const teeny_dist_grads *dg)
+{
+    return dg ? (int64_t)dg->total : -1;
+}
+
+int teeny_dist_grads_buckets(const teeny_dist_grads *dg)
+{
+    return dg ? dg->n_buckets : -1;
+}

@@ -1,0 +1,477 @@
+/*
+ * test_dist.c -- the MPI test program (include/teenycl_dist.h), run under
+ * mpirun by tests/test_dist.sh with 1, 2 and 3 ranks on the default device.
+ * Not a check suite: MPI owns the process, and the default test binary
+ * stays MPI-free. Each mode prints "rank R: MODE: ok ..." lines or
+ * "rank R: MODE: FAIL ..." and exits non-zero on a failure.
+ *
+ *   grads        local_shards 1: the all-reduced gradient of R shards of a
+ *                global batch of 12 equals this process's own full-batch
+ *                gradient (a plan for batch 12) within 1e-6 normalized RMS;
+ *                every rank holds the same bits; with R > 1 the shard's own
+ *                gradient differs from the full one (the exchange did work).
+ *                Net without batch norm (per-shard statistics would differ).
+ *   train FILE   20 AdamW steps over 6 global shards of 2 samples (conv ->
+ *                batch norm -> ReLU -> linear -> cross-entropy), fresh data
+ *                each step; every rank's weights have the same bits, are
+ *                finite and moved; rank 0 writes them to FILE. The script
+ *                compares FILE across 1, 2 and 3 ranks with cmp.
+ *   fault        the last rank's third step fails (injected: no shard
+ *                added, an error status passed): every rank's all-reduce
+ *                returns TEENY_ERR_STATE with the gradients unchanged, and
+ *                the next step succeeds everywhere.
+ *   stall SECS   the last rank arrives SECS seconds late with a 2 s
+ *                deadline: every other rank returns TEENY_ERR_IO between 2 s
+ *                and SECS s, and every rank returns an error.
+ *   errors       argument checks: NULLs, a rank passing a different
+ *                local_shards (TEENY_ERR_SHAPE on every rank), an add past
+ *                local_shards (TEENY_ERR_STATE), {local_rank} substitution.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "teenycl_dist.h"
+
+#define GLOBAL_BATCH 12
+#define C_IN 3
+#define HW 6
+#define C_MID 4
+#define CLASSES 5
+#define SHARDS 6 /* train: global shards, divisible by 1, 2 and 3 */
+
+static int rank_ = -1, fails_;
+
+#define CHECK(cond, ...)                                                             \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            printf("rank %d: %s: FAIL line %d: ", rank_, mode_, __LINE__);           \
+            printf(__VA_ARGS__);                                                     \
+            printf("\n");                                                            \
+            fflush(stdout);                                                          \
+            fails_++;                                                                \
+        }                                                                            \
+    } while (0)
+
+#define TRY(call)                                                                               \
+    do {                                                                                        \
+        teeny_status st_ = (call);                                                              \
+        if (st_ != TEENY_OK) {                                                                  \
+            printf("rank %d: %s: FAIL line %d: %s: %s | %s | %s\n", rank_, mode_, __LINE__,     \
+                   teeny_status_name(st_), #call, teeny_last_error(ctx), teeny_dist_last_error(d)); \
+            fflush(stdout);                                                                     \
+            fails_++;                                                                           \
+            goto done;                                                                          \
+        }                                                                                       \
+    } while (0)
+
+static const char *mode_ = "?";
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static double uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) / 9007199254740992.0; }
+
+/* The global batch of a step, the same on every rank. */
+static void make_batch(uint64_t seed, int step, float *x, int32_t *y)
+{
+    uint64_t s = seed * 1000003u + (uint64_t)step;
+    for (int i = 0; i < GLOBAL_BATCH * C_IN * HW * HW; i++)
+        x[i] = (float)(2.0 * uniform(&s) - 1.0);
+    for (int i = 0; i < GLOBAL_BATCH; i++)
+        y[i] = (int32_t)(rng_next(&s) % CLASSES);
+}
+
+typedef struct {
+    teeny_graph *g;
+    teeny_node x, y, loss;
+} net;
+
+static teeny_status build(teeny_ctx *ctx, int bn, net *n)
+{
+    int64_t xs[4] = {-1, C_IN, HW, HW};
+    teeny_conv2d_params cp = TEENY_CONV2D_PARAMS_INIT;
+    teeny_node h, f, logits;
+    teeny_status st;
+    cp.pad[0] = cp.pad[1] = 1;
+    if ((st = teeny_graph_create(ctx, 7, &n->g)) != TEENY_OK || (st = teeny_graph_input(n->g, "x", 4, xs, &n->x)) ||
+        (st = teeny_graph_labels(n->g, "y", &n->y)) ||
+        (st = teeny_graph_conv2d(n->g, "conv", n->x, C_MID, 3, 3, &cp, 1, &h)))
+        return st;
+    if (bn && (st = teeny_graph_batchnorm(n->g, "bn", h, 0.1f, 1e-5f, &h)))
+        return st;
+    if ((st = teeny_graph_activation(n->g, "act", h, TEENY_ACT_RELU, &h)) ||
+        (st = teeny_graph_flatten(n->g, "flat", h, &f)) || (st = teeny_graph_linear(n->g, "fc", f, CLASSES, 1, &logits)) ||
+        (st = teeny_graph_softmax_cross_entropy(n->g, "loss", logits, n->y, &n->loss)))
+        return st;
+    return TEENY_OK;
+}
+
+static teeny_status compile(net *n, int64_t batch, teeny_plan **plan)
+{
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    pp.batch = batch;
+    pp.training = 1;
+    pp.loss = n->loss;
+    return teeny_graph_compile(n->g, &pp, plan);
+}
+
+/* Write samples [first, first + count) of the global batch and run forward + backward. */
+static teeny_status run_shard(teeny_plan *plan, const net *n, const float *x, const int32_t *y, int first, int count)
+{
+    teeny_tensor *tx, *ty;
+    teeny_status st;
+    const size_t per = C_IN * HW * HW;
+    if ((st = teeny_plan_tensor(plan, n->x, &tx)) || (st = teeny_plan_tensor(plan, n->y, &ty)) ||
+        (st = teeny_tensor_write(tx, x + (size_t)first * per, (size_t)count * per)) ||
+        (st = teeny_tensor_write_i32(ty, y + first, (size_t)count)) || (st = teeny_plan_forward(plan)))
+        return st;
+    return teeny_plan_backward(plan);
+}
+
+/* All of the graph's gradients (or values) into one host array. */
+static teeny_status read_all(const net *n, int grads, float *out, size_t *total)
+{
+    size_t at = 0;
+    for (int i = 0; i < teeny_graph_param_count(n->g); i++) {
+        teeny_tensor *v, *gr;
+        teeny_status st = teeny_graph_param(n->g, i, NULL, &v, &gr);
+        if (st)
+            return st;
+        teeny_tensor *t = grads ? gr : v;
+        size_t m = (size_t)teeny_tensor_numel(t);
+        if (out && (st = teeny_tensor_read(t, out + at, m)))
+            return st;
+        at += m;
+    }
+    *total = at;
+    return TEENY_OK;
+}
+
+static teeny_status grad_tensors(const net *n, teeny_tensor ***grads, teeny_tensor ***params, int *count)
+{
+    int np = teeny_graph_param_count(n->g);
+    *grads = malloc((size_t)np * sizeof **grads);
+    *params = malloc((size_t)np * sizeof **params);
+    if (!*grads || !*params)
+        return TEENY_ERR_NOMEM;
+    for (int i = 0; i < np; i++) {
+        teeny_status st = teeny_graph_param(n->g, i, NULL, &(*params)[i], &(*grads)[i]);
+        if (st)
+            return st;
+    }
+    *count = np;
+    return TEENY_OK;
+}
+
+static uint64_t hash_floats(const float *v, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    const unsigned char *p = (const unsigned char *)v;
+    for (size_t i = 0; i < n * sizeof(float); i++)
+        h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* Every rank holds the same hash? */
+static int same_everywhere(teeny_dist *d, uint64_t h)
+{
+    double mine[2] = {(double)(h >> 32), (double)(h & 0xffffffffu)}, sum[2];
+    int size = teeny_dist_size(d);
+    if (teeny_dist_sum_f64(d, mine, sum, 2) != TEENY_OK)
+        return 0;
+    return sum[0] == mine[0] * size && sum[1] == mine[1] * size;
+}
+
+static double nrms(const float *out, const float *ref, size_t n)
+{
+    double e = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        e += ((double)out[i] - ref[i]) * ((double)out[i] - ref[i]);
+        r += (double)ref[i] * ref[i];
+    }
+    double floor_ = 1e-6 * sqrt((double)n);
+    return sqrt(e) / (sqrt(r) > floor_ ? sqrt(r) : floor_);
+}
+
+static int mode_grads(teeny_dist *d, teeny_ctx *ctx)
+{
+    net n = {0};
+    teeny_plan *full = NULL, *shard = NULL;
+    teeny_dist_grads *dg = NULL;
+    teeny_tensor **grads = NULL, **params = NULL;
+    int np = 0, R = teeny_dist_size(d), r = teeny_dist_rank(d);
+    float x[GLOBAL_BATCH * C_IN * HW * HW], *ref = NULL, *got = NULL, *own = NULL;
+    int32_t y[GLOBAL_BATCH];
+    size_t total = 0;
+    if (GLOBAL_BATCH % R) {
+        CHECK(0, "%d ranks do not divide the global batch %d", R, GLOBAL_BATCH);
+        return 1;
+    }
+    int b = GLOBAL_BATCH / R;
+    make_batch(11, 0, x, y);
+    TRY(build(ctx, 0, &n));
+    TRY(compile(&n, GLOBAL_BATCH, &full));
+    TRY(compile(&n, b, &shard));
+    TRY(grad_tensors(&n, &grads, &params, &np));
+    TRY(read_all(&n, 1, NULL, &total));
+    ref = malloc(total * sizeof *ref);
+    got = malloc(total * sizeof *got);
+    own = malloc(total * sizeof *own);
+    CHECK(ref && got && own, "out of memory");
+    if (!ref || !got || !own)
+        goto done;
+    TRY(teeny_dist_grads_create(d, ctx, np, grads, 1, &dg));
+    CHECK(teeny_dist_grads_numel(dg) == (int64_t)total, "numel %lld, expected %zu",
+          (long long)teeny_dist_grads_numel(dg), total);
+    /* the single-process gradient of the concatenated batch */
+    TRY(run_shard(full, &n, x, y, 0, GLOBAL_BATCH));
+    TRY(read_all(&n, 1, ref, &total));
+    /* this rank's shard, then the exchange */
+    TRY(run_shard(shard, &n, x, y, r * b, b));
+    TRY(read_all(&n, 1, own, &total));
+    TRY(teeny_dist_grads_add(dg));
+    TRY(teeny_dist_grads_allreduce(dg, TEENY_OK));
+    TRY(read_all(&n, 1, got, &total));
+    double e = nrms(got, ref, total), e_own = nrms(own, ref, total);
+    int finite = 1;
+    for (size_t i = 0; i < total; i++)
+        finite &= isfinite(got[i]) != 0;
+    CHECK(finite, "non-finite averaged gradient");
+    CHECK(e <= 1e-6, "averaged gradient vs full-batch gradient: nrms %.3g > 1e-6", e);
+    if (R > 1)
+        CHECK(e_own > 1e-3, "the shard's own gradient is already the full one (nrms %.3g): the test shows nothing",
+              e_own);
+    CHECK(same_everywhere(d, hash_floats(got, total)), "ranks hold different averaged gradients");
+    if (!fails_)
+        printf("rank %d: grads: ok %d ranks, %zu gradient floats in %d bucket(s), nrms %.3g vs full batch "
+               "(own shard %.3g)\n", r, R, total, teeny_dist_grads_buckets(dg), e, e_own);
+done:
+    teeny_dist_grads_destroy(dg);
+    free(grads);
+    free(params);
+    free(ref);
+    free(got);
+    free(own);
+    teeny_plan_destroy(full);
+    teeny_plan_destroy(shard);
+    teeny_graph_destroy(n.g);
+    return fails_ != 0;
+}
+
+/* steps of AdamW over SHARDS shards; fault_step >= 0: the last rank fails that step */
+static int mode_train(teeny_dist *d, teeny_ctx *ctx, const char *path, int steps, int fault_step, double stall_s)
+{
+    net n = {0};
+    teeny_plan *plan = NULL;
+    teeny_dist_grads *dg = NULL;
+    teeny_optimizer *opt = NULL;
+    teeny_tensor **grads = NULL, **params = NULL;
+    int np = 0, R = teeny_dist_size(d), r = teeny_dist_rank(d);
+    float x[GLOBAL_BATCH * C_IN * HW * HW], *w0 = NULL, *w = NULL, *before = NULL, *after = NULL;
+    int32_t y[GLOBAL_BATCH];
+    size_t total = 0;
+    if (SHARDS % R) {
+        CHECK(0, "%d ranks do not divide %d shards", R, SHARDS);
+        return 1;
+    }
+    const int L = SHARDS / R, b = GLOBAL_BATCH / SHARDS;
+    teeny_optim_params op = TEENY_OPTIM_PARAMS_INIT;
+    op.kind = TEENY_OPTIM_ADAMW;
+    op.lr = 1e-2f;
+    op.weight_decay = 1e-2f;
+    TRY(build(ctx, 1, &n));
+    TRY(compile(&n, b, &plan));
+    TRY(grad_tensors(&n, &grads, &params, &np));
+    TRY(teeny_optimizer_create(ctx, &op, np, params, (const teeny_tensor *const *)grads, &opt));
+    TRY(teeny_dist_grads_create(d, ctx, np, grads, L, &dg));
+    TRY(read_all(&n, 0, NULL, &total));
+    w0 = malloc(total * sizeof *w0);
+    w = malloc(total * sizeof *w);
+    before = malloc(total * sizeof *before);
+    after = malloc(total * sizeof *after);
+    CHECK(w0 && w && before && after, "out of memory");
+    if (!w0 || !w || !before || !after)
+        goto done;
+    TRY(read_all(&n, 0, w0, &total));
+    for (int step = 0; step < steps; step++) {
+        teeny_status local = TEENY_OK;
+        make_batch(23, step, x, y);
+        int injected = step == fault_step && r == R - 1;
+        for (int k = 0; k < L && !injected; k++) {
+            TRY(run_shard(plan, &n, x, y, (r * L + k) * b, b));
+            TRY(teeny_dist_grads_add(dg));
+        }
+        if (injected)
+            local = TEENY_ERR_OPENCL; /* as if this rank's device had failed */
+        if (step == fault_step)
+            TRY(read_all(&n, 1, before, &total));
+        if (stall_s > 0 && step == 1 && r == R - 1) {
+            struct timespec ts = {(time_t)stall_s, 0};
+            nanosleep(&ts, NULL);
+        }
+        double t0 = MPI_Wtime();
+        teeny_status st = teeny_dist_grads_allreduce(dg, local);
+        double waited = MPI_Wtime() - t0;
+        char first_err[1024];
+        snprintf(first_err, sizeof first_err, "%s", teeny_dist_last_error(d));
+        if (stall_s > 0 && step == 1) {
+            if (r != R - 1) {
+                CHECK(st == TEENY_ERR_IO, "stall: expected TEENY_ERR_IO, got %s (%s)", teeny_status_name(st),
+                      teeny_dist_last_error(d));
+                CHECK(waited >= 1.9 && waited < stall_s, "stall: returned after %.2f s, expected 2 .. %.0f s", waited,
+                      stall_s);
+            } else {
+                CHECK(st != TEENY_OK, "stall: the late rank's all-reduce succeeded");
+            }
+            /* a broken dist refuses at once */
+            teeny_status again = teeny_dist_grads_allreduce(dg, TEENY_OK);
+            CHECK(st == TEENY_OK || again == TEENY_ERR_STATE, "stall: after the failure: %s", teeny_status_name(again));
+            if (!fails_)
+                printf("rank %d: stall: ok %s after %.2f s: %s\n", r, teeny_status_name(st), waited, first_err);
+            goto done;
+        }
+        if (step == fault_step) {
+            CHECK(st == TEENY_ERR_STATE, "fault: expected TEENY_ERR_STATE, got %s (%s)", teeny_status_name(st),
+                  teeny_dist_last_error(d));
+            CHECK(strstr(teeny_dist_last_error(d), "failed this step") != NULL, "fault: message: %s",
+                  teeny_dist_last_error(d));
+            TRY(read_all(&n, 1, after, &total));
+            CHECK(!memcmp(before, after, total * sizeof *after), "fault: gradients changed by a failed all-reduce");
+            if (!fails_)
+                printf("rank %d: fault: step %d refused as expected: %s: %s\n", r, step, teeny_status_name(st), teeny_dist_last_error(d));
+            continue; /* no optimizer step; the next step must work again */
+        }
+        TRY(st);
+        TRY(teeny_optimizer_step(opt, op.lr, -1.0f));
+    }
+    TRY(read_all(&n, 0, w, &total));
+    int finite = 1;
+    for (size_t i = 0; i < total; i++)
+        finite &= isfinite(w[i]) != 0;
+    CHECK(finite, "non-finite weights");
+    CHECK(nrms(w, w0, total) > 1e-3, "weights did not move (nrms %.3g)", nrms(w, w0, total));
+    uint64_t h = hash_floats(w, total);
+    CHECK(same_everywhere(d, h), "ranks hold different weights");
+    if (path && r == 0) {
+        FILE *f = fopen(path, "wb");
+        CHECK(f && fwrite(w, sizeof *w, total, f) == total, "cannot write %s", path);
+        if (f)
+            fclose(f);
+    }
+    if (!fails_)
+        printf("rank %d: %s: ok %d ranks x %d shards of %d, %d steps, weights hash %016llx\n", r, mode_, R, L, b, steps,
+               (unsigned long long)h);
+done:
+    teeny_dist_grads_destroy(dg);
+    teeny_optimizer_destroy(opt);
+    free(grads);
+    free(params);
+    free(w0);
+    free(w);
+    free(before);
+    free(after);
+    teeny_plan_destroy(plan);
+    teeny_graph_destroy(n.g);
+    return fails_ != 0;
+}
+
+static int mode_errors(teeny_dist *d, teeny_ctx *ctx)
+{
+    net n = {0};
+    teeny_plan *plan = NULL;
+    teeny_dist_grads *dg = NULL;
+    teeny_tensor **grads = NULL, **params = NULL;
+    int np = 0, r = teeny_dist_rank(d), R = teeny_dist_size(d);
+    char buf[64];
+    TRY(build(ctx, 0, &n));
+    TRY(compile(&n, 2, &plan));
+    TRY(grad_tensors(&n, &grads, &params, &np));
+    /* local argument checks */
+    CHECK(teeny_dist_create(MPI_COMM_NULL, NULL, &(teeny_dist *){NULL}) == TEENY_ERR_ARG, "MPI_COMM_NULL accepted");
+    CHECK(teeny_dist_create(MPI_COMM_WORLD, NULL, NULL) == TEENY_ERR_ARG, "NULL out accepted");
+    teeny_dist_params bad = TEENY_DIST_PARAMS_INIT;
+    bad.timeout_s = -1;
+    CHECK(teeny_dist_create(MPI_COMM_WORLD, &bad, &(teeny_dist *){NULL}) == TEENY_ERR_ARG, "negative timeout accepted");
+    CHECK(teeny_dist_grads_add(NULL) == TEENY_ERR_ARG, "NULL dg accepted");
+    CHECK(teeny_dist_sum_f64(d, NULL, NULL, 1) == TEENY_ERR_ARG, "NULL sum arrays accepted");
+    CHECK(teeny_dist_rank(NULL) == -1 && teeny_dist_size(NULL) == -1, "NULL dist queries");
+    CHECK(teeny_dist_device_spec(d, "{local_rank}:x{rank}", buf, sizeof buf) == TEENY_OK, "spec: %s",
+          teeny_dist_last_error(d));
+    char want[64];
+    snprintf(want, sizeof want, "%d:x%d", teeny_dist_local_rank(d), r);
+    CHECK(!strcmp(buf, want), "spec \"%s\", expected \"%s\"", buf, want);
+    CHECK(teeny_dist_device_spec(d, "{local_rank}{local_rank}{local_rank}", buf, 3) == TEENY_ERR_RANGE,
+          "a spec past cap accepted");
+    /* collective checks: one rank disagrees, every rank fails */
+    if (R > 1) {
+        teeny_status st = teeny_dist_grads_create(d, ctx, np, grads, r == R - 1 ? 2 : 1, &dg);
+        CHECK(st == TEENY_ERR_SHAPE && !dg, "different local_shards: %s", teeny_status_name(st));
+        st = teeny_dist_grads_create(d, ctx, r == 0 ? 0 : np, grads, 1, &dg);
+        CHECK(st == TEENY_ERR_ARG && !dg, "n = 0 on rank 0: %s", teeny_status_name(st));
+    }
+    TRY(teeny_dist_grads_create(d, ctx, np, grads, 1, &dg));
+    TRY(teeny_dist_grads_add(dg));
+    CHECK(teeny_dist_grads_add(dg) == TEENY_ERR_STATE, "an add past local_shards accepted");
+    TRY(teeny_dist_grads_allreduce(dg, TEENY_OK));
+    /* an all-reduce with no shard added fails on every rank, and the
+     * count starts over */
+    teeny_status st = teeny_dist_grads_allreduce(dg, TEENY_OK);
+    CHECK(st == TEENY_ERR_STATE, "an all-reduce without shards: %s", teeny_status_name(st));
+    if (!fails_)
+        printf("rank %d: errors: ok\n", r);
+done:
+    teeny_dist_grads_destroy(dg);
+    free(grads);
+    free(params);
+    teeny_plan_destroy(plan);
+    teeny_graph_destroy(n.g);
+    return fails_ != 0;
+}
+
+int main(int argc, char **argv)
+{
+    teeny_dist *d = NULL;
+    teeny_ctx *ctx = NULL;
+    int rc = 1;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    mode_ = argc > 1 ? argv[1] : "?";
+    teeny_dist_params dp = TEENY_DIST_PARAMS_INIT;
+    dp.timeout_s = !strcmp(mode_, "stall") ? 2.0 : 120.0;
+    dp.bucket_bytes = 256; /* several buckets even for this small net */
+    if (teeny_dist_create(MPI_COMM_WORLD, &dp, &d) != TEENY_OK) {
+        printf("rank %d: %s: FAIL teeny_dist_create: %s\n", rank_, mode_, teeny_dist_last_error(NULL));
+        goto out;
+    }
+    if (teeny_dist_ctx_create(d, NULL, &ctx) != TEENY_OK) {
+        printf("rank %d: %s: FAIL teeny_dist_ctx_create: %s\n", rank_, mode_, teeny_last_error(NULL));
+        goto out;
+    }
+    if (!strcmp(mode_, "grads"))
+        rc = mode_grads(d, ctx);
+    else if (!strcmp(mode_, "train"))
+        rc = mode_train(d, ctx, argc > 2 ? argv[2] : NULL, 20, -1, 0);
+    else if (!strcmp(mode_, "fault"))
+        rc = mode_train(d, ctx, NULL, 4, 2, 0);
+    else if (!strcmp(mode_, "stall"))
+        rc = mode_train(d, ctx, NULL, 3, -1, argc > 2 ? atof(argv[2]) : 6.0);
+    else if (!strcmp(mode_, "errors"))
+        rc = mode_errors(d, ctx);
+    else
+        printf("usage: test_dist grads | train FILE | fault | stall SECS | errors\n");
+out:
+    fflush(stdout);
+    teeny_ctx_destroy(ctx);
+    teeny_dist_destroy(d);
+    MPI_Finalize();
+    return rc;
+}
