@@ -41,10 +41,12 @@
  * different grouping: equal to a single process's full-batch gradient up
  * to rounding, not bit for bit.
  *
- * Batch norm: each shard normalizes with its own batch statistics, and
- * each rank keeps its own running statistics (rank 0's are the ones to
- * save); statistics over the global batch (SyncBatchNorm) are not
- * offered.
+ * Batch norm: in a graph plan each shard normalizes with its own batch
+ * statistics (PyTorch DDP's default) and each rank keeps its own running
+ * statistics (rank 0's are the ones to save). Statistics over the global
+ * batch (SyncBatchNorm) are offered as eager calls,
+ * teeny_dist_batchnorm_forward_train / _backward_train; the graph's batch
+ * norm does not use them.
  *
  * Failures never hang: every collective is nonblocking and polled against
  * a deadline (teeny_dist_params.timeout_s). A rank whose own step failed
@@ -153,6 +155,35 @@ TEENY_API teeny_status teeny_dist_grads_allreduce(teeny_dist_grads *dg, teeny_st
 /* Total gradient elements (one shard's) and the number of buckets. */
 TEENY_API int64_t teeny_dist_grads_numel(const teeny_dist_grads *dg);
 TEENY_API int teeny_dist_grads_buckets(const teeny_dist_grads *dg);
+
+/* SyncBatchNorm: teeny_batchnorm_forward_train / _backward_train (same
+ * arguments, layouts and PyTorch semantics, see teenycl.h) with the
+ * statistics over the global batch, every rank's x together (ranks may
+ * hold different batch sizes; C must agree). Forward: each rank's
+ * per-channel count, mean and biased variance (from the batch-norm
+ * kernel's own statistics; var = 1/rstd^2 - eps, in double) are gathered
+ * and combined in rank order in double; y is normalized with the global
+ * mean and variance, save_mean / save_rstd receive them, and the running
+ * statistics are updated with them (unbiased variance over the global
+ * count), the same on every rank. Backward (save_mean, save_rstd and eps
+ * from the forward): dweight and dbias are this rank's sums (the gradient
+ * exchange averages them with the other parameters' gradients), dx uses
+ * the global sums of dy and dy * xhat, gathered and added in rank order,
+ * as PyTorch's SyncBatchNorm does. With every rank's dy the gradient of
+ * one loss, the dx equal those of teeny_batchnorm_backward_train on the
+ * concatenated batch, and the sums of dweight and dbias over the ranks
+ * equal its dweight and dbias. Results match single-process batch norm to
+ * rounding (about 1e-6 relative), not bit for bit. Host syncs (two small
+ * gathers per call, C floats read and written per tensor). Collective: a
+ * rank whose local part fails still takes part, and every rank returns
+ * TEENY_ERR_STATE naming it, running statistics unchanged. Temporaries
+ * are allocated per call. */
+TEENY_API teeny_status teeny_dist_batchnorm_forward_train(teeny_dist *d, teeny_ctx *ctx, const teeny_tensor *x,
+    const teeny_tensor *weight, const teeny_tensor *bias, teeny_tensor *running_mean, teeny_tensor *running_var,
+    float momentum, float eps, teeny_tensor *y, teeny_tensor *save_mean, teeny_tensor *save_rstd);
+TEENY_API teeny_status teeny_dist_batchnorm_backward_train(teeny_dist *d, teeny_ctx *ctx, const teeny_tensor *x,
+    const teeny_tensor *dy, const teeny_tensor *weight, const teeny_tensor *save_mean, const teeny_tensor *save_rstd,
+    float eps, teeny_tensor *dx, teeny_tensor *dweight, teeny_tensor *dbias);
 
 #ifdef __cplusplus
 }

@@ -23,6 +23,13 @@
  *   stall SECS   the last rank arrives SECS seconds late with a 2 s
  *                deadline: every other rank returns TEENY_ERR_IO between 2 s
  *                and SECS s, and every rank returns an error.
+ *   syncbn       SyncBatchNorm: ranks hold 6, {2, 4} or {1, 2, 3} of a batch
+ *                of 6 [6, 3, 5, 5]; y, dx (this rank's rows), save_mean,
+ *                save_rstd, the running statistics, and dweight / dbias
+ *                summed over ranks equal single-process batch norm on the
+ *                whole batch within 1e-6 normalized RMS; then the last rank
+ *                passes a NULL x: it returns TEENY_ERR_ARG, every other rank
+ *                TEENY_ERR_STATE, running statistics unchanged everywhere.
  *   errors       argument checks: NULLs, a rank passing a different
  *                local_shards (TEENY_ERR_SHAPE on every rank), an add past
  *                local_shards (TEENY_ERR_STATE), {local_rank} substitution.
@@ -384,6 +391,150 @@ done:
     return fails_ != 0;
 }
 
+#define BN_B 6
+#define BN_C 3
+#define BN_HW 25
+
+static teeny_status vec(teeny_ctx *ctx, const float *v, teeny_tensor **t)
+{
+    int64_t c = BN_C;
+    teeny_status st = teeny_tensor_create(ctx, 1, &c, t);
+    return st ? st : teeny_tensor_write(*t, v, BN_C);
+}
+
+static int mode_syncbn(teeny_dist *d, teeny_ctx *ctx)
+{
+    static const int split[3][3] = {{6}, {2, 4}, {1, 2, 3}};
+    int R = teeny_dist_size(d), r = teeny_dist_rank(d);
+    if (R > 3) {
+        CHECK(0, "syncbn runs on 1 to 3 ranks");
+        return 1;
+    }
+    int first = 0, mine = split[R - 1][r];
+    for (int k = 0; k < r; k++)
+        first += split[R - 1][k];
+    const size_t per = BN_C * BN_HW, total = BN_B * per;
+    float x[BN_B * BN_C * BN_HW], dy[BN_B * BN_C * BN_HW], w[BN_C], b[BN_C], rm0[BN_C], rv0[BN_C];
+    float ref_y[BN_B * BN_C * BN_HW], ref_dx[BN_B * BN_C * BN_HW], got[BN_B * BN_C * BN_HW];
+    float ref_vec[6][BN_C], got_vec[6][BN_C];
+    uint64_t s = 99;
+    for (size_t i = 0; i < total; i++) {
+        int c = (int)(i / BN_HW % BN_C);
+        x[i] = (float)(0.5 * c + (1.0 + c) * (2.0 * uniform(&s) - 1.0));
+        dy[i] = (float)(2.0 * uniform(&s) - 1.0);
+    }
+    for (int c = 0; c < BN_C; c++) {
+        w[c] = (float)(0.5 + uniform(&s));
+        b[c] = (float)(uniform(&s) - 0.5);
+        rm0[c] = (float)(0.1 * c);
+        rv0[c] = (float)(1.0 + 0.2 * c);
+    }
+    teeny_tensor *t[16] = {0}; /* x, dy, w, b, rm, rv, y, mean, rstd, dx, dw, db, then the local ones */
+    teeny_tensor *lx = NULL, *ldy = NULL, *ly = NULL, *ldx = NULL;
+    int64_t full_shape[4] = {BN_B, BN_C, 5, 5}, local_shape[4] = {mine, BN_C, 5, 5};
+    /* the single-process reference on the whole batch */
+    TRY(teeny_tensor_create(ctx, 4, full_shape, &t[0]));
+    TRY(teeny_tensor_create(ctx, 4, full_shape, &t[1]));
+    TRY(teeny_tensor_write(t[0], x, total));
+    TRY(teeny_tensor_write(t[1], dy, total));
+    TRY(vec(ctx, w, &t[2]));
+    TRY(vec(ctx, b, &t[3]));
+    TRY(vec(ctx, rm0, &t[4]));
+    TRY(vec(ctx, rv0, &t[5]));
+    TRY(teeny_tensor_create(ctx, 4, full_shape, &t[6]));
+    TRY(teeny_tensor_create(ctx, 4, full_shape, &t[9]));
+    for (int k = 7; k < 12; k++)
+        if (k != 9)
+            TRY(vec(ctx, rm0, &t[k]));
+    TRY(teeny_batchnorm_forward_train(ctx, t[0], t[2], t[3], t[4], t[5], 0.1f, 1e-5f, t[6], t[7], t[8]));
+    TRY(teeny_batchnorm_backward_train(ctx, t[0], t[1], t[2], t[7], t[8], t[9], t[10], t[11]));
+    TRY(teeny_tensor_read(t[6], ref_y, total));
+    TRY(teeny_tensor_read(t[9], ref_dx, total));
+    {
+        const int idx[6] = {7, 8, 4, 5, 10, 11}; /* mean, rstd, running mean, running var, dweight, dbias */
+        for (int k = 0; k < 6; k++)
+            TRY(teeny_tensor_read(t[idx[k]], ref_vec[k], BN_C));
+    }
+    /* this rank's rows through SyncBatchNorm, fresh running statistics */
+    TRY(teeny_tensor_create(ctx, 4, local_shape, &lx));
+    TRY(teeny_tensor_create(ctx, 4, local_shape, &ldy));
+    TRY(teeny_tensor_create(ctx, 4, local_shape, &ly));
+    TRY(teeny_tensor_create(ctx, 4, local_shape, &ldx));
+    TRY(teeny_tensor_write(lx, x + (size_t)first * per, (size_t)mine * per));
+    TRY(teeny_tensor_write(ldy, dy + (size_t)first * per, (size_t)mine * per));
+    TRY(teeny_tensor_fill(ly, NAN));
+    TRY(teeny_tensor_fill(ldx, NAN));
+    TRY(teeny_tensor_write(t[4], rm0, BN_C));
+    TRY(teeny_tensor_write(t[5], rv0, BN_C));
+    for (int k = 7; k < 12; k++)
+        if (k != 9)
+            TRY(teeny_tensor_fill(t[k], NAN));
+    TRY(teeny_dist_batchnorm_forward_train(d, ctx, lx, t[2], t[3], t[4], t[5], 0.1f, 1e-5f, ly, t[7], t[8]));
+    TRY(teeny_dist_batchnorm_backward_train(d, ctx, lx, ldy, t[2], t[7], t[8], 1e-5f, ldx, t[10], t[11]));
+    double worst = 0;
+    TRY(teeny_tensor_read(ly, got, (size_t)mine * per));
+    double e = nrms(got, ref_y + (size_t)first * per, (size_t)mine * per);
+    CHECK(e <= 1e-6, "y: nrms %.3g", e);
+    worst = e > worst ? e : worst;
+    TRY(teeny_tensor_read(ldx, got, (size_t)mine * per));
+    e = nrms(got, ref_dx + (size_t)first * per, (size_t)mine * per);
+    CHECK(e <= 1e-6, "dx: nrms %.3g", e);
+    worst = e > worst ? e : worst;
+    {
+        const int idx[6] = {7, 8, 4, 5, 10, 11};
+        const char *names[6] = {"save_mean", "save_rstd", "running_mean", "running_var", "sum of dweight",
+                                "sum of dbias"};
+        for (int k = 0; k < 6; k++) {
+            TRY(teeny_tensor_read(t[idx[k]], got_vec[k], BN_C));
+            if (k >= 4) { /* this rank's sums: add them up over the ranks */
+                double in[BN_C], out[BN_C];
+                for (int c = 0; c < BN_C; c++)
+                    in[c] = got_vec[k][c];
+                TRY(teeny_dist_sum_f64(d, in, out, BN_C));
+                for (int c = 0; c < BN_C; c++)
+                    got_vec[k][c] = (float)out[c];
+            }
+            e = nrms(got_vec[k], ref_vec[k], BN_C);
+            CHECK(e <= 1e-6, "%s: nrms %.3g", names[k], e);
+            worst = e > worst ? e : worst;
+        }
+    }
+    if (R > 1) { /* the rank's own statistics would be far off: the exchange did work */
+        float own_mean[BN_C];
+        double m[BN_C] = {0};
+        for (int i = 0; i < mine * BN_C * BN_HW; i++)
+            m[i / BN_HW % BN_C] += x[(size_t)first * per + (size_t)i];
+        for (int c = 0; c < BN_C; c++)
+            own_mean[c] = (float)(m[c] / (mine * BN_HW));
+        CHECK(nrms(own_mean, ref_vec[0], BN_C) > 1e-3, "this rank's own mean equals the global one: shows nothing");
+    }
+    /* a failing rank: everyone returns an error, running statistics unchanged */
+    {
+        float before[2][BN_C], after[2][BN_C];
+        TRY(teeny_tensor_read(t[4], before[0], BN_C));
+        TRY(teeny_tensor_read(t[5], before[1], BN_C));
+        teeny_status st = teeny_dist_batchnorm_forward_train(d, ctx, r == R - 1 ? NULL : lx, t[2], t[3], t[4], t[5],
+                                                             0.1f, 1e-5f, ly, t[7], t[8]);
+        teeny_status want = r == R - 1 ? TEENY_ERR_ARG : TEENY_ERR_STATE;
+        CHECK(st == want, "injected failure: %s, expected %s (%s)", teeny_status_name(st), teeny_status_name(want),
+              teeny_dist_last_error(d));
+        TRY(teeny_tensor_read(t[4], after[0], BN_C));
+        TRY(teeny_tensor_read(t[5], after[1], BN_C));
+        CHECK(!memcmp(before, after, sizeof before), "running statistics changed by a failed call");
+    }
+    if (!fails_)
+        printf("rank %d: syncbn: ok %d of %d rows, worst nrms %.3g vs single-process batch norm\n", r, mine, BN_B,
+               worst);
+done:
+    for (int k = 0; k < 16; k++)
+        teeny_tensor_destroy(t[k]);
+    teeny_tensor_destroy(lx);
+    teeny_tensor_destroy(ldy);
+    teeny_tensor_destroy(ly);
+    teeny_tensor_destroy(ldx);
+    return fails_ != 0;
+}
+
 static int mode_errors(teeny_dist *d, teeny_ctx *ctx)
 {
     net n = {0};
@@ -464,10 +615,12 @@ int main(int argc, char **argv)
         rc = mode_train(d, ctx, NULL, 4, 2, 0);
     else if (!strcmp(mode_, "stall"))
         rc = mode_train(d, ctx, NULL, 3, -1, argc > 2 ? atof(argv[2]) : 6.0);
+    else if (!strcmp(mode_, "syncbn"))
+        rc = mode_syncbn(d, ctx);
     else if (!strcmp(mode_, "errors"))
         rc = mode_errors(d, ctx);
     else
-        printf("usage: test_dist grads | train FILE | fault | stall SECS | errors\n");
+        printf("usage: test_dist grads | train FILE | fault | stall SECS | syncbn | errors\n");
 out:
     fflush(stdout);
     teeny_ctx_destroy(ctx);

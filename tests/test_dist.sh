@@ -14,6 +14,9 @@
 #                        all-reduce returns TEENY_ERR_STATE, the next step works
 #   stall  -np 2, 3      the last rank 5 s late, 2 s deadline: every rank
 #                        returns TEENY_ERR_IO, the job ends in time
+#   syncbn -np 1, 2, 3   SyncBatchNorm (ranks with 6, {2, 4}, {1, 2, 3} rows)
+#                        == single-process batch norm on the whole batch within
+#                        1e-6 normalized RMS; a failing rank fails every rank
 #   errors -np 1, 3      argument and agreement checks
 #   example -np 2        train_fashion_mnist --dist (when it was built with
 #                        MPI and the data set is installed): one epoch line
@@ -89,6 +92,11 @@ for np in 2 3; do
     expect "fault-$np" "$np" fault
     mpi "stall-$np" "$np" 60 "$build/test_dist" stall 5
     expect "stall-$np" "$np" stall
+done
+
+for np in 1 2 3; do
+    mpi "syncbn-$np" "$np" 120 "$build/test_dist" syncbn
+    expect "syncbn-$np" "$np" syncbn
 done
 
 for np in 1 3; do
