@@ -225,7 +225,14 @@ $(BUILD)/teenycl.pc: Makefile
 	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: teenycl\nDescription: portable OpenCL compute backend for small neural networks\nVersion: %s\nRequires.private: OpenCL\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lteenycl\nLibs.private: -lOpenCL -lm -lcjson -lz\n' \
 	    '$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(VERSION)' > $@
 
-install: lib $(BUILD)/teenycl.pc
+# WITH_MPI=1: the dist layer's header, libteenycl_dist.a and teenycl-mpi.pc
+# (Cflags -DTEENY_WITH_MPI; Requires teenycl and Open MPI's ompi-c).
+$(BUILD)/teenycl-mpi.pc: Makefile
+	@mkdir -p $(BUILD)
+	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: teenycl-mpi\nDescription: teenycl data-parallel training over MPI (teenycl_dist.h)\nVersion: %s\nRequires: teenycl ompi-c\nCflags: -I$${includedir} -DTEENY_WITH_MPI\nLibs: -L$${libdir} -lteenycl_dist\n' \
+	    '$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(VERSION)' > $@
+
+install: lib $(BUILD)/teenycl.pc $(if $(MPI_ON),$(DIST_LIB) $(BUILD)/teenycl-mpi.pc)
 	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 644 include/teenycl.h $(DESTDIR)$(INCLUDEDIR)/teenycl.h
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/libteenycl.a
@@ -233,11 +240,16 @@ install: lib $(BUILD)/teenycl.pc
 	ln -sf libteenycl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libteenycl.so
 	install -m 644 $(BUILD)/teenycl.pc $(DESTDIR)$(LIBDIR)/pkgconfig/teenycl.pc
+	$(if $(MPI_ON),install -m 644 include/teenycl_dist.h $(DESTDIR)$(INCLUDEDIR)/teenycl_dist.h)
+	$(if $(MPI_ON),install -m 644 $(DIST_LIB) $(DESTDIR)$(LIBDIR)/libteenycl_dist.a)
+	$(if $(MPI_ON),install -m 644 $(BUILD)/teenycl-mpi.pc $(DESTDIR)$(LIBDIR)/pkgconfig/teenycl-mpi.pc)
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/teenycl.h $(DESTDIR)$(LIBDIR)/libteenycl.a \
 	    $(DESTDIR)$(LIBDIR)/libteenycl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	    $(DESTDIR)$(LIBDIR)/libteenycl.so $(DESTDIR)$(LIBDIR)/pkgconfig/teenycl.pc
+	rm -f $(DESTDIR)$(INCLUDEDIR)/teenycl_dist.h $(DESTDIR)$(LIBDIR)/libteenycl_dist.a \
+	    $(DESTDIR)$(LIBDIR)/pkgconfig/teenycl-mpi.pc
 
 # Install into a scratch DESTDIR, build a program against it through
 # pkg-config (static and shared), run it, uninstall, and check that

@@ -3,12 +3,13 @@
  * device, gradients averaged across ranks after each backward pass in a
  * fixed order, so results do not depend on MPI's reduction order.
  *
- * Optional: built with `make WITH_MPI=1` into libteenycl_dist (static),
- * which applications link before libteenycl and MPI:
- *     cc app.c -DTEENY_WITH_MPI $(pkg-config --cflags teenycl-mpi) \
- *        -lteenycl_dist $(pkg-config --libs teenycl-mpi)
- * (`make WITH_MPI=1 install` installs teenycl-mpi.pc, which names Open
- * MPI's ompi-c.) The default build and libteenycl itself never need MPI.
+ * Optional: built with `make WITH_MPI=1` into libteenycl_dist.a, which
+ * applications link before libteenycl and MPI; `make WITH_MPI=1 install`
+ * also installs this header and teenycl-mpi.pc (Cflags -DTEENY_WITH_MPI,
+ * Libs -lteenycl_dist, Requires teenycl and Open MPI's ompi-c):
+ *     cc app.c $(pkg-config --cflags --libs teenycl-mpi)
+ * The default build and libteenycl itself never need MPI; the dist layer
+ * uses only the public API of teenycl.h (plus the context's queue).
  *
  * Overview
  * --------
