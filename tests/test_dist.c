@@ -31,7 +31,8 @@
  *                passes a NULL x: it returns TEENY_ERR_ARG, every other rank
  *                TEENY_ERR_STATE, running statistics unchanged everywhere.
  *   errors       argument checks: NULLs, a rank passing a different
- *                local_shards (TEENY_ERR_SHAPE on every rank), an add past
+ *                local_shards or its grads in another order
+ *                (TEENY_ERR_SHAPE on every rank), an add past
  *                local_shards (TEENY_ERR_STATE), {local_rank} substitution.
  */
 #include <math.h>
@@ -568,6 +569,12 @@ static int mode_errors(teeny_dist *d, teeny_ctx *ctx)
         CHECK(st == TEENY_ERR_SHAPE && !dg, "different local_shards: %s", teeny_status_name(st));
         st = teeny_dist_grads_create(d, ctx, r == 0 ? 0 : np, grads, 1, &dg);
         CHECK(st == TEENY_ERR_ARG && !dg, "n = 0 on rank 0: %s", teeny_status_name(st));
+        /* the same total in another order: the bucket layouts would differ */
+        teeny_tensor *rev[16];
+        for (int i = 0; i < np && np <= 16; i++)
+            rev[i] = grads[r == R - 1 ? np - 1 - i : i];
+        st = teeny_dist_grads_create(d, ctx, np, rev, 1, &dg);
+        CHECK(st == TEENY_ERR_SHAPE && !dg, "grads in another order on one rank: %s", teeny_status_name(st));
     }
     TRY(teeny_dist_grads_create(d, ctx, np, grads, 1, &dg));
     TRY(teeny_dist_grads_add(dg));

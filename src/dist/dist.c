@@ -480,7 +480,10 @@ teeny_status teeny_dist_grads_create(teeny_dist *d, teeny_ctx *ctx, int n, teeny
     *out = NULL;
     /* every rank checks its own arguments, then all agree, so that a bad
      * argument on one rank fails every rank instead of leaving them waiting */
-    int64_t mine[3] = {n, local_shards, 0};
+    /* n, local_shards, total floats, a hash of the numels in order (the
+     * bucket layout follows from them) */
+    int64_t mine[4] = {n, local_shards, 0, 0};
+    uint64_t layout = 1469598103934665603ULL;
     int local_bad = !ctx || !grads || n <= 0 || local_shards < 1;
     for (int i = 0; !local_bad && i < n; i++) {
         if (!grads[i]) {
@@ -488,22 +491,25 @@ teeny_status teeny_dist_grads_create(teeny_dist *d, teeny_ctx *ctx, int n, teeny
             break;
         }
         mine[2] += teeny_tensor_numel(grads[i]);
+        layout = (layout ^ (uint64_t)teeny_tensor_numel(grads[i])) * 1099511628211ULL;
     }
+    mine[3] = (int64_t)(layout >> 1);
     if (local_bad)
         mine[0] = -1; /* differs from any valid rank's count */
-    int64_t *all = malloc(3 * (size_t)d->size * sizeof *all);
+    int64_t *all = malloc(4 * (size_t)d->size * sizeof *all);
     if (!all)
         return fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
-    st = allgather(d, mine, all, 3, MPI_INT64_T, fn);
+    st = allgather(d, mine, all, 4, MPI_INT64_T, fn);
     for (int r = 0; st == TEENY_OK && r < d->size; r++)
-        if (all[3 * r] < 0)
+        if (all[4 * r] < 0)
             st = fail(d, TEENY_ERR_ARG, "%s: rank %d passed a NULL ctx, grads or grad, n <= 0 or local_shards < 1", fn, r);
     for (int r = 0; st == TEENY_OK && r < d->size; r++)
-        if (memcmp(all + 3 * r, mine, sizeof mine))
+        if (memcmp(all + 4 * r, mine, sizeof mine))
             st = fail(d, TEENY_ERR_SHAPE,
-                      "%s: rank %d has %lld gradients of %lld floats and %lld local shards, rank %d %lld, %lld and %lld",
+                      "%s: rank %d has %lld gradients of %lld floats and %lld local shards, rank %d %lld, %lld and %lld%s",
                       fn, d->rank, (long long)mine[0], (long long)mine[2], (long long)mine[1], r,
-                      (long long)all[3 * r], (long long)all[3 * r + 2], (long long)all[3 * r + 1]);
+                      (long long)all[4 * r], (long long)all[4 * r + 2], (long long)all[4 * r + 1],
+                      all[4 * r + 3] != mine[3] ? " (the gradients' numels differ)" : "");
     free(all);
     if (st != TEENY_OK)
         return st;
