@@ -121,11 +121,12 @@ TEENY_API teeny_status teeny_dist_ctx_create(const teeny_dist *d, const char *sp
  * in and out may be the same array. Collective, host only; for losses,
  * counts and timings. TEENY_ERR_IO on an MPI failure or the deadline. */
 TEENY_API teeny_status teeny_dist_sum_f64(teeny_dist *d, const double *in, double *out, int n);
-/* Copy root's tensors into every rank's (same count, numel and order on
- * every rank; TEENY_ERR_SHAPE, on every rank, when they differ): e.g.
- * parameters and running statistics after rank 0 loaded a checkpoint.
- * Host-staged (one read on root, MPI_Ibcast, one write per tensor).
- * Collective. */
+/* Copy root's tensors into every rank's (the same root, count, numels and
+ * order on every rank; TEENY_ERR_SHAPE on every rank when they differ,
+ * TEENY_ERR_ARG on every rank when one passes a NULL ctx, ts or tensor,
+ * n <= 0 or a root that is no rank): e.g. parameters and running
+ * statistics after rank 0 loaded a checkpoint. Host-staged (the root
+ * reads, one MPI_Ibcast, the others write). Collective; host sync. */
 TEENY_API teeny_status teeny_dist_broadcast(teeny_dist *d, teeny_ctx *ctx, int root, int n, teeny_tensor *const *ts);
 
 /* A gradient exchanger for n gradient tensors (e.g. every grad of

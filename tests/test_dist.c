@@ -33,7 +33,9 @@
  *   errors       argument checks: NULLs, a rank passing a different
  *                local_shards or its grads in another order
  *                (TEENY_ERR_SHAPE on every rank), an add past
- *                local_shards (TEENY_ERR_STATE), {local_rank} substitution.
+ *                local_shards (TEENY_ERR_STATE), {local_rank} substitution,
+ *                teeny_dist_broadcast (the root's values everywhere; a rank
+ *                with another tensor count fails every rank).
  */
 #include <math.h>
 #include <stdio.h>
@@ -575,6 +577,34 @@ static int mode_errors(teeny_dist *d, teeny_ctx *ctx)
             rev[i] = grads[r == R - 1 ? np - 1 - i : i];
         st = teeny_dist_grads_create(d, ctx, np, rev, 1, &dg);
         CHECK(st == TEENY_ERR_SHAPE && !dg, "grads in another order on one rank: %s", teeny_status_name(st));
+    }
+    /* broadcast: every rank ends with the root's (the last rank's) values */
+    {
+        int64_t shape[2][1] = {{3}, {5}};
+        teeny_tensor *bt[2] = {NULL, NULL};
+        float v[8], want_v[8], got_v[8];
+        for (int i = 0; i < 8; i++) {
+            v[i] = (float)(100 * r + i);
+            want_v[i] = (float)(100 * (R - 1) + i);
+        }
+        TRY(teeny_tensor_create(ctx, 1, shape[0], &bt[0]));
+        TRY(teeny_tensor_create(ctx, 1, shape[1], &bt[1]));
+        TRY(teeny_tensor_write(bt[0], v, 3));
+        TRY(teeny_tensor_write(bt[1], v + 3, 5));
+        teeny_status st = teeny_dist_broadcast(d, ctx, R - 1, 2, bt);
+        CHECK(st == TEENY_OK, "broadcast: %s (%s)", teeny_status_name(st), teeny_dist_last_error(d));
+        if (st == TEENY_OK) {
+            TRY(teeny_tensor_read(bt[0], got_v, 3));
+            TRY(teeny_tensor_read(bt[1], got_v + 3, 5));
+            CHECK(!memcmp(got_v, want_v, sizeof(float) * 8), "broadcast: rank %d does not hold the root's values", r);
+        }
+        /* one rank with one tensor fewer: every rank fails */
+        st = teeny_dist_broadcast(d, ctx, 0, r == R - 1 && R > 1 ? 1 : 2, bt);
+        CHECK(R == 1 ? st == TEENY_OK : st == TEENY_ERR_SHAPE, "broadcast of different counts: %s",
+              teeny_status_name(st));
+        CHECK(teeny_dist_broadcast(d, ctx, R, 2, bt) == TEENY_ERR_ARG, "broadcast from a root that is no rank");
+        teeny_tensor_destroy(bt[0]);
+        teeny_tensor_destroy(bt[1]);
     }
     TRY(teeny_dist_grads_create(d, ctx, np, grads, 1, &dg));
     TRY(teeny_dist_grads_add(dg));

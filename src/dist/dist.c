@@ -351,45 +351,45 @@ teeny_status teeny_dist_sum_f64(teeny_dist *d, const double *in, double *out, in
     return st;
 }
 
-/* Every rank's int64 values equal? (a collective agreement check) */
-static teeny_status agree(teeny_dist *d, const int64_t *mine, int n, const char *what, const char *fn)
-{
-    int64_t *all = malloc((size_t)n * (size_t)d->size * sizeof *all);
-    if (!all)
-        return fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
-    teeny_status st = allgather(d, mine, all, n, MPI_INT64_T, fn);
-    for (int r = 0; st == TEENY_OK && r < d->size; r++)
-        if (memcmp(all + (size_t)r * (size_t)n, mine, (size_t)n * sizeof *mine))
-            st = fail(d, TEENY_ERR_SHAPE, "%s: rank %d and rank %d differ in %s", fn, d->rank, r, what);
-    free(all);
-    return st;
-}
-
 teeny_status teeny_dist_broadcast(teeny_dist *d, teeny_ctx *ctx, int root, int n, teeny_tensor *const *ts)
 {
     char text[MPI_MAX_ERROR_STRING];
     teeny_status st = check_usable(d, "teeny_dist_broadcast");
     if (st != TEENY_OK)
         return st;
-    if (!ctx || !ts || n <= 0 || root < 0 || root >= d->size)
-        return fail(d, TEENY_ERR_ARG, "teeny_dist_broadcast: %s", !ctx ? "ctx is NULL" : !ts ? "ts is NULL"
-                    : n <= 0 ? "n <= 0" : "root is not a rank");
-    int64_t *shape = malloc(((size_t)n + 1) * sizeof *shape);
+    /* every rank checks its arguments and all compare a fixed-size summary
+     * (argument check, count, floats, a hash of the numels in order, root),
+     * so that a rank with bad or different arguments fails every rank at
+     * once instead of leaving them at the deadline */
+    int local_bad = !ctx || !ts || n <= 0 || root < 0 || root >= d->size;
+    int64_t summary[5] = {local_bad, local_bad ? 0 : n, 0, 0, root};
+    uint64_t layout = 1469598103934665603ULL;
     size_t total = 0;
-    if (!shape)
-        return fail(d, TEENY_ERR_NOMEM, "teeny_dist_broadcast: out of host memory");
-    shape[0] = n;
-    for (int i = 0; i < n; i++) {
-        shape[i + 1] = ts[i] ? teeny_tensor_numel(ts[i]) : -1;
-        total += ts[i] ? (size_t)shape[i + 1] : 0;
+    for (int i = 0; !local_bad && i < n; i++) {
+        if (!ts[i]) {
+            summary[0] = local_bad = 1;
+            break;
+        }
+        total += (size_t)teeny_tensor_numel(ts[i]);
+        layout = (layout ^ (uint64_t)teeny_tensor_numel(ts[i])) * 1099511628211ULL;
     }
-    st = agree(d, shape, n + 1, "the tensors' count or numels", "teeny_dist_broadcast");
-    free(shape);
+    summary[2] = (int64_t)total;
+    summary[3] = (int64_t)(layout >> 1);
+    int64_t *all = malloc(5 * (size_t)d->size * sizeof *all);
+    if (!all)
+        return fail(d, TEENY_ERR_NOMEM, "teeny_dist_broadcast: out of host memory");
+    st = allgather(d, summary, all, 5, MPI_INT64_T, "teeny_dist_broadcast");
+    for (int r = 0; st == TEENY_OK && r < d->size; r++)
+        if (all[5 * r])
+            st = fail(d, TEENY_ERR_ARG, "teeny_dist_broadcast: rank %d passed a NULL ctx, ts or tensor, n <= 0 or a "
+                      "root that is no rank", r);
+    for (int r = 0; st == TEENY_OK && r < d->size; r++)
+        if (memcmp(all + 5 * r, summary, sizeof summary))
+            st = fail(d, TEENY_ERR_SHAPE, "teeny_dist_broadcast: rank %d and rank %d differ in the tensors' count, "
+                      "numels or the root", d->rank, r);
+    free(all);
     if (st != TEENY_OK)
         return st;
-    for (int i = 0; i < n; i++)
-        if (!ts[i])
-            return fail(d, TEENY_ERR_ARG, "teeny_dist_broadcast: ts[%d] is NULL", i);
     float *host = malloc((total ? total : 1) * sizeof *host);
     if (!host)
         return fail(d, TEENY_ERR_NOMEM, "teeny_dist_broadcast: out of host memory");
