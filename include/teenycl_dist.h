@@ -119,7 +119,9 @@ TEENY_API teeny_status teeny_dist_ctx_create(const teeny_dist *d, const char *sp
 /* Sum n doubles across ranks, in rank order on every rank (the same bits
  * on all ranks and for every run): out[i] = sum over ranks of in[i].
  * in and out may be the same array. Collective, host only; for losses,
- * counts and timings. TEENY_ERR_IO on an MPI failure or the deadline. */
+ * counts and timings. Every rank returns TEENY_ERR_ARG when one passes
+ * NULL or n <= 0, TEENY_ERR_SHAPE when the ranks' n differ; TEENY_ERR_IO
+ * on an MPI failure or the deadline. */
 TEENY_API teeny_status teeny_dist_sum_f64(teeny_dist *d, const double *in, double *out, int n);
 /* Copy root's tensors into every rank's (the same root, count, numels and
  * order on every rank; TEENY_ERR_SHAPE on every rank when they differ,

@@ -557,6 +557,16 @@ static int mode_errors(teeny_dist *d, teeny_ctx *ctx)
     CHECK(teeny_dist_create(MPI_COMM_WORLD, &bad, &(teeny_dist *){NULL}) == TEENY_ERR_ARG, "negative timeout accepted");
     CHECK(teeny_dist_grads_add(NULL) == TEENY_ERR_ARG, "NULL dg accepted");
     CHECK(teeny_dist_sum_f64(d, NULL, NULL, 1) == TEENY_ERR_ARG, "NULL sum arrays accepted");
+    {
+        double in[2] = {1.0 + r, 2.0 * r}, out[2];
+        teeny_status st = teeny_dist_sum_f64(d, in, out, 2);
+        CHECK(st == TEENY_OK && out[0] == R + R * (R - 1) / 2.0 && out[1] == R * (R - 1.0), "sum_f64: %s %g %g",
+              teeny_status_name(st), out[0], out[1]);
+        st = teeny_dist_sum_f64(d, in, out, r == R - 1 && R > 1 ? 1 : 2); /* one rank sums fewer values */
+        CHECK(st == (R > 1 ? TEENY_ERR_SHAPE : TEENY_OK), "sum_f64 of different counts: %s", teeny_status_name(st));
+        st = teeny_dist_sum_f64(d, in, out, r == 0 ? 0 : 2); /* one rank passes n = 0 */
+        CHECK(st == TEENY_ERR_ARG, "sum_f64 with n = 0 on rank 0: %s", teeny_status_name(st));
+    }
     CHECK(teeny_dist_rank(NULL) == -1 && teeny_dist_size(NULL) == -1, "NULL dist queries");
     CHECK(teeny_dist_device_spec(d, "{local_rank}:x{rank}", buf, sizeof buf) == TEENY_OK, "spec: %s",
           teeny_dist_last_error(d));

@@ -334,12 +334,23 @@ teeny_status teeny_dist_sum_f64(teeny_dist *d, const double *in, double *out, in
     teeny_status st = check_usable(d, "teeny_dist_sum_f64");
     if (st != TEENY_OK)
         return st;
-    if (!in || !out || n <= 0)
-        return fail(d, TEENY_ERR_ARG, "teeny_dist_sum_f64: %s", n <= 0 ? "n <= 0" : "in or out is NULL");
-    double *all = malloc((size_t)n * (size_t)d->size * sizeof *all);
+    /* first every rank's n (-1 for bad arguments): a bad or different n on
+     * one rank fails every rank, and different counts never become
+     * different message sizes (MPI treats a truncation as fatal) */
+    int mine = !in || !out || n <= 0 ? -1 : n;
+    double *all = malloc((mine > 1 ? (size_t)mine : 1) * (size_t)d->size * sizeof *all);
     if (!all)
         return fail(d, TEENY_ERR_NOMEM, "teeny_dist_sum_f64: out of host memory");
-    st = allgather(d, in, all, n, MPI_DOUBLE, "teeny_dist_sum_f64");
+    int *ns = (int *)all;
+    st = allgather(d, &mine, ns, 1, MPI_INT, "teeny_dist_sum_f64");
+    for (int r = 0; st == TEENY_OK && r < d->size; r++)
+        if (ns[r] < 0)
+            st = fail(d, TEENY_ERR_ARG, "teeny_dist_sum_f64: rank %d passed NULL in or out, or n <= 0", r);
+    for (int r = 0; st == TEENY_OK && r < d->size; r++)
+        if (ns[r] != mine)
+            st = fail(d, TEENY_ERR_SHAPE, "teeny_dist_sum_f64: rank %d sums %d values, rank %d %d", d->rank, n, r, ns[r]);
+    if (st == TEENY_OK)
+        st = allgather(d, in, all, n, MPI_DOUBLE, "teeny_dist_sum_f64");
     if (st == TEENY_OK)
         for (int i = 0; i < n; i++) {
             double s = 0;
