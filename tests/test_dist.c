@@ -23,6 +23,9 @@
  *   stall SECS   the last rank arrives SECS seconds late with a 2 s
  *                deadline: every other rank returns TEENY_ERR_IO between 2 s
  *                and SECS s, and every rank returns an error.
+ *   crash        the last rank exits (without MPI_Finalize) in the middle
+ *                of step 1 while the others wait in the all-reduce: the
+ *                script checks that mpirun ends the job, non-zero, in time.
  *   syncbn       SyncBatchNorm: ranks hold 6, {2, 4} or {1, 2, 3} of a batch
  *                of 6 [6, 3, 5, 5]; y, dx (this rank's rows), save_mean,
  *                save_rstd, the running statistics, and dweight / dbias
@@ -324,6 +327,11 @@ static int mode_train(teeny_dist *d, teeny_ctx *ctx, const char *path, int steps
             local = TEENY_ERR_OPENCL; /* as if this rank's device had failed */
         if (step == fault_step)
             TRY(read_all(&n, 1, before, &total));
+        if (stall_s < 0 && step == 1 && r == R - 1) {
+            printf("rank %d: crash: exiting in the middle of step 1\n", r);
+            fflush(stdout);
+            _exit(3); /* a rank that dies: mpirun must end the others */
+        }
         if (stall_s > 0 && step == 1 && r == R - 1) {
             struct timespec ts = {(time_t)stall_s, 0};
             nanosleep(&ts, NULL);
@@ -662,12 +670,14 @@ int main(int argc, char **argv)
         rc = mode_train(d, ctx, NULL, 4, 2, 0);
     else if (!strcmp(mode_, "stall"))
         rc = mode_train(d, ctx, NULL, 3, -1, argc > 2 ? atof(argv[2]) : 6.0);
+    else if (!strcmp(mode_, "crash"))
+        rc = mode_train(d, ctx, NULL, 3, -1, -1.0);
     else if (!strcmp(mode_, "syncbn"))
         rc = mode_syncbn(d, ctx);
     else if (!strcmp(mode_, "errors"))
         rc = mode_errors(d, ctx);
     else
-        printf("usage: test_dist grads | train FILE | fault | stall SECS | syncbn | errors\n");
+        printf("usage: test_dist grads | train FILE | fault | stall SECS | crash | syncbn | errors\n");
 out:
     fflush(stdout);
     teeny_ctx_destroy(ctx);

@@ -14,6 +14,8 @@
 #                        all-reduce returns TEENY_ERR_STATE, the next step works
 #   stall  -np 2, 3      the last rank 5 s late, 2 s deadline: every rank
 #                        returns TEENY_ERR_IO, the job ends in time
+#   crash  -np 3         the last rank exits mid-step: mpirun ends the job
+#                        with a non-zero status within 30 s
 #   syncbn -np 1, 2, 3   SyncBatchNorm (ranks with 6, {2, 4}, {1, 2, 3} rows)
 #                        == single-process batch norm on the whole batch within
 #                        1e-6 normalized RMS; a failing rank fails every rank
@@ -93,6 +95,15 @@ for np in 2 3; do
     mpi "stall-$np" "$np" 60 "$build/test_dist" stall 5
     expect "stall-$np" "$np" stall
 done
+
+# a rank that dies: mpirun ends every rank (non-zero), nothing hangs
+start=$(date +%s)
+mpi crash 3 60 "$build/test_dist" crash
+took=$(($(date +%s) - start))
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -lt 30 ] && grep -q "^rank 2: crash: exiting" "$tmp/crash.out"; then ok; else
+    fail "crash: exit status $rc after $took s, expected a non-zero status within 30 s; output:"
+    sed 's/^/    /' "$tmp/crash.out"
+fi
 
 for np in 1 2 3; do
     mpi "syncbn-$np" "$np" 120 "$build/test_dist" syncbn
