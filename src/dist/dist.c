@@ -53,7 +53,6 @@ struct teeny_dist_grads {
     teeny_ctx *ctx;
     cl_command_queue queue;
     int n;
-    teeny_tensor **grads;
     cl_mem *grad_buf;
     size_t *grad_off;     /* bytes */
     size_t *numel;
@@ -463,7 +462,6 @@ void teeny_dist_grads_destroy(teeny_dist_grads *dg)
         clFinish(dg->queue);
     if (dg->flat)
         clReleaseMemObject(dg->flat);
-    free(dg->grads);
     free(dg->grad_buf);
     free(dg->grad_off);
     free(dg->numel);
@@ -537,7 +535,6 @@ teeny_status teeny_dist_grads_create(teeny_dist *d, teeny_ctx *ctx, int n, teeny
     dg->n = n;
     dg->local_shards = local_shards;
     dg->total = total;
-    dg->grads = malloc((size_t)n * sizeof *dg->grads);
     dg->grad_buf = malloc((size_t)n * sizeof *dg->grad_buf);
     dg->grad_off = malloc((size_t)n * sizeof *dg->grad_off);
     dg->numel = malloc((size_t)n * sizeof *dg->numel);
@@ -549,13 +546,12 @@ teeny_status teeny_dist_grads_create(teeny_dist *d, teeny_ctx *ctx, int n, teeny
     dg->recv = malloc(total * shards * sizeof *dg->recv);
     dg->mean = malloc(total * sizeof *dg->mean);
     dg->flags = malloc((size_t)d->size * sizeof *dg->flags);
-    if (!dg->grads || !dg->grad_buf || !dg->grad_off || !dg->numel || !dg->pos || !dg->bucket_of || !dg->blen ||
+    if (!dg->grad_buf || !dg->grad_off || !dg->numel || !dg->pos || !dg->bucket_of || !dg->blen ||
         !dg->boff || !dg->send || !dg->recv || !dg->mean || !dg->flags) {
         st = fail(d, TEENY_ERR_NOMEM, "%s: out of host memory (%zu gradient floats, %zu shards)", fn, total, shards);
         goto cleanup;
     }
     for (int i = 0; i < n; i++) {
-        dg->grads[i] = grads[i];
         dg->numel[i] = (size_t)teeny_tensor_numel(grads[i]);
         if ((st = teeny_tensor_cl(grads[i], &dg->grad_buf[i], &dg->grad_off[i])) != TEENY_OK) {
             fail(d, st, "%s: grads[%d]: %s", fn, i, teeny_last_error(ctx));
