@@ -37,7 +37,9 @@
  * order is never used. So for a fixed number of global shards S, any rank
  * count that divides S (1, 2, 3 for S = 6) gives bit-identical averaged
  * gradients and weights, provided each shard's gradient is itself computed
- * by the same kernels (same plan batch, same kind of device). With one
+ * by the same kernels: the same plan batch on devices that report the same
+ * limits (the same device and driver; e.g. PoCL's compute-unit count
+ * follows POCL_MAX_PTHREAD_COUNT, and kernel variants follow it). With one
  * shard per rank (local_shards = 1) the result is the same average over a
  * different grouping: equal to a single process's full-batch gradient up
  * to rounding, not bit for bit.
