@@ -27,6 +27,31 @@
  * are equal-sized and the loss is a batch mean -- and each rank takes the
  * same optimizer step.
  *
+ * Example (errors unchecked for brevity; see examples/train_fashion_mnist.c):
+ *
+ *     MPI_Init(&argc, &argv);
+ *     teeny_dist *d;  teeny_ctx *ctx;  teeny_dist_grads *dg;
+ *     teeny_dist_create(MPI_COMM_WORLD, NULL, &d);
+ *     teeny_dist_ctx_create(d, NULL, &ctx);          // this rank's device
+ *     // build graph g with the same seed everywhere, compile `plan` for
+ *     // global_batch / (size * L) samples, collect grads[] with
+ *     // teeny_graph_param, create the optimizer, then:
+ *     teeny_dist_grads_create(d, ctx, n_params, grads, L, &dg);
+ *     for (each step) {
+ *         for (int k = 0; k < L; k++) {  // global shard rank * L + k
+ *             // write that shard's inputs and labels into the plan
+ *             teeny_plan_forward(plan);
+ *             teeny_plan_backward(plan);
+ *             teeny_dist_grads_add(dg);
+ *         }
+ *         if (teeny_dist_grads_allreduce(dg, TEENY_OK) != TEENY_OK)
+ *             break;                                 // every rank sees it
+ *         teeny_optimizer_step(opt, lr, -1.0f);
+ *     }
+ *     teeny_dist_grads_destroy(dg);  ...  teeny_ctx_destroy(ctx);
+ *     teeny_dist_destroy(d);
+ *     MPI_Finalize();
+ *
  * Shards and determinism: the job's global batch is split into
  * size * local_shards equal shards; rank r owns global shards
  * r*local_shards .. r*local_shards + local_shards - 1, in the order of the
@@ -58,8 +83,8 @@
  * are left as they were. A rank that does not arrive in time makes the
  * others return TEENY_ERR_IO when the deadline passes; the dist is then
  * broken (every later collective returns TEENY_ERR_STATE at once) and the
- * job should end (MPI_Abort, or exit). Details of any failure:
- * teeny_dist_last_error.
+ * job should end. A process that dies is mpirun's to handle: it ends
+ * every rank of the job. Details of any failure: teeny_dist_last_error.
  *
  * Threads: a dist and its gradient exchangers are used by one thread at a
  * time (the one that uses their context); MPI_THREAD_SINGLE suffices.
