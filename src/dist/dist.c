@@ -528,8 +528,10 @@ teeny_status teeny_dist_grads_create(teeny_dist *d, teeny_ctx *ctx, int n, teeny
                     shards);
 
     dg = calloc(1, sizeof *dg);
-    if (!dg)
-        return fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
+    if (!dg) {
+        st = fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
+        goto agree;
+    }
     dg->d = d;
     dg->ctx = ctx;
     dg->n = n;
@@ -549,13 +551,13 @@ teeny_status teeny_dist_grads_create(teeny_dist *d, teeny_ctx *ctx, int n, teeny
     if (!dg->grad_buf || !dg->grad_off || !dg->numel || !dg->pos || !dg->bucket_of || !dg->blen ||
         !dg->boff || !dg->send || !dg->recv || !dg->mean || !dg->flags) {
         st = fail(d, TEENY_ERR_NOMEM, "%s: out of host memory (%zu gradient floats, %zu shards)", fn, total, shards);
-        goto cleanup;
+        goto agree;
     }
     for (int i = 0; i < n; i++) {
         dg->numel[i] = (size_t)teeny_tensor_numel(grads[i]);
         if ((st = teeny_tensor_cl(grads[i], &dg->grad_buf[i], &dg->grad_off[i])) != TEENY_OK) {
             fail(d, st, "%s: grads[%d]: %s", fn, i, teeny_last_error(ctx));
-            goto cleanup;
+            goto agree;
         }
     }
     /* buckets over the parameters in reverse order */
@@ -581,14 +583,28 @@ teeny_status teeny_dist_grads_create(teeny_dist *d, teeny_ctx *ctx, int n, teeny
         dg->queue = NULL;
         st = fail(d, TEENY_ERR_OPENCL, "%s: the flat gradient buffer (%zu bytes): clCreateBuffer: %s", fn,
                   total * (size_t)local_shards * sizeof(float), cl_text(e));
-        goto cleanup;
+        goto agree;
     }
-    *out = dg;
-    return TEENY_OK;
-cleanup:
+agree:;
+    /* every rank made its exchanger, or none keeps one (a minimum of ints:
+     * MPI's reduction order cannot matter) */
+    int ok = st == TEENY_OK, all_ok = 0;
+    MPI_Request req;
+    char text[MPI_MAX_ERROR_STRING];
+    int rc = MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, d->comm, &req);
+    teeny_status ast = rc == MPI_SUCCESS ? wait_all(d, 1, &req, fn)
+                                         : fail(d, TEENY_ERR_IO, "%s: MPI_Iallreduce failed: %s", fn, mpi_text(rc, text));
+    if (ast == TEENY_OK && ok && !all_ok)
+        ast = fail(d, TEENY_ERR_STATE, "%s: another rank could not make its exchanger (see its error)", fn);
+    if (st == TEENY_OK && ast == TEENY_OK) {
+        *out = dg;
+        return TEENY_OK;
+    }
     teeny_dist_grads_destroy(dg);
-    return st;
+    return st != TEENY_OK ? st : ast;
 }
+
+
 
 teeny_status teeny_dist_grads_add(teeny_dist_grads *dg)
 {
