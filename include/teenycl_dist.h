@@ -55,11 +55,12 @@
  * Shards and determinism: the job's global batch is split into
  * size * local_shards equal shards; rank r owns global shards
  * r*local_shards .. r*local_shards + local_shards - 1, in the order of the
- * global batch. The all-reduce gathers every shard's gradient (host-staged:
- * per bucket one device-side packing, one read, one MPI_Iallgather, and
- * one write back) and sums them on every rank in global shard order, in
- * double precision, then divides by the shard count. MPI's own reduction
- * order is never used. So for a fixed number of global shards S, any rank
+ * global batch. The all-reduce is host-staged, per bucket: device-side
+ * packing, one read, a reduce-scatter (MPI_Ialltoallv: rank c receives
+ * chunk c of the bucket from every shard and sums it in global shard
+ * order, in double, then divides by the shard count), an MPI_Iallgatherv
+ * of the averaged chunks, and one write back. MPI's own reduction order
+ * is never used. So for a fixed number of global shards S, any rank
  * count that divides S (1, 2, 3 for S = 6) gives bit-identical averaged
  * gradients and weights, provided each shard's gradient is itself computed
  * by the same kernels: the same plan batch on devices that report the same

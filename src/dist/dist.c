@@ -15,11 +15,16 @@
  * bucket_bytes per shard (a parameter larger than that is a bucket of its
  * own). Bucket b holds local_shards consecutive slices of blen[b] floats,
  * slice k being local shard k, so one read per bucket fetches every local
- * shard of it. After MPI_Iallgather the host holds size * local_shards
- * slices per bucket in global shard order (rank-major), summed in double
- * in that order and divided by the number of shards.
+ * shard of it. The exchange is a reduce-scatter then an allgather, both
+ * in a fixed order: chunk c of each bucket (its floats [blen*c/R,
+ * blen*(c+1)/R)) belongs to rank c, which receives that chunk of every
+ * rank's local shards (MPI_Ialltoallv) in global shard order (rank-major,
+ * then local shard), sums them in double in that order, divides by the
+ * number of shards, and sends the result to everyone (MPI_Iallgatherv).
+ * Each float crosses the network about twice, whatever the rank count,
+ * and the result is the same as every rank summing every shard itself.
  *
- * Deadlines: MPI_Iallgather / MPI_Ibcast, then MPI_Testall polling with a
+ * Deadlines: nonblocking collectives, then MPI_Testall polling with a
  * short sleep until done or timeout_s. A collective that times out cannot
  * be cancelled (MPI has no cancel for collectives), so the dist is marked
  * broken and refuses later collectives instead of mixing them with the
@@ -65,9 +70,15 @@ struct teeny_dist_grads {
     size_t total;         /* floats of one shard */
     cl_mem flat;          /* local_shards * total floats */
     float *send;          /* host: local_shards * total, laid out like flat */
-    float *recv;          /* host: size * local_shards * total: bucket by bucket, [global shard][blen] */
+    float *pack;          /* host: the same floats regrouped per bucket by owner: [owner][local shard][its chunk] */
+    float *recv;          /* host: per bucket [rank][local shard][my chunk] = my chunk in global shard order */
+    float *mine;          /* host: per bucket the mean of my chunk */
     float *mean;          /* host: total, laid out like flat's slice 0 of each bucket */
     int *flags;           /* per rank: its step status */
+    /* per bucket b, R entries each at [b * R]: chunk c of the bucket is
+     * owned by rank c and spans [lo, lo + len) of the bucket */
+    int *chunk_lo, *chunk_len, *send_counts, *send_displs, *recv_counts, *recv_displs;
+    size_t *recv_off, *mine_off; /* per bucket: its region of recv and mine */
 };
 
 static _Thread_local char dist_err_global[DIST_ERR_CAP];
@@ -470,9 +481,19 @@ void teeny_dist_grads_destroy(teeny_dist_grads *dg)
     free(dg->blen);
     free(dg->boff);
     free(dg->send);
+    free(dg->pack);
     free(dg->recv);
+    free(dg->mine);
     free(dg->mean);
     free(dg->flags);
+    free(dg->chunk_lo);
+    free(dg->chunk_len);
+    free(dg->send_counts);
+    free(dg->send_displs);
+    free(dg->recv_counts);
+    free(dg->recv_displs);
+    free(dg->recv_off);
+    free(dg->mine_off);
     free(dg);
 }
 
@@ -545,11 +566,11 @@ teeny_status teeny_dist_grads_create(teeny_dist *d, teeny_ctx *ctx, int n, teeny
     dg->blen = calloc((size_t)n, sizeof *dg->blen);
     dg->boff = calloc((size_t)n, sizeof *dg->boff);
     dg->send = malloc(total * (size_t)local_shards * sizeof *dg->send);
-    dg->recv = malloc(total * shards * sizeof *dg->recv);
+    dg->pack = malloc(total * (size_t)local_shards * sizeof *dg->pack);
     dg->mean = malloc(total * sizeof *dg->mean);
     dg->flags = malloc((size_t)d->size * sizeof *dg->flags);
     if (!dg->grad_buf || !dg->grad_off || !dg->numel || !dg->pos || !dg->bucket_of || !dg->blen ||
-        !dg->boff || !dg->send || !dg->recv || !dg->mean || !dg->flags) {
+        !dg->boff || !dg->send || !dg->pack || !dg->mean || !dg->flags) {
         st = fail(d, TEENY_ERR_NOMEM, "%s: out of host memory (%zu gradient floats, %zu shards)", fn, total, shards);
         goto agree;
     }
@@ -573,6 +594,44 @@ teeny_status teeny_dist_grads_create(teeny_dist *d, teeny_ctx *ctx, int n, teeny
         dg->pos[i] = dg->blen[b];
         dg->blen[b] += dg->numel[i];
         start += dg->numel[i] * (size_t)local_shards;
+    }
+    /* the reduce-scatter's chunks: rank c owns [blen * c / R, blen * (c + 1) / R) of each bucket */
+    size_t R = (size_t)d->size, L = (size_t)local_shards, nbR = (size_t)dg->n_buckets * R, recv_total = 0, mine_total = 0;
+    int **arrays[] = {&dg->chunk_lo, &dg->chunk_len, &dg->send_counts, &dg->send_displs, &dg->recv_counts,
+                      &dg->recv_displs};
+    for (int k = 0; k < 6; k++)
+        if (!(*arrays[k] = malloc(nbR * sizeof(int)))) {
+            st = fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
+            goto agree;
+        }
+    dg->recv_off = malloc((size_t)dg->n_buckets * sizeof *dg->recv_off);
+    dg->mine_off = malloc((size_t)dg->n_buckets * sizeof *dg->mine_off);
+    if (!dg->recv_off || !dg->mine_off) {
+        st = fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
+        goto agree;
+    }
+    for (int b = 0; b < dg->n_buckets; b++) {
+        size_t blen = dg->blen[b], me = (size_t)d->rank;
+        size_t my_len = blen * (me + 1) / R - blen * me / R;
+        for (size_t c = 0; c < R; c++) {
+            size_t lo = blen * c / R, len = blen * (c + 1) / R - lo;
+            dg->chunk_lo[b * R + c] = (int)lo;
+            dg->chunk_len[b * R + c] = (int)len;
+            dg->send_counts[b * R + c] = (int)(L * len);
+            dg->send_displs[b * R + c] = (int)(L * lo);
+            dg->recv_counts[b * R + c] = (int)(L * my_len);
+            dg->recv_displs[b * R + c] = (int)(c * L * my_len);
+        }
+        dg->recv_off[b] = recv_total;
+        dg->mine_off[b] = mine_total;
+        recv_total += R * L * my_len;
+        mine_total += my_len;
+    }
+    dg->recv = malloc((recv_total ? recv_total : 1) * sizeof *dg->recv);
+    dg->mine = malloc((mine_total ? mine_total : 1) * sizeof *dg->mine);
+    if (!dg->recv || !dg->mine) {
+        st = fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
+        goto agree;
     }
     dg->queue = teeny_ctx_cl_queue(ctx);
     cl_context clctx = NULL;
@@ -644,7 +703,7 @@ teeny_status teeny_dist_grads_allreduce(teeny_dist_grads *dg, teeny_status local
     if (st != TEENY_OK)
         return st;
     cl_event *ev = calloc((size_t)dg->n_buckets, sizeof *ev);
-    MPI_Request *req = malloc((size_t)dg->n_buckets * sizeof *req);
+    MPI_Request *req = malloc(2 * (size_t)dg->n_buckets * sizeof *req); /* alltoallv per bucket, then allgatherv */
     int n_req = 0;
     if (!ev || !req) {
         free(ev);
@@ -685,7 +744,10 @@ teeny_status teeny_dist_grads_allreduce(teeny_dist_grads *dg, teeny_status local
                                                             : ": this rank could not read its gradients")
                           : "");
     }
-    /* 3. one allgather per bucket, each started as soon as its read is in */
+    /* 3. the reduce-scatter, bucket by bucket as each read comes in: rank c
+     * receives chunk c of every rank's local shards (MPI_Ialltoallv), in
+     * [rank][local shard][chunk] order, which is global shard order */
+    size_t Rz = (size_t)R, Lz = (size_t)L;
     for (int b = 0; st == TEENY_OK && b < dg->n_buckets; b++) {
         cl_int e = clWaitForEvents(1, &ev[b]);
         if (e != CL_SUCCESS) {
@@ -695,19 +757,53 @@ teeny_status teeny_dist_grads_allreduce(teeny_dist_grads *dg, teeny_status local
                       d->rank, b, cl_text(e));
             break;
         }
-        int count = (int)(dg->blen[b] * (size_t)L);
-        int rc = MPI_Iallgather(dg->send + dg->boff[b], count, MPI_FLOAT, dg->recv + dg->boff[b] * (size_t)R, count,
+        size_t blen = dg->blen[b];
+        const float *src = dg->send + dg->boff[b];
+        float *packed = dg->pack + dg->boff[b];
+        for (size_t c = 0; c < Rz; c++) {
+            size_t lo = (size_t)dg->chunk_lo[b * Rz + c], len = (size_t)dg->chunk_len[b * Rz + c];
+            for (size_t k = 0; k < Lz; k++)
+                memcpy(packed + Lz * lo + k * len, src + k * blen + lo, len * sizeof *packed);
+        }
+        int rc = MPI_Ialltoallv(packed, dg->send_counts + b * Rz, dg->send_displs + b * Rz, MPI_FLOAT,
+                                dg->recv + dg->recv_off[b], dg->recv_counts + b * Rz, dg->recv_displs + b * Rz,
                                 MPI_FLOAT, d->comm, &req[n_req]);
         if (rc != MPI_SUCCESS) {
             d->broken = 1;
-            st = fail(d, TEENY_ERR_IO, "%s: rank %d: MPI_Iallgather of bucket %d failed: %s", fn, d->rank, b,
+            st = fail(d, TEENY_ERR_IO, "%s: rank %d: MPI_Ialltoallv of bucket %d failed: %s", fn, d->rank, b,
+                      mpi_text(rc, text));
+            break;
+        }
+        n_req++;
+    }
+    /* 4. per bucket: the mean of this rank's chunk over every shard of the
+     * job, summed in global shard order in double, then every chunk to
+     * every rank (MPI_Iallgatherv) */
+    double inv = 1.0 / (double)(Rz * Lz);
+    for (int b = 0; st == TEENY_OK && b < dg->n_buckets; b++) {
+        if ((st = wait_all(d, 1, &req[b], fn)) != TEENY_OK)
+            break;
+        size_t me = (size_t)d->rank, my_len = (size_t)dg->chunk_len[b * Rz + me];
+        const float *src = dg->recv + dg->recv_off[b];
+        float *dst = dg->mine + dg->mine_off[b];
+        for (size_t e = 0; e < my_len; e++) {
+            double sum = 0;
+            for (size_t g = 0; g < Rz * Lz; g++)
+                sum += (double)src[g * my_len + e];
+            dst[e] = (float)(sum * inv);
+        }
+        int rc = MPI_Iallgatherv(dst, (int)my_len, MPI_FLOAT, dg->mean + dg->boff[b] / Lz, dg->chunk_len + b * Rz,
+                                 dg->chunk_lo + b * Rz, MPI_FLOAT, d->comm, &req[n_req]);
+        if (rc != MPI_SUCCESS) {
+            d->broken = 1;
+            st = fail(d, TEENY_ERR_IO, "%s: rank %d: MPI_Iallgatherv of bucket %d failed: %s", fn, d->rank, b,
                       mpi_text(rc, text));
             break;
         }
         n_req++;
     }
     if (st == TEENY_OK)
-        st = wait_all(d, n_req, req, fn);
+        st = wait_all(d, n_req - dg->n_buckets, req + dg->n_buckets, fn);
     for (int b = 0; b < dg->n_buckets; b++)
         if (ev[b]) {
             if (st != TEENY_OK)
@@ -719,20 +815,6 @@ teeny_status teeny_dist_grads_allreduce(teeny_dist_grads *dg, teeny_status local
     if (st != TEENY_OK)
         return st;
 
-    /* 4. the mean over all shards, in global shard order: rank-major, then
-     * local shard; the gathered bucket is [R][L][blen] */
-    double inv = 1.0 / (double)((size_t)R * (size_t)L);
-    for (int b = 0; b < dg->n_buckets; b++) {
-        size_t blen = dg->blen[b], shards = (size_t)R * (size_t)L;
-        const float *src = dg->recv + dg->boff[b] * (size_t)R;
-        float *dst = dg->mean + dg->boff[b] / (size_t)L;
-        for (size_t e = 0; e < blen; e++) {
-            double s = 0;
-            for (size_t g = 0; g < shards; g++)
-                s += (double)src[g * blen + e];
-            dst[e] = (float)(s * inv);
-        }
-    }
     /* 5. one write per bucket into local shard 0's slice, then copies out */
     for (int b = 0; b < dg->n_buckets && st == TEENY_OK; b++) {
         cl_int e = clEnqueueWriteBuffer(dg->queue, dg->flat, CL_FALSE, dg->boff[b] * sizeof(float),
