@@ -38,7 +38,10 @@
  *                (TEENY_ERR_SHAPE on every rank), an add past
  *                local_shards (TEENY_ERR_STATE), {local_rank} substitution,
  *                teeny_dist_broadcast (the root's values everywhere; a rank
- *                with another tensor count fails every rank).
+ *                with another tensor count fails every rank), and the
+ *                exchange on plain tensors with known values (1, 70, 2
+ *                floats, 2 local shards: buckets smaller than the rank
+ *                count) against the host's fixed-order mean, bit for bit.
  */
 #include <math.h>
 #include <stdio.h>
@@ -623,6 +626,44 @@ static int mode_errors(teeny_dist *d, teeny_ctx *ctx)
         CHECK(teeny_dist_broadcast(d, ctx, R, 2, bt) == TEENY_ERR_ARG, "broadcast from a root that is no rank");
         teeny_tensor_destroy(bt[0]);
         teeny_tensor_destroy(bt[1]);
+    }
+    /* plain tensors of 1, 70 and 2 floats (buckets of 2, 70 and 1 floats at
+     * 64 floats per bucket: chunks of 0 floats on 3 ranks), 2 local shards
+     * with known values: the mean is the host's double sum in global shard
+     * order, bit for bit */
+    {
+        int64_t sizes[3] = {1, 70, 2};
+        teeny_tensor *gt[3] = {NULL, NULL, NULL};
+        teeny_dist_grads *small = NULL;
+        float v[70], got_v[70];
+        int ok_all = 1;
+        for (int i = 0; i < 3; i++)
+            TRY(teeny_tensor_create(ctx, 1, &sizes[i], &gt[i]));
+        TRY(teeny_dist_grads_create(d, ctx, 3, gt, 2, &small));
+        CHECK(teeny_dist_grads_buckets(small) == 3 && teeny_dist_grads_numel(small) == 73, "buckets %d, numel %lld",
+              teeny_dist_grads_buckets(small), (long long)teeny_dist_grads_numel(small));
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < 3; i++) {
+                for (int j = 0; j < sizes[i]; j++)
+                    v[j] = (float)(0.1 * (2 * r + k + 1) * (i + 1) + 0.37 * j);
+                TRY(teeny_tensor_write(gt[i], v, (size_t)sizes[i]));
+            }
+            TRY(teeny_dist_grads_add(small));
+        }
+        TRY(teeny_dist_grads_allreduce(small, TEENY_OK));
+        for (int i = 0; i < 3; i++) {
+            TRY(teeny_tensor_read(gt[i], got_v, (size_t)sizes[i]));
+            for (int j = 0; j < sizes[i]; j++) {
+                double sum = 0;
+                for (int g = 0; g < 2 * R; g++) /* global shard g = rank g / 2, local shard g % 2 */
+                    sum += (double)(float)(0.1 * (g + 1) * (i + 1) + 0.37 * j);
+                ok_all &= got_v[j] == (float)(sum * (1.0 / (2.0 * R)));
+            }
+        }
+        CHECK(ok_all, "the mean of known values differs from the host's fixed-order mean");
+        teeny_dist_grads_destroy(small);
+        for (int i = 0; i < 3; i++)
+            teeny_tensor_destroy(gt[i]);
     }
     TRY(teeny_dist_grads_create(d, ctx, np, grads, 1, &dg));
     TRY(teeny_dist_grads_add(dg));
