@@ -26,8 +26,8 @@
  * defaults to N; N must divide S and S must divide B); each rank runs its
  * S/N shards through a plan for B/S samples, the gradients are averaged
  * over all S shards in shard order, and every rank takes the same step. For
- * a fixed S the weights are bit-identical for any N dividing S (on one kind
- * of device). Every rank draws the same data order and flips from the
+ * a fixed S the weights are bit-identical for any N dividing S (on devices
+ * configured alike: same device, driver and reported limits). Every rank draws the same data order and flips from the
  * seed and takes its own shards of each batch. Rank 0 prints the progress
  * (its own shards' loss), the epoch line (the job's mean loss and images/s
  * of the whole job), evaluates and writes the checkpoints; --resume works
