@@ -25,7 +25,7 @@
 typedef enum { BENCH_TEXT, BENCH_CSV, BENCH_JSON } bench_format;
 
 typedef struct {
-    const char *filter; /* run cases whose name contains this (NULL: all) */
+    const char *filter; /* run cases whose name contains one of these, comma-separated (NULL: all) */
     int warmup, reps;
     bench_format format;
     double copy_gbps;   /* measured copy bandwidth, GB/s (read + write); 0: not measured */

@@ -6,7 +6,9 @@
  * kernels of our own (bench_peak.c); each case's rates are also given as
  * a share of those two ceilings (bench.h says what is counted).
  *
- * Usage: teeny-bench [--device SPEC] [--filter TEXT] [--reps N] [--warmup N] [--csv | --json]
+ * Usage: teeny-bench [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N] [--csv | --json]
+ *
+ * --filter runs the cases whose name contains any of the texts.
  *
  * --json writes JSON lines: first a header object ("type": "header": the
  * device, its compute units, the measured ceilings, reps and warm-up),
@@ -128,9 +130,19 @@ int bench_run(teeny_ctx *ctx, const bench_opts *o, const bench_case *c, bench_fn
     return 0;
 }
 
+/* The filter is one or more comma-separated substrings; any may match. */
 int bench_wanted(const bench_opts *o, const char *name)
 {
-    return !o->filter || strstr(name, o->filter) != NULL;
+    if (!o->filter)
+        return 1;
+    for (const char *f = o->filter; *f;) {
+        size_t len = strcspn(f, ",");
+        for (const char *p = name; len && strlen(p) >= len; p++)
+            if (!strncmp(p, f, len))
+                return 1;
+        f += len + (f[len] == ',');
+    }
+    return 0;
 }
 
 teeny_tensor *bench_tensor(teeny_ctx *ctx, int ndim, const int64_t *shape, unsigned seed)
@@ -217,7 +229,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--json"))
             o.format = BENCH_JSON;
         else {
-            fprintf(stderr, "usage: %s [--device SPEC] [--filter TEXT] [--reps N] [--warmup N] [--csv | --json]\n",
+            fprintf(stderr, "usage: %s [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N] [--csv | --json]\n",
                     argv[0]);
             return 2;
         }
