@@ -30,6 +30,13 @@ Timing: warm-up runs, then the median of repeated single calls: CUDA
 events on a GPU; time.perf_counter on the CPU. teeny-bench's own timing is
 device time from OpenCL profiling events.
 
+Paired (the default with --cpu, --paired/--unpaired to choose): teeny-bench
+--list gives the cases, then each case runs in its own teeny-bench --json
+(which measures the ceilings again) immediately followed by its PyTorch
+side, so that both sides of a ratio see the same load on a shared machine.
+Unpaired (the default on a GPU): one teeny-bench run for every case, then
+PyTorch for every case.
+
 --cpu runs PyTorch on the CPU with torch.set_num_threads(N), N = the
 OpenCL device's compute units from teeny-bench's JSON header, and
 teeny-bench on `--device pocl` (unless --device says otherwise).
@@ -39,7 +46,6 @@ Usage: python3 bench/compare_torch.py [--cpu] [--bench build/teeny-bench]
            [--threads N] [--save-json FILE]
 """
 import argparse
-import itertools
 import json
 import math
 import statistics
@@ -53,12 +59,14 @@ import torch.nn.functional as F
 HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
 
 
-def run_teeny(args):
-    cmd = [args.bench, "--json", "--reps", str(args.reps), "--warmup", str(args.warmup)]
+def run_teeny(args, name_filter, extra=(), fatal=True):
+    """teeny-bench's header, its case objects and its raw output; the
+    header is None (fatal=False) or the script exits when it printed none."""
+    cmd = [args.bench, "--json", "--reps", str(args.reps), "--warmup", str(args.warmup)] + list(extra)
     if args.device:
         cmd += ["--device", args.device]
-    if args.filter:
-        cmd += ["--filter", args.filter]
+    if name_filter:
+        cmd += ["--filter", name_filter]
     print("running: " + " ".join(cmd), file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
     header, cases = None, []
@@ -71,7 +79,10 @@ def run_teeny(args):
         elif obj.get("type") == "case":
             cases.append(obj)
     if header is None:
-        sys.exit(f"compare_torch: {' '.join(cmd)} printed no JSON header (exit status {proc.returncode})")
+        msg = f"compare_torch: {' '.join(cmd)} printed no JSON header (exit status {proc.returncode})"
+        if fatal:
+            sys.exit(msg)
+        print(msg, file=sys.stderr)
     if proc.returncode != 0:
         print(f"compare_torch: teeny-bench exited with {proc.returncode}; failed cases are marked", file=sys.stderr)
     return header, cases, proc.stdout
@@ -240,16 +251,24 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0, help="--cpu: PyTorch threads (default: the device's compute units)")
     ap.add_argument("--save-json", default=None, help="also write teeny-bench's JSON lines to this file")
+    ap.add_argument("--paired", dest="paired", action="store_true", default=None,
+                    help="one teeny-bench run per case, each followed by its PyTorch side (default with --cpu)")
+    ap.add_argument("--unpaired", dest="paired", action="store_false",
+                    help="one teeny-bench run for all cases, then PyTorch (default on a GPU)")
     args = ap.parse_args()
     if args.cpu and not args.device:
         args.device = "pocl"
 
     if not args.cpu and not torch.cuda.is_available():
         sys.exit("compare_torch: no CUDA device for PyTorch (use --cpu for the CPU comparison)")
-    header, cases, raw = run_teeny(args)
-    if args.save_json:
-        with open(args.save_json, "w") as f:
-            f.write(raw)
+    paired = args.cpu if args.paired is None else args.paired
+    if paired:  # the case list first, then teenycl and PyTorch case by case
+        header, listed, raw = run_teeny(args, args.filter, ["--list"])
+        names = list(dict.fromkeys(c["name"] for c in listed))
+    else:
+        header, cases, raw = run_teeny(args, args.filter)
+        names = list(dict.fromkeys(c["name"] for c in cases))
+    raws, headers = [raw], [header]
 
     if args.cpu:
         dev = torch.device("cpu")
@@ -268,8 +287,17 @@ def main():
     gen = torch.Generator(device=dev).manual_seed(0)
 
     rows, notes = [], {}
-    for name, group in itertools.groupby(cases, key=lambda c: c["name"]):  # a case's passes are consecutive
-        group = list(group)
+    for name in names:
+        if paired:
+            h, cases, raw = run_teeny(args, name, fatal=False)
+            raws.append(raw)
+            if h is None:  # it crashed or could not start: the case's rows say so
+                cases = [dict(c, error="teeny-bench failed") for c in listed if c["name"] == name]
+            else:
+                headers.append(h)
+        group = [c for c in cases if c["name"] == name]
+        if not group:
+            continue
         try:
             fns, note = build_case(group[0], dev, gen)
         except RuntimeError as e:  # out of memory, an unsupported shape: the table says so
@@ -299,13 +327,23 @@ def main():
         if dev.type == "cuda":
             torch.cuda.empty_cache()
 
+    if args.save_json:
+        with open(args.save_json, "w") as f:
+            f.write("".join(raws))
     gpu = not args.cpu
     print("command: " + " ".join(["python3"] + sys.argv))
     print()
+    timed = [h for h in headers if h.get("fma_gflops")]
+    copy = sorted(h["copy_gbps"] for h in timed)
+    fma = sorted(h["fma_gflops"] for h in timed)
+    span = (lambda xs: f"{xs[0]:.1f}" if len(xs) == 1 else f"{xs[0]:.1f}-{xs[-1]:.1f}") if timed else None
     print(f"teenycl {header['version']} on {header['device']} ({header['platform']}, driver {header['driver_version']}, "
-          f"{header['compute_units']} compute units): OpenCL profiling events, median of {header['reps']} after "
-          f"{header['warmup']} warm-up runs; measured copy bandwidth {header['copy_gbps']:.1f} GB/s, "
-          f"FMA rate {header['fma_gflops']:.1f} GFLOP/s ({header['time_utc']})")
+          f"{header['compute_units']} compute units): OpenCL profiling events, median of {args.reps} after "
+          f"{args.warmup} warm-up runs; " +
+          (f"measured copy bandwidth {span(copy)} GB/s, FMA rate {span(fma)} GFLOP/s "
+           f"({len(timed)} teeny-bench run{'s' if len(timed) > 1 else ''}"
+           f"{', one per case, each followed by its PyTorch side' if paired else ''}); " if timed else "") +
+          f"{header['time_utc']}")
     print(f"{torch_desc}; median of {args.reps} after {args.warmup} warm-up runs")
     print()
     print("Ratio = PyTorch time / teenycl time (above 1: teenycl is faster). "

@@ -30,6 +30,7 @@ typedef struct {
     bench_format format;
     double copy_gbps;   /* measured copy bandwidth, GB/s (read + write); 0: not measured */
     double fma_gflops;  /* measured FMA-chain rate, GFLOP/s; 0: not measured */
+    int list_only;      /* --list: print each case's row without timing it */
 } bench_opts;
 
 /* One timed thing: enqueue it once, return a status. */

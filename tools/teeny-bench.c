@@ -7,8 +7,10 @@
  * a share of those two ceilings (bench.h says what is counted).
  *
  * Usage: teeny-bench [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N] [--csv | --json]
+ *                    [--list]
  *
- * --filter runs the cases whose name contains any of the texts.
+ * --filter runs the cases whose name contains any of the texts; --list
+ * prints the cases (with --json: their shapes) without measuring anything.
  *
  * --json writes JSON lines: first a header object ("type": "header": the
  * device, its compute units, the measured ceilings, reps and warm-up),
@@ -122,6 +124,16 @@ void bench_report_error(const bench_opts *o, const bench_case *c, const char *wh
 int bench_run(teeny_ctx *ctx, const bench_opts *o, const bench_case *c, bench_fn fn, void *arg)
 {
     double ms;
+    if (o->list_only) {
+        if (o->format == BENCH_JSON) {
+            json_case_head(c);
+            printf(", \"bytes\": %.0f, \"flops\": %.0f}\n", c->bytes, c->flops);
+        } else {
+            printf("%-10s %-34s %s\n", c->family, c->name, c->pass);
+        }
+        fflush(stdout);
+        return 0;
+    }
     if (bench_time(ctx, o, fn, arg, &ms)) {
         bench_report_error(o, c, teeny_last_error(ctx));
         return 1;
@@ -193,14 +205,19 @@ static void print_header(const bench_opts *o, const teeny_device_info *info, con
                type, info->compute_units, pk->copy_gbps, pk->copy_kernel_gbps, pk->copy_enqueue_gbps, pk->copy_bytes,
                pk->fma_gflops, pk->fma_vec, pk->fma_global, pk->fma_local, o->reps, o->warmup);
     } else if (o->format == BENCH_CSV) {
-        printf("# %s on %s (%s, %s), %u compute units, %s; copy %.1f GB/s, fma %.1f GFLOP/s\n",
-               teeny_version_string(), info->device_name, info->platform_name, info->driver_version,
-               info->compute_units, when, pk->copy_gbps, pk->fma_gflops);
+        fprintf(stderr, "teeny-bench %s on %s (%s, %s), %u compute units, %s; copy %.1f GB/s, fma %.1f GFLOP/s\n",
+                teeny_version_string(), info->device_name, info->platform_name, info->driver_version,
+                info->compute_units, when, pk->copy_gbps, pk->fma_gflops);
         printf("family,case,pass,ms,gflops,gbps,pct_copy_bw,pct_fma\n");
     } else {
         printf("teeny-bench %s on %s (%s %s, driver %s, %s), %u compute units, %s\n", teeny_version_string(),
                info->device_name, type, info->platform_name, info->driver_version, info->device_version,
                info->compute_units, when);
+        if (o->list_only) {
+            printf("--list: cases only, nothing measured\n");
+            fflush(stdout);
+            return;
+        }
         printf("copy bandwidth %.1f GB/s (bytes read + written; copy kernel %.1f, clEnqueueCopyBuffer %.1f; %zu MiB)\n",
                pk->copy_gbps, pk->copy_kernel_gbps, pk->copy_enqueue_gbps, pk->copy_bytes >> 20);
         printf("FMA rate %.1f GFLOP/s (8 mad chains of float%d per work-item, %zu work-items in groups of %zu)\n",
@@ -213,7 +230,7 @@ static void print_header(const bench_opts *o, const teeny_device_info *info, con
 
 int main(int argc, char **argv)
 {
-    bench_opts o = {NULL, 5, 30, BENCH_TEXT, 0, 0};
+    bench_opts o = {NULL, 5, 30, BENCH_TEXT, 0, 0, 0};
     const char *spec = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
@@ -228,8 +245,10 @@ int main(int argc, char **argv)
             o.format = BENCH_CSV;
         else if (!strcmp(argv[i], "--json"))
             o.format = BENCH_JSON;
+        else if (!strcmp(argv[i], "--list"))
+            o.list_only = 1;
         else {
-            fprintf(stderr, "usage: %s [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N] [--csv | --json]\n",
+            fprintf(stderr, "usage: %s [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N] [--csv | --json] [--list]\n",
                     argv[0]);
             return 2;
         }
@@ -250,12 +269,15 @@ int main(int argc, char **argv)
         teeny_ctx_destroy(ctx);
         return 1;
     }
-    if (bench_measure_peaks(ctx, &o, &peaks)) {
+    if (o.list_only) {
+        memset(&peaks, 0, sizeof peaks);
+    } else if (bench_measure_peaks(ctx, &o, &peaks)) {
         teeny_ctx_destroy(ctx);
         return 1;
+    } else {
+        o.copy_gbps = peaks.copy_gbps;
+        o.fma_gflops = peaks.fma_gflops;
     }
-    o.copy_gbps = peaks.copy_gbps;
-    o.fma_gflops = peaks.fma_gflops;
     print_header(&o, &info, &peaks);
     int failed = 0;
 #define XX(f) failed |= bench_##f(ctx, &o);
