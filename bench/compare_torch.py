@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """One comparison of record: every teeny-bench case against PyTorch, same run.
 
-Runs `teeny-bench --json` on the device, then times the same cases in
-PyTorch as its users call them, in the same process, and prints one
+Runs `teeny-bench --json` on the device and times the same cases in
+PyTorch as its users call them, in the same invocation, and prints one
 markdown table of ratios, PyTorch time / teenycl time (above 1: teenycl is
 faster), with a geometric mean per family and pass. The cases and their
 shapes come from teeny-bench's JSON lines, so the two sides cannot drift.
@@ -43,7 +43,7 @@ teeny-bench on `--device pocl` (unless --device says otherwise).
 
 Usage: python3 bench/compare_torch.py [--cpu] [--bench build/teeny-bench]
            [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N]
-           [--threads N] [--save-json FILE]
+           [--threads N] [--save-json FILE] [--paired | --unpaired]
 """
 import argparse
 import json
