@@ -11,6 +11,9 @@
 #   make run          install, build and run the example on the default device
 #   make bench        benchmarks on the default device (tools/teeny-bench)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
+#   make WITH_MPI=1   also libteenycl_dist (MPI data parallelism, include/teenycl_dist.h),
+#                     build/test_dist, and train_fashion_mnist with --dist
+#   make test-dist    the MPI tests (mpirun -np 1/2/3; part of make test when mpicc and mpirun exist)
 
 VERSION_MAJOR := 0
 VERSION := 0.1.0
@@ -28,11 +31,12 @@ LDLIBS_LIB := -lOpenCL -lm -lcjson -lz
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread -lm)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer
 
-LIB_SRC := $(wildcard src/*/*.c)
+# src/dist/ is the optional MPI layer (WITH_MPI=1), never in libteenycl
+LIB_SRC := $(filter-out src/dist/%,$(wildcard src/*/*.c))
 CL_SRC := $(wildcard cl/*.cl)
 GEN := $(BUILD)/gen/kernels.c
 LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC)) $(BUILD)/gen/kernels.o
-TEST_SRC := $(wildcard tests/*.c tests/ref/*.c) tests/fuzz/fuzz_lib.c
+TEST_SRC := $(filter-out tests/test_dist%,$(wildcard tests/*.c tests/ref/*.c)) tests/fuzz/fuzz_lib.c
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 TOOLS := $(BUILD)/teeny-info $(BUILD)/teeny-bench
 BENCH_SRC := $(wildcard tools/bench_*.c)
@@ -42,13 +46,28 @@ SHARED := $(BUILD)/libteenycl.so.$(VERSION)
 SONAME := libteenycl.so.$(VERSION_MAJOR)
 HEADERS := include/teenycl.h $(wildcard src/*.h src/*/*.h src/ops/*.def)
 
+# ---- the optional MPI layer (make WITH_MPI=1) ----------------------------
+# src/dist/ on top of the public API, as a static libteenycl_dist.a that
+# applications link before libteenycl and Open MPI (teenycl-mpi.pc);
+# -DTEENY_WITH_MPI turns on train_fashion_mnist's --dist. Recursive
+# variables: mpicc is asked only when an MPI target is built.
+WITH_MPI ?= 0
+MPICC ?= mpicc
+MPIRUN ?= mpirun
+MPI_CFLAGS = $(shell $(MPICC) --showme:compile 2>/dev/null || pkg-config --cflags ompi-c)
+MPI_LIBS = $(shell $(MPICC) --showme:link 2>/dev/null || pkg-config --libs ompi-c)
+DIST_SRC := $(wildcard src/dist/*.c)
+DIST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DIST_SRC))
+DIST_LIB := $(BUILD)/libteenycl_dist.a
+MPI_ON := $(filter 1,$(WITH_MPI))
+
 # test settings: kernel builds are slow on PoCL; CK_FORK=no keeps OpenCL
 # out of forked children.
 TEST_ENV := CK_DEFAULT_TIMEOUT=1200 CK_FORK=no TEENY_BUILD_DIR=$(BUILD)
 
-.PHONY: all lib tools examples test test-full check-asan check-oclgrind check-matrix check-install run bench install uninstall clean deps deps-test deps-run fuzz
+.PHONY: all lib tools examples test test-dist test-full check-asan check-oclgrind check-matrix check-install run bench install uninstall clean deps deps-test deps-run fuzz
 
-all: lib tools examples
+all: lib tools examples $(if $(MPI_ON),$(DIST_LIB) $(BUILD)/test_dist)
 
 lib: $(STATIC) $(SHARED)
 
@@ -85,6 +104,31 @@ $(BUILD)/teeny-bench: tools/teeny-bench.c $(BENCH_SRC) tools/bench.h $(STATIC) i
 $(BUILD)/%: examples/%.c $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
+# MPI: the dist layer, its test program, and the example with --dist.
+# with_mpi.stamp holds the WITH_MPI the example was last built with and
+# changes only when that does, so toggling WITH_MPI rebuilds the example.
+$(BUILD)/with_mpi.stamp: FORCE
+	@mkdir -p $(BUILD); if [ "$$(cat $@ 2>/dev/null)" != "$(WITH_MPI)" ]; then echo "$(WITH_MPI)" > $@; fi
+
+$(DIST_OBJ): $(BUILD)/%.o: %.c include/teenycl.h include/teenycl_dist.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(MPI_CFLAGS) $(CFLAGS_ALL) -c $< -o $@
+
+$(DIST_LIB): $(DIST_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/test_dist: tests/test_dist.c $(DIST_LIB) $(STATIC) include/teenycl.h include/teenycl_dist.h
+	$(CC) $(CPPFLAGS_ALL) -DTEENY_WITH_MPI $(MPI_CFLAGS) $(CFLAGS_ALL) $< -o $@ $(DIST_LIB) $(STATIC) $(LDFLAGS) $(LDLIBS_LIB) $(MPI_LIBS)
+
+$(BUILD)/train_fashion_mnist: examples/train_fashion_mnist.c examples/fashion_net.h $(STATIC) include/teenycl.h \
+    include/teenycl_dist.h $(BUILD)/with_mpi.stamp $(if $(MPI_ON),$(DIST_LIB))
+	$(CC) $(CPPFLAGS_ALL) $(if $(MPI_ON),-DTEENY_WITH_MPI $(MPI_CFLAGS)) $(CFLAGS_ALL) $< -o $@ \
+	    $(if $(MPI_ON),$(DIST_LIB)) $(STATIC) $(LDFLAGS) $(LDLIBS_LIB) $(if $(MPI_ON),$(MPI_LIBS))
+
+.PHONY: FORCE
+FORCE:
+
 # the runner's main() registers the suites listed in tests/suites.def
 $(BUILD)/tests/harness.o: tests/suites.def tests/harness.h
 
@@ -104,6 +148,16 @@ test: deps-test
 	$(MAKE) all $(BUILD)/teeny-tests
 	$(TEST_ENV) $(BUILD)/teeny-tests
 	sh tests/test_tools.sh $(BUILD)
+	$(MAKE) test-dist
+
+# The MPI tests (tests/test_dist.sh: mpirun -np 1, 2, 3 on this machine's
+# default device), built with WITH_MPI=1; when mpicc or mpirun is missing
+# they are reported as not run, never as passed.
+test-dist:
+	@if command -v $(MPICC) >/dev/null 2>&1 && command -v $(MPIRUN) >/dev/null 2>&1; then \
+	    $(MAKE) WITH_MPI=1 $(DIST_LIB) $(BUILD)/test_dist $(BUILD)/train_fashion_mnist && \
+	    MPIRUN=$(MPIRUN) sh tests/test_dist.sh $(BUILD); \
+	else echo "test_dist.sh: NOT RUN: $(MPICC) or $(MPIRUN) is missing (sh tools/install-deps.sh test installs Open MPI)"; fi
 
 # teeny-info (--check with injected build failures, crashes and hangs) and
 # examples/embed_app; part of make test.
@@ -115,6 +169,8 @@ test-full: deps-test
 	$(MAKE) all $(BUILD)/teeny-tests
 	$(TEST_ENV) TEENY_TEST_FULL=1 $(BUILD)/teeny-tests
 
+# tools/lsan-retry.sh reruns the suite only when LeakSanitizer's own tracer
+# crashed at exit after every check passed (an intermittent sanitizer fault).
 # Mesa's rusticl ICD (installed by check-matrix) leaks at load, from a
 # module LSan cannot name: the sanitizer run loads PoCL's ICD alone.
 ASAN_ICD = $(if $(wildcard /etc/OpenCL/vendors/pocl.icd),OCL_ICD_VENDORS=/etc/OpenCL/vendors/pocl.icd)
@@ -122,7 +178,7 @@ check-asan: deps-test
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g $(SAN)" LDFLAGS="$(SAN)" build-asan/teeny-tests
 	$(TEST_ENV) TEENY_TEST_SKIP=example ASAN_OPTIONS=detect_leaks=1 $(ASAN_ICD) \
 	    $(FUZZ_ENV) LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
-	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 build-asan/teeny-tests
+	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 sh tools/lsan-retry.sh build-asan/teeny-tests
 
 # The conformance suite (one tiny case per kernel variant; it fails unless
 # every __kernel of the embedded sources was launched) under oclgrind with
@@ -171,7 +227,14 @@ $(BUILD)/teenycl.pc: Makefile
 	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: teenycl\nDescription: portable OpenCL compute backend for small neural networks\nVersion: %s\nRequires.private: OpenCL\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lteenycl\nLibs.private: -lOpenCL -lm -lcjson -lz\n' \
 	    '$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(VERSION)' > $@
 
-install: lib $(BUILD)/teenycl.pc
+# WITH_MPI=1: the dist layer's header, libteenycl_dist.a and teenycl-mpi.pc
+# (Cflags -DTEENY_WITH_MPI; Requires teenycl and Open MPI's ompi-c).
+$(BUILD)/teenycl-mpi.pc: Makefile
+	@mkdir -p $(BUILD)
+	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: teenycl-mpi\nDescription: teenycl data-parallel training over MPI (teenycl_dist.h)\nVersion: %s\nRequires: teenycl ompi-c\nCflags: -I$${includedir} -DTEENY_WITH_MPI\nLibs: -L$${libdir} -lteenycl_dist\n' \
+	    '$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(VERSION)' > $@
+
+install: lib $(BUILD)/teenycl.pc $(if $(MPI_ON),$(DIST_LIB) $(BUILD)/teenycl-mpi.pc)
 	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 644 include/teenycl.h $(DESTDIR)$(INCLUDEDIR)/teenycl.h
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/libteenycl.a
@@ -179,11 +242,16 @@ install: lib $(BUILD)/teenycl.pc
 	ln -sf libteenycl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libteenycl.so
 	install -m 644 $(BUILD)/teenycl.pc $(DESTDIR)$(LIBDIR)/pkgconfig/teenycl.pc
+	$(if $(MPI_ON),install -m 644 include/teenycl_dist.h $(DESTDIR)$(INCLUDEDIR)/teenycl_dist.h)
+	$(if $(MPI_ON),install -m 644 $(DIST_LIB) $(DESTDIR)$(LIBDIR)/libteenycl_dist.a)
+	$(if $(MPI_ON),install -m 644 $(BUILD)/teenycl-mpi.pc $(DESTDIR)$(LIBDIR)/pkgconfig/teenycl-mpi.pc)
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/teenycl.h $(DESTDIR)$(LIBDIR)/libteenycl.a \
 	    $(DESTDIR)$(LIBDIR)/libteenycl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	    $(DESTDIR)$(LIBDIR)/libteenycl.so $(DESTDIR)$(LIBDIR)/pkgconfig/teenycl.pc
+	rm -f $(DESTDIR)$(INCLUDEDIR)/teenycl_dist.h $(DESTDIR)$(LIBDIR)/libteenycl_dist.a \
+	    $(DESTDIR)$(LIBDIR)/pkgconfig/teenycl-mpi.pc
 
 # Install into a scratch DESTDIR, build a program against it through
 # pkg-config (static and shared), run it, uninstall, and check that

@@ -536,3 +536,168 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
     barrier(CLK_LOCAL_MEM_FENCE);
     att_store(dq, ATT_BASE(dq) + row0 * dq_sn, dq_sn, dq_sd, nr, d, Qs, QS, QG_BM, ATT_DQ, lid, QG_NT);
 }
+
+/* ---- CPU variants (ctx->cpu_kernels) ----
+ *
+ * On a CPU a work-group is a loop over its items and every barrier splits
+ * it into more loops, and PoCL vectorizes across items only in code
+ * without inner loops. These kernels have no local memory and no barrier:
+ * one work-item owns ATT_CR rows and keeps them as the lanes of floatN
+ * vectors, with the softmax state and the accumulators in private arrays.
+ * Rows past the end are zero and never stored. Each output still has one
+ * writer and a fixed summation order. Grid (BH * ceil(n / ATT_CR)), any
+ * work-group: item g = bh * blocks + blk. */
+#ifndef ATT_CR
+#define ATT_CR 8
+#endif
+#if ATT_CR == 16
+#define attv float16
+#define attv_load vload16
+#else
+#define attv float8
+#define attv_load vload8
+#endif
+
+/* Rows row0 .. row0 + ATT_CR - 1 of column c: lanes past nr are zero. */
+TEENY_INLINE attv att_rows(__global const float *m, int base, int sn, int nr)
+{
+    float t[ATT_CR];
+    if (sn == 1 && nr == ATT_CR)
+        return attv_load(0, m + base);
+    TEENY_UNROLL
+    for (int r = 0; r < ATT_CR; r++)
+        t[r] = r < nr ? m[base + r * sn] : 0.0f;
+    return attv_load(0, t);
+}
+
+TEENY_INLINE void att_rows_store(__global float *m, int base, int sn, int nr, attv v)
+{
+    float t[ATT_CR];
+#if ATT_CR == 16
+    vstore16(v, 0, t);
+#else
+    vstore8(v, 0, t);
+#endif
+    for (int r = 0; r < nr; r++)
+        m[base + r * sn] = t[r];
+}
+
+/* The block of rows of item g: matrix bh, first row, valid rows. */
+#define ATT_CPU_BLOCK(n)                                                                                          \
+    const int blocks = ((n) + ATT_CR - 1) / ATT_CR, g = get_global_id(0);                                          \
+    if (g >= bh_count * blocks)                                                                                    \
+        return;                                                                                                    \
+    const int bh = g / blocks, row0 = (g - bh * blocks) * ATT_CR, nr = min(ATT_CR, (n) - row0)
+
+/* Keys are taken in blocks of ATT_KB: one rescale of the accumulators per
+ * block, not per key. */
+#define ATT_KB 8
+
+__kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *lse, int lse_off,
+                           int has_lse, int heads, int n_q, int n_k, int d, int dv, float scale, int bh_count)
+{
+    ATT_CPU_BLOCK(n_q);
+    const int qb = ATT_BASE(q) + row0 * q_sn, kb = ATT_BASE(k), vb = ATT_BASE(v), ob = ATT_BASE(o) + row0 * o_sn;
+    attv qr[ATT_DQ], acc[ATT_DV], m = (attv)(-INFINITY), l = (attv)(0.0f);
+    for (int c = 0; c < d; c++)
+        qr[c] = att_rows(q, qb + c * q_sd, q_sn, nr) * scale;
+    for (int c = 0; c < dv; c++)
+        acc[c] = (attv)(0.0f);
+    for (int j0 = 0; j0 < n_k; j0 += ATT_KB) {
+        const int nk = min(ATT_KB, n_k - j0);
+        attv s[ATT_KB], mx = m;
+        for (int j = 0; j < nk; j++) {
+            const int kr = kb + (j0 + j) * k_sn;
+            attv t = (attv)(0.0f);
+            for (int c = 0; c < d; c++)
+                t = fma(qr[c], (attv)(k[kr + c * k_sd]), t);
+            s[j] = t;
+            mx = fmax(mx, t);
+        }
+        const attv alpha = exp(m - mx);
+        m = mx;
+        l *= alpha;
+        for (int c = 0; c < dv; c++)
+            acc[c] *= alpha;
+        for (int j = 0; j < nk; j++) {
+            const int vr = vb + (j0 + j) * v_sn;
+            const attv p = exp(s[j] - mx);
+            l += p;
+            for (int c = 0; c < dv; c++)
+                acc[c] = fma(p, (attv)(v[vr + c * v_sd]), acc[c]);
+        }
+    }
+    const attv inv = 1.0f / l, row_lse = m + log(l);
+    for (int c = 0; c < dv; c++)
+        att_rows_store(o, ob + c * o_sd, o_sn, nr, acc[c] * inv);
+    if (has_lse)
+        att_rows_store(lse, lse_off + bh * n_q + row0, 1, nr, row_lse);
+}
+
+/* Item (bh, key block): dV = P^T dO and dK = scale dS^T Q over every query
+ * in order (want: bit 0 dK, bit 1 dV). */
+__kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse,
+                                int lse_off, __global const float *di, ATT_OUT(dk), ATT_OUT(dv), int want, int heads,
+                                int n_q, int n_k, int d, int dvn, float scale, int bh_count)
+{
+    ATT_CPU_BLOCK(n_k);
+    const int qb = ATT_BASE(q), kb = ATT_BASE(k) + row0 * k_sn, vb = ATT_BASE(v) + row0 * v_sn, gb = ATT_BASE(d_o);
+    attv kr[ATT_DQ], vr[ATT_DV], ak[ATT_DQ], av[ATT_DV];
+    for (int c = 0; c < d; c++) {
+        kr[c] = att_rows(k, kb + c * k_sd, k_sn, nr) * scale;
+        ak[c] = (attv)(0.0f);
+    }
+    for (int c = 0; c < dvn; c++) {
+        vr[c] = att_rows(v, vb + c * v_sd, v_sn, nr);
+        av[c] = (attv)(0.0f);
+    }
+    for (int i = 0; i < n_q; i++) {
+        const int qi = qb + i * q_sn, gi = gb + i * d_o_sn;
+        attv s = (attv)(0.0f), dp = (attv)(0.0f);
+        for (int c = 0; c < d; c++)
+            s = fma(kr[c], (attv)(q[qi + c * q_sd]), s);
+        for (int c = 0; c < dvn; c++)
+            dp = fma(vr[c], (attv)(d_o[gi + c * d_o_sd]), dp);
+        const attv p = exp(s - lse[lse_off + bh * n_q + i]), ds = p * (dp - di[bh * n_q + i]);
+        for (int c = 0; c < dvn; c++)
+            av[c] = fma(p, (attv)(d_o[gi + c * d_o_sd]), av[c]);
+        for (int c = 0; c < d; c++)
+            ak[c] = fma(ds, (attv)(q[qi + c * q_sd]), ak[c]);
+    }
+    if (want & 1)
+        for (int c = 0; c < d; c++)
+            att_rows_store(dk, ATT_BASE(dk) + row0 * dk_sn + c * dk_sd, dk_sn, nr, ak[c] * scale);
+    if (want & 2)
+        for (int c = 0; c < dvn; c++)
+            att_rows_store(dv, ATT_BASE(dv) + row0 * dv_sn + c * dv_sd, dv_sn, nr, av[c]);
+}
+
+/* Item (bh, query block): dQ = scale dS K over every key in order. */
+__kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse,
+                              int lse_off, __global const float *di, ATT_OUT(dq), int heads, int n_q, int n_k, int d,
+                              int dvn, float scale, int bh_count)
+{
+    ATT_CPU_BLOCK(n_q);
+    const int qb = ATT_BASE(q) + row0 * q_sn, kb = ATT_BASE(k), vb = ATT_BASE(v), gb = ATT_BASE(d_o) + row0 * d_o_sn;
+    attv qr[ATT_DQ], gr[ATT_DV], acc[ATT_DQ];
+    for (int c = 0; c < d; c++) {
+        qr[c] = att_rows(q, qb + c * q_sd, q_sn, nr) * scale;
+        acc[c] = (attv)(0.0f);
+    }
+    for (int c = 0; c < dvn; c++)
+        gr[c] = att_rows(d_o, gb + c * d_o_sd, d_o_sn, nr);
+    const attv lr = att_rows(lse, lse_off + bh * n_q + row0, 1, nr), dr = att_rows(di, bh * n_q + row0, 1, nr);
+    for (int j = 0; j < n_k; j++) {
+        const int kj = kb + j * k_sn, vj = vb + j * v_sn;
+        attv s = (attv)(0.0f), dp = (attv)(0.0f);
+        for (int c = 0; c < d; c++)
+            s = fma(qr[c], (attv)(k[kj + c * k_sd]), s);
+        for (int c = 0; c < dvn; c++)
+            dp = fma(gr[c], (attv)(v[vj + c * v_sd]), dp);
+        const attv ds = exp(s - lr) * (dp - dr);
+        for (int c = 0; c < d; c++)
+            acc[c] = fma(ds, (attv)(k[kj + c * k_sd]), acc[c]);
+    }
+    for (int c = 0; c < d; c++)
+        att_rows_store(dq, ATT_BASE(dq) + row0 * dq_sn + c * dq_sd, dq_sn, nr, acc[c] * scale);
+}

@@ -289,6 +289,142 @@ __kernel void bn_backward_dx(__global const float *x, int x_off, __global const 
     }
 }
 
+/* ---- CPU variants (ctx->cpu_kernels), spatial layout ----
+ * A CPU runs a work-group's items as a loop, and a barrier splits it: these
+ * have none. An item walks its floats in order along contiguous planes,
+ * sixteen at a time into float16 accumulators, whose lanes it adds in a
+ * fixed order at the end. The reductions split the units as the portable
+ * kernels do (partial p of channel c covers units [p*chunk, +chunk)), so
+ * the finalize kernels serve both. */
+
+/* Visit the contiguous runs of units [u0, u1) of channel c: per plane b,
+ * floats [e0, e1) from the channel's element 0 of that plane. */
+#define BN_RUNS(u0, u1, vec, S, C, c, BODY)                                                                       \
+    {                                                                                                             \
+        const int upr_ = (S) / (vec);                                                                             \
+        int u_ = (u0);                                                                                            \
+        while (u_ < (u1)) {                                                                                       \
+            const int b_ = u_ / upr_, s0_ = (u_ - b_ * upr_) * (vec);                                             \
+            const int n_ = min((u1) - u_, upr_ - s0_ / (vec));                                                    \
+            const int base = (b_ * (C) + (c)) * (S) + s0_, len = n_ * (vec);                                     \
+            BODY;                                                                                                 \
+            u_ += n_;                                                                                             \
+        }                                                                                                         \
+    }
+
+TEENY_INLINE float bn_hsum16(float16 v)
+{
+    float8 a = v.lo + v.hi;
+    float4 b = a.lo + a.hi;
+    return (b.x + b.y) + (b.z + b.w);
+}
+
+/* Grid (K, C), item (p, c): partial p of channel c, as bn_stats_spatial. */
+__kernel void bn_stats_cpu(__global const float *x, int x_off, int C, int S, int vec, int units, int chunk, int K,
+                           __global float *part)
+{
+    const int p = get_global_id(0), c = get_global_id(1);
+    if (p >= K || c >= C)
+        return;
+    const int u0 = p * chunk, u1 = min(u0 + chunk, units);
+    __global const float *xc = x + x_off;
+    const float pivot = xc[(u0 / (S / vec) * C + c) * S + u0 % (S / vec) * vec];
+    float16 s16 = (float16)(0.0f), q16 = (float16)(0.0f);
+    float s1 = 0.0f, q1 = 0.0f;
+    BN_RUNS(u0, u1, vec, S, C, c, {
+        int e = 0;
+        for (; e + 16 <= len; e += 16) {
+            float16 v = vload16(0, xc + base + e) - pivot;
+            s16 += v;
+            q16 = fma(v, v, q16);
+        }
+        for (; e < len; e++) {
+            float v = xc[base + e] - pivot;
+            s1 += v;
+            q1 = fma(v, v, q1);
+        }
+    })
+    const float n = (float)((u1 - u0) * vec), sd = bn_hsum16(s16) + s1, sdd = bn_hsum16(q16) + q1;
+    part[(c * K + p) * 2] = pivot + sd / n;
+    part[(c * K + p) * 2 + 1] = fmax(sdd - sd * (sd / n), 0.0f);
+}
+
+/* Grid (K, C): the gradient sums of bn_grad_spatial. */
+__kernel void bn_grad_cpu(__global const float *x, int x_off, __global const float *dy, int dy_off,
+                          __global const float *mean, int mean_off, int C, int S, int vec, int units, int chunk,
+                          int K, __global float *part)
+{
+    const int p = get_global_id(0), c = get_global_id(1);
+    if (p >= K || c >= C)
+        return;
+    const int u0 = p * chunk, u1 = min(u0 + chunk, units);
+    const float m = mean[mean_off + c];
+    __global const float *xc = x + x_off, *gc = dy + dy_off;
+    float16 s16 = (float16)(0.0f), q16 = (float16)(0.0f);
+    float s1 = 0.0f, q1 = 0.0f;
+    BN_RUNS(u0, u1, vec, S, C, c, {
+        int e = 0;
+        for (; e + 16 <= len; e += 16) {
+            float16 g = vload16(0, gc + base + e);
+            s16 += g;
+            q16 = fma(g, vload16(0, xc + base + e) - m, q16);
+        }
+        for (; e < len; e++) {
+            float g = gc[base + e];
+            s1 += g;
+            q1 = fma(g, xc[base + e] - m, q1);
+        }
+    })
+    part[(c * K + p) * 2] = bn_hsum16(s16) + s1;
+    part[(c * K + p) * 2 + 1] = bn_hsum16(q16) + q1;
+}
+
+/* Grid (ceil(S / BN_CPU_RUN), B*C): item (t, o) normalizes floats
+ * [t*BN_CPU_RUN, +BN_CPU_RUN) of plane o (channel o % C), as bn_normalize. */
+#define BN_CPU_RUN 1024
+__kernel void bn_normalize_cpu(__global const float *x, int x_off, __global float *y, int y_off, int C, int S,
+                               int planes, __global const float *mean, int mean_off, __global const float *r,
+                               int r_off, int r_is_var, float eps, __global const float *w, int w_off,
+                               __global const float *bias, int bias_off)
+{
+    const int t = get_global_id(0), o = get_global_id(1), c = o % C, e0 = t * BN_CPU_RUN;
+    if (o >= planes || e0 >= S)
+        return;
+    const float scale = w[w_off + c] * bn_rstd(r, r_off, r_is_var, eps, c);
+    const float m = mean[mean_off + c], shift = bias[bias_off + c];
+    __global const float *px = x + x_off + o * S;
+    __global float *py = y + y_off + o * S;
+    const int e1 = min(S, e0 + BN_CPU_RUN);
+    int e = e0;
+    for (; e + 16 <= e1; e += 16)
+        vstore16((vload16(0, px + e) - m) * scale + shift, 0, py + e);
+    for (; e < e1; e++)
+        py[e] = (px[e] - m) * scale + shift;
+}
+
+/* Grid as bn_normalize_cpu: dx of bn_backward_dx. */
+__kernel void bn_backward_dx_cpu(__global const float *x, int x_off, __global const float *dy, int dy_off,
+                                 __global float *dx, int dx_off, int C, int S, int planes,
+                                 __global const float *mean, int mean_off, __global const float *r, int r_off,
+                                 int r_is_var, float eps, __global const float *w, int w_off,
+                                 __global const float *dweight, int dw_off, __global const float *dbias, int db_off,
+                                 float inv_n, int frozen)
+{
+    const int t = get_global_id(0), o = get_global_id(1), c = o % C, e0 = t * BN_CPU_RUN;
+    if (o >= planes || e0 >= S)
+        return;
+    const float rs = bn_rstd(r, r_off, r_is_var, eps, c), scale = w[w_off + c] * rs, m = mean[mean_off + c];
+    const float a = frozen ? 0.0f : dbias[db_off + c] * inv_n, k = frozen ? 0.0f : dweight[dw_off + c] * inv_n * rs;
+    __global const float *px = x + x_off + o * S, *pg = dy + dy_off + o * S;
+    __global float *pd = dx + dx_off + o * S;
+    const int e1 = min(S, e0 + BN_CPU_RUN);
+    int e = e0;
+    for (; e + 16 <= e1; e += 16)
+        vstore16(scale * (vload16(0, pg + e) - a - (vload16(0, px + e) - m) * k), 0, pd + e);
+    for (; e < e1; e++)
+        pd[e] = scale * (pg[e] - a - (px[e] - m) * k);
+}
+
 /* Grid (C): scale = w / sqrt(var + eps), shift = bias - mean * scale. */
 __kernel void bn_fold(__global const float *w, int w_off, __global const float *bias, int bias_off,
                       __global const float *mean, int mean_off, __global const float *var, int var_off, float eps,

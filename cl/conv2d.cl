@@ -501,6 +501,12 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
 #ifndef CPU_RM
 #define CPU_RM 6
 #endif
+/* float16 vectors of columns per item: 2 where the device's native float
+ * vector is 16 wide (AVX-512: 12 accumulators in its 32 registers) */
+#ifndef CPU_NV
+#define CPU_NV 1
+#endif
+#define CPU_NC (16 * CPU_NV) /* columns per item */
 /* mad: the compiler fuses where the device has fma, one way per device.
  * float16 values pass through builtins here (vload16, mad, vstore16). On
  * an x86 CPU without AVX-512, clang may warn that such a call changes the
@@ -539,9 +545,9 @@ __kernel void conv_gemm_cpu(__global const float *restrict src, int src_off, __g
                             __global const float *scale, int scale_off, __global const float *shift, int shift_off,
                             int epi, int act)
 {
-    const int n_tiles = Np / 16;
+    const int n_tiles = Np / CPU_NC;
     const int g = get_global_id(1) / n_tiles;
-    const int n0 = (get_global_id(1) - g * n_tiles) * 16;
+    const int n0 = (get_global_id(1) - g * n_tiles) * CPU_NC;
     const int m0 = get_global_id(0) * CPU_RM;
     const int PQ = P * Q, KT = Kh * Kw;
     if (m0 >= M)
@@ -556,9 +562,9 @@ TEENY_UNROLL
         w0[i] = q * a_w + c_w;
         base[i] = src_off + b * src_bstride + g * src_gstride;
     }
-    float16 acc[CPU_RM];
+    float16 acc[CPU_RM * CPU_NV]; /* row i, columns n0 + 16*v: acc[v*CPU_RM + i] */
 TEENY_UNROLL
-    for (int i = 0; i < CPU_RM; i++)
+    for (int i = 0; i < CPU_RM * CPU_NV; i++)
         acc[i] = (float16)(0.0f);
     __global const float *bg = bp + bp_off + g * KT * Kc * Np + n0;
 
@@ -579,27 +585,40 @@ TEENY_UNROLL
         __global const float *bk = bg + t * Kc * Np;
         if (all) {
             for (int c = 0; c < Kc; c++) {
-                float16 b = vload16(0, bk + c * Np);
+                float16 b[CPU_NV];
+TEENY_UNROLL
+                for (int v = 0; v < CPU_NV; v++)
+                    b[v] = vload16(v, bk + c * Np);
                 int co = c * src_cstride;
 TEENY_UNROLL
-                for (int i = 0; i < CPU_RM; i++)
-                    acc[i] = CPU_MAD((float16)(src[off[i] + co]), b, acc[i]);
+                for (int i = 0; i < CPU_RM; i++) {
+                    float16 a = (float16)(src[off[i] + co]);
+TEENY_UNROLL
+                    for (int v = 0; v < CPU_NV; v++)
+                        acc[v * CPU_RM + i] = CPU_MAD(a, b[v], acc[v * CPU_RM + i]);
+                }
             }
         } else {
             for (int c = 0; c < Kc; c++) {
-                float16 b = vload16(0, bk + c * Np);
+                float16 b[CPU_NV];
+TEENY_UNROLL
+                for (int v = 0; v < CPU_NV; v++)
+                    b[v] = vload16(v, bk + c * Np);
                 int co = c * src_cstride;
 TEENY_UNROLL
                 for (int i = 0; i < CPU_RM; i++) {
                     float a = src[off[i] + co];
-                    acc[i] = CPU_MAD((float16)(ok[i] ? a : 0.0f), b, acc[i]);
+                    float16 av = (float16)(ok[i] ? a : 0.0f);
+TEENY_UNROLL
+                    for (int v = 0; v < CPU_NV; v++)
+                        acc[v * CPU_RM + i] = CPU_MAD(av, b[v], acc[v * CPU_RM + i]);
                 }
             }
         }
     }
 
-    float sc[16], sh[16];
-    for (int j = 0; j < 16; j++) {
+    float sc[CPU_NC], sh[CPU_NC];
+    for (int j = 0; j < CPU_NC; j++) {
         int n = n0 + j, c = g * N + n;
         sc[j] = 1.0f;
         sh[j] = 0.0f;
@@ -617,11 +636,13 @@ TEENY_UNROLL
         int m = m0 + i;
         if (m >= M)
             break;
-        float v[16];
-        vstore16(acc[i], 0, v);
+        float v[CPU_NC];
+TEENY_UNROLL
+        for (int u = 0; u < CPU_NV; u++)
+            vstore16(acc[u * CPU_RM + i], u, v);
         int b = m / PQ, pq = m - b * PQ, p = pq / Q, q = pq - p * Q;
         __global float *o = out + out_off + b * out_bstride + p * out_hstride + q * out_wstride + g * N * out_nstride;
-        for (int j = 0; j < 16 && n0 + j < N; j++)
+        for (int j = 0; j < CPU_NC && n0 + j < N; j++)
             o[(n0 + j) * out_nstride] = teeny_act(act, v[j] * sc[j] + sh[j]);
     }
 }
@@ -796,6 +817,132 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
             o[t0 + lid] = red[lid * DW_WG];
         barrier(CLK_LOCAL_MEM_FENCE); /* red is reused by the next pass */
     }
+}
+
+/* ---- depthwise, CPU variants (ctx->cpu_kernels) ----
+ * No local memory and no barrier (a CPU runs a work-group's items as a
+ * loop, split at each barrier). An item owns whole output rows and
+ * accumulates DW_CPU_COLS columns at a time in a private array; per tap
+ * the innermost loop runs along the row (contiguous for stride 1, so the
+ * compiler vectorizes it). Per output the taps are summed in the order of
+ * the portable kernels. Grid (ceil(rows / rows_per), channels, B);
+ * rows_per is the last argument. */
+#define DW_CPU_COLS 64
+
+/* The first o >= 0 with o*s - a >= 0, and one past the last with o*s - a
+ * <= lim - 1 (s > 0): the outputs whose input o*s - a lies in [0, lim). */
+TEENY_INLINE int dw_lo(int a, int s)
+{
+    return a <= 0 ? 0 : s == 1 ? a : (a + s - 1) / s; /* no division at stride 1 */
+}
+
+TEENY_INLINE int dw_hi(int a, int s, int lim)
+{
+    return lim - 1 + a < 0 ? 0 : s == 1 ? lim + a : (lim - 1 + a) / s + 1;
+}
+
+/* Item (rb, co, b): output rows [rb*rows_per, +rows_per) of y[b, co]. */
+__kernel void dwconv_fwd_cpu(__global const float *restrict x, int x_off, __global const float *restrict w, int w_off,
+                             __global float *restrict y, int y_off, int B, int Cin, int H, int W, int mult, int OH,
+                             int OW, int KH, int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w,
+                             __global const float *bias, int bias_off, __global const float *scale, int scale_off,
+                             __global const float *shift, int shift_off, int epi, int act, int rows_per)
+{
+    const int rb = get_global_id(0), co = get_global_id(1), b = get_global_id(2), Cout = Cin * mult;
+    if (co >= Cout || b >= B || rb * rows_per >= OH)
+        return;
+    const float sc = epi & EPI_SCALE ? scale[scale_off + co] : 1.0f;
+    const float sh = (epi & EPI_SHIFT ? shift[shift_off + co] : 0.0f) + (epi & EPI_BIAS ? bias[bias_off + co] : 0.0f);
+    __global const float *xc = x + x_off + (b * Cin + co / mult) * H * W, *wc = w + w_off + co * KH * KW;
+    __global float *yc = y + y_off + (b * Cout + co) * OH * OW;
+    const int oh_end = min(OH, rb * rows_per + rows_per);
+    for (int oh = rb * rows_per; oh < oh_end; oh++)
+        for (int ow0 = 0; ow0 < OW; ow0 += DW_CPU_COLS) {
+            const int n = min(DW_CPU_COLS, OW - ow0);
+            float acc[DW_CPU_COLS];
+            for (int j = 0; j < n; j++)
+                acc[j] = 0.0f;
+            for (int kh = 0; kh < KH; kh++) {
+                const int ih = oh * s_h - p_h + kh * d_h;
+                if ((uint)ih >= (uint)H)
+                    continue;
+                __global const float *xr = xc + ih * W;
+                for (int kw = 0; kw < KW; kw++) {
+                    const int a = p_w - kw * d_w, lo = max(ow0, dw_lo(a, s_w)), hi = min(ow0 + n, dw_hi(a, s_w, W));
+                    const float wv = wc[kh * KW + kw];
+                    for (int ow = lo; ow < hi; ow++)
+                        acc[ow - ow0] = mad(xr[ow * s_w - a], wv, acc[ow - ow0]);
+                }
+            }
+            for (int j = 0; j < n; j++)
+                yc[oh * OW + ow0 + j] = teeny_act(act, acc[j] * sc + sh);
+        }
+}
+
+/* Item (rb, ci, b): input rows [rb*rows_per, +rows_per) of dx[b, ci], the
+ * sum over ci's mult output channels and the taps that reach each column. */
+__kernel void dwconv_dx_cpu(__global const float *restrict dy, int dy_off, __global const float *restrict w, int w_off,
+                            __global float *restrict dx, int dx_off, int B, int Cin, int H, int W, int mult, int OH,
+                            int OW, int KH, int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w, int rows_per)
+{
+    const int rb = get_global_id(0), ci = get_global_id(1), b = get_global_id(2), Cout = Cin * mult;
+    if (ci >= Cin || b >= B || rb * rows_per >= H)
+        return;
+    const int ih_end = min(H, rb * rows_per + rows_per);
+    for (int ih = rb * rows_per; ih < ih_end; ih++)
+        for (int iw0 = 0; iw0 < W; iw0 += DW_CPU_COLS) {
+            const int n = min(DW_CPU_COLS, W - iw0);
+            float acc[DW_CPU_COLS];
+            for (int j = 0; j < n; j++)
+                acc[j] = 0.0f;
+            for (int m = 0; m < mult; m++) {
+                const int co = ci * mult + m;
+                __global const float *gc = dy + dy_off + (b * Cout + co) * OH * OW, *wc = w + w_off + co * KH * KW;
+                for (int kh = 0; kh < KH; kh++) {
+                    const int t = ih + p_h - kh * d_h, oh = t / s_h;
+                    if (t < 0 || oh * s_h != t || oh >= OH)
+                        continue;
+                    __global const float *gr = gc + oh * OW;
+                    for (int kw = 0; kw < KW; kw++) {
+                        /* column iw = ow*s_w - (p_w - kw*d_w) of this chunk, for ow in [0, OW) */
+                        const int a = p_w - kw * d_w + iw0, lo = dw_lo(a, s_w), hi = min(OW, dw_hi(a, s_w, n));
+                        const float wv = wc[kh * KW + kw];
+                        for (int ow = lo; ow < hi; ow++)
+                            acc[ow * s_w - a] = mad(gr[ow], wv, acc[ow * s_w - a]);
+                    }
+                }
+            }
+            for (int j = 0; j < n; j++)
+                dx[dx_off + ((b * Cin + ci) * H + ih) * W + iw0 + j] = acc[j];
+        }
+}
+
+/* Item (tap, co): dw[co, tap] = sum over (b, oh, ow) in order of
+ * dy[b, co, oh, ow] * x[b, co / mult, oh*s_h - p_h + kh*d_h, ow*s_w - p_w + kw*d_w]. */
+__kernel void dwconv_dw_cpu(__global const float *restrict x, int x_off, __global const float *restrict dy, int dy_off,
+                            __global float *restrict dw, int dw_off, int B, int Cin, int H, int W, int mult, int OH,
+                            int OW, int KH, int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w)
+{
+    const int tap = get_global_id(0), co = get_global_id(1), Cout = Cin * mult;
+    if (tap >= KH * KW || co >= Cout)
+        return;
+    const int kh = tap / KW, kw = tap - kh * KW, a = p_w - kw * d_w;
+    const int lo = dw_lo(a, s_w), hi = min(OW, dw_hi(a, s_w, W));
+    float s = 0.0f;
+    for (int b = 0; b < B; b++) {
+        __global const float *xc = x + x_off + (b * Cin + co / mult) * H * W;
+        __global const float *gc = dy + dy_off + (b * Cout + co) * OH * OW;
+        for (int oh = 0; oh < OH; oh++) {
+            const int ih = oh * s_h - p_h + kh * d_h;
+            if ((uint)ih >= (uint)H)
+                continue;
+            float r = 0.0f;
+            for (int ow = lo; ow < hi; ow++)
+                r = mad(gc[oh * OW + ow], xc[ih * W + ow * s_w - a], r);
+            s += r;
+        }
+    }
+    dw[dw_off + co * KH * KW + tap] = s;
 }
 
 /* ---- reductions ---- */

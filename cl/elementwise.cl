@@ -70,3 +70,63 @@ __kernel void ew_copy(__global const uint *x, __global uint *y, int y_off, int n
     if (i < n)
         y[y_off + i] = x[i];
 }
+
+/* ---- CPU variants (ctx->cpu_kernels) ----
+ * A work-item takes a run of EW_RUN elements, sixteen at a time as float16
+ * (so the exp of SiLU is a vector call), then the tail one by one: PoCL
+ * vectorizes across work-items only in code without loops or calls it
+ * cannot widen. Grid (ceil(n / EW_RUN)). Same formulas as above. */
+#define EW_RUN 2048
+
+TEENY_INLINE float16 ew_act16(int act, float16 x)
+{
+    if (act == TEENY_ACT_RELU)
+        return fmax(x, (float16)(0.0f));
+    if (act == TEENY_ACT_SILU)
+        return x * (1.0f / (1.0f + exp(-x)));
+    return x;
+}
+
+TEENY_INLINE float16 ew_act_grad16(int act, float16 x)
+{
+    if (act == TEENY_ACT_RELU)
+        return select((float16)(0.0f), (float16)(1.0f), x > 0.0f);
+    if (act == TEENY_ACT_SILU) {
+        float16 s = 1.0f / (1.0f + exp(-x));
+        return s * (1.0f + x * (1.0f - s));
+    }
+    return (float16)(1.0f);
+}
+
+#define EW_RUN_BOUNDS                                                                                              \
+    const int e0 = get_global_id(0) * EW_RUN, e1 = min(n, e0 + EW_RUN);                                           \
+    int e = e0
+
+__kernel void ew_add_cpu(__global const float *a, int a_off, __global const float *b, int b_off,
+                         __global float *y, int y_off, int n)
+{
+    EW_RUN_BOUNDS;
+    for (; e + 16 <= e1; e += 16)
+        vstore16(vload16(0, a + a_off + e) + vload16(0, b + b_off + e), 0, y + y_off + e);
+    for (; e < e1; e++)
+        y[y_off + e] = a[a_off + e] + b[b_off + e];
+}
+
+__kernel void ew_act_forward_cpu(int act, __global const float *x, int x_off, __global float *y, int y_off, int n)
+{
+    EW_RUN_BOUNDS;
+    for (; e + 16 <= e1; e += 16)
+        vstore16(ew_act16(act, vload16(0, x + x_off + e)), 0, y + y_off + e);
+    for (; e < e1; e++)
+        y[y_off + e] = teeny_act(act, x[x_off + e]);
+}
+
+__kernel void ew_act_backward_cpu(int act, __global const float *x, int x_off, __global const float *dy, int dy_off,
+                                  __global float *dx, int dx_off, int n)
+{
+    EW_RUN_BOUNDS;
+    for (; e + 16 <= e1; e += 16)
+        vstore16(vload16(0, dy + dy_off + e) * ew_act_grad16(act, vload16(0, x + x_off + e)), 0, dx + dx_off + e);
+    for (; e < e1; e++)
+        dx[dx_off + e] = dy[dy_off + e] * teeny_act_grad(act, x[x_off + e]);
+}

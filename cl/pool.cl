@@ -140,6 +140,22 @@ void pool_gap_forward(__global const float *x, int x_off, int S, __global float 
         y[y_off + bc] = red[0] / (float)S;
 }
 
+/* The CPU variant (ctx->cpu_kernels): grid (B*C), item bc sums its plane
+ * in order. A CPU runs a work-group's items as a loop, so a tree per plane
+ * would be all overhead. */
+__kernel void pool_gap_forward_planes(__global const float *x, int x_off, int S, int planes, __global float *y,
+                                      int y_off)
+{
+    int bc = get_global_id(0);
+    if (bc >= planes)
+        return;
+    __global const float *plane = x + x_off + bc * S;
+    float s = 0.0f;
+    for (int e = 0; e < S; e++)
+        s += plane[e];
+    y[y_off + bc] = s / (float)S;
+}
+
 /* Grid (B*C*S): dx[i] = dy[i / S] / S. */
 __kernel void pool_gap_backward(__global const float *dy, int dy_off, int S, int total, __global float *dx,
                                 int dx_off)

@@ -6,11 +6,14 @@
  *   packed [4, B*heads, N, kd]: sections Q, K, V_lo, V_hi
  *   v, out [B, heads*2*kd, H, W] NCHW
  *   o_lo, o_hi [B*heads, N, kd]
- * Every kernel is a 1-D grid over the elements of its destination (any
+ * Every kernel is a grid over the elements of its destination (any
  * work-group size): work-item e computes destination element e, so every
  * element has exactly one writer and the backwards overwrite instead of
  * accumulating. Destinations are walked in memory order, so writes are
- * coalesced; the gathers read with strides. The fused attention that needs
+ * coalesced; the gathers read with strides. The grid is 1-D, but for the V
+ * extraction, whose rows of n tokens are contiguous on both sides: a 2-D
+ * grid (token, row) with no division per element (on a CPU, the token
+ * loop vectorizes). The fused attention that needs
  * none of these copies is attn_fwd / attn_bwd_* in attention.cl.
  */
 
@@ -45,10 +48,10 @@ __kernel void psa_pack_backward(__global const float *dp, int dp_off, __global f
 __kernel void psa_extract_v(__global const float *qkv, int qkv_off, __global float *v, int v_off, int heads, int n,
                             int kd, int total)
 {
-    const int e = get_global_id(0);
-    if (e >= total)
+    const int tok = get_global_id(0), t = get_global_id(1), e = t * n + tok;
+    if (tok >= n || e >= total)
         return;
-    const int tok = e % n, t = e / n, cv = heads * 2 * kd, ch = t % cv, b = t / cv;
+    const int cv = heads * 2 * kd, ch = t % cv, b = t / cv;
     const int h = ch / (2 * kd), j = ch % (2 * kd);
     v[v_off + e] = qkv[qkv_off + (b * 2 * cv + h * 4 * kd + 2 * kd + j) * n + tok];
 }
@@ -57,10 +60,10 @@ __kernel void psa_extract_v(__global const float *qkv, int qkv_off, __global flo
 __kernel void psa_extract_v_backward(__global const float *dv, int dv_off, __global float *dqkv, int dq_off,
                                      int heads, int n, int kd, int total)
 {
-    const int e = get_global_id(0);
-    if (e >= total)
+    const int tok = get_global_id(0), t = get_global_id(1), e = t * n + tok;
+    if (tok >= n || e >= total)
         return;
-    const int tok = e % n, t = e / n, c = heads * 4 * kd, ch = t % c, b = t / c;
+    const int c = heads * 4 * kd, ch = t % c, b = t / c;
     const int h = ch / (4 * kd), r = ch % (4 * kd);
     dqkv[dq_off + e] = r < 2 * kd ? 0.0f : dv[dv_off + (b * heads * 2 * kd + h * 2 * kd + r - 2 * kd) * n + tok];
 }

@@ -19,7 +19,21 @@
  *
  * Usage: train_fashion_mnist [--epochs N] [--device SPEC] [--seed S] [--batch B]
  *            [--out DIR] [--data DIR] [--resume CHECKPOINT] [--eval CHECKPOINT]
- *            [--train-limit N] [--test-limit N]
+ *            [--train-limit N] [--test-limit N] [--dist [--shards S]]
+ *
+ * Several devices (built with `make WITH_MPI=1`, include/teenycl_dist.h):
+ *   mpirun -np N build/train_fashion_mnist --dist [--shards S]
+ * trains data-parallel, one rank per device (--device / TEENY_DEVICE may
+ * hold "{local_rank}"). The global batch B is cut into S equal shards (S
+ * defaults to N; N must divide S and S must divide B); each rank runs its
+ * S/N shards through a plan for B/S samples, the gradients are averaged
+ * over all S shards in shard order, and every rank takes the same step. For
+ * a fixed S the weights are bit-identical for any N dividing S (on devices
+ * configured alike: same device, driver and reported limits). Every rank draws the same data order and flips from the
+ * seed and takes its own shards of each batch. Rank 0 prints the progress
+ * (its own shards' loss), the epoch line (the job's mean loss and images/s
+ * of the whole job), evaluates and writes the checkpoints; --resume works
+ * with any N (each batch norm's running statistics are rank 0's).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,6 +42,9 @@
 #include <unistd.h>
 
 #include "fashion_net.h"
+#ifdef TEENY_WITH_MPI
+#include "teenycl_dist.h"
+#endif
 
 #define CPU_DEFAULT_EPOCHS 1
 #define DEFAULT_EPOCHS 15
@@ -38,6 +55,8 @@ typedef struct {
     const char *device, *out, *data, *resume, *eval;
     uint64_t seed;
     int64_t batch, train_limit, test_limit;
+    int dist;
+    int64_t shards;     /* --dist: global shards per batch; 0: one per rank */
 } options;
 
 static uint64_t rng_next(uint64_t *s)
@@ -50,10 +69,19 @@ static uint64_t rng_next(uint64_t *s)
 
 static int parse(int argc, char **argv, options *o)
 {
-    *o = (options){DEFAULT_EPOCHS, 0, NULL, "runs/fashion", "/usr/share/datasets/fashion-mnist", NULL, NULL, 1, 128, 0, 0};
+    *o = (options){DEFAULT_EPOCHS, 0, NULL, "runs/fashion", "/usr/share/datasets/fashion-mnist", NULL, NULL, 1, 128, 0, 0, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
+        if (!strcmp(a, "--dist")) {
+#ifdef TEENY_WITH_MPI
+            o->dist = 1;
+            continue;
+#else
+            fprintf(stderr, "error: --dist needs a build with MPI (make WITH_MPI=1)\n");
+            return 2;
+#endif
+        }
         if (!v)
             goto usage;
         if (!strcmp(a, "--epochs")) {
@@ -77,6 +105,8 @@ static int parse(int argc, char **argv, options *o)
             o->train_limit = strtoll(v, &end, 10);
         } else if (!strcmp(a, "--test-limit")) {
             o->test_limit = strtoll(v, &end, 10);
+        } else if (!strcmp(a, "--shards")) {
+            o->shards = strtoll(v, &end, 10);
         } else {
             goto usage;
         }
@@ -85,16 +115,23 @@ static int parse(int argc, char **argv, options *o)
         i++;
     }
     if (o->epochs < 1 || o->epochs > MAX_EPOCHS || o->batch < 2 || o->batch > 65536 || o->train_limit < 0 ||
-        o->test_limit < 0) {
-        fprintf(stderr, "error: --epochs must be 1..%d, --batch 2..65536, limits >= 0\n", MAX_EPOCHS);
+        o->test_limit < 0 || o->shards < 0 || (o->shards && !o->dist)) {
+        fprintf(stderr, "error: --epochs must be 1..%d, --batch 2..65536, limits >= 0, --shards >= 1 with --dist\n",
+                MAX_EPOCHS);
         return 2;
     }
     return 0;
 usage:
     fprintf(stderr,
             "usage: %s [--epochs N] [--device SPEC] [--seed S] [--batch B] [--out DIR] [--data DIR]\n"
-            "          [--resume CHECKPOINT] [--eval CHECKPOINT] [--train-limit N] [--test-limit N]\n",
-            argv[0]);
+            "          [--resume CHECKPOINT] [--eval CHECKPOINT] [--train-limit N] [--test-limit N]%s\n",
+            argv[0],
+#ifdef TEENY_WITH_MPI
+            "\n          [--dist [--shards S]]   (under mpirun: data-parallel, one rank per device)"
+#else
+            ""
+#endif
+    );
     return 2;
 }
 
@@ -202,23 +239,72 @@ static int history_parse(const char *s, double *loss, double *acc, int max)
     return n;
 }
 
+#ifdef TEENY_WITH_MPI
+/* A failed collective: the dist's own message (every rank returns one
+ * instead of waiting; see teenycl_dist.h). */
+#define DIST_TRY(call)                                                                            \
+    do {                                                                                          \
+        teeny_status d_st_ = (call);                                                              \
+        if (d_st_ != TEENY_OK) {                                                                  \
+            fprintf(stderr, "error: rank %d: %s: %s\n  (%s)\n", rank, teeny_status_name(d_st_),   \
+                    teeny_dist_last_error(dist), #call);                                          \
+            return d_st_;                                                                         \
+        }                                                                                         \
+    } while (0)
+#endif
+
 int main(int argc, char **argv)
 {
     options o;
     int rc = parse(argc, argv, &o);
     if (rc)
         return rc;
+    /* one process is rank 0 of 1 with one shard per batch */
+    int rank = 0, ranks = 1, lead = 1;
+    int64_t local_shards = 1, shard_batch = o.batch;
+    teeny_status ctx_st;
     teeny_ctx *ctx = NULL;
-    if (teeny_ctx_create(o.device, &ctx) != TEENY_OK) {
-        fprintf(stderr, "error: %s\n", teeny_last_error(NULL));
+#ifdef TEENY_WITH_MPI
+    teeny_dist *dist = NULL;
+    teeny_dist_grads *dg = NULL;
+    if (o.dist) {
+        MPI_Init(&argc, &argv);
+        if (teeny_dist_create(MPI_COMM_WORLD, NULL, &dist) != TEENY_OK) {
+            fprintf(stderr, "error: %s\n", teeny_dist_last_error(NULL));
+            return 1;
+        }
+        rank = teeny_dist_rank(dist);
+        ranks = teeny_dist_size(dist);
+        lead = rank == 0;
+        int64_t shards = o.shards ? o.shards : ranks;
+        if (shards % ranks || o.batch % shards) {
+            if (lead)
+                fprintf(stderr, "error: --shards %" PRId64 " must be a multiple of the %d ranks and divide --batch %" PRId64
+                        "\n", shards, ranks, o.batch);
+            teeny_dist_destroy(dist);
+            MPI_Finalize();
+            return 2;
+        }
+        local_shards = shards / ranks;
+        shard_batch = o.batch / shards;
+        ctx_st = teeny_dist_ctx_create(dist, o.device, &ctx);
+    } else
+#endif
+        ctx_st = teeny_ctx_create(o.device, &ctx);
+    if (ctx_st != TEENY_OK) {
+        fprintf(stderr, "error: rank %d: %s\n", rank, teeny_last_error(NULL));
         return 1;
     }
     fn_ctx_for_errors = ctx;
     teeny_device_info info = TEENY_DEVICE_INFO_INIT;
     teeny_ctx_device_info(ctx, &info);
+    if (o.dist)
+        printf("rank %d of %d: %s, %" PRId64 " shard(s) of %" PRId64 " per batch of %" PRId64 "\n", rank, ranks,
+               info.device_name, local_shards, shard_batch, o.batch);
     if (!o.epochs_given && info.is_cpu && !o.eval && !o.resume) {
         o.epochs = CPU_DEFAULT_EPOCHS;
-        printf("note: %s is a CPU; training %d epoch(s) by default so this finishes in minutes "
+        if (lead)
+            printf("note: %s is a CPU; training %d epoch(s) by default so this finishes in minutes "
                "(--epochs 15 or `make run EPOCHS=15` runs the full recipe)\n",
                info.device_name, o.epochs);
     }
@@ -239,18 +325,20 @@ int main(int argc, char **argv)
     fn_net net = {0};
     if (fn_build(ctx, o.seed, &net) != TEENY_OK)
         return 1;
-    printf("teenycl %s on %s: %" PRId64 " parameters, %" PRId64 " training images (%" PRId64
+    if (lead)
+        printf("teenycl %s on %s: %" PRId64 " parameters, %" PRId64 " training images (%" PRId64
            " steps of %" PRId64 " per epoch), %" PRId64 " test images\n",
            teeny_version_string(), info.device_name, fn_param_count(&net), train.n, steps_per_epoch, o.batch, test.n);
 
     teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
     teeny_plan *plan = NULL, *eval_full = NULL, *eval_tail = NULL;
-    pp.batch = o.batch;
+    pp.batch = shard_batch;
     pp.training = 1;
     pp.loss = net.loss;
     double t_compile = fn_now();
     FN_TRY(teeny_graph_compile(net.g, &pp, &plan));
     pp.training = 0;
+    pp.batch = o.batch;
     FN_TRY(teeny_graph_compile(net.g, &pp, &eval_full));
     if (test.n % o.batch) {
         pp.batch = test.n % o.batch;
@@ -258,7 +346,8 @@ int main(int argc, char **argv)
     }
     size_t peak, no_reuse, alloc;
     FN_TRY(teeny_plan_memory(plan, &peak, &no_reuse, &alloc));
-    printf("compiled in %.1f s; training plan memory %.1f MiB planned peak (%.1f MiB without reuse, %.0f%%)\n",
+    if (lead)
+        printf("compiled in %.1f s; training plan memory %.1f MiB planned peak (%.1f MiB without reuse, %.0f%%)\n",
            fn_now() - t_compile, peak / 1048576.0, no_reuse / 1048576.0, 100.0 * peak / (double)no_reuse);
 
     int n_params = teeny_graph_param_count(net.g);
@@ -279,6 +368,10 @@ int main(int argc, char **argv)
     op.weight_decay = 5e-4f;
     teeny_optimizer *opt = NULL;
     FN_TRY(teeny_optimizer_create(ctx, &op, n_params, params, (const teeny_tensor *const *)grads, &opt));
+#ifdef TEENY_WITH_MPI
+    if (dist)
+        DIST_TRY(teeny_dist_grads_create(dist, ctx, n_params, grads, (int)local_shards, &dg));
+#endif
 
     double hist_loss[MAX_EPOCHS], hist_acc[MAX_EPOCHS];
     int first_epoch = 0;
@@ -300,26 +393,32 @@ int main(int argc, char **argv)
                 fprintf(stderr, "error: %s: history does not match epoch %d\n", ck, first_epoch);
                 return 1;
             }
-            printf("resumed from %s after epoch %d of %d\n", ck, first_epoch, o.epochs);
+            if (lead)
+                printf("resumed from %s after epoch %d of %d\n", ck, first_epoch, o.epochs);
         }
     }
     sched.total_steps = (int64_t)o.epochs * steps_per_epoch;
 
+    int64_t *order = NULL;
+    float *x = NULL;
+    int32_t *y = NULL;
+    if (o.eval && !lead)
+        goto finish; /* rank 0 evaluates */
     if (o.eval) {
         fn_eval_result r;
         FN_TRY(fn_evaluate(&net, eval_full, eval_tail, o.batch, &test, &r));
         printf("test_acc %.4f images_per_s %.0f\n", r.accuracy, r.images_per_s);
         fn_print_confusion(&r, stdout);
-        return 0;
+        goto finish;
     }
-    if (mkdir_p(o.out)) {
+    if (lead && mkdir_p(o.out)) {
         fprintf(stderr, "error: cannot create %s: %s\n", o.out, strerror(errno));
         return 1;
     }
 
-    int64_t *order = malloc((size_t)train.n * sizeof *order);
-    float *x = malloc((size_t)o.batch * 784 * sizeof *x);
-    int32_t *y = malloc((size_t)o.batch * sizeof *y);
+    order = malloc((size_t)train.n * sizeof *order);
+    x = malloc((size_t)o.batch * 784 * sizeof *x);
+    y = malloc((size_t)o.batch * sizeof *y);
     if (!order || !x || !y || !params || !grads)
         return 1;
     teeny_tensor *tx, *ty;
@@ -340,44 +439,62 @@ int main(int argc, char **argv)
             order[j] = t;
         }
         for (int64_t s = 0; s < steps_per_epoch; s++) {
+            /* every rank draws the whole batch's flips (the same generator
+             * stream for any rank count) and keeps its own shards: batch
+             * positions [rank * mine, (rank + 1) * mine) */
+            const int64_t mine = local_shards * shard_batch;
             for (int64_t b = 0; b < o.batch; b++) {
-                int64_t idx = order[s * o.batch + b];
-                fn_image(&train, idx, (int)(rng_next(&rng) & 1), x + b * 784);
-                y[b] = teeny_idx_data(train.labels)[idx];
+                int64_t idx = order[s * o.batch + b], lb = b - rank * mine;
+                int flip = (int)(rng_next(&rng) & 1);
+                if (lb >= 0 && lb < mine) {
+                    fn_image(&train, idx, flip, x + lb * 784);
+                    y[lb] = teeny_idx_data(train.labels)[idx];
+                }
             }
             double lr, beta1;
             FN_TRY(teeny_lr_at(&sched, teeny_optimizer_steps(opt), &lr, &beta1));
-            FN_TRY(teeny_tensor_write(tx, x, (size_t)o.batch * 784));
-            FN_TRY(teeny_tensor_write_i32(ty, y, (size_t)o.batch));
             /* TEENY_PROFILE=1: profile one step (the second: the first may
              * still build kernels); teeny_profile_end logs each kernel */
             int profile = profile_env && epoch == first_epoch && s == (steps_per_epoch > 1 ? 1 : 0);
             if (profile)
                 FN_TRY(teeny_profile_begin(ctx));
-            FN_TRY(teeny_plan_forward(plan));
-            FN_TRY(teeny_plan_backward(plan));
+            for (int64_t k = 0; k < local_shards; k++) {
+                FN_TRY(teeny_tensor_write(tx, x + k * shard_batch * 784, (size_t)shard_batch * 784));
+                FN_TRY(teeny_tensor_write_i32(ty, y + k * shard_batch, (size_t)shard_batch));
+                FN_TRY(teeny_plan_forward(plan));
+                FN_TRY(teeny_plan_backward(plan));
+#ifdef TEENY_WITH_MPI
+                if (dg)
+                    DIST_TRY(teeny_dist_grads_add(dg));
+#endif
+                if (pending) { /* the previous shard's loss: the device is past it */
+                    float l;
+                    FN_TRY(teeny_plan_loss_wait(plan, &l));
+                    loss_sum += l;
+                    losses++;
+                    shown_loss = loss_sum / (double)losses;
+                }
+                FN_TRY(teeny_plan_loss_start(plan));
+                pending = 1;
+            }
+#ifdef TEENY_WITH_MPI
+            if (dg) /* the mean gradient over every shard of the job */
+                DIST_TRY(teeny_dist_grads_allreduce(dg, TEENY_OK));
+#endif
             FN_TRY(teeny_optimizer_step(opt, (float)lr, (float)beta1));
             if (profile) {
                 double step_ms;
                 int launches;
                 FN_TRY(teeny_profile_end(ctx, &step_ms, &launches));
-                fprintf(stderr, "profile: training step %" PRId64 " (batch %" PRId64 "): %d launches, %.3f ms of device "
-                        "time from the first kernel's start to the last one's end\n", s + 1, o.batch, launches, step_ms);
+                fprintf(stderr, "profile: training step %" PRId64 " (%" PRId64 " images on this device): %d launches, "
+                        "%.3f ms of device time from the first kernel's start to the last one's end\n", s + 1,
+                        local_shards * shard_batch, launches, step_ms);
             }
-            if (pending) { /* the previous step's loss: the device is past it */
-                float l;
-                FN_TRY(teeny_plan_loss_wait(plan, &l));
-                loss_sum += l;
-                losses++;
-                shown_loss = loss_sum / (double)losses;
-            }
-            FN_TRY(teeny_plan_loss_start(plan));
-            pending = 1;
             /* nothing until there is a real loss and the rate covers a
              * meaningful interval (the first step's rate is noise) */
             double now = fn_now();
             int meaningful = losses > 0 && (now - t0 >= 0.5 || s + 1 >= 5);
-            if (meaningful && now - last_bar > (tty ? 0.2 : 5.0) && s + 1 < steps_per_epoch) {
+            if (lead && meaningful && now - last_bar > (tty ? 0.2 : 5.0) && s + 1 < steps_per_epoch) {
                 progress(epoch + 1, o.epochs, s + 1, steps_per_epoch, shown_loss,
                          (double)((s + 1) * o.batch) / (now - t0), now - t0);
                 last_bar = now;
@@ -390,14 +507,23 @@ int main(int argc, char **argv)
             losses++;
         }
         FN_TRY(teeny_ctx_finish(ctx));
-        double train_s = fn_now() - t0;
+        double train_s = fn_now() - t0, epoch_loss = loss_sum / (double)losses;
+#ifdef TEENY_WITH_MPI
+        if (dist) { /* the job's mean over every shard */
+            double mine[2] = {loss_sum, (double)losses}, all[2];
+            DIST_TRY(teeny_dist_sum_f64(dist, mine, all, 2));
+            epoch_loss = all[0] / all[1];
+        }
+#endif
+        if (!lead)
+            continue; /* rank 0 reports, evaluates and saves */
         if (losses > 0) /* the epoch's final bar: every loss is in */
             progress(epoch + 1, o.epochs, steps_per_epoch, steps_per_epoch, loss_sum / (double)losses,
                      (double)(steps_per_epoch * o.batch) / train_s, train_s);
         fprintf(stderr, "\n");
         FN_TRY(fn_evaluate(&net, eval_full, eval_tail, o.batch, &test, &last));
         double epoch_s = fn_now() - t0;
-        hist_loss[epoch] = loss_sum / (double)losses;
+        hist_loss[epoch] = epoch_loss;
         hist_acc[epoch] = last.accuracy;
         printf("epoch %d/%d train_loss %.4f test_acc %.4f epoch_s %.1f images_per_s %.0f\n", epoch + 1, o.epochs,
                hist_loss[epoch], last.accuracy, epoch_s, (double)(steps_per_epoch * o.batch) / train_s);
@@ -418,11 +544,17 @@ int main(int argc, char **argv)
         snprintf(path, sizeof path, "%s/training.svg", o.out);
         write_svg(path, epoch + 1, hist_loss, hist_acc, o.epochs);
     }
-    if (first_epoch >= o.epochs)
+    if (lead && first_epoch >= o.epochs)
         FN_TRY(fn_evaluate(&net, eval_full, eval_tail, o.batch, &test, &last));
-    printf("final test_acc %.4f (%" PRId64 " test images); checkpoints and training.svg in %s\n", last.accuracy, test.n,
-           o.out);
-    fn_print_confusion(&last, stdout);
+    if (lead) {
+        printf("final test_acc %.4f (%" PRId64 " test images); checkpoints and training.svg in %s\n", last.accuracy,
+               test.n, o.out);
+        fn_print_confusion(&last, stdout);
+    }
+finish:
+#ifdef TEENY_WITH_MPI
+    teeny_dist_grads_destroy(dg);
+#endif
 
     teeny_optimizer_destroy(opt);
     teeny_plan_destroy(plan);
@@ -437,5 +569,11 @@ int main(int argc, char **argv)
     free(params);
     free(grads);
     teeny_ctx_destroy(ctx);
+#ifdef TEENY_WITH_MPI
+    if (dist) {
+        teeny_dist_destroy(dist);
+        MPI_Finalize();
+    }
+#endif
     return 0;
 }

@@ -56,6 +56,8 @@ struct teeny_ctx {
     int work_group_size;      /* default 1-D work-group size for this device */
     int kernel_stores;        /* simulator workaround: fill and upload with kernels (set in simulator.c) */
     int generic;              /* TEENY_TUNING=generic: unknown-vendor defaults on any device */
+    int cpu_kernels;          /* the CPU kernel variants: a CPU device, not generic (tests flip it) */
+    int native_float_width;   /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT (1 when unknown) */
     int known_compiler;       /* the compiler takes TEENY_HINTS (device.c) */
     int build_warnings;       /* successful builds whose log warned (build.c; the tests want 0) */
     teeny__program *programs; /* in-memory program cache (build.c) */
@@ -209,6 +211,10 @@ teeny_status teeny__set_args(teeny_ctx *ctx, cl_kernel k, const char *kernel_nam
 /* Enqueue over a 1-3 D grid; global sizes are rounded up to the local size. */
 teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, int dims,
                            const size_t *global, const size_t *local);
+/* The work-group size for a barrier-free CPU variant over items work-items:
+ * a CPU runs one work-group per compute unit at a time, so the largest
+ * power of two up to 64 that leaves every compute unit 4 groups (at least 1). */
+size_t teeny__cpu_local(const teeny_ctx *ctx, size_t items);
 /* teeny__kernel_get + teeny__set_arg_list + teeny__launch. */
 teeny_status teeny__run_kernel(teeny_ctx *ctx, const char *family, const char *options, const char *kernel_name,
                                const teeny__karg *a, int n, int dims, const size_t *global, const size_t *local);

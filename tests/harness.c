@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "internal.h"
 
 static teeny_ctx *shared_ctx;
 
@@ -25,6 +26,17 @@ teeny_ctx *th_ctx(void)
         ck_assert_msg(st == TEENY_OK, "cannot create the test context: %s", teeny_last_error(NULL));
     }
     return shared_ctx;
+}
+
+int th_cpu_kernels(int on)
+{
+    static int own = -1; /* the device's choice (src/core/device.c) */
+    teeny_ctx *ctx = th_ctx();
+    int was = ctx->cpu_kernels;
+    if (own < 0)
+        own = was;
+    ctx->cpu_kernels = on >= 0 ? on : own;
+    return was;
 }
 
 static int env_flag(const char *name)

@@ -29,6 +29,10 @@ teeny_ctx *th_ctx(void);
  * (sanitizers, oclgrind) were asked for. */
 int th_full(void);
 int th_small(void);
+/* Make th_ctx() take the CPU kernel variants (1) or the portable ones (0)
+ * on any device, or its own choice again (-1); returns the previous
+ * setting. Suites run both variants wherever a family has two. */
+int th_cpu_kernels(int on);
 
 /* splitmix64 generator: same seed, same stream on every machine. */
 typedef struct { uint64_t s; } th_rng;

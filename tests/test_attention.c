@@ -221,8 +221,12 @@ START_TEST(test_attention_forward_sweep)
     char repro[200];
     at_case c;
     shape_str(&s, seed, repro, sizeof repro);
+    if (_i % 2) /* the CPU variant on every device, on every other case */
+        strncat(repro, " (CPU variant)", sizeof repro - strlen(repro) - 1);
     case_make(&c, &s, &r);
+    th_cpu_kernels(_i % 2);
     check_forward(&c, repro);
+    th_cpu_kernels(-1);
     case_free(&c);
 }
 END_TEST
@@ -235,8 +239,12 @@ START_TEST(test_attention_backward_sweep)
     char repro[200];
     at_case c;
     shape_str(&s, seed, repro, sizeof repro);
+    if (_i % 2) /* the CPU variant on every device, on every other case */
+        strncat(repro, " (CPU variant)", sizeof repro - strlen(repro) - 1);
     case_make(&c, &s, &r);
+    th_cpu_kernels(_i % 2);
     check_backward(&c, repro);
+    th_cpu_kernels(-1);
     case_free(&c);
 }
 END_TEST
@@ -248,17 +256,21 @@ END_TEST
 START_TEST(test_attention_large_logits)
 {
     static const at_shape shapes[] = {{2, 64, 100, 32, 32, 0.125f, 0}, {1, 49, 257, 16, 32, 0.25f, 1}};
-    for (int t = 0; t < 2; t++) {
-        const at_shape *s = &shapes[t];
-        th_rng r = th_rng_make(31 + (uint64_t)t);
+    for (int t = 0; t < 4; t++) { /* each shape in the portable and the CPU variant */
+        const int sh = t % 2;
+        const at_shape *s = &shapes[sh];
+        th_cpu_kernels(t / 2);
+        th_rng r = th_rng_make(31 + (uint64_t)sh);
         char repro[200];
         at_case c;
-        shape_str(s, 31 + (uint64_t)t, repro, sizeof repro);
+        shape_str(s, 31 + (uint64_t)sh, repro, sizeof repro);
+        if (t / 2)
+            strncat(repro, " (CPU variant)", sizeof repro - strlen(repro) - 1);
         case_make(&c, s, &r);
-        for (size_t i = 0; i < c.nq; i++) /* t 0: spread, |logit| up to ~1e3; t 1: every logit 2500 + O(1) */
-            c.q[i] = t == 0 ? (float)th_int(&r, -40, 40) : i % (size_t)s->D == 0 ? 100.0f : (float)th_int(&r, -2, 2);
+        for (size_t i = 0; i < c.nq; i++) /* shape 0: spread, |logit| up to ~1e3; shape 1: every logit 2500 + O(1) */
+            c.q[i] = sh == 0 ? (float)th_int(&r, -40, 40) : i % (size_t)s->D == 0 ? 100.0f : (float)th_int(&r, -2, 2);
         for (size_t i = 0; i < c.nk; i++)
-            c.k[i] = t == 0 ? (float)th_int(&r, -40, 40) : i % (size_t)s->D == 0 ? 100.0f : (float)th_int(&r, -2, 2);
+            c.k[i] = sh == 0 ? (float)th_int(&r, -40, 40) : i % (size_t)s->D == 0 ? 100.0f : (float)th_int(&r, -2, 2);
         teeny_ctx *ctx = th_ctx();
         at_dev d;
         int64_t qs[3] = {s->BH, s->Nq, s->D}, ks[3] = {s->BH, s->Nk, s->D}, vs[3] = {s->BH, s->Nk, s->Dv};
@@ -296,6 +308,7 @@ START_TEST(test_attention_large_logits)
             free(hs[i]);
         case_free(&c);
     }
+    th_cpu_kernels(-1);
 }
 END_TEST
 

@@ -282,8 +282,12 @@ START_TEST(test_batchnorm_forward_sweep)
     char repro[160];
     bn_case k;
     shape_str(&sh, seed, repro, sizeof repro);
+    if (_i % 2) /* the CPU variants on every device, on every other case */
+        strncat(repro, " (CPU variant)", sizeof repro - strlen(repro) - 1);
     case_make(&k, &sh, &r);
+    th_cpu_kernels(_i % 2);
     check_forward(&k, repro);
+    th_cpu_kernels(-1);
     case_free(&k);
 }
 END_TEST
@@ -296,8 +300,12 @@ START_TEST(test_batchnorm_backward_sweep)
     char repro[160];
     bn_case k;
     shape_str(&sh, seed, repro, sizeof repro);
+    if (_i % 2) /* the CPU variants on every device, on every other case */
+        strncat(repro, " (CPU variant)", sizeof repro - strlen(repro) - 1);
     case_make(&k, &sh, &r);
+    th_cpu_kernels(_i % 2);
     check_backward(&k, repro);
+    th_cpu_kernels(-1);
     case_free(&k);
 }
 END_TEST
@@ -312,8 +320,12 @@ START_TEST(test_batchnorm_large)
         bn_case k;
         shape_str(&shapes[i], 77 + (uint64_t)i, repro, sizeof repro);
         case_make(&k, &shapes[i], &r);
-        check_forward(&k, repro);
-        check_backward(&k, repro);
+        for (int cpu = 0; cpu < 2; cpu++) { /* the portable and the CPU variants */
+            th_cpu_kernels(cpu);
+            check_forward(&k, repro);
+            check_backward(&k, repro);
+        }
+        th_cpu_kernels(-1);
         case_free(&k);
     }
 }
@@ -337,29 +349,35 @@ START_TEST(test_batchnorm_stability)
     teeny_tensor *tx = th_tensor_from(ctx, 4, xs, x), *ty = th_tensor(ctx, 4, xs);
     teeny_tensor *tw = vec(ctx, C, w), *tb = vec(ctx, C, bias), *trm = vec(ctx, C, zero), *trv = vec(ctx, C, one),
                  *tm = vec(ctx, C, NULL), *tr = vec(ctx, C, NULL);
-    TH_OK(ctx, teeny_batchnorm_forward_train(ctx, tx, tw, tb, trm, trv, 0.1f, 1e-5f, ty, tm, tr));
-    float *y = th_read(ty), *rstd = th_read(tr), *rv = th_read(trv);
     double *xd = th_dbl(x, n), *yd = th_malloc(n * sizeof *yd), mean[3], var[3];
     double wd[3] = {1, 1, 1}, bd[3] = {0.5, -0.5, 0.25};
     ref_bn_stats(xd, B, C, S, mean, var);
     ref_bn_normalize(xd, B, C, S, mean, var, 1e-5, wd, bd, yd);
-    for (int c = 0; c < C; c++) {
-        ck_assert_msg(isfinite(rstd[c]) && rstd[c] > 0, "rstd[%d] = %g", c, (double)rstd[c]);
-        ck_assert_msg(isfinite(rv[c]) && rv[c] >= 0, "running_var[%d] = %g", c, (double)rv[c]);
+    for (int cpu = 0; cpu < 2; cpu++) { /* the portable and the CPU variants */
+        th_cpu_kernels(cpu);
+        th_poison(ty);
+        th_poison(tr);
+        TH_OK(ctx, teeny_batchnorm_forward_train(ctx, tx, tw, tb, trm, trv, 0.1f, 1e-5f, ty, tm, tr));
+        float *y = th_read(ty), *rstd = th_read(tr), *rv = th_read(trv);
+        for (int c = 0; c < C; c++) {
+            ck_assert_msg(isfinite(rstd[c]) && rstd[c] > 0, "rstd[%d] = %g", c, (double)rstd[c]);
+            ck_assert_msg(isfinite(rv[c]) && rv[c] >= 0, "running_var[%d] = %g", c, (double)rv[c]);
+        }
+        ck_assert_msg(fabs(rstd[2] - 1 / sqrt(1e-5)) < 1e-2, "constant channel rstd %g", (double)rstd[2]);
+        for (int b = 0; b < B; b++)
+            for (int s = 0; s < S; s++)
+                ck_assert(y[((size_t)b * C + 2) * S + s] == 0.25f);
+        /* the two normal channels */
+        double e = th_nrms(y, yd, (size_t)2 * S); /* b = 0, channels 0-1 */
+        ck_assert_msg(e <= 1e-3, "nrms %g at mean 1e4", e);
+        e = th_nrms(y, yd, n);
+        ck_assert_msg(e <= 1e-3, "nrms %g at mean 1e4 (all)", e);
+        free(y);
+        free(rstd);
+        free(rv);
     }
-    ck_assert_msg(fabs(rstd[2] - 1 / sqrt(1e-5)) < 1e-2, "constant channel rstd %g", (double)rstd[2]);
-    for (int b = 0; b < B; b++)
-        for (int s = 0; s < S; s++)
-            ck_assert(y[((size_t)b * C + 2) * S + s] == 0.25f);
-    /* the two normal channels */
-    double e = th_nrms(y, yd, (size_t)2 * S); /* b = 0, channels 0-1 */
-    ck_assert_msg(e <= 1e-3, "nrms %g at mean 1e4", e);
-    e = th_nrms(y, yd, n);
-    ck_assert_msg(e <= 1e-3, "nrms %g at mean 1e4 (all)", e);
+    th_cpu_kernels(-1);
     free(x);
-    free(y);
-    free(rstd);
-    free(rv);
     free(xd);
     free(yd);
     teeny_tensor *ts[] = {tx, ty, tw, tb, trm, trv, tm, tr};

@@ -246,8 +246,13 @@ START_TEST(test_conformance_batchnorm)
     cov_start();
     bn_case(2, 6, 5, 1, 1, 11);  /* NC: the rows reduction */
     bn_case(4, 2, 3, 3, 3, 12);  /* NCHW, small plane: rows */
-    bn_case(4, 2, 3, 4, 4, 13);  /* NCHW spatial, float4 */
-    bn_case(4, 3, 2, 3, 7, 14);  /* NCHW spatial, scalar */
+    for (int cpu = 0; cpu < 2; cpu++) { /* the portable and the CPU variants */
+        th_cpu_kernels(cpu);
+        bn_case(4, 2, 3, 4, 4, 13);  /* NCHW spatial, float4 */
+        bn_case(4, 3, 2, 3, 7, 14);  /* NCHW spatial, scalar */
+        bn_case(2, 3, 2, 5, 9, 16);  /* NCHW spatial, one float16 run and a tail */
+    }
+    th_cpu_kernels(-1);
 
     /* fold (the fused conv epilogue's scale/shift) */
     teeny_ctx *ctx = th_ctx();
@@ -368,7 +373,8 @@ static void conv_run(const conv_case *k, const char *tuning, uint64_t seed)
 
 /* The conv2d tuning table's entries (src/ops/conv2d.c TUNINGS): 1 is the
  * entry of GPUs of any make but NVIDIA (work-groups of 32-64, GEMM
- * kernels), 2 the CPU one (conv_gemm_cpu). */
+ * kernels), 2 the CPU one (conv_gemm_cpu, two float16 column vectors per
+ * item; entry 3 has one, which the conv2d suite's tile test runs). */
 #define CONV_TUNING_GPU_SMALL 1
 #define CONV_TUNING_CPU 2
 
@@ -381,11 +387,13 @@ START_TEST(test_conformance_conv2d)
     for (int i = 0; i < n; i++)
         conv_run(&conv_cases[i], "own", 100 + (uint64_t)i);
     /* the entries the device's own choice left out (TEENY_TUNING=generic
-     * makes a CPU take the GPU entry) */
+     * makes a CPU take the GPU entry), with the other depthwise variants */
     int own_cpu = !info.is_gpu && !th_ctx()->generic;
     teeny__conv2d_debug(own_cpu ? CONV_TUNING_GPU_SMALL : CONV_TUNING_CPU, -1, 0);
+    th_cpu_kernels(!th_ctx()->cpu_kernels);
     for (int i = 0; i < n; i++)
         conv_run(&conv_cases[i], own_cpu ? "GPU" : "CPU", 200 + (uint64_t)i);
+    th_cpu_kernels(-1);
     /* depthwise shapes through the GEMM (the fallback for huge dilation) */
     teeny__conv2d_debug(-1, -1, 1);
     conv_run(&conv_cases[5], "own, no depthwise", 300);
@@ -432,13 +440,17 @@ static void attn_case(int BH, int Nq, int Nk, int D, int Dv, uint64_t seed)
 START_TEST(test_conformance_attention)
 {
     cov_start();
-    /* each padded head-dim bucket (32, 64, 128; values up to 256) */
-    attn_case(2, 5, 7, 16, 16, 400);   /* D 32 bucket, Nq != Nk */
-    attn_case(1, 9, 6, 40, 40, 401);   /* 64 */
-    attn_case(1, 4, 5, 100, 100, 402); /* 128 */
-    attn_case(2, 6, 3, 8, 24, 403);    /* Dv != D, same bucket */
-    attn_case(1, 3, 4, 16, 200, 404);  /* Dv != D, Dv bucket 256 */
-    attn_case(1, 3, 4, 128, 64, 405);  /* Dv < D */
+    for (int cpu = 0; cpu < 2; cpu++) { /* the portable and the CPU variants */
+        th_cpu_kernels(cpu);
+        /* each padded head-dim bucket (32, 64, 128; values up to 256) */
+        attn_case(2, 5, 7, 16, 16, 400);   /* D 32 bucket, Nq != Nk */
+        attn_case(1, 9, 6, 40, 40, 401);   /* 64 */
+        attn_case(1, 4, 5, 100, 100, 402); /* 128 */
+        attn_case(2, 6, 3, 8, 24, 403);    /* Dv != D, same bucket */
+        attn_case(1, 3, 4, 16, 200, 404);  /* Dv != D, Dv bucket 256 */
+        attn_case(1, 3, 4, 128, 64, 405);  /* Dv < D */
+    }
+    th_cpu_kernels(-1);
     cov_stop();
 }
 END_TEST
@@ -552,15 +564,21 @@ START_TEST(test_conformance_pool)
     TH_OK(ctx, teeny_avgpool2d_backward(ctx, &p, tx.t, tdy.t, tdx.t));
     ref_avgpool_backward(&g, dyd, dx);
     expect(&tdx, dx, NULL, TOL, "avgpool dx", repro);
-    /* global average pooling; the mean of signed values measured against mean |x| */
-    TH_OK(ctx, teeny_global_avgpool_forward(ctx, tx.t, tgy.t));
+    /* global average pooling, both variants; the mean of signed values
+     * measured against mean |x| */
     ref_gap_forward(g.B, g.C, S, xd, gy);
     for (size_t bc = 0; bc < nbc; bc++) {
         gmag[bc] = 0;
         for (int e = 0; e < S; e++)
             gmag[bc] += fabs(xd[bc * (size_t)S + (size_t)e]) / S;
     }
-    expect(&tgy, gy, gmag, TOL, "gap y", repro);
+    for (int cpu = 0; cpu < 2; cpu++) {
+        th_cpu_kernels(cpu);
+        th_poison(tgy.t);
+        TH_OK(ctx, teeny_global_avgpool_forward(ctx, tx.t, tgy.t));
+        expect(&tgy, gy, gmag, TOL, cpu ? "gap y (CPU variant)" : "gap y", repro);
+    }
+    th_cpu_kernels(-1);
     th_poison(tdx.t);
     TH_OK(ctx, teeny_global_avgpool_backward(ctx, tdg.t, tdx.t));
     ref_gap_backward(g.B, g.C, S, dgd, dx);
@@ -668,22 +686,27 @@ START_TEST(test_conformance_elementwise)
     }
 
     th_dev tu = din(1, sn, u), tv = din(1, sn, v), tg = din(1, sn, g), to = dout(1, sn), to2 = dout(1, sn);
-    TH_OK(ctx, teeny_add(ctx, tu.t, tv.t, to.t));
-    for (int i = 0; i < N; i++)
-        e[i] = (double)u[i] + v[i];
-    expect(&to, e, NULL, TOL_ADD, "add", repro);
-    for (int act = 0; act <= 2; act++) {
+    for (int cpu = 0; cpu < 2; cpu++) { /* the portable and the CPU variants */
+        th_cpu_kernels(cpu);
         th_poison(to.t);
-        TH_OK(ctx, teeny_activation_forward(ctx, (teeny_act)act, tu.t, to.t));
+        TH_OK(ctx, teeny_add(ctx, tu.t, tv.t, to.t));
         for (int i = 0; i < N; i++)
-            e[i] = ref_act(act, u[i]);
-        expect(&to, e, NULL, TOL_EW, "activation", repro);
-        th_poison(to.t);
-        TH_OK(ctx, teeny_activation_backward(ctx, (teeny_act)act, tu.t, tg.t, to.t));
-        for (int i = 0; i < N; i++)
-            e[i] = ref_act_grad(act, u[i]) * g[i];
-        expect(&to, e, NULL, TOL_EW, "activation backward", repro);
+            e[i] = (double)u[i] + v[i];
+        expect(&to, e, NULL, TOL_ADD, "add", repro);
+        for (int act = 0; act <= 2; act++) {
+            th_poison(to.t);
+            TH_OK(ctx, teeny_activation_forward(ctx, (teeny_act)act, tu.t, to.t));
+            for (int i = 0; i < N; i++)
+                e[i] = ref_act(act, u[i]);
+            expect(&to, e, NULL, TOL_EW, "activation", repro);
+            th_poison(to.t);
+            TH_OK(ctx, teeny_activation_backward(ctx, (teeny_act)act, tu.t, tg.t, to.t));
+            for (int i = 0; i < N; i++)
+                e[i] = ref_act_grad(act, u[i]) * g[i];
+            expect(&to, e, NULL, TOL_EW, "activation backward", repro);
+        }
     }
+    th_cpu_kernels(-1);
     double *ud = th_dbl(u, N), *vd = th_dbl(v, N), *gd = th_dbl(g, N);
     th_poison(to.t);
     TH_OK(ctx, teeny_mul(ctx, tu.t, tv.t, to.t));

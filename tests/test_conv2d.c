@@ -40,10 +40,11 @@ static void repro_str(const conv_case *k, uint64_t seed, char *buf, size_t cap)
 {
     const ref_conv *c = &k->c;
     snprintf(buf, cap,
-             "x [%d, %d, %d, %d] w [%d, %d, %d, %d] stride (%d, %d) pad (%d, %d) dilation (%d, %d) groups %d%s%s "
+             "x [%d, %d, %d, %d] w [%d, %d, %d, %d] stride (%d, %d) pad (%d, %d) dilation (%d, %d) groups %d%s%s%s "
              "seed %llu",
              c->B, c->Cin, c->H, c->W, c->Cout, c->Cin / c->G, c->KH, c->KW, c->sh, c->sw, c->ph, c->pw, c->dh, c->dw,
-             c->G, k->bias ? " bias" : "", k->view ? " (views)" : "", (unsigned long long)seed);
+             c->G, k->bias ? " bias" : "", k->view ? " (views)" : "", th_ctx()->cpu_kernels ? " (CPU variants)" : "",
+             (unsigned long long)seed);
 }
 
 /* Channel counts: mostly small, sometimes up to 64. */
@@ -305,7 +306,9 @@ START_TEST(test_conv2d_forward_sweep)
     uint64_t seed = 20000 + (uint64_t)_i;
     th_rng r = th_rng_make(seed);
     conv_case k = th_small() ? small_case(_i) : sweep_case(&r, _i);
+    th_cpu_kernels(_i / 6 % 2); /* the depthwise kinds (i % 6 = 4, 5) in both variants */
     run_case(&k, seed, 1, 0);
+    th_cpu_kernels(-1);
 }
 END_TEST
 
@@ -314,7 +317,9 @@ START_TEST(test_conv2d_backward_sweep)
     uint64_t seed = 20000 + (uint64_t)_i; /* the forward sweep's configurations */
     th_rng r = th_rng_make(seed);
     conv_case k = th_small() ? small_case(_i) : sweep_case(&r, _i);
+    th_cpu_kernels(_i / 6 % 2);
     run_case(&k, seed, 0, 1);
+    th_cpu_kernels(-1);
 }
 END_TEST
 
@@ -339,7 +344,14 @@ static const conv_case large_cases[] = {
 
 START_TEST(test_conv2d_large)
 {
-    run_case(&large_cases[_i], 300 + (uint64_t)_i, 1, 1);
+    const ref_conv *c = &large_cases[_i].c;
+    int depthwise = c->G == c->Cin; /* then both variants */
+    for (int cpu = 0; cpu < 1 + depthwise; cpu++) {
+        if (depthwise)
+            th_cpu_kernels(cpu);
+        run_case(&large_cases[_i], 300 + (uint64_t)_i, 1, 1);
+    }
+    th_cpu_kernels(-1);
 }
 END_TEST
 
@@ -357,8 +369,9 @@ static const conv_case tile_cases[] = {
 
 START_TEST(test_conv2d_tiles)
 {
-    /* the table's entries: NVIDIA, any other GPU, CPUs */
-    static const int n_tiles_of[] = {4, 2, 1};
+    /* the table's entries: NVIDIA, any other GPU, CPUs with 16-wide and
+     * with narrower native float vectors */
+    static const int n_tiles_of[] = {4, 2, 1, 1};
     int tuning = _i;
     teeny_device_info info = TEENY_DEVICE_INFO_INIT;
     TH_OK(th_ctx(), teeny_ctx_device_info(th_ctx(), &info));
@@ -836,7 +849,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(bwd, test_conv2d_backward_workspace);
     if (!th_small()) {
         tcase_add_loop_test(fwd, test_conv2d_large, 0, N_LARGE);
-        tcase_add_loop_test(fwd, test_conv2d_tiles, 0, 3);
+        tcase_add_loop_test(fwd, test_conv2d_tiles, 0, 4);
         tcase_add_test(fwd, test_conv2d_depthwise_fallback);
         tcase_add_test(bwd, test_conv2d_determinism);
     }

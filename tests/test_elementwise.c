@@ -14,7 +14,8 @@ START_TEST(test_elementwise_forward)
 {
     teeny_ctx *ctx = th_ctx();
     th_rng r = th_rng_make(100 + (uint64_t)_i);
-    int n = th_int(&r, 1, 5000);
+    int n = th_int(&r, 1, _i % 4 == 3 ? 70000 : 5000);
+    th_cpu_kernels(_i % 2); /* the CPU variants (runs of 2048 elements) on every device */
     int64_t shape[1] = {n};
     float *a = th_malloc((size_t)n * 4), *b = th_malloc((size_t)n * 4);
     double *ref = th_malloc((size_t)n * 8);
@@ -28,7 +29,7 @@ START_TEST(test_elementwise_forward)
         ref[i] = (double)a[i] + b[i];
     float *y = th_read(ty);
     ck_assert(th_first_nonfinite(y, (size_t)n) < 0);
-    ck_assert_msg(th_nrms(y, ref, (size_t)n) <= 1e-7, "add n=%d seed %d", n, 100 + _i);
+    ck_assert_msg(th_nrms(y, ref, (size_t)n) <= 1e-7, "add n=%d seed %d cpu %d", n, 100 + _i, _i % 2);
     free(y);
     for (int act = 0; act < 3; act++) {
         th_poison(ty);
@@ -37,8 +38,8 @@ START_TEST(test_elementwise_forward)
             ref[i] = ref_act(act, a[i]);
         y = th_read(ty);
         ck_assert(th_first_nonfinite(y, (size_t)n) < 0);
-        ck_assert_msg(th_nrms(y, ref, (size_t)n) <= 1e-6, "act %d n=%d seed %d: %g", act, n, 100 + _i,
-                      th_nrms(y, ref, (size_t)n));
+        ck_assert_msg(th_nrms(y, ref, (size_t)n) <= 1e-6, "act %d n=%d seed %d cpu %d: %g", act, n, 100 + _i,
+                      _i % 2, th_nrms(y, ref, (size_t)n));
         free(y);
     }
     /* y aliasing a */
@@ -53,6 +54,7 @@ START_TEST(test_elementwise_forward)
     teeny_tensor_destroy(ta);
     teeny_tensor_destroy(tb);
     teeny_tensor_destroy(ty);
+    th_cpu_kernels(-1);
 }
 END_TEST
 
@@ -60,7 +62,8 @@ START_TEST(test_elementwise_backward)
 {
     teeny_ctx *ctx = th_ctx();
     th_rng r = th_rng_make(300 + (uint64_t)_i);
-    int n = th_int(&r, 1, 3000);
+    int n = th_int(&r, 1, _i % 4 == 3 ? 70000 : 3000);
+    th_cpu_kernels(_i % 2);
     int64_t shape[1] = {n};
     float *x = th_malloc((size_t)n * 4), *dy = th_malloc((size_t)n * 4);
     double *ref = th_malloc((size_t)n * 8);
@@ -80,7 +83,8 @@ START_TEST(test_elementwise_backward)
         }
         float *dx = th_read(tdx);
         ck_assert(th_first_nonfinite(dx, (size_t)n) < 0);
-        ck_assert_msg(th_nrms(dx, ref, (size_t)n) <= 1e-6, "act %d backward n=%d seed %d", act, n, 300 + _i);
+        ck_assert_msg(th_nrms(dx, ref, (size_t)n) <= 1e-6, "act %d backward n=%d seed %d cpu %d", act, n, 300 + _i,
+                      _i % 2);
         free(dx);
     }
     free(x);
@@ -89,6 +93,7 @@ START_TEST(test_elementwise_backward)
     teeny_tensor_destroy(tx);
     teeny_tensor_destroy(tdy);
     teeny_tensor_destroy(tdx);
+    th_cpu_kernels(-1);
 }
 END_TEST
 

@@ -165,10 +165,10 @@ START_TEST(test_pool_global)
     th_rng r = th_rng_make(seed);
     int B = th_int(&r, 1, 4), C = th_int(&r, 1, 9), H = th_int(&r, 1, _i % 5 == 0 ? 40 : 9),
         W = th_int(&r, 1, _i % 5 == 0 ? 40 : 9), S = H * W, view = _i % 3 == 0 ? 1 + 2 * (_i % 4) : 0;
-    int flat = _i % 2; /* y as [B, C] or [B, C, 1, 1] */
+    int flat = _i % 2, cpu = _i / 2 % 2; /* y as [B, C] or [B, C, 1, 1]; the CPU or the portable kernel */
     char repro[160];
-    snprintf(repro, sizeof repro, "x [%d, %d, %d, %d]%s%s seed %llu", B, C, H, W, flat ? "" : " y 4-d",
-             view ? " (views)" : "", (unsigned long long)seed);
+    snprintf(repro, sizeof repro, "x [%d, %d, %d, %d]%s%s%s seed %llu", B, C, H, W, flat ? "" : " y 4-d",
+             view ? " (views)" : "", cpu ? " (CPU variant)" : "", (unsigned long long)seed);
     size_t nx = (size_t)B * C * S, ny = (size_t)B * C;
     float *x = th_malloc(nx * 4), *dy = th_malloc(ny * 4);
     th_fill_normal(&r, x, nx, th_uniform(&r, -2, 2), 1);
@@ -176,7 +176,9 @@ START_TEST(test_pool_global)
     int64_t xs[4] = {B, C, H, W}, ys[4] = {B, C, 1, 1};
     th_dev tx = th_dev_make(ctx, 0, 4, xs, view, x), ty = th_dev_make(ctx, 0, flat ? 2 : 4, ys, view ? view + 1 : 0, NULL),
            tdy = th_dev_make(ctx, 0, flat ? 2 : 4, ys, view, dy), tdx = th_dev_make(ctx, 0, 4, xs, view ? view + 2 : 0, NULL);
+    th_cpu_kernels(cpu);
     TH_OK(ctx, teeny_global_avgpool_forward(ctx, tx.t, ty.t));
+    th_cpu_kernels(-1);
     TH_OK(ctx, teeny_global_avgpool_backward(ctx, tdy.t, tdx.t));
     double *xd = th_dbl(x, nx), *dyd = th_dbl(dy, ny), *ry = th_malloc(ny * 8), *rdx = th_malloc(nx * 8),
            *mag = th_malloc(ny * 8);

@@ -5,7 +5,7 @@ set -e
 pkgs="opencl-c-headers ocl-icd-opencl-dev pocl-opencl-icd pkg-config zlib1g-dev libcjson-dev"
 for what in "$@"; do
     case $what in
-        test) pkgs="$pkgs check libsubunit-dev dataset-fashion-mnist" ;;
+        test) pkgs="$pkgs check libsubunit-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin" ;;
         run) pkgs="$pkgs dataset-fashion-mnist" ;;
         oclgrind) pkgs="$pkgs check libsubunit-dev oclgrind" ;;
         asan) pkgs="$pkgs check libsubunit-dev" ;;

@@ -238,6 +238,16 @@ static void derive_defaults(teeny_ctx *ctx)
      * of unknown make gets, on any device (how the tests cover that path). */
     const char *tuning = getenv("TEENY_TUNING");
     ctx->generic = tuning && !strcmp(tuning, "generic");
+    /* On a CPU a work-group is a loop over its items and barriers split it
+     * into several loops, so the families keep variants shaped for that
+     * (one item owns a whole reduction, vectors along contiguous data)
+     * and take them here; the tests flip this to run both. */
+    ctx->cpu_kernels = ctx->info.is_cpu && !ctx->generic;
+    cl_uint vec = 1;
+    if (TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof vec, &vec, NULL) ||
+        vec < 1)
+        vec = 1; /* an optional hint: a failed query only narrows the CPU GEMM tile */
+    ctx->native_float_width = (int)vec;
     /* Compilers known to take #pragma unroll and always_inline (clang-based
      * ones and NVIDIA's) get them through TEENY_HINTS (cl/common.cl); any
      * other builds the plain OpenCL C 1.2 source. */

@@ -40,6 +40,7 @@
 #define ATT_MAX_D 128
 #define ATT_MAX_DV 256
 #define ATT_LDS_CAP (48 * 1024)
+#define ATT_CR 8 /* rows per work-item of the CPU variants (the lanes of a float8) */
 
 typedef struct {
     int tr, rm, tc, sc; /* thread grid TR x TC; RM rows, SC columns per thread */
@@ -116,9 +117,9 @@ static int fit(const att_plan *p, att_tile *t, size_t (*lds)(const att_plan *, a
 static void plan_options(att_plan *p)
 {
     snprintf(p->options, sizeof p->options,
-             "-DATT_DQ=%d -DATT_DV=%d -DFW_TR=%d -DFW_RM=%d -DFW_TC=%d -DFW_SC=%d -DKV_TR=%d -DKV_RM=%d -DKV_TC=%d "
+             "-DATT_CR=%d -DATT_DQ=%d -DATT_DV=%d -DFW_TR=%d -DFW_RM=%d -DFW_TC=%d -DFW_SC=%d -DKV_TR=%d -DKV_RM=%d -DKV_TC=%d "
              "-DKV_SC=%d -DQG_TR=%d -DQG_RM=%d -DQG_TC=%d -DQG_SC=%d",
-             p->dq, p->dv, p->fw.tr, p->fw.rm, p->fw.tc, p->fw.sc, p->kv.tr, p->kv.rm, p->kv.tc, p->kv.sc, p->qg.tr,
+             ATT_CR, p->dq, p->dv, p->fw.tr, p->fw.rm, p->fw.tc, p->fw.sc, p->kv.tr, p->kv.rm, p->kv.tc, p->kv.sc, p->qg.tr,
              p->qg.rm, p->qg.tc, p->qg.sc);
 }
 
@@ -265,6 +266,25 @@ static teeny_status launch_tiled(teeny_ctx *ctx, const att_plan *pl, const char 
     return st;
 }
 
+/* The CPU variants (ctx->cpu_kernels): one work-item per ATT_CR rows of
+ * one matrix, no local memory; the tiles are not used. */
+
+static teeny_status launch_cpu(teeny_ctx *ctx, const att_plan *pl, const char *name, att_arg *a, int n, int rows,
+                               int bh)
+{
+    cl_kernel k;
+    a[n++] = ARG(bh);
+    size_t items = (size_t)bh * (size_t)((rows + ATT_CR - 1) / ATT_CR);
+    teeny_status st = teeny__kernel_get(ctx, "attention", pl->options, name, &k);
+    if (st == TEENY_OK)
+        st = set_args(ctx, k, name, a, n);
+    if (st == TEENY_OK) {
+        size_t local = teeny__local_clamp(ctx, k, name, teeny__cpu_local(ctx, items));
+        st = teeny__launch(ctx, k, name, 1, &items, &local);
+    }
+    return st;
+}
+
 teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *p)
 {
     att_plan pl;
@@ -289,6 +309,8 @@ teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *
     a[n++] = ARG(p->d);
     a[n++] = ARG(p->dv);
     a[n++] = ARG(p->scale);
+    if (ctx->cpu_kernels)
+        return launch_cpu(ctx, &pl, "attn_fwd_cpu", a, n, p->n_q, p->bh);
     return launch_tiled(ctx, &pl, "attn_fwd", a, n, pl.fw, p->n_q, p->bh);
 }
 
@@ -351,7 +373,9 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         a[n++] = ARG(p->d);
         a[n++] = ARG(p->dv);
         a[n++] = ARG(p->scale);
-        if ((st = launch_tiled(ctx, &pl, "attn_bwd_dkdv", a, n, pl.kv, p->n_k, p->bh)) != TEENY_OK)
+        st = ctx->cpu_kernels ? launch_cpu(ctx, &pl, "attn_bwd_dkdv_cpu", a, n, p->n_k, p->bh)
+                              : launch_tiled(ctx, &pl, "attn_bwd_dkdv", a, n, pl.kv, p->n_k, p->bh);
+        if (st != TEENY_OK)
             return st;
     }
     if (p->dq.buf) {
@@ -362,7 +386,9 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         a[n++] = ARG(p->d);
         a[n++] = ARG(p->dv);
         a[n++] = ARG(p->scale);
-        if ((st = launch_tiled(ctx, &pl, "attn_bwd_dq", a, n, pl.qg, p->n_q, p->bh)) != TEENY_OK)
+        st = ctx->cpu_kernels ? launch_cpu(ctx, &pl, "attn_bwd_dq_cpu", a, n, p->n_q, p->bh)
+                              : launch_tiled(ctx, &pl, "attn_bwd_dq", a, n, pl.qg, p->n_q, p->bh);
+        if (st != TEENY_OK)
             return st;
     }
     return TEENY_OK;

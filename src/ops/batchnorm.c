@@ -34,6 +34,7 @@
 typedef struct {
     int B, C, S;
     int spatial, vec;
+    int cpu;    /* the CPU variants (spatial layout on ctx->cpu_kernels) */
     /* reduction */
     int K;      /* partials per channel */
     int P;      /* runs of the batch (rows) or chunks (spatial) */
@@ -45,6 +46,9 @@ typedef struct {
     size_t ew_global[2], ew_local[2];
 } bn_plan;
 
+/* The CPU variants' run of floats per item (BN_CPU_RUN in the .cl). */
+#define BN_CPU_RUN 1024
+
 static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, bn_plan *pl)
 {
     int64_t target = (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) * 4;
@@ -52,6 +56,9 @@ static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, bn_plan
     pl->C = C;
     pl->S = S;
     pl->spatial = S >= BN_SPATIAL_MIN;
+    pl->cpu = pl->spatial && ctx->cpu_kernels;
+    if (pl->cpu)
+        wg = 1; /* one item per partial: its runs are as long as the split allows */
     pl->vec = pl->spatial && S % 4 == 0 ? 4 : 1;
     if (pl->spatial) {
         int units = (int)((int64_t)B * S / pl->vec);
@@ -94,6 +101,13 @@ static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, bn_plan
     pl->ew_local[1] = (size_t)wg / l0;
     pl->ew_global[0] = (size_t)pl->inner;
     pl->ew_global[1] = (size_t)pl->outer;
+    if (pl->cpu) { /* grids (K, C) and (runs per plane, B*C); groups along the second dimension */
+        pl->red_global[0] = (size_t)pl->K;
+        pl->red_local[1] = teeny__cpu_local(ctx, (size_t)pl->K * (size_t)C);
+        pl->ew_global[0] = (size_t)((S + BN_CPU_RUN - 1) / BN_CPU_RUN);
+        pl->ew_local[0] = 1;
+        pl->ew_local[1] = teeny__cpu_local(ctx, pl->ew_global[0] * (size_t)pl->outer);
+    }
 }
 
 static void wg_option(const teeny_ctx *ctx, char *buf, size_t cap)
@@ -132,8 +146,8 @@ static teeny_status plan_fit(teeny_ctx *ctx, int B, int C, int S, int grad, int 
 static teeny_status reduce(teeny_ctx *ctx, const bn_plan *pl, const char *opt, int grad, const teeny_tensor *x,
                            const teeny_tensor *dy, const teeny_tensor *mean, cl_mem *part_out)
 {
-    const char *name = grad ? (pl->spatial ? "bn_grad_spatial" : "bn_grad_rows")
-                            : (pl->spatial ? "bn_stats_spatial" : "bn_stats_rows");
+    const char *name = grad ? (pl->cpu ? "bn_grad_cpu" : pl->spatial ? "bn_grad_spatial" : "bn_grad_rows")
+                            : (pl->cpu ? "bn_stats_cpu" : pl->spatial ? "bn_stats_spatial" : "bn_stats_rows");
     cl_kernel k;
     cl_mem part;
     int x_off = teeny__off(x), units = pl->total, CS = pl->C * pl->S;
@@ -143,7 +157,11 @@ static teeny_status reduce(teeny_ctx *ctx, const bn_plan *pl, const char *opt, i
         st = teeny__kernel_get(ctx, "batchnorm", opt, name, &k);
     if (st != TEENY_OK)
         return st;
-    if (!grad && pl->spatial)
+    if (!grad && pl->cpu)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &pl->C,
+                             sizeof(int), &pl->S, sizeof(int), &pl->vec, sizeof(int), &units, sizeof(int), &pl->chunk,
+                             sizeof(int), &pl->K, sizeof(cl_mem), &part, (size_t)0);
+    else if (!grad && pl->spatial)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &pl->C,
                              sizeof(int), &pl->S, sizeof(int), &pl->vec, sizeof(int), &units, sizeof(int), &pl->chunk,
                              sizeof(cl_mem), &part, (size_t)0);
@@ -152,7 +170,12 @@ static teeny_status reduce(teeny_ctx *ctx, const bn_plan *pl, const char *opt, i
                              sizeof(int), &CS, sizeof(int), &pl->chunk, sizeof(cl_mem), &part, (size_t)0);
     else {
         int dy_off = teeny__off(dy), m_off = teeny__off(mean);
-        if (pl->spatial)
+        if (pl->cpu)
+            st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem), &dy->buf,
+                                 sizeof(int), &dy_off, sizeof(cl_mem), &mean->buf, sizeof(int), &m_off, sizeof(int),
+                                 &pl->C, sizeof(int), &pl->S, sizeof(int), &pl->vec, sizeof(int), &units, sizeof(int),
+                                 &pl->chunk, sizeof(int), &pl->K, sizeof(cl_mem), &part, (size_t)0);
+        else if (pl->spatial)
             st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem), &dy->buf,
                                  sizeof(int), &dy_off, sizeof(cl_mem), &mean->buf, sizeof(int), &m_off, sizeof(int),
                                  &pl->C, sizeof(int), &pl->S, sizeof(int), &pl->vec, sizeof(int), &units, sizeof(int),
@@ -215,7 +238,18 @@ teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
     }
 
     int x_off = teeny__off(x), y_off = teeny__off(y), m_off = teeny__off(mean), r_off = teeny__off(r),
-        w_off = teeny__off(w), b_off = teeny__off(bias);
+        w_off = teeny__off(w), b_off = teeny__off(bias), planes = B * C;
+    if (pl.cpu) {
+        static const char name[] = "bn_normalize_cpu";
+        st = teeny__kernel_get(ctx, "batchnorm", opt, name, &k);
+        if (st == TEENY_OK)
+            st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem), &y->buf,
+                                 sizeof(int), &y_off, sizeof(int), &C, sizeof(int), &S, sizeof(int), &planes,
+                                 sizeof(cl_mem), &mean->buf, sizeof(int), &m_off, sizeof(cl_mem), &r->buf, sizeof(int),
+                                 &r_off, sizeof(int), &r_is_var, sizeof(float), &eps, sizeof(cl_mem), &w->buf,
+                                 sizeof(int), &w_off, sizeof(cl_mem), &bias->buf, sizeof(int), &b_off, (size_t)0);
+        return st == TEENY_OK ? teeny__launch(ctx, k, name, 2, pl.ew_global, pl.ew_local) : st;
+    }
     st = teeny__kernel_get(ctx, "batchnorm", opt, "bn_normalize", &k);
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, "bn_normalize", sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem),
@@ -262,7 +296,20 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
         return st;
 
     int x_off = teeny__off(x), dy_off = teeny__off(dy), dx_off = teeny__off(dx), m_off = teeny__off(mean),
-        w_off = teeny__off(w);
+        w_off = teeny__off(w), planes = B * C;
+    if (pl.cpu) {
+        static const char name[] = "bn_backward_dx_cpu";
+        st = teeny__kernel_get(ctx, "batchnorm", opt, name, &k);
+        if (st == TEENY_OK)
+            st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem), &dy->buf,
+                                 sizeof(int), &dy_off, sizeof(cl_mem), &dx->buf, sizeof(int), &dx_off, sizeof(int), &C,
+                                 sizeof(int), &S, sizeof(int), &planes, sizeof(cl_mem), &mean->buf, sizeof(int), &m_off,
+                                 sizeof(cl_mem), &r->buf, sizeof(int), &r_off, sizeof(int), &r_is_var, sizeof(float),
+                                 &eps, sizeof(cl_mem), &w->buf, sizeof(int), &w_off, sizeof(cl_mem), &dw->buf,
+                                 sizeof(int), &dw_off, sizeof(cl_mem), &db->buf, sizeof(int), &db_off, sizeof(float),
+                                 &inv_n, sizeof(int), &frozen, (size_t)0);
+        return st == TEENY_OK ? teeny__launch(ctx, k, name, 2, pl.ew_global, pl.ew_local) : st;
+    }
     st = teeny__kernel_get(ctx, "batchnorm", opt, "bn_backward_dx", &k);
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, "bn_backward_dx", sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem),

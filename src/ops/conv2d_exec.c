@@ -28,6 +28,18 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
     dw_plan pl;
     teeny_status st = TEENY_OK;
 
+    if (teeny__conv_use_depthwise(tu, &g) && ctx->cpu_kernels) {
+        char opt[256];
+        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+        int mult = g.Cog;
+        karg k[] = {KM(x->buf), KI(x_off), KM(w->buf), KI(w_off),  KM(y->buf),   KI(y_off),     KI(g.B),
+                    KI(g.Cin),  KI(g.H),   KI(g.W),    KI(mult),   KI(g.OH),     KI(g.OW),      KI(g.KH),
+                    KI(g.KW),   KI(g.sh),  KI(g.sw),   KI(g.ph),   KI(g.pw),     KI(g.dh),      KI(g.dw),
+                    KM(bias_m), KI(bias_off), KM(scale_m), KI(scale_off), KM(shift_m), KI(shift_off), KI(epi),
+                    KI(act),    {0, NULL}};
+        return teeny__conv_dw_cpu_run(ctx, opt, "dwconv_fwd_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g.OH,
+                                      g.Cout, g.B);
+    }
     if (teeny__conv_use_depthwise(tu, &g) && teeny__conv_dw_plan_fwd(ctx, tu, &g, &pl) &&
         teeny__conv_dw_fits(ctx, tu, "dwconv_fwd", pl.local_bytes, &st)) {
         char opt[256];
@@ -134,6 +146,17 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
     dw_plan pl;
     teeny_status st = TEENY_OK;
 
+    if (teeny__conv_use_depthwise(tu, g) && ctx->cpu_kernels) {
+        char opt[256];
+        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+        int mult = g->Cog;
+        karg k[] = {KM(dy->buf), KI(dy_off), KM(w->buf), KI(w_off), KM(dx->buf), KI(dx_off), KI(g->B),
+                    KI(g->Cin),  KI(g->H),   KI(g->W),   KI(mult),  KI(g->OH),   KI(g->OW),  KI(g->KH),
+                    KI(g->KW),   KI(g->sh),  KI(g->sw),  KI(g->ph), KI(g->pw),   KI(g->dh),  KI(g->dw),
+                    {0, NULL}};
+        return teeny__conv_dw_cpu_run(ctx, opt, "dwconv_dx_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g->H,
+                                      g->Cin, g->B);
+    }
     if (teeny__conv_use_depthwise(tu, g) && teeny__conv_dw_plan_dx(ctx, tu, g, &pl) &&
         teeny__conv_dw_fits(ctx, tu, "dwconv_dx", pl.local_bytes, &st)) {
         char opt[256];
@@ -232,6 +255,16 @@ static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const con
         j.bias = j.scale = j.shift = x->buf;
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         return teeny__conv_cpu_gemm_run(ctx, tu, &j, opt);
+    }
+    if (gp->depthwise && ctx->cpu_kernels) { /* one item per (tap, co), straight into dw */
+        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+        int mult = g->Cog, KHW = g->KH * g->KW;
+        size_t global[2] = {(size_t)KHW, (size_t)g->Cout};
+        size_t local[2] = {1, teeny__cpu_local(ctx, (size_t)KHW * (size_t)g->Cout)};
+        karg k[] = {KM(x->buf), KI(x_off), KM(dy->buf), KI(dy_off), KM(dw->buf), KI(dw_off), KI(g->B),
+                    KI(g->Cin), KI(g->H),  KI(g->W),    KI(mult),   KI(g->OH),   KI(g->OW),  KI(g->KH),
+                    KI(g->KW),  KI(g->sh), KI(g->sw),   KI(g->ph),  KI(g->pw),   KI(g->dh),  KI(g->dw)};
+        return run_kernel(ctx, opt, "dwconv_dw_cpu", k, (int)(sizeof k / sizeof k[0]), 2, global, local);
     }
     if (gp->depthwise) {
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);

@@ -36,6 +36,8 @@ typedef struct {
     int waves;          /* work-groups per compute unit to aim for */
     int cpu_rows;       /* > 0: GEMMs by conv_gemm_cpu, this many rows per item */
     int cpu_wg;         /* its work-group (items along m) */
+    int cpu_nv;         /* its float16 column vectors per item (CPU_NV) */
+    int min_vec;        /* needs a native float vector at least this wide */
 } conv_tuning;
 
 static inline int gemm_wg(const gemm_tile *t)
@@ -114,6 +116,12 @@ int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g);
 int teeny__conv_dw_plan_fwd(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t local_bytes, teeny_status *st);
+/* The depthwise CPU variants' launch (ctx->cpu_kernels): `name` over
+ * `rows` rows of channels x B planes, whole rows per item; a holds the
+ * arguments but the last, the rows per item, which this appends (a has
+ * room for n + 1). */
+teeny_status teeny__conv_dw_cpu_run(teeny_ctx *ctx, const char *opt, const char *name, karg *a, int n, int rows,
+                                    int channels, int B);
 void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap);
 teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j);
 teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, const char *opt);

@@ -1,7 +1,9 @@
 /*
  * elementwise.c -- y = a + b, y = a * b and activations (ReLU, SiLU) with
  * their gradients. Tensors of any shape; only element counts must agree.
- * Kernels: cl/elementwise.cl, one work-item per element.
+ * Kernels: cl/elementwise.cl, one work-item per element, or on a CPU
+ * (ctx->cpu_kernels) a run of EW_RUN elements in float16 vectors for add
+ * and the activations.
  *
  * Op-table entries (the convention of ops.h):
  *   add:        forward in = [a, b], out = [y];
@@ -15,9 +17,20 @@
 
 #include "ops.h"
 
-static teeny_status ew_launch(teeny_ctx *ctx, const char *name, int n, cl_kernel k)
+/* The CPU variants (ctx->cpu_kernels) of add and the activations take a
+ * run of EW_RUN elements per work-item (cl/elementwise.cl). */
+#define EW_RUN 2048
+
+/* One work-item per element, or per EW_RUN of them (cpu: a CPU variant). */
+static teeny_status ew_launch(teeny_ctx *ctx, const char *name, int n, int cpu, cl_kernel k)
 {
-    size_t local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size), global = (size_t)n;
+    size_t global = (size_t)n, local;
+    if (cpu) {
+        global = (size_t)(n / EW_RUN + (n % EW_RUN != 0));
+        local = teeny__local_clamp(ctx, k, name, teeny__cpu_local(ctx, global));
+    } else {
+        local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
+    }
     return teeny__launch(ctx, k, name, 1, &global, &local);
 }
 
@@ -35,13 +48,14 @@ teeny_status teeny__add_forward(teeny_ctx *ctx, const teeny__op_args *a)
     const teeny_tensor *x0 = a->in[0], *x1 = a->in[1];
     teeny_tensor *y = a->out[0];
     int n = (int)y->numel, o0 = teeny__off(x0), o1 = teeny__off(x1), oy = teeny__off(y);
+    const char *name = ctx->cpu_kernels ? "ew_add_cpu" : "ew_add";
     cl_kernel k;
-    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", "ew_add", &k);
+    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
     if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, "ew_add", sizeof(cl_mem), &x0->buf, sizeof o0, &o0, sizeof(cl_mem), &x1->buf,
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x0->buf, sizeof o0, &o0, sizeof(cl_mem), &x1->buf,
                              sizeof o1, &o1, sizeof(cl_mem), &y->buf, sizeof oy, &oy, sizeof n, &n, (size_t)0);
     if (st == TEENY_OK)
-        st = ew_launch(ctx, "ew_add", n, k);
+        st = ew_launch(ctx, name, n, ctx->cpu_kernels, k);
     return st;
 }
 
@@ -62,13 +76,14 @@ teeny_status teeny__activation_forward(teeny_ctx *ctx, const teeny__op_args *a)
 static teeny_status act_launch(teeny_ctx *ctx, int act, const teeny_tensor *x, teeny_tensor *y)
 {
     int n = (int)y->numel, ox = teeny__off(x), oy = teeny__off(y);
+    const char *name = ctx->cpu_kernels ? "ew_act_forward_cpu" : "ew_act_forward";
     cl_kernel k;
-    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", "ew_act_forward", &k);
+    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
     if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, "ew_act_forward", sizeof act, &act, sizeof(cl_mem), &x->buf, sizeof ox, &ox,
+        st = teeny__set_args(ctx, k, name, sizeof act, &act, sizeof(cl_mem), &x->buf, sizeof ox, &ox,
                              sizeof(cl_mem), &y->buf, sizeof oy, &oy, sizeof n, &n, (size_t)0);
     if (st == TEENY_OK)
-        st = ew_launch(ctx, "ew_act_forward", n, k);
+        st = ew_launch(ctx, name, n, ctx->cpu_kernels, k);
     return st;
 }
 
@@ -78,14 +93,15 @@ teeny_status teeny__activation_backward(teeny_ctx *ctx, const teeny__op_args *a)
     teeny_tensor *dx = a->out[0];
     int act = (int)a->attrs.activation.act;
     int n = (int)dx->numel, ox = teeny__off(x), ody = teeny__off(dy), odx = teeny__off(dx);
+    const char *name = ctx->cpu_kernels ? "ew_act_backward_cpu" : "ew_act_backward";
     cl_kernel k;
-    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", "ew_act_backward", &k);
+    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
     if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, "ew_act_backward", sizeof act, &act, sizeof(cl_mem), &x->buf, sizeof ox, &ox,
+        st = teeny__set_args(ctx, k, name, sizeof act, &act, sizeof(cl_mem), &x->buf, sizeof ox, &ox,
                              sizeof(cl_mem), &dy->buf, sizeof ody, &ody, sizeof(cl_mem), &dx->buf, sizeof odx, &odx,
                              sizeof n, &n, (size_t)0);
     if (st == TEENY_OK)
-        st = ew_launch(ctx, "ew_act_backward", n, k);
+        st = ew_launch(ctx, name, n, ctx->cpu_kernels, k);
     return st;
 }
 
@@ -100,7 +116,7 @@ teeny_status teeny__mul_forward(teeny_ctx *ctx, const teeny__op_args *a)
         st = teeny__set_args(ctx, k, "ew_mul", sizeof(cl_mem), &x0->buf, sizeof o0, &o0, sizeof(cl_mem), &x1->buf,
                              sizeof o1, &o1, sizeof(cl_mem), &y->buf, sizeof oy, &oy, sizeof n, &n, (size_t)0);
     if (st == TEENY_OK)
-        st = ew_launch(ctx, "ew_mul", n, k);
+        st = ew_launch(ctx, "ew_mul", n, 0, k);
     return st;
 }
 
@@ -123,7 +139,7 @@ teeny_status teeny__mul_backward(teeny_ctx *ctx, const teeny__op_args *a)
                              &da_buf, sizeof oda, &oda, sizeof has_da, &has_da, sizeof(cl_mem), &db_buf, sizeof odb,
                              &odb, sizeof has_db, &has_db, sizeof n, &n, (size_t)0);
     if (st == TEENY_OK)
-        st = ew_launch(ctx, "ew_mul_backward", n, k);
+        st = ew_launch(ctx, "ew_mul_backward", n, 0, k);
     return st;
 }
 

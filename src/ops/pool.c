@@ -7,7 +7,8 @@
  *
  * Kernels: cl/pool.cl. Window ops use one work-item per output (forward)
  * or per input element (backward, a gather over the covering windows: no
- * atomics). Global pooling uses one work-group per plane.
+ * atomics). Global pooling uses one work-group per plane, or on a CPU
+ * (ctx->cpu_kernels) one work-item per plane.
  * Tunable: GAP_WG, the global-pooling work-group size (ctx->work_group_size).
  *
  * Op-table entries (the convention of ops.h); attrs.pool2d (kernel, stride,
@@ -130,9 +131,18 @@ teeny_status teeny__global_avgpool_forward(teeny_ctx *ctx, const teeny__op_args 
     const teeny_tensor *x = a->in[0];
     teeny_tensor *y = a->out[0];
     int S = (int)(x->shape[2] * x->shape[3]), x_off = teeny__off(x), y_off = teeny__off(y);
+    int planes = (int)(x->shape[0] * x->shape[1]);
     char opt[32];
     cl_kernel k;
     int wg;
+    if (ctx->cpu_kernels) {
+        static const char cpu_name[] = "pool_gap_forward_planes";
+        teeny_status st = teeny__kernel_get(ctx, "pool", "", cpu_name, &k);
+        if (st == TEENY_OK)
+            st = teeny__set_args(ctx, k, cpu_name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &S,
+                                 sizeof(int), &planes, sizeof(cl_mem), &y->buf, sizeof(int), &y_off, (size_t)0);
+        return st == TEENY_OK ? launch_1d(ctx, k, cpu_name, planes) : st;
+    }
     /* GAP_WG: the device's work-group size, or the largest power of two
      * below it the kernel takes (its reduction halves spans) */
     teeny_status st = teeny__fit_halving(ctx, "pool", "-DGAP_WG=%d", (const char *const[]){name}, 1,
@@ -143,7 +153,7 @@ teeny_status teeny__global_avgpool_forward(teeny_ctx *ctx, const teeny__op_args 
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &S,
                              sizeof(cl_mem), &y->buf, sizeof(int), &y_off, (size_t)0);
     if (st == TEENY_OK) {
-        size_t local = (size_t)wg, global = local * (size_t)(x->shape[0] * x->shape[1]);
+        size_t local = (size_t)wg, global = local * (size_t)planes;
         st = teeny__launch(ctx, k, name, 1, &global, &local);
     }
     return st;

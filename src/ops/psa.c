@@ -98,16 +98,21 @@ teeny_status teeny__psa_attention_backward(teeny_ctx *ctx, const teeny__op_args 
 
 /* ---- rearrangements ---- */
 
-static teeny_status psa_launch(teeny_ctx *ctx, const char *name, cl_mem src, int src_off, cl_mem src2, int src2_off,
-                               cl_mem dst, int dst_off, cl_mem dst2, int dst2_off, int heads, int n, int kd,
-                               int total)
+/* rows: a 2-D grid (token, row of n tokens), for the kernels written so
+ * (the V extractions, cl/psa.cl); else 1-D over the destination. */
+static teeny_status psa_launch(teeny_ctx *ctx, const char *name, int rows, cl_mem src, int src_off, cl_mem src2,
+                               int src2_off, cl_mem dst, int dst_off, cl_mem dst2, int dst2_off, int heads, int n,
+                               int kd, int total)
 {
     cl_kernel k;
-    size_t local, global = (size_t)total;
+    size_t local[2] = {0, 1}, global[2] = {rows ? (size_t)n : (size_t)total, rows ? (size_t)(total / n) : 1};
     teeny_status st = teeny__kernel_get(ctx, "psa", "", name, &k);
     if (st != TEENY_OK)
         return st;
-    local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
+    /* rows: 64 x 4 items, several rows per work-group (a CPU pays per group) */
+    local[0] = teeny__local_clamp(ctx, k, name, (size_t)(rows ? 64 : ctx->work_group_size));
+    if (rows)
+        local[1] = teeny__local_clamp(ctx, k, name, 4 * local[0]) / local[0];
     if (src2)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &src, sizeof(int), &src_off, sizeof(cl_mem), &src2,
                              sizeof(int), &src2_off, sizeof(cl_mem), &dst, sizeof(int), &dst_off, sizeof(int), &heads,
@@ -121,7 +126,7 @@ static teeny_status psa_launch(teeny_ctx *ctx, const char *name, cl_mem src, int
                              sizeof(int), &dst_off, sizeof(int), &heads, sizeof(int), &n, sizeof(int), &kd,
                              sizeof(int), &total, (size_t)0);
     if (st == TEENY_OK)
-        st = teeny__launch(ctx, k, name, 1, &global, &local);
+        st = teeny__launch(ctx, k, name, rows ? 2 : 1, global, local);
     return st;
 }
 
@@ -134,7 +139,7 @@ teeny_status teeny__psa_pack_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     const teeny_tensor *qkv = a->in[0];
     teeny_tensor *packed = a->out[0];
-    return psa_launch(ctx, "psa_pack", qkv->buf, teeny__off(qkv), NULL, 0, packed->buf, teeny__off(packed), NULL, 0,
+    return psa_launch(ctx, "psa_pack", 0, qkv->buf, teeny__off(qkv), NULL, 0, packed->buf, teeny__off(packed), NULL, 0,
                       a->attrs.psa.heads, tokens(qkv), a->attrs.psa.key_dim, (int)packed->numel);
 }
 
@@ -144,7 +149,7 @@ teeny_status teeny__psa_pack_backward(teeny_ctx *ctx, const teeny__op_args *a)
     teeny_tensor *dqkv = a->out[0];
     if (!dqkv)
         return TEENY_OK;
-    return psa_launch(ctx, "psa_pack_backward", dp->buf, teeny__off(dp), NULL, 0, dqkv->buf, teeny__off(dqkv), NULL,
+    return psa_launch(ctx, "psa_pack_backward", 0, dp->buf, teeny__off(dp), NULL, 0, dqkv->buf, teeny__off(dqkv), NULL,
                       0, a->attrs.psa.heads, tokens(dqkv), a->attrs.psa.key_dim, (int)dqkv->numel);
 }
 
@@ -152,7 +157,7 @@ teeny_status teeny__psa_extract_v_forward(teeny_ctx *ctx, const teeny__op_args *
 {
     const teeny_tensor *qkv = a->in[0];
     teeny_tensor *v = a->out[0];
-    return psa_launch(ctx, "psa_extract_v", qkv->buf, teeny__off(qkv), NULL, 0, v->buf, teeny__off(v), NULL, 0,
+    return psa_launch(ctx, "psa_extract_v", 1, qkv->buf, teeny__off(qkv), NULL, 0, v->buf, teeny__off(v), NULL, 0,
                       a->attrs.psa.heads, tokens(qkv), a->attrs.psa.key_dim, (int)v->numel);
 }
 
@@ -162,7 +167,7 @@ teeny_status teeny__psa_extract_v_backward(teeny_ctx *ctx, const teeny__op_args 
     teeny_tensor *dqkv = a->out[0];
     if (!dqkv)
         return TEENY_OK;
-    return psa_launch(ctx, "psa_extract_v_backward", dv->buf, teeny__off(dv), NULL, 0, dqkv->buf, teeny__off(dqkv),
+    return psa_launch(ctx, "psa_extract_v_backward", 1, dv->buf, teeny__off(dv), NULL, 0, dqkv->buf, teeny__off(dqkv),
                       NULL, 0, a->attrs.psa.heads, tokens(dqkv), a->attrs.psa.key_dim, (int)dqkv->numel);
 }
 
@@ -170,7 +175,7 @@ teeny_status teeny__psa_merge_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     const teeny_tensor *lo = a->in[0], *hi = a->in[1];
     teeny_tensor *out = a->out[0];
-    return psa_launch(ctx, "psa_merge", lo->buf, teeny__off(lo), hi->buf, teeny__off(hi), out->buf, teeny__off(out),
+    return psa_launch(ctx, "psa_merge", 0, lo->buf, teeny__off(lo), hi->buf, teeny__off(hi), out->buf, teeny__off(out),
                       NULL, 0, a->attrs.psa_merge.heads, (int)lo->shape[1], (int)lo->shape[2], (int)out->numel);
 }
 
@@ -193,7 +198,7 @@ teeny_status teeny__psa_merge_backward(teeny_ctx *ctx, const teeny__op_args *a)
         else
             hi = tmp;
     }
-    return psa_launch(ctx, "psa_merge_backward", dout->buf, teeny__off(dout), NULL, 0, lo, lo_off, hi, hi_off, heads,
+    return psa_launch(ctx, "psa_merge_backward", 0, dout->buf, teeny__off(dout), NULL, 0, lo, lo_off, hi, hi_off, heads,
                       n, kd, total);
 }
 

@@ -72,6 +72,14 @@ teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name,
     return teeny__enqueue_kernel(ctx, k, kernel_name, (cl_uint)dims, g, local);
 }
 
+size_t teeny__cpu_local(const teeny_ctx *ctx, size_t items)
+{
+    size_t groups = 4 * (size_t)(ctx->info.compute_units > 0 ? ctx->info.compute_units : 1), l = 64;
+    while (l > 1 && items / l < groups)
+        l /= 2;
+    return l;
+}
+
 teeny_status teeny__run_kernel(teeny_ctx *ctx, const char *family, const char *options, const char *kernel_name,
                                const teeny__karg *a, int n, int dims, const size_t *global, const size_t *local)
 {
