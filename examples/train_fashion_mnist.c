@@ -13,7 +13,9 @@
  * Per epoch: a progress bar on stderr, one summary line on stdout
  *   epoch 3/15 train_loss 0.3012 test_acc 0.8871 epoch_s 41.2 images_per_s 1456
  * a checkpoint (safetensors; --resume continues bit-identically) and an SVG
- * plot of training loss and test accuracy, both in --out.
+ * plot of training loss and test accuracy, both in --out. With
+ * TEENY_PROFILE=1, the second training step is profiled kernel by kernel
+ * (launches, device time; on stderr).
  *
  * Usage: train_fashion_mnist [--epochs N] [--device SPEC] [--seed S] [--batch B]
  *            [--out DIR] [--data DIR] [--resume CHECKPOINT] [--eval CHECKPOINT]
@@ -423,6 +425,8 @@ int main(int argc, char **argv)
     FN_TRY(teeny_plan_tensor(plan, net.x, &tx));
     FN_TRY(teeny_plan_tensor(plan, net.labels, &ty));
     int tty = isatty(2);
+    const char *profile_var = getenv("TEENY_PROFILE");
+    int profile_env = profile_var && *profile_var && strcmp(profile_var, "0");
     fn_eval_result last = {0};
     for (int epoch = first_epoch; epoch < o.epochs; epoch++) {
         double t0 = fn_now(), last_bar = 0, loss_sum = 0, shown_loss = 0;
@@ -449,6 +453,11 @@ int main(int argc, char **argv)
             }
             double lr, beta1;
             FN_TRY(teeny_lr_at(&sched, teeny_optimizer_steps(opt), &lr, &beta1));
+            /* TEENY_PROFILE=1: profile one step (the second: the first may
+             * still build kernels); teeny_profile_end logs each kernel */
+            int profile = profile_env && epoch == first_epoch && s == (steps_per_epoch > 1 ? 1 : 0);
+            if (profile)
+                FN_TRY(teeny_profile_begin(ctx));
             for (int64_t k = 0; k < local_shards; k++) {
                 FN_TRY(teeny_tensor_write(tx, x + k * shard_batch * 784, (size_t)shard_batch * 784));
                 FN_TRY(teeny_tensor_write_i32(ty, y + k * shard_batch, (size_t)shard_batch));
@@ -473,6 +482,14 @@ int main(int argc, char **argv)
                 DIST_TRY(teeny_dist_grads_allreduce(dg, TEENY_OK));
 #endif
             FN_TRY(teeny_optimizer_step(opt, (float)lr, (float)beta1));
+            if (profile) {
+                double step_ms;
+                int launches;
+                FN_TRY(teeny_profile_end(ctx, &step_ms, &launches));
+                fprintf(stderr, "profile: training step %" PRId64 " (%" PRId64 " images on this device): %d launches, "
+                        "%.3f ms of device time from the first kernel's start to the last one's end\n", s + 1,
+                        local_shards * shard_batch, launches, step_ms);
+            }
             /* nothing until there is a real loss and the rate covers a
              * meaningful interval (the first step's rate is noise) */
             double now = fn_now();

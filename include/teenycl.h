@@ -178,7 +178,15 @@ TEENY_API cl_command_queue teeny_ctx_cl_queue(const teeny_ctx *ctx);
  * reports the device time from the first kernel's start to the last
  * kernel's end in milliseconds, and how many kernels ran. Needs a queue
  * with CL_QUEUE_PROFILING_ENABLE (teeny_ctx_create makes one); otherwise
- * end returns TEENY_ERR_UNSUPPORTED. Either out pointer may be NULL. */
+ * end returns TEENY_ERR_UNSUPPORTED. Either out pointer may be NULL.
+ * The count is exact: the event list grows with the launches (there is no
+ * cap). If host memory runs out while it grows, the launches still run,
+ * and end returns TEENY_ERR_NOMEM (teeny_last_error says how many launches
+ * are missing) and leaves *device_ms and *kernels unwritten rather than
+ * report a short profile. A new begin starts from zero. With the
+ * environment variable TEENY_PROFILE=1, end also logs (at warn level, see
+ * teeny_log_set) every kernel's launches and device time, slowest first,
+ * and the totals. */
 TEENY_API teeny_status teeny_profile_begin(teeny_ctx *ctx);
 TEENY_API teeny_status teeny_profile_end(teeny_ctx *ctx, double *device_ms, int *kernels);
 /* The device's name; borrowed, lives as long as ctx. */

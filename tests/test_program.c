@@ -3,8 +3,9 @@
  * corrupt and truncated entries rebuilt, crafted entries (a valid header
  * over a truncated or foreign binary, another build's key, a FIFO or a
  * directory in its place) rebuilt and rewritten, TEENY_NO_CACHE, concurrent
- * builders, TEENY_KERNEL_DIR, the build-failure path with its log, and a
- * profile longer than the profiler's first event block.
+ * builders, TEENY_KERNEL_DIR, the build-failure path with its log, and the
+ * profiler: a profile longer than its first event block, and the event
+ * list failing to grow.
  */
 #include <dirent.h>
 #include <math.h>
@@ -19,6 +20,7 @@
 
 #include "harness.h"
 #include "core/clwrap.h"
+#include "internal.h"
 
 const char *teeny__kernel_source(const char *family, size_t *len);
 
@@ -465,6 +467,58 @@ START_TEST(test_program_profile_many)
 }
 END_TEST
 
+/* Growing the event list can fail (host memory): the launch still runs,
+ * teeny_profile_end returns TEENY_ERR_NOMEM and says how many launches are
+ * missing instead of reporting a short count, writes neither output, and
+ * the next profile is whole. The fault goes into each hooked call of the
+ * launch that must grow the list in turn, until it hits the growth. */
+START_TEST(test_program_profile_grow_fails)
+{
+    teeny_ctx *ctx = th_ctx();
+    int64_t shape[1] = {64};
+    teeny_tensor *a = th_tensor(ctx, 1, shape), *y = th_tensor(ctx, 1, shape);
+    float out[64];
+    double ms = -1.0;
+    int kernels = -1;
+    teeny_status st = TEENY_OK;
+    TH_OK(ctx, teeny_tensor_fill(a, 1.0f));
+    th_poison(y);
+    TH_OK(ctx, teeny_add(ctx, a, a, y)); /* built before profiling */
+    TH_OK(ctx, teeny_ctx_finish(ctx));
+    TH_OK(ctx, teeny_profile_begin(ctx));
+    for (long k = 1; !ctx->prof_lost; k++) {
+        while (ctx->prof_count + 1 < ctx->prof_cap) /* the next event needs a larger list */
+            TH_OK(ctx, teeny_add(ctx, a, a, y));
+        teeny__fault_arm(k);
+        st = teeny_add(ctx, a, a, y);
+        int fired = teeny__fault_fired();
+        teeny__fault_arm(0);
+        ck_assert_msg(fired, "fault at call %ld: the launch ended without reaching the list's growth", k);
+    }
+    ck_assert_int_eq(ctx->prof_lost, 1);
+    TH_OK(ctx, st); /* the launch itself stands */
+    int recorded = ctx->prof_count;
+    for (int i = 0; i < 8; i++)
+        TH_OK(ctx, teeny_add(ctx, a, a, y)); /* the list grows again */
+    ck_assert_int_eq(ctx->prof_count, recorded + 8);
+    ck_assert_int_eq(teeny_profile_end(ctx, &ms, &kernels), TEENY_ERR_NOMEM);
+    ck_assert_msg(strstr(teeny_last_error(ctx), "1 launch is missing") != NULL, "message: %s", teeny_last_error(ctx));
+    ck_assert_int_eq(kernels, -1);
+    ck_assert(ms == -1.0);
+    TH_OK(ctx, teeny_tensor_read(y, out, 64));
+    for (int i = 0; i < 64; i++)
+        ck_assert_msg(out[i] == 2.0f, "y[%d] = %g", i, (double)out[i]);
+
+    TH_OK(ctx, teeny_profile_begin(ctx));
+    TH_OK(ctx, teeny_add(ctx, a, a, y));
+    TH_OK(ctx, teeny_profile_end(ctx, &ms, &kernels));
+    ck_assert_int_eq(kernels, 1);
+    ck_assert_msg(ms >= 0.0 && isfinite(ms), "device time %g ms", ms);
+    teeny_tensor_destroy(a);
+    teeny_tensor_destroy(y);
+}
+END_TEST
+
 Suite *suite_program(void)
 {
     Suite *s = suite_create("program");
@@ -473,6 +527,7 @@ Suite *suite_program(void)
     tcase_add_test(tc, test_program_cache_concurrent);
     tcase_add_test(tc, test_program_cache_crafted);
     tcase_add_test(tc, test_program_profile_many);
+    tcase_add_test(tc, test_program_profile_grow_fails);
     tcase_add_test(err, test_program_build_failure);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, err);

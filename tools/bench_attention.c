@@ -1,10 +1,14 @@
 /*
  * bench_attention.c -- flash attention forward and forward+backward on
  * transformer and YOLO-PSA shapes (D_v = D), and the fused PSA attention
- * on the NCHW qkv tensor. Reported in ms and TFLOP/s, counting
- * 2*BH*Nq*Nk*(D + Dv) flops forward (4*BH*N*N*D when Dv = D) and the
- * backward as 2.5 times the forward. bench/torch_attention.py times
- * PyTorch's scaled_dot_product_attention on the same case names.
+ * on the NCHW qkv tensor. Flops: 2*BH*Nq*Nk*(D + Dv) forward (4*BH*N*N*D
+ * when Dv = D), the backward counted as 2.5 times the forward. Bytes, the
+ * compulsory traffic: forward q, k, v read, o and lse written; backward
+ * q, k, v, o, lse, dO read, dq, dk, dv written.
+ *
+ * Each case has a batch B and a head count H: teenycl's [B*H, N, D] is
+ * the memory of PyTorch's [B, H, N, D], which bench/compare_torch.py
+ * hands to scaled_dot_product_attention, as PyTorch models call it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -51,48 +55,23 @@ static teeny_status psa_fwd_bwd(teeny_ctx *ctx, void *p)
     return st;
 }
 
-static void report(const bench_opts *o, const char *name, const char *pass, double ms, double flops)
-{
-    if (o->csv)
-        bench_report(o, "attention", name, pass, ms, flops, 0);
-    else {
-        printf("%-10s %-34s %-8s %10.4f ms  %8.2f TFLOP/s\n", "attention", name, pass, ms, flops / ms * 1e-9);
-        fflush(stdout);
-    }
-}
-
-static int run_pair(teeny_ctx *ctx, const bench_opts *o, const char *name, bench_fn f1, bench_fn f2, void *arg,
-                    double flops)
-{
-    double ms;
-    int failed = 0;
-    if (!bench_time(ctx, o, f1, arg, &ms))
-        report(o, name, "fwd", ms, flops);
-    else
-        failed = 1;
-    if (!bench_time(ctx, o, f2, arg, &ms))
-        report(o, name, "fwd+bwd", ms, 3.5 * flops);
-    else
-        failed = 1;
-    return failed;
-}
-
 int bench_attention(teeny_ctx *ctx, const bench_opts *o)
 {
     static const struct {
         const char *name;
-        int bh, n, d;
+        int b, heads, n, d;
     } cases[] = {
-        {"attn_bh128_n400_d32", 128, 400, 32}, /* YOLO PSA size */
-        {"attn_bh64_n1600_d32", 64, 1600, 32},
-        {"attn_bh32_n4096_d64", 32, 4096, 64},
-        {"attn_bh64_n1024_d64", 64, 1024, 64},
+        {"attn_bh128_n400_d32", 32, 4, 400, 32}, /* YOLO PSA size: B 32, 4 heads, 20 x 20 tokens */
+        {"attn_bh64_n1600_d32", 16, 4, 1600, 32},
+        {"attn_bh32_n4096_d64", 4, 8, 4096, 64},
+        {"attn_bh64_n1024_d64", 8, 8, 1024, 64},
     };
     int failed = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (!bench_wanted(o, cases[i].name))
             continue;
-        int64_t qs[3] = {cases[i].bh, cases[i].n, cases[i].d}, ls[2] = {cases[i].bh, cases[i].n};
+        int bh = cases[i].b * cases[i].heads;
+        int64_t qs[3] = {bh, cases[i].n, cases[i].d}, ls[2] = {bh, cases[i].n};
         at_args a = {0};
         a.scale = (float)(1.0 / sqrt((double)cases[i].d));
         a.q = bench_tensor(ctx, 3, qs, 1);
@@ -104,12 +83,21 @@ int bench_attention(teeny_ctx *ctx, const bench_opts *o)
         a.dk = bench_tensor(ctx, 3, qs, 7);
         a.dv = bench_tensor(ctx, 3, qs, 8);
         a.lse = bench_tensor(ctx, 2, ls, 9);
+        double n = cases[i].n, qkvo = (double)bh * n * cases[i].d, lse = (double)bh * n;
+        double flops = 4.0 * bh * n * n * cases[i].d;
+        char shape[160];
+        snprintf(shape, sizeof shape,
+                 "{\"op\": \"attention\", \"b\": %d, \"heads\": %d, \"n\": %d, \"d\": %d, \"dv\": %d}",
+                 cases[i].b, cases[i].heads, cases[i].n, cases[i].d, cases[i].d);
+        bench_case fc = {"attention", cases[i].name, "fwd", shape, flops, 4 * (4 * qkvo + lse)};
+        bench_case fbc = {"attention", cases[i].name, "fwd+bwd", shape, 3.5 * flops,
+                          fc.bytes + 4 * (8 * qkvo + lse)};
         if (!a.q || !a.k || !a.v || !a.g || !a.o || !a.dq || !a.dk || !a.dv || !a.lse) {
-            fprintf(stderr, "bench %s: allocation failed\n", cases[i].name);
+            bench_report_error(o, &fc, "allocation failed");
             failed = 1;
         } else {
-            double flops = 4.0 * cases[i].bh * (double)cases[i].n * cases[i].n * cases[i].d;
-            failed |= run_pair(ctx, o, cases[i].name, fwd, fwd_bwd, &a, flops);
+            failed |= bench_run(ctx, o, &fc, fwd, &a);
+            failed |= bench_run(ctx, o, &fbc, fwd_bwd, &a);
         }
         teeny_tensor *all[] = {a.q, a.k, a.v, a.g, a.o, a.dq, a.dk, a.dv, a.lse};
         for (int j = 0; j < 9; j++)
@@ -129,12 +117,21 @@ int bench_attention(teeny_ctx *ctx, const bench_opts *o)
         a.o = bench_tensor(ctx, 4, os, 13);
         a.g = bench_tensor(ctx, 4, os, 14);
         a.lse = bench_tensor(ctx, 2, ls, 15);
+        double n = (double)H * W, flops = 2.0 * B * heads * n * n * (kd + 2 * kd);
+        double nqkv = (double)B * heads * 4 * kd * n, no = (double)B * heads * 2 * kd * n, nl = (double)B * heads * n;
+        char shape[160];
+        snprintf(shape, sizeof shape,
+                 "{\"op\": \"psa_attention\", \"b\": %d, \"heads\": %d, \"key_dim\": %d, \"h\": %d, \"w\": %d}",
+                 B, heads, kd, H, W);
+        bench_case fc = {"attention", psa_name, "fwd", shape, flops, 4 * (nqkv + no + nl)};
+        bench_case fbc = {"attention", psa_name, "fwd+bwd", shape, 3.5 * flops,
+                          fc.bytes + 4 * (2 * nqkv + 2 * no + nl)};
         if (!a.qkv || !a.dqkv || !a.o || !a.g || !a.lse) {
-            fprintf(stderr, "bench %s: allocation failed\n", psa_name);
+            bench_report_error(o, &fc, "allocation failed");
             failed = 1;
         } else {
-            double n = (double)H * W, flops = 2.0 * B * heads * n * n * (kd + 2 * kd);
-            failed |= run_pair(ctx, o, psa_name, psa_fwd, psa_fwd_bwd, &a, flops);
+            failed |= bench_run(ctx, o, &fc, psa_fwd, &a);
+            failed |= bench_run(ctx, o, &fbc, psa_fwd_bwd, &a);
         }
         teeny_tensor *all[] = {a.qkv, a.dqkv, a.o, a.g, a.lse};
         for (int j = 0; j < 5; j++)

@@ -1,8 +1,18 @@
 /*
- * bench_batchnorm.c -- batch-norm training forward and backward on
- * conv-net activation shapes; reported as effective memory bandwidth
- * (bytes each pass must move at least once).
+ * bench_batchnorm.c -- batch-norm training forward, backward and the two
+ * together on conv-net activation shapes. Memory-bound: what counts is
+ * the compulsory traffic as a share of the copy bandwidth. Per element of
+ * x (n elements, C channels):
+ *   fwd  x read, y written: 8n bytes (+ 32C: weight, bias, the running
+ *        statistics read and written, mean and rstd written); 5 flops
+ *        (sum, sum of squares, scale-and-shift);
+ *   bwd  x, dy read, dx written: 12n bytes (+ 20C); 11 flops (x-hat,
+ *        the two sums, dx);
+ *   fwd+bwd  the sum of both (x is read by each pass).
+ * A two-pass forward reads x twice and so reaches at most 2/3 of the copy
+ * bandwidth on this count; one that holds x on-chip can reach all of it.
  */
+#include <inttypes.h>
 #include <stdio.h>
 
 #include "bench.h"
@@ -21,6 +31,12 @@ static teeny_status bwd(teeny_ctx *ctx, void *p)
 {
     bn_args *a = p;
     return teeny_batchnorm_backward_train(ctx, a->x, a->dy, a->w, a->m, a->r, a->dx, a->dw, a->db);
+}
+
+static teeny_status fwd_bwd(teeny_ctx *ctx, void *p)
+{
+    teeny_status st = fwd(ctx, p);
+    return st == TEENY_OK ? bwd(ctx, p) : st;
 }
 
 int bench_batchnorm(teeny_ctx *ctx, const bench_opts *o)
@@ -46,20 +62,25 @@ int bench_batchnorm(teeny_ctx *ctx, const bench_opts *o)
         teeny_tensor **v[] = {&a.w, &a.b, &a.rm, &a.rv, &a.m, &a.r, &a.dw, &a.db};
         for (int j = 0; j < 8; j++)
             *v[j] = bench_tensor(ctx, 1, c, 10 + (unsigned)j);
-        double ms, n = (double)teeny_tensor_numel(a.x) * 4;
-        if (!a.x || !a.dy || !a.y || !a.dx || !a.db) {
-            fprintf(stderr, "bench %s: allocation failed\n", cases[i].name);
+        double n = (double)teeny_tensor_numel(a.x), ch = (double)c[0];
+        char shape[192];
+        snprintf(shape, sizeof shape,
+                 "{\"op\": \"batchnorm2d\", \"x\": [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "], "
+                 "\"momentum\": 0.1, \"eps\": 1e-05}",
+                 cases[i].shape[0], cases[i].shape[1], cases[i].shape[2], cases[i].shape[3]);
+        bench_case fc = {"batchnorm", cases[i].name, "fwd", shape, 5 * n, 8 * n + 32 * ch};
+        bench_case bc = {"batchnorm", cases[i].name, "bwd", shape, 11 * n, 12 * n + 20 * ch};
+        bench_case fbc = {"batchnorm", cases[i].name, "fwd+bwd", shape, fc.flops + bc.flops, fc.bytes + bc.bytes};
+        if (!a.x || !a.dy || !a.y || !a.dx || !a.w || !a.b || !a.rm || !a.rv || !a.m || !a.r || !a.dw || !a.db) {
+            bench_report_error(o, &fc, "allocation failed");
+            failed = 1;
+        } else if (teeny_tensor_fill(a.rv, 1.0f) != TEENY_OK) {
+            bench_report_error(o, &fc, teeny_last_error(ctx));
             failed = 1;
         } else {
-            teeny_tensor_fill(a.rv, 1.0f);
-            if (!bench_time(ctx, o, fwd, &a, &ms))
-                bench_report(o, "batchnorm", cases[i].name, "fwd", ms, 0, 3 * n); /* read x twice, write y */
-            else
-                failed = 1;
-            if (!bench_time(ctx, o, bwd, &a, &ms))
-                bench_report(o, "batchnorm", cases[i].name, "bwd", ms, 0, 5 * n); /* x, dy twice; dx */
-            else
-                failed = 1;
+            failed |= bench_run(ctx, o, &fc, fwd, &a);
+            failed |= bench_run(ctx, o, &bc, bwd, &a);
+            failed |= bench_run(ctx, o, &fbc, fwd_bwd, &a);
         }
         teeny_tensor *all[] = {a.x, a.y, a.dy, a.dx, a.w, a.b, a.rm, a.rv, a.m, a.r, a.dw, a.db};
         for (int j = 0; j < 12; j++)

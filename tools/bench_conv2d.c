@@ -1,10 +1,13 @@
 /*
  * bench_conv2d.c -- grouped 2-D convolution forward and backward (dx + dw)
  * on ResNet, depthwise, grouped, stem and Fashion-MNIST layer shapes,
- * reported as GFLOP/s of the direct algorithm: 2*B*Cout*OH*OW*(Cin/G)*KH*KW
- * per forward, twice that per backward. bench/torch_conv2d.py times the
- * same cases (same names) in PyTorch.
+ * counting the flops of the direct algorithm, 2*B*Cout*OH*OW*(Cin/G)*KH*KW
+ * per forward and twice that per backward, and the compulsory bytes: x, w
+ * read and y written forward; x, w, dy read and dx, dw written backward.
+ * The backward computes dx and dw (no bias). bench/compare_torch.py times
+ * the same cases in PyTorch from their JSON shape.
  */
+#include <inttypes.h>
 #include <stdio.h>
 
 #include "bench.h"
@@ -63,19 +66,24 @@ int bench_conv2d(teeny_ctx *ctx, const bench_opts *o)
         a.dy = bench_tensor(ctx, 4, ys, 4);
         a.dx = bench_tensor(ctx, 4, cases[i].x, 5);
         a.dw = bench_tensor(ctx, 4, ws, 6);
-        double ms, flops = 2.0 * (double)ys[0] * ys[1] * ys[2] * ys[3] * ws[1] * ws[2] * ws[3];
+        double flops = 2.0 * (double)ys[0] * ys[1] * ys[2] * ys[3] * ws[1] * ws[2] * ws[3];
+        double nx = (double)cases[i].x[0] * cases[i].x[1] * cases[i].x[2] * cases[i].x[3];
+        double nw = (double)ws[0] * ws[1] * ws[2] * ws[3], ny = (double)ys[0] * ys[1] * ys[2] * ys[3];
+        char shape[256];
+        snprintf(shape, sizeof shape,
+                 "{\"op\": \"conv2d\", \"x\": [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "], "
+                 "\"w\": [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "], \"stride\": %d, \"pad\": %d, "
+                 "\"groups\": %d}",
+                 cases[i].x[0], cases[i].x[1], cases[i].x[2], cases[i].x[3], ws[0], ws[1], ws[2], ws[3],
+                 cases[i].stride, cases[i].pad, cases[i].groups);
+        bench_case fc = {"conv2d", cases[i].name, "fwd", shape, flops, 4 * (nx + nw + ny)};
+        bench_case bc = {"conv2d", cases[i].name, "bwd", shape, 2 * flops, 4 * (2 * nx + 2 * nw + ny)};
         if (!a.x || !a.w || !a.y || !a.dy || !a.dx || !a.dw) {
-            fprintf(stderr, "bench %s: allocation failed\n", cases[i].name);
+            bench_report_error(o, &fc, "allocation failed");
             failed = 1;
         } else {
-            if (!bench_time(ctx, o, fwd, &a, &ms))
-                bench_report(o, "conv2d", cases[i].name, "fwd", ms, flops, 0);
-            else
-                failed = 1;
-            if (!bench_time(ctx, o, bwd, &a, &ms))
-                bench_report(o, "conv2d", cases[i].name, "bwd", ms, 2 * flops, 0);
-            else
-                failed = 1;
+            failed |= bench_run(ctx, o, &fc, fwd, &a);
+            failed |= bench_run(ctx, o, &bc, bwd, &a);
         }
         teeny_tensor *all[] = {a.x, a.w, a.y, a.dy, a.dx, a.dw};
         for (int j = 0; j < 6; j++)

@@ -1,13 +1,27 @@
 /*
  * teeny-bench -- benchmarks on one device. Every case is timed with OpenCL
  * profiling events (device time from the first kernel's start to the last
- * kernel's end): warm-up runs first, then the median of many runs.
+ * kernel's end): warm-up runs first, then the median of many runs. Before
+ * the cases, the device's copy bandwidth and FMA rate are measured with
+ * kernels of our own (bench_peak.c); each case's rates are also given as
+ * a share of those two ceilings (bench.h says what is counted).
  *
- * Usage: teeny-bench [--device SPEC] [--filter TEXT] [--reps N] [--warmup N] [--csv]
+ * Usage: teeny-bench [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N] [--csv | --json]
+ *                    [--list]
+ *
+ * --filter runs the cases whose name contains any of the texts; --list
+ * prints the cases (with --json: their shapes) without measuring anything.
+ *
+ * --json writes JSON lines: first a header object ("type": "header": the
+ * device, its compute units, the measured ceilings, reps and warm-up),
+ * then one object per case and pass ("type": "case": family, name, shape,
+ * direction, median_ms, gbps, gflops, pct_copy_bw, pct_fma, bytes, flops;
+ * or "error" when it failed). bench/compare_torch.py reads it.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench.h"
 
@@ -46,26 +60,101 @@ int bench_time(teeny_ctx *ctx, const bench_opts *o, bench_fn fn, void *arg, doub
     return 0;
 }
 
-void bench_report(const bench_opts *o, const char *family, const char *name, const char *pass, double ms,
-                  double flops, double bytes)
+/* s as a JSON string body (quotes and control characters escaped). */
+static void json_str(const char *s)
 {
-    if (o->csv) {
-        printf("%s,%s,%s,%.5f,%.3f,%.3f\n", family, name, pass, ms, flops > 0 ? flops / ms * 1e-9 : 0.0,
-               bytes > 0 ? bytes / ms * 1e-6 : 0.0);
+    putchar('"');
+    for (; s && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+    putchar('"');
+}
+
+static void json_case_head(const bench_case *c)
+{
+    printf("{\"type\": \"case\", \"family\": ");
+    json_str(c->family);
+    printf(", \"name\": ");
+    json_str(c->name);
+    printf(", \"direction\": ");
+    json_str(c->pass);
+    printf(", \"shape\": %s", c->shape ? c->shape : "{}");
+}
+
+void bench_report(const bench_opts *o, const bench_case *c, double ms)
+{
+    double gflops = c->flops > 0 ? c->flops / ms * 1e-6 : 0.0, gbps = c->bytes > 0 ? c->bytes / ms * 1e-6 : 0.0;
+    double pct_bw = o->copy_gbps > 0 ? 100.0 * gbps / o->copy_gbps : 0.0;
+    double pct_fma = o->fma_gflops > 0 ? 100.0 * gflops / o->fma_gflops : 0.0;
+    if (o->format == BENCH_CSV) {
+        printf("%s,%s,%s,%.5f,%.3f,%.3f,%.2f,%.2f\n", c->family, c->name, c->pass, ms, gflops, gbps, pct_bw, pct_fma);
+    } else if (o->format == BENCH_JSON) {
+        json_case_head(c);
+        printf(", \"median_ms\": %.6g, \"gbps\": %.6g, \"gflops\": %.6g, \"pct_copy_bw\": %.4g, \"pct_fma\": %.4g"
+               ", \"bytes\": %.0f, \"flops\": %.0f}\n",
+               ms, gbps, gflops, pct_bw, pct_fma, c->bytes, c->flops);
     } else {
-        printf("%-10s %-34s %-8s %10.4f ms", family, name, pass, ms);
-        if (flops > 0)
-            printf("  %10.1f GFLOP/s", flops / ms * 1e-6);
-        if (bytes > 0)
-            printf("  %8.1f GB/s", bytes / ms * 1e-6);
-        printf("\n");
+        printf("%-10s %-34s %-8s %10.4f ms %10.1f GFLOP/s %8.1f GB/s %6.1f%% copy %6.1f%% fma\n", c->family, c->name,
+               c->pass, ms, gflops, gbps, pct_bw, pct_fma);
     }
     fflush(stdout);
 }
 
+void bench_report_error(const bench_opts *o, const bench_case *c, const char *why)
+{
+    if (o->format == BENCH_JSON) {
+        json_case_head(c);
+        printf(", \"error\": ");
+        json_str(why);
+        printf("}\n");
+    } else if (o->format == BENCH_CSV) {
+        printf("%s,%s,%s,,,,,\n", c->family, c->name, c->pass);
+    } else {
+        printf("%-10s %-34s %-8s FAILED: %s\n", c->family, c->name, c->pass, why);
+    }
+    fflush(stdout);
+}
+
+int bench_run(teeny_ctx *ctx, const bench_opts *o, const bench_case *c, bench_fn fn, void *arg)
+{
+    double ms;
+    if (o->list_only) {
+        if (o->format == BENCH_JSON) {
+            json_case_head(c);
+            printf(", \"bytes\": %.0f, \"flops\": %.0f}\n", c->bytes, c->flops);
+        } else {
+            printf("%-10s %-34s %s\n", c->family, c->name, c->pass);
+        }
+        fflush(stdout);
+        return 0;
+    }
+    if (bench_time(ctx, o, fn, arg, &ms)) {
+        bench_report_error(o, c, teeny_last_error(ctx));
+        return 1;
+    }
+    bench_report(o, c, ms);
+    return 0;
+}
+
+/* The filter is one or more comma-separated substrings; any may match. */
 int bench_wanted(const bench_opts *o, const char *name)
 {
-    return !o->filter || strstr(name, o->filter) != NULL;
+    if (!o->filter)
+        return 1;
+    for (const char *f = o->filter; *f;) {
+        size_t len = strcspn(f, ",");
+        for (const char *p = name; len && strlen(p) >= len; p++)
+            if (!strncmp(p, f, len))
+                return 1;
+        f += len + (f[len] == ',');
+    }
+    return 0;
 }
 
 teeny_tensor *bench_tensor(teeny_ctx *ctx, int ndim, const int64_t *shape, unsigned seed)
@@ -93,9 +182,55 @@ teeny_tensor *bench_tensor(teeny_ctx *ctx, int ndim, const int64_t *shape, unsig
     return t;
 }
 
+static void print_header(const bench_opts *o, const teeny_device_info *info, const bench_peaks *pk)
+{
+    char when[32];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    const char *type = info->is_gpu ? "gpu" : info->is_cpu ? "cpu" : "other";
+    if (o->format == BENCH_JSON) {
+        printf("{\"type\": \"header\", \"tool\": \"teeny-bench\", \"version\": ");
+        json_str(teeny_version_string());
+        printf(", \"time_utc\": \"%s\", \"device\": ", when);
+        json_str(info->device_name);
+        printf(", \"platform\": ");
+        json_str(info->platform_name);
+        printf(", \"device_version\": ");
+        json_str(info->device_version);
+        printf(", \"driver_version\": ");
+        json_str(info->driver_version);
+        printf(", \"device_type\": \"%s\", \"compute_units\": %u, \"copy_gbps\": %.6g, \"copy_kernel_gbps\": %.6g"
+               ", \"copy_enqueue_gbps\": %.6g, \"copy_bytes\": %zu, \"fma_gflops\": %.6g, \"fma_vector\": %d"
+               ", \"fma_global\": %zu, \"fma_local\": %zu, \"reps\": %d, \"warmup\": %d}\n",
+               type, info->compute_units, pk->copy_gbps, pk->copy_kernel_gbps, pk->copy_enqueue_gbps, pk->copy_bytes,
+               pk->fma_gflops, pk->fma_vec, pk->fma_global, pk->fma_local, o->reps, o->warmup);
+    } else if (o->format == BENCH_CSV) {
+        fprintf(stderr, "teeny-bench %s on %s (%s, %s), %u compute units, %s; copy %.1f GB/s, fma %.1f GFLOP/s\n",
+                teeny_version_string(), info->device_name, info->platform_name, info->driver_version,
+                info->compute_units, when, pk->copy_gbps, pk->fma_gflops);
+        printf("family,case,pass,ms,gflops,gbps,pct_copy_bw,pct_fma\n");
+    } else {
+        printf("teeny-bench %s on %s (%s %s, driver %s, %s), %u compute units, %s\n", teeny_version_string(),
+               info->device_name, type, info->platform_name, info->driver_version, info->device_version,
+               info->compute_units, when);
+        if (o->list_only) {
+            printf("--list: cases only, nothing measured\n");
+            fflush(stdout);
+            return;
+        }
+        printf("copy bandwidth %.1f GB/s (bytes read + written; copy kernel %.1f, clEnqueueCopyBuffer %.1f; %zu MiB)\n",
+               pk->copy_gbps, pk->copy_kernel_gbps, pk->copy_enqueue_gbps, pk->copy_bytes >> 20);
+        printf("FMA rate %.1f GFLOP/s (8 mad chains of float%d per work-item, %zu work-items in groups of %zu)\n",
+               pk->fma_gflops, pk->fma_vec, pk->fma_global, pk->fma_local);
+        printf("median of %d after %d warm-up runs, device time from profiling events; bytes: compulsory traffic\n",
+               o->reps, o->warmup);
+    }
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
-    bench_opts o = {NULL, 5, 30, 0};
+    bench_opts o = {NULL, 5, 30, BENCH_TEXT, 0, 0, 0};
     const char *spec = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
@@ -107,24 +242,43 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
             o.warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--csv"))
-            o.csv = 1;
+            o.format = BENCH_CSV;
+        else if (!strcmp(argv[i], "--json"))
+            o.format = BENCH_JSON;
+        else if (!strcmp(argv[i], "--list"))
+            o.list_only = 1;
         else {
-            fprintf(stderr, "usage: %s [--device SPEC] [--filter TEXT] [--reps N] [--warmup N] [--csv]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N] [--csv | --json] [--list]\n",
+                    argv[0]);
             return 2;
         }
     }
     if (o.reps < 1)
         o.reps = 1;
+    if (o.warmup < 0)
+        o.warmup = 0;
     teeny_ctx *ctx = NULL;
     if (teeny_ctx_create(spec, &ctx) != TEENY_OK) {
         fprintf(stderr, "%s\n", teeny_last_error(NULL));
         return 1;
     }
-    if (!o.csv)
-        printf("teeny-bench %s on %s (median of %d after %d warm-up runs, device time from profiling events)\n",
-               teeny_version_string(), teeny_ctx_device_name(ctx), o.reps, o.warmup);
-    else
-        printf("family,case,pass,ms,gflops,gbps\n");
+    teeny_device_info info = TEENY_DEVICE_INFO_INIT;
+    bench_peaks peaks;
+    if (teeny_ctx_device_info(ctx, &info) != TEENY_OK) {
+        fprintf(stderr, "teeny-bench: %s\n", teeny_last_error(ctx));
+        teeny_ctx_destroy(ctx);
+        return 1;
+    }
+    if (o.list_only) {
+        memset(&peaks, 0, sizeof peaks);
+    } else if (bench_measure_peaks(ctx, &o, &peaks)) {
+        teeny_ctx_destroy(ctx);
+        return 1;
+    } else {
+        o.copy_gbps = peaks.copy_gbps;
+        o.fma_gflops = peaks.fma_gflops;
+    }
+    print_header(&o, &info, &peaks);
     int failed = 0;
 #define XX(f) failed |= bench_##f(ctx, &o);
     BENCH_FAMILIES(XX)

@@ -6,11 +6,13 @@
  * and kernel name is kept; the event list grows as needed (it used to stop
  * at 4,096 and under-report). If growing fails the launch still runs, its
  * event is dropped, and teeny_profile_end reports TEENY_ERR_NOMEM instead
- * of a short count. TEENY_PROFILE=1 logs a per-kernel summary at the end.
+ * of a short count. TEENY_PROFILE=1 logs a per-kernel summary at the end:
+ * every kernel (no cap on their number), slowest first.
  *
  * The bottom of the launch stack: it calls only device.c (context checks
  * and its release hook) and status.c.
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +34,8 @@ static int profile_grow(teeny_ctx *ctx)
 {
     if (ctx->prof_count + 1 < ctx->prof_cap)
         return 1;
+    if (ctx->prof_cap > INT_MAX / 2)
+        return 0; /* counted as lost, like a failed allocation */
     int want = ctx->prof_cap * 2;
     cl_event *ev = teeny__malloc((size_t)want * sizeof *ev);
     const char **names = teeny__malloc((size_t)want * sizeof *names);
@@ -75,33 +79,53 @@ teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kern
 
 /* ---- profiling ---- */
 
-/* TEENY_PROFILE=1: log each kernel's share of the profiled span. */
-static void profile_summary(teeny_ctx *ctx)
+/* TEENY_PROFILE=1: log each kernel's launches and device time, slowest
+ * first, and the totals. Events are complete (teeny_profile_end waited). */
+typedef struct {
+    const char *name;
+    double ms;
+    int calls;
+} profile_row;
+
+static int profile_row_cmp(const void *a, const void *b)
 {
-    enum { MAX = 64 };
-    const char *names[MAX];
-    double ms[MAX];
-    int calls[MAX], n = 0;
+    const profile_row *x = a, *y = b;
+    return (x->ms < y->ms) - (x->ms > y->ms);
+}
+
+static void profile_summary(teeny_ctx *ctx, double span_ms)
+{
+    profile_row *rows = teeny__malloc((size_t)(ctx->prof_count ? ctx->prof_count : 1) * sizeof *rows);
+    int n = 0;
+    double total = 0;
+    if (!rows) {
+        teeny__log(TEENY_LOG_WARN, "profile: no per-kernel summary: out of host memory");
+        return;
+    }
     for (int i = 0; i < ctx->prof_count; i++) {
         cl_ulong s = 0, e = 0;
         int k;
         if (TEENY_CL(clGetEventProfilingInfo, ctx->prof_events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL) ||
-            TEENY_CL(clGetEventProfilingInfo, ctx->prof_events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL))
+            TEENY_CL(clGetEventProfilingInfo, ctx->prof_events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL)) {
+            teeny__log(TEENY_LOG_WARN, "profile: no per-kernel summary: clGetEventProfilingInfo failed");
+            teeny__free(rows);
             return;
-        for (k = 0; k < n && strcmp(names[k], ctx->prof_names[i]); k++)
-            ;
-        if (k == n) {
-            if (n == MAX)
-                continue;
-            names[n] = ctx->prof_names[i];
-            ms[n] = 0;
-            calls[n++] = 0;
         }
-        ms[k] += (double)(e - s) * 1e-6;
-        calls[k]++;
+        for (k = 0; k < n && strcmp(rows[k].name, ctx->prof_names[i]); k++)
+            ;
+        if (k == n)
+            rows[n++] = (profile_row){ctx->prof_names[i], 0.0, 0};
+        rows[k].ms += (double)(e - s) * 1e-6;
+        rows[k].calls++;
+        total += (double)(e - s) * 1e-6;
     }
+    qsort(rows, (size_t)n, sizeof *rows, profile_row_cmp);
     for (int k = 0; k < n; k++)
-        teeny__log(TEENY_LOG_WARN, "profile: %-28s %5d launches %10.4f ms", names[k], calls[k], ms[k]);
+        teeny__log(TEENY_LOG_WARN, "profile: %-28s %5d launches %10.4f ms %5.1f%%", rows[k].name, rows[k].calls,
+                   rows[k].ms, total > 0 ? 100.0 * rows[k].ms / total : 0.0);
+    teeny__log(TEENY_LOG_WARN, "profile: %d kernels, %d launches, %.4f ms of kernel time in a %.4f ms span", n,
+               ctx->prof_count, total, span_ms);
+    teeny__free(rows);
 }
 
 static void profile_clear(teeny_ctx *ctx)
@@ -177,15 +201,17 @@ teeny_status teeny_profile_end(teeny_ctx *ctx, double *device_ms, int *kernels)
     }
     if (ctx->prof_lost) {
         st = teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_profile_end: out of host memory recording events; "
-                          "%d launches are missing from the profile", ctx->prof_lost);
+                          "%d launch%s missing from the profile of %d", ctx->prof_lost,
+                          ctx->prof_lost == 1 ? " is" : "es are", ctx->prof_count + ctx->prof_lost);
         goto cleanup;
     }
     if (device_ms)
         *device_ms = (double)(last - first) * 1e-6;
     if (kernels)
         *kernels = ctx->prof_count;
-    if (getenv("TEENY_PROFILE"))
-        profile_summary(ctx);
+    const char *summary = getenv("TEENY_PROFILE");
+    if (summary && *summary && strcmp(summary, "0"))
+        profile_summary(ctx, (double)(last - first) * 1e-6);
 cleanup:
     profile_clear(ctx);
     return st;
