@@ -40,13 +40,13 @@
 #define ATT_MAX_D 128
 #define ATT_MAX_DV 256
 #define ATT_LDS_CAP (48 * 1024)
-#define ATT_CR 8 /* rows per work-item of the CPU variants (the lanes of a float8) */
 
 typedef struct {
     int tr, rm, tc, sc; /* thread grid TR x TC; RM rows, SC columns per thread */
 } att_tile;
 
 typedef struct {
+    int cr;               /* rows per work-item of the CPU variants: the lanes of a float8 or float16 */
     int dq, dv;           /* padded head dims */
     att_tile fw, kv, qg;  /* attn_fwd, attn_bwd_dkdv, attn_bwd_dq */
     char options[320];
@@ -119,7 +119,7 @@ static void plan_options(att_plan *p)
     snprintf(p->options, sizeof p->options,
              "-DATT_CR=%d -DATT_DQ=%d -DATT_DV=%d -DFW_TR=%d -DFW_RM=%d -DFW_TC=%d -DFW_SC=%d -DKV_TR=%d -DKV_RM=%d -DKV_TC=%d "
              "-DKV_SC=%d -DQG_TR=%d -DQG_RM=%d -DQG_TC=%d -DQG_SC=%d",
-             ATT_CR, p->dq, p->dv, p->fw.tr, p->fw.rm, p->fw.tc, p->fw.sc, p->kv.tr, p->kv.rm, p->kv.tc, p->kv.sc, p->qg.tr,
+             p->cr, p->dq, p->dv, p->fw.tr, p->fw.rm, p->fw.tc, p->fw.sc, p->kv.tr, p->kv.rm, p->kv.tc, p->kv.sc, p->qg.tr,
              p->qg.rm, p->qg.tc, p->qg.sc);
 }
 
@@ -136,6 +136,8 @@ static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, att_plan *p)
     int nt = env_int("TEENY_ATTN_NT", 128, 4, 1024), rm = env_int("TEENY_ATTN_RM", ctx->info.is_cpu ? 2 : 4, 1, 8);
     int bn = env_int("TEENY_ATTN_BN", ctx->info.is_cpu ? 16 : 32, 4, 128);
     att_tile t;
+    /* the CPU variants' lanes: as wide as the device's native float vector */
+    p->cr = ctx->native_float_width >= 16 ? 16 : 8;
     p->dq = bucket(d);
     p->dv = bucket(dv);
     /* at most 8 float4 chunks per thread row (ATT_MAXT): pad the narrower
@@ -266,7 +268,7 @@ static teeny_status launch_tiled(teeny_ctx *ctx, const att_plan *pl, const char 
     return st;
 }
 
-/* The CPU variants (ctx->cpu_kernels): one work-item per ATT_CR rows of
+/* The CPU variants (ctx->cpu_kernels): one work-item per pl->cr rows of
  * one matrix, no local memory; the tiles are not used. */
 
 static teeny_status launch_cpu(teeny_ctx *ctx, const att_plan *pl, const char *name, att_arg *a, int n, int rows,
@@ -274,7 +276,7 @@ static teeny_status launch_cpu(teeny_ctx *ctx, const att_plan *pl, const char *n
 {
     cl_kernel k;
     a[n++] = ARG(bh);
-    size_t items = (size_t)bh * (size_t)((rows + ATT_CR - 1) / ATT_CR);
+    size_t items = (size_t)bh * (size_t)((rows + pl->cr - 1) / pl->cr);
     teeny_status st = teeny__kernel_get(ctx, "attention", pl->options, name, &k);
     if (st == TEENY_OK)
         st = set_args(ctx, k, name, a, n);
