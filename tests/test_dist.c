@@ -269,7 +269,8 @@ static int mode_grads(teeny_dist *d, teeny_ctx *ctx)
     CHECK(same_everywhere(d, hash_floats(got, total)), "ranks hold different averaged gradients");
     if (!fails_)
         printf("rank %d: grads: ok %d ranks, %zu gradient floats in %d bucket(s), nrms %.3g vs full batch "
-               "(own shard %.3g)\n", r, R, total, teeny_dist_grads_buckets(dg), e, e_own);
+               "(own shard %.3g) on %s\n", r, R, total, teeny_dist_grads_buckets(dg), e, e_own,
+               teeny_ctx_device_name(ctx));
 done:
     teeny_dist_grads_destroy(dg);
     free(grads);

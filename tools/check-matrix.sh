@@ -10,10 +10,12 @@
 #            in $MATRIX_CACHE (default /var/cache/teenycl-matrix) between
 #            runs and rebuilt when broken; the tree is bind-mounted and built
 #            there in its own folder (build-trixie)
+#   dist     the MPI layer (WITH_MPI=1) with one PoCL and one rusticl rank:
+#            the averaged gradient over unlike devices (tests/test_dist.c grads)
 # Each prints implementation, version, device, checks, result and time;
 # a summary table follows. Exit status: non-zero when any leg failed.
 #
-# Usage: tools/check-matrix.sh [pocl] [rusticl] [trixie]   (default: all)
+# Usage: tools/check-matrix.sh [pocl] [rusticl] [trixie] [dist]   (default: all)
 # Environment: BUILD (host build folder, default build), MATRIX_CACHE,
 # DEBIAN_MIRROR (default http://deb.debian.org/debian), MATRIX_LOG (folder
 # for each leg's full output, default $BUILD/matrix).
@@ -27,7 +29,7 @@ DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 LOGDIR=${MATRIX_LOG:-$ROOT/$BUILD/matrix}
 CHROOT=$MATRIX_CACHE/trixie
 legs=("$@")
-[ ${#legs[@]} -eq 0 ] && legs=(pocl rusticl trixie)
+[ ${#legs[@]} -eq 0 ] && legs=(pocl rusticl trixie dist)
 mkdir -p "$LOGDIR"
 summary=()
 failed=0
@@ -152,6 +154,33 @@ leg_rusticl() {
 }
 rusticl_run() { RUSTICL_ENABLE=llvmpipe bash -c "$1"; }
 
+# The MPI layer (make WITH_MPI=1) on unlike devices: one PoCL rank and one
+# Mesa rusticl rank run tests/test_dist.c's grads check, so the gradient
+# averaged over both devices must equal each rank's own full-batch
+# gradient within 1e-6 normalized RMS, with the same bits on both ranks.
+leg_dist() {
+    local log=$LOGDIR/dist.log t0 as_root="" n result
+    t0=$(now)
+    say "== dist: MPI, one PoCL rank and one Mesa rusticl rank"
+    need_pkgs mesa-opencl-icd && sh tools/install-deps.sh test ||
+        { summary+=("dist     | packages missing | FAIL"); failed=1; return; }
+    command -v mpirun >/dev/null || { summary+=("dist     | mpirun missing | FAIL"); failed=1; return; }
+    make -s -j"$(nproc)" BUILD="$BUILD" WITH_MPI=1 "$BUILD/test_dist" >/dev/null ||
+        { summary+=("dist     | build failed | FAIL"); failed=1; return; }
+    [ "$(id -u)" = 0 ] && as_root="--allow-run-as-root"
+    timeout 600 mpirun --oversubscribe $as_root -np 1 -x TEENY_DEVICE=pocl -x POCL_MAX_PTHREAD_COUNT=1 \
+        "$BUILD/test_dist" grads : -np 1 -x TEENY_DEVICE=llvmpipe -x RUSTICL_ENABLE=llvmpipe \
+        "$BUILD/test_dist" grads > "$log" 2>&1
+    n=$(grep -c "^rank [0-9]*: grads: ok" "$log")
+    if [ "$n" -eq 2 ] && grep -q "grads: ok.* on pthread" "$log" && grep -q "grads: ok.* on llvmpipe" "$log" &&
+        ! grep -q FAIL "$log"; then result=pass; else result=FAIL; failed=1; fi
+    say "   ranks:          $(grep "grads: ok" "$log" | sed 's/.* on //' | paste -sd, -)"
+    say "   result:         $result in $(elapsed "$t0")s (log: $log)"
+    [ $result = pass ] || tail -n 30 "$log" | sed 's/^/   | /'
+    summary+=("$(printf '%-8s | %-22s | %-34s | %-30s | %-5s | %5ss' dist "Open MPI, 2 ranks" "PoCL + rusticl (llvmpipe)" \
+        "grads: $n of 2 ranks ok" "$result" "$(elapsed "$t0")")")
+}
+
 # ---- the Debian 13 chroot ----
 
 mounted=()
@@ -233,8 +262,9 @@ for leg in "${legs[@]}"; do
     case $leg in
         pocl) leg_pocl ;;
         rusticl) leg_rusticl ;;
+        dist) leg_dist ;;
         trixie) leg_trixie ;;
-        *) say "check-matrix: unknown leg $leg (pocl, rusticl, trixie)" >&2; failed=1 ;;
+        *) say "check-matrix: unknown leg $leg (pocl, rusticl, trixie, dist)" >&2; failed=1 ;;
     esac
 done
 
