@@ -258,6 +258,33 @@ static void cache_program(const char *dir, const char *path, const char *key, cl
     teeny__free(names);
 }
 
+/* Whether two ';'-separated lists of kernel names hold the same names, in
+ * any order: Mesa's rusticl lists a program built from a binary in another
+ * order than the same program built from source. */
+static int same_names(const char *a, const char *b)
+{
+    size_t na = 1, nb = 1;
+    for (const char *s = a; *s; s++)
+        na += *s == ';';
+    for (const char *s = b; *s; s++)
+        nb += *s == ';';
+    if (na != nb)
+        return 0;
+    for (const char *s = a; *s;) {
+        size_t len = strcspn(s, ";");
+        int found = 0;
+        for (const char *t = b; *t && !found;) {
+            size_t tl = strcspn(t, ";");
+            found = tl == len && !strncmp(s, t, len);
+            t += tl + (t[tl] == ';');
+        }
+        if (!found)
+            return 0;
+        s += len + (s[len] == ';');
+    }
+    return 1;
+}
+
 /* A program from the disk cache entry at path for key, or NULL (a miss). */
 static cl_program cache_fetch(teeny_ctx *ctx, const char *path, const char *key, const char *options)
 {
@@ -272,7 +299,7 @@ static cl_program cache_fetch(teeny_ctx *ctx, const char *path, const char *key,
     if (err != CL_SUCCESS) {
         teeny__log(TEENY_LOG_WARN, "kernel cache entry %s was rejected by the driver (%d); rebuilding it", path,
                    (int)err);
-    } else if (!(have = kernel_names(prog)) || strcmp(have, names) != 0) {
+    } else if (!(have = kernel_names(prog)) || !same_names(have, names)) {
         teeny__log(TEENY_LOG_WARN, "kernel cache entry %s holds another program's binary; rebuilding it", path);
         TEENY_CL_RELEASE(clReleaseProgram, prog);
         prog = NULL;
