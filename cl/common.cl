@@ -17,6 +17,17 @@
 #define TEENY_INLINE static inline
 #endif
 
+/* a * b + c for the CPU variants' inner loops: fma() where the device
+ * says it does fma in hardware (TEENY_FMA, from CL_DEVICE_SINGLE_FP_CONFIG),
+ * else mad(). PoCL 3.1 compiles mad() as a multiply and an add, half the
+ * rate of its AVX-512 fma; a device without hardware fma would emulate
+ * fma() in software. */
+#if defined(TEENY_FMA) && TEENY_FMA
+#define TEENY_MAD(a, b, c) fma(a, b, c)
+#else
+#define TEENY_MAD(a, b, c) mad(a, b, c)
+#endif
+
 #define TEENY_ACT_NONE 0
 #define TEENY_ACT_RELU 1
 #define TEENY_ACT_SILU 2

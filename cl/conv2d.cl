@@ -507,13 +507,13 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
 #define CPU_NV 1
 #endif
 #define CPU_NC (16 * CPU_NV) /* columns per item */
-/* mad: the compiler fuses where the device has fma, one way per device.
- * float16 values pass through builtins here (vload16, mad, vstore16). On
- * an x86 CPU without AVX-512, clang may warn that such a call changes the
- * ABI; the conformance suite counts build warnings. An operator-only
+/* TEENY_MAD (cl/common.cl): fma where the device has it in hardware.
+ * float16 values pass through builtins here (vload16, fma/mad, vstore16).
+ * On an x86 CPU without AVX-512, clang may warn that such a call changes
+ * the ABI; the conformance suite counts build warnings. An operator-only
  * form avoided the calls but crashed oclgrind 21.10's uninitialized-value
  * plugin, so the calls stay. */
-#define CPU_MAD mad
+#define CPU_MAD TEENY_MAD
 
 /* Grid (round_up(Kc, 16), G*Kh*Kw), work-group (16, 1): item (c, r)
  * writes the Np columns of packed row r*Kc + c (the B operand above) from
@@ -871,7 +871,7 @@ __kernel void dwconv_fwd_cpu(__global const float *restrict x, int x_off, __glob
                     const int a = p_w - kw * d_w, lo = max(ow0, dw_lo(a, s_w)), hi = min(ow0 + n, dw_hi(a, s_w, W));
                     const float wv = wc[kh * KW + kw];
                     for (int ow = lo; ow < hi; ow++)
-                        acc[ow - ow0] = mad(xr[ow * s_w - a], wv, acc[ow - ow0]);
+                        acc[ow - ow0] = TEENY_MAD(xr[ow * s_w - a], wv, acc[ow - ow0]);
                 }
             }
             for (int j = 0; j < n; j++)
@@ -908,7 +908,7 @@ __kernel void dwconv_dx_cpu(__global const float *restrict dy, int dy_off, __glo
                         const int a = p_w - kw * d_w + iw0, lo = dw_lo(a, s_w), hi = min(OW, dw_hi(a, s_w, n));
                         const float wv = wc[kh * KW + kw];
                         for (int ow = lo; ow < hi; ow++)
-                            acc[ow * s_w - a] = mad(gr[ow], wv, acc[ow * s_w - a]);
+                            acc[ow * s_w - a] = TEENY_MAD(gr[ow], wv, acc[ow * s_w - a]);
                     }
                 }
             }
@@ -938,7 +938,7 @@ __kernel void dwconv_dw_cpu(__global const float *restrict x, int x_off, __globa
                 continue;
             float r = 0.0f;
             for (int ow = lo; ow < hi; ow++)
-                r = mad(gc[oh * OW + ow], xc[ih * W + ow * s_w - a], r);
+                r = TEENY_MAD(gc[oh * OW + ow], xc[ih * W + ow * s_w - a], r);
             s += r;
         }
     }

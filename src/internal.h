@@ -58,6 +58,7 @@ struct teeny_ctx {
     int generic;              /* TEENY_TUNING=generic: unknown-vendor defaults on any device */
     int cpu_kernels;          /* the CPU kernel variants: a CPU device, not generic (tests flip it) */
     int native_float_width;   /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT (1 when unknown) */
+    int hw_fma;               /* CL_FP_FMA in CL_DEVICE_SINGLE_FP_CONFIG: fma() is one instruction */
     int known_compiler;       /* the compiler takes TEENY_HINTS (device.c) */
     int build_warnings;       /* successful builds whose log warned (build.c; the tests want 0) */
     teeny__program *programs; /* in-memory program cache (build.c) */

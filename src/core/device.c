@@ -248,6 +248,10 @@ static void derive_defaults(teeny_ctx *ctx)
         vec < 1)
         vec = 1; /* an optional hint: a failed query only narrows the CPU GEMM tile */
     ctx->native_float_width = (int)vec;
+    cl_device_fp_config fp = 0;
+    if (TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL))
+        fp = 0; /* unknown: TEENY_MAD stays mad(), right on any device */
+    ctx->hw_fma = (fp & CL_FP_FMA) != 0;
     /* Compilers known to take #pragma unroll and always_inline (clang-based
      * ones and NVIDIA's) get them through TEENY_HINTS (cl/common.cl); any
      * other builds the plain OpenCL C 1.2 source. */
