@@ -68,6 +68,40 @@ __kernel void psa_extract_v_backward(__global const float *dv, int dv_off, __glo
     dqkv[dq_off + e] = r < 2 * kd ? 0.0f : dv[dv_off + (b * heads * 2 * kd + h * 2 * kd + r - 2 * kd) * n + tok];
 }
 
+/* The CPU variants of the two above (ctx->cpu_kernels): grid (rows), item
+ * t copies (or zeroes) row t's n contiguous tokens in a loop the compiler
+ * vectorizes; a CPU pays for every work-item and every division. */
+__kernel void psa_extract_v_cpu(__global const float *qkv, int qkv_off, __global float *v, int v_off, int heads,
+                                int n, int kd, int total)
+{
+    const int t = get_global_id(0);
+    if (t >= total / n)
+        return;
+    const int cv = heads * 2 * kd, ch = t % cv, b = t / cv, h = ch / (2 * kd), j = ch % (2 * kd);
+    __global const float *src = qkv + qkv_off + (b * 2 * cv + h * 4 * kd + 2 * kd + j) * n;
+    __global float *dst = v + v_off + t * n;
+    for (int e = 0; e < n; e++)
+        dst[e] = src[e];
+}
+
+__kernel void psa_extract_v_backward_cpu(__global const float *dv, int dv_off, __global float *dqkv, int dq_off,
+                                         int heads, int n, int kd, int total)
+{
+    const int t = get_global_id(0);
+    if (t >= total / n)
+        return;
+    const int c = heads * 4 * kd, ch = t % c, b = t / c, h = ch / (4 * kd), r = ch % (4 * kd);
+    __global float *dst = dqkv + dq_off + t * n;
+    if (r < 2 * kd) {
+        for (int e = 0; e < n; e++)
+            dst[e] = 0.0f;
+    } else {
+        __global const float *src = dv + dv_off + (b * heads * 2 * kd + h * 2 * kd + r - 2 * kd) * n;
+        for (int e = 0; e < n; e++)
+            dst[e] = src[e];
+    }
+}
+
 /* out[b][h*2kd + j][n] = j < kd ? o_lo[bh][n][j] : o_hi[bh][n][j - kd] */
 __kernel void psa_merge(__global const float *lo, int lo_off, __global const float *hi, int hi_off,
                         __global float *out, int out_off, int heads, int n, int kd, int total)

@@ -504,16 +504,25 @@ START_TEST(test_conformance_psa)
            tdm = din(4, o_s, mof), tdlo = dout(3, half_s), tdhi = dout(3, half_s);
     TH_OK(ctx, teeny_psa_pack_qkv(ctx, tq.t, heads, kd, tp.t));
     expect_exact(&tp, pkf, "pack", repro);
-    TH_OK(ctx, teeny_psa_extract_v(ctx, tq.t, heads, kd, tv.t));
-    expect_exact(&tv, vxf, "extract_v", repro);
+    for (int cpu = 0; cpu < 2; cpu++) { /* the portable and the CPU variants */
+        th_cpu_kernels(cpu);
+        th_poison(tv.t);
+        TH_OK(ctx, teeny_psa_extract_v(ctx, tq.t, heads, kd, tv.t));
+        expect_exact(&tv, vxf, cpu ? "extract_v (CPU variant)" : "extract_v", repro);
+    }
+    th_cpu_kernels(-1);
     TH_OK(ctx, teeny_psa_merge_attn(ctx, tlo.t, thi.t, heads, tm.t));
     expect_exact(&tm, mof, "merge", repro);
     th_poison(tdq.t);
     TH_OK(ctx, teeny_psa_pack_qkv_backward(ctx, tdp.t, heads, kd, tdq.t));
     expect_exact(&tdq, qkv, "pack backward", repro); /* a permutation: its backward inverts it */
-    th_poison(tdq.t);
-    TH_OK(ctx, teeny_psa_extract_v_backward(ctx, tdv.t, heads, kd, tdq.t));
-    expect_exact(&tdq, zq, "extract_v backward", repro);
+    for (int cpu = 0; cpu < 2; cpu++) {
+        th_cpu_kernels(cpu);
+        th_poison(tdq.t);
+        TH_OK(ctx, teeny_psa_extract_v_backward(ctx, tdv.t, heads, kd, tdq.t));
+        expect_exact(&tdq, zq, cpu ? "extract_v backward (CPU variant)" : "extract_v backward", repro);
+    }
+    th_cpu_kernels(-1);
     TH_OK(ctx, teeny_psa_merge_attn_backward(ctx, tdm.t, heads, tdlo.t, tdhi.t));
     expect_exact(&tdlo, pkf + 2 * n_half, "merge backward lo", repro);
     expect_exact(&tdhi, pkf + 3 * n_half, "merge backward hi", repro);

@@ -131,7 +131,9 @@ START_TEST(test_psa_rearrange_forward)
     expect_exact(tp.t, packed, c.n_qkv, "packed", repro);
     th_dev_check_guard(&tp, "packed", repro);
 
+    th_cpu_kernels(_i % 2); /* the extraction's CPU variant on every device, every other case */
     TH_OK(ctx, teeny_psa_extract_v(ctx, tq.t, heads, kd, tv.t));
+    th_cpu_kernels(-1);
     ref_psa_extract_v(qkv, sh.B, heads, kd, c.N, v);
     expect_exact(tv.t, v, c.n_o, "v", repro);
     th_dev_check_guard(&tv, "v", repro);
@@ -185,7 +187,9 @@ START_TEST(test_psa_rearrange_backward)
 
     /* extract_v: V channels from d_v, zeros elsewhere (d_qkv poisoned first) */
     th_poison(tdq.t);
+    th_cpu_kernels(_i % 2);
     TH_OK(ctx, teeny_psa_extract_v_backward(ctx, tdv.t, heads, kd, tdq.t));
+    th_cpu_kernels(-1);
     got = th_read(tdq.t);
     gd = th_dbl(got, c.n_qkv);
     double *vback = th_malloc(c.n_o * sizeof(double)), *g = th_dbl(c.g, c.n_o);

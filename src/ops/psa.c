@@ -98,19 +98,29 @@ teeny_status teeny__psa_attention_backward(teeny_ctx *ctx, const teeny__op_args 
 
 /* ---- rearrangements ---- */
 
-/* rows: a 2-D grid (token, row of n tokens), for the kernels written so
- * (the V extractions, cl/psa.cl); else 1-D over the destination. */
-static teeny_status psa_launch(teeny_ctx *ctx, const char *name, int rows, cl_mem src, int src_off, cl_mem src2,
-                               int src2_off, cl_mem dst, int dst_off, cl_mem dst2, int dst2_off, int heads, int n,
-                               int kd, int total)
+/* 1-D over the destination; or, for the V extractions (cpu_name set, see
+ * cl/psa.cl), a 2-D grid (token, row of n tokens), and on a CPU
+ * (ctx->cpu_kernels) their CPU variant cpu_name, one item per row. */
+static teeny_status psa_launch(teeny_ctx *ctx, const char *name, const char *cpu_name, cl_mem src, int src_off,
+                               cl_mem src2, int src2_off, cl_mem dst, int dst_off, cl_mem dst2, int dst2_off,
+                               int heads, int n, int kd, int total)
 {
     cl_kernel k;
+    int rows = cpu_name != NULL, cpu = rows && ctx->cpu_kernels;
     size_t local[2] = {0, 1}, global[2] = {rows ? (size_t)n : (size_t)total, rows ? (size_t)(total / n) : 1};
-    teeny_status st = teeny__kernel_get(ctx, "psa", "", name, &k);
+    teeny_status st;
+    if (cpu) {
+        name = cpu_name;
+        rows = 0;
+        global[0] = (size_t)(total / n);
+        global[1] = 1;
+    }
+    st = teeny__kernel_get(ctx, "psa", "", name, &k);
     if (st != TEENY_OK)
         return st;
     /* rows: 64 x 4 items, several rows per work-group (a CPU pays per group) */
-    local[0] = teeny__local_clamp(ctx, k, name, (size_t)(rows ? 64 : ctx->work_group_size));
+    local[0] = teeny__local_clamp(ctx, k, name,
+                                  cpu ? teeny__cpu_local(ctx, global[0]) : (size_t)(rows ? 64 : ctx->work_group_size));
     if (rows)
         local[1] = teeny__local_clamp(ctx, k, name, 4 * local[0]) / local[0];
     if (src2)
@@ -139,7 +149,7 @@ teeny_status teeny__psa_pack_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     const teeny_tensor *qkv = a->in[0];
     teeny_tensor *packed = a->out[0];
-    return psa_launch(ctx, "psa_pack", 0, qkv->buf, teeny__off(qkv), NULL, 0, packed->buf, teeny__off(packed), NULL, 0,
+    return psa_launch(ctx, "psa_pack", NULL, qkv->buf, teeny__off(qkv), NULL, 0, packed->buf, teeny__off(packed), NULL, 0,
                       a->attrs.psa.heads, tokens(qkv), a->attrs.psa.key_dim, (int)packed->numel);
 }
 
@@ -149,7 +159,7 @@ teeny_status teeny__psa_pack_backward(teeny_ctx *ctx, const teeny__op_args *a)
     teeny_tensor *dqkv = a->out[0];
     if (!dqkv)
         return TEENY_OK;
-    return psa_launch(ctx, "psa_pack_backward", 0, dp->buf, teeny__off(dp), NULL, 0, dqkv->buf, teeny__off(dqkv), NULL,
+    return psa_launch(ctx, "psa_pack_backward", NULL, dp->buf, teeny__off(dp), NULL, 0, dqkv->buf, teeny__off(dqkv), NULL,
                       0, a->attrs.psa.heads, tokens(dqkv), a->attrs.psa.key_dim, (int)dqkv->numel);
 }
 
@@ -157,7 +167,7 @@ teeny_status teeny__psa_extract_v_forward(teeny_ctx *ctx, const teeny__op_args *
 {
     const teeny_tensor *qkv = a->in[0];
     teeny_tensor *v = a->out[0];
-    return psa_launch(ctx, "psa_extract_v", 1, qkv->buf, teeny__off(qkv), NULL, 0, v->buf, teeny__off(v), NULL, 0,
+    return psa_launch(ctx, "psa_extract_v", "psa_extract_v_cpu", qkv->buf, teeny__off(qkv), NULL, 0, v->buf, teeny__off(v), NULL, 0,
                       a->attrs.psa.heads, tokens(qkv), a->attrs.psa.key_dim, (int)v->numel);
 }
 
@@ -167,7 +177,7 @@ teeny_status teeny__psa_extract_v_backward(teeny_ctx *ctx, const teeny__op_args 
     teeny_tensor *dqkv = a->out[0];
     if (!dqkv)
         return TEENY_OK;
-    return psa_launch(ctx, "psa_extract_v_backward", 1, dv->buf, teeny__off(dv), NULL, 0, dqkv->buf, teeny__off(dqkv),
+    return psa_launch(ctx, "psa_extract_v_backward", "psa_extract_v_backward_cpu", dv->buf, teeny__off(dv), NULL, 0, dqkv->buf, teeny__off(dqkv),
                       NULL, 0, a->attrs.psa.heads, tokens(dqkv), a->attrs.psa.key_dim, (int)dqkv->numel);
 }
 
@@ -175,7 +185,7 @@ teeny_status teeny__psa_merge_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     const teeny_tensor *lo = a->in[0], *hi = a->in[1];
     teeny_tensor *out = a->out[0];
-    return psa_launch(ctx, "psa_merge", 0, lo->buf, teeny__off(lo), hi->buf, teeny__off(hi), out->buf, teeny__off(out),
+    return psa_launch(ctx, "psa_merge", NULL, lo->buf, teeny__off(lo), hi->buf, teeny__off(hi), out->buf, teeny__off(out),
                       NULL, 0, a->attrs.psa_merge.heads, (int)lo->shape[1], (int)lo->shape[2], (int)out->numel);
 }
 
@@ -198,7 +208,7 @@ teeny_status teeny__psa_merge_backward(teeny_ctx *ctx, const teeny__op_args *a)
         else
             hi = tmp;
     }
-    return psa_launch(ctx, "psa_merge_backward", 0, dout->buf, teeny__off(dout), NULL, 0, lo, lo_off, hi, hi_off, heads,
+    return psa_launch(ctx, "psa_merge_backward", NULL, dout->buf, teeny__off(dout), NULL, 0, lo, lo_off, hi, hi_off, heads,
                       n, kd, total);
 }
 
