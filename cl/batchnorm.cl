@@ -312,11 +312,16 @@ __kernel void bn_backward_dx(__global const float *x, int x_off, __global const 
         }                                                                                                         \
     }
 
+/* The lanes' sum in a fixed order. Through a private array, not .lo/.hi:
+ * oclgrind 21.10's --uninitialized plugin reports a float16's .lo + .hi as
+ * uninitialized (a false positive, reproduced on a three-line kernel). */
 TEENY_INLINE float bn_hsum16(float16 v)
 {
-    float8 a = v.lo + v.hi;
-    float4 b = a.lo + a.hi;
-    return (b.x + b.y) + (b.z + b.w);
+    float t[16], s = 0.0f;
+    vstore16(v, 0, t);
+    for (int i = 0; i < 8; i++)
+        s += t[i] + t[i + 8];
+    return s;
 }
 
 /* Grid (K, C), item (p, c): partial p of channel c, as bn_stats_spatial. */
