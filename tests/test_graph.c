@@ -271,10 +271,13 @@ static int gradcheck_run(net *m, const char *what, int perturb, double factor, d
         gn = sqrt(gn);
         tn = sqrt(tn / (double)k);
         double *dir = th_malloc(k * sizeof *dir);
-        for (int di = 0; di < 2 && gn > 0; di++) {
+        for (int di = 0, redraws = 0; di < 2 && gn > 0; di++) {
             double dn = 0;
+            /* a direction along which every step crossed a kink is
+             * redrawn at random (at most 3 times): no step size gives a
+             * difference quotient there to compare with */
             for (size_t j = 0; j < k; j++) {
-                dir[j] = di == 0 ? (double)grad[at + j] : th_normal(&r);
+                dir[j] = di == 0 && redraws == 0 ? (double)grad[at + j] : th_normal(&r);
                 dn += dir[j] * dir[j];
             }
             dn = sqrt(dn);
@@ -285,6 +288,7 @@ static int gradcheck_run(net *m, const char *what, int perturb, double factor, d
             if (t > cap)
                 t = cap;
             double fd = 0, an = 0;
+            int smooth = 0;
             for (int tries = 0; tries < 4; tries++, t /= 4) {
                 double est[2], ana[2];
                 for (int h = 0; h < 2; h++) { /* D(t), D(t/2) */
@@ -299,8 +303,18 @@ static int gradcheck_run(net *m, const char *what, int perturb, double factor, d
                 /* for a smooth loss D(t) and D(t/2) differ by O(t^2); much
                  * more means the step crossed a kink (a relu, a maxpool's
                  * argmax): retry with a quarter of the step */
-                if (fabs((est[0] - ana[0]) - (est[1] - ana[1])) <= 0.25 * tol * gn)
+                if (fabs((est[0] - ana[0]) - (est[1] - ana[1])) <= 0.25 * tol * gn) {
+                    smooth = 1;
                     break;
+                }
+            }
+            if (!smooth && redraws < 3) {
+                if (verbose)
+                    fprintf(stderr, "gradcheck %s %s dir %d: kinked at every step; another random direction\n", what,
+                            name, di);
+                redraws++;
+                di--;
+                continue;
             }
             double rel = fabs(fd - an) / gn;
             if (verbose)
