@@ -419,6 +419,24 @@ void teeny__conv_dw_job_make(const conv_geom *g, gemm_job *j)
     j->out_nstride = g->Cig * KHW;
     j->out_hstride = g->KW;
     j->out_wstride = 1;
+    if (g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0) {
+        /* 1x1, stride 1, no padding: the reduction's inner loop walks the
+         * pixels, contiguous in x and dy alike, and the batch is the
+         * (always valid) tap: row c reads x[b][c][pix] at
+         * c*HW + b*(Cin*HW) + pix, B reads dy[b][n][pix] */
+        j->Kc = OHW;
+        j->Kh = g->B;
+        j->Kw = 1;
+        j->src_cstride = 1;
+        j->Hs = g->B;
+        j->Ws = g->Cin * HW;
+        j->a_h = j->c_h = 0;
+        j->e_h = 1;
+        j->a_w = j->c_w = j->e_w = 0;
+        j->w_cstride = 1;
+        j->w_hstride = g->Cout * OHW;
+        j->w_wstride = 0;
+    }
 }
 
 teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int want_dw,
