@@ -228,8 +228,13 @@ teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, con
     } else {
         bp = j->w; /* Kc == 0: no taps, B is never read */
     }
-    size_t wg = (size_t)tu->cpu_wg;
-    size_t global[2] = {(size_t)cdiv(cdiv(j->M, tu->cpu_rows), (int64_t)wg) * wg, (size_t)(Np / nc) * j->G};
+    /* a CPU runs a work-group on one core: few items (a weight gradient
+     * with few rows) get smaller groups, so every core takes some */
+    size_t row_items = (size_t)cdiv(j->M, tu->cpu_rows), col_items = (size_t)(Np / nc) * j->G;
+    size_t wg = teeny__cpu_local(ctx, row_items * col_items);
+    if (wg > (size_t)tu->cpu_wg)
+        wg = (size_t)tu->cpu_wg;
+    size_t global[2] = {(row_items + wg - 1) / wg * wg, col_items};
     size_t local[2] = {wg, 1};
     karg a[] = {KM(j->src),         KI(j->src_off),     KM(bp),             KI(zero),           KI(Np),
                 KM(j->out),         KI(j->out_off),     KI(j->M),           KI(j->N),           KI(j->P),
