@@ -589,8 +589,9 @@ TEENY_INLINE void att_rows_store(__global float *m, int base, int sn, int nr, at
         return;                                                                                                    \
     const int bh = g / blocks, row0 = (g - bh * blocks) * ATT_CR, nr = min(ATT_CR, (n) - row0)
 
-/* Keys are taken in blocks of ATT_KB: one rescale of the accumulators per
- * block, not per key. */
+/* Keys (queries in dK/dV) are taken in blocks of ATT_KB: one rescale of
+ * the accumulators per block, and each private accumulator is read and
+ * written once per block instead of once per key. */
 #define ATT_KB 8
 
 __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *lse, int lse_off,
@@ -603,28 +604,42 @@ __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __glo
         qr[c] = att_rows(q, qb + c * q_sd, q_sn, nr) * scale;
     for (int c = 0; c < dv; c++)
         acc[c] = (attv)(0.0f);
+    /* a block's ATT_KB keys share each load of q[c] and each
+     * read-modify-write of acc[c] (the sums' order is the same as key by
+     * key); a short last block reads its last key again with p = 0 */
     for (int j0 = 0; j0 < n_k; j0 += ATT_KB) {
         const int nk = min(ATT_KB, n_k - j0);
-        attv s[ATT_KB], mx = m;
-        for (int j = 0; j < nk; j++) {
-            const int kr = kb + (j0 + j) * k_sn;
-            attv t = (attv)(0.0f);
-            for (int c = 0; c < d; c++)
-                t = fma(qr[c], (attv)(k[kr + c * k_sd]), t);
-            s[j] = t;
-            mx = fmax(mx, t);
+        int kr[ATT_KB], vr[ATT_KB];
+        attv s[ATT_KB], p[ATT_KB], mx = m;
+        TEENY_UNROLL
+        for (int j = 0; j < ATT_KB; j++) {
+            const int jj = j0 + min(j, nk - 1);
+            kr[j] = kb + jj * k_sn;
+            vr[j] = vb + jj * v_sn;
+            s[j] = (attv)(0.0f);
         }
+        for (int c = 0; c < d; c++) {
+            const attv qc = qr[c];
+            TEENY_UNROLL
+            for (int j = 0; j < ATT_KB; j++)
+                s[j] = fma(qc, (attv)(k[kr[j] + c * k_sd]), s[j]);
+        }
+        for (int j = 0; j < nk; j++)
+            mx = fmax(mx, s[j]);
         const attv alpha = exp(m - mx);
         m = mx;
         l *= alpha;
-        for (int c = 0; c < dv; c++)
-            acc[c] *= alpha;
-        for (int j = 0; j < nk; j++) {
-            const int vr = vb + (j0 + j) * v_sn;
-            const attv p = exp(s[j] - mx);
-            l += p;
-            for (int c = 0; c < dv; c++)
-                acc[c] = fma(p, (attv)(v[vr + c * v_sd]), acc[c]);
+        TEENY_UNROLL
+        for (int j = 0; j < ATT_KB; j++) {
+            p[j] = j < nk ? exp(s[j] - mx) : (attv)(0.0f);
+            l += p[j];
+        }
+        for (int c = 0; c < dv; c++) {
+            attv a = acc[c] * alpha;
+            TEENY_UNROLL
+            for (int j = 0; j < ATT_KB; j++)
+                a = fma(p[j], (attv)(v[vr[j] + c * v_sd]), a);
+            acc[c] = a;
         }
     }
     const attv inv = 1.0f / l, row_lse = m + log(l);
@@ -651,18 +666,50 @@ __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o)
         vr[c] = att_rows(v, vb + c * v_sd, v_sn, nr);
         av[c] = (attv)(0.0f);
     }
-    for (int i = 0; i < n_q; i++) {
-        const int qi = qb + i * q_sn, gi = gb + i * d_o_sn;
-        attv s = (attv)(0.0f), dp = (attv)(0.0f);
-        for (int c = 0; c < d; c++)
-            s = fma(kr[c], (attv)(q[qi + c * q_sd]), s);
-        for (int c = 0; c < dvn; c++)
-            dp = fma(vr[c], (attv)(d_o[gi + c * d_o_sd]), dp);
-        const attv p = exp(s - lse[lse_off + bh * n_q + i]), ds = p * (dp - di[bh * n_q + i]);
-        for (int c = 0; c < dvn; c++)
-            av[c] = fma(p, (attv)(d_o[gi + c * d_o_sd]), av[c]);
-        for (int c = 0; c < d; c++)
-            ak[c] = fma(ds, (attv)(q[qi + c * q_sd]), ak[c]);
+    /* queries in blocks of ATT_KB, as attn_fwd_cpu's keys (same order) */
+    for (int i0 = 0; i0 < n_q; i0 += ATT_KB) {
+        const int ni = min(ATT_KB, n_q - i0);
+        int qi[ATT_KB], gi[ATT_KB];
+        attv s[ATT_KB], dp[ATT_KB], p[ATT_KB], ds[ATT_KB];
+        TEENY_UNROLL
+        for (int j = 0; j < ATT_KB; j++) {
+            const int ii = i0 + min(j, ni - 1);
+            qi[j] = qb + ii * q_sn;
+            gi[j] = gb + ii * d_o_sn;
+            s[j] = dp[j] = (attv)(0.0f);
+        }
+        for (int c = 0; c < d; c++) {
+            const attv kc = kr[c];
+            TEENY_UNROLL
+            for (int j = 0; j < ATT_KB; j++)
+                s[j] = fma(kc, (attv)(q[qi[j] + c * q_sd]), s[j]);
+        }
+        for (int c = 0; c < dvn; c++) {
+            const attv vc = vr[c];
+            TEENY_UNROLL
+            for (int j = 0; j < ATT_KB; j++)
+                dp[j] = fma(vc, (attv)(d_o[gi[j] + c * d_o_sd]), dp[j]);
+        }
+        TEENY_UNROLL
+        for (int j = 0; j < ATT_KB; j++) {
+            const int ii = i0 + min(j, ni - 1);
+            p[j] = j < ni ? exp(s[j] - lse[lse_off + bh * n_q + ii]) : (attv)(0.0f);
+            ds[j] = p[j] * (dp[j] - di[bh * n_q + ii]);
+        }
+        for (int c = 0; c < dvn; c++) {
+            attv a = av[c];
+            TEENY_UNROLL
+            for (int j = 0; j < ATT_KB; j++)
+                a = fma(p[j], (attv)(d_o[gi[j] + c * d_o_sd]), a);
+            av[c] = a;
+        }
+        for (int c = 0; c < d; c++) {
+            attv a = ak[c];
+            TEENY_UNROLL
+            for (int j = 0; j < ATT_KB; j++)
+                a = fma(ds[j], (attv)(q[qi[j] + c * q_sd]), a);
+            ak[c] = a;
+        }
     }
     if (want & 1)
         for (int c = 0; c < d; c++)
@@ -687,16 +734,40 @@ __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), 
     for (int c = 0; c < dvn; c++)
         gr[c] = att_rows(d_o, gb + c * d_o_sd, d_o_sn, nr);
     const attv lr = att_rows(lse, lse_off + bh * n_q + row0, 1, nr), dr = att_rows(di, bh * n_q + row0, 1, nr);
-    for (int j = 0; j < n_k; j++) {
-        const int kj = kb + j * k_sn, vj = vb + j * v_sn;
-        attv s = (attv)(0.0f), dp = (attv)(0.0f);
-        for (int c = 0; c < d; c++)
-            s = fma(qr[c], (attv)(k[kj + c * k_sd]), s);
-        for (int c = 0; c < dvn; c++)
-            dp = fma(gr[c], (attv)(v[vj + c * v_sd]), dp);
-        const attv ds = exp(s - lr) * (dp - dr);
-        for (int c = 0; c < d; c++)
-            acc[c] = fma(ds, (attv)(k[kj + c * k_sd]), acc[c]);
+    /* keys in blocks of ATT_KB, as attn_fwd_cpu's (same order) */
+    for (int j0 = 0; j0 < n_k; j0 += ATT_KB) {
+        const int nk = min(ATT_KB, n_k - j0);
+        int kj[ATT_KB], vj[ATT_KB];
+        attv s[ATT_KB], dp[ATT_KB], ds[ATT_KB];
+        TEENY_UNROLL
+        for (int j = 0; j < ATT_KB; j++) {
+            const int jj = j0 + min(j, nk - 1);
+            kj[j] = kb + jj * k_sn;
+            vj[j] = vb + jj * v_sn;
+            s[j] = dp[j] = (attv)(0.0f);
+        }
+        for (int c = 0; c < d; c++) {
+            const attv qc = qr[c];
+            TEENY_UNROLL
+            for (int j = 0; j < ATT_KB; j++)
+                s[j] = fma(qc, (attv)(k[kj[j] + c * k_sd]), s[j]);
+        }
+        for (int c = 0; c < dvn; c++) {
+            const attv gc = gr[c];
+            TEENY_UNROLL
+            for (int j = 0; j < ATT_KB; j++)
+                dp[j] = fma(gc, (attv)(v[vj[j] + c * v_sd]), dp[j]);
+        }
+        TEENY_UNROLL
+        for (int j = 0; j < ATT_KB; j++)
+            ds[j] = j < nk ? exp(s[j] - lr) * (dp[j] - dr) : (attv)(0.0f);
+        for (int c = 0; c < d; c++) {
+            attv a = acc[c];
+            TEENY_UNROLL
+            for (int j = 0; j < ATT_KB; j++)
+                a = fma(ds[j], (attv)(k[kj[j] + c * k_sd]), a);
+            acc[c] = a;
+        }
     }
     for (int c = 0; c < d; c++)
         att_rows_store(dq, ATT_BASE(dq) + row0 * dq_sn + c * dq_sd, dq_sn, nr, acc[c] * scale);
