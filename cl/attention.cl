@@ -564,7 +564,6 @@ TEENY_INLINE attv att_rows(__global const float *m, int base, int sn, int nr)
     float t[ATT_CR];
     if (sn == 1 && nr == ATT_CR)
         return attv_load(0, m + base);
-    TEENY_UNROLL
     for (int r = 0; r < ATT_CR; r++)
         t[r] = r < nr ? m[base + r * sn] : 0.0f;
     return attv_load(0, t);
@@ -591,7 +590,10 @@ TEENY_INLINE void att_rows_store(__global float *m, int base, int sn, int nr, at
 
 /* Keys (queries in dK/dV) are taken in blocks of ATT_KB: one rescale of
  * the accumulators per block, and each private accumulator is read and
- * written once per block instead of once per key. */
+ * written once per block instead of once per key. The block loops carry
+ * TEENY_UNROLL (their arrays must live in registers) except the ones that
+ * choose between exp() and 0: unrolled, those abort PoCL 6.0's compiler
+ * (LLVM 18: "Instruction Combining did not reach a fixpoint"). */
 #define ATT_KB 8
 
 __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *lse, int lse_off,
@@ -629,7 +631,6 @@ __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __glo
         const attv alpha = exp(m - mx);
         m = mx;
         l *= alpha;
-        TEENY_UNROLL
         for (int j = 0; j < ATT_KB; j++) {
             p[j] = j < nk ? exp(s[j] - mx) : (attv)(0.0f);
             l += p[j];
@@ -758,7 +759,6 @@ __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), 
             for (int j = 0; j < ATT_KB; j++)
                 dp[j] = fma(gc, (attv)(v[vj[j] + c * v_sd]), dp[j]);
         }
-        TEENY_UNROLL
         for (int j = 0; j < ATT_KB; j++)
             ds[j] = j < nk ? exp(s[j] - lr) * (dp[j] - dr) : (attv)(0.0f);
         for (int c = 0; c < d; c++) {
