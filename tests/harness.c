@@ -39,6 +39,17 @@ int th_cpu_kernels(int on)
     return was;
 }
 
+unsigned th_compute_units(unsigned n)
+{
+    static cl_uint own = 0; /* the device's count (src/core/device.c) */
+    teeny_ctx *ctx = th_ctx();
+    unsigned was = ctx->info.compute_units;
+    if (own == 0)
+        own = ctx->info.compute_units;
+    ctx->info.compute_units = n > 0 ? n : own;
+    return was;
+}
+
 static int env_flag(const char *name)
 {
     const char *s = getenv(name);

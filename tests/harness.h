@@ -33,6 +33,11 @@ int th_small(void);
  * on any device, or its own choice again (-1); returns the previous
  * setting. Suites run both variants wherever a family has two. */
 int th_cpu_kernels(int on);
+/* Make th_ctx() plan as if its device had n compute units (n > 0), or its
+ * own count again (0); returns the previous count. Work splits that follow
+ * the unit count (batch-norm partials, GEMM tiles) then take the shapes a
+ * larger device takes. */
+unsigned th_compute_units(unsigned n);
 
 /* splitmix64 generator: same seed, same stream on every machine. */
 typedef struct { uint64_t s; } th_rng;

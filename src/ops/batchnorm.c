@@ -167,7 +167,8 @@ static teeny_status reduce(teeny_ctx *ctx, const bn_plan *pl, const char *opt, i
                              sizeof(cl_mem), &part, (size_t)0);
     else if (!grad)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &pl->B,
-                             sizeof(int), &CS, sizeof(int), &pl->chunk, sizeof(cl_mem), &part, (size_t)0);
+                             sizeof(int), &CS, sizeof(int), &pl->S, sizeof(int), &pl->chunk, sizeof(cl_mem), &part,
+                             (size_t)0);
     else {
         int dy_off = teeny__off(dy), m_off = teeny__off(mean);
         if (pl->cpu)
@@ -211,8 +212,8 @@ teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
     if (training) {
         teeny_tensor *save_mean = a->out[1], *save_rstd = a->out[2], *rm = a->out[3], *rv = a->out[4];
         cl_mem part;
-        int update = 1, sm_off = teeny__off(save_mean), sr_off = teeny__off(save_rstd), rm_off = teeny__off(rm),
-            rv_off = teeny__off(rv);
+        int update = 1, x_off = teeny__off(x), sm_off = teeny__off(save_mean), sr_off = teeny__off(save_rstd),
+            rm_off = teeny__off(rm), rv_off = teeny__off(rv);
         size_t g = (size_t)C, l = 1;
         st = reduce(ctx, &pl, opt, 0, x, NULL, NULL, &part);
         if (st == TEENY_OK)
@@ -220,7 +221,8 @@ teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
         if (st == TEENY_OK)
             st = teeny__set_args(ctx, k, "bn_stats_finalize", sizeof(cl_mem), &part, sizeof(int), &pl.K, sizeof(int),
                                  &pl.P, sizeof(int), &pl.chunk, sizeof(int), &pl.total, sizeof(int), &pl.vec,
-                                 sizeof(int), &C, sizeof(float), &eps, sizeof(float), &momentum, sizeof(int), &update,
+                                 sizeof(int), &C, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &S,
+                                 sizeof(float), &eps, sizeof(float), &momentum, sizeof(int), &update,
                                  sizeof(cl_mem), &save_mean->buf, sizeof(int), &sm_off, sizeof(cl_mem),
                                  &save_rstd->buf, sizeof(int), &sr_off, sizeof(cl_mem), &rm->buf, sizeof(int), &rm_off,
                                  sizeof(cl_mem), &rv->buf, sizeof(int), &rv_off, (size_t)0);
