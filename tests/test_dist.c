@@ -42,6 +42,12 @@
  *                exchange on plain tensors with known values (1, 70, 2
  *                floats, 2 local shards: buckets smaller than the rank
  *                count) against the host's fixed-order mean, bit for bit.
+ *   faults       one rank: every OpenCL call and host allocation that the
+ *                dist operations make (grads create/add/all-reduce,
+ *                sum_f64, broadcast, SyncBatchNorm forward and backward;
+ *                the library's calls beneath them too) fails once, in
+ *                turn: each failure is a status with a message, and the
+ *                operations then succeed with the clean run's bits.
  */
 #include <math.h>
 #include <stdio.h>
@@ -51,6 +57,7 @@
 #include <unistd.h>
 
 #include "teenycl_dist.h"
+#include "core/clwrap.h" /* the fault injector: faults mode */
 
 #define GLOBAL_BATCH 12
 #define C_IN 3
@@ -685,6 +692,183 @@ done:
     return fails_ != 0;
 }
 
+/* ---- faults: every OpenCL call and host allocation of the dist layer ---- */
+
+typedef struct {
+    teeny_tensor *g[3];                 /* gradients of 1, 70 and 2 floats */
+    teeny_tensor *b[2];                 /* broadcast targets of 3 and 5 floats */
+    teeny_tensor *x, *dy, *w, *bias, *rm, *rv, *y, *mean, *rstd, *dx, *dw, *db; /* syncbn, [4, 3, 5, 5] */
+    double sum[2];
+} fault_state;
+
+#define FT_B 4
+#define FT_N (FT_B * BN_C * BN_HW)
+
+static const int64_t ft_sizes[3] = {1, 70, 2};
+
+/* Known values into every input and running statistic (the operations
+ * overwrite the gradients and the broadcast targets). */
+static teeny_status fault_reset(teeny_ctx *ctx, fault_state *f)
+{
+    float v[FT_N], dy[FT_N];
+    teeny_status st = TEENY_OK;
+    for (int i = 0; i < 3 && st == TEENY_OK; i++) {
+        for (int j = 0; j < ft_sizes[i]; j++)
+            v[j] = (float)(0.25 * (i + 1) + 0.37 * j);
+        st = teeny_tensor_write(f->g[i], v, (size_t)ft_sizes[i]);
+    }
+    for (int i = 0; i < 8; i++)
+        v[i] = (float)(3.5 - i);
+    if (st == TEENY_OK && (st = teeny_tensor_write(f->b[0], v, 3)) == TEENY_OK)
+        st = teeny_tensor_write(f->b[1], v + 3, 5);
+    uint64_t s = 5;
+    for (int i = 0; i < FT_N; i++)
+        v[i] = (float)(2.0 * uniform(&s) - 1.0);
+    for (int i = 0; i < FT_N; i++)
+        dy[i] = (float)(2.0 * uniform(&s) - 1.0);
+    teeny_tensor *vecs[4] = {f->w, f->bias, f->rm, f->rv};
+    const float init[4] = {1.25f, -0.5f, 0.0f, 1.0f};
+    for (int k = 0; k < 4 && st == TEENY_OK; k++)
+        st = teeny_tensor_fill(vecs[k], init[k]);
+    if (st == TEENY_OK && (st = teeny_tensor_write(f->x, v, FT_N)) == TEENY_OK)
+        st = teeny_tensor_write(f->dy, dy, FT_N);
+    return st == TEENY_OK ? teeny_ctx_finish(ctx) : st;
+}
+
+/* Every dist operation once, stopping at the first failure; *dg is left
+ * for the caller to destroy (outside the counted region). */
+static teeny_status fault_ops(teeny_dist *d, teeny_ctx *ctx, fault_state *f, teeny_dist_grads **dg)
+{
+    double in[2] = {1.5, -2.25};
+    teeny_status st = teeny_dist_grads_create(d, ctx, 3, f->g, 2, dg);
+    if (st == TEENY_OK && (st = teeny_dist_grads_add(*dg)) == TEENY_OK && (st = teeny_dist_grads_add(*dg)) == TEENY_OK)
+        st = teeny_dist_grads_allreduce(*dg, TEENY_OK);
+    if (st == TEENY_OK)
+        st = teeny_dist_sum_f64(d, in, f->sum, 2);
+    if (st == TEENY_OK)
+        st = teeny_dist_broadcast(d, ctx, 0, 2, f->b);
+    if (st == TEENY_OK)
+        st = teeny_dist_batchnorm_forward_train(d, ctx, f->x, f->w, f->bias, f->rm, f->rv, 0.1f, 1e-5f, f->y, f->mean,
+                                                f->rstd);
+    if (st == TEENY_OK)
+        st = teeny_dist_batchnorm_backward_train(d, ctx, f->x, f->dy, f->w, f->mean, f->rstd, 1e-5f, f->dx, f->dw,
+                                                 f->db);
+    return st;
+}
+
+/* Every output of fault_ops, concatenated; its length in *n. */
+static teeny_status fault_outputs(const fault_state *f, float *out, size_t *n)
+{
+    const teeny_tensor *ts[] = {f->g[0], f->g[1], f->g[2], f->b[0], f->b[1], f->rm, f->rv, f->y, f->mean, f->rstd,
+                                f->dx, f->dw, f->db};
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) {
+        size_t m = (size_t)teeny_tensor_numel(ts[i]);
+        teeny_status st = teeny_tensor_read(ts[i], out + at, m);
+        if (st != TEENY_OK)
+            return st;
+        at += m;
+    }
+    memcpy(out + at, (float[2]){(float)f->sum[0], (float)f->sum[1]}, 2 * sizeof(float));
+    *n = at + 2;
+    return TEENY_OK;
+}
+
+/* Run on one rank: fail every hooked call (OpenCL and host allocation,
+ * the dist's and the library's beneath it) of fault_ops once, in turn.
+ * Each failure must come back as a status naming it, and the same
+ * operations then succeed on the same context with the same bits as a
+ * clean run. A fault the exchange cannot survive (a failed wait for a
+ * bucket's read while the other ranks wait for it) breaks the dist, as
+ * documented: then a new dist is made, and that is counted. */
+static int mode_faults(teeny_dist **dp, const teeny_dist_params *params, teeny_ctx *ctx)
+{
+    teeny_dist *d = *dp;
+    teeny_dist_grads *dg = NULL;
+    fault_state f = {0};
+    int64_t xs[4] = {FT_B, BN_C, 5, 5}, c1 = BN_C, bs[2] = {3, 5};
+    static float ref[2 * FT_N + 200], got[2 * FT_N + 200];
+    size_t n_ref = 0, n_got = 0;
+    int broken = 0;
+    if (teeny_dist_size(d) != 1) {
+        CHECK(0, "faults runs on one rank");
+        return 1;
+    }
+    for (int i = 0; i < 3; i++)
+        TRY(teeny_tensor_create(ctx, 1, &ft_sizes[i], &f.g[i]));
+    for (int i = 0; i < 2; i++)
+        TRY(teeny_tensor_create(ctx, 1, &bs[i], &f.b[i]));
+    teeny_tensor **big[] = {&f.x, &f.dy, &f.y, &f.dx}, **vecs[] = {&f.w, &f.bias, &f.rm, &f.rv, &f.mean, &f.rstd,
+                                                                   &f.dw, &f.db};
+    for (int i = 0; i < 4; i++)
+        TRY(teeny_tensor_create(ctx, 4, xs, big[i]));
+    for (int i = 0; i < 8; i++)
+        TRY(teeny_tensor_create(ctx, 1, &c1, vecs[i]));
+    /* a clean run builds the kernels; the second one is the reference and
+     * counts the calls */
+    TRY(fault_reset(ctx, &f));
+    TRY(fault_ops(d, ctx, &f, &dg));
+    /* the dist's own calls go through the counter: an add is one copy per
+     * gradient */
+    teeny__calls_reset();
+    TRY(teeny_dist_grads_add(dg));
+    CHECK(teeny__calls_id(TEENY__ID_clEnqueueCopyBuffer) == 3 && teeny__calls_total() == 3,
+          "teeny_dist_grads_add of 3 gradients: %ld copies counted, %ld calls",
+          teeny__calls_id(TEENY__ID_clEnqueueCopyBuffer), teeny__calls_total());
+    teeny_dist_grads_destroy(dg);
+    dg = NULL;
+    TRY(fault_reset(ctx, &f));
+    teeny__calls_reset();
+    TRY(fault_ops(d, ctx, &f, &dg));
+    long total = teeny__calls_total();
+    teeny_dist_grads_destroy(dg);
+    dg = NULL;
+    TRY(fault_outputs(&f, ref, &n_ref));
+    CHECK(total > 20, "only %ld hooked calls: the dist's calls are not counted", total);
+    for (long k = 1; k <= total && !fails_; k++) {
+        TRY(fault_reset(ctx, &f));
+        teeny__fault_arm(k);
+        teeny_status st = fault_ops(d, ctx, &f, &dg);
+        int fired = teeny__fault_fired();
+        teeny__fault_arm(0);
+        teeny_dist_grads_destroy(dg);
+        dg = NULL;
+        const char *msg = teeny_dist_last_error(d);
+        CHECK(fired, "call %ld of %ld was not reached", k, total);
+        CHECK(st == TEENY_ERR_OPENCL || st == TEENY_ERR_NOMEM || st == TEENY_ERR_STATE,
+              "call %ld failed: %s, expected TEENY_ERR_OPENCL, _NOMEM or _STATE (%s)", k, teeny_status_name(st), msg);
+        CHECK(strstr(msg, "failed") || strstr(msg, "memory"), "call %ld: the message does not say: %s", k, msg);
+        if (strstr(msg, "the dist is broken")) {
+            broken++;
+            teeny_dist_destroy(d);
+            *dp = d = NULL;
+            TRY(teeny_dist_create(MPI_COMM_WORLD, params, dp));
+            d = *dp;
+        }
+        /* still usable: the same operations succeed, with the same bits */
+        TRY(fault_reset(ctx, &f));
+        TRY(fault_ops(d, ctx, &f, &dg));
+        teeny_dist_grads_destroy(dg);
+        dg = NULL;
+        TRY(fault_outputs(&f, got, &n_got));
+        CHECK(n_got == n_ref && !memcmp(got, ref, n_ref * sizeof *ref), "results differ after the fault at call %ld", k);
+    }
+    /* the wait for each of the 3 buckets' reads (64 floats per bucket:
+     * the 2-, 70- and 1-float buckets), and nothing else */
+    CHECK(broken == 3, "%d faults broke the dist, expected 3 (one per bucket's read)", broken);
+    if (!fails_)
+        printf("rank 0: faults: ok %ld calls failed in turn, each reported and recovered from (%d broke the dist, "
+               "as documented)\n", total, broken);
+done:
+    teeny__fault_arm(0);
+    teeny_dist_grads_destroy(dg);
+    teeny_tensor *all[] = {f.g[0], f.g[1], f.g[2], f.b[0], f.b[1], f.x, f.dy, f.w, f.bias, f.rm, f.rv, f.y,
+                           f.mean, f.rstd, f.dx, f.dw, f.db};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        teeny_tensor_destroy(all[i]);
+    return fails_ != 0;
+}
+
 int main(int argc, char **argv)
 {
     teeny_dist *d = NULL;
@@ -718,8 +902,10 @@ int main(int argc, char **argv)
         rc = mode_syncbn(d, ctx);
     else if (!strcmp(mode_, "errors"))
         rc = mode_errors(d, ctx);
+    else if (!strcmp(mode_, "faults"))
+        rc = mode_faults(&d, &dp, ctx);
     else
-        printf("usage: test_dist grads | train FILE | fault | stall SECS | crash | syncbn | errors\n");
+        printf("usage: test_dist grads | train FILE | fault | stall SECS | crash | syncbn | errors | faults\n");
 out:
     fflush(stdout);
     teeny_ctx_destroy(ctx);

@@ -20,6 +20,9 @@
 #                        == single-process batch norm on the whole batch within
 #                        1e-6 normalized RMS; a failing rank fails every rank
 #   errors -np 1, 3      argument and agreement checks
+#   faults -np 1         every OpenCL call and host allocation of the dist
+#                        operations fails once, in turn: a status each time,
+#                        then the same bits as a clean run
 #   example -np 2        train_fashion_mnist --dist (when it was built with
 #                        MPI and the data set is installed): one epoch line
 #                        from rank 0, images/s for the job, a checkpoint
@@ -114,6 +117,9 @@ for np in 1 3; do
     mpi "errors-$np" "$np" 120 "$build/test_dist" errors
     expect "errors-$np" "$np" errors
 done
+
+mpi faults 1 120 "$build/test_dist" faults
+expect faults 1 faults
 
 # the example, on a small slice of Fashion-MNIST (2 ranks x 2 shards)
 data=/usr/share/datasets/fashion-mnist
