@@ -42,6 +42,14 @@
  *                exchange on plain tensors with known values (1, 70, 2
  *                floats, 2 local shards: buckets smaller than the rank
  *                count) against the host's fixed-order mean, bit for bit.
+ *   mismatch     2+ ranks, the last one out of step: sum_f64 against
+ *                broadcast, SyncBatchNorm forward against backward, an
+ *                all-reduce against batch norm: every rank returns
+ *                TEENY_ERR_IO ("out of step") at once, no abort, and the
+ *                broken dist refuses the next call; all-reduces of
+ *                exchangers of different layouts: TEENY_ERR_SHAPE
+ *                everywhere, the dist still usable; teeny_dist_check_same
+ *                of equal, other and shorter bytes, and NULL.
  *   faults       one rank: every OpenCL call and host allocation that the
  *                dist operations make (grads create/add/all-reduce,
  *                sum_f64, broadcast, SyncBatchNorm forward and backward;
@@ -869,6 +877,127 @@ done:
     return fails_ != 0;
 }
 
+/* ---- mismatch: ranks out of step, or passing unlike arguments ---- */
+
+/* Every rank got want (and, when text is not NULL, a message holding it)
+ * within limit_s seconds of t0. */
+static void expect_status(teeny_dist *d, const char *what, teeny_status st, teeny_status want, const char *text,
+                          double t0, double limit_s)
+{
+    double took = MPI_Wtime() - t0;
+    CHECK(st == want, "%s: %s, expected %s (%s)", what, teeny_status_name(st), teeny_status_name(want),
+          teeny_dist_last_error(d));
+    CHECK(!text || strstr(teeny_dist_last_error(d), text), "%s: the message does not say \"%s\": %s", what, text,
+          teeny_dist_last_error(d));
+    CHECK(took < limit_s, "%s: returned after %.1f s, the deadline is %.1f s", what, took, limit_s);
+}
+
+/* A dist broken by ranks out of step refuses at once; then a new one. */
+static teeny_status renew(teeny_dist **dp, const teeny_dist_params *params)
+{
+    double in = 1, out;
+    teeny_dist *d = *dp;
+    CHECK(teeny_dist_sum_f64(d, &in, &out, 1) == TEENY_ERR_STATE, "a broken dist accepted a collective");
+    teeny_dist_destroy(d);
+    *dp = NULL;
+    return teeny_dist_create(MPI_COMM_WORLD, params, dp);
+}
+
+/* On 2 or more ranks the last rank calls another collective than the
+ * others (or passes another exchanger, or other bytes): every rank must
+ * return an error status at once -- never abort the job through an MPI
+ * error handler, never pair the exchanges up silently, never wait for the
+ * deadline. */
+static int mode_mismatch(teeny_dist **dp, const teeny_dist_params *params, teeny_ctx *ctx)
+{
+    teeny_dist *d = *dp;
+    int R = teeny_dist_size(d), r = teeny_dist_rank(d), last = r == R - 1;
+    double limit = params->timeout_s / 2, in[2] = {1, 2}, out[2], t0;
+    int64_t sizes[5] = {1, 70, 2, 3, 5}, xs[4] = {2, BN_C, 5, 5}, c1 = BN_C;
+    teeny_tensor *g[5] = {0}, *bx = NULL, *by = NULL, *v[4] = {0};
+    teeny_dist_grads *dg1 = NULL, *dg2 = NULL;
+    teeny_status st;
+    if (R < 2) {
+        CHECK(0, "mismatch runs on 2 or more ranks");
+        return 1;
+    }
+    for (int i = 0; i < 5; i++) {
+        TRY(teeny_tensor_create(ctx, 1, &sizes[i], &g[i]));
+        TRY(teeny_tensor_fill(g[i], 0.5f + (float)i));
+    }
+    TRY(teeny_tensor_create(ctx, 4, xs, &bx));
+    TRY(teeny_tensor_create(ctx, 4, xs, &by));
+    TRY(teeny_tensor_fill(bx, 0.25f));
+    for (int i = 0; i < 4; i++) {
+        TRY(teeny_tensor_create(ctx, 1, &c1, &v[i]));
+        TRY(teeny_tensor_fill(v[i], 1.0f));
+    }
+    /* 1. sum_f64 against broadcast (exchanges of different sizes) */
+    t0 = MPI_Wtime();
+    st = last ? teeny_dist_broadcast(d, ctx, 0, 2, g) : teeny_dist_sum_f64(d, in, out, 2);
+    expect_status(d, "sum_f64 against broadcast", st, TEENY_ERR_IO, "out of step", t0, limit);
+    TRY(renew(dp, params));
+    d = *dp;
+    /* 2. SyncBatchNorm forward against backward (exchanges of the same sizes) */
+    t0 = MPI_Wtime();
+    st = last ? teeny_dist_batchnorm_backward_train(d, ctx, bx, bx, v[0], v[1], v[2], 1e-5f, by, v[3], v[1])
+              : teeny_dist_batchnorm_forward_train(d, ctx, bx, v[0], v[1], v[2], v[3], 0.1f, 1e-5f, by, v[1], v[2]);
+    expect_status(d, "batch norm forward against backward", st, TEENY_ERR_IO, "out of step", t0, limit);
+    TRY(renew(dp, params));
+    d = *dp;
+    /* 3. a gradient all-reduce against SyncBatchNorm */
+    TRY(teeny_dist_grads_create(d, ctx, 3, g, 1, &dg1));
+    TRY(teeny_dist_grads_add(dg1));
+    t0 = MPI_Wtime();
+    st = last ? teeny_dist_grads_allreduce(dg1, TEENY_OK)
+              : teeny_dist_batchnorm_forward_train(d, ctx, bx, v[0], v[1], v[2], v[3], 0.1f, 1e-5f, by, v[1], v[2]);
+    expect_status(d, "all-reduce against batch norm", st, TEENY_ERR_IO, "out of step", t0, limit);
+    teeny_dist_grads_destroy(dg1);
+    dg1 = NULL;
+    TRY(renew(dp, params));
+    d = *dp;
+    /* 4. all-reduces of two exchangers of different layouts: the ranks are
+     * in step, so every rank refuses and the dist stays usable */
+    TRY(teeny_dist_grads_create(d, ctx, 3, g, 1, &dg1));
+    TRY(teeny_dist_grads_create(d, ctx, 2, g + 3, 1, &dg2));
+    TRY(teeny_dist_grads_add(dg1));
+    TRY(teeny_dist_grads_add(dg2));
+    t0 = MPI_Wtime();
+    st = teeny_dist_grads_allreduce(last ? dg2 : dg1, TEENY_OK);
+    expect_status(d, "all-reduce of unlike exchangers", st, TEENY_ERR_SHAPE, "different layouts", t0, limit);
+    TRY(teeny_dist_sum_f64(d, in, out, 2));
+    CHECK(out[0] == R && out[1] == 2.0 * R, "sum after a refused all-reduce: %g %g", out[0], out[1]);
+    /* 5. teeny_dist_check_same: equal bytes pass, other bytes or another
+     * length fail every rank, naming the rank */
+    {
+        char opts[32] = "--seed 1 --batch 64";
+        char want[64];
+        snprintf(want, sizeof want, "differs between rank 0 and rank %d", R - 1);
+        TRY(teeny_dist_check_same(d, opts, sizeof opts, "the options"));
+        if (last)
+            opts[7] = '2';
+        t0 = MPI_Wtime();
+        st = teeny_dist_check_same(d, opts, sizeof opts, "the options");
+        expect_status(d, "check_same of other bytes", st, TEENY_ERR_SHAPE, want, t0, limit);
+        st = teeny_dist_check_same(d, opts, last ? 8 : sizeof opts, "the options");
+        expect_status(d, "check_same of another length", st, TEENY_ERR_SHAPE, want, t0, limit);
+        st = teeny_dist_check_same(d, r == 0 ? NULL : opts, 4, NULL);
+        expect_status(d, "check_same of NULL on rank 0", st, TEENY_ERR_ARG, "rank 0 passed NULL", t0, limit);
+    }
+    if (!fails_)
+        printf("rank %d: mismatch: ok: every rank returned its error at once\n", r);
+done:
+    teeny_dist_grads_destroy(dg1);
+    teeny_dist_grads_destroy(dg2);
+    for (int i = 0; i < 5; i++)
+        teeny_tensor_destroy(g[i]);
+    for (int i = 0; i < 4; i++)
+        teeny_tensor_destroy(v[i]);
+    teeny_tensor_destroy(bx);
+    teeny_tensor_destroy(by);
+    return fails_ != 0;
+}
+
 int main(int argc, char **argv)
 {
     teeny_dist *d = NULL;
@@ -878,7 +1007,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     mode_ = argc > 1 ? argv[1] : "?";
     teeny_dist_params dp = TEENY_DIST_PARAMS_INIT;
-    dp.timeout_s = !strcmp(mode_, "stall") ? 2.0 : 120.0;
+    dp.timeout_s = !strcmp(mode_, "stall") ? 2.0 : !strcmp(mode_, "mismatch") ? 30.0 : 120.0;
     dp.bucket_bytes = 256; /* several buckets even for this small net */
     if (teeny_dist_create(MPI_COMM_WORLD, &dp, &d) != TEENY_OK) {
         printf("rank %d: %s: FAIL teeny_dist_create: %s\n", rank_, mode_, teeny_dist_last_error(NULL));
@@ -904,8 +1033,10 @@ int main(int argc, char **argv)
         rc = mode_errors(d, ctx);
     else if (!strcmp(mode_, "faults"))
         rc = mode_faults(&d, &dp, ctx);
+    else if (!strcmp(mode_, "mismatch"))
+        rc = mode_mismatch(&d, &dp, ctx);
     else
-        printf("usage: test_dist grads | train FILE | fault | stall SECS | crash | syncbn | errors | faults\n");
+        printf("usage: test_dist grads | train FILE | fault | stall SECS | crash | syncbn | errors | faults | mismatch\n");
 out:
     fflush(stdout);
     teeny_ctx_destroy(ctx);

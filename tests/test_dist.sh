@@ -20,6 +20,10 @@
 #                        == single-process batch norm on the whole batch within
 #                        1e-6 normalized RMS; a failing rank fails every rank
 #   errors -np 1, 3      argument and agreement checks
+#   mismatch -np 2, 3    the last rank in another collective than the others
+#                        (or passing another exchanger, or other bytes to
+#                        teeny_dist_check_same): an error status on every
+#                        rank at once, never an abort or the deadline
 #   faults -np 1         every OpenCL call and host allocation of the dist
 #                        operations fails once, in turn: a status each time,
 #                        then the same bits as a clean run
@@ -116,6 +120,12 @@ done
 for np in 1 3; do
     mpi "errors-$np" "$np" 120 "$build/test_dist" errors
     expect "errors-$np" "$np" errors
+done
+
+# ranks out of step: every rank returns an error at once, no abort
+for np in 2 3; do
+    mpi "mismatch-$np" "$np" 60 "$build/test_dist" mismatch
+    expect "mismatch-$np" "$np" mismatch
 done
 
 mpi faults 1 120 "$build/test_dist" faults

@@ -57,25 +57,31 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+teeny_status teeny__dist_mpi_fail(teeny_dist *d, int rc, const char *call, const char *fn)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    d->broken = 1;
+    return teeny__dist_fail(d, TEENY_ERR_IO, "%s: rank %d: %s failed: %s; the dist is broken, end the job", fn,
+                            d->rank, call, teeny__dist_mpi_text(rc, text));
+}
+
 /* Poll reqs until all complete or the deadline passes. A rank waits here
  * for the slowest rank, so the sleep grows from 20 us to 1 ms: short
  * exchanges stay fast, long waits leave the core to the others. */
-teeny_status teeny__dist_wait(teeny_dist *d, int n, MPI_Request *reqs, const char *what)
+static teeny_status poll_all(teeny_dist *d, int n, MPI_Request *reqs, const char *what)
 {
-    char text[MPI_MAX_ERROR_STRING];
     double deadline = now_s() + d->timeout_s;
     long sleep_ns = 20000;
     for (;;) {
         int done = 0, rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS) {
-            d->broken = 1;
-            return teeny__dist_fail(d, TEENY_ERR_IO, "%s: rank %d: MPI_Testall failed: %s", what, d->rank,
-                                    teeny__dist_mpi_text(rc, text));
+            d->stuck = 1;
+            return teeny__dist_mpi_fail(d, rc, "MPI_Testall", what);
         }
         if (done)
             return TEENY_OK;
         if (now_s() > deadline) {
-            d->broken = 1;
+            d->broken = d->stuck = 1;
             return teeny__dist_fail(d, TEENY_ERR_IO,
                                     "%s: rank %d: not every rank arrived within %.1f s (a rank failed or stalls); "
                                     "the dist is broken, end the job", what, d->rank, d->timeout_s);
@@ -87,6 +93,35 @@ teeny_status teeny__dist_wait(teeny_dist *d, int n, MPI_Request *reqs, const cha
     }
 }
 
+/* Open MPI (4.1) reports an error of a nonblocking collective's request
+ * (a truncated message, a failed peer) through MPI_COMM_WORLD's error
+ * handler, not through the communicator's: MPI_ERRORS_ARE_FATAL unless
+ * the application changed it, so an error in MPI_Testall would end the
+ * job whatever handler the dist's communicator has. While it polls, the
+ * dist therefore sets MPI_ERRORS_RETURN on MPI_COMM_WORLD and puts the
+ * application's handler back before it returns: the application, which
+ * uses a dist from one thread, never runs while the swap lasts. */
+teeny_status teeny__dist_wait(teeny_dist *d, int n, MPI_Request *reqs, const char *what)
+{
+    MPI_Errhandler app = MPI_ERRHANDLER_NULL;
+    int rc = MPI_Comm_get_errhandler(MPI_COMM_WORLD, &app);
+    if (rc != MPI_SUCCESS) {
+        d->stuck = 1;
+        return teeny__dist_mpi_fail(d, rc, "MPI_Comm_get_errhandler", what);
+    }
+    if ((rc = MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN)) != MPI_SUCCESS) {
+        (void)MPI_Errhandler_free(&app); /* the failure reported is the one above */
+        d->stuck = 1;
+        return teeny__dist_mpi_fail(d, rc, "MPI_Comm_set_errhandler", what);
+    }
+    teeny_status st = poll_all(d, n, reqs, what);
+    if ((rc = MPI_Comm_set_errhandler(MPI_COMM_WORLD, app)) != MPI_SUCCESS && st == TEENY_OK)
+        st = teeny__dist_mpi_fail(d, rc, "MPI_Comm_set_errhandler (restoring MPI_COMM_WORLD's)", what);
+    if ((rc = MPI_Errhandler_free(&app)) != MPI_SUCCESS && st == TEENY_OK)
+        st = teeny__dist_mpi_fail(d, rc, "MPI_Errhandler_free", what);
+    return st;
+}
+
 teeny_status teeny__dist_usable(teeny_dist *d, const char *fn)
 {
     if (!d)
@@ -94,7 +129,8 @@ teeny_status teeny__dist_usable(teeny_dist *d, const char *fn)
     teeny__dist_clear(d);
     if (d->broken)
         return teeny__dist_fail(d, TEENY_ERR_STATE,
-                                "%s: the dist is broken by an earlier failed or timed-out collective", fn);
+                                "%s: the dist is broken by an earlier failed or timed-out collective or by ranks "
+                                "out of step", fn);
     return TEENY_OK;
 }
 
@@ -116,22 +152,73 @@ int teeny__dist_layout(int n, teeny_tensor *const *ts, int64_t *total, int64_t *
 teeny_status teeny__dist_allgather(teeny_dist *d, const void *send, void *recv, int count, MPI_Datatype type,
                                    const char *what)
 {
-    char text[MPI_MAX_ERROR_STRING];
     MPI_Request req;
     int rc = MPI_Iallgather(send, count, type, recv, count, type, d->comm, &req);
-    if (rc != MPI_SUCCESS) {
-        d->broken = 1;
-        return teeny__dist_fail(d, TEENY_ERR_IO, "%s: rank %d: MPI_Iallgather failed: %s", what, d->rank,
-                                teeny__dist_mpi_text(rc, text));
-    }
+    if (rc != MPI_SUCCESS)
+        return teeny__dist_mpi_fail(d, rc, "MPI_Iallgather", what);
     return teeny__dist_wait(d, 1, &req, what);
+}
+
+static const char *const op_names[TEENY__DIST_OP_COUNT] = {
+    "?", "teeny_dist_sum_f64", "teeny_dist_broadcast", "teeny_dist_grads_create", "teeny_dist_grads_allreduce",
+    "teeny_dist_batchnorm_forward_train", "teeny_dist_batchnorm_backward_train", "teeny_dist_check_same"};
+
+static const char *op_name(int64_t op)
+{
+    return op > 0 && op < TEENY__DIST_OP_COUNT ? op_names[op] : "an unknown exchange";
+}
+
+teeny_status teeny__dist_agree(teeny_dist *d, const int64_t h[TEENY__DIST_HDR], const char *fn)
+{
+    teeny_status st = teeny__dist_allgather(d, h, d->agree, TEENY__DIST_HDR, MPI_INT64_T, fn);
+    for (int r = 0; st == TEENY_OK && r < d->size; r++) {
+        int64_t op = d->agree[(size_t)r * TEENY__DIST_HDR];
+        if (op != h[0]) {
+            d->broken = 1;
+            st = teeny__dist_fail(d, TEENY_ERR_IO,
+                                  "%s: rank %d is in %s and rank %d in %s: the ranks are out of step (one called a "
+                                  "collective the others did not); the dist is broken, end the job",
+                                  fn, d->rank, op_name(h[0]), r, op_name(op));
+        }
+    }
+    return st;
+}
+
+static teeny_status create_fail(int rc, const char *call)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    return teeny__dist_fail(NULL, TEENY_ERR_IO, "teeny_dist_create: %s failed: %s", call,
+                            teeny__dist_mpi_text(rc, text));
+}
+
+/* The dist's duplicate of comm and its node-local split, both returning
+ * errors as codes (and so statuses) instead of ending the job. */
+static teeny_status setup_comms(teeny_dist *d, MPI_Comm comm)
+{
+    int rc;
+    if ((rc = MPI_Comm_dup(comm, &d->comm)) != MPI_SUCCESS)
+        return create_fail(rc, "MPI_Comm_dup");
+    if ((rc = MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN)) != MPI_SUCCESS)
+        return create_fail(rc, "MPI_Comm_set_errhandler");
+    if ((rc = MPI_Comm_rank(d->comm, &d->rank)) != MPI_SUCCESS)
+        return create_fail(rc, "MPI_Comm_rank");
+    if ((rc = MPI_Comm_size(d->comm, &d->size)) != MPI_SUCCESS)
+        return create_fail(rc, "MPI_Comm_size");
+    if ((rc = MPI_Comm_split_type(d->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &d->node)) != MPI_SUCCESS)
+        return create_fail(rc, "MPI_Comm_split_type");
+    if ((rc = MPI_Comm_set_errhandler(d->node, MPI_ERRORS_RETURN)) != MPI_SUCCESS)
+        return create_fail(rc, "MPI_Comm_set_errhandler");
+    if ((rc = MPI_Comm_rank(d->node, &d->local_rank)) != MPI_SUCCESS)
+        return create_fail(rc, "MPI_Comm_rank");
+    if ((rc = MPI_Comm_size(d->node, &d->local_size)) != MPI_SUCCESS)
+        return create_fail(rc, "MPI_Comm_size");
+    return TEENY_OK;
 }
 
 teeny_status teeny_dist_create(MPI_Comm comm, const teeny_dist_params *p, teeny_dist **out)
 {
-    char text[MPI_MAX_ERROR_STRING];
     teeny_dist_params dp = TEENY_DIST_PARAMS_INIT;
-    int inited = 0, finalized = 0, rc;
+    int inited = 0, finalized = 0;
     teeny_dist *d;
     teeny__dist_clear(NULL);
     if (!out)
@@ -167,42 +254,31 @@ teeny_status teeny_dist_create(MPI_Comm comm, const teeny_dist_params *p, teeny_
     d->comm = d->node = MPI_COMM_NULL;
     d->timeout_s = dp.timeout_s;
     d->bucket_bytes = dp.bucket_bytes;
-    if ((rc = MPI_Comm_dup(comm, &d->comm)) != MPI_SUCCESS) {
-        teeny__dist_fail(NULL, TEENY_ERR_IO, "teeny_dist_create: MPI_Comm_dup failed: %s",
-                         teeny__dist_mpi_text(rc, text));
-        goto fail_free;
+    teeny_status st = setup_comms(d, comm);
+    if (st == TEENY_OK && !(d->agree = teeny__malloc((size_t)d->size * TEENY__DIST_HDR * sizeof *d->agree)))
+        st = teeny__dist_fail(NULL, TEENY_ERR_NOMEM, "teeny_dist_create: out of host memory");
+    if (st != TEENY_OK) {
+        teeny_dist_destroy(d);
+        return st;
     }
-    /* errors come back as codes (and become statuses), never abort the job */
-    MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(d->comm, &d->rank);
-    MPI_Comm_size(d->comm, &d->size);
-    if ((rc = MPI_Comm_split_type(d->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &d->node)) != MPI_SUCCESS) {
-        teeny__dist_fail(NULL, TEENY_ERR_IO, "teeny_dist_create: MPI_Comm_split_type failed: %s",
-                         teeny__dist_mpi_text(rc, text));
-        goto fail_free;
-    }
-    MPI_Comm_set_errhandler(d->node, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(d->node, &d->local_rank);
-    MPI_Comm_size(d->node, &d->local_size);
     *out = d;
     return TEENY_OK;
-fail_free:
-    if (d->node != MPI_COMM_NULL)
-        MPI_Comm_free(&d->node);
-    if (d->comm != MPI_COMM_NULL)
-        MPI_Comm_free(&d->comm);
-    teeny__free(d);
-    return TEENY_ERR_IO;
 }
 
 void teeny_dist_destroy(teeny_dist *d)
 {
     if (!d)
         return;
-    if (!d->broken) {
-        MPI_Comm_free(&d->node);
-        MPI_Comm_free(&d->comm);
+    /* a request that never completed may still use the communicator;
+     * MPI_Comm_free's own failure has nowhere to go (and cannot abort:
+     * both communicators return errors) */
+    if (!d->stuck) {
+        if (d->node != MPI_COMM_NULL)
+            (void)MPI_Comm_free(&d->node);
+        if (d->comm != MPI_COMM_NULL)
+            (void)MPI_Comm_free(&d->comm);
     }
+    teeny__free(d->agree);
     teeny__free(d);
 }
 
@@ -305,27 +381,30 @@ teeny_status teeny_dist_ctx_create(const teeny_dist *d, const char *spec_templat
 
 teeny_status teeny_dist_sum_f64(teeny_dist *d, const double *in, double *out, int n)
 {
-    teeny_status st = teeny__dist_usable(d, "teeny_dist_sum_f64");
+    const char *fn = "teeny_dist_sum_f64";
+    teeny_status st = teeny__dist_usable(d, fn);
     if (st != TEENY_OK)
         return st;
     /* first every rank's n (-1 for bad arguments): a bad or different n on
      * one rank fails every rank, and different counts never become
-     * different message sizes (MPI treats a truncation as fatal) */
+     * different message sizes */
     int mine = !in || !out || n <= 0 ? -1 : n;
     double *all = teeny__malloc((mine > 1 ? (size_t)mine : 1) * (size_t)d->size * sizeof *all);
-    if (!all)
-        return teeny__dist_fail(d, TEENY_ERR_NOMEM, "teeny_dist_sum_f64: out of host memory");
-    int *ns = (int *)all;
-    st = teeny__dist_allgather(d, &mine, ns, 1, MPI_INT, "teeny_dist_sum_f64");
+    int64_t h[TEENY__DIST_HDR] = {TEENY__DIST_OP_SUM_F64, mine, all != NULL};
+    st = teeny__dist_agree(d, h, fn);
     for (int r = 0; st == TEENY_OK && r < d->size; r++)
-        if (ns[r] < 0)
-            st = teeny__dist_fail(d, TEENY_ERR_ARG, "teeny_dist_sum_f64: rank %d passed NULL in or out, or n <= 0", r);
+        if (!d->agree[r * TEENY__DIST_HDR + 2])
+            st = r == d->rank ? teeny__dist_fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn)
+                              : teeny__dist_fail(d, TEENY_ERR_STATE, "%s: rank %d is out of host memory", fn, r);
     for (int r = 0; st == TEENY_OK && r < d->size; r++)
-        if (ns[r] != mine)
-            st = teeny__dist_fail(d, TEENY_ERR_SHAPE, "teeny_dist_sum_f64: rank %d sums %d values, rank %d %d",
-                                  d->rank, n, r, ns[r]);
+        if (d->agree[r * TEENY__DIST_HDR + 1] < 0)
+            st = teeny__dist_fail(d, TEENY_ERR_ARG, "%s: rank %d passed NULL in or out, or n <= 0", fn, r);
+    for (int r = 0; st == TEENY_OK && r < d->size; r++)
+        if (d->agree[r * TEENY__DIST_HDR + 1] != mine)
+            st = teeny__dist_fail(d, TEENY_ERR_SHAPE, "%s: rank %d sums %d values, rank %d %lld", fn, d->rank, n, r,
+                                  (long long)d->agree[r * TEENY__DIST_HDR + 1]);
     if (st == TEENY_OK)
-        st = teeny__dist_allgather(d, in, all, n, MPI_DOUBLE, "teeny_dist_sum_f64");
+        st = teeny__dist_allgather(d, in, all, n, MPI_DOUBLE, fn);
     if (st == TEENY_OK)
         for (int i = 0; i < n; i++) {
             double s = 0;
@@ -339,8 +418,8 @@ teeny_status teeny_dist_sum_f64(teeny_dist *d, const double *in, double *out, in
 
 teeny_status teeny_dist_broadcast(teeny_dist *d, teeny_ctx *ctx, int root, int n, teeny_tensor *const *ts)
 {
-    char text[MPI_MAX_ERROR_STRING];
-    teeny_status st = teeny__dist_usable(d, "teeny_dist_broadcast");
+    const char *fn = "teeny_dist_broadcast";
+    teeny_status st = teeny__dist_usable(d, fn);
     if (st != TEENY_OK)
         return st;
     /* every rank checks its arguments and all compare a fixed-size summary
@@ -349,26 +428,27 @@ teeny_status teeny_dist_broadcast(teeny_dist *d, teeny_ctx *ctx, int root, int n
      * once instead of leaving them at the deadline */
     int64_t numel = 0, layout = 0;
     int local_bad = !ctx || n <= 0 || root < 0 || root >= d->size || !teeny__dist_layout(n, ts, &numel, &layout);
-    int64_t summary[5] = {local_bad, local_bad ? 0 : n, numel, layout, root};
     size_t total = (size_t)numel;
-    int64_t *all = teeny__malloc(5 * (size_t)d->size * sizeof *all);
-    if (!all)
-        return teeny__dist_fail(d, TEENY_ERR_NOMEM, "teeny_dist_broadcast: out of host memory");
-    st = teeny__dist_allgather(d, summary, all, 5, MPI_INT64_T, "teeny_dist_broadcast");
+    float *host = local_bad ? NULL : teeny__malloc((total ? total : 1) * sizeof *host);
+    int64_t h[TEENY__DIST_HDR] = {TEENY__DIST_OP_BROADCAST, local_bad ? 1 : !host ? 2 : 0, local_bad ? 0 : n, numel,
+                                  layout, root};
+    st = teeny__dist_agree(d, h, fn);
     for (int r = 0; st == TEENY_OK && r < d->size; r++)
-        if (all[5 * r])
-            st = teeny__dist_fail(d, TEENY_ERR_ARG, "teeny_dist_broadcast: rank %d passed a NULL ctx, ts or tensor, "
-                                  "n <= 0 or a root that is no rank", r);
+        if (d->agree[r * TEENY__DIST_HDR + 1] == 1)
+            st = teeny__dist_fail(d, TEENY_ERR_ARG, "%s: rank %d passed a NULL ctx, ts or tensor, n <= 0 or a root "
+                                  "that is no rank", fn, r);
     for (int r = 0; st == TEENY_OK && r < d->size; r++)
-        if (memcmp(all + 5 * r, summary, sizeof summary))
-            st = teeny__dist_fail(d, TEENY_ERR_SHAPE, "teeny_dist_broadcast: rank %d and rank %d differ in the "
-                                  "tensors' count, numels or the root", d->rank, r);
-    teeny__free(all);
-    if (st != TEENY_OK)
+        if (d->agree[r * TEENY__DIST_HDR + 1] == 2)
+            st = r == d->rank ? teeny__dist_fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn)
+                              : teeny__dist_fail(d, TEENY_ERR_STATE, "%s: rank %d is out of host memory", fn, r);
+    for (int r = 0; st == TEENY_OK && r < d->size; r++)
+        if (memcmp(d->agree + r * TEENY__DIST_HDR, h, sizeof h))
+            st = teeny__dist_fail(d, TEENY_ERR_SHAPE, "%s: rank %d and rank %d differ in the tensors' count, numels "
+                                  "or the root", fn, d->rank, r);
+    if (st != TEENY_OK) {
+        teeny__free(host);
         return st;
-    float *host = teeny__malloc((total ? total : 1) * sizeof *host);
-    if (!host)
-        return teeny__dist_fail(d, TEENY_ERR_NOMEM, "teeny_dist_broadcast: out of host memory");
+    }
     size_t at = 0;
     for (int i = 0; d->rank == root && i < n && st == TEENY_OK; i++) {
         size_t m = (size_t)teeny_tensor_numel(ts[i]);
@@ -381,15 +461,13 @@ teeny_status teeny_dist_broadcast(teeny_dist *d, teeny_ctx *ctx, int root, int n
     int ok = st == TEENY_OK;
     MPI_Request req[2];
     int rc = MPI_Ibcast(&ok, 1, MPI_INT, root, d->comm, &req[0]);
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Ibcast(host, (int)total, MPI_FLOAT, root, d->comm, &req[1]);
+    if (rc == MPI_SUCCESS && (rc = MPI_Ibcast(host, (int)total, MPI_FLOAT, root, d->comm, &req[1])) != MPI_SUCCESS)
+        d->stuck = 1; /* the first one is posted */
     if (rc != MPI_SUCCESS) {
-        d->broken = 1;
         teeny__free(host);
-        return teeny__dist_fail(d, TEENY_ERR_IO, "teeny_dist_broadcast: rank %d: MPI_Ibcast failed: %s", d->rank,
-                                teeny__dist_mpi_text(rc, text));
+        return teeny__dist_mpi_fail(d, rc, "MPI_Ibcast", fn);
     }
-    teeny_status wst = teeny__dist_wait(d, 2, req, "teeny_dist_broadcast");
+    teeny_status wst = teeny__dist_wait(d, 2, req, fn);
     if (wst != TEENY_OK || st != TEENY_OK) {
         teeny__free(host);
         return wst != TEENY_OK ? wst : st;
@@ -412,3 +490,39 @@ teeny_status teeny_dist_broadcast(teeny_dist *d, teeny_ctx *ctx, int root, int n
     return st;
 }
 
+
+/* FNV-1a over bytes from the offset basis h. */
+static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+teeny_status teeny_dist_check_same(teeny_dist *d, const void *data, size_t bytes, const char *what)
+{
+    const char *fn = "teeny_dist_check_same";
+    teeny_status st = teeny__dist_usable(d, fn);
+    if (st != TEENY_OK)
+        return st;
+    int bad = !data && bytes > 0;
+    uint64_t h1 = 1469598103934665603ULL, h2 = 0x84222325cbf29ce4ULL; /* two offset bases: 128 bits compared */
+    if (!bad) {
+        h1 = fnv1a(h1, data, bytes);
+        h2 = fnv1a(h2, data, bytes);
+    }
+    int64_t h[TEENY__DIST_HDR] = {TEENY__DIST_OP_CHECK_SAME, bad, (int64_t)bytes, 0, 0};
+    memcpy(&h[3], &h1, sizeof h1);
+    memcpy(&h[4], &h2, sizeof h2);
+    st = teeny__dist_agree(d, h, fn);
+    for (int r = 0; st == TEENY_OK && r < d->size; r++)
+        if (d->agree[r * TEENY__DIST_HDR + 1])
+            st = teeny__dist_fail(d, TEENY_ERR_ARG, "%s: rank %d passed NULL data", fn, r);
+    /* the same message on every rank: the first rank that differs from rank 0 */
+    for (int r = 1; st == TEENY_OK && r < d->size; r++)
+        if (memcmp(d->agree + r * TEENY__DIST_HDR, d->agree, sizeof h))
+            st = teeny__dist_fail(d, TEENY_ERR_SHAPE, "%s: %s differs between rank 0 and rank %d (%lld and %lld bytes)",
+                                  fn, what && *what ? what : "the data", r, (long long)d->agree[2],
+                                  (long long)d->agree[r * TEENY__DIST_HDR + 2]);
+    return st;
+}

@@ -49,7 +49,7 @@ struct teeny_dist_grads {
     float *recv;          /* host: per bucket [rank][local shard][my chunk] = my chunk in global shard order */
     float *mine;          /* host: per bucket the mean of my chunk */
     float *mean;          /* host: total, laid out like flat's slice 0 of each bucket */
-    int *flags;           /* per rank: its step status */
+    int64_t layout;       /* the numels' hash (teeny__dist_layout) */
     /* per bucket b, R entries each at [b * R]: chunk c of the bucket is
      * owned by rank c and spans [lo, lo + len) of the bucket */
     int *chunk_lo, *chunk_len, *send_counts, *send_displs, *recv_counts, *recv_displs;
@@ -72,7 +72,7 @@ void teeny_dist_grads_destroy(teeny_dist_grads *dg)
         (void)TEENY_CL(clFinish, dg->queue); /* as wait_event_hard */
     TEENY_CL_RELEASE(clReleaseMemObject, dg->flat);
     void *host[] = {dg->grad_buf, dg->grad_off, dg->numel, dg->pos, dg->bucket_of, dg->blen, dg->boff,
-                    dg->send, dg->pack, dg->recv, dg->mine, dg->mean, dg->flags, dg->chunk_lo, dg->chunk_len,
+                    dg->send, dg->pack, dg->recv, dg->mine, dg->mean, dg->chunk_lo, dg->chunk_len,
                     dg->send_counts, dg->send_displs, dg->recv_counts, dg->recv_displs, dg->recv_off, dg->mine_off};
     for (size_t i = 0; i < sizeof host / sizeof *host; i++)
         teeny__free(host[i]);
@@ -82,32 +82,31 @@ void teeny_dist_grads_destroy(teeny_dist_grads *dg)
 /* Every rank checks its own arguments, then all compare (n, local_shards,
  * total floats, a hash of the numels in order: the bucket layout follows
  * from them), so that a bad or different argument on one rank fails every
- * rank instead of leaving them waiting. *total: one shard's floats. */
+ * rank instead of leaving them waiting. *total: one shard's floats,
+ * *layout: the hash. */
 static teeny_status agree_layout(teeny_dist *d, teeny_ctx *ctx, int n, teeny_tensor *const *grads, int local_shards,
-                                 size_t *total, const char *fn)
+                                 size_t *total, int64_t *layout, const char *fn)
 {
-    int64_t mine[4] = {n, local_shards, 0, 0};
-    int local_bad = !ctx || n <= 0 || local_shards < 1 || !teeny__dist_layout(n, grads, &mine[2], &mine[3]);
-    if (local_bad)
-        mine[0] = -1; /* differs from any valid rank's count */
-    int64_t *all = teeny__malloc(4 * (size_t)d->size * sizeof *all);
-    if (!all)
-        return teeny__dist_fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
-    teeny_status st = teeny__dist_allgather(d, mine, all, 4, MPI_INT64_T, fn);
+    int64_t h[TEENY__DIST_HDR] = {TEENY__DIST_OP_GRADS_CREATE, n, local_shards, 0, 0};
+    if (!ctx || n <= 0 || local_shards < 1 || !teeny__dist_layout(n, grads, &h[3], &h[4]))
+        h[1] = -1; /* differs from any valid rank's count */
+    teeny_status st = teeny__dist_agree(d, h, fn);
+    const int64_t *all = d->agree;
     for (int r = 0; st == TEENY_OK && r < d->size; r++)
-        if (all[4 * r] < 0)
+        if (all[TEENY__DIST_HDR * r + 1] < 0)
             st = teeny__dist_fail(d, TEENY_ERR_ARG,
                                   "%s: rank %d passed a NULL ctx, grads or grad, n <= 0 or local_shards < 1", fn, r);
-    for (int r = 0; st == TEENY_OK && r < d->size; r++)
-        if (memcmp(all + 4 * r, mine, sizeof mine))
+    for (int r = 0; st == TEENY_OK && r < d->size; r++) {
+        const int64_t *o = all + TEENY__DIST_HDR * r;
+        if (memcmp(o, h, sizeof h))
             st = teeny__dist_fail(
                 d, TEENY_ERR_SHAPE,
                 "%s: rank %d has %lld gradients of %lld floats and %lld local shards, rank %d %lld, %lld and %lld%s",
-                fn, d->rank, (long long)mine[0], (long long)mine[2], (long long)mine[1], r, (long long)all[4 * r],
-                (long long)all[4 * r + 2], (long long)all[4 * r + 1],
-                all[4 * r + 3] != mine[3] ? " (the gradients' numels differ)" : "");
-    teeny__free(all);
-    *total = (size_t)mine[2];
+                fn, d->rank, (long long)h[1], (long long)h[3], (long long)h[2], r, (long long)o[1], (long long)o[3],
+                (long long)o[2], o[4] != h[4] ? " (the gradients' numels differ)" : "");
+    }
+    *total = (size_t)h[3];
+    *layout = h[4];
     return st;
 }
 
@@ -128,9 +127,8 @@ static teeny_status plan_buckets(teeny_dist_grads *dg, teeny_tensor *const *grad
     dg->send = teeny__malloc(dg->total * L * sizeof *dg->send);
     dg->pack = teeny__malloc(dg->total * L * sizeof *dg->pack);
     dg->mean = teeny__malloc(dg->total * sizeof *dg->mean);
-    dg->flags = teeny__malloc((size_t)d->size * sizeof *dg->flags);
     if (!dg->grad_buf || !dg->grad_off || !dg->numel || !dg->pos || !dg->bucket_of || !dg->blen || !dg->boff ||
-        !dg->send || !dg->pack || !dg->mean || !dg->flags)
+        !dg->send || !dg->pack || !dg->mean)
         return teeny__dist_fail(d, TEENY_ERR_NOMEM, "%s: out of host memory (%zu gradient floats, %zu shards)", fn,
                                 dg->total, (size_t)d->size * L);
     for (int i = 0; i < dg->n; i++) {
@@ -222,12 +220,13 @@ teeny_status teeny_dist_grads_create(teeny_dist *d, teeny_ctx *ctx, int n, teeny
     teeny_status st = teeny__dist_usable(d, fn);
     teeny_dist_grads *dg = NULL;
     size_t total = 0;
+    int64_t layout = 0;
     if (st != TEENY_OK)
         return st;
     if (!out)
         return teeny__dist_fail(d, TEENY_ERR_ARG, "%s: out is NULL", fn);
     *out = NULL;
-    if ((st = agree_layout(d, ctx, n, grads, local_shards, &total, fn)) != TEENY_OK)
+    if ((st = agree_layout(d, ctx, n, grads, local_shards, &total, &layout, fn)) != TEENY_OK)
         return st;
     size_t shards = (size_t)d->size * (size_t)local_shards;
     if (total == 0 || total > (size_t)INT32_MAX / (size_t)local_shards / (size_t)d->size)
@@ -243,6 +242,7 @@ teeny_status teeny_dist_grads_create(teeny_dist *d, teeny_ctx *ctx, int n, teeny
         dg->n = n;
         dg->local_shards = local_shards;
         dg->total = total;
+        dg->layout = layout;
         if ((st = plan_buckets(dg, grads, fn)) == TEENY_OK && (st = plan_chunks(dg, fn)) == TEENY_OK)
             st = make_flat(dg, fn);
     }
@@ -250,11 +250,9 @@ teeny_status teeny_dist_grads_create(teeny_dist *d, teeny_ctx *ctx, int n, teeny
      * MPI's reduction order cannot matter) */
     int ok = st == TEENY_OK, all_ok = 0;
     MPI_Request req;
-    char text[MPI_MAX_ERROR_STRING];
     int rc = MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, d->comm, &req);
     teeny_status ast = rc == MPI_SUCCESS ? teeny__dist_wait(d, 1, &req, fn)
-                                         : teeny__dist_fail(d, TEENY_ERR_IO, "%s: MPI_Iallreduce failed: %s", fn,
-                                                            teeny__dist_mpi_text(rc, text));
+                                         : teeny__dist_mpi_fail(d, rc, "MPI_Iallreduce", fn);
     if (ast == TEENY_OK && ok && !all_ok)
         ast = teeny__dist_fail(d, TEENY_ERR_STATE, "%s: another rank could not make its exchanger (see its error)", fn);
     if (st == TEENY_OK && ast == TEENY_OK) {
@@ -315,19 +313,26 @@ static int start_reads(teeny_dist_grads *dg, cl_event *ev, const char *fn)
     return 1;
 }
 
-/* 2. every rank's status: the step goes on only if every rank can give
- * its part (ok: this rank can; why: what failed here when it cannot). */
+/* 2. every rank's status and exchanger: the step goes on only if every
+ * rank can give its part (ok: this rank can; why: what failed here when
+ * it cannot) to an exchanger of the same layout. */
 static teeny_status agree_step(teeny_dist_grads *dg, int ok, const char *why, const char *fn)
 {
     teeny_dist *d = dg->d;
-    teeny_status st = teeny__dist_allgather(d, &ok, dg->flags, 1, MPI_INT, fn);
+    int64_t h[TEENY__DIST_HDR] = {TEENY__DIST_OP_GRADS_ALLREDUCE, ok, (int64_t)dg->total, dg->local_shards,
+                                  dg->layout, dg->n_buckets};
+    teeny_status st = teeny__dist_agree(d, h, fn);
     if (st != TEENY_OK)
         return st;
+    for (int r = 0; r < d->size; r++)
+        if (memcmp(d->agree + TEENY__DIST_HDR * r + 2, h + 2, sizeof h - 2 * sizeof *h))
+            return teeny__dist_fail(d, TEENY_ERR_SHAPE, "%s: rank %d and rank %d pass exchangers of different "
+                                    "layouts (another teeny_dist_grads); gradients unchanged", fn, d->rank, r);
     char ranks[256] = "";
     size_t len = 0;
     int bad = 0;
     for (int r = 0; r < d->size; r++)
-        if (!dg->flags[r]) {
+        if (!d->agree[TEENY__DIST_HDR * r + 1]) {
             bad++;
             if (len + 16 < sizeof ranks)
                 len += (size_t)snprintf(ranks + len, sizeof ranks - len, "%s%d", bad > 1 ? ", " : "", r);
@@ -346,13 +351,13 @@ static teeny_status agree_step(teeny_dist_grads *dg, int ok, const char *why, co
 static teeny_status scatter_buckets(teeny_dist_grads *dg, cl_event *ev, MPI_Request *req, int *n_req, const char *fn)
 {
     teeny_dist *d = dg->d;
-    char text[MPI_MAX_ERROR_STRING];
     size_t R = (size_t)d->size, L = (size_t)dg->local_shards;
     for (int b = 0; b < dg->n_buckets; b++) {
         cl_int e = TEENY_CL(clWaitForEvents, 1, &ev[b]);
         if (e != CL_SUCCESS) {
             /* the others wait for this bucket: they meet the deadline */
             d->broken = 1;
+            d->stuck = *n_req > 0; /* the earlier buckets' exchanges are posted */
             return teeny__dist_fail(d, TEENY_ERR_OPENCL,
                                     "%s: rank %d: waiting for bucket %d's read: clWaitForEvents failed: %s; "
                                     "the dist is broken", fn, d->rank, b, teeny__cl_error_name(e));
@@ -369,9 +374,8 @@ static teeny_status scatter_buckets(teeny_dist_grads *dg, cl_event *ev, MPI_Requ
                                 dg->recv + dg->recv_off[b], dg->recv_counts + b * R, dg->recv_displs + b * R,
                                 MPI_FLOAT, d->comm, &req[*n_req]);
         if (rc != MPI_SUCCESS) {
-            d->broken = 1;
-            return teeny__dist_fail(d, TEENY_ERR_IO, "%s: rank %d: MPI_Ialltoallv of bucket %d failed: %s", fn, d->rank,
-                                    b, teeny__dist_mpi_text(rc, text));
+            d->stuck = *n_req > 0;
+            return teeny__dist_mpi_fail(d, rc, "MPI_Ialltoallv", fn);
         }
         (*n_req)++;
     }
@@ -384,7 +388,6 @@ static teeny_status scatter_buckets(teeny_dist_grads *dg, cl_event *ev, MPI_Requ
 static teeny_status gather_means(teeny_dist_grads *dg, MPI_Request *req, int *n_req, const char *fn)
 {
     teeny_dist *d = dg->d;
-    char text[MPI_MAX_ERROR_STRING];
     size_t R = (size_t)d->size, L = (size_t)dg->local_shards;
     double inv = 1.0 / (double)(R * L);
     for (int b = 0; b < dg->n_buckets; b++) {
@@ -403,9 +406,8 @@ static teeny_status gather_means(teeny_dist_grads *dg, MPI_Request *req, int *n_
         int rc = MPI_Iallgatherv(dst, (int)my_len, MPI_FLOAT, dg->mean + dg->boff[b] / L, dg->chunk_len + b * R,
                                  dg->chunk_lo + b * R, MPI_FLOAT, d->comm, &req[*n_req]);
         if (rc != MPI_SUCCESS) {
-            d->broken = 1;
-            return teeny__dist_fail(d, TEENY_ERR_IO, "%s: rank %d: MPI_Iallgatherv of bucket %d failed: %s", fn,
-                                    d->rank, b, teeny__dist_mpi_text(rc, text));
+            d->stuck = 1; /* later buckets' alltoallv are posted */
+            return teeny__dist_mpi_fail(d, rc, "MPI_Iallgatherv", fn);
         }
         (*n_req)++;
     }

@@ -59,29 +59,32 @@ static teeny_status make_vec(teeny_ctx *ctx, int64_t C, const float *v, teeny_te
     return st;
 }
 
-/* The header exchange: (ok, C, n) per rank; all must be ok with one C.
+/* The header exchange (op, ok, C, n) per rank: all must be ok with one C.
  * counts (size entries, may be NULL) receives each rank's n. */
-static teeny_status bn_header(teeny_dist *d, int ok, int64_t C, int64_t n, double *counts, int64_t *n_total,
+static teeny_status bn_header(teeny_dist *d, int op, int ok, int64_t C, int64_t n, double *counts, int64_t *n_total,
                               const char *fn)
 {
-    double row[3] = {ok ? 1.0 : 0.0, (double)C, (double)n};
-    double *all = teeny__malloc(3 * (size_t)d->size * sizeof *all);
-    int all_ok = 0;
-    if (!all)
-        return teeny__dist_fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
-    teeny_status st = gather_rows(d, row, 3, all, &all_ok, fn);
+    int64_t h[TEENY__DIST_HDR] = {op, ok, C, n};
+    teeny_status st = teeny__dist_agree(d, h, fn);
+    const int64_t *all = d->agree;
     *n_total = 0;
-    for (int r = 0; st == TEENY_OK && all_ok && r < d->size; r++) {
-        if (all[3 * r + 1] != (double)C)
-            st = teeny__dist_fail(d, TEENY_ERR_SHAPE, "%s: rank %d has %lld channels, rank %d %.0f", fn, d->rank,
-                                  (long long)C, r, all[3 * r + 1]);
-        *n_total += (int64_t)all[3 * r + 2];
+    for (int r = 0; st == TEENY_OK && r < d->size; r++)
+        if (!all[TEENY__DIST_HDR * r + 1]) {
+            if (r != d->rank || ok)
+                teeny__dist_fail(d, TEENY_ERR_STATE,
+                                 "%s: rank %d failed its local part; running statistics and parameters are unchanged, "
+                                 "this call's other outputs unspecified", fn, r);
+            return TEENY_ERR_STATE;
+        }
+    for (int r = 0; st == TEENY_OK && r < d->size; r++) {
+        const int64_t *o = all + TEENY__DIST_HDR * r;
+        if (o[2] != C)
+            st = teeny__dist_fail(d, TEENY_ERR_SHAPE, "%s: rank %d has %lld channels, rank %d %lld", fn, d->rank,
+                                  (long long)C, r, (long long)o[2]);
+        *n_total += o[3];
         if (counts)
-            counts[r] = all[3 * r + 2];
+            counts[r] = (double)o[3];
     }
-    if (st == TEENY_OK && !all_ok)
-        st = TEENY_ERR_STATE; /* gather_rows said which rank */
-    teeny__free(all);
     return st;
 }
 
@@ -127,7 +130,7 @@ teeny_status teeny_dist_batchnorm_forward_train(teeny_dist *d, teeny_ctx *ctx, c
     counts = teeny__malloc((size_t)d->size * sizeof *counts);
     if (!counts && local == TEENY_OK)
         local = teeny__dist_fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
-    st = bn_header(d, local == TEENY_OK, C, n, counts, &N, fn);
+    st = bn_header(d, TEENY__DIST_OP_BN_FORWARD, local == TEENY_OK, C, n, counts, &N, fn);
     if (st == TEENY_ERR_STATE && local != TEENY_OK)
         st = local; /* this rank's own failure, with its own message */
     if (st != TEENY_OK)
@@ -227,7 +230,7 @@ teeny_status teeny_dist_batchnorm_backward_train(teeny_dist *d, teeny_ctx *ctx, 
             (local = teeny_tensor_create(ctx, teeny_tensor_ndim(x), shape, &corr)) != TEENY_OK)
             teeny__dist_fail(d, local, "%s: rank %d: the local sums: %s", fn, d->rank, teeny_last_error(ctx));
     }
-    st = bn_header(d, local == TEENY_OK, C, n, NULL, &N, fn);
+    st = bn_header(d, TEENY__DIST_OP_BN_BACKWARD, local == TEENY_OK, C, n, NULL, &N, fn);
     if (st == TEENY_ERR_STATE && local != TEENY_OK)
         st = local; /* this rank's own failure, with its own message */
     if (st != TEENY_OK)
