@@ -33,7 +33,12 @@
  * seed and takes its own shards of each batch. Rank 0 prints the progress
  * (its own shards' loss), the epoch line (the job's mean loss and images/s
  * of the whole job), evaluates and writes the checkpoints; --resume works
- * with any N (each batch norm's running statistics are rank 0's).
+ * with any N (each batch norm's running statistics are rank 0's). The
+ * ranks compare their options (--seed, --batch, --shards, --epochs, the
+ * limits, --resume, --eval) at start-up and their training data and run
+ * state after loading (teeny_dist_check_same): ranks started differently
+ * all stop with an error naming what differs, instead of training out of
+ * step.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -253,9 +258,57 @@ static int history_parse(const char *s, double *loss, double *acc, int max)
     } while (0)
 #endif
 
+#ifdef TEENY_WITH_MPI
+/* The options every rank must be started with (the data order, the
+ * shards, the schedule and the checkpoints follow from them), compared
+ * one by one across ranks: ranks started with, say, different --seed
+ * would train out of step without a word. Every rank gets the same
+ * answer, so all stop at the same option. --device, --out and --data may
+ * differ (each rank its device; rank 0 writes; the data is compared after
+ * loading). */
+static teeny_status dist_check_options(teeny_dist *dist, const options *o)
+{
+    const struct {
+        const char *name;
+        uint64_t value;
+    } opts[] = {{"--seed", o->seed},
+                {"--batch", (uint64_t)o->batch},
+                {"--shards", (uint64_t)o->shards},
+                {"--epochs", o->epochs_given ? (uint64_t)o->epochs : 0},
+                {"--train-limit", (uint64_t)o->train_limit},
+                {"--test-limit", (uint64_t)o->test_limit},
+                {"--resume (given or not)", o->resume != NULL},
+                {"--eval (given or not)", o->eval != NULL}};
+    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) {
+        teeny_status st = teeny_dist_check_same(dist, &opts[i].value, sizeof opts[i].value, opts[i].name);
+        if (st != TEENY_OK)
+            return st;
+    }
+    return TEENY_OK;
+}
+
+/* What the ranks derived from the options and their own files: the same
+ * training images and labels, epochs (a CPU rank defaults to fewer), and
+ * a resumed run's epoch and generator state. */
+static teeny_status dist_check_state(teeny_dist *dist, const fn_split *train, const fn_split *test, int epochs,
+                                     int first_epoch, uint64_t rng)
+{
+    uint64_t state[5] = {(uint64_t)train->n, (uint64_t)test->n, (uint64_t)epochs, (uint64_t)first_epoch, rng};
+    teeny_status st = teeny_dist_check_same(dist, state, sizeof state,
+                                            "the run (images, epochs, resumed epoch and generator)");
+    if (st == TEENY_OK)
+        st = teeny_dist_check_same(dist, teeny_idx_data(train->labels), (size_t)train->n, "the training labels");
+    if (st == TEENY_OK)
+        st = teeny_dist_check_same(dist, teeny_idx_data(train->images), (size_t)train->n * 784,
+                                   "the training images");
+    return st;
+}
+#endif
+
 int main(int argc, char **argv)
 {
     options o;
+    int exit_code = 0;
     int rc = parse(argc, argv, &o);
     if (rc)
         return rc;
@@ -276,6 +329,13 @@ int main(int argc, char **argv)
         rank = teeny_dist_rank(dist);
         ranks = teeny_dist_size(dist);
         lead = rank == 0;
+        if (dist_check_options(dist, &o) != TEENY_OK) {
+            fprintf(stderr, "error: rank %d: the ranks were started with different options: %s\n", rank,
+                    teeny_dist_last_error(dist));
+            teeny_dist_destroy(dist);
+            MPI_Finalize();
+            return 2;
+        }
         int64_t shards = o.shards ? o.shards : ranks;
         if (shards % ranks || o.batch % shards) {
             if (lead)
@@ -402,6 +462,13 @@ int main(int argc, char **argv)
     int64_t *order = NULL;
     float *x = NULL;
     int32_t *y = NULL;
+#ifdef TEENY_WITH_MPI
+    if (dist && dist_check_state(dist, &train, &test, o.epochs, first_epoch, rng) != TEENY_OK) {
+        fprintf(stderr, "error: rank %d: the ranks' runs differ: %s\n", rank, teeny_dist_last_error(dist));
+        exit_code = 1;
+        goto finish;
+    }
+#endif
     if (o.eval && !lead)
         goto finish; /* rank 0 evaluates */
     if (o.eval) {
@@ -575,5 +642,5 @@ finish:
         MPI_Finalize();
     }
 #endif
-    return 0;
+    return exit_code;
 }

@@ -520,9 +520,13 @@ teeny_status teeny_dist_check_same(teeny_dist *d, const void *data, size_t bytes
             st = teeny__dist_fail(d, TEENY_ERR_ARG, "%s: rank %d passed NULL data", fn, r);
     /* the same message on every rank: the first rank that differs from rank 0 */
     for (int r = 1; st == TEENY_OK && r < d->size; r++)
-        if (memcmp(d->agree + r * TEENY__DIST_HDR, d->agree, sizeof h))
-            st = teeny__dist_fail(d, TEENY_ERR_SHAPE, "%s: %s differs between rank 0 and rank %d (%lld and %lld bytes)",
-                                  fn, what && *what ? what : "the data", r, (long long)d->agree[2],
-                                  (long long)d->agree[r * TEENY__DIST_HDR + 2]);
+        if (memcmp(d->agree + r * TEENY__DIST_HDR, d->agree, sizeof h)) {
+            char sizes[64] = "";
+            long long b0 = (long long)d->agree[2], br = (long long)d->agree[r * TEENY__DIST_HDR + 2];
+            if (b0 != br)
+                snprintf(sizes, sizeof sizes, " (%lld and %lld bytes)", b0, br);
+            st = teeny__dist_fail(d, TEENY_ERR_SHAPE, "%s: %s differs between rank 0 and rank %d%s", fn,
+                                  what && *what ? what : "the data", r, sizes);
+        }
     return st;
 }
