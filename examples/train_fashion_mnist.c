@@ -72,12 +72,33 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* The whole of s as a decimal number in [lo, hi] into *out, or a message
+ * and 0: digits only (no sign, space or fraction: strtoull would take
+ * "-1" as 2^64 - 1 and skip leading spaces), no overflow, in range. */
+static int parse_number(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
+    if (!end || *end) {
+        fprintf(stderr, "error: %s \"%s\": not a whole number >= 0 (digits only)\n", opt, s);
+        return 0;
+    }
+    if (errno == ERANGE || v < lo || v > hi) {
+        fprintf(stderr, "error: %s %s: out of range (%" PRIu64 " to %" PRIu64 ")\n", opt, s, lo, hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
 static int parse(int argc, char **argv, options *o)
 {
     *o = (options){DEFAULT_EPOCHS, 0, NULL, "runs/fashion", "/usr/share/datasets/fashion-mnist", NULL, NULL, 1, 128, 0, 0, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
+        uint64_t n = 0;
+        int ok = 1;
         if (!strcmp(a, "--dist")) {
 #ifdef TEENY_WITH_MPI
             o->dist = 1;
@@ -90,14 +111,16 @@ static int parse(int argc, char **argv, options *o)
         if (!v)
             goto usage;
         if (!strcmp(a, "--epochs")) {
-            o->epochs = (int)strtol(v, &end, 10);
+            if ((ok = parse_number(a, v, 1, MAX_EPOCHS, &n)))
+                o->epochs = (int)n;
             o->epochs_given = 1;
         } else if (!strcmp(a, "--device")) {
             o->device = v;
         } else if (!strcmp(a, "--seed")) {
-            o->seed = strtoull(v, &end, 10);
+            ok = parse_number(a, v, 0, UINT64_MAX, &o->seed);
         } else if (!strcmp(a, "--batch")) {
-            o->batch = strtoll(v, &end, 10);
+            if ((ok = parse_number(a, v, 2, 65536, &n)))
+                o->batch = (int64_t)n;
         } else if (!strcmp(a, "--out")) {
             o->out = v;
         } else if (!strcmp(a, "--data")) {
@@ -107,43 +130,49 @@ static int parse(int argc, char **argv, options *o)
         } else if (!strcmp(a, "--eval")) {
             o->eval = v;
         } else if (!strcmp(a, "--train-limit")) {
-            o->train_limit = strtoll(v, &end, 10);
+            if ((ok = parse_number(a, v, 0, INT64_MAX, &n)))
+                o->train_limit = (int64_t)n;
         } else if (!strcmp(a, "--test-limit")) {
-            o->test_limit = strtoll(v, &end, 10);
+            if ((ok = parse_number(a, v, 0, INT64_MAX, &n)))
+                o->test_limit = (int64_t)n;
         } else if (!strcmp(a, "--shards")) {
-            o->shards = strtoll(v, &end, 10);
+            if ((ok = parse_number(a, v, 1, 65536, &n)))
+                o->shards = (int64_t)n;
         } else {
             goto usage;
         }
-        if (end && *end)
-            goto usage;
+        if (!ok)
+            return 2;
         i++;
     }
-    if (o->epochs < 1 || o->epochs > MAX_EPOCHS || o->batch < 2 || o->batch > 65536 || o->train_limit < 0 ||
-        o->test_limit < 0 || o->shards < 0 || (o->shards && !o->dist)) {
-        fprintf(stderr, "error: --epochs must be 1..%d, --batch 2..65536, limits >= 0, --shards >= 1 with --dist\n",
-                MAX_EPOCHS);
+    if (o->shards && !o->dist) {
+        fprintf(stderr, "error: --shards needs --dist\n");
         return 2;
     }
     return 0;
 usage:
     fprintf(stderr,
             "usage: %s [--epochs N] [--device SPEC] [--seed S] [--batch B] [--out DIR] [--data DIR]\n"
-            "          [--resume CHECKPOINT] [--eval CHECKPOINT] [--train-limit N] [--test-limit N]%s\n",
+            "          [--resume CHECKPOINT] [--eval CHECKPOINT] [--train-limit N] [--test-limit N]%s\n"
+            "  N: --epochs 1..%d, --batch 2..65536, --seed 0..2^64-1, limits >= 0 (0: all)\n",
             argv[0],
 #ifdef TEENY_WITH_MPI
-            "\n          [--dist [--shards S]]   (under mpirun: data-parallel, one rank per device)"
+            "\n          [--dist [--shards S]]   (under mpirun: data-parallel, one rank per device)",
 #else
-            ""
+            "",
 #endif
-    );
+            MAX_EPOCHS);
     return 2;
 }
 
+/* mkdir -p; -1 with errno set on failure. */
 static int mkdir_p(const char *path)
 {
     char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", path);
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     for (char *p = tmp + 1; *p; p++)
         if (*p == '/') {
             *p = '\0';
@@ -152,6 +181,33 @@ static int mkdir_p(const char *path)
             *p = '/';
         }
     return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+/* --out before anything is trained: make the directory (and its parents)
+ * and prove a file can be made there, so that a regular file of that
+ * name, a parent that is a file or a read-only directory fails now, not
+ * at the first checkpoint after a whole epoch. 1 when usable. */
+static int out_dir_usable(const char *dir)
+{
+    struct stat sb;
+    char probe[1200];
+    if (mkdir_p(dir) || stat(dir, &sb)) {
+        fprintf(stderr, "error: --out %s: cannot create the directory: %s\n", dir, strerror(errno));
+        return 0;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "error: --out %s: exists and is not a directory\n", dir);
+        return 0;
+    }
+    snprintf(probe, sizeof probe, "%s/.train_fashion_mnist.%ld.probe", dir, (long)getpid());
+    FILE *f = fopen(probe, "wx");
+    if (!f) {
+        fprintf(stderr, "error: --out %s: cannot write there: %s\n", dir, strerror(errno));
+        return 0;
+    }
+    fclose(f);
+    remove(probe);
+    return 1;
 }
 
 /* The training loss and test accuracy per epoch as an SVG line chart. */
@@ -312,6 +368,8 @@ int main(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc)
         return rc;
+    if (!o.dist && !o.eval && !out_dir_usable(o.out))
+        return 1;
     /* one process is rank 0 of 1 with one shard per batch */
     int rank = 0, ranks = 1, lead = 1;
     int64_t local_shards = 1, shard_batch = o.batch;
@@ -335,6 +393,16 @@ int main(int argc, char **argv)
             teeny_dist_destroy(dist);
             MPI_Finalize();
             return 2;
+        }
+        /* rank 0 writes the checkpoints: every rank stops if it cannot */
+        double out_bad = lead && !o.eval && !out_dir_usable(o.out), any_bad = 1;
+        if (teeny_dist_sum_f64(dist, &out_bad, &any_bad, 1) != TEENY_OK || any_bad > 0) {
+            if (!lead)
+                fprintf(stderr, "error: rank %d: stopping: rank 0 cannot use --out %s%s%s\n", rank, o.out,
+                        *teeny_dist_last_error(dist) ? ": " : "", teeny_dist_last_error(dist));
+            teeny_dist_destroy(dist);
+            MPI_Finalize();
+            return 1;
         }
         int64_t shards = o.shards ? o.shards : ranks;
         if (shards % ranks || o.batch % shards) {
@@ -477,10 +545,6 @@ int main(int argc, char **argv)
         printf("test_acc %.4f images_per_s %.0f\n", r.accuracy, r.images_per_s);
         fn_print_confusion(&r, stdout);
         goto finish;
-    }
-    if (lead && mkdir_p(o.out)) {
-        fprintf(stderr, "error: cannot create %s: %s\n", o.out, strerror(errno));
-        return 1;
     }
 
     order = malloc((size_t)train.n * sizeof *order);
