@@ -9,6 +9,14 @@
  * be cancelled (MPI has no cancel for collectives), so the dist is marked
  * broken and refuses later collectives instead of mixing them with the
  * stale one.
+ *
+ * Every collective opens with the same fixed-size header exchange
+ * (teeny__dist_agree: the operation, then what the ranks must agree on),
+ * so ranks in different collectives meet there and all fail at once, and
+ * the exchanges after it always match in size. MPI errors come back as
+ * codes (MPI_ERRORS_RETURN on the dist's communicators, and on
+ * MPI_COMM_WORLD while polling: see teeny__dist_wait); every code becomes
+ * a status.
  */
 #include <math.h>
 #include <stdarg.h>
