@@ -50,6 +50,8 @@ struct teeny_dist_grads {
     float *mine;          /* host: per bucket the mean of my chunk */
     float *mean;          /* host: total, laid out like flat's slice 0 of each bucket */
     int64_t layout;       /* the numels' hash (teeny__dist_layout) */
+    cl_event *ev;         /* per bucket: its read in the current all-reduce */
+    MPI_Request *req;     /* an alltoallv per bucket, then an allgatherv per bucket */
     /* per bucket b, R entries each at [b * R]: chunk c of the bucket is
      * owned by rank c and spans [lo, lo + len) of the bucket */
     int *chunk_lo, *chunk_len, *send_counts, *send_displs, *recv_counts, *recv_displs;
@@ -73,7 +75,8 @@ void teeny_dist_grads_destroy(teeny_dist_grads *dg)
     TEENY_CL_RELEASE(clReleaseMemObject, dg->flat);
     void *host[] = {dg->grad_buf, dg->grad_off, dg->numel, dg->pos, dg->bucket_of, dg->blen, dg->boff,
                     dg->send, dg->pack, dg->recv, dg->mine, dg->mean, dg->chunk_lo, dg->chunk_len,
-                    dg->send_counts, dg->send_displs, dg->recv_counts, dg->recv_displs, dg->recv_off, dg->mine_off};
+                    dg->send_counts, dg->send_displs, dg->recv_counts, dg->recv_displs, dg->recv_off, dg->mine_off,
+                    dg->ev, dg->req};
     for (size_t i = 0; i < sizeof host / sizeof *host; i++)
         teeny__free(host[i]);
     teeny__free(dg);
@@ -189,7 +192,10 @@ static teeny_status plan_chunks(teeny_dist_grads *dg, const char *fn)
     }
     dg->recv = teeny__malloc((recv_total ? recv_total : 1) * sizeof *dg->recv);
     dg->mine = teeny__malloc((mine_total ? mine_total : 1) * sizeof *dg->mine);
-    if (!dg->recv || !dg->mine)
+    /* made here, so that an all-reduce never fails for memory on one rank */
+    dg->ev = teeny__calloc((size_t)dg->n_buckets, sizeof *dg->ev);
+    dg->req = teeny__malloc(2 * (size_t)dg->n_buckets * sizeof *dg->req);
+    if (!dg->recv || !dg->mine || !dg->ev || !dg->req)
         return teeny__dist_fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
     return TEENY_OK;
 }
@@ -458,15 +464,9 @@ teeny_status teeny_dist_grads_allreduce(teeny_dist_grads *dg, teeny_status local
     dg->added = 0;
     if (st != TEENY_OK)
         return st;
-    cl_event *ev = teeny__calloc((size_t)dg->n_buckets, sizeof *ev);
-    /* an alltoallv per bucket, then an allgatherv per bucket */
-    MPI_Request *req = teeny__malloc(2 * (size_t)dg->n_buckets * sizeof *req);
+    cl_event *ev = dg->ev;
+    MPI_Request *req = dg->req;
     int n_req = 0;
-    if (!ev || !req) {
-        teeny__free(ev);
-        teeny__free(req);
-        return teeny__dist_fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
-    }
     int ok = local == TEENY_OK && added == dg->local_shards && start_reads(dg, ev, fn);
     const char *why = local != TEENY_OK ? "this rank's step reported an error"
                       : added != dg->local_shards ? "this rank did not add every local shard"
@@ -481,9 +481,8 @@ teeny_status teeny_dist_grads_allreduce(teeny_dist_grads *dg, teeny_status local
             if (st != TEENY_OK)
                 wait_event_hard(ev[b]); /* the host buffer must not be read into after we return */
             TEENY_CL_RELEASE(clReleaseEvent, ev[b]);
+            ev[b] = NULL;
         }
-    teeny__free(ev);
-    teeny__free(req);
     if (st != TEENY_OK)
         return st;
     return write_back(dg, fn);
