@@ -110,11 +110,15 @@ $(BUILD)/%: examples/%.c $(STATIC) include/teenycl.h
 $(BUILD)/with_mpi.stamp: FORCE
 	@mkdir -p $(BUILD); if [ "$$(cat $@ 2>/dev/null)" != "$(WITH_MPI)" ]; then echo "$(WITH_MPI)" > $@; fi
 
-$(DIST_OBJ): $(BUILD)/%.o: %.c include/teenycl.h include/teenycl_dist.h
+$(DIST_OBJ): $(BUILD)/%.o: %.c include/teenycl.h include/teenycl_dist.h src/dist/dist_internal.h src/core/clwrap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(MPI_CFLAGS) $(CFLAGS_ALL) -c $< -o $@
 
-$(DIST_LIB): $(DIST_OBJ)
+# clwrap.o (the counted, fault-injectable OpenCL and allocation calls) goes
+# into the dist archive too: an application linking the shared libteenycl
+# cannot reach its hidden copy; with the static one, the linker takes the
+# first archive's member and the two archives share one set of counters.
+$(DIST_LIB): $(DIST_OBJ) $(BUILD)/src/core/clwrap.o
 	rm -f $@
 	ar rcs $@ $^
 

@@ -33,7 +33,12 @@
  * seed and takes its own shards of each batch. Rank 0 prints the progress
  * (its own shards' loss), the epoch line (the job's mean loss and images/s
  * of the whole job), evaluates and writes the checkpoints; --resume works
- * with any N (each batch norm's running statistics are rank 0's).
+ * with any N (each batch norm's running statistics are rank 0's). The
+ * ranks compare their options (--seed, --batch, --shards, --epochs, the
+ * limits, --resume, --eval) at start-up and their training data and run
+ * state after loading (teeny_dist_check_same): ranks started differently
+ * all stop with an error naming what differs, instead of training out of
+ * step.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -67,12 +72,33 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* The whole of s as a decimal number in [lo, hi] into *out, or a message
+ * and 0: digits only (no sign, space or fraction: strtoull would take
+ * "-1" as 2^64 - 1 and skip leading spaces), no overflow, in range. */
+static int parse_number(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
+    if (!end || *end) {
+        fprintf(stderr, "error: %s \"%s\": not a whole number >= 0 (digits only)\n", opt, s);
+        return 0;
+    }
+    if (errno == ERANGE || v < lo || v > hi) {
+        fprintf(stderr, "error: %s %s: out of range (%" PRIu64 " to %" PRIu64 ")\n", opt, s, lo, hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
 static int parse(int argc, char **argv, options *o)
 {
     *o = (options){DEFAULT_EPOCHS, 0, NULL, "runs/fashion", "/usr/share/datasets/fashion-mnist", NULL, NULL, 1, 128, 0, 0, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
+        uint64_t n = 0;
+        int ok = 1;
         if (!strcmp(a, "--dist")) {
 #ifdef TEENY_WITH_MPI
             o->dist = 1;
@@ -85,14 +111,16 @@ static int parse(int argc, char **argv, options *o)
         if (!v)
             goto usage;
         if (!strcmp(a, "--epochs")) {
-            o->epochs = (int)strtol(v, &end, 10);
+            if ((ok = parse_number(a, v, 1, MAX_EPOCHS, &n)))
+                o->epochs = (int)n;
             o->epochs_given = 1;
         } else if (!strcmp(a, "--device")) {
             o->device = v;
         } else if (!strcmp(a, "--seed")) {
-            o->seed = strtoull(v, &end, 10);
+            ok = parse_number(a, v, 0, UINT64_MAX, &o->seed);
         } else if (!strcmp(a, "--batch")) {
-            o->batch = strtoll(v, &end, 10);
+            if ((ok = parse_number(a, v, 2, 65536, &n)))
+                o->batch = (int64_t)n;
         } else if (!strcmp(a, "--out")) {
             o->out = v;
         } else if (!strcmp(a, "--data")) {
@@ -102,43 +130,49 @@ static int parse(int argc, char **argv, options *o)
         } else if (!strcmp(a, "--eval")) {
             o->eval = v;
         } else if (!strcmp(a, "--train-limit")) {
-            o->train_limit = strtoll(v, &end, 10);
+            if ((ok = parse_number(a, v, 0, INT64_MAX, &n)))
+                o->train_limit = (int64_t)n;
         } else if (!strcmp(a, "--test-limit")) {
-            o->test_limit = strtoll(v, &end, 10);
+            if ((ok = parse_number(a, v, 0, INT64_MAX, &n)))
+                o->test_limit = (int64_t)n;
         } else if (!strcmp(a, "--shards")) {
-            o->shards = strtoll(v, &end, 10);
+            if ((ok = parse_number(a, v, 1, 65536, &n)))
+                o->shards = (int64_t)n;
         } else {
             goto usage;
         }
-        if (end && *end)
-            goto usage;
+        if (!ok)
+            return 2;
         i++;
     }
-    if (o->epochs < 1 || o->epochs > MAX_EPOCHS || o->batch < 2 || o->batch > 65536 || o->train_limit < 0 ||
-        o->test_limit < 0 || o->shards < 0 || (o->shards && !o->dist)) {
-        fprintf(stderr, "error: --epochs must be 1..%d, --batch 2..65536, limits >= 0, --shards >= 1 with --dist\n",
-                MAX_EPOCHS);
+    if (o->shards && !o->dist) {
+        fprintf(stderr, "error: --shards needs --dist\n");
         return 2;
     }
     return 0;
 usage:
     fprintf(stderr,
             "usage: %s [--epochs N] [--device SPEC] [--seed S] [--batch B] [--out DIR] [--data DIR]\n"
-            "          [--resume CHECKPOINT] [--eval CHECKPOINT] [--train-limit N] [--test-limit N]%s\n",
+            "          [--resume CHECKPOINT] [--eval CHECKPOINT] [--train-limit N] [--test-limit N]%s\n"
+            "  N: --epochs 1..%d, --batch 2..65536, --seed 0..2^64-1, limits >= 0 (0: all)\n",
             argv[0],
 #ifdef TEENY_WITH_MPI
-            "\n          [--dist [--shards S]]   (under mpirun: data-parallel, one rank per device)"
+            "\n          [--dist [--shards S]]   (under mpirun: data-parallel, one rank per device)",
 #else
-            ""
+            "",
 #endif
-    );
+            MAX_EPOCHS);
     return 2;
 }
 
+/* mkdir -p; -1 with errno set on failure. */
 static int mkdir_p(const char *path)
 {
     char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", path);
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     for (char *p = tmp + 1; *p; p++)
         if (*p == '/') {
             *p = '\0';
@@ -147,6 +181,33 @@ static int mkdir_p(const char *path)
             *p = '/';
         }
     return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+/* --out before anything is trained: make the directory (and its parents)
+ * and prove a file can be made there, so that a regular file of that
+ * name, a parent that is a file or a read-only directory fails now, not
+ * at the first checkpoint after a whole epoch. 1 when usable. */
+static int out_dir_usable(const char *dir)
+{
+    struct stat sb;
+    char probe[1200];
+    if (mkdir_p(dir) || stat(dir, &sb)) {
+        fprintf(stderr, "error: --out %s: cannot create the directory: %s\n", dir, strerror(errno));
+        return 0;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "error: --out %s: exists and is not a directory\n", dir);
+        return 0;
+    }
+    snprintf(probe, sizeof probe, "%s/.train_fashion_mnist.%ld.probe", dir, (long)getpid());
+    FILE *f = fopen(probe, "wx");
+    if (!f) {
+        fprintf(stderr, "error: --out %s: cannot write there: %s\n", dir, strerror(errno));
+        return 0;
+    }
+    fclose(f);
+    remove(probe);
+    return 1;
 }
 
 /* The training loss and test accuracy per epoch as an SVG line chart. */
@@ -253,12 +314,62 @@ static int history_parse(const char *s, double *loss, double *acc, int max)
     } while (0)
 #endif
 
+#ifdef TEENY_WITH_MPI
+/* The options every rank must be started with (the data order, the
+ * shards, the schedule and the checkpoints follow from them), compared
+ * one by one across ranks: ranks started with, say, different --seed
+ * would train out of step without a word. Every rank gets the same
+ * answer, so all stop at the same option. --device, --out and --data may
+ * differ (each rank its device; rank 0 writes; the data is compared after
+ * loading). */
+static teeny_status dist_check_options(teeny_dist *dist, const options *o)
+{
+    const struct {
+        const char *name;
+        uint64_t value;
+    } opts[] = {{"--seed", o->seed},
+                {"--batch", (uint64_t)o->batch},
+                {"--shards", (uint64_t)o->shards},
+                {"--epochs", o->epochs_given ? (uint64_t)o->epochs : 0},
+                {"--train-limit", (uint64_t)o->train_limit},
+                {"--test-limit", (uint64_t)o->test_limit},
+                {"--resume (given or not)", o->resume != NULL},
+                {"--eval (given or not)", o->eval != NULL}};
+    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) {
+        teeny_status st = teeny_dist_check_same(dist, &opts[i].value, sizeof opts[i].value, opts[i].name);
+        if (st != TEENY_OK)
+            return st;
+    }
+    return TEENY_OK;
+}
+
+/* What the ranks derived from the options and their own files: the same
+ * training images and labels, epochs (a CPU rank defaults to fewer), and
+ * a resumed run's epoch and generator state. */
+static teeny_status dist_check_state(teeny_dist *dist, const fn_split *train, const fn_split *test, int epochs,
+                                     int first_epoch, uint64_t rng)
+{
+    uint64_t state[5] = {(uint64_t)train->n, (uint64_t)test->n, (uint64_t)epochs, (uint64_t)first_epoch, rng};
+    teeny_status st = teeny_dist_check_same(dist, state, sizeof state,
+                                            "the run (images, epochs, resumed epoch and generator)");
+    if (st == TEENY_OK)
+        st = teeny_dist_check_same(dist, teeny_idx_data(train->labels), (size_t)train->n, "the training labels");
+    if (st == TEENY_OK)
+        st = teeny_dist_check_same(dist, teeny_idx_data(train->images), (size_t)train->n * 784,
+                                   "the training images");
+    return st;
+}
+#endif
+
 int main(int argc, char **argv)
 {
     options o;
+    int exit_code = 0;
     int rc = parse(argc, argv, &o);
     if (rc)
         return rc;
+    if (!o.dist && !o.eval && !out_dir_usable(o.out))
+        return 1;
     /* one process is rank 0 of 1 with one shard per batch */
     int rank = 0, ranks = 1, lead = 1;
     int64_t local_shards = 1, shard_batch = o.batch;
@@ -276,6 +387,23 @@ int main(int argc, char **argv)
         rank = teeny_dist_rank(dist);
         ranks = teeny_dist_size(dist);
         lead = rank == 0;
+        if (dist_check_options(dist, &o) != TEENY_OK) {
+            fprintf(stderr, "error: rank %d: the ranks were started with different options: %s\n", rank,
+                    teeny_dist_last_error(dist));
+            teeny_dist_destroy(dist);
+            MPI_Finalize();
+            return 2;
+        }
+        /* rank 0 writes the checkpoints: every rank stops if it cannot */
+        double out_bad = lead && !o.eval && !out_dir_usable(o.out), any_bad = 1;
+        if (teeny_dist_sum_f64(dist, &out_bad, &any_bad, 1) != TEENY_OK || any_bad > 0) {
+            if (!lead)
+                fprintf(stderr, "error: rank %d: stopping: rank 0 cannot use --out %s%s%s\n", rank, o.out,
+                        *teeny_dist_last_error(dist) ? ": " : "", teeny_dist_last_error(dist));
+            teeny_dist_destroy(dist);
+            MPI_Finalize();
+            return 1;
+        }
         int64_t shards = o.shards ? o.shards : ranks;
         if (shards % ranks || o.batch % shards) {
             if (lead)
@@ -402,6 +530,13 @@ int main(int argc, char **argv)
     int64_t *order = NULL;
     float *x = NULL;
     int32_t *y = NULL;
+#ifdef TEENY_WITH_MPI
+    if (dist && dist_check_state(dist, &train, &test, o.epochs, first_epoch, rng) != TEENY_OK) {
+        fprintf(stderr, "error: rank %d: the ranks' runs differ: %s\n", rank, teeny_dist_last_error(dist));
+        exit_code = 1;
+        goto finish;
+    }
+#endif
     if (o.eval && !lead)
         goto finish; /* rank 0 evaluates */
     if (o.eval) {
@@ -410,10 +545,6 @@ int main(int argc, char **argv)
         printf("test_acc %.4f images_per_s %.0f\n", r.accuracy, r.images_per_s);
         fn_print_confusion(&r, stdout);
         goto finish;
-    }
-    if (lead && mkdir_p(o.out)) {
-        fprintf(stderr, "error: cannot create %s: %s\n", o.out, strerror(errno));
-        return 1;
     }
 
     order = malloc((size_t)train.n * sizeof *order);
@@ -575,5 +706,5 @@ finish:
         MPI_Finalize();
     }
 #endif
-    return 0;
+    return exit_code;
 }

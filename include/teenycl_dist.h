@@ -84,8 +84,21 @@
  * are left as they were. A rank that does not arrive in time makes the
  * others return TEENY_ERR_IO when the deadline passes; the dist is then
  * broken (every later collective returns TEENY_ERR_STATE at once) and the
- * job should end. A process that dies is mpirun's to handle: it ends
+ * job should end. Ranks out of step -- one rank in another collective
+ * than the others (say teeny_dist_sum_f64 against teeny_dist_broadcast,
+ * or one more or one fewer call) -- are found in the first exchange of
+ * every collective, which names the operation: every rank returns
+ * TEENY_ERR_IO at once ("out of step", naming both calls) and the dist is
+ * broken likewise. A process that dies is mpirun's to handle: it ends
  * every rank of the job. Details of any failure: teeny_dist_last_error.
+ *
+ * MPI errors never end the job from inside the layer: the duplicated
+ * communicators return errors as codes (MPI_ERRORS_RETURN), every MPI
+ * call's code becomes a status, and while a collective is polled the
+ * layer sets MPI_ERRORS_RETURN on MPI_COMM_WORLD too (Open MPI reports the
+ * errors of nonblocking collectives' requests there, whatever the
+ * communicator), putting the application's handler back before it
+ * returns. The caller's communicator is never changed.
  *
  * Threads: a dist and its gradient exchangers are used by one thread at a
  * time (the one that uses their context); MPI_THREAD_SINGLE suffices.
@@ -116,8 +129,8 @@ typedef struct {
  * for MPI_COMM_NULL or a negative or non-finite timeout. Collective: every
  * rank of comm calls it. Caller frees with teeny_dist_destroy. */
 TEENY_API teeny_status teeny_dist_create(MPI_Comm comm, const teeny_dist_params *p, teeny_dist **out);
-/* Frees the dist (the duplicated communicator too, unless the dist is
- * broken: a timed-out collective may still hold it). Destroy its gradient
+/* Frees the dist (the duplicated communicator too, unless a collective
+ * timed out or failed while pending: it may still hold it). Destroy its gradient
  * exchangers first. NULL is a no-op. Call before MPI_Finalize. */
 TEENY_API void teeny_dist_destroy(teeny_dist *d);
 /* The failure details of the last failed call on d; with d NULL, of the
@@ -151,6 +164,14 @@ TEENY_API teeny_status teeny_dist_ctx_create(const teeny_dist *d, const char *sp
  * NULL or n <= 0, TEENY_ERR_SHAPE when the ranks' n differ; TEENY_ERR_IO
  * on an MPI failure or the deadline. */
 TEENY_API teeny_status teeny_dist_sum_f64(teeny_dist *d, const double *in, double *out, int n);
+/* Check that every rank passed the same bytes (e.g. the options or
+ * configuration a data-parallel run needs to agree on): TEENY_OK on every
+ * rank when they are equal (compared by length and two 64-bit hashes);
+ * otherwise TEENY_ERR_SHAPE on every rank, the message naming what (NULL:
+ * "the data") and the first rank that differs from rank 0. TEENY_ERR_ARG
+ * on every rank when one passes NULL data with bytes > 0. Collective,
+ * host only. */
+TEENY_API teeny_status teeny_dist_check_same(teeny_dist *d, const void *data, size_t bytes, const char *what);
 /* Copy root's tensors into every rank's (the same root, count, numels and
  * order on every rank; TEENY_ERR_SHAPE on every rank when they differ,
  * TEENY_ERR_ARG on every rank when one passes a NULL ctx, ts or tensor,
@@ -181,8 +202,10 @@ TEENY_API teeny_status teeny_dist_grads_add(teeny_dist_grads *dg);
  * (see the overview). local is this rank's own status for the step: a rank
  * whose step failed passes it (or simply has not added every shard) and
  * still calls this, so that every rank returns TEENY_ERR_STATE naming it,
- * gradients unchanged, instead of waiting. Host sync. Collective. Starts
- * the next step's count of shards at 0 whatever it returns. */
+ * gradients unchanged, instead of waiting. Every rank returns
+ * TEENY_ERR_SHAPE, gradients unchanged, when the ranks pass exchangers of
+ * different layouts. Host sync. Collective. Starts the next step's count
+ * of shards at 0 whatever it returns. */
 TEENY_API teeny_status teeny_dist_grads_allreduce(teeny_dist_grads *dg, teeny_status local);
 /* Total gradient elements (one shard's) and the number of buckets. */
 TEENY_API int64_t teeny_dist_grads_numel(const teeny_dist_grads *dg);

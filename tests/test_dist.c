@@ -42,6 +42,20 @@
  *                exchange on plain tensors with known values (1, 70, 2
  *                floats, 2 local shards: buckets smaller than the rank
  *                count) against the host's fixed-order mean, bit for bit.
+ *   mismatch     2+ ranks, the last one out of step: sum_f64 against
+ *                broadcast, SyncBatchNorm forward against backward, an
+ *                all-reduce against batch norm: every rank returns
+ *                TEENY_ERR_IO ("out of step") at once, no abort, and the
+ *                broken dist refuses the next call; all-reduces of
+ *                exchangers of different layouts: TEENY_ERR_SHAPE
+ *                everywhere, the dist still usable; teeny_dist_check_same
+ *                of equal, other and shorter bytes, and NULL.
+ *   faults       one rank: every OpenCL call and host allocation that the
+ *                dist operations make (grads create/add/all-reduce,
+ *                sum_f64, broadcast, SyncBatchNorm forward and backward;
+ *                the library's calls beneath them too) fails once, in
+ *                turn: each failure is a status with a message, and the
+ *                operations then succeed with the clean run's bits.
  */
 #include <math.h>
 #include <stdio.h>
@@ -51,6 +65,7 @@
 #include <unistd.h>
 
 #include "teenycl_dist.h"
+#include "core/clwrap.h" /* the fault injector: faults mode */
 
 #define GLOBAL_BATCH 12
 #define C_IN 3
@@ -685,6 +700,304 @@ done:
     return fails_ != 0;
 }
 
+/* ---- faults: every OpenCL call and host allocation of the dist layer ---- */
+
+typedef struct {
+    teeny_tensor *g[3];                 /* gradients of 1, 70 and 2 floats */
+    teeny_tensor *b[2];                 /* broadcast targets of 3 and 5 floats */
+    teeny_tensor *x, *dy, *w, *bias, *rm, *rv, *y, *mean, *rstd, *dx, *dw, *db; /* syncbn, [4, 3, 5, 5] */
+    double sum[2];
+} fault_state;
+
+#define FT_B 4
+#define FT_N (FT_B * BN_C * BN_HW)
+
+static const int64_t ft_sizes[3] = {1, 70, 2};
+
+/* Known values into every input and running statistic (the operations
+ * overwrite the gradients and the broadcast targets). */
+static teeny_status fault_reset(teeny_ctx *ctx, fault_state *f)
+{
+    float v[FT_N], dy[FT_N];
+    teeny_status st = TEENY_OK;
+    for (int i = 0; i < 3 && st == TEENY_OK; i++) {
+        for (int j = 0; j < ft_sizes[i]; j++)
+            v[j] = (float)(0.25 * (i + 1) + 0.37 * j);
+        st = teeny_tensor_write(f->g[i], v, (size_t)ft_sizes[i]);
+    }
+    for (int i = 0; i < 8; i++)
+        v[i] = (float)(3.5 - i);
+    if (st == TEENY_OK && (st = teeny_tensor_write(f->b[0], v, 3)) == TEENY_OK)
+        st = teeny_tensor_write(f->b[1], v + 3, 5);
+    uint64_t s = 5;
+    for (int i = 0; i < FT_N; i++)
+        v[i] = (float)(2.0 * uniform(&s) - 1.0);
+    for (int i = 0; i < FT_N; i++)
+        dy[i] = (float)(2.0 * uniform(&s) - 1.0);
+    teeny_tensor *vecs[4] = {f->w, f->bias, f->rm, f->rv};
+    const float init[4] = {1.25f, -0.5f, 0.0f, 1.0f};
+    for (int k = 0; k < 4 && st == TEENY_OK; k++)
+        st = teeny_tensor_fill(vecs[k], init[k]);
+    if (st == TEENY_OK && (st = teeny_tensor_write(f->x, v, FT_N)) == TEENY_OK)
+        st = teeny_tensor_write(f->dy, dy, FT_N);
+    return st == TEENY_OK ? teeny_ctx_finish(ctx) : st;
+}
+
+/* Every dist operation once, stopping at the first failure; *dg is left
+ * for the caller to destroy (outside the counted region). */
+static teeny_status fault_ops(teeny_dist *d, teeny_ctx *ctx, fault_state *f, teeny_dist_grads **dg)
+{
+    double in[2] = {1.5, -2.25};
+    teeny_status st = teeny_dist_grads_create(d, ctx, 3, f->g, 2, dg);
+    if (st == TEENY_OK && (st = teeny_dist_grads_add(*dg)) == TEENY_OK && (st = teeny_dist_grads_add(*dg)) == TEENY_OK)
+        st = teeny_dist_grads_allreduce(*dg, TEENY_OK);
+    if (st == TEENY_OK)
+        st = teeny_dist_sum_f64(d, in, f->sum, 2);
+    if (st == TEENY_OK)
+        st = teeny_dist_broadcast(d, ctx, 0, 2, f->b);
+    if (st == TEENY_OK)
+        st = teeny_dist_batchnorm_forward_train(d, ctx, f->x, f->w, f->bias, f->rm, f->rv, 0.1f, 1e-5f, f->y, f->mean,
+                                                f->rstd);
+    if (st == TEENY_OK)
+        st = teeny_dist_batchnorm_backward_train(d, ctx, f->x, f->dy, f->w, f->mean, f->rstd, 1e-5f, f->dx, f->dw,
+                                                 f->db);
+    return st;
+}
+
+/* Every output of fault_ops, concatenated; its length in *n. */
+static teeny_status fault_outputs(const fault_state *f, float *out, size_t *n)
+{
+    const teeny_tensor *ts[] = {f->g[0], f->g[1], f->g[2], f->b[0], f->b[1], f->rm, f->rv, f->y, f->mean, f->rstd,
+                                f->dx, f->dw, f->db};
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) {
+        size_t m = (size_t)teeny_tensor_numel(ts[i]);
+        teeny_status st = teeny_tensor_read(ts[i], out + at, m);
+        if (st != TEENY_OK)
+            return st;
+        at += m;
+    }
+    memcpy(out + at, (float[2]){(float)f->sum[0], (float)f->sum[1]}, 2 * sizeof(float));
+    *n = at + 2;
+    return TEENY_OK;
+}
+
+/* Run on one rank: fail every hooked call (OpenCL and host allocation,
+ * the dist's and the library's beneath it) of fault_ops once, in turn.
+ * Each failure must come back as a status naming it, and the same
+ * operations then succeed on the same context with the same bits as a
+ * clean run. A fault the exchange cannot survive (a failed wait for a
+ * bucket's read while the other ranks wait for it) breaks the dist, as
+ * documented: then a new dist is made, and that is counted. */
+static int mode_faults(teeny_dist **dp, const teeny_dist_params *params, teeny_ctx *ctx)
+{
+    teeny_dist *d = *dp;
+    teeny_dist_grads *dg = NULL;
+    fault_state f = {0};
+    int64_t xs[4] = {FT_B, BN_C, 5, 5}, c1 = BN_C, bs[2] = {3, 5};
+    static float ref[2 * FT_N + 200], got[2 * FT_N + 200];
+    size_t n_ref = 0, n_got = 0;
+    int broken = 0;
+    if (teeny_dist_size(d) != 1) {
+        CHECK(0, "faults runs on one rank");
+        return 1;
+    }
+    for (int i = 0; i < 3; i++)
+        TRY(teeny_tensor_create(ctx, 1, &ft_sizes[i], &f.g[i]));
+    for (int i = 0; i < 2; i++)
+        TRY(teeny_tensor_create(ctx, 1, &bs[i], &f.b[i]));
+    teeny_tensor **big[] = {&f.x, &f.dy, &f.y, &f.dx}, **vecs[] = {&f.w, &f.bias, &f.rm, &f.rv, &f.mean, &f.rstd,
+                                                                   &f.dw, &f.db};
+    for (int i = 0; i < 4; i++)
+        TRY(teeny_tensor_create(ctx, 4, xs, big[i]));
+    for (int i = 0; i < 8; i++)
+        TRY(teeny_tensor_create(ctx, 1, &c1, vecs[i]));
+    /* a clean run builds the kernels; the second one is the reference and
+     * counts the calls */
+    TRY(fault_reset(ctx, &f));
+    TRY(fault_ops(d, ctx, &f, &dg));
+    /* the dist's own calls go through the counter: an add is one copy per
+     * gradient */
+    teeny__calls_reset();
+    TRY(teeny_dist_grads_add(dg));
+    CHECK(teeny__calls_id(TEENY__ID_clEnqueueCopyBuffer) == 3 && teeny__calls_total() == 3,
+          "teeny_dist_grads_add of 3 gradients: %ld copies counted, %ld calls",
+          teeny__calls_id(TEENY__ID_clEnqueueCopyBuffer), teeny__calls_total());
+    teeny_dist_grads_destroy(dg);
+    dg = NULL;
+    TRY(fault_reset(ctx, &f));
+    teeny__calls_reset();
+    TRY(fault_ops(d, ctx, &f, &dg));
+    long total = teeny__calls_total();
+    teeny_dist_grads_destroy(dg);
+    dg = NULL;
+    TRY(fault_outputs(&f, ref, &n_ref));
+    CHECK(total > 20, "only %ld hooked calls: the dist's calls are not counted", total);
+    for (long k = 1; k <= total && !fails_; k++) {
+        TRY(fault_reset(ctx, &f));
+        teeny__fault_arm(k);
+        teeny_status st = fault_ops(d, ctx, &f, &dg);
+        int fired = teeny__fault_fired();
+        teeny__fault_arm(0);
+        teeny_dist_grads_destroy(dg);
+        dg = NULL;
+        const char *msg = teeny_dist_last_error(d);
+        CHECK(fired, "call %ld of %ld was not reached", k, total);
+        CHECK(st == TEENY_ERR_OPENCL || st == TEENY_ERR_NOMEM || st == TEENY_ERR_STATE,
+              "call %ld failed: %s, expected TEENY_ERR_OPENCL, _NOMEM or _STATE (%s)", k, teeny_status_name(st), msg);
+        CHECK(strstr(msg, "failed") || strstr(msg, "memory"), "call %ld: the message does not say: %s", k, msg);
+        if (strstr(msg, "the dist is broken")) {
+            broken++;
+            teeny_dist_destroy(d);
+            *dp = d = NULL;
+            TRY(teeny_dist_create(MPI_COMM_WORLD, params, dp));
+            d = *dp;
+        }
+        /* still usable: the same operations succeed, with the same bits */
+        TRY(fault_reset(ctx, &f));
+        TRY(fault_ops(d, ctx, &f, &dg));
+        teeny_dist_grads_destroy(dg);
+        dg = NULL;
+        TRY(fault_outputs(&f, got, &n_got));
+        CHECK(n_got == n_ref && !memcmp(got, ref, n_ref * sizeof *ref), "results differ after the fault at call %ld", k);
+    }
+    /* the wait for each of the 3 buckets' reads (64 floats per bucket:
+     * the 2-, 70- and 1-float buckets), and nothing else */
+    CHECK(broken == 3, "%d faults broke the dist, expected 3 (one per bucket's read)", broken);
+    if (!fails_)
+        printf("rank 0: faults: ok %ld calls failed in turn, each reported and recovered from (%d broke the dist, "
+               "as documented)\n", total, broken);
+done:
+    teeny__fault_arm(0);
+    teeny_dist_grads_destroy(dg);
+    teeny_tensor *all[] = {f.g[0], f.g[1], f.g[2], f.b[0], f.b[1], f.x, f.dy, f.w, f.bias, f.rm, f.rv, f.y,
+                           f.mean, f.rstd, f.dx, f.dw, f.db};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        teeny_tensor_destroy(all[i]);
+    return fails_ != 0;
+}
+
+/* ---- mismatch: ranks out of step, or passing unlike arguments ---- */
+
+/* Every rank got want (and, when text is not NULL, a message holding it)
+ * within limit_s seconds of t0. */
+static void expect_status(teeny_dist *d, const char *what, teeny_status st, teeny_status want, const char *text,
+                          double t0, double limit_s)
+{
+    double took = MPI_Wtime() - t0;
+    CHECK(st == want, "%s: %s, expected %s (%s)", what, teeny_status_name(st), teeny_status_name(want),
+          teeny_dist_last_error(d));
+    CHECK(!text || strstr(teeny_dist_last_error(d), text), "%s: the message does not say \"%s\": %s", what, text,
+          teeny_dist_last_error(d));
+    CHECK(took < limit_s, "%s: returned after %.1f s, the deadline is %.1f s", what, took, limit_s);
+}
+
+/* A dist broken by ranks out of step refuses at once; then a new one. */
+static teeny_status renew(teeny_dist **dp, const teeny_dist_params *params)
+{
+    double in = 1, out;
+    teeny_dist *d = *dp;
+    CHECK(teeny_dist_sum_f64(d, &in, &out, 1) == TEENY_ERR_STATE, "a broken dist accepted a collective");
+    teeny_dist_destroy(d);
+    *dp = NULL;
+    return teeny_dist_create(MPI_COMM_WORLD, params, dp);
+}
+
+/* On 2 or more ranks the last rank calls another collective than the
+ * others (or passes another exchanger, or other bytes): every rank must
+ * return an error status at once -- never abort the job through an MPI
+ * error handler, never pair the exchanges up silently, never wait for the
+ * deadline. */
+static int mode_mismatch(teeny_dist **dp, const teeny_dist_params *params, teeny_ctx *ctx)
+{
+    teeny_dist *d = *dp;
+    int R = teeny_dist_size(d), r = teeny_dist_rank(d), last = r == R - 1;
+    double limit = params->timeout_s / 2, in[2] = {1, 2}, out[2], t0;
+    int64_t sizes[5] = {1, 70, 2, 3, 5}, xs[4] = {2, BN_C, 5, 5}, c1 = BN_C;
+    teeny_tensor *g[5] = {0}, *bx = NULL, *by = NULL, *v[4] = {0};
+    teeny_dist_grads *dg1 = NULL, *dg2 = NULL;
+    teeny_status st;
+    if (R < 2) {
+        CHECK(0, "mismatch runs on 2 or more ranks");
+        return 1;
+    }
+    for (int i = 0; i < 5; i++) {
+        TRY(teeny_tensor_create(ctx, 1, &sizes[i], &g[i]));
+        TRY(teeny_tensor_fill(g[i], 0.5f + (float)i));
+    }
+    TRY(teeny_tensor_create(ctx, 4, xs, &bx));
+    TRY(teeny_tensor_create(ctx, 4, xs, &by));
+    TRY(teeny_tensor_fill(bx, 0.25f));
+    for (int i = 0; i < 4; i++) {
+        TRY(teeny_tensor_create(ctx, 1, &c1, &v[i]));
+        TRY(teeny_tensor_fill(v[i], 1.0f));
+    }
+    /* 1. sum_f64 against broadcast (exchanges of different sizes) */
+    t0 = MPI_Wtime();
+    st = last ? teeny_dist_broadcast(d, ctx, 0, 2, g) : teeny_dist_sum_f64(d, in, out, 2);
+    expect_status(d, "sum_f64 against broadcast", st, TEENY_ERR_IO, "out of step", t0, limit);
+    TRY(renew(dp, params));
+    d = *dp;
+    /* 2. SyncBatchNorm forward against backward (exchanges of the same sizes) */
+    t0 = MPI_Wtime();
+    st = last ? teeny_dist_batchnorm_backward_train(d, ctx, bx, bx, v[0], v[1], v[2], 1e-5f, by, v[3], v[1])
+              : teeny_dist_batchnorm_forward_train(d, ctx, bx, v[0], v[1], v[2], v[3], 0.1f, 1e-5f, by, v[1], v[2]);
+    expect_status(d, "batch norm forward against backward", st, TEENY_ERR_IO, "out of step", t0, limit);
+    TRY(renew(dp, params));
+    d = *dp;
+    /* 3. a gradient all-reduce against SyncBatchNorm */
+    TRY(teeny_dist_grads_create(d, ctx, 3, g, 1, &dg1));
+    TRY(teeny_dist_grads_add(dg1));
+    t0 = MPI_Wtime();
+    st = last ? teeny_dist_grads_allreduce(dg1, TEENY_OK)
+              : teeny_dist_batchnorm_forward_train(d, ctx, bx, v[0], v[1], v[2], v[3], 0.1f, 1e-5f, by, v[1], v[2]);
+    expect_status(d, "all-reduce against batch norm", st, TEENY_ERR_IO, "out of step", t0, limit);
+    teeny_dist_grads_destroy(dg1);
+    dg1 = NULL;
+    TRY(renew(dp, params));
+    d = *dp;
+    /* 4. all-reduces of two exchangers of different layouts: the ranks are
+     * in step, so every rank refuses and the dist stays usable */
+    TRY(teeny_dist_grads_create(d, ctx, 3, g, 1, &dg1));
+    TRY(teeny_dist_grads_create(d, ctx, 2, g + 3, 1, &dg2));
+    TRY(teeny_dist_grads_add(dg1));
+    TRY(teeny_dist_grads_add(dg2));
+    t0 = MPI_Wtime();
+    st = teeny_dist_grads_allreduce(last ? dg2 : dg1, TEENY_OK);
+    expect_status(d, "all-reduce of unlike exchangers", st, TEENY_ERR_SHAPE, "different layouts", t0, limit);
+    TRY(teeny_dist_sum_f64(d, in, out, 2));
+    CHECK(out[0] == R && out[1] == 2.0 * R, "sum after a refused all-reduce: %g %g", out[0], out[1]);
+    /* 5. teeny_dist_check_same: equal bytes pass, other bytes or another
+     * length fail every rank, naming the rank */
+    {
+        char opts[32] = "--seed 1 --batch 64";
+        char want[64];
+        snprintf(want, sizeof want, "differs between rank 0 and rank %d", R - 1);
+        TRY(teeny_dist_check_same(d, opts, sizeof opts, "the options"));
+        if (last)
+            opts[7] = '2';
+        t0 = MPI_Wtime();
+        st = teeny_dist_check_same(d, opts, sizeof opts, "the options");
+        expect_status(d, "check_same of other bytes", st, TEENY_ERR_SHAPE, want, t0, limit);
+        st = teeny_dist_check_same(d, opts, last ? 8 : sizeof opts, "the options");
+        expect_status(d, "check_same of another length", st, TEENY_ERR_SHAPE, want, t0, limit);
+        st = teeny_dist_check_same(d, r == 0 ? NULL : opts, 4, NULL);
+        expect_status(d, "check_same of NULL on rank 0", st, TEENY_ERR_ARG, "rank 0 passed NULL", t0, limit);
+    }
+    if (!fails_)
+        printf("rank %d: mismatch: ok: every rank returned its error at once\n", r);
+done:
+    teeny_dist_grads_destroy(dg1);
+    teeny_dist_grads_destroy(dg2);
+    for (int i = 0; i < 5; i++)
+        teeny_tensor_destroy(g[i]);
+    for (int i = 0; i < 4; i++)
+        teeny_tensor_destroy(v[i]);
+    teeny_tensor_destroy(bx);
+    teeny_tensor_destroy(by);
+    return fails_ != 0;
+}
+
 int main(int argc, char **argv)
 {
     teeny_dist *d = NULL;
@@ -694,7 +1007,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     mode_ = argc > 1 ? argv[1] : "?";
     teeny_dist_params dp = TEENY_DIST_PARAMS_INIT;
-    dp.timeout_s = !strcmp(mode_, "stall") ? 2.0 : 120.0;
+    dp.timeout_s = !strcmp(mode_, "stall") ? 2.0 : !strcmp(mode_, "mismatch") ? 30.0 : 120.0;
     dp.bucket_bytes = 256; /* several buckets even for this small net */
     if (teeny_dist_create(MPI_COMM_WORLD, &dp, &d) != TEENY_OK) {
         printf("rank %d: %s: FAIL teeny_dist_create: %s\n", rank_, mode_, teeny_dist_last_error(NULL));
@@ -718,8 +1031,12 @@ int main(int argc, char **argv)
         rc = mode_syncbn(d, ctx);
     else if (!strcmp(mode_, "errors"))
         rc = mode_errors(d, ctx);
+    else if (!strcmp(mode_, "faults"))
+        rc = mode_faults(&d, &dp, ctx);
+    else if (!strcmp(mode_, "mismatch"))
+        rc = mode_mismatch(&d, &dp, ctx);
     else
-        printf("usage: test_dist grads | train FILE | fault | stall SECS | crash | syncbn | errors\n");
+        printf("usage: test_dist grads | train FILE | fault | stall SECS | crash | syncbn | errors | faults | mismatch\n");
 out:
     fflush(stdout);
     teeny_ctx_destroy(ctx);

@@ -20,9 +20,20 @@
 #                        == single-process batch norm on the whole batch within
 #                        1e-6 normalized RMS; a failing rank fails every rank
 #   errors -np 1, 3      argument and agreement checks
+#   mismatch -np 2, 3    the last rank in another collective than the others
+#                        (or passing another exchanger, or other bytes to
+#                        teeny_dist_check_same): an error status on every
+#                        rank at once, never an abort or the deadline
+#   faults -np 1         every OpenCL call and host allocation of the dist
+#                        operations fails once, in turn: a status each time,
+#                        then the same bits as a clean run
 #   example -np 2        train_fashion_mnist --dist (when it was built with
 #                        MPI and the data set is installed): one epoch line
 #                        from rank 0, images/s for the job, a checkpoint
+#   unlike -np 1+1       the example's ranks started with different --seed,
+#                        --train-limit, --shards or --epochs, or reading a
+#                        training set that differs in one byte: every rank
+#                        names it and the job ends non-zero before training
 #
 # Usage: sh tests/test_dist.sh BUILD_DIR
 set -u
@@ -115,6 +126,15 @@ for np in 1 3; do
     expect "errors-$np" "$np" errors
 done
 
+# ranks out of step: every rank returns an error at once, no abort
+for np in 2 3; do
+    mpi "mismatch-$np" "$np" 60 "$build/test_dist" mismatch
+    expect "mismatch-$np" "$np" mismatch
+done
+
+mpi faults 1 120 "$build/test_dist" faults
+expect faults 1 faults
+
 # the example, on a small slice of Fashion-MNIST (2 ranks x 2 shards)
 data=/usr/share/datasets/fashion-mnist
 if [ -f "$data/train-images-idx3-ubyte.gz" ] && "$build/train_fashion_mnist" --dist --help 2>&1 | grep -q -- "--dist"; then
@@ -132,6 +152,40 @@ if [ -f "$data/train-images-idx3-ubyte.gz" ] && "$build/train_fashion_mnist" --d
         [ "$(grep -c '^epoch 2/2 ' "$tmp/resume.out")" -eq 1 ]; then ok; else
         fail "resume: exit status $rc; output:"
         sed 's/^/    /' "$tmp/resume.out"
+    fi
+    # ranks started with different options, or reading different data: every
+    # rank says so and the job ends non-zero before training (rank 1 here
+    # gets its own value: mpirun's MPMD form, "-np 1 A : -np 1 B")
+    small="--dist --epochs 1 --batch 32 --train-limit 256 --test-limit 64 --out $tmp/unlike"
+    for case in "--seed 1|--seed 2|--seed" "--train-limit 256|--train-limit 192|--train-limit" \
+        "--shards 2|--shards 4|--shards" "--seed 1|--epochs 2|--epochs"; do
+        a=${case%%|*} rest=${case#*|}
+        b=${rest%%|*} opt=${rest#*|}
+        # shellcheck disable=SC2086 # the options are words
+        mpi unlike 1 120 "$build/train_fashion_mnist" $small $a : -np 1 "$build/train_fashion_mnist" $small $b
+        n=$(grep -c "^error: rank [01]: the ranks were started with different options: .*$opt differs between rank 0 and rank 1" "$tmp/unlike.out")
+        if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$n" -eq 2 ] && ! grep -q '^epoch ' "$tmp/unlike.out"; then ok; else
+            fail "unlike options ($a against $b): exit status $rc, $n of 2 ranks named $opt; output:"
+            sed 's/^/    /' "$tmp/unlike.out"
+        fi
+    done
+    # rank 1 reads a copy of the training set with one byte changed
+    mkdir -p "$tmp/data2"
+    ln -sf "$data"/t10k-* "$tmp/data2/"
+    { printf '\0\0\10\3\0\0\2\0\0\0\0\34\0\0\0\34\377'
+      gunzip -c "$data/train-images-idx3-ubyte.gz" | tail -c +18 | head -c $((512 * 784 - 1)); } |
+        gzip -1 > "$tmp/data2/train-images-idx3-ubyte.gz"
+    { printf '\0\0\10\1\0\0\2\0'
+      gunzip -c "$data/train-labels-idx1-ubyte.gz" | tail -c +9 | head -c 512; } |
+        gzip -1 > "$tmp/data2/train-labels-idx1-ubyte.gz"
+    # shellcheck disable=SC2086
+    mpi unlike-data 1 300 "$build/train_fashion_mnist" $small : -np 1 "$build/train_fashion_mnist" $small \
+        --data "$tmp/data2"
+    n=$(grep -c "^error: rank [01]: the ranks' runs differ: .*the training images differs between rank 0 and rank 1" \
+        "$tmp/unlike-data.out")
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$n" -eq 2 ] && ! grep -q '^epoch ' "$tmp/unlike-data.out"; then ok; else
+        fail "unlike data: exit status $rc, $n of 2 ranks said so; output:"
+        sed 's/^/    /' "$tmp/unlike-data.out"
     fi
 else
     echo "test_dist.sh: example NOT RUN: no Fashion-MNIST in $data or $build/train_fashion_mnist without --dist"

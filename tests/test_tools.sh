@@ -116,5 +116,24 @@ has_line no-device "(the other families were not run: there is no context to run
 run embed "0" "$build/embed_app"
 has_match embed '^max error .* \(relative .*, limit 1e-4\): ok$'
 
+# ==== teeny-bench: ceilings and roofline shares (issue 21 item 16) ====
+# The FMA ceiling is the best of its probe kernels (fma and mad, 8, 12 and
+# 16 chains, the device's vector widths: at least 3 measured), and no
+# case's share of a ceiling is printed as a figure above 100 %: such a
+# share is null, with the raw value under "over_ceiling".
+run bench 0 "$build/teeny-bench" --json --filter conv_fashion_3x3_1to32_28_b128 --reps 5 --warmup 1
+has_match bench '^\{"type": "header", .*"fma_gflops": [0-9.e+]+, .*"fma_op": "(fma|mad)", "fma_variants": ([3-9]|[1-9][0-9])\}$'
+has_match bench '^\{"type": "case", .*"family": "conv2d"'
+bad=$(grep '"type": "case"' "$tmp/bench.out" | awk '
+    { for (k = 1; k <= 2; k++) {
+          key = k == 1 ? "pct_copy_bw" : "pct_fma"
+          if (!match($0, "\"" key "\": [^,}]+")) { print "no " key ": " $0; continue }
+          v = substr($0, RSTART + length(key) + 4, RLENGTH - length(key) - 4)
+          if (v == "null" && $0 !~ /"over_ceiling": \{/) print key " null without over_ceiling: " $0
+          else if (v != "null" && v + 0 > 100) print key " " v " above 100: " $0
+      } }')
+if [ -z "$bad" ]; then ok; else fail "bench: $bad"; fi
+# ==== end of the teeny-bench block ====
+
 echo "test_tools.sh: $passes checks passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -13,6 +13,9 @@
  *   flops  the algorithm's arithmetic as each family's banner counts it;
  *   % copy  (bytes / time) / the measured copy bandwidth (read + write);
  *   % fma   (flops / time) / the measured FMA-chain rate.
+ * A case cannot beat a true ceiling: a share above 100% is a measurement
+ * error (or, for bytes, a working set that stayed in a cache) and is
+ * flagged, never printed as a figure (bench_report).
  */
 #ifndef TEENY_BENCH_H
 #define TEENY_BENCH_H
@@ -67,9 +70,12 @@ typedef struct {
     double copy_kernel_gbps;   /* a float4 copy kernel */
     double copy_enqueue_gbps;  /* clEnqueueCopyBuffer */
     size_t copy_bytes;         /* size of the buffer copied */
-    double fma_gflops;         /* the better FMA-chain variant */
-    int fma_vec;               /* its vector width (8 or 16) */
+    double fma_gflops;         /* the best FMA-chain variant */
+    int fma_vec;               /* its vector width (1 .. 16) */
     size_t fma_global, fma_local;
+    int fma_chains;            /* its independent chains per work-item */
+    const char *fma_op;        /* its operation: "fma" or "mad" */
+    int fma_variants, fma_runs; /* FMA kernels measured; launches each (the best counts) */
 } bench_peaks;
 
 /* Measure both ceilings (warm-up, then the median of o->reps, at least 5).

@@ -8,20 +8,35 @@
  *                   the bytes read plus the bytes written; the better of
  *                   the two is the ceiling (PoCL's clEnqueueCopyBuffer is
  *                   a single memcpy, its kernels run on every core).
- *   FMA rate        a kernel of 8 independent mad() chains per work-item
- *                   on float8 and on float16 vectors (explicit vectors, so
- *                   that PoCL and other CPU compilers emit SIMD code;
- *                   independent chains, so that latency is hidden),
- *                   2 flops per lane per mad; the better width is the
- *                   ceiling. Global size from CL_DEVICE_MAX_COMPUTE_UNITS:
- *                   on a GPU 8 work-groups of 256 per compute unit (2,048
- *                   work-items, a full SM or CU), on a CPU 4 work-groups
+ *   FMA rate        kernels of K independent chains x = op(x, a, b) per
+ *                   work-item on floatW vectors, 2 flops per lane per
+ *                   op; the best variant is the ceiling:
+ *                     op  fma() (when CL_DEVICE_SINGLE_FP_CONFIG has
+ *                         CL_FP_FMA) and mad() -- PoCL 3.1 compiles mad()
+ *                         as a multiply and an add, half the rate of its
+ *                         AVX-512 fma on cores whose multiplies and adds
+ *                         share the FMA ports; a device without hardware
+ *                         fma emulates fma();
+ *                     K   8, 12, 16 chains: latency x throughput of the
+ *                         FMA pipes (2 pipes x 4-6 cycles on current
+ *                         CPUs) needs 8-12 in flight per core; 16 covers
+ *                         more where registers allow (32 zmm), 12 fits
+ *                         16 ymm registers with a and b;
+ *                     W   the device's native and preferred float vector
+ *                         widths (CL_DEVICE_NATIVE/PREFERRED_VECTOR_WIDTH
+ *                         _FLOAT: 16 on AVX-512, 8 on AVX2, 1 on GPUs) and
+ *                         16.
+ *                   Global size from CL_DEVICE_MAX_COMPUTE_UNITS: on a
+ *                   GPU 8 work-groups of 256 per compute unit (2,048
+ *                   work-items, a full SM or CU), on a CPU 8 work-groups
  *                   of 16 per compute unit (PoCL runs one work-group per
- *                   core at a time). The loop count is calibrated so one
- *                   launch takes about 20 ms.
+ *                   core at a time: every core gets the same 8). The
+ *                   loop count is calibrated so one launch takes about
+ *                   20 ms; the rate is the best of the runs (a ceiling:
+ *                   anything slower is interference).
  *
- * Both are timed with profiling events: a warm-up launch, then the
- * median of max(5, reps) launches (at most 30).
+ * Both are timed with profiling events: a warm-up launch, then max(5,
+ * reps) launches (at most 30): the copy's median, the FMA kernels' best.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,28 +44,47 @@
 
 #include "bench.h"
 
-static const char peak_src[] =
+static const char copy_src[] =
     "__kernel void copy_f4(__global const float4 *src, __global float4 *dst)\n"
     "{\n"
     "    size_t i = get_global_id(0);\n"
     "    dst[i] = src[i];\n"
-    "}\n"
-    "\n"
-    "/* FT: float8 or float16 (-D). 8 chains of x = x * a + b; a, b keep x\n"
-    " * bounded (it converges to b / (1 - a)) and the compiler cannot fold\n"
-    " * the loop; the sum is stored so nothing is dead. */\n"
-    "__kernel void fma_chain(__global FT *out, float a, float b, int iters)\n"
-    "{\n"
-    "    size_t gid = get_global_id(0);\n"
-    "    FT x0 = (FT)((float)(gid & 15) * 1e-3f);\n"
-    "    FT x1 = x0 + 0.125f, x2 = x0 + 0.25f, x3 = x0 + 0.375f;\n"
-    "    FT x4 = x0 + 0.5f, x5 = x0 + 0.625f, x6 = x0 + 0.75f, x7 = x0 + 0.875f;\n"
-    "    for (int i = 0; i < iters; i++) {\n"
-    "        x0 = mad(x0, a, b); x1 = mad(x1, a, b); x2 = mad(x2, a, b); x3 = mad(x3, a, b);\n"
-    "        x4 = mad(x4, a, b); x5 = mad(x5, a, b); x6 = mad(x6, a, b); x7 = mad(x7, a, b);\n"
-    "    }\n"
-    "    out[gid] = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));\n"
     "}\n";
+
+#define FMA_OPS 2
+#define FMA_CHAIN_KINDS 3
+static const char *const fma_ops[FMA_OPS] = {"fma", "mad"};
+static const int fma_chains[FMA_CHAIN_KINDS] = {8, 12, 16};
+
+/* The FMA kernels for FT (-D): fma_<op>_<K> for each op and chain count,
+ * K chains of x = op(x, a, b); a, b keep x bounded (it converges to
+ * b / (1 - a)) and the compiler cannot fold the loop; the sum is stored
+ * so nothing is dead. Written out chain by chain, so that no compiler has
+ * to unroll anything for the chains to be independent registers. */
+static int fma_source(char *buf, size_t cap)
+{
+    size_t n = 0;
+#define EMIT(...) \
+    do { int w_ = snprintf(buf + n, cap - n, __VA_ARGS__); if (w_ < 0 || (size_t)w_ >= cap - n) return 0; n += (size_t)w_; } while (0)
+    for (int o = 0; o < FMA_OPS; o++)
+        for (int k = 0; k < FMA_CHAIN_KINDS; k++) {
+            int K = fma_chains[k];
+            EMIT("__kernel void fma_%s_%d(__global FT *out, float a, float b, int iters)\n{\n", fma_ops[o], K);
+            EMIT("    size_t gid = get_global_id(0);\n    FT va = (FT)a, vb = (FT)b;\n");
+            EMIT("    FT x0 = (FT)((float)(gid & 15) * 1e-3f);\n");
+            for (int c = 1; c < K; c++)
+                EMIT("    FT x%d = x0 + %d.0f / %d.0f;\n", c, c, K);
+            EMIT("    for (int i = 0; i < iters; i++) {\n");
+            for (int c = 0; c < K; c++)
+                EMIT("        x%d = %s(x%d, va, vb);\n", c, fma_ops[o], c);
+            EMIT("    }\n    FT s = x0;\n");
+            for (int c = 1; c < K; c++)
+                EMIT("    s += x%d;\n", c);
+            EMIT("    out[gid] = s;\n}\n\n");
+        }
+#undef EMIT
+    return 1;
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -91,9 +125,10 @@ static double launch_ms(cl_command_queue q, cl_kernel k, size_t global, size_t l
     return ms;
 }
 
-/* Warm-up, then the median of n launches; < 0 on failure. */
-static double median_ms(cl_command_queue q, cl_kernel k, size_t global, size_t local, cl_mem src, cl_mem dst,
-                        size_t bytes, int n)
+/* Warm-up, then n launches: their median (best 0) or their best (best 1)
+ * time; < 0 on failure. */
+static double timed_ms(cl_command_queue q, cl_kernel k, size_t global, size_t local, cl_mem src, cl_mem dst,
+                       size_t bytes, int n, int best)
 {
     double t[30];
     if (launch_ms(q, k, global, local, src, dst, bytes) < 0)
@@ -102,12 +137,11 @@ static double median_ms(cl_command_queue q, cl_kernel k, size_t global, size_t l
         if ((t[i] = launch_ms(q, k, global, local, src, dst, bytes)) < 0)
             return -1.0;
     qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return t[n / 2];
+    return best ? t[0] : t[n / 2];
 }
 
-static cl_program build(cl_context c, cl_device_id d, const char *options)
+static cl_program build(cl_context c, cl_device_id d, const char *src, const char *options)
 {
-    const char *src = peak_src;
     cl_int err;
     cl_program p = clCreateProgramWithSource(c, 1, &src, NULL, &err);
     if (err != CL_SUCCESS)
@@ -148,14 +182,14 @@ static int measure_copy(cl_context c, cl_device_id d, cl_command_queue q, int n,
         cl_fail("clEnqueueFillBuffer", err);
         goto cleanup;
     }
-    double ms = median_ms(q, NULL, 0, 0, a, b, bytes, n);
+    double ms = timed_ms(q, NULL, 0, 0, a, b, bytes, n, 0);
     if (ms <= 0) {
         cl_fail("clEnqueueCopyBuffer", -1);
         goto cleanup;
     }
     out->copy_enqueue_gbps = 2.0 * (double)bytes / ms * 1e-6;
 
-    if (!(p = build(c, d, "-D FT=float8")))
+    if (!(p = build(c, d, copy_src, "")))
         goto cleanup;
     k = clCreateKernel(p, "copy_f4", &err);
     if (err != CL_SUCCESS || clSetKernelArg(k, 0, sizeof a, &a) != CL_SUCCESS ||
@@ -167,7 +201,7 @@ static int measure_copy(cl_context c, cl_device_id d, cl_command_queue q, int n,
     clGetKernelWorkGroupInfo(k, d, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL);
     while (local > kwg)
         local /= 2;
-    if ((ms = median_ms(q, k, global, local, NULL, NULL, 0, n)) <= 0) {
+    if ((ms = timed_ms(q, k, global, local, NULL, NULL, 0, n, 0)) <= 0) {
         cl_fail("the copy kernel", -1);
         goto cleanup;
     }
@@ -186,31 +220,22 @@ cleanup:
     return failed;
 }
 
-/* One vector width: GFLOP/s, or < 0 on failure. */
-static double measure_fma_vec(cl_context c, cl_device_id d, cl_command_queue q, int vec, int n, size_t global,
-                              size_t local)
+/* One FMA kernel: calibrated to about 20 ms a launch, then the best of n
+ * launches; GFLOP/s, or < 0 on failure. */
+static double measure_fma_kernel(cl_program p, const char *name, cl_device_id d, cl_command_queue q, cl_mem out,
+                                 int vec, int chains, int n, size_t global, size_t local)
 {
-    char options[32];
-    snprintf(options, sizeof options, "-D FT=float%d", vec);
-    double result = -1.0;
     cl_int err;
-    cl_mem out = NULL;
-    cl_kernel k = NULL;
-    cl_program p = build(c, d, options);
-    if (!p)
-        return -1.0;
-    out = clCreateBuffer(c, CL_MEM_WRITE_ONLY, global * (size_t)vec * sizeof(float), NULL, &err);
-    if (err == CL_SUCCESS)
-        k = clCreateKernel(p, "fma_chain", &err);
+    double result = -1.0;
+    cl_kernel k = clCreateKernel(p, name, &err);
     if (err != CL_SUCCESS) {
-        cl_fail("fma_chain setup", err);
-        goto cleanup;
+        cl_fail(name, err);
+        return -1.0;
     }
     size_t kwg = 0;
     clGetKernelWorkGroupInfo(k, d, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL);
-    while (local > kwg) { /* keep the work-item count: more, smaller groups */
+    while (local > 1 && local > kwg) /* keep the work-item count: more, smaller groups */
         local /= 2;
-    }
     float a = 0.999f, b = 1e-3f;
     cl_int iters = 64;
     clSetKernelArg(k, 0, sizeof out, &out);
@@ -221,7 +246,7 @@ static double measure_fma_vec(cl_context c, cl_device_id d, cl_command_queue q, 
         clSetKernelArg(k, 3, sizeof iters, &iters);
         double ms = launch_ms(q, k, global, local, NULL, NULL, 0);
         if (ms < 0) {
-            cl_fail("fma_chain launch", -1);
+            cl_fail(name, -1);
             goto cleanup;
         }
         if (ms >= 5.0 || iters >= (1 << 24)) {
@@ -232,16 +257,50 @@ static double measure_fma_vec(cl_context c, cl_device_id d, cl_command_queue q, 
         iters *= 4;
     }
     clSetKernelArg(k, 3, sizeof iters, &iters);
-    double ms = median_ms(q, k, global, local, NULL, NULL, 0, n);
+    double ms = timed_ms(q, k, global, local, NULL, NULL, 0, n, 1);
     if (ms > 0)
-        result = (double)global * iters * 8.0 * vec * 2.0 / ms * 1e-6;
+        result = (double)global * iters * chains * vec * 2.0 / ms * 1e-6;
 cleanup:
-    if (k)
-        clReleaseKernel(k);
-    if (out)
-        clReleaseMemObject(out);
-    clReleaseProgram(p);
+    clReleaseKernel(k);
     return result;
+}
+
+/* Every FMA kernel of one vector width; the best into out (a kernel that
+ * fails to build or run says so on stderr and counts for nothing). */
+static void measure_fma_width(cl_context c, cl_device_id d, cl_command_queue q, int vec, int have_fma, int n,
+                             bench_peaks *out)
+{
+    static char src[32768];
+    char options[32], name[32];
+    cl_int err;
+    if (!fma_source(src, sizeof src)) {
+        cl_fail("the FMA kernels' source", -1);
+        return;
+    }
+    snprintf(options, sizeof options, vec > 1 ? "-D FT=float%d" : "-D FT=float", vec);
+    cl_program p = build(c, d, src, options);
+    if (!p)
+        return;
+    cl_mem buf = clCreateBuffer(c, CL_MEM_WRITE_ONLY, out->fma_global * (size_t)vec * sizeof(float), NULL, &err);
+    if (err != CL_SUCCESS) {
+        clReleaseProgram(p);
+        cl_fail("clCreateBuffer for the FMA kernels", err);
+        return;
+    }
+    for (int o = 0; o < FMA_OPS; o++)
+        for (int k = 0; k < FMA_CHAIN_KINDS && (o || have_fma); k++) {
+            snprintf(name, sizeof name, "fma_%s_%d", fma_ops[o], fma_chains[k]);
+            double g = measure_fma_kernel(p, name, d, q, buf, vec, fma_chains[k], n, out->fma_global, out->fma_local);
+            out->fma_variants += g > 0;
+            if (g > out->fma_gflops) {
+                out->fma_gflops = g;
+                out->fma_vec = vec;
+                out->fma_chains = fma_chains[k];
+                out->fma_op = fma_ops[o];
+            }
+        }
+    clReleaseMemObject(buf);
+    clReleaseProgram(p);
 }
 
 int bench_measure_peaks(teeny_ctx *ctx, const bench_opts *o, bench_peaks *out)
@@ -250,14 +309,18 @@ int bench_measure_peaks(teeny_ctx *ctx, const bench_opts *o, bench_peaks *out)
     cl_command_queue q = teeny_ctx_cl_queue(ctx);
     cl_context c = NULL;
     cl_device_id d = NULL;
-    cl_uint units = 1;
+    cl_uint units = 1, native = 0, preferred = 0;
     cl_device_type type = 0;
+    cl_device_fp_config fp = 0;
     cl_int err;
     if ((err = clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof c, &c, NULL)) != CL_SUCCESS ||
         (err = clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof d, &d, NULL)) != CL_SUCCESS)
         return cl_fail("clGetCommandQueueInfo", err);
     clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL);
     clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof native, &native, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof preferred, &preferred, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
     if (teeny_ctx_finish(ctx) != TEENY_OK)
         return 1;
     int n = o->reps < 5 ? 5 : o->reps > 30 ? 30 : o->reps;
@@ -265,17 +328,25 @@ int bench_measure_peaks(teeny_ctx *ctx, const bench_opts *o, bench_peaks *out)
         return 1;
     int cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
     out->fma_local = cpu ? 16 : 256;
-    out->fma_global = (size_t)(units ? units : 1) * (cpu ? 4 : 8) * out->fma_local;
-    static const int widths[2] = {8, 16};
-    for (int i = 0; i < 2; i++) {
-        double g = measure_fma_vec(c, d, q, widths[i], n, out->fma_global, out->fma_local);
-        if (g > out->fma_gflops) {
-            out->fma_gflops = g;
-            out->fma_vec = widths[i];
-        }
+    out->fma_global = (size_t)(units ? units : 1) * 8 * out->fma_local;
+    out->fma_runs = n;
+    /* the widths the device names, and 16 (OpenCL's widest), each once;
+     * a width must be an OpenCL vector size */
+    int widths[3] = {0, 0, 16}, n_widths = 0;
+    const cl_uint named[2] = {native, preferred};
+    for (int i = 0; i < 2; i++)
+        if (named[i] == 1 || named[i] == 2 || named[i] == 4 || named[i] == 8 || named[i] == 16)
+            widths[n_widths++] = (int)named[i];
+    widths[n_widths++] = 16;
+    for (int i = 0; i < n_widths; i++) {
+        int seen = 0;
+        for (int j = 0; j < i; j++)
+            seen |= widths[j] == widths[i];
+        if (!seen)
+            measure_fma_width(c, d, q, widths[i], (fp & CL_FP_FMA) != 0, n, out);
     }
     if (out->fma_gflops <= 0) {
-        fprintf(stderr, "teeny-bench: the FMA-rate kernel did not run\n");
+        fprintf(stderr, "teeny-bench: the FMA-rate kernels did not run\n");
         return 1;
     }
     return 0;
