@@ -581,12 +581,27 @@ TEENY_INLINE void att_rows_store(__global float *m, int base, int sn, int nr, at
         m[base + r * sn] = t[r];
 }
 
-/* The block of rows of item g: matrix bh, first row, valid rows. */
+/* The block of rows of item g: matrix bh, first row, valid rows. An item
+ * past the last block (the grid is rounded up to the work-group) redoes
+ * the last block and stores nothing (nr = 0) rather than returning early:
+ * Mesa's llvmpipe warns that it treats kernel arguments read after a
+ * divergent return as uniform ("results may be incorrect"). */
 #define ATT_CPU_BLOCK(n)                                                                                          \
-    const int blocks = ((n) + ATT_CR - 1) / ATT_CR, g = get_global_id(0);                                          \
-    if (g >= bh_count * blocks)                                                                                    \
-        return;                                                                                                    \
-    const int bh = g / blocks, row0 = (g - bh * blocks) * ATT_CR, nr = min(ATT_CR, (n) - row0)
+    const int blocks = ((n) + ATT_CR - 1) / ATT_CR, g_ = get_global_id(0);                                         \
+    const int g = min(g_, bh_count * blocks - 1);                                                                  \
+    const int bh = g / blocks, row0 = (g - bh * blocks) * ATT_CR;                                                  \
+    const int nr = g_ == g ? min(ATT_CR, (n) - row0) : 0
+
+/* One launch of a CPU variant runs the blocks [seg_begin, seg_end) of its
+ * loop over keys (queries in dK/dV); a long loop is split into several
+ * launches (teeny__loop_budget: Mesa's llvmpipe ends a kernel's loops
+ * after 65535 trips in all). ATT_SEG_FIRST starts the accumulators at
+ * zero, else they are read back from where the previous launch left them
+ * (the outputs, unscaled; the forward's row max and sum in state);
+ * ATT_SEG_LAST finishes. Boundaries fall on whole blocks of ATT_KB, so
+ * the sums are the ones a single launch makes, bit for bit. */
+#define ATT_SEG_FIRST 1
+#define ATT_SEG_LAST 2
 
 /* Keys (queries in dK/dV) are taken in blocks of ATT_KB: one rescale of
  * the accumulators per block, and each private accumulator is read and
@@ -596,21 +611,34 @@ TEENY_INLINE void att_rows_store(__global float *m, int base, int sn, int nr, at
  * (LLVM 18: "Instruction Combining did not reach a fixpoint"). */
 #define ATT_KB 8
 
+/* state: the row max at [bh * n_q + row] and the row sum at [bh_count *
+ * n_q + bh * n_q + row] between the launches of a split loop. */
 __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *lse, int lse_off,
-                           int has_lse, int heads, int n_q, int n_k, int d, int dv, float scale, int bh_count)
+                           int has_lse, int heads, int n_q, int n_k, int d, int dv, float scale, int bh_count,
+                           __global float *state, int seg_begin, int seg_end, int seg)
 {
     ATT_CPU_BLOCK(n_q);
     const int qb = ATT_BASE(q) + row0 * q_sn, kb = ATT_BASE(k), vb = ATT_BASE(v), ob = ATT_BASE(o) + row0 * o_sn;
-    attv qr[ATT_DQ], acc[ATT_DV], m = (attv)(-INFINITY), l = (attv)(0.0f);
+    const int mrow = bh * n_q + row0, lrow = bh_count * n_q + mrow;
+    attv qr[ATT_DQ], acc[ATT_DV], m, l;
     for (int c = 0; c < d; c++)
         qr[c] = att_rows(q, qb + c * q_sd, q_sn, nr) * scale;
-    for (int c = 0; c < dv; c++)
-        acc[c] = (attv)(0.0f);
+    if (seg & ATT_SEG_FIRST) {
+        m = (attv)(-INFINITY);
+        l = (attv)(0.0f);
+        for (int c = 0; c < dv; c++)
+            acc[c] = (attv)(0.0f);
+    } else {
+        m = att_rows(state, mrow, 1, nr);
+        l = att_rows(state, lrow, 1, nr);
+        for (int c = 0; c < dv; c++)
+            acc[c] = att_rows(o, ob + c * o_sd, o_sn, nr);
+    }
     /* a block's ATT_KB keys share each load of q[c] and each
      * read-modify-write of acc[c] (the sums' order is the same as key by
      * key); a short last block reads its last key again with p = 0 */
-    for (int j0 = 0; j0 < n_k; j0 += ATT_KB) {
-        const int nk = min(ATT_KB, n_k - j0);
+    for (int j0 = seg_begin; j0 < seg_end; j0 += ATT_KB) {
+        const int nk = min(ATT_KB, seg_end - j0);
         int kr[ATT_KB], vr[ATT_KB];
         attv s[ATT_KB], p[ATT_KB], mx = m;
         TEENY_UNROLL
@@ -643,6 +671,13 @@ __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __glo
             acc[c] = a;
         }
     }
+    if (!(seg & ATT_SEG_LAST)) {
+        for (int c = 0; c < dv; c++)
+            att_rows_store(o, ob + c * o_sd, o_sn, nr, acc[c]);
+        att_rows_store(state, mrow, 1, nr, m);
+        att_rows_store(state, lrow, 1, nr, l);
+        return;
+    }
     const attv inv = 1.0f / l, row_lse = m + log(l);
     for (int c = 0; c < dv; c++)
         att_rows_store(o, ob + c * o_sd, o_sn, nr, acc[c] * inv);
@@ -654,22 +689,27 @@ __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __glo
  * in order (want: bit 0 dK, bit 1 dV). */
 __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse,
                                 int lse_off, __global const float *di, ATT_OUT(dk), ATT_OUT(dv), int want, int heads,
-                                int n_q, int n_k, int d, int dvn, float scale, int bh_count)
+                                int n_q, int n_k, int d, int dvn, float scale, int bh_count, int seg_begin,
+                                int seg_end, int seg)
 {
     ATT_CPU_BLOCK(n_k);
     const int qb = ATT_BASE(q), kb = ATT_BASE(k) + row0 * k_sn, vb = ATT_BASE(v) + row0 * v_sn, gb = ATT_BASE(d_o);
+    const int dkb = ATT_BASE(dk) + row0 * dk_sn, dvb = ATT_BASE(dv) + row0 * dv_sn;
+    /* an output not wanted may stand in for the other: never read or
+     * written */
+    const int resume = !(seg & ATT_SEG_FIRST);
     attv kr[ATT_DQ], vr[ATT_DV], ak[ATT_DQ], av[ATT_DV];
     for (int c = 0; c < d; c++) {
         kr[c] = att_rows(k, kb + c * k_sd, k_sn, nr) * scale;
-        ak[c] = (attv)(0.0f);
+        ak[c] = resume && (want & 1) ? att_rows(dk, dkb + c * dk_sd, dk_sn, nr) : (attv)(0.0f);
     }
     for (int c = 0; c < dvn; c++) {
         vr[c] = att_rows(v, vb + c * v_sd, v_sn, nr);
-        av[c] = (attv)(0.0f);
+        av[c] = resume && (want & 2) ? att_rows(dv, dvb + c * dv_sd, dv_sn, nr) : (attv)(0.0f);
     }
     /* queries in blocks of ATT_KB, as attn_fwd_cpu's keys (same order) */
-    for (int i0 = 0; i0 < n_q; i0 += ATT_KB) {
-        const int ni = min(ATT_KB, n_q - i0);
+    for (int i0 = seg_begin; i0 < seg_end; i0 += ATT_KB) {
+        const int ni = min(ATT_KB, seg_end - i0);
         int qi[ATT_KB], gi[ATT_KB];
         attv s[ATT_KB], dp[ATT_KB], p[ATT_KB], ds[ATT_KB];
         TEENY_UNROLL
@@ -712,32 +752,34 @@ __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o)
             ak[c] = a;
         }
     }
+    const float ks = seg & ATT_SEG_LAST ? scale : 1.0f;
     if (want & 1)
         for (int c = 0; c < d; c++)
-            att_rows_store(dk, ATT_BASE(dk) + row0 * dk_sn + c * dk_sd, dk_sn, nr, ak[c] * scale);
+            att_rows_store(dk, dkb + c * dk_sd, dk_sn, nr, ak[c] * ks);
     if (want & 2)
         for (int c = 0; c < dvn; c++)
-            att_rows_store(dv, ATT_BASE(dv) + row0 * dv_sn + c * dv_sd, dv_sn, nr, av[c]);
+            att_rows_store(dv, dvb + c * dv_sd, dv_sn, nr, av[c]);
 }
 
 /* Item (bh, query block): dQ = scale dS K over every key in order. */
 __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse,
                               int lse_off, __global const float *di, ATT_OUT(dq), int heads, int n_q, int n_k, int d,
-                              int dvn, float scale, int bh_count)
+                              int dvn, float scale, int bh_count, int seg_begin, int seg_end, int seg)
 {
     ATT_CPU_BLOCK(n_q);
     const int qb = ATT_BASE(q) + row0 * q_sn, kb = ATT_BASE(k), vb = ATT_BASE(v), gb = ATT_BASE(d_o) + row0 * d_o_sn;
+    const int dqb = ATT_BASE(dq) + row0 * dq_sn, resume = !(seg & ATT_SEG_FIRST);
     attv qr[ATT_DQ], gr[ATT_DV], acc[ATT_DQ];
     for (int c = 0; c < d; c++) {
         qr[c] = att_rows(q, qb + c * q_sd, q_sn, nr) * scale;
-        acc[c] = (attv)(0.0f);
+        acc[c] = resume ? att_rows(dq, dqb + c * dq_sd, dq_sn, nr) : (attv)(0.0f);
     }
     for (int c = 0; c < dvn; c++)
         gr[c] = att_rows(d_o, gb + c * d_o_sd, d_o_sn, nr);
     const attv lr = att_rows(lse, lse_off + bh * n_q + row0, 1, nr), dr = att_rows(di, bh * n_q + row0, 1, nr);
     /* keys in blocks of ATT_KB, as attn_fwd_cpu's (same order) */
-    for (int j0 = 0; j0 < n_k; j0 += ATT_KB) {
-        const int nk = min(ATT_KB, n_k - j0);
+    for (int j0 = seg_begin; j0 < seg_end; j0 += ATT_KB) {
+        const int nk = min(ATT_KB, seg_end - j0);
         int kj[ATT_KB], vj[ATT_KB];
         attv s[ATT_KB], dp[ATT_KB], ds[ATT_KB];
         TEENY_UNROLL
@@ -769,6 +811,7 @@ __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), 
             acc[c] = a;
         }
     }
+    const float qs = seg & ATT_SEG_LAST ? scale : 1.0f;
     for (int c = 0; c < d; c++)
-        att_rows_store(dq, ATT_BASE(dq) + row0 * dq_sn + c * dq_sd, dq_sn, nr, acc[c] * scale);
+        att_rows_store(dq, dqb + c * dq_sd, dq_sn, nr, acc[c] * qs);
 }

@@ -61,6 +61,8 @@ struct teeny_ctx {
     int hw_fma;               /* CL_FP_FMA in CL_DEVICE_SINGLE_FP_CONFIG: fma() is one instruction */
     int known_compiler;       /* the compiler takes TEENY_HINTS (device.c) */
     int build_warnings;       /* successful builds whose log warned (build.c; the tests want 0) */
+    int loop_probed;          /* loop_limit is known (probe.c) */
+    int64_t loop_limit;       /* trips a work-item's loops may run in all; 0: no limit (probe.c) */
     teeny__program *programs; /* in-memory program cache (build.c) */
     teeny__release_fn release_hooks[TEENY__RELEASE_HOOKS]; /* run at destruction, newest first */
     int n_release_hooks;
@@ -219,6 +221,14 @@ size_t teeny__cpu_local(const teeny_ctx *ctx, size_t items);
 /* teeny__kernel_get + teeny__set_arg_list + teeny__launch. */
 teeny_status teeny__run_kernel(teeny_ctx *ctx, const char *family, const char *options, const char *kernel_name,
                                const teeny__karg *a, int n, int dims, const size_t *global, const size_t *local);
+
+/* ---- probes (probe.c) ----
+ * The loop trips one work-item of a kernel may run in all on this device
+ * (half the limit it showed, a margin for the ops' estimates), INT64_MAX
+ * where loops are not limited. Probed by running a kernel on first use (a
+ * host sync; not recorded). Ops whose per-item trips grow with the
+ * problem split their launches to stay under it. */
+teeny_status teeny__loop_budget(teeny_ctx *ctx, int64_t *budget);
 
 /* Fill n floats of buf from element offset off with value (recordable). */
 teeny_status teeny__fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value);

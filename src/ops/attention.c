@@ -269,20 +269,83 @@ static teeny_status launch_tiled(teeny_ctx *ctx, const att_plan *pl, const char 
 }
 
 /* The CPU variants (ctx->cpu_kernels): one work-item per pl->cr rows of
- * one matrix, no local memory; the tiles are not used. */
+ * one matrix, no local memory; the tiles are not used. Each item loops over
+ * every key (query, in dK/dV) in blocks of ATT_CPU_KB, so where a device
+ * limits the loop trips of a work-item (teeny__loop_budget) the loop is
+ * split into launches of at most that many trips each. */
 
-static teeny_status launch_cpu(teeny_ctx *ctx, const att_plan *pl, const char *name, att_arg *a, int n, int rows,
-                               int bh)
+#define ATT_CPU_KB 8     /* ATT_KB of cl/attention.cl: keys per block */
+#define ATT_SEG_FIRST 1  /* as cl/attention.cl */
+#define ATT_SEG_LAST 2
+
+typedef struct {
+    int fixed_rows;      /* row vectors an item loads or stores (q, the accumulators, ...) */
+    int per_block;       /* loops over a head dim per block of keys */
+} att_cpu_trips;
+
+/* An item's loop trips, counting every loop entry once more than its
+ * trips (a compiler may leave that): the row loads and stores take
+ * pl->cr + 1 each (fixed), and each block of keys ATT_CPU_KB + 1 per
+ * element of the head dims it loops over plus four loops over its keys
+ * (per_block). Measured on Mesa's llvmpipe, whose limit is 65535: the
+ * forward at d 64, dv 128 fails from 288 keys (passes at 264); this
+ * says from 281. */
+static int64_t cpu_fixed_trips(const att_plan *pl, att_cpu_trips t)
 {
-    cl_kernel k;
-    a[n++] = ARG(bh);
+    return (int64_t)t.fixed_rows * (pl->cr + 1);
+}
+
+static int64_t cpu_block_trips(att_cpu_trips t)
+{
+    return (int64_t)(t.per_block + 4) * (ATT_CPU_KB + 1) + 1;
+}
+
+/* Launch name over the loop of loop_len keys (queries) in as few launches
+ * as the loop budget allows, each a whole number of blocks. stand_in:
+ * the forward's state argument (the kernel needs it only when split: then
+ * workspace of 2 floats per row takes its place). */
+static teeny_status launch_cpu(teeny_ctx *ctx, const att_plan *pl, const char *name, att_arg *a, int n, int rows,
+                               int bh, int loop_len, att_cpu_trips trips, const cl_mem *stand_in)
+{
+    int64_t budget, n_blocks = (loop_len + ATT_CPU_KB - 1) / ATT_CPU_KB, per_launch, launches;
+    teeny_status st = teeny__loop_budget(ctx, &budget);
+    if (st != TEENY_OK)
+        return st;
+    int64_t fixed = cpu_fixed_trips(pl, trips), block = cpu_block_trips(trips);
+    if (fixed + block > budget)
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
+                            "%s: one block of %d keys needs about %lld loop trips per work-item; %s ends a "
+                            "kernel's loops after %lld", name, ATT_CPU_KB, (long long)(fixed + block),
+                            ctx->info.device_name, (long long)ctx->loop_limit);
+    per_launch = (budget - fixed) / block;
+    if (per_launch > n_blocks)
+        per_launch = n_blocks;
+    launches = (n_blocks + per_launch - 1) / per_launch;
+    per_launch = (n_blocks + launches - 1) / launches; /* even launches */
     size_t items = (size_t)bh * (size_t)((rows + pl->cr - 1) / pl->cr);
-    teeny_status st = teeny__kernel_get(ctx, "attention", pl->options, name, &k);
-    if (st == TEENY_OK)
-        st = set_args(ctx, k, name, a, n);
-    if (st == TEENY_OK) {
-        size_t local = teeny__local_clamp(ctx, k, name, teeny__cpu_local(ctx, items));
-        st = teeny__launch(ctx, k, name, 1, &items, &local);
+    cl_mem state = stand_in ? *stand_in : NULL;
+    if (stand_in && launches > 1 &&
+        (st = teeny__scratch(ctx, (size_t)2 * (size_t)bh * (size_t)rows * sizeof(float), &state)) != TEENY_OK)
+        return st;
+    a[n++] = ARG(bh);
+    if (stand_in)
+        a[n++] = ARG(state);
+    int seg_begin, seg_end, seg, n_args = n + 3;
+    a[n++] = ARG(seg_begin);
+    a[n++] = ARG(seg_end);
+    a[n++] = ARG(seg);
+    for (int64_t b = 0; b < n_blocks && st == TEENY_OK; b += per_launch) {
+        cl_kernel k;
+        seg_begin = (int)(b * ATT_CPU_KB);
+        seg_end = b + per_launch >= n_blocks ? loop_len : (int)((b + per_launch) * ATT_CPU_KB);
+        seg = (b == 0 ? ATT_SEG_FIRST : 0) | (b + per_launch >= n_blocks ? ATT_SEG_LAST : 0);
+        st = teeny__kernel_get(ctx, "attention", pl->options, name, &k);
+        if (st == TEENY_OK)
+            st = set_args(ctx, k, name, a, n_args);
+        if (st == TEENY_OK) {
+            size_t local = teeny__local_clamp(ctx, k, name, teeny__cpu_local(ctx, items));
+            st = teeny__launch(ctx, k, name, 1, &items, &local);
+        }
     }
     return st;
 }
@@ -290,7 +353,7 @@ static teeny_status launch_cpu(teeny_ctx *ctx, const att_plan *pl, const char *n
 teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *p)
 {
     att_plan pl;
-    att_arg a[40];
+    att_arg a[44];
     int n = 0, has_lse = p->lse != NULL;
     cl_mem lse = has_lse ? p->lse : p->o.buf; /* a stand-in the kernel never writes */
     teeny_status st = plan_make(ctx, p->d, p->dv, &pl);
@@ -311,15 +374,17 @@ teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *
     a[n++] = ARG(p->d);
     a[n++] = ARG(p->dv);
     a[n++] = ARG(p->scale);
-    if (ctx->cpu_kernels)
-        return launch_cpu(ctx, &pl, "attn_fwd_cpu", a, n, p->n_q, p->bh);
+    if (ctx->cpu_kernels) {
+        att_cpu_trips t = {p->d + 2 * p->dv + 3, p->d + p->dv};
+        return launch_cpu(ctx, &pl, "attn_fwd_cpu", a, n, p->n_q, p->bh, p->n_k, t, &p->o.buf);
+    }
     return launch_tiled(ctx, &pl, "attn_fwd", a, n, pl.fw, p->n_q, p->bh);
 }
 
 teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem *p)
 {
     att_plan pl;
-    att_arg a[48];
+    att_arg a[56];
     cl_mem di;
     cl_kernel k;
     int n;
@@ -375,7 +440,8 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         a[n++] = ARG(p->d);
         a[n++] = ARG(p->dv);
         a[n++] = ARG(p->scale);
-        st = ctx->cpu_kernels ? launch_cpu(ctx, &pl, "attn_bwd_dkdv_cpu", a, n, p->n_k, p->bh)
+        att_cpu_trips t = {3 * (p->d + p->dv), 2 * (p->d + p->dv)};
+        st = ctx->cpu_kernels ? launch_cpu(ctx, &pl, "attn_bwd_dkdv_cpu", a, n, p->n_k, p->bh, p->n_q, t, NULL)
                               : launch_tiled(ctx, &pl, "attn_bwd_dkdv", a, n, pl.kv, p->n_k, p->bh);
         if (st != TEENY_OK)
             return st;
@@ -388,7 +454,8 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         a[n++] = ARG(p->d);
         a[n++] = ARG(p->dv);
         a[n++] = ARG(p->scale);
-        st = ctx->cpu_kernels ? launch_cpu(ctx, &pl, "attn_bwd_dq_cpu", a, n, p->n_q, p->bh)
+        att_cpu_trips t = {3 * p->d + p->dv + 2, 2 * p->d + p->dv};
+        st = ctx->cpu_kernels ? launch_cpu(ctx, &pl, "attn_bwd_dq_cpu", a, n, p->n_q, p->bh, p->n_k, t, NULL)
                               : launch_tiled(ctx, &pl, "attn_bwd_dq", a, n, pl.qg, p->n_q, p->bh);
         if (st != TEENY_OK)
             return st;
