@@ -312,6 +312,12 @@ teeny_status teeny__write_file_atomic_msg(const char *path, const void *const *p
  * the descriptor, or -1 with the reason in *why (static text) and errno
  * set (EISDIR for a directory, EINVAL for another non-regular file). */
 int teeny__open_regular(const char *path, const char **why);
+/* Read the whole regular file at path (opened as above) into *buf, NUL-
+ * terminated (caller frees with teeny__free), its size in *len. TEENY_OK,
+ * or TEENY_ERR_IO (errno kept from a failed open: ENOENT for a missing
+ * file), TEENY_ERR_RANGE or TEENY_ERR_NOMEM with the reason in msg;
+ * records nothing. */
+teeny_status teeny__read_file(const char *path, unsigned char **buf, size_t *len, char *msg, size_t cap);
 
 /* ---- small helpers (util.c) ---- */
 void teeny__strlcpy(char *dst, const char *src, size_t cap);

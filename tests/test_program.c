@@ -3,7 +3,8 @@
  * corrupt and truncated entries rebuilt, crafted entries (a valid header
  * over a truncated or foreign binary, another build's key, a FIFO or a
  * directory in its place) rebuilt and rewritten, TEENY_NO_CACHE, concurrent
- * builders, TEENY_KERNEL_DIR, the build-failure path with its log, and the
+ * builders, TEENY_KERNEL_DIR (a FIFO there fails at once), the
+ * build-failure path with its log, and the
  * profiler: a profile longer than its first event block, and the event
  * list failing to grow.
  */
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <zlib.h>
@@ -431,6 +433,51 @@ START_TEST(test_program_build_failure)
 }
 END_TEST
 
+/* A FIFO named <family>.cl in TEENY_KERNEL_DIR (no writer: a plain open
+ * blocks forever): the build fails at once with TEENY_ERR_IO naming the
+ * file and why, and changes nothing. SIGALRM ends the run if it blocks. */
+START_TEST(test_program_kernel_dir_fifo)
+{
+    char dir[256], path[300];
+    size_t len;
+    const char *common = teeny__kernel_source("common", &len);
+    ck_assert(common != NULL);
+    snprintf(dir, sizeof dir, "/tmp/teenycl-test-kfifo-%ld", (long)getpid());
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(path, sizeof path, "%s/common.cl", dir);
+    write_text(path, common, len);
+    snprintf(path, sizeof path, "%s/elementwise.cl", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    setenv("TEENY_KERNEL_DIR", dir, 1);
+    setenv("TEENY_NO_CACHE", "1", 1);
+
+    teeny_ctx *ctx = NULL;
+    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+    int64_t shape[1] = {4};
+    teeny_tensor *a = th_tensor(ctx, 1, shape), *y = th_tensor(ctx, 1, shape);
+    TH_OK(ctx, teeny_tensor_fill(a, 1.0f));
+    TH_OK(ctx, teeny_tensor_fill(y, -3.0f));
+    alarm(60);
+    double t0 = (double)time(NULL);
+    TH_STATUS(ctx, TEENY_ERR_IO, teeny_add(ctx, a, a, y));
+    alarm(0);
+    ck_assert_msg((double)time(NULL) - t0 < 5.0, "the build took %.0f s", (double)time(NULL) - t0);
+    const char *msg = teeny_last_error(ctx);
+    ck_assert_msg(strstr(msg, path) && strstr(msg, "TEENY_KERNEL_DIR") && strstr(msg, "not a regular file"),
+                  "message: %s", msg);
+    th_expect_all(y, -3.0f);
+    unsetenv("TEENY_KERNEL_DIR");
+    unsetenv("TEENY_NO_CACHE");
+    teeny_tensor_destroy(a);
+    teeny_tensor_destroy(y);
+    teeny_ctx_destroy(ctx);
+    remove(path);
+    snprintf(path, sizeof path, "%s/common.cl", dir);
+    remove(path);
+    rmdir(dir);
+}
+END_TEST
+
 /* The profiler keeps every launch: more than its first 4,096-event block
  * (it used to stop there and under-report), and a second profile starts
  * from zero. */
@@ -529,6 +576,7 @@ Suite *suite_program(void)
     tcase_add_test(tc, test_program_profile_many);
     tcase_add_test(tc, test_program_profile_grow_fails);
     tcase_add_test(err, test_program_build_failure);
+    tcase_add_test(err, test_program_kernel_dir_fifo);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, err);
     return s;

@@ -22,13 +22,10 @@
  * is safetensors_write.c, the shared keys and helpers are in
  * safetensors_internal.h.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -101,41 +98,9 @@ static int json_uint(const cJSON *x, uint64_t *out)
 
 static teeny_status read_whole(const char *path, teeny_st_file *f)
 {
-    teeny_status st = TEENY_OK;
-    struct stat sb;
-    const char *why;
-    size_t done = 0;
-    int fd = teeny__open_regular(path, &why);
-    if (fd < 0)
-        return teeny__error(NULL, TEENY_ERR_IO, "safetensors %s: cannot open: %s", path, why);
-    if (fstat(fd, &sb) != 0) {
-        st = teeny__error(NULL, TEENY_ERR_IO, "safetensors %s: cannot stat: %s", path, strerror(errno));
-        goto done;
-    }
-    if ((uint64_t)sb.st_size > SIZE_MAX - 1) {
-        st = teeny__error(NULL, TEENY_ERR_RANGE, "safetensors %s: too large for this host", path);
-        goto done;
-    }
-    f->size = (size_t)sb.st_size;
-    f->buf = teeny__malloc(f->size ? f->size : 1);
-    if (!f->buf) {
-        st = teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory for %zu bytes", path, f->size);
-        goto done;
-    }
-    while (done < f->size) {
-        ssize_t r = read(fd, f->buf + done, f->size - done);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            st = teeny__error(NULL, TEENY_ERR_IO, "safetensors %s: reading %zu bytes failed: %s", path, f->size,
-                              r < 0 ? strerror(errno) : "the file shrank while being read");
-            goto done;
-        }
-        done += (size_t)r;
-    }
-done:
-    close(fd);
-    return st;
+    char msg[256];
+    teeny_status st = teeny__read_file(path, &f->buf, &f->size, msg, sizeof msg);
+    return st == TEENY_OK ? st : teeny__error(NULL, st, "safetensors %s: %s", path, msg);
 }
 
 /* Verify teenycl_header_checksum: the header bytes with its digits zeroed. */

@@ -49,31 +49,6 @@ const char *teeny__kernel_source(const char *family, size_t *len)
     return NULL;
 }
 
-/* Read a whole file into a NUL-terminated buffer (caller frees). */
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long size;
-    if (!f)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)
-        goto done;
-    buf = teeny__malloc((size_t)size + 1);
-    if (!buf)
-        goto done;
-    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
-        teeny__free(buf);
-        buf = NULL;
-        goto done;
-    }
-    buf[size] = '\0';
-    *len = (size_t)size;
-done:
-    fclose(f);
-    return buf;
-}
-
 /* common.cl followed by <family>.cl, from TEENY_KERNEL_DIR when set. */
 static teeny_status program_source(teeny_ctx *ctx, const char *family, char **out)
 {
@@ -85,11 +60,12 @@ static teeny_status program_source(teeny_ctx *ctx, const char *family, char **ou
 
     for (int i = 0; i < 2; i++) {
         if (dir && *dir) {
-            char path[4096];
+            char path[4096], why[256];
             snprintf(path, sizeof path, "%s/%s.cl", dir, parts[i]);
-            text[i] = read_file(path, &lens[i]);
-            if (!text[i]) {
-                st = teeny__error(ctx, TEENY_ERR_IO, "cannot read kernel source %s (TEENY_KERNEL_DIR)", path);
+            /* a regular file only: a FIFO there must not block the build */
+            st = teeny__read_file(path, (unsigned char **)&text[i], &lens[i], why, sizeof why);
+            if (st != TEENY_OK) {
+                st = teeny__error(ctx, st, "cannot read kernel source %s (TEENY_KERNEL_DIR): %s", path, why);
                 goto cleanup;
             }
         } else {

@@ -120,38 +120,21 @@ static uint32_t header_crc(const unsigned char *head, const char *key, size_t ke
  * or 0 when absent or unusable (then rebuilt and overwritten). */
 int teeny__cache_load(const char *path, const char *key, unsigned char **bin, size_t *len, char **names)
 {
-    const char *why = NULL;
+    char msg[256];
+    const char *why = msg;
     unsigned char *file = NULL;
-    struct stat sb;
-    size_t size, done = 0, key_len = strlen(key), names_len;
+    size_t size = 0, key_len = strlen(key), names_len;
     uint64_t payload_len;
-    int fd = teeny__open_regular(path, &why), ok = 0;
+    int ok = 0;
     *bin = NULL;
     *names = NULL;
-    if (fd < 0) {
-        if (errno != ENOENT)
-            teeny__log(TEENY_LOG_WARN, "kernel cache entry %s: %s; rebuilding", path, why);
-        return 0;
-    }
-    if (fstat(fd, &sb) != 0 || sb.st_size < CACHE_HEADER || (uint64_t)sb.st_size > SIZE_MAX / 2) {
-        why = "too short";
+    if (teeny__read_file(path, &file, &size, msg, sizeof msg) != TEENY_OK) {
+        if (errno == ENOENT)
+            return 0; /* a plain miss */
         goto done;
-    }
-    size = (size_t)sb.st_size;
-    if (!(file = teeny__malloc(size))) {
-        why = "out of host memory";
-        goto done;
-    }
-    while (done < size) {
-        ssize_t r = read(fd, file + done, size - done);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        done += (size_t)r;
     }
     why = "truncated, padded or not an entry";
-    if (done != size || memcmp(file, CACHE_MAGIC, 8) != 0)
+    if (size < CACHE_HEADER || memcmp(file, CACHE_MAGIC, 8) != 0)
         goto done;
     names_len = get_le32(file + 12);
     payload_len = (uint64_t)get_le32(file + 16) | (uint64_t)get_le32(file + 20) << 32;
@@ -181,7 +164,6 @@ int teeny__cache_load(const char *path, const char *key, unsigned char **bin, si
     *len = (size_t)payload_len;
     ok = 1;
 done:
-    close(fd);
     teeny__free(file);
     if (!ok) {
         teeny__log(TEENY_LOG_WARN, "kernel cache entry %s: %s; rebuilding it", path, why);
