@@ -187,6 +187,10 @@ int teeny__cache_key(const teeny_ctx *ctx, const char *dir, const char *src, con
 /* The entry at path for key: its binary and kernel names (caller frees
  * both), or 0 when absent or unusable (logged; the caller rebuilds). */
 int teeny__cache_load(const char *path, const char *key, unsigned char **bin, size_t *len, char **names);
+/* Whether a program built from an entry holds the right kernels: have (its
+ * kernel names, ";"-separated) are the names stored in the entry, in any
+ * order, and each is declared in src, the family's source. */
+int teeny__cache_names_ok(const char *have, const char *stored, const char *src);
 /* Write an entry atomically; failures are logged and cost a rebuild later. */
 void teeny__cache_store(const char *dir, const char *path, const char *key, const char *names,
                         const unsigned char *bin, size_t len);

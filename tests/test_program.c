@@ -1,7 +1,8 @@
 /*
  * test_program.c -- the kernel-build layer: cold build, warm disk-cache hit,
  * corrupt and truncated entries rebuilt, crafted entries (a valid header
- * over a truncated or foreign binary, another build's key, a FIFO or a
+ * over a truncated or foreign binary, another family's binary with its
+ * own kernel names, another build's key, a FIFO or a
  * directory in its place) rebuilt and rewritten, TEENY_NO_CACHE, concurrent
  * builders, TEENY_KERNEL_DIR (a FIFO there fails at once), the
  * build-failure path with its log, and the
@@ -322,6 +323,20 @@ START_TEST(test_program_cache_crafted)
     /* the same made self-consistent: it builds, but holds other kernels */
     entry_write(add_path, &add, other_bin, other.payload_len, 1);
     expect_rebuilt(add_path, "self-consistent foreign payload");
+    /* and with the other program's kernel names too: the names stored
+     * agree with the binary, but add's family declares none of them */
+    {
+        entry forged = add;
+        size_t key_end = 32 + add.key_len;
+        forged.names_len = other.names_len;
+        forged.file = th_malloc(key_end + other.names_len);
+        memcpy(forged.file, add.file, key_end);
+        memcpy(forged.file + key_end, other.file + 32 + other.key_len, other.names_len);
+        put32(forged.file + 12, (uint32_t)other.names_len);
+        entry_write(add_path, &forged, other_bin, other.payload_len, 1);
+        free(forged.file);
+        expect_rebuilt(add_path, "another family's binary and kernel names");
+    }
     /* this entry with its key changed (another driver version, say) and
      * the checksums made to match */
     add.file[32 + add.key_len - 2] ^= 1;
