@@ -473,7 +473,11 @@ typedef struct teeny_st_writer teeny_st_writer;
 /* Caller frees with teeny_st_writer_destroy. */
 TEENY_API teeny_status teeny_st_writer_create(teeny_st_writer **out);
 TEENY_API void teeny_st_writer_destroy(teeny_st_writer *w);
-/* Add an F32 tensor; t is borrowed until teeny_st_write (read then). */
+/* Add an F32 tensor, read at teeny_st_write. The writer holds a reference
+ * to t until teeny_st_writer_destroy: a t destroyed before the write makes
+ * teeny_st_write fail with TEENY_ERR_ARG (no file written), and t's device
+ * memory is released when the writer is destroyed. The writer then counts
+ * as a user of t's context (one thread at a time). */
 TEENY_API teeny_status teeny_st_add_tensor(teeny_st_writer *w, const char *name, const teeny_tensor *t);
 /* Add an I64 tensor of ndim 0..TEENY_ST_MAX_DIMS (0: a scalar) from host
  * values (copied now), e.g. batch-norm's num_batches_tracked. */

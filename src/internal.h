@@ -82,7 +82,7 @@ struct teeny_ctx {
 struct teeny_tensor {
     teeny_ctx *ctx;
     teeny_tensor *base; /* a view keeps its base alive */
-    int refs;           /* 1 for the handle + 1 per view */
+    int refs;           /* 1 for the handle + 1 per view or other holder (teeny__tensor_hold) */
     int handle_alive;
     cl_mem buf;
     size_t offset;      /* in elements, from the start of buf */
@@ -297,6 +297,12 @@ teeny_status teeny__check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_t
 teeny_status teeny__check_alias(teeny_ctx *ctx, const teeny_tensor *out, const char *out_name,
                                 const teeny_tensor *in, const char *in_name, int exact_ok);
 int teeny__ctx_check(const teeny_ctx *ctx);
+/* Keep t's struct and storage alive past teeny_tensor_destroy (which then
+ * only clears handle_alive) until the matching drop: how a holder such as
+ * the safetensors writer tells a destroyed tensor without reading freed
+ * memory. */
+void teeny__tensor_hold(teeny_tensor *t);
+void teeny__tensor_drop(teeny_tensor *t);
 
 /* int32 element offset of a tensor, for kernels. */
 static inline int teeny__off(const teeny_tensor *t) { return (int)t->offset; }
