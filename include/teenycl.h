@@ -491,7 +491,8 @@ TEENY_API teeny_status teeny_st_add_metadata(teeny_st_writer *w, const char *key
 TEENY_API teeny_status teeny_st_write(teeny_st_writer *w, const char *path);
 
 typedef struct teeny_st_file teeny_st_file;
-/* Read and validate the whole file into host memory: header JSON, dtypes
+/* Read and validate the whole file into host memory: header JSON (UTF-8,
+ * no NUL character in any string, no empty tensor name), dtypes
  * (F32, I64), shapes, data_offsets (inside the data section, contiguous,
  * non-overlapping, sizes matching), file size and checksums. Caller frees
  * with teeny_st_file_destroy; NULL is a no-op. */

@@ -342,5 +342,9 @@ uint64_t teeny__fnv1a64(uint64_t h, const void *data, size_t len);
 int teeny__grow(void **arr, int *cap, int n, size_t elem);
 /* "[2, 3, 4]" into buf (truncated to cap); returns buf. */
 const char *teeny__dims_str(const int64_t *shape, int ndim, char *buf, size_t cap);
+/* Whether n bytes of text are well-formed UTF-8 (no overlong forms,
+ * surrogates or code points past U+10FFFF); if not, the first bad byte's
+ * offset goes to *bad (may be NULL). */
+int teeny__utf8_valid(const void *text, size_t n, size_t *bad);
 
 #endif

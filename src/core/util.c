@@ -2,8 +2,9 @@
  * util.c -- the library's small host helpers, one copy of each: bounded
  * string copy, case-insensitive substring search (device and vendor names),
  * FNV-1a 64 (kernel-cache keys and checkpoint checksums), growing an array
- * by doubling, and "[2, 3, 4]" shape text for error messages. No OpenCL and
- * no context here: every other layer may call them.
+ * by doubling, "[2, 3, 4]" shape text for error messages, and UTF-8
+ * validation (file headers). No OpenCL and no context here: every other
+ * layer may call them.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -76,4 +77,32 @@ const char *teeny__dims_str(const int64_t *shape, int ndim, char *buf, size_t ca
     if (len < cap)
         snprintf(buf + len, cap - len, "]");
     return buf;
+}
+
+int teeny__utf8_valid(const void *text, size_t n, size_t *bad)
+{
+    const unsigned char *p = text;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+        uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+        if (!len || len > n - i)
+            goto invalid;
+        for (size_t k = 1; k < len; k++) {
+            if ((p[i + k] & 0xc0) != 0x80)
+                goto invalid;
+            cp = cp << 6 | (p[i + k] & 0x3f);
+        }
+        /* overlong forms, UTF-16 surrogates and code points past U+10FFFF */
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+            (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+            goto invalid;
+        i += len;
+        continue;
+    invalid:
+        if (bad)
+            *bad = i;
+        return 0;
+    }
+    return 1;
 }
