@@ -149,10 +149,16 @@ typedef struct teeny_tensor teeny_tensor;
  *   NULL or ""      TEENY_DEVICE, else the first GPU, else the first CPU
  *   "cpu", "gpu"    the first device of that type
  *   "pocl", "nvidia", "amd", "intel"   the first device of that platform/vendor
- *   "P:D"           platform P, device D (indices as teeny-info lists them)
+ *   "P:D"           platform P, device D (decimal indices as teeny-info lists them)
  *   other text      the first device whose name contains it (any case)
- * An unknown spec fails with TEENY_ERR_NO_DEVICE; teeny_last_error(NULL)
- * then lists the devices that exist. Caller frees with teeny_ctx_destroy. */
+ * A spec that no device matches fails with TEENY_ERR_NO_DEVICE;
+ * teeny_last_error(NULL) then lists the devices that exist. A malformed
+ * "P:D" (an index that is not a decimal number in int range, a sign, a
+ * blank: "4294967296:0", "-1:0", "0:0 ") and an empty TEENY_DEVICE fail
+ * with TEENY_ERR_ARG. Both create functions first check the environment
+ * variables the library reads (README, "Environment"): an empty value or
+ * one outside a variable's documented values fails with TEENY_ERR_ARG
+ * naming it. Caller frees with teeny_ctx_destroy. */
 TEENY_API teeny_status teeny_ctx_create(const char *device_spec, teeny_ctx **out);
 /* Use an application's own OpenCL objects. q must be an in-order queue on
  * device d of context c. All three are retained and released, never

@@ -346,5 +346,21 @@ const char *teeny__dims_str(const int64_t *shape, int ndim, char *buf, size_t ca
  * surrogates or code points past U+10FFFF); if not, the first bad byte's
  * offset goes to *bad (may be NULL). */
 int teeny__utf8_valid(const void *text, size_t n, size_t *bad);
+/* The one strict number parser, for every number read from the
+ * environment or a spec: len bytes of text must be a whole decimal integer
+ * in [lo, hi] -- digits, with one leading '-' only where lo < 0; no '+',
+ * blank, base prefix, exponent or trailing text; no wrap-around. 1 with
+ * *out set, else 0 with *why ("is empty", "is not a decimal integer", "is
+ * out of range"; static text) and *out untouched. */
+int teeny__parse_int(const char *text, size_t len, long long lo, long long hi, long long *out, const char **why);
+/* The environment variable name parsed as above: def when unset; when set
+ * to anything else (empty included) TEENY_ERR_ARG, recorded in ctx (NULL:
+ * the thread's error) with the name, value and range, and *out = def. */
+teeny_status teeny__env_int(const teeny_ctx *ctx, const char *name, long long lo, long long hi, long long def,
+                            long long *out);
+/* Every word- or path-valued variable the library reads (util.c's table),
+ * checked at context creation: TEENY_ERR_ARG (the thread's error) for an
+ * empty value, a word not listed or an over-long path. */
+teeny_status teeny__env_check(void);
 
 #endif

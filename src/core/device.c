@@ -6,6 +6,7 @@
  * profile.c's events) they register a release hook for
  * (teeny__ctx_on_release), so freeing a context never calls up into them.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,10 +146,27 @@ static int default_index(const found_device *devs, int n)
     return n > 0 ? 0 : -1;
 }
 
+/* A "P:D" spec: 1 with both indices when the text before the first ':'
+ * holds only digits, signs and blanks (so "gfx90a:xnack-" stays a name)
+ * and both sides are decimal indices (teeny__parse_int), -1 with *why and
+ * *which when such a spec is malformed, 0 for any other spec. */
+static int index_spec(const char *spec, long long idx[2], const char **why, const char **which)
+{
+    const char *colon = strchr(spec, ':');
+    size_t n = colon ? (size_t)(colon - spec) : 0;
+    if (!n || strspn(spec, "0123456789+- \t") < n)
+        return 0;
+    *which = "platform";
+    if (!teeny__parse_int(spec, n, 0, INT_MAX, &idx[0], why))
+        return -1;
+    *which = "device";
+    return teeny__parse_int(colon + 1, strlen(colon + 1), 0, INT_MAX, &idx[1], why) ? 1 : -1;
+}
+
 static int matches(const teeny_device_info *info, const char *spec)
 {
-    int p, d;
-    char tail;
+    long long idx[2];
+    const char *why, *which;
     if (!strcasecmp(spec, "cpu")) return info->is_cpu;
     if (!strcasecmp(spec, "gpu")) return info->is_gpu;
     if (!strcasecmp(spec, "pocl"))
@@ -158,9 +176,28 @@ static int matches(const teeny_device_info *info, const char *spec)
         return teeny__contains_nocase(info->vendor, spec) || teeny__contains_nocase(info->vendor, alt) ||
                teeny__contains_nocase(info->platform_name, spec);
     }
-    if (sscanf(spec, "%d:%d%c", &p, &d, &tail) == 2)
-        return info->platform_index == p && info->device_index == d;
-    return teeny__contains_nocase(info->device_name, spec);
+    switch (index_spec(spec, idx, &why, &which)) {
+    case 1: return info->platform_index == idx[0] && info->device_index == idx[1];
+    case -1: return 0; /* rejected before matching: spec_check */
+    default: return teeny__contains_nocase(info->device_name, spec);
+    }
+}
+
+/* Before any device is matched: an empty TEENY_DEVICE and a malformed
+ * "P:D" are TEENY_ERR_ARG (a number that wrapped, "4294967296:0", used to
+ * pick platform 0). from names where the spec came from. */
+static teeny_status spec_check(const char *spec, const char *from)
+{
+    long long idx[2];
+    const char *why = "", *which = "";
+    if (!*spec)
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s is set but empty; unset it or give a device spec", from);
+    if (index_spec(spec, idx, &why, &which) < 0)
+        return teeny__error(NULL, TEENY_ERR_ARG,
+                            "%s \"%.64s\": the %s index %s; a P:D spec takes two decimal indices as teeny-info "
+                            "lists them, e.g. 0:1",
+                            from, spec, which, why);
+    return TEENY_OK;
 }
 
 static void list_devices(char *buf, size_t cap, const found_device *devs, int n)
@@ -305,12 +342,17 @@ teeny_status teeny_ctx_create(const char *device_spec, teeny_ctx **out)
     teeny_ctx *ctx = NULL;
     teeny_status st;
     cl_int err;
+    const char *from = "device spec";
 
     if (!out)
         return teeny__error(NULL, TEENY_ERR_ARG, "teeny_ctx_create: out is NULL");
     *out = NULL;
-    if (!device_spec || !*device_spec)
+    if (!device_spec || !*device_spec) {
         device_spec = getenv("TEENY_DEVICE");
+        from = "TEENY_DEVICE";
+    }
+    if ((st = teeny__env_check()) != TEENY_OK || (device_spec && (st = spec_check(device_spec, from)) != TEENY_OK))
+        return st;
     st = enumerate(devs, MAX_DEVICES, &n);
     if (st != TEENY_OK)
         return st;
@@ -322,8 +364,10 @@ teeny_status teeny_ctx_create(const char *device_spec, teeny_ctx **out)
         pick = default_index(devs, n);
     }
     if (pick < 0) {
-        teeny__error(NULL, TEENY_ERR_NO_DEVICE, "no OpenCL device matches \"%s\"; devices:",
-                     device_spec ? device_spec : "(default)");
+        if (device_spec)
+            teeny__error(NULL, TEENY_ERR_NO_DEVICE, "no OpenCL device matches %s \"%s\"; devices:", from, device_spec);
+        else
+            teeny__error(NULL, TEENY_ERR_NO_DEVICE, "no OpenCL device found; devices:");
         char *buf = (char *)teeny_last_error(NULL);
         list_devices(buf, 4096, devs, n);
         return TEENY_ERR_NO_DEVICE;
@@ -371,6 +415,8 @@ teeny_status teeny_ctx_create_from_cl(cl_context c, cl_device_id d, cl_command_q
     if (!c || !d || !q)
         return teeny__error(NULL, TEENY_ERR_ARG, "teeny_ctx_create_from_cl: %s is NULL",
                             !c ? "context" : !d ? "device" : "queue");
+    if ((st = teeny__env_check()) != TEENY_OK)
+        return st;
     err = TEENY_CL(clGetCommandQueueInfo, q, CL_QUEUE_PROPERTIES, sizeof qprops, &qprops, NULL);
     if (err != CL_SUCCESS)
         return teeny__cl_error(NULL, err, "clGetCommandQueueInfo");

@@ -56,15 +56,20 @@ void teeny__cache_dir(char *out, size_t cap)
     const char *dir = getenv("TEENY_CACHE_DIR");
     const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
+    int len = 0;
     out[0] = '\0';
-    if (no && *no && strcmp(no, "0"))
+    if (no && *no && strcmp(no, "0")) /* "1" (teeny__env_check refuses other values) */
         return;
     if (dir && *dir)
-        snprintf(out, cap, "%s", dir);
+        len = snprintf(out, cap, "%s", dir);
     else if (xdg && *xdg)
-        snprintf(out, cap, "%s/teenycl", xdg);
+        len = snprintf(out, cap, "%s/teenycl", xdg);
     else if (home && *home)
-        snprintf(out, cap, "%s/.cache/teenycl", home);
+        len = snprintf(out, cap, "%s/.cache/teenycl", home);
+    if (len < 0 || (size_t)len >= cap) { /* cut short, it would name another directory */
+        teeny__log(TEENY_LOG_WARN, "kernel cache: the directory path is too long; the disk cache is off");
+        out[0] = '\0';
+    }
 }
 
 static int mkdir_p(const char *path)
