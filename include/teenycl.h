@@ -149,6 +149,9 @@ typedef struct teeny_tensor teeny_tensor;
  *   NULL or ""      TEENY_DEVICE, else the first GPU, else the first CPU
  *   "cpu", "gpu"    the first device of that type
  *   "pocl", "nvidia", "amd", "intel"   the first device of that platform/vendor
+ *   "rusticl", "clover", "mesa" (either), "apple", "arm" or "mali",
+ *   "qualcomm" or "adreno"   the first device of that implementation (its
+ *                   platform name, vendor or GPU name as the driver reports it)
  *   "P:D"           platform P, device D (decimal indices as teeny-info lists them)
  *   other text      the first device whose name contains it (any case)
  * A spec that no device matches fails with TEENY_ERR_NO_DEVICE;

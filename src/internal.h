@@ -102,6 +102,10 @@ void teeny__error_append(const teeny_ctx *ctx, const char *text);
 
 /* ---- device (device.c) ---- */
 teeny_status teeny__device_query(teeny_ctx *ctx, cl_platform_id p, cl_device_id d, teeny_device_info *info);
+/* Whether the device (its platform_name, vendor, device_name, type and
+ * indices) matches a device spec (teeny_ctx_create's list, README "Choosing
+ * a device"); a malformed "P:D" matches nothing. */
+int teeny__device_matches(const teeny_device_info *info, const char *spec);
 /* Register fn to run when the context is freed (after the last tensor),
  * before its queue and cl_context are released; registering the same fn
  * again is a no-op. This is how device.c frees what the layers above it

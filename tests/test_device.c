@@ -324,6 +324,72 @@ START_TEST(test_device_destroy_names)
 }
 END_TEST
 
+/* The spec matcher as a pure function over the strings implementations
+ * report (only PoCL runs here): which of these devices each spec picks. */
+START_TEST(test_device_spec_names)
+{
+    static const struct {
+        const char *platform, *vendor, *device;
+        int gpu;
+    } DEVS[] = {
+        /* 0 */ {"Portable Computing Language", "AuthenticAMD", "pthread-skylake-avx512-AMD EPYC", 0},
+        /* 1 */ {"rusticl", "Mesa/X.org", "llvmpipe (LLVM 15.0.6, 256 bits)", 0},
+        /* 2 */ {"rusticl", "AMD", "AMD Radeon RX 6800 (radeonsi, navi21, LLVM 15.0.6)", 1},
+        /* 3 */ {"Clover", "AMD", "AMD Radeon RX 580 Series (polaris10, LLVM 15.0.6)", 1},
+        /* 4 */ {"Apple", "Apple", "Apple M1", 1},
+        /* 5 */ {"Apple", "Intel", "Intel(R) Core(TM) i7-8850H CPU @ 2.60GHz", 0},
+        /* 6 */ {"ARM Platform", "ARM", "Mali-G78 r0p1", 1},
+        /* 7 */ {"QUALCOMM Snapdragon(TM)", "QUALCOMM", "QUALCOMM Adreno(TM)", 1},
+        /* 8 */ {"NVIDIA CUDA", "NVIDIA Corporation", "NVIDIA H200", 1},
+        /* 9 */ {"Intel(R) OpenCL Graphics", "Intel(R) Corporation", "Intel(R) Arc(TM) A770 Graphics", 1},
+        /* 10 */ {"AMD Accelerated Parallel Processing", "Advanced Micro Devices, Inc.", "gfx90a:sramecc+:xnack-", 1},
+        /* 11 */ {"rusticl", "Mesa", "Mali-G52 (Panfrost)", 1},
+        /* 12 */ {"Oclgrind", "University of Bristol", "Oclgrind Simulator", 0},
+    };
+    enum { N = sizeof DEVS / sizeof DEVS[0] };
+    /* for each spec, one character per device above: 'x' where it matches */
+    static const struct { const char *spec, *want; } SPECS[] = {
+        {"pocl",     "x............"},
+        {"rusticl",  ".xx........x."},
+        {"RustiCL",  ".xx........x."},
+        {"clover",   "...x........."},
+        {"mesa",     ".xxx.......x."},
+        {"apple",    "....xx......."},
+        {"arm",      "......x....x."},
+        {"mali",     "......x....x."},
+        {"qualcomm", ".......x....."},
+        {"adreno",   ".......x....."},
+        {"nvidia",   "........x...."},
+        {"intel",    ".....x...x..."},
+        {"amd",      "x.xx......x.."},
+        {"gpu",      "..xxx.xxxxxx."},
+        {"cpu",      "xx...x......x"},
+        {"gfx90a:sramecc+", "..........x.."},
+        {"oclgrind", "............x"},
+        {"1:0",      ".x..........."},
+        {"4294967297:0", "............."},
+        {"no-such",  "............."},
+    };
+    for (size_t s = 0; s < sizeof SPECS / sizeof SPECS[0]; s++) {
+        char got[N + 1];
+        for (int d = 0; d < N; d++) {
+            teeny_device_info info = TEENY_DEVICE_INFO_INIT;
+            snprintf(info.platform_name, sizeof info.platform_name, "%s", DEVS[d].platform);
+            snprintf(info.vendor, sizeof info.vendor, "%s", DEVS[d].vendor);
+            snprintf(info.device_name, sizeof info.device_name, "%s", DEVS[d].device);
+            info.is_gpu = DEVS[d].gpu;
+            info.is_cpu = !DEVS[d].gpu;
+            info.platform_index = d;
+            info.device_index = 0;
+            got[d] = teeny__device_matches(&info, SPECS[s].spec) ? 'x' : '.';
+        }
+        got[N] = '\0';
+        ck_assert_msg(!strcmp(got, SPECS[s].want), "spec \"%s\": matched %s, want %s", SPECS[s].spec, got,
+                      SPECS[s].want);
+    }
+}
+END_TEST
+
 /* ---- numbers and the environment ---- */
 
 /* The strict parser every number of the environment and the device spec
@@ -550,6 +616,7 @@ Suite *suite_device(void)
     tcase_add_test(err, test_device_info_struct_size);
     tcase_add_test(err, test_device_log_threads);
     tcase_add_test(err, test_device_destroy_names);
+    tcase_add_test(tc, test_device_spec_names);
     tcase_add_test(err, test_device_parse_int);
     tcase_add_test(err, test_device_env);
     tcase_add_test(err, test_device_env_int);

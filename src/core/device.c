@@ -163,19 +163,49 @@ static int index_spec(const char *spec, long long idx[2], const char **why, cons
     return teeny__parse_int(colon + 1, strlen(colon + 1), 0, INT_MAX, &idx[1], why) ? 1 : -1;
 }
 
-static int matches(const teeny_device_info *info, const char *spec)
+/* Specs that name an implementation or a vendor: a device matches when its
+ * platform name, its vendor or its device name contains one of the
+ * needles (any case). The platform names are those each implementation
+ * reports: PoCL "Portable Computing Language", Mesa "rusticl" and
+ * "Clover", Apple "Apple", ARM's Mali driver "ARM Platform" (devices
+ * "Mali-G78 ..."), Qualcomm "QUALCOMM Snapdragon(TM)" (devices "QUALCOMM
+ * Adreno(TM)"), Intel "Intel(R) OpenCL ...", AMD "AMD Accelerated Parallel
+ * Processing"; Mesa's drivers also run Mali GPUs ("Mali-G52 (Panfrost)"). */
+static const struct {
+    const char *spec, *platform[3], *vendor[2], *device[1];
+} NAMED_SPECS[] = {
+    {"pocl", {"portable computing", "pocl"}, {NULL}, {NULL}},
+    {"nvidia", {"nvidia"}, {"nvidia"}, {NULL}},
+    {"amd", {"amd"}, {"amd", "advanced micro devices"}, {NULL}},
+    {"intel", {"intel"}, {"intel"}, {NULL}},
+    {"rusticl", {"rusticl"}, {NULL}, {NULL}},
+    {"clover", {"clover"}, {NULL}, {NULL}},
+    {"mesa", {"rusticl", "clover"}, {"mesa"}, {NULL}},
+    {"apple", {"apple"}, {"apple"}, {NULL}},
+    {"arm", {"arm platform"}, {NULL}, {"mali"}},
+    {"mali", {"arm platform"}, {NULL}, {"mali"}},
+    {"qualcomm", {"qualcomm"}, {"qualcomm"}, {"adreno"}},
+    {"adreno", {"qualcomm"}, {"qualcomm"}, {"adreno"}},
+};
+
+static int any_in(const char *hay, const char *const *needles, int n)
+{
+    for (int i = 0; i < n && needles[i]; i++)
+        if (teeny__contains_nocase(hay, needles[i]))
+            return 1;
+    return 0;
+}
+
+int teeny__device_matches(const teeny_device_info *info, const char *spec)
 {
     long long idx[2];
     const char *why, *which;
     if (!strcasecmp(spec, "cpu")) return info->is_cpu;
     if (!strcasecmp(spec, "gpu")) return info->is_gpu;
-    if (!strcasecmp(spec, "pocl"))
-        return teeny__contains_nocase(info->platform_name, "portable computing") || teeny__contains_nocase(info->platform_name, "pocl");
-    if (!strcasecmp(spec, "nvidia") || !strcasecmp(spec, "amd") || !strcasecmp(spec, "intel")) {
-        const char *alt = !strcasecmp(spec, "amd") ? "advanced micro devices" : spec;
-        return teeny__contains_nocase(info->vendor, spec) || teeny__contains_nocase(info->vendor, alt) ||
-               teeny__contains_nocase(info->platform_name, spec);
-    }
+    for (size_t i = 0; i < sizeof NAMED_SPECS / sizeof NAMED_SPECS[0]; i++)
+        if (!strcasecmp(spec, NAMED_SPECS[i].spec))
+            return any_in(info->platform_name, NAMED_SPECS[i].platform, 3) ||
+                   any_in(info->vendor, NAMED_SPECS[i].vendor, 2) || any_in(info->device_name, NAMED_SPECS[i].device, 1);
     switch (index_spec(spec, idx, &why, &which)) {
     case 1: return info->platform_index == idx[0] && info->device_index == idx[1];
     case -1: return 0; /* rejected before matching: spec_check */
@@ -358,7 +388,7 @@ teeny_status teeny_ctx_create(const char *device_spec, teeny_ctx **out)
         return st;
     if (device_spec && *device_spec) {
         for (int i = 0; i < n && pick < 0; i++)
-            if (matches(&devs[i].info, device_spec))
+            if (teeny__device_matches(&devs[i].info, device_spec))
                 pick = i;
     } else {
         pick = default_index(devs, n);
