@@ -95,10 +95,10 @@ $(SHARED): $(LIB_OBJ)
 	ln -sf libteenycl.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/libteenycl.so
 
-$(BUILD)/teeny-info: tools/teeny-info.c $(STATIC) include/teenycl.h
+$(BUILD)/teeny-info: tools/teeny-info.c tools/args.h $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
-$(BUILD)/teeny-bench: tools/teeny-bench.c $(BENCH_SRC) tools/bench.h $(STATIC) include/teenycl.h
+$(BUILD)/teeny-bench: tools/teeny-bench.c $(BENCH_SRC) tools/bench.h tools/args.h $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) tools/teeny-bench.c $(BENCH_SRC) -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
 $(BUILD)/%: examples/%.c $(STATIC) include/teenycl.h

@@ -149,10 +149,19 @@ typedef struct teeny_tensor teeny_tensor;
  *   NULL or ""      TEENY_DEVICE, else the first GPU, else the first CPU
  *   "cpu", "gpu"    the first device of that type
  *   "pocl", "nvidia", "amd", "intel"   the first device of that platform/vendor
- *   "P:D"           platform P, device D (indices as teeny-info lists them)
+ *   "rusticl", "clover", "mesa" (either), "apple", "arm" or "mali",
+ *   "qualcomm" or "adreno"   the first device of that implementation (its
+ *                   platform name, vendor or GPU name as the driver reports it)
+ *   "P:D"           platform P, device D (decimal indices as teeny-info lists them)
  *   other text      the first device whose name contains it (any case)
- * An unknown spec fails with TEENY_ERR_NO_DEVICE; teeny_last_error(NULL)
- * then lists the devices that exist. Caller frees with teeny_ctx_destroy. */
+ * A spec that no device matches fails with TEENY_ERR_NO_DEVICE;
+ * teeny_last_error(NULL) then lists the devices that exist. A malformed
+ * "P:D" (an index that is not a decimal number in int range, a sign, a
+ * blank: "4294967296:0", "-1:0", "0:0 ") and an empty TEENY_DEVICE fail
+ * with TEENY_ERR_ARG. Both create functions first check the environment
+ * variables the library reads (README, "Environment"): an empty value or
+ * one outside a variable's documented values fails with TEENY_ERR_ARG
+ * naming it. Caller frees with teeny_ctx_destroy. */
 TEENY_API teeny_status teeny_ctx_create(const char *device_spec, teeny_ctx **out);
 /* Use an application's own OpenCL objects. q must be an in-order queue on
  * device d of context c. All three are retained and released, never
@@ -473,7 +482,11 @@ typedef struct teeny_st_writer teeny_st_writer;
 /* Caller frees with teeny_st_writer_destroy. */
 TEENY_API teeny_status teeny_st_writer_create(teeny_st_writer **out);
 TEENY_API void teeny_st_writer_destroy(teeny_st_writer *w);
-/* Add an F32 tensor; t is borrowed until teeny_st_write (read then). */
+/* Add an F32 tensor, read at teeny_st_write. The writer holds a reference
+ * to t until teeny_st_writer_destroy: a t destroyed before the write makes
+ * teeny_st_write fail with TEENY_ERR_ARG (no file written), and t's device
+ * memory is released when the writer is destroyed. The writer then counts
+ * as a user of t's context (one thread at a time). */
 TEENY_API teeny_status teeny_st_add_tensor(teeny_st_writer *w, const char *name, const teeny_tensor *t);
 /* Add an I64 tensor of ndim 0..TEENY_ST_MAX_DIMS (0: a scalar) from host
  * values (copied now), e.g. batch-norm's num_batches_tracked. */
@@ -487,7 +500,8 @@ TEENY_API teeny_status teeny_st_add_metadata(teeny_st_writer *w, const char *key
 TEENY_API teeny_status teeny_st_write(teeny_st_writer *w, const char *path);
 
 typedef struct teeny_st_file teeny_st_file;
-/* Read and validate the whole file into host memory: header JSON, dtypes
+/* Read and validate the whole file into host memory: header JSON (UTF-8,
+ * no NUL character in any string, no empty tensor name), dtypes
  * (F32, I64), shapes, data_offsets (inside the data section, contiguous,
  * non-overlapping, sizes matching), file size and checksums. Caller frees
  * with teeny_st_file_destroy; NULL is a no-op. */

@@ -84,7 +84,7 @@ struct teeny_ctx {
 struct teeny_tensor {
     teeny_ctx *ctx;
     teeny_tensor *base; /* a view keeps its base alive */
-    int refs;           /* 1 for the handle + 1 per view */
+    int refs;           /* 1 for the handle + 1 per view or other holder (teeny__tensor_hold) */
     int handle_alive;
     cl_mem buf;
     size_t offset;      /* in elements, from the start of buf */
@@ -104,6 +104,10 @@ void teeny__error_append(const teeny_ctx *ctx, const char *text);
 
 /* ---- device (device.c) ---- */
 teeny_status teeny__device_query(teeny_ctx *ctx, cl_platform_id p, cl_device_id d, teeny_device_info *info);
+/* Whether the device (its platform_name, vendor, device_name, type and
+ * indices) matches a device spec (teeny_ctx_create's list, README "Choosing
+ * a device"); a malformed "P:D" matches nothing. */
+int teeny__device_matches(const teeny_device_info *info, const char *spec);
 /* Register fn to run when the context is freed (after the last tensor),
  * before its queue and cl_context are released; registering the same fn
  * again is a no-op. This is how device.c frees what the layers above it
@@ -189,6 +193,10 @@ int teeny__cache_key(const teeny_ctx *ctx, const char *dir, const char *src, con
 /* The entry at path for key: its binary and kernel names (caller frees
  * both), or 0 when absent or unusable (logged; the caller rebuilds). */
 int teeny__cache_load(const char *path, const char *key, unsigned char **bin, size_t *len, char **names);
+/* Whether a program built from an entry holds the right kernels: have (its
+ * kernel names, ";"-separated) are the names stored in the entry, in any
+ * order, and each is declared in src, the family's source. */
+int teeny__cache_names_ok(const char *have, const char *stored, const char *src);
 /* Write an entry atomically; failures are logged and cost a rebuild later. */
 void teeny__cache_store(const char *dir, const char *path, const char *key, const char *names,
                         const unsigned char *bin, size_t len);
@@ -303,6 +311,12 @@ teeny_status teeny__check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_t
 teeny_status teeny__check_alias(teeny_ctx *ctx, const teeny_tensor *out, const char *out_name,
                                 const teeny_tensor *in, const char *in_name, int exact_ok);
 int teeny__ctx_check(const teeny_ctx *ctx);
+/* Keep t's struct and storage alive past teeny_tensor_destroy (which then
+ * only clears handle_alive) until the matching drop: how a holder such as
+ * the safetensors writer tells a destroyed tensor without reading freed
+ * memory. */
+void teeny__tensor_hold(teeny_tensor *t);
+void teeny__tensor_drop(teeny_tensor *t);
 
 /* int32 element offset of a tensor, for kernels. */
 static inline int teeny__off(const teeny_tensor *t) { return (int)t->offset; }
@@ -322,6 +336,12 @@ teeny_status teeny__write_file_atomic_msg(const char *path, const void *const *p
  * the descriptor, or -1 with the reason in *why (static text) and errno
  * set (EISDIR for a directory, EINVAL for another non-regular file). */
 int teeny__open_regular(const char *path, const char **why);
+/* Read the whole regular file at path (opened as above) into *buf, NUL-
+ * terminated (caller frees with teeny__free), its size in *len. TEENY_OK,
+ * or TEENY_ERR_IO (errno kept from a failed open: ENOENT for a missing
+ * file), TEENY_ERR_RANGE or TEENY_ERR_NOMEM with the reason in msg;
+ * records nothing. */
+teeny_status teeny__read_file(const char *path, unsigned char **buf, size_t *len, char *msg, size_t cap);
 
 /* ---- small helpers (util.c) ---- */
 void teeny__strlcpy(char *dst, const char *src, size_t cap);
@@ -336,5 +356,25 @@ uint64_t teeny__fnv1a64(uint64_t h, const void *data, size_t len);
 int teeny__grow(void **arr, int *cap, int n, size_t elem);
 /* "[2, 3, 4]" into buf (truncated to cap); returns buf. */
 const char *teeny__dims_str(const int64_t *shape, int ndim, char *buf, size_t cap);
+/* Whether n bytes of text are well-formed UTF-8 (no overlong forms,
+ * surrogates or code points past U+10FFFF); if not, the first bad byte's
+ * offset goes to *bad (may be NULL). */
+int teeny__utf8_valid(const void *text, size_t n, size_t *bad);
+/* The one strict number parser, for every number read from the
+ * environment or a spec: len bytes of text must be a whole decimal integer
+ * in [lo, hi] -- digits, with one leading '-' only where lo < 0; no '+',
+ * blank, base prefix, exponent or trailing text; no wrap-around. 1 with
+ * *out set, else 0 with *why ("is empty", "is not a decimal integer", "is
+ * out of range"; static text) and *out untouched. */
+int teeny__parse_int(const char *text, size_t len, long long lo, long long hi, long long *out, const char **why);
+/* The environment variable name parsed as above: def when unset; when set
+ * to anything else (empty included) TEENY_ERR_ARG, recorded in ctx (NULL:
+ * the thread's error) with the name, value and range, and *out = def. */
+teeny_status teeny__env_int(const teeny_ctx *ctx, const char *name, long long lo, long long hi, long long def,
+                            long long *out);
+/* Every word- or path-valued variable the library reads (util.c's table),
+ * checked at context creation: TEENY_ERR_ARG (the thread's error) for an
+ * empty value, a word not listed or an over-long path. */
+teeny_status teeny__env_check(void);
 
 #endif

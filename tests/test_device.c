@@ -2,8 +2,11 @@
  * test_device.c -- device listing, selection by spec, contexts over an
  * application's own OpenCL objects, status names, the log callback (and
  * replacing it while other threads log), the ABI rules: struct_size of
- * teeny_device_info, the uniform _destroy names.
+ * teeny_device_info, the uniform _destroy names; the strict number parser
+ * and every environment variable the library reads, malformed values
+ * refused at context creation.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -321,6 +324,285 @@ START_TEST(test_device_destroy_names)
 }
 END_TEST
 
+/* The spec matcher as a pure function over the strings implementations
+ * report (only PoCL runs here): which of these devices each spec picks. */
+START_TEST(test_device_spec_names)
+{
+    static const struct {
+        const char *platform, *vendor, *device;
+        int gpu;
+    } DEVS[] = {
+        /* 0 */ {"Portable Computing Language", "AuthenticAMD", "pthread-skylake-avx512-AMD EPYC", 0},
+        /* 1 */ {"rusticl", "Mesa/X.org", "llvmpipe (LLVM 15.0.6, 256 bits)", 0},
+        /* 2 */ {"rusticl", "AMD", "AMD Radeon RX 6800 (radeonsi, navi21, LLVM 15.0.6)", 1},
+        /* 3 */ {"Clover", "AMD", "AMD Radeon RX 580 Series (polaris10, LLVM 15.0.6)", 1},
+        /* 4 */ {"Apple", "Apple", "Apple M1", 1},
+        /* 5 */ {"Apple", "Intel", "Intel(R) Core(TM) i7-8850H CPU @ 2.60GHz", 0},
+        /* 6 */ {"ARM Platform", "ARM", "Mali-G78 r0p1", 1},
+        /* 7 */ {"QUALCOMM Snapdragon(TM)", "QUALCOMM", "QUALCOMM Adreno(TM)", 1},
+        /* 8 */ {"NVIDIA CUDA", "NVIDIA Corporation", "NVIDIA H200", 1},
+        /* 9 */ {"Intel(R) OpenCL Graphics", "Intel(R) Corporation", "Intel(R) Arc(TM) A770 Graphics", 1},
+        /* 10 */ {"AMD Accelerated Parallel Processing", "Advanced Micro Devices, Inc.", "gfx90a:sramecc+:xnack-", 1},
+        /* 11 */ {"rusticl", "Mesa", "Mali-G52 (Panfrost)", 1},
+        /* 12 */ {"Oclgrind", "University of Bristol", "Oclgrind Simulator", 0},
+    };
+    enum { N = sizeof DEVS / sizeof DEVS[0] };
+    /* for each spec, one character per device above: 'x' where it matches */
+    static const struct { const char *spec, *want; } SPECS[] = {
+        {"pocl",     "x............"},
+        {"rusticl",  ".xx........x."},
+        {"RustiCL",  ".xx........x."},
+        {"clover",   "...x........."},
+        {"mesa",     ".xxx.......x."},
+        {"apple",    "....xx......."},
+        {"arm",      "......x....x."},
+        {"mali",     "......x....x."},
+        {"qualcomm", ".......x....."},
+        {"adreno",   ".......x....."},
+        {"nvidia",   "........x...."},
+        {"intel",    ".....x...x..."},
+        {"amd",      "x.xx......x.."},
+        {"gpu",      "..xxx.xxxxxx."},
+        {"cpu",      "xx...x......x"},
+        {"gfx90a:sramecc+", "..........x.."},
+        {"oclgrind", "............x"},
+        {"1:0",      ".x..........."},
+        {"4294967297:0", "............."},
+        {"no-such",  "............."},
+    };
+    for (size_t s = 0; s < sizeof SPECS / sizeof SPECS[0]; s++) {
+        char got[N + 1];
+        for (int d = 0; d < N; d++) {
+            teeny_device_info info = TEENY_DEVICE_INFO_INIT;
+            snprintf(info.platform_name, sizeof info.platform_name, "%s", DEVS[d].platform);
+            snprintf(info.vendor, sizeof info.vendor, "%s", DEVS[d].vendor);
+            snprintf(info.device_name, sizeof info.device_name, "%s", DEVS[d].device);
+            info.is_gpu = DEVS[d].gpu;
+            info.is_cpu = !DEVS[d].gpu;
+            info.platform_index = d;
+            info.device_index = 0;
+            got[d] = teeny__device_matches(&info, SPECS[s].spec) ? 'x' : '.';
+        }
+        got[N] = '\0';
+        ck_assert_msg(!strcmp(got, SPECS[s].want), "spec \"%s\": matched %s, want %s", SPECS[s].spec, got,
+                      SPECS[s].want);
+    }
+}
+END_TEST
+
+/* ---- numbers and the environment ---- */
+
+/* The strict parser every number of the environment and the device spec
+ * goes through: whole decimal text in range, nothing else. */
+START_TEST(test_device_parse_int)
+{
+    static const struct {
+        const char *text;
+        long long lo, hi;
+        int ok;
+        long long value;
+        const char *why;
+    } cases[] = {
+        {"0", 0, 10, 1, 0, NULL},
+        {"007", 0, 10, 1, 7, NULL},
+        {"10", 0, 10, 1, 10, NULL},
+        {"11", 0, 10, 0, 0, "out of range"},
+        {"-5", -10, 10, 1, -5, NULL},
+        {"-11", -10, 10, 0, 0, "out of range"},
+        {"-1", 0, 10, 0, 0, "out of range"},
+        {"-0", 0, 10, 0, 0, "out of range"},
+        {"", 0, 10, 0, 0, "empty"},
+        {"abc", 0, 10, 0, 0, "not a decimal"},
+        {"12abc", 0, 100, 0, 0, "not a decimal"},
+        {"1e3", 0, 10000, 0, 0, "not a decimal"},
+        {" 5", 0, 10, 0, 0, "not a decimal"},
+        {"5 ", 0, 10, 0, 0, "not a decimal"},
+        {"+5", 0, 10, 0, 0, "not a decimal"},
+        {"0x10", 0, 100, 0, 0, "not a decimal"},
+        {"1.0", 0, 10, 0, 0, "not a decimal"},
+        {"-", -10, 10, 0, 0, "not a decimal"},
+        {"4294967296", 0, INT_MAX, 0, 0, "out of range"},
+        {"4294967296", 0, LLONG_MAX, 1, 4294967296LL, NULL},
+        {"9223372036854775807", 0, LLONG_MAX, 1, LLONG_MAX, NULL},
+        {"9223372036854775808", 0, LLONG_MAX, 0, 0, "out of range"},
+        {"-9223372036854775808", LLONG_MIN, 0, 1, LLONG_MIN, NULL},
+        {"-9223372036854775809", LLONG_MIN, 0, 0, 0, "out of range"},
+        {"99999999999999999999999", 0, LLONG_MAX, 0, 0, "out of range"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        long long v = -42;
+        const char *why = NULL;
+        int ok = teeny__parse_int(cases[i].text, strlen(cases[i].text), cases[i].lo, cases[i].hi, &v, &why);
+        ck_assert_msg(ok == cases[i].ok, "\"%s\" in %lld..%lld: %s", cases[i].text, cases[i].lo, cases[i].hi,
+                      ok ? "accepted" : why);
+        if (ok)
+            ck_assert_msg(v == cases[i].value, "\"%s\" -> %lld", cases[i].text, v);
+        else
+            ck_assert_msg(v == -42 && why && strstr(why, cases[i].why), "\"%s\": %s, *out %lld", cases[i].text,
+                          why ? why : "(no reason)", v);
+    }
+    /* the length bounds the text: a NUL inside is not the end */
+    long long v = -42;
+    const char *why = NULL;
+    ck_assert(!teeny__parse_int("12\0" "3", 4, 0, 1000, &v, &why) && v == -42);
+    ck_assert(teeny__parse_int("123", 2, 0, 1000, &v, &why) && v == 12);
+}
+END_TEST
+
+/* Values that are not a number in range: every variable that takes a
+ * number or a word refuses each of them. */
+static const char *const MALFORMED[] = {"", "abc", "12abc", "-1", "4294967296", "1e3", " 5", "+1", "0x10", "1 "};
+#define N_MALFORMED (sizeof MALFORMED / sizeof MALFORMED[0])
+
+/* Every environment variable the library reads (grep getenv src/), with
+ * values it takes and values it must refuse at context creation
+ * (TEENY_ERR_ARG, a message naming the variable), besides MALFORMED for
+ * the word-valued ones. The tune layer adds its TEENY_ATTN_* rows here
+ * with words NULL and numeric 1: every MALFORMED value, and lo - 1 and
+ * hi + 1, are refused (teeny__env_int). TEENY_DEVICE: its own test below. */
+static const struct {
+    const char *name;
+    int words;    /* word-valued: every MALFORMED value is refused */
+    int numeric;  /* a number in lo..hi (teeny__env_int) */
+    long long lo, hi;
+    const char *ok[4], *bad[4];
+} ENV_CASES[] = {
+    {"TEENY_NO_CACHE", 1, 0, 0, 0, {"0", "1"}, {"yes", "true", "2", "01"}},
+    {"TEENY_PROFILE", 1, 0, 0, 0, {"0", "1"}, {"on", "10"}},
+    {"TEENY_TUNING", 1, 0, 0, 0, {"generic"}, {"GENERIC", "portable", "generic "}},
+    {"TEENY_LOG", 1, 0, 0, 0, {"debug", "WARN", "none", "error"}, {"verbose", "warning", "3"}},
+    /* paths: any text but an empty or over-long one */
+    {"TEENY_CACHE_DIR", 0, 0, 0, 0, {"/tmp/teenycl-env-test", "relative dir"}, {""}},
+    {"TEENY_KERNEL_DIR", 0, 0, 0, 0, {"/tmp/teenycl-env-test"}, {""}},
+};
+
+/* setenv name=value (NULL: unset) and create a context; its status, with
+ * the context destroyed. */
+static teeny_status ctx_with_env(const char *name, const char *value)
+{
+    teeny_ctx *ctx = (teeny_ctx *)0x1;
+    if (value)
+        ck_assert_int_eq(setenv(name, value, 1), 0);
+    else
+        unsetenv(name);
+    teeny_status st = teeny_ctx_create(NULL, &ctx);
+    if (st != TEENY_OK)
+        ck_assert_ptr_null(ctx);
+    teeny_ctx_destroy(ctx);
+    return st;
+}
+
+static void expect_refused(const char *name, const char *value)
+{
+    teeny_status st = ctx_with_env(name, value);
+    const char *msg = teeny_last_error(NULL);
+    int shown = strlen(value) < 64; /* a long path is named by its length */
+    ck_assert_msg(st == TEENY_ERR_ARG, "%s=\"%.64s\": %s (%s), want TEENY_ERR_ARG", name, value,
+                  teeny_status_name(st), msg);
+    ck_assert_msg(strstr(msg, name) && (!*value || !shown || strstr(msg, value)), "%s=\"%.64s\": message \"%s\"",
+                  name, value, msg);
+}
+
+START_TEST(test_device_env)
+{
+    char long_path[4200];
+    memset(long_path, 'd', sizeof long_path - 1);
+    long_path[0] = '/';
+    long_path[sizeof long_path - 1] = '\0';
+    for (size_t i = 0; i < sizeof ENV_CASES / sizeof ENV_CASES[0]; i++) {
+        const char *name = ENV_CASES[i].name, *saved = getenv(name);
+        char keep[4200];
+        snprintf(keep, sizeof keep, "%s", saved ? saved : "");
+        for (int k = 0; k < 4 && ENV_CASES[i].ok[k]; k++) {
+            teeny_status st = ctx_with_env(name, ENV_CASES[i].ok[k]);
+            ck_assert_msg(st == TEENY_OK, "%s=\"%s\": %s (%s)", name, ENV_CASES[i].ok[k], teeny_status_name(st),
+                          teeny_last_error(NULL));
+        }
+        for (int k = 0; k < 4 && ENV_CASES[i].bad[k]; k++)
+            expect_refused(name, ENV_CASES[i].bad[k]);
+        if (ENV_CASES[i].words || ENV_CASES[i].numeric)
+            for (size_t k = 0; k < N_MALFORMED; k++)
+                expect_refused(name, MALFORMED[k]);
+        if (ENV_CASES[i].numeric) {
+            char edge[32];
+            snprintf(edge, sizeof edge, "%lld", ENV_CASES[i].lo - 1);
+            expect_refused(name, edge);
+            snprintf(edge, sizeof edge, "%lld", ENV_CASES[i].hi + 1);
+            expect_refused(name, edge);
+        }
+        if (!ENV_CASES[i].words && !ENV_CASES[i].numeric)
+            expect_refused(name, long_path);
+        TH_OK(NULL, ctx_with_env(name, saved ? keep : NULL));
+    }
+}
+END_TEST
+
+/* teeny__env_int, the reader of numeric variables: the default when
+ * unset, the value when well formed, TEENY_ERR_ARG naming the variable,
+ * its value and the range otherwise (and *out = the default). */
+START_TEST(test_device_env_int)
+{
+    const char *name = "TEENY_TEST_ENV_INT";
+    long long v = 0;
+    unsetenv(name);
+    TH_OK(NULL, teeny__env_int(NULL, name, 4, 1024, 128, &v));
+    ck_assert_int_eq(v, 128);
+    setenv(name, "256", 1);
+    TH_OK(NULL, teeny__env_int(NULL, name, 4, 1024, 128, &v));
+    ck_assert_int_eq(v, 256);
+    static const char *const bad[] = {"3", "1025"};
+    for (size_t k = 0; k < N_MALFORMED + 2; k++) {
+        const char *value = k < N_MALFORMED ? MALFORMED[k] : bad[k - N_MALFORMED];
+        setenv(name, value, 1);
+        v = 0;
+        TH_STATUS(NULL, TEENY_ERR_ARG, teeny__env_int(NULL, name, 4, 1024, 128, &v));
+        ck_assert_int_eq(v, 128);
+        const char *msg = teeny_last_error(NULL);
+        ck_assert_msg(strstr(msg, name) && strstr(msg, "4..1024") && strstr(msg, value), "\"%s\": %s", value, msg);
+    }
+    unsetenv(name);
+}
+END_TEST
+
+/* TEENY_DEVICE and the spec argument: a "P:D" whose numbers do not parse
+ * is TEENY_ERR_ARG (4294967296:0 wrapped to platform 0), an empty
+ * TEENY_DEVICE too; any other text is a name, refused with
+ * TEENY_ERR_NO_DEVICE unless a device's name holds it. */
+START_TEST(test_device_env_spec)
+{
+    static const char *const bad_index[] = {"4294967296:0", "0:4294967296", "-1:0", "0:-1", "+0:0", " 0:0",
+                                            "0: 0", "0:0 ", "0:", "0:0abc", "0:1e3", "1:2:3", "99999999999999999999:0"};
+    const char *saved = getenv("TEENY_DEVICE");
+    char keep[256];
+    int n = 0;
+    teeny_device_info devs[64];
+    devs[0].struct_size = sizeof devs[0];
+    TH_OK(NULL, teeny_devices_list(devs, 64, &n));
+    snprintf(keep, sizeof keep, "%s", saved ? saved : "");
+    for (size_t i = 0; i < sizeof bad_index / sizeof bad_index[0]; i++) {
+        teeny_ctx *ctx = (teeny_ctx *)0x1;
+        TH_STATUS(NULL, TEENY_ERR_ARG, teeny_ctx_create(bad_index[i], &ctx));
+        ck_assert_ptr_null(ctx);
+        ck_assert_msg(strstr(teeny_last_error(NULL), "device spec") && strstr(teeny_last_error(NULL), bad_index[i]),
+                      "%s: %s", bad_index[i], teeny_last_error(NULL));
+        expect_refused("TEENY_DEVICE", bad_index[i]);
+    }
+    expect_refused("TEENY_DEVICE", "");
+    for (size_t k = 1; k < N_MALFORMED; k++) {
+        teeny_status st = ctx_with_env("TEENY_DEVICE", MALFORMED[k]);
+        int named = 0;
+        for (int d = 0; d < n; d++)
+            named |= strstr(devs[d].device_name, MALFORMED[k]) != NULL;
+        if (named)
+            continue;
+        ck_assert_msg(st == TEENY_ERR_NO_DEVICE, "TEENY_DEVICE=\"%s\": %s", MALFORMED[k], teeny_status_name(st));
+        ck_assert_msg(strstr(teeny_last_error(NULL), "TEENY_DEVICE") && strstr(teeny_last_error(NULL), MALFORMED[k]),
+                      "%s", teeny_last_error(NULL));
+    }
+    TH_OK(NULL, ctx_with_env("TEENY_DEVICE", saved ? keep : NULL));
+}
+END_TEST
+
 Suite *suite_device(void)
 {
     Suite *s = suite_create("device");
@@ -334,6 +616,11 @@ Suite *suite_device(void)
     tcase_add_test(err, test_device_info_struct_size);
     tcase_add_test(err, test_device_log_threads);
     tcase_add_test(err, test_device_destroy_names);
+    tcase_add_test(tc, test_device_spec_names);
+    tcase_add_test(err, test_device_parse_int);
+    tcase_add_test(err, test_device_env);
+    tcase_add_test(err, test_device_env_int);
+    tcase_add_test(err, test_device_env_spec);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, err);
     return s;

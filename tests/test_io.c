@@ -525,6 +525,17 @@ START_TEST(test_st_foreign_and_malformed)
         {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}} x", 8, "after the header"},
         {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}", 8, "JSON"},
         {"[1, 2]     ", 0, "start"},
+        /* strings a C string would cut short or that are not text */
+        {"{\"a\": {\"dtype\": \"F32\\u0000xx\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, "NUL"},
+        {"{\"a\\u0000b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, "NUL"},
+        {"{\"__metadata__\": {\"k\": \"v\\u0000\"}}", 0, "NUL"},
+        {"{\"\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, "empty name"},
+        {"{\"a\xff\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, "UTF-8"},
+        {"{\"a\xc0\xaf\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, "UTF-8"},
+        {"{\"a\xed\xa0\x80\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, "UTF-8"},
+        {"{\"a\xf4\x90\x80\x80\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, "UTF-8"},
+        {"{\"a\xe2\x82\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8, "UTF-8"},
+        {"{\"__metadata__\": {\"k\": \"\x80\"}}", 0, "UTF-8"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         unsigned char zeros[32] = {0};
@@ -536,6 +547,28 @@ START_TEST(test_st_foreign_and_malformed)
         ck_assert_msg(strstr(teeny_last_error(NULL), bad[i].msg) && strstr(teeny_last_error(NULL), path),
                       "case %zu: message \"%s\" lacks \"%s\" or the path", i, teeny_last_error(NULL), bad[i].msg);
     }
+    { /* a raw NUL byte inside the dtype string */
+        static const char raw[] = "{\"a\": {\"dtype\": \"F32\0xx\", \"shape\": [2], \"data_offsets\": [0, 8]}}";
+        unsigned char b[8 + sizeof raw - 1 + 8] = {(unsigned char)(sizeof raw - 1)};
+        memcpy(b + 8, raw, sizeof raw - 1);
+        file_write(path, b, sizeof b);
+        f = (teeny_st_file *)ctx;
+        TH_STATUS(NULL, TEENY_ERR_FORMAT, teeny_st_open(path, &f));
+        ck_assert_ptr_null(f);
+        ck_assert_msg(strstr(teeny_last_error(NULL), "NUL"), "%s", teeny_last_error(NULL));
+    }
+    /* what is still text loads: an escaped backslash before "u0000", a
+     * multi-byte name, written raw and as an escape */
+    st_make_raw(path,
+                "{\"a\\\\u0000\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, "
+                "\"\xc3\xa9\xf0\x9f\x98\x80\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}, "
+                "\"\\u00e9x\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 12]}}",
+                data, 12);
+    TH_OK(NULL, teeny_st_open(path, &f));
+    ck_assert_str_eq(teeny_st_name(f, 0), "a\\u0000");
+    ck_assert_str_eq(teeny_st_name(f, 1), "\xc3\xa9\xf0\x9f\x98\x80");
+    ck_assert_str_eq(teeny_st_name(f, 2), "\xc3\xa9x");
+    teeny_st_close(f);
     teeny_tensor_destroy(t);
 }
 END_TEST
@@ -802,6 +835,33 @@ START_TEST(test_st_writer_errors)
     teeny_st_writer_destroy(NULL);
     teeny_tensor_destroy(t);
     teeny_tensor_destroy(i32);
+}
+END_TEST
+
+/* A tensor destroyed between teeny_st_add_tensor and teeny_st_write: the
+ * writer holds a reference, so the write reports it (TEENY_ERR_ARG, no file)
+ * instead of reading freed memory (ASan: make check-asan); and a writer
+ * destroyed first leaves the tensor usable. */
+START_TEST(test_st_writer_destroyed_tensor)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_st_writer *w = NULL;
+    char path[512];
+    int64_t shape[1] = {3};
+    float in[3] = {1.5f, -2.0f, 4.25f}, out[3];
+    tmp_path(path, sizeof path, "destroyed.safetensors");
+    teeny_tensor *a = th_tensor_from(ctx, 1, shape, in), *b = th_tensor_from(ctx, 1, shape, in);
+    TH_OK(NULL, teeny_st_writer_create(&w));
+    TH_OK(NULL, teeny_st_add_tensor(w, "b", b));
+    TH_OK(NULL, teeny_st_add_tensor(w, "a", a));
+    teeny_tensor_destroy(a);
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_st_write(w, path));
+    ck_assert_msg(strstr(teeny_last_error(NULL), "tensor a was destroyed") != NULL, "%s", teeny_last_error(NULL));
+    ck_assert_int_ne(access(path, F_OK), 0);
+    teeny_st_writer_destroy(w); /* drops the last reference to a */
+    TH_OK(ctx, teeny_tensor_read(b, out, 3));
+    ck_assert(!memcmp(in, out, sizeof in));
+    teeny_tensor_destroy(b);
 }
 END_TEST
 
@@ -1369,6 +1429,7 @@ Suite *suite_io(void)
     tcase_add_test(st, test_st_corruption);
     tcase_add_test(st, test_st_crash_safety);
     tcase_add_test(st, test_st_writer_errors);
+    tcase_add_test(st, test_st_writer_destroyed_tensor);
     tcase_add_test(st, test_st_many_entries);
     tcase_add_test(idx, test_idx_fashion_mnist);
     tcase_add_loop_test(idx, test_idx_synthetic, 0, 2);

@@ -1,9 +1,11 @@
 /*
  * test_program.c -- the kernel-build layer: cold build, warm disk-cache hit,
  * corrupt and truncated entries rebuilt, crafted entries (a valid header
- * over a truncated or foreign binary, another build's key, a FIFO or a
+ * over a truncated or foreign binary, another family's binary with its
+ * own kernel names, another build's key, a FIFO or a
  * directory in its place) rebuilt and rewritten, TEENY_NO_CACHE, concurrent
- * builders, TEENY_KERNEL_DIR, the build-failure path with its log, and the
+ * builders, TEENY_KERNEL_DIR (a FIFO there fails at once), the
+ * build-failure path with its log, and the
  * profiler: a profile longer than its first event block, and the event
  * list failing to grow.
  */
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <zlib.h>
@@ -320,6 +323,20 @@ START_TEST(test_program_cache_crafted)
     /* the same made self-consistent: it builds, but holds other kernels */
     entry_write(add_path, &add, other_bin, other.payload_len, 1);
     expect_rebuilt(add_path, "self-consistent foreign payload");
+    /* and with the other program's kernel names too: the names stored
+     * agree with the binary, but add's family declares none of them */
+    {
+        entry forged = add;
+        size_t key_end = 32 + add.key_len;
+        forged.names_len = other.names_len;
+        forged.file = th_malloc(key_end + other.names_len);
+        memcpy(forged.file, add.file, key_end);
+        memcpy(forged.file + key_end, other.file + 32 + other.key_len, other.names_len);
+        put32(forged.file + 12, (uint32_t)other.names_len);
+        entry_write(add_path, &forged, other_bin, other.payload_len, 1);
+        free(forged.file);
+        expect_rebuilt(add_path, "another family's binary and kernel names");
+    }
     /* this entry with its key changed (another driver version, say) and
      * the checksums made to match */
     add.file[32 + add.key_len - 2] ^= 1;
@@ -431,6 +448,51 @@ START_TEST(test_program_build_failure)
 }
 END_TEST
 
+/* A FIFO named <family>.cl in TEENY_KERNEL_DIR (no writer: a plain open
+ * blocks forever): the build fails at once with TEENY_ERR_IO naming the
+ * file and why, and changes nothing. SIGALRM ends the run if it blocks. */
+START_TEST(test_program_kernel_dir_fifo)
+{
+    char dir[256], path[300];
+    size_t len;
+    const char *common = teeny__kernel_source("common", &len);
+    ck_assert(common != NULL);
+    snprintf(dir, sizeof dir, "/tmp/teenycl-test-kfifo-%ld", (long)getpid());
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(path, sizeof path, "%s/common.cl", dir);
+    write_text(path, common, len);
+    snprintf(path, sizeof path, "%s/elementwise.cl", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    setenv("TEENY_KERNEL_DIR", dir, 1);
+    setenv("TEENY_NO_CACHE", "1", 1);
+
+    teeny_ctx *ctx = NULL;
+    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+    int64_t shape[1] = {4};
+    teeny_tensor *a = th_tensor(ctx, 1, shape), *y = th_tensor(ctx, 1, shape);
+    TH_OK(ctx, teeny_tensor_fill(a, 1.0f));
+    TH_OK(ctx, teeny_tensor_fill(y, -3.0f));
+    alarm(60);
+    double t0 = (double)time(NULL);
+    TH_STATUS(ctx, TEENY_ERR_IO, teeny_add(ctx, a, a, y));
+    alarm(0);
+    ck_assert_msg((double)time(NULL) - t0 < 5.0, "the build took %.0f s", (double)time(NULL) - t0);
+    const char *msg = teeny_last_error(ctx);
+    ck_assert_msg(strstr(msg, path) && strstr(msg, "TEENY_KERNEL_DIR") && strstr(msg, "not a regular file"),
+                  "message: %s", msg);
+    th_expect_all(y, -3.0f);
+    unsetenv("TEENY_KERNEL_DIR");
+    unsetenv("TEENY_NO_CACHE");
+    teeny_tensor_destroy(a);
+    teeny_tensor_destroy(y);
+    teeny_ctx_destroy(ctx);
+    remove(path);
+    snprintf(path, sizeof path, "%s/common.cl", dir);
+    remove(path);
+    rmdir(dir);
+}
+END_TEST
+
 /* The profiler keeps every launch: more than its first 4,096-event block
  * (it used to stop there and under-report), and a second profile starts
  * from zero. */
@@ -529,6 +591,7 @@ Suite *suite_program(void)
     tcase_add_test(tc, test_program_profile_many);
     tcase_add_test(tc, test_program_profile_grow_fails);
     tcase_add_test(err, test_program_build_failure);
+    tcase_add_test(err, test_program_kernel_dir_fifo);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, err);
     return s;

@@ -10,6 +10,12 @@
 #                           --timeout), no device: each reported on exactly the
 #                           expected line, the other families still pass, exit 1
 #   embed_app               its result matches the host computation
+#   numbers and names       every numeric option of teeny-info and teeny-bench
+#                           refuses malformed values (empty, abc, 12abc, -1,
+#                           4294967296, 1e3, " 5", ...) and --only an unknown
+#                           family: exit 2 and a message naming the option,
+#                           before anything runs; the library's environment
+#                           checks reach the tools (exit 1, the variable named)
 #
 # Usage: sh tests/test_tools.sh BUILD_DIR   (on the default device, TEENY_DEVICE)
 set -u
@@ -49,6 +55,14 @@ has_line() {
     if grep -Fxq -- "$2" "$tmp/$1.out"; then ok; else
         fail "$1: no line \"$2\"; output:"
         sed 's/^/    /' "$tmp/$1.out"
+    fi
+}
+
+# has_err NAME TEXT: the text is in NAME's standard error
+has_err() {
+    if grep -Fq -- "$2" "$tmp/$1.err"; then ok; else
+        fail "$1: stderr lacks \"$2\"; it says:"
+        sed 's/^/    /' "$tmp/$1.err"
     fi
 }
 
@@ -111,6 +125,39 @@ passed hang psa
 run no-device 1 "$info" --check no-such-device-anywhere
 has_line no-device "common: cannot create a context (TEENY_ERR_NO_DEVICE):"
 has_line no-device "(the other families were not run: there is no context to run them in)"
+
+# -- numbers and names on the command line: refused with the usage status
+#    (2) and a message naming the option and the text, before any device
+#    work (an unknown --only family used to check nothing and pass)
+bench=$build/teeny-bench
+run only-unknown 2 "$info" --check --only nosuchfamily
+has_err only-unknown '--only: "nosuchfamily" is not a kernel family; the families are common, elementwise,'
+run only-one-unknown 2 "$info" --check --only pool,nosuch
+has_err only-one-unknown '"nosuch" is not a kernel family'
+run only-empty 2 "$info" --check --only ''
+run hook-unknown 2 env TEENY_CHECK_CRASH=nosuchfamily "$info" --check --only pool
+has_err hook-unknown 'TEENY_CHECK_CRASH: "nosuchfamily" is not a kernel family'
+k=0
+for opt in "$info --check --timeout" "$bench --reps" "$bench --warmup"; do
+    for v in '' abc 12abc -1 4294967296 1e3 ' 5' '+5' 0x10 '5 ' 99999999999999999999; do
+        k=$((k + 1))
+        # shellcheck disable=SC2086 # $opt is the program and the option
+        run "number-$k" 2 $opt "$v"
+        has_err "number-$k" "${opt##* } \"$v\" is "
+    done
+done
+for v in 0 86401; do
+    run "timeout-$v" 2 "$info" --check --timeout "$v"
+    has_err "timeout-$v" "--timeout \"$v\" is out of range; it takes a decimal integer in 1..86400"
+done
+run reps-zero 2 "$bench" --reps 0
+has_err reps-zero '--reps "0" is out of range'
+run info-timeout-last 2 "$info" --check --timeout
+# the library's checks, through the tools: exit 1, the variable named
+run env-device 1 env TEENY_DEVICE=4294967296:0 "$info"
+has_err env-device 'TEENY_DEVICE "4294967296:0": the platform index is out of range'
+run env-no-cache 1 env TEENY_NO_CACHE=yes "$bench" --list
+has_err env-no-cache 'TEENY_NO_CACHE="yes" is not one of 0/1'
 
 # -- the embedding example
 run embed "0" "$build/embed_app"

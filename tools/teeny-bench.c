@@ -11,6 +11,9 @@
  *
  * --filter runs the cases whose name contains any of the texts; --list
  * prints the cases (with --json: their shapes) without measuring anything.
+ * --reps takes 1..1000000 and --warmup 0..1000000, whole decimal numbers
+ * (tools/args.h); anything else exits with status 2 before the device is
+ * touched.
  *
  * --json writes JSON lines: first a header object ("type": "header": the
  * device, its compute units, the measured ceilings, reps and warm-up),
@@ -23,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "args.h"
 #include "bench.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -269,11 +273,13 @@ int main(int argc, char **argv)
             spec = argv[++i];
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
             o.filter = argv[++i];
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            o.reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
-            o.warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--csv"))
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            if (!args_int("teeny-bench", "--reps", argv[++i], 1, 1000000, &o.reps))
+                return 2;
+        } else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) {
+            if (!args_int("teeny-bench", "--warmup", argv[++i], 0, 1000000, &o.warmup))
+                return 2;
+        } else if (!strcmp(argv[i], "--csv"))
             o.format = BENCH_CSV;
         else if (!strcmp(argv[i], "--json"))
             o.format = BENCH_JSON;
@@ -285,10 +291,6 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (o.reps < 1)
-        o.reps = 1;
-    if (o.warmup < 0)
-        o.warmup = 0;
     teeny_ctx *ctx = NULL;
     if (teeny_ctx_create(spec, &ctx) != TEENY_OK) {
         fprintf(stderr, "%s\n", teeny_last_error(NULL));

@@ -17,6 +17,9 @@
  *
  * Usage: teeny-info [--device SPEC] [--no-self-test]
  *        teeny-info --check [SPEC] [--timeout SECONDS] [--only FAMILY,...]
+ * A malformed --timeout (not a whole decimal number in 1..86400, tools/
+ * args.h) or a name in --only that is not a family exits with status 2,
+ * the usage errors' status, before anything runs.
  *
  * Test hooks of --check (for tests/test_tools.sh; they make a healthy
  * driver look broken): TEENY_CHECK_CRASH=FAMILY raises SIGABRT in that
@@ -41,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "teenycl.h"
 
 static int self_test(const char *spec)
@@ -899,6 +903,29 @@ static int in_list(const char *list, const char *family)
     return 0;
 }
 
+/* Every name in the comma-separated list (--only, and the test hooks'
+ * variables) is a family of CASES: 1, or 0 after saying which is not and
+ * listing the families. An empty list or name is not one either. */
+static int families_known(const char *what, const char *list)
+{
+    for (const char *p = list;;) {
+        size_t n = strcspn(p, ",");
+        int known = 0;
+        for (int i = 0; i < N_CASES && n; i++)
+            known |= strlen(CASES[i].family) == n && !strncmp(p, CASES[i].family, n);
+        if (!known) {
+            fprintf(stderr, "teeny-info: %s: \"%.*s\" is not a kernel family; the families are", what, (int)n, p);
+            for (int i = 0; i < N_CASES; i++)
+                fprintf(stderr, "%s %s", i ? "," : "", CASES[i].family);
+            fprintf(stderr, "\n");
+            return 0;
+        }
+        if (!p[n])
+            return 1;
+        p += n + 1;
+    }
+}
+
 static int check_device(const char *spec, int timeout_s, const char *only)
 {
     child_report reports[N_CASES];
@@ -961,9 +988,13 @@ static void usage(const char *argv0)
             "       %s --check [SPEC] [--timeout SECONDS] [--only FAMILY,...]\n"
             "  --check    build every kernel family cold and check one case of each against a host\n"
             "             reference, each in a child process; exit status 1 if any fails\n"
-            "  test hooks of --check: TEENY_CHECK_CRASH=FAMILY (SIGABRT while building),\n"
-            "             TEENY_CHECK_HANG=FAMILY (hangs while building)\n",
+            "  --timeout  seconds per family, 1..86400 (default 120)\n"
+            "  --only     the families to check, comma-separated, of:\n            ",
             argv0, argv0);
+    for (int i = 0; i < N_CASES; i++)
+        fprintf(stderr, " %s", CASES[i].family);
+    fprintf(stderr, "\n  test hooks of --check: TEENY_CHECK_CRASH=FAMILY (SIGABRT while building),\n"
+                    "             TEENY_CHECK_HANG=FAMILY (hangs while building)\n");
 }
 
 int main(int argc, char **argv)
@@ -979,17 +1010,25 @@ int main(int argc, char **argv)
             check = 1;
             if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
                 spec = argv[++i];
-        } else if (!strcmp(argv[i], "--timeout") && i + 1 < argc && atoi(argv[i + 1]) > 0)
-            timeout_s = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+        } else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
+            if (!args_int("teeny-info", "--timeout", argv[++i], 1, 86400, &timeout_s))
+                return 2;
+        } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             only = argv[++i];
-        else {
+            if (!families_known("--only", only))
+                return 2;
+        } else {
             usage(argv[0]);
             return 2;
         }
     }
-    if (check)
+    if (check) {
+        static const char *const hooks[] = {"TEENY_CHECK_CRASH", "TEENY_CHECK_HANG"};
+        for (int h = 0; h < 2; h++)
+            if (getenv(hooks[h]) && !families_known(hooks[h], getenv(hooks[h])))
+                return 2;
         return check_device(spec, timeout_s, only);
+    }
     printf("teenycl %s\n", teeny_version_string());
     teeny_status st = teeny_devices_list(NULL, 0, &count);
     if (st != TEENY_OK) {

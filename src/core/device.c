@@ -6,6 +6,7 @@
  * profile.c's events) they register a release hook for
  * (teeny__ctx_on_release), so freeing a context never calls up into them.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,22 +146,88 @@ static int default_index(const found_device *devs, int n)
     return n > 0 ? 0 : -1;
 }
 
-static int matches(const teeny_device_info *info, const char *spec)
+/* A "P:D" spec: 1 with both indices when the text before the first ':'
+ * holds only digits, signs and blanks (so "gfx90a:xnack-" stays a name)
+ * and both sides are decimal indices (teeny__parse_int), -1 with *why and
+ * *which when such a spec is malformed, 0 for any other spec. */
+static int index_spec(const char *spec, long long idx[2], const char **why, const char **which)
 {
-    int p, d;
-    char tail;
+    const char *colon = strchr(spec, ':');
+    size_t n = colon ? (size_t)(colon - spec) : 0;
+    if (!n || strspn(spec, "0123456789+- \t") < n)
+        return 0;
+    *which = "platform";
+    if (!teeny__parse_int(spec, n, 0, INT_MAX, &idx[0], why))
+        return -1;
+    *which = "device";
+    return teeny__parse_int(colon + 1, strlen(colon + 1), 0, INT_MAX, &idx[1], why) ? 1 : -1;
+}
+
+/* Specs that name an implementation or a vendor: a device matches when its
+ * platform name, its vendor or its device name contains one of the
+ * needles (any case). The platform names are those each implementation
+ * reports: PoCL "Portable Computing Language", Mesa "rusticl" and
+ * "Clover", Apple "Apple", ARM's Mali driver "ARM Platform" (devices
+ * "Mali-G78 ..."), Qualcomm "QUALCOMM Snapdragon(TM)" (devices "QUALCOMM
+ * Adreno(TM)"), Intel "Intel(R) OpenCL ...", AMD "AMD Accelerated Parallel
+ * Processing"; Mesa's drivers also run Mali GPUs ("Mali-G52 (Panfrost)"). */
+static const struct {
+    const char *spec, *platform[3], *vendor[2], *device[1];
+} NAMED_SPECS[] = {
+    {"pocl", {"portable computing", "pocl"}, {NULL}, {NULL}},
+    {"nvidia", {"nvidia"}, {"nvidia"}, {NULL}},
+    {"amd", {"amd"}, {"amd", "advanced micro devices"}, {NULL}},
+    {"intel", {"intel"}, {"intel"}, {NULL}},
+    {"rusticl", {"rusticl"}, {NULL}, {NULL}},
+    {"clover", {"clover"}, {NULL}, {NULL}},
+    {"mesa", {"rusticl", "clover"}, {"mesa"}, {NULL}},
+    {"apple", {"apple"}, {"apple"}, {NULL}},
+    {"arm", {"arm platform"}, {NULL}, {"mali"}},
+    {"mali", {"arm platform"}, {NULL}, {"mali"}},
+    {"qualcomm", {"qualcomm"}, {"qualcomm"}, {"adreno"}},
+    {"adreno", {"qualcomm"}, {"qualcomm"}, {"adreno"}},
+};
+
+static int any_in(const char *hay, const char *const *needles, int n)
+{
+    for (int i = 0; i < n && needles[i]; i++)
+        if (teeny__contains_nocase(hay, needles[i]))
+            return 1;
+    return 0;
+}
+
+int teeny__device_matches(const teeny_device_info *info, const char *spec)
+{
+    long long idx[2];
+    const char *why, *which;
     if (!strcasecmp(spec, "cpu")) return info->is_cpu;
     if (!strcasecmp(spec, "gpu")) return info->is_gpu;
-    if (!strcasecmp(spec, "pocl"))
-        return teeny__contains_nocase(info->platform_name, "portable computing") || teeny__contains_nocase(info->platform_name, "pocl");
-    if (!strcasecmp(spec, "nvidia") || !strcasecmp(spec, "amd") || !strcasecmp(spec, "intel")) {
-        const char *alt = !strcasecmp(spec, "amd") ? "advanced micro devices" : spec;
-        return teeny__contains_nocase(info->vendor, spec) || teeny__contains_nocase(info->vendor, alt) ||
-               teeny__contains_nocase(info->platform_name, spec);
+    for (size_t i = 0; i < sizeof NAMED_SPECS / sizeof NAMED_SPECS[0]; i++)
+        if (!strcasecmp(spec, NAMED_SPECS[i].spec))
+            return any_in(info->platform_name, NAMED_SPECS[i].platform, 3) ||
+                   any_in(info->vendor, NAMED_SPECS[i].vendor, 2) || any_in(info->device_name, NAMED_SPECS[i].device, 1);
+    switch (index_spec(spec, idx, &why, &which)) {
+    case 1: return info->platform_index == idx[0] && info->device_index == idx[1];
+    case -1: return 0; /* rejected before matching: spec_check */
+    default: return teeny__contains_nocase(info->device_name, spec);
     }
-    if (sscanf(spec, "%d:%d%c", &p, &d, &tail) == 2)
-        return info->platform_index == p && info->device_index == d;
-    return teeny__contains_nocase(info->device_name, spec);
+}
+
+/* Before any device is matched: an empty TEENY_DEVICE and a malformed
+ * "P:D" are TEENY_ERR_ARG (a number that wrapped, "4294967296:0", used to
+ * pick platform 0). from names where the spec came from. */
+static teeny_status spec_check(const char *spec, const char *from)
+{
+    long long idx[2];
+    const char *why = "", *which = "";
+    if (!*spec)
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s is set but empty; unset it or give a device spec", from);
+    if (index_spec(spec, idx, &why, &which) < 0)
+        return teeny__error(NULL, TEENY_ERR_ARG,
+                            "%s \"%.64s\": the %s index %s; a P:D spec takes two decimal indices as teeny-info "
+                            "lists them, e.g. 0:1",
+                            from, spec, which, why);
+    return TEENY_OK;
 }
 
 static void list_devices(char *buf, size_t cap, const found_device *devs, int n)
@@ -305,25 +372,32 @@ teeny_status teeny_ctx_create(const char *device_spec, teeny_ctx **out)
     teeny_ctx *ctx = NULL;
     teeny_status st;
     cl_int err;
+    const char *from = "device spec";
 
     if (!out)
         return teeny__error(NULL, TEENY_ERR_ARG, "teeny_ctx_create: out is NULL");
     *out = NULL;
-    if (!device_spec || !*device_spec)
+    if (!device_spec || !*device_spec) {
         device_spec = getenv("TEENY_DEVICE");
+        from = "TEENY_DEVICE";
+    }
+    if ((st = teeny__env_check()) != TEENY_OK || (device_spec && (st = spec_check(device_spec, from)) != TEENY_OK))
+        return st;
     st = enumerate(devs, MAX_DEVICES, &n);
     if (st != TEENY_OK)
         return st;
     if (device_spec && *device_spec) {
         for (int i = 0; i < n && pick < 0; i++)
-            if (matches(&devs[i].info, device_spec))
+            if (teeny__device_matches(&devs[i].info, device_spec))
                 pick = i;
     } else {
         pick = default_index(devs, n);
     }
     if (pick < 0) {
-        teeny__error(NULL, TEENY_ERR_NO_DEVICE, "no OpenCL device matches \"%s\"; devices:",
-                     device_spec ? device_spec : "(default)");
+        if (device_spec)
+            teeny__error(NULL, TEENY_ERR_NO_DEVICE, "no OpenCL device matches %s \"%s\"; devices:", from, device_spec);
+        else
+            teeny__error(NULL, TEENY_ERR_NO_DEVICE, "no OpenCL device found; devices:");
         char *buf = (char *)teeny_last_error(NULL);
         list_devices(buf, 4096, devs, n);
         return TEENY_ERR_NO_DEVICE;
@@ -371,6 +445,8 @@ teeny_status teeny_ctx_create_from_cl(cl_context c, cl_device_id d, cl_command_q
     if (!c || !d || !q)
         return teeny__error(NULL, TEENY_ERR_ARG, "teeny_ctx_create_from_cl: %s is NULL",
                             !c ? "context" : !d ? "device" : "queue");
+    if ((st = teeny__env_check()) != TEENY_OK)
+        return st;
     err = TEENY_CL(clGetCommandQueueInfo, q, CL_QUEUE_PROPERTIES, sizeof qprops, &qprops, NULL);
     if (err != CL_SUCCESS)
         return teeny__cl_error(NULL, err, "clGetCommandQueueInfo");

@@ -2,12 +2,18 @@
  * util.c -- the library's small host helpers, one copy of each: bounded
  * string copy, case-insensitive substring search (device and vendor names),
  * FNV-1a 64 (kernel-cache keys and checkpoint checksums), growing an array
- * by doubling, and "[2, 3, 4]" shape text for error messages. No OpenCL and
- * no context here: every other layer may call them.
+ * by doubling, "[2, 3, 4]" shape text for error messages, UTF-8
+ * validation (file headers), and the one strict number parser with the
+ * environment checks built on it (every variable the library reads). No
+ * OpenCL and no context state here (errors go to the context given, or
+ * the thread's): every other layer may call them.
  */
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "internal.h"
 
@@ -76,4 +82,140 @@ const char *teeny__dims_str(const int64_t *shape, int ndim, char *buf, size_t ca
     if (len < cap)
         snprintf(buf + len, cap - len, "]");
     return buf;
+}
+
+int teeny__utf8_valid(const void *text, size_t n, size_t *bad)
+{
+    const unsigned char *p = text;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+        uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+        if (!len || len > n - i)
+            goto invalid;
+        for (size_t k = 1; k < len; k++) {
+            if ((p[i + k] & 0xc0) != 0x80)
+                goto invalid;
+            cp = cp << 6 | (p[i + k] & 0x3f);
+        }
+        /* overlong forms, UTF-16 surrogates and code points past U+10FFFF */
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+            (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+            goto invalid;
+        i += len;
+        continue;
+    invalid:
+        if (bad)
+            *bad = i;
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- strict numbers and the environment ---- */
+
+int teeny__parse_int(const char *text, size_t len, long long lo, long long hi, long long *out, const char **why)
+{
+    const char *p = text, *end = text + len;
+    unsigned long long v = 0;
+    int neg = 0, big = 0;
+    long long value;
+    *why = "is not a decimal integer";
+    if (p == end) {
+        *why = "is empty";
+        return 0;
+    }
+    if (*p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p == end || !isdigit((unsigned char)*p))
+        return 0; /* "+1", " 5", "abc", "-", "0x" after a sign... */
+    for (; p < end && isdigit((unsigned char)*p); p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (ULLONG_MAX - d) / 10)
+            big = 1;
+        else
+            v = v * 10 + d;
+    }
+    if (p != end)
+        return 0; /* "12abc", "1e3", "0x10", "5 ", "1.0" */
+    *why = "is out of range";
+    if (big || v > (unsigned long long)LLONG_MAX + neg || (neg && lo >= 0)) /* "-0" too: no sign where none fits */
+        return 0;
+    value = neg ? (v ? -(long long)(v - 1) - 1 : 0) : (long long)v;
+    if (value < lo || value > hi)
+        return 0;
+    *out = value;
+    return 1;
+}
+
+teeny_status teeny__env_int(const teeny_ctx *ctx, const char *name, long long lo, long long hi, long long def,
+                            long long *out)
+{
+    const char *s = getenv(name), *why;
+    *out = def;
+    if (!s)
+        return TEENY_OK;
+    if (!teeny__parse_int(s, strlen(s), lo, hi, out, &why)) {
+        *out = def;
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s=\"%.64s\" %s; it takes a decimal integer in %lld..%lld, or unset",
+                            name, s, why, lo, hi);
+    }
+    return TEENY_OK;
+}
+
+/* The variables the library reads that take words or paths, checked
+ * whenever a context is created (README "Environment"): set means set, so
+ * an empty value or a word not listed is TEENY_ERR_ARG, never a silent
+ * default. TEENY_DEVICE is checked with the device spec (device.c);
+ * numeric variables are read through teeny__env_int where they are used
+ * (the tune layer's TEENY_ATTN_*). A new variable gets a row here. */
+#define ENV_PATH_MAX 4000 /* what build.c and cache.c's path buffers hold, with a file name */
+static const struct {
+    const char *name;
+    const char *words; /* "a|b|c"; NULL: a path */
+    int nocase;        /* words compared ignoring case (as their reader does) */
+} ENV_VARS[] = {
+    {"TEENY_NO_CACHE", "0|1", 0},
+    {"TEENY_PROFILE", "0|1", 0},
+    {"TEENY_TUNING", "generic", 0},
+    {"TEENY_LOG", "debug|info|warn|error|none", 1},
+    {"TEENY_CACHE_DIR", NULL, 0},
+    {"TEENY_KERNEL_DIR", NULL, 0},
+};
+
+static int is_word(const char *s, const char *words, int nocase)
+{
+    size_t n = strlen(s);
+    for (const char *w = words; *w;) {
+        size_t len = strcspn(w, "|");
+        if (len == n && (nocase ? !strncasecmp(w, s, n) : !strncmp(w, s, n)))
+            return 1;
+        w += len + (w[len] == '|');
+    }
+    return 0;
+}
+
+teeny_status teeny__env_check(void)
+{
+    for (size_t i = 0; i < sizeof ENV_VARS / sizeof ENV_VARS[0]; i++) {
+        const char *name = ENV_VARS[i].name, *words = ENV_VARS[i].words, *s = getenv(name);
+        char list[64];
+        if (!s)
+            continue;
+        teeny__strlcpy(list, words ? words : "", sizeof list);
+        for (char *c = list; *c; c++)
+            *c = *c == '|' ? '/' : *c;
+        if (!*s)
+            return teeny__error(NULL, TEENY_ERR_ARG, "%s is set but empty; unset it%s%s", name,
+                                words ? " or set it to one of " : " or name a directory", list);
+        if (words && !is_word(s, words, ENV_VARS[i].nocase))
+            return teeny__error(NULL, TEENY_ERR_ARG, "%s=\"%.64s\" is not one of %s (README, \"Environment\")", name,
+                                s, list);
+        if (!words && strlen(s) > ENV_PATH_MAX)
+            return teeny__error(NULL, TEENY_ERR_ARG, "%s is %zu bytes long; paths up to %d bytes are supported", name,
+                                strlen(s), ENV_PATH_MAX);
+    }
+    return TEENY_OK;
 }

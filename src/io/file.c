@@ -2,7 +2,7 @@
  * file.c -- the file primitives every reader and writer shares (the
  * safetensors, .npy and IDX formats, checkpoints and the kernel cache):
  * opening only regular files (a FIFO never blocks a reader, a directory is
- * an IO error), and crash-safe whole-file writes -- a temp file
+ * an IO error), reading a whole one, and crash-safe whole-file writes -- a temp file
  * "<target>.tmp-<host>-<pid>-XXXXXX" in the target's directory, fsynced,
  * renamed over the target, then the directory fsynced; a save also removes
  * the temp files of dead writers of the same target.
@@ -42,6 +42,60 @@ int teeny__open_regular(const char *path, const char **why)
     /* O_NONBLOCK only kept the open from waiting on a FIFO's writer */
     (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     return fd;
+}
+
+teeny_status teeny__read_file(const char *path, unsigned char **buf, size_t *len, char *msg, size_t cap)
+{
+    const char *why = NULL;
+    struct stat sb;
+    size_t size, done = 0;
+    teeny_status st = TEENY_OK;
+    int fd = teeny__open_regular(path, &why);
+    *buf = NULL;
+    *len = 0;
+    if (fd < 0) {
+        int err = errno;
+        snprintf(msg, cap, "cannot open: %s", why);
+        errno = err; /* the caller may tell a missing file from a bad one */
+        return TEENY_ERR_IO;
+    }
+    if (fstat(fd, &sb) != 0) {
+        snprintf(msg, cap, "cannot stat: %s", strerror(errno));
+        st = TEENY_ERR_IO;
+        goto done;
+    }
+    if ((uint64_t)sb.st_size > SIZE_MAX / 2) {
+        snprintf(msg, cap, "too large for this host");
+        st = TEENY_ERR_RANGE;
+        goto done;
+    }
+    size = (size_t)sb.st_size;
+    if (!(*buf = teeny__malloc(size + 1))) {
+        snprintf(msg, cap, "out of host memory for %zu bytes", size);
+        st = TEENY_ERR_NOMEM;
+        goto done;
+    }
+    while (done < size) {
+        ssize_t r = read(fd, *buf + done, size - done);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            snprintf(msg, cap, "reading %zu bytes failed: %s", size,
+                     r < 0 ? strerror(errno) : "the file shrank while being read");
+            st = TEENY_ERR_IO;
+            goto done;
+        }
+        done += (size_t)r;
+    }
+    (*buf)[size] = '\0';
+    *len = size;
+done:
+    close(fd);
+    if (st != TEENY_OK) {
+        teeny__free(*buf);
+        *buf = NULL;
+    }
+    return st;
 }
 
 /*

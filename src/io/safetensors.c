@@ -16,19 +16,19 @@
  *                            entry's 16 digits replaced by '0'
  * so a flipped byte anywhere (bar the two key names) is caught. The header
  * JSON is parsed with cJSON; every number, size and offset is checked
- * before use. Files are written crash-safely through io/file.c.
+ * before use, and every string must be text a C string holds whole: the
+ * header valid UTF-8 (as the format requires), no NUL character in a
+ * string (cJSON would cut "F32\u0000xx" to F32), no empty tensor name
+ * (which the writer refuses). Files are written crash-safely through io/file.c.
  *
  * This file holds the reader (teeny_st_open and the lookups); the writer
  * is safetensors_write.c, the shared keys and helpers are in
  * safetensors_internal.h.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -101,41 +101,9 @@ static int json_uint(const cJSON *x, uint64_t *out)
 
 static teeny_status read_whole(const char *path, teeny_st_file *f)
 {
-    teeny_status st = TEENY_OK;
-    struct stat sb;
-    const char *why;
-    size_t done = 0;
-    int fd = teeny__open_regular(path, &why);
-    if (fd < 0)
-        return teeny__error(NULL, TEENY_ERR_IO, "safetensors %s: cannot open: %s", path, why);
-    if (fstat(fd, &sb) != 0) {
-        st = teeny__error(NULL, TEENY_ERR_IO, "safetensors %s: cannot stat: %s", path, strerror(errno));
-        goto done;
-    }
-    if ((uint64_t)sb.st_size > SIZE_MAX - 1) {
-        st = teeny__error(NULL, TEENY_ERR_RANGE, "safetensors %s: too large for this host", path);
-        goto done;
-    }
-    f->size = (size_t)sb.st_size;
-    f->buf = teeny__malloc(f->size ? f->size : 1);
-    if (!f->buf) {
-        st = teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory for %zu bytes", path, f->size);
-        goto done;
-    }
-    while (done < f->size) {
-        ssize_t r = read(fd, f->buf + done, f->size - done);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            st = teeny__error(NULL, TEENY_ERR_IO, "safetensors %s: reading %zu bytes failed: %s", path, f->size,
-                              r < 0 ? strerror(errno) : "the file shrank while being read");
-            goto done;
-        }
-        done += (size_t)r;
-    }
-done:
-    close(fd);
-    return st;
+    char msg[256];
+    teeny_status st = teeny__read_file(path, &f->buf, &f->size, msg, sizeof msg);
+    return st == TEENY_OK ? st : teeny__error(NULL, st, "safetensors %s: %s", path, msg);
 }
 
 /* Verify teenycl_header_checksum: the header bytes with its digits zeroed. */
@@ -317,6 +285,28 @@ static teeny_status check_layout(const char *path, teeny_st_file *f)
     return st;
 }
 
+/* The offset of the first NUL inside a JSON string of the header, escaped
+ * (\u0000) or raw, or -1: a name, dtype or metadata string that every C
+ * string would cut short ("F32\u0000xx" would read as F32). */
+static long nul_escape(const char *header, size_t len)
+{
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (!in_string) {
+            in_string = header[i] == '"';
+        } else if (header[i] == '"') {
+            in_string = 0;
+        } else if (header[i] == '\0') {
+            return (long)i;
+        } else if (header[i] == '\\' && i + 1 < len) {
+            if (header[i + 1] == 'u' && i + 6 <= len && !memcmp(header + i + 2, "0000", 4))
+                return (long)i;
+            i++; /* the escaped character */
+        }
+    }
+    return -1;
+}
+
 static teeny_status parse_file(const char *path, teeny_st_file *f)
 {
     teeny_status st = TEENY_OK;
@@ -336,6 +326,11 @@ static teeny_status parse_file(const char *path, teeny_st_file *f)
     f->data_len = f->size - 8 - hlen;
     if (header[0] != '{')
         return BAD("safetensors %s: the header does not start with '{'", path);
+    {
+        size_t bad = 0;
+        if (!teeny__utf8_valid(header, (size_t)hlen, &bad))
+            return BAD("safetensors %s: the header is not valid UTF-8 (byte %zu of the header)", path, bad);
+    }
     root = cJSON_ParseWithLengthOpts(header, (size_t)hlen, &end, 0);
     if (!root || !cJSON_IsObject(root)) {
         BAD("safetensors %s: the header is not a JSON object (error near byte %ld)", path,
@@ -347,6 +342,12 @@ static teeny_status parse_file(const char *path, teeny_st_file *f)
             BAD("safetensors %s: unexpected bytes after the header JSON (at byte %ld)", path, (long)(end - header));
             goto done;
         }
+    if (nul_escape(header, (size_t)hlen) >= 0) {
+        BAD("safetensors %s: a string in the header holds a NUL character (at byte %ld); names, dtypes and "
+            "metadata may not",
+            path, nul_escape(header, (size_t)hlen));
+        goto done;
+    }
     meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
     if (meta && (st = parse_metadata(path, meta, f)) != TEENY_OK)
         goto done;
@@ -370,6 +371,10 @@ static teeny_status parse_file(const char *path, teeny_st_file *f)
                 goto done;
             }
             continue;
+        }
+        if (!*it->string) {
+            BAD("safetensors %s: a tensor has an empty name", path);
+            goto done;
         }
         if (!(f->names[f->n] = dup_str(it->string))) {
             st = teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory", path);

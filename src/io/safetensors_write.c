@@ -1,7 +1,9 @@
 /*
  * safetensors_write.c -- the safetensors writer: teeny_st_writer collects
- * named F32 device tensors (borrowed: read back when the file is
- * written), I64 host values and string metadata; teeny_st_write lays them
+ * named F32 device tensors (held by reference until the writer is
+ * destroyed, read back when the file is written, so a tensor destroyed in
+ * between is reported, not read after free), I64 host values and string
+ * metadata; teeny_st_write lays them
  * out in the order added, adds the data and header checksums
  * (teenycl_checksum, teenycl_header_checksum) and writes the file
  * crash-safely through io/file.c. The format and the checksums are
@@ -20,7 +22,7 @@
 
 typedef struct {
     char *name;
-    const teeny_tensor *t; /* F32, or NULL for I64 */
+    teeny_tensor *t; /* F32 (held: teeny__tensor_hold), or NULL for I64 */
     int64_t *i64;
     int ndim;
     int64_t shape[TEENY_ST_MAX_DIMS];
@@ -56,6 +58,8 @@ void teeny_st_writer_destroy(teeny_st_writer *w)
     for (int i = 0; i < w->n; i++) {
         teeny__free(w->e[i].name);
         teeny__free(w->e[i].i64);
+        if (w->e[i].t)
+            teeny__tensor_drop(w->e[i].t);
     }
     for (int i = 0; i < w->n_meta; i++) {
         teeny__free(w->meta[i].key);
@@ -100,11 +104,13 @@ teeny_status teeny_st_add_tensor(teeny_st_writer *w, const char *name, const tee
     if (t->dtype != TEENY__F32)
         return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor %s is int32; only fp32 tensors are stored", fn, name);
     e.name = (char *)name;
-    e.t = t;
+    e.t = (teeny_tensor *)t; /* the writer's reference: bookkeeping, t's data is only read */
     e.ndim = t->ndim;
     memcpy(e.shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
     e.numel = (uint64_t)t->numel;
-    return add_entry(w, fn, &e);
+    if ((st = add_entry(w, fn, &e)) == TEENY_OK)
+        teeny__tensor_hold(e.t);
+    return st;
 }
 
 teeny_status teeny_st_add_i64(teeny_st_writer *w, const char *name, int ndim, const int64_t *shape,
@@ -258,7 +264,7 @@ teeny_status teeny_st_write(teeny_st_writer *w, const char *path)
         return teeny__error(NULL, TEENY_ERR_ARG, "%s: %s is NULL", fn, !w ? "writer" : "path");
     for (int i = 0; i < w->n; i++) {
         const st_entry *e = &w->e[i];
-        if (e->t && !e->t->handle_alive)
+        if (e->t && !e->t->handle_alive) /* held, so still readable */
             return teeny__error(NULL, TEENY_ERR_ARG, "%s %s: tensor %s was destroyed before the write", fn, path,
                                 e->name);
         total += e->numel * (e->t ? 4 : 8);

@@ -49,31 +49,6 @@ const char *teeny__kernel_source(const char *family, size_t *len)
     return NULL;
 }
 
-/* Read a whole file into a NUL-terminated buffer (caller frees). */
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long size;
-    if (!f)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)
-        goto done;
-    buf = teeny__malloc((size_t)size + 1);
-    if (!buf)
-        goto done;
-    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
-        teeny__free(buf);
-        buf = NULL;
-        goto done;
-    }
-    buf[size] = '\0';
-    *len = (size_t)size;
-done:
-    fclose(f);
-    return buf;
-}
-
 /* common.cl followed by <family>.cl, from TEENY_KERNEL_DIR when set. */
 static teeny_status program_source(teeny_ctx *ctx, const char *family, char **out)
 {
@@ -85,11 +60,12 @@ static teeny_status program_source(teeny_ctx *ctx, const char *family, char **ou
 
     for (int i = 0; i < 2; i++) {
         if (dir && *dir) {
-            char path[4096];
+            char path[4096], why[256];
             snprintf(path, sizeof path, "%s/%s.cl", dir, parts[i]);
-            text[i] = read_file(path, &lens[i]);
-            if (!text[i]) {
-                st = teeny__error(ctx, TEENY_ERR_IO, "cannot read kernel source %s (TEENY_KERNEL_DIR)", path);
+            /* a regular file only: a FIFO there must not block the build */
+            st = teeny__read_file(path, (unsigned char **)&text[i], &lens[i], why, sizeof why);
+            if (st != TEENY_OK) {
+                st = teeny__error(ctx, st, "cannot read kernel source %s (TEENY_KERNEL_DIR): %s", path, why);
                 goto cleanup;
             }
         } else {
@@ -258,35 +234,9 @@ static void cache_program(const char *dir, const char *path, const char *key, cl
     teeny__free(names);
 }
 
-/* Whether two ';'-separated lists of kernel names hold the same names, in
- * any order: Mesa's rusticl lists a program built from a binary in another
- * order than the same program built from source. */
-static int same_names(const char *a, const char *b)
-{
-    size_t na = 1, nb = 1;
-    for (const char *s = a; *s; s++)
-        na += *s == ';';
-    for (const char *s = b; *s; s++)
-        nb += *s == ';';
-    if (na != nb)
-        return 0;
-    for (const char *s = a; *s;) {
-        size_t len = strcspn(s, ";");
-        int found = 0;
-        for (const char *t = b; *t && !found;) {
-            size_t tl = strcspn(t, ";");
-            found = tl == len && !strncmp(s, t, len);
-            t += tl + (t[tl] == ';');
-        }
-        if (!found)
-            return 0;
-        s += len + (s[len] == ';');
-    }
-    return 1;
-}
-
-/* A program from the disk cache entry at path for key, or NULL (a miss). */
-static cl_program cache_fetch(teeny_ctx *ctx, const char *path, const char *key, const char *options)
+/* A program from the disk cache entry at path for key, or NULL (a miss):
+ * its kernels must be those stored with it and declared in src. */
+static cl_program cache_fetch(teeny_ctx *ctx, const char *path, const char *key, const char *src, const char *options)
 {
     unsigned char *bin = NULL;
     char *names = NULL, *have = NULL;
@@ -299,7 +249,7 @@ static cl_program cache_fetch(teeny_ctx *ctx, const char *path, const char *key,
     if (err != CL_SUCCESS) {
         teeny__log(TEENY_LOG_WARN, "kernel cache entry %s was rejected by the driver (%d); rebuilding it", path,
                    (int)err);
-    } else if (!(have = kernel_names(prog)) || !same_names(have, names)) {
+    } else if (!(have = kernel_names(prog)) || !teeny__cache_names_ok(have, names, src)) {
         teeny__log(TEENY_LOG_WARN, "kernel cache entry %s holds another program's binary; rebuilding it", path);
         TEENY_CL_RELEASE(clReleaseProgram, prog);
         prog = NULL;
@@ -358,7 +308,7 @@ static teeny_status program_get(teeny_ctx *ctx, const char *family, const char *
             st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory building %s", family);
             goto cleanup;
         }
-        prog = cache_fetch(ctx, path, key, full_options);
+        prog = cache_fetch(ctx, path, key, src, full_options);
     }
     if (!prog) {
         teeny__log(TEENY_LOG_DEBUG, "building %s for %s with %s", family, ctx->info.device_name, full_options);

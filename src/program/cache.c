@@ -15,13 +15,15 @@
  * platform, driver" in full, so an entry answers only the exact build it was
  * made for, whatever its file name; the kernel names are what the program
  * built from source holds, so a foreign binary under the right key is
- * caught after it builds. Every length is checked against the file size
+ * caught after it builds, and each must be declared in the family's source
+ * (teeny__cache_names_ok), so is one stored with its own family's names. Every length is checked against the file size
  * before anything is allocated. Entries are written with the library's
  * atomic writer (temp file, fsync, rename, fsync of the directory), so
  * concurrent processes never see half an entry. An entry that fails any
  * check, that is not a regular file, or that the driver rejects in any way
  * is a miss: the program is rebuilt from source and the entry overwritten.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,15 +56,20 @@ void teeny__cache_dir(char *out, size_t cap)
     const char *dir = getenv("TEENY_CACHE_DIR");
     const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
+    int len = 0;
     out[0] = '\0';
-    if (no && *no && strcmp(no, "0"))
+    if (no && *no && strcmp(no, "0")) /* "1" (teeny__env_check refuses other values) */
         return;
     if (dir && *dir)
-        snprintf(out, cap, "%s", dir);
+        len = snprintf(out, cap, "%s", dir);
     else if (xdg && *xdg)
-        snprintf(out, cap, "%s/teenycl", xdg);
+        len = snprintf(out, cap, "%s/teenycl", xdg);
     else if (home && *home)
-        snprintf(out, cap, "%s/.cache/teenycl", home);
+        len = snprintf(out, cap, "%s/.cache/teenycl", home);
+    if (len < 0 || (size_t)len >= cap) { /* cut short, it would name another directory */
+        teeny__log(TEENY_LOG_WARN, "kernel cache: the directory path is too long; the disk cache is off");
+        out[0] = '\0';
+    }
 }
 
 static int mkdir_p(const char *path)
@@ -120,38 +127,21 @@ static uint32_t header_crc(const unsigned char *head, const char *key, size_t ke
  * or 0 when absent or unusable (then rebuilt and overwritten). */
 int teeny__cache_load(const char *path, const char *key, unsigned char **bin, size_t *len, char **names)
 {
-    const char *why = NULL;
+    char msg[256];
+    const char *why = msg;
     unsigned char *file = NULL;
-    struct stat sb;
-    size_t size, done = 0, key_len = strlen(key), names_len;
+    size_t size = 0, key_len = strlen(key), names_len;
     uint64_t payload_len;
-    int fd = teeny__open_regular(path, &why), ok = 0;
+    int ok = 0;
     *bin = NULL;
     *names = NULL;
-    if (fd < 0) {
-        if (errno != ENOENT)
-            teeny__log(TEENY_LOG_WARN, "kernel cache entry %s: %s; rebuilding", path, why);
-        return 0;
-    }
-    if (fstat(fd, &sb) != 0 || sb.st_size < CACHE_HEADER || (uint64_t)sb.st_size > SIZE_MAX / 2) {
-        why = "too short";
+    if (teeny__read_file(path, &file, &size, msg, sizeof msg) != TEENY_OK) {
+        if (errno == ENOENT)
+            return 0; /* a plain miss */
         goto done;
-    }
-    size = (size_t)sb.st_size;
-    if (!(file = teeny__malloc(size))) {
-        why = "out of host memory";
-        goto done;
-    }
-    while (done < size) {
-        ssize_t r = read(fd, file + done, size - done);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        done += (size_t)r;
     }
     why = "truncated, padded or not an entry";
-    if (done != size || memcmp(file, CACHE_MAGIC, 8) != 0)
+    if (size < CACHE_HEADER || memcmp(file, CACHE_MAGIC, 8) != 0)
         goto done;
     names_len = get_le32(file + 12);
     payload_len = (uint64_t)get_le32(file + 16) | (uint64_t)get_le32(file + 20) << 32;
@@ -181,7 +171,6 @@ int teeny__cache_load(const char *path, const char *key, unsigned char **bin, si
     *len = (size_t)payload_len;
     ok = 1;
 done:
-    close(fd);
     teeny__free(file);
     if (!ok) {
         teeny__log(TEENY_LOG_WARN, "kernel cache entry %s: %s; rebuilding it", path, why);
@@ -191,6 +180,83 @@ done:
         *names = NULL;
     }
     return ok;
+}
+
+/* ---- kernel names ---- */
+
+/* Whether two ';'-separated lists of kernel names hold the same names, in
+ * any order: Mesa's rusticl lists a program built from a binary in another
+ * order than the same program built from source. */
+static int same_names(const char *a, const char *b)
+{
+    size_t na = 1, nb = 1;
+    for (const char *s = a; *s; s++)
+        na += *s == ';';
+    for (const char *s = b; *s; s++)
+        nb += *s == ';';
+    if (na != nb)
+        return 0;
+    for (const char *s = a; *s;) {
+        size_t len = strcspn(s, ";");
+        int found = 0;
+        for (const char *t = b; *t && !found;) {
+            size_t tl = strcspn(t, ";");
+            found = tl == len && !strncmp(s, t, len);
+            t += tl + (t[tl] == ';');
+        }
+        if (!found)
+            return 0;
+        s += len + (s[len] == ';');
+    }
+    return 1;
+}
+
+static int ident_char(char c)
+{
+    return isalnum((unsigned char)c) || c == '_';
+}
+
+/* The next token "word" in s at or after p (not part of a longer
+ * identifier; "__kernel" counts as "kernel"), or NULL. */
+static const char *next_token(const char *s, const char *p, const char *word)
+{
+    size_t n = strlen(word);
+    for (; (p = strstr(p, word)) != NULL; p += n)
+        if ((p == s || !isalnum((unsigned char)p[-1])) && !ident_char(p[n]))
+            return p;
+    return NULL;
+}
+
+/* Whether every kernel in names (";"-separated) is declared in src, the
+ * family's source: "kernel" followed by "void NAME" (attributes between
+ * them are skipped). These are the names the family expects; the names
+ * stored in a cache entry come from the same file as its binary, so an
+ * entry holding another family's binary with that family's names passes
+ * every other check. A comment that looks like a declaration only makes
+ * this looser. */
+static int declared_in(const char *src, const char *names)
+{
+    for (const char *s = names; *s;) {
+        size_t len = strcspn(s, ";");
+        int found = 0;
+        for (const char *k = src; !found && (k = next_token(src, k, "kernel")) != NULL; k += 6) {
+            const char *v = next_token(src, k + 6, "void");
+            if (!v)
+                break;
+            for (v += 4; isspace((unsigned char)*v); v++)
+                ;
+            found = !strncmp(v, s, len) && !ident_char(v[len]);
+        }
+        if (!found)
+            return 0;
+        s += len + (s[len] == ';');
+    }
+    return 1;
+}
+
+int teeny__cache_names_ok(const char *have, const char *stored, const char *src)
+{
+    return same_names(have, stored) && declared_in(src, have);
 }
 
 void teeny__cache_store(const char *dir, const char *path, const char *key, const char *names,

@@ -228,6 +228,16 @@ void teeny_tensor_destroy(teeny_tensor *t)
     tensor_unref(t);
 }
 
+void teeny__tensor_hold(teeny_tensor *t)
+{
+    t->refs++;
+}
+
+void teeny__tensor_drop(teeny_tensor *t)
+{
+    tensor_unref(t);
+}
+
 static teeny_status check_io(const teeny_tensor *t, const void *ptr, size_t count, teeny__dtype dtype,
                              const char *fn)
 {

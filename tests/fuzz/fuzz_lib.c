@@ -111,6 +111,17 @@ static int seeds_safetensors(teeny_ctx *ctx, const char *dir)
         ok = ok && put(dir, "python.safetensors", buf, sizeof buf) == 0;
         n += ok;
     }
+    { /* strings as text: names with multi-byte UTF-8, raw and escaped, and
+       * a dtype spelled with escapes ("F32"), so that mutations reach the
+       * checks for NUL characters, invalid UTF-8 and empty names */
+        static const char h[] = "{\"\\u00e9t\\u00e9\":{\"dtype\":\"F\\u0033\\u0032\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                                "\"w\xc3\xa9\xf0\x9f\x98\x80\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]},"
+                                "\"__metadata__\":{\"k\\u00e9\":\"v\xc3\xa9\"}}";
+        unsigned char buf[8 + sizeof h - 1 + 12] = {(unsigned char)(sizeof h - 1)};
+        memcpy(buf + 8, h, sizeof h - 1);
+        ok = ok && put(dir, "text.safetensors", buf, sizeof buf) == 0;
+        n += ok;
+    }
     teeny_tensor_destroy(a);
     teeny_tensor_destroy(b);
     teeny_tensor_destroy(c);
