@@ -557,7 +557,12 @@ TEENY_API teeny_status teeny_mul_backward(teeny_ctx *ctx, const teeny_tensor *a,
  * stride >= 1, 0 <= pad <= kernel / 2, H + 2*pad >= kernel. [0] = H, [1] = W. */
 typedef struct { int kernel[2], stride[2], pad[2]; } teeny_pool2d_params;
 #define TEENY_POOL2D_PARAMS_INIT { {2, 2}, {2, 2}, {0, 0} }
-/* y_shape from x_shape; TEENY_ERR_RANGE when y would pass int32 indexing. */
+/* y_shape from x_shape: TEENY_ERR_ARG for bad parameters, TEENY_ERR_SHAPE
+ * for a size < 1 or a kernel larger than the padded input, TEENY_ERR_RANGE
+ * when x or y has more than 2^31 - 1 elements or H + 2*pad (W + 2*pad)
+ * passes 2^31 - 1; every pooling call and graph builder checks the same.
+ * The window itself may hold more than 2^31 positions (a large kernel over
+ * a small padded input). */
 TEENY_API teeny_status teeny_pool2d_output_shape(const teeny_pool2d_params *p, const int64_t x_shape[4], int64_t y_shape[4]);
 /* Max pooling; padding counts as -inf, a NaN in a window wins (as PyTorch).
  * argmax (int32, shape of y) receives each maximum's index h * W + w within
@@ -569,7 +574,8 @@ TEENY_API teeny_status teeny_maxpool2d_forward(teeny_ctx *ctx, const teeny_pool2
 TEENY_API teeny_status teeny_maxpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p,
     const teeny_tensor *x, const teeny_tensor *argmax, const teeny_tensor *dy, teeny_tensor *dx);
 /* Average pooling with count_include_pad (PyTorch's default): every window
- * divides by kernel[0] * kernel[1]. */
+ * divides by kernel[0] * kernel[1] (formed in 64-bit integers, then
+ * rounded to float once, so windows past 2^31 positions are exact too). */
 TEENY_API teeny_status teeny_avgpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *p,
     const teeny_tensor *x, teeny_tensor *y);
 TEENY_API teeny_status teeny_avgpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p,

@@ -2,7 +2,8 @@
  * util.c -- the library's small host helpers, one copy of each: bounded
  * string copy, case-insensitive substring search (device and vendor names),
  * FNV-1a 64 (kernel-cache keys and checkpoint checksums), growing an array
- * by doubling, and "[2, 3, 4]" shape text for error messages. No OpenCL and
+ * by doubling, overflow-checked size products, and "[2, 3, 4]" shape text
+ * for error messages. No OpenCL and
  * no context here: every other layer may call them.
  */
 #include <ctype.h>
@@ -76,4 +77,19 @@ const char *teeny__dims_str(const int64_t *shape, int ndim, char *buf, size_t ca
     if (len < cap)
         snprintf(buf + len, cap - len, "]");
     return buf;
+}
+
+int64_t teeny__mul_sizes(int64_t a, int64_t b)
+{
+    if (a < 0 || b < 0 || (a && b > INT64_MAX / a))
+        return -1;
+    return a * b;
+}
+
+int64_t teeny__dims_product(const int64_t *dims, int n)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n && p >= 0; i++)
+        p = teeny__mul_sizes(p, dims[i]);
+    return p;
 }
