@@ -725,7 +725,13 @@ TEENY_API void teeny_plan_destroy(teeny_plan *p);
 TEENY_API teeny_status teeny_plan_tensor(teeny_plan *p, teeny_node n, teeny_tensor **t);
 /* Replays; they enqueue and return. */
 TEENY_API teeny_status teeny_plan_forward(teeny_plan *p);
-TEENY_API teeny_status teeny_plan_backward(teeny_plan *p);   /* overwrites every parameter gradient */
+/* backward overwrites the gradient of every parameter the graph had when
+ * the plan was compiled: with the gradient of this plan's loss, or with
+ * zeros for a parameter that does not reach that loss (another head's, a
+ * dead branch's), so when several plans share the parameters an optimizer
+ * step never re-applies a gradient another plan left. zero_grad zeroes
+ * the same gradients. */
+TEENY_API teeny_status teeny_plan_backward(teeny_plan *p);
 TEENY_API teeny_status teeny_plan_zero_grad(teeny_plan *p);
 /* Host syncs: read node n's value (count == numel), or the scalar loss.
  * TEENY_ERR_STATE before the plan's first forward (there is no value yet;

@@ -727,6 +727,145 @@ START_TEST(test_graph_determinism)
 }
 END_TEST
 
+/* Two heads over one trunk, two losses, two plans (batches 4 and 3) over
+ * the shared parameters, and a dead branch that reaches no loss. Each
+ * backward overwrites every parameter gradient: the other head's and the
+ * dead branch's with zeros (they once kept the previous plan's gradient,
+ * which an optimizer then re-applied), the rest with this plan's own
+ * gradient, bit for bit what it computes from zeroed gradients. */
+typedef struct {
+    teeny_graph *g;
+    teeny_node x, labels, loss[2];
+    teeny_plan *plan[2];
+} two_heads;
+
+static void build_two_heads(two_heads *h)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_node trunk, act, fa, fb, dead, dead2;
+    int64_t xs[2] = {-1, 5};
+    TH_OK(ctx, teeny_graph_create(ctx, 77, &h->g));
+    TH_OK(ctx, teeny_graph_input(h->g, "x", 2, xs, &h->x));
+    TH_OK(ctx, teeny_graph_labels(h->g, "labels", &h->labels));
+    TH_OK(ctx, teeny_graph_linear(h->g, "trunk", h->x, 6, 1, &trunk));
+    TH_OK(ctx, teeny_graph_activation(h->g, "act", trunk, TEENY_ACT_SILU, &act));
+    TH_OK(ctx, teeny_graph_linear(h->g, "head_a", act, 3, 1, &fa));
+    TH_OK(ctx, teeny_graph_linear(h->g, "dead", act, 2, 1, &dead)); /* feeds nothing that reaches a loss */
+    TH_OK(ctx, teeny_graph_linear(h->g, "dead2", dead, 2, 0, &dead2));
+    TH_OK(ctx, teeny_graph_linear(h->g, "head_b", act, 4, 1, &fb));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(h->g, "loss_a", fa, h->labels, &h->loss[0]));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(h->g, "loss_b", fb, h->labels, &h->loss[1]));
+    for (int k = 0; k < 2; k++) {
+        teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+        pp.batch = 4 - k;
+        pp.loss = h->loss[k];
+        TH_OK(ctx, teeny_graph_compile(h->g, &pp, &h->plan[k]));
+        teeny_tensor *tx, *tl;
+        TH_OK(ctx, teeny_plan_tensor(h->plan[k], h->x, &tx));
+        TH_OK(ctx, teeny_plan_tensor(h->plan[k], h->labels, &tl));
+        float xv[20];
+        int32_t lv[4] = {0, 2, 1, 2};
+        th_rng r = th_rng_make(300 + (uint64_t)k);
+        th_fill_normal(&r, xv, (size_t)pp.batch * 5, 0, 1);
+        TH_OK(ctx, teeny_tensor_write(tx, xv, (size_t)pp.batch * 5));
+        TH_OK(ctx, teeny_tensor_write_i32(tl, lv, (size_t)pp.batch));
+    }
+}
+
+/* Which node a parameter belongs to: its name up to the dot. */
+static int param_of(const teeny_graph *g, int i, const char *node)
+{
+    const char *name;
+    TH_OK(th_ctx(), teeny_graph_param(g, i, &name, NULL, NULL));
+    size_t n = strlen(node);
+    return !strncmp(name, node, n) && name[n] == '.';
+}
+
+START_TEST(test_graph_shared_heads)
+{
+    teeny_ctx *ctx = th_ctx();
+    two_heads h;
+    build_two_heads(&h);
+    int n = teeny_graph_param_count(h.g);
+    size_t total;
+    float *want[2];
+    /* each plan's own gradients, from zeroed gradients */
+    for (int k = 0; k < 2; k++) {
+        TH_OK(ctx, teeny_plan_zero_grad(h.plan[k]));
+        TH_OK(ctx, teeny_plan_forward(h.plan[k]));
+        TH_OK(ctx, teeny_plan_backward(h.plan[k]));
+        want[k] = read_params(h.g, &total, 1);
+    }
+    /* the other plan's backward, then NaN in every gradient, then this
+     * plan's backward: every gradient is written, and equals want[k] */
+    for (int round = 0; round < 2; round++)
+        for (int k = 0; k < 2; k++) {
+            TH_OK(ctx, teeny_plan_forward(h.plan[1 - k]));
+            TH_OK(ctx, teeny_plan_backward(h.plan[1 - k]));
+            if (round == 1)
+                for (int i = 0; i < n; i++) {
+                    teeny_tensor *grad;
+                    TH_OK(ctx, teeny_graph_param(h.g, i, NULL, NULL, &grad));
+                    th_poison(grad);
+                }
+            TH_OK(ctx, teeny_plan_forward(h.plan[k]));
+            TH_OK(ctx, teeny_plan_backward(h.plan[k]));
+            float *got = read_params(h.g, &total, 1);
+            ck_assert_msg(!memcmp(got, want[k], total * sizeof *got), "plan %d (round %d): gradients differ from "
+                          "its own backward from zero", k, round);
+            free(got);
+            /* and the heads' and dead branch's gradients are the zeros */
+            size_t at = 0;
+            for (int i = 0; i < n; i++) {
+                teeny_tensor *v;
+                TH_OK(ctx, teeny_graph_param(h.g, i, NULL, &v, NULL));
+                size_t len = (size_t)teeny_tensor_numel(v);
+                int off_path = param_of(h.g, i, k ? "head_a" : "head_b") || param_of(h.g, i, "dead") ||
+                               param_of(h.g, i, "dead2");
+                double norm = 0;
+                for (size_t e = 0; e < len; e++)
+                    norm += fabs(want[k][at + e]);
+                ck_assert_msg(off_path ? norm == 0 : norm > 0, "plan %d, parameter %d: |grad| %g", k, i, norm);
+                at += len;
+            }
+        }
+    /* an SGD step after plan 1's backward then plan 0's moves only the
+     * trunk and head_a (no weight decay, no momentum) */
+    teeny_tensor **params = th_malloc((size_t)n * sizeof *params), **grads = th_malloc((size_t)n * sizeof *grads);
+    for (int i = 0; i < n; i++)
+        TH_OK(ctx, teeny_graph_param(h.g, i, NULL, &params[i], &grads[i]));
+    teeny_optim_params op = TEENY_OPTIM_PARAMS_INIT;
+    teeny_optimizer *opt;
+    op.lr = 0.5f;
+    TH_OK(ctx, teeny_optimizer_create(ctx, &op, n, params, (const teeny_tensor *const *)grads, &opt));
+    float *before = read_params(h.g, &total, 0);
+    TH_OK(ctx, teeny_plan_forward(h.plan[1]));
+    TH_OK(ctx, teeny_plan_backward(h.plan[1]));
+    TH_OK(ctx, teeny_plan_forward(h.plan[0]));
+    TH_OK(ctx, teeny_plan_backward(h.plan[0]));
+    TH_OK(ctx, teeny_optimizer_step(opt, op.lr, -1.0f));
+    float *after = read_params(h.g, &total, 0);
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len = (size_t)teeny_tensor_numel(params[i]);
+        int moved = memcmp(before + at, after + at, len * sizeof *after) != 0;
+        int should = param_of(h.g, i, "trunk") || param_of(h.g, i, "head_a");
+        ck_assert_msg(moved == should, "parameter %d %s by the step", i, moved ? "moved" : "did not move");
+        at += len;
+    }
+    free(before);
+    free(after);
+    free(params);
+    free(grads);
+    free(want[0]);
+    free(want[1]);
+    teeny_optimizer_destroy(opt);
+    teeny_plan_destroy(h.plan[0]);
+    teeny_plan_destroy(h.plan[1]);
+    teeny_graph_destroy(h.g);
+}
+END_TEST
+
 /* Two well-separated Gaussian blobs per class in 2-D, a small MLP with
  * batch norm: a few hundred SGD steps reach near-perfect accuracy, also
  * in an inference plan of a different batch size. */
@@ -1526,7 +1665,8 @@ END_TEST
 /* Phase 4: recording lays the passes out as adjacent ranges; a training
  * plan records the inference plan's forward launches, a backward with the
  * loss seed fill and one add per accumulation temporary on top of the
- * ops' own backward launches, and one zero fill per parameter. */
+ * ops' own backward launches (and a zero fill per parameter the loss does
+ * not reach), and one zero fill per parameter. */
 START_TEST(test_graph_phase_record)
 {
     teeny_ctx *ctx = th_ctx();
@@ -1570,6 +1710,17 @@ START_TEST(test_graph_phase_record)
     ck_assert_int_eq(f, fwd[1]);
     ck_assert_int_eq(b, bwd[1]);
     teeny_plan_destroy(p);
+    /* a dead branch (a linear off a that reaches no loss): its forward is
+     * recorded (one GEMM), and the backward opens with one zero fill per
+     * parameter of it, so it overwrites every parameter gradient */
+    teeny_node dead;
+    TH_OK(ctx, teeny_graph_linear(g, "dead", PH_A, 2, 1, &dead));
+    pp.loss = PH_LOSS;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &p));
+    TH_OK(ctx, teeny_plan_launches(p, &f, &b));
+    ck_assert_int_eq(f, fwd[1] + 1);
+    ck_assert_int_eq(b, bwd[1] + 2);
+    teeny_plan_destroy(p);
     teeny_graph_destroy(g);
 }
 END_TEST
@@ -1583,6 +1734,7 @@ Suite *suite_graph(void)
     tcase_add_test(fwd, test_graph_no_setup_after_compile);
     tcase_add_test(bwd, test_graph_gradients);
     tcase_add_test(bwd, test_graph_gradcheck_sensitivity);
+    tcase_add_test(bwd, test_graph_shared_heads);
     if (!th_small()) {
         tcase_add_test(bwd, test_graph_determinism);
         tcase_add_test(bwd, test_graph_trains_separable);

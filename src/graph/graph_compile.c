@@ -275,7 +275,9 @@ static teeny_status record_forward(teeny_plan *p)
  * tensor, gradient and temporary exists) and the derivation bw (phase 2).
  * Guarantees: on TEENY_OK p->rec holds, in order, the forward pass
  * [fwd_from, fwd_to) (each op node's forward, node order), the backward
- * pass [bwd_from, bwd_to) (empty for inference; autograd.c) and the
+ * pass [bwd_from, bwd_to) (empty for inference; autograd.c: a zero fill of
+ * each parameter gradient the loss does not reach, then the nodes'
+ * backward launches, so it writes every parameter gradient) and the
  * parameter-gradient zeroing [zero_from, zero_to) (one fill per parameter
  * of a training plan); ranges are adjacent. Recording is off on return,
  * whatever the status. */
