@@ -690,7 +690,10 @@ TEENY_API teeny_status teeny_graph_psa_merge_attn(teeny_graph *g, const char *na
 
 /* Introspection. */
 TEENY_API int teeny_graph_node_count(const teeny_graph *g);
-/* The node's dotted name and its value's shape for a batch of 1 (borrowed). */
+/* The node's dotted name (borrowed) and its value's rank and shape for a
+ * batch of 1: shape[0..ndim) are the sizes and shape[ndim..5) are set to 0.
+ * Any of name, ndim, shape may be NULL (not wanted); on failure nothing is
+ * written. */
 TEENY_API teeny_status teeny_graph_node_info(const teeny_graph *g, teeny_node n, const char **name, int *ndim, int64_t shape[5]);
 /* Learned parameters, in creation order; grad is NULL until a training plan
  * exists. Tensors are borrowed (they live as long as g); the name is valid

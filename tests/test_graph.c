@@ -1416,6 +1416,52 @@ START_TEST(test_graph_example_memory)
 }
 END_TEST
 
+/* teeny_graph_node_info writes shape[0..ndim) and zeros after (it once
+ * copied all five entries of the node's shape, whatever lay past ndim),
+ * and writes nothing on failure. The node's own entries past ndim are set
+ * to stale values first, as a view's once were (uninitialized stack). */
+START_TEST(test_graph_node_info)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g;
+    teeny_node x, r, fc, flat;
+    int64_t xs[4] = {-1, 2, 3, 4}, want_r[1] = {24}, stale = 0x5eed;
+    TH_OK(ctx, teeny_graph_create(ctx, 1, &g));
+    TH_OK(ctx, teeny_graph_input(g, "x", 4, xs, &x));
+    TH_OK(ctx, teeny_graph_reshape(g, "r", x, 1, want_r, &r));
+    TH_OK(ctx, teeny_graph_flatten(g, "flat", x, &flat));
+    TH_OK(ctx, teeny_graph_linear(g, "fc", flat, 7, 1, &fc));
+    const struct { teeny_node n; int ndim; int64_t shape[5]; } want[] = {
+        {x, 4, {1, 2, 3, 4}}, {r, 1, {24}}, {flat, 2, {1, 24}}, {fc, 2, {1, 7}}};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        /* the views' and ops' internal shapes were zeroed past ndim */
+        for (int i = want[k].ndim; i < 5; i++) {
+            ck_assert_msg(g->nodes[want[k].n].shapes.out.shape[i] == 0, "node %d: internal dim %d not zero",
+                          (int)want[k].n, i);
+            g->nodes[want[k].n].shapes.out.shape[i] = stale;
+        }
+        const char *name = NULL;
+        int ndim = -7;
+        int64_t shape[5] = {-7, -7, -7, -7, -7};
+        TH_OK(ctx, teeny_graph_node_info(g, want[k].n, &name, &ndim, shape));
+        ck_assert_int_eq(ndim, want[k].ndim);
+        for (int i = 0; i < 5; i++)
+            ck_assert_msg(shape[i] == (i < ndim ? want[k].shape[i] : 0), "node %s: shape[%d] = %lld", name, i,
+                          (long long)shape[i]);
+        TH_OK(ctx, teeny_graph_node_info(g, want[k].n, NULL, NULL, shape)); /* any output may be NULL */
+    }
+    const char *name = "untouched";
+    int ndim = -7;
+    int64_t shape[5] = {-7, -7, -7, -7, -7};
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_node_info(g, teeny_graph_node_count(g), &name, &ndim, shape));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_node_info(g, -1, &name, &ndim, shape));
+    ck_assert(!strcmp(name, "untouched") && ndim == -7);
+    for (int i = 0; i < 5; i++)
+        ck_assert(shape[i] == -7);
+    teeny_graph_destroy(g);
+}
+END_TEST
+
 /* ---- the compile phases, one at a time ---- */
 
 /* x[-1, 6] -> fc1 -> relu a -> fc2; s = a + fc2 (a fans out to fc2 and s);
@@ -1741,6 +1787,7 @@ Suite *suite_graph(void)
     }
     tcase_add_test(err, test_graph_errors);
     tcase_add_test(err, test_graph_null_arguments);
+    tcase_add_test(err, test_graph_node_info);
     tcase_add_test(err, test_graph_error_routing);
     tcase_add_test(bwd, test_graph_concat_chains);
     tcase_add_test(err, test_graph_checkpoints);

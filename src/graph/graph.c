@@ -179,8 +179,8 @@ teeny_status teeny__view_shape(teeny_ctx *ctx, const char *name, int ndim, const
 {
     int infer_at = -1;
     int64_t known = 1;
+    memset(out, 0, sizeof *out); /* sizes past ndim are 0, never stack garbage */
     out->ndim = ndim;
-    out->is_i32 = 0;
     for (int i = 0; i < ndim; i++) {
         if (want[i] == -1 && infer_at < 0) {
             infer_at = i;
@@ -357,8 +357,11 @@ teeny_status teeny_graph_node_info(const teeny_graph *g, teeny_node n, const cha
         *name = g->nodes[n].name;
     if (ndim)
         *ndim = g->nodes[n].shapes.out.ndim;
-    if (shape)
-        memcpy(shape, g->nodes[n].shapes.out.shape, sizeof(int64_t) * TEENY_MAX_DIMS);
+    if (shape) { /* ndim sizes, then zeros: nothing past ndim is left uninitialized or stale */
+        const teeny__shape *s = &g->nodes[n].shapes.out;
+        for (int i = 0; i < TEENY_MAX_DIMS; i++)
+            shape[i] = i < s->ndim ? s->shape[i] : 0;
+    }
     return TEENY_OK;
 }
 
