@@ -234,9 +234,11 @@ TEENY_API teeny_status teeny_ctx_device_info(const teeny_ctx *ctx, teeny_device_
 
 /* ---- tensors ------------------------------------------------------------ */
 
-/* Rank 1..5; every size >= 1; numel and byte size within int32 indexing and
- * the device's max allocation. Contents are uninitialized. Caller frees
- * with teeny_tensor_destroy. */
+/* Rank 1..5; every size >= 1 (else TEENY_ERR_ARG, whatever the other
+ * sizes); numel and byte size within int32 indexing and the device's max
+ * allocation (else TEENY_ERR_RANGE; the product is overflow-checked).
+ * Contents are uninitialized. Caller frees with teeny_tensor_destroy. The
+ * same shape rules hold for wrap_cl and view. */
 TEENY_API teeny_status teeny_tensor_create(teeny_ctx *ctx, int ndim, const int64_t *shape, teeny_tensor **out);
 TEENY_API teeny_status teeny_tensor_create_i32(teeny_ctx *ctx, int ndim, const int64_t *shape, teeny_tensor **out);
 /* fp32 tensor over an application's buffer at offset_bytes (a multiple of 4);
@@ -324,7 +326,9 @@ TEENY_API teeny_status teeny_batchnorm_fold(teeny_ctx *ctx, const teeny_tensor *
 typedef struct { int stride[2], pad[2], dilation[2], groups; } teeny_conv2d_params; /* [0] = H, [1] = W */
 #define TEENY_CONV2D_PARAMS_INIT { {1, 1}, {0, 0}, {1, 1}, 1 }
 /* Shape inference only (no context; failures are read with
- * teeny_last_error(NULL)): fills y_shape from x_shape and w_shape. */
+ * teeny_last_error(NULL)): fills y_shape from x_shape and w_shape. A size
+ * < 1 is TEENY_ERR_ARG, a size past 2^31 - 1 or an output past 2^31 - 1
+ * elements TEENY_ERR_RANGE. */
 TEENY_API teeny_status teeny_conv2d_output_shape(const teeny_conv2d_params *p, const int64_t x_shape[4],
     const int64_t w_shape[4], int64_t y_shape[4]);
 /* y = conv(x, weight) + bias; bias may be NULL. y may not overlap an input. */
@@ -643,11 +647,16 @@ TEENY_API teeny_status teeny_graph_create(teeny_ctx *ctx, uint64_t seed, teeny_g
 /* NULL is a no-op. Destroy the graph's plans first. */
 TEENY_API void teeny_graph_destroy(teeny_graph *g);
 /* An fp32 input of rank 1..5; shape[0] is the batch dimension and must be
- * -1 (resolved at compile). name may be NULL ("input<index>"). */
+ * -1 (resolved at compile). name may be NULL ("input<index>"). Every other
+ * size >= 1 (TEENY_ERR_ARG); one sample of more than 2^31 - 1 elements is
+ * TEENY_ERR_RANGE. */
 TEENY_API teeny_status teeny_graph_input(teeny_graph *g, const char *name, int ndim, const int64_t *shape, teeny_node *out);
 /* An int32 input [batch] (class labels). */
 TEENY_API teeny_status teeny_graph_labels(teeny_graph *g, const char *name, teeny_node *out);
-/* A view of x with a new shape (-1 in one dimension: inferred); no copy. */
+/* A view of x with a new shape (-1 in one dimension: inferred); no copy.
+ * TEENY_ERR_ARG for a size < 1 other than that one -1; TEENY_ERR_SHAPE
+ * when the sizes' product (overflow-checked) is not x's element count or,
+ * with a -1, does not divide it. */
 TEENY_API teeny_status teeny_graph_reshape(teeny_graph *g, const char *name, teeny_node x, int ndim, const int64_t *shape, teeny_node *out);
 /* [B, ...] -> [B, rest] as a view. */
 TEENY_API teeny_status teeny_graph_flatten(teeny_graph *g, const char *name, teeny_node x, teeny_node *out);
@@ -655,7 +664,10 @@ TEENY_API teeny_status teeny_graph_flatten(teeny_graph *g, const char *name, tee
 TEENY_API teeny_status teeny_graph_mark_output(teeny_graph *g, teeny_node n);
 /* Layers. name (may be NULL: "<op><index>") prefixes the node's parameter
  * names; out receives the new node (-1 on failure). Shapes follow the
- * matching eager functions; mismatches fail here, naming the nodes. */
+ * matching eager functions; mismatches fail here, naming the nodes. A
+ * node whose value, parameters or state would have more than 2^31 - 1
+ * elements for a batch of 1 is TEENY_ERR_RANGE here; for a plan's batch,
+ * at teeny_graph_compile (before anything is allocated). */
 /* Batch normalization over [N, C] or [B, C, H, W]: params "weight", "bias";
  * state "running_mean", "running_var" (+ "num_batches_tracked" in
  * checkpoints). Training plans use batch statistics, inference plans the
@@ -720,7 +732,9 @@ typedef struct {
 } teeny_plan_params;
 #define TEENY_PLAN_PARAMS_INIT { 1, 1, -1, 1 }
 
-/* Compile g for one batch size and mode. Caller frees with teeny_plan_destroy. */
+/* Compile g for one batch size and mode. Caller frees with teeny_plan_destroy.
+ * batch outside 1..2^31 - 1 is TEENY_ERR_ARG; a value or kept tensor of
+ * more than 2^31 - 1 elements at that batch TEENY_ERR_RANGE. */
 TEENY_API teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *p, teeny_plan **out);
 TEENY_API void teeny_plan_destroy(teeny_plan *p);
 /* The tensor holding node n's value in this plan (borrowed): write inputs
