@@ -326,7 +326,8 @@ START_TEST(test_pool_huge_windows)
         ref_avgpool_backward(&g, dyd, dxref);
         /* every window covers the one element: y = x / (kh * kw) */
         for (int j = 0; j < g.OH * g.OW; j++)
-            ck_assert(yref[j] == xd[0] / ((double)g.kh * g.kw) && yref[g.OH * g.OW + j] == xd[1] / ((double)g.kh * g.kw));
+            ck_assert(yref[j] == xd[0] / ((double)g.kh * g.kw) &&
+                      yref[g.OH * g.OW + j] == xd[1] / ((double)g.kh * g.kw));
         expect_close(&ty, yref, TOL, "avgpool y", what);
         expect_close(&tdx, dxref, TOL, "avgpool dx", what);
         th_dev_free(&ty);
@@ -496,8 +497,8 @@ START_TEST(test_pool_graph_limits)
     teeny_graph *g;
     teeny_node in, ok_in, out;
     teeny_pool2d_params edge = {{1 << 30, 1}, {1, 1}, {1 << 29, 0}}, huge = {{46341, 46341}, {1, 1}, {23170, 23170}};
-    int64_t at[4] = {-1, 1, INT32_MAX - ((int64_t)1 << 30), 1}, past[4] = {-1, 1, INT32_MAX - ((int64_t)1 << 30) + 1, 1},
-            tiny[4] = {-1, 1, 1, 1};
+    int64_t at[4] = {-1, 1, INT32_MAX - ((int64_t)1 << 30), 1},
+            past[4] = {-1, 1, INT32_MAX - ((int64_t)1 << 30) + 1, 1}, tiny[4] = {-1, 1, 1, 1};
     TH_OK(ctx, teeny_graph_create(ctx, 1, &g));
     TH_OK(ctx, teeny_graph_input(g, "at", 4, at, &ok_in));
     TH_OK(ctx, teeny_graph_input(g, "past", 4, past, &in));

@@ -547,7 +547,10 @@ START_TEST(test_shapes_eager_conv_pool)
     };
     for (size_t i = 0; i < sizeof conv / sizeof conv[0]; i++) {
         teeny_conv2d_params p = cp;
-        int *f = conv[i].field == 0 ? p.stride : conv[i].field == 1 ? p.pad : conv[i].field == 2 ? p.dilation : &p.groups;
+        int *f = conv[i].field == 0   ? p.stride
+                 : conv[i].field == 1 ? p.pad
+                 : conv[i].field == 2 ? p.dilation
+                                      : &p.groups;
         f[conv[i].field == 3 ? 0 : conv[i].axis] = conv[i].value;
         char what[64];
         snprintf(what, sizeof what, "conv param %d[%d] = %d", conv[i].field, conv[i].axis, conv[i].value);
