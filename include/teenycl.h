@@ -408,9 +408,10 @@ TEENY_API int64_t teeny_optimizer_steps(const teeny_optimizer *opt);
 /* Set t, e.g. after loading the state from a checkpoint; steps >= 0.
  * With t > 0, SGD treats its momentum buffers as already initialized. */
 TEENY_API teeny_status teeny_optimizer_set_steps(teeny_optimizer *opt, int64_t steps);
-/* Optimizer state for checkpoints: SGD with momentum has
- * "momentum_buffer.<i>" per param i, Adam/AdamW "exp_avg.<i>" and
- * "exp_avg_sq.<i>" (in that order, param by param); plain SGD has none.
+/* Optimizer state: SGD with momentum has "momentum_buffer.<i>" per param
+ * i, Adam/AdamW "exp_avg.<i>" and "exp_avg_sq.<i>" (in that order, param
+ * by param); plain SGD has none. (teeny_graph_save keys each one by its
+ * parameter's name instead of i.)
  * Each state tensor has its param's shape. The name and tensor are
  * borrowed and live as long as opt; read and write the tensor with the
  * tensor API. */
@@ -769,18 +770,29 @@ TEENY_API teeny_status teeny_plan_launches(const teeny_plan *p, int *forward, in
 
 /* Checkpoints (safetensors): every parameter and state tensor under its
  * dotted name, "<bn>.num_batches_tracked" (I64) per batch norm, and with
- * opt the optimizer state under "optimizer." plus "optimizer.step";
- * n_meta string pairs go to __metadata__. The file is written crash-safely
- * (temp file, fsync, rename, fsync of the directory) with a checksum that
- * loading verifies. Host sync. */
+ * opt the optimizer state under "optimizer.<parameter name>.<state>"
+ * ("optimizer.fc.weight.exp_avg", "optimizer.conv1.weight.momentum_buffer")
+ * plus "optimizer.step"; n_meta string pairs go to __metadata__. opt's
+ * parameters must be parameters of g (teeny_graph_param's tensors; all of
+ * them or a subset, in any order), else TEENY_ERR_ARG and no file is
+ * written. The file is written crash-safely (temp file, fsync, rename,
+ * fsync of the directory) with a checksum that loading verifies. Host
+ * sync. Earlier versions keyed the optimizer state by the
+ * optimizer's position ("optimizer.exp_avg.<i>"), which pairs the wrong
+ * moments with equal-shaped parameters listed in another order. */
 TEENY_API teeny_status teeny_graph_save(teeny_graph *g, const teeny_optimizer *opt, const char *path, int n_meta,
     const char *const *keys, const char *const *values);
 /* Load a checkpoint saved by teeny_graph_save (or a matching PyTorch
- * state_dict saved with safetensors); with opt also its state. Every
- * value is checked before any is written (every tensor present with its
- * dtype and shape; num_batches_tracked and optimizer.step >= 0):
- * TEENY_ERR_FORMAT / TEENY_ERR_SHAPE / TEENY_ERR_IO / TEENY_ERR_RANGE (a
- * negative count) leave everything unchanged. Each batch norm gets its own
+ * state_dict saved with safetensors); with opt also its state, each state
+ * tensor from its parameter's name (so the optimizer may list them in
+ * another order than the one saved). Every value is checked before any is
+ * written (every tensor present with its dtype and shape;
+ * num_batches_tracked and optimizer.step >= 0): TEENY_ERR_ARG (opt over a
+ * tensor that is not one of g's parameters) / TEENY_ERR_FORMAT /
+ * TEENY_ERR_SHAPE / TEENY_ERR_IO / TEENY_ERR_RANGE (a negative count)
+ * leave everything unchanged. A file of an earlier version, with
+ * positional optimizer keys, is TEENY_ERR_FORMAT with opt (the message
+ * says why) and loads with opt NULL. Each batch norm gets its own
  * num_batches_tracked; the graph's train step count becomes the largest. */
 TEENY_API teeny_status teeny_graph_load(teeny_graph *g, teeny_optimizer *opt, const char *path);
 /* Copy a checkpoint's metadata string into value (cap bytes). */

@@ -1236,6 +1236,24 @@ static void build_two_bn_net(net *m, uint64_t seed)
 
 /* A checkpoint of g's tensors (and o's) with chosen counters; a counter
  * named in skip is left out. */
+/* The checkpoint name of optimizer state i of o, built over g's parameters
+ * in g's order: "optimizer.<param name>.<kind>" where the state's own name
+ * is "<kind>.<param index>"; positional (an earlier version's layout):
+ * "optimizer.<kind>.<param index>". */
+static void opt_key(teeny_graph *g, teeny_optimizer *o, int i, int positional, char *key, size_t cap)
+{
+    const char *sn, *pname;
+    TH_OK(th_ctx(), teeny_optimizer_state(o, i, &sn, NULL));
+    const char *dot = strrchr(sn, '.');
+    ck_assert_ptr_nonnull(dot);
+    if (positional) {
+        snprintf(key, cap, "optimizer.%s", sn);
+        return;
+    }
+    TH_OK(th_ctx(), teeny_graph_param(g, atoi(dot + 1), &pname, NULL, NULL));
+    snprintf(key, cap, "optimizer.%s.%.*s", pname, (int)(dot - sn), sn);
+}
+
 static void write_counted(teeny_graph *g, teeny_optimizer *o, const char *path, int64_t bn1, int64_t bn2,
                           int64_t step, const char *skip)
 {
@@ -1253,9 +1271,9 @@ static void write_counted(teeny_graph *g, teeny_optimizer *o, const char *path, 
         TH_OK(NULL, teeny_st_add_tensor(w, name, t));
     }
     for (int i = 0; i < teeny_optimizer_state_count(o); i++) {
-        char full[128];
-        TH_OK(ctx, teeny_optimizer_state(o, i, &name, &t));
-        snprintf(full, sizeof full, "optimizer.%s", name);
+        char full[256];
+        TH_OK(ctx, teeny_optimizer_state(o, i, NULL, &t));
+        opt_key(g, o, i, skip && !strcmp(skip, "positional"), full, sizeof full);
         TH_OK(NULL, teeny_st_add_tensor(w, full, t));
     }
     const char *cn[3] = {"bn1.num_batches_tracked", "bn2.num_batches_tracked", "optimizer.step"};
@@ -1390,6 +1408,181 @@ START_TEST(test_graph_checkpoint_counters)
     teeny_plan_destroy(pb);
     teeny_graph_destroy(a.g);
     teeny_graph_destroy(b.g);
+}
+END_TEST
+
+/* Optimizer state in checkpoints is keyed by parameter name
+ * ("optimizer.fc1.weight.exp_avg"), so a load pairs each moment with its
+ * own parameter whatever order the optimizer lists them in: two linears
+ * of equal shapes, trained with one order, loaded into an optimizer with
+ * the other order (positional keys paired fc1's moments with fc2). An
+ * optimizer whose parameters are not all the graph's is refused by save
+ * and load (TEENY_ERR_ARG, nothing written, no file); one over a subset
+ * is fine. A file with an earlier version's positional keys is refused
+ * with an optimizer (TEENY_ERR_FORMAT, the reason named) and loads
+ * without one. */
+static teeny_graph *twin_linears(uint64_t seed, teeny_plan **plan, teeny_node *x, teeny_node *labels)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g;
+    teeny_node a, b, c, l;
+    int64_t xs[2] = {-1, 4};
+    TH_OK(ctx, teeny_graph_create(ctx, seed, &g));
+    TH_OK(ctx, teeny_graph_input(g, "x", 2, xs, x));
+    TH_OK(ctx, teeny_graph_labels(g, "labels", labels));
+    TH_OK(ctx, teeny_graph_linear(g, "fc1", *x, 4, 1, &a));
+    TH_OK(ctx, teeny_graph_activation(g, "act", a, TEENY_ACT_SILU, &b));
+    TH_OK(ctx, teeny_graph_linear(g, "fc2", b, 4, 1, &c));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss", c, *labels, &l));
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    pp.batch = 3;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, plan));
+    return g;
+}
+
+/* Adam over g's parameters in the order idx[0..n). */
+static teeny_optimizer *adam_over(teeny_graph *g, const int *idx, int n)
+{
+    teeny_tensor *params[8], *grads[8];
+    for (int i = 0; i < n; i++)
+        TH_OK(th_ctx(), teeny_graph_param(g, idx[i], NULL, &params[i], &grads[i]));
+    teeny_optim_params op = TEENY_OPTIM_PARAMS_INIT;
+    teeny_optimizer *o;
+    op.kind = TEENY_OPTIM_ADAM;
+    op.lr = 0.05f;
+    TH_OK(th_ctx(), teeny_optimizer_create(th_ctx(), &op, n, params, (const teeny_tensor *const *)grads, &o));
+    return o;
+}
+
+/* Every state tensor of o equals the one of r for the same parameter name. */
+static void expect_same_moments(teeny_graph *g, teeny_optimizer *o, const int *idx, teeny_graph *rg,
+                                teeny_optimizer *r, const int *ridx, int n)
+{
+    for (int i = 0; i < teeny_optimizer_state_count(o); i++) {
+        int pi = i / 2, k = i % 2, match = -1;
+        const char *name, *rname;
+        TH_OK(th_ctx(), teeny_graph_param(g, idx[pi], &name, NULL, NULL));
+        char want[128];
+        snprintf(want, sizeof want, "%s", name);
+        for (int j = 0; j < n && match < 0; j++) {
+            TH_OK(th_ctx(), teeny_graph_param(rg, ridx[j], &rname, NULL, NULL));
+            if (!strcmp(rname, want))
+                match = j;
+        }
+        ck_assert_int_ge(match, 0);
+        teeny_tensor *t, *rt;
+        TH_OK(th_ctx(), teeny_optimizer_state(o, i, NULL, &t));
+        TH_OK(th_ctx(), teeny_optimizer_state(r, 2 * match + k, NULL, &rt));
+        float *a = th_read(t), *b = th_read(rt);
+        ck_assert_msg(!memcmp(a, b, (size_t)teeny_tensor_numel(t) * sizeof *a), "%s %s: moments of another "
+                      "parameter", want, k ? "exp_avg_sq" : "exp_avg");
+        free(a);
+        free(b);
+    }
+}
+
+START_TEST(test_graph_checkpoint_optimizer_keys)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_plan *pa, *pb;
+    teeny_node xa, la, xb, lb;
+    teeny_graph *a = twin_linears(41, &pa, &xa, &la), *b = twin_linears(42, &pb, &xb, &lb);
+    static const int order[4] = {0, 1, 2, 3}, swapped[4] = {2, 3, 0, 1}, fc2_only[2] = {2, 3};
+    teeny_optimizer *oa = adam_over(a, order, 4), *ob = adam_over(b, swapped, 4), *foreign = adam_over(b, order, 4);
+    net m = {.g = a, .x = xa, .labels = la, .classes = 4};
+    for (int step = 0; step < 3; step++) {
+        feed(pa, &m, 3, 50 + (uint64_t)step);
+        TH_OK(ctx, teeny_plan_forward(pa));
+        TH_OK(ctx, teeny_plan_backward(pa));
+        TH_OK(ctx, teeny_optimizer_step(oa, 0.05f, -1.0f));
+    }
+    char path[256], old[300], none[300];
+    snprintf(path, sizeof path, "/tmp/teenycl-optkeys-%ld.safetensors", (long)getpid());
+    snprintf(old, sizeof old, "%s.old", path);
+    snprintf(none, sizeof none, "%s.none", path);
+    remove(none);
+    TH_OK(ctx, teeny_graph_save(a, oa, path, 0, NULL, NULL));
+    /* the names in the file */
+    {
+        teeny_st_file *f;
+        TH_OK(NULL, teeny_st_open(path, &f));
+        int is_i64, nd;
+        int64_t shape[8];
+        static const char *const want[] = {"optimizer.fc1.weight.exp_avg", "optimizer.fc1.bias.exp_avg_sq",
+                                           "optimizer.fc2.weight.exp_avg_sq", "optimizer.fc2.bias.exp_avg"};
+        for (int i = 0; i < 4; i++)
+            TH_OK(NULL, teeny_st_info(f, want[i], &is_i64, &nd, shape));
+        ck_assert(teeny_st_info(f, "optimizer.exp_avg.0", &is_i64, &nd, shape) != TEENY_OK);
+        teeny_st_close(f);
+    }
+    /* an optimizer over another graph's parameters, whole or in part */
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_save(a, foreign, none, 0, NULL, NULL));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "not a parameter of this graph"));
+    ck_assert(access(none, F_OK) != 0);
+    size_t n, n2;
+    float *before = snapshot(b, ob, &n);
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_load(b, oa, path));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "not a parameter of this graph"));
+    {
+        teeny_tensor *params[4], *grads[4];
+        for (int i = 0; i < 4; i++)
+            TH_OK(ctx, teeny_graph_param(i < 3 ? a : b, i, NULL, &params[i], &grads[i]));
+        teeny_optim_params op = TEENY_OPTIM_PARAMS_INIT;
+        teeny_optimizer *mixed;
+        op.momentum = 0.9f;
+        TH_OK(ctx, teeny_optimizer_create(ctx, &op, 4, params, (const teeny_tensor *const *)grads, &mixed));
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_save(a, mixed, none, 0, NULL, NULL));
+        ck_assert(access(none, F_OK) != 0);
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_load(a, mixed, path));
+        teeny_optimizer_destroy(mixed);
+    }
+    /* an earlier version's positional keys: refused with an optimizer */
+    write_counted(a, oa, old, 0, 0, 3, "positional");
+    TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_graph_load(b, ob, old));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "by position"));
+    float *after = snapshot(b, ob, &n2);
+    ck_assert_msg(n2 == n && !memcmp(before, after, n * sizeof *after), "a rejected load changed a tensor");
+    free(after);
+
+    /* by name: b's optimizer lists fc2 first, and gets fc2's moments */
+    TH_OK(ctx, teeny_graph_load(b, ob, path));
+    expect_same_moments(b, ob, swapped, a, oa, order, 4);
+    ck_assert_int_eq(teeny_optimizer_steps(ob), 3);
+    /* one more step from the same state moves both graphs' parameters alike */
+    net mb = {.g = b, .x = xb, .labels = lb, .classes = 4};
+    feed(pa, &m, 3, 99);
+    feed(pb, &mb, 3, 99);
+    TH_OK(ctx, teeny_plan_forward(pa));
+    TH_OK(ctx, teeny_plan_backward(pa));
+    TH_OK(ctx, teeny_plan_forward(pb));
+    TH_OK(ctx, teeny_plan_backward(pb));
+    TH_OK(ctx, teeny_optimizer_step(oa, 0.05f, -1.0f));
+    TH_OK(ctx, teeny_optimizer_step(ob, 0.05f, -1.0f));
+    float *wa = read_params(a, &n, 0), *wb = read_params(b, &n2, 0);
+    ck_assert(n == n2 && !memcmp(wa, wb, n * sizeof *wa));
+    free(wa);
+    free(wb);
+    /* the old file still restores the parameters without an optimizer */
+    TH_OK(ctx, teeny_graph_load(b, NULL, old));
+    /* an optimizer over a subset of the graph's parameters round-trips */
+    teeny_optimizer *sub = adam_over(a, fc2_only, 2), *sub_b = adam_over(b, fc2_only, 2);
+    TH_OK(ctx, teeny_optimizer_step(sub, 0.05f, -1.0f));
+    TH_OK(ctx, teeny_graph_save(a, sub, path, 0, NULL, NULL));
+    TH_OK(ctx, teeny_graph_load(b, sub_b, path));
+    expect_same_moments(b, sub_b, fc2_only, a, sub, fc2_only, 2);
+    TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_graph_load(b, ob, path)); /* fc1's state is not in it */
+    free(before);
+    remove(path);
+    remove(old);
+    teeny_optimizer_destroy(sub);
+    teeny_optimizer_destroy(sub_b);
+    teeny_optimizer_destroy(oa);
+    teeny_optimizer_destroy(ob);
+    teeny_optimizer_destroy(foreign);
+    teeny_plan_destroy(pa);
+    teeny_plan_destroy(pb);
+    teeny_graph_destroy(a);
+    teeny_graph_destroy(b);
 }
 END_TEST
 
@@ -1792,6 +1985,7 @@ Suite *suite_graph(void)
     tcase_add_test(bwd, test_graph_concat_chains);
     tcase_add_test(err, test_graph_checkpoints);
     tcase_add_test(err, test_graph_checkpoint_counters);
+    tcase_add_test(err, test_graph_checkpoint_optimizer_keys);
     tcase_add_test(fwd, test_graph_example_memory);
     tcase_add_test(fwd, test_graph_phase_shapes);
     tcase_add_test(bwd, test_graph_phase_backward);
