@@ -6,7 +6,10 @@
  * bc*H*W (x) and bc*OH*OW (y). Window (oh, ow) covers rows
  * [oh*sh - ph, + kh) and columns [ow*sw - pw, + kw) of its plane; padding
  * is -inf for max and 0 (still counted) for average pooling. The host
- * guarantees pad <= kernel / 2, so every window holds a real element.
+ * guarantees pad <= kernel / 2, so every window holds a real element, and
+ * that x and y fit int32 indexing and H + 2*pad, W + 2*pad fit int32, so
+ * every window bound below does too (kh * kw need not: windows past 2^31
+ * positions are legal over a small padded input).
  * Gradients are gathers: each dx element loops over the windows that can
  * contain it in a fixed order, so there are no atomics and results are
  * deterministic. argmax holds h*W + w within the plane (PyTorch's
@@ -50,8 +53,9 @@ __kernel void pool_max_forward(__global const float *x, int x_off, POOL_GEOM, in
 }
 
 /* Grid (B*C*OH*OW): item i averages its window over kh*kw positions
- * (count_include_pad). */
-__kernel void pool_avg_forward(__global const float *x, int x_off, POOL_GEOM, int total,
+ * (count_include_pad). area = kh*kw as a float, computed by the host in
+ * 64-bit integers: the int product overflows for windows past 2^31. */
+__kernel void pool_avg_forward(__global const float *x, int x_off, POOL_GEOM, int total, float area,
                                __global float *y, int y_off)
 {
     int i = get_global_id(0);
@@ -65,15 +69,18 @@ __kernel void pool_avg_forward(__global const float *x, int x_off, POOL_GEOM, in
     for (int h = hs; h < he; h++)
         for (int w = ws; w < we; w++)
             s += plane[h * W + w];
-    y[y_off + i] = s / (float)(kh * kw);
+    y[y_off + i] = s / area;
 }
 
 /* First and last window index (along one axis) whose window covers
- * position p: o*s - pad <= p <= o*s - pad + k - 1, clipped to [0, O). */
+ * position p: o*s - pad <= p <= o*s - pad + k - 1, clipped to [0, O).
+ * The host guarantees H + 2*pad fits int32, so p + pad does; the ceiling
+ * is (a - 1) / s + 1, not (a + s - 1) / s, which overflows for strides
+ * near 2^31. */
 TEENY_INLINE int pool_first(int p, int k, int s, int pad)
 {
     int a = p + pad - k + 1;
-    return a <= 0 ? 0 : (a + s - 1) / s;
+    return a <= 0 ? 0 : (a - 1) / s + 1;
 }
 
 TEENY_INLINE int pool_last(int p, int s, int pad, int O)
@@ -104,8 +111,8 @@ __kernel void pool_max_backward(__global const int *argmax, int am_off, __global
 }
 
 /* Grid (B*C*H*W): item i sums dy over the windows covering it, divided by
- * the window size. */
-__kernel void pool_avg_backward(__global const float *dy, int dy_off, POOL_GEOM, int total,
+ * the window size area (as in the forward). */
+__kernel void pool_avg_backward(__global const float *dy, int dy_off, POOL_GEOM, int total, float area,
                                 __global float *dx, int dx_off)
 {
     int i = get_global_id(0);
@@ -119,7 +126,7 @@ __kernel void pool_avg_backward(__global const float *dy, int dy_off, POOL_GEOM,
     for (int oh = oh0; oh <= oh1; oh++)
         for (int ow = ow0; ow <= ow1; ow++)
             s += dy[dy_off + base + oh * OW + ow];
-    dx[dx_off + i] = s / (float)(kh * kw);
+    dx[dx_off + i] = s / area;
 }
 
 /* Grid (GAP_WG * B*C), work-group GAP_WG: group bc sums its plane of S

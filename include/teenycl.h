@@ -243,9 +243,11 @@ TEENY_API teeny_status teeny_ctx_device_info(const teeny_ctx *ctx, teeny_device_
 
 /* ---- tensors ------------------------------------------------------------ */
 
-/* Rank 1..5; every size >= 1; numel and byte size within int32 indexing and
- * the device's max allocation. Contents are uninitialized. Caller frees
- * with teeny_tensor_destroy. */
+/* Rank 1..5; every size >= 1 (else TEENY_ERR_ARG, whatever the other
+ * sizes); numel and byte size within int32 indexing and the device's max
+ * allocation (else TEENY_ERR_RANGE; the product is overflow-checked).
+ * Contents are uninitialized. Caller frees with teeny_tensor_destroy. The
+ * same shape rules hold for wrap_cl and view. */
 TEENY_API teeny_status teeny_tensor_create(teeny_ctx *ctx, int ndim, const int64_t *shape, teeny_tensor **out);
 TEENY_API teeny_status teeny_tensor_create_i32(teeny_ctx *ctx, int ndim, const int64_t *shape, teeny_tensor **out);
 /* fp32 tensor over an application's buffer at offset_bytes (a multiple of 4);
@@ -333,7 +335,9 @@ TEENY_API teeny_status teeny_batchnorm_fold(teeny_ctx *ctx, const teeny_tensor *
 typedef struct { int stride[2], pad[2], dilation[2], groups; } teeny_conv2d_params; /* [0] = H, [1] = W */
 #define TEENY_CONV2D_PARAMS_INIT { {1, 1}, {0, 0}, {1, 1}, 1 }
 /* Shape inference only (no context; failures are read with
- * teeny_last_error(NULL)): fills y_shape from x_shape and w_shape. */
+ * teeny_last_error(NULL)): fills y_shape from x_shape and w_shape. A size
+ * < 1 is TEENY_ERR_ARG, a size past 2^31 - 1 or an output past 2^31 - 1
+ * elements TEENY_ERR_RANGE. */
 TEENY_API teeny_status teeny_conv2d_output_shape(const teeny_conv2d_params *p, const int64_t x_shape[4],
     const int64_t w_shape[4], int64_t y_shape[4]);
 /* y = conv(x, weight) + bias; bias may be NULL. y may not overlap an input. */
@@ -413,9 +417,10 @@ TEENY_API int64_t teeny_optimizer_steps(const teeny_optimizer *opt);
 /* Set t, e.g. after loading the state from a checkpoint; steps >= 0.
  * With t > 0, SGD treats its momentum buffers as already initialized. */
 TEENY_API teeny_status teeny_optimizer_set_steps(teeny_optimizer *opt, int64_t steps);
-/* Optimizer state for checkpoints: SGD with momentum has
- * "momentum_buffer.<i>" per param i, Adam/AdamW "exp_avg.<i>" and
- * "exp_avg_sq.<i>" (in that order, param by param); plain SGD has none.
+/* Optimizer state: SGD with momentum has "momentum_buffer.<i>" per param
+ * i, Adam/AdamW "exp_avg.<i>" and "exp_avg_sq.<i>" (in that order, param
+ * by param); plain SGD has none. (teeny_graph_save keys each one by its
+ * parameter's name instead of i.)
  * Each state tensor has its param's shape. The name and tensor are
  * borrowed and live as long as opt; read and write the tensor with the
  * tensor API. */
@@ -571,7 +576,12 @@ TEENY_API teeny_status teeny_mul_backward(teeny_ctx *ctx, const teeny_tensor *a,
  * stride >= 1, 0 <= pad <= kernel / 2, H + 2*pad >= kernel. [0] = H, [1] = W. */
 typedef struct { int kernel[2], stride[2], pad[2]; } teeny_pool2d_params;
 #define TEENY_POOL2D_PARAMS_INIT { {2, 2}, {2, 2}, {0, 0} }
-/* y_shape from x_shape; TEENY_ERR_RANGE when y would pass int32 indexing. */
+/* y_shape from x_shape: TEENY_ERR_ARG for bad parameters, TEENY_ERR_SHAPE
+ * for a size < 1 or a kernel larger than the padded input, TEENY_ERR_RANGE
+ * when x or y has more than 2^31 - 1 elements or H + 2*pad (W + 2*pad)
+ * passes 2^31 - 1; every pooling call and graph builder checks the same.
+ * The window itself may hold more than 2^31 positions (a large kernel over
+ * a small padded input). */
 TEENY_API teeny_status teeny_pool2d_output_shape(const teeny_pool2d_params *p, const int64_t x_shape[4], int64_t y_shape[4]);
 /* Max pooling; padding counts as -inf, a NaN in a window wins (as PyTorch).
  * argmax (int32, shape of y) receives each maximum's index h * W + w within
@@ -583,7 +593,8 @@ TEENY_API teeny_status teeny_maxpool2d_forward(teeny_ctx *ctx, const teeny_pool2
 TEENY_API teeny_status teeny_maxpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p,
     const teeny_tensor *x, const teeny_tensor *argmax, const teeny_tensor *dy, teeny_tensor *dx);
 /* Average pooling with count_include_pad (PyTorch's default): every window
- * divides by kernel[0] * kernel[1]. */
+ * divides by kernel[0] * kernel[1] (formed in 64-bit integers, then
+ * rounded to float once, so windows past 2^31 positions are exact too). */
 TEENY_API teeny_status teeny_avgpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *p,
     const teeny_tensor *x, teeny_tensor *y);
 TEENY_API teeny_status teeny_avgpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p,
@@ -651,11 +662,16 @@ TEENY_API teeny_status teeny_graph_create(teeny_ctx *ctx, uint64_t seed, teeny_g
 /* NULL is a no-op. Destroy the graph's plans first. */
 TEENY_API void teeny_graph_destroy(teeny_graph *g);
 /* An fp32 input of rank 1..5; shape[0] is the batch dimension and must be
- * -1 (resolved at compile). name may be NULL ("input<index>"). */
+ * -1 (resolved at compile). name may be NULL ("input<index>"). Every other
+ * size >= 1 (TEENY_ERR_ARG); one sample of more than 2^31 - 1 elements is
+ * TEENY_ERR_RANGE. */
 TEENY_API teeny_status teeny_graph_input(teeny_graph *g, const char *name, int ndim, const int64_t *shape, teeny_node *out);
 /* An int32 input [batch] (class labels). */
 TEENY_API teeny_status teeny_graph_labels(teeny_graph *g, const char *name, teeny_node *out);
-/* A view of x with a new shape (-1 in one dimension: inferred); no copy. */
+/* A view of x with a new shape (-1 in one dimension: inferred); no copy.
+ * TEENY_ERR_ARG for a size < 1 other than that one -1; TEENY_ERR_SHAPE
+ * when the sizes' product (overflow-checked) is not x's element count or,
+ * with a -1, does not divide it. */
 TEENY_API teeny_status teeny_graph_reshape(teeny_graph *g, const char *name, teeny_node x, int ndim, const int64_t *shape, teeny_node *out);
 /* [B, ...] -> [B, rest] as a view. */
 TEENY_API teeny_status teeny_graph_flatten(teeny_graph *g, const char *name, teeny_node x, teeny_node *out);
@@ -663,7 +679,10 @@ TEENY_API teeny_status teeny_graph_flatten(teeny_graph *g, const char *name, tee
 TEENY_API teeny_status teeny_graph_mark_output(teeny_graph *g, teeny_node n);
 /* Layers. name (may be NULL: "<op><index>") prefixes the node's parameter
  * names; out receives the new node (-1 on failure). Shapes follow the
- * matching eager functions; mismatches fail here, naming the nodes. */
+ * matching eager functions; mismatches fail here, naming the nodes. A
+ * node whose value, parameters or state would have more than 2^31 - 1
+ * elements for a batch of 1 is TEENY_ERR_RANGE here; for a plan's batch,
+ * at teeny_graph_compile (before anything is allocated). */
 /* Batch normalization over [N, C] or [B, C, H, W]: params "weight", "bias";
  * state "running_mean", "running_var" (+ "num_batches_tracked" in
  * checkpoints). Training plans use batch statistics, inference plans the
@@ -698,7 +717,10 @@ TEENY_API teeny_status teeny_graph_psa_merge_attn(teeny_graph *g, const char *na
 
 /* Introspection. */
 TEENY_API int teeny_graph_node_count(const teeny_graph *g);
-/* The node's dotted name and its value's shape for a batch of 1 (borrowed). */
+/* The node's dotted name (borrowed) and its value's rank and shape for a
+ * batch of 1: shape[0..ndim) are the sizes and shape[ndim..5) are set to 0.
+ * Any of name, ndim, shape may be NULL (not wanted); on failure nothing is
+ * written. */
 TEENY_API teeny_status teeny_graph_node_info(const teeny_graph *g, teeny_node n, const char **name, int *ndim, int64_t shape[5]);
 /* Learned parameters, in creation order; grad is NULL until a training plan
  * exists. Tensors are borrowed (they live as long as g); the name is valid
@@ -725,7 +747,9 @@ typedef struct {
 } teeny_plan_params;
 #define TEENY_PLAN_PARAMS_INIT { 1, 1, -1, 1 }
 
-/* Compile g for one batch size and mode. Caller frees with teeny_plan_destroy. */
+/* Compile g for one batch size and mode. Caller frees with teeny_plan_destroy.
+ * batch outside 1..2^31 - 1 is TEENY_ERR_ARG; a value or kept tensor of
+ * more than 2^31 - 1 elements at that batch TEENY_ERR_RANGE. */
 TEENY_API teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *p, teeny_plan **out);
 TEENY_API void teeny_plan_destroy(teeny_plan *p);
 /* The tensor holding node n's value in this plan (borrowed): write inputs
@@ -733,7 +757,13 @@ TEENY_API void teeny_plan_destroy(teeny_plan *p);
 TEENY_API teeny_status teeny_plan_tensor(teeny_plan *p, teeny_node n, teeny_tensor **t);
 /* Replays; they enqueue and return. */
 TEENY_API teeny_status teeny_plan_forward(teeny_plan *p);
-TEENY_API teeny_status teeny_plan_backward(teeny_plan *p);   /* overwrites every parameter gradient */
+/* backward overwrites the gradient of every parameter the graph had when
+ * the plan was compiled: with the gradient of this plan's loss, or with
+ * zeros for a parameter that does not reach that loss (another head's, a
+ * dead branch's), so when several plans share the parameters an optimizer
+ * step never re-applies a gradient another plan left. zero_grad zeroes
+ * the same gradients. */
+TEENY_API teeny_status teeny_plan_backward(teeny_plan *p);
 TEENY_API teeny_status teeny_plan_zero_grad(teeny_plan *p);
 /* Host syncs: read node n's value (count == numel), or the scalar loss.
  * TEENY_ERR_STATE before the plan's first forward (there is no value yet;
@@ -754,18 +784,29 @@ TEENY_API teeny_status teeny_plan_launches(const teeny_plan *p, int *forward, in
 
 /* Checkpoints (safetensors): every parameter and state tensor under its
  * dotted name, "<bn>.num_batches_tracked" (I64) per batch norm, and with
- * opt the optimizer state under "optimizer." plus "optimizer.step";
- * n_meta string pairs go to __metadata__. The file is written crash-safely
- * (temp file, fsync, rename, fsync of the directory) with a checksum that
- * loading verifies. Host sync. */
+ * opt the optimizer state under "optimizer.<parameter name>.<state>"
+ * ("optimizer.fc.weight.exp_avg", "optimizer.conv1.weight.momentum_buffer")
+ * plus "optimizer.step"; n_meta string pairs go to __metadata__. opt's
+ * parameters must be parameters of g (teeny_graph_param's tensors; all of
+ * them or a subset, in any order), else TEENY_ERR_ARG and no file is
+ * written. The file is written crash-safely (temp file, fsync, rename,
+ * fsync of the directory) with a checksum that loading verifies. Host
+ * sync. Earlier versions keyed the optimizer state by the
+ * optimizer's position ("optimizer.exp_avg.<i>"), which pairs the wrong
+ * moments with equal-shaped parameters listed in another order. */
 TEENY_API teeny_status teeny_graph_save(teeny_graph *g, const teeny_optimizer *opt, const char *path, int n_meta,
     const char *const *keys, const char *const *values);
 /* Load a checkpoint saved by teeny_graph_save (or a matching PyTorch
- * state_dict saved with safetensors); with opt also its state. Every
- * value is checked before any is written (every tensor present with its
- * dtype and shape; num_batches_tracked and optimizer.step >= 0):
- * TEENY_ERR_FORMAT / TEENY_ERR_SHAPE / TEENY_ERR_IO / TEENY_ERR_RANGE (a
- * negative count) leave everything unchanged. Each batch norm gets its own
+ * state_dict saved with safetensors); with opt also its state, each state
+ * tensor from its parameter's name (so the optimizer may list them in
+ * another order than the one saved). Every value is checked before any is
+ * written (every tensor present with its dtype and shape;
+ * num_batches_tracked and optimizer.step >= 0): TEENY_ERR_ARG (opt over a
+ * tensor that is not one of g's parameters) / TEENY_ERR_FORMAT /
+ * TEENY_ERR_SHAPE / TEENY_ERR_IO / TEENY_ERR_RANGE (a negative count)
+ * leave everything unchanged. A file of an earlier version, with
+ * positional optimizer keys, is TEENY_ERR_FORMAT with opt (the message
+ * says why) and loads with opt NULL. Each batch norm gets its own
  * num_batches_tracked; the graph's train step count becomes the largest. */
 TEENY_API teeny_status teeny_graph_load(teeny_graph *g, teeny_optimizer *opt, const char *path);
 /* Copy a checkpoint's metadata string into value (cap bytes). */

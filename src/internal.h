@@ -354,6 +354,12 @@ uint64_t teeny__fnv1a64(uint64_t h, const void *data, size_t len);
 /* Make room in *arr (of elem-byte items, *cap of them, n used) for one more
  * by doubling (16 first); 0 when out of memory (*arr unchanged). */
 int teeny__grow(void **arr, int *cap, int n, size_t elem);
+/* a * b for sizes a, b >= 0; -1 when either is negative or the product
+ * passes INT64_MAX (so a caller's "> limit" check must also test < 0). */
+int64_t teeny__mul_sizes(int64_t a, int64_t b);
+/* The product of n sizes by teeny__mul_sizes: -1 for a negative size or
+ * an overflow; 1 for n = 0. */
+int64_t teeny__dims_product(const int64_t *dims, int n);
 /* "[2, 3, 4]" into buf (truncated to cap); returns buf. */
 const char *teeny__dims_str(const int64_t *shape, int ndim, char *buf, size_t cap);
 /* Whether n bytes of text are well-formed UTF-8 (no overlong forms,

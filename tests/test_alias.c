@@ -12,10 +12,13 @@
  *
  * The second half compiles 200 small random graphs (seeded) dominated by
  * fan-out and concatenation -- values consumed many times, by concats of
- * 1..8 inputs with repeats -- and checks each one's gradients by central
- * differences in one random direction per graph, so the executor's
- * gradient accumulation and temporaries are exercised on shapes nobody
- * wrote by hand.
+ * 1..8 inputs with repeats -- with two heads (two losses, two plans over
+ * the shared parameters) and dead branches, and checks each one's
+ * gradients by central differences in one random direction per graph
+ * after the other plan's backward, and that every parameter off the
+ * checked loss's path has a zero gradient, so the executor's gradient
+ * accumulation, temporaries and overwriting are exercised on shapes
+ * nobody wrote by hand.
  */
 #include <math.h>
 #include <stdio.h>
@@ -262,34 +265,74 @@ END_TEST
 typedef struct {
     teeny_node node;
     int channels;
+    uint64_t params;  /* bit i: parameter i (creation order) is upstream of this value */
 } rg_value;
+
+typedef struct {
+    teeny_graph *g;
+    teeny_node x, labels, loss[2];
+    uint64_t reach[2]; /* the parameters upstream of each loss */
+} rg_graph;
+
+/* Parameter bits a builder call just added (the graph's count went from n0). */
+static uint64_t rg_new_params(const teeny_graph *g, int n0)
+{
+    uint64_t bits = 0;
+    int n1 = teeny_graph_param_count(g);
+    ck_assert_int_lt(n1, 64);
+    for (int i = n0; i < n1; i++)
+        bits |= (uint64_t)1 << i;
+    return bits;
+}
+
+/* A head: concat of the values -> global avgpool -> linear -> cross-entropy. */
+static void rg_head(teeny_graph *g, const rg_value *vals, int n, teeny_node labels, const char *loss_name,
+                    teeny_node *loss, uint64_t *reach)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_node in[16], cat, gap, fc;
+    *reach = 0;
+    for (int k = 0; k < n; k++) {
+        in[k] = vals[k].node;
+        *reach |= vals[k].params;
+    }
+    TH_OK(ctx, teeny_graph_concat(g, NULL, n, in, &cat));
+    TH_OK(ctx, teeny_graph_global_avgpool(g, NULL, cat, &gap));
+    int n0 = teeny_graph_param_count(g);
+    TH_OK(ctx, teeny_graph_linear(g, NULL, gap, 3, 1, &fc));
+    *reach |= rg_new_params(g, n0);
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, loss_name, fc, labels, loss));
+}
 
 /* One random graph: a 1x1 conv of the input, then 3..7 steps each adding a
  * concat of 1..8 pool values (repeats allowed, so one value feeds a concat
- * several times), a residual add, a SiLU, a channel slice or a 1x1 conv;
- * every value left unconsumed joins a final concat -> global avgpool ->
- * linear -> cross-entropy. Only smooth ops, so central differences are
- * exact up to rounding. */
-static void rg_build(th_rng *r, teeny_graph **gp, teeny_node *x, teeny_node *labels, teeny_node *loss)
+ * several times), a residual add, a SiLU, a channel slice or a 1x1 conv.
+ * Every value left unconsumed goes to head A, head B, both, or nowhere (a
+ * dead branch), and sometimes a 1x1 conv off a random value feeds nothing
+ * (a dead parameter): two losses over shared parameters, some of which
+ * reach one loss, both or neither. Only smooth ops, so central
+ * differences are exact up to rounding. */
+static void rg_build(th_rng *r, rg_graph *out)
 {
     teeny_ctx *ctx = th_ctx();
     teeny_conv2d_params p1 = TEENY_CONV2D_PARAMS_INIT;
     rg_value pool[16];
-    int used[16] = {0}, n = 0;
+    int used[16] = {0}, n = 0, n0;
     int cin = th_int(r, 1, 3);
     int64_t xs[4] = {-1, cin, 2, 2};
     teeny_graph *g;
     teeny_node v;
     TH_OK(ctx, teeny_graph_create(ctx, th_next(r), &g));
-    TH_OK(ctx, teeny_graph_input(g, "x", 4, xs, x));
-    TH_OK(ctx, teeny_graph_labels(g, "labels", labels));
+    TH_OK(ctx, teeny_graph_input(g, "x", 4, xs, &out->x));
+    TH_OK(ctx, teeny_graph_labels(g, "labels", &out->labels));
     int c0 = th_int(r, 1, 3);
-    TH_OK(ctx, teeny_graph_conv2d(g, NULL, *x, c0, 1, 1, &p1, 1, &v));
-    pool[n++] = (rg_value){v, c0};
+    TH_OK(ctx, teeny_graph_conv2d(g, NULL, out->x, c0, 1, 1, &p1, 1, &v));
+    pool[n++] = (rg_value){v, c0, rg_new_params(g, 0)};
     int steps = th_int(r, 3, 7);
     for (int s = 0; s < steps && n < 15; s++) {
         int kind = th_int(r, 0, 5), a = th_int(r, 0, n - 1);
-        rg_value out = {-1, 0};
+        rg_value out_v = {-1, 0, 0};
+        n0 = teeny_graph_param_count(g);
         if (kind <= 1) { /* concat (twice as likely) */
             int m = th_int(r, 1, 8), ch = 0, taken = 0;
             teeny_node in[8];
@@ -299,49 +342,64 @@ static void rg_build(th_rng *r, teeny_graph **gp, teeny_node *x, teeny_node *lab
                     break;
                 in[taken++] = pool[k].node;
                 ch += pool[k].channels;
+                out_v.params |= pool[k].params;
                 used[k] = 1;
             }
             if (!taken)
                 continue;
-            TH_OK(ctx, teeny_graph_concat(g, NULL, taken, in, &out.node));
-            out.channels = ch;
+            TH_OK(ctx, teeny_graph_concat(g, NULL, taken, in, &out_v.node));
+            out_v.channels = ch;
         } else if (kind == 2) { /* residual add with a value of the same width */
             int b = -1;
             for (int k = 0; k < n; k++)
                 if (pool[k].channels == pool[a].channels && (b < 0 || th_int(r, 0, 1)))
                     b = k;
-            TH_OK(ctx, teeny_graph_add(g, NULL, pool[a].node, pool[b].node, &out.node));
-            out.channels = pool[a].channels;
+            TH_OK(ctx, teeny_graph_add(g, NULL, pool[a].node, pool[b].node, &out_v.node));
+            out_v.channels = pool[a].channels;
+            out_v.params = pool[a].params | pool[b].params;
             used[a] = used[b] = 1;
         } else if (kind == 3) {
-            TH_OK(ctx, teeny_graph_activation(g, NULL, pool[a].node, TEENY_ACT_SILU, &out.node));
-            out.channels = pool[a].channels;
+            TH_OK(ctx, teeny_graph_activation(g, NULL, pool[a].node, TEENY_ACT_SILU, &out_v.node));
+            out_v.channels = pool[a].channels;
+            out_v.params = pool[a].params;
             used[a] = 1;
         } else if (kind == 4) {
             int c = pool[a].channels, start = th_int(r, 0, c - 1), count = th_int(r, 1, c - start);
-            TH_OK(ctx, teeny_graph_slice_channels(g, NULL, pool[a].node, start, count, &out.node));
-            out.channels = count;
+            TH_OK(ctx, teeny_graph_slice_channels(g, NULL, pool[a].node, start, count, &out_v.node));
+            out_v.channels = count;
+            out_v.params = pool[a].params;
             used[a] = 1;
         } else {
             int co = th_int(r, 1, 4);
-            TH_OK(ctx, teeny_graph_conv2d(g, NULL, pool[a].node, co, 1, 1, &p1, th_int(r, 0, 1), &out.node));
-            out.channels = co;
+            TH_OK(ctx, teeny_graph_conv2d(g, NULL, pool[a].node, co, 1, 1, &p1, th_int(r, 0, 1), &out_v.node));
+            out_v.channels = co;
+            out_v.params = pool[a].params | rg_new_params(g, n0);
             used[a] = 1;
         }
-        pool[n++] = out;
+        pool[n++] = out_v;
     }
-    /* every unconsumed value reaches the loss (so every parameter does) */
-    teeny_node tail[16];
-    int nt = 0;
-    for (int k = 0; k < n; k++)
-        if (!used[k])
-            tail[nt++] = pool[k].node;
-    teeny_node cat, gap, fc;
-    TH_OK(ctx, teeny_graph_concat(g, NULL, nt, tail, &cat));
-    TH_OK(ctx, teeny_graph_global_avgpool(g, NULL, cat, &gap));
-    TH_OK(ctx, teeny_graph_linear(g, NULL, gap, 3, 1, &fc));
-    TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss", fc, *labels, loss));
-    *gp = g;
+    if (th_int(r, 0, 1)) { /* a dead parameter: a conv whose value nothing consumes */
+        teeny_node dead;
+        TH_OK(ctx, teeny_graph_conv2d(g, NULL, pool[th_int(r, 0, n - 1)].node, 2, 1, 1, &p1, 1, &dead));
+    }
+    /* each unconsumed value: head A, head B, both or none (never both
+     * heads empty: the first unconsumed value goes to A, the last to B) */
+    rg_value tail[2][16];
+    int nt[2] = {0, 0};
+    for (int k = 0; k < n; k++) {
+        if (used[k])
+            continue;
+        int to = th_int(r, 0, 4); /* 0: none, 1: A, 2: B, 3-4: both */
+        if (to == 1 || to >= 3 || !nt[0])
+            tail[0][nt[0]++] = pool[k];
+        if (to >= 2 || (k == n - 1 && !nt[1]))
+            tail[1][nt[1]++] = pool[k];
+    }
+    if (!nt[1])
+        tail[1][nt[1]++] = pool[th_int(r, 0, n - 1)];
+    rg_head(g, tail[0], nt[0], out->labels, "loss_a", &out->loss[0], &out->reach[0]);
+    rg_head(g, tail[1], nt[1], out->labels, "loss_b", &out->loss[1], &out->reach[1]);
+    out->g = g;
 }
 
 /* All parameters (or their gradients) as one host vector. */
@@ -386,37 +444,70 @@ static double rg_set(teeny_graph *g, const double *theta, const double *dir, dou
     return dot;
 }
 
+/* A training plan of g for loss at batch b, its inputs filled at random. */
+static teeny_plan *rg_plan(th_rng *r, const rg_graph *rg, teeny_node loss, int64_t b)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_plan *p = NULL;
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    pp.batch = b;
+    pp.training = 1;
+    pp.loss = loss;
+    pp.reuse_memory = th_int(r, 0, 1);
+    TH_OK(ctx, teeny_graph_compile(rg->g, &pp, &p));
+    teeny_tensor *tx, *tl;
+    TH_OK(ctx, teeny_plan_tensor(p, rg->x, &tx));
+    TH_OK(ctx, teeny_plan_tensor(p, rg->labels, &tl));
+    size_t nx = (size_t)teeny_tensor_numel(tx);
+    float *xv = th_malloc(nx * sizeof *xv);
+    int32_t lv[4];
+    th_fill_normal(r, xv, nx, 0, 1);
+    for (int64_t i = 0; i < b; i++)
+        lv[i] = th_int(r, 0, 2);
+    TH_OK(ctx, teeny_tensor_write(tx, xv, nx));
+    TH_OK(ctx, teeny_tensor_write_i32(tl, lv, (size_t)b));
+    free(xv);
+    return p;
+}
+
+/* Each graph has two plans over its shared parameters, one per loss (batch
+ * 2 for the one checked, 3 for the other). The other plan's backward runs
+ * first, so its gradients sit in every parameter it reaches; then the
+ * checked plan's backward must overwrite every gradient: exactly zero for
+ * each parameter its loss does not reach (the other head's, a dead
+ * branch's), and the central differences of its loss for the rest. */
 START_TEST(test_alias_random_graphs)
 {
     teeny_ctx *ctx = th_ctx();
     th_rng r = th_rng_make(2024 + (uint64_t)_i);
     for (int gi = 0; gi < RG_PER_LOOP; gi++) {
-        teeny_graph *g;
-        teeny_node x, labels, loss;
-        teeny_plan *p = NULL;
-        teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
-        char what[64];
-        snprintf(what, sizeof what, "random graph %d (loop %d, seed %d)", gi, _i, 2024 + _i);
-        rg_build(&r, &g, &x, &labels, &loss);
-        pp.batch = 2;
-        pp.training = 1;
-        pp.loss = loss;
-        pp.reuse_memory = th_int(&r, 0, 1);
-        TH_OK(ctx, teeny_graph_compile(g, &pp, &p));
-        teeny_tensor *tx, *tl;
-        TH_OK(ctx, teeny_plan_tensor(p, x, &tx));
-        TH_OK(ctx, teeny_plan_tensor(p, labels, &tl));
-        size_t nx = (size_t)teeny_tensor_numel(tx), n;
-        float *xv = th_malloc(nx * sizeof *xv);
-        th_fill_normal(&r, xv, nx, 0, 1);
-        TH_OK(ctx, teeny_tensor_write(tx, xv, nx));
-        TH_OK(ctx, teeny_tensor_write_i32(tl, (int32_t[]){th_int(&r, 0, 2), th_int(&r, 0, 2)}, 2));
-        free(xv);
+        rg_graph rg;
+        char what[96];
+        int c = gi % 2; /* the loss checked */
+        snprintf(what, sizeof what, "random graph %d (loop %d, seed %d), loss %c", gi, _i, 2024 + _i, "ab"[c]);
+        rg_build(&r, &rg);
+        teeny_graph *g = rg.g;
+        teeny_plan *p = rg_plan(&r, &rg, rg.loss[c], 2), *other = rg_plan(&r, &rg, rg.loss[1 - c], 3);
+        TH_OK(ctx, teeny_plan_forward(other));
+        TH_OK(ctx, teeny_plan_backward(other));
         TH_OK(ctx, teeny_plan_forward(p));
         TH_OK(ctx, teeny_plan_backward(p));
         float l0;
+        size_t n;
         TH_OK(ctx, teeny_plan_read_loss(p, &l0));
         double *theta = rg_params(g, 0, &n), *grad = rg_params(g, 1, &n);
+        size_t at = 0;
+        for (int i = 0; i < teeny_graph_param_count(g); i++) {
+            teeny_tensor *v;
+            TH_OK(ctx, teeny_graph_param(g, i, NULL, &v, NULL));
+            size_t len = (size_t)teeny_tensor_numel(v);
+            if (!(rg.reach[c] >> i & 1))
+                for (size_t e = 0; e < len; e++)
+                    ck_assert_msg(grad[at + e] == 0, "%s: parameter %d does not reach the loss; its gradient[%zu] "
+                                  "is %g, not 0 (%s)", what, i, e, grad[at + e],
+                                  rg.reach[1 - c] >> i & 1 ? "the other plan's" : "a dead branch");
+            at += len;
+        }
         double gn = 0;
         for (size_t i = 0; i < n; i++)
             gn += grad[i] * grad[i];
@@ -455,6 +546,7 @@ START_TEST(test_alias_random_graphs)
         free(grad);
         free(dir);
         teeny_plan_destroy(p);
+        teeny_plan_destroy(other);
         teeny_graph_destroy(g);
     }
 }

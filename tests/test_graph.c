@@ -727,6 +727,145 @@ START_TEST(test_graph_determinism)
 }
 END_TEST
 
+/* Two heads over one trunk, two losses, two plans (batches 4 and 3) over
+ * the shared parameters, and a dead branch that reaches no loss. Each
+ * backward overwrites every parameter gradient: the other head's and the
+ * dead branch's with zeros (they once kept the previous plan's gradient,
+ * which an optimizer then re-applied), the rest with this plan's own
+ * gradient, bit for bit what it computes from zeroed gradients. */
+typedef struct {
+    teeny_graph *g;
+    teeny_node x, labels, loss[2];
+    teeny_plan *plan[2];
+} two_heads;
+
+static void build_two_heads(two_heads *h)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_node trunk, act, fa, fb, dead, dead2;
+    int64_t xs[2] = {-1, 5};
+    TH_OK(ctx, teeny_graph_create(ctx, 77, &h->g));
+    TH_OK(ctx, teeny_graph_input(h->g, "x", 2, xs, &h->x));
+    TH_OK(ctx, teeny_graph_labels(h->g, "labels", &h->labels));
+    TH_OK(ctx, teeny_graph_linear(h->g, "trunk", h->x, 6, 1, &trunk));
+    TH_OK(ctx, teeny_graph_activation(h->g, "act", trunk, TEENY_ACT_SILU, &act));
+    TH_OK(ctx, teeny_graph_linear(h->g, "head_a", act, 3, 1, &fa));
+    TH_OK(ctx, teeny_graph_linear(h->g, "dead", act, 2, 1, &dead)); /* feeds nothing that reaches a loss */
+    TH_OK(ctx, teeny_graph_linear(h->g, "dead2", dead, 2, 0, &dead2));
+    TH_OK(ctx, teeny_graph_linear(h->g, "head_b", act, 4, 1, &fb));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(h->g, "loss_a", fa, h->labels, &h->loss[0]));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(h->g, "loss_b", fb, h->labels, &h->loss[1]));
+    for (int k = 0; k < 2; k++) {
+        teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+        pp.batch = 4 - k;
+        pp.loss = h->loss[k];
+        TH_OK(ctx, teeny_graph_compile(h->g, &pp, &h->plan[k]));
+        teeny_tensor *tx, *tl;
+        TH_OK(ctx, teeny_plan_tensor(h->plan[k], h->x, &tx));
+        TH_OK(ctx, teeny_plan_tensor(h->plan[k], h->labels, &tl));
+        float xv[20];
+        int32_t lv[4] = {0, 2, 1, 2};
+        th_rng r = th_rng_make(300 + (uint64_t)k);
+        th_fill_normal(&r, xv, (size_t)pp.batch * 5, 0, 1);
+        TH_OK(ctx, teeny_tensor_write(tx, xv, (size_t)pp.batch * 5));
+        TH_OK(ctx, teeny_tensor_write_i32(tl, lv, (size_t)pp.batch));
+    }
+}
+
+/* Which node a parameter belongs to: its name up to the dot. */
+static int param_of(const teeny_graph *g, int i, const char *node)
+{
+    const char *name;
+    TH_OK(th_ctx(), teeny_graph_param(g, i, &name, NULL, NULL));
+    size_t n = strlen(node);
+    return !strncmp(name, node, n) && name[n] == '.';
+}
+
+START_TEST(test_graph_shared_heads)
+{
+    teeny_ctx *ctx = th_ctx();
+    two_heads h;
+    build_two_heads(&h);
+    int n = teeny_graph_param_count(h.g);
+    size_t total;
+    float *want[2];
+    /* each plan's own gradients, from zeroed gradients */
+    for (int k = 0; k < 2; k++) {
+        TH_OK(ctx, teeny_plan_zero_grad(h.plan[k]));
+        TH_OK(ctx, teeny_plan_forward(h.plan[k]));
+        TH_OK(ctx, teeny_plan_backward(h.plan[k]));
+        want[k] = read_params(h.g, &total, 1);
+    }
+    /* the other plan's backward, then NaN in every gradient, then this
+     * plan's backward: every gradient is written, and equals want[k] */
+    for (int round = 0; round < 2; round++)
+        for (int k = 0; k < 2; k++) {
+            TH_OK(ctx, teeny_plan_forward(h.plan[1 - k]));
+            TH_OK(ctx, teeny_plan_backward(h.plan[1 - k]));
+            if (round == 1)
+                for (int i = 0; i < n; i++) {
+                    teeny_tensor *grad;
+                    TH_OK(ctx, teeny_graph_param(h.g, i, NULL, NULL, &grad));
+                    th_poison(grad);
+                }
+            TH_OK(ctx, teeny_plan_forward(h.plan[k]));
+            TH_OK(ctx, teeny_plan_backward(h.plan[k]));
+            float *got = read_params(h.g, &total, 1);
+            ck_assert_msg(!memcmp(got, want[k], total * sizeof *got), "plan %d (round %d): gradients differ from "
+                          "its own backward from zero", k, round);
+            free(got);
+            /* and the heads' and dead branch's gradients are the zeros */
+            size_t at = 0;
+            for (int i = 0; i < n; i++) {
+                teeny_tensor *v;
+                TH_OK(ctx, teeny_graph_param(h.g, i, NULL, &v, NULL));
+                size_t len = (size_t)teeny_tensor_numel(v);
+                int off_path = param_of(h.g, i, k ? "head_a" : "head_b") || param_of(h.g, i, "dead") ||
+                               param_of(h.g, i, "dead2");
+                double norm = 0;
+                for (size_t e = 0; e < len; e++)
+                    norm += fabs(want[k][at + e]);
+                ck_assert_msg(off_path ? norm == 0 : norm > 0, "plan %d, parameter %d: |grad| %g", k, i, norm);
+                at += len;
+            }
+        }
+    /* an SGD step after plan 1's backward then plan 0's moves only the
+     * trunk and head_a (no weight decay, no momentum) */
+    teeny_tensor **params = th_malloc((size_t)n * sizeof *params), **grads = th_malloc((size_t)n * sizeof *grads);
+    for (int i = 0; i < n; i++)
+        TH_OK(ctx, teeny_graph_param(h.g, i, NULL, &params[i], &grads[i]));
+    teeny_optim_params op = TEENY_OPTIM_PARAMS_INIT;
+    teeny_optimizer *opt;
+    op.lr = 0.5f;
+    TH_OK(ctx, teeny_optimizer_create(ctx, &op, n, params, (const teeny_tensor *const *)grads, &opt));
+    float *before = read_params(h.g, &total, 0);
+    TH_OK(ctx, teeny_plan_forward(h.plan[1]));
+    TH_OK(ctx, teeny_plan_backward(h.plan[1]));
+    TH_OK(ctx, teeny_plan_forward(h.plan[0]));
+    TH_OK(ctx, teeny_plan_backward(h.plan[0]));
+    TH_OK(ctx, teeny_optimizer_step(opt, op.lr, -1.0f));
+    float *after = read_params(h.g, &total, 0);
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len = (size_t)teeny_tensor_numel(params[i]);
+        int moved = memcmp(before + at, after + at, len * sizeof *after) != 0;
+        int should = param_of(h.g, i, "trunk") || param_of(h.g, i, "head_a");
+        ck_assert_msg(moved == should, "parameter %d %s by the step", i, moved ? "moved" : "did not move");
+        at += len;
+    }
+    free(before);
+    free(after);
+    free(params);
+    free(grads);
+    free(want[0]);
+    free(want[1]);
+    teeny_optimizer_destroy(opt);
+    teeny_plan_destroy(h.plan[0]);
+    teeny_plan_destroy(h.plan[1]);
+    teeny_graph_destroy(h.g);
+}
+END_TEST
+
 /* Two well-separated Gaussian blobs per class in 2-D, a small MLP with
  * batch norm: a few hundred SGD steps reach near-perfect accuracy, also
  * in an inference plan of a different batch size. */
@@ -1097,6 +1236,24 @@ static void build_two_bn_net(net *m, uint64_t seed)
 
 /* A checkpoint of g's tensors (and o's) with chosen counters; a counter
  * named in skip is left out. */
+/* The checkpoint name of optimizer state i of o, built over g's parameters
+ * in g's order: "optimizer.<param name>.<kind>" where the state's own name
+ * is "<kind>.<param index>"; positional (an earlier version's layout):
+ * "optimizer.<kind>.<param index>". */
+static void opt_key(teeny_graph *g, teeny_optimizer *o, int i, int positional, char *key, size_t cap)
+{
+    const char *sn, *pname;
+    TH_OK(th_ctx(), teeny_optimizer_state(o, i, &sn, NULL));
+    const char *dot = strrchr(sn, '.');
+    ck_assert_ptr_nonnull(dot);
+    if (positional) {
+        snprintf(key, cap, "optimizer.%s", sn);
+        return;
+    }
+    TH_OK(th_ctx(), teeny_graph_param(g, atoi(dot + 1), &pname, NULL, NULL));
+    snprintf(key, cap, "optimizer.%s.%.*s", pname, (int)(dot - sn), sn);
+}
+
 static void write_counted(teeny_graph *g, teeny_optimizer *o, const char *path, int64_t bn1, int64_t bn2,
                           int64_t step, const char *skip)
 {
@@ -1114,9 +1271,9 @@ static void write_counted(teeny_graph *g, teeny_optimizer *o, const char *path, 
         TH_OK(NULL, teeny_st_add_tensor(w, name, t));
     }
     for (int i = 0; i < teeny_optimizer_state_count(o); i++) {
-        char full[128];
-        TH_OK(ctx, teeny_optimizer_state(o, i, &name, &t));
-        snprintf(full, sizeof full, "optimizer.%s", name);
+        char full[256];
+        TH_OK(ctx, teeny_optimizer_state(o, i, NULL, &t));
+        opt_key(g, o, i, skip && !strcmp(skip, "positional"), full, sizeof full);
         TH_OK(NULL, teeny_st_add_tensor(w, full, t));
     }
     const char *cn[3] = {"bn1.num_batches_tracked", "bn2.num_batches_tracked", "optimizer.step"};
@@ -1254,6 +1411,181 @@ START_TEST(test_graph_checkpoint_counters)
 }
 END_TEST
 
+/* Optimizer state in checkpoints is keyed by parameter name
+ * ("optimizer.fc1.weight.exp_avg"), so a load pairs each moment with its
+ * own parameter whatever order the optimizer lists them in: two linears
+ * of equal shapes, trained with one order, loaded into an optimizer with
+ * the other order (positional keys paired fc1's moments with fc2). An
+ * optimizer whose parameters are not all the graph's is refused by save
+ * and load (TEENY_ERR_ARG, nothing written, no file); one over a subset
+ * is fine. A file with an earlier version's positional keys is refused
+ * with an optimizer (TEENY_ERR_FORMAT, the reason named) and loads
+ * without one. */
+static teeny_graph *twin_linears(uint64_t seed, teeny_plan **plan, teeny_node *x, teeny_node *labels)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g;
+    teeny_node a, b, c, l;
+    int64_t xs[2] = {-1, 4};
+    TH_OK(ctx, teeny_graph_create(ctx, seed, &g));
+    TH_OK(ctx, teeny_graph_input(g, "x", 2, xs, x));
+    TH_OK(ctx, teeny_graph_labels(g, "labels", labels));
+    TH_OK(ctx, teeny_graph_linear(g, "fc1", *x, 4, 1, &a));
+    TH_OK(ctx, teeny_graph_activation(g, "act", a, TEENY_ACT_SILU, &b));
+    TH_OK(ctx, teeny_graph_linear(g, "fc2", b, 4, 1, &c));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss", c, *labels, &l));
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    pp.batch = 3;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, plan));
+    return g;
+}
+
+/* Adam over g's parameters in the order idx[0..n). */
+static teeny_optimizer *adam_over(teeny_graph *g, const int *idx, int n)
+{
+    teeny_tensor *params[8], *grads[8];
+    for (int i = 0; i < n; i++)
+        TH_OK(th_ctx(), teeny_graph_param(g, idx[i], NULL, &params[i], &grads[i]));
+    teeny_optim_params op = TEENY_OPTIM_PARAMS_INIT;
+    teeny_optimizer *o;
+    op.kind = TEENY_OPTIM_ADAM;
+    op.lr = 0.05f;
+    TH_OK(th_ctx(), teeny_optimizer_create(th_ctx(), &op, n, params, (const teeny_tensor *const *)grads, &o));
+    return o;
+}
+
+/* Every state tensor of o equals the one of r for the same parameter name. */
+static void expect_same_moments(teeny_graph *g, teeny_optimizer *o, const int *idx, teeny_graph *rg,
+                                teeny_optimizer *r, const int *ridx, int n)
+{
+    for (int i = 0; i < teeny_optimizer_state_count(o); i++) {
+        int pi = i / 2, k = i % 2, match = -1;
+        const char *name, *rname;
+        TH_OK(th_ctx(), teeny_graph_param(g, idx[pi], &name, NULL, NULL));
+        char want[128];
+        snprintf(want, sizeof want, "%s", name);
+        for (int j = 0; j < n && match < 0; j++) {
+            TH_OK(th_ctx(), teeny_graph_param(rg, ridx[j], &rname, NULL, NULL));
+            if (!strcmp(rname, want))
+                match = j;
+        }
+        ck_assert_int_ge(match, 0);
+        teeny_tensor *t, *rt;
+        TH_OK(th_ctx(), teeny_optimizer_state(o, i, NULL, &t));
+        TH_OK(th_ctx(), teeny_optimizer_state(r, 2 * match + k, NULL, &rt));
+        float *a = th_read(t), *b = th_read(rt);
+        ck_assert_msg(!memcmp(a, b, (size_t)teeny_tensor_numel(t) * sizeof *a), "%s %s: moments of another "
+                      "parameter", want, k ? "exp_avg_sq" : "exp_avg");
+        free(a);
+        free(b);
+    }
+}
+
+START_TEST(test_graph_checkpoint_optimizer_keys)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_plan *pa, *pb;
+    teeny_node xa, la, xb, lb;
+    teeny_graph *a = twin_linears(41, &pa, &xa, &la), *b = twin_linears(42, &pb, &xb, &lb);
+    static const int order[4] = {0, 1, 2, 3}, swapped[4] = {2, 3, 0, 1}, fc2_only[2] = {2, 3};
+    teeny_optimizer *oa = adam_over(a, order, 4), *ob = adam_over(b, swapped, 4), *foreign = adam_over(b, order, 4);
+    net m = {.g = a, .x = xa, .labels = la, .classes = 4};
+    for (int step = 0; step < 3; step++) {
+        feed(pa, &m, 3, 50 + (uint64_t)step);
+        TH_OK(ctx, teeny_plan_forward(pa));
+        TH_OK(ctx, teeny_plan_backward(pa));
+        TH_OK(ctx, teeny_optimizer_step(oa, 0.05f, -1.0f));
+    }
+    char path[256], old[300], none[300];
+    snprintf(path, sizeof path, "/tmp/teenycl-optkeys-%ld.safetensors", (long)getpid());
+    snprintf(old, sizeof old, "%s.old", path);
+    snprintf(none, sizeof none, "%s.none", path);
+    remove(none);
+    TH_OK(ctx, teeny_graph_save(a, oa, path, 0, NULL, NULL));
+    /* the names in the file */
+    {
+        teeny_st_file *f;
+        TH_OK(NULL, teeny_st_open(path, &f));
+        int is_i64, nd;
+        int64_t shape[8];
+        static const char *const want[] = {"optimizer.fc1.weight.exp_avg", "optimizer.fc1.bias.exp_avg_sq",
+                                           "optimizer.fc2.weight.exp_avg_sq", "optimizer.fc2.bias.exp_avg"};
+        for (int i = 0; i < 4; i++)
+            TH_OK(NULL, teeny_st_info(f, want[i], &is_i64, &nd, shape));
+        ck_assert(teeny_st_info(f, "optimizer.exp_avg.0", &is_i64, &nd, shape) != TEENY_OK);
+        teeny_st_close(f);
+    }
+    /* an optimizer over another graph's parameters, whole or in part */
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_save(a, foreign, none, 0, NULL, NULL));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "not a parameter of this graph"));
+    ck_assert(access(none, F_OK) != 0);
+    size_t n, n2;
+    float *before = snapshot(b, ob, &n);
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_load(b, oa, path));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "not a parameter of this graph"));
+    {
+        teeny_tensor *params[4], *grads[4];
+        for (int i = 0; i < 4; i++)
+            TH_OK(ctx, teeny_graph_param(i < 3 ? a : b, i, NULL, &params[i], &grads[i]));
+        teeny_optim_params op = TEENY_OPTIM_PARAMS_INIT;
+        teeny_optimizer *mixed;
+        op.momentum = 0.9f;
+        TH_OK(ctx, teeny_optimizer_create(ctx, &op, 4, params, (const teeny_tensor *const *)grads, &mixed));
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_save(a, mixed, none, 0, NULL, NULL));
+        ck_assert(access(none, F_OK) != 0);
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_load(a, mixed, path));
+        teeny_optimizer_destroy(mixed);
+    }
+    /* an earlier version's positional keys: refused with an optimizer */
+    write_counted(a, oa, old, 0, 0, 3, "positional");
+    TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_graph_load(b, ob, old));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "by position"));
+    float *after = snapshot(b, ob, &n2);
+    ck_assert_msg(n2 == n && !memcmp(before, after, n * sizeof *after), "a rejected load changed a tensor");
+    free(after);
+
+    /* by name: b's optimizer lists fc2 first, and gets fc2's moments */
+    TH_OK(ctx, teeny_graph_load(b, ob, path));
+    expect_same_moments(b, ob, swapped, a, oa, order, 4);
+    ck_assert_int_eq(teeny_optimizer_steps(ob), 3);
+    /* one more step from the same state moves both graphs' parameters alike */
+    net mb = {.g = b, .x = xb, .labels = lb, .classes = 4};
+    feed(pa, &m, 3, 99);
+    feed(pb, &mb, 3, 99);
+    TH_OK(ctx, teeny_plan_forward(pa));
+    TH_OK(ctx, teeny_plan_backward(pa));
+    TH_OK(ctx, teeny_plan_forward(pb));
+    TH_OK(ctx, teeny_plan_backward(pb));
+    TH_OK(ctx, teeny_optimizer_step(oa, 0.05f, -1.0f));
+    TH_OK(ctx, teeny_optimizer_step(ob, 0.05f, -1.0f));
+    float *wa = read_params(a, &n, 0), *wb = read_params(b, &n2, 0);
+    ck_assert(n == n2 && !memcmp(wa, wb, n * sizeof *wa));
+    free(wa);
+    free(wb);
+    /* the old file still restores the parameters without an optimizer */
+    TH_OK(ctx, teeny_graph_load(b, NULL, old));
+    /* an optimizer over a subset of the graph's parameters round-trips */
+    teeny_optimizer *sub = adam_over(a, fc2_only, 2), *sub_b = adam_over(b, fc2_only, 2);
+    TH_OK(ctx, teeny_optimizer_step(sub, 0.05f, -1.0f));
+    TH_OK(ctx, teeny_graph_save(a, sub, path, 0, NULL, NULL));
+    TH_OK(ctx, teeny_graph_load(b, sub_b, path));
+    expect_same_moments(b, sub_b, fc2_only, a, sub, fc2_only, 2);
+    TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_graph_load(b, ob, path)); /* fc1's state is not in it */
+    free(before);
+    remove(path);
+    remove(old);
+    teeny_optimizer_destroy(sub);
+    teeny_optimizer_destroy(sub_b);
+    teeny_optimizer_destroy(oa);
+    teeny_optimizer_destroy(ob);
+    teeny_optimizer_destroy(foreign);
+    teeny_plan_destroy(pa);
+    teeny_plan_destroy(pb);
+    teeny_graph_destroy(a);
+    teeny_graph_destroy(b);
+}
+END_TEST
+
 /* The example network's training plan: planned peak under 60% of the
  * no-reuse total and equal to what is allocated. */
 #include "../examples/fashion_net.h"
@@ -1274,6 +1606,52 @@ START_TEST(test_graph_example_memory)
     ck_assert_uint_eq(peak, alloc);
     teeny_plan_destroy(p);
     teeny_graph_destroy(fn.g);
+}
+END_TEST
+
+/* teeny_graph_node_info writes shape[0..ndim) and zeros after (it once
+ * copied all five entries of the node's shape, whatever lay past ndim),
+ * and writes nothing on failure. The node's own entries past ndim are set
+ * to stale values first, as a view's once were (uninitialized stack). */
+START_TEST(test_graph_node_info)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g;
+    teeny_node x, r, fc, flat;
+    int64_t xs[4] = {-1, 2, 3, 4}, want_r[1] = {24}, stale = 0x5eed;
+    TH_OK(ctx, teeny_graph_create(ctx, 1, &g));
+    TH_OK(ctx, teeny_graph_input(g, "x", 4, xs, &x));
+    TH_OK(ctx, teeny_graph_reshape(g, "r", x, 1, want_r, &r));
+    TH_OK(ctx, teeny_graph_flatten(g, "flat", x, &flat));
+    TH_OK(ctx, teeny_graph_linear(g, "fc", flat, 7, 1, &fc));
+    const struct { teeny_node n; int ndim; int64_t shape[5]; } want[] = {
+        {x, 4, {1, 2, 3, 4}}, {r, 1, {24}}, {flat, 2, {1, 24}}, {fc, 2, {1, 7}}};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        /* the views' and ops' internal shapes were zeroed past ndim */
+        for (int i = want[k].ndim; i < 5; i++) {
+            ck_assert_msg(g->nodes[want[k].n].shapes.out.shape[i] == 0, "node %d: internal dim %d not zero",
+                          (int)want[k].n, i);
+            g->nodes[want[k].n].shapes.out.shape[i] = stale;
+        }
+        const char *name = NULL;
+        int ndim = -7;
+        int64_t shape[5] = {-7, -7, -7, -7, -7};
+        TH_OK(ctx, teeny_graph_node_info(g, want[k].n, &name, &ndim, shape));
+        ck_assert_int_eq(ndim, want[k].ndim);
+        for (int i = 0; i < 5; i++)
+            ck_assert_msg(shape[i] == (i < ndim ? want[k].shape[i] : 0), "node %s: shape[%d] = %lld", name, i,
+                          (long long)shape[i]);
+        TH_OK(ctx, teeny_graph_node_info(g, want[k].n, NULL, NULL, shape)); /* any output may be NULL */
+    }
+    const char *name = "untouched";
+    int ndim = -7;
+    int64_t shape[5] = {-7, -7, -7, -7, -7};
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_node_info(g, teeny_graph_node_count(g), &name, &ndim, shape));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_node_info(g, -1, &name, &ndim, shape));
+    ck_assert(!strcmp(name, "untouched") && ndim == -7);
+    for (int i = 0; i < 5; i++)
+        ck_assert(shape[i] == -7);
+    teeny_graph_destroy(g);
 }
 END_TEST
 
@@ -1526,7 +1904,8 @@ END_TEST
 /* Phase 4: recording lays the passes out as adjacent ranges; a training
  * plan records the inference plan's forward launches, a backward with the
  * loss seed fill and one add per accumulation temporary on top of the
- * ops' own backward launches, and one zero fill per parameter. */
+ * ops' own backward launches (and a zero fill per parameter the loss does
+ * not reach), and one zero fill per parameter. */
 START_TEST(test_graph_phase_record)
 {
     teeny_ctx *ctx = th_ctx();
@@ -1570,6 +1949,17 @@ START_TEST(test_graph_phase_record)
     ck_assert_int_eq(f, fwd[1]);
     ck_assert_int_eq(b, bwd[1]);
     teeny_plan_destroy(p);
+    /* a dead branch (a linear off a that reaches no loss): its forward is
+     * recorded (one GEMM), and the backward opens with one zero fill per
+     * parameter of it, so it overwrites every parameter gradient */
+    teeny_node dead;
+    TH_OK(ctx, teeny_graph_linear(g, "dead", PH_A, 2, 1, &dead));
+    pp.loss = PH_LOSS;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &p));
+    TH_OK(ctx, teeny_plan_launches(p, &f, &b));
+    ck_assert_int_eq(f, fwd[1] + 1);
+    ck_assert_int_eq(b, bwd[1] + 2);
+    teeny_plan_destroy(p);
     teeny_graph_destroy(g);
 }
 END_TEST
@@ -1583,16 +1973,19 @@ Suite *suite_graph(void)
     tcase_add_test(fwd, test_graph_no_setup_after_compile);
     tcase_add_test(bwd, test_graph_gradients);
     tcase_add_test(bwd, test_graph_gradcheck_sensitivity);
+    tcase_add_test(bwd, test_graph_shared_heads);
     if (!th_small()) {
         tcase_add_test(bwd, test_graph_determinism);
         tcase_add_test(bwd, test_graph_trains_separable);
     }
     tcase_add_test(err, test_graph_errors);
     tcase_add_test(err, test_graph_null_arguments);
+    tcase_add_test(err, test_graph_node_info);
     tcase_add_test(err, test_graph_error_routing);
     tcase_add_test(bwd, test_graph_concat_chains);
     tcase_add_test(err, test_graph_checkpoints);
     tcase_add_test(err, test_graph_checkpoint_counters);
+    tcase_add_test(err, test_graph_checkpoint_optimizer_keys);
     tcase_add_test(fwd, test_graph_example_memory);
     tcase_add_test(fwd, test_graph_phase_shapes);
     tcase_add_test(bwd, test_graph_phase_backward);

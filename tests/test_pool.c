@@ -34,7 +34,11 @@ static int n_sweep(void)
 }
 
 /* Case i of the window sweep: kernels 1..5, strides 1..3, pads up to half
- * the kernel, planes from 1x1 up, some larger than the work-group. */
+ * the kernel, planes from 1x1 up, some larger than the work-group. Every
+ * sixth case is a window of more than 2^31 positions (kh * kw overflows
+ * int; legal over a small input with pads near half the kernel), every
+ * seventh has strides near 2^31 (a window start's ceiling division once
+ * overflowed in the gradient). */
 static ref_pool sweep_geom(th_rng *r, int i)
 {
     ref_pool p = {0};
@@ -44,10 +48,22 @@ static ref_pool sweep_geom(th_rng *r, int i)
     p.kw = i % 5 == 0 ? p.kh : th_int(r, 1, 4);
     p.sh = th_int(r, 1, 3);
     p.sw = i % 5 == 0 ? p.sh : th_int(r, 1, 3);
+    if (i % 7 == 4) {
+        p.sh = INT32_MAX - th_int(r, 0, 2);
+        p.sw = th_int(r, 0, 1) ? p.sh : (1 << 30) + th_int(r, 0, 5);
+    }
     p.ph = th_int(r, 0, p.kh / 2);
     p.pw = th_int(r, 0, p.kw / 2);
     p.H = th_int(r, 1, i % 10 == 0 ? 40 : 14);
     p.W = th_int(r, 1, i % 10 == 0 ? 40 : 14);
+    if (i % 6 == 5) {
+        p.H = th_int(r, 1, 5);
+        p.W = th_int(r, 1, 5);
+        p.kh = th_int(r, 46341, 70000);
+        p.kw = th_int(r, INT32_MAX / p.kh + 1, 70000);
+        p.ph = th_int(r, (p.kh - p.H + 1) / 2, p.kh / 2);
+        p.pw = th_int(r, (p.kw - p.W + 1) / 2, p.kw / 2);
+    }
     if (p.H + 2 * p.ph < p.kh)
         p.H = p.kh;
     if (p.W + 2 * p.pw < p.kw)
@@ -279,6 +295,73 @@ START_TEST(test_pool_determinism)
 }
 END_TEST
 
+/* Windows whose kh * kw passes 2^31 (the divisor was an int product: the
+ * wrong sign at 46341^2, -2^31 at 65536 x 32768, inf at 65536^2), over a
+ * one-element padded input, eager and through a graph: every output is
+ * x / (kh * kw) in float64, and every gradient dy / (kh * kw). */
+START_TEST(test_pool_huge_windows)
+{
+    teeny_ctx *ctx = th_ctx();
+    static const int k[][2] = {{46341, 46341}, {65536, 32768}, {65536, 65536}, {INT32_MAX, 3}};
+    int64_t xs[4] = {1, 2, 1, 1};
+    float x[2] = {3.5f, -1.25f}, dy[8] = {0.75f, -2.0f, 1.5f, 0.25f, -0.5f, 3.0f, 1.0f, -1.5f};
+    double xd[2] = {x[0], x[1]}, dyd[8], yref[8], dxref[2];
+    th_to_double(dy, dyd, 8);
+    th_dev tx = th_dev_make(ctx, 0, 4, xs, 0, x);
+    for (size_t c = 0; c < sizeof k / sizeof k[0]; c++) {
+        ref_pool g = {.B = 1, .C = 2, .H = 1, .W = 1, .kh = k[c][0], .kw = k[c][1], .sh = 1, .sw = 1,
+                      .ph = k[c][0] / 2, .pw = k[c][1] / 2};
+        ref_pool_geom(&g);
+        teeny_pool2d_params p = to_params(&g);
+        int64_t ys[4] = {1, 2, g.OH, g.OW}, ys_api[4];
+        char what[160];
+        geom_str(&g, 0, 0, what, sizeof what);
+        TH_OK(NULL, teeny_pool2d_output_shape(&p, xs, ys_api));
+        ck_assert_msg(!memcmp(ys, ys_api, sizeof ys), "%s: output shape", what);
+        th_dev ty = th_dev_make(ctx, 0, 4, ys, 2, NULL), tdy = th_dev_make(ctx, 0, 4, ys, 1, dy),
+               tdx = th_dev_make(ctx, 0, 4, xs, 3, NULL);
+        TH_OK(ctx, teeny_avgpool2d_forward(ctx, &p, tx.t, ty.t));
+        TH_OK(ctx, teeny_avgpool2d_backward(ctx, &p, tx.t, tdy.t, tdx.t));
+        ref_avgpool_forward(&g, xd, yref);
+        ref_avgpool_backward(&g, dyd, dxref);
+        /* every window covers the one element: y = x / (kh * kw) */
+        for (int j = 0; j < g.OH * g.OW; j++)
+            ck_assert(yref[j] == xd[0] / ((double)g.kh * g.kw) &&
+                      yref[g.OH * g.OW + j] == xd[1] / ((double)g.kh * g.kw));
+        expect_close(&ty, yref, TOL, "avgpool y", what);
+        expect_close(&tdx, dxref, TOL, "avgpool dx", what);
+        th_dev_free(&ty);
+        th_dev_free(&tdy);
+        th_dev_free(&tdx);
+    }
+    /* 46341 x 46341 through a graph plan (the op table's forward) */
+    teeny_graph *g;
+    teeny_node in, out;
+    teeny_plan *plan;
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    teeny_pool2d_params p = {{46341, 46341}, {1, 1}, {23170, 23170}};
+    int64_t gs[4] = {-1, 2, 1, 1};
+    float got[2];
+    pp.training = 0;
+    TH_OK(ctx, teeny_graph_create(ctx, 1, &g));
+    TH_OK(ctx, teeny_graph_input(g, "x", 4, gs, &in));
+    TH_OK(ctx, teeny_graph_avgpool2d(g, "avg", in, &p, &out));
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &plan));
+    teeny_tensor *px;
+    TH_OK(ctx, teeny_plan_tensor(plan, in, &px));
+    TH_OK(ctx, teeny_tensor_write(px, x, 2));
+    TH_OK(ctx, teeny_plan_forward(plan));
+    TH_OK(ctx, teeny_plan_read(plan, out, got, 2));
+    for (int i = 0; i < 2; i++) {
+        double want = x[i] / (46341.0 * 46341.0);
+        ck_assert_msg(fabs(got[i] - want) <= TOL * fabs(want), "graph: y[%d] = %g, want %g", i, (double)got[i], want);
+    }
+    teeny_plan_destroy(plan);
+    teeny_graph_destroy(g);
+    th_dev_free(&tx);
+}
+END_TEST
+
 /* The reference gradients against central differences of sum(y * dy). */
 START_TEST(test_pool_finite_diff)
 {
@@ -380,6 +463,53 @@ START_TEST(test_pool_output_shape)
     TH_STATUS(NULL, TEENY_ERR_RANGE, teeny_pool2d_output_shape(&grow, huge, ys));
     int64_t wide[4] = {1, 1, 1, (int64_t)1 << 40};
     TH_STATUS(NULL, TEENY_ERR_RANGE, teeny_pool2d_output_shape(&p, wide, ys));
+    /* x must fit int32 indexing itself, whatever y is */
+    teeny_pool2d_params one = {{1, 1}, {1, 1}, {0, 0}}, all_h = {{1 << 30, 1}, {1, 1}, {0, 0}};
+    int64_t at_max[4] = {1, 1, INT32_MAX, 1}, past[4][4] = {{2, 1, 1 << 30, 1}, {1, 1, 1 << 30, 2},
+                                                            {1, 1, INT64_MAX, INT64_MAX}, {INT64_MAX, 2, 1, 1}};
+    TH_OK(NULL, teeny_pool2d_output_shape(&one, at_max, ys));
+    for (int i = 0; i < 4; i++)
+        TH_STATUS(NULL, TEENY_ERR_RANGE, teeny_pool2d_output_shape(&all_h, past[i], ys));
+    int64_t empty[3][4] = {{0, 1, 4, 4}, {1, -1, 4, 4}, {1, 1, 4, INT64_MIN}};
+    for (int i = 0; i < 3; i++)
+        TH_STATUS(NULL, TEENY_ERR_SHAPE, teeny_pool2d_output_shape(&one, empty[i], ys));
+    /* the padded extent H + 2*pad (W + 2*pad) fits int32 exactly up to
+     * INT32_MAX; one more is TEENY_ERR_RANGE, in either axis */
+    for (int axis = 0; axis < 2; axis++) {
+        teeny_pool2d_params edge = {{1, 1}, {1, 1}, {0, 0}};
+        edge.kernel[axis] = 1 << 30;
+        edge.pad[axis] = 1 << 29;
+        int64_t xe[4] = {1, 1, 1, 1};
+        xe[2 + axis] = INT32_MAX - 2 * ((int64_t)1 << 29);
+        TH_OK(NULL, teeny_pool2d_output_shape(&edge, xe, ys));
+        ck_assert(ys[2 + axis] == INT32_MAX - (1 << 30) + 1 && ys[3 - axis] == 1);
+        xe[2 + axis]++;
+        TH_STATUS(NULL, TEENY_ERR_RANGE, teeny_pool2d_output_shape(&edge, xe, ys));
+    }
+}
+END_TEST
+
+/* The graph builders and the compile's shape inference check the same
+ * limits as the eager API (they share the shape function). */
+START_TEST(test_pool_graph_limits)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g;
+    teeny_node in, ok_in, out;
+    teeny_pool2d_params edge = {{1 << 30, 1}, {1, 1}, {1 << 29, 0}}, huge = {{46341, 46341}, {1, 1}, {23170, 23170}};
+    int64_t at[4] = {-1, 1, INT32_MAX - ((int64_t)1 << 30), 1},
+            past[4] = {-1, 1, INT32_MAX - ((int64_t)1 << 30) + 1, 1}, tiny[4] = {-1, 1, 1, 1};
+    TH_OK(ctx, teeny_graph_create(ctx, 1, &g));
+    TH_OK(ctx, teeny_graph_input(g, "at", 4, at, &ok_in));
+    TH_OK(ctx, teeny_graph_input(g, "past", 4, past, &in));
+    TH_OK(ctx, teeny_graph_avgpool2d(g, "ok", ok_in, &edge, &out));
+    TH_STATUS(ctx, TEENY_ERR_RANGE, teeny_graph_avgpool2d(g, "bad", in, &edge, &out));
+    ck_assert_int_eq(out, -1);
+    TH_STATUS(ctx, TEENY_ERR_RANGE, teeny_graph_maxpool2d(g, "bad2", in, &edge, &out));
+    TH_OK(ctx, teeny_graph_input(g, "tiny", 4, tiny, &in));
+    TH_OK(ctx, teeny_graph_avgpool2d(g, "big_window", in, &huge, &out));
+    TH_OK(ctx, teeny_graph_maxpool2d(g, "big_window_max", in, &huge, &out));
+    teeny_graph_destroy(g);
 }
 END_TEST
 
@@ -455,8 +585,10 @@ Suite *suite_pool(void)
     tcase_add_test(fwd, test_pool_op_table);
     tcase_add_loop_test(bwd, test_pool_backward, 0, n_sweep());
     tcase_add_test(bwd, test_pool_finite_diff);
+    tcase_add_test(bwd, test_pool_huge_windows);
     tcase_add_test(err, test_pool_errors);
     tcase_add_test(err, test_pool_output_shape);
+    tcase_add_test(err, test_pool_graph_limits);
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);
     suite_add_tcase(s, err);

@@ -2,11 +2,11 @@
  * util.c -- the library's small host helpers, one copy of each: bounded
  * string copy, case-insensitive substring search (device and vendor names),
  * FNV-1a 64 (kernel-cache keys and checkpoint checksums), growing an array
- * by doubling, "[2, 3, 4]" shape text for error messages, UTF-8
- * validation (file headers), and the one strict number parser with the
- * environment checks built on it (every variable the library reads). No
- * OpenCL and no context state here (errors go to the context given, or
- * the thread's): every other layer may call them.
+ * by doubling, overflow-checked size products, "[2, 3, 4]" shape text for
+ * error messages, UTF-8 validation (file headers), and the one strict
+ * number parser with the environment checks built on it (every variable
+ * the library reads). No OpenCL and no context state here (errors go to
+ * the context given, or the thread's): every other layer may call them.
  */
 #include <ctype.h>
 #include <limits.h>
@@ -218,4 +218,18 @@ teeny_status teeny__env_check(void)
                                 strlen(s), ENV_PATH_MAX);
     }
     return TEENY_OK;
+
+int64_t teeny__mul_sizes(int64_t a, int64_t b)
+{
+    if (a < 0 || b < 0 || (a && b > INT64_MAX / a))
+        return -1;
+    return a * b;
+}
+
+int64_t teeny__dims_product(const int64_t *dims, int n)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n && p >= 0; i++)
+        p = teeny__mul_sizes(p, dims[i]);
+    return p;
 }

@@ -7,7 +7,10 @@
  * results are deterministic). Views pass their gradient through a copy.
  * Where each contribution goes (an input's gradient, an accumulation
  * temporary, nowhere) was decided by the backward derivation in
- * graph_compile.c (teeny__contrib, graph_internal.h).
+ * graph_compile.c (teeny__contrib, graph_internal.h). The pass opens with
+ * a zero fill of every parameter gradient this plan's loss does not
+ * reach, so a backward overwrites every parameter gradient (the header's
+ * contract) even where several plans share the parameters.
  */
 #include <string.h>
 
@@ -33,25 +36,48 @@ static teeny_status copy_into(teeny_ctx *ctx, const teeny_tensor *src, teeny_ten
     return teeny__op_run(ctx, TEENY__OP_ACTIVATION, 0, &a);
 }
 
+/* Whether node i's backward runs in plan p: it lies on a path from a
+ * parameter to the loss and something downstream produced its gradient. */
+static int backward_runs(const teeny_plan *p, const teeny__backward *bw, int i)
+{
+    return bw->reaches[i] && p->g->nodes[i].kind != TEENY__NODE_INPUT && p->grad[i];
+}
+
+/* Zero the gradient of every parameter whose node's backward does not run
+ * (a head that feeds another plan's loss, a dead branch): a backward
+ * overwrites every parameter gradient, so one another plan left behind
+ * must not reach the next optimizer step. */
+static teeny_status zero_unreached(teeny_plan *p, const teeny__backward *bw)
+{
+    teeny_graph *g = p->g;
+    teeny_status st = TEENY_OK;
+    for (int i = 0; i < g->n_nodes && st == TEENY_OK; i++) {
+        if (g->nodes[i].kind != TEENY__NODE_OP || backward_runs(p, bw, i))
+            continue;
+        for (int j = 0; j < p->shapes[i].n_param && st == TEENY_OK; j++) {
+            teeny_tensor *t = g->nodes[i].param_grad[j];
+            st = teeny__fill(p->ctx, t->buf, t->offset, (size_t)t->numel, 0.0f);
+        }
+    }
+    return st;
+}
+
 teeny_status teeny__autograd_plan(teeny_plan *p, const teeny__backward *bw)
 {
-    const int *reaches = bw->reaches;
     teeny_graph *g = p->g;
     teeny_ctx *ctx = p->ctx;
-    teeny_status st = TEENY_OK;
+    teeny_status st = zero_unreached(p, bw);
     for (int i = g->n_nodes - 1; i >= 0 && st == TEENY_OK; i--) {
         const teeny__gnode *nd = &g->nodes[i];
         teeny_tensor *target[TEENY__OP_MAX_SLOTS] = {0};
         int via_temp[TEENY__OP_MAX_SLOTS] = {0};
-        if (!reaches[i] || nd->kind == TEENY__NODE_INPUT)
+        if (!backward_runs(p, bw, i))
             continue;
         if (i == p->loss) { /* d loss / d loss = 1 */
             teeny_tensor *d = p->grad[i];
             if ((st = teeny__fill(ctx, d->buf, d->offset, (size_t)d->numel, 1.0f)) != TEENY_OK)
                 break;
         }
-        if (!p->grad[i])
-            continue; /* nothing downstream produced a gradient */
         for (int j = 0; j < nd->n_in; j++) {
             teeny__contrib c = bw->contrib[i * TEENY__OP_MAX_SLOTS + j];
             if (c.kind == TEENY__CONTRIB_NONE)

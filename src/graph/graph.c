@@ -83,10 +83,37 @@ const char *teeny__shape_text(const teeny__shape *s, char *buf, size_t cap)
 
 int64_t teeny__shape_numel(const teeny__shape *s)
 {
-    int64_t n = 1;
+    return teeny__dims_product(s->shape, s->ndim);
+}
+
+/* One shape of a node: every size >= 1, at most 2^31 - 1 elements. */
+static teeny_status check_one_shape(teeny_ctx *ctx, const char *node, const char *what, const char *slot,
+                                    const teeny__shape *s, int64_t batch)
+{
+    char b[96];
+    int64_t n = teeny__shape_numel(s);
     for (int i = 0; i < s->ndim; i++)
-        n *= s->shape[i];
-    return n;
+        if (s->shape[i] < 1)
+            return teeny__error(ctx, TEENY_ERR_SHAPE, "node %s: %s%s %s has an empty dimension (batch %lld)", node,
+                                what, slot, teeny__shape_text(s, b, sizeof b), (long long)batch);
+    if (n < 0 || n > INT32_MAX)
+        return teeny__error(ctx, TEENY_ERR_RANGE,
+                            "node %s: %s%s %s has more than 2^31 - 1 elements at batch %lld (kernels index with "
+                            "int32)", node, what, slot, teeny__shape_text(s, b, sizeof b), (long long)batch);
+    return TEENY_OK;
+}
+
+teeny_status teeny__check_node_shapes(teeny_ctx *ctx, const char *node, const teeny__node_shapes *s, int64_t batch,
+                                      int with_saved)
+{
+    teeny_status st = check_one_shape(ctx, node, "value", "", &s->out, batch);
+    for (int j = 0; j < s->n_saved && with_saved && st == TEENY_OK; j++)
+        st = check_one_shape(ctx, node, "saved tensor", "", &s->saved[j], batch);
+    for (int j = 0; j < s->n_param && st == TEENY_OK; j++)
+        st = check_one_shape(ctx, node, "parameter ", s->param_name[j], &s->param[j], batch);
+    for (int j = 0; j < s->n_state && st == TEENY_OK; j++)
+        st = check_one_shape(ctx, node, "state ", s->state_name[j], &s->state[j], batch);
+    return st;
 }
 
 /* Append a node with a unique name; *idx receives its index. */
@@ -145,9 +172,16 @@ static teeny_status add_input(teeny_graph *g, const char *name, int ndim, const 
         return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_input: shape[0] must be -1 (the batch), got %lld",
                             (long long)shape[0]);
     for (int i = 1; i < ndim; i++)
-        if (shape[i] < 1 || shape[i] > INT32_MAX)
+        if (shape[i] < 1)
             return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_input: dimension %d is %lld", i,
                                 (long long)shape[i]);
+    int64_t per_sample = teeny__dims_product(shape + 1, ndim - 1);
+    if (per_sample < 0 || per_sample > INT32_MAX) {
+        char b[96];
+        return teeny__error(g->ctx, TEENY_ERR_RANGE,
+                            "teeny_graph_input: %s has more than 2^31 - 1 elements per sample (kernels index with "
+                            "int32)", teeny__dims_str(shape, ndim, b, sizeof b));
+    }
     if ((st = push_node(g, name, "input", &n, &idx)) != TEENY_OK)
         return st;
     n->kind = TEENY__NODE_INPUT;
@@ -173,22 +207,32 @@ teeny_status teeny_graph_labels(teeny_graph *g, const char *name, teeny_node *ou
     return st != TEENY_OK ? st : add_input(g, name, 1, shape, 1, out);
 }
 
-/* Resolve a view's shape against its input's element count. */
+/* Resolve a view's shape against its input's element count: each size is
+ * >= 1 or, in one place, -1 (else TEENY_ERR_ARG); the product, formed with
+ * overflow checks, must be numel (or divide it, with a -1), else
+ * TEENY_ERR_SHAPE. */
 teeny_status teeny__view_shape(teeny_ctx *ctx, const char *name, int ndim, const int64_t *want, int64_t numel,
                                teeny__shape *out)
 {
+    char b[96];
     int infer_at = -1;
     int64_t known = 1;
+    memset(out, 0, sizeof *out); /* sizes past ndim are 0, never stack garbage */
     out->ndim = ndim;
-    out->is_i32 = 0;
     for (int i = 0; i < ndim; i++) {
-        if (want[i] == -1 && infer_at < 0) {
+        if (want[i] == -1 && infer_at < 0)
             infer_at = i;
+        else if (want[i] < 1)
+            return teeny__error(ctx, TEENY_ERR_ARG, "reshape %s: dimension %d is %lld (sizes are >= 1, or -1 once)",
+                                name, i, (long long)want[i]);
+    }
+    for (int i = 0; i < ndim; i++) {
+        if (i == infer_at)
             continue;
-        }
-        if (want[i] < 1)
-            return teeny__error(ctx, TEENY_ERR_ARG, "reshape %s: dimension %d is %lld", name, i, (long long)want[i]);
-        known *= want[i];
+        known = teeny__mul_sizes(known, want[i]);
+        if (known < 0 || known > numel)
+            return teeny__error(ctx, TEENY_ERR_SHAPE, "reshape %s: %lld elements cannot take the shape %s", name,
+                                (long long)numel, teeny__dims_str(want, ndim, b, sizeof b));
         out->shape[i] = want[i];
     }
     if (infer_at >= 0) {
@@ -245,7 +289,7 @@ teeny_status teeny_graph_flatten(teeny_graph *g, const char *name, teeny_node x,
         return st;
     if ((st = teeny__graph_check_node(g, x, "teeny_graph_flatten")) != TEENY_OK)
         return st;
-    const teeny__shape *s = &g->nodes[x].shapes.out;
+    const teeny__shape *s = &g->nodes[x].shapes.out; /* checked when added: sizes >= 1 */
     shape[1] = teeny__shape_numel(s) / s->shape[0];
     return teeny_graph_reshape(g, name, x, 2, shape, out);
 }
@@ -308,7 +352,8 @@ teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name
     }
     if (attrs) /* NULL: an op without attributes */
         s.attrs = *attrs;
-    if ((st = desc->infer(g->ctx, &s)) != TEENY_OK) {
+    if ((st = desc->infer(g->ctx, &s)) != TEENY_OK ||
+        (st = teeny__check_node_shapes(g->ctx, name ? name : desc->name, &s, 1, 1)) != TEENY_OK) {
         /* name both nodes and shapes */
         char msg[512], a[96], b[96];
         teeny__strlcpy(msg, teeny_last_error(g->ctx), sizeof msg);
@@ -357,8 +402,11 @@ teeny_status teeny_graph_node_info(const teeny_graph *g, teeny_node n, const cha
         *name = g->nodes[n].name;
     if (ndim)
         *ndim = g->nodes[n].shapes.out.ndim;
-    if (shape)
-        memcpy(shape, g->nodes[n].shapes.out.shape, sizeof(int64_t) * TEENY_MAX_DIMS);
+    if (shape) { /* ndim sizes, then zeros: nothing past ndim is left uninitialized or stale */
+        const teeny__shape *s = &g->nodes[n].shapes.out;
+        for (int i = 0; i < TEENY_MAX_DIMS; i++)
+            shape[i] = i < s->ndim ? s->shape[i] : 0;
+    }
     return TEENY_OK;
 }
 

@@ -87,9 +87,10 @@ void teeny_plan_destroy(teeny_plan *p)
  * Takes: a plan from teeny__plan_alloc (its batch and loss node set).
  * Guarantees: on TEENY_OK p->shapes[i] holds node i's shapes for the
  * plan's batch (inputs get the batch as dimension 0, views and ops are
- * re-inferred from their inputs in node order), every output fits int32
- * indexing, and a training plan's loss is a float scalar. Only p->shapes
- * is written. */
+ * re-inferred from their inputs in node order), every value and every
+ * saved tensor the plan keeps has sizes >= 1 and fits int32 indexing,
+ * and a training plan's loss is a float scalar. Only p->shapes is
+ * written. */
 teeny_status teeny__compile_shapes(teeny_plan *p)
 {
     teeny_graph *g = p->g;
@@ -98,8 +99,10 @@ teeny_status teeny__compile_shapes(teeny_plan *p)
         teeny__node_shapes *s = &p->shapes[i];
         *s = n->shapes;
         if (n->kind == TEENY__NODE_INPUT) {
+            int64_t numel;
             s->out.shape[0] = p->batch;
-            if (teeny__shape_numel(&s->out) > INT32_MAX)
+            numel = teeny__shape_numel(&s->out);
+            if (numel < 0 || numel > INT32_MAX)
                 return teeny__error(g->ctx, TEENY_ERR_RANGE, "input %s: batch %lld exceeds int32 indexing", n->name,
                                     (long long)p->batch);
             continue;
@@ -119,9 +122,9 @@ teeny_status teeny__compile_shapes(teeny_plan *p)
             teeny__strlcpy(msg, teeny_last_error(g->ctx), sizeof msg);
             return teeny__error(g->ctx, st, "compile for batch %lld: node %s: %s", (long long)p->batch, n->name, msg);
         }
-        if (teeny__shape_numel(&s->out) > INT32_MAX)
-            return teeny__error(g->ctx, TEENY_ERR_RANGE, "node %s: output beyond int32 indexing at batch %lld",
-                                n->name, (long long)p->batch);
+        if ((st = teeny__check_node_shapes(g->ctx, n->name, s, p->batch, p->training || !s->saved_needs_training)) !=
+            TEENY_OK)
+            return st;
     }
     const teeny__shape *ls = &p->shapes[p->loss].out;
     if (p->training && (ls->ndim < 1 || teeny__shape_numel(ls) != 1 || ls->is_i32)) {
@@ -275,7 +278,9 @@ static teeny_status record_forward(teeny_plan *p)
  * tensor, gradient and temporary exists) and the derivation bw (phase 2).
  * Guarantees: on TEENY_OK p->rec holds, in order, the forward pass
  * [fwd_from, fwd_to) (each op node's forward, node order), the backward
- * pass [bwd_from, bwd_to) (empty for inference; autograd.c) and the
+ * pass [bwd_from, bwd_to) (empty for inference; autograd.c: a zero fill of
+ * each parameter gradient the loss does not reach, then the nodes'
+ * backward launches, so it writes every parameter gradient) and the
  * parameter-gradient zeroing [zero_from, zero_to) (one fill per parameter
  * of a training plan); ranges are adjacent. Recording is off on return,
  * whatever the status. */

@@ -83,7 +83,15 @@ static inline int teeny__bwd_step(const teeny_graph *g, int node)
 
 teeny_status teeny__graph_check(const teeny_graph *g, const char *fn); /* g non-NULL; clears the last error */
 teeny_status teeny__graph_check_node(const teeny_graph *g, teeny_node n, const char *what);
+/* Element count, or -1 when a size is negative or the product passes
+ * INT64_MAX (teeny__dims_product). */
 int64_t teeny__shape_numel(const teeny__shape *s);
+/* The shapes an op's infer gave node (its value, saved tensors when
+ * with_saved, parameters and state) for batch: every size >= 1
+ * (TEENY_ERR_SHAPE) and at most 2^31 - 1 elements each (TEENY_ERR_RANGE:
+ * kernels index with int32). */
+teeny_status teeny__check_node_shapes(teeny_ctx *ctx, const char *node, const teeny__node_shapes *s, int64_t batch,
+                                      int with_saved);
 const char *teeny__shape_text(const teeny__shape *s, char *buf, size_t cap);
 /* Resolve a view's requested shape (one -1 allowed) against numel elements. */
 teeny_status teeny__view_shape(teeny_ctx *ctx, const char *name, int ndim, const int64_t *want, int64_t numel,

@@ -3,8 +3,14 @@
  * num_batches_tracked and (optionally) optimizer state in one safetensors
  * file, under PyTorch state_dict names ("conv1.bn.running_var"), so the
  * same network defined in PyTorch loads it with load_state_dict(strict=True).
- * Optimizer state goes under "optimizer." with the step count as
- * "optimizer.step". Each batch norm's num_batches_tracked is its own
+ * Optimizer state goes under "optimizer.<parameter name>.<state>"
+ * ("optimizer.fc.weight.exp_avg") with the step count as "optimizer.step":
+ * keyed by name, a load pairs each moment with its own parameter whatever
+ * order the optimizer lists them in. Earlier versions keyed it by the
+ * optimizer's position ("optimizer.exp_avg.<i>"), which pairs the wrong
+ * moments with equal-shaped parameters listed in another order; such a
+ * file loads without an optimizer and is refused, with the reason, with
+ * one. Each batch norm's num_batches_tracked is its own
  * counter (PyTorch keeps one per module), saved and loaded per node.
  * Loading validates every value (tensors' presence, dtype and shape; the
  * counters' range) before writing any, so a bad file leaves the graph and
@@ -23,6 +29,46 @@ static teeny_status bn_count_name(const teeny_graph *g, int node, char *buf, siz
     return TEENY_OK;
 }
 
+/* The checkpoint name of optimizer state i, "optimizer.<param>.<state>",
+ * and its tensor: its parameter must be one of g's (by identity), else
+ * TEENY_ERR_ARG -- a state keyed by another graph's parameter would load
+ * into whatever this graph's parameter of that name is. */
+static teeny_status opt_state_name(const teeny_graph *g, const teeny_optimizer *opt, int i, const char *fn,
+                                   char *name, size_t cap, teeny_tensor **t)
+{
+    const teeny_tensor *param;
+    const char *kind;
+    int index;
+    teeny_status st = teeny__optimizer_state_param(opt, i, &param, &index, &kind);
+    if (st == TEENY_OK)
+        st = teeny_optimizer_state(opt, i, NULL, t);
+    if (st != TEENY_OK)
+        return teeny__error(g->ctx, st, "%s: %s", fn, teeny_last_error(g->ctx));
+    for (int k = 0; k < g->n_nodes; k++)
+        for (int j = 0; g->nodes[k].kind == TEENY__NODE_OP && j < g->nodes[k].shapes.n_param; j++)
+            if (g->nodes[k].param[j] == param) {
+                snprintf(name, cap, "optimizer.%s.%s.%s", g->nodes[k].name, g->nodes[k].shapes.param_name[j], kind);
+                return TEENY_OK;
+            }
+    char b[96];
+    return teeny__error(g->ctx, TEENY_ERR_ARG,
+                        "%s: the optimizer's parameter %d (%s) is not a parameter of this graph (build the "
+                        "optimizer over teeny_graph_param's tensors of the graph saved or loaded)",
+                        fn, index, teeny__shape_str(param, b, sizeof b));
+}
+
+/* Every parameter of opt is one of g's (its state has a name), checked
+ * before anything is read or written. */
+static teeny_status check_opt_params(const teeny_graph *g, const teeny_optimizer *opt, const char *fn)
+{
+    char name[NAME_CAP];
+    teeny_tensor *t;
+    teeny_status st = TEENY_OK;
+    for (int i = 0; opt && i < teeny_optimizer_state_count(opt) && st == TEENY_OK; i++)
+        st = opt_state_name(g, opt, i, fn, name, sizeof name, &t);
+    return st;
+}
+
 teeny_status teeny_graph_save(teeny_graph *g, const teeny_optimizer *opt, const char *path, int n_meta,
                               const char *const *keys, const char *const *values)
 {
@@ -33,6 +79,8 @@ teeny_status teeny_graph_save(teeny_graph *g, const teeny_optimizer *opt, const 
         return teeny__error(g ? g->ctx : NULL, TEENY_ERR_ARG, "teeny_graph_save: %s",
                             !g ? "graph is NULL" : !path ? "path is NULL" : "bad metadata arrays");
     teeny__clear_error(g->ctx);
+    if ((st = check_opt_params(g, opt, "teeny_graph_save")) != TEENY_OK)
+        return st;
     if ((st = teeny_st_writer_create(&w)) != TEENY_OK)
         return teeny__error(g->ctx, st, "teeny_graph_save: %s", teeny_last_error(NULL));
     int64_t opt_steps = opt ? teeny_optimizer_steps(opt) : 0;
@@ -54,12 +102,9 @@ teeny_status teeny_graph_save(teeny_graph *g, const teeny_optimizer *opt, const 
         }
     }
     for (int i = 0; opt && i < teeny_optimizer_state_count(opt) && st == TEENY_OK; i++) {
-        const char *sn;
         teeny_tensor *t;
-        if ((st = teeny_optimizer_state(opt, i, &sn, &t)) == TEENY_OK) {
-            snprintf(name, sizeof name, "optimizer.%s", sn);
+        if ((st = opt_state_name(g, opt, i, "teeny_graph_save", name, sizeof name, &t)) == TEENY_OK)
             st = teeny_st_add_tensor(w, name, t);
-        }
     }
     if (opt && st == TEENY_OK)
         st = teeny_st_add_i64(w, "optimizer.step", 0, NULL, &opt_steps);
@@ -69,7 +114,8 @@ teeny_status teeny_graph_save(teeny_graph *g, const teeny_optimizer *opt, const 
         st = teeny_st_write(w, path);
     if (st != TEENY_OK) {
         char msg[1024];
-        teeny__strlcpy(msg, teeny_last_error(NULL)[0] ? teeny_last_error(NULL) : teeny_last_error(g->ctx), sizeof msg);
+        const char *why = teeny_last_error(g->ctx)[0] ? teeny_last_error(g->ctx) : teeny_last_error(NULL);
+        teeny__strlcpy(msg, why, sizeof msg);
         st = teeny__error(g->ctx, st, "teeny_graph_save %s: %s", path, msg);
     }
     teeny_st_writer_destroy(w);
@@ -102,6 +148,30 @@ static teeny_status expect(teeny_graph *g, const teeny_st_file *f, const char *p
     return TEENY_OK;
 }
 
+/* expect() for optimizer state i under its name; a file that keys the
+ * state by position ("optimizer.exp_avg.<i>", from an earlier version) is
+ * refused with the reason: position cannot tell equal-shaped parameters
+ * apart. */
+static teeny_status expect_opt_state(teeny_graph *g, const teeny_st_file *f, const char *path,
+                                     const teeny_optimizer *opt, int i, const char *name, const teeny_tensor *t)
+{
+    const char *old;
+    char old_name[NAME_CAP];
+    int is_i64, ndim;
+    int64_t shape[TEENY_ST_MAX_DIMS];
+    if (teeny_st_info(f, name, &is_i64, &ndim, shape) != TEENY_OK &&
+        teeny_optimizer_state(opt, i, &old, NULL) == TEENY_OK) {
+        snprintf(old_name, sizeof old_name, "optimizer.%s", old);
+        if (teeny_st_info(f, old_name, &is_i64, &ndim, shape) == TEENY_OK)
+            return teeny__error(g->ctx, TEENY_ERR_FORMAT,
+                                "checkpoint %s keys the optimizer state by position (%s, an earlier version's "
+                                "layout), which cannot pair moments with equal-shaped parameters safely; this "
+                                "version reads %s. Load it without the optimizer (opt NULL) to restore the "
+                                "parameters", path, old_name, name);
+    }
+    return expect(g, f, path, name, 0, t);
+}
+
 /* Read an I64 counter that must be >= 0 (validation pass). */
 static teeny_status read_count(teeny_graph *g, const teeny_st_file *f, const char *path, const char *name,
                                int64_t *v)
@@ -124,6 +194,8 @@ teeny_status teeny_graph_load(teeny_graph *g, teeny_optimizer *opt, const char *
     if (!g || !path)
         return teeny__error(g ? g->ctx : NULL, TEENY_ERR_ARG, "teeny_graph_load: %s is NULL", !g ? "graph" : "path");
     teeny__clear_error(g->ctx);
+    if ((st = check_opt_params(g, opt, "teeny_graph_load")) != TEENY_OK)
+        return st;
     if ((st = teeny_st_open(path, &f)) != TEENY_OK)
         return teeny__error(g->ctx, st, "teeny_graph_load: %s", teeny_last_error(NULL));
     counts = teeny__calloc((size_t)g->n_nodes + 1, sizeof *counts);
@@ -152,12 +224,10 @@ teeny_status teeny_graph_load(teeny_graph *g, teeny_optimizer *opt, const char *
             }
         }
         for (int i = 0; opt && i < teeny_optimizer_state_count(opt) && st == TEENY_OK; i++) {
-            const char *sn;
             teeny_tensor *t;
-            if ((st = teeny_optimizer_state(opt, i, &sn, &t)) != TEENY_OK)
+            if ((st = opt_state_name(g, opt, i, "teeny_graph_load", name, sizeof name, &t)) != TEENY_OK)
                 break;
-            snprintf(name, sizeof name, "optimizer.%s", sn);
-            st = pass ? teeny_st_read_f32(f, name, t) : expect(g, f, path, name, 0, t);
+            st = pass ? teeny_st_read_f32(f, name, t) : expect_opt_state(g, f, path, opt, i, name, t);
         }
         if (opt && st == TEENY_OK && !pass)
             st = read_count(g, f, path, "optimizer.step", &opt_steps);

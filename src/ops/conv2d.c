@@ -70,6 +70,10 @@ static teeny_status conv_shape(teeny_ctx *ctx, const char *fn, const teeny_conv2
         if (xs[i] < 1 || ws[i] < 1)
             return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s dimension %d is %lld; sizes must be >= 1", fn,
                                 xs[i] < 1 ? "x" : "weight", i, (long long)(xs[i] < 1 ? xs[i] : ws[i]));
+    for (int i = 0; i < 4; i++) /* so the sums and products below stay far inside int64 */
+        if (xs[i] > INT32_MAX || ws[i] > INT32_MAX)
+            return teeny__error(ctx, TEENY_ERR_RANGE, "%s: %s dimension %d is %lld; beyond int32 indexing", fn,
+                                xs[i] > INT32_MAX ? "x" : "weight", i, (long long)(xs[i] > INT32_MAX ? xs[i] : ws[i]));
     int64_t G = p->groups;
     if (xs[1] % G)
         return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: groups %d does not divide the %lld input channels of x [%lld, %lld, %lld, %lld]",
@@ -289,7 +293,9 @@ teeny_status teeny__conv2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
         if (wdim[i] < 1 || wdim[i] > (1 << 24))
             return teeny__error(ctx, TEENY_ERR_ARG, "conv2d: %s %d must be 1..2^24",
                                 i == 0 ? "out_channels" : i == 1 ? "kernel height" : "kernel width", wdim[i]);
-    int64_t ws[4] = {wdim[0], x->shape[1] / (at->groups > 0 ? at->groups : 1), wdim[1], wdim[2]};
+    /* groups past the channels: conv_shape says they do not divide them */
+    int64_t per_group = at->groups > 0 && at->groups <= x->shape[1] ? x->shape[1] / at->groups : 1;
+    int64_t ws[4] = {wdim[0], per_group, wdim[1], wdim[2]};
     int64_t ys[4];
     if ((st = conv_shape(ctx, "conv2d", &p, x->shape, ws, ys)) != TEENY_OK)
         return st;
@@ -303,7 +309,7 @@ teeny_status teeny__conv2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
         s->param_name[1] = "bias";
         s->param_init[1] = TEENY__INIT_FAN_IN;
     }
-    s->fan_in = ws[1] * ws[2] * ws[3];
+    s->fan_in = teeny__dims_product(&ws[1], 3); /* -1 past INT64_MAX: the weight's own check rejects it */
     s->n_state = 0;
     s->n_saved = 0;
     return TEENY_OK;

@@ -165,6 +165,13 @@ typedef struct {
 teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *p);
 teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem *p);
 
+/* Optimizer state i (optim.c) for checkpoints: it belongs to parameter
+ * *param_index of the optimizer, the tensor *param (borrowed), as its
+ * *kind ("momentum_buffer", "exp_avg" or "exp_avg_sq"). TEENY_ERR_ARG for
+ * an index out of range. */
+teeny_status teeny__optimizer_state_param(const teeny_optimizer *o, int i, const teeny_tensor **param,
+                                          int *param_index, const char **kind);
+
 /* Add a node of op to a graph (graph.c): checks the inputs, runs the op's
  * infer, creates and initializes the node's parameters and state. Each
  * family's graph builders (teeny_graph_<op>) call it. */

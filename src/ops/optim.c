@@ -23,7 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../internal.h"
+#include "ops.h"
 
 #define OPT_RING 8        /* host scalar slots in flight */
 #define OPT_NSCAL 8       /* floats per slot; the OPT_* slots of optim.cl */
@@ -35,6 +35,7 @@ enum { S_LR, S_BETA1, S_ONE_MINUS_BETA1, S_STEP_SIZE, S_BC2_SQRT, S_DECAY, S_FIR
 typedef struct {
     cl_kernel update, sumsq;     /* sumsq: clipping only */
     size_t update_global, sumsq_global;
+    const teeny_tensor *param;   /* borrowed: whose state this is (checkpoints key it by the param's name) */
 } opt_launch;
 
 struct teeny_optimizer {
@@ -128,6 +129,12 @@ static int sumsq_groups(const teeny_optimizer *o, int64_t numel)
     return (int)(g < 1 ? 1 : g > OPT_MAX_GROUPS ? OPT_MAX_GROUPS : g);
 }
 
+/* What state k of each parameter is, with per state tensors per parameter. */
+static const char *state_kind(int per, int k)
+{
+    return per == 1 ? "momentum_buffer" : k == 0 ? "exp_avg" : "exp_avg_sq";
+}
+
 static teeny_status make_state(teeny_optimizer *o, teeny_tensor *const *params)
 {
     teeny_ctx *ctx = o->ctx;
@@ -142,8 +149,7 @@ static teeny_status make_state(teeny_optimizer *o, teeny_tensor *const *params)
     for (int i = 0; i < o->n; i++)
         for (int k = 0; k < per; k++) {
             int s = i * per + k;
-            const char *base = per == 1 ? "momentum_buffer" : k == 0 ? "exp_avg" : "exp_avg_sq";
-            snprintf(o->state_names[s], OPT_NAME_CAP, "%s.%d", base, i);
+            snprintf(o->state_names[s], OPT_NAME_CAP, "%s.%d", state_kind(per, k), i);
             if ((st = teeny_tensor_create(ctx, params[i]->ndim, params[i]->shape, &o->state[s])) != TEENY_OK)
                 return st;
             o->n_state = s + 1;
@@ -168,6 +174,7 @@ static teeny_status make_launches(teeny_optimizer *o, teeny_tensor *const *param
         const teeny_tensor *pt = params[i], *gt = grads[i];
         int p_off = teeny__off(pt), g_off = teeny__off(gt), n = (int)pt->numel;
         size_t wg = (size_t)o->wg;
+        l->param = pt;
         l->update_global = ((size_t)n + wg - 1) / wg * wg;
         if (clip) {
             int groups = sumsq_groups(o, pt->numel), part_off = 1 + part;
@@ -516,5 +523,17 @@ teeny_status teeny_lr_at(const teeny_lr_schedule *s, int64_t step, double *lr, d
     *lr = v;
     if (beta1)
         *beta1 = b1;
+    return TEENY_OK;
+}
+
+teeny_status teeny__optimizer_state_param(const teeny_optimizer *o, int i, const teeny_tensor **param,
+                                          int *param_index, const char **kind)
+{
+    if (!o || i < 0 || i >= o->n_state)
+        return teeny__error(o ? o->ctx : NULL, TEENY_ERR_ARG, "optimizer state %d does not exist", i);
+    int per = o->n_state / o->n;
+    *param_index = i / per;
+    *param = o->launch[i / per].param;
+    *kind = state_kind(per, i % per);
     return TEENY_OK;
 }

@@ -28,13 +28,15 @@
 
 typedef struct {
     int H, W, OH, OW, kh, kw, sh, sw, ph, pw, total;
+    float area; /* kh * kw, the average's divisor: from a 64-bit product (the int one overflows past 2^31) */
 } pool_geom;
 
 static pool_geom geom_make(const teeny__pool2d_attrs *v, const teeny_tensor *x, const teeny_tensor *y, int per_input)
 {
     pool_geom g = {(int)x->shape[2], (int)x->shape[3], (int)y->shape[2], (int)y->shape[3], v->kernel[0], v->kernel[1],
-                   v->stride[0], v->stride[1], v->pad[0], v->pad[1], 0};
+                   v->stride[0], v->stride[1], v->pad[0], v->pad[1], 0, 0.0f};
     g.total = (int)(per_input ? x->numel : y->numel);
+    g.area = (float)((int64_t)v->kernel[0] * v->kernel[1]);
     return g;
 }
 
@@ -99,8 +101,8 @@ teeny_status teeny__avgpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "pool", "", name, &k);
     if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, GEOM_ARGS(g), sizeof(cl_mem),
-                             &y->buf, sizeof(int), &y_off, (size_t)0);
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, GEOM_ARGS(g), sizeof(float),
+                             &g.area, sizeof(cl_mem), &y->buf, sizeof(int), &y_off, (size_t)0);
     if (st == TEENY_OK)
         st = launch_1d(ctx, k, name, g.total);
     return st;
@@ -119,7 +121,7 @@ teeny_status teeny__avgpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
     teeny_status st = teeny__kernel_get(ctx, "pool", "", name, &k);
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &dy->buf, sizeof(int), &dy_off, GEOM_ARGS(g),
-                             sizeof(cl_mem), &dx->buf, sizeof(int), &dx_off, (size_t)0);
+                             sizeof(float), &g.area, sizeof(cl_mem), &dx->buf, sizeof(int), &dx_off, (size_t)0);
     if (st == TEENY_OK)
         st = launch_1d(ctx, k, name, g.total);
     return st;
@@ -196,31 +198,40 @@ static teeny_status check_params(teeny_ctx *ctx, const char *fn, const teeny__po
     return TEENY_OK;
 }
 
-/* y shape from x shape and parameters. */
+/* y shape from x shape and parameters. Beyond the parameters: x and y fit
+ * int32 indexing, and so does each padded extent H + 2*pad (the kernels'
+ * window bounds stay below it); kernel[0] * kernel[1] may pass 2^31. */
 static teeny_status out_shape(teeny_ctx *ctx, const char *fn, const teeny__pool2d_attrs *v, const int64_t *xs,
                               int64_t *ys)
 {
+    char b[96];
     teeny_status st = check_params(ctx, fn, v);
     if (st != TEENY_OK)
         return st;
     for (int i = 0; i < 4; i++)
-        if (xs[i] > INT32_MAX)
-            return teeny__error(ctx, TEENY_ERR_RANGE, "%s: x dimension %d = %lld passes int32 indexing", fn, i,
-                                (long long)xs[i]);
+        if (xs[i] < 1)
+            return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: x %s has an empty dimension", fn,
+                                teeny__dims_str(xs, 4, b, sizeof b));
+    int64_t x_numel = teeny__dims_product(xs, 4);
+    if (x_numel < 0 || x_numel > INT32_MAX)
+        return teeny__error(ctx, TEENY_ERR_RANGE, "%s: x %s passes int32 indexing", fn,
+                            teeny__dims_str(xs, 4, b, sizeof b));
     ys[0] = xs[0];
     ys[1] = xs[1];
     for (int i = 0; i < 2; i++) {
-        int64_t in = xs[2 + i], span = in + 2 * (int64_t)v->pad[i];
-        if (in < 1 || xs[0] < 1 || xs[1] < 1)
-            return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: x has an empty dimension", fn);
+        int64_t span = xs[2 + i] + 2 * (int64_t)v->pad[i];
+        if (span > INT32_MAX)
+            return teeny__error(ctx, TEENY_ERR_RANGE, "%s: %s + 2*pad = %lld + 2*%d passes int32 indexing", fn,
+                                i ? "W" : "H", (long long)xs[2 + i], v->pad[i]);
         if (span < v->kernel[i])
             return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: kernel %d is larger than the padded input %lld along %s",
                                 fn, v->kernel[i], (long long)span, i ? "W" : "H");
         ys[2 + i] = (span - v->kernel[i]) / v->stride[i] + 1;
     }
-    if (xs[0] > INT32_MAX / xs[1] || ys[2] > INT32_MAX / ys[3] || xs[0] * xs[1] > INT32_MAX / (ys[2] * ys[3]))
-        return teeny__error(ctx, TEENY_ERR_RANGE, "%s: output [%lld, %lld, %lld, %lld] passes int32 indexing", fn,
-                            (long long)ys[0], (long long)ys[1], (long long)ys[2], (long long)ys[3]);
+    int64_t y_numel = teeny__dims_product(ys, 4);
+    if (y_numel < 0 || y_numel > INT32_MAX)
+        return teeny__error(ctx, TEENY_ERR_RANGE, "%s: output %s passes int32 indexing", fn,
+                            teeny__dims_str(ys, 4, b, sizeof b));
     return TEENY_OK;
 }
 

@@ -222,7 +222,8 @@ static teeny_status infer_qkv(teeny_ctx *ctx, const char *op, const teeny__node_
     if (heads < 1 || *kd < 1)
         return teeny__error(ctx, TEENY_ERR_ARG, "%s: heads %lld and key_dim %lld must be >= 1", op, (long long)heads,
                             (long long)*kd);
-    if (heads * 4 * *kd > INT32_MAX)
+    int64_t channels = teeny__mul_sizes(teeny__mul_sizes(heads, 4), *kd);
+    if (channels < 0 || channels > INT32_MAX)
         return teeny__error(ctx, TEENY_ERR_RANGE, "%s: heads*4*key_dim beyond int32", op);
     if (s->n_in != 1 || x->ndim != 4 || x->shape[1] != heads * 4 * *kd)
         return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: qkv must be [B, heads*4*key_dim = %lld, H, W]", op,
@@ -310,9 +311,10 @@ static teeny_status check_heads(teeny_ctx *ctx, const char *fn, int heads, int k
 {
     if (heads < 1 || kd < 1)
         return teeny__error(ctx, TEENY_ERR_ARG, "%s: heads %d and key_dim %d must be >= 1", fn, heads, kd);
-    if ((int64_t)heads * per_head * kd > INT32_MAX)
-        return teeny__error(ctx, TEENY_ERR_RANGE, "%s: heads*%d*key_dim = %lld is beyond int32 indexing", fn,
-                            per_head, (long long)heads * per_head * kd);
+    int64_t channels = teeny__mul_sizes(teeny__mul_sizes(heads, per_head), kd);
+    if (channels < 0 || channels > INT32_MAX)
+        return teeny__error(ctx, TEENY_ERR_RANGE, "%s: heads*%d*key_dim = %d*%d*%d is beyond int32 indexing", fn,
+                            per_head, heads, per_head, kd);
     return TEENY_OK;
 }
 

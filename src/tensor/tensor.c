@@ -32,10 +32,11 @@ static teeny_status check_shape(teeny_ctx *ctx, const char *fn, int ndim, const 
         return teeny__error(ctx, TEENY_ERR_ARG, "%s: rank %d is outside 1..%d", fn, ndim, TEENY_MAX_DIMS);
     if (!shape)
         return teeny__error(ctx, TEENY_ERR_ARG, "%s: shape is NULL", fn);
-    for (int i = 0; i < ndim; i++) {
+    for (int i = 0; i < ndim; i++) /* a size < 1 is ARG wherever it is, before any product */
         if (shape[i] < 1)
             return teeny__error(ctx, TEENY_ERR_ARG, "%s: dimension %d is %lld; sizes must be >= 1", fn, i,
                                 (long long)shape[i]);
+    for (int i = 0; i < ndim; i++) {
         if (shape[i] > INT32_MAX || n > INT32_MAX / shape[i])
             return teeny__error(ctx, TEENY_ERR_RANGE,
                                 "%s: %d-d shape with dimension %d = %lld has more than 2^31-1 elements "
