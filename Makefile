@@ -80,6 +80,7 @@ $(BUILD)/gen/onnx/onnx.pb-c.o: $(ONNX_GEN_C)
 $(ONNX_OBJ) $(BUILD)/tools/onnx_run.o $(BUILD)/tests/test_onnx.o: $(ONNX_GEN_H)
 $(ONNX_OBJ) $(BUILD)/tools/onnx_run.o $(BUILD)/tests/test_onnx.o: CPPFLAGS_ALL += -I$(BUILD)/gen
 $(BUILD)/tools/onnx_run.o: tools/onnx_run.h
+$(BUILD)/teeny-info: include/teenycl_onnx.h
 
 $(BUILD)/teeny-run: tools/teeny-run.c tools/onnx_run.c tools/onnx_run.h $(STATIC) include/teenycl.h include/teenycl_onnx.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) tools/teeny-run.c tools/onnx_run.c -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)

@@ -103,7 +103,7 @@ static teeny_status op_dropout(ox_import *im)
         return st;
     if (tidx >= 0) {
         const ox_const *t;
-        if ((st = ox_in_const(im, 2, "training_mode", &t)) != TEENY_OK)
+        if ((st = ox_in_const(im, 2, "training_mode", 0, &t)) != TEENY_OK)
             return st;
         if (t->numel != 1 || ox_get_i(t, 0))
             return ox_fail(im, TEENY_ERR_UNSUPPORTED, "training_mode true: dropout is random; inference only");
@@ -194,7 +194,7 @@ static teeny_status op_gather(ox_import *im)
     ox_const c;
     teeny_status st = ox_attrs_allowed(im, attrs);
     if (st != TEENY_OK || (st = ox_attr_int(im, "axis", 0, &axis)) != TEENY_OK ||
-        (st = ox_in_const(im, 0, "data", &data)) != TEENY_OK || (st = ox_in_const(im, 1, "indices", &ind)) != TEENY_OK)
+        (st = ox_in_const(im, 0, "data", 0, &data)) != TEENY_OK || (st = ox_in_const(im, 1, "indices", 0, &ind)) != TEENY_OK)
         return st;
     if (data->shape.ndim < 1 || ind->type != OX_I64)
         return ox_fail(im, TEENY_ERR_FORMAT, "Gather needs data of rank >= 1 and integer indices");
@@ -248,7 +248,7 @@ static teeny_status axes_of(ox_import *im, int64_t *axes, int *n)
     *n = -1;
     if ((st = ox_in(im, 1, &idx)) != TEENY_OK || idx < 0)
         return st;
-    if ((st = ox_in_const(im, 1, "axes", &c)) != TEENY_OK)
+    if ((st = ox_in_const(im, 1, "axes", 0, &c)) != TEENY_OK)
         return st;
     return const_ints(im, c, "axes", OX_MAX_DIMS, axes, n);
 }
@@ -307,7 +307,7 @@ static teeny_status op_reshape(ox_import *im)
     ox_shape s, o;
     teeny_status st = ox_attrs_allowed(im, attrs);
     if (st != TEENY_OK || (st = ox_attr_int(im, "allowzero", 0, &allowzero)) != TEENY_OK ||
-        (st = in_shape(im, 0, &s, &idx)) != TEENY_OK || (st = ox_in_const(im, 1, "shape", &c)) != TEENY_OK ||
+        (st = in_shape(im, 0, &s, &idx)) != TEENY_OK || (st = ox_in_const(im, 1, "shape", 0, &c)) != TEENY_OK ||
         (st = const_ints(im, c, "shape", OX_MAX_DIMS, want, &n)) != TEENY_OK)
         return st;
     o.ndim = n;
@@ -358,7 +358,7 @@ static teeny_status op_constant_of_shape(ox_import *im)
     ox_shape s;
     int n;
     teeny_status st = ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = ox_in_const(im, 0, "shape", &sc)) != TEENY_OK ||
+    if (st != TEENY_OK || (st = ox_in_const(im, 0, "shape", 0, &sc)) != TEENY_OK ||
         (st = const_ints(im, sc, "shape", OX_MAX_DIMS, s.d, &n)) != TEENY_OK)
         return st;
     s.ndim = n;
@@ -389,13 +389,18 @@ static teeny_status op_cast(ox_import *im)
     int to_f = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
     if (!to_f && (to < 2 || to > 13 || to == 8 || to == 10 || to == 11))
         return ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute to=%s", ox_type_name((int)to));
-    if (idx >= 0 && im->vals[idx].kind != OX_CONST && to_f) {
-        ox_shape s;
-        if ((st = in_shape(im, 0, &s, &idx)) == TEENY_OK && !im->vals[idx].is_i32)
-            return reshaped_out(im, idx, &s); /* float to float */
-    }
     const ox_const *in;
-    if ((st = ox_in_const(im, 0, "input", &in)) != TEENY_OK)
+    if (idx >= 0 && im->vals[idx].kind != OX_CONST && (im->vals[idx].kind == OX_RUNTIME || !im->vals[idx].feed ||
+                                                      im->vals[idx].feed->dtype == TEENY_ONNX_FLOAT)) {
+        ox_shape s; /* a run-time value: float to float only */
+        if (!to_f)
+            return ox_fail(im, TEENY_ERR_UNSUPPORTED, "casting a run-time value to %s", ox_type_name((int)to));
+        if ((st = in_shape(im, 0, &s, &idx)) != TEENY_OK)
+            return st;
+        return im->vals[idx].is_i32 ? ox_fail(im, TEENY_ERR_UNSUPPORTED, "casting labels to float")
+                                    : reshaped_out(im, idx, &s);
+    }
+    if ((st = ox_in_const(im, 0, "input", 0, &in)) != TEENY_OK)
         return st;
     if ((st = ox_const_alloc(im->ctx, to_f ? OX_F32 : OX_I64, (int)to, &in->shape, &c)) != TEENY_OK)
         return ox_fail(im, st, "%s", teeny_last_error(im->ctx));
@@ -430,7 +435,7 @@ static teeny_status slice_params(ox_import *im, int rank, int64_t *start, int64_
             if (k < 3)
                 st = ox_attr_ints(im, names[k], OX_MAX_DIMS, v[k], &n[k]);
         } else if ((st = ox_in(im, k + 1, &idx)) == TEENY_OK && idx >= 0 &&
-                   (st = ox_in_const(im, k + 1, names[k], &c)) == TEENY_OK)
+                   (st = ox_in_const(im, k + 1, names[k], 0, &c)) == TEENY_OK)
             st = const_ints(im, c, names[k], OX_MAX_DIMS, v[k], &n[k]);
     }
     if (st != TEENY_OK)
@@ -465,7 +470,7 @@ static teeny_status op_slice(ox_import *im)
     int64_t start[OX_MAX_DIMS], step[OX_MAX_DIMS], idx[OX_MAX_DIMS] = {0};
     ox_shape o;
     ox_const c;
-    teeny_status st = ox_in_const(im, 0, "data", &in);
+    teeny_status st = ox_in_const(im, 0, "data", 0, &in);
     if (st != TEENY_OK || (st = slice_params(im, in->shape.ndim, start, step, &o, &in->shape)) != TEENY_OK)
         return st;
     if ((st = ox_const_alloc(im->ctx, in->type, in->onnx_type, &o, &c)) != TEENY_OK)
@@ -549,8 +554,8 @@ static teeny_status op_sub_div(ox_import *im)
 {
     const ox_const *a, *b;
     teeny_status st = ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = ox_in_const(im, 0, "A", &a)) != TEENY_OK ||
-        (st = ox_in_const(im, 1, "B", &b)) != TEENY_OK)
+    if (st != TEENY_OK || (st = ox_in_const(im, 0, "A", 0, &a)) != TEENY_OK ||
+        (st = ox_in_const(im, 1, "B", 0, &b)) != TEENY_OK)
         return st;
     return ox_fold_binary(im, a, b);
 }
@@ -562,14 +567,14 @@ teeny_status ox_fold_concat(ox_import *im, int axis_attr)
     const ox_const *first;
     ox_shape o;
     ox_const c;
-    teeny_status st = ox_in_const(im, 0, "inputs", &first);
+    teeny_status st = ox_in_const(im, 0, "inputs", 0, &first);
     if (st != TEENY_OK || (st = ox_axis(im, "axis", axis_attr, first->shape.ndim, &ax)) != TEENY_OK)
         return st;
     o = first->shape;
     o.d[ax] = 0;
     for (int i = 0; i < n; i++) {
         const ox_const *x;
-        if ((st = ox_in_const(im, i, "inputs", &x)) != TEENY_OK)
+        if ((st = ox_in_const(im, i, "inputs", 0, &x)) != TEENY_OK)
             return st;
         if (x->type != first->type || x->shape.ndim != o.ndim)
             return ox_fail(im, TEENY_ERR_FORMAT, "inputs differ in type or rank");
@@ -589,7 +594,7 @@ teeny_status ox_fold_concat(ox_import *im, int axis_attr)
     for (int64_t r = 0; r < outer; r++)
         for (int i = 0; i < n; i++) {
             const ox_const *x;
-            ox_in_const(im, i, "inputs", &x);
+            ox_in_const(im, i, "inputs", 0, &x);
             size_t len = (size_t)(x->shape.d[ax] * inner) * es;
             if (len)
                 memcpy((char *)c.data + at, (const char *)x->data + (size_t)r * len, len);

@@ -134,8 +134,8 @@ static teeny_status op_conv(ox_import *im)
     teeny_status st = ox_attrs_allowed(im, attrs);
     if (st != TEENY_OK || (st = ox_outputs_at_most(im, 1)) != TEENY_OK ||
         (st = ox_attr_int(im, "group", 1, &group)) != TEENY_OK || (st = ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK ||
-        (st = ox_in_const(im, 1, "W", &w)) != TEENY_OK || (st = ox_in(im, 1, &wi)) != TEENY_OK ||
-        (st = ox_in(im, 2, &bi)) != TEENY_OK || (bi >= 0 && (st = ox_in_const(im, 2, "B", &b)) != TEENY_OK))
+        (st = ox_in_const(im, 1, "W", 1, &w)) != TEENY_OK || (st = ox_in(im, 1, &wi)) != TEENY_OK ||
+        (st = ox_in(im, 2, &bi)) != TEENY_OK || (bi >= 0 && (st = ox_in_const(im, 2, "B", 1, &b)) != TEENY_OK))
         return st;
     const ox_shape *xs = &im->vals[xi].shape;
     if (xs->ndim != 3 && xs->ndim != 4)
@@ -194,7 +194,7 @@ static teeny_status op_batchnorm(ox_import *im)
     ox_shape xs = im->vals[xi].shape, v = {4, {xs.d[0], xs.ndim > 1 ? xs.d[1] : 0, 1, 1}};
     for (int i = 0; i < 4; i++) {
         const ox_const *c;
-        if ((st = ox_in_const(im, i + 1, names[i], &c)) != TEENY_OK || (st = ox_in(im, i + 1, &idx[i])) != TEENY_OK)
+        if ((st = ox_in_const(im, i + 1, names[i], 1, &c)) != TEENY_OK || (st = ox_in(im, i + 1, &idx[i])) != TEENY_OK)
             return st;
         if (c->shape.ndim != 1 || xs.ndim < 2 || c->shape.d[0] != xs.d[1])
             return ox_fail(im, TEENY_ERR_SHAPE, "%s must be [C] for X of %d dimensions", names[i], xs.ndim);
@@ -441,8 +441,8 @@ static teeny_status op_gemm(ox_import *im)
         return st;
     if (bi >= 0 && beta != 1.0f)
         return ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute beta other than 1");
-    if ((st = ox_in_runtime(im, 0, "A", &xi)) != TEENY_OK || (st = ox_in_const(im, 1, "B", &w)) != TEENY_OK ||
-        (st = ox_in(im, 1, &wi)) != TEENY_OK || (bi >= 0 && (st = ox_in_const(im, 2, "C", &b)) != TEENY_OK))
+    if ((st = ox_in_runtime(im, 0, "A", &xi)) != TEENY_OK || (st = ox_in_const(im, 1, "B", 1, &w)) != TEENY_OK ||
+        (st = ox_in(im, 1, &wi)) != TEENY_OK || (bi >= 0 && (st = ox_in_const(im, 2, "C", 1, &b)) != TEENY_OK))
         return st;
     if (im->vals[xi].shape.ndim != 2)
         return ox_fail(im, TEENY_ERR_FORMAT, "A must be 2-D");
@@ -457,7 +457,7 @@ static teeny_status op_matmul(ox_import *im)
     const ox_const *w;
     teeny_status st = ox_attrs_allowed(im, NO_ATTRS);
     if (st != TEENY_OK || (st = ox_in_runtime(im, 0, "A", &xi)) != TEENY_OK ||
-        (st = ox_in_const(im, 1, "B", &w)) != TEENY_OK || (st = ox_in(im, 1, &wi)) != TEENY_OK)
+        (st = ox_in_const(im, 1, "B", 1, &w)) != TEENY_OK || (st = ox_in(im, 1, &wi)) != TEENY_OK)
         return st;
     return linear(im, xi, wi, 0, -1);
 }

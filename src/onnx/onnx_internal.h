@@ -135,6 +135,7 @@ int64_t ox_get_i(const ox_const *c, int64_t i);
 /* An empty constant of type and shape (data allocated, zeroed). */
 teeny_status ox_const_alloc(teeny_ctx *ctx, ox_type type, int onnx_type, const ox_shape *s, ox_const *c);
 const char *ox_type_name(int onnx_type);
+int ox_type_supported(int onnx_type);       /* float and integer types */
 
 /* ---- values.c ---- */
 teeny_status ox_fail(ox_import *im, teeny_status st, const char *fmt, ...) TEENY__PRINTF(3, 4);
@@ -145,8 +146,9 @@ teeny_status ox_define(ox_import *im, const char *name, int kind, int *idx);
  * input no earlier node produced is TEENY_ERR_FORMAT. */
 teeny_status ox_in(ox_import *im, int i, int *idx);
 int ox_n_in(const ox_import *im);            /* inputs given, trailing omitted ones dropped */
-/* Input i as a constant (a feed binds a graph input); what names the slot. */
-teeny_status ox_in_const(ox_import *im, int i, const char *what, const ox_const **c);
+/* Input i as a constant; what names the slot. A graph input with a feed
+ * is bound to it when it is an integer tensor, or for a weight slot. */
+teeny_status ox_in_const(ox_import *im, int i, const char *what, int weight, const ox_const **c);
 /* Input i as a runtime fp32 value (a graph input becomes an input node). */
 teeny_status ox_in_runtime(ox_import *im, int i, const char *what, int *idx);
 /* Input i as int32 class labels [batch] (an int64/int32 graph input). */

@@ -60,6 +60,11 @@ static int raw_size(int t)
     }
 }
 
+int ox_type_supported(int t)
+{
+    return raw_size(t) != 0;
+}
+
 teeny_status ox_const_alloc(teeny_ctx *ctx, ox_type type, int onnx_type, const ox_shape *s, ox_const *c)
 {
     int64_t n = ox_numel(s);

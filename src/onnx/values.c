@@ -107,7 +107,17 @@ teeny_status ox_in(ox_import *im, int i, int *idx)
     return TEENY_OK;
 }
 
-teeny_status ox_in_const(ox_import *im, int i, const char *what, const ox_const **c)
+/* A graph input's declared element type (0: not declared). */
+static int declared_type(const ox_value *v)
+{
+    const Onnx__TypeProto *tp = v->vi ? v->vi->type : NULL;
+    if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type &&
+        tp->tensor_type->has_elem_type)
+        return tp->tensor_type->elem_type;
+    return 0;
+}
+
+teeny_status ox_in_const(ox_import *im, int i, const char *what, int weight, const ox_const **c)
 {
     int idx;
     teeny_status st = ox_in(im, i, &idx);
@@ -117,7 +127,15 @@ teeny_status ox_in_const(ox_import *im, int i, const char *what, const ox_const 
     if (idx < 0)
         return ox_fail(im, TEENY_ERR_FORMAT, "input %d (%s) is missing", i, what);
     ox_value *v = &im->vals[idx];
-    if (v->kind == OX_INPUT && !v->c.data && v->feed) {
+    int elem = v->kind == OX_INPUT ? declared_type(v) : 0;
+    if (v->kind == OX_INPUT && elem && !ox_type_supported(elem))
+        return ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" is %s", v->name, ox_type_name(elem));
+    /* a feed binds weights and integer operands; float data stays a run-time value */
+    int float_in = elem ? elem == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT : v->feed && v->feed->dtype == TEENY_ONNX_FLOAT;
+    if (v->kind == OX_INPUT && !v->c.data && v->feed && (weight || !float_in)) {
+        if (elem && (elem == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) != (v->feed->dtype == TEENY_ONNX_FLOAT))
+            return ox_fail(im, TEENY_ERR_ARG, "the feed of graph input \"%.80s\" is %s, the input %s", v->name,
+                           ox_type_name((int)v->feed->dtype), ox_type_name(elem));
         if ((st = ox_feed_load(im->ctx, v->feed, &v->c)) != TEENY_OK)
             return ox_fail(im, st, "%s", teeny_last_error(im->ctx));
         v->kind = OX_CONST;
@@ -126,7 +144,7 @@ teeny_status ox_in_const(ox_import *im, int i, const char *what, const ox_const 
         *c = &v->c;
         return TEENY_OK;
     }
-    if (v->kind == OX_INPUT)
+    if (v->kind == OX_INPUT && (weight || !float_in))
         return ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) is graph input \"%.80s\", which must be a constant "
                        "here: make it an initializer or give it a value at import (a feed)", i, what, v->name);
     return ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) \"%.80s\" is computed at run time; only a constant is "
@@ -190,9 +208,9 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
     if (ndim < 1 || ndim > TEENY_MAX_DIMS || (labels && ndim != 1))
         return ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" has rank %d (a run-time input has rank "
                        "%s)", v->name, ndim, labels ? "1" : "1..5");
-    if (d[0] >= 0 && d[0] != im->batch)
-        return ox_fail(im, TEENY_ERR_SHAPE, "graph input \"%.80s\": its first dimension is %lld, the batch %lld",
-                       v->name, (long long)d[0], (long long)im->batch);
+    if (d[0] >= 0 && d[0] != im->batch) /* the caller's batch, or another input's: inputs share one */
+        return ox_fail(im, im->p->batch > 0 ? TEENY_ERR_SHAPE : TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\": its "
+                       "first dimension is %lld, the batch %lld", v->name, (long long)d[0], (long long)im->batch);
     d[0] = -1;
     for (int i = 1; i < ndim; i++)
         if (d[i] < 1 || d[i] > INT32_MAX)
