@@ -1,8 +1,8 @@
 /*
  * fold.c -- the graph-level ops: the shape arithmetic exporters emit
  * around dynamic batches (Shape, Gather, Unsqueeze, Squeeze, Concat,
- * Reshape, Slice, Cast, Add/Sub/Mul/Div of constants, Constant,
- * ConstantOfShape) is computed on the host at import for the batch given;
+ * Reshape, Cast, Constant, ConstantOfShape; Slice, Concat and arithmetic
+ * in arith.c) is computed on the host at import for the batch given;
  * Identity and Dropout (inference) pass their input through; Reshape,
  * Flatten, Squeeze and Unsqueeze of a run-time value become views (no
  * copy) as long as the batch stays the outermost dimension.
@@ -14,10 +14,10 @@
 static const char *const NO_ATTRS[] = {NULL};
 
 /* Shapes of constants: an int64 1-D constant as a list of values. */
-static teeny_status const_ints(ox_import *im, const ox_const *c, const char *what, int max, int64_t *out, int *n)
+teeny_status teeny__ox_const_ints(ox_import *im, const ox_const *c, const char *what, int max, int64_t *out, int *n)
 {
     if (c->type != OX_I64 || c->shape.ndim > 1 || c->numel > max)
-        return ox_fail(im, TEENY_ERR_UNSUPPORTED, "%s must be a 1-D integer tensor of at most %d values", what, max);
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%s must be a 1-D integer tensor of at most %d values", what, max);
     for (int64_t i = 0; i < c->numel; i++)
         out[i] = ((const int64_t *)c->data)[i];
     *n = (int)c->numel;
@@ -27,36 +27,36 @@ static teeny_status const_ints(ox_import *im, const ox_const *c, const char *wha
 /* The input's shape (constant or run-time; a graph input becomes one). */
 static teeny_status in_shape(ox_import *im, int i, ox_shape *s, int *idx)
 {
-    teeny_status st = ox_in(im, i, idx);
+    teeny_status st = teeny__ox_in(im, i, idx);
     if (st != TEENY_OK)
         return st;
     if (*idx < 0)
-        return ox_fail(im, TEENY_ERR_FORMAT, "input %d is missing", i);
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "input %d is missing", i);
     ox_value *v = &im->vals[*idx];
-    if (v->kind == OX_INPUT && (st = ox_in_runtime(im, i, "data", idx)) != TEENY_OK)
+    if (v->kind == OX_INPUT && (st = teeny__ox_in_runtime(im, i, "data", idx)) != TEENY_OK)
         return st;
     if (v->kind == OX_CONST)
         *s = v->c.shape;
     else if (v->kind == OX_RUNTIME && !v->is_loss)
         *s = v->shape;
     else
-        return ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (\"%.80s\") has no known shape here", i, v->name);
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (\"%.80s\") has no known shape here", i, v->name);
     return TEENY_OK;
 }
 
 /* A copy of constant c's elements with a new shape (same count). */
 static teeny_status const_reshaped(ox_import *im, const ox_const *c, const ox_shape *s, ox_const *out)
 {
-    teeny_status st = ox_const_alloc(im->ctx, c->type, c->onnx_type, s, out);
+    teeny_status st = teeny__ox_const_alloc(im->ctx, c->type, c->onnx_type, s, out);
     if (st != TEENY_OK)
-        return ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+        return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     if (out->numel != c->numel) {
-        ox_const_free(out);
-        return ox_fail(im, TEENY_ERR_SHAPE, "%lld elements cannot take a shape of %lld", (long long)c->numel,
+        teeny__ox_const_free(out);
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "%lld elements cannot take a shape of %lld", (long long)c->numel,
                        (long long)out->numel);
     }
     if (c->numel)
-        memcpy(out->data, c->data, (size_t)c->numel * ox_esize(c->type));
+        memcpy(out->data, c->data, (size_t)c->numel * teeny__ox_esize(c->type));
     return TEENY_OK;
 }
 
@@ -69,22 +69,22 @@ static teeny_status reshaped_out(ox_import *im, int idx, const ox_shape *s)
     if (im->vals[idx].kind == OX_CONST) {
         if ((st = const_reshaped(im, &im->vals[idx].c, s, &c)) != TEENY_OK)
             return st;
-        return ox_out_const(im, 0, &c);
+        return teeny__ox_out_const(im, 0, &c);
     }
-    if (ox_numel(s) != ox_numel(&im->vals[idx].shape))
-        return ox_fail(im, TEENY_ERR_SHAPE, "%lld elements cannot take a shape of %lld",
-                       (long long)ox_numel(&im->vals[idx].shape), (long long)ox_numel(s));
-    if ((st = ox_view(im, idx, s, &n)) != TEENY_OK)
+    if (teeny__ox_numel(s) != teeny__ox_numel(&im->vals[idx].shape))
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "%lld elements cannot take a shape of %lld",
+                       (long long)teeny__ox_numel(&im->vals[idx].shape), (long long)teeny__ox_numel(s));
+    if ((st = teeny__ox_view(im, idx, s, &n)) != TEENY_OK)
         return st;
-    return ox_out_runtime(im, 0, n, s);
+    return teeny__ox_out_runtime(im, 0, n, s);
 }
 
 static teeny_status op_identity(ox_import *im)
 {
     ox_shape s;
     int idx;
-    teeny_status st = ox_attrs_allowed(im, NO_ATTRS);
-    if (st == TEENY_OK && (st = ox_outputs_at_most(im, 1)) == TEENY_OK && (st = in_shape(im, 0, &s, &idx)) == TEENY_OK)
+    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
+    if (st == TEENY_OK && (st = teeny__ox_outputs_at_most(im, 1)) == TEENY_OK && (st = in_shape(im, 0, &s, &idx)) == TEENY_OK)
         st = reshaped_out(im, idx, &s);
     return st;
 }
@@ -96,29 +96,29 @@ static teeny_status op_dropout(ox_import *im)
     int64_t is_test = 0, seed;
     int idx, tidx;
     ox_shape s;
-    teeny_status st = ox_attrs_allowed(im, attrs);
-    if (st == TEENY_OK && (st = ox_attr_int(im, "is_test", 0, &is_test)) == TEENY_OK)
-        st = ox_attr_int(im, "seed", 0, &seed);
-    if (st != TEENY_OK || (st = ox_in(im, 2, &tidx)) != TEENY_OK)
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st == TEENY_OK && (st = teeny__ox_attr_int(im, "is_test", 0, &is_test)) == TEENY_OK)
+        st = teeny__ox_attr_int(im, "seed", 0, &seed);
+    if (st != TEENY_OK || (st = teeny__ox_in(im, 2, &tidx)) != TEENY_OK)
         return st;
     if (tidx >= 0) {
         const ox_const *t;
-        if ((st = ox_in_const(im, 2, "training_mode", 0, &t)) != TEENY_OK)
+        if ((st = teeny__ox_in_const(im, 2, "training_mode", 0, &t)) != TEENY_OK)
             return st;
-        if (t->numel != 1 || ox_get_i(t, 0))
-            return ox_fail(im, TEENY_ERR_UNSUPPORTED, "training_mode true: dropout is random; inference only");
+        if (t->numel != 1 || teeny__ox_get_i(t, 0))
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "training_mode true: dropout is random; inference only");
     }
     if ((st = in_shape(im, 0, &s, &idx)) != TEENY_OK || (st = reshaped_out(im, idx, &s)) != TEENY_OK)
         return st;
     if (im->node->n_output > 1 && *im->node->output[1]) {
         ox_const mask;
-        if ((st = ox_const_alloc(im->ctx, OX_I64, ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, &s, &mask)) != TEENY_OK)
-            return ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+        if ((st = teeny__ox_const_alloc(im->ctx, OX_I64, ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, &s, &mask)) != TEENY_OK)
+            return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
         for (int64_t i = 0; i < mask.numel; i++)
             ((int64_t *)mask.data)[i] = 1;
-        return ox_out_const(im, 1, &mask);
+        return teeny__ox_out_const(im, 1, &mask);
     }
-    return ox_outputs_at_most(im, 2);
+    return teeny__ox_outputs_at_most(im, 2);
 }
 
 static teeny_status op_constant(ox_import *im)
@@ -127,18 +127,18 @@ static teeny_status op_constant(ox_import *im)
     const Onnx__AttributeProto *a;
     ox_const c;
     ox_shape s = {0};
-    teeny_status st = ox_attrs_allowed(im, attrs);
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
     if (st != TEENY_OK)
         return st;
     if (im->node->n_attribute != 1)
-        return ox_fail(im, TEENY_ERR_FORMAT, "Constant needs exactly one value attribute");
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "Constant needs exactly one value attribute");
     a = im->node->attribute[0];
     if (!strcmp(a->name, "value")) {
         if (!a->t)
-            return ox_fail(im, TEENY_ERR_FORMAT, "attribute value holds no tensor");
-        if ((st = ox_tensor_load(im->ctx, a->t, im->dir, "attribute value", &c)) != TEENY_OK)
-            return ox_fail(im, st, "%s", teeny_last_error(im->ctx));
-        return ox_out_const(im, 0, &c);
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute value holds no tensor");
+        if ((st = teeny__ox_tensor_load(im->ctx, a->t, im->dir, "attribute value", &c)) != TEENY_OK)
+            return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+        return teeny__ox_out_const(im, 0, &c);
     }
     int is_f = !strcmp(a->name, "value_float") || !strcmp(a->name, "value_floats");
     int list = !strcmp(a->name, "value_floats") || !strcmp(a->name, "value_ints");
@@ -148,16 +148,16 @@ static teeny_status op_constant(ox_import *im)
         s.d[0] = (int64_t)n;
     }
     if (n > OX_MAX_ELEMS)
-        return ox_fail(im, TEENY_ERR_RANGE, "too many values");
-    if ((st = ox_const_alloc(im->ctx, is_f ? OX_F32 : OX_I64, is_f ? 1 : 7, &s, &c)) != TEENY_OK)
-        return ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+        return teeny__ox_fail(im, TEENY_ERR_RANGE, "too many values");
+    if ((st = teeny__ox_const_alloc(im->ctx, is_f ? OX_F32 : OX_I64, is_f ? 1 : 7, &s, &c)) != TEENY_OK)
+        return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     for (size_t i = 0; i < n; i++) {
         if (is_f)
             ((float *)c.data)[i] = list ? a->floats[i] : a->f;
         else
             ((int64_t *)c.data)[i] = list ? a->ints[i] : a->i;
     }
-    return ox_out_const(im, 0, &c);
+    return teeny__ox_out_const(im, 0, &c);
 }
 
 static teeny_status op_shape(ox_import *im)
@@ -167,20 +167,20 @@ static teeny_status op_shape(ox_import *im)
     ox_shape s, o = {1, {0}};
     ox_const c;
     int idx;
-    teeny_status st = ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = ox_attr_int(im, "start", 0, &start)) != TEENY_OK ||
-        (st = ox_attr_int(im, "end", INT64_MAX, &end)) != TEENY_OK || (st = in_shape(im, 0, &s, &idx)) != TEENY_OK)
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "start", 0, &start)) != TEENY_OK ||
+        (st = teeny__ox_attr_int(im, "end", INT64_MAX, &end)) != TEENY_OK || (st = in_shape(im, 0, &s, &idx)) != TEENY_OK)
         return st;
     start = start < 0 ? start + s.ndim : start;
     end = end < 0 ? end + s.ndim : end;
     start = start < 0 ? 0 : start > s.ndim ? s.ndim : start;
     end = end < start ? start : end > s.ndim ? s.ndim : end;
     o.d[0] = end - start;
-    if ((st = ox_const_alloc(im->ctx, OX_I64, 7, &o, &c)) != TEENY_OK)
-        return ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+    if ((st = teeny__ox_const_alloc(im->ctx, OX_I64, 7, &o, &c)) != TEENY_OK)
+        return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     for (int64_t i = start; i < end; i++)
         ((int64_t *)c.data)[i - start] = s.d[i];
-    return ox_out_const(im, 0, &c);
+    return teeny__ox_out_const(im, 0, &c);
 }
 
 /* Gather on constants: data[..., indices, ...] along axis. */
@@ -192,30 +192,30 @@ static teeny_status op_gather(ox_import *im)
     int ax;
     ox_shape s = {0};
     ox_const c;
-    teeny_status st = ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = ox_attr_int(im, "axis", 0, &axis)) != TEENY_OK ||
-        (st = ox_in_const(im, 0, "data", 0, &data)) != TEENY_OK || (st = ox_in_const(im, 1, "indices", 0, &ind)) != TEENY_OK)
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "axis", 0, &axis)) != TEENY_OK ||
+        (st = teeny__ox_in_const(im, 0, "data", 0, &data)) != TEENY_OK || (st = teeny__ox_in_const(im, 1, "indices", 0, &ind)) != TEENY_OK)
         return st;
     if (data->shape.ndim < 1 || ind->type != OX_I64)
-        return ox_fail(im, TEENY_ERR_FORMAT, "Gather needs data of rank >= 1 and integer indices");
-    if ((st = ox_axis(im, "axis", axis, data->shape.ndim, &ax)) != TEENY_OK)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "Gather needs data of rank >= 1 and integer indices");
+    if ((st = teeny__ox_axis(im, "axis", axis, data->shape.ndim, &ax)) != TEENY_OK)
         return st;
     if (data->shape.ndim - 1 + ind->shape.ndim > OX_MAX_DIMS)
-        return ox_fail(im, TEENY_ERR_UNSUPPORTED, "the result has more than %d dimensions", OX_MAX_DIMS);
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "the result has more than %d dimensions", OX_MAX_DIMS);
     for (int i = 0; i < ax; i++)
         s.d[s.ndim++] = data->shape.d[i];
     for (int i = 0; i < ind->shape.ndim; i++)
         s.d[s.ndim++] = ind->shape.d[i];
     for (int i = ax + 1; i < data->shape.ndim; i++)
         s.d[s.ndim++] = data->shape.d[i];
-    if ((st = ox_const_alloc(im->ctx, data->type, data->onnx_type, &s, &c)) != TEENY_OK)
-        return ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+    if ((st = teeny__ox_const_alloc(im->ctx, data->type, data->onnx_type, &s, &c)) != TEENY_OK)
+        return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     int64_t outer = 1, inner = 1, dim = data->shape.d[ax];
     for (int i = 0; i < ax; i++)
         outer *= data->shape.d[i];
     for (int i = ax + 1; i < data->shape.ndim; i++)
         inner *= data->shape.d[i];
-    size_t es = ox_esize(c.type);
+    size_t es = teeny__ox_esize(c.type);
     char *dst = c.data;
     int64_t k = 0;
     for (int64_t o = 0; o < outer; o++)
@@ -223,14 +223,14 @@ static teeny_status op_gather(ox_import *im)
             int64_t at = ((const int64_t *)ind->data)[j];
             at = at < 0 ? at + dim : at;
             if (at < 0 || at >= dim) {
-                ox_const_free(&c);
-                return ox_fail(im, TEENY_ERR_FORMAT, "index %lld is outside [-%lld, %lld)",
+                teeny__ox_const_free(&c);
+                return teeny__ox_fail(im, TEENY_ERR_FORMAT, "index %lld is outside [-%lld, %lld)",
                                (long long)((const int64_t *)ind->data)[j], (long long)dim, (long long)dim);
             }
             memcpy(dst + k * es, (const char *)data->data + (size_t)((o * dim + at) * inner) * es, (size_t)inner * es);
             k += inner;
         }
-    return ox_out_const(im, 0, &c);
+    return teeny__ox_out_const(im, 0, &c);
 }
 
 /* The axes of Squeeze/Unsqueeze: attribute before opset 13, input 1 from
@@ -238,19 +238,19 @@ static teeny_status op_gather(ox_import *im)
 static teeny_status axes_of(ox_import *im, int64_t *axes, int *n)
 {
     static const char *const attrs[] = {"axes", NULL};
-    teeny_status st = ox_attrs_allowed(im, im->opset < 13 ? attrs : NO_ATTRS);
+    teeny_status st = teeny__ox_attrs_allowed(im, im->opset < 13 ? attrs : NO_ATTRS);
     int idx;
     const ox_const *c;
     if (st != TEENY_OK)
         return st;
     if (im->opset < 13)
-        return ox_attr_ints(im, "axes", OX_MAX_DIMS, axes, n);
+        return teeny__ox_attr_ints(im, "axes", OX_MAX_DIMS, axes, n);
     *n = -1;
-    if ((st = ox_in(im, 1, &idx)) != TEENY_OK || idx < 0)
+    if ((st = teeny__ox_in(im, 1, &idx)) != TEENY_OK || idx < 0)
         return st;
-    if ((st = ox_in_const(im, 1, "axes", 0, &c)) != TEENY_OK)
+    if ((st = teeny__ox_in_const(im, 1, "axes", 0, &c)) != TEENY_OK)
         return st;
-    return const_ints(im, c, "axes", OX_MAX_DIMS, axes, n);
+    return teeny__ox_const_ints(im, c, "axes", OX_MAX_DIMS, axes, n);
 }
 
 static teeny_status op_unsqueeze(ox_import *im)
@@ -259,17 +259,17 @@ static teeny_status op_unsqueeze(ox_import *im)
     int n, idx, mark[OX_MAX_DIMS] = {0};
     ox_shape s, o = {0};
     teeny_status st = axes_of(im, axes, &n);
-    if (st != TEENY_OK || (st = ox_outputs_at_most(im, 1)) != TEENY_OK || (st = in_shape(im, 0, &s, &idx)) != TEENY_OK)
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = in_shape(im, 0, &s, &idx)) != TEENY_OK)
         return st;
     if (n < 1 || s.ndim + n > OX_MAX_DIMS)
-        return ox_fail(im, n < 1 ? TEENY_ERR_FORMAT : TEENY_ERR_UNSUPPORTED, "%d axes on rank %d", n, s.ndim);
+        return teeny__ox_fail(im, n < 1 ? TEENY_ERR_FORMAT : TEENY_ERR_UNSUPPORTED, "%d axes on rank %d", n, s.ndim);
     o.ndim = s.ndim + n;
     for (int i = 0; i < n; i++) {
         int ax;
-        if ((st = ox_axis(im, "axis", axes[i], o.ndim, &ax)) != TEENY_OK)
+        if ((st = teeny__ox_axis(im, "axis", axes[i], o.ndim, &ax)) != TEENY_OK)
             return st;
         if (mark[ax]++)
-            return ox_fail(im, TEENY_ERR_FORMAT, "axis %d is given twice", ax);
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "axis %d is given twice", ax);
     }
     for (int i = 0, k = 0; i < o.ndim; i++)
         o.d[i] = mark[i] ? 1 : s.d[k++];
@@ -282,14 +282,14 @@ static teeny_status op_squeeze(ox_import *im)
     int n, idx, mark[OX_MAX_DIMS] = {0};
     ox_shape s, o = {0};
     teeny_status st = axes_of(im, axes, &n);
-    if (st != TEENY_OK || (st = ox_outputs_at_most(im, 1)) != TEENY_OK || (st = in_shape(im, 0, &s, &idx)) != TEENY_OK)
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = in_shape(im, 0, &s, &idx)) != TEENY_OK)
         return st;
     for (int i = 0; i < n; i++) {
         int ax;
-        if ((st = ox_axis(im, "axis", axes[i], s.ndim, &ax)) != TEENY_OK)
+        if ((st = teeny__ox_axis(im, "axis", axes[i], s.ndim, &ax)) != TEENY_OK)
             return st;
         if (s.d[ax] != 1)
-            return ox_fail(im, TEENY_ERR_FORMAT, "axis %d has size %lld, not 1", ax, (long long)s.d[ax]);
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "axis %d has size %lld, not 1", ax, (long long)s.d[ax]);
         mark[ax] = 1;
     }
     for (int i = 0; i < s.ndim; i++)
@@ -305,10 +305,10 @@ static teeny_status op_reshape(ox_import *im)
     int n, idx, infer = -1;
     const ox_const *c;
     ox_shape s, o;
-    teeny_status st = ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = ox_attr_int(im, "allowzero", 0, &allowzero)) != TEENY_OK ||
-        (st = in_shape(im, 0, &s, &idx)) != TEENY_OK || (st = ox_in_const(im, 1, "shape", 0, &c)) != TEENY_OK ||
-        (st = const_ints(im, c, "shape", OX_MAX_DIMS, want, &n)) != TEENY_OK)
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "allowzero", 0, &allowzero)) != TEENY_OK ||
+        (st = in_shape(im, 0, &s, &idx)) != TEENY_OK || (st = teeny__ox_in_const(im, 1, "shape", 0, &c)) != TEENY_OK ||
+        (st = teeny__ox_const_ints(im, c, "shape", OX_MAX_DIMS, want, &n)) != TEENY_OK)
         return st;
     o.ndim = n;
     for (int i = 0; i < n; i++) {
@@ -316,14 +316,14 @@ static teeny_status op_reshape(ox_import *im)
         if (o.d[i] == -1 && infer < 0)
             infer = i;
         else if (o.d[i] < 0)
-            return ox_fail(im, TEENY_ERR_FORMAT, "shape value %lld at %d", (long long)want[i], i);
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "shape value %lld at %d", (long long)want[i], i);
         else
             known = o.d[i] && known > OX_MAX_ELEMS / o.d[i] ? OX_MAX_ELEMS + 1LL : known * o.d[i];
     }
-    int64_t numel = ox_numel(&s);
+    int64_t numel = teeny__ox_numel(&s);
     if (infer >= 0) {
         if (!known || numel % known)
-            return ox_fail(im, TEENY_ERR_SHAPE, "%lld elements do not divide into %lld", (long long)numel,
+            return teeny__ox_fail(im, TEENY_ERR_SHAPE, "%lld elements do not divide into %lld", (long long)numel,
                            (long long)known);
         o.d[infer] = numel / known;
     }
@@ -336,13 +336,13 @@ static teeny_status op_flatten(ox_import *im)
     int64_t axis;
     int idx, ax;
     ox_shape s, o = {2, {1, 1}};
-    teeny_status st = ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = ox_attr_int(im, "axis", 1, &axis)) != TEENY_OK ||
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "axis", 1, &axis)) != TEENY_OK ||
         (st = in_shape(im, 0, &s, &idx)) != TEENY_OK)
         return st;
-    if ((st = ox_axis(im, "axis", axis, s.ndim + 1, &ax)) != TEENY_OK)
+    if ((st = teeny__ox_axis(im, "axis", axis, s.ndim + 1, &ax)) != TEENY_OK)
         return st;
-    if (axis < 0 && (st = ox_axis(im, "axis", axis, s.ndim, &ax)) != TEENY_OK)
+    if (axis < 0 && (st = teeny__ox_axis(im, "axis", axis, s.ndim, &ax)) != TEENY_OK)
         return st;
     for (int i = 0; i < s.ndim; i++)
         o.d[i >= ax] *= s.d[i];
@@ -352,29 +352,29 @@ static teeny_status op_flatten(ox_import *im)
 static teeny_status op_constant_of_shape(ox_import *im)
 {
     static const char *const attrs[] = {"value", NULL};
-    const Onnx__AttributeProto *a = ox_attr(im, "value");
+    const Onnx__AttributeProto *a = teeny__ox_attr(im, "value");
     const ox_const *sc;
     ox_const v = {0}, c;
     ox_shape s;
     int n;
-    teeny_status st = ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = ox_in_const(im, 0, "shape", 0, &sc)) != TEENY_OK ||
-        (st = const_ints(im, sc, "shape", OX_MAX_DIMS, s.d, &n)) != TEENY_OK)
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_in_const(im, 0, "shape", 0, &sc)) != TEENY_OK ||
+        (st = teeny__ox_const_ints(im, sc, "shape", OX_MAX_DIMS, s.d, &n)) != TEENY_OK)
         return st;
     s.ndim = n;
-    if (a && (!a->t || (st = ox_tensor_load(im->ctx, a->t, NULL, "attribute value", &v)) != TEENY_OK))
-        return ox_fail(im, a->t ? st : TEENY_ERR_FORMAT, "%s", a->t ? teeny_last_error(im->ctx) : "value: no tensor");
+    if (a && (!a->t || (st = teeny__ox_tensor_load(im->ctx, a->t, NULL, "attribute value", &v)) != TEENY_OK))
+        return teeny__ox_fail(im, a->t ? st : TEENY_ERR_FORMAT, "%s", a->t ? teeny_last_error(im->ctx) : "value: no tensor");
     if (a && v.numel != 1) {
-        ox_const_free(&v);
-        return ox_fail(im, TEENY_ERR_FORMAT, "attribute value must hold one element");
+        teeny__ox_const_free(&v);
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute value must hold one element");
     }
-    st = ox_const_alloc(im->ctx, a ? v.type : OX_F32, a ? v.onnx_type : 1, &s, &c);
+    st = teeny__ox_const_alloc(im->ctx, a ? v.type : OX_F32, a ? v.onnx_type : 1, &s, &c);
     for (int64_t i = 0; st == TEENY_OK && i < c.numel; i++)
-        memcpy((char *)c.data + i * ox_esize(c.type), v.data, ox_esize(c.type));
-    ox_const_free(&v);
+        memcpy((char *)c.data + i * teeny__ox_esize(c.type), v.data, teeny__ox_esize(c.type));
+    teeny__ox_const_free(&v);
     if (st != TEENY_OK)
-        return ox_fail(im, st, "%s", teeny_last_error(im->ctx));
-    return ox_out_const(im, 0, &c);
+        return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+    return teeny__ox_out_const(im, 0, &c);
 }
 
 static teeny_status op_cast(ox_import *im)
@@ -383,227 +383,42 @@ static teeny_status op_cast(ox_import *im)
     int64_t to;
     int idx;
     ox_const c;
-    teeny_status st = ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = ox_attr_int(im, "to", 0, &to)) != TEENY_OK || (st = ox_in(im, 0, &idx)) != TEENY_OK)
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "to", 0, &to)) != TEENY_OK || (st = teeny__ox_in(im, 0, &idx)) != TEENY_OK)
         return st;
     int to_f = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
     if (!to_f && (to < 2 || to > 13 || to == 8 || to == 10 || to == 11))
-        return ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute to=%s", ox_type_name((int)to));
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute to=%s", teeny__ox_type_name((int)to));
     const ox_const *in;
     if (idx >= 0 && im->vals[idx].kind != OX_CONST && (im->vals[idx].kind == OX_RUNTIME || !im->vals[idx].feed ||
                                                       im->vals[idx].feed->dtype == TEENY_ONNX_FLOAT)) {
         ox_shape s; /* a run-time value: float to float only */
         if (!to_f)
-            return ox_fail(im, TEENY_ERR_UNSUPPORTED, "casting a run-time value to %s", ox_type_name((int)to));
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "casting a run-time value to %s", teeny__ox_type_name((int)to));
         if ((st = in_shape(im, 0, &s, &idx)) != TEENY_OK)
             return st;
-        return im->vals[idx].is_i32 ? ox_fail(im, TEENY_ERR_UNSUPPORTED, "casting labels to float")
+        return im->vals[idx].is_i32 ? teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "casting labels to float")
                                     : reshaped_out(im, idx, &s);
     }
-    if ((st = ox_in_const(im, 0, "input", 0, &in)) != TEENY_OK)
+    if ((st = teeny__ox_in_const(im, 0, "input", 0, &in)) != TEENY_OK)
         return st;
-    if ((st = ox_const_alloc(im->ctx, to_f ? OX_F32 : OX_I64, (int)to, &in->shape, &c)) != TEENY_OK)
-        return ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+    if ((st = teeny__ox_const_alloc(im->ctx, to_f ? OX_F32 : OX_I64, (int)to, &in->shape, &c)) != TEENY_OK)
+        return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     for (int64_t i = 0; i < c.numel; i++) {
         if (to_f)
-            ((float *)c.data)[i] = (float)ox_get_f(in, i);
+            ((float *)c.data)[i] = (float)teeny__ox_get_f(in, i);
         else if (to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL)
-            ((int64_t *)c.data)[i] = ox_get_f(in, i) != 0.0;
-        else if (in->type == OX_F32 && !(ox_get_f(in, i) > -9.2e18 && ox_get_f(in, i) < 9.2e18)) {
-            ox_const_free(&c);
-            return ox_fail(im, TEENY_ERR_UNSUPPORTED, "casting %g to an integer", ox_get_f(in, i));
+            ((int64_t *)c.data)[i] = teeny__ox_get_f(in, i) != 0.0;
+        else if (in->type == OX_F32 && !(teeny__ox_get_f(in, i) > -9.2e18 && teeny__ox_get_f(in, i) < 9.2e18)) {
+            teeny__ox_const_free(&c);
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "casting %g to an integer", teeny__ox_get_f(in, i));
         } else
-            ((int64_t *)c.data)[i] = ox_get_i(in, i);
+            ((int64_t *)c.data)[i] = teeny__ox_get_i(in, i);
     }
-    return ox_out_const(im, 0, &c);
+    return teeny__ox_out_const(im, 0, &c);
 }
 
-/* Slice of a constant: starts/ends/axes/steps inputs (opset >= 10) or
- * attributes (before). */
-static teeny_status slice_params(ox_import *im, int rank, int64_t *start, int64_t *step, ox_shape *o,
-                                 const ox_shape *s)
-{
-    static const char *const attrs[] = {"starts", "ends", "axes", NULL};
-    int64_t v[4][OX_MAX_DIMS];
-    int n[4] = {-1, -1, -1, -1};
-    teeny_status st = ox_attrs_allowed(im, im->opset < 10 ? attrs : NO_ATTRS);
-    for (int k = 0; k < 4 && st == TEENY_OK; k++) {
-        static const char *names[] = {"starts", "ends", "axes", "steps"};
-        int idx;
-        const ox_const *c;
-        if (im->opset < 10) {
-            if (k < 3)
-                st = ox_attr_ints(im, names[k], OX_MAX_DIMS, v[k], &n[k]);
-        } else if ((st = ox_in(im, k + 1, &idx)) == TEENY_OK && idx >= 0 &&
-                   (st = ox_in_const(im, k + 1, names[k], 0, &c)) == TEENY_OK)
-            st = const_ints(im, c, names[k], OX_MAX_DIMS, v[k], &n[k]);
-    }
-    if (st != TEENY_OK)
-        return st;
-    if (n[0] < 0 || n[1] != n[0] || (n[2] >= 0 && n[2] != n[0]) || (n[3] >= 0 && n[3] != n[0]))
-        return ox_fail(im, TEENY_ERR_FORMAT, "starts, ends, axes and steps differ in length");
-    *o = *s;
-    for (int i = 0; i < rank; i++)
-        start[i] = 0, step[i] = 1;
-    for (int i = 0; i < n[0]; i++) {
-        int ax;
-        if ((st = ox_axis(im, "axis", n[2] >= 0 ? v[2][i] : i, rank, &ax)) != TEENY_OK)
-            return st;
-        int64_t d = s->d[ax], sp = n[3] >= 0 ? v[3][i] : 1, b = v[0][i], e = v[1][i];
-        if (sp == 0)
-            return ox_fail(im, TEENY_ERR_FORMAT, "step 0");
-        b = b < 0 ? b + d : b;
-        e = e < 0 ? e + d : e;
-        b = sp > 0 ? (b < 0 ? 0 : b > d ? d : b) : (b < 0 ? -1 : b > d - 1 ? d - 1 : b);
-        e = sp > 0 ? (e < 0 ? 0 : e > d ? d : e) : (e < -1 ? -1 : e > d - 1 ? d - 1 : e);
-        int64_t len = sp > 0 ? (e > b ? (e - b + sp - 1) / sp : 0) : (b > e ? (b - e - sp - 1) / -sp : 0);
-        start[ax] = b;
-        step[ax] = sp;
-        o->d[ax] = len;
-    }
-    return TEENY_OK;
-}
-
-static teeny_status op_slice(ox_import *im)
-{
-    const ox_const *in;
-    int64_t start[OX_MAX_DIMS], step[OX_MAX_DIMS], idx[OX_MAX_DIMS] = {0};
-    ox_shape o;
-    ox_const c;
-    teeny_status st = ox_in_const(im, 0, "data", 0, &in);
-    if (st != TEENY_OK || (st = slice_params(im, in->shape.ndim, start, step, &o, &in->shape)) != TEENY_OK)
-        return st;
-    if ((st = ox_const_alloc(im->ctx, in->type, in->onnx_type, &o, &c)) != TEENY_OK)
-        return ox_fail(im, st, "%s", teeny_last_error(im->ctx));
-    size_t es = ox_esize(in->type);
-    for (int64_t k = 0; k < c.numel; k++) {
-        int64_t src = 0;
-        for (int d = 0; d < o.ndim; d++)
-            src = src * in->shape.d[d] + start[d] + idx[d] * step[d];
-        memcpy((char *)c.data + k * es, (const char *)in->data + src * es, es);
-        for (int d = o.ndim - 1; d >= 0 && ++idx[d] == o.d[d]; d--)
-            idx[d] = 0;
-    }
-    return ox_out_const(im, 0, &c);
-}
-
-/* NumPy broadcasting of two shapes. */
-static int broadcast(const ox_shape *a, const ox_shape *b, ox_shape *o)
-{
-    o->ndim = a->ndim > b->ndim ? a->ndim : b->ndim;
-    for (int i = 0; i < o->ndim; i++) {
-        int64_t x = i < o->ndim - a->ndim ? 1 : a->d[i - (o->ndim - a->ndim)];
-        int64_t y = i < o->ndim - b->ndim ? 1 : b->d[i - (o->ndim - b->ndim)];
-        if (x != y && x != 1 && y != 1)
-            return 0;
-        o->d[i] = x == 1 ? y : x;
-    }
-    return 1;
-}
-
-/* Element k of o's index space read from broadcast operand s. */
-static int64_t bcast_index(const ox_shape *o, const ox_shape *s, int64_t k)
-{
-    int64_t at = 0, mul = 1;
-    for (int i = o->ndim - 1; i >= 0; i--) {
-        int64_t coord = k % o->d[i];
-        k /= o->d[i];
-        int j = i - (o->ndim - s->ndim);
-        if (j >= 0) {
-            at += (s->d[j] == 1 ? 0 : coord) * mul;
-            mul *= s->d[j];
-        }
-    }
-    return at;
-}
-
-/* Add, Sub, Mul, Div of two constants (shape arithmetic). */
-teeny_status ox_fold_binary(ox_import *im, const ox_const *a, const ox_const *b)
-{
-    const char *op = im->node->op_type;
-    ox_shape o;
-    ox_const c;
-    if (a->type != b->type)
-        return ox_fail(im, TEENY_ERR_FORMAT, "operands of different types");
-    if (!broadcast(&a->shape, &b->shape, &o))
-        return ox_fail(im, TEENY_ERR_SHAPE, "operand shapes do not broadcast");
-    teeny_status st = ox_const_alloc(im->ctx, a->type, a->onnx_type, &o, &c);
-    if (st != TEENY_OK)
-        return ox_fail(im, st, "%s", teeny_last_error(im->ctx));
-    for (int64_t k = 0; k < c.numel; k++) {
-        int64_t i = bcast_index(&o, &a->shape, k), j = bcast_index(&o, &b->shape, k);
-        if (a->type == OX_F32) {
-            float x = ((const float *)a->data)[i], y = ((const float *)b->data)[j];
-            ((float *)c.data)[k] = op[0] == 'A' ? x + y : op[0] == 'S' ? x - y : op[0] == 'M' ? x * y : x / y;
-            continue;
-        }
-        int64_t x = ((const int64_t *)a->data)[i], y = ((const int64_t *)b->data)[j];
-        if (op[0] == 'D' && (y == 0 || (x == INT64_MIN && y == -1))) {
-            ox_const_free(&c);
-            return ox_fail(im, TEENY_ERR_FORMAT, "integer division by %lld", (long long)y);
-        }
-        /* wrap like two's complement instead of overflowing */
-        ((int64_t *)c.data)[k] = op[0] == 'A' ? (int64_t)((uint64_t)x + (uint64_t)y)
-                                 : op[0] == 'S' ? (int64_t)((uint64_t)x - (uint64_t)y)
-                                 : op[0] == 'M' ? (int64_t)((uint64_t)x * (uint64_t)y) : x / y;
-    }
-    return ox_out_const(im, 0, &c);
-}
-
-static teeny_status op_sub_div(ox_import *im)
-{
-    const ox_const *a, *b;
-    teeny_status st = ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = ox_in_const(im, 0, "A", 0, &a)) != TEENY_OK ||
-        (st = ox_in_const(im, 1, "B", 0, &b)) != TEENY_OK)
-        return st;
-    return ox_fold_binary(im, a, b);
-}
-
-/* Concat of constants along any axis. */
-teeny_status ox_fold_concat(ox_import *im, int axis_attr)
-{
-    int n = ox_n_in(im), ax;
-    const ox_const *first;
-    ox_shape o;
-    ox_const c;
-    teeny_status st = ox_in_const(im, 0, "inputs", 0, &first);
-    if (st != TEENY_OK || (st = ox_axis(im, "axis", axis_attr, first->shape.ndim, &ax)) != TEENY_OK)
-        return st;
-    o = first->shape;
-    o.d[ax] = 0;
-    for (int i = 0; i < n; i++) {
-        const ox_const *x;
-        if ((st = ox_in_const(im, i, "inputs", 0, &x)) != TEENY_OK)
-            return st;
-        if (x->type != first->type || x->shape.ndim != o.ndim)
-            return ox_fail(im, TEENY_ERR_FORMAT, "inputs differ in type or rank");
-        for (int d = 0; d < o.ndim; d++)
-            if (d != ax && x->shape.d[d] != o.d[d])
-                return ox_fail(im, TEENY_ERR_SHAPE, "input %d differs in dimension %d", i, d);
-        o.d[ax] += x->shape.d[ax];
-    }
-    if ((st = ox_const_alloc(im->ctx, first->type, first->onnx_type, &o, &c)) != TEENY_OK)
-        return ox_fail(im, st, "%s", teeny_last_error(im->ctx));
-    int64_t outer = 1, inner = 1, at = 0;
-    for (int d = 0; d < ax; d++)
-        outer *= o.d[d];
-    for (int d = ax + 1; d < o.ndim; d++)
-        inner *= o.d[d];
-    size_t es = ox_esize(c.type);
-    for (int64_t r = 0; r < outer; r++)
-        for (int i = 0; i < n; i++) {
-            const ox_const *x;
-            ox_in_const(im, i, "inputs", 0, &x);
-            size_t len = (size_t)(x->shape.d[ax] * inner) * es;
-            if (len)
-                memcpy((char *)c.data + at, (const char *)x->data + (size_t)r * len, len);
-            at += (int64_t)len;
-        }
-    return ox_out_const(im, 0, &c);
-}
-
-ox_handler ox_fold_handler(const char *op)
+ox_handler teeny__ox_fold_handler(const char *op)
 {
     static const struct {
         const char *op;
@@ -612,7 +427,7 @@ ox_handler ox_fold_handler(const char *op)
         {"Identity", op_identity}, {"Dropout", op_dropout}, {"Constant", op_constant}, {"Shape", op_shape},
         {"Gather", op_gather}, {"Unsqueeze", op_unsqueeze}, {"Squeeze", op_squeeze}, {"Reshape", op_reshape},
         {"Flatten", op_flatten}, {"ConstantOfShape", op_constant_of_shape}, {"Cast", op_cast},
-        {"Slice", op_slice}, {"Sub", op_sub_div}, {"Div", op_sub_div},
+        {"Slice", teeny__ox_op_slice}, {"Sub", teeny__ox_op_sub_div}, {"Div", teeny__ox_op_sub_div},
     };
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
         if (!strcmp(table[i].op, op))

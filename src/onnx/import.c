@@ -21,7 +21,7 @@ static const teeny_onnx_params default_params = TEENY_ONNX_PARAMS_INIT;
 static void values_free(ox_import *im)
 {
     for (int i = 0; i < im->n_vals; i++)
-        ox_const_free(&im->vals[i].c);
+        teeny__ox_const_free(&im->vals[i].c);
     teeny__free(im->vals);
     teeny__free(im->hash);
 }
@@ -112,21 +112,21 @@ static teeny_status declare_values(ox_import *im)
     for (size_t i = 0; i < g->n_initializer && st == TEENY_OK; i++) {
         char what[128];
         snprintf(what, sizeof what, "initializer \"%.80s\"", S(g->initializer[i]->name));
-        if ((st = ox_define(im, g->initializer[i]->name, OX_CONST, &idx)) == TEENY_OK &&
-            (st = ox_tensor_load(im->ctx, g->initializer[i], im->dir, what, &im->vals[idx].c)) == TEENY_OK)
+        if ((st = teeny__ox_define(im, g->initializer[i]->name, OX_CONST, &idx)) == TEENY_OK &&
+            (st = teeny__ox_tensor_load(im->ctx, g->initializer[i], im->dir, what, &im->vals[idx].c)) == TEENY_OK)
             im->vals[idx].is_initializer = 1;
     }
     for (size_t i = 0; i < g->n_input && st == TEENY_OK; i++) {
         const char *name = S(g->input[i]->name);
         if (is_initializer(g, name))
             continue;
-        if ((st = ox_define(im, name, OX_INPUT, &idx)) == TEENY_OK) {
+        if ((st = teeny__ox_define(im, name, OX_INPUT, &idx)) == TEENY_OK) {
             im->vals[idx].vi = g->input[i];
             im->vals[idx].feed = find_feed(im, name);
         }
     }
     for (int i = 0; i < im->p->n_feeds && st == TEENY_OK; i++)
-        if (!im->p->feeds[i].name || (idx = ox_find(im, im->p->feeds[i].name)) < 0 || im->vals[idx].kind != OX_INPUT)
+        if (!im->p->feeds[i].name || (idx = teeny__ox_find(im, im->p->feeds[i].name)) < 0 || im->vals[idx].kind != OX_INPUT)
             st = teeny__error(im->ctx, TEENY_ERR_ARG, "feed %d (\"%.80s\") names no graph input", i,
                               S(im->p->feeds[i].name));
     return st;
@@ -137,12 +137,12 @@ static teeny_status import_node(ox_import *im)
     const Onnx__NodeProto *n = im->node;
     const char *dom = S(n->domain);
     if (*dom && strcmp(dom, "ai.onnx"))
-        return ox_fail(im, TEENY_ERR_UNSUPPORTED, "domain \"%.60s\" is not supported", dom);
-    ox_handler fn = ox_fold_handler(S(n->op_type));
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "domain \"%.60s\" is not supported", dom);
+    ox_handler fn = teeny__ox_fold_handler(S(n->op_type));
     if (!fn)
-        fn = ox_layer_handler(S(n->op_type));
+        fn = teeny__ox_layer_handler(S(n->op_type));
     if (!fn)
-        return ox_fail(im, TEENY_ERR_UNSUPPORTED, "op %.60s is not supported", S(n->op_type));
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "op %.60s is not supported", S(n->op_type));
     return fn(im);
 }
 
@@ -150,7 +150,7 @@ static teeny_status import_node(ox_import *im)
 static int depends_on_dead(ox_import *im)
 {
     for (size_t i = 0; i < im->node->n_input; i++) {
-        int k = ox_find(im, im->node->input[i]);
+        int k = teeny__ox_find(im, im->node->input[i]);
         if (k >= 0 && im->vals[k].kind == OX_DEAD)
             return 1;
     }
@@ -161,8 +161,8 @@ static void mark_dead(ox_import *im)
 {
     for (size_t i = 0; i < im->node->n_output; i++) {
         int k;
-        if (*S(im->node->output[i]) && ox_find(im, im->node->output[i]) < 0 &&
-            ox_define(im, im->node->output[i], OX_DEAD, &k) != TEENY_OK)
+        if (*S(im->node->output[i]) && teeny__ox_find(im, im->node->output[i]) < 0 &&
+            teeny__ox_define(im, im->node->output[i], OX_DEAD, &k) != TEENY_OK)
             return;
     }
 }
@@ -175,7 +175,7 @@ static teeny_status import_nodes(ox_import *im, teeny_onnx_report_fn fn, void *u
         im->node = im->graph->node[i];
         im->node_index = (int)i;
         if (fn && depends_on_dead(im))
-            st = ox_fail(im, TEENY_ERR_UNSUPPORTED, "an input comes from a node that was not imported");
+            st = teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "an input comes from a node that was not imported");
         else
             st = import_node(im);
         if (fn) {
@@ -198,7 +198,7 @@ static teeny_status add_output(ox_import *im, const char *name)
 {
     teeny_onnx_model *m = im->m;
     ox_output *o = &m->outputs[m->n_outputs];
-    int idx = ox_find(im, name);
+    int idx = teeny__ox_find(im, name);
     teeny_status st;
     if (idx < 0)
         return teeny__error(im->ctx, TEENY_ERR_FORMAT, "graph output \"%.80s\" is not produced by any node", name);
@@ -210,7 +210,7 @@ static teeny_status add_output(ox_import *im, const char *name)
         fake.input = in;
         fake.op_type = "Output";
         im->node = &fake;
-        st = ox_in_runtime(im, 0, "output", &idx);
+        st = teeny__ox_in_runtime(im, 0, "output", &idx);
         im->node = NULL;
         if (st != TEENY_OK)
             return st;
@@ -233,7 +233,7 @@ static teeny_status add_output(ox_import *im, const char *name)
     if (v->c.numel && !(o->data = teeny__malloc((size_t)v->c.numel * sizeof *o->data)))
         return teeny__error(im->ctx, TEENY_ERR_NOMEM, "out of host memory");
     for (int64_t i = 0; i < v->c.numel; i++)
-        o->data[i] = (float)ox_get_f(&v->c, i);
+        o->data[i] = (float)teeny__ox_get_f(&v->c, i);
     return TEENY_OK;
 }
 
@@ -241,7 +241,7 @@ static teeny_status import_model(ox_import *im, const uint8_t *data, size_t size
                                  void *user)
 {
     ProtobufCMessage *msg = NULL;
-    teeny_status st = ox_unpack(im->ctx, &onnx__model_proto__descriptor, data, size, &msg);
+    teeny_status st = teeny__ox_unpack(im->ctx, &onnx__model_proto__descriptor, data, size, &msg);
     const Onnx__ModelProto *mp = (const Onnx__ModelProto *)msg;
     if (st == TEENY_OK && !mp->graph)
         st = teeny__error(im->ctx, TEENY_ERR_FORMAT, "the model has no graph");
@@ -263,11 +263,11 @@ static teeny_status import_model(ox_import *im, const uint8_t *data, size_t size
     for (size_t i = 0; st == TEENY_OK && i < im->graph->n_output; i++)
         st = add_output(im, S(im->graph->output[i]->name));
     values_free(im);
-    ox_free_unpacked(msg);
+    teeny__ox_free_unpacked(msg);
     return st;
 }
 
-teeny_status ox_load(teeny_ctx *ctx, const void *data, size_t size, const char *dir, const teeny_onnx_params *p,
+teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const char *dir, const teeny_onnx_params *p,
                      teeny_onnx_report_fn fn, void *user, teeny_onnx_model **out)
 {
     ox_import im;
@@ -304,6 +304,6 @@ teeny_status teeny_onnx_load_memory(teeny_ctx *ctx, const void *data, size_t siz
     teeny__clear_error(ctx);
     if (!data && size)
         return teeny__error(ctx, TEENY_ERR_ARG, "teeny_onnx_load_memory: data is NULL");
-    teeny_status st = ox_load(ctx, data, size, p ? p->base_dir : NULL, p, NULL, NULL, out);
+    teeny_status st = teeny__ox_load(ctx, data, size, p ? p->base_dir : NULL, p, NULL, NULL, out);
     return st == TEENY_OK ? st : teeny__error(ctx, st, "ONNX model: %s", teeny_last_error(ctx));
 }

@@ -66,7 +66,7 @@ static teeny_status load_path(teeny_ctx *ctx, const char *fn_name, const char *p
         snprintf(dir, sizeof dir, "/");
     teeny_status st = read_file(ctx, path, &data, &size);
     if (st == TEENY_OK) {
-        st = ox_load(ctx, data, size, dir, p, fn, user, out);
+        st = teeny__ox_load(ctx, data, size, dir, p, fn, user, out);
         teeny__free(data);
     }
     return st == TEENY_OK ? st : teeny__error(ctx, st, "ONNX model %s: %s", path, teeny_last_error(ctx));
@@ -158,7 +158,7 @@ teeny_status teeny_onnx_output_read(const teeny_onnx_model *m, teeny_plan *plan,
     if (st != TEENY_OK)
         return st;
     const ox_output *o = &m->outputs[i];
-    int64_t n = ox_numel(&o->shape);
+    int64_t n = teeny__ox_numel(&o->shape);
     if (!dst || count != (size_t)n)
         return teeny__error(m->ctx, TEENY_ERR_ARG, "teeny_onnx_output_read: output %s has %lld elements; count %zu%s",
                             o->name, (long long)n, count, dst ? "" : ", dst NULL");

@@ -20,14 +20,14 @@
 
 #include "onnx_internal.h"
 
-void ox_const_free(ox_const *c)
+void teeny__ox_const_free(ox_const *c)
 {
     teeny__free(c->data);
     c->data = NULL;
     c->numel = 0;
 }
 
-int64_t ox_numel(const ox_shape *s)
+int64_t teeny__ox_numel(const ox_shape *s)
 {
     int64_t n = 1;
     for (int i = 0; i < s->ndim; i++) {
@@ -38,7 +38,7 @@ int64_t ox_numel(const ox_shape *s)
     return n;
 }
 
-const char *ox_type_name(int t)
+const char *teeny__ox_type_name(int t)
 {
     static const char *names[] = {"undefined", "float", "uint8", "int8", "uint16", "int16", "int32", "int64",
                                   "string", "bool", "float16", "double", "uint32", "uint64", "complex64",
@@ -60,14 +60,14 @@ static int raw_size(int t)
     }
 }
 
-int ox_type_supported(int t)
+int teeny__ox_type_supported(int t)
 {
     return raw_size(t) != 0;
 }
 
-teeny_status ox_const_alloc(teeny_ctx *ctx, ox_type type, int onnx_type, const ox_shape *s, ox_const *c)
+teeny_status teeny__ox_const_alloc(teeny_ctx *ctx, ox_type type, int onnx_type, const ox_shape *s, ox_const *c)
 {
-    int64_t n = ox_numel(s);
+    int64_t n = teeny__ox_numel(s);
     memset(c, 0, sizeof *c);
     c->type = type;
     c->onnx_type = onnx_type;
@@ -80,17 +80,17 @@ teeny_status ox_const_alloc(teeny_ctx *ctx, ox_type type, int onnx_type, const o
     return TEENY_OK;
 }
 
-size_t ox_esize(ox_type t)
+size_t teeny__ox_esize(ox_type t)
 {
     return t == OX_F32 ? 4 : 8;
 }
 
-double ox_get_f(const ox_const *c, int64_t i)
+double teeny__ox_get_f(const ox_const *c, int64_t i)
 {
     return c->type == OX_F32 ? (double)((const float *)c->data)[i] : (double)((const int64_t *)c->data)[i];
 }
 
-int64_t ox_get_i(const ox_const *c, int64_t i)
+int64_t teeny__ox_get_i(const ox_const *c, int64_t i)
 {
     return c->type == OX_I64 ? ((const int64_t *)c->data)[i] : (int64_t)((const float *)c->data)[i];
 }
@@ -131,7 +131,7 @@ static teeny_status from_raw(teeny_ctx *ctx, const uint8_t *b, size_t len, const
     int size = raw_size(c->onnx_type);
     if (len != (size_t)c->numel * (size_t)size)
         return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: %zu bytes of data for %lld %s elements", what, len,
-                            (long long)c->numel, ox_type_name(c->onnx_type));
+                            (long long)c->numel, teeny__ox_type_name(c->onnx_type));
     for (int64_t i = 0; i < c->numel; i++)
         if (!decode_raw(b, c->onnx_type, i, c))
             return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "%s: a uint64 value past int64", what);
@@ -153,7 +153,7 @@ static teeny_status from_fields(teeny_ctx *ctx, const Onnx__TensorProto *t, cons
         n = t->n_int32_data;
     if (n != (size_t)c->numel)
         return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: %zu values for %lld %s elements", what, n,
-                            (long long)c->numel, ox_type_name(tp));
+                            (long long)c->numel, teeny__ox_type_name(tp));
     for (int64_t i = 0; i < c->numel; i++) {
         if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
             ((float *)c->data)[i] = t->float_data[i];
@@ -275,7 +275,7 @@ static teeny_status from_external(teeny_ctx *ctx, const Onnx__TensorProto *t, co
     return st;
 }
 
-teeny_status ox_tensor_load(teeny_ctx *ctx, const Onnx__TensorProto *t, const char *dir, const char *what,
+teeny_status teeny__ox_tensor_load(teeny_ctx *ctx, const Onnx__TensorProto *t, const char *dir, const char *what,
                             ox_const *c)
 {
     ox_shape s = {0};
@@ -293,10 +293,10 @@ teeny_status ox_tensor_load(teeny_ctx *ctx, const Onnx__TensorProto *t, const ch
             return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: dimension %d is %lld", what, i, (long long)s.d[i]);
     if (!raw_size(tp))
         return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "%s: element type %s (%d) is not supported", what,
-                            ox_type_name(tp), tp);
+                            teeny__ox_type_name(tp), tp);
     if (t->segment)
         return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "%s: segmented tensors are not supported", what);
-    if ((st = ox_const_alloc(ctx, tp == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? OX_F32 : OX_I64, tp, &s, c)) !=
+    if ((st = teeny__ox_const_alloc(ctx, tp == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? OX_F32 : OX_I64, tp, &s, c)) !=
         TEENY_OK)
         return teeny__error(ctx, st, "%s: %s", what, teeny_last_error(ctx));
     if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
@@ -306,11 +306,11 @@ teeny_status ox_tensor_load(teeny_ctx *ctx, const Onnx__TensorProto *t, const ch
     else
         st = from_fields(ctx, t, what, c);
     if (st != TEENY_OK)
-        ox_const_free(c);
+        teeny__ox_const_free(c);
     return st;
 }
 
-teeny_status ox_feed_load(teeny_ctx *ctx, const teeny_onnx_feed *f, ox_const *c)
+teeny_status teeny__ox_feed_load(teeny_ctx *ctx, const teeny_onnx_feed *f, ox_const *c)
 {
     ox_shape s = {0};
     teeny_status st;
@@ -325,10 +325,10 @@ teeny_status ox_feed_load(teeny_ctx *ctx, const teeny_onnx_feed *f, ox_const *c)
     for (int i = 0; i < s.ndim; i++)
         if ((s.d[i] = f->shape[i]) < 0)
             return teeny__error(ctx, TEENY_ERR_ARG, "feed %s: dimension %d is %lld", f->name, i, (long long)s.d[i]);
-    if ((st = ox_const_alloc(ctx, f->dtype == TEENY_ONNX_FLOAT ? OX_F32 : OX_I64, (int)f->dtype, &s, c)) != TEENY_OK)
+    if ((st = teeny__ox_const_alloc(ctx, f->dtype == TEENY_ONNX_FLOAT ? OX_F32 : OX_I64, (int)f->dtype, &s, c)) != TEENY_OK)
         return st;
     if (c->numel && !f->data) {
-        ox_const_free(c);
+        teeny__ox_const_free(c);
         return teeny__error(ctx, TEENY_ERR_ARG, "feed %s: data is NULL", f->name);
     }
     for (int64_t i = 0; i < c->numel; i++) {

@@ -115,7 +115,7 @@ static teeny_status scan(teeny_ctx *ctx, const ProtobufCMessageDescriptor *desc,
     return TEENY_OK;
 }
 
-teeny_status ox_unpack(teeny_ctx *ctx, const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t size,
+teeny_status teeny__ox_unpack(teeny_ctx *ctx, const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t size,
                        ProtobufCMessage **out)
 {
     uint64_t cost = 0, limit = ((uint64_t)256 << 20) + 2 * (uint64_t)size;
@@ -132,7 +132,7 @@ teeny_status ox_unpack(teeny_ctx *ctx, const ProtobufCMessageDescriptor *desc, c
     return TEENY_OK;
 }
 
-void ox_free_unpacked(ProtobufCMessage *m)
+void teeny__ox_free_unpacked(ProtobufCMessage *m)
 {
     if (m)
         protobuf_c_message_free_unpacked(m, &pb_allocator);

@@ -71,13 +71,13 @@ static teeny_status load_pb(teeny_ctx *ctx, const char *path, ox_const *c, char 
     ProtobufCMessage *msg = NULL;
     if (!data)
         return TEENY_ERR_IO;
-    teeny_status st = ox_unpack(ctx, &onnx__tensor_proto__descriptor, data, size, &msg);
+    teeny_status st = teeny__ox_unpack(ctx, &onnx__tensor_proto__descriptor, data, size, &msg);
     if (st == TEENY_OK) {
         const Onnx__TensorProto *t = (const Onnx__TensorProto *)msg;
         snprintf(name, cap, "%s", t->name ? t->name : "");
-        st = ox_tensor_load(ctx, t, NULL, path, c);
+        st = teeny__ox_tensor_load(ctx, t, NULL, path, c);
     }
-    ox_free_unpacked(msg);
+    teeny__ox_free_unpacked(msg);
     free(data);
     return st;
 }
@@ -92,7 +92,7 @@ static int describe(teeny_ctx *ctx, const char *path, char *ops, size_t cap, cha
     int n_seen = 0;
     *n_in = 0;
     ops[0] = 0;
-    if (!data || ox_unpack(ctx, &onnx__model_proto__descriptor, data, size, &msg) != TEENY_OK) {
+    if (!data || teeny__ox_unpack(ctx, &onnx__model_proto__descriptor, data, size, &msg) != TEENY_OK) {
         free(data);
         return 0;
     }
@@ -116,7 +116,7 @@ static int describe(teeny_ctx *ctx, const char *path, char *ops, size_t cap, cha
         if (!init)
             snprintf(inputs[(*n_in)++], 256, "%s", g->input[i]->name ? g->input[i]->name : "");
     }
-    ox_free_unpacked(msg);
+    teeny__ox_free_unpacked(msg);
     free(data);
     return 1;
 }
@@ -129,7 +129,7 @@ static int compare(const ox_const *want, const onnx_run_result *r, int i, char *
         return 0;
     }
     for (int64_t k = 0; k < want->numel; k++) {
-        double w = ox_get_f(want, k), g = r->data[i][k];
+        double w = teeny__ox_get_f(want, k), g = r->data[i][k];
         if ((isnan(w) && isnan(g)) || (w == g) || fabs(g - w) <= 1e-7 + 1e-3 * fabs(w))
             continue;
         snprintf(msg, cap, "output %d element %lld: got %.9g, want %.9g", i, (long long)k, g, w);
@@ -189,9 +189,9 @@ static int run_set(teeny_ctx *ctx, const char *model, const char *set, char inpu
         }
     }
     for (int i = 0; i < n_in; i++)
-        ox_const_free(&in_c[i]);
+        teeny__ox_const_free(&in_c[i]);
     for (int i = 0; i < n_out; i++)
-        ox_const_free(&out_c[i]);
+        teeny__ox_const_free(&out_c[i]);
     return verdict;
 }
 
