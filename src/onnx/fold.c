@@ -227,7 +227,9 @@ static teeny_status op_gather(ox_import *im)
                 return teeny__ox_fail(im, TEENY_ERR_FORMAT, "index %lld is outside [-%lld, %lld)",
                                (long long)((const int64_t *)ind->data)[j], (long long)dim, (long long)dim);
             }
-            memcpy(dst + k * es, (const char *)data->data + (size_t)((o * dim + at) * inner) * es, (size_t)inner * es);
+            if (inner)
+                memcpy(dst + k * es, (const char *)data->data + (size_t)((o * dim + at) * inner) * es,
+                       (size_t)inner * es);
             k += inner;
         }
     return teeny__ox_out_const(im, 0, &c);
@@ -369,7 +371,7 @@ static teeny_status op_constant_of_shape(ox_import *im)
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute value must hold one element");
     }
     st = teeny__ox_const_alloc(im->ctx, a ? v.type : OX_F32, a ? v.onnx_type : 1, &s, &c);
-    for (int64_t i = 0; st == TEENY_OK && i < c.numel; i++)
+    for (int64_t i = 0; st == TEENY_OK && a && i < c.numel; i++) /* no value: zeros, as allocated */
         memcpy((char *)c.data + i * teeny__ox_esize(c.type), v.data, teeny__ox_esize(c.type));
     teeny__ox_const_free(&v);
     if (st != TEENY_OK)

@@ -470,7 +470,8 @@ teeny_status teeny__ox_attr_ints(ox_import *im, const char *name, int max, int64
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute %s has %zu values (at most %d supported)", name,
                        a->n_ints, max);
     *n = (int)a->n_ints;
-    memcpy(out, a->ints, a->n_ints * sizeof *out);
+    if (a->n_ints) /* an INTS attribute with no values has a NULL array */
+        memcpy(out, a->ints, a->n_ints * sizeof *out);
     return TEENY_OK;
 }
 
