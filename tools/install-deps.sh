@@ -1,14 +1,19 @@
 #!/bin/sh
 # Install the Debian packages teenycl needs, or say exactly what to install.
-# Usage: install-deps.sh [test|run|asan|oclgrind]...
+# Usage: install-deps.sh [test|run|asan|oclgrind|onnx]...
+# The base list builds the library: ONNX import links libprotobuf-c and
+# generates C from libonnx-dev's onnx.proto with protoc-c; `onnx` adds
+# ONNX's backend test data for make check-onnx.
 set -e
 pkgs="opencl-c-headers ocl-icd-opencl-dev pocl-opencl-icd pkg-config zlib1g-dev libcjson-dev"
+pkgs="$pkgs libprotobuf-c-dev protobuf-c-compiler libonnx-dev"
 for what in "$@"; do
     case $what in
         test) pkgs="$pkgs check libsubunit-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin" ;;
         run) pkgs="$pkgs dataset-fashion-mnist" ;;
         oclgrind) pkgs="$pkgs check libsubunit-dev oclgrind" ;;
         asan) pkgs="$pkgs check libsubunit-dev" ;;
+        onnx) pkgs="$pkgs libonnx-testdata" ;;
     esac
 done
 missing=""

@@ -17,6 +17,7 @@
  *
  * Usage: teeny-info [--device SPEC] [--no-self-test]
  *        teeny-info --check [SPEC] [--timeout SECONDS] [--only FAMILY,...]
+ *        teeny-info --onnx MODEL.onnx [--device SPEC]   (each node: supported, or why not)
  * A malformed --timeout (not a whole decimal number in 1..86400, tools/
  * args.h) or a name in --only that is not a family exits with status 2,
  * the usage errors' status, before anything runs.
@@ -46,6 +47,7 @@
 
 #include "args.h"
 #include "teenycl.h"
+#include "teenycl_onnx.h"
 
 static int self_test(const char *spec)
 {
@@ -981,25 +983,57 @@ static int check_device(const char *spec, int timeout_s, const char *only)
     return failures ? 1 : 0;
 }
 
+/* ---- --onnx: which nodes of a model the importer takes, and why not ---- */
+
+static void onnx_node_line(const teeny_onnx_node_report *r, void *user_data)
+{
+    int *counts = user_data;
+    counts[r->status == TEENY_OK]++;
+    printf("%5d  %-24s %-32.32s %s%s%s\n", r->index, r->op_type, r->name[0] ? r->name : "-",
+           r->status == TEENY_OK ? "supported" : "UNSUPPORTED", r->status == TEENY_OK ? "" : ": ", r->message);
+}
+
+static int onnx_report(const char *path, const char *spec)
+{
+    teeny_ctx *ctx = NULL;
+    int counts[2] = {0, 0};
+    teeny_status st = teeny_ctx_create(spec, &ctx);
+    if (st != TEENY_OK) {
+        fprintf(stderr, "%s: %s\n", teeny_status_name(st), teeny_last_error(NULL));
+        return 1;
+    }
+    printf("%5s  %-24s %-32s %s\n", "node", "op", "name", "import");
+    st = teeny_onnx_inspect(ctx, path, NULL, onnx_node_line, counts);
+    if (st != TEENY_OK && counts[0] + counts[1] == 0)
+        fprintf(stderr, "%s: %s\n", teeny_status_name(st), teeny_last_error(ctx));
+    else
+        printf("%d of %d nodes supported\n", counts[1], counts[0] + counts[1]);
+    teeny_ctx_destroy(ctx);
+    return st == TEENY_OK ? 0 : 1;
+}
+
 static void usage(const char *argv0)
 {
     fprintf(stderr,
             "usage: %s [--device SPEC] [--no-self-test]\n"
             "       %s --check [SPEC] [--timeout SECONDS] [--only FAMILY,...]\n"
+            "       %s --onnx MODEL.onnx [--device SPEC]\n"
             "  --check    build every kernel family cold and check one case of each against a host\n"
             "             reference, each in a child process; exit status 1 if any fails\n"
             "  --timeout  seconds per family, 1..86400 (default 120)\n"
             "  --only     the families to check, comma-separated, of:\n            ",
-            argv0, argv0);
+            argv0, argv0, argv0);
     for (int i = 0; i < N_CASES; i++)
         fprintf(stderr, " %s", CASES[i].family);
     fprintf(stderr, "\n  test hooks of --check: TEENY_CHECK_CRASH=FAMILY (SIGABRT while building),\n"
-                    "             TEENY_CHECK_HANG=FAMILY (hangs while building)\n");
+                    "             TEENY_CHECK_HANG=FAMILY (hangs while building)\n"
+                    "  --onnx     list each node of an ONNX model: supported by the importer, or why not;\n"
+                    "             exit status 1 if any is not\n");
 }
 
 int main(int argc, char **argv)
 {
-    const char *spec = NULL, *only = NULL;
+    const char *spec = NULL, *only = NULL, *onnx = NULL;
     int run_self_test = 1, count = 0, check = 0, timeout_s = 120;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
@@ -1017,6 +1051,8 @@ int main(int argc, char **argv)
             only = argv[++i];
             if (!families_known("--only", only))
                 return 2;
+        } else if (!strcmp(argv[i], "--onnx") && i + 1 < argc) {
+            onnx = argv[++i];
         } else {
             usage(argv[0]);
             return 2;
@@ -1029,6 +1065,8 @@ int main(int argc, char **argv)
                 return 2;
         return check_device(spec, timeout_s, only);
     }
+    if (onnx)
+        return onnx_report(onnx, spec);
     printf("teenycl %s\n", teeny_version_string());
     teeny_status st = teeny_devices_list(NULL, 0, &count);
     if (st != TEENY_OK) {

@@ -218,6 +218,7 @@ teeny_status teeny__env_check(void)
                                 strlen(s), ENV_PATH_MAX);
     }
     return TEENY_OK;
+}
 
 int64_t teeny__mul_sizes(int64_t a, int64_t b)
 {

@@ -66,6 +66,8 @@ void teeny_graph_destroy(teeny_graph *g)
             teeny_tensor_destroy(g->nodes[i].param[j]);
             teeny_tensor_destroy(g->nodes[i].param_grad[j]);
             teeny_tensor_destroy(g->nodes[i].state[j]);
+            teeny__free(g->nodes[i].alias[0][j]);
+            teeny__free(g->nodes[i].alias[1][j]);
         }
     teeny__free(g->nodes);
     teeny__free(g);
@@ -446,12 +448,59 @@ int teeny_graph_state_count(const teeny_graph *g)
     return count_slots(g, 1);
 }
 
-/* "<node>.<suffix>" in a per-node-slot static-free buffer inside the node. */
-static const char *slot_name(const teeny_graph *g, int node, const char *suffix)
+const char *teeny__graph_slot_name(const teeny_graph *g, int node, int is_state, int slot, char *buf, size_t cap)
+{
+    const teeny__gnode *nd = &g->nodes[node];
+    if (nd->alias[is_state != 0][slot])
+        return nd->alias[is_state != 0][slot];
+    snprintf(buf, cap, "%s.%s", nd->name, is_state ? nd->shapes.state_name[slot] : nd->shapes.param_name[slot]);
+    return buf;
+}
+
+/* The name in a thread-local buffer (valid until the next call). */
+static const char *slot_name(const teeny_graph *g, int node, int is_state, int slot)
 {
     static _Thread_local char buf[TEENY__NAME_CAP + 32];
-    snprintf(buf, sizeof buf, "%s.%s", g->nodes[node].name, suffix);
-    return buf;
+    return teeny__graph_slot_name(g, node, is_state, slot, buf, sizeof buf);
+}
+
+teeny_status teeny__graph_slot_alias(teeny_graph *g, teeny_node n, int is_state, int slot, const char *name)
+{
+    char buf[TEENY__NAME_CAP + 32];
+    teeny_status st = teeny__graph_check(g, "teeny__graph_slot_alias");
+    if (st != TEENY_OK || (st = teeny__graph_check_node(g, n, "teeny__graph_slot_alias")) != TEENY_OK)
+        return st;
+    teeny__gnode *nd = &g->nodes[n];
+    int count = is_state ? nd->shapes.n_state : nd->shapes.n_param;
+    if (nd->kind != TEENY__NODE_OP || slot < 0 || slot >= count || !name || !*name || strlen(name) > 1023)
+        return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny__graph_slot_alias: node %s has no %s slot %d, or the name is "
+                            "empty or over 1023 characters", nd->name, is_state ? "state" : "parameter", slot);
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int s = 0; s < 2; s++)
+            for (int j = 0; g->nodes[i].kind == TEENY__NODE_OP &&
+                            j < (s ? g->nodes[i].shapes.n_state : g->nodes[i].shapes.n_param); j++)
+                if ((i != n || s != (is_state != 0) || j != slot) &&
+                    !strcmp(teeny__graph_slot_name(g, i, s, j, buf, sizeof buf), name))
+                    return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny__graph_slot_alias: the name %s is taken", name);
+    char *copy = teeny__malloc(strlen(name) + 1);
+    if (!copy)
+        return teeny__error(g->ctx, TEENY_ERR_NOMEM, "teeny__graph_slot_alias: out of host memory");
+    memcpy(copy, name, strlen(name) + 1);
+    teeny__free(nd->alias[is_state != 0][slot]);
+    nd->alias[is_state != 0][slot] = copy;
+    return TEENY_OK;
+}
+
+teeny_status teeny__graph_param_freeze(teeny_graph *g, teeny_node n, int slot, int frozen)
+{
+    teeny_status st = teeny__graph_check(g, "teeny__graph_param_freeze");
+    if (st != TEENY_OK || (st = teeny__graph_check_node(g, n, "teeny__graph_param_freeze")) != TEENY_OK)
+        return st;
+    if (g->nodes[n].kind != TEENY__NODE_OP || slot < 0 || slot >= g->nodes[n].shapes.n_param)
+        return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny__graph_param_freeze: node %s has no parameter slot %d",
+                            g->nodes[n].name, slot);
+    g->nodes[n].frozen[slot] = frozen != 0;
+    return TEENY_OK;
 }
 
 teeny_status teeny_graph_param(const teeny_graph *g, int i, const char **name, teeny_tensor **value,
@@ -465,11 +514,11 @@ teeny_status teeny_graph_param(const teeny_graph *g, int i, const char **name, t
         return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_param: index %d outside 0..%d", i,
                             teeny_graph_param_count(g) - 1);
     if (name)
-        *name = slot_name(g, node, g->nodes[node].shapes.param_name[slot]);
+        *name = slot_name(g, node, 0, slot);
     if (value)
         *value = g->nodes[node].param[slot];
     if (grad)
-        *grad = g->nodes[node].param_grad[slot];
+        *grad = g->nodes[node].frozen[slot] ? NULL : g->nodes[node].param_grad[slot];
     return TEENY_OK;
 }
 
@@ -483,7 +532,7 @@ teeny_status teeny_graph_state(const teeny_graph *g, int i, const char **name, t
         return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_state: index %d outside 0..%d", i,
                             teeny_graph_state_count(g) - 1);
     if (name)
-        *name = slot_name(g, node, g->nodes[node].shapes.state_name[slot]);
+        *name = slot_name(g, node, 1, slot);
     if (value)
         *value = g->nodes[node].state[slot];
     return TEENY_OK;

@@ -211,7 +211,8 @@ teeny_status teeny__compile_backward(teeny_plan *p, teeny__backward *bw)
     /* which nodes take part in backward */
     for (int i = 0; i < n; i++) {
         const teeny__gnode *nd = &g->nodes[i];
-        needs[i] = nd->kind == TEENY__NODE_OP && p->shapes[i].n_param > 0;
+        for (int j = 0; nd->kind == TEENY__NODE_OP && j < p->shapes[i].n_param; j++)
+            needs[i] |= !nd->frozen[j]; /* a frozen parameter asks for no gradient */
         for (int j = 0; j < nd->n_in; j++)
             needs[i] |= needs[nd->in[j]];
     }

@@ -32,6 +32,8 @@ typedef struct {
     teeny_tensor *state[TEENY__OP_MAX_SLOTS];
     int is_output;
     int64_t batches_tracked;              /* counts_batches nodes: PyTorch's num_batches_tracked, per node */
+    char *alias[2][TEENY__OP_MAX_SLOTS];  /* [0] param, [1] state: a full name replacing "<node>.<suffix>" */
+    unsigned char frozen[TEENY__OP_MAX_SLOTS]; /* param slots that take no gradient */
 } teeny__gnode;
 
 struct teeny_graph {
@@ -98,6 +100,20 @@ teeny_status teeny__view_shape(teeny_ctx *ctx, const char *name, int ndim, const
                                teeny__shape *out);
 /* The node whose storage a value lives in (views share their input's). */
 int teeny__graph_root(const teeny_graph *g, int i);
+
+/* ---- hooks for importers (src/onnx/) ----
+ * A parameter (is_state 0) or state (1) slot's full name, e.g. an ONNX
+ * initializer's: it replaces "<node>.<suffix>" in teeny_graph_param /
+ * teeny_graph_state and in checkpoints. Copied; 1..1023 characters, and
+ * no other parameter or state of g may already carry it (TEENY_ERR_ARG). */
+teeny_status teeny__graph_slot_alias(teeny_graph *g, teeny_node n, int is_state, int slot, const char *name);
+/* Freeze (1) or unfreeze (0) a parameter slot: a frozen parameter does not
+ * make its node take part in backward and teeny_graph_param reports its
+ * grad as NULL (its node may still compute one when the node is on the
+ * path of another parameter's gradient). Applies to plans compiled after. */
+teeny_status teeny__graph_param_freeze(teeny_graph *g, teeny_node n, int slot, int frozen);
+/* A slot's full name: its alias, else "<node>.<suffix>" written into buf. */
+const char *teeny__graph_slot_name(const teeny_graph *g, int node, int is_state, int slot, char *buf, size_t cap);
 
 /* ---- the backward pass a compile derives ----
  *

@@ -89,12 +89,10 @@ teeny_status teeny_graph_save(teeny_graph *g, const teeny_optimizer *opt, const 
         if (nd->kind != TEENY__NODE_OP)
             continue;
         for (int j = 0; j < nd->shapes.n_param && st == TEENY_OK; j++) {
-            snprintf(name, sizeof name, "%s.%s", nd->name, nd->shapes.param_name[j]);
-            st = teeny_st_add_tensor(w, name, nd->param[j]);
+            st = teeny_st_add_tensor(w, teeny__graph_slot_name(g, i, 0, j, name, sizeof name), nd->param[j]);
         }
         for (int j = 0; j < nd->shapes.n_state && st == TEENY_OK; j++) {
-            snprintf(name, sizeof name, "%s.%s", nd->name, nd->shapes.state_name[j]);
-            st = teeny_st_add_tensor(w, name, nd->state[j]);
+            st = teeny_st_add_tensor(w, teeny__graph_slot_name(g, i, 1, j, name, sizeof name), nd->state[j]);
         }
         if (st == TEENY_OK && nd->shapes.counts_batches) {
             bn_count_name(g, i, name, sizeof name);
@@ -211,12 +209,12 @@ teeny_status teeny_graph_load(teeny_graph *g, teeny_optimizer *opt, const char *
             if (nd->kind != TEENY__NODE_OP)
                 continue;
             for (int j = 0; j < nd->shapes.n_param && st == TEENY_OK; j++) {
-                snprintf(name, sizeof name, "%s.%s", nd->name, nd->shapes.param_name[j]);
-                st = pass ? teeny_st_read_f32(f, name, nd->param[j]) : expect(g, f, path, name, 0, nd->param[j]);
+                const char *full = teeny__graph_slot_name(g, i, 0, j, name, sizeof name);
+                st = pass ? teeny_st_read_f32(f, full, nd->param[j]) : expect(g, f, path, full, 0, nd->param[j]);
             }
             for (int j = 0; j < nd->shapes.n_state && st == TEENY_OK; j++) {
-                snprintf(name, sizeof name, "%s.%s", nd->name, nd->shapes.state_name[j]);
-                st = pass ? teeny_st_read_f32(f, name, nd->state[j]) : expect(g, f, path, name, 0, nd->state[j]);
+                const char *full = teeny__graph_slot_name(g, i, 1, j, name, sizeof name);
+                st = pass ? teeny_st_read_f32(f, full, nd->state[j]) : expect(g, f, path, full, 0, nd->state[j]);
             }
             if (st == TEENY_OK && nd->shapes.counts_batches && !pass) {
                 bn_count_name(g, i, name, sizeof name);

@@ -1,0 +1,178 @@
+/*
+ * teenycl_onnx.h -- importing ONNX models into a teeny_graph.
+ *
+ * An ONNX file (a ModelProto, parsed with protobuf-c from Debian's
+ * onnx.proto) becomes a teeny_graph built through the same teeny_graph_*
+ * builders an application calls: initializers become the graph's
+ * parameters (and batch-norm statistics its state) under their ONNX names,
+ * so teeny_graph_save / teeny_graph_load checkpoints use those names; the
+ * graph inputs become graph inputs, whose first dimension is the batch; the
+ * shape arithmetic exporters emit (Shape, Gather, Unsqueeze, Concat,
+ * Reshape, Constant, ...) is folded at import for the batch given. The
+ * result compiles like a hand-built graph, for inference or training.
+ *
+ * Supported: default-domain opsets 6..23. The ops and attributes the
+ * importer maps are listed in README.md ("Importing ONNX models"); anything
+ * else -- an op, an attribute or attribute value, an element type -- fails
+ * with TEENY_ERR_UNSUPPORTED and a message naming the node, its op and the
+ * attribute. The file is untrusted input: nesting depth, counts,
+ * dimensions, data lengths and external-data references are checked before
+ * use; malformed or truncated data gives TEENY_ERR_FORMAT, sizes past our
+ * limits TEENY_ERR_RANGE, an unreadable file TEENY_ERR_IO. A failed import
+ * leaves nothing behind (the graph it was building is destroyed).
+ *
+ * Example: run a model once at batch 8.
+ *
+ *     teeny_onnx_params op = TEENY_ONNX_PARAMS_INIT;
+ *     op.batch = 8;
+ *     teeny_onnx_model *m;
+ *     if (teeny_onnx_load(ctx, "resnet18.onnx", &op, &m) != TEENY_OK) {
+ *         fprintf(stderr, "%s\n", teeny_last_error(ctx));
+ *         return 1;
+ *     }
+ *     teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+ *     pp.batch = teeny_onnx_batch(m);
+ *     pp.training = 0;
+ *     teeny_plan *plan;
+ *     teeny_graph_compile(teeny_onnx_graph(m), &pp, &plan);
+ *     const char *name; teeny_node in; teeny_tensor *t;
+ *     teeny_onnx_input(m, 0, &name, &in, NULL);
+ *     teeny_plan_tensor(plan, in, &t);
+ *     teeny_tensor_write(t, pixels, teeny_tensor_numel(t));
+ *     teeny_plan_forward(plan);
+ *     teeny_onnx_output_read(m, plan, 0, logits, 8 * 1000); // host sync
+ *     teeny_plan_destroy(plan);
+ *     teeny_onnx_destroy(m);              // destroys the graph too
+ *
+ * Fine-tuning: compile the graph with training = 1 and a loss node added
+ * by the application (e.g. teeny_graph_softmax_cross_entropy on an output
+ * node); every trainable initializer has a gradient (teeny_graph_param).
+ *
+ * Threads: a model is used by one thread at a time, like its context.
+ */
+#ifndef TEENYCL_ONNX_H
+#define TEENYCL_ONNX_H
+
+#include "teenycl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct teeny_onnx_model teeny_onnx_model;
+
+/* The most dimensions an ONNX tensor the importer handles may have. */
+#define TEENY_ONNX_MAX_DIMS 8
+
+/* ONNX element types (TensorProto.DataType values) of feeds and inputs. */
+typedef enum { TEENY_ONNX_FLOAT = 1, TEENY_ONNX_INT32 = 6, TEENY_ONNX_INT64 = 7 } teeny_onnx_dtype;
+
+/* A value for a graph input known at import. An input that the importer
+ * can only take as a constant -- a weight, a shape or axes operand, an
+ * integer tensor other than class labels -- takes its feed's value (as an
+ * initializer would; a weight becomes a parameter named after the input);
+ * every other input stays a graph input, whose value the application
+ * writes into the plan, and the feed only sets its shape where the model
+ * leaves dimensions open. Borrowed for the duration of the load call. */
+typedef struct {
+    const char *name;      /* the graph input's name */
+    teeny_onnx_dtype dtype;
+    int ndim;              /* 0..TEENY_ONNX_MAX_DIMS */
+    const int64_t *shape;  /* ndim sizes >= 0 */
+    const void *data;      /* the product of shape values of dtype, C order */
+} teeny_onnx_feed;
+
+typedef struct {
+    int64_t batch;         /* the size of every graph input's first dimension; 0: the first graph input's own
+                              (1 where it is symbolic). A fixed first dimension that differs: TEENY_ERR_SHAPE */
+    int freeze;            /* 1: every parameter starts frozen (no gradient; see teeny_onnx_set_trainable) */
+    const char *base_dir;  /* teeny_onnx_load_memory: the directory external data files are read from
+                              (NULL: a model with external data fails with TEENY_ERR_UNSUPPORTED);
+                              teeny_onnx_load ignores it and uses the model file's directory */
+    int n_feeds;           /* >= 0 */
+    const teeny_onnx_feed *feeds; /* n_feeds entries, or NULL when n_feeds is 0 */
+} teeny_onnx_params;
+#define TEENY_ONNX_PARAMS_INIT { 0, 0, NULL, 0, NULL }
+
+/* Import the model at path (p NULL: TEENY_ONNX_PARAMS_INIT) into a new
+ * graph of ctx. External data files (TensorProto.external_data) are read
+ * from the model's directory; a location that is absolute, has a ".."
+ * component or resolves (through symlinks) outside that directory is
+ * refused with TEENY_ERR_FORMAT, a missing file is TEENY_ERR_IO. Caller
+ * frees *out with teeny_onnx_destroy; *out is NULL on failure, with the
+ * details in teeny_last_error(ctx) (ctx NULL: TEENY_ERR_ARG, in
+ * teeny_last_error(NULL)). */
+TEENY_API teeny_status teeny_onnx_load(teeny_ctx *ctx, const char *path, const teeny_onnx_params *p,
+    teeny_onnx_model **out);
+/* The same from size bytes at data (copied as needed; data is borrowed for
+ * the call only). External data comes from p->base_dir. */
+TEENY_API teeny_status teeny_onnx_load_memory(teeny_ctx *ctx, const void *data, size_t size,
+    const teeny_onnx_params *p, teeny_onnx_model **out);
+/* Destroys the model and its graph; destroy the graph's plans first. NULL
+ * is a no-op. */
+TEENY_API void teeny_onnx_destroy(teeny_onnx_model *m);
+
+/* The imported graph (borrowed; lives as long as m). Applications may add
+ * nodes to it (a loss, a head) and compile it. */
+TEENY_API teeny_graph *teeny_onnx_graph(const teeny_onnx_model *m);
+/* The batch the model was imported for: compile plans with it (shapes the
+ * exporter computed from the batch were folded for it). 0 for NULL. */
+TEENY_API int64_t teeny_onnx_batch(const teeny_onnx_model *m);
+
+/* The graph inputs the plan needs values for, in the model's order (inputs
+ * taken as constants, and unused ones, are not listed). name is borrowed
+ * (lives as long as m); node is the graph's input node; dtype is
+ * TEENY_ONNX_FLOAT (an fp32 input) or TEENY_ONNX_INT32 (class labels: the
+ * plan's tensor is int32). Any out pointer may be NULL. TEENY_ERR_ARG for
+ * an index out of range. */
+TEENY_API int teeny_onnx_input_count(const teeny_onnx_model *m);
+TEENY_API teeny_status teeny_onnx_input(const teeny_onnx_model *m, int i, const char **name, teeny_node *node,
+    teeny_onnx_dtype *dtype);
+
+/* The graph outputs in the model's order: name (borrowed), the node that
+ * holds the value (marked as a graph output; -1 when the output was folded
+ * to a constant at import), and its ONNX shape at the import batch (ndim
+ * 0..TEENY_ONNX_MAX_DIMS; shape needs room for TEENY_ONNX_MAX_DIMS). Any
+ * out pointer may be NULL. */
+TEENY_API int teeny_onnx_output_count(const teeny_onnx_model *m);
+TEENY_API teeny_status teeny_onnx_output(const teeny_onnx_model *m, int i, const char **name, teeny_node *node,
+    int *ndim, int64_t *shape);
+/* Host sync: copy output i (count == its element count) as fp32 into dst,
+ * from plan (after a forward; a plan of m's graph) or, for a folded
+ * output, from the constant (plan may then be NULL). Integer constants
+ * are converted to float. */
+TEENY_API teeny_status teeny_onnx_output_read(const teeny_onnx_model *m, teeny_plan *plan, int i, float *dst,
+    size_t count);
+
+/* Make the parameter imported from initializer (or feed) `name` trainable
+ * (1) or frozen (0): a frozen parameter gets no gradient (teeny_graph_param
+ * reports grad NULL), so an optimizer built from the gradients leaves it
+ * alone. Affects plans compiled afterwards. TEENY_ERR_ARG when no
+ * parameter has that name. Batch-norm running statistics are state, never
+ * trainable. */
+TEENY_API teeny_status teeny_onnx_set_trainable(teeny_onnx_model *m, const char *name, int trainable);
+
+/* What teeny_onnx_inspect reports for each node, in model order. */
+typedef struct {
+    int index;             /* the node's position in the graph */
+    const char *name;      /* the node's name ("" when it has none) */
+    const char *op_type;
+    teeny_status status;   /* TEENY_OK: imported; else why not (TEENY_ERR_UNSUPPORTED mostly) */
+    const char *message;   /* "" when imported; else the reason, naming the attribute */
+} teeny_onnx_node_report;
+typedef void (*teeny_onnx_report_fn)(const teeny_onnx_node_report *r, void *user_data);
+
+/* Import the model at path as teeny_onnx_load does, but go on past the
+ * nodes that fail (their results are marked unavailable; nodes that use
+ * them report so) and call fn once per node; the graph is then destroyed.
+ * Every pointer in a report is valid during the call only. Returns
+ * TEENY_OK when every node imports, the first node's failure status
+ * otherwise, or the model-level error (a malformed file, an unsupported
+ * opset: no node is reported then). */
+TEENY_API teeny_status teeny_onnx_inspect(teeny_ctx *ctx, const char *path, const teeny_onnx_params *p,
+    teeny_onnx_report_fn fn, void *user_data);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TEENYCL_ONNX_H */

@@ -1,0 +1,209 @@
+/*
+ * onnx_internal.h -- what the ONNX importer's files share. The importer
+ * walks a ModelProto (protobuf-c, generated from Debian's onnx.proto into
+ * build/gen/onnx/) node by node and keeps one record per ONNX value name:
+ * a host constant (initializers, Constant nodes, folded shape arithmetic),
+ * a graph node (runtime values), or a graph input not used yet. Runtime
+ * values keep their ONNX shape at the import batch B; the graph's own
+ * shape of the node is that with dimension 0 divided by B (the graph
+ * infers every node for a batch of 1 and scales dimension 0).
+ *
+ *   wire.c    bounded protobuf parsing (nesting depth, memory estimate)
+ *   tensor.c  TensorProto -> host constant (typed fields, raw and external data)
+ *   values.c  the value table, attributes, node names, errors, views
+ *   fold.c    Constant, Shape, Gather, Squeeze/Unsqueeze, Reshape, Cast, ...
+ *   arith.c   Slice, Concat and Add/Sub/Mul/Div of constants
+ *   layers.c  ops that become graph nodes (Conv, BatchNormalization, ...)
+ *   import.c  the model: opset, inputs, the node loop, outputs, public API
+ */
+#ifndef TEENY_ONNX_INTERNAL_H
+#define TEENY_ONNX_INTERNAL_H
+
+#include "internal.h"
+#include "graph/graph_internal.h"
+#include "teenycl_onnx.h"
+#include "onnx/onnx.pb-c.h"
+
+#define OX_MAX_DIMS TEENY_ONNX_MAX_DIMS
+#define OX_MAX_DEPTH 32            /* nested messages in a file */
+#define OX_MIN_OPSET 6
+#define OX_MAX_OPSET 23
+#define OX_MAX_ELEMS INT32_MAX     /* elements in one tensor */
+
+typedef struct {
+    int ndim;
+    int64_t d[OX_MAX_DIMS];
+} ox_shape;
+
+typedef enum { OX_F32, OX_I64 } ox_type;
+
+/* A host tensor: fp32 or int64 data (integer and boolean ONNX types are
+ * held as int64), numel elements (data NULL when 0). */
+typedef struct {
+    ox_type type;
+    int onnx_type;                 /* TensorProto.DataType it came as */
+    ox_shape shape;
+    int64_t numel;
+    void *data;                    /* owned */
+} ox_const;
+
+enum { OX_UNDEF, OX_CONST, OX_RUNTIME, OX_INPUT, OX_DEAD, OX_SIGMOID };
+
+typedef struct {
+    const char *name;              /* borrowed from the parsed model (or a feed) */
+    int kind;
+    ox_const c;                    /* OX_CONST (and a bound OX_INPUT) */
+    ox_shape shape;                /* OX_RUNTIME: at the import batch */
+    teeny_node node;               /* OX_RUNTIME */
+    int is_i32;                    /* OX_RUNTIME: int32 labels */
+    int is_loss;                   /* OX_RUNTIME: a [1] loss whatever the batch */
+    int sigmoid_of;                /* OX_SIGMOID: the value x of sigmoid(x), fused into SiLU by Mul */
+    int is_initializer;
+    const Onnx__ValueInfoProto *vi;   /* OX_INPUT */
+    const teeny_onnx_feed *feed;      /* OX_INPUT: the caller's value, or NULL */
+    int param_uses;                /* parameter slots it fills (one at most) */
+} ox_value;
+
+typedef struct {
+    char *name;
+    teeny_node node;
+    int slot;
+} ox_param;
+
+typedef struct {
+    char *name;
+    teeny_node node;               /* -1: constant */
+    ox_shape shape;
+    float *data;                   /* constant outputs, as fp32 */
+} ox_output;
+
+typedef struct {
+    char *name;
+    teeny_node node;
+    teeny_onnx_dtype dtype;
+} ox_input;
+
+struct teeny_onnx_model {
+    teeny_ctx *ctx;
+    teeny_graph *g;
+    int64_t batch;
+    ox_input *inputs;
+    int n_inputs, cap_inputs;
+    ox_output *outputs;
+    int n_outputs;
+    ox_param *params;
+    int n_params, cap_params;
+};
+
+typedef struct {
+    teeny_ctx *ctx;
+    teeny_graph *g;
+    teeny_onnx_model *m;
+    const teeny_onnx_params *p;
+    const Onnx__GraphProto *graph;
+    int64_t opset, batch;
+    const char *dir;               /* external data; NULL: refused */
+    ox_value *vals;
+    int n_vals, cap_vals;
+    int *hash;                     /* open addressing: value index + 1, 0 empty */
+    int hash_cap;
+    const Onnx__NodeProto *node;   /* the node being imported (messages) */
+    int node_index;
+    int n_names;                   /* graph node names made so far */
+} ox_import;
+
+/* ---- wire.c ---- */
+/* Unpack a message of desc from untrusted bytes: nesting deeper than
+ * OX_MAX_DEPTH, malformed wire data or an unpacked size past the memory
+ * estimate's limit fail with TEENY_ERR_FORMAT / TEENY_ERR_RANGE before
+ * protobuf-c runs. Free with teeny__ox_free_unpacked. */
+teeny_status teeny__ox_unpack(teeny_ctx *ctx, const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t size,
+                       ProtobufCMessage **out);
+void teeny__ox_free_unpacked(ProtobufCMessage *m);
+
+/* ---- tensor.c ---- */
+void teeny__ox_const_free(ox_const *c);
+int64_t teeny__ox_numel(const ox_shape *s);        /* -1 past OX_MAX_ELEMS */
+/* A TensorProto into c (dir: where external data lives; NULL refuses it). */
+teeny_status teeny__ox_tensor_load(teeny_ctx *ctx, const Onnx__TensorProto *t, const char *dir, const char *what,
+                            ox_const *c);
+/* A caller's feed into c. */
+teeny_status teeny__ox_feed_load(teeny_ctx *ctx, const teeny_onnx_feed *f, ox_const *c);
+/* Element i as double / int64 (either type). */
+size_t teeny__ox_esize(ox_type t);                  /* 4 or 8 */
+double teeny__ox_get_f(const ox_const *c, int64_t i);
+int64_t teeny__ox_get_i(const ox_const *c, int64_t i);
+/* An empty constant of type and shape (data allocated, zeroed). */
+teeny_status teeny__ox_const_alloc(teeny_ctx *ctx, ox_type type, int onnx_type, const ox_shape *s, ox_const *c);
+const char *teeny__ox_type_name(int onnx_type);
+int teeny__ox_type_supported(int onnx_type);       /* float and integer types */
+
+/* ---- values.c ---- */
+teeny_status teeny__ox_fail(ox_import *im, teeny_status st, const char *fmt, ...) TEENY__PRINTF(3, 4);
+int teeny__ox_find(const ox_import *im, const char *name);
+/* A new value record named name (TEENY_ERR_FORMAT when defined twice). */
+teeny_status teeny__ox_define(ox_import *im, const char *name, int kind, int *idx);
+/* The value of the node's input i: index, or -1 when omitted (""). An
+ * input no earlier node produced is TEENY_ERR_FORMAT. */
+teeny_status teeny__ox_in(ox_import *im, int i, int *idx);
+int teeny__ox_n_in(const ox_import *im);            /* inputs given, trailing omitted ones dropped */
+/* Input i as a constant; what names the slot. A graph input with a feed
+ * is bound to it when it is an integer tensor, or for a weight slot. */
+teeny_status teeny__ox_in_const(ox_import *im, int i, const char *what, int weight, const ox_const **c);
+/* Input i as a runtime fp32 value (a graph input becomes an input node). */
+teeny_status teeny__ox_in_runtime(ox_import *im, int i, const char *what, int *idx);
+/* Input i as int32 class labels [batch] (an int64/int32 graph input). */
+teeny_status teeny__ox_in_labels(ox_import *im, int i, const char *what, int *idx);
+/* Define the node's output i as a constant (takes c's data) or a runtime
+ * node of ONNX shape s (checked against the graph's shape of the node). */
+teeny_status teeny__ox_out_const(ox_import *im, int i, ox_const *c);
+teeny_status teeny__ox_out_runtime(ox_import *im, int i, teeny_node node, const ox_shape *s);
+/* The node's output count without trailing empty names; outputs past
+ * `allowed` that are used fail as unsupported. */
+teeny_status teeny__ox_outputs_at_most(ox_import *im, int allowed);
+/* A runtime value viewed as ONNX shape s (no node when equal). */
+teeny_status teeny__ox_view(ox_import *im, int idx, const ox_shape *s, teeny_node *out);
+teeny_status teeny__ox_view_node(ox_import *im, teeny_node n, const ox_shape *from, const ox_shape *s, teeny_node *out);
+/* The graph's shape of a node at the import batch (dimension 0 times B). */
+teeny_status teeny__ox_node_shape(ox_import *im, teeny_node n, ox_shape *s);
+/* A unique graph node name for the node being imported (+ suffix). */
+const char *teeny__ox_name(ox_import *im, const char *suffix, char *buf, size_t cap);
+/* want (e.g. a PyTorch module name) when it is free and short, else teeny__ox_name. */
+const char *teeny__ox_name_prefer(ox_import *im, const char *want, char *buf, size_t cap);
+
+/* Attributes: every attribute of the node must be in allowed (NULL-ended). */
+teeny_status teeny__ox_attrs_allowed(ox_import *im, const char *const *allowed);
+const Onnx__AttributeProto *teeny__ox_attr(const ox_import *im, const char *name);
+teeny_status teeny__ox_attr_int(ox_import *im, const char *name, int64_t def, int64_t *out);
+teeny_status teeny__ox_attr_float(ox_import *im, const char *name, float def, float *out);
+teeny_status teeny__ox_attr_ints(ox_import *im, const char *name, int max, int64_t *out, int *n); /* *n -1: absent */
+teeny_status teeny__ox_attr_string(ox_import *im, const char *name, const char *def, char *out, size_t cap);
+/* An axis in [-rank, rank) normalized to [0, rank). */
+teeny_status teeny__ox_axis(ox_import *im, const char *what, int64_t axis, int rank, int *out);
+
+/* Bind constant c (value vidx's) to a parameter (is_state 0) or state slot
+ * of node n: written into the tensor, named after the value, frozen when
+ * the caller asked. data (the slot's element count) overrides c's values:
+ * a transposed or broadcast copy. */
+teeny_status teeny__ox_bind(ox_import *im, int vidx, teeny_node n, int is_state, int slot, const float *data);
+
+/* ---- import.c ---- */
+/* Import size bytes (dir: external data; fn: inspect mode, reporting each
+ * node, the model destroyed at the end). */
+teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const char *dir, const teeny_onnx_params *p,
+                     teeny_onnx_report_fn fn, void *user, teeny_onnx_model **out);
+
+/* ---- fold.c / layers.c: one handler per op ---- */
+typedef teeny_status (*ox_handler)(ox_import *im);
+ox_handler teeny__ox_fold_handler(const char *op);
+/* Folds for ops whose run-time form is a layer: Add/Sub/Mul/Div of two
+ * constants, Concat of constants along any axis. */
+teeny_status teeny__ox_fold_binary(ox_import *im, const ox_const *a, const ox_const *b);
+teeny_status teeny__ox_fold_concat(ox_import *im, int axis);
+teeny_status teeny__ox_op_slice(ox_import *im);     /* arith.c: of constants */
+teeny_status teeny__ox_op_sub_div(ox_import *im);
+/* fold.c: an int64 1-D constant (at most max values) as a list. */
+teeny_status teeny__ox_const_ints(ox_import *im, const ox_const *c, const char *what, int max, int64_t *out, int *n);
+ox_handler teeny__ox_layer_handler(const char *op);
+
+#endif

@@ -1,0 +1,342 @@
+/*
+ * tensor.c -- ONNX TensorProtos (initializers, Constant values, test data)
+ * and caller feeds into host constants: fp32 stays fp32, every integer and
+ * boolean type becomes int64; other types are unsupported. Every count is
+ * checked against the dimensions (which are checked first: non-negative,
+ * at most OX_MAX_DIMS of them, at most OX_MAX_ELEMS elements). Raw data is
+ * little-endian whatever the host. External data is read from a file
+ * beside the model: the location must be relative, without "..", and
+ * resolve (symlinks followed) inside the model's directory; offset and
+ * length must lie inside the file and match the tensor's size.
+ */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "onnx_internal.h"
+
+void teeny__ox_const_free(ox_const *c)
+{
+    teeny__free(c->data);
+    c->data = NULL;
+    c->numel = 0;
+}
+
+int64_t teeny__ox_numel(const ox_shape *s)
+{
+    int64_t n = 1;
+    for (int i = 0; i < s->ndim; i++) {
+        if (s->d[i] < 0 || (s->d[i] > 0 && n > OX_MAX_ELEMS / s->d[i]))
+            return -1;
+        n *= s->d[i];
+    }
+    return n;
+}
+
+const char *teeny__ox_type_name(int t)
+{
+    static const char *names[] = {"undefined", "float", "uint8", "int8", "uint16", "int16", "int32", "int64",
+                                  "string", "bool", "float16", "double", "uint32", "uint64", "complex64",
+                                  "complex128", "bfloat16"};
+    return t >= 0 && t < (int)(sizeof names / sizeof *names) ? names[t] : "an unknown type";
+}
+
+/* Bytes per element in raw data, 0 for a type we do not take. */
+static int raw_size(int t)
+{
+    switch (t) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: return 4;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: return 8;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: return 2;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: return 1;
+    default: return 0;
+    }
+}
+
+int teeny__ox_type_supported(int t)
+{
+    return raw_size(t) != 0;
+}
+
+teeny_status teeny__ox_const_alloc(teeny_ctx *ctx, ox_type type, int onnx_type, const ox_shape *s, ox_const *c)
+{
+    int64_t n = teeny__ox_numel(s);
+    memset(c, 0, sizeof *c);
+    c->type = type;
+    c->onnx_type = onnx_type;
+    c->shape = *s;
+    if (n < 0)
+        return teeny__error(ctx, TEENY_ERR_RANGE, "a tensor of more than %d elements", OX_MAX_ELEMS);
+    c->numel = n;
+    if (n && !(c->data = teeny__calloc((size_t)n, 8)))
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory for a tensor of %lld elements", (long long)n);
+    return TEENY_OK;
+}
+
+size_t teeny__ox_esize(ox_type t)
+{
+    return t == OX_F32 ? 4 : 8;
+}
+
+double teeny__ox_get_f(const ox_const *c, int64_t i)
+{
+    return c->type == OX_F32 ? (double)((const float *)c->data)[i] : (double)((const int64_t *)c->data)[i];
+}
+
+int64_t teeny__ox_get_i(const ox_const *c, int64_t i)
+{
+    return c->type == OX_I64 ? ((const int64_t *)c->data)[i] : (int64_t)((const float *)c->data)[i];
+}
+
+/* Little-endian element i of raw bytes as the constant's type; 0 for a
+ * uint64 past int64. */
+static int decode_raw(const uint8_t *b, int t, int64_t i, ox_const *c)
+{
+    int size = raw_size(t);
+    uint64_t u = 0;
+    for (int k = size - 1; k >= 0; k--)
+        u = (u << 8) | b[i * size + k];
+    if (c->type == OX_F32) {
+        uint32_t bits = (uint32_t)u;
+        memcpy(&((float *)c->data)[i], &bits, 4);
+        return 1;
+    }
+    int64_t v;
+    switch (t) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: v = (int32_t)(uint32_t)u; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: v = (int16_t)(uint16_t)u; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: v = (int8_t)(uint8_t)u; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: v = u != 0; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64:
+        if (u > (uint64_t)INT64_MAX)
+            return 0;
+        v = (int64_t)u;
+        break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: v = (int64_t)u; break;
+    default: v = (int64_t)u; break; /* uint8, uint16, uint32 */
+    }
+    ((int64_t *)c->data)[i] = v;
+    return 1;
+}
+
+static teeny_status from_raw(teeny_ctx *ctx, const uint8_t *b, size_t len, const char *what, ox_const *c)
+{
+    int size = raw_size(c->onnx_type);
+    if (len != (size_t)c->numel * (size_t)size)
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: %zu bytes of data for %lld %s elements", what, len,
+                            (long long)c->numel, teeny__ox_type_name(c->onnx_type));
+    for (int64_t i = 0; i < c->numel; i++)
+        if (!decode_raw(b, c->onnx_type, i, c))
+            return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "%s: a uint64 value past int64", what);
+    return TEENY_OK;
+}
+
+/* The typed repeated field the type stores its values in. */
+static teeny_status from_fields(teeny_ctx *ctx, const Onnx__TensorProto *t, const char *what, ox_const *c)
+{
+    size_t n;
+    int tp = c->onnx_type;
+    if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        n = t->n_float_data;
+    else if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+        n = t->n_int64_data;
+    else if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 || tp == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64)
+        n = t->n_uint64_data;
+    else
+        n = t->n_int32_data;
+    if (n != (size_t)c->numel)
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: %zu values for %lld %s elements", what, n,
+                            (long long)c->numel, teeny__ox_type_name(tp));
+    for (int64_t i = 0; i < c->numel; i++) {
+        if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+            ((float *)c->data)[i] = t->float_data[i];
+        else if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+            ((int64_t *)c->data)[i] = t->int64_data[i];
+        else if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 || tp == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64) {
+            if (t->uint64_data[i] > (uint64_t)INT64_MAX)
+                return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "%s: a uint64 value past int64", what);
+            ((int64_t *)c->data)[i] = (int64_t)t->uint64_data[i];
+        } else if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL)
+            ((int64_t *)c->data)[i] = t->int32_data[i] != 0;
+        else
+            ((int64_t *)c->data)[i] = t->int32_data[i];
+    }
+    return TEENY_OK;
+}
+
+/* Whether location stays inside dir: relative, no ".." component, and its
+ * resolved path under dir's. */
+static teeny_status check_location(teeny_ctx *ctx, const char *dir, const char *loc, const char *what, char *path,
+                                   size_t cap)
+{
+    char real_dir[PATH_MAX], *real_file;
+    if (!*loc || loc[0] == '/')
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: external data location \"%s\" is %s", what, loc,
+                            *loc ? "an absolute path" : "empty");
+    for (const char *s = loc; *s;) {
+        size_t len = strcspn(s, "/");
+        if (len == 2 && s[0] == '.' && s[1] == '.')
+            return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: external data location \"%s\" leaves the model's "
+                                "directory (\"..\")", what, loc);
+        s += len + (s[len] == '/');
+    }
+    if ((size_t)snprintf(path, cap, "%s/%s", dir, loc) >= cap)
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: external data path too long", what);
+    if (!realpath(dir, real_dir))
+        return teeny__error(ctx, TEENY_ERR_IO, "%s: model directory %s: %s", what, dir, strerror(errno));
+    if (!(real_file = realpath(path, NULL)))
+        return teeny__error(ctx, TEENY_ERR_IO, "%s: external data file %s: %s", what, path, strerror(errno));
+    size_t n = strlen(real_dir);
+    int inside = !strncmp(real_file, real_dir, n) && (real_file[n] == '/' || (n == 1 && real_dir[0] == '/'));
+    free(real_file); /* realpath's own malloc */
+    if (!inside)
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: external data file %s resolves outside the model's "
+                            "directory %s", what, loc, real_dir);
+    return TEENY_OK;
+}
+
+static teeny_status external_keys(teeny_ctx *ctx, const Onnx__TensorProto *t, const char *what, const char **loc,
+                                  int64_t *offset, int64_t *length)
+{
+    *loc = NULL;
+    *offset = 0;
+    *length = -1;
+    for (size_t i = 0; i < t->n_external_data; i++) {
+        const char *k = t->external_data[i]->key ? t->external_data[i]->key : "";
+        const char *v = t->external_data[i]->value ? t->external_data[i]->value : "";
+        char *end;
+        if (!strcmp(k, "location")) {
+            *loc = v;
+        } else if (!strcmp(k, "offset") || !strcmp(k, "length")) {
+            errno = 0;
+            long long x = strtoll(v, &end, 10);
+            if (!*v || *end || errno || x < 0)
+                return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: external data %s \"%s\" is not a count", what, k, v);
+            *(!strcmp(k, "offset") ? offset : length) = x;
+        } else if (strcmp(k, "checksum")) {
+            return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: unknown external data key \"%s\"", what, k);
+        }
+    }
+    if (!*loc)
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: external data without a location", what);
+    return TEENY_OK;
+}
+
+static teeny_status from_external(teeny_ctx *ctx, const Onnx__TensorProto *t, const char *dir, const char *what,
+                                  ox_const *c)
+{
+    const char *loc, *why = "";
+    int64_t offset, length, want = c->numel * raw_size(c->onnx_type);
+    char path[PATH_MAX];
+    struct stat sb;
+    teeny_status st = external_keys(ctx, t, what, &loc, &offset, &length);
+    if (st != TEENY_OK)
+        return st;
+    if (!dir)
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "%s: external data (%s) but no directory to read it from "
+                            "(teeny_onnx_params.base_dir)", what, loc);
+    if ((st = check_location(ctx, dir, loc, what, path, sizeof path)) != TEENY_OK)
+        return st;
+    int fd = teeny__open_regular(path, &why);
+    if (fd < 0)
+        return teeny__error(ctx, TEENY_ERR_IO, "%s: external data file %s: %s", what, path, why);
+    if (fstat(fd, &sb) != 0 || (length >= 0 && length != want)) {
+        close(fd);
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: external data length %lld, the tensor needs %lld bytes", what,
+                            (long long)length, (long long)want);
+    }
+    if (offset > (int64_t)sb.st_size || want > (int64_t)sb.st_size - offset) {
+        close(fd);
+        return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: %lld bytes at offset %lld pass the end of %s (%lld bytes)",
+                            what, (long long)want, (long long)offset, loc, (long long)sb.st_size);
+    }
+    uint8_t *buf = teeny__malloc(want ? (size_t)want : 1);
+    size_t got = 0;
+    while (buf && got < (size_t)want) {
+        ssize_t r = pread(fd, buf + got, (size_t)want - got, (off_t)(offset + (int64_t)got));
+        if (r <= 0 && !(r < 0 && errno == EINTR))
+            break;
+        got += r > 0 ? (size_t)r : 0;
+    }
+    close(fd);
+    if (!buf || got != (size_t)want) {
+        teeny__free(buf);
+        return teeny__error(ctx, buf ? TEENY_ERR_IO : TEENY_ERR_NOMEM, "%s: reading %s failed", what, path);
+    }
+    st = from_raw(ctx, buf, (size_t)want, what, c);
+    teeny__free(buf);
+    return st;
+}
+
+teeny_status teeny__ox_tensor_load(teeny_ctx *ctx, const Onnx__TensorProto *t, const char *dir, const char *what,
+                            ox_const *c)
+{
+    ox_shape s = {0};
+    int tp = t->has_data_type ? t->data_type : 0;
+    teeny_status st;
+    memset(c, 0, sizeof *c);
+    if (t->n_dims > OX_MAX_DIMS)
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "%s: %zu dimensions (at most %d)", what, t->n_dims,
+                            OX_MAX_DIMS);
+    s.ndim = (int)t->n_dims;
+    for (int i = 0; i < s.ndim; i++)
+        s.d[i] = t->dims[i];
+    for (int i = 0; i < s.ndim; i++)
+        if (s.d[i] < 0)
+            return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: dimension %d is %lld", what, i, (long long)s.d[i]);
+    if (!raw_size(tp))
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "%s: element type %s (%d) is not supported", what,
+                            teeny__ox_type_name(tp), tp);
+    if (t->segment)
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "%s: segmented tensors are not supported", what);
+    if ((st = teeny__ox_const_alloc(ctx, tp == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? OX_F32 : OX_I64, tp, &s, c)) !=
+        TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", what, teeny_last_error(ctx));
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        st = from_external(ctx, t, dir, what, c);
+    else if (t->has_raw_data)
+        st = from_raw(ctx, t->raw_data.data, t->raw_data.len, what, c);
+    else
+        st = from_fields(ctx, t, what, c);
+    if (st != TEENY_OK)
+        teeny__ox_const_free(c);
+    return st;
+}
+
+teeny_status teeny__ox_feed_load(teeny_ctx *ctx, const teeny_onnx_feed *f, ox_const *c)
+{
+    ox_shape s = {0};
+    teeny_status st;
+    memset(c, 0, sizeof *c);
+    if (f->ndim < 0 || f->ndim > OX_MAX_DIMS || (f->ndim && !f->shape))
+        return teeny__error(ctx, TEENY_ERR_ARG, "feed %s: rank %d outside 0..%d or shape NULL", f->name, f->ndim,
+                            OX_MAX_DIMS);
+    if (f->dtype != TEENY_ONNX_FLOAT && f->dtype != TEENY_ONNX_INT32 && f->dtype != TEENY_ONNX_INT64)
+        return teeny__error(ctx, TEENY_ERR_ARG, "feed %s: dtype %d is not FLOAT, INT32 or INT64", f->name,
+                            (int)f->dtype);
+    s.ndim = f->ndim;
+    for (int i = 0; i < s.ndim; i++)
+        if ((s.d[i] = f->shape[i]) < 0)
+            return teeny__error(ctx, TEENY_ERR_ARG, "feed %s: dimension %d is %lld", f->name, i, (long long)s.d[i]);
+    if ((st = teeny__ox_const_alloc(ctx, f->dtype == TEENY_ONNX_FLOAT ? OX_F32 : OX_I64, (int)f->dtype, &s, c)) != TEENY_OK)
+        return st;
+    if (c->numel && !f->data) {
+        teeny__ox_const_free(c);
+        return teeny__error(ctx, TEENY_ERR_ARG, "feed %s: data is NULL", f->name);
+    }
+    for (int64_t i = 0; i < c->numel; i++) {
+        if (f->dtype == TEENY_ONNX_FLOAT)
+            ((float *)c->data)[i] = ((const float *)f->data)[i];
+        else
+            ((int64_t *)c->data)[i] =
+                f->dtype == TEENY_ONNX_INT32 ? ((const int32_t *)f->data)[i] : ((const int64_t *)f->data)[i];
+    }
+    return TEENY_OK;
+}

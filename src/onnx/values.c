@@ -1,0 +1,541 @@
+/*
+ * values.c -- the importer's bookkeeping: the table of ONNX values (name
+ * -> constant, graph node or unused graph input, hashed), the node's
+ * inputs and outputs as the op handlers see them, attributes (typed,
+ * counted, and every one the handler does not know refused), graph node
+ * names (unique, short), views, errors that name the node and its op, and
+ * binding a constant to a parameter or state slot.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "onnx_internal.h"
+
+#define S(x) ((x) ? (x) : "")
+
+teeny_status teeny__ox_fail(ox_import *im, teeny_status st, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!im->node)
+        return teeny__error(im->ctx, st, "%s", msg);
+    if (im->node->name && *im->node->name)
+        return teeny__error(im->ctx, st, "node \"%.80s\" (%.40s): %s", im->node->name, S(im->node->op_type), msg);
+    return teeny__error(im->ctx, st, "node #%d (%.40s): %s", im->node_index, S(im->node->op_type), msg);
+}
+
+/* ---- the value table ---- */
+
+static uint64_t name_hash(const char *s)
+{
+    return teeny__fnv1a64(TEENY__FNV_BASIS, s, strlen(s));
+}
+
+int teeny__ox_find(const ox_import *im, const char *name)
+{
+    if (!im->hash_cap || !name)
+        return -1;
+    for (size_t h = (size_t)name_hash(name) & (size_t)(im->hash_cap - 1);; h = (h + 1) & (size_t)(im->hash_cap - 1)) {
+        int k = im->hash[h];
+        if (!k)
+            return -1;
+        if (!strcmp(im->vals[k - 1].name, name))
+            return k - 1;
+    }
+}
+
+static int rehash(ox_import *im, int cap)
+{
+    int *h = teeny__calloc((size_t)cap, sizeof *h);
+    if (!h)
+        return 0;
+    teeny__free(im->hash);
+    im->hash = h;
+    im->hash_cap = cap;
+    for (int i = 0; i < im->n_vals; i++) {
+        size_t k = (size_t)name_hash(im->vals[i].name) & (size_t)(cap - 1);
+        while (h[k])
+            k = (k + 1) & (size_t)(cap - 1);
+        h[k] = i + 1;
+    }
+    return 1;
+}
+
+teeny_status teeny__ox_define(ox_import *im, const char *name, int kind, int *idx)
+{
+    if (!name || !*name)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "a value without a name");
+    if (teeny__ox_find(im, name) >= 0)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "value \"%.80s\" is defined twice", name);
+    if (!teeny__grow((void **)&im->vals, &im->cap_vals, im->n_vals, sizeof *im->vals) ||
+        ((im->n_vals + 1) * 2 > im->hash_cap && !rehash(im, im->hash_cap ? im->hash_cap * 2 : 64)))
+        return teeny__ox_fail(im, TEENY_ERR_NOMEM, "out of host memory");
+    ox_value *v = &im->vals[im->n_vals];
+    memset(v, 0, sizeof *v);
+    v->name = name;
+    v->kind = kind;
+    v->node = -1;
+    v->sigmoid_of = -1;
+    size_t h = (size_t)name_hash(name) & (size_t)(im->hash_cap - 1);
+    while (im->hash[h])
+        h = (h + 1) & (size_t)(im->hash_cap - 1);
+    im->hash[h] = im->n_vals + 1;
+    *idx = im->n_vals++;
+    return TEENY_OK;
+}
+
+int teeny__ox_n_in(const ox_import *im)
+{
+    int n = (int)im->node->n_input;
+    while (n > 0 && !*S(im->node->input[n - 1]))
+        n--;
+    return n;
+}
+
+teeny_status teeny__ox_in(ox_import *im, int i, int *idx)
+{
+    *idx = -1;
+    if (i >= teeny__ox_n_in(im) || !*S(im->node->input[i]))
+        return TEENY_OK;
+    if ((*idx = teeny__ox_find(im, im->node->input[i])) < 0)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "input \"%.80s\" is not produced by an earlier node, an initializer or "
+                       "a graph input", im->node->input[i]);
+    return TEENY_OK;
+}
+
+/* A graph input's declared element type (0: not declared). */
+static int declared_type(const ox_value *v)
+{
+    const Onnx__TypeProto *tp = v->vi ? v->vi->type : NULL;
+    if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type &&
+        tp->tensor_type->has_elem_type)
+        return tp->tensor_type->elem_type;
+    return 0;
+}
+
+teeny_status teeny__ox_in_const(ox_import *im, int i, const char *what, int weight, const ox_const **c)
+{
+    int idx;
+    teeny_status st = teeny__ox_in(im, i, &idx);
+    *c = NULL;
+    if (st != TEENY_OK)
+        return st;
+    if (idx < 0)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "input %d (%s) is missing", i, what);
+    ox_value *v = &im->vals[idx];
+    int elem = v->kind == OX_INPUT ? declared_type(v) : 0;
+    if (v->kind == OX_INPUT && elem && !teeny__ox_type_supported(elem))
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" is %s", v->name, teeny__ox_type_name(elem));
+    /* a feed binds weights and integer operands; float data stays a run-time value */
+    int float_in = elem ? elem == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT : v->feed && v->feed->dtype == TEENY_ONNX_FLOAT;
+    if (v->kind == OX_INPUT && !v->c.data && v->feed && (weight || !float_in)) {
+        if (elem && (elem == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) != (v->feed->dtype == TEENY_ONNX_FLOAT))
+            return teeny__ox_fail(im, TEENY_ERR_ARG, "the feed of graph input \"%.80s\" is %s, the input %s", v->name,
+                           teeny__ox_type_name((int)v->feed->dtype), teeny__ox_type_name(elem));
+        if ((st = teeny__ox_feed_load(im->ctx, v->feed, &v->c)) != TEENY_OK)
+            return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+        v->kind = OX_CONST;
+    }
+    if (v->kind == OX_CONST) {
+        *c = &v->c;
+        return TEENY_OK;
+    }
+    if (v->kind == OX_INPUT && (weight || !float_in))
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) is graph input \"%.80s\", which must be a constant "
+                       "here: make it an initializer or give it a value at import (a feed)", i, what, v->name);
+    return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) \"%.80s\" is computed at run time; only a constant is "
+                   "supported here", i, what, v->name);
+}
+
+static int name_taken(const ox_import *im, const char *name)
+{
+    for (int j = 0; j < teeny_graph_node_count(im->g); j++) {
+        const char *other;
+        if (teeny_graph_node_info(im->g, j, &other, NULL, NULL) == TEENY_OK && !strcmp(other, name))
+            return 1;
+    }
+    return 0;
+}
+
+/* The graph input behind value idx: an input node of its declared shape
+ * (merged with its feed's), the batch as dimension 0. */
+static teeny_status make_input(ox_import *im, int idx, int labels)
+{
+    ox_value *v = &im->vals[idx];
+    const Onnx__TypeProto *tp = v->vi ? v->vi->type : NULL;
+    const Onnx__TensorShapeProto *sp = NULL;
+    int elem = 0, ndim = -1;
+    int64_t d[OX_MAX_DIMS];
+    if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type) {
+        elem = tp->tensor_type->has_elem_type ? tp->tensor_type->elem_type : 0;
+        sp = tp->tensor_type->shape;
+    } else if (tp && tp->value_case != ONNX__TYPE_PROTO__VALUE__NOT_SET) {
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" is not a tensor", v->name);
+    }
+    if (sp) {
+        if (sp->n_dim > OX_MAX_DIMS)
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" has %zu dimensions", v->name, sp->n_dim);
+        ndim = (int)sp->n_dim;
+        for (int i = 0; i < ndim; i++)
+            d[i] = sp->dim[i]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE
+                       ? sp->dim[i]->dim_value : -1;
+    }
+    if (v->feed) {
+        if (ndim >= 0 && v->feed->ndim != ndim)
+            return teeny__ox_fail(im, TEENY_ERR_SHAPE, "graph input \"%.80s\" has rank %d, its feed %d", v->name, ndim,
+                           v->feed->ndim);
+        ndim = v->feed->ndim;
+        for (int i = 0; i < ndim; i++) {
+            if (sp && d[i] >= 0 && d[i] != v->feed->shape[i])
+                return teeny__ox_fail(im, TEENY_ERR_SHAPE, "graph input \"%.80s\": dimension %d is %lld, its feed's %lld",
+                               v->name, i, (long long)d[i], (long long)v->feed->shape[i]);
+            d[i] = v->feed->shape[i];
+        }
+        if (!elem)
+            elem = (int)v->feed->dtype;
+    }
+    if (ndim < 0)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" has no shape (give a feed)", v->name);
+    int want_f32 = !labels;
+    if (want_f32 ? elem != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+                 : elem != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && elem != ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" is %s; a run-time input here must be %s",
+                       v->name, teeny__ox_type_name(elem), labels ? "int64 or int32 class labels" : "float");
+    if (ndim < 1 || ndim > TEENY_MAX_DIMS || (labels && ndim != 1))
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" has rank %d (a run-time input has rank "
+                       "%s)", v->name, ndim, labels ? "1" : "1..5");
+    if (d[0] >= 0 && d[0] != im->batch) /* the caller's batch, or another input's: inputs share one */
+        return teeny__ox_fail(im, im->p->batch > 0 ? TEENY_ERR_SHAPE : TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\": its "
+                       "first dimension is %lld, the batch %lld", v->name, (long long)d[0], (long long)im->batch);
+    d[0] = -1;
+    for (int i = 1; i < ndim; i++)
+        if (d[i] < 1 || d[i] > INT32_MAX)
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\": dimension %d is %s (give a feed)",
+                           v->name, i, d[i] < 0 ? "symbolic" : "out of range");
+    char buf[TEENY__NAME_CAP];
+    teeny_node n;
+    const char *nm = strlen(v->name) < 48 ? v->name : "input";
+    snprintf(buf, sizeof buf, "%s", nm);
+    for (int k = 1; name_taken(im, buf); k++)
+        snprintf(buf, sizeof buf, "%s_%d", nm, k);
+    teeny_status st = labels ? teeny_graph_labels(im->g, buf, &n) : teeny_graph_input(im->g, buf, ndim, d, &n);
+    if (st != TEENY_OK)
+        return teeny__ox_fail(im, st, "graph input \"%.80s\": %s", v->name, teeny_last_error(im->ctx));
+    teeny_onnx_model *m = im->m;
+    if (!teeny__grow((void **)&m->inputs, &m->cap_inputs, m->n_inputs, sizeof *m->inputs) ||
+        !(m->inputs[m->n_inputs].name = teeny__malloc(strlen(v->name) + 1)))
+        return teeny__ox_fail(im, TEENY_ERR_NOMEM, "out of host memory");
+    memcpy(m->inputs[m->n_inputs].name, v->name, strlen(v->name) + 1);
+    m->inputs[m->n_inputs].node = n;
+    m->inputs[m->n_inputs++].dtype = labels ? TEENY_ONNX_INT32 : TEENY_ONNX_FLOAT;
+    v->kind = OX_RUNTIME;
+    v->node = n;
+    v->is_i32 = labels;
+    v->shape.ndim = ndim;
+    v->shape.d[0] = im->batch;
+    for (int i = 1; i < ndim; i++)
+        v->shape.d[i] = d[i];
+    return TEENY_OK;
+}
+
+static teeny_status in_runtime(ox_import *im, int i, const char *what, int labels, int *idx)
+{
+    teeny_status st = teeny__ox_in(im, i, idx);
+    if (st != TEENY_OK)
+        return st;
+    if (*idx < 0)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "input %d (%s) is missing", i, what);
+    ox_value *v = &im->vals[*idx];
+    if (v->kind == OX_INPUT)
+        return make_input(im, *idx, labels);
+    if (v->kind == OX_SIGMOID)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) is Sigmoid output \"%.80s\": Sigmoid is only "
+                       "supported as x * Sigmoid(x) (SiLU)", i, what, v->name);
+    if (v->kind == OX_CONST)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) \"%.80s\" is a constant; only a value computed at "
+                       "run time is supported here", i, what, v->name);
+    if (v->is_loss || v->is_i32 != labels)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) \"%.80s\" is %s", i, what, v->name,
+                       v->is_loss ? "a loss" : labels ? "not class labels" : "an integer tensor");
+    return TEENY_OK;
+}
+
+teeny_status teeny__ox_in_runtime(ox_import *im, int i, const char *what, int *idx)
+{
+    return in_runtime(im, i, what, 0, idx);
+}
+
+teeny_status teeny__ox_in_labels(ox_import *im, int i, const char *what, int *idx)
+{
+    return in_runtime(im, i, what, 1, idx);
+}
+
+static teeny_status out_value(ox_import *im, int i, int kind, int *idx)
+{
+    *idx = -1;
+    if (i >= (int)im->node->n_output || !*S(im->node->output[i]))
+        return TEENY_OK; /* an unused optional output */
+    return teeny__ox_define(im, im->node->output[i], kind, idx);
+}
+
+teeny_status teeny__ox_out_const(ox_import *im, int i, ox_const *c)
+{
+    int idx;
+    teeny_status st = out_value(im, i, OX_CONST, &idx);
+    if (st != TEENY_OK || idx < 0) {
+        teeny__ox_const_free(c);
+        return st;
+    }
+    im->vals[idx].c = *c;
+    memset(c, 0, sizeof *c);
+    return TEENY_OK;
+}
+
+teeny_status teeny__ox_node_shape(ox_import *im, teeny_node n, ox_shape *s)
+{
+    int64_t shape[TEENY_MAX_DIMS];
+    teeny_status st = teeny_graph_node_info(im->g, n, NULL, &s->ndim, shape);
+    if (st != TEENY_OK)
+        return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+    for (int k = 0; k < s->ndim; k++)
+        s->d[k] = shape[k] * (k ? 1 : im->batch);
+    return TEENY_OK;
+}
+
+teeny_status teeny__ox_out_runtime(ox_import *im, int i, teeny_node node, const ox_shape *s)
+{
+    ox_shape g;
+    int idx;
+    teeny_status st = teeny__ox_node_shape(im, node, &g);
+    if (st != TEENY_OK)
+        return st;
+    if (g.ndim != s->ndim || memcmp(g.d, s->d, sizeof(int64_t) * (size_t)s->ndim))
+        return teeny__ox_fail(im, TEENY_ERR_STATE, "internal: the graph's shape of the result disagrees with ONNX's");
+    if ((st = out_value(im, i, OX_RUNTIME, &idx)) != TEENY_OK || idx < 0)
+        return st;
+    im->vals[idx].node = node;
+    im->vals[idx].shape = *s;
+    return TEENY_OK;
+}
+
+teeny_status teeny__ox_outputs_at_most(ox_import *im, int allowed)
+{
+    for (int i = allowed; i < (int)im->node->n_output; i++)
+        if (*S(im->node->output[i]))
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "output %d (\"%.80s\") is not supported", i,
+                           im->node->output[i]);
+    return TEENY_OK;
+}
+
+/* ---- names and views ---- */
+
+const char *teeny__ox_name(ox_import *im, const char *suffix, char *buf, size_t cap)
+{
+    char base[64];
+    const char *nm = S(im->node->name);
+    if (*nm && strlen(nm) < 40)
+        snprintf(base, sizeof base, "%s", nm);
+    else
+        snprintf(base, sizeof base, "%.30s_%d", S(im->node->op_type), im->node_index);
+    snprintf(buf, cap, "%s%s%s", base, suffix ? "." : "", suffix ? suffix : "");
+    for (int k = 1; name_taken(im, buf); k++)
+        snprintf(buf, cap, "%s%s%s_%d", base, suffix ? "." : "", suffix ? suffix : "", k);
+    im->n_names++;
+    return buf;
+}
+
+const char *teeny__ox_name_prefer(ox_import *im, const char *want, char *buf, size_t cap)
+{
+    if (!*want || strlen(want) >= 48 || name_taken(im, want))
+        return teeny__ox_name(im, NULL, buf, cap);
+    snprintf(buf, cap, "%s", want);
+    im->n_names++;
+    return buf;
+}
+
+teeny_status teeny__ox_view_node(ox_import *im, teeny_node n, const ox_shape *from, const ox_shape *s, teeny_node *out)
+{
+    int64_t want[TEENY_MAX_DIMS];
+    char buf[TEENY__NAME_CAP];
+    *out = n;
+    if (from->ndim == s->ndim && !memcmp(from->d, s->d, sizeof(int64_t) * (size_t)s->ndim))
+        return TEENY_OK;
+    if (teeny__ox_numel(s) != teeny__ox_numel(from))
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "a view of %lld elements as %lld", (long long)teeny__ox_numel(from),
+                       (long long)teeny__ox_numel(s));
+    if (s->ndim < 1 || s->ndim > TEENY_MAX_DIMS)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "a run-time result of rank %d (supported: 1..5)", s->ndim);
+    if (s->d[0] % im->batch)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "the result's first dimension %lld does not scale with the batch "
+                       "%lld (the batch must stay the outermost dimension)", (long long)s->d[0],
+                       (long long)im->batch);
+    want[0] = -1;
+    for (int k = 1; k < s->ndim; k++)
+        want[k] = s->d[k];
+    teeny_status st = teeny_graph_reshape(im->g, teeny__ox_name(im, "view", buf, sizeof buf), n, s->ndim, want, out);
+    return st == TEENY_OK ? TEENY_OK : teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+}
+
+teeny_status teeny__ox_view(ox_import *im, int idx, const ox_shape *s, teeny_node *out)
+{
+    return teeny__ox_view_node(im, im->vals[idx].node, &im->vals[idx].shape, s, out);
+}
+
+/* ---- attributes ---- */
+
+const Onnx__AttributeProto *teeny__ox_attr(const ox_import *im, const char *name)
+{
+    for (size_t i = 0; i < im->node->n_attribute; i++)
+        if (!strcmp(S(im->node->attribute[i]->name), name))
+            return im->node->attribute[i];
+    return NULL;
+}
+
+teeny_status teeny__ox_attrs_allowed(ox_import *im, const char *const *allowed)
+{
+    for (size_t i = 0; i < im->node->n_attribute; i++) {
+        const Onnx__AttributeProto *a = im->node->attribute[i];
+        int ok = 0;
+        for (int k = 0; allowed && allowed[k] && !ok; k++)
+            ok = !strcmp(S(a->name), allowed[k]);
+        if (!ok)
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute %.60s is not supported", S(a->name));
+        if (a->ref_attr_name && *a->ref_attr_name)
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute %.60s refers to a function attribute", a->name);
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(S(im->node->attribute[j]->name), a->name))
+                return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute %.60s is given twice", a->name);
+    }
+    return TEENY_OK;
+}
+
+/* a's type is want (or unset with the matching field present). */
+static int attr_is(const Onnx__AttributeProto *a, int want)
+{
+    if (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED)
+        return (int)a->type == want;
+    switch (want) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: return a->has_i;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT: return a->has_f;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING: return a->has_s;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS: return a->n_ints > 0;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS: return a->n_floats > 0;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: return a->t != NULL;
+    default: return 0;
+    }
+}
+
+static teeny_status wrong_type(ox_import *im, const char *name, const char *want)
+{
+    return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute %s is not of type %s", name, want);
+}
+
+teeny_status teeny__ox_attr_int(ox_import *im, const char *name, int64_t def, int64_t *out)
+{
+    const Onnx__AttributeProto *a = teeny__ox_attr(im, name);
+    *out = def;
+    if (!a)
+        return TEENY_OK;
+    if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT))
+        return wrong_type(im, name, "INT");
+    *out = a->i;
+    return TEENY_OK;
+}
+
+teeny_status teeny__ox_attr_float(ox_import *im, const char *name, float def, float *out)
+{
+    const Onnx__AttributeProto *a = teeny__ox_attr(im, name);
+    *out = def;
+    if (!a)
+        return TEENY_OK;
+    if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT))
+        return wrong_type(im, name, "FLOAT");
+    *out = a->f;
+    return TEENY_OK;
+}
+
+teeny_status teeny__ox_attr_ints(ox_import *im, const char *name, int max, int64_t *out, int *n)
+{
+    const Onnx__AttributeProto *a = teeny__ox_attr(im, name);
+    *n = -1;
+    if (!a)
+        return TEENY_OK;
+    if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS))
+        return wrong_type(im, name, "INTS");
+    if (a->n_ints > (size_t)max)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute %s has %zu values (at most %d supported)", name,
+                       a->n_ints, max);
+    *n = (int)a->n_ints;
+    if (a->n_ints) /* an INTS attribute with no values has a NULL array */
+        memcpy(out, a->ints, a->n_ints * sizeof *out);
+    return TEENY_OK;
+}
+
+teeny_status teeny__ox_attr_string(ox_import *im, const char *name, const char *def, char *out, size_t cap)
+{
+    const Onnx__AttributeProto *a = teeny__ox_attr(im, name);
+    snprintf(out, cap, "%s", def);
+    if (!a)
+        return TEENY_OK;
+    if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING))
+        return wrong_type(im, name, "STRING");
+    if (a->s.len >= cap || memchr(a->s.data, 0, a->s.len))
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute %s: value not supported", name);
+    memcpy(out, a->s.data, a->s.len);
+    out[a->s.len] = 0;
+    return TEENY_OK;
+}
+
+teeny_status teeny__ox_axis(ox_import *im, const char *what, int64_t axis, int rank, int *out)
+{
+    if (axis < -rank || axis >= rank)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "%s %lld is outside [-%d, %d)", what, (long long)axis, rank, rank);
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return TEENY_OK;
+}
+
+/* ---- parameters ---- */
+
+teeny_status teeny__ox_bind(ox_import *im, int vidx, teeny_node n, int is_state, int slot, const float *data)
+{
+    ox_value *v = &im->vals[vidx];
+    char buf[TEENY__NAME_CAP + 32];
+    teeny_tensor *t = NULL;
+    teeny_status st;
+    if (v->c.type != OX_F32)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "weight \"%.80s\" is %s, not float", v->name,
+                       teeny__ox_type_name(v->c.onnx_type));
+    if (v->param_uses++)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "\"%.80s\" fills two parameter slots (shared weights are not "
+                       "supported)", v->name);
+    const char *want = teeny__graph_slot_name(im->g, n, is_state, slot, buf, sizeof buf);
+    int count = is_state ? teeny_graph_state_count(im->g) : teeny_graph_param_count(im->g);
+    for (int i = count - 1; i >= 0 && !t; i--) {
+        const char *name;
+        teeny_tensor *cand;
+        st = is_state ? teeny_graph_state(im->g, i, &name, &cand) : teeny_graph_param(im->g, i, &name, &cand, NULL);
+        if (st == TEENY_OK && !strcmp(name, want))
+            t = cand;
+    }
+    if (!t || (!data && teeny_tensor_numel(t) != v->c.numel))
+        return teeny__ox_fail(im, TEENY_ERR_STATE, "internal: no %s slot of %lld elements for \"%.80s\"",
+                       is_state ? "state" : "parameter", (long long)v->c.numel, v->name);
+    if ((st = teeny_tensor_write(t, data ? data : v->c.data, (size_t)teeny_tensor_numel(t))) != TEENY_OK ||
+        (st = teeny__graph_slot_alias(im->g, n, is_state, slot, v->name)) != TEENY_OK ||
+        (!is_state && im->p->freeze && (st = teeny__graph_param_freeze(im->g, n, slot, 1)) != TEENY_OK))
+        return teeny__ox_fail(im, st, "\"%.80s\": %s", v->name, teeny_last_error(im->ctx));
+    if (is_state)
+        return TEENY_OK;
+    teeny_onnx_model *m = im->m;
+    if (!teeny__grow((void **)&m->params, &m->cap_params, m->n_params, sizeof *m->params) ||
+        !(m->params[m->n_params].name = teeny__malloc(strlen(v->name) + 1)))
+        return teeny__ox_fail(im, TEENY_ERR_NOMEM, "out of host memory");
+    memcpy(m->params[m->n_params].name, v->name, strlen(v->name) + 1);
+    m->params[m->n_params].node = n;
+    m->params[m->n_params++].slot = slot;
+    return TEENY_OK;
+}

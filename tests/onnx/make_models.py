@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Write the small ONNX models tests/test_onnx.c imports, with their inputs
+and the outputs onnxruntime computes for them (.npy), into this directory.
+
+Run by hand when the set changes (needs onnx, onnxruntime and numpy from
+PyPI; make test never runs it):  python3 tests/onnx/make_models.py
+Every model covers some of the ops the importer maps; together they cover
+all of them. Weights and inputs come from a seeded generator, so reruns
+write the same bytes (for a given onnx version)."""
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+rng = np.random.default_rng(18)
+
+
+def w(*shape, scale=0.5):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def init(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name)
+
+
+def save(name, graph, opset, inputs, external=False):
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="make_models.py")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path = os.path.join(HERE, name + ".onnx")
+    if external:
+        onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=name + ".bin", size_threshold=0)
+    else:
+        onnx.save_model(model, path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feeds = {i.name: v for i, v in zip(sess.get_inputs(), inputs)}
+    outs = sess.run(None, feeds)
+    for k, v in enumerate(inputs):
+        np.save(os.path.join(HERE, "%s.in%d.npy" % (name, k)), v.astype(np.int32) if v.dtype == np.int64 else v)
+    for k, v in enumerate(outs):
+        np.save(os.path.join(HERE, "%s.out%d.npy" % (name, k)), np.asarray(v, dtype=np.float32))
+    print("%s: %d bytes, %d nodes, outputs %s" % (name, os.path.getsize(path), len(graph.node),
+                                                  [tuple(np.shape(o)) for o in outs]))
+
+
+def convnet():
+    """Conv (padded, grouped, strided), BatchNormalization, Relu, MaxPool,
+    x * Sigmoid(x), AveragePool (count_include_pad), Concat on channels,
+    GlobalAveragePool, Flatten, Gemm; PyTorch-style initializer names."""
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "conv1.weight", "conv1.bias"], ["c1"], name="conv1", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        n("BatchNormalization", ["c1", "bn1.weight", "bn1.bias", "bn1.running_mean", "bn1.running_var"], ["b1"],
+          name="bn1", epsilon=1e-5, momentum=0.9),
+        n("Relu", ["b1"], ["r1"]),
+        n("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        n("Conv", ["p1", "conv2.weight", "conv2.bias"], ["c2"], name="conv2", kernel_shape=[3, 3], group=2,
+          strides=[2, 2], pads=[1, 1, 1, 1]),
+        n("Sigmoid", ["c2"], ["s2"]),
+        n("Mul", ["c2", "s2"], ["a2"]),
+        n("AveragePool", ["p1"], ["q1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+          count_include_pad=1),
+        n("Concat", ["a2", "q1"], ["cat"], axis=1),
+        n("GlobalAveragePool", ["cat"], ["g"]),
+        n("Flatten", ["g"], ["f"], axis=1),
+        n("Gemm", ["f", "fc.weight", "fc.bias"], ["logits"], transB=1),
+    ]
+    inits = [init("conv1.weight", w(4, 3, 3, 3)), init("conv1.bias", w(4)),
+             init("bn1.weight", 1 + w(4, scale=0.1)), init("bn1.bias", w(4, scale=0.1)),
+             init("bn1.running_mean", w(4, scale=0.1)), init("bn1.running_var", 1 + np.abs(w(4, scale=0.2))),
+             init("conv2.weight", w(6, 2, 3, 3)), init("conv2.bias", w(6)),
+             init("fc.weight", w(5, 10)), init("fc.bias", w(5))]
+    g = helper.make_graph(nodes, "convnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 5])], inits)
+    save("convnet", g, 17, [w(2, 3, 8, 8, scale=1.0)])
+
+
+def shapes():
+    """The exporter's dynamic-batch arithmetic: Shape -> Gather -> Unsqueeze
+    -> Concat -> Reshape, with Cast, Slice, Sub, Div, Mul, Add of constants,
+    ConstantOfShape, Constant, Identity, Dropout, Squeeze/Unsqueeze views,
+    MatMul with a constant weight, Sum and Add of run-time values."""
+    n = helper.make_node
+    i64 = lambda name, vals: helper.make_tensor(name, TensorProto.INT64, [len(vals)], vals)
+    nodes = [
+        n("Shape", ["x"], ["shp"]),
+        n("Constant", [], ["zero"], value=helper.make_tensor("zero", TensorProto.INT64, [], [0])),
+        n("Gather", ["shp", "zero"], ["batch"], axis=0),
+        n("Unsqueeze", ["batch", "ax0"], ["batch1"]),
+        n("Slice", ["shp", "s_start", "s_end"], ["chw"]),
+        n("Cast", ["chw"], ["chw_f"], to=TensorProto.FLOAT),
+        n("Cast", ["chw_f"], ["chw_i"], to=TensorProto.INT64),
+        n("Constant", [], ["one"], value=i64("one", [1])),
+        n("Mul", ["chw_i", "one"], ["chw2"]),
+        n("Sub", ["chw2", "one"], ["chw_m1"]),
+        n("Add", ["chw_m1", "one"], ["chw3"]),
+        n("Div", ["chw3", "one"], ["chw4"]),
+        n("Identity", ["c36"], ["feat"]),
+        n("Concat", ["batch1", "feat"], ["target"], axis=0),
+        n("Reshape", ["x", "target"], ["flat"]),
+        n("Dropout", ["flat"], ["drop"]),
+        n("Identity", ["drop"], ["ident"]),
+        n("MatMul", ["ident", "proj"], ["y0"]),
+        n("Unsqueeze", ["y0", "ax2"], ["y1"]),
+        n("Squeeze", ["y1", "ax2"], ["y2"]),
+        n("Sum", ["y0", "y2", "y0"], ["y3"]),
+        n("Add", ["y3", "y2"], ["y"]),
+        n("ConstantOfShape", ["chw4"], ["ones"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.5])),
+        n("Shape", ["ones"], ["ones_shape"]),
+    ]
+    inits = [init("ax0", np.array([0], np.int64)), init("ax2", np.array([2], np.int64)),
+             init("s_start", np.array([1], np.int64)), init("s_end", np.array([4], np.int64)),
+             init("c36", np.array([36], np.int64)), init("proj", w(36, 7))]
+    g = helper.make_graph(nodes, "shapes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 3, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 7]),
+                           helper.make_tensor_value_info("ones_shape", TensorProto.INT64, [3])], inits)
+    save("shapes", g, 17, [w(3, 4, 3, 3, scale=1.0)])
+
+
+def conv1d():
+    """1-D Conv, MaxPool, AveragePool (auto_pad SAME_UPPER), BatchNormalization
+    on [N, C, L], Mul of run-time values; opset 11 (Unsqueeze/Squeeze axes
+    attributes, Dropout's ratio attribute)."""
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "w1"], ["c"], kernel_shape=[3], pads=[1, 1], dilations=[2], strides=[1]),
+        n("BatchNormalization", ["c", "s", "b", "m", "v"], ["bn"], epsilon=1e-3),
+        n("MaxPool", ["bn"], ["mp"], kernel_shape=[2], strides=[2]),
+        n("AveragePool", ["bn"], ["ap"], kernel_shape=[2], strides=[2], auto_pad="SAME_UPPER",
+          count_include_pad=1),
+        n("Dropout", ["ap"], ["ap2"], ratio=0.25),
+        n("Mul", ["mp", "ap2"], ["prod"]),
+        n("Unsqueeze", ["prod"], ["u"], axes=[3]),
+        n("Squeeze", ["u"], ["y"], axes=[3]),
+    ]
+    inits = [init("w1", w(4, 2, 3)), init("s", 1 + w(4, scale=0.1)), init("b", w(4, scale=0.1)),
+             init("m", w(4, scale=0.1)), init("v", 1 + np.abs(w(4, scale=0.2)))]
+    g = helper.make_graph(nodes, "conv1d", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2, 10])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 4])], inits)
+    save("conv1d", g, 11, [w(2, 2, 10, scale=1.0)])
+
+
+def sce():
+    """SoftmaxCrossEntropyLoss (mean) on [N, C] scores and int64 labels."""
+    n = helper.make_node
+    nodes = [n("Gemm", ["x", "w", "b"], ["scores"], transB=0),
+             n("SoftmaxCrossEntropyLoss", ["scores", "labels"], ["loss"])]
+    g = helper.make_graph(nodes, "sce", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6]),
+                                         helper.make_tensor_value_info("labels", TensorProto.INT64, ["N"])],
+                          [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+                          [init("w", w(6, 4)), init("b", w(1))])
+    save("sce", g, 13, [w(5, 6, scale=1.0), np.array([0, 3, 1, 2, 3], np.int64)])
+
+
+def external():
+    """A conv whose weights sit in an external data file beside the model."""
+    n = helper.make_node
+    g = helper.make_graph([n("Conv", ["x", "ext.weight", "ext.bias"], ["y"], kernel_shape=[3, 3])], "external",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 3, 3])],
+                          [init("ext.weight", w(3, 2, 3, 3)), init("ext.bias", w(3))])
+    save("external", g, 17, [w(1, 2, 5, 5, scale=1.0)], external=True)
+
+
+def unsupported():
+    """Models the importer must refuse, naming the node, op and attribute."""
+    n = helper.make_node
+    x = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 6])]
+    y = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    for name, node in [("bad_op", n("Softplus", ["x"], ["y"], name="my_softplus")),
+                       ("bad_attr", n("MaxPool", ["x"], ["y"], name="pool_d", kernel_shape=[2, 2], dilations=[2, 2]))]:
+        model = helper.make_model(helper.make_graph([node], name, x, y), opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.save_model(model, os.path.join(HERE, name + ".onnx"))
+        print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
+
+
+if __name__ == "__main__":
+    convnet()
+    shapes()
+    conv1d()
+    sce()
+    external()
+    unsupported()

@@ -1,0 +1,586 @@
+/*
+ * test_onnx.c -- the ONNX importer (src/onnx/, include/teenycl_onnx.h).
+ * forward: the small models of tests/onnx/ (made by make_models.py, which
+ * stored onnxruntime's outputs) through the run path teeny-run uses,
+ * compared with ONNX's tolerance (|d| <= 1e-7 + 1e-3 |want|, every value
+ * written); parameters named after initializers; frozen parameters; one
+ * training step of the imported conv net. errors: exact statuses for
+ * malformed files (truncated, too deeply nested, bad or huge dimensions,
+ * short data), unsupported ops and attributes (the message names the
+ * node, the op and the attribute), external data that escapes the model's
+ * directory or is missing, and seeded mutations of every model.
+ */
+#define _XOPEN_SOURCE 700 /* mkdtemp, symlink */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "onnx/onnx.pb-c.h"
+#include "teenycl_onnx.h"
+#include "../tools/onnx_run.h"
+
+#define DIR "tests/onnx"
+
+static unsigned char *slurp(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = th_malloc((size_t)n + 1);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *size = (size_t)n;
+    return buf;
+}
+
+/* An .npy input as a run input (fp32 or int32). */
+static void load_npy(teeny_ctx *ctx, const char *path, const char *name, onnx_run_input *in)
+{
+    teeny_tensor *t;
+    TH_OK(ctx, teeny_npy_load(ctx, path, &t));
+    int64_t n = teeny_tensor_numel(t);
+    void *data = th_malloc((size_t)n * 4);
+    in->name = name;
+    in->ndim = teeny_tensor_ndim(t);
+    for (int i = 0; i < in->ndim; i++)
+        in->shape[i] = teeny_tensor_dim(t, i);
+    in->dtype = TEENY_ONNX_FLOAT;
+    if (teeny_tensor_read(t, data, (size_t)n) != TEENY_OK) {
+        in->dtype = TEENY_ONNX_INT32;
+        TH_OK(ctx, teeny_tensor_read_i32(t, data, (size_t)n));
+    }
+    in->data = data;
+    teeny_tensor_destroy(t);
+}
+
+static void check_model(const char *name, int n_in, const char *const *in_names)
+{
+    teeny_ctx *ctx = th_ctx();
+    onnx_run_input in[4];
+    onnx_run_result r;
+    double ms;
+    char path[256];
+    for (int i = 0; i < n_in; i++) {
+        snprintf(path, sizeof path, DIR "/%s.in%d.npy", name, i);
+        load_npy(ctx, path, in_names[i], &in[i]);
+    }
+    snprintf(path, sizeof path, DIR "/%s.onnx", name);
+    teeny_status st = onnx_run(ctx, path, 0, n_in, in, 1, &r, &ms);
+    ck_assert_msg(st == TEENY_OK, "%s: %s: %s", name, teeny_status_name(st), onnx_run_error(ctx));
+    for (int k = 0; k < r.n; k++) {
+        teeny_tensor *t;
+        snprintf(path, sizeof path, DIR "/%s.out%d.npy", name, k);
+        TH_OK(ctx, teeny_npy_load(ctx, path, &t));
+        int64_t n = teeny_tensor_numel(t);
+        float *want = th_read(t);
+        int64_t got_n = 1;
+        for (int d = 0; d < r.ndim[k]; d++)
+            got_n *= r.shape[k][d];
+        ck_assert_msg(got_n == n, "%s output %d: %lld values, want %lld", name, k, (long long)got_n, (long long)n);
+        for (int64_t i = 0; i < n; i++)
+            ck_assert_msg(isfinite(r.data[k][i]) && fabs(r.data[k][i] - want[i]) <= 1e-7 + 1e-3 * fabs(want[i]),
+                          "%s output %s[%lld]: got %.9g, want %.9g", name, r.names[k], (long long)i,
+                          (double)r.data[k][i], (double)want[i]);
+        free(want);
+        teeny_tensor_destroy(t);
+    }
+    onnx_run_result_free(&r);
+    for (int i = 0; i < n_in; i++)
+        free((void *)in[i].data);
+}
+
+START_TEST(test_onnx_models)
+{
+    static const char *const x[] = {"x"}, *const xl[] = {"x", "labels"};
+    check_model("convnet", 1, x);
+    check_model("shapes", 1, x);
+    check_model("conv1d", 1, x);
+    check_model("external", 1, x);
+    check_model("sce", 2, xl);
+}
+END_TEST
+
+static teeny_onnx_model *load_ok(const char *name, const teeny_onnx_params *p)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_onnx_model *m = NULL;
+    char path[256];
+    snprintf(path, sizeof path, DIR "/%s.onnx", name);
+    TH_OK(ctx, teeny_onnx_load(ctx, path, p, &m));
+    return m;
+}
+
+/* Parameters carry the initializers' names; state the running statistics'. */
+START_TEST(test_onnx_names)
+{
+    static const char *const want[] = {"conv1.weight", "conv1.bias", "bn1.weight", "bn1.bias",
+                                       "conv2.weight", "conv2.bias", "fc.weight", "fc.bias"};
+    teeny_onnx_params p = TEENY_ONNX_PARAMS_INIT;
+    p.batch = 3;
+    teeny_onnx_model *m = load_ok("convnet", &p);
+    teeny_graph *g = teeny_onnx_graph(m);
+    ck_assert_int_eq(teeny_onnx_batch(m), 3);
+    ck_assert_int_eq(teeny_graph_param_count(g), 8);
+    for (int i = 0; i < 8; i++) {
+        const char *name;
+        TH_OK(th_ctx(), teeny_graph_param(g, i, &name, NULL, NULL));
+        ck_assert_str_eq(name, want[i]);
+    }
+    const char *sname;
+    ck_assert_int_eq(teeny_graph_state_count(g), 2);
+    TH_OK(th_ctx(), teeny_graph_state(g, 1, &sname, NULL));
+    ck_assert_str_eq(sname, "bn1.running_var");
+    /* the weight holds the initializer's values */
+    teeny_tensor *w;
+    TH_OK(th_ctx(), teeny_graph_param(g, 6, NULL, &w, NULL));
+    ck_assert_int_eq(teeny_tensor_dim(w, 0), 5);
+    ck_assert_int_eq(teeny_onnx_input_count(m), 1);
+    ck_assert_int_eq(teeny_onnx_output_count(m), 1);
+    const char *oname;
+    int ndim;
+    int64_t shape[TEENY_ONNX_MAX_DIMS];
+    TH_OK(th_ctx(), teeny_onnx_output(m, 0, &oname, NULL, &ndim, shape));
+    ck_assert_str_eq(oname, "logits");
+    ck_assert_int_eq(ndim, 2);
+    ck_assert_int_eq(shape[0], 3);
+    TH_STATUS(th_ctx(), TEENY_ERR_ARG, teeny_onnx_output(m, 1, NULL, NULL, NULL, NULL));
+    TH_STATUS(th_ctx(), TEENY_ERR_ARG, teeny_onnx_set_trainable(m, "no.such", 0));
+    teeny_onnx_destroy(m);
+    /* a folded output reads without a plan */
+    m = load_ok("shapes", NULL);
+    float v[3];
+    TH_OK(th_ctx(), teeny_onnx_output_read(m, NULL, 1, v, 3));
+    ck_assert(v[0] == 4.0f && v[1] == 3.0f && v[2] == 3.0f);
+    TH_STATUS(th_ctx(), TEENY_ERR_ARG, teeny_onnx_output_read(m, NULL, 1, v, 2));
+    teeny_onnx_destroy(m);
+}
+END_TEST
+
+/* One training step of the imported conv net: a loss added on the logits,
+ * gradients for every trainable initializer (none for a frozen one), an
+ * SGD step that moves them, and a checkpoint under the ONNX names. */
+START_TEST(test_onnx_train_step)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_onnx_params p = TEENY_ONNX_PARAMS_INIT;
+    p.batch = 2;
+    teeny_onnx_model *m = load_ok("convnet", &p);
+    teeny_graph *g = teeny_onnx_graph(m);
+    teeny_node logits, labels, loss, x;
+    TH_OK(ctx, teeny_onnx_output(m, 0, NULL, &logits, NULL, NULL));
+    TH_OK(ctx, teeny_onnx_input(m, 0, NULL, &x, NULL));
+    TH_OK(ctx, teeny_graph_labels(g, "labels", &labels));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss", logits, labels, &loss));
+    TH_OK(ctx, teeny_onnx_set_trainable(m, "conv2.bias", 0));
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    pp.batch = 2;
+    pp.loss = loss;
+    teeny_plan *plan;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &plan));
+    teeny_tensor *tx, *tl;
+    float xs[2 * 3 * 8 * 8];
+    int32_t ls[2] = {1, 4};
+    th_rng rng = th_rng_make(18);
+    th_fill_normal(&rng, xs, 2 * 3 * 8 * 8, 0.0, 1.0);
+    TH_OK(ctx, teeny_plan_tensor(plan, x, &tx));
+    TH_OK(ctx, teeny_plan_tensor(plan, labels, &tl));
+    TH_OK(ctx, teeny_tensor_write(tx, xs, 2 * 3 * 8 * 8));
+    TH_OK(ctx, teeny_tensor_write_i32(tl, ls, 2));
+    TH_OK(ctx, teeny_plan_forward(plan));
+    TH_OK(ctx, teeny_plan_backward(plan));
+    teeny_tensor *params[8], *grads[8];
+    int n = 0;
+    for (int i = 0; i < teeny_graph_param_count(g); i++) {
+        const char *name;
+        teeny_tensor *v, *gr;
+        TH_OK(ctx, teeny_graph_param(g, i, &name, &v, &gr));
+        if (!strcmp(name, "conv2.bias")) {
+            ck_assert_msg(gr == NULL, "a frozen parameter has a gradient");
+            continue;
+        }
+        ck_assert_msg(gr != NULL, "%s has no gradient", name);
+        float *d = th_read(gr);
+        double sum = 0.0;
+        for (int64_t k = 0; k < teeny_tensor_numel(gr); k++) {
+            ck_assert_msg(isfinite(d[k]), "%s gradient[%lld] is not finite", name, (long long)k);
+            sum += fabs(d[k]);
+        }
+        ck_assert_msg(sum > 0.0, "%s has an all-zero gradient", name);
+        free(d);
+        params[n] = v;
+        grads[n++] = gr;
+    }
+    ck_assert_int_eq(n, 7);
+    float before = 0.0f, after = 0.0f;
+    TH_OK(ctx, teeny_plan_read_loss(plan, &before));
+    teeny_optim_params op = TEENY_OPTIM_PARAMS_INIT;
+    op.lr = 0.05f;
+    teeny_optimizer *opt;
+    TH_OK(ctx, teeny_optimizer_create(ctx, &op, n, params, (const teeny_tensor *const *)grads, &opt));
+    TH_OK(ctx, teeny_optimizer_step(opt, 0.05f, 0.9f));
+    TH_OK(ctx, teeny_plan_forward(plan));
+    TH_OK(ctx, teeny_plan_read_loss(plan, &after));
+    ck_assert_msg(after < before, "one SGD step did not lower the loss (%g -> %g)", before, after);
+    /* checkpoints use the initializer names */
+    char path[256];
+    snprintf(path, sizeof path, "%s/teeny-onnx-ckpt-%d.safetensors", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
+    TH_OK(ctx, teeny_graph_save(g, NULL, path, 0, NULL, NULL));
+    teeny_st_file *f;
+    TH_OK(ctx, teeny_st_open(path, &f));
+    int ndim;
+    int64_t shape[TEENY_ST_MAX_DIMS];
+    TH_OK(ctx, teeny_st_info(f, "fc.weight", NULL, &ndim, shape));
+    TH_OK(ctx, teeny_st_info(f, "bn1.running_mean", NULL, NULL, NULL));
+    TH_OK(ctx, teeny_st_info(f, "bn1.num_batches_tracked", NULL, NULL, NULL));
+    teeny_st_file_destroy(f);
+    TH_OK(ctx, teeny_graph_load(g, NULL, path));
+    unlink(path);
+    teeny_optimizer_destroy(opt);
+    teeny_plan_destroy(plan);
+    teeny_onnx_destroy(m);
+}
+END_TEST
+
+/* With freeze, no parameter gets a gradient until made trainable. */
+START_TEST(test_onnx_freeze)
+{
+    teeny_onnx_params p = TEENY_ONNX_PARAMS_INIT;
+    p.freeze = 1;
+    teeny_onnx_model *m = load_ok("convnet", &p);
+    teeny_graph *g = teeny_onnx_graph(m);
+    teeny_node logits, labels, loss;
+    TH_OK(th_ctx(), teeny_onnx_output(m, 0, NULL, &logits, NULL, NULL));
+    TH_OK(th_ctx(), teeny_graph_labels(g, "labels", &labels));
+    TH_OK(th_ctx(), teeny_graph_softmax_cross_entropy(g, "loss", logits, labels, &loss));
+    TH_OK(th_ctx(), teeny_onnx_set_trainable(m, "fc.weight", 1));
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    pp.batch = teeny_onnx_batch(m);
+    pp.loss = loss;
+    teeny_plan *plan;
+    TH_OK(th_ctx(), teeny_graph_compile(g, &pp, &plan));
+    for (int i = 0; i < teeny_graph_param_count(g); i++) {
+        const char *name;
+        teeny_tensor *gr;
+        TH_OK(th_ctx(), teeny_graph_param(g, i, &name, NULL, &gr));
+        ck_assert_msg((gr != NULL) == !strcmp(name, "fc.weight"), "%s: gradient %p", name, (void *)gr);
+    }
+    teeny_plan_destroy(plan);
+    teeny_onnx_destroy(m);
+}
+END_TEST
+
+/* ---- errors ---- */
+
+enum { V_OK, V_NEG_DIM, V_HUGE, V_SHORT, V_EXT, V_OPSET5 };
+
+/* A one-Conv model (x [1, 1, 4, 4], W [1, 1, 3, 3]) packed with
+ * protobuf-c, its weight varied; ext: the external data location. */
+static unsigned char *conv_model(int variant, const char *ext, size_t *size)
+{
+    Onnx__ModelProto model = ONNX__MODEL_PROTO__INIT;
+    Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT, *opsets[1] = {&opset};
+    Onnx__GraphProto graph = ONNX__GRAPH_PROTO__INIT;
+    Onnx__NodeProto node = ONNX__NODE_PROTO__INIT, *nodes[1] = {&node};
+    Onnx__TensorProto w = ONNX__TENSOR_PROTO__INIT, *inits[1] = {&w};
+    Onnx__StringStringEntryProto loc = ONNX__STRING_STRING_ENTRY_PROTO__INIT, *locs[1] = {&loc};
+    Onnx__ValueInfoProto xi = ONNX__VALUE_INFO_PROTO__INIT, yi = ONNX__VALUE_INFO_PROTO__INIT;
+    Onnx__ValueInfoProto *ins[1] = {&xi}, *outs[1] = {&yi};
+    Onnx__TypeProto xt = ONNX__TYPE_PROTO__INIT;
+    Onnx__TypeProto__Tensor xtt = ONNX__TYPE_PROTO__TENSOR__INIT;
+    Onnx__TensorShapeProto xs = ONNX__TENSOR_SHAPE_PROTO__INIT;
+    Onnx__TensorShapeProto__Dimension dims[4], *dimp[4];
+    int64_t wdims[4] = {1, 1, 3, 3};
+    float wdata[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    char *node_in[2] = {"x", "W"}, *node_out[1] = {"y"};
+    for (int i = 0; i < 4; i++) {
+        onnx__tensor_shape_proto__dimension__init(&dims[i]);
+        dims[i].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        dims[i].dim_value = i < 2 ? 1 : 4;
+        dimp[i] = &dims[i];
+    }
+    xs.n_dim = 4;
+    xs.dim = dimp;
+    xtt.has_elem_type = 1;
+    xtt.elem_type = 1;
+    xtt.shape = &xs;
+    xt.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    xt.tensor_type = &xtt;
+    xi.name = "x";
+    xi.type = &xt;
+    yi.name = "y";
+    if (variant == V_NEG_DIM)
+        wdims[1] = -1;
+    if (variant == V_HUGE)
+        wdims[0] = wdims[1] = wdims[2] = (int64_t)1 << 20;
+    w.name = "W";
+    w.n_dims = 4;
+    w.dims = wdims;
+    w.has_data_type = 1;
+    w.data_type = 1;
+    w.has_raw_data = variant != V_EXT;
+    w.raw_data.len = variant == V_SHORT ? 8 : sizeof wdata;
+    w.raw_data.data = (uint8_t *)wdata;
+    if (variant == V_EXT) {
+        loc.key = "location";
+        loc.value = (char *)ext;
+        w.n_external_data = 1;
+        w.external_data = locs;
+        w.has_data_location = 1;
+        w.data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    }
+    node.n_input = 2;
+    node.input = node_in;
+    node.n_output = 1;
+    node.output = node_out;
+    node.op_type = "Conv";
+    node.name = "c";
+    graph.n_node = 1;
+    graph.node = nodes;
+    graph.n_initializer = 1;
+    graph.initializer = inits;
+    graph.n_input = 1;
+    graph.input = ins;
+    graph.n_output = 1;
+    graph.output = outs;
+    opset.domain = "";
+    opset.has_version = 1;
+    opset.version = variant == V_OPSET5 ? 5 : 17;
+    model.has_ir_version = 1;
+    model.ir_version = 8;
+    model.n_opset_import = 1;
+    model.opset_import = opsets;
+    model.graph = &graph;
+    *size = onnx__model_proto__get_packed_size(&model);
+    unsigned char *buf = th_malloc(*size);
+    onnx__model_proto__pack(&model, buf);
+    return buf;
+}
+
+static teeny_status load_bytes(const unsigned char *data, size_t size, const char *base_dir)
+{
+    teeny_onnx_params p = TEENY_ONNX_PARAMS_INIT;
+    teeny_onnx_model *m = (teeny_onnx_model *)&p; /* must become NULL on failure */
+    p.base_dir = base_dir;
+    teeny_status st = teeny_onnx_load_memory(th_ctx(), data, size, &p, &m);
+    ck_assert_msg(st == TEENY_OK ? m != NULL : m == NULL, "*out not NULL after a failure");
+    if (st != TEENY_OK)
+        ck_assert_msg(teeny_last_error(th_ctx())[0], "an error without a message");
+    teeny_onnx_destroy(m);
+    return st;
+}
+
+static void write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f && fwrite(data, 1, n, f) == n, "writing %s", path);
+    fclose(f);
+}
+
+START_TEST(test_onnx_malformed)
+{
+    size_t size;
+    unsigned char *ok = conv_model(V_OK, NULL, &size), *b;
+    ck_assert_int_eq(load_bytes(ok, size, NULL), TEENY_OK);
+    ck_assert_int_eq(load_bytes(ok, size / 2, NULL), TEENY_ERR_FORMAT);     /* truncated */
+    ck_assert_int_eq(load_bytes(ok, size - 1, NULL), TEENY_ERR_FORMAT);
+    free(ok);
+    b = conv_model(V_NEG_DIM, NULL, &size);
+    ck_assert_int_eq(load_bytes(b, size, NULL), TEENY_ERR_FORMAT);
+    free(b);
+    b = conv_model(V_HUGE, NULL, &size);
+    ck_assert_int_eq(load_bytes(b, size, NULL), TEENY_ERR_RANGE);
+    free(b);
+    b = conv_model(V_SHORT, NULL, &size);
+    ck_assert_int_eq(load_bytes(b, size, NULL), TEENY_ERR_FORMAT);
+    ck_assert_msg(strstr(teeny_last_error(th_ctx()), "initializer \"W\""), "%s", teeny_last_error(th_ctx()));
+    free(b);
+    b = conv_model(V_OPSET5, NULL, &size);
+    ck_assert_int_eq(load_bytes(b, size, NULL), TEENY_ERR_UNSUPPORTED);
+    free(b);
+    /* 120 levels of graph -> node -> attribute -> graph nesting */
+    unsigned char deep[2048];
+    size_t n = 0;
+    static const unsigned char tags[3] = {0x32, 0x2a, 0x0a}; /* attribute.g, node.attribute, graph.node */
+    for (int level = 0; level < 120; level++) {
+        memmove(deep + 2, deep, n);
+        deep[0] = tags[level % 3];
+        deep[1] = (unsigned char)n; /* n < 128 would be needed: lengths grow by 2 per level */
+        n += 2;
+        if (n >= 126)
+            break;
+    }
+    memmove(deep + 2, deep, n);
+    deep[0] = 0x3a; /* model.graph */
+    deep[1] = (unsigned char)n;
+    ck_assert_int_eq(load_bytes(deep, n + 2, NULL), TEENY_ERR_FORMAT);
+    ck_assert_msg(strstr(teeny_last_error(th_ctx()), "nest deeper"), "%s", teeny_last_error(th_ctx()));
+    /* argument errors */
+    teeny_onnx_model *m = NULL;
+    TH_STATUS(th_ctx(), TEENY_ERR_ARG, teeny_onnx_load(th_ctx(), NULL, NULL, &m));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_onnx_load(NULL, DIR "/convnet.onnx", NULL, &m));
+    TH_STATUS(th_ctx(), TEENY_ERR_IO, teeny_onnx_load(th_ctx(), DIR "/no-such.onnx", NULL, &m));
+    ck_assert_ptr_null(m);
+    teeny_onnx_feed feed = {"nope", TEENY_ONNX_FLOAT, 0, NULL, NULL};
+    teeny_onnx_params p = TEENY_ONNX_PARAMS_INIT;
+    p.n_feeds = 1;
+    p.feeds = &feed;
+    TH_STATUS(th_ctx(), TEENY_ERR_ARG, teeny_onnx_load(th_ctx(), DIR "/convnet.onnx", &p, &m));
+    p = (teeny_onnx_params)TEENY_ONNX_PARAMS_INIT;
+    p.batch = 3; /* conv1d.onnx fixes its batch at 2 */
+    TH_STATUS(th_ctx(), TEENY_ERR_SHAPE, teeny_onnx_load(th_ctx(), DIR "/conv1d.onnx", &p, &m));
+    ck_assert_ptr_null(m);
+}
+END_TEST
+
+START_TEST(test_onnx_unsupported)
+{
+    teeny_onnx_model *m = NULL;
+    const char *msg;
+    TH_STATUS(th_ctx(), TEENY_ERR_UNSUPPORTED, teeny_onnx_load(th_ctx(), DIR "/bad_op.onnx", NULL, &m));
+    msg = teeny_last_error(th_ctx());
+    ck_assert_msg(strstr(msg, "\"my_softplus\"") && strstr(msg, "Softplus"), "%s", msg);
+    TH_STATUS(th_ctx(), TEENY_ERR_UNSUPPORTED, teeny_onnx_load(th_ctx(), DIR "/bad_attr.onnx", NULL, &m));
+    msg = teeny_last_error(th_ctx());
+    ck_assert_msg(strstr(msg, "\"pool_d\"") && strstr(msg, "MaxPool") && strstr(msg, "dilations"), "%s", msg);
+    ck_assert_ptr_null(m);
+}
+END_TEST
+
+static int reports, reports_ok;
+static void count_report(const teeny_onnx_node_report *r, void *user)
+{
+    (void)user;
+    reports++;
+    reports_ok += r->status == TEENY_OK;
+    ck_assert(r->status == TEENY_OK ? !r->message[0] : strstr(r->message, r->op_type) != NULL);
+}
+
+START_TEST(test_onnx_inspect)
+{
+    reports = reports_ok = 0;
+    TH_OK(th_ctx(), teeny_onnx_inspect(th_ctx(), DIR "/convnet.onnx", NULL, count_report, NULL));
+    ck_assert_int_eq(reports, 12);
+    ck_assert_int_eq(reports_ok, 12);
+    reports = reports_ok = 0;
+    TH_STATUS(th_ctx(), TEENY_ERR_UNSUPPORTED, teeny_onnx_inspect(th_ctx(), DIR "/bad_attr.onnx", NULL, count_report,
+                                                                  NULL));
+    ck_assert_int_eq(reports, 1);
+    ck_assert_int_eq(reports_ok, 0);
+}
+END_TEST
+
+/* External data: beside the model it loads; a location that is absolute,
+ * climbs out with "..", or is a symlink to a file outside is refused
+ * (TEENY_ERR_FORMAT); a missing file is TEENY_ERR_IO; without a base
+ * directory, TEENY_ERR_UNSUPPORTED. */
+START_TEST(test_onnx_external)
+{
+    char dir[256], sub[300], path[400], outside[400];
+    const char *base = getenv("TMPDIR");
+    float wdata[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    size_t size;
+    unsigned char *b;
+    snprintf(dir, sizeof dir, "%s/teeny-onnx-XXXXXX", base && *base ? base : "/tmp");
+    ck_assert(mkdtemp(dir) != NULL);
+    snprintf(sub, sizeof sub, "%s/model", dir);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    snprintf(path, sizeof path, "%s/w.bin", sub);
+    write_file(path, wdata, sizeof wdata);
+    snprintf(outside, sizeof outside, "%s/secret.bin", dir);
+    write_file(outside, wdata, sizeof wdata);
+    snprintf(path, sizeof path, "%s/link.bin", sub);
+    ck_assert_int_eq(symlink(outside, path), 0);
+    static const struct { const char *loc; teeny_status want; } cases[] = {
+        {"w.bin", TEENY_OK}, {"./w.bin", TEENY_OK}, {"../secret.bin", TEENY_ERR_FORMAT},
+        {"sub/../../secret.bin", TEENY_ERR_FORMAT}, {"/etc/hostname", TEENY_ERR_FORMAT},
+        {"link.bin", TEENY_ERR_FORMAT}, {"missing.bin", TEENY_ERR_IO}, {"", TEENY_ERR_FORMAT},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        b = conv_model(V_EXT, cases[i].loc, &size);
+        teeny_status st = load_bytes(b, size, sub);
+        ck_assert_msg(st == cases[i].want, "location \"%s\": %s, want %s (%s)", cases[i].loc, teeny_status_name(st),
+                      teeny_status_name(cases[i].want), teeny_last_error(th_ctx()));
+        /* the same through a file in that directory */
+        snprintf(path, sizeof path, "%s/m.onnx", sub);
+        write_file(path, b, size);
+        teeny_onnx_model *m = NULL;
+        st = teeny_onnx_load(th_ctx(), path, NULL, &m);
+        ck_assert_msg(st == cases[i].want, "file, location \"%s\": %s", cases[i].loc, teeny_status_name(st));
+        teeny_onnx_destroy(m);
+        free(b);
+    }
+    b = conv_model(V_EXT, "w.bin", &size);
+    ck_assert_int_eq(load_bytes(b, size, NULL), TEENY_ERR_UNSUPPORTED);
+    free(b);
+    const char *names[] = {"w.bin", "link.bin", "m.onnx"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", sub, names[i]);
+        unlink(path);
+    }
+    unlink(outside);
+    rmdir(sub);
+    rmdir(dir);
+}
+END_TEST
+
+/* Seeded mutations of every model (truncations, flipped and inserted
+ * bytes): each load returns a status (with a message on failure); under
+ * check-asan a memory error, undefined behaviour or leak fails the run.
+ * fuzz-empty-ints.onnx is what make fuzz found: memcpy from the NULL array
+ * of an INTS attribute that has no values. */
+START_TEST(test_onnx_mutations)
+{
+    static const char *models[] = {"convnet", "shapes", "conv1d", "sce", "bad_attr", "fuzz-empty-ints"};
+    th_rng rng = th_rng_make(1018);
+    int rounds = th_small() ? 60 : 250;
+    for (size_t k = 0; k < sizeof models / sizeof *models; k++) {
+        char path[256];
+        size_t size;
+        snprintf(path, sizeof path, DIR "/%s.onnx", models[k]);
+        unsigned char *orig = slurp(path, &size), *buf = th_malloc(size + 16);
+        load_bytes(orig, size, DIR); /* fuzz-empty-ints: an INTS attribute without values (UBSan) */
+        for (int r = 0; r < rounds; r++) {
+            size_t n = size;
+            memcpy(buf, orig, size);
+            int flips = th_int(&rng, 1, 4);
+            for (int f = 0; f < flips; f++) {
+                size_t at = (size_t)th_int(&rng, 0, (int)n - 1);
+                switch (th_int(&rng, 0, 3)) {
+                case 0: buf[at] ^= (unsigned char)(1u << th_int(&rng, 0, 7)); break;
+                case 1: buf[at] = (unsigned char)th_int(&rng, 0, 255); break;
+                case 2: n = at + 1; break;
+                default: buf[at] = 0xff; break; /* a huge varint or length */
+                }
+            }
+            load_bytes(buf, n, DIR);
+        }
+        free(orig);
+        free(buf);
+    }
+}
+END_TEST
+
+Suite *suite_onnx(void)
+{
+    Suite *s = suite_create("onnx");
+    TCase *fwd = tcase_create("forward"), *err = tcase_create("errors");
+    tcase_add_test(fwd, test_onnx_models);
+    tcase_add_test(fwd, test_onnx_names);
+    tcase_add_test(fwd, test_onnx_train_step);
+    tcase_add_test(fwd, test_onnx_freeze);
+    tcase_add_test(err, test_onnx_malformed);
+    tcase_add_test(err, test_onnx_unsupported);
+    tcase_add_test(err, test_onnx_inspect);
+    tcase_add_test(err, test_onnx_external);
+    tcase_add_test(err, test_onnx_mutations);
+    suite_add_tcase(s, fwd);
+    suite_add_tcase(s, err);
+    return s;
+}
