@@ -620,20 +620,15 @@ __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __glo
     ATT_CPU_BLOCK(n_q);
     const int qb = ATT_BASE(q) + row0 * q_sn, kb = ATT_BASE(k), vb = ATT_BASE(v), ob = ATT_BASE(o) + row0 * o_sn;
     const int mrow = bh * n_q + row0, lrow = bh_count * n_q + mrow;
-    attv qr[ATT_DQ], acc[ATT_DV], m, l;
+    /* rows read back: none in a first launch (branch-free: see
+     * ATT_CPU_BLOCK) */
+    const int first = seg & ATT_SEG_FIRST, back = first ? 0 : nr, last = seg & ATT_SEG_LAST;
+    attv qr[ATT_DQ], acc[ATT_DV];
     for (int c = 0; c < d; c++)
         qr[c] = att_rows(q, qb + c * q_sd, q_sn, nr) * scale;
-    if (seg & ATT_SEG_FIRST) {
-        m = (attv)(-INFINITY);
-        l = (attv)(0.0f);
-        for (int c = 0; c < dv; c++)
-            acc[c] = (attv)(0.0f);
-    } else {
-        m = att_rows(state, mrow, 1, nr);
-        l = att_rows(state, lrow, 1, nr);
-        for (int c = 0; c < dv; c++)
-            acc[c] = att_rows(o, ob + c * o_sd, o_sn, nr);
-    }
+    for (int c = 0; c < dv; c++)
+        acc[c] = att_rows(o, ob + c * o_sd, o_sn, back);
+    attv m = first ? (attv)(-INFINITY) : att_rows(state, mrow, 1, back), l = att_rows(state, lrow, 1, back);
     /* a block's ATT_KB keys share each load of q[c] and each
      * read-modify-write of acc[c] (the sums' order is the same as key by
      * key); a short last block reads its last key again with p = 0 */
@@ -671,18 +666,13 @@ __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __glo
             acc[c] = a;
         }
     }
-    if (!(seg & ATT_SEG_LAST)) {
-        for (int c = 0; c < dv; c++)
-            att_rows_store(o, ob + c * o_sd, o_sn, nr, acc[c]);
-        att_rows_store(state, mrow, 1, nr, m);
-        att_rows_store(state, lrow, 1, nr, l);
-        return;
-    }
-    const attv inv = 1.0f / l, row_lse = m + log(l);
+    /* the last launch normalizes; the others leave the state */
+    const attv inv = last ? 1.0f / l : (attv)(1.0f);
     for (int c = 0; c < dv; c++)
         att_rows_store(o, ob + c * o_sd, o_sn, nr, acc[c] * inv);
-    if (has_lse)
-        att_rows_store(lse, lse_off + bh * n_q + row0, 1, nr, row_lse);
+    att_rows_store(lse, lse_off + bh * n_q + row0, 1, last && has_lse ? nr : 0, m + log(l));
+    att_rows_store(state, mrow, 1, last ? 0 : nr, m);
+    att_rows_store(state, lrow, 1, last ? 0 : nr, l);
 }
 
 /* Item (bh, key block): dV = P^T dO and dK = scale dS^T Q over every query
@@ -695,17 +685,17 @@ __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o)
     ATT_CPU_BLOCK(n_k);
     const int qb = ATT_BASE(q), kb = ATT_BASE(k) + row0 * k_sn, vb = ATT_BASE(v) + row0 * v_sn, gb = ATT_BASE(d_o);
     const int dkb = ATT_BASE(dk) + row0 * dk_sn, dvb = ATT_BASE(dv) + row0 * dv_sn;
-    /* an output not wanted may stand in for the other: never read or
-     * written */
-    const int resume = !(seg & ATT_SEG_FIRST);
+    /* rows of dK and dV written, and read back (none in a first launch);
+     * an output not wanted may stand in for the other: never touched */
+    const int nk_out = want & 1 ? nr : 0, nv_out = want & 2 ? nr : 0, first = seg & ATT_SEG_FIRST;
     attv kr[ATT_DQ], vr[ATT_DV], ak[ATT_DQ], av[ATT_DV];
     for (int c = 0; c < d; c++) {
         kr[c] = att_rows(k, kb + c * k_sd, k_sn, nr) * scale;
-        ak[c] = resume && (want & 1) ? att_rows(dk, dkb + c * dk_sd, dk_sn, nr) : (attv)(0.0f);
+        ak[c] = att_rows(dk, dkb + c * dk_sd, dk_sn, first ? 0 : nk_out);
     }
     for (int c = 0; c < dvn; c++) {
         vr[c] = att_rows(v, vb + c * v_sd, v_sn, nr);
-        av[c] = resume && (want & 2) ? att_rows(dv, dvb + c * dv_sd, dv_sn, nr) : (attv)(0.0f);
+        av[c] = att_rows(dv, dvb + c * dv_sd, dv_sn, first ? 0 : nv_out);
     }
     /* queries in blocks of ATT_KB, as attn_fwd_cpu's keys (same order) */
     for (int i0 = seg_begin; i0 < seg_end; i0 += ATT_KB) {
@@ -753,12 +743,10 @@ __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o)
         }
     }
     const float ks = seg & ATT_SEG_LAST ? scale : 1.0f;
-    if (want & 1)
-        for (int c = 0; c < d; c++)
-            att_rows_store(dk, dkb + c * dk_sd, dk_sn, nr, ak[c] * ks);
-    if (want & 2)
-        for (int c = 0; c < dvn; c++)
-            att_rows_store(dv, dvb + c * dv_sd, dv_sn, nr, av[c]);
+    for (int c = 0; c < d; c++)
+        att_rows_store(dk, dkb + c * dk_sd, dk_sn, nk_out, ak[c] * ks);
+    for (int c = 0; c < dvn; c++)
+        att_rows_store(dv, dvb + c * dv_sd, dv_sn, nv_out, av[c]);
 }
 
 /* Item (bh, query block): dQ = scale dS K over every key in order. */
@@ -768,11 +756,11 @@ __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), 
 {
     ATT_CPU_BLOCK(n_q);
     const int qb = ATT_BASE(q) + row0 * q_sn, kb = ATT_BASE(k), vb = ATT_BASE(v), gb = ATT_BASE(d_o) + row0 * d_o_sn;
-    const int dqb = ATT_BASE(dq) + row0 * dq_sn, resume = !(seg & ATT_SEG_FIRST);
+    const int dqb = ATT_BASE(dq) + row0 * dq_sn, back = seg & ATT_SEG_FIRST ? 0 : nr;
     attv qr[ATT_DQ], gr[ATT_DV], acc[ATT_DQ];
     for (int c = 0; c < d; c++) {
         qr[c] = att_rows(q, qb + c * q_sd, q_sn, nr) * scale;
-        acc[c] = resume ? att_rows(dq, dqb + c * dq_sd, dq_sn, nr) : (attv)(0.0f);
+        acc[c] = att_rows(dq, dqb + c * dq_sd, dq_sn, back);
     }
     for (int c = 0; c < dvn; c++)
         gr[c] = att_rows(d_o, gb + c * d_o_sd, d_o_sn, nr);

@@ -38,6 +38,11 @@ int th_cpu_kernels(int on);
  * the unit count (batch-norm partials, GEMM tiles) then take the shapes a
  * larger device takes. */
 unsigned th_compute_units(unsigned n);
+/* Make th_ctx() act as if its device ended a work-item's loops after n
+ * trips in all (n > 0; Mesa's llvmpipe: 65535), or had no limit (n = 0);
+ * n < 0 forgets, so the next op that asks runs the probe kernel again.
+ * Returns the limit in force before (0: none or not probed yet). */
+long long th_loop_limit(long long n);
 
 /* splitmix64 generator: same seed, same stream on every machine. */
 typedef struct { uint64_t s; } th_rng;
@@ -76,7 +81,8 @@ typedef struct {
 th_dev th_dev_make(teeny_ctx *ctx, int i32, int ndim, const int64_t *shape, int view_off, const void *data);
 void th_dev_check_guard(const th_dev *d, const char *what, const char *repro);
 void th_dev_free(th_dev *d);
-/* Every element of t still equals v (after a call that must be rejected). */
+/* Every element of t still equals v, or is NaN for v NaN (after a call
+ * that must be rejected). */
 void th_expect_all(const teeny_tensor *t, float v);
 
 /* Assert a status, printing the context's message on mismatch. */

@@ -437,6 +437,92 @@ START_TEST(test_attention_backward_partial)
 }
 END_TEST
 
+/* The CPU variants' loops split into launches (a device that ends a
+ * work-item's loops after L trips, as Mesa's llvmpipe does at 65535) give
+ * the bits of a single launch: forward, full backward, and each gradient
+ * alone (an output not asked for stands in for the other and must stay
+ * untouched). A limit too small for even one block of keys is
+ * TEENY_ERR_UNSUPPORTED before anything is written. */
+START_TEST(test_attention_split_loops)
+{
+    teeny_ctx *ctx = th_ctx();
+    static const struct {
+        at_shape s;
+        long long limits[2], too_small;
+    } cases[] = {{{2, 77, 300, 64, 128, 0.125f, 0}, {40000, 60000}, 8000},
+                 {{3, 150, 41, 32, 32, 0.2f, 1}, {9000, 12000}, 2000}};
+    th_cpu_kernels(1);
+    for (int ci = 0; ci < 2; ci++) {
+        const at_shape *sh = &cases[ci].s;
+        th_rng r = th_rng_make(777 + (uint64_t)ci);
+        at_case c;
+        at_dev d;
+        int64_t qs[3] = {sh->BH, sh->Nq, sh->D}, ks[3] = {sh->BH, sh->Nk, sh->D}, vs[3] = {sh->BH, sh->Nk, sh->Dv},
+                os[3] = {sh->BH, sh->Nq, sh->Dv};
+        case_make(&c, sh, &r);
+        dev_inputs(ctx, &c, &d);
+        d.g = th_dev_make(ctx, 0, 3, os, 0, c.g);
+        d.dq = th_dev_make(ctx, 0, 3, qs, 0, NULL);
+        d.dk = th_dev_make(ctx, 0, 3, ks, 0, NULL);
+        d.dv = th_dev_make(ctx, 0, 3, vs, 0, NULL);
+        th_dev *all[5] = {&d.o, &d.lse, &d.dq, &d.dk, &d.dv};
+        float *one[5];
+        th_loop_limit(0);
+        TH_OK(ctx, teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, sh->scale, d.o.t, d.lse.t));
+        TH_OK(ctx, teeny_attention_backward(ctx, d.q.t, d.k.t, d.v.t, d.o.t, d.lse.t, d.g.t, sh->scale, d.dq.t,
+                                            d.dk.t, d.dv.t));
+        for (int j = 0; j < 5; j++)
+            one[j] = th_read(all[j]->t);
+        for (int li = 0; li < 2; li++) {
+            th_loop_limit(cases[ci].limits[li]);
+            for (int want = -1; want < 3; want++) { /* -1: everything; else only gradient want */
+                for (int j = 0; j < 5; j++)
+                    if (j >= 2 || want == -1)
+                        th_poison(all[j]->t);
+                teeny__calls_reset();
+                if (want == -1)
+                    TH_OK(ctx, teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, sh->scale, d.o.t, d.lse.t));
+                TH_OK(ctx, teeny_attention_backward(ctx, d.q.t, d.k.t, d.v.t, d.o.t, d.lse.t, d.g.t, sh->scale,
+                                                    want < 1 ? d.dq.t : NULL, want == -1 || want == 1 ? d.dk.t : NULL,
+                                                    want == -1 || want == 2 ? d.dv.t : NULL));
+                /* split: unsplit, the forward, Di, dK/dV and dQ are four
+                 * launches; the limits are chosen to split at least three */
+                if (want == -1)
+                    ck_assert_int_ge(teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel), 3 * 2 + 1);
+                for (int j = 0; j < 5; j++) {
+                    float *x = th_read(all[j]->t);
+                    size_t n = (size_t)teeny_tensor_numel(all[j]->t);
+                    if (want == -1 || j < 2 || j - 2 == want)
+                        ck_assert_msg(!memcmp(x, one[j], n * sizeof(float)),
+                                      "case %d, limit %lld, want %d: output %d differs from one launch's", ci,
+                                      cases[ci].limits[li], want, j);
+                    else
+                        for (size_t e = 0; e < n; e++)
+                            ck_assert_msg(isnan(x[e]), "case %d, limit %lld: gradient %d written though not asked "
+                                          "for (asked %d)", ci, cases[ci].limits[li], j - 2, want);
+                    free(x);
+                }
+            }
+        }
+        th_loop_limit(cases[ci].too_small);
+        for (int j = 0; j < 5; j++)
+            th_poison(all[j]->t);
+        TH_STATUS(ctx, TEENY_ERR_UNSUPPORTED,
+                  teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, sh->scale, d.o.t, d.lse.t));
+        TH_STATUS(ctx, TEENY_ERR_UNSUPPORTED, teeny_attention_backward(ctx, d.q.t, d.k.t, d.v.t, d.o.t, d.lse.t, d.g.t,
+                                                                       sh->scale, d.dq.t, d.dk.t, d.dv.t));
+        for (int j = 0; j < 5; j++)
+            th_expect_all(all[j]->t, NAN);
+        for (int j = 0; j < 5; j++)
+            free(one[j]);
+        dev_free_all(&d);
+        case_free(&c);
+    }
+    th_loop_limit(-1);
+    th_cpu_kernels(-1);
+}
+END_TEST
+
 /* The reference backward against central differences of the reference
  * forward, loss L = sum(g * o). */
 static double fd_loss(const double *q, const double *k, const double *v, const double *g, int BH, int Nq, int Nk,
@@ -604,6 +690,7 @@ Suite *suite_attention(void)
     }
     tcase_add_test(fwd, test_attention_launch_counts);
     tcase_add_test(bwd, test_attention_backward_partial);
+    tcase_add_test(bwd, test_attention_split_loops);
     tcase_add_test(bwd, test_attention_finite_differences);
     tcase_add_test(err, test_attention_errors);
     suite_add_tcase(s, fwd);

@@ -437,11 +437,16 @@ static void attn_case(int BH, int Nq, int Nk, int D, int Dv, uint64_t seed)
         free(hs[i]);
 }
 
+/* Pass 0: the portable kernels; 1: the CPU variants; 2: the CPU variants
+ * as on a device that ends a work-item's loops after 60000 trips (their
+ * loops split into several launches, as on Mesa's llvmpipe from a few
+ * hundred keys). The loop-limit probe runs again in pass 1. */
 START_TEST(test_conformance_attention)
 {
     cov_start();
-    for (int cpu = 0; cpu < 2; cpu++) { /* the portable and the CPU variants */
-        th_cpu_kernels(cpu);
+    for (int pass = 0; pass < 3; pass++) {
+        th_cpu_kernels(pass > 0);
+        th_loop_limit(pass == 2 ? 60000 : -1);
         /* each padded head-dim bucket (32, 64, 128; values up to 256) */
         attn_case(2, 5, 7, 16, 16, 400);   /* D 32 bucket, Nq != Nk */
         attn_case(1, 9, 6, 40, 40, 401);   /* 64 */
@@ -449,7 +454,16 @@ START_TEST(test_conformance_attention)
         attn_case(2, 6, 3, 8, 24, 403);    /* Dv != D, same bucket */
         attn_case(1, 3, 4, 16, 200, 404);  /* Dv != D, Dv bucket 256 */
         attn_case(1, 3, 4, 128, 64, 405);  /* Dv < D */
+        if (th_small())
+            continue;
+        /* each bucket with BH > 1 and more keys than a tile holds, and
+         * than one launch of a CPU variant may loop over on llvmpipe
+         * (65535 trips: from about 416, 128 and 56 keys) */
+        attn_case(2, 500, 500, 32, 32, 406);
+        attn_case(2, 300, 300, 64, 128, 407);
+        attn_case(3, 100, 100, 128, 256, 408);
     }
+    th_loop_limit(-1);
     th_cpu_kernels(-1);
     cov_stop();
 }

@@ -300,14 +300,14 @@ static int64_t cpu_block_trips(att_cpu_trips t)
     return (int64_t)(t.per_block + 4) * (ATT_CPU_KB + 1) + 1;
 }
 
-/* Launch name over the loop of loop_len keys (queries) in as few launches
- * as the loop budget allows, each a whole number of blocks. stand_in:
- * the forward's state argument (the kernel needs it only when split: then
- * workspace of 2 floats per row takes its place). */
-static teeny_status launch_cpu(teeny_ctx *ctx, const att_plan *pl, const char *name, att_arg *a, int n, int rows,
-                               int bh, int loop_len, att_cpu_trips trips, const cl_mem *stand_in)
+/* The blocks of keys (queries) one launch of name may loop over, of the
+ * loop_len in all: every block when the device's loop budget allows, else
+ * as many as it allows, evened out over the launches. Checked before the
+ * op enqueues anything. */
+static teeny_status cpu_split(teeny_ctx *ctx, const att_plan *pl, const char *name, int loop_len,
+                              att_cpu_trips trips, int64_t *per_launch)
 {
-    int64_t budget, n_blocks = (loop_len + ATT_CPU_KB - 1) / ATT_CPU_KB, per_launch, launches;
+    int64_t budget, n_blocks = (loop_len + ATT_CPU_KB - 1) / ATT_CPU_KB, launches;
     teeny_status st = teeny__loop_budget(ctx, &budget);
     if (st != TEENY_OK)
         return st;
@@ -317,14 +317,25 @@ static teeny_status launch_cpu(teeny_ctx *ctx, const att_plan *pl, const char *n
                             "%s: one block of %d keys needs about %lld loop trips per work-item; %s ends a "
                             "kernel's loops after %lld", name, ATT_CPU_KB, (long long)(fixed + block),
                             ctx->info.device_name, (long long)ctx->loop_limit);
-    per_launch = (budget - fixed) / block;
-    if (per_launch > n_blocks)
-        per_launch = n_blocks;
-    launches = (n_blocks + per_launch - 1) / per_launch;
-    per_launch = (n_blocks + launches - 1) / launches; /* even launches */
+    *per_launch = (budget - fixed) / block;
+    if (*per_launch > n_blocks)
+        *per_launch = n_blocks;
+    launches = (n_blocks + *per_launch - 1) / *per_launch;
+    *per_launch = (n_blocks + launches - 1) / launches;
+    return TEENY_OK;
+}
+
+/* Launch name over the loop of loop_len keys (queries), per_launch blocks
+ * (cpu_split) at a time. stand_in: the forward's state argument (used
+ * only when split: then workspace of 2 floats per row takes its place). */
+static teeny_status launch_cpu(teeny_ctx *ctx, const att_plan *pl, const char *name, att_arg *a, int n, int rows,
+                               int bh, int loop_len, int64_t per_launch, const cl_mem *stand_in)
+{
+    int64_t n_blocks = (loop_len + ATT_CPU_KB - 1) / ATT_CPU_KB;
+    teeny_status st = TEENY_OK;
     size_t items = (size_t)bh * (size_t)((rows + pl->cr - 1) / pl->cr);
     cl_mem state = stand_in ? *stand_in : NULL;
-    if (stand_in && launches > 1 &&
+    if (stand_in && per_launch < n_blocks &&
         (st = teeny__scratch(ctx, (size_t)2 * (size_t)bh * (size_t)rows * sizeof(float), &state)) != TEENY_OK)
         return st;
     a[n++] = ARG(bh);
@@ -375,8 +386,11 @@ teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *
     a[n++] = ARG(p->dv);
     a[n++] = ARG(p->scale);
     if (ctx->cpu_kernels) {
+        int64_t per_launch;
         att_cpu_trips t = {p->d + 2 * p->dv + 3, p->d + p->dv};
-        return launch_cpu(ctx, &pl, "attn_fwd_cpu", a, n, p->n_q, p->bh, p->n_k, t, &p->o.buf);
+        if ((st = cpu_split(ctx, &pl, "attn_fwd_cpu", p->n_k, t, &per_launch)) != TEENY_OK)
+            return st;
+        return launch_cpu(ctx, &pl, "attn_fwd_cpu", a, n, p->n_q, p->bh, p->n_k, per_launch, &p->o.buf);
     }
     return launch_tiled(ctx, &pl, "attn_fwd", a, n, pl.fw, p->n_q, p->bh);
 }
@@ -392,6 +406,16 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
     if (!p->dq.buf && !p->dk.buf && !p->dv_out.buf)
         return TEENY_OK;
     if ((st = plan_make(ctx, p->d, p->dv, &pl)) != TEENY_OK || (st = plan_fit(ctx, &pl, 1)) != TEENY_OK)
+        return st;
+    /* the CPU variants' loop splits, before anything is enqueued */
+    int64_t kv_launch = 0, q_launch = 0;
+    att_cpu_trips kv_trips = {3 * (p->d + p->dv), 2 * (p->d + p->dv)};
+    att_cpu_trips q_trips = {3 * p->d + p->dv + 2, 2 * p->d + p->dv};
+    if (ctx->cpu_kernels && (p->dk.buf || p->dv_out.buf))
+        st = cpu_split(ctx, &pl, "attn_bwd_dkdv_cpu", p->n_q, kv_trips, &kv_launch);
+    if (st == TEENY_OK && ctx->cpu_kernels && p->dq.buf)
+        st = cpu_split(ctx, &pl, "attn_bwd_dq_cpu", p->n_k, q_trips, &q_launch);
+    if (st != TEENY_OK)
         return st;
     /* Di = rowsum(dO * O), shared by both passes */
     if ((st = teeny__scratch(ctx, (size_t)p->bh * (size_t)p->n_q * sizeof(float), &di)) != TEENY_OK)
@@ -440,8 +464,7 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         a[n++] = ARG(p->d);
         a[n++] = ARG(p->dv);
         a[n++] = ARG(p->scale);
-        att_cpu_trips t = {3 * (p->d + p->dv), 2 * (p->d + p->dv)};
-        st = ctx->cpu_kernels ? launch_cpu(ctx, &pl, "attn_bwd_dkdv_cpu", a, n, p->n_k, p->bh, p->n_q, t, NULL)
+        st = ctx->cpu_kernels ? launch_cpu(ctx, &pl, "attn_bwd_dkdv_cpu", a, n, p->n_k, p->bh, p->n_q, kv_launch, NULL)
                               : launch_tiled(ctx, &pl, "attn_bwd_dkdv", a, n, pl.kv, p->n_k, p->bh);
         if (st != TEENY_OK)
             return st;
@@ -454,8 +477,7 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         a[n++] = ARG(p->d);
         a[n++] = ARG(p->dv);
         a[n++] = ARG(p->scale);
-        att_cpu_trips t = {3 * p->d + p->dv + 2, 2 * p->d + p->dv};
-        st = ctx->cpu_kernels ? launch_cpu(ctx, &pl, "attn_bwd_dq_cpu", a, n, p->n_q, p->bh, p->n_k, t, NULL)
+        st = ctx->cpu_kernels ? launch_cpu(ctx, &pl, "attn_bwd_dq_cpu", a, n, p->n_q, p->bh, p->n_k, q_launch, NULL)
                               : launch_tiled(ctx, &pl, "attn_bwd_dq", a, n, pl.qg, p->n_q, p->bh);
         if (st != TEENY_OK)
             return st;
