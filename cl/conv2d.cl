@@ -73,9 +73,16 @@
 #define THREADS_N (TILE_N / WPT_N)
 #define GEMM_WG (THREADS_M * THREADS_N)
 /* Local rows padded by one float4: the weight-gradient kernel stores
- * k-adjacent items to different rows, which would otherwise share banks. */
+ * k-adjacent items to different rows, which would otherwise share banks.
+ * The tf32 micro-kernel pads by two, so that a fragment's 4 rows x 8
+ * columns fall in 32 different banks. */
+#ifdef TEENY_TF32
+#define LDA (TILE_M + 8)
+#define LDB (TILE_N + 8)
+#else
 #define LDA (TILE_M + 4)
 #define LDB (TILE_N + 4)
+#endif
 /* A (gathered operand) loads: A_WARP items along m (one coalesced row of
  * a warp), the rest along k; each item keeps A_NM rows' offsets and
  * decodes A_NK k indices per slice. */
@@ -135,6 +142,80 @@ TEENY_INLINE conv_idx idx_add(conv_idx s, conv_idx d, int Kh, int Kw)
     return s;
 }
 
+#ifdef TEENY_TF32
+/* ---- tf32 tensor cores (NVIDIA; built with -DTEENY_TF32=1 only where a
+ * build-and-run probe of the instruction succeeded, src/program/probe.c).
+ * The operands are rounded to tf32 (10-bit mantissa, round to nearest,
+ * ties away: cvt.rna) as they are staged into local memory; products
+ * accumulate in fp32 in the fixed order of the hardware's mma, so results
+ * stay deterministic. A warp owns a (16 TF32_MT) x (8 TF32_NT) block of
+ * the work-group's tile: TF32_MT x TF32_NT mma.sync.m16n8k8 tiles whose
+ * fragments (PTX ISA, "Matrix Fragments for mma.m16n8k8" with .tf32) hold,
+ * for lane = 4 r + c of the warp: A rows r, r + 8 at k = c, c + 4; B
+ * column r at k = c, c + 4; C rows r, r + 8 at columns 2c, 2c + 1. The
+ * per-item acc[WPT_M * WPT_N] holds those C fragments, tile by tile.
+ * Work-items 32 w .. 32 w + 31 of a 1-D work-group form warp w. */
+#define TF32_MT (WPT_M / 4)
+#define TF32_NT WPT_N
+#define TF32_WM (16 * TF32_MT) /* rows of a warp's block */
+#define TF32_WN (8 * TF32_NT)  /* columns */
+#define TF32_WARPS_M (TILE_M / TF32_WM)
+
+TEENY_INLINE float tf32_round(float x)
+{
+    uint r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return as_float(r);
+}
+#define TF32_STAGE(x) tf32_round(x)
+#define TF32_STAGE4(v) ((float4)(tf32_round((v).x), tf32_round((v).y), tf32_round((v).z), tf32_round((v).w)))
+
+/* acc += tf32 fragments: D = A (16x8, row) B (8x8, col) + C, in place. */
+TEENY_INLINE void tf32_mma(float *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* The warp's block += As[k][m] * Bs[k][n] over one TILE_K slice. */
+TEENY_INLINE void gemm_micro(__local const float4 *As4, __local const float4 *Bs4, int tm, int tn, float *acc)
+{
+    __local const float *As = (__local const float *)As4, *Bs = (__local const float *)Bs4;
+    const int lane = get_local_id(0) & 31, warp = get_local_id(0) >> 5;
+    const int r = lane >> 2, c = lane & 3;
+    const int wm = (warp % TF32_WARPS_M) * TF32_WM + r, wn = (warp / TF32_WARPS_M) * TF32_WN + r;
+    (void)tm;
+    (void)tn;
+    TEENY_UNROLL
+    for (int kk = 0; kk < TILE_K; kk += 8) {
+        __local const float *a_lo = As + (kk + c) * LDA + wm, *a_hi = a_lo + 4 * LDA;
+        __local const float *b_lo = Bs + (kk + c) * LDB + wn, *b_hi = b_lo + 4 * LDB;
+        uint a[TF32_MT][4], b[TF32_NT][2];
+        TEENY_UNROLL
+        for (int i = 0; i < TF32_MT; i++) {
+            a[i][0] = as_uint(a_lo[16 * i]);
+            a[i][1] = as_uint(a_lo[16 * i + 8]);
+            a[i][2] = as_uint(a_hi[16 * i]);
+            a[i][3] = as_uint(a_hi[16 * i + 8]);
+        }
+        TEENY_UNROLL
+        for (int j = 0; j < TF32_NT; j++) {
+            b[j][0] = as_uint(b_lo[8 * j]);
+            b[j][1] = as_uint(b_hi[8 * j]);
+        }
+        TEENY_UNROLL
+        for (int i = 0; i < TF32_MT; i++)
+            TEENY_UNROLL
+            for (int j = 0; j < TF32_NT; j++)
+                tf32_mma(acc + (i * TF32_NT + j) * 4, a[i][0], a[i][1], a[i][2], a[i][3], b[j][0], b[j][1]);
+    }
+}
+#else
+#define TF32_STAGE(x) (x)
+#define TF32_STAGE4(v) (v)
+
 /* acc[WPT_M][WPT_N] += As[k][m] * Bs[k][n] over one TILE_K slice; item
  * (tm, tn) owns rows {r*THREADS_M*4 + tm*4 + 0..3} and columns
  * {s*THREADS_N*4 + tn*4 + 0..3}, so a warp reads consecutive float4s. */
@@ -166,7 +247,54 @@ TEENY_INLINE void gemm_micro(__local const float4 *As, __local const float4 *Bs,
                 acc[i * WPT_N + j] = mad(a[i], b[j], acc[i * WPT_N + j]);
     }
 }
+#endif
 
+#ifdef TEENY_TF32
+/* Write the warp's C fragments: element (m, n) goes where the fp32
+ * gemm_store below puts it, through the same epilogue. */
+TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, int g, int M, int N, int P, int Q,
+                       __global float *out, int out_off, int out_bstride, int out_nstride, int out_hstride,
+                       int out_wstride, __global const float *bias, int bias_off, __global const float *scale,
+                       int scale_off, __global const float *shift, int shift_off, int epi, int act, int vec_out)
+{
+    const int lane = get_local_id(0) & 31, warp = get_local_id(0) >> 5, PQ = P * Q;
+    const int wm = m0 + (warp % TF32_WARPS_M) * TF32_WM + (lane >> 2);
+    const int wn = n0 + (warp / TF32_WARPS_M) * TF32_WN + 2 * (lane & 3);
+    float sc[2 * TF32_NT], sh[2 * TF32_NT];
+    (void)tm;
+    (void)tn;
+    (void)vec_out;
+    TEENY_UNROLL
+    for (int j = 0; j < 2 * TF32_NT; j++) {
+        int n = wn + (j >> 1) * 8 + (j & 1), ch = g * N + n;
+        sc[j] = 1.0f;
+        sh[j] = 0.0f;
+        if (n < N && epi) {
+            if (epi & EPI_SCALE)
+                sc[j] = scale[scale_off + ch];
+            if (epi & EPI_SHIFT)
+                sh[j] = shift[shift_off + ch];
+            if (epi & EPI_BIAS)
+                sh[j] += bias[bias_off + ch];
+        }
+    }
+    TEENY_UNROLL
+    for (int i = 0; i < 2 * TF32_MT; i++) { /* rows wm + 16 (i / 2) + 8 (i % 2) */
+        int m = wm + (i >> 1) * 16 + (i & 1) * 8;
+        if (m >= M)
+            continue;
+        int b = m / PQ, pq = m - b * PQ, p = pq / Q, q = pq - p * Q;
+        int base = out_off + b * out_bstride + p * out_hstride + q * out_wstride + g * N * out_nstride;
+        TEENY_UNROLL
+        for (int j = 0; j < 2 * TF32_NT; j++) {
+            int n = wn + (j >> 1) * 8 + (j & 1);
+            if (n < N)
+                out[base + n * out_nstride] =
+                    teeny_act(act, acc[((i >> 1) * TF32_NT + (j >> 1)) * 4 + (i & 1) * 2 + (j & 1)] * sc[j] + sh[j]);
+        }
+    }
+}
+#else
 /* Write the micro-tile: element (m, n) goes to
  *   out[out_off + b*out_bstride + (g*N + n)*out_nstride + p*out_hstride + q*out_wstride]
  * with m = (b*P + p)*Q + q, through the epilogue
@@ -231,6 +359,7 @@ TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, i
         }
     }
 }
+#endif
 
 /* Weight (B) operand loads shared by conv_gemm and conv_gemm_1x1: item
  * (bk, bn) loads k = k0 + bk for columns n0 + bn + i*B_TN, k-adjacent
@@ -317,9 +446,9 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
         __local float *as = (__local float *)As[t & 1], *bs = (__local float *)Bs[t & 1];
         for (int j = 0; j < A_NK; j++)
             for (int i = 0; i < A_NM; i++)
-                as[(ak + j * A_TK) * LDA + am + i * A_TM] = ra[j * A_NM + i];
+                as[(ak + j * A_TK) * LDA + am + i * A_TM] = TF32_STAGE(ra[j * A_NM + i]);
         for (int i = 0; i < B_NN; i++)
-            bs[bk * LDB + bn + i * B_TN] = rb[i];
+            bs[bk * LDB + bn + i * B_TN] = TF32_STAGE(rb[i]);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t + 1 < k_tiles) {
             LOAD_A();
@@ -390,9 +519,9 @@ void conv_gemm_1x1(__global const float *restrict src, int src_off, __global con
         __local float *bs = (__local float *)Bs[t & 1];
         for (int j = 0; j < A4_NK; j++)
             for (int i = 0; i < A4_NM; i++)
-                as[(ak + j * A4_TK) * (LDA / 4) + am + i * A4_TM] = ra[j * A4_NM + i];
+                as[(ak + j * A4_TK) * (LDA / 4) + am + i * A4_TM] = TF32_STAGE4(ra[j * A4_NM + i]);
         for (int i = 0; i < B_NN; i++)
-            bs[bk * LDB + bn + i * B_TN] = rb[i];
+            bs[bk * LDB + bn + i * B_TN] = TF32_STAGE(rb[i]);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t + 1 < k_tiles) {
             LOAD_A();
@@ -474,9 +603,9 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
     for (int t = 0; t < k_tiles; t++) {
         __local float *as = (__local float *)As[t & 1], *bs = (__local float *)Bs[t & 1];
         for (int i = 0; i < R_NM; i++)
-            as[rk * LDA + rx + i * R_TX] = ra[i];
+            as[rk * LDA + rx + i * R_TX] = TF32_STAGE(ra[i]);
         for (int i = 0; i < R_NN; i++)
-            bs[rk * LDB + rx + i * R_TX] = rb[i];
+            bs[rk * LDB + rx + i * R_TX] = TF32_STAGE(rb[i]);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t + 1 < k_tiles)
             LOAD_AB();

@@ -63,6 +63,8 @@ struct teeny_ctx {
     int build_warnings;       /* successful builds whose log warned (build.c; the tests want 0) */
     int loop_probed;          /* loop_limit is known (probe.c) */
     int64_t loop_limit;       /* trips a work-item's loops may run in all; 0: no limit (probe.c) */
+    int tf32_probed;          /* tf32_mma is known (probe.c) */
+    int tf32_mma;             /* the tf32 mma.sync probe built, ran and was exact (probe.c) */
     teeny__program *programs; /* in-memory program cache (build.c) */
     teeny__release_fn release_hooks[TEENY__RELEASE_HOOKS]; /* run at destruction, newest first */
     int n_release_hooks;
@@ -237,6 +239,11 @@ teeny_status teeny__run_kernel(teeny_ctx *ctx, const char *family, const char *o
  * host sync; not recorded). Ops whose per-item trips grow with the
  * problem split their launches to stay under it. */
 teeny_status teeny__loop_budget(teeny_ctx *ctx, int64_t *budget);
+/* Whether the device runs tf32 tensor-core mma (NVIDIA inline PTX): a
+ * probe kernel built, ran and gave the exact product. Probed on first use
+ * where the compiler may take inline PTX (info.has_nvidia_ptx); 0
+ * elsewhere. The families use it only when teeny_ctx_set_tf32 asked. */
+teeny_status teeny__tf32_capable(teeny_ctx *ctx, int *capable);
 
 /* Fill n floats of buf from element offset off with value (recordable). */
 teeny_status teeny__fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value);

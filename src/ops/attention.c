@@ -325,6 +325,20 @@ static teeny_status cpu_split(teeny_ctx *ctx, const att_plan *pl, const char *na
     return TEENY_OK;
 }
 
+/* Whether this call takes the CPU variants: on ctx->cpu_kernels, and on
+ * any device that limits a work-item's loop trips. The portable kernels'
+ * trips per item grow with the sequence and the head dims by as much as
+ * the compiler leaves of their tile loops (Mesa's llvmpipe ends them from
+ * about 50 keys at d 128, dv 256, with stores still to come); the CPU
+ * variants split theirs exactly (cpu_split). */
+static teeny_status use_cpu(teeny_ctx *ctx, int *cpu)
+{
+    int64_t budget;
+    teeny_status st = teeny__loop_budget(ctx, &budget);
+    *cpu = ctx->cpu_kernels || budget != INT64_MAX;
+    return st;
+}
+
 /* Launch name over the loop of loop_len keys (queries), per_launch blocks
  * (cpu_split) at a time. stand_in: the forward's state argument (used
  * only when split: then workspace of 2 floats per row takes its place). */
@@ -385,7 +399,10 @@ teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *
     a[n++] = ARG(p->d);
     a[n++] = ARG(p->dv);
     a[n++] = ARG(p->scale);
-    if (ctx->cpu_kernels) {
+    int cpu;
+    if ((st = use_cpu(ctx, &cpu)) != TEENY_OK)
+        return st;
+    if (cpu) {
         int64_t per_launch;
         att_cpu_trips t = {p->d + 2 * p->dv + 3, p->d + p->dv};
         if ((st = cpu_split(ctx, &pl, "attn_fwd_cpu", p->n_k, t, &per_launch)) != TEENY_OK)
@@ -411,9 +428,12 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
     int64_t kv_launch = 0, q_launch = 0;
     att_cpu_trips kv_trips = {3 * (p->d + p->dv), 2 * (p->d + p->dv)};
     att_cpu_trips q_trips = {3 * p->d + p->dv + 2, 2 * p->d + p->dv};
-    if (ctx->cpu_kernels && (p->dk.buf || p->dv_out.buf))
+    int cpu;
+    if ((st = use_cpu(ctx, &cpu)) != TEENY_OK)
+        return st;
+    if (cpu && (p->dk.buf || p->dv_out.buf))
         st = cpu_split(ctx, &pl, "attn_bwd_dkdv_cpu", p->n_q, kv_trips, &kv_launch);
-    if (st == TEENY_OK && ctx->cpu_kernels && p->dq.buf)
+    if (st == TEENY_OK && cpu && p->dq.buf)
         st = cpu_split(ctx, &pl, "attn_bwd_dq_cpu", p->n_k, q_trips, &q_launch);
     if (st != TEENY_OK)
         return st;
@@ -464,7 +484,7 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         a[n++] = ARG(p->d);
         a[n++] = ARG(p->dv);
         a[n++] = ARG(p->scale);
-        st = ctx->cpu_kernels ? launch_cpu(ctx, &pl, "attn_bwd_dkdv_cpu", a, n, p->n_k, p->bh, p->n_q, kv_launch, NULL)
+        st = cpu ? launch_cpu(ctx, &pl, "attn_bwd_dkdv_cpu", a, n, p->n_k, p->bh, p->n_q, kv_launch, NULL)
                               : launch_tiled(ctx, &pl, "attn_bwd_dkdv", a, n, pl.kv, p->n_k, p->bh);
         if (st != TEENY_OK)
             return st;
@@ -477,7 +497,7 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         a[n++] = ARG(p->d);
         a[n++] = ARG(p->dv);
         a[n++] = ARG(p->scale);
-        st = ctx->cpu_kernels ? launch_cpu(ctx, &pl, "attn_bwd_dq_cpu", a, n, p->n_q, p->bh, p->n_k, q_launch, NULL)
+        st = cpu ? launch_cpu(ctx, &pl, "attn_bwd_dq_cpu", a, n, p->n_q, p->bh, p->n_k, q_launch, NULL)
                               : launch_tiled(ctx, &pl, "attn_bwd_dq", a, n, pl.qg, p->n_q, p->bh);
         if (st != TEENY_OK)
             return st;

@@ -8,6 +8,12 @@
  * loop of the kernel): a work-item that owns a long reduction returns a
  * truncated sum. Ops whose per-item trips grow with the problem ask
  * teeny__loop_budget and split their work so no item passes it.
+ *
+ * tf32 tensor cores. Where the device's compiler may take NVIDIA inline
+ * PTX, one warp runs mma.sync.m16n8k8 .tf32 on inputs whose product is
+ * exact; the families take their TEENY_TF32 kernels only where that
+ * built, ran and gave the exact product (teeny__tf32_capable), never on a
+ * device name.
  */
 #include "internal.h"
 
@@ -65,5 +71,83 @@ teeny_status teeny__loop_budget(teeny_ctx *ctx, int64_t *budget)
     /* half the limit: the ops' trip counts are estimates of what a
      * compiler leaves as loops (it may unroll some, or add a trip) */
     *budget = ctx->loop_limit ? ctx->loop_limit / 2 : INT64_MAX;
+    return TEENY_OK;
+}
+
+/* The probe's operands: multiples of 1/4 up to 4 (exact in tf32, and
+ * every sum of 8 products exact in fp32). */
+static float probe_value(int i, int mul)
+{
+    return (float)((i * mul) % 33 - 16) / 4.0f;
+}
+
+static teeny_status probe_tf32(teeny_ctx *ctx, int *ok)
+{
+    static const char name[] = "probe_tf32_mma";
+    float a[128], b[64], c[128];
+    cl_mem buf[3] = {NULL, NULL, NULL};
+    size_t bytes[3] = {sizeof a, sizeof b, sizeof c}, warp = 32;
+    cl_kernel k = NULL;
+    cl_int err = CL_SUCCESS;
+    *ok = 0;
+    for (int i = 0; i < 128; i++)
+        a[i] = probe_value(i, 7);
+    for (int i = 0; i < 64; i++)
+        b[i] = probe_value(i, 5);
+    /* a compiler that refuses the PTX is an answer, not an error */
+    if (teeny__kernel_create(ctx, "probe", "-DTEENY_PROBE_TF32=1", name, &k) != TEENY_OK) {
+        teeny__log(TEENY_LOG_INFO, "no tf32 tensor cores on %s: %s", ctx->info.device_name, teeny_last_error(ctx));
+        teeny__clear_error(ctx);
+        return TEENY_OK;
+    }
+    teeny_status st = TEENY_OK;
+    for (int i = 0; i < 3 && st == TEENY_OK; i++) {
+        buf[i] = TEENY_CLO(clCreateBuffer, &err, ctx->context, CL_MEM_READ_WRITE, bytes[i], NULL);
+        if (!buf[i])
+            st = teeny__cl_error(ctx, err, "clCreateBuffer");
+    }
+    if (st == TEENY_OK && ((err = TEENY_CL(clEnqueueWriteBuffer, ctx->queue, buf[0], CL_FALSE, 0, sizeof a, a, 0,
+                                           NULL, NULL)) != CL_SUCCESS ||
+                           (err = TEENY_CL(clEnqueueWriteBuffer, ctx->queue, buf[1], CL_FALSE, 0, sizeof b, b, 0,
+                                           NULL, NULL)) != CL_SUCCESS))
+        st = teeny__cl_error(ctx, err, "clEnqueueWriteBuffer");
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &buf[0], sizeof(cl_mem), &buf[1], sizeof(cl_mem), &buf[2],
+                             (size_t)0);
+    if (st == TEENY_OK)
+        st = teeny__enqueue_kernel(ctx, k, name, 1, &warp, &warp);
+    if (st == TEENY_OK && (err = TEENY_CL(clEnqueueReadBuffer, ctx->queue, buf[2], CL_TRUE, 0, sizeof c, c, 0, NULL,
+                                          NULL)) != CL_SUCCESS)
+        st = teeny__cl_error(ctx, err, "clEnqueueReadBuffer");
+    if (st == TEENY_OK) {
+        int exact = 1;
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 8; j++) {
+                float want = 0.0f;
+                for (int t = 0; t < 8; t++)
+                    want += a[i * 8 + t] * b[t * 8 + j];
+                exact &= c[i * 8 + j] == want;
+            }
+        *ok = exact;
+        teeny__log(exact ? TEENY_LOG_INFO : TEENY_LOG_WARN, "tf32 mma probe on %s: %s", ctx->info.device_name,
+                   exact ? "exact; tf32 kernels available" : "wrong product; tf32 kernels off");
+    }
+    for (int i = 0; i < 3; i++)
+        TEENY_CL_RELEASE(clReleaseMemObject, buf[i]);
+    TEENY_CL_RELEASE(clReleaseKernel, k);
+    return st;
+}
+
+teeny_status teeny__tf32_capable(teeny_ctx *ctx, int *capable)
+{
+    if (!ctx->tf32_probed) {
+        int ok = 0;
+        teeny_status st = ctx->info.has_nvidia_ptx ? probe_tf32(ctx, &ok) : TEENY_OK;
+        if (st != TEENY_OK)
+            return st;
+        ctx->tf32_mma = ok;
+        ctx->tf32_probed = 1;
+    }
+    *capable = ctx->tf32_mma;
     return TEENY_OK;
 }
