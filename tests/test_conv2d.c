@@ -19,6 +19,8 @@
 #include "ref/elementwise_ref.h"
 
 #define TOL 1e-5
+#define TOL_TF32 1e-3 /* teeny_ctx_set_tf32: the bound on normalized RMS error */
+static double tol = TOL; /* what expect_close allows: TOL, or TOL_TF32 while test_conv2d_tf32 runs */
 
 typedef struct {
     ref_conv c;
@@ -199,7 +201,7 @@ static void expect_close(const dtensor *d, const double *ref, const double *mag,
     ck_assert_msg(bad < 0, "%s: element %ld not written or not finite (%g); %s", what, bad,
                   bad >= 0 ? (double)out[bad] : 0.0, repro);
     double e = mag ? th_nrms_mag(out, ref, mag, n) : th_nrms(out, ref, n);
-    ck_assert_msg(e <= TOL, "%s: nrms %.3g > %.1g; %s", what, e, TOL, repro);
+    ck_assert_msg(e <= tol, "%s: nrms %.3g > %.1g; %s", what, e, tol, repro);
     free(out);
     if (d->base) {
         float *all = th_read(d->base);
@@ -387,6 +389,51 @@ START_TEST(test_conv2d_tiles)
     run_case(&large_cases[3], 801, 1, 1);
     run_case(&large_cases[4], 802, 1, 1);
     teeny__conv2d_debug(-1, -1, 0);
+}
+END_TEST
+
+/* teeny_ctx_set_tf32(ctx, 1) on a device with tf32 tensor cores: every
+ * GEMM path (gather, 1x1, strided input gradient, split weight gradient)
+ * within TOL_TF32 of the float64 references, with and without bias, the
+ * same bits twice, and visibly not the fp32 path (the rounding shows). A
+ * device without them keeps fp32: the test says so and counts as skipped. */
+START_TEST(test_conv2d_tf32)
+{
+    teeny_ctx *ctx = th_ctx();
+    int capable = 0;
+    TH_OK(ctx, teeny__tf32_capable(ctx, &capable));
+    if (!capable)
+        th_skip("no tf32 tensor cores on %s (the probe kernel did not build or run exactly)",
+                teeny_ctx_device_name(ctx));
+    static const int cases[] = {0, 1, 2, 4, 7, 8};
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
+    tol = TOL_TF32;
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++)
+        run_case(&large_cases[cases[i]], 900 + (uint64_t)i, 1, 1);
+    tol = TOL;
+    /* tf32 changes the bits and is deterministic */
+    const conv_case *k = &large_cases[0];
+    th_rng r = th_rng_make(950);
+    conv_data d;
+    int64_t xs[4], ws[4], ys[4];
+    teeny_conv2d_params p = params_of(&k->c);
+    shapes_of(&k->c, xs, ws, ys);
+    data_make(&d, &k->c, &r);
+    dtensor tx = dt_make(ctx, 4, xs, d.x, 0, 1), tw = dt_make(ctx, 4, ws, d.w, 0, 3), ty = dt_make(ctx, 4, ys, NULL, 0, 7);
+    float *out[3];
+    for (int run = 0; run < 3; run++) { /* tf32, tf32, fp32 */
+        TH_OK(ctx, teeny_ctx_set_tf32(ctx, run < 2));
+        TH_OK(ctx, teeny_conv2d_forward(ctx, &p, tx.t, tw.t, NULL, ty.t));
+        out[run] = th_read(ty.t);
+    }
+    ck_assert_msg(!memcmp(out[0], out[1], d.ny * sizeof(float)), "tf32 forward differs between runs");
+    ck_assert_msg(memcmp(out[0], out[2], d.ny * sizeof(float)) != 0, "tf32 forward gives fp32's bits: not engaged");
+    for (int run = 0; run < 3; run++)
+        free(out[run]);
+    dt_free(&tx);
+    dt_free(&tw);
+    dt_free(&ty);
+    data_free(&d);
 }
 END_TEST
 
@@ -847,6 +894,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(fwd, test_conv2d_infer);
     tcase_add_test(bwd, test_conv2d_finite_differences);
     tcase_add_test(bwd, test_conv2d_backward_workspace);
+    tcase_add_test(bwd, test_conv2d_tf32);
     if (!th_small()) {
         tcase_add_loop_test(fwd, test_conv2d_large, 0, N_LARGE);
         tcase_add_loop_test(fwd, test_conv2d_tiles, 0, 4);
