@@ -44,7 +44,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILD)/%,$(wildcard examples/*.c))
 STATIC := $(BUILD)/libteenycl.a
 SHARED := $(BUILD)/libteenycl.so.$(VERSION)
 SONAME := libteenycl.so.$(VERSION_MAJOR)
-HEADERS := include/teenycl.h $(wildcard src/*.h src/*/*.h src/ops/*.def)
+HEADERS := include/teenycl.h $(wildcard src/*.h src/*/*.h src/ops/*.def src/tune/*.def)
 
 # ---- the optional MPI layer (make WITH_MPI=1) ----------------------------
 # src/dist/ on top of the public API, as a static libteenycl_dist.a that
