@@ -17,7 +17,7 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
     const teeny_tensor *x = a->in[0], *w = a->in[1], *bias = a->in[2], *scale = a->in[3], *shift = a->in[4];
     teeny_tensor *y = a->out[0];
     conv_geom g = teeny__conv_geom_make(x, w, &a->attrs.conv2d);
-    const conv_tuning *tu = teeny__conv_tuning_for(ctx);
+    const conv_tuning *tu = conv_tuning_of(ctx);
     int act = (int)a->attrs.conv2d.act;
     int epi = (bias ? 1 : 0) | (scale ? 2 : 0) | (shift ? 4 : 0);
     cl_mem bias_m = bias ? bias->buf : x->buf, scale_m = scale ? scale->buf : x->buf,
@@ -28,7 +28,7 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
     dw_plan pl;
     teeny_status st = TEENY_OK;
 
-    if (teeny__conv_use_depthwise(tu, &g) && ctx->cpu_kernels) {
+    if (teeny__conv_use_depthwise(tu, &g) && conv_cpu_variant(ctx)) {
         char opt[256];
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         int mult = g.Cog;
@@ -146,7 +146,7 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
     dw_plan pl;
     teeny_status st = TEENY_OK;
 
-    if (teeny__conv_use_depthwise(tu, g) && ctx->cpu_kernels) {
+    if (teeny__conv_use_depthwise(tu, g) && conv_cpu_variant(ctx)) {
         char opt[256];
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         int mult = g->Cog;
@@ -256,7 +256,7 @@ static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const con
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         return teeny__conv_cpu_gemm_run(ctx, tu, &j, opt);
     }
-    if (gp->depthwise && ctx->cpu_kernels) { /* one item per (tap, co), straight into dw */
+    if (gp->depthwise && conv_cpu_variant(ctx)) { /* one item per (tap, co), straight into dw */
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         int mult = g->Cog, KHW = g->KH * g->KW;
         size_t global[2] = {(size_t)KHW, (size_t)g->Cout};
@@ -315,7 +315,7 @@ teeny_status teeny__conv2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
     const teeny_tensor *x = a->in[0], *w = a->in[1], *dy = a->in[has_bias ? 4 : 3];
     teeny_tensor *dx = a->out[0], *dw = a->out[1], *db = has_bias ? a->out[2] : NULL;
     conv_geom g = teeny__conv_geom_make(x, w, &a->attrs.conv2d);
-    const conv_tuning *tu = teeny__conv_tuning_for(ctx);
+    const conv_tuning *tu = conv_tuning_of(ctx);
     teeny_status st = TEENY_OK;
     grad_plan gp;
     cl_mem scratch = NULL;
