@@ -245,6 +245,49 @@ START_TEST(test_tune_env_accepted)
 }
 END_TEST
 
+/* Issue 21 item 11: TEENY_ATTN_NT=4 TEENY_ATTN_RM=8 TEENY_ATTN_BN=128, all
+ * in range, ended in "internal invariant failed (src/ops/attention.c)" for
+ * head dims that need more than 4 thread columns; the tiles now take the
+ * columns the head dims need. (test_attention_small_threads checks the
+ * values against the reference.) */
+START_TEST(test_tune_env_attention_small_threads)
+{
+    teeny_ctx *ctx = NULL;
+    setenv("TEENY_ATTN_NT", "4", 1);
+    setenv("TEENY_ATTN_RM", "8", 1);
+    setenv("TEENY_ATTN_BN", "128", 1);
+    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+    int64_t qs[3] = {2, 9, 128}, vs[3] = {2, 9, 256}, ls[2] = {2, 9};
+    teeny_tensor *q = th_tensor(ctx, 3, qs), *k = th_tensor(ctx, 3, qs), *v = th_tensor(ctx, 3, vs);
+    teeny_tensor *o = th_tensor(ctx, 3, vs), *lse = th_tensor(ctx, 2, ls), *g = th_tensor(ctx, 3, vs);
+    teeny_tensor *dq = th_tensor(ctx, 3, qs), *dk = th_tensor(ctx, 3, qs), *dv = th_tensor(ctx, 3, vs);
+    TH_OK(ctx, teeny_tensor_fill(q, 0.25f));
+    TH_OK(ctx, teeny_tensor_fill(k, -0.5f));
+    TH_OK(ctx, teeny_tensor_fill(v, 2.0f));
+    TH_OK(ctx, teeny_tensor_fill(g, 1.0f));
+    teeny_tensor *outs[] = {o, dq, dk, dv};
+    for (int i = 0; i < 4; i++)
+        th_poison(outs[i]);
+    TH_OK(ctx, teeny_attention_forward(ctx, q, k, v, 0.125f, o, lse));
+    TH_OK(ctx, teeny_attention_backward(ctx, q, k, v, o, lse, g, 0.125f, dq, dk, dv));
+    /* equal keys: uniform attention, so o = v = 2, dv = g summed over the
+     * queries with weight 1/9 = 1, and dq = dk = 0 */
+    static const float want[] = {2.0f, 0.0f, 0.0f, 1.0f};
+    for (int t = 0; t < 4; t++) {
+        float *h = th_read(outs[t]);
+        int64_t n = teeny_tensor_numel(outs[t]);
+        for (int64_t i = 0; i < n; i++)
+            ck_assert_msg(fabsf(h[i] - want[t]) < 1e-4f, "output %d element %lld: %g, expected %g", t, (long long)i,
+                          (double)h[i], (double)want[t]);
+        free(h);
+    }
+    teeny_tensor *ts[] = {q, k, v, o, lse, g, dq, dk, dv};
+    for (int i = 0; i < 9; i++)
+        teeny_tensor_destroy(ts[i]);
+    teeny_ctx_destroy(ctx);
+}
+END_TEST
+
 Suite *suite_tune(void)
 {
     Suite *s = suite_create("tune");
@@ -254,6 +297,7 @@ Suite *suite_tune(void)
     tcase_add_test(tc, test_tune_force);
     tcase_add_checked_fixture(env, env_save, env_restore);
     tcase_add_test(env, test_tune_env_accepted);
+    tcase_add_test(env, test_tune_env_attention_small_threads);
     tcase_add_checked_fixture(err, env_save, env_restore);
     tcase_add_test(err, test_tune_env_rejected);
     suite_add_tcase(s, tc);
