@@ -537,7 +537,7 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
     att_store(dq, ATT_BASE(dq) + row0 * dq_sn, dq_sn, dq_sd, nr, d, Qs, QS, QG_BM, ATT_DQ, lid, QG_NT);
 }
 
-/* ---- CPU variants (ctx->cpu_kernels) ----
+/* ---- CPU variants (TEENY_VARIANT_CPU, src/tune) ----
  *
  * On a CPU a work-group is a loop over its items and every barrier splits
  * it into more loops, and PoCL vectorizes across items only in code

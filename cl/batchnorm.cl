@@ -289,7 +289,7 @@ __kernel void bn_backward_dx(__global const float *x, int x_off, __global const 
     }
 }
 
-/* ---- CPU variants (ctx->cpu_kernels), spatial layout ----
+/* ---- CPU variants (TEENY_VARIANT_CPU, src/tune), spatial layout ----
  * A CPU runs a work-group's items as a loop, and a barrier splits it: these
  * have none. An item walks its floats in order along contiguous planes,
  * sixteen at a time into float16 accumulators, whose lanes it adds in a

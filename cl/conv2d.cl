@@ -819,7 +819,7 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
     }
 }
 
-/* ---- depthwise, CPU variants (ctx->cpu_kernels) ----
+/* ---- depthwise, CPU variants (TEENY_VARIANT_CPU, src/tune) ----
  * No local memory and no barrier (a CPU runs a work-group's items as a
  * loop, split at each barrier). An item owns whole output rows and
  * accumulates DW_CPU_COLS columns at a time in a private array; per tap

@@ -140,7 +140,7 @@ void pool_gap_forward(__global const float *x, int x_off, int S, __global float 
         y[y_off + bc] = red[0] / (float)S;
 }
 
-/* The CPU variant (ctx->cpu_kernels): grid (B*C), item bc sums its plane
+/* The CPU variant (TEENY_VARIANT_CPU, src/tune): grid (B*C), item bc sums its plane
  * in order. A CPU runs a work-group's items as a loop, so a tree per plane
  * would be all overhead. */
 __kernel void pool_gap_forward_planes(__global const float *x, int x_off, int S, int planes, __global float *y,

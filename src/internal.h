@@ -58,10 +58,6 @@ struct teeny_ctx {
     teeny__tune tune;         /* the device profile and the kernel variant (tune.c) */
     int work_group_size;      /* default 1-D work-group size: the profile's within the device's maximum (tune.c) */
     int kernel_stores;        /* simulator workaround: fill and upload with kernels (set in simulator.c) */
-    int generic;              /* ctx->tune.generic (until every family reads ctx->tune) */
-    int cpu_kernels;          /* ctx->tune.variant == TEENY_VARIANT_CPU (until every family reads ctx->tune) */
-    int native_float_width;   /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT (1 when unknown) */
-    int hw_fma;               /* CL_FP_FMA in CL_DEVICE_SINGLE_FP_CONFIG: fma() is one instruction */
     int known_compiler;       /* the compiler takes TEENY_HINTS (device.c) */
     int build_warnings;       /* successful builds whose log warned (build.c; the tests want 0) */
     teeny__program *programs; /* in-memory program cache (build.c) */

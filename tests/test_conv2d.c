@@ -45,7 +45,7 @@ static void repro_str(const conv_case *k, uint64_t seed, char *buf, size_t cap)
              "x [%d, %d, %d, %d] w [%d, %d, %d, %d] stride (%d, %d) pad (%d, %d) dilation (%d, %d) groups %d%s%s%s "
              "seed %llu",
              c->B, c->Cin, c->H, c->W, c->Cout, c->Cin / c->G, c->KH, c->KW, c->sh, c->sw, c->ph, c->pw, c->dh, c->dw,
-             c->G, k->bias ? " bias" : "", k->view ? " (views)" : "", th_ctx()->cpu_kernels ? " (CPU variants)" : "",
+             c->G, k->bias ? " bias" : "", k->view ? " (views)" : "", th_ctx()->tune.variant == TEENY_VARIANT_CPU ? " (CPU variants)" : "",
              (unsigned long long)seed);
 }
 

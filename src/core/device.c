@@ -267,9 +267,6 @@ static teeny_status derive_defaults(teeny_ctx *ctx)
     teeny_status st = teeny__tune_init(ctx);
     if (st != TEENY_OK)
         return st;
-    ctx->generic = ctx->tune.generic;
-    ctx->native_float_width = ctx->caps.float_vector;
-    ctx->hw_fma = ctx->caps.cap_fma;
     /* Compilers known to take #pragma unroll and always_inline (clang-based
      * ones and NVIDIA's) get them through TEENY_HINTS (cl/common.cl); any
      * other builds the plain OpenCL C 1.2 source, as does every compiler

@@ -112,7 +112,6 @@ static void apply(teeny_ctx *ctx, const teeny__profile *row)
     while (want > ctx->caps.work_group)
         want /= 2;
     ctx->work_group_size = (int)(want ? want : 1);
-    ctx->cpu_kernels = t->variant == TEENY_VARIANT_CPU;
 }
 
 /* The environment's number name as an int in lo..hi into *out; unset or
@@ -202,5 +201,4 @@ teeny_status teeny__tune_force(teeny_ctx *ctx, int i)
 void teeny__tune_force_variant(teeny_ctx *ctx, int v)
 {
     ctx->tune.variant = v >= 0 && v < TEENY_VARIANT_COUNT ? (teeny__variant)v : ctx->tune.profile->variant;
-    ctx->cpu_kernels = ctx->tune.variant == TEENY_VARIANT_CPU;
 }
