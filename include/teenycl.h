@@ -152,7 +152,11 @@ typedef struct teeny_tensor teeny_tensor;
  *   "P:D"           platform P, device D (indices as teeny-info lists them)
  *   other text      the first device whose name contains it (any case)
  * An unknown spec fails with TEENY_ERR_NO_DEVICE; teeny_last_error(NULL)
- * then lists the devices that exist. Caller frees with teeny_ctx_destroy. */
+ * then lists the devices that exist. Caller frees with teeny_ctx_destroy.
+ * Both create functions read the tuning environment (TEENY_TUNING,
+ * TEENY_ATTN_*: README.md) once, here: a value that is malformed or out of
+ * range, or a TEENY_TUNING that names no device profile, fails with
+ * TEENY_ERR_ARG naming the variable (teeny_last_error(NULL)). */
 TEENY_API teeny_status teeny_ctx_create(const char *device_spec, teeny_ctx **out);
 /* Use an application's own OpenCL objects. q must be an in-order queue on
  * device d of context c. All three are retained and released, never
