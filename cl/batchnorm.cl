@@ -372,12 +372,12 @@ __kernel void bn_grad_cpu(__global const float *x, int x_off, __global const flo
         for (; e + 16 <= len; e += 16) {
             float16 g = vload16(0, gc + base + e);
             s16 += g;
-            q16 = fma(g, vload16(0, xc + base + e) - m, q16);
+            q16 = TEENY_MAD(g, vload16(0, xc + base + e) - m, q16);
         }
         for (; e < len; e++) {
             float g = gc[base + e];
             s1 += g;
-            q1 = fma(g, xc[base + e] - m, q1);
+            q1 = TEENY_MAD(g, xc[base + e] - m, q1);
         }
     })
     part[(c * K + p) * 2] = bn_hsum16(s16) + s1;
