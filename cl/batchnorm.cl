@@ -341,12 +341,12 @@ __kernel void bn_stats_cpu(__global const float *x, int x_off, int C, int S, int
         for (; e + 16 <= len; e += 16) {
             float16 v = vload16(0, xc + base + e) - pivot;
             s16 += v;
-            q16 = fma(v, v, q16);
+            q16 = TEENY_MAD(v, v, q16);
         }
         for (; e < len; e++) {
             float v = xc[base + e] - pivot;
             s1 += v;
-            q1 = fma(v, v, q1);
+            q1 = TEENY_MAD(v, v, q1);
         }
     })
     const float n = (float)((u1 - u0) * vec), sd = bn_hsum16(s16) + s1, sdd = bn_hsum16(q16) + q1;
