@@ -163,7 +163,7 @@ TEENY_INLINE void gemm_micro(__local const float4 *As, __local const float4 *Bs,
         for (int i = 0; i < WPT_M; i++)
             TEENY_UNROLL
             for (int j = 0; j < WPT_N; j++)
-                acc[i * WPT_N + j] = mad(a[i], b[j], acc[i * WPT_N + j]);
+                acc[i * WPT_N + j] = TEENY_MAD(a[i], b[j], acc[i * WPT_N + j]);
     }
 }
 
@@ -507,13 +507,11 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
 #define CPU_NV 1
 #endif
 #define CPU_NC (16 * CPU_NV) /* columns per item */
-/* TEENY_MAD (cl/common.cl): fma where the device has it in hardware.
- * float16 values pass through builtins here (vload16, fma/mad, vstore16).
- * On an x86 CPU without AVX-512, clang may warn that such a call changes
- * the ABI; the conformance suite counts build warnings. An operator-only
- * form avoided the calls but crashed oclgrind 21.10's uninitialized-value
- * plugin, so the calls stay. */
-#define CPU_MAD TEENY_MAD
+/* float16 values pass through builtins here (vload16, TEENY_MAD: fma or
+ * mad, vstore16). On an x86 CPU without AVX-512, clang may warn that such
+ * a call changes the ABI; the conformance suite counts build warnings. An
+ * operator-only form avoided the calls but crashed oclgrind 21.10's
+ * uninitialized-value plugin, so the calls stay. */
 
 /* Grid (round_up(Kc, 16), G*Kh*Kw), work-group (16, 1): item (c, r)
  * writes the Np columns of packed row r*Kc + c (the B operand above) from
@@ -595,7 +593,7 @@ TEENY_UNROLL
                     float16 a = (float16)(src[off[i] + co]);
 TEENY_UNROLL
                     for (int v = 0; v < CPU_NV; v++)
-                        acc[v * CPU_RM + i] = CPU_MAD(a, b[v], acc[v * CPU_RM + i]);
+                        acc[v * CPU_RM + i] = TEENY_MAD(a, b[v], acc[v * CPU_RM + i]);
                 }
             }
         } else {
@@ -611,7 +609,7 @@ TEENY_UNROLL
                     float16 av = (float16)(ok[i] ? a : 0.0f);
 TEENY_UNROLL
                     for (int v = 0; v < CPU_NV; v++)
-                        acc[v * CPU_RM + i] = CPU_MAD(av, b[v], acc[v * CPU_RM + i]);
+                        acc[v * CPU_RM + i] = TEENY_MAD(av, b[v], acc[v * CPU_RM + i]);
                 }
             }
         }
@@ -693,7 +691,7 @@ void dwconv_fwd(__global const float *restrict x, int x_off, __global const floa
             float acc = 0.0f;
             for (int kh = 0; kh < KH; kh++)
                 for (int kw = 0; kw < KW; kw++)
-                    acc = mad(pr[kh * d_h * PW + kw * d_w], wj[kh * KW + kw], acc);
+                    acc = TEENY_MAD(pr[kh * d_h * PW + kw * d_w], wj[kh * KW + kw], acc);
             yc[(oh0 + row) * OW] = teeny_act(act, acc * sc + sh);
         }
     }
@@ -762,7 +760,7 @@ void dwconv_dx(__global const float *restrict dy, int dy_off, __global const flo
                     int tw = iw + p_w - kw * d_w - ow_lo * s_w;
                     int lc = tw / s_w;
                     if (tw % s_w == 0 && lc < pw)
-                        a = mad(pj[lr * PW + lc], wj[kh * KW + kw], a);
+                        a = TEENY_MAD(pj[lr * PW + lc], wj[kh * KW + kw], a);
                 }
             }
         }
@@ -802,7 +800,7 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
             for (int t = 0; t < DW_TAPS; t++) {
                 int ih = ihb + kh * d_h, iw = iwb + kw * d_w;
                 if (t0 + t < KHW && (uint)ih < (uint)H && (uint)iw < (uint)W)
-                    acc[t] = mad(g, xc[ih * W + iw], acc[t]);
+                    acc[t] = TEENY_MAD(g, xc[ih * W + iw], acc[t]);
                 if (++kw == KW) {
                     kw = 0;
                     kh++;
