@@ -104,6 +104,21 @@
 #define EPI_SCALE 2
 #define EPI_SHIFT 4
 
+/* The fused epilogue y = act(v * sc + sh) of output channel c, its two
+ * factors (sc, sh): sc = scale[c], 1 without EPI_SCALE; sh = shift[c] +
+ * bias[c], each 0 without its flag. Every kernel that stores y takes them
+ * from here. */
+TEENY_INLINE float2 conv_epilogue(int epi, int c, __global const float *bias, int bias_off,
+                                  __global const float *scale, int scale_off, __global const float *shift,
+                                  int shift_off)
+{
+    float sc = epi & EPI_SCALE ? scale[scale_off + c] : 1.0f;
+    float sh = epi & EPI_SHIFT ? shift[shift_off + c] : 0.0f;
+    if (epi & EPI_BIAS)
+        sh += bias[bias_off + c];
+    return (float2)(sc, sh);
+}
+
 /* ---- shared GEMM pieces ---- */
 
 /* A position in a (c, h, w) index space of extents (*, Kh, Kw), advanced
@@ -184,18 +199,11 @@ TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, i
     TEENY_UNROLL
     for (int j = 0; j < WPT_N; j++) {
         int n = n0 + (j / 4) * THREADS_N * 4 + tn * 4 + (j & 3);
-        int c = g * N + n;
+        float2 e = n < N ? conv_epilogue(epi, g * N + n, bias, bias_off, scale, scale_off, shift, shift_off)
+                         : (float2)(1.0f, 0.0f);
         nn[j] = n;
-        sc[j] = 1.0f;
-        sh[j] = 0.0f;
-        if (n < N && epi) {
-            if (epi & EPI_SCALE)
-                sc[j] = scale[scale_off + c];
-            if (epi & EPI_SHIFT)
-                sh[j] = shift[shift_off + c];
-            if (epi & EPI_BIAS)
-                sh[j] += bias[bias_off + c];
-        }
+        sc[j] = e.x;
+        sh[j] = e.y;
     }
     TEENY_UNROLL
     for (int r = 0; r < WPT_M / 4; r++) {
@@ -617,17 +625,11 @@ TEENY_UNROLL
 
     float sc[CPU_NC], sh[CPU_NC];
     for (int j = 0; j < CPU_NC; j++) {
-        int n = n0 + j, c = g * N + n;
-        sc[j] = 1.0f;
-        sh[j] = 0.0f;
-        if (n < N && epi) {
-            if (epi & EPI_SCALE)
-                sc[j] = scale[scale_off + c];
-            if (epi & EPI_SHIFT)
-                sh[j] = shift[shift_off + c];
-            if (epi & EPI_BIAS)
-                sh[j] += bias[bias_off + c];
-        }
+        int n = n0 + j;
+        float2 e = n < N ? conv_epilogue(epi, g * N + n, bias, bias_off, scale, scale_off, shift, shift_off)
+                         : (float2)(1.0f, 0.0f);
+        sc[j] = e.x;
+        sh[j] = e.y;
     }
 TEENY_UNROLL
     for (int i = 0; i < CPU_RM; i++) {
@@ -682,8 +684,8 @@ void dwconv_fwd(__global const float *restrict x, int x_off, __global const floa
         return;
     for (int j = 0; j < nj; j++) {
         int co = ci * mult + j0 + j;
-        float sc = epi & EPI_SCALE ? scale[scale_off + co] : 1.0f;
-        float sh = (epi & EPI_SHIFT ? shift[shift_off + co] : 0.0f) + (epi & EPI_BIAS ? bias[bias_off + co] : 0.0f);
+        const float2 e = conv_epilogue(epi, co, bias, bias_off, scale, scale_off, shift, shift_off);
+        const float sc = e.x, sh = e.y;
         __global float *yc = y + y_off + (b * Cout + co) * OH * OW + ow0 + col;
         for (int row = row0; row < TH && oh0 + row < OH; row += rstep) {
             __local const float *pr = patch + row * s_h * PW + col * s_w;
@@ -849,8 +851,8 @@ __kernel void dwconv_fwd_cpu(__global const float *restrict x, int x_off, __glob
     const int rb = get_global_id(0), co = get_global_id(1), b = get_global_id(2), Cout = Cin * mult;
     if (co >= Cout || b >= B || rb * rows_per >= OH)
         return;
-    const float sc = epi & EPI_SCALE ? scale[scale_off + co] : 1.0f;
-    const float sh = (epi & EPI_SHIFT ? shift[shift_off + co] : 0.0f) + (epi & EPI_BIAS ? bias[bias_off + co] : 0.0f);
+    const float2 e = conv_epilogue(epi, co, bias, bias_off, scale, scale_off, shift, shift_off);
+    const float sc = e.x, sh = e.y;
     __global const float *xc = x + x_off + (b * Cin + co / mult) * H * W, *wc = w + w_off + co * KH * KW;
     __global float *yc = y + y_off + (b * Cout + co) * OH * OW;
     const int oh_end = min(OH, rb * rows_per + rows_per);
