@@ -136,7 +136,7 @@ teeny_status teeny__global_avgpool_forward(teeny_ctx *ctx, const teeny__op_args 
     cl_kernel k;
     int wg;
     if (ctx->tune.variant == TEENY_VARIANT_CPU) {
-        static const char cpu_name[] = "pool_gap_forward_planes";
+        static const char cpu_name[] = "pool_gap_forward_cpu";
         teeny_status st = teeny__kernel_get(ctx, "pool", "", cpu_name, &k);
         if (st == TEENY_OK)
             st = teeny__set_args(ctx, k, cpu_name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &S,
