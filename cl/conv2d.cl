@@ -649,6 +649,16 @@ TEENY_UNROLL
 
 /* ---- depthwise (one input channel per group) ---- */
 
+/* The depthwise kernels' geometry, one int16 argument (the host packs it
+ * in the same order: conv2d_internal.h dw_geometry): batch, input channels
+ * and plane, the channel multiplier (Cout / Cin), the output plane, the
+ * kernel, and per axis (h, w) stride, padding and dilation; slot 15 holds
+ * the groups (= Cin). DW_GEOMETRY(g) names them as the kernels' locals. */
+#define DW_GEOMETRY(g)                                                                                      \
+    const int B = (g).s0, Cin = (g).s1, H = (g).s2, W = (g).s3, mult = (g).s4, OH = (g).s5, OW = (g).s6, \
+              KH = (g).s7, KW = (g).s8, s_h = (g).s9, s_w = (g).sa, p_h = (g).sb, p_w = (g).sc, d_h = (g).sd, \
+              d_w = (g).se
+
 /* Grid (DW_WG * tiles_h * tiles_w, Cin * m_chunks, B), work-group (DW_WG).
  * Group (tile, ci*m_chunks + mc, b) computes the TH x TW output tile at
  * (tile / tiles_w * TH, tile % tiles_w * TW) for output channels
@@ -658,11 +668,11 @@ TEENY_UNROLL
  * t / TW, + DW_WG / TW, ... for each channel. */
 __kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
 void dwconv_fwd(__global const float *restrict x, int x_off, __global const float *restrict w, int w_off,
-                __global float *restrict y, int y_off, int Cin, int H, int W, int mult, int m_per, int m_chunks,
-                int OH, int OW, int KH, int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w, int TH, int TW,
+                __global float *restrict y, int y_off, int16 geo, int m_per, int m_chunks, int TH, int TW,
                 int tiles_w, int PH, int PW, __global const float *bias, int bias_off, __global const float *scale,
                 int scale_off, __global const float *shift, int shift_off, int epi, int act, __local float *patch)
 {
+    DW_GEOMETRY(geo);
     const int lid = get_local_id(0), tile = get_group_id(0), b = get_group_id(2);
     const int ci = get_group_id(1) / m_chunks, mc = get_group_id(1) - ci * m_chunks;
     const int oh0 = tile / tiles_w * TH, ow0 = (tile % tiles_w) * TW;
@@ -717,10 +727,10 @@ TEENY_INLINE int floor_div(int a, int b)
  * of rows t / TW + i * (DW_WG / TW), i < DW_ROWS (TH allows no more). */
 __kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
 void dwconv_dx(__global const float *restrict dy, int dy_off, __global const float *restrict w, int w_off,
-               __global float *restrict dx, int dx_off, int Cin, int H, int W, int mult, int OH, int OW, int KH,
-               int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w, int TH, int TW, int tiles_w, int PH,
-               int PW, __local float *patch)
+               __global float *restrict dx, int dx_off, int16 geo, int TH, int TW, int tiles_w, int PH, int PW,
+               __local float *patch)
 {
+    DW_GEOMETRY(geo);
     const int lid = get_local_id(0), tile = get_group_id(0), ci = get_group_id(1), b = get_group_id(2);
     const int ih0 = tile / tiles_w * TH, iw0 = (tile % tiles_w) * TW, KHW = KH * KW, Cout = Cin * mult;
     const int oh_lo = floor_div(ih0 + p_h - (KH - 1) * d_h, s_h), ow_lo = floor_div(iw0 + p_w - (KW - 1) * d_w, s_w);
@@ -778,9 +788,9 @@ void dwconv_dx(__global const float *restrict dy, int dy_off, __global const flo
  * out[out_off + z*out_zstride + co*KH*KW + tap]. */
 __kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
 void dwconv_dw(__global const float *restrict x, int x_off, __global const float *restrict dy, int dy_off,
-               __global float *restrict out, int out_off, int out_zstride, int Cin, int H, int W, int mult, int OH,
-               int OW, int KH, int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w, int R, int r_chunk)
+               __global float *restrict out, int out_off, int out_zstride, int16 geo, int R, int r_chunk)
 {
+    DW_GEOMETRY(geo);
     __local float red[DW_TAPS * DW_WG];
     const int lid = get_local_id(0), z = get_group_id(0), co = get_group_id(1);
     const int ci = co / mult, KHW = KH * KW, Cout = Cin * mult, HW = H * W, OHW = OH * OW;
@@ -843,11 +853,11 @@ TEENY_INLINE int dw_hi(int a, int s, int lim)
 
 /* Item (rb, co, b): output rows [rb*rows_per, +rows_per) of y[b, co]. */
 __kernel void dwconv_fwd_cpu(__global const float *restrict x, int x_off, __global const float *restrict w, int w_off,
-                             __global float *restrict y, int y_off, int B, int Cin, int H, int W, int mult, int OH,
-                             int OW, int KH, int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w,
-                             __global const float *bias, int bias_off, __global const float *scale, int scale_off,
-                             __global const float *shift, int shift_off, int epi, int act, int rows_per)
+                             __global float *restrict y, int y_off, int16 geo, __global const float *bias,
+                             int bias_off, __global const float *scale, int scale_off, __global const float *shift,
+                             int shift_off, int epi, int act, int rows_per)
 {
+    DW_GEOMETRY(geo);
     const int rb = get_global_id(0), co = get_global_id(1), b = get_global_id(2), Cout = Cin * mult;
     if (co >= Cout || b >= B || rb * rows_per >= OH)
         return;
@@ -882,9 +892,9 @@ __kernel void dwconv_fwd_cpu(__global const float *restrict x, int x_off, __glob
 /* Item (rb, ci, b): input rows [rb*rows_per, +rows_per) of dx[b, ci], the
  * sum over ci's mult output channels and the taps that reach each column. */
 __kernel void dwconv_dx_cpu(__global const float *restrict dy, int dy_off, __global const float *restrict w, int w_off,
-                            __global float *restrict dx, int dx_off, int B, int Cin, int H, int W, int mult, int OH,
-                            int OW, int KH, int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w, int rows_per)
+                            __global float *restrict dx, int dx_off, int16 geo, int rows_per)
 {
+    DW_GEOMETRY(geo);
     const int rb = get_global_id(0), ci = get_global_id(1), b = get_global_id(2), Cout = Cin * mult;
     if (ci >= Cin || b >= B || rb * rows_per >= H)
         return;
@@ -920,9 +930,9 @@ __kernel void dwconv_dx_cpu(__global const float *restrict dy, int dy_off, __glo
 /* Item (tap, co): dw[co, tap] = sum over (b, oh, ow) in order of
  * dy[b, co, oh, ow] * x[b, co / mult, oh*s_h - p_h + kh*d_h, ow*s_w - p_w + kw*d_w]. */
 __kernel void dwconv_dw_cpu(__global const float *restrict x, int x_off, __global const float *restrict dy, int dy_off,
-                            __global float *restrict dw, int dw_off, int B, int Cin, int H, int W, int mult, int OH,
-                            int OW, int KH, int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w)
+                            __global float *restrict dw, int dw_off, int16 geo)
 {
+    DW_GEOMETRY(geo);
     const int tap = get_global_id(0), co = get_global_id(1), Cout = Cin * mult;
     if (tap >= KH * KW || co >= Cout)
         return;

@@ -50,6 +50,15 @@ typedef struct {
 
 /* ---- kernel arguments ---- */
 
+/* The depthwise kernels' geometry as one int16 argument, in the order
+ * cl/conv2d.cl's DW_GEOMETRY names it. */
+static inline cl_int16 dw_geometry(const conv_geom *g)
+{
+    cl_int16 v = {{g->B, g->Cin, g->H, g->W, g->Cog, g->OH, g->OW, g->KH, g->KW, g->sh, g->sw, g->ph, g->pw, g->dh,
+                   g->dw, g->G}};
+    return v;
+}
+
 /* The launch layer's argument type (internal.h); KM/KI/KL keep the
  * argument lists below one short entry per kernel parameter. */
 typedef teeny__karg karg;
@@ -57,6 +66,7 @@ typedef teeny__karg karg;
 #define KM(m) TEENY__KARG_MEM(m)
 #define KI(i) TEENY__KARG_INT(i)
 #define KL(bytes) TEENY__KARG_LOCAL(bytes)
+#define KG(geo) TEENY__KARG(geo) /* a cl_int16 from dw_geometry */
 
 static inline teeny_status run_kernel(teeny_ctx *ctx, const char *options, const char *name, const karg *a, int n,
                                int dims, const size_t *global, const size_t *local)
