@@ -104,7 +104,7 @@ typedef struct {
     teeny__variant variant;          /* the profile's, or a test's */
     int generic;                     /* TEENY_TUNING=generic: also build without compiler hints */
     teeny__attention_tune attention; /* the profile's with the TEENY_ATTN_* overrides */
-    teeny__attention_tune attention_env; /* the overrides (0: not set) */
+    teeny__attention_tune attention_env; /* the TEENY_ATTN_* values (-1: not set) */
 } teeny__tune;
 
 /* Match ctx->caps against the rows, read TEENY_TUNING and TEENY_ATTN_*
