@@ -168,7 +168,7 @@ TEENY_INLINE void att_mm_nt(float *acc, const int nr, const int nc, __local cons
             TEENY_UNROLL
             for (int j = 0; j < ATT_MAXT; j++)
                 if (i < nr && j < nc)
-                    acc[i * ATT_MAXT + j] = fma(a[i].w, b[j].w, fma(a[i].z, b[j].z, fma(a[i].y, b[j].y, fma(a[i].x, b[j].x, acc[i * ATT_MAXT + j]))));
+                    acc[i * ATT_MAXT + j] = TEENY_MAD(a[i].w, b[j].w, TEENY_MAD(a[i].z, b[j].z, TEENY_MAD(a[i].y, b[j].y, TEENY_MAD(a[i].x, b[j].x, acc[i * ATT_MAXT + j]))));
     }
 }
 
@@ -197,7 +197,7 @@ TEENY_INLINE void att_mm_nn(float4 *acc, const int nr, const int nch, __local co
                     TEENY_UNROLL
                     for (int i = 0; i < ATT_MAXT; i++)
                         if (i < nr)
-                            acc[i * ATT_MAXT + q] = fma((float4)(att_comp(p[i], e)), v, acc[i * ATT_MAXT + q]);
+                            acc[i * ATT_MAXT + q] = TEENY_MAD((float4)(att_comp(p[i], e)), v, acc[i * ATT_MAXT + q]);
                 }
     }
 }
@@ -360,7 +360,7 @@ __kernel void attn_bwd_prep(ATT_MAT(o), ATT_MAT(d_o), __global float *di, int he
     const int ob = ATT_BASE(o) + n * o_sn, gb = ATT_BASE(d_o) + n * d_o_sn;
     float acc = 0.0f;
     for (int c = 0; c < dv; c++)
-        acc = fma(o[ob + c * o_sd], d_o[gb + c * d_o_sd], acc);
+        acc = TEENY_MAD(o[ob + c * o_sd], d_o[gb + c * d_o_sd], acc);
     di[bh * n_q + n] = acc;
 }
 
@@ -537,7 +537,7 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
     att_store(dq, ATT_BASE(dq) + row0 * dq_sn, dq_sn, dq_sd, nr, d, Qs, QS, QG_BM, ATT_DQ, lid, QG_NT);
 }
 
-/* ---- CPU variants (ctx->cpu_kernels) ----
+/* ---- CPU variants (TEENY_VARIANT_CPU, src/tune) ----
  *
  * On a CPU a work-group is a loop over its items and every barrier splits
  * it into more loops, and PoCL vectorizes across items only in code
@@ -647,7 +647,7 @@ __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __glo
             const attv qc = qr[c];
             TEENY_UNROLL
             for (int j = 0; j < ATT_KB; j++)
-                s[j] = fma(qc, (attv)(k[kr[j] + c * k_sd]), s[j]);
+                s[j] = TEENY_MAD(qc, (attv)(k[kr[j] + c * k_sd]), s[j]);
         }
         for (int j = 0; j < nk; j++)
             mx = fmax(mx, s[j]);
@@ -662,7 +662,7 @@ __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __glo
             attv a = acc[c] * alpha;
             TEENY_UNROLL
             for (int j = 0; j < ATT_KB; j++)
-                a = fma(p[j], (attv)(v[vr[j] + c * v_sd]), a);
+                a = TEENY_MAD(p[j], (attv)(v[vr[j] + c * v_sd]), a);
             acc[c] = a;
         }
     }
@@ -713,13 +713,13 @@ __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o)
             const attv kc = kr[c];
             TEENY_UNROLL
             for (int j = 0; j < ATT_KB; j++)
-                s[j] = fma(kc, (attv)(q[qi[j] + c * q_sd]), s[j]);
+                s[j] = TEENY_MAD(kc, (attv)(q[qi[j] + c * q_sd]), s[j]);
         }
         for (int c = 0; c < dvn; c++) {
             const attv vc = vr[c];
             TEENY_UNROLL
             for (int j = 0; j < ATT_KB; j++)
-                dp[j] = fma(vc, (attv)(d_o[gi[j] + c * d_o_sd]), dp[j]);
+                dp[j] = TEENY_MAD(vc, (attv)(d_o[gi[j] + c * d_o_sd]), dp[j]);
         }
         TEENY_UNROLL
         for (int j = 0; j < ATT_KB; j++) {
@@ -731,14 +731,14 @@ __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o)
             attv a = av[c];
             TEENY_UNROLL
             for (int j = 0; j < ATT_KB; j++)
-                a = fma(p[j], (attv)(d_o[gi[j] + c * d_o_sd]), a);
+                a = TEENY_MAD(p[j], (attv)(d_o[gi[j] + c * d_o_sd]), a);
             av[c] = a;
         }
         for (int c = 0; c < d; c++) {
             attv a = ak[c];
             TEENY_UNROLL
             for (int j = 0; j < ATT_KB; j++)
-                a = fma(ds[j], (attv)(q[qi[j] + c * q_sd]), a);
+                a = TEENY_MAD(ds[j], (attv)(q[qi[j] + c * q_sd]), a);
             ak[c] = a;
         }
     }
@@ -781,13 +781,13 @@ __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), 
             const attv qc = qr[c];
             TEENY_UNROLL
             for (int j = 0; j < ATT_KB; j++)
-                s[j] = fma(qc, (attv)(k[kj[j] + c * k_sd]), s[j]);
+                s[j] = TEENY_MAD(qc, (attv)(k[kj[j] + c * k_sd]), s[j]);
         }
         for (int c = 0; c < dvn; c++) {
             const attv gc = gr[c];
             TEENY_UNROLL
             for (int j = 0; j < ATT_KB; j++)
-                dp[j] = fma(gc, (attv)(v[vj[j] + c * v_sd]), dp[j]);
+                dp[j] = TEENY_MAD(gc, (attv)(v[vj[j] + c * v_sd]), dp[j]);
         }
         for (int j = 0; j < ATT_KB; j++)
             ds[j] = j < nk ? exp(s[j] - lr) * (dp[j] - dr) : (attv)(0.0f);
@@ -795,7 +795,7 @@ __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), 
             attv a = acc[c];
             TEENY_UNROLL
             for (int j = 0; j < ATT_KB; j++)
-                a = fma(ds[j], (attv)(k[kj[j] + c * k_sd]), a);
+                a = TEENY_MAD(ds[j], (attv)(k[kj[j] + c * k_sd]), a);
             acc[c] = a;
         }
     }

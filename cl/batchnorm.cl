@@ -285,7 +285,7 @@ __kernel void bn_backward_dx(__global const float *x, int x_off, __global const 
     }
 }
 
-/* ---- CPU variants (ctx->cpu_kernels), spatial layout ----
+/* ---- CPU variants (TEENY_VARIANT_CPU, src/tune), spatial layout ----
  * A CPU runs a work-group's items as a loop, and a barrier splits it: these
  * have none. An item walks its floats in order along contiguous planes,
  * sixteen at a time into float16 accumulators, whose lanes it adds in a
@@ -337,12 +337,12 @@ __kernel void bn_stats_cpu(__global const float *x, int x_off, int C, int S, int
         for (; e + 16 <= len; e += 16) {
             float16 v = vload16(0, xc + base + e) - shift;
             s16 += v;
-            q16 = fma(v, v, q16);
+            q16 = TEENY_MAD(v, v, q16);
         }
         for (; e < len; e++) {
             float v = xc[base + e] - shift;
             s1 += v;
-            q1 = fma(v, v, q1);
+            q1 = TEENY_MAD(v, v, q1);
         }
     })
     const float n = (float)((u1 - u0) * vec), sd = bn_hsum16(s16) + s1, sdd = bn_hsum16(q16) + q1;
@@ -368,12 +368,12 @@ __kernel void bn_grad_cpu(__global const float *x, int x_off, __global const flo
         for (; e + 16 <= len; e += 16) {
             float16 g = vload16(0, gc + base + e);
             s16 += g;
-            q16 = fma(g, vload16(0, xc + base + e) - m, q16);
+            q16 = TEENY_MAD(g, vload16(0, xc + base + e) - m, q16);
         }
         for (; e < len; e++) {
             float g = gc[base + e];
             s1 += g;
-            q1 = fma(g, xc[base + e] - m, q1);
+            q1 = TEENY_MAD(g, xc[base + e] - m, q1);
         }
     })
     part[(c * K + p) * 2] = bn_hsum16(s16) + s1;

@@ -17,11 +17,12 @@
 #define TEENY_INLINE static inline
 #endif
 
-/* a * b + c for the CPU variants' inner loops: fma() where the device
- * says it does fma in hardware (TEENY_FMA, from CL_DEVICE_SINGLE_FP_CONFIG),
- * else mad(). PoCL 3.1 compiles mad() as a multiply and an add, half the
- * rate of its AVX-512 fma; a device without hardware fma would emulate
- * fma() in software. */
+/* a * b + c, the one spelling of a multiply-add in every kernel: fma()
+ * where the device says it does fma in hardware (TEENY_FMA, from
+ * CL_DEVICE_SINGLE_FP_CONFIG: PoCL on x86, NVIDIA), else mad(). A device
+ * without hardware fma would emulate fma() in software; PoCL 3.1 compiles
+ * mad() as a multiply and an add, half the rate of its AVX-512 fma (and
+ * rounded twice: fma() and mad() give different bits there). */
 #if defined(TEENY_FMA) && TEENY_FMA
 #define TEENY_MAD(a, b, c) fma(a, b, c)
 #else

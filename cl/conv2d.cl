@@ -111,6 +111,21 @@
 #define EPI_SCALE 2
 #define EPI_SHIFT 4
 
+/* The fused epilogue y = act(v * sc + sh) of output channel c, its two
+ * factors (sc, sh): sc = scale[c], 1 without EPI_SCALE; sh = shift[c] +
+ * bias[c], each 0 without its flag. Every kernel that stores y takes them
+ * from here. */
+TEENY_INLINE float2 conv_epilogue(int epi, int c, __global const float *bias, int bias_off,
+                                  __global const float *scale, int scale_off, __global const float *shift,
+                                  int shift_off)
+{
+    float sc = epi & EPI_SCALE ? scale[scale_off + c] : 1.0f;
+    float sh = epi & EPI_SHIFT ? shift[shift_off + c] : 0.0f;
+    if (epi & EPI_BIAS)
+        sh += bias[bias_off + c];
+    return (float2)(sc, sh);
+}
+
 /* ---- shared GEMM pieces ---- */
 
 /* A position in a (c, h, w) index space of extents (*, Kh, Kw), advanced
@@ -244,7 +259,7 @@ TEENY_INLINE void gemm_micro(__local const float4 *As, __local const float4 *Bs,
         for (int i = 0; i < WPT_M; i++)
             TEENY_UNROLL
             for (int j = 0; j < WPT_N; j++)
-                acc[i * WPT_N + j] = mad(a[i], b[j], acc[i * WPT_N + j]);
+                acc[i * WPT_N + j] = TEENY_MAD(a[i], b[j], acc[i * WPT_N + j]);
     }
 }
 #endif
@@ -312,18 +327,11 @@ TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, i
     TEENY_UNROLL
     for (int j = 0; j < WPT_N; j++) {
         int n = n0 + (j / 4) * THREADS_N * 4 + tn * 4 + (j & 3);
-        int c = g * N + n;
+        float2 e = n < N ? conv_epilogue(epi, g * N + n, bias, bias_off, scale, scale_off, shift, shift_off)
+                         : (float2)(1.0f, 0.0f);
         nn[j] = n;
-        sc[j] = 1.0f;
-        sh[j] = 0.0f;
-        if (n < N && epi) {
-            if (epi & EPI_SCALE)
-                sc[j] = scale[scale_off + c];
-            if (epi & EPI_SHIFT)
-                sh[j] = shift[shift_off + c];
-            if (epi & EPI_BIAS)
-                sh[j] += bias[bias_off + c];
-        }
+        sc[j] = e.x;
+        sh[j] = e.y;
     }
     TEENY_UNROLL
     for (int r = 0; r < WPT_M / 4; r++) {
@@ -636,13 +644,11 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
 #define CPU_NV 1
 #endif
 #define CPU_NC (16 * CPU_NV) /* columns per item */
-/* TEENY_MAD (cl/common.cl): fma where the device has it in hardware.
- * float16 values pass through builtins here (vload16, fma/mad, vstore16).
- * On an x86 CPU without AVX-512, clang may warn that such a call changes
- * the ABI; the conformance suite counts build warnings. An operator-only
- * form avoided the calls but crashed oclgrind 21.10's uninitialized-value
- * plugin, so the calls stay. */
-#define CPU_MAD TEENY_MAD
+/* float16 values pass through builtins here (vload16, TEENY_MAD: fma or
+ * mad, vstore16). On an x86 CPU without AVX-512, clang may warn that such
+ * a call changes the ABI; the conformance suite counts build warnings. An
+ * operator-only form avoided the calls but crashed oclgrind 21.10's
+ * uninitialized-value plugin, so the calls stay. */
 
 /* Grid (round_up(Kc, 16), G*Kh*Kw), work-group (16, 1): item (c, r)
  * writes the Np columns of packed row r*Kc + c (the B operand above) from
@@ -724,7 +730,7 @@ TEENY_UNROLL
                     float16 a = (float16)(src[off[i] + co]);
 TEENY_UNROLL
                     for (int v = 0; v < CPU_NV; v++)
-                        acc[v * CPU_RM + i] = CPU_MAD(a, b[v], acc[v * CPU_RM + i]);
+                        acc[v * CPU_RM + i] = TEENY_MAD(a, b[v], acc[v * CPU_RM + i]);
                 }
             }
         } else {
@@ -740,7 +746,7 @@ TEENY_UNROLL
                     float16 av = (float16)(ok[i] ? a : 0.0f);
 TEENY_UNROLL
                     for (int v = 0; v < CPU_NV; v++)
-                        acc[v * CPU_RM + i] = CPU_MAD(av, b[v], acc[v * CPU_RM + i]);
+                        acc[v * CPU_RM + i] = TEENY_MAD(av, b[v], acc[v * CPU_RM + i]);
                 }
             }
         }
@@ -748,17 +754,11 @@ TEENY_UNROLL
 
     float sc[CPU_NC], sh[CPU_NC];
     for (int j = 0; j < CPU_NC; j++) {
-        int n = n0 + j, c = g * N + n;
-        sc[j] = 1.0f;
-        sh[j] = 0.0f;
-        if (n < N && epi) {
-            if (epi & EPI_SCALE)
-                sc[j] = scale[scale_off + c];
-            if (epi & EPI_SHIFT)
-                sh[j] = shift[shift_off + c];
-            if (epi & EPI_BIAS)
-                sh[j] += bias[bias_off + c];
-        }
+        int n = n0 + j;
+        float2 e = n < N ? conv_epilogue(epi, g * N + n, bias, bias_off, scale, scale_off, shift, shift_off)
+                         : (float2)(1.0f, 0.0f);
+        sc[j] = e.x;
+        sh[j] = e.y;
     }
 TEENY_UNROLL
     for (int i = 0; i < CPU_RM; i++) {
@@ -778,6 +778,16 @@ TEENY_UNROLL
 
 /* ---- depthwise (one input channel per group) ---- */
 
+/* The depthwise kernels' geometry, one int16 argument (the host packs it
+ * in the same order: conv2d_internal.h dw_geometry): batch, input channels
+ * and plane, the channel multiplier (Cout / Cin), the output plane, the
+ * kernel, and per axis (h, w) stride, padding and dilation; slot 15 holds
+ * the groups (= Cin). DW_GEOMETRY(g) names them as the kernels' locals. */
+#define DW_GEOMETRY(g)                                                                                      \
+    const int B = (g).s0, Cin = (g).s1, H = (g).s2, W = (g).s3, mult = (g).s4, OH = (g).s5, OW = (g).s6, \
+              KH = (g).s7, KW = (g).s8, s_h = (g).s9, s_w = (g).sa, p_h = (g).sb, p_w = (g).sc, d_h = (g).sd, \
+              d_w = (g).se
+
 /* Grid (DW_WG * tiles_h * tiles_w, Cin * m_chunks, B), work-group (DW_WG).
  * Group (tile, ci*m_chunks + mc, b) computes the TH x TW output tile at
  * (tile / tiles_w * TH, tile % tiles_w * TW) for output channels
@@ -787,11 +797,11 @@ TEENY_UNROLL
  * t / TW, + DW_WG / TW, ... for each channel. */
 __kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
 void dwconv_fwd(__global const float *restrict x, int x_off, __global const float *restrict w, int w_off,
-                __global float *restrict y, int y_off, int Cin, int H, int W, int mult, int m_per, int m_chunks,
-                int OH, int OW, int KH, int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w, int TH, int TW,
+                __global float *restrict y, int y_off, int16 geo, int m_per, int m_chunks, int TH, int TW,
                 int tiles_w, int PH, int PW, __global const float *bias, int bias_off, __global const float *scale,
                 int scale_off, __global const float *shift, int shift_off, int epi, int act, __local float *patch)
 {
+    DW_GEOMETRY(geo);
     const int lid = get_local_id(0), tile = get_group_id(0), b = get_group_id(2);
     const int ci = get_group_id(1) / m_chunks, mc = get_group_id(1) - ci * m_chunks;
     const int oh0 = tile / tiles_w * TH, ow0 = (tile % tiles_w) * TW;
@@ -813,8 +823,8 @@ void dwconv_fwd(__global const float *restrict x, int x_off, __global const floa
         return;
     for (int j = 0; j < nj; j++) {
         int co = ci * mult + j0 + j;
-        float sc = epi & EPI_SCALE ? scale[scale_off + co] : 1.0f;
-        float sh = (epi & EPI_SHIFT ? shift[shift_off + co] : 0.0f) + (epi & EPI_BIAS ? bias[bias_off + co] : 0.0f);
+        const float2 e = conv_epilogue(epi, co, bias, bias_off, scale, scale_off, shift, shift_off);
+        const float sc = e.x, sh = e.y;
         __global float *yc = y + y_off + (b * Cout + co) * OH * OW + ow0 + col;
         for (int row = row0; row < TH && oh0 + row < OH; row += rstep) {
             __local const float *pr = patch + row * s_h * PW + col * s_w;
@@ -822,7 +832,7 @@ void dwconv_fwd(__global const float *restrict x, int x_off, __global const floa
             float acc = 0.0f;
             for (int kh = 0; kh < KH; kh++)
                 for (int kw = 0; kw < KW; kw++)
-                    acc = mad(pr[kh * d_h * PW + kw * d_w], wj[kh * KW + kw], acc);
+                    acc = TEENY_MAD(pr[kh * d_h * PW + kw * d_w], wj[kh * KW + kw], acc);
             yc[(oh0 + row) * OW] = teeny_act(act, acc * sc + sh);
         }
     }
@@ -846,10 +856,10 @@ TEENY_INLINE int floor_div(int a, int b)
  * of rows t / TW + i * (DW_WG / TW), i < DW_ROWS (TH allows no more). */
 __kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
 void dwconv_dx(__global const float *restrict dy, int dy_off, __global const float *restrict w, int w_off,
-               __global float *restrict dx, int dx_off, int Cin, int H, int W, int mult, int OH, int OW, int KH,
-               int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w, int TH, int TW, int tiles_w, int PH,
-               int PW, __local float *patch)
+               __global float *restrict dx, int dx_off, int16 geo, int TH, int TW, int tiles_w, int PH, int PW,
+               __local float *patch)
 {
+    DW_GEOMETRY(geo);
     const int lid = get_local_id(0), tile = get_group_id(0), ci = get_group_id(1), b = get_group_id(2);
     const int ih0 = tile / tiles_w * TH, iw0 = (tile % tiles_w) * TW, KHW = KH * KW, Cout = Cin * mult;
     const int oh_lo = floor_div(ih0 + p_h - (KH - 1) * d_h, s_h), ow_lo = floor_div(iw0 + p_w - (KW - 1) * d_w, s_w);
@@ -891,7 +901,7 @@ void dwconv_dx(__global const float *restrict dy, int dy_off, __global const flo
                     int tw = iw + p_w - kw * d_w - ow_lo * s_w;
                     int lc = tw / s_w;
                     if (tw % s_w == 0 && lc < pw)
-                        a = mad(pj[lr * PW + lc], wj[kh * KW + kw], a);
+                        a = TEENY_MAD(pj[lr * PW + lc], wj[kh * KW + kw], a);
                 }
             }
         }
@@ -907,9 +917,9 @@ void dwconv_dx(__global const float *restrict dy, int dy_off, __global const flo
  * out[out_off + z*out_zstride + co*KH*KW + tap]. */
 __kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
 void dwconv_dw(__global const float *restrict x, int x_off, __global const float *restrict dy, int dy_off,
-               __global float *restrict out, int out_off, int out_zstride, int Cin, int H, int W, int mult, int OH,
-               int OW, int KH, int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w, int R, int r_chunk)
+               __global float *restrict out, int out_off, int out_zstride, int16 geo, int R, int r_chunk)
 {
+    DW_GEOMETRY(geo);
     __local float red[DW_TAPS * DW_WG];
     const int lid = get_local_id(0), z = get_group_id(0), co = get_group_id(1);
     const int ci = co / mult, KHW = KH * KW, Cout = Cin * mult, HW = H * W, OHW = OH * OW;
@@ -931,7 +941,7 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
             for (int t = 0; t < DW_TAPS; t++) {
                 int ih = ihb + kh * d_h, iw = iwb + kw * d_w;
                 if (t0 + t < KHW && (uint)ih < (uint)H && (uint)iw < (uint)W)
-                    acc[t] = mad(g, xc[ih * W + iw], acc[t]);
+                    acc[t] = TEENY_MAD(g, xc[ih * W + iw], acc[t]);
                 if (++kw == KW) {
                     kw = 0;
                     kh++;
@@ -948,7 +958,7 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
     }
 }
 
-/* ---- depthwise, CPU variants (ctx->cpu_kernels) ----
+/* ---- depthwise, CPU variants (TEENY_VARIANT_CPU, src/tune) ----
  * No local memory and no barrier (a CPU runs a work-group's items as a
  * loop, split at each barrier). An item owns whole output rows and
  * accumulates DW_CPU_COLS columns at a time in a private array; per tap
@@ -972,16 +982,16 @@ TEENY_INLINE int dw_hi(int a, int s, int lim)
 
 /* Item (rb, co, b): output rows [rb*rows_per, +rows_per) of y[b, co]. */
 __kernel void dwconv_fwd_cpu(__global const float *restrict x, int x_off, __global const float *restrict w, int w_off,
-                             __global float *restrict y, int y_off, int B, int Cin, int H, int W, int mult, int OH,
-                             int OW, int KH, int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w,
-                             __global const float *bias, int bias_off, __global const float *scale, int scale_off,
-                             __global const float *shift, int shift_off, int epi, int act, int rows_per)
+                             __global float *restrict y, int y_off, int16 geo, __global const float *bias,
+                             int bias_off, __global const float *scale, int scale_off, __global const float *shift,
+                             int shift_off, int epi, int act, int rows_per)
 {
+    DW_GEOMETRY(geo);
     const int rb = get_global_id(0), co = get_global_id(1), b = get_global_id(2), Cout = Cin * mult;
     if (co >= Cout || b >= B || rb * rows_per >= OH)
         return;
-    const float sc = epi & EPI_SCALE ? scale[scale_off + co] : 1.0f;
-    const float sh = (epi & EPI_SHIFT ? shift[shift_off + co] : 0.0f) + (epi & EPI_BIAS ? bias[bias_off + co] : 0.0f);
+    const float2 e = conv_epilogue(epi, co, bias, bias_off, scale, scale_off, shift, shift_off);
+    const float sc = e.x, sh = e.y;
     __global const float *xc = x + x_off + (b * Cin + co / mult) * H * W, *wc = w + w_off + co * KH * KW;
     __global float *yc = y + y_off + (b * Cout + co) * OH * OW;
     const int oh_end = min(OH, rb * rows_per + rows_per);
@@ -1011,9 +1021,9 @@ __kernel void dwconv_fwd_cpu(__global const float *restrict x, int x_off, __glob
 /* Item (rb, ci, b): input rows [rb*rows_per, +rows_per) of dx[b, ci], the
  * sum over ci's mult output channels and the taps that reach each column. */
 __kernel void dwconv_dx_cpu(__global const float *restrict dy, int dy_off, __global const float *restrict w, int w_off,
-                            __global float *restrict dx, int dx_off, int B, int Cin, int H, int W, int mult, int OH,
-                            int OW, int KH, int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w, int rows_per)
+                            __global float *restrict dx, int dx_off, int16 geo, int rows_per)
 {
+    DW_GEOMETRY(geo);
     const int rb = get_global_id(0), ci = get_global_id(1), b = get_global_id(2), Cout = Cin * mult;
     if (ci >= Cin || b >= B || rb * rows_per >= H)
         return;
@@ -1049,9 +1059,9 @@ __kernel void dwconv_dx_cpu(__global const float *restrict dy, int dy_off, __glo
 /* Item (tap, co): dw[co, tap] = sum over (b, oh, ow) in order of
  * dy[b, co, oh, ow] * x[b, co / mult, oh*s_h - p_h + kh*d_h, ow*s_w - p_w + kw*d_w]. */
 __kernel void dwconv_dw_cpu(__global const float *restrict x, int x_off, __global const float *restrict dy, int dy_off,
-                            __global float *restrict dw, int dw_off, int B, int Cin, int H, int W, int mult, int OH,
-                            int OW, int KH, int KW, int s_h, int s_w, int p_h, int p_w, int d_h, int d_w)
+                            __global float *restrict dw, int dw_off, int16 geo)
 {
+    DW_GEOMETRY(geo);
     const int tap = get_global_id(0), co = get_global_id(1), Cout = Cin * mult;
     if (tap >= KH * KW || co >= Cout)
         return;

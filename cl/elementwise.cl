@@ -71,7 +71,7 @@ __kernel void ew_copy(__global const uint *x, __global uint *y, int y_off, int n
         y[y_off + i] = x[i];
 }
 
-/* ---- CPU variants (ctx->cpu_kernels) ----
+/* ---- CPU variants (TEENY_VARIANT_CPU, src/tune) ----
  * A work-item takes a run of EW_RUN elements, sixteen at a time as float16
  * (so the exp of SiLU is a vector call), then the tail one by one: PoCL
  * vectorizes across work-items only in code without loops or calls it

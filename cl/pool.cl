@@ -147,11 +147,11 @@ void pool_gap_forward(__global const float *x, int x_off, int S, __global float 
         y[y_off + bc] = red[0] / (float)S;
 }
 
-/* The CPU variant (ctx->cpu_kernels): grid (B*C), item bc sums its plane
+/* The CPU variant (TEENY_VARIANT_CPU, src/tune): grid (B*C), item bc sums its plane
  * in order. A CPU runs a work-group's items as a loop, so a tree per plane
  * would be all overhead. */
-__kernel void pool_gap_forward_planes(__global const float *x, int x_off, int S, int planes, __global float *y,
-                                      int y_off)
+__kernel void pool_gap_forward_cpu(__global const float *x, int x_off, int S, int planes, __global float *y,
+                                   int y_off)
 {
     int bc = get_global_id(0);
     if (bc >= planes)

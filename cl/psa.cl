@@ -68,7 +68,7 @@ __kernel void psa_extract_v_backward(__global const float *dv, int dv_off, __glo
     dqkv[dq_off + e] = r < 2 * kd ? 0.0f : dv[dv_off + (b * heads * 2 * kd + h * 2 * kd + r - 2 * kd) * n + tok];
 }
 
-/* The CPU variants of the two above (ctx->cpu_kernels): grid (rows), item
+/* The CPU variants of the two above (TEENY_VARIANT_CPU, src/tune): grid (rows), item
  * t copies (or zeroes) row t's n contiguous tokens in a loop the compiler
  * vectorizes; a CPU pays for every work-item and every division. */
 __kernel void psa_extract_v_cpu(__global const float *qkv, int qkv_off, __global float *v, int v_off, int heads,

@@ -12,6 +12,7 @@
 
 #include "teenycl.h"
 #include "core/clwrap.h"
+#include "tune/tune.h"
 
 #define TEENY_MAX_DIMS 5
 #define TEENY_ERR_CAP 65536 /* room for a full build log */
@@ -53,12 +54,10 @@ struct teeny_ctx {
     cl_command_queue queue;
     teeny_device_info info;
     int tf32;
-    int work_group_size;      /* default 1-D work-group size for this device */
+    teeny__device_caps caps;  /* what the device profiles are matched on (device.c) */
+    teeny__tune tune;         /* the device profile and the kernel variant (tune.c) */
+    int work_group_size;      /* default 1-D work-group size: the profile's within the device's maximum (tune.c) */
     int kernel_stores;        /* simulator workaround: fill and upload with kernels (set in simulator.c) */
-    int generic;              /* TEENY_TUNING=generic: unknown-vendor defaults on any device */
-    int cpu_kernels;          /* the CPU kernel variants: a CPU device, not generic (tests flip it) */
-    int native_float_width;   /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT (1 when unknown) */
-    int hw_fma;               /* CL_FP_FMA in CL_DEVICE_SINGLE_FP_CONFIG: fma() is one instruction */
     int known_compiler;       /* the compiler takes TEENY_HINTS (device.c) */
     int build_warnings;       /* successful builds whose log warned (build.c; the tests want 0) */
     int loop_probed;          /* loop_limit is known (probe.c) */

@@ -30,12 +30,9 @@ teeny_ctx *th_ctx(void)
 
 int th_cpu_kernels(int on)
 {
-    static int own = -1; /* the device's choice (src/core/device.c) */
     teeny_ctx *ctx = th_ctx();
-    int was = ctx->cpu_kernels;
-    if (own < 0)
-        own = was;
-    ctx->cpu_kernels = on >= 0 ? on : own;
+    int was = ctx->tune.variant == TEENY_VARIANT_CPU;
+    teeny__tune_force_variant(ctx, on < 0 ? -1 : on ? TEENY_VARIANT_CPU : TEENY_VARIANT_PORTABLE);
     return was;
 }
 
@@ -57,6 +54,19 @@ long long th_loop_limit(long long n)
     ctx->loop_probed = n >= 0;
     ctx->loop_limit = n > 0 ? n : 0;
     return was;
+}
+
+int th_profile(const char *name)
+{
+    teeny_ctx *ctx = th_ctx();
+    int i = name ? teeny__tune_find(name) : -1;
+    ck_assert_msg(!name || i >= 0, "no device profile \"%s\" (src/tune/profiles.def)", name);
+    teeny_status st = teeny__tune_force(ctx, i);
+    ck_assert_msg(st == TEENY_OK || st == TEENY_ERR_UNSUPPORTED, "forcing profile %s: %s", name,
+                  teeny_last_error(ctx));
+    if (st != TEENY_OK)
+        teeny__log(TEENY_LOG_WARN, "%s", teeny_last_error(ctx));
+    return st == TEENY_OK;
 }
 
 static int env_flag(const char *name)

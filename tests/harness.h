@@ -30,8 +30,9 @@ teeny_ctx *th_ctx(void);
 int th_full(void);
 int th_small(void);
 /* Make th_ctx() take the CPU kernel variants (1) or the portable ones (0)
- * on any device, or its own choice again (-1); returns the previous
- * setting. Suites run both variants wherever a family has two. */
+ * on any device, or its profile's choice again (-1), through the tune
+ * layer's hook (teeny__tune_force_variant); returns whether it took the
+ * CPU variants before. Suites run both variants wherever a family has two. */
 int th_cpu_kernels(int on);
 /* Make th_ctx() plan as if its device had n compute units (n > 0), or its
  * own count again (0); returns the previous count. Work splits that follow
@@ -43,6 +44,11 @@ unsigned th_compute_units(unsigned n);
  * n < 0 forgets, so the next op that asks runs the probe kernel again.
  * Returns the limit in force before (0: none or not probed yet). */
 long long th_loop_limit(long long n);
+/* Make th_ctx() run as if it had taken the device profile called name
+ * (src/tune/profiles.def), variant included, or its own again (NULL).
+ * 0 (and a warning naming the misfit) when the device cannot hold the
+ * row's work-groups or local memory: the caller then runs its own. */
+int th_profile(const char *name);
 
 /* splitmix64 generator: same seed, same stream on every machine. */
 typedef struct { uint64_t s; } th_rng;

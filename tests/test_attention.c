@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/clwrap.h"
+#include "internal.h"
 #include "harness.h"
 #include "ref/attention_ref.h"
 
@@ -309,6 +310,41 @@ START_TEST(test_attention_large_logits)
         case_free(&c);
     }
     th_cpu_kernels(-1);
+}
+END_TEST
+
+/* The attention tiles started from 4 threads, 8 rows per thread and a
+ * 128-key column tile (TEENY_ATTN_NT=4 TEENY_ATTN_RM=8 TEENY_ATTN_BN=128,
+ * all in range, set here on the context's tuning as src/tune/tune.c does):
+ * head dims wider than 4 thread columns hold (D 64/Dv 128 needs 4, D
+ * 128/Dv 256 needs 8) ended in "internal invariant failed" (issue 21 item
+ * 11); the tiles now take the thread columns the head dims need. Both
+ * variants, every bucket, against the reference. */
+START_TEST(test_attention_small_threads)
+{
+    static const at_shape shapes[] = {{2, 37, 50, 32, 32, 0.2f, 0},
+                                      {2, 33, 40, 64, 128, 0.125f, 1},
+                                      {3, 20, 70, 128, 256, 0.09f, 0}};
+    teeny_ctx *ctx = th_ctx();
+    teeny__attention_tune saved = ctx->tune.attention;
+    ctx->tune.attention.threads = 4;
+    ctx->tune.attention.rows = 8;
+    ctx->tune.attention.cols = 128;
+    for (int t = 0; t < 6; t++) {
+        const at_shape *s = &shapes[t % 3];
+        th_rng r = th_rng_make(61 + (uint64_t)t);
+        char repro[200];
+        at_case c;
+        shape_str(s, 61 + (uint64_t)t, repro, sizeof repro);
+        strncat(repro, t / 3 ? " NT 4 RM 8 BN 128 (CPU variant)" : " NT 4 RM 8 BN 128", sizeof repro - strlen(repro) - 1);
+        th_cpu_kernels(t / 3);
+        case_make(&c, s, &r);
+        check_forward(&c, repro);
+        check_backward(&c, repro);
+        case_free(&c);
+    }
+    th_cpu_kernels(-1);
+    ctx->tune.attention = saved;
 }
 END_TEST
 
@@ -689,6 +725,7 @@ Suite *suite_attention(void)
         tcase_add_test(fwd, test_attention_determinism);
     }
     tcase_add_test(fwd, test_attention_launch_counts);
+    tcase_add_test(fwd, test_attention_small_threads);
     tcase_add_test(bwd, test_attention_backward_partial);
     tcase_add_test(bwd, test_attention_split_loops);
     tcase_add_test(bwd, test_attention_finite_differences);

@@ -15,9 +15,9 @@
  * __kernel of the embedded sources (the generated teeny__sources table) was
  * never launched, or a launched name is not in the sources. Paths a device
  * class never takes are forced through the library's internal hooks: the
- * conv2d cases run twice, with the device's own tuning entry and with one
- * of the other class (teeny__conv2d_debug: the GEMM kernels of GPUs on a
- * CPU, conv_gemm_cpu on a GPU), and the simulator-only fill/upload kernels
+ * conv2d cases run twice, with the device's own profile and with one of
+ * the other class (teeny__tune_force through th_profile: the GEMM kernels
+ * of GPUs on a CPU, conv_gemm_cpu on a GPU), and the simulator-only fill/upload kernels
  * (ew_fill, ew_copy) run with ctx->kernel_stores set for one test.
  * Needs CK_FORK=no (as make test sets): the launched names are collected
  * across tests in this process.
@@ -384,33 +384,25 @@ static void conv_run(const conv_case *k, const char *tuning, uint64_t seed)
         free(hs[i]);
 }
 
-/* The conv2d tuning table's entries (src/ops/conv2d.c TUNINGS): 1 is the
- * entry of GPUs of any make but NVIDIA (work-groups of 32-64, GEMM
- * kernels), 2 the CPU one (conv_gemm_cpu, two float16 column vectors per
- * item; entry 3 has one, which the conv2d suite's tile test runs). */
-#define CONV_TUNING_GPU_SMALL 1
-#define CONV_TUNING_CPU 2
-
 START_TEST(test_conformance_conv2d)
 {
-    teeny_device_info info = TEENY_DEVICE_INFO_INIT;
-    TH_OK(th_ctx(), teeny_ctx_device_info(th_ctx(), &info));
     int n = (int)(sizeof conv_cases / sizeof conv_cases[0]);
     cov_start();
     for (int i = 0; i < n; i++)
         conv_run(&conv_cases[i], "own", 100 + (uint64_t)i);
-    /* the entries the device's own choice left out (TEENY_TUNING=generic
-     * makes a CPU take the GPU entry), with the other depthwise variants */
-    int own_cpu = !info.is_gpu && !th_ctx()->generic;
-    teeny__conv2d_debug(own_cpu ? CONV_TUNING_GPU_SMALL : CONV_TUNING_CPU, -1, 0);
-    th_cpu_kernels(!th_ctx()->cpu_kernels);
+    /* the profile of the other class (src/tune/profiles.def): on a CPU the
+     * generic GPU row's GEMM kernels and portable depthwise kernels, on a
+     * GPU the CPU row's conv_gemm_cpu and depthwise CPU twins (TEENY_TUNING=
+     * generic makes a CPU take the GPU row itself) */
+    int own_cpu = th_ctx()->tune.variant == TEENY_VARIANT_CPU;
+    th_profile(own_cpu ? "generic" : "cpu_vec16");
     for (int i = 0; i < n; i++)
         conv_run(&conv_cases[i], own_cpu ? "GPU" : "CPU", 200 + (uint64_t)i);
-    th_cpu_kernels(-1);
+    th_profile(NULL);
     /* depthwise shapes through the GEMM (the fallback for huge dilation) */
-    teeny__conv2d_debug(-1, -1, 1);
+    teeny__conv2d_debug(-1, 1);
     conv_run(&conv_cases[5], "own, no depthwise", 300);
-    teeny__conv2d_debug(-1, -1, 0);
+    teeny__conv2d_debug(-1, 0);
     cov_stop();
 }
 END_TEST

@@ -3,7 +3,8 @@
  * a seeded sweep over groups (1, 2, 3, 4, depthwise, depthwise x2), kernel
  * sizes 1-7 (square and not), strides 1-3, padding 0-3, dilation 1-2, odd
  * sizes and views at odd offsets, forward and backward; every tile shape
- * of every tuning entry (through the conv2d test hook) on shapes with
+ * of every device profile's conv2d tuning (forced through the tune layer's
+ * hook, the tile through the conv2d one) on shapes with
  * partial edge tiles; the fused epilogues against unfused compositions;
  * determinism; finite differences of the reference; shape inference; and
  * every error path.
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "internal.h"
 #include "ops/ops.h"
 #include "ref/conv2d_ref.h"
 #include "ref/elementwise_ref.h"
@@ -45,7 +47,7 @@ static void repro_str(const conv_case *k, uint64_t seed, char *buf, size_t cap)
              "x [%d, %d, %d, %d] w [%d, %d, %d, %d] stride (%d, %d) pad (%d, %d) dilation (%d, %d) groups %d%s%s%s "
              "seed %llu",
              c->B, c->Cin, c->H, c->W, c->Cout, c->Cin / c->G, c->KH, c->KW, c->sh, c->sw, c->ph, c->pw, c->dh, c->dw,
-             c->G, k->bias ? " bias" : "", k->view ? " (views)" : "", th_ctx()->cpu_kernels ? " (CPU variants)" : "",
+             c->G, k->bias ? " bias" : "", k->view ? " (views)" : "", th_ctx()->tune.variant == TEENY_VARIANT_CPU ? " (CPU variants)" : "",
              (unsigned long long)seed);
 }
 
@@ -357,11 +359,12 @@ START_TEST(test_conv2d_large)
 }
 END_TEST
 
-/* Every tile of every tuning entry (forced through the test hook, so a CPU
- * run also checks the GPU tile shapes), GEMM path only, then each entry's
- * depthwise kernels. A program build costs PoCL seconds, so on CPU devices
- * the default run takes the largest GPU tile only; make test-full and GPU
- * devices take them all. */
+/* Every tile of every device profile's conv2d tuning (the row forced
+ * through the tune layer, so a CPU run also checks the GPU tile shapes),
+ * GEMM path only, then the row's depthwise kernels. Rows that share a
+ * conv2d tuning run once. A program build costs PoCL seconds, so on CPU
+ * devices the default run takes each tuning's largest tile only; make
+ * test-full and GPU devices take them all. */
 static const conv_case tile_cases[] = {
     {{2, 20, 13, 15, 70, 3, 3, 1, 1, 1, 1, 1, 1, 2}, 1, 0, 0},  /* M 390, N 35/group, K 90 */
     {{2, 40, 12, 11, 36, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 1, 1, 0},  /* 1x1: plain GEMM (aligned) / general (view) */
@@ -369,26 +372,43 @@ static const conv_case tile_cases[] = {
     {{2, 6, 19, 17, 10, 4, 3, 2, 3, 1, 2, 2, 1, 2}, 1, 0, 0},   /* strided phases, dilation */
 };
 
+/* The profile rows with a conv2d tuning no earlier row has (its index in
+ * rows[]); their count. */
+static int distinct_conv_rows(int *rows, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < teeny__tune_count() && n < cap; i++) {
+        int seen = 0;
+        for (int j = 0; j < n && !seen; j++)
+            seen = !memcmp(&teeny__tune_row(i)->conv, &teeny__tune_row(rows[j])->conv, sizeof(teeny__conv_tune));
+        if (!seen)
+            rows[n++] = i;
+    }
+    return n;
+}
+
 START_TEST(test_conv2d_tiles)
 {
-    /* the table's entries: NVIDIA, any other GPU, CPUs with 16-wide and
-     * with narrower native float vectors */
-    static const int n_tiles_of[] = {4, 2, 1, 1};
-    int tuning = _i;
+    int rows[16];
+    distinct_conv_rows(rows, 16);
+    const teeny__profile *p = teeny__tune_row(rows[_i]);
     teeny_device_info info = TEENY_DEVICE_INFO_INIT;
     TH_OK(th_ctx(), teeny_ctx_device_info(th_ctx(), &info));
-    int all = info.is_gpu || th_full(); /* else each entry's largest tile only (CPU time budget) */
-    for (int tile = 0; tile < (all ? n_tiles_of[tuning] : 1); tile++) {
-        teeny__conv2d_debug(tuning, tile, 1);
+    if (!th_profile(p->name))
+        return; /* the device cannot hold the row's work-groups or local memory (th_profile says so) */
+    int all = info.is_gpu || th_full(); /* else each tuning's largest tile only (CPU time budget) */
+    for (int tile = 0; tile < (all ? p->conv.n_tiles : 1); tile++) {
+        teeny__conv2d_debug(tile, 1);
         for (int i = 0; i < (int)(sizeof tile_cases / sizeof tile_cases[0]); i++) {
             conv_case k = tile_cases[i];
-            run_case(&k, 700 + (uint64_t)(tuning * 10 + tile) * 10 + (uint64_t)i, 1, 1);
+            run_case(&k, 700 + (uint64_t)(rows[_i] * 10 + tile) * 10 + (uint64_t)i, 1, 1);
         }
     }
-    teeny__conv2d_debug(tuning, all ? -1 : 0, 0);
+    teeny__conv2d_debug(all ? -1 : 0, 0);
     run_case(&large_cases[3], 801, 1, 1);
     run_case(&large_cases[4], 802, 1, 1);
-    teeny__conv2d_debug(-1, -1, 0);
+    teeny__conv2d_debug(-1, 0);
+    th_profile(NULL);
 }
 END_TEST
 
@@ -460,9 +480,9 @@ END_TEST
  * dilation), and a dilation whose patch cannot fit in local memory. */
 START_TEST(test_conv2d_depthwise_fallback)
 {
-    teeny__conv2d_debug(-1, -1, 1);
+    teeny__conv2d_debug(-1, 1);
     run_case(&large_cases[4], 901, 1, 1);
-    teeny__conv2d_debug(-1, -1, 0);
+    teeny__conv2d_debug(-1, 0);
     conv_case k = {{1, 2, 3, 3, 2, 2, 2, 1, 1, 3000, 3000, 6000, 6000, 2}, 1, 0, 0};
     run_case(&k, 902, 1, 1);
 }
@@ -897,7 +917,8 @@ Suite *suite_conv2d(void)
     tcase_add_test(bwd, test_conv2d_tf32);
     if (!th_small()) {
         tcase_add_loop_test(fwd, test_conv2d_large, 0, N_LARGE);
-        tcase_add_loop_test(fwd, test_conv2d_tiles, 0, 4);
+        int rows[16];
+        tcase_add_loop_test(fwd, test_conv2d_tiles, 0, distinct_conv_rows(rows, 16));
         tcase_add_test(fwd, test_conv2d_depthwise_fallback);
         tcase_add_test(bwd, test_conv2d_determinism);
     }

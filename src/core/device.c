@@ -1,7 +1,9 @@
 /*
  * device.c -- platform/device discovery, device selection by spec string,
  * capability queries and the context's lifetime. The bottom of the
- * library: it calls only status.c and simulator.c (the workaround flag).
+ * library: it calls only status.c, simulator.c (the workaround flag) and,
+ * once per context, tune.c (the device profile, which calls nothing above
+ * status.c).
  * What the layers above hang on the context (build.c's programs,
  * profile.c's events) they register a release hook for
  * (teeny__ctx_on_release), so freeing a context never calls up into them.
@@ -292,36 +294,49 @@ teeny_status teeny_devices_list(teeny_device_info *out, int max, int *count)
     return TEENY_OK;
 }
 
-/* Derive the per-device defaults the ops use. */
-static void derive_defaults(teeny_ctx *ctx)
+/* What the rows of src/tune/profiles.def are matched on. The optional
+ * queries fall back to what asks nothing of a row: vendor 0, a 1-wide
+ * vector, no fma (TEENY_MAD stays mad(), right on any device). */
+static void probe_caps(teeny_ctx *ctx)
 {
-    size_t wg = ctx->info.max_work_group_size;
-    size_t want = 256;
-    while (want > wg)
-        want /= 2;
-    ctx->work_group_size = (int)(want ? want : 1);
-    teeny__sim_detect(ctx); /* ctx->kernel_stores: simulator.c */
-    /* TEENY_TUNING=generic: the launch shapes and build options a device
-     * of unknown make gets, on any device (how the tests cover that path). */
-    const char *tuning = getenv("TEENY_TUNING");
-    ctx->generic = tuning && !strcmp(tuning, "generic");
-    /* On a CPU a work-group is a loop over its items and barriers split it
-     * into several loops, so the families keep variants shaped for that
-     * (one item owns a whole reduction, vectors along contiguous data)
-     * and take them here; the tests flip this to run both. */
-    ctx->cpu_kernels = ctx->info.is_cpu && !ctx->generic;
-    cl_uint vec = 1;
+    teeny__device_caps *c = &ctx->caps;
+    cl_uint vendor = 0, vec = 1;
+    cl_device_fp_config fp = 0;
+    if (TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_VENDOR_ID, sizeof vendor, &vendor, NULL))
+        vendor = 0;
     if (TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof vec, &vec, NULL) ||
         vec < 1)
-        vec = 1; /* an optional hint: a failed query only narrows the CPU GEMM tile */
-    ctx->native_float_width = (int)vec;
-    cl_device_fp_config fp = 0;
+        vec = 1;
     if (TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL))
-        fp = 0; /* unknown: TEENY_MAD stays mad(), right on any device */
-    ctx->hw_fma = (fp & CL_FP_FMA) != 0;
+        fp = 0;
+    c->vendor_id = vendor;
+    /* the GPU and CPU bits (the rows ask no other), from the query
+     * teeny__device_query already made */
+    c->type = (ctx->info.is_gpu ? CL_DEVICE_TYPE_GPU : 0) | (ctx->info.is_cpu ? CL_DEVICE_TYPE_CPU : 0);
+    c->compute_units = ctx->info.compute_units;
+    c->local_mem = ctx->info.local_mem_bytes;
+    c->work_group = ctx->info.max_work_group_size;
+    c->float_vector = (int)vec;
+    c->cap_fma = (fp & CL_FP_FMA) != 0;
+    c->cap_subgroups = ctx->info.has_subgroups;
+    c->cap_nvidia_ptx = ctx->info.has_nvidia_ptx;
+}
+
+/* The per-device defaults: the capabilities, the device profile with the
+ * environment's overrides (src/tune/tune.c; a malformed TEENY_TUNING or
+ * TEENY_ATTN_* fails the creation here), the simulator flag, and whether
+ * the compiler takes hints. */
+static teeny_status derive_defaults(teeny_ctx *ctx)
+{
+    teeny__sim_detect(ctx); /* ctx->kernel_stores: simulator.c */
+    probe_caps(ctx);
+    teeny_status st = teeny__tune_init(ctx);
+    if (st != TEENY_OK)
+        return st;
     /* Compilers known to take #pragma unroll and always_inline (clang-based
      * ones and NVIDIA's) get them through TEENY_HINTS (cl/common.cl); any
-     * other builds the plain OpenCL C 1.2 source. */
+     * other builds the plain OpenCL C 1.2 source, as does every compiler
+     * under TEENY_TUNING=generic. */
     static const char *const hinted[] = {"nvidia", "portable computing", "pocl", "rusticl", "clover",
                                          "advanced micro devices", "amd", "intel", "apple"};
     int known = 0;
@@ -330,7 +345,8 @@ static void derive_defaults(teeny_ctx *ctx)
      * kernels and its plugins crashed */
     for (size_t i = 0; i < sizeof hinted / sizeof hinted[0]; i++)
         known |= teeny__contains_nocase(ctx->info.platform_name, hinted[i]) || teeny__contains_nocase(ctx->info.vendor, hinted[i]);
-    ctx->known_compiler = known && !ctx->generic;
+    ctx->known_compiler = known && !ctx->tune.generic;
+    return TEENY_OK;
 }
 
 static teeny_status ctx_alloc(teeny_ctx **out)
@@ -410,7 +426,8 @@ teeny_status teeny_ctx_create(const char *device_spec, teeny_ctx **out)
     ctx->device = devs[pick].device;
     ctx->info = devs[pick].info;
     ctx->info.is_default = pick == default_index(devs, n);
-    derive_defaults(ctx);
+    if ((st = derive_defaults(ctx)) != TEENY_OK)
+        goto fail;
 
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform, 0};
     ctx->context = TEENY_CLO(clCreateContext, &err, props, 1, &ctx->device, NULL, NULL);
@@ -423,7 +440,8 @@ teeny_status teeny_ctx_create(const char *device_spec, teeny_ctx **out)
         st = teeny__cl_error(NULL, err, "clCreateCommandQueue");
         goto fail;
     }
-    teeny__log(TEENY_LOG_INFO, "context on %s (%s)", ctx->info.device_name, ctx->info.platform_name);
+    teeny__log(TEENY_LOG_INFO, "context on %s (%s), device profile \"%s\"", ctx->info.device_name,
+               ctx->info.platform_name, ctx->tune.profile->name);
     *out = ctx;
     return TEENY_OK;
 fail:
@@ -464,7 +482,8 @@ teeny_status teeny_ctx_create_from_cl(cl_context c, cl_device_id d, cl_command_q
         goto fail;
     ctx->platform = platform;
     ctx->device = d;
-    derive_defaults(ctx);
+    if ((st = derive_defaults(ctx)) != TEENY_OK)
+        goto fail;
     err = TEENY_CL(clRetainContext, c);
     if (err != CL_SUCCESS) {
         st = teeny__cl_error(NULL, err, "clRetainContext");

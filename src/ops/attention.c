@@ -15,14 +15,16 @@
  * ATT_DQ, ATT_DV (powers of two >= 32: one program per bucket), and per
  * kernel a TR x TC thread grid, RM rows and SC columns per thread. They come
  * from plan_make: TC from the head dims (each thread's accumulator slice is
- * whole float4 chunks), TR from a 128-thread target capped by the device's
- * max work-group size, RM and the column tile by device type (GPU 4 x 32,
- * CPU 2 x 16), then the column tile, TR and RM shrink until the
- * tiles fit the device's local memory (at most 48 KiB, the portable
- * minimum of current GPUs). TEENY_ATTN_NT, TEENY_ATTN_RM and TEENY_ATTN_BN
- * override the starting thread count, rows per thread and column tile, and
- * TEENY_ATTN_FIT=1 shrinks thread rows before the column tile (tuning runs
- * only).
+ * whole float4 chunks, at most ATT_MAXT of them), TR from the device
+ * profile's thread count (ctx->tune.attention, src/tune/profiles.def:
+ * 128) capped by the device's max work-group size, RM and the column tile
+ * from the profile (GPU rows 4 x 32, CPU rows 2 x 16), then the column
+ * tile, TR and RM shrink until the tiles fit the device's local memory (at
+ * most 48 KiB, the portable minimum of current GPUs). TEENY_ATTN_NT,
+ * TEENY_ATTN_RM, TEENY_ATTN_BN and TEENY_ATTN_FIT override the profile's
+ * starting values (read by src/tune/tune.c at context creation); a thread
+ * count below the thread columns the head dims need is raised to them.
+ * The CPU variants take ATT_CR rows per work-item (the profile's lanes).
  *
  * Op-table entry (the convention of ops.h): inputs q, k, v; no params;
  * value o; saved lse; attrs.attention.scale.
@@ -33,7 +35,6 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "ops.h"
 
@@ -81,15 +82,6 @@ static size_t lds_qg(const att_plan *p, att_tile t)
     return 4 * ((bm * qs + bm * vs + bn * qs + bn * vs + bm * (bn + 4) + 3) / 4 * 4);
 }
 
-static int env_int(const char *name, int def, int lo, int hi)
-{
-    const char *s = getenv(name);
-    if (!s || !*s)
-        return def;
-    long v = strtol(s, NULL, 10);
-    return v < lo ? lo : v > hi ? hi : (int)v;
-}
-
 /* Shrink t until lds(t) fits: the column tile down to 16 (rows_first:
  * first the thread rows down to 64 work-items, keeping the register tile),
  * then the thread rows, then the rows per thread. 0 when even the smallest
@@ -127,17 +119,12 @@ static void plan_options(att_plan *p)
  * them against the built kernels. */
 static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, att_plan *p)
 {
+    const teeny__attention_tune *tune = &ctx->tune.attention;
     size_t budget = ctx->info.local_mem_bytes < ATT_LDS_CAP ? (size_t)ctx->info.local_mem_bytes : ATT_LDS_CAP;
     int max_wg = ctx->info.max_work_group_size > 1024 ? 1024 : (int)ctx->info.max_work_group_size;
-    /* GPUs: 4 rows x 4 columns of scores per work-item, enough reuse of
-     * each local-memory read to keep the FMA units busy. CPUs: PoCL runs
-     * work-items as SIMD lanes, so smaller per-item tiles vectorize as well
-     * and compile in half the time. */
-    int nt = env_int("TEENY_ATTN_NT", 128, 4, 1024), rm = env_int("TEENY_ATTN_RM", ctx->info.is_cpu ? 2 : 4, 1, 8);
-    int bn = env_int("TEENY_ATTN_BN", ctx->info.is_cpu ? 16 : 32, 4, 128);
+    int nt = tune->threads;
     att_tile t;
-    /* the CPU variants' lanes: as wide as the device's native float vector */
-    p->cr = ctx->native_float_width >= 16 ? 16 : 8;
+    p->cr = tune->cpu_lanes;
     p->dq = bucket(d);
     p->dv = bucket(dv);
     /* at most 8 float4 chunks per thread row (ATT_MAXT): pad the narrower
@@ -146,31 +133,33 @@ static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, att_plan *p)
         p->dq = p->dv / 8;
     if (p->dv < p->dq / 8)
         p->dv = p->dq / 8;
-    /* whole float4 chunks of both head dims per thread; 16 columns of
+    /* whole float4 chunks of both head dims per thread, at most 8 of the
+     * wider one's (so at least min_tc thread columns); 16 columns of
      * threads for the widest heads keep the accumulators in registers */
-    int narrow = p->dq < p->dv ? p->dq : p->dv;
+    int narrow = p->dq < p->dv ? p->dq : p->dv, wide = p->dq < p->dv ? p->dv : p->dq;
+    int min_tc = wide / 32 > 1 ? wide / 32 : 1;
     t.tc = p->dq >= 128 || p->dv >= 256 ? 16 : 8;
     if (t.tc > narrow / 4)
         t.tc = narrow / 4;
     if (nt > max_wg)
         nt = max_wg;
-    while (t.tc > 1 && t.tc > nt)
+    while (t.tc / 2 >= min_tc && t.tc > nt)
         t.tc /= 2;
-    if (t.tc < 4 || budget < 1024)
+    if (t.tc < 4 || t.tc > max_wg || budget < 1024)
         return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
-                            "attention needs work-groups of at least 4 work-items and 1 KiB of local memory; %s "
-                            "has %d and %zu bytes",
-                            ctx->info.device_name, max_wg, budget);
-    t.tr = nt / t.tc;
-    t.rm = rm;
-    t.sc = bn / t.tc < 1 ? 1 : bn / t.tc > 8 ? 8 : bn / t.tc;
+                            "attention with head dims %d, %d needs work-groups of at least %d work-items and 1 KiB "
+                            "of local memory; %s has %d and %zu bytes",
+                            d, dv, t.tc > 4 ? t.tc : 4, ctx->info.device_name, max_wg, budget);
+    t.tr = nt / t.tc > 1 ? nt / t.tc : 1;
+    t.rm = tune->rows;
+    t.sc = tune->cols / t.tc < 1 ? 1 : tune->cols / t.tc > 8 ? 8 : tune->cols / t.tc;
     /* bound the accumulators per thread: rm * (chunks of dK + chunks of dV) */
     while (t.rm > 1 && t.rm * (p->dq + p->dv) / (4 * t.tc) > 24)
         t.rm /= 2;
     TEENY_ASSERT(ctx, p->dq / (4 * t.tc) <= 8 && p->dv / (4 * t.tc) <= 8 && t.rm <= 8 && t.sc <= 8);
     budget -= 512; /* headroom for what the compiler adds */
     p->fw = p->kv = p->qg = t;
-    int rows_first = env_int("TEENY_ATTN_FIT", 0, 0, 1);
+    int rows_first = tune->rows_first;
     if (!fit(p, &p->fw, lds_fw, budget, rows_first) || !fit(p, &p->kv, lds_kv, budget, rows_first) ||
         !fit(p, &p->qg, lds_qg, budget, rows_first))
         return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
@@ -268,7 +257,7 @@ static teeny_status launch_tiled(teeny_ctx *ctx, const att_plan *pl, const char 
     return st;
 }
 
-/* The CPU variants (ctx->cpu_kernels): one work-item per pl->cr rows of
+/* The CPU variants (TEENY_VARIANT_CPU): one work-item per pl->cr rows of
  * one matrix, no local memory; the tiles are not used. Each item loops over
  * every key (query, in dK/dV) in blocks of ATT_CPU_KB, so where a device
  * limits the loop trips of a work-item (teeny__loop_budget) the loop is
@@ -325,7 +314,7 @@ static teeny_status cpu_split(teeny_ctx *ctx, const att_plan *pl, const char *na
     return TEENY_OK;
 }
 
-/* Whether this call takes the CPU variants: on ctx->cpu_kernels, and on
+/* Whether this call takes the CPU variants: on TEENY_VARIANT_CPU, and on
  * any device that limits a work-item's loop trips. The portable kernels'
  * trips per item grow with the sequence and the head dims by as much as
  * the compiler leaves of their tile loops (Mesa's llvmpipe ends them from
@@ -335,7 +324,7 @@ static teeny_status use_cpu(teeny_ctx *ctx, int *cpu)
 {
     int64_t budget;
     teeny_status st = teeny__loop_budget(ctx, &budget);
-    *cpu = ctx->cpu_kernels || budget != INT64_MAX;
+    *cpu = ctx->tune.variant == TEENY_VARIANT_CPU || budget != INT64_MAX;
     return st;
 }
 

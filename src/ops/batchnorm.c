@@ -34,7 +34,7 @@
 typedef struct {
     int B, C, S;
     int spatial, vec;
-    int cpu;    /* the CPU variants (spatial layout on ctx->cpu_kernels) */
+    int cpu;    /* the CPU variants (spatial layout, TEENY_VARIANT_CPU) */
     /* reduction */
     int K;      /* partials per channel */
     int P;      /* runs of the batch (rows) or chunks (spatial) */
@@ -56,7 +56,7 @@ static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, bn_plan
     pl->C = C;
     pl->S = S;
     pl->spatial = S >= BN_SPATIAL_MIN;
-    pl->cpu = pl->spatial && ctx->cpu_kernels;
+    pl->cpu = pl->spatial && ctx->tune.variant == TEENY_VARIANT_CPU;
     if (pl->cpu)
         wg = 1; /* one item per partial: its runs are as long as the split allows */
     pl->vec = pl->spatial && S % 4 == 0 ? 4 : 1;

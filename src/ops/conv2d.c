@@ -21,7 +21,7 @@
  * Files: conv2d.c (this one) validates the eager API's arguments, infers
  * graph shapes and builds graph nodes; conv2d_exec.c holds the op-table
  * forward and backward (the path choice and the launches of each pass);
- * conv2d_plan.c the tuning table, tile picking and fit checks, the GEMM
+ * conv2d_plan.c tile picking and fit checks, the GEMM
  * launches, the depthwise plans and the weight-gradient plan, with the
  * types they share in conv2d_internal.h.
  *

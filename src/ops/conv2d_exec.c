@@ -17,7 +17,7 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
     const teeny_tensor *x = a->in[0], *w = a->in[1], *bias = a->in[2], *scale = a->in[3], *shift = a->in[4];
     teeny_tensor *y = a->out[0];
     conv_geom g = teeny__conv_geom_make(x, w, &a->attrs.conv2d);
-    const conv_tuning *tu = teeny__conv_tuning_for(ctx);
+    const conv_tuning *tu = conv_tuning_of(ctx);
     int act = (int)a->attrs.conv2d.act;
     int epi = (bias ? 1 : 0) | (scale ? 2 : 0) | (shift ? 4 : 0);
     cl_mem bias_m = bias ? bias->buf : x->buf, scale_m = scale ? scale->buf : x->buf,
@@ -28,14 +28,12 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
     dw_plan pl;
     teeny_status st = TEENY_OK;
 
-    if (teeny__conv_use_depthwise(tu, &g) && ctx->cpu_kernels) {
+    if (teeny__conv_use_depthwise(tu, &g) && conv_cpu_variant(ctx)) {
         char opt[256];
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
-        int mult = g.Cog;
-        karg k[] = {KM(x->buf), KI(x_off), KM(w->buf), KI(w_off),  KM(y->buf),   KI(y_off),     KI(g.B),
-                    KI(g.Cin),  KI(g.H),   KI(g.W),    KI(mult),   KI(g.OH),     KI(g.OW),      KI(g.KH),
-                    KI(g.KW),   KI(g.sh),  KI(g.sw),   KI(g.ph),   KI(g.pw),     KI(g.dh),      KI(g.dw),
-                    KM(bias_m), KI(bias_off), KM(scale_m), KI(scale_off), KM(shift_m), KI(shift_off), KI(epi),
+        cl_int16 geo = dw_geometry(&g);
+        karg k[] = {KM(x->buf), KI(x_off),   KM(w->buf),    KI(w_off),     KM(y->buf), KI(y_off), KG(geo),
+                    KM(bias_m), KI(bias_off), KM(scale_m),  KI(scale_off), KM(shift_m), KI(shift_off), KI(epi),
                     KI(act),    {0, NULL}};
         return teeny__conv_dw_cpu_run(ctx, opt, "dwconv_fwd_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g.OH,
                                       g.Cout, g.B);
@@ -44,15 +42,13 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
         teeny__conv_dw_fits(ctx, tu, "dwconv_fwd", pl.local_bytes, &st)) {
         char opt[256];
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
-        int mult = g.Cog;
+        cl_int16 geo = dw_geometry(&g);
         size_t global[3] = {(size_t)tu->dw_wg * pl.tiles_h * pl.tiles_w, (size_t)g.Cin * pl.m_chunks, (size_t)g.B};
         size_t local[3] = {(size_t)tu->dw_wg, 1, 1};
-        karg k[] = {KM(x->buf),   KI(x_off),      KM(w->buf), KI(w_off),     KM(y->buf), KI(y_off),  KI(g.Cin),
-                    KI(g.H),      KI(g.W),        KI(mult),   KI(pl.m_per),  KI(pl.m_chunks), KI(g.OH), KI(g.OW),
-                    KI(g.KH),     KI(g.KW),       KI(g.sh),   KI(g.sw),      KI(g.ph),   KI(g.pw),   KI(g.dh),
-                    KI(g.dw),     KI(pl.TH),      KI(pl.TW),  KI(pl.tiles_w), KI(pl.PH), KI(pl.PW),  KM(bias_m),
-                    KI(bias_off), KM(scale_m),    KI(scale_off), KM(shift_m), KI(shift_off), KI(epi), KI(act),
-                    KL(pl.local_bytes)};
+        karg k[] = {KM(x->buf),   KI(x_off),      KM(w->buf),  KI(w_off),     KM(y->buf),   KI(y_off),
+                    KG(geo),      KI(pl.m_per),   KI(pl.m_chunks), KI(pl.TH), KI(pl.TW),    KI(pl.tiles_w),
+                    KI(pl.PH),    KI(pl.PW),      KM(bias_m),  KI(bias_off),  KM(scale_m),  KI(scale_off),
+                    KM(shift_m),  KI(shift_off),  KI(epi),     KI(act),       KL(pl.local_bytes)};
         return run_kernel(ctx, opt, "dwconv_fwd", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
     }
     if (st != TEENY_OK)
@@ -146,14 +142,11 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
     dw_plan pl;
     teeny_status st = TEENY_OK;
 
-    if (teeny__conv_use_depthwise(tu, g) && ctx->cpu_kernels) {
+    if (teeny__conv_use_depthwise(tu, g) && conv_cpu_variant(ctx)) {
         char opt[256];
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
-        int mult = g->Cog;
-        karg k[] = {KM(dy->buf), KI(dy_off), KM(w->buf), KI(w_off), KM(dx->buf), KI(dx_off), KI(g->B),
-                    KI(g->Cin),  KI(g->H),   KI(g->W),   KI(mult),  KI(g->OH),   KI(g->OW),  KI(g->KH),
-                    KI(g->KW),   KI(g->sh),  KI(g->sw),  KI(g->ph), KI(g->pw),   KI(g->dh),  KI(g->dw),
-                    {0, NULL}};
+        cl_int16 geo = dw_geometry(g);
+        karg k[] = {KM(dy->buf), KI(dy_off), KM(w->buf), KI(w_off), KM(dx->buf), KI(dx_off), KG(geo), {0, NULL}};
         return teeny__conv_dw_cpu_run(ctx, opt, "dwconv_dx_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g->H,
                                       g->Cin, g->B);
     }
@@ -161,13 +154,11 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
         teeny__conv_dw_fits(ctx, tu, "dwconv_dx", pl.local_bytes, &st)) {
         char opt[256];
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
-        int mult = g->Cog;
+        cl_int16 geo = dw_geometry(g);
         size_t global[3] = {(size_t)tu->dw_wg * pl.tiles_h * pl.tiles_w, (size_t)g->Cin, (size_t)g->B};
         size_t local[3] = {(size_t)tu->dw_wg, 1, 1};
-        karg k[] = {KM(dy->buf), KI(dy_off), KM(w->buf), KI(w_off), KM(dx->buf), KI(dx_off), KI(g->Cin),
-                    KI(g->H),    KI(g->W),   KI(mult),   KI(g->OH), KI(g->OW),   KI(g->KH),  KI(g->KW),
-                    KI(g->sh),   KI(g->sw),  KI(g->ph),  KI(g->pw), KI(g->dh),   KI(g->dw),  KI(pl.TH),
-                    KI(pl.TW),   KI(pl.tiles_w), KI(pl.PH), KI(pl.PW), KL(pl.local_bytes)};
+        karg k[] = {KM(dy->buf), KI(dy_off), KM(w->buf), KI(w_off),    KM(dx->buf), KI(dx_off), KG(geo),
+                    KI(pl.TH),   KI(pl.TW),  KI(pl.tiles_w), KI(pl.PH), KI(pl.PW),  KL(pl.local_bytes)};
         return run_kernel(ctx, opt, "dwconv_dx", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
     }
     if (st != TEENY_OK)
@@ -256,23 +247,20 @@ static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const con
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         return teeny__conv_cpu_gemm_run(ctx, tu, &j, opt);
     }
-    if (gp->depthwise && ctx->cpu_kernels) { /* one item per (tap, co), straight into dw */
+    if (gp->depthwise && conv_cpu_variant(ctx)) { /* one item per (tap, co), straight into dw */
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
-        int mult = g->Cog, KHW = g->KH * g->KW;
+        int KHW = g->KH * g->KW;
+        cl_int16 geo = dw_geometry(g);
         size_t global[2] = {(size_t)KHW, (size_t)g->Cout};
         size_t local[2] = {1, teeny__cpu_local(ctx, (size_t)KHW * (size_t)g->Cout)};
-        karg k[] = {KM(x->buf), KI(x_off), KM(dy->buf), KI(dy_off), KM(dw->buf), KI(dw_off), KI(g->B),
-                    KI(g->Cin), KI(g->H),  KI(g->W),    KI(mult),   KI(g->OH),   KI(g->OW),  KI(g->KH),
-                    KI(g->KW),  KI(g->sh), KI(g->sw),   KI(g->ph),  KI(g->pw),   KI(g->dh),  KI(g->dw)};
+        karg k[] = {KM(x->buf), KI(x_off), KM(dy->buf), KI(dy_off), KM(dw->buf), KI(dw_off), KG(geo)};
         return run_kernel(ctx, opt, "dwconv_dw_cpu", k, (int)(sizeof k / sizeof k[0]), 2, global, local);
     }
     if (gp->depthwise) {
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
-        int mult = g->Cog;
+        cl_int16 geo = dw_geometry(g);
         size_t global[2] = {(size_t)tu->dw_wg * gp->z, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};
-        karg k[] = {KM(x->buf), KI(x_off), KM(dy->buf), KI(dy_off), KM(out),   KI(out_off), KI(zstride),
-                    KI(g->Cin), KI(g->H),  KI(g->W),    KI(mult),   KI(g->OH), KI(g->OW),   KI(g->KH),
-                    KI(g->KW),  KI(g->sh), KI(g->sw),   KI(g->ph),  KI(g->pw), KI(g->dh),   KI(g->dw),
+        karg k[] = {KM(x->buf), KI(x_off), KM(dy->buf), KI(dy_off), KM(out), KI(out_off), KI(zstride), KG(geo),
                     KI(R),      KI(gp->r_chunk)};
         st = run_kernel(ctx, opt, "dwconv_dw", k, (int)(sizeof k / sizeof k[0]), 2, global, local);
     } else {
@@ -315,7 +303,7 @@ teeny_status teeny__conv2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
     const teeny_tensor *x = a->in[0], *w = a->in[1], *dy = a->in[has_bias ? 4 : 3];
     teeny_tensor *dx = a->out[0], *dw = a->out[1], *db = has_bias ? a->out[2] : NULL;
     conv_geom g = teeny__conv_geom_make(x, w, &a->attrs.conv2d);
-    const conv_tuning *tu = teeny__conv_tuning_for(ctx);
+    const conv_tuning *tu = conv_tuning_of(ctx);
     teeny_status st = TEENY_OK;
     grad_plan gp;
     cl_mem scratch = NULL;

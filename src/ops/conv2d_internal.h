@@ -1,6 +1,6 @@
 /*
  * conv2d_internal.h -- private to the conv2d family (conv2d_plan.c,
- * conv2d_exec.c): the tuning-table entry and GEMM tile shapes, the problem
+ * conv2d_exec.c): the device profile's tuning and GEMM tile shapes, the problem
  * geometry, one GEMM launch (gemm_job), the depthwise and weight-gradient
  * plans, the kernel-argument shorthands, and the plan layer's functions
  * that the forward and backward passes call. Layouts and paths are
@@ -14,31 +14,22 @@
 
 #include "ops.h"
 
-/* ---- tuning table ---- */
+/* ---- tuning: the device profile's (src/tune/profiles.def) ---- */
 
-typedef struct {
-    int tm, tn, tk;  /* block tile */
-    int wm, wn;      /* micro-tile per work-item (multiples of 4) */
-    int min_per_cu;  /* forward / input-gradient GEMMs take this tile only
-                      * with at least this many work-groups per compute unit */
-} gemm_tile;
+typedef teeny__gemm_tile gemm_tile;
+typedef teeny__conv_tune conv_tuning;
 
-typedef struct {
-    const char *vendor; /* substring of the device vendor, "" for any */
-    int gpu;            /* 1: GPUs, 0: CPUs and other devices */
-    int min_wg;         /* needs max_work_group_size >= min_wg */
-    int n_tiles;
-    gemm_tile tiles[4]; /* largest first */
-    int dw_wg;          /* depthwise / reduction work-group (power of two) */
-    int dw_rows;        /* output rows per item in dwconv_dx */
-    int dw_taps;        /* taps per pass in dwconv_dw */
-    int dw_mult_max;    /* depthwise kernels up to this channel multiplier */
-    int waves;          /* work-groups per compute unit to aim for */
-    int cpu_rows;       /* > 0: GEMMs by conv_gemm_cpu, this many rows per item */
-    int cpu_wg;         /* its work-group (items along m) */
-    int cpu_nv;         /* its float16 column vectors per item (CPU_NV) */
-    int min_vec;        /* needs a native float vector at least this wide */
-} conv_tuning;
+static inline const conv_tuning *conv_tuning_of(const teeny_ctx *ctx)
+{
+    return &ctx->tune.profile->conv;
+}
+
+/* The depthwise kernels' CPU twins (dwconv_*_cpu) rather than the
+ * work-group ones; the dense GEMMs follow the tuning (cpu_rows). */
+static inline int conv_cpu_variant(const teeny_ctx *ctx)
+{
+    return ctx->tune.variant == TEENY_VARIANT_CPU;
+}
 
 static inline int gemm_wg(const gemm_tile *t)
 {
@@ -59,6 +50,15 @@ typedef struct {
 
 /* ---- kernel arguments ---- */
 
+/* The depthwise kernels' geometry as one int16 argument, in the order
+ * cl/conv2d.cl's DW_GEOMETRY names it. */
+static inline cl_int16 dw_geometry(const conv_geom *g)
+{
+    cl_int16 v = {{g->B, g->Cin, g->H, g->W, g->Cog, g->OH, g->OW, g->KH, g->KW, g->sh, g->sw, g->ph, g->pw, g->dh,
+                   g->dw, g->G}};
+    return v;
+}
+
 /* The launch layer's argument type (internal.h); KM/KI/KL keep the
  * argument lists below one short entry per kernel parameter. */
 typedef teeny__karg karg;
@@ -66,6 +66,7 @@ typedef teeny__karg karg;
 #define KM(m) TEENY__KARG_MEM(m)
 #define KI(i) TEENY__KARG_INT(i)
 #define KL(bytes) TEENY__KARG_LOCAL(bytes)
+#define KG(geo) TEENY__KARG(geo) /* a cl_int16 from dw_geometry */
 
 static inline teeny_status run_kernel(teeny_ctx *ctx, const char *options, const char *name, const karg *a, int n,
                                int dims, const size_t *global, const size_t *local)
@@ -111,12 +112,11 @@ typedef struct {
 /* ---- the plan layer (conv2d_plan.c) ---- */
 
 conv_geom teeny__conv_geom_make(const teeny_tensor *x, const teeny_tensor *w, const teeny__conv2d_attrs *at);
-const conv_tuning *teeny__conv_tuning_for(const teeny_ctx *ctx);
 int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g);
 int teeny__conv_dw_plan_fwd(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t local_bytes, teeny_status *st);
-/* The depthwise CPU variants' launch (ctx->cpu_kernels): `name` over
+/* The depthwise CPU variants' launch (conv_cpu_variant): `name` over
  * `rows` rows of channels x B planes, whole rows per item; a holds the
  * arguments but the last, the rows per item, which this appends (a has
  * room for n + 1). */

@@ -1,66 +1,27 @@
 /*
- * conv2d_plan.c -- how a grouped convolution runs on this device: the
- * tuning table and its test hook (teeny__conv2d_debug), tile picking and
- * the fit checks against device and kernel limits, the problem geometry,
- * the GEMM launches (conv_gemm_gather, conv_gemm_1x1, conv_gemm_cpu with
- * its packing), the depthwise tile plans and the weight-gradient split
- * plan. conv2d_exec.c calls these per pass; shared types live in
- * conv2d_internal.h, layouts and paths are described in conv2d.c.
+ * conv2d_plan.c -- how a grouped convolution runs on this device: tile
+ * picking and the fit checks against device and kernel limits, its test
+ * hook (teeny__conv2d_debug), the problem geometry, the GEMM launches
+ * (conv_gemm_gather, conv_gemm_1x1, conv_gemm_cpu with its packing), the
+ * depthwise tile plans and the weight-gradient split plan. conv2d_exec.c
+ * calls these per pass; shared types live in conv2d_internal.h, layouts
+ * and paths are described in conv2d.c.
  *
- * Tuning is data: TUNINGS maps a device class (vendor, GPU or not, work-
- * group and local-memory limits) to a short list of GEMM tile shapes
- * (TILE_M x TILE_N x TILE_K, WPT_M x WPT_N per work-item) and the
- * depthwise/reduction work-group size, passed as -D options. Per problem,
- * pick_tile takes the largest tile that does not waste columns and still
- * gives every compute unit work. Problem geometry is always a kernel
- * argument, so a device builds one program per tile shape at most.
+ * The tuning is the device profile's (ctx->tune, src/tune/profiles.def):
+ * a short list of GEMM tile shapes (TILE_M x TILE_N x TILE_K, WPT_M x
+ * WPT_N per work-item) and the depthwise/reduction work-group size, passed
+ * as -D options. Per problem, pick_tile takes the largest tile the device
+ * holds that does not waste columns and still gives every compute unit
+ * work. Problem geometry is always a kernel argument, so a device builds
+ * one program per tile shape at most.
  */
 #include "conv2d_internal.h"
 
-/* ---- tuning table ---- */
+/* Test hooks (see ops.h): a tile, no depthwise path. */
+static int force_tile = -1, force_no_depthwise = 0;
 
-/* NVIDIA's register-blocked 8x8 micro-tiles need 128-256-item
- * work-groups and 34 KiB of local memory at most; entries whose tiles a
- * device cannot hold are skipped tile by tile (tile_fits), and a kernel
- * whose own limits (CL_KERNEL_WORK_GROUP_SIZE) refuse a tile falls back
- * to the next smaller one. The 256-item 128x128 tile needs about
- * 160 registers per item, so a compute unit holds one such work-group at
- * a time: the gathered GEMMs take it only when there are many waves of
- * them (it still pays for the split weight gradient, whose partial sums
- * it halves). The depthwise kernels loop over a group's output channels
- * in one work-group, so a wide channel multiplier goes to the GEMM.
- * A GPU of any other make gets the conservative 64-item 32x32 tiles
- * (TEENY_TUNING=generic forces them anywhere: the tests run them on PoCL).
- * CPUs (PoCL) run one small tile: there a work-group is a loop, and one
- * program keeps the build time (seconds on PoCL) low; their GEMMs take
- * conv_gemm_cpu (cpu_rows > 0), which has no local memory or barriers
- * and keeps a cpu_rows x (16 * cpu_nv) block per item in vector
- * registers: two float16 columns where the native float vector is 16 wide
- * (AVX-512's 32 registers hold the 12 accumulators; measured ~10% faster
- * over the example's convolutions on PoCL 3.1, 2026-12-01), one
- * elsewhere (AVX2's 16 registers would spill). */
-#ifndef CPU_ROWS
-#define CPU_ROWS 6
-#endif
-#ifndef CPU_WG
-#define CPU_WG 8
-#endif
-static const conv_tuning TUNINGS[] = {
-    {"nvidia", 1, 256, 4,
-     {{128, 128, 16, 8, 8, 16}, {128, 64, 16, 8, 8, 2}, {128, 32, 16, 8, 4, 2}, {64, 16, 16, 4, 4, 0}},
-     256, 8, 9, 4, 4, 0, 0, 0, 0},
-    {"", 1, 32, 2, {{32, 32, 16, 4, 4, 2}, {32, 16, 16, 4, 4, 0}}, 32, 8, 9, 4, 4, 0, 0, 0, 0},
-    {"", 0, 64, 1, {{32, 32, 8, 4, 4, 0}}, 64, 8, 9, 4, 4, CPU_ROWS, CPU_WG, 2, 16},
-    {"", 0, 64, 1, {{32, 32, 8, 4, 4, 0}}, 64, 8, 9, 4, 4, CPU_ROWS, CPU_WG, 1, 0},
-};
-#define N_TUNINGS ((int)(sizeof TUNINGS / sizeof TUNINGS[0]))
-
-/* Test hooks (see ops.h): a tuning entry, a tile, no depthwise path. */
-static int force_tuning = -1, force_tile = -1, force_no_depthwise = 0;
-
-void teeny__conv2d_debug(int tuning, int tile, int no_depthwise)
+void teeny__conv2d_debug(int tile, int no_depthwise)
 {
-    force_tuning = tuning >= 0 && tuning < N_TUNINGS ? tuning : -1;
     force_tile = tile;
     force_no_depthwise = no_depthwise;
 }
@@ -73,27 +34,6 @@ static size_t gemm_local_bytes(const gemm_tile *t)
 static int tile_fits(const teeny_ctx *ctx, const gemm_tile *t)
 {
     return (size_t)gemm_wg(t) <= ctx->info.max_work_group_size && gemm_local_bytes(t) <= ctx->info.local_mem_bytes;
-}
-
-const conv_tuning *teeny__conv_tuning_for(const teeny_ctx *ctx)
-{
-    /* TEENY_TUNING=generic: what a GPU of unknown make gets */
-    if (ctx->generic && force_tuning < 0)
-        for (int i = 0; i < N_TUNINGS; i++)
-            if (TUNINGS[i].gpu && !*TUNINGS[i].vendor && tile_fits(ctx, &TUNINGS[i].tiles[TUNINGS[i].n_tiles - 1]))
-                return &TUNINGS[i];
-    /* a forced entry too must fit (its smallest tile at least; pick_tile
-     * skips the larger ones that do not), or its GEMMs could not launch */
-    if (force_tuning >= 0 && tile_fits(ctx, &TUNINGS[force_tuning].tiles[TUNINGS[force_tuning].n_tiles - 1]))
-        return &TUNINGS[force_tuning];
-    for (int i = 0; i < N_TUNINGS; i++) {
-        const conv_tuning *t = &TUNINGS[i];
-        if (t->gpu == ctx->info.is_gpu && (size_t)t->min_wg <= ctx->info.max_work_group_size &&
-            ctx->native_float_width >= t->min_vec &&
-            teeny__contains_nocase(ctx->info.vendor, t->vendor) && tile_fits(ctx, &t->tiles[t->n_tiles - 1]))
-            return t;
-    }
-    return &TUNINGS[N_TUNINGS - 1];
 }
 
 void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap)
@@ -462,7 +402,7 @@ teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, c
         gp->cpu = use_cpu_gemm(tu, &j);
     }
     if (gp->depthwise) {
-        tiles = ctx->cpu_kernels ? target : g->Cout; /* the CPU variant takes no split: z = 1 */
+        tiles = conv_cpu_variant(ctx) ? target : g->Cout; /* the CPU variant takes no split: z = 1 */
         min_chunk = (int64_t)tu->dw_wg * 4;
     } else if (gp->cpu) {
         tiles = target;

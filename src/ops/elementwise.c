@@ -1,9 +1,9 @@
 /*
  * elementwise.c -- y = a + b, y = a * b and activations (ReLU, SiLU) with
  * their gradients. Tensors of any shape; only element counts must agree.
- * Kernels: cl/elementwise.cl, one work-item per element, or on a CPU
- * (ctx->cpu_kernels) a run of EW_RUN elements in float16 vectors for add
- * and the activations.
+ * Kernels: cl/elementwise.cl, one work-item per element, or in the CPU
+ * variant (ctx->tune.variant) a run of EW_RUN elements in float16 vectors
+ * for add and the activations.
  *
  * Op-table entries (the convention of ops.h):
  *   add:        forward in = [a, b], out = [y];
@@ -17,9 +17,14 @@
 
 #include "ops.h"
 
-/* The CPU variants (ctx->cpu_kernels) of add and the activations take a
+/* The CPU variants (TEENY_VARIANT_CPU) of add and the activations take a
  * run of EW_RUN elements per work-item (cl/elementwise.cl). */
 #define EW_RUN 2048
+
+static int cpu_variant(const teeny_ctx *ctx)
+{
+    return ctx->tune.variant == TEENY_VARIANT_CPU;
+}
 
 /* One work-item per element, or per EW_RUN of them (cpu: a CPU variant). */
 static teeny_status ew_launch(teeny_ctx *ctx, const char *name, int n, int cpu, cl_kernel k)
@@ -48,14 +53,14 @@ teeny_status teeny__add_forward(teeny_ctx *ctx, const teeny__op_args *a)
     const teeny_tensor *x0 = a->in[0], *x1 = a->in[1];
     teeny_tensor *y = a->out[0];
     int n = (int)y->numel, o0 = teeny__off(x0), o1 = teeny__off(x1), oy = teeny__off(y);
-    const char *name = ctx->cpu_kernels ? "ew_add_cpu" : "ew_add";
+    const char *name = cpu_variant(ctx) ? "ew_add_cpu" : "ew_add";
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x0->buf, sizeof o0, &o0, sizeof(cl_mem), &x1->buf,
                              sizeof o1, &o1, sizeof(cl_mem), &y->buf, sizeof oy, &oy, sizeof n, &n, (size_t)0);
     if (st == TEENY_OK)
-        st = ew_launch(ctx, name, n, ctx->cpu_kernels, k);
+        st = ew_launch(ctx, name, n, cpu_variant(ctx), k);
     return st;
 }
 
@@ -76,14 +81,14 @@ teeny_status teeny__activation_forward(teeny_ctx *ctx, const teeny__op_args *a)
 static teeny_status act_launch(teeny_ctx *ctx, int act, const teeny_tensor *x, teeny_tensor *y)
 {
     int n = (int)y->numel, ox = teeny__off(x), oy = teeny__off(y);
-    const char *name = ctx->cpu_kernels ? "ew_act_forward_cpu" : "ew_act_forward";
+    const char *name = cpu_variant(ctx) ? "ew_act_forward_cpu" : "ew_act_forward";
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, name, sizeof act, &act, sizeof(cl_mem), &x->buf, sizeof ox, &ox,
                              sizeof(cl_mem), &y->buf, sizeof oy, &oy, sizeof n, &n, (size_t)0);
     if (st == TEENY_OK)
-        st = ew_launch(ctx, name, n, ctx->cpu_kernels, k);
+        st = ew_launch(ctx, name, n, cpu_variant(ctx), k);
     return st;
 }
 
@@ -93,7 +98,7 @@ teeny_status teeny__activation_backward(teeny_ctx *ctx, const teeny__op_args *a)
     teeny_tensor *dx = a->out[0];
     int act = (int)a->attrs.activation.act;
     int n = (int)dx->numel, ox = teeny__off(x), ody = teeny__off(dy), odx = teeny__off(dx);
-    const char *name = ctx->cpu_kernels ? "ew_act_backward_cpu" : "ew_act_backward";
+    const char *name = cpu_variant(ctx) ? "ew_act_backward_cpu" : "ew_act_backward";
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
     if (st == TEENY_OK)
@@ -101,7 +106,7 @@ teeny_status teeny__activation_backward(teeny_ctx *ctx, const teeny__op_args *a)
                              sizeof(cl_mem), &dy->buf, sizeof ody, &ody, sizeof(cl_mem), &dx->buf, sizeof odx, &odx,
                              sizeof n, &n, (size_t)0);
     if (st == TEENY_OK)
-        st = ew_launch(ctx, name, n, ctx->cpu_kernels, k);
+        st = ew_launch(ctx, name, n, cpu_variant(ctx), k);
     return st;
 }
 

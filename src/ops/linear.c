@@ -7,9 +7,10 @@
  * reduction over N runs in one work-item, in order: no atomics). db, the
  * column sums of dy, is two fixed-order passes over row chunks with the
  * partials in the context's workspace.
- * Tunable: the GEMM's work-group shape and register tile, derived from the
- * device's work-group size (ctx->work_group_size) and local memory, passed
- * as -D options (see gemm_plan).
+ * Tunable: the GEMM's work-group shape, from the device's work-group size
+ * (ctx->work_group_size), and its register tile and k depth, from the
+ * device profile (ctx->tune, src/tune/profiles.def) within the local
+ * memory, passed as -D options (see gemm_plan).
  *
  * Op-table entry (the convention of ops.h): one input x [N, in] (rank 2);
  * attrs.linear = {out_features, has_bias}; params weight [out, in]
@@ -28,10 +29,11 @@ typedef struct {
 } gemm_plan;
 
 /* Work-group (lx, ly) from the device's work-group size: a square (or 2:1)
- * power-of-two shape, a 4x4 register tile, and a k depth whose two panels
- * fit in half the local memory. */
+ * power-of-two shape, the profile's register tile, and its k depth halved
+ * until the two panels fit in half the local memory. */
 static void gemm_plan_make(const teeny_ctx *ctx, int wg, gemm_plan *g)
 {
+    const teeny__linear_tune *tune = &ctx->tune.profile->linear;
     int lx = 1, ly = 1;
     uint64_t local = ctx->info.local_mem_bytes ? ctx->info.local_mem_bytes : 16384;
     while (lx * ly * 2 <= wg) {
@@ -42,8 +44,9 @@ static void gemm_plan_make(const teeny_ctx *ctx, int wg, gemm_plan *g)
     }
     g->lx = lx;
     g->ly = ly;
-    g->rm = g->rn = 4;
-    g->tk = 16;
+    g->rm = tune->rm;
+    g->rn = tune->rn;
+    g->tk = tune->tk;
     while (g->tk > 1 && (uint64_t)g->tk * (uint64_t)(ly * g->rm + lx * g->rn) * 4 > local / 2)
         g->tk /= 2;
     snprintf(g->opt, sizeof g->opt, "-DLIN_LX=%d -DLIN_LY=%d -DLIN_RM=%d -DLIN_RN=%d -DLIN_TK=%d", g->lx, g->ly,

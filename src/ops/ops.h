@@ -144,9 +144,10 @@ const char *teeny__op_name(teeny__op_id id);
 #include "ops.def"
 #undef XX
 
-/* Test hook (conv2d.c): force a tuning-table entry and a GEMM tile (-1: by
- * device and problem) and disable the depthwise kernels (1); not thread-safe. */
-void teeny__conv2d_debug(int tuning, int tile, int no_depthwise);
+/* Test hook (conv2d_plan.c): force a GEMM tile of the profile's list (-1:
+ * by device and problem) and disable the depthwise kernels (1); not
+ * thread-safe. A profile is forced through teeny__tune_force. */
+void teeny__conv2d_debug(int tile, int no_depthwise);
 /* Test hook (program/build.c): kernels report at most cap work-items (0: off), so
  * every fallback can be forced on any device; not thread-safe. */
 void teeny__debug_kernel_wg_cap(size_t cap);

@@ -7,8 +7,8 @@
  *
  * Kernels: cl/pool.cl. Window ops use one work-item per output (forward)
  * or per input element (backward, a gather over the covering windows: no
- * atomics). Global pooling uses one work-group per plane, or on a CPU
- * (ctx->cpu_kernels) one work-item per plane.
+ * atomics). Global pooling uses one work-group per plane, or in the CPU
+ * variant (ctx->tune.variant) one work-item per plane.
  * Tunable: GAP_WG, the global-pooling work-group size (ctx->work_group_size).
  *
  * Op-table entries (the convention of ops.h); attrs.pool2d (kernel, stride,
@@ -137,8 +137,8 @@ teeny_status teeny__global_avgpool_forward(teeny_ctx *ctx, const teeny__op_args 
     char opt[32];
     cl_kernel k;
     int wg;
-    if (ctx->cpu_kernels) {
-        static const char cpu_name[] = "pool_gap_forward_planes";
+    if (ctx->tune.variant == TEENY_VARIANT_CPU) {
+        static const char cpu_name[] = "pool_gap_forward_cpu";
         teeny_status st = teeny__kernel_get(ctx, "pool", "", cpu_name, &k);
         if (st == TEENY_OK)
             st = teeny__set_args(ctx, k, cpu_name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &S,

@@ -300,7 +300,7 @@ static teeny_status program_get(teeny_ctx *ctx, const char *family, const char *
         goto cleanup;
     }
     snprintf(full_options, strlen(options) + 64, "-cl-std=CL1.2%s%s %s", ctx->known_compiler ? " -DTEENY_HINTS=1" : "",
-             ctx->hw_fma ? " -DTEENY_FMA=1" : "", options);
+             ctx->caps.cap_fma ? " -DTEENY_FMA=1" : "", options);
 
     teeny__cache_dir(dir, sizeof dir);
     if (dir[0]) {

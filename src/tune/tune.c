@@ -1,0 +1,202 @@
+/*
+ * tune.c -- matching a device against the profiles of profiles.def, the
+ * environment's overrides, and the test hooks that force a row or a
+ * kernel variant (tune.h says what each does).
+ *
+ * Like CLBlast's kernel database, the rows run from the most specific to
+ * the most general and the first that fits wins; unlike it, a row is
+ * matched on what the device reports (vendor id, type, limits, probed
+ * capabilities) rather than its name, and the catch-all last row is
+ * checked by the tune suite rather than assumed. Everything is decided
+ * once, at context creation: device.c calls teeny__tune_init, and this
+ * file calls nothing but status.c and the C library.
+ *
+ * Environment (read here and nowhere else in the ops):
+ *   TEENY_TUNING    unset or empty: match; "generic": the row a GPU of
+ *                   unknown make takes, built without compiler hints; any
+ *                   other row's name: that row
+ *   TEENY_ATTN_NT   attention threads per work-group, 4..1024
+ *   TEENY_ATTN_RM   attention query rows per thread, 1..8
+ *   TEENY_ATTN_BN   attention key-column tile, 4..128
+ *   TEENY_ATTN_FIT  1: shrink thread rows before the column tile, 0: not
+ * A value that is not a decimal integer in range, or a TEENY_TUNING that
+ * names no row, fails the context's creation with TEENY_ERR_ARG.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const teeny__profile ROWS[] = {
+#include "tune/profiles.def"
+};
+#define N_ROWS ((int)(sizeof ROWS / sizeof ROWS[0]))
+
+int teeny__tune_count(void)
+{
+    return N_ROWS;
+}
+
+const teeny__profile *teeny__tune_row(int i)
+{
+    return i >= 0 && i < N_ROWS ? &ROWS[i] : NULL;
+}
+
+int teeny__tune_find(const char *name)
+{
+    for (int i = 0; i < N_ROWS; i++)
+        if (!strcmp(ROWS[i].name, name))
+            return i;
+    return -1;
+}
+
+/* What a row cannot run without: its work-group and local memory (its
+ * tiles) and the capabilities its kernels use. */
+static int holds(const teeny__device_caps *need, const teeny__device_caps *have)
+{
+    return have->work_group >= need->work_group && have->local_mem >= need->local_mem &&
+           (!need->cap_subgroups || have->cap_subgroups) && (!need->cap_nvidia_ptx || have->cap_nvidia_ptx);
+}
+
+/* holds, and the rest of what the row asks for: the device it is for. */
+static int matches(const teeny__device_caps *need, const teeny__device_caps *have)
+{
+    return holds(need, have) && (!need->vendor_id || need->vendor_id == have->vendor_id) &&
+           (!need->type || (need->type & have->type)) && have->compute_units >= need->compute_units &&
+           have->float_vector >= need->float_vector && (!need->cap_fma || have->cap_fma);
+}
+
+int teeny__tune_match(const teeny__device_caps *caps)
+{
+    int i = 0;
+    while (i < N_ROWS - 1 && !matches(&ROWS[i].device, caps))
+        i++;
+    return i; /* the last row asks nothing */
+}
+
+/* Why the device cannot hold row; the message goes to ctx, or while ctx
+ * is being created (creating) to the thread's. */
+static teeny_status misfit(const teeny_ctx *ctx, const teeny__profile *row, int creating)
+{
+    const teeny__device_caps *need = &row->device, *have = &ctx->caps;
+    return teeny__error(creating ? NULL : ctx, TEENY_ERR_UNSUPPORTED,
+                        "device profile \"%s\" needs work-groups of %zu items, %llu bytes of local memory%s%s; "
+                        "%s has %zu items, %llu bytes%s%s",
+                        row->name, need->work_group, (unsigned long long)need->local_mem,
+                        need->cap_subgroups ? ", subgroups" : "", need->cap_nvidia_ptx ? ", inline PTX" : "",
+                        ctx->info.device_name, have->work_group, (unsigned long long)have->local_mem,
+                        have->cap_subgroups ? ", subgroups" : "", have->cap_nvidia_ptx ? ", inline PTX" : "");
+}
+
+/* Take row: its tunings with the environment's overrides, its variant,
+ * its work-group within the device's maximum. */
+static void apply(teeny_ctx *ctx, const teeny__profile *row)
+{
+    teeny__tune *t = &ctx->tune;
+    const teeny__attention_tune *env = &t->attention_env;
+    t->profile = row;
+    t->variant = row->variant;
+    t->attention = row->attention;
+    if (env->threads >= 0)
+        t->attention.threads = env->threads;
+    if (env->rows >= 0)
+        t->attention.rows = env->rows;
+    if (env->cols >= 0)
+        t->attention.cols = env->cols;
+    if (env->rows_first >= 0)
+        t->attention.rows_first = env->rows_first;
+    size_t want = (size_t)row->work_group;
+    while (want > ctx->caps.work_group)
+        want /= 2;
+    ctx->work_group_size = (int)(want ? want : 1);
+}
+
+/* The environment's number name as an int in lo..hi into *out; unset or
+ * empty leaves *out alone. Only decimal digits are taken: a sign, a space,
+ * a suffix or a value out of range is TEENY_ERR_ARG naming the variable. */
+static teeny_status env_int_strict(const char *name, int lo, int hi, int *out)
+{
+    const char *s = getenv(name);
+    long v = 0;
+    if (!s || !*s)
+        return TEENY_OK;
+    for (const char *c = s; *c; c++) {
+        if (*c < '0' || *c > '9' || v > hi) {
+            v = -1;
+            break;
+        }
+        v = v * 10 + (*c - '0');
+    }
+    if (v < lo || v > hi)
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s=\"%.64s\": expected a whole number from %d to %d", name, s,
+                            lo, hi);
+    *out = (int)v;
+    return TEENY_OK;
+}
+
+static teeny_status read_attention_env(teeny__attention_tune *env)
+{
+    teeny_status st;
+    env->threads = env->rows = env->cols = env->rows_first = env->cpu_lanes = -1;
+    if ((st = env_int_strict("TEENY_ATTN_NT", 4, 1024, &env->threads)) != TEENY_OK ||
+        (st = env_int_strict("TEENY_ATTN_RM", 1, 8, &env->rows)) != TEENY_OK ||
+        (st = env_int_strict("TEENY_ATTN_BN", 4, 128, &env->cols)) != TEENY_OK)
+        return st;
+    return env_int_strict("TEENY_ATTN_FIT", 0, 1, &env->rows_first);
+}
+
+/* The row TEENY_TUNING names, or the first the device matches. */
+static teeny_status pick_row(teeny_ctx *ctx, const teeny__profile **out)
+{
+    const char *name = getenv("TEENY_TUNING");
+    if (!name || !*name) {
+        *out = &ROWS[teeny__tune_match(&ctx->caps)];
+        return TEENY_OK;
+    }
+    int i = teeny__tune_find(name);
+    if (i < 0) {
+        char names[256] = "";
+        for (int j = 0; j < N_ROWS; j++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", j ? ", " : "", ROWS[j].name);
+        return teeny__error(NULL, TEENY_ERR_ARG, "TEENY_TUNING=\"%.64s\" names no device profile; the profiles: %s",
+                            name, names);
+    }
+    if (!holds(&ROWS[i].device, &ctx->caps))
+        return misfit(ctx, &ROWS[i], 1);
+    ctx->tune.generic = !strcmp(name, "generic");
+    *out = &ROWS[i];
+    return TEENY_OK;
+}
+
+teeny_status teeny__tune_init(teeny_ctx *ctx)
+{
+    const teeny__profile *row = NULL;
+    teeny_status st = read_attention_env(&ctx->tune.attention_env);
+    if (st == TEENY_OK)
+        st = pick_row(ctx, &row);
+    if (st != TEENY_OK)
+        return st;
+    ctx->tune.matched = row;
+    apply(ctx, row);
+    return TEENY_OK;
+}
+
+teeny_status teeny__tune_force(teeny_ctx *ctx, int i)
+{
+    if (i < 0) {
+        apply(ctx, ctx->tune.matched);
+        return TEENY_OK;
+    }
+    if (i >= N_ROWS)
+        return teeny__error(ctx, TEENY_ERR_ARG, "no device profile %d (there are %d)", i, N_ROWS);
+    if (!holds(&ROWS[i].device, &ctx->caps))
+        return misfit(ctx, &ROWS[i], 0);
+    apply(ctx, &ROWS[i]);
+    return TEENY_OK;
+}
+
+void teeny__tune_force_variant(teeny_ctx *ctx, int v)
+{
+    ctx->tune.variant = v >= 0 && v < TEENY_VARIANT_COUNT ? (teeny__variant)v : ctx->tune.profile->variant;
+}

@@ -1,0 +1,307 @@
+/*
+ * test_tune.c -- the device profiles (src/tune/profiles.def) and their
+ * matching: every row well formed and the last one a catch-all, the row
+ * each kind of device takes, forcing a row or a variant (the hooks the
+ * family suites use), and the environment's overrides, parsed strictly
+ * when a context is created.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "internal.h"
+
+static int pow2(long x)
+{
+    return x > 0 && (x & (x - 1)) == 0;
+}
+
+static int asks_nothing(const teeny__device_caps *d)
+{
+    return !d->vendor_id && !d->type && !d->compute_units && !d->local_mem && !d->work_group && !d->float_vector &&
+           !d->cap_fma && !d->cap_subgroups && !d->cap_nvidia_ptx;
+}
+
+/* The conv2d kernels' constraints on a tile (cl/conv2d.cl banner) and
+ * its local memory (conv2d_plan.c gemm_local_bytes). */
+static void check_tile(const char *row, const teeny__gemm_tile *t)
+{
+    ck_assert_msg(t->wm % 4 == 0 && t->wn % 4 == 0 && t->tm % t->wm == 0 && t->tn % t->wn == 0,
+                  "%s: tile %dx%d micro-tile %dx%d", row, t->tm, t->tn, t->wm, t->wn);
+    int wg = (t->tm / t->wm) * (t->tn / t->wn);
+    ck_assert_msg(wg >= t->tk && (wg % t->tm == 0 || t->tm % wg == 0), "%s: tile %dx%dx%d with %d items", row,
+                  t->tm, t->tn, t->tk, wg);
+}
+
+START_TEST(test_tune_rows)
+{
+    int n = teeny__tune_count();
+    ck_assert_int_ge(n, 1);
+    ck_assert_ptr_null(teeny__tune_row(n));
+    ck_assert_ptr_null(teeny__tune_row(-1));
+    ck_assert_msg(asks_nothing(&teeny__tune_row(n - 1)->device), "the last row (%s) must ask nothing",
+                  teeny__tune_row(n - 1)->name);
+    for (int i = 0; i < n; i++) {
+        const teeny__profile *p = teeny__tune_row(i);
+        const teeny__conv_tune *c = &p->conv;
+        const teeny__attention_tune *a = &p->attention;
+        ck_assert_msg(p->name && *p->name && teeny__tune_find(p->name) == i, "row %d: name missing or repeated", i);
+        ck_assert_msg(p->variant >= 0 && p->variant < TEENY_VARIANT_COUNT, "%s: variant %d", p->name, p->variant);
+        ck_assert_msg(pow2(p->work_group), "%s: work-group %d is not a power of two", p->name, p->work_group);
+        ck_assert_msg(c->n_tiles >= 1 && c->n_tiles <= 4, "%s: %d conv2d tiles", p->name, c->n_tiles);
+        for (int t = 0; t < c->n_tiles; t++) {
+            check_tile(p->name, &c->tiles[t]);
+            if (t > 0)
+                ck_assert_msg(c->tiles[t].tm * c->tiles[t].tn <= c->tiles[t - 1].tm * c->tiles[t - 1].tn,
+                              "%s: conv2d tiles not largest first", p->name);
+        }
+        ck_assert_msg(pow2(c->dw_wg) && c->dw_rows >= 1 && c->dw_taps >= 1 && c->dw_mult_max >= 1 && c->waves >= 1,
+                      "%s: conv2d depthwise settings", p->name);
+        ck_assert_msg(c->cpu_rows == 0 || (c->cpu_wg >= 1 && (c->cpu_nv == 1 || c->cpu_nv == 2)),
+                      "%s: conv2d CPU GEMM settings", p->name);
+        /* a row that asks for limits asks for what its smallest tile needs */
+        const teeny__gemm_tile *s = &c->tiles[c->n_tiles - 1];
+        size_t wg = (size_t)(s->tm / s->wm) * (size_t)(s->tn / s->wn);
+        uint64_t bytes = (uint64_t)2 * s->tk * ((s->tm + 4) + (s->tn + 4)) * sizeof(float);
+        if (p->device.work_group || p->device.local_mem)
+            ck_assert_msg(wg <= p->device.work_group && bytes <= p->device.local_mem,
+                          "%s: asks for %zu items and %llu bytes, its smallest conv2d tile needs %zu and %llu",
+                          p->name, p->device.work_group, (unsigned long long)p->device.local_mem, wg,
+                          (unsigned long long)bytes);
+        ck_assert_msg(a->threads >= 4 && a->threads <= 1024 && a->rows >= 1 && a->rows <= 8 && a->cols >= 4 &&
+                          a->cols <= 128 && (a->rows_first == 0 || a->rows_first == 1) &&
+                          (a->cpu_lanes == 8 || a->cpu_lanes == 16),
+                      "%s: attention settings outside TEENY_ATTN_*'s ranges", p->name);
+        ck_assert_msg(p->linear.rm >= 1 && p->linear.rn >= 1 && pow2(p->linear.tk), "%s: linear settings", p->name);
+    }
+}
+END_TEST
+
+/* The row each kind of device takes. */
+START_TEST(test_tune_match)
+{
+    static const struct {
+        const char *what, *row;
+        teeny__device_caps caps;
+    } cases[] = {
+        {"H200 (NVIDIA driver)", "nvidia",
+         {.vendor_id = 0x10de, .type = CL_DEVICE_TYPE_GPU, .compute_units = 132, .local_mem = 49152, .work_group = 1024,
+          .float_vector = 1, .cap_fma = 1, .cap_nvidia_ptx = 1}},
+        {"NVIDIA GPU with small work-groups", "generic",
+         {.vendor_id = 0x10de, .type = CL_DEVICE_TYPE_GPU, .local_mem = 49152, .work_group = 128, .float_vector = 1}},
+        {"AMD GPU", "generic",
+         {.vendor_id = 0x1002, .type = CL_DEVICE_TYPE_GPU, .compute_units = 60, .local_mem = 65536, .work_group = 256,
+          .float_vector = 1, .cap_fma = 1}},
+        {"GPU with 16-item work-groups", "any",
+         {.vendor_id = 0x8086, .type = CL_DEVICE_TYPE_GPU, .local_mem = 65536, .work_group = 16, .float_vector = 1}},
+        {"PoCL on AVX-512", "cpu_vec16",
+         {.vendor_id = 0x6c636f70, .type = CL_DEVICE_TYPE_CPU, .compute_units = 2, .local_mem = 1 << 20,
+          .work_group = 4096, .float_vector = 16, .cap_fma = 1}},
+        {"PoCL on AVX2", "cpu",
+         {.type = CL_DEVICE_TYPE_CPU, .compute_units = 8, .local_mem = 1 << 20, .work_group = 4096,
+          .float_vector = 8, .cap_fma = 1}},
+        {"CPU with 32-item work-groups", "cpu",
+         {.type = CL_DEVICE_TYPE_CPU, .local_mem = 1 << 20, .work_group = 32, .float_vector = 16}},
+        {"accelerator", "any", {.type = CL_DEVICE_TYPE_ACCELERATOR, .local_mem = 65536, .work_group = 1024}},
+        {"nothing known", "any", {0}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const teeny__profile *p = teeny__tune_row(teeny__tune_match(&cases[i].caps));
+        ck_assert_msg(!strcmp(p->name, cases[i].row), "%s takes %s, expected %s", cases[i].what, p->name,
+                      cases[i].row);
+    }
+    /* the shared context took what its capabilities match, or what TEENY_TUNING names */
+    teeny_ctx *ctx = th_ctx();
+    const char *named = getenv("TEENY_TUNING");
+    int own = named && *named ? teeny__tune_find(named) : teeny__tune_match(&ctx->caps);
+    ck_assert_ptr_eq(ctx->tune.matched, teeny__tune_row(own));
+}
+END_TEST
+
+/* Every row forced on this device (as the conv2d and conformance suites
+ * do), its variant and work-group taken; then the device's own again. */
+START_TEST(test_tune_force)
+{
+    teeny_ctx *ctx = th_ctx();
+    int n = teeny__tune_count();
+    for (int i = 0; i < n; i++) {
+        const teeny__profile *p = teeny__tune_row(i);
+        teeny_status st = teeny__tune_force(ctx, i);
+        if (st == TEENY_OK) {
+            ck_assert_ptr_eq(ctx->tune.profile, p);
+            ck_assert_int_eq(ctx->tune.variant, p->variant);
+            ck_assert_msg(pow2(ctx->work_group_size) && (size_t)ctx->work_group_size <= ctx->caps.work_group &&
+                              ctx->work_group_size <= p->work_group,
+                          "%s: work-group %d", p->name, ctx->work_group_size);
+        } else {
+            ck_assert_int_eq(st, TEENY_ERR_UNSUPPORTED);
+            ck_assert_msg(strstr(teeny_last_error(ctx), p->name), "misfit message: %s", teeny_last_error(ctx));
+            ck_assert_ptr_ne(ctx->tune.profile, p);
+        }
+        teeny__tune_force_variant(ctx, TEENY_VARIANT_CPU);
+        ck_assert_int_eq(ctx->tune.variant, TEENY_VARIANT_CPU);
+        teeny__tune_force_variant(ctx, -1);
+        ck_assert_int_eq(ctx->tune.variant, ctx->tune.profile->variant);
+    }
+    ck_assert_int_eq(teeny__tune_force(ctx, n), TEENY_ERR_ARG);
+    TH_OK(ctx, teeny__tune_force(ctx, -1));
+    ck_assert_ptr_eq(ctx->tune.profile, ctx->tune.matched);
+    ck_assert_int_eq(ctx->tune.variant, ctx->tune.matched->variant);
+}
+END_TEST
+
+/* ---- the environment ---- */
+
+static const char *const ENV_VARS[] = {"TEENY_TUNING", "TEENY_ATTN_NT", "TEENY_ATTN_RM", "TEENY_ATTN_BN",
+                                       "TEENY_ATTN_FIT"};
+#define N_ENV ((int)(sizeof ENV_VARS / sizeof ENV_VARS[0]))
+static char *env_saved[N_ENV];
+
+/* The run's own settings (the matrix runs with TEENY_TUNING=generic) come
+ * back after each test, even a failed one (a checked fixture). */
+static void env_save(void)
+{
+    for (int i = 0; i < N_ENV; i++) {
+        const char *v = getenv(ENV_VARS[i]);
+        env_saved[i] = v ? strdup(v) : NULL;
+        unsetenv(ENV_VARS[i]);
+    }
+}
+
+static void env_restore(void)
+{
+    for (int i = 0; i < N_ENV; i++) {
+        if (env_saved[i])
+            setenv(ENV_VARS[i], env_saved[i], 1);
+        else
+            unsetenv(ENV_VARS[i]);
+        free(env_saved[i]);
+        env_saved[i] = NULL;
+    }
+}
+
+/* TEENY_ATTN_*=abc and friends: rejected when the context is created,
+ * with a message naming the variable (they once became a default). */
+START_TEST(test_tune_env_rejected)
+{
+    static const struct {
+        const char *var, *value;
+    } bad[] = {
+        {"TEENY_ATTN_NT", "abc"},  {"TEENY_ATTN_NT", "3"},    {"TEENY_ATTN_NT", "1025"},
+        {"TEENY_ATTN_NT", "64x"},  {"TEENY_ATTN_NT", " 64"},  {"TEENY_ATTN_NT", "+64"},
+        {"TEENY_ATTN_NT", "-4"},   {"TEENY_ATTN_NT", "99999999999999999999"},
+        {"TEENY_ATTN_RM", "abc"},  {"TEENY_ATTN_RM", "0"},    {"TEENY_ATTN_RM", "9"},
+        {"TEENY_ATTN_BN", "abc"},  {"TEENY_ATTN_BN", "3"},    {"TEENY_ATTN_BN", "129"},
+        {"TEENY_ATTN_FIT", "2"},   {"TEENY_ATTN_FIT", "yes"}, {"TEENY_TUNING", "nosuch"},
+        {"TEENY_TUNING", "GENERIC"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        static char sentinel;
+        teeny_ctx *ctx = (teeny_ctx *)&sentinel; /* must come back NULL */
+        setenv(bad[i].var, bad[i].value, 1);
+        teeny_status st = teeny_ctx_create(NULL, &ctx);
+        unsetenv(bad[i].var);
+        ck_assert_msg(st == TEENY_ERR_ARG, "%s=\"%s\": status %s", bad[i].var, bad[i].value, teeny_status_name(st));
+        ck_assert_ptr_null(ctx);
+        ck_assert_msg(strstr(teeny_last_error(NULL), bad[i].var), "%s=\"%s\": message \"%s\"", bad[i].var,
+                      bad[i].value, teeny_last_error(NULL));
+    }
+}
+END_TEST
+
+START_TEST(test_tune_env_accepted)
+{
+    teeny_ctx *ctx = NULL;
+    setenv("TEENY_ATTN_NT", "64", 1);
+    setenv("TEENY_ATTN_RM", "8", 1);
+    setenv("TEENY_ATTN_BN", "", 1); /* empty: unset */
+    setenv("TEENY_ATTN_FIT", "1", 1);
+    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+    ck_assert_int_eq(ctx->tune.attention.threads, 64);
+    ck_assert_int_eq(ctx->tune.attention.rows, 8);
+    ck_assert_int_eq(ctx->tune.attention.cols, ctx->tune.profile->attention.cols);
+    ck_assert_int_eq(ctx->tune.attention.rows_first, 1);
+    /* the overrides survive a forced row */
+    TH_OK(ctx, teeny__tune_force(ctx, teeny__tune_count() - 1));
+    ck_assert_int_eq(ctx->tune.attention.threads, 64);
+    teeny_ctx_destroy(ctx);
+
+    setenv("TEENY_TUNING", "generic", 1);
+    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+    ck_assert_str_eq(ctx->tune.profile->name, "generic");
+    ck_assert_int_eq(ctx->tune.generic, 1);
+    ck_assert_int_eq(ctx->known_compiler, 0);
+    ck_assert_int_eq(ctx->tune.variant, TEENY_VARIANT_PORTABLE);
+    teeny_ctx_destroy(ctx);
+
+    setenv("TEENY_TUNING", "cpu", 1); /* any row by name; asks no limits */
+    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+    ck_assert_str_eq(ctx->tune.profile->name, "cpu");
+    ck_assert_int_eq(ctx->tune.generic, 0);
+    ck_assert_int_eq(ctx->tune.variant, TEENY_VARIANT_CPU);
+    teeny_ctx_destroy(ctx);
+}
+END_TEST
+
+/* Issue 21 item 11: TEENY_ATTN_NT=4 TEENY_ATTN_RM=8 TEENY_ATTN_BN=128, all
+ * in range, ended in "internal invariant failed (src/ops/attention.c)" for
+ * head dims that need more than 4 thread columns; the tiles now take the
+ * columns the head dims need. (test_attention_small_threads checks the
+ * values against the reference.) */
+START_TEST(test_tune_env_attention_small_threads)
+{
+    teeny_ctx *ctx = NULL;
+    setenv("TEENY_ATTN_NT", "4", 1);
+    setenv("TEENY_ATTN_RM", "8", 1);
+    setenv("TEENY_ATTN_BN", "128", 1);
+    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+    int64_t qs[3] = {2, 9, 128}, vs[3] = {2, 9, 256}, ls[2] = {2, 9};
+    teeny_tensor *q = th_tensor(ctx, 3, qs), *k = th_tensor(ctx, 3, qs), *v = th_tensor(ctx, 3, vs);
+    teeny_tensor *o = th_tensor(ctx, 3, vs), *lse = th_tensor(ctx, 2, ls), *g = th_tensor(ctx, 3, vs);
+    teeny_tensor *dq = th_tensor(ctx, 3, qs), *dk = th_tensor(ctx, 3, qs), *dv = th_tensor(ctx, 3, vs);
+    TH_OK(ctx, teeny_tensor_fill(q, 0.25f));
+    TH_OK(ctx, teeny_tensor_fill(k, -0.5f));
+    TH_OK(ctx, teeny_tensor_fill(v, 2.0f));
+    TH_OK(ctx, teeny_tensor_fill(g, 1.0f));
+    teeny_tensor *outs[] = {o, dq, dk, dv};
+    for (int i = 0; i < 4; i++)
+        th_poison(outs[i]);
+    TH_OK(ctx, teeny_attention_forward(ctx, q, k, v, 0.125f, o, lse));
+    TH_OK(ctx, teeny_attention_backward(ctx, q, k, v, o, lse, g, 0.125f, dq, dk, dv));
+    /* equal keys: uniform attention, so o = v = 2, dv = g summed over the
+     * queries with weight 1/9 = 1, and dq = dk = 0 */
+    static const float want[] = {2.0f, 0.0f, 0.0f, 1.0f};
+    for (int t = 0; t < 4; t++) {
+        float *h = th_read(outs[t]);
+        int64_t n = teeny_tensor_numel(outs[t]);
+        for (int64_t i = 0; i < n; i++)
+            ck_assert_msg(fabsf(h[i] - want[t]) < 1e-4f, "output %d element %lld: %g, expected %g", t, (long long)i,
+                          (double)h[i], (double)want[t]);
+        free(h);
+    }
+    teeny_tensor *ts[] = {q, k, v, o, lse, g, dq, dk, dv};
+    for (int i = 0; i < 9; i++)
+        teeny_tensor_destroy(ts[i]);
+    teeny_ctx_destroy(ctx);
+}
+END_TEST
+
+Suite *suite_tune(void)
+{
+    Suite *s = suite_create("tune");
+    TCase *tc = tcase_create("forward"), *env = tcase_create("environment"), *err = tcase_create("errors");
+    tcase_add_test(tc, test_tune_rows);
+    tcase_add_test(tc, test_tune_match);
+    tcase_add_test(tc, test_tune_force);
+    tcase_add_checked_fixture(env, env_save, env_restore);
+    tcase_add_test(env, test_tune_env_accepted);
+    tcase_add_test(env, test_tune_env_attention_small_threads);
+    tcase_add_checked_fixture(err, env_save, env_restore);
+    tcase_add_test(err, test_tune_env_rejected);
+    suite_add_tcase(s, tc);
+    suite_add_tcase(s, env);
+    suite_add_tcase(s, err);
+    return s;
+}
