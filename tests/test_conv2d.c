@@ -428,8 +428,12 @@ START_TEST(test_conv2d_tf32)
     static const int cases[] = {0, 1, 2, 4, 7, 8};
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
     tol = TOL_TF32;
-    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++)
-        run_case(&large_cases[cases[i]], 900 + (uint64_t)i, 1, 1);
+    for (int tile = -1; tile < 4; tile++) { /* the tuning's choice, then each tf32 tile */
+        teeny__conv2d_debug(tile, 1);
+        for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++)
+            run_case(&large_cases[cases[i]], 900 + (uint64_t)i, 1, 1);
+    }
+    teeny__conv2d_debug(-1, 0);
     tol = TOL;
     /* tf32 changes the bits and is deterministic */
     const conv_case *k = &large_cases[0];

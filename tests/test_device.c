@@ -457,8 +457,8 @@ static const char *const MALFORMED[] = {"", "abc", "12abc", "-1", "4294967296", 
 /* Every environment variable the library reads (grep getenv src/), with
  * values it takes and values it must refuse at context creation
  * (TEENY_ERR_ARG, a message naming the variable), besides MALFORMED for
- * the word-valued ones. The tune layer adds its TEENY_ATTN_* rows here
- * with words NULL and numeric 1: every MALFORMED value, and lo - 1 and
+ * the word-valued ones. The numeric rows (the tune layer's TEENY_ATTN_*)
+ * have words 0 and numeric 1: every MALFORMED value, and lo - 1 and
  * hi + 1, are refused (teeny__env_int). TEENY_DEVICE: its own test below. */
 static const struct {
     const char *name;
@@ -470,6 +470,10 @@ static const struct {
     {"TEENY_NO_CACHE", 1, 0, 0, 0, {"0", "1"}, {"yes", "true", "2", "01"}},
     {"TEENY_PROFILE", 1, 0, 0, 0, {"0", "1"}, {"on", "10"}},
     {"TEENY_TUNING", 1, 0, 0, 0, {"generic"}, {"GENERIC", "portable", "generic "}},
+    {"TEENY_ATTN_NT", 0, 1, 4, 1024, {"4", "128"}, {"abc"}},
+    {"TEENY_ATTN_RM", 0, 1, 1, 8, {"1", "8"}, {"abc"}},
+    {"TEENY_ATTN_BN", 0, 1, 4, 128, {"16"}, {"abc"}},
+    {"TEENY_ATTN_FIT", 0, 1, 0, 1, {"0", "1"}, {"yes"}},
     {"TEENY_LOG", 1, 0, 0, 0, {"debug", "WARN", "none", "error"}, {"verbose", "warning", "3"}},
     /* paths: any text but an empty or over-long one */
     {"TEENY_CACHE_DIR", 0, 0, 0, 0, {"/tmp/teenycl-env-test", "relative dir"}, {""}},

@@ -75,6 +75,16 @@ START_TEST(test_tune_rows)
                           (a->cpu_lanes == 8 || a->cpu_lanes == 16),
                       "%s: attention settings outside TEENY_ATTN_*'s ranges", p->name);
         ck_assert_msg(p->linear.rm >= 1 && p->linear.rn >= 1 && pow2(p->linear.tk), "%s: linear settings", p->name);
+        /* the tf32 tiles: a warp's block of (16 wm/4) x (8 wn) mma tiles divides the tile */
+        const teeny__conv_tune *t32 = &p->conv_tf32;
+        ck_assert_msg(!c->tf32 && (t32->n_tiles == 0 || (t32->tf32 && t32->cpu_rows == 0)),
+                      "%s: tf32 tunings (only conv_tf32, never with the CPU GEMM)", p->name);
+        for (int t = 0; t < t32->n_tiles; t++) {
+            const teeny__gemm_tile *g = &t32->tiles[t];
+            check_tile(p->name, g);
+            ck_assert_msg(g->tm % (4 * g->wm) == 0 && g->tn % (8 * g->wn) == 0 && g->tk % 8 == 0,
+                          "%s: tf32 tile %dx%dx%d, micro-tile %dx%d", p->name, g->tm, g->tn, g->tk, g->wm, g->wn);
+        }
     }
 }
 END_TEST
@@ -195,7 +205,7 @@ START_TEST(test_tune_env_rejected)
         {"TEENY_ATTN_RM", "abc"},  {"TEENY_ATTN_RM", "0"},    {"TEENY_ATTN_RM", "9"},
         {"TEENY_ATTN_BN", "abc"},  {"TEENY_ATTN_BN", "3"},    {"TEENY_ATTN_BN", "129"},
         {"TEENY_ATTN_FIT", "2"},   {"TEENY_ATTN_FIT", "yes"}, {"TEENY_TUNING", "nosuch"},
-        {"TEENY_TUNING", "GENERIC"},
+        {"TEENY_TUNING", "GENERIC"}, {"TEENY_TUNING", ""},  {"TEENY_ATTN_BN", ""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         static char sentinel;
@@ -216,7 +226,7 @@ START_TEST(test_tune_env_accepted)
     teeny_ctx *ctx = NULL;
     setenv("TEENY_ATTN_NT", "64", 1);
     setenv("TEENY_ATTN_RM", "8", 1);
-    setenv("TEENY_ATTN_BN", "", 1); /* empty: unset */
+    unsetenv("TEENY_ATTN_BN");
     setenv("TEENY_ATTN_FIT", "1", 1);
     TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
     ck_assert_int_eq(ctx->tune.attention.threads, 64);

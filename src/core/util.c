@@ -168,9 +168,10 @@ teeny_status teeny__env_int(const teeny_ctx *ctx, const char *name, long long lo
 /* The variables the library reads that take words or paths, checked
  * whenever a context is created (README "Environment"): set means set, so
  * an empty value or a word not listed is TEENY_ERR_ARG, never a silent
- * default. TEENY_DEVICE is checked with the device spec (device.c);
- * numeric variables are read through teeny__env_int where they are used
- * (the tune layer's TEENY_ATTN_*). A new variable gets a row here. */
+ * default. TEENY_DEVICE is checked with the device spec (device.c),
+ * TEENY_TUNING (a row of src/tune/profiles.def) and the numeric
+ * TEENY_ATTN_* (through teeny__env_int) by the tune layer (tune.c). A new
+ * variable gets a row here or a check where it is read. */
 #define ENV_PATH_MAX 4000 /* what build.c and cache.c's path buffers hold, with a file name */
 static const struct {
     const char *name;
@@ -179,7 +180,6 @@ static const struct {
 } ENV_VARS[] = {
     {"TEENY_NO_CACHE", "0|1", 0},
     {"TEENY_PROFILE", "0|1", 0},
-    {"TEENY_TUNING", "generic", 0},
     {"TEENY_LOG", "debug|info|warn|error|none", 1},
     {"TEENY_CACHE_DIR", NULL, 0},
     {"TEENY_KERNEL_DIR", NULL, 0},

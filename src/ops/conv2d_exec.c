@@ -17,6 +17,7 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
     const teeny_tensor *x = a->in[0], *w = a->in[1], *bias = a->in[2], *scale = a->in[3], *shift = a->in[4];
     teeny_tensor *y = a->out[0];
     conv_geom g = teeny__conv_geom_make(x, w, &a->attrs.conv2d);
+    teeny_status st = conv_tf32_probe(ctx);
     const conv_tuning *tu = conv_tuning_of(ctx);
     int act = (int)a->attrs.conv2d.act;
     int epi = (bias ? 1 : 0) | (scale ? 2 : 0) | (shift ? 4 : 0);
@@ -26,7 +27,8 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
         shift_off = shift ? teeny__off(shift) : 0;
     int x_off = teeny__off(x), w_off = teeny__off(w), y_off = teeny__off(y);
     dw_plan pl;
-    teeny_status st = TEENY_OK;
+    if (st != TEENY_OK)
+        return st;
 
     if (teeny__conv_use_depthwise(tu, &g) && conv_cpu_variant(ctx)) {
         char opt[256];
@@ -303,12 +305,12 @@ teeny_status teeny__conv2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
     const teeny_tensor *x = a->in[0], *w = a->in[1], *dy = a->in[has_bias ? 4 : 3];
     teeny_tensor *dx = a->out[0], *dw = a->out[1], *db = has_bias ? a->out[2] : NULL;
     conv_geom g = teeny__conv_geom_make(x, w, &a->attrs.conv2d);
+    teeny_status st = conv_tf32_probe(ctx);
     const conv_tuning *tu = conv_tuning_of(ctx);
-    teeny_status st = TEENY_OK;
     grad_plan gp;
     cl_mem scratch = NULL;
 
-    if (dx)
+    if (dx && st == TEENY_OK)
         st = backward_dx(ctx, tu, &g, w, dy, dx);
     if (st != TEENY_OK || (!dw && !db))
         return st;

@@ -19,9 +19,22 @@
 typedef teeny__gemm_tile gemm_tile;
 typedef teeny__conv_tune conv_tuning;
 
+/* The profile's tf32 tuning when the application asked for tf32
+ * (teeny_ctx_set_tf32), the probe found the instructions
+ * (conv_tf32_probe has run) and the profile has tf32 tiles; else its
+ * fp32 one. */
 static inline const conv_tuning *conv_tuning_of(const teeny_ctx *ctx)
 {
-    return &ctx->tune.profile->conv;
+    const teeny__profile *p = ctx->tune.profile;
+    return ctx->tf32 && ctx->tf32_mma && p->conv_tf32.n_tiles > 0 ? &p->conv_tf32 : &p->conv;
+}
+
+/* Probe the tf32 instructions once (probe.c) if the application asked
+ * for tf32; what conv_tuning_of then reads. */
+static inline teeny_status conv_tf32_probe(teeny_ctx *ctx)
+{
+    int capable;
+    return ctx->tf32 ? teeny__tf32_capable(ctx, &capable) : TEENY_OK;
 }
 
 /* The depthwise kernels' CPU twins (dwconv_*_cpu) rather than the

@@ -26,14 +26,18 @@ void teeny__conv2d_debug(int tile, int no_depthwise)
     force_no_depthwise = no_depthwise;
 }
 
-static size_t gemm_local_bytes(const gemm_tile *t)
+/* The GEMMs' double-buffered A and B slices (LDA, LDB in cl/conv2d.cl:
+ * rows padded by 4 floats, 8 for the tf32 micro-kernel). */
+static size_t gemm_local_bytes(const conv_tuning *tu, const gemm_tile *t)
 {
-    return (size_t)2 * t->tk * ((t->tm + 4) + (t->tn + 4)) * sizeof(float);
+    int pad = tu->tf32 ? 8 : 4;
+    return (size_t)2 * t->tk * ((t->tm + pad) + (t->tn + pad)) * sizeof(float);
 }
 
-static int tile_fits(const teeny_ctx *ctx, const gemm_tile *t)
+static int tile_fits(const teeny_ctx *ctx, const conv_tuning *tu, const gemm_tile *t)
 {
-    return (size_t)gemm_wg(t) <= ctx->info.max_work_group_size && gemm_local_bytes(t) <= ctx->info.local_mem_bytes;
+    return (size_t)gemm_wg(t) <= ctx->info.max_work_group_size &&
+           gemm_local_bytes(tu, t) <= ctx->info.local_mem_bytes;
 }
 
 void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap)
@@ -43,7 +47,9 @@ void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t
                      "-DTILE_M=%d -DTILE_N=%d -DTILE_K=%d -DWPT_M=%d -DWPT_N=%d -DDW_WG=%d -DDW_ROWS=%d -DDW_TAPS=%d",
                      t->tm, t->tn, t->tk, t->wm, t->wn, tu->dw_wg, tu->dw_rows, tu->dw_taps);
     if (tu->cpu_rows > 0 && n > 0 && (size_t)n < cap)
-        snprintf(buf + n, cap - (size_t)n, " -DCPU_RM=%d -DCPU_NV=%d", tu->cpu_rows, tu->cpu_nv);
+        n += snprintf(buf + n, cap - (size_t)n, " -DCPU_RM=%d -DCPU_NV=%d", tu->cpu_rows, tu->cpu_nv);
+    if (tu->tf32 && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, " -DTEENY_TF32=1");
 }
 
 static int64_t target_groups(const teeny_ctx *ctx, const conv_tuning *tu)
@@ -58,13 +64,13 @@ static int64_t target_groups(const teeny_ctx *ctx, const conv_tuning *tu)
 static int pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int64_t N, int64_t G, int occupancy)
 {
     int last = tu->n_tiles - 1;
-    while (last > 0 && !tile_fits(ctx, &tu->tiles[last]))
+    while (last > 0 && !tile_fits(ctx, tu, &tu->tiles[last]))
         last--;
-    if (force_tile >= 0 && force_tile < tu->n_tiles && tile_fits(ctx, &tu->tiles[force_tile]))
+    if (force_tile >= 0 && force_tile < tu->n_tiles && tile_fits(ctx, tu, &tu->tiles[force_tile]))
         return force_tile;
     for (int i = 0; i < last; i++) {
         const gemm_tile *t = &tu->tiles[i];
-        if (!tile_fits(ctx, t))
+        if (!tile_fits(ctx, tu, t))
             continue;
         if (t->tn > N && tu->tiles[i + 1].tn >= N)
             continue; /* a narrower tile covers N with less padding */
@@ -84,7 +90,7 @@ static teeny_status fit_tile(teeny_ctx *ctx, const conv_tuning *tu, const char *
     teeny_status st = TEENY_ERR_UNSUPPORTED;
     for (int i = *tile; i < tu->n_tiles; i++) {
         char opt[256];
-        if (!tile_fits(ctx, &tu->tiles[i]))
+        if (!tile_fits(ctx, tu, &tu->tiles[i]))
             continue;
         teeny__conv_tile_options(tu, i, opt, sizeof opt);
         st = teeny__kernel_fit(ctx, "conv2d", opt, name, (size_t)gemm_wg(&tu->tiles[i]), 0, NULL);

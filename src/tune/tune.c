@@ -112,27 +112,17 @@ static void apply(teeny_ctx *ctx, const teeny__profile *row)
     ctx->work_group_size = (int)(want ? want : 1);
 }
 
-/* The environment's number name as an int in lo..hi into *out; unset or
- * empty leaves *out alone. Only decimal digits are taken: a sign, a space,
- * a suffix or a value out of range is TEENY_ERR_ARG naming the variable. */
+/* The environment's number name in lo..hi into *out, left alone when
+ * unset: the library's one strict parser (util.c), so an empty value, a
+ * sign, a space, a suffix or a value out of range is TEENY_ERR_ARG naming
+ * the variable. */
 static teeny_status env_int_strict(const char *name, int lo, int hi, int *out)
 {
-    const char *s = getenv(name);
-    long v = 0;
-    if (!s || !*s)
-        return TEENY_OK;
-    for (const char *c = s; *c; c++) {
-        if (*c < '0' || *c > '9' || v > hi) {
-            v = -1;
-            break;
-        }
-        v = v * 10 + (*c - '0');
-    }
-    if (v < lo || v > hi)
-        return teeny__error(NULL, TEENY_ERR_ARG, "%s=\"%.64s\": expected a whole number from %d to %d", name, s,
-                            lo, hi);
-    *out = (int)v;
-    return TEENY_OK;
+    long long v;
+    teeny_status st = teeny__env_int(NULL, name, lo, hi, *out, &v);
+    if (st == TEENY_OK)
+        *out = (int)v;
+    return st;
 }
 
 static teeny_status read_attention_env(teeny__attention_tune *env)
@@ -150,7 +140,9 @@ static teeny_status read_attention_env(teeny__attention_tune *env)
 static teeny_status pick_row(teeny_ctx *ctx, const teeny__profile **out)
 {
     const char *name = getenv("TEENY_TUNING");
-    if (!name || !*name) {
+    if (name && !*name)
+        return teeny__error(NULL, TEENY_ERR_ARG, "TEENY_TUNING is set but empty; unset it or name a device profile");
+    if (!name) {
         *out = &ROWS[teeny__tune_match(&ctx->caps)];
         return TEENY_OK;
     }

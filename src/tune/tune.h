@@ -70,6 +70,8 @@ typedef struct {
     int cpu_rows;              /* > 0: GEMMs by conv_gemm_cpu, this many rows per item */
     int cpu_wg;                /* its work-group (items along m) */
     int cpu_nv;                /* its float16 column vectors per item (CPU_NV) */
+    int tf32;                  /* the GEMMs' tf32 tensor-core micro-kernel (-DTEENY_TF32=1): each tile
+                                * also needs tm % (4 wm) == 0, tn % (8 wn) == 0, tk % 8 == 0 */
 } teeny__conv_tune;
 
 /* attention (src/ops/attention.c): where the tile search starts. */
@@ -94,6 +96,7 @@ typedef struct {
     teeny__variant variant;    /* the kernels every family takes */
     int work_group;            /* the default 1-D work-group (capped by the device's maximum) */
     teeny__conv_tune conv;
+    teeny__conv_tune conv_tf32; /* conv with teeny_ctx_set_tf32, where probe.c found tf32 mma (n_tiles 0: none) */
     teeny__attention_tune attention;
     teeny__linear_tune linear;
 } teeny__profile;
