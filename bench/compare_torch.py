@@ -26,6 +26,11 @@ PyTorch, as its users call it:
                [B, heads, N, c] for SDPA, the output put back as NCHW.
 Everything else is strict fp32 (matmul TF32 off).
 
+--tf32 compares the two tf32 modes instead: teeny-bench --tf32
+(teeny_ctx_set_tf32) against PyTorch with TF32 on for convolutions and
+matmuls (torch.backends.cudnn.allow_tf32 and
+torch.backends.cuda.matmul.allow_tf32), attention included.
+
 Timing: warm-up runs, then the median of repeated single calls: CUDA
 events on a GPU; time.perf_counter on the CPU. teeny-bench's own timing is
 device time from OpenCL profiling events.
@@ -41,7 +46,7 @@ PyTorch for every case.
 OpenCL device's compute units from teeny-bench's JSON header, and
 teeny-bench on `--device pocl` (unless --device says otherwise).
 
-Usage: python3 bench/compare_torch.py [--cpu] [--bench build/teeny-bench]
+Usage: python3 bench/compare_torch.py [--cpu] [--tf32] [--bench build/teeny-bench]
            [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N]
            [--threads N] [--save-json FILE] [--paired | --unpaired]
 """
@@ -63,6 +68,8 @@ def run_teeny(args, name_filter, extra=(), fatal=True):
     """teeny-bench's header, its case objects and its raw output; the
     header is None (fatal=False) or the script exits when it printed none."""
     cmd = [args.bench, "--json", "--reps", str(args.reps), "--warmup", str(args.warmup)] + list(extra)
+    if args.tf32:
+        cmd.append("--tf32")
     if args.device:
         cmd += ["--device", args.device]
     if name_filter:
@@ -227,9 +234,9 @@ def table_family(case):
     return {"batchnorm2d": "batch norm", "attention": "attention", "psa_attention": "PSA attention"}[s["op"]]
 
 
-def set_tf32(on):
+def set_tf32(on, matmul=False):
     torch.backends.cudnn.allow_tf32 = on
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = matmul
 
 
 def geomean(xs):
@@ -246,6 +253,8 @@ def main():
     ap.add_argument("--bench", default="build/teeny-bench", help="teeny-bench binary (default build/teeny-bench)")
     ap.add_argument("--device", default=None, help="teeny-bench --device (default: pocl with --cpu, else its default)")
     ap.add_argument("--cpu", action="store_true", help="PyTorch on the CPU against teeny-bench --device pocl")
+    ap.add_argument("--tf32", action="store_true",
+                    help="teeny-bench --tf32 against PyTorch with TF32 on (cuDNN and matmul), GPU only")
     ap.add_argument("--filter", default=None, help="teeny-bench --filter: comma-separated name substrings")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
@@ -258,6 +267,8 @@ def main():
     args = ap.parse_args()
     if args.cpu and not args.device:
         args.device = "pocl"
+    if args.cpu and args.tf32:
+        sys.exit("compare_torch: --tf32 compares GPU tensor-core modes; it does not go with --cpu")
 
     if not args.cpu and not torch.cuda.is_available():
         sys.exit("compare_torch: no CUDA device for PyTorch (use --cpu for the CPU comparison)")
@@ -281,7 +292,8 @@ def main():
         dev = torch.device("cuda")
         torch.backends.cudnn.benchmark = True
         torch_desc = (f"PyTorch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
-                      f"{torch.cuda.get_device_name(dev)}, CUDA events, cudnn.benchmark on")
+                      f"{torch.cuda.get_device_name(dev)}, CUDA events, cudnn.benchmark on" +
+                      (", TF32 on (cuDNN and matmul)" if args.tf32 else ""))
     set_tf32(False)
     timer = Timer(dev, args.warmup, args.reps)
     gen = torch.Generator(device=dev).manual_seed(0)
@@ -310,9 +322,9 @@ def main():
             fn = fns.get(case["direction"])
             try:
                 if fn is not None:
-                    set_tf32(False)
+                    set_tf32(args.tf32, args.tf32)
                     row["torch_ms"] = timer(fn)
-                    if not args.cpu and case["shape"]["op"] == "conv2d":
+                    if not args.cpu and not args.tf32 and case["shape"]["op"] == "conv2d":
                         set_tf32(True)
                         row["torch_tf32_ms"] = timer(fn)
             except RuntimeError as e:
@@ -330,7 +342,7 @@ def main():
     if args.save_json:
         with open(args.save_json, "w") as f:
             f.write("".join(raws))
-    gpu = not args.cpu
+    gpu = not args.cpu and not args.tf32  # the extra TF32-on columns
     print("command: " + " ".join(["python3"] + sys.argv))
     print()
     timed = [h for h in headers if h.get("fma_gflops")]
@@ -338,7 +350,8 @@ def main():
     fma = sorted(h["fma_gflops"] for h in timed)
     span = (lambda xs: f"{xs[0]:.1f}" if len(xs) == 1 else f"{xs[0]:.1f}-{xs[-1]:.1f}") if timed else None
     print(f"teenycl {header['version']} on {header['device']} ({header['platform']}, driver {header['driver_version']}, "
-          f"{header['compute_units']} compute units): OpenCL profiling events, median of {args.reps} after "
+          f"{header['compute_units']} compute units{', tf32 tensor cores' if header.get('tf32') else ''}): "
+          f"OpenCL profiling events, median of {args.reps} after "
           f"{args.warmup} warm-up runs; " +
           (f"measured copy bandwidth {span(copy)} GB/s, FMA rate {span(fma)} GFLOP/s "
            f"({len(timed)} teeny-bench run{'s' if len(timed) > 1 else ''}"

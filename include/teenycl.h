@@ -182,6 +182,15 @@ TEENY_API teeny_status teeny_ctx_finish(teeny_ctx *ctx);
  * tf32, where the device has it (like PyTorch's allow_tf32). Off by default.
  * Accepted on every device; a device without it keeps full fp32. */
 TEENY_API teeny_status teeny_ctx_set_tf32(teeny_ctx *ctx, int enable);
+/* *active = 1 when calls on ctx now use tf32: teeny_ctx_set_tf32 asked for
+ * it and the device runs tf32 tensor-core instructions, which a small
+ * kernel checks on first use (built, run and compared exactly: a host sync
+ * the first time; never a device-name match). Where it is 1, convolutions
+ * (forward, input and weight gradients, on NVIDIA GPUs with inline PTX
+ * mma.sync) round their operands to tf32 and accumulate in fp32: normalized
+ * RMS error about 1e-4..1e-3 against float64, deterministic like every
+ * other path. Plans compiled before a change keep what they recorded. */
+TEENY_API teeny_status teeny_ctx_tf32_active(teeny_ctx *ctx, int *active);
 /* The context's command queue; borrowed. */
 TEENY_API cl_command_queue teeny_ctx_cl_queue(const teeny_ctx *ctx);
 /* Profiling. Between begin and end every kernel the context launches

@@ -66,9 +66,17 @@ START_TEST(test_device_specs)
         ck_assert_str_eq(teeny_ctx_device_name(ctx), first.device_name);
         ck_assert(teeny_ctx_cl_queue(ctx) != NULL);
         TH_OK(ctx, teeny_ctx_finish(ctx));
+        int active = -1;
+        TH_OK(ctx, teeny_ctx_tf32_active(ctx, &active));
+        ck_assert_int_eq(active, 0); /* off by default */
         TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
+        TH_OK(ctx, teeny_ctx_tf32_active(ctx, &active));
+        ck_assert(active == 0 || active == 1);
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_ctx_tf32_active(ctx, NULL));
         teeny_ctx_destroy(ctx);
     }
+    int active_null;
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_ctx_tf32_active(NULL, &active_null));
     teeny_ctx *ctx = (teeny_ctx *)0x1;
     TH_STATUS(NULL, TEENY_ERR_NO_DEVICE, teeny_ctx_create("no-such-device-xyz", &ctx));
     ck_assert(ctx == NULL);

@@ -34,6 +34,7 @@ typedef struct {
     double copy_gbps;   /* measured copy bandwidth, GB/s (read + write); 0: not measured */
     double fma_gflops;  /* measured FMA-chain rate, GFLOP/s; 0: not measured */
     int list_only;      /* --list: print each case's row without timing it */
+    int tf32;           /* --tf32: teeny_ctx_set_tf32(ctx, 1) and the device runs it (teeny_ctx_tf32_active) */
 } bench_opts;
 
 /* One timed thing: enqueue it once, return a status. */

@@ -7,7 +7,10 @@
  * a share of those two ceilings (bench.h says what is counted).
  *
  * Usage: teeny-bench [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N] [--csv | --json]
- *                    [--list]
+ *                    [--list] [--tf32]
+ *
+ * --tf32 runs every case with teeny_ctx_set_tf32(ctx, 1): tf32 tensor
+ * cores where the device has them (the header says whether it does).
  *
  * --filter runs the cases whose name contains any of the texts; --list
  * prints the cases (with --json: their shapes) without measuring anything.
@@ -234,10 +237,10 @@ static void print_header(const bench_opts *o, const teeny_device_info *info, con
         printf(", \"device_type\": \"%s\", \"compute_units\": %u, \"copy_gbps\": %.6g, \"copy_kernel_gbps\": %.6g"
                ", \"copy_enqueue_gbps\": %.6g, \"copy_bytes\": %zu, \"fma_gflops\": %.6g, \"fma_vector\": %d"
                ", \"fma_global\": %zu, \"fma_local\": %zu, \"reps\": %d, \"warmup\": %d, \"fma_chains\": %d"
-               ", \"fma_op\": \"%s\", \"fma_variants\": %d}\n",
+               ", \"fma_op\": \"%s\", \"fma_variants\": %d, \"tf32\": %s}\n",
                type, info->compute_units, pk->copy_gbps, pk->copy_kernel_gbps, pk->copy_enqueue_gbps, pk->copy_bytes,
                pk->fma_gflops, pk->fma_vec, pk->fma_global, pk->fma_local, o->reps, o->warmup, pk->fma_chains,
-               pk->fma_op ? pk->fma_op : "", pk->fma_variants);
+               pk->fma_op ? pk->fma_op : "", pk->fma_variants, o->tf32 ? "true" : "false");
     } else if (o->format == BENCH_CSV) {
         fprintf(stderr, "teeny-bench %s on %s (%s, %s), %u compute units, %s; copy %.1f GB/s, fma %.1f GFLOP/s\n",
                 teeny_version_string(), info->device_name, info->platform_name, info->driver_version,
@@ -258,16 +261,17 @@ static void print_header(const bench_opts *o, const teeny_device_info *info, con
                "%zu work-items in groups of %zu)\n",
                pk->fma_gflops, pk->fma_variants, pk->fma_runs, pk->fma_chains, pk->fma_op, pk->fma_vec,
                pk->fma_global, pk->fma_local);
-        printf("median of %d after %d warm-up runs, device time from profiling events; bytes: compulsory traffic\n",
-               o->reps, o->warmup);
+        printf("median of %d after %d warm-up runs, device time from profiling events; bytes: compulsory traffic%s\n",
+               o->reps, o->warmup, o->tf32 ? "; tf32 tensor cores (teeny_ctx_set_tf32)" : "");
     }
     fflush(stdout);
 }
 
 int main(int argc, char **argv)
 {
-    bench_opts o = {NULL, 5, 30, BENCH_TEXT, 0, 0, 0};
+    bench_opts o = {NULL, 5, 30, BENCH_TEXT, 0, 0, 0, 0};
     const char *spec = NULL;
+    int tf32 = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             spec = argv[++i];
@@ -285,8 +289,10 @@ int main(int argc, char **argv)
             o.format = BENCH_JSON;
         else if (!strcmp(argv[i], "--list"))
             o.list_only = 1;
+        else if (!strcmp(argv[i], "--tf32"))
+            tf32 = 1;
         else {
-            fprintf(stderr, "usage: %s [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N] [--csv | --json] [--list]\n",
+            fprintf(stderr, "usage: %s [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N] [--csv | --json] [--list] [--tf32]\n",
                     argv[0]);
             return 2;
         }
@@ -296,6 +302,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", teeny_last_error(NULL));
         return 1;
     }
+    if (tf32 && (teeny_ctx_set_tf32(ctx, 1) != TEENY_OK || teeny_ctx_tf32_active(ctx, &o.tf32) != TEENY_OK)) {
+        fprintf(stderr, "teeny-bench: %s\n", teeny_last_error(ctx));
+        teeny_ctx_destroy(ctx);
+        return 1;
+    }
+    if (tf32 && !o.tf32)
+        fprintf(stderr, "teeny-bench: --tf32: %s has no tf32 tensor cores; the cases run in fp32\n",
+                teeny_ctx_device_name(ctx));
     teeny_device_info info = TEENY_DEVICE_INFO_INIT;
     bench_peaks peaks;
     if (teeny_ctx_device_info(ctx, &info) != TEENY_OK) {

@@ -151,3 +151,15 @@ teeny_status teeny__tf32_capable(teeny_ctx *ctx, int *capable)
     *capable = ctx->tf32_mma;
     return TEENY_OK;
 }
+
+teeny_status teeny_ctx_tf32_active(teeny_ctx *ctx, int *active)
+{
+    if (!teeny__ctx_check(ctx))
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_ctx_tf32_active: ctx is NULL or destroyed");
+    if (!active)
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_ctx_tf32_active: active is NULL");
+    int capable = 0;
+    teeny_status st = ctx->tf32 ? teeny__tf32_capable(ctx, &capable) : TEENY_OK;
+    *active = st == TEENY_OK && ctx->tf32 && capable && ctx->tune.profile->conv_tf32.n_tiles > 0;
+    return st;
+}
