@@ -165,12 +165,16 @@ START_TEST(test_concat_backward)
     TH_OK(ctx, teeny__op_run(ctx, TEENY__OP_SLICE_CHANNELS, 0, &fa));
     ref_slice(xd, c.B, c.Csum, c.S, c0, count, ref);
     expect_equal(&ts, ref, "slice", repro);
-    teeny__op_args ba = {.in = {tx.t, ts.t, tsd.t}, .out = {tdx.t}, .attrs.slice = {c0, count}, .training = 1};
+    teeny__op_args ba = {.in = {[TEENY__SLICE_CHANNELS_X] = tx.t, [TEENY__SLICE_CHANNELS_Y] = ts.t,
+                                [TEENY__SLICE_CHANNELS_DY] = tsd.t},
+                         .out = {[TEENY__SLICE_CHANNELS_X] = tdx.t},
+                         .attrs.slice = {c0, count},
+                         .training = 1};
     TH_OK(ctx, teeny__op_run(ctx, TEENY__OP_SLICE_CHANNELS, 1, &ba));
     ref_slice_backward(dyd, c.B, c.Csum, c.S, c0, count, ref);
     expect_equal(&tdx, ref, "slice dx", repro);
 
-    /* concat backward: in = [x0..x(n-1), y, dy], out = [dx0..dx(n-1)] */
+    /* concat backward: in = [x0..x(n-1), y, dy] by slot (ops.h), out = [dx0..dx(n-1)] */
     th_dev parts[TEENY__OP_MAX_SLOTS], grads[TEENY__OP_MAX_SLOTS];
     teeny__op_args cb = {.attrs.concat = {c.n, 0}, .training = 1};
     int first = 0;
@@ -178,11 +182,11 @@ START_TEST(test_concat_backward)
         case_shape(&c, c.C[k], shape);
         parts[k] = th_dev_make(ctx, 0, c.ndim, shape, 0, NULL);
         grads[k] = th_dev_make(ctx, 0, c.ndim, shape, view ? view + k : 0, NULL);
-        cb.in[k] = parts[k].t;
-        cb.out[k] = (k + _i) % 3 == 2 ? NULL : grads[k].t; /* some not wanted */
+        cb.in[TEENY__CONCAT_X0 + k] = parts[k].t;
+        cb.out[TEENY__CONCAT_X0 + k] = (k + _i) % 3 == 2 ? NULL : grads[k].t; /* some not wanted */
     }
-    cb.in[c.n] = tx.t;
-    cb.in[c.n + 1] = tdy.t;
+    cb.in[TEENY__CONCAT_Y] = tx.t;
+    cb.in[TEENY__CONCAT_DY] = tdy.t;
     TH_OK(ctx, teeny__op_run(ctx, TEENY__OP_CONCAT, 1, &cb));
     for (int k = 0; k < c.n; k++) {
         if (cb.out[k]) {

@@ -707,8 +707,8 @@ START_TEST(test_conformance_elementwise)
      * channels [C0, C0 + C1), zero elsewhere */
     {
         teeny__op_args oa = {0};
-        oa.in[2] = tb.t;
-        oa.out[0] = ty.t;
+        oa.in[TEENY__SLICE_CHANNELS_DY] = tb.t;
+        oa.out[TEENY__SLICE_CHANNELS_X] = ty.t;
         oa.attrs.slice.first_channel = C0;
         oa.attrs.slice.count = C1;
         th_poison(ty.t);

@@ -321,7 +321,9 @@ START_TEST(test_mul_reference_and_table)
     /* backward through the table: in = [a, b, y, dy], out = [da, db] */
     teeny_tensor *tda = th_tensor(ctx, 1, s);
     th_poison(tda);
-    teeny__op_args args = {.in = {tx, tw, o1, tw}, .out = {tda, NULL}, .training = 1};
+    teeny__op_args args = {.in = {[TEENY__MUL_A] = tx, [TEENY__MUL_B] = tw, [TEENY__MUL_Y] = o1, [TEENY__MUL_DY] = tw},
+                           .out = {[TEENY__MUL_A] = tda},
+                           .training = 1};
     TH_OK(ctx, teeny__op_run(ctx, TEENY__OP_MUL, 1, &args));
     float *g = th_read(tda), *wv = th_read(tw);
     for (int i = 0; i < 3001; i++)

@@ -286,7 +286,11 @@ START_TEST(test_linear_op_table)
     th_poison(tdw);
     teeny__op_args fa = {.in = {tx, tw}, .out = {ty}, .attrs.linear = {out, 0}, .training = 1};
     TH_OK(ctx, teeny__op_run(ctx, TEENY__OP_LINEAR, 0, &fa));
-    teeny__op_args ba = {.in = {tx, tw, ty, tdy}, .out = {tdx, tdw}, .attrs.linear = {out, 0}, .training = 1};
+    teeny__op_args ba = {.in = {[TEENY__LINEAR_X] = tx, [TEENY__LINEAR_WEIGHT] = tw, [TEENY__LINEAR_Y] = ty,
+                                [TEENY__LINEAR_DY] = tdy},
+                         .out = {[TEENY__LINEAR_X] = tdx, [TEENY__LINEAR_WEIGHT] = tdw},
+                         .attrs.linear = {out, 0},
+                         .training = 1};
     TH_OK(ctx, teeny__op_run(ctx, TEENY__OP_LINEAR, 1, &ba));
     double xd[30], wd[15], dyd[18], ry[18], rdx[30], rdw[15];
     th_to_double(x, xd, 30);

@@ -10,14 +10,21 @@
 #include "ops/ops.h"
 
 static const char *const def_names[] = {
-#define XX(e, name, family, fn, attrs, grad) name,
+#define XX(e, name, family, fn, attrs, grad, slots) name,
 #include "ops/ops.def"
 #undef XX
 };
 #define HAS_BWD_GRAD 1
 #define HAS_BWD_NOGRAD 0
 static const int def_grad[] = {
-#define XX(e, name, family, fn, attrs, grad) HAS_BWD_##grad,
+#define XX(e, name, family, fn, attrs, grad, slots) HAS_BWD_##grad,
+#include "ops/ops.def"
+#undef XX
+};
+/* Each op's slot enum (ops.h) ends with TEENY__<OP>_IN_SLOTS: the backward's
+ * `in` holds inputs, params, states, the value, saved tensors and dvalue. */
+static const int def_in_slots[] = {
+#define XX(e, name, family, fn, attrs, grad, slots) TEENY__##e##_IN_SLOTS,
 #include "ops/ops.def"
 #undef XX
 };
@@ -31,6 +38,12 @@ START_TEST(test_ops_table)
         ck_assert_str_eq(teeny__op_name((teeny__op_id)i), def_names[i]);
         ck_assert_msg((teeny__ops[i].backward != NULL) == def_grad[i], "%s: backward slot disagrees with ops.def",
                       def_names[i]);
+        teeny__op_slots sl = teeny__op_slots_of((teeny__op_id)i);
+        int want = def_grad[i] ? teeny__slot_dvalue(sl) + 1 : teeny__slot_value(sl);
+        ck_assert_msg(def_in_slots[i] == want, "%s: its slot enum has %d in-slots; ops.def's SLOTS give %d",
+                      def_names[i], def_in_slots[i], want);
+        ck_assert(sl.in >= 1 && sl.in <= TEENY__OP_MAX_SLOTS && sl.param <= TEENY__OP_MAX_SLOTS &&
+                  sl.state <= TEENY__OP_MAX_SLOTS && sl.saved <= TEENY__OP_MAX_SLOTS);
     }
     ck_assert_str_eq(teeny__ops[TEENY__OP_CONV2D].family, "conv2d");
     ck_assert_str_eq(teeny__ops[TEENY__OP_PSA_PACK_QKV].family, "psa");

@@ -20,9 +20,9 @@ static teeny_status add_into(teeny_ctx *ctx, teeny_tensor *acc, teeny_tensor *t)
 {
     teeny__op_args a;
     memset(&a, 0, sizeof a);
-    a.in[0] = acc;
-    a.in[1] = t;
-    a.out[0] = acc;
+    a.in[TEENY__ADD_A] = acc;
+    a.in[TEENY__ADD_B] = t;
+    a.out[TEENY__OUT_VALUE] = acc;
     return teeny__op_run(ctx, TEENY__OP_ADD, 0, &a);
 }
 
@@ -30,8 +30,8 @@ static teeny_status copy_into(teeny_ctx *ctx, const teeny_tensor *src, teeny_ten
 {
     teeny__op_args a;
     memset(&a, 0, sizeof a);
-    a.in[0] = src;
-    a.out[0] = dst;
+    a.in[TEENY__ACTIVATION_X] = src;
+    a.out[TEENY__OUT_VALUE] = dst;
     a.attrs.activation.act = TEENY_ACT_NONE;
     return teeny__op_run(ctx, TEENY__OP_ACTIVATION, 0, &a);
 }
@@ -90,25 +90,7 @@ teeny_status teeny__autograd_plan(teeny_plan *p, const teeny__backward *bw)
                 st = copy_into(ctx, p->grad[i], target[0]);
         } else {
             teeny__op_args a;
-            int k = 0, o = 0;
-            const teeny__node_shapes *s = &p->shapes[i];
-            memset(&a, 0, sizeof a);
-            for (int j = 0; j < nd->n_in; j++)
-                a.in[k++] = p->value[nd->in[j]];
-            for (int j = 0; j < s->n_param; j++)
-                a.in[k++] = nd->param[j];
-            for (int j = 0; j < s->n_state; j++)
-                a.in[k++] = nd->state[j];
-            a.in[k++] = p->value[i];
-            for (int j = 0; j < s->n_saved; j++)
-                a.in[k++] = p->saved[i][j];
-            a.in[k++] = p->grad[i];
-            for (int j = 0; j < nd->n_in; j++)
-                a.out[o++] = target[j];
-            for (int j = 0; j < s->n_param; j++)
-                a.out[o++] = nd->param_grad[j];
-            a.attrs = s->attrs;
-            a.training = 1;
+            teeny__node_args(p, i, 1, target, &a);
             st = teeny__op_run(ctx, nd->op, 1, &a);
             if (st != TEENY_OK) {
                 char msg[512];

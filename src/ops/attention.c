@@ -529,24 +529,27 @@ static void problem_of(const teeny_tensor *q, const teeny_tensor *k, const teeny
 teeny_status teeny__attention_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     teeny__attn_problem p = {0};
-    problem_of(a->in[0], a->in[1], a->in[2], a->attrs.attention.scale, &p);
-    p.o = mat_of(a->out[0]);
-    p.lse = a->out[1] ? a->out[1]->buf : NULL;
-    p.lse_off = a->out[1] ? teeny__off(a->out[1]) : 0;
+    const teeny_tensor *lse = a->out[TEENY__ATTENTION_OUT_LSE];
+    problem_of(a->in[TEENY__ATTENTION_Q], a->in[TEENY__ATTENTION_K], a->in[TEENY__ATTENTION_V],
+               a->attrs.attention.scale, &p);
+    p.o = mat_of(a->out[TEENY__OUT_VALUE]);
+    p.lse = lse ? lse->buf : NULL;
+    p.lse_off = lse ? teeny__off(lse) : 0;
     return teeny__attn_forward_run(ctx, &p);
 }
 
 teeny_status teeny__attention_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     teeny__attn_problem p = {0};
-    problem_of(a->in[0], a->in[1], a->in[2], a->attrs.attention.scale, &p);
-    p.o = mat_of(a->in[3]);
-    p.lse = a->in[4]->buf;
-    p.lse_off = teeny__off(a->in[4]);
-    p.d_o = mat_of(a->in[5]);
-    p.dq = mat_of(a->out[0]);
-    p.dk = mat_of(a->out[1]);
-    p.dv_out = mat_of(a->out[2]);
+    problem_of(a->in[TEENY__ATTENTION_Q], a->in[TEENY__ATTENTION_K], a->in[TEENY__ATTENTION_V],
+               a->attrs.attention.scale, &p);
+    p.o = mat_of(a->in[TEENY__ATTENTION_O]);
+    p.lse = a->in[TEENY__ATTENTION_LSE]->buf;
+    p.lse_off = teeny__off(a->in[TEENY__ATTENTION_LSE]);
+    p.d_o = mat_of(a->in[TEENY__ATTENTION_DO]);
+    p.dq = mat_of(a->out[TEENY__ATTENTION_Q]);
+    p.dk = mat_of(a->out[TEENY__ATTENTION_K]);
+    p.dv_out = mat_of(a->out[TEENY__ATTENTION_V]);
     return teeny__attn_backward_run(ctx, &p);
 }
 

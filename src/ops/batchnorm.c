@@ -195,8 +195,9 @@ static teeny_status reduce(teeny_ctx *ctx, const bn_plan *pl, const char *opt, i
 
 teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *x = a->in[0], *w = a->in[1], *bias = a->in[2];
-    teeny_tensor *y = a->out[0];
+    const teeny_tensor *x = a->in[TEENY__BATCHNORM_X], *w = a->in[TEENY__BATCHNORM_WEIGHT],
+                       *bias = a->in[TEENY__BATCHNORM_BIAS];
+    teeny_tensor *y = a->out[TEENY__OUT_VALUE];
     int training = a->training;
     float momentum = a->attrs.batchnorm.momentum, eps = a->attrs.batchnorm.eps;
     int B = (int)x->shape[0], C = (int)x->shape[1], S = (int)(x->numel / ((int64_t)B * C));
@@ -210,7 +211,8 @@ teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
     if ((st = plan_fit(ctx, B, C, S, 0, training, &pl, opt, sizeof opt)) != TEENY_OK)
         return st;
     if (training) {
-        teeny_tensor *save_mean = a->out[1], *save_rstd = a->out[2], *rm = a->out[3], *rv = a->out[4];
+        teeny_tensor *save_mean = a->out[TEENY__BATCHNORM_OUT_SAVE_MEAN], *save_rstd = a->out[TEENY__BATCHNORM_OUT_SAVE_RSTD],
+                     *rm = a->out[TEENY__BATCHNORM_OUT_RUNNING_MEAN], *rv = a->out[TEENY__BATCHNORM_OUT_RUNNING_VAR];
         cl_mem part;
         int update = 1, x_off = teeny__off(x), sm_off = teeny__off(save_mean), sr_off = teeny__off(save_rstd),
             rm_off = teeny__off(rm), rv_off = teeny__off(rv);
@@ -234,8 +236,8 @@ teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
         r = save_rstd;
         r_is_var = 0;
     } else {
-        mean = a->in[3];
-        r = a->in[4];
+        mean = a->in[TEENY__BATCHNORM_RUNNING_MEAN];
+        r = a->in[TEENY__BATCHNORM_RUNNING_VAR];
         r_is_var = 1;
     }
 
@@ -268,9 +270,12 @@ teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
 teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     int training = a->training, frozen = !training, r_is_var = frozen;
-    const teeny_tensor *x = a->in[0], *w = a->in[1], *dy = a->in[8];
-    const teeny_tensor *mean = training ? a->in[6] : a->in[3], *r = training ? a->in[7] : a->in[4];
-    teeny_tensor *dx = a->out[0], *dw = a->out[1], *db = a->out[2];
+    const teeny_tensor *x = a->in[TEENY__BATCHNORM_X], *w = a->in[TEENY__BATCHNORM_WEIGHT],
+                       *dy = a->in[TEENY__BATCHNORM_DY];
+    const teeny_tensor *mean = a->in[training ? TEENY__BATCHNORM_SAVE_MEAN : TEENY__BATCHNORM_RUNNING_MEAN],
+                       *r = a->in[training ? TEENY__BATCHNORM_SAVE_RSTD : TEENY__BATCHNORM_RUNNING_VAR];
+    teeny_tensor *dx = a->out[TEENY__BATCHNORM_X], *dw = a->out[TEENY__BATCHNORM_WEIGHT],
+                 *db = a->out[TEENY__BATCHNORM_BIAS];
     float eps = a->attrs.batchnorm.eps;
     int B = (int)x->shape[0], C = (int)x->shape[1], S = (int)(x->numel / ((int64_t)B * C));
     float inv_n = (float)(1.0 / ((double)B * S));

@@ -52,8 +52,9 @@ teeny_status teeny__concat_forward(teeny_ctx *ctx, const teeny__op_args *a)
     int n = a->attrs.concat.n_inputs, c = a->attrs.concat.first_channel;
     teeny_status st = TEENY_OK;
     for (int i = 0; i < n && st == TEENY_OK; i++) {
-        st = copy_channels(ctx, a->in[i], 0, a->out[0], c, (int)a->in[i]->shape[1]);
-        c += (int)a->in[i]->shape[1];
+        const teeny_tensor *x = a->in[TEENY__CONCAT_X0 + i];
+        st = copy_channels(ctx, x, 0, a->out[TEENY__OUT_VALUE], c, (int)x->shape[1]);
+        c += (int)x->shape[1];
     }
     return st;
 }
@@ -61,14 +62,14 @@ teeny_status teeny__concat_forward(teeny_ctx *ctx, const teeny__op_args *a)
 teeny_status teeny__concat_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     int n = a->attrs.concat.n_inputs, c = a->attrs.concat.first_channel;
-    const teeny_tensor *dy = a->in[n + 1];
+    const teeny_tensor *dy = a->in[TEENY__CONCAT_DY];
     teeny_status st = TEENY_OK;
     for (int i = 0; i < n && st == TEENY_OK; i++) {
-        const teeny_tensor *shape = a->in[i] ? a->in[i] : a->out[i];
+        const teeny_tensor *x = a->in[TEENY__CONCAT_X0 + i], *shape = x ? x : a->out[TEENY__CONCAT_X0 + i];
         TEENY_ASSERT(ctx, shape != NULL);
         int C = (int)shape->shape[1];
-        if (a->out[i])
-            st = copy_channels(ctx, dy, c, a->out[i], 0, C);
+        if (a->out[TEENY__CONCAT_X0 + i])
+            st = copy_channels(ctx, dy, c, a->out[TEENY__CONCAT_X0 + i], 0, C);
         c += C;
     }
     return st;
@@ -76,14 +77,15 @@ teeny_status teeny__concat_backward(teeny_ctx *ctx, const teeny__op_args *a)
 
 teeny_status teeny__slice_channels_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    return copy_channels(ctx, a->in[0], a->attrs.slice.first_channel, a->out[0], 0, a->attrs.slice.count);
+    return copy_channels(ctx, a->in[TEENY__SLICE_CHANNELS_X], a->attrs.slice.first_channel, a->out[TEENY__OUT_VALUE], 0,
+                         a->attrs.slice.count);
 }
 
 teeny_status teeny__slice_channels_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     static const char name[] = "cat_slice_backward";
-    const teeny_tensor *dy = a->in[2];
-    teeny_tensor *dx = a->out[0];
+    const teeny_tensor *dy = a->in[TEENY__SLICE_CHANNELS_DY];
+    teeny_tensor *dx = a->out[TEENY__SLICE_CHANNELS_X];
     if (!dx)
         return TEENY_OK;
     int B = (int)dx->shape[0], C = (int)dx->shape[1], S = (int)(dx->numel / ((int64_t)B * C)), total = (int)dx->numel;

@@ -266,8 +266,8 @@ teeny_status teeny_conv2d_backward(teeny_ctx *ctx, const teeny_conv2d_params *p,
         return st;
     if (!dx && !dw && !dbias)
         return TEENY_OK;
-    /* the op-table order: dy follows the (absent) bias and y slots */
-    teeny__op_args args = {.in = {x, w, NULL, NULL, dy}, .out = {dx, dw, dbias}};
+    teeny__op_args args = {.in = {[TEENY__CONV2D_X] = x, [TEENY__CONV2D_WEIGHT] = w, [TEENY__CONV2D_DY] = dy},
+                           .out = {[TEENY__CONV2D_X] = dx, [TEENY__CONV2D_WEIGHT] = dw, [TEENY__CONV2D_BIAS] = dbias}};
     params_attrs(p, TEENY_ACT_NONE, 1, &args.attrs.conv2d);
     return teeny__op_run(ctx, TEENY__OP_CONV2D, 1, &args);
 }

@@ -14,8 +14,9 @@
 
 teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *x = a->in[0], *w = a->in[1], *bias = a->in[2], *scale = a->in[3], *shift = a->in[4];
-    teeny_tensor *y = a->out[0];
+    const teeny_tensor *x = a->in[TEENY__CONV2D_X], *w = a->in[TEENY__CONV2D_WEIGHT], *bias = a->in[TEENY__CONV2D_BIAS],
+                       *scale = a->in[TEENY__CONV2D_SCALE], *shift = a->in[TEENY__CONV2D_SHIFT];
+    teeny_tensor *y = a->out[TEENY__OUT_VALUE];
     conv_geom g = teeny__conv_geom_make(x, w, &a->attrs.conv2d);
     teeny_status st = conv_tf32_probe(ctx);
     const conv_tuning *tu = conv_tuning_of(ctx);
@@ -301,9 +302,8 @@ static teeny_status backward_db(teeny_ctx *ctx, const conv_tuning *tu, const con
 
 teeny_status teeny__conv2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    int has_bias = a->attrs.conv2d.has_bias != 0;
-    const teeny_tensor *x = a->in[0], *w = a->in[1], *dy = a->in[has_bias ? 4 : 3];
-    teeny_tensor *dx = a->out[0], *dw = a->out[1], *db = has_bias ? a->out[2] : NULL;
+    const teeny_tensor *x = a->in[TEENY__CONV2D_X], *w = a->in[TEENY__CONV2D_WEIGHT], *dy = a->in[TEENY__CONV2D_DY];
+    teeny_tensor *dx = a->out[TEENY__CONV2D_X], *dw = a->out[TEENY__CONV2D_WEIGHT], *db = a->out[TEENY__CONV2D_BIAS];
     conv_geom g = teeny__conv_geom_make(x, w, &a->attrs.conv2d);
     teeny_status st = conv_tf32_probe(ctx);
     const conv_tuning *tu = conv_tuning_of(ctx);

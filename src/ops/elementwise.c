@@ -50,8 +50,8 @@ static teeny_status act_launch(teeny_ctx *ctx, int act, const teeny_tensor *x, t
 
 teeny_status teeny__add_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *x0 = a->in[0], *x1 = a->in[1];
-    teeny_tensor *y = a->out[0];
+    const teeny_tensor *x0 = a->in[TEENY__ADD_A], *x1 = a->in[TEENY__ADD_B];
+    teeny_tensor *y = a->out[TEENY__OUT_VALUE];
     int n = (int)y->numel, o0 = teeny__off(x0), o1 = teeny__off(x1), oy = teeny__off(y);
     const char *name = cpu_variant(ctx) ? "ew_add_cpu" : "ew_add";
     cl_kernel k;
@@ -67,15 +67,15 @@ teeny_status teeny__add_forward(teeny_ctx *ctx, const teeny__op_args *a)
 teeny_status teeny__add_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     teeny_status st = TEENY_OK;
-    for (int i = 0; i < 2 && st == TEENY_OK; i++)
+    for (int i = TEENY__ADD_A; i <= TEENY__ADD_B && st == TEENY_OK; i++)
         if (a->out[i])
-            st = act_launch(ctx, TEENY_ACT_NONE, a->in[3], a->out[i]);
+            st = act_launch(ctx, TEENY_ACT_NONE, a->in[TEENY__ADD_DY], a->out[i]);
     return st;
 }
 
 teeny_status teeny__activation_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    return act_launch(ctx, (int)a->attrs.activation.act, a->in[0], a->out[0]);
+    return act_launch(ctx, (int)a->attrs.activation.act, a->in[TEENY__ACTIVATION_X], a->out[TEENY__OUT_VALUE]);
 }
 
 static teeny_status act_launch(teeny_ctx *ctx, int act, const teeny_tensor *x, teeny_tensor *y)
@@ -94,8 +94,8 @@ static teeny_status act_launch(teeny_ctx *ctx, int act, const teeny_tensor *x, t
 
 teeny_status teeny__activation_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *x = a->in[0], *dy = a->in[2];
-    teeny_tensor *dx = a->out[0];
+    const teeny_tensor *x = a->in[TEENY__ACTIVATION_X], *dy = a->in[TEENY__ACTIVATION_DY];
+    teeny_tensor *dx = a->out[TEENY__ACTIVATION_X];
     int act = (int)a->attrs.activation.act;
     int n = (int)dx->numel, ox = teeny__off(x), ody = teeny__off(dy), odx = teeny__off(dx);
     const char *name = cpu_variant(ctx) ? "ew_act_backward_cpu" : "ew_act_backward";
@@ -112,8 +112,8 @@ teeny_status teeny__activation_backward(teeny_ctx *ctx, const teeny__op_args *a)
 
 teeny_status teeny__mul_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *x0 = a->in[0], *x1 = a->in[1];
-    teeny_tensor *y = a->out[0];
+    const teeny_tensor *x0 = a->in[TEENY__MUL_A], *x1 = a->in[TEENY__MUL_B];
+    teeny_tensor *y = a->out[TEENY__OUT_VALUE];
     int n = (int)y->numel, o0 = teeny__off(x0), o1 = teeny__off(x1), oy = teeny__off(y);
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "elementwise", "", "ew_mul", &k);
@@ -127,8 +127,8 @@ teeny_status teeny__mul_forward(teeny_ctx *ctx, const teeny__op_args *a)
 
 teeny_status teeny__mul_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *x0 = a->in[0], *x1 = a->in[1], *dy = a->in[3];
-    teeny_tensor *da = a->out[0], *db = a->out[1];
+    const teeny_tensor *x0 = a->in[TEENY__MUL_A], *x1 = a->in[TEENY__MUL_B], *dy = a->in[TEENY__MUL_DY];
+    teeny_tensor *da = a->out[TEENY__MUL_A], *db = a->out[TEENY__MUL_B];
     /* a missing output gets dy's buffer as a stand-in the kernel never writes */
     cl_mem da_buf = da ? da->buf : dy->buf, db_buf = db ? db->buf : dy->buf;
     int n = (int)dy->numel, o0 = teeny__off(x0), o1 = teeny__off(x1), ody = teeny__off(dy);

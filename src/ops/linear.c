@@ -157,8 +157,8 @@ static teeny_status colsum(teeny_ctx *ctx, const teeny_tensor *g, int rows, int 
 
 teeny_status teeny__linear_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *x = a->in[0], *w = a->in[1], *bias = a->attrs.linear.has_bias ? a->in[2] : NULL;
-    teeny_tensor *y = a->out[0];
+    const teeny_tensor *x = a->in[TEENY__LINEAR_X], *w = a->in[TEENY__LINEAR_WEIGHT], *bias = a->in[TEENY__LINEAR_BIAS];
+    teeny_tensor *y = a->out[TEENY__OUT_VALUE];
     int N = (int)x->shape[0], in = (int)x->shape[1], out = (int)w->shape[0];
     gemm_args g = {.M = N, .N = out, .K = in, .a = x, .a_sm = in, .a_sk = 1, .b = w, .b_sk = 1, .b_sn = in,
                    .bias = bias, .c = y, .c_sm = out};
@@ -167,9 +167,8 @@ teeny_status teeny__linear_forward(teeny_ctx *ctx, const teeny__op_args *a)
 
 teeny_status teeny__linear_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    int has_bias = a->attrs.linear.has_bias != 0;
-    const teeny_tensor *x = a->in[0], *w = a->in[1], *dy = a->in[has_bias ? 4 : 3];
-    teeny_tensor *dx = a->out[0], *dw = a->out[1], *db = has_bias ? a->out[2] : NULL;
+    const teeny_tensor *x = a->in[TEENY__LINEAR_X], *w = a->in[TEENY__LINEAR_WEIGHT], *dy = a->in[TEENY__LINEAR_DY];
+    teeny_tensor *dx = a->out[TEENY__LINEAR_X], *dw = a->out[TEENY__LINEAR_WEIGHT], *db = a->out[TEENY__LINEAR_BIAS];
     int N = (int)x->shape[0], in = (int)x->shape[1], out = (int)w->shape[0];
     teeny_status st = TEENY_OK;
     if (dx) {

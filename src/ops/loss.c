@@ -23,8 +23,8 @@
 
 teeny_status teeny__softmax_ce_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *logits = a->in[0], *labels = a->in[1];
-    teeny_tensor *loss = a->out[0], *probs = a->out[1];
+    const teeny_tensor *logits = a->in[TEENY__SOFTMAX_CE_LOGITS], *labels = a->in[TEENY__SOFTMAX_CE_LABELS];
+    teeny_tensor *loss = a->out[TEENY__OUT_VALUE], *probs = a->out[TEENY__SOFTMAX_CE_OUT_PROBS];
     int N = (int)logits->shape[0], K = (int)logits->shape[1], wg;
     int l_off = teeny__off(logits), lab_off = teeny__off(labels), loss_off = teeny__off(loss);
     /* workspace: per-row losses, then the probabilities when probs is NULL */
@@ -67,8 +67,9 @@ teeny_status teeny__softmax_ce_forward(teeny_ctx *ctx, const teeny__op_args *a)
 
 teeny_status teeny__softmax_ce_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *labels = a->in[1], *probs = a->in[3], *dloss = a->in[4];
-    teeny_tensor *dlogits = a->out[0];
+    const teeny_tensor *labels = a->in[TEENY__SOFTMAX_CE_LABELS], *probs = a->in[TEENY__SOFTMAX_CE_PROBS],
+                       *dloss = a->in[TEENY__SOFTMAX_CE_DLOSS];
+    teeny_tensor *dlogits = a->out[TEENY__SOFTMAX_CE_LOGITS];
     int N = (int)probs->shape[0], K = (int)probs->shape[1];
     int p_off = teeny__off(probs), lab_off = teeny__off(labels), dl_off = teeny__off(dloss),
         d_off = dlogits ? teeny__off(dlogits) : 0;

@@ -2,7 +2,7 @@
  * ops.c -- the op table, generated from ops.def: each line becomes one entry
  * naming teeny__<fn>_infer/_forward/_backward by convention (the backward
  * slot NULL for NOGRAD ops), plus a compile-time check that the op's attrs
- * member exists in teeny__op_attrs, and teeny__ops_check, the run-time check
+ * member exists in teeny__op_attrs and its slot enum in ops.h, and teeny__ops_check, the run-time check
  * of the required slots that a test runs on the table and on broken copies.
  */
 #include <string.h>
@@ -13,17 +13,21 @@
 #define TEENY__OP_BWD_NOGRAD(fn) NULL
 
 const teeny__op teeny__ops[TEENY__OP_COUNT] = {
-#define XX(e, nm, fam, fn, attrs, grad)                                                      \
+#define XX(e, nm, fam, fn, attrs, grad, slots)                                               \
     [TEENY__OP_##e] = {.name = nm, .family = #fam, .infer = teeny__##fn##_infer,              \
                        .forward = teeny__##fn##_forward, .backward = TEENY__OP_BWD_##grad(fn)},
 #include "ops.def"
 #undef XX
 };
 
-/* A misspelt attrs column fails here, naming the line's op. */
-#define XX(e, nm, fam, fn, attrs, grad)                                                                 \
+/* A misspelt attrs column fails here, naming the line's op, and so does an
+ * op without its slot enum in ops.h (tests/test_ops.c checks the enum's
+ * count against the SLOTS column). */
+#define XX(e, nm, fam, fn, attrs, grad, slots)                                                          \
     _Static_assert(sizeof(((teeny__op_attrs *)0)->attrs) == sizeof(teeny__##attrs##_attrs),            \
-                   "ops.def: " nm ": attrs is not a teeny__op_attrs member of type teeny__<attrs>_attrs");
+                   "ops.def: " nm ": attrs is not a teeny__op_attrs member of type teeny__<attrs>_attrs"); \
+    _Static_assert(TEENY__##e##_IN_SLOTS <= TEENY__OP_MAX_TENSORS,                                     \
+                   "ops.h: " nm ": more slots than teeny__op_args holds");
 #include "ops.def"
 #undef XX
 

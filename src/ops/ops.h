@@ -6,8 +6,8 @@
  * so adding an op never touches the executor, ops.c or this header (unless
  * it brings a new attribute struct).
  *
- * Arguments travel in one struct: tensors in a fixed order per op (see each
- * op's comment in its family file) and the op's typed attributes.
+ * Arguments travel in one struct: tensors in fixed slots per op (the
+ * enums below name them) and the op's typed attributes.
  */
 #ifndef TEENY_OPS_H
 #define TEENY_OPS_H
@@ -15,7 +15,7 @@
 #include "../internal.h"
 
 typedef enum {
-#define XX(e, name, family, fn, attrs, grad) TEENY__OP_##e,
+#define XX(e, name, family, fn, attrs, grad, slots) TEENY__OP_##e,
 #include "ops.def"
 #undef XX
     TEENY__OP_COUNT
@@ -63,11 +63,128 @@ typedef union {
 #define TEENY__OP_MAX_SLOTS 4 /* inputs, params, states or saved tensors of one node */
 
 typedef struct {
-    const teeny_tensor *in[TEENY__OP_MAX_TENSORS]; /* read */
+    const teeny_tensor *in[TEENY__OP_MAX_TENSORS]; /* read; by slot (below) */
     teeny_tensor *out[TEENY__OP_MAX_TENSORS];      /* written (incl. updated state); NULL: not wanted */
     teeny__op_attrs attrs;
     int training;                                  /* graph mode: 1 training, 0 inference */
 } teeny__op_args;
+
+/* ---- slots ----
+ * Every tensor of an op sits at a fixed position of teeny__op_args, from
+ * the op's counts in ops.def (SLOTS: at most .in inputs, .param params,
+ * .state states, .saved saved tensors):
+ *   in   [inputs | params | states | value | saved | dvalue]
+ *        forward reads the first three groups, backward all six
+ *   out  forward:  [value | saved | states]  (states updated in place,
+ *                                             training only)
+ *        backward: out[i] is the gradient of in[i] (inputs and params)
+ * A slot a call or node lacks (a layer without bias, a concat of two
+ * inputs, a saved tensor outside training, a gradient not wanted) is
+ * NULL. Each op names its slots of `in` in one enum, TEENY__<OP>_<SLOT>
+ * (a gradient goes to out[] at the slot of its tensor), and a forward's
+ * `out` past the value TEENY__<OP>_OUT_<SLOT>; the enum ends with
+ * TEENY__<OP>_IN_SLOTS, which tests/test_ops.c checks against ops.def. */
+typedef struct {
+    int in, param, state, saved;
+} teeny__op_slots;
+
+static inline teeny__op_slots teeny__op_slots_of(teeny__op_id id)
+{
+    static const teeny__op_slots slots[TEENY__OP_COUNT] = {
+#define SLOTS(...) {__VA_ARGS__}
+#define XX(e, name, family, fn, attrs, grad, slots) [TEENY__OP_##e] = slots,
+#include "ops.def"
+#undef XX
+#undef SLOTS
+    };
+    return slots[id];
+}
+
+/* Where each group starts in `in` (value and dvalue are one slot each)
+ * and, for a forward, the states in `out`. */
+static inline int teeny__slot_param(teeny__op_slots s) { return s.in; }
+static inline int teeny__slot_state(teeny__op_slots s) { return s.in + s.param; }
+static inline int teeny__slot_value(teeny__op_slots s) { return s.in + s.param + s.state; }
+static inline int teeny__slot_saved(teeny__op_slots s) { return s.in + s.param + s.state + 1; }
+static inline int teeny__slot_dvalue(teeny__op_slots s) { return s.in + s.param + s.state + 1 + s.saved; }
+static inline int teeny__slot_out_state(teeny__op_slots s) { return 1 + s.saved; }
+
+#define TEENY__OUT_VALUE 0 /* out[0] of every forward */
+
+/* elementwise.c */
+enum { TEENY__ADD_A, TEENY__ADD_B, TEENY__ADD_Y, TEENY__ADD_DY, TEENY__ADD_IN_SLOTS };
+enum { TEENY__MUL_A, TEENY__MUL_B, TEENY__MUL_Y, TEENY__MUL_DY, TEENY__MUL_IN_SLOTS };
+enum { TEENY__ACTIVATION_X, TEENY__ACTIVATION_Y, TEENY__ACTIVATION_DY, TEENY__ACTIVATION_IN_SLOTS };
+/* batchnorm.c */
+enum {
+    TEENY__BATCHNORM_X,
+    TEENY__BATCHNORM_WEIGHT,
+    TEENY__BATCHNORM_BIAS,
+    TEENY__BATCHNORM_RUNNING_MEAN,
+    TEENY__BATCHNORM_RUNNING_VAR,
+    TEENY__BATCHNORM_Y,
+    TEENY__BATCHNORM_SAVE_MEAN,
+    TEENY__BATCHNORM_SAVE_RSTD,
+    TEENY__BATCHNORM_DY,
+    TEENY__BATCHNORM_IN_SLOTS
+};
+enum {
+    TEENY__BATCHNORM_OUT_SAVE_MEAN = 1,
+    TEENY__BATCHNORM_OUT_SAVE_RSTD,
+    TEENY__BATCHNORM_OUT_RUNNING_MEAN,
+    TEENY__BATCHNORM_OUT_RUNNING_VAR
+};
+/* pool.c */
+enum { TEENY__MAXPOOL2D_X, TEENY__MAXPOOL2D_Y, TEENY__MAXPOOL2D_ARGMAX, TEENY__MAXPOOL2D_DY, TEENY__MAXPOOL2D_IN_SLOTS };
+enum { TEENY__MAXPOOL2D_OUT_ARGMAX = 1 };
+enum { TEENY__AVGPOOL2D_X, TEENY__AVGPOOL2D_Y, TEENY__AVGPOOL2D_DY, TEENY__AVGPOOL2D_IN_SLOTS };
+enum { TEENY__GLOBAL_AVGPOOL_X, TEENY__GLOBAL_AVGPOOL_Y, TEENY__GLOBAL_AVGPOOL_DY, TEENY__GLOBAL_AVGPOOL_IN_SLOTS };
+/* linear.c */
+enum { TEENY__LINEAR_X, TEENY__LINEAR_WEIGHT, TEENY__LINEAR_BIAS, TEENY__LINEAR_Y, TEENY__LINEAR_DY, TEENY__LINEAR_IN_SLOTS };
+/* loss.c */
+enum {
+    TEENY__SOFTMAX_CE_LOGITS,
+    TEENY__SOFTMAX_CE_LABELS,
+    TEENY__SOFTMAX_CE_LOSS,
+    TEENY__SOFTMAX_CE_PROBS,
+    TEENY__SOFTMAX_CE_DLOSS,
+    TEENY__SOFTMAX_CE_IN_SLOTS
+};
+enum { TEENY__SOFTMAX_CE_OUT_PROBS = 1 };
+/* concat.c: inputs TEENY__CONCAT_X0 + i */
+enum { TEENY__CONCAT_X0, TEENY__CONCAT_Y = TEENY__OP_MAX_SLOTS, TEENY__CONCAT_DY, TEENY__CONCAT_IN_SLOTS };
+enum { TEENY__SLICE_CHANNELS_X, TEENY__SLICE_CHANNELS_Y, TEENY__SLICE_CHANNELS_DY, TEENY__SLICE_CHANNELS_IN_SLOTS };
+/* conv2d.c: scale and shift (the fused epilogue's) are params the eager
+ * API alone fills; a graph node leaves them NULL */
+enum {
+    TEENY__CONV2D_X,
+    TEENY__CONV2D_WEIGHT,
+    TEENY__CONV2D_BIAS,
+    TEENY__CONV2D_SCALE,
+    TEENY__CONV2D_SHIFT,
+    TEENY__CONV2D_Y,
+    TEENY__CONV2D_DY,
+    TEENY__CONV2D_IN_SLOTS
+};
+/* attention.c */
+enum {
+    TEENY__ATTENTION_Q,
+    TEENY__ATTENTION_K,
+    TEENY__ATTENTION_V,
+    TEENY__ATTENTION_O,
+    TEENY__ATTENTION_LSE,
+    TEENY__ATTENTION_DO,
+    TEENY__ATTENTION_IN_SLOTS
+};
+enum { TEENY__ATTENTION_OUT_LSE = 1 };
+/* psa.c */
+enum { TEENY__PSA_ATTENTION_QKV, TEENY__PSA_ATTENTION_O, TEENY__PSA_ATTENTION_LSE, TEENY__PSA_ATTENTION_DO,
+       TEENY__PSA_ATTENTION_IN_SLOTS };
+enum { TEENY__PSA_ATTENTION_OUT_LSE = 1 };
+enum { TEENY__PSA_PACK_QKV_QKV, TEENY__PSA_PACK_QKV_PACKED, TEENY__PSA_PACK_QKV_DPACKED, TEENY__PSA_PACK_QKV_IN_SLOTS };
+enum { TEENY__PSA_EXTRACT_V_QKV, TEENY__PSA_EXTRACT_V_V, TEENY__PSA_EXTRACT_V_DV, TEENY__PSA_EXTRACT_V_IN_SLOTS };
+enum { TEENY__PSA_MERGE_ATTN_LO, TEENY__PSA_MERGE_ATTN_HI, TEENY__PSA_MERGE_ATTN_OUT, TEENY__PSA_MERGE_ATTN_DOUT,
+       TEENY__PSA_MERGE_ATTN_IN_SLOTS };
 
 typedef teeny_status (*teeny__op_fn)(teeny_ctx *ctx, const teeny__op_args *a);
 
@@ -106,15 +223,10 @@ typedef struct {
 typedef teeny_status (*teeny__infer_fn)(teeny_ctx *ctx, teeny__node_shapes *s);
 
 /*
- * The op-table entry. forward and backward follow one tensor convention,
- * used by the eager API and the graph alike:
- *   forward:  in  = [inputs (n_in)..., params..., states...]
- *             out = [value, saved..., states...]   (states updated in place,
- *                                                 only in training mode)
- *   backward: in  = [inputs..., params..., states..., value, saved..., dvalue]
- *             out = [d_inputs (n_in)..., d_params...]; any may be NULL (not
- *             wanted); every one given is overwritten, never accumulated.
- * Ops never enqueue directly: they launch through teeny__launch and
+ * The op-table entry. forward and backward take their tensors by slot
+ * ("slots" above), the eager API and the graph alike; a backward's outputs
+ * may be NULL (not wanted), and every one given is overwritten, never
+ * accumulated. Ops never enqueue directly: they launch through teeny__launch and
  * teeny__fill and take workspace from teeny__scratch, so the graph can
  * record a node's launches once (its own cl_kernel objects, arguments set
  * at compile time) and replay them.
@@ -137,7 +249,7 @@ const char *teeny__op_name(teeny__op_id id);
 /* Entry points each family file defines, by the convention of ops.def. */
 #define TEENY__OP_PROTO_GRAD(fn) teeny_status teeny__##fn##_backward(teeny_ctx *ctx, const teeny__op_args *a);
 #define TEENY__OP_PROTO_NOGRAD(fn)
-#define XX(e, name, family, fn, attrs, grad)                                   \
+#define XX(e, name, family, fn, attrs, grad, slots)                            \
     teeny_status teeny__##fn##_infer(teeny_ctx *ctx, teeny__node_shapes *s);  \
     teeny_status teeny__##fn##_forward(teeny_ctx *ctx, const teeny__op_args *a); \
     TEENY__OP_PROTO_##grad(fn)

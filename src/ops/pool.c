@@ -55,8 +55,8 @@ static teeny_status launch_1d(teeny_ctx *ctx, cl_kernel k, const char *name, int
 teeny_status teeny__maxpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     static const char name[] = "pool_max_forward";
-    const teeny_tensor *x = a->in[0];
-    teeny_tensor *y = a->out[0], *am = a->out[1];
+    const teeny_tensor *x = a->in[TEENY__MAXPOOL2D_X];
+    teeny_tensor *y = a->out[TEENY__OUT_VALUE], *am = a->out[TEENY__MAXPOOL2D_OUT_ARGMAX];
     pool_geom g = geom_make(&a->attrs.pool2d, x, y, 0);
     int x_off = teeny__off(x), y_off = teeny__off(y), am_off = am ? teeny__off(am) : 0, want = am != NULL;
     cl_mem am_buf = am ? am->buf : y->buf; /* stand-in, never written */
@@ -74,8 +74,8 @@ teeny_status teeny__maxpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 teeny_status teeny__maxpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     static const char name[] = "pool_max_backward";
-    const teeny_tensor *am = a->in[2], *dy = a->in[3];
-    teeny_tensor *dx = a->out[0];
+    const teeny_tensor *am = a->in[TEENY__MAXPOOL2D_ARGMAX], *dy = a->in[TEENY__MAXPOOL2D_DY];
+    teeny_tensor *dx = a->out[TEENY__MAXPOOL2D_X];
     if (!dx)
         return TEENY_OK;
     pool_geom g = geom_make(&a->attrs.pool2d, dx, dy, 1);
@@ -94,8 +94,8 @@ teeny_status teeny__maxpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
 teeny_status teeny__avgpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     static const char name[] = "pool_avg_forward";
-    const teeny_tensor *x = a->in[0];
-    teeny_tensor *y = a->out[0];
+    const teeny_tensor *x = a->in[TEENY__AVGPOOL2D_X];
+    teeny_tensor *y = a->out[TEENY__OUT_VALUE];
     pool_geom g = geom_make(&a->attrs.pool2d, x, y, 0);
     int x_off = teeny__off(x), y_off = teeny__off(y);
     cl_kernel k;
@@ -111,8 +111,8 @@ teeny_status teeny__avgpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 teeny_status teeny__avgpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     static const char name[] = "pool_avg_backward";
-    const teeny_tensor *dy = a->in[2];
-    teeny_tensor *dx = a->out[0];
+    const teeny_tensor *dy = a->in[TEENY__AVGPOOL2D_DY];
+    teeny_tensor *dx = a->out[TEENY__AVGPOOL2D_X];
     if (!dx)
         return TEENY_OK;
     pool_geom g = geom_make(&a->attrs.pool2d, dx, dy, 1);
@@ -130,8 +130,8 @@ teeny_status teeny__avgpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
 teeny_status teeny__global_avgpool_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     static const char name[] = "pool_gap_forward";
-    const teeny_tensor *x = a->in[0];
-    teeny_tensor *y = a->out[0];
+    const teeny_tensor *x = a->in[TEENY__GLOBAL_AVGPOOL_X];
+    teeny_tensor *y = a->out[TEENY__OUT_VALUE];
     int S = (int)(x->shape[2] * x->shape[3]), x_off = teeny__off(x), y_off = teeny__off(y);
     int planes = (int)(x->shape[0] * x->shape[1]);
     char opt[32];
@@ -164,8 +164,8 @@ teeny_status teeny__global_avgpool_forward(teeny_ctx *ctx, const teeny__op_args 
 teeny_status teeny__global_avgpool_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     static const char name[] = "pool_gap_backward";
-    const teeny_tensor *dy = a->in[2];
-    teeny_tensor *dx = a->out[0];
+    const teeny_tensor *dy = a->in[TEENY__GLOBAL_AVGPOOL_DY];
+    teeny_tensor *dx = a->out[TEENY__GLOBAL_AVGPOOL_X];
     if (!dx)
         return TEENY_OK;
     int S = (int)(dx->shape[2] * dx->shape[3]), total = (int)dx->numel, dy_off = teeny__off(dy),

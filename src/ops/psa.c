@@ -71,10 +71,11 @@ teeny_status teeny__psa_attention_forward(teeny_ctx *ctx, const teeny__op_args *
 {
     teeny__attn_problem p = {0};
     int heads = a->attrs.psa.heads, kd = a->attrs.psa.key_dim;
-    psa_problem(a->in[0], heads, kd, &p);
-    p.o = psa_out_mat(a->out[0], heads, kd);
-    p.lse = a->out[1] ? a->out[1]->buf : NULL;
-    p.lse_off = a->out[1] ? teeny__off(a->out[1]) : 0;
+    const teeny_tensor *lse = a->out[TEENY__PSA_ATTENTION_OUT_LSE];
+    psa_problem(a->in[TEENY__PSA_ATTENTION_QKV], heads, kd, &p);
+    p.o = psa_out_mat(a->out[TEENY__OUT_VALUE], heads, kd);
+    p.lse = lse ? lse->buf : NULL;
+    p.lse_off = lse ? teeny__off(lse) : 0;
     return teeny__attn_forward_run(ctx, &p);
 }
 
@@ -82,14 +83,15 @@ teeny_status teeny__psa_attention_backward(teeny_ctx *ctx, const teeny__op_args 
 {
     teeny__attn_problem p = {0}, g = {0};
     int heads = a->attrs.psa.heads, kd = a->attrs.psa.key_dim;
-    if (!a->out[0])
+    const teeny_tensor *dqkv = a->out[TEENY__PSA_ATTENTION_QKV], *lse = a->in[TEENY__PSA_ATTENTION_LSE];
+    if (!dqkv)
         return TEENY_OK;
-    psa_problem(a->in[0], heads, kd, &p);
-    psa_problem(a->out[0], heads, kd, &g); /* d_qkv has qkv's layout */
-    p.o = psa_out_mat(a->in[1], heads, kd);
-    p.lse = a->in[2]->buf;
-    p.lse_off = teeny__off(a->in[2]);
-    p.d_o = psa_out_mat(a->in[3], heads, kd);
+    psa_problem(a->in[TEENY__PSA_ATTENTION_QKV], heads, kd, &p);
+    psa_problem(dqkv, heads, kd, &g); /* d_qkv has qkv's layout */
+    p.o = psa_out_mat(a->in[TEENY__PSA_ATTENTION_O], heads, kd);
+    p.lse = lse->buf;
+    p.lse_off = teeny__off(lse);
+    p.d_o = psa_out_mat(a->in[TEENY__PSA_ATTENTION_DO], heads, kd);
     p.dq = g.q;
     p.dk = g.k;
     p.dv_out = g.v;
@@ -147,16 +149,16 @@ static int tokens(const teeny_tensor *nchw)
 
 teeny_status teeny__psa_pack_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *qkv = a->in[0];
-    teeny_tensor *packed = a->out[0];
+    const teeny_tensor *qkv = a->in[TEENY__PSA_PACK_QKV_QKV];
+    teeny_tensor *packed = a->out[TEENY__OUT_VALUE];
     return psa_launch(ctx, "psa_pack", NULL, qkv->buf, teeny__off(qkv), NULL, 0, packed->buf, teeny__off(packed), NULL, 0,
                       a->attrs.psa.heads, tokens(qkv), a->attrs.psa.key_dim, (int)packed->numel);
 }
 
 teeny_status teeny__psa_pack_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *dp = a->in[2];
-    teeny_tensor *dqkv = a->out[0];
+    const teeny_tensor *dp = a->in[TEENY__PSA_PACK_QKV_DPACKED];
+    teeny_tensor *dqkv = a->out[TEENY__PSA_PACK_QKV_QKV];
     if (!dqkv)
         return TEENY_OK;
     return psa_launch(ctx, "psa_pack_backward", NULL, dp->buf, teeny__off(dp), NULL, 0, dqkv->buf, teeny__off(dqkv), NULL,
@@ -165,16 +167,16 @@ teeny_status teeny__psa_pack_backward(teeny_ctx *ctx, const teeny__op_args *a)
 
 teeny_status teeny__psa_extract_v_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *qkv = a->in[0];
-    teeny_tensor *v = a->out[0];
+    const teeny_tensor *qkv = a->in[TEENY__PSA_EXTRACT_V_QKV];
+    teeny_tensor *v = a->out[TEENY__OUT_VALUE];
     return psa_launch(ctx, "psa_extract_v", "psa_extract_v_cpu", qkv->buf, teeny__off(qkv), NULL, 0, v->buf, teeny__off(v), NULL, 0,
                       a->attrs.psa.heads, tokens(qkv), a->attrs.psa.key_dim, (int)v->numel);
 }
 
 teeny_status teeny__psa_extract_v_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *dv = a->in[2];
-    teeny_tensor *dqkv = a->out[0];
+    const teeny_tensor *dv = a->in[TEENY__PSA_EXTRACT_V_DV];
+    teeny_tensor *dqkv = a->out[TEENY__PSA_EXTRACT_V_QKV];
     if (!dqkv)
         return TEENY_OK;
     return psa_launch(ctx, "psa_extract_v_backward", "psa_extract_v_backward_cpu", dv->buf, teeny__off(dv), NULL, 0, dqkv->buf, teeny__off(dqkv),
@@ -183,16 +185,16 @@ teeny_status teeny__psa_extract_v_backward(teeny_ctx *ctx, const teeny__op_args 
 
 teeny_status teeny__psa_merge_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *lo = a->in[0], *hi = a->in[1];
-    teeny_tensor *out = a->out[0];
+    const teeny_tensor *lo = a->in[TEENY__PSA_MERGE_ATTN_LO], *hi = a->in[TEENY__PSA_MERGE_ATTN_HI];
+    teeny_tensor *out = a->out[TEENY__OUT_VALUE];
     return psa_launch(ctx, "psa_merge", NULL, lo->buf, teeny__off(lo), hi->buf, teeny__off(hi), out->buf, teeny__off(out),
                       NULL, 0, a->attrs.psa_merge.heads, (int)lo->shape[1], (int)lo->shape[2], (int)out->numel);
 }
 
 teeny_status teeny__psa_merge_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *dout = a->in[3];
-    teeny_tensor *dlo = a->out[0], *dhi = a->out[1];
+    const teeny_tensor *dout = a->in[TEENY__PSA_MERGE_ATTN_DOUT];
+    teeny_tensor *dlo = a->out[TEENY__PSA_MERGE_ATTN_LO], *dhi = a->out[TEENY__PSA_MERGE_ATTN_HI];
     if (!dlo && !dhi)
         return TEENY_OK;
     /* the kernel writes both halves; a missing one goes to a scratch copy */
