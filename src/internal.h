@@ -313,9 +313,6 @@ int teeny__overlap(const teeny_tensor *a, const teeny_tensor *b);
  * disjoint from every other tensor. fn and names go into the message. */
 teeny_status teeny__check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *t,
                                    const char *const *names, int n_in, int n);
-/* Reject an output that overlaps an input; exact_ok allows out == in. */
-teeny_status teeny__check_alias(teeny_ctx *ctx, const teeny_tensor *out, const char *out_name,
-                                const teeny_tensor *in, const char *in_name, int exact_ok);
 int teeny__ctx_check(const teeny_ctx *ctx);
 /* Keep t's struct and storage alive past teeny_tensor_destroy (which then
  * only clears handle_alive) until the matching drop: how a holder such as

@@ -496,11 +496,19 @@ START_TEST(test_shapes_builders)
         BUILD(g, psa[i].want, teeny_graph_psa_pack_qkv(g, NULL, qkv, psa[i].heads, psa[i].kd, &n), &n);
         BUILD(g, psa[i].want, teeny_graph_psa_extract_v(g, NULL, qkv, psa[i].heads, psa[i].kd, &n), &n);
     }
-    /* merge: heads, height, width >= 1 (ARG); H*W must be the tokens (SHAPE) */
-    static const struct { int heads, h, w; teeny_status want; } merge[] = {
-        {1, 3, 3, TEENY_OK},           {0, 3, 3, TEENY_ERR_ARG},        {1, 0, 3, TEENY_ERR_ARG},
-        {1, 3, -1, TEENY_ERR_ARG},     {INT32_MIN, 3, 3, TEENY_ERR_ARG}, {INT32_MAX, 3, 3, TEENY_ERR_SHAPE},
-        {1, INT32_MAX, INT32_MAX, TEENY_ERR_SHAPE}, {2, 3, 3, TEENY_ERR_SHAPE},
+    /* merge: heads, height, width >= 1 (ARG); heads*2*key_dim within int32
+     * (RANGE, as the eager call: one infer checks both); H*W must be the
+     * tokens (SHAPE) */
+    static const struct { int heads, h, w; teeny_status want;
+    } merge[] = {
+        {1, 3, 3, TEENY_OK},
+        {0, 3, 3, TEENY_ERR_ARG},
+        {1, 0, 3, TEENY_ERR_ARG},
+        {1, 3, -1, TEENY_ERR_ARG},
+        {INT32_MIN, 3, 3, TEENY_ERR_ARG},
+        {INT32_MAX, 3, 3, TEENY_ERR_RANGE},
+        {1, INT32_MAX, INT32_MAX, TEENY_ERR_SHAPE},
+        {2, 3, 3, TEENY_ERR_SHAPE},
     };
     for (size_t i = 0; i < sizeof merge / sizeof merge[0]; i++)
         BUILD(g, merge[i].want, teeny_graph_psa_merge_attn(g, NULL, lo, lo, merge[i].heads, merge[i].h, merge[i].w, &n),

@@ -26,7 +26,7 @@
  * count below the thread columns the head dims need is raised to them.
  * The CPU variants take ATT_CR rows per work-item (the profile's lanes).
  *
- * Op-table entry (the convention of ops.h): inputs q, k, v; no params;
+ * Op-table entry (slots TEENY__ATTENTION_*, ops.h): inputs q, k, v; no params;
  * value o; saved lse; attrs.attention.scale.
  *   forward:  in  = [q, k, v]            out = [o, lse]   (lse may be NULL)
  *   backward: in  = [q, k, v, o, lse, d_o]
@@ -35,6 +35,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -553,21 +554,38 @@ teeny_status teeny__attention_backward(teeny_ctx *ctx, const teeny__op_args *a)
     return teeny__attn_backward_run(ctx, &p);
 }
 
-/* Graph shapes: q [BH, Nq, D], k [BH, Nk, D], v [BH, Nk, Dv] -> o [BH, Nq, Dv],
- * saved lse [BH, Nq] (training only). */
+/* ---- shapes and the eager API ---- */
+
+/* q [BH, Nq, D], k [BH, Nk, D], v [BH, Nk, Dv] -> o [BH, Nq, Dv], saved lse
+ * [BH, Nq] (training only). */
 teeny_status teeny__attention_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
+    static const char *const names[3] = {"q", "k", "v"}, *const layouts[3] = {"[BH, Nq, D]", "[BH, Nk, D]",
+                                                                              "[BH, Nk, Dv]"};
     const teeny__shape *q = &s->in[0], *k = &s->in[1], *v = &s->in[2];
-    if (s->n_in != 3 || q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "attention: needs q, k, v of rank 3 ([BH, N, D])");
-    if (k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0] || k->shape[2] != q->shape[2] ||
-        v->shape[1] != k->shape[1])
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "attention: q, k, v disagree in BH, N_k or D");
+    char b[96], w[96];
+    for (int i = 0; i < 3; i++)
+        if (i >= s->n_in || s->in[i].ndim != 3 || s->in[i].is_i32)
+            return teeny__error(ctx, TEENY_ERR_SHAPE, "%s has shape %s; expected fp32 %s", names[i],
+                                i < s->n_in ? teeny__dims_str(s->in[i].shape, s->in[i].ndim, b, sizeof b) : "(none)",
+                                layouts[i]);
+    const int64_t ks[3] = {q->shape[0], k->shape[1], q->shape[2]}, vs[3] = {q->shape[0], k->shape[1], v->shape[2]};
+    if (memcmp(k->shape, ks, sizeof ks))
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "k has shape %s; expected %s (BH and D of q)",
+                            teeny__dims_str(k->shape, 3, b, sizeof b), teeny__dims_str(ks, 3, w, sizeof w));
+    if (memcmp(v->shape, vs, sizeof vs))
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "v has shape %s; expected %s (BH of q, Nk of k)",
+                            teeny__dims_str(v->shape, 3, b, sizeof b), teeny__dims_str(vs, 3, w, sizeof w));
     if (q->shape[2] > ATT_MAX_D || v->shape[2] > ATT_MAX_DV)
-        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "attention: D %lld or Dv %lld above the maximum %d, %d",
-                            (long long)q->shape[2], (long long)v->shape[2], ATT_MAX_D, ATT_MAX_DV);
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
+                            "head dims D = %lld, Dv = %lld; supported up to D = %d, Dv = %d", (long long)q->shape[2],
+                            (long long)v->shape[2], ATT_MAX_D, ATT_MAX_DV);
+    /* tile loops step past the last row: keep that in int32 */
+    if (q->shape[1] > INT32_MAX - 1024 || k->shape[1] > INT32_MAX - 1024)
+        return teeny__error(ctx, TEENY_ERR_RANGE, "sequence lengths %lld, %lld beyond int32 indexing",
+                            (long long)q->shape[1], (long long)k->shape[1]);
     if (!isfinite(s->attrs.attention.scale))
-        return teeny__error(ctx, TEENY_ERR_ARG, "attention: scale %g is not finite", (double)s->attrs.attention.scale);
+        return teeny__error(ctx, TEENY_ERR_ARG, "scale %g is not finite", (double)s->attrs.attention.scale);
     s->out = (teeny__shape){.ndim = 3, .shape = {q->shape[0], q->shape[1], v->shape[2]}};
     s->n_saved = 1;
     s->saved[0] = (teeny__shape){.ndim = 2, .shape = {q->shape[0], q->shape[1]}};
@@ -575,81 +593,18 @@ teeny_status teeny__attention_infer(teeny_ctx *ctx, teeny__node_shapes *s)
     return TEENY_OK;
 }
 
-/* ---- validation and the eager API ---- */
-
-static teeny_status check_rank(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name, int ndim,
-                               const char *want)
-{
-    char s[96];
-    teeny_status st = teeny__check_tensor(ctx, t, name);
-    if (st != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    if (t->ndim != ndim)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected %s", fn, name,
-                            teeny__shape_str(t, s, sizeof s), want);
-    return TEENY_OK;
-}
-
-static teeny_status check_dims(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name,
-                               const int64_t *want, const char *what)
-{
-    char s[96];
-    for (int i = 0; i < t->ndim; i++)
-        if (t->shape[i] != want[i]) {
-            char w[96];
-            return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected %s (%s)", fn, name,
-                                teeny__shape_str(t, s, sizeof s), teeny__dims_str(want, t->ndim, w, sizeof w), what);
-        }
-    return TEENY_OK;
-}
-
-/* Shared by forward and backward: q, k, v shapes, head-dim limits, scale. */
-static teeny_status check_qkv(teeny_ctx *ctx, const char *fn, const teeny_tensor *q, const teeny_tensor *k,
-                              const teeny_tensor *v, float scale)
-{
-    teeny_status st;
-    if ((st = check_rank(ctx, fn, q, "q", 3, "[BH, Nq, D]")) != TEENY_OK ||
-        (st = check_rank(ctx, fn, k, "k", 3, "[BH, Nk, D]")) != TEENY_OK ||
-        (st = check_rank(ctx, fn, v, "v", 3, "[BH, Nk, Dv]")) != TEENY_OK)
-        return st;
-    int64_t ks[3] = {q->shape[0], k->shape[1], q->shape[2]}, vs[3] = {q->shape[0], k->shape[1], v->shape[2]};
-    if ((st = check_dims(ctx, fn, k, "k", ks, "BH and D of q")) != TEENY_OK ||
-        (st = check_dims(ctx, fn, v, "v", vs, "BH of q, Nk of k")) != TEENY_OK)
-        return st;
-    if (q->shape[2] > ATT_MAX_D || v->shape[2] > ATT_MAX_DV)
-        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
-                            "%s: head dims D = %lld, Dv = %lld; supported up to D = %d, Dv = %d", fn,
-                            (long long)q->shape[2], (long long)v->shape[2], ATT_MAX_D, ATT_MAX_DV);
-    /* tile loops step past the last row: keep that in int32 */
-    if (q->shape[1] > INT32_MAX - 1024 || k->shape[1] > INT32_MAX - 1024)
-        return teeny__error(ctx, TEENY_ERR_RANGE, "%s: sequence lengths %lld, %lld beyond int32 indexing", fn,
-                            (long long)q->shape[1], (long long)k->shape[1]);
-    if (!isfinite(scale))
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: scale %g is not finite", fn, (double)scale);
-    return TEENY_OK;
-}
-
 teeny_status teeny_attention_forward(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
                                      const teeny_tensor *v, float scale, teeny_tensor *o, teeny_tensor *lse)
 {
-    static const char fn[] = "teeny_attention_forward";
-    teeny_status st;
+    teeny__eager e = {TEENY__EAGER_OF("teeny_attention_forward", ATTENTION, attention, forward),
+                      .attrs.attention = {scale}};
+    const teeny__earg args[] = {{"q", q, TEENY__ATTENTION_Q, 0},
+                                {"k", k, TEENY__ATTENTION_K, 0},
+                                {"v", v, TEENY__ATTENTION_V, 0},
+                                {"o", o, TEENY__OUT_VALUE, TEENY__EA_OUT},
+                                {"lse", lse, TEENY__ATTENTION_OUT_LSE, TEENY__EA_OUT | TEENY__EA_OPTIONAL}};
     EAGER_BEGIN("teeny_attention_forward");
-    if ((st = check_qkv(ctx, fn, q, k, v, scale)) != TEENY_OK ||
-        (st = check_rank(ctx, fn, o, "o", 3, "[BH, Nq, Dv]")) != TEENY_OK)
-        return st;
-    int64_t os[3] = {q->shape[0], q->shape[1], v->shape[2]}, ls[2] = {q->shape[0], q->shape[1]};
-    if ((st = check_dims(ctx, fn, o, "o", os, "BH, Nq of q, Dv of v")) != TEENY_OK)
-        return st;
-    if (lse && ((st = check_rank(ctx, fn, lse, "lse", 2, "[BH, Nq]")) != TEENY_OK ||
-                (st = check_dims(ctx, fn, lse, "lse", ls, "BH, Nq of q")) != TEENY_OK))
-        return st;
-    const teeny_tensor *all[] = {q, k, v, o, lse};
-    const char *names[] = {"q", "k", "v", "o", "lse"};
-    if ((st = teeny__check_disjoint(ctx, fn, all, names, 3, 5)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {q, k, v}, .out = {o, lse}, .attrs.attention = {scale}};
-    return teeny__op_run(ctx, TEENY__OP_ATTENTION, 0, &args);
+    return teeny__eager_run(ctx, &e, args, 5);
 }
 
 teeny_status teeny_attention_backward(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
@@ -657,33 +612,19 @@ teeny_status teeny_attention_backward(teeny_ctx *ctx, const teeny_tensor *q, con
                                       const teeny_tensor *d_o, float scale, teeny_tensor *dq, teeny_tensor *dk,
                                       teeny_tensor *dv)
 {
-    static const char fn[] = "teeny_attention_backward";
-    teeny_status st;
+    teeny__eager e = {TEENY__EAGER_OF("teeny_attention_backward", ATTENTION, attention, backward),
+                      .attrs.attention = {scale}};
+    const teeny__earg args[] = {{"q", q, TEENY__ATTENTION_Q, 0},
+                                {"k", k, TEENY__ATTENTION_K, 0},
+                                {"v", v, TEENY__ATTENTION_V, 0},
+                                {"o", o, TEENY__ATTENTION_O, 0},
+                                {"lse", lse, TEENY__ATTENTION_LSE, 0},
+                                {"d_o", d_o, TEENY__ATTENTION_DO, 0},
+                                {"dq", dq, TEENY__ATTENTION_Q, TEENY__EA_OUT | TEENY__EA_OPTIONAL},
+                                {"dk", dk, TEENY__ATTENTION_K, TEENY__EA_OUT | TEENY__EA_OPTIONAL},
+                                {"dv", dv, TEENY__ATTENTION_V, TEENY__EA_OUT | TEENY__EA_OPTIONAL}};
     EAGER_BEGIN("teeny_attention_backward");
-    if ((st = check_qkv(ctx, fn, q, k, v, scale)) != TEENY_OK ||
-        (st = check_rank(ctx, fn, o, "o", 3, "[BH, Nq, Dv]")) != TEENY_OK ||
-        (st = check_rank(ctx, fn, d_o, "d_o", 3, "[BH, Nq, Dv]")) != TEENY_OK ||
-        (st = check_rank(ctx, fn, lse, "lse", 2, "[BH, Nq]")) != TEENY_OK)
-        return st;
-    int64_t os[3] = {q->shape[0], q->shape[1], v->shape[2]}, ls[2] = {q->shape[0], q->shape[1]};
-    if ((st = check_dims(ctx, fn, o, "o", os, "BH, Nq of q, Dv of v")) != TEENY_OK ||
-        (st = check_dims(ctx, fn, d_o, "d_o", os, "BH, Nq of q, Dv of v")) != TEENY_OK ||
-        (st = check_dims(ctx, fn, lse, "lse", ls, "BH, Nq of q")) != TEENY_OK)
-        return st;
-    teeny_tensor *outs[3] = {dq, dk, dv};
-    const teeny_tensor *like[3] = {q, k, v};
-    const char *out_names[3] = {"dq", "dk", "dv"};
-    for (int i = 0; i < 3; i++)
-        if (outs[i] && ((st = check_rank(ctx, fn, outs[i], out_names[i], 3, "the shape of its input")) != TEENY_OK ||
-                        (st = check_dims(ctx, fn, outs[i], out_names[i], like[i]->shape, "the shape of its input")) !=
-                            TEENY_OK))
-            return st;
-    const teeny_tensor *all[] = {q, k, v, o, lse, d_o, dq, dk, dv};
-    const char *names[] = {"q", "k", "v", "o", "lse", "d_o", "dq", "dk", "dv"};
-    if ((st = teeny__check_disjoint(ctx, fn, all, names, 6, 9)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {q, k, v, o, lse, d_o}, .out = {dq, dk, dv}, .attrs.attention = {scale}};
-    return teeny__op_run(ctx, TEENY__OP_ATTENTION, 1, &args);
+    return teeny__eager_run(ctx, &e, args, 9);
 }
 
 /* ---- graph builder ---- */

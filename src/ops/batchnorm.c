@@ -11,7 +11,7 @@
  * Tunable: BN_WG, the reduction work-group size, from the device's
  * max work-group size (ctx->work_group_size).
  *
- * Op-table entry (the convention of ops.h): one input x; params weight
+ * Op-table entry (slots TEENY__BATCHNORM_*, ops.h): one input x; params weight
  * (ones), bias (zeros); states running_mean (zeros), running_var (ones);
  * saved save_mean, save_rstd (training only); attrs.batchnorm = {momentum,
  * eps}.
@@ -22,7 +22,8 @@
  *   backward: in  = [x, weight, bias, running_mean, running_var, y, save_mean,
  *                    save_rstd, dy]
  *             out = [dx, dweight, dbias]; training: through the batch
- *             statistics; otherwise frozen statistics. dx may be NULL.
+ *             statistics (the saved slots), otherwise frozen statistics (the
+ *             state slots). dx may be NULL.
  */
 #include <stdio.h>
 
@@ -332,138 +333,118 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
     return st;
 }
 
-/* ---- validation and the eager API ---- */
+/* ---- shapes and the eager API ---- */
 
-/* x is [N, C] or [B, C, H, W]; returns C in *C. */
-static teeny_status check_x(teeny_ctx *ctx, const char *fn, const teeny_tensor *x, int64_t *C)
-{
-    char s[96];
-    teeny_status st = teeny__check_tensor(ctx, x, "x");
-    if (st != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    if (x->ndim != 2 && x->ndim != 4)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: x has shape %s; expected [N, C] or [B, C, H, W]", fn,
-                            teeny__shape_str(x, s, sizeof s));
-    *C = x->shape[1];
-    return TEENY_OK;
-}
-
-static teeny_status check_vectors(teeny_ctx *ctx, const char *fn, int64_t C, const teeny_tensor *const *v,
-                                  const char *const *names, int n)
-{
-    for (int i = 0; i < n; i++) {
-        teeny_status st = teeny__check_vector(ctx, v[i], names[i], C);
-        if (st != TEENY_OK) {
-            char msg[512];
-            teeny__strlcpy(msg, teeny_last_error(ctx), sizeof msg);
-            return teeny__error(ctx, st, "%s: %s (x has C = %lld)", fn, msg, (long long)C);
-        }
-    }
-    return TEENY_OK;
-}
-
-static teeny_status check_eps(teeny_ctx *ctx, const char *fn, float eps)
+static teeny_status check_eps(teeny_ctx *ctx, float eps)
 {
     if (!(eps >= 0.0f) || eps > 1e30f)
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: eps %g must be finite and >= 0", fn, (double)eps);
+        return teeny__error(ctx, TEENY_ERR_ARG, "eps %g must be finite and >= 0", (double)eps);
     return TEENY_OK;
 }
+
+/* x [N, C] or [B, C, H, W] -> y of x's shape; params weight (ones), bias
+ * (zeros), states running_mean (zeros), running_var (ones), saved
+ * save_mean, save_rstd (training only): all [C]. */
+teeny_status teeny__batchnorm_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    const teeny__shape *x = &s->in[0];
+    const teeny__batchnorm_attrs *at = &s->attrs.batchnorm;
+    char b[96];
+    teeny_status st;
+    if (s->n_in != 1 || (x->ndim != 2 && x->ndim != 4) || x->is_i32)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "x has shape %s%s; expected fp32 [N, C] or [B, C, H, W]",
+                            teeny__dims_str(x->shape, x->ndim, b, sizeof b), x->is_i32 ? " int32" : "");
+    if ((st = check_eps(ctx, at->eps)) != TEENY_OK)
+        return st;
+    if (!(at->momentum >= 0.0f && at->momentum <= 1.0f))
+        return teeny__error(ctx, TEENY_ERR_ARG, "momentum %g is outside [0, 1]", (double)at->momentum);
+    teeny__shape c = {.ndim = 1, .shape = {x->shape[1]}};
+    s->out = *x;
+    s->n_param = 2;
+    s->param[0] = s->param[1] = c;
+    s->param_name[0] = "weight";
+    s->param_name[1] = "bias";
+    s->param_init[0] = TEENY__INIT_ONES;
+    s->param_init[1] = TEENY__INIT_ZEROS;
+    s->n_state = 2;
+    s->state[0] = s->state[1] = c;
+    s->state_name[0] = "running_mean";
+    s->state_name[1] = "running_var";
+    s->state_init[0] = TEENY__INIT_ZEROS;
+    s->state_init[1] = TEENY__INIT_ONES;
+    s->n_saved = 2;
+    s->saved[0] = s->saved[1] = c;
+    s->saved_needs_training = 1;
+    s->counts_batches = 1;
+    return TEENY_OK;
+}
+
+/* The eager functions take every per-channel vector in any shape of C
+ * elements, and y (dy, dx) in any shape of x's element count. */
+#define VEC TEENY__EA_NUMEL
 
 teeny_status teeny_batchnorm_forward_train(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *weight,
                                            const teeny_tensor *bias, teeny_tensor *running_mean,
                                            teeny_tensor *running_var, float momentum, float eps, teeny_tensor *y,
                                            teeny_tensor *save_mean, teeny_tensor *save_rstd)
 {
-    static const char fn[] = "teeny_batchnorm_forward_train";
-    int64_t C;
-    teeny_status st;
+    teeny__eager e = {TEENY__EAGER_OF("teeny_batchnorm_forward_train", BATCHNORM, batchnorm, forward),
+                      .attrs.batchnorm = {momentum, eps}, .training = 1};
+    const teeny__earg args[] = {{"x", x, TEENY__BATCHNORM_X, 0},
+                                {"weight", weight, TEENY__BATCHNORM_WEIGHT, VEC},
+                                {"bias", bias, TEENY__BATCHNORM_BIAS, VEC},
+                                {"y", y, TEENY__OUT_VALUE, TEENY__EA_OUT | VEC},
+                                {"save_mean", save_mean, TEENY__BATCHNORM_OUT_SAVE_MEAN, TEENY__EA_OUT | VEC},
+                                {"save_rstd", save_rstd, TEENY__BATCHNORM_OUT_SAVE_RSTD, TEENY__EA_OUT | VEC},
+                                {"running_mean", running_mean, TEENY__BATCHNORM_RUNNING_MEAN, TEENY__EA_UPDATED | VEC},
+                                {"running_var", running_var, TEENY__BATCHNORM_RUNNING_VAR, TEENY__EA_UPDATED | VEC}};
+    teeny__op_args a;
     EAGER_BEGIN("teeny_batchnorm_forward_train");
-    if ((st = check_x(ctx, fn, x, &C)) != TEENY_OK)
+    teeny_status st = teeny__eager_check(ctx, &e, args, 8, &a);
+    if (st != TEENY_OK)
         return st;
-    const teeny_tensor *vecs[] = {weight, bias, running_mean, running_var, save_mean, save_rstd};
-    const char *vec_names[] = {"weight", "bias", "running_mean", "running_var", "save_mean", "save_rstd"};
-    if ((st = check_vectors(ctx, fn, C, vecs, vec_names, 6)) != TEENY_OK)
-        return st;
-    if ((st = teeny__check_tensor(ctx, y, "y")) != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    if ((st = teeny__check_same_numel(ctx, x, "x", y, "y")) != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    if ((st = check_eps(ctx, fn, eps)) != TEENY_OK)
-        return st;
-    if (!(momentum >= 0.0f && momentum <= 1.0f))
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: momentum %g is outside [0, 1]", fn, (double)momentum);
-    if (x->numel / C < 2)
+    if (x->numel / x->shape[1] < 2) /* the unbiased variance divides by n - 1 */
         return teeny__error(ctx, TEENY_ERR_SHAPE,
-                            "%s: training needs more than one value per channel (x has %lld per channel)", fn,
-                            (long long)(x->numel / C));
-    const teeny_tensor *all[] = {x, weight, bias, y, save_mean, save_rstd, running_mean, running_var};
-    const char *all_names[] = {"x", "weight", "bias", "y", "save_mean", "save_rstd", "running_mean", "running_var"};
-    if ((st = teeny__check_disjoint(ctx, fn, all, all_names, 3, 8)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {x, weight, bias, running_mean, running_var},
-                           .out = {y, save_mean, save_rstd, running_mean, running_var},
-                           .attrs.batchnorm = {momentum, eps},
-                           .training = 1};
-    return teeny__op_run(ctx, TEENY__OP_BATCHNORM, 0, &args);
+                            "%s: training needs more than one value per channel (x has %lld per channel)", e.fn,
+                            (long long)(x->numel / x->shape[1]));
+    return teeny__op_exec(ctx, e.pass, &a);
 }
 
 teeny_status teeny_batchnorm_forward_infer(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *weight,
                                            const teeny_tensor *bias, const teeny_tensor *running_mean,
                                            const teeny_tensor *running_var, float eps, teeny_tensor *y)
 {
-    static const char fn[] = "teeny_batchnorm_forward_infer";
-    int64_t C;
-    teeny_status st;
+    teeny__eager e = {TEENY__EAGER_OF("teeny_batchnorm_forward_infer", BATCHNORM, batchnorm, forward),
+                      .attrs.batchnorm = {0.0f, eps}};
+    const teeny__earg args[] = {{"x", x, TEENY__BATCHNORM_X, 0},
+                                {"weight", weight, TEENY__BATCHNORM_WEIGHT, VEC},
+                                {"bias", bias, TEENY__BATCHNORM_BIAS, VEC},
+                                {"running_mean", running_mean, TEENY__BATCHNORM_RUNNING_MEAN, VEC},
+                                {"running_var", running_var, TEENY__BATCHNORM_RUNNING_VAR, VEC},
+                                {"y", y, TEENY__OUT_VALUE, TEENY__EA_OUT | VEC}};
     EAGER_BEGIN("teeny_batchnorm_forward_infer");
-    if ((st = check_x(ctx, fn, x, &C)) != TEENY_OK)
-        return st;
-    const teeny_tensor *vecs[] = {weight, bias, running_mean, running_var};
-    const char *vec_names[] = {"weight", "bias", "running_mean", "running_var"};
-    if ((st = check_vectors(ctx, fn, C, vecs, vec_names, 4)) != TEENY_OK)
-        return st;
-    if ((st = teeny__check_tensor(ctx, y, "y")) != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    if ((st = teeny__check_same_numel(ctx, x, "x", y, "y")) != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    if ((st = check_eps(ctx, fn, eps)) != TEENY_OK)
-        return st;
-    const teeny_tensor *all[] = {x, weight, bias, running_mean, running_var, y};
-    const char *all_names[] = {"x", "weight", "bias", "running_mean", "running_var", "y"};
-    if ((st = teeny__check_disjoint(ctx, fn, all, all_names, 5, 6)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {x, weight, bias, running_mean, running_var}, .out = {y},
-                           .attrs.batchnorm = {0.0f, eps}};
-    return teeny__op_run(ctx, TEENY__OP_BATCHNORM, 0, &args);
+    return teeny__eager_run(ctx, &e, args, 6);
 }
 
+/* The statistics go in the slots the mode reads: the saved ones in
+ * training, the running ones when frozen. */
 static teeny_status backward(teeny_ctx *ctx, const char *fn, int training, const teeny_tensor *x,
                              const teeny_tensor *dy, const teeny_tensor *weight, const teeny_tensor *mean,
                              const char *mean_name, const teeny_tensor *r, const char *r_name, float eps,
                              teeny_tensor *dx, teeny_tensor *dweight, teeny_tensor *dbias)
 {
-    int64_t C;
-    teeny_status st;
-    if ((st = check_x(ctx, fn, x, &C)) != TEENY_OK)
-        return st;
-    const teeny_tensor *vecs[] = {weight, mean, r, dweight, dbias};
-    const char *vec_names[] = {"weight", mean_name, r_name, "dweight", "dbias"};
-    if ((st = check_vectors(ctx, fn, C, vecs, vec_names, 5)) != TEENY_OK)
-        return st;
-    if ((st = teeny__check_tensor(ctx, dy, "dy")) != TEENY_OK ||
-        (st = teeny__check_tensor(ctx, dx, "dx")) != TEENY_OK ||
-        (st = teeny__check_same_numel(ctx, x, "x", dy, "dy")) != TEENY_OK ||
-        (st = teeny__check_same_numel(ctx, x, "x", dx, "dx")) != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    if ((st = check_eps(ctx, fn, eps)) != TEENY_OK)
-        return st;
-    const teeny_tensor *all[] = {x, dy, weight, mean, r, dx, dweight, dbias};
-    const char *all_names[] = {"x", "dy", "weight", mean_name, r_name, "dx", "dweight", "dbias"};
-    if ((st = teeny__check_disjoint(ctx, fn, all, all_names, 5, 8)) != TEENY_OK)
-        return st;
-    /* the statistics go in the slots the mode reads (ops.h convention) */
-    teeny__op_args args = {.in = {x, weight, NULL, mean, r, NULL, mean, r, dy}, .out = {dx, dweight, dbias},
-                           .attrs.batchnorm = {0.0f, eps}, .training = training};
-    return teeny__op_run(ctx, TEENY__OP_BATCHNORM, 1, &args);
+    teeny__eager e = {TEENY__EAGER_OF(fn, BATCHNORM, batchnorm, backward), .attrs.batchnorm = {0.0f, eps},
+                      .training = training};
+    const teeny__earg args[] = {
+        {"x", x, TEENY__BATCHNORM_X, 0},
+        {"dy", dy, TEENY__BATCHNORM_DY, VEC},
+        {"weight", weight, TEENY__BATCHNORM_WEIGHT, VEC},
+        {mean_name, mean, training ? TEENY__BATCHNORM_SAVE_MEAN : TEENY__BATCHNORM_RUNNING_MEAN, VEC},
+        {r_name, r, training ? TEENY__BATCHNORM_SAVE_RSTD : TEENY__BATCHNORM_RUNNING_VAR, VEC},
+        {"dx", dx, TEENY__BATCHNORM_X, TEENY__EA_OUT | VEC},
+        {"dweight", dweight, TEENY__BATCHNORM_WEIGHT, TEENY__EA_OUT | VEC},
+        {"dbias", dbias, TEENY__BATCHNORM_BIAS, TEENY__EA_OUT | VEC}};
+    return teeny__eager_run(ctx, &e, args, 8);
 }
 
 teeny_status teeny_batchnorm_backward_train(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *dy,
@@ -486,6 +467,8 @@ teeny_status teeny_batchnorm_backward_frozen(teeny_ctx *ctx, const teeny_tensor 
                     running_var, "running_var", eps, dx, dweight, dbias);
 }
 
+/* Not an op of the table (no graph node, no gradient): a direct launch
+ * over C channels, C from weight. */
 teeny_status teeny_batchnorm_fold(teeny_ctx *ctx, const teeny_tensor *weight, const teeny_tensor *bias,
                                   const teeny_tensor *running_mean, const teeny_tensor *running_var, float eps,
                                   teeny_tensor *scale, teeny_tensor *shift)
@@ -504,8 +487,8 @@ teeny_status teeny_batchnorm_fold(teeny_ctx *ctx, const teeny_tensor *weight, co
         if ((st = teeny__check_vector(ctx, vecs[i], vec_names[i], C)) != TEENY_OK)
             return teeny__error(ctx, st, "%s: %s (weight has %lld elements)", fn, teeny_last_error(ctx),
                                 (long long)C);
-    if ((st = check_eps(ctx, fn, eps)) != TEENY_OK)
-        return st;
+    if ((st = check_eps(ctx, eps)) != TEENY_OK)
+        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
     const teeny_tensor *all[] = {weight, bias, running_mean, running_var, scale, shift};
     const char *all_names[] = {"weight", "bias", "running_mean", "running_var", "scale", "shift"};
     if ((st = teeny__check_disjoint(ctx, fn, all, all_names, 4, 6)) != TEENY_OK)
@@ -524,38 +507,6 @@ teeny_status teeny_batchnorm_fold(teeny_ctx *ctx, const teeny_tensor *weight, co
     if (st == TEENY_OK)
         st = teeny__launch(ctx, k, "bn_fold", 1, &g, &l);
     return st;
-}
-
-/* Graph shapes: x [N, C] or [B, C, H, W]. */
-teeny_status teeny__batchnorm_infer(teeny_ctx *ctx, teeny__node_shapes *s)
-{
-    const teeny__shape *x = &s->in[0];
-    if (x->ndim != 2 && x->ndim != 4)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "batchnorm: input has rank %d; expected [N, C] or [B, C, H, W]",
-                            x->ndim);
-    const teeny__batchnorm_attrs *at = &s->attrs.batchnorm;
-    if (!(at->eps >= 0.0f) || !(at->momentum >= 0.0f && at->momentum <= 1.0f))
-        return teeny__error(ctx, TEENY_ERR_ARG, "batchnorm: momentum %g or eps %g out of range",
-                            (double)at->momentum, (double)at->eps);
-    teeny__shape c = {.ndim = 1, .shape = {x->shape[1]}};
-    s->out = *x;
-    s->n_param = 2;
-    s->param[0] = s->param[1] = c;
-    s->param_name[0] = "weight";
-    s->param_name[1] = "bias";
-    s->param_init[0] = TEENY__INIT_ONES;
-    s->param_init[1] = TEENY__INIT_ZEROS;
-    s->n_state = 2;
-    s->state[0] = s->state[1] = c;
-    s->state_name[0] = "running_mean";
-    s->state_name[1] = "running_var";
-    s->state_init[0] = TEENY__INIT_ZEROS;
-    s->state_init[1] = TEENY__INIT_ONES;
-    s->n_saved = 2;
-    s->saved[0] = s->saved[1] = c;
-    s->saved_needs_training = 1;
-    s->counts_batches = 1;
-    return TEENY_OK;
 }
 
 /* ---- graph builder ---- */

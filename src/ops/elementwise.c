@@ -5,7 +5,7 @@
  * variant (ctx->tune.variant) a run of EW_RUN elements in float16 vectors
  * for add and the activations.
  *
- * Op-table entries (the convention of ops.h):
+ * Op-table entries (slots TEENY__ADD_*, _ACTIVATION_*, _MUL_*: ops.h):
  *   add:        forward in = [a, b], out = [y];
  *               backward in = [a, b, y, dy], out = [da, db] (copies of dy)
  *   activation: attrs.activation.act; forward in = [x], out = [y];
@@ -148,132 +148,93 @@ teeny_status teeny__mul_backward(teeny_ctx *ctx, const teeny__op_args *a)
     return st;
 }
 
-/* ---- eager API ---- */
+/* ---- shapes and the eager API ---- */
+
+static teeny_status same_shape(teeny_ctx *ctx, const teeny__node_shapes *s)
+{
+    const teeny__shape *a = &s->in[0], *b = &s->in[1];
+    char sa[96], sb[96];
+    if (s->n_in != 2 || a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim))
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "a %s and b %s differ in shape",
+                            teeny__dims_str(a->shape, a->ndim, sa, sizeof sa),
+                            teeny__dims_str(b->shape, b->ndim, sb, sizeof sb));
+    return TEENY_OK;
+}
+
+/* a and b of one shape, y the same. */
+teeny_status teeny__add_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    s->out = s->in[0];
+    return same_shape(ctx, s);
+}
+
+teeny_status teeny__mul_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    s->out = s->in[0];
+    return same_shape(ctx, s);
+}
+
+teeny_status teeny__activation_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    s->out = s->in[0];
+    return check_act(ctx, s->attrs.activation.act);
+}
+
+/* The eager functions take tensors of any shapes whose element counts
+ * agree (TEENY__EA_NUMEL), and run in place (y exactly a or b). */
+#define EW TEENY__EA_NUMEL
+#define EW_OUT (TEENY__EA_NUMEL | TEENY__EA_OUT | TEENY__EA_INPLACE)
 
 teeny_status teeny_add(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, teeny_tensor *y)
 {
-    teeny_status st;
+    static const teeny__eager e = {TEENY__EAGER_OF("teeny_add", ADD, add, forward)};
+    const teeny__earg args[] = {
+        {"a", a, TEENY__ADD_A, EW}, {"b", b, TEENY__ADD_B, EW}, {"y", y, TEENY__OUT_VALUE, EW_OUT}};
     EAGER_BEGIN("teeny_add");
-    if ((st = teeny__check_tensor(ctx, a, "teeny_add: a")) != TEENY_OK ||
-        (st = teeny__check_tensor(ctx, b, "teeny_add: b")) != TEENY_OK ||
-        (st = teeny__check_tensor(ctx, y, "teeny_add: y")) != TEENY_OK ||
-        (st = teeny__check_same_numel(ctx, a, "teeny_add: a", b, "b")) != TEENY_OK ||
-        (st = teeny__check_same_numel(ctx, a, "teeny_add: a", y, "y")) != TEENY_OK)
-        return st;
-    if ((st = teeny__check_alias(ctx, y, "teeny_add: y", a, "a", 1)) != TEENY_OK ||
-        (st = teeny__check_alias(ctx, y, "teeny_add: y", b, "b", 1)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {a, b}, .out = {y}};
-    return teeny__op_run(ctx, TEENY__OP_ADD, 0, &args);
-}
-
-teeny_status teeny_activation_forward(teeny_ctx *ctx, teeny_act act, const teeny_tensor *x, teeny_tensor *y)
-{
-    teeny_status st;
-    EAGER_BEGIN("teeny_activation_forward");
-    if ((st = check_act(ctx, act)) != TEENY_OK ||
-        (st = teeny__check_tensor(ctx, x, "teeny_activation_forward: x")) != TEENY_OK ||
-        (st = teeny__check_tensor(ctx, y, "teeny_activation_forward: y")) != TEENY_OK ||
-        (st = teeny__check_same_numel(ctx, x, "teeny_activation_forward: x", y, "y")) != TEENY_OK)
-        return st;
-    if ((st = teeny__check_alias(ctx, y, "teeny_activation_forward: y", x, "x", 1)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {x}, .out = {y}, .attrs.activation = {act}};
-    return teeny__op_run(ctx, TEENY__OP_ACTIVATION, 0, &args);
-}
-
-teeny_status teeny_activation_backward(teeny_ctx *ctx, teeny_act act, const teeny_tensor *x, const teeny_tensor *dy,
-                                       teeny_tensor *dx)
-{
-    teeny_status st;
-    EAGER_BEGIN("teeny_activation_backward");
-    if ((st = check_act(ctx, act)) != TEENY_OK ||
-        (st = teeny__check_tensor(ctx, x, "teeny_activation_backward: x")) != TEENY_OK ||
-        (st = teeny__check_tensor(ctx, dy, "teeny_activation_backward: dy")) != TEENY_OK ||
-        (st = teeny__check_tensor(ctx, dx, "teeny_activation_backward: dx")) != TEENY_OK ||
-        (st = teeny__check_same_numel(ctx, x, "teeny_activation_backward: x", dy, "dy")) != TEENY_OK ||
-        (st = teeny__check_same_numel(ctx, x, "teeny_activation_backward: x", dx, "dx")) != TEENY_OK)
-        return st;
-    if ((st = teeny__check_alias(ctx, dx, "teeny_activation_backward: dx", x, "x", 1)) != TEENY_OK ||
-        (st = teeny__check_alias(ctx, dx, "teeny_activation_backward: dx", dy, "dy", 1)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {x, NULL, dy}, .out = {dx}, .attrs.activation = {act}};
-    return teeny__op_run(ctx, TEENY__OP_ACTIVATION, 1, &args);
+    return teeny__eager_run(ctx, &e, args, 3);
 }
 
 teeny_status teeny_mul(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, teeny_tensor *y)
 {
-    teeny_status st;
+    static const teeny__eager e = {TEENY__EAGER_OF("teeny_mul", MUL, mul, forward)};
+    const teeny__earg args[] = {
+        {"a", a, TEENY__MUL_A, EW}, {"b", b, TEENY__MUL_B, EW}, {"y", y, TEENY__OUT_VALUE, EW_OUT}};
     EAGER_BEGIN("teeny_mul");
-    if ((st = teeny__check_tensor(ctx, a, "teeny_mul: a")) != TEENY_OK ||
-        (st = teeny__check_tensor(ctx, b, "teeny_mul: b")) != TEENY_OK ||
-        (st = teeny__check_tensor(ctx, y, "teeny_mul: y")) != TEENY_OK ||
-        (st = teeny__check_same_numel(ctx, a, "teeny_mul: a", b, "b")) != TEENY_OK ||
-        (st = teeny__check_same_numel(ctx, a, "teeny_mul: a", y, "y")) != TEENY_OK)
-        return st;
-    if ((st = teeny__check_alias(ctx, y, "teeny_mul: y", a, "a", 1)) != TEENY_OK ||
-        (st = teeny__check_alias(ctx, y, "teeny_mul: y", b, "b", 1)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {a, b}, .out = {y}};
-    return teeny__op_run(ctx, TEENY__OP_MUL, 0, &args);
+    return teeny__eager_run(ctx, &e, args, 3);
 }
 
 teeny_status teeny_mul_backward(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, const teeny_tensor *dy,
                                 teeny_tensor *da, teeny_tensor *db)
 {
-    static const char fn[] = "teeny_mul_backward";
-    const teeny_tensor *ins[3] = {a, b, dy};
-    const char *in_names[3] = {"a", "b", "dy"};
-    teeny_tensor *outs[2] = {da, db};
-    const char *out_names[2] = {"da", "db"};
-    teeny_status st;
+    static const teeny__eager e = {TEENY__EAGER_OF("teeny_mul_backward", MUL, mul, backward)};
+    const teeny__earg args[] = {{"a", a, TEENY__MUL_A, EW},
+                                {"b", b, TEENY__MUL_B, EW},
+                                {"dy", dy, TEENY__MUL_DY, EW},
+                                {"da", da, TEENY__MUL_A, EW_OUT | TEENY__EA_OPTIONAL},
+                                {"db", db, TEENY__MUL_B, EW_OUT | TEENY__EA_OPTIONAL}};
     EAGER_BEGIN("teeny_mul_backward");
-    for (int i = 0; i < 3; i++)
-        if ((st = teeny__check_tensor(ctx, ins[i], in_names[i])) != TEENY_OK)
-            return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    for (int i = 0; i < 2; i++)
-        if ((st = teeny__check_same_numel(ctx, dy, "dy", ins[i], in_names[i])) != TEENY_OK)
-            return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    for (int j = 0; j < 2; j++) {
-        if (!outs[j])
-            continue;
-        if ((st = teeny__check_tensor(ctx, outs[j], out_names[j])) != TEENY_OK ||
-            (st = teeny__check_same_numel(ctx, dy, "dy", outs[j], out_names[j])) != TEENY_OK)
-            return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-        for (int i = 0; i < 3; i++)
-            if ((st = teeny__check_alias(ctx, outs[j], out_names[j], ins[i], in_names[i], 1)) != TEENY_OK)
-                return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    }
-    if (teeny__overlap(da, db))
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: da overlaps db in memory", fn);
-    teeny__op_args args = {.in = {a, b, NULL, dy}, .out = {da, db}};
-    return teeny__op_run(ctx, TEENY__OP_MUL, 1, &args);
+    return teeny__eager_run(ctx, &e, args, 5);
 }
 
-/* Graph shapes: same-shape inputs and output. */
-teeny_status teeny__add_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+teeny_status teeny_activation_forward(teeny_ctx *ctx, teeny_act act, const teeny_tensor *x, teeny_tensor *y)
 {
-    if (s->in[0].ndim != s->in[1].ndim ||
-        memcmp(s->in[0].shape, s->in[1].shape, sizeof(int64_t) * (size_t)s->in[0].ndim))
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "add: the two inputs differ in shape");
-    s->out = s->in[0];
-    return TEENY_OK;
+    teeny__eager e = {TEENY__EAGER_OF("teeny_activation_forward", ACTIVATION, activation, forward),
+                      .attrs.activation = {act}};
+    const teeny__earg args[] = {{"x", x, TEENY__ACTIVATION_X, EW}, {"y", y, TEENY__OUT_VALUE, EW_OUT}};
+    EAGER_BEGIN("teeny_activation_forward");
+    return teeny__eager_run(ctx, &e, args, 2);
 }
 
-teeny_status teeny__activation_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+teeny_status teeny_activation_backward(teeny_ctx *ctx, teeny_act act, const teeny_tensor *x, const teeny_tensor *dy,
+                                       teeny_tensor *dx)
 {
-    teeny_status st = check_act(ctx, s->attrs.activation.act);
-    s->out = s->in[0];
-    return st;
-}
-
-teeny_status teeny__mul_infer(teeny_ctx *ctx, teeny__node_shapes *s)
-{
-    if (s->in[0].ndim != s->in[1].ndim ||
-        memcmp(s->in[0].shape, s->in[1].shape, sizeof(int64_t) * (size_t)s->in[0].ndim))
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "mul: the two inputs differ in shape");
-    s->out = s->in[0];
-    return TEENY_OK;
+    teeny__eager e = {TEENY__EAGER_OF("teeny_activation_backward", ACTIVATION, activation, backward),
+                      .attrs.activation = {act}};
+    const teeny__earg args[] = {{"x", x, TEENY__ACTIVATION_X, EW},
+                                {"dy", dy, TEENY__ACTIVATION_DY, EW},
+                                {"dx", dx, TEENY__ACTIVATION_X, EW_OUT}};
+    EAGER_BEGIN("teeny_activation_backward");
+    return teeny__eager_run(ctx, &e, args, 3);
 }
 
 /* ---- graph builders ---- */

@@ -12,12 +12,10 @@
  * device profile (ctx->tune, src/tune/profiles.def) within the local
  * memory, passed as -D options (see gemm_plan).
  *
- * Op-table entry (the convention of ops.h): one input x [N, in] (rank 2);
- * attrs.linear = {out_features, has_bias}; params weight [out, in]
- * and, with has_bias, bias [out] (both TEENY__INIT_FAN_IN, fan_in = in).
- *   forward:  in  = [x, weight, bias (has_bias only)]       out = [y]
- *   backward: in  = [x, weight, bias?, y, dy]               out = [dx, dweight, dbias?]
- * (bias and dbias slots exist only with has_bias; dy is in[4] or in[3].)
+ * Op-table entry (slots TEENY__LINEAR_*, ops.h): one input x [N, in]
+ * (rank 2); attrs.linear = {out_features, has_bias}; params weight
+ * [out, in] and, with has_bias, bias [out] (both TEENY__INIT_FAN_IN,
+ * fan_in = in; without it the bias slot and its gradient are NULL).
  */
 #include <stdio.h>
 
@@ -186,138 +184,79 @@ teeny_status teeny__linear_backward(teeny_ctx *ctx, const teeny__op_args *a)
     return st;
 }
 
-/* ---- validation and the eager API ---- */
+/* ---- shapes and the eager API ---- */
 
-/* t must be an fp32 [d0, d1] tensor. */
-static teeny_status check_2d(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name, int64_t d0,
-                             int64_t d1, const char *expect)
-{
-    char s[96];
-    teeny_status st = teeny__check_tensor(ctx, t, name);
-    if (st != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    if (t->ndim != 2 || t->shape[0] != d0 || t->shape[1] != d1)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected %s = [%lld, %lld]", fn, name,
-                            teeny__shape_str(t, s, sizeof s), expect, (long long)d0, (long long)d1);
-    return TEENY_OK;
-}
-
-/* x [N, in] and w [out, in] must agree; fills N, in, out. */
-static teeny_status check_xw(teeny_ctx *ctx, const char *fn, const teeny_tensor *x, const teeny_tensor *w,
-                             int64_t *N, int64_t *in, int64_t *out)
-{
-    char s[96];
-    teeny_status st;
-    if ((st = teeny__check_tensor(ctx, x, "x")) != TEENY_OK || (st = teeny__check_tensor(ctx, w, "w")) != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    if (x->ndim != 2)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: x has shape %s; expected [N, in]", fn,
-                            teeny__shape_str(x, s, sizeof s));
-    if (w->ndim != 2)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: w has shape %s; expected [out, in]", fn,
-                            teeny__shape_str(w, s, sizeof s));
-    *N = x->shape[0];
-    *in = x->shape[1];
-    *out = w->shape[0];
-    return check_2d(ctx, fn, w, "w", *out, *in, "[out, in] with in from x");
-}
-
-static teeny_status check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *outs,
-                                   const char *const *out_names, int n_out, const teeny_tensor *const *ins,
-                                   const char *const *in_names, int n_in)
-{
-    for (int i = 0; i < n_out; i++) {
-        if (!outs[i])
-            continue;
-        for (int j = 0; j < n_in; j++)
-            if (teeny__overlap(outs[i], ins[j]))
-                return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, out_names[i],
-                                    in_names[j]);
-        for (int j = 0; j < i; j++)
-            if (teeny__overlap(outs[i], outs[j]))
-                return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, out_names[i],
-                                    out_names[j]);
-    }
-    return TEENY_OK;
-}
-
-teeny_status teeny_linear_forward(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *w,
-                                  const teeny_tensor *bias, teeny_tensor *y)
-{
-    static const char fn[] = "teeny_linear_forward";
-    int64_t N, in, out;
-    teeny_status st;
-    EAGER_BEGIN("teeny_linear_forward");
-    if ((st = check_xw(ctx, fn, x, w, &N, &in, &out)) != TEENY_OK ||
-        (st = check_2d(ctx, fn, y, "y", N, out, "[N, out]")) != TEENY_OK)
-        return st;
-    if (bias && (st = teeny__check_vector(ctx, bias, "bias", out)) != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    const teeny_tensor *ins[3] = {x, w, bias};
-    const char *in_names[3] = {"x", "w", "bias"}, *out_names[1] = {"y"};
-    const teeny_tensor *outs[1] = {y};
-    if ((st = check_disjoint(ctx, fn, outs, out_names, 1, ins, in_names, 3)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {x, w, bias}, .out = {y}, .attrs.linear = {(int)out, bias != NULL}};
-    return teeny__op_run(ctx, TEENY__OP_LINEAR, 0, &args);
-}
-
-teeny_status teeny_linear_backward(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *w,
-                                   const teeny_tensor *dy, teeny_tensor *dx, teeny_tensor *dw, teeny_tensor *db)
-{
-    static const char fn[] = "teeny_linear_backward";
-    int64_t N, in, out;
-    teeny_status st;
-    EAGER_BEGIN("teeny_linear_backward");
-    if ((st = check_xw(ctx, fn, x, w, &N, &in, &out)) != TEENY_OK ||
-        (st = check_2d(ctx, fn, dy, "dy", N, out, "[N, out]")) != TEENY_OK ||
-        (dx && (st = check_2d(ctx, fn, dx, "dx", N, in, "x's shape [N, in]")) != TEENY_OK) ||
-        (dw && (st = check_2d(ctx, fn, dw, "dw", out, in, "w's shape [out, in]")) != TEENY_OK))
-        return st;
-    if (db && (st = teeny__check_vector(ctx, db, "db", out)) != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    const teeny_tensor *ins[3] = {x, w, dy}, *outs[3] = {dx, dw, db};
-    const char *in_names[3] = {"x", "w", "dy"}, *out_names[3] = {"dx", "dw", "db"};
-    if ((st = check_disjoint(ctx, fn, outs, out_names, 3, ins, in_names, 3)) != TEENY_OK)
-        return st;
-    /* has_bias = 1 keeps the db slot: in = [x, w, bias, y, dy] (bias, y unused) */
-    teeny__op_args args = {.in = {x, w, NULL, NULL, dy}, .out = {dx, dw, db}, .attrs.linear = {(int)out, 1}};
-    return teeny__op_run(ctx, TEENY__OP_LINEAR, 1, &args);
-}
-
-/* Graph shapes: x [N, in] -> y [N, out_features]. */
+/* x [N, in] -> y [N, out_features]; params weight [out, in] and, with
+ * has_bias, bias [out] (its shape is given either way: the eager
+ * backward's db is checked against it). */
 teeny_status teeny__linear_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
     const teeny__shape *x = &s->in[0];
     int64_t out = s->attrs.linear.out_features;
     int has_bias = s->attrs.linear.has_bias;
+    char b[96];
     if (s->n_in != 1 || x->ndim != 2 || x->is_i32)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "linear: input must be one fp32 [N, in] tensor (rank %d given)",
-                            x->ndim);
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "x has shape %s%s; expected fp32 [N, in]",
+                            teeny__dims_str(x->shape, x->ndim, b, sizeof b), x->is_i32 ? " int32" : "");
     if (out < 1 || (has_bias != 0 && has_bias != 1))
-        return teeny__error(ctx, TEENY_ERR_ARG, "linear: out_features %lld must be >= 1 and has_bias %d 0 or 1",
-                            (long long)out, has_bias);
+        return teeny__error(ctx, TEENY_ERR_ARG, "out_features %lld must be >= 1 and has_bias %d 0 or 1", (long long)out,
+                            has_bias);
     if (x->shape[0] < 1 || x->shape[1] < 1)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "linear: input [%lld, %lld] has an empty dimension",
-                            (long long)x->shape[0], (long long)x->shape[1]);
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "x [%lld, %lld] has an empty dimension", (long long)x->shape[0],
+                            (long long)x->shape[1]);
     if (x->shape[0] * out > INT32_MAX || x->shape[1] * out > INT32_MAX)
-        return teeny__error(ctx, TEENY_ERR_RANGE,
-                            "linear: [%lld, %lld] output or [%lld, %lld] weight passes int32 indexing",
+        return teeny__error(ctx, TEENY_ERR_RANGE, "[%lld, %lld] output or [%lld, %lld] weight passes int32 indexing",
                             (long long)x->shape[0], (long long)out, (long long)out, (long long)x->shape[1]);
     s->out = (teeny__shape){.ndim = 2, .shape = {x->shape[0], out}};
     s->n_param = has_bias ? 2 : 1;
     s->param[0] = (teeny__shape){.ndim = 2, .shape = {out, x->shape[1]}};
+    s->param[1] = (teeny__shape){.ndim = 1, .shape = {out}};
     s->param_name[0] = "weight";
-    s->param_init[0] = TEENY__INIT_FAN_IN;
-    if (has_bias) {
-        s->param[1] = (teeny__shape){.ndim = 1, .shape = {out}};
-        s->param_name[1] = "bias";
-        s->param_init[1] = TEENY__INIT_FAN_IN;
-    }
+    s->param_name[1] = "bias";
+    s->param_init[0] = s->param_init[1] = TEENY__INIT_FAN_IN;
     s->fan_in = x->shape[1];
     s->n_state = 0;
     s->n_saved = 0;
     return TEENY_OK;
+}
+
+/* The attributes come from w [out, in]. */
+static teeny_status run_linear(teeny_ctx *ctx, teeny__eager *e, const teeny_tensor *w, int has_bias,
+                               const teeny__earg *args, int n)
+{
+    teeny_status st = teeny__eager_tensors(ctx, e->fn, args, n);
+    if (st == TEENY_OK)
+        st = teeny__eager_rank(ctx, e->fn, w, "w", 2, "[out, in]");
+    if (st != TEENY_OK)
+        return st;
+    e->attrs.linear = (teeny__linear_attrs){(int)w->shape[0], has_bias};
+    return teeny__eager_run(ctx, e, args, n);
+}
+
+teeny_status teeny_linear_forward(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *w,
+                                  const teeny_tensor *bias, teeny_tensor *y)
+{
+    teeny__eager e = {TEENY__EAGER_OF("teeny_linear_forward", LINEAR, linear, forward)};
+    const teeny__earg args[] = {{"x", x, TEENY__LINEAR_X, 0},
+                                {"w", w, TEENY__LINEAR_WEIGHT, 0},
+                                {"bias", bias, TEENY__LINEAR_BIAS, TEENY__EA_OPTIONAL | TEENY__EA_NUMEL},
+                                {"y", y, TEENY__OUT_VALUE, TEENY__EA_OUT}};
+    EAGER_BEGIN("teeny_linear_forward");
+    return run_linear(ctx, &e, w, bias != NULL, args, 4);
+}
+
+teeny_status teeny_linear_backward(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *w, const teeny_tensor *dy,
+                                   teeny_tensor *dx, teeny_tensor *dw, teeny_tensor *db)
+{
+    teeny__eager e = {TEENY__EAGER_OF("teeny_linear_backward", LINEAR, linear, backward)};
+    const teeny__earg args[] = {{"x", x, TEENY__LINEAR_X, 0},
+                                {"w", w, TEENY__LINEAR_WEIGHT, 0},
+                                {"dy", dy, TEENY__LINEAR_DY, 0},
+                                {"dx", dx, TEENY__LINEAR_X, TEENY__EA_OUT | TEENY__EA_OPTIONAL},
+                                {"dw", dw, TEENY__LINEAR_WEIGHT, TEENY__EA_OUT | TEENY__EA_OPTIONAL},
+                                {"db", db, TEENY__LINEAR_BIAS, TEENY__EA_OUT | TEENY__EA_OPTIONAL | TEENY__EA_NUMEL}};
+    EAGER_BEGIN("teeny_linear_backward");
+    return run_linear(ctx, &e, w, db != NULL, args, 6);
 }
 
 /* ---- graph builder ---- */

@@ -9,7 +9,7 @@
  * checked on the host (a host sync); a bad label makes the loss NaN.
  * Tunable: CE_WG, the reduction work-group size (ctx->work_group_size).
  *
- * Op-table entry (the convention of ops.h): inputs logits [N, K] and
+ * Op-table entry (slots TEENY__SOFTMAX_CE_*, ops.h): inputs logits [N, K] and
  * labels (int32 [N]; no gradient); value loss [1]; saved probs [N, K]
  * (training only; without it the probabilities go to the workspace).
  *   forward:  in  = [logits, labels]                 out = [loss, probs]
@@ -90,128 +90,77 @@ teeny_status teeny__softmax_ce_backward(teeny_ctx *ctx, const teeny__op_args *a)
     return st;
 }
 
-/* ---- validation and the eager API ---- */
+/* ---- shapes and the eager API ---- */
 
-/* x must be fp32 rank 2; fills N, K. */
-static teeny_status check_rows(teeny_ctx *ctx, const char *fn, const teeny_tensor *x, const char *name,
-                               int64_t *N, int64_t *K)
+/* logits [N, K] fp32, labels int32 [N] -> loss [1], saved probs [N, K]. */
+teeny_status teeny__softmax_ce_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
-    char s[96];
-    teeny_status st = teeny__check_tensor(ctx, x, name);
-    if (st != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    if (x->ndim != 2)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected [N, K]", fn, name,
-                            teeny__shape_str(x, s, sizeof s));
-    *N = x->shape[0];
-    *K = x->shape[1];
+    const teeny__shape *x = &s->in[0], *lab = &s->in[1];
+    char b[96];
+    if (s->n_in != 2 || x->ndim != 2 || x->is_i32)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "logits have shape %s%s; expected fp32 [N, K]",
+                            teeny__dims_str(x->shape, x->ndim, b, sizeof b), x->is_i32 ? " int32" : "");
+    if (!lab->is_i32 || lab->ndim != 1 || lab->shape[0] != x->shape[0])
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "labels have shape %s%s; expected int32 [%lld]",
+                            teeny__dims_str(lab->shape, lab->ndim, b, sizeof b), lab->is_i32 ? "" : " fp32",
+                            (long long)x->shape[0]);
+    if (x->shape[0] * x->shape[1] > INT32_MAX)
+        return teeny__error(ctx, TEENY_ERR_RANGE, "logits [%lld, %lld] pass int32 indexing", (long long)x->shape[0],
+                            (long long)x->shape[1]);
+    s->out = (teeny__shape){.ndim = 1, .shape = {1}};
+    s->n_param = s->n_state = 0;
+    s->n_saved = 1;
+    s->saved[0] = *x;
+    s->saved_needs_training = 1;
     return TEENY_OK;
 }
 
-/* labels: int32 [N]. */
-static teeny_status check_labels(teeny_ctx *ctx, const char *fn, const teeny_tensor *labels, const char *name,
-                                 int64_t N)
-{
-    char s[96];
-    teeny_status st = teeny__check_tensor_i32(ctx, labels, name);
-    if (st != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    if (labels->ndim != 1 || labels->shape[0] != N)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected [%lld]", fn, name,
-                            teeny__shape_str(labels, s, sizeof s), (long long)N);
-    return TEENY_OK;
-}
-
-static teeny_status check_scalar(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name)
-{
-    char s[96];
-    teeny_status st = teeny__check_tensor(ctx, t, name);
-    if (st != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    if (t->numel != 1)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected one element", fn, name,
-                            teeny__shape_str(t, s, sizeof s));
-    return TEENY_OK;
-}
-
-static teeny_status check_same_2d(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name,
-                                  int64_t N, int64_t K)
-{
-    char s[96];
-    teeny_status st = teeny__check_tensor(ctx, t, name);
-    if (st != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    if (t->ndim != 2 || t->shape[0] != N || t->shape[1] != K)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected [%lld, %lld]", fn, name,
-                            teeny__shape_str(t, s, sizeof s), (long long)N, (long long)K);
-    return TEENY_OK;
-}
-
-static teeny_status check_no_overlap(teeny_ctx *ctx, const char *fn, const teeny_tensor *out, const char *out_name,
-                                     const teeny_tensor *const *ins, const char *const *in_names, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (teeny__overlap(out, ins[i]))
-            return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s overlaps %s in memory", fn, out_name, in_names[i]);
-    return TEENY_OK;
-}
-
+/* loss and dloss: any shape of one element. */
 teeny_status teeny_softmax_cross_entropy_forward(teeny_ctx *ctx, const teeny_tensor *logits,
                                                  const teeny_tensor *labels, teeny_tensor *loss, teeny_tensor *probs)
 {
-    static const char fn[] = "teeny_softmax_cross_entropy_forward";
-    int64_t N, K;
-    teeny_status st;
+    teeny__eager e = {TEENY__EAGER_OF("teeny_softmax_cross_entropy_forward", SOFTMAX_CE, softmax_ce, forward),
+                      .training = probs != NULL};
+    const teeny__earg args[] = {{"logits", logits, TEENY__SOFTMAX_CE_LOGITS, 0},
+                                {"labels", labels, TEENY__SOFTMAX_CE_LABELS, TEENY__EA_I32},
+                                {"loss", loss, TEENY__OUT_VALUE, TEENY__EA_OUT | TEENY__EA_NUMEL},
+                                {"probs", probs, TEENY__SOFTMAX_CE_OUT_PROBS, TEENY__EA_OUT | TEENY__EA_OPTIONAL}};
     EAGER_BEGIN("teeny_softmax_cross_entropy_forward");
-    if ((st = check_rows(ctx, fn, logits, "logits", &N, &K)) != TEENY_OK ||
-        (st = check_labels(ctx, fn, labels, "labels", N)) != TEENY_OK ||
-        (st = check_scalar(ctx, fn, loss, "loss")) != TEENY_OK ||
-        (probs && (st = check_same_2d(ctx, fn, probs, "probs", N, K)) != TEENY_OK))
-        return st;
-    const teeny_tensor *ins[2] = {logits, labels};
-    const char *names[2] = {"logits", "labels"};
-    if ((st = check_no_overlap(ctx, fn, loss, "loss", ins, names, 2)) != TEENY_OK ||
-        (probs && (st = check_no_overlap(ctx, fn, probs, "probs", ins, names, 2)) != TEENY_OK))
-        return st;
-    if (teeny__overlap(loss, probs))
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: loss overlaps probs in memory", fn);
-    teeny__op_args args = {.in = {logits, labels}, .out = {loss, probs}, .training = probs != NULL};
-    return teeny__op_run(ctx, TEENY__OP_SOFTMAX_CE, 0, &args);
+    return teeny__eager_run(ctx, &e, args, 4);
 }
 
+/* dlogits stands in for the logits' shape. */
 teeny_status teeny_softmax_cross_entropy_backward(teeny_ctx *ctx, const teeny_tensor *probs,
                                                   const teeny_tensor *labels, const teeny_tensor *dloss,
                                                   teeny_tensor *dlogits)
 {
-    static const char fn[] = "teeny_softmax_cross_entropy_backward";
-    int64_t N, K;
-    teeny_status st;
+    static const teeny__eager e = {
+        TEENY__EAGER_OF("teeny_softmax_cross_entropy_backward", SOFTMAX_CE, softmax_ce, backward), .training = 1};
+    const teeny__earg args[] = {{"probs", probs, TEENY__SOFTMAX_CE_PROBS, 0},
+                                {"labels", labels, TEENY__SOFTMAX_CE_LABELS, TEENY__EA_I32},
+                                {"dloss", dloss, TEENY__SOFTMAX_CE_DLOSS, TEENY__EA_NUMEL},
+                                {"dlogits", dlogits, TEENY__SOFTMAX_CE_LOGITS, TEENY__EA_OUT}};
     EAGER_BEGIN("teeny_softmax_cross_entropy_backward");
-    if ((st = check_rows(ctx, fn, probs, "probs", &N, &K)) != TEENY_OK ||
-        (st = check_labels(ctx, fn, labels, "labels", N)) != TEENY_OK ||
-        (st = check_scalar(ctx, fn, dloss, "dloss")) != TEENY_OK ||
-        (st = check_same_2d(ctx, fn, dlogits, "dlogits", N, K)) != TEENY_OK)
-        return st;
-    const teeny_tensor *ins[3] = {probs, labels, dloss};
-    const char *names[3] = {"probs", "labels", "dloss"};
-    if ((st = check_no_overlap(ctx, fn, dlogits, "dlogits", ins, names, 3)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {NULL, labels, NULL, probs, dloss}, .out = {dlogits}, .training = 1};
-    return teeny__op_run(ctx, TEENY__OP_SOFTMAX_CE, 1, &args);
+    return teeny__eager_run(ctx, &e, args, 4);
 }
 
+/* Not an op of the table (no graph node, no gradient): a direct launch. */
 teeny_status teeny_argmax_rows(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *out)
 {
     static const char fn[] = "teeny_argmax_rows";
-    int64_t N, K;
+    const teeny__earg args[] = {{"x", x, 0, 0}, {"out", out, 0, TEENY__EA_I32}};
+    char s[96];
     teeny_status st;
     EAGER_BEGIN("teeny_argmax_rows");
-    if ((st = check_rows(ctx, fn, x, "x", &N, &K)) != TEENY_OK ||
-        (st = check_labels(ctx, fn, out, "out", N)) != TEENY_OK)
+    if ((st = teeny__eager_tensors(ctx, fn, args, 2)) != TEENY_OK ||
+        (st = teeny__eager_rank(ctx, fn, x, "x", 2, "[N, K]")) != TEENY_OK)
         return st;
+    if (out->ndim != 1 || out->shape[0] != x->shape[0])
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: out has shape %s; expected [%lld]", fn,
+                            teeny__shape_str(out, s, sizeof s), (long long)x->shape[0]);
     if (teeny__overlap(out, x))
         return teeny__error(ctx, TEENY_ERR_ARG, "%s: out overlaps x in memory", fn);
-    int n = (int)N, k_ = (int)K, x_off = teeny__off(x), o_off = teeny__off(out);
+    int n = (int)x->shape[0], k_ = (int)x->shape[1], x_off = teeny__off(x), o_off = teeny__off(out);
     cl_kernel k;
     st = teeny__kernel_get(ctx, "loss", "", "ce_argmax_rows", &k);
     if (st == TEENY_OK)
@@ -222,28 +171,6 @@ teeny_status teeny_argmax_rows(teeny_ctx *ctx, const teeny_tensor *x, teeny_tens
         st = teeny__launch(ctx, k, "ce_argmax_rows", 1, &global, &local);
     }
     return st;
-}
-
-/* Graph shapes: logits [N, K] fp32, labels int32 [N] -> loss [1], saved probs [N, K]. */
-teeny_status teeny__softmax_ce_infer(teeny_ctx *ctx, teeny__node_shapes *s)
-{
-    const teeny__shape *x = &s->in[0], *lab = &s->in[1];
-    if (s->n_in != 2 || x->ndim != 2 || x->is_i32)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "softmax_ce: logits must be fp32 [N, K] (rank %d given)", x->ndim);
-    if (!lab->is_i32 || lab->ndim != 1 || lab->shape[0] != x->shape[0])
-        return teeny__error(ctx, TEENY_ERR_SHAPE,
-                            "softmax_ce: labels must be int32 [%lld] (rank %d%s, first dimension %lld given)",
-                            (long long)x->shape[0], lab->ndim, lab->is_i32 ? "" : ", fp32",
-                            (long long)(lab->ndim ? lab->shape[0] : 0));
-    if (x->shape[0] * x->shape[1] > INT32_MAX)
-        return teeny__error(ctx, TEENY_ERR_RANGE, "softmax_ce: logits [%lld, %lld] pass int32 indexing",
-                            (long long)x->shape[0], (long long)x->shape[1]);
-    s->out = (teeny__shape){.ndim = 1, .shape = {1}};
-    s->n_param = s->n_state = 0;
-    s->n_saved = 1;
-    s->saved[0] = *x;
-    s->saved_needs_training = 1;
-    return TEENY_OK;
 }
 
 /* ---- graph builder ---- */

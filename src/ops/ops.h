@@ -40,6 +40,7 @@ typedef struct {
     teeny_act act;                              /* fused into the forward epilogue */
     int has_bias;                               /* 0 or 1 */
     int out_channels, kernel_h, kernel_w;       /* the weight's shape; read by infer only */
+    int in_per_group;                           /* the weight's dimension 1 (infer only); 0: Cin / groups */
 } teeny__conv2d_attrs;                          /* conv2d.c */
 typedef struct { float scale; } teeny__attention_attrs;              /* attention.c */
 typedef struct { int heads, key_dim; } teeny__psa_attrs;             /* psa.c */
@@ -294,25 +295,100 @@ teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name
  * then the thread's context-less error). */
 teeny_ctx *teeny__graph_ctx(const teeny_graph *g);
 
-/* The first lines of every eager function: a live ctx, a cleared error. */
-#define EAGER_BEGIN(fn)                                                             \
-    if (!teeny__ctx_check(ctx))                                                     \
-        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed"); \
-    teeny__clear_error(ctx)
-
-/* Run an op through the table (what the eager API does). */
-static inline teeny_status teeny__op_run(teeny_ctx *ctx, teeny__op_id id, int backward, const teeny__op_args *a)
+/* ---- running a pass ----
+ * The op owns the workspace it takes until it returns (teeny__scratch). */
+static inline teeny_status teeny__op_exec(teeny_ctx *ctx, teeny__op_fn fn, const teeny__op_args *a)
 {
-    teeny__op_fn fn = backward ? teeny__ops[id].backward : teeny__ops[id].forward;
-    if (!fn)
-        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "op %s has no %s pass", teeny__ops[id].name,
-                            backward ? "backward" : "forward");
-    /* the op owns the workspace it takes until it returns */
     ctx->op_depth++;
     teeny_status st = fn(ctx, a);
     if (--ctx->op_depth == 0)
         teeny__scratch_release_all(ctx);
     return st;
 }
+
+/* A pass through the table: what the graph does (the families' eager
+ * functions call their own passes, so no family calls into ops.c). */
+static inline teeny_status teeny__op_run(teeny_ctx *ctx, teeny__op_id id, int backward, const teeny__op_args *a)
+{
+    teeny__op_fn fn = backward ? teeny__ops[id].backward : teeny__ops[id].forward;
+    if (!fn)
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "op %s has no %s pass", teeny__ops[id].name,
+                            backward ? "backward" : "forward");
+    return teeny__op_exec(ctx, fn, a);
+}
+
+/* ---- the eager API (eager.c) ----
+ * An eager function lists its tensors by the op's slots and runs them
+ * through teeny__eager_run, which makes the op's infer the one validator
+ * of shapes and attributes, for the graph and the eager API alike:
+ *   1. every tensor: TEENY_ERR_ARG when NULL (unless optional), destroyed,
+ *      of another context or of the wrong dtype;
+ *   2. the inputs' shapes (an input not given: its gradient's; or all of
+ *      them from e->in_shapes) and the attributes go through the op's
+ *      infer, whose message is reported after the function's name;
+ *   3. every other tensor must have the shape infer gives its slot
+ *      (TEENY_ERR_SHAPE, naming both shapes);
+ *   4. nothing written may overlap another tensor (TEENY_ERR_ARG);
+ *   5. the pass runs with the tensors in their slots.
+ * Nothing is enqueued or written before 1-4 pass. */
+typedef enum {
+    TEENY__EA_OUT = 1 << 0,      /* written: a->out[slot] (else read: a->in[slot]) */
+    TEENY__EA_OPTIONAL = 1 << 1, /* may be NULL: its slot stays NULL */
+    TEENY__EA_I32 = 1 << 2,      /* an int32 tensor */
+    TEENY__EA_NUMEL = 1 << 3,    /* any shape of the element count infer gives (an input: infer sees [numel]) */
+    TEENY__EA_ONES = 1 << 4,     /* infer's shape, optionally with trailing dimensions of size 1 */
+    TEENY__EA_INPLACE = 1 << 5,  /* a written tensor that may be exactly one read (in place) */
+    TEENY__EA_UPDATED = 1 << 6,  /* a state the forward updates in place: read and written (out[] too) */
+} teeny__ea_flags;
+
+typedef struct {
+    const char *name; /* as the header names the argument: "x", "weight", "dy" */
+    const teeny_tensor *t;
+    int slot;       /* the op's slot (ops.h): of `in`, or of `out` with TEENY__EA_OUT */
+    unsigned flags; /* teeny__ea_flags */
+} teeny__earg;
+
+typedef struct {
+    const char *fn;        /* the public function, first in every message */
+    teeny__op_id op;       /* whose slots the arguments name */
+    teeny__infer_fn infer; /* the op's infer */
+    teeny__op_fn pass;     /* its forward or backward */
+    int backward;          /* pass is the backward: out[] slots are gradients of in[] slots */
+    teeny__op_attrs attrs;
+    int training;
+    const teeny__shape *in_shapes; /* NULL, or every input's shape (a backward given none of its inputs) */
+} teeny__eager;
+
+/* The fields every eager call sets, by ops.def's convention: the public
+ * function's name, the op (its ENUM) and its fn column, and the pass
+ * (forward or backward): TEENY__EAGER_OF("teeny_add", ADD, add, forward). */
+#define TEENY__EAGER_OF(NAME, OP, FN, PASS)                                                                            \
+    .fn = NAME, .op = TEENY__OP_##OP, .infer = teeny__##FN##_infer, .pass = teeny__##FN##_##PASS,                      \
+    .backward = TEENY__EAGER_BACKWARD_##PASS
+#define TEENY__EAGER_BACKWARD_forward 0
+#define TEENY__EAGER_BACKWARD_backward 1
+
+/* Step 1 alone (a function that reads a tensor's shape before it can set
+ * its attributes). */
+teeny_status teeny__eager_tensors(teeny_ctx *ctx, const char *fn, const teeny__earg *args, int n);
+/* Steps 1-4; a receives the tensors in their slots, e's attributes and
+ * training. */
+teeny_status teeny__eager_check(teeny_ctx *ctx, const teeny__eager *e, const teeny__earg *args, int n,
+                                teeny__op_args *a);
+/* Steps 1-5. */
+teeny_status teeny__eager_run(teeny_ctx *ctx, const teeny__eager *e, const teeny__earg *args, int n);
+/* t has rank ndim (t checked by step 1), else TEENY_ERR_SHAPE naming the
+ * layout ("[Cout, Cin/groups, KH, KW]"): for a tensor whose shape gives an
+ * attribute. */
+teeny_status teeny__eager_rank(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name, int ndim,
+                               const char *layout);
+/* A tensor's shape as infer sees it. */
+teeny__shape teeny__shape_of(const teeny_tensor *t);
+
+/* The first lines of every eager function: a live ctx, a cleared error. */
+#define EAGER_BEGIN(fn)                                                                                                \
+    if (!teeny__ctx_check(ctx))                                                                                        \
+        return teeny__error(NULL, TEENY_ERR_ARG, fn ": ctx is NULL or destroyed");                                     \
+    teeny__clear_error(ctx)
 
 #endif

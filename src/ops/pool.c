@@ -11,7 +11,7 @@
  * variant (ctx->tune.variant) one work-item per plane.
  * Tunable: GAP_WG, the global-pooling work-group size (ctx->work_group_size).
  *
- * Op-table entries (the convention of ops.h); attrs.pool2d (kernel, stride,
+ * Op-table entries (slots TEENY__MAXPOOL2D_* and so on, ops.h); attrs.pool2d (kernel, stride,
  * pad) for the window ops:
  *   maxpool2d:      forward in = [x], out = [y, argmax] (saved argmax: int32,
  *                   shape of y, training only; NULL: not written);
@@ -180,57 +180,60 @@ teeny_status teeny__global_avgpool_backward(teeny_ctx *ctx, const teeny__op_args
     return st;
 }
 
-/* ---- validation, shapes and the eager API ---- */
+/* ---- shapes and the eager API ---- */
 
-/* Parameters; ctx may be NULL (thread error). */
-static teeny_status check_params(teeny_ctx *ctx, const char *fn, const teeny__pool2d_attrs *v)
+/* The window parameters. */
+static teeny_status check_params(teeny_ctx *ctx, const teeny__pool2d_attrs *v)
 {
     static const char *const axis[2] = {"H", "W"};
     for (int i = 0; i < 2; i++) {
         int k = v->kernel[i], s = v->stride[i], p = v->pad[i];
         if (k < 1 || s < 1 || p < 0)
-            return teeny__error(ctx, TEENY_ERR_ARG, "%s: kernel %d, stride %d, pad %d along %s; need kernel >= 1, "
-                                "stride >= 1, pad >= 0", fn, k, s, p, axis[i]);
+            return teeny__error(ctx, TEENY_ERR_ARG,
+                                "kernel %d, stride %d, pad %d along %s; need kernel >= 1, "
+                                "stride >= 1, pad >= 0",
+                                k, s, p, axis[i]);
         if (p > k / 2)
-            return teeny__error(ctx, TEENY_ERR_ARG, "%s: pad %d along %s exceeds half the kernel (%d), as PyTorch "
-                                "rejects", fn, p, axis[i], k);
+            return teeny__error(ctx, TEENY_ERR_ARG,
+                                "pad %d along %s exceeds half the kernel (%d), as PyTorch "
+                                "rejects",
+                                p, axis[i], k);
     }
     return TEENY_OK;
 }
 
 /* y shape from x shape and parameters. Beyond the parameters: x and y fit
  * int32 indexing, and so does each padded extent H + 2*pad (the kernels'
- * window bounds stay below it); kernel[0] * kernel[1] may pass 2^31. */
-static teeny_status out_shape(teeny_ctx *ctx, const char *fn, const teeny__pool2d_attrs *v, const int64_t *xs,
-                              int64_t *ys)
+ * window bounds stay below it); kernel[0] * kernel[1] may pass 2^31.
+ * ctx may be NULL (the thread's error). */
+static teeny_status out_shape(teeny_ctx *ctx, const teeny__pool2d_attrs *v, const int64_t *xs, int64_t *ys)
 {
     char b[96];
-    teeny_status st = check_params(ctx, fn, v);
+    teeny_status st = check_params(ctx, v);
     if (st != TEENY_OK)
         return st;
     for (int i = 0; i < 4; i++)
         if (xs[i] < 1)
-            return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: x %s has an empty dimension", fn,
+            return teeny__error(ctx, TEENY_ERR_SHAPE, "x %s has an empty dimension",
                                 teeny__dims_str(xs, 4, b, sizeof b));
     int64_t x_numel = teeny__dims_product(xs, 4);
     if (x_numel < 0 || x_numel > INT32_MAX)
-        return teeny__error(ctx, TEENY_ERR_RANGE, "%s: x %s passes int32 indexing", fn,
-                            teeny__dims_str(xs, 4, b, sizeof b));
+        return teeny__error(ctx, TEENY_ERR_RANGE, "x %s passes int32 indexing", teeny__dims_str(xs, 4, b, sizeof b));
     ys[0] = xs[0];
     ys[1] = xs[1];
     for (int i = 0; i < 2; i++) {
         int64_t span = xs[2 + i] + 2 * (int64_t)v->pad[i];
         if (span > INT32_MAX)
-            return teeny__error(ctx, TEENY_ERR_RANGE, "%s: %s + 2*pad = %lld + 2*%d passes int32 indexing", fn,
-                                i ? "W" : "H", (long long)xs[2 + i], v->pad[i]);
+            return teeny__error(ctx, TEENY_ERR_RANGE, "%s + 2*pad = %lld + 2*%d passes int32 indexing", i ? "W" : "H",
+                                (long long)xs[2 + i], v->pad[i]);
         if (span < v->kernel[i])
-            return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: kernel %d is larger than the padded input %lld along %s",
-                                fn, v->kernel[i], (long long)span, i ? "W" : "H");
+            return teeny__error(ctx, TEENY_ERR_SHAPE, "kernel %d is larger than the padded input %lld along %s",
+                                v->kernel[i], (long long)span, i ? "W" : "H");
         ys[2 + i] = (span - v->kernel[i]) / v->stride[i] + 1;
     }
     int64_t y_numel = teeny__dims_product(ys, 4);
     if (y_numel < 0 || y_numel > INT32_MAX)
-        return teeny__error(ctx, TEENY_ERR_RANGE, "%s: output %s passes int32 indexing", fn,
+        return teeny__error(ctx, TEENY_ERR_RANGE, "output %s passes int32 indexing",
                             teeny__dims_str(ys, 4, b, sizeof b));
     return TEENY_OK;
 }
@@ -248,197 +251,40 @@ teeny_status teeny_pool2d_output_shape(const teeny_pool2d_params *p, const int64
     if (!p || !x_shape || !y_shape)
         return teeny__error(NULL, TEENY_ERR_ARG, "%s: %s is NULL", fn, !p ? "p" : !x_shape ? "x_shape" : "y_shape");
     v = attrs_of(p);
-    teeny_status st = out_shape(NULL, fn, &v, x_shape, ys);
-    if (st == TEENY_OK)
-        for (int i = 0; i < 4; i++)
-            y_shape[i] = ys[i];
+    teeny_status st = out_shape(NULL, &v, x_shape, ys);
+    if (st != TEENY_OK)
+        return teeny__error(NULL, st, "%s: %s", fn, teeny_last_error(NULL));
+    for (int i = 0; i < 4; i++)
+        y_shape[i] = ys[i];
     return st;
 }
 
-static teeny_status check_fp32(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name)
+/* x: one fp32 [B, C, H, W]. */
+static teeny_status check_x(teeny_ctx *ctx, const teeny__node_shapes *s)
 {
-    teeny_status st = teeny__check_tensor(ctx, t, name);
-    return st == TEENY_OK ? st : teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-}
-
-static teeny_status check_i32(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name)
-{
-    teeny_status st = teeny__check_tensor_i32(ctx, t, name);
-    return st == TEENY_OK ? st : teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-}
-
-/* t (already checked) must have shape want (rank 4, or rank 2 [B, C] too
- * when allow_bc). */
-static teeny_status check_shape(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name,
-                                const int64_t *want, int allow_bc)
-{
-    char s[96];
-    int ok = t->ndim == 4 && t->shape[0] == want[0] && t->shape[1] == want[1] && t->shape[2] == want[2] &&
-             t->shape[3] == want[3];
-    if (allow_bc && t->ndim == 2 && t->shape[0] == want[0] && t->shape[1] == want[1])
-        ok = 1;
-    if (!ok)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected [%lld, %lld, %lld, %lld]%s", fn,
-                            name, teeny__shape_str(t, s, sizeof s), (long long)want[0], (long long)want[1],
-                            (long long)want[2], (long long)want[3], allow_bc ? " or [B, C]" : "");
+    char b[96];
+    const teeny__shape *x = &s->in[0];
+    if (s->n_in != 1 || x->ndim != 4 || x->is_i32)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "x has shape %s%s; expected fp32 [B, C, H, W]",
+                            teeny__dims_str(x->shape, x->ndim, b, sizeof b), x->is_i32 ? " int32" : "");
     return TEENY_OK;
 }
 
-static teeny_status check_x4(teeny_ctx *ctx, const char *fn, const teeny_tensor *x, const char *name)
+/* x [B, C, H, W] -> y [B, C, OH, OW]; maxpool2d saves its argmax (int32,
+ * the shape of y) in training. */
+static teeny_status infer_window(teeny_ctx *ctx, teeny__node_shapes *s)
 {
-    char s[96];
-    teeny_status st = check_fp32(ctx, fn, x, name);
-    if (st == TEENY_OK && x->ndim != 4)
-        st = teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected [B, C, H, W]", fn, name,
-                          teeny__shape_str(x, s, sizeof s));
-    return st;
-}
-
-/* Checks shared by the window ops: p, x [B, C, H, W]; fills v and the y shape. */
-static teeny_status check_window(teeny_ctx *ctx, const char *fn, const teeny_pool2d_params *p,
-                                 const teeny_tensor *x, teeny__pool2d_attrs *v, int64_t *ys)
-{
-    teeny_status st;
-    if (!p)
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: p is NULL", fn);
-    if ((st = check_x4(ctx, fn, x, "x")) != TEENY_OK)
+    teeny_status st = check_x(ctx, s);
+    if (st != TEENY_OK)
         return st;
-    *v = attrs_of(p);
-    return out_shape(ctx, fn, v, x->shape, ys);
-}
-
-teeny_status teeny_maxpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *p, const teeny_tensor *x,
-                                     teeny_tensor *y, teeny_tensor *argmax)
-{
-    static const char fn[] = "teeny_maxpool2d_forward";
-    teeny__pool2d_attrs v;
-    int64_t ys[4];
-    teeny_status st;
-    EAGER_BEGIN("teeny_maxpool2d_forward");
-    if ((st = check_window(ctx, fn, p, x, &v, ys)) != TEENY_OK ||
-        (st = check_fp32(ctx, fn, y, "y")) != TEENY_OK || (st = check_shape(ctx, fn, y, "y", ys, 0)) != TEENY_OK ||
-        (argmax && ((st = check_i32(ctx, fn, argmax, "argmax")) != TEENY_OK ||
-                    (st = check_shape(ctx, fn, argmax, "argmax", ys, 0)) != TEENY_OK)))
-        return st;
-    const teeny_tensor *t[3] = {x, y, argmax};
-    const char *names[3] = {"x", "y", "argmax"};
-    if ((st = teeny__check_disjoint(ctx, fn, t, names, 1, 3)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {x}, .out = {y, argmax}, .attrs.pool2d = v,
-                           .training = argmax != NULL};
-    return teeny__op_run(ctx, TEENY__OP_MAXPOOL2D, 0, &args);
-}
-
-teeny_status teeny_maxpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p, const teeny_tensor *x,
-                                      const teeny_tensor *argmax, const teeny_tensor *dy, teeny_tensor *dx)
-{
-    static const char fn[] = "teeny_maxpool2d_backward";
-    teeny__pool2d_attrs v;
-    int64_t ys[4];
-    teeny_status st;
-    EAGER_BEGIN("teeny_maxpool2d_backward");
-    if ((st = check_window(ctx, fn, p, x, &v, ys)) != TEENY_OK ||
-        (st = check_i32(ctx, fn, argmax, "argmax")) != TEENY_OK ||
-        (st = check_shape(ctx, fn, argmax, "argmax", ys, 0)) != TEENY_OK ||
-        (st = check_fp32(ctx, fn, dy, "dy")) != TEENY_OK || (st = check_shape(ctx, fn, dy, "dy", ys, 0)) != TEENY_OK ||
-        (st = check_fp32(ctx, fn, dx, "dx")) != TEENY_OK ||
-        (st = check_shape(ctx, fn, dx, "dx", x->shape, 0)) != TEENY_OK)
-        return st;
-    const teeny_tensor *t[4] = {x, argmax, dy, dx};
-    const char *names[4] = {"x", "argmax", "dy", "dx"};
-    if ((st = teeny__check_disjoint(ctx, fn, t, names, 3, 4)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {x, NULL, argmax, dy}, .out = {dx}, .attrs.pool2d = v,
-                           .training = 1};
-    return teeny__op_run(ctx, TEENY__OP_MAXPOOL2D, 1, &args);
-}
-
-teeny_status teeny_avgpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *p, const teeny_tensor *x,
-                                     teeny_tensor *y)
-{
-    static const char fn[] = "teeny_avgpool2d_forward";
-    teeny__pool2d_attrs v;
-    int64_t ys[4];
-    teeny_status st;
-    EAGER_BEGIN("teeny_avgpool2d_forward");
-    if ((st = check_window(ctx, fn, p, x, &v, ys)) != TEENY_OK || (st = check_fp32(ctx, fn, y, "y")) != TEENY_OK ||
-        (st = check_shape(ctx, fn, y, "y", ys, 0)) != TEENY_OK)
-        return st;
-    const teeny_tensor *t[2] = {x, y};
-    const char *names[2] = {"x", "y"};
-    if ((st = teeny__check_disjoint(ctx, fn, t, names, 1, 2)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {x}, .out = {y}, .attrs.pool2d = v};
-    return teeny__op_run(ctx, TEENY__OP_AVGPOOL2D, 0, &args);
-}
-
-teeny_status teeny_avgpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p, const teeny_tensor *x,
-                                      const teeny_tensor *dy, teeny_tensor *dx)
-{
-    static const char fn[] = "teeny_avgpool2d_backward";
-    teeny__pool2d_attrs v;
-    int64_t ys[4];
-    teeny_status st;
-    EAGER_BEGIN("teeny_avgpool2d_backward");
-    if ((st = check_window(ctx, fn, p, x, &v, ys)) != TEENY_OK || (st = check_fp32(ctx, fn, dy, "dy")) != TEENY_OK ||
-        (st = check_shape(ctx, fn, dy, "dy", ys, 0)) != TEENY_OK || (st = check_fp32(ctx, fn, dx, "dx")) != TEENY_OK ||
-        (st = check_shape(ctx, fn, dx, "dx", x->shape, 0)) != TEENY_OK)
-        return st;
-    const teeny_tensor *t[3] = {x, dy, dx};
-    const char *names[3] = {"x", "dy", "dx"};
-    if ((st = teeny__check_disjoint(ctx, fn, t, names, 2, 3)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {x, NULL, dy}, .out = {dx}, .attrs.pool2d = v};
-    return teeny__op_run(ctx, TEENY__OP_AVGPOOL2D, 1, &args);
-}
-
-teeny_status teeny_global_avgpool_forward(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y)
-{
-    static const char fn[] = "teeny_global_avgpool_forward";
-    teeny_status st;
-    EAGER_BEGIN("teeny_global_avgpool_forward");
-    if ((st = check_x4(ctx, fn, x, "x")) != TEENY_OK || (st = check_fp32(ctx, fn, y, "y")) != TEENY_OK)
-        return st;
-    int64_t ys[4] = {x->shape[0], x->shape[1], 1, 1};
-    if ((st = check_shape(ctx, fn, y, "y", ys, 1)) != TEENY_OK)
-        return st;
-    if (teeny__overlap(y, x))
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: y overlaps x in memory", fn);
-    teeny__op_args args = {.in = {x}, .out = {y}};
-    return teeny__op_run(ctx, TEENY__OP_GLOBAL_AVGPOOL, 0, &args);
-}
-
-teeny_status teeny_global_avgpool_backward(teeny_ctx *ctx, const teeny_tensor *dy, teeny_tensor *dx)
-{
-    static const char fn[] = "teeny_global_avgpool_backward";
-    teeny_status st;
-    EAGER_BEGIN("teeny_global_avgpool_backward");
-    if ((st = check_x4(ctx, fn, dx, "dx")) != TEENY_OK || (st = check_fp32(ctx, fn, dy, "dy")) != TEENY_OK)
-        return st;
-    int64_t ys[4] = {dx->shape[0], dx->shape[1], 1, 1};
-    if ((st = check_shape(ctx, fn, dy, "dy", ys, 1)) != TEENY_OK)
-        return st;
-    if (teeny__overlap(dx, dy))
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: dx overlaps dy in memory", fn);
-    teeny__op_args args = {.in = {NULL, NULL, dy}, .out = {dx}};
-    return teeny__op_run(ctx, TEENY__OP_GLOBAL_AVGPOOL, 1, &args);
-}
-
-/* ---- graph shapes ---- */
-
-static teeny_status infer_window(teeny_ctx *ctx, const char *op, teeny__node_shapes *s)
-{
-    const teeny__shape *x = &s->in[0];
-    if (s->n_in != 1 || x->ndim != 4 || x->is_i32)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: input must be fp32 [B, C, H, W] (rank %d given)", op, x->ndim);
     s->out = (teeny__shape){.ndim = 4};
     s->n_param = s->n_state = s->n_saved = 0;
-    return out_shape(ctx, op, &s->attrs.pool2d, x->shape, s->out.shape);
+    return out_shape(ctx, &s->attrs.pool2d, s->in[0].shape, s->out.shape);
 }
 
 teeny_status teeny__maxpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
-    teeny_status st = infer_window(ctx, "maxpool2d", s);
+    teeny_status st = infer_window(ctx, s);
     if (st != TEENY_OK)
         return st;
     s->n_saved = 1;
@@ -450,18 +296,94 @@ teeny_status teeny__maxpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 
 teeny_status teeny__avgpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
-    return infer_window(ctx, "avgpool2d", s);
+    return infer_window(ctx, s);
 }
 
+/* x [B, C, H, W] -> y [B, C]. */
 teeny_status teeny__global_avgpool_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
-    const teeny__shape *x = &s->in[0];
-    if (s->n_in != 1 || x->ndim != 4 || x->is_i32)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "global_avgpool: input must be fp32 [B, C, H, W] (rank %d given)",
-                            x->ndim);
-    s->out = (teeny__shape){.ndim = 2, .shape = {x->shape[0], x->shape[1]}};
+    teeny_status st = check_x(ctx, s);
+    if (st != TEENY_OK)
+        return st;
+    s->out = (teeny__shape){.ndim = 2, .shape = {s->in[0].shape[0], s->in[0].shape[1]}};
     s->n_param = s->n_state = s->n_saved = 0;
     return TEENY_OK;
+}
+
+/* The window ops' eager calls: p is required. */
+static teeny_status run_window(teeny_ctx *ctx, teeny__eager *e, const teeny_pool2d_params *p, const teeny__earg *args,
+                               int n)
+{
+    if (!p)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: p is NULL", e->fn);
+    e->attrs.pool2d = attrs_of(p);
+    return teeny__eager_run(ctx, e, args, n);
+}
+
+teeny_status teeny_maxpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *p, const teeny_tensor *x,
+                                     teeny_tensor *y, teeny_tensor *argmax)
+{
+    teeny__eager e = {TEENY__EAGER_OF("teeny_maxpool2d_forward", MAXPOOL2D, maxpool2d, forward),
+                      .training = argmax != NULL};
+    const teeny__earg args[] = {
+        {"x", x, TEENY__MAXPOOL2D_X, 0},
+        {"y", y, TEENY__OUT_VALUE, TEENY__EA_OUT},
+        {"argmax", argmax, TEENY__MAXPOOL2D_OUT_ARGMAX, TEENY__EA_OUT | TEENY__EA_OPTIONAL | TEENY__EA_I32}};
+    EAGER_BEGIN("teeny_maxpool2d_forward");
+    return run_window(ctx, &e, p, args, 3);
+}
+
+teeny_status teeny_maxpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p, const teeny_tensor *x,
+                                      const teeny_tensor *argmax, const teeny_tensor *dy, teeny_tensor *dx)
+{
+    teeny__eager e = {TEENY__EAGER_OF("teeny_maxpool2d_backward", MAXPOOL2D, maxpool2d, backward), .training = 1};
+    const teeny__earg args[] = {{"x", x, TEENY__MAXPOOL2D_X, 0},
+                                {"argmax", argmax, TEENY__MAXPOOL2D_ARGMAX, TEENY__EA_I32},
+                                {"dy", dy, TEENY__MAXPOOL2D_DY, 0},
+                                {"dx", dx, TEENY__MAXPOOL2D_X, TEENY__EA_OUT}};
+    EAGER_BEGIN("teeny_maxpool2d_backward");
+    return run_window(ctx, &e, p, args, 4);
+}
+
+teeny_status teeny_avgpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *p, const teeny_tensor *x,
+                                     teeny_tensor *y)
+{
+    teeny__eager e = {TEENY__EAGER_OF("teeny_avgpool2d_forward", AVGPOOL2D, avgpool2d, forward)};
+    const teeny__earg args[] = {{"x", x, TEENY__AVGPOOL2D_X, 0}, {"y", y, TEENY__OUT_VALUE, TEENY__EA_OUT}};
+    EAGER_BEGIN("teeny_avgpool2d_forward");
+    return run_window(ctx, &e, p, args, 2);
+}
+
+teeny_status teeny_avgpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p, const teeny_tensor *x,
+                                      const teeny_tensor *dy, teeny_tensor *dx)
+{
+    teeny__eager e = {TEENY__EAGER_OF("teeny_avgpool2d_backward", AVGPOOL2D, avgpool2d, backward)};
+    const teeny__earg args[] = {{"x", x, TEENY__AVGPOOL2D_X, 0},
+                                {"dy", dy, TEENY__AVGPOOL2D_DY, 0},
+                                {"dx", dx, TEENY__AVGPOOL2D_X, TEENY__EA_OUT}};
+    EAGER_BEGIN("teeny_avgpool2d_backward");
+    return run_window(ctx, &e, p, args, 3);
+}
+
+/* y (and dy) may be [B, C] or [B, C, 1, 1]. */
+teeny_status teeny_global_avgpool_forward(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y)
+{
+    static const teeny__eager e = {
+        TEENY__EAGER_OF("teeny_global_avgpool_forward", GLOBAL_AVGPOOL, global_avgpool, forward)};
+    const teeny__earg args[] = {{"x", x, TEENY__GLOBAL_AVGPOOL_X, 0},
+                                {"y", y, TEENY__OUT_VALUE, TEENY__EA_OUT | TEENY__EA_ONES}};
+    EAGER_BEGIN("teeny_global_avgpool_forward");
+    return teeny__eager_run(ctx, &e, args, 2);
+}
+
+teeny_status teeny_global_avgpool_backward(teeny_ctx *ctx, const teeny_tensor *dy, teeny_tensor *dx)
+{
+    static const teeny__eager e = {
+        TEENY__EAGER_OF("teeny_global_avgpool_backward", GLOBAL_AVGPOOL, global_avgpool, backward)};
+    const teeny__earg args[] = {{"dy", dy, TEENY__GLOBAL_AVGPOOL_DY, TEENY__EA_ONES},
+                                {"dx", dx, TEENY__GLOBAL_AVGPOOL_X, TEENY__EA_OUT}};
+    EAGER_BEGIN("teeny_global_avgpool_backward");
+    return teeny__eager_run(ctx, &e, args, 2);
 }
 
 /* ---- graph builders ---- */

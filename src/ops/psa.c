@@ -16,7 +16,7 @@
  * where its gradients meet (Q and K of the two halves, extract_v next to
  * pack) the caller sums them with teeny_add.
  *
- * Op-table entries (the convention of ops.h; attrs.psa = {heads, key_dim}
+ * Op-table entries (slots TEENY__PSA_*, ops.h; attrs.psa = {heads, key_dim}
  * unless noted):
  *   psa_attention:  forward in = [qkv], out = [o, lse] (lse may be NULL);
  *                   backward in = [qkv, o, lse, d_o], out = [d_qkv]
@@ -35,6 +35,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -214,313 +215,211 @@ teeny_status teeny__psa_merge_backward(teeny_ctx *ctx, const teeny__op_args *a)
                       n, kd, total);
 }
 
-/* ---- graph shapes ---- */
+/* ---- shapes and the eager API ---- */
 
-static teeny_status infer_qkv(teeny_ctx *ctx, const char *op, const teeny__node_shapes *s, int64_t *B, int64_t *kd)
+/* qkv [B, heads*4*key_dim, H, W]. */
+static teeny_status infer_qkv(teeny_ctx *ctx, const teeny__node_shapes *s)
 {
     const teeny__shape *x = &s->in[0];
-    int64_t heads = s->attrs.psa.heads;
-    *kd = s->attrs.psa.key_dim;
-    if (heads < 1 || *kd < 1)
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: heads %lld and key_dim %lld must be >= 1", op, (long long)heads,
-                            (long long)*kd);
-    int64_t channels = teeny__mul_sizes(teeny__mul_sizes(heads, 4), *kd);
+    int64_t heads = s->attrs.psa.heads, kd = s->attrs.psa.key_dim;
+    char b[96];
+    if (heads < 1 || kd < 1)
+        return teeny__error(ctx, TEENY_ERR_ARG, "heads %lld and key_dim %lld must be >= 1", (long long)heads,
+                            (long long)kd);
+    int64_t channels = teeny__mul_sizes(teeny__mul_sizes(heads, 4), kd);
     if (channels < 0 || channels > INT32_MAX)
-        return teeny__error(ctx, TEENY_ERR_RANGE, "%s: heads*4*key_dim beyond int32", op);
-    if (s->n_in != 1 || x->ndim != 4 || x->shape[1] != heads * 4 * *kd)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: qkv must be [B, heads*4*key_dim = %lld, H, W]", op,
-                            (long long)(heads * 4 * *kd));
-    *B = x->shape[0];
+        return teeny__error(ctx, TEENY_ERR_RANGE, "heads*4*key_dim = %lld*4*%lld is beyond int32 indexing",
+                            (long long)heads, (long long)kd);
+    if (s->n_in != 1 || x->ndim != 4 || x->is_i32 || x->shape[1] != channels)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "qkv has shape %s%s; expected fp32 [B, heads*4*key_dim = %lld, H, W]",
+                            teeny__dims_str(x->shape, x->ndim, b, sizeof b), x->is_i32 ? " int32" : "",
+                            (long long)channels);
     return TEENY_OK;
 }
 
+/* qkv -> o [B, heads*2*key_dim, H, W], saved lse [B*heads, H*W]. */
 teeny_status teeny__psa_attention_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
-    int64_t B, kd;
-    teeny_status st = infer_qkv(ctx, "psa_attention", s, &B, &kd);
+    const teeny__shape *x = &s->in[0];
+    teeny_status st = infer_qkv(ctx, s);
     if (st != TEENY_OK)
         return st;
-    if (kd > PSA_MAX_KD)
-        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "psa_attention: key_dim %lld above the maximum %d",
-                            (long long)kd, PSA_MAX_KD);
-    const teeny__shape *x = &s->in[0];
-    s->out = (teeny__shape){.ndim = 4, .shape = {B, x->shape[1] / 2, x->shape[2], x->shape[3]}};
+    if (s->attrs.psa.key_dim > PSA_MAX_KD)
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "key_dim %d; fused PSA attention supports up to %d",
+                            s->attrs.psa.key_dim, PSA_MAX_KD);
+    s->out = (teeny__shape){.ndim = 4, .shape = {x->shape[0], x->shape[1] / 2, x->shape[2], x->shape[3]}};
     s->n_saved = 1;
-    s->saved[0] = (teeny__shape){.ndim = 2, .shape = {B * s->attrs.psa.heads, x->shape[2] * x->shape[3]}};
+    s->saved[0] = (teeny__shape){.ndim = 2, .shape = {x->shape[0] * s->attrs.psa.heads, x->shape[2] * x->shape[3]}};
     s->saved_needs_training = 1;
     return TEENY_OK;
 }
 
+/* qkv -> packed [4, B*heads, H*W, key_dim]. */
 teeny_status teeny__psa_pack_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
-    int64_t B, kd;
-    teeny_status st = infer_qkv(ctx, "psa_pack_qkv", s, &B, &kd);
+    const teeny__shape *x = &s->in[0];
+    teeny_status st = infer_qkv(ctx, s);
     if (st == TEENY_OK)
-        s->out = (teeny__shape){.ndim = 4,
-                                .shape = {4, B * s->attrs.psa.heads, s->in[0].shape[2] * s->in[0].shape[3], kd}};
+        s->out = (teeny__shape){
+            .ndim = 4, .shape = {4, x->shape[0] * s->attrs.psa.heads, x->shape[2] * x->shape[3], s->attrs.psa.key_dim}};
     return st;
 }
 
+/* qkv -> v [B, heads*2*key_dim, H, W]. */
 teeny_status teeny__psa_extract_v_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
-    int64_t B, kd;
-    teeny_status st = infer_qkv(ctx, "psa_extract_v", s, &B, &kd);
+    const teeny__shape *x = &s->in[0];
+    teeny_status st = infer_qkv(ctx, s);
     if (st == TEENY_OK)
-        s->out = (teeny__shape){.ndim = 4, .shape = {B, s->in[0].shape[1] / 2, s->in[0].shape[2], s->in[0].shape[3]}};
+        s->out = (teeny__shape){.ndim = 4, .shape = {x->shape[0], x->shape[1] / 2, x->shape[2], x->shape[3]}};
     return st;
 }
 
+/* o_lo, o_hi [B*heads, H*W, key_dim] -> out [B, heads*2*key_dim, H, W]. */
 teeny_status teeny__psa_merge_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
     const teeny__shape *lo = &s->in[0], *hi = &s->in[1];
     int64_t heads = s->attrs.psa_merge.heads, H = s->attrs.psa_merge.height, W = s->attrs.psa_merge.width;
+    char b[96], c[96];
     if (heads < 1 || H < 1 || W < 1)
-        return teeny__error(ctx, TEENY_ERR_ARG, "psa_merge_attn: heads, H, W must be >= 1");
-    if (s->n_in != 2 || lo->ndim != 3 || hi->ndim != 3 || lo->shape[0] != hi->shape[0] ||
-        lo->shape[1] != hi->shape[1] || lo->shape[2] != hi->shape[2] || lo->shape[0] % heads ||
-        lo->shape[1] != H * W)
-        return teeny__error(ctx, TEENY_ERR_SHAPE,
-                            "psa_merge_attn: o_lo, o_hi must both be [B*heads, H*W, key_dim] with heads %lld, "
-                            "H*W %lld",
-                            (long long)heads, (long long)(H * W));
+        return teeny__error(ctx, TEENY_ERR_ARG, "heads %lld, H %lld and W %lld must be >= 1", (long long)heads,
+                            (long long)H, (long long)W);
+    if (s->n_in != 2 || lo->ndim != 3 || lo->is_i32)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "o_lo has shape %s; expected fp32 [B*heads, H*W, key_dim]",
+                            teeny__dims_str(lo->shape, lo->ndim, b, sizeof b));
+    if (hi->ndim != 3 || hi->is_i32 || memcmp(hi->shape, lo->shape, sizeof(int64_t) * 3))
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "o_hi has shape %s; expected o_lo's %s",
+                            teeny__dims_str(hi->shape, hi->ndim, b, sizeof b),
+                            teeny__dims_str(lo->shape, 3, c, sizeof c));
     if (heads * 2 * lo->shape[2] > INT32_MAX)
-        return teeny__error(ctx, TEENY_ERR_RANGE, "psa_merge_attn: heads*2*key_dim beyond int32");
+        return teeny__error(ctx, TEENY_ERR_RANGE, "heads*2*key_dim = %lld*2*%lld is beyond int32 indexing",
+                            (long long)heads, (long long)lo->shape[2]);
+    if (lo->shape[0] % heads)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "B*heads = %lld is not a multiple of heads = %lld",
+                            (long long)lo->shape[0], (long long)heads);
+    if (lo->shape[1] != H * W)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "o_lo has %lld tokens; H*W = %lld*%lld", (long long)lo->shape[1],
+                            (long long)H, (long long)W);
     s->out = (teeny__shape){.ndim = 4, .shape = {lo->shape[0] / heads, heads * 2 * lo->shape[2], H, W}};
-    return TEENY_OK;
-}
-
-/* ---- validation and the eager API ---- */
-
-/* t must be fp32 of ctx with exactly shape want[0..ndim). */
-static teeny_status check_shape(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name, int ndim,
-                                const int64_t *want, const char *what)
-{
-    char s[96], w[128];
-    int ok;
-    teeny_status st = teeny__check_tensor(ctx, t, name);
-    if (st != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    ok = t->ndim == ndim;
-    for (int i = 0; ok && i < ndim; i++)
-        ok = t->shape[i] == want[i];
-    if (ok)
-        return TEENY_OK;
-    return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected %s (%s)", fn, name,
-                        teeny__shape_str(t, s, sizeof s), teeny__dims_str(want, ndim, w, sizeof w), what);
-}
-
-static teeny_status check_heads(teeny_ctx *ctx, const char *fn, int heads, int kd, int per_head)
-{
-    if (heads < 1 || kd < 1)
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: heads %d and key_dim %d must be >= 1", fn, heads, kd);
-    int64_t channels = teeny__mul_sizes(teeny__mul_sizes(heads, per_head), kd);
-    if (channels < 0 || channels > INT32_MAX)
-        return teeny__error(ctx, TEENY_ERR_RANGE, "%s: heads*%d*key_dim = %d*%d*%d is beyond int32 indexing", fn,
-                            per_head, heads, per_head, kd);
-    return TEENY_OK;
-}
-
-/* An NCHW tensor [B, heads*per_head*kd, H, W]; B, H, W from it. */
-static teeny_status check_nchw(teeny_ctx *ctx, const char *fn, const teeny_tensor *t, const char *name, int heads,
-                               int kd, int per_head)
-{
-    char s[96];
-    teeny_status st = teeny__check_tensor(ctx, t, name);
-    if (st != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    if (t->ndim != 4 || t->shape[1] != (int64_t)heads * per_head * kd)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected [B, heads*%d*key_dim = %lld, H, W]",
-                            fn, name, teeny__shape_str(t, s, sizeof s), per_head, (long long)heads * per_head * kd);
-    return TEENY_OK;
-}
-
-static teeny_status check_kd(teeny_ctx *ctx, const char *fn, int kd)
-{
-    if (kd > PSA_MAX_KD)
-        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "%s: key_dim %d; fused PSA attention supports up to %d", fn,
-                            kd, PSA_MAX_KD);
     return TEENY_OK;
 }
 
 teeny_status teeny_psa_attention_forward(teeny_ctx *ctx, const teeny_tensor *qkv, int heads, int key_dim,
                                          teeny_tensor *o, teeny_tensor *lse)
 {
-    static const char fn[] = "teeny_psa_attention_forward";
-    teeny_status st;
+    teeny__eager e = {TEENY__EAGER_OF("teeny_psa_attention_forward", PSA_ATTENTION, psa_attention, forward),
+                      .attrs.psa = {heads, key_dim}};
+    const teeny__earg args[] = {{"qkv", qkv, TEENY__PSA_ATTENTION_QKV, 0},
+                                {"o", o, TEENY__OUT_VALUE, TEENY__EA_OUT},
+                                {"lse", lse, TEENY__PSA_ATTENTION_OUT_LSE, TEENY__EA_OUT | TEENY__EA_OPTIONAL}};
     EAGER_BEGIN("teeny_psa_attention_forward");
-    if ((st = check_heads(ctx, fn, heads, key_dim, 4)) != TEENY_OK || (st = check_kd(ctx, fn, key_dim)) != TEENY_OK ||
-        (st = check_nchw(ctx, fn, qkv, "qkv", heads, key_dim, 4)) != TEENY_OK)
-        return st;
-    int64_t os[4] = {qkv->shape[0], (int64_t)heads * 2 * key_dim, qkv->shape[2], qkv->shape[3]};
-    int64_t ls[2] = {qkv->shape[0] * heads, qkv->shape[2] * qkv->shape[3]};
-    if ((st = check_shape(ctx, fn, o, "o", 4, os, "B, H, W of qkv")) != TEENY_OK ||
-        (lse && (st = check_shape(ctx, fn, lse, "lse", 2, ls, "[B*heads, H*W]")) != TEENY_OK))
-        return st;
-    const teeny_tensor *all[] = {qkv, o, lse};
-    const char *names[] = {"qkv", "o", "lse"};
-    if ((st = teeny__check_disjoint(ctx, fn, all, names, 1, 3)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {qkv}, .out = {o, lse}, .attrs.psa = {heads, key_dim}};
-    return teeny__op_run(ctx, TEENY__OP_PSA_ATTENTION, 0, &args);
+    return teeny__eager_run(ctx, &e, args, 3);
 }
 
 teeny_status teeny_psa_attention_backward(teeny_ctx *ctx, const teeny_tensor *qkv, int heads, int key_dim,
                                           const teeny_tensor *o, const teeny_tensor *lse, const teeny_tensor *d_o,
                                           teeny_tensor *d_qkv)
 {
-    static const char fn[] = "teeny_psa_attention_backward";
-    teeny_status st;
+    teeny__eager e = {TEENY__EAGER_OF("teeny_psa_attention_backward", PSA_ATTENTION, psa_attention, backward),
+                      .attrs.psa = {heads, key_dim}};
+    const teeny__earg args[] = {{"qkv", qkv, TEENY__PSA_ATTENTION_QKV, 0},
+                                {"o", o, TEENY__PSA_ATTENTION_O, 0},
+                                {"lse", lse, TEENY__PSA_ATTENTION_LSE, 0},
+                                {"d_o", d_o, TEENY__PSA_ATTENTION_DO, 0},
+                                {"d_qkv", d_qkv, TEENY__PSA_ATTENTION_QKV, TEENY__EA_OUT}};
     EAGER_BEGIN("teeny_psa_attention_backward");
-    if ((st = check_heads(ctx, fn, heads, key_dim, 4)) != TEENY_OK || (st = check_kd(ctx, fn, key_dim)) != TEENY_OK ||
-        (st = check_nchw(ctx, fn, qkv, "qkv", heads, key_dim, 4)) != TEENY_OK)
-        return st;
-    int64_t os[4] = {qkv->shape[0], (int64_t)heads * 2 * key_dim, qkv->shape[2], qkv->shape[3]};
-    int64_t ls[2] = {qkv->shape[0] * heads, qkv->shape[2] * qkv->shape[3]};
-    if ((st = check_shape(ctx, fn, o, "o", 4, os, "B, H, W of qkv")) != TEENY_OK ||
-        (st = check_shape(ctx, fn, d_o, "d_o", 4, os, "B, H, W of qkv")) != TEENY_OK ||
-        (st = check_shape(ctx, fn, lse, "lse", 2, ls, "[B*heads, H*W]")) != TEENY_OK ||
-        (st = check_shape(ctx, fn, d_qkv, "d_qkv", 4, qkv->shape, "the shape of qkv")) != TEENY_OK)
-        return st;
-    const teeny_tensor *all[] = {qkv, o, lse, d_o, d_qkv};
-    const char *names[] = {"qkv", "o", "lse", "d_o", "d_qkv"};
-    if ((st = teeny__check_disjoint(ctx, fn, all, names, 4, 5)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {qkv, o, lse, d_o}, .out = {d_qkv}, .attrs.psa = {heads, key_dim}};
-    return teeny__op_run(ctx, TEENY__OP_PSA_ATTENTION, 1, &args);
+    return teeny__eager_run(ctx, &e, args, 5);
 }
 
 teeny_status teeny_psa_pack_qkv(teeny_ctx *ctx, const teeny_tensor *qkv, int heads, int key_dim,
                                 teeny_tensor *packed)
 {
-    static const char fn[] = "teeny_psa_pack_qkv";
-    teeny_status st;
+    teeny__eager e = {TEENY__EAGER_OF("teeny_psa_pack_qkv", PSA_PACK_QKV, psa_pack, forward),
+                      .attrs.psa = {heads, key_dim}};
+    const teeny__earg args[] = {{"qkv", qkv, TEENY__PSA_PACK_QKV_QKV, 0},
+                                {"packed", packed, TEENY__OUT_VALUE, TEENY__EA_OUT}};
     EAGER_BEGIN("teeny_psa_pack_qkv");
-    if ((st = check_heads(ctx, fn, heads, key_dim, 4)) != TEENY_OK ||
-        (st = check_nchw(ctx, fn, qkv, "qkv", heads, key_dim, 4)) != TEENY_OK)
-        return st;
-    int64_t ps[4] = {4, qkv->shape[0] * heads, qkv->shape[2] * qkv->shape[3], key_dim};
-    if ((st = check_shape(ctx, fn, packed, "packed", 4, ps, "[4, B*heads, H*W, key_dim]")) != TEENY_OK)
-        return st;
-    if (teeny__overlap(packed, qkv))
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: packed overlaps qkv in memory", fn);
-    teeny__op_args args = {.in = {qkv}, .out = {packed}, .attrs.psa = {heads, key_dim}};
-    return teeny__op_run(ctx, TEENY__OP_PSA_PACK_QKV, 0, &args);
+    return teeny__eager_run(ctx, &e, args, 2);
 }
 
+/* d_qkv stands in for qkv's shape. */
 teeny_status teeny_psa_pack_qkv_backward(teeny_ctx *ctx, const teeny_tensor *d_packed, int heads, int key_dim,
                                          teeny_tensor *d_qkv)
 {
-    static const char fn[] = "teeny_psa_pack_qkv_backward";
-    teeny_status st;
+    teeny__eager e = {TEENY__EAGER_OF("teeny_psa_pack_qkv_backward", PSA_PACK_QKV, psa_pack, backward),
+                      .attrs.psa = {heads, key_dim}};
+    const teeny__earg args[] = {{"d_packed", d_packed, TEENY__PSA_PACK_QKV_DPACKED, 0},
+                                {"d_qkv", d_qkv, TEENY__PSA_PACK_QKV_QKV, TEENY__EA_OUT}};
     EAGER_BEGIN("teeny_psa_pack_qkv_backward");
-    if ((st = check_heads(ctx, fn, heads, key_dim, 4)) != TEENY_OK ||
-        (st = check_nchw(ctx, fn, d_qkv, "d_qkv", heads, key_dim, 4)) != TEENY_OK)
-        return st;
-    int64_t ps[4] = {4, d_qkv->shape[0] * heads, d_qkv->shape[2] * d_qkv->shape[3], key_dim};
-    if ((st = check_shape(ctx, fn, d_packed, "d_packed", 4, ps, "[4, B*heads, H*W, key_dim] of d_qkv")) != TEENY_OK)
-        return st;
-    if (teeny__overlap(d_qkv, d_packed))
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: d_qkv overlaps d_packed in memory", fn);
-    teeny__op_args args = {.in = {NULL, NULL, d_packed}, .out = {d_qkv}, .attrs.psa = {heads, key_dim}};
-    return teeny__op_run(ctx, TEENY__OP_PSA_PACK_QKV, 1, &args);
+    return teeny__eager_run(ctx, &e, args, 2);
 }
 
 teeny_status teeny_psa_extract_v(teeny_ctx *ctx, const teeny_tensor *qkv, int heads, int key_dim, teeny_tensor *v)
 {
-    static const char fn[] = "teeny_psa_extract_v";
-    teeny_status st;
+    teeny__eager e = {TEENY__EAGER_OF("teeny_psa_extract_v", PSA_EXTRACT_V, psa_extract_v, forward),
+                      .attrs.psa = {heads, key_dim}};
+    const teeny__earg args[] = {{"qkv", qkv, TEENY__PSA_EXTRACT_V_QKV, 0}, {"v", v, TEENY__OUT_VALUE, TEENY__EA_OUT}};
     EAGER_BEGIN("teeny_psa_extract_v");
-    if ((st = check_heads(ctx, fn, heads, key_dim, 4)) != TEENY_OK ||
-        (st = check_nchw(ctx, fn, qkv, "qkv", heads, key_dim, 4)) != TEENY_OK)
-        return st;
-    int64_t vs[4] = {qkv->shape[0], (int64_t)heads * 2 * key_dim, qkv->shape[2], qkv->shape[3]};
-    if ((st = check_shape(ctx, fn, v, "v", 4, vs, "B, H, W of qkv")) != TEENY_OK)
-        return st;
-    if (teeny__overlap(v, qkv))
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: v overlaps qkv in memory", fn);
-    teeny__op_args args = {.in = {qkv}, .out = {v}, .attrs.psa = {heads, key_dim}};
-    return teeny__op_run(ctx, TEENY__OP_PSA_EXTRACT_V, 0, &args);
+    return teeny__eager_run(ctx, &e, args, 2);
 }
 
 teeny_status teeny_psa_extract_v_backward(teeny_ctx *ctx, const teeny_tensor *d_v, int heads, int key_dim,
                                           teeny_tensor *d_qkv)
 {
-    static const char fn[] = "teeny_psa_extract_v_backward";
-    teeny_status st;
+    teeny__eager e = {TEENY__EAGER_OF("teeny_psa_extract_v_backward", PSA_EXTRACT_V, psa_extract_v, backward),
+                      .attrs.psa = {heads, key_dim}};
+    const teeny__earg args[] = {{"d_v", d_v, TEENY__PSA_EXTRACT_V_DV, 0},
+                                {"d_qkv", d_qkv, TEENY__PSA_EXTRACT_V_QKV, TEENY__EA_OUT}};
     EAGER_BEGIN("teeny_psa_extract_v_backward");
-    if ((st = check_heads(ctx, fn, heads, key_dim, 4)) != TEENY_OK ||
-        (st = check_nchw(ctx, fn, d_qkv, "d_qkv", heads, key_dim, 4)) != TEENY_OK)
-        return st;
-    int64_t vs[4] = {d_qkv->shape[0], (int64_t)heads * 2 * key_dim, d_qkv->shape[2], d_qkv->shape[3]};
-    if ((st = check_shape(ctx, fn, d_v, "d_v", 4, vs, "B, H, W of d_qkv")) != TEENY_OK)
-        return st;
-    if (teeny__overlap(d_qkv, d_v))
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: d_qkv overlaps d_v in memory", fn);
-    teeny__op_args args = {.in = {NULL, NULL, d_v}, .out = {d_qkv}, .attrs.psa = {heads, key_dim}};
-    return teeny__op_run(ctx, TEENY__OP_PSA_EXTRACT_V, 1, &args);
+    return teeny__eager_run(ctx, &e, args, 2);
 }
 
+/* H and W come from out [B, heads*2*key_dim, H, W]. */
 teeny_status teeny_psa_merge_attn(teeny_ctx *ctx, const teeny_tensor *o_lo, const teeny_tensor *o_hi, int heads,
                                   teeny_tensor *out)
 {
-    static const char fn[] = "teeny_psa_merge_attn";
-    char s[96];
+    teeny__eager e = {TEENY__EAGER_OF("teeny_psa_merge_attn", PSA_MERGE_ATTN, psa_merge, forward)};
+    const teeny__earg args[] = {{"o_lo", o_lo, TEENY__PSA_MERGE_ATTN_LO, 0},
+                                {"o_hi", o_hi, TEENY__PSA_MERGE_ATTN_HI, 0},
+                                {"out", out, TEENY__OUT_VALUE, TEENY__EA_OUT}};
     teeny_status st;
     EAGER_BEGIN("teeny_psa_merge_attn");
-    if ((st = teeny__check_tensor(ctx, o_lo, "o_lo")) != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    if (o_lo->ndim != 3)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: o_lo has shape %s; expected [B*heads, H*W, key_dim]", fn,
-                            teeny__shape_str(o_lo, s, sizeof s));
-    if ((st = check_shape(ctx, fn, o_hi, "o_hi", 3, o_lo->shape, "the shape of o_lo")) != TEENY_OK ||
-        (st = check_heads(ctx, fn, heads, (int)o_lo->shape[2], 2)) != TEENY_OK)
+    if ((st = teeny__eager_tensors(ctx, e.fn, args, 3)) != TEENY_OK ||
+        (st = teeny__eager_rank(ctx, e.fn, out, "out", 4, "[B, heads*2*key_dim, H, W]")) != TEENY_OK)
         return st;
-    if (o_lo->shape[0] % heads)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: B*heads = %lld is not a multiple of heads = %d", fn,
-                            (long long)o_lo->shape[0], heads);
-    if ((st = check_nchw(ctx, fn, out, "out", heads, (int)o_lo->shape[2], 2)) != TEENY_OK)
-        return st;
-    if (out->shape[0] * heads != o_lo->shape[0] || out->shape[2] * out->shape[3] != o_lo->shape[1])
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: out has shape %s; expected B*heads = %lld, H*W = %lld", fn,
-                            teeny__shape_str(out, s, sizeof s), (long long)o_lo->shape[0], (long long)o_lo->shape[1]);
-    const teeny_tensor *all[] = {o_lo, o_hi, out};
-    const char *names[] = {"o_lo", "o_hi", "out"};
-    if ((st = teeny__check_disjoint(ctx, fn, all, names, 2, 3)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {o_lo, o_hi}, .out = {out},
-                           .attrs.psa_merge = {heads, (int)out->shape[2], (int)out->shape[3]}};
-    return teeny__op_run(ctx, TEENY__OP_PSA_MERGE_ATTN, 0, &args);
+    e.attrs.psa_merge = (teeny__psa_merge_attrs){heads, (int)out->shape[2], (int)out->shape[3]};
+    return teeny__eager_run(ctx, &e, args, 3);
 }
 
+/* The inputs' shapes, [B*heads, H*W, key_dim], come from d_out. */
 teeny_status teeny_psa_merge_attn_backward(teeny_ctx *ctx, const teeny_tensor *d_out, int heads, teeny_tensor *d_lo,
                                            teeny_tensor *d_hi)
 {
-    static const char fn[] = "teeny_psa_merge_attn_backward";
+    teeny__eager e = {TEENY__EAGER_OF("teeny_psa_merge_attn_backward", PSA_MERGE_ATTN, psa_merge, backward)};
+    const teeny__earg args[] = {{"d_out", d_out, TEENY__PSA_MERGE_ATTN_DOUT, 0},
+                                {"d_lo", d_lo, TEENY__PSA_MERGE_ATTN_LO, TEENY__EA_OUT | TEENY__EA_OPTIONAL},
+                                {"d_hi", d_hi, TEENY__PSA_MERGE_ATTN_HI, TEENY__EA_OUT | TEENY__EA_OPTIONAL}};
     char s[96];
     teeny_status st;
     EAGER_BEGIN("teeny_psa_merge_attn_backward");
-    if ((st = teeny__check_tensor(ctx, d_out, "d_out")) != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
+    if ((st = teeny__eager_tensors(ctx, e.fn, args, 3)) != TEENY_OK)
+        return st;
+    if (!d_lo && !d_hi)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: d_lo and d_hi are both NULL", e.fn);
     if (heads < 1)
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: heads %d must be >= 1", fn, heads);
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: heads %d must be >= 1", e.fn, heads);
     if (d_out->ndim != 4 || d_out->shape[1] % (2 * (int64_t)heads))
         return teeny__error(ctx, TEENY_ERR_SHAPE,
-                            "%s: d_out has shape %s; expected [B, heads*2*key_dim, H, W] with heads = %d", fn,
-                            teeny__shape_str(d_out, s, sizeof s), heads);
-    int64_t ls[3] = {d_out->shape[0] * heads, d_out->shape[2] * d_out->shape[3], d_out->shape[1] / (2 * heads)};
-    if (!d_lo && !d_hi)
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: d_lo and d_hi are both NULL", fn);
-    if ((d_lo && (st = check_shape(ctx, fn, d_lo, "d_lo", 3, ls, "[B*heads, H*W, key_dim] of d_out")) != TEENY_OK) ||
-        (d_hi && (st = check_shape(ctx, fn, d_hi, "d_hi", 3, ls, "[B*heads, H*W, key_dim] of d_out")) != TEENY_OK))
-        return st;
-    const teeny_tensor *all[] = {d_out, d_lo, d_hi};
-    const char *names[] = {"d_out", "d_lo", "d_hi"};
-    if ((st = teeny__check_disjoint(ctx, fn, all, names, 1, 3)) != TEENY_OK)
-        return st;
-    teeny__op_args args = {.in = {NULL, NULL, NULL, d_out},
-                           .out = {d_lo, d_hi},
-                           .attrs.psa_merge = {heads, (int)d_out->shape[2], (int)d_out->shape[3]}};
-    return teeny__op_run(ctx, TEENY__OP_PSA_MERGE_ATTN, 1, &args);
+                            "%s: d_out has shape %s; expected [B, heads*2*key_dim, H, W] with "
+                            "heads = %d",
+                            e.fn, teeny__shape_str(d_out, s, sizeof s), heads);
+    const teeny__shape half = {
+        .ndim = 3,
+        .shape = {d_out->shape[0] * heads, d_out->shape[2] * d_out->shape[3], d_out->shape[1] / (2 * heads)}};
+    const teeny__shape in[2] = {half, half};
+    e.in_shapes = in;
+    e.attrs.psa_merge = (teeny__psa_merge_attrs){heads, (int)d_out->shape[2], (int)d_out->shape[3]};
+    return teeny__eager_run(ctx, &e, args, 3);
 }
 
 /* ---- graph builders ---- */

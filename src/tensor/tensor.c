@@ -478,17 +478,6 @@ int teeny__overlap(const teeny_tensor *a, const teeny_tensor *b)
     return a->offset < b->offset + (size_t)b->numel && b->offset < a->offset + (size_t)a->numel;
 }
 
-teeny_status teeny__check_alias(teeny_ctx *ctx, const teeny_tensor *out, const char *on, const teeny_tensor *in,
-                                const char *in_name, int exact_ok)
-{
-    if (!teeny__overlap(out, in))
-        return TEENY_OK;
-    if (exact_ok && out->offset == in->offset && out->numel == in->numel)
-        return TEENY_OK;
-    return teeny__error(ctx, TEENY_ERR_ARG, "%s overlaps %s in memory%s", on, in_name,
-                        exact_ok ? " (only exact aliasing is allowed)" : "");
-}
-
 teeny_status teeny__check_disjoint(teeny_ctx *ctx, const char *fn, const teeny_tensor *const *t,
                                    const char *const *names, int n_in, int n)
 {
