@@ -1,7 +1,8 @@
 # teenycl -- build, test, install, bench, run.
 #
 #   make              libraries, tools and examples into build/
-#   make test         install missing packages (as root), build, run the check suite
+#   make test         install missing packages (as root), build, check the layers
+#                     (tools/check-layers.sh: no call cycle in src/), run the check suite
 #   make test-full    the long sweeps too
 #   make test-tools   teeny-info --check and examples/embed_app (also in make test)
 #   make check-asan   the test suite under AddressSanitizer + UBSan
@@ -202,6 +203,7 @@ deps-run:
 
 test: deps-test
 	$(MAKE) all $(BUILD)/teeny-tests
+	sh tools/check-layers.sh -q $(BUILD)
 	$(TEST_ENV) $(BUILD)/teeny-tests
 	sh tests/test_tools.sh $(BUILD)
 	$(MAKE) test-dist
@@ -212,6 +214,7 @@ test: deps-test
 test-dist:
 	@if command -v $(MPICC) >/dev/null 2>&1 && command -v $(MPIRUN) >/dev/null 2>&1; then \
 	    $(MAKE) WITH_MPI=1 $(DIST_LIB) $(BUILD)/test_dist $(BUILD)/train_fashion_mnist && \
+	    sh tools/check-layers.sh -q $(BUILD) && \
 	    MPIRUN=$(MPIRUN) sh tests/test_dist.sh $(BUILD); \
 	else echo "test_dist.sh: NOT RUN: $(MPICC) or $(MPIRUN) is missing (sh tools/install-deps.sh test installs Open MPI)"; fi
 

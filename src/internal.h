@@ -376,12 +376,13 @@ int teeny__utf8_valid(const void *text, size_t n, size_t *bad);
  * *out set, else 0 with *why ("is empty", "is not a decimal integer", "is
  * out of range"; static text) and *out untouched. */
 int teeny__parse_int(const char *text, size_t len, long long lo, long long hi, long long *out, const char **why);
-/* The environment variable name parsed as above: def when unset; when set
+/* ---- the environment (env.c) ----
+ * The environment variable name parsed as above: def when unset; when set
  * to anything else (empty included) TEENY_ERR_ARG, recorded in ctx (NULL:
  * the thread's error) with the name, value and range, and *out = def. */
 teeny_status teeny__env_int(const teeny_ctx *ctx, const char *name, long long lo, long long hi, long long def,
                             long long *out);
-/* Every word- or path-valued variable the library reads (util.c's table),
+/* Every word- or path-valued variable the library reads (env.c's table),
  * checked at context creation: TEENY_ERR_ARG (the thread's error) for an
  * empty value, a word not listed or an over-long path. */
 teeny_status teeny__env_check(void);

@@ -2,8 +2,8 @@
  * graph_internal.h -- the graph's nodes and plans, shared by graph.c
  * (building), graph_compile.c (the compile phases), graph_plan.c (liveness
  * and memory), autograd.c (recording the backward pass) and graph_run.c
- * (running plans). Op families add their graph builders through
- * teeny__graph_node(), so the executor never changes when an op is added.
+ * (running plans), builders.c (teeny_graph_<op>: attributes, then
+ * teeny__graph_node()), so the executor never changes when an op is added.
  * The compile phases are declared here with their contracts so that
  * tests/test_graph.c can run each one on its own (tests link the static
  * library).
@@ -83,6 +83,15 @@ static inline int teeny__bwd_step(const teeny_graph *g, int node)
 
 /* ---- graph.c: helpers shared by the graph files ---- */
 
+/* Add a node of op to a graph: checks the inputs, runs the op's infer,
+ * creates and initializes the node's parameters and state. Every graph
+ * builder (builders.c, teeny_graph_<op>) calls it. */
+teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name, int n_in, const teeny_node *in,
+                               const teeny__op_attrs *attrs, teeny_node *out);
+/* The context a graph call reports its errors into (NULL for a NULL graph:
+ * then the thread's context-less error). */
+teeny_ctx *teeny__graph_ctx(const teeny_graph *g);
+
 teeny_status teeny__graph_check(const teeny_graph *g, const char *fn); /* g non-NULL; clears the last error */
 teeny_status teeny__graph_check_node(const teeny_graph *g, teeny_node n, const char *what);
 /* Element count, or -1 when a size is negative or the product passes
@@ -95,7 +104,7 @@ int64_t teeny__shape_numel(const teeny__shape *s);
 teeny_status teeny__check_node_shapes(teeny_ctx *ctx, const char *node, const teeny__node_shapes *s, int64_t batch,
                                       int with_saved);
 const char *teeny__shape_text(const teeny__shape *s, char *buf, size_t cap);
-/* Node i's tensors in its op's slots (graph_compile.c): the forward's, or
+/* Node i's tensors in its op's slots (graph_plan.c): the forward's, or
  * (backward 1) the backward's with targets[j] receiving the gradient of
  * input j (NULL: not wanted). */
 void teeny__node_args(const teeny_plan *p, int i, int backward, teeny_tensor *const *targets, teeny__op_args *a);

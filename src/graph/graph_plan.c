@@ -6,8 +6,10 @@
  * whose lifetimes do not overlap share memory in one arena (first fit,
  * 256-byte aligned), and each tensor is then a view of the arena at its
  * buffer's offset. Parameters, their gradients, running statistics and
- * input tensors live outside the arena. Depends only on graph.c's helpers
- * and the derivation in graph_internal.h, never on the other phases.
+ * input tensors live outside the arena. Also teeny__node_args, how a
+ * node's planned tensors fill its op's slots (the forward and backward
+ * recordings use it). Depends only on graph.c's helpers and the
+ * derivation in graph_internal.h, never on the other phases.
  */
 #include <string.h>
 
@@ -280,4 +282,40 @@ teeny_status teeny__compile_memory(teeny_plan *p, const teeny__backward *bw, tee
     if ((st = teeny_tensor_create(p->ctx, 1, &arena, &p->arena)) != TEENY_OK)
         return st;
     return bind_tensors(p, bw, mp);
+}
+
+/* Node i's tensors in its op's slots (ops.h): the forward's, or the
+ * backward's with targets[j] receiving input j's gradient (NULL: not
+ * wanted). */
+void teeny__node_args(const teeny_plan *p, int i, int backward, teeny_tensor *const *targets, teeny__op_args *a)
+{
+    const teeny__gnode *nd = &p->g->nodes[i];
+    const teeny__node_shapes *s = &p->shapes[i];
+    teeny__op_slots sl = teeny__op_slots_of(nd->op);
+    memset(a, 0, sizeof *a);
+    for (int j = 0; j < nd->n_in; j++)
+        a->in[j] = p->value[nd->in[j]];
+    for (int j = 0; j < s->n_param; j++)
+        a->in[teeny__slot_param(sl) + j] = nd->param[j];
+    for (int j = 0; j < s->n_state; j++)
+        a->in[teeny__slot_state(sl) + j] = nd->state[j];
+    a->attrs = s->attrs;
+    if (!backward) {
+        a->out[TEENY__OUT_VALUE] = p->value[i];
+        for (int j = 0; j < s->n_saved; j++)
+            a->out[1 + j] = p->saved[i][j];
+        for (int j = 0; j < s->n_state; j++)
+            a->out[teeny__slot_out_state(sl) + j] = nd->state[j];
+        a->training = p->training;
+        return;
+    }
+    a->in[teeny__slot_value(sl)] = p->value[i];
+    for (int j = 0; j < s->n_saved; j++)
+        a->in[teeny__slot_saved(sl) + j] = p->saved[i][j];
+    a->in[teeny__slot_dvalue(sl)] = p->grad[i];
+    for (int j = 0; j < nd->n_in; j++)
+        a->out[j] = targets[j];
+    for (int j = 0; j < s->n_param; j++)
+        a->out[teeny__slot_param(sl) + j] = nd->param_grad[j];
+    a->training = 1;
 }

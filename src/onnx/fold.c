@@ -13,17 +13,6 @@
 
 static const char *const NO_ATTRS[] = {NULL};
 
-/* Shapes of constants: an int64 1-D constant as a list of values. */
-teeny_status teeny__ox_const_ints(ox_import *im, const ox_const *c, const char *what, int max, int64_t *out, int *n)
-{
-    if (c->type != OX_I64 || c->shape.ndim > 1 || c->numel > max)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%s must be a 1-D integer tensor of at most %d values", what, max);
-    for (int64_t i = 0; i < c->numel; i++)
-        out[i] = ((const int64_t *)c->data)[i];
-    *n = (int)c->numel;
-    return TEENY_OK;
-}
-
 /* The input's shape (constant or run-time; a graph input becomes one). */
 static teeny_status in_shape(ox_import *im, int i, ox_shape *s, int *idx)
 {

@@ -202,7 +202,7 @@ teeny_status teeny__ox_fold_binary(ox_import *im, const ox_const *a, const ox_co
 teeny_status teeny__ox_fold_concat(ox_import *im, int axis);
 teeny_status teeny__ox_op_slice(ox_import *im);     /* arith.c: of constants */
 teeny_status teeny__ox_op_sub_div(ox_import *im);
-/* fold.c: an int64 1-D constant (at most max values) as a list. */
+/* values.c: an int64 1-D constant (at most max values) as a list. */
 teeny_status teeny__ox_const_ints(ox_import *im, const ox_const *c, const char *what, int max, int64_t *out, int *n);
 ox_handler teeny__ox_layer_handler(const char *op);
 

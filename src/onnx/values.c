@@ -151,6 +151,17 @@ teeny_status teeny__ox_in_const(ox_import *im, int i, const char *what, int weig
                    "supported here", i, what, v->name);
 }
 
+/* Shapes of constants: an int64 1-D constant as a list of values. */
+teeny_status teeny__ox_const_ints(ox_import *im, const ox_const *c, const char *what, int max, int64_t *out, int *n)
+{
+    if (c->type != OX_I64 || c->shape.ndim > 1 || c->numel > max)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%s must be a 1-D integer tensor of at most %d values", what, max);
+    for (int64_t i = 0; i < c->numel; i++)
+        out[i] = ((const int64_t *)c->data)[i];
+    *n = (int)c->numel;
+    return TEENY_OK;
+}
+
 static int name_taken(const ox_import *im, const char *name)
 {
     for (int j = 0; j < teeny_graph_node_count(im->g); j++) {

@@ -626,13 +626,3 @@ teeny_status teeny_attention_backward(teeny_ctx *ctx, const teeny_tensor *q, con
     EAGER_BEGIN("teeny_attention_backward");
     return teeny__eager_run(ctx, &e, args, 9);
 }
-
-/* ---- graph builder ---- */
-
-teeny_status teeny_graph_attention(teeny_graph *g, const char *name, teeny_node q, teeny_node k, teeny_node v,
-                                   float scale, teeny_node *out)
-{
-    teeny_node in[3] = {q, k, v};
-    teeny__op_attrs at = {.attention = {scale}};
-    return teeny__graph_node(g, TEENY__OP_ATTENTION, name, 3, in, &at, out);
-}

@@ -508,12 +508,3 @@ teeny_status teeny_batchnorm_fold(teeny_ctx *ctx, const teeny_tensor *weight, co
         st = teeny__launch(ctx, k, "bn_fold", 1, &g, &l);
     return st;
 }
-
-/* ---- graph builder ---- */
-
-teeny_status teeny_graph_batchnorm(teeny_graph *g, const char *name, teeny_node x, float momentum, float eps,
-                                   teeny_node *out)
-{
-    teeny__op_attrs at = {.batchnorm = {momentum, eps}};
-    return teeny__graph_node(g, TEENY__OP_BATCHNORM, name, 1, &x, &at, out);
-}

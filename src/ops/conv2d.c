@@ -18,8 +18,8 @@
  * Everything is deterministic: no atomics; partials live in the context's
  * workspace.
  *
- * Files: conv2d.c (this one) validates the eager API's arguments, infers
- * graph shapes and builds graph nodes; conv2d_exec.c holds the op-table
+ * Files: conv2d.c (this one) infers shapes (the one validator of the
+ * eager API and the graph) and holds the eager API; conv2d_exec.c holds the op-table
  * forward and backward (the path choice and the launches of each pass);
  * conv2d_plan.c tile picking and fit checks, the GEMM
  * launches, the depthwise plans and the weight-gradient plan, with the
@@ -183,16 +183,8 @@ static teeny_status run_conv(teeny_ctx *ctx, teeny__eager *e, const teeny_conv2d
     if ((st = teeny__eager_tensors(ctx, e->fn, args, n)) != TEENY_OK ||
         (st = teeny__eager_rank(ctx, e->fn, w, "weight", 4, "[Cout, Cin/groups, KH, KW]")) != TEENY_OK)
         return st;
-    e->attrs.conv2d = (teeny__conv2d_attrs){{p->stride[0], p->stride[1]},
-                                            {p->pad[0], p->pad[1]},
-                                            {p->dilation[0], p->dilation[1]},
-                                            p->groups,
-                                            act,
-                                            has_bias,
-                                            (int)w->shape[0],
-                                            (int)w->shape[2],
-                                            (int)w->shape[3],
-                                            (int)w->shape[1]};
+    e->attrs.conv2d = teeny__conv2d_attrs_of(p, act, has_bias, (int)w->shape[0], (int)w->shape[2], (int)w->shape[3],
+                                             (int)w->shape[1]);
     if ((st = teeny__eager_check(ctx, e, args, n, &a)) != TEENY_OK || none_wanted)
         return st;
     return teeny__op_exec(ctx, e->pass, &a);
@@ -240,32 +232,4 @@ teeny_status teeny_conv2d_backward(teeny_ctx *ctx, const teeny_conv2d_params *p,
                                 {"dbias", dbias, TEENY__CONV2D_BIAS, TEENY__EA_OUT | VEC}};
     EAGER_BEGIN("teeny_conv2d_backward");
     return run_conv(ctx, &e, p, w, TEENY_ACT_NONE, dbias != NULL, args, 6, !dx && !dw && !dbias);
-}
-
-/* ---- graph builder ---- */
-
-teeny_status teeny_graph_conv2d(teeny_graph *g, const char *name, teeny_node x, int out_channels, int kernel_h,
-                                int kernel_w, const teeny_conv2d_params *p, int bias, teeny_node *out)
-{
-    static const teeny_conv2d_params defaults = TEENY_CONV2D_PARAMS_INIT;
-    if (!p)
-        p = &defaults;
-    if (out_channels < 1 || kernel_h < 1 || kernel_w < 1 || out_channels > (1 << 24) || kernel_h > (1 << 24) ||
-        kernel_w > (1 << 24)) {
-        if (out)
-            *out = -1;
-        return teeny__error(teeny__graph_ctx(g), TEENY_ERR_ARG, "teeny_graph_conv2d: out_channels %d, kernel %dx%d must be 1..2^24",
-                            out_channels, kernel_h, kernel_w);
-    }
-    teeny__op_attrs at = {.conv2d = {{p->stride[0], p->stride[1]},
-                                     {p->pad[0], p->pad[1]},
-                                     {p->dilation[0], p->dilation[1]},
-                                     p->groups,
-                                     TEENY_ACT_NONE,
-                                     bias != 0,
-                                     out_channels,
-                                     kernel_h,
-                                     kernel_w,
-                                     0}};
-    return teeny__graph_node(g, TEENY__OP_CONV2D, name, 1, &x, &at, out);
 }

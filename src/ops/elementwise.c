@@ -236,23 +236,3 @@ teeny_status teeny_activation_backward(teeny_ctx *ctx, teeny_act act, const teen
     EAGER_BEGIN("teeny_activation_backward");
     return teeny__eager_run(ctx, &e, args, 3);
 }
-
-/* ---- graph builders ---- */
-
-teeny_status teeny_graph_activation(teeny_graph *g, const char *name, teeny_node x, teeny_act act, teeny_node *out)
-{
-    teeny__op_attrs at = {.activation = {act}};
-    return teeny__graph_node(g, TEENY__OP_ACTIVATION, name, 1, &x, &at, out);
-}
-
-teeny_status teeny_graph_add(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out)
-{
-    teeny_node in[2] = {a, b};
-    return teeny__graph_node(g, TEENY__OP_ADD, name, 2, in, NULL, out);
-}
-
-teeny_status teeny_graph_mul(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out)
-{
-    teeny_node in[2] = {a, b};
-    return teeny__graph_node(g, TEENY__OP_MUL, name, 2, in, NULL, out);
-}

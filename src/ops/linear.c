@@ -258,12 +258,3 @@ teeny_status teeny_linear_backward(teeny_ctx *ctx, const teeny_tensor *x, const 
     EAGER_BEGIN("teeny_linear_backward");
     return run_linear(ctx, &e, w, db != NULL, args, 6);
 }
-
-/* ---- graph builder ---- */
-
-teeny_status teeny_graph_linear(teeny_graph *g, const char *name, teeny_node x, int out_features, int bias,
-                                teeny_node *out)
-{
-    teeny__op_attrs at = {.linear = {out_features, bias != 0}};
-    return teeny__graph_node(g, TEENY__OP_LINEAR, name, 1, &x, &at, out);
-}

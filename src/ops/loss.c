@@ -172,12 +172,3 @@ teeny_status teeny_argmax_rows(teeny_ctx *ctx, const teeny_tensor *x, teeny_tens
     }
     return st;
 }
-
-/* ---- graph builder ---- */
-
-teeny_status teeny_graph_softmax_cross_entropy(teeny_graph *g, const char *name, teeny_node logits,
-                                               teeny_node labels, teeny_node *out)
-{
-    teeny_node in[2] = {logits, labels};
-    return teeny__graph_node(g, TEENY__OP_SOFTMAX_CE, name, 2, in, NULL, out);
-}

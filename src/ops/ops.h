@@ -46,6 +46,27 @@ typedef struct { float scale; } teeny__attention_attrs;              /* attentio
 typedef struct { int heads, key_dim; } teeny__psa_attrs;             /* psa.c */
 typedef struct { int heads, height, width; } teeny__psa_merge_attrs; /* psa.c */
 
+/* The attributes of the public parameter structs (the eager API and the
+ * graph builders both take them). */
+static inline teeny__pool2d_attrs teeny__pool2d_attrs_of(const teeny_pool2d_params *p)
+{
+    return (teeny__pool2d_attrs){{p->kernel[0], p->kernel[1]}, {p->stride[0], p->stride[1]}, {p->pad[0], p->pad[1]}};
+}
+static inline teeny__conv2d_attrs teeny__conv2d_attrs_of(const teeny_conv2d_params *p, teeny_act act, int has_bias,
+                                                         int out_channels, int kernel_h, int kernel_w, int in_per_group)
+{
+    return (teeny__conv2d_attrs){{p->stride[0], p->stride[1]},
+                                 {p->pad[0], p->pad[1]},
+                                 {p->dilation[0], p->dilation[1]},
+                                 p->groups,
+                                 act,
+                                 has_bias,
+                                 out_channels,
+                                 kernel_h,
+                                 kernel_w,
+                                 in_per_group};
+}
+
 typedef union {
     teeny__none_attrs none;
     teeny__activation_attrs activation;
@@ -285,15 +306,6 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
  * an index out of range. */
 teeny_status teeny__optimizer_state_param(const teeny_optimizer *o, int i, const teeny_tensor **param,
                                           int *param_index, const char **kind);
-
-/* Add a node of op to a graph (graph.c): checks the inputs, runs the op's
- * infer, creates and initializes the node's parameters and state. Each
- * family's graph builders (teeny_graph_<op>) call it. */
-teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name, int n_in, const teeny_node *in,
-                               const teeny__op_attrs *attrs, teeny_node *out);
-/* The context a graph call reports its errors into (NULL for a NULL graph:
- * then the thread's context-less error). */
-teeny_ctx *teeny__graph_ctx(const teeny_graph *g);
 
 /* ---- running a pass ----
  * The op owns the workspace it takes until it returns (teeny__scratch). */

@@ -238,11 +238,6 @@ static teeny_status out_shape(teeny_ctx *ctx, const teeny__pool2d_attrs *v, cons
     return TEENY_OK;
 }
 
-static teeny__pool2d_attrs attrs_of(const teeny_pool2d_params *p)
-{
-    return (teeny__pool2d_attrs){{p->kernel[0], p->kernel[1]}, {p->stride[0], p->stride[1]}, {p->pad[0], p->pad[1]}};
-}
-
 teeny_status teeny_pool2d_output_shape(const teeny_pool2d_params *p, const int64_t x_shape[4], int64_t y_shape[4])
 {
     static const char fn[] = "teeny_pool2d_output_shape";
@@ -250,7 +245,7 @@ teeny_status teeny_pool2d_output_shape(const teeny_pool2d_params *p, const int64
     int64_t ys[4];
     if (!p || !x_shape || !y_shape)
         return teeny__error(NULL, TEENY_ERR_ARG, "%s: %s is NULL", fn, !p ? "p" : !x_shape ? "x_shape" : "y_shape");
-    v = attrs_of(p);
+    v = teeny__pool2d_attrs_of(p);
     teeny_status st = out_shape(NULL, &v, x_shape, ys);
     if (st != TEENY_OK)
         return teeny__error(NULL, st, "%s: %s", fn, teeny_last_error(NULL));
@@ -316,7 +311,7 @@ static teeny_status run_window(teeny_ctx *ctx, teeny__eager *e, const teeny_pool
 {
     if (!p)
         return teeny__error(ctx, TEENY_ERR_ARG, "%s: p is NULL", e->fn);
-    e->attrs.pool2d = attrs_of(p);
+    e->attrs.pool2d = teeny__pool2d_attrs_of(p);
     return teeny__eager_run(ctx, e, args, n);
 }
 
@@ -384,33 +379,4 @@ teeny_status teeny_global_avgpool_backward(teeny_ctx *ctx, const teeny_tensor *d
                                 {"dx", dx, TEENY__GLOBAL_AVGPOOL_X, TEENY__EA_OUT}};
     EAGER_BEGIN("teeny_global_avgpool_backward");
     return teeny__eager_run(ctx, &e, args, 2);
-}
-
-/* ---- graph builders ---- */
-
-static teeny_status graph_pool(teeny_graph *g, teeny__op_id op, const char *name, teeny_node x,
-                               const teeny_pool2d_params *p, teeny_node *out)
-{
-    static const teeny_pool2d_params defaults = TEENY_POOL2D_PARAMS_INIT;
-    if (!p)
-        p = &defaults;
-    teeny__op_attrs at = {.pool2d = attrs_of(p)};
-    return teeny__graph_node(g, op, name, 1, &x, &at, out);
-}
-
-teeny_status teeny_graph_maxpool2d(teeny_graph *g, const char *name, teeny_node x, const teeny_pool2d_params *p,
-                                   teeny_node *out)
-{
-    return graph_pool(g, TEENY__OP_MAXPOOL2D, name, x, p, out);
-}
-
-teeny_status teeny_graph_avgpool2d(teeny_graph *g, const char *name, teeny_node x, const teeny_pool2d_params *p,
-                                   teeny_node *out)
-{
-    return graph_pool(g, TEENY__OP_AVGPOOL2D, name, x, p, out);
-}
-
-teeny_status teeny_graph_global_avgpool(teeny_graph *g, const char *name, teeny_node x, teeny_node *out)
-{
-    return teeny__graph_node(g, TEENY__OP_GLOBAL_AVGPOOL, name, 1, &x, NULL, out);
 }

@@ -421,34 +421,3 @@ teeny_status teeny_psa_merge_attn_backward(teeny_ctx *ctx, const teeny_tensor *d
     e.attrs.psa_merge = (teeny__psa_merge_attrs){heads, (int)d_out->shape[2], (int)d_out->shape[3]};
     return teeny__eager_run(ctx, &e, args, 3);
 }
-
-/* ---- graph builders ---- */
-
-teeny_status teeny_graph_psa_attention(teeny_graph *g, const char *name, teeny_node qkv, int heads, int key_dim,
-                                       teeny_node *out)
-{
-    teeny__op_attrs at = {.psa = {heads, key_dim}};
-    return teeny__graph_node(g, TEENY__OP_PSA_ATTENTION, name, 1, &qkv, &at, out);
-}
-
-teeny_status teeny_graph_psa_pack_qkv(teeny_graph *g, const char *name, teeny_node qkv, int heads, int key_dim,
-                                      teeny_node *out)
-{
-    teeny__op_attrs at = {.psa = {heads, key_dim}};
-    return teeny__graph_node(g, TEENY__OP_PSA_PACK_QKV, name, 1, &qkv, &at, out);
-}
-
-teeny_status teeny_graph_psa_extract_v(teeny_graph *g, const char *name, teeny_node qkv, int heads, int key_dim,
-                                       teeny_node *out)
-{
-    teeny__op_attrs at = {.psa = {heads, key_dim}};
-    return teeny__graph_node(g, TEENY__OP_PSA_EXTRACT_V, name, 1, &qkv, &at, out);
-}
-
-teeny_status teeny_graph_psa_merge_attn(teeny_graph *g, const char *name, teeny_node o_lo, teeny_node o_hi,
-                                        int heads, int height, int width, teeny_node *out)
-{
-    teeny__op_attrs at = {.psa_merge = {heads, height, width}};
-    teeny_node in[2] = {o_lo, o_hi};
-    return teeny__graph_node(g, TEENY__OP_PSA_MERGE_ATTN, name, 2, in, &at, out);
-}
