@@ -2,7 +2,8 @@
 #
 #   make              libraries, tools and examples into build/
 #   make test         install missing packages (as root), build, check the layers
-#                     (tools/check-layers.sh: no call cycle in src/), run the check suite
+#                     (tools/check-layers.sh: no call cycle in src/) and sizes
+#                     (tools/check-sizes.sh: files <= 600 lines, functions <= 100), run the check suite
 #   make test-full    the long sweeps too
 #   make test-tools   teeny-info --check and examples/embed_app (also in make test)
 #   make check-asan   the test suite under AddressSanitizer + UBSan
@@ -204,6 +205,7 @@ deps-run:
 test: deps-test
 	$(MAKE) all $(BUILD)/teeny-tests
 	sh tools/check-layers.sh -q $(BUILD)
+	sh tools/check-sizes.sh
 	$(TEST_ENV) $(BUILD)/teeny-tests
 	sh tests/test_tools.sh $(BUILD)
 	$(MAKE) test-dist

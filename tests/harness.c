@@ -50,9 +50,9 @@ unsigned th_compute_units(unsigned n)
 long long th_loop_limit(long long n)
 {
     teeny_ctx *ctx = th_ctx();
-    long long was = ctx->loop_probed ? (long long)ctx->loop_limit : 0;
-    ctx->loop_probed = n >= 0;
-    ctx->loop_limit = n > 0 ? n : 0;
+    long long was = ctx->prog.loop_probed ? (long long)ctx->prog.loop_limit : 0;
+    ctx->prog.loop_probed = n >= 0;
+    ctx->prog.loop_limit = n > 0 ? n : 0;
     return was;
 }
 

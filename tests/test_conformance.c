@@ -92,10 +92,10 @@ static void cov_stop(void)
 {
     teeny_ctx *ctx = th_ctx();
     TH_OK(ctx, teeny_ctx_finish(ctx));
-    ck_assert_msg(ctx->prof_count < ctx->prof_cap, "profile full (%d launches): call cov_stop more often",
-                  ctx->prof_count);
-    for (int i = 0; i < ctx->prof_count; i++)
-        cov_note(ctx->prof_names[i]);
+    ck_assert_msg(ctx->prog.prof_count < ctx->prog.prof_cap, "profile full (%d launches): call cov_stop more often",
+                  ctx->prog.prof_count);
+    for (int i = 0; i < ctx->prog.prof_count; i++)
+        cov_note(ctx->prog.prof_names[i]);
     TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
 }
 
@@ -1051,8 +1051,8 @@ START_TEST(test_conformance_kernel_coverage)
             teeny_ctx_device_name(th_ctx()));
     ck_assert_msg(n_missing == 0, "%d kernel(s) never launched by the conformance suite:%s", n_missing, missing);
     /* no build from source in this process warned (TEENY_LOG=debug shows the log) */
-    ck_assert_msg(th_ctx()->build_warnings == 0, "%d kernel build(s) warned on %s (run with TEENY_LOG=debug)",
-                  th_ctx()->build_warnings, teeny_ctx_device_name(th_ctx()));
+    ck_assert_msg(th_ctx()->prog.build_warnings == 0, "%d kernel build(s) warned on %s (run with TEENY_LOG=debug)",
+                  th_ctx()->prog.build_warnings, teeny_ctx_device_name(th_ctx()));
 }
 END_TEST
 

@@ -548,8 +548,8 @@ START_TEST(test_program_profile_grow_fails)
     TH_OK(ctx, teeny_add(ctx, a, a, y)); /* built before profiling */
     TH_OK(ctx, teeny_ctx_finish(ctx));
     TH_OK(ctx, teeny_profile_begin(ctx));
-    for (long k = 1; !ctx->prof_lost; k++) {
-        while (ctx->prof_count + 1 < ctx->prof_cap) /* the next event needs a larger list */
+    for (long k = 1; !ctx->prog.prof_lost; k++) {
+        while (ctx->prog.prof_count + 1 < ctx->prog.prof_cap) /* the next event needs a larger list */
             TH_OK(ctx, teeny_add(ctx, a, a, y));
         teeny__fault_arm(k);
         st = teeny_add(ctx, a, a, y);
@@ -557,12 +557,12 @@ START_TEST(test_program_profile_grow_fails)
         teeny__fault_arm(0);
         ck_assert_msg(fired, "fault at call %ld: the launch ended without reaching the list's growth", k);
     }
-    ck_assert_int_eq(ctx->prof_lost, 1);
+    ck_assert_int_eq(ctx->prog.prof_lost, 1);
     TH_OK(ctx, st); /* the launch itself stands */
-    int recorded = ctx->prof_count;
+    int recorded = ctx->prog.prof_count;
     for (int i = 0; i < 8; i++)
         TH_OK(ctx, teeny_add(ctx, a, a, y)); /* the list grows again */
-    ck_assert_int_eq(ctx->prof_count, recorded + 8);
+    ck_assert_int_eq(ctx->prog.prof_count, recorded + 8);
     ck_assert_int_eq(teeny_profile_end(ctx, &ms, &kernels), TEENY_ERR_NOMEM);
     ck_assert_msg(strstr(teeny_last_error(ctx), "1 launch is missing") != NULL, "message: %s", teeny_last_error(ctx));
     ck_assert_int_eq(kernels, -1);

@@ -144,7 +144,7 @@ START_TEST(test_tensor_workspace_owner)
 {
     teeny_ctx *ctx = th_ctx();
     cl_mem a, b, c, d;
-    ctx->op_depth++; /* as teeny__op_run does */
+    ctx->ws.op_depth++; /* as teeny__op_run does */
     TH_OK(ctx, teeny__scratch(ctx, 1000, &a));
     TH_OK(ctx, teeny__scratch(ctx, 1 << 20, &b)); /* larger: must not replace a */
     TH_OK(ctx, teeny__scratch(ctx, 10, &c));
@@ -157,7 +157,7 @@ START_TEST(test_tensor_workspace_owner)
     for (int i = 3; i < TEENY__WS_SLOTS; i++)
         TH_OK(ctx, teeny__scratch(ctx, 4, &d));
     TH_STATUS(ctx, TEENY_ERR_STATE, teeny__scratch(ctx, 4, &d)); /* all taken: an error, not a shared buffer */
-    ctx->op_depth--;
+    ctx->ws.op_depth--;
     teeny__scratch_release_all(ctx);
     TH_OK(ctx, teeny__scratch(ctx, 1 << 20, &d)); /* back in the pool: reused */
     ck_assert_ptr_eq(d, b);

@@ -375,7 +375,7 @@ static void ctx_free(teeny_ctx *ctx)
     while (ctx->n_release_hooks > 0)
         ctx->release_hooks[--ctx->n_release_hooks](ctx);
     for (int i = 0; i < TEENY__WS_SLOTS; i++)
-        TEENY_CL_RELEASE(clReleaseMemObject, ctx->ws[i].buf);
+        TEENY_CL_RELEASE(clReleaseMemObject, ctx->ws.slot[i].buf);
     TEENY_CL_RELEASE(clReleaseCommandQueue, ctx->queue);
     TEENY_CL_RELEASE(clReleaseContext, ctx->context);
     teeny__free(ctx);

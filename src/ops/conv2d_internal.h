@@ -26,7 +26,7 @@ typedef teeny__conv_tune conv_tuning;
 static inline const conv_tuning *conv_tuning_of(const teeny_ctx *ctx)
 {
     const teeny__profile *p = ctx->tune.profile;
-    return ctx->tf32 && ctx->tf32_mma && p->conv_tf32.n_tiles > 0 ? &p->conv_tf32 : &p->conv;
+    return ctx->tf32 && ctx->prog.tf32_mma && p->conv_tf32.n_tiles > 0 ? &p->conv_tf32 : &p->conv;
 }
 
 /* Probe the tf32 instructions once (probe.c) if the application asked

@@ -285,6 +285,9 @@ void teeny__conv2d_debug(int tile, int no_depthwise);
 /* Test hook (program/build.c): kernels report at most cap work-items (0: off), so
  * every fallback can be forced on any device; not thread-safe. */
 void teeny__debug_kernel_wg_cap(size_t cap);
+/* The head dims the flash kernels take (attention.c): D (of q and k) and Dv. */
+#define TEENY__ATTN_MAX_D 128
+#define TEENY__ATTN_MAX_DV 256
 /* Flash attention over strided matrices (attention.c), shared by the
  * contiguous and the fused PSA paths: element (bh, n, c) of a matrix at
  * off + (bh / heads)*sb + (bh % heads)*sh + n*sn + c*sd of buf. A NULL buf
@@ -311,9 +314,9 @@ teeny_status teeny__optimizer_state_param(const teeny_optimizer *o, int i, const
  * The op owns the workspace it takes until it returns (teeny__scratch). */
 static inline teeny_status teeny__op_exec(teeny_ctx *ctx, teeny__op_fn fn, const teeny__op_args *a)
 {
-    ctx->op_depth++;
+    ctx->ws.op_depth++;
     teeny_status st = fn(ctx, a);
-    if (--ctx->op_depth == 0)
+    if (--ctx->ws.op_depth == 0)
         teeny__scratch_release_all(ctx);
     return st;
 }

@@ -356,7 +356,7 @@ teeny_status teeny_optimizer_step(teeny_optimizer *o, float lr, float beta1)
         beta1 = p->beta1;
     if (!(beta1 < 1.0f))
         return teeny__error(ctx, TEENY_ERR_ARG, "teeny_optimizer_step: beta1 %g must lie in [0, 1)", (double)beta1);
-    if (ctx->rec)
+    if (ctx->prog.rec)
         return teeny__error(ctx, TEENY_ERR_STATE,
                             "teeny_optimizer_step: cannot be recorded into a graph; call it at run time");
     /* the step count is an int64 (a checkpoint may carry any value): at

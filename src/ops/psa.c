@@ -39,7 +39,7 @@
 
 #include "ops.h"
 
-#define PSA_MAX_KD 128
+#define PSA_MAX_KD TEENY__ATTN_MAX_D /* key_dim is the flash kernels' D; Dv = 2 key_dim */
 
 /* ---- fused attention ---- */
 

@@ -148,7 +148,7 @@ static teeny_status note_warnings(teeny_ctx *ctx, cl_program prog, const char *o
                 next[-1] = '\n';
         }
         if (warned) {
-            ctx->build_warnings++;
+            ctx->prog.build_warnings++;
             teeny__log(TEENY_LOG_DEBUG, "kernel build with %s on %s warned:\n%s", options, ctx->info.device_name, log);
         }
     }
@@ -263,7 +263,7 @@ static cl_program cache_fetch(teeny_ctx *ctx, const char *path, const char *key,
 /* The context's release hook (device.c runs it at destruction). */
 static void programs_release(teeny_ctx *ctx)
 {
-    teeny__program *p = ctx->programs, *next;
+    teeny__program *p = ctx->prog.programs, *next;
     for (; p; p = next) {
         next = p->next;
         for (int i = 0; i < p->n_kernels; i++)
@@ -272,7 +272,7 @@ static void programs_release(teeny_ctx *ctx)
         teeny__free(p->options);
         teeny__free(p);
     }
-    ctx->programs = NULL;
+    ctx->prog.programs = NULL;
 }
 
 static teeny_status program_get(teeny_ctx *ctx, const char *family, const char *options, teeny__program **out)
@@ -285,7 +285,7 @@ static teeny_status program_get(teeny_ctx *ctx, const char *family, const char *
 
     if (!options)
         options = "";
-    for (p = ctx->programs; p; p = p->next)
+    for (p = ctx->prog.programs; p; p = p->next)
         if (!strcmp(p->family, family) && !strcmp(p->options, options)) {
             *out = p;
             return TEENY_OK;
@@ -336,8 +336,8 @@ static teeny_status program_get(teeny_ctx *ctx, const char *family, const char *
     memcpy(p->options, options, strlen(options) + 1);
     p->program = prog;
     prog = NULL;
-    p->next = ctx->programs;
-    ctx->programs = p;
+    p->next = ctx->prog.programs;
+    ctx->prog.programs = p;
     *out = p;
 cleanup:
     TEENY_CL_RELEASE(clReleaseProgram, prog);
@@ -419,10 +419,10 @@ static teeny_status cached_get(teeny_ctx *ctx, teeny__program *p, const char *ke
  * graph node owns. */
 static teeny_status kernel_for_launch(teeny_ctx *ctx, teeny__program *p, const char *kernel_name, cl_kernel *out)
 {
-    if (ctx->rec) {
+    if (ctx->prog.rec) {
         teeny__klimits lim;
         teeny_status st = create_kernel(ctx, p, kernel_name, out, &lim);
-        if (st == TEENY_OK && (st = teeny__recorder_add_kernel(ctx, ctx->rec, *out, &lim)) != TEENY_OK)
+        if (st == TEENY_OK && (st = teeny__recorder_add_kernel(ctx, ctx->prog.rec, *out, &lim)) != TEENY_OK)
             TEENY_CL_RELEASE(clReleaseKernel, *out);
         return st;
     }
@@ -453,14 +453,14 @@ static void apply_cap(teeny__klimits *lim)
 
 teeny_status teeny__kernel_limits(teeny_ctx *ctx, cl_kernel k, const char *name, teeny__klimits *out)
 {
-    for (teeny__program *p = ctx->programs; p; p = p->next)
+    for (teeny__program *p = ctx->prog.programs; p; p = p->next)
         for (int i = 0; i < p->n_kernels; i++)
             if (p->kernels[i].kernel == k) {
                 *out = p->kernels[i].limits;
                 apply_cap(out);
                 return TEENY_OK;
             }
-    if (ctx->rec && teeny__recorder_limits(ctx->rec, k, out)) {
+    if (ctx->prog.rec && teeny__recorder_limits(ctx->prog.rec, k, out)) {
         apply_cap(out);
         return TEENY_OK;
     }

@@ -67,7 +67,7 @@ teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name,
         if (g[i] == 0)
             return TEENY_OK; /* nothing to do */
     }
-    if (ctx->rec)
+    if (ctx->prog.rec)
         return teeny__record_launch(ctx, k, kernel_name, dims, g, local);
     return teeny__enqueue_kernel(ctx, k, kernel_name, (cl_uint)dims, g, local);
 }
@@ -100,7 +100,7 @@ teeny_status teeny__fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float
         return TEENY_OK;
     if (ctx->kernel_stores) /* simulator workaround (simulator.c) */
         return sim_fill(ctx, buf, off, n, value);
-    if (ctx->rec)
+    if (ctx->prog.rec)
         return teeny__record_fill(ctx, buf, off, n, value);
     return teeny__enqueue_fill(ctx, buf, off, n, value);
 }

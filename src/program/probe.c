@@ -60,17 +60,17 @@ cleanup:
 
 teeny_status teeny__loop_budget(teeny_ctx *ctx, int64_t *budget)
 {
-    if (!ctx->loop_probed) {
+    if (!ctx->prog.loop_probed) {
         int64_t limit = 0;
         teeny_status st = probe_loop_limit(ctx, &limit);
         if (st != TEENY_OK)
             return st;
-        ctx->loop_limit = limit;
-        ctx->loop_probed = 1;
+        ctx->prog.loop_limit = limit;
+        ctx->prog.loop_probed = 1;
     }
     /* half the limit: the ops' trip counts are estimates of what a
      * compiler leaves as loops (it may unroll some, or add a trip) */
-    *budget = ctx->loop_limit ? ctx->loop_limit / 2 : INT64_MAX;
+    *budget = ctx->prog.loop_limit ? ctx->prog.loop_limit / 2 : INT64_MAX;
     return TEENY_OK;
 }
 
@@ -140,15 +140,15 @@ static teeny_status probe_tf32(teeny_ctx *ctx, int *ok)
 
 teeny_status teeny__tf32_capable(teeny_ctx *ctx, int *capable)
 {
-    if (!ctx->tf32_probed) {
+    if (!ctx->prog.tf32_probed) {
         int ok = 0;
         teeny_status st = ctx->info.has_nvidia_ptx ? probe_tf32(ctx, &ok) : TEENY_OK;
         if (st != TEENY_OK)
             return st;
-        ctx->tf32_mma = ok;
-        ctx->tf32_probed = 1;
+        ctx->prog.tf32_mma = ok;
+        ctx->prog.tf32_probed = 1;
     }
-    *capable = ctx->tf32_mma;
+    *capable = ctx->prog.tf32_mma;
     return TEENY_OK;
 }
 

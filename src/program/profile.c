@@ -32,11 +32,11 @@ cleanup:
  * that prof_count < prof_cap always holds. 0 when out of host memory. */
 static int profile_grow(teeny_ctx *ctx)
 {
-    if (ctx->prof_count + 1 < ctx->prof_cap)
+    if (ctx->prog.prof_count + 1 < ctx->prog.prof_cap)
         return 1;
-    if (ctx->prof_cap > INT_MAX / 2)
+    if (ctx->prog.prof_cap > INT_MAX / 2)
         return 0; /* counted as lost, like a failed allocation */
-    int want = ctx->prof_cap * 2;
+    int want = ctx->prog.prof_cap * 2;
     cl_event *ev = teeny__malloc((size_t)want * sizeof *ev);
     const char **names = teeny__malloc((size_t)want * sizeof *names);
     if (!ev || !names) {
@@ -44,13 +44,13 @@ static int profile_grow(teeny_ctx *ctx)
         teeny__free(names);
         return 0;
     }
-    memcpy(ev, ctx->prof_events, (size_t)ctx->prof_count * sizeof *ev);
-    memcpy(names, ctx->prof_names, (size_t)ctx->prof_count * sizeof *names);
-    teeny__free(ctx->prof_events);
-    teeny__free(ctx->prof_names);
-    ctx->prof_events = ev;
-    ctx->prof_names = names;
-    ctx->prof_cap = want;
+    memcpy(ev, ctx->prog.prof_events, (size_t)ctx->prog.prof_count * sizeof *ev);
+    memcpy(names, ctx->prog.prof_names, (size_t)ctx->prog.prof_count * sizeof *names);
+    teeny__free(ctx->prog.prof_events);
+    teeny__free(ctx->prog.prof_names);
+    ctx->prog.prof_events = ev;
+    ctx->prog.prof_names = names;
+    ctx->prog.prof_cap = want;
     return 1;
 }
 
@@ -59,16 +59,16 @@ teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kern
 {
     cl_int err;
     cl_event ev = NULL, *evp = NULL;
-    if (ctx->profiling)
+    if (ctx->prog.profiling)
         evp = &ev;
     err = TEENY_CL(clEnqueueNDRangeKernel, ctx->queue, k, dims, NULL, g, local, 0, NULL, evp);
     if (err == CL_SUCCESS && ev) {
         if (profile_grow(ctx)) {
-            ctx->prof_names[ctx->prof_count] = kernel_name;
-            ctx->prof_events[ctx->prof_count++] = ev;
+            ctx->prog.prof_names[ctx->prog.prof_count] = kernel_name;
+            ctx->prog.prof_events[ctx->prog.prof_count++] = ev;
         } else {
             TEENY_CL_RELEASE(clReleaseEvent, ev); /* the launch stands; the profile reports the loss */
-            ctx->prof_lost++;
+            ctx->prog.prof_lost++;
         }
     }
     if (err != CL_SUCCESS)
@@ -95,26 +95,26 @@ static int profile_row_cmp(const void *a, const void *b)
 
 static void profile_summary(teeny_ctx *ctx, double span_ms)
 {
-    profile_row *rows = teeny__malloc((size_t)(ctx->prof_count ? ctx->prof_count : 1) * sizeof *rows);
+    profile_row *rows = teeny__malloc((size_t)(ctx->prog.prof_count ? ctx->prog.prof_count : 1) * sizeof *rows);
     int n = 0;
     double total = 0;
     if (!rows) {
         teeny__log(TEENY_LOG_WARN, "profile: no per-kernel summary: out of host memory");
         return;
     }
-    for (int i = 0; i < ctx->prof_count; i++) {
+    for (int i = 0; i < ctx->prog.prof_count; i++) {
         cl_ulong s = 0, e = 0;
         int k;
-        if (TEENY_CL(clGetEventProfilingInfo, ctx->prof_events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL) ||
-            TEENY_CL(clGetEventProfilingInfo, ctx->prof_events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL)) {
+        if (TEENY_CL(clGetEventProfilingInfo, ctx->prog.prof_events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL) ||
+            TEENY_CL(clGetEventProfilingInfo, ctx->prog.prof_events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL)) {
             teeny__log(TEENY_LOG_WARN, "profile: no per-kernel summary: clGetEventProfilingInfo failed");
             teeny__free(rows);
             return;
         }
-        for (k = 0; k < n && strcmp(rows[k].name, ctx->prof_names[i]); k++)
+        for (k = 0; k < n && strcmp(rows[k].name, ctx->prog.prof_names[i]); k++)
             ;
         if (k == n)
-            rows[n++] = (profile_row){ctx->prof_names[i], 0.0, 0};
+            rows[n++] = (profile_row){ctx->prog.prof_names[i], 0.0, 0};
         rows[k].ms += (double)(e - s) * 1e-6;
         rows[k].calls++;
         total += (double)(e - s) * 1e-6;
@@ -124,27 +124,27 @@ static void profile_summary(teeny_ctx *ctx, double span_ms)
         teeny__log(TEENY_LOG_WARN, "profile: %-28s %5d launches %10.4f ms %5.1f%%", rows[k].name, rows[k].calls,
                    rows[k].ms, total > 0 ? 100.0 * rows[k].ms / total : 0.0);
     teeny__log(TEENY_LOG_WARN, "profile: %d kernels, %d launches, %.4f ms of kernel time in a %.4f ms span", n,
-               ctx->prof_count, total, span_ms);
+               ctx->prog.prof_count, total, span_ms);
     teeny__free(rows);
 }
 
 static void profile_clear(teeny_ctx *ctx)
 {
-    for (int i = 0; i < ctx->prof_count; i++)
-        TEENY_CL_RELEASE(clReleaseEvent, ctx->prof_events[i]);
-    ctx->prof_count = 0;
-    ctx->prof_lost = 0;
+    for (int i = 0; i < ctx->prog.prof_count; i++)
+        TEENY_CL_RELEASE(clReleaseEvent, ctx->prog.prof_events[i]);
+    ctx->prog.prof_count = 0;
+    ctx->prog.prof_lost = 0;
 }
 
 /* The context's release hook (device.c runs it at destruction). */
 static void profile_release(teeny_ctx *ctx)
 {
     profile_clear(ctx);
-    teeny__free(ctx->prof_events);
-    teeny__free(ctx->prof_names);
-    ctx->prof_events = NULL;
-    ctx->prof_names = NULL;
-    ctx->prof_cap = 0;
+    teeny__free(ctx->prog.prof_events);
+    teeny__free(ctx->prog.prof_names);
+    ctx->prog.prof_events = NULL;
+    ctx->prog.prof_names = NULL;
+    ctx->prog.prof_cap = 0;
 }
 
 teeny_status teeny_profile_begin(teeny_ctx *ctx)
@@ -152,23 +152,23 @@ teeny_status teeny_profile_begin(teeny_ctx *ctx)
     if (!teeny__ctx_check(ctx))
         return teeny__error(NULL, TEENY_ERR_ARG, "teeny_profile_begin: ctx is NULL or destroyed");
     teeny__clear_error(ctx);
-    if (!ctx->prof_events) {
+    if (!ctx->prog.prof_events) {
         teeny_status st = teeny__ctx_on_release(ctx, profile_release);
         if (st != TEENY_OK)
             return st;
-        ctx->prof_events = teeny__calloc(PROFILE_FIRST_CAP, sizeof(cl_event));
-        ctx->prof_names = teeny__calloc(PROFILE_FIRST_CAP, sizeof(const char *));
-        if (!ctx->prof_events || !ctx->prof_names) {
-            teeny__free(ctx->prof_events);
-            teeny__free(ctx->prof_names);
-            ctx->prof_events = NULL;
-            ctx->prof_names = NULL;
+        ctx->prog.prof_events = teeny__calloc(PROFILE_FIRST_CAP, sizeof(cl_event));
+        ctx->prog.prof_names = teeny__calloc(PROFILE_FIRST_CAP, sizeof(const char *));
+        if (!ctx->prog.prof_events || !ctx->prog.prof_names) {
+            teeny__free(ctx->prog.prof_events);
+            teeny__free(ctx->prog.prof_names);
+            ctx->prog.prof_events = NULL;
+            ctx->prog.prof_names = NULL;
             return teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_profile_begin: out of host memory");
         }
-        ctx->prof_cap = PROFILE_FIRST_CAP;
+        ctx->prog.prof_cap = PROFILE_FIRST_CAP;
     }
     profile_clear(ctx);
-    ctx->profiling = 1;
+    ctx->prog.profiling = 1;
     return TEENY_OK;
 }
 
@@ -180,35 +180,35 @@ teeny_status teeny_profile_end(teeny_ctx *ctx, double *device_ms, int *kernels)
     if (!teeny__ctx_check(ctx))
         return teeny__error(NULL, TEENY_ERR_ARG, "teeny_profile_end: ctx is NULL or destroyed");
     teeny__clear_error(ctx);
-    if (!ctx->profiling)
+    if (!ctx->prog.profiling)
         return teeny__error(ctx, TEENY_ERR_STATE, "teeny_profile_end without teeny_profile_begin");
-    ctx->profiling = 0;
+    ctx->prog.profiling = 0;
     TEENY_CL_TRY(clGetCommandQueueInfo, ctx->queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
     if (!(props & CL_QUEUE_PROFILING_ENABLE)) {
         st = teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "the context's queue was created without profiling");
         goto cleanup;
     }
-    if (ctx->prof_count)
-        TEENY_CL_TRY(clWaitForEvents, (cl_uint)ctx->prof_count, ctx->prof_events);
-    for (int i = 0; i < ctx->prof_count; i++) {
+    if (ctx->prog.prof_count)
+        TEENY_CL_TRY(clWaitForEvents, (cl_uint)ctx->prog.prof_count, ctx->prog.prof_events);
+    for (int i = 0; i < ctx->prog.prof_count; i++) {
         cl_ulong s, e;
-        TEENY_CL_TRY(clGetEventProfilingInfo, ctx->prof_events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL);
-        TEENY_CL_TRY(clGetEventProfilingInfo, ctx->prof_events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL);
+        TEENY_CL_TRY(clGetEventProfilingInfo, ctx->prog.prof_events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL);
+        TEENY_CL_TRY(clGetEventProfilingInfo, ctx->prog.prof_events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL);
         if (i == 0 || s < first)
             first = s;
         if (e > last)
             last = e;
     }
-    if (ctx->prof_lost) {
+    if (ctx->prog.prof_lost) {
         st = teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_profile_end: out of host memory recording events; "
-                          "%d launch%s missing from the profile of %d", ctx->prof_lost,
-                          ctx->prof_lost == 1 ? " is" : "es are", ctx->prof_count + ctx->prof_lost);
+                          "%d launch%s missing from the profile of %d", ctx->prog.prof_lost,
+                          ctx->prog.prof_lost == 1 ? " is" : "es are", ctx->prog.prof_count + ctx->prog.prof_lost);
         goto cleanup;
     }
     if (device_ms)
         *device_ms = (double)(last - first) * 1e-6;
     if (kernels)
-        *kernels = ctx->prof_count;
+        *kernels = ctx->prog.prof_count;
     const char *summary = getenv("TEENY_PROFILE");
     if (summary && *summary && strcmp(summary, "0"))
         profile_summary(ctx, (double)(last - first) * 1e-6);

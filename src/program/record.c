@@ -64,12 +64,12 @@ void teeny__recorder_free(teeny__recorder *rec)
 
 void teeny__record_begin(teeny_ctx *ctx, teeny__recorder *rec)
 {
-    ctx->rec = rec;
+    ctx->prog.rec = rec;
 }
 
 void teeny__record_end(teeny_ctx *ctx)
 {
-    ctx->rec = NULL;
+    ctx->prog.rec = NULL;
 }
 
 int teeny__recorder_count(const teeny__recorder *rec)
@@ -105,7 +105,7 @@ int teeny__recorder_limits(const teeny__recorder *rec, cl_kernel k, teeny__klimi
 
 static teeny_status recorder_add(teeny_ctx *ctx, const recorded *r)
 {
-    teeny__recorder *rec = ctx->rec;
+    teeny__recorder *rec = ctx->prog.rec;
     if (!teeny__grow((void **)&rec->items, &rec->cap, rec->n, sizeof(recorded)))
         return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory recording a launch");
     rec->items[rec->n++] = *r;
@@ -114,7 +114,7 @@ static teeny_status recorder_add(teeny_ctx *ctx, const recorded *r)
 
 teeny_status teeny__recorder_scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out)
 {
-    teeny__recorder *rec = ctx->rec;
+    teeny__recorder *rec = ctx->prog.rec;
     cl_int err;
     if (!teeny__grow((void **)&rec->scratch, &rec->cap_scratch, rec->n_scratch, sizeof(cl_mem)))
         return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory recording a workspace");

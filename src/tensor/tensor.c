@@ -370,22 +370,22 @@ teeny_status teeny__scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out)
     int pick = -1;
     if (bytes == 0)
         bytes = 4;
-    if (ctx->rec) /* a recorded node keeps its own workspace */
+    if (ctx->prog.rec) /* a recorded node keeps its own workspace */
         return teeny__recorder_scratch(ctx, bytes, out);
     /* the smallest free buffer that holds bytes, else the largest free one
      * (replaced by a bigger buffer below) */
     for (int i = 0; i < TEENY__WS_SLOTS; i++) {
-        if (ctx->ws[i].busy)
+        if (ctx->ws.slot[i].busy)
             continue;
-        int fits = ctx->ws[i].bytes >= bytes, pick_fits = pick >= 0 && ctx->ws[pick].bytes >= bytes;
-        if (pick < 0 || (fits && (!pick_fits || ctx->ws[i].bytes < ctx->ws[pick].bytes)) ||
-            (!fits && !pick_fits && ctx->ws[i].bytes > ctx->ws[pick].bytes))
+        int fits = ctx->ws.slot[i].bytes >= bytes, pick_fits = pick >= 0 && ctx->ws.slot[pick].bytes >= bytes;
+        if (pick < 0 || (fits && (!pick_fits || ctx->ws.slot[i].bytes < ctx->ws.slot[pick].bytes)) ||
+            (!fits && !pick_fits && ctx->ws.slot[i].bytes > ctx->ws.slot[pick].bytes))
             pick = i;
     }
     if (pick < 0)
         return teeny__error(ctx, TEENY_ERR_STATE, "internal: one op took more than %d workspace buffers",
                             TEENY__WS_SLOTS);
-    if (ctx->ws[pick].bytes < bytes) {
+    if (ctx->ws.slot[pick].bytes < bytes) {
         size_t want = bytes + bytes / 4;
         if (want > ctx->info.max_alloc_bytes)
             want = bytes;
@@ -401,26 +401,26 @@ teeny_status teeny__scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out)
         }
         /* no op holds this slot: kernels already queued on the old buffer
          * keep it alive until they finish */
-        TEENY_CL_RELEASE(clReleaseMemObject, ctx->ws[pick].buf);
-        ctx->ws[pick].buf = m;
-        ctx->ws[pick].bytes = want;
+        TEENY_CL_RELEASE(clReleaseMemObject, ctx->ws.slot[pick].buf);
+        ctx->ws.slot[pick].buf = m;
+        ctx->ws.slot[pick].bytes = want;
     }
-    ctx->ws[pick].busy = 1;
-    *out = ctx->ws[pick].buf;
+    ctx->ws.slot[pick].busy = 1;
+    *out = ctx->ws.slot[pick].buf;
     return TEENY_OK;
 }
 
 void teeny__scratch_give(teeny_ctx *ctx, cl_mem buf)
 {
     for (int i = 0; i < TEENY__WS_SLOTS; i++)
-        if (ctx->ws[i].buf == buf)
-            ctx->ws[i].busy = 0;
+        if (ctx->ws.slot[i].buf == buf)
+            ctx->ws.slot[i].busy = 0;
 }
 
 void teeny__scratch_release_all(teeny_ctx *ctx)
 {
     for (int i = 0; i < TEENY__WS_SLOTS; i++)
-        ctx->ws[i].busy = 0;
+        ctx->ws.slot[i].busy = 0;
 }
 
 /* ---- argument checks ---- */
