@@ -407,9 +407,7 @@ START_TEST(test_conformance_conv2d)
     teeny__conv2d_debug(-1, 1);
     conv_run(&conv_cases[5], "own, no depthwise", 300);
     teeny__conv2d_debug(-1, 0);
-    /* tf32 where the device runs it (teeny_ctx_set_tf32): the probe runs
-     * again here, so its kernel counts for the coverage */
-    ctx->tf32_probed = 0;
+    /* tf32 where the device runs it (teeny_ctx_set_tf32) */
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
     TH_OK(ctx, teeny_ctx_tf32_active(ctx, &tf32));
     conv_tol = TOL_TF32;
@@ -1030,6 +1028,27 @@ START_TEST(test_conformance_fashion_net_trains)
 }
 END_TEST
 
+/* ---- probes ----
+ * The capability probes (src/program/probe.c) run on a queue of their
+ * own, outside the profile, once per context: run them again here and
+ * note their kernels for the coverage check. */
+START_TEST(test_conformance_probes)
+{
+    teeny_ctx *ctx = th_ctx();
+    int64_t budget = 0;
+    int tf32 = -1;
+    th_loop_limit(-1);
+    TH_OK(ctx, teeny__loop_budget(ctx, &budget));
+    ck_assert_msg(ctx->loop_probed && budget > 1000, "loop budget %lld", (long long)budget);
+    cov_note("probe_loop_trips");
+    ctx->tf32_probed = 0;
+    TH_OK(ctx, teeny__tf32_capable(ctx, &tf32));
+    ck_assert(ctx->tf32_probed && (tf32 == 0 || tf32 == 1));
+    if (ctx->info.has_nvidia_ptx) /* the only devices where its kernel is built */
+        cov_note("probe_tf32_mma");
+}
+END_TEST
+
 /* ---- coverage: every kernel of the embedded sources was launched ---- */
 
 START_TEST(test_conformance_kernel_coverage)
@@ -1082,6 +1101,7 @@ Suite *suite_conformance(void)
     tcase_add_test(tc, test_conformance_linear_loss);
     tcase_add_test(tc, test_conformance_elementwise);
     tcase_add_test(tc, test_conformance_optim);
+    tcase_add_test(tc, test_conformance_probes);
     suite_add_tcase(s, tc);
     tc = tcase_create("graph");
     tcase_add_test(tc, test_conformance_graph_gradients);
