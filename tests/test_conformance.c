@@ -45,6 +45,7 @@
 #define TOL 1e-5      /* every family's forward/backward tolerance (nrms) */
 #define TOL_EW 1e-6   /* test_elementwise.c: activations, mul */
 #define TOL_ADD 1e-7  /* test_elementwise.c: add */
+#define TOL_TF32 1e-3 /* convolutions with teeny_ctx_set_tf32 (test_conv2d.c) */
 #define OUT_OFF 4     /* outputs are views at this offset in a NaN-filled guard buffer */
 
 /* ---- kernel coverage ---- */
@@ -325,6 +326,8 @@ static teeny_conv2d_params conv_params(const ref_conv *c)
 }
 
 /* Forward (plain with bias, fused epilogues) and backward of one case. */
+static double conv_tol = TOL; /* TOL, or TOL_TF32 in test_conformance_conv2d's tf32 pass */
+
 static void conv_run(const conv_case *k, const char *tuning, uint64_t seed)
 {
     teeny_ctx *ctx = th_ctx();
@@ -352,7 +355,7 @@ static void conv_run(const conv_case *k, const char *tuning, uint64_t seed)
 
     TH_OK(ctx, teeny_conv2d_forward(ctx, &p, tx.t, tw.t, tb.t, ty.t));
     ref_conv2d_forward(c, xd, wd, bd, y, NULL);
-    expect(&ty, y, NULL, TOL, "y", repro);
+    expect(&ty, y, NULL, conv_tol, "y", repro);
 
     /* fused: act(conv * scale + shift), and act(conv + bias) */
     ref_conv2d_forward(c, xd, wd, NULL, y, NULL);
@@ -363,19 +366,19 @@ static void conv_run(const conv_case *k, const char *tuning, uint64_t seed)
         }
         th_poison(ty.t);
         TH_OK(ctx, teeny_conv2d_forward_fused(ctx, &p, tx.t, tw.t, NULL, tsc.t, tsh.t, (teeny_act)act, ty.t));
-        expect(&ty, yf, NULL, TOL, act == 1 ? "fused scale/shift relu" : "fused scale/shift silu", repro);
+        expect(&ty, yf, NULL, conv_tol, act == 1 ? "fused scale/shift relu" : "fused scale/shift silu", repro);
     }
     for (size_t i = 0; i < ny; i++)
         yf[i] = ref_act(2, y[i] + b[i / plane % C]);
     th_poison(ty.t);
     TH_OK(ctx, teeny_conv2d_forward_fused(ctx, &p, tx.t, tw.t, tb.t, NULL, NULL, TEENY_ACT_SILU, ty.t));
-    expect(&ty, yf, NULL, TOL, "fused bias silu", repro);
+    expect(&ty, yf, NULL, conv_tol, "fused bias silu", repro);
 
     TH_OK(ctx, teeny_conv2d_backward(ctx, &p, tx.t, tw.t, tdy.t, tdx.t, tdw.t, tdb.t));
     ref_conv2d_backward(c, xd, wd, dyd, dx, dw, db, NULL, mdw, mdb);
-    expect(&tdx, dx, NULL, TOL, "dx", repro);
-    expect(&tdw, dw, mdw, TOL, "dweight", repro);
-    expect(&tdb, db, mdb, TOL, "dbias", repro);
+    expect(&tdx, dx, NULL, conv_tol, "dx", repro);
+    expect(&tdw, dw, mdw, conv_tol, "dweight", repro);
+    expect(&tdb, db, mdb, conv_tol, "dbias", repro);
 
     th_dev *ds[] = {&tx, &tw, &tb, &tdy, &tsc, &tsh, &ty, &tdx, &tdw, &tdb};
     free_devs(ds, 10);
@@ -386,7 +389,8 @@ static void conv_run(const conv_case *k, const char *tuning, uint64_t seed)
 
 START_TEST(test_conformance_conv2d)
 {
-    int n = (int)(sizeof conv_cases / sizeof conv_cases[0]);
+    teeny_ctx *ctx = th_ctx();
+    int n = (int)(sizeof conv_cases / sizeof conv_cases[0]), tf32 = 0;
     cov_start();
     for (int i = 0; i < n; i++)
         conv_run(&conv_cases[i], "own", 100 + (uint64_t)i);
@@ -403,6 +407,14 @@ START_TEST(test_conformance_conv2d)
     teeny__conv2d_debug(-1, 1);
     conv_run(&conv_cases[5], "own, no depthwise", 300);
     teeny__conv2d_debug(-1, 0);
+    /* tf32 where the device runs it (teeny_ctx_set_tf32) */
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
+    TH_OK(ctx, teeny_ctx_tf32_active(ctx, &tf32));
+    conv_tol = TOL_TF32;
+    for (int i = 0; tf32 && i < n; i++)
+        conv_run(&conv_cases[i], "tf32", 400 + (uint64_t)i);
+    conv_tol = TOL;
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
     cov_stop();
 }
 END_TEST
@@ -1016,6 +1028,27 @@ START_TEST(test_conformance_fashion_net_trains)
 }
 END_TEST
 
+/* ---- probes ----
+ * The capability probes (src/program/probe.c) run on a queue of their
+ * own, outside the profile, once per context: run them again here and
+ * note their kernels for the coverage check. */
+START_TEST(test_conformance_probes)
+{
+    teeny_ctx *ctx = th_ctx();
+    int64_t budget = 0;
+    int tf32 = -1;
+    th_loop_limit(-1);
+    TH_OK(ctx, teeny__loop_budget(ctx, &budget));
+    ck_assert_msg(ctx->prog.loop_probed && budget > 1000, "loop budget %lld", (long long)budget);
+    cov_note("probe_loop_trips");
+    ctx->prog.tf32_probed = 0;
+    TH_OK(ctx, teeny__tf32_capable(ctx, &tf32));
+    ck_assert(ctx->prog.tf32_probed && (tf32 == 0 || tf32 == 1));
+    if (ctx->info.has_nvidia_ptx) /* the only devices where its kernel is built */
+        cov_note("probe_tf32_mma");
+}
+END_TEST
+
 /* ---- coverage: every kernel of the embedded sources was launched ---- */
 
 START_TEST(test_conformance_kernel_coverage)
@@ -1068,6 +1101,7 @@ Suite *suite_conformance(void)
     tcase_add_test(tc, test_conformance_linear_loss);
     tcase_add_test(tc, test_conformance_elementwise);
     tcase_add_test(tc, test_conformance_optim);
+    tcase_add_test(tc, test_conformance_probes);
     suite_add_tcase(s, tc);
     tc = tcase_create("graph");
     tcase_add_test(tc, test_conformance_graph_gradients);

@@ -169,7 +169,7 @@ has_match embed '^max error .* \(relative .*, limit 1e-4\): ok$'
 # case's share of a ceiling is printed as a figure above 100 %: such a
 # share is null, with the raw value under "over_ceiling".
 run bench 0 "$build/teeny-bench" --json --filter conv_fashion_3x3_1to32_28_b128 --reps 5 --warmup 1
-has_match bench '^\{"type": "header", .*"fma_gflops": [0-9.e+]+, .*"fma_op": "(fma|mad)", "fma_variants": ([3-9]|[1-9][0-9])\}$'
+has_match bench '^\{"type": "header", .*"fma_gflops": [0-9.e+]+, .*"fma_op": "(fma|mad)", "fma_variants": ([3-9]|[1-9][0-9]), "tf32": (true|false)\}$'
 has_match bench '^\{"type": "case", .*"family": "conv2d"'
 bad=$(grep '"type": "case"' "$tmp/bench.out" | awk '
     { for (k = 1; k <= 2; k++) {

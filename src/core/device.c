@@ -294,21 +294,23 @@ teeny_status teeny_devices_list(teeny_device_info *out, int max, int *count)
     return TEENY_OK;
 }
 
-/* What the rows of src/tune/profiles.def are matched on. The optional
- * queries fall back to what asks nothing of a row: vendor 0, a 1-wide
- * vector, no fma (TEENY_MAD stays mad(), right on any device). */
-static void probe_caps(teeny_ctx *ctx)
+/* What the rows of src/tune/profiles.def are matched on. A failed query
+ * fails the context's creation: falling back would pick another row, or
+ * mad() for fma(), and so other bits than the same device gives next
+ * time. */
+static teeny_status probe_caps(teeny_ctx *ctx)
 {
     teeny__device_caps *c = &ctx->caps;
     cl_uint vendor = 0, vec = 1;
     cl_device_fp_config fp = 0;
-    if (TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_VENDOR_ID, sizeof vendor, &vendor, NULL))
-        vendor = 0;
-    if (TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof vec, &vec, NULL) ||
-        vec < 1)
+    cl_int err;
+    if ((err = TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_VENDOR_ID, sizeof vendor, &vendor, NULL)) ||
+        (err = TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof vec, &vec,
+                        NULL)) ||
+        (err = TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL)))
+        return teeny__cl_error(NULL, err, "clGetDeviceInfo");
+    if (vec < 1)
         vec = 1;
-    if (TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL))
-        fp = 0;
     c->vendor_id = vendor;
     /* the GPU and CPU bits (the rows ask no other), from the query
      * teeny__device_query already made */
@@ -320,6 +322,7 @@ static void probe_caps(teeny_ctx *ctx)
     c->cap_fma = (fp & CL_FP_FMA) != 0;
     c->cap_subgroups = ctx->info.has_subgroups;
     c->cap_nvidia_ptx = ctx->info.has_nvidia_ptx;
+    return TEENY_OK;
 }
 
 /* The per-device defaults: the capabilities, the device profile with the
@@ -329,8 +332,9 @@ static void probe_caps(teeny_ctx *ctx)
 static teeny_status derive_defaults(teeny_ctx *ctx)
 {
     teeny__sim_detect(ctx); /* ctx->kernel_stores: simulator.c */
-    probe_caps(ctx);
-    teeny_status st = teeny__tune_init(ctx);
+    teeny_status st = probe_caps(ctx);
+    if (st == TEENY_OK)
+        st = teeny__tune_init(ctx);
     if (st != TEENY_OK)
         return st;
     /* Compilers known to take #pragma unroll and always_inline (clang-based

@@ -21,6 +21,26 @@
  * the kernel's float count (< 2^24). */
 #define PROBE_TRIPS (1 << 20)
 
+/* A probe runs on a queue of its own, created and released around it, and
+ * waits only for itself: never for work the application has on the
+ * context's queue (a queue held by a user event would deadlock a probe
+ * that waited there), and nothing of it is recorded or profiled. */
+static teeny_status probe_run(teeny_ctx *ctx, cl_kernel k, size_t items, cl_mem out, void *dst,
+                              size_t bytes)
+{
+    cl_int err;
+    teeny_status st = TEENY_OK;
+    cl_command_queue q = TEENY_CLO(clCreateCommandQueue, &err, ctx->context, ctx->device, 0);
+    if (!q)
+        return teeny__cl_error(ctx, err, "clCreateCommandQueue");
+    if ((err = TEENY_CL(clEnqueueNDRangeKernel, q, k, 1, NULL, &items, &items, 0, NULL, NULL)) != CL_SUCCESS)
+        st = teeny__cl_error(ctx, err, "clEnqueueNDRangeKernel");
+    else if ((err = TEENY_CL(clEnqueueReadBuffer, q, out, CL_TRUE, 0, bytes, dst, 0, NULL, NULL)) != CL_SUCCESS)
+        st = teeny__cl_error(ctx, err, "clEnqueueReadBuffer");
+    TEENY_CL_RELEASE(clReleaseCommandQueue, q);
+    return st;
+}
+
 static teeny_status probe_loop_limit(teeny_ctx *ctx, int64_t *limit)
 {
     static const char name[] = "probe_loop_trips";
@@ -29,9 +49,8 @@ static teeny_status probe_loop_limit(teeny_ctx *ctx, int64_t *limit)
     cl_int err = CL_SUCCESS;
     int n = PROBE_TRIPS;
     float trips = 0.0f;
-    size_t one = 1;
-    /* a kernel object of its own (not a recorder's) and a direct enqueue:
-     * the probe may run while a graph records its launches */
+    /* a kernel object of its own (not a recorder's) and a queue of its
+     * own: the probe may run while a graph records its launches */
     teeny_status st = teeny__kernel_create(ctx, "probe", "", name, &k);
     if (st != TEENY_OK)
         return st;
@@ -42,10 +61,7 @@ static teeny_status probe_loop_limit(teeny_ctx *ctx, int64_t *limit)
     }
     st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &out, sizeof(int), &n, (size_t)0);
     if (st == TEENY_OK)
-        st = teeny__enqueue_kernel(ctx, k, name, 1, &one, &one);
-    if (st == TEENY_OK && (err = TEENY_CL(clEnqueueReadBuffer, ctx->queue, out, CL_TRUE, 0, sizeof trips, &trips, 0,
-                                          NULL, NULL)) != CL_SUCCESS)
-        st = teeny__cl_error(ctx, err, "clEnqueueReadBuffer");
+        st = probe_run(ctx, k, 1, out, &trips, sizeof trips);
     if (st == TEENY_OK) {
         *limit = trips >= (float)n ? 0 : (int64_t)trips;
         if (*limit)
@@ -86,7 +102,7 @@ static teeny_status probe_tf32(teeny_ctx *ctx, int *ok)
     static const char name[] = "probe_tf32_mma";
     float a[128], b[64], c[128];
     cl_mem buf[3] = {NULL, NULL, NULL};
-    size_t bytes[3] = {sizeof a, sizeof b, sizeof c}, warp = 32;
+    size_t bytes[3] = {sizeof a, sizeof b, sizeof c};
     cl_kernel k = NULL;
     cl_int err = CL_SUCCESS;
     *ok = 0;
@@ -101,24 +117,19 @@ static teeny_status probe_tf32(teeny_ctx *ctx, int *ok)
         return TEENY_OK;
     }
     teeny_status st = TEENY_OK;
+    const void *init[3] = {a, b, NULL};
     for (int i = 0; i < 3 && st == TEENY_OK; i++) {
-        buf[i] = TEENY_CLO(clCreateBuffer, &err, ctx->context, CL_MEM_READ_WRITE, bytes[i], NULL);
+        buf[i] = TEENY_CLO(clCreateBuffer, &err, ctx->context,
+                           init[i] ? CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR : CL_MEM_WRITE_ONLY, bytes[i],
+                           (void *)init[i]);
         if (!buf[i])
             st = teeny__cl_error(ctx, err, "clCreateBuffer");
     }
-    if (st == TEENY_OK && ((err = TEENY_CL(clEnqueueWriteBuffer, ctx->queue, buf[0], CL_FALSE, 0, sizeof a, a, 0,
-                                           NULL, NULL)) != CL_SUCCESS ||
-                           (err = TEENY_CL(clEnqueueWriteBuffer, ctx->queue, buf[1], CL_FALSE, 0, sizeof b, b, 0,
-                                           NULL, NULL)) != CL_SUCCESS))
-        st = teeny__cl_error(ctx, err, "clEnqueueWriteBuffer");
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &buf[0], sizeof(cl_mem), &buf[1], sizeof(cl_mem), &buf[2],
                              (size_t)0);
     if (st == TEENY_OK)
-        st = teeny__enqueue_kernel(ctx, k, name, 1, &warp, &warp);
-    if (st == TEENY_OK && (err = TEENY_CL(clEnqueueReadBuffer, ctx->queue, buf[2], CL_TRUE, 0, sizeof c, c, 0, NULL,
-                                          NULL)) != CL_SUCCESS)
-        st = teeny__cl_error(ctx, err, "clEnqueueReadBuffer");
+        st = probe_run(ctx, k, 32, buf[2], c, sizeof c);
     if (st == TEENY_OK) {
         int exact = 1;
         for (int i = 0; i < 16; i++)
