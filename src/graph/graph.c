@@ -359,8 +359,8 @@ teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name
         return teeny__error(g->ctx, TEENY_ERR_ARG, "graph %s: %d inputs; it takes at most %d", desc->name, n_in, sl.in);
     if ((st = desc->infer(g->ctx, &s)) == TEENY_OK &&
         (s.n_param > sl.param || s.n_state > sl.state || s.n_saved > sl.saved))
-        st = teeny__error(g->ctx, TEENY_ERR_STATE, "op %s: infer gave %d params, %d states, %d saved; ops.def's SLOTS "
-                          "hold %d, %d, %d", desc->name, s.n_param, s.n_state, s.n_saved, sl.param, sl.state, sl.saved);
+        st = teeny__error(g->ctx, TEENY_ERR_STATE, "op %s: infer gave %d params, %d states, %d saved; its SLOTS hold "
+                          "%d, %d, %d", desc->name, s.n_param, s.n_state, s.n_saved, sl.param, sl.state, sl.saved);
     if (st != TEENY_OK || (st = teeny__check_node_shapes(g->ctx, name ? name : desc->name, &s, 1, 1)) != TEENY_OK) {
         /* name both nodes and shapes */
         char msg[512], a[96], b[96];

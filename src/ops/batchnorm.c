@@ -212,7 +212,8 @@ teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
     if ((st = plan_fit(ctx, B, C, S, 0, training, &pl, opt, sizeof opt)) != TEENY_OK)
         return st;
     if (training) {
-        teeny_tensor *save_mean = a->out[TEENY__BATCHNORM_OUT_SAVE_MEAN], *save_rstd = a->out[TEENY__BATCHNORM_OUT_SAVE_RSTD],
+        teeny_tensor *save_mean = a->out[TEENY__BATCHNORM_OUT_SAVE_MEAN],
+                     *save_rstd = a->out[TEENY__BATCHNORM_OUT_SAVE_RSTD],
                      *rm = a->out[TEENY__BATCHNORM_OUT_RUNNING_MEAN], *rv = a->out[TEENY__BATCHNORM_OUT_RUNNING_VAR];
         cl_mem part;
         int update = 1, x_off = teeny__off(x), sm_off = teeny__off(save_mean), sr_off = teeny__off(save_rstd),

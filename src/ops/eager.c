@@ -131,9 +131,8 @@ static teeny_status check_shapes(teeny_ctx *ctx, const teeny__eager *e, const te
         shape_str(want, w, sizeof w);
         if (g->flags & TEENY__EA_NUMEL)
             return teeny__error(ctx, TEENY_ERR_SHAPE,
-                                "%s: %s has shape %s; expected %s or another shape of %lld "
-                                "elements",
-                                e->fn, g->name, teeny__shape_str(g->t, have, sizeof have), w,
+                                "%s: %s has shape %s; expected %s or another shape of %lld elements", e->fn, g->name,
+                                teeny__shape_str(g->t, have, sizeof have), w,
                                 (long long)teeny__dims_product(want->shape, want->ndim));
         return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected %s%s", e->fn, g->name,
                             teeny__shape_str(g->t, have, sizeof have), w,
@@ -179,10 +178,8 @@ static void append_arg(teeny_ctx *ctx, const char *lead, const teeny__earg *g)
  * input) or, for a shape mismatch, flattened (TEENY__EA_NUMEL). */
 static teeny_status infer_failed(teeny_ctx *ctx, const teeny__eager *e, const teeny__earg *args, int n, teeny_status st)
 {
-    char msg[512];
     int flat = 0, stand_in = 0;
-    teeny__strlcpy(msg, teeny_last_error(ctx), sizeof msg);
-    teeny__error(ctx, st, "%s: %s", e->fn, msg);
+    teeny__error(ctx, st, "%s: %s", e->fn, teeny_last_error(ctx));
     for (int i = 0; e->backward && !e->in_shapes && i < n; i++)
         if (args[i].t && (args[i].flags & TEENY__EA_OUT) && args[i].slot < teeny__op_slots_of(e->op).in &&
             !find(args, n, args[i].slot, 0))

@@ -1,10 +1,11 @@
 /*
  * ops.h -- the op table. Every op is one line in ops.def, from which this
- * header generates the op enum and the entry points' prototypes and ops.c
- * the table; each family's src/ops/<family>.c defines the functions. The
- * eager API and the graph executor reach kernels only through this table,
- * so adding an op never touches the executor, ops.c or this header (unless
- * it brings a new attribute struct).
+ * header generates the op enum, the entry points' prototypes and the slot
+ * counts, and ops.c the table; each family's src/ops/<family>.c defines
+ * the functions, its eager API among them. The graph executor reaches
+ * kernels only through the table, so adding an op never touches it; this
+ * header gets the op's slot enum (and its attribute struct, if any).
+ * ARCHITECTURE.md, "A new op, worked", walks through one.
  *
  * Arguments travel in one struct: tensors in fixed slots per op (the
  * enums below name them) and the op's typed attributes.
