@@ -89,15 +89,7 @@ teeny_status teeny__autograd_plan(teeny_plan *p, const teeny__backward *bw)
             if (target[0])
                 st = copy_into(ctx, p->grad[i], target[0]);
         } else {
-            teeny__op_args a;
-            teeny__node_args(p, i, 1, target, &a);
-            st = teeny__op_run(ctx, nd->op, 1, &a);
-            if (st != TEENY_OK) {
-                char msg[512];
-                teeny__strlcpy(msg, teeny_last_error(ctx), sizeof msg);
-                st = teeny__error(ctx, st, "compile: backward of node %s (%s): %s", nd->name, teeny__ops[nd->op].name,
-                                  msg);
-            }
+            st = teeny__node_run(p, i, 1, target);
         }
         for (int j = 0; j < nd->n_in && st == TEENY_OK; j++)
             if (via_temp[j])

@@ -240,23 +240,10 @@ teeny_status teeny__compile_backward(teeny_plan *p, teeny__backward *bw)
 /* Each op node's forward, in node order, into the recorder. */
 static teeny_status record_forward(teeny_plan *p)
 {
-    teeny_graph *g = p->g;
-    teeny_ctx *ctx = p->ctx;
-    int n = g->n_nodes;
     teeny_status st = TEENY_OK;
-    for (int i = 0; i < n && st == TEENY_OK; i++) {
-        const teeny__gnode *nd = &g->nodes[i];
-        if (nd->kind != TEENY__NODE_OP)
-            continue;
-        teeny__op_args a;
-        teeny__node_args(p, i, 0, NULL, &a);
-        st = teeny__op_run(ctx, nd->op, 0, &a);
-        if (st != TEENY_OK) {
-            char msg[512];
-            teeny__strlcpy(msg, teeny_last_error(ctx), sizeof msg);
-            st = teeny__error(ctx, st, "compile: node %s (%s): %s", nd->name, teeny__ops[nd->op].name, msg);
-        }
-    }
+    for (int i = 0; i < p->g->n_nodes && st == TEENY_OK; i++)
+        if (p->g->nodes[i].kind == TEENY__NODE_OP)
+            st = teeny__node_run(p, i, 0, NULL);
     return st;
 }
 

@@ -104,10 +104,11 @@ int64_t teeny__shape_numel(const teeny__shape *s);
 teeny_status teeny__check_node_shapes(teeny_ctx *ctx, const char *node, const teeny__node_shapes *s, int64_t batch,
                                       int with_saved);
 const char *teeny__shape_text(const teeny__shape *s, char *buf, size_t cap);
-/* Node i's tensors in its op's slots (graph_plan.c): the forward's, or
- * (backward 1) the backward's with targets[j] receiving the gradient of
- * input j (NULL: not wanted). */
-void teeny__node_args(const teeny_plan *p, int i, int backward, teeny_tensor *const *targets, teeny__op_args *a);
+/* Run node i's forward, or (backward 1) its backward with targets[j]
+ * receiving the gradient of input j (NULL: not wanted), on the plan's
+ * tensors laid out in its op's slots (graph_plan.c); a failure names the
+ * node and its op. */
+teeny_status teeny__node_run(teeny_plan *p, int i, int backward, teeny_tensor *const *targets);
 /* Resolve a view's requested shape (one -1 allowed) against numel elements. */
 teeny_status teeny__view_shape(teeny_ctx *ctx, const char *name, int ndim, const int64_t *want, int64_t numel,
                                teeny__shape *out);

@@ -6,9 +6,9 @@
  * whose lifetimes do not overlap share memory in one arena (first fit,
  * 256-byte aligned), and each tensor is then a view of the arena at its
  * buffer's offset. Parameters, their gradients, running statistics and
- * input tensors live outside the arena. Also teeny__node_args, how a
- * node's planned tensors fill its op's slots (the forward and backward
- * recordings use it). Depends only on graph.c's helpers and the
+ * input tensors live outside the arena. Also teeny__node_run, a node's
+ * pass on its planned tensors laid out in its op's slots (the forward
+ * and backward recordings use it). Depends only on graph.c's helpers and the
  * derivation in graph_internal.h, never on the other phases.
  */
 #include <string.h>
@@ -287,7 +287,7 @@ teeny_status teeny__compile_memory(teeny_plan *p, const teeny__backward *bw, tee
 /* Node i's tensors in its op's slots (ops.h): the forward's, or the
  * backward's with targets[j] receiving input j's gradient (NULL: not
  * wanted). */
-void teeny__node_args(const teeny_plan *p, int i, int backward, teeny_tensor *const *targets, teeny__op_args *a)
+static void node_args(const teeny_plan *p, int i, int backward, teeny_tensor *const *targets, teeny__op_args *a)
 {
     const teeny__gnode *nd = &p->g->nodes[i];
     const teeny__node_shapes *s = &p->shapes[i];
@@ -318,4 +318,16 @@ void teeny__node_args(const teeny_plan *p, int i, int backward, teeny_tensor *co
     for (int j = 0; j < s->n_param; j++)
         a->out[teeny__slot_param(sl) + j] = nd->param_grad[j];
     a->training = 1;
+}
+
+teeny_status teeny__node_run(teeny_plan *p, int i, int backward, teeny_tensor *const *targets)
+{
+    const teeny__gnode *nd = &p->g->nodes[i];
+    teeny__op_args a;
+    node_args(p, i, backward, targets, &a);
+    teeny_status st = teeny__op_run(p->ctx, nd->op, backward, &a);
+    if (st != TEENY_OK)
+        st = teeny__error(p->ctx, st, "compile: %snode %s (%s): %s", backward ? "backward of " : "", nd->name,
+                          teeny__ops[nd->op].name, teeny_last_error(p->ctx));
+    return st;
 }
