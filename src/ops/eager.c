@@ -104,12 +104,10 @@ static const teeny__shape *slot_shape(const teeny__eager *e, const teeny__node_s
 static int same_shape(const teeny_tensor *t, const teeny__shape *want, unsigned flags)
 {
     int ndim = t->ndim;
-    if (flags & TEENY__EA_NUMEL) {
-        int64_t n = teeny__dims_product(want->shape, want->ndim);
-        return n == t->numel;
-    }
-    while ((flags & TEENY__EA_ONES) && ndim > want->ndim && t->shape[ndim - 1] == 1)
-        ndim--;
+    if (flags & TEENY__EA_NUMEL)
+        return teeny__dims_product(want->shape, want->ndim) == t->numel;
+    if ((flags & TEENY__EA_HW1) && ndim == want->ndim + 2 && t->shape[ndim - 1] == 1 && t->shape[ndim - 2] == 1)
+        ndim -= 2;
     return ndim == want->ndim && !memcmp(t->shape, want->shape, sizeof(int64_t) * (size_t)ndim);
 }
 
@@ -136,7 +134,7 @@ static teeny_status check_shapes(teeny_ctx *ctx, const teeny__eager *e, const te
                                 (long long)teeny__dims_product(want->shape, want->ndim));
         return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: %s has shape %s; expected %s%s", e->fn, g->name,
                             teeny__shape_str(g->t, have, sizeof have), w,
-                            g->flags & TEENY__EA_ONES ? " (trailing 1s allowed)" : "");
+                            g->flags & TEENY__EA_HW1 ? " (or that followed by 1, 1)" : "");
     }
     return TEENY_OK;
 }

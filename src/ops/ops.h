@@ -352,7 +352,7 @@ typedef enum {
     TEENY__EA_OPTIONAL = 1 << 1, /* may be NULL: its slot stays NULL */
     TEENY__EA_I32 = 1 << 2,      /* an int32 tensor */
     TEENY__EA_NUMEL = 1 << 3,    /* any shape of the element count infer gives (an input: infer sees [numel]) */
-    TEENY__EA_ONES = 1 << 4,     /* infer's shape, optionally with trailing dimensions of size 1 */
+    TEENY__EA_HW1 = 1 << 4,      /* infer's shape, or it followed by 1, 1 (global pooling's [B, C, 1, 1]) */
     TEENY__EA_INPLACE = 1 << 5,  /* a written tensor that may be exactly one read (in place) */
     TEENY__EA_UPDATED = 1 << 6,  /* a state the forward updates in place: read and written (out[] too) */
 } teeny__ea_flags;

@@ -366,7 +366,7 @@ teeny_status teeny_global_avgpool_forward(teeny_ctx *ctx, const teeny_tensor *x,
     static const teeny__eager e = {
         TEENY__EAGER_OF("teeny_global_avgpool_forward", GLOBAL_AVGPOOL, global_avgpool, forward)};
     const teeny__earg args[] = {{"x", x, TEENY__GLOBAL_AVGPOOL_X, 0},
-                                {"y", y, TEENY__OUT_VALUE, TEENY__EA_OUT | TEENY__EA_ONES}};
+                                {"y", y, TEENY__OUT_VALUE, TEENY__EA_OUT | TEENY__EA_HW1}};
     EAGER_BEGIN("teeny_global_avgpool_forward");
     return teeny__eager_run(ctx, &e, args, 2);
 }
@@ -375,7 +375,7 @@ teeny_status teeny_global_avgpool_backward(teeny_ctx *ctx, const teeny_tensor *d
 {
     static const teeny__eager e = {
         TEENY__EAGER_OF("teeny_global_avgpool_backward", GLOBAL_AVGPOOL, global_avgpool, backward)};
-    const teeny__earg args[] = {{"dy", dy, TEENY__GLOBAL_AVGPOOL_DY, TEENY__EA_ONES},
+    const teeny__earg args[] = {{"dy", dy, TEENY__GLOBAL_AVGPOOL_DY, TEENY__EA_HW1},
                                 {"dx", dx, TEENY__GLOBAL_AVGPOOL_X, TEENY__EA_OUT}};
     EAGER_BEGIN("teeny_global_avgpool_backward");
     return teeny__eager_run(ctx, &e, args, 2);
