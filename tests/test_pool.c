@@ -518,11 +518,11 @@ START_TEST(test_pool_errors)
     teeny_ctx *ctx = th_ctx();
     teeny_pool2d_params p = TEENY_POOL2D_PARAMS_INIT, bad_pad = {{2, 2}, {2, 2}, {2, 0}};
     int64_t xs[4] = {1, 2, 4, 4}, ys[4] = {1, 2, 2, 2}, y3[4] = {1, 2, 3, 2}, x3[3] = {2, 4, 4}, gs[2] = {1, 2},
-            g3[2] = {1, 3}, big[1] = {64};
+            g3[2] = {1, 3}, g1[3] = {1, 2, 1}, big[1] = {64};
     teeny_tensor *x = th_tensor(ctx, 4, xs), *y = th_tensor(ctx, 4, ys), *ybad = th_tensor(ctx, 4, y3),
                  *xr3 = th_tensor(ctx, 3, x3), *dx = th_tensor(ctx, 4, xs), *dy = th_tensor(ctx, 4, ys),
                  *gy = th_tensor(ctx, 2, gs), *gbad = th_tensor(ctx, 2, g3), *base = th_tensor(ctx, 1, big),
-                 *am = NULL, *amf = th_tensor(ctx, 4, ys), *xv = NULL, *yv = NULL;
+                 *am = NULL, *amf = th_tensor(ctx, 4, ys), *xv = NULL, *yv = NULL, *gone = th_tensor(ctx, 3, g1);
     TH_OK(ctx, teeny_tensor_create_i32(ctx, 4, ys, &am));
     int32_t amv[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     TH_OK(ctx, teeny_tensor_write_i32(am, amv, 8));
@@ -553,6 +553,8 @@ START_TEST(test_pool_errors)
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_avgpool2d_backward(ctx, &p, x, dy, NULL));
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_global_avgpool_forward(ctx, x, gbad));
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_global_avgpool_forward(ctx, xr3, gy));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_global_avgpool_forward(ctx, x, gone));  /* [B, C, 1]: [B, C] or [B, C, 1, 1] */
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_global_avgpool_backward(ctx, gone, dx));
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_global_avgpool_forward(ctx, x, NULL));
     teeny_tensor *gv = NULL;
     TH_OK(ctx, teeny_tensor_view(base, 31, 2, gs, &gv)); /* overlaps xv's last element */
@@ -568,7 +570,7 @@ START_TEST(test_pool_errors)
     TH_OK(ctx, teeny_tensor_read_i32(am, got, 8));
     ck_assert(!memcmp(got, amv, sizeof got));
 
-    teeny_tensor *all[] = {x, y, ybad, xr3, dx, dy, gy, gbad, base, am, amf, xv, yv, gv};
+    teeny_tensor *all[] = {x, y, ybad, xr3, dx, dy, gy, gbad, base, am, amf, xv, yv, gv, gone};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         teeny_tensor_destroy(all[i]);
 }
