@@ -79,6 +79,7 @@ struct teeny_ctx {
     const char **prof_names;  /* kernel name of each event */
     int prof_count, prof_cap; /* prof_count < prof_cap: the arrays grow (profile.c) */
     int prof_lost;            /* events dropped when growing failed; teeny_profile_end reports them */
+    int64_t items_enqueued;   /* work-items of every kernel enqueued (profile.c; tests see how work was split) */
     char err[TEENY_ERR_CAP];
 };
 
