@@ -520,10 +520,11 @@ teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, c
              * order into dw itself; the other paths cannot */
             if (!gp->cpu)
                 return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
-                                    "conv2d weight gradient: %lld partials of %lld floats would keep every "
-                                    "work-item's loops within %s's limit of %lld trips; the workspace holds %lld "
-                                    "floats", (long long)z_min, (long long)dw_numel, ctx->info.device_name,
-                                    (long long)ctx->loop_limit, (long long)max_floats);
+                                    "conv2d weight gradient: %s ends a kernel's loops after %lld trips in all; "
+                                    "staying within them takes %lld partials of %lld floats, more than the "
+                                    "workspace (%lld floats) or conv_reduce_parts' loop holds",
+                                    ctx->info.device_name, (long long)ctx->loop_limit, (long long)z_min,
+                                    (long long)dw_numel, (long long)max_floats);
             gp->cpu_launches = 1;
             z = z_min;
         }
