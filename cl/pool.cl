@@ -36,6 +36,10 @@
 #define POOL_BAND int r0, int nr, int seg
 #define POOL_SEG_FIRST 1
 #define POOL_SEG_LAST 2
+/* Rows [r0, r0 + nr) of an item's own rows [lo, hi), clipped to them;
+ * no sum here passes hi (window bounds come near INT_MAX). */
+#define POOL_BAND_FROM(lo, hi, r0) ((hi) - (lo) > (r0) ? (lo) + (r0) : (hi))
+#define POOL_BAND_TO(lo, hi, r0, nr) ((hi) - (lo) - (r0) > (nr) ? (lo) + (r0) + (nr) : (hi))
 
 /* Grid (B*C*OH*OW), 1-D: item i = (bc*OH + oh)*OW + ow computes one max
  * and, when want_argmax, its index. NaN wins (and a later NaN replaces an
@@ -53,8 +57,8 @@ __kernel void pool_max_forward(__global const float *x, int x_off, POOL_GEOM, in
     __global const float *plane = x + x_off + bc * H * W;
     float best = seg & POOL_SEG_FIRST ? -INFINITY : y[y_off + i];
     int arg = seg & POOL_SEG_FIRST || !want_argmax ? hs * W + ws : argmax[am_off + i];
-    he = min(he, hs + r0 + nr);
-    for (int h = hs + r0; h < he; h++)
+    int h_from = POOL_BAND_FROM(hs, he, r0), h_to = POOL_BAND_TO(hs, he, r0, nr);
+    for (int h = h_from; h < h_to; h++)
         for (int w = ws; w < we; w++) {
             float v = plane[h * W + w];
             if (v > best || isnan(v)) {
@@ -82,8 +86,8 @@ __kernel void pool_avg_forward(__global const float *x, int x_off, POOL_GEOM, in
     int hs = max(h0, 0), he = min(h0 + kh, H), ws = max(w0, 0), we = min(w0 + kw, W);
     __global const float *plane = x + x_off + bc * H * W;
     float s = seg & POOL_SEG_FIRST ? 0.0f : y[y_off + i];
-    he = min(he, hs + r0 + nr);
-    for (int h = hs + r0; h < he; h++)
+    int h_from = POOL_BAND_FROM(hs, he, r0), h_to = POOL_BAND_TO(hs, he, r0, nr);
+    for (int h = h_from; h < h_to; h++)
         for (int w = ws; w < we; w++)
             s += plane[h * W + w];
     y[y_off + i] = seg & POOL_SEG_LAST ? s / area : s;
@@ -119,8 +123,8 @@ __kernel void pool_max_backward(__global const int *argmax, int am_off, __global
     int oh0 = pool_first(h, kh, sh, ph), oh1 = pool_last(h, sh, ph, OH);
     int ow0 = pool_first(w, kw, sw, pw), ow1 = pool_last(w, sw, pw, OW);
     float s = seg & POOL_SEG_FIRST ? 0.0f : dx[dx_off + i];
-    oh1 = min(oh1, oh0 + r0 + nr - 1);
-    for (int oh = oh0 + r0; oh <= oh1; oh++)
+    int o0 = POOL_BAND_FROM(oh0, oh1 + 1, r0), o1 = POOL_BAND_TO(oh0, oh1 + 1, r0, nr);
+    for (int oh = o0; oh < o1; oh++)
         for (int ow = ow0; ow <= ow1; ow++) {
             int o = base + oh * OW + ow;
             if (argmax[am_off + o] == me)
@@ -143,8 +147,8 @@ __kernel void pool_avg_backward(__global const float *dy, int dy_off, POOL_GEOM,
     int oh0 = pool_first(h, kh, sh, ph), oh1 = pool_last(h, sh, ph, OH);
     int ow0 = pool_first(w, kw, sw, pw), ow1 = pool_last(w, sw, pw, OW);
     float s = seg & POOL_SEG_FIRST ? 0.0f : dx[dx_off + i];
-    oh1 = min(oh1, oh0 + r0 + nr - 1);
-    for (int oh = oh0 + r0; oh <= oh1; oh++)
+    int o0 = POOL_BAND_FROM(oh0, oh1 + 1, r0), o1 = POOL_BAND_TO(oh0, oh1 + 1, r0, nr);
+    for (int oh = o0; oh < o1; oh++)
         for (int ow = ow0; ow <= ow1; ow++)
             s += dy[dy_off + base + oh * OW + ow];
     dx[dx_off + i] = seg & POOL_SEG_LAST ? s / area : s;

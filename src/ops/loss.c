@@ -58,7 +58,7 @@ teeny_status teeny__softmax_ce_forward(teeny_ctx *ctx, const teeny__op_args *a)
     size_t ws = (size_t)N + (probs ? 0 : (size_t)N * (size_t)K);
     int rl_off = 0, p_off = probs ? teeny__off(probs) : N;
     char opt[32];
-    cl_mem scratch, probs_buf, carry = NULL;
+    cl_mem scratch = NULL, probs_buf, carry = NULL;
     cl_kernel k;
     int64_t per, rounds;
     /* CE_WG: the device's work-group size, or the largest power of two

@@ -49,9 +49,9 @@ static teeny_status launch_1d(teeny_ctx *ctx, cl_kernel k, const char *name, int
     return teeny__launch(ctx, k, name, 1, &global, &local);
 }
 
-/* Arguments 2..12 of every window kernel (after its first buffer). */
 #define KI(i) TEENY__KARG_INT(i)
 #define KM(m) TEENY__KARG_MEM(m)
+/* Arguments 2..12 of every window kernel (after its first buffer). */
 #define GEOM_ARGS(g)                                                                                                \
     KI((g).H), KI((g).W), KI((g).OH), KI((g).OW), KI((g).kh), KI((g).kw), KI((g).sh), KI((g).sw), KI((g).ph),        \
         KI((g).pw), KI((g).total)
