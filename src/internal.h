@@ -292,6 +292,9 @@ teeny_status teeny__recorder_scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out);
  * event and name are kept. Every kernel launch, eager or replayed. */
 teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, cl_uint dims,
                                    const size_t *g, const size_t *local);
+/* The same on queue q, a queue of ctx's context (the probes' own). */
+teeny_status teeny__enqueue_kernel_on(teeny_ctx *ctx, cl_command_queue q, cl_kernel k, const char *kernel_name,
+                                      cl_uint dims, const size_t *g, const size_t *local);
 /* clEnqueueFillBuffer of n floats from element offset off (not profiled). */
 teeny_status teeny__enqueue_fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value);
 

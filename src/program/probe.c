@@ -21,11 +21,24 @@
  * the kernel's float count (< 2^24). */
 #define PROBE_TRIPS (1 << 20)
 
+/* The probes run on an in-order queue of their own, created per probe:
+ * they wait for their result, and on the context's queue they would wait
+ * for everything enqueued before them, forever where a user event holds
+ * that queue back (teeny-info --check holds it while it times the builds,
+ * and the first op of a family probes inside those builds). */
+static teeny_status probe_queue(teeny_ctx *ctx, cl_command_queue *q)
+{
+    cl_int err = CL_SUCCESS;
+    *q = TEENY_CLO(clCreateCommandQueue, &err, ctx->context, ctx->device, CL_QUEUE_PROFILING_ENABLE);
+    return *q ? TEENY_OK : teeny__cl_error(ctx, err, "clCreateCommandQueue");
+}
+
 static teeny_status probe_loop_limit(teeny_ctx *ctx, int64_t *limit)
 {
     static const char name[] = "probe_loop_trips";
     cl_kernel k = NULL;
     cl_mem out = NULL;
+    cl_command_queue q = NULL;
     cl_int err = CL_SUCCESS;
     int n = PROBE_TRIPS;
     float trips = 0.0f;
@@ -35,6 +48,8 @@ static teeny_status probe_loop_limit(teeny_ctx *ctx, int64_t *limit)
     teeny_status st = teeny__kernel_create(ctx, "probe", "", name, &k);
     if (st != TEENY_OK)
         return st;
+    if ((st = probe_queue(ctx, &q)) != TEENY_OK)
+        goto cleanup;
     out = TEENY_CLO(clCreateBuffer, &err, ctx->context, CL_MEM_READ_WRITE, sizeof trips, NULL);
     if (!out) {
         st = teeny__cl_error(ctx, err, "clCreateBuffer");
@@ -42,8 +57,8 @@ static teeny_status probe_loop_limit(teeny_ctx *ctx, int64_t *limit)
     }
     st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &out, sizeof(int), &n, (size_t)0);
     if (st == TEENY_OK)
-        st = teeny__enqueue_kernel(ctx, k, name, 1, &one, &one);
-    if (st == TEENY_OK && (err = TEENY_CL(clEnqueueReadBuffer, ctx->queue, out, CL_TRUE, 0, sizeof trips, &trips, 0,
+        st = teeny__enqueue_kernel_on(ctx, q, k, name, 1, &one, &one);
+    if (st == TEENY_OK && (err = TEENY_CL(clEnqueueReadBuffer, q, out, CL_TRUE, 0, sizeof trips, &trips, 0,
                                           NULL, NULL)) != CL_SUCCESS)
         st = teeny__cl_error(ctx, err, "clEnqueueReadBuffer");
     if (st == TEENY_OK) {
@@ -55,6 +70,7 @@ static teeny_status probe_loop_limit(teeny_ctx *ctx, int64_t *limit)
 cleanup:
     TEENY_CL_RELEASE(clReleaseMemObject, out);
     TEENY_CL_RELEASE(clReleaseKernel, k);
+    TEENY_CL_RELEASE(clReleaseCommandQueue, q);
     return st;
 }
 
@@ -127,23 +143,24 @@ static teeny_status probe_tf32(teeny_ctx *ctx, int *ok)
         teeny__clear_error(ctx);
         return TEENY_OK;
     }
-    teeny_status st = TEENY_OK;
+    cl_command_queue q = NULL;
+    teeny_status st = probe_queue(ctx, &q);
     for (int i = 0; i < 3 && st == TEENY_OK; i++) {
         buf[i] = TEENY_CLO(clCreateBuffer, &err, ctx->context, CL_MEM_READ_WRITE, bytes[i], NULL);
         if (!buf[i])
             st = teeny__cl_error(ctx, err, "clCreateBuffer");
     }
-    if (st == TEENY_OK && ((err = TEENY_CL(clEnqueueWriteBuffer, ctx->queue, buf[0], CL_FALSE, 0, sizeof a, a, 0,
-                                           NULL, NULL)) != CL_SUCCESS ||
-                           (err = TEENY_CL(clEnqueueWriteBuffer, ctx->queue, buf[1], CL_FALSE, 0, sizeof b, b, 0,
-                                           NULL, NULL)) != CL_SUCCESS))
+    if (st == TEENY_OK && ((err = TEENY_CL(clEnqueueWriteBuffer, q, buf[0], CL_FALSE, 0, sizeof a, a, 0, NULL,
+                                           NULL)) != CL_SUCCESS ||
+                           (err = TEENY_CL(clEnqueueWriteBuffer, q, buf[1], CL_FALSE, 0, sizeof b, b, 0, NULL,
+                                           NULL)) != CL_SUCCESS))
         st = teeny__cl_error(ctx, err, "clEnqueueWriteBuffer");
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &buf[0], sizeof(cl_mem), &buf[1], sizeof(cl_mem), &buf[2],
                              (size_t)0);
     if (st == TEENY_OK)
-        st = teeny__enqueue_kernel(ctx, k, name, 1, &warp, &warp);
-    if (st == TEENY_OK && (err = TEENY_CL(clEnqueueReadBuffer, ctx->queue, buf[2], CL_TRUE, 0, sizeof c, c, 0, NULL,
+        st = teeny__enqueue_kernel_on(ctx, q, k, name, 1, &warp, &warp);
+    if (st == TEENY_OK && (err = TEENY_CL(clEnqueueReadBuffer, q, buf[2], CL_TRUE, 0, sizeof c, c, 0, NULL,
                                           NULL)) != CL_SUCCESS)
         st = teeny__cl_error(ctx, err, "clEnqueueReadBuffer");
     if (st == TEENY_OK) {
@@ -159,9 +176,14 @@ static teeny_status probe_tf32(teeny_ctx *ctx, int *ok)
         teeny__log(exact ? TEENY_LOG_INFO : TEENY_LOG_WARN, "tf32 mma probe on %s: %s", ctx->info.device_name,
                    exact ? "exact; tf32 kernels available" : "wrong product; tf32 kernels off");
     }
+    /* the writes read a and b until they are done (a failed wait is only
+     * an injected fault, which fires once: retried) */
+    if (q && st != TEENY_OK && TEENY_CL(clFinish, q) == TEENY__FAULT_ERR)
+        (void)TEENY_CL(clFinish, q);
     for (int i = 0; i < 3; i++)
         TEENY_CL_RELEASE(clReleaseMemObject, buf[i]);
     TEENY_CL_RELEASE(clReleaseKernel, k);
+    TEENY_CL_RELEASE(clReleaseCommandQueue, q);
     return st;
 }
 

@@ -57,11 +57,17 @@ static int profile_grow(teeny_ctx *ctx)
 teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, cl_uint dims,
                                    const size_t *g, const size_t *local)
 {
+    return teeny__enqueue_kernel_on(ctx, ctx->queue, k, kernel_name, dims, g, local);
+}
+
+teeny_status teeny__enqueue_kernel_on(teeny_ctx *ctx, cl_command_queue q, cl_kernel k, const char *kernel_name,
+                                      cl_uint dims, const size_t *g, const size_t *local)
+{
     cl_int err;
     cl_event ev = NULL, *evp = NULL;
     if (ctx->profiling)
         evp = &ev;
-    err = TEENY_CL(clEnqueueNDRangeKernel, ctx->queue, k, dims, NULL, g, local, 0, NULL, evp);
+    err = TEENY_CL(clEnqueueNDRangeKernel, q, k, dims, NULL, g, local, 0, NULL, evp);
     if (err == CL_SUCCESS) {
         int64_t items = 1;
         for (cl_uint i = 0; i < dims; i++)
