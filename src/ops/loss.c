@@ -36,8 +36,9 @@ static int log2_of(int wg)
 /* The loop budget (teeny__loop_budget) of the forward, every loop counted
  * as not unrolled with one more trip per entry. ce_forward_rows: three
  * strided passes over a row (K/wg + 1 each) and two trees (log2(wg) + 1):
- * a row too long for that is TEENY_ERR_UNSUPPORTED (about 2.8 million
- * classes at wg 256 on Mesa's llvmpipe). ce_mean: N/wg rounds + 1 and a
+ * a row too long for that is TEENY_ERR_UNSUPPORTED (on Mesa's llvmpipe,
+ * whose compiler gives kernels with barriers 32-item work-groups, rows of
+ * more than about 349000 classes). ce_mean: N/wg rounds + 1 and a
  * tree; where that passes the budget, launches over segments of *per
  * rounds (*per < rounds), the items' sums carried in workspace. */
 static teeny_status forward_budget(teeny_ctx *ctx, int N, int K, int wg, int64_t *per, int64_t *rounds)
