@@ -36,6 +36,19 @@
  * Nothing here uses atomics: every reduction has one fixed order, so the
  * same inputs give the same bits on the same device.
  *
+ * k ranges. Where a device limits the loop trips of a work-item (Mesa's
+ * llvmpipe; src/program/probe.c) the GEMMs run their reduction over a
+ * range of k per launch: conv_gemm_gather and conv_gemm_1x1 over
+ * [k_begin, k_end) (k_begin a multiple of TILE_K), conv_gemm_cpu over
+ * [k_begin + z*k_chunk, + k_chunk) of its flattened (tap, channel) loop,
+ * z the grid's third index. seg says whether a launch starts the sums
+ * (CONV_SEG_FIRST: from zero; else from what the last one stored in out)
+ * and ends them (CONV_SEG_LAST: the epilogue; else the raw sums, which the
+ * store leaves exact). Launches in order over consecutive ranges see the
+ * same terms in the same order as one launch: the same bits. Partial
+ * ranges (z > 0) with their sums in out + z*out_zstride, added up by
+ * conv_reduce_parts, are another order, taken only where needed.
+ *
  * Tunables (-D, chosen by src/ops/conv2d.c from the device's limits):
  *   TILE_M, TILE_N, TILE_K  GEMM block tile; WPT_M, WPT_N  per-item micro
  *   tile (multiples of 4); the GEMM work-group has
@@ -110,6 +123,9 @@
 #define EPI_BIAS 1
 #define EPI_SCALE 2
 #define EPI_SHIFT 4
+
+#define CONV_SEG_FIRST 1
+#define CONV_SEG_LAST 2
 
 /* The fused epilogue y = act(v * sc + sh) of output channel c, its two
  * factors (sc, sh): sc = scale[c], 1 without EPI_SCALE; sh = shift[c] +
@@ -265,6 +281,31 @@ TEENY_INLINE void gemm_micro(__local const float4 *As, __local const float4 *Bs,
 #endif
 
 #ifdef TEENY_TF32
+/* Read back the warp's C fragments from where gemm_store wrote them
+ * (a k range's raw sums; 0 outside M x N). */
+TEENY_INLINE void gemm_load(float *acc, int tm, int tn, int m0, int n0, int g, int M, int N, int P, int Q,
+                            __global const float *out, int out_off, int out_bstride, int out_nstride,
+                            int out_hstride, int out_wstride)
+{
+    const int lane = get_local_id(0) & 31, warp = get_local_id(0) >> 5, PQ = P * Q;
+    const int wm = m0 + (warp % TF32_WARPS_M) * TF32_WM + (lane >> 2);
+    const int wn = n0 + (warp / TF32_WARPS_M) * TF32_WN + 2 * (lane & 3);
+    (void)tm;
+    (void)tn;
+    TEENY_UNROLL
+    for (int i = 0; i < 2 * TF32_MT; i++) {
+        int m = wm + (i >> 1) * 16 + (i & 1) * 8, ok = m < M;
+        int mm = ok ? m : 0, b = mm / PQ, pq = mm - b * PQ, p = pq / Q, q = pq - p * Q;
+        int base = out_off + b * out_bstride + p * out_hstride + q * out_wstride + g * N * out_nstride;
+        TEENY_UNROLL
+        for (int j = 0; j < 2 * TF32_NT; j++) {
+            int n = wn + (j >> 1) * 8 + (j & 1);
+            acc[((i >> 1) * TF32_NT + (j >> 1)) * 4 + (i & 1) * 2 + (j & 1)] =
+                ok && n < N ? out[base + n * out_nstride] : 0.0f;
+        }
+    }
+}
+
 /* Write the warp's C fragments: element (m, n) goes where the fp32
  * gemm_store below puts it, through the same epilogue. */
 TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, int g, int M, int N, int P, int Q,
@@ -310,6 +351,29 @@ TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, i
     }
 }
 #else
+/* Read back the micro-tile from where gemm_store wrote it (a k range's
+ * raw sums; 0 outside M x N). The float4 stores of vec_out hit the same
+ * positions as this element-wise mapping. */
+TEENY_INLINE void gemm_load(float *acc, int tm, int tn, int m0, int n0, int g, int M, int N, int P, int Q,
+                            __global const float *out, int out_off, int out_bstride, int out_nstride,
+                            int out_hstride, int out_wstride)
+{
+    int PQ = P * Q;
+    TEENY_UNROLL
+    for (int r = 0; r < WPT_M / 4; r++)
+        TEENY_UNROLL
+        for (int i = 0; i < 4; i++) {
+            int m = m0 + r * THREADS_M * 4 + tm * 4 + i, ok = m < M;
+            int mm = ok ? m : 0, b = mm / PQ, pq = mm - b * PQ, p = pq / Q, q = pq - p * Q;
+            int base = out_off + b * out_bstride + p * out_hstride + q * out_wstride + g * N * out_nstride;
+            TEENY_UNROLL
+            for (int j = 0; j < WPT_N; j++) {
+                int n = n0 + (j / 4) * THREADS_N * 4 + tn * 4 + (j & 3);
+                acc[(4 * r + i) * WPT_N + j] = ok && n < N ? out[base + n * out_nstride] : 0.0f;
+            }
+        }
+}
+
 /* Write the micro-tile: element (m, n) goes to
  *   out[out_off + b*out_bstride + (g*N + n)*out_nstride + p*out_hstride + q*out_wstride]
  * with m = (b*P + p)*Q + q, through the epilogue
@@ -376,7 +440,7 @@ TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, i
     const int bk = tid % TILE_K, bn = tid / TILE_K;                                                         \
     const int b_base = w_off + g * w_gstride + (n0 + bn) * w_nstride, b_nstep = B_TN * w_nstride;          \
     const int b_count = (N - n0 - bn + B_TN - 1) / B_TN; /* columns of this item inside N */              \
-    conv_idx b_at = idx_make(bk, Kh, Kw), b_step = idx_make(TILE_K, Kh, Kw)
+    conv_idx b_at = idx_make(bk + k_begin, Kh, Kw), b_step = idx_make(TILE_K, Kh, Kw)
 
 #define GEMM_B_LOAD(rb)                                                                                     \
     do {                                                                                                    \
@@ -401,7 +465,8 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
                int e_w, int w_gstride, int w_nstride, int w_cstride, int w_hstride, int w_wstride,
                int out_bstride, int out_nstride, int out_hstride, int out_wstride,
                __global const float *bias, int bias_off, __global const float *scale, int scale_off,
-               __global const float *shift, int shift_off, int epi, int act, int vec_out)
+               __global const float *shift, int shift_off, int epi, int act, int vec_out, int k_begin, int k_end,
+               int seg)
 {
     __local float4 As[2][TILE_K * LDA / 4];
     __local float4 Bs[2][TILE_K * LDB / 4];
@@ -410,7 +475,7 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
     const int g = get_group_id(1) / n_tiles;
     const int n0 = (get_group_id(1) - g * n_tiles) * TILE_N;
     const int m0 = get_group_id(0) * TILE_M;
-    const int K = Kc * Kh * Kw, PQ = P * Q;
+    const int PQ = P * Q;
 
     /* this item's A rows: the source offset of tap (0, 0) and its row and
      * column; a row past M gets a row far below 0, so every tap misses.
@@ -426,7 +491,7 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
         a_w0[i] = q * a_w + c_w;
         a_off[i] = (uint)(src_off + b * src_bstride + g * Kc * src_cstride) + (uint)a_h0[i] * (uint)Ws + (uint)a_w0[i];
     }
-    conv_idx a_at = idx_make(ak, Kh, Kw), a_step = idx_make(A_TK, Kh, Kw);
+    conv_idx a_at = idx_make(ak + k_begin, Kh, Kw), a_step = idx_make(A_TK, Kh, Kw);
     GEMM_B_SETUP();
 
     float ra[A_NM * A_NK], rb[B_NN];
@@ -445,7 +510,10 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
     for (int i = 0; i < WPT_M * WPT_N; i++)
         acc[i] = 0.0f;
     const int tm = tid % THREADS_M, tn = tid / THREADS_M;
-    const int k_tiles = (K + TILE_K - 1) / TILE_K;
+    if (!(seg & CONV_SEG_FIRST))
+        gemm_load(acc, tm, tn, m0, n0, g, M, N, P, Q, out, out_off, out_bstride, out_nstride, out_hstride,
+                  out_wstride);
+    const int k_tiles = (k_end - k_begin + TILE_K - 1) / TILE_K;
     if (k_tiles > 0) {
         LOAD_A();
         GEMM_B_LOAD(rb);
@@ -466,7 +534,8 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
     }
 #undef LOAD_A
     gemm_store(acc, tm, tn, m0, n0, g, M, N, P, Q, out, out_off, out_bstride, out_nstride, out_hstride, out_wstride,
-               bias, bias_off, scale, scale_off, shift, shift_off, epi, act, vec_out);
+               bias, bias_off, scale, scale_off, shift, shift_off, seg & CONV_SEG_LAST ? epi : 0,
+               seg & CONV_SEG_LAST ? act : 0, vec_out);
 }
 
 /* The plain GEMM of a 1x1, stride-1, unpadded convolution (Kh = Kw = 1,
@@ -480,7 +549,8 @@ void conv_gemm_1x1(__global const float *restrict src, int src_off, __global con
                    int e_w, int w_gstride, int w_nstride, int w_cstride, int w_hstride, int w_wstride,
                    int out_bstride, int out_nstride, int out_hstride, int out_wstride,
                    __global const float *bias, int bias_off, __global const float *scale, int scale_off,
-                   __global const float *shift, int shift_off, int epi, int act, int vec_out)
+                   __global const float *shift, int shift_off, int epi, int act, int vec_out, int k_begin,
+                   int k_end, int seg)
 {
     __local float4 As[2][TILE_K * LDA / 4];
     __local float4 Bs[2][TILE_K * LDB / 4];
@@ -498,7 +568,7 @@ void conv_gemm_1x1(__global const float *restrict src, int src_off, __global con
         int m = m0 + (am + i * A4_TM) * 4, b = m / PQ;
         a_base[i] = m < M ? src_off + b * src_bstride + g * Kc * src_cstride + (m - b * PQ) : -1;
     }
-    int a_k = ak;
+    int a_k = ak + k_begin;
     GEMM_B_SETUP();
 
     float4 ra[A4_NM * A4_NK];
@@ -517,7 +587,10 @@ void conv_gemm_1x1(__global const float *restrict src, int src_off, __global con
     for (int i = 0; i < WPT_M * WPT_N; i++)
         acc[i] = 0.0f;
     const int tm = tid % THREADS_M, tn = tid / THREADS_M;
-    const int k_tiles = (K + TILE_K - 1) / TILE_K;
+    if (!(seg & CONV_SEG_FIRST))
+        gemm_load(acc, tm, tn, m0, n0, g, M, N, P, Q, out, out_off, out_bstride, out_nstride, out_hstride,
+                  out_wstride);
+    const int k_tiles = (k_end - k_begin + TILE_K - 1) / TILE_K;
     if (k_tiles > 0) {
         LOAD_A();
         GEMM_B_LOAD(rb);
@@ -539,7 +612,8 @@ void conv_gemm_1x1(__global const float *restrict src, int src_off, __global con
     }
 #undef LOAD_A
     gemm_store(acc, tm, tn, m0, n0, g, M, N, P, Q, out, out_off, out_bstride, out_nstride, out_hstride, out_wstride,
-               bias, bias_off, scale, scale_off, shift, shift_off, epi, act, vec_out);
+               bias, bias_off, scale, scale_off, shift, shift_off, seg & CONV_SEG_LAST ? epi : 0,
+               seg & CONV_SEG_LAST ? act : 0, vec_out);
 }
 
 /* Weight gradient as a GEMM per group: out[m, n] = sum_r X[r, m] * DY[r, n]
@@ -671,20 +745,33 @@ void conv_pack_b(__global const float *restrict w, int w_off, int w_gstride, int
         dst[n] = 0.0f;
 }
 
-/* Grid (round_up(ceil(M/CPU_RM), CPU_WG), (Np/16)*G), work-group (CPU_WG, 1). */
+/* Where row m of out starts for group g: out[conv_cpu_row(...) + n*out_nstride]. */
+TEENY_INLINE int conv_cpu_row(int m, int PQ, int Q, int g, int N, int out_off, int out_bstride, int out_nstride,
+                              int out_hstride, int out_wstride)
+{
+    int b = m / PQ, pq = m - b * PQ, p = pq / Q, q = pq - p * Q;
+    return out_off + b * out_bstride + p * out_hstride + q * out_wstride + g * N * out_nstride;
+}
+
+/* Grid (round_up(ceil(M/CPU_RM), CPU_WG), (Np/16)*G, Z), work-group
+ * (CPU_WG, 1, 1): item (i, j, z) sums k range [k_begin + z*k_chunk,
+ * + k_chunk) of the flattened k = (tap, channel), in that order, into
+ * out + z*out_zstride (see the banner for seg). */
 __kernel void conv_gemm_cpu(__global const float *restrict src, int src_off, __global const float *restrict bp,
                             int bp_off, int Np, __global float *restrict out, int out_off, int M, int N, int P, int Q,
                             int Kc, int Kh, int Kw, int src_bstride, int src_gstride, int src_cstride, int Hs, int Ws,
                             int a_h, int c_h, int e_h, int a_w, int c_w, int e_w, int out_bstride, int out_nstride,
                             int out_hstride, int out_wstride, __global const float *bias, int bias_off,
                             __global const float *scale, int scale_off, __global const float *shift, int shift_off,
-                            int epi, int act)
+                            int epi, int act, int k_begin, int k_chunk, int out_zstride, int seg)
 {
     const int n_tiles = Np / CPU_NC;
     const int g = get_global_id(1) / n_tiles;
     const int n0 = (get_global_id(1) - g * n_tiles) * CPU_NC;
     const int m0 = get_global_id(0) * CPU_RM;
-    const int PQ = P * Q, KT = Kh * Kw;
+    const int PQ = P * Q, KT = Kh * Kw, KK = KT * Kc;
+    const int kb = min(KK, k_begin + (int)get_global_id(2) * k_chunk), ke = min(KK, kb + k_chunk);
+    out_off += (int)get_global_id(2) * out_zstride;
     if (m0 >= M)
         return;
 
@@ -701,9 +788,20 @@ TEENY_UNROLL
 TEENY_UNROLL
     for (int i = 0; i < CPU_RM * CPU_NV; i++)
         acc[i] = (float16)(0.0f);
+    if (!(seg & CONV_SEG_FIRST))
+        for (int i = 0; i < CPU_RM && m0 + i < M; i++) {
+            __global const float *o = out + conv_cpu_row(m0 + i, PQ, Q, g, N, out_off, out_bstride, out_nstride,
+                                                         out_hstride, out_wstride);
+            float v[CPU_NC];
+            for (int j = 0; j < CPU_NC; j++)
+                v[j] = n0 + j < N ? o[(n0 + j) * out_nstride] : 0.0f;
+            for (int u = 0; u < CPU_NV; u++)
+                acc[u * CPU_RM + i] = vload16(u, v);
+        }
     __global const float *bg = bp + bp_off + g * KT * Kc * Np + n0;
 
-    for (int t = 0; t < KT; t++) {
+    for (int t = kb < ke ? kb / Kc : KT; t < KT && t * Kc < ke; t++) {
+        const int c_lo = max(kb - t * Kc, 0), c_hi = min(ke - t * Kc, Kc);
         int kh = t / Kw, kw = t - kh * Kw, dh = kh * e_h, dw = kw * e_w;
         int off[CPU_RM], ok[CPU_RM], any = 0, all = 1;
 TEENY_UNROLL
@@ -719,7 +817,7 @@ TEENY_UNROLL
             continue;
         __global const float *bk = bg + t * Kc * Np;
         if (all) {
-            for (int c = 0; c < Kc; c++) {
+            for (int c = c_lo; c < c_hi; c++) {
                 float16 b[CPU_NV];
 TEENY_UNROLL
                 for (int v = 0; v < CPU_NV; v++)
@@ -734,7 +832,7 @@ TEENY_UNROLL
                 }
             }
         } else {
-            for (int c = 0; c < Kc; c++) {
+            for (int c = c_lo; c < c_hi; c++) {
                 float16 b[CPU_NV];
 TEENY_UNROLL
                 for (int v = 0; v < CPU_NV; v++)
@@ -769,10 +867,14 @@ TEENY_UNROLL
 TEENY_UNROLL
         for (int u = 0; u < CPU_NV; u++)
             vstore16(acc[u * CPU_RM + i], u, v);
-        int b = m / PQ, pq = m - b * PQ, p = pq / Q, q = pq - p * Q;
-        __global float *o = out + out_off + b * out_bstride + p * out_hstride + q * out_wstride + g * N * out_nstride;
-        for (int j = 0; j < CPU_NC && n0 + j < N; j++)
-            o[(n0 + j) * out_nstride] = teeny_act(act, v[j] * sc[j] + sh[j]);
+        __global float *o = out + conv_cpu_row(m, PQ, Q, g, N, out_off, out_bstride, out_nstride, out_hstride,
+                                               out_wstride);
+        if (seg & CONV_SEG_LAST)
+            for (int j = 0; j < CPU_NC && n0 + j < N; j++)
+                o[(n0 + j) * out_nstride] = teeny_act(act, v[j] * sc[j] + sh[j]);
+        else
+            for (int j = 0; j < CPU_NC && n0 + j < N; j++)
+                o[(n0 + j) * out_nstride] = v[j];
     }
 }
 
@@ -1056,32 +1158,35 @@ __kernel void dwconv_dx_cpu(__global const float *restrict dy, int dy_off, __glo
         }
 }
 
-/* Item (tap, co): dw[co, tap] = sum over (b, oh, ow) in order of
- * dy[b, co, oh, ow] * x[b, co / mult, oh*s_h - p_h + kh*d_h, ow*s_w - p_w + kw*d_w]. */
+/* Item (tap, co, z): the sum over rows (b, oh) in [z*rows_chunk,
+ * + rows_chunk) of B*OH, in order, of each row's sum over ow of
+ * dy[b, co, oh, ow] * x[b, co / mult, oh*s_h - p_h + kh*d_h, ow*s_w - p_w + kw*d_w],
+ * to dw[dw_off + z*out_zstride + co*KH*KW + tap]: dw[co, tap] itself when
+ * one chunk holds every row, else partials for conv_reduce_parts (where a
+ * device limits a work-item's loop trips, conv2d_plan.c). */
 __kernel void dwconv_dw_cpu(__global const float *restrict x, int x_off, __global const float *restrict dy, int dy_off,
-                            __global float *restrict dw, int dw_off, int16 geo)
+                            __global float *restrict dw, int dw_off, int16 geo, int rows_chunk, int out_zstride)
 {
     DW_GEOMETRY(geo);
-    const int tap = get_global_id(0), co = get_global_id(1), Cout = Cin * mult;
+    const int tap = get_global_id(0), co = get_global_id(1), z = get_global_id(2), Cout = Cin * mult;
     if (tap >= KH * KW || co >= Cout)
         return;
     const int kh = tap / KW, kw = tap - kh * KW, a = p_w - kw * d_w;
     const int lo = dw_lo(a, s_w), hi = min(OW, dw_hi(a, s_w, W));
+    const int r_end = min(B * OH, z * rows_chunk + rows_chunk);
     float s = 0.0f;
-    for (int b = 0; b < B; b++) {
+    for (int row = z * rows_chunk; row < r_end; row++) {
+        const int b = row / OH, oh = row - b * OH, ih = oh * s_h - p_h + kh * d_h;
+        if ((uint)ih >= (uint)H)
+            continue;
         __global const float *xc = x + x_off + (b * Cin + co / mult) * H * W;
         __global const float *gc = dy + dy_off + (b * Cout + co) * OH * OW;
-        for (int oh = 0; oh < OH; oh++) {
-            const int ih = oh * s_h - p_h + kh * d_h;
-            if ((uint)ih >= (uint)H)
-                continue;
-            float r = 0.0f;
-            for (int ow = lo; ow < hi; ow++)
-                r = TEENY_MAD(gc[oh * OW + ow], xc[ih * W + ow * s_w - a], r);
-            s += r;
-        }
+        float r = 0.0f;
+        for (int ow = lo; ow < hi; ow++)
+            r = TEENY_MAD(gc[oh * OW + ow], xc[ih * W + ow * s_w - a], r);
+        s += r;
     }
-    dw[dw_off + co * KH * KW + tap] = s;
+    dw[dw_off + z * out_zstride + co * KH * KW + tap] = s;
 }
 
 /* ---- reductions ---- */

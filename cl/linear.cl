@@ -15,6 +15,14 @@
  *   LIN_TK          depth of the local-memory tiles
  * A work-group computes a LIN_TM x LIN_TN block of C, LIN_TM = LIN_LY *
  * LIN_RM, LIN_TN = LIN_LX * LIN_RN.
+ *
+ * k segments. Where a device limits the loop trips of a work-item (Mesa's
+ * llvmpipe; src/program/probe.c) the host runs the k loop in launches over
+ * segments [k_begin, k_end) (multiples of LIN_TK but the last), C
+ * carrying the running sums from one to the next: seg says whether a
+ * launch starts them (LIN_SEG_FIRST: from zero) and ends them
+ * (LIN_SEG_LAST: + bias). The sums see the same terms in the same order,
+ * so the bits equal one launch's (0, K, both flags).
  */
 #ifndef LIN_LX
 #define LIN_LX 16
@@ -34,6 +42,8 @@
 #define LIN_TM (LIN_LY * LIN_RM)
 #define LIN_TN (LIN_LX * LIN_RN)
 #define LIN_NT (LIN_LX * LIN_LY)
+#define LIN_SEG_FIRST 1
+#define LIN_SEG_LAST 2
 
 /* Grid (ceil(N / LIN_TN) * LIN_LX, ceil(M / LIN_TM) * LIN_LY), work-group
  * (LIN_LX, LIN_LY). Work-group (gx, gy) owns rows [gy*LIN_TM, +LIN_TM) and
@@ -47,7 +57,7 @@ void lin_gemm(int M, int N, int K,
               __global const float *a, int a_off, int a_sm, int a_sk,
               __global const float *b, int b_off, int b_sk, int b_sn,
               __global const float *bias, int bias_off, int has_bias,
-              __global float *c, int c_off, int c_sm)
+              __global float *c, int c_off, int c_sm, int k_begin, int k_end, int seg)
 {
     __local float as[LIN_TK][LIN_TM];
     __local float bs[LIN_TK][LIN_TN];
@@ -55,10 +65,12 @@ void lin_gemm(int M, int N, int K,
     int m0 = get_group_id(1) * LIN_TM, n0 = get_group_id(0) * LIN_TN;
     float acc[LIN_RM][LIN_RN];
     for (int i = 0; i < LIN_RM; i++)
-        for (int j = 0; j < LIN_RN; j++)
-            acc[i][j] = 0.0f;
+        for (int j = 0; j < LIN_RN; j++) {
+            int m = m0 + ly + i * LIN_LY, n = n0 + lx + j * LIN_LX;
+            acc[i][j] = seg & LIN_SEG_FIRST || m >= M || n >= N ? 0.0f : c[c_off + m * c_sm + n];
+        }
 
-    for (int k0 = 0; k0 < K; k0 += LIN_TK) {
+    for (int k0 = k_begin; k0 < k_end; k0 += LIN_TK) {
         /* Stage the panels; the loop order follows whichever index is
          * contiguous in memory so that neighbouring items load neighbours. */
         for (int t = lid; t < LIN_TM * LIN_TK; t += LIN_NT) {
@@ -94,7 +106,8 @@ void lin_gemm(int M, int N, int K,
         for (int j = 0; j < LIN_RN; j++) {
             int n = n0 + lx + j * LIN_LX;
             if (n < N)
-                c[c_off + m * c_sm + n] = acc[i][j] + (has_bias ? bias[bias_off + n] : 0.0f);
+                c[c_off + m * c_sm + n] =
+                    seg & LIN_SEG_LAST ? acc[i][j] + (has_bias ? bias[bias_off + n] : 0.0f) : acc[i][j];
         }
     }
 }

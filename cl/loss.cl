@@ -9,11 +9,20 @@
  * [0, K) is never used as an index; it turns its row's loss (and so the
  * mean) and its row's gradient into NaN.
  *
+ * Segments. Where a device limits the loop trips of a work-item (Mesa's
+ * llvmpipe; src/program/probe.c) the host runs ce_mean's loop over the
+ * rows and ce_argmax_rows' loop over a row in launches over segments,
+ * carrying each item's running sum (best value, its index) in workspace
+ * and in the output: the same visits in the same order, the bits of one
+ * launch. seg: CE_SEG_FIRST starts, CE_SEG_LAST ends the loop.
+ *
  * Tunable: CE_WG, the work-group size of the reductions (a power of two).
  */
 #ifndef CE_WG
 #define CE_WG 256
 #endif
+#define CE_SEG_FIRST 1
+#define CE_SEG_LAST 2
 
 /* Work-group tree reductions of red[0..CE_WG); every item gets the result. */
 TEENY_INLINE float ce_group_max(__local float *red, int lid, float v)
@@ -77,15 +86,23 @@ void ce_forward_rows(__global const float *logits, int l_off, __global const int
 }
 
 /* Grid CE_WG, one work-group: loss[0] = mean of row_loss[0..N), each item
- * summing a fixed strided subset before the tree. */
+ * summing a fixed strided subset before the tree. This launch visits rows
+ * [i_begin, i_end) (i_begin a multiple of CE_WG); an item's sum starts
+ * from carry[lid] unless seg starts the loop, and goes back there unless
+ * it ends it. */
 __kernel __attribute__((reqd_work_group_size(CE_WG, 1, 1)))
-void ce_mean(__global const float *row_loss, int rl_off, int N, __global float *loss, int loss_off)
+void ce_mean(__global const float *row_loss, int rl_off, int N, __global float *loss, int loss_off, int i_begin,
+             int i_end, int seg, __global float *carry)
 {
     __local float red[CE_WG];
     int lid = get_local_id(0);
-    float s = 0.0f;
-    for (int i = lid; i < N; i += CE_WG)
+    float s = seg & CE_SEG_FIRST ? 0.0f : carry[lid];
+    for (int i = i_begin + lid; i < i_end; i += CE_WG)
         s += row_loss[rl_off + i];
+    if (!(seg & CE_SEG_LAST)) {
+        carry[lid] = s;
+        return;
+    }
     s = ce_group_sum(red, lid, s);
     if (lid == 0)
         loss[loss_off] = s / (float)N;
@@ -106,16 +123,19 @@ __kernel void ce_backward(__global const float *probs, int p_off, __global const
 }
 
 /* Grid (N): item n scans row n of x [N, K]; the first maximum wins, a NaN
- * beats every number. */
-__kernel void ce_argmax_rows(__global const float *x, int x_off, int N, int K, __global int *out, int out_off)
+ * beats every number. This launch scans columns [k_begin, k_end), starting
+ * from best[n] and out[n] unless seg starts the row, and leaves the best
+ * value in best[n] unless it ends it. */
+__kernel void ce_argmax_rows(__global const float *x, int x_off, int N, int K, __global int *out, int out_off,
+                             int k_begin, int k_end, int seg, __global float *best_carry)
 {
     int n = get_global_id(0);
     if (n >= N)
         return;
     __global const float *row = x + x_off + n * K;
-    float best = row[0];
-    int arg = 0;
-    for (int k = 1; k < K && !isnan(best); k++) {
+    float best = seg & CE_SEG_FIRST ? row[0] : best_carry[n];
+    int arg = seg & CE_SEG_FIRST ? 0 : out[out_off + n];
+    for (int k = max(k_begin, 1); k < k_end && !isnan(best); k++) {
         float v = row[k];
         if (v > best || isnan(v)) {
             best = v;
@@ -123,4 +143,6 @@ __kernel void ce_argmax_rows(__global const float *x, int x_off, int N, int K, _
         }
     }
     out[out_off + n] = arg;
+    if (!(seg & CE_SEG_LAST))
+        best_carry[n] = best;
 }

@@ -15,20 +15,38 @@
  * deterministic. argmax holds h*W + w within the plane (PyTorch's
  * convention).
  *
+ * Row bands. Where a device limits the loop trips of a work-item (Mesa's
+ * llvmpipe; src/program/probe.c) the host splits each window loop into
+ * launches over bands of its rows: a launch visits window rows (forward)
+ * or covering window rows (gradients) [r0, r0 + nr) of each item's own
+ * range, counted from its first, and carries the running sum (maximum and
+ * argmax) in the output between launches: seg says whether it starts the
+ * loop (POOL_SEG_FIRST: from zero) and ends it (POOL_SEG_LAST: the final
+ * value). The order of the visits does not change, so the bits equal one
+ * launch's (r0 = 0, nr = every row, both flags).
+ *
  * Tunable: GAP_WG, the global-average work-group size (a power of two).
  */
 #ifndef GAP_WG
 #define GAP_WG 256
 #endif
 
-/* Geometry shared by the window kernels. */
+/* Geometry shared by the window kernels, and their row band. */
 #define POOL_GEOM int H, int W, int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw
+#define POOL_BAND int r0, int nr, int seg
+#define POOL_SEG_FIRST 1
+#define POOL_SEG_LAST 2
+/* Rows [r0, r0 + nr) of an item's own rows [lo, hi), clipped to them;
+ * no sum here passes hi (window bounds come near INT_MAX). */
+#define POOL_BAND_FROM(lo, hi, r0) ((hi) - (lo) > (r0) ? (lo) + (r0) : (hi))
+#define POOL_BAND_TO(lo, hi, r0, nr) ((hi) - (lo) - (r0) > (nr) ? (lo) + (r0) + (nr) : (hi))
 
 /* Grid (B*C*OH*OW), 1-D: item i = (bc*OH + oh)*OW + ow computes one max
  * and, when want_argmax, its index. NaN wins (and a later NaN replaces an
- * earlier one), as in PyTorch. */
+ * earlier one), as in PyTorch. Band: window rows [hs + r0, + nr). */
 __kernel void pool_max_forward(__global const float *x, int x_off, POOL_GEOM, int total,
-                               __global float *y, int y_off, __global int *argmax, int am_off, int want_argmax)
+                               __global float *y, int y_off, __global int *argmax, int am_off, int want_argmax,
+                               POOL_BAND)
 {
     int i = get_global_id(0);
     if (i >= total)
@@ -37,9 +55,10 @@ __kernel void pool_max_forward(__global const float *x, int x_off, POOL_GEOM, in
     int h0 = oh * sh - ph, w0 = ow * sw - pw;
     int hs = max(h0, 0), he = min(h0 + kh, H), ws = max(w0, 0), we = min(w0 + kw, W);
     __global const float *plane = x + x_off + bc * H * W;
-    float best = -INFINITY;
-    int arg = hs * W + ws;
-    for (int h = hs; h < he; h++)
+    float best = seg & POOL_SEG_FIRST ? -INFINITY : y[y_off + i];
+    int arg = seg & POOL_SEG_FIRST || !want_argmax ? hs * W + ws : argmax[am_off + i];
+    int h_from = POOL_BAND_FROM(hs, he, r0), h_to = POOL_BAND_TO(hs, he, r0, nr);
+    for (int h = h_from; h < h_to; h++)
         for (int w = ws; w < we; w++) {
             float v = plane[h * W + w];
             if (v > best || isnan(v)) {
@@ -54,9 +73,10 @@ __kernel void pool_max_forward(__global const float *x, int x_off, POOL_GEOM, in
 
 /* Grid (B*C*OH*OW): item i averages its window over kh*kw positions
  * (count_include_pad). area = kh*kw as a float, computed by the host in
- * 64-bit integers: the int product overflows for windows past 2^31. */
+ * 64-bit integers: the int product overflows for windows past 2^31.
+ * Band: window rows [hs + r0, + nr). */
 __kernel void pool_avg_forward(__global const float *x, int x_off, POOL_GEOM, int total, float area,
-                               __global float *y, int y_off)
+                               __global float *y, int y_off, POOL_BAND)
 {
     int i = get_global_id(0);
     if (i >= total)
@@ -65,11 +85,12 @@ __kernel void pool_avg_forward(__global const float *x, int x_off, POOL_GEOM, in
     int h0 = oh * sh - ph, w0 = ow * sw - pw;
     int hs = max(h0, 0), he = min(h0 + kh, H), ws = max(w0, 0), we = min(w0 + kw, W);
     __global const float *plane = x + x_off + bc * H * W;
-    float s = 0.0f;
-    for (int h = hs; h < he; h++)
+    float s = seg & POOL_SEG_FIRST ? 0.0f : y[y_off + i];
+    int h_from = POOL_BAND_FROM(hs, he, r0), h_to = POOL_BAND_TO(hs, he, r0, nr);
+    for (int h = h_from; h < h_to; h++)
         for (int w = ws; w < we; w++)
             s += plane[h * W + w];
-    y[y_off + i] = s / area;
+    y[y_off + i] = seg & POOL_SEG_LAST ? s / area : s;
 }
 
 /* First and last window index (along one axis) whose window covers
@@ -89,9 +110,10 @@ TEENY_INLINE int pool_last(int p, int s, int pad, int O)
 }
 
 /* Grid (B*C*H*W): item i = (bc*H + h)*W + w sums dy over the windows that
- * cover (h, w) and chose it as their maximum. */
+ * cover (h, w) and chose it as their maximum. Band: window rows
+ * [oh0 + r0, + nr). */
 __kernel void pool_max_backward(__global const int *argmax, int am_off, __global const float *dy, int dy_off,
-                                POOL_GEOM, int total, __global float *dx, int dx_off)
+                                POOL_GEOM, int total, __global float *dx, int dx_off, POOL_BAND)
 {
     int i = get_global_id(0);
     if (i >= total)
@@ -100,8 +122,9 @@ __kernel void pool_max_backward(__global const int *argmax, int am_off, __global
     int me = h * W + w, base = bc * OH * OW;
     int oh0 = pool_first(h, kh, sh, ph), oh1 = pool_last(h, sh, ph, OH);
     int ow0 = pool_first(w, kw, sw, pw), ow1 = pool_last(w, sw, pw, OW);
-    float s = 0.0f;
-    for (int oh = oh0; oh <= oh1; oh++)
+    float s = seg & POOL_SEG_FIRST ? 0.0f : dx[dx_off + i];
+    int o0 = POOL_BAND_FROM(oh0, oh1 + 1, r0), o1 = POOL_BAND_TO(oh0, oh1 + 1, r0, nr);
+    for (int oh = o0; oh < o1; oh++)
         for (int ow = ow0; ow <= ow1; ow++) {
             int o = base + oh * OW + ow;
             if (argmax[am_off + o] == me)
@@ -111,9 +134,10 @@ __kernel void pool_max_backward(__global const int *argmax, int am_off, __global
 }
 
 /* Grid (B*C*H*W): item i sums dy over the windows covering it, divided by
- * the window size area (as in the forward). */
+ * the window size area (as in the forward). Band: window rows
+ * [oh0 + r0, + nr). */
 __kernel void pool_avg_backward(__global const float *dy, int dy_off, POOL_GEOM, int total, float area,
-                                __global float *dx, int dx_off)
+                                __global float *dx, int dx_off, POOL_BAND)
 {
     int i = get_global_id(0);
     if (i >= total)
@@ -122,11 +146,12 @@ __kernel void pool_avg_backward(__global const float *dy, int dy_off, POOL_GEOM,
     int base = bc * OH * OW;
     int oh0 = pool_first(h, kh, sh, ph), oh1 = pool_last(h, sh, ph, OH);
     int ow0 = pool_first(w, kw, sw, pw), ow1 = pool_last(w, sw, pw, OW);
-    float s = 0.0f;
-    for (int oh = oh0; oh <= oh1; oh++)
+    float s = seg & POOL_SEG_FIRST ? 0.0f : dx[dx_off + i];
+    int o0 = POOL_BAND_FROM(oh0, oh1 + 1, r0), o1 = POOL_BAND_TO(oh0, oh1 + 1, r0, nr);
+    for (int oh = o0; oh < o1; oh++)
         for (int ow = ow0; ow <= ow1; ow++)
             s += dy[dy_off + base + oh * OW + ow];
-    dx[dx_off + i] = s / area;
+    dx[dx_off + i] = seg & POOL_SEG_LAST ? s / area : s;
 }
 
 /* Grid (GAP_WG * B*C), work-group GAP_WG: group bc sums its plane of S
@@ -147,19 +172,38 @@ void pool_gap_forward(__global const float *x, int x_off, int S, __global float 
         y[y_off + bc] = red[0] / (float)S;
 }
 
-/* The CPU variant (TEENY_VARIANT_CPU, src/tune): grid (B*C), item bc sums its plane
- * in order. A CPU runs a work-group's items as a loop, so a tree per plane
- * would be all overhead. */
+/* The CPU variant (TEENY_VARIANT_CPU, src/tune): grid (P, B*C), item
+ * (p, bc) sums elements [p*chunk, + chunk) of plane bc in order. A CPU
+ * runs a work-group's items as a loop, so a tree per plane would be all
+ * overhead. P == 1 (chunk = S): the item writes the mean; else its sum
+ * goes to part[bc*P + p] and pool_gap_parts_cpu adds them up (only where
+ * a device limits a work-item's loop trips, pool.c). */
 __kernel void pool_gap_forward_cpu(__global const float *x, int x_off, int S, int planes, __global float *y,
-                                   int y_off)
+                                   int y_off, int chunk, int P, __global float *part)
+{
+    int p = get_global_id(0), bc = get_global_id(1);
+    if (p >= P || bc >= planes)
+        return;
+    __global const float *plane = x + x_off + bc * S;
+    int e1 = min(S, p * chunk + chunk);
+    float s = 0.0f;
+    for (int e = p * chunk; e < e1; e++)
+        s += plane[e];
+    if (P == 1)
+        y[y_off + bc] = s / (float)S;
+    else
+        part[bc * P + p] = s;
+}
+
+/* Grid (B*C): y[bc] = the sum of plane bc's P partials, in order, / S. */
+__kernel void pool_gap_parts_cpu(__global const float *part, int P, int S, int planes, __global float *y, int y_off)
 {
     int bc = get_global_id(0);
     if (bc >= planes)
         return;
-    __global const float *plane = x + x_off + bc * S;
     float s = 0.0f;
-    for (int e = 0; e < S; e++)
-        s += plane[e];
+    for (int p = 0; p < P; p++)
+        s += part[bc * P + p];
     y[y_off + bc] = s / (float)S;
 }
 

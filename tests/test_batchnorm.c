@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "internal.h"
 #include "ref/batchnorm_ref.h"
 
 #define TOL 1e-5
@@ -328,6 +329,82 @@ START_TEST(test_batchnorm_large)
         th_cpu_kernels(-1);
         case_free(&k);
     }
+}
+END_TEST
+
+/* Where a device limits a work-item's loop trips (Mesa's llvmpipe;
+ * forced here with th_loop_limit, on a device posing with one compute
+ * unit so that the default plan takes few partials): the reductions take
+ * more partials (fewer, where the finalize's loop over them is the one
+ * too long), every output still meets the reference, and the work-items
+ * launched show the changed split. A limit that no split fits is
+ * TEENY_ERR_UNSUPPORTED with every output and running statistic as it
+ * was. */
+START_TEST(test_batchnorm_split_loops)
+{
+    teeny_ctx *ctx = th_ctx();
+    static const struct {
+        bn_shape sh;
+        int cpu;
+        long limit, too_small;
+        int more; /* 1: more work-items than unlimited (more partials), -1: fewer */
+    } cases[] = {
+        {{1, 3, 4, 20, 20, 0}, 1, 200, 120, 1},  /* bn_stats_cpu: 75 blocks of 16 floats per channel, 2 trips each */
+        {{1, 3, 4, 20, 20, 1}, 0, 56, 52, 1},    /* bn_stats_spatial: 2 rounds of 256 units + a 27-trip tree */
+        {{0, 3000, 40, 1, 1, 0}, 0, 200, 4, 1},  /* bn_stats_rows: runs of 120 rows */
+        {{0, 700, 5, 1, 1, 0}, 0, 300, 4, -1},   /* rows: 175 partials, too many for the finalize (budget 150) */
+    };
+    th_compute_units(1);
+    for (int ci = 0; ci < 4; ci++) {
+        th_rng r = th_rng_make(900 + (uint64_t)ci);
+        char repro[200];
+        bn_case k;
+        int64_t items[2];
+        shape_str(&cases[ci].sh, 900 + (uint64_t)ci, repro, sizeof repro);
+        case_make(&k, &cases[ci].sh, &r);
+        th_cpu_kernels(cases[ci].cpu);
+        for (int li = 0; li < 2; li++) {
+            char what[240];
+            snprintf(what, sizeof what, "%s, loop limit %ld", repro, li ? cases[ci].limit : 0L);
+            th_loop_limit(li ? cases[ci].limit : 0);
+            ctx->prog.items_enqueued = 0;
+            check_forward(&k, what);
+            check_backward(&k, what);
+            items[li] = ctx->prog.items_enqueued;
+        }
+        ck_assert_msg(cases[ci].more > 0 ? items[1] > items[0] : items[1] < items[0],
+                      "%s: %lld work-items limited, %lld unlimited: the split did not change", repro,
+                      (long long)items[1], (long long)items[0]);
+        /* no split fits: rejected before anything is enqueued */
+        th_loop_limit(cases[ci].too_small);
+        dev_x tx = dev_x_make(ctx, &k.sh, k.x), ty = dev_x_make(ctx, &k.sh, NULL);
+        teeny_tensor *tw = vec(ctx, k.C, k.w), *tb = vec(ctx, k.C, k.b), *trm = vec(ctx, k.C, k.rm),
+                     *trv = vec(ctx, k.C, k.rv), *tm = vec(ctx, k.C, NULL), *tr = vec(ctx, k.C, NULL);
+        th_poison(ty.t);
+        th_poison(tm);
+        th_poison(tr);
+        TH_STATUS(ctx, TEENY_ERR_UNSUPPORTED,
+                  teeny_batchnorm_forward_train(ctx, tx.t, tw, tb, trm, trv, 0.1f, 1e-5f, ty.t, tm, tr));
+        TH_STATUS(ctx, TEENY_ERR_UNSUPPORTED, teeny_batchnorm_backward_train(ctx, tx.t, tx.t, tw, trm, trv, ty.t,
+                                                                             tm, tr));
+        th_expect_all(ty.t, NAN);
+        th_expect_all(tm, NAN);
+        th_expect_all(tr, NAN);
+        float *rm = th_read(trm), *rv = th_read(trv);
+        ck_assert_msg(!memcmp(rm, k.rm, (size_t)k.C * 4) && !memcmp(rv, k.rv, (size_t)k.C * 4),
+                      "%s: running statistics changed by a rejected call", repro);
+        free(rm);
+        free(rv);
+        dev_x_free(&tx);
+        dev_x_free(&ty);
+        teeny_tensor *ts[] = {tw, tb, trm, trv, tm, tr};
+        for (int i = 0; i < 6; i++)
+            teeny_tensor_destroy(ts[i]);
+        th_cpu_kernels(-1);
+        case_free(&k);
+    }
+    th_loop_limit(-1);
+    th_compute_units(0);
 }
 END_TEST
 
@@ -651,6 +728,7 @@ Suite *suite_batchnorm(void)
         tcase_add_test(fwd, test_batchnorm_determinism);
     }
     tcase_add_test(fwd, test_batchnorm_fold);
+    tcase_add_test(fwd, test_batchnorm_split_loops);
     tcase_add_test(bwd, test_batchnorm_finite_differences);
     tcase_add_test(err, test_batchnorm_errors);
     suite_add_tcase(s, fwd);

@@ -622,6 +622,21 @@ START_TEST(test_conformance_pool)
         TH_OK(ctx, teeny_global_avgpool_forward(ctx, tx.t, tgy.t));
         expect(&tgy, gy, gmag, TOL, cpu ? "gap y (CPU variant)" : "gap y", repro);
     }
+    /* as on a device that ends a work-item's loops after 20 trips: the
+     * forward windows in bands of 2 rows, the plane's sum in chunks of 9
+     * (pool.c; the portable kernel's tree alone passes that budget) */
+    th_loop_limit(20);
+    th_poison(ty.t);
+    TH_OK(ctx, teeny_avgpool2d_forward(ctx, &p, tx.t, ty.t));
+    ref_avgpool_forward(&g, xd, y);
+    expect(&ty, y, NULL, TOL, "avgpool y (loop limit 20)", repro);
+    for (int cpu = 0; cpu < 2; cpu++) {
+        th_cpu_kernels(cpu);
+        th_poison(tgy.t);
+        TH_OK(ctx, teeny_global_avgpool_forward(ctx, tx.t, tgy.t));
+        expect(&tgy, gy, gmag, TOL, "gap y (loop limit 20)", repro);
+    }
+    th_loop_limit(-1);
     th_cpu_kernels(-1);
     th_poison(tdx.t);
     TH_OK(ctx, teeny_global_avgpool_backward(ctx, tdg.t, tdx.t));
@@ -688,6 +703,137 @@ START_TEST(test_conformance_linear_loss)
     void *hs[] = {x, w, b, dy, xd, wd, bd, dyd};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         free(hs[i]);
+}
+END_TEST
+
+/* ---- loops past a device's loop limit ----
+ * One case per family whose per-item loops, run naively, pass the 65535
+ * trips after which Mesa's llvmpipe ends every loop of a work-item
+ * (src/program/probe.c): there each family's plan splits them, elsewhere
+ * these are just larger cases. Skipped in small mode (oclgrind). Not
+ * among them: optimizer clipping (an item loops over a tensor's elements
+ * / (64 * OPT_WG), past 65535 only beyond a billion) and the mean of the
+ * loss over rows (past 8 million rows): test_optim.c and test_loss.c force
+ * small limits on them. */
+
+/* Average and max pooling with a 300 x 300 window (90000 positions per
+ * output), and global pooling of 1100 x 1100 planes. */
+static void long_pool(void)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(1200);
+    const char *repro = "pool x [1, 2, 302, 302] kernel 300x300 stride 1; global pooling x [1, 2, 1100, 1100]";
+    ref_pool g = {1, 2, 302, 302, 300, 300, 1, 1, 0, 0, 0, 0};
+    ref_pool_geom(&g);
+    teeny_pool2d_params p = {{300, 300}, {1, 1}, {0, 0}};
+    size_t nx = (size_t)2 * 302 * 302, ny = (size_t)2 * g.OH * g.OW, ng = (size_t)2 * 1100 * 1100;
+    int64_t xs[4] = {1, 2, 302, 302}, ys[4] = {1, 2, g.OH, g.OW}, gxs[4] = {1, 2, 1100, 1100}, gys[2] = {1, 2};
+    float *x = rnd(&r, nx, 0, 1), *gx = rnd(&r, ng, 0.5, 1);
+    double *xd = th_dbl(x, nx), *gxd = th_dbl(gx, ng), *y = th_malloc(ny * 8), gy[2], gmag[2] = {0, 0};
+    int32_t *arg = th_malloc(ny * 4), *got = th_malloc(ny * 4);
+    th_dev tx = din(4, xs, x), ty = dout(4, ys), tgx = din(4, gxs, gx), tgy = dout(2, gys),
+           ta = th_dev_make(ctx, 1, 4, ys, OUT_OFF, NULL);
+    TH_OK(ctx, teeny_avgpool2d_forward(ctx, &p, tx.t, ty.t));
+    ref_avgpool_forward(&g, xd, y);
+    expect(&ty, y, NULL, TOL, "avgpool y", repro);
+    th_poison(ty.t);
+    TH_OK(ctx, teeny_maxpool2d_forward(ctx, &p, tx.t, ty.t, ta.t));
+    ref_maxpool_forward(&g, xd, y, arg);
+    expect(&ty, y, NULL, TOL, "maxpool y", repro);
+    TH_OK(ctx, teeny_tensor_read_i32(ta.t, got, ny));
+    ck_assert_msg(!memcmp(arg, got, ny * 4), "maxpool argmax differs; %s", repro);
+    TH_OK(ctx, teeny_global_avgpool_forward(ctx, tgx.t, tgy.t));
+    ref_gap_forward(1, 2, 1100 * 1100, gxd, gy);
+    for (size_t i = 0; i < ng; i++)
+        gmag[i / (1100 * 1100)] += fabs(gxd[i]) / (1100 * 1100);
+    expect(&tgy, gy, gmag, TOL, "global pooling y", repro);
+    th_dev *ds[] = {&tx, &ty, &tgx, &tgy, &ta};
+    free_devs(ds, 5);
+    void *hs[] = {x, gx, xd, gxd, y, arg, got};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+
+/* The fully connected layer over 100000 input features (y's sums) and
+ * 100000 rows (dw's), argmax over rows of 100000 classes, and the PSA
+ * V extraction over 66560 tokens. */
+static void long_linear_loss_psa(void)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(1300);
+    enum { K = 100000, O = 4 };
+    const char *repro = "linear x [4, 100000] w [4, 100000]; x [100000, 4] dw; argmax [4, 100000]; psa qkv "
+                        "[1, 32, 256, 260] kd 8";
+    int64_t xs[2] = {O, K}, ys[2] = {O, O}, x2s[2] = {K, O}, os[1] = {O};
+    float *x = rnd(&r, (size_t)O * K, 0, 1), *w = rnd(&r, (size_t)O * K, 0, 1), *dy = rnd(&r, (size_t)K * O, 0, 1);
+    double *xd = th_dbl(x, (size_t)O * K), *wd = th_dbl(w, (size_t)O * K), *dyd = th_dbl(dy, (size_t)K * O);
+    double y[O * O], my[O * O], dw[O * O], mdw[O * O];
+    th_dev tx = din(2, xs, x), tw = din(2, xs, w), ty = dout(2, ys), tx2 = din(2, x2s, w), tw2 = din(2, ys, x),
+           tdy = din(2, x2s, dy), tdw = dout(2, ys), targ = th_dev_make(ctx, 1, 1, os, OUT_OFF, NULL);
+    TH_OK(ctx, teeny_linear_forward(ctx, tx.t, tw.t, NULL, ty.t));
+    ref_linear_forward(xd, wd, NULL, O, K, O, y);
+    ref_linear_mags(xd, wd, NULL, O, K, O, my, NULL, NULL, NULL);
+    expect(&ty, y, my, TOL, "linear y (K = 100000)", repro);
+    TH_OK(ctx, teeny_linear_backward(ctx, tx2.t, tw2.t, tdy.t, NULL, tdw.t, NULL));
+    ref_linear_backward(wd, xd, dyd, K, O, O, NULL, dw, NULL);
+    ref_linear_mags(wd, xd, dyd, K, O, O, NULL, NULL, mdw, NULL);
+    expect(&tdw, dw, mdw, TOL, "linear dw (N = 100000)", repro);
+    int32_t want[O], got[O];
+    x[3 * (size_t)K + 99999] = 40.0f; /* a maximum in the last column */
+    TH_OK(ctx, teeny_tensor_write(tx.t, x, (size_t)O * K));
+    ref_argmax_rows(x, O, K, want);
+    TH_OK(ctx, teeny_argmax_rows(ctx, tx.t, targ.t));
+    TH_OK(ctx, teeny_tensor_read_i32(targ.t, got, O));
+    ck_assert_msg(!memcmp(want, got, sizeof got) && got[3] == 99999, "argmax differs; %s", repro);
+    th_dev *ds[] = {&tx, &tw, &ty, &tx2, &tw2, &tdy, &tdw, &targ};
+    free_devs(ds, 8);
+
+    enum { KD = 8, N = 256 * 260 };
+    int64_t qs[4] = {1, 4 * KD, 256, 260}, vs[4] = {1, 2 * KD, 256, 260};
+    float *qkv = rnd(&r, (size_t)4 * KD * N, 0, 1), *v = th_malloc((size_t)2 * KD * N * 4),
+          *back = th_malloc((size_t)4 * KD * N * 4);
+    for (size_t i = 0; i < (size_t)4 * KD * N; i++) {
+        size_t ch = i / N;
+        back[i] = ch >= 2 * KD ? qkv[i] : 0.0f;
+        if (ch >= 2 * KD)
+            v[(ch - 2 * KD) * N + i % N] = qkv[i];
+    }
+    th_dev tq = din(4, qs, qkv), tv = dout(4, vs), tdq = dout(4, qs);
+    TH_OK(ctx, teeny_psa_extract_v(ctx, tq.t, 1, KD, tv.t));
+    expect_exact(&tv, v, "extract_v (66560 tokens)", repro);
+    TH_OK(ctx, teeny_psa_extract_v_backward(ctx, tv.t, 1, KD, tdq.t));
+    expect_exact(&tdq, back, "extract_v backward (66560 tokens)", repro);
+    th_dev *ps[] = {&tq, &tv, &tdq};
+    free_devs(ps, 3);
+    void *hs[] = {x, w, dy, xd, wd, dyd, qkv, v, back};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+
+/* Batch norm with 1.1 million values per channel in one partial (the
+ * split of a one-compute-unit device), the depthwise convolution over
+ * 100 x 100 planes (whole planes per item, weight gradients over 16
+ * batches), and dense weight gradients summing 80000 positions. */
+START_TEST(test_conformance_long_loops)
+{
+    if (th_small())
+        th_skip("small mode: these cases are large");
+    cov_start();
+    th_compute_units(1);
+    bn_case(4, 4, 4, 525, 525, 1100);
+    th_compute_units(0);
+    static const conv_case big[] = {
+        {"depthwise, whole planes", {16, 8, 100, 100, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8}},
+        {"1x1, weight gradient over 80000", {8, 4, 100, 100, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1}},
+        {"3x3, weight gradient over 80000", {8, 4, 100, 100, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1}},
+    };
+    for (int i = 0; i < 3; i++)
+        conv_run(&big[i], "own", 1110 + (uint64_t)i);
+    cov_stop();
+    cov_start();
+    long_pool();
+    long_linear_loss_psa();
+    cov_stop();
 }
 END_TEST
 
@@ -1102,6 +1248,7 @@ Suite *suite_conformance(void)
     tcase_add_test(tc, test_conformance_elementwise);
     tcase_add_test(tc, test_conformance_optim);
     tcase_add_test(tc, test_conformance_probes);
+    tcase_add_test(tc, test_conformance_long_loops);
     suite_add_tcase(s, tc);
     tc = tcase_create("graph");
     tcase_add_test(tc, test_conformance_graph_gradients);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clwrap.h"
 #include "harness.h"
 #include "internal.h"
 #include "ops/ops.h"
@@ -496,6 +497,126 @@ START_TEST(test_conv2d_depthwise_fallback)
 }
 END_TEST
 
+/* Forward and backward of k (bias, every gradient) against the
+ * reference; out[0..3] = y, dx, dw, dbias as read back (caller frees).
+ * Returns the kernels launched. */
+static long split_run(const conv_case *k, const conv_data *d, float **out, teeny_status want, const char *repro)
+{
+    teeny_ctx *ctx = th_ctx();
+    const ref_conv *c = &k->c;
+    int64_t xs[4], ws[4], ys[4], cs = c->Cout;
+    teeny_conv2d_params p = params_of(c);
+    shapes_of(c, xs, ws, ys);
+    dtensor tx = dt_make(ctx, 4, xs, d->x, 0, 0), tw = dt_make(ctx, 4, ws, d->w, 0, 0),
+            tb = dt_make(ctx, 1, &cs, d->b, 0, 0), tdy = dt_make(ctx, 4, ys, d->dy, 0, 0);
+    dtensor o[4] = {dt_make(ctx, 4, ys, NULL, 1, 3), dt_make(ctx, 4, xs, NULL, 1, 5), dt_make(ctx, 4, ws, NULL, 1, 7),
+                    dt_make(ctx, 1, &cs, NULL, 1, 9)};
+    size_t n[4] = {d->ny, d->nx, d->nw, (size_t)c->Cout};
+    teeny__calls_reset();
+    TH_STATUS(ctx, want, teeny_conv2d_forward(ctx, &p, tx.t, tw.t, tb.t, o[0].t));
+    TH_STATUS(ctx, want, teeny_conv2d_backward(ctx, &p, tx.t, tw.t, tdy.t, o[1].t, o[2].t, o[3].t));
+    TH_OK(ctx, teeny_ctx_finish(ctx));
+    long launches = teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel);
+    if (want == TEENY_OK) {
+        double *ref[4], *mag[4] = {NULL, NULL, NULL, NULL};
+        for (int i = 0; i < 4; i++)
+            ref[i] = th_malloc(n[i] * sizeof(double));
+        mag[2] = th_malloc(n[2] * sizeof(double));
+        mag[3] = th_malloc(n[3] * sizeof(double));
+        ref_conv2d_forward(c, d->xd, d->wd, d->bd, ref[0], NULL);
+        ref_conv2d_backward(c, d->xd, d->wd, d->dyd, ref[1], ref[2], ref[3], NULL, mag[2], mag[3]);
+        static const char *const what[4] = {"y", "dx", "dw", "dbias"};
+        for (int i = 0; i < 4; i++) {
+            expect_close(&o[i], ref[i], mag[i], n[i], what[i], repro);
+            out[i] = th_read(o[i].t);
+            free(ref[i]);
+            free(mag[i]);
+        }
+    } else {
+        for (int i = 0; i < 4; i++) { /* untouched, view padding included */
+            float *v = th_read(o[i].base);
+            size_t nb = (size_t)teeny_tensor_numel(o[i].base);
+            for (size_t e = 0; e < nb; e++)
+                ck_assert_msg(isnan(v[e]), "output %d element %zu written by a rejected call; %s", i, e, repro);
+            free(v);
+        }
+    }
+    dtensor *ts[] = {&tx, &tw, &tb, &tdy, &o[0], &o[1], &o[2], &o[3]};
+    for (int i = 0; i < 8; i++)
+        dt_free(ts[i]);
+    return launches;
+}
+
+/* Where a device limits a work-item's loop trips (Mesa's llvmpipe;
+ * forced here with th_loop_limit) every kernel's loops stay within it
+ * (conv2d_loops.c), with the device's own tuning (the CPU GEMM and the
+ * depthwise CPU variants here) and the generic one (the tiled GEMMs, the
+ * work-group depthwise kernels): the forward and input-gradient GEMMs run
+ * their k loop in launches that carry the sums (the bits of one launch,
+ * y and dx compared bitwise where same says so); the weight and bias
+ * gradients take more chunks (against the reference), or the CPU GEMM's
+ * chunks as launches in order when their partials would not fit
+ * conv_reduce_parts' loop (the bits of one launch again); the depthwise
+ * CPU variants take fewer rows per item (same bits), and a depthwise
+ * kernel whose item cannot fit leaves the work to the work-group kernel or
+ * the GEMM. More kernels run than without the limit. A limit below one unit of a GEMM is
+ * TEENY_ERR_UNSUPPORTED before anything is written. */
+START_TEST(test_conv2d_split_loops)
+{
+    static const struct {
+        conv_case k;
+        const char *profile; /* NULL: the device's own */
+        long limit;
+        int same; /* outputs whose bits equal the unlimited run's: 1 y, 2 dx, 4 dw, 8 dbias */
+    } cases[] = {
+        {{{2, 24, 10, 10, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 0}, NULL, 4000, 1 | 2},
+        {{{2, 40, 12, 12, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 1, 0, 0}, NULL, 2000, 1 | 2},
+        {{{2, 6, 19, 17, 10, 4, 3, 2, 3, 1, 2, 2, 1, 2}, 1, 0, 0}, NULL, 2000, 1 | 2},
+        {{{2, 8, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8}, 1, 0, 0}, NULL, 4000, 1 | 2},   /* depthwise: rows */
+        {{{1, 4, 9, 150, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4}, 1, 0, 0}, NULL, 2000, 0}, /* rows too long: dwconv_fwd/dx */
+        {{{1, 4, 30, 30, 4, 15, 15, 1, 1, 7, 7, 1, 1, 4}, 1, 0, 0}, NULL, 2000, 0}, /* and their items too: GEMM */
+        {{{1, 2, 3, 1200, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2}, 1, 0, 0}, NULL, 2000, 0},  /* dw: a row too long, GEMM */
+        {{{4, 2, 160, 160, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 1, 0, 0}, NULL, 4000, 1 | 2 | 4}, /* dw: launches */
+        {{{2, 24, 10, 10, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 0}, "generic", 4000, 1 | 2},
+        {{{2, 40, 12, 12, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 1, 0, 0}, "generic", 2000, 1 | 2},
+        {{{2, 6, 19, 17, 10, 4, 3, 2, 3, 1, 2, 2, 1, 2}, 1, 0, 0}, "generic", 2000, 1 | 2},
+        {{{2, 8, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8}, 1, 0, 0}, "generic", 2000, 1 | 2},
+        {{{1, 4, 30, 30, 4, 15, 15, 1, 1, 7, 7, 1, 1, 4}, 1, 0, 0}, "generic", 2000, 0}, /* every depthwise: GEMM */
+    };
+    for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
+        const conv_case *k = &cases[ci].k;
+        th_rng r = th_rng_make(5100 + (uint64_t)ci);
+        char repro[400];
+        conv_data d;
+        float *one[4], *got[4];
+        if (cases[ci].profile && !th_profile(cases[ci].profile))
+            continue;
+        repro_str(k, 5100 + (uint64_t)ci, repro, sizeof repro);
+        snprintf(repro + strlen(repro), sizeof repro - strlen(repro), ", %s tuning, loop limit %ld",
+                 cases[ci].profile ? cases[ci].profile : "own", cases[ci].limit);
+        data_make(&d, &k->c, &r);
+        th_loop_limit(0);
+        long n0 = split_run(k, &d, one, TEENY_OK, repro);
+        th_loop_limit(cases[ci].limit);
+        long n1 = split_run(k, &d, got, TEENY_OK, repro);
+        ck_assert_msg(n1 > n0, "%ld kernels launched, %ld without the limit: nothing split; %s", n1, n0, repro);
+        size_t n[4] = {d.ny, d.nx, d.nw, (size_t)k->c.Cout};
+        for (int i = 0; i < 4; i++) {
+            if (cases[ci].same & (1 << i))
+                ck_assert_msg(!memcmp(got[i], one[i], n[i] * 4), "output %d differs from the unlimited run's; %s",
+                              i, repro);
+            free(one[i]);
+            free(got[i]);
+        }
+        th_loop_limit(200); /* below one unit of every GEMM */
+        split_run(k, &d, got, TEENY_ERR_UNSUPPORTED, repro);
+        th_loop_limit(-1);
+        th_profile(NULL);
+        data_free(&d);
+    }
+}
+END_TEST
+
 /* ---- determinism ---- */
 
 START_TEST(test_conv2d_determinism)
@@ -923,6 +1044,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(bwd, test_conv2d_finite_differences);
     tcase_add_test(bwd, test_conv2d_backward_workspace);
     tcase_add_test(bwd, test_conv2d_tf32);
+    tcase_add_test(bwd, test_conv2d_split_loops);
     if (!th_small()) {
         tcase_add_loop_test(fwd, test_conv2d_large, 0, N_LARGE);
         int rows[16];

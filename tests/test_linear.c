@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clwrap.h"
 #include "harness.h"
+#include "internal.h"
 #include "ops/ops.h"
 #include "ref/linear_ref.h"
 
@@ -313,6 +315,119 @@ START_TEST(test_linear_op_table)
 }
 END_TEST
 
+/* Where a device limits a work-item's loop trips (Mesa's llvmpipe; forced
+ * here with th_loop_limit): lin_gemm's k loop (588 trips per tile of 16
+ * on this plan, 76 around it; limit 4000: 3 tiles a launch) runs in
+ * launches over k segments, y, dx and dw carrying the sums (the bits of
+ * one launch); the bias gradient's column sums take more runs of rows
+ * (against the reference); a limit below one tile is
+ * TEENY_ERR_UNSUPPORTED with the outputs untouched. */
+START_TEST(test_linear_split_loops)
+{
+    teeny_ctx *ctx = th_ctx();
+    /* A: forward K = in = 300 (19 tiles: 7 launches); B: dw's K = N = 300 */
+    static const lin_shape cases[2] = {{5, 300, 7, 1, 0}, {300, 6, 5, 1, 3}};
+    static const long launches[2][2] = {{1 + 2 + 2, 7 + 2 + 2}, {1 + 2 + 2, 1 + 1 + 7 + 2}}; /* y; dx, dw, db */
+    for (int ci = 0; ci < 2; ci++) {
+        const lin_shape *sh = &cases[ci];
+        th_rng r = th_rng_make(3100 + (uint64_t)ci);
+        size_t nx = (size_t)sh->N * sh->in, nw = (size_t)sh->out * sh->in, ny = (size_t)sh->N * sh->out;
+        float *x = th_malloc(nx * 4), *w = th_malloc(nw * 4), *b = th_malloc((size_t)sh->out * 4),
+              *dy = th_malloc(ny * 4), *one[4];
+        th_fill_normal(&r, x, nx, 0, 1);
+        th_fill_uniform(&r, w, nw, -1, 1);
+        th_fill_uniform(&r, b, (size_t)sh->out, -1, 1);
+        th_fill_normal(&r, dy, ny, 0, 1);
+        int64_t xs[2] = {sh->N, sh->in}, ws[2] = {sh->out, sh->in}, ys[2] = {sh->N, sh->out}, bs[1] = {sh->out};
+        th_dev tx = th_dev_make(ctx, 0, 2, xs, sh->view, x), tw = th_dev_make(ctx, 0, 2, ws, 0, w),
+               tb = th_dev_make(ctx, 0, 1, bs, 0, b), tdy = th_dev_make(ctx, 0, 2, ys, 0, dy);
+        th_dev out[4] = {th_dev_make(ctx, 0, 2, ys, sh->view, NULL), th_dev_make(ctx, 0, 2, xs, 1, NULL),
+                         th_dev_make(ctx, 0, 2, ws, 2, NULL), th_dev_make(ctx, 0, 1, bs, 0, NULL)};
+        for (int li = 0; li < 3; li++) {
+            long limit = li == 0 ? 0 : li == 1 ? 4000 : 1000; /* 1000: budget 500 < 664, one tile */
+            teeny_status want = li == 2 ? TEENY_ERR_UNSUPPORTED : TEENY_OK;
+            th_loop_limit(limit);
+            for (int j = 0; j < 4; j++)
+                th_poison(out[j].t);
+            teeny__calls_reset();
+            TH_STATUS(ctx, want, teeny_linear_forward(ctx, tx.t, tw.t, tb.t, out[0].t));
+            TH_STATUS(ctx, want, teeny_linear_backward(ctx, tx.t, tw.t, tdy.t, out[1].t, out[2].t, out[3].t));
+            TH_OK(ctx, teeny_ctx_finish(ctx));
+            long n = teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel);
+            if (li == 2) {
+                ck_assert_int_eq(n, 0);
+                for (int j = 0; j < 4; j++)
+                    th_expect_all(out[j].t, NAN);
+                continue;
+            }
+            ck_assert_msg(n == launches[ci][li], "case %d, limit %ld: %ld launches, want %ld", ci, limit, n,
+                          launches[ci][li]);
+            for (int j = 0; j < 4; j++) {
+                float *got = th_read(out[j].t);
+                if (li == 0)
+                    one[j] = got;
+                else {
+                    ck_assert_msg(!memcmp(got, one[j], (size_t)out[j].n * 4),
+                                  "case %d, limit %ld: output %d differs from one launch's", ci, limit, j);
+                    free(got);
+                }
+                th_dev_check_guard(&out[j], "linear output", "test_linear_split_loops");
+            }
+        }
+        /* and one launch's answer is the reference's */
+        double *xd = th_dbl(x, nx), *wd = th_dbl(w, nw), *bd = th_dbl(b, (size_t)sh->out), *dyd = th_dbl(dy, ny);
+        double *ref = th_malloc(nx * 8 + nw * 8 + ny * 8), *mag = th_malloc(ny * 8);
+        ref_linear_forward(xd, wd, bd, sh->N, sh->in, sh->out, ref);
+        ref_linear_mags(xd, wd, NULL, sh->N, sh->in, sh->out, mag, NULL, NULL, NULL);
+        for (size_t i = 0; i < ny; i++)
+            mag[i] += fabs(bd[i % (size_t)sh->out]);
+        ck_assert_msg(th_nrms_mag(one[0], ref, mag, ny) <= TOL, "case %d: y", ci);
+        ref_linear_backward(xd, wd, dyd, sh->N, sh->in, sh->out, NULL, ref, NULL);
+        ck_assert_msg(th_nrms(one[2], ref, nw) <= TOL, "case %d: dw", ci);
+        for (int j = 0; j < 4; j++)
+            free(one[j]);
+        void *hs[] = {x, w, b, dy, xd, wd, bd, dyd, ref, mag};
+        for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+            free(hs[i]);
+        th_dev *ds[] = {&tx, &tw, &tb, &tdy, &out[0], &out[1], &out[2], &out[3]};
+        for (int i = 0; i < 8; i++)
+            th_dev_free(ds[i]);
+    }
+    /* the bias gradient over N = 50000 rows, 2 columns: 64 runs of 782 rows
+     * unlimited; at limit 1340 (budget 670) 75 runs of 667 */
+    int N = 50000, cols = 2;
+    th_rng r = th_rng_make(3200);
+    float *dy = th_malloc((size_t)N * cols * 4);
+    th_fill_normal(&r, dy, (size_t)N * cols, 0.5, 1);
+    int64_t ys[2] = {N, cols}, xs[2] = {N, 3}, ws[2] = {cols, 3}, bs[1] = {cols};
+    th_dev tdy = th_dev_make(ctx, 0, 2, ys, 0, dy), tx = th_dev_make(ctx, 0, 2, xs, 0, NULL),
+           tw = th_dev_make(ctx, 0, 2, ws, 0, NULL), tdb = th_dev_make(ctx, 0, 1, bs, 1, NULL);
+    double *dyd = th_dbl(dy, (size_t)N * cols), ref[2], mag[2] = {0, 0};
+    ref_linear_backward(NULL, NULL, dyd, N, 3, cols, NULL, NULL, ref);
+    for (int i = 0; i < N * cols; i++)
+        mag[i % cols] += fabs(dyd[i]);
+    int64_t items[2];
+    for (int li = 0; li < 2; li++) {
+        th_loop_limit(li ? 1340 : 0);
+        th_poison(tdb.t);
+        ctx->prog.items_enqueued = 0;
+        TH_OK(ctx, teeny_linear_backward(ctx, tx.t, tw.t, tdy.t, NULL, NULL, tdb.t));
+        TH_OK(ctx, teeny_ctx_finish(ctx));
+        items[li] = ctx->prog.items_enqueued;
+        expect_close(&tdb, ref, mag, TOL, li ? "db, limit 1340" : "db", "test_linear_split_loops");
+    }
+    ck_assert_msg(items[1] > items[0], "db: %lld work-items limited, %lld unlimited: the runs did not change",
+                  (long long)items[1], (long long)items[0]);
+    th_loop_limit(-1);
+    free(dy);
+    free(dyd);
+    th_dev_free(&tdy);
+    th_dev_free(&tx);
+    th_dev_free(&tw);
+    th_dev_free(&tdb);
+}
+END_TEST
+
 START_TEST(test_linear_errors)
 {
     teeny_ctx *ctx = th_ctx();
@@ -375,6 +490,7 @@ Suite *suite_linear(void)
     tcase_add_test(fwd, test_linear_op_table);
     tcase_add_loop_test(bwd, test_linear_backward, 0, n_sweep());
     tcase_add_test(bwd, test_linear_finite_diff);
+    tcase_add_test(bwd, test_linear_split_loops);
     tcase_add_test(err, test_linear_errors);
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clwrap.h"
 #include "harness.h"
 #include "ops/ops.h"
 #include "ref/loss_ref.h"
@@ -323,6 +324,100 @@ START_TEST(test_loss_op_table)
 }
 END_TEST
 
+/* Where a device limits a work-item's loop trips (Mesa's llvmpipe; forced
+ * here with th_loop_limit): ce_mean's loop over 6000 rows (24 rounds of
+ * 256, + a 10-trip tree; limit 60: 12 rounds a launch) and argmax's scan
+ * of a 1000-column row (limit 300: 143 columns a launch, across a NaN and
+ * ties) run in launches that carry the running results: the bits of one
+ * launch, which meet the reference. A row too long for the softmax's
+ * passes (3 * (10000/256 + 1) + 18 = 141 trips) or a limit without room
+ * for one column is TEENY_ERR_UNSUPPORTED, the outputs untouched. */
+START_TEST(test_loss_split_loops)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(61);
+    ce_shape sh = {6000, 7, 0, 1, 0.0};
+    ce_data d = data_make(&r, &sh);
+    int64_t xs[2] = {sh.N, sh.K}, ls[1] = {sh.N}, one[1] = {1};
+    th_dev tx = th_dev_make(ctx, 0, 2, xs, 0, d.logits), tl = th_dev_make(ctx, 1, 1, ls, 0, d.labels),
+           tloss = th_dev_make(ctx, 0, 1, one, 1, NULL), tp = th_dev_make(ctx, 0, 2, xs, 0, NULL);
+    float *first[2];
+    for (int li = 0; li < 2; li++) {
+        th_loop_limit(li ? 60 : 0);
+        th_poison(tloss.t);
+        th_poison(tp.t);
+        teeny__calls_reset();
+        TH_OK(ctx, teeny_softmax_cross_entropy_forward(ctx, tx.t, tl.t, tloss.t, tp.t));
+        TH_OK(ctx, teeny_ctx_finish(ctx));
+        ck_assert_int_eq(teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel), li ? 3 : 2);
+        float *got[2] = {th_read(tloss.t), th_read(tp.t)};
+        if (!li) {
+            ck_assert_msg(fabs(got[0][0] - d.loss) <= TOL * fabs(d.loss), "loss %.8g, want %.8g", (double)got[0][0],
+                          d.loss);
+            expect_close(&tp, d.probs, TOL, "probs", "test_loss_split_loops");
+            first[0] = got[0];
+            first[1] = got[1];
+            continue;
+        }
+        ck_assert_msg(!memcmp(got[0], first[0], 4) && !memcmp(got[1], first[1], (size_t)tp.n * 4),
+                      "loss or probs differ from one launch's");
+        th_dev_check_guard(&tloss, "loss", "test_loss_split_loops");
+        free(got[0]);
+        free(got[1]);
+    }
+    free(first[0]);
+    free(first[1]);
+
+    /* argmax over [6, 1000]: ties everywhere, a NaN in row 2 */
+    int N = 6, K = 1000;
+    float *x = th_malloc((size_t)N * K * 4);
+    for (int i = 0; i < N * K; i++)
+        x[i] = (float)th_int(&r, -4, 4);
+    x[2 * K + 500] = NAN;
+    int64_t as[2] = {N, K}, os[1] = {N};
+    th_dev ta = th_dev_make(ctx, 0, 2, as, 0, x), to = th_dev_make(ctx, 1, 1, os, 2, NULL);
+    int32_t want[6], got[6];
+    ref_argmax_rows(x, N, K, want);
+    for (int li = 0; li < 2; li++) {
+        th_loop_limit(li ? 300 : 0);
+        teeny__calls_reset();
+        TH_OK(ctx, teeny_argmax_rows(ctx, ta.t, to.t));
+        TH_OK(ctx, teeny_ctx_finish(ctx));
+        ck_assert_int_eq(teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel), li ? 7 : 1);
+        TH_OK(ctx, teeny_tensor_read_i32(to.t, got, (size_t)N));
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(got[i] == want[i], "limit %d: row %d: %d, want %d", li ? 300 : 0, i, got[i], want[i]);
+        th_dev_check_guard(&to, "argmax", "test_loss_split_loops");
+    }
+
+    /* rejected before anything is written */
+    int64_t ws[2] = {2, 10000}, ws_l[1] = {2};
+    float *wx = th_malloc(20000 * 4);
+    th_fill_normal(&r, wx, 20000, 0, 1);
+    int32_t wl[2] = {3, 9999};
+    th_dev twx = th_dev_make(ctx, 0, 2, ws, 0, wx), twl = th_dev_make(ctx, 1, 1, ws_l, 0, wl),
+           twp = th_dev_make(ctx, 0, 2, ws, 0, NULL);
+    th_loop_limit(200);
+    th_poison(tloss.t);
+    TH_STATUS(ctx, TEENY_ERR_UNSUPPORTED, teeny_softmax_cross_entropy_forward(ctx, twx.t, twl.t, tloss.t, twp.t));
+    th_expect_all(tloss.t, NAN);
+    th_expect_all(twp.t, NAN);
+    th_loop_limit(2);
+    int32_t sentinel[6] = {-3, -3, -3, -3, -3, -3};
+    TH_OK(ctx, teeny_tensor_write_i32(to.t, sentinel, 6));
+    TH_STATUS(ctx, TEENY_ERR_UNSUPPORTED, teeny_argmax_rows(ctx, ta.t, to.t));
+    TH_OK(ctx, teeny_tensor_read_i32(to.t, got, 6));
+    ck_assert(!memcmp(got, sentinel, sizeof got));
+    th_loop_limit(-1);
+    free(x);
+    free(wx);
+    data_free(&d);
+    th_dev *ds[] = {&tx, &tl, &tloss, &tp, &ta, &to, &twx, &twl, &twp};
+    for (int i = 0; i < 9; i++)
+        th_dev_free(ds[i]);
+}
+END_TEST
+
 START_TEST(test_loss_errors)
 {
     teeny_ctx *ctx = th_ctx();
@@ -395,6 +490,7 @@ Suite *suite_loss(void)
     tcase_add_test(fwd, test_loss_rows);
     tcase_add_test(fwd, test_loss_determinism);
     tcase_add_test(fwd, test_loss_op_table);
+    tcase_add_test(fwd, test_loss_split_loops);
     tcase_add_loop_test(bwd, test_loss_backward, 0, n_sweep());
     tcase_add_test(bwd, test_loss_finite_diff);
     tcase_add_test(err, test_loss_errors);

@@ -13,6 +13,7 @@
 
 #include "harness.h"
 #include "core/clwrap.h"
+#include "internal.h"
 #include "ref/optim_ref.h"
 
 #define TOL 1e-5
@@ -409,6 +410,66 @@ START_TEST(test_optim_faults)
 }
 END_TEST
 
+/* Where a device limits a work-item's loop trips (Mesa's llvmpipe; forced
+ * here with th_loop_limit): clipping's sum of squares over a 40000-element
+ * grad (157 rounds of 256; unlimited 20 partials of 8 rounds, each item
+ * also running a 25-trip tree) takes more partials (limit 64: 6 rounds an
+ * item, 27 partials); the clipped grad and the step meet the reference. A
+ * limit without room for one round is TEENY_ERR_UNSUPPORTED at creation. */
+START_TEST(test_optim_split_loops)
+{
+    teeny_ctx *ctx = th_ctx();
+    const size_t n = 40000;
+    int64_t shape[1] = {(int64_t)n};
+    th_rng r = th_rng_make(4711);
+    float *p0 = th_malloc(n * 4), *g0 = th_malloc(n * 4);
+    th_fill_normal(&r, p0, n, 0, 1);
+    th_fill_normal(&r, g0, n, 0, 1);
+    teeny_optim_params p = TEENY_OPTIM_PARAMS_INIT;
+    p.lr = 0.1f;
+    p.max_grad_norm = 2.0f; /* the grad's norm is about 200: clipped */
+    ref_optim_hyper h = {0, 0, 0, 0, 0, 0, 0};
+    double *rp = th_dbl(p0, n), *rg = th_dbl(g0, n);
+    ck_assert(ref_clip_grad_norm(1, &rg, &n, 2.0) < 0.1);
+    ref_optim_step(&h, rp, rg, NULL, NULL, n, 0.1, 0, 1);
+    int64_t items[2];
+    for (int li = 0; li < 2; li++) {
+        teeny_tensor *tp = th_tensor_from(ctx, 1, shape, p0), *tg = th_tensor_from(ctx, 1, shape, g0);
+        teeny_optimizer *opt = NULL;
+        th_loop_limit(li ? 64 : 0);
+        TH_OK(ctx, teeny_optimizer_create(ctx, &p, 1, &tp, (const teeny_tensor *const *)&tg, &opt));
+        ctx->prog.items_enqueued = 0;
+        TH_OK(ctx, teeny_optimizer_step(opt, 0.1f, -1.0f));
+        TH_OK(ctx, teeny_ctx_finish(ctx));
+        items[li] = ctx->prog.items_enqueued;
+        float *x = th_read(tp), *gx = th_read(tg);
+        ck_assert_msg(th_first_nonfinite(x, n) < 0 && th_nrms(x, rp, n) <= TOL, "limit %d: param nrms %g",
+                      li ? 64 : 0, th_nrms(x, rp, n));
+        ck_assert_msg(th_nrms(gx, rg, n) <= TOL, "limit %d: clipped grad nrms %g", li ? 64 : 0, th_nrms(gx, rg, n));
+        free(x);
+        free(gx);
+        teeny_optimizer_destroy(opt);
+        teeny_tensor_destroy(tp);
+        teeny_tensor_destroy(tg);
+    }
+    ck_assert_msg(items[1] > items[0], "%lld work-items limited, %lld unlimited: the partials did not change",
+                  (long long)items[1], (long long)items[0]);
+    th_loop_limit(50); /* budget 25 < 27: one round and the tree */
+    teeny_tensor *tp = th_tensor_from(ctx, 1, shape, p0), *tg = th_tensor_from(ctx, 1, shape, g0);
+    teeny_optimizer *opt = (teeny_optimizer *)&p; /* must come back NULL */
+    TH_STATUS(ctx, TEENY_ERR_UNSUPPORTED, teeny_optimizer_create(ctx, &p, 1, &tp, (const teeny_tensor *const *)&tg,
+                                                                 &opt));
+    ck_assert_ptr_null(opt);
+    th_loop_limit(-1);
+    teeny_tensor_destroy(tp);
+    teeny_tensor_destroy(tg);
+    free(p0);
+    free(g0);
+    free(rp);
+    free(rg);
+}
+END_TEST
+
 START_TEST(test_optim_errors)
 {
     teeny_ctx *ctx = th_ctx();
@@ -683,6 +744,7 @@ Suite *suite_optim(void)
     tcase_add_loop_test(step, test_optim_step_calls, 0, 2);
     tcase_add_test(step, test_optim_schedules);
     tcase_add_test(step, test_optim_one_cycle_small);
+    tcase_add_test(step, test_optim_split_loops);
     tcase_add_test(err, test_optim_errors);
     tcase_add_test(err, test_optim_faults);
     suite_add_tcase(s, step);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clwrap.h"
 #include "harness.h"
 #include "ops/ops.h"
 #include "ref/pool_ref.h"
@@ -362,6 +363,142 @@ START_TEST(test_pool_huge_windows)
 }
 END_TEST
 
+/* The window ops' five launches of test_pool_split_loops, outputs
+ * poisoned first; returns the kernels launched. */
+static long split_run(teeny_ctx *ctx, const teeny_pool2d_params *p, th_dev *d, teeny_status want)
+{
+    int32_t *m7 = th_malloc((size_t)d[2].n * 4);
+    for (int64_t i = 0; i < d[2].n; i++)
+        m7[i] = -7;
+    TH_OK(ctx, teeny_tensor_write_i32(d[2].t, m7, (size_t)d[2].n));
+    free(m7);
+    for (int i = 1; i < 7; i++)
+        if (i != 2)
+            th_poison(d[i].t);
+    teeny__calls_reset();
+    TH_STATUS(ctx, want, teeny_maxpool2d_forward(ctx, p, d[0].t, d[1].t, d[2].t));
+    TH_STATUS(ctx, want, teeny_maxpool2d_forward(ctx, p, d[0].t, d[3].t, NULL));
+    TH_STATUS(ctx, want, teeny_avgpool2d_forward(ctx, p, d[0].t, d[4].t));
+    TH_STATUS(ctx, want, teeny_maxpool2d_backward(ctx, p, d[0].t, d[2].t, d[7].t, d[5].t));
+    TH_STATUS(ctx, want, teeny_avgpool2d_backward(ctx, p, d[0].t, d[7].t, d[6].t));
+    TH_OK(ctx, teeny_ctx_finish(ctx));
+    return teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel);
+}
+
+static float *split_read(teeny_ctx *ctx, const th_dev *d)
+{
+    if (!d->i32)
+        return th_read(d->t);
+    float *v = th_malloc((size_t)d->n * 4); /* the int32 argmax, compared bitwise */
+    TH_OK(ctx, teeny_tensor_read_i32(d->t, (int32_t *)(void *)v, (size_t)d->n));
+    return v;
+}
+
+/* Where a device limits a work-item's loop trips (Mesa's llvmpipe;
+ * forced here with th_loop_limit): the window loops run in launches over
+ * bands of rows (forward: 13 rows of 11, 13*13 + 1 trips; gradients: 13
+ * covering rows of 6 windows, 13*8 + 1), the outputs carrying the running
+ * result, so the bits equal one launch's; global pooling sums a plane in
+ * chunks (its CPU variant, and the portable kernel past its budget)
+ * against the float64 reference. A limit too small for one row or chunk
+ * is TEENY_ERR_UNSUPPORTED with every output untouched. */
+START_TEST(test_pool_split_loops)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(4242);
+    ref_pool g = {.B = 2, .C = 3, .H = 40, .W = 37, .kh = 13, .kw = 11, .sh = 1, .sw = 2, .ph = 6, .pw = 5};
+    ref_pool_geom(&g);
+    teeny_pool2d_params p = to_params(&g);
+    size_t nx = (size_t)g.B * g.C * g.H * g.W, ny = (size_t)g.B * g.C * g.OH * g.OW;
+    float *x = th_malloc(nx * 4), *dy = th_malloc(ny * 4), *one[7];
+    th_fill_normal(&r, x, nx, 0, 1);
+    th_fill_normal(&r, dy, ny, 0, 1);
+    int64_t xs[4] = {g.B, g.C, g.H, g.W}, ys[4] = {g.B, g.C, g.OH, g.OW};
+    /* x, y, argmax, y without argmax, avg y, max dx, avg dx, dy */
+    th_dev d[8] = {th_dev_make(ctx, 0, 4, xs, 0, x),    th_dev_make(ctx, 0, 4, ys, 3, NULL),
+                   th_dev_make(ctx, 1, 4, ys, 0, NULL), th_dev_make(ctx, 0, 4, ys, 0, NULL),
+                   th_dev_make(ctx, 0, 4, ys, 1, NULL), th_dev_make(ctx, 0, 4, xs, 0, NULL),
+                   th_dev_make(ctx, 0, 4, xs, 2, NULL), th_dev_make(ctx, 0, 4, ys, 0, dy)};
+    th_loop_limit(0);
+    ck_assert_int_eq(split_run(ctx, &p, d, TEENY_OK), 5);
+    for (int i = 1; i < 7; i++)
+        one[i] = split_read(ctx, &d[i]);
+    /* limit 120 (budget 60): forward bands of 4 rows (4 launches), gradients
+     * of 7 (2); limit 40: 1 and 2 rows (13 and 7 launches) */
+    static const long limits[2] = {120, 40}, launches[2] = {3 * 4 + 2 * 2, 3 * 13 + 2 * 7};
+    for (int li = 0; li < 2; li++) {
+        th_loop_limit(limits[li]);
+        ck_assert_int_eq(split_run(ctx, &p, d, TEENY_OK), launches[li]);
+        for (int i = 1; i < 7; i++) {
+            float *got = split_read(ctx, &d[i]);
+            ck_assert_msg(!memcmp(got, one[i], (size_t)d[i].n * 4), "limit %ld: output %d differs from one "
+                          "launch's", limits[li], i);
+            free(got);
+            th_dev_check_guard(&d[i], "split output", "test_pool_split_loops");
+        }
+    }
+    th_loop_limit(16); /* budget 8: not one row of the forward (14 trips) or the gradients (9) */
+    ck_assert_int_eq(split_run(ctx, &p, d, TEENY_ERR_UNSUPPORTED), 0);
+    for (int i = 1; i < 7; i++)
+        if (i != 2)
+            th_expect_all(d[i].t, NAN);
+    int32_t *am = th_malloc(ny * 4);
+    TH_OK(ctx, teeny_tensor_read_i32(d[2].t, am, ny));
+    for (size_t i = 0; i < ny; i++)
+        ck_assert_int_eq(am[i], -7);
+    free(am);
+
+    /* global pooling: [2, 3, 40, 37] on the CPU variant (chunks of 99 of
+     * 1480: 15 partials), [1, 2, 300, 1000] on the portable kernel (at a
+     * work-group of 256, 1198 trips: past budget 1000, so chunks of 999) */
+    static const struct {
+        int64_t shape[4];
+        int cpu;
+        long limit;
+    } gc[2] = {{{2, 3, 40, 37}, 1, 200}, {{1, 2, 300, 1000}, 0, 2000}};
+    for (int ci = 0; ci < 2; ci++) {
+        int64_t gs[2] = {gc[ci].shape[0], gc[ci].shape[1]};
+        int S = (int)(gc[ci].shape[2] * gc[ci].shape[3]);
+        size_t n = (size_t)gs[0] * gs[1] * S, nb = (size_t)gs[0] * gs[1];
+        float *gx = th_malloc(n * 4);
+        th_fill_normal(&r, gx, n, 1, 1);
+        th_dev tgx = th_dev_make(ctx, 0, 4, gc[ci].shape, 0, gx), tgy = th_dev_make(ctx, 0, 2, gs, 1, NULL);
+        double *xd = th_dbl(gx, n), *ref = th_malloc(nb * 8);
+        ref_gap_forward((int)gs[0], (int)gs[1], S, xd, ref);
+        th_cpu_kernels(gc[ci].cpu);
+        for (int li = 0; li < 2; li++) {
+            char what[96];
+            snprintf(what, sizeof what, "global pooling, case %d, limit %ld", ci, li ? gc[ci].limit : 0L);
+            th_loop_limit(li ? gc[ci].limit : 0);
+            th_poison(tgy.t);
+            teeny__calls_reset();
+            TH_OK(ctx, teeny_global_avgpool_forward(ctx, tgx.t, tgy.t));
+            TH_OK(ctx, teeny_ctx_finish(ctx));
+            ck_assert_msg(teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel) == 1 + li, "%s: %ld launches", what,
+                          teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel));
+            expect_close(&tgy, ref, TOL, what, "test_pool_split_loops");
+        }
+        th_loop_limit(4); /* budget 2: chunks of 1, too many partials for one item */
+        th_poison(tgy.t);
+        TH_STATUS(ctx, TEENY_ERR_UNSUPPORTED, teeny_global_avgpool_forward(ctx, tgx.t, tgy.t));
+        th_expect_all(tgy.t, NAN);
+        th_cpu_kernels(-1);
+        free(gx);
+        free(xd);
+        free(ref);
+        th_dev_free(&tgx);
+        th_dev_free(&tgy);
+    }
+    th_loop_limit(-1);
+    for (int i = 1; i < 7; i++)
+        free(one[i]);
+    for (int i = 0; i < 8; i++)
+        th_dev_free(&d[i]);
+    free(x);
+    free(dy);
+}
+END_TEST
+
 /* The reference gradients against central differences of sum(y * dy). */
 START_TEST(test_pool_finite_diff)
 {
@@ -588,6 +725,7 @@ Suite *suite_pool(void)
     tcase_add_loop_test(bwd, test_pool_backward, 0, n_sweep());
     tcase_add_test(bwd, test_pool_finite_diff);
     tcase_add_test(bwd, test_pool_huge_windows);
+    tcase_add_test(bwd, test_pool_split_loops);
     tcase_add_test(err, test_pool_errors);
     tcase_add_test(err, test_pool_output_shape);
     tcase_add_test(err, test_pool_graph_limits);

@@ -13,6 +13,7 @@
 
 #include "core/clwrap.h"
 #include "harness.h"
+#include "internal.h"
 #include "ref/attention_ref.h"
 
 #define TOL 1e-5
@@ -471,6 +472,67 @@ END_TEST
 
 /* ---- errors: exact status, nothing modified ---- */
 
+/* The kernel names launched since the profile began, in order, one
+ * string ("a b c"); ends the profile. */
+static void launched(teeny_ctx *ctx, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    TH_OK(ctx, teeny_ctx_finish(ctx));
+    for (int i = 0; i < ctx->prog.prof_count; i++) {
+        strncat(buf, ctx->prog.prof_names[i], cap - strlen(buf) - 1);
+        strncat(buf, " ", cap - strlen(buf) - 1);
+    }
+    TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+}
+
+/* Where a device limits a work-item's loop trips below a row of tokens
+ * (Mesa's llvmpipe; forced here with th_loop_limit: 576 tokens, 577
+ * trips, limit 400), the V extraction and its backward take the 2-D grid,
+ * which has no loop, instead of their CPU variants: the same copies. */
+START_TEST(test_psa_split_loops)
+{
+    teeny_ctx *ctx = th_ctx();
+    psa_shape sh = {2, 2, 8, 24, 24, 0};
+    th_rng r = th_rng_make(808);
+    psa_case c;
+    case_make(&c, &sh, &r);
+    double *qkv = th_dbl(c.qkv, c.n_qkv), *v = th_malloc(c.n_o * sizeof(double));
+    ref_psa_extract_v(qkv, sh.B, sh.heads, sh.kd, c.N, v);
+    th_dev tq = th_dev_make(ctx, 0, 4, c.qkv_shape, 0, c.qkv), tv = th_dev_make(ctx, 0, 4, c.o_shape, 0, NULL),
+           tb = th_dev_make(ctx, 0, 4, c.qkv_shape, 0, NULL);
+    th_cpu_kernels(1);
+    for (int li = 0; li < 2; li++) {
+        char names[256];
+        th_loop_limit(li ? 400 : 0);
+        th_poison(tv.t);
+        th_poison(tb.t);
+        TH_OK(ctx, teeny_profile_begin(ctx));
+        TH_OK(ctx, teeny_psa_extract_v(ctx, tq.t, sh.heads, sh.kd, tv.t));
+        TH_OK(ctx, teeny_psa_extract_v_backward(ctx, tv.t, sh.heads, sh.kd, tb.t));
+        launched(ctx, names, sizeof names);
+        ck_assert_str_eq(names, li ? "psa_extract_v psa_extract_v_backward "
+                                   : "psa_extract_v_cpu psa_extract_v_backward_cpu ");
+        expect_exact(tv.t, v, c.n_o, "v", "test_psa_split_loops");
+        /* the backward: V's channels back in place, zeros in Q and K */
+        float *got = th_read(tb.t);
+        for (size_t e = 0; e < c.n_qkv; e++) {
+            size_t ch = e / (size_t)c.N % ((size_t)sh.heads * 4 * sh.kd);
+            ck_assert_msg(ch % (4 * (size_t)sh.kd) < 2 * (size_t)sh.kd ? got[e] == 0.0f : got[e] == c.qkv[e],
+                          "limit %d: d_qkv[%zu] = %g", li ? 400 : 0, e, (double)got[e]);
+        }
+        free(got);
+    }
+    th_cpu_kernels(-1);
+    th_loop_limit(-1);
+    th_dev_free(&tq);
+    th_dev_free(&tv);
+    th_dev_free(&tb);
+    free(qkv);
+    free(v);
+    case_free(&c);
+}
+END_TEST
+
 START_TEST(test_psa_errors)
 {
     teeny_ctx *ctx = th_ctx();
@@ -574,6 +636,7 @@ Suite *suite_psa(void)
     tcase_add_loop_test(fwd, test_psa_attention_forward, 0, n_cases());
     tcase_add_loop_test(fwd, test_psa_pipeline_matches_fused, 0, n_cases());
     tcase_add_test(fwd, test_psa_launch_counts_and_determinism);
+    tcase_add_test(fwd, test_psa_split_loops);
     tcase_add_loop_test(bwd, test_psa_rearrange_backward, 0, n_cases());
     tcase_add_loop_test(bwd, test_psa_attention_backward, 0, n_cases());
     tcase_add_test(bwd, test_psa_finite_differences);

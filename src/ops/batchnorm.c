@@ -7,7 +7,9 @@
  * biased variance, running_var is updated with the unbiased one.
  *
  * Kernels: cl/batchnorm.cl. Reductions are two-pass and deterministic (see
- * the .cl banner); their partials live in the context's workspace.
+ * the .cl banner); their partials live in the context's workspace. Where a
+ * device limits a work-item's loop trips, the number of partials follows
+ * that limit too (budget_parts).
  * Tunable: BN_WG, the reduction work-group size, from the device's
  * max work-group size (ctx->work_group_size).
  *
@@ -50,7 +52,10 @@ typedef struct {
 /* The CPU variants' run of floats per item (BN_CPU_RUN in the .cl). */
 #define BN_CPU_RUN 1024
 
-static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, bn_plan *pl)
+/* min_parts, max_parts: the partials per channel (spatial) or runs of the
+ * batch (rows) the device's loop budget asks for (budget_parts). */
+static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, int64_t min_parts, int64_t max_parts,
+                      bn_plan *pl)
 {
     int64_t target = (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) * 4;
     pl->B = B;
@@ -66,7 +71,9 @@ static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, bn_plan
         int64_t k = (target + C - 1) / C;
         int64_t k_max = (units + 2 * wg - 1) / (2 * wg);       /* >= 2 units per item */
         int64_t k_min = ((int64_t)units * pl->vec >> 22) + 1;  /* counts stay exact in float */
+        if (k_min < min_parts) k_min = min_parts;
         if (k > k_max) k = k_max;
+        if (k > max_parts) k = max_parts;
         if (k < k_min) k = k_min;
         if (k < 1) k = 1;
         pl->chunk = (int)((units + k - 1) / k);
@@ -82,6 +89,8 @@ static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, bn_plan
         int64_t cs = (int64_t)C * S;
         int64_t p = (target * wg + cs - 1) / cs;
         if (p > B) p = B;
+        if (p > max_parts / S) p = max_parts / S;
+        if (p < min_parts) p = min_parts;
         if (p < 1) p = 1;
         pl->chunk = (int)((B + p - 1) / p);
         pl->P = (B + pl->chunk - 1) / pl->chunk;
@@ -116,6 +125,70 @@ static void wg_option(const teeny_ctx *ctx, char *buf, size_t cap)
     snprintf(buf, cap, "-DBN_WG=%d", ctx->work_group_size);
 }
 
+/* ---- loop budget ----
+ * Where a device limits a work-item's loop trips (teeny__loop_budget), the
+ * reductions take more partials, so that no item passes it; elsewhere
+ * (and wherever the default split fits) the plan, and so the bits, stay
+ * as they are. Every loop counted as not unrolled, one more trip per entry:
+ *   bn_stats_cpu / bn_grad_cpu: an item's F floats lie in at most
+ *     F/S + 2 runs of a plane (the BN_RUNS loop), each a float16 loop
+ *     (len/16 + 1) and a tail (<= 16), then two 8-lane sums (18):
+ *     F/16 + 18 (F/S + 2) + 19 <= blocks * (1 + 288/S) + 55, F = 16 blocks;
+ *   bn_stats_spatial / bn_grad_spatial: chunk/BN_WG + 1 strided trips and
+ *     a tree of log2(BN_WG) levels of at most 3 trips, + 1;
+ *   bn_stats_rows / bn_grad_rows: rows_per + 1;
+ *   the finalize kernels: K + 1 (K partials per channel);
+ *   bn_normalize_cpu / bn_backward_dx_cpu: BN_CPU_RUN/16 + 1 + 16. */
+static int log2_floor(int v)
+{
+    int l = 0;
+    while ((1 << (l + 1)) <= v)
+        l++;
+    return l;
+}
+
+/* The fewest partials per channel (spatial) or runs of the batch (rows)
+ * whose items stay within the budget, and the most partials per channel
+ * its finalize item may merge. A spatial chunk is counted in units, so it
+ * may hold one block (round) more than teeny__loop_split gave: the fixed
+ * cost has room for it. */
+static teeny_status budget_parts(teeny_ctx *ctx, int wg, int B, int S, int grad, int cpu, int64_t *min_parts,
+                                 int64_t *max_parts)
+{
+    int64_t per, n, budget;
+    teeny_status st = teeny__loop_budget(ctx, &budget);
+    if (st != TEENY_OK)
+        return st;
+    *max_parts = budget == INT64_MAX ? INT64_MAX : budget - 1;
+    if (S < BN_SPATIAL_MIN) {
+        st = teeny__loop_split(ctx, grad ? "bn_grad_rows" : "bn_stats_rows", B, 1, 1, &per);
+        n = B;
+    } else if (cpu) {
+        n = ((int64_t)B * S + 15) / 16; /* blocks of 16 floats */
+        int64_t per_block = 1 + (288 + S - 1) / S;
+        st = teeny__loop_split(ctx, grad ? "bn_grad_cpu" : "bn_stats_cpu", n, 55 + per_block, per_block, &per);
+    } else {
+        int vec = S % 4 == 0 ? 4 : 1;
+        n = ((int64_t)B * S / vec + wg - 1) / wg; /* rounds of the work-group's strided loop */
+        st = teeny__loop_split(ctx, grad ? "bn_grad_spatial" : "bn_stats_spatial", n, 3 * log2_floor(wg) + 3, 1,
+                               &per);
+    }
+    *min_parts = st == TEENY_OK && per < n ? (n + per - 1) / per : 1;
+    return st;
+}
+
+/* The plan's other loops: the finalize over K partials, the CPU
+ * element-wise runs. */
+static teeny_status budget_check(teeny_ctx *ctx, const bn_plan *pl, int grad, int training)
+{
+    teeny_status st = TEENY_OK;
+    if (grad || training)
+        st = teeny__loop_check(ctx, grad ? "bn_grad_finalize" : "bn_stats_finalize", (int64_t)pl->K + 1);
+    if (st == TEENY_OK && pl->cpu)
+        st = teeny__loop_check(ctx, grad ? "bn_backward_dx_cpu" : "bn_normalize_cpu", BN_CPU_RUN / 16 + 17);
+    return st;
+}
+
 /* Pick BN_WG before anything is enqueued: the device's work-group size, or
  * the largest power of two below it that every kernel of this call takes
  * (the reductions need a power of two); then plan with it. */
@@ -136,10 +209,16 @@ static teeny_status plan_fit(teeny_ctx *ctx, int B, int C, int S, int grad, int 
         }
         names[n++] = "bn_normalize";
     }
+    int cpu = spatial && ctx->tune.variant == TEENY_VARIANT_CPU;
+    int64_t min_parts = 1, max_parts = INT64_MAX;
     teeny_status st = teeny__fit_halving(ctx, "batchnorm", "-DBN_WG=%d", names, n, ctx->work_group_size,
                                          TEENY__WG_FLOOR, &wg, opt, cap);
-    if (st == TEENY_OK)
-        plan_make(ctx, wg, B, C, S, pl);
+    if (st == TEENY_OK && (grad || training))
+        st = budget_parts(ctx, wg, B, S, grad, cpu, &min_parts, &max_parts);
+    if (st == TEENY_OK) {
+        plan_make(ctx, wg, B, C, S, min_parts, max_parts, pl);
+        st = budget_check(ctx, pl, grad, training);
+    }
     return st;
 }
 

@@ -23,7 +23,8 @@
  * forward and backward (the path choice and the launches of each pass);
  * conv2d_plan.c tile picking and fit checks, the GEMM
  * launches, the depthwise plans and the weight-gradient plan, with the
- * types they share in conv2d_internal.h.
+ * types they share in conv2d_internal.h; conv2d_loops.c the loop trips of
+ * every kernel and the splits a device's loop limit asks for.
  *
  * Op-table entry (slots TEENY__CONV2D_*, ops.h): one input x
  * [B, Cin, H, W]; params weight [Cout, Cin/groups, KH, KW] and, with

@@ -18,20 +18,23 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
                        *scale = a->in[TEENY__CONV2D_SCALE], *shift = a->in[TEENY__CONV2D_SHIFT];
     teeny_tensor *y = a->out[TEENY__OUT_VALUE];
     conv_geom g = teeny__conv_geom_make(x, w, &a->attrs.conv2d);
+    int64_t rows_max = 0;
     teeny_status st = conv_tf32_probe(ctx);
     const conv_tuning *tu = conv_tuning_of(ctx);
+    if (st == TEENY_OK) /* the device's loop budget (conv2d_loops.c) */
+        st = teeny__conv_forward_loops(ctx, tu, &g, &rows_max);
+    if (st != TEENY_OK)
+        return st;
     int act = (int)a->attrs.conv2d.act;
     int epi = (bias ? 1 : 0) | (scale ? 2 : 0) | (shift ? 4 : 0);
     cl_mem bias_m = bias ? bias->buf : x->buf, scale_m = scale ? scale->buf : x->buf,
            shift_m = shift ? shift->buf : x->buf;
     int bias_off = bias ? teeny__off(bias) : 0, scale_off = scale ? teeny__off(scale) : 0,
         shift_off = shift ? teeny__off(shift) : 0;
-    int x_off = teeny__off(x), w_off = teeny__off(w), y_off = teeny__off(y);
+    int x_off = teeny__off(x), w_off = teeny__off(w), y_off = teeny__off(y), loops_fit = 0;
     dw_plan pl;
-    if (st != TEENY_OK)
-        return st;
 
-    if (teeny__conv_use_depthwise(tu, &g) && conv_cpu_variant(ctx)) {
+    if (teeny__conv_use_depthwise(tu, &g) && conv_cpu_variant(ctx) && rows_max >= 1) {
         char opt[256];
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(&g);
@@ -39,10 +42,11 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
                     KM(bias_m), KI(bias_off), KM(scale_m),  KI(scale_off), KM(shift_m), KI(shift_off), KI(epi),
                     KI(act),    {0, NULL}};
         return teeny__conv_dw_cpu_run(ctx, opt, "dwconv_fwd_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g.OH,
-                                      g.Cout, g.B);
+                                      g.Cout, g.B, rows_max);
     }
     if (teeny__conv_use_depthwise(tu, &g) && teeny__conv_dw_plan_fwd(ctx, tu, &g, &pl) &&
-        teeny__conv_dw_fits(ctx, tu, "dwconv_fwd", pl.local_bytes, &st)) {
+        teeny__conv_dw_fits(ctx, tu, "dwconv_fwd", pl.local_bytes, &st) &&
+        (st = teeny__conv_dw_loops_fit(ctx, tu, &g, &pl, 0, &loops_fit)) == TEENY_OK && loops_fit) {
         char opt[256];
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(&g);
@@ -141,20 +145,25 @@ static void phase_taps(int r, int stride, int pad, int dil, int K, int *k0, int 
 static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const teeny_tensor *w,
                                 const teeny_tensor *dy, teeny_tensor *dx)
 {
-    int w_off = teeny__off(w), dy_off = teeny__off(dy), dx_off = teeny__off(dx);
+    int w_off = teeny__off(w), dy_off = teeny__off(dy), dx_off = teeny__off(dx), loops_fit = 0;
+    int64_t rows_max = 0;
     dw_plan pl;
     teeny_status st = TEENY_OK;
 
-    if (teeny__conv_use_depthwise(tu, g) && conv_cpu_variant(ctx)) {
+    if (teeny__conv_use_depthwise(tu, g) && conv_cpu_variant(ctx) &&
+        (st = teeny__conv_dw_cpu_rows(ctx, g, 1, &rows_max)) != TEENY_OK)
+        return st;
+    if (teeny__conv_use_depthwise(tu, g) && conv_cpu_variant(ctx) && rows_max >= 1) {
         char opt[256];
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(g);
         karg k[] = {KM(dy->buf), KI(dy_off), KM(w->buf), KI(w_off), KM(dx->buf), KI(dx_off), KG(geo), {0, NULL}};
         return teeny__conv_dw_cpu_run(ctx, opt, "dwconv_dx_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g->H,
-                                      g->Cin, g->B);
+                                      g->Cin, g->B, rows_max);
     }
     if (teeny__conv_use_depthwise(tu, g) && teeny__conv_dw_plan_dx(ctx, tu, g, &pl) &&
-        teeny__conv_dw_fits(ctx, tu, "dwconv_dx", pl.local_bytes, &st)) {
+        teeny__conv_dw_fits(ctx, tu, "dwconv_dx", pl.local_bytes, &st) &&
+        (st = teeny__conv_dw_loops_fit(ctx, tu, g, &pl, 1, &loops_fit)) == TEENY_OK && loops_fit) {
         char opt[256];
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(g);
@@ -232,34 +241,35 @@ static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const con
 {
     int x_off = teeny__off(x), dy_off = teeny__off(dy), dw_off = teeny__off(dw);
     int R = g->B * g->OH * g->OW, Mk = g->Cig * g->KH * g->KW, numel = g->Cout * Mk;
-    cl_mem out = gp->z > 1 ? scratch : dw->buf;
-    int out_off = gp->z > 1 ? 0 : dw_off, zstride = gp->z > 1 ? numel : 0;
+    cl_mem out = gp->z > 1 && !gp->cpu_launches ? scratch : dw->buf;
+    int out_off = gp->z > 1 && !gp->cpu_launches ? 0 : dw_off, zstride = gp->z > 1 ? numel : 0;
     char opt[256];
     teeny_status st;
 
-    if (gp->cpu) {
+    if (gp->cpu) { /* partials where the device's loop budget asks for them (gp->z > 1) */
         gemm_job j;
         teeny__conv_dw_job_make(g, &j);
         j.src = x->buf;
         j.src_off = x_off;
         j.w = dy->buf;
         j.w_off = dy_off;
-        j.out = dw->buf;
-        j.out_off = dw_off;
+        j.out = gp->cpu_launches ? dw->buf : out;
+        j.out_off = gp->cpu_launches ? dw_off : out_off;
         j.bias = j.scale = j.shift = x->buf;
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
-        return teeny__conv_cpu_gemm_run(ctx, tu, &j, opt);
-    }
-    if (gp->depthwise && conv_cpu_variant(ctx)) { /* one item per (tap, co), straight into dw */
+        st = teeny__conv_cpu_gemm_run(ctx, tu, &j, opt, gp->cpu_launches ? 1 : gp->z, gp->r_chunk, zstride);
+    } else if (gp->depthwise && conv_cpu_variant(ctx)) {
+        /* one item per (tap, co), straight into dw; per chunk of rows where
+         * the device's loop budget asks for it (gp->z > 1) */
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         int KHW = g->KH * g->KW;
         cl_int16 geo = dw_geometry(g);
-        size_t global[2] = {(size_t)KHW, (size_t)g->Cout};
-        size_t local[2] = {1, teeny__cpu_local(ctx, (size_t)KHW * (size_t)g->Cout)};
-        karg k[] = {KM(x->buf), KI(x_off), KM(dy->buf), KI(dy_off), KM(dw->buf), KI(dw_off), KG(geo)};
-        return run_kernel(ctx, opt, "dwconv_dw_cpu", k, (int)(sizeof k / sizeof k[0]), 2, global, local);
-    }
-    if (gp->depthwise) {
+        size_t global[3] = {(size_t)KHW, (size_t)g->Cout, (size_t)gp->z};
+        size_t local[3] = {1, teeny__cpu_local(ctx, (size_t)KHW * (size_t)g->Cout), 1};
+        karg k[] = {KM(x->buf), KI(x_off), KM(dy->buf), KI(dy_off), KM(out),
+                    KI(out_off), KG(geo), KI(gp->r_chunk), KI(zstride)};
+        st = run_kernel(ctx, opt, "dwconv_dw_cpu", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
+    } else if (gp->depthwise) {
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(g);
         size_t global[2] = {(size_t)tu->dw_wg * gp->z, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};
@@ -279,7 +289,7 @@ static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const con
                     KI(g->pw),  KI(g->dh),  KI(g->dw),   KI(R),      KI(gp->r_chunk), KI(vec_out)};
         st = run_kernel(ctx, opt, "conv_gemm_dw", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
     }
-    if (st == TEENY_OK && gp->z > 1)
+    if (st == TEENY_OK && gp->z > 1 && !gp->cpu_launches)
         st = reduce_parts(ctx, tu, opt, scratch, 0, numel, gp->z, dw->buf, dw_off);
     return st;
 }
@@ -310,11 +320,17 @@ teeny_status teeny__conv2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
     grad_plan gp;
     cl_mem scratch = NULL;
 
-    if (dx && st == TEENY_OK)
+    int n_pack[2] = {g.Cig, g.Cog};
+
+    /* every plan before the first launch: one unit of every GEMM fits the
+     * device's loop budget (conv2d_loops.c), the gradient splits */
+    if (st == TEENY_OK)
+        st = teeny__conv_loops_check(ctx, tu, n_pack, 2);
+    if (st == TEENY_OK && (dw || db))
+        st = teeny__conv_grad_plan_make(ctx, tu, &g, dw != NULL, db != NULL, &gp);
+    if (st == TEENY_OK && dx)
         st = backward_dx(ctx, tu, &g, w, dy, dx);
     if (st != TEENY_OK || (!dw && !db))
-        return st;
-    if ((st = teeny__conv_grad_plan_make(ctx, tu, &g, dw != NULL, db != NULL, &gp)) != TEENY_OK)
         return st;
     if (gp.dw_elems + gp.db_elems > 0)
         st = teeny__scratch(ctx, (size_t)(gp.dw_elems + gp.db_elems) * sizeof(float), &scratch);

@@ -114,10 +114,11 @@ typedef struct {
 /* Weight- and bias-gradient split: partials per chunk in the workspace,
  * then a fixed-order sum. */
 typedef struct {
-    int cpu;         /* conv_gemm_cpu (dw_job_make), no split */
+    int cpu;         /* conv_gemm_cpu (dw_job_make): no split, but where a device limits loop trips */
     int tile;        /* GEMM path */
     int depthwise;
-    int z, r_chunk;  /* dweight chunks over B*OH*OW */
+    int z, r_chunk;  /* dweight chunks over B*OH*OW (dwconv_dw_cpu: over the B*OH rows; conv_gemm_cpu: its k) */
+    int cpu_launches; /* conv_gemm_cpu: the chunks as launches in order into dw, not partials */
     int zb, b_chunk; /* dbias chunks over B */
     int64_t dw_elems, db_elems; /* partial floats in the workspace */
 } grad_plan;
@@ -130,16 +131,40 @@ int teeny__conv_dw_plan_fwd(const teeny_ctx *ctx, const conv_tuning *tu, const c
 int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t local_bytes, teeny_status *st);
 /* The depthwise CPU variants' launch (conv_cpu_variant): `name` over
- * `rows` rows of channels x B planes, whole rows per item; a holds the
- * arguments but the last, the rows per item, which this appends (a has
- * room for n + 1). */
+ * `rows` rows of channels x B planes, whole rows per item, at most
+ * rows_max (teeny__conv_dw_cpu_rows); a holds the arguments but the last,
+ * the rows per item, which this appends (a has room for n + 1). */
 teeny_status teeny__conv_dw_cpu_run(teeny_ctx *ctx, const char *opt, const char *name, karg *a, int n, int rows,
-                                    int channels, int B);
+                                    int channels, int B, int64_t rows_max);
 void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap);
 teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j);
-teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, const char *opt);
+/* conv_gemm_cpu over k chunks of `chunk` units: z > 1 partials at
+ * out + i*zstride in one launch, else launches in order (one where chunk
+ * covers k). */
+teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, const char *opt,
+                                      int z, int64_t chunk, int zstride);
 void teeny__conv_dw_job_make(const conv_geom *g, gemm_job *j);
 teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int want_dw,
                                         int want_db, grad_plan *gp);
+
+/* ---- loop budget (conv2d_loops.c) ---- */
+
+teeny_status teeny__conv_dw_cpu_rows(teeny_ctx *ctx, const conv_geom *g, int dx, int64_t *rows_max);
+teeny_status teeny__conv_dw_loops_fit(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const dw_plan *pl,
+                                      int dx, int *fits);
+int64_t teeny__conv_dw_rounds_max(const conv_tuning *tu, const conv_geom *g, int64_t budget);
+int64_t teeny__conv_dw_cpu_rows_max(const conv_geom *g, int64_t budget);
+teeny_status teeny__conv_gemm_tiles(teeny_ctx *ctx, const gemm_tile *t, int plain, int64_t k_tiles, int64_t *per);
+int64_t teeny__conv_gemm_dw_tiles_max(const gemm_tile *t, int64_t budget);
+teeny_status teeny__conv_cpu_gemm_chunk(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, int64_t *chunk);
+teeny_status teeny__conv_loops_check(teeny_ctx *ctx, const conv_tuning *tu, const int *n_pack, int n);
+/* The forward's plan under the loop budget: teeny__conv_loops_check for
+ * its GEMM, and where it takes the depthwise CPU variant, the rows an item
+ * may own (0: that kernel cannot fit; the work-group kernel or the GEMM
+ * then takes the convolution). */
+teeny_status teeny__conv_forward_loops(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g,
+                                       int64_t *rows_max);
+teeny_status teeny__conv_db_batches_max(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int64_t *per);
+teeny_status teeny__conv_reduce_check(teeny_ctx *ctx, int64_t z);
 
 #endif /* TEENY_CONV2D_INTERNAL_H */

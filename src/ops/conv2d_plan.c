@@ -153,8 +153,12 @@ static int64_t cpu_packed(const conv_tuning *tu, const gemm_job *j)
     return n > INT32_MAX / 2 ? 0 : n;
 }
 
+#define CONV_SEG_FIRST 1 /* as cl/conv2d.cl */
+#define CONV_SEG_LAST 2
+
 /* conv_gemm_cpu: pack B into a workspace, then the GEMM. */
-teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, const char *opt)
+teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, const char *opt,
+                                      int z, int64_t chunk, int zstride)
 {
     int nc = 16 * tu->cpu_nv, Np = (int)cdiv(j->N, nc) * nc, total = (int)cpu_packed(tu, j), zero = 0;
     cl_mem bp = NULL;
@@ -180,8 +184,10 @@ teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, con
     size_t wg = teeny__cpu_local(ctx, row_items * col_items);
     if (wg > (size_t)tu->cpu_wg)
         wg = (size_t)tu->cpu_wg;
-    size_t global[2] = {(row_items + wg - 1) / wg * wg, col_items};
-    size_t local[2] = {wg, 1};
+    size_t global[3] = {(row_items + wg - 1) / wg * wg, col_items, (size_t)(z > 1 ? z : 1)};
+    size_t local[3] = {wg, 1, 1};
+    int64_t K = (int64_t)j->Kh * j->Kw * j->Kc;
+    int k_begin = 0, k_chunk = (int)chunk, zs = z > 1 ? zstride : 0, seg = 0;
     karg a[] = {KM(j->src),         KI(j->src_off),     KM(bp),             KI(zero),           KI(Np),
                 KM(j->out),         KI(j->out_off),     KI(j->M),           KI(j->N),           KI(j->P),
                 KI(j->Q),           KI(j->Kc),          KI(j->Kh),          KI(j->Kw),          KI(j->src_bstride),
@@ -189,8 +195,15 @@ teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, con
                 KI(j->c_h),         KI(j->e_h),         KI(j->a_w),         KI(j->c_w),         KI(j->e_w),
                 KI(j->out_bstride), KI(j->out_nstride), KI(j->out_hstride), KI(j->out_wstride), KM(j->bias),
                 KI(j->bias_off),    KM(j->scale),       KI(j->scale_off),   KM(j->shift),       KI(j->shift_off),
-                KI(j->epi),         KI(j->act)};
-    st = run_kernel(ctx, opt, "conv_gemm_cpu", a, (int)(sizeof a / sizeof a[0]), 2, global, local);
+                KI(j->epi),         KI(j->act),         KI(k_begin),        KI(k_chunk),        KI(zs),
+                KI(seg)};
+    /* z > 1: one launch of partials; else k in order, chunk units a launch */
+    for (int64_t k0 = 0; st == TEENY_OK && (k0 == 0 || (z <= 1 && k0 < K)); k0 += chunk) {
+        k_begin = (int)k0;
+        seg = z > 1 ? CONV_SEG_FIRST | CONV_SEG_LAST
+                    : (k0 == 0 ? CONV_SEG_FIRST : 0) | (k0 + chunk >= K ? CONV_SEG_LAST : 0);
+        st = run_kernel(ctx, opt, "conv_gemm_cpu", a, (int)(sizeof a / sizeof a[0]), 3, global, local);
+    }
     if (total > 0)
         teeny__scratch_give(ctx, bp); /* enqueued: the next GEMM of this op may take it */
     return st;
@@ -201,24 +214,36 @@ static int use_cpu_gemm(const conv_tuning *tu, const gemm_job *j)
     return tu->cpu_rows > 0 && (j->Kc == 0 || cpu_packed(tu, j) > 0);
 }
 
+/* One forward or input-gradient GEMM: one launch, or where the device
+ * limits a work-item's loop trips, launches over ranges of k (whole k
+ * tiles; conv_gemm_cpu: of its (tap, channel) units) in order, out carrying
+ * the sums (conv2d_loops.c). */
 teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j)
 {
+    int64_t per;
+    teeny_status st;
     if (use_cpu_gemm(tu, j)) {
         char opt[256];
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
-        return teeny__conv_cpu_gemm_run(ctx, tu, j, opt);
+        if ((st = teeny__conv_cpu_gemm_chunk(ctx, tu, j, &per)) != TEENY_OK)
+            return st;
+        return teeny__conv_cpu_gemm_run(ctx, tu, j, opt, 1, per, 0);
     }
     int tile = pick_tile(ctx, tu, j->M, j->N, j->G, 1);
     const char *name = j->plain ? "conv_gemm_1x1" : "conv_gemm_gather";
-    teeny_status st = fit_tile(ctx, tu, name, &tile);
+    st = fit_tile(ctx, tu, name, &tile);
     if (st != TEENY_OK)
         return st;
     const gemm_tile *t = &tu->tiles[tile];
+    int64_t K = j->plain ? j->Kc : (int64_t)j->Kc * j->Kh * j->Kw, k_tiles = cdiv(K, t->tk);
+    if ((st = teeny__conv_gemm_tiles(ctx, t, j->plain, k_tiles, &per)) != TEENY_OK)
+        return st;
     char opt[256];
     teeny__conv_tile_options(tu, tile, opt, sizeof opt);
     size_t wg = (size_t)gemm_wg(t);
     size_t global[2] = {(size_t)cdiv(j->M, t->tm) * wg, (size_t)(cdiv(j->N, t->tn) * j->G)};
     size_t local[2] = {wg, 1};
+    int k_begin = 0, k_end = 0, seg = 0;
     karg a[] = {KM(j->src),         KI(j->src_off),     KM(j->w),           KI(j->w_off),       KM(j->out),
                 KI(j->out_off),     KI(j->M),           KI(j->N),           KI(j->P),           KI(j->Q),
                 KI(j->Kc),          KI(j->Kh),          KI(j->Kw),          KI(j->src_bstride), KI(j->src_cstride),
@@ -227,8 +252,14 @@ teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const g
                 KI(j->w_cstride),   KI(j->w_hstride),   KI(j->w_wstride),   KI(j->out_bstride), KI(j->out_nstride),
                 KI(j->out_hstride), KI(j->out_wstride), KM(j->bias),        KI(j->bias_off),    KM(j->scale),
                 KI(j->scale_off),   KM(j->shift),       KI(j->shift_off),   KI(j->epi),         KI(j->act),
-                KI(j->vec_out)};
-    return run_kernel(ctx, opt, name, a, (int)(sizeof a / sizeof a[0]), 2, global, local);
+                KI(j->vec_out),     KI(k_begin),        KI(k_end),          KI(seg)};
+    for (int64_t kt = 0; st == TEENY_OK && (kt == 0 || kt < k_tiles); kt += per) {
+        k_begin = (int)(kt * t->tk);
+        k_end = kt + per >= k_tiles ? (int)K : (int)((kt + per) * t->tk);
+        seg = (kt == 0 ? CONV_SEG_FIRST : 0) | (kt + per >= k_tiles ? CONV_SEG_LAST : 0);
+        st = run_kernel(ctx, opt, name, a, (int)(sizeof a / sizeof a[0]), 2, global, local);
+    }
+    return st;
 }
 
 /* Tile an R x C output plane for a work-group of wg items: TW columns
@@ -315,12 +346,14 @@ int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const co
 }
 
 teeny_status teeny__conv_dw_cpu_run(teeny_ctx *ctx, const char *opt, const char *name, karg *a, int n, int rows,
-                                    int channels, int B)
+                                    int channels, int B, int64_t rows_max)
 {
     /* rows per item: whole planes unless that leaves fewer than 16 items
-     * per compute unit */
+     * per compute unit, or the device's loop budget allows fewer */
     int64_t want = 16 * (int64_t)(ctx->info.compute_units > 0 ? ctx->info.compute_units : 1);
     int64_t planes = (int64_t)channels * B, per = planes >= want ? rows : cdiv(rows * planes, want);
+    if (per > rows_max)
+        per = rows_max;
     int rows_per = (int)(per < 1 ? 1 : per > rows ? rows : per);
     size_t items = (size_t)(cdiv(rows, rows_per) * planes);
     size_t global[3] = {(size_t)cdiv(rows, rows_per), (size_t)channels, (size_t)B};
@@ -390,13 +423,60 @@ void teeny__conv_dw_job_make(const conv_geom *g, gemm_job *j)
     }
 }
 
+/* Where the device limits a work-item's loop trips and not one row (one
+ * round of taps) of the depthwise weight gradient fits an item, the GEMM
+ * path takes it (conv2d_loops.c). */
+static teeny_status grad_budget_path(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, grad_plan *gp)
+{
+    int64_t budget;
+    teeny_status st = teeny__loop_budget(ctx, &budget);
+    if (st != TEENY_OK || !gp->depthwise ||
+        (conv_cpu_variant(ctx) ? teeny__conv_dw_cpu_rows_max(g, budget) : teeny__conv_dw_rounds_max(tu, g, budget)) >=
+            1)
+        return st;
+    gemm_job j;
+    gp->depthwise = 0;
+    teeny__conv_dw_job_make(g, &j);
+    gp->cpu = use_cpu_gemm(tu, &j);
+    if (!gp->cpu)
+        gp->tile = pick_tile(ctx, tu, (int64_t)g->Cig * g->KH * g->KW, g->Cog, g->G, 0);
+    return TEENY_OK;
+}
+
+/* The fewest dweight chunks the device's loop budget asks for, in the
+ * unit of gp->r_chunk (conv2d_loops.c); 1 where nothing is limited. */
+static teeny_status grad_z_min(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const grad_plan *gp,
+                               int64_t *z_min)
+{
+    int64_t budget, R = (int64_t)g->B * g->OH * g->OW, per;
+    teeny_status st = teeny__loop_budget(ctx, &budget);
+    *z_min = 1;
+    if (st != TEENY_OK || budget == INT64_MAX)
+        return st;
+    if (gp->depthwise && conv_cpu_variant(ctx)) {
+        *z_min = cdiv((int64_t)g->B * g->OH, teeny__conv_dw_cpu_rows_max(g, budget));
+    } else if (gp->depthwise) {
+        *z_min = cdiv(R, teeny__conv_dw_rounds_max(tu, g, budget) * tu->dw_wg);
+    } else if (gp->cpu) {
+        gemm_job j;
+        teeny__conv_dw_job_make(g, &j);
+        if ((st = teeny__conv_cpu_gemm_chunk(ctx, tu, &j, &per)) == TEENY_OK)
+            *z_min = cdiv(R, per);
+    } else { /* per >= 1: teeny__conv_loops_check held one tile */
+        per = teeny__conv_gemm_dw_tiles_max(&tu->tiles[gp->tile], budget);
+        *z_min = cdiv(cdiv(R, tu->tiles[gp->tile].tk), per);
+    }
+    return st;
+}
+
 teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int want_dw,
                                         int want_db, grad_plan *gp)
 {
     int64_t R = (int64_t)g->B * g->OH * g->OW, target = target_groups(ctx, tu);
     int64_t Mk = (int64_t)g->Cig * g->KH * g->KW, dw_numel = (int64_t)g->Cout * Mk;
     int64_t max_floats = (int64_t)(ctx->info.max_alloc_bytes / sizeof(float)) / 2;
-    int64_t z = 1, min_chunk, tiles;
+    int64_t z = 1, min_chunk, tiles, z_min = 1, budget;
+    teeny_status st;
     memset(gp, 0, sizeof *gp);
     if (max_floats > INT32_MAX / 2)
         max_floats = INT32_MAX / 2;
@@ -406,7 +486,16 @@ teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, c
         gemm_job j;
         teeny__conv_dw_job_make(g, &j);
         gp->cpu = use_cpu_gemm(tu, &j);
+        if (!gp->cpu)
+            gp->tile = pick_tile(ctx, tu, Mk, g->Cog, g->G, 0);
     }
+    if ((st = teeny__loop_budget(ctx, &budget)) != TEENY_OK ||
+        (want_dw && (st = grad_budget_path(ctx, tu, g, gp)) != TEENY_OK))
+        return st;
+    if (!gp->depthwise && !gp->cpu && want_dw && (st = fit_tile(ctx, tu, "conv_gemm_dw", &gp->tile)) != TEENY_OK)
+        return st;
+    if (want_dw && (st = grad_z_min(ctx, tu, g, gp, &z_min)) != TEENY_OK)
+        return st;
     if (gp->depthwise) {
         tiles = conv_cpu_variant(ctx) ? target : g->Cout; /* the CPU variant takes no split: z = 1 */
         min_chunk = (int64_t)tu->dw_wg * 4;
@@ -414,38 +503,59 @@ teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, c
         tiles = target;
         min_chunk = R;
     } else {
-        gp->tile = pick_tile(ctx, tu, Mk, g->Cog, g->G, 0);
-        teeny_status st = want_dw ? fit_tile(ctx, tu, "conv_gemm_dw", &gp->tile) : TEENY_OK;
-        if (st != TEENY_OK)
-            return st;
         const gemm_tile *t = &tu->tiles[gp->tile];
         tiles = cdiv(Mk, t->tm) * cdiv(g->Cog, t->tn) * g->G;
         min_chunk = (int64_t)t->tk * 16;
     }
     if (want_dw) {
+        /* chunks of rows of B*OH (the depthwise CPU variant), k units (the
+         * CPU GEMM, k = B*OH*OW) or positions of B*OH*OW */
+        int64_t units = gp->depthwise && conv_cpu_variant(ctx) ? (int64_t)g->B * g->OH : R;
         z = cdiv(target, tiles);
         if (z > cdiv(R, min_chunk))
             z = cdiv(R, min_chunk);
+        if (z < z_min) /* only where the device limits a work-item's loop trips */
+            z = z_min;
         while (z > 1 && z * dw_numel > max_floats)
             z /= 2;
         if (z < 1)
             z = 1;
-        int64_t chunk = cdiv(R, z);
+        if (z < z_min || (z > 1 && z + 1 > budget)) {
+            /* the partials do not fit the workspace, or conv_reduce_parts'
+             * loop over them: the CPU GEMM runs its chunks as launches in
+             * order into dw itself; the other paths cannot */
+            if (!gp->cpu)
+                return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
+                                    "conv2d weight gradient: %s ends a kernel's loops after %lld trips in all; "
+                                    "staying within them takes %lld partials of %lld floats, more than the "
+                                    "workspace (%lld floats) or conv_reduce_parts' loop holds",
+                                    ctx->info.device_name, (long long)ctx->prog.loop_limit, (long long)z_min,
+                                    (long long)dw_numel, (long long)max_floats);
+            gp->cpu_launches = 1;
+            z = z_min;
+        }
+        int64_t chunk = cdiv(units, z);
         if (!gp->depthwise && !gp->cpu)
             chunk = cdiv(chunk, tu->tiles[gp->tile].tk) * tu->tiles[gp->tile].tk;
         gp->r_chunk = (int)chunk;
-        gp->z = (int)cdiv(R, chunk);
-        gp->dw_elems = gp->z > 1 ? gp->z * dw_numel : 0;
+        gp->z = (int)cdiv(units, chunk);
+        gp->dw_elems = gp->z > 1 && !gp->cpu_launches ? gp->z * dw_numel : 0;
     }
     if (want_db) {
-        int64_t zb = cdiv(target, g->Cout);
+        int64_t zb = cdiv(target, g->Cout), per;
+        if ((st = teeny__conv_db_batches_max(ctx, tu, g, &per)) != TEENY_OK)
+            return st;
         if (zb > g->B)
             zb = g->B;
         while (zb > 1 && zb * g->Cout > max_floats)
             zb /= 2;
+        if (zb < cdiv(g->B, per)) /* only where the device limits a work-item's loop trips */
+            zb = cdiv(g->B, per);
         gp->b_chunk = (int)cdiv(g->B, zb);
         gp->zb = (int)cdiv(g->B, gp->b_chunk);
         gp->db_elems = gp->zb > 1 ? (int64_t)gp->zb * g->Cout : 0;
+        if ((st = teeny__conv_reduce_check(ctx, gp->zb)) != TEENY_OK)
+            return st;
     }
     return TEENY_OK;
 }

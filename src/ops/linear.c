@@ -6,7 +6,10 @@
  * (lin_gemm): forward y = x w^T, backward dx = dy w and dw = dy^T x (its
  * reduction over N runs in one work-item, in order: no atomics). db, the
  * column sums of dy, is two fixed-order passes over row chunks with the
- * partials in the context's workspace.
+ * partials in the context's workspace. Where a device limits a
+ * work-item's loop trips, a GEMM's k loop runs in launches over segments
+ * of k (C carrying the sums: the bits of one launch) and db takes more
+ * runs of rows.
  * Tunable: the GEMM's work-group shape, from the device's work-group size
  * (ctx->work_group_size), and its register tile and k depth, from the
  * device profile (ctx->tune, src/tune/profiles.def) within the local
@@ -81,53 +84,111 @@ typedef struct {
     int c_sm;
 } gemm_args;
 
+/* lin_gemm's loop trips per work-item, every loop counted as not unrolled
+ * and one more trip per entry (cl/linear.cl): per k tile of LIN_TK, the
+ * tile loop's trip, the two staging loops (TM*TK/NT and TN*TK/NT, + 1
+ * each), the kk loop (TK + 1) and per kk the register loads (RM + 1,
+ * RN + 1) and the micro-tile (RM + 1 + RM*(RN + 1)); outside it the
+ * micro-tile's start, load and store (3 * (RM + 1 + RM*(RN + 1))) and the
+ * tile loop's exit. */
+static int64_t tile_trips(const gemm_plan *pl)
+{
+    int64_t nt = (int64_t)pl->lx * pl->ly, tm = (int64_t)pl->ly * pl->rm, tn = (int64_t)pl->lx * pl->rn;
+    int64_t micro = pl->rm + 1 + (int64_t)pl->rm * (pl->rn + 1);
+    return 1 + ((tm * pl->tk + nt - 1) / nt + 1) + ((tn * pl->tk + nt - 1) / nt + 1) + (pl->tk + 1) +
+           (int64_t)pl->tk * (pl->rm + 1 + pl->rn + 1 + micro);
+}
+
+#define LIN_SEG_FIRST 1 /* as cl/linear.cl */
+#define LIN_SEG_LAST 2
+
+/* The fewest loop trips one lin_gemm item needs (one k tile): checked
+ * before a call enqueues anything. */
+static teeny_status gemm_fits(teeny_ctx *ctx)
+{
+    gemm_plan pl;
+    teeny_status st = gemm_plan_fit(ctx, &pl);
+    int64_t micro = pl.rm + 1 + (int64_t)pl.rm * (pl.rn + 1);
+    return st == TEENY_OK ? teeny__loop_check(ctx, "lin_gemm", 3 * micro + 1 + tile_trips(&pl)) : st;
+}
+
+/* One GEMM: one launch, or where the device limits a work-item's loop
+ * trips, launches over segments of k with C carrying the sums (the bits of
+ * one launch). */
 static teeny_status gemm(teeny_ctx *ctx, const gemm_args *ga)
 {
     static const char name[] = "lin_gemm";
     gemm_plan pl;
-    cl_kernel k;
     int a_off = teeny__off(ga->a), b_off = teeny__off(ga->b), c_off = teeny__off(ga->c);
     int has_bias = ga->bias != NULL, bias_off = has_bias ? teeny__off(ga->bias) : 0;
     cl_mem bias_buf = has_bias ? ga->bias->buf : ga->a->buf; /* stand-in, never read */
+    int k_begin = 0, k_end = 0, seg = 0;
+    int64_t per, tiles;
     teeny_status st = gemm_plan_fit(ctx, &pl);
-    if (st == TEENY_OK)
+    if (st != TEENY_OK)
+        return st;
+    tiles = ((int64_t)ga->K + pl.tk - 1) / pl.tk;
+    int64_t micro = pl.rm + 1 + (int64_t)pl.rm * (pl.rn + 1);
+    if ((st = teeny__loop_split(ctx, name, tiles, 3 * micro + 1, tile_trips(&pl), &per)) != TEENY_OK)
+        return st;
+    teeny__karg a[] = {TEENY__KARG_INT(ga->M),   TEENY__KARG_INT(ga->N),     TEENY__KARG_INT(ga->K),
+                       TEENY__KARG_MEM(ga->a->buf), TEENY__KARG_INT(a_off),  TEENY__KARG_INT(ga->a_sm),
+                       TEENY__KARG_INT(ga->a_sk), TEENY__KARG_MEM(ga->b->buf), TEENY__KARG_INT(b_off),
+                       TEENY__KARG_INT(ga->b_sk), TEENY__KARG_INT(ga->b_sn), TEENY__KARG_MEM(bias_buf),
+                       TEENY__KARG_INT(bias_off), TEENY__KARG_INT(has_bias), TEENY__KARG_MEM(ga->c->buf),
+                       TEENY__KARG_INT(c_off),   TEENY__KARG_INT(ga->c_sm),  TEENY__KARG_INT(k_begin),
+                       TEENY__KARG_INT(k_end),   TEENY__KARG_INT(seg)};
+    size_t tm = (size_t)pl.ly * pl.rm, tn = (size_t)pl.lx * pl.rn;
+    size_t global[2] = {((size_t)ga->N + tn - 1) / tn * pl.lx, ((size_t)ga->M + tm - 1) / tm * pl.ly};
+    size_t local[2] = {(size_t)pl.lx, (size_t)pl.ly};
+    for (int64_t t = 0; (t == 0 || t < tiles) && st == TEENY_OK; t += per) {
+        cl_kernel k;
+        k_begin = (int)(t * pl.tk);
+        k_end = t + per >= tiles ? ga->K : (int)((t + per) * pl.tk);
+        seg = (t == 0 ? LIN_SEG_FIRST : 0) | (t + per >= tiles ? LIN_SEG_LAST : 0);
         st = teeny__kernel_get(ctx, "linear", pl.opt, name, &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof(int), &ga->M, sizeof(int), &ga->N, sizeof(int), &ga->K,
-                             sizeof(cl_mem), &ga->a->buf, sizeof(int), &a_off, sizeof(int), &ga->a_sm, sizeof(int),
-                             &ga->a_sk, sizeof(cl_mem), &ga->b->buf, sizeof(int), &b_off, sizeof(int), &ga->b_sk,
-                             sizeof(int), &ga->b_sn, sizeof(cl_mem), &bias_buf, sizeof(int), &bias_off, sizeof(int),
-                             &has_bias, sizeof(cl_mem), &ga->c->buf, sizeof(int), &c_off, sizeof(int), &ga->c_sm,
-                             (size_t)0);
-    if (st == TEENY_OK) {
-        size_t tm = (size_t)pl.ly * pl.rm, tn = (size_t)pl.lx * pl.rn;
-        size_t global[2] = {((size_t)ga->N + tn - 1) / tn * pl.lx, ((size_t)ga->M + tm - 1) / tm * pl.ly};
-        size_t local[2] = {(size_t)pl.lx, (size_t)pl.ly};
-        st = teeny__launch(ctx, k, name, 2, global, local);
+        if (st == TEENY_OK)
+            st = teeny__set_arg_list(ctx, k, name, a, (int)(sizeof a / sizeof a[0]));
+        if (st == TEENY_OK)
+            st = teeny__launch(ctx, k, name, 2, global, local);
     }
     return st;
 }
 
 /* out [cols] = column sums of g [rows, cols], two deterministic passes.
  * Built with the GEMM's options so the family stays one program. */
-static teeny_status colsum(teeny_ctx *ctx, const teeny_tensor *g, int rows, int cols, teeny_tensor *out)
+/* The column sums' runs: chunk rows per item of pass 1, P partials. Where
+ * a device limits a work-item's loop trips, runs of at most the rows an
+ * item may loop over (chunk + 1 trips), and pass 2's P + 1. */
+static teeny_status colsum_plan(teeny_ctx *ctx, int rows, int cols, int *chunk, int *P)
 {
-    gemm_plan pl;
     int64_t target = (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) * ctx->work_group_size * 4;
-    int64_t p = (target + cols - 1) / cols;
-    int chunk, P, g_off = teeny__off(g), out_off = teeny__off(out);
-    cl_mem part;
-    cl_kernel k;
+    int64_t p = (target + cols - 1) / cols, per;
     teeny_status st;
     if (p > rows)
         p = rows;
     if (p > 64)
         p = 64; /* keeps pass 2 short */
+    if ((st = teeny__loop_split(ctx, "lin_colsum_partial", rows, 1, 1, &per)) != TEENY_OK)
+        return st;
+    if (p < (rows + per - 1) / per)
+        p = (rows + per - 1) / per;
     if (p < 1)
         p = 1;
-    chunk = (int)((rows + p - 1) / p);
-    P = (rows + chunk - 1) / chunk;
-    st = gemm_plan_fit(ctx, &pl);
+    *chunk = (int)((rows + p - 1) / p);
+    *P = (rows + *chunk - 1) / *chunk;
+    return teeny__loop_check(ctx, "lin_colsum_final", (int64_t)*P + 1);
+}
+
+static teeny_status colsum(teeny_ctx *ctx, const teeny_tensor *g, int rows, int cols, teeny_tensor *out)
+{
+    gemm_plan pl;
+    int chunk, P, g_off = teeny__off(g), out_off = teeny__off(out);
+    cl_mem part;
+    cl_kernel k;
+    teeny_status st = colsum_plan(ctx, rows, cols, &chunk, &P);
+    if (st == TEENY_OK)
+        st = gemm_plan_fit(ctx, &pl);
     if (st == TEENY_OK)
         st = teeny__scratch(ctx, (size_t)P * (size_t)cols * sizeof(float), &part);
     if (st == TEENY_OK)
@@ -167,9 +228,11 @@ teeny_status teeny__linear_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     const teeny_tensor *x = a->in[TEENY__LINEAR_X], *w = a->in[TEENY__LINEAR_WEIGHT], *dy = a->in[TEENY__LINEAR_DY];
     teeny_tensor *dx = a->out[TEENY__LINEAR_X], *dw = a->out[TEENY__LINEAR_WEIGHT], *db = a->out[TEENY__LINEAR_BIAS];
-    int N = (int)x->shape[0], in = (int)x->shape[1], out = (int)w->shape[0];
-    teeny_status st = TEENY_OK;
-    if (dx) {
+    int N = (int)x->shape[0], in = (int)x->shape[1], out = (int)w->shape[0], chunk, P;
+    teeny_status st = gemm_fits(ctx); /* every plan before the first launch */
+    if (st == TEENY_OK && db)
+        st = colsum_plan(ctx, N, out, &chunk, &P);
+    if (st == TEENY_OK && dx) {
         gemm_args g = {.M = N, .N = in, .K = out, .a = dy, .a_sm = out, .a_sk = 1, .b = w, .b_sk = in, .b_sn = 1,
                        .c = dx, .c_sm = in};
         st = gemm(ctx, &g);

@@ -5,7 +5,9 @@
  *
  * Kernels: cl/loss.cl. One work-group per row computes the row's
  * softmax and loss; one more work-group takes the mean in a fixed order
- * (per-row losses live in the context's workspace). Labels are never
+ * (per-row losses live in the context's workspace). Where a device limits
+ * a work-item's loop trips, the mean's loop over rows and argmax's scan of
+ * a row run in launches over segments (forward_budget, teeny_argmax_rows). Labels are never
  * checked on the host (a host sync); a bad label makes the loss NaN.
  * Tunable: CE_WG, the reduction work-group size (ctx->work_group_size).
  *
@@ -20,6 +22,32 @@
 
 #include "ops.h"
 
+#define CE_SEG_FIRST 1 /* as cl/loss.cl */
+#define CE_SEG_LAST 2
+
+static int log2_of(int wg)
+{
+    int l = 0;
+    while ((1 << l) < wg)
+        l++;
+    return l;
+}
+
+/* The loop budget (teeny__loop_budget) of the forward, every loop counted
+ * as not unrolled with one more trip per entry. ce_forward_rows: three
+ * strided passes over a row (K/wg + 1 each) and two trees (log2(wg) + 1):
+ * a row too long for that is TEENY_ERR_UNSUPPORTED (on Mesa's llvmpipe,
+ * whose compiler gives kernels with barriers 32-item work-groups, rows of
+ * more than about 349000 classes). ce_mean: N/wg rounds + 1 and a
+ * tree; where that passes the budget, launches over segments of *per
+ * rounds (*per < rounds), the items' sums carried in workspace. */
+static teeny_status forward_budget(teeny_ctx *ctx, int N, int K, int wg, int64_t *per, int64_t *rounds)
+{
+    int64_t row = 3 * (((int64_t)K + wg - 1) / wg + 1) + 2 * ((int64_t)log2_of(wg) + 1);
+    teeny_status st = teeny__loop_check(ctx, "ce_forward_rows", row);
+    *rounds = ((int64_t)N + wg - 1) / wg;
+    return st == TEENY_OK ? teeny__loop_split(ctx, "ce_mean", *rounds, log2_of(wg) + 2, 1, per) : st;
+}
 
 teeny_status teeny__softmax_ce_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
@@ -31,15 +59,21 @@ teeny_status teeny__softmax_ce_forward(teeny_ctx *ctx, const teeny__op_args *a)
     size_t ws = (size_t)N + (probs ? 0 : (size_t)N * (size_t)K);
     int rl_off = 0, p_off = probs ? teeny__off(probs) : N;
     char opt[32];
-    cl_mem scratch, probs_buf;
+    cl_mem scratch = NULL, probs_buf, carry = NULL;
     cl_kernel k;
+    int64_t per, rounds;
     /* CE_WG: the device's work-group size, or the largest power of two
      * below it both reductions take (they halve spans) */
     static const char *const names[] = {"ce_forward_rows", "ce_mean"};
     teeny_status st = teeny__fit_halving(ctx, "loss", "-DCE_WG=%d", names, 2, ctx->work_group_size, TEENY__WG_FLOOR,
                                          &wg, opt, sizeof opt);
     if (st == TEENY_OK)
+        st = forward_budget(ctx, N, K, wg, &per, &rounds);
+    if (st == TEENY_OK)
         st = teeny__scratch(ctx, ws * sizeof(float), &scratch);
+    carry = scratch; /* a stand-in, unused, when ce_mean takes one launch */
+    if (st == TEENY_OK && per < rounds)
+        st = teeny__scratch(ctx, (size_t)wg * sizeof(float), &carry);
     if (st != TEENY_OK)
         return st;
     probs_buf = probs ? probs->buf : scratch;
@@ -53,14 +87,18 @@ teeny_status teeny__softmax_ce_forward(teeny_ctx *ctx, const teeny__op_args *a)
         size_t global = (size_t)wg * (size_t)N, local = (size_t)wg;
         st = teeny__launch(ctx, k, "ce_forward_rows", 1, &global, &local);
     }
-    if (st == TEENY_OK)
+    for (int64_t r = 0; (r == 0 || r < rounds) && st == TEENY_OK; r += per) {
+        int i_begin = (int)(r * wg), i_end = r + per >= rounds ? N : (int)((r + per) * wg);
+        int seg = (r == 0 ? CE_SEG_FIRST : 0) | (r + per >= rounds ? CE_SEG_LAST : 0);
         st = teeny__kernel_get(ctx, "loss", opt, "ce_mean", &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, "ce_mean", sizeof(cl_mem), &scratch, sizeof(int), &rl_off, sizeof(int), &N,
-                             sizeof(cl_mem), &loss->buf, sizeof(int), &loss_off, (size_t)0);
-    if (st == TEENY_OK) {
-        size_t global = (size_t)wg, local = (size_t)wg;
-        st = teeny__launch(ctx, k, "ce_mean", 1, &global, &local);
+        if (st == TEENY_OK)
+            st = teeny__set_args(ctx, k, "ce_mean", sizeof(cl_mem), &scratch, sizeof(int), &rl_off, sizeof(int), &N,
+                                 sizeof(cl_mem), &loss->buf, sizeof(int), &loss_off, sizeof(int), &i_begin,
+                                 sizeof(int), &i_end, sizeof(int), &seg, sizeof(cl_mem), &carry, (size_t)0);
+        if (st == TEENY_OK) {
+            size_t global = (size_t)wg, local = (size_t)wg;
+            st = teeny__launch(ctx, k, "ce_mean", 1, &global, &local);
+        }
     }
     return st;
 }
@@ -160,15 +198,31 @@ teeny_status teeny_argmax_rows(teeny_ctx *ctx, const teeny_tensor *x, teeny_tens
                             teeny__shape_str(out, s, sizeof s), (long long)x->shape[0]);
     if (teeny__overlap(out, x))
         return teeny__error(ctx, TEENY_ERR_ARG, "%s: out overlaps x in memory", fn);
-    int n = (int)x->shape[0], k_ = (int)x->shape[1], x_off = teeny__off(x), o_off = teeny__off(out);
+    int64_t N = x->shape[0], K = x->shape[1], per;
+    int n = (int)N, k_ = (int)K, x_off = teeny__off(x), o_off = teeny__off(out), k_begin, k_end, seg;
     cl_kernel k;
-    st = teeny__kernel_get(ctx, "loss", "", "ce_argmax_rows", &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, "ce_argmax_rows", sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &n,
-                             sizeof(int), &k_, sizeof(cl_mem), &out->buf, sizeof(int), &o_off, (size_t)0);
-    if (st == TEENY_OK) {
-        size_t global = (size_t)n, local = teeny__local_clamp(ctx, k, "ce_argmax_rows", (size_t)ctx->work_group_size);
-        st = teeny__launch(ctx, k, "ce_argmax_rows", 1, &global, &local);
+    cl_mem best = x->buf; /* a stand-in, unused, in one launch */
+    /* an item scans its row, K + 1 trips; where the device limits them,
+     * launches over column segments carry the best value in workspace */
+    if ((st = teeny__loop_split(ctx, "ce_argmax_rows", K, 1, 1, &per)) != TEENY_OK ||
+        (per < K && (st = teeny__scratch(ctx, (size_t)n * sizeof(float), &best)) != TEENY_OK))
+        return st;
+    for (int64_t c = 0; c < K && st == TEENY_OK; c += per) {
+        k_begin = (int)c;
+        k_end = (int)(c + per < K ? c + per : K);
+        seg = (c == 0 ? CE_SEG_FIRST : 0) | (c + per >= K ? CE_SEG_LAST : 0);
+        st = teeny__kernel_get(ctx, "loss", "", "ce_argmax_rows", &k);
+        if (st == TEENY_OK)
+            st = teeny__set_args(ctx, k, "ce_argmax_rows", sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int),
+                                 &n, sizeof(int), &k_, sizeof(cl_mem), &out->buf, sizeof(int), &o_off, sizeof(int),
+                                 &k_begin, sizeof(int), &k_end, sizeof(int), &seg, sizeof(cl_mem), &best, (size_t)0);
+        if (st == TEENY_OK) {
+            size_t global = (size_t)n,
+                   local = teeny__local_clamp(ctx, k, "ce_argmax_rows", (size_t)ctx->work_group_size);
+            st = teeny__launch(ctx, k, "ce_argmax_rows", 1, &global, &local);
+        }
     }
+    if (per < K)
+        teeny__scratch_give(ctx, best);
     return st;
 }

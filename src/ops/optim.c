@@ -17,7 +17,8 @@
  * (clGetEventInfo, and clWaitForEvents only while it is still pending).
  *
  * Kernels: cl/optim.cl. Tunable: OPT_WG (reduction work-group size) from
- * ctx->work_group_size; partials per grad tensor at most OPT_MAX_GROUPS.
+ * ctx->work_group_size; partials per grad tensor at most OPT_MAX_GROUPS
+ * (more where a device limits a work-item's loop trips: sumsq_budget).
  */
 #include <math.h>
 #include <stdio.h>
@@ -49,6 +50,7 @@ struct teeny_optimizer {
     teeny_tensor **state;
     char (*state_names)[OPT_NAME_CAP];
     int wg;
+    int64_t rounds_max;          /* clipping: strided rounds one optim_sumsq item may take (sumsq_budget) */
     int64_t steps;
     float ring[OPT_RING][OPT_NSCAL];
     cl_event ring_event[OPT_RING];
@@ -123,10 +125,41 @@ static teeny_status check_tensors(teeny_ctx *ctx, int n, teeny_tensor *const *pa
     return TEENY_OK;
 }
 
+/* Clipping partials of one grad tensor: a work-group per 8 rounds of its
+ * elements, at most OPT_MAX_GROUPS; more where a device's loop budget
+ * allows an item fewer rounds (sumsq_budget). */
 static int sumsq_groups(const teeny_optimizer *o, int64_t numel)
 {
     int64_t g = (numel + (int64_t)o->wg * 8 - 1) / ((int64_t)o->wg * 8);
-    return (int)(g < 1 ? 1 : g > OPT_MAX_GROUPS ? OPT_MAX_GROUPS : g);
+    int64_t rounds = (numel + o->wg - 1) / o->wg, g_min = (rounds + o->rounds_max - 1) / o->rounds_max;
+    g = g < 1 ? 1 : g > OPT_MAX_GROUPS ? OPT_MAX_GROUPS : g;
+    return (int)(g < g_min ? g_min : g);
+}
+
+/* The loop budget of clipping (teeny__loop_budget), every loop counted as
+ * not unrolled with one more trip per entry: an optim_sumsq item takes
+ * rounds + 1 trips of its strided loop and a tree of log2(OPT_WG) levels
+ * of at most 3 trips, + 1; optim_clip_scale parts/OPT_WG + 1 and the same
+ * tree. Sets o->rounds_max; TEENY_ERR_UNSUPPORTED where not one round
+ * fits. */
+static int64_t tree_trips(int wg)
+{
+    int64_t tree = 1;
+    for (int w = wg; w > 1; w /= 2)
+        tree += 3;
+    return tree;
+}
+
+static teeny_status sumsq_budget(teeny_optimizer *o)
+{
+    int64_t budget, tree = tree_trips(o->wg);
+    teeny_status st = teeny__loop_budget(o->ctx, &budget);
+    o->rounds_max = INT64_MAX / 2;
+    if (st == TEENY_OK && budget != INT64_MAX) {
+        st = teeny__loop_check(o->ctx, "optim_sumsq", tree + 2);
+        o->rounds_max = budget - tree - 1;
+    }
+    return st;
 }
 
 /* What state k of each parameter is, with per state tensors per parameter. */
@@ -270,9 +303,15 @@ teeny_status teeny_optimizer_create(teeny_ctx *ctx, const teeny_optim_params *p,
         st = teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_optimizer_create: out of host memory");
         goto fail;
     }
-    if (p->max_grad_norm > 0.0f)
+    if (p->max_grad_norm > 0.0f) {
+        if ((st = sumsq_budget(o)) != TEENY_OK)
+            goto fail;
         for (int i = 0; i < n; i++)
             parts += sumsq_groups(o, params[i]->numel);
+        if ((st = teeny__loop_check(ctx, "optim_clip_scale", (parts + o->wg - 1) / o->wg + 1 + tree_trips(o->wg))) !=
+            TEENY_OK)
+            goto fail;
+    }
     {
         int64_t scal_shape[1] = {OPT_NSCAL}, red_shape[1] = {1 + parts};
         if ((st = teeny_tensor_create(ctx, 1, scal_shape, &o->scal)) != TEENY_OK ||

@@ -8,7 +8,10 @@
  * Kernels: cl/pool.cl. Window ops use one work-item per output (forward)
  * or per input element (backward, a gather over the covering windows: no
  * atomics). Global pooling uses one work-group per plane, or in the CPU
- * variant (ctx->tune.variant) one work-item per plane.
+ * variant (ctx->tune.variant) one work-item per plane. Where a device
+ * limits a work-item's loop trips (teeny__loop_budget), window loops run
+ * in launches over bands of rows and a plane's sum in chunks (launch_bands,
+ * gap_cpu).
  * Tunable: GAP_WG, the global-pooling work-group size (ctx->work_group_size).
  *
  * Op-table entries (slots TEENY__MAXPOOL2D_* and so on, ops.h); attrs.pool2d (kernel, stride,
@@ -46,87 +49,157 @@ static teeny_status launch_1d(teeny_ctx *ctx, cl_kernel k, const char *name, int
     return teeny__launch(ctx, k, name, 1, &global, &local);
 }
 
+#define KI(i) TEENY__KARG_INT(i)
+#define KM(m) TEENY__KARG_MEM(m)
 /* Arguments 2..12 of every window kernel (after its first buffer). */
 #define GEOM_ARGS(g)                                                                                                \
-    sizeof(int), &(g).H, sizeof(int), &(g).W, sizeof(int), &(g).OH, sizeof(int), &(g).OW, sizeof(int), &(g).kh,     \
-        sizeof(int), &(g).kw, sizeof(int), &(g).sh, sizeof(int), &(g).sw, sizeof(int), &(g).ph, sizeof(int), &(g).pw, \
-        sizeof(int), &(g).total
+    KI((g).H), KI((g).W), KI((g).OH), KI((g).OW), KI((g).kh), KI((g).kw), KI((g).sh), KI((g).sw), KI((g).ph),        \
+        KI((g).pw), KI((g).total)
+
+/* ---- row bands (cl/pool.cl) ----
+ * A window kernel's item loops over `rows` rows of at most `cols`
+ * positions each: the forward over its window clipped to the input (rows
+ * <= min(kh, H), cols <= min(kw, W)), a gradient over the windows that
+ * cover its element (per axis at most ceil(k / s), and at most the
+ * output's extent). Counting every loop as not unrolled, with one more
+ * trip per entry, that is rows * (cols + 2) + 1 trips. Where the device
+ * limits a work-item's trips (teeny__loop_split) the rows go to launches
+ * of nr rows each, the output carrying the running result from one to the
+ * next: same visits in the same order, the same bits as one launch. */
+#define POOL_SEG_FIRST 1 /* as cl/pool.cl */
+#define POOL_SEG_LAST 2
+
+static int64_t covering(int64_t k, int64_t s, int64_t extent)
+{
+    int64_t n = (k + s - 1) / s;
+    return n < extent ? n : extent;
+}
+
+/* name over g->total items, a holding its arguments but the band's three
+ * (a has room for n + 3). */
+static teeny_status launch_bands(teeny_ctx *ctx, const char *name, teeny__karg *a, int n, const pool_geom *g,
+                                 int64_t rows, int64_t cols)
+{
+    int64_t per;
+    int r0 = 0, nr, seg;
+    teeny_status st = teeny__loop_split(ctx, name, rows, 1, cols + 2, &per);
+    nr = (int)per;
+    a[n] = KI(r0);
+    a[n + 1] = KI(nr);
+    a[n + 2] = KI(seg);
+    for (int64_t r = 0; r < rows && st == TEENY_OK; r += per) {
+        cl_kernel k;
+        r0 = (int)r;
+        seg = (r == 0 ? POOL_SEG_FIRST : 0) | (r + per >= rows ? POOL_SEG_LAST : 0);
+        st = teeny__kernel_get(ctx, "pool", "", name, &k);
+        if (st == TEENY_OK)
+            st = teeny__set_arg_list(ctx, k, name, a, n + 3);
+        if (st == TEENY_OK)
+            st = launch_1d(ctx, k, name, g->total);
+    }
+    return st;
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
 
 teeny_status teeny__maxpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    static const char name[] = "pool_max_forward";
     const teeny_tensor *x = a->in[TEENY__MAXPOOL2D_X];
     teeny_tensor *y = a->out[TEENY__OUT_VALUE], *am = a->out[TEENY__MAXPOOL2D_OUT_ARGMAX];
     pool_geom g = geom_make(&a->attrs.pool2d, x, y, 0);
     int x_off = teeny__off(x), y_off = teeny__off(y), am_off = am ? teeny__off(am) : 0, want = am != NULL;
-    cl_mem am_buf = am ? am->buf : y->buf; /* stand-in, never written */
-    cl_kernel k;
-    teeny_status st = teeny__kernel_get(ctx, "pool", "", name, &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, GEOM_ARGS(g), sizeof(cl_mem),
-                             &y->buf, sizeof(int), &y_off, sizeof(cl_mem), &am_buf, sizeof(int), &am_off, sizeof(int),
-                             &want, (size_t)0);
-    if (st == TEENY_OK)
-        st = launch_1d(ctx, k, name, g.total);
-    return st;
+    cl_mem am_buf = am ? am->buf : y->buf; /* stand-in, never read or written */
+    teeny__karg k[] = {KM(x->buf), KI(x_off), GEOM_ARGS(g), KM(y->buf), KI(y_off), KM(am_buf), KI(am_off), KI(want),
+                       {0, NULL}, {0, NULL}, {0, NULL}};
+    return launch_bands(ctx, "pool_max_forward", k, (int)(sizeof k / sizeof k[0]) - 3, &g, min64(g.kh, g.H),
+                        min64(g.kw, g.W));
 }
 
 teeny_status teeny__maxpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    static const char name[] = "pool_max_backward";
     const teeny_tensor *am = a->in[TEENY__MAXPOOL2D_ARGMAX], *dy = a->in[TEENY__MAXPOOL2D_DY];
     teeny_tensor *dx = a->out[TEENY__MAXPOOL2D_X];
     if (!dx)
         return TEENY_OK;
     pool_geom g = geom_make(&a->attrs.pool2d, dx, dy, 1);
     int am_off = teeny__off(am), dy_off = teeny__off(dy), dx_off = teeny__off(dx);
-    cl_kernel k;
-    teeny_status st = teeny__kernel_get(ctx, "pool", "", name, &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &am->buf, sizeof(int), &am_off, sizeof(cl_mem), &dy->buf,
-                             sizeof(int), &dy_off, GEOM_ARGS(g), sizeof(cl_mem), &dx->buf, sizeof(int), &dx_off,
-                             (size_t)0);
-    if (st == TEENY_OK)
-        st = launch_1d(ctx, k, name, g.total);
-    return st;
+    teeny__karg k[] = {KM(am->buf), KI(am_off), KM(dy->buf), KI(dy_off), GEOM_ARGS(g), KM(dx->buf), KI(dx_off),
+                       {0, NULL}, {0, NULL}, {0, NULL}};
+    return launch_bands(ctx, "pool_max_backward", k, (int)(sizeof k / sizeof k[0]) - 3, &g,
+                        covering(g.kh, g.sh, g.OH), covering(g.kw, g.sw, g.OW));
 }
 
 teeny_status teeny__avgpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    static const char name[] = "pool_avg_forward";
     const teeny_tensor *x = a->in[TEENY__AVGPOOL2D_X];
     teeny_tensor *y = a->out[TEENY__OUT_VALUE];
     pool_geom g = geom_make(&a->attrs.pool2d, x, y, 0);
     int x_off = teeny__off(x), y_off = teeny__off(y);
-    cl_kernel k;
-    teeny_status st = teeny__kernel_get(ctx, "pool", "", name, &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, GEOM_ARGS(g), sizeof(float),
-                             &g.area, sizeof(cl_mem), &y->buf, sizeof(int), &y_off, (size_t)0);
-    if (st == TEENY_OK)
-        st = launch_1d(ctx, k, name, g.total);
-    return st;
+    teeny__karg k[] = {KM(x->buf), KI(x_off), GEOM_ARGS(g), TEENY__KARG(g.area), KM(y->buf), KI(y_off),
+                       {0, NULL}, {0, NULL}, {0, NULL}};
+    return launch_bands(ctx, "pool_avg_forward", k, (int)(sizeof k / sizeof k[0]) - 3, &g, min64(g.kh, g.H),
+                        min64(g.kw, g.W));
 }
 
 teeny_status teeny__avgpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    static const char name[] = "pool_avg_backward";
     const teeny_tensor *dy = a->in[TEENY__AVGPOOL2D_DY];
     teeny_tensor *dx = a->out[TEENY__AVGPOOL2D_X];
     if (!dx)
         return TEENY_OK;
     pool_geom g = geom_make(&a->attrs.pool2d, dx, dy, 1);
     int dy_off = teeny__off(dy), dx_off = teeny__off(dx);
-    cl_kernel k;
-    teeny_status st = teeny__kernel_get(ctx, "pool", "", name, &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &dy->buf, sizeof(int), &dy_off, GEOM_ARGS(g),
-                             sizeof(float), &g.area, sizeof(cl_mem), &dx->buf, sizeof(int), &dx_off, (size_t)0);
-    if (st == TEENY_OK)
-        st = launch_1d(ctx, k, name, g.total);
-    return st;
+    teeny__karg k[] = {KM(dy->buf), KI(dy_off), GEOM_ARGS(g), TEENY__KARG(g.area), KM(dx->buf), KI(dx_off),
+                       {0, NULL}, {0, NULL}, {0, NULL}};
+    return launch_bands(ctx, "pool_avg_backward", k, (int)(sizeof k / sizeof k[0]) - 3, &g,
+                        covering(g.kh, g.sh, g.OH), covering(g.kw, g.sw, g.OW));
 }
 
+/* The CPU variant of global pooling: grid (P, B*C), item (p, bc) summing
+ * chunk elements of its plane, chunk + 1 loop trips. Where the device
+ * limits a work-item's trips and a plane passes them, each plane is cut
+ * into P chunks (teeny__loop_split) whose sums pool_gap_parts_cpu adds up
+ * in order (P + 1 trips); elsewhere P = 1 and the item writes the mean. */
+static teeny_status gap_cpu(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y, int S, int planes)
+{
+    static const char name[] = "pool_gap_forward_cpu", parts_name[] = "pool_gap_parts_cpu";
+    int x_off = teeny__off(x), y_off = teeny__off(y), chunk, P;
+    int64_t per;
+    cl_mem part = y->buf; /* stand-in, never written where P == 1 */
+    teeny_status st = teeny__loop_split(ctx, name, S, 1, 1, &per);
+    if (st != TEENY_OK)
+        return st;
+    chunk = (int)per;
+    P = (int)(((int64_t)S + chunk - 1) / chunk);
+    if (P > 1 && ((st = teeny__loop_check(ctx, parts_name, (int64_t)P + 1)) != TEENY_OK ||
+                  (st = teeny__scratch(ctx, (size_t)planes * (size_t)P * sizeof(float), &part)) != TEENY_OK))
+        return st;
+    teeny__karg a[] = {KM(x->buf), KI(x_off), KI(S), KI(planes), KM(y->buf), KI(y_off), KI(chunk), KI(P), KM(part)};
+    cl_kernel k;
+    st = teeny__kernel_get(ctx, "pool", "", name, &k);
+    if (st == TEENY_OK)
+        st = teeny__set_arg_list(ctx, k, name, a, (int)(sizeof a / sizeof a[0]));
+    if (st == TEENY_OK) {
+        size_t global[2] = {(size_t)P, (size_t)planes};
+        size_t local[2] = {1, teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size)};
+        st = teeny__launch(ctx, k, name, 2, global, local);
+    }
+    if (st != TEENY_OK || P == 1)
+        return st;
+    teeny__karg b[] = {KM(part), KI(P), KI(S), KI(planes), KM(y->buf), KI(y_off)};
+    st = teeny__kernel_get(ctx, "pool", "", parts_name, &k);
+    if (st == TEENY_OK)
+        st = teeny__set_arg_list(ctx, k, parts_name, b, (int)(sizeof b / sizeof b[0]));
+    return st == TEENY_OK ? launch_1d(ctx, k, parts_name, planes) : st;
+}
+
+/* The portable global pooling: a work-group of wg items per plane, each
+ * summing every wg-th element (S / wg + 1 trips), then a tree (log2(wg)
+ * levels of at most 3 trips, + 1). Where that passes a device's loop
+ * budget, the CPU variant's split takes the plane instead. */
 teeny_status teeny__global_avgpool_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     static const char name[] = "pool_gap_forward";
@@ -136,21 +209,23 @@ teeny_status teeny__global_avgpool_forward(teeny_ctx *ctx, const teeny__op_args 
     int planes = (int)(x->shape[0] * x->shape[1]);
     char opt[32];
     cl_kernel k;
-    int wg;
-    if (ctx->tune.variant == TEENY_VARIANT_CPU) {
-        static const char cpu_name[] = "pool_gap_forward_cpu";
-        teeny_status st = teeny__kernel_get(ctx, "pool", "", cpu_name, &k);
-        if (st == TEENY_OK)
-            st = teeny__set_args(ctx, k, cpu_name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &S,
-                                 sizeof(int), &planes, sizeof(cl_mem), &y->buf, sizeof(int), &y_off, (size_t)0);
-        return st == TEENY_OK ? launch_1d(ctx, k, cpu_name, planes) : st;
-    }
+    int wg, levels = 0;
+    int64_t budget;
+    if (ctx->tune.variant == TEENY_VARIANT_CPU)
+        return gap_cpu(ctx, x, y, S, planes);
     /* GAP_WG: the device's work-group size, or the largest power of two
      * below it the kernel takes (its reduction halves spans) */
     teeny_status st = teeny__fit_halving(ctx, "pool", "-DGAP_WG=%d", (const char *const[]){name}, 1,
                                          ctx->work_group_size, TEENY__WG_FLOOR, &wg, opt, sizeof opt);
     if (st == TEENY_OK)
-        st = teeny__kernel_get(ctx, "pool", opt, name, &k);
+        st = teeny__loop_budget(ctx, &budget);
+    if (st != TEENY_OK)
+        return st;
+    while ((1 << levels) < wg)
+        levels++;
+    if (((int64_t)S + wg - 1) / wg + 1 + 3 * (int64_t)levels + 1 > budget)
+        return gap_cpu(ctx, x, y, S, planes);
+    st = teeny__kernel_get(ctx, "pool", opt, name, &k);
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &S,
                              sizeof(cl_mem), &y->buf, sizeof(int), &y_off, (size_t)0);

@@ -103,15 +103,22 @@ teeny_status teeny__psa_attention_backward(teeny_ctx *ctx, const teeny__op_args 
 
 /* 1-D over the destination; or, for the V extractions (cpu_name set, see
  * cl/psa.cl), a 2-D grid (token, row of n tokens), and on a CPU
- * (TEENY_VARIANT_CPU) their CPU variant cpu_name, one item per row. */
+ * (TEENY_VARIANT_CPU) their CPU variant cpu_name, one item per row: a
+ * loop of n + 1 trips, so where a device limits a work-item's loop trips
+ * below that (teeny__loop_budget) the 2-D grid, which has no loop. */
 static teeny_status psa_launch(teeny_ctx *ctx, const char *name, const char *cpu_name, cl_mem src, int src_off,
                                cl_mem src2, int src2_off, cl_mem dst, int dst_off, cl_mem dst2, int dst2_off,
                                int heads, int n, int kd, int total)
 {
     cl_kernel k;
+    int64_t budget;
     int rows = cpu_name != NULL, cpu = rows && ctx->tune.variant == TEENY_VARIANT_CPU;
     size_t local[2] = {0, 1}, global[2] = {rows ? (size_t)n : (size_t)total, rows ? (size_t)(total / n) : 1};
     teeny_status st;
+    if (cpu && (st = teeny__loop_budget(ctx, &budget)) != TEENY_OK)
+        return st;
+    if (cpu && (int64_t)n + 1 > budget)
+        cpu = 0;
     if (cpu) {
         name = cpu_name;
         rows = 0;

@@ -90,6 +90,33 @@ teeny_status teeny__loop_budget(teeny_ctx *ctx, int64_t *budget)
     return TEENY_OK;
 }
 
+teeny_status teeny__loop_check(teeny_ctx *ctx, const char *name, int64_t trips)
+{
+    int64_t budget;
+    teeny_status st = teeny__loop_budget(ctx, &budget);
+    if (st == TEENY_OK && trips > budget)
+        st = teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
+                          "%s: a work-item would run about %lld loop trips; %s ends a kernel's loops after %lld "
+                          "in all", name, (long long)trips, ctx->info.device_name, (long long)ctx->prog.loop_limit);
+    return st;
+}
+
+teeny_status teeny__loop_split(teeny_ctx *ctx, const char *name, int64_t n, int64_t fixed, int64_t per_unit,
+                               int64_t *per_piece)
+{
+    int64_t budget, pieces;
+    teeny_status st = teeny__loop_budget(ctx, &budget);
+    *per_piece = n > 0 ? n : 1;
+    if (st != TEENY_OK || n <= 0 || fixed + per_unit * n <= budget)
+        return st;
+    if ((st = teeny__loop_check(ctx, name, fixed + per_unit)) != TEENY_OK)
+        return st;
+    *per_piece = (budget - fixed) / per_unit;
+    pieces = (n + *per_piece - 1) / *per_piece;
+    *per_piece = (n + pieces - 1) / pieces;
+    return TEENY_OK;
+}
+
 /* The probe's operands: multiples of 1/4 up to 4 (exact in tf32, and
  * every sum of 8 products exact in fp32). */
 static float probe_value(int i, int mul)

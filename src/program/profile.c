@@ -62,6 +62,12 @@ teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kern
     if (ctx->prog.profiling)
         evp = &ev;
     err = TEENY_CL(clEnqueueNDRangeKernel, ctx->queue, k, dims, NULL, g, local, 0, NULL, evp);
+    if (err == CL_SUCCESS) {
+        int64_t items = 1;
+        for (cl_uint i = 0; i < dims; i++)
+            items *= (int64_t)g[i];
+        ctx->prog.items_enqueued += items;
+    }
     if (err == CL_SUCCESS && ev) {
         if (profile_grow(ctx)) {
             ctx->prog.prof_names[ctx->prog.prof_count] = kernel_name;

@@ -29,6 +29,7 @@ typedef struct {
     const char **prof_names;  /* kernel name of each event */
     int prof_count, prof_cap; /* prof_count < prof_cap: the arrays grow */
     int prof_lost;            /* events dropped when growing failed; teeny_profile_end reports them */
+    int64_t items_enqueued;   /* work-items of every kernel enqueued (profile.c; tests see how work was split) */
 } teeny__program_state;
 
 /* Layers, each calling only those below it (tools/check-layers.sh):
@@ -147,6 +148,18 @@ teeny_status teeny__run_kernel(teeny_ctx *ctx, const char *family, const char *o
  * host sync; not recorded). Ops whose per-item trips grow with the
  * problem split their launches to stay under it. */
 teeny_status teeny__loop_budget(teeny_ctx *ctx, int64_t *budget);
+/* TEENY_OK where one work-item of kernel name may run trips loop trips
+ * (every loop counted as not unrolled, one more trip per loop entry);
+ * else TEENY_ERR_UNSUPPORTED, naming the kernel and the device's limit. */
+teeny_status teeny__loop_check(teeny_ctx *ctx, const char *name, int64_t trips);
+/* How many of a loop's n units one piece of work (a launch, a partial)
+ * of kernel name may take so that an item's trips, fixed + per_unit *
+ * units, stay within the budget: all n where they fit (always on a device
+ * without a limit), else as many as fit, evened out over the pieces
+ * (n <= 0: 1). TEENY_ERR_UNSUPPORTED (teeny__loop_check's message) where
+ * not even one unit fits. */
+teeny_status teeny__loop_split(teeny_ctx *ctx, const char *name, int64_t n, int64_t fixed, int64_t per_unit,
+                               int64_t *per_piece);
 /* Whether the device runs tf32 tensor-core mma (NVIDIA inline PTX): a
  * probe kernel built, ran and gave the exact product. Probed on first use
  * where the compiler may take inline PTX (info.has_nvidia_ptx); 0
