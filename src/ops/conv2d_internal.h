@@ -158,6 +158,10 @@ teeny_status teeny__conv_gemm_tiles(teeny_ctx *ctx, const gemm_tile *t, int plai
 int64_t teeny__conv_gemm_dw_tiles_max(const gemm_tile *t, int64_t budget);
 teeny_status teeny__conv_cpu_gemm_chunk(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, int64_t *chunk);
 teeny_status teeny__conv_loops_check(teeny_ctx *ctx, const conv_tuning *tu, const int *n_pack, int n);
+/* Whether one k tile of each GEMM kernel with tile t fits the device's
+ * loop budget (always where loops are not limited): the tile search skips
+ * the tiles that do not, so a loop-limited device takes a smaller tile. */
+int teeny__conv_tile_loops_fit(const teeny_ctx *ctx, const gemm_tile *t);
 teeny_status teeny__conv_db_batches_max(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int64_t *per);
 teeny_status teeny__conv_reduce_check(teeny_ctx *ctx, int64_t z);
 

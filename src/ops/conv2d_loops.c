@@ -188,7 +188,7 @@ teeny_status teeny__conv_cpu_gemm_chunk(teeny_ctx *ctx, const conv_tuning *tu, c
 }
 
 /* ---- every call's minimum ----
- * One k unit of each GEMM this device may take (the tiles it holds, the
+ * One k unit of each GEMM this device may take (its smallest tile, the
  * CPU GEMM of its tuning), and conv_pack_b's row of Np columns (N + 1 and
  * Np - N + 1 trips) for each n_pack[i] columns: checked before a call
  * enqueues anything, so that no later split can fail. */
@@ -202,13 +202,25 @@ teeny_status teeny__conv_loops_check(teeny_ctx *ctx, const conv_tuning *tu, cons
         for (int i = 0; i < n && st == TEENY_OK; i++)
             st = teeny__loop_check(ctx, "conv_pack_b", cdiv(n_pack[i], 16 * tu->cpu_nv) * 16 * tu->cpu_nv + 2);
     }
-    for (int i = 0; i < tu->n_tiles && st == TEENY_OK; i++)
-        for (int kind = 0; kind < 3 && st == TEENY_OK; kind++) {
-            static const char *const names[3] = {"conv_gemm_gather", "conv_gemm_1x1", "conv_gemm_dw"};
-            gemm_trips(&tu->tiles[i], kind, &fixed, &per);
-            st = teeny__loop_check(ctx, names[kind], fixed + per);
-        }
+    /* the tiles beyond the budget are not picked (teeny__conv_tile_loops_fit):
+     * the smallest must fit, its message where it does not */
+    for (int kind = 0; kind < 3 && st == TEENY_OK && tu->n_tiles > 0; kind++) {
+        static const char *const names[3] = {"conv_gemm_gather", "conv_gemm_1x1", "conv_gemm_dw"};
+        gemm_trips(&tu->tiles[tu->n_tiles - 1], kind, &fixed, &per);
+        st = teeny__loop_check(ctx, names[kind], fixed + per);
+    }
     return st;
+}
+
+int teeny__conv_tile_loops_fit(const teeny_ctx *ctx, const gemm_tile *t)
+{
+    int64_t fixed, per, budget = teeny__loop_budget_known(ctx);
+    for (int kind = 0; kind < 3; kind++) {
+        gemm_trips(t, kind, &fixed, &per);
+        if (fixed + per > budget)
+            return 0;
+    }
+    return 1;
 }
 
 /* ---- reductions ---- */

@@ -37,7 +37,7 @@ static size_t gemm_local_bytes(const conv_tuning *tu, const gemm_tile *t)
 static int tile_fits(const teeny_ctx *ctx, const conv_tuning *tu, const gemm_tile *t)
 {
     return (size_t)gemm_wg(t) <= ctx->info.max_work_group_size &&
-           gemm_local_bytes(tu, t) <= ctx->info.local_mem_bytes;
+           gemm_local_bytes(tu, t) <= ctx->info.local_mem_bytes && teeny__conv_tile_loops_fit(ctx, t);
 }
 
 void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap)
@@ -88,10 +88,12 @@ static int pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int
 static teeny_status fit_tile(teeny_ctx *ctx, const conv_tuning *tu, const char *name, int *tile)
 {
     teeny_status st = TEENY_ERR_UNSUPPORTED;
+    int tried = 0;
     for (int i = *tile; i < tu->n_tiles; i++) {
         char opt[256];
         if (!tile_fits(ctx, tu, &tu->tiles[i]))
             continue;
+        tried = 1;
         teeny__conv_tile_options(tu, i, opt, sizeof opt);
         st = teeny__kernel_fit(ctx, "conv2d", opt, name, (size_t)gemm_wg(&tu->tiles[i]), 0, NULL);
         if (st == TEENY_OK) {
@@ -103,6 +105,9 @@ static teeny_status fit_tile(teeny_ctx *ctx, const conv_tuning *tu, const char *
         if (st != TEENY_ERR_UNSUPPORTED)
             return st;
     }
+    if (!tried)
+        st = teeny__error(ctx, st, "%s: no GEMM tile of this device's profile fits its work-group size, local "
+                          "memory and loop limits", name);
     return st;
 }
 

@@ -84,10 +84,15 @@ teeny_status teeny__loop_budget(teeny_ctx *ctx, int64_t *budget)
         ctx->prog.loop_limit = limit;
         ctx->prog.loop_probed = 1;
     }
+    *budget = teeny__loop_budget_known(ctx);
+    return TEENY_OK;
+}
+
+int64_t teeny__loop_budget_known(const teeny_ctx *ctx)
+{
     /* half the limit: the ops' trip counts are estimates of what a
      * compiler leaves as loops (it may unroll some, or add a trip) */
-    *budget = ctx->prog.loop_limit ? ctx->prog.loop_limit / 2 : INT64_MAX;
-    return TEENY_OK;
+    return ctx->prog.loop_probed && ctx->prog.loop_limit ? ctx->prog.loop_limit / 2 : INT64_MAX;
 }
 
 teeny_status teeny__loop_check(teeny_ctx *ctx, const char *name, int64_t trips)

@@ -148,6 +148,9 @@ teeny_status teeny__run_kernel(teeny_ctx *ctx, const char *family, const char *o
  * host sync; not recorded). Ops whose per-item trips grow with the
  * problem split their launches to stay under it. */
 teeny_status teeny__loop_budget(teeny_ctx *ctx, int64_t *budget);
+/* The budget as far as it is known, without probing: INT64_MAX until the
+ * probe has run (a plan's choices, after a teeny__loop_check). */
+int64_t teeny__loop_budget_known(const teeny_ctx *ctx);
 /* TEENY_OK where one work-item of kernel name may run trips loop trips
  * (every loop counted as not unrolled, one more trip per loop entry);
  * else TEENY_ERR_UNSUPPORTED, naming the kernel and the device's limit. */
