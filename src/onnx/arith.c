@@ -1,9 +1,10 @@
 /*
  * arith.c -- host arithmetic on constants for the folded shape
  * computations: Slice (starts/ends/axes/steps, negative steps), Add, Sub,
- * Mul and Div with NumPy broadcasting (integers wrap, division by zero is
+ * Mul, Div (and Pow of floats) with NumPy broadcasting (integers wrap, division by zero is
  * refused), and Concat along any axis.
  */
+#include <math.h>
 #include <string.h>
 
 #include "onnx_internal.h"
@@ -126,8 +127,13 @@ teeny_status teeny__ox_fold_binary(ox_import *im, const ox_const *a, const ox_co
         int64_t i = bcast_index(&o, &a->shape, k), j = bcast_index(&o, &b->shape, k);
         if (a->type == OX_F32) {
             float x = ((const float *)a->data)[i], y = ((const float *)b->data)[j];
-            ((float *)c.data)[k] = op[0] == 'A' ? x + y : op[0] == 'S' ? x - y : op[0] == 'M' ? x * y : x / y;
+            ((float *)c.data)[k] = op[0] == 'A' ? x + y : op[0] == 'S' ? x - y : op[0] == 'M' ? x * y
+                                   : op[0] == 'P' ? powf(x, y) : x / y;
             continue;
+        }
+        if (op[0] == 'P') {
+            teeny__ox_const_free(&c);
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "Pow of integer constants");
         }
         int64_t x = ((const int64_t *)a->data)[i], y = ((const int64_t *)b->data)[j];
         if (op[0] == 'D' && (y == 0 || (x == INT64_MIN && y == -1))) {
@@ -140,16 +146,6 @@ teeny_status teeny__ox_fold_binary(ox_import *im, const ox_const *a, const ox_co
                                  : op[0] == 'M' ? (int64_t)((uint64_t)x * (uint64_t)y) : x / y;
     }
     return teeny__ox_out_const(im, 0, &c);
-}
-
-teeny_status teeny__ox_op_sub_div(ox_import *im)
-{
-    const ox_const *a, *b;
-    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_in_const(im, 0, "A", 0, &a)) != TEENY_OK ||
-        (st = teeny__ox_in_const(im, 1, "B", 0, &b)) != TEENY_OK)
-        return st;
-    return teeny__ox_fold_binary(im, a, b);
 }
 
 /* Concat of constants along any axis. */

@@ -418,7 +418,7 @@ ox_handler teeny__ox_fold_handler(const char *op)
         {"Identity", op_identity}, {"Dropout", op_dropout}, {"Constant", op_constant}, {"Shape", op_shape},
         {"Gather", op_gather}, {"Unsqueeze", op_unsqueeze}, {"Squeeze", op_squeeze}, {"Reshape", op_reshape},
         {"Flatten", op_flatten}, {"ConstantOfShape", op_constant_of_shape}, {"Cast", op_cast},
-        {"Slice", teeny__ox_op_slice}, {"Sub", teeny__ox_op_sub_div}, {"Div", teeny__ox_op_sub_div},
+        {"Slice", teeny__ox_op_slice},
     };
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
         if (!strcmp(table[i].op, op))
