@@ -361,6 +361,52 @@ TEENY_API teeny_status teeny_reduce(teeny_ctx *ctx, const teeny_reduce_params *p
  * element count for the mean). */
 TEENY_API teeny_status teeny_reduce_backward(teeny_ctx *ctx, const teeny_reduce_params *p, const teeny_tensor *dy, teeny_tensor *dx);
 
+/* ---- group A: layout (ONNX phase 2) --------------------------------------
+ * Copies between tensors of rank 1..5 (the graph's reshapes stay views).
+ * Every backward overwrites dx (zeros where nothing of y came from). A
+ * shape that does not match is TEENY_ERR_SHAPE, a bad axis or parameter
+ * TEENY_ERR_ARG, an output overlapping an input TEENY_ERR_ARG; nothing is
+ * written then. */
+/* y dimension d is x dimension perm[d] (perm: a permutation of x's axes, ndim entries). */
+TEENY_API teeny_status teeny_transpose(teeny_ctx *ctx, const int *perm, const teeny_tensor *x, teeny_tensor *y);
+/* dx = dy transposed back (perm as the forward's). */
+TEENY_API teeny_status teeny_transpose_backward(teeny_ctx *ctx, const int *perm, const teeny_tensor *dy, teeny_tensor *dx);
+/* ONNX Slice on every axis d (entries past x's rank ignored): start,
+ * end (exclusive), step != 0; negative start/end count from the end and
+ * out-of-range ones are clamped as ONNX clamps them, so INT64_MAX means
+ * "to the end" (or, with a negative step, INT64_MIN "to the front"). A
+ * slice that selects nothing on an axis is TEENY_ERR_SHAPE. */
+typedef struct {
+    int64_t start[5], end[5], step[5];
+} teeny_slice_params;
+#define TEENY_SLICE_PARAMS_INIT { {0, 0, 0, 0, 0}, {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX}, {1, 1, 1, 1, 1} }
+TEENY_API teeny_status teeny_slice(teeny_ctx *ctx, const teeny_slice_params *p, const teeny_tensor *x, teeny_tensor *y);
+/* dx (x's shape): dy at the selected elements, 0 elsewhere. */
+TEENY_API teeny_status teeny_slice_backward(teeny_ctx *ctx, const teeny_slice_params *p, const teeny_tensor *dy, teeny_tensor *dx);
+/* Constant padding: y dimension d = x's + lo[d] + hi[d] (x's rank
+ * entries; negative values crop), value outside x. */
+TEENY_API teeny_status teeny_pad(teeny_ctx *ctx, const int64_t *lo, const int64_t *hi, float value, const teeny_tensor *x, teeny_tensor *y);
+/* dx = the elements of dy at x's positions. */
+TEENY_API teeny_status teeny_pad_backward(teeny_ctx *ctx, const int64_t *lo, const int64_t *hi, const teeny_tensor *dy, teeny_tensor *dx);
+/* y = x broadcast (NumPy) to y's shape, which must be the broadcast of x's
+ * and itself. */
+TEENY_API teeny_status teeny_expand(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y);
+/* dx = dy summed over the dimensions x was broadcast along. */
+TEENY_API teeny_status teeny_expand_backward(teeny_ctx *ctx, const teeny_tensor *dy, teeny_tensor *dx);
+/* Concatenate n >= 1 tensors along axis (every other dimension equal to
+ * y's), and the inverse: ys[i] its part of x (the ys may not overlap x or
+ * each other). Each is the other's backward. */
+TEENY_API teeny_status teeny_concat(teeny_ctx *ctx, int axis, int n, const teeny_tensor *const *xs, teeny_tensor *y);
+TEENY_API teeny_status teeny_split(teeny_ctx *ctx, int axis, const teeny_tensor *x, int n, teeny_tensor *const *ys);
+/* y = x's slices at int32 indices (any shape) along axis: y's shape is
+ * x's with the axis replaced by the indices' shape (rank at most 5). An
+ * index outside [0, x's size on the axis) gives NaN. */
+TEENY_API teeny_status teeny_gather(teeny_ctx *ctx, int axis, const teeny_tensor *x, const teeny_tensor *indices, teeny_tensor *y);
+/* dx (x's shape) = for each slice, the sum of dy over the indices that
+ * read it, in index order (0 for slices nothing read). TEENY_ERR_UNSUPPORTED
+ * past a device's loop limit in indices. */
+TEENY_API teeny_status teeny_gather_backward(teeny_ctx *ctx, int axis, const teeny_tensor *indices, const teeny_tensor *dy, teeny_tensor *dx);
+
 /* ---- batch normalization -------------------------------------------------
  * x is [N, C] (1-d) or [B, C, H, W] (2-d); every per-channel tensor is [C].
  * Statistics are over N (1-d) or B*H*W (2-d). The batch is normalized with
@@ -781,6 +827,16 @@ TEENY_API teeny_status teeny_graph_activation(teeny_graph *g, const char *name, 
  * borrowed for the call; reducing axis 0 (the batch) is allowed. */
 TEENY_API teeny_status teeny_graph_binary(teeny_graph *g, const char *name, teeny_binary_op op, teeny_node a, teeny_node b, teeny_node *out);
 TEENY_API teeny_status teeny_graph_reduce(teeny_graph *g, const char *name, teeny_node x, const teeny_reduce_params *p, teeny_node *out);
+/* Layout ops, as the eager functions (arrays borrowed for the call; perm,
+ * lo, hi with x's rank entries). gather takes its indices from the host
+ * (copied: an int32 constant node "<name>.indices" of ndim/shape). */
+TEENY_API teeny_status teeny_graph_transpose(teeny_graph *g, const char *name, teeny_node x, const int *perm, teeny_node *out);
+TEENY_API teeny_status teeny_graph_slice(teeny_graph *g, const char *name, teeny_node x, const teeny_slice_params *p, teeny_node *out);
+TEENY_API teeny_status teeny_graph_pad(teeny_graph *g, const char *name, teeny_node x, const int64_t *lo, const int64_t *hi, float value, teeny_node *out);
+TEENY_API teeny_status teeny_graph_expand(teeny_graph *g, const char *name, teeny_node x, int ndim, const int64_t *shape, teeny_node *out);
+/* More than 4 inputs become a chain of nodes ("<name>.part<k>"), as teeny_graph_concat. */
+TEENY_API teeny_status teeny_graph_concat_axis(teeny_graph *g, const char *name, int axis, int n, const teeny_node *xs, teeny_node *out);
+TEENY_API teeny_status teeny_graph_gather(teeny_graph *g, const char *name, teeny_node x, int axis, int ndim, const int64_t *shape, const int32_t *indices, teeny_node *out);
 /* An activation with parameters (teeny_act_params; p borrowed for the call). */
 TEENY_API teeny_status teeny_graph_activation_ex(teeny_graph *g, const char *name, teeny_node x, const teeny_act_params *p, teeny_node *out);
 TEENY_API teeny_status teeny_graph_add(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out);

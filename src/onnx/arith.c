@@ -13,8 +13,8 @@ static const char *const NO_ATTRS[] = {NULL};
 
 /* Slice of a constant: starts/ends/axes/steps inputs (opset >= 10) or
  * attributes (before). */
-static teeny_status slice_params(ox_import *im, int rank, int64_t *start, int64_t *step, ox_shape *o,
-                                 const ox_shape *s)
+teeny_status teeny__ox_slice_params(ox_import *im, int rank, int64_t *start, int64_t *step, ox_shape *o,
+                                    const ox_shape *s)
 {
     static const char *const attrs[] = {"starts", "ends", "axes", NULL};
     int64_t v[4][OX_MAX_DIMS];
@@ -64,7 +64,7 @@ teeny_status teeny__ox_op_slice(ox_import *im)
     ox_shape o;
     ox_const c;
     teeny_status st = teeny__ox_in_const(im, 0, "data", 0, &in);
-    if (st != TEENY_OK || (st = slice_params(im, in->shape.ndim, start, step, &o, &in->shape)) != TEENY_OK)
+    if (st != TEENY_OK || (st = teeny__ox_slice_params(im, in->shape.ndim, start, step, &o, &in->shape)) != TEENY_OK)
         return st;
     if ((st = teeny__ox_const_alloc(im->ctx, in->type, in->onnx_type, &o, &c)) != TEENY_OK)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));

@@ -42,7 +42,7 @@ static teeny_status const_node(ox_import *im, int idx)
 
 /* Input i as a graph node and its ONNX shape: a run-time value, or a
  * float constant as a graph constant. */
-static teeny_status operand(ox_import *im, int i, const char *what, teeny_node *n, ox_shape *s)
+teeny_status teeny__ox_operand(ox_import *im, int i, const char *what, teeny_node *n, ox_shape *s)
 {
     int idx;
     teeny_status st = teeny__ox_in(im, i, &idx);
@@ -135,7 +135,7 @@ static teeny_status op_act(ox_import *im)
     char buf[TEENY__NAME_CAP];
     teeny_status st = act_of(im, &p);
     if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
-        (st = operand(im, 0, "X", &x, &s)) != TEENY_OK)
+        (st = teeny__ox_operand(im, 0, "X", &x, &s)) != TEENY_OK)
         return st;
     if ((st = teeny_graph_activation_ex(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, &p, &y)) != TEENY_OK)
         return graph_err(im, st);
@@ -159,7 +159,7 @@ static teeny_status op_sigmoid(ox_import *im)
 
 /* ---- arithmetic ---- */
 
-static int broadcast(const ox_shape *a, const ox_shape *b, ox_shape *o)
+int teeny__ox_broadcast(const ox_shape *a, const ox_shape *b, ox_shape *o)
 {
     o->ndim = a->ndim > b->ndim ? a->ndim : b->ndim;
     for (int i = 0; i < o->ndim; i++) {
@@ -177,7 +177,7 @@ static teeny_status binary_node(ox_import *im, teeny_binary_op op, teeny_node a,
                                 const ox_shape *bs, teeny_node *y, ox_shape *ys)
 {
     char buf[TEENY__NAME_CAP];
-    if (!broadcast(as, bs, ys))
+    if (!teeny__ox_broadcast(as, bs, ys))
         return teeny__ox_fail(im, TEENY_ERR_SHAPE, "the operands' shapes do not broadcast");
     teeny_status st = teeny_graph_binary(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), op, a, b, y);
     return st != TEENY_OK ? graph_err(im, st) : TEENY_OK;
@@ -228,7 +228,7 @@ static teeny_status op_binary(ox_import *im)
             return teeny__ox_out_runtime(im, 0, y, &im->vals[x].shape);
         }
     }
-    if ((st = operand(im, 0, "A", &a, &as)) != TEENY_OK || (st = operand(im, 1, "B", &b, &bs)) != TEENY_OK)
+    if ((st = teeny__ox_operand(im, 0, "A", &a, &as)) != TEENY_OK || (st = teeny__ox_operand(im, 1, "B", &b, &bs)) != TEENY_OK)
         return st;
     if (im->opset < 7 && (st = legacy_broadcast(im, &as, &bs)) != TEENY_OK)
         return st;
@@ -244,7 +244,7 @@ static teeny_status op_sum(ox_import *im)
     ox_shape s, xs;
     teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
     if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
-        (st = operand(im, 0, "data_0", &acc, &s)) != TEENY_OK)
+        (st = teeny__ox_operand(im, 0, "data_0", &acc, &s)) != TEENY_OK)
         return st;
     if (n == 1) { /* the identity: a view keeps one node per value */
         teeny_node v;
@@ -252,7 +252,7 @@ static teeny_status op_sum(ox_import *im)
     }
     for (int i = 1; i < n; i++) {
         ox_shape o;
-        if ((st = operand(im, i, "data", &x, &xs)) != TEENY_OK ||
+        if ((st = teeny__ox_operand(im, i, "data", &x, &xs)) != TEENY_OK ||
             (st = binary_node(im, TEENY_BINARY_ADD, acc, &s, x, &xs, &acc, &o)) != TEENY_OK)
             return st;
         s = o;
@@ -287,7 +287,7 @@ static teeny_status op_reduce(ox_import *im)
             (st = teeny__ox_const_ints(im, c, "axes", OX_MAX_DIMS, axes, &n)) != TEENY_OK)
             return st;
     }
-    if ((st = operand(im, 0, "data", &x, &s)) != TEENY_OK)
+    if ((st = teeny__ox_operand(im, 0, "data", &x, &s)) != TEENY_OK)
         return st;
     unsigned mask = 0;
     for (int i = 0; i < n; i++) {
@@ -336,7 +336,7 @@ static teeny_status op_concat(ox_import *im)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%d inputs (at most 64)", n);
     ox_shape s, first;
     for (int i = 0; i < n; i++) {
-        if ((st = operand(im, i, "inputs", &xs[i], &s)) != TEENY_OK)
+        if ((st = teeny__ox_operand(im, i, "inputs", &xs[i], &s)) != TEENY_OK)
             return st;
         if (!i)
             first = s;
@@ -345,9 +345,8 @@ static teeny_status op_concat(ox_import *im)
     }
     if ((st = teeny__ox_axis(im, "axis", axis, first.ndim, &ax)) != TEENY_OK)
         return st;
-    if (ax != 1)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute axis=%lld", (long long)axis);
-    st = teeny_graph_concat(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), n, xs, &y);
+    st = ax == 1 ? teeny_graph_concat(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), n, xs, &y)
+                 : teeny_graph_concat_axis(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), ax, n, xs, &y);
     if (st != TEENY_OK)
         return graph_err(im, st);
     if ((st = teeny__ox_node_shape(im, y, &s)) != TEENY_OK)

@@ -99,7 +99,10 @@ typedef struct {
     float value;
 } teeny__pad_attrs;     /* layout.c */
 typedef struct { int ndim; int64_t shape[TEENY_MAX_DIMS]; } teeny__expand_attrs; /* layout.c: the target */
-typedef struct { int n_inputs, axis; } teeny__cat_attrs;             /* layout.c: concat_axis */
+typedef struct {
+    int n_inputs, axis;
+    int first;          /* where along the axis of y the first input lands (0 in a graph) */
+} teeny__cat_attrs;     /* layout.c: concat_axis */
 typedef struct { int axis; } teeny__gather_attrs;                    /* layout.c */
 typedef struct { int axis, log; } teeny__softmax_attrs;              /* norm.c */
 typedef struct { int axis; float eps; int has_bias; } teeny__layernorm_attrs; /* norm.c: normalized over axis.. */
