@@ -361,6 +361,28 @@ TEENY_API teeny_status teeny_reduce(teeny_ctx *ctx, const teeny_reduce_params *p
  * element count for the mean). */
 TEENY_API teeny_status teeny_reduce_backward(teeny_ctx *ctx, const teeny_reduce_params *p, const teeny_tensor *dy, teeny_tensor *dx);
 
+/* ---- group A: softmax and layer norm (ONNX phase 2) ----------------------
+ * One work-item per softmax line (layer-norm row), summed in order: a line
+ * longer than a device's loop limit allows (Mesa's llvmpipe: about 10000
+ * elements) is TEENY_ERR_UNSUPPORTED. */
+/* y = softmax(x) along axis (0..rank-1), or log softmax (log 1), computed
+ * as exp(x - max) / sum and x - max - log(sum); y may alias x. */
+TEENY_API teeny_status teeny_softmax(teeny_ctx *ctx, int axis, int log, const teeny_tensor *x, teeny_tensor *y);
+/* From the forward's y: dx = y (dy - sum(dy y)), or (log) dy - exp(y) sum(dy); dx may alias dy. */
+TEENY_API teeny_status teeny_softmax_backward(teeny_ctx *ctx, int axis, int log, const teeny_tensor *y, const teeny_tensor *dy, teeny_tensor *dx);
+/* Layer normalization over x's axes from axis on (0..rank-1; PyTorch's
+ * normalized_shape is x's shape from there): y = (x - mean) rstd weight +
+ * bias, rstd = 1 / sqrt(biased variance + eps) (eps >= 0); weight and bias
+ * (NULL: none) have x's shape from axis on. mean and rstd (both or
+ * neither) receive the statistics, x's shape before axis ([1] for axis 0). */
+TEENY_API teeny_status teeny_layernorm_forward(teeny_ctx *ctx, int axis, float eps, const teeny_tensor *x,
+    const teeny_tensor *weight, const teeny_tensor *bias, teeny_tensor *y, teeny_tensor *mean, teeny_tensor *rstd);
+/* From the forward's mean and rstd: dx, dweight (sum over rows of dy xhat)
+ * and dbias (sum of dy); any may be NULL (not computed). */
+TEENY_API teeny_status teeny_layernorm_backward(teeny_ctx *ctx, int axis, const teeny_tensor *x, const teeny_tensor *weight,
+    const teeny_tensor *mean, const teeny_tensor *rstd, const teeny_tensor *dy, teeny_tensor *dx, teeny_tensor *dweight,
+    teeny_tensor *dbias);
+
 /* ---- group A: layout (ONNX phase 2) --------------------------------------
  * Copies between tensors of rank 1..5 (the graph's reshapes stay views).
  * Every backward overwrites dx (zeros where nothing of y came from). A
@@ -827,6 +849,12 @@ TEENY_API teeny_status teeny_graph_activation(teeny_graph *g, const char *name, 
  * borrowed for the call; reducing axis 0 (the batch) is allowed. */
 TEENY_API teeny_status teeny_graph_binary(teeny_graph *g, const char *name, teeny_binary_op op, teeny_node a, teeny_node b, teeny_node *out);
 TEENY_API teeny_status teeny_graph_reduce(teeny_graph *g, const char *name, teeny_node x, const teeny_reduce_params *p, teeny_node *out);
+/* Softmax along axis (negative: from the end), log 1 for log softmax. */
+TEENY_API teeny_status teeny_graph_softmax(teeny_graph *g, const char *name, teeny_node x, int axis, int log, teeny_node *out);
+/* Layer norm over x's axes from axis on (negative: from the end; axis 0
+ * normalizes across the batch): params "weight" (ones) and, with bias,
+ * "bias" (zeros), x's shape from axis on. */
+TEENY_API teeny_status teeny_graph_layernorm(teeny_graph *g, const char *name, teeny_node x, int axis, float eps, int bias, teeny_node *out);
 /* Layout ops, as the eager functions (arrays borrowed for the call; perm,
  * lo, hi with x's rank entries). gather takes its indices from the host
  * (copied: an int32 constant node "<name>.indices" of ndim/shape). */

@@ -198,3 +198,27 @@ teeny_status teeny_graph_gather(teeny_graph *g, const char *name, teeny_node x, 
     teeny__op_attrs at = {.gather = {axis}};
     return teeny__graph_node(g, TEENY__OP_GATHER, name, 2, in, &at, out);
 }
+
+/* ---- softmax, layer norm ---- */
+
+/* axis in [-rank, rank) of x as 0..rank-1 (x checked); -1 when outside. */
+static int norm_axis(teeny_graph *g, teeny_node x, int axis)
+{
+    if (!g || x < 0 || x >= g->n_nodes)
+        return axis;
+    int r = g->nodes[x].shapes.out.ndim;
+    return axis < -r || axis >= r ? -1 : axis < 0 ? axis + r : axis;
+}
+
+teeny_status teeny_graph_softmax(teeny_graph *g, const char *name, teeny_node x, int axis, int log, teeny_node *out)
+{
+    teeny__op_attrs at = {.softmax = {norm_axis(g, x, axis), log}};
+    return teeny__graph_node(g, TEENY__OP_SOFTMAX, name, 1, &x, &at, out);
+}
+
+teeny_status teeny_graph_layernorm(teeny_graph *g, const char *name, teeny_node x, int axis, float eps, int bias,
+                                   teeny_node *out)
+{
+    teeny__op_attrs at = {.layernorm = {norm_axis(g, x, axis), eps, bias != 0}};
+    return teeny__graph_node(g, TEENY__OP_LAYERNORM, name, 1, &x, &at, out);
+}
