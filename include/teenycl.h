@@ -361,6 +361,17 @@ TEENY_API teeny_status teeny_reduce(teeny_ctx *ctx, const teeny_reduce_params *p
  * element count for the mean). */
 TEENY_API teeny_status teeny_reduce_backward(teeny_ctx *ctx, const teeny_reduce_params *p, const teeny_tensor *dy, teeny_tensor *dx);
 
+/* ---- group A: batched matrix product (ONNX phase 2) ----------------------
+ * y [..., M, N] = a [..., M, K] b [..., K, N]: ranks 2..5, the batch
+ * dimensions (all but the last two) broadcasting NumPy's way; each output
+ * sums its K products in order (the linear layer's GEMM kernel, batched).
+ * y may not overlap a or b. */
+TEENY_API teeny_status teeny_matmul(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, teeny_tensor *y);
+/* da = dy b^T, db = a^T dy per batch, summed over the batch dimensions an
+ * operand was broadcast along; either may be NULL (not computed). */
+TEENY_API teeny_status teeny_matmul_backward(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, const teeny_tensor *dy,
+    teeny_tensor *da, teeny_tensor *db);
+
 /* ---- group A: softmax and layer norm (ONNX phase 2) ----------------------
  * One work-item per softmax line (layer-norm row), summed in order: a line
  * longer than a device's loop limit allows (Mesa's llvmpipe: about 10000
@@ -849,6 +860,8 @@ TEENY_API teeny_status teeny_graph_activation(teeny_graph *g, const char *name, 
  * borrowed for the call; reducing axis 0 (the batch) is allowed. */
 TEENY_API teeny_status teeny_graph_binary(teeny_graph *g, const char *name, teeny_binary_op op, teeny_node a, teeny_node b, teeny_node *out);
 TEENY_API teeny_status teeny_graph_reduce(teeny_graph *g, const char *name, teeny_node x, const teeny_reduce_params *p, teeny_node *out);
+/* Batched matmul of two nodes (either may be a teeny_graph_constant). */
+TEENY_API teeny_status teeny_graph_matmul(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out);
 /* Softmax along axis (negative: from the end), log 1 for log softmax. */
 TEENY_API teeny_status teeny_graph_softmax(teeny_graph *g, const char *name, teeny_node x, int axis, int log, teeny_node *out);
 /* Layer norm over x's axes from axis on (negative: from the end; axis 0

@@ -222,3 +222,11 @@ teeny_status teeny_graph_layernorm(teeny_graph *g, const char *name, teeny_node 
     teeny__op_attrs at = {.layernorm = {norm_axis(g, x, axis), eps, bias != 0}};
     return teeny__graph_node(g, TEENY__OP_LAYERNORM, name, 1, &x, &at, out);
 }
+
+/* ---- matmul ---- */
+
+teeny_status teeny_graph_matmul(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out)
+{
+    teeny_node in[2] = {a, b};
+    return teeny__graph_node(g, TEENY__OP_MATMUL, name, 2, in, NULL, out);
+}

@@ -455,9 +455,35 @@ static teeny_status op_concat(ox_import *im)
     return teeny__ox_out_runtime(im, 0, y, &s);
 }
 
+/* MatMul of two run-time values (or one constant of rank other than 2):
+ * the batched matmul node; a 1-D operand is a row (A) or column (B)
+ * viewed in and its dimension dropped from the result, as NumPy does. */
 teeny_status teeny__ox_matmul(ox_import *im)
 {
-    return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "MatMul of two run-time values");
+    teeny_node a, b, y;
+    ox_shape as, bs, a2, b2, o = {0};
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
+        (st = teeny__ox_operand(im, 0, "A", &a, &as)) != TEENY_OK || (st = teeny__ox_operand(im, 1, "B", &b, &bs)) != TEENY_OK)
+        return st;
+    if (as.ndim < 1 || bs.ndim < 1)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "a scalar operand");
+    a2 = as.ndim == 1 ? (ox_shape){2, {1, as.d[0]}} : as;
+    b2 = bs.ndim == 1 ? (ox_shape){2, {bs.d[0], 1}} : bs;
+    if ((st = teeny__ox_view_node(im, a, &as, &a2, &a)) != TEENY_OK || (st = teeny__ox_view_node(im, b, &bs, &b2, &b)) != TEENY_OK)
+        return st;
+    if ((st = teeny_graph_matmul(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), a, b, &y)) != TEENY_OK)
+        return graph_err(im, st);
+    ox_shape g;
+    if ((st = teeny__ox_node_shape(im, y, &g)) != TEENY_OK)
+        return st;
+    for (int d = 0; d < g.ndim; d++) /* the 1-D operands' dimensions go */
+        if (!((d == g.ndim - 2 && as.ndim == 1) || (d == g.ndim - 1 && bs.ndim == 1)))
+            o.d[o.ndim++] = g.d[d];
+    if ((st = teeny__ox_view_node(im, y, &g, &o, &y)) != TEENY_OK)
+        return st;
+    return teeny__ox_out_runtime(im, 0, y, &o);
 }
 
 ox_handler teeny__ox_group_a_handler(const char *op)
