@@ -6,7 +6,7 @@
  * whose lifetimes do not overlap share memory in one arena (first fit,
  * 256-byte aligned), and each tensor is then a view of the arena at its
  * buffer's offset. Parameters, their gradients, running statistics and
- * input tensors live outside the arena. Also teeny__node_run, a node's
+ * input tensors live outside the arena (constants in the graph). Also teeny__node_run, a node's
  * pass on its planned tensors laid out in its op's slots (the forward
  * and backward recordings use it). Depends only on graph.c's helpers and the
  * derivation in graph_internal.h, never on the other phases.
@@ -228,6 +228,8 @@ static teeny_status bind_tensors(teeny_plan *p, const teeny__backward *bw, const
                            : teeny_tensor_create(ctx, s->ndim, s->shape, &p->value[i]);
         else if (nd->kind == TEENY__NODE_VIEW)
             st = teeny_tensor_view(p->value[nd->in[0]], 0, s->ndim, s->shape, &p->value[i]);
+        else if (nd->kind == TEENY__NODE_CONST)
+            st = teeny_tensor_view(nd->constant, 0, s->ndim, s->shape, &p->value[i]);
         else
             st = arena_view(p, &mp->bufs[mp->value_buf[i]], s, &p->value[i]);
         for (int j = 0; j < TEENY__OP_MAX_SLOTS && st == TEENY_OK; j++) {

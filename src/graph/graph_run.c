@@ -92,7 +92,7 @@ teeny_status teeny_plan_read(teeny_plan *p, teeny_node n, float *dst, size_t cou
         return teeny__error(p->ctx, TEENY_ERR_STATE,
                             "teeny_plan_read: %s is not marked as an output (teeny_graph_mark_output before compile); "
                             "its memory is reused", nd->name);
-    if (!p->forwarded && p->g->nodes[teeny__graph_root(p->g, n)].kind != TEENY__NODE_INPUT)
+    if (!p->forwarded && p->g->nodes[teeny__graph_root(p->g, n)].kind == TEENY__NODE_OP)
         return teeny__error(p->ctx, TEENY_ERR_STATE, "teeny_plan_read: no forward has run; %s has no value yet",
                             nd->name);
     p->host_syncs++;

@@ -2,11 +2,11 @@
  * layers.c -- the ONNX ops that become graph nodes, through the public
  * teeny_graph_* builders only: Conv (1-D and 2-D; 1-D as a [L, 1] plane),
  * BatchNormalization (inference form; any rank >= 2 viewed as [N, C, S, 1]),
- * Relu, Add/Mul/Sum of equal shapes, x * Sigmoid(x) as SiLU, MaxPool /
- * AveragePool / GlobalAveragePool (1-D and 2-D), Gemm and MatMul with a
- * constant weight (a linear layer; leading dimensions folded into rows by
- * views), Concat along channels, SoftmaxCrossEntropyLoss (mean, no
- * weights). Weights come from constants and become parameters under their
+ * MaxPool / AveragePool / GlobalAveragePool (1-D and 2-D), Gemm and MatMul
+ * with a constant weight (a linear layer; leading dimensions folded into
+ * rows by views; MatMul of two run-time values: ops_a.c),
+ * SoftmaxCrossEntropyLoss (mean, no weights). Activations, arithmetic and
+ * Concat are ops_a.c's. Weights come from constants and become parameters under their
  * ONNX names (teeny__ox_bind). Every attribute value outside what the graph's ops
  * compute exactly is refused, naming the attribute.
  */
@@ -223,90 +223,6 @@ static teeny_status op_batchnorm(ox_import *im)
     return teeny__ox_out_runtime(im, 0, y, &xs);
 }
 
-static teeny_status op_relu(ox_import *im)
-{
-    int xi;
-    teeny_node y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK)
-        return st;
-    if ((st = teeny_graph_activation(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), im->vals[xi].node, TEENY_ACT_RELU,
-                                     &y)) != TEENY_OK)
-        return graph_err(im, st);
-    return teeny__ox_out_runtime(im, 0, y, &im->vals[xi].shape);
-}
-
-/* Sigmoid(x) waits for its consumer: Mul(x, Sigmoid(x)) becomes SiLU. */
-static teeny_status op_sigmoid(ox_import *im)
-{
-    int xi, yi;
-    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK || !*im->node->output[0])
-        return st;
-    if ((st = teeny__ox_define(im, im->node->output[0], OX_SIGMOID, &yi)) != TEENY_OK)
-        return st;
-    im->vals[yi].sigmoid_of = xi;
-    return TEENY_OK;
-}
-
-/* Add, Mul (and Sub, Div of constants): both constants fold; x * Sigmoid(x)
- * is SiLU; two run-time values of one shape are an element-wise node. */
-static teeny_status op_binary(ox_import *im)
-{
-    static const char *const old_attrs[] = {"broadcast", "axis", NULL};
-    int ai, bi, mul = !strcmp(im->node->op_type, "Mul");
-    teeny_node y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, im->opset < 7 ? old_attrs : NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = teeny__ox_in(im, 0, &ai)) != TEENY_OK ||
-        (st = teeny__ox_in(im, 1, &bi)) != TEENY_OK)
-        return st;
-    if (ai < 0 || bi < 0)
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "two inputs are needed");
-    if (im->vals[ai].kind == OX_CONST && im->vals[bi].kind == OX_CONST)
-        return teeny__ox_fold_binary(im, &im->vals[ai].c, &im->vals[bi].c);
-    for (int k = 0; k < 2 && mul; k++) {
-        int s = k ? bi : ai, x = k ? ai : bi;
-        if (im->vals[s].kind == OX_SIGMOID && im->vals[s].sigmoid_of == x) {
-            if ((st = teeny_graph_activation(im->g, teeny__ox_name(im, "silu", buf, sizeof buf), im->vals[x].node,
-                                             TEENY_ACT_SILU, &y)) != TEENY_OK)
-                return graph_err(im, st);
-            return teeny__ox_out_runtime(im, 0, y, &im->vals[x].shape);
-        }
-    }
-    if ((st = teeny__ox_in_runtime(im, 0, "A", &ai)) != TEENY_OK || (st = teeny__ox_in_runtime(im, 1, "B", &bi)) != TEENY_OK)
-        return st;
-    const ox_shape *as = &im->vals[ai].shape, *bs = &im->vals[bi].shape;
-    if (as->ndim != bs->ndim || memcmp(as->d, bs->d, sizeof(int64_t) * (size_t)as->ndim))
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "broadcasting (operands of different shapes) is not supported");
-    st = (mul ? teeny_graph_mul : teeny_graph_add)(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), im->vals[ai].node,
-                                                   im->vals[bi].node, &y);
-    return st != TEENY_OK ? graph_err(im, st) : teeny__ox_out_runtime(im, 0, y, as);
-}
-
-static teeny_status op_sum(ox_import *im)
-{
-    int n = teeny__ox_n_in(im), xi;
-    teeny_node acc;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "data_0", &xi)) != TEENY_OK)
-        return st;
-    ox_shape s = im->vals[xi].shape;
-    acc = im->vals[xi].node;
-    for (int i = 1; i < n; i++) {
-        int yi;
-        if ((st = teeny__ox_in_runtime(im, i, "data", &yi)) != TEENY_OK)
-            return st;
-        if (im->vals[yi].shape.ndim != s.ndim || memcmp(im->vals[yi].shape.d, s.d, sizeof(int64_t) * (size_t)s.ndim))
-            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "broadcasting (operands of different shapes) is not supported");
-        if ((st = teeny_graph_add(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), acc, im->vals[yi].node, &acc)) != TEENY_OK)
-            return graph_err(im, st);
-    }
-    return teeny__ox_out_runtime(im, 0, acc, &s);
-}
-
 static teeny_status op_pool(ox_import *im)
 {
     static const char *const attrs[] = {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape",
@@ -456,53 +372,15 @@ static teeny_status op_matmul(ox_import *im)
     int xi, wi;
     const ox_const *w;
     teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "A", &xi)) != TEENY_OK ||
+    if (st != TEENY_OK || (st = teeny__ox_in(im, 1, &wi)) != TEENY_OK)
+        return st;
+    if (wi < 0 || im->vals[wi].kind != OX_CONST || im->vals[wi].c.shape.ndim != 2 ||
+        (st = teeny__ox_in(im, 0, &xi)) != TEENY_OK || xi < 0 || im->vals[xi].kind == OX_CONST)
+        return st != TEENY_OK ? st : teeny__ox_matmul(im); /* not x W with a 2-D constant W: a batched product */
+    if ((st = teeny__ox_in_runtime(im, 0, "A", &xi)) != TEENY_OK ||
         (st = teeny__ox_in_const(im, 1, "B", 1, &w)) != TEENY_OK || (st = teeny__ox_in(im, 1, &wi)) != TEENY_OK)
         return st;
     return linear(im, xi, wi, 0, -1);
-}
-
-/* Concat: of constants, folded along any axis; of run-time values, along
- * channels (axis 1 of rank 2..5). */
-static teeny_status op_concat(ox_import *im)
-{
-    static const char *const attrs[] = {"axis", NULL};
-    int64_t axis;
-    int n = teeny__ox_n_in(im), all_const = 1, ax, xi;
-    teeny_node xs[64], y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "axis", im->opset < 4 ? 1 : INT64_MAX, &axis)) != TEENY_OK)
-        return st;
-    if (axis == INT64_MAX)
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute axis is missing");
-    for (int i = 0; i < n && all_const; i++)
-        all_const = (st = teeny__ox_in(im, i, &xi)) == TEENY_OK && xi >= 0 && im->vals[xi].kind == OX_CONST;
-    if (st != TEENY_OK || n < 1)
-        return st != TEENY_OK ? st : teeny__ox_fail(im, TEENY_ERR_FORMAT, "no inputs");
-    if (all_const)
-        return teeny__ox_fold_concat(im, (int)(axis < INT32_MIN || axis > INT32_MAX ? INT32_MAX : axis));
-    if (n > 64)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%d inputs (at most 64)", n);
-    ox_shape s;
-    for (int i = 0; i < n; i++) {
-        if ((st = teeny__ox_in_runtime(im, i, "inputs", &xi)) != TEENY_OK)
-            return st;
-        xs[i] = im->vals[xi].node;
-        if (!i) {
-            s = im->vals[xi].shape;
-            if ((st = teeny__ox_axis(im, "axis", axis, s.ndim, &ax)) != TEENY_OK)
-                return st;
-            if (ax != 1 || s.ndim < 2)
-                return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute axis=%lld (supported: the channels, axis 1)",
-                               (long long)axis);
-        }
-    }
-    if ((st = teeny_graph_concat(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), n, xs, &y)) != TEENY_OK)
-        return graph_err(im, st);
-    if ((st = teeny__ox_node_shape(im, y, &s)) != TEENY_OK)
-        return st;
-    return teeny__ox_out_runtime(im, 0, y, &s);
 }
 
 /* SoftmaxCrossEntropyLoss: mean over the batch, no class weights. */
@@ -540,9 +418,8 @@ ox_handler teeny__ox_layer_handler(const char *op)
         const char *op;
         ox_handler fn;
     } table[] = {
-        {"Conv", op_conv}, {"BatchNormalization", op_batchnorm}, {"Relu", op_relu}, {"Sigmoid", op_sigmoid},
-        {"Add", op_binary}, {"Mul", op_binary}, {"Sum", op_sum}, {"MaxPool", op_pool}, {"AveragePool", op_pool},
-        {"GlobalAveragePool", op_global_avgpool}, {"Gemm", op_gemm}, {"MatMul", op_matmul}, {"Concat", op_concat},
+        {"Conv", op_conv}, {"BatchNormalization", op_batchnorm}, {"MaxPool", op_pool}, {"AveragePool", op_pool},
+        {"GlobalAveragePool", op_global_avgpool}, {"Gemm", op_gemm}, {"MatMul", op_matmul},
         {"SoftmaxCrossEntropyLoss", op_sce},
     };
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)

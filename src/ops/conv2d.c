@@ -136,7 +136,7 @@ teeny_status teeny__conv2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
         return teeny__error(ctx, TEENY_ERR_SHAPE, "x has shape %s%s; expected fp32 [B, Cin, H, W]",
                             teeny__dims_str(x->shape, x->ndim, b, sizeof b), x->is_i32 ? " int32" : "");
     if ((at->has_bias != 0 && at->has_bias != 1) ||
-        (at->act != TEENY_ACT_NONE && at->act != TEENY_ACT_RELU && at->act != TEENY_ACT_SILU))
+        (int)at->act < 0 || (int)at->act >= TEENY__ACT_COUNT)
         return teeny__error(ctx, TEENY_ERR_ARG, "act %d must be a teeny_act and has_bias %d 0 or 1", (int)at->act,
                             at->has_bias);
     /* groups past the channels: conv_shape says they do not divide them */
