@@ -12,6 +12,19 @@
 
 /* ---- forward ---- */
 
+/* The forward's plan under the device's loop budget (conv2d_loops.c):
+ * one unit of every GEMM fits (the splits then always do), and where it
+ * takes the depthwise CPU variant, the rows an item may own (0: that
+ * kernel cannot fit; the work-group kernel or the GEMM then takes it). */
+static teeny_status forward_loops(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int64_t *rows_max)
+{
+    teeny_status st = teeny__conv_loops_check(ctx, tu, &g->Cog, 1);
+    *rows_max = 0;
+    if (st == TEENY_OK && teeny__conv_use_depthwise(tu, g) && conv_cpu_variant(ctx))
+        st = teeny__conv_dw_cpu_rows(ctx, g, 0, rows_max);
+    return st;
+}
+
 teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     const teeny_tensor *x = a->in[TEENY__CONV2D_X], *w = a->in[TEENY__CONV2D_WEIGHT], *bias = a->in[TEENY__CONV2D_BIAS],
@@ -22,7 +35,7 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
     teeny_status st = conv_tf32_probe(ctx);
     const conv_tuning *tu = conv_tuning_of(ctx);
     if (st == TEENY_OK) /* the device's loop budget (conv2d_loops.c) */
-        st = teeny__conv_forward_loops(ctx, tu, &g, &rows_max);
+        st = forward_loops(ctx, tu, &g, &rows_max);
     if (st != TEENY_OK)
         return st;
     int act = (int)a->attrs.conv2d.act;

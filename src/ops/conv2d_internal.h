@@ -158,12 +158,6 @@ teeny_status teeny__conv_gemm_tiles(teeny_ctx *ctx, const gemm_tile *t, int plai
 int64_t teeny__conv_gemm_dw_tiles_max(const gemm_tile *t, int64_t budget);
 teeny_status teeny__conv_cpu_gemm_chunk(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, int64_t *chunk);
 teeny_status teeny__conv_loops_check(teeny_ctx *ctx, const conv_tuning *tu, const int *n_pack, int n);
-/* The forward's plan under the loop budget: teeny__conv_loops_check for
- * its GEMM, and where it takes the depthwise CPU variant, the rows an item
- * may own (0: that kernel cannot fit; the work-group kernel or the GEMM
- * then takes the convolution). */
-teeny_status teeny__conv_forward_loops(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g,
-                                       int64_t *rows_max);
 teeny_status teeny__conv_db_batches_max(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int64_t *per);
 teeny_status teeny__conv_reduce_check(teeny_ctx *ctx, int64_t z);
 

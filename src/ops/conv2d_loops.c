@@ -228,12 +228,3 @@ teeny_status teeny__conv_reduce_check(teeny_ctx *ctx, int64_t z)
 {
     return z > 1 ? teeny__loop_check(ctx, "conv_reduce_parts", z + 1) : TEENY_OK;
 }
-
-teeny_status teeny__conv_forward_loops(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int64_t *rows_max)
-{
-    teeny_status st = teeny__conv_loops_check(ctx, tu, &g->Cog, 1);
-    *rows_max = 0;
-    if (st == TEENY_OK && teeny__conv_use_depthwise(tu, g) && conv_cpu_variant(ctx))
-        st = teeny__conv_dw_cpu_rows(ctx, g, 0, rows_max);
-    return st;
-}
