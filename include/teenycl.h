@@ -343,8 +343,17 @@ TEENY_API teeny_status teeny_batchnorm_fold(teeny_ctx *ctx, const teeny_tensor *
  * call TEENY_ERR_ARG. Nothing is modified then. Reductions are
  * deterministic (no atomics): the same inputs give bit-identical results
  * on the same device. */
-typedef struct { int stride[2], pad[2], dilation[2], groups; } teeny_conv2d_params; /* [0] = H, [1] = W */
-#define TEENY_CONV2D_PARAMS_INIT { {1, 1}, {0, 0}, {1, 1}, 1 }
+typedef struct {
+    int stride[2], pad[2], dilation[2], groups; /* [0] = H, [1] = W */
+    /* Appended after 0.1 (0, as an initializer that stops early leaves
+     * it, keeps the symmetric padding; rebuild code compiled against the
+     * older header): the padding after the input is pad + pad_end_extra
+     * (>= 0; ONNX's pads end - begin), so OH = (H + pad + pad_end -
+     * dilation*(KH-1) - 1) / stride + 1. The padding after only changes
+     * the output's size. */
+    int pad_end_extra[2];
+} teeny_conv2d_params;
+#define TEENY_CONV2D_PARAMS_INIT { {1, 1}, {0, 0}, {1, 1}, 1, {0, 0} }
 /* Shape inference only (no context; failures are read with
  * teeny_last_error(NULL)): fills y_shape from x_shape and w_shape. A size
  * < 1 is TEENY_ERR_ARG, a size past 2^31 - 1 or an output past 2^31 - 1

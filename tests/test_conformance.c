@@ -298,18 +298,20 @@ END_TEST
 
 typedef struct {
     const char *what;
-    ref_conv c; /* B, Cin, H, W, Cout, KH, KW, sh, sw, ph, pw, dh, dw, G */
+    ref_conv c; /* B, Cin, H, W, Cout, KH, KW, sh, sw, ph, pw, dh, dw, G, peh, pew */
 } conv_case;
 
 static const conv_case conv_cases[] = {
-    {"dense 3x3", {2, 3, 6, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1}},
-    {"1x1", {2, 4, 4, 4, 6, 1, 1, 1, 1, 0, 0, 1, 1, 1}},
-    {"strided", {1, 3, 7, 7, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1}},
-    {"dilated", {1, 2, 7, 6, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1}},
-    {"grouped", {2, 4, 5, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2}},
-    {"depthwise", {2, 4, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4}},
-    {"depthwise x2", {1, 3, 5, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 3}},
-    {"depthwise strided", {2, 2, 9, 9, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2}},
+    {"dense 3x3", {2, 3, 6, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+    {"1x1", {2, 4, 4, 4, 6, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}},
+    {"strided", {1, 3, 7, 7, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0}},
+    {"dilated", {1, 2, 7, 6, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1, 0, 0}},
+    {"grouped", {2, 4, 5, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}},
+    {"depthwise", {2, 4, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0, 0}},
+    {"depthwise x2", {1, 3, 5, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}},
+    {"depthwise strided", {2, 2, 9, 9, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, 0, 0}},
+    {"pads after apart (ONNX)", {2, 3, 7, 6, 4, 3, 2, 2, 1, 1, 0, 1, 1, 1, -1, 2}},
+    {"1x1 padded after (ONNX)", {2, 4, 4, 4, 6, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2}},
 };
 
 static teeny_conv2d_params conv_params(const ref_conv *c)
@@ -322,6 +324,8 @@ static teeny_conv2d_params conv_params(const ref_conv *c)
     p.dilation[0] = c->dh;
     p.dilation[1] = c->dw;
     p.groups = c->G;
+    p.pad_end_extra[0] = c->peh;
+    p.pad_end_extra[1] = c->pew;
     return p;
 }
 
@@ -340,7 +344,7 @@ static void conv_run(const conv_case *k, const char *tuning, uint64_t seed)
              k->what, tuning, c->B, c->Cin, c->H, c->W, c->Cout, c->KH, c->KW, c->sh, c->sw, c->ph, c->pw, c->dh, c->dw,
              c->G, (unsigned long long)seed);
     size_t nx = ref_conv_x_numel(c), nw = ref_conv_w_numel(c), ny = ref_conv_y_numel(c), C = (size_t)c->Cout;
-    int OH = ref_conv_out(c->H, c->KH, c->sh, c->ph, c->dh), OW = ref_conv_out(c->W, c->KW, c->sw, c->pw, c->dw);
+    int OH = ref_conv_oh(c), OW = ref_conv_ow(c);
     int64_t xs[4] = {c->B, c->Cin, c->H, c->W}, ws[4] = {c->Cout, c->Cin / c->G, c->KH, c->KW},
             ys[4] = {c->B, c->Cout, OH, OW}, cs[1] = {c->Cout};
     float *x = rnd(&r, nx, 0, 1), *w = rnd(&r, nw, 0, 0.5), *b = rnd(&r, C, 0, 0.5), *dy = rnd(&r, ny, 0, 1),
@@ -864,9 +868,9 @@ START_TEST(test_conformance_long_loops)
     bn_case(4, 4, 4, 525, 525, 1100);
     th_compute_units(0);
     static const conv_case big[] = {
-        {"depthwise, whole planes", {16, 8, 100, 100, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8}},
-        {"1x1, weight gradient over 80000", {8, 4, 100, 100, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1}},
-        {"3x3, weight gradient over 80000", {8, 4, 100, 100, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1}},
+        {"depthwise, whole planes", {16, 8, 100, 100, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, 0, 0}},
+        {"1x1, weight gradient over 80000", {8, 4, 100, 100, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}},
+        {"3x3, weight gradient over 80000", {8, 4, 100, 100, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
     };
     for (int i = 0; i < 3; i++)
         conv_run(&big[i], "own", 1110 + (uint64_t)i);

@@ -146,14 +146,11 @@ static teeny_status op_conv(ox_import *im)
     sp.kernel[1] = sp.nsp == 2 ? w->shape.d[3] : 1;
     if ((st = teeny__ox_spatial_attrs(im, xs->d + 2, &sp, 1)) != TEENY_OK)
         return st;
-    for (int i = 0; i < sp.nsp; i++)
-        if (sp.pad[i] != sp.pad_end[i])
-            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute pads: asymmetric padding (%lld before, %lld "
-                                  "after) along axis %d", (long long)sp.pad[i], (long long)sp.pad_end[i], i);
     teeny_conv2d_params p = TEENY_CONV2D_PARAMS_INIT;
     for (int i = 0; i < 2; i++) {
         p.stride[i] = (int)sp.stride[i];
         p.pad[i] = (int)sp.pad[i];
+        p.pad_end_extra[i] = (int)(sp.pad_end[i] - sp.pad[i]); /* both pads within int32 */
         p.dilation[i] = (int)sp.dil[i];
     }
     p.groups = (int)group;

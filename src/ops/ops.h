@@ -45,6 +45,7 @@ typedef struct { int first_channel, count; } teeny__slice_attrs;     /* concat.c
 typedef struct {
     int stride[2], pad[2], dilation[2], groups; /* [0] = H, [1] = W */
     teeny_act act;                              /* fused into the forward epilogue */
+    int pad_end_extra[2];                       /* the padding after is pad + pad_end_extra */
     int has_bias;                               /* 0 or 1 */
     int out_channels, kernel_h, kernel_w;       /* the weight's shape; read by infer only */
     int in_per_group;                           /* the weight's dimension 1 (infer only); 0: Cin / groups */
@@ -75,6 +76,7 @@ static inline teeny__conv2d_attrs teeny__conv2d_attrs_of(const teeny_conv2d_para
                                  {p->dilation[0], p->dilation[1]},
                                  p->groups,
                                  act,
+                                 {p->pad_end_extra[0], p->pad_end_extra[1]},
                                  has_bias,
                                  out_channels,
                                  kernel_h,
