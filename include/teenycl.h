@@ -487,8 +487,17 @@ TEENY_API teeny_status teeny_batchnorm_fold(teeny_ctx *ctx, const teeny_tensor *
  * call TEENY_ERR_ARG. Nothing is modified then. Reductions are
  * deterministic (no atomics): the same inputs give bit-identical results
  * on the same device. */
-typedef struct { int stride[2], pad[2], dilation[2], groups; } teeny_conv2d_params; /* [0] = H, [1] = W */
-#define TEENY_CONV2D_PARAMS_INIT { {1, 1}, {0, 0}, {1, 1}, 1 }
+typedef struct {
+    int stride[2], pad[2], dilation[2], groups; /* [0] = H, [1] = W */
+    /* Appended after 0.1 (0, as an initializer that stops early leaves
+     * it, keeps the symmetric padding; rebuild code compiled against the
+     * older header): the padding after the input is pad + pad_end_extra
+     * (>= 0; ONNX's pads end - begin), so OH = (H + pad + pad_end -
+     * dilation*(KH-1) - 1) / stride + 1. The padding after only changes
+     * the output's size. */
+    int pad_end_extra[2];
+} teeny_conv2d_params;
+#define TEENY_CONV2D_PARAMS_INIT { {1, 1}, {0, 0}, {1, 1}, 1, {0, 0} }
 /* Shape inference only (no context; failures are read with
  * teeny_last_error(NULL)): fills y_shape from x_shape and w_shape. A size
  * < 1 is TEENY_ERR_ARG, a size past 2^31 - 1 or an output past 2^31 - 1
@@ -727,30 +736,69 @@ TEENY_API teeny_status teeny_mul(teeny_ctx *ctx, const teeny_tensor *a, const te
 TEENY_API teeny_status teeny_mul_backward(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b,
     const teeny_tensor *dy, teeny_tensor *da, teeny_tensor *db);
 
-/* 2-D pooling over x [B, C, H, W] -> y [B, C, OH, OW], PyTorch semantics:
- * OH = floor((H + 2*pad - kernel) / stride) + 1 (same for W), kernel and
- * stride >= 1, 0 <= pad <= kernel / 2, H + 2*pad >= kernel. [0] = H, [1] = W. */
-typedef struct { int kernel[2], stride[2], pad[2]; } teeny_pool2d_params;
-#define TEENY_POOL2D_PARAMS_INIT { {2, 2}, {2, 2}, {0, 0} }
+/* 2-D pooling over x [B, C, H, W] -> y [B, C, OH, OW]. [0] = H, [1] = W.
+ * With the fields of 0.1 alone (kernel, stride, pad; the later ones 0),
+ * PyTorch's semantics: OH = floor((H + 2*pad - kernel) / stride) + 1,
+ * kernel and stride >= 1, 0 <= pad <= kernel / 2, H + 2*pad >= kernel.
+ * The fields appended later (each 0 keeps the old meaning, which an
+ * initializer that stops early leaves them; TEENY_POOL2D_PARAMS_INIT
+ * spells them out) add what ONNX's MaxPool/AveragePool and PyTorch's
+ * options express. Per axis, with d = dilation (0 counts as 1), the
+ * window's taps are d apart, its span K = d*(kernel - 1) + 1, the
+ * padding before the input pad and after it pe = pad + pad_end_extra
+ * (ONNX's pads begin and end: pad_end_extra = end - begin):
+ *   OH = floor((H + pad + pe - K) / stride) + 1, or with ceil_mode the
+ *        ceiling, less one where that last window would start at or past
+ *        H + pad (PyTorch's rule, and ONNX's);
+ *   H + pad + pe >= K, pad >= 0, pe >= 0, dilation >= 0, flags 0 or 1;
+ *   pad, pe <= K / 2 unless large_pads (ONNX allows any padding: a window
+ *        entirely in the padding then gives -inf with argmax -1 for max
+ *        pooling, 0 for an average with count_include_pad and NaN (0/0)
+ *        for one without).
+ * Average pooling divides each window by the taps it counts: those in the
+ * padded input (count_include_pad, PyTorch's default; with ceil_mode a
+ * window past the padding counts only its taps inside, as PyTorch) or,
+ * with exclude_pad, those inside x. Max pooling ignores exclude_pad.
+ * Fields appended after 0.1 change the struct's size: rebuild code that
+ * was compiled against the older header. */
+typedef struct {
+    int kernel[2], stride[2], pad[2];
+    int pad_end_extra[2]; /* the padding after the input is pad + pad_end_extra (>= 0) */
+    int dilation[2];      /* taps dilation apart; 0 or 1: contiguous */
+    int ceil_mode;        /* 1: ceiling output size (PyTorch ceil_mode, ONNX ceil_mode) */
+    int exclude_pad;      /* average: 1 divides by the taps inside x (count_include_pad = 0) */
+    int large_pads;       /* 1: either padding may pass half the kernel span (ONNX) */
+} teeny_pool2d_params;
+#define TEENY_POOL2D_PARAMS_INIT { {2, 2}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, 0, 0, 0 }
 /* y_shape from x_shape: TEENY_ERR_ARG for bad parameters, TEENY_ERR_SHAPE
- * for a size < 1 or a kernel larger than the padded input, TEENY_ERR_RANGE
- * when x or y has more than 2^31 - 1 elements or H + 2*pad (W + 2*pad)
- * passes 2^31 - 1; every pooling call and graph builder checks the same.
- * The window itself may hold more than 2^31 positions (a large kernel over
- * a small padded input). */
+ * for a size < 1 or a kernel span larger than the padded input,
+ * TEENY_ERR_RANGE when x or y has more than 2^31 - 1 elements or
+ * H + pad + pe (W + ...) or the kernel span passes 2^31 - 1; every pooling
+ * call and graph builder checks the same. The window itself may hold more
+ * than 2^31 positions (a large kernel over a small padded input). */
 TEENY_API teeny_status teeny_pool2d_output_shape(const teeny_pool2d_params *p, const int64_t x_shape[4], int64_t y_shape[4]);
 /* Max pooling; padding counts as -inf, a NaN in a window wins (as PyTorch).
  * argmax (int32, shape of y) receives each maximum's index h * W + w within
- * its [H, W] plane; it may be NULL when no backward follows. */
+ * its [H, W] plane (the first one on ties); it may be NULL when no
+ * backward follows. */
 TEENY_API teeny_status teeny_maxpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *p,
     const teeny_tensor *x, teeny_tensor *y, teeny_tensor *argmax);
 /* dx[i] = sum of dy over the windows whose argmax is i (a gather: no
  * atomics). x supplies the shape only. */
 TEENY_API teeny_status teeny_maxpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p,
     const teeny_tensor *x, const teeny_tensor *argmax, const teeny_tensor *dy, teeny_tensor *dx);
-/* Average pooling with count_include_pad (PyTorch's default): every window
- * divides by kernel[0] * kernel[1] (formed in 64-bit integers, then
- * rounded to float once, so windows past 2^31 positions are exact too). */
+/* ONNX MaxPool's Indices: indices (int32, shape of y) = the index of each
+ * window's maximum in all of x flattened, ((b*C + c)*H + h)*W + w, or
+ * with column_major (ONNX storage_order 1) (b*C + c)*H*W + w*H + h; -1
+ * for a window entirely in the padding. Same windows and ties as
+ * teeny_maxpool2d_forward; no gradient. */
+TEENY_API teeny_status teeny_maxpool2d_indices(teeny_ctx *ctx, const teeny_pool2d_params *p,
+    const teeny_tensor *x, int column_major, teeny_tensor *indices);
+/* Average pooling. With the fields of 0.1 (count_include_pad, PyTorch's
+ * default) every window divides by kernel[0] * kernel[1] (formed in
+ * 64-bit integers, then rounded to float once, so windows past 2^31
+ * positions are exact too); with the later fields each window divides by
+ * the taps it counts (above). */
 TEENY_API teeny_status teeny_avgpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *p,
     const teeny_tensor *x, teeny_tensor *y);
 TEENY_API teeny_status teeny_avgpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p,
@@ -759,6 +807,14 @@ TEENY_API teeny_status teeny_avgpool2d_backward(teeny_ctx *ctx, const teeny_pool
 TEENY_API teeny_status teeny_global_avgpool_forward(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y);
 /* dx[b, c, h, w] = dy[b, c] / (H * W). */
 TEENY_API teeny_status teeny_global_avgpool_backward(teeny_ctx *ctx, const teeny_tensor *dy, teeny_tensor *dx);
+/* y [B, C] (or [B, C, 1, 1]) = max of x [B, C, H, W] over H, W (a NaN
+ * wins); argmax (int32 [B, C] or [B, C, 1, 1], or NULL when no backward
+ * follows) receives h * W + w of the first maximum. */
+TEENY_API teeny_status teeny_global_maxpool_forward(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y,
+    teeny_tensor *argmax);
+/* dx[b, c, h, w] = dy[b, c] where h * W + w is the plane's argmax, else 0. */
+TEENY_API teeny_status teeny_global_maxpool_backward(teeny_ctx *ctx, const teeny_tensor *argmax,
+    const teeny_tensor *dy, teeny_tensor *dx);
 
 /* Fully connected layer, PyTorch layout: x [N, in], w [out, in], bias [out]
  * or NULL, y [N, out] = x * w^T + bias. */
@@ -889,6 +945,12 @@ TEENY_API teeny_status teeny_graph_conv2d(teeny_graph *g, const char *name, teen
 TEENY_API teeny_status teeny_graph_maxpool2d(teeny_graph *g, const char *name, teeny_node x, const teeny_pool2d_params *p, teeny_node *out);
 TEENY_API teeny_status teeny_graph_avgpool2d(teeny_graph *g, const char *name, teeny_node x, const teeny_pool2d_params *p, teeny_node *out);
 TEENY_API teeny_status teeny_graph_global_avgpool(teeny_graph *g, const char *name, teeny_node x, teeny_node *out);
+/* Global max pooling: [B, C] (training saves its argmax). */
+TEENY_API teeny_status teeny_graph_global_maxpool(teeny_graph *g, const char *name, teeny_node x, teeny_node *out);
+/* ONNX MaxPool's Indices (teeny_maxpool2d_indices): an int32 value of the
+ * pooled shape; no gradient flows through it. */
+TEENY_API teeny_status teeny_graph_maxpool2d_indices(teeny_graph *g, const char *name, teeny_node x,
+    const teeny_pool2d_params *p, int column_major, teeny_node *out);
 /* Linear on [B, in]: params "weight" [out_features, in], with bias "bias". */
 TEENY_API teeny_status teeny_graph_linear(teeny_graph *g, const char *name, teeny_node x, int out_features, int bias, teeny_node *out);
 /* Mean softmax cross-entropy of logits [B, K] against int32 labels [B]: a [1] value. */
@@ -957,9 +1019,10 @@ TEENY_API teeny_status teeny_plan_forward(teeny_plan *p);
  * the same gradients. */
 TEENY_API teeny_status teeny_plan_backward(teeny_plan *p);
 TEENY_API teeny_status teeny_plan_zero_grad(teeny_plan *p);
-/* Host syncs: read node n's value (count == numel), or the scalar loss.
- * TEENY_ERR_STATE before the plan's first forward (there is no value yet;
- * inputs excepted), and so for loss_start. */
+/* Host syncs: read node n's value (count == numel; an int32 value, such as
+ * labels or teeny_graph_maxpool2d_indices', converted to float), or the
+ * scalar loss. TEENY_ERR_STATE before the plan's first forward (there is
+ * no value yet; inputs excepted), and so for loss_start. */
 TEENY_API teeny_status teeny_plan_read(teeny_plan *p, teeny_node n, float *dst, size_t count);
 TEENY_API teeny_status teeny_plan_read_loss(teeny_plan *p, float *loss);
 /* Non-blocking loss read: start enqueues the copy, wait blocks for it. */

@@ -298,18 +298,20 @@ END_TEST
 
 typedef struct {
     const char *what;
-    ref_conv c; /* B, Cin, H, W, Cout, KH, KW, sh, sw, ph, pw, dh, dw, G */
+    ref_conv c; /* B, Cin, H, W, Cout, KH, KW, sh, sw, ph, pw, dh, dw, G, peh, pew */
 } conv_case;
 
 static const conv_case conv_cases[] = {
-    {"dense 3x3", {2, 3, 6, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1}},
-    {"1x1", {2, 4, 4, 4, 6, 1, 1, 1, 1, 0, 0, 1, 1, 1}},
-    {"strided", {1, 3, 7, 7, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1}},
-    {"dilated", {1, 2, 7, 6, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1}},
-    {"grouped", {2, 4, 5, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2}},
-    {"depthwise", {2, 4, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4}},
-    {"depthwise x2", {1, 3, 5, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 3}},
-    {"depthwise strided", {2, 2, 9, 9, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2}},
+    {"dense 3x3", {2, 3, 6, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+    {"1x1", {2, 4, 4, 4, 6, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}},
+    {"strided", {1, 3, 7, 7, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0}},
+    {"dilated", {1, 2, 7, 6, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1, 0, 0}},
+    {"grouped", {2, 4, 5, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}},
+    {"depthwise", {2, 4, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0, 0}},
+    {"depthwise x2", {1, 3, 5, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}},
+    {"depthwise strided", {2, 2, 9, 9, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, 0, 0}},
+    {"pads after apart (ONNX)", {2, 3, 7, 6, 4, 3, 2, 2, 1, 1, 0, 1, 1, 1, -1, 2}},
+    {"1x1 padded after (ONNX)", {2, 4, 4, 4, 6, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2}},
 };
 
 static teeny_conv2d_params conv_params(const ref_conv *c)
@@ -322,6 +324,8 @@ static teeny_conv2d_params conv_params(const ref_conv *c)
     p.dilation[0] = c->dh;
     p.dilation[1] = c->dw;
     p.groups = c->G;
+    p.pad_end_extra[0] = c->peh;
+    p.pad_end_extra[1] = c->pew;
     return p;
 }
 
@@ -340,7 +344,7 @@ static void conv_run(const conv_case *k, const char *tuning, uint64_t seed)
              k->what, tuning, c->B, c->Cin, c->H, c->W, c->Cout, c->KH, c->KW, c->sh, c->sw, c->ph, c->pw, c->dh, c->dw,
              c->G, (unsigned long long)seed);
     size_t nx = ref_conv_x_numel(c), nw = ref_conv_w_numel(c), ny = ref_conv_y_numel(c), C = (size_t)c->Cout;
-    int OH = ref_conv_out(c->H, c->KH, c->sh, c->ph, c->dh), OW = ref_conv_out(c->W, c->KW, c->sw, c->pw, c->dw);
+    int OH = ref_conv_oh(c), OW = ref_conv_ow(c);
     int64_t xs[4] = {c->B, c->Cin, c->H, c->W}, ws[4] = {c->Cout, c->Cin / c->G, c->KH, c->KW},
             ys[4] = {c->B, c->Cout, OH, OW}, cs[1] = {c->Cout};
     float *x = rnd(&r, nx, 0, 1), *w = rnd(&r, nw, 0, 0.5), *b = rnd(&r, C, 0, 0.5), *dy = rnd(&r, ny, 0, 1),
@@ -578,9 +582,9 @@ START_TEST(test_conformance_pool)
     teeny_ctx *ctx = th_ctx();
     th_rng r = th_rng_make(600);
     const char *repro = "pool B 2 C 3 H 7 W 6 kernel 3x2 stride 2x2 pad 1x1 seed 600";
-    ref_pool g = {2, 3, 7, 6, 3, 2, 2, 2, 1, 1, 0, 0};
+    ref_pool g = {.B = 2, .C = 3, .H = 7, .W = 6, .kh = 3, .kw = 2, .sh = 2, .sw = 2, .ph = 1, .pw = 1};
     ref_pool_geom(&g);
-    teeny_pool2d_params p = {{g.kh, g.kw}, {g.sh, g.sw}, {g.ph, g.pw}};
+    teeny_pool2d_params p = {.kernel = {g.kh, g.kw}, .stride = {g.sh, g.sw}, .pad = {g.ph, g.pw}};
     size_t nx = (size_t)g.B * g.C * g.H * g.W, ny = (size_t)g.B * g.C * g.OH * g.OW, nbc = (size_t)g.B * g.C;
     int S = g.H * g.W;
     int64_t xs[4] = {g.B, g.C, g.H, g.W}, ys[4] = {g.B, g.C, g.OH, g.OW}, gs[2] = {g.B, g.C};
@@ -642,9 +646,50 @@ START_TEST(test_conformance_pool)
     TH_OK(ctx, teeny_global_avgpool_backward(ctx, tdg.t, tdx.t));
     ref_gap_backward(g.B, g.C, S, dgd, dx);
     expect(&tdx, dx, NULL, TOL, "gap dx", repro);
+    /* global max pooling, and ONNX's window options: dilation 2, pads
+     * before and after apart (past half the span), ceil_mode,
+     * count_include_pad=0, the flat indices */
+    int32_t garg[6];
+    th_dev tga = th_dev_make(ctx, 1, 2, gs, OUT_OFF, NULL);
+    th_poison(tgy.t);
+    TH_OK(ctx, teeny_global_maxpool_forward(ctx, tx.t, tgy.t, tga.t));
+    ck_assert(nbc <= 6);
+    ref_gmp_forward(g.B, g.C, S, xd, gy, garg);
+    expect(&tgy, gy, NULL, TOL, "global max y", repro);
+    th_poison(tdx.t);
+    TH_OK(ctx, teeny_global_maxpool_backward(ctx, tga.t, tdg.t, tdx.t));
+    ref_gmp_backward(g.B, g.C, S, garg, dgd, dx);
+    expect(&tdx, dx, NULL, TOL, "global max dx", repro);
+    ref_pool o = {.B = 2, .C = 3, .H = 7, .W = 6, .kh = 3, .kw = 2, .sh = 2, .sw = 2, .ph = 2, .pw = 1,
+                  .peh = -1, .pew = 2, .dh = 2, .dw = 2, .ceil_mode = 1, .exclude_pad = 1};
+    ref_pool_geom(&o);
+    ck_assert(o.OH == g.OH && o.OW == g.OW); /* 4 x 2: the same y, dy */
+    teeny_pool2d_params po = {.kernel = {o.kh, o.kw}, .stride = {o.sh, o.sw}, .pad = {o.ph, o.pw},
+                              .pad_end_extra = {o.peh, o.pew}, .dilation = {o.dh, o.dw}, .ceil_mode = 1,
+                              .exclude_pad = 1, .large_pads = 1};
+    th_poison(ty.t);
+    TH_OK(ctx, teeny_avgpool2d_forward(ctx, &po, tx.t, ty.t));
+    ref_avgpool_forward(&o, xd, y);
+    expect(&ty, y, NULL, TOL, "avgpool y (ONNX options)", repro);
+    th_poison(tdx.t);
+    TH_OK(ctx, teeny_avgpool2d_backward(ctx, &po, tx.t, tdy.t, tdx.t));
+    ref_avgpool_backward(&o, dyd, dx);
+    expect(&tdx, dx, NULL, TOL, "avgpool dx (ONNX options)", repro);
+    th_poison(ty.t);
+    TH_OK(ctx, teeny_maxpool2d_forward(ctx, &po, tx.t, ty.t, ta.t));
+    ref_maxpool_forward(&o, xd, y, arg);
+    expect(&ty, y, NULL, TOL, "maxpool y (ONNX options)", repro);
+    th_poison(tdx.t);
+    TH_OK(ctx, teeny_maxpool2d_backward(ctx, &po, tx.t, ta.t, tdy.t, tdx.t));
+    ref_maxpool_backward(&o, arg, dyd, dx);
+    expect(&tdx, dx, NULL, TOL, "maxpool dx (ONNX options)", repro);
+    TH_OK(ctx, teeny_maxpool2d_indices(ctx, &po, tx.t, 0, ta.t));
+    TH_OK(ctx, teeny_tensor_read_i32(ta.t, got_arg, ny));
+    for (size_t i = 0; i < ny; i++)
+        ck_assert_msg(got_arg[i] == (int32_t)(i / (size_t)(o.OH * o.OW)) * S + arg[i], "indices[%zu]; %s", i, repro);
     cov_stop();
-    th_dev *ds[] = {&tx, &tdy, &tdg, &ty, &tdx, &tgy, &ta};
-    free_devs(ds, 7);
+    th_dev *ds[] = {&tx, &tdy, &tdg, &ty, &tdx, &tgy, &ta, &tga};
+    free_devs(ds, 8);
     void *hs[] = {x, dy, dg, xd, dyd, dgd, y, dx, gy, gmag, arg, got_arg};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         free(hs[i]);
@@ -723,9 +768,9 @@ static void long_pool(void)
     teeny_ctx *ctx = th_ctx();
     th_rng r = th_rng_make(1200);
     const char *repro = "pool x [1, 2, 302, 302] kernel 300x300 stride 1; global pooling x [1, 2, 1100, 1100]";
-    ref_pool g = {1, 2, 302, 302, 300, 300, 1, 1, 0, 0, 0, 0};
+    ref_pool g = {.B = 1, .C = 2, .H = 302, .W = 302, .kh = 300, .kw = 300, .sh = 1, .sw = 1};
     ref_pool_geom(&g);
-    teeny_pool2d_params p = {{300, 300}, {1, 1}, {0, 0}};
+    teeny_pool2d_params p = {.kernel = {300, 300}, .stride = {1, 1}, .pad = {0, 0}};
     size_t nx = (size_t)2 * 302 * 302, ny = (size_t)2 * g.OH * g.OW, ng = (size_t)2 * 1100 * 1100;
     int64_t xs[4] = {1, 2, 302, 302}, ys[4] = {1, 2, g.OH, g.OW}, gxs[4] = {1, 2, 1100, 1100}, gys[2] = {1, 2};
     float *x = rnd(&r, nx, 0, 1), *gx = rnd(&r, ng, 0.5, 1);
@@ -823,9 +868,9 @@ START_TEST(test_conformance_long_loops)
     bn_case(4, 4, 4, 525, 525, 1100);
     th_compute_units(0);
     static const conv_case big[] = {
-        {"depthwise, whole planes", {16, 8, 100, 100, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8}},
-        {"1x1, weight gradient over 80000", {8, 4, 100, 100, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1}},
-        {"3x3, weight gradient over 80000", {8, 4, 100, 100, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1}},
+        {"depthwise, whole planes", {16, 8, 100, 100, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, 0, 0}},
+        {"1x1, weight gradient over 80000", {8, 4, 100, 100, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}},
+        {"3x3, weight gradient over 80000", {8, 4, 100, 100, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
     };
     for (int i = 0; i < 3; i++)
         conv_run(&big[i], "own", 1110 + (uint64_t)i);

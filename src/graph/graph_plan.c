@@ -230,8 +230,8 @@ static teeny_status bind_tensors(teeny_plan *p, const teeny__backward *bw, const
             st = teeny_tensor_view(p->value[nd->in[0]], 0, s->ndim, s->shape, &p->value[i]);
         else if (nd->kind == TEENY__NODE_CONST)
             st = teeny_tensor_view(nd->constant, 0, s->ndim, s->shape, &p->value[i]);
-        else
-            st = arena_view(p, &mp->bufs[mp->value_buf[i]], s, &p->value[i]);
+        else if ((st = arena_view(p, &mp->bufs[mp->value_buf[i]], s, &p->value[i])) == TEENY_OK && s->is_i32)
+            p->value[i]->dtype = TEENY__I32; /* an int32 value (indices) in the arena's 4-byte slots */
         for (int j = 0; j < TEENY__OP_MAX_SLOTS && st == TEENY_OK; j++) {
             int b = mp->saved_buf[i * TEENY__OP_MAX_SLOTS + j];
             if (b >= 0) {

@@ -1,12 +1,12 @@
 /*
  * layers.c -- the ONNX ops that become graph nodes, through the public
- * teeny_graph_* builders only: Conv (1-D and 2-D; 1-D as a [L, 1] plane),
- * BatchNormalization (inference form; any rank >= 2 viewed as [N, C, S, 1]),
- * MaxPool / AveragePool / GlobalAveragePool (1-D and 2-D), Gemm and MatMul
- * with a constant weight (a linear layer; leading dimensions folded into
- * rows by views; MatMul of two run-time values: ops_a.c),
- * SoftmaxCrossEntropyLoss (mean, no weights). Activations, arithmetic and
- * Concat are ops_a.c's. Weights come from constants and become parameters under their
+ * teeny_graph_* builders only: BatchNormalization (inference form; any
+ * rank >= 2 viewed as [N, C, S, 1]), Gemm and MatMul with a constant
+ * weight (a linear layer; leading dimensions folded into rows by views;
+ * MatMul of two run-time values: ops_a.c), SoftmaxCrossEntropyLoss (mean,
+ * no weights). Activations, arithmetic and Concat are ops_a.c's; Conv,
+ * ConvTranspose, the pools and Resize spatial.c's. Weights come from
+ * constants and become parameters under their
  * ONNX names (teeny__ox_bind). Every attribute value outside what the graph's ops
  * compute exactly is refused, naming the attribute.
  */
@@ -20,148 +20,6 @@ static const char *const NO_ATTRS[] = {NULL};
 static teeny_status graph_err(ox_import *im, teeny_status st)
 {
     return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
-}
-
-/* ---- spatial attributes (Conv, pools) ---- */
-
-typedef struct {
-    int nsp;                       /* spatial dims: 1 or 2 */
-    int64_t kernel[2], stride[2], pad[2], dil[2];
-} spatial;
-
-/* kernel_shape (when given), strides, dilations, pads / auto_pad for an
- * input of spatial sizes in[]: symmetric padding only. */
-static teeny_status spatial_attrs(ox_import *im, const int64_t *in, spatial *sp, int kernel_given)
-{
-    int64_t v[4];
-    int n;
-    char autopad[32];
-    teeny_status st = teeny__ox_attr_ints(im, "kernel_shape", 2, v, &n);
-    if (st != TEENY_OK)
-        return st;
-    if (n >= 0) {
-        if (n != sp->nsp || (kernel_given && (v[0] != sp->kernel[0] || (n > 1 && v[1] != sp->kernel[1]))))
-            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute kernel_shape does not match the input or weight");
-        for (int i = 0; i < n; i++)
-            sp->kernel[i] = v[i];
-    } else if (!kernel_given) {
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute kernel_shape is missing");
-    }
-    const char *names[2] = {"strides", "dilations"};
-    int64_t *dst[2] = {sp->stride, sp->dil};
-    for (int a = 0; a < 2; a++) {
-        dst[a][0] = dst[a][1] = 1;
-        if ((st = teeny__ox_attr_ints(im, names[a], 2, v, &n)) != TEENY_OK)
-            return st;
-        if (n >= 0 && n != sp->nsp)
-            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute %s has %d values for %d axes", names[a], n, sp->nsp);
-        for (int i = 0; i < n; i++)
-            if ((dst[a][i] = v[i]) < 1 || v[i] > INT32_MAX)
-                return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute %s value %lld", names[a], (long long)v[i]);
-    }
-    for (int i = 0; i < sp->nsp; i++)
-        if (sp->kernel[i] < 1 || sp->kernel[i] > INT32_MAX)
-            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "kernel size %lld", (long long)sp->kernel[i]);
-    if ((st = teeny__ox_attr_string(im, "auto_pad", "NOTSET", autopad, sizeof autopad)) != TEENY_OK ||
-        (st = teeny__ox_attr_ints(im, "pads", 4, v, &n)) != TEENY_OK)
-        return st;
-    sp->pad[0] = sp->pad[1] = 0;
-    if (!strcmp(autopad, "SAME_UPPER") || !strcmp(autopad, "SAME_LOWER")) {
-        for (int i = 0; i < sp->nsp; i++) {
-            int64_t out = (in[i] + sp->stride[i] - 1) / sp->stride[i];
-            int64_t total = (out - 1) * sp->stride[i] + (sp->kernel[i] - 1) * sp->dil[i] + 1 - in[i];
-            total = total < 0 ? 0 : total;
-            if (total % 2)
-                return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute auto_pad=%s pads axis %d unevenly (%lld)",
-                               autopad, i, (long long)total);
-            sp->pad[i] = total / 2;
-        }
-        return TEENY_OK;
-    }
-    if (strcmp(autopad, "NOTSET") && strcmp(autopad, "VALID"))
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute auto_pad=%s", autopad);
-    if (n >= 0 && !strcmp(autopad, "NOTSET")) {
-        if (n != 2 * sp->nsp)
-            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute pads has %d values for %d axes", n, sp->nsp);
-        for (int i = 0; i < sp->nsp; i++) {
-            if (v[i] != v[i + sp->nsp])
-                return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute pads: asymmetric padding (%lld before, %lld "
-                               "after) along axis %d", (long long)v[i], (long long)v[i + sp->nsp], i);
-            if (v[i] < 0 || v[i] > INT32_MAX)
-                return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute pads value %lld", (long long)v[i]);
-            sp->pad[i] = v[i];
-        }
-    }
-    return TEENY_OK;
-}
-
-/* A runtime [N, C, L] value viewed as [N, C, L, 1] (2-D values as they are). */
-static teeny_status as_2d(ox_import *im, int idx, teeny_node *n)
-{
-    const ox_shape *s = &im->vals[idx].shape;
-    ox_shape t = {4, {s->d[0], s->d[1], s->d[2], 1}};
-    if (s->ndim == 4) {
-        *n = im->vals[idx].node;
-        return TEENY_OK;
-    }
-    return teeny__ox_view(im, idx, &t, n);
-}
-
-/* Output 0 from a [N, C, H, W] node; a 1-D op's result viewed back. */
-static teeny_status out_nd(ox_import *im, teeny_node n, int nsp)
-{
-    ox_shape s;
-    teeny_status st = teeny__ox_node_shape(im, n, &s);
-    if (st == TEENY_OK && nsp == 1) {
-        ox_shape t = {3, {s.d[0], s.d[1], s.d[2]}};
-        if (s.d[3] != 1)
-            return teeny__ox_fail(im, TEENY_ERR_STATE, "internal: a 1-D result of width %lld", (long long)s.d[3]);
-        st = teeny__ox_view_node(im, n, &s, &t, &n);
-        s = t;
-    }
-    return st != TEENY_OK ? st : teeny__ox_out_runtime(im, 0, n, &s);
-}
-
-static teeny_status op_conv(ox_import *im)
-{
-    static const char *const attrs[] = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", NULL};
-    int xi, wi, bi;
-    const ox_const *w, *b = NULL;
-    int64_t group;
-    spatial sp = {0};
-    teeny_node x2, y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
-        (st = teeny__ox_attr_int(im, "group", 1, &group)) != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK ||
-        (st = teeny__ox_in_const(im, 1, "W", 1, &w)) != TEENY_OK || (st = teeny__ox_in(im, 1, &wi)) != TEENY_OK ||
-        (st = teeny__ox_in(im, 2, &bi)) != TEENY_OK || (bi >= 0 && (st = teeny__ox_in_const(im, 2, "B", 1, &b)) != TEENY_OK))
-        return st;
-    const ox_shape *xs = &im->vals[xi].shape;
-    if (xs->ndim != 3 && xs->ndim != 4)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%d-D convolution (supported: 1-D and 2-D)", xs->ndim - 2);
-    sp.nsp = xs->ndim - 2;
-    if (w->shape.ndim != xs->ndim || w->shape.d[0] < 1 || w->shape.d[0] > INT32_MAX ||
-        (b && (b->shape.ndim != 1 || b->shape.d[0] != w->shape.d[0])))
-        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "W or B has the wrong shape for X");
-    if (group < 1 || group > INT32_MAX || xs->d[1] % group || w->shape.d[1] * group != xs->d[1])
-        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "group %lld does not divide the %lld channels into W's %lld",
-                       (long long)group, (long long)xs->d[1], (long long)w->shape.d[1]);
-    sp.kernel[0] = w->shape.d[2];
-    sp.kernel[1] = sp.nsp == 2 ? w->shape.d[3] : 1;
-    if ((st = spatial_attrs(im, xs->d + 2, &sp, 1)) != TEENY_OK)
-        return st;
-    teeny_conv2d_params p = {{(int)sp.stride[0], (int)sp.stride[1]}, {(int)sp.pad[0], (int)sp.pad[1]},
-                             {(int)sp.dil[0], (int)sp.dil[1]}, (int)group};
-    if ((st = as_2d(im, xi, &x2)) != TEENY_OK)
-        return st;
-    st = teeny_graph_conv2d(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2, (int)w->shape.d[0], (int)sp.kernel[0],
-                            (int)sp.kernel[1], &p, b != NULL, &y);
-    if (st != TEENY_OK)
-        return graph_err(im, st);
-    if ((st = teeny__ox_bind(im, wi, y, 0, 0, NULL)) != TEENY_OK || (b && (st = teeny__ox_bind(im, bi, y, 0, 1, NULL)) != TEENY_OK))
-        return st;
-    return out_nd(im, y, sp.nsp);
 }
 
 /* BatchNormalization in its inference form (running statistics); the plan's
@@ -221,76 +79,6 @@ static teeny_status op_batchnorm(ox_import *im)
             return st;
     }
     return teeny__ox_out_runtime(im, 0, y, &xs);
-}
-
-static teeny_status op_pool(ox_import *im)
-{
-    static const char *const attrs[] = {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape",
-                                        "pads", "strides", "storage_order", NULL};
-    int xi, is_max = !strcmp(im->node->op_type, "MaxPool");
-    int64_t ceil_mode, include_pad, order;
-    spatial sp = {0};
-    teeny_node x2, y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
-        (st = teeny__ox_attr_int(im, "ceil_mode", 0, &ceil_mode)) != TEENY_OK ||
-        (st = teeny__ox_attr_int(im, "count_include_pad", 0, &include_pad)) != TEENY_OK ||
-        (st = teeny__ox_attr_int(im, "storage_order", 0, &order)) != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK)
-        return st;
-    if ((is_max && teeny__ox_attr(im, "count_include_pad")) || (!is_max && teeny__ox_attr(im, "storage_order")))
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute %s is not an attribute of this op",
-                       is_max ? "count_include_pad" : "storage_order");
-    const ox_shape *xs = &im->vals[xi].shape;
-    if (xs->ndim != 3 && xs->ndim != 4)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%d-D pooling (supported: 1-D and 2-D)", xs->ndim - 2);
-    sp.nsp = xs->ndim - 2;
-    if ((st = spatial_attrs(im, xs->d + 2, &sp, 0)) != TEENY_OK)
-        return st;
-    if (sp.nsp == 1)
-        sp.kernel[1] = sp.stride[1] = 1;
-    for (int i = 0; i < sp.nsp; i++) {
-        int64_t in = xs->d[2 + i], span = in + 2 * sp.pad[i] - sp.kernel[i];
-        if (sp.dil[i] != 1)
-            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute dilations=%lld", (long long)sp.dil[i]);
-        if (2 * sp.pad[i] > sp.kernel[i])
-            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute pads: %lld is more than half the kernel %lld",
-                           (long long)sp.pad[i], (long long)sp.kernel[i]);
-        if (span < 0)
-            return teeny__ox_fail(im, TEENY_ERR_SHAPE, "the kernel %lld is larger than the padded input", (long long)sp.kernel[i]);
-        if (ceil_mode && span % sp.stride[i])
-            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute ceil_mode=1 where it adds a window");
-        if (!is_max && !include_pad && sp.pad[i])
-            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute count_include_pad=0 with padding");
-    }
-    teeny_pool2d_params p = {{(int)sp.kernel[0], (int)sp.kernel[1]}, {(int)sp.stride[0], (int)sp.stride[1]},
-                             {(int)sp.pad[0], (int)sp.pad[1]}};
-    if ((st = as_2d(im, xi, &x2)) != TEENY_OK)
-        return st;
-    st = (is_max ? teeny_graph_maxpool2d : teeny_graph_avgpool2d)(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2, &p, &y);
-    return st != TEENY_OK ? graph_err(im, st) : out_nd(im, y, sp.nsp);
-}
-
-static teeny_status op_global_avgpool(ox_import *im)
-{
-    int xi;
-    teeny_node x2, y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK)
-        return st;
-    ox_shape s = im->vals[xi].shape, g;
-    if (s.ndim != 3 && s.ndim != 4)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "an input of rank %d (supported: 3 and 4)", s.ndim);
-    if ((st = as_2d(im, xi, &x2)) != TEENY_OK)
-        return st;
-    if ((st = teeny_graph_global_avgpool(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2, &y)) != TEENY_OK)
-        return graph_err(im, st);
-    for (int i = 2; i < s.ndim; i++)
-        s.d[i] = 1;
-    if ((st = teeny__ox_node_shape(im, y, &g)) != TEENY_OK || (st = teeny__ox_view_node(im, y, &g, &s, &y)) != TEENY_OK)
-        return st;
-    return teeny__ox_out_runtime(im, 0, y, &s);
 }
 
 /* y = x w (+ bias) as a linear node: x run-time [..., K] (leading
@@ -418,8 +206,7 @@ ox_handler teeny__ox_layer_handler(const char *op)
         const char *op;
         ox_handler fn;
     } table[] = {
-        {"Conv", op_conv}, {"BatchNormalization", op_batchnorm}, {"MaxPool", op_pool}, {"AveragePool", op_pool},
-        {"GlobalAveragePool", op_global_avgpool}, {"Gemm", op_gemm}, {"MatMul", op_matmul},
+        {"BatchNormalization", op_batchnorm}, {"Gemm", op_gemm}, {"MatMul", op_matmul},
         {"SoftmaxCrossEntropyLoss", op_sce},
     };
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)

@@ -13,7 +13,8 @@
  *   values.c  the value table, attributes, node names, errors, views
  *   fold.c    Constant, Shape, Gather, Squeeze/Unsqueeze, Reshape, Cast, ...
  *   arith.c   Slice, Concat and Add/Sub/Mul/Div of constants
- *   layers.c  ops that become graph nodes (Conv, BatchNormalization, ...)
+ *   layers.c  ops that become graph nodes (BatchNormalization, Gemm, ...)
+ *   spatial.c Conv, the pools (ONNX's padding and window options)
  *   import.c  the model: opset, inputs, the node loop, outputs, public API
  */
 #ifndef TEENY_ONNX_INTERNAL_H
@@ -222,5 +223,21 @@ teeny_status teeny__ox_operand(ox_import *im, int i, const char *what, teeny_nod
 int teeny__ox_broadcast(const ox_shape *a, const ox_shape *b, ox_shape *o);
 /* MatMul other than x W with a 2-D constant W (layers.c's linear layer). */
 teeny_status teeny__ox_matmul(ox_import *im);
+/* ---- group B (ONNX phase 2) ---- */
+/* spatial.c: Conv, ConvTranspose, the pools, Resize */
+typedef struct {
+    int nsp;                       /* spatial dims: 1 or 2 */
+    int64_t kernel[2], stride[2], pad[2], pad_end[2], dil[2];
+} ox_spatial;
+ox_handler teeny__ox_spatial_handler(const char *op);
+/* kernel_shape (unless kernel_given: sp->kernel holds it), strides,
+ * dilations, pads or auto_pad for an input of spatial sizes in[]. */
+teeny_status teeny__ox_spatial_attrs(ox_import *im, const int64_t *in, ox_spatial *sp, int kernel_given);
+/* A failed teeny_graph_* call, its message naming the node. */
+teeny_status teeny__ox_graph_fail(ox_import *im, teeny_status st);
+/* A run-time [N, C, L] value as [N, C, L, 1] (4-D as it is), and output
+ * out from such a node (viewed back to 3-D when nsp is 1). */
+teeny_status teeny__ox_as_2d(ox_import *im, int idx, teeny_node *n);
+teeny_status teeny__ox_out_nd(ox_import *im, int out, teeny_node n, int nsp);
 
 #endif

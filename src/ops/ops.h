@@ -45,7 +45,13 @@ static inline teeny__activation_attrs teeny__act_attrs(teeny_act act)
     return at;
 }
 typedef struct { float momentum, eps; } teeny__batchnorm_attrs;      /* batchnorm.c */
-typedef struct { int kernel[2], stride[2], pad[2]; } teeny__pool2d_attrs; /* pool.c: [0] = H, [1] = W */
+typedef struct {
+    int kernel[2], stride[2], pad[2];   /* [0] = H, [1] = W; pad: before the input */
+    int pad_end_extra[2];               /* the padding after is pad + pad_end_extra */
+    int dilation[2];                    /* 0 counts as 1 */
+    int ceil_mode, exclude_pad, large_pads;
+    int storage_order;                  /* maxpool2d_indices: 1 counts each plane column-major */
+} teeny__pool2d_attrs;                  /* pool.c */
 typedef struct { int out_features, has_bias; } teeny__linear_attrs;  /* linear.c */
 typedef struct {
     int n_inputs;       /* 1..TEENY__OP_MAX_SLOTS, the node's inputs */
@@ -55,6 +61,7 @@ typedef struct { int first_channel, count; } teeny__slice_attrs;     /* concat.c
 typedef struct {
     int stride[2], pad[2], dilation[2], groups; /* [0] = H, [1] = W */
     teeny_act act;                              /* fused into the forward epilogue */
+    int pad_end_extra[2];                       /* the padding after is pad + pad_end_extra */
     int has_bias;                               /* 0 or 1 */
     int out_channels, kernel_h, kernel_w;       /* the weight's shape; read by infer only */
     int in_per_group;                           /* the weight's dimension 1 (infer only); 0: Cin / groups */
@@ -67,7 +74,15 @@ typedef struct { int heads, height, width; } teeny__psa_merge_attrs; /* psa.c */
  * graph builders both take them). */
 static inline teeny__pool2d_attrs teeny__pool2d_attrs_of(const teeny_pool2d_params *p)
 {
-    return (teeny__pool2d_attrs){{p->kernel[0], p->kernel[1]}, {p->stride[0], p->stride[1]}, {p->pad[0], p->pad[1]}};
+    return (teeny__pool2d_attrs){{p->kernel[0], p->kernel[1]},
+                                 {p->stride[0], p->stride[1]},
+                                 {p->pad[0], p->pad[1]},
+                                 {p->pad_end_extra[0], p->pad_end_extra[1]},
+                                 {p->dilation[0], p->dilation[1]},
+                                 p->ceil_mode,
+                                 p->exclude_pad,
+                                 p->large_pads,
+                                 0};
 }
 static inline teeny__conv2d_attrs teeny__conv2d_attrs_of(const teeny_conv2d_params *p, teeny_act act, int has_bias,
                                                          int out_channels, int kernel_h, int kernel_w, int in_per_group)
@@ -77,6 +92,7 @@ static inline teeny__conv2d_attrs teeny__conv2d_attrs_of(const teeny_conv2d_para
                                  {p->dilation[0], p->dilation[1]},
                                  p->groups,
                                  act,
+                                 {p->pad_end_extra[0], p->pad_end_extra[1]},
                                  has_bias,
                                  out_channels,
                                  kernel_h,
@@ -211,6 +227,11 @@ enum { TEENY__MAXPOOL2D_X, TEENY__MAXPOOL2D_Y, TEENY__MAXPOOL2D_ARGMAX, TEENY__M
 enum { TEENY__MAXPOOL2D_OUT_ARGMAX = 1 };
 enum { TEENY__AVGPOOL2D_X, TEENY__AVGPOOL2D_Y, TEENY__AVGPOOL2D_DY, TEENY__AVGPOOL2D_IN_SLOTS };
 enum { TEENY__GLOBAL_AVGPOOL_X, TEENY__GLOBAL_AVGPOOL_Y, TEENY__GLOBAL_AVGPOOL_DY, TEENY__GLOBAL_AVGPOOL_IN_SLOTS };
+/* group B: pool.c */
+enum { TEENY__MAXPOOL2D_INDICES_X, TEENY__MAXPOOL2D_INDICES_IN_SLOTS }; /* no gradient: the inputs alone */
+enum { TEENY__GLOBAL_MAXPOOL_X, TEENY__GLOBAL_MAXPOOL_Y, TEENY__GLOBAL_MAXPOOL_ARGMAX, TEENY__GLOBAL_MAXPOOL_DY,
+       TEENY__GLOBAL_MAXPOOL_IN_SLOTS };
+enum { TEENY__GLOBAL_MAXPOOL_OUT_ARGMAX = 1 };
 /* linear.c */
 enum { TEENY__LINEAR_X, TEENY__LINEAR_WEIGHT, TEENY__LINEAR_BIAS, TEENY__LINEAR_Y, TEENY__LINEAR_DY, TEENY__LINEAR_IN_SLOTS };
 /* loss.c */
