@@ -574,38 +574,26 @@ static long split_run(const conv_case *k, const conv_data *d, float **out, teeny
  * unit of a GEMM is TEENY_ERR_UNSUPPORTED before anything is written. The
  * plans are a 2-compute-unit device's (llvmpipe here; a 16-core PoCL gave
  * the depthwise kernels rows short enough not to split). */
-START_TEST(test_conv2d_split_loops)
+typedef struct {
+    conv_case k;
+    const char *profile; /* NULL: the device's own */
+    long limit;
+    int same; /* outputs whose bits equal the unlimited run's: 1 y, 2 dx, 4 dw, 8 dbias */
+} split_case;
+
+static void split_cases(const split_case *cases, int n, uint64_t seed0)
 {
-    static const struct {
-        conv_case k;
-        const char *profile; /* NULL: the device's own */
-        long limit;
-        int same; /* outputs whose bits equal the unlimited run's: 1 y, 2 dx, 4 dw, 8 dbias */
-    } cases[] = {
-        {{{2, 24, 10, 10, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0}, NULL, 4000, 1 | 2},
-        {{{2, 40, 12, 12, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0}, NULL, 2000, 1 | 2},
-        {{{2, 6, 19, 17, 10, 4, 3, 2, 3, 1, 2, 2, 1, 2, 0, 0}, 1, 0, 0}, NULL, 2000, 1 | 2},
-        {{{2, 8, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, 0, 0}, 1, 0, 0}, NULL, 4000, 1 | 2},   /* depthwise: rows */
-        {{{1, 4, 9, 150, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0, 0}, 1, 0, 0}, NULL, 2000, 0}, /* rows too long: dwconv_fwd/dx */
-        {{{1, 4, 30, 30, 4, 15, 15, 1, 1, 7, 7, 1, 1, 4, 0, 0}, 1, 0, 0}, NULL, 2000, 0}, /* and their items too: GEMM */
-        {{{1, 2, 3, 1200, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0}, NULL, 2000, 0},  /* dw: a row too long, GEMM */
-        {{{4, 2, 160, 160, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0}, NULL, 4000, 1 | 2 | 4}, /* dw: launches */
-        {{{2, 24, 10, 10, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0}, "generic", 4000, 1 | 2},
-        {{{2, 40, 12, 12, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0}, "generic", 2000, 1 | 2},
-        {{{2, 6, 19, 17, 10, 4, 3, 2, 3, 1, 2, 2, 1, 2, 0, 0}, 1, 0, 0}, "generic", 2000, 1 | 2},
-        {{{2, 8, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, 0, 0}, 1, 0, 0}, "generic", 2000, 1 | 2},
-        {{{1, 4, 30, 30, 4, 15, 15, 1, 1, 7, 7, 1, 1, 4, 0, 0}, 1, 0, 0}, "generic", 2000, 0}, /* every depthwise: GEMM */
-    };
     th_compute_units(2);
-    for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
+    for (int ci = 0; ci < n; ci++) {
         const conv_case *k = &cases[ci].k;
-        th_rng r = th_rng_make(5100 + (uint64_t)ci);
+        uint64_t seed = seed0 + (uint64_t)ci;
+        th_rng r = th_rng_make(seed);
         char repro[400];
         conv_data d;
         float *one[4], *got[4];
         if (cases[ci].profile && !th_profile(cases[ci].profile))
             continue;
-        repro_str(k, 5100 + (uint64_t)ci, repro, sizeof repro);
+        repro_str(k, seed, repro, sizeof repro);
         snprintf(repro + strlen(repro), sizeof repro - strlen(repro), ", %s tuning, loop limit %ld",
                  cases[ci].profile ? cases[ci].profile : "own", cases[ci].limit);
         data_make(&d, &k->c, &r);
@@ -614,10 +602,10 @@ START_TEST(test_conv2d_split_loops)
         th_loop_limit(cases[ci].limit);
         long n1 = split_run(k, &d, got, TEENY_OK, repro);
         ck_assert_msg(n1 > n0, "%ld kernels launched, %ld without the limit: nothing split; %s", n1, n0, repro);
-        size_t n[4] = {d.ny, d.nx, d.nw, (size_t)k->c.Cout};
+        size_t sz[4] = {d.ny, d.nx, d.nw, (size_t)k->c.Cout};
         for (int i = 0; i < 4; i++) {
             if (cases[ci].same & (1 << i))
-                ck_assert_msg(!memcmp(got[i], one[i], n[i] * 4), "output %d differs from the unlimited run's; %s",
+                ck_assert_msg(!memcmp(got[i], one[i], sz[i] * 4), "output %d differs from the unlimited run's; %s",
                               i, repro);
             free(one[i]);
             free(got[i]);
@@ -629,6 +617,38 @@ START_TEST(test_conv2d_split_loops)
         data_free(&d);
     }
     th_compute_units(0);
+}
+
+START_TEST(test_conv2d_split_loops)
+{
+    static const split_case cases[] = {
+        {{{2, 24, 10, 10, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0}, NULL, 4000, 1 | 2},
+        {{{2, 40, 12, 12, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0}, NULL, 2000, 1 | 2},
+        {{{2, 6, 19, 17, 10, 4, 3, 2, 3, 1, 2, 2, 1, 2, 0, 0}, 1, 0, 0}, NULL, 2000, 1 | 2},
+        {{{2, 24, 10, 10, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0}, "generic", 4000, 1 | 2},
+        {{{2, 40, 12, 12, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0}, "generic", 2000, 1 | 2},
+        {{{2, 6, 19, 17, 10, 4, 3, 2, 3, 1, 2, 2, 1, 2, 0, 0}, 1, 0, 0}, "generic", 2000, 1 | 2},
+        {{{2, 8, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, 0, 0}, 1, 0, 0}, "generic", 2000, 1 | 2},
+        {{{1, 4, 30, 30, 4, 15, 15, 1, 1, 7, 7, 1, 1, 4, 0, 0}, 1, 0, 0}, "generic", 2000, 0}, /* every depthwise: GEMM */
+    };
+    split_cases(cases, (int)(sizeof cases / sizeof cases[0]), 5100);
+}
+END_TEST
+
+/* The CPU variants' splits (the CPU GEMM's chunks, the depthwise CPU
+ * kernels' rows): on devices whose profile takes them. */
+START_TEST(test_conv2d_split_loops_cpu)
+{
+    static const split_case cases[] = {
+        {{{2, 8, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, 0, 0}, 1, 0, 0}, NULL, 4000, 1 | 2},   /* depthwise: rows */
+        {{{1, 4, 9, 150, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0, 0}, 1, 0, 0}, NULL, 2000, 0}, /* rows too long: dwconv_fwd/dx */
+        {{{1, 4, 30, 30, 4, 15, 15, 1, 1, 7, 7, 1, 1, 4, 0, 0}, 1, 0, 0}, NULL, 2000, 0}, /* and their items too: GEMM */
+        {{{1, 2, 3, 1200, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0}, NULL, 2000, 0},  /* dw: a row too long, GEMM */
+        {{{4, 2, 160, 160, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0}, NULL, 4000, 1 | 2 | 4}, /* dw: launches */
+    };
+    if (th_ctx()->tune.variant != TEENY_VARIANT_CPU)
+        th_skip("this device's profile (%s) takes no CPU variants", th_ctx()->tune.profile->name);
+    split_cases(cases, (int)(sizeof cases / sizeof cases[0]), 5150);
 }
 END_TEST
 
@@ -1068,6 +1088,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(bwd, test_conv2d_backward_workspace);
     tcase_add_test(bwd, test_conv2d_tf32);
     tcase_add_test(bwd, test_conv2d_split_loops);
+    tcase_add_test(bwd, test_conv2d_split_loops_cpu);
     if (!th_small()) {
         tcase_add_loop_test(fwd, test_conv2d_large, 0, N_LARGE);
         int rows[16];
