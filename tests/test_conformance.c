@@ -36,10 +36,14 @@
 #include "ref/concat_ref.h"
 #include "ref/conv2d_ref.h"
 #include "ref/elementwise_ref.h"
+#include "ref/layout_ref.h"
 #include "ref/linear_ref.h"
 #include "ref/loss_ref.h"
+#include "ref/matmul_ref.h"
+#include "ref/norm_ref.h"
 #include "ref/optim_ref.h"
 #include "ref/pool_ref.h"
+#include "ref/strided_ref.h"
 #include "../examples/fashion_net.h"
 
 #define TOL 1e-5      /* every family's forward/backward tolerance (nrms) */
@@ -979,6 +983,120 @@ START_TEST(test_conformance_elementwise)
 }
 END_TEST
 
+/* ---- the ONNX ops (group A) ----
+ * Broadcasting binary ops and their gradient terms, a reduction, a
+ * transpose, gather's backward, a batched matmul, softmax and layer norm
+ * (the tolerances of test_strided.c, test_layout.c, test_matmul.c and
+ * test_norm.c). */
+START_TEST(test_conformance_onnx_ops)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(850);
+    const char *repro = "a [2,3,4] op b [3,1]; reduce axes 0,2; transpose (2,0,1); gather axis 1 of [2,3,4] at "
+                        "[2,0,2]; matmul [2,3,5]x[5,4]; softmax axis 1 of [2,6,3]; layernorm [4,7] axis 1; seed 850";
+    int64_t sa[3] = {2, 3, 4}, sb[2] = {3, 1}, n = 24;
+    ref_shape ra = {3, {2, 3, 4}}, rb = {2, {3, 1}}, ry = {3, {2, 3, 4}};
+    float *a = rnd(&r, 24, 1.5, 0.3), *b = rnd(&r, 3, 1.0, 0.2), *dy = rnd(&r, 24, 0, 1);
+    double *ad = th_dbl(a, 24), *bd = th_dbl(b, 3), *dyd = th_dbl(dy, 24);
+    double y[24], da[24], db[3];
+    cov_start();
+
+    th_dev ta = din(3, sa, a), tb = din(2, sb, b), tdy = din(3, sa, dy), ty = dout(3, sa), tda = dout(3, sa),
+           tdb = dout(2, sb);
+    for (int op = TEENY_BINARY_ADD; op <= TEENY_BINARY_POW; op++) {
+        th_poison(ty.t);
+        TH_OK(ctx, teeny_binary(ctx, (teeny_binary_op)op, ta.t, tb.t, ty.t));
+        ref_binary(op, ad, &ra, bd, &rb, y, &ry);
+        expect(&ty, y, NULL, 1e-6, "binary", repro);
+        th_poison(tda.t);
+        th_poison(tdb.t);
+        TH_OK(ctx, teeny_binary_backward(ctx, (teeny_binary_op)op, ta.t, tb.t, tdy.t, tda.t, tdb.t));
+        ref_binary_backward(op, ad, &ra, bd, &rb, dyd, &ry, da, db);
+        expect(&tda, da, NULL, 1e-5, "binary backward da", repro);
+        expect(&tdb, db, NULL, 1e-5, "binary backward db", repro);
+    }
+
+    /* sum over axes 0 and 2, kept: [1, 3, 1] */
+    int64_t sr[3] = {1, 3, 1};
+    th_dev tr = dout(3, sr);
+    teeny_reduce_params rp = {5u, 1, 0};
+    TH_OK(ctx, teeny_reduce(ctx, &rp, ta.t, tr.t));
+    ref_reduce(ad, &ra, 5u, 0, y);
+    expect(&tr, y, NULL, 1e-6, "reduce", repro);
+
+    /* transpose (2, 0, 1): [4, 2, 3] */
+    int perm[3] = {2, 0, 1};
+    int64_t st[3] = {4, 2, 3}, src[24];
+    ref_shape rt;
+    th_dev tt = dout(3, st);
+    TH_OK(ctx, teeny_transpose(ctx, perm, ta.t, tt.t));
+    ref_transpose_map(&ra, perm, &rt, src);
+    ref_map_forward(ad, src, n, 0, y);
+    expect(&tt, y, NULL, 1e-6, "transpose", repro);
+
+    /* gather along axis 1 at [2, 0, 2]: its backward sums slice 2 twice */
+    int32_t idx[3] = {2, 0, 2};
+    int64_t si[1] = {3};
+    ref_shape rind = {1, {3}}, rg;
+    th_dev ti = th_dev_make(ctx, 1, 1, si, 0, idx), tgx = dout(3, sa);
+    TH_OK(ctx, teeny_gather_backward(ctx, 1, ti.t, tdy.t, tgx.t));
+    ref_gather_map(&ra, 1, &rind, idx, &rg, src);
+    ref_map_backward(dyd, src, ref_numel(&rg), n, y);
+    expect(&tgx, y, NULL, 1e-6, "gather backward", repro);
+
+    /* batched matmul [2, 3, 5] x [5, 4] */
+    int64_t sm[3] = {2, 3, 5}, sw[2] = {5, 4}, so[3] = {2, 3, 4};
+    ref_shape rm = {3, {2, 3, 5}}, rw = {2, {5, 4}};
+    float *m = rnd(&r, 30, 0, 1), *w = rnd(&r, 20, 0, 1);
+    double *md = th_dbl(m, 30), *wd = th_dbl(w, 20);
+    th_dev tm = din(3, sm, m), tw = din(2, sw, w), to = dout(3, so);
+    TH_OK(ctx, teeny_matmul(ctx, tm.t, tw.t, to.t));
+    ref_matmul(md, &rm, wd, &rw, y);
+    expect(&to, y, NULL, 1e-6, "matmul", repro);
+
+    /* softmax and log softmax along axis 1 of [2, 6, 3], forward and backward */
+    int64_t ss[3] = {2, 6, 3};
+    float *x = rnd(&r, 36, 0, 2), *g = rnd(&r, 36, 0, 1);
+    double *xd = th_dbl(x, 36), *gd = th_dbl(g, 36), sy[36], sdx[36];
+    th_dev tx = din(3, ss, x), tg = din(3, ss, g), tsy = dout(3, ss), tsdx = dout(3, ss);
+    for (int lg = 0; lg < 2; lg++) {
+        th_poison(tsy.t);
+        TH_OK(ctx, teeny_softmax(ctx, 1, lg, tx.t, tsy.t));
+        ref_softmax(xd, 2, 6, 3, lg, sy);
+        expect(&tsy, sy, NULL, 1e-6, lg ? "log softmax" : "softmax", repro);
+        th_poison(tsdx.t);
+        TH_OK(ctx, teeny_softmax_backward(ctx, 1, lg, tsy.t, tg.t, tsdx.t));
+        ref_softmax_backward(sy, gd, 2, 6, 3, lg, sdx);
+        expect(&tsdx, sdx, NULL, 1e-5, lg ? "log softmax backward" : "softmax backward", repro);
+    }
+
+    /* layer norm of [4, 7] over axis 1, weight and bias, forward and backward */
+    int64_t sl[2] = {4, 7}, sf[1] = {7}, s4[1] = {4};
+    float *lw = rnd(&r, 7, 1, 0.2), *lb = rnd(&r, 7, 0, 0.2);
+    double *lwd = th_dbl(lw, 7), *lbd = th_dbl(lb, 7), ly[28], lmean[4], lrstd[4], ldx[28], ldw[7], ldb[7];
+    th_dev tlx = din(2, sl, x), tlw = din(1, sf, lw), tlb = din(1, sf, lb), tldy = din(2, sl, g), tly = dout(2, sl),
+           tmean = dout(1, s4), trstd = dout(1, s4), tldx = dout(2, sl), tldw = dout(1, sf), tldb = dout(1, sf);
+    TH_OK(ctx, teeny_layernorm_forward(ctx, 1, 1e-5f, tlx.t, tlw.t, tlb.t, tly.t, tmean.t, trstd.t));
+    ref_layernorm(xd, 4, 7, lwd, lbd, 1e-5, ly, lmean, lrstd);
+    expect(&tly, ly, NULL, 1e-5, "layernorm", repro);
+    expect(&tmean, lmean, NULL, 1e-6, "layernorm mean", repro);
+    expect(&trstd, lrstd, NULL, 1e-5, "layernorm rstd", repro);
+    TH_OK(ctx, teeny_layernorm_backward(ctx, 1, tlx.t, tlw.t, tmean.t, trstd.t, tldy.t, tldx.t, tldw.t, tldb.t));
+    ref_layernorm_backward(xd, 4, 7, lwd, gd, 1e-5, ldx, ldw, ldb);
+    expect(&tldx, ldx, NULL, 1e-5, "layernorm dx", repro);
+    expect(&tldw, ldw, NULL, 1e-5, "layernorm dweight", repro);
+    expect(&tldb, ldb, NULL, 1e-5, "layernorm dbias", repro);
+    cov_stop();
+
+    th_dev *ds[] = {&ta, &tb, &tdy, &ty, &tda, &tdb, &tr, &tt, &ti, &tgx, &tm, &tw, &to, &tx, &tg, &tsy, &tsdx,
+                    &tlx, &tlw, &tlb, &tldy, &tly, &tmean, &trstd, &tldx, &tldw, &tldb};
+    free_devs(ds, (int)(sizeof ds / sizeof ds[0]));
+    void *hs[] = {a, b, dy, ad, bd, dyd, m, w, md, wd, x, g, xd, gd, lw, lb, lwd, lbd};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+END_TEST
+
 /* ---- optimizers ---- */
 
 START_TEST(test_conformance_optim)
@@ -1291,6 +1409,7 @@ Suite *suite_conformance(void)
     tcase_add_test(tc, test_conformance_pool);
     tcase_add_test(tc, test_conformance_linear_loss);
     tcase_add_test(tc, test_conformance_elementwise);
+    tcase_add_test(tc, test_conformance_onnx_ops);
     tcase_add_test(tc, test_conformance_optim);
     tcase_add_test(tc, test_conformance_probes);
     tcase_add_test(tc, test_conformance_long_loops);
