@@ -32,31 +32,117 @@
 #define TEENY_ACT_NONE 0
 #define TEENY_ACT_RELU 1
 #define TEENY_ACT_SILU 2
+#define TEENY_ACT_SIGMOID 3
+#define TEENY_ACT_TANH 4
+#define TEENY_ACT_HARDSIGMOID 5 /* clamp(alpha x + beta, 0, 1) */
+#define TEENY_ACT_HARDSWISH 6   /* x clamp(x / 6 + 1/2, 0, 1) */
+#define TEENY_ACT_LEAKY_RELU 7  /* x >= 0 ? x : alpha x */
+#define TEENY_ACT_GELU 8        /* x/2 (1 + erf(x / sqrt 2)) */
+#define TEENY_ACT_GELU_TANH 9   /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+#define TEENY_ACT_CLIP 10       /* min(max(x, alpha), beta) */
+#define TEENY_ACT_MISH 11       /* x tanh(softplus(x)) */
+#define TEENY_ACT_ERF 12
 
 TEENY_INLINE float teeny_sigmoid(float x)
 {
     return 1.0f / (1.0f + exp(-x));
 }
 
+/* The activations and their derivatives as statements over x of type T,
+ * float or floatN alike (the builtins are overloaded and ?: with a vector
+ * condition selects per component), so the scalar kernels, the CPU
+ * variants' float16 runs and the convolution epilogue share one formula.
+ * alpha, beta: HARDSIGMOID's slope and offset, LEAKY_RELU's slope, CLIP's
+ * bounds (ONNX's defaults in teeny_act below). */
+#define TEENY_ACT_STMTS(T, act, x, alpha, beta)                                                                     \
+    if (act == TEENY_ACT_RELU)                                                                                     \
+        return fmax(x, 0.0f);                                                                                      \
+    if (act == TEENY_ACT_SILU)                                                                                     \
+        return x * (1.0f / (1.0f + exp(-x)));                                                                      \
+    if (act == TEENY_ACT_SIGMOID)                                                                                  \
+        return 1.0f / (1.0f + exp(-x));                                                                            \
+    if (act == TEENY_ACT_TANH)                                                                                     \
+        return tanh(x);                                                                                            \
+    if (act == TEENY_ACT_HARDSIGMOID)                                                                              \
+        return fmin(fmax(alpha * x + beta, 0.0f), 1.0f);                                                           \
+    if (act == TEENY_ACT_HARDSWISH)                                                                                \
+        return x * fmin(fmax(x * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f);                                               \
+    if (act == TEENY_ACT_LEAKY_RELU)                                                                               \
+        return x >= 0.0f ? x : alpha * x;                                                                          \
+    if (act == TEENY_ACT_GELU)                                                                                     \
+        return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));                                                  \
+    if (act == TEENY_ACT_GELU_TANH)                                                                                \
+        return 0.5f * x * (1.0f + tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));                       \
+    if (act == TEENY_ACT_CLIP)                                                                                     \
+        return fmin(fmax(x, alpha), beta);                                                                         \
+    if (act == TEENY_ACT_MISH)                                                                                     \
+        return x * tanh(x > 20.0f ? x : log1p(exp(x)));                                                            \
+    if (act == TEENY_ACT_ERF)                                                                                      \
+        return erf(x);                                                                                             \
+    return x
+
+#define TEENY_ACT_GRAD_STMTS(T, act, x, alpha, beta)                                                                \
+    if (act == TEENY_ACT_RELU)                                                                                     \
+        return x > 0.0f ? (T)(1.0f) : (T)(0.0f);                                                                   \
+    if (act == TEENY_ACT_SILU || act == TEENY_ACT_SIGMOID) {                                                       \
+        T s_ = 1.0f / (1.0f + exp(-x));                                                                            \
+        return act == TEENY_ACT_SIGMOID ? s_ * (1.0f - s_) : s_ * (1.0f + x * (1.0f - s_));                        \
+    }                                                                                                              \
+    if (act == TEENY_ACT_TANH) {                                                                                   \
+        T t_ = tanh(x);                                                                                            \
+        return 1.0f - t_ * t_;                                                                                     \
+    }                                                                                                              \
+    if (act == TEENY_ACT_HARDSIGMOID) {                                                                            \
+        T u_ = alpha * x + beta;                                                                                   \
+        return u_ > 0.0f && u_ < 1.0f ? (T)(alpha) : (T)(0.0f);                                                    \
+    }                                                                                                              \
+    if (act == TEENY_ACT_HARDSWISH)                                                                                \
+        return x < -3.0f ? (T)(0.0f) : x > 3.0f ? (T)(1.0f) : x * (1.0f / 3.0f) + 0.5f;                            \
+    if (act == TEENY_ACT_LEAKY_RELU)                                                                               \
+        return x > 0.0f ? (T)(1.0f) : (T)(alpha);                                                                  \
+    if (act == TEENY_ACT_GELU)                                                                                     \
+        return 0.5f * (1.0f + erf(x * 0.70710678118654752f)) + x * 0.39894228040143268f * exp(-0.5f * x * x);     \
+    if (act == TEENY_ACT_GELU_TANH) {                                                                              \
+        T t_ = tanh(0.79788456080286536f * (x + 0.044715f * x * x * x));                                           \
+        return 0.5f * (1.0f + t_) +                                                                                \
+               0.5f * x * (1.0f - t_ * t_) * 0.79788456080286536f * (1.0f + 3.0f * 0.044715f * x * x);             \
+    }                                                                                                              \
+    if (act == TEENY_ACT_CLIP)                                                                                     \
+        return x >= alpha && x <= beta ? (T)(1.0f) : (T)(0.0f);                                                    \
+    if (act == TEENY_ACT_MISH) {                                                                                   \
+        T t_ = tanh(x > 20.0f ? x : log1p(exp(x)));                                                                \
+        return t_ + x * (1.0f - t_ * t_) * (1.0f / (1.0f + exp(-x)));                                              \
+    }                                                                                                              \
+    if (act == TEENY_ACT_ERF)                                                                                      \
+        return 1.12837916709551257f * exp(-x * x);                                                                 \
+    return (T)(1.0f)
+
+/* act(x) with its parameters, and d act(x) / dx. */
+TEENY_INLINE float teeny_act_p(int act, float x, float alpha, float beta)
+{
+    TEENY_ACT_STMTS(float, act, x, alpha, beta);
+}
+
+TEENY_INLINE float teeny_act_grad_p(int act, float x, float alpha, float beta)
+{
+    TEENY_ACT_GRAD_STMTS(float, act, x, alpha, beta);
+}
+
+/* ONNX's defaults (teeny_act_defaults in the header): HardSigmoid 0.2,
+ * 0.5; LeakyRelu 0.01; Clip unbounded. The convolution epilogue, which
+ * takes no parameters, uses these. */
+#define TEENY_ACT_ALPHA(act) ((act) == TEENY_ACT_HARDSIGMOID ? 0.2f : (act) == TEENY_ACT_CLIP ? -INFINITY : 0.01f)
+#define TEENY_ACT_BETA(act) ((act) == TEENY_ACT_HARDSIGMOID ? 0.5f : INFINITY)
+
 TEENY_INLINE float teeny_act(int act, float x)
 {
-    if (act == TEENY_ACT_RELU)
-        return fmax(x, 0.0f);
-    if (act == TEENY_ACT_SILU)
-        return x * teeny_sigmoid(x);
-    return x;
+    return teeny_act_p(act, x, TEENY_ACT_ALPHA(act), TEENY_ACT_BETA(act));
 }
 
 /* d act(x) / dx */
 TEENY_INLINE float teeny_act_grad(int act, float x)
 {
-    if (act == TEENY_ACT_RELU)
-        return x > 0.0f ? 1.0f : 0.0f;
-    if (act == TEENY_ACT_SILU) {
-        float s = teeny_sigmoid(x);
-        return s * (1.0f + x * (1.0f - s));
-    }
-    return 1.0f;
+    return teeny_act_grad_p(act, x, TEENY_ACT_ALPHA(act), TEENY_ACT_BETA(act));
 }
 
 /* Work-group tree sum of rows arrays laid out at stride wg in red (row t

@@ -1,5 +1,6 @@
 /*
- * elementwise.cl -- element-wise add, multiply and activations.
+ * elementwise.cl -- element-wise add, multiply and activations (the formulas:
+ * cl/common.cl, TEENY_ACT_STMTS).
  * Grid: one work-item per element (1-D, rounded up to the work-group size);
  * every buffer argument comes with an element offset (views).
  */
@@ -12,19 +13,21 @@ __kernel void ew_add(__global const float *a, int a_off, __global const float *b
         y[y_off + i] = a[a_off + i] + b[b_off + i];
 }
 
-__kernel void ew_act_forward(int act, __global const float *x, int x_off, __global float *y, int y_off, int n)
+/* act with its parameters alpha, beta (cl/common.cl: TEENY_ACT_STMTS). */
+__kernel void ew_act_forward(int act, float alpha, float beta, __global const float *x, int x_off,
+                             __global float *y, int y_off, int n)
 {
     int i = get_global_id(0);
     if (i < n)
-        y[y_off + i] = teeny_act(act, x[x_off + i]);
+        y[y_off + i] = teeny_act_p(act, x[x_off + i], alpha, beta);
 }
 
-__kernel void ew_act_backward(int act, __global const float *x, int x_off, __global const float *dy, int dy_off,
-                              __global float *dx, int dx_off, int n)
+__kernel void ew_act_backward(int act, float alpha, float beta, __global const float *x, int x_off,
+                              __global const float *dy, int dy_off, __global float *dx, int dx_off, int n)
 {
     int i = get_global_id(0);
     if (i < n)
-        dx[dx_off + i] = dy[dy_off + i] * teeny_act_grad(act, x[x_off + i]);
+        dx[dx_off + i] = dy[dy_off + i] * teeny_act_grad_p(act, x[x_off + i], alpha, beta);
 }
 
 __kernel void ew_mul(__global const float *a, int a_off, __global const float *b, int b_off,
@@ -78,24 +81,14 @@ __kernel void ew_copy(__global const uint *x, __global uint *y, int y_off, int n
  * cannot widen. Grid (ceil(n / EW_RUN)). Same formulas as above. */
 #define EW_RUN 2048
 
-TEENY_INLINE float16 ew_act16(int act, float16 x)
+TEENY_INLINE float16 ew_act16(int act, float16 x, float alpha, float beta)
 {
-    if (act == TEENY_ACT_RELU)
-        return fmax(x, (float16)(0.0f));
-    if (act == TEENY_ACT_SILU)
-        return x * (1.0f / (1.0f + exp(-x)));
-    return x;
+    TEENY_ACT_STMTS(float16, act, x, alpha, beta);
 }
 
-TEENY_INLINE float16 ew_act_grad16(int act, float16 x)
+TEENY_INLINE float16 ew_act_grad16(int act, float16 x, float alpha, float beta)
 {
-    if (act == TEENY_ACT_RELU)
-        return select((float16)(0.0f), (float16)(1.0f), x > 0.0f);
-    if (act == TEENY_ACT_SILU) {
-        float16 s = 1.0f / (1.0f + exp(-x));
-        return s * (1.0f + x * (1.0f - s));
-    }
-    return (float16)(1.0f);
+    TEENY_ACT_GRAD_STMTS(float16, act, x, alpha, beta);
 }
 
 #define EW_RUN_BOUNDS                                                                                              \
@@ -112,21 +105,23 @@ __kernel void ew_add_cpu(__global const float *a, int a_off, __global const floa
         y[y_off + e] = a[a_off + e] + b[b_off + e];
 }
 
-__kernel void ew_act_forward_cpu(int act, __global const float *x, int x_off, __global float *y, int y_off, int n)
+__kernel void ew_act_forward_cpu(int act, float alpha, float beta, __global const float *x, int x_off,
+                                 __global float *y, int y_off, int n)
 {
     EW_RUN_BOUNDS;
     for (; e + 16 <= e1; e += 16)
-        vstore16(ew_act16(act, vload16(0, x + x_off + e)), 0, y + y_off + e);
+        vstore16(ew_act16(act, vload16(0, x + x_off + e), alpha, beta), 0, y + y_off + e);
     for (; e < e1; e++)
-        y[y_off + e] = teeny_act(act, x[x_off + e]);
+        y[y_off + e] = teeny_act_p(act, x[x_off + e], alpha, beta);
 }
 
-__kernel void ew_act_backward_cpu(int act, __global const float *x, int x_off, __global const float *dy, int dy_off,
-                                  __global float *dx, int dx_off, int n)
+__kernel void ew_act_backward_cpu(int act, float alpha, float beta, __global const float *x, int x_off,
+                                  __global const float *dy, int dy_off, __global float *dx, int dx_off, int n)
 {
     EW_RUN_BOUNDS;
     for (; e + 16 <= e1; e += 16)
-        vstore16(vload16(0, dy + dy_off + e) * ew_act_grad16(act, vload16(0, x + x_off + e)), 0, dx + dx_off + e);
+        vstore16(vload16(0, dy + dy_off + e) * ew_act_grad16(act, vload16(0, x + x_off + e), alpha, beta), 0,
+                 dx + dx_off + e);
     for (; e < e1; e++)
-        dx[dx_off + e] = dy[dy_off + e] * teeny_act_grad(act, x[x_off + e]);
+        dx[dx_off + e] = dy[dy_off + e] * teeny_act_grad_p(act, x[x_off + e], alpha, beta);
 }

@@ -1,7 +1,8 @@
 /*
  * linear.cl -- the fully connected layer's GEMMs and bias gradient.
  *
- * One strided GEMM serves all three products of the layer:
+ * One strided GEMM serves all three products of the layer (and, batched
+ * with broadcasting, the ONNX MatMul of two run-time values):
  *     C[m, n] = sum_k A(m, k) * B(k, n)  (+ bias[n])
  * with A(m, k) at a_off + m*a_sm + k*a_sk and B(k, n) at b_off + k*b_sk +
  * n*b_sn, so y = x w^T, dx = dy w and dw = dy^T x are the same kernel with
@@ -52,15 +53,11 @@
  * neighbouring items write neighbouring columns). The block's A and B
  * panels are staged through local memory LIN_TK deep; out-of-range
  * elements load as zero and out-of-range outputs are not written. */
-__kernel __attribute__((reqd_work_group_size(LIN_LX, LIN_LY, 1)))
-void lin_gemm(int M, int N, int K,
-              __global const float *a, int a_off, int a_sm, int a_sk,
-              __global const float *b, int b_off, int b_sk, int b_sn,
-              __global const float *bias, int bias_off, int has_bias,
-              __global float *c, int c_off, int c_sm, int k_begin, int k_end, int seg)
+TEENY_INLINE void lin_gemm_tile(int M, int N, int K, __global const float *a, int a_off, int a_sm, int a_sk,
+                                 __global const float *b, int b_off, int b_sk, int b_sn, __global const float *bias,
+                                 int bias_off, int has_bias, __global float *c, int c_off, int c_sm, int k_begin,
+                                 int k_end, int seg, __local float (*as)[LIN_TM], __local float (*bs)[LIN_TN])
 {
-    __local float as[LIN_TK][LIN_TM];
-    __local float bs[LIN_TK][LIN_TN];
     int lx = get_local_id(0), ly = get_local_id(1), lid = ly * LIN_LX + lx;
     int m0 = get_group_id(1) * LIN_TM, n0 = get_group_id(0) * LIN_TN;
     float acc[LIN_RM][LIN_RN];
@@ -110,6 +107,40 @@ void lin_gemm(int M, int N, int K,
                     seg & LIN_SEG_LAST ? acc[i][j] + (has_bias ? bias[bias_off + n] : 0.0f) : acc[i][j];
         }
     }
+}
+
+__kernel __attribute__((reqd_work_group_size(LIN_LX, LIN_LY, 1)))
+void lin_gemm(int M, int N, int K,
+              __global const float *a, int a_off, int a_sm, int a_sk,
+              __global const float *b, int b_off, int b_sk, int b_sn,
+              __global const float *bias, int bias_off, int has_bias,
+              __global float *c, int c_off, int c_sm, int k_begin, int k_end, int seg)
+{
+    __local float as[LIN_TK][LIN_TM];
+    __local float bs[LIN_TK][LIN_TN];
+    lin_gemm_tile(M, N, K, a, a_off, a_sm, a_sk, b, b_off, b_sk, b_sn, bias, bias_off, has_bias, c, c_off, c_sm,
+                  k_begin, k_end, seg, as, bs);
+}
+
+/* Batched: grid dimension 2 counts the batch, up to three dimensions of
+ * sizes bn.s1, bn.s2, bn.s3 (bn.s0 unused); each operand's offset moves by
+ * its own strides per batch dimension (0 where it is broadcast). Every
+ * matrix as lin_gemm's (k segments too), no bias. */
+__kernel __attribute__((reqd_work_group_size(LIN_LX, LIN_LY, 1)))
+void lin_gemm_batched(int M, int N, int K,
+                      __global const float *a, int a_off, int a_sm, int a_sk, int4 a_sb,
+                      __global const float *b, int b_off, int b_sk, int b_sn, int4 b_sb,
+                      __global float *c, int c_off, int c_sm, int4 c_sb, int4 bn, int k_begin, int k_end,
+                      int seg)
+{
+    __local float as[LIN_TK][LIN_TM];
+    __local float bs[LIN_TK][LIN_TN];
+    int z = get_group_id(2), z3 = z % bn.s3, z2 = z / bn.s3 % bn.s2, z1 = z / bn.s3 / bn.s2;
+    a_off += z1 * a_sb.s1 + z2 * a_sb.s2 + z3 * a_sb.s3;
+    b_off += z1 * b_sb.s1 + z2 * b_sb.s2 + z3 * b_sb.s3;
+    c_off += z1 * c_sb.s1 + z2 * c_sb.s2 + z3 * c_sb.s3;
+    lin_gemm_tile(M, N, K, a, a_off, a_sm, a_sk, b, b_off, b_sk, b_sn, a, 0, 0, c, c_off, c_sm, k_begin, k_end, seg,
+                  as, bs);
 }
 
 /* Bias gradient, pass 1. Grid (cols, P): item (j, p) sums column j of

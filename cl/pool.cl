@@ -3,13 +3,17 @@
  * NCHW tensors, with their gradients.
  *
  * x is [B, C, H, W] and y [B, C, OH, OW]; plane bc = b*C + c starts at
- * bc*H*W (x) and bc*OH*OW (y). Window (oh, ow) covers rows
- * [oh*sh - ph, + kh) and columns [ow*sw - pw, + kw) of its plane; padding
- * is -inf for max and 0 (still counted) for average pooling. The host
- * guarantees pad <= kernel / 2, so every window holds a real element, and
- * that x and y fit int32 indexing and H + 2*pad, W + 2*pad fit int32, so
- * every window bound below does too (kh * kw need not: windows past 2^31
- * positions are legal over a small padded input).
+ * bc*H*W (x) and bc*OH*OW (y). Window (oh, ow) has the taps rows
+ * oh*sh - ph + i*dh (i < kh) and columns ow*sw - pw + j*dw (j < kw) of its
+ * plane; ph, pw are the padding before the input (the padding after only
+ * changes OH, OW and what an average counts). Padding is -inf for max and
+ * 0 for average pooling, which divides by the taps its bounds count (the
+ * padded input, or x alone: count_include_pad). Windows may lie entirely
+ * in the padding (ONNX's large pads). The host guarantees that x and y fit
+ * int32 indexing and the padded extents (H plus both pads, and the dilated
+ * kernel within them) fit int32, so every window bound below does too
+ * (kh * kw need not: windows past 2^31 positions are legal over a small
+ * padded input).
  * Gradients are gathers: each dx element loops over the windows that can
  * contain it in a fixed order, so there are no atomics and results are
  * deterministic. argmax holds h*W + w within the plane (PyTorch's
@@ -31,8 +35,10 @@
 #define GAP_WG 256
 #endif
 
-/* Geometry shared by the window kernels, and their row band. */
-#define POOL_GEOM int H, int W, int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw
+/* Geometry shared by the window kernels, and their row band. A window
+ * (oh, ow) starts at h0 = oh*sh - ph, w0 = ow*sw - pw (ph, pw: the padding
+ * before) and has taps h0 + i*dh, i < kh (dilation dh), likewise along W. */
+#define POOL_GEOM int H, int W, int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw
 #define POOL_BAND int r0, int nr, int seg
 #define POOL_SEG_FIRST 1
 #define POOL_SEG_LAST 2
@@ -40,42 +46,95 @@
  * no sum here passes hi (window bounds come near INT_MAX). */
 #define POOL_BAND_FROM(lo, hi, r0) ((hi) - (lo) > (r0) ? (lo) + (r0) : (hi))
 #define POOL_BAND_TO(lo, hi, r0, nr) ((hi) - (lo) - (r0) > (nr) ? (lo) + (r0) + (nr) : (hi))
+/* What the index output holds (pool_max_forward's index_mode): h*W + w
+ * within the plane (the gradient's argmax), or the flat index over all of
+ * x in row-major (ONNX's MaxPool Indices, storage_order 0) or with each
+ * plane column-major (storage_order 1). */
+#define POOL_INDEX_PLANE 0
+#define POOL_INDEX_FLAT 1
+#define POOL_INDEX_FLAT_COLS 2
+
+/* The taps [first, end) of a window starting at p0 (k taps, d apart) that
+ * fall in [lo, hi). The host guarantees the padded extent fits int32, so
+ * lo - p0 and hi - p0 do: no sum here overflows. */
+TEENY_INLINE int pool_tap_first(int p0, int d, int lo)
+{
+    return p0 >= lo ? 0 : (lo - p0 - 1) / d + 1;
+}
+
+TEENY_INLINE int pool_tap_end(int p0, int k, int d, int hi)
+{
+    return hi <= p0 ? 0 : min(k, (hi - 1 - p0) / d + 1);
+}
+
+/* Taps of a window in [lo, hi) along one axis (0 when none). */
+TEENY_INLINE int pool_tap_count(int p0, int k, int d, int lo, int hi)
+{
+    return max(pool_tap_end(p0, k, d, hi) - pool_tap_first(p0, d, lo), 0);
+}
 
 /* Grid (B*C*OH*OW), 1-D: item i = (bc*OH + oh)*OW + ow computes one max
- * and, when want_argmax, its index. NaN wins (and a later NaN replaces an
- * earlier one), as in PyTorch. Band: window rows [hs + r0, + nr). */
+ * and, when want_argmax, its index (index_mode). NaN wins (and a later NaN
+ * replaces an earlier one), as in PyTorch; a window with no tap inside x
+ * (padding only: ONNX's large pads) gives -inf and index -1. Band: tap rows
+ * [ih0 + r0, + nr). */
 __kernel void pool_max_forward(__global const float *x, int x_off, POOL_GEOM, int total,
                                __global float *y, int y_off, __global int *argmax, int am_off, int want_argmax,
-                               POOL_BAND)
+                               int index_mode, POOL_BAND)
 {
     int i = get_global_id(0);
     if (i >= total)
         return;
     int ow = i % OW, t = i / OW, oh = t % OH, bc = t / OH;
     int h0 = oh * sh - ph, w0 = ow * sw - pw;
-    int hs = max(h0, 0), he = min(h0 + kh, H), ws = max(w0, 0), we = min(w0 + kw, W);
+    int ih0 = pool_tap_first(h0, dh, 0), ih1 = pool_tap_end(h0, kh, dh, H);
+    int jw0 = pool_tap_first(w0, dw, 0), jw1 = pool_tap_end(w0, kw, dw, W);
+    int empty = ih0 >= ih1 || jw0 >= jw1;
     __global const float *plane = x + x_off + bc * H * W;
     float best = seg & POOL_SEG_FIRST ? -INFINITY : y[y_off + i];
-    int arg = seg & POOL_SEG_FIRST || !want_argmax ? hs * W + ws : argmax[am_off + i];
-    int h_from = POOL_BAND_FROM(hs, he, r0), h_to = POOL_BAND_TO(hs, he, r0, nr);
-    for (int h = h_from; h < h_to; h++)
-        for (int w = ws; w < we; w++) {
+    int arg = seg & POOL_SEG_FIRST || !want_argmax ? (empty ? -1 : (h0 + ih0 * dh) * W + w0 + jw0 * dw)
+                                                   : argmax[am_off + i];
+    int i_from = POOL_BAND_FROM(ih0, ih1, r0), i_to = POOL_BAND_TO(ih0, ih1, r0, nr);
+    for (int a = i_from; a < i_to; a++) {
+        int h = h0 + a * dh;
+        for (int b = jw0; b < jw1; b++) {
+            int w = w0 + b * dw;
             float v = plane[h * W + w];
             if (v > best || isnan(v)) {
                 best = v;
                 arg = h * W + w;
             }
         }
+    }
     y[y_off + i] = best;
-    if (want_argmax)
-        argmax[am_off + i] = arg;
+    if (!want_argmax)
+        return;
+    if ((seg & POOL_SEG_LAST) && index_mode != POOL_INDEX_PLANE && arg >= 0)
+        arg = bc * H * W + (index_mode == POOL_INDEX_FLAT ? arg : arg % W * H + arg / W);
+    argmax[am_off + i] = arg;
 }
 
-/* Grid (B*C*OH*OW): item i averages its window over kh*kw positions
- * (count_include_pad). area = kh*kw as a float, computed by the host in
- * 64-bit integers: the int product overflows for windows past 2^31.
- * Band: window rows [hs + r0, + nr). */
-__kernel void pool_avg_forward(__global const float *x, int x_off, POOL_GEOM, int total, float area,
+/* The divisor of window (h0, w0) of an average: its taps inside rows
+ * [lo_h, hi_h) and columns [lo_w, hi_w) (the padded input with
+ * count_include_pad, x itself without), as a float rounded once from the
+ * 64-bit product. */
+TEENY_INLINE float pool_avg_count(int h0, int w0, int kh, int kw, int dh, int dw, int lo_h, int hi_h, int lo_w,
+                                  int hi_w)
+{
+    long n = (long)pool_tap_count(h0, kh, dh, lo_h, hi_h) * (long)pool_tap_count(w0, kw, dw, lo_w, hi_w);
+    return (float)n;
+}
+
+/* The bounds an average counts, and its constant divisor: area > 0 where
+ * every window counts kh*kw taps (area = kh*kw as a float, computed by the
+ * host in 64-bit integers: the int product overflows for windows past
+ * 2^31), else 0 and each window counts its own (pool_avg_count). */
+#define POOL_AVG float area, int lo_h, int hi_h, int lo_w, int hi_w
+
+/* Grid (B*C*OH*OW): item i averages its window. Band: tap rows
+ * [ih0 + r0, + nr). A window that counts no tap (count_include_pad=0 over
+ * padding only) gives 0/0 = NaN. */
+__kernel void pool_avg_forward(__global const float *x, int x_off, POOL_GEOM, int total, POOL_AVG,
                                __global float *y, int y_off, POOL_BAND)
 {
     int i = get_global_id(0);
@@ -83,24 +142,29 @@ __kernel void pool_avg_forward(__global const float *x, int x_off, POOL_GEOM, in
         return;
     int ow = i % OW, t = i / OW, oh = t % OH, bc = t / OH;
     int h0 = oh * sh - ph, w0 = ow * sw - pw;
-    int hs = max(h0, 0), he = min(h0 + kh, H), ws = max(w0, 0), we = min(w0 + kw, W);
+    int ih0 = pool_tap_first(h0, dh, 0), ih1 = pool_tap_end(h0, kh, dh, H);
+    int jw0 = pool_tap_first(w0, dw, 0), jw1 = pool_tap_end(w0, kw, dw, W);
     __global const float *plane = x + x_off + bc * H * W;
     float s = seg & POOL_SEG_FIRST ? 0.0f : y[y_off + i];
-    int h_from = POOL_BAND_FROM(hs, he, r0), h_to = POOL_BAND_TO(hs, he, r0, nr);
-    for (int h = h_from; h < h_to; h++)
-        for (int w = ws; w < we; w++)
-            s += plane[h * W + w];
-    y[y_off + i] = seg & POOL_SEG_LAST ? s / area : s;
+    int i_from = POOL_BAND_FROM(ih0, ih1, r0), i_to = POOL_BAND_TO(ih0, ih1, r0, nr);
+    for (int a = i_from; a < i_to; a++) {
+        int h = h0 + a * dh;
+        for (int b = jw0; b < jw1; b++)
+            s += plane[h * W + w0 + b * dw];
+    }
+    if (seg & POOL_SEG_LAST)
+        s /= area > 0.0f ? area : pool_avg_count(h0, w0, kh, kw, dh, dw, lo_h, hi_h, lo_w, hi_w);
+    y[y_off + i] = s;
 }
 
-/* First and last window index (along one axis) whose window covers
- * position p: o*s - pad <= p <= o*s - pad + k - 1, clipped to [0, O).
- * The host guarantees H + 2*pad fits int32, so p + pad does; the ceiling
- * is (a - 1) / s + 1, not (a + s - 1) / s, which overflows for strides
- * near 2^31. */
-TEENY_INLINE int pool_first(int p, int k, int s, int pad)
+/* First and last window index (along one axis) whose span covers
+ * position p: o*s - pad <= p <= o*s - pad + ke - 1 (ke = the dilated
+ * kernel, (k-1)*d + 1), clipped to [0, O). The host guarantees the padded
+ * extent fits int32, so p + pad does; the ceiling is (a - 1) / s + 1, not
+ * (a + s - 1) / s, which overflows for strides near 2^31. */
+TEENY_INLINE int pool_first(int p, int ke, int s, int pad)
 {
-    int a = p + pad - k + 1;
+    int a = p + pad - ke + 1;
     return a <= 0 ? 0 : (a - 1) / s + 1;
 }
 
@@ -120,8 +184,8 @@ __kernel void pool_max_backward(__global const int *argmax, int am_off, __global
         return;
     int w = i % W, t = i / W, h = t % H, bc = t / H;
     int me = h * W + w, base = bc * OH * OW;
-    int oh0 = pool_first(h, kh, sh, ph), oh1 = pool_last(h, sh, ph, OH);
-    int ow0 = pool_first(w, kw, sw, pw), ow1 = pool_last(w, sw, pw, OW);
+    int oh0 = pool_first(h, (kh - 1) * dh + 1, sh, ph), oh1 = pool_last(h, sh, ph, OH);
+    int ow0 = pool_first(w, (kw - 1) * dw + 1, sw, pw), ow1 = pool_last(w, sw, pw, OW);
     float s = seg & POOL_SEG_FIRST ? 0.0f : dx[dx_off + i];
     int o0 = POOL_BAND_FROM(oh0, oh1 + 1, r0), o1 = POOL_BAND_TO(oh0, oh1 + 1, r0, nr);
     for (int oh = o0; oh < o1; oh++)
@@ -133,10 +197,10 @@ __kernel void pool_max_backward(__global const int *argmax, int am_off, __global
     dx[dx_off + i] = s;
 }
 
-/* Grid (B*C*H*W): item i sums dy over the windows covering it, divided by
- * the window size area (as in the forward). Band: window rows
- * [oh0 + r0, + nr). */
-__kernel void pool_avg_backward(__global const float *dy, int dy_off, POOL_GEOM, int total, float area,
+/* Grid (B*C*H*W): item i sums dy over the windows with a tap on it, each
+ * divided by its window's divisor (as in the forward; with a constant
+ * area the sum is divided once). Band: window rows [oh0 + r0, + nr). */
+__kernel void pool_avg_backward(__global const float *dy, int dy_off, POOL_GEOM, int total, POOL_AVG,
                                 __global float *dx, int dx_off, POOL_BAND)
 {
     int i = get_global_id(0);
@@ -144,14 +208,23 @@ __kernel void pool_avg_backward(__global const float *dy, int dy_off, POOL_GEOM,
         return;
     int w = i % W, t = i / W, h = t % H, bc = t / H;
     int base = bc * OH * OW;
-    int oh0 = pool_first(h, kh, sh, ph), oh1 = pool_last(h, sh, ph, OH);
-    int ow0 = pool_first(w, kw, sw, pw), ow1 = pool_last(w, sw, pw, OW);
+    int oh0 = pool_first(h, (kh - 1) * dh + 1, sh, ph), oh1 = pool_last(h, sh, ph, OH);
+    int ow0 = pool_first(w, (kw - 1) * dw + 1, sw, pw), ow1 = pool_last(w, sw, pw, OW);
     float s = seg & POOL_SEG_FIRST ? 0.0f : dx[dx_off + i];
     int o0 = POOL_BAND_FROM(oh0, oh1 + 1, r0), o1 = POOL_BAND_TO(oh0, oh1 + 1, r0, nr);
-    for (int oh = o0; oh < o1; oh++)
-        for (int ow = ow0; ow <= ow1; ow++)
-            s += dy[dy_off + base + oh * OW + ow];
-    dx[dx_off + i] = seg & POOL_SEG_LAST ? s / area : s;
+    for (int oh = o0; oh < o1; oh++) {
+        int h0 = oh * sh - ph;
+        if ((h - h0) % dh)
+            continue;
+        for (int ow = ow0; ow <= ow1; ow++) {
+            int w0 = ow * sw - pw;
+            float g = dy[dy_off + base + oh * OW + ow];
+            if ((w - w0) % dw)
+                continue;
+            s += area > 0.0f ? g : g / pool_avg_count(h0, w0, kh, kw, dh, dw, lo_h, hi_h, lo_w, hi_w);
+        }
+    }
+    dx[dx_off + i] = (seg & POOL_SEG_LAST) && area > 0.0f ? s / area : s;
 }
 
 /* Grid (GAP_WG * B*C), work-group GAP_WG: group bc sums its plane of S

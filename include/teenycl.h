@@ -288,13 +288,157 @@ TEENY_API teeny_status teeny_tensor_cl(const teeny_tensor *t, cl_mem *buf, size_
 
 /* ---- element-wise helpers ----------------------------------------------- */
 
-typedef enum { TEENY_ACT_NONE, TEENY_ACT_RELU, TEENY_ACT_SILU } teeny_act;
+/* Activations. Values are only ever appended. Those after SILU are ONNX's
+ * (formulas as ONNX states them; alpha and beta from teeny_act_params):
+ *   SIGMOID      1 / (1 + exp(-x))
+ *   TANH         tanh(x)
+ *   HARDSIGMOID  clamp(alpha x + beta, 0, 1)        (default alpha 0.2, beta 0.5)
+ *   HARDSWISH    x clamp(x / 6 + 1/2, 0, 1)
+ *   LEAKY_RELU   x >= 0 ? x : alpha x               (default alpha 0.01)
+ *   GELU         x/2 (1 + erf(x / sqrt 2))
+ *   GELU_TANH    x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (GELU's tanh approximation)
+ *   CLIP         min(max(x, alpha), beta)           (default -inf, +inf; ReLU6 is alpha 0, beta 6)
+ *   MISH         x tanh(log(1 + exp(x)))
+ *   ERF          erf(x)
+ * Gradients are the formulas' derivatives, with PyTorch's choice at the
+ * kinks: RELU 0 at 0, LEAKY_RELU alpha at 0, CLIP 1 on [alpha, beta],
+ * HARDSIGMOID 0 where alpha x + beta is 0 or 1, HARDSWISH x/3 + 1/2 on
+ * [-3, 3]. Functions that take a bare teeny_act (and the convolution's
+ * fused epilogue) use the defaults. */
+typedef enum {
+    TEENY_ACT_NONE, TEENY_ACT_RELU, TEENY_ACT_SILU,
+    TEENY_ACT_SIGMOID, TEENY_ACT_TANH, TEENY_ACT_HARDSIGMOID, TEENY_ACT_HARDSWISH, TEENY_ACT_LEAKY_RELU,
+    TEENY_ACT_GELU, TEENY_ACT_GELU_TANH, TEENY_ACT_CLIP, TEENY_ACT_MISH, TEENY_ACT_ERF
+} teeny_act;
+/* An activation with its parameters (see teeny_act; ignored by the others). */
+typedef struct {
+    teeny_act act;
+    float alpha, beta;
+} teeny_act_params;
+/* act with its default parameters. */
+TEENY_API teeny_act_params teeny_act_defaults(teeny_act act);
 /* y = a + b, all the same numel; y may alias a or b. */
 TEENY_API teeny_status teeny_add(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, teeny_tensor *y);
 /* y = act(x); y may alias x. */
 TEENY_API teeny_status teeny_activation_forward(teeny_ctx *ctx, teeny_act act, const teeny_tensor *x, teeny_tensor *y);
 /* dx = dy * act'(x); dx may alias dy. */
 TEENY_API teeny_status teeny_activation_backward(teeny_ctx *ctx, teeny_act act, const teeny_tensor *x, const teeny_tensor *dy, teeny_tensor *dx);
+/* The same with parameters (p borrowed for the call): TEENY_ERR_ARG for p
+ * NULL, an unknown act, or a NaN alpha or beta. */
+TEENY_API teeny_status teeny_activation_forward_ex(teeny_ctx *ctx, const teeny_act_params *p, const teeny_tensor *x, teeny_tensor *y);
+TEENY_API teeny_status teeny_activation_backward_ex(teeny_ctx *ctx, const teeny_act_params *p, const teeny_tensor *x, const teeny_tensor *dy, teeny_tensor *dx);
+
+/* ---- group A: broadcasting, reductions (ONNX phase 2) -------------------
+ * Shapes follow NumPy: operands broadcast from the last dimension (sizes
+ * equal, or 1, or missing in front). Every backward overwrites its
+ * outputs; a gradient of a broadcast operand is summed over the
+ * dimensions it was broadcast along, in a fixed order (no atomics): the
+ * same inputs give the same bits. A sum longer than a device's loop limit
+ * allows in 64 parts (Mesa's llvmpipe: 64 * 32767 elements) is
+ * TEENY_ERR_UNSUPPORTED. */
+typedef enum { TEENY_BINARY_ADD, TEENY_BINARY_SUB, TEENY_BINARY_MUL, TEENY_BINARY_DIV, TEENY_BINARY_POW } teeny_binary_op;
+/* y = a op b, a and b fp32 (rank 1..5) broadcasting to y's shape
+ * (TEENY_ERR_SHAPE otherwise); POW is pow(a, b) (NaN for a < 0 with a
+ * fractional b). y may alias a or b exactly when it has that operand's
+ * shape; any other overlap is TEENY_ERR_ARG. An unknown op is TEENY_ERR_ARG. */
+TEENY_API teeny_status teeny_binary(teeny_ctx *ctx, teeny_binary_op op, const teeny_tensor *a, const teeny_tensor *b, teeny_tensor *y);
+/* da (a's shape) and db (b's shape) from dy (y's shape); either may be NULL
+ * (not computed). DIV: da = dy / b, db = -dy a / b^2. POW: da = dy b
+ * a^(b-1) (0 where b = 0), db = dy a^b ln a (0 where a = 0 and b >= 0). */
+TEENY_API teeny_status teeny_binary_backward(teeny_ctx *ctx, teeny_binary_op op, const teeny_tensor *a, const teeny_tensor *b,
+    const teeny_tensor *dy, teeny_tensor *da, teeny_tensor *db);
+/* Sum or mean over axes: bit d of axes reduces axis d of x (a non-empty
+ * subset of x's axes, else TEENY_ERR_ARG); keepdims 1 keeps them as size
+ * 1, 0 drops them ([1] when none is left). */
+typedef struct {
+    unsigned axes;
+    int keepdims; /* 0 or 1 */
+    int mean;     /* 0: sum, 1: mean */
+} teeny_reduce_params;
+#define TEENY_REDUCE_PARAMS_INIT { 0, 1, 0 }
+TEENY_API teeny_status teeny_reduce(teeny_ctx *ctx, const teeny_reduce_params *p, const teeny_tensor *x, teeny_tensor *y);
+/* dx (x's shape) = dy broadcast over the reduced axes (divided by their
+ * element count for the mean). */
+TEENY_API teeny_status teeny_reduce_backward(teeny_ctx *ctx, const teeny_reduce_params *p, const teeny_tensor *dy, teeny_tensor *dx);
+
+/* ---- group A: batched matrix product (ONNX phase 2) ----------------------
+ * y [..., M, N] = a [..., M, K] b [..., K, N]: ranks 2..5, the batch
+ * dimensions (all but the last two) broadcasting NumPy's way; each output
+ * sums its K products in order (the linear layer's GEMM kernel, batched).
+ * y may not overlap a or b. */
+TEENY_API teeny_status teeny_matmul(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, teeny_tensor *y);
+/* da = dy b^T, db = a^T dy per batch, summed over the batch dimensions an
+ * operand was broadcast along; either may be NULL (not computed). */
+TEENY_API teeny_status teeny_matmul_backward(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, const teeny_tensor *dy,
+    teeny_tensor *da, teeny_tensor *db);
+
+/* ---- group A: softmax and layer norm (ONNX phase 2) ----------------------
+ * One work-item per softmax line (layer-norm row), summed in order: a line
+ * longer than a device's loop limit allows (Mesa's llvmpipe: about 10000
+ * elements) is TEENY_ERR_UNSUPPORTED. */
+/* y = softmax(x) along axis (0..rank-1), or log softmax (log 1), computed
+ * as exp(x - max) / sum and x - max - log(sum); y may alias x. */
+TEENY_API teeny_status teeny_softmax(teeny_ctx *ctx, int axis, int log, const teeny_tensor *x, teeny_tensor *y);
+/* From the forward's y: dx = y (dy - sum(dy y)), or (log) dy - exp(y) sum(dy); dx may alias dy. */
+TEENY_API teeny_status teeny_softmax_backward(teeny_ctx *ctx, int axis, int log, const teeny_tensor *y, const teeny_tensor *dy, teeny_tensor *dx);
+/* Layer normalization over x's axes from axis on (0..rank-1; PyTorch's
+ * normalized_shape is x's shape from there): y = (x - mean) rstd weight +
+ * bias, rstd = 1 / sqrt(biased variance + eps) (eps >= 0); weight and bias
+ * (NULL: none) have x's shape from axis on. mean and rstd (both or
+ * neither) receive the statistics, x's shape before axis ([1] for axis 0). */
+TEENY_API teeny_status teeny_layernorm_forward(teeny_ctx *ctx, int axis, float eps, const teeny_tensor *x,
+    const teeny_tensor *weight, const teeny_tensor *bias, teeny_tensor *y, teeny_tensor *mean, teeny_tensor *rstd);
+/* From the forward's mean and rstd: dx, dweight (sum over rows of dy xhat)
+ * and dbias (sum of dy); any may be NULL (not computed). */
+TEENY_API teeny_status teeny_layernorm_backward(teeny_ctx *ctx, int axis, const teeny_tensor *x, const teeny_tensor *weight,
+    const teeny_tensor *mean, const teeny_tensor *rstd, const teeny_tensor *dy, teeny_tensor *dx, teeny_tensor *dweight,
+    teeny_tensor *dbias);
+
+/* ---- group A: layout (ONNX phase 2) --------------------------------------
+ * Copies between tensors of rank 1..5 (the graph's reshapes stay views).
+ * Every backward overwrites dx (zeros where nothing of y came from). A
+ * shape that does not match is TEENY_ERR_SHAPE, a bad axis or parameter
+ * TEENY_ERR_ARG, an output overlapping an input TEENY_ERR_ARG; nothing is
+ * written then. */
+/* y dimension d is x dimension perm[d] (perm: a permutation of x's axes, ndim entries). */
+TEENY_API teeny_status teeny_transpose(teeny_ctx *ctx, const int *perm, const teeny_tensor *x, teeny_tensor *y);
+/* dx = dy transposed back (perm as the forward's). */
+TEENY_API teeny_status teeny_transpose_backward(teeny_ctx *ctx, const int *perm, const teeny_tensor *dy, teeny_tensor *dx);
+/* ONNX Slice on every axis d (entries past x's rank ignored): start,
+ * end (exclusive), step != 0; negative start/end count from the end and
+ * out-of-range ones are clamped as ONNX clamps them, so INT64_MAX means
+ * "to the end" (or, with a negative step, INT64_MIN "to the front"). A
+ * slice that selects nothing on an axis is TEENY_ERR_SHAPE. */
+typedef struct {
+    int64_t start[5], end[5], step[5];
+} teeny_slice_params;
+#define TEENY_SLICE_PARAMS_INIT { {0, 0, 0, 0, 0}, {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX}, {1, 1, 1, 1, 1} }
+TEENY_API teeny_status teeny_slice(teeny_ctx *ctx, const teeny_slice_params *p, const teeny_tensor *x, teeny_tensor *y);
+/* dx (x's shape): dy at the selected elements, 0 elsewhere. */
+TEENY_API teeny_status teeny_slice_backward(teeny_ctx *ctx, const teeny_slice_params *p, const teeny_tensor *dy, teeny_tensor *dx);
+/* Constant padding: y dimension d = x's + lo[d] + hi[d] (x's rank
+ * entries; negative values crop), value outside x. */
+TEENY_API teeny_status teeny_pad(teeny_ctx *ctx, const int64_t *lo, const int64_t *hi, float value, const teeny_tensor *x, teeny_tensor *y);
+/* dx = the elements of dy at x's positions. */
+TEENY_API teeny_status teeny_pad_backward(teeny_ctx *ctx, const int64_t *lo, const int64_t *hi, const teeny_tensor *dy, teeny_tensor *dx);
+/* y = x broadcast (NumPy) to y's shape, which must be the broadcast of x's
+ * and itself. */
+TEENY_API teeny_status teeny_expand(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y);
+/* dx = dy summed over the dimensions x was broadcast along. */
+TEENY_API teeny_status teeny_expand_backward(teeny_ctx *ctx, const teeny_tensor *dy, teeny_tensor *dx);
+/* Concatenate n >= 1 tensors along axis (every other dimension equal to
+ * y's), and the inverse: ys[i] its part of x (the ys may not overlap x or
+ * each other). Each is the other's backward. */
+TEENY_API teeny_status teeny_concat(teeny_ctx *ctx, int axis, int n, const teeny_tensor *const *xs, teeny_tensor *y);
+TEENY_API teeny_status teeny_split(teeny_ctx *ctx, int axis, const teeny_tensor *x, int n, teeny_tensor *const *ys);
+/* y = x's slices at int32 indices (any shape) along axis: y's shape is
+ * x's with the axis replaced by the indices' shape (rank at most 5). An
+ * index outside [0, x's size on the axis) gives NaN. */
+TEENY_API teeny_status teeny_gather(teeny_ctx *ctx, int axis, const teeny_tensor *x, const teeny_tensor *indices, teeny_tensor *y);
+/* dx (x's shape) = for each slice, the sum of dy over the indices that
+ * read it, in index order (0 for slices nothing read). TEENY_ERR_UNSUPPORTED
+ * past a device's loop limit in indices. */
+TEENY_API teeny_status teeny_gather_backward(teeny_ctx *ctx, int axis, const teeny_tensor *indices, const teeny_tensor *dy, teeny_tensor *dx);
 
 /* ---- batch normalization -------------------------------------------------
  * x is [N, C] (1-d) or [B, C, H, W] (2-d); every per-channel tensor is [C].
@@ -343,8 +487,17 @@ TEENY_API teeny_status teeny_batchnorm_fold(teeny_ctx *ctx, const teeny_tensor *
  * call TEENY_ERR_ARG. Nothing is modified then. Reductions are
  * deterministic (no atomics): the same inputs give bit-identical results
  * on the same device. */
-typedef struct { int stride[2], pad[2], dilation[2], groups; } teeny_conv2d_params; /* [0] = H, [1] = W */
-#define TEENY_CONV2D_PARAMS_INIT { {1, 1}, {0, 0}, {1, 1}, 1 }
+typedef struct {
+    int stride[2], pad[2], dilation[2], groups; /* [0] = H, [1] = W */
+    /* Appended after 0.1 (0, as an initializer that stops early leaves
+     * it, keeps the symmetric padding; rebuild code compiled against the
+     * older header): the padding after the input is pad + pad_end_extra
+     * (>= 0; ONNX's pads end - begin), so OH = (H + pad + pad_end -
+     * dilation*(KH-1) - 1) / stride + 1. The padding after only changes
+     * the output's size. */
+    int pad_end_extra[2];
+} teeny_conv2d_params;
+#define TEENY_CONV2D_PARAMS_INIT { {1, 1}, {0, 0}, {1, 1}, 1, {0, 0} }
 /* Shape inference only (no context; failures are read with
  * teeny_last_error(NULL)): fills y_shape from x_shape and w_shape. A size
  * < 1 is TEENY_ERR_ARG, a size past 2^31 - 1 or an output past 2^31 - 1
@@ -357,7 +510,8 @@ TEENY_API teeny_status teeny_conv2d_forward(teeny_ctx *ctx, const teeny_conv2d_p
 /* Inference fusion in one launch (e.g. conv-BN-SiLU with scale/shift from
  * teeny_batchnorm_fold): y = act(conv(x, w) * scale[c] + shift[c] + bias[c]).
  * bias, scale and shift ([Cout] each) may be NULL: scale then counts as 1,
- * shift and bias as 0 (so a NULL shift means "bias, or 0"). */
+ * shift and bias as 0 (so a NULL shift means "bias, or 0"). act is any
+ * teeny_act with its default parameters (teeny_act_defaults). */
 TEENY_API teeny_status teeny_conv2d_forward_fused(teeny_ctx *ctx, const teeny_conv2d_params *p,
     const teeny_tensor *x, const teeny_tensor *w, const teeny_tensor *bias,
     const teeny_tensor *scale, const teeny_tensor *shift, teeny_act act, teeny_tensor *y);
@@ -582,30 +736,69 @@ TEENY_API teeny_status teeny_mul(teeny_ctx *ctx, const teeny_tensor *a, const te
 TEENY_API teeny_status teeny_mul_backward(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b,
     const teeny_tensor *dy, teeny_tensor *da, teeny_tensor *db);
 
-/* 2-D pooling over x [B, C, H, W] -> y [B, C, OH, OW], PyTorch semantics:
- * OH = floor((H + 2*pad - kernel) / stride) + 1 (same for W), kernel and
- * stride >= 1, 0 <= pad <= kernel / 2, H + 2*pad >= kernel. [0] = H, [1] = W. */
-typedef struct { int kernel[2], stride[2], pad[2]; } teeny_pool2d_params;
-#define TEENY_POOL2D_PARAMS_INIT { {2, 2}, {2, 2}, {0, 0} }
+/* 2-D pooling over x [B, C, H, W] -> y [B, C, OH, OW]. [0] = H, [1] = W.
+ * With the fields of 0.1 alone (kernel, stride, pad; the later ones 0),
+ * PyTorch's semantics: OH = floor((H + 2*pad - kernel) / stride) + 1,
+ * kernel and stride >= 1, 0 <= pad <= kernel / 2, H + 2*pad >= kernel.
+ * The fields appended later (each 0 keeps the old meaning, which an
+ * initializer that stops early leaves them; TEENY_POOL2D_PARAMS_INIT
+ * spells them out) add what ONNX's MaxPool/AveragePool and PyTorch's
+ * options express. Per axis, with d = dilation (0 counts as 1), the
+ * window's taps are d apart, its span K = d*(kernel - 1) + 1, the
+ * padding before the input pad and after it pe = pad + pad_end_extra
+ * (ONNX's pads begin and end: pad_end_extra = end - begin):
+ *   OH = floor((H + pad + pe - K) / stride) + 1, or with ceil_mode the
+ *        ceiling, less one where that last window would start at or past
+ *        H + pad (PyTorch's rule, and ONNX's);
+ *   H + pad + pe >= K, pad >= 0, pe >= 0, dilation >= 0, flags 0 or 1;
+ *   pad, pe <= K / 2 unless large_pads (ONNX allows any padding: a window
+ *        entirely in the padding then gives -inf with argmax -1 for max
+ *        pooling, 0 for an average with count_include_pad and NaN (0/0)
+ *        for one without).
+ * Average pooling divides each window by the taps it counts: those in the
+ * padded input (count_include_pad, PyTorch's default; with ceil_mode a
+ * window past the padding counts only its taps inside, as PyTorch) or,
+ * with exclude_pad, those inside x. Max pooling ignores exclude_pad.
+ * Fields appended after 0.1 change the struct's size: rebuild code that
+ * was compiled against the older header. */
+typedef struct {
+    int kernel[2], stride[2], pad[2];
+    int pad_end_extra[2]; /* the padding after the input is pad + pad_end_extra (>= 0) */
+    int dilation[2];      /* taps dilation apart; 0 or 1: contiguous */
+    int ceil_mode;        /* 1: ceiling output size (PyTorch ceil_mode, ONNX ceil_mode) */
+    int exclude_pad;      /* average: 1 divides by the taps inside x (count_include_pad = 0) */
+    int large_pads;       /* 1: either padding may pass half the kernel span (ONNX) */
+} teeny_pool2d_params;
+#define TEENY_POOL2D_PARAMS_INIT { {2, 2}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, 0, 0, 0 }
 /* y_shape from x_shape: TEENY_ERR_ARG for bad parameters, TEENY_ERR_SHAPE
- * for a size < 1 or a kernel larger than the padded input, TEENY_ERR_RANGE
- * when x or y has more than 2^31 - 1 elements or H + 2*pad (W + 2*pad)
- * passes 2^31 - 1; every pooling call and graph builder checks the same.
- * The window itself may hold more than 2^31 positions (a large kernel over
- * a small padded input). */
+ * for a size < 1 or a kernel span larger than the padded input,
+ * TEENY_ERR_RANGE when x or y has more than 2^31 - 1 elements or
+ * H + pad + pe (W + ...) or the kernel span passes 2^31 - 1; every pooling
+ * call and graph builder checks the same. The window itself may hold more
+ * than 2^31 positions (a large kernel over a small padded input). */
 TEENY_API teeny_status teeny_pool2d_output_shape(const teeny_pool2d_params *p, const int64_t x_shape[4], int64_t y_shape[4]);
 /* Max pooling; padding counts as -inf, a NaN in a window wins (as PyTorch).
  * argmax (int32, shape of y) receives each maximum's index h * W + w within
- * its [H, W] plane; it may be NULL when no backward follows. */
+ * its [H, W] plane (the first one on ties); it may be NULL when no
+ * backward follows. */
 TEENY_API teeny_status teeny_maxpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *p,
     const teeny_tensor *x, teeny_tensor *y, teeny_tensor *argmax);
 /* dx[i] = sum of dy over the windows whose argmax is i (a gather: no
  * atomics). x supplies the shape only. */
 TEENY_API teeny_status teeny_maxpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p,
     const teeny_tensor *x, const teeny_tensor *argmax, const teeny_tensor *dy, teeny_tensor *dx);
-/* Average pooling with count_include_pad (PyTorch's default): every window
- * divides by kernel[0] * kernel[1] (formed in 64-bit integers, then
- * rounded to float once, so windows past 2^31 positions are exact too). */
+/* ONNX MaxPool's Indices: indices (int32, shape of y) = the index of each
+ * window's maximum in all of x flattened, ((b*C + c)*H + h)*W + w, or
+ * with column_major (ONNX storage_order 1) (b*C + c)*H*W + w*H + h; -1
+ * for a window entirely in the padding. Same windows and ties as
+ * teeny_maxpool2d_forward; no gradient. */
+TEENY_API teeny_status teeny_maxpool2d_indices(teeny_ctx *ctx, const teeny_pool2d_params *p,
+    const teeny_tensor *x, int column_major, teeny_tensor *indices);
+/* Average pooling. With the fields of 0.1 (count_include_pad, PyTorch's
+ * default) every window divides by kernel[0] * kernel[1] (formed in
+ * 64-bit integers, then rounded to float once, so windows past 2^31
+ * positions are exact too); with the later fields each window divides by
+ * the taps it counts (above). */
 TEENY_API teeny_status teeny_avgpool2d_forward(teeny_ctx *ctx, const teeny_pool2d_params *p,
     const teeny_tensor *x, teeny_tensor *y);
 TEENY_API teeny_status teeny_avgpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params *p,
@@ -614,6 +807,14 @@ TEENY_API teeny_status teeny_avgpool2d_backward(teeny_ctx *ctx, const teeny_pool
 TEENY_API teeny_status teeny_global_avgpool_forward(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y);
 /* dx[b, c, h, w] = dy[b, c] / (H * W). */
 TEENY_API teeny_status teeny_global_avgpool_backward(teeny_ctx *ctx, const teeny_tensor *dy, teeny_tensor *dx);
+/* y [B, C] (or [B, C, 1, 1]) = max of x [B, C, H, W] over H, W (a NaN
+ * wins); argmax (int32 [B, C] or [B, C, 1, 1], or NULL when no backward
+ * follows) receives h * W + w of the first maximum. */
+TEENY_API teeny_status teeny_global_maxpool_forward(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y,
+    teeny_tensor *argmax);
+/* dx[b, c, h, w] = dy[b, c] where h * W + w is the plane's argmax, else 0. */
+TEENY_API teeny_status teeny_global_maxpool_backward(teeny_ctx *ctx, const teeny_tensor *argmax,
+    const teeny_tensor *dy, teeny_tensor *dx);
 
 /* Fully connected layer, PyTorch layout: x [N, in], w [out, in], bias [out]
  * or NULL, y [N, out] = x * w^T + bias. */
@@ -688,6 +889,15 @@ TEENY_API teeny_status teeny_graph_reshape(teeny_graph *g, const char *name, tee
 TEENY_API teeny_status teeny_graph_flatten(teeny_graph *g, const char *name, teeny_node x, teeny_node *out);
 /* Keep a node's value readable after forward (the loss always is). */
 TEENY_API teeny_status teeny_graph_mark_output(teeny_graph *g, teeny_node n);
+/* A constant: an fp32 value of rank 1..5 fixed when the graph is built
+ * (data: the product of shape values, copied now; borrowed for the call).
+ * Its shape is its own: no dimension is the batch. It is not a parameter
+ * (no gradient, not in checkpoints, not trained); ops take it as any
+ * other input, e.g. the operand of teeny_graph_binary. Its plan tensor
+ * (teeny_plan_tensor) is a view of the graph's copy. TEENY_ERR_ARG for
+ * a rank outside 1..5 or NULL shape or data, and as teeny_tensor_create
+ * for the sizes. */
+TEENY_API teeny_status teeny_graph_constant(teeny_graph *g, const char *name, int ndim, const int64_t *shape, const float *data, teeny_node *out);
 /* Layers. name (may be NULL: "<op><index>") prefixes the node's parameter
  * names; out receives the new node (-1 on failure). Shapes follow the
  * matching eager functions; mismatches fail here, naming the nodes. A
@@ -700,6 +910,32 @@ TEENY_API teeny_status teeny_graph_mark_output(teeny_graph *g, teeny_node n);
  * running ones. */
 TEENY_API teeny_status teeny_graph_batchnorm(teeny_graph *g, const char *name, teeny_node x, float momentum, float eps, teeny_node *out);
 TEENY_API teeny_status teeny_graph_activation(teeny_graph *g, const char *name, teeny_node x, teeny_act act, teeny_node *out);
+/* Group A (ONNX phase 2) graph ops; shapes, statuses and gradients as the
+ * eager functions state them. binary: a and b may be any nodes whose
+ * shapes broadcast (a teeny_graph_constant as an operand). reduce: p
+ * borrowed for the call; reducing axis 0 (the batch) is allowed. */
+TEENY_API teeny_status teeny_graph_binary(teeny_graph *g, const char *name, teeny_binary_op op, teeny_node a, teeny_node b, teeny_node *out);
+TEENY_API teeny_status teeny_graph_reduce(teeny_graph *g, const char *name, teeny_node x, const teeny_reduce_params *p, teeny_node *out);
+/* Batched matmul of two nodes (either may be a teeny_graph_constant). */
+TEENY_API teeny_status teeny_graph_matmul(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out);
+/* Softmax along axis (negative: from the end), log 1 for log softmax. */
+TEENY_API teeny_status teeny_graph_softmax(teeny_graph *g, const char *name, teeny_node x, int axis, int log, teeny_node *out);
+/* Layer norm over x's axes from axis on (negative: from the end; axis 0
+ * normalizes across the batch): params "weight" (ones) and, with bias,
+ * "bias" (zeros), x's shape from axis on. */
+TEENY_API teeny_status teeny_graph_layernorm(teeny_graph *g, const char *name, teeny_node x, int axis, float eps, int bias, teeny_node *out);
+/* Layout ops, as the eager functions (arrays borrowed for the call; perm,
+ * lo, hi with x's rank entries). gather takes its indices from the host
+ * (copied: an int32 constant node "<name>.indices" of ndim/shape). */
+TEENY_API teeny_status teeny_graph_transpose(teeny_graph *g, const char *name, teeny_node x, const int *perm, teeny_node *out);
+TEENY_API teeny_status teeny_graph_slice(teeny_graph *g, const char *name, teeny_node x, const teeny_slice_params *p, teeny_node *out);
+TEENY_API teeny_status teeny_graph_pad(teeny_graph *g, const char *name, teeny_node x, const int64_t *lo, const int64_t *hi, float value, teeny_node *out);
+TEENY_API teeny_status teeny_graph_expand(teeny_graph *g, const char *name, teeny_node x, int ndim, const int64_t *shape, teeny_node *out);
+/* More than 4 inputs become a chain of nodes ("<name>.part<k>"), as teeny_graph_concat. */
+TEENY_API teeny_status teeny_graph_concat_axis(teeny_graph *g, const char *name, int axis, int n, const teeny_node *xs, teeny_node *out);
+TEENY_API teeny_status teeny_graph_gather(teeny_graph *g, const char *name, teeny_node x, int axis, int ndim, const int64_t *shape, const int32_t *indices, teeny_node *out);
+/* An activation with parameters (teeny_act_params; p borrowed for the call). */
+TEENY_API teeny_status teeny_graph_activation_ex(teeny_graph *g, const char *name, teeny_node x, const teeny_act_params *p, teeny_node *out);
 TEENY_API teeny_status teeny_graph_add(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out);
 TEENY_API teeny_status teeny_graph_mul(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out);
 /* Conv2d: params "weight" [out_channels, C/groups, kernel_h, kernel_w] and,
@@ -709,6 +945,12 @@ TEENY_API teeny_status teeny_graph_conv2d(teeny_graph *g, const char *name, teen
 TEENY_API teeny_status teeny_graph_maxpool2d(teeny_graph *g, const char *name, teeny_node x, const teeny_pool2d_params *p, teeny_node *out);
 TEENY_API teeny_status teeny_graph_avgpool2d(teeny_graph *g, const char *name, teeny_node x, const teeny_pool2d_params *p, teeny_node *out);
 TEENY_API teeny_status teeny_graph_global_avgpool(teeny_graph *g, const char *name, teeny_node x, teeny_node *out);
+/* Global max pooling: [B, C] (training saves its argmax). */
+TEENY_API teeny_status teeny_graph_global_maxpool(teeny_graph *g, const char *name, teeny_node x, teeny_node *out);
+/* ONNX MaxPool's Indices (teeny_maxpool2d_indices): an int32 value of the
+ * pooled shape; no gradient flows through it. */
+TEENY_API teeny_status teeny_graph_maxpool2d_indices(teeny_graph *g, const char *name, teeny_node x,
+    const teeny_pool2d_params *p, int column_major, teeny_node *out);
 /* Linear on [B, in]: params "weight" [out_features, in], with bias "bias". */
 TEENY_API teeny_status teeny_graph_linear(teeny_graph *g, const char *name, teeny_node x, int out_features, int bias, teeny_node *out);
 /* Mean softmax cross-entropy of logits [B, K] against int32 labels [B]: a [1] value. */
@@ -729,7 +971,8 @@ TEENY_API teeny_status teeny_graph_psa_merge_attn(teeny_graph *g, const char *na
 /* Introspection. */
 TEENY_API int teeny_graph_node_count(const teeny_graph *g);
 /* The node's dotted name (borrowed) and its value's rank and shape for a
- * batch of 1: shape[0..ndim) are the sizes and shape[ndim..5) are set to 0.
+ * batch of 1 (a graph an ONNX import made: for the model's batch,
+ * teeny_onnx_batch): shape[0..ndim) are the sizes and shape[ndim..5) are set to 0.
  * Any of name, ndim, shape may be NULL (not wanted); on failure nothing is
  * written. */
 TEENY_API teeny_status teeny_graph_node_info(const teeny_graph *g, teeny_node n, const char **name, int *ndim, int64_t shape[5]);
@@ -776,9 +1019,10 @@ TEENY_API teeny_status teeny_plan_forward(teeny_plan *p);
  * the same gradients. */
 TEENY_API teeny_status teeny_plan_backward(teeny_plan *p);
 TEENY_API teeny_status teeny_plan_zero_grad(teeny_plan *p);
-/* Host syncs: read node n's value (count == numel), or the scalar loss.
- * TEENY_ERR_STATE before the plan's first forward (there is no value yet;
- * inputs excepted), and so for loss_start. */
+/* Host syncs: read node n's value (count == numel; an int32 value, such as
+ * labels or teeny_graph_maxpool2d_indices', converted to float), or the
+ * scalar loss. TEENY_ERR_STATE before the plan's first forward (there is
+ * no value yet; inputs excepted), and so for loss_start. */
 TEENY_API teeny_status teeny_plan_read(teeny_plan *p, teeny_node n, float *dst, size_t count);
 TEENY_API teeny_status teeny_plan_read_loss(teeny_plan *p, float *loss);
 /* Non-blocking loss read: start enqueues the copy, wait blocks for it. */

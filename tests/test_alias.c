@@ -105,6 +105,9 @@ static teeny_status c_lin_f(teeny_ctx *c, teeny_tensor **t) { return teeny_linea
 static teeny_status c_lin_b(teeny_ctx *c, teeny_tensor **t) { return teeny_linear_backward(c, t[0], t[1], t[2], t[3], t[4], t[5]); }
 static teeny_status c_ce_f(teeny_ctx *c, teeny_tensor **t) { return teeny_softmax_cross_entropy_forward(c, t[0], t[1], t[2], t[3]); }
 static teeny_status c_ce_b(teeny_ctx *c, teeny_tensor **t) { return teeny_softmax_cross_entropy_backward(c, t[0], t[1], t[2], t[3]); }
+/* group B (teeny_maxpool2d_indices reads fp32 and writes int32 only: nothing to alias) */
+static teeny_status c_gmp_f(teeny_ctx *c, teeny_tensor **t) { return teeny_global_maxpool_forward(c, t[0], t[1], t[2]); }
+static teeny_status c_gmp_b(teeny_ctx *c, teeny_tensor **t) { return teeny_global_maxpool_backward(c, t[0], t[1], t[2]); }
 static teeny_status c_cat(teeny_ctx *c, teeny_tensor **t)
 {
     const teeny_tensor *xs[2] = {t[0], t[1]};
@@ -164,6 +167,9 @@ static const op_spec OPS[] = {
     {"softmax_cross_entropy_backward", 3, 4, {2, 1, 1, 2}, {{2, 3}, {2}, {1}, {2, 3}}, {0, 1, 0, 0}, 0, c_ce_b},
     {"concat_channels", 2, 3, {4, 4, 4}, {{2, 2, 2, 2}, {2, 2, 2, 2}, {2, 4, 2, 2}}, {0}, 0, c_cat},
     {"split_channels", 1, 3, {4, 4, 4}, {{2, 4, 2, 2}, {2, 2, 2, 2}, {2, 2, 2, 2}}, {0}, 0, c_split},
+    /* group B */
+    {"global_maxpool_forward", 1, 3, {4, 2, 2}, {{2, 4, 4, 4}, {2, 4}, {2, 4}}, {0, 0, 1}, 0, c_gmp_f},
+    {"global_maxpool_backward", 2, 3, {2, 2, 4}, {{2, 4}, {2, 4}, {2, 4, 4, 4}}, {1, 0, 0}, 0, c_gmp_b},
 };
 #define N_OPS ((int)(sizeof OPS / sizeof OPS[0]))
 

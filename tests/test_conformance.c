@@ -36,10 +36,14 @@
 #include "ref/concat_ref.h"
 #include "ref/conv2d_ref.h"
 #include "ref/elementwise_ref.h"
+#include "ref/layout_ref.h"
 #include "ref/linear_ref.h"
 #include "ref/loss_ref.h"
+#include "ref/matmul_ref.h"
+#include "ref/norm_ref.h"
 #include "ref/optim_ref.h"
 #include "ref/pool_ref.h"
+#include "ref/strided_ref.h"
 #include "../examples/fashion_net.h"
 
 #define TOL 1e-5      /* every family's forward/backward tolerance (nrms) */
@@ -298,18 +302,20 @@ END_TEST
 
 typedef struct {
     const char *what;
-    ref_conv c; /* B, Cin, H, W, Cout, KH, KW, sh, sw, ph, pw, dh, dw, G */
+    ref_conv c; /* B, Cin, H, W, Cout, KH, KW, sh, sw, ph, pw, dh, dw, G, peh, pew */
 } conv_case;
 
 static const conv_case conv_cases[] = {
-    {"dense 3x3", {2, 3, 6, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1}},
-    {"1x1", {2, 4, 4, 4, 6, 1, 1, 1, 1, 0, 0, 1, 1, 1}},
-    {"strided", {1, 3, 7, 7, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1}},
-    {"dilated", {1, 2, 7, 6, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1}},
-    {"grouped", {2, 4, 5, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2}},
-    {"depthwise", {2, 4, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4}},
-    {"depthwise x2", {1, 3, 5, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 3}},
-    {"depthwise strided", {2, 2, 9, 9, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2}},
+    {"dense 3x3", {2, 3, 6, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+    {"1x1", {2, 4, 4, 4, 6, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}},
+    {"strided", {1, 3, 7, 7, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0}},
+    {"dilated", {1, 2, 7, 6, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1, 0, 0}},
+    {"grouped", {2, 4, 5, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}},
+    {"depthwise", {2, 4, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0, 0}},
+    {"depthwise x2", {1, 3, 5, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}},
+    {"depthwise strided", {2, 2, 9, 9, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, 0, 0}},
+    {"pads after apart (ONNX)", {2, 3, 7, 6, 4, 3, 2, 2, 1, 1, 0, 1, 1, 1, -1, 2}},
+    {"1x1 padded after (ONNX)", {2, 4, 4, 4, 6, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2}},
 };
 
 static teeny_conv2d_params conv_params(const ref_conv *c)
@@ -322,6 +328,8 @@ static teeny_conv2d_params conv_params(const ref_conv *c)
     p.dilation[0] = c->dh;
     p.dilation[1] = c->dw;
     p.groups = c->G;
+    p.pad_end_extra[0] = c->peh;
+    p.pad_end_extra[1] = c->pew;
     return p;
 }
 
@@ -340,7 +348,7 @@ static void conv_run(const conv_case *k, const char *tuning, uint64_t seed)
              k->what, tuning, c->B, c->Cin, c->H, c->W, c->Cout, c->KH, c->KW, c->sh, c->sw, c->ph, c->pw, c->dh, c->dw,
              c->G, (unsigned long long)seed);
     size_t nx = ref_conv_x_numel(c), nw = ref_conv_w_numel(c), ny = ref_conv_y_numel(c), C = (size_t)c->Cout;
-    int OH = ref_conv_out(c->H, c->KH, c->sh, c->ph, c->dh), OW = ref_conv_out(c->W, c->KW, c->sw, c->pw, c->dw);
+    int OH = ref_conv_oh(c), OW = ref_conv_ow(c);
     int64_t xs[4] = {c->B, c->Cin, c->H, c->W}, ws[4] = {c->Cout, c->Cin / c->G, c->KH, c->KW},
             ys[4] = {c->B, c->Cout, OH, OW}, cs[1] = {c->Cout};
     float *x = rnd(&r, nx, 0, 1), *w = rnd(&r, nw, 0, 0.5), *b = rnd(&r, C, 0, 0.5), *dy = rnd(&r, ny, 0, 1),
@@ -578,9 +586,9 @@ START_TEST(test_conformance_pool)
     teeny_ctx *ctx = th_ctx();
     th_rng r = th_rng_make(600);
     const char *repro = "pool B 2 C 3 H 7 W 6 kernel 3x2 stride 2x2 pad 1x1 seed 600";
-    ref_pool g = {2, 3, 7, 6, 3, 2, 2, 2, 1, 1, 0, 0};
+    ref_pool g = {.B = 2, .C = 3, .H = 7, .W = 6, .kh = 3, .kw = 2, .sh = 2, .sw = 2, .ph = 1, .pw = 1};
     ref_pool_geom(&g);
-    teeny_pool2d_params p = {{g.kh, g.kw}, {g.sh, g.sw}, {g.ph, g.pw}};
+    teeny_pool2d_params p = {.kernel = {g.kh, g.kw}, .stride = {g.sh, g.sw}, .pad = {g.ph, g.pw}};
     size_t nx = (size_t)g.B * g.C * g.H * g.W, ny = (size_t)g.B * g.C * g.OH * g.OW, nbc = (size_t)g.B * g.C;
     int S = g.H * g.W;
     int64_t xs[4] = {g.B, g.C, g.H, g.W}, ys[4] = {g.B, g.C, g.OH, g.OW}, gs[2] = {g.B, g.C};
@@ -642,9 +650,50 @@ START_TEST(test_conformance_pool)
     TH_OK(ctx, teeny_global_avgpool_backward(ctx, tdg.t, tdx.t));
     ref_gap_backward(g.B, g.C, S, dgd, dx);
     expect(&tdx, dx, NULL, TOL, "gap dx", repro);
+    /* global max pooling, and ONNX's window options: dilation 2, pads
+     * before and after apart (past half the span), ceil_mode,
+     * count_include_pad=0, the flat indices */
+    int32_t garg[6];
+    th_dev tga = th_dev_make(ctx, 1, 2, gs, OUT_OFF, NULL);
+    th_poison(tgy.t);
+    TH_OK(ctx, teeny_global_maxpool_forward(ctx, tx.t, tgy.t, tga.t));
+    ck_assert(nbc <= 6);
+    ref_gmp_forward(g.B, g.C, S, xd, gy, garg);
+    expect(&tgy, gy, NULL, TOL, "global max y", repro);
+    th_poison(tdx.t);
+    TH_OK(ctx, teeny_global_maxpool_backward(ctx, tga.t, tdg.t, tdx.t));
+    ref_gmp_backward(g.B, g.C, S, garg, dgd, dx);
+    expect(&tdx, dx, NULL, TOL, "global max dx", repro);
+    ref_pool o = {.B = 2, .C = 3, .H = 7, .W = 6, .kh = 3, .kw = 2, .sh = 2, .sw = 2, .ph = 2, .pw = 1,
+                  .peh = -1, .pew = 2, .dh = 2, .dw = 2, .ceil_mode = 1, .exclude_pad = 1};
+    ref_pool_geom(&o);
+    ck_assert(o.OH == g.OH && o.OW == g.OW); /* 4 x 2: the same y, dy */
+    teeny_pool2d_params po = {.kernel = {o.kh, o.kw}, .stride = {o.sh, o.sw}, .pad = {o.ph, o.pw},
+                              .pad_end_extra = {o.peh, o.pew}, .dilation = {o.dh, o.dw}, .ceil_mode = 1,
+                              .exclude_pad = 1, .large_pads = 1};
+    th_poison(ty.t);
+    TH_OK(ctx, teeny_avgpool2d_forward(ctx, &po, tx.t, ty.t));
+    ref_avgpool_forward(&o, xd, y);
+    expect(&ty, y, NULL, TOL, "avgpool y (ONNX options)", repro);
+    th_poison(tdx.t);
+    TH_OK(ctx, teeny_avgpool2d_backward(ctx, &po, tx.t, tdy.t, tdx.t));
+    ref_avgpool_backward(&o, dyd, dx);
+    expect(&tdx, dx, NULL, TOL, "avgpool dx (ONNX options)", repro);
+    th_poison(ty.t);
+    TH_OK(ctx, teeny_maxpool2d_forward(ctx, &po, tx.t, ty.t, ta.t));
+    ref_maxpool_forward(&o, xd, y, arg);
+    expect(&ty, y, NULL, TOL, "maxpool y (ONNX options)", repro);
+    th_poison(tdx.t);
+    TH_OK(ctx, teeny_maxpool2d_backward(ctx, &po, tx.t, ta.t, tdy.t, tdx.t));
+    ref_maxpool_backward(&o, arg, dyd, dx);
+    expect(&tdx, dx, NULL, TOL, "maxpool dx (ONNX options)", repro);
+    TH_OK(ctx, teeny_maxpool2d_indices(ctx, &po, tx.t, 0, ta.t));
+    TH_OK(ctx, teeny_tensor_read_i32(ta.t, got_arg, ny));
+    for (size_t i = 0; i < ny; i++)
+        ck_assert_msg(got_arg[i] == (int32_t)(i / (size_t)(o.OH * o.OW)) * S + arg[i], "indices[%zu]; %s", i, repro);
     cov_stop();
-    th_dev *ds[] = {&tx, &tdy, &tdg, &ty, &tdx, &tgy, &ta};
-    free_devs(ds, 7);
+    th_dev *ds[] = {&tx, &tdy, &tdg, &ty, &tdx, &tgy, &ta, &tga};
+    free_devs(ds, 8);
     void *hs[] = {x, dy, dg, xd, dyd, dgd, y, dx, gy, gmag, arg, got_arg};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         free(hs[i]);
@@ -723,9 +772,9 @@ static void long_pool(void)
     teeny_ctx *ctx = th_ctx();
     th_rng r = th_rng_make(1200);
     const char *repro = "pool x [1, 2, 302, 302] kernel 300x300 stride 1; global pooling x [1, 2, 1100, 1100]";
-    ref_pool g = {1, 2, 302, 302, 300, 300, 1, 1, 0, 0, 0, 0};
+    ref_pool g = {.B = 1, .C = 2, .H = 302, .W = 302, .kh = 300, .kw = 300, .sh = 1, .sw = 1};
     ref_pool_geom(&g);
-    teeny_pool2d_params p = {{300, 300}, {1, 1}, {0, 0}};
+    teeny_pool2d_params p = {.kernel = {300, 300}, .stride = {1, 1}, .pad = {0, 0}};
     size_t nx = (size_t)2 * 302 * 302, ny = (size_t)2 * g.OH * g.OW, ng = (size_t)2 * 1100 * 1100;
     int64_t xs[4] = {1, 2, 302, 302}, ys[4] = {1, 2, g.OH, g.OW}, gxs[4] = {1, 2, 1100, 1100}, gys[2] = {1, 2};
     float *x = rnd(&r, nx, 0, 1), *gx = rnd(&r, ng, 0.5, 1);
@@ -823,9 +872,9 @@ START_TEST(test_conformance_long_loops)
     bn_case(4, 4, 4, 525, 525, 1100);
     th_compute_units(0);
     static const conv_case big[] = {
-        {"depthwise, whole planes", {16, 8, 100, 100, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8}},
-        {"1x1, weight gradient over 80000", {8, 4, 100, 100, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1}},
-        {"3x3, weight gradient over 80000", {8, 4, 100, 100, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1}},
+        {"depthwise, whole planes", {16, 8, 100, 100, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, 0, 0}},
+        {"1x1, weight gradient over 80000", {8, 4, 100, 100, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}},
+        {"3x3, weight gradient over 80000", {8, 4, 100, 100, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
     };
     for (int i = 0; i < 3; i++)
         conv_run(&big[i], "own", 1110 + (uint64_t)i);
@@ -929,6 +978,120 @@ START_TEST(test_conformance_elementwise)
     th_dev *ds[] = {&ta, &tb, &ty, &ta2, &tb2, &tu, &tv, &tg, &to, &to2};
     free_devs(ds, 10);
     void *hs[] = {a, b, u, v, g, ad, bd, ud, vd, gd};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+END_TEST
+
+/* ---- the ONNX ops (group A) ----
+ * Broadcasting binary ops and their gradient terms, a reduction, a
+ * transpose, gather's backward, a batched matmul, softmax and layer norm
+ * (the tolerances of test_strided.c, test_layout.c, test_matmul.c and
+ * test_norm.c). */
+START_TEST(test_conformance_onnx_ops)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(850);
+    const char *repro = "a [2,3,4] op b [3,1]; reduce axes 0,2; transpose (2,0,1); gather axis 1 of [2,3,4] at "
+                        "[2,0,2]; matmul [2,3,5]x[5,4]; softmax axis 1 of [2,6,3]; layernorm [4,7] axis 1; seed 850";
+    int64_t sa[3] = {2, 3, 4}, sb[2] = {3, 1}, n = 24;
+    ref_shape ra = {3, {2, 3, 4}}, rb = {2, {3, 1}}, ry = {3, {2, 3, 4}};
+    float *a = rnd(&r, 24, 1.5, 0.3), *b = rnd(&r, 3, 1.0, 0.2), *dy = rnd(&r, 24, 0, 1);
+    double *ad = th_dbl(a, 24), *bd = th_dbl(b, 3), *dyd = th_dbl(dy, 24);
+    double y[24], da[24], db[3];
+    cov_start();
+
+    th_dev ta = din(3, sa, a), tb = din(2, sb, b), tdy = din(3, sa, dy), ty = dout(3, sa), tda = dout(3, sa),
+           tdb = dout(2, sb);
+    for (int op = TEENY_BINARY_ADD; op <= TEENY_BINARY_POW; op++) {
+        th_poison(ty.t);
+        TH_OK(ctx, teeny_binary(ctx, (teeny_binary_op)op, ta.t, tb.t, ty.t));
+        ref_binary(op, ad, &ra, bd, &rb, y, &ry);
+        expect(&ty, y, NULL, 1e-6, "binary", repro);
+        th_poison(tda.t);
+        th_poison(tdb.t);
+        TH_OK(ctx, teeny_binary_backward(ctx, (teeny_binary_op)op, ta.t, tb.t, tdy.t, tda.t, tdb.t));
+        ref_binary_backward(op, ad, &ra, bd, &rb, dyd, &ry, da, db);
+        expect(&tda, da, NULL, 1e-5, "binary backward da", repro);
+        expect(&tdb, db, NULL, 1e-5, "binary backward db", repro);
+    }
+
+    /* sum over axes 0 and 2, kept: [1, 3, 1] */
+    int64_t sr[3] = {1, 3, 1};
+    th_dev tr = dout(3, sr);
+    teeny_reduce_params rp = {5u, 1, 0};
+    TH_OK(ctx, teeny_reduce(ctx, &rp, ta.t, tr.t));
+    ref_reduce(ad, &ra, 5u, 0, y);
+    expect(&tr, y, NULL, 1e-6, "reduce", repro);
+
+    /* transpose (2, 0, 1): [4, 2, 3] */
+    int perm[3] = {2, 0, 1};
+    int64_t st[3] = {4, 2, 3}, src[24];
+    ref_shape rt;
+    th_dev tt = dout(3, st);
+    TH_OK(ctx, teeny_transpose(ctx, perm, ta.t, tt.t));
+    ref_transpose_map(&ra, perm, &rt, src);
+    ref_map_forward(ad, src, n, 0, y);
+    expect(&tt, y, NULL, 1e-6, "transpose", repro);
+
+    /* gather along axis 1 at [2, 0, 2]: its backward sums slice 2 twice */
+    int32_t idx[3] = {2, 0, 2};
+    int64_t si[1] = {3};
+    ref_shape rind = {1, {3}}, rg;
+    th_dev ti = th_dev_make(ctx, 1, 1, si, 0, idx), tgx = dout(3, sa);
+    TH_OK(ctx, teeny_gather_backward(ctx, 1, ti.t, tdy.t, tgx.t));
+    ref_gather_map(&ra, 1, &rind, idx, &rg, src);
+    ref_map_backward(dyd, src, ref_numel(&rg), n, y);
+    expect(&tgx, y, NULL, 1e-6, "gather backward", repro);
+
+    /* batched matmul [2, 3, 5] x [5, 4] */
+    int64_t sm[3] = {2, 3, 5}, sw[2] = {5, 4}, so[3] = {2, 3, 4};
+    ref_shape rm = {3, {2, 3, 5}}, rw = {2, {5, 4}};
+    float *m = rnd(&r, 30, 0, 1), *w = rnd(&r, 20, 0, 1);
+    double *md = th_dbl(m, 30), *wd = th_dbl(w, 20);
+    th_dev tm = din(3, sm, m), tw = din(2, sw, w), to = dout(3, so);
+    TH_OK(ctx, teeny_matmul(ctx, tm.t, tw.t, to.t));
+    ref_matmul(md, &rm, wd, &rw, y);
+    expect(&to, y, NULL, 1e-6, "matmul", repro);
+
+    /* softmax and log softmax along axis 1 of [2, 6, 3], forward and backward */
+    int64_t ss[3] = {2, 6, 3};
+    float *x = rnd(&r, 36, 0, 2), *g = rnd(&r, 36, 0, 1);
+    double *xd = th_dbl(x, 36), *gd = th_dbl(g, 36), sy[36], sdx[36];
+    th_dev tx = din(3, ss, x), tg = din(3, ss, g), tsy = dout(3, ss), tsdx = dout(3, ss);
+    for (int lg = 0; lg < 2; lg++) {
+        th_poison(tsy.t);
+        TH_OK(ctx, teeny_softmax(ctx, 1, lg, tx.t, tsy.t));
+        ref_softmax(xd, 2, 6, 3, lg, sy);
+        expect(&tsy, sy, NULL, 1e-6, lg ? "log softmax" : "softmax", repro);
+        th_poison(tsdx.t);
+        TH_OK(ctx, teeny_softmax_backward(ctx, 1, lg, tsy.t, tg.t, tsdx.t));
+        ref_softmax_backward(sy, gd, 2, 6, 3, lg, sdx);
+        expect(&tsdx, sdx, NULL, 1e-5, lg ? "log softmax backward" : "softmax backward", repro);
+    }
+
+    /* layer norm of [4, 7] over axis 1, weight and bias, forward and backward */
+    int64_t sl[2] = {4, 7}, sf[1] = {7}, s4[1] = {4};
+    float *lw = rnd(&r, 7, 1, 0.2), *lb = rnd(&r, 7, 0, 0.2);
+    double *lwd = th_dbl(lw, 7), *lbd = th_dbl(lb, 7), ly[28], lmean[4], lrstd[4], ldx[28], ldw[7], ldb[7];
+    th_dev tlx = din(2, sl, x), tlw = din(1, sf, lw), tlb = din(1, sf, lb), tldy = din(2, sl, g), tly = dout(2, sl),
+           tmean = dout(1, s4), trstd = dout(1, s4), tldx = dout(2, sl), tldw = dout(1, sf), tldb = dout(1, sf);
+    TH_OK(ctx, teeny_layernorm_forward(ctx, 1, 1e-5f, tlx.t, tlw.t, tlb.t, tly.t, tmean.t, trstd.t));
+    ref_layernorm(xd, 4, 7, lwd, lbd, 1e-5, ly, lmean, lrstd);
+    expect(&tly, ly, NULL, 1e-5, "layernorm", repro);
+    expect(&tmean, lmean, NULL, 1e-6, "layernorm mean", repro);
+    expect(&trstd, lrstd, NULL, 1e-5, "layernorm rstd", repro);
+    TH_OK(ctx, teeny_layernorm_backward(ctx, 1, tlx.t, tlw.t, tmean.t, trstd.t, tldy.t, tldx.t, tldw.t, tldb.t));
+    ref_layernorm_backward(xd, 4, 7, lwd, gd, 1e-5, ldx, ldw, ldb);
+    expect(&tldx, ldx, NULL, 1e-5, "layernorm dx", repro);
+    expect(&tldw, ldw, NULL, 1e-5, "layernorm dweight", repro);
+    expect(&tldb, ldb, NULL, 1e-5, "layernorm dbias", repro);
+    cov_stop();
+
+    th_dev *ds[] = {&ta, &tb, &tdy, &ty, &tda, &tdb, &tr, &tt, &ti, &tgx, &tm, &tw, &to, &tx, &tg, &tsy, &tsdx,
+                    &tlx, &tlw, &tlb, &tldy, &tly, &tmean, &trstd, &tldx, &tldw, &tldb};
+    free_devs(ds, (int)(sizeof ds / sizeof ds[0]));
+    void *hs[] = {a, b, dy, ad, bd, dyd, m, w, md, wd, x, g, xd, gd, lw, lb, lwd, lbd};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         free(hs[i]);
 }
@@ -1246,6 +1409,7 @@ Suite *suite_conformance(void)
     tcase_add_test(tc, test_conformance_pool);
     tcase_add_test(tc, test_conformance_linear_loss);
     tcase_add_test(tc, test_conformance_elementwise);
+    tcase_add_test(tc, test_conformance_onnx_ops);
     tcase_add_test(tc, test_conformance_optim);
     tcase_add_test(tc, test_conformance_probes);
     tcase_add_test(tc, test_conformance_long_loops);

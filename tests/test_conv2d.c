@@ -32,12 +32,12 @@ typedef struct {
     int skip; /* backward: bit 0 no dx, bit 1 no dw, bit 2 no dbias */
 } conv_case;
 
-static int out_h(const ref_conv *c) { return ref_conv_out(c->H, c->KH, c->sh, c->ph, c->dh); }
-static int out_w(const ref_conv *c) { return ref_conv_out(c->W, c->KW, c->sw, c->pw, c->dw); }
+static int out_h(const ref_conv *c) { return ref_conv_oh(c); }
+static int out_w(const ref_conv *c) { return ref_conv_ow(c); }
 
 static teeny_conv2d_params params_of(const ref_conv *c)
 {
-    teeny_conv2d_params p = {{c->sh, c->sw}, {c->ph, c->pw}, {c->dh, c->dw}, c->G};
+    teeny_conv2d_params p = {{c->sh, c->sw}, {c->ph, c->pw}, {c->dh, c->dw}, c->G, {c->peh, c->pew}};
     return p;
 }
 
@@ -45,9 +45,10 @@ static void repro_str(const conv_case *k, uint64_t seed, char *buf, size_t cap)
 {
     const ref_conv *c = &k->c;
     snprintf(buf, cap,
-             "x [%d, %d, %d, %d] w [%d, %d, %d, %d] stride (%d, %d) pad (%d, %d) dilation (%d, %d) groups %d%s%s%s "
-             "seed %llu",
-             c->B, c->Cin, c->H, c->W, c->Cout, c->Cin / c->G, c->KH, c->KW, c->sh, c->sw, c->ph, c->pw, c->dh, c->dw,
+             "x [%d, %d, %d, %d] w [%d, %d, %d, %d] stride (%d, %d) pad (%d, %d) pad_end_extra (%d, %d) dilation "
+             "(%d, %d) groups %d%s%s%s seed %llu",
+             c->B, c->Cin, c->H, c->W, c->Cout, c->Cin / c->G, c->KH, c->KW, c->sh, c->sw, c->ph, c->pw, c->peh, c->pew,
+             c->dh, c->dw,
              c->G, k->bias ? " bias" : "", k->view ? " (views)" : "", th_ctx()->tune.variant == TEENY_VARIANT_CPU ? " (CPU variants)" : "",
              (unsigned long long)seed);
 }
@@ -108,6 +109,14 @@ static conv_case sweep_case(th_rng *r, int i)
     k.bias = th_int(r, 0, 3) != 0;
     k.view = i % 3 == 1;
     k.skip = i % 7 == 3 ? 1 : i % 7 == 5 ? 2 : i % 7 == 6 ? 4 : 0;
+    if (i % 4 == 2) { /* ONNX's pads begin != end: the padding after drawn apart */
+        c->peh = th_int(r, -c->ph, 3);
+        c->pew = th_int(r, -c->pw, 3);
+        if (c->H + 2 * c->ph + c->peh < c->dh * (c->KH - 1) + 1)
+            c->peh = c->dh * (c->KH - 1) + 1 - c->H - 2 * c->ph;
+        if (c->W + 2 * c->pw + c->pew < c->dw * (c->KW - 1) + 1)
+            c->pew = c->dw * (c->KW - 1) + 1 - c->W - 2 * c->pw;
+    }
     return k;
 }
 
@@ -115,12 +124,12 @@ static conv_case sweep_case(th_rng *r, int i)
 static conv_case small_case(int i)
 {
     static const conv_case s[] = {
-        {{2, 4, 5, 6, 6, 3, 2, 1, 2, 1, 0, 1, 2, 2}, 1, 0, 0},
-        {{1, 3, 7, 5, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3}, 0, 1, 0},
-        {{2, 2, 4, 4, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 1, 0, 0},
-        {{1, 2, 6, 7, 4, 5, 3, 1, 3, 2, 1, 2, 1, 2}, 1, 1, 0},
-        {{3, 5, 3, 3, 2, 2, 2, 3, 1, 0, 2, 1, 1, 1}, 0, 0, 0},
-        {{1, 1, 9, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 0},
+        {{2, 4, 5, 6, 6, 3, 2, 1, 2, 1, 0, 1, 2, 2, 0, 0}, 1, 0, 0},
+        {{1, 3, 7, 5, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3, 0, 0}, 0, 1, 0},
+        {{2, 2, 4, 4, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0},
+        {{1, 2, 6, 7, 4, 5, 3, 1, 3, 2, 1, 2, 1, 2, 0, 0}, 1, 1, 0},
+        {{3, 5, 3, 3, 2, 2, 2, 3, 1, 0, 2, 1, 1, 1, 0, 0}, 0, 0, 0},
+        {{1, 1, 9, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0},
     };
     return s[i % 6];
 }
@@ -334,16 +343,16 @@ END_TEST
  * input to 32 channels (the GEMM: a wide multiplier), and split
  * weight-gradient reductions. */
 static const conv_case large_cases[] = {
-    {{2, 24, 33, 33, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 0},
-    {{2, 36, 16, 18, 20, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 1, 0, 0},
-    {{2, 12, 31, 29, 18, 5, 5, 2, 2, 2, 2, 1, 1, 2}, 1, 1, 0},
-    {{2, 32, 45, 45, 32, 3, 3, 1, 1, 1, 1, 1, 1, 32}, 1, 0, 0},
-    {{1, 8, 40, 37, 16, 7, 7, 2, 2, 3, 3, 2, 2, 8}, 1, 1, 0},
-    {{2, 2, 5, 300, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2}, 0, 0, 0},
-    {{3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 0},
-    {{2, 3, 45, 44, 20, 7, 7, 2, 2, 3, 3, 1, 1, 1}, 1, 0, 0},
-    {{4, 64, 7, 7, 72, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 0, 1, 0},
-    {{2, 20, 17, 21, 12, 3, 3, 3, 2, 0, 1, 2, 1, 4}, 1, 0, 0},
+    {{2, 24, 33, 33, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0},
+    {{2, 36, 16, 18, 20, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0},
+    {{2, 12, 31, 29, 18, 5, 5, 2, 2, 2, 2, 1, 1, 2, 0, 0}, 1, 1, 0},
+    {{2, 32, 45, 45, 32, 3, 3, 1, 1, 1, 1, 1, 1, 32, 0, 0}, 1, 0, 0},
+    {{1, 8, 40, 37, 16, 7, 7, 2, 2, 3, 3, 2, 2, 8, 0, 0}, 1, 1, 0},
+    {{2, 2, 5, 300, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 0, 0, 0},
+    {{3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0},
+    {{2, 3, 45, 44, 20, 7, 7, 2, 2, 3, 3, 1, 1, 1, 0, 0}, 1, 0, 0},
+    {{4, 64, 7, 7, 72, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 0, 1, 0},
+    {{2, 20, 17, 21, 12, 3, 3, 3, 2, 0, 1, 2, 1, 4, 0, 0}, 1, 0, 0},
 };
 #define N_LARGE ((int)(sizeof large_cases / sizeof large_cases[0]))
 
@@ -367,10 +376,10 @@ END_TEST
  * devices the default run takes each tuning's largest tile only; make
  * test-full and GPU devices take them all. */
 static const conv_case tile_cases[] = {
-    {{2, 20, 13, 15, 70, 3, 3, 1, 1, 1, 1, 1, 1, 2}, 1, 0, 0},  /* M 390, N 35/group, K 90 */
-    {{2, 40, 12, 11, 36, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 1, 1, 0},  /* 1x1: plain GEMM (aligned) / general (view) */
-    {{1, 36, 16, 16, 140, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 0, 0, 0}, /* 1x1 plain GEMM, N > 128 */
-    {{2, 6, 19, 17, 10, 4, 3, 2, 3, 1, 2, 2, 1, 2}, 1, 0, 0},   /* strided phases, dilation */
+    {{2, 20, 13, 15, 70, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0},  /* M 390, N 35/group, K 90 */
+    {{2, 40, 12, 11, 36, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 1, 0},  /* 1x1: plain GEMM (aligned) / general (view) */
+    {{1, 36, 16, 16, 140, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 0, 0, 0}, /* 1x1 plain GEMM, N > 128 */
+    {{2, 6, 19, 17, 10, 4, 3, 2, 3, 1, 2, 2, 1, 2, 0, 0}, 1, 0, 0},   /* strided phases, dilation */
 };
 
 /* The profile rows with a conv2d tuning no earlier row has (its index in
@@ -473,10 +482,10 @@ END_TEST
 START_TEST(test_conv2d_backward_workspace)
 {
     static const conv_case cases[] = {
-        {{4, 8, 6, 6, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 0},
-        {{4, 8, 9, 7, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 1, 0},
-        {{8, 16, 12, 12, 4, 3, 3, 2, 2, 1, 1, 1, 1, 2}, 1, 0, 0},
-        {{2, 3, 6, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 1}, /* dw and db only: aborted PoCL 3.1 before */
+        {{4, 8, 6, 6, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0},
+        {{4, 8, 9, 7, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 1, 0},
+        {{8, 16, 12, 12, 4, 3, 3, 2, 2, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0},
+        {{2, 3, 6, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 1}, /* dw and db only: aborted PoCL 3.1 before */
     };
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         conv_case k = cases[i];
@@ -492,7 +501,7 @@ START_TEST(test_conv2d_depthwise_fallback)
     teeny__conv2d_debug(-1, 1);
     run_case(&large_cases[4], 901, 1, 1);
     teeny__conv2d_debug(-1, 0);
-    conv_case k = {{1, 2, 3, 3, 2, 2, 2, 1, 1, 3000, 3000, 6000, 6000, 2}, 1, 0, 0};
+    conv_case k = {{1, 2, 3, 3, 2, 2, 2, 1, 1, 3000, 3000, 6000, 6000, 2, 0, 0}, 1, 0, 0};
     run_case(&k, 902, 1, 1);
 }
 END_TEST
@@ -613,14 +622,14 @@ static void split_cases(const split_case *cases, int n, uint64_t seed0)
 START_TEST(test_conv2d_split_loops)
 {
     static const split_case cases[] = {
-        {{{2, 24, 10, 10, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 0}, NULL, 4000, 1 | 2},
-        {{{2, 40, 12, 12, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 1, 0, 0}, NULL, 2000, 1 | 2},
-        {{{2, 6, 19, 17, 10, 4, 3, 2, 3, 1, 2, 2, 1, 2}, 1, 0, 0}, NULL, 2000, 1 | 2},
-        {{{2, 24, 10, 10, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 0}, "generic", 4000, 1 | 2},
-        {{{2, 40, 12, 12, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 1, 0, 0}, "generic", 2000, 1 | 2},
-        {{{2, 6, 19, 17, 10, 4, 3, 2, 3, 1, 2, 2, 1, 2}, 1, 0, 0}, "generic", 2000, 1 | 2},
-        {{{2, 8, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8}, 1, 0, 0}, "generic", 2000, 1 | 2},
-        {{{1, 4, 30, 30, 4, 15, 15, 1, 1, 7, 7, 1, 1, 4}, 1, 0, 0}, "generic", 2000, 0}, /* every depthwise: GEMM */
+        {{{2, 24, 10, 10, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0}, NULL, 4000, 1 | 2},
+        {{{2, 40, 12, 12, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0}, NULL, 2000, 1 | 2},
+        {{{2, 6, 19, 17, 10, 4, 3, 2, 3, 1, 2, 2, 1, 2, 0, 0}, 1, 0, 0}, NULL, 2000, 1 | 2},
+        {{{2, 24, 10, 10, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0}, "generic", 4000, 1 | 2},
+        {{{2, 40, 12, 12, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0}, "generic", 2000, 1 | 2},
+        {{{2, 6, 19, 17, 10, 4, 3, 2, 3, 1, 2, 2, 1, 2, 0, 0}, 1, 0, 0}, "generic", 2000, 1 | 2},
+        {{{2, 8, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, 0, 0}, 1, 0, 0}, "generic", 2000, 1 | 2},
+        {{{1, 4, 30, 30, 4, 15, 15, 1, 1, 7, 7, 1, 1, 4, 0, 0}, 1, 0, 0}, "generic", 2000, 0}, /* every depthwise: GEMM */
     };
     split_cases(cases, (int)(sizeof cases / sizeof cases[0]), 5100);
 }
@@ -631,11 +640,11 @@ END_TEST
 START_TEST(test_conv2d_split_loops_cpu)
 {
     static const split_case cases[] = {
-        {{{2, 8, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8}, 1, 0, 0}, NULL, 4000, 1 | 2},   /* depthwise: rows */
-        {{{1, 4, 9, 150, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4}, 1, 0, 0}, NULL, 2000, 0}, /* rows too long: dwconv_fwd/dx */
-        {{{1, 4, 30, 30, 4, 15, 15, 1, 1, 7, 7, 1, 1, 4}, 1, 0, 0}, NULL, 2000, 0}, /* and their items too: GEMM */
-        {{{1, 2, 3, 1200, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2}, 1, 0, 0}, NULL, 2000, 0},  /* dw: a row too long, GEMM */
-        {{{4, 2, 160, 160, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 1, 0, 0}, NULL, 4000, 1 | 2 | 4}, /* dw: launches */
+        {{{2, 8, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, 0, 0}, 1, 0, 0}, NULL, 4000, 1 | 2},   /* depthwise: rows */
+        {{{1, 4, 9, 150, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0, 0}, 1, 0, 0}, NULL, 2000, 0}, /* rows too long: dwconv_fwd/dx */
+        {{{1, 4, 30, 30, 4, 15, 15, 1, 1, 7, 7, 1, 1, 4, 0, 0}, 1, 0, 0}, NULL, 2000, 0}, /* and their items too: GEMM */
+        {{{1, 2, 3, 1200, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0}, NULL, 2000, 0},  /* dw: a row too long, GEMM */
+        {{{4, 2, 160, 160, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0}, NULL, 4000, 1 | 2 | 4}, /* dw: launches */
     };
     if (th_ctx()->tune.variant != TEENY_VARIANT_CPU)
         th_skip("this device's profile (%s) takes no CPU variants", th_ctx()->tune.profile->name);
@@ -649,8 +658,8 @@ START_TEST(test_conv2d_determinism)
 {
     teeny_ctx *ctx = th_ctx();
     static const ref_conv shapes[] = {
-        {4, 16, 20, 20, 24, 3, 3, 1, 1, 1, 1, 1, 1, 2},
-        {6, 3, 30, 30, 6, 3, 3, 2, 2, 1, 1, 1, 1, 3},
+        {4, 16, 20, 20, 24, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0},
+        {6, 3, 30, 30, 6, 3, 3, 2, 2, 1, 1, 1, 1, 3, 0, 0},
     };
     for (int s = 0; s < 2; s++) {
         const ref_conv *c = &shapes[s];
@@ -732,7 +741,7 @@ static void check_fused(const ref_conv *c, uint64_t seed)
     ref_conv2d_forward(c, d.xd, d.wd, NULL, conv, NULL);
     int OHW = out_h(c) * out_w(c);
 
-    for (int act = TEENY_ACT_NONE; act <= TEENY_ACT_SILU; act++) {
+    for (int act = TEENY_ACT_NONE; act <= TEENY_ACT_ERF; act++) { /* every teeny_act, default parameters */
         char what[64];
         /* BN-folded against the unfused device composition */
         th_poison(ty.t);
@@ -748,7 +757,7 @@ static void check_fused(const ref_conv *c, uint64_t seed)
         free(ref);
 
         /* bias, scale, shift in every NULL combination against the reference */
-        for (int m = 0; m < 8; m++) {
+        for (int m = 0; m < 8; m += act <= TEENY_ACT_SILU ? 1 : 7) {
             int has_b = m & 1, has_sc = m & 2, has_sh = m & 4;
             for (size_t i = 0; i < d.ny; i++) {
                 int co = (int)(i / (size_t)OHW % (size_t)C);
@@ -779,9 +788,9 @@ static void check_fused(const ref_conv *c, uint64_t seed)
 START_TEST(test_conv2d_fused)
 {
     static const ref_conv shapes[] = {
-        {2, 8, 11, 10, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1},   /* GEMM */
-        {2, 16, 8, 8, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1},    /* 1x1 plain GEMM, float4 stores */
-        {2, 6, 9, 13, 12, 3, 3, 2, 1, 1, 1, 1, 1, 6},    /* depthwise x2 */
+        {2, 8, 11, 10, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0},   /* GEMM */
+        {2, 16, 8, 8, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0},    /* 1x1 plain GEMM, float4 stores */
+        {2, 6, 9, 13, 12, 3, 3, 2, 1, 1, 1, 1, 1, 6, 0, 0},    /* depthwise x2 */
     };
     for (int i = 0; i < 3; i++)
         check_fused(&shapes[i], 400 + (uint64_t)i);
@@ -803,8 +812,8 @@ static double loss(const ref_conv *c, const double *x, const double *w, const do
 START_TEST(test_conv2d_finite_differences)
 {
     static const ref_conv shapes[] = {
-        {2, 4, 5, 6, 4, 3, 2, 2, 1, 1, 1, 1, 2, 2},
-        {1, 3, 6, 5, 6, 2, 3, 1, 2, 0, 2, 2, 1, 3},
+        {2, 4, 5, 6, 4, 3, 2, 2, 1, 1, 1, 1, 2, 2, 0, 0},
+        {1, 3, 6, 5, 6, 2, 3, 1, 2, 0, 2, 2, 1, 3, 0, 0},
     };
     for (int s = 0; s < 2; s++) {
         const ref_conv *c = &shapes[s];
@@ -852,10 +861,12 @@ START_TEST(test_conv2d_output_shape)
         teeny_conv2d_params p;
         int64_t x[4], w[4], y[4];
     } cases[] = {
-        {{{2, 2}, {3, 3}, {1, 1}, 1}, {32, 3, 224, 224}, {64, 3, 7, 7}, {32, 64, 112, 112}},
-        {{{1, 1}, {1, 1}, {1, 1}, 1}, {32, 64, 56, 56}, {64, 64, 3, 3}, {32, 64, 56, 56}},
-        {{{2, 1}, {0, 2}, {2, 3}, 4}, {2, 8, 10, 9}, {12, 2, 3, 2}, {2, 12, 3, 10}},
-        {{{3, 3}, {0, 0}, {1, 1}, 5}, {1, 5, 3, 4}, {10, 1, 3, 4}, {1, 10, 1, 1}},
+        {{{2, 2}, {3, 3}, {1, 1}, 1, {0, 0}}, {32, 3, 224, 224}, {64, 3, 7, 7}, {32, 64, 112, 112}},
+        {{{1, 1}, {1, 1}, {1, 1}, 1, {0, 0}}, {32, 64, 56, 56}, {64, 64, 3, 3}, {32, 64, 56, 56}},
+        {{{2, 1}, {0, 2}, {2, 3}, 4, {0, 0}}, {2, 8, 10, 9}, {12, 2, 3, 2}, {2, 12, 3, 10}},
+        {{{3, 3}, {0, 0}, {1, 1}, 5, {0, 0}}, {1, 5, 3, 4}, {10, 1, 3, 4}, {1, 10, 1, 1}},
+        /* ONNX's pads begin != end: H (10 + 1 + 0 - 3) / 2 + 1 = 5, W 9 + 0 + 3 - 2 + 1 = 11 */
+        {{{2, 1}, {1, 0}, {1, 1}, 1, {-1, 3}}, {2, 8, 10, 9}, {12, 8, 3, 2}, {2, 12, 5, 11}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int64_t y[4] = {0};
@@ -877,6 +888,12 @@ START_TEST(test_conv2d_output_shape)
     p.pad[1] = 1;
     TH_OK(NULL, teeny_conv2d_output_shape(&p, x, w, y)); /* 5 + 2 = 7: exactly one column */
     ck_assert(y[3] == 1 && y[2] == 3);
+    p.pad_end_extra[0] = -2; /* pad 0 + (-2): a negative padding after */
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_conv2d_output_shape(&p, x, w, y));
+    p.pad_end_extra[0] = 0;
+    p.pad_end_extra[1] = -1; /* 5 + 1 + 0 = 6 < 7 */
+    TH_STATUS(NULL, TEENY_ERR_SHAPE, teeny_conv2d_output_shape(&p, x, w, y));
+    p.pad_end_extra[1] = 0;
     int64_t xbig[4] = {1 << 20, 1 << 10, 64, 64}, wbig[4] = {1 << 10, 1 << 10, 1, 1}, keep[4];
     memcpy(keep, y, sizeof keep);
     TH_STATUS(NULL, TEENY_ERR_RANGE, teeny_conv2d_output_shape(&p, xbig, wbig, y));
@@ -1010,7 +1027,7 @@ START_TEST(test_conv2d_errors)
     TH_STATUS(ctx, TEENY_ERR_ARG, FWD(&p, tx_in_big, tw, tb, ty_in_x)); /* y overlaps x */
     ck_assert_msg(strstr(teeny_last_error(ctx), "overlaps") != NULL, "message: %s", teeny_last_error(ctx));
     TH_STATUS(ctx, TEENY_ERR_ARG,
-              teeny_conv2d_forward_fused(ctx, &p, tx, tw, tb, tsc, tsh, (teeny_act)7, ty));
+              teeny_conv2d_forward_fused(ctx, &p, tx, tw, tb, tsc, tsh, (teeny_act)13, ty));
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_conv2d_forward_fused(ctx, &p, tx, tw, tb, tb7, tsh, TEENY_ACT_SILU, ty));
     ck_assert_msg(strstr(teeny_last_error(ctx), "scale") != NULL, "message: %s", teeny_last_error(ctx));
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_conv2d_forward_fused(ctx, &p, tx, tw, tb, tsc, tb7, TEENY_ACT_SILU, ty));

@@ -10,6 +10,39 @@
 #include "ops/ops.h"
 #include "ref/elementwise_ref.h"
 
+#define N_ACTS 13 /* teeny_act values */
+
+/* act's parameters for sweep case i: the defaults on even cases (through
+ * the functions that take a bare teeny_act), random ones on odd. */
+static teeny_act_params act_params(th_rng *r, int act, int i)
+{
+    teeny_act_params p = teeny_act_defaults((teeny_act)act);
+    if (i % 2 == 0)
+        return p;
+    if (act == TEENY_ACT_HARDSIGMOID)
+        p.alpha = (float)th_uniform(r, 0.05, 0.5), p.beta = (float)th_uniform(r, 0.2, 0.8);
+    if (act == TEENY_ACT_LEAKY_RELU)
+        p.alpha = (float)th_uniform(r, -0.5, 1.5);
+    if (act == TEENY_ACT_CLIP)
+        p.alpha = (float)th_uniform(r, -4, 0), p.beta = (float)th_uniform(r, 0, 4);
+    return p;
+}
+
+/* Whether x lies within h of a kink of the activation (no derivative there). */
+static int near_kink(const teeny_act_params *p, double x, double h)
+{
+    double kinks[2] = {NAN, NAN};
+    if (p->act == TEENY_ACT_RELU || p->act == TEENY_ACT_LEAKY_RELU)
+        kinks[0] = 0;
+    if (p->act == TEENY_ACT_HARDSWISH)
+        kinks[0] = -3, kinks[1] = 3;
+    if (p->act == TEENY_ACT_HARDSIGMOID)
+        kinks[0] = -p->beta / p->alpha, kinks[1] = (1 - p->beta) / p->alpha;
+    if (p->act == TEENY_ACT_CLIP)
+        kinks[0] = p->alpha, kinks[1] = p->beta;
+    return fabs(x - kinks[0]) < h || fabs(x - kinks[1]) < h;
+}
+
 START_TEST(test_elementwise_forward)
 {
     teeny_ctx *ctx = th_ctx();
@@ -31,11 +64,15 @@ START_TEST(test_elementwise_forward)
     ck_assert(th_first_nonfinite(y, (size_t)n) < 0);
     ck_assert_msg(th_nrms(y, ref, (size_t)n) <= 1e-7, "add n=%d seed %d cpu %d", n, 100 + _i, _i % 2);
     free(y);
-    for (int act = 0; act < 3; act++) {
+    for (int act = 0; act < N_ACTS; act++) {
+        teeny_act_params p = act_params(&r, act, _i);
         th_poison(ty);
-        TH_OK(ctx, teeny_activation_forward(ctx, (teeny_act)act, ta, ty));
+        if (_i % 2 == 0)
+            TH_OK(ctx, teeny_activation_forward(ctx, (teeny_act)act, ta, ty));
+        else
+            TH_OK(ctx, teeny_activation_forward_ex(ctx, &p, ta, ty));
         for (int i = 0; i < n; i++)
-            ref[i] = ref_act(act, a[i]);
+            ref[i] = ref_act_p(act, a[i], p.alpha, p.beta);
         y = th_read(ty);
         ck_assert(th_first_nonfinite(y, (size_t)n) < 0);
         ck_assert_msg(th_nrms(y, ref, (size_t)n) <= 1e-6, "act %d n=%d seed %d cpu %d: %g", act, n, 100 + _i,
@@ -71,15 +108,20 @@ START_TEST(test_elementwise_backward)
     th_fill_normal(&r, dy, (size_t)n, 0, 1);
     teeny_tensor *tx = th_tensor_from(ctx, 1, shape, x), *tdy = th_tensor_from(ctx, 1, shape, dy),
                  *tdx = th_tensor(ctx, 1, shape);
-    for (int act = 0; act < 3; act++) {
+    for (int act = 0; act < N_ACTS; act++) {
+        teeny_act_params p = act_params(&r, act, _i);
         th_poison(tdx);
-        TH_OK(ctx, teeny_activation_backward(ctx, (teeny_act)act, tx, tdy, tdx));
+        if (_i % 2 == 0)
+            TH_OK(ctx, teeny_activation_backward(ctx, (teeny_act)act, tx, tdy, tdx));
+        else
+            TH_OK(ctx, teeny_activation_backward_ex(ctx, &p, tx, tdy, tdx));
         for (int i = 0; i < n; i++) {
-            ref[i] = dy[i] * ref_act_grad(act, x[i]);
+            ref[i] = dy[i] * ref_act_grad_p(act, x[i], p.alpha, p.beta);
             /* the reference derivative itself against central differences */
-            double h = 1e-6, fd = (ref_act(act, x[i] + h) - ref_act(act, x[i] - h)) / (2 * h);
-            if (act != 1 || fabs(x[i]) > 1e-5)
-                ck_assert_msg(fabs(fd - ref_act_grad(act, x[i])) < 1e-6, "act %d at %g", act, (double)x[i]);
+            double h = 1e-6, fd = (ref_act_p(act, x[i] + h, p.alpha, p.beta) - ref_act_p(act, x[i] - h, p.alpha, p.beta)) / (2 * h);
+            if (!near_kink(&p, x[i], 1e-5))
+                ck_assert_msg(fabs(fd - ref_act_grad_p(act, x[i], p.alpha, p.beta)) < 1e-6, "act %d at %g", act,
+                              (double)x[i]);
         }
         float *dx = th_read(tdx);
         ck_assert(th_first_nonfinite(dx, (size_t)n) < 0);
@@ -108,7 +150,15 @@ START_TEST(test_elementwise_errors)
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_add(ctx, a, b, a));
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_add(ctx, a, NULL, a));
     TH_STATUS(NULL, TEENY_ERR_ARG, teeny_add(NULL, a, a, a));
-    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_activation_forward(ctx, (teeny_act)7, a, a));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_activation_forward(ctx, (teeny_act)99, a, a));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_activation_forward(ctx, (teeny_act)-1, a, a));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_activation_forward(ctx, (teeny_act)N_ACTS, a, a));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_activation_forward_ex(ctx, NULL, a, a));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_activation_backward_ex(ctx, NULL, a, a, a));
+    teeny_act_params bad = {TEENY_ACT_LEAKY_RELU, NAN, 0.0f};
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_activation_forward_ex(ctx, &bad, a, a));
+    bad = (teeny_act_params){TEENY_ACT_CLIP, 0.0f, NAN};
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_activation_backward_ex(ctx, &bad, a, a, a));
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_activation_backward(ctx, TEENY_ACT_SILU, a, b, a));
     teeny_tensor *v2 = NULL;
     TH_OK(ctx, teeny_tensor_view(big, 0, 1, s4, &v2));

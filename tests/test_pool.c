@@ -17,16 +17,50 @@
 
 #define TOL 1e-5
 
+/* d against ref by nrms; where ref is not finite (a window entirely in
+ * the padding: -inf, or NaN for an average that counts no tap) the output
+ * must be the same value, every other element finite (written). */
 static void expect_close(const th_dev *d, const double *ref, double tol, const char *what, const char *repro)
 {
     float *out = th_read(d->t);
+    double *r = th_malloc((size_t)d->n * sizeof *r);
+    for (int64_t i = 0; i < d->n; i++) {
+        r[i] = ref[i];
+        if (isfinite(ref[i]))
+            continue;
+        ck_assert_msg(isnan(ref[i]) ? isnan(out[i]) : out[i] == ref[i], "%s: element %lld is %g, want %g; %s", what,
+                      (long long)i, (double)out[i], ref[i], repro);
+        out[i] = 0.0f;
+        r[i] = 0.0;
+    }
     long bad = th_first_nonfinite(out, (size_t)d->n);
     ck_assert_msg(bad < 0, "%s: element %ld not written (%g); %s", what, bad, bad >= 0 ? (double)out[bad] : 0.0,
                   repro);
-    double e = th_nrms(out, ref, (size_t)d->n);
+    double e = th_nrms(out, r, (size_t)d->n);
     ck_assert_msg(e <= tol, "%s: nrms %.3g > %.1g; %s", what, e, tol, repro);
     free(out);
+    free(r);
     th_dev_check_guard(d, what, repro);
+}
+
+/* Where ref holds NaN (an average that counts no tap) a NaN poison
+ * cannot show the element was written: run again over a finite poison and
+ * require NaN there. */
+static void expect_nan_written(teeny_ctx *ctx, const teeny_pool2d_params *p, const th_dev *x, const th_dev *y,
+                               const double *ref, const char *repro)
+{
+    int any = 0;
+    for (int64_t i = 0; i < y->n && !any; i++)
+        any = isnan(ref[i]);
+    if (!any)
+        return;
+    TH_OK(ctx, teeny_tensor_fill(y->t, 12345.0f));
+    TH_OK(ctx, teeny_avgpool2d_forward(ctx, p, x->t, y->t));
+    float *out = th_read(y->t);
+    for (int64_t i = 0; i < y->n; i++)
+        ck_assert_msg(!isnan(ref[i]) || isnan(out[i]), "avgpool y[%lld] = %g, want NaN; %s", (long long)i,
+                      (double)out[i], repro);
+    free(out);
 }
 
 static int n_sweep(void)
@@ -34,12 +68,34 @@ static int n_sweep(void)
     return th_small() ? 6 : th_full() ? 400 : 100;
 }
 
+/* ONNX's options on a sweep case: dilations 1..3, ceil_mode,
+ * count_include_pad=0, pads before and after drawn apart (a third of the
+ * cases past half the kernel span: windows entirely in the padding), the
+ * plane grown where the padded input is shorter than the span. */
+static void sweep_options(th_rng *r, ref_pool *p)
+{
+    int *k[2] = {&p->kh, &p->kw}, *d[2] = {&p->dh, &p->dw}, *pad[2] = {&p->ph, &p->pw}, *extra[2] = {&p->peh, &p->pew},
+        *n[2] = {&p->H, &p->W};
+    p->ceil_mode = th_int(r, 0, 1);
+    p->exclude_pad = th_int(r, 0, 1);
+    int large = th_int(r, 0, 2) == 0;
+    for (int a = 0; a < 2; a++) {
+        *d[a] = th_int(r, 1, 3);
+        int span = (*k[a] - 1) * *d[a] + 1, most = large ? span + 1 : span / 2, end = th_int(r, 0, most);
+        *pad[a] = th_int(r, 0, most);
+        *extra[a] = end - *pad[a];
+        if (*n[a] + *pad[a] + end < span)
+            *n[a] = span - *pad[a] - end;
+    }
+}
+
 /* Case i of the window sweep: kernels 1..5, strides 1..3, pads up to half
  * the kernel, planes from 1x1 up, some larger than the work-group. Every
  * sixth case is a window of more than 2^31 positions (kh * kw overflows
  * int; legal over a small input with pads near half the kernel), every
  * seventh has strides near 2^31 (a window start's ceiling division once
- * overflowed in the gradient). */
+ * overflowed in the gradient); the other odd cases take ONNX's options
+ * (sweep_options). */
 static ref_pool sweep_geom(th_rng *r, int i)
 {
     ref_pool p = {0};
@@ -69,20 +125,34 @@ static ref_pool sweep_geom(th_rng *r, int i)
         p.H = p.kh;
     if (p.W + 2 * p.pw < p.kw)
         p.W = p.kw;
+    if (i % 2 == 1 && i % 6 != 5 && i % 7 != 4)
+        sweep_options(r, &p);
     ref_pool_geom(&p);
     return p;
 }
 
+static int span_of(int k, int d)
+{
+    return (k - 1) * (d ? d : 1) + 1;
+}
+
 static teeny_pool2d_params to_params(const ref_pool *g)
 {
-    teeny_pool2d_params p = {{g->kh, g->kw}, {g->sh, g->sw}, {g->ph, g->pw}};
+    teeny_pool2d_params p = {.kernel = {g->kh, g->kw}, .stride = {g->sh, g->sw}, .pad = {g->ph, g->pw},
+                             .pad_end_extra = {g->peh, g->pew}, .dilation = {g->dh, g->dw},
+                             .ceil_mode = g->ceil_mode, .exclude_pad = g->exclude_pad};
+    int hh = span_of(g->kh, g->dh) / 2, hw = span_of(g->kw, g->dw) / 2;
+    p.large_pads = g->ph > hh || g->ph + g->peh > hh || g->pw > hw || g->pw + g->pew > hw;
     return p;
 }
 
 static void geom_str(const ref_pool *g, int view, uint64_t seed, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "x [%d, %d, %d, %d] kernel %dx%d stride %dx%d pad %dx%d%s seed %llu", g->B, g->C, g->H, g->W,
-             g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, view ? " (views)" : "", (unsigned long long)seed);
+    snprintf(buf, cap,
+             "x [%d, %d, %d, %d] kernel %dx%d stride %dx%d pad %dx%d pad_end_extra %dx%d dilation %dx%d ceil %d "
+             "exclude_pad %d%s seed %llu",
+             g->B, g->C, g->H, g->W, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->peh, g->pew, g->dh, g->dw,
+             g->ceil_mode, g->exclude_pad, view ? " (views)" : "", (unsigned long long)seed);
 }
 
 START_TEST(test_pool_forward)
@@ -119,6 +189,7 @@ START_TEST(test_pool_forward)
     th_dev_check_guard(&ta, "argmax", repro);
     ref_avgpool_forward(&g, xd, ref);
     expect_close(&tavg, ref, TOL, "avgpool y", repro);
+    expect_nan_written(ctx, &p, &tx, &tavg, ref, repro);
     free(x);
     free(xd);
     free(ref);
@@ -224,6 +295,101 @@ START_TEST(test_pool_global)
     th_dev_free(&ty);
     th_dev_free(&tdy);
     th_dev_free(&tdx);
+}
+END_TEST
+
+/* Global max pooling against the float64 reference: y [B, C] or
+ * [B, C, 1, 1] (argmax too), views, ties (small integers: the first
+ * maximum wins), and the gradient, a gather of dy onto each argmax. */
+START_TEST(test_pool_global_max)
+{
+    teeny_ctx *ctx = th_ctx();
+    uint64_t seed = 8500 + (uint64_t)_i;
+    th_rng r = th_rng_make(seed);
+    int B = th_int(&r, 1, 4), C = th_int(&r, 1, 9), H = th_int(&r, 1, _i % 5 == 0 ? 40 : 9),
+        W = th_int(&r, 1, _i % 5 == 0 ? 40 : 9), S = H * W, view = _i % 3 == 0 ? 1 + 2 * (_i % 4) : 0, flat = _i % 2;
+    char repro[160];
+    snprintf(repro, sizeof repro, "global max x [%d, %d, %d, %d]%s%s seed %llu", B, C, H, W, flat ? "" : " y 4-d",
+             view ? " (views)" : "", (unsigned long long)seed);
+    size_t nx = (size_t)B * C * S, ny = (size_t)B * C;
+    float *x = th_malloc(nx * 4), *dy = th_malloc(ny * 4);
+    th_fill_normal(&r, x, nx, th_uniform(&r, -2, 2), 1);
+    if (_i % 4 == 2)
+        for (size_t i = 0; i < nx; i++)
+            x[i] = (float)th_int(&r, -2, 2);
+    th_fill_normal(&r, dy, ny, 0, 1);
+    int64_t xs[4] = {B, C, H, W}, ys[4] = {B, C, 1, 1};
+    th_dev tx = th_dev_make(ctx, 0, 4, xs, view, x), ty = th_dev_make(ctx, 0, flat ? 2 : 4, ys, view ? view + 1 : 0, NULL),
+           ta = th_dev_make(ctx, 1, flat ? 2 : 4, ys, view ? view + 2 : 0, NULL),
+           ty2 = th_dev_make(ctx, 0, 2, ys, 0, NULL), tdy = th_dev_make(ctx, 0, flat ? 2 : 4, ys, view, dy),
+           tdx = th_dev_make(ctx, 0, 4, xs, view ? view + 3 : 0, NULL);
+    TH_OK(ctx, teeny_global_maxpool_forward(ctx, tx.t, ty.t, ta.t));
+    TH_OK(ctx, teeny_global_maxpool_forward(ctx, tx.t, ty2.t, NULL));
+    TH_OK(ctx, teeny_global_maxpool_backward(ctx, ta.t, tdy.t, tdx.t));
+    double *xd = th_dbl(x, nx), *dyd = th_dbl(dy, ny), *ry = th_malloc(ny * 8), *rdx = th_malloc(nx * 8);
+    int32_t *ra = th_malloc(ny * 4), *ga = th_malloc(ny * 4);
+    ref_gmp_forward(B, C, S, xd, ry, ra);
+    ref_gmp_backward(B, C, S, ra, dyd, rdx);
+    expect_close(&ty, ry, 0.0, "y", repro); /* a maximum is exact */
+    expect_close(&ty2, ry, 0.0, "y (no argmax)", repro);
+    TH_OK(ctx, teeny_tensor_read_i32(ta.t, ga, ny));
+    ck_assert_msg(!memcmp(ga, ra, ny * 4), "argmax differs; %s", repro);
+    th_dev_check_guard(&ta, "argmax", repro);
+    expect_close(&tdx, rdx, 0.0, "dx", repro);
+    free(x);
+    free(dy);
+    free(xd);
+    free(dyd);
+    free(ry);
+    free(rdx);
+    free(ra);
+    free(ga);
+    th_dev_free(&tx);
+    th_dev_free(&ty);
+    th_dev_free(&ta);
+    th_dev_free(&ty2);
+    th_dev_free(&tdy);
+    th_dev_free(&tdx);
+}
+END_TEST
+
+/* ONNX's MaxPool Indices over the sweep's windows: the plane argmax of the
+ * reference made flat over x, row-major or each plane column-major (-1
+ * for windows entirely in the padding), the NaN-poisoned maxima aside. */
+START_TEST(test_pool_indices)
+{
+    teeny_ctx *ctx = th_ctx();
+    uint64_t seed = 6000 + (uint64_t)_i;
+    th_rng r = th_rng_make(seed);
+    ref_pool g = sweep_geom(&r, _i);
+    int cols = _i % 2, view = _i % 3 == 0 ? 3 : 0;
+    char repro[240];
+    geom_str(&g, view, seed, repro, sizeof repro);
+    teeny_pool2d_params p = to_params(&g);
+    size_t nx = (size_t)g.B * g.C * g.H * g.W, ny = (size_t)g.B * g.C * g.OH * g.OW, plane = (size_t)g.H * g.W;
+    float *x = th_malloc(nx * 4);
+    th_fill_normal(&r, x, nx, 0, 2);
+    int64_t xs[4] = {g.B, g.C, g.H, g.W}, ys[4] = {g.B, g.C, g.OH, g.OW};
+    th_dev tx = th_dev_make(ctx, 0, 4, xs, view, x), ti = th_dev_make(ctx, 1, 4, ys, view ? view + 2 : 0, NULL);
+    TH_OK(ctx, teeny_maxpool2d_indices(ctx, &p, tx.t, cols, ti.t));
+    double *xd = th_dbl(x, nx), *y = th_malloc(ny * 8);
+    int32_t *arg = th_malloc(ny * 4), *got = th_malloc(ny * 4);
+    ref_maxpool_forward(&g, xd, y, arg);
+    TH_OK(ctx, teeny_tensor_read_i32(ti.t, got, ny));
+    for (size_t o = 0; o < ny; o++) {
+        size_t bc = o / ((size_t)g.OH * g.OW);
+        int32_t a = arg[o], want = a < 0 ? -1 : (int32_t)(bc * plane) + (cols ? a % g.W * g.H + a / g.W : a);
+        ck_assert_msg(got[o] == want, "indices[%zu] = %d, want %d (%s); %s", o, got[o], want,
+                      cols ? "column-major" : "row-major", repro);
+    }
+    th_dev_check_guard(&ti, "indices", repro);
+    free(x);
+    free(xd);
+    free(y);
+    free(arg);
+    free(got);
+    th_dev_free(&tx);
+    th_dev_free(&ti);
 }
 END_TEST
 
@@ -340,7 +506,7 @@ START_TEST(test_pool_huge_windows)
     teeny_node in, out;
     teeny_plan *plan;
     teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
-    teeny_pool2d_params p = {{46341, 46341}, {1, 1}, {23170, 23170}};
+    teeny_pool2d_params p = {.kernel = {46341, 46341}, .stride = {1, 1}, .pad = {23170, 23170}};
     int64_t gs[4] = {-1, 2, 1, 1};
     float got[2];
     pp.training = 0;
@@ -499,47 +665,167 @@ START_TEST(test_pool_split_loops)
 }
 END_TEST
 
-/* The reference gradients against central differences of sum(y * dy). */
+/* The loop splits with ONNX's options (dilation 2x3, pads before and
+ * after apart and past half the span, ceil_mode, count_include_pad=0):
+ * under a loop limit the window ops run in more launches with the same
+ * bits as one; global max pooling bands a plane's rows (forward: 40 rows
+ * of 37 + 2 trips, 2 rows a launch at budget 100 -> 20 launches; its
+ * gradient covers one window: 1 launch). */
+START_TEST(test_pool_split_options)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(4343);
+    ref_pool g = {.B = 2, .C = 2, .H = 33, .W = 29, .kh = 9, .kw = 7, .sh = 2, .sw = 1, .ph = 9, .pw = 4,
+                  .peh = -6, .pew = 5, .dh = 2, .dw = 3, .ceil_mode = 1, .exclude_pad = 1};
+    ref_pool_geom(&g);
+    teeny_pool2d_params p = to_params(&g);
+    ck_assert(p.large_pads);
+    size_t nx = (size_t)g.B * g.C * g.H * g.W, ny = (size_t)g.B * g.C * g.OH * g.OW;
+    float *x = th_malloc(nx * 4), *dy = th_malloc(ny * 4), *one[7];
+    th_fill_normal(&r, x, nx, 0, 1);
+    th_fill_normal(&r, dy, ny, 0, 1);
+    int64_t xs[4] = {g.B, g.C, g.H, g.W}, ys[4] = {g.B, g.C, g.OH, g.OW};
+    th_dev d[8] = {th_dev_make(ctx, 0, 4, xs, 0, x),    th_dev_make(ctx, 0, 4, ys, 3, NULL),
+                   th_dev_make(ctx, 1, 4, ys, 0, NULL), th_dev_make(ctx, 0, 4, ys, 0, NULL),
+                   th_dev_make(ctx, 0, 4, ys, 1, NULL), th_dev_make(ctx, 0, 4, xs, 0, NULL),
+                   th_dev_make(ctx, 0, 4, xs, 2, NULL), th_dev_make(ctx, 0, 4, ys, 0, dy)};
+    th_loop_limit(0);
+    ck_assert_int_eq(split_run(ctx, &p, d, TEENY_OK), 5);
+    double *xd = th_dbl(x, nx), *ref = th_malloc(nx * 8);
+    ref_avgpool_forward(&g, xd, ref);
+    expect_close(&d[4], ref, TOL, "avgpool y (one launch)", "test_pool_split_options");
+    for (int i = 1; i < 7; i++)
+        one[i] = split_read(ctx, &d[i]);
+    th_loop_limit(60); /* budget 30: forward bands of 3 rows, gradients of 1 */
+    ck_assert(split_run(ctx, &p, d, TEENY_OK) > 10);
+    for (int i = 1; i < 7; i++) {
+        float *got = split_read(ctx, &d[i]);
+        ck_assert_msg(!memcmp(got, one[i], (size_t)d[i].n * 4), "output %d differs from one launch's", i);
+        free(got);
+        th_dev_check_guard(&d[i], "split output", "test_pool_split_options");
+    }
+    /* global max pooling */
+    int64_t gx[4] = {2, 3, 40, 37}, gy[2] = {2, 3};
+    size_t ngx = 2 * 3 * 40 * 37;
+    float *gxv = th_malloc(ngx * 4), *gdy = th_malloc(6 * 4);
+    th_fill_normal(&r, gxv, ngx, 0, 1);
+    th_fill_normal(&r, gdy, 6, 0, 1);
+    th_dev tgx = th_dev_make(ctx, 0, 4, gx, 0, gxv), tgy = th_dev_make(ctx, 0, 2, gy, 1, NULL),
+           tga = th_dev_make(ctx, 1, 2, gy, 0, NULL), tgdy = th_dev_make(ctx, 0, 2, gy, 0, gdy),
+           tgdx = th_dev_make(ctx, 0, 4, gx, 0, NULL);
+    double *gxd = th_dbl(gxv, ngx), *gdyd = th_dbl(gdy, 6), gref[6], *gdx = th_malloc(ngx * 8);
+    int32_t garg[6];
+    ref_gmp_forward(2, 3, 40 * 37, gxd, gref, garg);
+    ref_gmp_backward(2, 3, 40 * 37, garg, gdyd, gdx);
+    static const long limits[2] = {0, 200}, launches[2] = {1, 20};
+    for (int li = 0; li < 2; li++) {
+        th_loop_limit(limits[li]);
+        th_poison(tgy.t);
+        th_poison(tgdx.t);
+        teeny__calls_reset();
+        TH_OK(ctx, teeny_global_maxpool_forward(ctx, tgx.t, tgy.t, tga.t));
+        TH_OK(ctx, teeny_ctx_finish(ctx));
+        ck_assert_int_eq(teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel), launches[li]);
+        TH_OK(ctx, teeny_global_maxpool_backward(ctx, tga.t, tgdy.t, tgdx.t));
+        expect_close(&tgy, gref, 0.0, "global max y", "test_pool_split_options");
+        expect_close(&tgdx, gdx, 0.0, "global max dx", "test_pool_split_options");
+    }
+    th_loop_limit(-1);
+    for (int i = 1; i < 7; i++)
+        free(one[i]);
+    for (int i = 0; i < 8; i++)
+        th_dev_free(&d[i]);
+    th_dev_free(&tgx);
+    th_dev_free(&tgy);
+    th_dev_free(&tga);
+    th_dev_free(&tgdy);
+    th_dev_free(&tgdx);
+    free(x);
+    free(dy);
+    free(xd);
+    free(ref);
+    free(gxv);
+    free(gdy);
+    free(gxd);
+    free(gdyd);
+    free(gdx);
+}
+END_TEST
+
+/* The reference gradients against central differences of sum(y * dy):
+ * PyTorch's windows, ONNX's options (dilation 2, pads before and after
+ * apart and past half the kernel span, ceil_mode adding a window, with and
+ * without count_include_pad; every window keeps a tap inside x), and
+ * global max pooling. */
 START_TEST(test_pool_finite_diff)
 {
+    static const ref_pool geoms[3] = {
+        {.B = 1, .C = 2, .H = 5, .W = 4, .kh = 3, .kw = 2, .sh = 2, .sw = 1, .ph = 1, .pw = 1},
+        {.B = 1, .C = 2, .H = 7, .W = 6, .kh = 3, .kw = 2, .sh = 2, .sw = 3, .ph = 2, .pw = 1, .peh = -1, .pew = 2,
+         .dh = 2, .dw = 2, .ceil_mode = 1, .exclude_pad = 1},
+        {.B = 1, .C = 2, .H = 7, .W = 6, .kh = 3, .kw = 2, .sh = 2, .sw = 3, .ph = 2, .pw = 1, .peh = -1, .pew = 2,
+         .dh = 2, .dw = 2, .ceil_mode = 1},
+    };
     th_rng r = th_rng_make(8);
-    ref_pool g = {.B = 1, .C = 2, .H = 5, .W = 4, .kh = 3, .kw = 2, .sh = 2, .sw = 1, .ph = 1, .pw = 1};
-    ref_pool_geom(&g);
-    enum { NX = 40 };
-    int ny = g.B * g.C * g.OH * g.OW;
-    double x[NX], dy[64], y[64], dmax[NX], davg[NX], dgap[NX], gdy[2], gy[2];
-    int32_t arg[64];
-    for (int i = 0; i < NX; i++)
-        x[i] = i * 0.37 + 0.1 * th_normal(&r); /* distinct, no near-ties */
-    for (int i = 0; i < 64; i++)
-        dy[i] = th_normal(&r);
-    gdy[0] = th_normal(&r);
-    gdy[1] = th_normal(&r);
-    ref_maxpool_forward(&g, x, y, arg);
-    ref_maxpool_backward(&g, arg, dy, dmax);
-    ref_avgpool_backward(&g, dy, davg);
+    enum { NX = 84, NY = 64 };
+    for (int gi = 0; gi < 3; gi++) {
+        ref_pool g = geoms[gi];
+        ref_pool_geom(&g);
+        int nx = g.B * g.C * g.H * g.W, ny = g.B * g.C * g.OH * g.OW, S = g.H * g.W;
+        ck_assert(nx <= NX && ny <= NY);
+        double x[NX], dy[NY], y[NY], dmax[NX], davg[NX], dgmp[NX], gdy[2], gy[2];
+        int32_t arg[NY], garg[2];
+        for (int i = 0; i < nx; i++)
+            x[i] = (i * 37 % nx) * 0.37 + 0.1 * th_normal(&r); /* distinct, no near-ties */
+        for (int i = 0; i < ny; i++)
+            dy[i] = th_normal(&r);
+        gdy[0] = th_normal(&r);
+        gdy[1] = th_normal(&r);
+        ref_maxpool_forward(&g, x, y, arg);
+        for (int i = 0; i < ny; i++)
+            ck_assert_msg(arg[i] >= 0, "geometry %d: window %d has no tap inside x", gi, i);
+        ref_maxpool_backward(&g, arg, dy, dmax);
+        ref_avgpool_backward(&g, dy, davg);
+        ref_gmp_forward(1, 2, S, x, gy, garg);
+        ref_gmp_backward(1, 2, S, garg, gdy, dgmp);
+        for (int i = 0; i < nx; i++) {
+            double keep = x[i], h = 1e-6, l[3][2];
+            for (int sgn = 0; sgn < 2; sgn++) {
+                x[i] = keep + (sgn ? -h : h);
+                ref_maxpool_forward(&g, x, y, NULL);
+                l[0][sgn] = 0;
+                for (int j = 0; j < ny; j++)
+                    l[0][sgn] += y[j] * dy[j];
+                ref_avgpool_forward(&g, x, y);
+                l[1][sgn] = 0;
+                for (int j = 0; j < ny; j++)
+                    l[1][sgn] += y[j] * dy[j];
+                ref_gmp_forward(1, 2, S, x, gy, NULL);
+                l[2][sgn] = gy[0] * gdy[0] + gy[1] * gdy[1];
+            }
+            x[i] = keep;
+            const double *grads[3] = {dmax, davg, dgmp};
+            for (int k = 0; k < 3; k++) {
+                double fd = (l[k][0] - l[k][1]) / (2 * h);
+                ck_assert_msg(fabs(fd - grads[k][i]) <= 1e-6, "geometry %d op %d elem %d: fd %g ref %g", gi, k, i, fd,
+                              grads[k][i]);
+            }
+        }
+    }
+    /* the global average too, on the first geometry's plane */
+    double x[40], gdy[2] = {0.7, -1.3}, dgap[40], gy[2];
+    for (int i = 0; i < 40; i++)
+        x[i] = th_normal(&r);
     ref_gap_backward(1, 2, 20, gdy, dgap);
-    for (int i = 0; i < NX; i++) {
-        double keep = x[i], h = 1e-6, l[3][2];
+    for (int i = 0; i < 40; i++) {
+        double keep = x[i], h = 1e-6, l[2];
         for (int sgn = 0; sgn < 2; sgn++) {
             x[i] = keep + (sgn ? -h : h);
-            ref_maxpool_forward(&g, x, y, NULL);
-            l[0][sgn] = 0;
-            for (int j = 0; j < ny; j++)
-                l[0][sgn] += y[j] * dy[j];
-            ref_avgpool_forward(&g, x, y);
-            l[1][sgn] = 0;
-            for (int j = 0; j < ny; j++)
-                l[1][sgn] += y[j] * dy[j];
             ref_gap_forward(1, 2, 20, x, gy);
-            l[2][sgn] = gy[0] * gdy[0] + gy[1] * gdy[1];
+            l[sgn] = gy[0] * gdy[0] + gy[1] * gdy[1];
         }
         x[i] = keep;
-        const double *grads[3] = {dmax, davg, dgap};
-        for (int k = 0; k < 3; k++) {
-            double fd = (l[k][0] - l[k][1]) / (2 * h);
-            ck_assert_msg(fabs(fd - grads[k][i]) <= 1e-6, "op %d elem %d: fd %g ref %g", k, i, fd, grads[k][i]);
-        }
+        ck_assert_msg(fabs((l[0] - l[1]) / (2 * h) - dgap[i]) <= 1e-6, "global average elem %d", i);
     }
 }
 END_TEST
@@ -553,67 +839,122 @@ START_TEST(test_pool_op_table)
     ck_assert_str_eq(av->name, "avgpool2d");
     ck_assert_str_eq(gp->name, "global_avgpool");
     teeny__node_shapes s = {.n_in = 1, .in = {{.ndim = 4, .shape = {8, 3, 28, 27}}},
-                            .attrs.pool2d = {{3, 2}, {2, 2}, {1, 0}}};
+                            .attrs.pool2d = {.kernel = {3, 2}, .stride = {2, 2}, .pad = {1, 0}}};
     TH_OK(ctx, mx->infer(ctx, &s));
     ck_assert(s.out.ndim == 4 && s.out.shape[0] == 8 && s.out.shape[1] == 3 && s.out.shape[2] == 14 &&
               s.out.shape[3] == 13 && !s.out.is_i32);
     ck_assert(s.n_saved == 1 && s.saved[0].is_i32 == 1 && s.saved_needs_training == 1 && s.n_param == 0);
     ck_assert(!memcmp(s.saved[0].shape, s.out.shape, sizeof s.out.shape) && s.saved[0].ndim == 4);
     teeny__node_shapes a = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 7, 7}}},
-                            .attrs.pool2d = {{2, 2}, {2, 2}, {0, 0}}};
+                            .attrs.pool2d = {.kernel = {2, 2}, .stride = {2, 2}, .pad = {0, 0}}};
     TH_OK(ctx, av->infer(ctx, &a));
     ck_assert(a.out.shape[2] == 3 && a.out.shape[3] == 3 && a.n_saved == 0);
     teeny__node_shapes gs = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 7, 6}}}};
     TH_OK(ctx, gp->infer(ctx, &gs));
     ck_assert(gs.out.ndim == 2 && gs.out.shape[0] == 2 && gs.out.shape[1] == 5 && gs.n_saved == 0);
     teeny__node_shapes bad = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 7, 7}}},
-                            .attrs.pool2d = {{2, 2}, {2, 2}, {2, 0}}};
+                            .attrs.pool2d = {.kernel = {2, 2}, .stride = {2, 2}, .pad = {2, 0}}};
     TH_STATUS(ctx, TEENY_ERR_ARG, mx->infer(ctx, &bad)); /* pad > kernel / 2 */
     teeny__node_shapes small = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 2, 7}}},
-                            .attrs.pool2d = {{5, 2}, {1, 1}, {1, 0}}};
+                            .attrs.pool2d = {.kernel = {5, 2}, .stride = {1, 1}, .pad = {1, 0}}};
     TH_STATUS(ctx, TEENY_ERR_SHAPE, av->infer(ctx, &small)); /* kernel larger than the padded input */
     teeny__node_shapes rank = {.n_in = 1, .in = {{.ndim = 2, .shape = {2, 5}}}};
     TH_STATUS(ctx, TEENY_ERR_SHAPE, gp->infer(ctx, &rank));
-    rank.attrs.pool2d = (teeny__pool2d_attrs){{1, 1}, {1, 1}, {0, 0}};
+    rank.attrs.pool2d = (teeny__pool2d_attrs){.kernel = {1, 1}, .stride = {1, 1}, .pad = {0, 0}};
     TH_STATUS(ctx, TEENY_ERR_SHAPE, mx->infer(ctx, &rank));
+    /* group B: the indices (int32, y's shape, nothing saved) and global max
+     * pooling (y [B, C], argmax saved in training) */
+    const teeny__op *ix = &teeny__ops[TEENY__OP_MAXPOOL2D_INDICES], *gm = &teeny__ops[TEENY__OP_GLOBAL_MAXPOOL];
+    ck_assert_str_eq(ix->name, "maxpool2d_indices");
+    ck_assert_str_eq(gm->name, "global_maxpool");
+    ck_assert(ix->backward == NULL && gm->backward != NULL);
+    teeny__node_shapes is = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 3, 9, 8}}},
+                             .attrs.pool2d = {.kernel = {3, 2}, .stride = {2, 2}, .pad = {1, 0}, .pad_end_extra = {1, 1},
+                                              .dilation = {2, 0}, .ceil_mode = 1, .large_pads = 1}};
+    TH_OK(ctx, ix->infer(ctx, &is));
+    /* H: span 5 over 9 + 1 + 2, ceil((12 - 5) / 2) + 1 = 5; W: ceil((8 + 0 + 1 - 2) / 2) + 1 = 5, but that
+     * window would start at 8, past the input: 4 */
+    ck_assert(is.out.ndim == 4 && is.out.shape[2] == 5 && is.out.shape[3] == 4 && is.out.is_i32 && is.n_saved == 0);
+    teeny__node_shapes gms = {.n_in = 1, .in = {{.ndim = 4, .shape = {2, 5, 7, 6}}}};
+    TH_OK(ctx, gm->infer(ctx, &gms));
+    ck_assert(gms.out.ndim == 2 && gms.out.shape[1] == 5 && gms.n_saved == 1 && gms.saved[0].is_i32 &&
+              gms.saved[0].ndim == 2 && gms.saved_needs_training);
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, gm->infer(ctx, &rank));
 }
 END_TEST
 
 START_TEST(test_pool_output_shape)
 {
-    teeny_pool2d_params p = {{3, 3}, {2, 2}, {1, 1}};
+    teeny_pool2d_params p = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}};
     int64_t xs[4] = {2, 3, 10, 11}, ys[4] = {-1, -1, -1, -1};
     TH_OK(NULL, teeny_pool2d_output_shape(&p, xs, ys));
     ck_assert(ys[0] == 2 && ys[1] == 3 && ys[2] == 5 && ys[3] == 6);
     TH_STATUS(NULL, TEENY_ERR_ARG, teeny_pool2d_output_shape(NULL, xs, ys));
     TH_STATUS(NULL, TEENY_ERR_ARG, teeny_pool2d_output_shape(&p, NULL, ys));
-    teeny_pool2d_params bad[] = {{{0, 3}, {1, 1}, {0, 0}}, {{3, 3}, {0, 1}, {0, 0}}, {{3, 3}, {1, 1}, {-1, 0}},
-                                 {{3, 3}, {1, 1}, {0, 2}}, {{1, 1}, {1, 1}, {1, 0}}};
+    teeny_pool2d_params bad[] = {{.kernel = {0, 3}, .stride = {1, 1}, .pad = {0, 0}},
+                                 {.kernel = {3, 3}, .stride = {0, 1}, .pad = {0, 0}},
+                                 {.kernel = {3, 3}, .stride = {1, 1}, .pad = {-1, 0}},
+                                 {.kernel = {3, 3}, .stride = {1, 1}, .pad = {0, 2}},
+                                 {.kernel = {1, 1}, .stride = {1, 1}, .pad = {1, 0}}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         TH_STATUS(NULL, TEENY_ERR_ARG, teeny_pool2d_output_shape(&bad[i], xs, ys));
     ck_assert(ys[2] == 5); /* untouched on failure */
-    teeny_pool2d_params big_k = {{30, 3}, {1, 1}, {0, 0}};
+    teeny_pool2d_params big_k = {.kernel = {30, 3}, .stride = {1, 1}, .pad = {0, 0}};
     TH_STATUS(NULL, TEENY_ERR_SHAPE, teeny_pool2d_output_shape(&big_k, xs, ys));
     /* 2x2 windows with stride 1 and pad 1 grow each side by one: past int32 */
-    teeny_pool2d_params grow = {{2, 2}, {1, 1}, {1, 1}};
+    teeny_pool2d_params grow = {.kernel = {2, 2}, .stride = {1, 1}, .pad = {1, 1}};
     int64_t huge[4] = {1, 2, 32768, 32767};
     TH_STATUS(NULL, TEENY_ERR_RANGE, teeny_pool2d_output_shape(&grow, huge, ys));
     int64_t wide[4] = {1, 1, 1, (int64_t)1 << 40};
     TH_STATUS(NULL, TEENY_ERR_RANGE, teeny_pool2d_output_shape(&p, wide, ys));
     /* x must fit int32 indexing itself, whatever y is */
-    teeny_pool2d_params one = {{1, 1}, {1, 1}, {0, 0}}, all_h = {{1 << 30, 1}, {1, 1}, {0, 0}};
+    teeny_pool2d_params one = {.kernel = {1, 1}, .stride = {1, 1}, .pad = {0, 0}},
+                        all_h = {.kernel = {1 << 30, 1}, .stride = {1, 1}, .pad = {0, 0}};
     int64_t at_max[4] = {1, 1, INT32_MAX, 1}, past[4][4] = {{2, 1, 1 << 30, 1}, {1, 1, 1 << 30, 2},
                                                             {1, 1, INT64_MAX, INT64_MAX}, {INT64_MAX, 2, 1, 1}};
     TH_OK(NULL, teeny_pool2d_output_shape(&one, at_max, ys));
     for (int i = 0; i < 4; i++)
         TH_STATUS(NULL, TEENY_ERR_RANGE, teeny_pool2d_output_shape(&all_h, past[i], ys));
+    /* ONNX's options: a negative dilation or end pad, a flag other than 0
+     * or 1, an end pad past half the span without large_pads (ARG); a
+     * dilated span past the padded input (SHAPE); ceil_mode's extra window
+     * dropped where it would start past the input and its front pad */
+    teeny_pool2d_params opt = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}};
+    teeny_pool2d_params neg_d = opt, neg_end = opt, flag = opt, big_end = opt, long_span = opt, ceil = opt;
+    neg_d.dilation[1] = -1;
+    neg_end.pad_end_extra[0] = -2;
+    flag.exclude_pad = 2;
+    big_end.pad_end_extra[1] = 1;
+    long_span.dilation[0] = 6;
+    ceil.ceil_mode = 1;
+    ceil.pad_end_extra[0] = -1;
+    teeny_pool2d_params *bad_opts[4] = {&neg_d, &neg_end, &flag, &big_end};
+    for (int i = 0; i < 4; i++)
+        TH_STATUS(NULL, TEENY_ERR_ARG, teeny_pool2d_output_shape(bad_opts[i], xs, ys));
+    big_end.large_pads = 1;
+    TH_OK(NULL, teeny_pool2d_output_shape(&big_end, xs, ys));
+    ck_assert(ys[2] == 5 && ys[3] == 6); /* W: (11 + 1 + 2 - 3) / 2 + 1 */
+    TH_STATUS(NULL, TEENY_ERR_SHAPE, teeny_pool2d_output_shape(&long_span, xs, ys)); /* span 13 > 12 */
+    TH_OK(NULL, teeny_pool2d_output_shape(&ceil, xs, ys));
+    ck_assert(ys[2] == 5 && ys[3] == 6); /* H: ceil((10 + 1 - 3) / 2) + 1 = 5; W: ceil(10 / 2) + 1 = 6 */
+    int64_t xs9[4] = {1, 1, 9, 9};
+    ceil.pad_end_extra[0] = 0;
+    ceil.pad[0] = 0;
+    ceil.stride[0] = 3;
+    TH_OK(NULL, teeny_pool2d_output_shape(&ceil, xs9, ys));
+    ck_assert(ys[2] == 3); /* ceil((9 - 3) / 3) + 1 = 3: the window at 6 starts inside */
+    ceil.kernel[0] = 2;
+    ceil.pad_end_extra[0] = 2;
+    ceil.large_pads = 1;
+    TH_OK(NULL, teeny_pool2d_output_shape(&ceil, xs9, ys));
+    ck_assert(ys[2] == 3); /* ceil((11 - 2) / 3) + 1 = 4, but the window at 9 starts past the input: 3 */
     int64_t empty[3][4] = {{0, 1, 4, 4}, {1, -1, 4, 4}, {1, 1, 4, INT64_MIN}};
     for (int i = 0; i < 3; i++)
         TH_STATUS(NULL, TEENY_ERR_SHAPE, teeny_pool2d_output_shape(&one, empty[i], ys));
     /* the padded extent H + 2*pad (W + 2*pad) fits int32 exactly up to
      * INT32_MAX; one more is TEENY_ERR_RANGE, in either axis */
     for (int axis = 0; axis < 2; axis++) {
-        teeny_pool2d_params edge = {{1, 1}, {1, 1}, {0, 0}};
+        teeny_pool2d_params edge = {.kernel = {1, 1}, .stride = {1, 1}, .pad = {0, 0}};
         edge.kernel[axis] = 1 << 30;
         edge.pad[axis] = 1 << 29;
         int64_t xe[4] = {1, 1, 1, 1};
@@ -633,7 +974,8 @@ START_TEST(test_pool_graph_limits)
     teeny_ctx *ctx = th_ctx();
     teeny_graph *g;
     teeny_node in, ok_in, out;
-    teeny_pool2d_params edge = {{1 << 30, 1}, {1, 1}, {1 << 29, 0}}, huge = {{46341, 46341}, {1, 1}, {23170, 23170}};
+    teeny_pool2d_params edge = {.kernel = {1 << 30, 1}, .stride = {1, 1}, .pad = {1 << 29, 0}},
+                        huge = {.kernel = {46341, 46341}, .stride = {1, 1}, .pad = {23170, 23170}};
     int64_t at[4] = {-1, 1, INT32_MAX - ((int64_t)1 << 30), 1},
             past[4] = {-1, 1, INT32_MAX - ((int64_t)1 << 30) + 1, 1}, tiny[4] = {-1, 1, 1, 1};
     TH_OK(ctx, teeny_graph_create(ctx, 1, &g));
@@ -653,7 +995,7 @@ END_TEST
 START_TEST(test_pool_errors)
 {
     teeny_ctx *ctx = th_ctx();
-    teeny_pool2d_params p = TEENY_POOL2D_PARAMS_INIT, bad_pad = {{2, 2}, {2, 2}, {2, 0}};
+    teeny_pool2d_params p = TEENY_POOL2D_PARAMS_INIT, bad_pad = {.kernel = {2, 2}, .stride = {2, 2}, .pad = {2, 0}};
     int64_t xs[4] = {1, 2, 4, 4}, ys[4] = {1, 2, 2, 2}, y3[4] = {1, 2, 3, 2}, x3[3] = {2, 4, 4}, gs[2] = {1, 2},
             g3[2] = {1, 3}, g1[3] = {1, 2, 1}, big[1] = {64};
     teeny_tensor *x = th_tensor(ctx, 4, xs), *y = th_tensor(ctx, 4, ys), *ybad = th_tensor(ctx, 4, y3),
@@ -707,7 +1049,38 @@ START_TEST(test_pool_errors)
     TH_OK(ctx, teeny_tensor_read_i32(am, got, 8));
     ck_assert(!memcmp(got, amv, sizeof got));
 
-    teeny_tensor *all[] = {x, y, ybad, xr3, dx, dy, gy, gbad, base, am, amf, xv, yv, gv, gone};
+    /* group B: global max pooling and the indices */
+    teeny_tensor *ga = NULL, *gaf = th_tensor(ctx, 2, gs), *ga4 = NULL, *ix = NULL;
+    int64_t g4[4] = {1, 2, 1, 1};
+    TH_OK(ctx, teeny_tensor_create_i32(ctx, 2, gs, &ga));
+    TH_OK(ctx, teeny_tensor_create_i32(ctx, 4, g4, &ga4));
+    TH_OK(ctx, teeny_tensor_create_i32(ctx, 4, ys, &ix));
+    TH_OK(ctx, teeny_tensor_write_i32(ix, amv, 8));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_global_maxpool_forward(NULL, x, gy, ga));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_global_maxpool_forward(ctx, x, NULL, ga));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_global_maxpool_forward(ctx, x, gy, gaf)); /* fp32 argmax */
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_global_maxpool_forward(ctx, x, gbad, ga));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_global_maxpool_forward(ctx, xr3, gy, ga));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_global_maxpool_forward(ctx, x, gone, NULL));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_global_maxpool_forward(ctx, xv, gv, NULL));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_global_maxpool_backward(ctx, ga, gy, NULL));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_global_maxpool_backward(ctx, gaf, gy, dx));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_global_maxpool_backward(ctx, ga, gbad, dx));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_global_maxpool_backward(ctx, ga, gy, xr3));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_global_maxpool_backward(ctx, ga4, gv, xv));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_maxpool2d_indices(ctx, NULL, x, 0, ix));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_maxpool2d_indices(ctx, &bad_pad, x, 0, ix));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_maxpool2d_indices(ctx, &p, x, 2, ix)); /* column_major 0 or 1 */
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_maxpool2d_indices(ctx, &p, x, 0, y));  /* fp32 indices */
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_maxpool2d_indices(ctx, &p, x, 0, ga4));
+    th_expect_all(gy, 7.0f);
+    th_expect_all(dx, 7.0f);
+    th_expect_all(base, 7.0f);
+    TH_OK(ctx, teeny_tensor_read_i32(ix, got, 8));
+    ck_assert(!memcmp(got, amv, sizeof got));
+
+    teeny_tensor *all[] = {x,  y,  ybad, xr3, dx,  dy,  gy,  gbad, base, am, amf,
+                           xv, yv, gv,   gone, ga, gaf, ga4, ix};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         teeny_tensor_destroy(all[i]);
 }
@@ -719,6 +1092,8 @@ Suite *suite_pool(void)
     TCase *fwd = tcase_create("forward"), *bwd = tcase_create("backward"), *err = tcase_create("errors");
     tcase_add_loop_test(fwd, test_pool_forward, 0, n_sweep());
     tcase_add_loop_test(fwd, test_pool_global, 0, n_sweep());
+    tcase_add_loop_test(fwd, test_pool_global_max, 0, n_sweep());
+    tcase_add_loop_test(fwd, test_pool_indices, 0, n_sweep());
     tcase_add_test(fwd, test_pool_nan);
     tcase_add_test(fwd, test_pool_determinism);
     tcase_add_test(fwd, test_pool_op_table);
@@ -726,6 +1101,7 @@ Suite *suite_pool(void)
     tcase_add_test(bwd, test_pool_finite_diff);
     tcase_add_test(bwd, test_pool_huge_windows);
     tcase_add_test(bwd, test_pool_split_loops);
+    tcase_add_test(bwd, test_pool_split_options);
     tcase_add_test(err, test_pool_errors);
     tcase_add_test(err, test_pool_output_shape);
     tcase_add_test(err, test_pool_graph_limits);

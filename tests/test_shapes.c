@@ -281,7 +281,7 @@ START_TEST(test_shapes_compile_batches)
     teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
     teeny_node x, y, n, lo, q, k, v;
     teeny_conv2d_params c1 = TEENY_CONV2D_PARAMS_INIT;
-    teeny_pool2d_params grow = {{2, 2}, {1, 1}, {1, 1}};
+    teeny_pool2d_params grow = {.kernel = {2, 2}, .stride = {1, 1}, .pad = {1, 1}};
     const struct { const char *what; int64_t ok; } cases[] = {
         {"input", (1LL << 30) - 1}, {"linear", 65535}, {"conv", 65535}, {"concat", 32767},
         {"pool", 1}, {"merge", 1}, {"attention", 7}};
@@ -598,7 +598,7 @@ START_TEST(test_shapes_eager_conv_pool)
         EXPECT_STATUS(ctx, pool[i].want, teeny_avgpool2d_backward(ctx, &p, x, yy, dx), what);
     }
     {   /* kernel and pad whose padded extent passes int32 */
-        teeny_pool2d_params p = {{INT32_MAX, 2}, {1, 2}, {INT32_MAX / 2, 0}};
+        teeny_pool2d_params p = {.kernel = {INT32_MAX, 2}, .stride = {1, 2}, .pad = {INT32_MAX / 2, 0}};
         EXPECT_STATUS(NULL, TEENY_ERR_RANGE, teeny_pool2d_output_shape(&p, xs, out), "pool padded extent");
         EXPECT_STATUS(ctx, TEENY_ERR_RANGE, teeny_avgpool2d_forward(ctx, &p, x, py), "pool padded extent");
     }

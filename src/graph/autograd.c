@@ -40,7 +40,8 @@ static teeny_status copy_into(teeny_ctx *ctx, const teeny_tensor *src, teeny_ten
  * parameter to the loss and something downstream produced its gradient. */
 static int backward_runs(const teeny_plan *p, const teeny__backward *bw, int i)
 {
-    return bw->reaches[i] && p->g->nodes[i].kind != TEENY__NODE_INPUT && p->grad[i];
+    return bw->reaches[i] && p->g->nodes[i].kind != TEENY__NODE_INPUT && p->g->nodes[i].kind != TEENY__NODE_CONST &&
+           p->grad[i];
 }
 
 /* Zero the gradient of every parameter whose node's backward does not run

@@ -14,7 +14,19 @@
 
 teeny_status teeny_graph_activation(teeny_graph *g, const char *name, teeny_node x, teeny_act act, teeny_node *out)
 {
-    teeny__op_attrs at = {.activation = {act}};
+    teeny__op_attrs at = {.activation = teeny__act_attrs(act)};
+    return teeny__graph_node(g, TEENY__OP_ACTIVATION, name, 1, &x, &at, out);
+}
+
+teeny_status teeny_graph_activation_ex(teeny_graph *g, const char *name, teeny_node x, const teeny_act_params *p,
+                                       teeny_node *out)
+{
+    if (!p) {
+        if (out)
+            *out = -1;
+        return teeny__error(teeny__graph_ctx(g), TEENY_ERR_ARG, "teeny_graph_activation_ex: p is NULL");
+    }
+    teeny__op_attrs at = {.activation = {p->act, p->alpha, p->beta}};
     return teeny__graph_node(g, TEENY__OP_ACTIVATION, name, 1, &x, &at, out);
 }
 

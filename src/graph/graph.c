@@ -1,7 +1,8 @@
 /*
- * graph.c -- building the DAG: nodes in topological order (inputs, views
- * and the generic op node every op family's builder goes through), their
- * shapes for a batch of 1 checked as each node is added, parameters and
+ * graph.c -- building the DAG: nodes in topological order (inputs, views,
+ * constants and the generic op node every op family's builder goes
+ * through), their shapes for the build batch (1, or an importer's) checked
+ * as each node is added, parameters and
  * running statistics created and initialized (seeded, so a graph is
  * reproducible), and the introspection the checkpoint and optimizer code
  * reads (parameters, state, counters). It also holds the small helpers the
@@ -53,6 +54,7 @@ teeny_status teeny_graph_create(teeny_ctx *ctx, uint64_t seed, teeny_graph **out
         return teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_graph_create: out of host memory");
     g->ctx = ctx;
     g->rng = seed;
+    g->build_batch = 1;
     *out = g;
     return TEENY_OK;
 }
@@ -69,6 +71,8 @@ void teeny_graph_destroy(teeny_graph *g)
             teeny__free(g->nodes[i].alias[0][j]);
             teeny__free(g->nodes[i].alias[1][j]);
         }
+    for (int i = 0; i < g->n_nodes; i++)
+        teeny_tensor_destroy(g->nodes[i].constant);
     teeny__free(g->nodes);
     teeny__free(g);
 }
@@ -118,8 +122,7 @@ teeny_status teeny__check_node_shapes(teeny_ctx *ctx, const char *node, const te
     return st;
 }
 
-/* Append a node with a unique name; *idx receives its index. */
-static teeny_status push_node(teeny_graph *g, const char *name, const char *prefix, teeny__gnode **node, int *idx)
+teeny_status teeny__graph_push(teeny_graph *g, const char *name, const char *prefix, teeny__gnode **node, int *idx)
 {
     char buf[TEENY__NAME_CAP];
     if (name && *name) {
@@ -160,7 +163,7 @@ teeny_status teeny__graph_check_node(const teeny_graph *g, teeny_node n, const c
 }
 
 static teeny_status add_input(teeny_graph *g, const char *name, int ndim, const int64_t *shape, int is_i32,
-                              teeny_node *out)
+                              int fixed, teeny_node *out)
 {
     teeny__gnode *n;
     int idx;
@@ -170,27 +173,29 @@ static teeny_status add_input(teeny_graph *g, const char *name, int ndim, const 
     *out = -1;
     if (ndim < 1 || ndim > TEENY_MAX_DIMS || !shape)
         return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_input: rank %d outside 1..5 or shape NULL", ndim);
-    if (shape[0] != -1)
+    if (shape[0] != -1 && !fixed)
         return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_input: shape[0] must be -1 (the batch), got %lld",
                             (long long)shape[0]);
-    for (int i = 1; i < ndim; i++)
+    for (int i = fixed ? 0 : 1; i < ndim; i++)
         if (shape[i] < 1)
             return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_input: dimension %d is %lld", i,
                                 (long long)shape[i]);
-    int64_t per_sample = teeny__dims_product(shape + 1, ndim - 1);
+    int64_t per_sample = teeny__dims_product(shape + !fixed, ndim - !fixed);
     if (per_sample < 0 || per_sample > INT32_MAX) {
         char b[96];
         return teeny__error(g->ctx, TEENY_ERR_RANGE,
                             "teeny_graph_input: %s has more than 2^31 - 1 elements per sample (kernels index with "
                             "int32)", teeny__dims_str(shape, ndim, b, sizeof b));
     }
-    if ((st = push_node(g, name, "input", &n, &idx)) != TEENY_OK)
+    if ((st = teeny__graph_push(g, name, "input", &n, &idx)) != TEENY_OK)
         return st;
     n->kind = TEENY__NODE_INPUT;
     n->shapes.out.ndim = ndim;
     n->shapes.out.is_i32 = is_i32;
     memcpy(n->shapes.out.shape, shape, (size_t)ndim * sizeof *shape);
-    n->shapes.out.shape[0] = 1;
+    if (!fixed)
+        n->shapes.out.shape[0] = g->build_batch;
+    n->fixed = fixed;
     g->n_nodes++;
     *out = idx;
     return TEENY_OK;
@@ -199,14 +204,35 @@ static teeny_status add_input(teeny_graph *g, const char *name, int ndim, const 
 teeny_status teeny_graph_input(teeny_graph *g, const char *name, int ndim, const int64_t *shape, teeny_node *out)
 {
     teeny_status st = teeny__graph_check(g, "teeny_graph_input");
-    return st != TEENY_OK ? st : add_input(g, name, ndim, shape, 0, out);
+    return st != TEENY_OK ? st : add_input(g, name, ndim, shape, 0, 0, out);
 }
+
+teeny_status teeny__graph_input_fixed(teeny_graph *g, const char *name, int ndim, const int64_t *shape,
+                                      teeny_node *out)
+{
+    teeny_status st = teeny__graph_check(g, "teeny_graph_input");
+    return st != TEENY_OK ? st : add_input(g, name, ndim, shape, 0, 1, out);
+}
+
+teeny_status teeny__graph_set_build_batch(teeny_graph *g, int64_t batch)
+{
+    teeny_status st = teeny__graph_check(g, "teeny__graph_set_build_batch");
+    if (st != TEENY_OK)
+        return st;
+    if (g->n_nodes)
+        return teeny__error(g->ctx, TEENY_ERR_STATE, "teeny__graph_set_build_batch: the graph has nodes");
+    if (batch < 1 || batch > INT32_MAX)
+        return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny__graph_set_build_batch: batch %lld", (long long)batch);
+    g->build_batch = batch;
+    return TEENY_OK;
+}
+
 
 teeny_status teeny_graph_labels(teeny_graph *g, const char *name, teeny_node *out)
 {
     int64_t shape[1] = {-1};
     teeny_status st = teeny__graph_check(g, "teeny_graph_labels");
-    return st != TEENY_OK ? st : add_input(g, name, 1, shape, 1, out);
+    return st != TEENY_OK ? st : add_input(g, name, 1, shape, 1, 0, out);
 }
 
 /* Resolve a view's shape against its input's element count: each size is
@@ -270,7 +296,7 @@ teeny_status teeny_graph_reshape(teeny_graph *g, const char *name, teeny_node x,
     st = teeny__view_shape(g->ctx, name ? name : "", ndim, shape, teeny__shape_numel(&g->nodes[x].shapes.out), &s);
     if (st != TEENY_OK)
         return st;
-    if ((st = push_node(g, name, "reshape", &n, &idx)) != TEENY_OK)
+    if ((st = teeny__graph_push(g, name, "reshape", &n, &idx)) != TEENY_OK)
         return st;
     n->kind = TEENY__NODE_VIEW;
     n->n_in = 1;
@@ -361,7 +387,8 @@ teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name
         (s.n_param > sl.param || s.n_state > sl.state || s.n_saved > sl.saved))
         st = teeny__error(g->ctx, TEENY_ERR_STATE, "op %s: infer gave %d params, %d states, %d saved; its SLOTS hold "
                           "%d, %d, %d", desc->name, s.n_param, s.n_state, s.n_saved, sl.param, sl.state, sl.saved);
-    if (st != TEENY_OK || (st = teeny__check_node_shapes(g->ctx, name ? name : desc->name, &s, 1, 1)) != TEENY_OK) {
+    if (st != TEENY_OK ||
+        (st = teeny__check_node_shapes(g->ctx, name ? name : desc->name, &s, g->build_batch, 1)) != TEENY_OK) {
         /* name both nodes and shapes */
         char msg[512], a[96], b[96];
         teeny__strlcpy(msg, teeny_last_error(g->ctx), sizeof msg);
@@ -370,7 +397,7 @@ teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name
                             n_in > 1 ? ", " : "", n_in > 1 ? g->nodes[in[1]].name : "",
                             n_in > 1 ? teeny__shape_text(&s.in[1], b, sizeof b) : "");
     }
-    if ((st = push_node(g, name, desc->name, &n, &idx)) != TEENY_OK)
+    if ((st = teeny__graph_push(g, name, desc->name, &n, &idx)) != TEENY_OK)
         return st;
     n->kind = TEENY__NODE_OP;
     n->op = op;

@@ -98,9 +98,12 @@ teeny_status teeny__compile_shapes(teeny_plan *p)
         teeny__gnode *n = &g->nodes[i];
         teeny__node_shapes *s = &p->shapes[i];
         *s = n->shapes;
+        if (n->kind == TEENY__NODE_CONST)
+            continue;
         if (n->kind == TEENY__NODE_INPUT) {
             int64_t numel;
-            s->out.shape[0] = p->batch;
+            if (!n->fixed)
+                s->out.shape[0] = p->batch;
             numel = teeny__shape_numel(&s->out);
             if (numel < 0 || numel > INT32_MAX)
                 return teeny__error(g->ctx, TEENY_ERR_RANGE, "input %s: batch %lld exceeds int32 indexing", n->name,

@@ -14,7 +14,9 @@
 #include "internal.h"
 #include "../ops/ops.h"
 
-typedef enum { TEENY__NODE_OP, TEENY__NODE_INPUT, TEENY__NODE_VIEW } teeny__node_kind;
+/* CONST: a value fixed when the graph is built (teeny_graph_constant):
+ * graph-owned, no batch dimension, no gradient. */
+typedef enum { TEENY__NODE_OP, TEENY__NODE_INPUT, TEENY__NODE_VIEW, TEENY__NODE_CONST } teeny__node_kind;
 
 #define TEENY__NAME_CAP 96
 
@@ -34,6 +36,8 @@ typedef struct {
     int64_t batches_tracked;              /* counts_batches nodes: PyTorch's num_batches_tracked, per node */
     char *alias[2][TEENY__OP_MAX_SLOTS];  /* [0] param, [1] state: a full name replacing "<node>.<suffix>" */
     unsigned char frozen[TEENY__OP_MAX_SLOTS]; /* param slots that take no gradient */
+    int fixed;                            /* TEENY__NODE_INPUT: dimension 0 is its own, not the batch */
+    teeny_tensor *constant;               /* TEENY__NODE_CONST: its value (graph-owned) */
 } teeny__gnode;
 
 struct teeny_graph {
@@ -42,6 +46,7 @@ struct teeny_graph {
     teeny__gnode *nodes;
     int n_nodes, cap_nodes;
     int n_plans;                          /* live plans */
+    int64_t build_batch;                  /* the batch nodes are checked (and node_info reports) at */
     int64_t train_steps;
 };
 
@@ -88,6 +93,10 @@ static inline int teeny__bwd_step(const teeny_graph *g, int node)
  * builder (builders.c, teeny_graph_<op>) calls it. */
 teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name, int n_in, const teeny_node *in,
                                const teeny__op_attrs *attrs, teeny_node *out);
+/* Append an empty node named name (or "<prefix><index>"; names are unique,
+ * TEENY_ERR_ARG otherwise) at *idx; the caller fills it and counts it in
+ * (g->n_nodes++) once it is complete. */
+teeny_status teeny__graph_push(teeny_graph *g, const char *name, const char *prefix, teeny__gnode **node, int *idx);
 /* The context a graph call reports its errors into (NULL for a NULL graph:
  * then the thread's context-less error). */
 teeny_ctx *teeny__graph_ctx(const teeny_graph *g);
@@ -126,6 +135,17 @@ teeny_status teeny__graph_slot_alias(teeny_graph *g, teeny_node n, int is_state,
  * grad as NULL (its node may still compute one when the node is on the
  * path of another parameter's gradient). Applies to plans compiled after. */
 teeny_status teeny__graph_param_freeze(teeny_graph *g, teeny_node n, int slot, int frozen);
+/* The batch nodes are inferred and checked at as they are added (1 unless
+ * set), so node shapes (teeny_graph_node_info) are those of that batch: an
+ * importer whose values only make sense at the model's batch (a reshape
+ * that moves the batch inward, a constant whose leading dimension is
+ * not the batch) builds at it. Only on an empty graph (TEENY_ERR_STATE
+ * else); batch 1..2^31 - 1 (TEENY_ERR_ARG). */
+teeny_status teeny__graph_set_build_batch(teeny_graph *g, int64_t batch);
+/* An fp32 input whose every dimension is fixed (shape[0] is its own size,
+ * not the batch): a model input that does not scale with the batch. */
+teeny_status teeny__graph_input_fixed(teeny_graph *g, const char *name, int ndim, const int64_t *shape,
+                                      teeny_node *out);
 /* A slot's full name: its alias, else "<node>.<suffix>" written into buf. */
 const char *teeny__graph_slot_name(const teeny_graph *g, int node, int is_state, int slot, char *buf, size_t cap);
 

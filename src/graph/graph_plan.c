@@ -6,7 +6,7 @@
  * whose lifetimes do not overlap share memory in one arena (first fit,
  * 256-byte aligned), and each tensor is then a view of the arena at its
  * buffer's offset. Parameters, their gradients, running statistics and
- * input tensors live outside the arena. Also teeny__node_run, a node's
+ * input tensors live outside the arena (constants in the graph). Also teeny__node_run, a node's
  * pass on its planned tensors laid out in its op's slots (the forward
  * and backward recordings use it). Depends only on graph.c's helpers and the
  * derivation in graph_internal.h, never on the other phases.
@@ -228,8 +228,10 @@ static teeny_status bind_tensors(teeny_plan *p, const teeny__backward *bw, const
                            : teeny_tensor_create(ctx, s->ndim, s->shape, &p->value[i]);
         else if (nd->kind == TEENY__NODE_VIEW)
             st = teeny_tensor_view(p->value[nd->in[0]], 0, s->ndim, s->shape, &p->value[i]);
-        else
-            st = arena_view(p, &mp->bufs[mp->value_buf[i]], s, &p->value[i]);
+        else if (nd->kind == TEENY__NODE_CONST)
+            st = teeny_tensor_view(nd->constant, 0, s->ndim, s->shape, &p->value[i]);
+        else if ((st = arena_view(p, &mp->bufs[mp->value_buf[i]], s, &p->value[i])) == TEENY_OK && s->is_i32)
+            p->value[i]->dtype = TEENY__I32; /* an int32 value (indices) in the arena's 4-byte slots */
         for (int j = 0; j < TEENY__OP_MAX_SLOTS && st == TEENY_OK; j++) {
             int b = mp->saved_buf[i * TEENY__OP_MAX_SLOTS + j];
             if (b >= 0) {

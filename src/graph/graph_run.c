@@ -8,6 +8,8 @@
  * counters (train steps, each batch norm's batches tracked) advance with
  * each training forward. Uses only the plan and graph.c's helpers.
  */
+#include <string.h>
+
 #include "graph_internal.h"
 
 static teeny_status check_plan(const teeny_plan *p, const char *fn)
@@ -92,11 +94,20 @@ teeny_status teeny_plan_read(teeny_plan *p, teeny_node n, float *dst, size_t cou
         return teeny__error(p->ctx, TEENY_ERR_STATE,
                             "teeny_plan_read: %s is not marked as an output (teeny_graph_mark_output before compile); "
                             "its memory is reused", nd->name);
-    if (!p->forwarded && p->g->nodes[teeny__graph_root(p->g, n)].kind != TEENY__NODE_INPUT)
+    if (!p->forwarded && p->g->nodes[teeny__graph_root(p->g, n)].kind == TEENY__NODE_OP)
         return teeny__error(p->ctx, TEENY_ERR_STATE, "teeny_plan_read: no forward has run; %s has no value yet",
                             nd->name);
     p->host_syncs++;
-    return teeny_tensor_read(p->value[n], dst, count);
+    if (p->value[n]->dtype != TEENY__I32)
+        return teeny_tensor_read(p->value[n], dst, count);
+    /* an int32 value (labels, indices): its bits into dst, each converted in place */
+    teeny_status st2 = teeny_tensor_read_i32(p->value[n], (int32_t *)(void *)dst, count);
+    for (size_t i = 0; st2 == TEENY_OK && i < count; i++) {
+        int32_t v;
+        memcpy(&v, &dst[i], sizeof v);
+        dst[i] = (float)v;
+    }
+    return st2;
 }
 
 teeny_status teeny_plan_read_loss(teeny_plan *p, float *loss)

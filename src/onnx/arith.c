@@ -1,9 +1,10 @@
 /*
  * arith.c -- host arithmetic on constants for the folded shape
  * computations: Slice (starts/ends/axes/steps, negative steps), Add, Sub,
- * Mul and Div with NumPy broadcasting (integers wrap, division by zero is
+ * Mul, Div (and Pow of floats) with NumPy broadcasting (integers wrap, division by zero is
  * refused), and Concat along any axis.
  */
+#include <math.h>
 #include <string.h>
 
 #include "onnx_internal.h"
@@ -12,8 +13,8 @@ static const char *const NO_ATTRS[] = {NULL};
 
 /* Slice of a constant: starts/ends/axes/steps inputs (opset >= 10) or
  * attributes (before). */
-static teeny_status slice_params(ox_import *im, int rank, int64_t *start, int64_t *step, ox_shape *o,
-                                 const ox_shape *s)
+teeny_status teeny__ox_slice_params(ox_import *im, int rank, int64_t *start, int64_t *step, ox_shape *o,
+                                    const ox_shape *s)
 {
     static const char *const attrs[] = {"starts", "ends", "axes", NULL};
     int64_t v[4][OX_MAX_DIMS];
@@ -63,7 +64,7 @@ teeny_status teeny__ox_op_slice(ox_import *im)
     ox_shape o;
     ox_const c;
     teeny_status st = teeny__ox_in_const(im, 0, "data", 0, &in);
-    if (st != TEENY_OK || (st = slice_params(im, in->shape.ndim, start, step, &o, &in->shape)) != TEENY_OK)
+    if (st != TEENY_OK || (st = teeny__ox_slice_params(im, in->shape.ndim, start, step, &o, &in->shape)) != TEENY_OK)
         return st;
     if ((st = teeny__ox_const_alloc(im->ctx, in->type, in->onnx_type, &o, &c)) != TEENY_OK)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
@@ -126,8 +127,13 @@ teeny_status teeny__ox_fold_binary(ox_import *im, const ox_const *a, const ox_co
         int64_t i = bcast_index(&o, &a->shape, k), j = bcast_index(&o, &b->shape, k);
         if (a->type == OX_F32) {
             float x = ((const float *)a->data)[i], y = ((const float *)b->data)[j];
-            ((float *)c.data)[k] = op[0] == 'A' ? x + y : op[0] == 'S' ? x - y : op[0] == 'M' ? x * y : x / y;
+            ((float *)c.data)[k] = op[0] == 'A' ? x + y : op[0] == 'S' ? x - y : op[0] == 'M' ? x * y
+                                   : op[0] == 'P' ? powf(x, y) : x / y;
             continue;
+        }
+        if (op[0] == 'P') {
+            teeny__ox_const_free(&c);
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "Pow of integer constants");
         }
         int64_t x = ((const int64_t *)a->data)[i], y = ((const int64_t *)b->data)[j];
         if (op[0] == 'D' && (y == 0 || (x == INT64_MIN && y == -1))) {
@@ -140,16 +146,6 @@ teeny_status teeny__ox_fold_binary(ox_import *im, const ox_const *a, const ox_co
                                  : op[0] == 'M' ? (int64_t)((uint64_t)x * (uint64_t)y) : x / y;
     }
     return teeny__ox_out_const(im, 0, &c);
-}
-
-teeny_status teeny__ox_op_sub_div(ox_import *im)
-{
-    const ox_const *a, *b;
-    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_in_const(im, 0, "A", 0, &a)) != TEENY_OK ||
-        (st = teeny__ox_in_const(im, 1, "B", 0, &b)) != TEENY_OK)
-        return st;
-    return teeny__ox_fold_binary(im, a, b);
 }
 
 /* Concat of constants along any axis. */

@@ -173,7 +173,7 @@ static teeny_status op_shape(ox_import *im)
 }
 
 /* Gather on constants: data[..., indices, ...] along axis. */
-static teeny_status op_gather(ox_import *im)
+teeny_status teeny__ox_fold_gather(ox_import *im)
 {
     static const char *const attrs[] = {"axis", NULL};
     const ox_const *data, *ind;
@@ -416,9 +416,8 @@ ox_handler teeny__ox_fold_handler(const char *op)
         ox_handler fn;
     } table[] = {
         {"Identity", op_identity}, {"Dropout", op_dropout}, {"Constant", op_constant}, {"Shape", op_shape},
-        {"Gather", op_gather}, {"Unsqueeze", op_unsqueeze}, {"Squeeze", op_squeeze}, {"Reshape", op_reshape},
+        {"Unsqueeze", op_unsqueeze}, {"Squeeze", op_squeeze}, {"Reshape", op_reshape},
         {"Flatten", op_flatten}, {"ConstantOfShape", op_constant_of_shape}, {"Cast", op_cast},
-        {"Slice", teeny__ox_op_slice}, {"Sub", teeny__ox_op_sub_div}, {"Div", teeny__ox_op_sub_div},
     };
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
         if (!strcmp(table[i].op, op))

@@ -142,6 +142,12 @@ static teeny_status import_node(ox_import *im)
     if (!fn)
         fn = teeny__ox_layer_handler(S(n->op_type));
     if (!fn)
+        fn = teeny__ox_group_a_handler(S(n->op_type));
+    if (!fn)
+        fn = teeny__ox_layout_handler(S(n->op_type));
+    if (!fn)
+        fn = teeny__ox_spatial_handler(S(n->op_type));
+    if (!fn)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "op %.60s is not supported", S(n->op_type));
     return fn(im);
 }
@@ -203,7 +209,7 @@ static teeny_status add_output(ox_import *im, const char *name)
     if (idx < 0)
         return teeny__error(im->ctx, TEENY_ERR_FORMAT, "graph output \"%.80s\" is not produced by any node", name);
     ox_value *v = &im->vals[idx];
-    if (v->kind == OX_INPUT) {
+    if (v->kind == OX_INPUT || v->kind == OX_SIGMOID) {
         Onnx__NodeProto fake = ONNX__NODE_PROTO__INIT;
         char *in[1] = {(char *)name};
         fake.n_input = 1;
@@ -216,9 +222,8 @@ static teeny_status add_output(ox_import *im, const char *name)
             return st;
     }
     if (v->kind != OX_CONST && v->kind != OX_RUNTIME)
-        return teeny__error(im->ctx, TEENY_ERR_UNSUPPORTED, "graph output \"%.80s\" %s", name,
-                            v->kind == OX_SIGMOID ? "is a Sigmoid (supported only as x * Sigmoid(x))"
-                                                  : "comes from a node that was not imported");
+        return teeny__error(im->ctx, TEENY_ERR_UNSUPPORTED, "graph output \"%.80s\" comes from a node that was not "
+                            "imported", name);
     if (!(o->name = teeny__malloc(strlen(name) + 1)))
         return teeny__error(im->ctx, TEENY_ERR_NOMEM, "out of host memory");
     memcpy(o->name, name, strlen(name) + 1);
@@ -253,8 +258,9 @@ static teeny_status import_model(ox_import *im, const uint8_t *data, size_t size
     if (st == TEENY_OK && (st = check_opset(im, mp)) == TEENY_OK && (st = pick_batch(im)) == TEENY_OK &&
         (st = teeny_graph_create(im->ctx, 0, &im->g)) == TEENY_OK) {
         im->m->g = im->g;
+        st = teeny__graph_set_build_batch(im->g, im->batch);
         im->m->batch = im->batch;
-        if ((st = declare_values(im)) == TEENY_OK)
+        if (st == TEENY_OK && (st = declare_values(im)) == TEENY_OK)
             st = import_nodes(im, fn, user);
     }
     if (st == TEENY_OK && im->graph->n_output &&

@@ -1,12 +1,12 @@
 /*
  * layers.c -- the ONNX ops that become graph nodes, through the public
- * teeny_graph_* builders only: Conv (1-D and 2-D; 1-D as a [L, 1] plane),
- * BatchNormalization (inference form; any rank >= 2 viewed as [N, C, S, 1]),
- * Relu, Add/Mul/Sum of equal shapes, x * Sigmoid(x) as SiLU, MaxPool /
- * AveragePool / GlobalAveragePool (1-D and 2-D), Gemm and MatMul with a
- * constant weight (a linear layer; leading dimensions folded into rows by
- * views), Concat along channels, SoftmaxCrossEntropyLoss (mean, no
- * weights). Weights come from constants and become parameters under their
+ * teeny_graph_* builders only: BatchNormalization (inference form; any
+ * rank >= 2 viewed as [N, C, S, 1]), Gemm and MatMul with a constant
+ * weight (a linear layer; leading dimensions folded into rows by views;
+ * MatMul of two run-time values: ops_a.c), SoftmaxCrossEntropyLoss (mean,
+ * no weights). Activations, arithmetic and Concat are ops_a.c's; Conv,
+ * ConvTranspose, the pools and Resize spatial.c's. Weights come from
+ * constants and become parameters under their
  * ONNX names (teeny__ox_bind). Every attribute value outside what the graph's ops
  * compute exactly is refused, naming the attribute.
  */
@@ -20,148 +20,6 @@ static const char *const NO_ATTRS[] = {NULL};
 static teeny_status graph_err(ox_import *im, teeny_status st)
 {
     return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
-}
-
-/* ---- spatial attributes (Conv, pools) ---- */
-
-typedef struct {
-    int nsp;                       /* spatial dims: 1 or 2 */
-    int64_t kernel[2], stride[2], pad[2], dil[2];
-} spatial;
-
-/* kernel_shape (when given), strides, dilations, pads / auto_pad for an
- * input of spatial sizes in[]: symmetric padding only. */
-static teeny_status spatial_attrs(ox_import *im, const int64_t *in, spatial *sp, int kernel_given)
-{
-    int64_t v[4];
-    int n;
-    char autopad[32];
-    teeny_status st = teeny__ox_attr_ints(im, "kernel_shape", 2, v, &n);
-    if (st != TEENY_OK)
-        return st;
-    if (n >= 0) {
-        if (n != sp->nsp || (kernel_given && (v[0] != sp->kernel[0] || (n > 1 && v[1] != sp->kernel[1]))))
-            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute kernel_shape does not match the input or weight");
-        for (int i = 0; i < n; i++)
-            sp->kernel[i] = v[i];
-    } else if (!kernel_given) {
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute kernel_shape is missing");
-    }
-    const char *names[2] = {"strides", "dilations"};
-    int64_t *dst[2] = {sp->stride, sp->dil};
-    for (int a = 0; a < 2; a++) {
-        dst[a][0] = dst[a][1] = 1;
-        if ((st = teeny__ox_attr_ints(im, names[a], 2, v, &n)) != TEENY_OK)
-            return st;
-        if (n >= 0 && n != sp->nsp)
-            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute %s has %d values for %d axes", names[a], n, sp->nsp);
-        for (int i = 0; i < n; i++)
-            if ((dst[a][i] = v[i]) < 1 || v[i] > INT32_MAX)
-                return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute %s value %lld", names[a], (long long)v[i]);
-    }
-    for (int i = 0; i < sp->nsp; i++)
-        if (sp->kernel[i] < 1 || sp->kernel[i] > INT32_MAX)
-            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "kernel size %lld", (long long)sp->kernel[i]);
-    if ((st = teeny__ox_attr_string(im, "auto_pad", "NOTSET", autopad, sizeof autopad)) != TEENY_OK ||
-        (st = teeny__ox_attr_ints(im, "pads", 4, v, &n)) != TEENY_OK)
-        return st;
-    sp->pad[0] = sp->pad[1] = 0;
-    if (!strcmp(autopad, "SAME_UPPER") || !strcmp(autopad, "SAME_LOWER")) {
-        for (int i = 0; i < sp->nsp; i++) {
-            int64_t out = (in[i] + sp->stride[i] - 1) / sp->stride[i];
-            int64_t total = (out - 1) * sp->stride[i] + (sp->kernel[i] - 1) * sp->dil[i] + 1 - in[i];
-            total = total < 0 ? 0 : total;
-            if (total % 2)
-                return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute auto_pad=%s pads axis %d unevenly (%lld)",
-                               autopad, i, (long long)total);
-            sp->pad[i] = total / 2;
-        }
-        return TEENY_OK;
-    }
-    if (strcmp(autopad, "NOTSET") && strcmp(autopad, "VALID"))
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute auto_pad=%s", autopad);
-    if (n >= 0 && !strcmp(autopad, "NOTSET")) {
-        if (n != 2 * sp->nsp)
-            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute pads has %d values for %d axes", n, sp->nsp);
-        for (int i = 0; i < sp->nsp; i++) {
-            if (v[i] != v[i + sp->nsp])
-                return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute pads: asymmetric padding (%lld before, %lld "
-                               "after) along axis %d", (long long)v[i], (long long)v[i + sp->nsp], i);
-            if (v[i] < 0 || v[i] > INT32_MAX)
-                return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute pads value %lld", (long long)v[i]);
-            sp->pad[i] = v[i];
-        }
-    }
-    return TEENY_OK;
-}
-
-/* A runtime [N, C, L] value viewed as [N, C, L, 1] (2-D values as they are). */
-static teeny_status as_2d(ox_import *im, int idx, teeny_node *n)
-{
-    const ox_shape *s = &im->vals[idx].shape;
-    ox_shape t = {4, {s->d[0], s->d[1], s->d[2], 1}};
-    if (s->ndim == 4) {
-        *n = im->vals[idx].node;
-        return TEENY_OK;
-    }
-    return teeny__ox_view(im, idx, &t, n);
-}
-
-/* Output 0 from a [N, C, H, W] node; a 1-D op's result viewed back. */
-static teeny_status out_nd(ox_import *im, teeny_node n, int nsp)
-{
-    ox_shape s;
-    teeny_status st = teeny__ox_node_shape(im, n, &s);
-    if (st == TEENY_OK && nsp == 1) {
-        ox_shape t = {3, {s.d[0], s.d[1], s.d[2]}};
-        if (s.d[3] != 1)
-            return teeny__ox_fail(im, TEENY_ERR_STATE, "internal: a 1-D result of width %lld", (long long)s.d[3]);
-        st = teeny__ox_view_node(im, n, &s, &t, &n);
-        s = t;
-    }
-    return st != TEENY_OK ? st : teeny__ox_out_runtime(im, 0, n, &s);
-}
-
-static teeny_status op_conv(ox_import *im)
-{
-    static const char *const attrs[] = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", NULL};
-    int xi, wi, bi;
-    const ox_const *w, *b = NULL;
-    int64_t group;
-    spatial sp = {0};
-    teeny_node x2, y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
-        (st = teeny__ox_attr_int(im, "group", 1, &group)) != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK ||
-        (st = teeny__ox_in_const(im, 1, "W", 1, &w)) != TEENY_OK || (st = teeny__ox_in(im, 1, &wi)) != TEENY_OK ||
-        (st = teeny__ox_in(im, 2, &bi)) != TEENY_OK || (bi >= 0 && (st = teeny__ox_in_const(im, 2, "B", 1, &b)) != TEENY_OK))
-        return st;
-    const ox_shape *xs = &im->vals[xi].shape;
-    if (xs->ndim != 3 && xs->ndim != 4)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%d-D convolution (supported: 1-D and 2-D)", xs->ndim - 2);
-    sp.nsp = xs->ndim - 2;
-    if (w->shape.ndim != xs->ndim || w->shape.d[0] < 1 || w->shape.d[0] > INT32_MAX ||
-        (b && (b->shape.ndim != 1 || b->shape.d[0] != w->shape.d[0])))
-        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "W or B has the wrong shape for X");
-    if (group < 1 || group > INT32_MAX || xs->d[1] % group || w->shape.d[1] * group != xs->d[1])
-        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "group %lld does not divide the %lld channels into W's %lld",
-                       (long long)group, (long long)xs->d[1], (long long)w->shape.d[1]);
-    sp.kernel[0] = w->shape.d[2];
-    sp.kernel[1] = sp.nsp == 2 ? w->shape.d[3] : 1;
-    if ((st = spatial_attrs(im, xs->d + 2, &sp, 1)) != TEENY_OK)
-        return st;
-    teeny_conv2d_params p = {{(int)sp.stride[0], (int)sp.stride[1]}, {(int)sp.pad[0], (int)sp.pad[1]},
-                             {(int)sp.dil[0], (int)sp.dil[1]}, (int)group};
-    if ((st = as_2d(im, xi, &x2)) != TEENY_OK)
-        return st;
-    st = teeny_graph_conv2d(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2, (int)w->shape.d[0], (int)sp.kernel[0],
-                            (int)sp.kernel[1], &p, b != NULL, &y);
-    if (st != TEENY_OK)
-        return graph_err(im, st);
-    if ((st = teeny__ox_bind(im, wi, y, 0, 0, NULL)) != TEENY_OK || (b && (st = teeny__ox_bind(im, bi, y, 0, 1, NULL)) != TEENY_OK))
-        return st;
-    return out_nd(im, y, sp.nsp);
 }
 
 /* BatchNormalization in its inference form (running statistics); the plan's
@@ -221,160 +79,6 @@ static teeny_status op_batchnorm(ox_import *im)
             return st;
     }
     return teeny__ox_out_runtime(im, 0, y, &xs);
-}
-
-static teeny_status op_relu(ox_import *im)
-{
-    int xi;
-    teeny_node y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK)
-        return st;
-    if ((st = teeny_graph_activation(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), im->vals[xi].node, TEENY_ACT_RELU,
-                                     &y)) != TEENY_OK)
-        return graph_err(im, st);
-    return teeny__ox_out_runtime(im, 0, y, &im->vals[xi].shape);
-}
-
-/* Sigmoid(x) waits for its consumer: Mul(x, Sigmoid(x)) becomes SiLU. */
-static teeny_status op_sigmoid(ox_import *im)
-{
-    int xi, yi;
-    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK || !*im->node->output[0])
-        return st;
-    if ((st = teeny__ox_define(im, im->node->output[0], OX_SIGMOID, &yi)) != TEENY_OK)
-        return st;
-    im->vals[yi].sigmoid_of = xi;
-    return TEENY_OK;
-}
-
-/* Add, Mul (and Sub, Div of constants): both constants fold; x * Sigmoid(x)
- * is SiLU; two run-time values of one shape are an element-wise node. */
-static teeny_status op_binary(ox_import *im)
-{
-    static const char *const old_attrs[] = {"broadcast", "axis", NULL};
-    int ai, bi, mul = !strcmp(im->node->op_type, "Mul");
-    teeny_node y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, im->opset < 7 ? old_attrs : NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = teeny__ox_in(im, 0, &ai)) != TEENY_OK ||
-        (st = teeny__ox_in(im, 1, &bi)) != TEENY_OK)
-        return st;
-    if (ai < 0 || bi < 0)
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "two inputs are needed");
-    if (im->vals[ai].kind == OX_CONST && im->vals[bi].kind == OX_CONST)
-        return teeny__ox_fold_binary(im, &im->vals[ai].c, &im->vals[bi].c);
-    for (int k = 0; k < 2 && mul; k++) {
-        int s = k ? bi : ai, x = k ? ai : bi;
-        if (im->vals[s].kind == OX_SIGMOID && im->vals[s].sigmoid_of == x) {
-            if ((st = teeny_graph_activation(im->g, teeny__ox_name(im, "silu", buf, sizeof buf), im->vals[x].node,
-                                             TEENY_ACT_SILU, &y)) != TEENY_OK)
-                return graph_err(im, st);
-            return teeny__ox_out_runtime(im, 0, y, &im->vals[x].shape);
-        }
-    }
-    if ((st = teeny__ox_in_runtime(im, 0, "A", &ai)) != TEENY_OK || (st = teeny__ox_in_runtime(im, 1, "B", &bi)) != TEENY_OK)
-        return st;
-    const ox_shape *as = &im->vals[ai].shape, *bs = &im->vals[bi].shape;
-    if (as->ndim != bs->ndim || memcmp(as->d, bs->d, sizeof(int64_t) * (size_t)as->ndim))
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "broadcasting (operands of different shapes) is not supported");
-    st = (mul ? teeny_graph_mul : teeny_graph_add)(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), im->vals[ai].node,
-                                                   im->vals[bi].node, &y);
-    return st != TEENY_OK ? graph_err(im, st) : teeny__ox_out_runtime(im, 0, y, as);
-}
-
-static teeny_status op_sum(ox_import *im)
-{
-    int n = teeny__ox_n_in(im), xi;
-    teeny_node acc;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "data_0", &xi)) != TEENY_OK)
-        return st;
-    ox_shape s = im->vals[xi].shape;
-    acc = im->vals[xi].node;
-    for (int i = 1; i < n; i++) {
-        int yi;
-        if ((st = teeny__ox_in_runtime(im, i, "data", &yi)) != TEENY_OK)
-            return st;
-        if (im->vals[yi].shape.ndim != s.ndim || memcmp(im->vals[yi].shape.d, s.d, sizeof(int64_t) * (size_t)s.ndim))
-            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "broadcasting (operands of different shapes) is not supported");
-        if ((st = teeny_graph_add(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), acc, im->vals[yi].node, &acc)) != TEENY_OK)
-            return graph_err(im, st);
-    }
-    return teeny__ox_out_runtime(im, 0, acc, &s);
-}
-
-static teeny_status op_pool(ox_import *im)
-{
-    static const char *const attrs[] = {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape",
-                                        "pads", "strides", "storage_order", NULL};
-    int xi, is_max = !strcmp(im->node->op_type, "MaxPool");
-    int64_t ceil_mode, include_pad, order;
-    spatial sp = {0};
-    teeny_node x2, y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
-        (st = teeny__ox_attr_int(im, "ceil_mode", 0, &ceil_mode)) != TEENY_OK ||
-        (st = teeny__ox_attr_int(im, "count_include_pad", 0, &include_pad)) != TEENY_OK ||
-        (st = teeny__ox_attr_int(im, "storage_order", 0, &order)) != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK)
-        return st;
-    if ((is_max && teeny__ox_attr(im, "count_include_pad")) || (!is_max && teeny__ox_attr(im, "storage_order")))
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute %s is not an attribute of this op",
-                       is_max ? "count_include_pad" : "storage_order");
-    const ox_shape *xs = &im->vals[xi].shape;
-    if (xs->ndim != 3 && xs->ndim != 4)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%d-D pooling (supported: 1-D and 2-D)", xs->ndim - 2);
-    sp.nsp = xs->ndim - 2;
-    if ((st = spatial_attrs(im, xs->d + 2, &sp, 0)) != TEENY_OK)
-        return st;
-    if (sp.nsp == 1)
-        sp.kernel[1] = sp.stride[1] = 1;
-    for (int i = 0; i < sp.nsp; i++) {
-        int64_t in = xs->d[2 + i], span = in + 2 * sp.pad[i] - sp.kernel[i];
-        if (sp.dil[i] != 1)
-            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute dilations=%lld", (long long)sp.dil[i]);
-        if (2 * sp.pad[i] > sp.kernel[i])
-            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute pads: %lld is more than half the kernel %lld",
-                           (long long)sp.pad[i], (long long)sp.kernel[i]);
-        if (span < 0)
-            return teeny__ox_fail(im, TEENY_ERR_SHAPE, "the kernel %lld is larger than the padded input", (long long)sp.kernel[i]);
-        if (ceil_mode && span % sp.stride[i])
-            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute ceil_mode=1 where it adds a window");
-        if (!is_max && !include_pad && sp.pad[i])
-            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute count_include_pad=0 with padding");
-    }
-    teeny_pool2d_params p = {{(int)sp.kernel[0], (int)sp.kernel[1]}, {(int)sp.stride[0], (int)sp.stride[1]},
-                             {(int)sp.pad[0], (int)sp.pad[1]}};
-    if ((st = as_2d(im, xi, &x2)) != TEENY_OK)
-        return st;
-    st = (is_max ? teeny_graph_maxpool2d : teeny_graph_avgpool2d)(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2, &p, &y);
-    return st != TEENY_OK ? graph_err(im, st) : out_nd(im, y, sp.nsp);
-}
-
-static teeny_status op_global_avgpool(ox_import *im)
-{
-    int xi;
-    teeny_node x2, y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK)
-        return st;
-    ox_shape s = im->vals[xi].shape, g;
-    if (s.ndim != 3 && s.ndim != 4)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "an input of rank %d (supported: 3 and 4)", s.ndim);
-    if ((st = as_2d(im, xi, &x2)) != TEENY_OK)
-        return st;
-    if ((st = teeny_graph_global_avgpool(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2, &y)) != TEENY_OK)
-        return graph_err(im, st);
-    for (int i = 2; i < s.ndim; i++)
-        s.d[i] = 1;
-    if ((st = teeny__ox_node_shape(im, y, &g)) != TEENY_OK || (st = teeny__ox_view_node(im, y, &g, &s, &y)) != TEENY_OK)
-        return st;
-    return teeny__ox_out_runtime(im, 0, y, &s);
 }
 
 /* y = x w (+ bias) as a linear node: x run-time [..., K] (leading
@@ -456,53 +160,15 @@ static teeny_status op_matmul(ox_import *im)
     int xi, wi;
     const ox_const *w;
     teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "A", &xi)) != TEENY_OK ||
+    if (st != TEENY_OK || (st = teeny__ox_in(im, 1, &wi)) != TEENY_OK)
+        return st;
+    if (wi < 0 || im->vals[wi].kind != OX_CONST || im->vals[wi].c.shape.ndim != 2 ||
+        (st = teeny__ox_in(im, 0, &xi)) != TEENY_OK || xi < 0 || im->vals[xi].kind == OX_CONST)
+        return st != TEENY_OK ? st : teeny__ox_matmul(im); /* not x W with a 2-D constant W: a batched product */
+    if ((st = teeny__ox_in_runtime(im, 0, "A", &xi)) != TEENY_OK ||
         (st = teeny__ox_in_const(im, 1, "B", 1, &w)) != TEENY_OK || (st = teeny__ox_in(im, 1, &wi)) != TEENY_OK)
         return st;
     return linear(im, xi, wi, 0, -1);
-}
-
-/* Concat: of constants, folded along any axis; of run-time values, along
- * channels (axis 1 of rank 2..5). */
-static teeny_status op_concat(ox_import *im)
-{
-    static const char *const attrs[] = {"axis", NULL};
-    int64_t axis;
-    int n = teeny__ox_n_in(im), all_const = 1, ax, xi;
-    teeny_node xs[64], y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "axis", im->opset < 4 ? 1 : INT64_MAX, &axis)) != TEENY_OK)
-        return st;
-    if (axis == INT64_MAX)
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute axis is missing");
-    for (int i = 0; i < n && all_const; i++)
-        all_const = (st = teeny__ox_in(im, i, &xi)) == TEENY_OK && xi >= 0 && im->vals[xi].kind == OX_CONST;
-    if (st != TEENY_OK || n < 1)
-        return st != TEENY_OK ? st : teeny__ox_fail(im, TEENY_ERR_FORMAT, "no inputs");
-    if (all_const)
-        return teeny__ox_fold_concat(im, (int)(axis < INT32_MIN || axis > INT32_MAX ? INT32_MAX : axis));
-    if (n > 64)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%d inputs (at most 64)", n);
-    ox_shape s;
-    for (int i = 0; i < n; i++) {
-        if ((st = teeny__ox_in_runtime(im, i, "inputs", &xi)) != TEENY_OK)
-            return st;
-        xs[i] = im->vals[xi].node;
-        if (!i) {
-            s = im->vals[xi].shape;
-            if ((st = teeny__ox_axis(im, "axis", axis, s.ndim, &ax)) != TEENY_OK)
-                return st;
-            if (ax != 1 || s.ndim < 2)
-                return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute axis=%lld (supported: the channels, axis 1)",
-                               (long long)axis);
-        }
-    }
-    if ((st = teeny_graph_concat(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), n, xs, &y)) != TEENY_OK)
-        return graph_err(im, st);
-    if ((st = teeny__ox_node_shape(im, y, &s)) != TEENY_OK)
-        return st;
-    return teeny__ox_out_runtime(im, 0, y, &s);
 }
 
 /* SoftmaxCrossEntropyLoss: mean over the batch, no class weights. */
@@ -540,9 +206,7 @@ ox_handler teeny__ox_layer_handler(const char *op)
         const char *op;
         ox_handler fn;
     } table[] = {
-        {"Conv", op_conv}, {"BatchNormalization", op_batchnorm}, {"Relu", op_relu}, {"Sigmoid", op_sigmoid},
-        {"Add", op_binary}, {"Mul", op_binary}, {"Sum", op_sum}, {"MaxPool", op_pool}, {"AveragePool", op_pool},
-        {"GlobalAveragePool", op_global_avgpool}, {"Gemm", op_gemm}, {"MatMul", op_matmul}, {"Concat", op_concat},
+        {"BatchNormalization", op_batchnorm}, {"Gemm", op_gemm}, {"MatMul", op_matmul},
         {"SoftmaxCrossEntropyLoss", op_sce},
     };
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)

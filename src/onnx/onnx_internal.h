@@ -13,7 +13,8 @@
  *   values.c  the value table, attributes, node names, errors, views
  *   fold.c    Constant, Shape, Gather, Squeeze/Unsqueeze, Reshape, Cast, ...
  *   arith.c   Slice, Concat and Add/Sub/Mul/Div of constants
- *   layers.c  ops that become graph nodes (Conv, BatchNormalization, ...)
+ *   layers.c  ops that become graph nodes (BatchNormalization, Gemm, ...)
+ *   spatial.c Conv, the pools (ONNX's padding and window options)
  *   import.c  the model: opset, inputs, the node loop, outputs, public API
  */
 #ifndef TEENY_ONNX_INTERNAL_H
@@ -52,7 +53,7 @@ enum { OX_UNDEF, OX_CONST, OX_RUNTIME, OX_INPUT, OX_DEAD, OX_SIGMOID };
 typedef struct {
     const char *name;              /* borrowed from the parsed model (or a feed) */
     int kind;
-    ox_const c;                    /* OX_CONST (and a bound OX_INPUT) */
+    ox_const c;                    /* OX_CONST (and a bound OX_INPUT); node: its graph constant once made */
     ox_shape shape;                /* OX_RUNTIME: at the import batch */
     teeny_node node;               /* OX_RUNTIME */
     int is_i32;                    /* OX_RUNTIME: int32 labels */
@@ -196,14 +197,47 @@ teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const
 /* ---- fold.c / layers.c: one handler per op ---- */
 typedef teeny_status (*ox_handler)(ox_import *im);
 ox_handler teeny__ox_fold_handler(const char *op);
-/* Folds for ops whose run-time form is a layer: Add/Sub/Mul/Div of two
+/* Folds for ops whose run-time form is a layer: Add/Sub/Mul/Div/Pow of two
  * constants, Concat of constants along any axis. */
 teeny_status teeny__ox_fold_binary(ox_import *im, const ox_const *a, const ox_const *b);
 teeny_status teeny__ox_fold_concat(ox_import *im, int axis);
 teeny_status teeny__ox_op_slice(ox_import *im);     /* arith.c: of constants */
-teeny_status teeny__ox_op_sub_div(ox_import *im);
+/* Slice's starts/ends/axes/steps (inputs, or attributes before opset 10)
+ * for data of shape s: per axis the first index (clamped as ONNX does),
+ * the step, and the result's shape o. */
+teeny_status teeny__ox_slice_params(ox_import *im, int rank, int64_t *start, int64_t *step, ox_shape *o,
+                                    const ox_shape *s);
+teeny_status teeny__ox_fold_gather(ox_import *im); /* fold.c: Gather of constants */
 /* values.c: an int64 1-D constant (at most max values) as a list. */
 teeny_status teeny__ox_const_ints(ox_import *im, const ox_const *c, const char *what, int max, int64_t *out, int *n);
 ox_handler teeny__ox_layer_handler(const char *op);
+
+/* ---- ops_a.c: group A's mappings (activations, broadcasting arithmetic,
+ * reductions, softmax, layer norm, batched MatMul, layout ops) ---- */
+ox_handler teeny__ox_group_a_handler(const char *op);
+ox_handler teeny__ox_layout_handler(const char *op); /* ops_layout.c */
+/* Input i as a graph node and its ONNX shape: a run-time value, or a
+ * float constant as a graph constant (made once; a scalar is [1]). */
+teeny_status teeny__ox_operand(ox_import *im, int i, const char *what, teeny_node *n, ox_shape *s);
+/* NumPy broadcast of two ONNX shapes; 0 when they do not broadcast. */
+int teeny__ox_broadcast(const ox_shape *a, const ox_shape *b, ox_shape *o);
+/* MatMul other than x W with a 2-D constant W (layers.c's linear layer). */
+teeny_status teeny__ox_matmul(ox_import *im);
+/* ---- group B (ONNX phase 2) ---- */
+/* spatial.c: Conv, ConvTranspose, the pools, Resize */
+typedef struct {
+    int nsp;                       /* spatial dims: 1 or 2 */
+    int64_t kernel[2], stride[2], pad[2], pad_end[2], dil[2];
+} ox_spatial;
+ox_handler teeny__ox_spatial_handler(const char *op);
+/* kernel_shape (unless kernel_given: sp->kernel holds it), strides,
+ * dilations, pads or auto_pad for an input of spatial sizes in[]. */
+teeny_status teeny__ox_spatial_attrs(ox_import *im, const int64_t *in, ox_spatial *sp, int kernel_given);
+/* A failed teeny_graph_* call, its message naming the node. */
+teeny_status teeny__ox_graph_fail(ox_import *im, teeny_status st);
+/* A run-time [N, C, L] value as [N, C, L, 1] (4-D as it is), and output
+ * out from such a node (viewed back to 3-D when nsp is 1). */
+teeny_status teeny__ox_as_2d(ox_import *im, int idx, teeny_node *n);
+teeny_status teeny__ox_out_nd(ox_import *im, int out, teeny_node n, int nsp);
 
 #endif

@@ -216,14 +216,24 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
                  : elem != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && elem != ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" is %s; a run-time input here must be %s",
                        v->name, teeny__ox_type_name(elem), labels ? "int64 or int32 class labels" : "float");
-    if (ndim < 1 || ndim > TEENY_MAX_DIMS || (labels && ndim != 1))
+    if (ndim < 0 || ndim > TEENY_MAX_DIMS || (labels && ndim != 1))
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" has rank %d (a run-time input has rank "
-                       "%s)", v->name, ndim, labels ? "1" : "1..5");
-    if (d[0] >= 0 && d[0] != im->batch) /* the caller's batch, or another input's: inputs share one */
-        return teeny__ox_fail(im, im->p->batch > 0 ? TEENY_ERR_SHAPE : TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\": its "
-                       "first dimension is %lld, the batch %lld", v->name, (long long)d[0], (long long)im->batch);
-    d[0] = -1;
-    for (int i = 1; i < ndim; i++)
+                       "%s)", v->name, ndim, labels ? "1" : "0..5");
+    int scalar = ndim == 0; /* a [1] input of fixed shape */
+    if (scalar) {
+        ndim = 1;
+        d[0] = 1;
+    }
+    /* the caller's batch, or another input's: inputs share one; with the
+     * batch picked from the first input, one of another first dimension is
+     * an input of fixed shape */
+    int fixed = scalar || (d[0] >= 0 && d[0] != im->batch);
+    if (fixed && !scalar && (im->p->batch > 0 || labels))
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "graph input \"%.80s\": its first dimension is %lld, the batch %lld",
+                       v->name, (long long)d[0], (long long)im->batch);
+    int64_t first = d[0];
+    d[0] = fixed ? first : -1;
+    for (int i = fixed ? 0 : 1; i < ndim; i++)
         if (d[i] < 1 || d[i] > INT32_MAX)
             return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\": dimension %d is %s (give a feed)",
                            v->name, i, d[i] < 0 ? "symbolic" : "out of range");
@@ -233,7 +243,9 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
     snprintf(buf, sizeof buf, "%s", nm);
     for (int k = 1; name_taken(im, buf); k++)
         snprintf(buf, sizeof buf, "%s_%d", nm, k);
-    teeny_status st = labels ? teeny_graph_labels(im->g, buf, &n) : teeny_graph_input(im->g, buf, ndim, d, &n);
+    teeny_status st = labels  ? teeny_graph_labels(im->g, buf, &n)
+                      : fixed ? teeny__graph_input_fixed(im->g, buf, ndim, d, &n)
+                              : teeny_graph_input(im->g, buf, ndim, d, &n);
     if (st != TEENY_OK)
         return teeny__ox_fail(im, st, "graph input \"%.80s\": %s", v->name, teeny_last_error(im->ctx));
     teeny_onnx_model *m = im->m;
@@ -246,10 +258,28 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
     v->kind = OX_RUNTIME;
     v->node = n;
     v->is_i32 = labels;
-    v->shape.ndim = ndim;
-    v->shape.d[0] = im->batch;
+    v->shape.ndim = scalar ? 0 : ndim;
+    v->shape.d[0] = fixed ? first : im->batch;
     for (int i = 1; i < ndim; i++)
         v->shape.d[i] = d[i];
+    return TEENY_OK;
+}
+
+/* A deferred Sigmoid value (OX_SIGMOID: Mul(x, Sigmoid(x)) would make it
+ * SiLU) taken any other way: a sigmoid node after all. */
+static teeny_status sigmoid_node(ox_import *im, int idx)
+{
+    ox_value *v = &im->vals[idx];
+    const ox_value *x = &im->vals[v->sigmoid_of];
+    teeny_node y;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny_graph_activation(im->g, teeny__ox_name_prefer(im, v->name, buf, sizeof buf), x->node,
+                                             TEENY_ACT_SIGMOID, &y);
+    if (st != TEENY_OK)
+        return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+    v->shape = x->shape;
+    v->kind = OX_RUNTIME;
+    v->node = y;
     return TEENY_OK;
 }
 
@@ -263,9 +293,8 @@ static teeny_status in_runtime(ox_import *im, int i, const char *what, int label
     ox_value *v = &im->vals[*idx];
     if (v->kind == OX_INPUT)
         return make_input(im, *idx, labels);
-    if (v->kind == OX_SIGMOID)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) is Sigmoid output \"%.80s\": Sigmoid is only "
-                       "supported as x * Sigmoid(x) (SiLU)", i, what, v->name);
+    if (v->kind == OX_SIGMOID && (st = sigmoid_node(im, *idx)) != TEENY_OK)
+        return st;
     if (v->kind == OX_CONST)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) \"%.80s\" is a constant; only a value computed at "
                        "run time is supported here", i, what, v->name);
@@ -312,8 +341,8 @@ teeny_status teeny__ox_node_shape(ox_import *im, teeny_node n, ox_shape *s)
     teeny_status st = teeny_graph_node_info(im->g, n, NULL, &s->ndim, shape);
     if (st != TEENY_OK)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
-    for (int k = 0; k < s->ndim; k++)
-        s->d[k] = shape[k] * (k ? 1 : im->batch);
+    for (int k = 0; k < s->ndim; k++) /* the graph is built at the import batch */
+        s->d[k] = shape[k];
     return TEENY_OK;
 }
 
@@ -324,7 +353,8 @@ teeny_status teeny__ox_out_runtime(ox_import *im, int i, teeny_node node, const 
     teeny_status st = teeny__ox_node_shape(im, node, &g);
     if (st != TEENY_OK)
         return st;
-    if (g.ndim != s->ndim || memcmp(g.d, s->d, sizeof(int64_t) * (size_t)s->ndim))
+    int scalar = s->ndim == 0 && g.ndim == 1 && g.d[0] == 1; /* an ONNX scalar is a [1] node */
+    if (!scalar && (g.ndim != s->ndim || memcmp(g.d, s->d, sizeof(int64_t) * (size_t)s->ndim)))
         return teeny__ox_fail(im, TEENY_ERR_STATE, "internal: the graph's shape of the result disagrees with ONNX's");
     if ((st = out_value(im, i, OX_RUNTIME, &idx)) != TEENY_OK || idx < 0)
         return st;
@@ -378,15 +408,16 @@ teeny_status teeny__ox_view_node(ox_import *im, teeny_node n, const ox_shape *fr
     if (teeny__ox_numel(s) != teeny__ox_numel(from))
         return teeny__ox_fail(im, TEENY_ERR_SHAPE, "a view of %lld elements as %lld", (long long)teeny__ox_numel(from),
                        (long long)teeny__ox_numel(s));
+    if (s->ndim == 0 && teeny__ox_numel(from) == 1) /* an ONNX scalar is a [1] node */
+        return from->ndim == 1 ? TEENY_OK : teeny__ox_view_node(im, n, from, &(ox_shape){1, {1}}, out);
     if (s->ndim < 1 || s->ndim > TEENY_MAX_DIMS)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "a run-time result of rank %d (supported: 1..5)", s->ndim);
-    if (s->d[0] % im->batch)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "the result's first dimension %lld does not scale with the batch "
-                       "%lld (the batch must stay the outermost dimension)", (long long)s->d[0],
-                       (long long)im->batch);
-    want[0] = -1;
-    for (int k = 1; k < s->ndim; k++)
+    /* dimension 0 follows the batch where it can (then other batches
+     * compile too); elsewhere the view holds at the import batch only */
+    for (int k = 0; k < s->ndim; k++)
         want[k] = s->d[k];
+    if (s->d[0] % im->batch == 0 && (from->ndim < 1 || from->d[0] % im->batch == 0))
+        want[0] = -1;
     teeny_status st = teeny_graph_reshape(im->g, teeny__ox_name(im, "view", buf, sizeof buf), n, s->ndim, want, out);
     return st == TEENY_OK ? TEENY_OK : teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
 }

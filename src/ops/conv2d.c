@@ -57,8 +57,9 @@ static teeny_status conv_shape(teeny_ctx *ctx, const teeny_conv2d_params *p, con
         if (p->dilation[i] < 1)
             return teeny__error(ctx, TEENY_ERR_ARG, "dilation[%d] (%s) is %d; must be >= 1", i, axis[i],
                                 p->dilation[i]);
-        if (p->pad[i] < 0)
-            return teeny__error(ctx, TEENY_ERR_ARG, "pad[%d] (%s) is %d; must be >= 0", i, axis[i], p->pad[i]);
+        if (p->pad[i] < 0 || (int64_t)p->pad[i] + p->pad_end_extra[i] < 0)
+            return teeny__error(ctx, TEENY_ERR_ARG, "pad[%d] (%s) is %d, pad_end_extra %d; both pads must be >= 0", i,
+                                axis[i], p->pad[i], p->pad_end_extra[i]);
     }
     if (p->groups < 1)
         return teeny__error(ctx, TEENY_ERR_ARG, "groups is %d; must be >= 1", p->groups);
@@ -89,17 +90,18 @@ static teeny_status conv_shape(teeny_ctx *ctx, const teeny_conv2d_params *p, con
                             (long long)(xs[1] / G));
     int64_t out[2];
     for (int i = 0; i < 2; i++) {
-        int64_t in = xs[2 + i] + 2 * (int64_t)p->pad[i], span = (int64_t)p->dilation[i] * (ws[2 + i] - 1) + 1;
+        int64_t pads = 2 * (int64_t)p->pad[i] + p->pad_end_extra[i], in = xs[2 + i] + pads,
+                span = (int64_t)p->dilation[i] * (ws[2 + i] - 1) + 1;
         if (in < span)
             return teeny__error(ctx, TEENY_ERR_SHAPE,
-                                "%s: input %lld + 2*pad %d = %lld is smaller than the dilated kernel "
+                                "%s: input %lld + pads %lld = %lld is smaller than the dilated kernel "
                                 "dilation %d * (%lld - 1) + 1 = %lld",
-                                axis[i], (long long)xs[2 + i], p->pad[i], (long long)in, p->dilation[i],
+                                axis[i], (long long)xs[2 + i], (long long)pads, (long long)in, p->dilation[i],
                                 (long long)ws[2 + i], (long long)span);
         if (in > INT32_MAX / 2)
             return teeny__error(ctx, TEENY_ERR_RANGE,
-                                "%s: input %lld + 2*pad %d is beyond int32 indexing (kernels index with int32)",
-                                axis[i], (long long)xs[2 + i], p->pad[i]);
+                                "%s: input %lld + pads %lld is beyond int32 indexing (kernels index with int32)",
+                                axis[i], (long long)xs[2 + i], (long long)pads);
         out[i] = (in - span) / p->stride[i] + 1;
     }
     int64_t dims[4] = {xs[0], ws[0], out[0], out[1]}, n = 1;
@@ -118,8 +120,11 @@ static teeny_status conv_shape(teeny_ctx *ctx, const teeny_conv2d_params *p, con
 
 static teeny_conv2d_params params_of(const teeny__conv2d_attrs *at)
 {
-    return (teeny_conv2d_params){
-        {at->stride[0], at->stride[1]}, {at->pad[0], at->pad[1]}, {at->dilation[0], at->dilation[1]}, at->groups};
+    return (teeny_conv2d_params){{at->stride[0], at->stride[1]},
+                                 {at->pad[0], at->pad[1]},
+                                 {at->dilation[0], at->dilation[1]},
+                                 at->groups,
+                                 {at->pad_end_extra[0], at->pad_end_extra[1]}};
 }
 
 /* x [B, Cin, H, W] -> y [B, Cout, OH, OW]; the weight's shape comes from
@@ -136,7 +141,7 @@ teeny_status teeny__conv2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
         return teeny__error(ctx, TEENY_ERR_SHAPE, "x has shape %s%s; expected fp32 [B, Cin, H, W]",
                             teeny__dims_str(x->shape, x->ndim, b, sizeof b), x->is_i32 ? " int32" : "");
     if ((at->has_bias != 0 && at->has_bias != 1) ||
-        (at->act != TEENY_ACT_NONE && at->act != TEENY_ACT_RELU && at->act != TEENY_ACT_SILU))
+        (int)at->act < 0 || (int)at->act >= TEENY__ACT_COUNT)
         return teeny__error(ctx, TEENY_ERR_ARG, "act %d must be a teeny_act and has_bias %d 0 or 1", (int)at->act,
                             at->has_bias);
     /* groups past the channels: conv_shape says they do not divide them */

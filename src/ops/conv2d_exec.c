@@ -118,8 +118,7 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
     j.epi = epi;
     j.act = act;
     j.vec_out = (g.OH * g.OW) % 4 == 0 && y_off % 4 == 0;
-    j.plain = g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && (g.H * g.W) % 4 == 0 &&
-              x_off % 4 == 0;
+    j.plain = teeny__conv_plain(&g) && (g.H * g.W) % 4 == 0 && x_off % 4 == 0;
     return teeny__conv_gemm_run(ctx, tu, &j);
 }
 
@@ -233,8 +232,7 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
             j.out_wstride = g->sw;
             j.bias = j.scale = j.shift = dy->buf;
             j.vec_out = g->sh == 1 && g->sw == 1 && (g->H * g->W) % 4 == 0 && dx_off % 4 == 0;
-            j.plain = g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
-                      (g->OH * g->OW) % 4 == 0 && dy_off % 4 == 0;
+            j.plain = teeny__conv_plain(g) && (g->OH * g->OW) % 4 == 0 && dy_off % 4 == 0;
             st = teeny__conv_gemm_run(ctx, tu, &j);
         }
     return st;

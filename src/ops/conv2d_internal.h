@@ -126,6 +126,8 @@ typedef struct {
 /* ---- the plan layer (conv2d_plan.c) ---- */
 
 conv_geom teeny__conv_geom_make(const teeny_tensor *x, const teeny_tensor *w, const teeny__conv2d_attrs *at);
+/* A 1x1, stride-1, unpadded convolution (y's pixels are x's). */
+int teeny__conv_plain(const conv_geom *g);
 int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g);
 int teeny__conv_dw_plan_fwd(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);

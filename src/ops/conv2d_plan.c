@@ -127,6 +127,12 @@ int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name,
     return *st == TEENY_OK;
 }
 
+int teeny__conv_plain(const conv_geom *g)
+{
+    return g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 && g->OH == g->H &&
+           g->OW == g->W;
+}
+
 conv_geom teeny__conv_geom_make(const teeny_tensor *x, const teeny_tensor *w, const teeny__conv2d_attrs *at)
 {
     conv_geom g;
@@ -146,8 +152,8 @@ conv_geom teeny__conv_geom_make(const teeny_tensor *x, const teeny_tensor *w, co
     g.G = at->groups;
     g.Cig = g.Cin / g.G;
     g.Cog = g.Cout / g.G;
-    g.OH = (g.H + 2 * g.ph - g.dh * (g.KH - 1) - 1) / g.sh + 1;
-    g.OW = (g.W + 2 * g.pw - g.dw * (g.KW - 1) - 1) / g.sw + 1;
+    g.OH = (g.H + 2 * g.ph + at->pad_end_extra[0] - g.dh * (g.KH - 1) - 1) / g.sh + 1;
+    g.OW = (g.W + 2 * g.pw + at->pad_end_extra[1] - g.dw * (g.KW - 1) - 1) / g.sw + 1;
     return g;
 }
 
@@ -408,7 +414,7 @@ void teeny__conv_dw_job_make(const conv_geom *g, gemm_job *j)
     j->out_nstride = g->Cig * KHW;
     j->out_hstride = g->KW;
     j->out_wstride = 1;
-    if (g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0) {
+    if (teeny__conv_plain(g)) {
         /* 1x1, stride 1, no padding: the reduction's inner loop walks the
          * pixels, contiguous in x and dy alike, and the batch is the
          * (always valid) tap: row c reads x[b][c][pix] at

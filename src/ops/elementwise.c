@@ -1,6 +1,8 @@
 /*
- * elementwise.c -- y = a + b, y = a * b and activations (ReLU, SiLU) with
- * their gradients. Tensors of any shape; only element counts must agree.
+ * elementwise.c -- y = a + b, y = a * b and the activations (teeny_act:
+ * ReLU, SiLU, Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu, GELU in
+ * both forms, Clip, Mish, Erf; formulas in cl/common.cl) with their
+ * gradients. Tensors of any shape; only element counts must agree.
  * Kernels: cl/elementwise.cl, one work-item per element, or in the CPU
  * variant (ctx->tune.variant) a run of EW_RUN elements in float16 vectors
  * for add and the activations.
@@ -8,7 +10,7 @@
  * Op-table entries (slots TEENY__ADD_*, _ACTIVATION_*, _MUL_*: ops.h):
  *   add:        forward in = [a, b], out = [y];
  *               backward in = [a, b, y, dy], out = [da, db] (copies of dy)
- *   activation: attrs.activation.act; forward in = [x], out = [y];
+ *   activation: attrs.activation = {act, alpha, beta}; forward in = [x], out = [y];
  *               backward in = [x, y, dy], out = [dx]
  *   mul:        forward in = [a, b], out = [y];
  *               backward in = [a, b, y, dy], out = [da = dy * b, db = dy * a]
@@ -39,14 +41,18 @@ static teeny_status ew_launch(teeny_ctx *ctx, const char *name, int n, int cpu, 
     return teeny__launch(ctx, k, name, 1, &global, &local);
 }
 
-static teeny_status check_act(teeny_ctx *ctx, teeny_act act)
+static teeny_status check_act(teeny_ctx *ctx, const teeny__activation_attrs *at)
 {
-    if (act != TEENY_ACT_NONE && act != TEENY_ACT_RELU && act != TEENY_ACT_SILU)
-        return teeny__error(ctx, TEENY_ERR_ARG, "unknown activation %d", (int)act);
+    if ((int)at->act < 0 || (int)at->act >= TEENY__ACT_COUNT)
+        return teeny__error(ctx, TEENY_ERR_ARG, "unknown activation %d", (int)at->act);
+    if (at->alpha != at->alpha || at->beta != at->beta)
+        return teeny__error(ctx, TEENY_ERR_ARG, "activation %d: alpha %g, beta %g must not be NaN", (int)at->act,
+                            (double)at->alpha, (double)at->beta);
     return TEENY_OK;
 }
 
-static teeny_status act_launch(teeny_ctx *ctx, int act, const teeny_tensor *x, teeny_tensor *y);
+static teeny_status act_launch(teeny_ctx *ctx, const teeny__activation_attrs *at, const teeny_tensor *x,
+                               teeny_tensor *y);
 
 teeny_status teeny__add_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
@@ -67,26 +73,29 @@ teeny_status teeny__add_forward(teeny_ctx *ctx, const teeny__op_args *a)
 teeny_status teeny__add_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     teeny_status st = TEENY_OK;
+    const teeny__activation_attrs none = teeny__act_attrs(TEENY_ACT_NONE);
     for (int i = TEENY__ADD_A; i <= TEENY__ADD_B && st == TEENY_OK; i++)
         if (a->out[i])
-            st = act_launch(ctx, TEENY_ACT_NONE, a->in[TEENY__ADD_DY], a->out[i]);
+            st = act_launch(ctx, &none, a->in[TEENY__ADD_DY], a->out[i]);
     return st;
 }
 
 teeny_status teeny__activation_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    return act_launch(ctx, (int)a->attrs.activation.act, a->in[TEENY__ACTIVATION_X], a->out[TEENY__OUT_VALUE]);
+    return act_launch(ctx, &a->attrs.activation, a->in[TEENY__ACTIVATION_X], a->out[TEENY__OUT_VALUE]);
 }
 
-static teeny_status act_launch(teeny_ctx *ctx, int act, const teeny_tensor *x, teeny_tensor *y)
+static teeny_status act_launch(teeny_ctx *ctx, const teeny__activation_attrs *at, const teeny_tensor *x,
+                               teeny_tensor *y)
 {
-    int n = (int)y->numel, ox = teeny__off(x), oy = teeny__off(y);
+    int n = (int)y->numel, ox = teeny__off(x), oy = teeny__off(y), act = (int)at->act;
     const char *name = cpu_variant(ctx) ? "ew_act_forward_cpu" : "ew_act_forward";
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
     if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof act, &act, sizeof(cl_mem), &x->buf, sizeof ox, &ox,
-                             sizeof(cl_mem), &y->buf, sizeof oy, &oy, sizeof n, &n, (size_t)0);
+        st = teeny__set_args(ctx, k, name, sizeof act, &act, sizeof(float), &at->alpha, sizeof(float), &at->beta,
+                             sizeof(cl_mem), &x->buf, sizeof ox, &ox, sizeof(cl_mem), &y->buf, sizeof oy, &oy,
+                             sizeof n, &n, (size_t)0);
     if (st == TEENY_OK)
         st = ew_launch(ctx, name, n, cpu_variant(ctx), k);
     return st;
@@ -96,14 +105,15 @@ teeny_status teeny__activation_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     const teeny_tensor *x = a->in[TEENY__ACTIVATION_X], *dy = a->in[TEENY__ACTIVATION_DY];
     teeny_tensor *dx = a->out[TEENY__ACTIVATION_X];
-    int act = (int)a->attrs.activation.act;
+    const teeny__activation_attrs *at = &a->attrs.activation;
+    int act = (int)at->act;
     int n = (int)dx->numel, ox = teeny__off(x), ody = teeny__off(dy), odx = teeny__off(dx);
     const char *name = cpu_variant(ctx) ? "ew_act_backward_cpu" : "ew_act_backward";
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
     if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof act, &act, sizeof(cl_mem), &x->buf, sizeof ox, &ox,
-                             sizeof(cl_mem), &dy->buf, sizeof ody, &ody, sizeof(cl_mem), &dx->buf, sizeof odx, &odx,
+        st = teeny__set_args(ctx, k, name, sizeof act, &act, sizeof(float), &at->alpha, sizeof(float), &at->beta,
+                             sizeof(cl_mem), &x->buf, sizeof ox, &ox, sizeof(cl_mem), &dy->buf, sizeof ody, &ody, sizeof(cl_mem), &dx->buf, sizeof odx, &odx,
                              sizeof n, &n, (size_t)0);
     if (st == TEENY_OK)
         st = ew_launch(ctx, name, n, cpu_variant(ctx), k);
@@ -177,7 +187,7 @@ teeny_status teeny__mul_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 teeny_status teeny__activation_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
     s->out = s->in[0];
-    return check_act(ctx, s->attrs.activation.act);
+    return check_act(ctx, &s->attrs.activation);
 }
 
 /* The eager functions take tensors of any shapes whose element counts
@@ -216,23 +226,58 @@ teeny_status teeny_mul_backward(teeny_ctx *ctx, const teeny_tensor *a, const tee
     return teeny__eager_run(ctx, &e, args, 5);
 }
 
+teeny_act_params teeny_act_defaults(teeny_act act)
+{
+    teeny__activation_attrs at = teeny__act_attrs(act);
+    return (teeny_act_params){act, at.alpha, at.beta};
+}
+
+static teeny_status act_forward(teeny_ctx *ctx, const char *fn, teeny__activation_attrs at, const teeny_tensor *x,
+                                teeny_tensor *y)
+{
+    teeny__eager e = {TEENY__EAGER_OF(fn, ACTIVATION, activation, forward), .attrs.activation = at};
+    const teeny__earg args[] = {{"x", x, TEENY__ACTIVATION_X, EW}, {"y", y, TEENY__OUT_VALUE, EW_OUT}};
+    return teeny__eager_run(ctx, &e, args, 2);
+}
+
+static teeny_status act_backward(teeny_ctx *ctx, const char *fn, teeny__activation_attrs at, const teeny_tensor *x,
+                                 const teeny_tensor *dy, teeny_tensor *dx)
+{
+    teeny__eager e = {TEENY__EAGER_OF(fn, ACTIVATION, activation, backward), .attrs.activation = at};
+    const teeny__earg args[] = {{"x", x, TEENY__ACTIVATION_X, EW},
+                                {"dy", dy, TEENY__ACTIVATION_DY, EW},
+                                {"dx", dx, TEENY__ACTIVATION_X, EW_OUT}};
+    return teeny__eager_run(ctx, &e, args, 3);
+}
+
 teeny_status teeny_activation_forward(teeny_ctx *ctx, teeny_act act, const teeny_tensor *x, teeny_tensor *y)
 {
-    teeny__eager e = {TEENY__EAGER_OF("teeny_activation_forward", ACTIVATION, activation, forward),
-                      .attrs.activation = {act}};
-    const teeny__earg args[] = {{"x", x, TEENY__ACTIVATION_X, EW}, {"y", y, TEENY__OUT_VALUE, EW_OUT}};
     EAGER_BEGIN("teeny_activation_forward");
-    return teeny__eager_run(ctx, &e, args, 2);
+    return act_forward(ctx, "teeny_activation_forward", teeny__act_attrs(act), x, y);
 }
 
 teeny_status teeny_activation_backward(teeny_ctx *ctx, teeny_act act, const teeny_tensor *x, const teeny_tensor *dy,
                                        teeny_tensor *dx)
 {
-    teeny__eager e = {TEENY__EAGER_OF("teeny_activation_backward", ACTIVATION, activation, backward),
-                      .attrs.activation = {act}};
-    const teeny__earg args[] = {{"x", x, TEENY__ACTIVATION_X, EW},
-                                {"dy", dy, TEENY__ACTIVATION_DY, EW},
-                                {"dx", dx, TEENY__ACTIVATION_X, EW_OUT}};
     EAGER_BEGIN("teeny_activation_backward");
-    return teeny__eager_run(ctx, &e, args, 3);
+    return act_backward(ctx, "teeny_activation_backward", teeny__act_attrs(act), x, dy, dx);
+}
+
+teeny_status teeny_activation_forward_ex(teeny_ctx *ctx, const teeny_act_params *p, const teeny_tensor *x,
+                                         teeny_tensor *y)
+{
+    EAGER_BEGIN("teeny_activation_forward_ex");
+    if (!p)
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_activation_forward_ex: p is NULL");
+    return act_forward(ctx, "teeny_activation_forward_ex", (teeny__activation_attrs){p->act, p->alpha, p->beta}, x, y);
+}
+
+teeny_status teeny_activation_backward_ex(teeny_ctx *ctx, const teeny_act_params *p, const teeny_tensor *x,
+                                          const teeny_tensor *dy, teeny_tensor *dx)
+{
+    EAGER_BEGIN("teeny_activation_backward_ex");
+    if (!p)
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_activation_backward_ex: p is NULL");
+    return act_backward(ctx, "teeny_activation_backward_ex", (teeny__activation_attrs){p->act, p->alpha, p->beta}, x,
+                        dy, dx);
 }

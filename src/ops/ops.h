@@ -13,6 +13,8 @@
 #ifndef TEENY_OPS_H
 #define TEENY_OPS_H
 
+#include <math.h>
+
 #include "../internal.h"
 
 typedef enum {
@@ -27,9 +29,29 @@ typedef enum {
  * carries attributes without knowing any op. Fields are read by the family
  * file named in the comment. */
 typedef struct { char unused; } teeny__none_attrs;                   /* add, mul, global_avgpool, softmax_ce */
-typedef struct { teeny_act act; } teeny__activation_attrs;           /* elementwise.c */
+typedef struct {
+    teeny_act act;
+    float alpha, beta; /* HARDSIGMOID, LEAKY_RELU, CLIP (teeny_act_params); teeny__act_attrs: the defaults */
+} teeny__activation_attrs;                                           /* elementwise.c */
+#define TEENY__ACT_COUNT ((int)TEENY_ACT_ERF + 1) /* teeny_act values 0..count-1 */
+/* act with ONNX's default parameters (what cl/common.cl's teeny_act uses). */
+static inline teeny__activation_attrs teeny__act_attrs(teeny_act act)
+{
+    teeny__activation_attrs at = {act, 0.01f, INFINITY};
+    if (act == TEENY_ACT_HARDSIGMOID)
+        at.alpha = 0.2f, at.beta = 0.5f;
+    if (act == TEENY_ACT_CLIP)
+        at.alpha = -INFINITY;
+    return at;
+}
 typedef struct { float momentum, eps; } teeny__batchnorm_attrs;      /* batchnorm.c */
-typedef struct { int kernel[2], stride[2], pad[2]; } teeny__pool2d_attrs; /* pool.c: [0] = H, [1] = W */
+typedef struct {
+    int kernel[2], stride[2], pad[2];   /* [0] = H, [1] = W; pad: before the input */
+    int pad_end_extra[2];               /* the padding after is pad + pad_end_extra */
+    int dilation[2];                    /* 0 counts as 1 */
+    int ceil_mode, exclude_pad, large_pads;
+    int storage_order;                  /* maxpool2d_indices: 1 counts each plane column-major */
+} teeny__pool2d_attrs;                  /* pool.c */
 typedef struct { int out_features, has_bias; } teeny__linear_attrs;  /* linear.c */
 typedef struct {
     int n_inputs;       /* 1..TEENY__OP_MAX_SLOTS, the node's inputs */
@@ -39,6 +61,7 @@ typedef struct { int first_channel, count; } teeny__slice_attrs;     /* concat.c
 typedef struct {
     int stride[2], pad[2], dilation[2], groups; /* [0] = H, [1] = W */
     teeny_act act;                              /* fused into the forward epilogue */
+    int pad_end_extra[2];                       /* the padding after is pad + pad_end_extra */
     int has_bias;                               /* 0 or 1 */
     int out_channels, kernel_h, kernel_w;       /* the weight's shape; read by infer only */
     int in_per_group;                           /* the weight's dimension 1 (infer only); 0: Cin / groups */
@@ -51,7 +74,15 @@ typedef struct { int heads, height, width; } teeny__psa_merge_attrs; /* psa.c */
  * graph builders both take them). */
 static inline teeny__pool2d_attrs teeny__pool2d_attrs_of(const teeny_pool2d_params *p)
 {
-    return (teeny__pool2d_attrs){{p->kernel[0], p->kernel[1]}, {p->stride[0], p->stride[1]}, {p->pad[0], p->pad[1]}};
+    return (teeny__pool2d_attrs){{p->kernel[0], p->kernel[1]},
+                                 {p->stride[0], p->stride[1]},
+                                 {p->pad[0], p->pad[1]},
+                                 {p->pad_end_extra[0], p->pad_end_extra[1]},
+                                 {p->dilation[0], p->dilation[1]},
+                                 p->ceil_mode,
+                                 p->exclude_pad,
+                                 p->large_pads,
+                                 0};
 }
 static inline teeny__conv2d_attrs teeny__conv2d_attrs_of(const teeny_conv2d_params *p, teeny_act act, int has_bias,
                                                          int out_channels, int kernel_h, int kernel_w, int in_per_group)
@@ -61,12 +92,36 @@ static inline teeny__conv2d_attrs teeny__conv2d_attrs_of(const teeny_conv2d_para
                                  {p->dilation[0], p->dilation[1]},
                                  p->groups,
                                  act,
+                                 {p->pad_end_extra[0], p->pad_end_extra[1]},
                                  has_bias,
                                  out_channels,
                                  kernel_h,
                                  kernel_w,
                                  in_per_group};
 }
+
+/* ---- group A (ONNX phase 2): broadcasting, reductions, layout, norms ---- */
+typedef struct { teeny_binary_op op; } teeny__binary_attrs;          /* strided.c */
+typedef struct {
+    unsigned axes;      /* bit d: axis d is reduced */
+    int keepdims, mean; /* 0 or 1 */
+} teeny__reduce_attrs;  /* strided.c */
+typedef struct { int perm[TEENY_MAX_DIMS]; } teeny__transpose_attrs; /* layout.c: y dim d = x dim perm[d] */
+typedef struct {
+    int64_t start[TEENY_MAX_DIMS], end[TEENY_MAX_DIMS], step[TEENY_MAX_DIMS]; /* ONNX Slice, per axis */
+} teeny__slicend_attrs; /* layout.c */
+typedef struct {
+    int64_t lo[TEENY_MAX_DIMS], hi[TEENY_MAX_DIMS]; /* per axis, before and after; negative crops */
+    float value;
+} teeny__pad_attrs;     /* layout.c */
+typedef struct { int ndim; int64_t shape[TEENY_MAX_DIMS]; } teeny__expand_attrs; /* layout.c: the target */
+typedef struct {
+    int n_inputs, axis;
+    int first;          /* where along the axis of y the first input lands (0 in a graph) */
+} teeny__cat_attrs;     /* layout.c: concat_axis */
+typedef struct { int axis; } teeny__gather_attrs;                    /* layout.c */
+typedef struct { int axis, log; } teeny__softmax_attrs;              /* norm.c */
+typedef struct { int axis; float eps; int has_bias; } teeny__layernorm_attrs; /* norm.c: normalized over axis.. */
 
 typedef union {
     teeny__none_attrs none;
@@ -80,6 +135,16 @@ typedef union {
     teeny__attention_attrs attention;
     teeny__psa_attrs psa;
     teeny__psa_merge_attrs psa_merge;
+    teeny__binary_attrs binary;
+    teeny__reduce_attrs reduce;
+    teeny__transpose_attrs transpose;
+    teeny__slicend_attrs slicend;
+    teeny__pad_attrs pad;
+    teeny__expand_attrs expand;
+    teeny__cat_attrs cat;
+    teeny__gather_attrs gather;
+    teeny__softmax_attrs softmax;
+    teeny__layernorm_attrs layernorm;
 } teeny__op_attrs;
 
 #define TEENY__OP_MAX_TENSORS 12
@@ -162,6 +227,11 @@ enum { TEENY__MAXPOOL2D_X, TEENY__MAXPOOL2D_Y, TEENY__MAXPOOL2D_ARGMAX, TEENY__M
 enum { TEENY__MAXPOOL2D_OUT_ARGMAX = 1 };
 enum { TEENY__AVGPOOL2D_X, TEENY__AVGPOOL2D_Y, TEENY__AVGPOOL2D_DY, TEENY__AVGPOOL2D_IN_SLOTS };
 enum { TEENY__GLOBAL_AVGPOOL_X, TEENY__GLOBAL_AVGPOOL_Y, TEENY__GLOBAL_AVGPOOL_DY, TEENY__GLOBAL_AVGPOOL_IN_SLOTS };
+/* group B: pool.c */
+enum { TEENY__MAXPOOL2D_INDICES_X, TEENY__MAXPOOL2D_INDICES_IN_SLOTS }; /* no gradient: the inputs alone */
+enum { TEENY__GLOBAL_MAXPOOL_X, TEENY__GLOBAL_MAXPOOL_Y, TEENY__GLOBAL_MAXPOOL_ARGMAX, TEENY__GLOBAL_MAXPOOL_DY,
+       TEENY__GLOBAL_MAXPOOL_IN_SLOTS };
+enum { TEENY__GLOBAL_MAXPOOL_OUT_ARGMAX = 1 };
 /* linear.c */
 enum { TEENY__LINEAR_X, TEENY__LINEAR_WEIGHT, TEENY__LINEAR_BIAS, TEENY__LINEAR_Y, TEENY__LINEAR_DY, TEENY__LINEAR_IN_SLOTS };
 /* loss.c */
@@ -209,6 +279,34 @@ enum { TEENY__PSA_EXTRACT_V_QKV, TEENY__PSA_EXTRACT_V_V, TEENY__PSA_EXTRACT_V_DV
 enum { TEENY__PSA_MERGE_ATTN_LO, TEENY__PSA_MERGE_ATTN_HI, TEENY__PSA_MERGE_ATTN_OUT, TEENY__PSA_MERGE_ATTN_DOUT,
        TEENY__PSA_MERGE_ATTN_IN_SLOTS };
 
+/* ---- group A slots ---- */
+/* strided.c */
+enum { TEENY__BINARY_A, TEENY__BINARY_B, TEENY__BINARY_Y, TEENY__BINARY_DY, TEENY__BINARY_IN_SLOTS };
+enum { TEENY__REDUCE_X, TEENY__REDUCE_Y, TEENY__REDUCE_DY, TEENY__REDUCE_IN_SLOTS };
+/* layout.c */
+enum { TEENY__TRANSPOSE_X, TEENY__TRANSPOSE_Y, TEENY__TRANSPOSE_DY, TEENY__TRANSPOSE_IN_SLOTS };
+enum { TEENY__SLICE_X, TEENY__SLICE_Y, TEENY__SLICE_DY, TEENY__SLICE_IN_SLOTS };
+enum { TEENY__PAD_X, TEENY__PAD_Y, TEENY__PAD_DY, TEENY__PAD_IN_SLOTS };
+enum { TEENY__EXPAND_X, TEENY__EXPAND_Y, TEENY__EXPAND_DY, TEENY__EXPAND_IN_SLOTS };
+enum { TEENY__CONCAT_AXIS_X0, TEENY__CONCAT_AXIS_Y = TEENY__OP_MAX_SLOTS, TEENY__CONCAT_AXIS_DY,
+       TEENY__CONCAT_AXIS_IN_SLOTS };
+enum { TEENY__GATHER_X, TEENY__GATHER_INDICES, TEENY__GATHER_Y, TEENY__GATHER_DY, TEENY__GATHER_IN_SLOTS };
+/* norm.c */
+enum { TEENY__SOFTMAX_X, TEENY__SOFTMAX_Y, TEENY__SOFTMAX_DY, TEENY__SOFTMAX_IN_SLOTS };
+enum {
+    TEENY__LAYERNORM_X,
+    TEENY__LAYERNORM_WEIGHT,
+    TEENY__LAYERNORM_BIAS,
+    TEENY__LAYERNORM_Y,
+    TEENY__LAYERNORM_MEAN,
+    TEENY__LAYERNORM_RSTD,
+    TEENY__LAYERNORM_DY,
+    TEENY__LAYERNORM_IN_SLOTS
+};
+enum { TEENY__LAYERNORM_OUT_MEAN = 1, TEENY__LAYERNORM_OUT_RSTD };
+/* linear.c */
+enum { TEENY__MATMUL_A, TEENY__MATMUL_B, TEENY__MATMUL_Y, TEENY__MATMUL_DY, TEENY__MATMUL_IN_SLOTS };
+
 typedef teeny_status (*teeny__op_fn)(teeny_ctx *ctx, const teeny__op_args *a);
 
 /* Shapes and parameters of one graph node, filled by an op's infer slot
@@ -244,6 +342,36 @@ typedef struct {
 /* infer: validate the inputs and attributes, fill the rest. Records a
  * message in ctx on failure. */
 typedef teeny_status (*teeny__infer_fn)(teeny_ctx *ctx, teeny__node_shapes *s);
+
+/* ---- strided.c: the strided copy and sum the group A families share ----
+ * An index space of ndim (1..8) dimensions, outermost first. */
+typedef struct {
+    int ndim;
+    int64_t n[8];          /* the space: the written tensor's coordinates */
+    int64_t xs[8], ys[8];  /* element strides of source and destination (0: broadcast; negative: reversed) */
+    int64_t lo[8], hi[8];  /* coordinate c reads the source at c - lo when lo <= c < hi, else pad */
+    cl_mem x, y;
+    int x_off, y_off;      /* element offsets */
+    float pad, scale;      /* y = scale * x inside the window */
+    cl_mem map;            /* NULL, or int32 source coordinates along map_axis: x at map[map_off + c] */
+    int map_off, map_axis, map_dim; /* map_axis -1: none; map entries outside [0, map_dim) give pad */
+} teeny__st_copy_args;
+/* A copy over space[0..ndim): lo 0, hi the sizes, scale 1, no map. */
+teeny__st_copy_args teeny__st_copy_init(int ndim, const int64_t *space);
+teeny_status teeny__st_copy(teeny_ctx *ctx, const teeny__st_copy_args *c);
+/* y (contiguous over the dimensions not in mask, in order) = scale * the
+ * sum of x over the dimensions in mask (bit d: dimension d) of the space
+ * dims[0..ndim), x's element strides xs. Deterministic; parts in
+ * workspace when long; TEENY_ERR_UNSUPPORTED past the loop budget. */
+teeny_status teeny__st_reduce(teeny_ctx *ctx, cl_mem x, int x_off, int ndim, const int64_t *dims, const int64_t *xs,
+                              unsigned mask, float scale, cl_mem y, int y_off);
+void teeny__st_contiguous(const int64_t *shape, int ndim, int64_t *strides);
+/* x's strides in y's space, x broadcast to y (NumPy: aligned at the last
+ * dimension; 0 where x has size 1 or no dimension); TEENY_ERR_SHAPE when
+ * x does not broadcast to y. */
+teeny_status teeny__st_broadcast_strides(const teeny__shape *x, const teeny__shape *y, int64_t *strides);
+/* The dimensions of y that x was broadcast along (bit d). */
+unsigned teeny__st_broadcast_mask(const teeny__shape *x, const teeny__shape *y);
 
 /*
  * The op-table entry. forward and backward take their tensors by slot

@@ -1,28 +1,32 @@
 /*
- * pool.c -- 2-D max and average pooling (PyTorch semantics: floor output
- * size, -inf padding for max, count_include_pad for average, pad at most
- * half the kernel) and global average pooling, with their gradients.
+ * pool.c -- 2-D max and average pooling and global max pooling, with
+ * their gradients, and every pooling op's shapes. Semantics: PyTorch's by
+ * default (floor output size, -inf padding for max, count_include_pad for
+ * average, pad at most half the kernel); ONNX's options on request
+ * (teeny__pool2d_attrs: pads before and after apart and of any size,
+ * dilation, ceil_mode, count_include_pad=0; the flat Indices output).
  * Layout NCHW: x [B, C, H, W], y [B, C, OH, OW]; global pooling gives
- * y [B, C].
+ * y [B, C]. Global average pooling's passes are in pool_global.c.
  *
  * Kernels: cl/pool.cl. Window ops use one work-item per output (forward)
  * or per input element (backward, a gather over the covering windows: no
- * atomics). Global pooling uses one work-group per plane, or in the CPU
- * variant (ctx->tune.variant) one work-item per plane. Where a device
- * limits a work-item's loop trips (teeny__loop_budget), window loops run
- * in launches over bands of rows and a plane's sum in chunks (launch_bands,
- * gap_cpu).
- * Tunable: GAP_WG, the global-pooling work-group size (ctx->work_group_size).
+ * atomics); global max pooling is the window max with one window per
+ * plane. Where a device limits a work-item's loop trips
+ * (teeny__loop_budget), window loops run in launches over bands of rows
+ * (launch_bands).
  *
- * Op-table entries (slots TEENY__MAXPOOL2D_* and so on, ops.h); attrs.pool2d (kernel, stride,
- * pad) for the window ops:
- *   maxpool2d:      forward in = [x], out = [y, argmax] (saved argmax: int32,
- *                   shape of y, training only; NULL: not written);
- *                   backward in = [x, y, argmax, dy], out = [dx]
- *   avgpool2d:      forward in = [x], out = [y];
- *                   backward in = [x, y, dy], out = [dx]
- *   global_avgpool: forward in = [x], out = [y [B, C]];
- *                   backward in = [x, y, dy], out = [dx]
+ * Op-table entries (slots TEENY__MAXPOOL2D_* and so on, ops.h); attrs.pool2d for the window ops:
+ *   maxpool2d:         forward in = [x], out = [y, argmax] (saved argmax:
+ *                      int32, shape of y, training only; NULL: not written);
+ *                      backward in = [x, y, argmax, dy], out = [dx]
+ *   maxpool2d_indices: forward in = [x], out = [indices (int32, shape of y)];
+ *                      no backward
+ *   avgpool2d:         forward in = [x], out = [y];
+ *                      backward in = [x, y, dy], out = [dx]
+ *   global_maxpool:    forward in = [x], out = [y [B, C], argmax [B, C]];
+ *                      backward in = [x, y, argmax, dy], out = [dx]
+ *   global_avgpool:    (pool_global.c) forward in = [x], out = [y [B, C]];
+ *                      backward in = [x, y, dy], out = [dx]
  * Backward passes take their shapes from dx and dy (x may be NULL).
  */
 #include <stdio.h>
@@ -30,16 +34,47 @@
 #include "ops.h"
 
 typedef struct {
-    int H, W, OH, OW, kh, kw, sh, sw, ph, pw, total;
-    float area; /* kh * kw, the average's divisor: from a 64-bit product (the int one overflows past 2^31) */
+    int H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, total;
+    float area;               /* average: the constant divisor kh * kw (from a 64-bit product: the int one
+                                 overflows past 2^31), or 0 where windows count their own taps */
+    int lo_h, hi_h, lo_w, hi_w; /* average: the rows and columns a window's divisor counts */
 } pool_geom;
+
+static int dil(int d)
+{
+    return d ? d : 1;
+}
+
+/* The extents the window ops check and plan with, per axis: the padded
+ * input in + pad + pad_end and the dilated kernel (k - 1)*d + 1, in 64
+ * bits (the checks keep both within int32). */
+static int64_t pad_end(const teeny__pool2d_attrs *v, int i)
+{
+    return (int64_t)v->pad[i] + v->pad_end_extra[i];
+}
+
+static int64_t kernel_span(const teeny__pool2d_attrs *v, int i)
+{
+    return ((int64_t)v->kernel[i] - 1) * dil(v->dilation[i]) + 1;
+}
 
 static pool_geom geom_make(const teeny__pool2d_attrs *v, const teeny_tensor *x, const teeny_tensor *y, int per_input)
 {
     pool_geom g = {(int)x->shape[2], (int)x->shape[3], (int)y->shape[2], (int)y->shape[3], v->kernel[0], v->kernel[1],
-                   v->stride[0], v->stride[1], v->pad[0], v->pad[1], 0, 0.0f};
+                   v->stride[0], v->stride[1], v->pad[0], v->pad[1], dil(v->dilation[0]), dil(v->dilation[1]), 0,
+                   0.0f, 0, 0, 0, 0};
+    int constant = 1, lo[2], hi[2];
     g.total = (int)(per_input ? x->numel : y->numel);
-    g.area = (float)((int64_t)v->kernel[0] * v->kernel[1]);
+    /* an average counts the taps in the padded input, or in x alone; where
+     * every window lies inside those bounds the divisor is kh * kw */
+    for (int i = 0; i < 2; i++) {
+        int64_t in = x->shape[2 + i], out = y->shape[2 + i];
+        lo[i] = v->exclude_pad ? 0 : -v->pad[i];
+        hi[i] = (int)(v->exclude_pad ? in : in + pad_end(v, i));
+        constant &= -v->pad[i] >= lo[i] && (out - 1) * v->stride[i] - v->pad[i] + kernel_span(v, i) <= hi[i];
+    }
+    g.lo_h = lo[0], g.hi_h = hi[0], g.lo_w = lo[1], g.hi_w = hi[1];
+    g.area = constant ? (float)((int64_t)v->kernel[0] * v->kernel[1]) : 0.0f;
     return g;
 }
 
@@ -51,21 +86,24 @@ static teeny_status launch_1d(teeny_ctx *ctx, cl_kernel k, const char *name, int
 
 #define KI(i) TEENY__KARG_INT(i)
 #define KM(m) TEENY__KARG_MEM(m)
-/* Arguments 2..12 of every window kernel (after its first buffer). */
+/* Arguments 2..14 of every window kernel (after its first buffer), and
+ * the average's divisor (POOL_AVG). */
 #define GEOM_ARGS(g)                                                                                                \
     KI((g).H), KI((g).W), KI((g).OH), KI((g).OW), KI((g).kh), KI((g).kw), KI((g).sh), KI((g).sw), KI((g).ph),        \
-        KI((g).pw), KI((g).total)
+        KI((g).pw), KI((g).dh), KI((g).dw), KI((g).total)
+#define AVG_ARGS(g) TEENY__KARG((g).area), KI((g).lo_h), KI((g).hi_h), KI((g).lo_w), KI((g).hi_w)
 
 /* ---- row bands (cl/pool.cl) ----
  * A window kernel's item loops over `rows` rows of at most `cols`
- * positions each: the forward over its window clipped to the input (rows
- * <= min(kh, H), cols <= min(kw, W)), a gradient over the windows that
- * cover its element (per axis at most ceil(k / s), and at most the
- * output's extent). Counting every loop as not unrolled, with one more
- * trip per entry, that is rows * (cols + 2) + 1 trips. Where the device
- * limits a work-item's trips (teeny__loop_split) the rows go to launches
- * of nr rows each, the output carrying the running result from one to the
- * next: same visits in the same order, the same bits as one launch. */
+ * positions each: the forward over its window's taps inside the input
+ * (rows <= min(kh, H), cols <= min(kw, W)), a gradient over the windows
+ * whose span covers its element (per axis at most ceil(span / s), and at
+ * most the output's extent). Counting every loop as not unrolled, with one
+ * more trip per entry, that is rows * (cols + 2) + 1 trips. Where the
+ * device limits a work-item's trips (teeny__loop_split) the rows go to
+ * launches of nr rows each, the output carrying the running result from
+ * one to the next: same visits in the same order, the same bits as one
+ * launch. */
 #define POOL_SEG_FIRST 1 /* as cl/pool.cl */
 #define POOL_SEG_LAST 2
 
@@ -105,31 +143,61 @@ static int64_t min64(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
-teeny_status teeny__maxpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
+#define POOL_INDEX_PLANE 0 /* as cl/pool.cl: pool_max_forward's index_mode */
+#define POOL_INDEX_FLAT 1
+
+/* The max forward over x into y's buffer (y_buf at y_off: a tensor, or
+ * scratch for the indices op), its index (index_mode) into am when given. */
+static teeny_status max_forward(teeny_ctx *ctx, const teeny__pool2d_attrs *v, const teeny_tensor *x,
+                                const teeny_tensor *y, cl_mem y_buf, int y_off, const teeny_tensor *am, int index_mode)
 {
-    const teeny_tensor *x = a->in[TEENY__MAXPOOL2D_X];
-    teeny_tensor *y = a->out[TEENY__OUT_VALUE], *am = a->out[TEENY__MAXPOOL2D_OUT_ARGMAX];
-    pool_geom g = geom_make(&a->attrs.pool2d, x, y, 0);
-    int x_off = teeny__off(x), y_off = teeny__off(y), am_off = am ? teeny__off(am) : 0, want = am != NULL;
-    cl_mem am_buf = am ? am->buf : y->buf; /* stand-in, never read or written */
-    teeny__karg k[] = {KM(x->buf), KI(x_off), GEOM_ARGS(g), KM(y->buf), KI(y_off), KM(am_buf), KI(am_off), KI(want),
-                       {0, NULL}, {0, NULL}, {0, NULL}};
+    pool_geom g = geom_make(v, x, y, 0);
+    int x_off = teeny__off(x), am_off = am ? teeny__off(am) : 0, want = am != NULL;
+    cl_mem am_buf = am ? am->buf : y_buf; /* stand-in, never read or written */
+    teeny__karg k[] = {KM(x->buf),  KI(x_off),  GEOM_ARGS(g), KM(y_buf),  KI(y_off),  KM(am_buf), KI(am_off),
+                       KI(want),    KI(index_mode), {0, NULL}, {0, NULL}, {0, NULL}};
     return launch_bands(ctx, "pool_max_forward", k, (int)(sizeof k / sizeof k[0]) - 3, &g, min64(g.kh, g.H),
                         min64(g.kw, g.W));
 }
 
-teeny_status teeny__maxpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
+/* dx from dy and the plane argmax of the windows of attrs v. */
+static teeny_status max_backward(teeny_ctx *ctx, const teeny__pool2d_attrs *v, const teeny_tensor *am,
+                                 const teeny_tensor *dy, teeny_tensor *dx)
 {
-    const teeny_tensor *am = a->in[TEENY__MAXPOOL2D_ARGMAX], *dy = a->in[TEENY__MAXPOOL2D_DY];
-    teeny_tensor *dx = a->out[TEENY__MAXPOOL2D_X];
-    if (!dx)
-        return TEENY_OK;
-    pool_geom g = geom_make(&a->attrs.pool2d, dx, dy, 1);
+    pool_geom g = geom_make(v, dx, dy, 1);
     int am_off = teeny__off(am), dy_off = teeny__off(dy), dx_off = teeny__off(dx);
     teeny__karg k[] = {KM(am->buf), KI(am_off), KM(dy->buf), KI(dy_off), GEOM_ARGS(g), KM(dx->buf), KI(dx_off),
                        {0, NULL}, {0, NULL}, {0, NULL}};
     return launch_bands(ctx, "pool_max_backward", k, (int)(sizeof k / sizeof k[0]) - 3, &g,
-                        covering(g.kh, g.sh, g.OH), covering(g.kw, g.sw, g.OW));
+                        covering(kernel_span(v, 0), g.sh, g.OH), covering(kernel_span(v, 1), g.sw, g.OW));
+}
+
+teeny_status teeny__maxpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    teeny_tensor *y = a->out[TEENY__OUT_VALUE];
+    return max_forward(ctx, &a->attrs.pool2d, a->in[TEENY__MAXPOOL2D_X], y, y->buf, teeny__off(y),
+                       a->out[TEENY__MAXPOOL2D_OUT_ARGMAX], POOL_INDEX_PLANE);
+}
+
+teeny_status teeny__maxpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    teeny_tensor *dx = a->out[TEENY__MAXPOOL2D_X];
+    return dx ? max_backward(ctx, &a->attrs.pool2d, a->in[TEENY__MAXPOOL2D_ARGMAX], a->in[TEENY__MAXPOOL2D_DY], dx)
+              : TEENY_OK;
+}
+
+/* ONNX's MaxPool Indices: the flat index of each maximum over all of x
+ * (row-major, or with each plane column-major: storage_order 1), the
+ * maxima themselves going to scratch. */
+teeny_status teeny__maxpool2d_indices_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    const teeny_tensor *x = a->in[TEENY__MAXPOOL2D_INDICES_X];
+    teeny_tensor *idx = a->out[TEENY__OUT_VALUE];
+    cl_mem scratch;
+    teeny_status st = teeny__scratch(ctx, (size_t)idx->numel * sizeof(float), &scratch);
+    return st == TEENY_OK ? max_forward(ctx, &a->attrs.pool2d, x, idx, scratch, 0, idx,
+                                        POOL_INDEX_FLAT + (a->attrs.pool2d.storage_order != 0))
+                          : st;
 }
 
 teeny_status teeny__avgpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
@@ -138,7 +206,7 @@ teeny_status teeny__avgpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
     teeny_tensor *y = a->out[TEENY__OUT_VALUE];
     pool_geom g = geom_make(&a->attrs.pool2d, x, y, 0);
     int x_off = teeny__off(x), y_off = teeny__off(y);
-    teeny__karg k[] = {KM(x->buf), KI(x_off), GEOM_ARGS(g), TEENY__KARG(g.area), KM(y->buf), KI(y_off),
+    teeny__karg k[] = {KM(x->buf), KI(x_off), GEOM_ARGS(g), AVG_ARGS(g), KM(y->buf), KI(y_off),
                        {0, NULL}, {0, NULL}, {0, NULL}};
     return launch_bands(ctx, "pool_avg_forward", k, (int)(sizeof k / sizeof k[0]) - 3, &g, min64(g.kh, g.H),
                         min64(g.kw, g.W));
@@ -146,113 +214,55 @@ teeny_status teeny__avgpool2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 
 teeny_status teeny__avgpool2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
+    const teeny__pool2d_attrs *v = &a->attrs.pool2d;
     const teeny_tensor *dy = a->in[TEENY__AVGPOOL2D_DY];
     teeny_tensor *dx = a->out[TEENY__AVGPOOL2D_X];
     if (!dx)
         return TEENY_OK;
-    pool_geom g = geom_make(&a->attrs.pool2d, dx, dy, 1);
+    pool_geom g = geom_make(v, dx, dy, 1);
     int dy_off = teeny__off(dy), dx_off = teeny__off(dx);
-    teeny__karg k[] = {KM(dy->buf), KI(dy_off), GEOM_ARGS(g), TEENY__KARG(g.area), KM(dx->buf), KI(dx_off),
+    teeny__karg k[] = {KM(dy->buf), KI(dy_off), GEOM_ARGS(g), AVG_ARGS(g), KM(dx->buf), KI(dx_off),
                        {0, NULL}, {0, NULL}, {0, NULL}};
     return launch_bands(ctx, "pool_avg_backward", k, (int)(sizeof k / sizeof k[0]) - 3, &g,
-                        covering(g.kh, g.sh, g.OH), covering(g.kw, g.sw, g.OW));
+                        covering(kernel_span(v, 0), g.sh, g.OH), covering(kernel_span(v, 1), g.sw, g.OW));
 }
 
-/* The CPU variant of global pooling: grid (P, B*C), item (p, bc) summing
- * chunk elements of its plane, chunk + 1 loop trips. Where the device
- * limits a work-item's trips and a plane passes them, each plane is cut
- * into P chunks (teeny__loop_split) whose sums pool_gap_parts_cpu adds up
- * in order (P + 1 trips); elsewhere P = 1 and the item writes the mean. */
-static teeny_status gap_cpu(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y, int S, int planes)
+/* Global max pooling is the window max with one window per plane. */
+static teeny__pool2d_attrs whole_plane(const teeny_tensor *x)
 {
-    static const char name[] = "pool_gap_forward_cpu", parts_name[] = "pool_gap_parts_cpu";
-    int x_off = teeny__off(x), y_off = teeny__off(y), chunk, P;
-    int64_t per;
-    cl_mem part = y->buf; /* stand-in, never written where P == 1 */
-    teeny_status st = teeny__loop_split(ctx, name, S, 1, 1, &per);
-    if (st != TEENY_OK)
-        return st;
-    chunk = (int)per;
-    P = (int)(((int64_t)S + chunk - 1) / chunk);
-    if (P > 1 && ((st = teeny__loop_check(ctx, parts_name, (int64_t)P + 1)) != TEENY_OK ||
-                  (st = teeny__scratch(ctx, (size_t)planes * (size_t)P * sizeof(float), &part)) != TEENY_OK))
-        return st;
-    teeny__karg a[] = {KM(x->buf), KI(x_off), KI(S), KI(planes), KM(y->buf), KI(y_off), KI(chunk), KI(P), KM(part)};
-    cl_kernel k;
-    st = teeny__kernel_get(ctx, "pool", "", name, &k);
-    if (st == TEENY_OK)
-        st = teeny__set_arg_list(ctx, k, name, a, (int)(sizeof a / sizeof a[0]));
-    if (st == TEENY_OK) {
-        size_t global[2] = {(size_t)P, (size_t)planes};
-        size_t local[2] = {1, teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size)};
-        st = teeny__launch(ctx, k, name, 2, global, local);
-    }
-    if (st != TEENY_OK || P == 1)
-        return st;
-    teeny__karg b[] = {KM(part), KI(P), KI(S), KI(planes), KM(y->buf), KI(y_off)};
-    st = teeny__kernel_get(ctx, "pool", "", parts_name, &k);
-    if (st == TEENY_OK)
-        st = teeny__set_arg_list(ctx, k, parts_name, b, (int)(sizeof b / sizeof b[0]));
-    return st == TEENY_OK ? launch_1d(ctx, k, parts_name, planes) : st;
+    teeny__pool2d_attrs v = {{(int)x->shape[2], (int)x->shape[3]}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 0, 0, 0, 0};
+    return v;
 }
 
-/* The portable global pooling: a work-group of wg items per plane, each
- * summing every wg-th element (S / wg + 1 trips), then a tree (log2(wg)
- * levels of at most 3 trips, + 1). Where that passes a device's loop
- * budget, the CPU variant's split takes the plane instead. */
-teeny_status teeny__global_avgpool_forward(teeny_ctx *ctx, const teeny__op_args *a)
+/* y [B, C] or [B, C, 1, 1] viewed by the window kernels as [B, C, 1, 1]. */
+static teeny_tensor as_plane_out(const teeny_tensor *y)
 {
-    static const char name[] = "pool_gap_forward";
-    const teeny_tensor *x = a->in[TEENY__GLOBAL_AVGPOOL_X];
-    teeny_tensor *y = a->out[TEENY__OUT_VALUE];
-    int S = (int)(x->shape[2] * x->shape[3]), x_off = teeny__off(x), y_off = teeny__off(y);
-    int planes = (int)(x->shape[0] * x->shape[1]);
-    char opt[32];
-    cl_kernel k;
-    int wg, levels = 0;
-    int64_t budget;
-    if (ctx->tune.variant == TEENY_VARIANT_CPU)
-        return gap_cpu(ctx, x, y, S, planes);
-    /* GAP_WG: the device's work-group size, or the largest power of two
-     * below it the kernel takes (its reduction halves spans) */
-    teeny_status st = teeny__fit_halving(ctx, "pool", "-DGAP_WG=%d", (const char *const[]){name}, 1,
-                                         ctx->work_group_size, TEENY__WG_FLOOR, &wg, opt, sizeof opt);
-    if (st == TEENY_OK)
-        st = teeny__loop_budget(ctx, &budget);
-    if (st != TEENY_OK)
-        return st;
-    while ((1 << levels) < wg)
-        levels++;
-    if (((int64_t)S + wg - 1) / wg + 1 + 3 * (int64_t)levels + 1 > budget)
-        return gap_cpu(ctx, x, y, S, planes);
-    st = teeny__kernel_get(ctx, "pool", opt, name, &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &S,
-                             sizeof(cl_mem), &y->buf, sizeof(int), &y_off, (size_t)0);
-    if (st == TEENY_OK) {
-        size_t local = (size_t)wg, global = local * (size_t)planes;
-        st = teeny__launch(ctx, k, name, 1, &global, &local);
-    }
-    return st;
+    teeny_tensor t = *y;
+    t.ndim = 4;
+    t.shape[2] = t.shape[3] = 1;
+    return t;
 }
 
-teeny_status teeny__global_avgpool_backward(teeny_ctx *ctx, const teeny__op_args *a)
+teeny_status teeny__global_maxpool_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    static const char name[] = "pool_gap_backward";
-    const teeny_tensor *dy = a->in[TEENY__GLOBAL_AVGPOOL_DY];
-    teeny_tensor *dx = a->out[TEENY__GLOBAL_AVGPOOL_X];
+    const teeny_tensor *x = a->in[TEENY__GLOBAL_MAXPOOL_X];
+    teeny_tensor y = as_plane_out(a->out[TEENY__OUT_VALUE]);
+    const teeny_tensor *am = a->out[TEENY__GLOBAL_MAXPOOL_OUT_ARGMAX];
+    teeny__pool2d_attrs v = whole_plane(x);
+    teeny_tensor am4;
+    if (am)
+        am4 = as_plane_out(am);
+    return max_forward(ctx, &v, x, &y, y.buf, teeny__off(&y), am ? &am4 : NULL, POOL_INDEX_PLANE);
+}
+
+teeny_status teeny__global_maxpool_backward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    teeny_tensor *dx = a->out[TEENY__GLOBAL_MAXPOOL_X];
     if (!dx)
         return TEENY_OK;
-    int S = (int)(dx->shape[2] * dx->shape[3]), total = (int)dx->numel, dy_off = teeny__off(dy),
-        dx_off = teeny__off(dx);
-    cl_kernel k;
-    teeny_status st = teeny__kernel_get(ctx, "pool", "", name, &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &dy->buf, sizeof(int), &dy_off, sizeof(int), &S,
-                             sizeof(int), &total, sizeof(cl_mem), &dx->buf, sizeof(int), &dx_off, (size_t)0);
-    if (st == TEENY_OK)
-        st = launch_1d(ctx, k, name, total);
-    return st;
+    teeny_tensor dy = as_plane_out(a->in[TEENY__GLOBAL_MAXPOOL_DY]), am = as_plane_out(a->in[TEENY__GLOBAL_MAXPOOL_ARGMAX]);
+    teeny__pool2d_attrs v = whole_plane(dx);
+    return max_backward(ctx, &v, &am, &dy, dx);
 }
 
 /* ---- shapes and the eager API ---- */
@@ -262,23 +272,49 @@ static teeny_status check_params(teeny_ctx *ctx, const teeny__pool2d_attrs *v)
 {
     static const char *const axis[2] = {"H", "W"};
     for (int i = 0; i < 2; i++) {
-        int k = v->kernel[i], s = v->stride[i], p = v->pad[i];
-        if (k < 1 || s < 1 || p < 0)
+        int k = v->kernel[i], s = v->stride[i], p = v->pad[i], d = v->dilation[i];
+        int64_t pe = pad_end(v, i), half = kernel_span(v, i) / 2;
+        if (k < 1 || s < 1 || p < 0 || pe < 0 || d < 0)
             return teeny__error(ctx, TEENY_ERR_ARG,
-                                "kernel %d, stride %d, pad %d along %s; need kernel >= 1, "
-                                "stride >= 1, pad >= 0",
-                                k, s, p, axis[i]);
-        if (p > k / 2)
+                                "kernel %d, stride %d, pad %d, pad_end_extra %d, dilation %d along %s; need "
+                                "kernel >= 1, stride >= 1, pad >= 0, pad + pad_end_extra >= 0, dilation >= 0",
+                                k, s, p, v->pad_end_extra[i], d, axis[i]);
+        if (!v->large_pads && (p > half || pe > half))
             return teeny__error(ctx, TEENY_ERR_ARG,
-                                "pad %d along %s exceeds half the kernel (%d), as PyTorch "
-                                "rejects",
-                                p, axis[i], k);
+                                "pad %lld along %s exceeds half the kernel (%lld), as PyTorch rejects "
+                                "(large_pads allows it)",
+                                (long long)(p > half ? p : pe), axis[i], (long long)kernel_span(v, i));
     }
+    if ((unsigned)v->ceil_mode > 1 || (unsigned)v->exclude_pad > 1 || (unsigned)v->large_pads > 1 ||
+        (unsigned)v->storage_order > 1)
+        return teeny__error(ctx, TEENY_ERR_ARG, "ceil_mode %d, exclude_pad %d, large_pads %d, storage_order %d: each "
+                            "0 or 1", v->ceil_mode, v->exclude_pad, v->large_pads, v->storage_order);
+    return TEENY_OK;
+}
+
+/* Output extent along axis i of an input of extent in: floor or (ceil_mode)
+ * ceiling of (in + pads - kernel span) / stride, plus one, less the last
+ * window where ceil_mode would start it past the input and the padding
+ * before it (PyTorch's rule, and ONNX's). in + pads and the kernel span
+ * are checked to fit int32 first. */
+static teeny_status out_extent(teeny_ctx *ctx, const teeny__pool2d_attrs *v, int i, int64_t in, int64_t *out)
+{
+    const char *ax = i ? "W" : "H";
+    int64_t span = in + v->pad[i] + pad_end(v, i), ke = kernel_span(v, i), s = v->stride[i];
+    if (span > INT32_MAX || ke > INT32_MAX)
+        return teeny__error(ctx, TEENY_ERR_RANGE, "%s + pads = %lld + %d + %lld (kernel span %lld) passes int32 "
+                            "indexing", ax, (long long)in, v->pad[i], (long long)pad_end(v, i), (long long)ke);
+    if (span < ke)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "kernel %d (span %lld) is larger than the padded input %lld along %s",
+                            v->kernel[i], (long long)ke, (long long)span, ax);
+    *out = (span - ke + (v->ceil_mode ? s - 1 : 0)) / s + 1;
+    if (v->ceil_mode && (*out - 1) * s >= in + v->pad[i])
+        (*out)--;
     return TEENY_OK;
 }
 
 /* y shape from x shape and parameters. Beyond the parameters: x and y fit
- * int32 indexing, and so does each padded extent H + 2*pad (the kernels'
+ * int32 indexing, and so does each padded extent H + pads (the kernels'
  * window bounds stay below it); kernel[0] * kernel[1] may pass 2^31.
  * ctx may be NULL (the thread's error). */
 static teeny_status out_shape(teeny_ctx *ctx, const teeny__pool2d_attrs *v, const int64_t *xs, int64_t *ys)
@@ -296,16 +332,9 @@ static teeny_status out_shape(teeny_ctx *ctx, const teeny__pool2d_attrs *v, cons
         return teeny__error(ctx, TEENY_ERR_RANGE, "x %s passes int32 indexing", teeny__dims_str(xs, 4, b, sizeof b));
     ys[0] = xs[0];
     ys[1] = xs[1];
-    for (int i = 0; i < 2; i++) {
-        int64_t span = xs[2 + i] + 2 * (int64_t)v->pad[i];
-        if (span > INT32_MAX)
-            return teeny__error(ctx, TEENY_ERR_RANGE, "%s + 2*pad = %lld + 2*%d passes int32 indexing", i ? "W" : "H",
-                                (long long)xs[2 + i], v->pad[i]);
-        if (span < v->kernel[i])
-            return teeny__error(ctx, TEENY_ERR_SHAPE, "kernel %d is larger than the padded input %lld along %s",
-                                v->kernel[i], (long long)span, i ? "W" : "H");
-        ys[2 + i] = (span - v->kernel[i]) / v->stride[i] + 1;
-    }
+    for (int i = 0; i < 2; i++)
+        if ((st = out_extent(ctx, v, i, xs[2 + i], &ys[2 + i])) != TEENY_OK)
+            return st;
     int64_t y_numel = teeny__dims_product(ys, 4);
     if (y_numel < 0 || y_numel > INT32_MAX)
         return teeny__error(ctx, TEENY_ERR_RANGE, "output %s passes int32 indexing",
@@ -367,6 +396,27 @@ teeny_status teeny__maxpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 teeny_status teeny__avgpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
     return infer_window(ctx, s);
+}
+
+/* x [B, C, H, W] -> int32 indices of y's shape. */
+teeny_status teeny__maxpool2d_indices_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    teeny_status st = infer_window(ctx, s);
+    s->out.is_i32 = 1;
+    return st;
+}
+
+/* x [B, C, H, W] -> y [B, C], saving its argmax (int32 [B, C]) in training. */
+teeny_status teeny__global_maxpool_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    teeny_status st = teeny__global_avgpool_infer(ctx, s);
+    if (st != TEENY_OK)
+        return st;
+    s->n_saved = 1;
+    s->saved[0] = s->out;
+    s->saved[0].is_i32 = 1;
+    s->saved_needs_training = 1;
+    return TEENY_OK;
 }
 
 /* x [B, C, H, W] -> y [B, C]. */
@@ -435,23 +485,43 @@ teeny_status teeny_avgpool2d_backward(teeny_ctx *ctx, const teeny_pool2d_params 
     return run_window(ctx, &e, p, args, 3);
 }
 
-/* y (and dy) may be [B, C] or [B, C, 1, 1]. */
-teeny_status teeny_global_avgpool_forward(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y)
+
+teeny_status teeny_maxpool2d_indices(teeny_ctx *ctx, const teeny_pool2d_params *p, const teeny_tensor *x,
+                                     int column_major, teeny_tensor *indices)
 {
-    static const teeny__eager e = {
-        TEENY__EAGER_OF("teeny_global_avgpool_forward", GLOBAL_AVGPOOL, global_avgpool, forward)};
-    const teeny__earg args[] = {{"x", x, TEENY__GLOBAL_AVGPOOL_X, 0},
-                                {"y", y, TEENY__OUT_VALUE, TEENY__EA_OUT | TEENY__EA_HW1}};
-    EAGER_BEGIN("teeny_global_avgpool_forward");
+    teeny__eager e = {TEENY__EAGER_OF("teeny_maxpool2d_indices", MAXPOOL2D_INDICES, maxpool2d_indices, forward)};
+    const teeny__earg args[] = {{"x", x, TEENY__MAXPOOL2D_INDICES_X, 0},
+                                {"indices", indices, TEENY__OUT_VALUE, TEENY__EA_OUT | TEENY__EA_I32}};
+    EAGER_BEGIN("teeny_maxpool2d_indices");
+    if (!p)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: p is NULL", e.fn);
+    e.attrs.pool2d = teeny__pool2d_attrs_of(p);
+    e.attrs.pool2d.storage_order = column_major;
     return teeny__eager_run(ctx, &e, args, 2);
 }
 
-teeny_status teeny_global_avgpool_backward(teeny_ctx *ctx, const teeny_tensor *dy, teeny_tensor *dx)
+/* y (and dy) [B, C] or [B, C, 1, 1]; argmax int32 [B, C] or [B, C, 1, 1]. */
+teeny_status teeny_global_maxpool_forward(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y, teeny_tensor *argmax)
 {
-    static const teeny__eager e = {
-        TEENY__EAGER_OF("teeny_global_avgpool_backward", GLOBAL_AVGPOOL, global_avgpool, backward)};
-    const teeny__earg args[] = {{"dy", dy, TEENY__GLOBAL_AVGPOOL_DY, TEENY__EA_HW1},
-                                {"dx", dx, TEENY__GLOBAL_AVGPOOL_X, TEENY__EA_OUT}};
-    EAGER_BEGIN("teeny_global_avgpool_backward");
-    return teeny__eager_run(ctx, &e, args, 2);
+    const teeny__eager e = {TEENY__EAGER_OF("teeny_global_maxpool_forward", GLOBAL_MAXPOOL, global_maxpool, forward),
+                            .training = argmax != NULL};
+    const teeny__earg args[] = {
+        {"x", x, TEENY__GLOBAL_MAXPOOL_X, 0},
+        {"y", y, TEENY__OUT_VALUE, TEENY__EA_OUT | TEENY__EA_HW1},
+        {"argmax", argmax, TEENY__GLOBAL_MAXPOOL_OUT_ARGMAX,
+         TEENY__EA_OUT | TEENY__EA_OPTIONAL | TEENY__EA_I32 | TEENY__EA_HW1}};
+    EAGER_BEGIN("teeny_global_maxpool_forward");
+    return teeny__eager_run(ctx, &e, args, 3);
+}
+
+teeny_status teeny_global_maxpool_backward(teeny_ctx *ctx, const teeny_tensor *argmax, const teeny_tensor *dy,
+                                           teeny_tensor *dx)
+{
+    const teeny__eager e = {
+        TEENY__EAGER_OF("teeny_global_maxpool_backward", GLOBAL_MAXPOOL, global_maxpool, backward), .training = 1};
+    const teeny__earg args[] = {{"argmax", argmax, TEENY__GLOBAL_MAXPOOL_ARGMAX, TEENY__EA_I32 | TEENY__EA_HW1},
+                                {"dy", dy, TEENY__GLOBAL_MAXPOOL_DY, TEENY__EA_HW1},
+                                {"dx", dx, TEENY__GLOBAL_MAXPOOL_X, TEENY__EA_OUT}};
+    EAGER_BEGIN("teeny_global_maxpool_backward");
+    return teeny__eager_run(ctx, &e, args, 3);
 }

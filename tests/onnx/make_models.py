@@ -166,14 +166,39 @@ def external():
     save("external", g, 17, [w(1, 2, 5, 5, scale=1.0)], external=True)
 
 
+def pools():
+    """Group B's pooling options: MaxPool with pads begin != end, dilations,
+    ceil_mode and its Indices output (storage_order 1), AveragePool with
+    count_include_pad=0 over pads past half the kernel and auto_pad
+    SAME_LOWER, GlobalMaxPool."""
+    n = helper.make_node
+    nodes = [
+        n("MaxPool", ["x"], ["mp", "idx"], kernel_shape=[3, 2], strides=[2, 1], pads=[2, 0, 1, 1], dilations=[1, 2],
+          ceil_mode=1, storage_order=1),
+        n("AveragePool", ["x"], ["ap"], kernel_shape=[2, 3], strides=[1, 2], pads=[1, 2, 0, 2]),
+        n("AveragePool", ["x"], ["same"], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_LOWER"),
+        n("GlobalMaxPool", ["mp"], ["gmp"]),
+    ]
+    g = helper.make_graph(nodes, "pools", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 7, 6])],
+                          [helper.make_tensor_value_info("mp", TensorProto.FLOAT, []),
+                           helper.make_tensor_value_info("idx", TensorProto.INT64, []),
+                           helper.make_tensor_value_info("ap", TensorProto.FLOAT, []),
+                           helper.make_tensor_value_info("same", TensorProto.FLOAT, []),
+                           helper.make_tensor_value_info("gmp", TensorProto.FLOAT, [])])
+    save("pools", g, 19, [w(2, 3, 7, 6, scale=1.0)])
+
+
 def unsupported():
     """Models the importer must refuse, naming the node, op and attribute."""
     n = helper.make_node
     x = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 6])]
     y = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
-    for name, node in [("bad_op", n("Softplus", ["x"], ["y"], name="my_softplus")),
-                       ("bad_attr", n("MaxPool", ["x"], ["y"], name="pool_d", kernel_shape=[2, 2], dilations=[2, 2]))]:
-        model = helper.make_model(helper.make_graph([node], name, x, y), opset_imports=[helper.make_opsetid("", 17)])
+    bn = [init(k, np.ones(2, np.float32)) for k in ("s", "b", "m", "v")]
+    for name, node, opset, inits in [
+            ("bad_op", n("Softplus", ["x"], ["y"], name="my_softplus"), 17, []),
+            ("bad_attr", n("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn_s", spatial=0), 8, bn)]:
+        model = helper.make_model(helper.make_graph([node], name, x, y, inits),
+                                  opset_imports=[helper.make_opsetid("", opset)])
         model.ir_version = 8
         onnx.save_model(model, os.path.join(HERE, name + ".onnx"))
         print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
@@ -185,4 +210,5 @@ if __name__ == "__main__":
     conv1d()
     sce()
     external()
+    pools()
     unsupported()

@@ -15,6 +15,16 @@ int ref_conv_out(int in, int k, int stride, int pad, int dil)
     return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1;
 }
 
+int ref_conv_oh(const ref_conv *c)
+{
+    return (c->H + 2 * c->ph + c->peh - c->dh * (c->KH - 1) - 1) / c->sh + 1;
+}
+
+int ref_conv_ow(const ref_conv *c)
+{
+    return (c->W + 2 * c->pw + c->pew - c->dw * (c->KW - 1) - 1) / c->sw + 1;
+}
+
 size_t ref_conv_x_numel(const ref_conv *c)
 {
     return (size_t)c->B * c->Cin * c->H * c->W;
@@ -27,15 +37,14 @@ size_t ref_conv_w_numel(const ref_conv *c)
 
 size_t ref_conv_y_numel(const ref_conv *c)
 {
-    return (size_t)c->B * c->Cout * ref_conv_out(c->H, c->KH, c->sh, c->ph, c->dh) *
-           ref_conv_out(c->W, c->KW, c->sw, c->pw, c->dw);
+    return (size_t)c->B * c->Cout * ref_conv_oh(c) * ref_conv_ow(c);
 }
 
 /* Visit every (output, input, weight) triple that contributes a term. */
 #define CONV_LOOPS(...)                                                                                   \
     do {                                                                                                  \
-        int OH = ref_conv_out(c->H, c->KH, c->sh, c->ph, c->dh);                                          \
-        int OW = ref_conv_out(c->W, c->KW, c->sw, c->pw, c->dw);                                          \
+        int OH = ref_conv_oh(c);                                                                          \
+        int OW = ref_conv_ow(c);                                                                          \
         int cig = c->Cin / c->G, cog = c->Cout / c->G;                                                    \
         for (int b = 0; b < c->B; b++)                                                                    \
             for (int co = 0; co < c->Cout; co++)                                                          \

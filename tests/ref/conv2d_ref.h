@@ -12,10 +12,14 @@
 typedef struct {
     int B, Cin, H, W, Cout, KH, KW;
     int sh, sw, ph, pw, dh, dw, G; /* stride, pad, dilation per axis; groups */
+    int peh, pew;                  /* the padding after the input is ph + peh (pw + pew); 0: symmetric */
 } ref_conv;
 
-/* Output size of one axis. */
+/* Output size of one axis, symmetric padding. */
 int ref_conv_out(int in, int k, int stride, int pad, int dil);
+/* OH and OW of c (its padding after included). */
+int ref_conv_oh(const ref_conv *c);
+int ref_conv_ow(const ref_conv *c);
 size_t ref_conv_x_numel(const ref_conv *c);
 size_t ref_conv_w_numel(const ref_conv *c);
 size_t ref_conv_y_numel(const ref_conv *c);

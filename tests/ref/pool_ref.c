@@ -1,45 +1,95 @@
 /* pool_ref.c -- float64 reference pooling; gradients scatter over windows
- * (the device gathers, so the two are independent). Window bounds are
- * int64 and clipped to the plane before looping, so windows of any size
- * (kh * kw past 2^31 over a small padded input) cost only the positions
- * they cover; the average divides by kh * kw in double. */
+ * (the device gathers, so the two are independent). A window's taps
+ * along an axis (tap i at start + i*d) that lie in a range are solved for
+ * in double, so a window of any size costs only its taps inside the
+ * plane; the average divides by the taps it counts (inside the padded
+ * input, or inside x with exclude_pad). */
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "pool_ref.h"
 
-void ref_pool_geom(ref_pool *p)
+static int64_t dil(int d)
 {
-    p->OH = (int)(((int64_t)p->H + 2 * (int64_t)p->ph - p->kh) / p->sh + 1);
-    p->OW = (int)(((int64_t)p->W + 2 * (int64_t)p->pw - p->kw) / p->sw + 1);
+    return d ? d : 1;
 }
 
-/* The rows [*hs, *he) and columns [*ws, *we) of window (oh, ow) inside the plane. */
-static void window(const ref_pool *p, int oh, int ow, int64_t *hs, int64_t *he, int64_t *ws, int64_t *we)
+static int extent(int64_t in, int64_t pb, int64_t pe, int64_t k, int64_t d, int64_t s, int ceil_mode)
 {
-    int64_t h0 = (int64_t)oh * p->sh - p->ph, w0 = (int64_t)ow * p->sw - p->pw;
-    *hs = h0 < 0 ? 0 : h0;
-    *he = h0 + p->kh < p->H ? h0 + p->kh : p->H;
-    *ws = w0 < 0 ? 0 : w0;
-    *we = w0 + p->kw < p->W ? w0 + p->kw : p->W;
+    int64_t span = in + pb + pe - ((k - 1) * d + 1);
+    int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    if (ceil_mode && (out - 1) * s >= in + pb)
+        out--;
+    return (int)out;
+}
+
+void ref_pool_geom(ref_pool *p)
+{
+    p->OH = extent(p->H, p->ph, p->ph + p->peh, p->kh, dil(p->dh), p->sh, p->ceil_mode);
+    p->OW = extent(p->W, p->pw, p->pw + p->pew, p->kw, dil(p->dw), p->sw, p->ceil_mode);
+}
+
+/* The taps i in [0, k) of window o along one axis with lo <= o*s - pad +
+ * i*d < hi, as the range [*first, *last] (empty when first > last),
+ * solved in double (exact at these magnitudes). */
+static void tap_range(int64_t o, int64_t s, int64_t pad, int64_t k, int64_t d, int64_t lo, int64_t hi,
+                      int64_t *first, int64_t *last)
+{
+    double start = (double)o * (double)s - (double)pad;
+    double f = ceil(((double)lo - start) / (double)d), l = floor(((double)hi - 1 - start) / (double)d);
+    *first = f < 0 ? 0 : (int64_t)f;
+    *last = l > (double)(k - 1) ? k - 1 : (int64_t)l;
+}
+
+/* Window o's taps along one axis: in[] gets the positions inside [0, n)
+ * (at most cap), *counted how many taps lie inside [lo, hi). Returns how
+ * many are in in[]. */
+static int taps(int64_t o, int64_t s, int64_t pad, int64_t k, int64_t d, int64_t n, int64_t lo, int64_t hi,
+                int64_t *in, int cap, int64_t *counted)
+{
+    int64_t first, last;
+    int m = 0;
+    tap_range(o, s, pad, k, d, lo, hi, &first, &last);
+    *counted = last >= first ? last - first + 1 : 0;
+    tap_range(o, s, pad, k, d, 0, n, &first, &last);
+    for (int64_t i = first; i <= last && m < cap; i++)
+        in[m++] = o * s - pad + i * d;
+    return m;
+}
+
+#define CAP 4096 /* taps inside a plane of at most CAP rows or columns */
+
+typedef struct {
+    int64_t rows[CAP], cols[CAP];
+    int nr, nc;
+    double count; /* the average's divisor */
+} window;
+
+static void window_of(const ref_pool *p, int oh, int ow, window *w)
+{
+    int64_t ch, cw, lo_h = p->exclude_pad ? 0 : -p->ph, hi_h = p->exclude_pad ? p->H : p->H + p->ph + p->peh,
+                    lo_w = p->exclude_pad ? 0 : -p->pw, hi_w = p->exclude_pad ? p->W : p->W + p->pw + p->pew;
+    w->nr = taps(oh, p->sh, p->ph, p->kh, dil(p->dh), p->H, lo_h, hi_h, w->rows, CAP, &ch);
+    w->nc = taps(ow, p->sw, p->pw, p->kw, dil(p->dw), p->W, lo_w, hi_w, w->cols, CAP, &cw);
+    w->count = (double)ch * (double)cw;
 }
 
 void ref_maxpool_forward(const ref_pool *p, const double *x, double *y, int32_t *argmax)
 {
+    static window w;
     for (int bc = 0; bc < p->B * p->C; bc++)
         for (int oh = 0; oh < p->OH; oh++)
             for (int ow = 0; ow < p->OW; ow++) {
                 double best = -INFINITY;
                 int arg = -1;
-                int64_t hs, he, ws, we;
-                window(p, oh, ow, &hs, &he, &ws, &we);
-                for (int64_t h = hs; h < he; h++)
-                    for (int64_t w = ws; w < we; w++) {
-                        double v = x[((size_t)bc * p->H + (size_t)h) * p->W + (size_t)w];
+                window_of(p, oh, ow, &w);
+                for (int a = 0; a < w.nr; a++)
+                    for (int b = 0; b < w.nc; b++) {
+                        double v = x[((size_t)bc * p->H + (size_t)w.rows[a]) * p->W + (size_t)w.cols[b]];
                         if (arg < 0 || v > best || isnan(v)) {
                             best = v;
-                            arg = (int)(h * p->W + w);
+                            arg = (int)(w.rows[a] * p->W + w.cols[b]);
                         }
                     }
                 size_t o = ((size_t)bc * p->OH + oh) * p->OW + ow;
@@ -55,38 +105,37 @@ void ref_maxpool_backward(const ref_pool *p, const int32_t *argmax, const double
     memset(dx, 0, (size_t)p->B * p->C * plane * sizeof *dx);
     for (int bc = 0; bc < p->B * p->C; bc++)
         for (size_t o = 0; o < oplane; o++)
-            dx[bc * plane + (size_t)argmax[bc * oplane + o]] += dy[bc * oplane + o];
+            if (argmax[bc * oplane + o] >= 0)
+                dx[bc * plane + (size_t)argmax[bc * oplane + o]] += dy[bc * oplane + o];
 }
 
 void ref_avgpool_forward(const ref_pool *p, const double *x, double *y)
 {
-    double area = (double)p->kh * (double)p->kw;
+    static window w;
     for (int bc = 0; bc < p->B * p->C; bc++)
         for (int oh = 0; oh < p->OH; oh++)
             for (int ow = 0; ow < p->OW; ow++) {
                 double s = 0;
-                int64_t hs, he, ws, we;
-                window(p, oh, ow, &hs, &he, &ws, &we);
-                for (int64_t h = hs; h < he; h++)
-                    for (int64_t w = ws; w < we; w++)
-                        s += x[((size_t)bc * p->H + (size_t)h) * p->W + (size_t)w];
-                y[((size_t)bc * p->OH + oh) * p->OW + ow] = s / area;
+                window_of(p, oh, ow, &w);
+                for (int a = 0; a < w.nr; a++)
+                    for (int b = 0; b < w.nc; b++)
+                        s += x[((size_t)bc * p->H + (size_t)w.rows[a]) * p->W + (size_t)w.cols[b]];
+                y[((size_t)bc * p->OH + oh) * p->OW + ow] = s / w.count;
             }
 }
 
 void ref_avgpool_backward(const ref_pool *p, const double *dy, double *dx)
 {
-    double area = (double)p->kh * (double)p->kw;
+    static window w;
     memset(dx, 0, (size_t)p->B * p->C * p->H * p->W * sizeof *dx);
     for (int bc = 0; bc < p->B * p->C; bc++)
         for (int oh = 0; oh < p->OH; oh++)
             for (int ow = 0; ow < p->OW; ow++) {
-                double g = dy[((size_t)bc * p->OH + oh) * p->OW + ow] / area;
-                int64_t hs, he, ws, we;
-                window(p, oh, ow, &hs, &he, &ws, &we);
-                for (int64_t h = hs; h < he; h++)
-                    for (int64_t w = ws; w < we; w++)
-                        dx[((size_t)bc * p->H + (size_t)h) * p->W + (size_t)w] += g;
+                window_of(p, oh, ow, &w);
+                double g = dy[((size_t)bc * p->OH + oh) * p->OW + ow] / w.count;
+                for (int a = 0; a < w.nr; a++)
+                    for (int b = 0; b < w.nc; b++)
+                        dx[((size_t)bc * p->H + (size_t)w.rows[a]) * p->W + (size_t)w.cols[b]] += g;
             }
 }
 
@@ -105,4 +154,29 @@ void ref_gap_backward(int B, int C, int S, const double *dy, double *dx)
     for (int bc = 0; bc < B * C; bc++)
         for (int e = 0; e < S; e++)
             dx[(size_t)bc * S + e] = dy[bc] / S;
+}
+
+void ref_gmp_forward(int B, int C, int S, const double *x, double *y, int32_t *argmax)
+{
+    for (int bc = 0; bc < B * C; bc++) {
+        double best = x[(size_t)bc * S];
+        int arg = 0;
+        for (int e = 1; e < S; e++) {
+            double v = x[(size_t)bc * S + e];
+            if (v > best || isnan(v)) {
+                best = v;
+                arg = e;
+            }
+        }
+        y[bc] = best;
+        if (argmax)
+            argmax[bc] = arg;
+    }
+}
+
+void ref_gmp_backward(int B, int C, int S, const int32_t *argmax, const double *dy, double *dx)
+{
+    memset(dx, 0, (size_t)B * C * S * sizeof *dx);
+    for (int bc = 0; bc < B * C; bc++)
+        dx[(size_t)bc * S + argmax[bc]] = dy[bc];
 }

@@ -1,0 +1,23 @@
+/*
+ * builders_b.c -- the graph builders of the ops ONNX import phase 2 added
+ * for conv nets and attention models (group B: pooling options,
+ * convolution transpose, Gemm, resize, attention masks, the losses'
+ * options). Like builders.c: attributes, then teeny__graph_node.
+ */
+#include "graph_internal.h"
+
+/* ---- pooling ---- */
+
+teeny_status teeny_graph_global_maxpool(teeny_graph *g, const char *name, teeny_node x, teeny_node *out)
+{
+    return teeny__graph_node(g, TEENY__OP_GLOBAL_MAXPOOL, name, 1, &x, NULL, out);
+}
+
+teeny_status teeny_graph_maxpool2d_indices(teeny_graph *g, const char *name, teeny_node x,
+                                           const teeny_pool2d_params *p, int column_major, teeny_node *out)
+{
+    static const teeny_pool2d_params defaults = TEENY_POOL2D_PARAMS_INIT;
+    teeny__op_attrs at = {.pool2d = teeny__pool2d_attrs_of(p ? p : &defaults)};
+    at.pool2d.storage_order = column_major;
+    return teeny__graph_node(g, TEENY__OP_MAXPOOL2D_INDICES, name, 1, &x, &at, out);
+}

@@ -1,0 +1,294 @@
+/*
+ * ops_layout.c -- group A's ONNX layout ops on run-time values (phase 2):
+ * Transpose, Slice, Split, Gather (constant indices), Expand and Pad
+ * (constant mode), each a graph layout node (copies; Reshape, Squeeze,
+ * Unsqueeze and Flatten stay views, fold.c). Slice and Gather of
+ * constants fold (arith.c, fold.c).
+ */
+#include <string.h>
+
+#include "onnx_internal.h"
+
+static const char *const NO_ATTRS[] = {NULL};
+
+static teeny_status graph_err(ox_import *im, teeny_status st)
+{
+    return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+}
+
+/* ---- layout ---- */
+
+/* Whether input i is a constant (or absent). */
+static int is_const(ox_import *im, int i)
+{
+    int idx;
+    return teeny__ox_in(im, i, &idx) == TEENY_OK && (idx < 0 || im->vals[idx].kind == OX_CONST);
+}
+
+static teeny_status op_transpose(ox_import *im)
+{
+    static const char *const attrs[] = {"perm", NULL};
+    int64_t perm[OX_MAX_DIMS];
+    int n, p[TEENY_MAX_DIMS];
+    teeny_node x, y;
+    ox_shape s, o;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_ints(im, "perm", OX_MAX_DIMS, perm, &n)) != TEENY_OK ||
+        (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = teeny__ox_operand(im, 0, "data", &x, &s)) != TEENY_OK)
+        return st;
+    if (n >= 0 && n != s.ndim)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute perm has %d values for rank %d", n, s.ndim);
+    o = s;
+    for (int d = 0; d < s.ndim; d++) {
+        p[d] = n < 0 ? s.ndim - 1 - d : (int)(perm[d] < 0 || perm[d] >= s.ndim ? -1 : perm[d]);
+        if (p[d] < 0)
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute perm value %lld", (long long)perm[d]);
+        o.d[d] = s.d[p[d]];
+    }
+    if (s.ndim < 2) /* nothing moves: a view keeps one node per value */
+        return (st = teeny__ox_view_node(im, x, &s, &s, &y)) == TEENY_OK ? teeny__ox_out_runtime(im, 0, y, &o) : st;
+    if ((st = teeny_graph_transpose(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, p, &y)) != TEENY_OK)
+        return graph_err(im, st);
+    return teeny__ox_out_runtime(im, 0, y, &o);
+}
+
+/* An ONNX slice (first index b, step, length len per axis) as the graph's
+ * slice parameters, whatever the sign of the step. */
+static teeny_slice_params slice_of(int ndim, const int64_t *b, const int64_t *step, const ox_shape *o)
+{
+    teeny_slice_params p = TEENY_SLICE_PARAMS_INIT;
+    for (int d = 0; d < ndim; d++) {
+        int64_t last = b[d] + (o->d[d] - 1) * step[d];
+        p.start[d] = b[d];
+        p.step[d] = step[d];
+        p.end[d] = step[d] > 0 ? last + 1 : last - 1 < 0 ? INT64_MIN : last - 1;
+    }
+    return p;
+}
+
+static teeny_status op_slice(ox_import *im)
+{
+    int64_t start[OX_MAX_DIMS], step[OX_MAX_DIMS];
+    teeny_node x, y;
+    ox_shape s, o;
+    char buf[TEENY__NAME_CAP];
+    if (is_const(im, 0))
+        return teeny__ox_op_slice(im);
+    teeny_status st = teeny__ox_outputs_at_most(im, 1);
+    if (st != TEENY_OK || (st = teeny__ox_operand(im, 0, "data", &x, &s)) != TEENY_OK ||
+        (st = teeny__ox_slice_params(im, s.ndim, start, step, &o, &s)) != TEENY_OK)
+        return st;
+    if (teeny__ox_numel(&o) == 0)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "an empty result");
+    teeny_slice_params p = slice_of(s.ndim, start, step, &o);
+    if ((st = teeny_graph_slice(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, &p, &y)) != TEENY_OK)
+        return graph_err(im, st);
+    return teeny__ox_out_runtime(im, 0, y, &o);
+}
+
+/* Split: slices along the axis, sizes from the split attribute (before
+ * opset 13) or input, else num_outputs (opset 18) or the output count. */
+static teeny_status op_split(ox_import *im)
+{
+    static const char *const attrs[] = {"axis", "split", "num_outputs", NULL};
+    int64_t axis, sizes[64], num;
+    int n = -1, idx, ax, outs = (int)im->node->n_output;
+    teeny_node x, y;
+    ox_shape s;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "axis", 0, &axis)) != TEENY_OK ||
+        (st = teeny__ox_attr_int(im, "num_outputs", 0, &num)) != TEENY_OK ||
+        (st = teeny__ox_attr_ints(im, "split", 64, sizes, &n)) != TEENY_OK || (st = teeny__ox_in(im, 1, &idx)) != TEENY_OK)
+        return st;
+    if (idx >= 0) {
+        const ox_const *c;
+        if ((st = teeny__ox_in_const(im, 1, "split", 1, &c)) != TEENY_OK ||
+            (st = teeny__ox_const_ints(im, c, "split", 64, sizes, &n)) != TEENY_OK)
+            return st;
+    }
+    if ((st = teeny__ox_operand(im, 0, "input", &x, &s)) != TEENY_OK || (st = teeny__ox_axis(im, "axis", axis, s.ndim, &ax)) != TEENY_OK)
+        return st;
+    if (outs < 1 || outs > 64 || (n >= 0 && n != outs))
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "%d outputs for %d split sizes", outs, n);
+    if (n < 0) { /* equal parts, the last smaller (num_outputs) */
+        int64_t part = (s.d[ax] + outs - 1) / outs;
+        for (int i = 0; i < outs; i++)
+            sizes[i] = i < outs - 1 ? part : s.d[ax] - part * (outs - 1);
+    }
+    int64_t at = 0;
+    for (int i = 0; i < outs; i++) {
+        if (sizes[i] < 1 || at + sizes[i] > s.d[ax])
+            return teeny__ox_fail(im, sizes[i] < 0 || at + sizes[i] > s.d[ax] ? TEENY_ERR_FORMAT : TEENY_ERR_UNSUPPORTED,
+                                  "split size %lld at %lld of %lld (empty outputs are not supported)",
+                                  (long long)sizes[i], (long long)at, (long long)s.d[ax]);
+        at += sizes[i];
+    }
+    if (at != s.d[ax])
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "the split sizes sum to %lld, not %lld", (long long)at, (long long)s.d[ax]);
+    at = 0;
+    for (int i = 0; i < outs; at += sizes[i++]) {
+        teeny_slice_params p = TEENY_SLICE_PARAMS_INIT;
+        ox_shape o = s;
+        if (!*im->node->output[i])
+            continue;
+        p.start[ax] = at;
+        p.end[ax] = at + sizes[i];
+        o.d[ax] = sizes[i];
+        if ((st = teeny_graph_slice(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, &p, &y)) != TEENY_OK)
+            return graph_err(im, st);
+        if ((st = teeny__ox_out_runtime(im, i, y, &o)) != TEENY_OK)
+            return st;
+    }
+    return TEENY_OK;
+}
+
+/* Gather of a run-time value at constant indices (negative ones counted
+ * from the end). */
+static teeny_status op_gather(ox_import *im)
+{
+    static const char *const attrs[] = {"axis", NULL};
+    int64_t axis;
+    int ax;
+    const ox_const *ind;
+    teeny_node x, y;
+    ox_shape s, o = {0};
+    char buf[TEENY__NAME_CAP];
+    if (is_const(im, 0))
+        return teeny__ox_fold_gather(im);
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "axis", 0, &axis)) != TEENY_OK ||
+        (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = teeny__ox_operand(im, 0, "data", &x, &s)) != TEENY_OK ||
+        (st = teeny__ox_in_const(im, 1, "indices", 0, &ind)) != TEENY_OK ||
+        (st = teeny__ox_axis(im, "axis", axis, s.ndim, &ax)) != TEENY_OK)
+        return st;
+    if (ind->type != OX_I64 || ind->numel < 1 || ind->shape.ndim > TEENY_MAX_DIMS)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "indices must be a non-empty integer tensor of rank 0..5");
+    int32_t *v = teeny__malloc((size_t)ind->numel * sizeof *v);
+    if (!v)
+        return teeny__ox_fail(im, TEENY_ERR_NOMEM, "out of host memory");
+    for (int64_t k = 0; k < ind->numel; k++) {
+        int64_t at = ((const int64_t *)ind->data)[k];
+        at = at < 0 ? at + s.d[ax] : at;
+        if (at < 0 || at >= s.d[ax]) {
+            teeny__free(v);
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "index %lld is outside [-%lld, %lld)",
+                                  (long long)((const int64_t *)ind->data)[k], (long long)s.d[ax], (long long)s.d[ax]);
+        }
+        v[k] = (int32_t)at;
+    }
+    ox_shape is = ind->shape.ndim ? ind->shape : (ox_shape){1, {1}};
+    for (int d = 0; d < s.ndim; d++)
+        for (int j = 0; j < (d == ax ? ind->shape.ndim : 1); j++)
+            o.d[o.ndim++] = d == ax ? ind->shape.d[j] : s.d[d];
+    st = teeny_graph_gather(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, ax, is.ndim, is.d, v, &y);
+    teeny__free(v);
+    if (st != TEENY_OK)
+        return graph_err(im, st);
+    ox_shape g;
+    if ((st = teeny__ox_node_shape(im, y, &g)) != TEENY_OK || (st = teeny__ox_view_node(im, y, &g, &o, &y)) != TEENY_OK)
+        return st;
+    return teeny__ox_out_runtime(im, 0, y, &o);
+}
+
+static teeny_status op_expand(ox_import *im)
+{
+    const ox_const *c;
+    int64_t want[OX_MAX_DIMS];
+    int n;
+    teeny_node x, y;
+    ox_shape s, t, o;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
+        (st = teeny__ox_operand(im, 0, "input", &x, &s)) != TEENY_OK || (st = teeny__ox_in_const(im, 1, "shape", 0, &c)) != TEENY_OK ||
+        (st = teeny__ox_const_ints(im, c, "shape", OX_MAX_DIMS, want, &n)) != TEENY_OK)
+        return st;
+    t.ndim = n;
+    memcpy(t.d, want, sizeof(int64_t) * (size_t)n);
+    if (!teeny__ox_broadcast(&s, &t, &o))
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "the input and the shape do not broadcast");
+    if (o.ndim == 0 || o.ndim > TEENY_MAX_DIMS || teeny__ox_numel(&o) < 1)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "a result of rank %d, %lld elements", o.ndim,
+                              (long long)teeny__ox_numel(&o));
+    if ((st = teeny_graph_expand(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, o.ndim, o.d, &y)) != TEENY_OK)
+        return graph_err(im, st);
+    return teeny__ox_out_runtime(im, 0, y, &o);
+}
+
+/* Pad, constant mode: pads (and the value) from attributes before opset
+ * 11, constant inputs after (axes from opset 18). */
+static teeny_status op_pad(ox_import *im)
+{
+    static const char *const old_attrs[] = {"mode", "pads", "paddings", "value", NULL}, *const attrs[] = {"mode", NULL};
+    int64_t pads[2 * OX_MAX_DIMS], axes[OX_MAX_DIMS], lo[TEENY_MAX_DIMS] = {0}, hi[TEENY_MAX_DIMS] = {0};
+    int n = -1, n_axes = -1, idx;
+    float value = 0.0f;
+    char mode[16];
+    teeny_node x, y;
+    ox_shape s;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, im->opset < 11 ? old_attrs : attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_string(im, "mode", "constant", mode, sizeof mode)) != TEENY_OK ||
+        (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK)
+        return st;
+    if (strcmp(mode, "constant"))
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute mode=%s (supported: constant)", mode);
+    if ((st = teeny__ox_operand(im, 0, "data", &x, &s)) != TEENY_OK)
+        return st;
+    if (im->opset < 11) {
+        if ((st = teeny__ox_attr_ints(im, "pads", 2 * OX_MAX_DIMS, pads, &n)) != TEENY_OK ||
+            (n < 0 && (st = teeny__ox_attr_ints(im, "paddings", 2 * OX_MAX_DIMS, pads, &n)) != TEENY_OK) ||
+            (st = teeny__ox_attr_float(im, "value", 0.0f, &value)) != TEENY_OK)
+            return st;
+    } else {
+        const ox_const *c;
+        if ((st = teeny__ox_in_const(im, 1, "pads", 0, &c)) != TEENY_OK ||
+            (st = teeny__ox_const_ints(im, c, "pads", 2 * OX_MAX_DIMS, pads, &n)) != TEENY_OK)
+            return st;
+        if ((st = teeny__ox_in(im, 2, &idx)) == TEENY_OK && idx >= 0) {
+            if ((st = teeny__ox_in_const(im, 2, "constant_value", 1, &c)) != TEENY_OK)
+                return st;
+            if (c->numel != 1 || c->type != OX_F32)
+                return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "constant_value must be one float");
+            value = ((const float *)c->data)[0];
+        }
+        if (st == TEENY_OK && (st = teeny__ox_in(im, 3, &idx)) == TEENY_OK && idx >= 0 &&
+            ((st = teeny__ox_in_const(im, 3, "axes", 0, &c)) != TEENY_OK ||
+             (st = teeny__ox_const_ints(im, c, "axes", OX_MAX_DIMS, axes, &n_axes)) != TEENY_OK))
+            return st;
+        if (st != TEENY_OK)
+            return st;
+    }
+    int k = n_axes >= 0 ? n_axes : s.ndim;
+    if (n != 2 * k)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "pads has %d values for %d axes", n, k);
+    ox_shape o = s;
+    for (int i = 0; i < k; i++) {
+        int ax = i;
+        if (n_axes >= 0 && (st = teeny__ox_axis(im, "axis", axes[i], s.ndim, &ax)) != TEENY_OK)
+            return st;
+        lo[ax] = pads[i];
+        hi[ax] = pads[i + k];
+        o.d[ax] += pads[i] + pads[i + k];
+    }
+    if ((st = teeny_graph_pad(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, lo, hi, value, &y)) != TEENY_OK)
+        return graph_err(im, st);
+    return teeny__ox_out_runtime(im, 0, y, &o);
+}
+
+ox_handler teeny__ox_layout_handler(const char *op)
+{
+    static const struct {
+        const char *op;
+        ox_handler fn;
+    } table[] = {
+        {"Transpose", op_transpose}, {"Slice", op_slice}, {"Split", op_split},
+        {"Gather", op_gather},       {"Expand", op_expand}, {"Pad", op_pad},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (!strcmp(table[i].op, op))
+            return table[i].fn;
+    return NULL;
+}

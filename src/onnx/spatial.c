@@ -1,0 +1,278 @@
+/*
+ * spatial.c -- the ONNX ops over NCHW planes that become graph nodes:
+ * Conv, MaxPool (with its Indices output), AveragePool, GlobalAveragePool
+ * and GlobalMaxPool, in 1-D and 2-D (a 1-D [N, C, L] value is the plane
+ * [L, 1]). The spatial attributes follow ONNX: pads begin and end apart,
+ * auto_pad (NOTSET, VALID, SAME_UPPER, SAME_LOWER), strides, dilations,
+ * ceil_mode, count_include_pad, storage_order; every value the graph's
+ * ops cannot compute exactly is refused, naming the attribute.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "onnx_internal.h"
+
+/* ---- spatial attributes ---- */
+
+/* kernel_shape (when given), strides, dilations, pads / auto_pad for an
+ * input of spatial sizes in[]: the padding before (pad) and after
+ * (pad_end) each axis. */
+teeny_status teeny__ox_spatial_attrs(ox_import *im, const int64_t *in, ox_spatial *sp, int kernel_given)
+{
+    int64_t v[4];
+    int n;
+    char autopad[32];
+    teeny_status st = teeny__ox_attr_ints(im, "kernel_shape", 2, v, &n);
+    if (st != TEENY_OK)
+        return st;
+    if (n >= 0) {
+        if (n != sp->nsp || (kernel_given && (v[0] != sp->kernel[0] || (n > 1 && v[1] != sp->kernel[1]))))
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute kernel_shape does not match the input or weight");
+        for (int i = 0; i < n; i++)
+            sp->kernel[i] = v[i];
+    } else if (!kernel_given) {
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute kernel_shape is missing");
+    }
+    const char *names[2] = {"strides", "dilations"};
+    int64_t *dst[2] = {sp->stride, sp->dil};
+    for (int a = 0; a < 2; a++) {
+        dst[a][0] = dst[a][1] = 1;
+        if ((st = teeny__ox_attr_ints(im, names[a], 2, v, &n)) != TEENY_OK)
+            return st;
+        if (n >= 0 && n != sp->nsp)
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute %s has %d values for %d axes", names[a], n, sp->nsp);
+        for (int i = 0; i < n; i++)
+            if ((dst[a][i] = v[i]) < 1 || v[i] > INT32_MAX)
+                return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute %s value %lld", names[a], (long long)v[i]);
+    }
+    for (int i = 0; i < sp->nsp; i++)
+        if (sp->kernel[i] < 1 || sp->kernel[i] > INT32_MAX)
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "kernel size %lld", (long long)sp->kernel[i]);
+    if ((st = teeny__ox_attr_string(im, "auto_pad", "NOTSET", autopad, sizeof autopad)) != TEENY_OK ||
+        (st = teeny__ox_attr_ints(im, "pads", 4, v, &n)) != TEENY_OK)
+        return st;
+    for (int i = 0; i < 2; i++)
+        sp->pad[i] = sp->pad_end[i] = 0;
+    if (!strcmp(autopad, "SAME_UPPER") || !strcmp(autopad, "SAME_LOWER")) {
+        /* out = ceil(in / stride); the padding that takes, its odd unit
+         * after the input (UPPER) or before it (LOWER) */
+        for (int i = 0; i < sp->nsp; i++) {
+            int64_t out = (in[i] + sp->stride[i] - 1) / sp->stride[i];
+            int64_t total = (out - 1) * sp->stride[i] + (sp->kernel[i] - 1) * sp->dil[i] + 1 - in[i];
+            total = total < 0 ? 0 : total;
+            sp->pad[i] = autopad[5] == 'U' ? total / 2 : total - total / 2;
+            sp->pad_end[i] = total - sp->pad[i];
+        }
+        return TEENY_OK;
+    }
+    if (strcmp(autopad, "NOTSET") && strcmp(autopad, "VALID"))
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute auto_pad=%s", autopad);
+    if (n >= 0 && !strcmp(autopad, "NOTSET")) {
+        if (n != 2 * sp->nsp)
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute pads has %d values for %d axes", n, sp->nsp);
+        for (int i = 0; i < sp->nsp; i++) {
+            if (v[i] < 0 || v[i] > INT32_MAX || v[i + sp->nsp] < 0 || v[i + sp->nsp] > INT32_MAX)
+                return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute pads value %lld, %lld along axis %d",
+                                      (long long)v[i], (long long)v[i + sp->nsp], i);
+            sp->pad[i] = v[i];
+            sp->pad_end[i] = v[i + sp->nsp];
+        }
+    }
+    return TEENY_OK;
+}
+
+teeny_status teeny__ox_graph_fail(ox_import *im, teeny_status st)
+{
+    return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+}
+
+/* A runtime [N, C, L] value viewed as [N, C, L, 1] (2-D values as they are). */
+teeny_status teeny__ox_as_2d(ox_import *im, int idx, teeny_node *n)
+{
+    const ox_shape *s = &im->vals[idx].shape;
+    ox_shape t = {4, {s->d[0], s->d[1], s->d[2], 1}};
+    if (s->ndim == 4) {
+        *n = im->vals[idx].node;
+        return TEENY_OK;
+    }
+    return teeny__ox_view(im, idx, &t, n);
+}
+
+/* Output out from a [N, C, H, W] node; a 1-D op's result viewed back. */
+teeny_status teeny__ox_out_nd(ox_import *im, int out, teeny_node n, int nsp)
+{
+    ox_shape s;
+    teeny_status st = teeny__ox_node_shape(im, n, &s);
+    if (st == TEENY_OK && nsp == 1) {
+        ox_shape t = {3, {s.d[0], s.d[1], s.d[2]}};
+        if (s.d[3] != 1)
+            return teeny__ox_fail(im, TEENY_ERR_STATE, "internal: a 1-D result of width %lld", (long long)s.d[3]);
+        st = teeny__ox_view_node(im, n, &s, &t, &n);
+        s = t;
+    }
+    return st != TEENY_OK ? st : teeny__ox_out_runtime(im, out, n, &s);
+}
+
+/* ---- Conv ---- */
+
+static teeny_status op_conv(ox_import *im)
+{
+    static const char *const attrs[] = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", NULL};
+    int xi, wi, bi;
+    const ox_const *w, *b = NULL;
+    int64_t group;
+    ox_spatial sp = {0};
+    teeny_node x2, y;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
+        (st = teeny__ox_attr_int(im, "group", 1, &group)) != TEENY_OK ||
+        (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK ||
+        (st = teeny__ox_in_const(im, 1, "W", 1, &w)) != TEENY_OK || (st = teeny__ox_in(im, 1, &wi)) != TEENY_OK ||
+        (st = teeny__ox_in(im, 2, &bi)) != TEENY_OK ||
+        (bi >= 0 && (st = teeny__ox_in_const(im, 2, "B", 1, &b)) != TEENY_OK))
+        return st;
+    const ox_shape *xs = &im->vals[xi].shape;
+    if (xs->ndim != 3 && xs->ndim != 4)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%d-D convolution (supported: 1-D and 2-D)", xs->ndim - 2);
+    sp.nsp = xs->ndim - 2;
+    if (w->shape.ndim != xs->ndim || w->shape.d[0] < 1 || w->shape.d[0] > INT32_MAX ||
+        (b && (b->shape.ndim != 1 || b->shape.d[0] != w->shape.d[0])))
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "W or B has the wrong shape for X");
+    if (group < 1 || group > INT32_MAX || xs->d[1] % group || w->shape.d[1] * group != xs->d[1])
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "group %lld does not divide the %lld channels into W's %lld",
+                              (long long)group, (long long)xs->d[1], (long long)w->shape.d[1]);
+    sp.kernel[0] = w->shape.d[2];
+    sp.kernel[1] = sp.nsp == 2 ? w->shape.d[3] : 1;
+    if ((st = teeny__ox_spatial_attrs(im, xs->d + 2, &sp, 1)) != TEENY_OK)
+        return st;
+    teeny_conv2d_params p = TEENY_CONV2D_PARAMS_INIT;
+    for (int i = 0; i < 2; i++) {
+        p.stride[i] = (int)sp.stride[i];
+        p.pad[i] = (int)sp.pad[i];
+        p.pad_end_extra[i] = (int)(sp.pad_end[i] - sp.pad[i]); /* both pads within int32 */
+        p.dilation[i] = (int)sp.dil[i];
+    }
+    p.groups = (int)group;
+    if ((st = teeny__ox_as_2d(im, xi, &x2)) != TEENY_OK)
+        return st;
+    st = teeny_graph_conv2d(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2, (int)w->shape.d[0],
+                            (int)sp.kernel[0], (int)sp.kernel[1], &p, b != NULL, &y);
+    if (st != TEENY_OK)
+        return teeny__ox_graph_fail(im, st);
+    if ((st = teeny__ox_bind(im, wi, y, 0, 0, NULL)) != TEENY_OK ||
+        (b && (st = teeny__ox_bind(im, bi, y, 0, 1, NULL)) != TEENY_OK))
+        return st;
+    return teeny__ox_out_nd(im, 0, y, sp.nsp);
+}
+
+/* ---- pooling ---- */
+
+/* MaxPool / AveragePool: ONNX's pads (any size; windows entirely in the
+ * padding are legal), ceil_mode, dilations, count_include_pad, and
+ * MaxPool's Indices (output 1: flat over X, storage_order 0 or 1). */
+static teeny_status op_pool(ox_import *im)
+{
+    static const char *const attrs[] = {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape",
+                                        "pads", "strides", "storage_order", NULL};
+    int xi, is_max = !strcmp(im->node->op_type, "MaxPool");
+    int64_t ceil_mode, include_pad, order;
+    ox_spatial sp = {0};
+    teeny_node x2, y;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, is_max ? 2 : 1)) != TEENY_OK ||
+        (st = teeny__ox_attr_int(im, "ceil_mode", 0, &ceil_mode)) != TEENY_OK ||
+        (st = teeny__ox_attr_int(im, "count_include_pad", 0, &include_pad)) != TEENY_OK ||
+        (st = teeny__ox_attr_int(im, "storage_order", 0, &order)) != TEENY_OK ||
+        (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK)
+        return st;
+    if ((is_max && teeny__ox_attr(im, "count_include_pad")) || (!is_max && teeny__ox_attr(im, "storage_order")))
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute %s is not an attribute of this op",
+                              is_max ? "count_include_pad" : "storage_order");
+    if ((uint64_t)ceil_mode > 1 || (uint64_t)include_pad > 1 || (uint64_t)order > 1)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute ceil_mode=%lld, count_include_pad=%lld or "
+                              "storage_order=%lld (each 0 or 1)", (long long)ceil_mode, (long long)include_pad,
+                              (long long)order);
+    const ox_shape *xs = &im->vals[xi].shape;
+    if (xs->ndim != 3 && xs->ndim != 4)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%d-D pooling (supported: 1-D and 2-D)", xs->ndim - 2);
+    sp.nsp = xs->ndim - 2;
+    if ((st = teeny__ox_spatial_attrs(im, xs->d + 2, &sp, 0)) != TEENY_OK)
+        return st;
+    teeny_pool2d_params p = TEENY_POOL2D_PARAMS_INIT;
+    for (int i = 0; i < 2; i++) {
+        int64_t k = i < sp.nsp ? sp.kernel[i] : 1, s = i < sp.nsp ? sp.stride[i] : 1;
+        int64_t d = i < sp.nsp ? sp.dil[i] : 1, extra = sp.pad_end[i] - sp.pad[i];
+        p.kernel[i] = (int)k;
+        p.stride[i] = (int)s;
+        p.dilation[i] = (int)d;
+        p.pad[i] = (int)sp.pad[i];
+        p.pad_end_extra[i] = (int)extra; /* |extra| < 2^31: both pads are */
+    }
+    p.ceil_mode = (int)ceil_mode;
+    p.exclude_pad = !include_pad;
+    p.large_pads = 1;
+    if ((st = teeny__ox_as_2d(im, xi, &x2)) != TEENY_OK)
+        return st;
+    if (im->node->n_output > 1 && *im->node->output[1]) {
+        teeny_node ix;
+        if (sp.nsp == 1) /* an int32 value has no views in the graph */
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "output 1 (Indices) of a 1-D MaxPool");
+        st = teeny_graph_maxpool2d_indices(im->g, teeny__ox_name(im, "indices", buf, sizeof buf), x2, &p,
+                                           (int)order, &ix);
+        if (st != TEENY_OK)
+            return teeny__ox_graph_fail(im, st);
+        if ((st = teeny__ox_out_nd(im, 1, ix, sp.nsp)) != TEENY_OK)
+            return st;
+    }
+    if (!*im->node->output[0])
+        return TEENY_OK;
+    st = (is_max ? teeny_graph_maxpool2d : teeny_graph_avgpool2d)(im->g, teeny__ox_name(im, NULL, buf, sizeof buf),
+                                                                  x2, &p, &y);
+    return st != TEENY_OK ? teeny__ox_graph_fail(im, st) : teeny__ox_out_nd(im, 0, y, sp.nsp);
+}
+
+/* GlobalAveragePool / GlobalMaxPool over 1-D and 2-D planes: [N, C, 1(, 1)]. */
+static teeny_status op_global_pool(ox_import *im)
+{
+    static const char *const no_attrs[] = {NULL};
+    int xi, is_max = !strcmp(im->node->op_type, "GlobalMaxPool");
+    teeny_node x2, y;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, no_attrs);
+    if (st != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK)
+        return st;
+    ox_shape s = im->vals[xi].shape, g;
+    if (s.ndim != 3 && s.ndim != 4)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "an input of rank %d (supported: 3 and 4)", s.ndim);
+    if ((st = teeny__ox_as_2d(im, xi, &x2)) != TEENY_OK)
+        return st;
+    st = (is_max ? teeny_graph_global_maxpool : teeny_graph_global_avgpool)(
+        im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2, &y);
+    if (st != TEENY_OK)
+        return teeny__ox_graph_fail(im, st);
+    for (int i = 2; i < s.ndim; i++)
+        s.d[i] = 1;
+    if ((st = teeny__ox_node_shape(im, y, &g)) != TEENY_OK || (st = teeny__ox_view_node(im, y, &g, &s, &y)) != TEENY_OK)
+        return st;
+    return teeny__ox_out_runtime(im, 0, y, &s);
+}
+
+ox_handler teeny__ox_spatial_handler(const char *op)
+{
+    static const struct {
+        const char *op;
+        ox_handler fn;
+    } table[] = {
+        {"Conv", op_conv},
+        {"MaxPool", op_pool},
+        {"AveragePool", op_pool},
+        {"GlobalAveragePool", op_global_pool},
+        {"GlobalMaxPool", op_global_pool},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (!strcmp(table[i].op, op))
+            return table[i].fn;
+    return NULL;
+}
