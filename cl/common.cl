@@ -128,23 +128,6 @@ TEENY_INLINE float teeny_act_grad_p(int act, float x, float alpha, float beta)
     TEENY_ACT_GRAD_STMTS(float, act, x, alpha, beta);
 }
 
-/* ONNX's defaults (teeny_act_defaults in the header): HardSigmoid 0.2,
- * 0.5; LeakyRelu 0.01; Clip unbounded. The convolution epilogue, which
- * takes no parameters, uses these. */
-#define TEENY_ACT_ALPHA(act) ((act) == TEENY_ACT_HARDSIGMOID ? 0.2f : (act) == TEENY_ACT_CLIP ? -INFINITY : 0.01f)
-#define TEENY_ACT_BETA(act) ((act) == TEENY_ACT_HARDSIGMOID ? 0.5f : INFINITY)
-
-TEENY_INLINE float teeny_act(int act, float x)
-{
-    return teeny_act_p(act, x, TEENY_ACT_ALPHA(act), TEENY_ACT_BETA(act));
-}
-
-/* d act(x) / dx */
-TEENY_INLINE float teeny_act_grad(int act, float x)
-{
-    return teeny_act_grad_p(act, x, TEENY_ACT_ALPHA(act), TEENY_ACT_BETA(act));
-}
-
 /* Work-group tree sum of rows arrays laid out at stride wg in red (row t
  * is red[t*wg .. t*wg + wg)), each into its slot 0. wg is the work-group
  * size, a power of two; every item of the group calls it after writing

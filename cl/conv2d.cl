@@ -85,6 +85,15 @@
 #define THREADS_M (TILE_M / WPT_M)
 #define THREADS_N (TILE_N / WPT_N)
 #define GEMM_WG (THREADS_M * THREADS_N)
+
+/* The epilogues' activations: none, ReLU and SiLU. The others run as an
+ * element-wise pass after the convolution (conv2d_exec.c): inlined into
+ * every store of an item's tile, teeny_act's twelve formulas took the
+ * H200's GEMMs from 0.10 to 0.19 ms (a 1x1 256->64 convolution at 56^2). */
+TEENY_INLINE float conv_act(int act, float x)
+{
+    return act == TEENY_ACT_RELU ? fmax(x, 0.0f) : act == TEENY_ACT_SILU ? x * teeny_sigmoid(x) : x;
+}
 /* Local rows padded by one float4: the weight-gradient kernel stores
  * k-adjacent items to different rows, which would otherwise share banks.
  * The tf32 micro-kernel pads by two, so that a fragment's 4 rows x 8
@@ -346,7 +355,7 @@ TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, i
             int n = wn + (j >> 1) * 8 + (j & 1);
             if (n < N)
                 out[base + n * out_nstride] =
-                    teeny_act(act, acc[((i >> 1) * TF32_NT + (j >> 1)) * 4 + (i & 1) * 2 + (j & 1)] * sc[j] + sh[j]);
+                    conv_act(act, acc[((i >> 1) * TF32_NT + (j >> 1)) * 4 + (i & 1) * 2 + (j & 1)] * sc[j] + sh[j]);
         }
     }
 }
@@ -408,10 +417,10 @@ TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, i
                 if (nn[j] >= N)
                     continue;
                 float4 v;
-                v.x = teeny_act(act, acc[(4 * r) * WPT_N + j] * sc[j] + sh[j]);
-                v.y = teeny_act(act, acc[(4 * r + 1) * WPT_N + j] * sc[j] + sh[j]);
-                v.z = teeny_act(act, acc[(4 * r + 2) * WPT_N + j] * sc[j] + sh[j]);
-                v.w = teeny_act(act, acc[(4 * r + 3) * WPT_N + j] * sc[j] + sh[j]);
+                v.x = conv_act(act, acc[(4 * r) * WPT_N + j] * sc[j] + sh[j]);
+                v.y = conv_act(act, acc[(4 * r + 1) * WPT_N + j] * sc[j] + sh[j]);
+                v.z = conv_act(act, acc[(4 * r + 2) * WPT_N + j] * sc[j] + sh[j]);
+                v.w = conv_act(act, acc[(4 * r + 3) * WPT_N + j] * sc[j] + sh[j]);
                 *(__global float4 *)(out + base + nn[j] * out_nstride) = v;
             }
         } else {
@@ -426,7 +435,7 @@ TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, i
                 for (int j = 0; j < WPT_N; j++)
                     if (nn[j] < N)
                         out[base + nn[j] * out_nstride] =
-                            teeny_act(act, acc[(4 * r + i) * WPT_N + j] * sc[j] + sh[j]);
+                            conv_act(act, acc[(4 * r + i) * WPT_N + j] * sc[j] + sh[j]);
             }
         }
     }
@@ -871,7 +880,7 @@ TEENY_UNROLL
                                                out_wstride);
         if (seg & CONV_SEG_LAST)
             for (int j = 0; j < CPU_NC && n0 + j < N; j++)
-                o[(n0 + j) * out_nstride] = teeny_act(act, v[j] * sc[j] + sh[j]);
+                o[(n0 + j) * out_nstride] = conv_act(act, v[j] * sc[j] + sh[j]);
         else
             for (int j = 0; j < CPU_NC && n0 + j < N; j++)
                 o[(n0 + j) * out_nstride] = v[j];
@@ -935,7 +944,7 @@ void dwconv_fwd(__global const float *restrict x, int x_off, __global const floa
             for (int kh = 0; kh < KH; kh++)
                 for (int kw = 0; kw < KW; kw++)
                     acc = TEENY_MAD(pr[kh * d_h * PW + kw * d_w], wj[kh * KW + kw], acc);
-            yc[(oh0 + row) * OW] = teeny_act(act, acc * sc + sh);
+            yc[(oh0 + row) * OW] = conv_act(act, acc * sc + sh);
         }
     }
 }
@@ -1116,7 +1125,7 @@ __kernel void dwconv_fwd_cpu(__global const float *restrict x, int x_off, __glob
                 }
             }
             for (int j = 0; j < n; j++)
-                yc[oh * OW + ow0 + j] = teeny_act(act, acc[j] * sc + sh);
+                yc[oh * OW + ow0 + j] = conv_act(act, acc[j] * sc + sh);
         }
 }
 

@@ -25,7 +25,9 @@ static teeny_status forward_loops(teeny_ctx *ctx, const conv_tuning *tu, const c
     return st;
 }
 
-teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
+/* The convolution with the epilogue's activation act (none, ReLU, SiLU:
+ * conv_act in cl/conv2d.cl). */
+static teeny_status forward_run(teeny_ctx *ctx, const teeny__op_args *a, int act)
 {
     const teeny_tensor *x = a->in[TEENY__CONV2D_X], *w = a->in[TEENY__CONV2D_WEIGHT], *bias = a->in[TEENY__CONV2D_BIAS],
                        *scale = a->in[TEENY__CONV2D_SCALE], *shift = a->in[TEENY__CONV2D_SHIFT];
@@ -38,7 +40,6 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
         st = forward_loops(ctx, tu, &g, &rows_max);
     if (st != TEENY_OK)
         return st;
-    int act = (int)a->attrs.conv2d.act;
     int epi = (bias ? 1 : 0) | (scale ? 2 : 0) | (shift ? 4 : 0);
     cl_mem bias_m = bias ? bias->buf : x->buf, scale_m = scale ? scale->buf : x->buf,
            shift_m = shift ? shift->buf : x->buf;
@@ -120,6 +121,22 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
     j.vec_out = (g.OH * g.OW) % 4 == 0 && y_off % 4 == 0;
     j.plain = teeny__conv_plain(&g) && (g.H * g.W) % 4 == 0 && x_off % 4 == 0;
     return teeny__conv_gemm_run(ctx, tu, &j);
+}
+
+/* Any other activation runs in place on y after the convolution. */
+teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    teeny_act act = a->attrs.conv2d.act;
+    int post = act != TEENY_ACT_NONE && act != TEENY_ACT_RELU && act != TEENY_ACT_SILU;
+    teeny_status st = forward_run(ctx, a, post ? (int)TEENY_ACT_NONE : (int)act);
+    if (st == TEENY_OK && post) {
+        teeny__op_args p = {0};
+        p.in[TEENY__ACTIVATION_X] = a->out[TEENY__OUT_VALUE];
+        p.out[TEENY__OUT_VALUE] = a->out[TEENY__OUT_VALUE];
+        p.attrs.activation = teeny__act_attrs(act);
+        st = teeny__activation_forward(ctx, &p);
+    }
+    return st;
 }
 
 /* ---- backward ---- */
