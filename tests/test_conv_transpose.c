@@ -402,70 +402,92 @@ END_TEST
 
 /* ---- a graph: built, compiled for training, gradients against the reference ---- */
 
+/* x -> up1 (bias) -> up2 (groups 2, no bias) -> * g -> sum: the loss and
+ * both layers' parameter gradients (up1's through up2's input gradient)
+ * against the reference chained by hand. */
 START_TEST(test_conv_transpose_graph)
 {
     teeny_ctx *ctx = th_ctx();
-    const ref_convt c = {2, 4, 5, 4, 6, 3, 3, 2, 1, 1, 1, 1, 2, 2, 1, 0, 1, 0};
+    const ref_convt c1 = {2, 4, 5, 4, 6, 3, 3, 2, 1, 1, 1, 1, 2, 2, 1, 0, 1, 0};
+    const ref_convt c2 = {2, 6, ref_convt_oh(&c1), ref_convt_ow(&c1), 4, 2, 3, 1, 2, 0, 1, 2, 1, 2, 1, 0, 1, 1};
     th_rng r = th_rng_make(76);
-    convt_data d;
-    data_make(&d, &c, &r);
-    teeny_conv_transpose2d_params p = params_of(&c);
-    int64_t xs[4] = {-1, c.Cin, c.H, c.W}, ys[4] = {-1, c.Cout, ref_convt_oh(&c), ref_convt_ow(&c)};
+    convt_data d1, d2;
+    data_make(&d1, &c1, &r);
+    data_make(&d2, &c2, &r);
+    teeny_conv_transpose2d_params p1 = params_of(&c1), p2 = params_of(&c2);
+    int64_t xs[4] = {-1, c1.Cin, c1.H, c1.W}, gs[4] = {-1, c2.Cout, ref_convt_oh(&c2), ref_convt_ow(&c2)};
     teeny_graph *g;
-    teeny_node in, gin, y, m, L;
+    teeny_node in, gin, y1, y2, m, L;
     teeny_reduce_params rp = {0xF, 0, 0};
     TH_OK(ctx, teeny_graph_create(ctx, 1, &g));
     TH_OK(ctx, teeny_graph_input(g, "x", 4, xs, &in));
-    TH_OK(ctx, teeny_graph_input(g, "g", 4, ys, &gin));
-    TH_OK(ctx, teeny_graph_conv_transpose2d(g, "up", in, c.Cout, c.KH, c.KW, &p, 1, &y));
-    TH_OK(ctx, teeny_graph_mul(g, "m", y, gin, &m));
+    TH_OK(ctx, teeny_graph_input(g, "g", 4, gs, &gin));
+    TH_OK(ctx, teeny_graph_conv_transpose2d(g, "up1", in, c1.Cout, c1.KH, c1.KW, &p1, 1, &y1));
+    TH_OK(ctx, teeny_graph_conv_transpose2d(g, "up2", y1, c2.Cout, c2.KH, c2.KW, &p2, 0, &y2));
+    TH_OK(ctx, teeny_graph_mul(g, "m", y2, gin, &m));
     TH_OK(ctx, teeny_graph_reduce(g, "loss", m, &rp, &L));
     /* builder errors: exact status, no node */
     teeny_node bad = 7;
-    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_conv_transpose2d(g, "bad", in, 0, 3, 3, &p, 1, &bad));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_conv_transpose2d(g, "bad", in, 0, 3, 3, &p1, 1, &bad));
     ck_assert(bad == -1);
-    teeny_conv_transpose2d_params q = p;
+    teeny_conv_transpose2d_params q = p1;
     q.groups = 4; /* does not divide out_channels 6 */
-    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_conv_transpose2d(g, "bad", in, c.Cout, 3, 3, &q, 1, &bad));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_conv_transpose2d(g, "bad", in, c1.Cout, 3, 3, &q, 1, &bad));
+    q = p1, q.output_padding[0] = 2; /* >= stride 2 and dilation 1 */
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_conv_transpose2d(g, "bad", in, c1.Cout, 3, 3, &q, 1, &bad));
     teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
-    pp.batch = c.B;
+    pp.batch = c1.B;
     pp.loss = L;
     teeny_plan *plan;
     TH_OK(ctx, teeny_graph_compile(g, &pp, &plan));
-    ck_assert_int_eq(teeny_graph_param_count(g), 2);
-    teeny_tensor *wv, *wg, *bv, *bg, *tin, *tg;
-    const char *name;
-    TH_OK(ctx, teeny_graph_param(g, 0, &name, &wv, &wg));
-    ck_assert_str_eq(name, "up.weight");
-    TH_OK(ctx, teeny_graph_param(g, 1, &name, &bv, &bg));
-    ck_assert_str_eq(name, "up.bias");
-    TH_OK(ctx, teeny_tensor_write(wv, d.w, d.nw));
-    TH_OK(ctx, teeny_tensor_write(bv, d.b, (size_t)c.Cout));
+    ck_assert_int_eq(teeny_graph_param_count(g), 3);
+    static const char *const names[3] = {"up1.weight", "up1.bias", "up2.weight"};
+    teeny_tensor *val[3], *grad[3], *tin, *tg;
+    const float *init[3] = {d1.w, d1.b, d2.w};
+    size_t count[3] = {d1.nw, (size_t)c1.Cout, d2.nw};
+    for (int i = 0; i < 3; i++) {
+        const char *name;
+        TH_OK(ctx, teeny_graph_param(g, i, &name, &val[i], &grad[i]));
+        ck_assert_str_eq(name, names[i]);
+        TH_OK(ctx, teeny_tensor_write(val[i], init[i], count[i]));
+    }
     TH_OK(ctx, teeny_plan_tensor(plan, in, &tin));
     TH_OK(ctx, teeny_plan_tensor(plan, gin, &tg));
-    TH_OK(ctx, teeny_tensor_write(tin, d.x, d.nx));
-    TH_OK(ctx, teeny_tensor_write(tg, d.dy, d.ny));
+    TH_OK(ctx, teeny_tensor_write(tin, d1.x, d1.nx));
+    TH_OK(ctx, teeny_tensor_write(tg, d2.dy, d2.ny));
     TH_OK(ctx, teeny_plan_forward(plan));
     TH_OK(ctx, teeny_plan_backward(plan));
     float lossv;
     TH_OK(ctx, teeny_plan_read_loss(plan, &lossv));
-    double *yr = th_malloc(d.ny * sizeof *yr), *dw = th_malloc(d.nw * sizeof *dw), *mdw = th_malloc(d.nw * sizeof *mdw),
-           *db = th_malloc((size_t)c.Cout * sizeof *db), *mdb = th_malloc((size_t)c.Cout * sizeof *mdb), Lr = 0, Lm = 0;
-    ref_convt_forward(&c, d.xd, d.wd, d.bd, yr);
-    for (size_t i = 0; i < d.ny; i++)
-        Lr += yr[i] * d.dyd[i], Lm += fabs(yr[i] * d.dyd[i]);
+    /* the reference, chained */
+    double *y1r = th_malloc(d1.ny * sizeof(double)), *y2r = th_malloc(d2.ny * sizeof(double)),
+           *dy1 = th_malloc(d1.ny * sizeof(double)), *ref[3], *mag[3], Lr = 0, Lm = 0;
+    for (int i = 0; i < 3; i++) {
+        ref[i] = th_malloc(count[i] * sizeof(double));
+        mag[i] = th_malloc(count[i] * sizeof(double));
+    }
+    ref_convt_forward(&c1, d1.xd, d1.wd, d1.bd, y1r);
+    ref_convt_forward(&c2, y1r, d2.wd, NULL, y2r);
+    for (size_t i = 0; i < d2.ny; i++)
+        Lr += y2r[i] * d2.dyd[i], Lm += fabs(y2r[i] * d2.dyd[i]);
     ck_assert_msg(fabs(lossv - Lr) <= 1e-5 * Lm, "loss %.9g, reference %.9g", (double)lossv, Lr);
-    ref_convt_backward(&c, d.xd, d.wd, d.dyd, NULL, dw, db, mdw, mdb);
-    float *gw = th_read(wg), *gb = th_read(bg);
-    ck_assert_msg(th_nrms_mag(gw, dw, mdw, d.nw) <= TOL, "weight gradient: nrms %.3g", th_nrms_mag(gw, dw, mdw, d.nw));
-    ck_assert_msg(th_nrms_mag(gb, db, mdb, (size_t)c.Cout) <= TOL, "bias gradient: nrms %.3g",
-                  th_nrms_mag(gb, db, mdb, (size_t)c.Cout));
-    void *h[] = {yr, dw, mdw, db, mdb, gw, gb};
-    for (int i = 0; i < 7; i++)
-        free(h[i]);
+    ref_convt_backward(&c2, y1r, d2.wd, d2.dyd, dy1, ref[2], NULL, mag[2], NULL);
+    ref_convt_backward(&c1, d1.xd, d1.wd, dy1, NULL, ref[0], ref[1], mag[0], mag[1]);
+    for (int i = 0; i < 3; i++) {
+        float *got = th_read(grad[i]);
+        double e = th_nrms_mag(got, ref[i], mag[i], count[i]);
+        ck_assert_msg(th_first_nonfinite(got, count[i]) < 0 && e <= TOL, "%s gradient: nrms %.3g", names[i], e);
+        free(got);
+        free(ref[i]);
+        free(mag[i]);
+    }
+    free(y1r);
+    free(y2r);
+    free(dy1);
     teeny_plan_destroy(plan);
     teeny_graph_destroy(g);
-    data_free(&d);
+    data_free(&d1);
+    data_free(&d2);
 }
 END_TEST
 
@@ -575,6 +597,8 @@ START_TEST(test_conv_transpose_errors)
     TH_STATUS(ctx, TEENY_ERR_SHAPE, FWD(&p, tx, tw, tb, tybad)); /* y shape */
     TH_STATUS(ctx, TEENY_ERR_SHAPE, FWD(&p, tx, tw, tb7, ty));   /* bias numel */
     q = p, q.stride[0] = 1 << 30;                                /* rows past int32 */
+    TH_STATUS(ctx, TEENY_ERR_RANGE, FWD(&q, tx, tw, tb, ty));
+    q = p, q.groups = 1 << 30; /* Cout = 3 * 2^30 */
     TH_STATUS(ctx, TEENY_ERR_RANGE, FWD(&q, tx, tw, tb, ty));
     TH_STATUS(ctx, TEENY_ERR_ARG, FWD(&p, ti, tw, tb, ty));      /* int32 x */
     TH_STATUS(ctx, TEENY_ERR_ARG, FWD(&p, tx_in_big, tw, tb, ty_on_x)); /* y overlaps x */

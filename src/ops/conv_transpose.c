@@ -242,10 +242,12 @@ static teeny_status run_convt(teeny_ctx *ctx, teeny__eager *e, const teeny_conv_
     if ((st = teeny__eager_tensors(ctx, e->fn, args, n)) != TEENY_OK ||
         (st = teeny__eager_rank(ctx, e->fn, w, "weight", 4, "[Cin, Cout/groups, KH, KW]")) != TEENY_OK)
         return st;
-    int64_t out = w->shape[1] * (p->groups > 0 ? p->groups : 1);
-    if (out > INT32_MAX)
-        return teeny__error(ctx, TEENY_ERR_RANGE, "%s: weight [%lld, %lld, ...] times groups %d passes int32", e->fn,
-                            (long long)w->shape[0], (long long)w->shape[1], p->groups);
+    int64_t g = p->groups > 0 ? p->groups : 1; /* groups < 1: the shape rule's TEENY_ERR_ARG */
+    if (w->shape[1] > INT32_MAX / g || w->shape[2] > INT32_MAX || w->shape[3] > INT32_MAX)
+        return teeny__error(ctx, TEENY_ERR_RANGE, "%s: weight [%lld, %lld, %lld, %lld] with groups %d passes int32",
+                            e->fn, (long long)w->shape[0], (long long)w->shape[1], (long long)w->shape[2],
+                            (long long)w->shape[3], p->groups);
+    int64_t out = w->shape[1] * g;
     e->attrs.conv_transpose2d = teeny__conv_transpose2d_attrs_of(p, has_bias, (int)out, (int)w->shape[2], (int)w->shape[3]);
     return teeny__eager_run(ctx, e, args, n);
 }
