@@ -531,7 +531,8 @@ TEENY_API teeny_status teeny_conv2d_backward(teeny_ctx *ctx, const teeny_conv2d_
  * pad_end_extra,
  *   OH = (H - 1)*stride - pad - pe + dilation*(KH - 1) + 1 + output_padding.
  * stride and dilation >= 1, pad and pe >= 0, 0 <= output_padding < stride
- * or < dilation (TEENY_ERR_ARG); groups divides Cin (TEENY_ERR_SHAPE with
+ * or < dilation (TEENY_ERR_ARG; output_padding's rows past the last tap
+ * hold the bias alone); groups divides Cin (TEENY_ERR_SHAPE with
  * the weight's shape); OH, OW >= 1 (TEENY_ERR_SHAPE); sizes past int32
  * indexing TEENY_ERR_RANGE. Built on the convolution's kernels (same
  * determinism and limits); outputs may not overlap inputs. */
@@ -974,7 +975,10 @@ TEENY_API teeny_status teeny_graph_mul(teeny_graph *g, const char *name, teeny_n
 TEENY_API teeny_status teeny_graph_conv2d(teeny_graph *g, const char *name, teeny_node x, int out_channels, int kernel_h, int kernel_w, const teeny_conv2d_params *p, int bias, teeny_node *out);
 /* Transposed convolution: params "weight" [C, out_channels/groups,
  * kernel_h, kernel_w] (C: x's channels) and, with bias, "bias"; p NULL
- * means TEENY_CONV_TRANSPOSE2D_PARAMS_INIT. */
+ * means TEENY_CONV_TRANSPOSE2D_PARAMS_INIT. out_channels, kernel_h,
+ * kernel_w outside 1..2^24, groups not dividing out_channels, or p's values
+ * outside teeny_conv_transpose2d_forward's rules: TEENY_ERR_ARG (shape
+ * errors as there), *out -1. */
 TEENY_API teeny_status teeny_graph_conv_transpose2d(teeny_graph *g, const char *name, teeny_node x, int out_channels,
     int kernel_h, int kernel_w, const teeny_conv_transpose2d_params *p, int bias, teeny_node *out);
 /* Pooling (p NULL: TEENY_POOL2D_PARAMS_INIT); global average pool gives [B, C]. */

@@ -432,9 +432,14 @@ START_TEST(test_conv_transpose_graph)
     ck_assert(bad == -1);
     teeny_conv_transpose2d_params q = p1;
     q.groups = 4; /* does not divide out_channels 6 */
+    bad = 7;
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_conv_transpose2d(g, "bad", in, c1.Cout, 3, 3, &q, 1, &bad));
+    ck_assert(bad == -1);
     q = p1, q.output_padding[0] = 2; /* >= stride 2 and dilation 1 */
+    bad = 7;
     TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_conv_transpose2d(g, "bad", in, c1.Cout, 3, 3, &q, 1, &bad));
+    ck_assert(bad == -1);
+    ck_assert_int_eq(teeny_graph_node_count(g), 6); /* x, g, up1, up2, m, loss: nothing added */
     teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
     pp.batch = c1.B;
     pp.loss = L;
