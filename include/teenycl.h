@@ -523,6 +523,38 @@ TEENY_API teeny_status teeny_conv2d_backward(teeny_ctx *ctx, const teeny_conv2d_
     const teeny_tensor *x, const teeny_tensor *w, const teeny_tensor *dy,
     teeny_tensor *dx, teeny_tensor *dw, teeny_tensor *dbias);
 
+/* ---- transposed convolution ----------------------------------------------
+ * PyTorch's F.conv_transpose2d and ONNX's ConvTranspose (the gradient of a
+ * convolution with respect to its input): x [B, Cin, H, W], weight
+ * [Cin, Cout/groups, KH, KW], bias [Cout] (optional), y [B, Cout, OH, OW]
+ * with, per axis ([0] = H, [1] = W), the padding after pe = pad +
+ * pad_end_extra,
+ *   OH = (H - 1)*stride - pad - pe + dilation*(KH - 1) + 1 + output_padding.
+ * stride and dilation >= 1, pad and pe >= 0, 0 <= output_padding < stride
+ * or < dilation (TEENY_ERR_ARG; output_padding's rows past the last tap
+ * hold the bias alone); groups divides Cin (TEENY_ERR_SHAPE with
+ * the weight's shape); OH, OW >= 1 (TEENY_ERR_SHAPE); sizes past int32
+ * indexing TEENY_ERR_RANGE. Built on the convolution's kernels (same
+ * determinism and limits); outputs may not overlap inputs. */
+typedef struct {
+    int stride[2], pad[2], dilation[2], groups;
+    int pad_end_extra[2];  /* the padding after is pad + pad_end_extra (ONNX's pads end - begin) */
+    int output_padding[2]; /* extra rows and columns after the end (ONNX's output_padding) */
+} teeny_conv_transpose2d_params;
+#define TEENY_CONV_TRANSPOSE2D_PARAMS_INIT { {1, 1}, {0, 0}, {1, 1}, 1, {0, 0}, {0, 0} }
+/* Shape inference only (no context; failures in teeny_last_error(NULL)). */
+TEENY_API teeny_status teeny_conv_transpose2d_output_shape(const teeny_conv_transpose2d_params *p,
+    const int64_t x_shape[4], const int64_t w_shape[4], int64_t y_shape[4]);
+/* y = conv_transpose(x, weight) + bias; bias may be NULL. */
+TEENY_API teeny_status teeny_conv_transpose2d_forward(teeny_ctx *ctx, const teeny_conv_transpose2d_params *p,
+    const teeny_tensor *x, const teeny_tensor *w, const teeny_tensor *bias, teeny_tensor *y);
+/* Gradients given dy [B, Cout, OH, OW]: dx (x's shape), dw (w's), dbias
+ * [Cout]; any may be NULL (not computed), the others are overwritten.
+ * Uses the context's workspace. */
+TEENY_API teeny_status teeny_conv_transpose2d_backward(teeny_ctx *ctx, const teeny_conv_transpose2d_params *p,
+    const teeny_tensor *x, const teeny_tensor *w, const teeny_tensor *dy,
+    teeny_tensor *dx, teeny_tensor *dw, teeny_tensor *dbias);
+
 /* ---- optimizers ----------------------------------------------------------
  * Optimizer steps as device kernels with PyTorch's semantics (torch.optim.SGD,
  * Adam, AdamW) plus optional gradient clipping by global norm
@@ -941,6 +973,14 @@ TEENY_API teeny_status teeny_graph_mul(teeny_graph *g, const char *name, teeny_n
 /* Conv2d: params "weight" [out_channels, C/groups, kernel_h, kernel_w] and,
  * with bias, "bias"; p NULL means TEENY_CONV2D_PARAMS_INIT. */
 TEENY_API teeny_status teeny_graph_conv2d(teeny_graph *g, const char *name, teeny_node x, int out_channels, int kernel_h, int kernel_w, const teeny_conv2d_params *p, int bias, teeny_node *out);
+/* Transposed convolution: params "weight" [C, out_channels/groups,
+ * kernel_h, kernel_w] (C: x's channels) and, with bias, "bias"; p NULL
+ * means TEENY_CONV_TRANSPOSE2D_PARAMS_INIT. out_channels, kernel_h,
+ * kernel_w outside 1..2^24, groups not dividing out_channels, or p's values
+ * outside teeny_conv_transpose2d_forward's rules: TEENY_ERR_ARG (shape
+ * errors as there), *out -1. */
+TEENY_API teeny_status teeny_graph_conv_transpose2d(teeny_graph *g, const char *name, teeny_node x, int out_channels,
+    int kernel_h, int kernel_w, const teeny_conv_transpose2d_params *p, int bias, teeny_node *out);
 /* Pooling (p NULL: TEENY_POOL2D_PARAMS_INIT); global average pool gives [B, C]. */
 TEENY_API teeny_status teeny_graph_maxpool2d(teeny_graph *g, const char *name, teeny_node x, const teeny_pool2d_params *p, teeny_node *out);
 TEENY_API teeny_status teeny_graph_avgpool2d(teeny_graph *g, const char *name, teeny_node x, const teeny_pool2d_params *p, teeny_node *out);

@@ -108,6 +108,12 @@ static teeny_status c_ce_b(teeny_ctx *c, teeny_tensor **t) { return teeny_softma
 /* group B (teeny_maxpool2d_indices reads fp32 and writes int32 only: nothing to alias) */
 static teeny_status c_gmp_f(teeny_ctx *c, teeny_tensor **t) { return teeny_global_maxpool_forward(c, t[0], t[1], t[2]); }
 static teeny_status c_gmp_b(teeny_ctx *c, teeny_tensor **t) { return teeny_global_maxpool_backward(c, t[0], t[1], t[2]); }
+static const teeny_conv_transpose2d_params CONVT = TEENY_CONV_TRANSPOSE2D_PARAMS_INIT;
+static teeny_status c_convt_f(teeny_ctx *c, teeny_tensor **t) { return teeny_conv_transpose2d_forward(c, &CONVT, t[0], t[1], t[2], t[3]); }
+static teeny_status c_convt_b(teeny_ctx *c, teeny_tensor **t)
+{
+    return teeny_conv_transpose2d_backward(c, &CONVT, t[0], t[1], t[2], t[3], t[4], t[5]);
+}
 static teeny_status c_cat(teeny_ctx *c, teeny_tensor **t)
 {
     const teeny_tensor *xs[2] = {t[0], t[1]};
@@ -170,6 +176,9 @@ static const op_spec OPS[] = {
     /* group B */
     {"global_maxpool_forward", 1, 3, {4, 2, 2}, {{2, 4, 4, 4}, {2, 4}, {2, 4}}, {0, 0, 1}, 0, c_gmp_f},
     {"global_maxpool_backward", 2, 3, {2, 2, 4}, {{2, 4}, {2, 4}, {2, 4, 4, 4}}, {1, 0, 0}, 0, c_gmp_b},
+    {"conv_transpose2d_forward", 3, 4, {4, 4, 1, 4}, {{2, 4, 2, 2}, {4, 3, 3, 3}, {3}, {2, 3, 4, 4}}, {0}, 0, c_convt_f},
+    {"conv_transpose2d_backward", 3, 6, {4, 4, 4, 4, 4, 1},
+     {{2, 4, 2, 2}, {4, 3, 3, 3}, {2, 3, 4, 4}, {2, 4, 2, 2}, {4, 3, 3, 3}, {3}}, {0}, 0, c_convt_b},
 };
 #define N_OPS ((int)(sizeof OPS / sizeof OPS[0]))
 

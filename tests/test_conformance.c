@@ -35,6 +35,7 @@
 #include "ref/batchnorm_ref.h"
 #include "ref/concat_ref.h"
 #include "ref/conv2d_ref.h"
+#include "ref/conv_transpose_ref.h"
 #include "ref/elementwise_ref.h"
 #include "ref/layout_ref.h"
 #include "ref/linear_ref.h"
@@ -1097,6 +1098,43 @@ START_TEST(test_conformance_onnx_ops)
 }
 END_TEST
 
+/* Transposed convolution (group B): conv2d's passes plus convt_bias_add,
+ * forward with bias and backward, against the float64 scatter reference. */
+START_TEST(test_conformance_conv_transpose)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(870);
+    const char *repro = "conv_transpose x [2,4,5,4] w [4,3,3,2] groups 2 stride (2,1) pad (1,0) pad_end_extra (0,1) "
+                        "dilation (1,2) output_padding (1,0) bias; seed 870";
+    const ref_convt c = {2, 4, 5, 4, 6, 3, 2, 2, 1, 1, 0, 1, 2, 2, 0, 1, 1, 0};
+    size_t nx = ref_convt_x_numel(&c), nw = ref_convt_w_numel(&c), ny = ref_convt_y_numel(&c);
+    int64_t xs[4] = {c.B, c.Cin, c.H, c.W}, ws[4] = {c.Cin, c.Cout / c.G, c.KH, c.KW},
+            ys[4] = {c.B, c.Cout, ref_convt_oh(&c), ref_convt_ow(&c)}, cs = c.Cout;
+    teeny_conv_transpose2d_params p = {{c.sh, c.sw}, {c.ph, c.pw}, {c.dh, c.dw}, c.G, {c.peh, c.pew}, {c.oph, c.opw}};
+    float *x = rnd(&r, nx, 0, 1), *w = rnd(&r, nw, 0, 0.4), *b = rnd(&r, (size_t)c.Cout, 0, 1), *dy = rnd(&r, ny, 0, 1);
+    double *xd = th_dbl(x, nx), *wd = th_dbl(w, nw), *bd = th_dbl(b, (size_t)c.Cout), *dyd = th_dbl(dy, ny);
+    double *y = th_malloc(ny * sizeof *y), *dx = th_malloc(nx * sizeof *dx), *dw = th_malloc(nw * sizeof *dw),
+           *mdw = th_malloc(nw * sizeof *mdw), db[6], mdb[6];
+    th_dev tx = din(4, xs, x), tw = din(4, ws, w), tb = din(1, &cs, b), tdy = din(4, ys, dy), ty = dout(4, ys),
+           tdx = dout(4, xs), tdw = dout(4, ws), tdb = dout(1, &cs);
+    cov_start();
+    TH_OK(ctx, teeny_conv_transpose2d_forward(ctx, &p, tx.t, tw.t, tb.t, ty.t));
+    TH_OK(ctx, teeny_conv_transpose2d_backward(ctx, &p, tx.t, tw.t, tdy.t, tdx.t, tdw.t, tdb.t));
+    cov_stop();
+    ref_convt_forward(&c, xd, wd, bd, y);
+    ref_convt_backward(&c, xd, wd, dyd, dx, dw, db, mdw, mdb);
+    expect(&ty, y, NULL, 1e-5, "conv_transpose y", repro);
+    expect(&tdx, dx, NULL, 1e-5, "conv_transpose dx", repro);
+    expect(&tdw, dw, mdw, 1e-5, "conv_transpose dw", repro);
+    expect(&tdb, db, mdb, 1e-5, "conv_transpose dbias", repro);
+    th_dev *ds[] = {&tx, &tw, &tb, &tdy, &ty, &tdx, &tdw, &tdb};
+    free_devs(ds, 8);
+    void *hs[] = {x, w, b, dy, xd, wd, bd, dyd, y, dx, dw, mdw};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+END_TEST
+
 /* ---- optimizers ---- */
 
 START_TEST(test_conformance_optim)
@@ -1410,6 +1448,7 @@ Suite *suite_conformance(void)
     tcase_add_test(tc, test_conformance_linear_loss);
     tcase_add_test(tc, test_conformance_elementwise);
     tcase_add_test(tc, test_conformance_onnx_ops);
+    tcase_add_test(tc, test_conformance_conv_transpose);
     tcase_add_test(tc, test_conformance_optim);
     tcase_add_test(tc, test_conformance_probes);
     tcase_add_test(tc, test_conformance_long_loops);

@@ -104,6 +104,8 @@ START_TEST(test_onnx_models)
     check_model("external", 1, x);
     check_model("sce", 2, xl);
     check_model("pools", 1, x);
+    static const char *const xx1[] = {"x", "x1"};
+    check_model("convt", 2, xx1); /* ConvTranspose: groups, pads, output_padding, SAME_LOWER, output_shape, 1-D */
 }
 END_TEST
 
@@ -451,6 +453,19 @@ START_TEST(test_onnx_unsupported)
     msg = teeny_last_error(th_ctx());
     ck_assert_msg(strstr(msg, "\"bn_s\"") && strstr(msg, "BatchNormalization") && strstr(msg, "spatial"), "%s", msg);
     ck_assert_ptr_null(m);
+    /* ConvTranspose values with no teenycl equivalent (make_models.py's convt_unsupported) */
+    static const char *const convt[][3] = {{"bad_convt_same", "\"up_same\"", "auto_pad"},
+                                           {"bad_convt_shape", "\"up_shape\"", "output_shape"},
+                                           {"bad_convt_3d", "\"up_3d\"", "3-D"}};
+    for (int i = 0; i < 3; i++) {
+        char path[256];
+        snprintf(path, sizeof path, DIR "/%s.onnx", convt[i][0]);
+        TH_STATUS(th_ctx(), TEENY_ERR_UNSUPPORTED, teeny_onnx_load(th_ctx(), path, NULL, &m));
+        msg = teeny_last_error(th_ctx());
+        ck_assert_msg(strstr(msg, convt[i][1]) && strstr(msg, "ConvTranspose") && strstr(msg, convt[i][2]), "%s: %s",
+                      convt[i][0], msg);
+        ck_assert_ptr_null(m);
+    }
 }
 END_TEST
 
@@ -538,7 +553,7 @@ END_TEST
  * of an INTS attribute that has no values. */
 START_TEST(test_onnx_mutations)
 {
-    static const char *models[] = {"convnet", "shapes", "conv1d", "sce", "bad_attr", "fuzz-empty-ints"};
+    static const char *models[] = {"convnet", "shapes", "conv1d", "sce", "bad_attr", "fuzz-empty-ints", "convt"};
     th_rng rng = th_rng_make(1018);
     int rounds = th_small() ? 60 : 250;
     for (size_t k = 0; k < sizeof models / sizeof *models; k++) {

@@ -21,3 +21,25 @@ teeny_status teeny_graph_maxpool2d_indices(teeny_graph *g, const char *name, tee
     at.pool2d.storage_order = column_major;
     return teeny__graph_node(g, TEENY__OP_MAXPOOL2D_INDICES, name, 1, &x, &at, out);
 }
+
+/* ---- transposed convolution ---- */
+
+teeny_status teeny_graph_conv_transpose2d(teeny_graph *g, const char *name, teeny_node x, int out_channels,
+                                          int kernel_h, int kernel_w, const teeny_conv_transpose2d_params *p, int bias,
+                                          teeny_node *out)
+{
+    static const teeny_conv_transpose2d_params defaults = TEENY_CONV_TRANSPOSE2D_PARAMS_INIT;
+    if (!p)
+        p = &defaults;
+    if (out_channels < 1 || kernel_h < 1 || kernel_w < 1 || out_channels > (1 << 24) || kernel_h > (1 << 24) ||
+        kernel_w > (1 << 24)) {
+        if (out)
+            *out = -1;
+        return teeny__error(teeny__graph_ctx(g), TEENY_ERR_ARG,
+                            "teeny_graph_conv_transpose2d: out_channels %d, kernel %dx%d must be 1..2^24", out_channels,
+                            kernel_h, kernel_w);
+    }
+    teeny__op_attrs at = {
+        .conv_transpose2d = teeny__conv_transpose2d_attrs_of(p, bias != 0, out_channels, kernel_h, kernel_w)};
+    return teeny__graph_node(g, TEENY__OP_CONV_TRANSPOSE2D, name, 1, &x, &at, out);
+}

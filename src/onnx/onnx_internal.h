@@ -14,7 +14,7 @@
  *   fold.c    Constant, Shape, Gather, Squeeze/Unsqueeze, Reshape, Cast, ...
  *   arith.c   Slice, Concat and Add/Sub/Mul/Div of constants
  *   layers.c  ops that become graph nodes (BatchNormalization, Gemm, ...)
- *   spatial.c Conv, the pools (ONNX's padding and window options)
+ *   spatial.c Conv, ConvTranspose, the pools (ONNX's padding and window options)
  *   import.c  the model: opset, inputs, the node loop, outputs, public API
  */
 #ifndef TEENY_ONNX_INTERNAL_H

@@ -1,10 +1,11 @@
 /*
  * spatial.c -- the ONNX ops over NCHW planes that become graph nodes:
- * Conv, MaxPool (with its Indices output), AveragePool, GlobalAveragePool
- * and GlobalMaxPool, in 1-D and 2-D (a 1-D [N, C, L] value is the plane
- * [L, 1]). The spatial attributes follow ONNX: pads begin and end apart,
- * auto_pad (NOTSET, VALID, SAME_UPPER, SAME_LOWER), strides, dilations,
- * ceil_mode, count_include_pad, storage_order; every value the graph's
+ * Conv, ConvTranspose, MaxPool (with its Indices output), AveragePool,
+ * GlobalAveragePool and GlobalMaxPool, in 1-D and 2-D (a 1-D [N, C, L]
+ * value is the plane [L, 1]). The spatial attributes follow ONNX: pads
+ * begin and end apart, auto_pad (NOTSET, VALID, SAME_UPPER, SAME_LOWER),
+ * strides, dilations, ceil_mode, count_include_pad, storage_order,
+ * output_padding and output_shape; every value the graph's
  * ops cannot compute exactly is refused, naming the attribute.
  */
 #include <stdio.h>
@@ -166,6 +167,122 @@ static teeny_status op_conv(ox_import *im)
     return teeny__ox_out_nd(im, 0, y, sp.nsp);
 }
 
+/* ---- ConvTranspose ---- */
+
+/* ONNX's padding of ConvTranspose along each axis, into p: pads (NOTSET),
+ * none (VALID), or those that output_shape implies (given, or in * stride
+ * under SAME_*): total = stride*(in - 1) + output_padding + (kernel - 1)*
+ * dilation + 1 - out, split as ONNX's reference does (floor division:
+ * SAME_UPPER total/2 before, else total - total/2 before). A negative
+ * padding after is extra rows after the last tap (output_padding); a
+ * negative padding before, or output_padding past the stride and the
+ * dilation, has no teenycl equivalent (TEENY_ERR_UNSUPPORTED). */
+static teeny_status convt_pads(ox_import *im, const int64_t *in, const ox_spatial *sp,
+                               teeny_conv_transpose2d_params *p)
+{
+    int64_t outpad[2] = {0, 0}, oshape[2], v[4];
+    int n_op, n_os, n_pads;
+    char autopad[32];
+    teeny_status st;
+    if ((st = teeny__ox_attr_ints(im, "output_padding", 2, outpad, &n_op)) != TEENY_OK ||
+        (st = teeny__ox_attr_ints(im, "output_shape", 2, oshape, &n_os)) != TEENY_OK ||
+        (st = teeny__ox_attr_ints(im, "pads", 4, v, &n_pads)) != TEENY_OK ||
+        (st = teeny__ox_attr_string(im, "auto_pad", "NOTSET", autopad, sizeof autopad)) != TEENY_OK)
+        return st;
+    if ((n_op >= 0 && n_op != sp->nsp) || (n_os >= 0 && n_os != sp->nsp))
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute %s has %d values for %d axes",
+                              n_op >= 0 && n_op != sp->nsp ? "output_padding" : "output_shape",
+                              n_op >= 0 && n_op != sp->nsp ? n_op : n_os, sp->nsp);
+    int same = !strncmp(autopad, "SAME_", 5), upper = !strcmp(autopad, "SAME_UPPER");
+    for (int i = 0; i < sp->nsp; i++) {
+        if (outpad[i] < 0 || outpad[i] > INT32_MAX || (n_os >= 0 && (oshape[i] < 1 || oshape[i] > INT32_MAX)))
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute output_padding %lld or output_shape %lld",
+                                  (long long)outpad[i], n_os >= 0 ? (long long)oshape[i] : 0LL);
+        int64_t pad = sp->pad[i], end = sp->pad_end[i], op = outpad[i];
+        int64_t natural = sp->stride[i] * (in[i] - 1) + op + (sp->kernel[i] - 1) * sp->dil[i] + 1;
+        if (n_os >= 0 && n_pads >= 0 && !strcmp(autopad, "NOTSET")) {
+            if (natural - pad - end != oshape[i])
+                return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute output_shape %lld with pads %lld, %lld "
+                                      "(an output of %lld) along axis %d", (long long)oshape[i], (long long)pad,
+                                      (long long)end, (long long)(natural - pad - end), i);
+        } else if (n_os >= 0 || same) {
+            int64_t out = n_os >= 0 ? oshape[i] : in[i] * sp->stride[i], total = natural - out;
+            int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2); /* floor(total / 2) */
+            pad = upper ? half : total - half;
+            end = total - pad;
+        }
+        if (end < 0) /* rows after the last tap */
+            op -= end, end = 0;
+        if (pad < 0 || (op >= sp->stride[i] && op >= sp->dil[i]))
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute %s along axis %d: padding %lld before the "
+                                  "input, %lld rows past the last tap with stride %lld, dilation %lld (supported: "
+                                  "padding >= 0, rows past < stride or < dilation)",
+                                  n_os >= 0 ? "output_shape" : same ? "auto_pad" : "output_padding", i,
+                                  (long long)pad, (long long)op, (long long)sp->stride[i], (long long)sp->dil[i]);
+        if (pad > INT32_MAX / 2 || end > INT32_MAX / 2)
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "padding %lld, %lld along axis %d", (long long)pad,
+                                  (long long)end, i);
+        p->pad[i] = (int)pad;
+        p->pad_end_extra[i] = (int)(end - pad);
+        p->output_padding[i] = (int)op;
+    }
+    return TEENY_OK;
+}
+
+/* ConvTranspose in 1-D ([L, 1]) and 2-D: W [C, M/group, k...], B [M]. */
+static teeny_status op_conv_transpose(ox_import *im)
+{
+    static const char *const attrs[] = {"auto_pad", "dilations",    "group", "kernel_shape", "output_padding",
+                                        "output_shape", "pads", "strides", NULL};
+    int xi, wi, bi;
+    const ox_const *w, *b = NULL;
+    int64_t group;
+    ox_spatial sp = {0};
+    teeny_node x2, y;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
+        (st = teeny__ox_attr_int(im, "group", 1, &group)) != TEENY_OK ||
+        (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK ||
+        (st = teeny__ox_in_const(im, 1, "W", 1, &w)) != TEENY_OK || (st = teeny__ox_in(im, 1, &wi)) != TEENY_OK ||
+        (st = teeny__ox_in(im, 2, &bi)) != TEENY_OK ||
+        (bi >= 0 && (st = teeny__ox_in_const(im, 2, "B", 1, &b)) != TEENY_OK))
+        return st;
+    const ox_shape *xs = &im->vals[xi].shape;
+    if (xs->ndim != 3 && xs->ndim != 4)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%d-D transposed convolution (supported: 1-D and 2-D)",
+                              xs->ndim - 2);
+    sp.nsp = xs->ndim - 2;
+    if (group < 1 || group > INT32_MAX || xs->d[1] % group)
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "group %lld does not divide the %lld channels", (long long)group,
+                              (long long)xs->d[1]);
+    if (w->shape.ndim != xs->ndim || w->shape.d[0] != xs->d[1] || w->shape.d[1] < 1 ||
+        w->shape.d[1] > INT32_MAX / group || (b && (b->shape.ndim != 1 || b->shape.d[0] != w->shape.d[1] * group)))
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "W or B has the wrong shape for X (W: [C, M/group, k...], B: [M])");
+    sp.kernel[0] = w->shape.d[2];
+    sp.kernel[1] = sp.nsp == 2 ? w->shape.d[3] : 1;
+    teeny_conv_transpose2d_params p = TEENY_CONV_TRANSPOSE2D_PARAMS_INIT;
+    if ((st = teeny__ox_spatial_attrs(im, xs->d + 2, &sp, 1)) != TEENY_OK ||
+        (st = convt_pads(im, xs->d + 2, &sp, &p)) != TEENY_OK)
+        return st;
+    for (int i = 0; i < 2; i++) {
+        p.stride[i] = (int)sp.stride[i];
+        p.dilation[i] = (int)sp.dil[i];
+    }
+    p.groups = (int)group;
+    if ((st = teeny__ox_as_2d(im, xi, &x2)) != TEENY_OK)
+        return st;
+    st = teeny_graph_conv_transpose2d(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2,
+                                      (int)(w->shape.d[1] * group), (int)sp.kernel[0], (int)sp.kernel[1], &p,
+                                      b != NULL, &y);
+    if (st != TEENY_OK)
+        return teeny__ox_graph_fail(im, st);
+    if ((st = teeny__ox_bind(im, wi, y, 0, 0, NULL)) != TEENY_OK ||
+        (b && (st = teeny__ox_bind(im, bi, y, 0, 1, NULL)) != TEENY_OK))
+        return st;
+    return teeny__ox_out_nd(im, 0, y, sp.nsp);
+}
+
 /* ---- pooling ---- */
 
 /* MaxPool / AveragePool: ONNX's pads (any size; windows entirely in the
@@ -266,6 +383,7 @@ ox_handler teeny__ox_spatial_handler(const char *op)
         ox_handler fn;
     } table[] = {
         {"Conv", op_conv},
+        {"ConvTranspose", op_conv_transpose},
         {"MaxPool", op_pool},
         {"AveragePool", op_pool},
         {"GlobalAveragePool", op_global_pool},

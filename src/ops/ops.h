@@ -123,6 +123,28 @@ typedef struct { int axis; } teeny__gather_attrs;                    /* layout.c
 typedef struct { int axis, log; } teeny__softmax_attrs;              /* norm.c */
 typedef struct { int axis; float eps; int has_bias; } teeny__layernorm_attrs; /* norm.c: normalized over axis.. */
 
+/* ---- group B (ONNX phase 2): transposed convolution ---- */
+typedef struct {
+    int stride[2], pad[2], pad_end_extra[2], dilation[2], output_padding[2], groups; /* [0] = H, [1] = W */
+    int has_bias;                                /* 0 or 1 */
+    int out_channels, kernel_h, kernel_w;        /* the weight's [Cin, out_channels/groups, KH, KW] (infer) */
+} teeny__conv_transpose2d_attrs;                 /* conv_transpose.c */
+static inline teeny__conv_transpose2d_attrs teeny__conv_transpose2d_attrs_of(const teeny_conv_transpose2d_params *p,
+                                                                             int has_bias, int out_channels,
+                                                                             int kernel_h, int kernel_w)
+{
+    return (teeny__conv_transpose2d_attrs){{p->stride[0], p->stride[1]},
+                                           {p->pad[0], p->pad[1]},
+                                           {p->pad_end_extra[0], p->pad_end_extra[1]},
+                                           {p->dilation[0], p->dilation[1]},
+                                           {p->output_padding[0], p->output_padding[1]},
+                                           p->groups,
+                                           has_bias,
+                                           out_channels,
+                                           kernel_h,
+                                           kernel_w};
+}
+
 typedef union {
     teeny__none_attrs none;
     teeny__activation_attrs activation;
@@ -145,6 +167,7 @@ typedef union {
     teeny__gather_attrs gather;
     teeny__softmax_attrs softmax;
     teeny__layernorm_attrs layernorm;
+    teeny__conv_transpose2d_attrs conv_transpose2d;
 } teeny__op_attrs;
 
 #define TEENY__OP_MAX_TENSORS 12
@@ -232,6 +255,15 @@ enum { TEENY__MAXPOOL2D_INDICES_X, TEENY__MAXPOOL2D_INDICES_IN_SLOTS }; /* no gr
 enum { TEENY__GLOBAL_MAXPOOL_X, TEENY__GLOBAL_MAXPOOL_Y, TEENY__GLOBAL_MAXPOOL_ARGMAX, TEENY__GLOBAL_MAXPOOL_DY,
        TEENY__GLOBAL_MAXPOOL_IN_SLOTS };
 enum { TEENY__GLOBAL_MAXPOOL_OUT_ARGMAX = 1 };
+/* group B: conv_transpose.c */
+enum {
+    TEENY__CONV_TRANSPOSE2D_X,
+    TEENY__CONV_TRANSPOSE2D_WEIGHT,
+    TEENY__CONV_TRANSPOSE2D_BIAS,
+    TEENY__CONV_TRANSPOSE2D_Y,
+    TEENY__CONV_TRANSPOSE2D_DY,
+    TEENY__CONV_TRANSPOSE2D_IN_SLOTS
+};
 /* linear.c */
 enum { TEENY__LINEAR_X, TEENY__LINEAR_WEIGHT, TEENY__LINEAR_BIAS, TEENY__LINEAR_Y, TEENY__LINEAR_DY, TEENY__LINEAR_IN_SLOTS };
 /* loss.c */

@@ -108,8 +108,9 @@ static teeny_status plan_parts(teeny_ctx *ctx, int64_t n_out, int64_t r, int *pa
         p = (target + n_out - 1) / n_out;
     if (p > r / 256 + 1)
         p = r / 256 + 1;
-    if (p < (r + budget - 1) / budget) /* each part within the loop budget */
-        p = (r + budget - 1) / budget;
+    int64_t need = r / budget + (r % budget != 0); /* ceil(r / budget): r + budget - 1 overflows when unlimited */
+    if (p < need)                                  /* each part within the loop budget */
+        p = need;
     if (p > ST_MAX_PARTS)
         p = ST_MAX_PARTS;
     if (r > 0 && (r + p - 1) / p > budget)

@@ -188,6 +188,28 @@ def pools():
     save("pools", g, 19, [w(2, 3, 7, 6, scale=1.0)])
 
 
+def convt():
+    """ConvTranspose: groups, strides, dilations, pads begin != end,
+    output_padding and a bias; auto_pad SAME_LOWER (an odd total padding:
+    its odd unit before); output_shape (ONNX's split of the padding it
+    implies); 1-D with output_padding ([L, 1] inside)."""
+    n = helper.make_node
+    nodes = [
+        n("ConvTranspose", ["x", "w1", "b1"], ["g"], group=2, strides=[2, 1], dilations=[1, 2], pads=[1, 0, 0, 2],
+          output_padding=[1, 0]),
+        n("ConvTranspose", ["x", "w2"], ["same"], auto_pad="SAME_LOWER", strides=[2, 1]),
+        n("ConvTranspose", ["x", "w3"], ["os"], strides=[2, 2], output_shape=[10, 7]),
+        n("ConvTranspose", ["x1", "w4", "b4"], ["c1"], strides=[3], pads=[1, 0], output_padding=[2]),
+    ]
+    inits = [init("w1", w(4, 3, 3, 2)), init("b1", w(6)), init("w2", w(4, 2, 3, 2)), init("w3", w(4, 2, 3, 3)),
+             init("w4", w(2, 3, 2)), init("b4", w(3))]
+    g = helper.make_graph(nodes, "convt", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 5, 4]),
+                                           helper.make_tensor_value_info("x1", TensorProto.FLOAT, ["N", 2, 6])],
+                          [helper.make_tensor_value_info(k, TensorProto.FLOAT, []) for k in ("g", "same", "os", "c1")],
+                          inits)
+    save("convt", g, 17, [w(2, 4, 5, 4, scale=1.0), w(2, 2, 6, scale=1.0)])
+
+
 def unsupported():
     """Models the importer must refuse, naming the node, op and attribute."""
     n = helper.make_node
@@ -204,6 +226,31 @@ def unsupported():
         print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
 
 
+def convt_unsupported():
+    """ConvTranspose attribute values the importer must refuse, naming the
+    node, the op and the attribute: SAME_UPPER whose padding would start
+    before the output (a negative total: ONNX's split puts its odd unit
+    before), output_shape disagreeing with explicit pads, a 3-D kernel."""
+    n = helper.make_node
+    w2 = init("w", np.ones((2, 1, 1, 1), np.float32))
+    w3 = init("w", np.ones((2, 1, 1, 1, 1), np.float32))
+    cases = [
+        ("bad_convt_same", n("ConvTranspose", ["x", "w"], ["y"], name="up_same", auto_pad="SAME_UPPER",
+                             strides=[2, 2]), [1, 2, 3, 3], w2),
+        ("bad_convt_shape", n("ConvTranspose", ["x", "w"], ["y"], name="up_shape", pads=[0, 0, 0, 0],
+                              output_shape=[4, 3]), [1, 2, 3, 3], w2),
+        ("bad_convt_3d", n("ConvTranspose", ["x", "w"], ["y"], name="up_3d"), [1, 2, 3, 3, 3], w3),
+    ]
+    for name, node, xshape, wi in cases:
+        x = [helper.make_tensor_value_info("x", TensorProto.FLOAT, xshape)]
+        y = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+        model = helper.make_model(helper.make_graph([node], name, x, y, [wi]),
+                                  opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.save_model(model, os.path.join(HERE, name + ".onnx"))
+        print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
+
+
 if __name__ == "__main__":
     convnet()
     shapes()
@@ -212,3 +259,5 @@ if __name__ == "__main__":
     external()
     pools()
     unsupported()
+    convt()
+    convt_unsupported()
