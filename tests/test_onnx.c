@@ -97,13 +97,14 @@ static void check_model(const char *name, int n_in, const char *const *in_names)
 
 START_TEST(test_onnx_models)
 {
-    static const char *const x[] = {"x"}, *const xl[] = {"x", "labels"};
+    static const char *const x[] = {"x"}, *const xl[] = {"x", "labels"}, *const xg[] = {"x", "xt", "b"};
     check_model("convnet", 1, x);
     check_model("shapes", 1, x);
     check_model("conv1d", 1, x);
     check_model("external", 1, x);
     check_model("sce", 2, xl);
     check_model("pools", 1, x);
+    check_model("gemm", 3, xg);
 }
 END_TEST
 

@@ -188,6 +188,27 @@ def pools():
     save("pools", g, 19, [w(2, 3, 7, 6, scale=1.0)])
 
 
+def gemm():
+    """Gemm beyond the linear layer: transA on a run-time A with a constant
+    B (transB=1), alpha and beta with C of [M, N]; a run-time B (transB=1)
+    with C of [M, 1]; C [M, N] with alpha = beta = 1 (a linear node and an
+    add); a run-time C (another Gemm's output) with beta; beta=0."""
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    nodes = [n("Gemm", ["xt", "w1", "c1"], ["y1"], transA=1, transB=1, alpha=0.7, beta=-1.3),
+             n("Gemm", ["x", "b", "c2"], ["y2"], transB=1, alpha=1.5, beta=0.5),
+             n("Gemm", ["x", "w3", "c3"], ["y3"]),
+             n("Gemm", ["x", "w4", "y1"], ["y4"], alpha=-2.0, beta=2.0),
+             n("Gemm", ["xt", "b", "c3"], ["y5"], transA=1, transB=1, beta=0.0)]
+    g = helper.make_graph(nodes, "gemm", [helper.make_tensor_value_info("x", f, [3, 5]),
+                                          helper.make_tensor_value_info("xt", f, [5, 3]),
+                                          helper.make_tensor_value_info("b", f, [4, 5])],
+                          [helper.make_tensor_value_info("y%d" % k, f, [3, 4]) for k in range(1, 6)],
+                          [init("w1", w(4, 5)), init("c1", w(3, 4)), init("c2", w(3, 1)), init("w3", w(5, 4)),
+                           init("c3", w(3, 4)), init("w4", w(5, 4))])
+    save("gemm", g, 13, [w(3, 5, scale=1.0), w(5, 3, scale=1.0), w(4, 5, scale=1.0)])
+
+
 def unsupported():
     """Models the importer must refuse, naming the node, op and attribute."""
     n = helper.make_node
@@ -212,3 +233,4 @@ if __name__ == "__main__":
     external()
     pools()
     unsupported()
+    gemm()
