@@ -21,3 +21,18 @@ teeny_status teeny_graph_maxpool2d_indices(teeny_graph *g, const char *name, tee
     at.pool2d.storage_order = column_major;
     return teeny__graph_node(g, TEENY__OP_MAXPOOL2D_INDICES, name, 1, &x, &at, out);
 }
+
+/* ---- resize (ONNX phase 3) ---- */
+
+teeny_status teeny_graph_resize2d(teeny_graph *g, const char *name, teeny_node x, const teeny_resize2d_params *p,
+                                  teeny_node *out)
+{
+    if (!p) {
+        if (out)
+            *out = -1;
+        return teeny__error(teeny__graph_ctx(g), TEENY_ERR_ARG, "teeny_graph_resize2d: p is NULL");
+    }
+    teeny__op_attrs at = {.resize2d = {(int)p->mode, (int)p->coord, (int)p->rounding, {p->size[0], p->size[1]},
+                                       {p->scale[0], p->scale[1]}}};
+    return teeny__graph_node(g, TEENY__OP_RESIZE2D, name, 1, &x, &at, out);
+}
