@@ -444,11 +444,15 @@ TEENY_API teeny_status teeny_gather_backward(teeny_ctx *ctx, int axis, const tee
  * y [B, C, OH, OW] from x [B, C, H, W] over the last two dimensions, as
  * ONNX's Resize computes it. Per axis (in = H, out = OH; likewise W), the
  * output index o reads x at the coordinate c(o) the coordinate mode gives,
- * with s = scale (or out / in where scale is 0):
+ * with s = scale (or out / in where scale is 0) and L = in * s, the
+ * resized length (out where scale is 0; with a scale, as ONNX's reference
+ * implementation and its node tests have it, which differs from PyTorch
+ * and onnxruntime where in * s is not a whole number: pass scale 0 for
+ * theirs):
  *   HALF_PIXEL            c = (o + 0.5) / s - 0.5
- *   PYTORCH_HALF_PIXEL    the same, but c = 0 where out = 1
+ *   PYTORCH_HALF_PIXEL    the same, but c = 0 where L <= 1
  *   ASYMMETRIC            c = o / s
- *   ALIGN_CORNERS         c = o * (in - 1) / (out - 1), 0 where out = 1
+ *   ALIGN_CORNERS         c = o * (in - 1) / (L - 1), 0 where L <= 1
  *   TF_HALF_PIXEL_FOR_NN  c = (o + 0.5) / s
  * NEAREST reads x at c rounded by the rounding mode (ROUND_PREFER_FLOOR:
  * to nearest, halves down; ROUND_PREFER_CEIL: halves up; FLOOR; CEIL),

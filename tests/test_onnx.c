@@ -105,6 +105,8 @@ START_TEST(test_onnx_models)
     check_model("sce", 2, xl);
     check_model("pools", 1, x);
     check_model("gemm", 3, xg);
+    check_model("resize", 1, x);
+    check_model("upsample", 1, x);
 }
 END_TEST
 
@@ -451,6 +453,17 @@ START_TEST(test_onnx_unsupported)
     TH_STATUS(th_ctx(), TEENY_ERR_UNSUPPORTED, teeny_onnx_load(th_ctx(), DIR "/bad_attr.onnx", NULL, &m));
     msg = teeny_last_error(th_ctx());
     ck_assert_msg(strstr(msg, "\"bn_s\"") && strstr(msg, "BatchNormalization") && strstr(msg, "spatial"), "%s", msg);
+    /* Resize: cubic, a scale on the channels, scales only known at run time */
+    static const char *const bad[3][3] = {{"bad_resize", "\"up_cubic\"", "mode=cubic"},
+                                          {"bad_resize_axes", "\"up_c\"", "resizes axis 1"},
+                                          {"bad_resize_input", "\"up_rt\"", "must be a constant"}};
+    for (int i = 0; i < 3; i++) {
+        char path[256];
+        snprintf(path, sizeof path, DIR "/%s.onnx", bad[i][0]);
+        TH_STATUS(th_ctx(), TEENY_ERR_UNSUPPORTED, teeny_onnx_load(th_ctx(), path, NULL, &m));
+        msg = teeny_last_error(th_ctx());
+        ck_assert_msg(strstr(msg, bad[i][1]) && strstr(msg, "Resize") && strstr(msg, bad[i][2]), "%s", msg);
+    }
     ck_assert_ptr_null(m);
 }
 END_TEST

@@ -67,9 +67,10 @@ static teeny_status axis_map(teeny_ctx *ctx, const teeny__resize2d_attrs *at, in
     if (st != TEENY_OK)
         return st;
     resize_map c = {0, 0, 1};                 /* the coordinate (a*o + b) / d, before rounding */
+    int longer = in * p > q;                  /* the resized length in * p / q passes 1 */
     switch ((teeny_resize_coord)at->coord) {
     case TEENY_RESIZE_PYTORCH_HALF_PIXEL:
-        if (out == 1)
+        if (!longer)
             break;
         /* fall through */
     case TEENY_RESIZE_HALF_PIXEL:             /* ((2o + 1) q - p) / 2p */
@@ -78,9 +79,9 @@ static teeny_status axis_map(teeny_ctx *ctx, const teeny__resize2d_attrs *at, in
     case TEENY_RESIZE_ASYMMETRIC:
         c = (resize_map){q, 0, p};
         break;
-    case TEENY_RESIZE_ALIGN_CORNERS:
-        if (out > 1)
-            c = (resize_map){in - 1, 0, out - 1};
+    case TEENY_RESIZE_ALIGN_CORNERS:          /* o (in - 1) / (in p / q - 1) */
+        if (longer)
+            c = (resize_map){(in - 1) * q, 0, in * p - q};
         break;
     case TEENY_RESIZE_TF_HALF_PIXEL_FOR_NN:   /* (2o + 1) q / 2p */
         c = (resize_map){2 * q, q, 2 * p};

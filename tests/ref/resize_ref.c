@@ -6,12 +6,14 @@
 
 #include "teenycl.h"
 
-/* ONNX's coordinate of output o on an axis of sizes in -> out. */
+/* ONNX's coordinate of output o on an axis of sizes in -> out; the
+ * resized length is in * s (out where s is 0), as ONNX's reference has it. */
 static double coordinate(int mode, double o, double in, double out, double s)
 {
+    double length = s > 0 ? in * s : out;
     switch (mode) {
     case TEENY_RESIZE_PYTORCH_HALF_PIXEL:
-        if (out == 1)
+        if (length <= 1)
             return 0;
         /* fall through */
     case TEENY_RESIZE_HALF_PIXEL:
@@ -19,7 +21,7 @@ static double coordinate(int mode, double o, double in, double out, double s)
     case TEENY_RESIZE_ASYMMETRIC:
         return s > 0 ? o / s : o * in / out;
     case TEENY_RESIZE_ALIGN_CORNERS:
-        return out == 1 ? 0 : o * (in - 1) / (out - 1);
+        return length <= 1 ? 0 : o * (in - 1) / (length - 1);
     default: /* TEENY_RESIZE_TF_HALF_PIXEL_FOR_NN */
         return s > 0 ? (o + 0.5) / s : (o + 0.5) * in / out;
     }
