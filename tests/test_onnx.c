@@ -408,6 +408,23 @@ START_TEST(test_onnx_malformed)
     b = conv_model(V_OPSET5, NULL, &size);
     ck_assert_int_eq(load_bytes(b, size, NULL), TEENY_ERR_UNSUPPORTED);
     free(b);
+    /* make fuzz: a MaxPool whose output list is empty (its handler read output[0], UBSan) */
+    b = slurp(DIR "/fuzz-no-outputs.onnx", &size);
+    ck_assert_int_eq(load_bytes(b, size, DIR), TEENY_ERR_FORMAT);
+    ck_assert_msg(strstr(teeny_last_error(th_ctx()), "MaxPool") && strstr(teeny_last_error(th_ctx()), "no outputs"),
+                  "%s", teeny_last_error(th_ctx()));
+    free(b);
+    /* make fuzz: an initializer of 96 bytes whose dimensions claim 1e9 floats: refused before the 8.5 GB
+     * were allocated (the loader allocated, then compared the data's size) */
+    b = slurp(DIR "/fuzz-huge-dims.onnx", &size);
+    ck_assert_int_eq(load_bytes(b, size, DIR), TEENY_ERR_FORMAT);
+    ck_assert_msg(strstr(teeny_last_error(th_ctx()), "the data holds 96 bytes"), "%s", teeny_last_error(th_ctx()));
+    free(b);
+    /* make fuzz: an empty STRING attribute (NULL data: memchr(NULL, 0, 0), UBSan) */
+    b = slurp(DIR "/fuzz-empty-string.onnx", &size);
+    ck_assert_int_eq(load_bytes(b, size, DIR), TEENY_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(teeny_last_error(th_ctx()), "nearest_mode= "), "%s", teeny_last_error(th_ctx()));
+    free(b);
     /* 120 levels of graph -> node -> attribute -> graph nesting */
     unsigned char deep[2048];
     size_t n = 0;
@@ -549,10 +566,20 @@ END_TEST
  * bytes): each load returns a status (with a message on failure); under
  * check-asan a memory error, undefined behaviour or leak fails the run.
  * fuzz-empty-ints.onnx is what make fuzz found: memcpy from the NULL array
- * of an INTS attribute that has no values. */
+ * of an INTS attribute that has no values; fuzz-silu-shape.onnx (convnet
+ * with one integer changed) read x's shape for x * Sigmoid(x) from the
+ * value table after defining the result had moved it (ASan);
+ * fuzz-no-outputs.onnx a MaxPool with no outputs, fuzz-empty-string.onnx
+ * an empty STRING attribute (UBSan); fuzz-huge-dims.onnx and
+ * fuzz-huge-external.onnx initializers whose dimensions claim gigabytes
+ * that their data (in the model, or external.bin) does not hold (8 GB
+ * allocated before the data's size was compared: libFuzzer's OOM). */
 START_TEST(test_onnx_mutations)
 {
-    static const char *models[] = {"convnet", "shapes", "conv1d", "sce", "bad_attr", "fuzz-empty-ints"};
+    static const char *models[] = {"convnet",          "shapes",          "conv1d",           "sce",
+                                   "bad_attr",         "fuzz-empty-ints", "fuzz-silu-shape",  "fuzz-no-outputs",
+                                   "fuzz-empty-string", "fuzz-huge-dims", "fuzz-huge-external", "gemm",
+                                   "resize"};
     th_rng rng = th_rng_make(1018);
     int rounds = th_small() ? 60 : 250;
     for (size_t k = 0; k < sizeof models / sizeof *models; k++) {
