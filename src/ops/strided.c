@@ -108,8 +108,8 @@ static teeny_status plan_parts(teeny_ctx *ctx, int64_t n_out, int64_t r, int *pa
         p = (target + n_out - 1) / n_out;
     if (p > r / 256 + 1)
         p = r / 256 + 1;
-    if (p < (r + budget - 1) / budget) /* each part within the loop budget */
-        p = (r + budget - 1) / budget;
+    if (r > 0 && p < (r - 1) / budget + 1) /* each part within the loop budget (r + budget - 1 overflowed) */
+        p = (r - 1) / budget + 1;
     if (p > ST_MAX_PARTS)
         p = ST_MAX_PARTS;
     if (r > 0 && (r + p - 1) / p > budget)
