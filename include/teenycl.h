@@ -468,8 +468,9 @@ TEENY_API teeny_status teeny_gather_backward(teeny_ctx *ctx, int axis, const tee
  * < 1 or a scale negative or not finite; TEENY_ERR_SHAPE for x not fp32
  * [B, C, H, W] or y (dx, dy) not of the shapes above; TEENY_ERR_RANGE past
  * 2^31 - 1 elements; TEENY_ERR_UNSUPPORTED for a scale whose fraction
- * needs a denominator past 2^28 (a float scale below about 1/8 with many
- * mantissa bits) or coordinates past 2^61. */
+ * needs a denominator past 2^28 (a float scale below 1/32 with many
+ * mantissa bits, 0.01 say; 0.25 or 0.0625 are fine), a scale of 2^40 or
+ * more, or coordinates whose fractions pass 2^61. */
 typedef enum { TEENY_RESIZE_NEAREST, TEENY_RESIZE_LINEAR } teeny_resize_mode;
 typedef enum {
     TEENY_RESIZE_HALF_PIXEL,
