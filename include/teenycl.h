@@ -440,6 +440,73 @@ TEENY_API teeny_status teeny_gather(teeny_ctx *ctx, int axis, const teeny_tensor
  * past a device's loop limit in indices. */
 TEENY_API teeny_status teeny_gather_backward(teeny_ctx *ctx, int axis, const teeny_tensor *indices, const teeny_tensor *dy, teeny_tensor *dx);
 
+/* ---- resize (ONNX phase 3: Resize, Upsample; PyTorch's interpolate) ------
+ * y [B, C, OH, OW] from x [B, C, H, W] over the last two dimensions, as
+ * ONNX's Resize computes it. Per axis (in = H, out = OH; likewise W), the
+ * output index o reads x at the coordinate c(o) the coordinate mode gives,
+ * with s = scale (or out / in where scale is 0) and L = in * s, the
+ * resized length (out where scale is 0; with a scale, as ONNX's reference
+ * implementation and its node tests have it, which differs from PyTorch
+ * and onnxruntime where in * s is not a whole number: pass scale 0 for
+ * theirs):
+ *   HALF_PIXEL            c = (o + 0.5) / s - 0.5
+ *   PYTORCH_HALF_PIXEL    the same, but c = 0 where L <= 1
+ *   ASYMMETRIC            c = o / s
+ *   ALIGN_CORNERS         c = o * (in - 1) / (L - 1), 0 where L <= 1
+ *   TF_HALF_PIXEL_FOR_NN  c = (o + 0.5) / s
+ * NEAREST reads x at c rounded by the rounding mode (ROUND_PREFER_FLOOR:
+ * to nearest, halves down; ROUND_PREFER_CEIL: halves up; FLOOR; CEIL),
+ * clamped to [0, in - 1]. LINEAR (bilinear) clamps c to [0, in - 1] and
+ * mixes x at floor(c) and floor(c) + 1 (clamped) with weights 1 - f and
+ * f, f = c - floor(c), along H, then along W. The coordinates are exact:
+ * a scale is the rational number its float value is (out / in where 0),
+ * and the rounding is done in 64-bit integers, so a coordinate that lands
+ * exactly on a half (or a whole) always rounds as the mode says. The
+ * weights are float. Sizes and scales are independent: ONNX's scales give
+ * out = floor(in * scale) (pass both), its sizes out alone (scale 0).
+ * Statuses: TEENY_ERR_ARG for a NULL p, a mode outside its enum, a size
+ * < 1 or a scale negative or not finite; TEENY_ERR_SHAPE for x not fp32
+ * [B, C, H, W] or y (dx, dy) not of the shapes above; TEENY_ERR_RANGE past
+ * 2^31 - 1 elements; TEENY_ERR_UNSUPPORTED for a scale whose fraction
+ * needs a denominator past 2^28 (a float scale below 1/32 with many
+ * mantissa bits, 0.01 say; 0.25 or 0.0625 are fine), a scale of 2^40 or
+ * more, or coordinates whose fractions pass 2^61. */
+typedef enum { TEENY_RESIZE_NEAREST, TEENY_RESIZE_LINEAR } teeny_resize_mode;
+typedef enum {
+    TEENY_RESIZE_HALF_PIXEL,
+    TEENY_RESIZE_PYTORCH_HALF_PIXEL,
+    TEENY_RESIZE_ASYMMETRIC,
+    TEENY_RESIZE_ALIGN_CORNERS,
+    TEENY_RESIZE_TF_HALF_PIXEL_FOR_NN
+} teeny_resize_coord;
+typedef enum {
+    TEENY_RESIZE_ROUND_PREFER_FLOOR,
+    TEENY_RESIZE_ROUND_PREFER_CEIL,
+    TEENY_RESIZE_FLOOR,
+    TEENY_RESIZE_CEIL
+} teeny_resize_rounding;
+typedef struct {
+    teeny_resize_mode mode;
+    teeny_resize_coord coord;
+    teeny_resize_rounding rounding; /* NEAREST only (LINEAR ignores it) */
+    int size[2];                    /* OH, OW >= 1 */
+    float scale[2];                 /* per axis: > 0, or 0 for size / input size */
+} teeny_resize2d_params;
+/* ONNX's defaults: nearest, half_pixel, round_prefer_floor. */
+#define TEENY_RESIZE2D_PARAMS_INIT { TEENY_RESIZE_NEAREST, TEENY_RESIZE_HALF_PIXEL, TEENY_RESIZE_ROUND_PREFER_FLOOR, {1, 1}, {0.0f, 0.0f} }
+/* y [B, C, p->size[0], p->size[1]] = resize(x); y may not overlap x. p
+ * borrowed for the call. */
+TEENY_API teeny_status teeny_resize2d_forward(teeny_ctx *ctx, const teeny_resize2d_params *p, const teeny_tensor *x,
+    teeny_tensor *y);
+/* dx [B, C, H, W] (overwritten) = the sum, over the outputs that read each
+ * element, of dy times the weight it was read with: a gather in a fixed
+ * order (output rows, then columns, ascending), no atomics. Where a device
+ * limits a work-item's loop trips the rows go in several launches (same
+ * bits); TEENY_ERR_UNSUPPORTED where one output row's columns that read
+ * an element pass the limit. dx may not overlap dy. */
+TEENY_API teeny_status teeny_resize2d_backward(teeny_ctx *ctx, const teeny_resize2d_params *p, const teeny_tensor *dy,
+    teeny_tensor *dx);
+
 /* ---- batch normalization -------------------------------------------------
  * x is [N, C] (1-d) or [B, C, H, W] (2-d); every per-channel tensor is [C].
  * Statistics are over N (1-d) or B*H*W (2-d). The batch is normalized with
@@ -991,6 +1058,10 @@ TEENY_API teeny_status teeny_graph_global_maxpool(teeny_graph *g, const char *na
  * pooled shape; no gradient flows through it. */
 TEENY_API teeny_status teeny_graph_maxpool2d_indices(teeny_graph *g, const char *name, teeny_node x,
     const teeny_pool2d_params *p, int column_major, teeny_node *out);
+/* Resize over H, W (teeny_resize2d_forward; p borrowed for the call): x
+ * [B, C, H, W] -> [B, C, p->size[0], p->size[1]]; no parameters. */
+TEENY_API teeny_status teeny_graph_resize2d(teeny_graph *g, const char *name, teeny_node x, const teeny_resize2d_params *p,
+    teeny_node *out);
 /* Linear on [B, in]: params "weight" [out_features, in], with bias "bias". */
 TEENY_API teeny_status teeny_graph_linear(teeny_graph *g, const char *name, teeny_node x, int out_features, int bias, teeny_node *out);
 /* Mean softmax cross-entropy of logits [B, K] against int32 labels [B]: a [1] value. */

@@ -105,6 +105,10 @@ static teeny_status c_lin_f(teeny_ctx *c, teeny_tensor **t) { return teeny_linea
 static teeny_status c_lin_b(teeny_ctx *c, teeny_tensor **t) { return teeny_linear_backward(c, t[0], t[1], t[2], t[3], t[4], t[5]); }
 static teeny_status c_ce_f(teeny_ctx *c, teeny_tensor **t) { return teeny_softmax_cross_entropy_forward(c, t[0], t[1], t[2], t[3]); }
 static teeny_status c_ce_b(teeny_ctx *c, teeny_tensor **t) { return teeny_softmax_cross_entropy_backward(c, t[0], t[1], t[2], t[3]); }
+static const teeny_resize2d_params RESIZE = {TEENY_RESIZE_LINEAR, TEENY_RESIZE_HALF_PIXEL, TEENY_RESIZE_FLOOR, {6, 3},
+                                             {0.0f, 0.0f}};
+static teeny_status c_rs_f(teeny_ctx *c, teeny_tensor **t) { return teeny_resize2d_forward(c, &RESIZE, t[0], t[1]); }
+static teeny_status c_rs_b(teeny_ctx *c, teeny_tensor **t) { return teeny_resize2d_backward(c, &RESIZE, t[0], t[1]); }
 /* group B (teeny_maxpool2d_indices reads fp32 and writes int32 only: nothing to alias) */
 static teeny_status c_gmp_f(teeny_ctx *c, teeny_tensor **t) { return teeny_global_maxpool_forward(c, t[0], t[1], t[2]); }
 static teeny_status c_gmp_b(teeny_ctx *c, teeny_tensor **t) { return teeny_global_maxpool_backward(c, t[0], t[1], t[2]); }
@@ -179,6 +183,9 @@ static const op_spec OPS[] = {
     {"conv_transpose2d_forward", 3, 4, {4, 4, 1, 4}, {{2, 4, 2, 2}, {4, 3, 3, 3}, {3}, {2, 3, 4, 4}}, {0}, 0, c_convt_f},
     {"conv_transpose2d_backward", 3, 6, {4, 4, 4, 4, 4, 1},
      {{2, 4, 2, 2}, {4, 3, 3, 3}, {2, 3, 4, 4}, {2, 4, 2, 2}, {4, 3, 3, 3}, {3}}, {0}, 0, c_convt_b},
+    /* resize */
+    {"resize2d_forward", 1, 2, {4, 4}, {{2, 3, 4, 5}, {2, 3, 6, 3}}, {0}, 0, c_rs_f},
+    {"resize2d_backward", 1, 2, {4, 4}, {{2, 3, 6, 3}, {2, 3, 4, 5}}, {0}, 0, c_rs_b},
 };
 #define N_OPS ((int)(sizeof OPS / sizeof OPS[0]))
 

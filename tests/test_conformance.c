@@ -38,6 +38,7 @@
 #include "ref/conv_transpose_ref.h"
 #include "ref/elementwise_ref.h"
 #include "ref/layout_ref.h"
+#include "ref/resize_ref.h"
 #include "ref/linear_ref.h"
 #include "ref/loss_ref.h"
 #include "ref/matmul_ref.h"
@@ -1135,6 +1136,45 @@ START_TEST(test_conformance_conv_transpose)
 }
 END_TEST
 
+/* ---- resize ---- */
+
+/* Both kernels of cl/resize.cl: nearest (round_prefer_ceil, asymmetric)
+ * and bilinear (half_pixel, scale 1.5 on H, sizes on W) up- and
+ * down-sampling, forward and backward against the float64 reference. */
+START_TEST(test_conformance_resize)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(860);
+    const char *repro = "resize [2,3,5,6] -> [7,4]: nearest asymmetric round_prefer_ceil, bilinear half_pixel "
+                        "scale (1.5, sizes); seed 860";
+    int64_t xs[4] = {2, 3, 5, 6}, ys[4] = {2, 3, 7, 4};
+    float *x = rnd(&r, 180, 0, 1), *dy = rnd(&r, 168, 0, 1);
+    double *xd = th_dbl(x, 180), *dyd = th_dbl(dy, 168), y[168], dx[180];
+    th_dev tx = din(4, xs, x), tdy = din(4, ys, dy), ty = dout(4, ys), tdx = dout(4, xs);
+    cov_start();
+    for (int mode = 0; mode < 2; mode++) {
+        ref_resize g = {2, 3, 5, 6, 7, 4, mode, mode ? TEENY_RESIZE_HALF_PIXEL : TEENY_RESIZE_ASYMMETRIC,
+                        TEENY_RESIZE_ROUND_PREFER_CEIL, 1.5f, 0.0f};
+        teeny_resize2d_params p = {(teeny_resize_mode)g.mode, (teeny_resize_coord)g.coord,
+                                   (teeny_resize_rounding)g.rounding, {7, 4}, {1.5f, 0.0f}};
+        th_poison(ty.t);
+        th_poison(tdx.t);
+        TH_OK(ctx, teeny_resize2d_forward(ctx, &p, tx.t, ty.t));
+        TH_OK(ctx, teeny_resize2d_backward(ctx, &p, tdy.t, tdx.t));
+        ref_resize_forward(&g, xd, y);
+        ref_resize_backward(&g, dyd, dx);
+        expect(&ty, y, NULL, 1e-6, mode ? "bilinear resize" : "nearest resize", repro);
+        expect(&tdx, dx, NULL, 1e-5, mode ? "bilinear resize backward" : "nearest resize backward", repro);
+    }
+    cov_stop();
+    th_dev *ds[] = {&tx, &tdy, &ty, &tdx};
+    free_devs(ds, 4);
+    void *hs[] = {x, dy, xd, dyd};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+END_TEST
+
 /* ---- optimizers ---- */
 
 START_TEST(test_conformance_optim)
@@ -1449,6 +1489,7 @@ Suite *suite_conformance(void)
     tcase_add_test(tc, test_conformance_elementwise);
     tcase_add_test(tc, test_conformance_onnx_ops);
     tcase_add_test(tc, test_conformance_conv_transpose);
+    tcase_add_test(tc, test_conformance_resize);
     tcase_add_test(tc, test_conformance_optim);
     tcase_add_test(tc, test_conformance_probes);
     tcase_add_test(tc, test_conformance_long_loops);

@@ -97,7 +97,7 @@ static void check_model(const char *name, int n_in, const char *const *in_names)
 
 START_TEST(test_onnx_models)
 {
-    static const char *const x[] = {"x"}, *const xl[] = {"x", "labels"};
+    static const char *const x[] = {"x"}, *const xl[] = {"x", "labels"}, *const xg[] = {"x", "xt", "b"};
     check_model("convnet", 1, x);
     check_model("shapes", 1, x);
     check_model("conv1d", 1, x);
@@ -106,6 +106,9 @@ START_TEST(test_onnx_models)
     check_model("pools", 1, x);
     static const char *const xx1[] = {"x", "x1"};
     check_model("convt", 2, xx1); /* ConvTranspose: groups, pads, output_padding, SAME_LOWER, output_shape, 1-D */
+    check_model("gemm", 3, xg);
+    check_model("resize", 1, x);
+    check_model("upsample", 1, x);
 }
 END_TEST
 
@@ -407,6 +410,23 @@ START_TEST(test_onnx_malformed)
     b = conv_model(V_OPSET5, NULL, &size);
     ck_assert_int_eq(load_bytes(b, size, NULL), TEENY_ERR_UNSUPPORTED);
     free(b);
+    /* make fuzz: a MaxPool whose output list is empty (its handler read output[0], UBSan) */
+    b = slurp(DIR "/fuzz-no-outputs.onnx", &size);
+    ck_assert_int_eq(load_bytes(b, size, DIR), TEENY_ERR_FORMAT);
+    ck_assert_msg(strstr(teeny_last_error(th_ctx()), "MaxPool") && strstr(teeny_last_error(th_ctx()), "no outputs"),
+                  "%s", teeny_last_error(th_ctx()));
+    free(b);
+    /* make fuzz: an initializer of 96 bytes whose dimensions claim 1e9 floats: refused before the 8.5 GB
+     * were allocated (the loader allocated, then compared the data's size) */
+    b = slurp(DIR "/fuzz-huge-dims.onnx", &size);
+    ck_assert_int_eq(load_bytes(b, size, DIR), TEENY_ERR_FORMAT);
+    ck_assert_msg(strstr(teeny_last_error(th_ctx()), "the data holds 96 bytes"), "%s", teeny_last_error(th_ctx()));
+    free(b);
+    /* make fuzz: an empty STRING attribute (NULL data: memchr(NULL, 0, 0), UBSan) */
+    b = slurp(DIR "/fuzz-empty-string.onnx", &size);
+    ck_assert_int_eq(load_bytes(b, size, DIR), TEENY_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(teeny_last_error(th_ctx()), "nearest_mode= "), "%s", teeny_last_error(th_ctx()));
+    free(b);
     /* 120 levels of graph -> node -> attribute -> graph nesting */
     unsigned char deep[2048];
     size_t n = 0;
@@ -452,6 +472,17 @@ START_TEST(test_onnx_unsupported)
     TH_STATUS(th_ctx(), TEENY_ERR_UNSUPPORTED, teeny_onnx_load(th_ctx(), DIR "/bad_attr.onnx", NULL, &m));
     msg = teeny_last_error(th_ctx());
     ck_assert_msg(strstr(msg, "\"bn_s\"") && strstr(msg, "BatchNormalization") && strstr(msg, "spatial"), "%s", msg);
+    /* Resize: cubic, a scale on the channels, scales only known at run time */
+    static const char *const bad[3][3] = {{"bad_resize", "\"up_cubic\"", "mode=cubic"},
+                                          {"bad_resize_axes", "\"up_c\"", "resizes axis 1"},
+                                          {"bad_resize_input", "\"up_rt\"", "must be a constant"}};
+    for (int i = 0; i < 3; i++) {
+        char path[256];
+        snprintf(path, sizeof path, DIR "/%s.onnx", bad[i][0]);
+        TH_STATUS(th_ctx(), TEENY_ERR_UNSUPPORTED, teeny_onnx_load(th_ctx(), path, NULL, &m));
+        msg = teeny_last_error(th_ctx());
+        ck_assert_msg(strstr(msg, bad[i][1]) && strstr(msg, "Resize") && strstr(msg, bad[i][2]), "%s", msg);
+    }
     ck_assert_ptr_null(m);
     /* ConvTranspose values with no teenycl equivalent (make_models.py's convt_unsupported) */
     static const char *const convt[][3] = {{"bad_convt_same", "\"up_same\"", "auto_pad"},
@@ -550,10 +581,20 @@ END_TEST
  * bytes): each load returns a status (with a message on failure); under
  * check-asan a memory error, undefined behaviour or leak fails the run.
  * fuzz-empty-ints.onnx is what make fuzz found: memcpy from the NULL array
- * of an INTS attribute that has no values. */
+ * of an INTS attribute that has no values; fuzz-silu-shape.onnx (convnet
+ * with one integer changed) read x's shape for x * Sigmoid(x) from the
+ * value table after defining the result had moved it (ASan);
+ * fuzz-no-outputs.onnx a MaxPool with no outputs, fuzz-empty-string.onnx
+ * an empty STRING attribute (UBSan); fuzz-huge-dims.onnx and
+ * fuzz-huge-external.onnx initializers whose dimensions claim gigabytes
+ * that their data (in the model, or external.bin) does not hold (8 GB
+ * allocated before the data's size was compared: libFuzzer's OOM). */
 START_TEST(test_onnx_mutations)
 {
-    static const char *models[] = {"convnet", "shapes", "conv1d", "sce", "bad_attr", "fuzz-empty-ints", "convt"};
+    static const char *models[] = {"convnet",          "shapes",          "conv1d",           "sce",
+                                   "bad_attr",         "fuzz-empty-ints", "fuzz-silu-shape",  "fuzz-no-outputs",
+                                   "fuzz-empty-string", "fuzz-huge-dims", "fuzz-huge-external", "gemm",
+                                   "resize",           "convt"};
     th_rng rng = th_rng_make(1018);
     int rounds = th_small() ? 60 : 250;
     for (size_t k = 0; k < sizeof models / sizeof *models; k++) {

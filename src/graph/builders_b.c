@@ -43,3 +43,18 @@ teeny_status teeny_graph_conv_transpose2d(teeny_graph *g, const char *name, teen
         .conv_transpose2d = teeny__conv_transpose2d_attrs_of(p, bias != 0, out_channels, kernel_h, kernel_w)};
     return teeny__graph_node(g, TEENY__OP_CONV_TRANSPOSE2D, name, 1, &x, &at, out);
 }
+
+/* ---- resize (ONNX phase 3) ---- */
+
+teeny_status teeny_graph_resize2d(teeny_graph *g, const char *name, teeny_node x, const teeny_resize2d_params *p,
+                                  teeny_node *out)
+{
+    if (!p) {
+        if (out)
+            *out = -1;
+        return teeny__error(teeny__graph_ctx(g), TEENY_ERR_ARG, "teeny_graph_resize2d: p is NULL");
+    }
+    teeny__op_attrs at = {.resize2d = {(int)p->mode, (int)p->coord, (int)p->rounding, {p->size[0], p->size[1]},
+                                       {p->scale[0], p->scale[1]}}};
+    return teeny__graph_node(g, TEENY__OP_RESIZE2D, name, 1, &x, &at, out);
+}

@@ -138,6 +138,8 @@ static teeny_status import_node(ox_import *im)
     const char *dom = S(n->domain);
     if (*dom && strcmp(dom, "ai.onnx"))
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "domain \"%.60s\" is not supported", dom);
+    if (n->n_output < 1) /* every op imported has an output; the handlers read output[0] */
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "the node has no outputs");
     ox_handler fn = teeny__ox_fold_handler(S(n->op_type));
     if (!fn)
         fn = teeny__ox_layer_handler(S(n->op_type));

@@ -3,7 +3,8 @@
  * teeny_graph_* builders only: BatchNormalization (inference form; any
  * rank >= 2 viewed as [N, C, S, 1]), Gemm and MatMul with a constant
  * weight (a linear layer; leading dimensions folded into rows by views;
- * MatMul of two run-time values: ops_a.c), SoftmaxCrossEntropyLoss (mean,
+ * MatMul of two run-time values: ops_a.c), Gemm's alpha, beta, transposes
+ * and C of [M, N] (transpose, matmul, mul and add nodes), SoftmaxCrossEntropyLoss (mean,
  * no weights). Activations, arithmetic and Concat are ops_a.c's; Conv,
  * ConvTranspose, the pools and Resize spatial.c's. Weights come from
  * constants and become parameters under their
@@ -81,13 +82,14 @@ static teeny_status op_batchnorm(ox_import *im)
     return teeny__ox_out_runtime(im, 0, y, &xs);
 }
 
-/* y = x w (+ bias) as a linear node: x run-time [..., K] (leading
- * dimensions folded into rows by a view), w constant [K, N] (trans 0) or
- * [N, K] (trans 1), bias constant with N elements or one (broadcast). */
-static teeny_status linear(ox_import *im, int xi, int wi, int trans, int bi)
+/* y = x w (+ bias) as a linear node: x a node of ONNX shape xs [..., K]
+ * (leading dimensions folded into rows by a view), w constant [K, N]
+ * (trans 0) or [N, K] (trans 1), bias constant with N elements or one
+ * (broadcast). *out (NULL: output 0) receives y and its shape. */
+static teeny_status linear(ox_import *im, teeny_node x, const ox_shape *xs, int wi, int trans, int bi, teeny_node *yout,
+                           ox_shape *ys)
 {
     const ox_const *w = &im->vals[wi].c, *b = bi >= 0 ? &im->vals[bi].c : NULL;
-    const ox_shape *xs = &im->vals[xi].shape;
     teeny_node x2, y;
     char buf[TEENY__NAME_CAP];
     teeny_status st;
@@ -103,7 +105,7 @@ static teeny_status linear(ox_import *im, int xi, int wi, int trans, int bi)
                        "value)", (long long)b->numel, (long long)N);
     ox_shape rows = {2, {teeny__ox_numel(xs) / K, K}}, out = *xs;
     out.d[out.ndim - 1] = N;
-    if ((st = teeny__ox_view(im, xi, &rows, &x2)) != TEENY_OK)
+    if ((st = teeny__ox_view_node(im, x, xs, &rows, &x2)) != TEENY_OK)
         return st;
     if ((st = teeny_graph_linear(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2, (int)N, b != NULL, &y)) != TEENY_OK)
         return graph_err(im, st);
@@ -124,35 +126,102 @@ static teeny_status linear(ox_import *im, int xi, int wi, int trans, int bi)
     ox_shape g;
     if ((st = teeny__ox_node_shape(im, y, &g)) != TEENY_OK || (st = teeny__ox_view_node(im, y, &g, &out, &y)) != TEENY_OK)
         return st;
+    if (yout) {
+        *yout = y;
+        *ys = out;
+        return TEENY_OK;
+    }
     return teeny__ox_out_runtime(im, 0, y, &out);
 }
 
+/* *y = *y * v for a float v, through a [1] graph constant named <node>.<what>. */
+static teeny_status scale_node(ox_import *im, const char *what, float v, teeny_node *y)
+{
+    char buf[TEENY__NAME_CAP];
+    int64_t one = 1;
+    teeny_node c;
+    teeny_status st = teeny_graph_constant(im->g, teeny__ox_name(im, what, buf, sizeof buf), 1, &one, &v, &c);
+    if (st == TEENY_OK)
+        st = teeny_graph_binary(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), TEENY_BINARY_MUL, *y, c, y);
+    return st != TEENY_OK ? graph_err(im, st) : TEENY_OK;
+}
+
+/* Input i of Gemm as a 2-D node, transposed when trans. */
+static teeny_status gemm_operand(ox_import *im, int i, const char *what, int trans, teeny_node *n, ox_shape *s)
+{
+    char buf[TEENY__NAME_CAP];
+    static const int perm[2] = {1, 0};
+    teeny_status st = teeny__ox_operand(im, i, what, n, s);
+    if (st != TEENY_OK)
+        return st;
+    if (s->ndim != 2)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "%s must be 2-D", what);
+    if (!trans)
+        return TEENY_OK;
+    if ((st = teeny_graph_transpose(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), *n, perm, n)) != TEENY_OK)
+        return graph_err(im, st);
+    *s = (ox_shape){2, {s->d[1], s->d[0]}};
+    return TEENY_OK;
+}
+
+/* Gemm: Y = alpha A' B' + beta C (A' = A or its transpose, as B'; C
+ * broadcasting to [M, N]). A run-time A with a constant B is a linear
+ * node (B its weight), with C its bias where alpha = beta = 1 and C has N
+ * elements; otherwise A' B' is a matmul node, alpha and beta multiply by
+ * graph constants and C is added with broadcasting. */
 static teeny_status op_gemm(ox_import *im)
 {
     static const char *const attrs[] = {"alpha", "beta", "transA", "transB", "broadcast", NULL};
     float alpha, beta;
     int64_t ta, tb;
-    int xi, wi, bi;
-    const ox_const *w, *b = NULL;
+    int ai, wi, ci;
+    char buf[TEENY__NAME_CAP];
+    teeny_node a, b, y, c;
+    ox_shape as, bs, ys, cs, o;
     teeny_status st = teeny__ox_attrs_allowed(im, attrs);
     if (st != TEENY_OK || (st = teeny__ox_attr_float(im, "alpha", 1.0f, &alpha)) != TEENY_OK ||
         (st = teeny__ox_attr_float(im, "beta", 1.0f, &beta)) != TEENY_OK ||
-        (st = teeny__ox_attr_int(im, "transA", 0, &ta)) != TEENY_OK || (st = teeny__ox_attr_int(im, "transB", 0, &tb)) != TEENY_OK)
+        (st = teeny__ox_attr_int(im, "transA", 0, &ta)) != TEENY_OK || (st = teeny__ox_attr_int(im, "transB", 0, &tb)) != TEENY_OK ||
+        (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = teeny__ox_in(im, 0, &ai)) != TEENY_OK ||
+        (st = teeny__ox_in(im, 1, &wi)) != TEENY_OK || (st = teeny__ox_in(im, 2, &ci)) != TEENY_OK)
         return st;
-    if (alpha != 1.0f || ta)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute %s", ta ? "transA=1" : "alpha other than 1");
-    if ((st = teeny__ox_in(im, 2, &bi)) != TEENY_OK)
+    if (ai < 0 || wi < 0)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "inputs A and B are needed");
+    if (beta == 0.0f)
+        ci = -1; /* beta C is zero: C is not read */
+    int b_weight = im->vals[wi].kind == OX_CONST && im->vals[ai].kind != OX_CONST;
+    const ox_const *cc = ci >= 0 && im->vals[ci].kind == OX_CONST ? &im->vals[ci].c : NULL;
+    if (b_weight && im->vals[wi].c.shape.ndim != 2)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "B must be 2-D");
+    int64_t n_out = b_weight ? im->vals[wi].c.shape.d[tb ? 0 : 1] : 0;
+    int c_bias = cc && beta == 1.0f && cc->shape.ndim <= 2 && (cc->numel == 1 || (cc->numel == n_out &&
+                 (cc->shape.ndim == 1 || (cc->shape.ndim == 2 && cc->shape.d[0] == 1))));
+    if ((st = gemm_operand(im, 0, "A", ta != 0, &a, &as)) != TEENY_OK)
         return st;
-    if (bi >= 0 && beta != 1.0f)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute beta other than 1");
-    if ((st = teeny__ox_in_runtime(im, 0, "A", &xi)) != TEENY_OK || (st = teeny__ox_in_const(im, 1, "B", 1, &w)) != TEENY_OK ||
-        (st = teeny__ox_in(im, 1, &wi)) != TEENY_OK || (bi >= 0 && (st = teeny__ox_in_const(im, 2, "C", 1, &b)) != TEENY_OK))
+    if (b_weight && alpha == 1.0f && (ci < 0 || c_bias)) /* the exact fast path: one linear node */
+        return linear(im, a, &as, wi, tb != 0, ci, NULL, NULL);
+    if (b_weight) {
+        st = linear(im, a, &as, wi, tb != 0, -1, &y, &ys);
+    } else if ((st = gemm_operand(im, 1, "B", tb != 0, &b, &bs)) == TEENY_OK) {
+        if (as.d[1] != bs.d[0])
+            return teeny__ox_fail(im, TEENY_ERR_SHAPE, "A' [%lld, %lld] and B' [%lld, %lld] do not multiply",
+                                  (long long)as.d[0], (long long)as.d[1], (long long)bs.d[0], (long long)bs.d[1]);
+        if ((st = teeny_graph_matmul(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), a, b, &y)) != TEENY_OK)
+            return graph_err(im, st);
+        ys = (ox_shape){2, {as.d[0], bs.d[1]}};
+    }
+    if (st != TEENY_OK || (alpha != 1.0f && (st = scale_node(im, "alpha", alpha, &y)) != TEENY_OK) || ci < 0)
+        return st != TEENY_OK ? st : teeny__ox_out_runtime(im, 0, y, &ys);
+    if ((st = teeny__ox_operand(im, 2, "C", &c, &cs)) != TEENY_OK)
         return st;
-    if (im->vals[xi].shape.ndim != 2)
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "A must be 2-D");
-    if (b && (b->shape.ndim > 2 || (b->shape.ndim == 2 && b->shape.d[0] != 1)))
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "C of shape [M, N] (supported: [N], [1, N] or one value)");
-    return linear(im, xi, wi, tb != 0, bi);
+    if (!teeny__ox_broadcast(&cs, &ys, &o) || o.ndim != 2 || o.d[0] != ys.d[0] || o.d[1] != ys.d[1])
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "C of %d dimensions does not broadcast to [%lld, %lld]", cs.ndim,
+                              (long long)ys.d[0], (long long)ys.d[1]);
+    if (beta != 1.0f && (st = scale_node(im, "beta", beta, &c)) != TEENY_OK)
+        return st;
+    if ((st = teeny_graph_binary(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), TEENY_BINARY_ADD, y, c, &y)) != TEENY_OK)
+        return graph_err(im, st);
+    return teeny__ox_out_runtime(im, 0, y, &ys);
 }
 
 static teeny_status op_matmul(ox_import *im)
@@ -168,7 +237,7 @@ static teeny_status op_matmul(ox_import *im)
     if ((st = teeny__ox_in_runtime(im, 0, "A", &xi)) != TEENY_OK ||
         (st = teeny__ox_in_const(im, 1, "B", 1, &w)) != TEENY_OK || (st = teeny__ox_in(im, 1, &wi)) != TEENY_OK)
         return st;
-    return linear(im, xi, wi, 0, -1);
+    return linear(im, im->vals[xi].node, &im->vals[xi].shape, wi, 0, -1, NULL, NULL);
 }
 
 /* SoftmaxCrossEntropyLoss: mean over the batch, no class weights. */

@@ -6,8 +6,11 @@
  * begin and end apart, auto_pad (NOTSET, VALID, SAME_UPPER, SAME_LOWER),
  * strides, dilations, ceil_mode, count_include_pad, storage_order,
  * output_padding and output_shape; every value the graph's
- * ops cannot compute exactly is refused, naming the attribute.
+ * ops cannot compute exactly is refused, naming the attribute. Resize
+ * and Upsample of [N, C, H, W] over H and W (nearest, linear) become a
+ * resize2d node.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -376,6 +379,152 @@ static teeny_status op_global_pool(ox_import *im)
     return teeny__ox_out_runtime(im, 0, y, &s);
 }
 
+/* ---- Resize, Upsample ---- */
+
+/* v's index in names (NULL-ended), or -1. */
+static int pick(const char *v, const char *const *names)
+{
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(v, names[i]))
+            return i;
+    return -1;
+}
+
+/* mode, coordinate_transformation_mode and nearest_mode into p (Resize
+ * from opset 11); Upsample and Resize-10 are asymmetric, their nearest
+ * rounding ORT's (floor up, ceil down: resize_values). */
+static teeny_status resize_modes(ox_import *im, int legacy, teeny_resize2d_params *p)
+{
+    static const char *const modes[] = {"nearest", "linear", NULL};
+    static const char *const coords[] = {"half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners",
+                                         "tf_half_pixel_for_nn", NULL};
+    static const char *const roundings[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil", NULL};
+    char mode[24], coord[32], rounding[32], policy[24];
+    int64_t exclude, antialias;
+    teeny_status st = teeny__ox_attr_string(im, "mode", "nearest", mode, sizeof mode);
+    if (st != TEENY_OK || (st = teeny__ox_attr_string(im, "coordinate_transformation_mode", "half_pixel", coord,
+                                                      sizeof coord)) != TEENY_OK ||
+        (st = teeny__ox_attr_string(im, "nearest_mode", "round_prefer_floor", rounding, sizeof rounding)) != TEENY_OK ||
+        (st = teeny__ox_attr_string(im, "keep_aspect_ratio_policy", "stretch", policy, sizeof policy)) != TEENY_OK ||
+        (st = teeny__ox_attr_int(im, "exclude_outside", 0, &exclude)) != TEENY_OK ||
+        (st = teeny__ox_attr_int(im, "antialias", 0, &antialias)) != TEENY_OK)
+        return st;
+    int m = pick(mode, modes), c = legacy ? TEENY_RESIZE_ASYMMETRIC : pick(coord, coords), r = pick(rounding, roundings);
+    if (m < 0 || c < 0 || r < 0)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute %s=%.32s (supported: %s)",
+                              m < 0 ? "mode" : c < 0 ? "coordinate_transformation_mode" : "nearest_mode",
+                              m < 0 ? mode : c < 0 ? coord : rounding,
+                              m < 0 ? "nearest, linear" : c < 0 ? "half_pixel, pytorch_half_pixel, asymmetric, "
+                              "align_corners, tf_half_pixel_for_nn" : "round_prefer_floor, round_prefer_ceil, floor, ceil");
+    if (exclude || antialias || strcmp(policy, "stretch"))
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute %s", exclude ? "exclude_outside=1"
+                              : antialias ? "antialias=1" : "keep_aspect_ratio_policy other than stretch");
+    p->mode = (teeny_resize_mode)m;
+    p->coord = (teeny_resize_coord)c;
+    p->rounding = (teeny_resize_rounding)r;
+    return TEENY_OK;
+}
+
+/* Input i (scales or sizes) as n values (*got -1: absent or empty); a
+ * constant, or a graph input given a value at import. */
+static teeny_status resize_input(ox_import *im, int i, const char *what, int n, double *out, int *got)
+{
+    int idx;
+    const ox_const *c;
+    teeny_status st = teeny__ox_in(im, i, &idx);
+    *got = -1;
+    if (st != TEENY_OK || idx < 0 || (st = teeny__ox_in_const(im, i, what, 1, &c)) != TEENY_OK || c->numel == 0)
+        return st;
+    if (c->shape.ndim != 1 || c->numel != n)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "input %s has %lld values for %d axes", what, (long long)c->numel, n);
+    for (int k = 0; k < n; k++)
+        out[k] = c->type == OX_F32 ? (double)((const float *)c->data)[k] : (double)((const int64_t *)c->data)[k];
+    *got = n;
+    return TEENY_OK;
+}
+
+/* The output size and scale of H and W from scales or sizes (over all
+ * four axes, or over axes [2, 3]); N and C must stay. */
+static teeny_status resize_values(ox_import *im, int legacy, const ox_shape *xs, teeny_resize2d_params *p)
+{
+    int64_t axes[4];
+    int n_axes, n_sc = -1, n_sz = -1, first;
+    double sc[4], sz[4];
+    teeny_status st = teeny__ox_attr_ints(im, "axes", 4, axes, &n_axes);
+    if (st != TEENY_OK)
+        return st;
+    int two = n_axes == 2 && (axes[0] == 2 || axes[0] == -2) && (axes[1] == 3 || axes[1] == -1);
+    if (n_axes >= 0 && !two && !(n_axes == 4 && axes[0] == 0 && axes[1] == 1 && axes[2] == 2 && axes[3] == 3))
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute axes (supported: the last two, H and W)");
+    int n = two ? 2 : 4;
+    const Onnx__AttributeProto *a = teeny__ox_attr(im, "scales"); /* Upsample-7 */
+    if (a) {
+        if (a->n_floats != 4)
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute scales has %zu values for 4 axes", a->n_floats);
+        for (int k = 0; k < 4; k++)
+            sc[k] = a->floats[k];
+        n_sc = 4;
+    } else if ((st = resize_input(im, legacy ? 1 : 2, "scales", n, sc, &n_sc)) != TEENY_OK ||
+               (!legacy && (st = resize_input(im, 3, "sizes", n, sz, &n_sz)) != TEENY_OK)) {
+        return st;
+    }
+    if ((n_sc < 0) == (n_sz < 0))
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "one of scales and sizes is needed, not %s", n_sc < 0 ? "neither" : "both");
+    first = n - 2;
+    for (int k = 0; k < first; k++)
+        if (n_sc > 0 ? sc[k] != 1.0 : sz[k] != (double)xs->d[k])
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%s resizes axis %d (supported: the last two, H and W)",
+                                  n_sc > 0 ? "scales" : "sizes", k);
+    for (int k = 0; k < 2; k++) {
+        double in = (double)xs->d[2 + k], s = n_sc > 0 ? sc[first + k] : 0.0,
+               out = n_sc > 0 ? floor(in * s) : sz[first + k];
+        if (!(out >= 1 && out <= INT32_MAX) || !(s >= 0 && s <= 3.4e38))
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "axis %d of size %g resizes to %g (scale %g)", 2 + k, in,
+                                  out, s);
+        p->size[k] = (int)out;
+        p->scale[k] = (float)s;
+    }
+    if (legacy && p->mode == TEENY_RESIZE_NEAREST) { /* ORT's rounding: floor upsampling, ceil downsampling */
+        int down0 = p->size[0] < xs->d[2] || (p->scale[0] > 0 && p->scale[0] < 1);
+        int down1 = p->size[1] < xs->d[3] || (p->scale[1] > 0 && p->scale[1] < 1);
+        if (down0 != down1)
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "nearest resizing one axis up and the other down "
+                                  "(opset %lld rounds each its own way)", (long long)im->opset);
+        p->rounding = down0 ? TEENY_RESIZE_CEIL : TEENY_RESIZE_FLOOR;
+    }
+    return TEENY_OK;
+}
+
+/* Resize (opsets 10 to 19) and Upsample (7, 9) of a run-time [N, C, H, W]
+ * value over H and W, scales or sizes constant: a resize2d node. */
+static teeny_status op_resize(ox_import *im)
+{
+    static const char *const attrs[] = {"mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
+                                        "exclude_outside", "extrapolation_value", "antialias", "axes",
+                                        "keep_aspect_ratio_policy", NULL};
+    static const char *const upsample_attrs[] = {"mode", "scales", NULL};
+    int upsample = !strcmp(im->node->op_type, "Upsample"), legacy = upsample || im->opset < 11, xi;
+    teeny_resize2d_params p = TEENY_RESIZE2D_PARAMS_INIT;
+    teeny_node y;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, upsample ? upsample_attrs : attrs);
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
+        (st = resize_modes(im, legacy, &p)) != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK)
+        return st;
+    ox_shape s = im->vals[xi].shape;
+    if (s.ndim != 4)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "X of rank %d (supported: [N, C, H, W], resized over H and W)",
+                              s.ndim);
+    if ((st = resize_values(im, legacy, &s, &p)) != TEENY_OK)
+        return st;
+    if ((st = teeny_graph_resize2d(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), im->vals[xi].node, &p, &y)) !=
+        TEENY_OK)
+        return teeny__ox_graph_fail(im, st);
+    s.d[2] = p.size[0];
+    s.d[3] = p.size[1];
+    return teeny__ox_out_runtime(im, 0, y, &s);
+}
+
 ox_handler teeny__ox_spatial_handler(const char *op)
 {
     static const struct {
@@ -388,6 +537,8 @@ ox_handler teeny__ox_spatial_handler(const char *op)
         {"AveragePool", op_pool},
         {"GlobalAveragePool", op_global_pool},
         {"GlobalMaxPool", op_global_pool},
+        {"Resize", op_resize},
+        {"Upsample", op_resize},
     };
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
         if (!strcmp(table[i].op, op))

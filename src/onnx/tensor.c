@@ -65,7 +65,8 @@ int teeny__ox_type_supported(int t)
     return raw_size(t) != 0;
 }
 
-teeny_status teeny__ox_const_alloc(teeny_ctx *ctx, ox_type type, int onnx_type, const ox_shape *s, ox_const *c)
+/* c's type and shape, no data yet: TEENY_ERR_RANGE past OX_MAX_ELEMS. */
+static teeny_status const_shape(teeny_ctx *ctx, ox_type type, int onnx_type, const ox_shape *s, ox_const *c)
 {
     int64_t n = teeny__ox_numel(s);
     memset(c, 0, sizeof *c);
@@ -75,9 +76,22 @@ teeny_status teeny__ox_const_alloc(teeny_ctx *ctx, ox_type type, int onnx_type, 
     if (n < 0)
         return teeny__error(ctx, TEENY_ERR_RANGE, "a tensor of more than %d elements", OX_MAX_ELEMS);
     c->numel = n;
-    if (n && !(c->data = teeny__calloc((size_t)n, 8)))
-        return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory for a tensor of %lld elements", (long long)n);
     return TEENY_OK;
+}
+
+/* c's data (zeros): once what fills it is known to hold numel values. */
+static teeny_status const_data(teeny_ctx *ctx, ox_const *c)
+{
+    if (c->numel && !(c->data = teeny__calloc((size_t)c->numel, 8)))
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory for a tensor of %lld elements",
+                            (long long)c->numel);
+    return TEENY_OK;
+}
+
+teeny_status teeny__ox_const_alloc(teeny_ctx *ctx, ox_type type, int onnx_type, const ox_shape *s, ox_const *c)
+{
+    teeny_status st = const_shape(ctx, type, onnx_type, s, c);
+    return st == TEENY_OK ? const_data(ctx, c) : st;
 }
 
 size_t teeny__ox_esize(ox_type t)
@@ -138,19 +152,23 @@ static teeny_status from_raw(teeny_ctx *ctx, const uint8_t *b, size_t len, const
     return TEENY_OK;
 }
 
+/* How many values the typed repeated field of type tp holds. */
+static size_t field_count(const Onnx__TensorProto *t, int tp)
+{
+    if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        return t->n_float_data;
+    if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+        return t->n_int64_data;
+    if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 || tp == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64)
+        return t->n_uint64_data;
+    return t->n_int32_data;
+}
+
 /* The typed repeated field the type stores its values in. */
 static teeny_status from_fields(teeny_ctx *ctx, const Onnx__TensorProto *t, const char *what, ox_const *c)
 {
-    size_t n;
     int tp = c->onnx_type;
-    if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-        n = t->n_float_data;
-    else if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
-        n = t->n_int64_data;
-    else if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 || tp == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64)
-        n = t->n_uint64_data;
-    else
-        n = t->n_int32_data;
+    size_t n = field_count(t, tp);
     if (n != (size_t)c->numel)
         return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: %zu values for %lld %s elements", what, n,
                             (long long)c->numel, teeny__ox_type_name(tp));
@@ -257,6 +275,10 @@ static teeny_status from_external(teeny_ctx *ctx, const Onnx__TensorProto *t, co
         return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: %lld bytes at offset %lld pass the end of %s (%lld bytes)",
                             what, (long long)want, (long long)offset, loc, (long long)sb.st_size);
     }
+    if ((st = const_data(ctx, c)) != TEENY_OK) { /* the file holds the data: now its room */
+        close(fd);
+        return st;
+    }
     uint8_t *buf = teeny__malloc(want ? (size_t)want : 1);
     size_t got = 0;
     while (buf && got < (size_t)want) {
@@ -296,15 +318,23 @@ teeny_status teeny__ox_tensor_load(teeny_ctx *ctx, const Onnx__TensorProto *t, c
                             teeny__ox_type_name(tp), tp);
     if (t->segment)
         return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "%s: segmented tensors are not supported", what);
-    if ((st = teeny__ox_const_alloc(ctx, tp == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? OX_F32 : OX_I64, tp, &s, c)) !=
-        TEENY_OK)
+    /* the data must hold the dimensions' values before their room is allocated (a few bytes of model
+     * must not claim gigabytes): external data once its file's size is known (from_external), the
+     * rest here */
+    if ((st = const_shape(ctx, tp == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? OX_F32 : OX_I64, tp, &s, c)) != TEENY_OK)
         return teeny__error(ctx, st, "%s: %s", what, teeny_last_error(ctx));
-    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
         st = from_external(ctx, t, dir, what, c);
-    else if (t->has_raw_data)
-        st = from_raw(ctx, t->raw_data.data, t->raw_data.len, what, c);
-    else
-        st = from_fields(ctx, t, what, c);
+    } else {
+        size_t size = (size_t)raw_size(tp), have = t->has_raw_data ? t->raw_data.len / size : field_count(t, tp);
+        if (have != (size_t)c->numel || (t->has_raw_data && t->raw_data.len % size))
+            return teeny__error(ctx, TEENY_ERR_FORMAT, "%s: the data holds %zu %s for %lld %s elements", what,
+                                t->has_raw_data ? t->raw_data.len : have, t->has_raw_data ? "bytes" : "values",
+                                (long long)c->numel, teeny__ox_type_name(tp));
+        if ((st = const_data(ctx, c)) == TEENY_OK)
+            st = t->has_raw_data ? from_raw(ctx, t->raw_data.data, t->raw_data.len, what, c)
+                                 : from_fields(ctx, t, what, c);
+    }
     if (st != TEENY_OK)
         teeny__ox_const_free(c);
     return st;

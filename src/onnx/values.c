@@ -346,9 +346,9 @@ teeny_status teeny__ox_node_shape(ox_import *im, teeny_node n, ox_shape *s)
     return TEENY_OK;
 }
 
-teeny_status teeny__ox_out_runtime(ox_import *im, int i, teeny_node node, const ox_shape *s)
+teeny_status teeny__ox_out_runtime(ox_import *im, int i, teeny_node node, const ox_shape *shape)
 {
-    ox_shape g;
+    ox_shape g, s_copy = *shape, *s = &s_copy; /* shape may be a value's, which defining the output moves */
     int idx;
     teeny_status st = teeny__ox_node_shape(im, node, &g);
     if (st != TEENY_OK)
@@ -525,9 +525,10 @@ teeny_status teeny__ox_attr_string(ox_import *im, const char *name, const char *
         return TEENY_OK;
     if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING))
         return wrong_type(im, name, "STRING");
-    if (a->s.len >= cap || memchr(a->s.data, 0, a->s.len))
+    if (a->s.len >= cap || (a->s.len && memchr(a->s.data, 0, a->s.len))) /* an empty string has NULL data */
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute %s: value not supported", name);
-    memcpy(out, a->s.data, a->s.len);
+    if (a->s.len)
+        memcpy(out, a->s.data, a->s.len);
     out[a->s.len] = 0;
     return TEENY_OK;
 }

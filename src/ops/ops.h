@@ -122,6 +122,12 @@ typedef struct {
 typedef struct { int axis; } teeny__gather_attrs;                    /* layout.c */
 typedef struct { int axis, log; } teeny__softmax_attrs;              /* norm.c */
 typedef struct { int axis; float eps; int has_bias; } teeny__layernorm_attrs; /* norm.c: normalized over axis.. */
+/* ---- resize (ONNX phase 3) ---- */
+typedef struct {
+    int mode, coord, rounding; /* teeny_resize_mode, teeny_resize_coord, teeny_resize_rounding */
+    int size[2];               /* OH, OW */
+    float scale[2];            /* 0: size / input size */
+} teeny__resize2d_attrs;       /* resize.c */
 
 /* ---- group B (ONNX phase 2): transposed convolution ---- */
 typedef struct {
@@ -168,6 +174,7 @@ typedef union {
     teeny__softmax_attrs softmax;
     teeny__layernorm_attrs layernorm;
     teeny__conv_transpose2d_attrs conv_transpose2d;
+    teeny__resize2d_attrs resize2d;
 } teeny__op_attrs;
 
 #define TEENY__OP_MAX_TENSORS 12
@@ -338,6 +345,9 @@ enum {
 enum { TEENY__LAYERNORM_OUT_MEAN = 1, TEENY__LAYERNORM_OUT_RSTD };
 /* linear.c */
 enum { TEENY__MATMUL_A, TEENY__MATMUL_B, TEENY__MATMUL_Y, TEENY__MATMUL_DY, TEENY__MATMUL_IN_SLOTS };
+/* ---- resize slots (ONNX phase 3) ---- */
+/* resize.c */
+enum { TEENY__RESIZE2D_X, TEENY__RESIZE2D_Y, TEENY__RESIZE2D_DY, TEENY__RESIZE2D_IN_SLOTS };
 
 typedef teeny_status (*teeny__op_fn)(teeny_ctx *ctx, const teeny__op_args *a);
 

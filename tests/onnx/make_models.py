@@ -210,6 +210,71 @@ def convt():
     save("convt", g, 17, [w(2, 4, 5, 4, scale=1.0), w(2, 2, 6, scale=1.0)])
 
 
+def gemm():
+    """Gemm beyond the linear layer: transA on a run-time A with a constant
+    B (transB=1), alpha and beta with C of [M, N]; a run-time B (transB=1)
+    with C of [M, 1]; C [M, N] with alpha = beta = 1 (a linear node and an
+    add); a run-time C (another Gemm's output) with beta; beta=0."""
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    nodes = [n("Gemm", ["xt", "w1", "c1"], ["y1"], transA=1, transB=1, alpha=0.7, beta=-1.3),
+             n("Gemm", ["x", "b", "c2"], ["y2"], transB=1, alpha=1.5, beta=0.5),
+             n("Gemm", ["x", "w3", "c3"], ["y3"]),
+             n("Gemm", ["x", "w4", "y1"], ["y4"], alpha=-2.0, beta=2.0),
+             n("Gemm", ["xt", "b", "c3"], ["y5"], transA=1, transB=1, beta=0.0)]
+    g = helper.make_graph(nodes, "gemm", [helper.make_tensor_value_info("x", f, [3, 5]),
+                                          helper.make_tensor_value_info("xt", f, [5, 3]),
+                                          helper.make_tensor_value_info("b", f, [4, 5])],
+                          [helper.make_tensor_value_info("y%d" % k, f, [3, 4]) for k in range(1, 6)],
+                          [init("w1", w(4, 5)), init("c1", w(3, 4)), init("c2", w(3, 1)), init("w3", w(5, 4)),
+                           init("c3", w(3, 4)), init("w4", w(5, 4))])
+    save("gemm", g, 13, [w(3, 5, scale=1.0), w(5, 3, scale=1.0), w(4, 5, scale=1.0)])
+
+
+def resize():
+    """Resize at opset 19 (scales and sizes constant; nearest with each
+    rounding and coordinate mode, linear; axes [2, 3]) and Upsample at
+    opset 9 (nearest and linear: asymmetric); and the refusals: cubic,
+    a scale on the channels, scales computed at run time."""
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    c = lambda name, v, t=np.float32: init(name, np.array(v, t))
+    nodes = [n("Resize", ["x", "", "s1"], ["r1"], mode="nearest", coordinate_transformation_mode="asymmetric",
+               nearest_mode="floor"),
+             n("Resize", ["x", "", "", "z2"], ["r2"], mode="linear"),
+             n("Resize", ["x", "", "", "z3"], ["r3"], mode="nearest",
+               coordinate_transformation_mode="pytorch_half_pixel", nearest_mode="round_prefer_ceil"),
+             n("Resize", ["x", "", "s4"], ["r4"], mode="linear", coordinate_transformation_mode="align_corners"),
+             n("Resize", ["x", "", "", "z5"], ["r5"], mode="nearest",
+               coordinate_transformation_mode="tf_half_pixel_for_nn", nearest_mode="ceil"),
+             n("Resize", ["x", "", "s6"], ["r6"], mode="linear", coordinate_transformation_mode="pytorch_half_pixel",
+               axes=[2, 3])]
+    inits = [c("s1", [1, 1, 2, 1.5]), c("z2", [2, 3, 7, 3], np.int64), c("z3", [2, 3, 3, 8], np.int64),
+             c("s4", [1, 1, 0.5, 0.8]), c("z5", [2, 3, 9, 4], np.int64), c("s6", [2.5, 0.6])]
+    g = helper.make_graph(nodes, "resize", [helper.make_tensor_value_info("x", f, [2, 3, 4, 5])],
+                          [helper.make_tensor_value_info("r%d" % (k + 1), f, [2, 3, h, w_])
+                           for k, (h, w_) in enumerate([(8, 7), (7, 3), (3, 8), (2, 4), (9, 4), (10, 3)])], inits)
+    save("resize", g, 19, [w(2, 3, 4, 5, scale=1.0)])
+    nodes = [n("Upsample", ["x", "s"], ["u1"], mode="nearest"), n("Upsample", ["x", "s"], ["u2"], mode="linear")]
+    g = helper.make_graph(nodes, "upsample", [helper.make_tensor_value_info("x", f, [2, 3, 4, 5])],
+                          [helper.make_tensor_value_info("u%d" % k, f, [2, 3, 8, 15]) for k in (1, 2)],
+                          [c("s", [1, 1, 2, 3])])
+    save("upsample", g, 9, [w(2, 3, 4, 5, scale=1.0)])
+    x = [helper.make_tensor_value_info("x", f, [1, 2, 6, 6])]
+    y = [helper.make_tensor_value_info("y", f, None)]
+    for name, node, inits, extra in [
+            ("bad_resize", n("Resize", ["x", "", "s"], ["y"], name="up_cubic", mode="cubic"),
+             [c("s", [1, 1, 2, 2])], []),
+            ("bad_resize_axes", n("Resize", ["x", "", "s"], ["y"], name="up_c"), [c("s", [1, 2, 1, 1])], []),
+            ("bad_resize_input", n("Resize", ["x", "", "s"], ["y"], name="up_rt"), [],
+             [helper.make_tensor_value_info("s", f, [4])])]:
+        model = helper.make_model(helper.make_graph([node], name, x + extra, y, inits),
+                                  opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 8
+        onnx.save_model(model, os.path.join(HERE, name + ".onnx"))
+        print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
+
+
 def unsupported():
     """Models the importer must refuse, naming the node, op and attribute."""
     n = helper.make_node
@@ -261,3 +326,5 @@ if __name__ == "__main__":
     unsupported()
     convt()
     convt_unsupported()
+    gemm()
+    resize()
