@@ -119,6 +119,23 @@ teeny_status teeny__ox_out_nd(ox_import *im, int out, teeny_node n, int nsp)
 
 /* ---- Conv ---- */
 
+/* Conv's and ConvTranspose's attributes (attrs allowed), one output, the
+ * group, and inputs X (run-time), W (constant) and B (constant, or none:
+ * *bi -1, *b NULL). */
+static teeny_status conv_inputs(ox_import *im, const char *const *attrs, int *xi, int *wi, int *bi,
+                                const ox_const **w, const ox_const **b, int64_t *group)
+{
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    *b = NULL;
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
+        (st = teeny__ox_attr_int(im, "group", 1, group)) != TEENY_OK ||
+        (st = teeny__ox_in_runtime(im, 0, "X", xi)) != TEENY_OK ||
+        (st = teeny__ox_in_const(im, 1, "W", 1, w)) != TEENY_OK || (st = teeny__ox_in(im, 1, wi)) != TEENY_OK ||
+        (st = teeny__ox_in(im, 2, bi)) != TEENY_OK)
+        return st;
+    return *bi >= 0 ? teeny__ox_in_const(im, 2, "B", 1, b) : TEENY_OK;
+}
+
 static teeny_status op_conv(ox_import *im)
 {
     static const char *const attrs[] = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", NULL};
@@ -128,13 +145,8 @@ static teeny_status op_conv(ox_import *im)
     ox_spatial sp = {0};
     teeny_node x2, y;
     char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
-        (st = teeny__ox_attr_int(im, "group", 1, &group)) != TEENY_OK ||
-        (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK ||
-        (st = teeny__ox_in_const(im, 1, "W", 1, &w)) != TEENY_OK || (st = teeny__ox_in(im, 1, &wi)) != TEENY_OK ||
-        (st = teeny__ox_in(im, 2, &bi)) != TEENY_OK ||
-        (bi >= 0 && (st = teeny__ox_in_const(im, 2, "B", 1, &b)) != TEENY_OK))
+    teeny_status st = conv_inputs(im, attrs, &xi, &wi, &bi, &w, &b, &group);
+    if (st != TEENY_OK)
         return st;
     const ox_shape *xs = &im->vals[xi].shape;
     if (xs->ndim != 3 && xs->ndim != 4)
@@ -243,13 +255,8 @@ static teeny_status op_conv_transpose(ox_import *im)
     ox_spatial sp = {0};
     teeny_node x2, y;
     char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
-        (st = teeny__ox_attr_int(im, "group", 1, &group)) != TEENY_OK ||
-        (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK ||
-        (st = teeny__ox_in_const(im, 1, "W", 1, &w)) != TEENY_OK || (st = teeny__ox_in(im, 1, &wi)) != TEENY_OK ||
-        (st = teeny__ox_in(im, 2, &bi)) != TEENY_OK ||
-        (bi >= 0 && (st = teeny__ox_in_const(im, 2, "B", 1, &b)) != TEENY_OK))
+    teeny_status st = conv_inputs(im, attrs, &xi, &wi, &bi, &w, &b, &group);
+    if (st != TEENY_OK)
         return st;
     const ox_shape *xs = &im->vals[xi].shape;
     if (xs->ndim != 3 && xs->ndim != 4)
