@@ -103,6 +103,7 @@ START_TEST(test_onnx_models)
     check_model("conv1d", 1, x);
     check_model("external", 1, x);
     check_model("sce", 2, xl);
+    check_model("sce_options", 2, xl); /* weights, ignore_index, reductions none and sum, log_prob */
     check_model("pools", 1, x);
     static const char *const xx1[] = {"x", "x1"};
     check_model("convt", 2, xx1); /* ConvTranspose: groups, pads, output_padding, SAME_LOWER, output_shape, 1-D */
@@ -553,7 +554,7 @@ END_TEST
  * of an INTS attribute that has no values. */
 START_TEST(test_onnx_mutations)
 {
-    static const char *models[] = {"convnet", "shapes", "conv1d", "sce", "bad_attr", "fuzz-empty-ints", "convt"};
+    static const char *models[] = {"convnet", "shapes", "conv1d", "sce", "bad_attr", "fuzz-empty-ints", "convt", "sce_options"};
     th_rng rng = th_rng_make(1018);
     int rounds = th_small() ? 60 : 250;
     for (size_t k = 0; k < sizeof models / sizeof *models; k++) {

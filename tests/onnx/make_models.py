@@ -156,6 +156,24 @@ def sce():
     save("sce", g, 13, [w(5, 6, scale=1.0), np.array([0, 3, 1, 2, 3], np.int64)])
 
 
+def sce_options():
+    """SoftmaxCrossEntropyLoss with constant class weights, ignore_index -1 and
+    reduction none (with log_prob), and sum without weights (labels outside
+    [0, C) other than ignore_index are undefined in ONNX: none here)."""
+    n = helper.make_node
+    nodes = [n("Gemm", ["x", "w", "b"], ["scores"], transB=0),
+             n("SoftmaxCrossEntropyLoss", ["scores", "labels", "cw"], ["rows", "log_prob"], reduction="none",
+               ignore_index=-1),
+             n("SoftmaxCrossEntropyLoss", ["scores", "labels"], ["total"], reduction="sum", ignore_index=-1)]
+    g = helper.make_graph(nodes, "sce_options", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6]),
+                                                 helper.make_tensor_value_info("labels", TensorProto.INT64, ["N"])],
+                          [helper.make_tensor_value_info("rows", TensorProto.FLOAT, ["N"]),
+                           helper.make_tensor_value_info("log_prob", TensorProto.FLOAT, ["N", 4]),
+                           helper.make_tensor_value_info("total", TensorProto.FLOAT, [])],
+                          [init("w", w(6, 4)), init("b", w(1)), init("cw", 0.5 + np.abs(w(4)))])
+    save("sce_options", g, 13, [w(6, 6, scale=1.0), np.array([0, 3, 1, -1, 2, 3], np.int64)])
+
+
 def external():
     """A conv whose weights sit in an external data file beside the model."""
     n = helper.make_node
@@ -261,3 +279,4 @@ if __name__ == "__main__":
     unsupported()
     convt()
     convt_unsupported()
+    sce_options()
