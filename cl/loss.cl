@@ -70,24 +70,29 @@ TEENY_INLINE float ce_weight(int lab, int K, __global const float *weights, int 
     return has_w ? weights[w_off + lab] : 1.0f;
 }
 
-/* Grid (CE_WG * N), work-group CE_WG: group n owns row n. Items stride
+/* Scores of rank > 2, [N, K, D] (D the product of the dimensions past the
+ * classes): row r = n * D + d holds the K values at n*K*D + d + k*D, with
+ * label r (labels [N, D]). D = 1 is [N, K].
+ *
+ * Grid (CE_WG * N * D), work-group CE_WG: group n owns row n. Items stride
  * over the row for its max, then for sum exp(v - max); they write the row's
  * probabilities and item 0 the row's loss, w * (lse - row[label]), into
  * row_loss[n] (0 for an ignored row). */
 __kernel __attribute__((reqd_work_group_size(CE_WG, 1, 1)))
-void ce_forward_rows(__global const float *logits, int l_off, __global const int *labels, int lab_off, int K,
+void ce_forward_rows(__global const float *logits, int l_off, __global const int *labels, int lab_off, int K, int D,
                      __global const float *weights, int w_off, int has_w, int has_ii, int ii,
                      __global float *probs, int p_off, __global float *row_loss, int rl_off)
 {
     __local float red[CE_WG];
     int lid = get_local_id(0), n = get_group_id(0);
-    __global const float *row = logits + l_off + n * K;
+    int base = (n / D) * K * D + n % D; /* row n's first value; then stride D */
+    __global const float *row = logits + l_off + base;
     float m = -INFINITY, s = 0.0f;
     for (int k = lid; k < K; k += CE_WG)
-        m = fmax(m, row[k]);
+        m = fmax(m, row[k * D]);
     m = ce_group_max(red, lid, m);
     for (int k = lid; k < K; k += CE_WG)
-        s += exp(row[k] - m);
+        s += exp(row[k * D] - m);
     s = ce_group_sum(red, lid, s);
     float inv_s = 1.0f / s;
     /* Every item takes the log, outside the branch below: log() reads a
@@ -96,12 +101,12 @@ void ce_forward_rows(__global const float *logits, int l_off, __global const int
      * work-item-dependent control flow. */
     const float log_s = log(s);
     for (int k = lid; k < K; k += CE_WG)
-        probs[p_off + n * K + k] = exp(row[k] - m) * inv_s;
+        probs[p_off + base + k * D] = exp(row[k * D] - m) * inv_s;
     if (lid == 0) {
         int label = labels[lab_off + n];
         float w = ce_weight(label, K, weights, w_off, has_w, has_ii, ii);
         /* lse - row[label] = log(s) - (row[label] - m), without forming lse */
-        row_loss[rl_off + n] = w == 0.0f ? 0.0f : label >= 0 && label < K ? w * (log_s - (row[label] - m)) : NAN;
+        row_loss[rl_off + n] = w == 0.0f ? 0.0f : label >= 0 && label < K ? w * (log_s - (row[label * D] - m)) : NAN;
     }
 }
 
@@ -141,7 +146,7 @@ void ce_mean(__global const float *row_loss, int rl_off, __global const int *lab
         loss[loss_off] = mode == CE_SUM ? s : mode == CE_WSUM ? sw : s / sw;
 }
 
-/* Grid (N * K): item i = n*K + k writes
+/* Grid (N * K * D): item i = (n*K + k)*D + d writes, for row r = n*D + d,
  * dlogits = (probs - [k == label]) * (dloss[n * dl_step] * w / denom[0]),
  * w the row's weight (ce_weight; an ignored row writes 0), denom[0] the sum
  * of the weights (MEAN with weights or ignore_index) when has_denom, else
@@ -149,12 +154,13 @@ void ce_mean(__global const float *row_loss, int rl_off, __global const int *lab
 __kernel void ce_backward(__global const float *probs, int p_off, __global const int *labels, int lab_off,
                           __global const float *weights, int w_off, int has_w, int has_ii, int ii,
                           __global const float *dloss, int dl_off, int dl_step, __global const float *denom,
-                          int den_off, int has_denom, float den, int N, int K, __global float *dlogits, int d_off)
+                          int den_off, int has_denom, float den, int N, int K, int D, __global float *dlogits,
+                          int d_off)
 {
     int i = get_global_id(0);
-    if (i >= N * K)
+    if (i >= N * K) /* N: the rows (N * D of [N, K, D]) */
         return;
-    int n = i / K, k = i - n * K, label = labels[lab_off + n];
+    int nb = i / (K * D), rem = i - nb * K * D, k = rem / D, n = nb * D + (rem - k * D), label = labels[lab_off + n];
     float w = ce_weight(label, K, weights, w_off, has_w, has_ii, ii);
     float g = dloss[dl_off + n * dl_step] * w / (has_denom ? denom[den_off] : den);
     float v = probs[p_off + i] - (k == label ? 1.0f : 0.0f);

@@ -873,6 +873,9 @@ TEENY_API teeny_status teeny_softmax_cross_entropy_backward(teeny_ctx *ctx, cons
 /* Softmax cross-entropy with ONNX's and PyTorch's options
  * (SoftmaxCrossEntropyLoss, F.cross_entropy). A zeroed teeny_ce_params (or
  * p NULL) is the plain mean loss above, bit for bit.
+ *   logits [N, K] with labels [N], or [N, K, d1, ...] (rank up to 5) with
+ *     labels [N, d1, ...]: each (n, d1, ...) is a row over the K classes
+ *     (axis 1), as both libraries take it; probs has the logits' shape.
  *   weights: NULL, or fp32 [K] class weights: row n's loss is
  *     w[label_n] * (-log softmax(logits_n)[label_n]) (w = 1 without).
  *   use_ignore_index: rows whose label equals ignore_index (any value,
@@ -884,10 +887,11 @@ TEENY_API teeny_status teeny_softmax_cross_entropy_backward(teeny_ctx *ctx, cons
  *     libraries); when every row is ignored that is 0/0 = NaN, as PyTorch,
  *     ONNX's reference and onnxruntime give (dlogits is then 0, every row
  *     being ignored). TEENY_REDUCTION_SUM: loss [1] = the sum.
- *     TEENY_REDUCTION_NONE: loss [N] = each row's loss. Any other value:
- *     TEENY_ERR_ARG.
+ *     TEENY_REDUCTION_NONE: loss of the labels' shape = each row's loss.
+ *     Any other value: TEENY_ERR_ARG.
  * Statuses: weights not fp32 [K]: TEENY_ERR_SHAPE; loss (dloss) must hold
- * 1 element (N for NONE): TEENY_ERR_SHAPE; the rest as the plain calls.
+ * 1 element (the labels' count for NONE): TEENY_ERR_SHAPE; labels not of
+ * the shape above: TEENY_ERR_SHAPE; the rest as the plain calls.
  * Sums run in a fixed order (the same bits run to run). */
 typedef enum { TEENY_REDUCTION_MEAN = 0, TEENY_REDUCTION_SUM = 1, TEENY_REDUCTION_NONE = 2 } teeny_reduction;
 typedef struct {
@@ -899,8 +903,9 @@ TEENY_API teeny_status teeny_softmax_cross_entropy_ex_forward(teeny_ctx *ctx, co
     const teeny_tensor *labels, const teeny_tensor *weights, const teeny_ce_params *p, teeny_tensor *loss,
     teeny_tensor *probs);
 /* dlogits [N, K] = (probs - onehot(labels)) * w[label] * g, g = dloss[0] /
- * (sum of weights) for MEAN, dloss[0] for SUM, dloss[n] for NONE (dloss
- * [N]); ignored rows 0. weights and p as in the forward call. */
+ * (sum of weights) for MEAN, dloss[0] for SUM, dloss[row] for NONE (dloss
+ * of the labels' count); ignored rows 0. weights and p as in the forward
+ * call; dlogits (and probs) of the logits' shape. */
 TEENY_API teeny_status teeny_softmax_cross_entropy_ex_backward(teeny_ctx *ctx, const teeny_tensor *probs,
     const teeny_tensor *labels, const teeny_tensor *weights, const teeny_ce_params *p, const teeny_tensor *dloss,
     teeny_tensor *dlogits);
@@ -1032,7 +1037,7 @@ TEENY_API teeny_status teeny_graph_softmax_cross_entropy(teeny_graph *g, const c
 /* The same with teeny_softmax_cross_entropy_ex_forward's options: weights
  * a node of fp32 [K] (a teeny_graph_constant or input; it gets no gradient:
  * a gradient asked of it is zero) or -1 for none; p NULL: the defaults. The
- * value is [1], or [B] for TEENY_REDUCTION_NONE. */
+ * value is [1], or the labels' shape ([B]) for TEENY_REDUCTION_NONE. */
 TEENY_API teeny_status teeny_graph_softmax_cross_entropy_ex(teeny_graph *g, const char *name, teeny_node logits,
     teeny_node labels, teeny_node weights, const teeny_ce_params *p, teeny_node *out);
 /* Channel concatenation of n >= 1 inputs (more than 4 become a chain of

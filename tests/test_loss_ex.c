@@ -341,6 +341,76 @@ START_TEST(test_loss_ex_determinism)
 }
 END_TEST
 
+/* Scores of rank 3..5, [N, K, d1, ...] with labels [N, d1, ...]: against
+ * the reference on the rows moved to [N * D, K] (a transpose here), for
+ * every reduction, with weights and ignore_index -1; views at odd offsets. */
+START_TEST(test_loss_ex_nd)
+{
+    teeny_ctx *ctx = th_ctx();
+    uint64_t seed = 7600 + (uint64_t)_i;
+    th_rng r = th_rng_make(seed);
+    int rank = 3 + _i % 3, N = th_int(&r, 1, 4), K = th_int(&r, 1, 9), D = 1;
+    int64_t xs[5] = {N, K}, ls[4] = {N}, ks[1] = {K};
+    for (int i = 2; i < rank; i++)
+        D *= (int)(xs[i] = ls[i - 1] = th_int(&r, 1, 5));
+    int rows = N * D, none = _i % 3 == 2, nl = none ? rows : 1, v = _i % 2 ? 3 : 0;
+    size_t n = (size_t)rows * K;
+    teeny_ce_params p = {(teeny_reduction)(_i % 3), 1, -1};
+    float *x = th_malloc(n * 4), *w = th_malloc((size_t)K * 4), *dl = th_malloc((size_t)nl * 4);
+    int32_t *lab = th_malloc((size_t)rows * 4), *lab_t = th_malloc((size_t)rows * 4);
+    th_fill_normal(&r, x, n, 0, 2);
+    th_fill_uniform(&r, w, (size_t)K, 0.2, 2);
+    th_fill_uniform(&r, dl, (size_t)nl, 0.5, 1.5);
+    for (int i = 0; i < rows; i++)
+        lab[i] = i > 0 && th_int(&r, 0, 3) == 0 ? -1 : th_int(&r, 0, K - 1);
+    /* the reference's rows: row (b, d) <- x[b, :, d] */
+    double *xt = th_malloc(n * 8), *pt = th_malloc(n * 8), *gt = th_malloc(n * 8), *pr = th_malloc(n * 8),
+           *gr = th_malloc(n * 8), *rl = th_malloc((size_t)rows * 8), *wd = th_dbl(w, (size_t)K),
+           *dld = th_dbl(dl, (size_t)nl), loss;
+    for (int b = 0; b < N; b++)
+        for (int k = 0; k < K; k++)
+            for (int d = 0; d < D; d++)
+                xt[((size_t)b * D + d) * K + k] = x[((size_t)b * K + k) * D + d];
+    ref_ce_opts o = {wd, 1, -1, (int)p.reduction};
+    loss = ref_softmax_ce_ex_forward(xt, lab, &o, rows, K, pt, rl);
+    ref_softmax_ce_ex_backward(pt, lab, &o, dld, rows, K, gt);
+    for (int b = 0; b < N; b++)
+        for (int k = 0; k < K; k++)
+            for (int d = 0; d < D; d++) {
+                pr[((size_t)b * K + k) * D + d] = pt[((size_t)b * D + d) * K + k];
+                gr[((size_t)b * K + k) * D + d] = gt[((size_t)b * D + d) * K + k];
+            }
+    char repro[160];
+    snprintf(repro, sizeof repro, "logits rank %d [%d, %d, ...] D %d reduction %d%s seed %llu", rank, N, K, D,
+             (int)p.reduction, v ? " (views)" : "", (unsigned long long)seed);
+    int64_t os[4] = {none ? N : 1};
+    for (int i = 1; none && i < rank - 1; i++)
+        os[i] = ls[i];
+    th_dev tx = th_dev_make(ctx, 0, rank, xs, v, x), tl = th_dev_make(ctx, 1, rank - 1, ls, v ? v + 1 : 0, lab),
+           tw = th_dev_make(ctx, 0, 1, ks, 0, w), tloss = th_dev_make(ctx, 0, none ? rank - 1 : 1, os, v ? v + 2 : 0, NULL),
+           tp = th_dev_make(ctx, 0, rank, xs, v ? v + 3 : 0, NULL),
+           tdl = th_dev_make(ctx, 0, none ? rank - 1 : 1, os, 0, dl), tdx = th_dev_make(ctx, 0, rank, xs, v ? v + 4 : 0, NULL);
+    TH_OK(ctx, teeny_softmax_cross_entropy_ex_forward(ctx, tx.t, tl.t, tw.t, &p, tloss.t, tp.t));
+    expect_close(&tloss, none ? rl : &loss, (size_t)nl, "loss", repro);
+    expect_close(&tp, pr, n, "probs", repro);
+    TH_OK(ctx, teeny_softmax_cross_entropy_ex_backward(ctx, tp.t, tl.t, tw.t, &p, tdl.t, tdx.t));
+    expect_close(&tdx, gr, n, "dlogits", repro);
+    /* labels of the wrong shape: [N * D] */
+    int64_t flat[1] = {rows};
+    teeny_tensor *lf = NULL;
+    TH_OK(ctx, teeny_tensor_create_i32(ctx, 1, flat, &lf));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE,
+              teeny_softmax_cross_entropy_ex_forward(ctx, tx.t, lf, tw.t, &p, tloss.t, tp.t));
+    teeny_tensor_destroy(lf);
+    th_dev *ds[] = {&tx, &tl, &tw, &tloss, &tp, &tdl, &tdx};
+    for (int k = 0; k < 7; k++)
+        th_dev_free(ds[k]);
+    void *hs[] = {x, w, dl, lab, lab_t, xt, pt, gt, pr, gr, rl, wd, dld};
+    for (size_t k = 0; k < sizeof hs / sizeof *hs; k++)
+        free(hs[k]);
+}
+END_TEST
+
 /* x -> linear (weight, bias) -> cross-entropy with constant class weights,
  * ignore_index and SUM, then MEAN: the loss and both parameter gradients
  * against the reference chained by hand; the builder's refusals add no
@@ -487,6 +557,7 @@ Suite *suite_loss_ex(void)
     Suite *s = suite_create("loss_ex");
     TCase *t = tcase_create("loss_ex");
     tcase_add_loop_test(t, test_loss_ex_sweep, 0, n_sweep());
+    tcase_add_loop_test(t, test_loss_ex_nd, 0, th_small() ? 6 : 30);
     tcase_add_test(t, test_loss_ex_defaults);
     tcase_add_test(t, test_loss_ex_ignored_and_bad);
     tcase_add_test(t, test_loss_ex_finite_diff);

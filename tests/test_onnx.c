@@ -104,6 +104,8 @@ START_TEST(test_onnx_models)
     check_model("external", 1, x);
     check_model("sce", 2, xl);
     check_model("sce_options", 2, xl); /* weights, ignore_index, reductions none and sum, log_prob */
+    static const char *const xlw[] = {"x", "labels", "cw"};
+    check_model("sce_nd", 3, xlw); /* scores [N, C, d], labels [N, d], run-time weights */
     check_model("pools", 1, x);
     static const char *const xx1[] = {"x", "x1"};
     check_model("convt", 2, xx1); /* ConvTranspose: groups, pads, output_padding, SAME_LOWER, output_shape, 1-D */
@@ -554,7 +556,7 @@ END_TEST
  * of an INTS attribute that has no values. */
 START_TEST(test_onnx_mutations)
 {
-    static const char *models[] = {"convnet", "shapes", "conv1d", "sce", "bad_attr", "fuzz-empty-ints", "convt", "sce_options"};
+    static const char *models[] = {"convnet", "shapes", "conv1d", "sce", "bad_attr", "fuzz-empty-ints", "convt", "sce_options", "sce_nd"};
     th_rng rng = th_rng_make(1018);
     int rounds = th_small() ? 60 : 250;
     for (size_t k = 0; k < sizeof models / sizeof *models; k++) {

@@ -174,7 +174,8 @@ static teeny_status op_matmul(ox_import *im)
 /* SoftmaxCrossEntropyLoss: mean over the batch, no class weights. */
 /* SoftmaxCrossEntropyLoss: reduction, ignore_index, weights (constant or
  * run-time [C]) and the optional log_prob output (a LogSoftmax over the
- * classes of the same scores). Scores [N, C] only. */
+ * classes of the same scores). Scores [N, C] or [N, C, d1, ...] (labels
+ * [N, d1, ...]). */
 static teeny_status sce_params(ox_import *im, teeny_ce_params *p)
 {
     static const char *const attrs[] = {"reduction", "ignore_index", NULL};
@@ -210,9 +211,9 @@ static teeny_status op_sce(ox_import *im)
         return st;
     if ((st = teeny__ox_in_runtime(im, 0, "scores", &si)) != TEENY_OK || (st = teeny__ox_in_labels(im, 1, "labels", &li)) != TEENY_OK)
         return st;
-    const ox_shape sc = im->vals[si].shape;
-    if (sc.ndim != 2)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "scores of rank %d (supported: [N, C])", sc.ndim);
+    const ox_shape sc = im->vals[si].shape, ls = im->vals[li].shape;
+    if (sc.ndim < 2)
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "scores of rank %d (expected [N, C, ...])", sc.ndim);
     if (wi >= 0 && (st = teeny__ox_operand(im, 2, "weights", &w, &ws)) != TEENY_OK)
         return st;
     if (wi >= 0 && (ws.ndim != 1 || ws.d[0] != sc.d[1]))
@@ -222,15 +223,17 @@ static teeny_status op_sce(ox_import *im)
                                                    im->vals[li].node, w, &p, &y)) != TEENY_OK)
         return graph_err(im, st);
     if (p.reduction == TEENY_REDUCTION_NONE) {
-        if ((st = teeny__ox_out_runtime(im, 0, y, &(ox_shape){1, {sc.d[0]}})) != TEENY_OK)
+        if ((st = teeny__ox_out_runtime(im, 0, y, &ls)) != TEENY_OK)
             return st;
     } else {
+        if (im->node->n_output < 1 || !im->node->output[0] || !*im->node->output[0])
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "output 0 (the loss) is missing");
         if ((st = teeny__ox_define(im, im->node->output[0], OX_RUNTIME, &yi)) != TEENY_OK)
             return st;
         im->vals[yi].node = y;
         im->vals[yi].is_loss = 1; /* a scalar: shape.ndim 0 */
     }
-    if (im->node->n_output < 2 || !*im->node->output[1])
+    if (im->node->n_output < 2 || !im->node->output[1] || !*im->node->output[1])
         return TEENY_OK;
     if ((st = teeny_graph_softmax(im->g, teeny__ox_name(im, "log_prob", buf, sizeof buf), im->vals[si].node, 1, 1,
                                   &lp)) != TEENY_OK)

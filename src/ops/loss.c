@@ -2,8 +2,9 @@
  * loss.c -- softmax cross-entropy with its gradient (teeny_ce_params: class
  * weights, ignore_index, reduction mean / sum / none; zeroed: the plain
  * mean), and per-row argmax for accuracy counts. logits [N, K] row-major
- * fp32, labels int32 [N], weights [K] (optional), loss [1] ([N] for none),
- * probs [N, K].
+ * fp32 (or [N, K, d1, ...]: rows of stride D = d1 * ..., ce_dims), labels
+ * int32 [N] ([N, d1, ...]), weights [K] (optional), loss [1] (the labels'
+ * shape for none), probs of the logits' shape.
  *
  * Kernels: cl/loss.cl. One work-group per row computes the row's
  * softmax and loss; one more work-group takes the mean in a fixed order
@@ -26,6 +27,7 @@
  *             out = [dlogits, dlabels (ignored), dweights (zeros)]
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -55,6 +57,18 @@ static teeny_status forward_budget(teeny_ctx *ctx, int N, int K, int wg, int64_t
     teeny_status st = teeny__loop_check(ctx, "ce_forward_rows", row);
     *rounds = ((int64_t)N + wg - 1) / wg;
     return st == TEENY_OK ? teeny__loop_split(ctx, "ce_mean", *rounds, log2_of(wg) + 2, 1, per) : st;
+}
+
+/* Scores [N, K, d1, ...] as cl/loss.cl's rows: *rows = N * D, *K, *D the
+ * product of the dimensions past the classes (1 for [N, K]). */
+static void ce_dims(const teeny_tensor *x, int *rows, int *K, int *D)
+{
+    int64_t d = 1;
+    for (int i = 2; i < x->ndim; i++)
+        d *= x->shape[i];
+    *rows = (int)(x->shape[0] * d);
+    *K = (int)x->shape[1];
+    *D = (int)d;
 }
 
 /* The weights' and ignore_index's kernel arguments (cl/loss.cl, ce_weight). */
@@ -121,8 +135,9 @@ teeny_status teeny__softmax_ce_forward(teeny_ctx *ctx, const teeny__op_args *a)
     teeny_tensor *loss = a->out[TEENY__OUT_VALUE], *probs = a->out[TEENY__SOFTMAX_CE_OUT_PROBS];
     const teeny__softmax_ce_attrs *at = &a->attrs.softmax_ce;
     ce_wargs w = wargs_of(a->in[TEENY__SOFTMAX_CE_WEIGHTS], logits, at);
-    int N = (int)logits->shape[0], K = (int)logits->shape[1], wg, none = at->reduction == TEENY_REDUCTION_NONE;
+    int N, K, D, wg, none = at->reduction == TEENY_REDUCTION_NONE;
     int l_off = teeny__off(logits), lab_off = teeny__off(labels), loss_off = teeny__off(loss);
+    ce_dims(logits, &N, &K, &D);
     /* workspace: per-row losses (none: loss itself), then the
      * probabilities when probs is NULL */
     size_t ws = (none ? 0 : (size_t)N) + (probs ? 0 : (size_t)N * (size_t)K);
@@ -141,8 +156,8 @@ teeny_status teeny__softmax_ce_forward(teeny_ctx *ctx, const teeny__op_args *a)
     st = teeny__kernel_get(ctx, "loss", opt, "ce_forward_rows", &k);
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, "ce_forward_rows", sizeof(cl_mem), &logits->buf, sizeof(int), &l_off,
-                             sizeof(cl_mem), &labels->buf, sizeof(int), &lab_off, sizeof(int), &K, sizeof(cl_mem),
-                             &w.w, sizeof(int), &w.w_off, sizeof(int), &w.has_w, sizeof(int), &w.has_ii, sizeof(int),
+                             sizeof(cl_mem), &labels->buf, sizeof(int), &lab_off, sizeof(int), &K, sizeof(int), &D,
+                             sizeof(cl_mem), &w.w, sizeof(int), &w.w_off, sizeof(int), &w.has_w, sizeof(int), &w.has_ii, sizeof(int),
                              &w.ii, sizeof(cl_mem), &probs_buf, sizeof(int), &p_off, sizeof(cl_mem), &rl, sizeof(int),
                              &rl_off, (size_t)0);
     if (st == TEENY_OK) {
@@ -162,18 +177,20 @@ teeny_status teeny__softmax_ce_backward(teeny_ctx *ctx, const teeny__op_args *a)
     teeny_tensor *dlogits = a->out[TEENY__SOFTMAX_CE_LOGITS], *dw = a->out[TEENY__SOFTMAX_CE_WEIGHTS];
     const teeny__softmax_ce_attrs *at = &a->attrs.softmax_ce;
     ce_wargs w = wargs_of(a->in[TEENY__SOFTMAX_CE_WEIGHTS], probs, at);
-    int N = (int)probs->shape[0], K = (int)probs->shape[1], wg;
+    int N, K, D, wg;
     int p_off = teeny__off(probs), lab_off = teeny__off(labels), dl_off = teeny__off(dloss),
         d_off = dlogits ? teeny__off(dlogits) : 0, dl_step = at->reduction == TEENY_REDUCTION_NONE;
     /* MEAN divides by the sum of the weights: N without weights and
      * ignore_index, else ce_mean's CE_WSUM into workspace */
     int has_denom = at->reduction == TEENY_REDUCTION_MEAN && (w.has_w || w.has_ii), den_off = 0;
-    float den = at->reduction == TEENY_REDUCTION_MEAN ? (float)N : 1.0f;
+    float den;
     cl_mem denom = probs->buf, carry;
     char opt[32];
     int64_t per, rounds;
     cl_kernel k;
     teeny_status st = dw ? teeny__fill(ctx, dw->buf, dw->offset, (size_t)dw->numel, 0.0f) : TEENY_OK;
+    ce_dims(probs, &N, &K, &D);
+    den = at->reduction == TEENY_REDUCTION_MEAN ? (float)N : 1.0f;
     if (!dlogits || st != TEENY_OK)
         return st;
     if (has_denom && (st = teeny__scratch(ctx, sizeof(float), &denom)) == TEENY_OK &&
@@ -187,7 +204,7 @@ teeny_status teeny__softmax_ce_backward(teeny_ctx *ctx, const teeny__op_args *a)
                              sizeof(int), &w.has_w, sizeof(int), &w.has_ii, sizeof(int), &w.ii, sizeof(cl_mem),
                              &dloss->buf, sizeof(int), &dl_off, sizeof(int), &dl_step, sizeof(cl_mem), &denom,
                              sizeof(int), &den_off, sizeof(int), &has_denom, sizeof(float), &den, sizeof(int), &N,
-                             sizeof(int), &K, sizeof(cl_mem), &dlogits->buf, sizeof(int), &d_off, (size_t)0);
+                             sizeof(int), &K, sizeof(int), &D, sizeof(cl_mem), &dlogits->buf, sizeof(int), &d_off, (size_t)0);
     if (st == TEENY_OK) {
         size_t global = (size_t)N * (size_t)K, local = teeny__local_clamp(ctx, k, "ce_backward", (size_t)ctx->work_group_size);
         st = teeny__launch(ctx, k, "ce_backward", 1, &global, &local);
@@ -197,20 +214,24 @@ teeny_status teeny__softmax_ce_backward(teeny_ctx *ctx, const teeny__op_args *a)
 
 /* ---- shapes and the eager API ---- */
 
-/* logits [N, K] fp32, labels int32 [N], weights fp32 [K] (optional) ->
- * loss [1] ([N] for TEENY_REDUCTION_NONE), saved probs [N, K]. */
+/* logits [N, K, d1, ...] fp32 (rank 2..5), labels int32 [N, d1, ...],
+ * weights fp32 [K] (optional) -> loss [1] (the labels' shape for
+ * TEENY_REDUCTION_NONE), saved probs of the logits' shape. */
 teeny_status teeny__softmax_ce_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
     const teeny__shape *x = &s->in[0], *lab = &s->in[1], *w = &s->in[2];
     const teeny__softmax_ce_attrs *at = &s->attrs.softmax_ce;
-    char b[96];
-    if (s->n_in < 2 || x->ndim != 2 || x->is_i32)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "logits have shape %s%s; expected fp32 [N, K]",
+    char b[96], e[96];
+    if (s->n_in < 2 || x->ndim < 2 || x->is_i32)
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "logits have shape %s%s; expected fp32 [N, K] or [N, K, d1, ...]",
                             teeny__dims_str(x->shape, x->ndim, b, sizeof b), x->is_i32 ? " int32" : "");
-    if (!lab->is_i32 || lab->ndim != 1 || lab->shape[0] != x->shape[0])
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "labels have shape %s%s; expected int32 [%lld]",
+    int64_t want[TEENY_MAX_DIMS] = {x->shape[0]};
+    for (int i = 2; i < x->ndim; i++)
+        want[i - 1] = x->shape[i];
+    if (!lab->is_i32 || lab->ndim != x->ndim - 1 || memcmp(lab->shape, want, sizeof(int64_t) * (size_t)lab->ndim))
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "labels have shape %s%s; expected int32 %s",
                             teeny__dims_str(lab->shape, lab->ndim, b, sizeof b), lab->is_i32 ? "" : " fp32",
-                            (long long)x->shape[0]);
+                            teeny__dims_str(want, x->ndim - 1, e, sizeof e));
     if (s->n_in == 3 && (w->is_i32 || w->ndim != 1 || w->shape[0] != x->shape[1]))
         return teeny__error(ctx, TEENY_ERR_SHAPE, "weights have shape %s%s; expected fp32 [%lld]",
                             teeny__dims_str(w->shape, w->ndim, b, sizeof b), w->is_i32 ? " int32" : "",
@@ -218,10 +239,11 @@ teeny_status teeny__softmax_ce_infer(teeny_ctx *ctx, teeny__node_shapes *s)
     if (at->reduction < TEENY_REDUCTION_MEAN || at->reduction > TEENY_REDUCTION_NONE)
         return teeny__error(ctx, TEENY_ERR_ARG, "reduction %d; expected TEENY_REDUCTION_MEAN, _SUM or _NONE",
                             at->reduction);
-    if (x->shape[0] * x->shape[1] > INT32_MAX)
-        return teeny__error(ctx, TEENY_ERR_RANGE, "logits [%lld, %lld] pass int32 indexing", (long long)x->shape[0],
-                            (long long)x->shape[1]);
-    s->out = (teeny__shape){.ndim = 1, .shape = {at->reduction == TEENY_REDUCTION_NONE ? x->shape[0] : 1}};
+    if (teeny__dims_product(x->shape, x->ndim) > INT32_MAX || teeny__dims_product(x->shape, x->ndim) < 0)
+        return teeny__error(ctx, TEENY_ERR_RANGE, "logits %s pass int32 indexing",
+                            teeny__dims_str(x->shape, x->ndim, b, sizeof b));
+    s->out = at->reduction == TEENY_REDUCTION_NONE ? *lab : (teeny__shape){.ndim = 1, .shape = {1}};
+    s->out.is_i32 = 0;
     s->n_param = s->n_state = 0;
     s->n_saved = 1;
     s->saved[0] = *x;
@@ -229,7 +251,7 @@ teeny_status teeny__softmax_ce_infer(teeny_ctx *ctx, teeny__node_shapes *s)
     return TEENY_OK;
 }
 
-/* loss and dloss: any shape of one element (N for NONE). */
+/* loss and dloss: any shape of one element (of the labels' count for NONE). */
 teeny_status teeny_softmax_cross_entropy_ex_forward(teeny_ctx *ctx, const teeny_tensor *logits,
                                                     const teeny_tensor *labels, const teeny_tensor *weights,
                                                     const teeny_ce_params *p, teeny_tensor *loss, teeny_tensor *probs)

@@ -174,6 +174,22 @@ def sce_options():
     save("sce_options", g, 13, [w(6, 6, scale=1.0), np.array([0, 3, 1, -1, 2, 3], np.int64)])
 
 
+def sce_nd():
+    """SoftmaxCrossEntropyLoss over scores [N, C, d] with labels [N, d]:
+    run-time class weights, ignore_index 0 and mean; none with log_prob."""
+    n = helper.make_node
+    nodes = [n("SoftmaxCrossEntropyLoss", ["x", "labels", "cw"], ["loss"], ignore_index=0),
+             n("SoftmaxCrossEntropyLoss", ["x", "labels"], ["rows", "log_prob"], reduction="none")]
+    g = helper.make_graph(nodes, "sce_nd", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4]),
+                                            helper.make_tensor_value_info("labels", TensorProto.INT64, ["N", 4]),
+                                            helper.make_tensor_value_info("cw", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info("loss", TensorProto.FLOAT, []),
+                           helper.make_tensor_value_info("rows", TensorProto.FLOAT, ["N", 4]),
+                           helper.make_tensor_value_info("log_prob", TensorProto.FLOAT, ["N", 3, 4])])
+    save("sce_nd", g, 13, [w(2, 3, 4, scale=1.0), np.array([[0, 2, 1, 0], [1, 1, 2, 0]], np.int64),
+                           0.5 + np.abs(w(3))])
+
+
 def external():
     """A conv whose weights sit in an external data file beside the model."""
     n = helper.make_node
@@ -280,3 +296,4 @@ if __name__ == "__main__":
     convt()
     convt_unsupported()
     sce_options()
+    sce_nd()
