@@ -1037,7 +1037,12 @@ TEENY_API teeny_status teeny_graph_softmax_cross_entropy(teeny_graph *g, const c
 /* The same with teeny_softmax_cross_entropy_ex_forward's options: weights
  * a node of fp32 [K] (a teeny_graph_constant or input; it gets no gradient:
  * a gradient asked of it is zero) or -1 for none; p NULL: the defaults. The
- * value is [1], or the labels' shape ([B]) for TEENY_REDUCTION_NONE. */
+ * value is [1], or the labels' shape ([B]) for TEENY_REDUCTION_NONE.
+ * (teeny_graph_labels makes [B] labels, for logits [B, K]; the ONNX
+ * importer also makes [B, d1, ...] labels for scores [B, K, d1, ...].)
+ * Statuses as teeny_softmax_cross_entropy_ex_forward's (a bad reduction
+ * TEENY_ERR_ARG, weights not fp32 [K] TEENY_ERR_SHAPE), *out -1 and no
+ * node added. */
 TEENY_API teeny_status teeny_graph_softmax_cross_entropy_ex(teeny_graph *g, const char *name, teeny_node logits,
     teeny_node labels, teeny_node weights, const teeny_ce_params *p, teeny_node *out);
 /* Channel concatenation of n >= 1 inputs (more than 4 become a chain of

@@ -469,6 +469,12 @@ START_TEST(test_onnx_unsupported)
                       convt[i][0], msg);
         ck_assert_ptr_null(m);
     }
+    /* a reduction SoftmaxCrossEntropyLoss has not in teenycl (make_models.py's sce_unsupported) */
+    TH_STATUS(th_ctx(), TEENY_ERR_UNSUPPORTED, teeny_onnx_load(th_ctx(), DIR "/bad_sce_reduction.onnx", NULL, &m));
+    msg = teeny_last_error(th_ctx());
+    ck_assert_msg(strstr(msg, "\"ce_max\"") && strstr(msg, "SoftmaxCrossEntropyLoss") && strstr(msg, "reduction") &&
+                      strstr(msg, "max"), "%s", msg);
+    ck_assert_ptr_null(m);
 }
 END_TEST
 

@@ -190,6 +190,18 @@ def sce_nd():
                            0.5 + np.abs(w(3))])
 
 
+def sce_unsupported():
+    """SoftmaxCrossEntropyLoss with a reduction teenycl has not: refused,
+    naming node, op and attribute."""
+    node = helper.make_node("SoftmaxCrossEntropyLoss", ["x", "labels"], ["loss"], name="ce_max", reduction="max")
+    g = helper.make_graph([node], "bad_sce_reduction", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                          helper.make_tensor_value_info("labels", TensorProto.INT64, [2])],
+                          [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save_model(model, os.path.join(HERE, "bad_sce_reduction.onnx"))
+
+
 def external():
     """A conv whose weights sit in an external data file beside the model."""
     n = helper.make_node
@@ -297,3 +309,4 @@ if __name__ == "__main__":
     convt_unsupported()
     sce_options()
     sce_nd()
+    sce_unsupported()
