@@ -863,7 +863,8 @@ TEENY_API teeny_status teeny_linear_backward(teeny_ctx *ctx, const teeny_tensor 
  * the backward pass; it may be NULL when none follows. Labels are not
  * checked on the host (that would need a host sync): a label outside
  * [0, K) is never used as an index; it makes loss (and its row of dlogits)
- * NaN, so it is visible. */
+ * NaN, so it is visible. Logits [N, K, d1, ...] with labels [N, d1, ...]
+ * are taken too (teeny_softmax_cross_entropy_ex_forward with p NULL). */
 TEENY_API teeny_status teeny_softmax_cross_entropy_forward(teeny_ctx *ctx, const teeny_tensor *logits,
     const teeny_tensor *labels, teeny_tensor *loss, teeny_tensor *probs);
 /* dlogits [N, K] = (probs - onehot(labels)) * dloss[0] / N; dloss is a [1]
