@@ -930,13 +930,53 @@ TEENY_API teeny_status teeny_linear_backward(teeny_ctx *ctx, const teeny_tensor 
  * the backward pass; it may be NULL when none follows. Labels are not
  * checked on the host (that would need a host sync): a label outside
  * [0, K) is never used as an index; it makes loss (and its row of dlogits)
- * NaN, so it is visible. */
+ * NaN, so it is visible. Logits [N, K, d1, ...] with labels [N, d1, ...]
+ * are taken too (teeny_softmax_cross_entropy_ex_forward with p NULL). */
 TEENY_API teeny_status teeny_softmax_cross_entropy_forward(teeny_ctx *ctx, const teeny_tensor *logits,
     const teeny_tensor *labels, teeny_tensor *loss, teeny_tensor *probs);
 /* dlogits [N, K] = (probs - onehot(labels)) * dloss[0] / N; dloss is a [1]
  * device tensor (1 for the plain mean loss). */
 TEENY_API teeny_status teeny_softmax_cross_entropy_backward(teeny_ctx *ctx, const teeny_tensor *probs,
     const teeny_tensor *labels, const teeny_tensor *dloss, teeny_tensor *dlogits);
+/* Softmax cross-entropy with ONNX's and PyTorch's options
+ * (SoftmaxCrossEntropyLoss, F.cross_entropy). A zeroed teeny_ce_params (or
+ * p NULL) is the plain mean loss above, bit for bit.
+ *   logits [N, K] with labels [N], or [N, K, d1, ...] (rank up to 5) with
+ *     labels [N, d1, ...]: each (n, d1, ...) is a row over the K classes
+ *     (axis 1), as both libraries take it; probs has the logits' shape.
+ *   weights: NULL, or fp32 [K] class weights: row n's loss is
+ *     w[label_n] * (-log softmax(logits_n)[label_n]) (w = 1 without).
+ *   use_ignore_index: rows whose label equals ignore_index (any value,
+ *     also one outside [0, K)) have loss 0, weight 0 and a zero row of
+ *     dlogits. Any other label outside [0, K) makes its row's loss, its
+ *     row of dlogits and so a sum or mean NaN, as above.
+ *   reduction: TEENY_REDUCTION_MEAN: loss [1] = sum of the rows' losses /
+ *     sum of w[label] over the rows not ignored (the weighted mean of both
+ *     libraries); when every row is ignored that is 0/0 = NaN, as PyTorch,
+ *     ONNX's reference and onnxruntime give (dlogits is then 0, every row
+ *     being ignored). TEENY_REDUCTION_SUM: loss [1] = the sum.
+ *     TEENY_REDUCTION_NONE: loss of the labels' shape = each row's loss.
+ *     Any other value: TEENY_ERR_ARG.
+ * Statuses: weights not fp32 [K]: TEENY_ERR_SHAPE; loss (dloss) must hold
+ * 1 element (the labels' count for NONE): TEENY_ERR_SHAPE; labels not of
+ * the shape above: TEENY_ERR_SHAPE; the rest as the plain calls.
+ * Sums run in a fixed order (the same bits run to run). */
+typedef enum { TEENY_REDUCTION_MEAN = 0, TEENY_REDUCTION_SUM = 1, TEENY_REDUCTION_NONE = 2 } teeny_reduction;
+typedef struct {
+    teeny_reduction reduction;
+    int use_ignore_index;
+    int ignore_index;
+} teeny_ce_params;
+TEENY_API teeny_status teeny_softmax_cross_entropy_ex_forward(teeny_ctx *ctx, const teeny_tensor *logits,
+    const teeny_tensor *labels, const teeny_tensor *weights, const teeny_ce_params *p, teeny_tensor *loss,
+    teeny_tensor *probs);
+/* dlogits [N, K] = (probs - onehot(labels)) * w[label] * g, g = dloss[0] /
+ * (sum of weights) for MEAN, dloss[0] for SUM, dloss[row] for NONE (dloss
+ * of the labels' count); ignored rows 0. weights and p as in the forward
+ * call; dlogits (and probs) of the logits' shape. */
+TEENY_API teeny_status teeny_softmax_cross_entropy_ex_backward(teeny_ctx *ctx, const teeny_tensor *probs,
+    const teeny_tensor *labels, const teeny_tensor *weights, const teeny_ce_params *p, const teeny_tensor *dloss,
+    teeny_tensor *dlogits);
 /* out int32 [N] = index of the largest value of each row of x [N, K] (the
  * first one on ties; a NaN counts as largest). For accuracy counts. */
 TEENY_API teeny_status teeny_argmax_rows(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *out);
@@ -1066,6 +1106,17 @@ TEENY_API teeny_status teeny_graph_resize2d(teeny_graph *g, const char *name, te
 TEENY_API teeny_status teeny_graph_linear(teeny_graph *g, const char *name, teeny_node x, int out_features, int bias, teeny_node *out);
 /* Mean softmax cross-entropy of logits [B, K] against int32 labels [B]: a [1] value. */
 TEENY_API teeny_status teeny_graph_softmax_cross_entropy(teeny_graph *g, const char *name, teeny_node logits, teeny_node labels, teeny_node *out);
+/* The same with teeny_softmax_cross_entropy_ex_forward's options: weights
+ * a node of fp32 [K] (a teeny_graph_constant or input; it gets no gradient:
+ * a gradient asked of it is zero) or -1 for none; p NULL: the defaults. The
+ * value is [1], or the labels' shape ([B]) for TEENY_REDUCTION_NONE.
+ * (teeny_graph_labels makes [B] labels, for logits [B, K]; the ONNX
+ * importer also makes [B, d1, ...] labels for scores [B, K, d1, ...].)
+ * Statuses as teeny_softmax_cross_entropy_ex_forward's (a bad reduction
+ * TEENY_ERR_ARG, weights not fp32 [K] TEENY_ERR_SHAPE), *out -1 and no
+ * node added. */
+TEENY_API teeny_status teeny_graph_softmax_cross_entropy_ex(teeny_graph *g, const char *name, teeny_node logits,
+    teeny_node labels, teeny_node weights, const teeny_ce_params *p, teeny_node *out);
 /* Channel concatenation of n >= 1 inputs (more than 4 become a chain of
  * concat nodes, the inner ones named "<name>.part<k>"), and a channel slice [start, start + count) (split). */
 TEENY_API teeny_status teeny_graph_concat(teeny_graph *g, const char *name, int n, const teeny_node *xs, teeny_node *out);

@@ -109,6 +109,9 @@ static const teeny_resize2d_params RESIZE = {TEENY_RESIZE_LINEAR, TEENY_RESIZE_H
                                              {0.0f, 0.0f}};
 static teeny_status c_rs_f(teeny_ctx *c, teeny_tensor **t) { return teeny_resize2d_forward(c, &RESIZE, t[0], t[1]); }
 static teeny_status c_rs_b(teeny_ctx *c, teeny_tensor **t) { return teeny_resize2d_backward(c, &RESIZE, t[0], t[1]); }
+static const teeny_ce_params ce_ii = {TEENY_REDUCTION_SUM, 1, 0};
+static teeny_status c_cex_f(teeny_ctx *c, teeny_tensor **t) { return teeny_softmax_cross_entropy_ex_forward(c, t[0], t[1], t[2], &ce_ii, t[3], t[4]); }
+static teeny_status c_cex_b(teeny_ctx *c, teeny_tensor **t) { return teeny_softmax_cross_entropy_ex_backward(c, t[0], t[1], t[2], &ce_ii, t[3], t[4]); }
 /* group B (teeny_maxpool2d_indices reads fp32 and writes int32 only: nothing to alias) */
 static teeny_status c_gmp_f(teeny_ctx *c, teeny_tensor **t) { return teeny_global_maxpool_forward(c, t[0], t[1], t[2]); }
 static teeny_status c_gmp_b(teeny_ctx *c, teeny_tensor **t) { return teeny_global_maxpool_backward(c, t[0], t[1], t[2]); }
@@ -175,6 +178,8 @@ static const op_spec OPS[] = {
     {"linear_backward", 3, 6, {2, 2, 2, 2, 2, 1}, {{2, 8}, {3, 8}, {2, 3}, {2, 8}, {3, 8}, {3}}, {0}, 0, c_lin_b},
     {"softmax_cross_entropy_forward", 2, 4, {2, 1, 1, 2}, {{2, 3}, {2}, {1}, {2, 3}}, {0, 1, 0, 0}, 0, c_ce_f},
     {"softmax_cross_entropy_backward", 3, 4, {2, 1, 1, 2}, {{2, 3}, {2}, {1}, {2, 3}}, {0, 1, 0, 0}, 0, c_ce_b},
+    {"softmax_cross_entropy_ex_forward", 3, 5, {2, 1, 1, 1, 2}, {{2, 3}, {2}, {3}, {1}, {2, 3}}, {0, 1, 0, 0, 0}, 0, c_cex_f},
+    {"softmax_cross_entropy_ex_backward", 4, 5, {2, 1, 1, 1, 2}, {{2, 3}, {2}, {3}, {1}, {2, 3}}, {0, 1, 0, 0, 0}, 0, c_cex_b},
     {"concat_channels", 2, 3, {4, 4, 4}, {{2, 2, 2, 2}, {2, 2, 2, 2}, {2, 4, 2, 2}}, {0}, 0, c_cat},
     {"split_channels", 1, 3, {4, 4, 4}, {{2, 4, 2, 2}, {2, 2, 2, 2}, {2, 2, 2, 2}}, {0}, 0, c_split},
     /* group B */

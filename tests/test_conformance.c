@@ -748,9 +748,55 @@ START_TEST(test_conformance_linear_loss)
     TH_OK(ctx, teeny_tensor_read_i32(targ.t, got_arg, N));
     ck_assert_msg(!memcmp(want_arg, got_arg, sizeof got_arg), "argmax differs; %s", repro);
     th_dev_check_guard(&targ, "argmax", repro);
+
+    /* with class weights and ignore_index (label of row 1): MEAN (the
+     * backward's ce_mean sums the weights) and NONE */
+    labels[1] = 2;
+    double cwd[OUT], rows[N], dls[N] = {0.75, 0.75, 0.75, 0.75, 0.75};
+    float *cw = rnd(&r, OUT, 1, 0.2);
+    th_to_double(cw, cwd, OUT);
+    th_dev tcw = din(1, bs, cw), tlab2 = th_dev_make(ctx, 1, 1, ns, 0, labels), tloss_n = dout(1, ns),
+           tdl_n = din(1, ns, (float[N]){0.75f, 0.75f, 0.75f, 0.75f, 0.75f}), tdlog2 = dout(2, ys);
+    for (int red = 0; red < 3; red += 2) {
+        teeny_ce_params cp = {(teeny_reduction)red, 1, 2};
+        ref_ce_opts o = {cwd, 1, 2, red};
+        loss = ref_softmax_ce_ex_forward(xd, labels, &o, N, OUT, probs, rows);
+        ref_softmax_ce_ex_backward(probs, labels, &o, dls, N, OUT, dlogits);
+        th_dev *tl = red ? &tloss_n : &tloss, *td = red ? &tdl_n : &tdl;
+        TH_OK(ctx, teeny_softmax_cross_entropy_ex_forward(ctx, tlog.t, tlab2.t, tcw.t, &cp, tl->t, tp.t));
+        expect(tl, red ? rows : &loss, NULL, TOL, "weighted loss", repro);
+        TH_OK(ctx, teeny_softmax_cross_entropy_ex_backward(ctx, tp.t, tlab2.t, tcw.t, &cp, td->t, tdlog2.t));
+        expect(&tdlog2, dlogits, NULL, TOL, "weighted dlogits", repro);
+    }
+    /* scores [1, 7, 5] (x's first 35 values: rows of stride 5), labels [1, 5], SUM */
+    {
+        int32_t l3[5] = {6, 0, 2, 2, 4};
+        int64_t s3[3] = {1, OUT, N}, sl[2] = {1, N};
+        double xt[N * OUT], pt[N * OUT], gt[N * OUT], p3[N * OUT], g3[N * OUT], dd = 0.75;
+        for (int k = 0; k < OUT; k++)
+            for (int d = 0; d < N; d++)
+                xt[d * OUT + k] = xd[k * N + d];
+        teeny_ce_params cp = {TEENY_REDUCTION_SUM, 1, 2};
+        ref_ce_opts o = {cwd, 1, 2, 1};
+        loss = ref_softmax_ce_ex_forward(xt, l3, &o, N, OUT, pt, NULL);
+        ref_softmax_ce_ex_backward(pt, l3, &o, &dd, N, OUT, gt);
+        for (int k = 0; k < OUT; k++)
+            for (int d = 0; d < N; d++)
+                p3[k * N + d] = pt[d * OUT + k], g3[k * N + d] = gt[d * OUT + k];
+        th_dev tx3 = din(3, s3, x), tl3 = th_dev_make(ctx, 1, 2, sl, 0, l3), tp3 = dout(3, s3), tg3 = dout(3, s3);
+        TH_OK(ctx, teeny_softmax_cross_entropy_ex_forward(ctx, tx3.t, tl3.t, tcw.t, &cp, tloss.t, tp3.t));
+        expect(&tloss, &loss, NULL, TOL, "rank-3 loss", repro);
+        expect(&tp3, p3, NULL, TOL, "rank-3 probs", repro);
+        TH_OK(ctx, teeny_softmax_cross_entropy_ex_backward(ctx, tp3.t, tl3.t, tcw.t, &cp, tdl.t, tg3.t));
+        expect(&tg3, g3, NULL, TOL, "rank-3 dlogits", repro);
+        th_dev *d3[] = {&tx3, &tl3, &tp3, &tg3};
+        free_devs(d3, 4);
+    }
+    free(cw);
     cov_stop();
-    th_dev *ds[] = {&tx, &tw, &tb, &tdy, &ty, &tdx, &tdw, &tdb, &tlog, &tlab, &tloss, &tp, &tdl, &tdlog, &targ};
-    free_devs(ds, 15);
+    th_dev *ds[] = {&tx,  &tw,  &tb,   &tdy,  &ty,  &tdx, &tdw,   &tdb,    &tlog,  &tlab,
+                    &tloss, &tp, &tdl, &tdlog, &targ, &tcw, &tlab2, &tloss_n, &tdl_n, &tdlog2};
+    free_devs(ds, 20);
     void *hs[] = {x, w, b, dy, xd, wd, bd, dyd};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         free(hs[i]);

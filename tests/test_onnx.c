@@ -103,6 +103,9 @@ START_TEST(test_onnx_models)
     check_model("conv1d", 1, x);
     check_model("external", 1, x);
     check_model("sce", 2, xl);
+    check_model("sce_options", 2, xl); /* weights, ignore_index, reductions none and sum, log_prob */
+    static const char *const xlw[] = {"x", "labels", "cw"};
+    check_model("sce_nd", 3, xlw); /* scores [N, C, d], labels [N, d], run-time weights */
     check_model("pools", 1, x);
     static const char *const xx1[] = {"x", "x1"};
     check_model("convt", 2, xx1); /* ConvTranspose: groups, pads, output_padding, SAME_LOWER, output_shape, 1-D */
@@ -497,6 +500,12 @@ START_TEST(test_onnx_unsupported)
                       convt[i][0], msg);
         ck_assert_ptr_null(m);
     }
+    /* a reduction SoftmaxCrossEntropyLoss has not in teenycl (make_models.py's sce_unsupported) */
+    TH_STATUS(th_ctx(), TEENY_ERR_UNSUPPORTED, teeny_onnx_load(th_ctx(), DIR "/bad_sce_reduction.onnx", NULL, &m));
+    msg = teeny_last_error(th_ctx());
+    ck_assert_msg(strstr(msg, "\"ce_max\"") && strstr(msg, "SoftmaxCrossEntropyLoss") && strstr(msg, "reduction") &&
+                      strstr(msg, "max"), "%s", msg);
+    ck_assert_ptr_null(m);
 }
 END_TEST
 
@@ -594,7 +603,7 @@ START_TEST(test_onnx_mutations)
     static const char *models[] = {"convnet",          "shapes",          "conv1d",           "sce",
                                    "bad_attr",         "fuzz-empty-ints", "fuzz-silu-shape",  "fuzz-no-outputs",
                                    "fuzz-empty-string", "fuzz-huge-dims", "fuzz-huge-external", "gemm",
-                                   "resize",           "convt"};
+                                   "resize",           "convt",           "sce_options",      "sce_nd"};
     th_rng rng = th_rng_make(1018);
     int rounds = th_small() ? 60 : 250;
     for (size_t k = 0; k < sizeof models / sizeof *models; k++) {

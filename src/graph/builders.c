@@ -96,6 +96,15 @@ teeny_status teeny_graph_softmax_cross_entropy(teeny_graph *g, const char *name,
     return teeny__graph_node(g, TEENY__OP_SOFTMAX_CE, name, 2, in, NULL, out);
 }
 
+teeny_status teeny_graph_softmax_cross_entropy_ex(teeny_graph *g, const char *name, teeny_node logits,
+                                                  teeny_node labels, teeny_node weights, const teeny_ce_params *p,
+                                                  teeny_node *out)
+{
+    teeny_node in[3] = {logits, labels, weights};
+    teeny__op_attrs at = {.softmax_ce = teeny__softmax_ce_attrs_of(p)};
+    return teeny__graph_node(g, TEENY__OP_SOFTMAX_CE, name, weights < 0 ? 2 : 3, in, &at, out);
+}
+
 /* ---- concatenation ---- */
 
 /* More than TEENY__OP_MAX_SLOTS inputs become a chain of concat nodes (the

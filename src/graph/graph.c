@@ -207,11 +207,11 @@ teeny_status teeny_graph_input(teeny_graph *g, const char *name, int ndim, const
     return st != TEENY_OK ? st : add_input(g, name, ndim, shape, 0, 0, out);
 }
 
-teeny_status teeny__graph_input_fixed(teeny_graph *g, const char *name, int ndim, const int64_t *shape,
-                                      teeny_node *out)
+teeny_status teeny__graph_input_as(teeny_graph *g, const char *name, int ndim, const int64_t *shape, int is_i32,
+                                   int fixed, teeny_node *out)
 {
-    teeny_status st = teeny__graph_check(g, "teeny_graph_input");
-    return st != TEENY_OK ? st : add_input(g, name, ndim, shape, 0, 1, out);
+    teeny_status st = teeny__graph_check(g, is_i32 ? "teeny_graph_labels" : "teeny_graph_input");
+    return st != TEENY_OK ? st : add_input(g, name, ndim, shape, is_i32, fixed, out);
 }
 
 teeny_status teeny__graph_set_build_batch(teeny_graph *g, int64_t batch)

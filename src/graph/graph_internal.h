@@ -142,10 +142,13 @@ teeny_status teeny__graph_param_freeze(teeny_graph *g, teeny_node n, int slot, i
  * not the batch) builds at it. Only on an empty graph (TEENY_ERR_STATE
  * else); batch 1..2^31 - 1 (TEENY_ERR_ARG). */
 teeny_status teeny__graph_set_build_batch(teeny_graph *g, int64_t batch);
-/* An fp32 input whose every dimension is fixed (shape[0] is its own size,
- * not the batch): a model input that does not scale with the batch. */
-teeny_status teeny__graph_input_fixed(teeny_graph *g, const char *name, int ndim, const int64_t *shape,
-                                      teeny_node *out);
+/* An input as teeny_graph_input, or int32 (is_i32: class labels [batch,
+ * d1, ...] of a cross-entropy over scores [batch, K, d1, ...];
+ * teeny_graph_labels is the [batch] case), or fixed: every dimension fixed
+ * (shape[0] is its own size, not the batch), a model input that does not
+ * scale with the batch. */
+teeny_status teeny__graph_input_as(teeny_graph *g, const char *name, int ndim, const int64_t *shape, int is_i32,
+                                   int fixed, teeny_node *out);
 /* A slot's full name: its alias, else "<node>.<suffix>" written into buf. */
 const char *teeny__graph_slot_name(const teeny_graph *g, int node, int is_state, int slot, char *buf, size_t cap);
 

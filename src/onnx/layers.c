@@ -241,32 +241,73 @@ static teeny_status op_matmul(ox_import *im)
 }
 
 /* SoftmaxCrossEntropyLoss: mean over the batch, no class weights. */
-static teeny_status op_sce(ox_import *im)
+/* SoftmaxCrossEntropyLoss: reduction, ignore_index, weights (constant or
+ * run-time [C]) and the optional log_prob output (a LogSoftmax over the
+ * classes of the same scores). Scores [N, C] or [N, C, d1, ...] (labels
+ * [N, d1, ...]). */
+static teeny_status sce_params(ox_import *im, teeny_ce_params *p)
 {
     static const char *const attrs[] = {"reduction", "ignore_index", NULL};
+    static const char *const reds[] = {"mean", "sum", "none"};
     char red[16];
-    int si, li, wi, yi;
-    teeny_node y;
-    char buf[TEENY__NAME_CAP];
+    int64_t ii = 0;
     teeny_status st = teeny__ox_attrs_allowed(im, attrs);
     if (st != TEENY_OK || (st = teeny__ox_attr_string(im, "reduction", "mean", red, sizeof red)) != TEENY_OK ||
-        (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = teeny__ox_in(im, 2, &wi)) != TEENY_OK)
+        (st = teeny__ox_attr_int(im, "ignore_index", 0, &ii)) != TEENY_OK)
         return st;
-    if (strcmp(red, "mean") || teeny__ox_attr(im, "ignore_index") || wi >= 0)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%s", strcmp(red, "mean") ? "attribute reduction other than mean"
-                       : wi >= 0 ? "input weights (class weights)" : "attribute ignore_index");
+    int r = 0;
+    while (r < 3 && strcmp(red, reds[r]))
+        r++;
+    if (r == 3)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute reduction \"%.15s\" (supported: mean, sum, none)",
+                              red);
+    if (ii < INT32_MIN || ii > INT32_MAX) /* labels run as int32 */
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute ignore_index %lld outside int32", (long long)ii);
+    *p = (teeny_ce_params){(teeny_reduction)r, teeny__ox_attr(im, "ignore_index") != NULL, (int)ii};
+    return TEENY_OK;
+}
+
+static teeny_status op_sce(ox_import *im)
+{
+    int si, li, wi, yi;
+    teeny_node y, lp, w = -1;
+    teeny_ce_params p;
+    ox_shape ws;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = sce_params(im, &p);
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 2)) != TEENY_OK ||
+        (st = teeny__ox_in(im, 2, &wi)) != TEENY_OK)
+        return st;
     if ((st = teeny__ox_in_runtime(im, 0, "scores", &si)) != TEENY_OK || (st = teeny__ox_in_labels(im, 1, "labels", &li)) != TEENY_OK)
         return st;
-    if (im->vals[si].shape.ndim != 2)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "scores of rank %d (supported: [N, C])", im->vals[si].shape.ndim);
-    if ((st = teeny_graph_softmax_cross_entropy(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), im->vals[si].node,
-                                                im->vals[li].node, &y)) != TEENY_OK)
-        return graph_err(im, st);
-    if ((st = teeny__ox_define(im, im->node->output[0], OX_RUNTIME, &yi)) != TEENY_OK)
+    const ox_shape sc = im->vals[si].shape, ls = im->vals[li].shape;
+    if (sc.ndim < 2)
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "scores of rank %d (expected [N, C, ...])", sc.ndim);
+    if (wi >= 0 && (st = teeny__ox_operand(im, 2, "weights", &w, &ws)) != TEENY_OK)
         return st;
-    im->vals[yi].node = y;
-    im->vals[yi].is_loss = 1; /* a scalar: shape.ndim 0 */
-    return TEENY_OK;
+    if (wi >= 0 && (ws.ndim != 1 || ws.d[0] != sc.d[1]))
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "input 2 (weights) has rank %d; expected [%lld]", ws.ndim,
+                              (long long)sc.d[1]);
+    if ((st = teeny_graph_softmax_cross_entropy_ex(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), im->vals[si].node,
+                                                   im->vals[li].node, w, &p, &y)) != TEENY_OK)
+        return graph_err(im, st);
+    if (p.reduction == TEENY_REDUCTION_NONE) {
+        if ((st = teeny__ox_out_runtime(im, 0, y, &ls)) != TEENY_OK)
+            return st;
+    } else {
+        if (im->node->n_output < 1 || !im->node->output[0] || !*im->node->output[0])
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "output 0 (the loss) is missing");
+        if ((st = teeny__ox_define(im, im->node->output[0], OX_RUNTIME, &yi)) != TEENY_OK)
+            return st;
+        im->vals[yi].node = y;
+        im->vals[yi].is_loss = 1; /* a scalar: shape.ndim 0 */
+    }
+    if (im->node->n_output < 2 || !im->node->output[1] || !*im->node->output[1])
+        return TEENY_OK;
+    if ((st = teeny_graph_softmax(im->g, teeny__ox_name(im, "log_prob", buf, sizeof buf), im->vals[si].node, 1, 1,
+                                  &lp)) != TEENY_OK)
+        return graph_err(im, st);
+    return teeny__ox_out_runtime(im, 1, lp, &sc);
 }
 
 ox_handler teeny__ox_layer_handler(const char *op)

@@ -216,9 +216,9 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
                  : elem != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && elem != ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" is %s; a run-time input here must be %s",
                        v->name, teeny__ox_type_name(elem), labels ? "int64 or int32 class labels" : "float");
-    if (ndim < 0 || ndim > TEENY_MAX_DIMS || (labels && ndim != 1))
+    if (ndim < 0 || ndim > TEENY_MAX_DIMS || (labels && ndim < 1))
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" has rank %d (a run-time input has rank "
-                       "%s)", v->name, ndim, labels ? "1" : "0..5");
+                       "%s)", v->name, ndim, labels ? "1..5" : "0..5");
     int scalar = ndim == 0; /* a [1] input of fixed shape */
     if (scalar) {
         ndim = 1;
@@ -243,9 +243,8 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
     snprintf(buf, sizeof buf, "%s", nm);
     for (int k = 1; name_taken(im, buf); k++)
         snprintf(buf, sizeof buf, "%s_%d", nm, k);
-    teeny_status st = labels  ? teeny_graph_labels(im->g, buf, &n)
-                      : fixed ? teeny__graph_input_fixed(im->g, buf, ndim, d, &n)
-                              : teeny_graph_input(im->g, buf, ndim, d, &n);
+    teeny_status st = labels || fixed ? teeny__graph_input_as(im->g, buf, ndim, d, labels, fixed, &n)
+                                      : teeny_graph_input(im->g, buf, ndim, d, &n);
     if (st != TEENY_OK)
         return teeny__ox_fail(im, st, "graph input \"%.80s\": %s", v->name, teeny_last_error(im->ctx));
     teeny_onnx_model *m = im->m;

@@ -28,7 +28,7 @@ typedef enum {
  * of teeny__op_attrs an op reads. Graph nodes store the union, so the graph
  * carries attributes without knowing any op. Fields are read by the family
  * file named in the comment. */
-typedef struct { char unused; } teeny__none_attrs;                   /* add, mul, global_avgpool, softmax_ce */
+typedef struct { char unused; } teeny__none_attrs;                   /* add, mul, global_avgpool */
 typedef struct {
     teeny_act act;
     float alpha, beta; /* HARDSIGMOID, LEAKY_RELU, CLIP (teeny_act_params); teeny__act_attrs: the defaults */
@@ -66,6 +66,13 @@ typedef struct {
     int out_channels, kernel_h, kernel_w;       /* the weight's shape; read by infer only */
     int in_per_group;                           /* the weight's dimension 1 (infer only); 0: Cin / groups */
 } teeny__conv2d_attrs;                          /* conv2d.c */
+/* loss.c: teeny_ce_params (reduction: teeny_reduction; has_ignore: ignore_index counts) */
+typedef struct { int reduction, has_ignore, ignore_index; } teeny__softmax_ce_attrs;
+static inline teeny__softmax_ce_attrs teeny__softmax_ce_attrs_of(const teeny_ce_params *p)
+{
+    return p ? (teeny__softmax_ce_attrs){(int)p->reduction, p->use_ignore_index != 0, p->ignore_index}
+             : (teeny__softmax_ce_attrs){0, 0, 0};
+}
 typedef struct { float scale; } teeny__attention_attrs;              /* attention.c */
 typedef struct { int heads, key_dim; } teeny__psa_attrs;             /* psa.c */
 typedef struct { int heads, height, width; } teeny__psa_merge_attrs; /* psa.c */
@@ -175,6 +182,7 @@ typedef union {
     teeny__layernorm_attrs layernorm;
     teeny__conv_transpose2d_attrs conv_transpose2d;
     teeny__resize2d_attrs resize2d;
+    teeny__softmax_ce_attrs softmax_ce;
 } teeny__op_attrs;
 
 #define TEENY__OP_MAX_TENSORS 12
@@ -277,6 +285,7 @@ enum { TEENY__LINEAR_X, TEENY__LINEAR_WEIGHT, TEENY__LINEAR_BIAS, TEENY__LINEAR_
 enum {
     TEENY__SOFTMAX_CE_LOGITS,
     TEENY__SOFTMAX_CE_LABELS,
+    TEENY__SOFTMAX_CE_WEIGHTS, /* optional: [K] class weights (no gradient) */
     TEENY__SOFTMAX_CE_LOSS,
     TEENY__SOFTMAX_CE_PROBS,
     TEENY__SOFTMAX_CE_DLOSS,

@@ -156,6 +156,52 @@ def sce():
     save("sce", g, 13, [w(5, 6, scale=1.0), np.array([0, 3, 1, 2, 3], np.int64)])
 
 
+def sce_options():
+    """SoftmaxCrossEntropyLoss with constant class weights, ignore_index -1 and
+    reduction none (with log_prob), and sum without weights (labels outside
+    [0, C) other than ignore_index are undefined in ONNX: none here)."""
+    n = helper.make_node
+    nodes = [n("Gemm", ["x", "w", "b"], ["scores"], transB=0),
+             n("SoftmaxCrossEntropyLoss", ["scores", "labels", "cw"], ["rows", "log_prob"], reduction="none",
+               ignore_index=-1),
+             n("SoftmaxCrossEntropyLoss", ["scores", "labels"], ["total"], reduction="sum", ignore_index=-1)]
+    g = helper.make_graph(nodes, "sce_options", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6]),
+                                                 helper.make_tensor_value_info("labels", TensorProto.INT64, ["N"])],
+                          [helper.make_tensor_value_info("rows", TensorProto.FLOAT, ["N"]),
+                           helper.make_tensor_value_info("log_prob", TensorProto.FLOAT, ["N", 4]),
+                           helper.make_tensor_value_info("total", TensorProto.FLOAT, [])],
+                          [init("w", w(6, 4)), init("b", w(1)), init("cw", 0.5 + np.abs(w(4)))])
+    save("sce_options", g, 13, [w(6, 6, scale=1.0), np.array([0, 3, 1, -1, 2, 3], np.int64)])
+
+
+def sce_nd():
+    """SoftmaxCrossEntropyLoss over scores [N, C, d] with labels [N, d]:
+    run-time class weights, ignore_index 0 and mean; none with log_prob."""
+    n = helper.make_node
+    nodes = [n("SoftmaxCrossEntropyLoss", ["x", "labels", "cw"], ["loss"], ignore_index=0),
+             n("SoftmaxCrossEntropyLoss", ["x", "labels"], ["rows", "log_prob"], reduction="none")]
+    g = helper.make_graph(nodes, "sce_nd", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4]),
+                                            helper.make_tensor_value_info("labels", TensorProto.INT64, ["N", 4]),
+                                            helper.make_tensor_value_info("cw", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info("loss", TensorProto.FLOAT, []),
+                           helper.make_tensor_value_info("rows", TensorProto.FLOAT, ["N", 4]),
+                           helper.make_tensor_value_info("log_prob", TensorProto.FLOAT, ["N", 3, 4])])
+    save("sce_nd", g, 13, [w(2, 3, 4, scale=1.0), np.array([[0, 2, 1, 0], [1, 1, 2, 0]], np.int64),
+                           0.5 + np.abs(w(3))])
+
+
+def sce_unsupported():
+    """SoftmaxCrossEntropyLoss with a reduction teenycl has not: refused,
+    naming node, op and attribute."""
+    node = helper.make_node("SoftmaxCrossEntropyLoss", ["x", "labels"], ["loss"], name="ce_max", reduction="max")
+    g = helper.make_graph([node], "bad_sce_reduction", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                          helper.make_tensor_value_info("labels", TensorProto.INT64, [2])],
+                          [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save_model(model, os.path.join(HERE, "bad_sce_reduction.onnx"))
+
+
 def external():
     """A conv whose weights sit in an external data file beside the model."""
     n = helper.make_node
@@ -328,3 +374,6 @@ if __name__ == "__main__":
     convt_unsupported()
     gemm()
     resize()
+    sce_options()
+    sce_nd()
+    sce_unsupported()
