@@ -63,7 +63,7 @@ START_TEST(test_layout_sweep)
     int perm[5], axis = th_int(&r, 0, ndim - 1);
     teeny_slice_params sp = TEENY_SLICE_PARAMS_INIT;
     int64_t lo[5] = {0}, hi[5] = {0};
-    int32_t idx[8];
+    int32_t idx[3 * 3]; /* the indices: rank 1 or 2, sizes up to 3 (rand_shape) */
     float pad = (float)th_uniform(&r, -2, 2);
     char repro[200];
     snprintf(repro, sizeof repro, "op %d rank %d x [%lld, ...] axis %d seed %llu", op, ndim, (long long)xs.d[0], axis,
