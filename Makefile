@@ -19,7 +19,8 @@
 #   make test-dist    the MPI tests (mpirun -np 1/2/3; part of make test when mpicc and mpirun exist)
 
 VERSION_MAJOR := 0
-VERSION := 0.1.0
+VERSION_MINOR := 2
+VERSION := $(VERSION_MAJOR).$(VERSION_MINOR).0
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
@@ -46,7 +47,9 @@ BENCH_SRC := $(wildcard tools/bench_*.c)
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/%,$(wildcard examples/*.c))
 STATIC := $(BUILD)/libteenycl.a
 SHARED := $(BUILD)/libteenycl.so.$(VERSION)
-SONAME := libteenycl.so.$(VERSION_MAJOR)
+# Before 1.0 a minor version may append fields to parameter structs
+# (README, "ABI rules"), so the soname carries it: libteenycl.so.0.2.
+SONAME := libteenycl.so.$(VERSION_MAJOR)$(if $(filter 0,$(VERSION_MAJOR)),.$(VERSION_MINOR))
 HEADERS := include/teenycl.h $(wildcard src/*.h src/*/*.h src/ops/*.def src/tune/*.def)
 
 # ---- ONNX import (src/onnx/, include/teenycl_onnx.h) -----------------------

@@ -87,7 +87,7 @@ extern "C" {
  *    they return the documented value (-1, 0 or NULL).
  * Nothing applications code against is removed within a major version. */
 #define TEENY_VERSION_MAJOR 0
-#define TEENY_VERSION_MINOR 1
+#define TEENY_VERSION_MINOR 2
 #define TEENY_VERSION_PATCH 0
 #define TEENY_VERSION_HEX \
     (TEENY_VERSION_MAJOR * 10000 + TEENY_VERSION_MINOR * 100 + TEENY_VERSION_PATCH)
