@@ -1107,8 +1107,10 @@ TEENY_API teeny_status teeny_graph_linear(teeny_graph *g, const char *name, teen
 /* Mean softmax cross-entropy of logits [B, K] against int32 labels [B]: a [1] value. */
 TEENY_API teeny_status teeny_graph_softmax_cross_entropy(teeny_graph *g, const char *name, teeny_node logits, teeny_node labels, teeny_node *out);
 /* The same with teeny_softmax_cross_entropy_ex_forward's options: weights
- * a node of fp32 [K] (a teeny_graph_constant or input; it gets no gradient:
- * a gradient asked of it is zero) or -1 for none; p NULL: the defaults. The
+ * a node of fp32 [K] (a teeny_graph_constant or input: it gets no gradient,
+ * and a training plan whose parameters reach it fails to compile with
+ * TEENY_ERR_UNSUPPORTED, as PyTorch refuses the derivative for the weight)
+ * or -1 for none; p NULL: the defaults. The
  * value is [1], or the labels' shape ([B]) for TEENY_REDUCTION_NONE.
  * (teeny_graph_labels makes [B] labels, for logits [B, K]; the ONNX
  * importer also makes [B, d1, ...] labels for scores [B, K, d1, ...].)

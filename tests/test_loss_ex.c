@@ -498,6 +498,27 @@ START_TEST(test_loss_ex_graph)
         teeny_plan_destroy(plan);
         teeny_graph_destroy(g);
     }
+    /* weights that parameters reach get no gradient: refused at compile */
+    {
+        teeny_graph *g;
+        teeny_node in, labels, fc, wk, L;
+        int64_t xs[2] = {-1, IN};
+        teeny_reduce_params rp = {1u, 0, 1}; /* the mean over the batch: [K] */
+        TH_OK(ctx, teeny_graph_create(ctx, 1, &g));
+        TH_OK(ctx, teeny_graph_input(g, "x", 2, xs, &in));
+        TH_OK(ctx, teeny_graph_labels(g, "labels", &labels));
+        TH_OK(ctx, teeny_graph_linear(g, "fc", in, K, 1, &fc));
+        TH_OK(ctx, teeny_graph_reduce(g, "wk", fc, &rp, &wk));
+        TH_OK(ctx, teeny_graph_softmax_cross_entropy_ex(g, "loss", fc, labels, wk, NULL, &L));
+        teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+        pp.batch = B;
+        pp.loss = L;
+        teeny_plan *plan = NULL;
+        TH_STATUS(ctx, TEENY_ERR_UNSUPPORTED, teeny_graph_compile(g, &pp, &plan));
+        ck_assert(plan == NULL);
+        ck_assert_msg(strstr(teeny_last_error(ctx), "class weights") != NULL, "message: %s", teeny_last_error(ctx));
+        teeny_graph_destroy(g);
+    }
 }
 END_TEST
 

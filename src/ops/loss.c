@@ -188,7 +188,10 @@ teeny_status teeny__softmax_ce_backward(teeny_ctx *ctx, const teeny__op_args *a)
     char opt[32];
     int64_t per, rounds;
     cl_kernel k;
-    teeny_status st = dw ? teeny__fill(ctx, dw->buf, dw->offset, (size_t)dw->numel, 0.0f) : TEENY_OK;
+    teeny_status st = TEENY_OK;
+    if (dw) /* asked where parameters reach the weights: refused when the graph records its backward */
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "softmax_cross_entropy: no gradient with respect to the class "
+                            "weights (as PyTorch); give them as a constant or an input");
     ce_dims(probs, &N, &K, &D);
     den = at->reduction == TEENY_REDUCTION_MEAN ? (float)N : 1.0f;
     if (!dlogits || st != TEENY_OK)
