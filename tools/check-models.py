@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Export real conv nets to ONNX and check teenycl's import of them against
+onnxruntime (issue 18, "real models, end to end").
+
+Needs torch and torchvision (PyPI; the CPU build is enough), onnx and
+onnxruntime (PyPI), numpy, and for YOLO11n the `ultralytics` package (PyPI;
+the model is built from its yaml, nothing is downloaded). None of them is a
+dependency of the build or of `make test`; this script is run by hand:
+
+    make all && python3 tools/check-models.py [--models resnet18,mobilenet_v3_small,yolo11n]
+        [--batch 2] [--size 224] [--device SPEC] [--workdir build/models]
+
+For each model, with random weights from a fixed seed, in eval mode: export
+to ONNX (opset 17, TorchScript exporter, a fixed batch), list the nodes
+`teeny-info --onnx` reports unsupported, feed the same seeded input to
+`build/teeny-run` and to onnxruntime's CPU provider, and compare every
+output: max abs difference, normalized RMS (rms(teeny - ort) / rms(ort))
+and numpy.allclose with rtol 1e-3 (ONNX's backend-test rtol) and atol 1e-4.
+The atol is ONNX's 1e-7 raised for deep nets: fp32 rounding of tens of
+accumulated convolutions (different summation orders on each side) leaves
+absolute differences of ~1e-5 on outputs of magnitude ~1, and near-zero
+outputs then fail a pure relative test; 1e-4 stays well below any real
+error (a wrong tap, pad or scale moves outputs by 1e-2 or more), and the
+normalized RMS must also be <= 1e-4 (issue 18's bound).
+
+Exit status: 0 when every model imports and matches, 1 otherwise (an import
+failure, a run failure or a mismatch), 2 when a required package is missing.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = ("resnet18", "mobilenet_v3_small", "yolo11n")
+
+
+def build_model(name):
+    import torch
+    if name == "yolo11n":
+        from ultralytics import YOLO  # builds from the yaml shipped in the package; no download
+        model = YOLO("yolo11n.yaml").model
+        model.fuse = lambda *a, **k: model  # keep the exported graph as built
+        for m in model.modules():  # the export form of the detect head (one tensor out)
+            if type(m).__name__ == "Detect":
+                m.export = True
+                m.format = "onnx"
+        return model.float().eval()
+    import torchvision
+    return getattr(torchvision.models, name)(weights=None).eval()
+
+
+def export(name, path, batch, size, seed):
+    import torch
+    torch.manual_seed(seed)
+    model = build_model(name)
+    x = torch.from_numpy(make_input(batch, size, seed))
+    with torch.no_grad():
+        model(x)  # the Detect head sets up its anchors on a first call
+        kw = {"dynamo": False} if "dynamo" in torch.onnx.export.__code__.co_varnames else {}
+        torch.onnx.export(model, (x,), path, opset_version=17, input_names=["input"],
+                          do_constant_folding=True, **kw)
+
+
+def make_input(batch, size, seed):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((batch, 3, size, size)).astype(np.float32)
+
+
+def unsupported(info, path, device):
+    cmd = [info, "--onnx", path] + (["--device", device] if device else [])
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    text = out.stdout + out.stderr
+    bad = [line.strip() for line in text.splitlines() if "unsupported" in line.lower()]
+    return out.returncode, bad, text
+
+
+def check(name, args):
+    import onnx
+    import onnxruntime as ort
+    path = os.path.join(args.workdir, name + ".onnx")
+    t0 = time.time()
+    export(name, path, args.batch, args.size, args.seed)
+    model = onnx.load(path)
+    ops = sorted({n.op_type for n in model.graph.node})
+    print(f"== {name}: exported in {time.time() - t0:.1f} s, {len(model.graph.node)} nodes, "
+          f"ops: {' '.join(ops)}", flush=True)
+    row = {"model": name, "ops": ops, "nodes": len(model.graph.node), "imported": False,
+           "max_abs": None, "nrms": None, "ok": False}
+
+    rc, bad, text = unsupported(args.teeny_info, path, args.device)
+    for line in bad:
+        print("  teeny-info:", line)
+    if rc != 0 and not bad:
+        print(text.rstrip())
+
+    x = make_input(args.batch, args.size, args.seed)
+    in_name = model.graph.input[0].name
+    in_path = os.path.join(args.workdir, name + ".input.npy")
+    np.save(in_path, x)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    ref = dict(zip(names, sess.run(None, {in_name: x})))
+
+    out_dir = os.path.join(args.workdir, name + ".out")
+    os.makedirs(out_dir, exist_ok=True)
+    cmd = [args.teeny_run, path, "--input", f"{in_name}={in_path}", "--output-dir", out_dir]
+    if args.device:
+        cmd += ["--device", args.device]
+    t0 = time.time()
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        print(f"  teeny-run failed ({run.returncode}): {(run.stderr or run.stdout).strip()}")
+        row["error"] = (run.stderr or run.stdout).strip()
+        return row
+    row["imported"] = True
+    print(f"  teeny-run: {time.time() - t0:.1f} s")
+    ok = True
+    worst_abs, worst_nrms = 0.0, 0.0
+    for out_name in names:
+        want = ref[out_name].astype(np.float64)
+        got = np.load(os.path.join(out_dir, out_name + ".npy")).astype(np.float64)
+        if got.size != want.size:
+            print(f"  {out_name}: {got.shape} from teenycl, {want.shape} from onnxruntime")
+            ok = False
+            continue
+        got = got.reshape(want.shape)
+        diff = np.abs(got - want)
+        max_abs = float(np.max(diff)) if diff.size else 0.0
+        nrms = float(np.sqrt(np.mean(diff ** 2)) / max(np.sqrt(np.mean(want ** 2)), 1e-30))
+        close = bool(np.all(np.isfinite(got))) and np.allclose(got, want, rtol=args.rtol, atol=args.atol)
+        good = close and nrms <= args.nrms
+        print(f"  {out_name} {list(want.shape)}: max abs {max_abs:.3g}, nrms {nrms:.3g}, "
+              f"max |ref| {float(np.max(np.abs(want))):.3g}: {'ok' if good else 'MISMATCH'}")
+        worst_abs, worst_nrms = max(worst_abs, max_abs), max(worst_nrms, nrms)
+        ok = ok and good
+    row.update(max_abs=worst_abs, nrms=worst_nrms, ok=ok)
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated, of: " + ", ".join(MODELS))
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--size", type=int, default=224, help="input height and width")
+    ap.add_argument("--seed", type=int, default=18)
+    ap.add_argument("--device", default=None, help="teenycl device spec (default: the default device)")
+    ap.add_argument("--rtol", type=float, default=1e-3)
+    ap.add_argument("--atol", type=float, default=1e-4)
+    ap.add_argument("--nrms", type=float, default=1e-4, help="bound on the normalized RMS difference")
+    ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "models"))
+    ap.add_argument("--teeny-run", default=os.path.join(ROOT, "build", "teeny-run"))
+    ap.add_argument("--teeny-info", default=os.path.join(ROOT, "build", "teeny-info"))
+    args = ap.parse_args()
+    names = [m for m in args.models.split(",") if m]
+    for m in names:
+        if m not in MODELS:
+            ap.error(f"unknown model {m!r}")
+    try:
+        import onnx, onnxruntime, torch  # noqa: F401
+        if any(m != "yolo11n" for m in names):
+            import torchvision  # noqa: F401
+        if "yolo11n" in names:
+            import ultralytics  # noqa: F401
+    except ImportError as e:
+        print(f"check-models: {e} (pip install torch torchvision onnx onnxruntime ultralytics)", file=sys.stderr)
+        return 2
+    os.makedirs(args.workdir, exist_ok=True)
+    rows = [check(m, args) for m in names]
+    print("\n| model | nodes | imported | max abs diff | nrms | result |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        num = (lambda v: "-" if v is None else f"{v:.2g}")
+        print(f"| {r['model']} | {r['nodes']} | {'yes' if r['imported'] else 'no'} | {num(r['max_abs'])} | "
+              f"{num(r['nrms'])} | {'ok' if r['ok'] else 'FAIL'} |")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
