@@ -14,14 +14,23 @@ For each model, with random weights from a fixed seed, in eval mode: export
 to ONNX (opset 17, TorchScript exporter, a fixed batch), list the nodes
 `teeny-info --onnx` reports unsupported, feed the same seeded input to
 `build/teeny-run` and to onnxruntime's CPU provider, and compare every
-output: max abs difference, normalized RMS (rms(teeny - ort) / rms(ort))
-and numpy.allclose with rtol 1e-3 (ONNX's backend-test rtol) and atol 1e-4.
-The atol is ONNX's 1e-7 raised for deep nets: fp32 rounding of tens of
-accumulated convolutions (different summation orders on each side) leaves
-absolute differences of ~1e-5 on outputs of magnitude ~1, and near-zero
-outputs then fail a pure relative test; 1e-4 stays well below any real
-error (a wrong tap, pad or scale moves outputs by 1e-2 or more), and the
-normalized RMS must also be <= 1e-4 (issue 18's bound).
+output: max abs difference, normalized RMS (rms(teeny - ort) / rms(ort)),
+and element by element |teeny - ort| <= rtol |ort| + atol max|ort| with
+rtol 1e-3 (ONNX's backend-test rtol) and atol 1e-4 taken relative to the
+output's largest magnitude; the normalized RMS must also be <= 1e-4 (issue
+18's bound). ONNX's absolute 1e-7 is for single nodes: through tens of
+convolutions, fp32 rounding in different summation orders leaves relative
+differences of ~1e-6 to 1e-5 (PyTorch's own CPU output differs from
+onnxruntime's by as much; the script prints that nrms as the noise floor),
+and YOLO's box decoding (anchor - distance, times a stride of up to 32)
+cancels outputs of magnitude ~500 to near zero, whose error then scales with
+the terms, not the result: an absolute atol of 1e-4 fails there on rounding
+alone (at batch 1, teenycl's output against PyTorch's fails it on 2 such
+elements, against onnxruntime's on 3). A real error (a wrong tap, pad, scale or layout) moves the
+nrms to 1e-2 or more.
+
+Before export, batch norm's running statistics are set from a few random
+batches (calibrate()), so activations stay of order one through the net.
 
 Exit status: 0 when every model imports and matches, 1 otherwise (an import
 failure, a run failure or a mismatch), 2 when a required package is missing.
@@ -34,6 +43,7 @@ import time
 
 import numpy as np
 
+os.environ.setdefault("YOLO_OFFLINE", "1")  # ultralytics: no update checks
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ("resnet18", "mobilenet_v3_small", "yolo11n")
 
@@ -53,16 +63,38 @@ def build_model(name):
     return getattr(torchvision.models, name)(weights=None).eval()
 
 
-def export(name, path, batch, size, seed):
+def calibrate(model, batch, size, seed):
+    """Set every batch norm's running statistics to those of random inputs
+    (cumulative average over a few batches), as training would: without it,
+    random weights with the default statistics (mean 0, variance 1) shrink
+    or grow the activations layer after layer (MobileNetV3-small's logits
+    come out near 1e-9), which a comparison cannot see through."""
+    import torch
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None
+    model.train()
+    with torch.no_grad():
+        for i in range(4):
+            model(torch.from_numpy(make_input(batch, size, seed + 1 + i)))
+    model.eval()
+
+
+def export(name, path, batch, size, seed, calib):
     import torch
     torch.manual_seed(seed)
     model = build_model(name)
+    if calib:
+        calibrate(model, batch, size, seed)
     x = torch.from_numpy(make_input(batch, size, seed))
     with torch.no_grad():
-        model(x)  # the Detect head sets up its anchors on a first call
+        out = model(x)  # also sets up the Detect head's anchors
         kw = {"dynamo": False} if "dynamo" in torch.onnx.export.__code__.co_varnames else {}
         torch.onnx.export(model, (x,), path, opset_version=17, input_names=["input"],
                           do_constant_folding=True, **kw)
+    out = out if isinstance(out, (list, tuple)) else [out]
+    return [o.numpy() for o in out if isinstance(o, torch.Tensor)]
 
 
 def make_input(batch, size, seed):
@@ -78,12 +110,18 @@ def unsupported(info, path, device):
     return out.returncode, bad, text
 
 
+def nrms_of(diff, want):
+    """rms(diff) / rms(want), in float64."""
+    den = float(np.sqrt(np.mean(np.asarray(want, np.float64) ** 2))) if want.size else 0.0
+    return float(np.sqrt(np.mean(np.asarray(diff, np.float64) ** 2))) / max(den, 1e-30) if diff.size else 0.0
+
+
 def check(name, args):
     import onnx
     import onnxruntime as ort
     path = os.path.join(args.workdir, name + ".onnx")
     t0 = time.time()
-    export(name, path, args.batch, args.size, args.seed)
+    torch_out = export(name, path, args.batch, args.size, args.seed, not args.no_calibrate)
     model = onnx.load(path)
     ops = sorted({n.op_type for n in model.graph.node})
     print(f"== {name}: exported in {time.time() - t0:.1f} s, {len(model.graph.node)} nodes, "
@@ -94,8 +132,8 @@ def check(name, args):
     rc, bad, text = unsupported(args.teeny_info, path, args.device)
     for line in bad:
         print("  teeny-info:", line)
-    if rc != 0 and not bad:
-        print(text.rstrip())
+    lines = text.strip().splitlines()
+    print("  teeny-info:", lines[-1] if rc == 0 and lines else text.rstrip())
 
     x = make_input(args.batch, args.size, args.seed)
     in_name = model.graph.input[0].name
@@ -119,7 +157,10 @@ def check(name, args):
     row["imported"] = True
     print(f"  teeny-run: {time.time() - t0:.1f} s")
     ok = True
-    worst_abs, worst_nrms = 0.0, 0.0
+    worst_abs, worst_nrms, torch_nrms = 0.0, 0.0, None
+    if len(torch_out) == len(names):  # the noise floor: PyTorch's CPU output against onnxruntime's
+        torch_nrms = max(nrms_of(t.astype(np.float64).reshape(ref[n].shape) - ref[n], ref[n])
+                         for t, n in zip(torch_out, names))
     for out_name in names:
         want = ref[out_name].astype(np.float64)
         got = np.load(os.path.join(out_dir, out_name + ".npy")).astype(np.float64)
@@ -130,14 +171,17 @@ def check(name, args):
         got = got.reshape(want.shape)
         diff = np.abs(got - want)
         max_abs = float(np.max(diff)) if diff.size else 0.0
-        nrms = float(np.sqrt(np.mean(diff ** 2)) / max(np.sqrt(np.mean(want ** 2)), 1e-30))
-        close = bool(np.all(np.isfinite(got))) and np.allclose(got, want, rtol=args.rtol, atol=args.atol)
+        nrms = nrms_of(diff, want)
+        scale = float(np.max(np.abs(want))) if want.size else 0.0
+        close = bool(np.all(np.isfinite(got))) and bool(np.all(diff <= args.rtol * np.abs(want) + args.atol * scale))
         good = close and nrms <= args.nrms
         print(f"  {out_name} {list(want.shape)}: max abs {max_abs:.3g}, nrms {nrms:.3g}, "
               f"max |ref| {float(np.max(np.abs(want))):.3g}: {'ok' if good else 'MISMATCH'}")
         worst_abs, worst_nrms = max(worst_abs, max_abs), max(worst_nrms, nrms)
         ok = ok and good
-    row.update(max_abs=worst_abs, nrms=worst_nrms, ok=ok)
+    if torch_nrms is not None:
+        print(f"  PyTorch CPU against onnxruntime: nrms {torch_nrms:.3g}")
+    row.update(max_abs=worst_abs, nrms=worst_nrms, torch_nrms=torch_nrms, ok=ok)
     return row
 
 
@@ -147,9 +191,11 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--size", type=int, default=224, help="input height and width")
     ap.add_argument("--seed", type=int, default=18)
+    ap.add_argument("--no-calibrate", action="store_true",
+                    help="keep batch norm's default running statistics (see calibrate())")
     ap.add_argument("--device", default=None, help="teenycl device spec (default: the default device)")
     ap.add_argument("--rtol", type=float, default=1e-3)
-    ap.add_argument("--atol", type=float, default=1e-4)
+    ap.add_argument("--atol", type=float, default=1e-4, help="relative to the output's max |value|")
     ap.add_argument("--nrms", type=float, default=1e-4, help="bound on the normalized RMS difference")
     ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "models"))
     ap.add_argument("--teeny-run", default=os.path.join(ROOT, "build", "teeny-run"))
@@ -170,12 +216,12 @@ def main():
         return 2
     os.makedirs(args.workdir, exist_ok=True)
     rows = [check(m, args) for m in names]
-    print("\n| model | nodes | imported | max abs diff | nrms | result |")
-    print("|---|---|---|---|---|---|")
+    print("\n| model | nodes | imported | max abs diff | nrms | PyTorch-onnxruntime nrms | result |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         num = (lambda v: "-" if v is None else f"{v:.2g}")
         print(f"| {r['model']} | {r['nodes']} | {'yes' if r['imported'] else 'no'} | {num(r['max_abs'])} | "
-              f"{num(r['nrms'])} | {'ok' if r['ok'] else 'FAIL'} |")
+              f"{num(r['nrms'])} | {num(r.get('torch_nrms'))} | {'ok' if r['ok'] else 'FAIL'} |")
     return 0 if all(r["ok"] for r in rows) else 1
 
 
