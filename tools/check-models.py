@@ -81,7 +81,7 @@ def calibrate(model, batch, size, seed):
     model.eval()
 
 
-def export(name, path, batch, size, seed, calib, exporter="torchscript", opset=17):
+def export(name, path, batch, size, seed, calib, exporter="torchscript", opset=17, dynamic=False):
     import torch
     torch.manual_seed(seed)
     model = build_model(name)
@@ -95,6 +95,8 @@ def export(name, path, batch, size, seed, calib, exporter="torchscript", opset=1
         else:
             kw = {"dynamo": False} if "dynamo" in torch.onnx.export.__code__.co_varnames else {}
             kw["do_constant_folding"] = True
+            if dynamic:  # a symbolic batch: teeny-run gets --batch, the importer folds the shape arithmetic
+                kw["dynamic_axes"] = {"input": {0: "N"}}
         torch.onnx.export(model, (x,), path, opset_version=opset, input_names=["input"], **kw)
     out = out if isinstance(out, (list, tuple)) else [out]
     return [o.numpy() for o in out if isinstance(o, torch.Tensor)]
@@ -126,7 +128,7 @@ def check(name, args):
     path = os.path.join(args.workdir, name + ".onnx")
     t0 = time.time()
     torch_out = export(name, path, args.batch, args.size, args.seed, not args.no_calibrate,
-                       args.exporter, args.opset)
+                       args.exporter, args.opset, args.dynamic_batch)
     model = onnx.load(path)
     ops = sorted({n.op_type for n in model.graph.node})
     print(f"== {name}: exported in {time.time() - t0:.1f} s, {len(model.graph.node)} nodes, "
@@ -137,8 +139,8 @@ def check(name, args):
     rc, bad, text = unsupported(args.teeny_info, path, args.device)
     for line in bad:
         print("  teeny-info:", line)
-    lines = text.strip().splitlines()
-    print("  teeny-info:", lines[-1] if rc == 0 and lines else text.rstrip())
+    summary = [line for line in text.splitlines() if " nodes supported" in line]
+    print("  teeny-info:", summary[-1] if summary else text.rstrip())
 
     x = make_input(args.batch, args.size, args.seed)
     in_name = model.graph.input[0].name
@@ -153,6 +155,8 @@ def check(name, args):
     cmd = [args.teeny_run, path, "--input", f"{in_name}={in_path}", "--output-dir", out_dir]
     if args.device:
         cmd += ["--device", args.device]
+    if args.dynamic_batch:
+        cmd += ["--batch", str(args.batch)]
     t0 = time.time()
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
@@ -199,6 +203,8 @@ def main():
     ap.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
                     help="torch.onnx.export's TorchScript exporter (default) or its torch.export one")
     ap.add_argument("--opset", type=int, default=17)
+    ap.add_argument("--dynamic-batch", action="store_true",
+                    help="export the batch dimension as symbolic (TorchScript exporter only)")
     ap.add_argument("--no-calibrate", action="store_true",
                     help="keep batch norm's default running statistics (see calibrate())")
     ap.add_argument("--device", default=None, help="teenycl device spec (default: the default device)")
@@ -209,6 +215,8 @@ def main():
     ap.add_argument("--teeny-run", default=os.path.join(ROOT, "build", "teeny-run"))
     ap.add_argument("--teeny-info", default=os.path.join(ROOT, "build", "teeny-info"))
     args = ap.parse_args()
+    if args.dynamic_batch and args.exporter != "torchscript":
+        ap.error("--dynamic-batch is for the TorchScript exporter")
     names = [m for m in args.models.split(",") if m]
     for m in names:
         if m not in MODELS:
