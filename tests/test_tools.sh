@@ -10,6 +10,8 @@
 #                           --timeout), no device: each reported on exactly the
 #                           expected line, the other families still pass, exit 1
 #   embed_app               its result matches the host computation
+#   finetune_onnx           20 steps on tests/onnx/convnet.onnx lower the loss;
+#                           a bad number exits 2
 #   numbers and names       every numeric option of teeny-info and teeny-bench
 #                           refuses malformed values (empty, abc, 12abc, -1,
 #                           4294967296, 1e3, " 5", ...) and --only an unknown
@@ -162,6 +164,23 @@ has_err env-no-cache 'TEENY_NO_CACHE="yes" is not one of 0/1'
 # -- the embedding example
 run embed "0" "$build/embed_app"
 has_match embed '^max error .* \(relative .*, limit 1e-4\): ok$'
+
+# -- fine-tuning an imported ONNX model (examples/finetune_onnx.c): 20
+#    AdamW steps on the committed convnet, the first conv frozen, the
+#    checkpoint written; exit 0 and a final loss below the first. A bad
+#    number is refused with exit 2 before anything runs.
+run finetune 0 "$build/finetune_onnx" tests/onnx/convnet.onnx --steps 20 --freeze-prefix conv1. \
+    --out "$tmp/finetune.safetensors"
+has_match finetune '^model tests/onnx/convnet.onnx: 8 parameters, 2 frozen \(prefix "conv1\."\), 5 classes, batch 8, '
+has_match finetune '^step 20/20 loss [0-9.]+$'
+has_match finetune '^saved '
+lower=$(awk '/^first_loss / { print ($4 < $2) ? "yes" : "no: " $0 }' "$tmp/finetune.out")
+if [ "$lower" = yes ]; then ok; else fail "finetune: final loss not below the first (${lower:-no first_loss line})"; fi
+if [ -s "$tmp/finetune.safetensors" ]; then ok; else fail "finetune: no checkpoint written"; fi
+run finetune-bad-steps 2 "$build/finetune_onnx" tests/onnx/convnet.onnx --steps 12abc
+has_err finetune-bad-steps '--steps "12abc": not a whole number'
+run finetune-bad-lr 2 "$build/finetune_onnx" tests/onnx/convnet.onnx --lr 1e9
+has_err finetune-bad-lr '--lr "1e9": not a number in (0, 1]'
 
 # ==== teeny-bench: ceilings and roofline shares (issue 21 item 16) ====
 # The FMA ceiling is the best of its probe kernels (fma and mad, 8, 12 and
