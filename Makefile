@@ -155,7 +155,7 @@ $(SHARED): $(LIB_OBJ)
 $(BUILD)/teeny-info: tools/teeny-info.c tools/args.h $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
-$(BUILD)/teeny-bench: tools/teeny-bench.c $(BENCH_SRC) tools/bench.h tools/args.h $(STATIC) include/teenycl.h
+$(BUILD)/teeny-bench: tools/teeny-bench.c $(BENCH_SRC) tools/bench.h tools/args.h examples/fashion_net.h $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) tools/teeny-bench.c $(BENCH_SRC) -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
 $(BUILD)/%: examples/%.c $(STATIC) include/teenycl.h

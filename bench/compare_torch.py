@@ -24,6 +24,15 @@ PyTorch, as its users call it:
   psa_attention the YOLO C2PSA layout: qkv [B, heads*4*kd, H, W] viewed
                as [B, heads, 4*kd, N], split into q, k, v, transposed to
                [B, heads, N, c] for SDPA, the output put back as NCHW.
+  train_step   one training step of examples/fashion_net.py's network
+               (the twin of examples/fashion_net.h) at the case's batch
+               on fixed random data: zero_grad, forward, cross-entropy,
+               backward, AdamW with the example's settings, twice: eager,
+               and the model under torch.compile(mode="reduce-overhead")
+               (CUDA graphs; compiled once per TF32 setting during the
+               warm-up). teeny-bench's side is forward, backward and one
+               AdamW step on fixed data, its launches per step in the case's
+               shape.
 Everything else is strict fp32 (matmul TF32 off).
 
 --tf32 compares the two tf32 modes instead: teeny-bench --tf32
@@ -53,6 +62,7 @@ Usage: python3 bench/compare_torch.py [--cpu] [--tf32] [--bench build/teeny-benc
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -224,14 +234,39 @@ def build_case(case, dev, gen):
             torch.autograd.grad(psa(), (qkv,), do)
 
         return {"fwd": fwd, "fwd+bwd": fwd_bwd}, note
+    if op == "train_step":
+        return train_step_fns(s, dev, gen), f"{s.get('launches', '?')} launches per teenycl step"
     raise ValueError(f"unknown op {op!r} in case {case['name']}")
+
+
+def train_step_fns(s, dev, gen):
+    """The PyTorch step of examples/fashion_net.py, eager and compiled:
+    {"step (eager)": fn, "step (reduce-overhead)": fn}."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    from fashion_net import FashionNet
+    torch.manual_seed(1)
+    net = FashionNet().to(dev).train()
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3, betas=(0.95, 0.999), eps=1e-8, weight_decay=5e-4)
+    x = rand((s["batch"], 1, 28, 28), dev, gen)
+    y = torch.randint(0, 10, (s["batch"],), device=dev, generator=gen)
+    compiled = torch.compile(net, mode="reduce-overhead")
+
+    def step_with(model):
+        def step():
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        return step
+
+    return {"step (eager)": step_with(net), "step (reduce-overhead)": step_with(compiled)}
 
 
 def table_family(case):
     s = case["shape"]
     if s["op"] == "conv2d":
         return "depthwise conv" if s["groups"] > 1 and s["w"][1] == 1 else "conv"
-    return {"batchnorm2d": "batch norm", "attention": "attention", "psa_attention": "PSA attention"}[s["op"]]
+    return {"batchnorm2d": "batch norm", "attention": "attention", "psa_attention": "PSA attention",
+            "train_step": "training step"}[s["op"]]
 
 
 def set_tf32(on, matmul=False):
@@ -316,6 +351,8 @@ def main():
             fns, note = {}, "PyTorch failed: " + str(e).splitlines()[0]
         if note:
             notes[name] = note
+        if group[0]["shape"]["op"] == "train_step":  # one teenycl row against each PyTorch way of running it
+            group = [dict(group[0], direction=d) for d in fns] if fns else group
         for case in group:
             row = {"case": case, "family": table_family(case), "teeny_ms": case.get("median_ms"),
                    "torch_ms": None, "torch_tf32_ms": None}
@@ -324,7 +361,7 @@ def main():
                 if fn is not None:
                     set_tf32(args.tf32, args.tf32)
                     row["torch_ms"] = timer(fn)
-                    if not args.cpu and not args.tf32 and case["shape"]["op"] == "conv2d":
+                    if not args.cpu and not args.tf32 and case["shape"]["op"] in ("conv2d", "train_step"):
                         set_tf32(True)
                         row["torch_tf32_ms"] = timer(fn)
             except RuntimeError as e:
@@ -375,7 +412,8 @@ def main():
         ratio = r["torch_ms"] / t if (t and r["torch_ms"]) else None
         r["ratio"] = ratio
         line = (f"| {r['family']} | {c['name']} | {c['direction']} | {fmt(t, '.4f') if 'error' not in c else 'failed'} | "
-                f"{fmt(c.get('pct_copy_bw'), '.1f')} | {fmt(c.get('pct_fma'), '.1f')} | "
+                f"{fmt(c.get('pct_copy_bw') if c.get('bytes') else None, '.1f')} | "
+                f"{fmt(c.get('pct_fma') if c.get('flops') else None, '.1f')} | "
                 f"{fmt(r['torch_ms'], '.4f')} | {fmt(ratio, '.2f')} |")
         if gpu:
             rt = r["torch_tf32_ms"] / t if (t and r["torch_tf32_ms"]) else None

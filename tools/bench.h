@@ -86,7 +86,8 @@ int bench_measure_peaks(teeny_ctx *ctx, const bench_opts *o, bench_peaks *out);
 #define BENCH_FAMILIES(XX) \
     XX(batchnorm) \
     XX(conv2d) \
-    XX(attention)
+    XX(attention) \
+    XX(train)
 
 #define XX(f) int bench_##f(teeny_ctx *ctx, const bench_opts *o);
 BENCH_FAMILIES(XX)

@@ -9,6 +9,7 @@ dependency of the build or of `make test`; this script is run by hand:
 
     make all && python3 tools/check-models.py [--models resnet18,mobilenet_v3_small,yolo11n]
         [--batch 2] [--size 224] [--device SPEC] [--workdir build/models]
+        [--time K [--threads N] [--torch-device cpu|cuda]]
 
 For each model, with random weights from a fixed seed, in eval mode: export
 to ONNX (opset 17, TorchScript exporter, a fixed batch), list the nodes
@@ -28,6 +29,15 @@ the terms, not the result: an absolute atol of 1e-4 fails there on rounding
 alone (at batch 1, teenycl's output against PyTorch's fails it on 2 such
 elements, against onnxruntime's on 3). A real error (a wrong tap, pad, scale or layout) moves the
 nrms to 1e-2 or more.
+
+With --time K, each model that matches is then timed, K runs each after a
+warm-up, the median printed: teenycl's forward (`teeny-run --repeat K`,
+inputs already on the device, to the end of the queue), onnxruntime's CPU
+provider (`sess.run`, N intra-op threads, default all cores) and PyTorch
+eager in eval mode under torch.no_grad() on --torch-device (default cuda
+when available), input already there, synchronized, once with PyTorch's
+defaults (cuDNN may use TF32) and once with TF32 off (strict fp32, as
+teenycl computes).
 
 Before export, batch norm's running statistics are set from a few random
 batches (calibrate()), so activations stay of order one through the net.
@@ -99,7 +109,7 @@ def export(name, path, batch, size, seed, calib, exporter="torchscript", opset=1
                 kw["dynamic_axes"] = {"input": {0: "N"}}
         torch.onnx.export(model, (x,), path, opset_version=opset, input_names=["input"], **kw)
     out = out if isinstance(out, (list, tuple)) else [out]
-    return [o.numpy() for o in out if isinstance(o, torch.Tensor)]
+    return model, [o.numpy() for o in out if isinstance(o, torch.Tensor)]
 
 
 def make_input(batch, size, seed):
@@ -127,7 +137,7 @@ def check(name, args):
     import onnxruntime as ort
     path = os.path.join(args.workdir, name + ".onnx")
     t0 = time.time()
-    torch_out = export(name, path, args.batch, args.size, args.seed, not args.no_calibrate,
+    model_pt, torch_out = export(name, path, args.batch, args.size, args.seed, not args.no_calibrate,
                        args.exporter, args.opset, args.dynamic_batch)
     model = onnx.load(path)
     ops = sorted({n.op_type for n in model.graph.node})
@@ -191,7 +201,51 @@ def check(name, args):
     if torch_nrms is not None:
         print(f"  PyTorch CPU against onnxruntime: nrms {torch_nrms:.3g}")
     row.update(max_abs=worst_abs, nrms=worst_nrms, torch_nrms=torch_nrms, ok=ok)
+    if ok and args.time > 0:
+        row["times"] = time_model(model_pt, path, in_name, x, cmd, args)
     return row
+
+
+def median_ms(fn, k, sync=lambda: None):
+    fn()  # warm-up: first-call allocation, kernel selection
+    sync()
+    times = []
+    for _ in range(k):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(1e3 * (time.perf_counter() - t0))
+    return sorted(times)[k // 2]
+
+
+def time_model(model, path, in_name, x, cmd, args):
+    """Median forward times of teenycl, onnxruntime's CPU provider and
+    PyTorch eager on the same input (see the docstring)."""
+    import onnxruntime as ort
+    import torch
+    t = {}
+    run = subprocess.run(cmd + ["--repeat", str(args.time)], capture_output=True, text=True)
+    found = [line for line in run.stdout.splitlines() if line.startswith("median forward time")]
+    t["teenycl"] = float(found[-1].split(":")[1].split()[0]) if run.returncode == 0 and found else None
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = args.threads
+    cpu = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    t["onnxruntime_cpu"] = median_ms(lambda: cpu.run(None, {in_name: x}), args.time)
+    dev = torch.device(args.torch_device)
+    model = model.to(dev)
+    xt = torch.from_numpy(x).to(dev)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    saved = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    with torch.no_grad():
+        t["torch_default"] = median_ms(lambda: model(xt), args.time, sync)
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+        t["torch_fp32"] = median_ms(lambda: model(xt), args.time, sync)
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+    fmt = (lambda v: "-" if v is None else f"{v:.3f} ms")
+    print(f"  time (median of {args.time}): teenycl {fmt(t['teenycl'])}, onnxruntime CPU "
+          f"({args.threads} threads) {fmt(t['onnxruntime_cpu'])}, PyTorch {dev.type} default "
+          f"{fmt(t['torch_default'])}, TF32 off {fmt(t['torch_fp32'])}", flush=True)
+    return t
 
 
 def main():
@@ -211,6 +265,10 @@ def main():
     ap.add_argument("--rtol", type=float, default=1e-3)
     ap.add_argument("--atol", type=float, default=1e-4, help="relative to the output's max |value|")
     ap.add_argument("--nrms", type=float, default=1e-4, help="bound on the normalized RMS difference")
+    ap.add_argument("--time", type=int, default=0, metavar="K",
+                    help="also time each matching model: the median of K runs on each side")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="onnxruntime's intra-op threads")
+    ap.add_argument("--torch-device", default=None, help="PyTorch's device for --time (default: cuda if there)")
     ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "models"))
     ap.add_argument("--teeny-run", default=os.path.join(ROOT, "build", "teeny-run"))
     ap.add_argument("--teeny-info", default=os.path.join(ROOT, "build", "teeny-info"))
@@ -230,6 +288,9 @@ def main():
     except ImportError as e:
         print(f"check-models: {e} (pip install torch torchvision onnx onnxruntime ultralytics)", file=sys.stderr)
         return 2
+    if args.time > 0 and args.torch_device is None:
+        import torch
+        args.torch_device = "cuda" if torch.cuda.is_available() else "cpu"
     os.makedirs(args.workdir, exist_ok=True)
     rows = [check(m, args) for m in names]
     print("\n| model | nodes | imported | max abs diff | nrms | PyTorch-onnxruntime nrms | result |")
@@ -238,6 +299,16 @@ def main():
         num = (lambda v: "-" if v is None else f"{v:.2g}")
         print(f"| {r['model']} | {r['nodes']} | {'yes' if r['imported'] else 'no'} | {num(r['max_abs'])} | "
               f"{num(r['nrms'])} | {num(r.get('torch_nrms'))} | {'ok' if r['ok'] else 'FAIL'} |")
+    timed = [r for r in rows if r.get("times")]
+    if timed:
+        num = (lambda v: "-" if v is None else f"{v:.3f}")
+        print(f"\n| model | batch | teenycl ({args.device or 'default device'}) ms | onnxruntime CPU "
+              f"({args.threads} threads) ms | PyTorch {args.torch_device} ms | PyTorch, TF32 off ms |")
+        print("|---|---|---|---|---|---|")
+        for r in timed:
+            t = r["times"]
+            print(f"| {r['model']} | {args.batch} | {num(t['teenycl'])} | {num(t['onnxruntime_cpu'])} | "
+                  f"{num(t['torch_default'])} | {num(t['torch_fp32'])} |")
     return 0 if all(r["ok"] for r in rows) else 1
 
 
