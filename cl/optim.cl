@@ -2,8 +2,9 @@
  * optim.cl -- optimizer steps (SGD, Adam, AdamW) and gradient clipping by
  * global norm, with PyTorch's semantics (see src/ops/optim.c).
  *
- * Every update kernel works on one parameter tensor: grid n (rounded up to
- * the work-group size), one work-item per element. Per-step scalars (lr,
+ * optim_sgd works on one parameter tensor: grid n (rounded up to the
+ * work-group size), one work-item per element; optim_adam_multi on up to
+ * OPT_SLOTS tensors at once, one work-item per element of each. Per-step scalars (lr,
  * beta1, bias corrections) come from a small device buffer `scal` that the
  * host rewrites each step, so kernel arguments never change after
  * creation; the clipping scale comes from red[0], written on the device.
@@ -15,7 +16,8 @@
  *      and writes scale = min(max_norm / (sqrt(total) + 1e-6), 1) to red[0]
  *      (a NaN total gives a NaN scale, as torch.clamp does).
  *
- * Tunable: OPT_WG, the reduction work-group size (a power of two).
+ * Tunable: OPT_WG, the reduction work-group size (a power of two);
+ * OPT_SLOTS, the parameters per Adam launch.
  */
 #ifndef OPT_WG
 #define OPT_WG 256
@@ -103,26 +105,102 @@ __kernel void optim_sgd(__global float *p, int p_off, __global float *g, int g_o
     p[p_off + i] = w - scal[OPT_LR] * d;
 }
 
-/* torch.optim.Adam (decoupled = 0, L2 weight decay) and AdamW (decoupled = 1). */
-__kernel void optim_adam(__global float *p, int p_off, __global float *g, int g_off, __global float *m, int m_off,
-                         __global float *v, int v_off, int n, float beta2, float one_minus_beta2, float eps,
-                         float weight_decay, int decoupled, int clip, __global const float *scal,
-                         __global const float *red)
+/* torch.optim.Adam (decoupled = 0, L2 weight decay) and AdamW (decoupled = 1)
+ * on element i of one parameter. */
+TEENY_INLINE void opt_adam_elem(__global float *p, __global float *g, __global float *m, __global float *v, int i,
+                                float beta2, float one_minus_beta2, float eps, float weight_decay, int decoupled,
+                                int clip, __global const float *scal, __global const float *red)
 {
-    int i = get_global_id(0);
-    if (i >= n)
-        return;
-    float grad = opt_grad(g, g_off + i, clip, red);
-    float w = p[p_off + i];
+    float grad = opt_grad(g, i, clip, red);
+    float w = p[i];
     if (decoupled)
         w *= scal[OPT_DECAY];
     else if (weight_decay != 0.0f)
         grad += weight_decay * w;
-    float mm = m[m_off + i];
+    float mm = m[i];
     mm += scal[OPT_ONE_MINUS_BETA1] * (grad - mm);
-    float vv = v[v_off + i] * beta2 + one_minus_beta2 * grad * grad;
-    m[m_off + i] = mm;
-    v[v_off + i] = vv;
+    float vv = v[i] * beta2 + one_minus_beta2 * grad * grad;
+    m[i] = mm;
+    v[i] = vv;
     float denom = sqrt(vv) / scal[OPT_BC2_SQRT] + eps;
-    p[p_off + i] = w - scal[OPT_STEP_SIZE] * (mm / denom);
+    p[i] = w - scal[OPT_STEP_SIZE] * (mm / denom);
+}
+
+/* Adam / AdamW over OPT_SLOTS parameters in one launch (1 .. 8: as many as
+ * the device's kernel-argument space takes, src/ops/optim.c). Slot k is a
+ * parameter with its gradient and state (buffer and element offset each),
+ * n elements, and the first global index it owns, b (a multiple of the
+ * work-group size): slot k's element j is work-item b + j, so each
+ * work-group updates one slot's elements and the slots' ranges do not
+ * overlap. An unused slot has n = 0. */
+#ifndef OPT_SLOTS
+#define OPT_SLOTS 8
+#endif
+#define OPT_SLOT_ARGS(k)                                                                                \
+    __global float *p##k, int po##k, __global float *g##k, int go##k, __global float *m##k, int mo##k, \
+        __global float *v##k, int vo##k, int n##k, int b##k,
+#define OPT_SLOT_RUN(k)                                                                                 \
+    {                                                                                                  \
+        int i = gid - b##k;                                                                            \
+        if (i >= 0 && i < n##k)                                                                        \
+            opt_adam_elem(p##k + po##k, g##k + go##k, m##k + mo##k, v##k + vo##k, i, beta2,            \
+                          one_minus_beta2, eps, weight_decay, decoupled, clip, scal, red);             \
+    }
+#if OPT_SLOTS >= 2
+#define OPT_SLOTS_ARGS_2 OPT_SLOT_ARGS(1)
+#define OPT_SLOTS_RUN_2 OPT_SLOT_RUN(1)
+#else
+#define OPT_SLOTS_ARGS_2
+#define OPT_SLOTS_RUN_2
+#endif
+#if OPT_SLOTS >= 3
+#define OPT_SLOTS_ARGS_3 OPT_SLOTS_ARGS_2 OPT_SLOT_ARGS(2)
+#define OPT_SLOTS_RUN_3 OPT_SLOTS_RUN_2 OPT_SLOT_RUN(2)
+#else
+#define OPT_SLOTS_ARGS_3 OPT_SLOTS_ARGS_2
+#define OPT_SLOTS_RUN_3 OPT_SLOTS_RUN_2
+#endif
+#if OPT_SLOTS >= 4
+#define OPT_SLOTS_ARGS_4 OPT_SLOTS_ARGS_3 OPT_SLOT_ARGS(3)
+#define OPT_SLOTS_RUN_4 OPT_SLOTS_RUN_3 OPT_SLOT_RUN(3)
+#else
+#define OPT_SLOTS_ARGS_4 OPT_SLOTS_ARGS_3
+#define OPT_SLOTS_RUN_4 OPT_SLOTS_RUN_3
+#endif
+#if OPT_SLOTS >= 5
+#define OPT_SLOTS_ARGS_5 OPT_SLOTS_ARGS_4 OPT_SLOT_ARGS(4)
+#define OPT_SLOTS_RUN_5 OPT_SLOTS_RUN_4 OPT_SLOT_RUN(4)
+#else
+#define OPT_SLOTS_ARGS_5 OPT_SLOTS_ARGS_4
+#define OPT_SLOTS_RUN_5 OPT_SLOTS_RUN_4
+#endif
+#if OPT_SLOTS >= 6
+#define OPT_SLOTS_ARGS_6 OPT_SLOTS_ARGS_5 OPT_SLOT_ARGS(5)
+#define OPT_SLOTS_RUN_6 OPT_SLOTS_RUN_5 OPT_SLOT_RUN(5)
+#else
+#define OPT_SLOTS_ARGS_6 OPT_SLOTS_ARGS_5
+#define OPT_SLOTS_RUN_6 OPT_SLOTS_RUN_5
+#endif
+#if OPT_SLOTS >= 7
+#define OPT_SLOTS_ARGS_7 OPT_SLOTS_ARGS_6 OPT_SLOT_ARGS(6)
+#define OPT_SLOTS_RUN_7 OPT_SLOTS_RUN_6 OPT_SLOT_RUN(6)
+#else
+#define OPT_SLOTS_ARGS_7 OPT_SLOTS_ARGS_6
+#define OPT_SLOTS_RUN_7 OPT_SLOTS_RUN_6
+#endif
+#if OPT_SLOTS >= 8
+#define OPT_SLOTS_ARGS OPT_SLOTS_ARGS_7 OPT_SLOT_ARGS(7)
+#define OPT_SLOTS_RUN OPT_SLOTS_RUN_7 OPT_SLOT_RUN(7)
+#else
+#define OPT_SLOTS_ARGS OPT_SLOTS_ARGS_7
+#define OPT_SLOTS_RUN OPT_SLOTS_RUN_7
+#endif
+
+__kernel void optim_adam_multi(OPT_SLOT_ARGS(0) OPT_SLOTS_ARGS float beta2, float one_minus_beta2, float eps,
+                               float weight_decay, int decoupled, int clip, __global const float *scal,
+                               __global const float *red)
+{
+    int gid = (int)get_global_id(0);
+    OPT_SLOT_RUN(0)
+    OPT_SLOTS_RUN
 }

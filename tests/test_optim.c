@@ -14,6 +14,7 @@
 #include "harness.h"
 #include "core/clwrap.h"
 #include "internal.h"
+#include "ops/ops.h"
 #include "ref/optim_ref.h"
 
 #define TOL 1e-5
@@ -332,7 +333,8 @@ START_TEST(test_optim_checkpoint_restore)
 END_TEST
 
 /* A warm step only enqueues: no create, build, set-arg, blocking call or
- * host allocation; one scalar write plus one launch per kernel. */
+ * host allocation; one scalar write plus one launch per kernel: per
+ * parameter for SGD, per teeny__optim_adam_slots parameters for Adam. */
 START_TEST(test_optim_step_calls)
 {
     static const int which[] = {1, 9};
@@ -349,7 +351,9 @@ START_TEST(test_optim_step_calls)
     for (int k = 0; k < 3; k++) {
         teeny__calls_reset();
         TH_OK(ctx, teeny_optimizer_step(opt, 1e-3f, 0.8f));
-        long launches = N_PARAMS + (c->max_grad_norm > 0 ? N_PARAMS + 1 : 0);
+        int slots = teeny__optim_adam_slots(ctx);
+        long updates = c->kind == TEENY_OPTIM_SGD ? N_PARAMS : (N_PARAMS + slots - 1) / slots;
+        long launches = updates + (c->max_grad_norm > 0 ? N_PARAMS + 1 : 0);
         ck_assert_int_eq(teeny__calls_kind(TEENY__KIND_CREATE), 0);
         ck_assert_int_eq(teeny__calls_kind(TEENY__KIND_BUILD), 0);
         ck_assert_int_eq(teeny__calls_kind(TEENY__KIND_SETARG), 0);
@@ -416,6 +420,76 @@ END_TEST
  * also running a 25-trip tree) takes more partials (limit 64: 6 rounds an
  * item, 27 partials); the clipped grad and the step meet the reference. A
  * limit without room for one round is TEENY_ERR_UNSUPPORTED at creation. */
+/* Adam's batched launches: one optimizer over 19 parameters of sizes
+ * around the work-group size, with the device's slots forced to 1, 2, 3
+ * and 8 per launch, against one single-parameter optimizer per parameter
+ * (one slot each): the same bits in every parameter and both states after
+ * three steps, and ceil(19 / slots) update launches per step. */
+START_TEST(test_optim_adam_batches)
+{
+    enum { N = 19 };
+    static const int64_t sizes[N] = {1, 2, 37, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1000, 4099, 3, 1, 511, 512, 513};
+    static const size_t param_bytes[] = {1, 40 + 2 * 56, 40 + 3 * 56 + 55, 1024};
+    static const int want_slots[] = {1, 2, 3, 8};
+    /* adamw; adam with clipping that never scales (the clip path, scale 1) */
+    static const optim_case *kinds[] = {&cases[8], &cases[10]};
+    const int si = _i % 4, ki = _i / 4;
+    const optim_case *c = kinds[ki];
+    teeny_ctx *ctx = th_ctx();
+    size_t saved = ctx->caps.param_bytes;
+    teeny_optim_params p = case_params(c);
+    teeny_tensor *pa[N], *ga[N], *pb[N], *gb[N];
+    teeny_optimizer *all = NULL, *one[N];
+    th_rng r = th_rng_make(41);
+    ctx->caps.param_bytes = param_bytes[si];
+    ck_assert_int_eq(teeny__optim_adam_slots(ctx), want_slots[si]);
+    for (int i = 0; i < N; i++) {
+        float *x = th_malloc((size_t)sizes[i] * sizeof *x);
+        pa[i] = th_tensor(ctx, 1, &sizes[i]), ga[i] = th_tensor(ctx, 1, &sizes[i]);
+        pb[i] = th_tensor(ctx, 1, &sizes[i]), gb[i] = th_tensor(ctx, 1, &sizes[i]);
+        th_fill_normal(&r, x, (size_t)sizes[i], 0, 1);
+        TH_OK(ctx, teeny_tensor_write(pa[i], x, (size_t)sizes[i]));
+        TH_OK(ctx, teeny_tensor_write(pb[i], x, (size_t)sizes[i]));
+        th_fill_normal(&r, x, (size_t)sizes[i], 0, 0.5);
+        TH_OK(ctx, teeny_tensor_write(ga[i], x, (size_t)sizes[i]));
+        TH_OK(ctx, teeny_tensor_write(gb[i], x, (size_t)sizes[i]));
+        free(x);
+        TH_OK(ctx, teeny_optimizer_create(ctx, &p, 1, &pb[i], (const teeny_tensor *const *)&gb[i], &one[i]));
+    }
+    TH_OK(ctx, teeny_optimizer_create(ctx, &p, N, pa, (const teeny_tensor *const *)ga, &all));
+    ctx->caps.param_bytes = saved;
+    for (int k = 0; k < 3; k++) {
+        teeny__calls_reset();
+        TH_OK(ctx, teeny_optimizer_step(all, 1e-2f, -1.0f));
+        long updates = (N + want_slots[si] - 1) / want_slots[si];
+        ck_assert_int_eq(teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel),
+                         updates + (c->max_grad_norm > 0 ? N + 1 : 0));
+        for (int i = 0; i < N; i++)
+            TH_OK(ctx, teeny_optimizer_step(one[i], 1e-2f, -1.0f));
+    }
+    for (int i = 0; i < N; i++) {
+        teeny_tensor *ta[3] = {pa[i], NULL, NULL}, *tb[3] = {pb[i], NULL, NULL};
+        TH_OK(ctx, teeny_optimizer_state(all, 2 * i, NULL, &ta[1]));
+        TH_OK(ctx, teeny_optimizer_state(all, 2 * i + 1, NULL, &ta[2]));
+        TH_OK(ctx, teeny_optimizer_state(one[i], 0, NULL, &tb[1]));
+        TH_OK(ctx, teeny_optimizer_state(one[i], 1, NULL, &tb[2]));
+        for (int t = 0; t < 3; t++) {
+            float *a = th_read(ta[t]), *b = th_read(tb[t]);
+            ck_assert_int_lt(th_first_nonfinite(a, (size_t)sizes[i]), 0);
+            ck_assert_msg(!memcmp(a, b, (size_t)sizes[i] * sizeof *a),
+                          "%s, %d slots: parameter %d (%lld elements), tensor %d differs from its own optimizer's",
+                          c->name, want_slots[si], i, (long long)sizes[i], t);
+            free(a);
+            free(b);
+        }
+        teeny_optimizer_destroy(one[i]);
+        teeny_tensor_destroy(pa[i]), teeny_tensor_destroy(ga[i]);
+        teeny_tensor_destroy(pb[i]), teeny_tensor_destroy(gb[i]);
+    }
+    teeny_optimizer_destroy(all);
+}
+END_TEST
+
 START_TEST(test_optim_split_loops)
 {
     teeny_ctx *ctx = th_ctx();
@@ -454,7 +528,10 @@ START_TEST(test_optim_split_loops)
     }
     ck_assert_msg(items[1] > items[0], "%lld work-items limited, %lld unlimited: the partials did not change",
                   (long long)items[1], (long long)items[0]);
-    th_loop_limit(50); /* budget 25 < 27: one round and the tree */
+    /* budget 14 < 15, what one round and the reduction tree of the smallest
+     * work-group (TEENY__WG_FLOOR = 16: 13 trips) take, so refused whatever
+     * OPT_WG the device gets (50 passed where it got 64: llvmpipe) */
+    th_loop_limit(28);
     teeny_tensor *tp = th_tensor_from(ctx, 1, shape, p0), *tg = th_tensor_from(ctx, 1, shape, g0);
     teeny_optimizer *opt = (teeny_optimizer *)&p; /* must come back NULL */
     TH_STATUS(ctx, TEENY_ERR_UNSUPPORTED, teeny_optimizer_create(ctx, &p, 1, &tp, (const teeny_tensor *const *)&tg,
@@ -745,6 +822,7 @@ Suite *suite_optim(void)
     tcase_add_test(step, test_optim_schedules);
     tcase_add_test(step, test_optim_one_cycle_small);
     tcase_add_test(step, test_optim_split_loops);
+    tcase_add_loop_test(step, test_optim_adam_batches, 0, 8);
     tcase_add_test(err, test_optim_errors);
     tcase_add_test(err, test_optim_faults);
     suite_add_tcase(s, step);

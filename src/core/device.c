@@ -303,11 +303,14 @@ static teeny_status probe_caps(teeny_ctx *ctx)
     teeny__device_caps *c = &ctx->caps;
     cl_uint vendor = 0, vec = 1;
     cl_device_fp_config fp = 0;
+    size_t param_bytes = 0;
     cl_int err;
     if ((err = TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_VENDOR_ID, sizeof vendor, &vendor, NULL)) ||
         (err = TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof vec, &vec,
                         NULL)) ||
-        (err = TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL)))
+        (err = TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL)) ||
+        (err = TEENY_CL(clGetDeviceInfo, ctx->device, CL_DEVICE_MAX_PARAMETER_SIZE, sizeof param_bytes, &param_bytes,
+                        NULL)))
         return teeny__cl_error(NULL, err, "clGetDeviceInfo");
     if (vec < 1)
         vec = 1;
@@ -318,6 +321,7 @@ static teeny_status probe_caps(teeny_ctx *ctx)
     c->compute_units = ctx->info.compute_units;
     c->local_mem = ctx->info.local_mem_bytes;
     c->work_group = ctx->info.max_work_group_size;
+    c->param_bytes = param_bytes;
     c->float_vector = (int)vec;
     c->cap_fma = (fp & CL_FP_FMA) != 0;
     c->cap_subgroups = ctx->info.has_subgroups;

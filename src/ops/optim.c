@@ -20,6 +20,7 @@
  * ctx->work_group_size; partials per grad tensor at most OPT_MAX_GROUPS
  * (more where a device limits a work-item's loop trips: sumsq_budget).
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,8 +35,8 @@
 enum { S_LR, S_BETA1, S_ONE_MINUS_BETA1, S_STEP_SIZE, S_BC2_SQRT, S_DECAY, S_FIRST };
 
 typedef struct {
-    cl_kernel update, sumsq;     /* sumsq: clipping only */
-    size_t update_global, sumsq_global;
+    cl_kernel sumsq;             /* clipping only */
+    size_t sumsq_global;
     const teeny_tensor *param;   /* borrowed: whose state this is (checkpoints key it by the param's name) */
 } opt_launch;
 
@@ -44,6 +45,10 @@ struct teeny_optimizer {
     teeny_optim_params p;
     int n;
     opt_launch *launch;
+    int n_update;                /* update launches: one per parameter (SGD), per OPT_SLOTS parameters (Adam) */
+    cl_kernel *update;
+    size_t *update_global;
+    int slots;                   /* OPT_SLOTS: parameters per Adam launch */
     cl_kernel clip_scale;
     teeny_tensor *scal, *red;    /* tensors, so the context outlives us */
     int n_state;
@@ -192,23 +197,80 @@ static teeny_status make_state(teeny_optimizer *o, teeny_tensor *const *params)
     return TEENY_OK;
 }
 
+/* One optim_adam_multi launch over params[first .. first + count): slot k
+ * owns global indices [b, b + n) of the launch, b a multiple of OPT_WG;
+ * the unused slots repeat slot 0's buffers with n = 0. */
+static teeny_status make_adam_launch(teeny_optimizer *o, const char *opt, teeny_tensor *const *params,
+                                     const teeny_tensor *const *grads, int first, int count, int u)
+{
+    enum { PER = 10, COMMON = 8 };
+    teeny_ctx *ctx = o->ctx;
+    const teeny_optim_params *p = &o->p;
+    teeny__karg a[8 * PER + COMMON];
+    int ints[8][6], clip = p->max_grad_norm > 0.0f, decoupled = p->kind == TEENY_OPTIM_ADAMW, na = 0;
+    float one_minus_beta2 = (float)(1.0 - (double)p->beta2);
+    size_t b = 0, wg = (size_t)o->wg;
+    teeny_status st = teeny__kernel_create(ctx, "optim", opt, "optim_adam_multi", &o->update[u]);
+    for (int k = 0; k < o->slots; k++) {
+        int i = first + (k < count ? k : 0);
+        const teeny_tensor *pt = params[i], *gt = grads[i], *m = o->state[2 * i], *v = o->state[2 * i + 1];
+        int *x = ints[k];
+        x[0] = teeny__off(pt), x[1] = teeny__off(gt), x[2] = teeny__off(m), x[3] = teeny__off(v);
+        x[4] = k < count ? (int)pt->numel : 0;
+        x[5] = (int)b;
+        b += k < count ? ((size_t)x[4] + wg - 1) / wg * wg : 0;
+        a[na++] = TEENY__KARG_MEM(pt->buf), a[na++] = TEENY__KARG_INT(x[0]);
+        a[na++] = TEENY__KARG_MEM(gt->buf), a[na++] = TEENY__KARG_INT(x[1]);
+        a[na++] = TEENY__KARG_MEM(m->buf), a[na++] = TEENY__KARG_INT(x[2]);
+        a[na++] = TEENY__KARG_MEM(v->buf), a[na++] = TEENY__KARG_INT(x[3]);
+        a[na++] = TEENY__KARG_INT(x[4]), a[na++] = TEENY__KARG_INT(x[5]);
+    }
+    a[na++] = TEENY__KARG(p->beta2), a[na++] = TEENY__KARG(one_minus_beta2), a[na++] = TEENY__KARG(p->eps);
+    a[na++] = TEENY__KARG(p->weight_decay), a[na++] = TEENY__KARG_INT(decoupled), a[na++] = TEENY__KARG_INT(clip);
+    a[na++] = TEENY__KARG_MEM(o->scal->buf), a[na++] = TEENY__KARG_MEM(o->red->buf);
+    o->update_global[u] = b;
+    return st == TEENY_OK ? teeny__set_arg_list(ctx, o->update[u], "optim_adam_multi", a, na) : st;
+}
+
+/* Adam: consecutive parameters, OPT_SLOTS to a launch, while the launch's
+ * global size stays within int (the kernel's index type). */
+static teeny_status make_adam_launches(teeny_optimizer *o, const char *opt, teeny_tensor *const *params,
+                                       const teeny_tensor *const *grads)
+{
+    size_t wg = (size_t)o->wg;
+    teeny_status st = TEENY_OK;
+    for (int first = 0; first < o->n && st == TEENY_OK;) {
+        int count = 0;
+        size_t span = 0;
+        while (first + count < o->n && count < o->slots) {
+            size_t need = ((size_t)params[first + count]->numel + wg - 1) / wg * wg;
+            if (count > 0 && span + need > (size_t)INT_MAX)
+                break;
+            span += need;
+            count++;
+        }
+        st = make_adam_launch(o, opt, params, grads, first, count, o->n_update++);
+        first += count;
+    }
+    return st;
+}
+
 /* Create every kernel object and set its arguments for good. */
 static teeny_status make_launches(teeny_optimizer *o, teeny_tensor *const *params, const teeny_tensor *const *grads)
 {
     teeny_ctx *ctx = o->ctx;
     const teeny_optim_params *p = &o->p;
     int clip = p->max_grad_norm > 0.0f;
-    char opt[32];
+    char opt[48];
     teeny_status st = TEENY_OK;
     int part = 0;
-    snprintf(opt, sizeof opt, "-DOPT_WG=%d", o->wg);
+    snprintf(opt, sizeof opt, "-DOPT_SLOTS=%d -DOPT_WG=%d", o->slots, o->wg);
     for (int i = 0; i < o->n; i++) {
         opt_launch *l = &o->launch[i];
         const teeny_tensor *pt = params[i], *gt = grads[i];
         int p_off = teeny__off(pt), g_off = teeny__off(gt), n = (int)pt->numel;
         size_t wg = (size_t)o->wg;
         l->param = pt;
-        l->update_global = ((size_t)n + wg - 1) / wg * wg;
         if (clip) {
             int groups = sumsq_groups(o, pt->numel), part_off = 1 + part;
             l->sumsq_global = (size_t)groups * wg;
@@ -221,32 +283,22 @@ static teeny_status make_launches(teeny_optimizer *o, teeny_tensor *const *param
         }
         if (p->kind == TEENY_OPTIM_SGD) {
             const teeny_tensor *buf = o->n_state ? o->state[i] : pt; /* unused without momentum */
-            int b_off = teeny__off(buf), nesterov = p->nesterov != 0;
-            st = teeny__kernel_create(ctx, "optim", opt, "optim_sgd", &l->update);
+            int b_off = teeny__off(buf), nesterov = p->nesterov != 0, u = o->n_update++;
+            o->update_global[u] = ((size_t)n + wg - 1) / wg * wg;
+            st = teeny__kernel_create(ctx, "optim", opt, "optim_sgd", &o->update[u]);
             if (st == TEENY_OK)
-                st = teeny__set_args(ctx, l->update, "optim_sgd", sizeof(cl_mem), &pt->buf, sizeof(int), &p_off,
+                st = teeny__set_args(ctx, o->update[u], "optim_sgd", sizeof(cl_mem), &pt->buf, sizeof(int), &p_off,
                                      sizeof(cl_mem), &gt->buf, sizeof(int), &g_off, sizeof(cl_mem), &buf->buf,
                                      sizeof(int), &b_off, sizeof(int), &n, sizeof(float), &p->momentum,
                                      sizeof(float), &p->dampening, sizeof(float), &p->weight_decay, sizeof(int),
                                      &nesterov, sizeof(int), &clip, sizeof(cl_mem), &o->scal->buf, sizeof(cl_mem),
                                      &o->red->buf, (size_t)0);
-        } else {
-            const teeny_tensor *m = o->state[2 * i], *v = o->state[2 * i + 1];
-            int m_off = teeny__off(m), v_off = teeny__off(v), decoupled = p->kind == TEENY_OPTIM_ADAMW;
-            float one_minus_beta2 = (float)(1.0 - (double)p->beta2);
-            st = teeny__kernel_create(ctx, "optim", opt, "optim_adam", &l->update);
-            if (st == TEENY_OK)
-                st = teeny__set_args(ctx, l->update, "optim_adam", sizeof(cl_mem), &pt->buf, sizeof(int), &p_off,
-                                     sizeof(cl_mem), &gt->buf, sizeof(int), &g_off, sizeof(cl_mem), &m->buf,
-                                     sizeof(int), &m_off, sizeof(cl_mem), &v->buf, sizeof(int), &v_off, sizeof(int),
-                                     &n, sizeof(float), &p->beta2, sizeof(float), &one_minus_beta2, sizeof(float),
-                                     &p->eps, sizeof(float), &p->weight_decay, sizeof(int), &decoupled,
-                                     sizeof(int), &clip, sizeof(cl_mem), &o->scal->buf, sizeof(cl_mem),
-                                     &o->red->buf, (size_t)0);
+            if (st != TEENY_OK)
+                return st;
         }
-        if (st != TEENY_OK)
-            return st;
     }
+    if (p->kind != TEENY_OPTIM_SGD && (st = make_adam_launches(o, opt, params, grads)) != TEENY_OK)
+        return st;
     if (clip) {
         st = teeny__kernel_create(ctx, "optim", opt, "optim_clip_scale", &o->clip_scale);
         if (st == TEENY_OK)
@@ -254,6 +306,17 @@ static teeny_status make_launches(teeny_optimizer *o, teeny_tensor *const *param
                                  &part, sizeof(float), &p->max_grad_norm, (size_t)0);
     }
     return st;
+}
+
+/* Parameters per Adam launch: as many of optim_adam_multi's slots (each
+ * four buffers, counted as 8-byte pointers, and six ints) as the device's
+ * kernel-argument space (CL_DEVICE_MAX_PARAMETER_SIZE, at least 256 bytes
+ * on any device) holds beside the eight common arguments, 1 to 8. */
+int teeny__optim_adam_slots(const teeny_ctx *ctx)
+{
+    size_t per = 4 * 8 + 6 * 4, common = 2 * 8 + 6 * 4, have = ctx->caps.param_bytes;
+    size_t k = have > common ? (have - common) / per : 1;
+    return k < 1 ? 1 : k > 8 ? 8 : (int)k;
 }
 
 teeny_status teeny_optimizer_create(teeny_ctx *ctx, const teeny_optim_params *p, int n,
@@ -287,19 +350,23 @@ teeny_status teeny_optimizer_create(teeny_ctx *ctx, const teeny_optim_params *p,
          * below it that every kernel of this optimizer takes (the
          * reductions halve spans) */
         const char *names[3];
-        char opt[32];
+        char opt[48], fmt[40];
         int n_names = 0;
-        names[n_names++] = p->kind == TEENY_OPTIM_SGD ? "optim_sgd" : "optim_adam";
+        o->slots = teeny__optim_adam_slots(ctx);
+        snprintf(fmt, sizeof fmt, "-DOPT_SLOTS=%d -DOPT_WG=%%d", o->slots);
+        names[n_names++] = p->kind == TEENY_OPTIM_SGD ? "optim_sgd" : "optim_adam_multi";
         if (p->max_grad_norm > 0.0f) {
             names[n_names++] = "optim_sumsq";
             names[n_names++] = "optim_clip_scale";
         }
-        if ((st = teeny__fit_halving(ctx, "optim", "-DOPT_WG=%d", names, n_names, ctx->work_group_size,
+        if ((st = teeny__fit_halving(ctx, "optim", fmt, names, n_names, ctx->work_group_size,
                                      TEENY__WG_FLOOR, &o->wg, opt, sizeof opt)) != TEENY_OK)
             goto fail;
     }
     o->launch = teeny__calloc((size_t)n, sizeof *o->launch);
-    if (!o->launch) {
+    o->update = teeny__calloc((size_t)n, sizeof *o->update);
+    o->update_global = teeny__calloc((size_t)n, sizeof *o->update_global);
+    if (!o->launch || !o->update || !o->update_global) {
         st = teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_optimizer_create: out of host memory");
         goto fail;
     }
@@ -340,16 +407,18 @@ void teeny_optimizer_destroy(teeny_optimizer *o)
             TEENY_CL_RELEASE(clReleaseEvent, o->ring_event[s]);
         }
     if (o->launch)
-        for (int i = 0; i < o->n; i++) {
-            TEENY_CL_RELEASE(clReleaseKernel, o->launch[i].update);
+        for (int i = 0; i < o->n; i++)
             TEENY_CL_RELEASE(clReleaseKernel, o->launch[i].sumsq);
-        }
+    for (int i = 0; i < o->n_update; i++)
+        TEENY_CL_RELEASE(clReleaseKernel, o->update[i]);
     TEENY_CL_RELEASE(clReleaseKernel, o->clip_scale);
     for (int s = 0; s < o->n_state; s++)
         teeny_tensor_destroy(o->state[s]);
     teeny__free(o->state);
     teeny__free(o->state_names);
     teeny__free(o->launch);
+    teeny__free(o->update);
+    teeny__free(o->update_global);
     teeny_tensor_destroy(o->scal);
     teeny_tensor_destroy(o->red); /* last: may release the context */
     teeny__free(o);
@@ -428,9 +497,9 @@ teeny_status teeny_optimizer_step(teeny_optimizer *o, float lr, float beta1)
         if ((st = teeny__launch(ctx, o->clip_scale, "optim_clip_scale", 1, &wg, &wg)) != TEENY_OK)
             return st;
     }
-    for (int i = 0; i < o->n; i++) {
-        const char *name = p->kind == TEENY_OPTIM_SGD ? "optim_sgd" : "optim_adam";
-        if ((st = teeny__launch(ctx, o->launch[i].update, name, 1, &o->launch[i].update_global, &wg)) != TEENY_OK)
+    for (int i = 0; i < o->n_update; i++) {
+        const char *name = p->kind == TEENY_OPTIM_SGD ? "optim_sgd" : "optim_adam_multi";
+        if ((st = teeny__launch(ctx, o->update[i], name, 1, &o->update_global[i], &wg)) != TEENY_OK)
             return st;
     }
     o->steps = t;

@@ -40,6 +40,7 @@ typedef struct {
     unsigned compute_units; /* CL_DEVICE_MAX_COMPUTE_UNITS */
     uint64_t local_mem;     /* CL_DEVICE_LOCAL_MEM_SIZE, bytes */
     size_t work_group;      /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+    size_t param_bytes;     /* CL_DEVICE_MAX_PARAMETER_SIZE: a kernel's argument space */
     int float_vector;       /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT (1 when unknown) */
     int cap_fma;            /* CL_FP_FMA in CL_DEVICE_SINGLE_FP_CONFIG: fma() is one instruction */
     int cap_subgroups;      /* cl_khr_subgroups or cl_intel_subgroups */
