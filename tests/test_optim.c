@@ -421,19 +421,21 @@ END_TEST
  * item, 27 partials); the clipped grad and the step meet the reference. A
  * limit without room for one round is TEENY_ERR_UNSUPPORTED at creation. */
 /* Adam's batched launches: one optimizer over 19 parameters of sizes
- * around the work-group size, with the device's slots forced to 1, 2, 3
- * and 8 per launch, against one single-parameter optimizer per parameter
- * (one slot each): the same bits in every parameter and both states after
- * three steps, and ceil(19 / slots) update launches per step. */
+ * around the work-group size, run as the "generic" profile (8 slots at
+ * most) with the argument space forced to hold 1, 2, 3 and 8 slots, and as
+ * the "cpu" profile (1 slot), against one single-parameter optimizer per
+ * parameter (one slot each): the same bits in every parameter and both
+ * states after three steps, and ceil(19 / slots) update launches a step. */
 START_TEST(test_optim_adam_batches)
 {
     enum { N = 19 };
     static const int64_t sizes[N] = {1, 2, 37, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1000, 4099, 3, 1, 511, 512, 513};
-    static const size_t param_bytes[] = {1, 40 + 2 * 56, 40 + 3 * 56 + 55, 1024};
-    static const int want_slots[] = {1, 2, 3, 8};
+    static const size_t param_bytes[] = {1, 40 + 2 * 56, 40 + 3 * 56 + 55, 1024, 1024};
+    static const char *const rows[] = {"generic", "generic", "generic", "generic", "cpu"};
+    static const int want_slots[] = {1, 2, 3, 8, 1};
     /* adamw; adam with clipping that never scales (the clip path, scale 1) */
     static const optim_case *kinds[] = {&cases[8], &cases[10]};
-    const int si = _i % 4, ki = _i / 4;
+    const int si = _i % 5, ki = _i / 5;
     const optim_case *c = kinds[ki];
     teeny_ctx *ctx = th_ctx();
     size_t saved = ctx->caps.param_bytes;
@@ -441,6 +443,7 @@ START_TEST(test_optim_adam_batches)
     teeny_tensor *pa[N], *ga[N], *pb[N], *gb[N];
     teeny_optimizer *all = NULL, *one[N];
     th_rng r = th_rng_make(41);
+    TH_OK(ctx, teeny__tune_force(ctx, teeny__tune_find(rows[si])));
     ctx->caps.param_bytes = param_bytes[si];
     ck_assert_int_eq(teeny__optim_adam_slots(ctx), want_slots[si]);
     for (int i = 0; i < N; i++) {
@@ -458,6 +461,7 @@ START_TEST(test_optim_adam_batches)
     }
     TH_OK(ctx, teeny_optimizer_create(ctx, &p, N, pa, (const teeny_tensor *const *)ga, &all));
     ctx->caps.param_bytes = saved;
+    TH_OK(ctx, teeny__tune_force(ctx, -1));
     for (int k = 0; k < 3; k++) {
         teeny__calls_reset();
         TH_OK(ctx, teeny_optimizer_step(all, 1e-2f, -1.0f));
@@ -822,7 +826,7 @@ Suite *suite_optim(void)
     tcase_add_test(step, test_optim_schedules);
     tcase_add_test(step, test_optim_one_cycle_small);
     tcase_add_test(step, test_optim_split_loops);
-    tcase_add_loop_test(step, test_optim_adam_batches, 0, 8);
+    tcase_add_loop_test(step, test_optim_adam_batches, 0, 10);
     tcase_add_test(err, test_optim_errors);
     tcase_add_test(err, test_optim_faults);
     suite_add_tcase(s, step);

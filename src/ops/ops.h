@@ -484,7 +484,8 @@ teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *
 teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem *p);
 
 /* Parameters per Adam/AdamW launch on this context's device (optim.c):
- * 1 to 8, from its kernel-argument space (ctx->caps.param_bytes). */
+ * 1 to 8, the profile's optim_slots where its kernel-argument space
+ * (ctx->caps.param_bytes) holds them. */
 int teeny__optim_adam_slots(const teeny_ctx *ctx);
 /* Optimizer state i (optim.c) for checkpoints: it belongs to parameter
  * *param_index of the optimizer, the tensor *param (borrowed), as its

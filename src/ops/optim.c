@@ -199,7 +199,7 @@ static teeny_status make_state(teeny_optimizer *o, teeny_tensor *const *params)
 
 /* One optim_adam_multi launch over params[first .. first + count): slot k
  * owns global indices [b, b + n) of the launch, b a multiple of OPT_WG;
- * the unused slots repeat slot 0's buffers with n = 0. */
+ * the unused slots repeat slot 0's buffers with n = 0 and b = INT_MAX. */
 static teeny_status make_adam_launch(teeny_optimizer *o, const char *opt, teeny_tensor *const *params,
                                      const teeny_tensor *const *grads, int first, int count, int u)
 {
@@ -217,7 +217,7 @@ static teeny_status make_adam_launch(teeny_optimizer *o, const char *opt, teeny_
         int *x = ints[k];
         x[0] = teeny__off(pt), x[1] = teeny__off(gt), x[2] = teeny__off(m), x[3] = teeny__off(v);
         x[4] = k < count ? (int)pt->numel : 0;
-        x[5] = (int)b;
+        x[5] = k < count ? (int)b : INT_MAX;
         b += k < count ? ((size_t)x[4] + wg - 1) / wg * wg : 0;
         a[na++] = TEENY__KARG_MEM(pt->buf), a[na++] = TEENY__KARG_INT(x[0]);
         a[na++] = TEENY__KARG_MEM(gt->buf), a[na++] = TEENY__KARG_INT(x[1]);
@@ -308,14 +308,16 @@ static teeny_status make_launches(teeny_optimizer *o, teeny_tensor *const *param
     return st;
 }
 
-/* Parameters per Adam launch: as many of optim_adam_multi's slots (each
- * four buffers, counted as 8-byte pointers, and six ints) as the device's
- * kernel-argument space (CL_DEVICE_MAX_PARAMETER_SIZE, at least 256 bytes
- * on any device) holds beside the eight common arguments, 1 to 8. */
+/* Parameters per Adam launch: the profile's optim_slots (src/tune), or
+ * fewer: as many of optim_adam_multi's slots (each four buffers, counted
+ * as 8-byte pointers, and six ints) as the device's kernel-argument space
+ * (CL_DEVICE_MAX_PARAMETER_SIZE, at least 256 bytes on any device) holds
+ * beside the eight common arguments; 1 to 8. */
 int teeny__optim_adam_slots(const teeny_ctx *ctx)
 {
     size_t per = 4 * 8 + 6 * 4, common = 2 * 8 + 6 * 4, have = ctx->caps.param_bytes;
-    size_t k = have > common ? (have - common) / per : 1;
+    size_t k = have > common ? (have - common) / per : 1, cap = (size_t)ctx->tune.profile->optim_slots;
+    k = k < cap ? k : cap;
     return k < 1 ? 1 : k > 8 ? 8 : (int)k;
 }
 

@@ -100,6 +100,8 @@ typedef struct {
     teeny__conv_tune conv_tf32; /* conv with teeny_ctx_set_tf32, where probe.c found tf32 mma (n_tiles 0: none) */
     teeny__attention_tune attention;
     teeny__linear_tune linear;
+    int optim_slots;           /* parameters per Adam launch at most (optim.c; fewer where the
+                                * kernel-argument space holds fewer) */
 } teeny__profile;
 
 /* The context's tuning (ctx->tune), fixed at creation except through the
