@@ -123,16 +123,15 @@ teeny_status teeny_graph_concat(teeny_graph *g, const char *name, int n, const t
                             : !xs  ? "inputs array is NULL"
                                    : "needs at least one input");
     }
-    if (n <= TEENY__OP_MAX_SLOTS) {
-        teeny__op_attrs at = {.concat = {n, 0}};
-        return teeny__graph_node(g, TEENY__OP_CONCAT, name, n, xs, &at, out);
-    }
-    /* a chain; intermediate nodes are named after the final one (or left to
-     * the graph's automatic names when name is NULL) */
+    return teeny__graph_concat_chain(g, name, TEENY__OP_CONCAT, 0, n, xs, out);
+}
+
+teeny_status teeny__graph_concat_chain(teeny_graph *g, const char *name, teeny__op_id op, int axis, int n,
+                                       const teeny_node *xs, teeny_node *out)
+{
     teeny_node part[TEENY__OP_MAX_SLOTS], acc = -1;
     int done = 0, k = 0;
     teeny_status st = TEENY_OK;
-    *out = -1;
     while (done < n && st == TEENY_OK) {
         int m = 0;
         char pname[128], *pn = NULL;
@@ -144,11 +143,11 @@ teeny_status teeny_graph_concat(teeny_graph *g, const char *name, int n, const t
             snprintf(pname, sizeof pname, "%s.part%d", name, k++);
             pn = pname;
         }
-        teeny__op_attrs at = {.concat = {m, 0}};
-        st = teeny__graph_node(g, TEENY__OP_CONCAT, done < n ? pn : name, m, part, &at, &acc);
+        teeny__op_attrs at = op == TEENY__OP_CONCAT ? (teeny__op_attrs){.concat = {m, 0}}
+                                                    : (teeny__op_attrs){.cat = {m, axis, 0}};
+        st = teeny__graph_node(g, op, done < n ? pn : name, m, part, &at, &acc);
     }
-    if (st == TEENY_OK)
-        *out = acc;
+    *out = st == TEENY_OK ? acc : -1;
     return st;
 }
 

@@ -159,26 +159,7 @@ teeny_status teeny_graph_concat_axis(teeny_graph *g, const char *name, int axis,
         return teeny__error(teeny__graph_ctx(g), TEENY_ERR_ARG, "teeny_graph_concat_axis: %d inputs, xs %s, out %s", n,
                             xs ? "set" : "NULL", out ? "set" : "NULL");
     }
-    teeny_node part[TEENY__OP_MAX_SLOTS], acc = -1;
-    int done = 0, k = 0;
-    teeny_status st = TEENY_OK;
-    while (done < n && st == TEENY_OK) {
-        int m = 0;
-        char pname[128], *pn = NULL;
-        if (acc >= 0)
-            part[m++] = acc;
-        while (m < TEENY__OP_MAX_SLOTS && done < n)
-            part[m++] = xs[done++];
-        if (done < n && name && *name) {
-            snprintf(pname, sizeof pname, "%s.part%d", name, k++);
-            pn = pname;
-        }
-        teeny__op_attrs at = {.cat = {m, axis, 0}};
-        st = teeny__graph_node(g, TEENY__OP_CONCAT_AXIS, done < n ? pn : name, m, part, &at, &acc);
-    }
-    if (out)
-        *out = st == TEENY_OK ? acc : -1;
-    return st;
+    return teeny__graph_concat_chain(g, name, TEENY__OP_CONCAT_AXIS, axis, n, xs, out);
 }
 
 teeny_status teeny_graph_gather(teeny_graph *g, const char *name, teeny_node x, int axis, int ndim,

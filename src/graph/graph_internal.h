@@ -93,6 +93,14 @@ static inline int teeny__bwd_step(const teeny_graph *g, int node)
  * builder (builders.c, teeny_graph_<op>) calls it. */
 teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name, int n_in, const teeny_node *in,
                                const teeny__op_attrs *attrs, teeny_node *out);
+/* n >= 1 inputs concatenated by op (TEENY__OP_CONCAT, or TEENY__OP_CONCAT_AXIS
+ * along axis): one node, or beyond TEENY__OP_MAX_SLOTS inputs a chain (the
+ * first node takes 4 inputs, each later one the previous result plus up to
+ * 3 more) whose nodes are named "<name>.part<k>", the last one carrying
+ * name itself (automatic names when name is NULL or empty). *out = -1 on
+ * failure. builders.c. */
+teeny_status teeny__graph_concat_chain(teeny_graph *g, const char *name, teeny__op_id op, int axis, int n,
+                                       const teeny_node *xs, teeny_node *out);
 /* Append an empty node named name (or "<prefix><index>"; names are unique,
  * TEENY_ERR_ARG otherwise) at *idx; the caller fills it and counts it in
  * (g->n_nodes++) once it is complete. */
