@@ -235,7 +235,9 @@ def build_case(case, dev, gen):
 
         return {"fwd": fwd, "fwd+bwd": fwd_bwd}, note
     if op == "train_step":
-        return train_step_fns(s, dev, gen), f"{s.get('launches', '?')} launches per teenycl step"
+        floor = (f", launches {s['launch_us']:.2f} us apart: {s['launches'] * s['launch_us'] * 1e-3:.3f} ms of the step"
+                 if "launch_us" in s and "launches" in s else "")
+        return train_step_fns(s, dev, gen), f"{s.get('launches', '?')} launches per teenycl step{floor}"
     raise ValueError(f"unknown op {op!r} in case {case['name']}")
 
 

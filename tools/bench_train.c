@@ -8,9 +8,12 @@
  * overlaps the next batch's upload and the loss read with the device).
  * The time is device time from the first kernel's start to the last one's
  * end, so it includes the gaps between launches. The JSON shape names the
- * network and batch and gives the launches per step; bench/compare_torch.py
- * times examples/fashion_net.py's twin in PyTorch. No bytes or flops are
- * counted: the row is a time, not a rate.
+ * network and batch and gives the launches per step and the device's
+ * launch interval (launch_us: the span of 256 back-to-back one-element
+ * adds over 256), whose product is the step's floor from launches alone;
+ * bench/compare_torch.py times examples/fashion_net.py's twin in PyTorch.
+ * No bytes or flops are counted: the row is a time, not a rate.
+ * TEENY_PROFILE=1 logs the profiled step kernel by kernel.
  */
 #include <stdio.h>
 
@@ -84,21 +87,44 @@ static teeny_status setup(teeny_ctx *ctx, int64_t batch, fn_net *net, train_args
     return st;
 }
 
+/* The mean interval of back-to-back launches of a trivial kernel, in us. */
+static teeny_status launch_interval(teeny_ctx *ctx, double *us)
+{
+    enum { N = 256 };
+    int64_t one = 1;
+    teeny_tensor *a = NULL;
+    double ms = 0;
+    int launches = 0;
+    teeny_status st = teeny_tensor_create(ctx, 1, &one, &a);
+    if (st == TEENY_OK && (st = teeny_tensor_fill(a, 1.0f)) == TEENY_OK && (st = teeny_add(ctx, a, a, a)) == TEENY_OK &&
+        (st = teeny_ctx_finish(ctx)) == TEENY_OK && (st = teeny_profile_begin(ctx)) == TEENY_OK) {
+        for (int i = 0; i < N && st == TEENY_OK; i++)
+            st = teeny_add(ctx, a, a, a);
+        teeny_status st2 = teeny_profile_end(ctx, &ms, &launches);
+        st = st == TEENY_OK ? st2 : st;
+    }
+    teeny_tensor_destroy(a);
+    *us = launches > 0 ? 1e3 * ms / launches : 0;
+    return st;
+}
+
 int bench_train(teeny_ctx *ctx, const bench_opts *o)
 {
     const int64_t batch = 128;
-    char shape[160];
+    char shape[200];
     bench_case c = {"train", "train_fashion_b128", "step", shape, 0, 0};
     fn_net net = {0};
     train_args a = {0};
-    double ms = 0, span;
+    double ms = 0, span, launch_us = 0;
     int launches = 0, failed = 0;
     if (!bench_wanted(o, c.name))
         return 0;
     snprintf(shape, sizeof shape, "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld}", (long long)batch);
     if (o->list_only)
         return bench_run(ctx, o, &c, step, &a);
-    teeny_status st = setup(ctx, batch, &net, &a);
+    teeny_status st = launch_interval(ctx, &launch_us);
+    if (st == TEENY_OK)
+        st = setup(ctx, batch, &net, &a);
     /* one profiled step for the launch count (after a warm-up step) */
     if (st == TEENY_OK && (st = step(ctx, &a)) == TEENY_OK && (st = teeny_profile_begin(ctx)) == TEENY_OK) {
         st = step(ctx, &a);
@@ -112,8 +138,13 @@ int bench_train(teeny_ctx *ctx, const bench_opts *o)
         bench_report_error(o, &c, teeny_last_error(ctx));
         failed = 1;
     } else {
-        snprintf(shape, sizeof shape, "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld, \"launches\": %d}",
-                 (long long)batch, launches);
+        snprintf(shape, sizeof shape,
+                 "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld, \"launches\": %d, "
+                 "\"launch_us\": %.2f}",
+                 (long long)batch, launches, launch_us);
+        if (o->format == BENCH_TEXT)
+            printf("train: %d launches per step; back-to-back launches %.2f us apart, so %.3f ms of the step is "
+                   "launches alone\n", launches, launch_us, launches * launch_us * 1e-3);
         bench_report(o, &c, ms);
     }
     teeny_optimizer_destroy(a.opt);
