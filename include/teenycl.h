@@ -672,7 +672,10 @@ TEENY_API void teeny_optimizer_destroy(teeny_optimizer *opt);
  * rate) and beta1 (< 0 keeps p->beta1; ignored by SGD). Schedules are
  * computed on the host per step. Does not wait for the device (it waits
  * only when the host runs more than a few steps ahead). Clipping, when on,
- * rewrites the grads. Not recordable into a graph (TEENY_ERR_STATE while
+ * rewrites the grads. Adam and AdamW update up to 8 parameters per kernel
+ * launch on GPUs (as many as the device's kernel-argument space holds; one
+ * per launch on CPUs, where that is faster); every element gets the same
+ * arithmetic either way. Not recordable into a graph (TEENY_ERR_STATE while
  * one records); TEENY_ERR_RANGE, with nothing enqueued, when the step
  * count is already INT64_MAX (there is no next step to count). */
 TEENY_API teeny_status teeny_optimizer_step(teeny_optimizer *opt, float lr, float beta1);
