@@ -150,6 +150,8 @@ static teeny_status import_node(ox_import *im)
     if (!fn)
         fn = teeny__ox_spatial_handler(S(n->op_type));
     if (!fn)
+        fn = teeny__ox_attention_handler(S(n->op_type));
+    if (!fn)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "op %.60s is not supported", S(n->op_type));
     return fn(im);
 }

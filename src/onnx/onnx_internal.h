@@ -28,7 +28,7 @@
 #define OX_MAX_DIMS TEENY_ONNX_MAX_DIMS
 #define OX_MAX_DEPTH 32            /* nested messages in a file */
 #define OX_MIN_OPSET 6
-#define OX_MAX_OPSET 23
+#define OX_MAX_OPSET 24            /* 24: Attention's nonpad_kv_seqlen; the other ops' changes are new types */
 #define OX_MAX_ELEMS INT32_MAX     /* elements in one tensor */
 
 typedef struct {
@@ -239,5 +239,28 @@ teeny_status teeny__ox_graph_fail(ox_import *im, teeny_status st);
  * out from such a node (viewed back to 3-D when nsp is 1). */
 teeny_status teeny__ox_as_2d(ox_import *im, int idx, teeny_node *n);
 teeny_status teeny__ox_out_nd(ox_import *im, int out, teeny_node n, int nsp);
+
+/* ---- attention.c: ONNX Attention and the core the fused pattern
+ * (attn_fuse.c) shares ---- */
+typedef struct {
+    teeny_node q, k, v;            /* q [L..., S, D], k [Lk..., T, D], v [Lk..., T, Dv] */
+    ox_shape qs, ks, vs;           /* one rank; Lk broadcasts to L */
+    teeny_node mask;               /* additive fp32, broadcastable to [L..., S, T]; -1: none */
+    ox_shape ms;
+    float scale;
+    float softcap;                 /* > 0: c tanh(x / c) on the scaled scores, before the masks */
+    int causal;                    /* key j masked for query i when j > i + causal_offset */
+    int64_t causal_offset;
+    int want_scores;               /* the intermediate scores are wanted (decomposed) */
+} ox_attn;
+
+typedef struct {
+    teeny_node y;                  /* [L..., S, Dv] */
+    ox_shape ys;
+    teeny_node raw, capped, biased, probs; /* want_scores: the scaled scores, after softcap, the masks, the softmax */
+    ox_shape ss;                   /* their shape [L..., S, T] */
+} ox_attn_out;
+teeny_status teeny__ox_attention(ox_import *im, const ox_attn *a, ox_attn_out *o);
+ox_handler teeny__ox_attention_handler(const char *op);
 
 #endif

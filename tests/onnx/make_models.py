@@ -362,18 +362,70 @@ def convt_unsupported():
         print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
 
 
+def attention():
+    """ONNX Attention (opset 23): "gqa", 4-D grouped-query with no mask (the
+    fused kernel, queries folded per key/value head); "dec", 3-D with
+    q/kv_num_heads, past_key/past_value and present outputs, is_causal, a
+    run-time float mask with a -inf, softcap
+    and qk_matmul_output_mode 1 (onnxruntime writes its causal mask as
+    -FLT_MAX where onnx's reference and teenycl write -inf, so mode 2's
+    masked scores differ by design: check-onnx covers mode 2); "bmask", a constant bool mask broadcast
+    over heads, with a custom scale and V's head size differing."""
+    global rng
+    rng = np.random.default_rng(23)
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    bmask = np.ones((2, 1, 3, 6), bool)
+    bmask[0, 0, :, 4:] = False
+    bmask[1, 0, 1, 0] = False
+    nodes = [
+        n("Attention", ["q4", "k4", "v4"], ["y_gqa"], name="gqa"),
+        n("Attention", ["q3", "k3", "v3", "mask", "past_k", "past_v"], ["y_dec", "present_k", "present_v", "qk"],
+          name="dec", q_num_heads=4, kv_num_heads=2, is_causal=1, softcap=2.5, qk_matmul_output_mode=1),
+        n("Attention", ["q4", "k4b", "v4b", "bmask"], ["y_bmask"], name="bmask", scale=0.2),
+    ]
+    vi = helper.make_tensor_value_info
+    ins = [vi("q4", f, [2, 6, 3, 8]), vi("k4", f, [2, 3, 5, 8]), vi("v4", f, [2, 3, 5, 8]),
+           vi("q3", f, [2, 3, 16]), vi("k3", f, [2, 3, 8]), vi("v3", f, [2, 3, 8]), vi("mask", f, [3, 5]),
+           vi("past_k", f, [2, 2, 2, 4]), vi("past_v", f, [2, 2, 2, 4]),
+           vi("k4b", f, [2, 6, 6, 8]), vi("v4b", f, [2, 6, 6, 5])]
+    outs = [vi(o, f, s) for o, s in [("y_gqa", [2, 6, 3, 8]), ("y_dec", [2, 3, 16]), ("present_k", [2, 2, 5, 4]),
+                                      ("present_v", [2, 2, 5, 4]), ("qk", [2, 4, 3, 5]), ("y_bmask", [2, 6, 3, 5])]]
+    g = helper.make_graph(nodes, "attention", ins, outs, [init("bmask", bmask)])
+    mask = w(3, 5, scale=1.0)
+    mask[2, 1] = -np.inf
+    save("attention", g, 23, [w(2, 6, 3, 8, scale=1.0), w(2, 3, 5, 8, scale=1.0), w(2, 3, 5, 8, scale=1.0),
+                              w(2, 3, 16, scale=1.0), w(2, 3, 8, scale=1.0), w(2, 3, 8, scale=1.0), mask,
+                              w(2, 2, 2, 4, scale=1.0), w(2, 2, 2, 4, scale=1.0),
+                              w(2, 6, 6, 8, scale=1.0), w(2, 6, 6, 5, scale=1.0)])
+
+
+def attention_unsupported():
+    """Attention values the importer must refuse, naming node, op and
+    attribute: softmax_precision float16 (teenycl's softmax is fp32), a
+    bool mask only known at run time."""
+    n = helper.make_node
+    vi = helper.make_tensor_value_info
+    f = TensorProto.FLOAT
+    qkv = [vi(x, f, [1, 2, 3, 4]) for x in ("q", "k", "v")]
+    cases = [("bad_attn_precision", n("Attention", ["q", "k", "v"], ["y"], name="attn_fp16", softmax_precision=10), []),
+             ("bad_attn_bool_mask", n("Attention", ["q", "k", "v", "m"], ["y"], name="attn_bool"),
+              [vi("m", TensorProto.BOOL, [3, 3])])]
+    for name, node, extra in cases:
+        model = helper.make_model(helper.make_graph([node], name, qkv + extra, [vi("y", f, [1, 2, 3, 4])]),
+                                  opset_imports=[helper.make_opsetid("", 23)])
+        model.ir_version = 8
+        onnx.checker.check_model(model)
+        onnx.save_model(model, os.path.join(HERE, name + ".onnx"))
+        print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
+
+
 if __name__ == "__main__":
-    convnet()
-    shapes()
-    conv1d()
-    sce()
-    external()
-    pools()
-    unsupported()
-    convt()
-    convt_unsupported()
-    gemm()
-    resize()
-    sce_options()
-    sce_nd()
-    sce_unsupported()
+    import sys
+    # python3 make_models.py [NAME...]: only those functions (the others'
+    # files stay as committed; the shared generator makes a full rerun
+    # rewrite them)
+    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported]
+    for fn in ALL:
+        if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]:
+            fn()
