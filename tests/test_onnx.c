@@ -114,6 +114,9 @@ START_TEST(test_onnx_models)
     check_model("upsample", 1, x);
     static const char *const qkv[] = {"q4", "k4", "v4", "q3", "k3", "v3", "mask", "past_k", "past_v", "k4b", "v4b"};
     check_model("attention", 11, qkv); /* ONNX Attention: GQA, 3-D, past/present, causal, masks, softcap, qk output */
+    static const char *const qkvm[] = {"q", "k", "v", "m"};
+    check_model("attn_fused", 4, qkvm); /* PyTorch's MatMul-Softmax-MatMul, fused at import */
+    check_model("attn_nofuse", 3, qkvm); /* the same with a second consumer: left as it is */
 }
 END_TEST
 
@@ -127,15 +130,21 @@ static teeny_onnx_model *load_ok(const char *name, const teeny_onnx_params *p)
     return m;
 }
 
-/* Whether the graph has a node named name. */
-static int has_node(const teeny_graph *g, const char *name)
+/* Whether the graph has a node named name (prefix: whose name starts so). */
+static int has_node_as(const teeny_graph *g, const char *name, int prefix)
 {
     for (int i = 0; i < teeny_graph_node_count(g); i++) {
         const char *nm;
-        if (teeny_graph_node_info(g, i, &nm, NULL, NULL) == TEENY_OK && !strcmp(nm, name))
+        if (teeny_graph_node_info(g, i, &nm, NULL, NULL) == TEENY_OK &&
+            (prefix ? !strncmp(nm, name, strlen(name)) : !strcmp(nm, name)))
             return 1;
     }
     return 0;
+}
+
+static int has_node(const teeny_graph *g, const char *name)
+{
+    return has_node_as(g, name, 0);
 }
 
 /* Attention maps to the fused kernel where nothing masks or caps the
@@ -147,6 +156,23 @@ START_TEST(test_onnx_attention_paths)
     ck_assert(has_node(g, "gqa.attention") && !has_node(g, "gqa.probs"));
     ck_assert(has_node(g, "dec.probs") && has_node(g, "dec.causal") && !has_node(g, "dec.attention"));
     ck_assert(has_node(g, "bmask.probs") && has_node(g, "bmask.mask") && !has_node(g, "bmask.attention"));
+    teeny_onnx_destroy(m);
+    /* PyTorch's exports: SDPA's and the hand-written chain become the fused
+     * kernel, the masked chain the core's decomposition; nothing of the
+     * chains' own nodes is left (no MatMul node named after the scores) */
+    m = load_ok("attn_fused", NULL);
+    g = teeny_onnx_graph(m);
+    ck_assert(has_node(g, "sdpa.attention") && has_node(g, "hand.attention"));
+    ck_assert(has_node(g, "masked.probs") && has_node(g, "masked.mask_add") && !has_node(g, "masked.attention"));
+    static const char *const chain_ops[] = {"MatMul_", "Softmax_", "Transpose_", "Mul_", "Div_", "Add_"};
+    for (int i = 0; i < 6; i++) /* the chains' nodes are unnamed: they would be "<op>_<index>" */
+        ck_assert_msg(!has_node_as(g, chain_ops[i], 1), "a %s node is left", chain_ops[i]);
+    teeny_onnx_destroy(m);
+    /* a second consumer of the probabilities or the scores: no fusion */
+    m = load_ok("attn_nofuse", NULL);
+    g = teeny_onnx_graph(m);
+    ck_assert(!has_node(g, "probs_out.attention") && !has_node(g, "twice_out.attention"));
+    ck_assert(has_node(g, "Softmax_2") && has_node(g, "Softmax_6"));
     teeny_onnx_destroy(m);
 }
 END_TEST

@@ -111,6 +111,8 @@ typedef struct {
     const Onnx__NodeProto *node;   /* the node being imported (messages) */
     int node_index;
     int n_names;                   /* graph node names made so far */
+    int *defer;                    /* attn_fuse.c: per node, the final MatMul of its attention chain, or -1 */
+    int *chain;                    /* attn_fuse.c: per final MatMul, its chain's node indices */
 } ox_import;
 
 /* ---- wire.c ---- */
@@ -262,5 +264,13 @@ typedef struct {
 } ox_attn_out;
 teeny_status teeny__ox_attention(ox_import *im, const ox_attn *a, ox_attn_out *o);
 ox_handler teeny__ox_attention_handler(const char *op);
+/* attn_fuse.c: find the MatMul-[Mul|Div]-[Add]-Softmax-MatMul chains
+ * (before the nodes are imported); a chain's nodes but the last are
+ * deferred (skipped), and at the last teeny__ox_fuse_node fuses them or
+ * imports them as they are through import_one. */
+teeny_status teeny__ox_fuse_scan(ox_import *im);
+int teeny__ox_fuse_deferred(const ox_import *im, int i);
+int teeny__ox_fuse_final(const ox_import *im, int i);
+teeny_status teeny__ox_fuse_node(ox_import *im, ox_handler import_one);
 
 #endif

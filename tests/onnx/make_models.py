@@ -420,12 +420,86 @@ def attention_unsupported():
         print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
 
 
+def sdpa_nodes(n, q, k, v, out, mask=None):
+    """The nodes torch.onnx.export (TorchScript, opset 17) writes for
+    F.scaled_dot_product_attention(q, k, v[, attn_mask]): the scale from
+    q's last dimension (Shape, Slice, Cast, Sqrt, Div), sqrt(scale) on q
+    and on the transposed k, MatMul, [Add mask,] Softmax, MatMul."""
+    p = out + "/"
+    nodes = [
+        n("Shape", [q], [p + "shape"]),
+        n("Constant", [], [p + "c_m1"], value=helper.make_tensor("v", TensorProto.INT64, [1], [-1])),
+        n("Constant", [], [p + "c_big"], value=helper.make_tensor("v", TensorProto.INT64, [1], [2 ** 62])),
+        n("Slice", [p + "shape", p + "c_m1", p + "c_big"], [p + "d"]),
+        n("Cast", [p + "d"], [p + "df"], to=TensorProto.FLOAT),
+        n("Sqrt", [p + "df"], [p + "sd"]),
+        n("Constant", [], [p + "one"], value=helper.make_tensor("v", TensorProto.FLOAT, [], [1.0])),
+        n("Div", [p + "one", p + "sd"], [p + "scale"]),
+        n("Cast", [p + "scale"], [p + "scale_f"], to=TensorProto.FLOAT),
+        n("Transpose", [k], [p + "kt"], perm=[0, 1, 3, 2]),
+        n("Sqrt", [p + "scale_f"], [p + "s1"]),
+        n("Mul", [q, p + "s1"], [p + "qs"]),
+        n("Sqrt", [p + "scale_f"], [p + "s2"]),
+        n("Mul", [p + "kt", p + "s2"], [p + "kts"]),
+        n("MatMul", [p + "qs", p + "kts"], [p + "scores"]),
+    ]
+    if mask:
+        nodes.append(n("Add", [p + "scores", mask], [p + "masked"]))
+    nodes += [n("Softmax", [p + ("masked" if mask else "scores")], [p + "probs"], axis=-1),
+              n("MatMul", [p + "probs", v], [out], name=out)]
+    return nodes
+
+
+def attn_fused():
+    """The unfused attention PyTorch exports, fused at import: "sdpa"
+    (scaled_dot_product_attention's nodes, the fused kernel), "hand"
+    (q @ k.transpose(-2, -1) / sqrt(d), softmax, @ v: the fused kernel),
+    "masked" (SDPA with an additive mask: through the same core,
+    decomposed while the kernel takes no mask)."""
+    global rng
+    rng = np.random.default_rng(17)
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    vi = helper.make_tensor_value_info
+    nodes = sdpa_nodes(n, "q", "k", "v", "sdpa")
+    nodes += [n("Transpose", ["k"], ["hand/kt"], perm=[0, 1, 3, 2]), n("MatMul", ["q", "hand/kt"], ["hand/s"]),
+              n("Div", ["hand/s", "sqrt_d"], ["hand/sd"]), n("Softmax", ["hand/sd"], ["hand/p"], axis=-1),
+              n("MatMul", ["hand/p", "v"], ["hand"], name="hand")]
+    nodes += sdpa_nodes(n, "q", "k", "v", "masked", mask="m")
+    ins = [vi("q", f, [2, 3, 5, 8]), vi("k", f, [2, 3, 7, 8]), vi("v", f, [2, 3, 7, 4]), vi("m", f, [5, 7])]
+    outs = [vi(o, f, [2, 3, 5, 4]) for o in ("sdpa", "hand", "masked")]
+    g = helper.make_graph(nodes, "attn_fused", ins, outs, [init("sqrt_d", np.array(np.sqrt(8.0), np.float32))])
+    mask = w(5, 7, scale=1.0)
+    mask[:, 6] = -np.inf
+    save("attn_fused", g, 17, [w(2, 3, 5, 8, scale=1.0), w(2, 3, 7, 8, scale=1.0), w(2, 3, 7, 4, scale=1.0), mask])
+
+
+def attn_nofuse():
+    """Attention chains that must not fuse: the softmax's output is also a
+    graph output ("probs"); the scores feed a second consumer ("twice")."""
+    global rng
+    rng = np.random.default_rng(16)
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    vi = helper.make_tensor_value_info
+    nodes = [n("Transpose", ["k"], ["kt"], perm=[0, 2, 1]), n("MatMul", ["q", "kt"], ["s"]),
+             n("Softmax", ["s"], ["probs"], axis=-1), n("MatMul", ["probs", "v"], ["y"], name="probs_out"),
+             n("Transpose", ["k"], ["kt2"], perm=[0, 2, 1]), n("MatMul", ["q", "kt2"], ["s2"]),
+             n("Softmax", ["s2"], ["p2"], axis=-1), n("MatMul", ["p2", "v"], ["y2a"], name="twice_out"),
+             n("Add", ["y2a", "s2_sum"], ["y2"]), n("ReduceSum", ["s2", "axes"], ["s2_sum"], keepdims=1)]
+    nodes = nodes[:8] + [nodes[9], nodes[8]]
+    ins = [vi("q", f, [2, 5, 8]), vi("k", f, [2, 6, 8]), vi("v", f, [2, 6, 4])]
+    outs = [vi("y", f, [2, 5, 4]), vi("probs", f, [2, 5, 6]), vi("y2", f, [2, 5, 4])]
+    g = helper.make_graph(nodes, "attn_nofuse", ins, outs, [init("axes", np.array([2], np.int64))])
+    save("attn_nofuse", g, 17, [w(2, 5, 8, scale=1.0), w(2, 6, 8, scale=1.0), w(2, 6, 4, scale=1.0)])
+
+
 if __name__ == "__main__":
     import sys
     # python3 make_models.py [NAME...]: only those functions (the others'
     # files stay as committed; the shared generator makes a full rerun
     # rewrite them)
-    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported]
+    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse]
     for fn in ALL:
         if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]:
             fn()
