@@ -122,7 +122,7 @@ static int match(const scan_ctx *sc, int f, int *ch)
     if ((ch[CH_SCALE] = single_producer(sc, x, "Mul")) < 0)
         ch[CH_SCALE] = single_producer(sc, x, "Div");
     if (ch[CH_SCALE] >= 0)
-        x = in_name(sc, ch[CH_SCALE], 0); /* Mul(c, scores) is taken at import: see scale_of */
+        x = in_name(sc, ch[CH_SCALE], 0); /* Div(scores, c), Mul(scores, c) or, below, Mul(c, scores) */
     if (ch[CH_SCALE] >= 0 && single_producer(sc, x, "MatMul") < 0 && !strcmp(sc->g->node[ch[CH_SCALE]]->op_type, "Mul"))
         x = in_name(sc, ch[CH_SCALE], 1);
     if ((ch[CH_SCORES] = single_producer(sc, x, "MatMul")) < 0 || sc->g->node[ch[CH_SCORES]]->n_input != 2)
