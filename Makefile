@@ -69,6 +69,9 @@ HEADERS += include/teenycl_onnx.h
 TOOLS += $(BUILD)/teeny-run
 TEST_OBJ += $(BUILD)/tools/onnx_run.o
 ONNX_TESTDATA ?= $(firstword $(wildcard /usr/share/libonnx-testdata/data))
+# ONNX Attention's node tests (opset 23/24) from the onnx==1.22.0 wheel,
+# fetched by tools/install-deps.sh onnx (node/test_attention_*).
+ONNX_ATTENTION_DATA ?= $(BUILD)/onnx-1.22-testdata
 FUZZ_TARGETS_ONNX := onnx
 FUZZ_SEEDS_ONNX = mkdir -p $(FUZZ_BUILD)/seeds/onnx && cp tests/onnx/*.onnx $(FUZZ_BUILD)/seeds/onnx/
 
@@ -96,11 +99,14 @@ $(BUILD)/onnx-node-tests: tests/onnx/node_tests.c tools/onnx_run.c tools/onnx_ru
 # make check-onnx: every case of ONNX's backend tests (libonnx-testdata:
 # node, pytorch-converted, pytorch-operator, simple) whose ops the importer
 # takes, on the default device, with ONNX's tolerance; a table per op.
+# Also the Attention cases of the onnx==1.22.0 wheel (PyPI), which
+# install-deps.sh unpacks into $(ONNX_ATTENTION_DATA): without them (no
+# PyPI) the target fails, naming what is missing.
 .PHONY: check-onnx
 check-onnx:
-	@sh tools/install-deps.sh onnx
+	@ONNX_ATTENTION_DATA=$(ONNX_ATTENTION_DATA) sh tools/install-deps.sh onnx
 	$(MAKE) $(BUILD)/onnx-node-tests
-	$(TEST_ENV) $(BUILD)/onnx-node-tests $(ONNX_TESTDATA)
+	$(TEST_ENV) $(BUILD)/onnx-node-tests --also $(ONNX_ATTENTION_DATA) $(ONNX_TESTDATA)
 # ---- end of ONNX import ------------------------------------------------------
 
 # ---- the optional MPI layer (make WITH_MPI=1) ----------------------------

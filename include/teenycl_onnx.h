@@ -11,7 +11,7 @@
  * Reshape, Constant, ...) is folded at import for the batch given. The
  * result compiles like a hand-built graph, for inference or training.
  *
- * Supported: default-domain opsets 6..23. The ops and attributes the
+ * Supported: default-domain opsets 6..24. The ops and attributes the
  * importer maps are listed in README.md ("Importing ONNX models"); anything
  * else -- an op, an attribute or attribute value, an element type -- fails
  * with TEENY_ERR_UNSUPPORTED and a message naming the node, its op and the
@@ -20,6 +20,11 @@
  * use; malformed or truncated data gives TEENY_ERR_FORMAT, sizes past our
  * limits TEENY_ERR_RANGE, an unreadable file TEENY_ERR_IO. A failed import
  * leaves nothing behind (the graph it was building is destroyed).
+ * ONNX Attention and the unfused MatMul-Softmax-MatMul attention PyTorch
+ * exports become the fused attention node where nothing masks the scores
+ * (teeny_graph_node_info names it "<final node>.attention"); a bool
+ * attn_mask must be a constant or a feed (teeny_onnx_feed has no bool
+ * type: feed it as int64, nonzero meaning attend).
  *
  * Example: run a model once at batch 8.
  *

@@ -62,7 +62,7 @@ static void load_npy(teeny_ctx *ctx, const char *path, const char *name, onnx_ru
 static void check_model(const char *name, int n_in, const char *const *in_names)
 {
     teeny_ctx *ctx = th_ctx();
-    onnx_run_input in[4];
+    onnx_run_input in[16];
     onnx_run_result r;
     double ms;
     char path[256];
@@ -112,6 +112,11 @@ START_TEST(test_onnx_models)
     check_model("gemm", 3, xg);
     check_model("resize", 1, x);
     check_model("upsample", 1, x);
+    static const char *const qkv[] = {"q4", "k4", "v4", "q3", "k3", "v3", "mask", "past_k", "past_v", "k4b", "v4b"};
+    check_model("attention", 11, qkv); /* ONNX Attention: GQA, 3-D, past/present, causal, masks, softcap, qk output */
+    static const char *const qkvm[] = {"q", "k", "v", "m"};
+    check_model("attn_fused", 4, qkvm); /* PyTorch's MatMul-Softmax-MatMul, fused at import */
+    check_model("attn_nofuse", 3, qkvm); /* the same with a second consumer: left as it is */
 }
 END_TEST
 
@@ -124,6 +129,53 @@ static teeny_onnx_model *load_ok(const char *name, const teeny_onnx_params *p)
     TH_OK(ctx, teeny_onnx_load(ctx, path, p, &m));
     return m;
 }
+
+/* Whether the graph has a node named name (prefix: whose name starts so). */
+static int has_node_as(const teeny_graph *g, const char *name, int prefix)
+{
+    for (int i = 0; i < teeny_graph_node_count(g); i++) {
+        const char *nm;
+        if (teeny_graph_node_info(g, i, &nm, NULL, NULL) == TEENY_OK &&
+            (prefix ? !strncmp(nm, name, strlen(name)) : !strcmp(nm, name)))
+            return 1;
+    }
+    return 0;
+}
+
+static int has_node(const teeny_graph *g, const char *name)
+{
+    return has_node_as(g, name, 0);
+}
+
+/* Attention maps to the fused kernel where nothing masks or caps the
+ * scores (grouped queries folded per key/value head), else decomposes. */
+START_TEST(test_onnx_attention_paths)
+{
+    teeny_onnx_model *m = load_ok("attention", NULL);
+    const teeny_graph *g = teeny_onnx_graph(m);
+    ck_assert(has_node(g, "gqa.attention") && !has_node(g, "gqa.probs"));
+    ck_assert(has_node(g, "dec.probs") && has_node(g, "dec.causal") && !has_node(g, "dec.attention"));
+    ck_assert(has_node(g, "bmask.probs") && has_node(g, "bmask.mask") && !has_node(g, "bmask.attention"));
+    teeny_onnx_destroy(m);
+    /* PyTorch's exports: SDPA's and the hand-written chain become the fused
+     * kernel, the masked chain the core's decomposition; nothing of the
+     * chains' own nodes is left (no MatMul node named after the scores) */
+    m = load_ok("attn_fused", NULL);
+    g = teeny_onnx_graph(m);
+    ck_assert(has_node(g, "sdpa.attention") && has_node(g, "hand.attention"));
+    ck_assert(has_node(g, "masked.probs") && has_node(g, "masked.mask_add") && !has_node(g, "masked.attention"));
+    static const char *const chain_ops[] = {"MatMul_", "Softmax_", "Transpose_", "Mul_", "Div_", "Add_"};
+    for (int i = 0; i < 6; i++) /* the chains' nodes are unnamed: they would be "<op>_<index>" */
+        ck_assert_msg(!has_node_as(g, chain_ops[i], 1), "a %s node is left", chain_ops[i]);
+    teeny_onnx_destroy(m);
+    /* a second consumer of the probabilities or the scores: no fusion */
+    m = load_ok("attn_nofuse", NULL);
+    g = teeny_onnx_graph(m);
+    ck_assert(!has_node(g, "probs_out.attention") && !has_node(g, "twice_out.attention"));
+    ck_assert(has_node(g, "Softmax_2") && has_node(g, "Softmax_6"));
+    teeny_onnx_destroy(m);
+}
+END_TEST
 
 /* Parameters carry the initializers' names; state the running statistics'. */
 START_TEST(test_onnx_names)
@@ -506,6 +558,18 @@ START_TEST(test_onnx_unsupported)
     ck_assert_msg(strstr(msg, "\"ce_max\"") && strstr(msg, "SoftmaxCrossEntropyLoss") && strstr(msg, "reduction") &&
                       strstr(msg, "max"), "%s", msg);
     ck_assert_ptr_null(m);
+    /* Attention: a softmax precision other than fp32; a bool mask known only at run time */
+    static const char *const attn[][3] = {{"bad_attn_precision", "\"attn_fp16\"", "softmax_precision=10"},
+                                          {"bad_attn_bool_mask", "\"attn_bool\"", "\"m\""}};
+    for (int i = 0; i < 2; i++) {
+        char path[256];
+        snprintf(path, sizeof path, DIR "/%s.onnx", attn[i][0]);
+        TH_STATUS(th_ctx(), TEENY_ERR_UNSUPPORTED, teeny_onnx_load(th_ctx(), path, NULL, &m));
+        msg = teeny_last_error(th_ctx());
+        ck_assert_msg(strstr(msg, attn[i][1]) && strstr(msg, "Attention") && strstr(msg, attn[i][2]), "%s: %s",
+                      attn[i][0], msg);
+        ck_assert_ptr_null(m);
+    }
 }
 END_TEST
 
@@ -639,6 +703,7 @@ Suite *suite_onnx(void)
     TCase *fwd = tcase_create("forward"), *err = tcase_create("errors");
     tcase_add_test(fwd, test_onnx_models);
     tcase_add_test(fwd, test_onnx_names);
+    tcase_add_test(fwd, test_onnx_attention_paths);
     tcase_add_test(fwd, test_onnx_train_step);
     tcase_add_test(fwd, test_onnx_freeze);
     tcase_add_test(err, test_onnx_malformed);

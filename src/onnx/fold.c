@@ -3,10 +3,12 @@
  * around dynamic batches (Shape, Gather, Unsqueeze, Squeeze, Concat,
  * Reshape, Cast, Constant, ConstantOfShape; Slice, Concat and arithmetic
  * in arith.c) is computed on the host at import for the batch given;
+ * Sqrt of constants (SDPA's scale) too;
  * Identity and Dropout (inference) pass their input through; Reshape,
  * Flatten, Squeeze and Unsqueeze of a run-time value become views (no
  * copy) as long as the batch stays the outermost dimension.
  */
+#include <math.h>
 #include <string.h>
 
 #include "onnx_internal.h"
@@ -409,6 +411,25 @@ static teeny_status op_cast(ox_import *im)
     return teeny__ox_out_const(im, 0, &c);
 }
 
+/* Sqrt of a float constant (the scale PyTorch's scaled_dot_product_attention
+ * export computes from the head size); of a run-time value, unsupported. */
+static teeny_status op_sqrt(ox_import *im)
+{
+    const ox_const *in;
+    ox_const c;
+    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
+        (st = teeny__ox_in_const(im, 0, "X", 0, &in)) != TEENY_OK)
+        return st;
+    if (in->type != OX_F32)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "Sqrt of %s", teeny__ox_type_name(in->onnx_type));
+    if ((st = teeny__ox_const_alloc(im->ctx, OX_F32, in->onnx_type, &in->shape, &c)) != TEENY_OK)
+        return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+    for (int64_t i = 0; i < c.numel; i++)
+        ((float *)c.data)[i] = sqrtf(((const float *)in->data)[i]);
+    return teeny__ox_out_const(im, 0, &c);
+}
+
 ox_handler teeny__ox_fold_handler(const char *op)
 {
     static const struct {
@@ -418,6 +439,7 @@ ox_handler teeny__ox_fold_handler(const char *op)
         {"Identity", op_identity}, {"Dropout", op_dropout}, {"Constant", op_constant}, {"Shape", op_shape},
         {"Unsqueeze", op_unsqueeze}, {"Squeeze", op_squeeze}, {"Reshape", op_reshape},
         {"Flatten", op_flatten}, {"ConstantOfShape", op_constant_of_shape}, {"Cast", op_cast},
+        {"Sqrt", op_sqrt},
     };
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
         if (!strcmp(table[i].op, op))

@@ -24,6 +24,8 @@ static void values_free(ox_import *im)
         teeny__ox_const_free(&im->vals[i].c);
     teeny__free(im->vals);
     teeny__free(im->hash);
+    teeny__free(im->defer);
+    teeny__free(im->chain);
 }
 
 void teeny_onnx_destroy(teeny_onnx_model *m)
@@ -150,6 +152,8 @@ static teeny_status import_node(ox_import *im)
     if (!fn)
         fn = teeny__ox_spatial_handler(S(n->op_type));
     if (!fn)
+        fn = teeny__ox_attention_handler(S(n->op_type));
+    if (!fn)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "op %.60s is not supported", S(n->op_type));
     return fn(im);
 }
@@ -177,13 +181,19 @@ static void mark_dead(ox_import *im)
 
 static teeny_status import_nodes(ox_import *im, teeny_onnx_report_fn fn, void *user)
 {
-    teeny_status first = TEENY_OK;
+    teeny_status first = teeny__ox_fuse_scan(im); /* attention chains (attn_fuse.c) */
+    if (first != TEENY_OK)
+        return first;
     for (size_t i = 0; i < im->graph->n_node; i++) {
         teeny_status st;
         im->node = im->graph->node[i];
         im->node_index = (int)i;
         if (fn && depends_on_dead(im))
             st = teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "an input comes from a node that was not imported");
+        else if (teeny__ox_fuse_deferred(im, (int)i))
+            st = TEENY_OK; /* imported at its chain's last node */
+        else if (teeny__ox_fuse_final(im, (int)i))
+            st = teeny__ox_fuse_node(im, import_node);
         else
             st = import_node(im);
         if (fn) {

@@ -28,7 +28,7 @@
 #define OX_MAX_DIMS TEENY_ONNX_MAX_DIMS
 #define OX_MAX_DEPTH 32            /* nested messages in a file */
 #define OX_MIN_OPSET 6
-#define OX_MAX_OPSET 23
+#define OX_MAX_OPSET 24            /* 24: Attention's nonpad_kv_seqlen; the other ops' changes are new types */
 #define OX_MAX_ELEMS INT32_MAX     /* elements in one tensor */
 
 typedef struct {
@@ -111,6 +111,8 @@ typedef struct {
     const Onnx__NodeProto *node;   /* the node being imported (messages) */
     int node_index;
     int n_names;                   /* graph node names made so far */
+    int *defer;                    /* attn_fuse.c: per node, the final MatMul of its attention chain, or -1 */
+    int *chain;                    /* attn_fuse.c: per final MatMul, its chain's node indices */
 } ox_import;
 
 /* ---- wire.c ---- */
@@ -239,5 +241,36 @@ teeny_status teeny__ox_graph_fail(ox_import *im, teeny_status st);
  * out from such a node (viewed back to 3-D when nsp is 1). */
 teeny_status teeny__ox_as_2d(ox_import *im, int idx, teeny_node *n);
 teeny_status teeny__ox_out_nd(ox_import *im, int out, teeny_node n, int nsp);
+
+/* ---- attention.c: ONNX Attention and the core the fused pattern
+ * (attn_fuse.c) shares ---- */
+typedef struct {
+    teeny_node q, k, v;            /* q [L..., S, D], k [Lk..., T, D], v [Lk..., T, Dv] */
+    ox_shape qs, ks, vs;           /* one rank; Lk broadcasts to L */
+    teeny_node mask;               /* additive fp32, broadcastable to [L..., S, T]; -1: none */
+    ox_shape ms;
+    float scale;
+    float softcap;                 /* > 0: c tanh(x / c) on the scaled scores, before the masks */
+    int causal;                    /* key j masked for query i when j > i + causal_offset */
+    int64_t causal_offset;
+    int want_scores;               /* the intermediate scores are wanted (decomposed) */
+} ox_attn;
+
+typedef struct {
+    teeny_node y;                  /* [L..., S, Dv] */
+    ox_shape ys;
+    teeny_node raw, capped, biased, probs; /* want_scores: the scaled scores, after softcap, the masks, the softmax */
+    ox_shape ss;                   /* their shape [L..., S, T] */
+} ox_attn_out;
+teeny_status teeny__ox_attention(ox_import *im, const ox_attn *a, ox_attn_out *o);
+ox_handler teeny__ox_attention_handler(const char *op);
+/* attn_fuse.c: find the MatMul-[Mul|Div]-[Add]-Softmax-MatMul chains
+ * (before the nodes are imported); a chain's nodes but the last are
+ * deferred (skipped), and at the last teeny__ox_fuse_node fuses them or
+ * imports them as they are through import_one. */
+teeny_status teeny__ox_fuse_scan(ox_import *im);
+int teeny__ox_fuse_deferred(const ox_import *im, int i);
+int teeny__ox_fuse_final(const ox_import *im, int i);
+teeny_status teeny__ox_fuse_node(ox_import *im, ox_handler import_one);
 
 #endif

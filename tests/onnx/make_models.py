@@ -362,18 +362,144 @@ def convt_unsupported():
         print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
 
 
+def attention():
+    """ONNX Attention (opset 23): "gqa", 4-D grouped-query with no mask (the
+    fused kernel, queries folded per key/value head); "dec", 3-D with
+    q/kv_num_heads, past_key/past_value and present outputs, is_causal, a
+    run-time float mask with a -inf, softcap
+    and qk_matmul_output_mode 1 (onnxruntime writes its causal mask as
+    -FLT_MAX where onnx's reference and teenycl write -inf, so mode 2's
+    masked scores differ by design: check-onnx covers mode 2); "bmask", a constant bool mask broadcast
+    over heads, with a custom scale and V's head size differing."""
+    global rng
+    rng = np.random.default_rng(23)
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    bmask = np.ones((2, 1, 3, 6), bool)
+    bmask[0, 0, :, 4:] = False
+    bmask[1, 0, 1, 0] = False
+    nodes = [
+        n("Attention", ["q4", "k4", "v4"], ["y_gqa"], name="gqa"),
+        n("Attention", ["q3", "k3", "v3", "mask", "past_k", "past_v"], ["y_dec", "present_k", "present_v", "qk"],
+          name="dec", q_num_heads=4, kv_num_heads=2, is_causal=1, softcap=2.5, qk_matmul_output_mode=1),
+        n("Attention", ["q4", "k4b", "v4b", "bmask"], ["y_bmask"], name="bmask", scale=0.2),
+    ]
+    vi = helper.make_tensor_value_info
+    ins = [vi("q4", f, [2, 6, 3, 8]), vi("k4", f, [2, 3, 5, 8]), vi("v4", f, [2, 3, 5, 8]),
+           vi("q3", f, [2, 3, 16]), vi("k3", f, [2, 3, 8]), vi("v3", f, [2, 3, 8]), vi("mask", f, [3, 5]),
+           vi("past_k", f, [2, 2, 2, 4]), vi("past_v", f, [2, 2, 2, 4]),
+           vi("k4b", f, [2, 6, 6, 8]), vi("v4b", f, [2, 6, 6, 5])]
+    outs = [vi(o, f, s) for o, s in [("y_gqa", [2, 6, 3, 8]), ("y_dec", [2, 3, 16]), ("present_k", [2, 2, 5, 4]),
+                                      ("present_v", [2, 2, 5, 4]), ("qk", [2, 4, 3, 5]), ("y_bmask", [2, 6, 3, 5])]]
+    g = helper.make_graph(nodes, "attention", ins, outs, [init("bmask", bmask)])
+    mask = w(3, 5, scale=1.0)
+    mask[2, 1] = -np.inf
+    save("attention", g, 23, [w(2, 6, 3, 8, scale=1.0), w(2, 3, 5, 8, scale=1.0), w(2, 3, 5, 8, scale=1.0),
+                              w(2, 3, 16, scale=1.0), w(2, 3, 8, scale=1.0), w(2, 3, 8, scale=1.0), mask,
+                              w(2, 2, 2, 4, scale=1.0), w(2, 2, 2, 4, scale=1.0),
+                              w(2, 6, 6, 8, scale=1.0), w(2, 6, 6, 5, scale=1.0)])
+
+
+def attention_unsupported():
+    """Attention values the importer must refuse, naming node, op and
+    attribute: softmax_precision float16 (teenycl's softmax is fp32), a
+    bool mask only known at run time."""
+    n = helper.make_node
+    vi = helper.make_tensor_value_info
+    f = TensorProto.FLOAT
+    qkv = [vi(x, f, [1, 2, 3, 4]) for x in ("q", "k", "v")]
+    cases = [("bad_attn_precision", n("Attention", ["q", "k", "v"], ["y"], name="attn_fp16", softmax_precision=10), []),
+             ("bad_attn_bool_mask", n("Attention", ["q", "k", "v", "m"], ["y"], name="attn_bool"),
+              [vi("m", TensorProto.BOOL, [3, 3])])]
+    for name, node, extra in cases:
+        model = helper.make_model(helper.make_graph([node], name, qkv + extra, [vi("y", f, [1, 2, 3, 4])]),
+                                  opset_imports=[helper.make_opsetid("", 23)])
+        model.ir_version = 8
+        onnx.checker.check_model(model)
+        onnx.save_model(model, os.path.join(HERE, name + ".onnx"))
+        print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
+
+
+def sdpa_nodes(n, q, k, v, out, mask=None):
+    """The nodes torch.onnx.export (TorchScript, opset 17) writes for
+    F.scaled_dot_product_attention(q, k, v[, attn_mask]): the scale from
+    q's last dimension (Shape, Slice, Cast, Sqrt, Div), sqrt(scale) on q
+    and on the transposed k, MatMul, [Add mask,] Softmax, MatMul."""
+    p = out + "/"
+    nodes = [
+        n("Shape", [q], [p + "shape"]),
+        n("Constant", [], [p + "c_m1"], value=helper.make_tensor("v", TensorProto.INT64, [1], [-1])),
+        n("Constant", [], [p + "c_big"], value=helper.make_tensor("v", TensorProto.INT64, [1], [2 ** 62])),
+        n("Slice", [p + "shape", p + "c_m1", p + "c_big"], [p + "d"]),
+        n("Cast", [p + "d"], [p + "df"], to=TensorProto.FLOAT),
+        n("Sqrt", [p + "df"], [p + "sd"]),
+        n("Constant", [], [p + "one"], value=helper.make_tensor("v", TensorProto.FLOAT, [], [1.0])),
+        n("Div", [p + "one", p + "sd"], [p + "scale"]),
+        n("Cast", [p + "scale"], [p + "scale_f"], to=TensorProto.FLOAT),
+        n("Transpose", [k], [p + "kt"], perm=[0, 1, 3, 2]),
+        n("Sqrt", [p + "scale_f"], [p + "s1"]),
+        n("Mul", [q, p + "s1"], [p + "qs"]),
+        n("Sqrt", [p + "scale_f"], [p + "s2"]),
+        n("Mul", [p + "kt", p + "s2"], [p + "kts"]),
+        n("MatMul", [p + "qs", p + "kts"], [p + "scores"]),
+    ]
+    if mask:
+        nodes.append(n("Add", [p + "scores", mask], [p + "masked"]))
+    nodes += [n("Softmax", [p + ("masked" if mask else "scores")], [p + "probs"], axis=-1),
+              n("MatMul", [p + "probs", v], [out], name=out)]
+    return nodes
+
+
+def attn_fused():
+    """The unfused attention PyTorch exports, fused at import: "sdpa"
+    (scaled_dot_product_attention's nodes, the fused kernel), "hand"
+    (q @ k.transpose(-2, -1) / sqrt(d), softmax, @ v: the fused kernel),
+    "masked" (SDPA with an additive mask: through the same core,
+    decomposed while the kernel takes no mask)."""
+    global rng
+    rng = np.random.default_rng(17)
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    vi = helper.make_tensor_value_info
+    nodes = sdpa_nodes(n, "q", "k", "v", "sdpa")
+    nodes += [n("Transpose", ["k"], ["hand/kt"], perm=[0, 1, 3, 2]), n("MatMul", ["q", "hand/kt"], ["hand/s"]),
+              n("Div", ["hand/s", "sqrt_d"], ["hand/sd"]), n("Softmax", ["hand/sd"], ["hand/p"], axis=-1),
+              n("MatMul", ["hand/p", "v"], ["hand"], name="hand")]
+    nodes += sdpa_nodes(n, "q", "k", "v", "masked", mask="m")
+    ins = [vi("q", f, [2, 3, 5, 8]), vi("k", f, [2, 3, 7, 8]), vi("v", f, [2, 3, 7, 4]), vi("m", f, [5, 7])]
+    outs = [vi(o, f, [2, 3, 5, 4]) for o in ("sdpa", "hand", "masked")]
+    g = helper.make_graph(nodes, "attn_fused", ins, outs, [init("sqrt_d", np.array(np.sqrt(8.0), np.float32))])
+    mask = w(5, 7, scale=1.0)
+    mask[:, 6] = -np.inf
+    save("attn_fused", g, 17, [w(2, 3, 5, 8, scale=1.0), w(2, 3, 7, 8, scale=1.0), w(2, 3, 7, 4, scale=1.0), mask])
+
+
+def attn_nofuse():
+    """Attention chains that must not fuse: the softmax's output is also a
+    graph output ("probs"); the scores feed a second consumer ("twice")."""
+    global rng
+    rng = np.random.default_rng(16)
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    vi = helper.make_tensor_value_info
+    nodes = [n("Transpose", ["k"], ["kt"], perm=[0, 2, 1]), n("MatMul", ["q", "kt"], ["s"]),
+             n("Softmax", ["s"], ["probs"], axis=-1), n("MatMul", ["probs", "v"], ["y"], name="probs_out"),
+             n("Transpose", ["k"], ["kt2"], perm=[0, 2, 1]), n("MatMul", ["q", "kt2"], ["s2"]),
+             n("Softmax", ["s2"], ["p2"], axis=-1), n("MatMul", ["p2", "v"], ["y2a"], name="twice_out"),
+             n("Add", ["y2a", "s2_sum"], ["y2"]), n("ReduceSum", ["s2", "axes"], ["s2_sum"], keepdims=1)]
+    nodes = nodes[:8] + [nodes[9], nodes[8]]
+    ins = [vi("q", f, [2, 5, 8]), vi("k", f, [2, 6, 8]), vi("v", f, [2, 6, 4])]
+    outs = [vi("y", f, [2, 5, 4]), vi("probs", f, [2, 5, 6]), vi("y2", f, [2, 5, 4])]
+    g = helper.make_graph(nodes, "attn_nofuse", ins, outs, [init("axes", np.array([2], np.int64))])
+    save("attn_nofuse", g, 17, [w(2, 5, 8, scale=1.0), w(2, 6, 8, scale=1.0), w(2, 6, 4, scale=1.0)])
+
+
 if __name__ == "__main__":
-    convnet()
-    shapes()
-    conv1d()
-    sce()
-    external()
-    pools()
-    unsupported()
-    convt()
-    convt_unsupported()
-    gemm()
-    resize()
-    sce_options()
-    sce_nd()
-    sce_unsupported()
+    import sys
+    # python3 make_models.py [NAME...]: only those functions (the others'
+    # files stay as committed; the shared generator makes a full rerun
+    # rewrite them)
+    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse]
+    for fn in ALL:
+        if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]:
+            fn()

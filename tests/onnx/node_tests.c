@@ -10,7 +10,12 @@
  * a failure. Prints a table per op (the case's distinct ops, Constant
  * aside) and exits 1 on any failure.
  *
- * Usage: onnx-node-tests DATA_DIR [SUBSTRING]   (only cases whose path has it)
+ * Usage: onnx-node-tests [--also DIR]... DATA_DIR [SUBSTRING]
+ *   SUBSTRING: only cases whose path has it. --also DIR: another data
+ *   directory whose node/ cases are run too (make check-onnx: the
+ *   Attention cases of the onnx==1.22.0 wheel, which install-deps.sh
+ *   unpacks); one that holds no case is an error (exit 1), never a
+ *   silently shorter table.
  */
 #include <dirent.h>
 #include <math.h>
@@ -235,24 +240,15 @@ static void run_case(teeny_ctx *ctx, const char *dir, const char *name)
     }
 }
 
-int main(int argc, char **argv)
+/* The cases of dir/<subdirs>, sorted, whose "<subdir>/<case>" has filter. */
+static int run_dir(teeny_ctx *ctx, const char *data, const char *const *subdirs, size_t n_subdirs, const char *filter)
 {
-    static const char *subdirs[] = {"node", "pytorch-converted", "pytorch-operator", "simple"};
-    teeny_ctx *ctx;
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s DATA_DIR [SUBSTRING]\n", argv[0]);
-        return 2;
-    }
-    if (teeny_ctx_create(NULL, &ctx) != TEENY_OK) {
-        fprintf(stderr, "%s\n", teeny_last_error(NULL));
-        return 1;
-    }
-    printf("ONNX backend tests from %s on %s\n", argv[1], teeny_ctx_device_name(ctx));
-    for (size_t d = 0; d < sizeof subdirs / sizeof *subdirs; d++) {
+    int cases = 0;
+    for (size_t d = 0; d < n_subdirs; d++) {
         char dir[4096];
         char *names[4096];
         int n = 0;
-        snprintf(dir, sizeof dir, "%s/%s", argv[1], subdirs[d]);
+        snprintf(dir, sizeof dir, "%s/%s", data, subdirs[d]);
         DIR *dp = opendir(dir);
         for (struct dirent *e; dp && (e = readdir(dp)) && n < 4096;)
             if (e->d_name[0] != '.')
@@ -263,9 +259,42 @@ int main(int argc, char **argv)
         for (int i = 0; i < n; i++) {
             char full[4200];
             snprintf(full, sizeof full, "%s/%s", subdirs[d], names[i]);
-            if (argc < 3 || strstr(full, argv[2]))
+            if (!filter || strstr(full, filter))
                 run_case(ctx, dir, names[i]);
             free(names[i]);
+            cases++;
+        }
+    }
+    return cases;
+}
+
+int main(int argc, char **argv)
+{
+    static const char *subdirs[] = {"node", "pytorch-converted", "pytorch-operator", "simple"};
+    const char *also[8];
+    int n_also = 0, a = 1;
+    teeny_ctx *ctx;
+    for (; a + 1 < argc && !strcmp(argv[a], "--also") && n_also < 8; a += 2)
+        also[n_also++] = argv[a + 1];
+    if (a >= argc || !strcmp(argv[a], "--also")) {
+        fprintf(stderr, "usage: %s [--also DIR]... DATA_DIR [SUBSTRING]\n", argv[0]);
+        return 2;
+    }
+    const char *filter = a + 1 < argc ? argv[a + 1] : NULL;
+    if (teeny_ctx_create(NULL, &ctx) != TEENY_OK) {
+        fprintf(stderr, "%s\n", teeny_last_error(NULL));
+        return 1;
+    }
+    printf("ONNX backend tests from %s on %s\n", argv[a], teeny_ctx_device_name(ctx));
+    run_dir(ctx, argv[a], subdirs, sizeof subdirs / sizeof *subdirs, filter);
+    int missing = 0;
+    for (int i = 0; i < n_also; i++) {
+        int n = run_dir(ctx, also[i], subdirs, 1, filter);
+        printf("and %d node cases from %s\n", n, also[i]);
+        if (!n) {
+            fprintf(stderr, "onnx-node-tests: ERROR: %s/node holds no test case (tools/install-deps.sh onnx fetches "
+                    "them)\n", also[i]);
+            missing = 1;
         }
     }
     int passed = 0, failed = 0, unsupported = 0;
@@ -286,5 +315,5 @@ int main(int argc, char **argv)
         printf("FAILED %s\n", failures[i]);
     printf("\ncheck-onnx: %d passed, %d failed, %d skipped\n", passed, failed, unsupported);
     teeny_ctx_destroy(ctx);
-    return failed ? 1 : 0;
+    return failed || missing ? 1 : 0;
 }

@@ -1,0 +1,385 @@
+/*
+ * attn_fuse.c -- the unfused attention PyTorch exports (TorchScript
+ * exporter, opset 17, for F.scaled_dot_product_attention and hand-written
+ * attention), fused at import through teeny__ox_attention (attention.c):
+ *
+ *   [Mul(Q, c1)]   Transpose(K, last two swapped) [-> Mul(., c2)]
+ *          \              /
+ *           MatMul (scores) [-> Mul/Div by a constant c] [-> Add mask]
+ *             -> Softmax (last axis) -> MatMul(., V)
+ *
+ * c1, c2, c scalar constants (SDPA's sqrt(scale) on both operands). Before
+ * the nodes are imported, a scan finds such chains whose intermediate
+ * values have exactly one consumer and are not graph outputs, and defers
+ * their nodes to the final MatMul. There, with every value known, the
+ * chain becomes one teeny__ox_attention (the fused kernel unmasked; with
+ * a mask, through the same core, decomposed until the kernel takes masks)
+ * when the constants are scalars, the transpose swaps the last two axes,
+ * the softmax is on the last axis and the mask does not broadcast the
+ * scores; otherwise the deferred nodes are imported as they are, in their
+ * order, then the final MatMul.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_internal.h"
+
+#define S(x) ((x) ? (x) : "")
+
+/* Node indices of a chain (-1: that optional node is absent). */
+enum { CH_TRANSPOSE, CH_MUL_Q, CH_MUL_K, CH_SCORES, CH_SCALE, CH_ADD, CH_SOFTMAX, CH_FINAL, CH_N };
+
+typedef struct {
+    const char *name;
+    int node;                      /* producer index, or consumer count */
+} name_ref;
+
+static int ref_cmp(const void *a, const void *b)
+{
+    return strcmp(((const name_ref *)a)->name, ((const name_ref *)b)->name);
+}
+
+typedef struct {
+    const Onnx__GraphProto *g;
+    name_ref *uses, *producers;    /* sorted by name */
+    size_t n_uses, n_producers;
+} scan_ctx;
+
+static size_t uses_of(const scan_ctx *sc, const char *name)
+{
+    name_ref key = {name, 0};
+    const name_ref *hit = bsearch(&key, sc->uses, sc->n_uses, sizeof key, ref_cmp);
+    if (!hit)
+        return 0;
+    const name_ref *lo = hit, *hi = hit;
+    while (lo > sc->uses && !strcmp(lo[-1].name, name))
+        lo--;
+    while (hi + 1 < sc->uses + sc->n_uses && !strcmp(hi[1].name, name))
+        hi++;
+    return (size_t)(hi - lo) + 1;
+}
+
+/* The node producing name when it has op type op and name is its only
+ * output used, consumed once; else -1. */
+static int single_producer(const scan_ctx *sc, const char *name, const char *op)
+{
+    name_ref key = {name, 0};
+    const name_ref *hit = *name ? bsearch(&key, sc->producers, sc->n_producers, sizeof key, ref_cmp) : NULL;
+    if (!hit || uses_of(sc, name) != 1)
+        return -1;
+    const Onnx__NodeProto *n = sc->g->node[hit->node];
+    if (strcmp(S(n->op_type), op) || n->n_output != 1 || (n->domain && *n->domain && strcmp(n->domain, "ai.onnx")))
+        return -1;
+    return hit->node;
+}
+
+static const char *in_name(const scan_ctx *sc, int node, size_t i)
+{
+    const Onnx__NodeProto *n = sc->g->node[node];
+    return i < n->n_input ? S(n->input[i]) : "";
+}
+
+/* Through Mul(x, c) or Mul(c, x) to x when such a Mul produces name
+ * (*mul; which input is c is decided at import): the Transpose behind it
+ * for K. */
+static int transpose_behind(const scan_ctx *sc, const char *name, int *mul)
+{
+    int t = single_producer(sc, name, "Transpose");
+    *mul = -1;
+    if (t >= 0)
+        return t;
+    if ((*mul = single_producer(sc, name, "Mul")) < 0 || sc->g->node[*mul]->n_input != 2)
+        return *mul = -1, -1;
+    for (size_t k = 0; k < 2; k++)
+        if ((t = single_producer(sc, in_name(sc, *mul, k), "Transpose")) >= 0)
+            return t;
+    return -1;
+}
+
+/* The chain ending at MatMul node f, or 0. */
+static int match(const scan_ctx *sc, int f, int *ch)
+{
+    const Onnx__NodeProto *fn = sc->g->node[f];
+    int mask_in = -1;
+    for (int k = 0; k < CH_N; k++)
+        ch[k] = -1;
+    ch[CH_FINAL] = f;
+    if (fn->n_input != 2 || (ch[CH_SOFTMAX] = single_producer(sc, in_name(sc, f, 0), "Softmax")) < 0)
+        return 0;
+    const char *x = in_name(sc, ch[CH_SOFTMAX], 0);
+    if ((ch[CH_ADD] = single_producer(sc, x, "Add")) >= 0) {
+        for (int k = 0; k < 2 && mask_in < 0; k++) {
+            const char *a = in_name(sc, ch[CH_ADD], (size_t)k);
+            if (single_producer(sc, a, "MatMul") >= 0 || single_producer(sc, a, "Mul") >= 0 ||
+                single_producer(sc, a, "Div") >= 0) {
+                x = a;
+                mask_in = 1 - k;
+            }
+        }
+        if (mask_in < 0)
+            return 0;
+    }
+    if ((ch[CH_SCALE] = single_producer(sc, x, "Mul")) < 0)
+        ch[CH_SCALE] = single_producer(sc, x, "Div");
+    if (ch[CH_SCALE] >= 0)
+        x = in_name(sc, ch[CH_SCALE], 0); /* Div(scores, c), Mul(scores, c) or, below, Mul(c, scores) */
+    if (ch[CH_SCALE] >= 0 && single_producer(sc, x, "MatMul") < 0 && !strcmp(sc->g->node[ch[CH_SCALE]]->op_type, "Mul"))
+        x = in_name(sc, ch[CH_SCALE], 1);
+    if ((ch[CH_SCORES] = single_producer(sc, x, "MatMul")) < 0 || sc->g->node[ch[CH_SCORES]]->n_input != 2)
+        return 0;
+    if ((ch[CH_MUL_Q] = single_producer(sc, in_name(sc, ch[CH_SCORES], 0), "Mul")) >= 0 &&
+        sc->g->node[ch[CH_MUL_Q]]->n_input != 2)
+        ch[CH_MUL_Q] = -1;
+    return (ch[CH_TRANSPOSE] = transpose_behind(sc, in_name(sc, ch[CH_SCORES], 1), &ch[CH_MUL_K])) >= 0;
+}
+
+teeny_status teeny__ox_fuse_scan(ox_import *im)
+{
+    const Onnx__GraphProto *g = im->graph;
+    scan_ctx sc = {g, NULL, NULL, 0, 0};
+    size_t n_uses = g->n_output, n_prod = 0;
+    teeny_status st = TEENY_OK;
+    for (size_t i = 0; i < g->n_node; i++) {
+        n_uses += g->node[i]->n_input;
+        n_prod += g->node[i]->n_output;
+    }
+    im->defer = teeny__calloc(g->n_node ? g->n_node : 1, sizeof *im->defer);
+    im->chain = teeny__calloc(g->n_node ? g->n_node * CH_N : 1, sizeof *im->chain);
+    sc.uses = teeny__malloc((n_uses ? n_uses : 1) * sizeof *sc.uses);
+    sc.producers = teeny__malloc((n_prod ? n_prod : 1) * sizeof *sc.producers);
+    if (!im->defer || !im->chain || !sc.uses || !sc.producers) {
+        st = teeny__error(im->ctx, TEENY_ERR_NOMEM, "out of host memory");
+        goto cleanup;
+    }
+    for (size_t i = 0; i < g->n_output; i++)
+        sc.uses[sc.n_uses++] = (name_ref){S(g->output[i]->name), -1};
+    for (size_t i = 0; i < g->n_node; i++) {
+        im->defer[i] = -1;
+        for (size_t k = 0; k < g->node[i]->n_input; k++)
+            if (*S(g->node[i]->input[k]))
+                sc.uses[sc.n_uses++] = (name_ref){g->node[i]->input[k], (int)i};
+        for (size_t k = 0; k < g->node[i]->n_output; k++)
+            if (*S(g->node[i]->output[k]))
+                sc.producers[sc.n_producers++] = (name_ref){g->node[i]->output[k], (int)i};
+    }
+    qsort(sc.uses, sc.n_uses, sizeof *sc.uses, ref_cmp);
+    qsort(sc.producers, sc.n_producers, sizeof *sc.producers, ref_cmp);
+    for (size_t i = 0; i < g->n_node && g->n_node <= INT32_MAX; i++) {
+        int *ch = &im->chain[i * CH_N];
+        if (strcmp(S(g->node[i]->op_type), "MatMul") || (g->node[i]->domain && *g->node[i]->domain) ||
+            !match(&sc, (int)i, ch))
+            continue;
+        int taken = 0;
+        for (int k = 0; k < CH_N; k++)
+            taken |= ch[k] >= 0 && im->defer[ch[k]] >= 0;
+        for (int k = 0; k < CH_N && !taken; k++)
+            if (ch[k] >= 0)
+                im->defer[ch[k]] = (int)i;
+    }
+cleanup:
+    teeny__free(sc.uses);
+    teeny__free(sc.producers);
+    return st;
+}
+
+/* ---- at the final MatMul ---- */
+
+/* The node's input i as a graph node and its ONNX shape (im->node set
+ * to node j for the call). */
+static teeny_status operand_at(ox_import *im, int j, int i, const char *what, teeny_node *n, ox_shape *s)
+{
+    const Onnx__NodeProto *keep = im->node;
+    im->node = im->graph->node[j];
+    teeny_status st = teeny__ox_operand(im, i, what, n, s);
+    im->node = keep;
+    return st;
+}
+
+/* Name's value as a float scalar constant (numel 1, rank <= max_rank). */
+static int scalar_of(ox_import *im, const char *name, int max_rank, double *v)
+{
+    int idx = teeny__ox_find(im, name);
+    if (idx < 0 || im->vals[idx].kind != OX_CONST || im->vals[idx].c.type != OX_F32 || im->vals[idx].c.numel != 1 ||
+        im->vals[idx].c.shape.ndim > max_rank)
+        return 0;
+    *v = teeny__ox_get_f(&im->vals[idx].c, 0);
+    return 1;
+}
+
+/* Mul node j of value name and a scalar constant: the factor, the input
+ * index of name (-1: not so). */
+static int mul_by_scalar(ox_import *im, int j, const char *name, int rank, double *c)
+{
+    const Onnx__NodeProto *n = im->graph->node[j];
+    for (int k = 0; k < 2; k++)
+        if ((!name || !strcmp(S(n->input[k]), name)) && scalar_of(im, S(n->input[1 - k]), rank, c) &&
+            n->n_attribute == 0)
+            return k;
+    return -1;
+}
+
+static int attrs_only(const Onnx__NodeProto *n, const char *allowed)
+{
+    for (size_t i = 0; i < n->n_attribute; i++)
+        if (!allowed || strcmp(S(n->attribute[i]->name), allowed) || (n->attribute[i]->ref_attr_name &&
+                                                                      *n->attribute[i]->ref_attr_name))
+            return 0;
+    return 1;
+}
+
+/* The chain's scale (c1 c2, times or divided by c) and Q's input index
+ * in its node; 0 when a factor is not a scalar constant. */
+static int chain_scale(ox_import *im, const int *ch, int rank, double *scale, int *q_node, int *q_in)
+{
+    const Onnx__GraphProto *g = im->graph;
+    double c = 1;
+    *scale = 1;
+    *q_node = ch[CH_SCORES];
+    *q_in = 0;
+    if (ch[CH_MUL_Q] >= 0) {
+        int k = mul_by_scalar(im, ch[CH_MUL_Q], NULL, rank, &c);
+        if (k < 0)
+            return 0;
+        *scale *= c;
+        *q_node = ch[CH_MUL_Q];
+        *q_in = k;
+    }
+    if (ch[CH_MUL_K] >= 0) {
+        if (mul_by_scalar(im, ch[CH_MUL_K], g->node[ch[CH_TRANSPOSE]]->output[0], rank, &c) < 0)
+            return 0;
+        *scale *= c;
+    }
+    if (ch[CH_SCALE] >= 0) {
+        const Onnx__NodeProto *n = g->node[ch[CH_SCALE]];
+        const char *scores = g->node[ch[CH_SCORES]]->output[0];
+        if (!strcmp(S(n->op_type), "Mul")) {
+            if (mul_by_scalar(im, ch[CH_SCALE], scores, rank, &c) < 0)
+                return 0;
+            *scale *= c;
+        } else if (n->n_input != 2 || !attrs_only(n, NULL) || strcmp(S(n->input[0]), scores) ||
+                   !scalar_of(im, S(n->input[1]), rank, &c) || c == 0) {
+            return 0;
+        } else {
+            *scale /= c;
+        }
+    }
+    return 1;
+}
+
+/* The transpose swaps K's last two axes; the softmax is on the last. */
+static int chain_layout(ox_import *im, const int *ch, int rank)
+{
+    const Onnx__NodeProto *t = im->graph->node[ch[CH_TRANSPOSE]], *sm = im->graph->node[ch[CH_SOFTMAX]];
+    const Onnx__AttributeProto *perm = NULL, *axis = NULL;
+    if (!attrs_only(t, "perm") || !attrs_only(sm, "axis") || !attrs_only(im->graph->node[ch[CH_SCORES]], NULL) ||
+        (ch[CH_ADD] >= 0 && !attrs_only(im->graph->node[ch[CH_ADD]], NULL)) || !attrs_only(im->node, NULL))
+        return 0;
+    if (t->n_attribute)
+        perm = t->attribute[0];
+    if (sm->n_attribute)
+        axis = sm->attribute[0];
+    if (!perm || perm->n_ints != (size_t)rank)
+        return 0;
+    for (int d = 0; d < rank; d++)
+        if (perm->ints[d] != (d == rank - 2 ? rank - 1 : d == rank - 1 ? rank - 2 : d))
+            return 0;
+    int64_t ax = axis ? axis->i : im->opset < 13 ? 1 : -1;
+    return ax == -1 || ax == rank - 1;
+}
+
+/* Whether q, k, v (and the mask) make the chain's shapes: one rank 3..5,
+ * k's and v's leading dimensions q's or 1 (never the batch), the mask
+ * within the scores' shape. */
+static int chain_shapes(const ox_attn *a, int rank)
+{
+    ox_shape sc = a->qs, o;
+    if (a->ks.ndim != rank || a->vs.ndim != rank || rank < 3 || rank > TEENY_MAX_DIMS ||
+        a->ks.d[rank - 1] != a->qs.d[rank - 1] || a->vs.d[rank - 2] != a->ks.d[rank - 2] || a->ks.d[0] != a->qs.d[0])
+        return 0;
+    for (int d = 0; d < rank - 2; d++)
+        if (a->ks.d[d] != a->vs.d[d] || (a->ks.d[d] != a->qs.d[d] && a->ks.d[d] != 1))
+            return 0;
+    sc.d[rank - 1] = a->ks.d[rank - 2];
+    return a->mask < 0 || (teeny__ox_broadcast(&a->ms, &sc, &o) && o.ndim == rank &&
+                           !memcmp(o.d, sc.d, sizeof(int64_t) * (size_t)rank));
+}
+
+/* The chain as one teeny__ox_attention; *fused 0 when it does not apply. */
+static teeny_status try_fuse(ox_import *im, const int *ch, int *fused)
+{
+    const Onnx__GraphProto *g = im->graph;
+    ox_attn a = {.mask = -1};
+    ox_attn_out o;
+    double scale;
+    int q_node, q_in, rank;
+    *fused = 0;
+    if (g->node[ch[CH_TRANSPOSE]]->n_input != 1 || g->node[ch[CH_SOFTMAX]]->n_input != 1)
+        return TEENY_OK;
+    /* every value the chain reads is defined by now (its producers precede it) */
+    teeny_status st = operand_at(im, ch[CH_TRANSPOSE], 0, "K", &a.k, &a.ks);
+    rank = a.ks.ndim;
+    if (st != TEENY_OK || rank < 3 || !chain_layout(im, ch, rank) || !chain_scale(im, ch, rank, &scale, &q_node, &q_in))
+        return st;
+    if ((st = operand_at(im, q_node, q_in, "Q", &a.q, &a.qs)) != TEENY_OK ||
+        (st = teeny__ox_operand(im, 1, "V", &a.v, &a.vs)) != TEENY_OK)
+        return st;
+    if (ch[CH_ADD] >= 0) {
+        const Onnx__NodeProto *add = g->node[ch[CH_ADD]];
+        const char *into = ch[CH_SCALE] >= 0 ? g->node[ch[CH_SCALE]]->output[0] : g->node[ch[CH_SCORES]]->output[0];
+        int m = strcmp(S(add->input[0]), into) ? 0 : 1;
+        if (add->n_input != 2 || strcmp(S(add->input[1 - m]), into))
+            return TEENY_OK;
+        if ((st = operand_at(im, ch[CH_ADD], m, "mask", &a.mask, &a.ms)) != TEENY_OK)
+            return st;
+    }
+    a.scale = (float)scale;
+    if (!chain_shapes(&a, rank))
+        return TEENY_OK;
+    if ((st = teeny__ox_attention(im, &a, &o)) != TEENY_OK || (st = teeny__ox_out_runtime(im, 0, o.y, &o.ys)) != TEENY_OK)
+        return st;
+    *fused = 1;
+    return TEENY_OK;
+}
+
+static int int_cmp(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+teeny_status teeny__ox_fuse_node(ox_import *im, ox_handler import_one)
+{
+    const int *ch = &im->chain[(size_t)im->node_index * CH_N];
+    const Onnx__NodeProto *final = im->node;
+    int final_index = im->node_index, order[CH_N], n = 0, fused;
+    teeny_status st = teeny__ox_outputs_at_most(im, 1);
+    if (st == TEENY_OK && (st = try_fuse(im, ch, &fused)) == TEENY_OK && fused)
+        return TEENY_OK;
+    im->node = final;
+    im->node_index = final_index;
+    if (st != TEENY_OK)
+        return st;
+    for (int k = 0; k < CH_N; k++) /* not fused: the deferred nodes as they are, in order */
+        if (ch[k] >= 0 && ch[k] != final_index)
+            order[n++] = ch[k];
+    qsort(order, (size_t)n, sizeof *order, int_cmp);
+    for (int k = 0; k < n && st == TEENY_OK; k++) {
+        im->node = im->graph->node[order[k]];
+        im->node_index = order[k];
+        st = import_one(im);
+    }
+    if (st != TEENY_OK)
+        return st;
+    im->node = final;
+    im->node_index = final_index;
+    return import_one(im);
+}
+
+int teeny__ox_fuse_deferred(const ox_import *im, int i)
+{
+    return im->defer && im->defer[i] >= 0 && im->defer[i] != i;
+}
+
+int teeny__ox_fuse_final(const ox_import *im, int i)
+{
+    return im->defer && im->defer[i] == i;
+}
