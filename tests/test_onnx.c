@@ -113,6 +113,7 @@ START_TEST(test_onnx_models)
     check_model("resize", 1, x);
     check_model("upsample", 1, x);
     check_model("shared", 1, x); /* initializers feeding two or three nodes */
+    check_model("fashion_cnn", 1, x); /* finetune_onnx's Fashion-MNIST model */
 }
 END_TEST
 

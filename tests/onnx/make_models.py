@@ -422,6 +422,41 @@ def shared():
         print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
 
 
+def fashion_cnn():
+    """A small conv net for Fashion-MNIST's 1x28x28 images and 10 classes
+    (examples/finetune_onnx.c's longer run in README): two Conv (3x3,
+    padded) + BatchNormalization + Relu + MaxPool stages, GlobalAveragePool,
+    Flatten, Gemm; PyTorch's default initialization (uniform, bound
+    1/sqrt(fan_in)), PyTorch-style names."""
+    global rng
+    rng = np.random.default_rng(1802)  # its own stream: the models above keep their bytes
+    n = helper.make_node
+    f = TensorProto.FLOAT
+
+    def u(fan_in, *shape):
+        return rng.uniform(-1, 1, shape).astype(np.float32) / np.float32(np.sqrt(fan_in))
+    nodes, inits, x = [], [], "x"
+    for i, (ci, co) in enumerate([(1, 16), (16, 32)], start=1):
+        nodes += [n("Conv", [x, "conv%d.weight" % i, "conv%d.bias" % i], ["c%d" % i], name="conv%d" % i,
+                    kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                  n("BatchNormalization", ["c%d" % i] + ["bn%d.%s" % (i, k) for k in
+                                                         ("weight", "bias", "running_mean", "running_var")],
+                    ["b%d" % i], name="bn%d" % i, epsilon=1e-5, momentum=0.9),
+                  n("Relu", ["b%d" % i], ["r%d" % i]),
+                  n("MaxPool", ["r%d" % i], ["p%d" % i], kernel_shape=[2, 2], strides=[2, 2])]
+        inits += [init("conv%d.weight" % i, u(ci * 9, co, ci, 3, 3)), init("conv%d.bias" % i, u(ci * 9, co)),
+                  init("bn%d.weight" % i, np.ones(co, np.float32)), init("bn%d.bias" % i, np.zeros(co, np.float32)),
+                  init("bn%d.running_mean" % i, np.zeros(co, np.float32)),
+                  init("bn%d.running_var" % i, np.ones(co, np.float32))]
+        x = "p%d" % i
+    nodes += [n("GlobalAveragePool", [x], ["g"]), n("Flatten", ["g"], ["fl"], axis=1),
+              n("Gemm", ["fl", "fc.weight", "fc.bias"], ["logits"], name="fc", transB=1)]
+    inits += [init("fc.weight", u(32, 10, 32)), init("fc.bias", u(32, 10))]
+    g = helper.make_graph(nodes, "fashion_cnn", [helper.make_tensor_value_info("x", f, ["N", 1, 28, 28])],
+                          [helper.make_tensor_value_info("logits", f, ["N", 10])], inits)
+    save("fashion_cnn", g, 17, [w(2, 1, 28, 28, scale=1.0)])
+
+
 if __name__ == "__main__":
     convnet()
     shapes()
@@ -438,3 +473,4 @@ if __name__ == "__main__":
     sce_nd()
     sce_unsupported()
     shared()
+    fashion_cnn()
