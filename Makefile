@@ -167,6 +167,10 @@ $(BUILD)/teeny-bench: tools/teeny-bench.c $(BENCH_SRC) tools/bench.h tools/args.
 $(BUILD)/%: examples/%.c $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
+# the examples' shared headers (the pattern rule's recipe builds them)
+$(BUILD)/finetune_onnx: examples/options.h examples/fashion_net.h include/teenycl_onnx.h
+$(BUILD)/eval_fashion_mnist: examples/fashion_net.h
+
 # MPI: the dist layer, its test program, and the example with --dist.
 # with_mpi.stamp holds the WITH_MPI the example was last built with and
 # changes only when that does, so toggling WITH_MPI rebuilds the example.
@@ -188,7 +192,7 @@ $(DIST_LIB): $(DIST_OBJ) $(BUILD)/src/core/clwrap.o
 $(BUILD)/test_dist: tests/test_dist.c $(DIST_LIB) $(STATIC) include/teenycl.h include/teenycl_dist.h
 	$(CC) $(CPPFLAGS_ALL) -DTEENY_WITH_MPI $(MPI_CFLAGS) $(CFLAGS_ALL) $< -o $@ $(DIST_LIB) $(STATIC) $(LDFLAGS) $(LDLIBS_LIB) $(MPI_LIBS)
 
-$(BUILD)/train_fashion_mnist: examples/train_fashion_mnist.c examples/fashion_net.h $(STATIC) include/teenycl.h \
+$(BUILD)/train_fashion_mnist: examples/train_fashion_mnist.c examples/fashion_net.h examples/options.h $(STATIC) include/teenycl.h \
     include/teenycl_dist.h $(BUILD)/with_mpi.stamp $(if $(MPI_ON),$(DIST_LIB))
 	$(CC) $(CPPFLAGS_ALL) $(if $(MPI_ON),-DTEENY_WITH_MPI $(MPI_CFLAGS)) $(CFLAGS_ALL) $< -o $@ \
 	    $(if $(MPI_ON),$(DIST_LIB)) $(STATIC) $(LDFLAGS) $(LDLIBS_LIB) $(if $(MPI_ON),$(MPI_LIBS))

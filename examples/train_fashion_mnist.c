@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "fashion_net.h"
+#include "options.h"
 #ifdef TEENY_WITH_MPI
 #include "teenycl_dist.h"
 #endif
@@ -63,34 +64,6 @@ typedef struct {
     int dist;
     int64_t shards;     /* --dist: global shards per batch; 0: one per rank */
 } options;
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* The whole of s as a decimal number in [lo, hi] into *out, or a message
- * and 0: digits only (no sign, space or fraction: strtoull would take
- * "-1" as 2^64 - 1 and skip leading spaces), no overflow, in range. */
-static int parse_number(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
-    if (!end || *end) {
-        fprintf(stderr, "error: %s \"%s\": not a whole number >= 0 (digits only)\n", opt, s);
-        return 0;
-    }
-    if (errno == ERANGE || v < lo || v > hi) {
-        fprintf(stderr, "error: %s %s: out of range (%" PRIu64 " to %" PRIu64 ")\n", opt, s, lo, hi);
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
 
 static int parse(int argc, char **argv, options *o)
 {
@@ -111,15 +84,15 @@ static int parse(int argc, char **argv, options *o)
         if (!v)
             goto usage;
         if (!strcmp(a, "--epochs")) {
-            if ((ok = parse_number(a, v, 1, MAX_EPOCHS, &n)))
+            if ((ok = ex_parse_number(a, v, 1, MAX_EPOCHS, &n)))
                 o->epochs = (int)n;
             o->epochs_given = 1;
         } else if (!strcmp(a, "--device")) {
             o->device = v;
         } else if (!strcmp(a, "--seed")) {
-            ok = parse_number(a, v, 0, UINT64_MAX, &o->seed);
+            ok = ex_parse_number(a, v, 0, UINT64_MAX, &o->seed);
         } else if (!strcmp(a, "--batch")) {
-            if ((ok = parse_number(a, v, 2, 65536, &n)))
+            if ((ok = ex_parse_number(a, v, 2, 65536, &n)))
                 o->batch = (int64_t)n;
         } else if (!strcmp(a, "--out")) {
             o->out = v;
@@ -130,13 +103,13 @@ static int parse(int argc, char **argv, options *o)
         } else if (!strcmp(a, "--eval")) {
             o->eval = v;
         } else if (!strcmp(a, "--train-limit")) {
-            if ((ok = parse_number(a, v, 0, INT64_MAX, &n)))
+            if ((ok = ex_parse_number(a, v, 0, INT64_MAX, &n)))
                 o->train_limit = (int64_t)n;
         } else if (!strcmp(a, "--test-limit")) {
-            if ((ok = parse_number(a, v, 0, INT64_MAX, &n)))
+            if ((ok = ex_parse_number(a, v, 0, INT64_MAX, &n)))
                 o->test_limit = (int64_t)n;
         } else if (!strcmp(a, "--shards")) {
-            if ((ok = parse_number(a, v, 1, 65536, &n)))
+            if ((ok = ex_parse_number(a, v, 1, 65536, &n)))
                 o->shards = (int64_t)n;
         } else {
             goto usage;
@@ -190,7 +163,6 @@ static int mkdir_p(const char *path)
 static int out_dir_usable(const char *dir)
 {
     struct stat sb;
-    char probe[1200];
     if (mkdir_p(dir) || stat(dir, &sb)) {
         fprintf(stderr, "error: --out %s: cannot create the directory: %s\n", dir, strerror(errno));
         return 0;
@@ -199,15 +171,7 @@ static int out_dir_usable(const char *dir)
         fprintf(stderr, "error: --out %s: exists and is not a directory\n", dir);
         return 0;
     }
-    snprintf(probe, sizeof probe, "%s/.train_fashion_mnist.%ld.probe", dir, (long)getpid());
-    FILE *f = fopen(probe, "wx");
-    if (!f) {
-        fprintf(stderr, "error: --out %s: cannot write there: %s\n", dir, strerror(errno));
-        return 0;
-    }
-    fclose(f);
-    remove(probe);
-    return 1;
+    return ex_dir_takes_files("--out", dir, dir, "train_fashion_mnist");
 }
 
 /* The training loss and test accuracy per epoch as an SVG line chart. */
@@ -565,7 +529,7 @@ int main(int argc, char **argv)
         for (int64_t i = 0; i < train.n; i++)
             order[i] = i;
         for (int64_t i = train.n - 1; i > 0; i--) { /* Fisher-Yates */
-            int64_t j = (int64_t)(rng_next(&rng) % (uint64_t)(i + 1)), t = order[i];
+            int64_t j = (int64_t)(ex_rng_next(&rng) % (uint64_t)(i + 1)), t = order[i];
             order[i] = order[j];
             order[j] = t;
         }
@@ -576,7 +540,7 @@ int main(int argc, char **argv)
             const int64_t mine = local_shards * shard_batch;
             for (int64_t b = 0; b < o.batch; b++) {
                 int64_t idx = order[s * o.batch + b], lb = b - rank * mine;
-                int flip = (int)(rng_next(&rng) & 1);
+                int flip = (int)(ex_rng_next(&rng) & 1);
                 if (lb >= 0 && lb < mine) {
                     fn_image(&train, idx, flip, x + lb * 784);
                     y[lb] = teeny_idx_data(train.labels)[idx];

@@ -1151,6 +1151,23 @@ TEENY_API teeny_status teeny_graph_param(const teeny_graph *g, int i, const char
 /* Persistent non-learned state (running statistics); borrowed as above. */
 TEENY_API int teeny_graph_state_count(const teeny_graph *g);
 TEENY_API teeny_status teeny_graph_state(const teeny_graph *g, int i, const char **name, teeny_tensor **value);
+/* Tie (share) parameters: the parameter named name (as teeny_graph_param
+ * names it, e.g. "fc2.weight") becomes the parameter named to, for weight
+ * tying (a language model's embedding and output projection, an ONNX
+ * initializer that feeds several nodes). Afterwards both nodes read one
+ * tensor (to's; name's own tensor and gradient are destroyed, so pointers
+ * to them from teeny_graph_param are invalid, and its values are lost);
+ * training plans give it one gradient, the sum of every use's in a fixed
+ * order (deterministic), so an optimizer and a checkpoint see one
+ * parameter: name no longer appears in teeny_graph_param (the count drops
+ * by one and later indices shift down) and checkpoints hold it once, under
+ * to's name. Whether it is trained is to's (an importer's freeze).
+ * TEENY_ERR_ARG: g, name or to NULL, no parameter of either name (a
+ * parameter already tied has none), or name equal to to;
+ * TEENY_ERR_SHAPE: shapes differ; TEENY_ERR_STATE: a plan of g exists
+ * (tie before compiling), or name is already shared by other parameters.
+ * On failure nothing changes. */
+TEENY_API teeny_status teeny_graph_tie_param(teeny_graph *g, const char *name, const char *to);
 /* Training forwards run so far. Every batch-norm node also keeps its own
  * num_batches_tracked (as PyTorch does), saved and loaded per node; each
  * training forward adds one to all of them. set_train_steps sets the

@@ -5,7 +5,12 @@
  * onnx.proto) becomes a teeny_graph built through the same teeny_graph_*
  * builders an application calls: initializers become the graph's
  * parameters (and batch-norm statistics its state) under their ONNX names,
- * so teeny_graph_save / teeny_graph_load checkpoints use those names; the
+ * so teeny_graph_save / teeny_graph_load checkpoints use those names (an
+ * initializer that feeds several nodes -- torch.export merges equal ones;
+ * weight tying -- is one parameter shared by them, teeny_graph_tie_param:
+ * one tensor, its gradient summed over the uses, one checkpoint entry;
+ * uses that would hold it in different layouts, such as a Gemm with transB
+ * and one without, or batch-norm statistics, are TEENY_ERR_UNSUPPORTED); the
  * graph inputs become graph inputs, whose first dimension is the batch; the
  * shape arithmetic exporters emit (Shape, Gather, Unsqueeze, Concat,
  * Reshape, Constant, ...) is folded at import for the batch given. The

@@ -1964,6 +1964,417 @@ START_TEST(test_graph_phase_record)
 }
 END_TEST
 
+/* ---- tied (shared) parameters ----
+ * fc1 -> silu -> fc2 -> silu -> head -> loss; fc3 -> silu -> head_b ->
+ * loss_b on the same input; head_c -> loss_c. With tie, fc2's and fc3's
+ * weight and bias are fc1's (teeny_graph_tie_param): loss uses the shared
+ * parameters twice, loss_b once (not through their owner fc1), loss_c not
+ * at all. The untied twin (tie 0, fc1's values copied into fc2 and fc3)
+ * is the reference: same forward bits, and the tied gradient is the sum of
+ * the copies' gradients. */
+enum { TIED_LOSSES = 3 };
+typedef struct {
+    teeny_graph *g;
+    teeny_node x, labels, fc[3], loss[TIED_LOSSES];
+    teeny_plan *plan[TIED_LOSSES];
+} tied_net;
+
+static const char *const tied_names[2] = {"weight", "bias"};
+
+static void tied_param(teeny_graph *g, const char *name, teeny_tensor **value, teeny_tensor **grad)
+{
+    const char *pname;
+    for (int i = 0; i < teeny_graph_param_count(g); i++) {
+        TH_OK(th_ctx(), teeny_graph_param(g, i, &pname, value, grad));
+        if (!strcmp(pname, name))
+            return;
+    }
+    ck_abort_msg("no parameter %s", name);
+}
+
+static float *tied_read(teeny_graph *g, const char *name, int grad, size_t *n)
+{
+    teeny_tensor *v, *d;
+    tied_param(g, name, &v, &d);
+    ck_assert_ptr_nonnull(grad ? d : v);
+    *n = (size_t)teeny_tensor_numel(v);
+    return th_read(grad ? d : v);
+}
+
+static void build_tied_net(tied_net *m, uint64_t seed, int tie)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_node a, h;
+    int64_t xs[2] = {-1, 6};
+    memset(m, 0, sizeof *m);
+    TH_OK(ctx, teeny_graph_create(ctx, seed, &m->g));
+    TH_OK(ctx, teeny_graph_input(m->g, "x", 2, xs, &m->x));
+    TH_OK(ctx, teeny_graph_labels(m->g, "labels", &m->labels));
+    TH_OK(ctx, teeny_graph_linear(m->g, "fc1", m->x, 6, 1, &m->fc[0]));
+    TH_OK(ctx, teeny_graph_activation(m->g, "a1", m->fc[0], TEENY_ACT_SILU, &a));
+    TH_OK(ctx, teeny_graph_linear(m->g, "fc2", a, 6, 1, &m->fc[1]));
+    TH_OK(ctx, teeny_graph_activation(m->g, "a2", m->fc[1], TEENY_ACT_SILU, &a));
+    TH_OK(ctx, teeny_graph_linear(m->g, "head", a, 3, 1, &h));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(m->g, "loss", h, m->labels, &m->loss[0]));
+    TH_OK(ctx, teeny_graph_linear(m->g, "fc3", m->x, 6, 1, &m->fc[2]));
+    TH_OK(ctx, teeny_graph_activation(m->g, "a3", m->fc[2], TEENY_ACT_SILU, &a));
+    TH_OK(ctx, teeny_graph_linear(m->g, "head_b", a, 3, 1, &h));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(m->g, "loss_b", h, m->labels, &m->loss[1]));
+    TH_OK(ctx, teeny_graph_linear(m->g, "head_c", m->x, 3, 1, &h));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(m->g, "loss_c", h, m->labels, &m->loss[2]));
+    for (int k = 0; k < 2; k++) {
+        char name[32], to[32];
+        snprintf(to, sizeof to, "fc1.%s", tied_names[k]);
+        teeny_tensor *src, *dst;
+        for (int c = 2; c <= 3; c++) {
+            snprintf(name, sizeof name, "fc%d.%s", c, tied_names[k]);
+            if (tie) {
+                TH_OK(ctx, teeny_graph_tie_param(m->g, name, to));
+                continue;
+            }
+            tied_param(m->g, to, &src, NULL);
+            tied_param(m->g, name, &dst, NULL);
+            float *v = th_read(src);
+            TH_OK(ctx, teeny_tensor_write(dst, v, (size_t)teeny_tensor_numel(src)));
+            free(v);
+        }
+    }
+}
+
+static void tied_compile(tied_net *m, int64_t batch)
+{
+    for (int k = 0; k < TIED_LOSSES; k++) {
+        teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+        pp.batch = batch;
+        pp.loss = m->loss[k];
+        TH_OK(th_ctx(), teeny_graph_compile(m->g, &pp, &m->plan[k]));
+        teeny_tensor *tx, *tl;
+        TH_OK(th_ctx(), teeny_plan_tensor(m->plan[k], m->x, &tx));
+        TH_OK(th_ctx(), teeny_plan_tensor(m->plan[k], m->labels, &tl));
+        float xv[6 * 8];
+        int32_t lv[8];
+        th_rng r = th_rng_make(500);
+        ck_assert(batch <= 8);
+        th_fill_normal(&r, xv, (size_t)batch * 6, 0, 1);
+        for (int64_t i = 0; i < batch; i++)
+            lv[i] = th_int(&r, 0, 2);
+        TH_OK(th_ctx(), teeny_tensor_write(tx, xv, (size_t)batch * 6));
+        TH_OK(th_ctx(), teeny_tensor_write_i32(tl, lv, (size_t)batch));
+    }
+}
+
+static void tied_free(tied_net *m)
+{
+    for (int k = 0; k < TIED_LOSSES; k++)
+        teeny_plan_destroy(m->plan[k]);
+    teeny_graph_destroy(m->g);
+}
+
+/* Forward and backward of plan k on both nets, every tied gradient poisoned
+ * first; the tied gradient must equal the untied copies' gradients summed
+ * over the uses that reach loss k (use[c]: fc<c+1> reaches it), bit for
+ * bit, with zeros when none does. */
+static void tied_check_grads(tied_net *t, tied_net *u, int k, const int use[3])
+{
+    float lt, lu;
+    for (int w = 0; w < 2; w++) {
+        teeny_tensor *d;
+        char name[32];
+        snprintf(name, sizeof name, "fc1.%s", tied_names[w]);
+        tied_param(t->g, name, NULL, &d);
+        th_poison(d);
+    }
+    TH_OK(th_ctx(), teeny_plan_forward(t->plan[k]));
+    TH_OK(th_ctx(), teeny_plan_backward(t->plan[k]));
+    TH_OK(th_ctx(), teeny_plan_read_loss(t->plan[k], &lt));
+    TH_OK(th_ctx(), teeny_plan_forward(u->plan[k]));
+    TH_OK(th_ctx(), teeny_plan_backward(u->plan[k]));
+    TH_OK(th_ctx(), teeny_plan_read_loss(u->plan[k], &lu));
+    ck_assert_msg(lt == lu, "loss %d: tied %.9g, untied %.9g", k, lt, lu);
+    for (int w = 0; w < 2; w++) {
+        char name[32];
+        size_t n, m;
+        snprintf(name, sizeof name, "fc1.%s", tied_names[w]);
+        float *gt = tied_read(t->g, name, 1, &n);
+        float *want = th_malloc(n * sizeof *want);
+        for (size_t i = 0; i < n; i++)
+            want[i] = 0.0f;
+        /* the tied gradient's order: the latest use first (fc3, fc2, fc1), each added to the sum */
+        for (int c = 2; c >= 0; c--) {
+            if (!use[c])
+                continue;
+            snprintf(name, sizeof name, "fc%d.%s", c + 1, tied_names[w]);
+            float *gu = tied_read(u->g, name, 1, &m);
+            ck_assert_uint_eq(m, n);
+            for (size_t i = 0; i < n; i++)
+                want[i] += gu[i];
+            free(gu);
+        }
+        ck_assert_int_lt(th_first_nonfinite(gt, n), 0);
+        for (size_t i = 0; i < n; i++)
+            ck_assert_msg(gt[i] == want[i], "loss %d, fc1.%s[%zu]: tied gradient %.9g, sum of the copies' %.9g", k,
+                          tied_names[w], i, gt[i], want[i]);
+        free(gt);
+        free(want);
+    }
+}
+
+/* One parameter, the gradient of every use summed, deterministically;
+ * one optimizer step moves it once, and fc2 reads the moved tensor. */
+START_TEST(test_graph_tied_params)
+{
+    teeny_ctx *ctx = th_ctx();
+    tied_net t, u;
+    build_tied_net(&t, 41, 1);
+    build_tied_net(&u, 41, 0);
+    ck_assert_int_eq(teeny_graph_param_count(u.g), 12);
+    ck_assert_int_eq(teeny_graph_param_count(t.g), 8); /* fc2's and fc3's weight and bias are fc1's */
+    for (int i = 0; i < teeny_graph_param_count(t.g); i++) {
+        const char *name;
+        TH_OK(ctx, teeny_graph_param(t.g, i, &name, NULL, NULL));
+        ck_assert_msg(strncmp(name, "fc2.", 4) && strncmp(name, "fc3.", 4), "parameter %d is %s", i, name);
+    }
+    tied_compile(&t, 4);
+    tied_compile(&u, 4);
+    const int uses[TIED_LOSSES][3] = {{1, 1, 0}, {0, 0, 1}, {0, 0, 0}};
+    for (int k = 0; k < TIED_LOSSES; k++)
+        tied_check_grads(&t, &u, k, uses[k]);
+    /* deterministic: the same step again gives the same bits */
+    size_t n, n2;
+    tied_check_grads(&t, &u, 0, uses[0]);
+    float *g1 = tied_read(t.g, "fc1.weight", 1, &n);
+    tied_check_grads(&t, &u, 0, uses[0]);
+    float *g2 = tied_read(t.g, "fc1.weight", 1, &n2);
+    ck_assert_int_eq(memcmp(g1, g2, n * sizeof *g1), 0);
+
+    /* one SGD step over the tied graph's parameters moves the shared weight once: w - lr g */
+    int np = teeny_graph_param_count(t.g);
+    teeny_tensor **params = th_malloc((size_t)np * sizeof *params), **grads = th_malloc((size_t)np * sizeof *grads);
+    for (int i = 0; i < np; i++)
+        TH_OK(ctx, teeny_graph_param(t.g, i, NULL, &params[i], &grads[i]));
+    teeny_optim_params op = TEENY_OPTIM_PARAMS_INIT;
+    teeny_optimizer *opt;
+    op.lr = 0.5f;
+    TH_OK(ctx, teeny_optimizer_create(ctx, &op, np, params, (const teeny_tensor *const *)grads, &opt));
+    float *w0 = tied_read(t.g, "fc1.weight", 0, &n);
+    TH_OK(ctx, teeny_optimizer_step(opt, op.lr, -1.0f));
+    float *w1 = tied_read(t.g, "fc1.weight", 0, &n);
+    for (size_t i = 0; i < n; i++) {
+        double want = (double)w0[i] - 0.5 * (double)g2[i];
+        ck_assert_msg(fabs(w1[i] - want) <= 1e-6 * (1 + fabs(want)), "fc1.weight[%zu]: %.9g after a step, want %.9g",
+                      i, w1[i], want);
+    }
+    /* the untied twin with every copy set to the moved values computes the same loss */
+    for (int i = 0; i < np; i++) {
+        const char *name;
+        teeny_tensor *dst;
+        TH_OK(ctx, teeny_graph_param(t.g, i, &name, NULL, NULL));
+        char copy[64];
+        snprintf(copy, sizeof copy, "%s", name);
+        float *v = th_read(params[i]);
+        for (int c = 1; c <= 3; c++) {
+            char other[64];
+            snprintf(other, sizeof other, "fc%d.%s", c, copy + 4);
+            tied_param(u.g, !strncmp(copy, "fc1.", 4) ? other : copy, &dst, NULL);
+            TH_OK(ctx, teeny_tensor_write(dst, v, (size_t)teeny_tensor_numel(dst)));
+        }
+        free(v);
+    }
+    float lt, lu;
+    TH_OK(ctx, teeny_plan_forward(t.plan[0]));
+    TH_OK(ctx, teeny_plan_read_loss(t.plan[0], &lt));
+    TH_OK(ctx, teeny_plan_forward(u.plan[0]));
+    TH_OK(ctx, teeny_plan_read_loss(u.plan[0], &lu));
+    ck_assert_msg(lt == lu, "after the step: tied loss %.9g, untied %.9g", lt, lu);
+    teeny_optimizer_destroy(opt);
+    free(params);
+    free(grads);
+    free(g1);
+    free(g2);
+    free(w0);
+    free(w1);
+    tied_free(&t);
+    tied_free(&u);
+}
+END_TEST
+
+/* Finite differences through the shared parameters (the gradcheck moves
+ * the one tensor every use reads). */
+START_TEST(test_graph_tied_gradcheck)
+{
+    tied_net t;
+    net m = {0};
+    build_tied_net(&t, 42, 1);
+    m.g = t.g;
+    m.x = t.x;
+    m.labels = t.labels;
+    m.loss = t.loss[0];
+    m.x_shape[0] = 6;
+    m.x_ndim = 2;
+    m.classes = 3;
+    gradcheck(&m, "tied net");
+    tied_free(&t);
+}
+END_TEST
+
+/* A checkpoint holds the shared parameter once, under the owner's name,
+ * with one optimizer state; it loads back into a tied graph and is refused
+ * (nothing changed) by the untied one, which misses fc2's tensors. */
+START_TEST(test_graph_tied_checkpoint)
+{
+    teeny_ctx *ctx = th_ctx();
+    tied_net t, t2, u;
+    build_tied_net(&t, 43, 1);
+    build_tied_net(&t2, 44, 1);
+    build_tied_net(&u, 45, 0);
+    tied_compile(&t, 4);
+    tied_compile(&t2, 4);
+    tied_compile(&u, 4);
+    teeny_optimizer *opt = adamw_for(t.g), *opt2 = adamw_for(t2.g), *optu = adamw_for(u.g);
+    ck_assert_int_eq(teeny_optimizer_state_count(opt), 2 * 8);
+    for (int step = 0; step < 2; step++) {
+        TH_OK(ctx, teeny_plan_forward(t.plan[0]));
+        TH_OK(ctx, teeny_plan_backward(t.plan[0]));
+        TH_OK(ctx, teeny_optimizer_step(opt, 1e-2f, -1.0f));
+    }
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/teenycl-tied-%ld.safetensors", (long)getpid());
+    TH_OK(ctx, teeny_graph_save(t.g, opt, path, 0, NULL, NULL));
+    teeny_st_file *f;
+    int is_i64, ndim;
+    int64_t shape[8];
+    TH_OK(NULL, teeny_st_open(path, &f));
+    const char *present[] = {"fc1.weight", "fc1.bias", "optimizer.fc1.weight.exp_avg", "head.weight"};
+    const char *absent[] = {"fc2.weight", "fc3.bias", "optimizer.fc2.weight.exp_avg", "optimizer.fc3.bias.exp_avg_sq"};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_msg(teeny_st_info(f, present[i], &is_i64, &ndim, shape) == TEENY_OK, "%s missing", present[i]);
+        ck_assert_msg(teeny_st_info(f, absent[i], &is_i64, &ndim, shape) != TEENY_OK, "%s saved", absent[i]);
+    }
+    teeny_st_close(f);
+    size_t n, nu;
+    float *before_u = read_params(u.g, &nu, 0);
+    TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_graph_load(u.g, optu, path));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "fc2.weight"));
+    float *after_u = read_params(u.g, &nu, 0);
+    ck_assert_int_eq(memcmp(before_u, after_u, nu * sizeof *before_u), 0);
+    TH_OK(ctx, teeny_graph_load(t2.g, opt2, path));
+    float *pa = read_params(t.g, &n, 0), *pb = read_params(t2.g, &nu, 0);
+    ck_assert_uint_eq(n, nu);
+    ck_assert_int_eq(memcmp(pa, pb, n * sizeof *pa), 0);
+    for (int i = 0; i < teeny_optimizer_state_count(opt); i++) {
+        teeny_tensor *sa, *sb;
+        TH_OK(ctx, teeny_optimizer_state(opt, i, NULL, &sa));
+        TH_OK(ctx, teeny_optimizer_state(opt2, i, NULL, &sb));
+        float *va = th_read(sa), *vb = th_read(sb);
+        ck_assert_int_eq(memcmp(va, vb, (size_t)teeny_tensor_numel(sa) * sizeof *va), 0);
+        free(va);
+        free(vb);
+    }
+    float la, lb;
+    TH_OK(ctx, teeny_plan_forward(t.plan[0]));
+    TH_OK(ctx, teeny_plan_read_loss(t.plan[0], &la));
+    TH_OK(ctx, teeny_plan_forward(t2.plan[0]));
+    TH_OK(ctx, teeny_plan_read_loss(t2.plan[0], &lb));
+    ck_assert_msg(la == lb, "loaded tied graph: loss %.9g, saved one %.9g", lb, la);
+    unlink(path);
+    free(before_u);
+    free(after_u);
+    free(pa);
+    free(pb);
+    teeny_optimizer_destroy(opt);
+    teeny_optimizer_destroy(opt2);
+    teeny_optimizer_destroy(optu);
+    tied_free(&t);
+    tied_free(&t2);
+    tied_free(&u);
+}
+END_TEST
+
+/* Bad ties: exact statuses, and nothing changes. */
+START_TEST(test_graph_tied_errors)
+{
+    teeny_ctx *ctx = th_ctx();
+    tied_net t;
+    build_tied_net(&t, 46, 0);
+    teeny_graph *g = t.g;
+    int n = teeny_graph_param_count(g);
+    size_t total, total2;
+    float *before = read_params(g, &total, 0);
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_graph_tie_param(NULL, "fc2.weight", "fc1.weight"));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_tie_param(g, NULL, "fc1.weight"));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_tie_param(g, "fc2.weight", NULL));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_tie_param(g, "fc9.weight", "fc1.weight"));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "fc9.weight"));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_tie_param(g, "fc2.weight", "fc1.weigh"));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_tie_param(g, "fc1.weight", "fc1.weight"));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_graph_tie_param(g, "fc2.bias", "fc1.weight"));
+    TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_graph_tie_param(g, "head.weight", "head_b.bias"));
+    ck_assert_int_eq(teeny_graph_param_count(g), n);
+    /* after a tie: the tied name is gone, an owner cannot be tied, the internal calls agree */
+    TH_OK(ctx, teeny_graph_tie_param(g, "fc2.weight", "fc1.weight"));
+    ck_assert_int_eq(teeny_graph_param_count(g), n - 1);
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_tie_param(g, "fc2.weight", "fc3.weight"));
+    TH_STATUS(ctx, TEENY_ERR_STATE, teeny_graph_tie_param(g, "fc1.weight", "fc3.weight"));
+    TH_STATUS(ctx, TEENY_ERR_STATE, teeny__graph_param_tie(g, t.fc[1], 0, t.fc[2], 0));
+    TH_STATUS(ctx, TEENY_ERR_STATE, teeny__graph_slot_alias(g, t.fc[1], 0, 0, "renamed"));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny__graph_param_tie(g, t.fc[1], 2, t.fc[0], 0));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny__graph_param_tie(g, t.x, 0, t.fc[0], 0));
+    /* tying to a tied slot shares its owner's parameter */
+    TH_OK(ctx, teeny__graph_param_tie(g, t.fc[2], 0, t.fc[1], 0));
+    ck_assert_int_eq(teeny_graph_param_count(g), n - 2);
+    teeny_tensor *w1, *w3 = NULL;
+    tied_param(g, "fc1.weight", &w1, NULL);
+    char buf[128];
+    ck_assert_str_eq(teeny__graph_slot_name(g, t.fc[2], 0, 0, buf, sizeof buf), "fc1.weight");
+    ck_assert_int_eq(teeny__graph_param_root(g, t.fc[2], 0).node, t.fc[0]);
+    /* freezing through a tied slot freezes the shared parameter */
+    TH_OK(ctx, teeny__graph_param_freeze(g, t.fc[1], 0, 1));
+    tied_compile(&t, 2);
+    tied_param(g, "fc1.weight", NULL, &w3);
+    ck_assert_ptr_null(w3);
+    /* a plan exists: no more ties */
+    TH_STATUS(ctx, TEENY_ERR_STATE, teeny_graph_tie_param(g, "fc2.bias", "fc1.bias"));
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "before compiling"));
+    ck_assert_int_eq(teeny_graph_param_count(g), n - 2);
+    float *after = read_params(g, &total2, 0);
+    ck_assert_uint_eq(total2, total - 2 * 36);
+    tied_free(&t);
+    free(before);
+    free(after);
+}
+END_TEST
+
+/* Phase 2 on the tied net: the latest use of the shared weight defines its
+ * gradient, the other goes through a temporary numbered after the values';
+ * a tied slot gets no gradient tensor of its own. */
+START_TEST(test_graph_tied_phase_backward)
+{
+    teeny_ctx *ctx = th_ctx();
+    tied_net t;
+    teeny__backward bw;
+    teeny_plan *p;
+    build_tied_net(&t, 47, 1);
+    TH_OK(ctx, teeny__plan_alloc(t.g, 2, 1, t.loss[0], 1, &p));
+    TH_OK(ctx, teeny__compile_shapes(p));
+    TH_OK(ctx, teeny__compile_backward(p, &bw));
+    for (int w = 0; w < 2; w++) {
+        teeny__contrib c1 = bw.pcontrib[t.fc[0] * TEENY__OP_MAX_SLOTS + w];
+        teeny__contrib c2 = bw.pcontrib[t.fc[1] * TEENY__OP_MAX_SLOTS + w];
+        teeny__contrib c3 = bw.pcontrib[t.fc[2] * TEENY__OP_MAX_SLOTS + w];
+        ck_assert_int_eq(c2.kind, TEENY__CONTRIB_GRAD);
+        ck_assert_int_eq(c1.kind, TEENY__CONTRIB_TEMP);
+        ck_assert_int_eq(c1.temp, bw.n_temps - 2 + w); /* after the values' temporaries, in slot order */
+        ck_assert_int_eq(c3.kind, TEENY__CONTRIB_NONE);  /* fc3 does not reach this loss */
+        ck_assert(bw.pwritten[t.fc[0] * TEENY__OP_MAX_SLOTS + w]);
+        ck_assert_ptr_null(t.g->nodes[t.fc[1]].param_grad[w]);
+        ck_assert_ptr_nonnull(t.g->nodes[t.fc[0]].param_grad[w]);
+    }
+    teeny__backward_free(&bw);
+    teeny__plan_free(p);
+    tied_free(&t);
+}
+END_TEST
+
 Suite *suite_graph(void)
 {
     Suite *s = suite_create("graph");
@@ -1991,6 +2402,11 @@ Suite *suite_graph(void)
     tcase_add_test(bwd, test_graph_phase_backward);
     tcase_add_loop_test(fwd, test_graph_phase_memory_plan, 0, 2);
     tcase_add_test(fwd, test_graph_phase_record);
+    tcase_add_test(bwd, test_graph_tied_params);
+    tcase_add_test(bwd, test_graph_tied_gradcheck);
+    tcase_add_test(err, test_graph_tied_checkpoint);
+    tcase_add_test(err, test_graph_tied_errors);
+    tcase_add_test(bwd, test_graph_tied_phase_backward);
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);
     suite_add_tcase(s, err);

@@ -117,6 +117,8 @@ START_TEST(test_onnx_models)
     static const char *const qkvm[] = {"q", "k", "v", "m"};
     check_model("attn_fused", 4, qkvm); /* PyTorch's MatMul-Softmax-MatMul, fused at import */
     check_model("attn_nofuse", 3, qkvm); /* the same with a second consumer: left as it is */
+    check_model("shared", 1, x); /* initializers feeding two or three nodes */
+    check_model("fashion_cnn", 1, x); /* finetune_onnx's Fashion-MNIST model */
 }
 END_TEST
 
@@ -334,6 +336,174 @@ START_TEST(test_onnx_freeze)
     }
     teeny_plan_destroy(plan);
     teeny_onnx_destroy(m);
+}
+END_TEST
+
+/* ---- shared initializers ---- */
+
+typedef struct {
+    teeny_onnx_model *m;
+    teeny_plan *plan;
+    float loss;
+} onnx_trained;
+
+/* Import name at batch 2 (freeze as given), add a cross-entropy loss,
+ * compile, and run one forward and backward on a seeded batch. */
+static onnx_trained shared_step(const char *name, int freeze, const char *trainable)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_onnx_params p = TEENY_ONNX_PARAMS_INIT;
+    onnx_trained r = {0};
+    p.batch = 2;
+    p.freeze = freeze;
+    r.m = load_ok(name, &p);
+    if (trainable)
+        TH_OK(ctx, teeny_onnx_set_trainable(r.m, trainable, 1));
+    teeny_graph *g = teeny_onnx_graph(r.m);
+    teeny_node logits, labels, loss, x;
+    TH_OK(ctx, teeny_onnx_output(r.m, 0, NULL, &logits, NULL, NULL));
+    TH_OK(ctx, teeny_onnx_input(r.m, 0, NULL, &x, NULL));
+    TH_OK(ctx, teeny_graph_labels(g, "labels", &labels));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss", logits, labels, &loss));
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    pp.batch = 2;
+    pp.loss = loss;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &r.plan));
+    teeny_tensor *tx, *tl;
+    float xs[2 * 3 * 6 * 6];
+    int32_t ls[2] = {3, 1};
+    th_rng rng = th_rng_make(1801);
+    th_fill_normal(&rng, xs, 2 * 3 * 6 * 6, 0.0, 1.0);
+    TH_OK(ctx, teeny_plan_tensor(r.plan, x, &tx));
+    TH_OK(ctx, teeny_plan_tensor(r.plan, labels, &tl));
+    TH_OK(ctx, teeny_tensor_write(tx, xs, 2 * 3 * 6 * 6));
+    TH_OK(ctx, teeny_tensor_write_i32(tl, ls, 2));
+    for (int i = 0; i < teeny_graph_param_count(g); i++) {
+        teeny_tensor *gr;
+        TH_OK(ctx, teeny_graph_param(g, i, NULL, NULL, &gr));
+        if (gr)
+            th_poison(gr);
+    }
+    TH_OK(ctx, teeny_plan_forward(r.plan));
+    TH_OK(ctx, teeny_plan_backward(r.plan));
+    TH_OK(ctx, teeny_plan_read_loss(r.plan, &r.loss));
+    return r;
+}
+
+static float *param_named(teeny_onnx_model *m, const char *name, int grad, int64_t *n)
+{
+    teeny_graph *g = teeny_onnx_graph(m);
+    for (int i = 0; i < teeny_graph_param_count(g); i++) {
+        const char *pname;
+        teeny_tensor *v, *gr;
+        TH_OK(th_ctx(), teeny_graph_param(g, i, &pname, &v, &gr));
+        if (!strcmp(pname, name)) {
+            *n = teeny_tensor_numel(v);
+            if (grad && !gr)
+                return NULL;
+            return th_read(grad ? gr : v);
+        }
+    }
+    ck_abort_msg("no parameter %s", name);
+    return NULL;
+}
+
+/* One parameter per shared initializer (under its ONNX name), whose
+ * gradient is the sum of its uses' -- the model with a copy per use is the
+ * reference, bit for bit (summed as the graph does: the latest use first)
+ * -- with the loss equal to the copies'; freezing applies to every use; a
+ * checkpoint holds it once. */
+START_TEST(test_onnx_shared)
+{
+    teeny_ctx *ctx = th_ctx();
+    static const char *const names[] = {"w0", "b0", "w", "b", "w3", "fc.w", "fc.b", "fc.b2"};
+    static const char *const uses[][3] = {{"w", "w_copy1", NULL}, {"b", "b_copy1", "b_copy2"},
+                                          {"fc.w", "fc.w_copy1", NULL}};
+    onnx_trained t = shared_step("shared", 0, NULL), u = shared_step("shared_untied", 0, NULL);
+    teeny_graph *g = teeny_onnx_graph(t.m);
+    ck_assert_int_eq(teeny_graph_param_count(g), 8);
+    ck_assert_int_eq(teeny_graph_param_count(teeny_onnx_graph(u.m)), 12);
+    for (int i = 0; i < 8; i++) {
+        const char *name;
+        TH_OK(ctx, teeny_graph_param(g, i, &name, NULL, NULL));
+        ck_assert_str_eq(name, names[i]);
+    }
+    ck_assert_msg(t.loss == u.loss, "loss %.9g, with copies %.9g", t.loss, u.loss);
+    for (size_t k = 0; k < sizeof uses / sizeof *uses; k++) {
+        int64_t n, m;
+        float *got = param_named(t.m, uses[k][0], 1, &n), *want = NULL;
+        for (int c = 2; c >= 0; c--) {
+            if (!uses[k][c])
+                continue;
+            float *d = param_named(u.m, uses[k][c], 1, &m);
+            ck_assert_int_eq(m, n);
+            if (!want) {
+                want = d;
+                continue;
+            }
+            for (int64_t i = 0; i < n; i++)
+                want[i] += d[i];
+            free(d);
+        }
+        for (int64_t i = 0; i < n; i++)
+            ck_assert_msg(isfinite(got[i]) && got[i] == want[i], "%s gradient[%lld]: %.9g, the copies' sum %.9g",
+                          uses[k][0], (long long)i, (double)got[i], (double)want[i]);
+        free(got);
+        free(want);
+    }
+    /* one checkpoint entry per initializer, under its ONNX name; it loads back */
+    char path[256];
+    snprintf(path, sizeof path, "%s/teeny-onnx-shared-%d.safetensors", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
+    TH_OK(ctx, teeny_graph_save(g, NULL, path, 0, NULL, NULL));
+    teeny_st_file *f;
+    TH_OK(ctx, teeny_st_open(path, &f));
+    for (int i = 0; i < 8; i++)
+        TH_OK(ctx, teeny_st_info(f, names[i], NULL, NULL, NULL));
+    ck_assert_int_eq(teeny_st_count(f), 8);
+    teeny_st_file_destroy(f);
+    TH_OK(ctx, teeny_graph_load(g, NULL, path));
+    TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_graph_load(teeny_onnx_graph(u.m), NULL, path));
+    unlink(path);
+    teeny_plan_destroy(t.plan);
+    teeny_onnx_destroy(t.m);
+    teeny_plan_destroy(u.plan);
+    teeny_onnx_destroy(u.m);
+    /* frozen at import, "b" made trainable: only it has a gradient, the sum over its three uses */
+    t = shared_step("shared", 1, "b");
+    u = shared_step("shared_untied", 0, NULL);
+    g = teeny_onnx_graph(t.m);
+    for (int i = 0; i < teeny_graph_param_count(g); i++) {
+        const char *name;
+        teeny_tensor *gr;
+        TH_OK(ctx, teeny_graph_param(g, i, &name, NULL, &gr));
+        ck_assert_msg((gr != NULL) == !strcmp(name, "b"), "%s: gradient %p", name, (void *)gr);
+    }
+    int64_t n, m;
+    float *got = param_named(t.m, "b", 1, &n), *b2 = param_named(u.m, "b_copy2", 1, &m),
+          *b1 = param_named(u.m, "b_copy1", 1, &m), *b0 = param_named(u.m, "b", 1, &m);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == (b2[i] + b1[i]) + b0[i], "frozen import, b trainable: gradient[%lld] %.9g",
+                      (long long)i, (double)got[i]);
+    free(got);
+    free(b0);
+    free(b1);
+    free(b2);
+    teeny_plan_destroy(t.plan);
+    teeny_onnx_destroy(t.m);
+    teeny_plan_destroy(u.plan);
+    teeny_onnx_destroy(u.m);
+    /* uses that would hold different values, or statistics, are refused */
+    teeny_onnx_model *bad = NULL;
+    TH_STATUS(ctx, TEENY_ERR_UNSUPPORTED, teeny_onnx_load(ctx, DIR "/bad_shared_layout.onnx", NULL, &bad));
+    const char *msg = teeny_last_error(ctx);
+    ck_assert_msg(strstr(msg, "\"gemm_n\"") && strstr(msg, "Gemm") && strstr(msg, "\"m\"") &&
+                      strstr(msg, "different layouts"), "%s", msg);
+    TH_STATUS(ctx, TEENY_ERR_UNSUPPORTED, teeny_onnx_load(ctx, DIR "/bad_shared_state.onnx", NULL, &bad));
+    msg = teeny_last_error(ctx);
+    ck_assert_msg(strstr(msg, "\"bn_b\"") && strstr(msg, "BatchNormalization") && strstr(msg, "statistics"), "%s",
+                  msg);
+    ck_assert_ptr_null(bad);
 }
 END_TEST
 
@@ -667,7 +837,8 @@ START_TEST(test_onnx_mutations)
     static const char *models[] = {"convnet",          "shapes",          "conv1d",           "sce",
                                    "bad_attr",         "fuzz-empty-ints", "fuzz-silu-shape",  "fuzz-no-outputs",
                                    "fuzz-empty-string", "fuzz-huge-dims", "fuzz-huge-external", "gemm",
-                                   "resize",           "convt",           "sce_options",      "sce_nd"};
+                                   "resize",           "convt",           "sce_options",      "sce_nd",
+                                   "shared"};
     th_rng rng = th_rng_make(1018);
     int rounds = th_small() ? 60 : 250;
     for (size_t k = 0; k < sizeof models / sizeof *models; k++) {
@@ -706,6 +877,7 @@ Suite *suite_onnx(void)
     tcase_add_test(fwd, test_onnx_attention_paths);
     tcase_add_test(fwd, test_onnx_train_step);
     tcase_add_test(fwd, test_onnx_freeze);
+    tcase_add_test(fwd, test_onnx_shared);
     tcase_add_test(err, test_onnx_malformed);
     tcase_add_test(err, test_onnx_unsupported);
     tcase_add_test(err, test_onnx_inspect);

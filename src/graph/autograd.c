@@ -10,7 +10,9 @@
  * graph_compile.c (teeny__contrib, graph_internal.h). The pass opens with
  * a zero fill of every parameter gradient this plan's loss does not
  * reach, so a backward overwrites every parameter gradient (the header's
- * contract) even where several plans share the parameters.
+ * contract) even where several plans share the parameters. A tied
+ * parameter's gradient is summed over its uses the same way: the first
+ * use in backward order writes it, later ones go through temporaries.
  */
 #include <string.h>
 
@@ -44,21 +46,45 @@ static int backward_runs(const teeny_plan *p, const teeny__backward *bw, int i)
            p->grad[i];
 }
 
-/* Zero the gradient of every parameter whose node's backward does not run
- * (a head that feeds another plan's loss, a dead branch): a backward
+/* Zero the gradient of every parameter no use of which has its backward
+ * run (a head that feeds another plan's loss, a dead branch): a backward
  * overwrites every parameter gradient, so one another plan left behind
  * must not reach the next optimizer step. */
 static teeny_status zero_unreached(teeny_plan *p, const teeny__backward *bw)
 {
     teeny_graph *g = p->g;
     teeny_status st = TEENY_OK;
-    for (int i = 0; i < g->n_nodes && st == TEENY_OK; i++) {
-        if (g->nodes[i].kind != TEENY__NODE_OP || backward_runs(p, bw, i))
-            continue;
-        for (int j = 0; j < p->shapes[i].n_param && st == TEENY_OK; j++) {
+    for (int i = 0; i < g->n_nodes && st == TEENY_OK; i++)
+        for (int j = 0; g->nodes[i].kind == TEENY__NODE_OP && j < p->shapes[i].n_param && st == TEENY_OK; j++) {
             teeny_tensor *t = g->nodes[i].param_grad[j];
-            st = teeny__fill(p->ctx, t->buf, t->offset, (size_t)t->numel, 0.0f);
+            if (teeny__graph_slot_owned(g, i, 0, j) && !bw->pwritten[i * TEENY__OP_MAX_SLOTS + j])
+                st = teeny__fill(p->ctx, t->buf, t->offset, (size_t)t->numel, 0.0f);
         }
+    return st;
+}
+
+/* Where node i's backward writes each parameter slot's gradient: the
+ * parameter's own gradient (the first use in backward order) or, for a
+ * later use of a tied parameter, a temporary added into it afterwards. */
+static void param_targets(const teeny_plan *p, const teeny__backward *bw, int i, teeny_tensor **ptarget)
+{
+    for (int j = 0; j < p->shapes[i].n_param; j++) {
+        teeny__contrib c = bw->pcontrib[i * TEENY__OP_MAX_SLOTS + j];
+        teeny__slot_ref r = teeny__graph_param_root(p->g, i, j);
+        ptarget[j] = c.kind == TEENY__CONTRIB_TEMP ? p->temps[c.temp] : p->g->nodes[r.node].param_grad[r.slot];
+    }
+}
+
+/* Add the gradients node i's backward left in temporaries (tied
+ * parameters' later uses) into their parameters', in slot order. */
+static teeny_status add_param_temps(teeny_plan *p, const teeny__backward *bw, int i)
+{
+    teeny_status st = TEENY_OK;
+    for (int j = 0; j < p->shapes[i].n_param && st == TEENY_OK; j++) {
+        teeny__contrib c = bw->pcontrib[i * TEENY__OP_MAX_SLOTS + j];
+        teeny__slot_ref r = teeny__graph_param_root(p->g, i, j);
+        if (c.kind == TEENY__CONTRIB_TEMP)
+            st = add_into(p->ctx, p->g->nodes[r.node].param_grad[r.slot], p->temps[c.temp]);
     }
     return st;
 }
@@ -70,7 +96,7 @@ teeny_status teeny__autograd_plan(teeny_plan *p, const teeny__backward *bw)
     teeny_status st = zero_unreached(p, bw);
     for (int i = g->n_nodes - 1; i >= 0 && st == TEENY_OK; i--) {
         const teeny__gnode *nd = &g->nodes[i];
-        teeny_tensor *target[TEENY__OP_MAX_SLOTS] = {0};
+        teeny_tensor *target[TEENY__OP_MAX_SLOTS] = {0}, *ptarget[TEENY__OP_MAX_SLOTS] = {0};
         int via_temp[TEENY__OP_MAX_SLOTS] = {0};
         if (!backward_runs(p, bw, i))
             continue;
@@ -90,7 +116,9 @@ teeny_status teeny__autograd_plan(teeny_plan *p, const teeny__backward *bw)
             if (target[0])
                 st = copy_into(ctx, p->grad[i], target[0]);
         } else {
-            st = teeny__node_run(p, i, 1, target);
+            param_targets(p, bw, i, ptarget);
+            if ((st = teeny__node_run(p, i, 1, target, ptarget)) == TEENY_OK)
+                st = add_param_temps(p, bw, i);
         }
         for (int j = 0; j < nd->n_in && st == TEENY_OK; j++)
             if (via_temp[j])

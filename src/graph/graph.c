@@ -4,9 +4,10 @@
  * through), their shapes for the build batch (1, or an importer's) checked
  * as each node is added, parameters and
  * running statistics created and initialized (seeded, so a graph is
- * reproducible), and the introspection the checkpoint and optimizer code
- * reads (parameters, state, counters). It also holds the small helpers the
- * other graph files share (shape text and size, view shapes, node checks).
+ * reproducible), node introspection and the training counters (the
+ * parameter and state slots, their names and ties, are graph_params.c's).
+ * It also holds the small helpers the other graph files share (shape text
+ * and size, view shapes, node checks).
  * Compiling a graph into a plan is graph_compile.c (phases), graph_plan.c
  * (liveness and memory) and autograd.c; running a plan is graph_run.c.
  * Nothing here depends on those files.
@@ -65,7 +66,8 @@ void teeny_graph_destroy(teeny_graph *g)
         return;
     for (int i = 0; i < g->n_nodes; i++)
         for (int j = 0; j < TEENY__OP_MAX_SLOTS; j++) {
-            teeny_tensor_destroy(g->nodes[i].param[j]);
+            if (!g->nodes[i].tied[j]) /* a tied slot borrows its owner's */
+                teeny_tensor_destroy(g->nodes[i].param[j]);
             teeny_tensor_destroy(g->nodes[i].param_grad[j]);
             teeny_tensor_destroy(g->nodes[i].state[j]);
             teeny__free(g->nodes[i].alias[0][j]);
@@ -442,132 +444,6 @@ teeny_status teeny_graph_node_info(const teeny_graph *g, teeny_node n, const cha
         for (int i = 0; i < TEENY_MAX_DIMS; i++)
             shape[i] = i < s->ndim ? s->shape[i] : 0;
     }
-    return TEENY_OK;
-}
-
-/* The i-th (param or state) slot in creation order. */
-static int find_slot(const teeny_graph *g, int want_state, int i, int *node, int *slot)
-{
-    for (int k = 0; k < g->n_nodes; k++) {
-        int n = want_state ? g->nodes[k].shapes.n_state : g->nodes[k].shapes.n_param;
-        if (g->nodes[k].kind != TEENY__NODE_OP)
-            continue;
-        if (i < n) {
-            *node = k;
-            *slot = i;
-            return 1;
-        }
-        i -= n;
-    }
-    return 0;
-}
-
-static int count_slots(const teeny_graph *g, int want_state)
-{
-    int total = 0;
-    for (int k = 0; g && k < g->n_nodes; k++)
-        if (g->nodes[k].kind == TEENY__NODE_OP)
-            total += want_state ? g->nodes[k].shapes.n_state : g->nodes[k].shapes.n_param;
-    return total;
-}
-
-int teeny_graph_param_count(const teeny_graph *g)
-{
-    return count_slots(g, 0);
-}
-
-int teeny_graph_state_count(const teeny_graph *g)
-{
-    return count_slots(g, 1);
-}
-
-const char *teeny__graph_slot_name(const teeny_graph *g, int node, int is_state, int slot, char *buf, size_t cap)
-{
-    const teeny__gnode *nd = &g->nodes[node];
-    if (nd->alias[is_state != 0][slot])
-        return nd->alias[is_state != 0][slot];
-    snprintf(buf, cap, "%s.%s", nd->name, is_state ? nd->shapes.state_name[slot] : nd->shapes.param_name[slot]);
-    return buf;
-}
-
-/* The name in a thread-local buffer (valid until the next call). */
-static const char *slot_name(const teeny_graph *g, int node, int is_state, int slot)
-{
-    static _Thread_local char buf[TEENY__NAME_CAP + 32];
-    return teeny__graph_slot_name(g, node, is_state, slot, buf, sizeof buf);
-}
-
-teeny_status teeny__graph_slot_alias(teeny_graph *g, teeny_node n, int is_state, int slot, const char *name)
-{
-    char buf[TEENY__NAME_CAP + 32];
-    teeny_status st = teeny__graph_check(g, "teeny__graph_slot_alias");
-    if (st != TEENY_OK || (st = teeny__graph_check_node(g, n, "teeny__graph_slot_alias")) != TEENY_OK)
-        return st;
-    teeny__gnode *nd = &g->nodes[n];
-    int count = is_state ? nd->shapes.n_state : nd->shapes.n_param;
-    if (nd->kind != TEENY__NODE_OP || slot < 0 || slot >= count || !name || !*name || strlen(name) > 1023)
-        return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny__graph_slot_alias: node %s has no %s slot %d, or the name is "
-                            "empty or over 1023 characters", nd->name, is_state ? "state" : "parameter", slot);
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int s = 0; s < 2; s++)
-            for (int j = 0; g->nodes[i].kind == TEENY__NODE_OP &&
-                            j < (s ? g->nodes[i].shapes.n_state : g->nodes[i].shapes.n_param); j++)
-                if ((i != n || s != (is_state != 0) || j != slot) &&
-                    !strcmp(teeny__graph_slot_name(g, i, s, j, buf, sizeof buf), name))
-                    return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny__graph_slot_alias: the name %s is taken", name);
-    char *copy = teeny__malloc(strlen(name) + 1);
-    if (!copy)
-        return teeny__error(g->ctx, TEENY_ERR_NOMEM, "teeny__graph_slot_alias: out of host memory");
-    memcpy(copy, name, strlen(name) + 1);
-    teeny__free(nd->alias[is_state != 0][slot]);
-    nd->alias[is_state != 0][slot] = copy;
-    return TEENY_OK;
-}
-
-teeny_status teeny__graph_param_freeze(teeny_graph *g, teeny_node n, int slot, int frozen)
-{
-    teeny_status st = teeny__graph_check(g, "teeny__graph_param_freeze");
-    if (st != TEENY_OK || (st = teeny__graph_check_node(g, n, "teeny__graph_param_freeze")) != TEENY_OK)
-        return st;
-    if (g->nodes[n].kind != TEENY__NODE_OP || slot < 0 || slot >= g->nodes[n].shapes.n_param)
-        return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny__graph_param_freeze: node %s has no parameter slot %d",
-                            g->nodes[n].name, slot);
-    g->nodes[n].frozen[slot] = frozen != 0;
-    return TEENY_OK;
-}
-
-teeny_status teeny_graph_param(const teeny_graph *g, int i, const char **name, teeny_tensor **value,
-                               teeny_tensor **grad)
-{
-    int node, slot;
-    teeny_status st = teeny__graph_check(g, "teeny_graph_param");
-    if (st != TEENY_OK)
-        return st;
-    if (i < 0 || !find_slot(g, 0, i, &node, &slot))
-        return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_param: index %d outside 0..%d", i,
-                            teeny_graph_param_count(g) - 1);
-    if (name)
-        *name = slot_name(g, node, 0, slot);
-    if (value)
-        *value = g->nodes[node].param[slot];
-    if (grad)
-        *grad = g->nodes[node].frozen[slot] ? NULL : g->nodes[node].param_grad[slot];
-    return TEENY_OK;
-}
-
-teeny_status teeny_graph_state(const teeny_graph *g, int i, const char **name, teeny_tensor **value)
-{
-    int node, slot;
-    teeny_status st = teeny__graph_check(g, "teeny_graph_state");
-    if (st != TEENY_OK)
-        return st;
-    if (i < 0 || !find_slot(g, 1, i, &node, &slot))
-        return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_state: index %d outside 0..%d", i,
-                            teeny_graph_state_count(g) - 1);
-    if (name)
-        *name = slot_name(g, node, 1, slot);
-    if (value)
-        *value = g->nodes[node].state[slot];
     return TEENY_OK;
 }
 

@@ -144,6 +144,8 @@ void teeny__backward_free(teeny__backward *bw)
     teeny__free(bw->reaches);
     teeny__free(bw->grad_def);
     teeny__free(bw->contrib);
+    teeny__free(bw->pcontrib);
+    teeny__free(bw->pwritten);
     memset(bw, 0, sizeof *bw);
 }
 
@@ -178,6 +180,31 @@ static void route_contributions(const teeny_plan *p, teeny__backward *bw)
     }
 }
 
+/* Where each parameter gradient goes: a reaching node's backward writes
+ * the gradient of each of its parameter slots; the first in reverse node
+ * order (slot order within a node) to reach a parameter defines its
+ * gradient, every later use of a tied parameter goes through a temporary
+ * numbered after the values' ones. */
+static void route_params(const teeny_plan *p, teeny__backward *bw)
+{
+    const teeny_graph *g = p->g;
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        if (!bw->reaches[i] || g->nodes[i].kind != TEENY__NODE_OP)
+            continue;
+        for (int j = 0; j < p->shapes[i].n_param; j++) {
+            teeny__slot_ref r = teeny__graph_param_root(g, i, j);
+            teeny__contrib *c = &bw->pcontrib[i * TEENY__OP_MAX_SLOTS + j];
+            if (!bw->pwritten[r.node * TEENY__OP_MAX_SLOTS + r.slot]) {
+                bw->pwritten[r.node * TEENY__OP_MAX_SLOTS + r.slot] = 1;
+                c->kind = TEENY__CONTRIB_GRAD;
+            } else {
+                c->kind = TEENY__CONTRIB_TEMP;
+                c->temp = bw->n_temps++;
+            }
+        }
+    }
+}
+
 /* Phase 2, backward derivation.
  * Takes: a plan whose shapes are inferred (phase 1); bw is overwritten.
  * Guarantees: on TEENY_OK bw's arrays are allocated (free them with
@@ -188,8 +215,12 @@ static void route_contributions(const teeny_plan *p, teeny__backward *bw)
  * grad_def[u] is the backward step of u's latest consumer on that path
  * (the loss: its own backward step); every contribution of a reaching
  * node to a reaching input is GRAD for exactly one (node, slot) per input
- * and TEMP, with temp numbered 0..n_temps-1 in reverse node order, for
- * every other; and every parameter has its graph-owned gradient tensor. */
+ * and TEMP, with temp numbered in reverse node order, for every other;
+ * every parameter slot of a reaching node has a pcontrib: GRAD for exactly
+ * one use of each parameter (pwritten at its owner slot), TEMP for every
+ * other use of a tied one, numbered after the values' temporaries up to
+ * n_temps - 1; and every owned parameter slot has its graph-owned gradient
+ * tensor (a tied slot has none: its uses write the owner's). */
 teeny_status teeny__compile_backward(teeny_plan *p, teeny__backward *bw)
 {
     teeny_graph *g = p->g;
@@ -201,7 +232,9 @@ teeny_status teeny__compile_backward(teeny_plan *p, teeny__backward *bw)
     bw->reaches = teeny__calloc((size_t)n, sizeof *bw->reaches);
     bw->grad_def = teeny__calloc((size_t)n, sizeof *bw->grad_def);
     bw->contrib = teeny__calloc((size_t)n * TEENY__OP_MAX_SLOTS, sizeof *bw->contrib);
-    if (!needs || !bw->reaches || !bw->grad_def || !bw->contrib) {
+    bw->pcontrib = teeny__calloc((size_t)n * TEENY__OP_MAX_SLOTS, sizeof *bw->pcontrib);
+    bw->pwritten = teeny__calloc((size_t)n * TEENY__OP_MAX_SLOTS, sizeof *bw->pwritten);
+    if (!needs || !bw->reaches || !bw->grad_def || !bw->contrib || !bw->pcontrib || !bw->pwritten) {
         teeny__free(needs);
         return no_memory(ctx);
     }
@@ -209,13 +242,16 @@ teeny_status teeny__compile_backward(teeny_plan *p, teeny__backward *bw)
     for (int i = 0; i < n; i++) {
         bw->grad_def[i] = -1;
         for (int j = 0; j < TEENY__OP_MAX_SLOTS; j++)
-            bw->contrib[i * TEENY__OP_MAX_SLOTS + j] = (teeny__contrib){TEENY__CONTRIB_NONE, -1};
+            bw->contrib[i * TEENY__OP_MAX_SLOTS + j] = bw->pcontrib[i * TEENY__OP_MAX_SLOTS + j] =
+                (teeny__contrib){TEENY__CONTRIB_NONE, -1};
     }
     /* which nodes take part in backward */
     for (int i = 0; i < n; i++) {
         const teeny__gnode *nd = &g->nodes[i];
-        for (int j = 0; nd->kind == TEENY__NODE_OP && j < p->shapes[i].n_param; j++)
-            needs[i] |= !nd->frozen[j]; /* a frozen parameter asks for no gradient */
+        for (int j = 0; nd->kind == TEENY__NODE_OP && j < p->shapes[i].n_param; j++) {
+            teeny__slot_ref r = teeny__graph_param_root(g, i, j);
+            needs[i] |= !g->nodes[r.node].frozen[r.slot]; /* a frozen parameter asks for no gradient */
+        }
         for (int j = 0; j < nd->n_in; j++)
             needs[i] |= needs[nd->in[j]];
     }
@@ -230,11 +266,13 @@ teeny_status teeny__compile_backward(teeny_plan *p, teeny__backward *bw)
         /* parameter gradients (graph-owned, shared by plans) */
         for (int i = 0; i < n && st == TEENY_OK; i++)
             for (int j = 0; j < p->shapes[i].n_param && st == TEENY_OK; j++)
-                if (!g->nodes[i].param_grad[j])
+                if (teeny__graph_slot_owned(g, i, 0, j) && !g->nodes[i].param_grad[j])
                     st = teeny_tensor_create(ctx, p->shapes[i].param[j].ndim, p->shapes[i].param[j].shape,
                                              &g->nodes[i].param_grad[j]);
-        if (st == TEENY_OK)
+        if (st == TEENY_OK) {
             route_contributions(p, bw);
+            route_params(p, bw);
+        }
     }
     teeny__free(needs);
     return st;
@@ -246,7 +284,7 @@ static teeny_status record_forward(teeny_plan *p)
     teeny_status st = TEENY_OK;
     for (int i = 0; i < p->g->n_nodes && st == TEENY_OK; i++)
         if (p->g->nodes[i].kind == TEENY__NODE_OP)
-            st = teeny__node_run(p, i, 0, NULL);
+            st = teeny__node_run(p, i, 0, NULL, NULL);
     return st;
 }
 
@@ -259,7 +297,7 @@ static teeny_status record_forward(teeny_plan *p)
  * each parameter gradient the loss does not reach, then the nodes'
  * backward launches, so it writes every parameter gradient) and the
  * parameter-gradient zeroing [zero_from, zero_to) (one fill per parameter
- * of a training plan); ranges are adjacent. Recording is off on return,
+ * of a training plan; a tied slot is no parameter of its own); ranges are adjacent. Recording is off on return,
  * whatever the status. */
 teeny_status teeny__compile_record(teeny_plan *p, const teeny__backward *bw)
 {
@@ -279,7 +317,8 @@ teeny_status teeny__compile_record(teeny_plan *p, const teeny__backward *bw)
     for (int i = 0; i < n && st == TEENY_OK && p->training; i++)
         for (int j = 0; j < p->shapes[i].n_param && st == TEENY_OK; j++) {
             teeny_tensor *t = g->nodes[i].param_grad[j];
-            st = teeny__fill(ctx, t->buf, t->offset, (size_t)t->numel, 0.0f);
+            if (teeny__graph_slot_owned(g, i, 0, j))
+                st = teeny__fill(ctx, t->buf, t->offset, (size_t)t->numel, 0.0f);
         }
     p->zero_to = teeny__recorder_count(p->rec);
     teeny__record_end(ctx);

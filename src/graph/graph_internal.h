@@ -20,6 +20,11 @@ typedef enum { TEENY__NODE_OP, TEENY__NODE_INPUT, TEENY__NODE_VIEW, TEENY__NODE_
 
 #define TEENY__NAME_CAP 96
 
+/* A parameter slot of a node: where a tied slot's parameter lives. */
+typedef struct {
+    int node, slot;
+} teeny__slot_ref;
+
 typedef struct {
     teeny__node_kind kind;
     teeny__op_id op;                      /* TEENY__NODE_OP */
@@ -36,6 +41,8 @@ typedef struct {
     int64_t batches_tracked;              /* counts_batches nodes: PyTorch's num_batches_tracked, per node */
     char *alias[2][TEENY__OP_MAX_SLOTS];  /* [0] param, [1] state: a full name replacing "<node>.<suffix>" */
     unsigned char frozen[TEENY__OP_MAX_SLOTS]; /* param slots that take no gradient */
+    unsigned char tied[TEENY__OP_MAX_SLOTS];   /* param slots that share another slot's parameter (tie[]) */
+    teeny__slot_ref tie[TEENY__OP_MAX_SLOTS];  /* tied slots: the owner, a slot that is not itself tied */
     int fixed;                            /* TEENY__NODE_INPUT: dimension 0 is its own, not the batch */
     teeny_tensor *constant;               /* TEENY__NODE_CONST: its value (graph-owned) */
 } teeny__gnode;
@@ -122,10 +129,12 @@ teeny_status teeny__check_node_shapes(teeny_ctx *ctx, const char *node, const te
                                       int with_saved);
 const char *teeny__shape_text(const teeny__shape *s, char *buf, size_t cap);
 /* Run node i's forward, or (backward 1) its backward with targets[j]
- * receiving the gradient of input j (NULL: not wanted), on the plan's
- * tensors laid out in its op's slots (graph_plan.c); a failure names the
- * node and its op. */
-teeny_status teeny__node_run(teeny_plan *p, int i, int backward, teeny_tensor *const *targets);
+ * receiving the gradient of input j (NULL: not wanted) and ptargets[j]
+ * that of parameter slot j (autograd.c: the parameter's gradient or a
+ * tied parameter's temporary), on the plan's tensors laid out in its op's
+ * slots (graph_plan.c); a failure names the node and its op. */
+teeny_status teeny__node_run(teeny_plan *p, int i, int backward, teeny_tensor *const *targets,
+                             teeny_tensor *const *ptargets);
 /* Resolve a view's requested shape (one -1 allowed) against numel elements. */
 teeny_status teeny__view_shape(teeny_ctx *ctx, const char *name, int ndim, const int64_t *want, int64_t numel,
                                teeny__shape *out);
@@ -157,8 +166,24 @@ teeny_status teeny__graph_set_build_batch(teeny_graph *g, int64_t batch);
  * scale with the batch. */
 teeny_status teeny__graph_input_as(teeny_graph *g, const char *name, int ndim, const int64_t *shape, int is_i32,
                                    int fixed, teeny_node *out);
-/* A slot's full name: its alias, else "<node>.<suffix>" written into buf. */
+/* A slot's full name: its alias, else "<node>.<suffix>" written into buf
+ * (a tied parameter slot: its owner's). */
 const char *teeny__graph_slot_name(const teeny_graph *g, int node, int is_state, int slot, char *buf, size_t cap);
+
+/* ---- ties (graph_params.c; teeny_graph_tie_param by name) ----
+ * Parameter slot `slot` of node n shares the parameter of owner's slot
+ * owner_slot (or of the slot that one shares): one tensor (n's own is
+ * destroyed), one gradient summed over every use, one name and index
+ * (the owner's), one frozen flag (the owner's). Before any plan exists
+ * (TEENY_ERR_STATE), equal shapes (TEENY_ERR_SHAPE); a slot that already
+ * shares or is shared cannot be tied (TEENY_ERR_STATE). */
+teeny_status teeny__graph_param_tie(teeny_graph *g, teeny_node n, int slot, teeny_node owner, int owner_slot);
+/* The slot holding (node, slot)'s parameter: itself unless tied. */
+teeny__slot_ref teeny__graph_param_root(const teeny_graph *g, int node, int slot);
+/* Whether (node, slot) is a parameter (is_state 0) or state slot of an op
+ * node with a tensor of its own: not a tied parameter slot. Parameter
+ * enumeration, checkpoints and gradient zeroing visit only these. */
+int teeny__graph_slot_owned(const teeny_graph *g, int node, int is_state, int slot);
 
 /* ---- the backward pass a compile derives ----
  *
@@ -175,7 +200,10 @@ const char *teeny__graph_slot_name(const teeny_graph *g, int node, int is_state,
  *         deterministic.
  * The number of temporaries is the number of TEMP contributions, so any
  * fan-in (a concat of many inputs, repeated inputs) gets exactly what it
- * needs. */
+ * needs. A node's parameter gradients are routed the same way (pcontrib):
+ * GRAD into the parameter's gradient for the first use in backward order
+ * (for an untied parameter, its only one), TEMP for every later use of a
+ * tied parameter (slot order within a node), added into it. */
 typedef enum { TEENY__CONTRIB_NONE, TEENY__CONTRIB_GRAD, TEENY__CONTRIB_TEMP } teeny__contrib_kind;
 
 typedef struct {
@@ -187,7 +215,9 @@ typedef struct {
     int *reaches;                         /* per node: on the path from a parameter to the loss */
     int *grad_def;                        /* per node: step that defines its gradient, -1 if it has none */
     teeny__contrib *contrib;              /* per node and input slot: [i * TEENY__OP_MAX_SLOTS + j] */
-    int n_temps;                          /* TEMP contributions, numbered 0.. in backward order */
+    teeny__contrib *pcontrib;             /* per node and parameter slot, indexed as contrib */
+    unsigned char *pwritten;              /* per owned parameter slot, indexed as contrib: a use writes its gradient */
+    int n_temps;                          /* TEMP contributions: values' in backward order, then parameters' */
 } teeny__backward;
 
 /* ---- the memory plan: one buffer per arena-resident tensor ---- */
@@ -198,7 +228,7 @@ typedef struct {
     int *value_buf;                       /* per node: its value's buffer; -1 (inputs and views) */
     int *saved_buf;                       /* per node and slot: saved tensor's buffer; -1 none */
     int *grad_buf;                        /* per node: its gradient's buffer; -1 none */
-    int *temp_buf;                        /* per accumulation temporary */
+    int *temp_buf;                        /* per accumulation temporary (values' and parameters') */
 } teeny__memplan;
 
 /* ---- graph_compile.c: the phases of teeny_graph_compile, in order ---- */

@@ -106,8 +106,9 @@ static teeny_status plan_values(const teeny_plan *p, const int *reaches, teeny__
  * temporary (temp_buf[k] for bw's temp k: live only during its consumer's
  * backward step) and per defined gradient (grad_buf: from grad_def to its
  * node's own backward step). Buffers are added in that order (values and
- * saved tensors by node, temporaries in backward order, gradients by
- * node), which placement's tie-breaking depends on. Offsets are not set. */
+ * saved tensors by node, value temporaries in backward order, gradients by
+ * node, then tied parameters' temporaries in backward order), which
+ * placement's tie-breaking depends on. Offsets are not set. */
 teeny_status teeny__compile_liveness(const teeny_plan *p, const teeny__backward *bw, teeny__memplan *mp)
 {
     const teeny_graph *g = p->g;
@@ -143,6 +144,15 @@ teeny_status teeny__compile_liveness(const teeny_plan *p, const teeny__backward 
             if (bw->reaches[i] && bw->grad_def[i] >= 0)
                 mp->grad_buf[i] = buf_add(mp, (size_t)teeny__shape_numel(&p->shapes[i].out), bw->grad_def[i],
                                           teeny__bwd_step(g, i));
+        /* a tied parameter's later uses: live in their node's backward step (added last, so untied plans keep
+         * their placement) */
+        for (int i = n - 1; i >= 0; i--)
+            for (int j = 0; j < p->shapes[i].n_param; j++) {
+                teeny__contrib c = bw->pcontrib[i * TEENY__OP_MAX_SLOTS + j];
+                if (c.kind == TEENY__CONTRIB_TEMP)
+                    mp->temp_buf[c.temp] = buf_add(mp, (size_t)teeny__shape_numel(&p->shapes[i].param[j]),
+                                                   teeny__bwd_step(g, i), teeny__bwd_step(g, i));
+            }
     }
     return mp->failed ? no_memory(g->ctx) : TEENY_OK;
 }
@@ -259,6 +269,12 @@ static teeny_status bind_tensors(teeny_plan *p, const teeny__backward *bw, const
                 st = arena_view(p, &mp->bufs[mp->temp_buf[c.temp]], &p->shapes[g->nodes[i].in[j]].out,
                                 &p->temps[c.temp]);
         }
+    for (int i = 0; i < n && st == TEENY_OK; i++)
+        for (int j = 0; j < p->shapes[i].n_param && st == TEENY_OK; j++) {
+            teeny__contrib c = bw->pcontrib[i * TEENY__OP_MAX_SLOTS + j];
+            if (c.kind == TEENY__CONTRIB_TEMP)
+                st = arena_view(p, &mp->bufs[mp->temp_buf[c.temp]], &p->shapes[i].param[j], &p->temps[c.temp]);
+        }
     return st;
 }
 
@@ -288,8 +304,9 @@ teeny_status teeny__compile_memory(teeny_plan *p, const teeny__backward *bw, tee
 
 /* Node i's tensors in its op's slots (ops.h): the forward's, or the
  * backward's with targets[j] receiving input j's gradient (NULL: not
- * wanted). */
-static void node_args(const teeny_plan *p, int i, int backward, teeny_tensor *const *targets, teeny__op_args *a)
+ * wanted) and ptargets[j] parameter slot j's. */
+static void node_args(const teeny_plan *p, int i, int backward, teeny_tensor *const *targets,
+                      teeny_tensor *const *ptargets, teeny__op_args *a)
 {
     const teeny__gnode *nd = &p->g->nodes[i];
     const teeny__node_shapes *s = &p->shapes[i];
@@ -318,15 +335,16 @@ static void node_args(const teeny_plan *p, int i, int backward, teeny_tensor *co
     for (int j = 0; j < nd->n_in; j++)
         a->out[j] = targets[j];
     for (int j = 0; j < s->n_param; j++)
-        a->out[teeny__slot_param(sl) + j] = nd->param_grad[j];
+        a->out[teeny__slot_param(sl) + j] = ptargets[j];
     a->training = 1;
 }
 
-teeny_status teeny__node_run(teeny_plan *p, int i, int backward, teeny_tensor *const *targets)
+teeny_status teeny__node_run(teeny_plan *p, int i, int backward, teeny_tensor *const *targets,
+                             teeny_tensor *const *ptargets)
 {
     const teeny__gnode *nd = &p->g->nodes[i];
     teeny__op_args a;
-    node_args(p, i, backward, targets, &a);
+    node_args(p, i, backward, targets, ptargets, &a);
     teeny_status st = teeny__op_run(p->ctx, nd->op, backward, &a);
     if (st != TEENY_OK)
         st = teeny__error(p->ctx, st, "compile: %snode %s (%s): %s", backward ? "backward of " : "", nd->name,

@@ -46,7 +46,7 @@ static teeny_status opt_state_name(const teeny_graph *g, const teeny_optimizer *
         return teeny__error(g->ctx, st, "%s: %s", fn, teeny_last_error(g->ctx));
     for (int k = 0; k < g->n_nodes; k++)
         for (int j = 0; g->nodes[k].kind == TEENY__NODE_OP && j < g->nodes[k].shapes.n_param; j++)
-            if (g->nodes[k].param[j] == param) {
+            if (teeny__graph_slot_owned(g, k, 0, j) && g->nodes[k].param[j] == param) {
                 snprintf(name, cap, "optimizer.%s.%s.%s", g->nodes[k].name, g->nodes[k].shapes.param_name[j], kind);
                 return TEENY_OK;
             }
@@ -88,9 +88,9 @@ teeny_status teeny_graph_save(teeny_graph *g, const teeny_optimizer *opt, const 
         const teeny__gnode *nd = &g->nodes[i];
         if (nd->kind != TEENY__NODE_OP)
             continue;
-        for (int j = 0; j < nd->shapes.n_param && st == TEENY_OK; j++) {
-            st = teeny_st_add_tensor(w, teeny__graph_slot_name(g, i, 0, j, name, sizeof name), nd->param[j]);
-        }
+        for (int j = 0; j < nd->shapes.n_param && st == TEENY_OK; j++)
+            if (teeny__graph_slot_owned(g, i, 0, j)) /* a tied slot is saved once, under its owner's name */
+                st = teeny_st_add_tensor(w, teeny__graph_slot_name(g, i, 0, j, name, sizeof name), nd->param[j]);
         for (int j = 0; j < nd->shapes.n_state && st == TEENY_OK; j++) {
             st = teeny_st_add_tensor(w, teeny__graph_slot_name(g, i, 1, j, name, sizeof name), nd->state[j]);
         }
@@ -209,6 +209,8 @@ teeny_status teeny_graph_load(teeny_graph *g, teeny_optimizer *opt, const char *
             if (nd->kind != TEENY__NODE_OP)
                 continue;
             for (int j = 0; j < nd->shapes.n_param && st == TEENY_OK; j++) {
+                if (!teeny__graph_slot_owned(g, i, 0, j))
+                    continue; /* read once, through its owner */
                 const char *full = teeny__graph_slot_name(g, i, 0, j, name, sizeof name);
                 st = pass ? teeny_st_read_f32(f, full, nd->param[j]) : expect(g, f, path, full, 0, nd->param[j]);
             }

@@ -62,7 +62,9 @@ typedef struct {
     int is_initializer;
     const Onnx__ValueInfoProto *vi;   /* OX_INPUT */
     const teeny_onnx_feed *feed;      /* OX_INPUT: the caller's value, or NULL */
-    int param_uses;                /* parameter slots it fills (one at most) */
+    int param_uses;                /* parameter and state slots it fills */
+    teeny_node bound_node;         /* param_uses > 0: the first slot it fills, which later ones share */
+    int bound_slot, bound_state;
 } ox_value;
 
 typedef struct {

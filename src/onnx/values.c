@@ -3,8 +3,8 @@
  * -> constant, graph node or unused graph input, hashed), the node's
  * inputs and outputs as the op handlers see them, attributes (typed,
  * counted, and every one the handler does not know refused), graph node
- * names (unique, short), views, errors that name the node and its op, and
- * binding a constant to a parameter or state slot.
+ * names (unique, short), views, and errors that name the node and its op.
+ * Binding a weight to a parameter or state slot is params.c.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -537,47 +537,5 @@ teeny_status teeny__ox_axis(ox_import *im, const char *what, int64_t axis, int r
     if (axis < -rank || axis >= rank)
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "%s %lld is outside [-%d, %d)", what, (long long)axis, rank, rank);
     *out = (int)(axis < 0 ? axis + rank : axis);
-    return TEENY_OK;
-}
-
-/* ---- parameters ---- */
-
-teeny_status teeny__ox_bind(ox_import *im, int vidx, teeny_node n, int is_state, int slot, const float *data)
-{
-    ox_value *v = &im->vals[vidx];
-    char buf[TEENY__NAME_CAP + 32];
-    teeny_tensor *t = NULL;
-    teeny_status st;
-    if (v->c.type != OX_F32)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "weight \"%.80s\" is %s, not float", v->name,
-                       teeny__ox_type_name(v->c.onnx_type));
-    if (v->param_uses++)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "\"%.80s\" fills two parameter slots (shared weights are not "
-                       "supported)", v->name);
-    const char *want = teeny__graph_slot_name(im->g, n, is_state, slot, buf, sizeof buf);
-    int count = is_state ? teeny_graph_state_count(im->g) : teeny_graph_param_count(im->g);
-    for (int i = count - 1; i >= 0 && !t; i--) {
-        const char *name;
-        teeny_tensor *cand;
-        st = is_state ? teeny_graph_state(im->g, i, &name, &cand) : teeny_graph_param(im->g, i, &name, &cand, NULL);
-        if (st == TEENY_OK && !strcmp(name, want))
-            t = cand;
-    }
-    if (!t || (!data && teeny_tensor_numel(t) != v->c.numel))
-        return teeny__ox_fail(im, TEENY_ERR_STATE, "internal: no %s slot of %lld elements for \"%.80s\"",
-                       is_state ? "state" : "parameter", (long long)v->c.numel, v->name);
-    if ((st = teeny_tensor_write(t, data ? data : v->c.data, (size_t)teeny_tensor_numel(t))) != TEENY_OK ||
-        (st = teeny__graph_slot_alias(im->g, n, is_state, slot, v->name)) != TEENY_OK ||
-        (!is_state && im->p->freeze && (st = teeny__graph_param_freeze(im->g, n, slot, 1)) != TEENY_OK))
-        return teeny__ox_fail(im, st, "\"%.80s\": %s", v->name, teeny_last_error(im->ctx));
-    if (is_state)
-        return TEENY_OK;
-    teeny_onnx_model *m = im->m;
-    if (!teeny__grow((void **)&m->params, &m->cap_params, m->n_params, sizeof *m->params) ||
-        !(m->params[m->n_params].name = teeny__malloc(strlen(v->name) + 1)))
-        return teeny__ox_fail(im, TEENY_ERR_NOMEM, "out of host memory");
-    memcpy(m->params[m->n_params].name, v->name, strlen(v->name) + 1);
-    m->params[m->n_params].node = n;
-    m->params[m->n_params++].slot = slot;
     return TEENY_OK;
 }

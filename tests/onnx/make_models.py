@@ -494,12 +494,107 @@ def attn_nofuse():
     save("attn_nofuse", g, 17, [w(2, 5, 8, scale=1.0), w(2, 6, 8, scale=1.0), w(2, 6, 4, scale=1.0)])
 
 
+def shared():
+    """Initializers that feed several nodes (torch.export merges equal
+    ones; weight tying): "w" and "b" in two Conv nodes (one weight applied
+    twice), "b" also as the bias of a third Conv (as YOLO11's Detect head
+    under the dynamo exporter), "fc.w" in two Gemm nodes (transB=1 both).
+    shared_untied is the same model with a copy per use (the reference for
+    the gradients test_onnx.c compares). bad_shared_layout feeds one
+    weight to a Gemm with transB=1 and one without (different layouts);
+    bad_shared_state two BatchNormalization nodes with the same statistics."""
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    global rng
+    rng = np.random.default_rng(1801)  # its own stream: the models above keep their bytes
+    vals = {"w0": w(4, 3, 3, 3), "b0": w(4), "w": w(4, 4, 3, 3, scale=0.3), "b": w(4), "w3": w(4, 4, 1, 1),
+            "fc.w": w(4, 4), "fc.b": w(4), "fc.b2": w(4)}
+
+    def model(copies):
+        def use(name, k):
+            return name + "_copy%d" % k if copies and k else name
+        nodes = [n("Conv", ["x", "w0", "b0"], ["h"], name="conv0", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                 n("Relu", ["h"], ["r0"]),
+                 n("Conv", ["r0", "w", "b"], ["c1"], name="conv1", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                 n("Relu", ["c1"], ["r1"]),
+                 n("Conv", ["r1", use("w", 1), use("b", 1)], ["c2"], name="conv2", kernel_shape=[3, 3],
+                   pads=[1, 1, 1, 1]),
+                 n("Conv", ["r0", "w3", use("b", 2)], ["c3"], name="conv3", kernel_shape=[1, 1]),
+                 n("Add", ["c2", "c3"], ["s"]),
+                 n("GlobalAveragePool", ["s"], ["g"]),
+                 n("Flatten", ["g"], ["fl"], axis=1),
+                 n("Gemm", ["fl", "fc.w", "fc.b"], ["f1"], name="fc1", transB=1),
+                 n("Relu", ["f1"], ["fr"]),
+                 n("Gemm", ["fr", use("fc.w", 1), "fc.b2"], ["logits"], name="fc2", transB=1)]
+        inits = [init(k, v) for k, v in vals.items()]
+        if copies:
+            inits += [init("w_copy1", vals["w"]), init("b_copy1", vals["b"]), init("b_copy2", vals["b"]),
+                      init("fc.w_copy1", vals["fc.w"])]
+        return helper.make_graph(nodes, "shared", [helper.make_tensor_value_info("x", f, ["N", 3, 6, 6])],
+                                 [helper.make_tensor_value_info("logits", f, ["N", 4])], inits)
+    x = w(2, 3, 6, 6, scale=1.0)
+    save("shared", model(False), 17, [x])
+    for name, graph in [("shared_untied", model(True)),
+                        ("bad_shared_layout", helper.make_graph(
+                            [n("Gemm", ["x", "m", "c"], ["y1"], name="gemm_t", transB=1),
+                             n("Gemm", ["y1", "m", "c"], ["y"], name="gemm_n")], "bad_shared_layout",
+                            [helper.make_tensor_value_info("x", f, [2, 3])],
+                            [helper.make_tensor_value_info("y", f, [2, 3])],
+                            [init("m", w(3, 3)), init("c", w(3))])),
+                        ("bad_shared_state", helper.make_graph(
+                            [n("BatchNormalization", ["x", "s", "b", "m", "v"], ["y1"], name="bn_a"),
+                             n("BatchNormalization", ["y1", "s", "b", "m", "v"], ["y"], name="bn_b")],
+                            "bad_shared_state", [helper.make_tensor_value_info("x", f, [1, 2, 3, 3])],
+                            [helper.make_tensor_value_info("y", f, [1, 2, 3, 3])],
+                            [init("s", w(2)), init("b", w(2)), init("m", w(2)), init("v", 1 + np.abs(w(2)))]))]:
+        model_ = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="make_models.py")
+        model_.ir_version = 8
+        onnx.checker.check_model(model_)
+        onnx.save_model(model_, os.path.join(HERE, name + ".onnx"))
+        print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
+
+
+def fashion_cnn():
+    """A small conv net for Fashion-MNIST's 1x28x28 images and 10 classes
+    (examples/finetune_onnx.c's longer run in README): two Conv (3x3,
+    padded) + BatchNormalization + Relu + MaxPool stages, GlobalAveragePool,
+    Flatten, Gemm; PyTorch's default initialization (uniform, bound
+    1/sqrt(fan_in)), PyTorch-style names."""
+    global rng
+    rng = np.random.default_rng(1802)  # its own stream: the models above keep their bytes
+    n = helper.make_node
+    f = TensorProto.FLOAT
+
+    def u(fan_in, *shape):
+        return rng.uniform(-1, 1, shape).astype(np.float32) / np.float32(np.sqrt(fan_in))
+    nodes, inits, x = [], [], "x"
+    for i, (ci, co) in enumerate([(1, 16), (16, 32)], start=1):
+        nodes += [n("Conv", [x, "conv%d.weight" % i, "conv%d.bias" % i], ["c%d" % i], name="conv%d" % i,
+                    kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                  n("BatchNormalization", ["c%d" % i] + ["bn%d.%s" % (i, k) for k in
+                                                         ("weight", "bias", "running_mean", "running_var")],
+                    ["b%d" % i], name="bn%d" % i, epsilon=1e-5, momentum=0.9),
+                  n("Relu", ["b%d" % i], ["r%d" % i]),
+                  n("MaxPool", ["r%d" % i], ["p%d" % i], kernel_shape=[2, 2], strides=[2, 2])]
+        inits += [init("conv%d.weight" % i, u(ci * 9, co, ci, 3, 3)), init("conv%d.bias" % i, u(ci * 9, co)),
+                  init("bn%d.weight" % i, np.ones(co, np.float32)), init("bn%d.bias" % i, np.zeros(co, np.float32)),
+                  init("bn%d.running_mean" % i, np.zeros(co, np.float32)),
+                  init("bn%d.running_var" % i, np.ones(co, np.float32))]
+        x = "p%d" % i
+    nodes += [n("GlobalAveragePool", [x], ["g"]), n("Flatten", ["g"], ["fl"], axis=1),
+              n("Gemm", ["fl", "fc.weight", "fc.bias"], ["logits"], name="fc", transB=1)]
+    inits += [init("fc.weight", u(32, 10, 32)), init("fc.bias", u(32, 10))]
+    g = helper.make_graph(nodes, "fashion_cnn", [helper.make_tensor_value_info("x", f, ["N", 1, 28, 28])],
+                          [helper.make_tensor_value_info("logits", f, ["N", 10])], inits)
+    save("fashion_cnn", g, 17, [w(2, 1, 28, 28, scale=1.0)])
+
+
 if __name__ == "__main__":
     import sys
     # python3 make_models.py [NAME...]: only those functions (the others'
     # files stay as committed; the shared generator makes a full rerun
     # rewrite them)
-    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse]
+    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, shared, fashion_cnn]
     for fn in ALL:
         if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]:
             fn()
