@@ -1125,6 +1125,7 @@ TEENY_API teeny_status teeny_graph_concat(teeny_graph *g, const char *name, int 
 TEENY_API teeny_status teeny_graph_slice_channels(teeny_graph *g, const char *name, teeny_node x, int start, int count, teeny_node *out);
 /* Attention on q [BH, Nq, D], k [BH, Nk, D], v [BH, Nk, Dv]. */
 TEENY_API teeny_status teeny_graph_attention(teeny_graph *g, const char *name, teeny_node q, teeny_node k, teeny_node v, float scale, teeny_node *out);
+typedef struct teeny_attention_params teeny_attention_params; /* defined under "attention" below */
 /* Attention with masks (teeny_attention_forward_ex): mask is a node or -1
  * (none); p NULL means TEENY_ATTENTION_PARAMS_INIT. Statuses as
  * teeny_attention_forward_ex's, *out -1 and no node added. A training plan
@@ -1283,13 +1284,13 @@ TEENY_API teeny_status teeny_attention_backward(teeny_ctx *ctx, const teeny_tens
  * heads < 0 or not dividing BH, a mask of another rank or a mask dim
  * neither 1 nor full: TEENY_ERR_SHAPE; otherwise as
  * teeny_attention_forward / _backward. */
-typedef struct teeny_attention_params {
+struct teeny_attention_params {
     float scale;       /* 0: 1 / sqrt(D) (ONNX's and PyTorch's default) */
     int causal;        /* 1: key j is visible to query i iff j <= i + causal_offset */
     int causal_offset; /* in [-Nq, Nk]; must be 0 without causal */
     int heads;         /* H of the mask's [B, H, Nq, Nk]; 0: H = BH (B = 1), so a 3-D mask is per matrix */
     float softcap;     /* > 0: cap the scores with softcap * tanh(s / softcap); 0: off */
-} teeny_attention_params;
+};
 #define TEENY_ATTENTION_PARAMS_INIT { 0.0f, 0, 0, 0, 0.0f }
 /* o and lse as teeny_attention_forward (lse may be NULL); mask may be NULL.
  * p is borrowed for the call. The plain functions are this with no mask and
