@@ -73,14 +73,9 @@ static inline teeny__softmax_ce_attrs teeny__softmax_ce_attrs_of(const teeny_ce_
     return p ? (teeny__softmax_ce_attrs){(int)p->reduction, p->use_ignore_index != 0, p->ignore_index}
              : (teeny__softmax_ce_attrs){0, 0, 0};
 }
-/* attention_op.c: teeny_attention_params (default_scale: scale 0 means
- * 1/sqrt(D), the _ex functions' rule; the plain ones take 0 as it is) */
-typedef struct {
-    float scale;
-    int causal, causal_offset, heads;
-    float softcap;
-    int default_scale;
-} teeny__attention_attrs;
+/* attention_op.c: teeny_attention_params; default_scale: scale 0 is 1/sqrt(D) (the _ex functions' rule) */
+typedef struct { float scale; int causal, causal_offset, heads; float softcap; int default_scale; }
+    teeny__attention_attrs;
 typedef struct { int heads, key_dim; } teeny__psa_attrs;             /* psa.c */
 typedef struct { int heads, height, width; } teeny__psa_merge_attrs; /* psa.c */
 
