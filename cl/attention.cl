@@ -32,10 +32,23 @@
  * prints a warning on stderr when it loads a kernel argument inside
  * control flow.
  *
+ * Masks (ATT_EXT, a bit set; 0 or absent: none of this code exists, the
+ * kernels are the unmasked ones). Each score goes, in ONNX Attention's
+ * order, x = scale q.k -> softcap * tanh(x / softcap) (bit ATT_F_SOFTCAP)
+ * -> x + mask[b][h][i][j] (bit ATT_F_MASK, a strided matrix of
+ * mask_heads heads whose broadcast dims have stride 0) -> -inf where key
+ * j > query i + causal_off (always; the host passes n_k when not causal).
+ * Every kernel then also skips the column tiles that lie wholly past the
+ * causal frontier of its rows (the speed point of a causal mask). A row
+ * whose every score is -inf gives o = 0, lse = -inf and no gradient: the
+ * softmax takes its exponentials against 0 instead of a -inf maximum, and
+ * the backward's p and dS are 0 wherever the score is -inf (whatever dO V
+ * holds there).
+ *
  * Compile-time parameters (host: src/ops/attention.c, from the device's
  * work-group size and local memory): ATT_DQ, ATT_DV padded head dims
  * (multiples of 16; the true D, Dv are arguments and the padding is zero),
- * and per kernel (prefixes FW_, KV_, QG_) TR, RM, TC, SC.
+ * per kernel (prefixes FW_, KV_, QG_) TR, RM, TC, SC, and ATT_EXT.
  */
 #ifndef ATT_DQ
 #define ATT_DQ 32
@@ -213,6 +226,46 @@ TEENY_INLINE int att_base(int off, int sb, int sh, int bh, int heads)
 #define ATT_OUT(name) __global float *name, int name##_off, int name##_sb, int name##_sh, int name##_sn, int name##_sd
 #define ATT_BASE(name) att_base(name##_off, name##_sb, name##_sh, bh, heads)
 
+/* ---- masks (ATT_EXT) ---- */
+
+#ifndef ATT_EXT
+#define ATT_EXT 0
+#endif
+#define ATT_F_MASK 2    /* bit 0 (causal) is a host-side name only: */
+#define ATT_F_SOFTCAP 4 /* the frontier is always applied under ATT_EXT */
+
+#if ATT_EXT
+/* The mask's arguments, after scale: the matrix (element (b, h, i, j) at
+ * off + b*sb + h*sh + i*sq + j*sk, b = bh / mask_heads), the causal
+ * frontier (n_k: none) and the softcap (used under ATT_F_SOFTCAP). */
+#define ATT_EXT_ARGS                                                                                              \
+    , __global const float *mask, int mask_off, int mask_sb, int mask_sh, int mask_sq, int mask_sk, int mask_heads, \
+        int causal_off, float softcap
+#define ATT_MASK_BASE att_base(mask_off, mask_sb, mask_sh, bh, mask_heads)
+
+/* Score x = scale q_i.k_j through softcap, mask (element mi: the caller
+ * passes an element that exists even when !valid) and the causal
+ * frontier; -inf when !valid (a padding row or column). *dcap =
+ * d(capped)/dx, 1 without softcap. */
+TEENY_INLINE float att_ext(float x, __global const float *mask, int mi, int kj_minus_qi, int causal_off,
+                           float softcap, int valid, float *dcap)
+{
+#if ATT_EXT & ATT_F_SOFTCAP
+    const float t = tanh(x / softcap);
+    x = softcap * t;
+    *dcap = 1.0f - t * t;
+#else
+    *dcap = 1.0f;
+#endif
+#if ATT_EXT & ATT_F_MASK
+    x += mask[mi];
+#endif
+    return valid && kj_minus_qi <= causal_off ? x : -INFINITY;
+}
+#else
+#define ATT_EXT_ARGS
+#endif
+
 /* ---- forward ---- */
 
 #define FW_NT (FW_TR * FW_TC)
@@ -230,7 +283,7 @@ TEENY_INLINE int att_base(int off, int sb, int sh, int bh, int heads)
  * local memory. */
 __kernel __attribute__((reqd_work_group_size(FW_NT, 1, 1)))
 void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *lse, int lse_off, int has_lse,
-              int heads, int n_q, int n_k, int d, int dv, float scale)
+              int heads, int n_q, int n_k, int d, int dv, float scale ATT_EXT_ARGS)
 {
     __local float4 lds4[(FW_LDS + 3) / 4];
     __local float *lds = (__local float *)lds4;
@@ -244,6 +297,12 @@ void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *ls
     const int bh = get_group_id(1), row0 = get_group_id(0) * FW_BM;
     const int nr = min(FW_BM, n_q - row0);
     const int qb = ATT_BASE(q), kb = ATT_BASE(k), vb = ATT_BASE(v), ob = ATT_BASE(o);
+#if ATT_EXT
+    /* keys past the block's causal frontier are never visited */
+    const int mb = ATT_MASK_BASE, k_end = min(n_k, max(0, row0 + nr + causal_off));
+#else
+    const int k_end = n_k;
+#endif
     float m[FW_RM], l[FW_RM];
     float4 acc[FW_RM * ATT_MAXT];
 
@@ -257,8 +316,8 @@ void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *ls
     for (int i = 0; i < FW_RM * ATT_MAXT; i++)
         acc[i] = (float4)(0.0f);
 
-    for (int k0 = 0; k0 < n_k; k0 += FW_BN) {
-        const int nk = min(FW_BN, n_k - k0);
+    for (int k0 = 0; k0 < k_end; k0 += FW_BN) {
+        const int nk = min(FW_BN, k_end - k0);
         float s[FW_RM * ATT_MAXT];
         barrier(CLK_LOCAL_MEM_FENCE); /* previous tile's readers are done */
         att_load(Ks, QS, FW_BN, ATT_DQ, k, kb + k0 * k_sn, k_sn, k_sd, nk, d, lid, FW_NT);
@@ -274,6 +333,13 @@ void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *ls
             TEENY_UNROLL
             for (int j = 0; j < FW_SC; j++) {
                 float x = tc + j * FW_TC < nk ? s[i * ATT_MAXT + j] * scale : -INFINITY;
+#if ATT_EXT
+                const int qi = row0 + tr + i * FW_TR, kj = k0 + tc + j * FW_TC;
+                const int valid = tr + i * FW_TR < nr && tc + j * FW_TC < nk;
+                float dcap;
+                x = att_ext(x, mask, valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi, causal_off, softcap,
+                            valid, &dcap);
+#endif
                 s[i * ATT_MAXT + j] = x;
                 mx = fmax(mx, x);
             }
@@ -289,12 +355,17 @@ void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *ls
                 float4 x = *(__local const float4 *)(Rm + r * FW_TC + t);
                 mt = fmax(mt, fmax(fmax(x.x, x.y), fmax(x.z, x.w)));
             }
-            /* mt is finite: every tile holds at least one valid key */
-            const float alpha = exp(m[i] - mt);
+#if ATT_EXT
+            /* no visible key yet: exponentials against 0 (all give 0) */
+            const float ms = mt == -INFINITY ? 0.0f : mt;
+#else
+            const float ms = mt; /* finite: every tile holds at least one valid key */
+#endif
+            const float alpha = exp(m[i] - ms);
             m[i] = mt;
             TEENY_UNROLL
             for (int j = 0; j < FW_SC; j++) {
-                float p = exp(s[i * ATT_MAXT + j] - mt);
+                float p = exp(s[i * ATT_MAXT + j] - ms);
                 ls += p;
                 Ps[r * FW_PS + tc + j * FW_TC] = p;
             }
@@ -328,7 +399,11 @@ void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *ls
         float sum = 0.0f;
         for (int t = 0; t < FW_TC; t++)
             sum += Rm[r * FW_TC + t];
+#if ATT_EXT
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f; /* a fully masked row: o = 0 */
+#else
         const float inv = 1.0f / sum;
+#endif
         TEENY_UNROLL
         for (int c = 0; c < FW_OCH; c++)
             *(__local float4 *)(Os + r * VS + 4 * (tc + c * FW_TC)) = acc[i * ATT_MAXT + c] * inv;
@@ -381,7 +456,7 @@ __kernel void attn_bwd_prep(ATT_MAT(o), ATT_MAT(d_o), __global float *di, int he
 __kernel __attribute__((reqd_work_group_size(KV_NT, 1, 1)))
 void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse, int lse_off,
                    __global const float *di, ATT_OUT(dk), ATT_OUT(dv), int want, int heads, int n_q, int n_k,
-                   int d, int dvn, float scale)
+                   int d, int dvn, float scale ATT_EXT_ARGS)
 {
     __local float4 lds4[(KV_LDS + 3) / 4];
     __local float *lds = (__local float *)lds4;
@@ -397,6 +472,12 @@ void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global co
     const int bh = get_group_id(1), key0 = get_group_id(0) * KV_BR;
     const int nkr = min(KV_BR, n_k - key0);
     const int qb = ATT_BASE(q), kb = ATT_BASE(k), vb = ATT_BASE(v), gb = ATT_BASE(d_o);
+#if ATT_EXT
+    /* queries before the first that sees one of these keys are never visited */
+    const int mb = ATT_MASK_BASE, q_begin = max(0, key0 - causal_off);
+#else
+    const int q_begin = 0;
+#endif
     float4 acc_k[KV_RM * ATT_MAXT], acc_v[KV_RM * ATT_MAXT];
 
     att_load(Ks, QS, KV_BR, ATT_DQ, k, kb + key0 * k_sn, k_sn, k_sd, nkr, d, lid, KV_NT);
@@ -408,7 +489,7 @@ void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global co
     for (int i = 0; i < KV_RM * ATT_MAXT; i++)
         acc_v[i] = (float4)(0.0f);
 
-    for (int q0 = 0; q0 < n_q; q0 += KV_BC) {
+    for (int q0 = q_begin; q0 < n_q; q0 += KV_BC) {
         const int nq = min(KV_BC, n_q - q0);
         float st[KV_RM * ATT_MAXT], dp[KV_RM * ATT_MAXT];
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -430,9 +511,20 @@ void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global co
             TEENY_UNROLL
             for (int j = 0; j < KV_SC; j++) {
                 const int c = tc + j * KV_TC;
+#if ATT_EXT
+                const int qi = q0 + c, kj = key0 + r, valid = c < nq && r < nkr;
+                float dcap;
+                const float x = att_ext(st[i * ATT_MAXT + j] * scale, mask,
+                                        valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi, causal_off, softcap,
+                                        valid, &dcap);
+                const float p = x == -INFINITY ? 0.0f : exp(x - Ls[c]);
+                Pt[r * KV_PS + c] = p;
+                St[r * KV_PS + c] = x == -INFINITY ? 0.0f : p * (dp[i * ATT_MAXT + j] - Ds[c]) * dcap;
+#else
                 float p = c < nq ? exp(st[i * ATT_MAXT + j] * scale - Ls[c]) : 0.0f;
                 Pt[r * KV_PS + c] = p;
                 St[r * KV_PS + c] = p * (dp[i * ATT_MAXT + j] - Ds[c]);
+#endif
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -471,7 +563,8 @@ void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global co
  * accumulates QG_RM rows of dQ += dS K (times scale), written once. */
 __kernel __attribute__((reqd_work_group_size(QG_NT, 1, 1)))
 void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse, int lse_off,
-                 __global const float *di, ATT_OUT(dq), int heads, int n_q, int n_k, int d, int dvn, float scale)
+                 __global const float *di, ATT_OUT(dq), int heads, int n_q, int n_k, int d, int dvn,
+                 float scale ATT_EXT_ARGS)
 {
     __local float4 lds4[(QG_LDS + 3) / 4];
     __local float *lds = (__local float *)lds4;
@@ -484,6 +577,11 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
     const int bh = get_group_id(1), row0 = get_group_id(0) * QG_BM;
     const int nr = min(QG_BM, n_q - row0);
     const int qb = ATT_BASE(q), kb = ATT_BASE(k), vb = ATT_BASE(v), gb = ATT_BASE(d_o);
+#if ATT_EXT
+    const int mb = ATT_MASK_BASE, k_end = min(n_k, max(0, row0 + nr + causal_off)); /* as attn_fwd's */
+#else
+    const int k_end = n_k;
+#endif
     float lrow[QG_RM], drow[QG_RM];
     float4 acc[QG_RM * ATT_MAXT];
 
@@ -499,8 +597,8 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
     for (int i = 0; i < QG_RM * ATT_MAXT; i++)
         acc[i] = (float4)(0.0f);
 
-    for (int k0 = 0; k0 < n_k; k0 += QG_BN) {
-        const int nk = min(QG_BN, n_k - k0);
+    for (int k0 = 0; k0 < k_end; k0 += QG_BN) {
+        const int nk = min(QG_BN, k_end - k0);
         float s[QG_RM * ATT_MAXT], dp[QG_RM * ATT_MAXT];
         barrier(CLK_LOCAL_MEM_FENCE);
         att_load(Ks, QS, QG_BN, ATT_DQ, k, kb + k0 * k_sn, k_sn, k_sd, nk, d, lid, QG_NT);
@@ -517,8 +615,18 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
             TEENY_UNROLL
             for (int j = 0; j < QG_SC; j++) {
                 const int c = tc + j * QG_TC;
+#if ATT_EXT
+                const int qi = row0 + r, kj = k0 + c, valid = c < nk && r < nr;
+                float dcap;
+                const float x = att_ext(s[i * ATT_MAXT + j] * scale, mask,
+                                        valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi, causal_off, softcap,
+                                        valid, &dcap);
+                const float p = x == -INFINITY ? 0.0f : exp(x - lrow[i]);
+                Ss[r * QG_PS + c] = x == -INFINITY ? 0.0f : p * (dp[i * ATT_MAXT + j] - drow[i]) * dcap;
+#else
                 float p = c < nk ? exp(s[i * ATT_MAXT + j] * scale - lrow[i]) : 0.0f;
                 Ss[r * QG_PS + c] = p * (dp[i * ATT_MAXT + j] - drow[i]);
+#endif
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -552,10 +660,14 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
 #endif
 #if ATT_CR == 16
 #define attv float16
+#define attvi int16
 #define attv_load vload16
+#define ATT_LANES (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 #else
 #define attv float8
+#define attvi int8
 #define attv_load vload8
+#define ATT_LANES (int8)(0, 1, 2, 3, 4, 5, 6, 7)
 #endif
 
 /* Rows row0 .. row0 + ATT_CR - 1 of column c: lanes past nr are zero. */
@@ -580,6 +692,42 @@ TEENY_INLINE void att_rows_store(__global float *m, int base, int sn, int nr, at
     for (int r = 0; r < nr; r++)
         m[base + r * sn] = t[r];
 }
+
+#if ATT_EXT
+/* att_ext over the lanes: x scores (any lane may be a padding row: its
+ * result is never stored), bias the mask's elements (zero without
+ * ATT_F_MASK), kj_minus_qi per lane; valid for every lane. */
+TEENY_INLINE attv att_ext_rows(attv x, attv bias, attvi kj_minus_qi, int causal_off, float softcap, int valid,
+                               attv *dcap)
+{
+#if ATT_EXT & ATT_F_SOFTCAP
+    const attv t = tanh(x / softcap);
+    x = softcap * t;
+    *dcap = 1.0f - t * t;
+#else
+    *dcap = (attv)(1.0f);
+#endif
+    x += bias;
+    return select(x, (attv)(-INFINITY), kj_minus_qi > (attvi)(causal_off) || (attvi)(!valid));
+}
+
+/* The mask's elements of rows (lanes) base + r*sr, r < nr (0 past nr, and
+ * everywhere without ATT_F_MASK). */
+TEENY_INLINE attv att_mask_rows(__global const float *mask, int base, int sr, int nr)
+{
+#if ATT_EXT & ATT_F_MASK
+    return att_rows(mask, base, sr, nr);
+#else
+    return (attv)(0.0f);
+#endif
+}
+
+/* v, or 0 where x is -inf (a masked score: whatever ref or v hold). */
+TEENY_INLINE attv att_unless_masked(attv v, attv x)
+{
+    return select(v, (attv)(0.0f), isequal(x, (attv)(-INFINITY)));
+}
+#endif
 
 /* The block of rows of item g: matrix bh, first row, valid rows. An item
  * past the last block (the grid is rounded up to the work-group) redoes
@@ -614,11 +762,18 @@ TEENY_INLINE void att_rows_store(__global float *m, int base, int sn, int nr, at
 /* state: the row max at [bh * n_q + row] and the row sum at [bh_count *
  * n_q + bh * n_q + row] between the launches of a split loop. */
 __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *lse, int lse_off,
-                           int has_lse, int heads, int n_q, int n_k, int d, int dv, float scale, int bh_count,
-                           __global float *state, int seg_begin, int seg_end, int seg)
+                           int has_lse, int heads, int n_q, int n_k, int d, int dv, float scale ATT_EXT_ARGS,
+                           int bh_count, __global float *state, int seg_begin, int seg_end, int seg)
 {
     ATT_CPU_BLOCK(n_q);
     const int qb = ATT_BASE(q) + row0 * q_sn, kb = ATT_BASE(k), vb = ATT_BASE(v), ob = ATT_BASE(o) + row0 * o_sn;
+#if ATT_EXT
+    /* keys past the rows' causal frontier are never visited; the blocks
+     * keep their boundaries (the split launches' bits) */
+    const int mb = ATT_MASK_BASE + row0 * mask_sq, k_end = min(seg_end, max(seg_begin, row0 + nr + causal_off));
+#else
+    const int k_end = seg_end;
+#endif
     const int mrow = bh * n_q + row0, lrow = bh_count * n_q + mrow;
     /* rows read back: none in a first launch (branch-free: see
      * ATT_CPU_BLOCK) */
@@ -632,8 +787,8 @@ __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __glo
     /* a block's ATT_KB keys share each load of q[c] and each
      * read-modify-write of acc[c] (the sums' order is the same as key by
      * key); a short last block reads its last key again with p = 0 */
-    for (int j0 = seg_begin; j0 < seg_end; j0 += ATT_KB) {
-        const int nk = min(ATT_KB, seg_end - j0);
+    for (int j0 = seg_begin; j0 < k_end; j0 += ATT_KB) {
+        const int nk = min(ATT_KB, k_end - j0);
         int kr[ATT_KB], vr[ATT_KB];
         attv s[ATT_KB], p[ATT_KB], mx = m;
         TEENY_UNROLL
@@ -649,13 +804,26 @@ __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __glo
             for (int j = 0; j < ATT_KB; j++)
                 s[j] = TEENY_MAD(qc, (attv)(k[kr[j] + c * k_sd]), s[j]);
         }
+#if ATT_EXT
+        for (int j = 0; j < nk; j++) {
+            attv dcap;
+            s[j] = att_ext_rows(s[j], att_mask_rows(mask, mb + (j0 + j) * mask_sk, mask_sq, nr),
+                                (attvi)(j0 + j - row0) - ATT_LANES, causal_off, softcap, 1, &dcap);
+        }
+#endif
         for (int j = 0; j < nk; j++)
             mx = fmax(mx, s[j]);
-        const attv alpha = exp(m - mx);
+#if ATT_EXT
+        /* rows with no visible key yet: exponentials against 0 (all 0) */
+        const attv ms = select(mx, (attv)(0.0f), isequal(mx, (attv)(-INFINITY)));
+#else
+        const attv ms = mx;
+#endif
+        const attv alpha = exp(m - ms);
         m = mx;
         l *= alpha;
         for (int j = 0; j < ATT_KB; j++) {
-            p[j] = j < nk ? exp(s[j] - mx) : (attv)(0.0f);
+            p[j] = j < nk ? exp(s[j] - ms) : (attv)(0.0f);
             l += p[j];
         }
         for (int c = 0; c < dv; c++) {
@@ -667,7 +835,12 @@ __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __glo
         }
     }
     /* the last launch normalizes; the others leave the state */
+#if ATT_EXT
+    /* a fully masked row (l = 0): o = 0 */
+    const attv inv = last ? select((attv)(0.0f), 1.0f / l, isgreater(l, (attv)(0.0f))) : (attv)(1.0f);
+#else
     const attv inv = last ? 1.0f / l : (attv)(1.0f);
+#endif
     for (int c = 0; c < dv; c++)
         att_rows_store(o, ob + c * o_sd, o_sn, nr, acc[c] * inv);
     att_rows_store(lse, lse_off + bh * n_q + row0, 1, last && has_lse ? nr : 0, m + log(l));
@@ -679,10 +852,16 @@ __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __glo
  * in order (want: bit 0 dK, bit 1 dV). */
 __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse,
                                 int lse_off, __global const float *di, ATT_OUT(dk), ATT_OUT(dv), int want, int heads,
-                                int n_q, int n_k, int d, int dvn, float scale, int bh_count, int seg_begin,
-                                int seg_end, int seg)
+                                int n_q, int n_k, int d, int dvn, float scale ATT_EXT_ARGS, int bh_count,
+                                int seg_begin, int seg_end, int seg)
 {
     ATT_CPU_BLOCK(n_k);
+#if ATT_EXT
+    /* queries before the first that sees one of these keys are skipped */
+    const int mb = ATT_MASK_BASE + row0 * mask_sk, i_begin = min(seg_end, max(seg_begin, row0 - causal_off));
+#else
+    const int i_begin = seg_begin;
+#endif
     const int qb = ATT_BASE(q), kb = ATT_BASE(k) + row0 * k_sn, vb = ATT_BASE(v) + row0 * v_sn, gb = ATT_BASE(d_o);
     const int dkb = ATT_BASE(dk) + row0 * dk_sn, dvb = ATT_BASE(dv) + row0 * dv_sn;
     /* rows of dK and dV written, and read back (none in a first launch);
@@ -698,7 +877,7 @@ __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o)
         av[c] = att_rows(dv, dvb + c * dv_sd, dv_sn, first ? 0 : nv_out);
     }
     /* queries in blocks of ATT_KB, as attn_fwd_cpu's keys (same order) */
-    for (int i0 = seg_begin; i0 < seg_end; i0 += ATT_KB) {
+    for (int i0 = i_begin; i0 < seg_end; i0 += ATT_KB) {
         const int ni = min(ATT_KB, seg_end - i0);
         int qi[ATT_KB], gi[ATT_KB];
         attv s[ATT_KB], dp[ATT_KB], p[ATT_KB], ds[ATT_KB];
@@ -721,12 +900,23 @@ __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o)
             for (int j = 0; j < ATT_KB; j++)
                 dp[j] = TEENY_MAD(vc, (attv)(d_o[gi[j] + c * d_o_sd]), dp[j]);
         }
+#if ATT_EXT
+        for (int j = 0; j < ATT_KB; j++) {
+            const int ii = i0 + min(j, ni - 1);
+            attv dcap;
+            const attv x = att_ext_rows(s[j], att_mask_rows(mask, mb + ii * mask_sq, mask_sk, nr),
+                                        (attvi)(row0 - ii) + ATT_LANES, causal_off, softcap, j < ni, &dcap);
+            p[j] = att_unless_masked(exp(x - lse[lse_off + bh * n_q + ii]), x);
+            ds[j] = att_unless_masked(p[j] * (dp[j] - di[bh * n_q + ii]) * dcap, x);
+        }
+#else
         TEENY_UNROLL
         for (int j = 0; j < ATT_KB; j++) {
             const int ii = i0 + min(j, ni - 1);
             p[j] = j < ni ? exp(s[j] - lse[lse_off + bh * n_q + ii]) : (attv)(0.0f);
             ds[j] = p[j] * (dp[j] - di[bh * n_q + ii]);
         }
+#endif
         for (int c = 0; c < dvn; c++) {
             attv a = av[c];
             TEENY_UNROLL
@@ -752,9 +942,14 @@ __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o)
 /* Item (bh, query block): dQ = scale dS K over every key in order. */
 __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse,
                               int lse_off, __global const float *di, ATT_OUT(dq), int heads, int n_q, int n_k, int d,
-                              int dvn, float scale, int bh_count, int seg_begin, int seg_end, int seg)
+                              int dvn, float scale ATT_EXT_ARGS, int bh_count, int seg_begin, int seg_end, int seg)
 {
     ATT_CPU_BLOCK(n_q);
+#if ATT_EXT
+    const int mb = ATT_MASK_BASE + row0 * mask_sq, k_end = min(seg_end, max(seg_begin, row0 + nr + causal_off));
+#else
+    const int k_end = seg_end;
+#endif
     const int qb = ATT_BASE(q) + row0 * q_sn, kb = ATT_BASE(k), vb = ATT_BASE(v), gb = ATT_BASE(d_o) + row0 * d_o_sn;
     const int dqb = ATT_BASE(dq) + row0 * dq_sn, back = seg & ATT_SEG_FIRST ? 0 : nr;
     attv qr[ATT_DQ], gr[ATT_DV], acc[ATT_DQ];
@@ -766,8 +961,8 @@ __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), 
         gr[c] = att_rows(d_o, gb + c * d_o_sd, d_o_sn, nr);
     const attv lr = att_rows(lse, lse_off + bh * n_q + row0, 1, nr), dr = att_rows(di, bh * n_q + row0, 1, nr);
     /* keys in blocks of ATT_KB, as attn_fwd_cpu's (same order) */
-    for (int j0 = seg_begin; j0 < seg_end; j0 += ATT_KB) {
-        const int nk = min(ATT_KB, seg_end - j0);
+    for (int j0 = seg_begin; j0 < k_end; j0 += ATT_KB) {
+        const int nk = min(ATT_KB, k_end - j0);
         int kj[ATT_KB], vj[ATT_KB];
         attv s[ATT_KB], dp[ATT_KB], ds[ATT_KB];
         TEENY_UNROLL
@@ -789,8 +984,18 @@ __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), 
             for (int j = 0; j < ATT_KB; j++)
                 dp[j] = TEENY_MAD(gc, (attv)(v[vj[j] + c * v_sd]), dp[j]);
         }
+#if ATT_EXT
+        for (int j = 0; j < ATT_KB; j++) {
+            const int jj = j0 + min(j, nk - 1);
+            attv dcap;
+            const attv x = att_ext_rows(s[j], att_mask_rows(mask, mb + jj * mask_sk, mask_sq, nr),
+                                        (attvi)(jj - row0) - ATT_LANES, causal_off, softcap, j < nk, &dcap);
+            ds[j] = att_unless_masked(exp(x - lr) * (dp[j] - dr) * dcap, x);
+        }
+#else
         for (int j = 0; j < ATT_KB; j++)
             ds[j] = j < nk ? exp(s[j] - lr) * (dp[j] - dr) : (attv)(0.0f);
+#endif
         for (int c = 0; c < d; c++) {
             attv a = acc[c];
             TEENY_UNROLL

@@ -1128,6 +1128,14 @@ TEENY_API teeny_status teeny_graph_concat(teeny_graph *g, const char *name, int 
 TEENY_API teeny_status teeny_graph_slice_channels(teeny_graph *g, const char *name, teeny_node x, int start, int count, teeny_node *out);
 /* Attention on q [BH, Nq, D], k [BH, Nk, D], v [BH, Nk, Dv]. */
 TEENY_API teeny_status teeny_graph_attention(teeny_graph *g, const char *name, teeny_node q, teeny_node k, teeny_node v, float scale, teeny_node *out);
+typedef struct teeny_attention_params teeny_attention_params; /* defined under "attention" below */
+/* Attention with masks (teeny_attention_forward_ex): mask is a node or -1
+ * (none); p NULL means TEENY_ATTENTION_PARAMS_INIT. Statuses as
+ * teeny_attention_forward_ex's, *out -1 and no node added. A training plan
+ * in which the mask would need a gradient (it depends on a parameter) fails
+ * to compile with TEENY_ERR_UNSUPPORTED. */
+TEENY_API teeny_status teeny_graph_attention_ex(teeny_graph *g, const char *name, teeny_node q, teeny_node k,
+    teeny_node v, teeny_node mask, const teeny_attention_params *p, teeny_node *out);
 /* PSA attention straight on NCHW qkv (the fused kernels), and the
  * reference's rearrangement ops. */
 TEENY_API teeny_status teeny_graph_psa_attention(teeny_graph *g, const char *name, teeny_node qkv, int heads, int key_dim, teeny_node *out);
@@ -1270,6 +1278,51 @@ TEENY_API teeny_status teeny_attention_forward(teeny_ctx *ctx, const teeny_tenso
 TEENY_API teeny_status teeny_attention_backward(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
     const teeny_tensor *v, const teeny_tensor *o, const teeny_tensor *lse, const teeny_tensor *d_o,
     float scale, teeny_tensor *dq, teeny_tensor *dk, teeny_tensor *dv);
+
+/* Attention with masks. Per matrix bh = b*H + h (H = heads, B = BH / H),
+ * the scores of query i and key j are
+ *   s = scale * q_i . k_j
+ *   s = softcap * tanh(s / softcap)                 (softcap > 0 only)
+ *   s = s + mask[b, h, i, j]                        (mask given)
+ *   s = -inf where causal and j > i + causal_offset
+ * then o_i = sum_j softmax_j(s) v_j and lse_i = log sum_j exp(s), as ONNX
+ * Attention (opset 23) orders them: softcap before the mask, so -inf mask
+ * entries stay -inf.
+ * - causal_offset 0 aligns the causal mask top-left (PyTorch's is_causal);
+ *   Nk - Nq aligns it bottom-right (queries at the end of a KV cache).
+ *   Key tiles wholly past a block's last visible key are not computed.
+ * - mask: fp32 [Nq, Nk], [Hm, Nq, Nk] or [Bm, Hm, Nq, Nk], right-aligned
+ *   against [B, H, Nq, Nk]; every dim is 1 (broadcast) or the full size
+ *   (a key-padding mask is [B, 1, 1, Nk]). Entries are finite or -inf
+ *   (+inf or NaN give NaN rows). The mask gets no gradient.
+ * - A query row with every key masked (all s = -inf) gives o_i = 0,
+ *   lse_i = -inf and zero gradients from that row (ONNX 1.23's reference
+ *   semantics; PyTorch's math SDPA gives NaN there).
+ * Errors, before anything is enqueued: p NULL, causal not 0 or 1, a
+ * nonzero causal_offset without causal, causal_offset outside [-Nq, Nk],
+ * a negative or non-finite softcap, a non-finite scale: TEENY_ERR_ARG;
+ * heads < 0 or not dividing BH, a mask of another rank or a mask dim
+ * neither 1 nor full: TEENY_ERR_SHAPE; otherwise as
+ * teeny_attention_forward / _backward. */
+struct teeny_attention_params {
+    float scale;       /* 0: 1 / sqrt(D) (ONNX's and PyTorch's default) */
+    int causal;        /* 1: key j is visible to query i iff j <= i + causal_offset */
+    int causal_offset; /* in [-Nq, Nk]; must be 0 without causal */
+    int heads;         /* H of the mask's [B, H, Nq, Nk]; 0: H = BH (B = 1), so a 3-D mask is per matrix */
+    float softcap;     /* > 0: cap the scores with softcap * tanh(s / softcap); 0: off */
+};
+#define TEENY_ATTENTION_PARAMS_INIT { 0.0f, 0, 0, 0, 0.0f }
+/* o and lse as teeny_attention_forward (lse may be NULL); mask may be NULL.
+ * p is borrowed for the call. The plain functions are this with no mask and
+ * p = {scale} (a scale of 0 there means 0). */
+TEENY_API teeny_status teeny_attention_forward_ex(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
+    const teeny_tensor *v, const teeny_tensor *mask, const teeny_attention_params *p, teeny_tensor *o,
+    teeny_tensor *lse);
+/* Gradients as teeny_attention_backward, with the same mask and p as the
+ * forward that gave o and lse; the mask gets none. */
+TEENY_API teeny_status teeny_attention_backward_ex(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
+    const teeny_tensor *v, const teeny_tensor *mask, const teeny_attention_params *p, const teeny_tensor *o,
+    const teeny_tensor *lse, const teeny_tensor *d_o, teeny_tensor *dq, teeny_tensor *dk, teeny_tensor *dv);
 
 /* PSA attention (YOLO C2PSA). qkv [B, heads*4*kd, H, W] NCHW, N = H*W; head
  * h's channels [h*4kd, +kd) are Q, the next kd K, the next 2kd V (V_lo,

@@ -433,37 +433,64 @@ END_TEST
 
 static const char *attn_pass = ""; /* which variant test_conformance_attention runs, for the reproducer */
 
-static void attn_case(int BH, int Nq, int Nk, int D, int Dv, uint64_t seed)
+/* The masked kernels (teeny_attention_forward_ex): with mk, a causal
+ * frontier mk->causal_offset, softcap mk->softcap and a key-padding mask
+ * [BH / 2, 1, 1, Nk] (heads 2) holding one -inf per batch. */
+static void attn_case_ex(int BH, int Nq, int Nk, int D, int Dv, uint64_t seed, const teeny_attention_params *mk)
 {
     teeny_ctx *ctx = th_ctx();
     th_rng r = th_rng_make(seed);
-    char repro[128];
+    char repro[160];
     float scale = (float)(1 / sqrt((double)D));
-    snprintf(repro, sizeof repro, "attention BH %d Nq %d Nk %d D %d Dv %d seed %llu (%s)", BH, Nq, Nk, D, Dv,
-             (unsigned long long)seed, attn_pass);
+    snprintf(repro, sizeof repro, "attention BH %d Nq %d Nk %d D %d Dv %d seed %llu (%s)%s", BH, Nq, Nk, D, Dv,
+             (unsigned long long)seed, attn_pass, mk ? " causal, key-padding mask, softcap" : "");
+    int64_t ms[4] = {BH / 2, 1, 1, Nk};
+    size_t nm = (size_t)(BH / 2) * Nk;
+    float *m = mk ? rnd(&r, nm, 0, 1) : NULL;
+    for (size_t b = 0; m && b < (size_t)BH / 2; b++)
+        m[b * Nk + (b + 1) % Nk] = -INFINITY;
+    double *md = m ? th_dbl(m, nm) : NULL;
+    teeny_attention_params p = mk ? *mk : (teeny_attention_params)TEENY_ATTENTION_PARAMS_INIT;
+    ref_attn_mask rm = {md, Nk, 0, 0, 1, 2, p.causal, p.causal_offset, p.softcap};
+    th_dev tm = m ? din(4, ms, m) : (th_dev){0};
+    p.scale = scale;
+    p.heads = 2;
     size_t nq = (size_t)BH * Nq * D, nk = (size_t)BH * Nk * D, nv = (size_t)BH * Nk * Dv, no = (size_t)BH * Nq * Dv,
            nl = (size_t)BH * Nq;
     int64_t qs[3] = {BH, Nq, D}, ks[3] = {BH, Nk, D}, vs[3] = {BH, Nk, Dv}, os[3] = {BH, Nq, Dv}, ls[2] = {BH, Nq};
     float *q = rnd(&r, nq, 0, 1), *k = rnd(&r, nk, 0, 1), *v = rnd(&r, nv, 0.3, 1), *g = rnd(&r, no, 0, 1);
     double *qd = th_dbl(q, nq), *kd = th_dbl(k, nk), *vd = th_dbl(v, nv), *gd = th_dbl(g, no);
     double *o = th_malloc(no * 8), *lse = th_malloc(nl * 8), *dq = th_malloc(nq * 8), *dk = th_malloc(nk * 8),
-           *dv = th_malloc(nv * 8), *mq = th_malloc(nq * 8), *mk = th_malloc(nk * 8), *mv = th_malloc(nv * 8);
+           *dv = th_malloc(nv * 8), *mq = th_malloc(nq * 8), *mk_ = th_malloc(nk * 8), *mv = th_malloc(nv * 8);
     th_dev tq = din(3, qs, q), tk = din(3, ks, k), tv = din(3, vs, v), tg = din(3, os, g), to = dout(3, os),
            tl = dout(2, ls), tdq = dout(3, qs), tdk = dout(3, ks), tdv = dout(3, vs);
-    TH_OK(ctx, teeny_attention_forward(ctx, tq.t, tk.t, tv.t, scale, to.t, tl.t));
-    ref_attention_forward(qd, kd, vd, BH, Nq, Nk, D, Dv, scale, o, lse);
+    if (mk) {
+        TH_OK(ctx, teeny_attention_forward_ex(ctx, tq.t, tk.t, tv.t, tm.t, &p, to.t, tl.t));
+        TH_OK(ctx, teeny_attention_backward_ex(ctx, tq.t, tk.t, tv.t, tm.t, &p, to.t, tl.t, tg.t, tdq.t, tdk.t,
+                                               tdv.t));
+    } else {
+        TH_OK(ctx, teeny_attention_forward(ctx, tq.t, tk.t, tv.t, scale, to.t, tl.t));
+        TH_OK(ctx, teeny_attention_backward(ctx, tq.t, tk.t, tv.t, to.t, tl.t, tg.t, scale, tdq.t, tdk.t, tdv.t));
+    }
+    ref_attention_forward_ex(qd, kd, vd, BH, Nq, Nk, D, Dv, scale, mk ? &rm : NULL, o, lse);
+    ref_attention_backward_ex(qd, kd, vd, gd, BH, Nq, Nk, D, Dv, scale, mk ? &rm : NULL, dq, dk, dv, mq, mk_, mv);
     expect(&to, o, NULL, TOL, "o", repro);
     expect(&tl, lse, NULL, TOL, "lse", repro);
-    TH_OK(ctx, teeny_attention_backward(ctx, tq.t, tk.t, tv.t, to.t, tl.t, tg.t, scale, tdq.t, tdk.t, tdv.t));
-    ref_attention_backward(qd, kd, vd, gd, BH, Nq, Nk, D, Dv, scale, dq, dk, dv, mq, mk, mv);
     expect(&tdq, dq, mq, TOL, "dq", repro);
-    expect(&tdk, dk, mk, TOL, "dk", repro);
+    expect(&tdk, dk, mk_, TOL, "dk", repro);
     expect(&tdv, dv, mv, TOL, "dv", repro);
-    th_dev *ds[] = {&tq, &tk, &tv, &tg, &to, &tl, &tdq, &tdk, &tdv};
-    free_devs(ds, 9);
-    void *hs[] = {q, k, v, g, qd, kd, vd, gd, o, lse, dq, dk, dv, mq, mk, mv};
+    th_dev *ds[] = {&tq, &tk, &tv, &tg, &to, &tl, &tdq, &tdk, &tdv, &tm};
+    free_devs(ds, m ? 10 : 9);
+    free(m);
+    free(md);
+    void *hs[] = {q, k, v, g, qd, kd, vd, gd, o, lse, dq, dk, dv, mq, mk_, mv};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         free(hs[i]);
+}
+
+static void attn_case(int BH, int Nq, int Nk, int D, int Dv, uint64_t seed)
+{
+    attn_case_ex(BH, Nq, Nk, D, Dv, seed, NULL);
 }
 
 /* Pass 0: the portable kernels; 1: the CPU variants; 2: the CPU variants
@@ -485,6 +512,12 @@ START_TEST(test_conformance_attention)
         attn_case(2, 6, 3, 8, 24, 403);    /* Dv != D, same bucket */
         attn_case(1, 3, 4, 16, 200, 404);  /* Dv != D, Dv bucket 256 */
         attn_case(1, 3, 4, 128, 64, 405);  /* Dv < D */
+        {
+            /* masked: bottom-right causal, then top-left with softcap */
+            teeny_attention_params br = {0.0f, 1, 3, 2, 0.0f}, tl = {0.0f, 1, 0, 2, 2.0f};
+            attn_case_ex(4, 6, 9, 16, 32, 409, &br);
+            attn_case_ex(2, 9, 6, 40, 40, 410, &tl);
+        }
         if (th_small())
             continue;
         /* each bucket with BH > 1 and more keys than a tile holds, and

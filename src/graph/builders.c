@@ -189,6 +189,17 @@ teeny_status teeny_graph_attention(teeny_graph *g, const char *name, teeny_node 
     return teeny__graph_node(g, TEENY__OP_ATTENTION, name, 3, in, &at, out);
 }
 
+teeny_status teeny_graph_attention_ex(teeny_graph *g, const char *name, teeny_node q, teeny_node k, teeny_node v,
+                                      teeny_node mask, const teeny_attention_params *p, teeny_node *out)
+{
+    static const teeny_attention_params defaults = TEENY_ATTENTION_PARAMS_INIT;
+    teeny_node in[4] = {q, k, v, mask};
+    if (!p)
+        p = &defaults;
+    teeny__op_attrs at = {.attention = {p->scale, p->causal, p->causal_offset, p->heads, p->softcap, 1}};
+    return teeny__graph_node(g, TEENY__OP_ATTENTION, name, mask < 0 ? 3 : 4, in, &at, out);
+}
+
 teeny_status teeny_graph_psa_attention(teeny_graph *g, const char *name, teeny_node qkv, int heads, int key_dim,
                                        teeny_node *out)
 {

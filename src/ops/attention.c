@@ -25,6 +25,9 @@
  * starting values (read by src/tune/tune.c at context creation); a thread
  * count below the thread columns the head dims need is raised to them.
  * The CPU variants take ATT_CR rows per work-item (the profile's lanes).
+ * ATT_EXT (a bit set: 1 causal, 2 additive mask, 4 softcap) builds the
+ * masked kernels; a problem without any of them builds none of that code,
+ * so the unmasked kernels are the same programs with or without masks.
  *
  * Files: attention.c (this one) plans and launches the flash kernels
  * (teeny__attn_forward_run, teeny__attn_backward_run); attention_op.c
@@ -37,6 +40,9 @@
 #include "ops.h"
 
 #define ATT_LDS_CAP (48 * 1024)
+#define ATT_EXT_CAUSAL 1  /* ATT_EXT bits (cl/attention.cl) */
+#define ATT_EXT_MASK 2
+#define ATT_EXT_SOFTCAP 4
 
 typedef struct {
     int tr, rm, tc, sc; /* thread grid TR x TC; RM rows, SC columns per thread */
@@ -44,6 +50,7 @@ typedef struct {
 
 typedef struct {
     int cr;               /* rows per work-item of the CPU variants: the lanes of a float8 or float16 */
+    int ext;              /* ATT_EXT: ATT_EXT_* bits, 0 without masks */
     int dq, dv;           /* padded head dims */
     att_tile fw, kv, qg;  /* attn_fwd, attn_bwd_dkdv, attn_bwd_dq */
     char options[320];
@@ -104,16 +111,24 @@ static int fit(const att_plan *p, att_tile *t, size_t (*lds)(const att_plan *, a
 
 static void plan_options(att_plan *p)
 {
-    snprintf(p->options, sizeof p->options,
-             "-DATT_CR=%d -DATT_DQ=%d -DATT_DV=%d -DFW_TR=%d -DFW_RM=%d -DFW_TC=%d -DFW_SC=%d -DKV_TR=%d -DKV_RM=%d -DKV_TC=%d "
-             "-DKV_SC=%d -DQG_TR=%d -DQG_RM=%d -DQG_TC=%d -DQG_SC=%d",
-             p->cr, p->dq, p->dv, p->fw.tr, p->fw.rm, p->fw.tc, p->fw.sc, p->kv.tr, p->kv.rm, p->kv.tc, p->kv.sc, p->qg.tr,
-             p->qg.rm, p->qg.tc, p->qg.sc);
+    int n = snprintf(p->options, sizeof p->options,
+                     "-DATT_CR=%d -DATT_DQ=%d -DATT_DV=%d -DFW_TR=%d -DFW_RM=%d -DFW_TC=%d -DFW_SC=%d -DKV_TR=%d -DKV_RM=%d "
+                     "-DKV_TC=%d -DKV_SC=%d -DQG_TR=%d -DQG_RM=%d -DQG_TC=%d -DQG_SC=%d",
+                     p->cr, p->dq, p->dv, p->fw.tr, p->fw.rm, p->fw.tc, p->fw.sc, p->kv.tr, p->kv.rm, p->kv.tc, p->kv.sc,
+                     p->qg.tr, p->qg.rm, p->qg.tc, p->qg.sc);
+    if (p->ext && n > 0 && (size_t)n < sizeof p->options) /* the unmasked programs keep their options */
+        snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_EXT=%d", p->ext);
+}
+
+/* The ATT_EXT bits of a problem. */
+static int problem_ext(const teeny__attn_problem *p)
+{
+    return (p->causal ? ATT_EXT_CAUSAL : 0) | (p->mask.buf ? ATT_EXT_MASK : 0) | (p->softcap > 0 ? ATT_EXT_SOFTCAP : 0);
 }
 
 /* The preferred tiles from the device-wide limits; plan_fit then checks
  * them against the built kernels. */
-static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, att_plan *p)
+static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, int ext, att_plan *p)
 {
     const teeny__attention_tune *tune = &ctx->tune.attention;
     size_t budget = ctx->info.local_mem_bytes < ATT_LDS_CAP ? (size_t)ctx->info.local_mem_bytes : ATT_LDS_CAP;
@@ -121,6 +136,7 @@ static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, att_plan *p)
     int nt = tune->threads;
     att_tile t;
     p->cr = tune->cpu_lanes;
+    p->ext = ext;
     p->dq = bucket(d);
     p->dv = bucket(dv);
     /* at most 8 float4 chunks per thread row (ATT_MAXT): pad the narrower
@@ -233,6 +249,36 @@ static int push_mat(att_arg *a, int n, const teeny__attn_mat *m)
     return n;
 }
 
+/* The values of cl/attention.cl's ATT_EXT_ARGS (the arguments point at
+ * them until the launch): the mask (q's buffer stands in when there is
+ * none: never read), its heads, the causal frontier (n_k: every key
+ * visible) and the softcap. */
+typedef struct {
+    teeny__attn_mat mask;
+    int heads, causal_off;
+    float softcap;
+} att_ext_args;
+
+static void ext_args_of(const teeny__attn_problem *p, att_ext_args *e)
+{
+    e->mask = p->mask.buf ? p->mask : (teeny__attn_mat){p->q.buf, p->q.off, 0, 0, 0, 0};
+    e->heads = p->mask_heads > 0 ? p->mask_heads : 1;
+    e->causal_off = p->causal ? p->causal_off : p->n_k;
+    e->softcap = p->softcap;
+}
+
+/* The ATT_EXT_ARGS after scale, when the plan builds them. */
+static int push_ext(att_arg *a, int n, const att_plan *pl, const att_ext_args *e)
+{
+    if (!pl->ext)
+        return n;
+    n = push_mat(a, n, &e->mask);
+    a[n++] = ARG(e->heads);
+    a[n++] = ARG(e->causal_off);
+    a[n++] = ARG(e->softcap);
+    return n;
+}
+
 static teeny_status set_args(teeny_ctx *ctx, cl_kernel k, const char *name, const att_arg *a, int n)
 {
     return teeny__set_arg_list(ctx, k, name, a, n);
@@ -274,15 +320,17 @@ typedef struct {
  * element of the head dims it loops over plus four loops over its keys
  * (per_block). Measured on Mesa's llvmpipe, whose limit is 65535: the
  * forward at d 64, dv 128 fails from 288 keys (passes at 264); this
- * says from 281. */
+ * says from 281. Masks (ATT_EXT) add one loop over the block's keys and,
+ * with an additive mask, a gather of pl->cr + 1 trips per key. */
 static int64_t cpu_fixed_trips(const att_plan *pl, att_cpu_trips t)
 {
     return (int64_t)t.fixed_rows * (pl->cr + 1);
 }
 
-static int64_t cpu_block_trips(att_cpu_trips t)
+static int64_t cpu_block_trips(const att_plan *pl, att_cpu_trips t)
 {
-    return (int64_t)(t.per_block + 4) * (ATT_CPU_KB + 1) + 1;
+    int64_t ext = !pl->ext ? 0 : ATT_CPU_KB + 1 + (pl->ext & ATT_EXT_MASK ? (int64_t)ATT_CPU_KB * (pl->cr + 1) : 0);
+    return (int64_t)(t.per_block + 4) * (ATT_CPU_KB + 1) + 1 + ext;
 }
 
 /* The blocks of keys (queries) one launch of name may loop over, of the
@@ -296,7 +344,7 @@ static teeny_status cpu_split(teeny_ctx *ctx, const att_plan *pl, const char *na
     teeny_status st = teeny__loop_budget(ctx, &budget);
     if (st != TEENY_OK)
         return st;
-    int64_t fixed = cpu_fixed_trips(pl, trips), block = cpu_block_trips(trips);
+    int64_t fixed = cpu_fixed_trips(pl, trips), block = cpu_block_trips(pl, trips);
     if (fixed + block > budget)
         return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
                             "%s: one block of %d keys needs about %lld loop trips per work-item; %s ends a "
@@ -363,10 +411,11 @@ static teeny_status launch_cpu(teeny_ctx *ctx, const att_plan *pl, const char *n
 teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *p)
 {
     att_plan pl;
-    att_arg a[44];
+    att_arg a[64];
+    att_ext_args ext;
     int n = 0, has_lse = p->lse != NULL;
     cl_mem lse = has_lse ? p->lse : p->o.buf; /* a stand-in the kernel never writes */
-    teeny_status st = plan_make(ctx, p->d, p->dv, &pl);
+    teeny_status st = plan_make(ctx, p->d, p->dv, problem_ext(p), &pl);
     if (st == TEENY_OK)
         st = plan_fit(ctx, &pl, 0);
     if (st != TEENY_OK)
@@ -384,6 +433,8 @@ teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *
     a[n++] = ARG(p->d);
     a[n++] = ARG(p->dv);
     a[n++] = ARG(p->scale);
+    ext_args_of(p, &ext);
+    n = push_ext(a, n, &pl, &ext);
     int cpu;
     if ((st = use_cpu(ctx, &cpu)) != TEENY_OK)
         return st;
@@ -400,15 +451,18 @@ teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *
 teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem *p)
 {
     att_plan pl;
-    att_arg a[56];
+    att_arg a[72];
+    att_ext_args ext;
     cl_mem di;
     cl_kernel k;
     int n;
     teeny_status st;
     if (!p->dq.buf && !p->dk.buf && !p->dv_out.buf)
         return TEENY_OK;
-    if ((st = plan_make(ctx, p->d, p->dv, &pl)) != TEENY_OK || (st = plan_fit(ctx, &pl, 1)) != TEENY_OK)
+    if ((st = plan_make(ctx, p->d, p->dv, problem_ext(p), &pl)) != TEENY_OK ||
+        (st = plan_fit(ctx, &pl, 1)) != TEENY_OK)
         return st;
+    ext_args_of(p, &ext);
     /* the CPU variants' loop splits, before anything is enqueued */
     int64_t kv_launch = 0, q_launch = 0;
     att_cpu_trips kv_trips = {3 * (p->d + p->dv), 2 * (p->d + p->dv)};
@@ -469,6 +523,7 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         a[n++] = ARG(p->d);
         a[n++] = ARG(p->dv);
         a[n++] = ARG(p->scale);
+        n = push_ext(a, n, &pl, &ext);
         st = cpu ? launch_cpu(ctx, &pl, "attn_bwd_dkdv_cpu", a, n, p->n_k, p->bh, p->n_q, kv_launch, NULL)
                               : launch_tiled(ctx, &pl, "attn_bwd_dkdv", a, n, pl.kv, p->n_k, p->bh);
         if (st != TEENY_OK)
@@ -482,6 +537,7 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         a[n++] = ARG(p->d);
         a[n++] = ARG(p->dv);
         a[n++] = ARG(p->scale);
+        n = push_ext(a, n, &pl, &ext);
         st = cpu ? launch_cpu(ctx, &pl, "attn_bwd_dq_cpu", a, n, p->n_q, p->bh, p->n_k, q_launch, NULL)
                               : launch_tiled(ctx, &pl, "attn_bwd_dq", a, n, pl.qg, p->n_q, p->bh);
         if (st != TEENY_OK)

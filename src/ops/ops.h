@@ -73,7 +73,9 @@ static inline teeny__softmax_ce_attrs teeny__softmax_ce_attrs_of(const teeny_ce_
     return p ? (teeny__softmax_ce_attrs){(int)p->reduction, p->use_ignore_index != 0, p->ignore_index}
              : (teeny__softmax_ce_attrs){0, 0, 0};
 }
-typedef struct { float scale; } teeny__attention_attrs;              /* attention.c */
+/* attention_op.c: teeny_attention_params; default_scale: scale 0 is 1/sqrt(D) (the _ex functions' rule) */
+typedef struct { float scale; int causal, causal_offset, heads; float softcap; int default_scale; }
+    teeny__attention_attrs;
 typedef struct { int heads, key_dim; } teeny__psa_attrs;             /* psa.c */
 typedef struct { int heads, height, width; } teeny__psa_merge_attrs; /* psa.c */
 
@@ -307,11 +309,12 @@ enum {
     TEENY__CONV2D_DY,
     TEENY__CONV2D_IN_SLOTS
 };
-/* attention.c */
+/* attention.c: mask is optional and gets no gradient */
 enum {
     TEENY__ATTENTION_Q,
     TEENY__ATTENTION_K,
     TEENY__ATTENTION_V,
+    TEENY__ATTENTION_MASK,
     TEENY__ATTENTION_O,
     TEENY__ATTENTION_LSE,
     TEENY__ATTENTION_DO,
@@ -479,6 +482,13 @@ typedef struct {
     teeny__attn_mat q, k, v, o, d_o, dq, dk, dv_out;
     cl_mem lse;
     int lse_off;
+    /* masks (zero: none): mask.buf NULL for no additive mask, else element
+     * (bh, i, j) at off + (bh / mask_heads)*sb + (bh % mask_heads)*sh +
+     * i*sn + j*sd (0 strides broadcast); key j visible to query i iff
+     * j <= i + causal_off when causal; softcap > 0 caps the scores */
+    teeny__attn_mat mask;
+    int mask_heads, causal, causal_off;
+    float softcap;
 } teeny__attn_problem;
 teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *p);
 teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem *p);

@@ -1,7 +1,9 @@
 /*
  * attention_ref.c -- float64 reference for attention (see attention_ref.h):
- * the whole score matrix of one bh at a time, softmax by its row maximum,
- * gradients from the definition dS = P * (dP - rowsum(P * dP)).
+ * the whole score matrix of one bh at a time (softcap, mask and causal
+ * frontier applied to it as defined), softmax by its row maximum,
+ * gradients from the definition dS = P * (dP - rowsum(P * dP)) times the
+ * softcap's derivative.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -16,38 +18,55 @@ static double *alloc(size_t n)
     return p;
 }
 
-/* p[i][j] = softmax_j(scale q_i . k_j) of one bh; lse[i] when asked. */
-static void probs(const double *q, const double *k, int Nq, int Nk, int D, double scale, double *p, double *lse)
+/* p[i][j] = softmax_j(s_ij) of matrix bh, s the scores of
+ * ref_attention_forward_ex; lse[i] when asked. A row whose every score is
+ * -inf gets p = 0 and lse = -inf. dcap (may be NULL): d s_ij / d(scale
+ * q_i . k_j) before the mask, 1 without softcap. */
+static void probs(const double *q, const double *k, int bh, int Nq, int Nk, int D, double scale,
+                  const ref_attn_mask *mk, double *p, double *lse, double *dcap)
 {
     for (int i = 0; i < Nq; i++) {
         double *row = p + (size_t)i * Nk, mx = -INFINITY, sum = 0;
         for (int j = 0; j < Nk; j++) {
-            double s = 0;
+            double s = 0, dc = 1;
             for (int d = 0; d < D; d++)
                 s += q[(size_t)i * D + d] * k[(size_t)j * D + d];
-            row[j] = s * scale;
+            s *= scale;
+            if (mk && mk->softcap > 0) {
+                double t = tanh(s / mk->softcap);
+                s = mk->softcap * t;
+                dc = 1 - t * t;
+            }
+            if (mk && mk->mask)
+                s += mk->mask[(size_t)(bh / mk->heads) * mk->sb + (size_t)(bh % mk->heads) * mk->sh +
+                              (size_t)i * mk->sq + (size_t)j * mk->sk];
+            if (mk && mk->causal && j > i + mk->causal_offset)
+                s = -INFINITY;
+            row[j] = s;
+            if (dcap)
+                dcap[(size_t)i * Nk + j] = dc;
             if (row[j] > mx)
                 mx = row[j];
         }
         for (int j = 0; j < Nk; j++) {
-            row[j] = exp(row[j] - mx);
+            row[j] = mx == -INFINITY ? 0 : exp(row[j] - mx);
             sum += row[j];
         }
         for (int j = 0; j < Nk; j++)
-            row[j] /= sum;
+            row[j] = sum > 0 ? row[j] / sum : 0;
         if (lse)
             lse[i] = mx + log(sum);
     }
 }
 
-void ref_attention_forward(const double *q, const double *k, const double *v, int BH, int Nq, int Nk, int D, int Dv,
-                           double scale, double *o, double *lse)
+void ref_attention_forward_ex(const double *q, const double *k, const double *v, int BH, int Nq, int Nk, int D,
+                              int Dv, double scale, const ref_attn_mask *mk, double *o, double *lse)
 {
     double *p = alloc((size_t)Nq * Nk);
     for (int bh = 0; bh < BH; bh++) {
         const double *qb = q + (size_t)bh * Nq * D, *kb = k + (size_t)bh * Nk * D, *vb = v + (size_t)bh * Nk * Dv;
         double *ob = o + (size_t)bh * Nq * Dv;
-        probs(qb, kb, Nq, Nk, D, scale, p, lse ? lse + (size_t)bh * Nq : NULL);
+        probs(qb, kb, bh, Nq, Nk, D, scale, mk, p, lse ? lse + (size_t)bh * Nq : NULL, NULL);
         for (int i = 0; i < Nq; i++)
             for (int c = 0; c < Dv; c++) {
                 double acc = 0;
@@ -59,17 +78,23 @@ void ref_attention_forward(const double *q, const double *k, const double *v, in
     free(p);
 }
 
-void ref_attention_backward(const double *q, const double *k, const double *v, const double *d_o, int BH, int Nq,
-                            int Nk, int D, int Dv, double scale, double *dq, double *dk, double *dv, double *mag_dq,
-                            double *mag_dk, double *mag_dv)
+void ref_attention_forward(const double *q, const double *k, const double *v, int BH, int Nq, int Nk, int D, int Dv,
+                           double scale, double *o, double *lse)
+{
+    ref_attention_forward_ex(q, k, v, BH, Nq, Nk, D, Dv, scale, NULL, o, lse);
+}
+
+void ref_attention_backward_ex(const double *q, const double *k, const double *v, const double *d_o, int BH, int Nq,
+                               int Nk, int D, int Dv, double scale, const ref_attn_mask *mk, double *dq, double *dk,
+                               double *dv, double *mag_dq, double *mag_dk, double *mag_dv)
 {
     size_t nn = (size_t)Nq * Nk;
-    double *p = alloc(nn), *dp = alloc(nn), *dpm = alloc(nn), *ds = alloc(nn), *dsm = alloc(nn);
+    double *p = alloc(nn), *dp = alloc(nn), *dpm = alloc(nn), *ds = alloc(nn), *dsm = alloc(nn), *dc = alloc(nn);
     for (int bh = 0; bh < BH; bh++) {
         const double *qb = q + (size_t)bh * Nq * D, *kb = k + (size_t)bh * Nk * D, *vb = v + (size_t)bh * Nk * Dv;
         const double *gb = d_o + (size_t)bh * Nq * Dv;
         size_t oq = (size_t)bh * Nq * D, ok = (size_t)bh * Nk * D, ov = (size_t)bh * Nk * Dv;
-        probs(qb, kb, Nq, Nk, D, scale, p, NULL);
+        probs(qb, kb, bh, Nq, Nk, D, scale, mk, p, NULL, dc);
         for (int i = 0; i < Nq; i++) {
             double di = 0, dim = 0;
             for (int j = 0; j < Nk; j++) {
@@ -85,8 +110,8 @@ void ref_attention_backward(const double *q, const double *k, const double *v, c
             }
             for (int j = 0; j < Nk; j++) {
                 size_t e = (size_t)i * Nk + j;
-                ds[e] = p[e] * (dp[e] - di);
-                dsm[e] = p[e] * (dpm[e] + dim);
+                ds[e] = p[e] * (dp[e] - di) * dc[e];
+                dsm[e] = p[e] * (dpm[e] + dim) * dc[e];
             }
         }
         for (int j = 0; j < Nk; j++)
@@ -128,6 +153,14 @@ void ref_attention_backward(const double *q, const double *k, const double *v, c
     free(dpm);
     free(ds);
     free(dsm);
+    free(dc);
+}
+
+void ref_attention_backward(const double *q, const double *k, const double *v, const double *d_o, int BH, int Nq,
+                            int Nk, int D, int Dv, double scale, double *dq, double *dk, double *dv, double *mag_dq,
+                            double *mag_dk, double *mag_dv)
+{
+    ref_attention_backward_ex(q, k, v, d_o, BH, Nq, Nk, D, Dv, scale, NULL, dq, dk, dv, mag_dq, mag_dk, mag_dv);
 }
 
 /* ---- PSA ---- */

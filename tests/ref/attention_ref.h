@@ -10,6 +10,23 @@
 /* o = softmax(scale q k^T) v, lse = log sum exp(scale q k^T); lse may be NULL. */
 void ref_attention_forward(const double *q, const double *k, const double *v, int BH, int Nq, int Nk, int D, int Dv,
                            double scale, double *o, double *lse);
+/* Masks (teeny_attention_params): scores s = scale q_i.k_j, then
+ * softcap * tanh(s / softcap) when softcap > 0, then + the mask element
+ * (bh / heads)*sb + (bh % heads)*sh + i*sq + j*sk when mask is not NULL,
+ * then -inf where causal and j > i + causal_offset. A row whose every
+ * score is -inf gives o = 0 and lse = -inf, and no gradient. */
+typedef struct {
+    const double *mask;
+    long sb, sh, sq, sk;
+    int heads;
+    int causal, causal_offset;
+    double softcap;
+} ref_attn_mask;
+void ref_attention_forward_ex(const double *q, const double *k, const double *v, int BH, int Nq, int Nk, int D,
+                              int Dv, double scale, const ref_attn_mask *mk, double *o, double *lse);
+void ref_attention_backward_ex(const double *q, const double *k, const double *v, const double *d_o, int BH, int Nq,
+                               int Nk, int D, int Dv, double scale, const ref_attn_mask *mk, double *dq, double *dk,
+                               double *dv, double *mag_dq, double *mag_dk, double *mag_dv);
 /* dq, dk, dv of L = sum(d_o * o). mag_* (may be NULL) receive the same sums
  * with every term's absolute value, the size cancellation is measured
  * against (tests/harness.h). */
