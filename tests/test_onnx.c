@@ -150,22 +150,24 @@ static int has_node(const teeny_graph *g, const char *name)
 }
 
 /* Attention maps to the fused kernel where nothing masks or caps the
- * scores (grouped queries folded per key/value head), else decomposes. */
+ * scores (grouped queries folded per key/value head) and, with masks,
+ * where the mask's shape fits the kernel's broadcasting (teeny_graph_attention_ex);
+ * it decomposes where the scores are wanted or the heads are grouped. */
 START_TEST(test_onnx_attention_paths)
 {
     teeny_onnx_model *m = load_ok("attention", NULL);
     const teeny_graph *g = teeny_onnx_graph(m);
     ck_assert(has_node(g, "gqa.attention") && !has_node(g, "gqa.probs"));
     ck_assert(has_node(g, "dec.probs") && has_node(g, "dec.causal") && !has_node(g, "dec.attention"));
-    ck_assert(has_node(g, "bmask.probs") && has_node(g, "bmask.mask") && !has_node(g, "bmask.attention"));
+    ck_assert(has_node(g, "bmask.attention") && !has_node(g, "bmask.probs"));
     teeny_onnx_destroy(m);
-    /* PyTorch's exports: SDPA's and the hand-written chain become the fused
-     * kernel, the masked chain the core's decomposition; nothing of the
-     * chains' own nodes is left (no MatMul node named after the scores) */
+    /* PyTorch's exports: SDPA's, the hand-written and the masked chain
+     * become the fused kernel; nothing of the chains' own nodes is left (no
+     * MatMul node named after the scores) */
     m = load_ok("attn_fused", NULL);
     g = teeny_onnx_graph(m);
     ck_assert(has_node(g, "sdpa.attention") && has_node(g, "hand.attention"));
-    ck_assert(has_node(g, "masked.probs") && has_node(g, "masked.mask_add") && !has_node(g, "masked.attention"));
+    ck_assert(has_node(g, "masked.attention") && !has_node(g, "masked.probs"));
     static const char *const chain_ops[] = {"MatMul_", "Softmax_", "Transpose_", "Mul_", "Div_", "Add_"};
     for (int i = 0; i < 6; i++) /* the chains' nodes are unnamed: they would be "<op>_<index>" */
         ck_assert_msg(!has_node_as(g, chain_ops[i], 1), "a %s node is left", chain_ops[i]);

@@ -9,8 +9,8 @@
  * kernel (teeny_graph_attention) where that computes the node; otherwise
  * it decomposes into graph ops (transpose, batched matmul, broadcasting
  * mul/add, tanh, softmax on the last axis). use_fused is the one place
- * that decides: masked and causal cases switch to teeny_graph_attention_ex
- * there once the fused kernel takes masks.
+ * that decides; masked, causal and soft-capped nodes take
+ * teeny_graph_attention_ex where their shapes allow.
  *
  * Attention's semantics follow onnx 1.22's reference (op_attention.py):
  * 3-D inputs [B, S, H*D] are split into heads by q_num_heads/kv_num_heads;
@@ -72,17 +72,45 @@ static teeny_status transpose(ox_import *im, const char *suffix, teeny_node x, i
 
 /* ---- the core ---- */
 
-/* The fused kernel computes a node without mask, causal mask, softcap or
- * scores wanted, for head sizes it takes, where q's and k's leading
- * dimensions agree but for k's broadcast last one (folded into the
- * queries). The place where masked cases switch to teeny_graph_attention_ex. */
+/* Whether the fused kernel takes this node's masks (teeny_graph_attention_ex):
+ * q [B, H, S, D] or [X, S, D] with k and v of the same leading dimensions,
+ * a nonzero scale (0 means 1/sqrt(D) there), a causal offset in [-S, T],
+ * and a mask of rank 2 to 4 whose every dimension is 1 or q's (S, T last). */
+static int masks_fit(const ox_attn *a)
+{
+    int n = a->qs.ndim;
+    int64_t s = a->qs.d[n - 2], t = a->ks.d[n - 2];
+    if (n > 4 || a->scale == 0.0f || (a->causal && (a->causal_offset < -s || a->causal_offset > t)))
+        return 0;
+    for (int d = 0; d < n - 2; d++)
+        if (a->ks.d[d] != a->qs.d[d] || a->vs.d[d] != a->qs.d[d])
+            return 0;
+    if (a->mask < 0)
+        return 1;
+    if (a->ms.ndim < 2 || a->ms.ndim > n)
+        return 0;
+    for (int d = 0; d < a->ms.ndim; d++) {
+        int64_t m = a->ms.d[a->ms.ndim - 1 - d], full = d == 0 ? t : a->qs.d[n - 1 - d];
+        if (m != 1 && m != full)
+            return 0;
+    }
+    return 1;
+}
+
+/* The fused kernel computes a node without the scores wanted, for head
+ * sizes it takes: with masks, causal masking or softcap where masks_fit
+ * says so (a row with every key masked then gives 0, as onnx 1.23's
+ * reference does, where the decomposition gives 1.22's NaN); without them
+ * where q's and k's leading dimensions agree but for k's broadcast last
+ * one (folded into the queries). */
 static int use_fused(const ox_attn *a, int *fold)
 {
     int n = a->qs.ndim;
     *fold = 0;
-    if (a->mask >= 0 || a->causal || a->softcap > 0 || a->want_scores || n < 3 || a->qs.d[n - 1] > 128 ||
-        a->vs.d[n - 1] > 256)
+    if (a->want_scores || n < 3 || a->qs.d[n - 1] > 128 || a->vs.d[n - 1] > 256)
         return 0;
+    if (a->mask >= 0 || a->causal || a->softcap > 0)
+        return masks_fit(a);
     for (int d = 0; d < n - 2; d++) {
         if (a->ks.d[d] == a->qs.d[d] && a->vs.d[d] == a->qs.d[d])
             continue;
@@ -110,8 +138,19 @@ static teeny_status fused(ox_import *im, const ox_attn *a, int fold, ox_attn_out
         (st = teeny__ox_view_node(im, a->k, &a->ks, &k3, &k)) != TEENY_OK ||
         (st = teeny__ox_view_node(im, a->v, &a->vs, &v3, &v)) != TEENY_OK)
         return st;
-    if ((st = teeny_graph_attention(im->g, teeny__ox_name(im, "attention", buf, sizeof buf), q, k, v, a->scale, &y)) !=
-        TEENY_OK)
+    if (a->mask >= 0 || a->causal || a->softcap > 0) {
+        teeny_attention_params p = TEENY_ATTENTION_PARAMS_INIT;
+        p.scale = a->scale;
+        p.causal = a->causal;
+        p.causal_offset = a->causal ? (int)a->causal_offset : 0;
+        p.heads = n == 4 ? (int)a->qs.d[1] : 0;
+        p.softcap = a->softcap;
+        st = teeny_graph_attention_ex(im->g, teeny__ox_name(im, "attention", buf, sizeof buf), q, k, v, a->mask, &p,
+                                      &y);
+    } else {
+        st = teeny_graph_attention(im->g, teeny__ox_name(im, "attention", buf, sizeof buf), q, k, v, a->scale, &y);
+    }
+    if (st != TEENY_OK)
         return graph_err(im, st);
     o->ys = a->qs;
     o->ys.d[n - 1] = a->vs.d[n - 1];
