@@ -135,11 +135,15 @@ def rand(shape, dev, gen, grad=False):
     return t.requires_grad_(grad)
 
 
-def sdpa(q, k, v):
+def sdpa(q, k, v, causal=False):
     if HAS_SDPA:
-        return F.scaled_dot_product_attention(q, k, v)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     scale = 1.0 / math.sqrt(q.shape[-1])
-    return torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1) @ v
+    s = q @ k.transpose(-2, -1) * scale
+    if causal:
+        n, m = s.shape[-2], s.shape[-1]
+        s = s.masked_fill(torch.ones(n, m, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
 
 
 def sdpa_backend(q, k, v):
@@ -202,13 +206,14 @@ def build_case(case, dev, gen):
         vs = (s["b"], s["heads"], s["n"], s["dv"])
         q, k, v = rand(qs, dev, gen, True), rand(qs, dev, gen, True), rand(vs, dev, gen, True)
         do = rand(vs, dev, gen)
-        note = "SDPA backend: " + sdpa_backend(q, k, v)
+        causal = bool(s.get("causal"))
+        note = "SDPA backend: " + sdpa_backend(q, k, v) + (", is_causal=True" if causal else "")
 
         def fwd():
-            sdpa(q, k, v)
+            sdpa(q, k, v, causal)
 
         def fwd_bwd():
-            torch.autograd.grad(sdpa(q, k, v), (q, k, v), do)
+            torch.autograd.grad(sdpa(q, k, v, causal), (q, k, v), do)
 
         return {"fwd": fwd, "fwd+bwd": fwd_bwd}, note
     if op == "psa_attention":
@@ -267,6 +272,8 @@ def table_family(case):
     s = case["shape"]
     if s["op"] == "conv2d":
         return "depthwise conv" if s["groups"] > 1 and s["w"][1] == 1 else "conv"
+    if s["op"] == "attention" and s.get("causal"):
+        return "causal attention"
     return {"batchnorm2d": "batch norm", "attention": "attention", "psa_attention": "PSA attention",
             "train_step": "training step"}[s["op"]]
 

@@ -8,7 +8,10 @@
  *
  * Each case has a batch B and a head count H: teenycl's [B*H, N, D] is
  * the memory of PyTorch's [B, H, N, D], which bench/compare_torch.py
- * hands to scaled_dot_product_attention, as PyTorch models call it.
+ * hands to scaled_dot_product_attention, as PyTorch models call it. The
+ * causal cases (teeny_attention_forward_ex with causal = 1; PyTorch's
+ * is_causal=True) count the flops of the visible scores only, N(N+1)/2
+ * of the N^2.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,21 +20,21 @@
 
 typedef struct {
     teeny_tensor *q, *k, *v, *o, *lse, *g, *dq, *dk, *dv;
-    float scale;
+    teeny_attention_params p;
 } at_args;
 
 static teeny_status fwd(teeny_ctx *ctx, void *p)
 {
     at_args *a = p;
-    return teeny_attention_forward(ctx, a->q, a->k, a->v, a->scale, a->o, a->lse);
+    return teeny_attention_forward_ex(ctx, a->q, a->k, a->v, NULL, &a->p, a->o, a->lse);
 }
 
 static teeny_status fwd_bwd(teeny_ctx *ctx, void *p)
 {
     at_args *a = p;
-    teeny_status st = teeny_attention_forward(ctx, a->q, a->k, a->v, a->scale, a->o, a->lse);
+    teeny_status st = fwd(ctx, p);
     if (st == TEENY_OK)
-        st = teeny_attention_backward(ctx, a->q, a->k, a->v, a->o, a->lse, a->g, a->scale, a->dq, a->dk, a->dv);
+        st = teeny_attention_backward_ex(ctx, a->q, a->k, a->v, NULL, &a->p, a->o, a->lse, a->g, a->dq, a->dk, a->dv);
     return st;
 }
 
@@ -59,12 +62,14 @@ int bench_attention(teeny_ctx *ctx, const bench_opts *o)
 {
     static const struct {
         const char *name;
-        int b, heads, n, d;
+        int b, heads, n, d, causal;
     } cases[] = {
-        {"attn_bh128_n400_d32", 32, 4, 400, 32}, /* YOLO PSA size: B 32, 4 heads, 20 x 20 tokens */
-        {"attn_bh64_n1600_d32", 16, 4, 1600, 32},
-        {"attn_bh32_n4096_d64", 4, 8, 4096, 64},
-        {"attn_bh64_n1024_d64", 8, 8, 1024, 64},
+        {"attn_bh128_n400_d32", 32, 4, 400, 32, 0}, /* YOLO PSA size: B 32, 4 heads, 20 x 20 tokens */
+        {"attn_bh64_n1600_d32", 16, 4, 1600, 32, 0},
+        {"attn_bh32_n4096_d64", 4, 8, 4096, 64, 0},
+        {"attn_bh64_n1024_d64", 8, 8, 1024, 64, 0},
+        {"attn_causal_bh32_n4096_d64", 4, 8, 4096, 64, 1},
+        {"attn_causal_bh64_n1024_d64", 8, 8, 1024, 64, 1},
     };
     int failed = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -73,7 +78,9 @@ int bench_attention(teeny_ctx *ctx, const bench_opts *o)
         int bh = cases[i].b * cases[i].heads;
         int64_t qs[3] = {bh, cases[i].n, cases[i].d}, ls[2] = {bh, cases[i].n};
         at_args a = {0};
-        a.scale = (float)(1.0 / sqrt((double)cases[i].d));
+        a.p = (teeny_attention_params)TEENY_ATTENTION_PARAMS_INIT;
+        a.p.scale = (float)(1.0 / sqrt((double)cases[i].d));
+        a.p.causal = cases[i].causal;
         a.q = bench_tensor(ctx, 3, qs, 1);
         a.k = bench_tensor(ctx, 3, qs, 2);
         a.v = bench_tensor(ctx, 3, qs, 3);
@@ -84,11 +91,12 @@ int bench_attention(teeny_ctx *ctx, const bench_opts *o)
         a.dv = bench_tensor(ctx, 3, qs, 8);
         a.lse = bench_tensor(ctx, 2, ls, 9);
         double n = cases[i].n, qkvo = (double)bh * n * cases[i].d, lse = (double)bh * n;
-        double flops = 4.0 * bh * n * n * cases[i].d;
+        double flops = 4.0 * bh * (cases[i].causal ? n * (n + 1) / 2 : n * n) * cases[i].d;
         char shape[160];
         snprintf(shape, sizeof shape,
-                 "{\"op\": \"attention\", \"b\": %d, \"heads\": %d, \"n\": %d, \"d\": %d, \"dv\": %d}",
-                 cases[i].b, cases[i].heads, cases[i].n, cases[i].d, cases[i].d);
+                 "{\"op\": \"attention\", \"b\": %d, \"heads\": %d, \"n\": %d, \"d\": %d, \"dv\": %d, "
+                 "\"causal\": %d}",
+                 cases[i].b, cases[i].heads, cases[i].n, cases[i].d, cases[i].d, cases[i].causal);
         bench_case fc = {"attention", cases[i].name, "fwd", shape, flops, 4 * (4 * qkvo + lse)};
         bench_case fbc = {"attention", cases[i].name, "fwd+bwd", shape, 3.5 * flops,
                           fc.bytes + 4 * (8 * qkvo + lse)};
