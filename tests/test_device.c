@@ -54,6 +54,18 @@ START_TEST(test_device_specs)
     for (char *p = by_name; *p; p++)
         *p = (char)((*p >= 'A' && *p <= 'Z') ? *p - 'A' + 'a' : *p);
     const char *ok_specs[] = {by_index, by_name, first.is_cpu ? "cpu" : "gpu", NULL};
+    /* the default device (no spec, no TEENY_DEVICE) is the first GPU, else
+     * the first device: the listing's first where it is a GPU or no GPU
+     * is listed (the ICD loader may list a CPU platform first) */
+    teeny_device_info all[32];
+    int n_all = 0, dflt = 0;
+    for (int i = 0; i < 32; i++)
+        all[i] = (teeny_device_info)TEENY_DEVICE_INFO_INIT;
+    TH_OK(NULL, teeny_devices_list(all, 32, &n_all));
+    while (dflt < n_all && dflt < 32 && !all[dflt].is_gpu)
+        dflt++;
+    if (dflt == n_all || dflt == 32)
+        dflt = 0;
     for (int i = 0; i < 4; i++) {
         teeny_ctx *ctx = NULL;
         if (i == 3 && !getenv("TEENY_DEVICE")) {
@@ -63,7 +75,7 @@ START_TEST(test_device_specs)
         } else {
             continue;
         }
-        ck_assert_str_eq(teeny_ctx_device_name(ctx), first.device_name);
+        ck_assert_str_eq(teeny_ctx_device_name(ctx), i == 3 ? all[dflt].device_name : first.device_name);
         ck_assert(teeny_ctx_cl_queue(ctx) != NULL);
         TH_OK(ctx, teeny_ctx_finish(ctx));
         int active = -1;

@@ -493,14 +493,11 @@ typedef struct {
 teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *p);
 teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem *p);
 
-/* Parameters per Adam/AdamW launch on this context's device (optim.c):
- * 1 to 8, the profile's optim_slots where its kernel-argument space
- * (ctx->caps.param_bytes) holds them. */
+/* optim.c: parameters per Adam launch here (1..8; profile, argument space). */
 int teeny__optim_adam_slots(const teeny_ctx *ctx);
-/* Optimizer state i (optim.c) for checkpoints: it belongs to parameter
- * *param_index of the optimizer, the tensor *param (borrowed), as its
- * *kind ("momentum_buffer", "exp_avg" or "exp_avg_sq"). TEENY_ERR_ARG for
- * an index out of range. */
+/* Optimizer state i (optim.c) for checkpoints: parameter *param_index's, the
+ * tensor *param (borrowed), as its *kind ("momentum_buffer", "exp_avg" or
+ * "exp_avg_sq"). TEENY_ERR_ARG for an index out of range. */
 teeny_status teeny__optimizer_state_param(const teeny_optimizer *o, int i, const teeny_tensor **param,
                                           int *param_index, const char **kind);
 
