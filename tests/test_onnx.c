@@ -654,6 +654,12 @@ START_TEST(test_onnx_malformed)
     ck_assert_int_eq(load_bytes(b, size, DIR), TEENY_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(teeny_last_error(th_ctx()), "nearest_mode= "), "%s", teeny_last_error(th_ctx()));
     free(b);
+    /* make fuzz: an Attention whose attn_mask is a rank-0 constant (the refusal's message read the mask's
+     * dimension -1, UBSan) */
+    b = slurp(DIR "/fuzz-attn-mask-rank0.onnx", &size);
+    ck_assert_int_eq(load_bytes(b, size, DIR), TEENY_ERR_SHAPE);
+    ck_assert_msg(strstr(teeny_last_error(th_ctx()), "attn_mask of rank 0"), "%s", teeny_last_error(th_ctx()));
+    free(b);
     /* 120 levels of graph -> node -> attribute -> graph nesting */
     unsigned char deep[2048];
     size_t n = 0;

@@ -345,7 +345,7 @@ static teeny_status attn_mask(ox_import *im, int64_t t, teeny_node *n, ox_shape 
     }
     if (st == TEENY_OK && (s->ndim < 1 || s->ndim > 4 || s->d[s->ndim - 1] != t))
         return teeny__ox_fail(im, TEENY_ERR_SHAPE, "attn_mask of rank %d and %lld keys for %lld", s->ndim,
-                              (long long)s->d[s->ndim - 1], (long long)t);
+                              (long long)(s->ndim >= 1 ? s->d[s->ndim - 1] : 0), (long long)t);
     return st;
 }
 
