@@ -106,11 +106,18 @@
 
 /* ---- helpers ---- */
 
+/* tc: round to tf32 as staged (the TEENY_TF32 kernels' operands) */
+#ifdef TEENY_TF32
+#define ATT_TC_ROUND(x) tf32_round(x)
+#else
+#define ATT_TC_ROUND(x) (x)
+#endif
+
 /* dst[r*ds + c] = M[row0 + r][c] for r < rows, c < cols, zero outside the
  * valid nr x nc corner. base already includes row0 * sn. Consecutive
  * work-items read consecutive addresses in either layout. */
-TEENY_INLINE void att_load(__local float *dst, int ds, int rows, int cols, __global const float *src, int base,
-                            int sn, int sd, int nr, int nc, int lid, int nt)
+TEENY_INLINE void att_load_as(__local float *dst, int ds, int rows, int cols, __global const float *src, int base,
+                               int sn, int sd, int nr, int nc, int lid, int nt, const int tc)
 {
     /* One loop for both layouts, not one loop per layout: PoCL 5.0
      * miscompiles a barrier loop that follows an if/else holding a
@@ -122,7 +129,8 @@ TEENY_INLINE void att_load(__local float *dst, int ds, int rows, int cols, __glo
     int o = lid / inner, i = lid - o * inner;
     for (int e = lid; e < total; e += nt) {
         int r = col_major ? i : o, c = col_major ? o : i;
-        dst[r * ds + c] = r < nr && c < nc ? src[base + r * sn + c * sd] : 0.0f;
+        const float x = r < nr && c < nc ? src[base + r * sn + c * sd] : 0.0f;
+        dst[r * ds + c] = tc ? ATT_TC_ROUND(x) : x;
         i += step_i;
         o += step_o;
         if (i >= inner) {
@@ -130,6 +138,19 @@ TEENY_INLINE void att_load(__local float *dst, int ds, int rows, int cols, __glo
             o++;
         }
     }
+}
+
+/* att_load_as as is (fp32 kernels) and rounded to tf32 (the TEENY_TF32 kernels). */
+TEENY_INLINE void att_load(__local float *dst, int ds, int rows, int cols, __global const float *src, int base, int sn,
+                           int sd, int nr, int nc, int lid, int nt)
+{
+    att_load_as(dst, ds, rows, cols, src, base, sn, sd, nr, nc, lid, nt, 0);
+}
+
+TEENY_INLINE void att_load_tc(__local float *dst, int ds, int rows, int cols, __global const float *src, int base,
+                              int sn, int sd, int nr, int nc, int lid, int nt)
+{
+    att_load_as(dst, ds, rows, cols, src, base, sn, sd, nr, nc, lid, nt, 1);
 }
 
 /* M[row0 + r][c] = src[r*ss + c] for the valid nr x nc corner. */
@@ -268,6 +289,7 @@ TEENY_INLINE float att_ext(float x, __global const float *mask, int mi, int kj_m
 
 /* ---- forward ---- */
 
+#ifndef TEENY_TF32 /* the tf32 program has attn_fwd_tc instead */
 #define FW_NT (FW_TR * FW_TC)
 #define FW_BM (FW_TR * FW_RM)
 #define FW_BN (FW_TC * FW_SC)
@@ -422,6 +444,7 @@ void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *ls
     barrier(CLK_LOCAL_MEM_FENCE);
     att_store(o, ob + row0 * o_sn, o_sn, o_sd, nr, dv, Os, VS, FW_BM, ATT_DV, lid, FW_NT);
 }
+#endif
 
 /* ---- backward ---- */
 
@@ -439,6 +462,7 @@ __kernel void attn_bwd_prep(ATT_MAT(o), ATT_MAT(d_o), __global float *di, int he
     di[bh * n_q + n] = acc;
 }
 
+#ifndef TEENY_TF32 /* the tf32 program has attn_bwd_dkdv_tc and attn_bwd_dq_tc instead */
 #define KV_NT (KV_TR * KV_TC)
 #define KV_BR (KV_TR * KV_RM) /* keys per work-group */
 #define KV_BC (KV_TC * KV_SC) /* queries per tile */
@@ -644,6 +668,408 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
     barrier(CLK_LOCAL_MEM_FENCE);
     att_store(dq, ATT_BASE(dq) + row0 * dq_sn, dq_sn, dq_sd, nr, d, Qs, QS, QG_BM, ATT_DQ, lid, QG_NT);
 }
+#endif
+
+#ifdef TEENY_TF32
+/* ---- tf32 tensor cores (teeny_ctx_set_tf32; built with -DTEENY_TF32=1
+ * only where src/program/probe.c's kernel ran cl/common.cl's tf32 helpers
+ * exactly) ----
+ *
+ * The same three passes, attn_fwd_tc, attn_bwd_dkdv_tc and attn_bwd_dq_tc,
+ * with the arguments and grid of their fp32 twins. Each warp of a
+ * work-group owns 16 rows (queries; keys in attn_bwd_dkdv_tc), so a group
+ * of W warps owns 16 W rows and has 32 W work-items. Every product is
+ * mma.sync.m16n8k8 on tf32 operands, rounded (cvt.rna) as they are staged
+ * in local memory; the scores, the softmax and every accumulator stay
+ * fp32. A warp's own operand rows (Q; K and V; Q and dO) are loaded once
+ * as A fragments into registers; the column tiles stream through local
+ * memory; P and dS go from the C fragment layout to the A layout through
+ * local memory. A row's values live in the four lanes of a quad (lane =
+ * 4 r + c holds rows r and r + 8 of its 16, columns 2c, 2c + 1 of each
+ * 8-column tile): its maximum and sum are combined by tf32_shfl_xor, 1
+ * then 2, which gives every lane of the quad the same bits. The column
+ * tiles, like the fp32 kernels', are visited in one fixed order, so the
+ * results are deterministic. Register use grows with the head dims: the
+ * host takes these kernels for ATT_DQ, ATT_DV <= 64.
+ *
+ * Compile-time parameters: TF_W, TF_BN (attn_fwd_tc: warps, key tile),
+ * TK_W, TK_BC (dK/dV: warps, query tile), TQ_W, TQ_BN (dQ: warps, key
+ * tile); the column tiles are multiples of 8. */
+#ifndef TF_W
+#define TF_W 4
+#endif
+#ifndef TF_BN
+#define TF_BN 32
+#endif
+#ifndef TK_W
+#define TK_W 4
+#endif
+#ifndef TK_BC
+#define TK_BC 32
+#endif
+#ifndef TQ_W
+#define TQ_W 4
+#endif
+#ifndef TQ_BN
+#define TQ_BN 32
+#endif
+#define TC_KQ (ATT_DQ / 8) /* k steps over the head dims, n tiles of the accumulators */
+#define TC_KV (ATT_DV / 8)
+#define TC_VS (ATT_DV + 8) /* attn_fwd_tc's V rows: read down k (8 c + r), no bank conflict */
+
+/* The A fragment of rows row0 + r, row0 + r + 8 at k = k0 + c, k0 + c + 4
+ * of a row-major local matrix (row stride s; tf32 values). */
+TEENY_INLINE void tc_frag_a(uint *a, __local const float *m, int s, int row0, int k0, int lane)
+{
+    __local const float *p = m + (row0 + (lane >> 2)) * s + k0 + (lane & 3);
+    a[0] = as_uint(p[0]);
+    a[1] = as_uint(p[8 * s]);
+    a[2] = as_uint(p[4]);
+    a[3] = as_uint(p[8 * s + 4]);
+}
+
+/* acc[4 j ..] (j < NT) += A B^T over KS k steps: A from register fragments
+ * a[KS][4], B row-major in local memory (row stride bs), its rows 8 j + r
+ * read at k = 8 s + c, + 4. */
+#define TC_MM_NT(acc, NT, a, KS, B, bs, lane)                                                                    \
+    TEENY_UNROLL                                                                                                 \
+    for (int s_ = 0; s_ < (KS); s_++)                                                                            \
+        TEENY_UNROLL                                                                                             \
+        for (int j_ = 0; j_ < (NT); j_++) {                                                                      \
+            __local const float *b_ = (B) + (8 * j_ + ((lane) >> 2)) * (bs) + 8 * s_ + ((lane) & 3);             \
+            tf32_mma((acc) + 4 * j_, (a)[s_][0], (a)[s_][1], (a)[s_][2], (a)[s_][3], as_uint(b_[0]),             \
+                     as_uint(b_[4]));                                                                            \
+        }
+
+/* acc[4 j ..] (j < NT) += A B over KS k steps: A the rows row0 .. + 16 of
+ * a row-major local matrix (stride as), B row-major in local memory (k
+ * rows, stride bs), its columns 8 j + r read at rows 8 s + c, + 4. */
+#define TC_MM_NN(acc, NT, A, as, row0, KS, B, bs, lane)                                                          \
+    TEENY_UNROLL                                                                                                 \
+    for (int s_ = 0; s_ < (KS); s_++) {                                                                          \
+        uint a_[4];                                                                                              \
+        tc_frag_a(a_, (A), (as), (row0), 8 * s_, (lane));                                                        \
+        TEENY_UNROLL                                                                                             \
+        for (int j_ = 0; j_ < (NT); j_++) {                                                                      \
+            __local const float *b_ = (B) + (8 * s_ + ((lane) & 3)) * (bs) + 8 * j_ + ((lane) >> 2);             \
+            tf32_mma((acc) + 4 * j_, a_[0], a_[1], a_[2], a_[3], as_uint(b_[0]), as_uint(b_[4 * (bs)]));         \
+        }                                                                                                        \
+    }
+
+/* The A fragments of a warp's 16 rows of a staged matrix, all its k steps. */
+#define TC_FRAGS(a, KS, m, s, row0, lane)                                                                        \
+    TEENY_UNROLL                                                                                                 \
+    for (int s_ = 0; s_ < (KS); s_++)                                                                            \
+        tc_frag_a((a)[s_], (m), (s), (row0), 8 * s_, (lane))
+
+/* The maximum (sum) of x over the four lanes of a quad. */
+TEENY_INLINE float tc_quad_max(float x)
+{
+    x = fmax(x, tf32_shfl_xor(x, 1));
+    return fmax(x, tf32_shfl_xor(x, 2));
+}
+
+TEENY_INLINE float tc_quad_sum(float x)
+{
+    x += tf32_shfl_xor(x, 1);
+    return x + tf32_shfl_xor(x, 2);
+}
+
+/* Store C fragments acc[4 j ..] (j < NT) of rows row0 + r, + 8 at
+ * m[row * s + col] times f. */
+#define TC_STAGE(m, s, row0, acc, NT, f, lane)                                                                   \
+    TEENY_UNROLL                                                                                                 \
+    for (int j_ = 0; j_ < (NT); j_++)                                                                            \
+        TEENY_UNROLL                                                                                             \
+        for (int e_ = 0; e_ < 4; e_++)                                                                           \
+            (m)[((row0) + ((lane) >> 2) + 8 * (e_ >> 1)) * (s) + 8 * j_ + 2 * ((lane) & 3) + (e_ & 1)] =          \
+                (acc)[4 * j_ + e_] * (f)
+
+#define TF_NT (32 * TF_W)
+#define TF_BM (16 * TF_W)
+#define TF_PS (TF_BN + 4)
+#define TF_LDS ATT_MAX(TF_BN * QS + TF_BN * TC_VS + TF_BM * TF_PS, TF_BM * ATT_MAX(QS, VS))
+
+__kernel __attribute__((reqd_work_group_size(TF_NT, 1, 1)))
+void attn_fwd_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *lse, int lse_off, int has_lse,
+                 int heads, int n_q, int n_k, int d, int dv, float scale ATT_EXT_ARGS)
+{
+    __local float4 lds4[(TF_LDS + 3) / 4];
+    __local float *lds = (__local float *)lds4;
+    __local float *Ks = lds;               /* [TF_BN][QS] */
+    __local float *Vs = Ks + TF_BN * QS;   /* [TF_BN][TC_VS] */
+    __local float *Ps = Vs + TF_BN * TC_VS; /* [TF_BM][TF_PS] probabilities */
+    __local float *Qs = lds, *Os = lds;    /* [TF_BM][QS] Q staging, [TF_BM][VS] output staging */
+    const int lid = get_local_id(0), lane = lid & 31, w0 = 16 * (lid >> 5), r = lane >> 2, c = lane & 3;
+    const int bh = get_group_id(1), row0 = get_group_id(0) * TF_BM;
+    const int nr = min(TF_BM, n_q - row0);
+    const int qb = ATT_BASE(q), kb = ATT_BASE(k), vb = ATT_BASE(v), ob = ATT_BASE(o);
+#if ATT_EXT
+    const int mb = ATT_MASK_BASE, k_end = min(n_k, max(0, row0 + nr + causal_off));
+#else
+    const int k_end = n_k;
+#endif
+    uint qa[TC_KQ][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[4 * TC_KV];
+
+    att_load_tc(Qs, QS, TF_BM, ATT_DQ, q, qb + row0 * q_sn, q_sn, q_sd, nr, d, lid, TF_NT);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    TC_FRAGS(qa, TC_KQ, Qs, QS, w0, lane);
+    TEENY_UNROLL
+    for (int i = 0; i < 4 * TC_KV; i++)
+        acc[i] = 0.0f;
+
+    for (int k0 = 0; k0 < k_end; k0 += TF_BN) {
+        const int nk = min(TF_BN, k_end - k0);
+        float s[TF_BN / 2], mx[2] = {-INFINITY, -INFINITY}, ms[2], ls[2] = {0.0f, 0.0f};
+        barrier(CLK_LOCAL_MEM_FENCE); /* Q staging and the previous tile's readers are done */
+        att_load_tc(Ks, QS, TF_BN, ATT_DQ, k, kb + k0 * k_sn, k_sn, k_sd, nk, d, lid, TF_NT);
+        att_load_tc(Vs, TC_VS, TF_BN, ATT_DV, v, vb + k0 * v_sn, v_sn, v_sd, nk, dv, lid, TF_NT);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        TEENY_UNROLL
+        for (int i = 0; i < TF_BN / 2; i++)
+            s[i] = 0.0f;
+        TC_MM_NT(s, TF_BN / 8, qa, TC_KQ, Ks, QS, lane);
+        TEENY_UNROLL
+        for (int i = 0; i < TF_BN / 2; i++) {
+            const int h = (i >> 1) & 1, row = w0 + r + 8 * h, col = 8 * (i >> 2) + 2 * c + (i & 1);
+            float x = col < nk ? s[i] * scale : -INFINITY;
+#if ATT_EXT
+            const int qi = row0 + row, kj = k0 + col, valid = row < nr && col < nk;
+            float dcap;
+            x = att_ext(x, mask, valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi, causal_off, softcap, valid,
+                        &dcap);
+#endif
+            s[i] = x;
+            mx[h] = fmax(mx[h], x);
+        }
+        TEENY_UNROLL
+        for (int h = 0; h < 2; h++) {
+            const float mt = fmax(m[h], tc_quad_max(mx[h]));
+#if ATT_EXT
+            ms[h] = mt == -INFINITY ? 0.0f : mt; /* no visible key yet: exponentials against 0 */
+#else
+            ms[h] = mt;
+#endif
+            const float alpha = exp(m[h] - ms[h]);
+            m[h] = mt;
+            l[h] *= alpha;
+            TEENY_UNROLL
+            for (int j = 0; j < TC_KV; j++) {
+                acc[4 * j + 2 * h] *= alpha;
+                acc[4 * j + 2 * h + 1] *= alpha;
+            }
+        }
+        TEENY_UNROLL
+        for (int i = 0; i < TF_BN / 2; i++) {
+            const int h = (i >> 1) & 1, row = w0 + r + 8 * h, col = 8 * (i >> 2) + 2 * c + (i & 1);
+            const float p = exp(s[i] - ms[h]);
+            ls[h] += p;
+            Ps[row * TF_PS + col] = tf32_round(p);
+        }
+        l[0] += ls[0];
+        l[1] += ls[1];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        TC_MM_NN(acc, TC_KV, Ps, TF_PS, w0, TF_BN / 8, Vs, TC_VS, lane);
+    }
+
+    float inv[2], row_lse[2];
+    TEENY_UNROLL
+    for (int h = 0; h < 2; h++) {
+        const float sum = tc_quad_sum(l[h]);
+#if ATT_EXT
+        inv[h] = sum > 0.0f ? 1.0f / sum : 0.0f; /* a fully masked row: o = 0 */
+#else
+        inv[h] = 1.0f / sum;
+#endif
+        row_lse[h] = m[h] + log(sum);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE); /* Os overlaps every tile */
+    TEENY_UNROLL
+    for (int j = 0; j < TC_KV; j++)
+        TEENY_UNROLL
+        for (int e = 0; e < 4; e++)
+            Os[(w0 + r + 8 * (e >> 1)) * VS + 8 * j + 2 * c + (e & 1)] = acc[4 * j + e] * inv[e >> 1];
+    TEENY_UNROLL
+    for (int h = 0; h < 2; h++)
+        if (has_lse && c == 0 && w0 + r + 8 * h < nr)
+            lse[lse_off + bh * n_q + row0 + w0 + r + 8 * h] = row_lse[h];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    att_store(o, ob + row0 * o_sn, o_sn, o_sd, nr, dv, Os, VS, TF_BM, ATT_DV, lid, TF_NT);
+}
+
+#define TK_NT (32 * TK_W)
+#define TK_BR (16 * TK_W) /* keys per work-group */
+#define TK_PS (TK_BC + 4)
+#define TK_LDS ATT_MAX(TK_BC * QS + TK_BC * VS + 2 * TK_BC + 2 * TK_BR * TK_PS, TK_BR * (QS + VS))
+
+__kernel __attribute__((reqd_work_group_size(TK_NT, 1, 1)))
+void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse, int lse_off,
+                      __global const float *di, ATT_OUT(dk), ATT_OUT(dv), int want, int heads, int n_q, int n_k,
+                      int d, int dvn, float scale ATT_EXT_ARGS)
+{
+    __local float4 lds4[(TK_LDS + 3) / 4];
+    __local float *lds = (__local float *)lds4;
+    __local float *Qs = lds;                /* [TK_BC][QS] */
+    __local float *Gs = Qs + TK_BC * QS;    /* [TK_BC][VS] dO */
+    __local float *Ls = Gs + TK_BC * VS;    /* [TK_BC] lse */
+    __local float *Ds = Ls + TK_BC;         /* [TK_BC] Di */
+    __local float *Pt = Ds + TK_BC;         /* [TK_BR][TK_PS] P^T */
+    __local float *St = Pt + TK_BR * TK_PS; /* [TK_BR][TK_PS] dS^T */
+    __local float *Ks = lds, *Vs = lds + TK_BR * QS; /* K, V staging; then dK, dV */
+    const int lid = get_local_id(0), lane = lid & 31, w0 = 16 * (lid >> 5), r = lane >> 2, c = lane & 3;
+    const int bh = get_group_id(1), key0 = get_group_id(0) * TK_BR;
+    const int nkr = min(TK_BR, n_k - key0);
+    const int qb = ATT_BASE(q), kb = ATT_BASE(k), vb = ATT_BASE(v), gb = ATT_BASE(d_o);
+#if ATT_EXT
+    const int mb = ATT_MASK_BASE, q_begin = max(0, key0 - causal_off);
+#else
+    const int q_begin = 0;
+#endif
+    uint ka[TC_KQ][4], va[TC_KV][4];
+    float acc_k[4 * TC_KQ], acc_v[4 * TC_KV];
+
+    att_load_tc(Ks, QS, TK_BR, ATT_DQ, k, kb + key0 * k_sn, k_sn, k_sd, nkr, d, lid, TK_NT);
+    att_load_tc(Vs, VS, TK_BR, ATT_DV, v, vb + key0 * v_sn, v_sn, v_sd, nkr, dvn, lid, TK_NT);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    TC_FRAGS(ka, TC_KQ, Ks, QS, w0, lane);
+    TC_FRAGS(va, TC_KV, Vs, VS, w0, lane);
+    TEENY_UNROLL
+    for (int i = 0; i < 4 * TC_KQ; i++)
+        acc_k[i] = 0.0f;
+    TEENY_UNROLL
+    for (int i = 0; i < 4 * TC_KV; i++)
+        acc_v[i] = 0.0f;
+
+    for (int q0 = q_begin; q0 < n_q; q0 += TK_BC) {
+        const int nq = min(TK_BC, n_q - q0);
+        float st[TK_BC / 2], dp[TK_BC / 2];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        att_load_tc(Qs, QS, TK_BC, ATT_DQ, q, qb + q0 * q_sn, q_sn, q_sd, nq, d, lid, TK_NT);
+        att_load_tc(Gs, VS, TK_BC, ATT_DV, d_o, gb + q0 * d_o_sn, d_o_sn, d_o_sd, nq, dvn, lid, TK_NT);
+        for (int e = lid; e < TK_BC; e += TK_NT) {
+            Ls[e] = e < nq ? lse[lse_off + bh * n_q + q0 + e] : 0.0f;
+            Ds[e] = e < nq ? di[bh * n_q + q0 + e] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        TEENY_UNROLL
+        for (int i = 0; i < TK_BC / 2; i++)
+            st[i] = dp[i] = 0.0f;
+        TC_MM_NT(st, TK_BC / 8, ka, TC_KQ, Qs, QS, lane);
+        TC_MM_NT(dp, TK_BC / 8, va, TC_KV, Gs, VS, lane);
+        TEENY_UNROLL
+        for (int i = 0; i < TK_BC / 2; i++) {
+            const int row = w0 + r + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * c + (i & 1);
+#if ATT_EXT
+            const int qi = q0 + col, kj = key0 + row, valid = col < nq && row < nkr;
+            float dcap;
+            const float x = att_ext(st[i] * scale, mask, valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi,
+                                    causal_off, softcap, valid, &dcap);
+            const float p = x == -INFINITY ? 0.0f : exp(x - Ls[col]);
+            const float ds = x == -INFINITY ? 0.0f : p * (dp[i] - Ds[col]) * dcap;
+#else
+            const float p = col < nq ? exp(st[i] * scale - Ls[col]) : 0.0f;
+            const float ds = p * (dp[i] - Ds[col]);
+#endif
+            Pt[row * TK_PS + col] = tf32_round(p);
+            St[row * TK_PS + col] = tf32_round(ds);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        TC_MM_NN(acc_v, TC_KV, Pt, TK_PS, w0, TK_BC / 8, Gs, VS, lane);
+        TC_MM_NN(acc_k, TC_KQ, St, TK_PS, w0, TK_BC / 8, Qs, QS, lane);
+    }
+
+    barrier(CLK_LOCAL_MEM_FENCE);
+    TC_STAGE(Ks, QS, w0, acc_k, TC_KQ, scale, lane);
+    TC_STAGE(Vs, VS, w0, acc_v, TC_KV, 1.0f, lane);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (want & 1)
+        att_store(dk, ATT_BASE(dk) + key0 * dk_sn, dk_sn, dk_sd, nkr, d, Ks, QS, TK_BR, ATT_DQ, lid, TK_NT);
+    if (want & 2)
+        att_store(dv, ATT_BASE(dv) + key0 * dv_sn, dv_sn, dv_sd, nkr, dvn, Vs, VS, TK_BR, ATT_DV, lid, TK_NT);
+}
+
+#define TQ_NT (32 * TQ_W)
+#define TQ_BM (16 * TQ_W)
+#define TQ_PS (TQ_BN + 4)
+#define TQ_LDS ATT_MAX(TQ_BN * QS + TQ_BN * VS + TQ_BM * TQ_PS, TQ_BM * (QS + VS))
+
+__kernel __attribute__((reqd_work_group_size(TQ_NT, 1, 1)))
+void attn_bwd_dq_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse, int lse_off,
+                    __global const float *di, ATT_OUT(dq), int heads, int n_q, int n_k, int d, int dvn,
+                    float scale ATT_EXT_ARGS)
+{
+    __local float4 lds4[(TQ_LDS + 3) / 4];
+    __local float *lds = (__local float *)lds4;
+    __local float *Ks = lds;              /* [TQ_BN][QS] */
+    __local float *Vs = Ks + TQ_BN * QS;  /* [TQ_BN][VS] */
+    __local float *Ss = Vs + TQ_BN * VS;  /* [TQ_BM][TQ_PS] dS */
+    __local float *Qs = lds, *Gs = lds + TQ_BM * QS; /* Q, dO staging; then dQ */
+    const int lid = get_local_id(0), lane = lid & 31, w0 = 16 * (lid >> 5), r = lane >> 2, c = lane & 3;
+    const int bh = get_group_id(1), row0 = get_group_id(0) * TQ_BM;
+    const int nr = min(TQ_BM, n_q - row0);
+    const int qb = ATT_BASE(q), kb = ATT_BASE(k), vb = ATT_BASE(v), gb = ATT_BASE(d_o);
+#if ATT_EXT
+    const int mb = ATT_MASK_BASE, k_end = min(n_k, max(0, row0 + nr + causal_off)); /* as attn_fwd's */
+#else
+    const int k_end = n_k;
+#endif
+    uint qa[TC_KQ][4], ga[TC_KV][4];
+    float lrow[2], drow[2], acc[4 * TC_KQ];
+
+    att_load_tc(Qs, QS, TQ_BM, ATT_DQ, q, qb + row0 * q_sn, q_sn, q_sd, nr, d, lid, TQ_NT);
+    att_load_tc(Gs, VS, TQ_BM, ATT_DV, d_o, gb + row0 * d_o_sn, d_o_sn, d_o_sd, nr, dvn, lid, TQ_NT);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    TC_FRAGS(qa, TC_KQ, Qs, QS, w0, lane);
+    TC_FRAGS(ga, TC_KV, Gs, VS, w0, lane);
+    TEENY_UNROLL
+    for (int h = 0; h < 2; h++) {
+        const int row = w0 + r + 8 * h;
+        lrow[h] = row < nr ? lse[lse_off + bh * n_q + row0 + row] : 0.0f;
+        drow[h] = row < nr ? di[bh * n_q + row0 + row] : 0.0f;
+    }
+    TEENY_UNROLL
+    for (int i = 0; i < 4 * TC_KQ; i++)
+        acc[i] = 0.0f;
+
+    for (int k0 = 0; k0 < k_end; k0 += TQ_BN) {
+        const int nk = min(TQ_BN, k_end - k0);
+        float s[TQ_BN / 2], dp[TQ_BN / 2];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        att_load_tc(Ks, QS, TQ_BN, ATT_DQ, k, kb + k0 * k_sn, k_sn, k_sd, nk, d, lid, TQ_NT);
+        att_load_tc(Vs, VS, TQ_BN, ATT_DV, v, vb + k0 * v_sn, v_sn, v_sd, nk, dvn, lid, TQ_NT);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        TEENY_UNROLL
+        for (int i = 0; i < TQ_BN / 2; i++)
+            s[i] = dp[i] = 0.0f;
+        TC_MM_NT(s, TQ_BN / 8, qa, TC_KQ, Ks, QS, lane);
+        TC_MM_NT(dp, TQ_BN / 8, ga, TC_KV, Vs, VS, lane);
+        TEENY_UNROLL
+        for (int i = 0; i < TQ_BN / 2; i++) {
+            const int h = (i >> 1) & 1, row = w0 + r + 8 * h, col = 8 * (i >> 2) + 2 * c + (i & 1);
+#if ATT_EXT
+            const int qi = row0 + row, kj = k0 + col, valid = col < nk && row < nr;
+            float dcap;
+            const float x = att_ext(s[i] * scale, mask, valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi,
+                                    causal_off, softcap, valid, &dcap);
+            const float p = x == -INFINITY ? 0.0f : exp(x - lrow[h]);
+            const float ds = x == -INFINITY ? 0.0f : p * (dp[i] - drow[h]) * dcap;
+#else
+            const float p = col < nk ? exp(s[i] * scale - lrow[h]) : 0.0f;
+            const float ds = p * (dp[i] - drow[h]);
+#endif
+            Ss[row * TQ_PS + col] = tf32_round(ds);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        TC_MM_NN(acc, TC_KQ, Ss, TQ_PS, w0, TQ_BN / 8, Ks, QS, lane);
+    }
+
+    barrier(CLK_LOCAL_MEM_FENCE);
+    TC_STAGE(Qs, QS, w0, acc, TC_KQ, scale, lane);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    att_store(dq, ATT_BASE(dq) + row0 * dq_sn, dq_sn, dq_sd, nr, d, Qs, QS, TQ_BM, ATT_DQ, lid, TQ_NT);
+}
+#endif /* TEENY_TF32 */
 
 /* ---- CPU variants (TEENY_VARIANT_CPU, src/tune) ----
  *

@@ -151,4 +151,41 @@ TEENY_INLINE void teeny_group_sum(__local float *red, int lid, int wg)
     teeny_group_sum_rows(red, lid, wg, 1);
 }
 
+#ifdef TEENY_TF32
+/* ---- tf32 tensor cores (NVIDIA inline PTX; programs are built with
+ * -DTEENY_TF32=1 only where src/program/probe.c's kernel, which runs these
+ * same instructions, built and ran exactly). Fragments of
+ * mma.sync.m16n8k8 with .tf32 operands (PTX ISA, "Matrix Fragments for
+ * mma.m16n8k8"), for lane = 4 r + c of a warp: A (16 x 8, row) rows r,
+ * r + 8 at k = c, c + 4; B (8 x 8, col) column r at k = c, c + 4; C and D
+ * rows r, r + 8 at columns 2c, 2c + 1. Work-items 32 w .. 32 w + 31 of a
+ * work-group (in its linear order) form warp w. */
+
+/* x rounded to tf32 (10-bit mantissa; to nearest, ties away: cvt.rna). */
+TEENY_INLINE float tf32_round(float x)
+{
+    uint r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return as_float(r);
+}
+
+/* c (a C fragment) += A B, in place; products accumulate in fp32 in the
+ * hardware's fixed order. */
+TEENY_INLINE void tf32_mma(float *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* x of lane ^ mask of the warp (shfl.sync.bfly; the whole warp calls it). */
+TEENY_INLINE float tf32_shfl_xor(float x, int mask)
+{
+    uint r;
+    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(x)), "r"(mask));
+    return as_float(r);
+}
+#endif
+
 #endif

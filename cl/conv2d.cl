@@ -201,23 +201,8 @@ TEENY_INLINE conv_idx idx_add(conv_idx s, conv_idx d, int Kh, int Kw)
 #define TF32_WN (8 * TF32_NT)  /* columns */
 #define TF32_WARPS_M (TILE_M / TF32_WM)
 
-TEENY_INLINE float tf32_round(float x)
-{
-    uint r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return as_float(r);
-}
 #define TF32_STAGE(x) tf32_round(x)
 #define TF32_STAGE4(v) ((float4)(tf32_round((v).x), tf32_round((v).y), tf32_round((v).z), tf32_round((v).w)))
-
-/* acc += tf32 fragments: D = A (16x8, row) B (8x8, col) + C, in place. */
-TEENY_INLINE void tf32_mma(float *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 /* The warp's block += As[k][m] * Bs[k][n] over one TILE_K slice. */
 TEENY_INLINE void gemm_micro(__local const float4 *As4, __local const float4 *Bs4, int tm, int tn, float *acc)

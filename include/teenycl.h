@@ -185,11 +185,14 @@ TEENY_API teeny_status teeny_ctx_set_tf32(teeny_ctx *ctx, int enable);
 /* *active = 1 when calls on ctx now use tf32: teeny_ctx_set_tf32 asked for
  * it and the device runs tf32 tensor-core instructions, which a small
  * kernel checks on first use (built, run and compared exactly: a host sync
- * the first time; never a device-name match). Where it is 1, convolutions
- * (forward, input and weight gradients, on NVIDIA GPUs with inline PTX
- * mma.sync) round their operands to tf32 and accumulate in fp32: normalized
- * RMS error about 1e-4..1e-3 against float64, deterministic like every
- * other path. Plans compiled before a change keep what they recorded. */
+ * the first time; never a device-name match). Where it is 1 (NVIDIA GPUs
+ * with inline PTX mma.sync), these round their operands to tf32 and
+ * accumulate in fp32: convolutions (forward, input and weight gradients)
+ * and attention with padded head dims up to 64 (teeny_attention_* and
+ * PSA, forward and backward: Q K^T, P V and their gradients; the softmax
+ * stays fp32; wider heads keep fp32). Normalized RMS error about
+ * 1e-4..1e-3 against float64, deterministic like every other path. Plans
+ * compiled before a change keep what they recorded. */
 TEENY_API teeny_status teeny_ctx_tf32_active(teeny_ctx *ctx, int *active);
 /* The context's command queue; borrowed. */
 TEENY_API cl_command_queue teeny_ctx_cl_queue(const teeny_ctx *ctx);

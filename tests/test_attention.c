@@ -4,7 +4,8 @@
  * (BH, Nq != Nk, head dims D and Dv = D or 2D, scales, views at odd
  * offsets), the log-sum-exp, large-magnitude logits, determinism, launch
  * and allocation counts, optional gradients, finite differences of the
- * reference, and every error path.
+ * reference, every error path, and the tf32 tensor-core kernels where the
+ * device has them.
  */
 #include <float.h>
 #include <math.h>
@@ -18,6 +19,8 @@
 #include "ref/attention_ref.h"
 
 #define TOL 1e-5
+#define TOL_TF32 1e-3 /* teeny_ctx_set_tf32: the bound on normalized RMS error */
+static double check_tol = TOL; /* what check_forward / check_backward allow: TOL_TF32 under test_attention_tf32 */
 
 typedef struct {
     int BH, Nq, Nk, D, Dv;
@@ -152,6 +155,26 @@ static void dev_free_all(at_dev *d)
         th_dev_free(all[i]);
 }
 
+/* Per query row: |scale| max_j sum_d |q_d k_jd|, the scores' magnitude. */
+static double *score_mag(const at_case *c)
+{
+    const at_shape *s = &c->s;
+    double *m = th_malloc(c->nl * sizeof *m);
+    for (int b = 0; b < s->BH; b++)
+        for (int i = 0; i < s->Nq; i++) {
+            double best = 0;
+            for (int j = 0; j < s->Nk; j++) {
+                double a = 0;
+                for (int d = 0; d < s->D; d++)
+                    a += fabs((double)c->q[((size_t)b * s->Nq + i) * s->D + d] *
+                              c->k[((size_t)b * s->Nk + j) * s->D + d]);
+                best = a > best ? a : best;
+            }
+            m[(size_t)b * s->Nq + i] = fabs((double)s->scale) * best;
+        }
+    return m;
+}
+
 static void check_forward(const at_case *c, const char *repro)
 {
     teeny_ctx *ctx = th_ctx();
@@ -162,14 +185,18 @@ static void check_forward(const at_case *c, const char *repro)
     dev_inputs(ctx, c, &d);
     TH_OK(ctx, teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, s->scale, d.o.t, d.lse.t));
     ref_attention_forward(q, k, v, s->BH, s->Nq, s->Nk, s->D, s->Dv, (double)s->scale, o, lse);
-    expect_close_mag(d.o.t, o, NULL, c->no, TOL, "o", repro);
-    expect_close_mag(d.lse.t, lse, NULL, c->nl, TOL, "lse", repro);
+    expect_close_mag(d.o.t, o, NULL, c->no, check_tol, "o", repro);
+    /* tf32: each score carries the rounding of its inputs, ~1e-3 of
+     * scale * sum |q_d k_d|, which is what an lse is measured against */
+    double *lmag = check_tol > TOL ? score_mag(c) : NULL;
+    expect_close_mag(d.lse.t, lse, lmag, c->nl, check_tol, "lse", repro);
+    free(lmag);
     th_dev_check_guard(&d.o, "o", repro);
     th_dev_check_guard(&d.lse, "lse", repro);
     /* without lse: the same o */
     th_poison(d.o.t);
     TH_OK(ctx, teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, s->scale, d.o.t, NULL));
-    expect_close_mag(d.o.t, o, NULL, c->no, TOL, "o (lse NULL)", repro);
+    expect_close_mag(d.o.t, o, NULL, c->no, check_tol, "o (lse NULL)", repro);
     dev_free_all(&d);
     free(q);
     free(k);
@@ -197,9 +224,9 @@ static void check_backward(const at_case *c, const char *repro)
     TH_OK(ctx, teeny_attention_backward(ctx, d.q.t, d.k.t, d.v.t, d.o.t, d.lse.t, d.g.t, s->scale, d.dq.t, d.dk.t,
                                         d.dv.t));
     ref_attention_backward(q, k, v, g, s->BH, s->Nq, s->Nk, s->D, s->Dv, (double)s->scale, dq, dk, dv, mq, mk, mv);
-    expect_close_mag(d.dq.t, dq, mq, c->nq, TOL, "dq", repro);
-    expect_close_mag(d.dk.t, dk, mk, c->nk, TOL, "dk", repro);
-    expect_close_mag(d.dv.t, dv, mv, c->nv, TOL, "dv", repro);
+    expect_close_mag(d.dq.t, dq, mq, c->nq, check_tol, "dq", repro);
+    expect_close_mag(d.dk.t, dk, mk, c->nk, check_tol, "dk", repro);
+    expect_close_mag(d.dv.t, dv, mv, c->nv, check_tol, "dv", repro);
     th_dev_check_guard(&d.dq, "dq", repro);
     th_dev_check_guard(&d.dk, "dk", repro);
     th_dev_check_guard(&d.dv, "dv", repro);
@@ -714,6 +741,98 @@ START_TEST(test_attention_errors)
 }
 END_TEST
 
+/* Forward and backward outputs (o, lse, dq, dk, dv) of case c, with tf32
+ * asked for or not. */
+static void run_both(const at_case *c, int tf32, float *out[5])
+{
+    teeny_ctx *ctx = th_ctx();
+    const at_shape *s = &c->s;
+    at_dev d;
+    int64_t qs[3] = {s->BH, s->Nq, s->D}, ks[3] = {s->BH, s->Nk, s->D}, vs[3] = {s->BH, s->Nk, s->Dv};
+    int64_t os[3] = {s->BH, s->Nq, s->Dv};
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, tf32));
+    dev_inputs(ctx, c, &d);
+    d.g = th_dev_make(ctx, 0, 3, os, 0, c->g);
+    d.dq = th_dev_make(ctx, 0, 3, qs, 0, NULL);
+    d.dk = th_dev_make(ctx, 0, 3, ks, 0, NULL);
+    d.dv = th_dev_make(ctx, 0, 3, vs, 0, NULL);
+    TH_OK(ctx, teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, s->scale, d.o.t, d.lse.t));
+    TH_OK(ctx, teeny_attention_backward(ctx, d.q.t, d.k.t, d.v.t, d.o.t, d.lse.t, d.g.t, s->scale, d.dq.t, d.dk.t,
+                                        d.dv.t));
+    th_dev *all[5] = {&d.o, &d.lse, &d.dq, &d.dk, &d.dv};
+    for (int j = 0; j < 5; j++)
+        out[j] = th_read(all[j]->t);
+    dev_free_all(&d);
+}
+
+/* teeny_ctx_set_tf32(ctx, 1) on a device with tf32 tensor cores: the
+ * tensor-core kernels (head dims up to 64) within TOL_TF32 of the float64
+ * references, forward and backward, over every head-dim bucket they take,
+ * lengths off the tiles, views and negative scales; the same bits twice
+ * and not fp32's; head dims past their bucket keep the fp32 kernels' bits.
+ * A device without them keeps fp32: the test says so and counts as
+ * skipped. */
+START_TEST(test_attention_tf32)
+{
+    teeny_ctx *ctx = th_ctx();
+    int active = -1;
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
+    TH_OK(ctx, teeny_ctx_tf32_active(ctx, &active));
+    if (!active) {
+        TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
+        th_skip("no tf32 tensor cores on %s (the probe kernel did not build or run exactly)",
+                teeny_ctx_device_name(ctx));
+    }
+    static const at_shape shapes[] = {{2, 100, 64, 32, 32, 0.2f, 0},   {1, 1, 1, 8, 8, 0.5f, 0},
+                                      {3, 7, 257, 16, 32, 0.25f, 1},   {2, 257, 100, 64, 64, 0.125f, 1},
+                                      {1, 400, 49, 64, 32, 0.3f, 0},   {4, 64, 64, 32, 64, -0.25f, 0},
+                                      {1, 1024, 1024, 64, 64, 0.125f, 0}, {2, 49, 33, 24, 40, 1.0f, 1}};
+    check_tol = TOL_TF32;
+    for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++) {
+        uint64_t seed = 7700 + (uint64_t)i;
+        th_rng r = th_rng_make(seed);
+        char repro[200];
+        at_case c;
+        shape_str(&shapes[i], seed, repro, sizeof repro);
+        strncat(repro, " (tf32)", sizeof repro - strlen(repro) - 1);
+        case_make(&c, &shapes[i], &r);
+        check_forward(&c, repro);
+        check_backward(&c, repro);
+        case_free(&c);
+    }
+    check_tol = TOL;
+    /* deterministic, not fp32's bits; past the tf32 kernels' head dims, fp32's */
+    static const at_shape bits[2] = {{2, 100, 70, 64, 64, 0.125f, 0}, {1, 33, 40, 128, 64, 0.1f, 0}};
+    for (int t = 0; t < 2; t++) {
+        th_rng r = th_rng_make(7750 + (uint64_t)t);
+        at_case c;
+        float *out[3][5];
+        case_make(&c, &bits[t], &r);
+        for (int run = 0; run < 3; run++) /* tf32, tf32, fp32 */
+            run_both(&c, run < 2, out[run]);
+        size_t n[5] = {c.no, c.nl, c.nq, c.nk, c.nv};
+        for (int j = 0; j < 5; j++) {
+            ck_assert_msg(!memcmp(out[0][j], out[1][j], n[j] * sizeof(float)), "tf32: output %d differs between runs",
+                          j);
+            int same = !memcmp(out[0][j], out[2][j], n[j] * sizeof(float));
+            ck_assert_msg(t == 0 ? !same : same, t == 0 ? "tf32: output %d has fp32's bits: not engaged"
+                                                        : "D 128 under tf32: output %d is not fp32's", j);
+            for (int run = 0; run < 3; run++)
+                free(out[run][j]);
+        }
+        case_free(&c);
+    }
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
+}
+END_TEST
+
+/* tf32 off after each test, also after one that failed with it on (the
+ * suite's context is shared when the tests do not fork) */
+static void tf32_off(void)
+{
+    teeny_ctx_set_tf32(th_ctx(), 0);
+}
+
 Suite *suite_attention(void)
 {
     Suite *s = suite_create("attention");
@@ -726,10 +845,12 @@ Suite *suite_attention(void)
     }
     tcase_add_test(fwd, test_attention_launch_counts);
     tcase_add_test(fwd, test_attention_small_threads);
+    tcase_add_test(bwd, test_attention_tf32);
     tcase_add_test(bwd, test_attention_backward_partial);
     tcase_add_test(bwd, test_attention_split_loops);
     tcase_add_test(bwd, test_attention_finite_differences);
     tcase_add_test(err, test_attention_errors);
+    tcase_add_checked_fixture(bwd, NULL, tf32_off);
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);
     suite_add_tcase(s, err);

@@ -22,6 +22,8 @@
 #include "ref/attention_ref.h"
 
 #define TOL 1e-5
+#define TOL_TF32 1e-3 /* teeny_ctx_set_tf32: the bound on normalized RMS error */
+static double check_tol = TOL; /* what expect_close allows: TOL_TF32 under test_attention_mask_tf32 */
 
 typedef struct {
     int B, H, Nq, Nk, D, Dv;
@@ -221,7 +223,7 @@ static void expect_close(const teeny_tensor *t, const double *ref, const double 
     for (size_t i = 0; i < n; i++)
         r[i] = isinf(ref[i]) ? 0.0 : ref[i];
     double e = mag ? th_nrms_mag(out, r, mag, n) : th_nrms(out, r, n);
-    ck_assert_msg(e <= TOL, "%s: nrms %.3g > %.1g; %s", what, e, TOL, repro);
+    ck_assert_msg(e <= check_tol, "%s: nrms %.3g > %.1g; %s", what, e, check_tol, repro);
     free(r);
     free(out);
 }
@@ -479,6 +481,66 @@ START_TEST(test_attention_mask_determinism)
         case_free(&c);
     }
     th_cpu_kernels(-1);
+}
+END_TEST
+
+/* Masks on the tf32 tensor-core kernels (teeny_ctx_set_tf32, where the
+ * device has them): causal frontiers, broadcast masks with -inf entries,
+ * fully masked rows and softcap within TOL_TF32 of the reference (dead
+ * rows exactly as in fp32), and the same bits twice. A device without
+ * them counts as skipped. */
+START_TEST(test_attention_mask_tf32)
+{
+    teeny_ctx *ctx = th_ctx();
+    int active = -1;
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
+    TH_OK(ctx, teeny_ctx_tf32_active(ctx, &active));
+    if (!active) {
+        TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
+        th_skip("no tf32 tensor cores on %s (the probe kernel did not build or run exactly)",
+                teeny_ctx_device_name(ctx));
+    }
+    static const mk_shape shapes[] = {
+        {2, 2, 130, 100, 32, 64, 0.0f, 2, 1, 0, 3.0f, 4, {1, 1, 1, 1}, 0.1, 1},
+        {2, 2, 70, 300, 64, 64, 0.0f, 2, 1, 230, 0.0f, 4, {1, 0, 0, 1}, 0.1, 0},
+        {1, 3, 257, 100, 64, 32, 0.07f, 3, 1, 0, 2.5f, 3, {0, 1, 1, 1}, 0.0, 1},
+        {1, 2, 90, 300, 16, 16, 0.2f, 2, 1, -40, 1.5f, 0, {0, 0, 0, 0}, 0.0, 0},
+    };
+    check_tol = TOL_TF32;
+    for (int t = 0; t < (int)(sizeof shapes / sizeof shapes[0]); t++) {
+        uint64_t seed = 1900 + (uint64_t)t;
+        th_rng r = th_rng_make(seed);
+        char repro[400];
+        mk_case c;
+        shape_str(&shapes[t], seed, repro, sizeof repro);
+        strncat(repro, " (tf32)", sizeof repro - strlen(repro) - 1);
+        case_make(&c, &shapes[t], &r);
+        check_case(&c, t % 2, repro);
+        case_free(&c);
+    }
+    check_tol = TOL;
+    th_rng r = th_rng_make(1950);
+    mk_case c;
+    float *out[2][5];
+    case_make(&c, &shapes[0], &r);
+    for (int run = 0; run < 2; run++) {
+        mk_dev d;
+        dev_make(ctx, &c, 0, &d);
+        TH_OK(ctx, run_forward(ctx, &c, &d));
+        TH_OK(ctx, run_backward(ctx, &c, &d));
+        th_dev *all[5] = {&d.o, &d.lse, &d.dq, &d.dk, &d.dv};
+        for (int j = 0; j < 5; j++)
+            out[run][j] = th_read(all[j]->t);
+        dev_free(&d);
+    }
+    size_t n[5] = {c.no, c.nl, c.nq, c.nk, c.nv};
+    for (int j = 0; j < 5; j++) {
+        ck_assert_msg(!memcmp(out[0][j], out[1][j], n[j] * sizeof(float)), "tf32: output %d differs between runs", j);
+        free(out[0][j]);
+        free(out[1][j]);
+    }
+    case_free(&c);
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
 }
 END_TEST
 
@@ -788,6 +850,13 @@ START_TEST(test_attention_mask_errors)
 }
 END_TEST
 
+/* tf32 off after each test, also after one that failed with it on (the
+ * suite's context is shared when the tests do not fork) */
+static void tf32_off(void)
+{
+    teeny_ctx_set_tf32(th_ctx(), 0);
+}
+
 Suite *suite_attention_mask(void)
 {
     Suite *s = suite_create("attention_mask");
@@ -796,6 +865,7 @@ Suite *suite_attention_mask(void)
     tcase_add_test(fwd, test_attention_mask_fully_masked);
     tcase_add_test(fwd, test_attention_mask_causal_skips);
     tcase_add_test(fwd, test_attention_mask_graph);
+    tcase_add_test(fwd, test_attention_mask_tf32);
     if (!th_small()) {
         tcase_add_test(fwd, test_attention_mask_wide);
         tcase_add_test(fwd, test_attention_mask_determinism);
@@ -803,6 +873,7 @@ Suite *suite_attention_mask(void)
     tcase_add_test(bwd, test_attention_mask_split_loops);
     tcase_add_test(bwd, test_attention_mask_finite_differences);
     tcase_add_test(err, test_attention_mask_errors);
+    tcase_add_checked_fixture(fwd, NULL, tf32_off);
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);
     suite_add_tcase(s, err);

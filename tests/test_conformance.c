@@ -71,6 +71,13 @@ static int cov_unused_ok(const char *name)
     /* built only where the compiler may take NVIDIA inline PTX (probe.c) */
     if (!strcmp(name, "probe_tf32_mma"))
         return !th_ctx()->info.has_nvidia_ptx;
+    /* the tf32 attention kernels, where the device runs tf32 and its
+     * profile has tiles for them (test_conformance_attention's last pass) */
+    if (!strcmp(name, "attn_fwd_tc") || !strcmp(name, "attn_bwd_dkdv_tc") || !strcmp(name, "attn_bwd_dq_tc")) {
+        int tf32 = 0;
+        TH_OK(th_ctx(), teeny__tf32_capable(th_ctx(), &tf32));
+        return !tf32 || th_ctx()->tune.profile->attention_tf32.warps <= 0;
+    }
     /* where a work-item's loop trips are limited, attention takes the CPU
      * variants, which split their loops (attention.c, use_cpu) */
     if (!strcmp(name, "attn_fwd") || !strcmp(name, "attn_bwd_dkdv") || !strcmp(name, "attn_bwd_dq")) {
@@ -432,6 +439,7 @@ END_TEST
 /* ---- attention ---- */
 
 static const char *attn_pass = ""; /* which variant test_conformance_attention runs, for the reproducer */
+static double attn_tol = TOL;      /* TOL, or TOL_TF32 in its tf32 pass */
 
 /* The masked kernels (teeny_attention_forward_ex): with mk, a causal
  * frontier mk->causal_offset, softcap mk->softcap and a key-padding mask
@@ -474,11 +482,11 @@ static void attn_case_ex(int BH, int Nq, int Nk, int D, int Dv, uint64_t seed, c
     }
     ref_attention_forward_ex(qd, kd, vd, BH, Nq, Nk, D, Dv, scale, mk ? &rm : NULL, o, lse);
     ref_attention_backward_ex(qd, kd, vd, gd, BH, Nq, Nk, D, Dv, scale, mk ? &rm : NULL, dq, dk, dv, mq, mk_, mv);
-    expect(&to, o, NULL, TOL, "o", repro);
-    expect(&tl, lse, NULL, TOL, "lse", repro);
-    expect(&tdq, dq, mq, TOL, "dq", repro);
-    expect(&tdk, dk, mk_, TOL, "dk", repro);
-    expect(&tdv, dv, mv, TOL, "dv", repro);
+    expect(&to, o, NULL, attn_tol, "o", repro);
+    expect(&tl, lse, NULL, attn_tol, "lse", repro);
+    expect(&tdq, dq, mq, attn_tol, "dq", repro);
+    expect(&tdk, dk, mk_, attn_tol, "dk", repro);
+    expect(&tdv, dv, mv, attn_tol, "dv", repro);
     th_dev *ds[] = {&tq, &tk, &tv, &tg, &to, &tl, &tdq, &tdk, &tdv, &tm};
     free_devs(ds, m ? 10 : 9);
     free(m);
@@ -529,6 +537,24 @@ START_TEST(test_conformance_attention)
     }
     th_loop_limit(-1);
     th_cpu_kernels(-1);
+    /* the tf32 tensor-core kernels where the device runs them (head dims up to 64) */
+    teeny_ctx *ctx = th_ctx();
+    int tf32 = 0;
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
+    TH_OK(ctx, teeny_ctx_tf32_active(ctx, &tf32));
+    attn_pass = "tf32 kernels";
+    attn_tol = TOL_TF32;
+    if (tf32) {
+        teeny_attention_params br = {0.0f, 1, 3, 2, 0.0f}, tl = {0.0f, 1, 0, 2, 2.0f};
+        attn_case(2, 5, 7, 16, 16, 420);
+        attn_case(1, 9, 6, 40, 40, 421);
+        attn_case(2, 6, 3, 8, 24, 422);
+        attn_case_ex(4, 6, 9, 16, 32, 423, &br);
+        attn_case_ex(2, 9, 6, 40, 40, 424, &tl);
+        attn_case(2, 300, 300, 64, 64, 425);
+    }
+    attn_tol = TOL;
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
     cov_stop();
 }
 END_TEST

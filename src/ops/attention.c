@@ -11,25 +11,11 @@
  * fused PSA path (psa.c) reuses them on the NCHW qkv tensor through
  * teeny__attn_forward_run / teeny__attn_backward_run.
  *
- * Tuning parameters (the -D options of each program): the padded head dims
- * ATT_DQ, ATT_DV (powers of two >= 32: one program per bucket), and per
- * kernel a TR x TC thread grid, RM rows and SC columns per thread. They come
- * from plan_make: TC from the head dims (each thread's accumulator slice is
- * whole float4 chunks, at most ATT_MAXT of them), TR from the device
- * profile's thread count (ctx->tune.attention, src/tune/profiles.def:
- * 128) capped by the device's max work-group size, RM and the column tile
- * from the profile (GPU rows 4 x 32, CPU rows 2 x 16), then the column
- * tile, TR and RM shrink until the tiles fit the device's local memory (at
- * most 48 KiB, the portable minimum of current GPUs). TEENY_ATTN_NT,
- * TEENY_ATTN_RM, TEENY_ATTN_BN and TEENY_ATTN_FIT override the profile's
- * starting values (read by src/tune/tune.c at context creation); a thread
- * count below the thread columns the head dims need is raised to them.
- * The CPU variants take ATT_CR rows per work-item (the profile's lanes).
- * ATT_EXT (a bit set: 1 causal, 2 additive mask, 4 softcap) builds the
- * masked kernels; a problem without any of them builds none of that code,
- * so the unmasked kernels are the same programs with or without masks.
+ * Tiles and build options: attention_plan.c (fp32 kernels, and the tf32
+ * tensor-core kernels attn_*_tc with teeny_ctx_set_tf32 where the device
+ * runs them).
  *
- * Files: attention.c (this one) plans and launches the flash kernels
+ * Files: attention.c (this one) launches the flash kernels
  * (teeny__attn_forward_run, teeny__attn_backward_run); attention_op.c
  * holds the op-table entry, its shapes and the eager API.
  */
@@ -37,199 +23,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "ops.h"
-
-#define ATT_LDS_CAP (48 * 1024)
-#define ATT_EXT_CAUSAL 1  /* ATT_EXT bits (cl/attention.cl) */
-#define ATT_EXT_MASK 2
-#define ATT_EXT_SOFTCAP 4
-
-typedef struct {
-    int tr, rm, tc, sc; /* thread grid TR x TC; RM rows, SC columns per thread */
-} att_tile;
-
-typedef struct {
-    int cr;               /* rows per work-item of the CPU variants: the lanes of a float8 or float16 */
-    int ext;              /* ATT_EXT: ATT_EXT_* bits, 0 without masks */
-    int dq, dv;           /* padded head dims */
-    att_tile fw, kv, qg;  /* attn_fwd, attn_bwd_dkdv, attn_bwd_dq */
-    char options[320];
-} att_plan;
-
-static int bucket(int d)
-{
-    int b = 32;
-    while (b < d)
-        b *= 2;
-    return b;
-}
-
-/* Local memory (bytes) of each kernel for a tile; mirrors FW_LDS, KV_LDS,
- * QG_LDS in cl/attention.cl. */
-static size_t lds_fw(const att_plan *p, att_tile t)
-{
-    size_t qs = (size_t)p->dq + 4, vs = (size_t)p->dv + 4, bm = (size_t)t.tr * t.rm, bn = (size_t)t.tc * t.sc;
-    size_t a = bm * qs + bn * qs + bn * vs + bm * (bn + 4), b = bm * vs;
-    return 4 * ((bm * t.tc + (a > b ? a : b) + 3) / 4 * 4);
-}
-
-static size_t lds_kv(const att_plan *p, att_tile t)
-{
-    size_t qs = (size_t)p->dq + 4, vs = (size_t)p->dv + 4, br = (size_t)t.tr * t.rm, bc = (size_t)t.tc * t.sc;
-    return 4 * ((br * qs + br * vs + bc * qs + bc * vs + 2 * bc + 2 * br * (bc + 4) + 3) / 4 * 4);
-}
-
-static size_t lds_qg(const att_plan *p, att_tile t)
-{
-    size_t qs = (size_t)p->dq + 4, vs = (size_t)p->dv + 4, bm = (size_t)t.tr * t.rm, bn = (size_t)t.tc * t.sc;
-    return 4 * ((bm * qs + bm * vs + bn * qs + bn * vs + bm * (bn + 4) + 3) / 4 * 4);
-}
-
-/* Shrink t until lds(t) fits: the column tile down to 16 (rows_first:
- * first the thread rows down to 64 work-items, keeping the register tile),
- * then the thread rows, then the rows per thread. 0 when even the smallest
- * tile does not fit. */
-static int fit(const att_plan *p, att_tile *t, size_t (*lds)(const att_plan *, att_tile), size_t budget,
-               int rows_first)
-{
-    while (lds(p, *t) > budget) {
-        if (rows_first && t->tr * t->tc > 64)
-            t->tr /= 2;
-        else if (t->tc * t->sc > 16 && t->sc > 1)
-            t->sc /= 2;
-        else if (t->tr > 1)
-            t->tr /= 2;
-        else if (t->rm > 1)
-            t->rm /= 2;
-        else if (t->sc > 1)
-            t->sc /= 2;
-        else
-            return 0;
-    }
-    return 1;
-}
-
-static void plan_options(att_plan *p)
-{
-    int n = snprintf(p->options, sizeof p->options,
-                     "-DATT_CR=%d -DATT_DQ=%d -DATT_DV=%d -DFW_TR=%d -DFW_RM=%d -DFW_TC=%d -DFW_SC=%d -DKV_TR=%d -DKV_RM=%d "
-                     "-DKV_TC=%d -DKV_SC=%d -DQG_TR=%d -DQG_RM=%d -DQG_TC=%d -DQG_SC=%d",
-                     p->cr, p->dq, p->dv, p->fw.tr, p->fw.rm, p->fw.tc, p->fw.sc, p->kv.tr, p->kv.rm, p->kv.tc, p->kv.sc,
-                     p->qg.tr, p->qg.rm, p->qg.tc, p->qg.sc);
-    if (p->ext && n > 0 && (size_t)n < sizeof p->options) /* the unmasked programs keep their options */
-        snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_EXT=%d", p->ext);
-}
-
-/* The ATT_EXT bits of a problem. */
-static int problem_ext(const teeny__attn_problem *p)
-{
-    return (p->causal ? ATT_EXT_CAUSAL : 0) | (p->mask.buf ? ATT_EXT_MASK : 0) | (p->softcap > 0 ? ATT_EXT_SOFTCAP : 0);
-}
-
-/* The preferred tiles from the device-wide limits; plan_fit then checks
- * them against the built kernels. */
-static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, int ext, att_plan *p)
-{
-    const teeny__attention_tune *tune = &ctx->tune.attention;
-    size_t budget = ctx->info.local_mem_bytes < ATT_LDS_CAP ? (size_t)ctx->info.local_mem_bytes : ATT_LDS_CAP;
-    int max_wg = ctx->info.max_work_group_size > 1024 ? 1024 : (int)ctx->info.max_work_group_size;
-    int nt = tune->threads;
-    att_tile t;
-    p->cr = tune->cpu_lanes;
-    p->ext = ext;
-    p->dq = bucket(d);
-    p->dv = bucket(dv);
-    /* at most 8 float4 chunks per thread row (ATT_MAXT): pad the narrower
-     * head dim to an eighth of the wider one */
-    if (p->dq < p->dv / 8)
-        p->dq = p->dv / 8;
-    if (p->dv < p->dq / 8)
-        p->dv = p->dq / 8;
-    /* whole float4 chunks of both head dims per thread, at most 8 of the
-     * wider one's (so at least min_tc thread columns); 16 columns of
-     * threads for the widest heads keep the accumulators in registers */
-    int narrow = p->dq < p->dv ? p->dq : p->dv, wide = p->dq < p->dv ? p->dv : p->dq;
-    int min_tc = wide / 32 > 1 ? wide / 32 : 1;
-    t.tc = p->dq >= 128 || p->dv >= 256 ? 16 : 8;
-    if (t.tc > narrow / 4)
-        t.tc = narrow / 4;
-    if (nt > max_wg)
-        nt = max_wg;
-    while (t.tc / 2 >= min_tc && t.tc > nt)
-        t.tc /= 2;
-    if (t.tc < 4 || t.tc > max_wg || budget < 1024)
-        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
-                            "attention with head dims %d, %d needs work-groups of at least %d work-items and 1 KiB "
-                            "of local memory; %s has %d and %zu bytes",
-                            d, dv, t.tc > 4 ? t.tc : 4, ctx->info.device_name, max_wg, budget);
-    t.tr = nt / t.tc > 1 ? nt / t.tc : 1;
-    t.rm = tune->rows;
-    t.sc = tune->cols / t.tc < 1 ? 1 : tune->cols / t.tc > 8 ? 8 : tune->cols / t.tc;
-    /* bound the accumulators per thread: rm * (chunks of dK + chunks of dV) */
-    while (t.rm > 1 && t.rm * (p->dq + p->dv) / (4 * t.tc) > 24)
-        t.rm /= 2;
-    TEENY_ASSERT(ctx, p->dq / (4 * t.tc) <= 8 && p->dv / (4 * t.tc) <= 8 && t.rm <= 8 && t.sc <= 8);
-    budget -= 512; /* headroom for what the compiler adds */
-    p->fw = p->kv = p->qg = t;
-    int rows_first = tune->rows_first;
-    if (!fit(p, &p->fw, lds_fw, budget, rows_first) || !fit(p, &p->kv, lds_kv, budget, rows_first) ||
-        !fit(p, &p->qg, lds_qg, budget, rows_first))
-        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
-                            "attention with head dims %d, %d needs more local memory than %s has (%llu bytes)", d,
-                            dv, ctx->info.device_name, (unsigned long long)ctx->info.local_mem_bytes);
-    plan_options(p);
-    return TEENY_OK;
-}
-
-/* One step smaller for a tile its built kernel refused: half the thread
- * rows, then the rows per thread, then the score columns per thread, then
- * the thread columns while every head dim still spans at most ATT_MAXT
- * float4 chunks per thread; 0 when it is the smallest. */
-static int shrink(const att_plan *p, att_tile *t)
-{
-    if (t->tr > 1)
-        t->tr /= 2;
-    else if (t->rm > 1)
-        t->rm /= 2;
-    else if (t->sc > 1)
-        t->sc /= 2;
-    else if (t->tc > 4 && p->dq / (4 * (t->tc / 2)) <= 8 && p->dv / (4 * (t->tc / 2)) <= 8)
-        t->tc /= 2;
-    else
-        return 0;
-    return 1;
-}
-
-/* Check the tiles against what the built kernels allow (before anything is
- * enqueued): a kernel whose TR * TC work-items or local memory its build
- * does not take gets a smaller tile (shrink), step by step; the message of
- * the last misfit when nothing fits. */
-static teeny_status plan_fit(teeny_ctx *ctx, att_plan *p, int backward)
-{
-    const char *names[2] = {"attn_fwd", NULL};
-    att_tile *tiles[2] = {&p->fw, NULL};
-    int n = 1, shrunk = 0;
-    if (backward) {
-        names[0] = "attn_bwd_dkdv";
-        tiles[0] = &p->kv;
-        names[1] = "attn_bwd_dq";
-        tiles[1] = &p->qg;
-        n = 2;
-    }
-    for (;;) {
-        teeny_status st = TEENY_OK;
-        int i;
-        for (i = 0; i < n && st == TEENY_OK; i++)
-            st = teeny__kernel_fit(ctx, "attention", p->options, names[i],
-                                   (size_t)tiles[i]->tr * (size_t)tiles[i]->tc, 0, NULL);
-        if (st == TEENY_OK && shrunk)
-            teeny__clear_error(ctx);
-        if (st != TEENY_ERR_UNSUPPORTED || !shrink(p, tiles[i - 1]))
-            return st;
-        shrunk = 1;
-        plan_options(p);
-    }
-}
+#include "attention_internal.h"
 
 /* ---- launches ---- */
 
@@ -415,9 +209,10 @@ teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *
     att_ext_args ext;
     int n = 0, has_lse = p->lse != NULL;
     cl_mem lse = has_lse ? p->lse : p->o.buf; /* a stand-in the kernel never writes */
-    teeny_status st = plan_make(ctx, p->d, p->dv, problem_ext(p), &pl);
+    int cpu;
+    teeny_status st = use_cpu(ctx, &cpu);
     if (st == TEENY_OK)
-        st = plan_fit(ctx, &pl, 0);
+        st = teeny__attn_plan(ctx, p, 0, cpu, &pl);
     if (st != TEENY_OK)
         return st;
     n = push_mat(a, n, &p->q);
@@ -435,9 +230,6 @@ teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *
     a[n++] = ARG(p->scale);
     ext_args_of(p, &ext);
     n = push_ext(a, n, &pl, &ext);
-    int cpu;
-    if ((st = use_cpu(ctx, &cpu)) != TEENY_OK)
-        return st;
     if (cpu) {
         int64_t per_launch;
         att_cpu_trips t = {p->d + 2 * p->dv + 3, p->d + p->dv};
@@ -445,7 +237,7 @@ teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *
             return st;
         return launch_cpu(ctx, &pl, "attn_fwd_cpu", a, n, p->n_q, p->bh, p->n_k, per_launch, &p->o.buf);
     }
-    return launch_tiled(ctx, &pl, "attn_fwd", a, n, pl.fw, p->n_q, p->bh);
+    return launch_tiled(ctx, &pl, teeny__attn_kernel(&pl, 0), a, n, pl.fw, p->n_q, p->bh);
 }
 
 teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem *p)
@@ -459,17 +251,14 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
     teeny_status st;
     if (!p->dq.buf && !p->dk.buf && !p->dv_out.buf)
         return TEENY_OK;
-    if ((st = plan_make(ctx, p->d, p->dv, problem_ext(p), &pl)) != TEENY_OK ||
-        (st = plan_fit(ctx, &pl, 1)) != TEENY_OK)
+    int cpu;
+    if ((st = use_cpu(ctx, &cpu)) != TEENY_OK || (st = teeny__attn_plan(ctx, p, 1, cpu, &pl)) != TEENY_OK)
         return st;
     ext_args_of(p, &ext);
     /* the CPU variants' loop splits, before anything is enqueued */
     int64_t kv_launch = 0, q_launch = 0;
     att_cpu_trips kv_trips = {3 * (p->d + p->dv), 2 * (p->d + p->dv)};
     att_cpu_trips q_trips = {3 * p->d + p->dv + 2, 2 * p->d + p->dv};
-    int cpu;
-    if ((st = use_cpu(ctx, &cpu)) != TEENY_OK)
-        return st;
     if (cpu && (p->dk.buf || p->dv_out.buf))
         st = cpu_split(ctx, &pl, "attn_bwd_dkdv_cpu", p->n_q, kv_trips, &kv_launch);
     if (st == TEENY_OK && cpu && p->dq.buf)
@@ -525,7 +314,7 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         a[n++] = ARG(p->scale);
         n = push_ext(a, n, &pl, &ext);
         st = cpu ? launch_cpu(ctx, &pl, "attn_bwd_dkdv_cpu", a, n, p->n_k, p->bh, p->n_q, kv_launch, NULL)
-                              : launch_tiled(ctx, &pl, "attn_bwd_dkdv", a, n, pl.kv, p->n_k, p->bh);
+                              : launch_tiled(ctx, &pl, teeny__attn_kernel(&pl, 1), a, n, pl.kv, p->n_k, p->bh);
         if (st != TEENY_OK)
             return st;
     }
@@ -539,7 +328,7 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         a[n++] = ARG(p->scale);
         n = push_ext(a, n, &pl, &ext);
         st = cpu ? launch_cpu(ctx, &pl, "attn_bwd_dq_cpu", a, n, p->n_q, p->bh, p->n_k, q_launch, NULL)
-                              : launch_tiled(ctx, &pl, "attn_bwd_dq", a, n, pl.qg, p->n_q, p->bh);
+                              : launch_tiled(ctx, &pl, teeny__attn_kernel(&pl, 2), a, n, pl.qg, p->n_q, p->bh);
         if (st != TEENY_OK)
             return st;
     }

@@ -11,9 +11,10 @@
  *
  * tf32 tensor cores. Where the device's compiler may take NVIDIA inline
  * PTX, one warp runs mma.sync.m16n8k8 .tf32 on inputs whose product is
- * exact; the families take their TEENY_TF32 kernels only where that
- * built, ran and gave the exact product (teeny__tf32_capable), never on a
- * device name.
+ * exact, and a shfl.sync.bfly of the result (cl/common.cl's tf32 helpers,
+ * which every TEENY_TF32 kernel uses); the families take their TEENY_TF32
+ * kernels only where that built, ran and gave the exact values
+ * (teeny__tf32_capable), never on a device name.
  */
 #include "internal.h"
 
@@ -132,7 +133,7 @@ static float probe_value(int i, int mul)
 static teeny_status probe_tf32(teeny_ctx *ctx, int *ok)
 {
     static const char name[] = "probe_tf32_mma";
-    float a[128], b[64], c[128];
+    float a[128], b[64], c[160];
     cl_mem buf[3] = {NULL, NULL, NULL};
     size_t bytes[3] = {sizeof a, sizeof b, sizeof c};
     cl_kernel k = NULL;
@@ -143,7 +144,7 @@ static teeny_status probe_tf32(teeny_ctx *ctx, int *ok)
     for (int i = 0; i < 64; i++)
         b[i] = probe_value(i, 5);
     /* a compiler that refuses the PTX is an answer, not an error */
-    if (teeny__kernel_create(ctx, "probe", "-DTEENY_PROBE_TF32=1", name, &k) != TEENY_OK) {
+    if (teeny__kernel_create(ctx, "probe", "-DTEENY_TF32=1", name, &k) != TEENY_OK) {
         teeny__log(TEENY_LOG_INFO, "no tf32 tensor cores on %s: %s", ctx->info.device_name, teeny_last_error(ctx));
         teeny__clear_error(ctx);
         return TEENY_OK;
@@ -171,6 +172,10 @@ static teeny_status probe_tf32(teeny_ctx *ctx, int *ok)
                     want += a[i * 8 + t] * b[t * 8 + j];
                 exact &= c[i * 8 + j] == want;
             }
+        for (int lane = 0; lane < 32; lane++) { /* lane ^ 1's C element (r, 2k) */
+            int src = lane ^ 1;
+            exact &= c[128 + lane] == c[(src >> 2) * 8 + 2 * (src & 3)];
+        }
         *ok = exact;
         teeny__log(exact ? TEENY_LOG_INFO : TEENY_LOG_WARN, "tf32 mma probe on %s: %s", ctx->info.device_name,
                    exact ? "exact; tf32 kernels available" : "wrong product; tf32 kernels off");

@@ -84,6 +84,15 @@ typedef struct {
     int cpu_lanes;  /* rows per work-item of the CPU variants: a float8 or float16 */
 } teeny__attention_tune;
 
+/* attention with tf32 tensor cores (src/ops/attention_plan.c: the
+ * attn_*_tc kernels, with teeny_ctx_set_tf32 where probe.c found tf32
+ * mma): where the tile search starts; warps 0: none. */
+typedef struct {
+    int warps;   /* warps per work-group, 16 rows each */
+    int cols;    /* each pass's column tile (a multiple of 8) */
+    int max_dim; /* the padded head dims it takes at most (registers grow with them) */
+} teeny__attention_tf32_tune;
+
 /* linear (src/ops/linear.c): the GEMM's register tile and k depth (the
  * work-group comes from ctx->work_group_size). */
 typedef struct {
@@ -99,6 +108,7 @@ typedef struct {
     teeny__conv_tune conv;
     teeny__conv_tune conv_tf32; /* conv with teeny_ctx_set_tf32, where probe.c found tf32 mma (n_tiles 0: none) */
     teeny__attention_tune attention;
+    teeny__attention_tf32_tune attention_tf32; /* with teeny_ctx_set_tf32 (warps 0: none) */
     teeny__linear_tune linear;
     int optim_slots;           /* parameters per Adam launch at most (optim.c; fewer where the
                                 * kernel-argument space holds fewer) */
