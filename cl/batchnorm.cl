@@ -6,8 +6,15 @@
  * reductions run in two deterministic passes with no atomics:
  *   1. partial kernels: each work-group (or work-item) reduces a fixed
  *      slice of one channel and writes one partial;
- *   2. finalize: one work-item per channel combines its partials in index
- *      order.
+ *   2. finalize: the consumer combines a channel's partials in index
+ *      order (bn_train_stats, bn_grad_sums), in the same order wherever it
+ *      runs, so every item that does it gets the same bits: bn_normalize_train
+ *      (training forward) and bn_backward_dx (backward) do it themselves, in
+ *      one item per row (spatial) or column (rows) of a work-group, shared
+ *      through local memory; the CPU twins in every item. Exactly one item
+ *      per channel, the one holding element (0, c, 0), writes the channel's
+ *      outputs (save_mean, save_rstd, the running statistics; dweight,
+ *      dbias). bn_grad_finalize remains for a backward without dx.
  * Two partial layouts:
  *   spatial (S large): work-group (p, c) walks chunk p of channel c's B*S
  *     elements in units of VEC floats (VEC = 4 when S % 4 == 0, loaded with
@@ -133,28 +140,33 @@ TEENY_INLINE float bn_part_count(int q, int P, int chunk, int total, int vec)
     return (float)(min(chunk, total - p * chunk) * vec);
 }
 
-/* Grid (C): item c merges its K partials in order, writes the batch mean
- * (the shift x[c*S] added back) and rstd and, when update is set, the
- * running statistics (unbiased variance, as PyTorch). */
-__kernel void bn_stats_finalize(__global const float *part, int K, int P, int chunk, int total, int vec, int C,
-                                __global const float *x, int x_off, int S, float eps, float momentum, int update,
-                                __global float *save_mean, int sm_off, __global float *save_rstd, int sr_off,
-                                __global float *run_mean, int rm_off, __global float *run_var, int rv_off)
+/* The training forward's statistics arguments: the partials (K per
+ * channel, P runs of chunk units out of total) and the per-channel outputs. */
+#define BN_STATS_ARGS                                                                                              \
+    __global const float *part, int K, int P, int chunk, int total, float eps, float momentum,                   \
+        __global float *save_mean, int sm_off, __global float *save_rstd, int sr_off, __global float *run_mean,    \
+        int rm_off, __global float *run_var, int rv_off
+#define BN_STATS_PASS part, K, P, chunk, total, eps, momentum, save_mean, sm_off, save_rstd, sr_off, run_mean, \
+        rm_off, run_var, rv_off
+
+/* Channel c's batch (mean, rstd): its K partials merged in index order,
+ * the shift (x[c*S]) added back. The writer also stores save_mean,
+ * save_rstd and updates the running statistics (unbiased variance, as
+ * PyTorch). */
+TEENY_INLINE float2 bn_train_stats(BN_STATS_ARGS, int vec, float shift, int c, int writer)
 {
-    int c = get_global_id(0);
-    if (c >= C)
-        return;
     float n = 0.0f, m = 0.0f, q = 0.0f;
     for (int i = 0; i < K; i++)
         bn_merge(&n, &m, &q, bn_part_count(i, P, chunk, total, vec), part[(c * K + i) * 2],
                  part[(c * K + i) * 2 + 1]);
-    float var = q / n, mean = x[x_off + c * S] + m;
-    save_mean[sm_off + c] = mean;
-    save_rstd[sr_off + c] = rsqrt(var + eps);
-    if (update) {
+    float var = q / n, mean = shift + m, rstd = rsqrt(var + eps);
+    if (writer) {
+        save_mean[sm_off + c] = mean;
+        save_rstd[sr_off + c] = rstd;
         run_mean[rm_off + c] = (1.0f - momentum) * run_mean[rm_off + c] + momentum * mean;
         run_var[rv_off + c] = (1.0f - momentum) * run_var[rv_off + c] + momentum * (q / (n - 1.0f));
     }
+    return (float2)(mean, rstd);
 }
 
 /* The per-channel factor r: rstd itself, or 1/sqrt(var + eps). */
@@ -164,52 +176,129 @@ TEENY_INLINE float bn_rstd(__global const float *r, int r_off, int r_is_var, flo
     return r_is_var ? rsqrt(v + eps) : v;
 }
 
+/* The fused activation (TEENY_ACT_NONE, _RELU, _SILU; the op refuses the
+ * others) and its derivative, by common.cl's formulas, over float, float4
+ * and float16: a three-way test of a uniform argument, cheap in a hot
+ * store (conv2d.cl's banner: the full twelve-way chain is not). */
+#define BN_ACT_FNS(T)                                                                                              \
+    TEENY_INLINE T bn_act_##T(int act, T v)                                                                        \
+    {                                                                                                              \
+        if (act == TEENY_ACT_RELU)                                                                                 \
+            return fmax(v, 0.0f);                                                                                  \
+        if (act == TEENY_ACT_SILU)                                                                                 \
+            return v * (1.0f / (1.0f + exp(-v)));                                                                 \
+        return v;                                                                                                  \
+    }                                                                                                              \
+    TEENY_INLINE T bn_dact_##T(int act, T v)                                                                       \
+    {                                                                                                              \
+        if (act == TEENY_ACT_RELU)                                                                                 \
+            return v > 0.0f ? (T)(1.0f) : (T)(0.0f);                                                               \
+        if (act != TEENY_ACT_SILU)                                                                                 \
+            return (T)(1.0f);                                                                                      \
+        T s_ = 1.0f / (1.0f + exp(-v));                                                                            \
+        return s_ * (1.0f + v * (1.0f - s_));                                                                      \
+    }
+BN_ACT_FNS(float)
+BN_ACT_FNS(float4)
+BN_ACT_FNS(float16)
+
+/* The backward's view of the fused activation: the per-channel affine
+ * that rebuilds the pre-activation from d = x - mean, and act. The
+ * incoming gradient dy becomes dy * act'(d * scale + shift) (act NONE:
+ * dy unchanged, nothing read). */
+#define BN_ACT_ARGS                                                                                                \
+    __global const float *w, int w_off, __global const float *bias, int bias_off, __global const float *r,       \
+        int r_off, int r_is_var, float eps, int act
+#define BN_ACT_SETUP(c)                                                                                            \
+    const float ascale = act ? w[w_off + (c)] * bn_rstd(r, r_off, r_is_var, eps, (c)) : 0.0f,                     \
+                ashift = act ? bias[bias_off + (c)] : 0.0f
+#define BN_DY(T, g, d) (act ? (g) * bn_dact_##T(act, (d) * ascale + ashift) : (g))
+
+/* y = act((x - m) * scale + shift) over the vec floats at element e. */
+TEENY_INLINE void bn_store(__global const float *x, int x_off, __global float *y, int y_off, int e, int vec, float m,
+                           float scale, float shift, int act)
+{
+    if (vec == 4)
+        vstore4(bn_act_float4(act, (vload4(0, x + x_off + e) - m) * scale + shift), 0, y + y_off + e);
+    else
+        y[y_off + e] = bn_act_float(act, (x[x_off + e] - m) * scale + shift);
+}
+
 /* Grid (inner, outer): spatial layout inner = S/vec, outer = B*C (row o is
  * channel o % C); rows layout inner = C*S, outer = B (column i is channel
  * i / S), vec = 1. Each item writes vec outputs:
- * y = (x - mean[c]) * (w[c] * r[c]) + bias[c]. */
+ * y = act((x - mean[c]) * (w[c] * r[c]) + bias[c]). */
 __kernel void bn_normalize(__global const float *x, int x_off, __global float *y, int y_off, int inner, int outer,
                            int C, int S, int spatial, int vec,
                            __global const float *mean, int mean_off, __global const float *r, int r_off,
                            int r_is_var, float eps, __global const float *w, int w_off,
-                           __global const float *bias, int bias_off)
+                           __global const float *bias, int bias_off, int act)
 {
     int i = get_global_id(0), o = get_global_id(1);
     if (i >= inner || o >= outer)
         return;
     int c = spatial ? o % C : i / S;
     float scale = w[w_off + c] * bn_rstd(r, r_off, r_is_var, eps, c);
-    float m = mean[mean_off + c], shift = bias[bias_off + c];
-    int e = o * inner * vec + i * vec;
-    if (vec == 4)
-        vstore4((vload4(0, x + x_off + e) - m) * scale + shift, 0, y + y_off + e);
-    else
-        y[y_off + e] = (x[x_off + e] - m) * scale + shift;
+    bn_store(x, x_off, y, y_off, o * inner * vec + i * vec, vec, mean[mean_off + c], scale, bias[bias_off + c], act);
+}
+
+/* The item of a (BN_WG-item, two-dimensional) work-group that computes a
+ * channel's per-channel values for the others, and the local slot they
+ * share: spatial layout, local column 0 of each local row (a row is one
+ * channel); rows layout, local row 0 of each local column. The channel's
+ * outputs are written by the one such item holding element (0, c, 0). */
+#define BN_LANE_SETUP                                                                                              \
+    int i = get_global_id(0), o = get_global_id(1), lx = get_local_id(0), ly = get_local_id(1);                   \
+    int valid = i < inner && o < outer, slot = spatial ? ly : lx;                                                 \
+    int c = spatial ? o % C : i / S;                                                                              \
+    int lane = valid && (spatial ? lx == 0 : ly == 0);                                                            \
+    int writer = spatial ? i == 0 && o < C : o == 0 && i % S == 0
+
+/* Training forward, grid as bn_normalize: the batch statistics from the
+ * partials (bn_train_stats), then y as bn_normalize. */
+__kernel void bn_normalize_train(__global const float *x, int x_off, __global float *y, int y_off, int inner,
+                                 int outer, int C, int S, int spatial, int vec, __global const float *w, int w_off,
+                                 __global const float *bias, int bias_off, int act, BN_STATS_ARGS)
+{
+    __local float stat[2 * BN_WG];
+    BN_LANE_SETUP;
+    if (lane) {
+        float2 ms = bn_train_stats(BN_STATS_PASS, vec, x[x_off + c * S], c, writer);
+        stat[2 * slot] = ms.x;
+        stat[2 * slot + 1] = ms.y;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!valid)
+        return;
+    bn_store(x, x_off, y, y_off, o * inner * vec + i * vec, vec, stat[2 * slot], w[w_off + c] * stat[2 * slot + 1],
+             bias[bias_off + c], act);
 }
 
 /* Gradient sums, spatial layout (grid as bn_stats_spatial): partial
- * [c][p] = (sum dy, sum dy * (x - mean[c])). */
+ * [c][p] = (sum dy, sum dy * (x - mean[c])), dy through the activation
+ * (BN_DY). */
 __kernel __attribute__((reqd_work_group_size(BN_WG, 1, 1)))
 void bn_grad_spatial(__global const float *x, int x_off, __global const float *dy, int dy_off,
                      __global const float *mean, int mean_off, int C, int S, int vec, int units, int chunk,
-                     __global float *part)
+                     __global float *part, BN_ACT_ARGS)
 {
     __local float sums[2 * BN_WG]; /* rows: sum dy, sum dy * (x - mean) */
     int lid = get_local_id(0), p = get_group_id(0), c = get_group_id(1), K = get_num_groups(0);
     int units_per_row = S / vec;
     int u_end = min(p * chunk + chunk, units);
     float m = mean[mean_off + c], sdy = 0.0f, sdyx = 0.0f;
+    BN_ACT_SETUP(c);
     for (int u = p * chunk + lid; u < u_end; u += BN_WG) {
         int b = u / units_per_row;
         int e = (b * C + c) * S + (u - b * units_per_row) * vec;
         if (vec == 4) {
-            float4 g = vload4(0, dy + dy_off + e), d = vload4(0, x + x_off + e) - m;
+            float4 d = vload4(0, x + x_off + e) - m, g = BN_DY(float4, vload4(0, dy + dy_off + e), d);
             sdy += (g.x + g.y) + (g.z + g.w);
             sdyx += (g.x * d.x + g.y * d.y) + (g.z * d.z + g.w * d.w);
         } else {
-            float g = dy[dy_off + e];
+            float d = x[x_off + e] - m, g = BN_DY(float, dy[dy_off + e], d);
             sdy += g;
-            sdyx += g * (x[x_off + e] - m);
+            sdyx += g * d;
         }
     }
     sums[lid] = sdy;
@@ -224,64 +313,87 @@ void bn_grad_spatial(__global const float *x, int x_off, __global const float *d
 /* Gradient sums, rows layout (grid as bn_stats_rows). */
 __kernel void bn_grad_rows(__global const float *x, int x_off, __global const float *dy, int dy_off,
                            __global const float *mean, int mean_off, int B, int CS, int S, int rows_per,
-                           __global float *part)
+                           __global float *part, BN_ACT_ARGS)
 {
     int j = get_global_id(0), p = get_global_id(1), P = get_global_size(1);
     if (j >= CS)
         return;
     int b_end = min(p * rows_per + rows_per, B);
     float m = mean[mean_off + j / S], sdy = 0.0f, sdyx = 0.0f;
+    BN_ACT_SETUP(j / S);
     for (int b = p * rows_per; b < b_end; b++) {
-        float g = dy[dy_off + b * CS + j];
+        float d = x[x_off + b * CS + j] - m, g = BN_DY(float, dy[dy_off + b * CS + j], d);
         sdy += g;
-        sdyx += g * (x[x_off + b * CS + j] - m);
+        sdyx += g * d;
     }
     part[(j * P + p) * 2] = sdy;
     part[(j * P + p) * 2 + 1] = sdyx;
 }
 
-/* Grid (C): dbias = sum dy, dweight = sum dy * (x - mean) * r. */
-__kernel void bn_grad_finalize(__global const float *part, int K, int C, __global const float *r, int r_off,
-                               int r_is_var, float eps, __global float *dweight, int dw_off,
-                               __global float *dbias, int db_off)
+/* Channel c's (dbias, dweight): dbias = sum dy, dweight = sum dy * (x -
+ * mean) * rs, its K partials added in index order; the writer stores them. */
+TEENY_INLINE float2 bn_grad_sums(__global const float *part, int K, int c, float rs, int writer,
+                                 __global float *dweight, int dw_off, __global float *dbias, int db_off)
 {
-    int c = get_global_id(0);
-    if (c >= C)
-        return;
     float sdy = 0.0f, sdyx = 0.0f;
     for (int i = 0; i < K; i++) {
         sdy += part[(c * K + i) * 2];
         sdyx += part[(c * K + i) * 2 + 1];
     }
-    dbias[db_off + c] = sdy;
-    dweight[dw_off + c] = sdyx * bn_rstd(r, r_off, r_is_var, eps, c);
+    float dwc = sdyx * rs;
+    if (writer) {
+        dbias[db_off + c] = sdy;
+        dweight[dw_off + c] = dwc;
+    }
+    return (float2)(sdy, dwc);
 }
 
-/* Grid as bn_normalize. Frozen statistics: dx = w * r * dy. Batch
- * statistics: dx = w * r * (dy - dbias/n - xhat * dweight/n), xhat =
- * (x - mean) * r. */
+/* Grid (C), for a backward without dx: dbias and dweight (bn_grad_sums). */
+__kernel void bn_grad_finalize(__global const float *part, int K, int C, __global const float *r, int r_off,
+                               int r_is_var, float eps, __global float *dweight, int dw_off,
+                               __global float *dbias, int db_off)
+{
+    int c = get_global_id(0);
+    if (c < C)
+        bn_grad_sums(part, K, c, bn_rstd(r, r_off, r_is_var, eps, c), 1, dweight, dw_off, dbias, db_off);
+}
+
+/* Grid as bn_normalize: dweight and dbias from the partials
+ * (bn_grad_sums, one writer per channel), then dx. Frozen statistics:
+ * dx = w * r * dy. Batch statistics: dx = w * r * (dy - dbias/n - xhat *
+ * dweight/n), xhat = (x - mean) * r; dy through the activation (BN_DY). */
 __kernel void bn_backward_dx(__global const float *x, int x_off, __global const float *dy, int dy_off,
                              __global float *dx, int dx_off, int inner, int outer, int C, int S, int spatial, int vec,
                              __global const float *mean, int mean_off, __global const float *r, int r_off,
                              int r_is_var, float eps, __global const float *w, int w_off,
-                             __global const float *dweight, int dw_off, __global const float *dbias, int db_off,
-                             float inv_n, int frozen)
+                             __global const float *part, int K, __global float *dweight, int dw_off,
+                             __global float *dbias, int db_off, float inv_n, int frozen,
+                             __global const float *bias, int bias_off, int act)
 {
-    int i = get_global_id(0), o = get_global_id(1);
-    if (i >= inner || o >= outer)
+    __local float sums[2 * BN_WG];
+    BN_LANE_SETUP;
+    if (lane) {
+        float2 g = bn_grad_sums(part, K, c, bn_rstd(r, r_off, r_is_var, eps, c), writer, dweight, dw_off, dbias,
+                                db_off);
+        sums[2 * slot] = g.x;
+        sums[2 * slot + 1] = g.y;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!valid)
         return;
-    int c = spatial ? o % C : i / S;
     float rs = bn_rstd(r, r_off, r_is_var, eps, c);
     float scale = w[w_off + c] * rs;
     float m = mean[mean_off + c];
-    float a = frozen ? 0.0f : dbias[db_off + c] * inv_n;
-    float k = frozen ? 0.0f : dweight[dw_off + c] * inv_n * rs;
+    float a = frozen ? 0.0f : sums[2 * slot] * inv_n;
+    float k = frozen ? 0.0f : sums[2 * slot + 1] * inv_n * rs;
+    BN_ACT_SETUP(c);
     int e = o * inner * vec + i * vec;
     if (vec == 4) {
-        float4 g = vload4(0, dy + dy_off + e), d = vload4(0, x + x_off + e) - m;
+        float4 d = vload4(0, x + x_off + e) - m, g = BN_DY(float4, vload4(0, dy + dy_off + e), d);
         vstore4(scale * (g - a - d * k), 0, dx + dx_off + e);
     } else {
-        dx[dx_off + e] = scale * (dy[dy_off + e] - a - (x[x_off + e] - m) * k);
+        float d = x[x_off + e] - m;
+        dx[dx_off + e] = scale * (BN_DY(float, dy[dy_off + e], d) - a - d * k);
     }
 }
 
@@ -290,8 +402,9 @@ __kernel void bn_backward_dx(__global const float *x, int x_off, __global const 
  * have none. An item walks its floats in order along contiguous planes,
  * sixteen at a time into float16 accumulators, whose lanes it adds in a
  * fixed order at the end. The reductions split the units as the portable
- * kernels do (partial p of channel c covers units [p*chunk, +chunk)), so
- * the finalize kernels serve both. */
+ * kernels do (partial p of channel c covers units [p*chunk, +chunk)), and
+ * the consumers merge them in the same order (every item of
+ * bn_normalize_train_cpu and bn_backward_dx_cpu for its own channel). */
 
 /* Visit the contiguous runs of units [u0, u1) of channel c: per plane b,
  * floats [e0, e1) from the channel's element 0 of that plane. */
@@ -353,27 +466,30 @@ __kernel void bn_stats_cpu(__global const float *x, int x_off, int C, int S, int
 /* Grid (K, C): the gradient sums of bn_grad_spatial. */
 __kernel void bn_grad_cpu(__global const float *x, int x_off, __global const float *dy, int dy_off,
                           __global const float *mean, int mean_off, int C, int S, int vec, int units, int chunk,
-                          int K, __global float *part)
+                          int K, __global float *part, BN_ACT_ARGS)
 {
     const int p = get_global_id(0), c = get_global_id(1);
     if (p >= K || c >= C)
         return;
     const int u0 = p * chunk, u1 = min(u0 + chunk, units);
     const float m = mean[mean_off + c];
+    BN_ACT_SETUP(c);
     __global const float *xc = x + x_off, *gc = dy + dy_off;
     float16 s16 = (float16)(0.0f), q16 = (float16)(0.0f);
     float s1 = 0.0f, q1 = 0.0f;
     BN_RUNS(u0, u1, vec, S, C, c, {
         int e = 0;
         for (; e + 16 <= len; e += 16) {
-            float16 g = vload16(0, gc + base + e);
+            float16 d = vload16(0, xc + base + e) - m; /* one declarator each: BN_RUNS's body is */
+            float16 g = BN_DY(float16, vload16(0, gc + base + e), d); /* a macro argument */
             s16 += g;
-            q16 = TEENY_MAD(g, vload16(0, xc + base + e) - m, q16);
+            q16 = TEENY_MAD(g, d, q16);
         }
         for (; e < len; e++) {
-            float g = gc[base + e];
+            float d = xc[base + e] - m;
+            float g = BN_DY(float, gc[base + e], d);
             s1 += g;
-            q1 = TEENY_MAD(g, xc[base + e] - m, q1);
+            q1 = TEENY_MAD(g, d, q1);
         }
     })
     part[(c * K + p) * 2] = bn_hsum16(s16) + s1;
@@ -383,47 +499,70 @@ __kernel void bn_grad_cpu(__global const float *x, int x_off, __global const flo
 /* Grid (ceil(S / BN_CPU_RUN), B*C): item (t, o) normalizes floats
  * [t*BN_CPU_RUN, +BN_CPU_RUN) of plane o (channel o % C), as bn_normalize. */
 #define BN_CPU_RUN 1024
+#define BN_CPU_SETUP                                                                                               \
+    const int t = get_global_id(0), o = get_global_id(1), c = o % C, e0 = t * BN_CPU_RUN;                          \
+    if (o >= planes || e0 >= S)                                                                                    \
+        return;                                                                                                    \
+    const int e1 = min(S, e0 + BN_CPU_RUN), writer = t == 0 && o < C
+
+TEENY_INLINE void bn_store_cpu(__global const float *px, __global float *py, int e, int e1, float m, float scale,
+                               float shift, int act)
+{
+    for (; e + 16 <= e1; e += 16)
+        vstore16(bn_act_float16(act, (vload16(0, px + e) - m) * scale + shift), 0, py + e);
+    for (; e < e1; e++)
+        py[e] = bn_act_float(act, (px[e] - m) * scale + shift);
+}
+
 __kernel void bn_normalize_cpu(__global const float *x, int x_off, __global float *y, int y_off, int C, int S,
                                int planes, __global const float *mean, int mean_off, __global const float *r,
                                int r_off, int r_is_var, float eps, __global const float *w, int w_off,
-                               __global const float *bias, int bias_off)
+                               __global const float *bias, int bias_off, int act)
 {
-    const int t = get_global_id(0), o = get_global_id(1), c = o % C, e0 = t * BN_CPU_RUN;
-    if (o >= planes || e0 >= S)
-        return;
-    const float scale = w[w_off + c] * bn_rstd(r, r_off, r_is_var, eps, c);
-    const float m = mean[mean_off + c], shift = bias[bias_off + c];
-    __global const float *px = x + x_off + o * S;
-    __global float *py = y + y_off + o * S;
-    const int e1 = min(S, e0 + BN_CPU_RUN);
-    int e = e0;
-    for (; e + 16 <= e1; e += 16)
-        vstore16((vload16(0, px + e) - m) * scale + shift, 0, py + e);
-    for (; e < e1; e++)
-        py[e] = (px[e] - m) * scale + shift;
+    BN_CPU_SETUP;
+    (void)writer;
+    bn_store_cpu(x + x_off + o * S, y + y_off + o * S, e0, e1, mean[mean_off + c],
+                 w[w_off + c] * bn_rstd(r, r_off, r_is_var, eps, c), bias[bias_off + c], act);
 }
 
-/* Grid as bn_normalize_cpu: dx of bn_backward_dx. */
+/* Training forward, grid as bn_normalize_cpu: every item merges its
+ * channel's partials itself (bn_train_stats; vec is 1 or 4 as the partials
+ * were taken), item (0, c) writes the channel's outputs. */
+__kernel void bn_normalize_train_cpu(__global const float *x, int x_off, __global float *y, int y_off, int C, int S,
+                                     int planes, int vec, __global const float *w, int w_off,
+                                     __global const float *bias, int bias_off, int act, BN_STATS_ARGS)
+{
+    BN_CPU_SETUP;
+    float2 ms = bn_train_stats(BN_STATS_PASS, vec, x[x_off + c * S], c, writer);
+    bn_store_cpu(x + x_off + o * S, y + y_off + o * S, e0, e1, ms.x, w[w_off + c] * ms.y, bias[bias_off + c], act);
+}
+
+/* Grid as bn_normalize_cpu: dweight and dbias (every item merges its
+ * channel's partials, item (0, c) writes them), then dx of bn_backward_dx. */
 __kernel void bn_backward_dx_cpu(__global const float *x, int x_off, __global const float *dy, int dy_off,
                                  __global float *dx, int dx_off, int C, int S, int planes,
                                  __global const float *mean, int mean_off, __global const float *r, int r_off,
                                  int r_is_var, float eps, __global const float *w, int w_off,
-                                 __global const float *dweight, int dw_off, __global const float *dbias, int db_off,
-                                 float inv_n, int frozen)
+                                 __global const float *part, int K, __global float *dweight, int dw_off,
+                                 __global float *dbias, int db_off, float inv_n, int frozen,
+                                 __global const float *bias, int bias_off, int act)
 {
-    const int t = get_global_id(0), o = get_global_id(1), c = o % C, e0 = t * BN_CPU_RUN;
-    if (o >= planes || e0 >= S)
-        return;
+    BN_CPU_SETUP;
     const float rs = bn_rstd(r, r_off, r_is_var, eps, c), scale = w[w_off + c] * rs, m = mean[mean_off + c];
-    const float a = frozen ? 0.0f : dbias[db_off + c] * inv_n, k = frozen ? 0.0f : dweight[dw_off + c] * inv_n * rs;
+    const float2 g = bn_grad_sums(part, K, c, rs, writer, dweight, dw_off, dbias, db_off);
+    const float a = frozen ? 0.0f : g.x * inv_n, k = frozen ? 0.0f : g.y * inv_n * rs;
+    BN_ACT_SETUP(c);
     __global const float *px = x + x_off + o * S, *pg = dy + dy_off + o * S;
     __global float *pd = dx + dx_off + o * S;
-    const int e1 = min(S, e0 + BN_CPU_RUN);
     int e = e0;
-    for (; e + 16 <= e1; e += 16)
-        vstore16(scale * (vload16(0, pg + e) - a - (vload16(0, px + e) - m) * k), 0, pd + e);
-    for (; e < e1; e++)
-        pd[e] = scale * (pg[e] - a - (px[e] - m) * k);
+    for (; e + 16 <= e1; e += 16) {
+        float16 d = vload16(0, px + e) - m;
+        vstore16(scale * (BN_DY(float16, vload16(0, pg + e), d) - a - d * k), 0, pd + e);
+    }
+    for (; e < e1; e++) {
+        float d = px[e] - m;
+        pd[e] = scale * (BN_DY(float, pg[e], d) - a - d * k);
+    }
 }
 
 /* Grid (C): scale = w / sqrt(var + eps), shift = bias - mean * scale. */

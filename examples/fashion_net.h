@@ -6,7 +6,8 @@
  *
  *   Conv(1,32,3) -> Conv(32,64,3,s2) -> Conv(64,128,3,s2) -> PSABlock(128, 4 heads)
  *   -> global average pool -> Linear(128, 10)
- * Conv(ci,co,k,s) = conv2d (padding k/2, no bias) + batchnorm2d + SiLU.
+ * Conv(ci,co,k,s) = conv2d (padding k/2, no bias) + batchnorm2d + SiLU (the
+ * last two one node, teeny_graph_batchnorm_act).
  * PSABlock(c, h): x = x + Attention(x); x = x + FFN(x), where Attention is
  * qkv = Conv(c, 2c, 1, no SiLU) -> attention over the H*W tokens per head
  * (key dim = c/h/2, scale key_dim^-1/2, the fused PSA kernel) + pe
@@ -55,19 +56,16 @@ static teeny_ctx *fn_ctx_for_errors;
 static inline teeny_status fn_conv(teeny_graph *g, const char *name, teeny_node x, int co, int k, int s, int groups,
                             int silu, teeny_node *out)
 {
-    char cn[96], bn[96], an[96];
+    char cn[96], bn[96];
     teeny_conv2d_params p = TEENY_CONV2D_PARAMS_INIT;
-    teeny_node a, b;
+    teeny_node a;
     p.stride[0] = p.stride[1] = s;
     p.pad[0] = p.pad[1] = k / 2;
     p.groups = groups;
     snprintf(cn, sizeof cn, "%s.conv", name);
     snprintf(bn, sizeof bn, "%s.bn", name);
-    snprintf(an, sizeof an, "%s.act", name);
     FN_TRY(teeny_graph_conv2d(g, cn, x, co, k, k, &p, 0, &a));
-    FN_TRY(teeny_graph_batchnorm(g, bn, a, 0.1f, 1e-5f, silu ? &b : out));
-    if (silu)
-        FN_TRY(teeny_graph_activation(g, an, b, TEENY_ACT_SILU, out));
+    FN_TRY(teeny_graph_batchnorm_act(g, bn, a, 0.1f, 1e-5f, silu ? TEENY_ACT_SILU : TEENY_ACT_NONE, out));
     return TEENY_OK;
 }
 

@@ -527,7 +527,8 @@ TEENY_API teeny_status teeny_batchnorm_forward_train(teeny_ctx *ctx, const teeny
 TEENY_API teeny_status teeny_batchnorm_forward_infer(teeny_ctx *ctx, const teeny_tensor *x,
     const teeny_tensor *weight, const teeny_tensor *bias,
     const teeny_tensor *running_mean, const teeny_tensor *running_var, float eps, teeny_tensor *y);
-/* Gradients of forward_train; overwrites dx, dweight, dbias. */
+/* Gradients of forward_train; overwrites dx, dweight, dbias. dx may be
+ * NULL (both backward functions): only dweight and dbias are computed. */
 TEENY_API teeny_status teeny_batchnorm_backward_train(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *dy,
     const teeny_tensor *weight, const teeny_tensor *save_mean, const teeny_tensor *save_rstd,
     teeny_tensor *dx, teeny_tensor *dweight, teeny_tensor *dbias);
@@ -1054,6 +1055,16 @@ TEENY_API teeny_status teeny_graph_constant(teeny_graph *g, const char *name, in
  * checkpoints). Training plans use batch statistics, inference plans the
  * running ones. */
 TEENY_API teeny_status teeny_graph_batchnorm(teeny_graph *g, const char *name, teeny_node x, float momentum, float eps, teeny_node *out);
+/* Batch normalization followed by act, as one node: y = act(bn(x)), the
+ * same parameters, state and names as teeny_graph_batchnorm (so the same
+ * checkpoints). act: TEENY_ACT_NONE (the plain op), TEENY_ACT_RELU or
+ * TEENY_ACT_SILU; any other is TEENY_ERR_ARG. The activation runs in the
+ * normalizing kernel's store, and the backward rebuilds the
+ * pre-activation from x and the statistics, so training takes no extra
+ * launches and no extra buffer over the plain op (an activation node
+ * after it costs one launch each way). Matches batchnorm then
+ * teeny_graph_activation to rounding. */
+TEENY_API teeny_status teeny_graph_batchnorm_act(teeny_graph *g, const char *name, teeny_node x, float momentum, float eps, teeny_act act, teeny_node *out);
 TEENY_API teeny_status teeny_graph_activation(teeny_graph *g, const char *name, teeny_node x, teeny_act act, teeny_node *out);
 /* Group A (ONNX phase 2) graph ops; shapes, statuses and gradients as the
  * eager functions state them. binary: a and b may be any nodes whose

@@ -335,8 +335,8 @@ END_TEST
 /* Where a device limits a work-item's loop trips (Mesa's llvmpipe;
  * forced here with th_loop_limit, on a device posing with one compute
  * unit so that the default plan takes few partials): the reductions take
- * more partials (fewer, where the finalize's loop over them is the one
- * too long), every output still meets the reference, and the work-items
+ * more partials (fewer, where the consumer's merge over them is the
+ * loop too long), every output still meets the reference, and the work-items
  * launched show the changed split. A limit that no split fits is
  * TEENY_ERR_UNSUPPORTED with every output and running statistic as it
  * was. */
@@ -352,7 +352,7 @@ START_TEST(test_batchnorm_split_loops)
         {{1, 3, 4, 20, 20, 0}, 1, 200, 120, 1},  /* bn_stats_cpu: 75 blocks of 16 floats per channel, 2 trips each */
         {{1, 3, 4, 20, 20, 1}, 0, 56, 52, 1},    /* bn_stats_spatial: 2 rounds of 256 units + a 27-trip tree */
         {{0, 3000, 40, 1, 1, 0}, 0, 200, 4, 1},  /* bn_stats_rows: runs of 120 rows */
-        {{0, 700, 5, 1, 1, 0}, 0, 300, 4, -1},   /* rows: 175 partials, too many for the finalize (budget 150) */
+        {{0, 700, 5, 1, 1, 0}, 0, 100, 4, -1},   /* rows: 64 partials (bn_parts), too many to merge (budget 50) */
     };
     th_compute_units(1);
     for (int ci = 0; ci < 4; ci++) {

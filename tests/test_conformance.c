@@ -259,6 +259,12 @@ static void bn_case(int ndim, int B, int C, int H, int W, uint64_t seed)
     expect(&tdx, dx, NULL, TOL, "frozen dx", repro);
     expect(&tdw, dw, mag, TOL, "frozen dweight", repro);
     expect(&tdb, db, mag2, TOL, "frozen dbias", repro);
+    /* without dx: the gradient sums alone (bn_grad_finalize) */
+    th_poison(tdw.t);
+    th_poison(tdb.t);
+    TH_OK(ctx, teeny_batchnorm_backward_frozen(ctx, tx.t, tdy.t, tw.t, trm.t, trv.t, eps, NULL, tdw.t, tdb.t));
+    expect(&tdw, dw, mag, TOL, "frozen dweight, no dx", repro);
+    expect(&tdb, db, mag2, TOL, "frozen dbias, no dx", repro);
 
     th_dev *ds[] = {&tx, &tdy, &tw, &tb, &trm, &trv, &ty, &tm, &tr, &tdx, &tdw, &tdb, &tm2, &tr2};
     free_devs(ds, 14);

@@ -47,7 +47,15 @@ teeny_status teeny_graph_mul(teeny_graph *g, const char *name, teeny_node a, tee
 teeny_status teeny_graph_batchnorm(teeny_graph *g, const char *name, teeny_node x, float momentum, float eps,
                                    teeny_node *out)
 {
-    teeny__op_attrs at = {.batchnorm = {momentum, eps}};
+    teeny__op_attrs at = {.batchnorm = {momentum, eps, TEENY_ACT_NONE}};
+    return teeny__graph_node(g, TEENY__OP_BATCHNORM, name, 1, &x, &at, out);
+}
+
+/* The same op with its activation attribute (checked by the op's infer). */
+teeny_status teeny_graph_batchnorm_act(teeny_graph *g, const char *name, teeny_node x, float momentum, float eps,
+                                       teeny_act act, teeny_node *out)
+{
+    teeny__op_attrs at = {.batchnorm = {momentum, eps, (int)act}};
     return teeny__graph_node(g, TEENY__OP_BATCHNORM, name, 1, &x, &at, out);
 }
 

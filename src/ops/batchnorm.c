@@ -7,11 +7,15 @@
  * biased variance, running_var is updated with the unbiased one.
  *
  * Kernels: cl/batchnorm.cl. Reductions are two-pass and deterministic (see
- * the .cl banner); their partials live in the context's workspace. Where a
- * device limits a work-item's loop trips, the number of partials follows
- * that limit too (budget_parts).
+ * the .cl banner); their partials live in the context's workspace, and the
+ * second pass runs inside the element-wise kernel that consumes it, so a
+ * training forward is two launches (partials, bn_normalize_train) and a
+ * backward two (partials, bn_backward_dx). Where a device limits a
+ * work-item's loop trips, the number of partials follows that limit too
+ * (budget_parts). Shape inference and the eager functions: batchnorm_api.c.
  * Tunable: BN_WG, the reduction work-group size, from the device's
- * max work-group size (ctx->work_group_size).
+ * max work-group size (ctx->work_group_size); the profile's bn_parts
+ * (src/tune) bounds the partials per channel.
  *
  * Op-table entry (slots TEENY__BATCHNORM_*, ops.h): one input x; params weight
  * (ones), bias (zeros); states running_mean (zeros), running_var (ones);
@@ -120,11 +124,6 @@ static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, int64_t
     }
 }
 
-static void wg_option(const teeny_ctx *ctx, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "-DBN_WG=%d", ctx->work_group_size);
-}
-
 /* ---- loop budget ----
  * Where a device limits a work-item's loop trips (teeny__loop_budget), the
  * reductions take more partials, so that no item passes it; elsewhere
@@ -137,8 +136,10 @@ static void wg_option(const teeny_ctx *ctx, char *buf, size_t cap)
  *   bn_stats_spatial / bn_grad_spatial: chunk/BN_WG + 1 strided trips and
  *     a tree of log2(BN_WG) levels of at most 3 trips, + 1;
  *   bn_stats_rows / bn_grad_rows: rows_per + 1;
- *   the finalize kernels: K + 1 (K partials per channel);
- *   bn_normalize_cpu / bn_backward_dx_cpu: BN_CPU_RUN/16 + 1 + 16. */
+ *   the consumers' merge (bn_normalize_train, bn_backward_dx, their CPU
+ *     twins, bn_grad_finalize): K + 1 (K partials per channel);
+ *   bn_normalize(_train)_cpu / bn_backward_dx_cpu: BN_CPU_RUN/16 + 1 + 16
+ *     more. */
 static int log2_floor(int v)
 {
     int l = 0;
@@ -149,7 +150,8 @@ static int log2_floor(int v)
 
 /* The fewest partials per channel (spatial) or runs of the batch (rows)
  * whose items stay within the budget, and the most partials per channel
- * its finalize item may merge. A spatial chunk is counted in units, so it
+ * a consuming item may merge (the CPU twins' runs counted too; at most the
+ * profile's bn_parts). A spatial chunk is counted in units, so it
  * may hold one block (round) more than teeny__loop_split gave: the fixed
  * cost has room for it. */
 static teeny_status budget_parts(teeny_ctx *ctx, int wg, int B, int S, int grad, int cpu, int64_t *min_parts,
@@ -159,7 +161,9 @@ static teeny_status budget_parts(teeny_ctx *ctx, int wg, int B, int S, int grad,
     teeny_status st = teeny__loop_budget(ctx, &budget);
     if (st != TEENY_OK)
         return st;
-    *max_parts = budget == INT64_MAX ? INT64_MAX : budget - 1;
+    *max_parts = budget == INT64_MAX ? INT64_MAX : budget - 1 - (cpu ? BN_CPU_RUN / 16 + 17 : 0);
+    if (ctx->tune.profile->bn_parts > 0 && *max_parts > ctx->tune.profile->bn_parts)
+        *max_parts = ctx->tune.profile->bn_parts;
     if (S < BN_SPATIAL_MIN) {
         st = teeny__loop_split(ctx, grad ? "bn_grad_rows" : "bn_stats_rows", B, 1, 1, &per);
         n = B;
@@ -177,414 +181,265 @@ static teeny_status budget_parts(teeny_ctx *ctx, int wg, int B, int S, int grad,
     return st;
 }
 
-/* The plan's other loops: the finalize over K partials, the CPU
- * element-wise runs. */
-static teeny_status budget_check(teeny_ctx *ctx, const bn_plan *pl, int grad, int training)
+/* The plan's other loops: the consumer's merge of K partials (training
+ * forward; backward: bn_backward_dx or, without dx, bn_grad_finalize),
+ * the CPU element-wise runs. consume: the backward has dx, or the forward
+ * trains. */
+static teeny_status budget_check(teeny_ctx *ctx, const bn_plan *pl, int grad, int consume)
 {
-    teeny_status st = TEENY_OK;
-    if (grad || training)
-        st = teeny__loop_check(ctx, grad ? "bn_grad_finalize" : "bn_stats_finalize", (int64_t)pl->K + 1);
-    if (st == TEENY_OK && pl->cpu)
-        st = teeny__loop_check(ctx, grad ? "bn_backward_dx_cpu" : "bn_normalize_cpu", BN_CPU_RUN / 16 + 17);
-    return st;
+    const char *name;
+    int64_t trips = 0;
+    if (grad && !consume)
+        name = "bn_grad_finalize";
+    else if (grad)
+        name = pl->cpu ? "bn_backward_dx_cpu" : "bn_backward_dx";
+    else if (consume)
+        name = pl->cpu ? "bn_normalize_train_cpu" : "bn_normalize_train";
+    else
+        name = pl->cpu ? "bn_normalize_cpu" : "bn_normalize";
+    if (grad || consume)
+        trips += (int64_t)pl->K + 1;
+    if (pl->cpu && (!grad || consume))
+        trips += BN_CPU_RUN / 16 + 17;
+    return trips ? teeny__loop_check(ctx, name, trips) : TEENY_OK;
 }
 
 /* Pick BN_WG before anything is enqueued: the device's work-group size, or
  * the largest power of two below it that every kernel of this call takes
- * (the reductions need a power of two); then plan with it. */
-static teeny_status plan_fit(teeny_ctx *ctx, int B, int C, int S, int grad, int training, bn_plan *pl, char *opt,
+ * (the reductions need a power of two); then plan with it. grad: the
+ * backward; consume: as budget_check. */
+static teeny_status plan_fit(teeny_ctx *ctx, int B, int C, int S, int grad, int consume, bn_plan *pl, char *opt,
                              size_t cap)
 {
-    const char *names[3];
+    const char *names[2];
     int n = 0, wg;
     int spatial = S >= BN_SPATIAL_MIN;
     if (grad) {
         names[n++] = spatial ? "bn_grad_spatial" : "bn_grad_rows";
-        names[n++] = "bn_grad_finalize";
-        names[n++] = "bn_backward_dx";
+        names[n++] = consume ? "bn_backward_dx" : "bn_grad_finalize";
+    } else if (consume) {
+        names[n++] = spatial ? "bn_stats_spatial" : "bn_stats_rows";
+        names[n++] = "bn_normalize_train";
     } else {
-        if (training) {
-            names[n++] = spatial ? "bn_stats_spatial" : "bn_stats_rows";
-            names[n++] = "bn_stats_finalize";
-        }
         names[n++] = "bn_normalize";
     }
     int cpu = spatial && ctx->tune.variant == TEENY_VARIANT_CPU;
     int64_t min_parts = 1, max_parts = INT64_MAX;
     teeny_status st = teeny__fit_halving(ctx, "batchnorm", "-DBN_WG=%d", names, n, ctx->work_group_size,
                                          TEENY__WG_FLOOR, &wg, opt, cap);
-    if (st == TEENY_OK && (grad || training))
+    if (st == TEENY_OK && (grad || consume))
         st = budget_parts(ctx, wg, B, S, grad, cpu, &min_parts, &max_parts);
     if (st == TEENY_OK) {
         plan_make(ctx, wg, B, C, S, min_parts, max_parts, pl);
-        st = budget_check(ctx, pl, grad, training);
+        st = budget_check(ctx, pl, grad, consume);
     }
     return st;
 }
 
-/* Reduction partials + finalize for statistics or gradient sums. */
-static teeny_status reduce(teeny_ctx *ctx, const bn_plan *pl, const char *opt, int grad, const teeny_tensor *x,
-                           const teeny_tensor *dy, const teeny_tensor *mean, cl_mem *part_out)
+/* The reduction partials of statistics (dy NULL) or gradient sums; act:
+ * the backward's activation (BN_ACT_ARGS: w, bias, r as the dx kernel
+ * takes them; bias unread, and may be NULL, for TEENY_ACT_NONE). */
+static teeny_status reduce(teeny_ctx *ctx, const bn_plan *pl, const char *opt, const teeny_tensor *x,
+                           const teeny_tensor *dy, const teeny_tensor *mean, const teeny_tensor *const *act_t,
+                           const int *act, const float *eps, const int *r_is_var, cl_mem *part_out)
 {
+    int grad = dy != NULL;
     const char *name = grad ? (pl->cpu ? "bn_grad_cpu" : pl->spatial ? "bn_grad_spatial" : "bn_grad_rows")
                             : (pl->cpu ? "bn_stats_cpu" : pl->spatial ? "bn_stats_spatial" : "bn_stats_rows");
-    cl_kernel k;
     cl_mem part;
-    int x_off = teeny__off(x), units = pl->total, CS = pl->C * pl->S;
-    teeny_status st;
-    st = teeny__scratch(ctx, (size_t)pl->C * pl->K * 2 * sizeof(float), &part);
-    if (st == TEENY_OK)
-        st = teeny__kernel_get(ctx, "batchnorm", opt, name, &k);
+    int offs[6] = {teeny__off(x), grad ? teeny__off(dy) : 0, grad ? teeny__off(mean) : 0};
+    int CS = pl->C * pl->S, n = 0;
+    teeny__karg k[24];
+    teeny_status st = teeny__scratch(ctx, (size_t)pl->C * pl->K * 2 * sizeof(float), &part);
     if (st != TEENY_OK)
         return st;
-    if (!grad && pl->cpu)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &pl->C,
-                             sizeof(int), &pl->S, sizeof(int), &pl->vec, sizeof(int), &units, sizeof(int), &pl->chunk,
-                             sizeof(int), &pl->K, sizeof(cl_mem), &part, (size_t)0);
-    else if (!grad && pl->spatial)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &pl->C,
-                             sizeof(int), &pl->S, sizeof(int), &pl->vec, sizeof(int), &units, sizeof(int), &pl->chunk,
-                             sizeof(cl_mem), &part, (size_t)0);
-    else if (!grad)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &pl->B,
-                             sizeof(int), &CS, sizeof(int), &pl->S, sizeof(int), &pl->chunk, sizeof(cl_mem), &part,
-                             (size_t)0);
-    else {
-        int dy_off = teeny__off(dy), m_off = teeny__off(mean);
-        if (pl->cpu)
-            st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem), &dy->buf,
-                                 sizeof(int), &dy_off, sizeof(cl_mem), &mean->buf, sizeof(int), &m_off, sizeof(int),
-                                 &pl->C, sizeof(int), &pl->S, sizeof(int), &pl->vec, sizeof(int), &units, sizeof(int),
-                                 &pl->chunk, sizeof(int), &pl->K, sizeof(cl_mem), &part, (size_t)0);
-        else if (pl->spatial)
-            st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem), &dy->buf,
-                                 sizeof(int), &dy_off, sizeof(cl_mem), &mean->buf, sizeof(int), &m_off, sizeof(int),
-                                 &pl->C, sizeof(int), &pl->S, sizeof(int), &pl->vec, sizeof(int), &units, sizeof(int),
-                                 &pl->chunk, sizeof(cl_mem), &part, (size_t)0);
-        else
-            st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem), &dy->buf,
-                                 sizeof(int), &dy_off, sizeof(cl_mem), &mean->buf, sizeof(int), &m_off, sizeof(int),
-                                 &pl->B, sizeof(int), &CS, sizeof(int), &pl->S, sizeof(int), &pl->chunk,
-                                 sizeof(cl_mem), &part, (size_t)0);
+    k[n++] = TEENY__KARG_MEM(x->buf);
+    k[n++] = TEENY__KARG_INT(offs[0]);
+    if (grad) {
+        k[n++] = TEENY__KARG_MEM(dy->buf);
+        k[n++] = TEENY__KARG_INT(offs[1]);
+        k[n++] = TEENY__KARG_MEM(mean->buf);
+        k[n++] = TEENY__KARG_INT(offs[2]);
     }
-    if (st == TEENY_OK)
-        st = teeny__launch(ctx, k, name, 2, pl->red_global, pl->red_local);
+    if (pl->spatial) { /* C, S, vec, units, chunk (, K for the CPU variant) */
+        k[n++] = TEENY__KARG_INT(pl->C);
+        k[n++] = TEENY__KARG_INT(pl->S);
+        k[n++] = TEENY__KARG_INT(pl->vec);
+        k[n++] = TEENY__KARG_INT(pl->total);
+        k[n++] = TEENY__KARG_INT(pl->chunk);
+        if (pl->cpu)
+            k[n++] = TEENY__KARG_INT(pl->K);
+    } else { /* B, C*S, S, rows per run */
+        k[n++] = TEENY__KARG_INT(pl->B);
+        k[n++] = TEENY__KARG_INT(CS);
+        k[n++] = TEENY__KARG_INT(pl->S);
+        k[n++] = TEENY__KARG_INT(pl->chunk);
+    }
+    k[n++] = TEENY__KARG_MEM(part);
+    if (grad) { /* BN_ACT_ARGS: w, bias, r, r_is_var, eps, act */
+        for (int j = 0; j < 3; j++) {
+            const teeny_tensor *t = act_t[j] ? act_t[j] : act_t[0];
+            offs[3 + j] = teeny__off(t);
+            k[n++] = TEENY__KARG_MEM(t->buf);
+            k[n++] = TEENY__KARG_INT(offs[3 + j]);
+        }
+        k[n++] = TEENY__KARG_INT(*r_is_var);
+        k[n++] = TEENY__KARG(*eps);
+        k[n++] = TEENY__KARG_INT(*act);
+    }
     *part_out = part;
-    return st;
+    return teeny__run_kernel(ctx, "batchnorm", opt, name, k, n, 2, pl->red_global, pl->red_local);
 }
 
+/* The arguments bn_train_stats takes (BN_STATS_ARGS), appended to a. */
+static int stats_args(const bn_plan *pl, const cl_mem *part, const float *eps, const float *momentum,
+                      const teeny__op_args *oa, int *offs, teeny__karg *a)
+{
+    int n = 0;
+    a[n++] = TEENY__KARG_MEM(*part);
+    a[n++] = TEENY__KARG_INT(pl->K);
+    a[n++] = TEENY__KARG_INT(pl->P);
+    a[n++] = TEENY__KARG_INT(pl->chunk);
+    a[n++] = TEENY__KARG_INT(pl->total);
+    a[n++] = TEENY__KARG(*eps);
+    a[n++] = TEENY__KARG(*momentum);
+    for (int j = 0; j < 4; j++) { /* save_mean, save_rstd, running_mean, running_var */
+        const teeny_tensor *t = oa->out[TEENY__BATCHNORM_OUT_SAVE_MEAN + j];
+        offs[j] = teeny__off(t);
+        a[n++] = TEENY__KARG_MEM(t->buf);
+        a[n++] = TEENY__KARG_INT(offs[j]);
+    }
+    return n;
+}
+
+/* Training: the partials, then bn_normalize_train(_cpu), which merges them
+ * and writes y and the per-channel outputs. Inference: bn_normalize(_cpu)
+ * with the running statistics. */
 teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     const teeny_tensor *x = a->in[TEENY__BATCHNORM_X], *w = a->in[TEENY__BATCHNORM_WEIGHT],
-                       *bias = a->in[TEENY__BATCHNORM_BIAS];
+                       *bias = a->in[TEENY__BATCHNORM_BIAS], *rm = a->in[TEENY__BATCHNORM_RUNNING_MEAN],
+                       *rv = a->in[TEENY__BATCHNORM_RUNNING_VAR];
     teeny_tensor *y = a->out[TEENY__OUT_VALUE];
-    int training = a->training;
+    int training = a->training, r_is_var = 1, act = a->attrs.batchnorm.act;
     float momentum = a->attrs.batchnorm.momentum, eps = a->attrs.batchnorm.eps;
     int B = (int)x->shape[0], C = (int)x->shape[1], S = (int)(x->numel / ((int64_t)B * C));
     bn_plan pl;
     char opt[32];
-    cl_kernel k;
+    cl_mem part = NULL;
+    teeny__karg k[40];
+    int n = 0, offs[4], planes = B * C;
+    int x_off = teeny__off(x), y_off = teeny__off(y), m_off = teeny__off(rm), r_off = teeny__off(rv),
+        w_off = teeny__off(w), b_off = teeny__off(bias);
     teeny_status st;
-    const teeny_tensor *mean, *r;
-    int r_is_var;
 
     if ((st = plan_fit(ctx, B, C, S, 0, training, &pl, opt, sizeof opt)) != TEENY_OK)
         return st;
-    if (training) {
-        teeny_tensor *save_mean = a->out[TEENY__BATCHNORM_OUT_SAVE_MEAN],
-                     *save_rstd = a->out[TEENY__BATCHNORM_OUT_SAVE_RSTD],
-                     *rm = a->out[TEENY__BATCHNORM_OUT_RUNNING_MEAN], *rv = a->out[TEENY__BATCHNORM_OUT_RUNNING_VAR];
-        cl_mem part;
-        int update = 1, x_off = teeny__off(x), sm_off = teeny__off(save_mean), sr_off = teeny__off(save_rstd),
-            rm_off = teeny__off(rm), rv_off = teeny__off(rv);
-        size_t g = (size_t)C, l = 1;
-        st = reduce(ctx, &pl, opt, 0, x, NULL, NULL, &part);
-        if (st == TEENY_OK)
-            st = teeny__kernel_get(ctx, "batchnorm", opt, "bn_stats_finalize", &k);
-        if (st == TEENY_OK)
-            st = teeny__set_args(ctx, k, "bn_stats_finalize", sizeof(cl_mem), &part, sizeof(int), &pl.K, sizeof(int),
-                                 &pl.P, sizeof(int), &pl.chunk, sizeof(int), &pl.total, sizeof(int), &pl.vec,
-                                 sizeof(int), &C, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &S,
-                                 sizeof(float), &eps, sizeof(float), &momentum, sizeof(int), &update,
-                                 sizeof(cl_mem), &save_mean->buf, sizeof(int), &sm_off, sizeof(cl_mem),
-                                 &save_rstd->buf, sizeof(int), &sr_off, sizeof(cl_mem), &rm->buf, sizeof(int), &rm_off,
-                                 sizeof(cl_mem), &rv->buf, sizeof(int), &rv_off, (size_t)0);
-        if (st == TEENY_OK)
-            st = teeny__launch(ctx, k, "bn_stats_finalize", 1, &g, &l);
-        if (st != TEENY_OK)
-            return st;
-        mean = save_mean;
-        r = save_rstd;
-        r_is_var = 0;
-    } else {
-        mean = a->in[TEENY__BATCHNORM_RUNNING_MEAN];
-        r = a->in[TEENY__BATCHNORM_RUNNING_VAR];
-        r_is_var = 1;
+    if (training && (st = reduce(ctx, &pl, opt, x, NULL, NULL, NULL, NULL, NULL, NULL, &part)) != TEENY_OK)
+        return st;
+    const char *name = training ? (pl.cpu ? "bn_normalize_train_cpu" : "bn_normalize_train")
+                                : (pl.cpu ? "bn_normalize_cpu" : "bn_normalize");
+    k[n++] = TEENY__KARG_MEM(x->buf);
+    k[n++] = TEENY__KARG_INT(x_off);
+    k[n++] = TEENY__KARG_MEM(y->buf);
+    k[n++] = TEENY__KARG_INT(y_off);
+    if (!pl.cpu) {
+        k[n++] = TEENY__KARG_INT(pl.inner);
+        k[n++] = TEENY__KARG_INT(pl.outer);
     }
-
-    int x_off = teeny__off(x), y_off = teeny__off(y), m_off = teeny__off(mean), r_off = teeny__off(r),
-        w_off = teeny__off(w), b_off = teeny__off(bias), planes = B * C;
-    if (pl.cpu) {
-        static const char name[] = "bn_normalize_cpu";
-        st = teeny__kernel_get(ctx, "batchnorm", opt, name, &k);
-        if (st == TEENY_OK)
-            st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem), &y->buf,
-                                 sizeof(int), &y_off, sizeof(int), &C, sizeof(int), &S, sizeof(int), &planes,
-                                 sizeof(cl_mem), &mean->buf, sizeof(int), &m_off, sizeof(cl_mem), &r->buf, sizeof(int),
-                                 &r_off, sizeof(int), &r_is_var, sizeof(float), &eps, sizeof(cl_mem), &w->buf,
-                                 sizeof(int), &w_off, sizeof(cl_mem), &bias->buf, sizeof(int), &b_off, (size_t)0);
-        return st == TEENY_OK ? teeny__launch(ctx, k, name, 2, pl.ew_global, pl.ew_local) : st;
+    k[n++] = TEENY__KARG_INT(C);
+    k[n++] = TEENY__KARG_INT(S);
+    if (pl.cpu)
+        k[n++] = TEENY__KARG_INT(planes);
+    else
+        k[n++] = TEENY__KARG_INT(pl.spatial);
+    if (!pl.cpu || training)
+        k[n++] = TEENY__KARG_INT(pl.vec);
+    if (!training) {
+        k[n++] = TEENY__KARG_MEM(rm->buf);
+        k[n++] = TEENY__KARG_INT(m_off);
+        k[n++] = TEENY__KARG_MEM(rv->buf);
+        k[n++] = TEENY__KARG_INT(r_off);
+        k[n++] = TEENY__KARG_INT(r_is_var);
+        k[n++] = TEENY__KARG(eps);
     }
-    st = teeny__kernel_get(ctx, "batchnorm", opt, "bn_normalize", &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, "bn_normalize", sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem),
-                             &y->buf, sizeof(int), &y_off, sizeof(int), &pl.inner, sizeof(int), &pl.outer, sizeof(int),
-                             &C, sizeof(int), &S, sizeof(int), &pl.spatial, sizeof(int), &pl.vec, sizeof(cl_mem),
-                             &mean->buf, sizeof(int), &m_off, sizeof(cl_mem), &r->buf, sizeof(int), &r_off, sizeof(int),
-                             &r_is_var, sizeof(float), &eps, sizeof(cl_mem), &w->buf, sizeof(int), &w_off,
-                             sizeof(cl_mem), &bias->buf, sizeof(int), &b_off, (size_t)0);
-    if (st == TEENY_OK)
-        st = teeny__launch(ctx, k, "bn_normalize", 2, pl.ew_global, pl.ew_local);
-    return st;
+    k[n++] = TEENY__KARG_MEM(w->buf);
+    k[n++] = TEENY__KARG_INT(w_off);
+    k[n++] = TEENY__KARG_MEM(bias->buf);
+    k[n++] = TEENY__KARG_INT(b_off);
+    k[n++] = TEENY__KARG_INT(act);
+    if (training)
+        n += stats_args(&pl, &part, &eps, &momentum, a, offs, k + n);
+    return teeny__run_kernel(ctx, "batchnorm", opt, name, k, n, 2, pl.ew_global, pl.ew_local);
 }
 
+/* The gradient partials, then bn_backward_dx(_cpu), which merges them and
+ * writes dweight, dbias and dx; without dx, bn_grad_finalize. */
 teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     int training = a->training, frozen = !training, r_is_var = frozen;
     const teeny_tensor *x = a->in[TEENY__BATCHNORM_X], *w = a->in[TEENY__BATCHNORM_WEIGHT],
-                       *dy = a->in[TEENY__BATCHNORM_DY];
+                       *dy = a->in[TEENY__BATCHNORM_DY], *bias = a->in[TEENY__BATCHNORM_BIAS];
     const teeny_tensor *mean = a->in[training ? TEENY__BATCHNORM_SAVE_MEAN : TEENY__BATCHNORM_RUNNING_MEAN],
                        *r = a->in[training ? TEENY__BATCHNORM_SAVE_RSTD : TEENY__BATCHNORM_RUNNING_VAR];
     teeny_tensor *dx = a->out[TEENY__BATCHNORM_X], *dw = a->out[TEENY__BATCHNORM_WEIGHT],
                  *db = a->out[TEENY__BATCHNORM_BIAS];
     float eps = a->attrs.batchnorm.eps;
+    int act = a->attrs.batchnorm.act;
     int B = (int)x->shape[0], C = (int)x->shape[1], S = (int)(x->numel / ((int64_t)B * C));
     float inv_n = (float)(1.0 / ((double)B * S));
     bn_plan pl;
     char opt[32];
-    cl_kernel k;
     cl_mem part;
     size_t g = (size_t)C, l = 1;
-    int r_off = teeny__off(r), dw_off = teeny__off(dw), db_off = teeny__off(db);
+    teeny__karg k[32];
+    int n = 0, planes = B * C;
+    int r_off = teeny__off(r), dw_off = teeny__off(dw), db_off = teeny__off(db), x_off = teeny__off(x),
+        dy_off = teeny__off(dy), m_off = teeny__off(mean), w_off = teeny__off(w), dx_off = dx ? teeny__off(dx) : 0;
     teeny_status st;
 
-    if ((st = plan_fit(ctx, B, C, S, 1, 0, &pl, opt, sizeof opt)) != TEENY_OK)
+    if ((st = plan_fit(ctx, B, C, S, 1, dx != NULL, &pl, opt, sizeof opt)) != TEENY_OK)
         return st;
-    st = reduce(ctx, &pl, opt, 1, x, dy, mean, &part);
-    if (st == TEENY_OK)
-        st = teeny__kernel_get(ctx, "batchnorm", opt, "bn_grad_finalize", &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, "bn_grad_finalize", sizeof(cl_mem), &part, sizeof(int), &pl.K, sizeof(int), &C,
-                             sizeof(cl_mem), &r->buf, sizeof(int), &r_off, sizeof(int), &r_is_var, sizeof(float), &eps,
-                             sizeof(cl_mem), &dw->buf, sizeof(int), &dw_off, sizeof(cl_mem), &db->buf, sizeof(int),
-                             &db_off, (size_t)0);
-    if (st == TEENY_OK)
-        st = teeny__launch(ctx, k, "bn_grad_finalize", 1, &g, &l);
-    if (st != TEENY_OK || !dx)
+    if (!bias) /* the eager functions have none: act is TEENY_ACT_NONE, bias unread */
+        bias = w;
+    int b_off = teeny__off(bias);
+    const teeny_tensor *act_t[3] = {w, bias, r};
+    if ((st = reduce(ctx, &pl, opt, x, dy, mean, act_t, &act, &eps, &r_is_var, &part)) != TEENY_OK)
         return st;
-
-    int x_off = teeny__off(x), dy_off = teeny__off(dy), dx_off = teeny__off(dx), m_off = teeny__off(mean),
-        w_off = teeny__off(w), planes = B * C;
-    if (pl.cpu) {
-        static const char name[] = "bn_backward_dx_cpu";
-        st = teeny__kernel_get(ctx, "batchnorm", opt, name, &k);
-        if (st == TEENY_OK)
-            st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem), &dy->buf,
-                                 sizeof(int), &dy_off, sizeof(cl_mem), &dx->buf, sizeof(int), &dx_off, sizeof(int), &C,
-                                 sizeof(int), &S, sizeof(int), &planes, sizeof(cl_mem), &mean->buf, sizeof(int), &m_off,
-                                 sizeof(cl_mem), &r->buf, sizeof(int), &r_off, sizeof(int), &r_is_var, sizeof(float),
-                                 &eps, sizeof(cl_mem), &w->buf, sizeof(int), &w_off, sizeof(cl_mem), &dw->buf,
-                                 sizeof(int), &dw_off, sizeof(cl_mem), &db->buf, sizeof(int), &db_off, sizeof(float),
-                                 &inv_n, sizeof(int), &frozen, (size_t)0);
-        return st == TEENY_OK ? teeny__launch(ctx, k, name, 2, pl.ew_global, pl.ew_local) : st;
+    if (!dx) {
+        const teeny__karg f[] = {TEENY__KARG_MEM(part),  TEENY__KARG_INT(pl.K),     TEENY__KARG_INT(C),
+                                 TEENY__KARG_MEM(r->buf), TEENY__KARG_INT(r_off),   TEENY__KARG_INT(r_is_var),
+                                 TEENY__KARG(eps),        TEENY__KARG_MEM(dw->buf), TEENY__KARG_INT(dw_off),
+                                 TEENY__KARG_MEM(db->buf), TEENY__KARG_INT(db_off)};
+        return teeny__run_kernel(ctx, "batchnorm", opt, "bn_grad_finalize", f, 11, 1, &g, &l);
     }
-    st = teeny__kernel_get(ctx, "batchnorm", opt, "bn_backward_dx", &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, "bn_backward_dx", sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(cl_mem),
-                             &dy->buf, sizeof(int), &dy_off, sizeof(cl_mem), &dx->buf, sizeof(int), &dx_off,
-                             sizeof(int), &pl.inner, sizeof(int), &pl.outer, sizeof(int), &C, sizeof(int), &S,
-                             sizeof(int), &pl.spatial, sizeof(int), &pl.vec, sizeof(cl_mem), &mean->buf, sizeof(int),
-                             &m_off, sizeof(cl_mem), &r->buf, sizeof(int), &r_off, sizeof(int), &r_is_var,
-                             sizeof(float), &eps, sizeof(cl_mem), &w->buf, sizeof(int), &w_off, sizeof(cl_mem),
-                             &dw->buf, sizeof(int), &dw_off, sizeof(cl_mem), &db->buf, sizeof(int), &db_off,
-                             sizeof(float), &inv_n, sizeof(int), &frozen, (size_t)0);
-    if (st == TEENY_OK)
-        st = teeny__launch(ctx, k, "bn_backward_dx", 2, pl.ew_global, pl.ew_local);
-    return st;
-}
-
-/* ---- shapes and the eager API ---- */
-
-static teeny_status check_eps(teeny_ctx *ctx, float eps)
-{
-    if (!(eps >= 0.0f) || eps > 1e30f)
-        return teeny__error(ctx, TEENY_ERR_ARG, "eps %g must be finite and >= 0", (double)eps);
-    return TEENY_OK;
-}
-
-/* x [N, C] or [B, C, H, W] -> y of x's shape; params weight (ones), bias
- * (zeros), states running_mean (zeros), running_var (ones), saved
- * save_mean, save_rstd (training only): all [C]. */
-teeny_status teeny__batchnorm_infer(teeny_ctx *ctx, teeny__node_shapes *s)
-{
-    const teeny__shape *x = &s->in[0];
-    const teeny__batchnorm_attrs *at = &s->attrs.batchnorm;
-    char b[96];
-    teeny_status st;
-    if (s->n_in != 1 || (x->ndim != 2 && x->ndim != 4) || x->is_i32)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "x has shape %s%s; expected fp32 [N, C] or [B, C, H, W]",
-                            teeny__dims_str(x->shape, x->ndim, b, sizeof b), x->is_i32 ? " int32" : "");
-    if ((st = check_eps(ctx, at->eps)) != TEENY_OK)
-        return st;
-    if (!(at->momentum >= 0.0f && at->momentum <= 1.0f))
-        return teeny__error(ctx, TEENY_ERR_ARG, "momentum %g is outside [0, 1]", (double)at->momentum);
-    teeny__shape c = {.ndim = 1, .shape = {x->shape[1]}};
-    s->out = *x;
-    s->n_param = 2;
-    s->param[0] = s->param[1] = c;
-    s->param_name[0] = "weight";
-    s->param_name[1] = "bias";
-    s->param_init[0] = TEENY__INIT_ONES;
-    s->param_init[1] = TEENY__INIT_ZEROS;
-    s->n_state = 2;
-    s->state[0] = s->state[1] = c;
-    s->state_name[0] = "running_mean";
-    s->state_name[1] = "running_var";
-    s->state_init[0] = TEENY__INIT_ZEROS;
-    s->state_init[1] = TEENY__INIT_ONES;
-    s->n_saved = 2;
-    s->saved[0] = s->saved[1] = c;
-    s->saved_needs_training = 1;
-    s->counts_batches = 1;
-    return TEENY_OK;
-}
-
-/* The eager functions take every per-channel vector in any shape of C
- * elements, and y (dy, dx) in any shape of x's element count. */
-#define VEC TEENY__EA_NUMEL
-
-teeny_status teeny_batchnorm_forward_train(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *weight,
-                                           const teeny_tensor *bias, teeny_tensor *running_mean,
-                                           teeny_tensor *running_var, float momentum, float eps, teeny_tensor *y,
-                                           teeny_tensor *save_mean, teeny_tensor *save_rstd)
-{
-    teeny__eager e = {TEENY__EAGER_OF("teeny_batchnorm_forward_train", BATCHNORM, batchnorm, forward),
-                      .attrs.batchnorm = {momentum, eps}, .training = 1};
-    const teeny__earg args[] = {{"x", x, TEENY__BATCHNORM_X, 0},
-                                {"weight", weight, TEENY__BATCHNORM_WEIGHT, VEC},
-                                {"bias", bias, TEENY__BATCHNORM_BIAS, VEC},
-                                {"y", y, TEENY__OUT_VALUE, TEENY__EA_OUT | VEC},
-                                {"save_mean", save_mean, TEENY__BATCHNORM_OUT_SAVE_MEAN, TEENY__EA_OUT | VEC},
-                                {"save_rstd", save_rstd, TEENY__BATCHNORM_OUT_SAVE_RSTD, TEENY__EA_OUT | VEC},
-                                {"running_mean", running_mean, TEENY__BATCHNORM_RUNNING_MEAN, TEENY__EA_UPDATED | VEC},
-                                {"running_var", running_var, TEENY__BATCHNORM_RUNNING_VAR, TEENY__EA_UPDATED | VEC}};
-    teeny__op_args a;
-    EAGER_BEGIN("teeny_batchnorm_forward_train");
-    teeny_status st = teeny__eager_check(ctx, &e, args, 8, &a);
-    if (st != TEENY_OK)
-        return st;
-    if (x->numel / x->shape[1] < 2) /* the unbiased variance divides by n - 1 */
-        return teeny__error(ctx, TEENY_ERR_SHAPE,
-                            "%s: training needs more than one value per channel (x has %lld per channel)", e.fn,
-                            (long long)(x->numel / x->shape[1]));
-    return teeny__op_exec(ctx, e.pass, &a);
-}
-
-teeny_status teeny_batchnorm_forward_infer(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *weight,
-                                           const teeny_tensor *bias, const teeny_tensor *running_mean,
-                                           const teeny_tensor *running_var, float eps, teeny_tensor *y)
-{
-    teeny__eager e = {TEENY__EAGER_OF("teeny_batchnorm_forward_infer", BATCHNORM, batchnorm, forward),
-                      .attrs.batchnorm = {0.0f, eps}};
-    const teeny__earg args[] = {{"x", x, TEENY__BATCHNORM_X, 0},
-                                {"weight", weight, TEENY__BATCHNORM_WEIGHT, VEC},
-                                {"bias", bias, TEENY__BATCHNORM_BIAS, VEC},
-                                {"running_mean", running_mean, TEENY__BATCHNORM_RUNNING_MEAN, VEC},
-                                {"running_var", running_var, TEENY__BATCHNORM_RUNNING_VAR, VEC},
-                                {"y", y, TEENY__OUT_VALUE, TEENY__EA_OUT | VEC}};
-    EAGER_BEGIN("teeny_batchnorm_forward_infer");
-    return teeny__eager_run(ctx, &e, args, 6);
-}
-
-/* The statistics go in the slots the mode reads: the saved ones in
- * training, the running ones when frozen. */
-static teeny_status backward(teeny_ctx *ctx, const char *fn, int training, const teeny_tensor *x,
-                             const teeny_tensor *dy, const teeny_tensor *weight, const teeny_tensor *mean,
-                             const char *mean_name, const teeny_tensor *r, const char *r_name, float eps,
-                             teeny_tensor *dx, teeny_tensor *dweight, teeny_tensor *dbias)
-{
-    teeny__eager e = {TEENY__EAGER_OF(fn, BATCHNORM, batchnorm, backward), .attrs.batchnorm = {0.0f, eps},
-                      .training = training};
-    const teeny__earg args[] = {
-        {"x", x, TEENY__BATCHNORM_X, 0},
-        {"dy", dy, TEENY__BATCHNORM_DY, VEC},
-        {"weight", weight, TEENY__BATCHNORM_WEIGHT, VEC},
-        {mean_name, mean, training ? TEENY__BATCHNORM_SAVE_MEAN : TEENY__BATCHNORM_RUNNING_MEAN, VEC},
-        {r_name, r, training ? TEENY__BATCHNORM_SAVE_RSTD : TEENY__BATCHNORM_RUNNING_VAR, VEC},
-        {"dx", dx, TEENY__BATCHNORM_X, TEENY__EA_OUT | VEC},
-        {"dweight", dweight, TEENY__BATCHNORM_WEIGHT, TEENY__EA_OUT | VEC},
-        {"dbias", dbias, TEENY__BATCHNORM_BIAS, TEENY__EA_OUT | VEC}};
-    return teeny__eager_run(ctx, &e, args, 8);
-}
-
-teeny_status teeny_batchnorm_backward_train(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *dy,
-                                            const teeny_tensor *weight, const teeny_tensor *save_mean,
-                                            const teeny_tensor *save_rstd, teeny_tensor *dx, teeny_tensor *dweight,
-                                            teeny_tensor *dbias)
-{
-    EAGER_BEGIN("teeny_batchnorm_backward_train");
-    return backward(ctx, "teeny_batchnorm_backward_train", 1, x, dy, weight, save_mean, "save_mean", save_rstd,
-                    "save_rstd", 0.0f, dx, dweight, dbias);
-}
-
-teeny_status teeny_batchnorm_backward_frozen(teeny_ctx *ctx, const teeny_tensor *x, const teeny_tensor *dy,
-                                             const teeny_tensor *weight, const teeny_tensor *running_mean,
-                                             const teeny_tensor *running_var, float eps, teeny_tensor *dx,
-                                             teeny_tensor *dweight, teeny_tensor *dbias)
-{
-    EAGER_BEGIN("teeny_batchnorm_backward_frozen");
-    return backward(ctx, "teeny_batchnorm_backward_frozen", 0, x, dy, weight, running_mean, "running_mean",
-                    running_var, "running_var", eps, dx, dweight, dbias);
-}
-
-/* Not an op of the table (no graph node, no gradient): a direct launch
- * over C channels, C from weight. */
-teeny_status teeny_batchnorm_fold(teeny_ctx *ctx, const teeny_tensor *weight, const teeny_tensor *bias,
-                                  const teeny_tensor *running_mean, const teeny_tensor *running_var, float eps,
-                                  teeny_tensor *scale, teeny_tensor *shift)
-{
-    static const char fn[] = "teeny_batchnorm_fold";
-    teeny_status st;
-    char opt[32];
-    cl_kernel k;
-    EAGER_BEGIN("teeny_batchnorm_fold");
-    if ((st = teeny__check_tensor(ctx, weight, "weight")) != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    int64_t C = weight->numel;
-    const teeny_tensor *vecs[] = {bias, running_mean, running_var, scale, shift};
-    const char *vec_names[] = {"bias", "running_mean", "running_var", "scale", "shift"};
-    for (int i = 0; i < 5; i++)
-        if ((st = teeny__check_vector(ctx, vecs[i], vec_names[i], C)) != TEENY_OK)
-            return teeny__error(ctx, st, "%s: %s (weight has %lld elements)", fn, teeny_last_error(ctx),
-                                (long long)C);
-    if ((st = check_eps(ctx, eps)) != TEENY_OK)
-        return teeny__error(ctx, st, "%s: %s", fn, teeny_last_error(ctx));
-    const teeny_tensor *all[] = {weight, bias, running_mean, running_var, scale, shift};
-    const char *all_names[] = {"weight", "bias", "running_mean", "running_var", "scale", "shift"};
-    if ((st = teeny__check_disjoint(ctx, fn, all, all_names, 4, 6)) != TEENY_OK)
-        return st;
-    int c = (int)C, w_off = teeny__off(weight), b_off = teeny__off(bias), m_off = teeny__off(running_mean),
-        v_off = teeny__off(running_var), sc_off = teeny__off(scale), sh_off = teeny__off(shift);
-    size_t g = (size_t)C, l = 1;
-    wg_option(ctx, opt, sizeof opt);
-    st = teeny__kernel_get(ctx, "batchnorm", opt, "bn_fold", &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, "bn_fold", sizeof(cl_mem), &weight->buf, sizeof(int), &w_off, sizeof(cl_mem),
-                             &bias->buf, sizeof(int), &b_off, sizeof(cl_mem), &running_mean->buf, sizeof(int), &m_off,
-                             sizeof(cl_mem), &running_var->buf, sizeof(int), &v_off, sizeof(float), &eps, sizeof(int),
-                             &c, sizeof(cl_mem), &scale->buf, sizeof(int), &sc_off, sizeof(cl_mem), &shift->buf,
-                             sizeof(int), &sh_off, (size_t)0);
-    if (st == TEENY_OK)
-        st = teeny__launch(ctx, k, "bn_fold", 1, &g, &l);
-    return st;
+    k[n++] = TEENY__KARG_MEM(x->buf);
+    k[n++] = TEENY__KARG_INT(x_off);
+    k[n++] = TEENY__KARG_MEM(dy->buf);
+    k[n++] = TEENY__KARG_INT(dy_off);
+    k[n++] = TEENY__KARG_MEM(dx->buf);
+    k[n++] = TEENY__KARG_INT(dx_off);
+    if (!pl.cpu) {
+        k[n++] = TEENY__KARG_INT(pl.inner);
+        k[n++] = TEENY__KARG_INT(pl.outer);
+    }
+    k[n++] = TEENY__KARG_INT(C);
+    k[n++] = TEENY__KARG_INT(S);
+    if (pl.cpu) {
+        k[n++] = TEENY__KARG_INT(planes);
+    } else {
+        k[n++] = TEENY__KARG_INT(pl.spatial);
+        k[n++] = TEENY__KARG_INT(pl.vec);
+    }
+    const teeny__karg tail[] = {TEENY__KARG_MEM(mean->buf), TEENY__KARG_INT(m_off),     TEENY__KARG_MEM(r->buf),
+                                TEENY__KARG_INT(r_off),     TEENY__KARG_INT(r_is_var),  TEENY__KARG(eps),
+                                TEENY__KARG_MEM(w->buf),    TEENY__KARG_INT(w_off),     TEENY__KARG_MEM(part),
+                                TEENY__KARG_INT(pl.K),      TEENY__KARG_MEM(dw->buf),   TEENY__KARG_INT(dw_off),
+                                TEENY__KARG_MEM(db->buf),   TEENY__KARG_INT(db_off),    TEENY__KARG(inv_n),
+                                TEENY__KARG_INT(frozen),    TEENY__KARG_MEM(bias->buf), TEENY__KARG_INT(b_off),
+                                TEENY__KARG_INT(act)};
+    for (int j = 0; j < 19; j++)
+        k[n++] = tail[j];
+    return teeny__run_kernel(ctx, "batchnorm", opt, pl.cpu ? "bn_backward_dx_cpu" : "bn_backward_dx", k, n, 2,
+                             pl.ew_global, pl.ew_local);
 }

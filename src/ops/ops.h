@@ -44,7 +44,7 @@ static inline teeny__activation_attrs teeny__act_attrs(teeny_act act)
         at.alpha = -INFINITY;
     return at;
 }
-typedef struct { float momentum, eps; } teeny__batchnorm_attrs;      /* batchnorm.c */
+typedef struct { float momentum, eps; int act; } teeny__batchnorm_attrs; /* batchnorm.c; act: a teeny_act */
 typedef struct {
     int kernel[2], stride[2], pad[2];   /* [0] = H, [1] = W; pad: before the input */
     int pad_end_extra[2];               /* the padding after is pad + pad_end_extra */

@@ -112,6 +112,8 @@ typedef struct {
     teeny__linear_tune linear;
     int optim_slots;           /* parameters per Adam launch at most (optim.c; fewer where the
                                 * kernel-argument space holds fewer) */
+    int bn_parts;              /* batch norm's partials per channel at most (batchnorm.c): every
+                                * work-group of the consuming kernel merges them in turn */
 } teeny__profile;
 
 /* The context's tuning (ctx->tune), fixed at creation except through the

@@ -5,6 +5,7 @@
  */
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "batchnorm_ref.h"
 
@@ -119,4 +120,66 @@ void ref_bn_grad_mags(const double *x, const double *dy, int B, int C, int S, co
                 mag_dx[e] = fabs(w[c] * rstd[c]) * (fabs(dy[e]) + sqrt(s_dy / n) + fabs(xh) * sqrt(s_dyx / n));
             }
     }
+}
+
+/* ---- with a fused activation (TEENY_ACT_NONE 0, RELU 1, SILU 2) ---- */
+
+static double act_f(int act, double v)
+{
+    return act == 1 ? (v > 0 ? v : 0) : act == 2 ? v / (1 + exp(-v)) : v;
+}
+
+static double act_d(int act, double v)
+{
+    double s = 1 / (1 + exp(-v));
+    return act == 1 ? (v > 0 ? 1 : 0) : act == 2 ? s * (1 + v * (1 - s)) : 1;
+}
+
+void ref_bn_act_apply(const double *x, int B, int C, int S, const double *mean, const double *rstd, const double *w,
+                      const double *b, int act, double *y)
+{
+    for (int bi = 0; bi < B; bi++)
+        for (int c = 0; c < C; c++)
+            for (int s = 0; s < S; s++)
+                y[AT(bi, c, s)] = act_f(act, (x[AT(bi, c, s)] - mean[c]) * rstd[c] * w[c] + b[c]);
+}
+
+void ref_bn_act_forward_train(const double *x, int B, int C, int S, const double *w, const double *b, double momentum,
+                              double eps, int act, double *y, double *save_mean, double *save_rstd, double *run_mean,
+                              double *run_var)
+{
+    ref_bn_forward_train(x, B, C, S, w, b, momentum, eps, y, save_mean, save_rstd, run_mean, run_var);
+    ref_bn_act_apply(x, B, C, S, save_mean, save_rstd, w, b, act, y);
+}
+
+void ref_bn_act_backward(const double *x, const double *dy, int B, int C, int S, const double *w, const double *b,
+                         const double *mean, const double *rstd, int act, int training, double *dx, double *dw,
+                         double *db)
+{
+    size_t n = (size_t)B * C * S;
+    double *g = malloc(n * sizeof *g);
+    if (!g)
+        return;
+    for (int bi = 0; bi < B; bi++)
+        for (int c = 0; c < C; c++)
+            for (int s = 0; s < S; s++) {
+                double pre = (x[AT(bi, c, s)] - mean[c]) * rstd[c] * w[c] + b[c];
+                g[AT(bi, c, s)] = dy[AT(bi, c, s)] * act_d(act, pre);
+            }
+    if (training) {
+        ref_bn_backward_train(x, g, B, C, S, w, mean, rstd, dx, dw, db);
+    } else {
+        for (int c = 0; c < C; c++) {
+            double sdy = 0, sdyxh = 0, r = rstd[c];
+            for (int bi = 0; bi < B; bi++)
+                for (int s = 0; s < S; s++) {
+                    sdy += g[AT(bi, c, s)];
+                    sdyxh += g[AT(bi, c, s)] * (x[AT(bi, c, s)] - mean[c]) * r;
+                    dx[AT(bi, c, s)] = w[c] * r * g[AT(bi, c, s)];
+                }
+            db[c] = sdy;
+            dw[c] = sdyxh;
+        }
+    }
+    free(g);
 }

@@ -27,4 +27,17 @@ void ref_bn_backward_frozen(const double *x, const double *dy, int B, int C, int
 void ref_bn_grad_mags(const double *x, const double *dy, int B, int C, int S, const double *w, const double *mean,
                       const double *rstd, double *mag_db, double *mag_dw, double *mag_dx);
 
+/* With a fused activation act (TEENY_ACT_NONE 0, RELU 1, SILU 2):
+ * y = act((x - mean) * rstd * w + b); the training forward (statistics and
+ * running stats as ref_bn_forward_train); the backward through the batch
+ * statistics (training 1) or frozen ones (mean, rstd given; training 0). */
+void ref_bn_act_apply(const double *x, int B, int C, int S, const double *mean, const double *rstd, const double *w,
+                      const double *b, int act, double *y);
+void ref_bn_act_forward_train(const double *x, int B, int C, int S, const double *w, const double *b, double momentum,
+                              double eps, int act, double *y, double *save_mean, double *save_rstd, double *run_mean,
+                              double *run_var);
+void ref_bn_act_backward(const double *x, const double *dy, int B, int C, int S, const double *w, const double *b,
+                         const double *mean, const double *rstd, int act, int training, double *dx, double *dw,
+                         double *db);
+
 #endif

@@ -1,0 +1,407 @@
+/*
+ * test_bn_act.c -- batch norm with its fused activation (the BATCHNORM op's
+ * act attribute, teeny_graph_batchnorm_act) and the launches it saves.
+ *
+ * The op is driven through the eager layer's internal entry (as the public
+ * eager functions are, with attrs.batchnorm.act set), on the portable and
+ * the CPU kernels, against the float64 reference composed in
+ * tests/ref/batchnorm_ref.c (ref_bn_act_*): seeded shapes with odd spatial
+ * sizes, C = 1, the rows layout and [N, C]; outputs NaN-poisoned; the
+ * running statistics updated exactly once; two runs give the same bits.
+ * The graph checks: fused == batchnorm + activation, the builder's error
+ * status, and the example network's exact launches per training step.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../examples/fashion_net.h"
+#include "harness.h"
+#include "internal.h"
+#include "ops/ops.h"
+#include "ref/batchnorm_ref.h"
+
+#define TOL 1e-5
+/* the example's launches per training step (test_bn_act_example_launches) */
+#define EX_FWD 40
+#define EX_BWD 76
+#define EX_FWD_CPU 40
+#define EX_BWD_CPU 76
+
+typedef struct {
+    int ndim, B, C, H, W;
+} shape;
+
+static const shape SHAPES[] = {
+    {4, 2, 3, 5, 7}, {4, 3, 1, 9, 9}, {4, 2, 4, 8, 8}, {4, 5, 2, 3, 3}, {2, 12, 5, 1, 1}, {4, 4, 3, 17, 1},
+};
+#define N_SHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
+
+static teeny_tensor *dev(teeny_ctx *ctx, int ndim, const int64_t *s, const float *v)
+{
+    return v ? th_tensor_from(ctx, ndim, s, v) : th_tensor(ctx, ndim, s);
+}
+
+static teeny_status run_fwd(teeny_ctx *ctx, int act, int training, teeny_tensor *const *t)
+{
+    teeny__eager e = {TEENY__EAGER_OF("bn_act forward", BATCHNORM, batchnorm, forward),
+                      .attrs.batchnorm = {0.1f, 1e-5f, act}, .training = training};
+    const teeny__earg args[] = {
+        {"x", t[0], TEENY__BATCHNORM_X, 0},
+        {"weight", t[1], TEENY__BATCHNORM_WEIGHT, TEENY__EA_NUMEL},
+        {"bias", t[2], TEENY__BATCHNORM_BIAS, TEENY__EA_NUMEL},
+        {"y", t[5], TEENY__OUT_VALUE, TEENY__EA_OUT | TEENY__EA_NUMEL},
+        {"save_mean", t[6], TEENY__BATCHNORM_OUT_SAVE_MEAN, TEENY__EA_OUT | TEENY__EA_NUMEL},
+        {"save_rstd", t[7], TEENY__BATCHNORM_OUT_SAVE_RSTD, TEENY__EA_OUT | TEENY__EA_NUMEL},
+        {"running_mean", t[3], TEENY__BATCHNORM_RUNNING_MEAN, TEENY__EA_UPDATED | TEENY__EA_NUMEL},
+        {"running_var", t[4], TEENY__BATCHNORM_RUNNING_VAR, TEENY__EA_UPDATED | TEENY__EA_NUMEL}};
+    const teeny__earg infer[] = {
+        {"x", t[0], TEENY__BATCHNORM_X, 0},
+        {"weight", t[1], TEENY__BATCHNORM_WEIGHT, TEENY__EA_NUMEL},
+        {"bias", t[2], TEENY__BATCHNORM_BIAS, TEENY__EA_NUMEL},
+        {"running_mean", t[3], TEENY__BATCHNORM_RUNNING_MEAN, TEENY__EA_NUMEL},
+        {"running_var", t[4], TEENY__BATCHNORM_RUNNING_VAR, TEENY__EA_NUMEL},
+        {"y", t[5], TEENY__OUT_VALUE, TEENY__EA_OUT | TEENY__EA_NUMEL}};
+    return training ? teeny__eager_run(ctx, &e, args, 8) : teeny__eager_run(ctx, &e, infer, 6);
+}
+
+/* t: x, w, b, rm, rv, y, save_mean, save_rstd, dy, dx, dw, db. */
+static teeny_status run_bwd(teeny_ctx *ctx, int act, int training, teeny_tensor *const *t)
+{
+    teeny__eager e = {TEENY__EAGER_OF("bn_act backward", BATCHNORM, batchnorm, backward),
+                      .attrs.batchnorm = {0.1f, 1e-5f, act}, .training = training};
+    const teeny__earg args[] = {
+        {"x", t[0], TEENY__BATCHNORM_X, 0},
+        {"dy", t[8], TEENY__BATCHNORM_DY, TEENY__EA_NUMEL},
+        {"weight", t[1], TEENY__BATCHNORM_WEIGHT, TEENY__EA_NUMEL},
+        {"bias", t[2], TEENY__BATCHNORM_BIAS, TEENY__EA_NUMEL},
+        {"mean", training ? t[6] : t[3], training ? TEENY__BATCHNORM_SAVE_MEAN : TEENY__BATCHNORM_RUNNING_MEAN,
+         TEENY__EA_NUMEL},
+        {"r", training ? t[7] : t[4], training ? TEENY__BATCHNORM_SAVE_RSTD : TEENY__BATCHNORM_RUNNING_VAR,
+         TEENY__EA_NUMEL},
+        {"dx", t[9], TEENY__BATCHNORM_X, TEENY__EA_OUT | TEENY__EA_NUMEL},
+        {"dweight", t[10], TEENY__BATCHNORM_WEIGHT, TEENY__EA_OUT | TEENY__EA_NUMEL},
+        {"dbias", t[11], TEENY__BATCHNORM_BIAS, TEENY__EA_OUT | TEENY__EA_NUMEL}};
+    return teeny__eager_run(ctx, &e, args, 9);
+}
+
+static void expect_near(const teeny_tensor *t, const double *ref, size_t n, const char *what, const char *repro)
+{
+    float *got = th_read(t);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(!isnan(got[i]), "%s: %s[%zu] not written", repro, what, i);
+    double e = th_nrms(got, ref, n);
+    ck_assert_msg(e <= TOL, "%s: %s nrms %g > %g", repro, what, e, TOL);
+    free(got);
+}
+
+/* One shape, one act, one variant: training forward + backward, inference
+ * forward + frozen backward, against the reference; then the training
+ * pair again, bit-identical. */
+static void check_case(teeny_ctx *ctx, const shape *sh, int act, uint64_t seed, const char *variant)
+{
+    int B = sh->B, C = sh->C, S = sh->H * sh->W;
+    size_t n = (size_t)B * C * S;
+    int64_t xs[4] = {B, C, sh->H, sh->W}, cs[1] = {C};
+    char repro[160];
+    snprintf(repro, sizeof repro, "bn_act act %d %s x [%d, %d, %d, %d] seed %llu", act, variant, B, C, sh->H, sh->W,
+             (unsigned long long)seed);
+    th_rng r = th_rng_make(seed);
+    float *x = malloc(n * 4), *dy = malloc(n * 4), w[8], b[8], rm[8], rv[8];
+    th_fill_normal(&r, x, n, 0.7, 1.5);
+    th_fill_normal(&r, dy, n, 0.0, 1.0);
+    th_fill_uniform(&r, w, (size_t)C, 0.5, 1.5);
+    th_fill_uniform(&r, b, (size_t)C, -0.5, 0.5);
+    th_fill_uniform(&r, rm, (size_t)C, -0.2, 0.2);
+    th_fill_uniform(&r, rv, (size_t)C, 0.5, 1.5);
+    double *xd = th_dbl(x, n), *dyd = th_dbl(dy, n), *wd = th_dbl(w, (size_t)C), *bd = th_dbl(b, (size_t)C);
+    double *rmd = th_dbl(rm, (size_t)C), *rvd = th_dbl(rv, (size_t)C), *y = malloc(n * 8), *dx = malloc(n * 8);
+    double mean[8], rstd[8], dw[8], db[8];
+    teeny_tensor *t[12] = {dev(ctx, sh->ndim, xs, x), dev(ctx, 1, cs, w),    dev(ctx, 1, cs, b),
+                           dev(ctx, 1, cs, rm),        dev(ctx, 1, cs, rv),   dev(ctx, sh->ndim, xs, NULL),
+                           dev(ctx, 1, cs, NULL),      dev(ctx, 1, cs, NULL), dev(ctx, sh->ndim, xs, dy),
+                           dev(ctx, sh->ndim, xs, NULL), dev(ctx, 1, cs, NULL), dev(ctx, 1, cs, NULL)};
+    float *bits[4] = {0};
+    for (int rep = 0; rep < 2; rep++) {
+        TH_OK(ctx, teeny_tensor_write(t[3], rm, (size_t)C));
+        TH_OK(ctx, teeny_tensor_write(t[4], rv, (size_t)C));
+        for (int i = 5; i < 12; i++)
+            if (i != 8)
+                th_poison(t[i]);
+        TH_OK(ctx, run_fwd(ctx, act, 1, t));
+        TH_OK(ctx, run_bwd(ctx, act, 1, t));
+        float *now[4] = {th_read(t[5]), th_read(t[9]), th_read(t[10]), th_read(t[11])};
+        for (int k = 0; k < 4; k++) {
+            if (rep)
+                ck_assert_msg(!memcmp(bits[k], now[k], (k < 2 ? n : (size_t)C) * 4), "%s: run 2 differs (output %d)",
+                              repro, k);
+            free(bits[k]);
+            bits[k] = now[k];
+        }
+    }
+    double rmr[8], rvr[8];
+    memcpy(rmr, rmd, (size_t)C * 8);
+    memcpy(rvr, rvd, (size_t)C * 8);
+    ref_bn_act_forward_train(xd, B, C, S, wd, bd, 0.1, 1e-5, act, y, mean, rstd, rmr, rvr);
+    expect_near(t[5], y, n, "y", repro);
+    expect_near(t[6], mean, (size_t)C, "save_mean", repro);
+    expect_near(t[7], rstd, (size_t)C, "save_rstd", repro);
+    expect_near(t[3], rmr, (size_t)C, "running_mean (one update)", repro);
+    expect_near(t[4], rvr, (size_t)C, "running_var (one update)", repro);
+    float mf[8], rf[8];
+    float *m_dev = th_read(t[6]), *r_dev = th_read(t[7]);
+    memcpy(mf, m_dev, (size_t)C * 4);
+    memcpy(rf, r_dev, (size_t)C * 4);
+    double *md = th_dbl(mf, (size_t)C), *rd = th_dbl(rf, (size_t)C);
+    ref_bn_act_backward(xd, dyd, B, C, S, wd, bd, md, rd, act, 1, dx, dw, db);
+    expect_near(t[9], dx, n, "dx", repro);
+    expect_near(t[10], dw, (size_t)C, "dweight", repro);
+    expect_near(t[11], db, (size_t)C, "dbias", repro);
+    /* inference forward and frozen backward, with the original running statistics */
+    TH_OK(ctx, teeny_tensor_write(t[3], rm, (size_t)C));
+    TH_OK(ctx, teeny_tensor_write(t[4], rv, (size_t)C));
+    for (int i = 9; i < 12; i++)
+        th_poison(t[i]);
+    th_poison(t[5]);
+    TH_OK(ctx, run_fwd(ctx, act, 0, t));
+    TH_OK(ctx, run_bwd(ctx, act, 0, t));
+    double rs0[8];
+    for (int c = 0; c < C; c++)
+        rs0[c] = 1.0 / sqrt(rvd[c] + 1e-5);
+    ref_bn_act_apply(xd, B, C, S, rmd, rs0, wd, bd, act, y);
+    expect_near(t[5], y, n, "inference y", repro);
+    ref_bn_act_backward(xd, dyd, B, C, S, wd, bd, rmd, rs0, act, 0, dx, dw, db);
+    expect_near(t[9], dx, n, "frozen dx", repro);
+    expect_near(t[10], dw, (size_t)C, "frozen dweight", repro);
+    expect_near(t[11], db, (size_t)C, "frozen dbias", repro);
+    for (int i = 0; i < 12; i++)
+        teeny_tensor_destroy(t[i]);
+    for (int k = 0; k < 4; k++)
+        free(bits[k]);
+    void *hs[] = {x, dy, xd, dyd, wd, bd, rmd, rvd, y, dx, m_dev, r_dev, md, rd};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+
+START_TEST(test_bn_act_sweep)
+{
+    teeny_ctx *ctx = th_ctx();
+    const shape *sh = &SHAPES[_i % N_SHAPES];
+    static const int acts[3] = {TEENY_ACT_NONE, TEENY_ACT_RELU, TEENY_ACT_SILU};
+    for (int cpu = 0; cpu < 2; cpu++) {
+        th_cpu_kernels(cpu);
+        for (int a = 0; a < 3; a++)
+            check_case(ctx, sh, acts[a], 500 + (uint64_t)_i * 7 + (uint64_t)a, cpu ? "cpu" : "portable");
+    }
+    th_cpu_kernels(-1);
+}
+END_TEST
+
+/* The reference's backward against central differences of its forward,
+ * on L = sum(dy * y): every dx, dweight, dbias, both acts. */
+START_TEST(test_bn_act_finite_differences)
+{
+    enum { B = 2, C = 2, S = 5 };
+    const int n = B * C * S;
+    th_rng r = th_rng_make(77);
+    float xf[B * C * S], dyf[B * C * S];
+    th_fill_normal(&r, xf, (size_t)n, 0.3, 1.0);
+    th_fill_normal(&r, dyf, (size_t)n, 0.0, 1.0);
+    double x[B * C * S], dy[B * C * S], w[C] = {1.2, 0.7}, b[C] = {0.1, -0.3}, y[B * C * S];
+    for (int i = 0; i < n; i++) {
+        x[i] = xf[i];
+        dy[i] = dyf[i];
+    }
+    for (int act = TEENY_ACT_RELU; act <= TEENY_ACT_SILU; act++) {
+        double mean[C], rstd[C], rm[C] = {0}, rv[C] = {1, 1}, dx[B * C * S], dw[C], db[C];
+        ref_bn_act_forward_train(x, B, C, S, w, b, 0.1, 1e-5, act, y, mean, rstd, rm, rv);
+        ref_bn_act_backward(x, dy, B, C, S, w, b, mean, rstd, act, 1, dx, dw, db);
+        double *vars[3] = {x, w, b}, *grads[3] = {dx, dw, db};
+        int counts[3] = {n, C, C};
+        for (int v = 0; v < 3; v++)
+            for (int i = 0; i < counts[v]; i++) {
+                double keep = vars[v][i], h = 1e-6, l[2];
+                for (int sgn = 0; sgn < 2; sgn++) {
+                    vars[v][i] = keep + (sgn ? -h : h);
+                    ref_bn_act_forward_train(x, B, C, S, w, b, 0.1, 1e-5, act, y, mean, rstd, rm, rv);
+                    l[sgn] = 0;
+                    for (int j = 0; j < n; j++)
+                        l[sgn] += dy[j] * y[j];
+                }
+                vars[v][i] = keep;
+                double fd = (l[0] - l[1]) / (2 * h);
+                ck_assert_msg(fabs(fd - grads[v][i]) <= 1e-5 * (1 + fabs(fd)), "act %d var %d [%d]: fd %.9g analytic %.9g",
+                              act, v, i, fd, grads[v][i]);
+            }
+    }
+}
+END_TEST
+
+/* conv -> bn_act(act) -> global pool -> linear -> loss, against conv -> bn
+ * -> activation -> ...: same parameters (the unfused graph's, copied),
+ * the same loss and parameter gradients to 1e-5 (nrms), and one launch
+ * fewer each way. */
+static void build_small(teeny_ctx *ctx, int fused, int act, teeny_graph **gout, teeny_node *loss)
+{
+    teeny_graph *g;
+    teeny_node x, c, b, a, p, l, lab;
+    int64_t xs[4] = {-1, 2, 7, 5};
+    teeny_conv2d_params cp = TEENY_CONV2D_PARAMS_INIT;
+    cp.pad[0] = cp.pad[1] = 1;
+    TH_OK(ctx, teeny_graph_create(ctx, 3, &g));
+    TH_OK(ctx, teeny_graph_input(g, "x", 4, xs, &x));
+    TH_OK(ctx, teeny_graph_conv2d(g, "conv", x, 3, 3, 3, &cp, 0, &c));
+    if (fused) {
+        TH_OK(ctx, teeny_graph_batchnorm_act(g, "bn", c, 0.1f, 1e-5f, (teeny_act)act, &a));
+    } else {
+        TH_OK(ctx, teeny_graph_batchnorm(g, "bn", c, 0.1f, 1e-5f, &b));
+        TH_OK(ctx, teeny_graph_activation(g, "act", b, (teeny_act)act, &a));
+    }
+    TH_OK(ctx, teeny_graph_global_avgpool(g, "gap", a, &p));
+    TH_OK(ctx, teeny_graph_linear(g, "fc", p, 4, 1, &l));
+    TH_OK(ctx, teeny_graph_labels(g, "y", &lab));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss", l, lab, loss));
+    *gout = g;
+}
+
+/* Run one plan: write x, labels and the parameters (unfused: read its own
+ * initial values into vals; fused: write vals), one forward and backward;
+ * the loss and every parameter gradient out. */
+static void run_plan(teeny_ctx *ctx, int fused, int act, const float *x, size_t nx, const int32_t *lab, int B,
+                     float **vals, float *loss, float **grads, int *np, int launches[2])
+{
+    teeny_graph *g;
+    teeny_node l;
+    teeny_plan *p;
+    teeny_tensor *t;
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    build_small(ctx, fused, act, &g, &l);
+    pp.batch = B;
+    pp.loss = l;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &p));
+    TH_OK(ctx, teeny_plan_launches(p, &launches[0], &launches[1]));
+    *np = teeny_graph_param_count(g);
+    for (int i = 0; i < *np; i++) {
+        teeny_tensor *pt, *gt;
+        TH_OK(ctx, teeny_graph_param(g, i, NULL, &pt, &gt));
+        if (fused)
+            TH_OK(ctx, teeny_tensor_write(pt, vals[i], (size_t)teeny_tensor_numel(pt)));
+        else
+            vals[i] = th_read(pt);
+    }
+    TH_OK(ctx, teeny_plan_tensor(p, 0, &t)); /* x, the first node */
+    TH_OK(ctx, teeny_tensor_write(t, x, nx));
+    TH_OK(ctx, teeny_plan_tensor(p, teeny_graph_node_count(g) - 2, &t)); /* the labels */
+    TH_OK(ctx, teeny_tensor_write_i32(t, lab, (size_t)B));
+    TH_OK(ctx, teeny_plan_forward(p));
+    TH_OK(ctx, teeny_plan_backward(p));
+    TH_OK(ctx, teeny_plan_read_loss(p, loss));
+    for (int i = 0; i < *np; i++) {
+        teeny_tensor *pt, *gt;
+        TH_OK(ctx, teeny_graph_param(g, i, NULL, &pt, &gt));
+        grads[i] = th_read(gt);
+    }
+    teeny_plan_destroy(p);
+    teeny_graph_destroy(g);
+}
+
+START_TEST(test_bn_act_graph_fused_matches)
+{
+    teeny_ctx *ctx = th_ctx();
+    enum { B = 3, NX = B * 2 * 35 };
+    th_rng r = th_rng_make(91);
+    float x[NX];
+    int32_t lab[B] = {0, 3, 1};
+    th_fill_normal(&r, x, NX, 0.2, 1.0);
+    for (int act = TEENY_ACT_RELU; act <= TEENY_ACT_SILU; act++) {
+        float loss[2], *vals[8] = {0}, *grads[2][8] = {{0}};
+        int np[2], launches[2][2];
+        for (int fused = 0; fused < 2; fused++)
+            run_plan(ctx, fused, act, x, NX, lab, B, vals, &loss[fused], grads[fused], &np[fused], launches[fused]);
+        ck_assert_int_eq(np[0], np[1]);
+        ck_assert_msg(fabsf(loss[0] - loss[1]) <= 1e-6f * (1 + fabsf(loss[0])), "act %d: loss %.9g fused %.9g", act,
+                      (double)loss[0], (double)loss[1]);
+        for (int i = 0; i < np[0]; i++) {
+            size_t n = i == 0 ? 3 * 2 * 9 : i < 3 ? 3 : i == 3 ? 4 * 3 : 4;
+            double e = th_nrms_f(grads[1][i], grads[0][i], n);
+            ck_assert_msg(e <= 1e-5, "act %d: parameter %d gradient nrms %g fused vs unfused", act, i, e);
+        }
+        /* one launch fewer each way: the activation's */
+        ck_assert_int_eq(launches[1][0], launches[0][0] - 1);
+        ck_assert_int_eq(launches[1][1], launches[0][1] - 1);
+        for (int i = 0; i < 8; i++) {
+            free(vals[i]);
+            free(grads[0][i]);
+            free(grads[1][i]);
+        }
+    }
+}
+END_TEST
+
+/* An activation the op does not fuse: TEENY_ERR_ARG at the builder, with
+ * a message naming the choices; no node added. */
+START_TEST(test_bn_act_errors)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g;
+    teeny_node x, y = 7;
+    int64_t xs[4] = {-1, 2, 4, 4};
+    TH_OK(ctx, teeny_graph_create(ctx, 1, &g));
+    TH_OK(ctx, teeny_graph_input(g, "x", 4, xs, &x));
+    int before = teeny_graph_node_count(g);
+    const teeny_act bad[] = {TEENY_ACT_SIGMOID, TEENY_ACT_GELU, (teeny_act)-1, (teeny_act)99};
+    for (int i = 0; i < 4; i++) {
+        TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_batchnorm_act(g, "bn", x, 0.1f, 1e-5f, bad[i], &y));
+        ck_assert_msg(strstr(teeny_last_error(ctx), "TEENY_ACT_SILU") != NULL, "%s", teeny_last_error(ctx));
+        ck_assert_int_eq(y, -1);
+        ck_assert_int_eq(teeny_graph_node_count(g), before);
+    }
+    TH_OK(ctx, teeny_graph_batchnorm_act(g, "bn", x, 0.1f, 1e-5f, TEENY_ACT_RELU, &y));
+    teeny_graph_destroy(g);
+}
+END_TEST
+
+/* The example network's training step (examples/fashion_net.h, batch 128):
+ * the recorded launches, exactly. Before the fold and the fused activation
+ * each of its 8 batch norms took 3 launches forward and 3 backward, and
+ * its 5 SiLU nodes one each way more. */
+START_TEST(test_bn_act_example_launches)
+{
+    teeny_ctx *ctx = th_ctx();
+    for (int cpu = 0; cpu < 2; cpu++) {
+        fn_net net = {0};
+        teeny_plan *p;
+        teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+        int f, b;
+        th_cpu_kernels(cpu);
+        TH_OK(ctx, fn_build(ctx, 1, &net));
+        pp.batch = 128;
+        pp.loss = net.loss;
+        TH_OK(ctx, teeny_graph_compile(net.g, &pp, &p));
+        TH_OK(ctx, teeny_plan_launches(p, &f, &b));
+        fprintf(stderr, "bn_act: example launches (%s kernels): forward %d, backward %d\n", cpu ? "cpu" : "portable",
+                f, b);
+        ck_assert_int_eq(f, (cpu ? EX_FWD_CPU : EX_FWD));
+        ck_assert_int_eq(b, (cpu ? EX_BWD_CPU : EX_BWD));
+        teeny_plan_destroy(p);
+        teeny_graph_destroy(net.g);
+    }
+    th_cpu_kernels(-1);
+}
+END_TEST
+
+Suite *suite_bn_act(void)
+{
+    Suite *s = suite_create("bn_act");
+    TCase *fwd = tcase_create("forward"), *bwd = tcase_create("backward"), *err = tcase_create("errors");
+    tcase_add_loop_test(fwd, test_bn_act_sweep, 0, N_SHAPES);
+    tcase_add_test(bwd, test_bn_act_finite_differences);
+    tcase_add_test(fwd, test_bn_act_graph_fused_matches);
+    tcase_add_test(fwd, test_bn_act_example_launches);
+    tcase_add_test(err, test_bn_act_errors);
+    suite_add_tcase(s, fwd);
+    suite_add_tcase(s, bwd);
+    suite_add_tcase(s, err);
+    return s;
+}
