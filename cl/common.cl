@@ -151,4 +151,32 @@ TEENY_INLINE void teeny_group_sum(__local float *red, int lid, int wg)
     teeny_group_sum_rows(red, lid, wg, 1);
 }
 
+#ifdef TEENY_TF32
+/* tf32 tensor cores (NVIDIA inline PTX; a program is built with
+ * -DTEENY_TF32=1 only where a build-and-run probe of these instructions
+ * succeeded, src/program/probe.c). The GEMMs that use them (conv2d.cl,
+ * linear.cl) round each operand to tf32 (10-bit mantissa, round to
+ * nearest, ties away: cvt.rna) as they stage it into local memory and
+ * feed one warp's mma.sync.m16n8k8 from there; the fragments (PTX ISA,
+ * "Matrix Fragments for mma.m16n8k8" with .tf32) hold, for lane = 4 r + c
+ * of the warp: A rows r, r + 8 at k = c, c + 4; B column r at k = c,
+ * c + 4; C rows r, r + 8 at columns 2c, 2c + 1. */
+TEENY_INLINE float tf32_round(float x)
+{
+    uint r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return as_float(r);
+}
+
+/* acc += tf32 fragments: D = A (16x8, row) B (8x8, col) + C, in place. */
+TEENY_INLINE void tf32_mma(float *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+#endif
+
 #endif

@@ -185,39 +185,22 @@ TEENY_INLINE conv_idx idx_add(conv_idx s, conv_idx d, int Kh, int Kw)
 #ifdef TEENY_TF32
 /* ---- tf32 tensor cores (NVIDIA; built with -DTEENY_TF32=1 only where a
  * build-and-run probe of the instruction succeeded, src/program/probe.c).
- * The operands are rounded to tf32 (10-bit mantissa, round to nearest,
- * ties away: cvt.rna) as they are staged into local memory; products
- * accumulate in fp32 in the fixed order of the hardware's mma, so results
- * stay deterministic. A warp owns a (16 TF32_MT) x (8 TF32_NT) block of
- * the work-group's tile: TF32_MT x TF32_NT mma.sync.m16n8k8 tiles whose
- * fragments (PTX ISA, "Matrix Fragments for mma.m16n8k8" with .tf32) hold,
- * for lane = 4 r + c of the warp: A rows r, r + 8 at k = c, c + 4; B
- * column r at k = c, c + 4; C rows r, r + 8 at columns 2c, 2c + 1. The
- * per-item acc[WPT_M * WPT_N] holds those C fragments, tile by tile.
- * Work-items 32 w .. 32 w + 31 of a 1-D work-group form warp w. */
+ * The operands are rounded to tf32 (tf32_round, cl/common.cl) as they are
+ * staged into local memory; products accumulate in fp32 in the fixed
+ * order of the hardware's mma, so results stay deterministic. A warp owns
+ * a (16 TF32_MT) x (8 TF32_NT) block of the work-group's tile: TF32_MT x
+ * TF32_NT mma.sync.m16n8k8 tiles (tf32_mma; the fragments' layout is in
+ * cl/common.cl). The per-item acc[WPT_M * WPT_N] holds those C fragments,
+ * tile by tile. Work-items 32 w .. 32 w + 31 of a 1-D work-group form
+ * warp w. */
 #define TF32_MT (WPT_M / 4)
 #define TF32_NT WPT_N
 #define TF32_WM (16 * TF32_MT) /* rows of a warp's block */
 #define TF32_WN (8 * TF32_NT)  /* columns */
 #define TF32_WARPS_M (TILE_M / TF32_WM)
 
-TEENY_INLINE float tf32_round(float x)
-{
-    uint r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return as_float(r);
-}
 #define TF32_STAGE(x) tf32_round(x)
 #define TF32_STAGE4(v) ((float4)(tf32_round((v).x), tf32_round((v).y), tf32_round((v).z), tf32_round((v).w)))
-
-/* acc += tf32 fragments: D = A (16x8, row) B (8x8, col) + C, in place. */
-TEENY_INLINE void tf32_mma(float *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 /* The warp's block += As[k][m] * Bs[k][n] over one TILE_K slice. */
 TEENY_INLINE void gemm_micro(__local const float4 *As4, __local const float4 *Bs4, int tm, int tn, float *acc)
