@@ -24,6 +24,13 @@
  * launch starts them (LIN_SEG_FIRST: from zero) and ends them
  * (LIN_SEG_LAST: + bias). The sums see the same terms in the same order,
  * so the bits equal one launch's (0, K, both flags).
+ *
+ * tf32 (built with -DTEENY_TF32=1 where teeny_ctx_set_tf32 asked and the
+ * device ran probe.c's mma kernel exactly; linear.c decides): the same
+ * grid, work-group, staging and k segments, but the operands are rounded
+ * to tf32 as they are staged and each warp multiplies its block of the
+ * tile with mma.sync.m16n8k8 (see lin_gemm_tile's tf32 version): fixed
+ * order, so still deterministic, within about 1e-3 of the exact product.
  */
 #ifndef LIN_LX
 #define LIN_LX 16
@@ -58,6 +65,16 @@
 #define LIN_LDB LIN_TN
 #define LIN_STAGE(x) (x)
 #endif
+/* Rows of as: the k panel's, and in an emulated tf32 build (common.cl)
+ * rows past them for the mma's exchange of fragments. */
+#ifdef TEENY_TF32_EMULATE
+#define LIN_AS_ROWS (LIN_TK + (LIN_NT * 6 + LIN_LDA - 1) / LIN_LDA)
+#define LIN_MMA(as, acc, a0, a1, a2, a3, b0, b1) \
+    tf32_mma_xchg((__local uint *)as[LIN_TK], acc, a0, a1, a2, a3, b0, b1)
+#else
+#define LIN_AS_ROWS LIN_TK
+#define LIN_MMA(as, acc, a0, a1, a2, a3, b0, b1) tf32_mma(acc, a0, a1, a2, a3, b0, b1)
+#endif
 
 /* Stage the block's A and B panels for k in [k0, k0 + LIN_TK) into
  * local memory, zero outside M x K and K x N; the loop order follows
@@ -81,6 +98,11 @@ TEENY_INLINE void lin_stage(int M, int N, int K, __global const float *a, int a_
     }
 }
 
+/* Grid (ceil(N / LIN_TN) * LIN_LX, ceil(M / LIN_TM) * LIN_LY), work-group
+ * (LIN_LX, LIN_LY). Work-group (gx, gy) owns rows [gy*LIN_TM, +LIN_TM) and
+ * columns [gx*LIN_TN, +LIN_TN) of C. The block's A and B panels are
+ * staged through local memory LIN_TK deep; out-of-range elements load as
+ * zero and out-of-range outputs are not written. */
 #ifdef TEENY_TF32
 /* ---- tf32 tensor cores (built with -DTEENY_TF32=1 only where probe.c's
  * mma kernel ran exactly; tf32_round, tf32_mma and the fragment layout in
@@ -140,7 +162,8 @@ TEENY_INLINE void lin_gemm_tile(int M, int N, int K, __global const float *a, in
             for (int i = 0; i < LIN_MT; i++)
                 TEENY_UNROLL
                 for (int j = 0; j < LIN_RN; j++)
-                    tf32_mma(acc + (i * LIN_RN + j) * 4, fa[i][0], fa[i][1], fa[i][2], fa[i][3], fb[j][0], fb[j][1]);
+                    LIN_MMA(as, acc + (i * LIN_RN + j) * 4, fa[i][0], fa[i][1], fa[i][2], fa[i][3], fb[j][0],
+                            fb[j][1]);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -154,13 +177,9 @@ TEENY_INLINE void lin_gemm_tile(int M, int N, int K, __global const float *a, in
     }
 }
 #else
-/* Grid (ceil(N / LIN_TN) * LIN_LX, ceil(M / LIN_TM) * LIN_LY), work-group
- * (LIN_LX, LIN_LY). Work-group (gx, gy) owns rows [gy*LIN_TM, +LIN_TM) and
- * columns [gx*LIN_TN, +LIN_TN) of C; item (lx, ly) accumulates rows
- * ly + i*LIN_LY and columns lx + j*LIN_LX of that block (strided, so
- * neighbouring items write neighbouring columns). The block's A and B
- * panels are staged through local memory LIN_TK deep; out-of-range
- * elements load as zero and out-of-range outputs are not written. */
+/* Item (lx, ly) accumulates rows ly + i*LIN_LY and columns lx + j*LIN_LX
+ * of the block (strided, so neighbouring items write neighbouring
+ * columns), each output summed in ascending k. */
 TEENY_INLINE void lin_gemm_tile(int M, int N, int K, __global const float *a, int a_off, int a_sm, int a_sk,
                                  __global const float *b, int b_off, int b_sk, int b_sn, __global const float *bias,
                                  int bias_off, int has_bias, __global float *c, int c_off, int c_sm, int k_begin,
@@ -212,7 +231,7 @@ void lin_gemm(int M, int N, int K,
               __global const float *bias, int bias_off, int has_bias,
               __global float *c, int c_off, int c_sm, int k_begin, int k_end, int seg)
 {
-    __local float as[LIN_TK][LIN_LDA];
+    __local float as[LIN_AS_ROWS][LIN_LDA];
     __local float bs[LIN_TK][LIN_LDB];
     lin_gemm_tile(M, N, K, a, a_off, a_sm, a_sk, b, b_off, b_sk, b_sn, bias, bias_off, has_bias, c, c_off, c_sm,
                   k_begin, k_end, seg, as, bs);
@@ -229,7 +248,7 @@ void lin_gemm_batched(int M, int N, int K,
                       __global float *c, int c_off, int c_sm, int4 c_sb, int4 bn, int k_begin, int k_end,
                       int seg)
 {
-    __local float as[LIN_TK][LIN_LDA];
+    __local float as[LIN_AS_ROWS][LIN_LDA];
     __local float bs[LIN_TK][LIN_LDB];
     int z = get_group_id(2), z3 = z % bn.s3, z2 = z / bn.s3 % bn.s2, z1 = z / bn.s3 / bn.s2;
     a_off += z1 * a_sb.s1 + z2 * a_sb.s2 + z3 * a_sb.s3;

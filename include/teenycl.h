@@ -186,10 +186,13 @@ TEENY_API teeny_status teeny_ctx_set_tf32(teeny_ctx *ctx, int enable);
  * it and the device runs tf32 tensor-core instructions, which a small
  * kernel checks on first use (built, run and compared exactly: a host sync
  * the first time; never a device-name match). Where it is 1, convolutions
- * (forward, input and weight gradients, on NVIDIA GPUs with inline PTX
- * mma.sync) round their operands to tf32 and accumulate in fp32: normalized
- * RMS error about 1e-4..1e-3 against float64, deterministic like every
- * other path. Plans compiled before a change keep what they recorded. */
+ * (forward, input and weight gradients), the linear layer (forward, dx,
+ * dw; not the bias gradient, a plain sum) and MatMul (teeny_matmul and
+ * its backward; graph matmuls; ONNX Gemm and MatMul, which run on these
+ * two), on NVIDIA GPUs with inline PTX mma.sync, round their operands to
+ * tf32 and accumulate in fp32: normalized RMS error about 1e-4..1e-3
+ * against float64, deterministic like every other path. Plans compiled
+ * before a change keep what they recorded. */
 TEENY_API teeny_status teeny_ctx_tf32_active(teeny_ctx *ctx, int *active);
 /* The context's command queue; borrowed. */
 TEENY_API cl_command_queue teeny_ctx_cl_queue(const teeny_ctx *ctx);

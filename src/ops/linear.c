@@ -31,8 +31,15 @@
 typedef struct {
     int lx, ly, rm, rn, tk;
     int tf32; /* the tensor-core tile (cl/linear.cl, -DTEENY_TF32=1) */
-    char opt[112];
+    char opt[136];
 } gemm_plan;
+
+static int tf32_emulate; /* teeny__linear_debug_tf32_emulate */
+
+void teeny__linear_debug_tf32_emulate(int on)
+{
+    tf32_emulate = on;
+}
 
 /* Work-group (lx, ly) from the device's work-group size: a square (or 2:1)
  * power-of-two shape, the profile's register tile (its tf32 one with
@@ -62,22 +69,24 @@ static void gemm_plan_make(const teeny_ctx *ctx, int wg, int tf32, gemm_plan *g)
         return;
     }
     g->tf32 = tf32;
-    snprintf(g->opt, sizeof g->opt, "-DLIN_LX=%d -DLIN_LY=%d -DLIN_RM=%d -DLIN_RN=%d -DLIN_TK=%d%s", g->lx, g->ly,
-             g->rm, g->rn, g->tk, tf32 ? " -DTEENY_TF32=1" : "");
+    snprintf(g->opt, sizeof g->opt, "-DLIN_LX=%d -DLIN_LY=%d -DLIN_RM=%d -DLIN_RN=%d -DLIN_TK=%d%s%s", g->lx,
+             g->ly, g->rm, g->rn, g->tk, tf32 ? " -DTEENY_TF32=1" : "",
+             tf32 && tf32_emulate ? " -DTEENY_TF32_EMULATE=1" : "");
 }
 
 /* The plan for the device's work-group size, or for the largest power of
  * two below it whose LIN_LX * LIN_LY work-group and panels the built
  * lin_gemm takes (down to 4 x 4); checked before anything is enqueued.
- * tf32 where teeny_ctx_tf32_active says so (the one place that decides)
- * and the profile has a tf32 tuning. */
+ * tf32 where teeny_ctx_tf32_active says so (the one place that decides;
+ * the test hook's emulation needs only teeny_ctx_set_tf32) and the
+ * profile has a tf32 tuning. */
 static teeny_status gemm_plan_fit(teeny_ctx *ctx, gemm_plan *g)
 {
     int first = ctx->work_group_size, tf32 = 0;
     teeny_status st = teeny_ctx_tf32_active(ctx, &tf32);
     if (st != TEENY_OK)
         return st;
-    tf32 = tf32 && ctx->tune.profile->linear_tf32.rm > 0;
+    tf32 = (tf32 || (tf32_emulate && ctx->tf32)) && ctx->tune.profile->linear_tf32.rm > 0;
     for (int wg = first;; wg /= 2) {
         gemm_plan_make(ctx, wg, tf32, g);
         st = teeny__kernel_fit(ctx, "linear", g->opt, "lin_gemm", (size_t)g->lx * (size_t)g->ly, 0, NULL);
