@@ -152,16 +152,51 @@ TEENY_INLINE void teeny_group_sum(__local float *red, int lid, int wg)
 }
 
 #ifdef TEENY_TF32
-/* ---- tf32 tensor cores (NVIDIA inline PTX; programs are built with
- * -DTEENY_TF32=1 only where src/program/probe.c's kernel, which runs these
- * same instructions, built and ran exactly). Fragments of
- * mma.sync.m16n8k8 with .tf32 operands (PTX ISA, "Matrix Fragments for
- * mma.m16n8k8"), for lane = 4 r + c of a warp: A (16 x 8, row) rows r,
- * r + 8 at k = c, c + 4; B (8 x 8, col) column r at k = c, c + 4; C and D
- * rows r, r + 8 at columns 2c, 2c + 1. Work-items 32 w .. 32 w + 31 of a
- * work-group (in its linear order) form warp w. */
+/* tf32 tensor cores (NVIDIA inline PTX; a program is built with
+ * -DTEENY_TF32=1 only where a build-and-run probe of these instructions
+ * succeeded, src/program/probe.c, whose kernel runs these same helpers).
+ * The GEMMs that use them (conv2d.cl, linear.cl, attention.cl's _tc
+ * kernels) round each operand to tf32 (10-bit mantissa, round to
+ * nearest, ties away: cvt.rna) as they stage it into local memory and
+ * feed one warp's mma.sync.m16n8k8 from there; the fragments (PTX ISA,
+ * "Matrix Fragments for mma.m16n8k8" with .tf32) hold, for lane = 4 r + c
+ * of the warp: A rows r, r + 8 at k = c, c + 4; B column r at k = c,
+ * c + 4; C rows r, r + 8 at columns 2c, 2c + 1. Work-items 32 w .. 32 w +
+ * 31 of a work-group (in its linear order) form warp w. */
+#ifdef TEENY_TF32_EMULATE
+/* Test builds only (linear.c's teeny__linear_debug_tf32_emulate, never a
+ * device's choice): the rounding and a warp's mma in portable OpenCL C,
+ * so that a kernel's fragment logic runs, and is checked, on any device.
+ * The 32 lanes of a warp (linear local ids 32 w .. 32 w + 31) exchange
+ * their fragments through xchg (6 uints per work-item of the work-group)
+ * between barriers: every item of the work-group calls it alike. */
+TEENY_INLINE float tf32_round(float x)
+{
+    return as_float((as_uint(x) + 0x1000u) & 0xffffe000u); /* nearest, ties away (finite x) */
+}
 
-/* x rounded to tf32 (10-bit mantissa; to nearest, ties away: cvt.rna). */
+TEENY_INLINE void tf32_mma_xchg(__local uint *xchg, float *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1)
+{
+    const int lid = get_local_id(1) * get_local_size(0) + get_local_id(0), lane = lid & 31;
+    const int r = lane >> 2, q = lane & 3;
+    __local uint *w = xchg + (lid - lane) * 6;
+    barrier(CLK_LOCAL_MEM_FENCE); /* the last call's reads are done */
+    w[lane * 6] = a0;
+    w[lane * 6 + 1] = a1;
+    w[lane * 6 + 2] = a2;
+    w[lane * 6 + 3] = a3;
+    w[lane * 6 + 4] = b0;
+    w[lane * 6 + 5] = b1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int f = 0; f < 4; f++) { /* C (r + 8 h, 2 q + e), f = 2 h + e */
+        int h = f >> 1, n = 2 * q + (f & 1);
+        float s = c[f];
+        for (int k = 0; k < 8; k++) /* A (r + 8 h, k) in lane 4 r + k % 4; B (k, n) in lane 4 n + k % 4 */
+            s += as_float(w[(4 * r + (k & 3)) * 6 + h + 2 * (k >> 2)]) * as_float(w[(4 * n + (k & 3)) * 6 + 4 + (k >> 2)]);
+        c[f] = s;
+    }
+}
+#else
 TEENY_INLINE float tf32_round(float x)
 {
     uint r;
@@ -186,6 +221,7 @@ TEENY_INLINE float tf32_shfl_xor(float x, int mask)
     asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(x)), "r"(mask));
     return as_float(r);
 }
-#endif
+#endif /* TEENY_TF32_EMULATE */
+#endif /* TEENY_TF32 */
 
 #endif

@@ -185,16 +185,14 @@ TEENY_INLINE conv_idx idx_add(conv_idx s, conv_idx d, int Kh, int Kw)
 #ifdef TEENY_TF32
 /* ---- tf32 tensor cores (NVIDIA; built with -DTEENY_TF32=1 only where a
  * build-and-run probe of the instruction succeeded, src/program/probe.c).
- * The operands are rounded to tf32 (10-bit mantissa, round to nearest,
- * ties away: cvt.rna) as they are staged into local memory; products
- * accumulate in fp32 in the fixed order of the hardware's mma, so results
- * stay deterministic. A warp owns a (16 TF32_MT) x (8 TF32_NT) block of
- * the work-group's tile: TF32_MT x TF32_NT mma.sync.m16n8k8 tiles whose
- * fragments (PTX ISA, "Matrix Fragments for mma.m16n8k8" with .tf32) hold,
- * for lane = 4 r + c of the warp: A rows r, r + 8 at k = c, c + 4; B
- * column r at k = c, c + 4; C rows r, r + 8 at columns 2c, 2c + 1. The
- * per-item acc[WPT_M * WPT_N] holds those C fragments, tile by tile.
- * Work-items 32 w .. 32 w + 31 of a 1-D work-group form warp w. */
+ * The operands are rounded to tf32 (tf32_round, cl/common.cl) as they are
+ * staged into local memory; products accumulate in fp32 in the fixed
+ * order of the hardware's mma, so results stay deterministic. A warp owns
+ * a (16 TF32_MT) x (8 TF32_NT) block of the work-group's tile: TF32_MT x
+ * TF32_NT mma.sync.m16n8k8 tiles (tf32_mma; the fragments' layout is in
+ * cl/common.cl). The per-item acc[WPT_M * WPT_N] holds those C fragments,
+ * tile by tile. Work-items 32 w .. 32 w + 31 of a 1-D work-group form
+ * warp w. */
 #define TF32_MT (WPT_M / 4)
 #define TF32_NT WPT_N
 #define TF32_WM (16 * TF32_MT) /* rows of a warp's block */

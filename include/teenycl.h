@@ -187,12 +187,15 @@ TEENY_API teeny_status teeny_ctx_set_tf32(teeny_ctx *ctx, int enable);
  * kernel checks on first use (built, run and compared exactly: a host sync
  * the first time; never a device-name match). Where it is 1 (NVIDIA GPUs
  * with inline PTX mma.sync), these round their operands to tf32 and
- * accumulate in fp32: convolutions (forward, input and weight gradients)
- * and attention with padded head dims up to 64 (teeny_attention_* and
- * PSA, forward and backward: Q K^T, P V and their gradients; the softmax
- * stays fp32; wider heads keep fp32). Normalized RMS error about
- * 1e-4..1e-3 against float64, deterministic like every other path. Plans
- * compiled before a change keep what they recorded. */
+ * accumulate in fp32: convolutions (forward, input and weight gradients);
+ * the linear layer (forward, dx, dw; not the bias gradient, a plain sum)
+ * and MatMul (teeny_matmul and its backward; graph matmuls; ONNX Gemm and
+ * MatMul, which run on these two); attention with padded head dims up to
+ * 64 (teeny_attention_* and PSA, forward and backward: Q K^T, P V and
+ * their gradients; the softmax stays fp32; wider heads keep fp32).
+ * Normalized RMS error about 1e-4..1e-3 against float64, deterministic
+ * like every other path. Plans compiled before a change keep what they
+ * recorded. */
 TEENY_API teeny_status teeny_ctx_tf32_active(teeny_ctx *ctx, int *active);
 /* The context's command queue; borrowed. */
 TEENY_API cl_command_queue teeny_ctx_cl_queue(const teeny_ctx *ctx);

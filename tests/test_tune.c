@@ -75,6 +75,10 @@ START_TEST(test_tune_rows)
                           (a->cpu_lanes == 8 || a->cpu_lanes == 16),
                       "%s: attention settings outside TEENY_ATTN_*'s ranges", p->name);
         ck_assert_msg(p->linear.rm >= 1 && p->linear.rn >= 1 && pow2(p->linear.tk), "%s: linear settings", p->name);
+        /* linear's tf32 tile: warps of whole mma tiles (16 rows per 4 of rm), k in steps of 8 */
+        const teeny__linear_tune *l32 = &p->linear_tf32;
+        ck_assert_msg(l32->rm == 0 || (l32->rm % 4 == 0 && l32->rn >= 1 && l32->tk >= 8 && pow2(l32->tk)),
+                      "%s: linear tf32 settings %d x %d, k %d", p->name, l32->rm, l32->rn, l32->tk);
         /* the tf32 tiles: a warp's block of (16 wm/4) x (8 wn) mma tiles divides the tile */
         const teeny__conv_tune *t32 = &p->conv_tf32;
         ck_assert_msg(!c->tf32 && (t32->n_tiles == 0 || (t32->tf32 && t32->cpu_rows == 0)),

@@ -13,7 +13,11 @@
  * Tunable: the GEMM's work-group shape, from the device's work-group size
  * (ctx->work_group_size), and its register tile and k depth, from the
  * device profile (ctx->tune, src/tune/profiles.def) within the local
- * memory, passed as -D options (see gemm_plan).
+ * memory, passed as -D options (see gemm_plan). With tf32 active
+ * (teeny_ctx_tf32_active: teeny_ctx_set_tf32 asked and the probe ran
+ * tf32 mma) and a profile with a linear_tf32 tuning, every GEMM here (the
+ * layer's three and MatMul's) takes the tensor-core tile, built with
+ * -DTEENY_TF32=1: a program of its own, and the column sums with it.
  *
  * Op-table entry (slots TEENY__LINEAR_*, ops.h): one input x [N, in]
  * (rank 2); attrs.linear = {out_features, has_bias}; params weight
@@ -26,16 +30,26 @@
 
 typedef struct {
     int lx, ly, rm, rn, tk;
-    char opt[96];
+    int tf32; /* the tensor-core tile (cl/linear.cl, -DTEENY_TF32=1) */
+    char opt[136];
 } gemm_plan;
 
-/* Work-group (lx, ly) from the device's work-group size: a square (or 2:1)
- * power-of-two shape, the profile's register tile, and its k depth halved
- * until the two panels fit in half the local memory. */
-static void gemm_plan_make(const teeny_ctx *ctx, int wg, gemm_plan *g)
+static int tf32_emulate; /* teeny__linear_debug_tf32_emulate */
+
+void teeny__linear_debug_tf32_emulate(int on)
 {
-    const teeny__linear_tune *tune = &ctx->tune.profile->linear;
-    int lx = 1, ly = 1;
+    tf32_emulate = on;
+}
+
+/* Work-group (lx, ly) from the device's work-group size: a square (or 2:1)
+ * power-of-two shape, the profile's register tile (its tf32 one with
+ * tf32), and its k depth halved until the two panels fit in half the
+ * local memory. A shape the tf32 tile cannot take (warps of 8 x 4 items,
+ * rm % 4, tk % 8) gets the fp32 plan. */
+static void gemm_plan_make(const teeny_ctx *ctx, int wg, int tf32, gemm_plan *g)
+{
+    const teeny__linear_tune *tune = tf32 ? &ctx->tune.profile->linear_tf32 : &ctx->tune.profile->linear;
+    int lx = 1, ly = 1, pad = tf32 ? 8 : 0; /* the tf32 tile's padded local rows */
     uint64_t local = ctx->info.local_mem_bytes ? ctx->info.local_mem_bytes : 16384;
     while (lx * ly * 2 <= wg) {
         if (lx <= ly)
@@ -48,21 +62,33 @@ static void gemm_plan_make(const teeny_ctx *ctx, int wg, gemm_plan *g)
     g->rm = tune->rm;
     g->rn = tune->rn;
     g->tk = tune->tk;
-    while (g->tk > 1 && (uint64_t)g->tk * (uint64_t)(ly * g->rm + lx * g->rn) * 4 > local / 2)
+    while (g->tk > 1 && (uint64_t)g->tk * (uint64_t)(ly * g->rm + lx * g->rn + 2 * pad) * 4 > local / 2)
         g->tk /= 2;
-    snprintf(g->opt, sizeof g->opt, "-DLIN_LX=%d -DLIN_LY=%d -DLIN_RM=%d -DLIN_RN=%d -DLIN_TK=%d", g->lx, g->ly,
-             g->rm, g->rn, g->tk);
+    if (tf32 && (lx % 8 || ly % 4 || g->rm % 4 || g->tk % 8)) {
+        gemm_plan_make(ctx, wg, 0, g);
+        return;
+    }
+    g->tf32 = tf32;
+    snprintf(g->opt, sizeof g->opt, "-DLIN_LX=%d -DLIN_LY=%d -DLIN_RM=%d -DLIN_RN=%d -DLIN_TK=%d%s%s", g->lx,
+             g->ly, g->rm, g->rn, g->tk, tf32 ? " -DTEENY_TF32=1" : "",
+             tf32 && tf32_emulate ? " -DTEENY_TF32_EMULATE=1" : "");
 }
 
 /* The plan for the device's work-group size, or for the largest power of
  * two below it whose LIN_LX * LIN_LY work-group and panels the built
- * lin_gemm takes (down to 4 x 4); checked before anything is enqueued. */
+ * lin_gemm takes (down to 4 x 4); checked before anything is enqueued.
+ * tf32 where teeny_ctx_tf32_active says so (the one place that decides;
+ * the test hook's emulation needs only teeny_ctx_set_tf32) and the
+ * profile has a tf32 tuning. */
 static teeny_status gemm_plan_fit(teeny_ctx *ctx, gemm_plan *g)
 {
-    teeny_status st;
-    int first = ctx->work_group_size;
+    int first = ctx->work_group_size, tf32 = 0;
+    teeny_status st = teeny_ctx_tf32_active(ctx, &tf32);
+    if (st != TEENY_OK)
+        return st;
+    tf32 = (tf32 || (tf32_emulate && ctx->tf32)) && ctx->tune.profile->linear_tf32.rm > 0;
     for (int wg = first;; wg /= 2) {
-        gemm_plan_make(ctx, wg, g);
+        gemm_plan_make(ctx, wg, tf32, g);
         st = teeny__kernel_fit(ctx, "linear", g->opt, "lin_gemm", (size_t)g->lx * (size_t)g->ly, 0, NULL);
         if (st != TEENY_ERR_UNSUPPORTED || wg / 2 < TEENY__WG_FLOOR) {
             if (st == TEENY_OK && wg != first)
@@ -90,7 +116,9 @@ typedef struct {
  * each), the kk loop (TK + 1) and per kk the register loads (RM + 1,
  * RN + 1) and the micro-tile (RM + 1 + RM*(RN + 1)); outside it the
  * micro-tile's start, load and store (3 * (RM + 1 + RM*(RN + 1))) and the
- * tile loop's exit. */
+ * tile loop's exit. The tf32 tile runs fewer (kk in steps of 8, RM / 4
+ * fragment rows, one loop over the RM * RN accumulators to load and to
+ * store): the count bounds it too. */
 static int64_t tile_trips(const gemm_plan *pl)
 {
     int64_t nt = (int64_t)pl->lx * pl->ly, tm = (int64_t)pl->ly * pl->rm, tn = (int64_t)pl->lx * pl->rn;

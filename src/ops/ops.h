@@ -461,12 +461,12 @@ const char *teeny__op_name(teeny__op_id id);
 #include "ops.def"
 #undef XX
 
-/* Test hook (conv2d_plan.c): force a GEMM tile of the profile's list (-1:
- * by device and problem) and disable the depthwise kernels (1); not
- * thread-safe. A profile is forced through teeny__tune_force. */
+/* Test hooks, not thread-safe (a profile is forced through teeny__tune_force). conv2d_plan.c: force a GEMM
+ * tile of the profile's list (-1: by device and problem), disable the depthwise kernels (1). linear.c: with
+ * tf32 asked, run the profile's linear_tf32 tile emulated in portable OpenCL C (1: common.cl), on any device. */
 void teeny__conv2d_debug(int tile, int no_depthwise);
-/* Test hook (program/build.c): kernels report at most cap work-items (0: off), so
- * every fallback can be forced on any device; not thread-safe. */
+void teeny__linear_debug_tf32_emulate(int on);
+/* program/build.c: kernels report at most cap work-items (0: off), so every fallback can be forced anywhere. */
 void teeny__debug_kernel_wg_cap(size_t cap);
 /* The head dims the flash kernels take (attention.c): D (of q and k) and Dv. */
 #define TEENY__ATTN_MAX_D 128

@@ -208,6 +208,7 @@ teeny_status teeny_ctx_tf32_active(teeny_ctx *ctx, int *active)
         return teeny__error(ctx, TEENY_ERR_ARG, "teeny_ctx_tf32_active: active is NULL");
     int capable = 0;
     teeny_status st = ctx->tf32 ? teeny__tf32_capable(ctx, &capable) : TEENY_OK;
-    *active = st == TEENY_OK && ctx->tf32 && capable && ctx->tune.profile->conv_tf32.n_tiles > 0;
+    const teeny__profile *p = ctx->tune.profile;
+    *active = st == TEENY_OK && ctx->tf32 && capable && (p->conv_tf32.n_tiles > 0 || p->linear_tf32.rm > 0 || p->attention_tf32.warps > 0);
     return st;
 }

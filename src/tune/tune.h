@@ -94,7 +94,9 @@ typedef struct {
 } teeny__attention_tf32_tune;
 
 /* linear (src/ops/linear.c): the GEMM's register tile and k depth (the
- * work-group comes from ctx->work_group_size). */
+ * work-group comes from ctx->work_group_size). A tf32 tuning (rm > 0)
+ * runs cl/linear.cl's tensor-core tile (-DTEENY_TF32=1), which also needs
+ * rm % 4 == 0, tk % 8 == 0 and a work-group of at least 32 items. */
 typedef struct {
     int rm, rn, tk;
 } teeny__linear_tune;
@@ -110,6 +112,8 @@ typedef struct {
     teeny__attention_tune attention;
     teeny__attention_tf32_tune attention_tf32; /* with teeny_ctx_set_tf32 (warps 0: none) */
     teeny__linear_tune linear;
+    teeny__linear_tune linear_tf32; /* linear and MatMul with teeny_ctx_set_tf32, where probe.c found tf32
+                                     * mma (rm 0: none) */
     int optim_slots;           /* parameters per Adam launch at most (optim.c; fewer where the
                                 * kernel-argument space holds fewer) */
     int bn_parts;              /* batch norm's partials per channel at most (batchnorm.c): every
