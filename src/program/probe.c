@@ -209,6 +209,7 @@ teeny_status teeny_ctx_tf32_active(teeny_ctx *ctx, int *active)
     int capable = 0;
     teeny_status st = ctx->tf32 ? teeny__tf32_capable(ctx, &capable) : TEENY_OK;
     const teeny__profile *p = ctx->tune.profile;
-    *active = st == TEENY_OK && ctx->tf32 && capable && (p->conv_tf32.n_tiles > 0 || p->linear_tf32.rm > 0 || p->attention_tf32.warps > 0);
+    *active = st == TEENY_OK && ctx->tf32 && capable &&
+              (p->conv_tf32.n_tiles > 0 || p->linear_tf32.rm > 0 || p->attention_tf32.warps > 0);
     return st;
 }
