@@ -1586,8 +1586,11 @@ START_TEST(test_graph_checkpoint_optimizer_keys)
 }
 END_TEST
 
-/* The example network's training plan: planned peak under 60% of the
- * no-reuse total and equal to what is allocated. */
+/* The example network's training plan: planned peak under 62% of the
+ * no-reuse total, under 165 MB, and equal to what is allocated. Batch
+ * norm fused with its SiLU (teeny_graph_batchnorm_act) took the peak from
+ * 191.5 to 162.6 MB and the no-reuse total from 326.4 to 268.6 MB (ratio
+ * 0.587 -> 0.605: the fused graph has no activation tensors to reuse). */
 #include "../examples/fashion_net.h"
 
 START_TEST(test_graph_example_memory)
@@ -1602,7 +1605,8 @@ START_TEST(test_graph_example_memory)
     TH_OK(th_ctx(), teeny_graph_compile(fn.g, &pp, &p));
     size_t peak, total, alloc;
     TH_OK(th_ctx(), teeny_plan_memory(p, &peak, &total, &alloc));
-    ck_assert_msg(peak < total * 0.6, "planned peak %zu is not under 60%% of %zu", peak, total);
+    ck_assert_msg(peak < total * 0.62, "planned peak %zu is not under 62%% of %zu", peak, total);
+    ck_assert_msg(peak < 165000000, "planned peak %zu is not under 165 MB", peak);
     ck_assert_uint_eq(peak, alloc);
     teeny_plan_destroy(p);
     teeny_graph_destroy(fn.g);

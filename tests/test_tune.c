@@ -168,8 +168,8 @@ END_TEST
 
 /* ---- the environment ---- */
 
-static const char *const ENV_VARS[] = {"TEENY_TUNING", "TEENY_ATTN_NT", "TEENY_ATTN_RM", "TEENY_ATTN_BN",
-                                       "TEENY_ATTN_FIT"};
+static const char *const ENV_VARS[] = {"TEENY_TUNING",   "TEENY_ATTN_NT",     "TEENY_ATTN_RM",     "TEENY_ATTN_BN",
+                                       "TEENY_ATTN_FIT", "TEENY_ATTN_TF32_W", "TEENY_ATTN_TF32_BN"};
 #define N_ENV ((int)(sizeof ENV_VARS / sizeof ENV_VARS[0]))
 static char *env_saved[N_ENV];
 
@@ -210,6 +210,8 @@ START_TEST(test_tune_env_rejected)
         {"TEENY_ATTN_BN", "abc"},  {"TEENY_ATTN_BN", "3"},    {"TEENY_ATTN_BN", "129"},
         {"TEENY_ATTN_FIT", "2"},   {"TEENY_ATTN_FIT", "yes"}, {"TEENY_TUNING", "nosuch"},
         {"TEENY_TUNING", "GENERIC"}, {"TEENY_TUNING", ""},  {"TEENY_ATTN_BN", ""},
+        {"TEENY_ATTN_TF32_W", "0"}, {"TEENY_ATTN_TF32_W", "9"}, {"TEENY_ATTN_TF32_BN", "12"},
+        {"TEENY_ATTN_TF32_BN", "136"}, {"TEENY_ATTN_TF32_BN", ""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         static char sentinel;
@@ -241,6 +243,25 @@ START_TEST(test_tune_env_accepted)
     TH_OK(ctx, teeny__tune_force(ctx, teeny__tune_count() - 1));
     ck_assert_int_eq(ctx->tune.attention.threads, 64);
     teeny_ctx_destroy(ctx);
+    unsetenv("TEENY_ATTN_NT");
+    unsetenv("TEENY_ATTN_RM");
+    unsetenv("TEENY_ATTN_FIT");
+
+    /* tf32 attention tiles: overridden where the row has them, else none */
+    setenv("TEENY_ATTN_TF32_W", "2", 1);
+    setenv("TEENY_ATTN_TF32_BN", "64", 1);
+    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+    int has = ctx->tune.profile->attention_tf32.warps > 0;
+    ck_assert_int_eq(ctx->tune.attention_tf32.warps, has ? 2 : 0);
+    ck_assert_int_eq(ctx->tune.attention_tf32.cols, has ? 64 : ctx->tune.profile->attention_tf32.cols);
+    for (int i = 0; i < teeny__tune_count(); i++) { /* every row, forced */
+        TH_OK(ctx, teeny__tune_force(ctx, i));
+        has = ctx->tune.profile->attention_tf32.warps > 0;
+        ck_assert_int_eq(ctx->tune.attention_tf32.warps, has ? 2 : 0);
+    }
+    teeny_ctx_destroy(ctx);
+    unsetenv("TEENY_ATTN_TF32_W");
+    unsetenv("TEENY_ATTN_TF32_BN");
 
     setenv("TEENY_TUNING", "generic", 1);
     TH_OK(NULL, teeny_ctx_create(NULL, &ctx));

@@ -23,7 +23,8 @@
  *
  * tf32 kernels (teeny_ctx_set_tf32): TEENY_TF32=1 and, per pass, warps
  * (16 rows each) and a column tile (TF_W, TF_BN; TK_W, TK_BC; TQ_W,
- * TQ_BN), from the profile's attention_tf32 row (warps 0: none), the
+ * TQ_BN), from the profile's attention_tf32 row (warps 0: none; the
+ * environment's TEENY_ATTN_TF32_W and _BN override them), the
  * column tile then the warps halved until the pass fits the same local
  * memory cap. Their program holds no fp32 tiled kernel.
  */
@@ -262,7 +263,7 @@ static int tc_fit(const att_plan *p, att_tile *t, size_t (*lds)(const att_plan *
  * them; p is unchanged otherwise. */
 static teeny_status tc_plan(teeny_ctx *ctx, att_plan *p)
 {
-    const teeny__attention_tf32_tune *tu = &ctx->tune.profile->attention_tf32;
+    const teeny__attention_tf32_tune *tu = &ctx->tune.attention_tf32;
     size_t budget = ctx->info.local_mem_bytes < ATT_LDS_CAP ? (size_t)ctx->info.local_mem_bytes : ATT_LDS_CAP;
     int capable = 0, warps = tu->warps;
     if (!ctx->tf32 || warps <= 0 || p->dq > tu->max_dim || p->dv > tu->max_dim || budget < 1024)

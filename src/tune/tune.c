@@ -19,6 +19,9 @@
  *   TEENY_ATTN_RM   attention query rows per thread, 1..8
  *   TEENY_ATTN_BN   attention key-column tile, 4..128
  *   TEENY_ATTN_FIT  1: shrink thread rows before the column tile, 0: not
+ *   TEENY_ATTN_TF32_W   tf32 attention warps per work-group, 1..8 (where
+ *                       the row has tf32 attention tiles)
+ *   TEENY_ATTN_TF32_BN  tf32 attention column tile, 8..128, a multiple of 8
  * A value that is not a decimal integer in range, or a TEENY_TUNING that
  * names no row, fails the context's creation with TEENY_ERR_ARG.
  */
@@ -106,6 +109,11 @@ static void apply(teeny_ctx *ctx, const teeny__profile *row)
         t->attention.cols = env->cols;
     if (env->rows_first >= 0)
         t->attention.rows_first = env->rows_first;
+    t->attention_tf32 = row->attention_tf32;
+    if (row->attention_tf32.warps > 0 && t->attention_tf32_env.warps >= 0)
+        t->attention_tf32.warps = t->attention_tf32_env.warps;
+    if (row->attention_tf32.warps > 0 && t->attention_tf32_env.cols >= 0)
+        t->attention_tf32.cols = t->attention_tf32_env.cols;
     size_t want = (size_t)row->work_group;
     while (want > ctx->caps.work_group)
         want /= 2;
@@ -134,6 +142,18 @@ static teeny_status read_attention_env(teeny__attention_tune *env)
         (st = env_int_strict("TEENY_ATTN_BN", 4, 128, &env->cols)) != TEENY_OK)
         return st;
     return env_int_strict("TEENY_ATTN_FIT", 0, 1, &env->rows_first);
+}
+
+static teeny_status read_attention_tf32_env(teeny__attention_tf32_tune *env)
+{
+    teeny_status st;
+    env->warps = env->cols = env->max_dim = -1;
+    if ((st = env_int_strict("TEENY_ATTN_TF32_W", 1, 8, &env->warps)) != TEENY_OK ||
+        (st = env_int_strict("TEENY_ATTN_TF32_BN", 8, 128, &env->cols)) != TEENY_OK)
+        return st;
+    if (env->cols >= 0 && env->cols % 8)
+        return teeny__error(NULL, TEENY_ERR_ARG, "TEENY_ATTN_TF32_BN=%d is not a multiple of 8", env->cols);
+    return TEENY_OK;
 }
 
 /* The row TEENY_TUNING names, or the first the device matches. */
@@ -165,6 +185,8 @@ teeny_status teeny__tune_init(teeny_ctx *ctx)
 {
     const teeny__profile *row = NULL;
     teeny_status st = read_attention_env(&ctx->tune.attention_env);
+    if (st == TEENY_OK)
+        st = read_attention_tf32_env(&ctx->tune.attention_tf32_env);
     if (st == TEENY_OK)
         st = pick_row(ctx, &row);
     if (st != TEENY_OK)

@@ -129,6 +129,8 @@ typedef struct {
     int generic;                     /* TEENY_TUNING=generic: also build without compiler hints */
     teeny__attention_tune attention; /* the profile's with the TEENY_ATTN_* overrides */
     teeny__attention_tune attention_env; /* the TEENY_ATTN_* values (-1: not set) */
+    teeny__attention_tf32_tune attention_tf32;     /* the profile's with TEENY_ATTN_TF32_* (warps 0: none) */
+    teeny__attention_tf32_tune attention_tf32_env; /* the TEENY_ATTN_TF32_* values (-1: not set) */
 } teeny__tune;
 
 /* Match ctx->caps against the rows, read TEENY_TUNING and TEENY_ATTN_*
