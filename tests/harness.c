@@ -10,6 +10,7 @@
 
 #include "harness.h"
 #include "internal.h"
+#include "ops/ops.h"
 
 static teeny_ctx *shared_ctx;
 
@@ -47,12 +48,15 @@ unsigned th_compute_units(unsigned n)
     return was;
 }
 
+static int loop_limit_set; /* th_loop_limit(n >= 0) since the last probe */
+
 long long th_loop_limit(long long n)
 {
     teeny_ctx *ctx = th_ctx();
     long long was = ctx->prog.loop_probed ? (long long)ctx->prog.loop_limit : 0;
     ctx->prog.loop_probed = n >= 0;
     ctx->prog.loop_limit = n > 0 ? n : 0;
+    loop_limit_set = n >= 0;
     return was;
 }
 
@@ -67,6 +71,31 @@ int th_profile(const char *name)
     if (st != TEENY_OK)
         teeny__log(TEENY_LOG_WARN, "%s", teeny_last_error(ctx));
     return st == TEENY_OK;
+}
+
+/* The hooks back to the device's own state (a no-op before the shared
+ * context exists; the loop limit is probed again only where a test set
+ * it). */
+static void hooks_reset(void)
+{
+    if (!shared_ctx)
+        return;
+    if (loop_limit_set)
+        th_loop_limit(-1);
+    th_compute_units(0);
+    teeny__tune_force(shared_ctx, -1); /* the matched (or TEENY_TUNING) row, its variant */
+    teeny_ctx_set_tf32(shared_ctx, 0);
+    teeny__conv2d_debug(-1, 0);
+    teeny__linear_debug_tf32_emulate(0);
+    teeny__debug_kernel_wg_cap(0);
+}
+
+#undef tcase_create
+TCase *th_tcase_create(const char *name)
+{
+    TCase *tc = tcase_create(name);
+    tcase_add_checked_fixture(tc, NULL, hooks_reset);
+    return tc;
 }
 
 static int env_flag(const char *name)

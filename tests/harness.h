@@ -25,6 +25,13 @@
 
 /* The process-wide test context (TEENY_DEVICE or the default device). */
 teeny_ctx *th_ctx(void);
+/* Every test case the suites create (tcase_create is this) puts the shared
+ * context's test hooks back after each test, also after one that failed:
+ * without forking (CK_FORK=no, the device runs) a loop limit, kernel
+ * variant, compute-unit count, forced profile, tf32 switch or debug hook
+ * left by a failed test would change every later test. */
+TCase *th_tcase_create(const char *name);
+#define tcase_create(name) th_tcase_create(name)
 /* Whether the long sweeps (make test-full) or the small subset
  * (sanitizers, oclgrind) were asked for. */
 int th_full(void);

@@ -850,13 +850,6 @@ START_TEST(test_attention_mask_errors)
 }
 END_TEST
 
-/* tf32 off after each test, also after one that failed with it on (the
- * suite's context is shared when the tests do not fork) */
-static void tf32_off(void)
-{
-    teeny_ctx_set_tf32(th_ctx(), 0);
-}
-
 Suite *suite_attention_mask(void)
 {
     Suite *s = suite_create("attention_mask");
@@ -873,7 +866,6 @@ Suite *suite_attention_mask(void)
     tcase_add_test(bwd, test_attention_mask_split_loops);
     tcase_add_test(bwd, test_attention_mask_finite_differences);
     tcase_add_test(err, test_attention_mask_errors);
-    tcase_add_checked_fixture(fwd, NULL, tf32_off);
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);
     suite_add_tcase(s, err);

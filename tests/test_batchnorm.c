@@ -717,16 +717,6 @@ START_TEST(test_batchnorm_errors)
 }
 END_TEST
 
-/* The test hooks back to their defaults after each test, also after one
- * that failed with them set (the suite's context is shared when the
- * tests do not fork: a loop limit left behind failed every later suite). */
-static void hooks_off(void)
-{
-    th_loop_limit(-1);
-    th_cpu_kernels(-1);
-    th_compute_units(0);
-}
-
 Suite *suite_batchnorm(void)
 {
     Suite *s = suite_create("batchnorm");
@@ -740,7 +730,6 @@ Suite *suite_batchnorm(void)
     }
     tcase_add_test(fwd, test_batchnorm_fold);
     tcase_add_test(fwd, test_batchnorm_split_loops);
-    tcase_add_checked_fixture(fwd, NULL, hooks_off);
     tcase_add_test(bwd, test_batchnorm_finite_differences);
     tcase_add_test(err, test_batchnorm_errors);
     suite_add_tcase(s, fwd);

@@ -323,6 +323,32 @@ START_TEST(test_tune_env_attention_small_threads)
 }
 END_TEST
 
+/* The harness's per-test reset (th_tcase_create): the first test leaves
+ * every hook set, as a test that fails halfway would; the next one, in the
+ * same process when the tests do not fork, finds the context as created. */
+START_TEST(test_tune_hooks_left_set)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_loop_limit(123);
+    th_cpu_kernels(ctx->tune.profile->variant == TEENY_VARIANT_CPU ? 0 : 1);
+    th_compute_units(3);
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
+    ck_assert_int_eq(ctx->prog.loop_limit, 123);
+}
+END_TEST
+
+START_TEST(test_tune_hooks_reset)
+{
+    teeny_ctx *ctx = th_ctx();
+    int64_t budget = 0;
+    TH_OK(ctx, teeny__loop_budget(ctx, &budget));
+    ck_assert_msg(ctx->prog.loop_limit != 123, "the loop limit a test set outlived it");
+    ck_assert_int_eq(ctx->tune.variant, ctx->tune.profile->variant);
+    ck_assert_int_ne(ctx->info.compute_units, 3);
+    ck_assert_int_eq(ctx->tf32, 0);
+}
+END_TEST
+
 Suite *suite_tune(void)
 {
     Suite *s = suite_create("tune");
@@ -330,6 +356,8 @@ Suite *suite_tune(void)
     tcase_add_test(tc, test_tune_rows);
     tcase_add_test(tc, test_tune_match);
     tcase_add_test(tc, test_tune_force);
+    tcase_add_test(tc, test_tune_hooks_left_set);
+    tcase_add_test(tc, test_tune_hooks_reset);
     tcase_add_checked_fixture(env, env_save, env_restore);
     tcase_add_test(env, test_tune_env_accepted);
     tcase_add_test(env, test_tune_env_attention_small_threads);
