@@ -117,6 +117,7 @@ START_TEST(test_onnx_models)
     static const char *const qkvm[] = {"q", "k", "v", "m"};
     check_model("attn_fused", 4, qkvm); /* PyTorch's MatMul-Softmax-MatMul, fused at import */
     check_model("attn_nofuse", 3, qkvm); /* the same with a second consumer: left as it is */
+    check_model("bn_act", 1, x); /* batch norm + Relu / SiLU fused at import, and where it is not */
     check_model("shared", 1, x); /* initializers feeding two or three nodes */
     check_model("fashion_cnn", 1, x); /* finetune_onnx's Fashion-MNIST model */
 }
@@ -177,6 +178,27 @@ START_TEST(test_onnx_attention_paths)
     g = teeny_onnx_graph(m);
     ck_assert(!has_node(g, "probs_out.attention") && !has_node(g, "twice_out.attention"));
     ck_assert(has_node(g, "Softmax_2") && has_node(g, "Softmax_6"));
+    teeny_onnx_destroy(m);
+}
+END_TEST
+
+/* Batch norm followed by Relu or x * Sigmoid(x), the activation its only
+ * consumer, imports as one node (teeny_graph_batchnorm_act): no activation
+ * node is left for bn1-bn3 (their Relu and Mul nodes would be named
+ * "Relu_1", "silu..." after the ONNX node); bn4 (also a graph output) and
+ * bn5 (a second consumer) keep their Relu. The values match onnxruntime's
+ * (test_onnx_models). */
+START_TEST(test_onnx_bn_act_fused)
+{
+    teeny_onnx_model *m = load_ok("bn_act", NULL);
+    const teeny_graph *g = teeny_onnx_graph(m);
+    ck_assert(has_node(g, "bn1") && has_node(g, "bn2") && has_node(g, "bn3"));
+    ck_assert_msg(!has_node_as(g, "Relu_1", 0), "bn1's Relu is a node of its own");
+    ck_assert_msg(!has_node_as(g, "Mul_4", 1) && !has_node_as(g, "Mul_7", 1), "a SiLU is a node of its own");
+    ck_assert_msg(has_node_as(g, "Relu_9", 1), "bn4 (a graph output) lost its Relu");
+    ck_assert_msg(has_node_as(g, "Relu_11", 1), "bn5 (two consumers) lost its Relu");
+    /* x, 5 batch norms with a view before and after each, 2 Relu, 2 Add: without the fusion, 23 */
+    ck_assert_int_eq(teeny_graph_node_count(g), 1 + 5 * 3 + 2 + 2);
     teeny_onnx_destroy(m);
 }
 END_TEST
@@ -883,6 +905,7 @@ Suite *suite_onnx(void)
     tcase_add_test(fwd, test_onnx_models);
     tcase_add_test(fwd, test_onnx_names);
     tcase_add_test(fwd, test_onnx_attention_paths);
+    tcase_add_test(fwd, test_onnx_bn_act_fused);
     tcase_add_test(fwd, test_onnx_train_step);
     tcase_add_test(fwd, test_onnx_freeze);
     tcase_add_test(fwd, test_onnx_shared);

@@ -18,6 +18,13 @@
  * the softmax is on the last axis and the mask does not broadcast the
  * scores; otherwise the deferred nodes are imported as they are, in their
  * order, then the final MatMul.
+ *
+ * The same scan finds BatchNormalization -> Relu and BatchNormalization ->
+ * x * Sigmoid(x) where the activation's nodes are the normalized value's
+ * only consumers (and the sigmoid's is the Mul): the batch norm is
+ * imported with the activation (teeny_graph_batchnorm_act, one kernel
+ * instead of two, forward and backward) and the activation's nodes take
+ * its value (teeny__ox_bn_absorb).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +140,91 @@ static int match(const scan_ctx *sc, int f, int *ch)
     return (ch[CH_TRANSPOSE] = transpose_behind(sc, in_name(sc, ch[CH_SCORES], 1), &ch[CH_MUL_K])) >= 0;
 }
 
+/* ---- batch norm + activation ---- */
+
+/* The consumers of name (a graph output as -1), at most max of them into
+ * c; their count. */
+static size_t consumers(const scan_ctx *sc, const char *name, int *c, size_t max)
+{
+    name_ref key = {name, 0};
+    const name_ref *hit = *name ? bsearch(&key, sc->uses, sc->n_uses, sizeof key, ref_cmp) : NULL;
+    size_t n = 0;
+    if (!hit)
+        return 0;
+    while (hit > sc->uses && !strcmp(hit[-1].name, name))
+        hit--;
+    for (; hit < sc->uses + sc->n_uses && !strcmp(hit->name, name); hit++, n++)
+        if (n < max)
+            c[n] = hit->node;
+    return n;
+}
+
+/* Node i is op of the default domain with n_in inputs, one output and no
+ * attributes. */
+static int plain(const scan_ctx *sc, int i, const char *op, size_t n_in)
+{
+    const Onnx__NodeProto *n = i >= 0 ? sc->g->node[i] : NULL;
+    return n && !strcmp(S(n->op_type), op) && (!n->domain || !*n->domain || !strcmp(n->domain, "ai.onnx")) &&
+           n->n_input == n_in && n->n_output == 1 && !n->n_attribute;
+}
+
+/* Batch norm node b whose output only Relu, or only Sigmoid and Mul(x,
+ * Sigmoid(x)), read: its act, and those nodes absorbed by it. */
+static void match_bn_act(const scan_ctx *sc, ox_import *im, int b)
+{
+    const Onnx__NodeProto *bn = sc->g->node[b];
+    const char *y = bn->n_output ? S(bn->output[0]) : "";
+    int c[2], s, m = -1, act;
+    for (size_t k = 1; k < bn->n_output; k++)
+        if (*S(bn->output[k])) /* the training outputs */
+            return;
+    size_t n = consumers(sc, y, c, 2);
+    if (n == 1 && plain(sc, c[0], "Relu", 1)) {
+        act = TEENY_ACT_RELU;
+        s = c[0];
+    } else if (n == 2 && c[0] != c[1]) {
+        s = plain(sc, c[0], "Sigmoid", 1) ? c[0] : c[1];
+        m = s == c[0] ? c[1] : c[0];
+        const char *so = plain(sc, s, "Sigmoid", 1) ? S(sc->g->node[s]->output[0]) : "";
+        if (!*so || !plain(sc, m, "Mul", 2) || uses_of(sc, so) != 1)
+            return;
+        const Onnx__NodeProto *mn = sc->g->node[m];
+        if (!(!strcmp(S(mn->input[0]), y) && !strcmp(S(mn->input[1]), so)) &&
+            !(!strcmp(S(mn->input[1]), y) && !strcmp(S(mn->input[0]), so)))
+            return;
+        act = TEENY_ACT_SILU;
+    } else {
+        return;
+    }
+    if (im->defer[b] >= 0 || im->defer[s] >= 0 || (m >= 0 && im->defer[m] >= 0))
+        return;
+    im->bn_act[b] = act;
+    im->absorbed_by[s] = b;
+    if (m >= 0)
+        im->absorbed_by[m] = b;
+}
+
+int teeny__ox_bn_act(const ox_import *im, int i)
+{
+    return im->bn_act ? im->bn_act[i] : TEENY_ACT_NONE;
+}
+
+int teeny__ox_bn_absorbed(const ox_import *im, int i)
+{
+    return im->absorbed_by && im->absorbed_by[i] >= 0;
+}
+
+teeny_status teeny__ox_bn_absorb(ox_import *im)
+{
+    const Onnx__NodeProto *bn = im->graph->node[im->absorbed_by[im->node_index]];
+    if (!strcmp(S(im->node->op_type), "Sigmoid"))
+        return TEENY_OK; /* read by the absorbed Mul only */
+    int v = teeny__ox_find(im, S(bn->output[0]));
+    if (v < 0 || im->vals[v].kind != OX_RUNTIME)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "its batch norm's output is not a run-time value");
+    return teeny__ox_out_runtime(im, 0, im->vals[v].node, &im->vals[v].shape);
+}
+
 teeny_status teeny__ox_fuse_scan(ox_import *im)
 {
     const Onnx__GraphProto *g = im->graph;
@@ -145,16 +237,18 @@ teeny_status teeny__ox_fuse_scan(ox_import *im)
     }
     im->defer = teeny__calloc(g->n_node ? g->n_node : 1, sizeof *im->defer);
     im->chain = teeny__calloc(g->n_node ? g->n_node * CH_N : 1, sizeof *im->chain);
+    im->bn_act = teeny__calloc(g->n_node ? g->n_node : 1, sizeof *im->bn_act);
+    im->absorbed_by = teeny__calloc(g->n_node ? g->n_node : 1, sizeof *im->absorbed_by);
     sc.uses = teeny__malloc((n_uses ? n_uses : 1) * sizeof *sc.uses);
     sc.producers = teeny__malloc((n_prod ? n_prod : 1) * sizeof *sc.producers);
-    if (!im->defer || !im->chain || !sc.uses || !sc.producers) {
+    if (!im->defer || !im->chain || !im->bn_act || !im->absorbed_by || !sc.uses || !sc.producers) {
         st = teeny__error(im->ctx, TEENY_ERR_NOMEM, "out of host memory");
         goto cleanup;
     }
     for (size_t i = 0; i < g->n_output; i++)
         sc.uses[sc.n_uses++] = (name_ref){S(g->output[i]->name), -1};
     for (size_t i = 0; i < g->n_node; i++) {
-        im->defer[i] = -1;
+        im->defer[i] = im->absorbed_by[i] = -1;
         for (size_t k = 0; k < g->node[i]->n_input; k++)
             if (*S(g->node[i]->input[k]))
                 sc.uses[sc.n_uses++] = (name_ref){g->node[i]->input[k], (int)i};
@@ -176,6 +270,10 @@ teeny_status teeny__ox_fuse_scan(ox_import *im)
             if (ch[k] >= 0)
                 im->defer[ch[k]] = (int)i;
     }
+    for (size_t i = 0; i < g->n_node && g->n_node <= INT32_MAX; i++)
+        if (!strcmp(S(g->node[i]->op_type), "BatchNormalization") &&
+            (!g->node[i]->domain || !*g->node[i]->domain || !strcmp(g->node[i]->domain, "ai.onnx")))
+            match_bn_act(&sc, im, (int)i);
 cleanup:
     teeny__free(sc.uses);
     teeny__free(sc.producers);

@@ -26,6 +26,8 @@ static void values_free(ox_import *im)
     teeny__free(im->hash);
     teeny__free(im->defer);
     teeny__free(im->chain);
+    teeny__free(im->bn_act);
+    teeny__free(im->absorbed_by);
 }
 
 void teeny_onnx_destroy(teeny_onnx_model *m)
@@ -181,7 +183,7 @@ static void mark_dead(ox_import *im)
 
 static teeny_status import_nodes(ox_import *im, teeny_onnx_report_fn fn, void *user)
 {
-    teeny_status first = teeny__ox_fuse_scan(im); /* attention chains (attn_fuse.c) */
+    teeny_status first = teeny__ox_fuse_scan(im); /* attention chains, batch norm + activation (attn_fuse.c) */
     if (first != TEENY_OK)
         return first;
     for (size_t i = 0; i < im->graph->n_node; i++) {
@@ -194,6 +196,8 @@ static teeny_status import_nodes(ox_import *im, teeny_onnx_report_fn fn, void *u
             st = TEENY_OK; /* imported at its chain's last node */
         else if (teeny__ox_fuse_final(im, (int)i))
             st = teeny__ox_fuse_node(im, import_node);
+        else if (teeny__ox_bn_absorbed(im, (int)i))
+            st = teeny__ox_bn_absorb(im); /* its batch norm applied the activation */
         else
             st = import_node(im);
         if (fn) {

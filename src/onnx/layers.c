@@ -69,7 +69,8 @@ static teeny_status op_batchnorm(ox_import *im)
     if (dot && !strcmp(dot, ".running_mean") && dot - mean < 40)
         snprintf(base, sizeof base, "%.*s", (int)(dot - mean), mean);
     teeny__ox_name_prefer(im, base, buf, sizeof buf);
-    if ((st = teeny_graph_batchnorm(im->g, buf, x2, 1.0f - momentum, eps, &y)) != TEENY_OK)
+    teeny_act act = (teeny_act)teeny__ox_bn_act(im, im->node_index); /* a Relu or SiLU after it (attn_fuse.c) */
+    if ((st = teeny_graph_batchnorm_act(im->g, buf, x2, 1.0f - momentum, eps, act, &y)) != TEENY_OK)
         return graph_err(im, st);
     for (int i = 0; i < 4; i++)
         if ((st = teeny__ox_bind(im, idx[i], y, i >= 2, i % 2, NULL)) != TEENY_OK)

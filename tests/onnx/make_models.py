@@ -494,6 +494,38 @@ def attn_nofuse():
     save("attn_nofuse", g, 17, [w(2, 5, 8, scale=1.0), w(2, 6, 8, scale=1.0), w(2, 6, 4, scale=1.0)])
 
 
+def bn_act():
+    """BatchNormalization followed by Relu or x * Sigmoid(x) (either operand
+    order) as the normalized value's only consumers: fused at import. Not
+    fused: a batch norm whose output is also a graph output, one whose
+    output has a second consumer. Its own generator: the same bytes when
+    run alone."""
+    n = helper.make_node
+    inits = []
+    r = np.random.default_rng(1919)
+
+    def w(*shape, scale=0.5):
+        return (r.standard_normal(shape) * scale).astype(np.float32)
+
+    def bn(i, x, y):
+        names = ["bn%d.%s" % (i, k) for k in ("weight", "bias", "running_mean", "running_var")]
+        vals = [w(4, scale=0.5) + 1.0, w(4, scale=0.5), w(4, scale=0.3), np.abs(w(4, scale=0.5)) + 0.5]
+        inits.extend(init(nm, v.astype(np.float32)) for nm, v in zip(names, vals))
+        return n("BatchNormalization", [x] + names, [y], name="bn%d" % i, epsilon=1e-5, momentum=0.9)
+    nodes = [
+        bn(1, "x", "b1"), n("Relu", ["b1"], ["r1"]),
+        bn(2, "r1", "b2"), n("Sigmoid", ["b2"], ["s2"]), n("Mul", ["b2", "s2"], ["m2"]),
+        bn(3, "m2", "b3"), n("Sigmoid", ["b3"], ["s3"]), n("Mul", ["s3", "b3"], ["m3"]),
+        bn(4, "m3", "b4"), n("Relu", ["b4"], ["r4"]),
+        bn(5, "r4", "b5"), n("Relu", ["b5"], ["r5"]), n("Add", ["b5", "r4"], ["a5"]),
+        n("Add", ["r5", "a5"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "bn_act", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 5, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 5, 3]),
+                           helper.make_tensor_value_info("b4", TensorProto.FLOAT, ["N", 4, 5, 3])], inits)
+    save("bn_act", g, 17, [w(2, 4, 5, 3, scale=1.5)])
+
+
 def shared():
     """Initializers that feed several nodes (torch.export merges equal
     ones; weight tying): "w" and "b" in two Conv nodes (one weight applied
@@ -594,7 +626,7 @@ if __name__ == "__main__":
     # python3 make_models.py [NAME...]: only those functions (the others'
     # files stay as committed; the shared generator makes a full rerun
     # rewrite them)
-    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, shared, fashion_cnn]
+    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn]
     for fn in ALL:
         if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]:
             fn()
