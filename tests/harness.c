@@ -90,6 +90,19 @@ static void hooks_reset(void)
     teeny__debug_kernel_wg_cap(0);
 }
 
+int th_tf32_on(teeny_ctx *ctx)
+{
+    int active = -1;
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
+    TH_OK(ctx, teeny_ctx_tf32_active(ctx, &active));
+    ck_assert_int_eq(active, 0); /* not asked for */
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
+    TH_OK(ctx, teeny_ctx_tf32_active(ctx, &active));
+    if (!active)
+        TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
+    return active;
+}
+
 #undef tcase_create
 TCase *th_tcase_create(const char *name)
 {

@@ -112,6 +112,17 @@ void th_expect_all(const teeny_tensor *t, float v);
                       teeny_status_name(want), teeny_last_error(ctx));                                 \
     } while (0)
 
+/* tf32 on th_ctx()'s context for a tf32 test (after checking it is off
+ * when not asked for): 1, or 0 with tf32 back off where the device does
+ * not run it. TH_SKIP_NO_TF32 skips the test then, with the reason. */
+int th_tf32_on(teeny_ctx *ctx);
+#define TH_SKIP_NO_TF32(ctx)                                                                        \
+    do {                                                                                            \
+        if (!th_tf32_on(ctx))                                                                       \
+            th_skip("no tf32 tensor cores on %s (the probe kernel did not build or run exactly)",   \
+                    teeny_ctx_device_name(ctx));                                                    \
+    } while (0)
+
 /* A test that cannot run here (data not installed, device lacks a
  * feature) calls th_skip(reason) from its test body: the skip is recorded
  * with its reason, the test returns, and main() lists every reason and

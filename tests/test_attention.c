@@ -375,32 +375,40 @@ START_TEST(test_attention_small_threads)
 }
 END_TEST
 
+/* Forward and backward outputs (o, lse, dq, dk, dv) of case c, with tf32
+ * asked for or not. */
+static void run_both(const at_case *c, int tf32, float *out[5])
+{
+    teeny_ctx *ctx = th_ctx();
+    const at_shape *s = &c->s;
+    at_dev d;
+    int64_t qs[3] = {s->BH, s->Nq, s->D}, ks[3] = {s->BH, s->Nk, s->D}, vs[3] = {s->BH, s->Nk, s->Dv};
+    int64_t os[3] = {s->BH, s->Nq, s->Dv};
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, tf32));
+    dev_inputs(ctx, c, &d);
+    d.g = th_dev_make(ctx, 0, 3, os, 0, c->g);
+    d.dq = th_dev_make(ctx, 0, 3, qs, 0, NULL);
+    d.dk = th_dev_make(ctx, 0, 3, ks, 0, NULL);
+    d.dv = th_dev_make(ctx, 0, 3, vs, 0, NULL);
+    TH_OK(ctx, teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, s->scale, d.o.t, d.lse.t));
+    TH_OK(ctx, teeny_attention_backward(ctx, d.q.t, d.k.t, d.v.t, d.o.t, d.lse.t, d.g.t, s->scale, d.dq.t, d.dk.t,
+                                        d.dv.t));
+    th_dev *all[5] = {&d.o, &d.lse, &d.dq, &d.dk, &d.dv};
+    for (int j = 0; j < 5; j++)
+        out[j] = th_read(all[j]->t);
+    dev_free_all(&d);
+}
+
 /* The same inputs twice give bit-identical o, lse, dq, dk, dv. */
 START_TEST(test_attention_determinism)
 {
-    teeny_ctx *ctx = th_ctx();
     at_shape s = {3, 257, 100, 64, 128, 0.125f, 0};
     th_rng r = th_rng_make(4711);
     at_case c;
     float *out[2][5];
     case_make(&c, &s, &r);
-    for (int run = 0; run < 2; run++) {
-        at_dev d;
-        int64_t qs[3] = {s.BH, s.Nq, s.D}, ks[3] = {s.BH, s.Nk, s.D}, vs[3] = {s.BH, s.Nk, s.Dv};
-        int64_t os[3] = {s.BH, s.Nq, s.Dv};
-        dev_inputs(ctx, &c, &d);
-        d.g = th_dev_make(ctx, 0, 3, os, 0, c.g);
-        d.dq = th_dev_make(ctx, 0, 3, qs, 0, NULL);
-        d.dk = th_dev_make(ctx, 0, 3, ks, 0, NULL);
-        d.dv = th_dev_make(ctx, 0, 3, vs, 0, NULL);
-        TH_OK(ctx, teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, s.scale, d.o.t, d.lse.t));
-        TH_OK(ctx, teeny_attention_backward(ctx, d.q.t, d.k.t, d.v.t, d.o.t, d.lse.t, d.g.t, s.scale, d.dq.t, d.dk.t,
-                                            d.dv.t));
-        th_dev *all[5] = {&d.o, &d.lse, &d.dq, &d.dk, &d.dv};
-        for (int j = 0; j < 5; j++)
-            out[run][j] = th_read(all[j]->t);
-        dev_free_all(&d);
-    }
+    for (int run = 0; run < 2; run++)
+        run_both(&c, 0, out[run]);
     size_t sizes[5] = {c.no, c.nl, c.nq, c.nk, c.nv};
     for (int j = 0; j < 5; j++) {
         ck_assert_msg(!memcmp(out[0][j], out[1][j], sizes[j] * sizeof(float)), "output %d differs between runs", j);
@@ -741,30 +749,6 @@ START_TEST(test_attention_errors)
 }
 END_TEST
 
-/* Forward and backward outputs (o, lse, dq, dk, dv) of case c, with tf32
- * asked for or not. */
-static void run_both(const at_case *c, int tf32, float *out[5])
-{
-    teeny_ctx *ctx = th_ctx();
-    const at_shape *s = &c->s;
-    at_dev d;
-    int64_t qs[3] = {s->BH, s->Nq, s->D}, ks[3] = {s->BH, s->Nk, s->D}, vs[3] = {s->BH, s->Nk, s->Dv};
-    int64_t os[3] = {s->BH, s->Nq, s->Dv};
-    TH_OK(ctx, teeny_ctx_set_tf32(ctx, tf32));
-    dev_inputs(ctx, c, &d);
-    d.g = th_dev_make(ctx, 0, 3, os, 0, c->g);
-    d.dq = th_dev_make(ctx, 0, 3, qs, 0, NULL);
-    d.dk = th_dev_make(ctx, 0, 3, ks, 0, NULL);
-    d.dv = th_dev_make(ctx, 0, 3, vs, 0, NULL);
-    TH_OK(ctx, teeny_attention_forward(ctx, d.q.t, d.k.t, d.v.t, s->scale, d.o.t, d.lse.t));
-    TH_OK(ctx, teeny_attention_backward(ctx, d.q.t, d.k.t, d.v.t, d.o.t, d.lse.t, d.g.t, s->scale, d.dq.t, d.dk.t,
-                                        d.dv.t));
-    th_dev *all[5] = {&d.o, &d.lse, &d.dq, &d.dk, &d.dv};
-    for (int j = 0; j < 5; j++)
-        out[j] = th_read(all[j]->t);
-    dev_free_all(&d);
-}
-
 /* teeny_ctx_set_tf32(ctx, 1) on a device with tf32 tensor cores: the
  * tensor-core kernels (head dims up to 64) within TOL_TF32 of the float64
  * references, forward and backward, over every head-dim bucket they take,
@@ -775,14 +759,7 @@ static void run_both(const at_case *c, int tf32, float *out[5])
 START_TEST(test_attention_tf32)
 {
     teeny_ctx *ctx = th_ctx();
-    int active = -1;
-    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
-    TH_OK(ctx, teeny_ctx_tf32_active(ctx, &active));
-    if (!active) {
-        TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
-        th_skip("no tf32 tensor cores on %s (the probe kernel did not build or run exactly)",
-                teeny_ctx_device_name(ctx));
-    }
+    TH_SKIP_NO_TF32(ctx);
     static const at_shape shapes[] = {{2, 100, 64, 32, 32, 0.2f, 0},   {1, 1, 1, 8, 8, 0.5f, 0},
                                       {3, 7, 257, 16, 32, 0.25f, 1},   {2, 257, 100, 64, 64, 0.125f, 1},
                                       {1, 400, 49, 64, 32, 0.3f, 0},   {4, 64, 64, 32, 64, -0.25f, 0},

@@ -239,6 +239,20 @@ static void expect_dead_rows_zero(const teeny_tensor *o, const double *lse, size
     free(out);
 }
 
+/* Case c's outputs o, lse, dq, dk, dv (no views), forward then backward. */
+static void run_outputs(const mk_case *c, float *out[5])
+{
+    teeny_ctx *ctx = th_ctx();
+    mk_dev d;
+    dev_make(ctx, c, 0, &d);
+    TH_OK(ctx, run_forward(ctx, c, &d));
+    TH_OK(ctx, run_backward(ctx, c, &d));
+    th_dev *all[5] = {&d.o, &d.lse, &d.dq, &d.dk, &d.dv};
+    for (int j = 0; j < 5; j++)
+        out[j] = th_read(all[j]->t);
+    dev_free(&d);
+}
+
 /* Forward and backward of one case against the reference. */
 static void check_case(const mk_case *c, int view, const char *repro)
 {
@@ -460,17 +474,8 @@ START_TEST(test_attention_mask_determinism)
         float *out[2][5];
         case_make(&c, &s, &r);
         th_cpu_kernels(t);
-        for (int run = 0; run < 2; run++) {
-            teeny_ctx *ctx = th_ctx();
-            mk_dev d;
-            dev_make(ctx, &c, 0, &d);
-            TH_OK(ctx, run_forward(ctx, &c, &d));
-            TH_OK(ctx, run_backward(ctx, &c, &d));
-            th_dev *all[5] = {&d.o, &d.lse, &d.dq, &d.dk, &d.dv};
-            for (int j = 0; j < 5; j++)
-                out[run][j] = th_read(all[j]->t);
-            dev_free(&d);
-        }
+        for (int run = 0; run < 2; run++)
+            run_outputs(&c, out[run]);
         size_t n[5] = {c.no, c.nl, c.nq, c.nk, c.nv};
         for (int j = 0; j < 5; j++) {
             ck_assert_msg(!memcmp(out[0][j], out[1][j], n[j] * sizeof(float)), "output %d differs between runs "
@@ -492,14 +497,7 @@ END_TEST
 START_TEST(test_attention_mask_tf32)
 {
     teeny_ctx *ctx = th_ctx();
-    int active = -1;
-    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
-    TH_OK(ctx, teeny_ctx_tf32_active(ctx, &active));
-    if (!active) {
-        TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
-        th_skip("no tf32 tensor cores on %s (the probe kernel did not build or run exactly)",
-                teeny_ctx_device_name(ctx));
-    }
+    TH_SKIP_NO_TF32(ctx);
     static const mk_shape shapes[] = {
         {2, 2, 130, 100, 32, 64, 0.0f, 2, 1, 0, 3.0f, 4, {1, 1, 1, 1}, 0.1, 1},
         {2, 2, 70, 300, 64, 64, 0.0f, 2, 1, 230, 0.0f, 4, {1, 0, 0, 1}, 0.1, 0},
@@ -523,16 +521,8 @@ START_TEST(test_attention_mask_tf32)
     mk_case c;
     float *out[2][5];
     case_make(&c, &shapes[0], &r);
-    for (int run = 0; run < 2; run++) {
-        mk_dev d;
-        dev_make(ctx, &c, 0, &d);
-        TH_OK(ctx, run_forward(ctx, &c, &d));
-        TH_OK(ctx, run_backward(ctx, &c, &d));
-        th_dev *all[5] = {&d.o, &d.lse, &d.dq, &d.dk, &d.dv};
-        for (int j = 0; j < 5; j++)
-            out[run][j] = th_read(all[j]->t);
-        dev_free(&d);
-    }
+    for (int run = 0; run < 2; run++)
+        run_outputs(&c, out[run]);
     size_t n[5] = {c.no, c.nl, c.nq, c.nk, c.nv};
     for (int j = 0; j < 5; j++) {
         ck_assert_msg(!memcmp(out[0][j], out[1][j], n[j] * sizeof(float)), "tf32: output %d differs between runs", j);

@@ -430,16 +430,7 @@ END_TEST
 START_TEST(test_conv2d_tf32)
 {
     teeny_ctx *ctx = th_ctx();
-    int active = -1;
-    TH_OK(ctx, teeny_ctx_tf32_active(ctx, &active));
-    ck_assert_int_eq(active, 0); /* not asked for */
-    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
-    TH_OK(ctx, teeny_ctx_tf32_active(ctx, &active));
-    if (!active) {
-        TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
-        th_skip("no tf32 tensor cores on %s (the probe kernel did not build or run exactly)",
-                teeny_ctx_device_name(ctx));
-    }
+    TH_SKIP_NO_TF32(ctx);
     static const int cases[] = {0, 1, 2, 4, 7, 8};
     tol = TOL_TF32;
     for (int tile = -1; tile < 4; tile++) { /* the tuning's choice, then each tf32 tile */

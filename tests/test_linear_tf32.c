@@ -24,27 +24,6 @@
 
 #define TF32_TOL 1e-3 /* the bound on normalized RMS error in tf32 mode */
 
-/* Turn tf32 on; 0 (after a skip message) where the device does not run it. */
-static int tf32_on(teeny_ctx *ctx)
-{
-    int active = -1;
-    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
-    TH_OK(ctx, teeny_ctx_tf32_active(ctx, &active));
-    ck_assert_int_eq(active, 0); /* not asked for */
-    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
-    TH_OK(ctx, teeny_ctx_tf32_active(ctx, &active));
-    if (!active)
-        TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
-    return active;
-}
-
-#define SKIP_NO_TF32(ctx)                                                                                          \
-    do {                                                                                                           \
-        if (!tf32_on(ctx))                                                                                         \
-            th_skip("no tf32 tensor cores on %s (the probe kernel did not build or run exactly)",                  \
-                    teeny_ctx_device_name(ctx));                                                                   \
-    } while (0)
-
 static void expect_tf32(const th_dev *d, const double *ref, const double *mag, const char *what, const char *repro)
 {
     float *out = th_read(d->t);
@@ -208,7 +187,7 @@ static void layer_case(teeny_ctx *ctx, int i)
 START_TEST(test_linear_tf32_layer)
 {
     teeny_ctx *ctx = th_ctx();
-    SKIP_NO_TF32(ctx);
+    TH_SKIP_NO_TF32(ctx);
     for (int i = 0; i < n_sweep(); i++)
         layer_case(ctx, i);
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
@@ -279,7 +258,7 @@ static void matmul_cases(teeny_ctx *ctx)
 START_TEST(test_linear_tf32_matmul)
 {
     teeny_ctx *ctx = th_ctx();
-    SKIP_NO_TF32(ctx);
+    TH_SKIP_NO_TF32(ctx);
     matmul_cases(ctx);
 }
 END_TEST
@@ -322,7 +301,7 @@ static void segment_cases(teeny_ctx *ctx)
 START_TEST(test_linear_tf32_segments)
 {
     teeny_ctx *ctx = th_ctx();
-    SKIP_NO_TF32(ctx);
+    TH_SKIP_NO_TF32(ctx);
     segment_cases(ctx);
 }
 END_TEST
