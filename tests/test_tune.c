@@ -24,15 +24,12 @@ static int asks_nothing(const teeny__device_caps *d)
            !d->cap_fma && !d->cap_subgroups && !d->cap_nvidia_ptx;
 }
 
-/* The conv2d kernels' constraints on a tile (cl/conv2d.cl banner) and
- * its local memory (conv2d_plan.c gemm_local_bytes). */
-static void check_tile(const char *row, const teeny__gemm_tile *t)
+/* The conv2d kernels' constraints on a tile (teeny__conv_tile_check, the
+ * rule TEENY_CONV_TILE is held to). */
+static void check_tile(const char *row, const teeny__gemm_tile *t, int tf32)
 {
-    ck_assert_msg(t->wm % 4 == 0 && t->wn % 4 == 0 && t->tm % t->wm == 0 && t->tn % t->wn == 0,
-                  "%s: tile %dx%d micro-tile %dx%d", row, t->tm, t->tn, t->wm, t->wn);
-    int wg = (t->tm / t->wm) * (t->tn / t->wn);
-    ck_assert_msg(wg >= t->tk && (wg % t->tm == 0 || t->tm % wg == 0), "%s: tile %dx%dx%d with %d items", row,
-                  t->tm, t->tn, t->tk, wg);
+    const char *why = teeny__conv_tile_check(t, tf32);
+    ck_assert_msg(!why, "%s: tile %dx%dx%d, micro-tile %dx%d: %s", row, t->tm, t->tn, t->tk, t->wm, t->wn, why);
 }
 
 START_TEST(test_tune_rows)
@@ -52,7 +49,7 @@ START_TEST(test_tune_rows)
         ck_assert_msg(pow2(p->work_group), "%s: work-group %d is not a power of two", p->name, p->work_group);
         ck_assert_msg(c->n_tiles >= 1 && c->n_tiles <= 4, "%s: %d conv2d tiles", p->name, c->n_tiles);
         for (int t = 0; t < c->n_tiles; t++) {
-            check_tile(p->name, &c->tiles[t]);
+            check_tile(p->name, &c->tiles[t], 0);
             if (t > 0)
                 ck_assert_msg(c->tiles[t].tm * c->tiles[t].tn <= c->tiles[t - 1].tm * c->tiles[t - 1].tn,
                               "%s: conv2d tiles not largest first", p->name);
@@ -79,15 +76,12 @@ START_TEST(test_tune_rows)
         const teeny__linear_tune *l32 = &p->linear_tf32;
         ck_assert_msg(l32->rm == 0 || (l32->rm % 4 == 0 && l32->rn >= 1 && l32->tk >= 8 && pow2(l32->tk)),
                       "%s: linear tf32 settings %d x %d, k %d", p->name, l32->rm, l32->rn, l32->tk);
-        /* the tf32 tiles: a warp's block of (16 wm/4) x (8 wn) mma tiles divides the tile */
+        /* the tf32 tiles: also a warp's block of (16 wm/4) x (8 wn) mma tiles divides the tile */
         const teeny__conv_tune *t32 = &p->conv_tf32;
         ck_assert_msg(!c->tf32 && (t32->n_tiles == 0 || (t32->tf32 && t32->cpu_rows == 0)),
                       "%s: tf32 tunings (only conv_tf32, never with the CPU GEMM)", p->name);
         for (int t = 0; t < t32->n_tiles; t++) {
-            const teeny__gemm_tile *g = &t32->tiles[t];
-            check_tile(p->name, g);
-            ck_assert_msg(g->tm % (4 * g->wm) == 0 && g->tn % (8 * g->wn) == 0 && g->tk % 8 == 0,
-                          "%s: tf32 tile %dx%dx%d, micro-tile %dx%d", p->name, g->tm, g->tn, g->tk, g->wm, g->wn);
+            check_tile(p->name, &t32->tiles[t], 1);
         }
     }
 }
@@ -168,8 +162,9 @@ END_TEST
 
 /* ---- the environment ---- */
 
-static const char *const ENV_VARS[] = {"TEENY_TUNING",   "TEENY_ATTN_NT",     "TEENY_ATTN_RM",     "TEENY_ATTN_BN",
-                                       "TEENY_ATTN_FIT", "TEENY_ATTN_TF32_W", "TEENY_ATTN_TF32_BN"};
+static const char *const ENV_VARS[] = {"TEENY_TUNING",      "TEENY_ATTN_NT",      "TEENY_ATTN_RM",
+                                       "TEENY_ATTN_BN",     "TEENY_ATTN_FIT",     "TEENY_ATTN_TF32_W",
+                                       "TEENY_ATTN_TF32_BN", "TEENY_CONV_TILE",   "TEENY_CONV_TF32_TILE"};
 #define N_ENV ((int)(sizeof ENV_VARS / sizeof ENV_VARS[0]))
 static char *env_saved[N_ENV];
 
@@ -212,6 +207,13 @@ START_TEST(test_tune_env_rejected)
         {"TEENY_TUNING", "GENERIC"}, {"TEENY_TUNING", ""},  {"TEENY_ATTN_BN", ""},
         {"TEENY_ATTN_TF32_W", "0"}, {"TEENY_ATTN_TF32_W", "9"}, {"TEENY_ATTN_TF32_BN", "12"},
         {"TEENY_ATTN_TF32_BN", "136"}, {"TEENY_ATTN_TF32_BN", ""},
+        {"TEENY_CONV_TILE", ""}, {"TEENY_CONV_TILE", "64,64,16,4"}, {"TEENY_CONV_TILE", "64,64,16,4,4,4"},
+        {"TEENY_CONV_TILE", "64,64,16,4,4,"}, {"TEENY_CONV_TILE", "64, 64,16,4,4"}, {"TEENY_CONV_TILE", "0,64,16,4,4"},
+        {"TEENY_CONV_TILE", "512,64,16,4,4"}, {"TEENY_CONV_TILE", "64,64,16,6,4"}, /* wm not a multiple of 4 */
+        {"TEENY_CONV_TILE", "64,64,32,16,16"}, /* 16 items: fewer than tk */
+        {"TEENY_CONV_TILE", "64,64,4,4,4"},    /* 256 items: the A loader needs k in steps of 8 */
+        {"TEENY_CONV_TF32_TILE", "64,16,16,4,4"}, /* fits fp32 (the profiles' smallest), not a warp's 8 wn columns */
+        {"TEENY_CONV_TF32_TILE", "64,32,12,8,4"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         static char sentinel;
@@ -262,6 +264,31 @@ START_TEST(test_tune_env_accepted)
     teeny_ctx_destroy(ctx);
     unsetenv("TEENY_ATTN_TF32_W");
     unsetenv("TEENY_ATTN_TF32_BN");
+
+    /* one conv2d tile in place of each row's list; tf32 only where the row has tf32 tiles */
+    setenv("TEENY_CONV_TILE", "64,32,16,8,4", 1);
+    setenv("TEENY_CONV_TF32_TILE", "64,64,32,8,8", 1);
+    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+    for (int i = -1; i < teeny__tune_count(); i++) { /* the matched row, then every row forced */
+        if (i >= 0)
+            TH_OK(ctx, teeny__tune_force(ctx, i));
+        const teeny__conv_tune *c = &ctx->tune.conv, *c32 = &ctx->tune.conv_tf32, *row = &ctx->tune.profile->conv;
+        ck_assert_int_eq(c->n_tiles, 1);
+        ck_assert_int_eq(c->tiles[0].tm, 64);
+        ck_assert_int_eq(c->tiles[0].tn, 32);
+        ck_assert_int_eq(c->tiles[0].wn, 4);
+        ck_assert_int_eq(c->dw_wg, row->dw_wg); /* the rest is the row's */
+        ck_assert_int_eq(c->cpu_rows, row->cpu_rows);
+        ck_assert_int_eq(c32->n_tiles, ctx->tune.profile->conv_tf32.n_tiles > 0 ? 1 : 0);
+        ck_assert_int_eq(c32->tiles[0].tk, c32->n_tiles ? 32 : ctx->tune.profile->conv_tf32.tiles[0].tk);
+    }
+    teeny_ctx_destroy(ctx);
+    unsetenv("TEENY_CONV_TILE");
+    unsetenv("TEENY_CONV_TF32_TILE");
+    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+    ck_assert_int_eq(ctx->tune.conv.n_tiles, ctx->tune.profile->conv.n_tiles);
+    ck_assert_int_eq(ctx->tune.conv.tiles[0].tm, ctx->tune.profile->conv.tiles[0].tm);
+    teeny_ctx_destroy(ctx);
 
     setenv("TEENY_TUNING", "generic", 1);
     TH_OK(NULL, teeny_ctx_create(NULL, &ctx));

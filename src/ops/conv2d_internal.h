@@ -22,11 +22,11 @@ typedef teeny__conv_tune conv_tuning;
 /* The profile's tf32 tuning when the application asked for tf32
  * (teeny_ctx_set_tf32), the probe found the instructions
  * (conv_tf32_probe has run) and the profile has tf32 tiles; else its
- * fp32 one. */
+ * fp32 one (ctx->tune's copies, with TEENY_CONV_TILE / _TF32_TILE). */
 static inline const conv_tuning *conv_tuning_of(const teeny_ctx *ctx)
 {
-    const teeny__profile *p = ctx->tune.profile;
-    return ctx->tf32 && ctx->prog.tf32_mma && p->conv_tf32.n_tiles > 0 ? &p->conv_tf32 : &p->conv;
+    const teeny__tune *t = &ctx->tune;
+    return ctx->tf32 && ctx->prog.tf32_mma && t->conv_tf32.n_tiles > 0 ? &t->conv_tf32 : &t->conv;
 }
 
 /* Probe the tf32 instructions once (probe.c) if the application asked

@@ -22,8 +22,14 @@
  *   TEENY_ATTN_TF32_W   tf32 attention warps per work-group, 1..8 (where
  *                       the row has tf32 attention tiles)
  *   TEENY_ATTN_TF32_BN  tf32 attention column tile, 8..128, a multiple of 8
- * A value that is not a decimal integer in range, or a TEENY_TUNING that
- * names no row, fails the context's creation with TEENY_ERR_ARG.
+ *   TEENY_CONV_TILE       "tm,tn,tk,wm,wn": the conv2d GEMMs' one tile in
+ *                         place of the row's list (for tuning runs), held
+ *                         to the kernels' constraints (check_conv_tile)
+ *   TEENY_CONV_TF32_TILE  the same for the tf32 GEMMs (where the row has
+ *                         tf32 tiles), also held to the tf32 micro-kernel's
+ * A value that is not a decimal integer in range, a tile the kernels
+ * cannot take, or a TEENY_TUNING that names no row, fails the context's
+ * creation with TEENY_ERR_ARG.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +115,16 @@ static void apply(teeny_ctx *ctx, const teeny__profile *row)
         t->attention.cols = env->cols;
     if (env->rows_first >= 0)
         t->attention.rows_first = env->rows_first;
+    t->conv = row->conv;
+    if (t->conv_env.tm > 0) {
+        t->conv.n_tiles = 1;
+        t->conv.tiles[0] = t->conv_env;
+    }
+    t->conv_tf32 = row->conv_tf32;
+    if (row->conv_tf32.n_tiles > 0 && t->conv_tf32_env.tm > 0) {
+        t->conv_tf32.n_tiles = 1;
+        t->conv_tf32.tiles[0] = t->conv_tf32_env;
+    }
     t->attention_tf32 = row->attention_tf32;
     if (row->attention_tf32.warps > 0 && t->attention_tf32_env.warps >= 0)
         t->attention_tf32.warps = t->attention_tf32_env.warps;
@@ -156,6 +172,58 @@ static teeny_status read_attention_tf32_env(teeny__attention_tf32_tune *env)
     return TEENY_OK;
 }
 
+const char *teeny__conv_tile_check(const teeny__gemm_tile *t, int tf32)
+{
+    if (t->wm % 4 || t->wn % 4 || t->tm % t->wm || t->tn % t->wn)
+        return "wm and wn must be multiples of 4 dividing tm and tn";
+    int wg = (t->tm / t->wm) * (t->tn / t->wn), a_tm = t->tm < 32 ? t->tm : 32, a4_tm = t->tm / 4;
+    a_tm = a_tm < wg ? a_tm : wg;
+    a4_tm = a4_tm < wg ? a4_tm : wg;
+    if (wg % t->tk || (wg % t->tm && t->tm % wg))
+        return "its work-group ((tm/wm)*(tn/wn) items) must be a multiple of tk and divide or be a multiple of tm";
+    int r_tx = wg / t->tk; /* the loaders' shapes (cl/conv2d.cl: A_TK, A4_TK, B_TN, R_TX) */
+    if (t->tk % (wg / a_tm) || t->tk % (wg / a4_tm) || t->tn % r_tx || t->tm % r_tx)
+        return "its loaders need tk a multiple of the work-group over min(32, tm) and over tm/4, and tm and tn "
+               "multiples of the work-group over tk";
+    if (tf32 && (t->tm % (4 * t->wm) || t->tn % (8 * t->wn) || t->tk % 8))
+        return "the tf32 micro-kernel needs tm % (4 wm) == 0, tn % (8 wn) == 0 and tk % 8 == 0";
+    return NULL;
+}
+
+/* TEENY_CONV_TILE or TEENY_CONV_TF32_TILE ("tm,tn,tk,wm,wn") into *t;
+ * t->tm = 0 when unset. */
+static teeny_status read_conv_tile_env(const char *name, int tf32, teeny__gemm_tile *t)
+{
+    static const long long hi[5] = {256, 256, 64, 16, 16};
+    const char *s = getenv(name), *why = NULL;
+    long long v[5];
+    memset(t, 0, sizeof *t);
+    if (!s)
+        return TEENY_OK;
+    const char *p = s;
+    for (int i = 0; i < 5 && !why; i++) {
+        size_t len = strcspn(p, ",");
+        const char *bad;
+        if (!teeny__parse_int(p, len, 1, hi[i], &v[i], &bad))
+            why = bad; /* sets bad on success too */
+        p += len;
+        if (!why && i < 4 && *p++ != ',')
+            why = "has fewer than five numbers";
+    }
+    if (!why && *p)
+        why = "has more than five numbers";
+    if (why)
+        return teeny__error(NULL, TEENY_ERR_ARG,
+                            "%s=\"%.64s\" %s; it takes \"tm,tn,tk,wm,wn\" (tm, tn 1..256, tk 1..64, wm, wn "
+                            "1..16), or unset", name, s, why);
+    *t = (teeny__gemm_tile){.tm = (int)v[0], .tn = (int)v[1], .tk = (int)v[2], .wm = (int)v[3], .wn = (int)v[4]};
+    if ((why = teeny__conv_tile_check(t, tf32)) != NULL) {
+        memset(t, 0, sizeof *t);
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s=\"%.64s\": %s", name, s, why);
+    }
+    return TEENY_OK;
+}
+
 /* The row TEENY_TUNING names, or the first the device matches. */
 static teeny_status pick_row(teeny_ctx *ctx, const teeny__profile **out)
 {
@@ -187,6 +255,10 @@ teeny_status teeny__tune_init(teeny_ctx *ctx)
     teeny_status st = read_attention_env(&ctx->tune.attention_env);
     if (st == TEENY_OK)
         st = read_attention_tf32_env(&ctx->tune.attention_tf32_env);
+    if (st == TEENY_OK)
+        st = read_conv_tile_env("TEENY_CONV_TILE", 0, &ctx->tune.conv_env);
+    if (st == TEENY_OK)
+        st = read_conv_tile_env("TEENY_CONV_TF32_TILE", 1, &ctx->tune.conv_tf32_env);
     if (st == TEENY_OK)
         st = pick_row(ctx, &row);
     if (st != TEENY_OK)

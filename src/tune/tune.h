@@ -131,6 +131,10 @@ typedef struct {
     teeny__attention_tune attention_env; /* the TEENY_ATTN_* values (-1: not set) */
     teeny__attention_tf32_tune attention_tf32;     /* the profile's with TEENY_ATTN_TF32_* (warps 0: none) */
     teeny__attention_tf32_tune attention_tf32_env; /* the TEENY_ATTN_TF32_* values (-1: not set) */
+    teeny__conv_tune conv;           /* the profile's, its tiles replaced by TEENY_CONV_TILE's one */
+    teeny__conv_tune conv_tf32;      /* the profile's, its tiles replaced by TEENY_CONV_TF32_TILE's one */
+    teeny__gemm_tile conv_env;       /* TEENY_CONV_TILE (tm 0: not set) */
+    teeny__gemm_tile conv_tf32_env;  /* TEENY_CONV_TF32_TILE (tm 0: not set) */
 } teeny__tune;
 
 /* Match ctx->caps against the rows, read TEENY_TUNING and TEENY_ATTN_*
@@ -144,6 +148,10 @@ teeny_status teeny__tune_init(teeny_ctx *ctx);
 int teeny__tune_count(void);
 const teeny__profile *teeny__tune_row(int i); /* NULL outside 0 .. count-1 */
 int teeny__tune_find(const char *name);       /* the row's index, -1 if none */
+/* Why cl/conv2d.cl's GEMMs cannot take tile t (the loaders' and micro-
+ * tile's shape constraints; tf32: also the tensor-core micro-kernel's),
+ * NULL if they can. Device limits are the plan's (conv2d_plan.c). */
+const char *teeny__conv_tile_check(const teeny__gemm_tile *t, int tf32);
 int teeny__tune_match(const teeny__device_caps *caps); /* the row a device reporting caps takes */
 /* Run ctx as if it had taken row i (-1: its own again): its families'
  * tunings, variant and work-group. TEENY_ERR_UNSUPPORTED when the device
