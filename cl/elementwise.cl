@@ -30,6 +30,18 @@ __kernel void ew_act_backward(int act, float alpha, float beta, __global const f
         dx[dx_off + i] = dy[dy_off + i] * teeny_act_grad_p(act, x[x_off + i], alpha, beta);
 }
 
+/* The add's backward: both inputs' gradients are dy, in one launch. */
+__kernel void ew_copy2(__global const float *x, int x_off, __global float *a, int a_off, __global float *b, int b_off,
+                       int n)
+{
+    int i = get_global_id(0);
+    if (i < n) {
+        float v = x[x_off + i];
+        a[a_off + i] = v;
+        b[b_off + i] = v;
+    }
+}
+
 __kernel void ew_mul(__global const float *a, int a_off, __global const float *b, int b_off,
                      __global float *y, int y_off, int n)
 {
@@ -103,6 +115,19 @@ __kernel void ew_add_cpu(__global const float *a, int a_off, __global const floa
         vstore16(vload16(0, a + a_off + e) + vload16(0, b + b_off + e), 0, y + y_off + e);
     for (; e < e1; e++)
         y[y_off + e] = a[a_off + e] + b[b_off + e];
+}
+
+__kernel void ew_copy2_cpu(__global const float *x, int x_off, __global float *a, int a_off, __global float *b,
+                           int b_off, int n)
+{
+    EW_RUN_BOUNDS;
+    for (; e + 16 <= e1; e += 16) {
+        float16 v = vload16(0, x + x_off + e);
+        vstore16(v, 0, a + a_off + e);
+        vstore16(v, 0, b + b_off + e);
+    }
+    for (; e < e1; e++)
+        a[a_off + e] = b[b_off + e] = x[x_off + e];
 }
 
 __kernel void ew_act_forward_cpu(int act, float alpha, float beta, __global const float *x, int x_off,

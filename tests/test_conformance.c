@@ -1045,6 +1045,29 @@ START_TEST(test_conformance_elementwise)
         for (int i = 0; i < N; i++)
             e[i] = (double)u[i] + v[i];
         expect(&to, e, NULL, TOL_ADD, "add", repro);
+        /* the add's backward: dy into both inputs' gradients (ew_copy2), or into the one wanted */
+        for (int want = 0; want < 3; want++) {
+            teeny__op_args oa;
+            memset(&oa, 0, sizeof oa);
+            oa.in[TEENY__ADD_DY] = tg.t;
+            oa.out[TEENY__ADD_A] = want != 1 ? to.t : NULL;
+            oa.out[TEENY__ADD_B] = want != 0 ? to2.t : NULL;
+            th_poison(to.t);
+            th_poison(to2.t);
+            TH_OK(ctx, teeny__add_backward(ctx, &oa));
+            for (int k = 0; k < 2; k++) {
+                const th_dev *d = k ? &to2 : &to;
+                if (want == 2 || want == k) {
+                    expect_exact(d, g, k ? "add backward db" : "add backward da", repro);
+                } else { /* the gradient not asked for is not written */
+                    float *out = th_read(d->t);
+                    for (int64_t i = 0; i < d->n; i++)
+                        ck_assert_msg(isnan(out[i]), "add backward wrote the unwanted d%c at %lld; %s", k ? 'b' : 'a',
+                                      (long long)i, repro);
+                    free(out);
+                }
+            }
+        }
         for (int act = 0; act <= 2; act++) {
             th_poison(to.t);
             TH_OK(ctx, teeny_activation_forward(ctx, (teeny_act)act, tu.t, to.t));

@@ -1938,11 +1938,11 @@ START_TEST(test_graph_phase_record)
     ck_assert_int_eq(fwd[1], fwd[0]);
     ck_assert_int_eq(bwd[0], 0);
     /* backward, in order: the loss seed fill; the loss (1, labels take no
-     * gradient); s (a copy into each input's target: 2); fc2 (dx and dw
+     * gradient); s (dy into both inputs' targets, one launch); fc2 (dx and dw
      * GEMMs, the bias's two-pass column sum: 4); the accumulation add of
      * fc2's contribution into a's gradient (1); a (1); fc1 (dw and db only,
      * x takes no gradient: 3) */
-    ck_assert_int_eq(bwd[1], 1 + 1 + 2 + 4 + 1 + 1 + 3);
+    ck_assert_int_eq(bwd[1], 1 + 1 + 1 + 4 + 1 + 1 + 3);
     /* the same figures through the public compile */
     teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
     teeny_plan *p = NULL;

@@ -70,13 +70,25 @@ teeny_status teeny__add_forward(teeny_ctx *ctx, const teeny__op_args *a)
     return st;
 }
 
+/* Both inputs' gradients are dy: one launch writing the two (ew_copy2),
+ * or a copy where one is wanted. */
 teeny_status teeny__add_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    teeny_status st = TEENY_OK;
-    const teeny__activation_attrs none = teeny__act_attrs(TEENY_ACT_NONE);
-    for (int i = TEENY__ADD_A; i <= TEENY__ADD_B && st == TEENY_OK; i++)
-        if (a->out[i])
-            st = act_launch(ctx, &none, a->in[TEENY__ADD_DY], a->out[i]);
+    const teeny_tensor *dy = a->in[TEENY__ADD_DY];
+    teeny_tensor *da = a->out[TEENY__ADD_A], *db = a->out[TEENY__ADD_B];
+    if (!da || !db) {
+        const teeny__activation_attrs none = teeny__act_attrs(TEENY_ACT_NONE);
+        return da || db ? act_launch(ctx, &none, dy, da ? da : db) : TEENY_OK;
+    }
+    int n = (int)dy->numel, ox = teeny__off(dy), oa = teeny__off(da), ob = teeny__off(db);
+    const char *name = cpu_variant(ctx) ? "ew_copy2_cpu" : "ew_copy2";
+    cl_kernel k;
+    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
+    if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &dy->buf, sizeof ox, &ox, sizeof(cl_mem), &da->buf,
+                             sizeof oa, &oa, sizeof(cl_mem), &db->buf, sizeof ob, &ob, sizeof n, &n, (size_t)0);
+    if (st == TEENY_OK)
+        st = ew_launch(ctx, name, n, cpu_variant(ctx), k);
     return st;
 }
 
