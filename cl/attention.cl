@@ -45,10 +45,11 @@
  * the backward's p and dS are 0 wherever the score is -inf (whatever dO V
  * holds there).
  *
- * Compile-time parameters (host: src/ops/attention.c, from the device's
- * work-group size and local memory): ATT_DQ, ATT_DV padded head dims
- * (multiples of 16; the true D, Dv are arguments and the padding is zero),
- * per kernel (prefixes FW_, KV_, QG_) TR, RM, TC, SC, and ATT_EXT.
+ * Compile-time parameters (host: src/ops/attention_plan.c, from the
+ * device's work-group size and local memory): ATT_DQ, ATT_DV padded head
+ * dims (multiples of 16; the true D, Dv are arguments and the padding is
+ * zero), per kernel (prefixes FW_, KV_, QG_) TR, RM, TC, SC, ATT_EXT, and
+ * ATT_LAYOUT (the matrices' walk, below).
  */
 #ifndef ATT_DQ
 #define ATT_DQ 32
@@ -113,6 +114,19 @@
 #define ATT_TC_ROUND(x) (x)
 #endif
 
+/* How the loaders walk a matrix: along columns where it is column-major
+ * (sn == 1, sd != 1), else along rows; either walk is correct for any
+ * strides. ATT_LAYOUT (the host's choice when every matrix of the call
+ * agrees, attention_plan.c problem_layout) makes it a constant: 1 rows,
+ * 2 columns; unset, each matrix is tested as it is loaded. */
+#if defined(ATT_LAYOUT) && ATT_LAYOUT == 1
+#define ATT_COL_MAJOR(sn, sd) 0
+#elif defined(ATT_LAYOUT) && ATT_LAYOUT == 2
+#define ATT_COL_MAJOR(sn, sd) 1
+#else
+#define ATT_COL_MAJOR(sn, sd) ((sn) == 1 && (sd) != 1)
+#endif
+
 /* dst[r*ds + c] = M[row0 + r][c] for r < rows, c < cols, zero outside the
  * valid nr x nc corner. base already includes row0 * sn. Consecutive
  * work-items read consecutive addresses in either layout. */
@@ -124,7 +138,7 @@ TEENY_INLINE void att_load_as(__local float *dst, int ds, int rows, int cols, __
      * work-item-dependent loop in each branch (pocl#1435). The element's
      * (outer, inner) index advances by carries, with no division per
      * element. */
-    const int total = rows * cols, col_major = sn == 1 && sd != 1, inner = col_major ? rows : cols;
+    const int total = rows * cols, col_major = ATT_COL_MAJOR(sn, sd), inner = col_major ? rows : cols;
     const int step_o = nt / inner, step_i = nt - step_o * inner;
     int o = lid / inner, i = lid - o * inner;
     for (int e = lid; e < total; e += nt) {
@@ -157,7 +171,7 @@ TEENY_INLINE void att_load_tc(__local float *dst, int ds, int rows, int cols, __
 TEENY_INLINE void att_store(__global float *dst, int base, int sn, int sd, int nr, int nc, __local const float *src,
                              int ss, int rows, int cols, int lid, int nt)
 {
-    const int total = rows * cols, col_major = sn == 1 && sd != 1, inner = col_major ? rows : cols;
+    const int total = rows * cols, col_major = ATT_COL_MAJOR(sn, sd), inner = col_major ? rows : cols;
     const int step_o = nt / inner, step_i = nt - step_o * inner;
     int o = lid / inner, i = lid - o * inner;
     for (int e = lid; e < total; e += nt) {

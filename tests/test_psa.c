@@ -14,6 +14,7 @@
 #include "core/clwrap.h"
 #include "harness.h"
 #include "internal.h"
+#include "ops/ops.h"
 #include "ref/attention_ref.h"
 
 #define TOL 1e-5
@@ -439,6 +440,52 @@ START_TEST(test_psa_launch_counts_and_determinism)
 }
 END_TEST
 
+/* The tiled kernels walk the matrices as the host's ATT_LAYOUT says (PSA's
+ * NCHW views: by columns); every walk loads the same values, so forcing
+ * the others (rows; per matrix at run time) gives the same bits. */
+START_TEST(test_psa_layouts)
+{
+    teeny_ctx *ctx = th_ctx();
+    psa_shape sh = small_shapes[1];
+    th_rng r = th_rng_make(801);
+    psa_case c;
+    case_make(&c, &sh, &r);
+    th_dev tq = th_dev_make(ctx, 0, 4, c.qkv_shape, 0, c.qkv), tg = th_dev_make(ctx, 0, 4, c.o_shape, 0, c.g);
+    th_dev to = th_dev_make(ctx, 0, 4, c.o_shape, 0, NULL), tl = th_dev_make(ctx, 0, 2, c.lse_shape, 0, NULL);
+    th_dev tdq = th_dev_make(ctx, 0, 4, c.qkv_shape, 0, NULL);
+    size_t sizes[3] = {c.n_o, c.n_lse, c.n_qkv};
+    float *first[3] = {NULL, NULL, NULL};
+    th_cpu_kernels(0); /* the tiled kernels (the CPU variants have no loaders) */
+    for (int layout = -1; layout <= 2; layout++) {
+        teeny__attention_debug_layout(layout);
+        th_poison(to.t);
+        th_poison(tl.t);
+        th_poison(tdq.t);
+        TH_OK(ctx, teeny_psa_attention_forward(ctx, tq.t, sh.heads, sh.kd, to.t, tl.t));
+        TH_OK(ctx, teeny_psa_attention_backward(ctx, tq.t, sh.heads, sh.kd, to.t, tl.t, tg.t, tdq.t));
+        float *now[3] = {th_read(to.t), th_read(tl.t), th_read(tdq.t)};
+        for (int j = 0; j < 3; j++) {
+            ck_assert_msg(th_first_nonfinite(now[j], sizes[j]) < 0, "layout %d: output %d not finite", layout, j);
+            if (layout < 0)
+                first[j] = now[j];
+            else {
+                ck_assert_msg(!memcmp(first[j], now[j], sizes[j] * sizeof(float)),
+                              "layout %d: output %d differs from the chosen layout's", layout, j);
+                free(now[j]);
+            }
+        }
+    }
+    teeny__attention_debug_layout(-1);
+    th_cpu_kernels(-1);
+    for (int j = 0; j < 3; j++)
+        free(first[j]);
+    th_dev *ds[] = {&tq, &tg, &to, &tl, &tdq};
+    for (int i = 0; i < 5; i++)
+        th_dev_free(ds[i]);
+    case_free(&c);
+}
+END_TEST
+
 /* The reference PSA backward against central differences of the reference
  * PSA forward (it gathers qkv itself, so this checks the index maps too). */
 START_TEST(test_psa_finite_differences)
@@ -636,6 +683,7 @@ Suite *suite_psa(void)
     tcase_add_loop_test(fwd, test_psa_attention_forward, 0, n_cases());
     tcase_add_loop_test(fwd, test_psa_pipeline_matches_fused, 0, n_cases());
     tcase_add_test(fwd, test_psa_launch_counts_and_determinism);
+    tcase_add_test(fwd, test_psa_layouts);
     tcase_add_test(fwd, test_psa_split_loops);
     tcase_add_loop_test(bwd, test_psa_rearrange_backward, 0, n_cases());
     tcase_add_loop_test(bwd, test_psa_attention_backward, 0, n_cases());

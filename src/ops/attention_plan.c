@@ -101,7 +101,39 @@ static void plan_options(att_plan *p)
                      p->cr, p->dq, p->dv, p->fw.tr, p->fw.rm, p->fw.tc, p->fw.sc, p->kv.tr, p->kv.rm, p->kv.tc,
                      p->kv.sc, p->qg.tr, p->qg.rm, p->qg.tc, p->qg.sc);
     if (p->ext && n > 0 && (size_t)n < sizeof p->options) /* the unmasked programs keep their options */
-        snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_EXT=%d", p->ext);
+        n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_EXT=%d", p->ext);
+    if (p->layout && n > 0 && (size_t)n < sizeof p->options)
+        snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_LAYOUT=%d", p->layout);
+}
+
+/* ATT_LAYOUT for the tiled kernels (cl/attention.cl att_load_as): 2 when
+ * every matrix of the problem is column-major (sn == 1, sd != 1: PSA's
+ * NCHW views), 1 when none is, 0 (decided per matrix as it is loaded)
+ * when they mix. Either walk is correct for any strides; the layout only
+ * picks the one whose neighbouring work-items read neighbouring
+ * addresses, and a constant lets the compiler drop the other (the run-time
+ * choice cost PSA's forward and backward 9% on the H200, 2026-12-01). */
+static int force_layout = -1; /* test hook: teeny__attention_debug_layout */
+
+void teeny__attention_debug_layout(int layout)
+{
+    force_layout = layout >= 0 && layout <= 2 ? layout : -1;
+}
+
+static int problem_layout(const teeny__attn_problem *p)
+{
+    if (force_layout >= 0)
+        return force_layout;
+    const teeny__attn_mat *m[8] = {&p->q, &p->k, &p->v, &p->o, &p->d_o, &p->dq, &p->dk, &p->dv_out};
+    int cols = 0, rows = 0;
+    for (int i = 0; i < 8; i++)
+        if (m[i]->buf) {
+            if (m[i]->sn == 1 && m[i]->sd != 1)
+                cols++;
+            else
+                rows++;
+        }
+    return cols && rows ? 0 : cols ? 2 : 1;
 }
 
 /* The ATT_EXT bits of a problem. */
@@ -112,7 +144,7 @@ static int problem_ext(const teeny__attn_problem *p)
 
 /* The preferred tiles from the device-wide limits; plan_fit then checks
  * them against the built kernels. */
-static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, int ext, att_plan *p)
+static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, int ext, int layout, att_plan *p)
 {
     const teeny__attention_tune *tune = &ctx->tune.attention;
     size_t budget = ctx->info.local_mem_bytes < ATT_LDS_CAP ? (size_t)ctx->info.local_mem_bytes : ATT_LDS_CAP;
@@ -121,6 +153,7 @@ static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, int ext, att_plan *
     att_tile t;
     p->cr = tune->cpu_lanes;
     p->ext = ext;
+    p->layout = layout;
     p->tc = 0;
     p->dq = bucket(d);
     p->dv = bucket(dv);
@@ -295,7 +328,7 @@ const char *teeny__attn_kernel(const att_plan *pl, int pass)
 
 teeny_status teeny__attn_plan(teeny_ctx *ctx, const teeny__attn_problem *p, int backward, int cpu, att_plan *pl)
 {
-    teeny_status st = plan_make(ctx, p->d, p->dv, problem_ext(p), pl);
+    teeny_status st = plan_make(ctx, p->d, p->dv, problem_ext(p), cpu ? 0 : problem_layout(p), pl);
     if (st == TEENY_OK && !cpu) {
         att_plan fp32 = *pl;
         if ((st = tc_plan(ctx, pl)) != TEENY_OK)
