@@ -3,8 +3,8 @@
  * (cl/attention.cl's -D parameters), checked against the device before
  * anything is enqueued; attention.c launches them.
  *
- * fp32 kernels: the padded head dims ATT_DQ, ATT_DV (powers of two >= 16:
- * one program per bucket; 16 holds a thread row's four float4 chunks), and per kernel a TR x TC thread grid, RM rows
+ * fp32 kernels: the padded head dims ATT_DQ, ATT_DV (powers of two >= 32:
+ * one program per bucket), and per kernel a TR x TC thread grid, RM rows
  * and SC columns per thread. They come from plan_make: TC from the head
  * dims (each thread's accumulator slice is whole float4 chunks, at most
  * ATT_MAXT of them), TR from the device profile's thread count
@@ -35,7 +35,7 @@
 #define ATT_LDS_CAP (48 * 1024)
 static int bucket(int d)
 {
-    int b = 16;
+    int b = 32;
     while (b < d)
         b *= 2;
     return b;
