@@ -888,12 +888,16 @@ TEENY_UNROLL
  * ci*mult + [mc*m_per, min(mult, (mc+1)*m_per)). The input patch under the
  * tile (PH x PW, zero padded) and those channels' weights are staged in
  * local memory (patch); item t computes column t % TW of rows
- * t / TW, + DW_WG / TW, ... for each channel. */
+ * t / TW, + DW_WG / TW, ... for each channel. flip != 0 reads each
+ * channel's taps in reverse order (the kernel rotated by 180 degrees): the
+ * input gradient of a stride-1 depthwise convolution with multiplier 1 is
+ * this forward pass over dy (conv2d_exec.c). */
 __kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
 void dwconv_fwd(__global const float *restrict x, int x_off, __global const float *restrict w, int w_off,
                 __global float *restrict y, int y_off, int16 geo, int m_per, int m_chunks, int TH, int TW,
                 int tiles_w, int PH, int PW, __global const float *bias, int bias_off, __global const float *scale,
-                int scale_off, __global const float *shift, int shift_off, int epi, int act, __local float *patch)
+                int scale_off, __global const float *shift, int shift_off, int epi, int act, int flip,
+                __local float *patch)
 {
     DW_GEOMETRY(geo);
     const int lid = get_local_id(0), tile = get_group_id(0), b = get_group_id(2);
@@ -908,8 +912,10 @@ void dwconv_fwd(__global const float *restrict x, int x_off, __global const floa
         int r = e / PW, c = e - r * PW, ih = ih0 + r, iw = iw0 + c;
         patch[e] = (uint)ih < (uint)H && (uint)iw < (uint)W ? xc[ih * W + iw] : 0.0f;
     }
-    for (int e = lid; e < nj * KHW; e += DW_WG)
-        wl[e] = w[w_off + (ci * mult + j0) * KHW + e];
+    for (int e = lid; e < nj * KHW; e += DW_WG) {
+        int t = e % KHW; /* flip: tap t reads the kernel's tap KHW-1-t */
+        wl[e] = w[w_off + (ci * mult + j0) * KHW + e - t + (flip ? KHW - 1 - t : t)];
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
 
     const int rstep = DW_WG / TW, col = lid % TW, row0 = lid / TW;
