@@ -485,8 +485,9 @@ START_TEST(test_conv2d_backward_workspace)
 }
 END_TEST
 
-/* Depthwise shapes through the GEMM path too (the fallback for huge
- * dilation), and a dilation whose patch cannot fit in local memory. */
+/* Depthwise shapes through the GEMM path too (the fallback where the
+ * depthwise kernels do not fit), and a huge dilation (dwconv_dx's patch
+ * cannot fit in local memory; dwconv_fwd stages nothing). */
 START_TEST(test_conv2d_depthwise_fallback)
 {
     teeny__conv2d_debug(-1, 1);
@@ -543,6 +544,35 @@ START_TEST(test_conv2d_depthwise_dx_route)
         ck_assert_msg(fwd == cases[i].flipped && dx == !cases[i].flipped,
                       "case %d: dx by dwconv_fwd %d, by dwconv_dx %d; expected %s", i, fwd, dx,
                       cases[i].flipped ? "dwconv_fwd" : "dwconv_dx");
+    }
+    th_cpu_kernels(-1);
+}
+END_TEST
+
+/* dwconv_fwd's strips (cl/conv2d.cl): planes of 56, 28, 14 and 7 rows
+ * (strips of 8 and 7 rows), a row count no strip height divides (17: 6, 6,
+ * 5), one-row planes, planes far smaller than a work-group (several per
+ * group), multipliers 2 and 4, stride 2 and dilation; forward with bias
+ * and backward, in the portable variant, against the float64 reference. */
+START_TEST(test_conv2d_depthwise_strips)
+{
+    static const conv_case cases[] = {
+        {{2, 3, 56, 56, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}, 1, 0, 0},
+        {{3, 4, 28, 28, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0, 0}, 1, 1, 0},
+        {{5, 6, 14, 14, 12, 3, 3, 1, 1, 1, 1, 1, 1, 6, 0, 0}, 1, 0, 0},
+        {{7, 5, 7, 7, 20, 3, 3, 1, 1, 1, 1, 1, 1, 5, 0, 0}, 1, 0, 0},
+        {{2, 3, 9, 11, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3, 0, 0}, 1, 0, 0},
+        {{1, 2, 17, 5, 2, 5, 5, 1, 1, 4, 2, 2, 1, 2, 0, 0}, 0, 0, 0},
+        {{2, 4, 1, 40, 4, 1, 3, 1, 1, 0, 1, 1, 1, 4, 0, 0}, 1, 0, 0},
+    };
+    teeny_ctx *ctx = th_ctx();
+    th_cpu_kernels(0);
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        TH_OK(ctx, teeny_profile_begin(ctx));
+        run_case(&cases[i], 1200 + (uint64_t)i, 1, 1);
+        int fwd = profiled(ctx, "dwconv_fwd");
+        TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+        ck_assert_msg(fwd, "case %d: dwconv_fwd did not run", i);
     }
     th_cpu_kernels(-1);
 }
@@ -1129,6 +1159,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(bwd, test_conv2d_finite_differences);
     tcase_add_test(bwd, test_conv2d_backward_workspace);
     tcase_add_test(bwd, test_conv2d_depthwise_dx_route);
+    tcase_add_test(fwd, test_conv2d_depthwise_strips);
     tcase_add_test(bwd, test_conv2d_tf32);
     tcase_add_test(bwd, test_conv2d_split_loops);
     tcase_add_test(bwd, test_conv2d_split_loops_cpu);

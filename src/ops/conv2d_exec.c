@@ -33,7 +33,8 @@ typedef struct {
 
 /* dwconv_fwd over g (x -> y), its taps reversed where flip is set (the
  * stride-1 input gradient, backward_dx). *done is 0, with TEENY_OK, where
- * its plan does not fit the device (the caller takes another path). */
+ * the kernel does not fit the device (its work-group size, or the loop
+ * budget: the caller takes another path). */
 static teeny_status dw_forward_run(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, cl_mem x, int x_off,
                                    cl_mem w, int w_off, cl_mem y, int y_off, const dw_epilogue *e, int flip, int *done)
 {
@@ -41,20 +42,20 @@ static teeny_status dw_forward_run(teeny_ctx *ctx, const conv_tuning *tu, const 
     int loops_fit = 0;
     teeny_status st = TEENY_OK;
     *done = 0;
-    if (!teeny__conv_dw_plan_fwd(ctx, tu, g, &pl) || !teeny__conv_dw_fits(ctx, tu, "dwconv_fwd", pl.local_bytes, &st) ||
+    teeny__conv_dw_plan_fwd(tu, g, &pl);
+    if (!teeny__conv_dw_fits(ctx, tu, "dwconv_fwd", 0, &st) ||
         (st = teeny__conv_dw_loops_fit(ctx, tu, g, &pl, 0, &loops_fit)) != TEENY_OK || !loops_fit)
         return st;
     char opt[256];
     teeny__conv_tile_options(tu, 0, opt, sizeof opt);
     cl_int16 geo = dw_geometry(g);
-    size_t global[3] = {(size_t)tu->dw_wg * pl.tiles_h * pl.tiles_w, (size_t)g->Cin * pl.m_chunks, (size_t)g->B};
-    size_t local[3] = {(size_t)tu->dw_wg, 1, 1};
-    karg k[] = {KM(x),       KI(x_off),        KM(w),       KI(w_off),         KM(y),       KI(y_off),
-                KG(geo),     KI(pl.m_per),     KI(pl.m_chunks), KI(pl.TH),     KI(pl.TW),   KI(pl.tiles_w),
-                KI(pl.PH),   KI(pl.PW),        KM(e->bias), KI(e->bias_off),   KM(e->scale), KI(e->scale_off),
-                KM(e->shift), KI(e->shift_off), KI(e->epi), KI(e->act),        KI(flip),    KL(pl.local_bytes)};
+    int64_t items = (int64_t)g->B * g->Cout * pl.row_blocks * g->OW;
+    size_t global = (size_t)cdiv(items, tu->dw_wg) * (size_t)tu->dw_wg, local = (size_t)tu->dw_wg;
+    karg k[] = {KM(x),       KI(x_off),        KM(w),       KI(w_off),       KM(y),        KI(y_off),
+                KG(geo),     KI(pl.rows),      KI(pl.row_blocks), KM(e->bias), KI(e->bias_off), KM(e->scale),
+                KI(e->scale_off), KM(e->shift), KI(e->shift_off), KI(e->epi), KI(e->act),   KI(flip)};
     *done = 1;
-    return run_kernel(ctx, opt, "dwconv_fwd", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
+    return run_kernel(ctx, opt, "dwconv_fwd", k, (int)(sizeof k / sizeof k[0]), 1, &global, &local);
 }
 
 /* The convolution with the epilogue's activation act (none, ReLU, SiLU:

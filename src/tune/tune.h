@@ -64,7 +64,7 @@ typedef struct {
     int n_tiles;
     teeny__gemm_tile tiles[4]; /* largest first */
     int dw_wg;                 /* depthwise / reduction work-group (power of two) */
-    int dw_rows;               /* output rows per item in dwconv_dx */
+    int dw_rows;               /* output rows per item in dwconv_dx, at most in dwconv_fwd */
     int dw_taps;               /* taps per pass in dwconv_dw */
     int dw_mult_max;           /* depthwise kernels up to this channel multiplier */
     int waves;                 /* work-groups per compute unit to aim for */
