@@ -194,6 +194,26 @@ static void phase_taps(int r, int stride, int pad, int dil, int K, int *k0, int 
     }
 }
 
+/* The depthwise input gradient at stride 1 with multiplier 1: dx[ih] =
+ * sum over kh of dy[ih + p - kh*d] * w[kh] (per axis), the forward
+ * convolution of dy with the taps reversed, stride 1, the same dilation
+ * and padding (K-1)*d - p (negative where p is wider than the kernel:
+ * dwconv_fwd's bounds checks hold for any). *done as dw_forward_run's. */
+static teeny_status dx_as_forward(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const teeny_tensor *w,
+                                  const teeny_tensor *dy, teeny_tensor *dx, int *done)
+{
+    conv_geom t = *g;
+    t.H = g->OH;
+    t.W = g->OW;
+    t.OH = g->H;
+    t.OW = g->W;
+    t.ph = (g->KH - 1) * g->dh - g->ph;
+    t.pw = (g->KW - 1) * g->dw - g->pw;
+    dw_epilogue e = {dy->buf, dy->buf, dy->buf, 0, 0, 0, 0, TEENY_ACT_NONE};
+    return dw_forward_run(ctx, tu, &t, dy->buf, teeny__off(dy), w->buf, teeny__off(w), dx->buf, teeny__off(dx), &e,
+                          1, done);
+}
+
 static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const teeny_tensor *w,
                                 const teeny_tensor *dy, teeny_tensor *dx)
 {
@@ -214,21 +234,8 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
                                       g->Cin, g->B, rows_max);
     }
     if (teeny__conv_use_depthwise(tu, g) && g->Cog == 1 && g->sh == 1 && g->sw == 1) {
-        /* dx[ih] = sum over kh of dy[ih + p - kh*d] * w[kh] (per axis): the
-         * forward convolution of dy with the taps reversed, stride 1, the
-         * same dilation and padding (K-1)*d - p (negative where p is wider
-         * than the kernel: the kernel's bounds checks hold for any) */
-        conv_geom t = *g;
-        t.H = g->OH;
-        t.W = g->OW;
-        t.OH = g->H;
-        t.OW = g->W;
-        t.ph = (g->KH - 1) * g->dh - g->ph;
-        t.pw = (g->KW - 1) * g->dw - g->pw;
-        dw_epilogue e = {dy->buf, dy->buf, dy->buf, 0, 0, 0, 0, TEENY_ACT_NONE};
         int done = 0;
-        st = dw_forward_run(ctx, tu, &t, dy->buf, dy_off, w->buf, w_off, dx->buf, dx_off, &e, 1, &done);
-        if (st != TEENY_OK || done)
+        if ((st = dx_as_forward(ctx, tu, g, w, dy, dx, &done)) != TEENY_OK || done)
             return st;
     }
     if (teeny__conv_use_depthwise(tu, g) && teeny__conv_dw_plan_dx(ctx, tu, g, &pl) &&
