@@ -907,9 +907,9 @@ void dwconv_fwd(__global const float *restrict x, int x_off, __global const floa
 {
     DW_GEOMETRY(geo);
     const int Cout = Cin * mult, KHW = KH * KW, per_plane = row_blocks * OW;
-    const int i = get_global_id(0), plane = i / per_plane;
-    if (plane >= B * Cout)
+    if (get_global_id(0) >= (size_t)B * Cout * per_plane) /* the grid is rounded up past int range at most */
         return;
+    const int i = get_global_id(0), plane = i / per_plane;
     const int in_plane = i - plane * per_plane, rb = in_plane / OW, ow = in_plane - rb * OW;
     const int b = plane / Cout, co = plane - b * Cout, oh0 = rb * rows, nr = min(rows, OH - oh0);
     __global const float *xc = x + x_off + (b * Cin + co / mult) * H * W;
