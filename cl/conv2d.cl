@@ -29,7 +29,8 @@
  *    the arithmetic), and each work-item accumulates a WPT_M x WPT_N
  *    micro-tile in registers, reading the operands as float4.
  *  - Depthwise (Cin/G == 1 and a small channel multiplier Cout/G):
- *    dwconv_fwd / dwconv_dx stage an input (or dy) patch in local memory so
+ *    dwconv_fwd gives each item a column strip of output rows, reading
+ *    through the cache; dwconv_dx stages a dy patch in local memory so
  *    each element is read from global memory about once; dwconv_dw reduces
  *    per-tap products over a chunk of (b, oh, ow).
  *  - Reductions: conv_dbias_part, conv_reduce_parts.
@@ -55,7 +56,8 @@
  *   (TILE_M/WPT_M)*(TILE_N/WPT_N) items, which must be >= TILE_K and a
  *   multiple or divisor of TILE_M. DW_WG  work-group of the depthwise
  *   and reduction kernels (a power of two); DW_ROWS  output rows per item
- *   in dwconv_dx; DW_TAPS  kernel taps reduced per pass in dwconv_dw.
+ *   in dwconv_fwd (at most) and dwconv_dx; DW_TAPS  kernel taps reduced
+ *   per pass in dwconv_dw.
  */
 #ifndef TILE_M
 #define TILE_M 32
@@ -882,54 +884,60 @@ TEENY_UNROLL
               KH = (g).s7, KW = (g).s8, s_h = (g).s9, s_w = (g).sa, p_h = (g).sb, p_w = (g).sc, d_h = (g).sd, \
               d_w = (g).se
 
-/* Grid (DW_WG * tiles_h * tiles_w, Cin * m_chunks, B), work-group (DW_WG).
- * Group (tile, ci*m_chunks + mc, b) computes the TH x TW output tile at
- * (tile / tiles_w * TH, tile % tiles_w * TW) for output channels
- * ci*mult + [mc*m_per, min(mult, (mc+1)*m_per)). The input patch under the
- * tile (PH x PW, zero padded) and those channels' weights are staged in
- * local memory (patch); item t computes column t % TW of rows
- * t / TW, + DW_WG / TW, ... for each channel. */
+/* Grid (items rounded up to DW_WG), work-group (DW_WG); no local memory
+ * and no barrier. The output planes (b, co) are cut into strips of one
+ * column by up to `rows` (<= DW_ROWS) rows: row_blocks strips down each
+ * column, items numbered column-fastest through a plane, then
+ * row-blocks, then planes, so a work-group's lanes run along rows
+ * (coalesced loads and stores) and fill whole planes, several planes per
+ * group when planes are small (no idle lanes at W = 56, 28, 14, 7). Item
+ * i decodes its strip once (three divisions), then per tap (kh, kw) loads
+ * the DW_ROWS inputs under its strip's rows -- independent loads in
+ * flight, the strip's rows sharing each input row through the cache (at
+ * stride 1 the row under output row r at tap kh is the one under r + 1 at
+ * kh - 1) -- and accumulates one register per row. flip != 0 reads each
+ * channel's taps in reverse order (the kernel rotated by 180 degrees): the
+ * input gradient of a stride-1 depthwise convolution with multiplier 1 is
+ * this forward pass over dy (conv2d_exec.c). */
 __kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
 void dwconv_fwd(__global const float *restrict x, int x_off, __global const float *restrict w, int w_off,
-                __global float *restrict y, int y_off, int16 geo, int m_per, int m_chunks, int TH, int TW,
-                int tiles_w, int PH, int PW, __global const float *bias, int bias_off, __global const float *scale,
-                int scale_off, __global const float *shift, int shift_off, int epi, int act, __local float *patch)
+                __global float *restrict y, int y_off, int16 geo, int rows, int row_blocks,
+                __global const float *bias, int bias_off, __global const float *scale, int scale_off,
+                __global const float *shift, int shift_off, int epi, int act, int flip)
 {
     DW_GEOMETRY(geo);
-    const int lid = get_local_id(0), tile = get_group_id(0), b = get_group_id(2);
-    const int ci = get_group_id(1) / m_chunks, mc = get_group_id(1) - ci * m_chunks;
-    const int oh0 = tile / tiles_w * TH, ow0 = (tile % tiles_w) * TW;
-    const int ih0 = oh0 * s_h - p_h, iw0 = ow0 * s_w - p_w;
-    const int j0 = mc * m_per, nj = min(mult, j0 + m_per) - j0, KHW = KH * KW, Cout = Cin * mult;
-    __local float *wl = patch + PH * PW;
-    __global const float *xc = x + x_off + (b * Cin + ci) * H * W;
-
-    for (int e = lid; e < PH * PW; e += DW_WG) {
-        int r = e / PW, c = e - r * PW, ih = ih0 + r, iw = iw0 + c;
-        patch[e] = (uint)ih < (uint)H && (uint)iw < (uint)W ? xc[ih * W + iw] : 0.0f;
-    }
-    for (int e = lid; e < nj * KHW; e += DW_WG)
-        wl[e] = w[w_off + (ci * mult + j0) * KHW + e];
-    barrier(CLK_LOCAL_MEM_FENCE);
-
-    const int rstep = DW_WG / TW, col = lid % TW, row0 = lid / TW;
-    if (row0 >= rstep || ow0 + col >= OW)
+    const int Cout = Cin * mult, KHW = KH * KW, per_plane = row_blocks * OW;
+    if (get_global_id(0) >= (size_t)B * Cout * per_plane) /* the grid is rounded up past int range at most */
         return;
-    for (int j = 0; j < nj; j++) {
-        int co = ci * mult + j0 + j;
-        const float2 e = conv_epilogue(epi, co, bias, bias_off, scale, scale_off, shift, shift_off);
-        const float sc = e.x, sh = e.y;
-        __global float *yc = y + y_off + (b * Cout + co) * OH * OW + ow0 + col;
-        for (int row = row0; row < TH && oh0 + row < OH; row += rstep) {
-            __local const float *pr = patch + row * s_h * PW + col * s_w;
-            __local const float *wj = wl + j * KHW;
-            float acc = 0.0f;
-            for (int kh = 0; kh < KH; kh++)
-                for (int kw = 0; kw < KW; kw++)
-                    acc = TEENY_MAD(pr[kh * d_h * PW + kw * d_w], wj[kh * KW + kw], acc);
-            yc[(oh0 + row) * OW] = conv_act(act, acc * sc + sh);
+    const int i = get_global_id(0), plane = i / per_plane;
+    const int in_plane = i - plane * per_plane, rb = in_plane / OW, ow = in_plane - rb * OW;
+    const int b = plane / Cout, co = plane - b * Cout, oh0 = rb * rows, nr = min(rows, OH - oh0);
+    __global const float *xc = x + x_off + (b * Cin + co / mult) * H * W;
+    __global const float *wc = w + w_off + co * KHW + (flip ? KHW - 1 : 0);
+    const int wstep = flip ? -1 : 1, ih0 = oh0 * s_h - p_h, iw0 = ow * s_w - p_w, sW = s_h * W;
+    float acc[DW_ROWS];
+    TEENY_UNROLL
+    for (int r = 0; r < DW_ROWS; r++)
+        acc[r] = 0.0f;
+    for (int kh = 0; kh < KH; kh++) {
+        const int ihk = ih0 + kh * d_h;
+        __global const float *xr = xc + ihk * W + iw0;
+        for (int kw = 0; kw < KW; kw++, wc += wstep) {
+            const float wv = *wc;
+            if ((uint)(iw0 + kw * d_w) >= (uint)W)
+                continue;
+            TEENY_UNROLL
+            for (int r = 0; r < DW_ROWS; r++)
+                if (r < nr && (uint)(ihk + r * s_h) < (uint)H)
+                    acc[r] = TEENY_MAD(xr[r * sW + kw * d_w], wv, acc[r]);
         }
     }
+    const float2 e = conv_epilogue(epi, co, bias, bias_off, scale, scale_off, shift, shift_off);
+    __global float *yc = y + y_off + (plane * OH + oh0) * OW + ow;
+    TEENY_UNROLL
+    for (int r = 0; r < DW_ROWS; r++)
+        if (r < nr)
+            yc[r * OW] = conv_act(act, acc[r] * e.x + e.y);
 }
 
 TEENY_INLINE int floor_div(int a, int b)

@@ -485,8 +485,9 @@ START_TEST(test_conv2d_backward_workspace)
 }
 END_TEST
 
-/* Depthwise shapes through the GEMM path too (the fallback for huge
- * dilation), and a dilation whose patch cannot fit in local memory. */
+/* Depthwise shapes through the GEMM path too (the fallback where the
+ * depthwise kernels do not fit), and a huge dilation (dwconv_dx's patch
+ * cannot fit in local memory; dwconv_fwd stages nothing). */
 START_TEST(test_conv2d_depthwise_fallback)
 {
     teeny__conv2d_debug(-1, 1);
@@ -494,6 +495,107 @@ START_TEST(test_conv2d_depthwise_fallback)
     teeny__conv2d_debug(-1, 0);
     conv_case k = {{1, 2, 3, 3, 2, 2, 2, 1, 1, 3000, 3000, 6000, 6000, 2, 0, 0}, 1, 0, 0};
     run_case(&k, 902, 1, 1);
+}
+END_TEST
+
+/* Whether a kernel named `name` ran since teeny_profile_begin. */
+static int profiled(teeny_ctx *ctx, const char *name)
+{
+    TH_OK(ctx, teeny_ctx_finish(ctx));
+    for (int i = 0; i < ctx->prog.prof_count; i++)
+        if (!strcmp(ctx->prog.prof_names[i], name))
+            return 1;
+    return 0;
+}
+
+/* The depthwise input gradient through the work-group kernels: at stride
+ * 1 with multiplier 1 it is dwconv_fwd over dy with the taps reversed and
+ * padding (K-1)*d - p (any kernel size, dilation, padding, ONNX's
+ * asymmetric padding, 1-pixel planes, padding wider than the kernel: a
+ * negative padding for the forward pass); strides above 1 and multipliers
+ * above 1 keep dwconv_dx. Every gradient against the float64 reference. */
+START_TEST(test_conv2d_depthwise_dx_route)
+{
+    static const struct {
+        conv_case k;
+        int flipped; /* 1: dx by dwconv_fwd; 0: by dwconv_dx */
+    } cases[] = {
+        {{{2, 5, 9, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5, 0, 0}, 1, 0, 0}, 1},   /* 3x3, H != W */
+        {{{1, 4, 11, 10, 4, 3, 3, 1, 1, 2, 2, 2, 2, 4, 0, 0}, 1, 1, 0}, 1},  /* dilation 2 (views) */
+        {{{2, 3, 12, 9, 3, 5, 5, 1, 1, 2, 2, 1, 1, 3, 0, 0}, 1, 0, 0}, 1},   /* 5x5 */
+        {{{1, 3, 7, 8, 3, 2, 4, 1, 1, 0, 1, 1, 1, 3, 0, 0}, 0, 0, 0}, 1},    /* even sizes, one unpadded axis */
+        {{{1, 4, 8, 9, 4, 3, 3, 1, 1, 1, 0, 1, 1, 4, -1, 2}, 1, 0, 0}, 1},  /* pads begin != end */
+        {{{2, 6, 10, 7, 6, 3, 5, 1, 1, 3, 1, 2, 1, 6, 1, -1}, 1, 0, 0}, 1},  /* (3, 5), dilation (2, 1), asymmetric */
+        {{{3, 6, 1, 1, 6, 3, 3, 1, 1, 1, 1, 1, 1, 6, 0, 0}, 1, 0, 0}, 1},    /* 1-pixel planes */
+        {{{2, 3, 1, 1, 3, 1, 1, 1, 1, 0, 0, 1, 1, 3, 0, 0}, 0, 0, 0}, 1},    /* 1x1 kernel on 1-pixel planes */
+        {{{1, 3, 4, 5, 3, 1, 1, 1, 1, 1, 2, 1, 1, 3, 0, 0}, 1, 0, 0}, 1},    /* pad wider than the kernel */
+        {{{1, 2, 6, 5, 2, 3, 3, 1, 1, 3, 2, 1, 1, 2, 0, 0}, 1, 0, 0}, 1},    /* pad (3, 2) > (K-1)*d */
+        {{{2, 4, 9, 9, 4, 3, 3, 2, 2, 1, 1, 1, 1, 4, 0, 0}, 1, 0, 0}, 0},    /* stride 2 */
+        {{{1, 3, 8, 9, 3, 3, 3, 1, 2, 1, 1, 1, 1, 3, 0, 0}, 1, 0, 0}, 0},    /* stride (1, 2) */
+        {{{2, 3, 7, 8, 6, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}, 1, 0, 0}, 0},    /* multiplier 2 */
+    };
+    teeny_ctx *ctx = th_ctx();
+    th_cpu_kernels(0);
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        TH_OK(ctx, teeny_profile_begin(ctx));
+        run_case(&cases[i].k, 1100 + (uint64_t)i, 0, 1);
+        int fwd = profiled(ctx, "dwconv_fwd"), dx = profiled(ctx, "dwconv_dx");
+        TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+        ck_assert_msg(fwd == cases[i].flipped && dx == !cases[i].flipped,
+                      "case %d: dx by dwconv_fwd %d, by dwconv_dx %d; expected %s", i, fwd, dx,
+                      cases[i].flipped ? "dwconv_fwd" : "dwconv_dx");
+    }
+    th_cpu_kernels(-1);
+}
+END_TEST
+
+/* dwconv_fwd's strips (cl/conv2d.cl): planes of 56, 28, 14 and 7 rows
+ * (strips of 8 and 7 rows), a row count no strip height divides (17: 6, 6,
+ * 5), one-row planes, planes far smaller than a work-group (several per
+ * group), multipliers 2 and 4, stride 2 and dilation; forward with bias
+ * and backward, in the portable variant, against the float64 reference. */
+START_TEST(test_conv2d_depthwise_strips)
+{
+    static const conv_case cases[] = {
+        {{2, 3, 56, 56, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}, 1, 0, 0},
+        {{3, 4, 28, 28, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0, 0}, 1, 1, 0},
+        {{5, 6, 14, 14, 12, 3, 3, 1, 1, 1, 1, 1, 1, 6, 0, 0}, 1, 0, 0},
+        {{7, 5, 7, 7, 20, 3, 3, 1, 1, 1, 1, 1, 1, 5, 0, 0}, 1, 0, 0},
+        {{2, 3, 9, 11, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3, 0, 0}, 1, 0, 0},
+        {{1, 2, 17, 5, 2, 5, 5, 1, 1, 4, 2, 2, 1, 2, 0, 0}, 0, 0, 0},
+        {{2, 4, 1, 40, 4, 1, 3, 1, 1, 0, 1, 1, 1, 4, 0, 0}, 1, 0, 0},
+    };
+    teeny_ctx *ctx = th_ctx();
+    th_cpu_kernels(0);
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        TH_OK(ctx, teeny_profile_begin(ctx));
+        run_case(&cases[i], 1200 + (uint64_t)i, 1, 1);
+        int fwd = profiled(ctx, "dwconv_fwd");
+        TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+        ck_assert_msg(fwd, "case %d: dwconv_fwd did not run", i);
+    }
+    th_cpu_kernels(-1);
+}
+END_TEST
+
+/* The depthwise weight gradient's split where the profile asks for short
+ * items (dw_grad_rounds: NVIDIA's rows): 3 x 64 x 64 positions over 16
+ * channels take 3 chunks of at most 16 rounds of 256 positions, summed by
+ * conv_reduce_parts (by waves alone a small device takes one chunk), and
+ * match the float64 reference. */
+START_TEST(test_conv2d_depthwise_dw_split)
+{
+    static const conv_case k = {{3, 16, 64, 64, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16, 0, 0}, 0, 0, 1 | 4};
+    teeny_ctx *ctx = th_ctx();
+    if (!th_profile("nvidia"))
+        th_skip("this device cannot hold the nvidia profile's work-groups (%s)", teeny_last_error(ctx));
+    ck_assert_int_gt(ctx->tune.profile->conv.dw_grad_rounds, 0);
+    TH_OK(ctx, teeny_profile_begin(ctx));
+    run_case(&k, 1300, 0, 1);
+    int dw = profiled(ctx, "dwconv_dw"), parts = profiled(ctx, "conv_reduce_parts");
+    TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+    th_profile(NULL);
+    ck_assert_msg(dw && parts, "dwconv_dw %d, conv_reduce_parts %d: the weight gradient was not split", dw, parts);
 }
 END_TEST
 
@@ -1077,6 +1179,9 @@ Suite *suite_conv2d(void)
     tcase_add_test(fwd, test_conv2d_infer);
     tcase_add_test(bwd, test_conv2d_finite_differences);
     tcase_add_test(bwd, test_conv2d_backward_workspace);
+    tcase_add_test(bwd, test_conv2d_depthwise_dx_route);
+    tcase_add_test(bwd, test_conv2d_depthwise_dw_split);
+    tcase_add_test(fwd, test_conv2d_depthwise_strips);
     tcase_add_test(bwd, test_conv2d_tf32);
     tcase_add_test(bwd, test_conv2d_split_loops);
     tcase_add_test(bwd, test_conv2d_split_loops_cpu);

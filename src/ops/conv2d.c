@@ -13,8 +13,12 @@
  *     partials conv_reduce_parts sums in a fixed order;
  *   - depthwise kernels when each group has one input channel and at most
  *     dw_mult_max output channels (depthwise, small channel multipliers),
- *     unless the input patch of a tile does not fit in local memory (huge
- *     dilation); otherwise (e.g. a 1-channel input to 32 channels) the GEMM.
+ *     unless a kernel does not fit the device (dwconv_dx's patch in local
+ *     memory at a huge dilation, a loop budget); otherwise (e.g. a
+ *     1-channel input to 32 channels) the GEMM.
+ *     The depthwise input gradient at stride 1 with multiplier 1 is the
+ *     forward kernel over dy with the taps reversed (dwconv_fwd's flip)
+ *     and padding (K-1)*d - p; dwconv_dx takes strides and multipliers > 1.
  * Everything is deterministic: no atomics; partials live in the context's
  * workspace.
  *

@@ -25,6 +25,39 @@ static teeny_status forward_loops(teeny_ctx *ctx, const conv_tuning *tu, const c
     return st;
 }
 
+/* The forward epilogue's operands (conv_epilogue in cl/conv2d.cl). */
+typedef struct {
+    cl_mem bias, scale, shift;
+    int bias_off, scale_off, shift_off, epi, act;
+} dw_epilogue;
+
+/* dwconv_fwd over g (x -> y), its taps reversed where flip is set (the
+ * stride-1 input gradient, backward_dx). *done is 0, with TEENY_OK, where
+ * the kernel does not fit the device (its work-group size, or the loop
+ * budget: the caller takes another path). */
+static teeny_status dw_forward_run(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, cl_mem x, int x_off,
+                                   cl_mem w, int w_off, cl_mem y, int y_off, const dw_epilogue *e, int flip, int *done)
+{
+    dw_plan pl;
+    int loops_fit = 0;
+    teeny_status st = TEENY_OK;
+    *done = 0;
+    teeny__conv_dw_plan_fwd(tu, g, &pl);
+    if (!teeny__conv_dw_fits(ctx, tu, "dwconv_fwd", 0, &st) ||
+        (st = teeny__conv_dw_loops_fit(ctx, tu, g, &pl, 0, &loops_fit)) != TEENY_OK || !loops_fit)
+        return st;
+    char opt[256];
+    teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+    cl_int16 geo = dw_geometry(g);
+    int64_t items = (int64_t)g->B * g->Cout * pl.row_blocks * g->OW;
+    size_t global = (size_t)cdiv(items, tu->dw_wg) * (size_t)tu->dw_wg, local = (size_t)tu->dw_wg;
+    karg k[] = {KM(x),       KI(x_off),        KM(w),       KI(w_off),       KM(y),        KI(y_off),
+                KG(geo),     KI(pl.rows),      KI(pl.row_blocks), KM(e->bias), KI(e->bias_off), KM(e->scale),
+                KI(e->scale_off), KM(e->shift), KI(e->shift_off), KI(e->epi), KI(e->act),   KI(flip)};
+    *done = 1;
+    return run_kernel(ctx, opt, "dwconv_fwd", k, (int)(sizeof k / sizeof k[0]), 1, &global, &local);
+}
+
 /* The convolution with the epilogue's activation act (none, ReLU, SiLU:
  * conv_act in cl/conv2d.cl). */
 static teeny_status forward_run(teeny_ctx *ctx, const teeny__op_args *a, int act)
@@ -45,8 +78,7 @@ static teeny_status forward_run(teeny_ctx *ctx, const teeny__op_args *a, int act
            shift_m = shift ? shift->buf : x->buf;
     int bias_off = bias ? teeny__off(bias) : 0, scale_off = scale ? teeny__off(scale) : 0,
         shift_off = shift ? teeny__off(shift) : 0;
-    int x_off = teeny__off(x), w_off = teeny__off(w), y_off = teeny__off(y), loops_fit = 0;
-    dw_plan pl;
+    int x_off = teeny__off(x), w_off = teeny__off(w), y_off = teeny__off(y);
 
     if (teeny__conv_use_depthwise(tu, &g) && conv_cpu_variant(ctx) && rows_max >= 1) {
         char opt[256];
@@ -58,22 +90,13 @@ static teeny_status forward_run(teeny_ctx *ctx, const teeny__op_args *a, int act
         return teeny__conv_dw_cpu_run(ctx, opt, "dwconv_fwd_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g.OH,
                                       g.Cout, g.B, rows_max);
     }
-    if (teeny__conv_use_depthwise(tu, &g) && teeny__conv_dw_plan_fwd(ctx, tu, &g, &pl) &&
-        teeny__conv_dw_fits(ctx, tu, "dwconv_fwd", pl.local_bytes, &st) &&
-        (st = teeny__conv_dw_loops_fit(ctx, tu, &g, &pl, 0, &loops_fit)) == TEENY_OK && loops_fit) {
-        char opt[256];
-        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
-        cl_int16 geo = dw_geometry(&g);
-        size_t global[3] = {(size_t)tu->dw_wg * pl.tiles_h * pl.tiles_w, (size_t)g.Cin * pl.m_chunks, (size_t)g.B};
-        size_t local[3] = {(size_t)tu->dw_wg, 1, 1};
-        karg k[] = {KM(x->buf),   KI(x_off),      KM(w->buf),  KI(w_off),     KM(y->buf),   KI(y_off),
-                    KG(geo),      KI(pl.m_per),   KI(pl.m_chunks), KI(pl.TH), KI(pl.TW),    KI(pl.tiles_w),
-                    KI(pl.PH),    KI(pl.PW),      KM(bias_m),  KI(bias_off),  KM(scale_m),  KI(scale_off),
-                    KM(shift_m),  KI(shift_off),  KI(epi),     KI(act),       KL(pl.local_bytes)};
-        return run_kernel(ctx, opt, "dwconv_fwd", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
+    if (teeny__conv_use_depthwise(tu, &g)) {
+        dw_epilogue e = {bias_m, scale_m, shift_m, bias_off, scale_off, shift_off, epi, act};
+        int done = 0;
+        st = dw_forward_run(ctx, tu, &g, x->buf, x_off, w->buf, w_off, y->buf, y_off, &e, 0, &done);
+        if (st != TEENY_OK || done)
+            return st;
     }
-    if (st != TEENY_OK)
-        return st;
 
     gemm_job j = {0};
     j.src = x->buf;
@@ -171,6 +194,26 @@ static void phase_taps(int r, int stride, int pad, int dil, int K, int *k0, int 
     }
 }
 
+/* The depthwise input gradient at stride 1 with multiplier 1: dx[ih] =
+ * sum over kh of dy[ih + p - kh*d] * w[kh] (per axis), the forward
+ * convolution of dy with the taps reversed, stride 1, the same dilation
+ * and padding (K-1)*d - p (negative where p is wider than the kernel:
+ * dwconv_fwd's bounds checks hold for any). *done as dw_forward_run's. */
+static teeny_status dx_as_forward(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const teeny_tensor *w,
+                                  const teeny_tensor *dy, teeny_tensor *dx, int *done)
+{
+    conv_geom t = *g;
+    t.H = g->OH;
+    t.W = g->OW;
+    t.OH = g->H;
+    t.OW = g->W;
+    t.ph = (g->KH - 1) * g->dh - g->ph;
+    t.pw = (g->KW - 1) * g->dw - g->pw;
+    dw_epilogue e = {dy->buf, dy->buf, dy->buf, 0, 0, 0, 0, TEENY_ACT_NONE};
+    return dw_forward_run(ctx, tu, &t, dy->buf, teeny__off(dy), w->buf, teeny__off(w), dx->buf, teeny__off(dx), &e,
+                          1, done);
+}
+
 static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const teeny_tensor *w,
                                 const teeny_tensor *dy, teeny_tensor *dx)
 {
@@ -189,6 +232,11 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
         karg k[] = {KM(dy->buf), KI(dy_off), KM(w->buf), KI(w_off), KM(dx->buf), KI(dx_off), KG(geo), {0, NULL}};
         return teeny__conv_dw_cpu_run(ctx, opt, "dwconv_dx_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g->H,
                                       g->Cin, g->B, rows_max);
+    }
+    if (teeny__conv_use_depthwise(tu, g) && g->Cog == 1 && g->sh == 1 && g->sw == 1) {
+        int done = 0;
+        if ((st = dx_as_forward(ctx, tu, g, w, dy, dx, &done)) != TEENY_OK || done)
+            return st;
     }
     if (teeny__conv_use_depthwise(tu, g) && teeny__conv_dw_plan_dx(ctx, tu, g, &pl) &&
         teeny__conv_dw_fits(ctx, tu, "dwconv_dx", pl.local_bytes, &st) &&

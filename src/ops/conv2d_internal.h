@@ -106,8 +106,8 @@ typedef struct {
 /* ---- depthwise plans ---- */
 
 typedef struct {
-    int TH, TW, tiles_h, tiles_w, PH, PW;
-    int m_per, m_chunks; /* forward: output channels per work-group */
+    int TH, TW, tiles_h, tiles_w, PH, PW; /* input gradient (dwconv_dx): tiles and the staged patch */
+    int rows, row_blocks;                 /* forward (dwconv_fwd): rows per strip, strips per column */
     size_t local_bytes;
 } dw_plan;
 
@@ -129,7 +129,7 @@ conv_geom teeny__conv_geom_make(const teeny_tensor *x, const teeny_tensor *w, co
 /* A 1x1, stride-1, unpadded convolution (y's pixels are x's). */
 int teeny__conv_plain(const conv_geom *g);
 int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g);
-int teeny__conv_dw_plan_fwd(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
+void teeny__conv_dw_plan_fwd(const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t local_bytes, teeny_status *st);
 /* The depthwise CPU variants' launch (conv_cpu_variant): `name` over

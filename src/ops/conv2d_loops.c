@@ -66,9 +66,8 @@ teeny_status teeny__conv_dw_cpu_rows(teeny_ctx *ctx, const conv_geom *g, int dx,
     return st;
 }
 
-/* dwconv_fwd: the patch and weight staging loops (their elements over
- * DW_WG items, + 1 each), the output channels (m_per + 1) and per channel
- * the item's rows (TH / rstep + 1) of taps (KH + 1 + KH*(KW + 1)).
+/* dwconv_fwd: the clear and the store (DW_ROWS + 1 each) and the taps
+ * (KH + 1, KW + 1 per kh), each with its loop over DW_ROWS rows (+ 1).
  * dwconv_dx: the staging loop, DW_ROWS rows (+ 1), and per row the mult
  * channels (+ 1) of taps. */
 static int64_t dw_item_trips(const conv_tuning *tu, const conv_geom *g, const dw_plan *pl, int dx)
@@ -79,9 +78,8 @@ static int64_t dw_item_trips(const conv_tuning *tu, const conv_geom *g, const dw
         int64_t stage = cdiv((int64_t)g->Cog * pl->PH * pl->PW + g->Cog * KHW, wg) + 1;
         return stage + (tu->dw_rows + 1) + (int64_t)tu->dw_rows * ((g->Cog + 1) + (int64_t)g->Cog * taps);
     }
-    int64_t rstep = wg / pl->TW, rows = cdiv(pl->TH, rstep > 0 ? rstep : 1);
-    int64_t stage = cdiv((int64_t)pl->PH * pl->PW, wg) + 1 + cdiv((int64_t)pl->m_per * KHW, wg) + 1;
-    return stage + (pl->m_per + 1) + (int64_t)pl->m_per * ((rows + 1) + rows * taps);
+    int64_t rows = tu->dw_rows + 1;
+    return 2 * rows + (g->KH + 1) + (int64_t)g->KH * ((g->KW + 1) + (int64_t)g->KW * rows);
 }
 
 teeny_status teeny__conv_dw_loops_fit(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const dw_plan *pl,

@@ -291,42 +291,14 @@ static size_t local_budget(const teeny_ctx *ctx)
     return ctx->info.local_mem_bytes > 1024 ? (size_t)ctx->info.local_mem_bytes - 1024 : 0;
 }
 
-/* Forward plan; 0 when the input patch cannot fit in local memory. */
-int teeny__conv_dw_plan_fwd(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl)
+/* Forward plan: each column of an output plane in row_blocks strips of
+ * `rows` rows, at most DW_ROWS and as even as they go (56 rows: 7 strips
+ * of 8; 28: 4 of 7), so that no strip is mostly empty. */
+void teeny__conv_dw_plan_fwd(const conv_tuning *tu, const conv_geom *g, dw_plan *pl)
 {
-    int mult = g->Cog;
-    int64_t KHW = (int64_t)g->KH * g->KW;
-    dw_tile(g->OH, g->OW, tu->dw_wg, 4, pl);
-    while (pl->TH > 1 && (int64_t)pl->tiles_h * pl->tiles_w * g->Cin * g->B * mult < target_groups(ctx, tu)) {
-        pl->TH = (pl->TH + 1) / 2;
-        pl->tiles_h = (int)cdiv(g->OH, pl->TH);
-    }
-    int64_t groups = (int64_t)pl->tiles_h * pl->tiles_w * g->Cin * g->B;
-    int64_t chunks = mult > 1 ? cdiv(target_groups(ctx, tu), groups) : 1;
-    if (chunks > mult)
-        chunks = mult;
-    pl->m_per = (int)cdiv(mult, chunks);
-    for (;;) {
-        int64_t ph = (int64_t)(pl->TH - 1) * g->sh + (int64_t)(g->KH - 1) * g->dh + 1;
-        int64_t pw = (int64_t)(pl->TW - 1) * g->sw + (int64_t)(g->KW - 1) * g->dw + 1;
-        int64_t bytes = (ph * pw + pl->m_per * KHW) * (int64_t)sizeof(float);
-        if (ph * pw <= INT32_MAX && bytes <= (int64_t)local_budget(ctx)) {
-            pl->PH = (int)ph;
-            pl->PW = (int)pw;
-            pl->local_bytes = (size_t)bytes;
-            break;
-        }
-        if (pl->TH > 1) {
-            pl->TH = (pl->TH + 1) / 2;
-            pl->tiles_h = (int)cdiv(g->OH, pl->TH);
-        } else if (pl->m_per > 1) {
-            pl->m_per = (pl->m_per + 1) / 2;
-        } else {
-            return 0;
-        }
-    }
-    pl->m_chunks = (int)cdiv(mult, pl->m_per);
-    return 1;
+    memset(pl, 0, sizeof *pl);
+    pl->row_blocks = (int)cdiv(g->OH, tu->dw_rows);
+    pl->rows = (int)cdiv(g->OH, pl->row_blocks);
 }
 
 /* Input-gradient plan over the H x W plane of dx. */
@@ -523,6 +495,9 @@ teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, c
          * CPU GEMM, k = B*OH*OW) or positions of B*OH*OW */
         int64_t units = gp->depthwise && conv_cpu_variant(ctx) ? (int64_t)g->B * g->OH : R;
         z = cdiv(target, tiles);
+        if (gp->depthwise && !conv_cpu_variant(ctx) && tu->dw_grad_rounds > 0 &&
+            z < cdiv(R, (int64_t)tu->dw_wg * tu->dw_grad_rounds))
+            z = cdiv(R, (int64_t)tu->dw_wg * tu->dw_grad_rounds); /* items of dw_grad_rounds rounds at most */
         if (z > cdiv(R, min_chunk))
             z = cdiv(R, min_chunk);
         if (z < z_min) /* only where the device limits a work-item's loop trips */
