@@ -578,27 +578,6 @@ START_TEST(test_conv2d_depthwise_strips)
 }
 END_TEST
 
-/* The depthwise weight gradient's split where the profile asks for short
- * items (dw_grad_rounds: NVIDIA's rows): 3 x 64 x 64 positions over 16
- * channels take 3 chunks of at most 16 rounds of 256 positions, summed by
- * conv_reduce_parts (by waves alone a small device takes one chunk), and
- * match the float64 reference. */
-START_TEST(test_conv2d_depthwise_dw_split)
-{
-    static const conv_case k = {{3, 16, 64, 64, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16, 0, 0}, 0, 0, 1 | 4};
-    teeny_ctx *ctx = th_ctx();
-    if (!th_profile("nvidia"))
-        th_skip("this device cannot hold the nvidia profile's work-groups (%s)", teeny_last_error(ctx));
-    ck_assert_int_gt(ctx->tune.profile->conv.dw_grad_rounds, 0);
-    TH_OK(ctx, teeny_profile_begin(ctx));
-    run_case(&k, 1300, 0, 1);
-    int dw = profiled(ctx, "dwconv_dw"), parts = profiled(ctx, "conv_reduce_parts");
-    TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
-    th_profile(NULL);
-    ck_assert_msg(dw && parts, "dwconv_dw %d, conv_reduce_parts %d: the weight gradient was not split", dw, parts);
-}
-END_TEST
-
 /* Forward and backward of k (bias, every gradient) against the
  * reference; out[0..3] = y, dx, dw, dbias as read back (caller frees).
  * Returns the kernels launched. */
@@ -1180,7 +1159,6 @@ Suite *suite_conv2d(void)
     tcase_add_test(bwd, test_conv2d_finite_differences);
     tcase_add_test(bwd, test_conv2d_backward_workspace);
     tcase_add_test(bwd, test_conv2d_depthwise_dx_route);
-    tcase_add_test(bwd, test_conv2d_depthwise_dw_split);
     tcase_add_test(fwd, test_conv2d_depthwise_strips);
     tcase_add_test(bwd, test_conv2d_tf32);
     tcase_add_test(bwd, test_conv2d_split_loops);

@@ -495,9 +495,6 @@ teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, c
          * CPU GEMM, k = B*OH*OW) or positions of B*OH*OW */
         int64_t units = gp->depthwise && conv_cpu_variant(ctx) ? (int64_t)g->B * g->OH : R;
         z = cdiv(target, tiles);
-        if (gp->depthwise && !conv_cpu_variant(ctx) && tu->dw_grad_rounds > 0 &&
-            z < cdiv(R, (int64_t)tu->dw_wg * tu->dw_grad_rounds))
-            z = cdiv(R, (int64_t)tu->dw_wg * tu->dw_grad_rounds); /* items of dw_grad_rounds rounds at most */
         if (z > cdiv(R, min_chunk))
             z = cdiv(R, min_chunk);
         if (z < z_min) /* only where the device limits a work-item's loop trips */

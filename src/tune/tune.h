@@ -67,8 +67,6 @@ typedef struct {
     int dw_rows;               /* output rows per item in dwconv_dx, at most in dwconv_fwd */
     int dw_taps;               /* taps per pass in dwconv_dw */
     int dw_mult_max;           /* depthwise kernels up to this channel multiplier */
-    int dw_grad_rounds;        /* > 0: dwconv_dw's split gives an item about this many rounds of DW_WG
-                                * positions at most (more, shorter chunks); 0: the split of waves only */
     int waves;                 /* work-groups per compute unit to aim for */
     int cpu_rows;              /* > 0: GEMMs by conv_gemm_cpu, this many rows per item */
     int cpu_wg;                /* its work-group (items along m) */
