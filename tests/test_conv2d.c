@@ -626,6 +626,75 @@ START_TEST(test_conv2d_split_loops)
 }
 END_TEST
 
+/* The input gradient's stride phases in one conv_gemm_gather launch (the
+ * GPU tunings, forced here; conv_gemm_cpu keeps a launch per phase): y,
+ * dx, dw and dbias against the reference and bit for bit those of one
+ * launch per phase (teeny__conv2d_debug_phases), with exactly phases - 1
+ * launches fewer: thin and wide channel counts, phases no tap reaches
+ * (1x1 stride 3; stride 2 with dilation 2), mixed strides with groups and
+ * ONNX's extra end padding, a plane smaller than the stride; under tf32
+ * too where the device has it. */
+START_TEST(test_conv2d_dx_phases)
+{
+    static const struct {
+        conv_case k;
+        int phases;
+    } cases[] = {
+        {{{2, 3, 23, 21, 8, 7, 7, 2, 2, 3, 3, 1, 1, 1, 0, 0}, 1, 0, 0}, 4},   /* a 7x7 stem, 3 channels */
+        {{{2, 5, 10, 11, 6, 1, 1, 3, 3, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0}, 9},   /* 8 phases without taps */
+        {{{2, 6, 13, 12, 4, 3, 3, 2, 2, 2, 1, 2, 2, 2, 0, 0}, 1, 0, 0}, 4},   /* dilation 2: one row phase empty */
+        {{{3, 6, 19, 17, 9, 4, 3, 2, 3, 1, 2, 2, 1, 3, 1, 0}, 1, 0, 0}, 6},   /* strides (2, 3), groups, end pad */
+        {{{1, 4, 1, 5, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0}, 2},     /* H = 1 < stride */
+        {{{2, 40, 9, 9, 36, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0}, 4},   /* 40 channels: more column tiles */
+    };
+    static const char *const profiles[] = {"generic", "nvidia"};
+    teeny_ctx *ctx = th_ctx();
+    int n_cases = (int)(sizeof cases / sizeof cases[0]);
+    int64_t budget; /* the loop-limit probe's launch now, not inside a count below */
+    TH_OK(ctx, teeny__loop_budget(ctx, &budget));
+    for (int pi = 0; pi < 2; pi++) {
+        if (!th_profile(profiles[pi]))
+            continue;
+        for (int tf32 = 0; tf32 < 2; tf32++) {
+            if (tf32 && !th_tf32_on(ctx))
+                break;
+            tol = tf32 ? TOL_TF32 : TOL;
+            for (int ci = 0; ci < n_cases; ci++) {
+                const conv_case *k = &cases[ci].k;
+                uint64_t seed = 5200 + (uint64_t)ci;
+                th_rng r = th_rng_make(seed);
+                char repro[400];
+                conv_data d;
+                float *merged[4], *each[4];
+                repro_str(k, seed, repro, sizeof repro);
+                snprintf(repro + strlen(repro), sizeof repro - strlen(repro), ", %s tuning%s", profiles[pi],
+                         tf32 ? ", tf32" : "");
+                data_make(&d, &k->c, &r);
+                teeny__conv2d_debug_phases(0);
+                long n_merged = split_run(k, &d, merged, TEENY_OK, repro);
+                teeny__conv2d_debug_phases(1);
+                long n_each = split_run(k, &d, each, TEENY_OK, repro);
+                teeny__conv2d_debug_phases(0);
+                ck_assert_msg(n_each - n_merged == cases[ci].phases - 1,
+                              "%ld launches merged, %ld one per phase (%d phases); %s", n_merged, n_each,
+                              cases[ci].phases, repro);
+                size_t sz[4] = {d.ny, d.nx, d.nw, (size_t)k->c.Cout};
+                for (int i = 0; i < 4; i++) {
+                    ck_assert_msg(!memcmp(merged[i], each[i], sz[i] * 4),
+                                  "output %d: merged phases differ from one launch per phase; %s", i, repro);
+                    free(merged[i]);
+                    free(each[i]);
+                }
+                data_free(&d);
+            }
+        }
+        TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
+        tol = TOL;
+        th_profile(NULL);
+    }
+}
+END_TEST
+
 /* The CPU variants' splits (the CPU GEMM's chunks, the depthwise CPU
  * kernels' rows): on devices whose profile takes them. */
 START_TEST(test_conv2d_split_loops_cpu)
@@ -1079,6 +1148,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(bwd, test_conv2d_backward_workspace);
     tcase_add_test(bwd, test_conv2d_tf32);
     tcase_add_test(bwd, test_conv2d_split_loops);
+    tcase_add_test(bwd, test_conv2d_dx_phases);
     tcase_add_test(bwd, test_conv2d_split_loops_cpu);
     if (!th_small()) {
         tcase_add_loop_test(fwd, test_conv2d_large, 0, N_LARGE);

@@ -3,7 +3,8 @@
  * teeny__conv2d_backward (in/out slots as conv2d.c's banner lists them):
  * per pass, the choice between the depthwise kernels and the GEMM path,
  * the depthwise launches, the input gradient as one GEMM per stride
- * phase, and the weight and bias gradients as chunked partials summed in
+ * phase (all of them in one launch where the GEMMs are the tiled GPU
+ * kernels: teeny__conv_phases_merged), and the weight and bias gradients as chunked partials summed in
  * a fixed order by conv_reduce_parts (deterministic; partials in the
  * context's workspace). Plans, tiles and GEMM launches come from
  * conv2d_plan.c through conv2d_internal.h.
@@ -171,6 +172,84 @@ static void phase_taps(int r, int stride, int pad, int dil, int K, int *k0, int 
     }
 }
 
+/* The GEMM of stride phase (rh, rw) of dx: those positions only see the
+ * taps k0 + i*step, whose dy rows are (p + c - i*dil/gcd). */
+static void dx_phase_job(const conv_geom *g, const teeny_tensor *w, const teeny_tensor *dy, teeny_tensor *dx, int rh,
+                         int rw, gemm_job *j)
+{
+    int kh0, step_h, nkh, c_h, kw0, step_w, nkw, c_w, dy_off = teeny__off(dy), dx_off = teeny__off(dx);
+    phase_taps(rh, g->sh, g->ph, g->dh, g->KH, &kh0, &step_h, &nkh, &c_h);
+    phase_taps(rw, g->sw, g->pw, g->dw, g->KW, &kw0, &step_w, &nkw, &c_w);
+    memset(j, 0, sizeof *j);
+    j->src = dy->buf;
+    j->src_off = dy_off;
+    j->w = w->buf;
+    j->w_off = teeny__off(w) + kh0 * g->KW + kw0;
+    j->out = dx->buf;
+    j->out_off = dx_off + rh * g->W + rw;
+    j->P = (g->H - rh + g->sh - 1) / g->sh;
+    j->Q = (g->W - rw + g->sw - 1) / g->sw;
+    j->M = g->B * j->P * j->Q;
+    j->N = g->Cig;
+    j->G = g->G;
+    j->Kc = nkh && nkw ? g->Cog : 0; /* no tap reaches this phase: dx = 0 */
+    j->Kh = nkh ? nkh : 1;
+    j->Kw = nkw ? nkw : 1;
+    j->src_bstride = g->Cout * g->OH * g->OW;
+    j->src_cstride = g->OH * g->OW;
+    j->src_gstride = g->Cog * g->OH * g->OW;
+    j->Hs = g->OH;
+    j->Ws = g->OW;
+    j->a_h = 1;
+    j->c_h = c_h;
+    j->e_h = -(g->dh / gcd(g->sh, g->dh));
+    j->a_w = 1;
+    j->c_w = c_w;
+    j->e_w = -(g->dw / gcd(g->sw, g->dw));
+    j->w_gstride = g->Cog * g->Cig * g->KH * g->KW;
+    j->w_nstride = g->KH * g->KW;
+    j->w_cstride = g->Cig * g->KH * g->KW;
+    j->w_hstride = step_h * g->KW;
+    j->w_wstride = step_w;
+    j->out_bstride = g->Cin * g->H * g->W;
+    j->out_nstride = g->H * g->W;
+    j->out_hstride = g->sh * g->W;
+    j->out_wstride = g->sw;
+    j->bias = j->scale = j->shift = dy->buf;
+    j->vec_out = g->sh == 1 && g->sw == 1 && (g->H * g->W) % 4 == 0 && dx_off % 4 == 0;
+    j->plain = teeny__conv_plain(g) && (g->OH * g->OW) % 4 == 0 && dy_off % 4 == 0;
+}
+
+/* Phase (0, 0)'s job j as the launch of all n_h x n_w phases (grid index
+ * z; cl/conv2d.cl's conv_phase_job derives each phase's fields from the
+ * launch's as dx_phase_job does): the weights and dx from their tensors'
+ * offsets, every channel, the most taps of any phase per axis (for the
+ * launch's k range; phase (0, 0) has the most rows). */
+static void phase_merge(const conv_geom *g, int n_h, int n_w, int w_off, int dx_off, gemm_job *j)
+{
+    int step_h = g->sh / gcd(g->sh, g->dh), step_w = g->sw / gcd(g->sw, g->dw);
+    int k0, step, count, c, most_h = 0, most_w = 0;
+    for (int r = 0; r < n_h; r++) {
+        phase_taps(r, g->sh, g->ph, g->dh, g->KH, &k0, &step, &count, &c);
+        most_h = count > most_h ? count : most_h;
+    }
+    for (int r = 0; r < n_w; r++) {
+        phase_taps(r, g->sw, g->pw, g->dw, g->KW, &k0, &step, &count, &c);
+        most_w = count > most_w ? count : most_w;
+    }
+    j->w_off = w_off;
+    j->out_off = dx_off;
+    j->Kc = g->Cog;
+    j->Kh = most_h ? most_h : 1;
+    j->Kw = most_w ? most_w : 1;
+    cl_int16 v = {{n_w, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw, g->KH, g->KW, g->H, g->W, step_h, step_w, g->B,
+                   0, 0}};
+    j->phase = v;
+    j->phases = n_h * n_w;
+    /* conv_phase_axis's loops: at most min(K, step) trips and the exit, per axis */
+    j->phase_trips = (g->KH < step_h ? g->KH : step_h) + 1 + (g->KW < step_w ? g->KW : step_w) + 1;
+}
+
 static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const teeny_tensor *w,
                                 const teeny_tensor *dy, teeny_tensor *dx)
 {
@@ -205,51 +284,16 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
     if (st != TEENY_OK)
         return st;
 
-    /* one GEMM per stride phase (rh, rw) of dx: those positions only see
-     * the taps k0 + i*step, whose dy rows are (p + c - i*dil/gcd) */
-    for (int rh = 0; rh < g->sh && rh < g->H && st == TEENY_OK; rh++)
-        for (int rw = 0; rw < g->sw && rw < g->W && st == TEENY_OK; rw++) {
-            int kh0, step_h, nkh, c_h, kw0, step_w, nkw, c_w;
-            phase_taps(rh, g->sh, g->ph, g->dh, g->KH, &kh0, &step_h, &nkh, &c_h);
-            phase_taps(rw, g->sw, g->pw, g->dw, g->KW, &kw0, &step_w, &nkw, &c_w);
-            gemm_job j = {0};
-            j.src = dy->buf;
-            j.src_off = dy_off;
-            j.w = w->buf;
-            j.w_off = w_off + kh0 * g->KW + kw0;
-            j.out = dx->buf;
-            j.out_off = dx_off + rh * g->W + rw;
-            j.P = (g->H - rh + g->sh - 1) / g->sh;
-            j.Q = (g->W - rw + g->sw - 1) / g->sw;
-            j.M = g->B * j.P * j.Q;
-            j.N = g->Cig;
-            j.G = g->G;
-            j.Kc = nkh && nkw ? g->Cog : 0; /* no tap reaches this phase: dx = 0 */
-            j.Kh = nkh ? nkh : 1;
-            j.Kw = nkw ? nkw : 1;
-            j.src_bstride = g->Cout * g->OH * g->OW;
-            j.src_cstride = g->OH * g->OW;
-            j.src_gstride = g->Cog * g->OH * g->OW;
-            j.Hs = g->OH;
-            j.Ws = g->OW;
-            j.a_h = 1;
-            j.c_h = c_h;
-            j.e_h = -(g->dh / gcd(g->sh, g->dh));
-            j.a_w = 1;
-            j.c_w = c_w;
-            j.e_w = -(g->dw / gcd(g->sw, g->dw));
-            j.w_gstride = g->Cog * g->Cig * g->KH * g->KW;
-            j.w_nstride = g->KH * g->KW;
-            j.w_cstride = g->Cig * g->KH * g->KW;
-            j.w_hstride = step_h * g->KW;
-            j.w_wstride = step_w;
-            j.out_bstride = g->Cin * g->H * g->W;
-            j.out_nstride = g->H * g->W;
-            j.out_hstride = g->sh * g->W;
-            j.out_wstride = g->sw;
-            j.bias = j.scale = j.shift = dy->buf;
-            j.vec_out = g->sh == 1 && g->sw == 1 && (g->H * g->W) % 4 == 0 && dx_off % 4 == 0;
-            j.plain = teeny__conv_plain(g) && (g->OH * g->OW) % 4 == 0 && dy_off % 4 == 0;
+    gemm_job j;
+    int n_h = g->sh < g->H ? g->sh : g->H, n_w = g->sw < g->W ? g->sw : g->W;
+    if (n_h * n_w > 1 && teeny__conv_phases_merged(tu)) { /* every phase in one launch */
+        dx_phase_job(g, w, dy, dx, 0, 0, &j);
+        phase_merge(g, n_h, n_w, w_off, dx_off, &j);
+        return teeny__conv_gemm_run(ctx, tu, &j);
+    }
+    for (int rh = 0; rh < n_h && st == TEENY_OK; rh++)
+        for (int rw = 0; rw < n_w && st == TEENY_OK; rw++) {
+            dx_phase_job(g, w, dy, dx, rh, rw, &j);
             st = teeny__conv_gemm_run(ctx, tu, &j);
         }
     return st;

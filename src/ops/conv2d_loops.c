@@ -150,10 +150,13 @@ static void gemm_trips(const gemm_tile *t, int kind, int64_t *fixed, int64_t *pe
     *fixed = setup + (wm * wn + 1) + (a_loads + b_loads) + 1 + load + store;
 }
 
-teeny_status teeny__conv_gemm_tiles(teeny_ctx *ctx, const gemm_tile *t, int plain, int64_t k_tiles, int64_t *per)
+/* extra_trips: the merged stride phases' search (gemm_job.phase_trips). */
+teeny_status teeny__conv_gemm_tiles(teeny_ctx *ctx, const gemm_tile *t, int plain, int64_t k_tiles,
+                                    int64_t extra_trips, int64_t *per)
 {
     int64_t fixed, per_tile;
     gemm_trips(t, plain ? 1 : 0, &fixed, &per_tile);
+    fixed += extra_trips;
     return teeny__loop_split(ctx, plain ? "conv_gemm_1x1" : "conv_gemm_gather", k_tiles, fixed, per_tile, per);
 }
 

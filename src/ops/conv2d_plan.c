@@ -17,13 +17,24 @@
  */
 #include "conv2d_internal.h"
 
-/* Test hooks (see ops.h): a tile, no depthwise path. */
-static int force_tile = -1, force_no_depthwise = 0;
+/* Test hooks (see ops.h): a tile, no depthwise path, one launch per
+ * stride phase. */
+static int force_tile = -1, force_no_depthwise = 0, force_phase_launches = 0;
 
 void teeny__conv2d_debug(int tile, int no_depthwise)
 {
     force_tile = tile;
     force_no_depthwise = no_depthwise;
+}
+
+void teeny__conv2d_debug_phases(int one_per_launch)
+{
+    force_phase_launches = one_per_launch;
+}
+
+int teeny__conv_phases_merged(const conv_tuning *tu)
+{
+    return tu->cpu_rows == 0 && !force_phase_launches;
 }
 
 /* The GEMMs' double-buffered A and B slices (LDA, LDB in cl/conv2d.cl:
@@ -240,20 +251,21 @@ teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const g
             return st;
         return teeny__conv_cpu_gemm_run(ctx, tu, j, opt, 1, per, 0);
     }
-    int tile = pick_tile(ctx, tu, j->M, j->N, j->G, 1);
+    int phases = j->phases > 1 ? j->phases : 1;
+    int tile = pick_tile(ctx, tu, (int64_t)j->M * phases, j->N, j->G, 1);
     const char *name = j->plain ? "conv_gemm_1x1" : "conv_gemm_gather";
     st = fit_tile(ctx, tu, name, &tile);
     if (st != TEENY_OK)
         return st;
     const gemm_tile *t = &tu->tiles[tile];
     int64_t K = j->plain ? j->Kc : (int64_t)j->Kc * j->Kh * j->Kw, k_tiles = cdiv(K, t->tk);
-    if ((st = teeny__conv_gemm_tiles(ctx, t, j->plain, k_tiles, &per)) != TEENY_OK)
+    if ((st = teeny__conv_gemm_tiles(ctx, t, j->plain, k_tiles, j->phase_trips, &per)) != TEENY_OK)
         return st;
     char opt[256];
     teeny__conv_tile_options(tu, tile, opt, sizeof opt);
     size_t wg = (size_t)gemm_wg(t);
-    size_t global[2] = {(size_t)cdiv(j->M, t->tm) * wg, (size_t)(cdiv(j->N, t->tn) * j->G)};
-    size_t local[2] = {wg, 1};
+    size_t global[3] = {(size_t)cdiv(j->M, t->tm) * wg, (size_t)(cdiv(j->N, t->tn) * j->G), (size_t)phases};
+    size_t local[3] = {wg, 1, 1};
     int k_begin = 0, k_end = 0, seg = 0;
     karg a[] = {KM(j->src),         KI(j->src_off),     KM(j->w),           KI(j->w_off),       KM(j->out),
                 KI(j->out_off),     KI(j->M),           KI(j->N),           KI(j->P),           KI(j->Q),
@@ -263,12 +275,12 @@ teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const g
                 KI(j->w_cstride),   KI(j->w_hstride),   KI(j->w_wstride),   KI(j->out_bstride), KI(j->out_nstride),
                 KI(j->out_hstride), KI(j->out_wstride), KM(j->bias),        KI(j->bias_off),    KM(j->scale),
                 KI(j->scale_off),   KM(j->shift),       KI(j->shift_off),   KI(j->epi),         KI(j->act),
-                KI(j->vec_out),     KI(k_begin),        KI(k_end),          KI(seg)};
+                KI(j->vec_out),     KI(k_begin),        KI(k_end),          KI(seg),            KG(j->phase)};
     for (int64_t kt = 0; st == TEENY_OK && (kt == 0 || kt < k_tiles); kt += per) {
         k_begin = (int)(kt * t->tk);
         k_end = kt + per >= k_tiles ? (int)K : (int)((kt + per) * t->tk);
         seg = (kt == 0 ? CONV_SEG_FIRST : 0) | (kt + per >= k_tiles ? CONV_SEG_LAST : 0);
-        st = run_kernel(ctx, opt, name, a, (int)(sizeof a / sizeof a[0]), 2, global, local);
+        st = run_kernel(ctx, opt, name, a, (int)(sizeof a / sizeof a[0]), 3, global, local);
     }
     return st;
 }
