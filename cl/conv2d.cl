@@ -123,13 +123,16 @@ TEENY_INLINE float conv_act(int act, float x)
 #define A4_TK (GEMM_WG / A4_TM)
 #define A4_NM (TILE_M / 4 / A4_TM)
 #define A4_NK (TILE_K / A4_TK)
-/* B (weight) loads: TILE_K items along k, the rest along n. */
+/* B (weight) loads: TILE_K items along k, the rest along n; where they
+ * outnumber a thin tile's columns (B_TN > TILE_N), those past TILE_N load
+ * none. */
 #define B_TN (GEMM_WG / TILE_K)
-#define B_NN (TILE_N / B_TN)
-/* Weight-gradient kernel: TILE_K items along r, the rest along m and n. */
+#define B_NN ((TILE_N + B_TN - 1) / B_TN)
+/* Weight-gradient kernel: TILE_K items along r, the rest along m and n
+ * (as B: items past a thin tile's columns load none of DY). */
 #define R_TX (GEMM_WG / TILE_K)
 #define R_NM (TILE_M / R_TX)
-#define R_NN (TILE_N / R_TX)
+#define R_NN ((TILE_N + R_TX - 1) / R_TX)
 
 #define EPI_BIAS 1
 #define EPI_SCALE 2
@@ -433,7 +436,7 @@ TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, i
 #define GEMM_B_SETUP()                                                                                      \
     const int bk = tid % TILE_K, bn = tid / TILE_K;                                                         \
     const int b_base = w_off + g * w_gstride + (n0 + bn) * w_nstride, b_nstep = B_TN * w_nstride;          \
-    const int b_count = (N - n0 - bn + B_TN - 1) / B_TN; /* columns of this item inside N */              \
+    const int b_count = bn < TILE_N ? (N - n0 - bn + B_TN - 1) / B_TN : 0; /* its columns inside N */     \
     conv_idx b_at = idx_make(bk + k_begin, Kh, Kw), b_step = idx_make(TILE_K, Kh, Kw)
 
 #define GEMM_B_LOAD(rb)                                                                                     \
@@ -575,7 +578,8 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
             for (int i = 0; i < A_NM; i++)
                 as[(ak + j * A_TK) * LDA + am + i * A_TM] = TF32_STAGE(ra[j * A_NM + i]);
         for (int i = 0; i < B_NN; i++)
-            bs[bk * LDB + bn + i * B_TN] = TF32_STAGE(rb[i]);
+            if (B_TN * B_NN == TILE_N || bn + i * B_TN < TILE_N) /* a constant but for thin tiles */
+                bs[bk * LDB + bn + i * B_TN] = TF32_STAGE(rb[i]);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t + 1 < k_tiles) {
             LOAD_A();
@@ -653,7 +657,8 @@ void conv_gemm_1x1(__global const float *restrict src, int src_off, __global con
             for (int i = 0; i < A4_NM; i++)
                 as[(ak + j * A4_TK) * (LDA / 4) + am + i * A4_TM] = TF32_STAGE4(ra[j * A4_NM + i]);
         for (int i = 0; i < B_NN; i++)
-            bs[bk * LDB + bn + i * B_TN] = TF32_STAGE(rb[i]);
+            if (B_TN * B_NN == TILE_N || bn + i * B_TN < TILE_N) /* a constant but for thin tiles */
+                bs[bk * LDB + bn + i * B_TN] = TF32_STAGE(rb[i]);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t + 1 < k_tiles) {
             LOAD_A();
@@ -704,7 +709,7 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
     int n_off[R_NN];
     for (int i = 0; i < R_NN; i++) {
         int n = n0 + rx + i * R_TX;
-        n_off[i] = n < N ? (g * N + n) * OHW : -1;
+        n_off[i] = n < N && rx + i * R_TX < TILE_N ? (g * N + n) * OHW : -1;
     }
     /* r = (b, oh, ow) as a (c, h, w) index of extents (*, OH, OW) */
     conv_idx r_at = idx_make(r_begin + rk, OH, OW), r_step = idx_make(TILE_K, OH, OW);
@@ -738,7 +743,8 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
         for (int i = 0; i < R_NM; i++)
             as[rk * LDA + rx + i * R_TX] = TF32_STAGE(ra[i]);
         for (int i = 0; i < R_NN; i++)
-            bs[rk * LDB + rx + i * R_TX] = TF32_STAGE(rb[i]);
+            if (R_TX * R_NN == TILE_N || rx + i * R_TX < TILE_N)
+                bs[rk * LDB + rx + i * R_TX] = TF32_STAGE(rb[i]);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t + 1 < k_tiles)
             LOAD_AB();

@@ -10,10 +10,11 @@
  * The tuning is the device profile's (ctx->tune, src/tune/profiles.def):
  * a short list of GEMM tile shapes (TILE_M x TILE_N x TILE_K, WPT_M x
  * WPT_N per work-item) and the depthwise/reduction work-group size, passed
- * as -D options. Per problem, pick_tile takes the largest tile the device
- * holds that does not waste columns and still gives every compute unit
- * work. Problem geometry is always a kernel argument, so a device builds
- * one program per tile shape at most.
+ * as -D options. Per problem, pick_tile takes the tile of least estimated
+ * cost (padded rows and columns, operand staging) among those the device
+ * holds that still give every compute unit work. Problem geometry is
+ * always a kernel argument, so a device builds one program per tile shape
+ * at most.
  */
 #include "conv2d_internal.h"
 
@@ -68,29 +69,54 @@ static int64_t target_groups(const teeny_ctx *ctx, const conv_tuning *tu)
     return (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) * tu->waves;
 }
 
-/* The tile for an M x N GEMM per group over G groups: the largest whose
- * columns are not mostly padding and, when occupancy matters (not for the
- * split weight gradient), that gives every compute unit the tile's
- * min_per_cu work-groups. */
+/* A GEMM's cost with tile t, in quarter multiply-adds per k: per
+ * work-group its tm x tn products (padding included) at the micro-tile's
+ * local-memory reads per product (a WPT_M x WPT_N item reads wm + wn
+ * operands for wm*wn products; 8 x 8 keeps up with the FMA units, 4 x 4
+ * takes twice their time; tf32's mma makes a product a quarter), and its
+ * tm + tn staged operands (a gathered load, its bounds test, a local store:
+ * STAGE_COST products each), times the work-groups. */
+#define STAGE_COST 8
+static int64_t tile_cost(const conv_tuning *tu, const gemm_tile *t, int64_t M, int64_t N, int64_t G)
+{
+    int64_t per_product = tu->tf32 ? 1 : 16 / t->wm + 16 / t->wn;
+    if (per_product < 4 && !tu->tf32)
+        per_product = 4;
+    return cdiv(M, t->tm) * cdiv(N, t->tn) * G *
+           ((int64_t)t->tm * t->tn * per_product + 4 * STAGE_COST * ((int64_t)t->tm + t->tn));
+}
+
+/* The tile for an M x N GEMM per group over G groups: of the tiles the
+ * device holds, the cheapest (tile_cost: padded rows and columns alike)
+ * among those that, when occupancy matters (not for the split weight
+ * gradient), give every compute unit the tile's min_per_cu work-groups;
+ * the smallest tile (min_per_cu 0) where none does. */
 static int pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int64_t N, int64_t G, int occupancy)
 {
-    int last = tu->n_tiles - 1;
+    int64_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
+    int last = tu->n_tiles - 1, best = -1;
+    int64_t best_cost = 0;
     while (last > 0 && !tile_fits(ctx, tu, &tu->tiles[last]))
         last--;
     if (force_tile >= 0 && force_tile < tu->n_tiles && tile_fits(ctx, tu, &tu->tiles[force_tile]))
         return force_tile;
-    for (int i = 0; i < last; i++) {
+    for (int i = 0; i <= last; i++) {
         const gemm_tile *t = &tu->tiles[i];
-        if (!tile_fits(ctx, tu, t))
+        if (!tile_fits(ctx, tu, t) ||
+            (occupancy && i < last && cdiv(M, t->tm) * cdiv(N, t->tn) * G < (int64_t)t->min_per_cu * cus))
             continue;
-        if (t->tn > N && tu->tiles[i + 1].tn >= N)
-            continue; /* a narrower tile covers N with less padding */
-        if (occupancy && cdiv(M, t->tm) * cdiv(N, t->tn) * G <
-                             (int64_t)t->min_per_cu * (ctx->info.compute_units ? ctx->info.compute_units : 1))
-            continue;
-        return i;
+        int64_t cost = tile_cost(tu, t, M, N, G);
+        if (best < 0 || cost < best_cost) {
+            best = i;
+            best_cost = cost;
+        }
     }
-    return last;
+    return best >= 0 ? best : last;
+}
+
+int teeny__conv2d_debug_pick(const teeny_ctx *ctx, int64_t M, int64_t N, int64_t G, int occupancy)
+{
+    return pick_tile(ctx, conv_tuning_of(ctx), M, N, G, occupancy);
 }
 
 /* The kernel's own limits (CL_KERNEL_WORK_GROUP_SIZE, its static local
