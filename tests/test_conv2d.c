@@ -17,6 +17,7 @@
 #include "core/clwrap.h"
 #include "harness.h"
 #include "internal.h"
+#include "ops/conv2d_internal.h"
 #include "ops/ops.h"
 #include "ref/conv2d_ref.h"
 #include "ref/elementwise_ref.h"
@@ -672,7 +673,7 @@ END_TEST
 /* The input gradient's stride phases in one conv_gemm_gather launch (the
  * GPU tunings, forced here; conv_gemm_cpu keeps a launch per phase): y,
  * dx, dw and dbias against the reference and bit for bit those of one
- * launch per phase (teeny__conv2d_debug_phases), with exactly phases - 1
+ * launch per phase (teeny__conv2d_debug flag 2), with exactly phases - 1
  * launches fewer: thin and wide channel counts, phases no tap reaches
  * (1x1 stride 3; stride 2 with dilation 2), mixed strides with groups and
  * ONNX's extra end padding, a plane smaller than the stride; under tf32
@@ -713,11 +714,11 @@ START_TEST(test_conv2d_dx_phases)
                 snprintf(repro + strlen(repro), sizeof repro - strlen(repro), ", %s tuning%s", profiles[pi],
                          tf32 ? ", tf32" : "");
                 data_make(&d, &k->c, &r);
-                teeny__conv2d_debug_phases(0);
+                teeny__conv2d_debug(-1, 0);
                 long n_merged = split_run(k, &d, merged, TEENY_OK, repro);
-                teeny__conv2d_debug_phases(1);
+                teeny__conv2d_debug(-1, 2);
                 long n_each = split_run(k, &d, each, TEENY_OK, repro);
-                teeny__conv2d_debug_phases(0);
+                teeny__conv2d_debug(-1, 0);
                 ck_assert_msg(n_each - n_merged == cases[ci].phases - 1,
                               "%ld launches merged, %ld one per phase (%d phases); %s", n_merged, n_each,
                               cases[ci].phases, repro);

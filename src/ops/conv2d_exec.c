@@ -13,6 +13,27 @@
 
 /* ---- forward ---- */
 
+/* The depthwise CPU variants' launch (conv_cpu_variant): `name` over
+ * `rows` rows of channels x B planes, whole rows per item, at most
+ * rows_max (teeny__conv_dw_cpu_rows); a holds the arguments but the last,
+ * the rows per item, which this appends (a has room for n + 1). */
+static teeny_status dw_cpu_run(teeny_ctx *ctx, const char *opt, const char *name, karg *a, int n, int rows,
+                               int channels, int B, int64_t rows_max)
+{
+    /* rows per item: whole planes unless that leaves fewer than 16 items
+     * per compute unit, or the device's loop budget allows fewer */
+    int64_t want = 16 * (int64_t)(ctx->info.compute_units > 0 ? ctx->info.compute_units : 1);
+    int64_t planes = (int64_t)channels * B, per = planes >= want ? rows : cdiv(rows * planes, want);
+    if (per > rows_max)
+        per = rows_max;
+    int rows_per = (int)(per < 1 ? 1 : per > rows ? rows : per);
+    size_t items = (size_t)(cdiv(rows, rows_per) * planes);
+    size_t global[3] = {(size_t)cdiv(rows, rows_per), (size_t)channels, (size_t)B};
+    size_t local[3] = {1, teeny__cpu_local(ctx, items), 1};
+    a[n] = KI(rows_per);
+    return run_kernel(ctx, opt, name, a, n + 1, 3, global, local);
+}
+
 /* The forward's plan under the device's loop budget (conv2d_loops.c):
  * one unit of every GEMM fits (the splits then always do), and where it
  * takes the depthwise CPU variant, the rows an item may own (0: that
@@ -56,8 +77,8 @@ static teeny_status forward_run(teeny_ctx *ctx, const teeny__op_args *a, int act
         karg k[] = {KM(x->buf), KI(x_off),   KM(w->buf),    KI(w_off),     KM(y->buf), KI(y_off), KG(geo),
                     KM(bias_m), KI(bias_off), KM(scale_m),  KI(scale_off), KM(shift_m), KI(shift_off), KI(epi),
                     KI(act),    {0, NULL}};
-        return teeny__conv_dw_cpu_run(ctx, opt, "dwconv_fwd_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g.OH,
-                                      g.Cout, g.B, rows_max);
+        return dw_cpu_run(ctx, opt, "dwconv_fwd_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g.OH, g.Cout, g.B,
+                          rows_max);
     }
     if (teeny__conv_use_depthwise(tu, &g) && teeny__conv_dw_plan_fwd(ctx, tu, &g, &pl) &&
         teeny__conv_dw_fits(ctx, tu, "dwconv_fwd", pl.local_bytes, &st) &&
@@ -141,6 +162,7 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 }
 
 /* ---- backward ---- */
+
 
 static int gcd(int a, int b)
 {
@@ -266,8 +288,8 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(g);
         karg k[] = {KM(dy->buf), KI(dy_off), KM(w->buf), KI(w_off), KM(dx->buf), KI(dx_off), KG(geo), {0, NULL}};
-        return teeny__conv_dw_cpu_run(ctx, opt, "dwconv_dx_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g->H,
-                                      g->Cin, g->B, rows_max);
+        return dw_cpu_run(ctx, opt, "dwconv_dx_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g->H, g->Cin, g->B,
+                          rows_max);
     }
     if (teeny__conv_use_depthwise(tu, g) && teeny__conv_dw_plan_dx(ctx, tu, g, &pl) &&
         teeny__conv_dw_fits(ctx, tu, "dwconv_dx", pl.local_bytes, &st) &&

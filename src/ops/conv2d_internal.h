@@ -137,16 +137,12 @@ int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g);
 int teeny__conv_dw_plan_fwd(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t local_bytes, teeny_status *st);
-/* The depthwise CPU variants' launch (conv_cpu_variant): `name` over
- * `rows` rows of channels x B planes, whole rows per item, at most
- * rows_max (teeny__conv_dw_cpu_rows); a holds the arguments but the last,
- * the rows per item, which this appends (a has room for n + 1). */
-teeny_status teeny__conv_dw_cpu_run(teeny_ctx *ctx, const char *opt, const char *name, karg *a, int n, int rows,
-                                    int channels, int B, int64_t rows_max);
 void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap);
-/* The input gradient's stride phases as one launch (1) or one launch each (0): the GPU GEMMs merge them
- * (but where the test hook teeny__conv2d_debug_phases asks for one each), conv_gemm_cpu does not. */
+/* The input gradient's stride phases in one launch (1: the tiled GPU GEMMs, unless the test hook
+ * teeny__conv2d_debug asks for one each) or one launch each (0: conv_gemm_cpu). */
 int teeny__conv_phases_merged(const conv_tuning *tu);
+/* Test hook: the tile pick_tile takes for an M x N GEMM per group over G groups (test_conv2d.c). */
+int teeny__conv2d_debug_pick(const teeny_ctx *ctx, int64_t M, int64_t N, int64_t G, int occupancy);
 teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j);
 /* conv_gemm_cpu over k chunks of `chunk` units: z > 1 partials at
  * out + i*zstride in one launch, else launches in order (one where chunk

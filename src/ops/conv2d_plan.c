@@ -18,24 +18,19 @@
  */
 #include "conv2d_internal.h"
 
-/* Test hooks (see ops.h): a tile, no depthwise path, one launch per
- * stride phase. */
-static int force_tile = -1, force_no_depthwise = 0, force_phase_launches = 0;
+/* Test hooks (see ops.h): a tile, flags (1: no depthwise path, 2: one
+ * launch per stride phase of dx). */
+static int force_tile = -1, force_flags = 0;
 
-void teeny__conv2d_debug(int tile, int no_depthwise)
+void teeny__conv2d_debug(int tile, int flags)
 {
     force_tile = tile;
-    force_no_depthwise = no_depthwise;
-}
-
-void teeny__conv2d_debug_phases(int one_per_launch)
-{
-    force_phase_launches = one_per_launch;
+    force_flags = flags;
 }
 
 int teeny__conv_phases_merged(const conv_tuning *tu)
 {
-    return tu->cpu_rows == 0 && !force_phase_launches;
+    return tu->cpu_rows == 0 && !(force_flags & 2);
 }
 
 /* The GEMMs' double-buffered A and B slices (LDA, LDB in cl/conv2d.cl:
@@ -394,26 +389,9 @@ int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const co
     }
 }
 
-teeny_status teeny__conv_dw_cpu_run(teeny_ctx *ctx, const char *opt, const char *name, karg *a, int n, int rows,
-                                    int channels, int B, int64_t rows_max)
-{
-    /* rows per item: whole planes unless that leaves fewer than 16 items
-     * per compute unit, or the device's loop budget allows fewer */
-    int64_t want = 16 * (int64_t)(ctx->info.compute_units > 0 ? ctx->info.compute_units : 1);
-    int64_t planes = (int64_t)channels * B, per = planes >= want ? rows : cdiv(rows * planes, want);
-    if (per > rows_max)
-        per = rows_max;
-    int rows_per = (int)(per < 1 ? 1 : per > rows ? rows : per);
-    size_t items = (size_t)(cdiv(rows, rows_per) * planes);
-    size_t global[3] = {(size_t)cdiv(rows, rows_per), (size_t)channels, (size_t)B};
-    size_t local[3] = {1, teeny__cpu_local(ctx, items), 1};
-    a[n] = KI(rows_per);
-    return run_kernel(ctx, opt, name, a, n + 1, 3, global, local);
-}
-
 int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g)
 {
-    return g->Cig == 1 && g->Cog <= tu->dw_mult_max && !force_no_depthwise;
+    return g->Cig == 1 && g->Cog <= tu->dw_mult_max && !(force_flags & 1);
 }
 
 /* The weight gradient as a conv_gemm_cpu problem: rows m = (c, kh, kw)

@@ -461,14 +461,10 @@ const char *teeny__op_name(teeny__op_id id);
 #include "ops.def"
 #undef XX
 
-/* Test hooks, not thread-safe (a profile is forced through teeny__tune_force). conv2d_plan.c: force a GEMM
- * tile of the profile's list (-1: by device and problem), disable the depthwise kernels (1). linear.c: with
- * tf32 asked, run the profile's linear_tf32 tile emulated in portable OpenCL C (1: common.cl), on any device. */
-void teeny__conv2d_debug(int tile, int no_depthwise);
-/* conv2d_exec.c: the input gradient's stride phases one launch each (1), as on CPU tunings, or merged (0). */
-void teeny__conv2d_debug_phases(int one_per_launch);
-/* conv2d_plan.c: the tile the context's conv2d tuning picks for an M x N GEMM per group over G groups. */
-int teeny__conv2d_debug_pick(const teeny_ctx *ctx, int64_t M, int64_t N, int64_t G, int occupancy);
+/* Test hooks, not thread-safe (a profile is forced through teeny__tune_force). conv2d_plan.c: force a GEMM tile
+ * of the profile's list (-1: by device and problem); flags 1: no depthwise kernels, 2: dx one launch per stride
+ * phase. linear.c: with tf32 asked, run the linear_tf32 tile emulated in OpenCL C (1: common.cl), on any device. */
+void teeny__conv2d_debug(int tile, int flags);
 void teeny__linear_debug_tf32_emulate(int on);
 /* program/build.c: kernels report at most cap work-items (0: off), so every fallback can be forced anywhere. */
 void teeny__debug_kernel_wg_cap(size_t cap);
