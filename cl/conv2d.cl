@@ -16,10 +16,12 @@
  *        src[b, g*Kc + c, p*a_h + c_h + kh*e_h, q*a_w + c_w + kw*e_w]
  *    (zero outside the source), B from the weights through strides. The
  *    forward pass is (src = x, a = stride, c = -pad, e = dilation); the
- *    input gradient is the same gather over dy, run once per stride phase
- *    of dx so that only taps that hit an output are visited (a = 1,
- *    e = -dilation/gcd(stride, dilation)). conv_gemm_1x1 is the plain GEMM
- *    of 1x1 stride-1 unpadded convolutions with float4 loads.
+ *    input gradient is the same gather over dy per stride phase of dx, so
+ *    that only taps that hit an output are visited (a = 1,
+ *    e = -dilation/gcd(stride, dilation)); one launch holds every phase,
+ *    the grid's third index picking it (conv_phase_job). conv_gemm_1x1 is
+ *    the plain GEMM of 1x1 stride-1 unpadded convolutions with float4
+ *    loads.
  *    conv_gemm_dw computes the weight gradient as a GEMM over
  *    r = (b, oh, ow), split into chunks whose partials a second pass
  *    (conv_reduce_parts) sums in a fixed order.
@@ -123,13 +125,16 @@ TEENY_INLINE float conv_act(int act, float x)
 #define A4_TK (GEMM_WG / A4_TM)
 #define A4_NM (TILE_M / 4 / A4_TM)
 #define A4_NK (TILE_K / A4_TK)
-/* B (weight) loads: TILE_K items along k, the rest along n. */
+/* B (weight) loads: TILE_K items along k, the rest along n; where they
+ * outnumber a thin tile's columns (B_TN > TILE_N), those past TILE_N load
+ * none. */
 #define B_TN (GEMM_WG / TILE_K)
-#define B_NN (TILE_N / B_TN)
-/* Weight-gradient kernel: TILE_K items along r, the rest along m and n. */
+#define B_NN ((TILE_N + B_TN - 1) / B_TN)
+/* Weight-gradient kernel: TILE_K items along r, the rest along m and n
+ * (as B: items past a thin tile's columns load none of DY). */
 #define R_TX (GEMM_WG / TILE_K)
 #define R_NM (TILE_M / R_TX)
-#define R_NN (TILE_N / R_TX)
+#define R_NN ((TILE_N + R_TX - 1) / R_TX)
 
 #define EPI_BIAS 1
 #define EPI_SCALE 2
@@ -433,7 +438,7 @@ TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, i
 #define GEMM_B_SETUP()                                                                                      \
     const int bk = tid % TILE_K, bn = tid / TILE_K;                                                         \
     const int b_base = w_off + g * w_gstride + (n0 + bn) * w_nstride, b_nstep = B_TN * w_nstride;          \
-    const int b_count = (N - n0 - bn + B_TN - 1) / B_TN; /* columns of this item inside N */              \
+    const int b_count = bn < TILE_N ? (N - n0 - bn + B_TN - 1) / B_TN : 0; /* its columns inside N */     \
     conv_idx b_at = idx_make(bk + k_begin, Kh, Kw), b_step = idx_make(TILE_K, Kh, Kw)
 
 #define GEMM_B_LOAD(rb)                                                                                     \
@@ -444,9 +449,61 @@ TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, i
         b_at = idx_add(b_at, b_step, Kh, Kw);                                                               \
     } while (0)
 
-/* Grid (ceil(M/TILE_M)*GEMM_WG, ceil(N/TILE_N)*G), work-group (GEMM_WG):
- * group (i, j) computes rows [i*TILE_M, +TILE_M) and columns
- * [(j % n_tiles)*TILE_N, +TILE_N) of group j / n_tiles; each item a
+/* The input gradient's stride phases in one conv_gemm_gather launch
+ * (conv2d_exec.c packs the int16 argument `phase`): grid index z is phase
+ * (rh, rw) = (z / PHASE_COLS, z % PHASE_COLS), the dx positions
+ * (rh + p*s_h, rw + q*s_w). Per axis the phase sees the taps k0 + i*step
+ * (step = s / gcd(s, d)) of the count that fit the kernel, whose dy row is
+ * p + c - i*d/gcd(s, d) with c = (r + pad - k0*d) / s; a phase no tap
+ * reaches has Kc = 0 (dx = 0). PHASE_COLS 0: one GEMM as the arguments
+ * say (the forward, an unstrided input gradient, one phase per launch). */
+#define PHASE_COLS(v) (v).s0
+#define PHASE_GEOMETRY(v)                                                                                   \
+    const int s_h = (v).s1, s_w = (v).s2, p_h = (v).s3, p_w = (v).s4, d_h = (v).s5, d_w = (v).s6,          \
+              KH = (v).s7, KW = (v).s8, H = (v).s9, W = (v).sa, step_h = (v).sb, step_w = (v).sc, B = (v).sd
+
+/* One axis of phase r: (k0, count, c); (0, 0, 0) where no tap reaches it
+ * (as conv2d_exec.c's phase_taps). */
+TEENY_INLINE int3 conv_phase_axis(int r, int s, int pad, int d, int K, int step)
+{
+    for (int k = 0; k < K && k < step; k++) {
+        int t = r + pad - k * d;
+        if (((t % s) + s) % s == 0)
+            return (int3)(k, (K - k + step - 1) / step, t / s);
+    }
+    return (int3)(0, 0, 0);
+}
+
+/* Phase z's GEMM from the launch's: its rows (M, P, Q), taps (Kh, Kw,
+ * Kc 0 where none), dy offsets (c_h, c_w), weight taps and dx positions,
+ * and the launch's k range cut to its K. */
+TEENY_INLINE void conv_phase_job(int16 phase, int z, int *M, int *P, int *Q, int *Kc, int *Kh, int *Kw, int *c_h,
+                                 int *c_w, int *w_off, int *w_hstride, int *w_wstride, int *out_off, int *k_end)
+{
+    PHASE_GEOMETRY(phase);
+    const int rh = z / PHASE_COLS(phase), rw = z - rh * PHASE_COLS(phase);
+    const int3 th = conv_phase_axis(rh, s_h, p_h, d_h, KH, step_h);
+    const int3 tw = conv_phase_axis(rw, s_w, p_w, d_w, KW, step_w);
+    *P = (H - rh + s_h - 1) / s_h;
+    *Q = (W - rw + s_w - 1) / s_w;
+    *M = B * *P * *Q;
+    *Kc = th.y && tw.y ? *Kc : 0;
+    *Kh = max(th.y, 1);
+    *Kw = max(tw.y, 1);
+    *c_h = th.z;
+    *c_w = tw.z;
+    *w_off += th.x * KW + tw.x;
+    *w_hstride = step_h * KW;
+    *w_wstride = step_w;
+    *out_off += rh * W + rw;
+    *k_end = min(*k_end, *Kc * *Kh * *Kw);
+}
+
+/* Grid (ceil(M/TILE_M)*GEMM_WG, ceil(N/TILE_N)*G, phases), work-group
+ * (GEMM_WG): group (i, j, z) computes rows [i*TILE_M, +TILE_M) and columns
+ * [(j % n_tiles)*TILE_N, +TILE_N) of group j / n_tiles (of stride phase z
+ * where PHASE_COLS(phase) > 0: M is then the largest phase's, and a
+ * group past its phase's rows computes and stores nothing); each item a
  * WPT_M x WPT_N micro-tile (see the banner for the gather).
  * No kernel name here is a prefix of another: oclgrind 21.10 charges a
  * kernel for the __local arrays of every kernel whose name starts with its
@@ -460,7 +517,7 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
                int out_bstride, int out_nstride, int out_hstride, int out_wstride,
                __global const float *bias, int bias_off, __global const float *scale, int scale_off,
                __global const float *shift, int shift_off, int epi, int act, int vec_out, int k_begin, int k_end,
-               int seg)
+               int seg, int16 phase)
 {
     __local float4 As[2][TILE_K * LDA / 4];
     __local float4 Bs[2][TILE_K * LDB / 4];
@@ -469,6 +526,9 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
     const int g = get_group_id(1) / n_tiles;
     const int n0 = (get_group_id(1) - g * n_tiles) * TILE_N;
     const int m0 = get_group_id(0) * TILE_M;
+    if (PHASE_COLS(phase) > 0)
+        conv_phase_job(phase, get_group_id(2), &M, &P, &Q, &Kc, &Kh, &Kw, &c_h, &c_w, &w_off, &w_hstride,
+                       &w_wstride, &out_off, &k_end);
     const int PQ = P * Q;
 
     /* this item's A rows: the source offset of tap (0, 0) and its row and
@@ -507,7 +567,9 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
     if (!(seg & CONV_SEG_FIRST))
         gemm_load(acc, tm, tn, m0, n0, g, M, N, P, Q, out, out_off, out_bstride, out_nstride, out_hstride,
                   out_wstride);
-    const int k_tiles = (k_end - k_begin + TILE_K - 1) / TILE_K;
+    /* a phase whose rows end before this group's (or whose k range ends
+     * before this launch's) stores what it holds */
+    const int k_tiles = m0 < M && k_end > k_begin ? (k_end - k_begin + TILE_K - 1) / TILE_K : 0;
     if (k_tiles > 0) {
         LOAD_A();
         GEMM_B_LOAD(rb);
@@ -518,7 +580,8 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
             for (int i = 0; i < A_NM; i++)
                 as[(ak + j * A_TK) * LDA + am + i * A_TM] = TF32_STAGE(ra[j * A_NM + i]);
         for (int i = 0; i < B_NN; i++)
-            bs[bk * LDB + bn + i * B_TN] = TF32_STAGE(rb[i]);
+            if (B_TN * B_NN == TILE_N || bn + i * B_TN < TILE_N) /* a constant but for thin tiles */
+                bs[bk * LDB + bn + i * B_TN] = TF32_STAGE(rb[i]);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t + 1 < k_tiles) {
             LOAD_A();
@@ -544,7 +607,7 @@ void conv_gemm_1x1(__global const float *restrict src, int src_off, __global con
                    int out_bstride, int out_nstride, int out_hstride, int out_wstride,
                    __global const float *bias, int bias_off, __global const float *scale, int scale_off,
                    __global const float *shift, int shift_off, int epi, int act, int vec_out, int k_begin,
-                   int k_end, int seg)
+                   int k_end, int seg, int16 phase)
 {
     __local float4 As[2][TILE_K * LDA / 4];
     __local float4 Bs[2][TILE_K * LDB / 4];
@@ -554,7 +617,7 @@ void conv_gemm_1x1(__global const float *restrict src, int src_off, __global con
     const int n0 = (get_group_id(1) - g * n_tiles) * TILE_N;
     const int m0 = get_group_id(0) * TILE_M;
     const int K = Kc, PQ = P * Q;
-    (void)Hs; (void)Ws; (void)a_h; (void)c_h; (void)e_h; (void)a_w; (void)c_w; (void)e_w;
+    (void)Hs; (void)Ws; (void)a_h; (void)c_h; (void)e_h; (void)a_w; (void)c_w; (void)e_w; (void)phase;
 
     const int am = tid % A4_TM, ak = tid / A4_TM;
     int a_base[A4_NM];
@@ -596,7 +659,8 @@ void conv_gemm_1x1(__global const float *restrict src, int src_off, __global con
             for (int i = 0; i < A4_NM; i++)
                 as[(ak + j * A4_TK) * (LDA / 4) + am + i * A4_TM] = TF32_STAGE4(ra[j * A4_NM + i]);
         for (int i = 0; i < B_NN; i++)
-            bs[bk * LDB + bn + i * B_TN] = TF32_STAGE(rb[i]);
+            if (B_TN * B_NN == TILE_N || bn + i * B_TN < TILE_N) /* a constant but for thin tiles */
+                bs[bk * LDB + bn + i * B_TN] = TF32_STAGE(rb[i]);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t + 1 < k_tiles) {
             LOAD_A();
@@ -647,7 +711,7 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
     int n_off[R_NN];
     for (int i = 0; i < R_NN; i++) {
         int n = n0 + rx + i * R_TX;
-        n_off[i] = n < N ? (g * N + n) * OHW : -1;
+        n_off[i] = n < N && rx + i * R_TX < TILE_N ? (g * N + n) * OHW : -1;
     }
     /* r = (b, oh, ow) as a (c, h, w) index of extents (*, OH, OW) */
     conv_idx r_at = idx_make(r_begin + rk, OH, OW), r_step = idx_make(TILE_K, OH, OW);
@@ -681,7 +745,8 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
         for (int i = 0; i < R_NM; i++)
             as[rk * LDA + rx + i * R_TX] = TF32_STAGE(ra[i]);
         for (int i = 0; i < R_NN; i++)
-            bs[rk * LDB + rx + i * R_TX] = TF32_STAGE(rb[i]);
+            if (R_TX * R_NN == TILE_N || rx + i * R_TX < TILE_N)
+                bs[rk * LDB + rx + i * R_TX] = TF32_STAGE(rb[i]);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t + 1 < k_tiles)
             LOAD_AB();

@@ -17,6 +17,7 @@
 #include "core/clwrap.h"
 #include "harness.h"
 #include "internal.h"
+#include "ops/conv2d_internal.h"
 #include "ops/ops.h"
 #include "ref/conv2d_ref.h"
 #include "ref/elementwise_ref.h"
@@ -373,14 +374,22 @@ END_TEST
  * through the tune layer, so a CPU run also checks the GPU tile shapes),
  * GEMM path only, then the row's depthwise kernels. Rows that share a
  * conv2d tuning run once. A program build costs PoCL seconds, so on CPU
- * devices the default run takes each tuning's largest tile only; make
- * test-full and GPU devices take them all. */
+ * devices the default run takes each tuning's largest tile and its thin
+ * ones only; make test-full and GPU devices take them all. */
 static const conv_case tile_cases[] = {
     {{2, 20, 13, 15, 70, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0},  /* M 390, N 35/group, K 90 */
     {{2, 40, 12, 11, 36, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 1, 0},  /* 1x1: plain GEMM (aligned) / general (view) */
     {{1, 36, 16, 16, 140, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 0, 0, 0}, /* 1x1 plain GEMM, N > 128 */
     {{2, 6, 19, 17, 10, 4, 3, 2, 3, 1, 2, 2, 1, 2, 0, 0}, 1, 0, 0},   /* strided phases, dilation */
+    {{2, 3, 23, 21, 2, 7, 7, 2, 2, 3, 3, 1, 1, 1, 0, 0}, 1, 1, 0},    /* a stem: N 2 (y, dw), 3 (dx) */
 };
+
+/* A thin tile: more weight-loading items than columns (B_TN > TILE_N in
+ * cl/conv2d.cl), which load none. */
+static int thin_tile(const teeny__gemm_tile *t)
+{
+    return (t->tm / t->wm) * (t->tn / t->wn) / t->tk > t->tn;
+}
 
 /* The profile rows with a conv2d tuning no earlier row has (its index in
  * rows[]); their count. */
@@ -406,8 +415,10 @@ START_TEST(test_conv2d_tiles)
     TH_OK(th_ctx(), teeny_ctx_device_info(th_ctx(), &info));
     if (!th_profile(p->name))
         return; /* the device cannot hold the row's work-groups or local memory (th_profile says so) */
-    int all = info.is_gpu || th_full(); /* else each tuning's largest tile only (CPU time budget) */
-    for (int tile = 0; tile < (all ? p->conv.n_tiles : 1); tile++) {
+    int all = info.is_gpu || th_full(); /* else each tuning's largest and thin tiles only (CPU time budget) */
+    for (int tile = 0; tile < p->conv.n_tiles; tile++) {
+        if (!all && tile > 0 && !thin_tile(&p->conv.tiles[tile]))
+            continue;
         teeny__conv2d_debug(tile, 1);
         for (int i = 0; i < (int)(sizeof tile_cases / sizeof tile_cases[0]); i++) {
             conv_case k = tile_cases[i];
@@ -418,6 +429,39 @@ START_TEST(test_conv2d_tiles)
     run_case(&large_cases[3], 801, 1, 1);
     run_case(&large_cases[4], 802, 1, 1);
     teeny__conv2d_debug(-1, 0);
+    th_profile(NULL);
+}
+END_TEST
+
+/* pick_tile on the NVIDIA tuning of a 132-unit device (an H200): the
+ * thin tile for the input gradients of 3- and 1-channel inputs (the
+ * 7x7 stem: 4 phases of 32 x 112 x 112 rows), 128 x 64 where 128 x 128
+ * would leave units idle, 128 x 128 with waves to spare and for the
+ * weight gradient (no occupancy bound), 128 x 32 for 32 channels a group,
+ * the smallest tile where nothing fills the device. */
+START_TEST(test_conv2d_tile_pick)
+{
+    static const struct {
+        int64_t M, N, G;
+        int occupancy, tm, tn;
+    } cases[] = {
+        {4 * 32 * 112 * 112, 3, 1, 1, 256, 4}, {128 * 28 * 28, 1, 1, 1, 256, 4}, {32 * 28 * 28, 128, 1, 1, 128, 64},
+        {32 * 112 * 112, 128, 1, 1, 128, 128}, {128 * 9, 128, 1, 0, 128, 128},    {32 * 28 * 28, 32, 4, 1, 128, 32},
+        {100, 8, 1, 1, 64, 16},
+    };
+    teeny_ctx *ctx = th_ctx();
+    if (!th_profile("nvidia"))
+        return; /* the device cannot hold the row (th_profile says so) */
+    th_compute_units(132);
+    const teeny__conv_tune *tu = &ctx->tune.profile->conv;
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        int t = teeny__conv2d_debug_pick(ctx, cases[i].M, cases[i].N, cases[i].G, cases[i].occupancy);
+        ck_assert_msg(t >= 0 && t < tu->n_tiles && tu->tiles[t].tm == cases[i].tm && tu->tiles[t].tn == cases[i].tn,
+                      "M %lld N %lld G %lld: tile %d (%d x %d), want %d x %d", (long long)cases[i].M,
+                      (long long)cases[i].N, (long long)cases[i].G, t, t >= 0 ? tu->tiles[t].tm : 0,
+                      t >= 0 ? tu->tiles[t].tn : 0, cases[i].tm, cases[i].tn);
+    }
+    th_compute_units(0);
     th_profile(NULL);
 }
 END_TEST
@@ -704,6 +748,75 @@ START_TEST(test_conv2d_split_loops)
         {{{1, 4, 30, 30, 4, 15, 15, 1, 1, 7, 7, 1, 1, 4, 0, 0}, 1, 0, 0}, "generic", 2000, 0}, /* every depthwise: GEMM */
     };
     split_cases(cases, (int)(sizeof cases / sizeof cases[0]), 5100);
+}
+END_TEST
+
+/* The input gradient's stride phases in one conv_gemm_gather launch (the
+ * GPU tunings, forced here; conv_gemm_cpu keeps a launch per phase): y,
+ * dx, dw and dbias against the reference and bit for bit those of one
+ * launch per phase (teeny__conv2d_debug flag 2), with exactly phases - 1
+ * launches fewer: thin and wide channel counts, phases no tap reaches
+ * (1x1 stride 3; stride 2 with dilation 2), mixed strides with groups and
+ * ONNX's extra end padding, a plane smaller than the stride; under tf32
+ * too where the device has it. */
+START_TEST(test_conv2d_dx_phases)
+{
+    static const struct {
+        conv_case k;
+        int phases;
+    } cases[] = {
+        {{{2, 3, 23, 21, 8, 7, 7, 2, 2, 3, 3, 1, 1, 1, 0, 0}, 1, 0, 0}, 4},   /* a 7x7 stem, 3 channels */
+        {{{2, 5, 10, 11, 6, 1, 1, 3, 3, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0}, 9},   /* 8 phases without taps */
+        {{{2, 6, 13, 12, 4, 3, 3, 2, 2, 2, 1, 2, 2, 2, 0, 0}, 1, 0, 0}, 4},   /* dilation 2: one row phase empty */
+        {{{3, 6, 19, 17, 9, 4, 3, 2, 3, 1, 2, 2, 1, 3, 1, 0}, 1, 0, 0}, 6},   /* strides (2, 3), groups, end pad */
+        {{{1, 4, 1, 5, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0}, 2},     /* H = 1 < stride */
+        {{{2, 40, 9, 9, 36, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0}, 4},   /* 40 channels: more column tiles */
+    };
+    static const char *const profiles[] = {"generic", "nvidia"};
+    teeny_ctx *ctx = th_ctx();
+    int n_cases = (int)(sizeof cases / sizeof cases[0]);
+    int64_t budget; /* the loop-limit probe's launch now, not inside a count below */
+    TH_OK(ctx, teeny__loop_budget(ctx, &budget));
+    for (int pi = 0; pi < 2; pi++) {
+        if (!th_profile(profiles[pi]))
+            continue;
+        for (int tf32 = 0; tf32 < 2; tf32++) {
+            if (tf32 && !th_tf32_on(ctx))
+                break;
+            tol = tf32 ? TOL_TF32 : TOL;
+            for (int ci = 0; ci < n_cases; ci++) {
+                const conv_case *k = &cases[ci].k;
+                uint64_t seed = 5200 + (uint64_t)ci;
+                th_rng r = th_rng_make(seed);
+                char repro[400];
+                conv_data d;
+                float *merged[4], *each[4];
+                repro_str(k, seed, repro, sizeof repro);
+                snprintf(repro + strlen(repro), sizeof repro - strlen(repro), ", %s tuning%s", profiles[pi],
+                         tf32 ? ", tf32" : "");
+                data_make(&d, &k->c, &r);
+                teeny__conv2d_debug(-1, 0);
+                long n_merged = split_run(k, &d, merged, TEENY_OK, repro);
+                teeny__conv2d_debug(-1, 2);
+                long n_each = split_run(k, &d, each, TEENY_OK, repro);
+                teeny__conv2d_debug(-1, 0);
+                ck_assert_msg(n_each - n_merged == cases[ci].phases - 1,
+                              "%ld launches merged, %ld one per phase (%d phases); %s", n_merged, n_each,
+                              cases[ci].phases, repro);
+                size_t sz[4] = {d.ny, d.nx, d.nw, (size_t)k->c.Cout};
+                for (int i = 0; i < 4; i++) {
+                    ck_assert_msg(!memcmp(merged[i], each[i], sz[i] * 4),
+                                  "output %d: merged phases differ from one launch per phase; %s", i, repro);
+                    free(merged[i]);
+                    free(each[i]);
+                }
+                data_free(&d);
+            }
+        }
+        TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
+        tol = TOL;
+        th_profile(NULL);
+    }
 }
 END_TEST
 
@@ -1156,12 +1269,14 @@ Suite *suite_conv2d(void)
     tcase_add_test(fwd, test_conv2d_fused);
     tcase_add_test(fwd, test_conv2d_output_shape);
     tcase_add_test(fwd, test_conv2d_infer);
+    tcase_add_test(fwd, test_conv2d_tile_pick);
     tcase_add_test(bwd, test_conv2d_finite_differences);
     tcase_add_test(bwd, test_conv2d_backward_workspace);
     tcase_add_test(bwd, test_conv2d_depthwise_dx_route);
     tcase_add_test(fwd, test_conv2d_depthwise_strips);
     tcase_add_test(bwd, test_conv2d_tf32);
     tcase_add_test(bwd, test_conv2d_split_loops);
+    tcase_add_test(bwd, test_conv2d_dx_phases);
     tcase_add_test(bwd, test_conv2d_split_loops_cpu);
     if (!th_small()) {
         tcase_add_loop_test(fwd, test_conv2d_large, 0, N_LARGE);

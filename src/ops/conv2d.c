@@ -8,7 +8,8 @@
  * Paths (kernels in cl/conv2d.cl):
  *   - implicit GEMM (conv_gemm_gather) for the general case, the plain GEMM
  *     (conv_gemm_1x1) for 1x1 stride-1 unpadded convolutions, the input
- *     gradient as the same GEMM over dy once per stride phase, and the
+ *     gradient as the same GEMM over dy per stride phase (all phases in
+ *     one launch on the GPU tunings, one each with conv_gemm_cpu), and the
  *     weight gradient as a GEMM over B*OH*OW split into chunks whose
  *     partials conv_reduce_parts sums in a fixed order;
  *   - depthwise kernels when each group has one input channel and at most

@@ -3,7 +3,8 @@
  * teeny__conv2d_backward (in/out slots as conv2d.c's banner lists them):
  * per pass, the choice between the depthwise kernels and the GEMM path,
  * the depthwise launches, the input gradient as one GEMM per stride
- * phase, and the weight and bias gradients as chunked partials summed in
+ * phase (all of them in one launch where the GEMMs are the tiled GPU
+ * kernels: teeny__conv_phases_merged), and the weight and bias gradients as chunked partials summed in
  * a fixed order by conv_reduce_parts (deterministic; partials in the
  * context's workspace). Plans, tiles and GEMM launches come from
  * conv2d_plan.c through conv2d_internal.h.
@@ -11,6 +12,27 @@
 #include "conv2d_internal.h"
 
 /* ---- forward ---- */
+
+/* The depthwise CPU variants' launch (conv_cpu_variant): `name` over
+ * `rows` rows of channels x B planes, whole rows per item, at most
+ * rows_max (teeny__conv_dw_cpu_rows); a holds the arguments but the last,
+ * the rows per item, which this appends (a has room for n + 1). */
+static teeny_status dw_cpu_run(teeny_ctx *ctx, const char *opt, const char *name, karg *a, int n, int rows,
+                               int channels, int B, int64_t rows_max)
+{
+    /* rows per item: whole planes unless that leaves fewer than 16 items
+     * per compute unit, or the device's loop budget allows fewer */
+    int64_t want = 16 * (int64_t)(ctx->info.compute_units > 0 ? ctx->info.compute_units : 1);
+    int64_t planes = (int64_t)channels * B, per = planes >= want ? rows : cdiv(rows * planes, want);
+    if (per > rows_max)
+        per = rows_max;
+    int rows_per = (int)(per < 1 ? 1 : per > rows ? rows : per);
+    size_t items = (size_t)(cdiv(rows, rows_per) * planes);
+    size_t global[3] = {(size_t)cdiv(rows, rows_per), (size_t)channels, (size_t)B};
+    size_t local[3] = {1, teeny__cpu_local(ctx, items), 1};
+    a[n] = KI(rows_per);
+    return run_kernel(ctx, opt, name, a, n + 1, 3, global, local);
+}
 
 /* The forward's plan under the device's loop budget (conv2d_loops.c):
  * one unit of every GEMM fits (the splits then always do), and where it
@@ -87,8 +109,8 @@ static teeny_status forward_run(teeny_ctx *ctx, const teeny__op_args *a, int act
         karg k[] = {KM(x->buf), KI(x_off),   KM(w->buf),    KI(w_off),     KM(y->buf), KI(y_off), KG(geo),
                     KM(bias_m), KI(bias_off), KM(scale_m),  KI(scale_off), KM(shift_m), KI(shift_off), KI(epi),
                     KI(act),    {0, NULL}};
-        return teeny__conv_dw_cpu_run(ctx, opt, "dwconv_fwd_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g.OH,
-                                      g.Cout, g.B, rows_max);
+        return dw_cpu_run(ctx, opt, "dwconv_fwd_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g.OH, g.Cout, g.B,
+                          rows_max);
     }
     if (teeny__conv_use_depthwise(tu, &g)) {
         dw_epilogue e = {bias_m, scale_m, shift_m, bias_off, scale_off, shift_off, epi, act};
@@ -164,6 +186,7 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 
 /* ---- backward ---- */
 
+
 static int gcd(int a, int b)
 {
     while (b) {
@@ -214,6 +237,84 @@ static teeny_status dx_as_forward(teeny_ctx *ctx, const conv_tuning *tu, const c
                           1, done);
 }
 
+/* The GEMM of stride phase (rh, rw) of dx: those positions only see the
+ * taps k0 + i*step, whose dy rows are (p + c - i*dil/gcd). */
+static void dx_phase_job(const conv_geom *g, const teeny_tensor *w, const teeny_tensor *dy, teeny_tensor *dx, int rh,
+                         int rw, gemm_job *j)
+{
+    int kh0, step_h, nkh, c_h, kw0, step_w, nkw, c_w, dy_off = teeny__off(dy), dx_off = teeny__off(dx);
+    phase_taps(rh, g->sh, g->ph, g->dh, g->KH, &kh0, &step_h, &nkh, &c_h);
+    phase_taps(rw, g->sw, g->pw, g->dw, g->KW, &kw0, &step_w, &nkw, &c_w);
+    memset(j, 0, sizeof *j);
+    j->src = dy->buf;
+    j->src_off = dy_off;
+    j->w = w->buf;
+    j->w_off = teeny__off(w) + kh0 * g->KW + kw0;
+    j->out = dx->buf;
+    j->out_off = dx_off + rh * g->W + rw;
+    j->P = (g->H - rh + g->sh - 1) / g->sh;
+    j->Q = (g->W - rw + g->sw - 1) / g->sw;
+    j->M = g->B * j->P * j->Q;
+    j->N = g->Cig;
+    j->G = g->G;
+    j->Kc = nkh && nkw ? g->Cog : 0; /* no tap reaches this phase: dx = 0 */
+    j->Kh = nkh ? nkh : 1;
+    j->Kw = nkw ? nkw : 1;
+    j->src_bstride = g->Cout * g->OH * g->OW;
+    j->src_cstride = g->OH * g->OW;
+    j->src_gstride = g->Cog * g->OH * g->OW;
+    j->Hs = g->OH;
+    j->Ws = g->OW;
+    j->a_h = 1;
+    j->c_h = c_h;
+    j->e_h = -(g->dh / gcd(g->sh, g->dh));
+    j->a_w = 1;
+    j->c_w = c_w;
+    j->e_w = -(g->dw / gcd(g->sw, g->dw));
+    j->w_gstride = g->Cog * g->Cig * g->KH * g->KW;
+    j->w_nstride = g->KH * g->KW;
+    j->w_cstride = g->Cig * g->KH * g->KW;
+    j->w_hstride = step_h * g->KW;
+    j->w_wstride = step_w;
+    j->out_bstride = g->Cin * g->H * g->W;
+    j->out_nstride = g->H * g->W;
+    j->out_hstride = g->sh * g->W;
+    j->out_wstride = g->sw;
+    j->bias = j->scale = j->shift = dy->buf;
+    j->vec_out = g->sh == 1 && g->sw == 1 && (g->H * g->W) % 4 == 0 && dx_off % 4 == 0;
+    j->plain = teeny__conv_plain(g) && (g->OH * g->OW) % 4 == 0 && dy_off % 4 == 0;
+}
+
+/* Phase (0, 0)'s job j as the launch of all n_h x n_w phases (grid index
+ * z; cl/conv2d.cl's conv_phase_job derives each phase's fields from the
+ * launch's as dx_phase_job does): the weights and dx from their tensors'
+ * offsets, every channel, the most taps of any phase per axis (for the
+ * launch's k range; phase (0, 0) has the most rows). */
+static void phase_merge(const conv_geom *g, int n_h, int n_w, int w_off, int dx_off, gemm_job *j)
+{
+    int step_h = g->sh / gcd(g->sh, g->dh), step_w = g->sw / gcd(g->sw, g->dw);
+    int k0, step, count, c, most_h = 0, most_w = 0;
+    for (int r = 0; r < n_h; r++) {
+        phase_taps(r, g->sh, g->ph, g->dh, g->KH, &k0, &step, &count, &c);
+        most_h = count > most_h ? count : most_h;
+    }
+    for (int r = 0; r < n_w; r++) {
+        phase_taps(r, g->sw, g->pw, g->dw, g->KW, &k0, &step, &count, &c);
+        most_w = count > most_w ? count : most_w;
+    }
+    j->w_off = w_off;
+    j->out_off = dx_off;
+    j->Kc = g->Cog;
+    j->Kh = most_h ? most_h : 1;
+    j->Kw = most_w ? most_w : 1;
+    cl_int16 v = {{n_w, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw, g->KH, g->KW, g->H, g->W, step_h, step_w, g->B,
+                   0, 0}};
+    j->phase = v;
+    j->phases = n_h * n_w;
+    /* conv_phase_axis's loops: at most min(K, step) trips and the exit, per axis */
+    j->phase_trips = (g->KH < step_h ? g->KH : step_h) + 1 + (g->KW < step_w ? g->KW : step_w) + 1;
+}
+
 static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const teeny_tensor *w,
                                 const teeny_tensor *dy, teeny_tensor *dx)
 {
@@ -230,8 +331,8 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(g);
         karg k[] = {KM(dy->buf), KI(dy_off), KM(w->buf), KI(w_off), KM(dx->buf), KI(dx_off), KG(geo), {0, NULL}};
-        return teeny__conv_dw_cpu_run(ctx, opt, "dwconv_dx_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g->H,
-                                      g->Cin, g->B, rows_max);
+        return dw_cpu_run(ctx, opt, "dwconv_dx_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g->H, g->Cin, g->B,
+                          rows_max);
     }
     if (teeny__conv_use_depthwise(tu, g) && g->Cog == 1 && g->sh == 1 && g->sw == 1) {
         int done = 0;
@@ -253,51 +354,16 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
     if (st != TEENY_OK)
         return st;
 
-    /* one GEMM per stride phase (rh, rw) of dx: those positions only see
-     * the taps k0 + i*step, whose dy rows are (p + c - i*dil/gcd) */
-    for (int rh = 0; rh < g->sh && rh < g->H && st == TEENY_OK; rh++)
-        for (int rw = 0; rw < g->sw && rw < g->W && st == TEENY_OK; rw++) {
-            int kh0, step_h, nkh, c_h, kw0, step_w, nkw, c_w;
-            phase_taps(rh, g->sh, g->ph, g->dh, g->KH, &kh0, &step_h, &nkh, &c_h);
-            phase_taps(rw, g->sw, g->pw, g->dw, g->KW, &kw0, &step_w, &nkw, &c_w);
-            gemm_job j = {0};
-            j.src = dy->buf;
-            j.src_off = dy_off;
-            j.w = w->buf;
-            j.w_off = w_off + kh0 * g->KW + kw0;
-            j.out = dx->buf;
-            j.out_off = dx_off + rh * g->W + rw;
-            j.P = (g->H - rh + g->sh - 1) / g->sh;
-            j.Q = (g->W - rw + g->sw - 1) / g->sw;
-            j.M = g->B * j.P * j.Q;
-            j.N = g->Cig;
-            j.G = g->G;
-            j.Kc = nkh && nkw ? g->Cog : 0; /* no tap reaches this phase: dx = 0 */
-            j.Kh = nkh ? nkh : 1;
-            j.Kw = nkw ? nkw : 1;
-            j.src_bstride = g->Cout * g->OH * g->OW;
-            j.src_cstride = g->OH * g->OW;
-            j.src_gstride = g->Cog * g->OH * g->OW;
-            j.Hs = g->OH;
-            j.Ws = g->OW;
-            j.a_h = 1;
-            j.c_h = c_h;
-            j.e_h = -(g->dh / gcd(g->sh, g->dh));
-            j.a_w = 1;
-            j.c_w = c_w;
-            j.e_w = -(g->dw / gcd(g->sw, g->dw));
-            j.w_gstride = g->Cog * g->Cig * g->KH * g->KW;
-            j.w_nstride = g->KH * g->KW;
-            j.w_cstride = g->Cig * g->KH * g->KW;
-            j.w_hstride = step_h * g->KW;
-            j.w_wstride = step_w;
-            j.out_bstride = g->Cin * g->H * g->W;
-            j.out_nstride = g->H * g->W;
-            j.out_hstride = g->sh * g->W;
-            j.out_wstride = g->sw;
-            j.bias = j.scale = j.shift = dy->buf;
-            j.vec_out = g->sh == 1 && g->sw == 1 && (g->H * g->W) % 4 == 0 && dx_off % 4 == 0;
-            j.plain = teeny__conv_plain(g) && (g->OH * g->OW) % 4 == 0 && dy_off % 4 == 0;
+    gemm_job j;
+    int n_h = g->sh < g->H ? g->sh : g->H, n_w = g->sw < g->W ? g->sw : g->W;
+    if (n_h * n_w > 1 && teeny__conv_phases_merged(tu)) { /* every phase in one launch */
+        dx_phase_job(g, w, dy, dx, 0, 0, &j);
+        phase_merge(g, n_h, n_w, w_off, dx_off, &j);
+        return teeny__conv_gemm_run(ctx, tu, &j);
+    }
+    for (int rh = 0; rh < n_h && st == TEENY_OK; rh++)
+        for (int rw = 0; rw < n_w && st == TEENY_OK; rw++) {
+            dx_phase_job(g, w, dy, dx, rh, rw, &j);
             st = teeny__conv_gemm_run(ctx, tu, &j);
         }
     return st;

@@ -101,6 +101,11 @@ typedef struct {
     cl_mem bias, scale, shift;
     int bias_off, scale_off, shift_off, epi, act, vec_out;
     int plain; /* conv_gemm_1x1 */
+    /* the input gradient's stride phases in one launch (grid index z; cl/conv2d.cl's conv_phase_job): the
+     * packed geometry, their count (0 or 1: one GEMM as above, phase.s0 = 0) and the loop trips of the
+     * kernel's phase search (conv2d_loops.c); M, Kh and Kw are then phase (0, 0)'s, the most of any phase */
+    cl_int16 phase;
+    int phases, phase_trips;
 } gemm_job;
 
 /* ---- depthwise plans ---- */
@@ -132,13 +137,12 @@ int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g);
 void teeny__conv_dw_plan_fwd(const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t local_bytes, teeny_status *st);
-/* The depthwise CPU variants' launch (conv_cpu_variant): `name` over
- * `rows` rows of channels x B planes, whole rows per item, at most
- * rows_max (teeny__conv_dw_cpu_rows); a holds the arguments but the last,
- * the rows per item, which this appends (a has room for n + 1). */
-teeny_status teeny__conv_dw_cpu_run(teeny_ctx *ctx, const char *opt, const char *name, karg *a, int n, int rows,
-                                    int channels, int B, int64_t rows_max);
 void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap);
+/* The input gradient's stride phases in one launch (1: the tiled GPU GEMMs, unless the test hook
+ * teeny__conv2d_debug asks for one each) or one launch each (0: conv_gemm_cpu). */
+int teeny__conv_phases_merged(const conv_tuning *tu);
+/* Test hook: the tile pick_tile takes for an M x N GEMM per group over G groups (test_conv2d.c). */
+int teeny__conv2d_debug_pick(const teeny_ctx *ctx, int64_t M, int64_t N, int64_t G, int occupancy);
 teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j);
 /* conv_gemm_cpu over k chunks of `chunk` units: z > 1 partials at
  * out + i*zstride in one launch, else launches in order (one where chunk
@@ -156,7 +160,8 @@ teeny_status teeny__conv_dw_loops_fit(teeny_ctx *ctx, const conv_tuning *tu, con
                                       int dx, int *fits);
 int64_t teeny__conv_dw_rounds_max(const conv_tuning *tu, const conv_geom *g, int64_t budget);
 int64_t teeny__conv_dw_cpu_rows_max(const conv_geom *g, int64_t budget);
-teeny_status teeny__conv_gemm_tiles(teeny_ctx *ctx, const gemm_tile *t, int plain, int64_t k_tiles, int64_t *per);
+teeny_status teeny__conv_gemm_tiles(teeny_ctx *ctx, const gemm_tile *t, int plain, int64_t k_tiles,
+                                    int64_t extra_trips, int64_t *per);
 int64_t teeny__conv_gemm_dw_tiles_max(const gemm_tile *t, int64_t budget);
 teeny_status teeny__conv_cpu_gemm_chunk(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, int64_t *chunk);
 teeny_status teeny__conv_loops_check(teeny_ctx *ctx, const conv_tuning *tu, const int *n_pack, int n);

@@ -133,7 +133,7 @@ static void gemm_trips(const gemm_tile *t, int kind, int64_t *fixed, int64_t *pe
     if (a_tm4 > wg)
         a_tm4 = wg;
     int64_t a_nm = tm / a_tm, a_nk = tk / (wg / a_tm), a4_nm = tm / 4 / a_tm4, a4_nk = tk / (wg / a_tm4);
-    int64_t b_nn = tn / (wg / tk), r_nm = tm / (wg / tk), r_nn = tn / (wg / tk);
+    int64_t b_nn = cdiv(tn, wg / tk), r_nm = tm / (wg / tk), r_nn = cdiv(tn, wg / tk);
     int64_t a_loads = kind == 1 ? (a4_nk + 1) + a4_nk * (a4_nm + 1) : (a_nk + 1) + a_nk * (a_nm + 1);
     int64_t b_loads = b_nn + 1, setup = (kind == 1 ? a4_nm : a_nm) + 1;
     if (kind == 2) { /* conv_gemm_dw: A and B rows along r */
@@ -148,10 +148,13 @@ static void gemm_trips(const gemm_tile *t, int kind, int64_t *fixed, int64_t *pe
     *fixed = setup + (wm * wn + 1) + (a_loads + b_loads) + 1 + load + store;
 }
 
-teeny_status teeny__conv_gemm_tiles(teeny_ctx *ctx, const gemm_tile *t, int plain, int64_t k_tiles, int64_t *per)
+/* extra_trips: the merged stride phases' search (gemm_job.phase_trips). */
+teeny_status teeny__conv_gemm_tiles(teeny_ctx *ctx, const gemm_tile *t, int plain, int64_t k_tiles,
+                                    int64_t extra_trips, int64_t *per)
 {
     int64_t fixed, per_tile;
     gemm_trips(t, plain ? 1 : 0, &fixed, &per_tile);
+    fixed += extra_trips;
     return teeny__loop_split(ctx, plain ? "conv_gemm_1x1" : "conv_gemm_gather", k_tiles, fixed, per_tile, per);
 }
 

@@ -10,20 +10,27 @@
  * The tuning is the device profile's (ctx->tune, src/tune/profiles.def):
  * a short list of GEMM tile shapes (TILE_M x TILE_N x TILE_K, WPT_M x
  * WPT_N per work-item) and the depthwise/reduction work-group size, passed
- * as -D options. Per problem, pick_tile takes the largest tile the device
- * holds that does not waste columns and still gives every compute unit
- * work. Problem geometry is always a kernel argument, so a device builds
- * one program per tile shape at most.
+ * as -D options. Per problem, pick_tile takes the tile of least estimated
+ * cost (padded rows and columns, operand staging) among those the device
+ * holds that still give every compute unit work. Problem geometry is
+ * always a kernel argument, so a device builds one program per tile shape
+ * at most.
  */
 #include "conv2d_internal.h"
 
-/* Test hooks (see ops.h): a tile, no depthwise path. */
-static int force_tile = -1, force_no_depthwise = 0;
+/* Test hooks (see ops.h): a tile, flags (1: no depthwise path, 2: one
+ * launch per stride phase of dx). */
+static int force_tile = -1, force_flags = 0;
 
-void teeny__conv2d_debug(int tile, int no_depthwise)
+void teeny__conv2d_debug(int tile, int flags)
 {
     force_tile = tile;
-    force_no_depthwise = no_depthwise;
+    force_flags = flags;
+}
+
+int teeny__conv_phases_merged(const conv_tuning *tu)
+{
+    return tu->cpu_rows == 0 && !(force_flags & 2);
 }
 
 /* The GEMMs' double-buffered A and B slices (LDA, LDB in cl/conv2d.cl:
@@ -57,29 +64,54 @@ static int64_t target_groups(const teeny_ctx *ctx, const conv_tuning *tu)
     return (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) * tu->waves;
 }
 
-/* The tile for an M x N GEMM per group over G groups: the largest whose
- * columns are not mostly padding and, when occupancy matters (not for the
- * split weight gradient), that gives every compute unit the tile's
- * min_per_cu work-groups. */
+/* A GEMM's cost with tile t, in quarter multiply-adds per k: per
+ * work-group its tm x tn products (padding included) at the micro-tile's
+ * local-memory reads per product (a WPT_M x WPT_N item reads wm + wn
+ * operands for wm*wn products; 8 x 8 keeps up with the FMA units, 4 x 4
+ * takes twice their time; tf32's mma makes a product a quarter), and its
+ * tm + tn staged operands (a gathered load, its bounds test, a local store:
+ * STAGE_COST products each), times the work-groups. */
+#define STAGE_COST 8
+static int64_t tile_cost(const conv_tuning *tu, const gemm_tile *t, int64_t M, int64_t N, int64_t G)
+{
+    int64_t per_product = tu->tf32 ? 1 : 16 / t->wm + 16 / t->wn;
+    if (per_product < 4 && !tu->tf32)
+        per_product = 4;
+    return cdiv(M, t->tm) * cdiv(N, t->tn) * G *
+           ((int64_t)t->tm * t->tn * per_product + 4 * STAGE_COST * ((int64_t)t->tm + t->tn));
+}
+
+/* The tile for an M x N GEMM per group over G groups: of the tiles the
+ * device holds, the cheapest (tile_cost: padded rows and columns alike)
+ * among those that, when occupancy matters (not for the split weight
+ * gradient), give every compute unit the tile's min_per_cu work-groups;
+ * the smallest tile (min_per_cu 0) where none does. */
 static int pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int64_t N, int64_t G, int occupancy)
 {
-    int last = tu->n_tiles - 1;
+    int64_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
+    int last = tu->n_tiles - 1, best = -1;
+    int64_t best_cost = 0;
     while (last > 0 && !tile_fits(ctx, tu, &tu->tiles[last]))
         last--;
     if (force_tile >= 0 && force_tile < tu->n_tiles && tile_fits(ctx, tu, &tu->tiles[force_tile]))
         return force_tile;
-    for (int i = 0; i < last; i++) {
+    for (int i = 0; i <= last; i++) {
         const gemm_tile *t = &tu->tiles[i];
-        if (!tile_fits(ctx, tu, t))
+        if (!tile_fits(ctx, tu, t) ||
+            (occupancy && i < last && cdiv(M, t->tm) * cdiv(N, t->tn) * G < (int64_t)t->min_per_cu * cus))
             continue;
-        if (t->tn > N && tu->tiles[i + 1].tn >= N)
-            continue; /* a narrower tile covers N with less padding */
-        if (occupancy && cdiv(M, t->tm) * cdiv(N, t->tn) * G <
-                             (int64_t)t->min_per_cu * (ctx->info.compute_units ? ctx->info.compute_units : 1))
-            continue;
-        return i;
+        int64_t cost = tile_cost(tu, t, M, N, G);
+        if (best < 0 || cost < best_cost) {
+            best = i;
+            best_cost = cost;
+        }
     }
-    return last;
+    return best >= 0 ? best : last;
+}
+
+int teeny__conv2d_debug_pick(const teeny_ctx *ctx, int64_t M, int64_t N, int64_t G, int occupancy)
+{
+    return pick_tile(ctx, conv_tuning_of(ctx), M, N, G, occupancy);
 }
 
 /* The kernel's own limits (CL_KERNEL_WORK_GROUP_SIZE, its static local
@@ -240,20 +272,21 @@ teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const g
             return st;
         return teeny__conv_cpu_gemm_run(ctx, tu, j, opt, 1, per, 0);
     }
-    int tile = pick_tile(ctx, tu, j->M, j->N, j->G, 1);
+    int phases = j->phases > 1 ? j->phases : 1;
+    int tile = pick_tile(ctx, tu, (int64_t)j->M * phases, j->N, j->G, 1);
     const char *name = j->plain ? "conv_gemm_1x1" : "conv_gemm_gather";
     st = fit_tile(ctx, tu, name, &tile);
     if (st != TEENY_OK)
         return st;
     const gemm_tile *t = &tu->tiles[tile];
     int64_t K = j->plain ? j->Kc : (int64_t)j->Kc * j->Kh * j->Kw, k_tiles = cdiv(K, t->tk);
-    if ((st = teeny__conv_gemm_tiles(ctx, t, j->plain, k_tiles, &per)) != TEENY_OK)
+    if ((st = teeny__conv_gemm_tiles(ctx, t, j->plain, k_tiles, j->phase_trips, &per)) != TEENY_OK)
         return st;
     char opt[256];
     teeny__conv_tile_options(tu, tile, opt, sizeof opt);
     size_t wg = (size_t)gemm_wg(t);
-    size_t global[2] = {(size_t)cdiv(j->M, t->tm) * wg, (size_t)(cdiv(j->N, t->tn) * j->G)};
-    size_t local[2] = {wg, 1};
+    size_t global[3] = {(size_t)cdiv(j->M, t->tm) * wg, (size_t)(cdiv(j->N, t->tn) * j->G), (size_t)phases};
+    size_t local[3] = {wg, 1, 1};
     int k_begin = 0, k_end = 0, seg = 0;
     karg a[] = {KM(j->src),         KI(j->src_off),     KM(j->w),           KI(j->w_off),       KM(j->out),
                 KI(j->out_off),     KI(j->M),           KI(j->N),           KI(j->P),           KI(j->Q),
@@ -263,12 +296,12 @@ teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const g
                 KI(j->w_cstride),   KI(j->w_hstride),   KI(j->w_wstride),   KI(j->out_bstride), KI(j->out_nstride),
                 KI(j->out_hstride), KI(j->out_wstride), KM(j->bias),        KI(j->bias_off),    KM(j->scale),
                 KI(j->scale_off),   KM(j->shift),       KI(j->shift_off),   KI(j->epi),         KI(j->act),
-                KI(j->vec_out),     KI(k_begin),        KI(k_end),          KI(seg)};
+                KI(j->vec_out),     KI(k_begin),        KI(k_end),          KI(seg),            KG(j->phase)};
     for (int64_t kt = 0; st == TEENY_OK && (kt == 0 || kt < k_tiles); kt += per) {
         k_begin = (int)(kt * t->tk);
         k_end = kt + per >= k_tiles ? (int)K : (int)((kt + per) * t->tk);
         seg = (kt == 0 ? CONV_SEG_FIRST : 0) | (kt + per >= k_tiles ? CONV_SEG_LAST : 0);
-        st = run_kernel(ctx, opt, name, a, (int)(sizeof a / sizeof a[0]), 2, global, local);
+        st = run_kernel(ctx, opt, name, a, (int)(sizeof a / sizeof a[0]), 3, global, local);
     }
     return st;
 }
@@ -328,26 +361,9 @@ int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const co
     }
 }
 
-teeny_status teeny__conv_dw_cpu_run(teeny_ctx *ctx, const char *opt, const char *name, karg *a, int n, int rows,
-                                    int channels, int B, int64_t rows_max)
-{
-    /* rows per item: whole planes unless that leaves fewer than 16 items
-     * per compute unit, or the device's loop budget allows fewer */
-    int64_t want = 16 * (int64_t)(ctx->info.compute_units > 0 ? ctx->info.compute_units : 1);
-    int64_t planes = (int64_t)channels * B, per = planes >= want ? rows : cdiv(rows * planes, want);
-    if (per > rows_max)
-        per = rows_max;
-    int rows_per = (int)(per < 1 ? 1 : per > rows ? rows : per);
-    size_t items = (size_t)(cdiv(rows, rows_per) * planes);
-    size_t global[3] = {(size_t)cdiv(rows, rows_per), (size_t)channels, (size_t)B};
-    size_t local[3] = {1, teeny__cpu_local(ctx, items), 1};
-    a[n] = KI(rows_per);
-    return run_kernel(ctx, opt, name, a, n + 1, 3, global, local);
-}
-
 int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g)
 {
-    return g->Cig == 1 && g->Cog <= tu->dw_mult_max && !force_no_depthwise;
+    return g->Cig == 1 && g->Cog <= tu->dw_mult_max && !(force_flags & 1);
 }
 
 /* The weight gradient as a conv_gemm_cpu problem: rows m = (c, kh, kw)

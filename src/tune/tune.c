@@ -182,9 +182,9 @@ const char *teeny__conv_tile_check(const teeny__gemm_tile *t, int tf32)
     if (wg % t->tk || (wg % t->tm && t->tm % wg))
         return "its work-group ((tm/wm)*(tn/wn) items) must be a multiple of tk and divide or be a multiple of tm";
     int r_tx = wg / t->tk; /* the loaders' shapes (cl/conv2d.cl: A_TK, A4_TK, B_TN, R_TX) */
-    if (t->tk % (wg / a_tm) || t->tk % (wg / a4_tm) || t->tn % r_tx || t->tm % r_tx)
-        return "its loaders need tk a multiple of the work-group over min(32, tm) and over tm/4, and tm and tn "
-               "multiples of the work-group over tk";
+    if (t->tk % (wg / a_tm) || t->tk % (wg / a4_tm) || t->tm % r_tx)
+        return "its loaders need tk a multiple of the work-group over min(32, tm) and over tm/4, and tm a "
+               "multiple of the work-group over tk";
     if (tf32 && (t->tm % (4 * t->wm) || t->tn % (8 * t->wn) || t->tk % 8))
         return "the tf32 micro-kernel needs tm % (4 wm) == 0, tn % (8 wn) == 0 and tk % 8 == 0";
     return NULL;
