@@ -87,6 +87,7 @@ static void hooks_reset(void)
     teeny_ctx_set_tf32(shared_ctx, 0);
     teeny__conv2d_debug(-1, 0);
     teeny__linear_debug_tf32_emulate(0);
+    teeny__batchnorm_debug_two_launch(0);
     teeny__debug_kernel_wg_cap(0);
 }
 

@@ -256,12 +256,8 @@ enum {
     TEENY__BATCHNORM_DY,
     TEENY__BATCHNORM_IN_SLOTS
 };
-enum {
-    TEENY__BATCHNORM_OUT_SAVE_MEAN = 1,
-    TEENY__BATCHNORM_OUT_SAVE_RSTD,
-    TEENY__BATCHNORM_OUT_RUNNING_MEAN,
-    TEENY__BATCHNORM_OUT_RUNNING_VAR
-};
+enum { TEENY__BATCHNORM_OUT_SAVE_MEAN = 1, TEENY__BATCHNORM_OUT_SAVE_RSTD, TEENY__BATCHNORM_OUT_RUNNING_MEAN,
+       TEENY__BATCHNORM_OUT_RUNNING_VAR };
 /* pool.c */
 enum { TEENY__MAXPOOL2D_X, TEENY__MAXPOOL2D_Y, TEENY__MAXPOOL2D_ARGMAX, TEENY__MAXPOOL2D_DY, TEENY__MAXPOOL2D_IN_SLOTS };
 enum { TEENY__MAXPOOL2D_OUT_ARGMAX = 1 };
@@ -466,6 +462,10 @@ const char *teeny__op_name(teeny__op_id id);
  * tf32 asked, run the profile's linear_tf32 tile emulated in portable OpenCL C (1: common.cl), on any device. */
 void teeny__conv2d_debug(int tile, int no_depthwise);
 void teeny__linear_debug_tf32_emulate(int on);
+/* batchnorm.c: the training forward's two launches even where one would do (1). TEENY__BN_REG: the one launch's
+ * units (floats, float4s where H*W % 4 == 0) per item: a channel of up to BN_WG * 8 (cl/batchnorm.cl: BN_REG). */
+void teeny__batchnorm_debug_two_launch(int on);
+#define TEENY__BN_REG 8
 /* program/build.c: kernels report at most cap work-items (0: off), so every fallback can be forced anywhere. */
 void teeny__debug_kernel_wg_cap(size_t cap);
 /* The head dims the flash kernels take (attention.c): D (of q and k) and Dv. */
