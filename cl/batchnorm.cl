@@ -20,7 +20,8 @@
  * C), each work-group merging once and then writing a run of its channel;
  * and where a channel's units fit one work-group's registers (BN_WG *
  * BN_REG) the training forward is one launch, bn_train_channel: one
- * work-group per channel, exact two-pass statistics, no partials.
+ * work-group per channel, exact two-pass statistics, no partials; and so
+ * is the backward with dx, bn_backward_channel.
  * Two partial layouts:
  *   spatial (S large): work-group (p, c) walks chunk p of channel c's B*S
  *     elements in units of VEC floats (VEC = 4 when S % 4 == 0, loaded with
@@ -562,6 +563,63 @@ void bn_backward_dx_spatial(__global const float *x, int x_off, __global const f
     for (bn_walk wk = bn_walk_at(u, S / vec); u < u_end; u += BN_WG, bn_walk_next(&wk))
         bn_dx_store(x + x_off, dy + dy_off, dx + dx_off, bn_walk_e(&wk, C, S, c, vec), vec, m, scale, a, k, act,
                     ascale, ashift);
+}
+
+/* Backward in one launch, spatial layout, grid (BN_WG, C), where the
+ * training forward is one (bn_train_channel's units): work-group c holds
+ * d = x - mean and dy (through the activation, BN_DY) of channel c in
+ * registers, sums dy and dy * d over them (fixed-order tree), item 0
+ * writes dbias and dweight, then every item its dx as bn_backward_dx. A
+ * missing unit (or lane, vec 1) holds dy = 0: it adds nothing. */
+__kernel __attribute__((reqd_work_group_size(BN_WG, 1, 1)))
+void bn_backward_channel(__global const float *x, int x_off, __global const float *dy, int dy_off,
+                         __global float *dx, int dx_off, int C, int S, int vec, int units,
+                         __global const float *mean, int mean_off, __global const float *r, int r_off,
+                         int r_is_var, float eps, __global const float *w, int w_off, __global float *dweight,
+                         int dw_off, __global float *dbias, int db_off, float inv_n, int frozen,
+                         __global const float *bias, int bias_off, int act)
+{
+    __local float red[2 * BN_WG];
+    const int lid = get_local_id(0), c = get_group_id(1), upr = S / vec;
+    const float m = mean[mean_off + c], rs = bn_rstd(r, r_off, r_is_var, eps, c);
+    BN_ACT_SETUP(c);
+    float4 d[BN_REG], g[BN_REG];
+    float sdy = 0.0f, sdyx = 0.0f;
+    bn_walk wk = bn_walk_at(lid, upr);
+    TEENY_UNROLL
+    for (int j = 0; j < BN_REG; j++, bn_walk_next(&wk)) {
+        float4 xv = (float4)(0.0f), gv = (float4)(0.0f);
+        if (lid + j * BN_WG < units) {
+            int e = bn_walk_e(&wk, C, S, c, vec);
+            xv = vec == 4 ? vload4(0, x + x_off + e) : (float4)(x[x_off + e], 0.0f, 0.0f, 0.0f);
+            gv = vec == 4 ? vload4(0, dy + dy_off + e) : (float4)(dy[dy_off + e], 0.0f, 0.0f, 0.0f);
+        }
+        d[j] = xv - m;
+        g[j] = BN_DY(float4, gv, d[j]);
+        sdy += (g[j].x + g[j].y) + (g[j].z + g[j].w);
+        sdyx += (g[j].x * d[j].x + g[j].y * d[j].y) + (g[j].z * d[j].z + g[j].w * d[j].w);
+    }
+    red[lid] = sdy;
+    red[BN_WG + lid] = sdyx;
+    teeny_group_sum_rows(red, lid, BN_WG, 2);
+    const float db = red[0], dwc = red[BN_WG] * rs;
+    if (lid == 0) {
+        dbias[db_off + c] = db;
+        dweight[dw_off + c] = dwc;
+    }
+    const float scale = w[w_off + c] * rs, a = frozen ? 0.0f : db * inv_n, k = frozen ? 0.0f : dwc * inv_n * rs;
+    wk = bn_walk_at(lid, upr);
+    TEENY_UNROLL
+    for (int j = 0; j < BN_REG; j++, bn_walk_next(&wk)) {
+        if (lid + j * BN_WG < units) {
+            int e = dx_off + bn_walk_e(&wk, C, S, c, vec);
+            float4 o = scale * (g[j] - a - d[j] * k);
+            if (vec == 4)
+                vstore4(o, 0, dx + e);
+            else
+                dx[e] = o.x;
+        }
+    }
 }
 
 /* ---- CPU variants (TEENY_VARIANT_CPU, src/tune), spatial layout ----

@@ -398,6 +398,93 @@ START_TEST(test_bn_act_one_launch_budget)
 }
 END_TEST
 
+/* The backward in one launch (bn_backward_channel) where the forward is
+ * one: training (saved statistics) and frozen (running ones), every act,
+ * against the float64 reference and the two-launch path; dx, dweight,
+ * dbias NaN-poisoned; the launches counted; the same bits twice. */
+static void one_check_bwd(teeny_ctx *ctx, const one_shape *sh, int act, int training, uint64_t seed)
+{
+    int C = sh->C, S = sh->H * sh->W, vec = S % 4 == 0 ? 4 : 1;
+    size_t n = (size_t)sh->B * C * S, cn = (size_t)C;
+    int fits = S >= 16 && (int64_t)sh->B * S / vec <= (int64_t)ctx->work_group_size * TEENY__BN_REG;
+    int64_t xs[4] = {sh->B, C, sh->H, sh->W}, cs[1] = {C};
+    char repro[200];
+    snprintf(repro, sizeof repro, "one-launch backward: x [%d, %d, %d, %d] act %d training %d seed %llu (fits: %d)",
+             sh->B, C, sh->H, sh->W, act, training, (unsigned long long)seed, fits);
+    th_rng r = th_rng_make(seed);
+    float *x = th_malloc(n * 4), *dy = th_malloc(n * 4), *w = th_malloc(cn * 4), *b = th_malloc(cn * 4);
+    float *rm = th_malloc(cn * 4), *rv = th_malloc(cn * 4), *mf = th_malloc(cn * 4), *rf = th_malloc(cn * 4);
+    th_fill_normal(&r, x, n, sh->mean, sh->std);
+    th_fill_normal(&r, dy, n, 0.0, 1.0);
+    th_fill_uniform(&r, w, cn, 0.5, 1.5);
+    th_fill_uniform(&r, b, cn, -0.5, 0.5);
+    th_fill_uniform(&r, rm, cn, -0.2, 0.2);
+    th_fill_uniform(&r, rv, cn, 0.5, 1.5);
+    double *xd = th_dbl(x, n), *dyd = th_dbl(dy, n), *wd = th_dbl(w, cn), *bd = th_dbl(b, cn);
+    double *y = th_malloc(n * 8), *md = th_malloc(cn * 8), *rd = th_malloc(cn * 8), *rmd = th_dbl(rm, cn),
+           *rvd = th_dbl(rv, cn);
+    ref_bn_act_forward_train(xd, sh->B, C, S, wd, bd, 0.1, 1e-5, act, y, md, rd, rmd, rvd);
+    for (int c = 0; c < C; c++) { /* the saved statistics as floats; frozen: the running ones */
+        mf[c] = training ? (float)md[c] : rm[c];
+        rf[c] = (float)(training ? rd[c] : 1.0 / sqrt((double)rv[c] + 1e-5));
+        md[c] = mf[c];
+        rd[c] = rf[c];
+    }
+    double *ref[3] = {th_malloc(n * 8), th_malloc(cn * 8), th_malloc(cn * 8)};
+    ref_bn_act_backward(xd, dyd, sh->B, C, S, wd, bd, md, rd, act, training, ref[0], ref[1], ref[2]);
+    const size_t counts[3] = {n, cn, cn};
+    static const char *names[3] = {"dx", "dweight", "dbias"};
+    float *out[3][3];
+    for (int run = 0; run < 3; run++) { /* the rule, the rule again, two launches */
+        teeny_tensor *t[12] = {dev(ctx, 4, xs, x),    dev(ctx, 1, cs, w),    dev(ctx, 1, cs, b),
+                               dev(ctx, 1, cs, rm),   dev(ctx, 1, cs, rv),   dev(ctx, 4, xs, NULL),
+                               dev(ctx, 1, cs, mf),   dev(ctx, 1, cs, rf),   dev(ctx, 4, xs, dy),
+                               dev(ctx, 4, xs, NULL), dev(ctx, 1, cs, NULL), dev(ctx, 1, cs, NULL)};
+        for (int i = 9; i < 12; i++)
+            th_poison(t[i]);
+        teeny__batchnorm_debug_two_launch(run == 2);
+        int64_t k0 = ctx->prog.kernels_enqueued;
+        TH_OK(ctx, run_bwd(ctx, act, training, t));
+        int launches = (int)(ctx->prog.kernels_enqueued - k0);
+        teeny__batchnorm_debug_two_launch(0);
+        ck_assert_msg(launches == (fits && run < 2 ? 1 : 2), "%s, run %d: %d launches", repro, run, launches);
+        for (int k = 0; k < 3; k++) {
+            out[run][k] = th_read(t[9 + k]);
+            ck_assert_msg(th_first_nonfinite(out[run][k], counts[k]) < 0, "%s: %s not written", repro, names[k]);
+            double e = th_nrms(out[run][k], ref[k], counts[k]);
+            ck_assert_msg(e <= TOL, "%s, run %d: %s nrms %g", repro, run, names[k], e);
+        }
+        for (int i = 0; i < 12; i++)
+            teeny_tensor_destroy(t[i]);
+    }
+    for (int k = 0; k < 3; k++) {
+        ck_assert_msg(!memcmp(out[0][k], out[1][k], counts[k] * 4), "%s: %s differs between runs", repro, names[k]);
+        for (int run = 0; run < 3; run++)
+            free(out[run][k]);
+        free(ref[k]);
+    }
+    void *hs[] = {x, dy, w, b, rm, rv, mf, rf, xd, dyd, wd, bd, y, md, rd, rmd, rvd};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+
+START_TEST(test_bn_act_one_launch_backward)
+{
+    teeny_ctx *ctx = th_ctx();
+    const int cap = ctx->work_group_size * TEENY__BN_REG;
+    const one_shape shapes[] = {
+        {8, 24, 14, 14, 0.7, 1.5}, {4, 6, 7, 7, 0.7, 1.5}, {2, 1, 17, 3, -2.0, 0.5},
+        {1, 2, 4, cap, 0.3, 1.0},  {1, 2, 4, cap + 1, 0.3, 1.0}, {3, 5, 3, 5, 0.7, 1.5},
+    };
+    th_cpu_kernels(0);
+    for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++)
+        for (int act = TEENY_ACT_NONE; act <= TEENY_ACT_SILU; act++)
+            for (int training = 0; training < 2; training++)
+                one_check_bwd(ctx, &shapes[i], act, training, 800 + (uint64_t)i * 7 + (uint64_t)act * 2 + training);
+    th_cpu_kernels(-1);
+}
+END_TEST
+
 /* The reference's backward against central differences of its forward,
  * on L = sum(dy * y): every dx, dweight, dbias, both acts. */
 START_TEST(test_bn_act_finite_differences)
@@ -606,6 +693,7 @@ Suite *suite_bn_act(void)
     tcase_add_test(fwd, test_bn_act_one_launch);
     tcase_add_test(fwd, test_bn_act_one_launch_offset);
     tcase_add_test(fwd, test_bn_act_one_launch_budget);
+    tcase_add_test(bwd, test_bn_act_one_launch_backward);
     tcase_add_test(bwd, test_bn_act_finite_differences);
     tcase_add_test(fwd, test_bn_act_graph_fused_matches);
     tcase_add_test(fwd, test_bn_act_example_launches);

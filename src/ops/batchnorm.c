@@ -13,8 +13,9 @@
  * backward two (partials, bn_backward_dx). On the portable kernels'
  * spatial layout the consumers are the _spatial twins (a few work-groups
  * per channel, each merging the partials once), and a training forward
- * whose channels fit one work-group's registers is one launch,
- * bn_train_channel (plan_fused, the one rule). Where a device limits a
+ * or a backward with dx whose channels fit one work-group's registers is
+ * one launch, bn_train_channel / bn_backward_channel (plan_fused, the one
+ * rule). Where a device limits a
  * work-item's loop trips, the number of partials follows that limit too
  * (budget_parts). Shape inference and the eager functions: batchnorm_api.c.
  * Tunable: BN_WG, the reduction work-group size, from the device's
@@ -54,7 +55,7 @@ typedef struct {
     int total;  /* units the runs split */
     size_t red_global[2], red_local[2];
     /* the portable spatial consumers (bn_normalize_train_spatial, bn_backward_dx_spatial): G work-groups per
-     * channel, ew_chunk units each; fused: the training forward in one launch (bn_train_channel) */
+     * channel, ew_chunk units each; fused: one launch instead (bn_train_channel, bn_backward_channel) */
     int G, ew_chunk, fused;
     /* element-wise */
     int inner, outer;
@@ -67,8 +68,8 @@ typedef struct {
  * up to BN_WG * BN_REG units lives in one work-group's registers. */
 #define BN_REG TEENY__BN_REG
 
-/* teeny__batchnorm_debug_two_launch (ops.h): the training forward's two
- * launches even where plan_fused would take one. */
+/* teeny__batchnorm_debug_two_launch (ops.h): the two launches (forward
+ * and backward) even where plan_fused would take one. */
 static int fused_off;
 
 void teeny__batchnorm_debug_two_launch(int on)
@@ -220,9 +221,15 @@ static const char *consumer_name(const bn_plan *pl, int grad, int consume)
     if (grad && !consume)
         return "bn_grad_finalize";
     if (grad)
-        return pl->cpu ? "bn_backward_dx_cpu" : pl->G ? "bn_backward_dx_spatial" : "bn_backward_dx";
+        return pl->cpu     ? "bn_backward_dx_cpu"
+               : pl->fused ? "bn_backward_channel"
+               : pl->G     ? "bn_backward_dx_spatial"
+                           : "bn_backward_dx";
     if (consume)
-        return pl->cpu ? "bn_normalize_train_cpu" : pl->G ? "bn_normalize_train_spatial" : "bn_normalize_train";
+        return pl->cpu     ? "bn_normalize_train_cpu"
+               : pl->fused ? "bn_train_channel"
+               : pl->G     ? "bn_normalize_train_spatial"
+                           : "bn_normalize_train";
     return pl->cpu ? "bn_normalize_cpu" : "bn_normalize";
 }
 
@@ -255,19 +262,22 @@ static void budget_consumers(bn_plan *pl, int wg, int64_t budget)
     pl->G = (pl->total + pl->ew_chunk - 1) / pl->ew_chunk;
 }
 
-/* Whether a training forward runs in one launch, bn_train_channel: the
- * portable kernels, spatial layout, a channel of at most wg * BN_REG units
- * (held in its work-group's registers), within the loop budget, the kernel
- * taking wg items. At any channel count: the tensor is then at most C
- * channels of 32 KB (wg 256), a few microseconds of one work-group per
- * channel, while the two-launch path pays a second launch and the gap
- * before it (9-16 us apart on the H200, as measured). */
-static teeny_status plan_fused(teeny_ctx *ctx, int wg, const char *opt, int64_t budget, bn_plan *pl)
+/* Whether a training forward (bn_train_channel) or a backward with dx
+ * (bn_backward_channel) runs in one launch: the portable kernels, spatial
+ * layout, a channel of at most wg * BN_REG units (held in its
+ * work-group's registers), within the loop budget (the forward's count,
+ * the larger), the kernel taking wg items. At any channel count: the
+ * tensor is then at most C channels of 32 KB (wg 256, forward), a few
+ * microseconds of one work-group per channel, while the two-launch path
+ * pays a second launch and the gap before it (9-16 us apart on the H200,
+ * as measured). */
+static teeny_status plan_fused(teeny_ctx *ctx, int wg, const char *opt, int64_t budget, int grad, bn_plan *pl)
 {
     int64_t trips = 3 * (BN_REG + 1) + 2 * (3 * log2_floor(wg) + 1) + 1;
     if (!pl->spatial || pl->cpu || fused_off || (int64_t)pl->total > (int64_t)wg * BN_REG || trips > budget)
         return TEENY_OK;
-    teeny_status st = teeny__kernel_fit(ctx, "batchnorm", opt, "bn_train_channel", (size_t)wg, 0, NULL);
+    teeny_status st = teeny__kernel_fit(ctx, "batchnorm", opt, grad ? "bn_backward_channel" : "bn_train_channel",
+                                        (size_t)wg, 0, NULL);
     if (st == TEENY_ERR_UNSUPPORTED) { /* the two-launch path, its kernels checked */
         teeny__clear_error(ctx);
         return TEENY_OK;
@@ -303,7 +313,7 @@ static teeny_status plan_fit(teeny_ctx *ctx, int B, int C, int S, int grad, int 
     if (st != TEENY_OK)
         return st;
     plan_make(ctx, wg, B, C, S, min_parts, max_parts, pl);
-    if (!grad && consume && (st = plan_fused(ctx, wg, opt, budget, pl)) != TEENY_OK)
+    if (consume && (st = plan_fused(ctx, wg, opt, budget, grad, pl)) != TEENY_OK)
         return st;
     if (pl->fused)
         return TEENY_OK;
@@ -427,8 +437,7 @@ static teeny_status forward_train_spatial(teeny_ctx *ctx, const bn_plan *pl, con
     k[n++] = TEENY__KARG_INT(offs[3]);
     k[n++] = TEENY__KARG_INT(act);
     n += stats_args(pl, pl->fused ? NULL : &part, &eps, &momentum, a, offs + 4, k + n);
-    return teeny__run_kernel(ctx, "batchnorm", opt, pl->fused ? "bn_train_channel" : "bn_normalize_train_spatial", k,
-                             n, 2, global, local);
+    return teeny__run_kernel(ctx, "batchnorm", opt, consumer_name(pl, 0, 1), k, n, 2, global, local);
 }
 
 /* Training: the partials, then bn_normalize_train(_cpu), which merges them
@@ -510,7 +519,7 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
     float inv_n = (float)(1.0 / ((double)B * S));
     bn_plan pl;
     char opt[32];
-    cl_mem part;
+    cl_mem part = NULL;
     size_t g = (size_t)C, l = 1;
     teeny__karg k[32];
     int n = 0, planes = B * C;
@@ -524,7 +533,7 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
         bias = w;
     int b_off = teeny__off(bias);
     const teeny_tensor *act_t[3] = {w, bias, r};
-    if ((st = reduce(ctx, &pl, opt, x, dy, mean, act_t, &act, &eps, &r_is_var, &part)) != TEENY_OK)
+    if (!pl.fused && (st = reduce(ctx, &pl, opt, x, dy, mean, act_t, &act, &eps, &r_is_var, &part)) != TEENY_OK)
         return st;
     if (!dx) {
         const teeny__karg f[] = {TEENY__KARG_MEM(part),  TEENY__KARG_INT(pl.K),     TEENY__KARG_INT(C),
@@ -547,11 +556,12 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
     k[n++] = TEENY__KARG_INT(S);
     if (pl.cpu) {
         k[n++] = TEENY__KARG_INT(planes);
-    } else if (pl.G) { /* bn_backward_dx_spatial: vec, units, ew_chunk; grid (BN_WG * G, C) */
+    } else if (pl.G) { /* bn_backward_dx_spatial: vec, units, ew_chunk, grid (BN_WG * G, C); _channel: G 1 */
         k[n++] = TEENY__KARG_INT(pl.vec);
         k[n++] = TEENY__KARG_INT(pl.total);
-        k[n++] = TEENY__KARG_INT(pl.ew_chunk);
-        pl.ew_global[0] = (size_t)pl.G * pl.red_local[0];
+        if (!pl.fused)
+            k[n++] = TEENY__KARG_INT(pl.ew_chunk);
+        pl.ew_global[0] = (size_t)(pl.fused ? 1 : pl.G) * pl.red_local[0];
         pl.ew_global[1] = (size_t)C;
         pl.ew_local[0] = pl.red_local[0];
         pl.ew_local[1] = 1;
@@ -567,6 +577,7 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
                                 TEENY__KARG_INT(frozen),    TEENY__KARG_MEM(bias->buf), TEENY__KARG_INT(b_off),
                                 TEENY__KARG_INT(act)};
     for (int j = 0; j < 19; j++)
-        k[n++] = tail[j];
+        if (!pl.fused || (j != 8 && j != 9)) /* bn_backward_channel: no partials */
+            k[n++] = tail[j];
     return teeny__run_kernel(ctx, "batchnorm", opt, consumer_name(&pl, 1, 1), k, n, 2, pl.ew_global, pl.ew_local);
 }

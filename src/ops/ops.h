@@ -462,7 +462,7 @@ const char *teeny__op_name(teeny__op_id id);
  * tf32 asked, run the profile's linear_tf32 tile emulated in portable OpenCL C (1: common.cl), on any device. */
 void teeny__conv2d_debug(int tile, int no_depthwise);
 void teeny__linear_debug_tf32_emulate(int on);
-/* batchnorm.c: the training forward's two launches even where one would do (1). TEENY__BN_REG: the one launch's
+/* batchnorm.c: two launches each way even where one would do (1). TEENY__BN_REG: the one-launch kernels'
  * units (floats, float4s where H*W % 4 == 0) per item: a channel of up to BN_WG * 8 (cl/batchnorm.cl: BN_REG). */
 void teeny__batchnorm_debug_two_launch(int on);
 #define TEENY__BN_REG 8
