@@ -281,35 +281,33 @@ __kernel void bn_normalize(__global const float *x, int x_off, __global float *y
     bn_store(x, x_off, y, y_off, o * inner * vec + i * vec, vec, mean[mean_off + c], scale, bias[bias_off + c], act);
 }
 
-/* The item of a (BN_WG-item, two-dimensional) work-group that computes a
- * channel's per-channel values for the others, and the local slot they
- * share: spatial layout, local column 0 of each local row (a row is one
- * channel); rows layout, local row 0 of each local column. The channel's
- * outputs are written by the one such item holding element (0, c, 0). */
+/* Rows layout (the spatial one has its _spatial and _channel kernels),
+ * grid as bn_normalize, vec 1: the item of a (BN_WG-item,
+ * two-dimensional) work-group that computes its column's per-channel
+ * values for the others (local row 0) and the local slot they share (its
+ * column). The channel's outputs are written by the one such item holding
+ * element (0, c, 0). */
 #define BN_LANE_SETUP                                                                                              \
-    int i = get_global_id(0), o = get_global_id(1), lx = get_local_id(0), ly = get_local_id(1);                   \
-    int valid = i < inner && o < outer, slot = spatial ? ly : lx;                                                 \
-    int c = spatial ? o % C : i / S;                                                                              \
-    int lane = valid && (spatial ? lx == 0 : ly == 0);                                                            \
-    int writer = spatial ? i == 0 && o < C : o == 0 && i % S == 0
+    int i = get_global_id(0), o = get_global_id(1), slot = get_local_id(0), c = i / S;                            \
+    int valid = i < inner && o < outer, lane = valid && get_local_id(1) == 0, writer = o == 0 && i % S == 0
 
-/* Training forward, grid as bn_normalize: the batch statistics from the
- * partials (bn_train_stats), then y as bn_normalize. */
+/* Training forward, rows layout: the batch statistics from the partials
+ * (bn_train_stats), then y as bn_normalize. */
 __kernel void bn_normalize_train(__global const float *x, int x_off, __global float *y, int y_off, int inner,
-                                 int outer, int C, int S, int spatial, int vec, __global const float *w, int w_off,
+                                 int outer, int C, int S, __global const float *w, int w_off,
                                  __global const float *bias, int bias_off, int act, BN_STATS_ARGS)
 {
     __local float stat[2 * BN_WG];
     BN_LANE_SETUP;
     if (lane) {
-        float2 ms = bn_train_stats(BN_STATS_PASS, vec, x[x_off + c * S], c, writer);
+        float2 ms = bn_train_stats(BN_STATS_PASS, 1, x[x_off + c * S], c, writer);
         stat[2 * slot] = ms.x;
         stat[2 * slot + 1] = ms.y;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!valid)
         return;
-    bn_store(x, x_off, y, y_off, o * inner * vec + i * vec, vec, stat[2 * slot], w[w_off + c] * stat[2 * slot + 1],
+    bn_store(x, x_off, y, y_off, o * inner + i, 1, stat[2 * slot], w[w_off + c] * stat[2 * slot + 1],
              bias[bias_off + c], act);
 }
 
@@ -477,12 +475,12 @@ TEENY_INLINE void bn_dx_store(__global const float *x, __global const float *dy,
     }
 }
 
-/* Grid as bn_normalize: dweight and dbias from the partials
+/* Rows layout, grid as bn_normalize: dweight and dbias from the partials
  * (bn_grad_sums, one writer per channel), then dx. Frozen statistics:
  * dx = w * r * dy. Batch statistics: dx = w * r * (dy - dbias/n - xhat *
  * dweight/n), xhat = (x - mean) * r; dy through the activation (BN_DY). */
 __kernel void bn_backward_dx(__global const float *x, int x_off, __global const float *dy, int dy_off,
-                             __global float *dx, int dx_off, int inner, int outer, int C, int S, int spatial, int vec,
+                             __global float *dx, int dx_off, int inner, int outer, int C, int S,
                              __global const float *mean, int mean_off, __global const float *r, int r_off,
                              int r_is_var, float eps, __global const float *w, int w_off,
                              __global const float *part, int K, __global float *dweight, int dw_off,
@@ -506,8 +504,7 @@ __kernel void bn_backward_dx(__global const float *x, int x_off, __global const 
     float a = frozen ? 0.0f : sums[2 * slot] * inv_n;
     float k = frozen ? 0.0f : sums[2 * slot + 1] * inv_n * rs;
     BN_ACT_SETUP(c);
-    bn_dx_store(x + x_off, dy + dy_off, dx + dx_off, o * inner * vec + i * vec, vec, m, scale, a, k, act, ascale,
-                ashift);
+    bn_dx_store(x + x_off, dy + dy_off, dx + dx_off, o * inner + i, 1, m, scale, a, k, act, ascale, ashift);
 }
 
 /* Training forward, spatial layout, grid (BN_WG * G, C): work-group (g, c)

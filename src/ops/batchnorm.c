@@ -93,6 +93,10 @@ static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, int64_t
         wg = 1; /* one item per partial: its runs are as long as the split allows */
     pl->vec = pl->spatial && S % 4 == 0 ? 4 : 1;
     if (pl->spatial) {
+        /* the portable kernels: 8 work-groups per compute unit (of 256 items, what an H200 SM holds at once:
+         * an item's trips wait on their loads one after another, so occupancy is what keeps loads in flight) */
+        if (!pl->cpu)
+            target *= 2;
         int units = (int)((int64_t)B * S / pl->vec);
         int64_t k = (target + C - 1) / C;
         int64_t k_max = (units + 2 * wg - 1) / (2 * wg);       /* >= 2 units per item */
@@ -111,8 +115,8 @@ static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, int64_t
         pl->red_local[1] = 1;
         pl->inner = S / pl->vec;
         pl->outer = B * C;
-        /* the portable consumers: twice the reduction's work-groups, >= 2 units per item */
-        int64_t g = (2 * target + C - 1) / C;
+        /* the portable consumers: as many work-groups, >= 2 units per item */
+        int64_t g = (target + C - 1) / C;
         if (g > k_max) g = k_max;
         if (g < 1) g = 1;
         pl->ew_chunk = (int)((units + g - 1) / g);
@@ -480,9 +484,9 @@ teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
     k[n++] = TEENY__KARG_INT(S);
     if (pl.cpu)
         k[n++] = TEENY__KARG_INT(planes);
-    else
+    else if (!training) /* bn_normalize: either layout */
         k[n++] = TEENY__KARG_INT(pl.spatial);
-    if (!pl.cpu || training)
+    if (pl.cpu ? training : !training) /* bn_normalize_train_cpu, bn_normalize */
         k[n++] = TEENY__KARG_INT(pl.vec);
     if (!training) {
         k[n++] = TEENY__KARG_MEM(rm->buf);
@@ -565,9 +569,6 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
         pl.ew_global[1] = (size_t)C;
         pl.ew_local[0] = pl.red_local[0];
         pl.ew_local[1] = 1;
-    } else {
-        k[n++] = TEENY__KARG_INT(pl.spatial);
-        k[n++] = TEENY__KARG_INT(pl.vec);
     }
     const teeny__karg tail[] = {TEENY__KARG_MEM(mean->buf), TEENY__KARG_INT(m_off),     TEENY__KARG_MEM(r->buf),
                                 TEENY__KARG_INT(r_off),     TEENY__KARG_INT(r_is_var),  TEENY__KARG(eps),
