@@ -15,6 +15,13 @@
  *      per channel, the one holding element (0, c, 0), writes the channel's
  *      outputs (save_mean, save_rstd, the running statistics; dweight,
  *      dbias). bn_grad_finalize remains for a backward without dx.
+ * Spatial layout, portable kernels: the consumers are
+ * bn_normalize_train_spatial and bn_backward_dx_spatial, grid (BN_WG * G,
+ * C), each work-group merging once and then writing a run of its channel;
+ * and where a channel's units fit one work-group's registers (BN_WG *
+ * BN_REG) the training forward is one launch, bn_train_channel: one
+ * work-group per channel, exact two-pass statistics, no partials; and so
+ * is the backward with dx, bn_backward_channel.
  * Two partial layouts:
  *   spatial (S large): work-group (p, c) walks chunk p of channel c's B*S
  *     elements in units of VEC floats (VEC = 4 when S % 4 == 0, loaded with
@@ -72,6 +79,40 @@ TEENY_INLINE void bn_group_merge(__local float *ln, __local float *lm, __local f
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
+/* A work-item's walk over the units of one channel, BN_WG units apart, as
+ * (row b, unit s of the row; upr units per row): one division where it
+ * starts, none per unit. bn_walk_e: the unit's first element in channel c
+ * (relative to the tensor's offset). */
+typedef struct {
+    int b, s, upr, db, ds;
+} bn_walk;
+
+TEENY_INLINE bn_walk bn_walk_at(int u, int upr)
+{
+    bn_walk w;
+    w.upr = upr;
+    w.b = u / upr;
+    w.s = u - w.b * upr;
+    w.db = BN_WG / upr;
+    w.ds = BN_WG - w.db * upr;
+    return w;
+}
+
+TEENY_INLINE void bn_walk_next(bn_walk *w)
+{
+    w->b += w->db;
+    w->s += w->ds;
+    if (w->s >= w->upr) {
+        w->s -= w->upr;
+        w->b++;
+    }
+}
+
+TEENY_INLINE int bn_walk_e(const bn_walk *w, int C, int S, int c, int vec)
+{
+    return (w->b * C + c) * S + w->s * vec;
+}
+
 /* Grid (BN_WG * K, C), work-group (BN_WG, 1): group (p, c) reduces units
  * [p*chunk, min((p+1)*chunk, units)) of channel c, units = B*S/vec. */
 __kernel __attribute__((reqd_work_group_size(BN_WG, 1, 1)))
@@ -80,13 +121,11 @@ void bn_stats_spatial(__global const float *x, int x_off, int C, int S, int vec,
 {
     __local float ln[BN_WG], lm[BN_WG], lq[BN_WG];
     int lid = get_local_id(0), p = get_group_id(0), c = get_group_id(1), K = get_num_groups(0);
-    int units_per_row = S / vec;
-    int u_end = min(p * chunk + chunk, units);
+    int u = p * chunk + lid, u_end = min(p * chunk + chunk, units);
     float shift = x[x_off + c * S], sd = 0.0f, sdd = 0.0f;
     int cnt = 0;
-    for (int u = p * chunk + lid; u < u_end; u += BN_WG) {
-        int b = u / units_per_row;
-        __global const float *px = x + x_off + (b * C + c) * S + (u - b * units_per_row) * vec;
+    for (bn_walk wk = bn_walk_at(u, S / vec); u < u_end; u += BN_WG, bn_walk_next(&wk)) {
+        __global const float *px = x + x_off + bn_walk_e(&wk, C, S, c, vec);
         if (vec == 4) {
             float4 v = vload4(0, px) - shift;
             sd += (v.x + v.y) + (v.z + v.w);
@@ -242,36 +281,101 @@ __kernel void bn_normalize(__global const float *x, int x_off, __global float *y
     bn_store(x, x_off, y, y_off, o * inner * vec + i * vec, vec, mean[mean_off + c], scale, bias[bias_off + c], act);
 }
 
-/* The item of a (BN_WG-item, two-dimensional) work-group that computes a
- * channel's per-channel values for the others, and the local slot they
- * share: spatial layout, local column 0 of each local row (a row is one
- * channel); rows layout, local row 0 of each local column. The channel's
- * outputs are written by the one such item holding element (0, c, 0). */
+/* Rows layout (the spatial one has its _spatial and _channel kernels),
+ * grid as bn_normalize, vec 1: the item of a (BN_WG-item,
+ * two-dimensional) work-group that computes its column's per-channel
+ * values for the others (local row 0) and the local slot they share (its
+ * column). The channel's outputs are written by the one such item holding
+ * element (0, c, 0). */
 #define BN_LANE_SETUP                                                                                              \
-    int i = get_global_id(0), o = get_global_id(1), lx = get_local_id(0), ly = get_local_id(1);                   \
-    int valid = i < inner && o < outer, slot = spatial ? ly : lx;                                                 \
-    int c = spatial ? o % C : i / S;                                                                              \
-    int lane = valid && (spatial ? lx == 0 : ly == 0);                                                            \
-    int writer = spatial ? i == 0 && o < C : o == 0 && i % S == 0
+    int i = get_global_id(0), o = get_global_id(1), slot = get_local_id(0), c = i / S;                            \
+    int valid = i < inner && o < outer, lane = valid && get_local_id(1) == 0, writer = o == 0 && i % S == 0
 
-/* Training forward, grid as bn_normalize: the batch statistics from the
- * partials (bn_train_stats), then y as bn_normalize. */
+/* Training forward, rows layout: the batch statistics from the partials
+ * (bn_train_stats), then y as bn_normalize. */
 __kernel void bn_normalize_train(__global const float *x, int x_off, __global float *y, int y_off, int inner,
-                                 int outer, int C, int S, int spatial, int vec, __global const float *w, int w_off,
+                                 int outer, int C, int S, __global const float *w, int w_off,
                                  __global const float *bias, int bias_off, int act, BN_STATS_ARGS)
 {
     __local float stat[2 * BN_WG];
     BN_LANE_SETUP;
     if (lane) {
-        float2 ms = bn_train_stats(BN_STATS_PASS, vec, x[x_off + c * S], c, writer);
+        float2 ms = bn_train_stats(BN_STATS_PASS, 1, x[x_off + c * S], c, writer);
         stat[2 * slot] = ms.x;
         stat[2 * slot + 1] = ms.y;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!valid)
         return;
-    bn_store(x, x_off, y, y_off, o * inner * vec + i * vec, vec, stat[2 * slot], w[w_off + c] * stat[2 * slot + 1],
+    bn_store(x, x_off, y, y_off, o * inner + i, 1, stat[2 * slot], w[w_off + c] * stat[2 * slot + 1],
              bias[bias_off + c], act);
+}
+
+/* Training forward in one launch, spatial layout, grid (BN_WG, C): work-group
+ * c holds channel c's `units` (at most BN_WG * BN_REG) in registers, item
+ * lid units lid + j*BN_WG, shifted by the channel's first element as the
+ * partials are; the exact mean of the shifted values, then the sum of
+ * squared deviations from it (two passes over the registers, fixed-order
+ * tree sums: no cancellation), then y; item 0 writes the channel's
+ * outputs as bn_train_stats does. */
+#define BN_REG 8
+__kernel __attribute__((reqd_work_group_size(BN_WG, 1, 1)))
+void bn_train_channel(__global const float *x, int x_off, __global float *y, int y_off, int C, int S, int vec,
+                      int units, __global const float *w, int w_off, __global const float *bias, int bias_off,
+                      int act, float eps, float momentum, __global float *save_mean, int sm_off,
+                      __global float *save_rstd, int sr_off, __global float *run_mean, int rm_off,
+                      __global float *run_var, int rv_off)
+{
+    __local float red[2 * BN_WG];
+    const int lid = get_local_id(0), c = get_group_id(1), upr = S / vec;
+    __global const float *xc = x + x_off;
+    const float shift = xc[c * S], n = (float)(units * vec);
+    float4 v[BN_REG];
+    float sd = 0.0f, sq = 0.0f;
+    bn_walk wk = bn_walk_at(lid, upr);
+    TEENY_UNROLL
+    for (int j = 0; j < BN_REG; j++, bn_walk_next(&wk)) {
+        float4 t = (float4)(0.0f);
+        if (lid + j * BN_WG < units) {
+            int e = bn_walk_e(&wk, C, S, c, vec);
+            t = vec == 4 ? vload4(0, xc + e) - shift : (float4)(xc[e] - shift, 0.0f, 0.0f, 0.0f);
+        }
+        v[j] = t;
+        sd += (t.x + t.y) + (t.z + t.w);
+    }
+    red[lid] = sd;
+    teeny_group_sum(red, lid, BN_WG);
+    const float m = red[0] / n;
+    TEENY_UNROLL
+    for (int j = 0; j < BN_REG; j++) {
+        float4 d = v[j] - m;
+        if (vec == 1)
+            d.yzw = (float3)(0.0f);
+        if (lid + j * BN_WG < units)
+            sq += (d.x * d.x + d.y * d.y) + (d.z * d.z + d.w * d.w);
+    }
+    red[BN_WG + lid] = sq;
+    teeny_group_sum(red + BN_WG, lid, BN_WG);
+    const float q = red[BN_WG], rstd = rsqrt(q / n + eps), mean = shift + m;
+    if (lid == 0) {
+        save_mean[sm_off + c] = mean;
+        save_rstd[sr_off + c] = rstd;
+        run_mean[rm_off + c] = (1.0f - momentum) * run_mean[rm_off + c] + momentum * mean;
+        run_var[rv_off + c] = (1.0f - momentum) * run_var[rv_off + c] + momentum * (q / (n - 1.0f));
+    }
+    const float scale = w[w_off + c] * rstd, bshift = bias[bias_off + c];
+    wk = bn_walk_at(lid, upr);
+    TEENY_UNROLL
+    for (int j = 0; j < BN_REG; j++, bn_walk_next(&wk)) {
+        if (lid + j * BN_WG < units) {
+            int e = y_off + bn_walk_e(&wk, C, S, c, vec);
+            float4 o = bn_act_float4(act, (v[j] - m) * scale + bshift);
+            if (vec == 4)
+                vstore4(o, 0, y + e);
+            else
+                y[e] = o.x;
+        }
+    }
 }
 
 /* Gradient sums, spatial layout (grid as bn_stats_spatial): partial
@@ -284,13 +388,11 @@ void bn_grad_spatial(__global const float *x, int x_off, __global const float *d
 {
     __local float sums[2 * BN_WG]; /* rows: sum dy, sum dy * (x - mean) */
     int lid = get_local_id(0), p = get_group_id(0), c = get_group_id(1), K = get_num_groups(0);
-    int units_per_row = S / vec;
-    int u_end = min(p * chunk + chunk, units);
+    int u = p * chunk + lid, u_end = min(p * chunk + chunk, units);
     float m = mean[mean_off + c], sdy = 0.0f, sdyx = 0.0f;
     BN_ACT_SETUP(c);
-    for (int u = p * chunk + lid; u < u_end; u += BN_WG) {
-        int b = u / units_per_row;
-        int e = (b * C + c) * S + (u - b * units_per_row) * vec;
+    for (bn_walk wk = bn_walk_at(u, S / vec); u < u_end; u += BN_WG, bn_walk_next(&wk)) {
+        int e = bn_walk_e(&wk, C, S, c, vec);
         if (vec == 4) {
             float4 d = vload4(0, x + x_off + e) - m, g = BN_DY(float4, vload4(0, dy + dy_off + e), d);
             sdy += (g.x + g.y) + (g.z + g.w);
@@ -358,12 +460,27 @@ __kernel void bn_grad_finalize(__global const float *part, int K, int C, __globa
         bn_grad_sums(part, K, c, bn_rstd(r, r_off, r_is_var, eps, c), 1, dweight, dw_off, dbias, db_off);
 }
 
-/* Grid as bn_normalize: dweight and dbias from the partials
+/* dx = scale * (dy' - a - d * k) over the vec floats at element e, d = x
+ * - m, dy' = dy through the activation (BN_DY, ascale/ashift of
+ * BN_ACT_SETUP). */
+TEENY_INLINE void bn_dx_store(__global const float *x, __global const float *dy, __global float *dx, int e, int vec,
+                              float m, float scale, float a, float k, int act, float ascale, float ashift)
+{
+    if (vec == 4) {
+        float4 d = vload4(0, x + e) - m, g = BN_DY(float4, vload4(0, dy + e), d);
+        vstore4(scale * (g - a - d * k), 0, dx + e);
+    } else {
+        float d = x[e] - m;
+        dx[e] = scale * (BN_DY(float, dy[e], d) - a - d * k);
+    }
+}
+
+/* Rows layout, grid as bn_normalize: dweight and dbias from the partials
  * (bn_grad_sums, one writer per channel), then dx. Frozen statistics:
  * dx = w * r * dy. Batch statistics: dx = w * r * (dy - dbias/n - xhat *
  * dweight/n), xhat = (x - mean) * r; dy through the activation (BN_DY). */
 __kernel void bn_backward_dx(__global const float *x, int x_off, __global const float *dy, int dy_off,
-                             __global float *dx, int dx_off, int inner, int outer, int C, int S, int spatial, int vec,
+                             __global float *dx, int dx_off, int inner, int outer, int C, int S,
                              __global const float *mean, int mean_off, __global const float *r, int r_off,
                              int r_is_var, float eps, __global const float *w, int w_off,
                              __global const float *part, int K, __global float *dweight, int dw_off,
@@ -387,13 +504,118 @@ __kernel void bn_backward_dx(__global const float *x, int x_off, __global const 
     float a = frozen ? 0.0f : sums[2 * slot] * inv_n;
     float k = frozen ? 0.0f : sums[2 * slot + 1] * inv_n * rs;
     BN_ACT_SETUP(c);
-    int e = o * inner * vec + i * vec;
-    if (vec == 4) {
-        float4 d = vload4(0, x + x_off + e) - m, g = BN_DY(float4, vload4(0, dy + dy_off + e), d);
-        vstore4(scale * (g - a - d * k), 0, dx + dx_off + e);
-    } else {
-        float d = x[x_off + e] - m;
-        dx[dx_off + e] = scale * (BN_DY(float, dy[dy_off + e], d) - a - d * k);
+    bn_dx_store(x + x_off, dy + dy_off, dx + dx_off, o * inner + i, 1, m, scale, a, k, act, ascale, ashift);
+}
+
+/* Training forward, spatial layout, grid (BN_WG * G, C): work-group (g, c)
+ * merges channel c's partials once (bn_train_stats; group (0, c)'s item 0
+ * writes the channel's outputs), then writes units [g*ew_chunk, +ew_chunk)
+ * of the channel's `units`, its items BN_WG units apart (loads coalesced
+ * along each row), as bn_normalize_train: the same bits. */
+__kernel __attribute__((reqd_work_group_size(BN_WG, 1, 1)))
+void bn_normalize_train_spatial(__global const float *x, int x_off, __global float *y, int y_off, int C, int S,
+                                int vec, int units, int ew_chunk, __global const float *w, int w_off,
+                                __global const float *bias, int bias_off, int act, BN_STATS_ARGS)
+{
+    __local float stat[2];
+    int lid = get_local_id(0), g = get_group_id(0), c = get_group_id(1);
+    if (lid == 0) {
+        float2 ms = bn_train_stats(BN_STATS_PASS, vec, x[x_off + c * S], c, g == 0);
+        stat[0] = ms.x;
+        stat[1] = ms.y;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float m = stat[0], scale = w[w_off + c] * stat[1], shift = bias[bias_off + c];
+    int u = g * ew_chunk + lid, u_end = min(g * ew_chunk + ew_chunk, units);
+    for (bn_walk wk = bn_walk_at(u, S / vec); u < u_end; u += BN_WG, bn_walk_next(&wk))
+        bn_store(x, x_off, y, y_off, bn_walk_e(&wk, C, S, c, vec), vec, m, scale, shift, act);
+}
+
+/* Backward, spatial layout, grid as bn_normalize_train_spatial: channel
+ * c's dweight and dbias merged once per work-group (bn_grad_sums; group
+ * (0, c)'s item 0 writes them), then dx over the group's units as
+ * bn_backward_dx: the same bits. */
+__kernel __attribute__((reqd_work_group_size(BN_WG, 1, 1)))
+void bn_backward_dx_spatial(__global const float *x, int x_off, __global const float *dy, int dy_off,
+                            __global float *dx, int dx_off, int C, int S, int vec, int units, int ew_chunk,
+                            __global const float *mean, int mean_off, __global const float *r, int r_off,
+                            int r_is_var, float eps, __global const float *w, int w_off,
+                            __global const float *part, int K, __global float *dweight, int dw_off,
+                            __global float *dbias, int db_off, float inv_n, int frozen,
+                            __global const float *bias, int bias_off, int act)
+{
+    __local float sums[2];
+    int lid = get_local_id(0), g = get_group_id(0), c = get_group_id(1);
+    float rs = bn_rstd(r, r_off, r_is_var, eps, c);
+    if (lid == 0) {
+        float2 gs = bn_grad_sums(part, K, c, rs, g == 0, dweight, dw_off, dbias, db_off);
+        sums[0] = gs.x;
+        sums[1] = gs.y;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float scale = w[w_off + c] * rs, m = mean[mean_off + c];
+    float a = frozen ? 0.0f : sums[0] * inv_n, k = frozen ? 0.0f : sums[1] * inv_n * rs;
+    BN_ACT_SETUP(c);
+    int u = g * ew_chunk + lid, u_end = min(g * ew_chunk + ew_chunk, units);
+    for (bn_walk wk = bn_walk_at(u, S / vec); u < u_end; u += BN_WG, bn_walk_next(&wk))
+        bn_dx_store(x + x_off, dy + dy_off, dx + dx_off, bn_walk_e(&wk, C, S, c, vec), vec, m, scale, a, k, act,
+                    ascale, ashift);
+}
+
+/* Backward in one launch, spatial layout, grid (BN_WG, C), where the
+ * training forward is one (bn_train_channel's units): work-group c holds
+ * d = x - mean and dy (through the activation, BN_DY) of channel c in
+ * registers, sums dy and dy * d over them (fixed-order tree), item 0
+ * writes dbias and dweight, then every item its dx as bn_backward_dx. A
+ * missing unit (or lane, vec 1) holds dy = 0: it adds nothing. */
+__kernel __attribute__((reqd_work_group_size(BN_WG, 1, 1)))
+void bn_backward_channel(__global const float *x, int x_off, __global const float *dy, int dy_off,
+                         __global float *dx, int dx_off, int C, int S, int vec, int units,
+                         __global const float *mean, int mean_off, __global const float *r, int r_off,
+                         int r_is_var, float eps, __global const float *w, int w_off, __global float *dweight,
+                         int dw_off, __global float *dbias, int db_off, float inv_n, int frozen,
+                         __global const float *bias, int bias_off, int act)
+{
+    __local float red[2 * BN_WG];
+    const int lid = get_local_id(0), c = get_group_id(1), upr = S / vec;
+    const float m = mean[mean_off + c], rs = bn_rstd(r, r_off, r_is_var, eps, c);
+    BN_ACT_SETUP(c);
+    float4 d[BN_REG], g[BN_REG];
+    float sdy = 0.0f, sdyx = 0.0f;
+    bn_walk wk = bn_walk_at(lid, upr);
+    TEENY_UNROLL
+    for (int j = 0; j < BN_REG; j++, bn_walk_next(&wk)) {
+        float4 xv = (float4)(0.0f), gv = (float4)(0.0f);
+        if (lid + j * BN_WG < units) {
+            int e = bn_walk_e(&wk, C, S, c, vec);
+            xv = vec == 4 ? vload4(0, x + x_off + e) : (float4)(x[x_off + e], 0.0f, 0.0f, 0.0f);
+            gv = vec == 4 ? vload4(0, dy + dy_off + e) : (float4)(dy[dy_off + e], 0.0f, 0.0f, 0.0f);
+        }
+        d[j] = xv - m;
+        g[j] = BN_DY(float4, gv, d[j]);
+        sdy += (g[j].x + g[j].y) + (g[j].z + g[j].w);
+        sdyx += (g[j].x * d[j].x + g[j].y * d[j].y) + (g[j].z * d[j].z + g[j].w * d[j].w);
+    }
+    red[lid] = sdy;
+    red[BN_WG + lid] = sdyx;
+    teeny_group_sum_rows(red, lid, BN_WG, 2);
+    const float db = red[0], dwc = red[BN_WG] * rs;
+    if (lid == 0) {
+        dbias[db_off + c] = db;
+        dweight[dw_off + c] = dwc;
+    }
+    const float scale = w[w_off + c] * rs, a = frozen ? 0.0f : db * inv_n, k = frozen ? 0.0f : dwc * inv_n * rs;
+    wk = bn_walk_at(lid, upr);
+    TEENY_UNROLL
+    for (int j = 0; j < BN_REG; j++, bn_walk_next(&wk)) {
+        if (lid + j * BN_WG < units) {
+            int e = dx_off + bn_walk_e(&wk, C, S, c, vec);
+            float4 o = scale * (g[j] - a - d[j] * k);
+            if (vec == 4)
+                vstore4(o, 0, dx + e);
+            else
+                dx[e] = o.x;
+        }
     }
 }
 

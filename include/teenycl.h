@@ -521,7 +521,12 @@ TEENY_API teeny_status teeny_resize2d_backward(teeny_ctx *ctx, const teeny_resiz
  * save_mean / save_rstd receive the batch mean and 1/sqrt(var + eps) for the
  * backward pass. weight and bias may not be NULL. y may not alias x.
  * Reductions are deterministic (no atomics): the same inputs give
- * bit-identical results on the same device. */
+ * bit-identical results on the same device. With the portable kernels
+ * (GPUs), a training forward whose channels' B*H*W values fit one
+ * work-group (8 float4s per work-item where H*W % 4 == 0, else 8 floats:
+ * 8192 or 2048 values at 256 items) is one launch with an exact two-pass
+ * mean and variance; otherwise partial sums, then a normalize launch.
+ * The backward with dx is one launch or two by the same rule. */
 TEENY_API teeny_status teeny_batchnorm_forward_train(teeny_ctx *ctx, const teeny_tensor *x,
     const teeny_tensor *weight, const teeny_tensor *bias,
     teeny_tensor *running_mean, teeny_tensor *running_var, float momentum, float eps,

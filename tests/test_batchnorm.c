@@ -11,6 +11,7 @@
 
 #include "harness.h"
 #include "internal.h"
+#include "ops/ops.h"
 #include "ref/batchnorm_ref.h"
 
 #define TOL 1e-5
@@ -288,6 +289,12 @@ START_TEST(test_batchnorm_forward_sweep)
     case_make(&k, &sh, &r);
     th_cpu_kernels(_i % 2);
     check_forward(&k, repro);
+    if (_i % 2 == 0) { /* portable: the two-launch path too, where one launch was taken */
+        strncat(repro, " (two launches)", sizeof repro - strlen(repro) - 1);
+        teeny__batchnorm_debug_two_launch(1);
+        check_forward(&k, repro);
+        teeny__batchnorm_debug_two_launch(0);
+    }
     th_cpu_kernels(-1);
     case_free(&k);
 }
@@ -306,6 +313,12 @@ START_TEST(test_batchnorm_backward_sweep)
     case_make(&k, &sh, &r);
     th_cpu_kernels(_i % 2);
     check_backward(&k, repro);
+    if (_i % 2 == 0) { /* portable: the two-launch path too, where one launch was taken */
+        strncat(repro, " (two launches)", sizeof repro - strlen(repro) - 1);
+        teeny__batchnorm_debug_two_launch(1);
+        check_backward(&k, repro);
+        teeny__batchnorm_debug_two_launch(0);
+    }
     th_cpu_kernels(-1);
     case_free(&k);
 }

@@ -213,6 +213,278 @@ START_TEST(test_bn_act_sweep)
 }
 END_TEST
 
+/* ---- the training forward in one launch (bn_train_channel) ----
+ * Where a channel's units fit one work-group (wg * TEENY__BN_REG: the
+ * portable kernels, spatial layout) the forward is one launch; the hook
+ * forces the two-launch path. Both against the float64 reference: y,
+ * save_mean, save_rstd, the running statistics updated once, every act;
+ * outputs NaN-poisoned; the launches counted; the same bits twice. */
+typedef struct {
+    int B, C, H, W;
+    double mean, std; /* of x */
+} one_shape;
+
+/* Run one training forward on the portable kernels; the launches it took. */
+static int one_run(teeny_ctx *ctx, const one_shape *sh, int act, int two, const float *x, const float *w,
+                   const float *b, const float *rm, const float *rv, float **out)
+{
+    int64_t xs[4] = {sh->B, sh->C, sh->H, sh->W}, cs[1] = {sh->C};
+    size_t n = (size_t)sh->B * sh->C * sh->H * sh->W, C = (size_t)sh->C;
+    teeny_tensor *t[12] = {dev(ctx, 4, xs, x), dev(ctx, 1, cs, w), dev(ctx, 1, cs, b), dev(ctx, 1, cs, rm),
+                           dev(ctx, 1, cs, rv), dev(ctx, 4, xs, NULL), dev(ctx, 1, cs, NULL), dev(ctx, 1, cs, NULL)};
+    for (int i = 5; i < 8; i++)
+        th_poison(t[i]);
+    teeny__batchnorm_debug_two_launch(two);
+    int64_t k0 = ctx->prog.kernels_enqueued;
+    TH_OK(ctx, run_fwd(ctx, act, 1, t));
+    int launches = (int)(ctx->prog.kernels_enqueued - k0);
+    teeny__batchnorm_debug_two_launch(0);
+    const size_t counts[5] = {n, C, C, C, C};
+    const int which[5] = {5, 6, 7, 3, 4}; /* y, save_mean, save_rstd, running_mean, running_var */
+    for (int k = 0; k < 5; k++) {
+        out[k] = th_read(t[which[k]]);
+        ck_assert_msg(th_first_nonfinite(out[k], counts[k]) < 0, "output %d not written", k);
+    }
+    for (int i = 0; i < 8; i++)
+        teeny_tensor_destroy(t[i]);
+    return launches;
+}
+
+static void one_check(teeny_ctx *ctx, const one_shape *sh, int act, uint64_t seed, double tol)
+{
+    int C = sh->C, S = sh->H * sh->W, vec = S % 4 == 0 ? 4 : 1;
+    size_t n = (size_t)sh->B * C * S;
+    int fits = S >= 16 && (int64_t)sh->B * S / vec <= (int64_t)ctx->work_group_size * TEENY__BN_REG;
+    char repro[200];
+    snprintf(repro, sizeof repro, "one launch: x [%d, %d, %d, %d] mean %g act %d seed %llu (fits: %d)", sh->B, C,
+             sh->H, sh->W, sh->mean, act, (unsigned long long)seed, fits);
+    th_rng r = th_rng_make(seed);
+    float *x = th_malloc(n * 4), *w = th_malloc((size_t)C * 4), *b = th_malloc((size_t)C * 4);
+    float *rm = th_malloc((size_t)C * 4), *rv = th_malloc((size_t)C * 4);
+    th_fill_normal(&r, x, n, sh->mean, sh->std);
+    th_fill_uniform(&r, w, (size_t)C, 0.5, 1.5);
+    th_fill_uniform(&r, b, (size_t)C, -0.5, 0.5);
+    th_fill_uniform(&r, rm, (size_t)C, -0.2, 0.2);
+    th_fill_uniform(&r, rv, (size_t)C, 0.5, 1.5);
+    double *xd = th_dbl(x, n), *wd = th_dbl(w, (size_t)C), *bd = th_dbl(b, (size_t)C);
+    double *ref[5] = {th_malloc(n * 8), th_malloc((size_t)C * 8), th_malloc((size_t)C * 8), th_dbl(rm, (size_t)C),
+                      th_dbl(rv, (size_t)C)};
+    ref_bn_act_forward_train(xd, sh->B, C, S, wd, bd, 0.1, 1e-5, act, ref[0], ref[1], ref[2], ref[3], ref[4]);
+    const size_t counts[5] = {n, (size_t)C, (size_t)C, (size_t)C, (size_t)C};
+    static const char *names[5] = {"y", "save_mean", "save_rstd", "running_mean", "running_var"};
+    float *out[3][5];
+    for (int run = 0; run < 3; run++) { /* the rule, the rule again, two launches */
+        int two = run == 2, launches = one_run(ctx, sh, act, two, x, w, b, rm, rv, out[run]);
+        ck_assert_msg(launches == (fits && !two ? 1 : 2), "%s, two-launch hook %d: %d launches", repro, two,
+                      launches);
+        for (int k = 0; k < 5; k++) {
+            double e = th_nrms(out[run][k], ref[k], counts[k]);
+            ck_assert_msg(e <= (k == 0 ? tol : TOL), "%s, two-launch hook %d: %s nrms %g", repro, two, names[k], e);
+        }
+    }
+    for (int k = 0; k < 5; k++) {
+        ck_assert_msg(!memcmp(out[0][k], out[1][k], counts[k] * 4), "%s: %s differs between runs", repro, names[k]);
+        for (int run = 0; run < 3; run++)
+            free(out[run][k]);
+        free(ref[k]);
+    }
+    void *hs[] = {x, w, b, rm, rv, xd, wd, bd};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+
+START_TEST(test_bn_act_one_launch)
+{
+    teeny_ctx *ctx = th_ctx();
+    const int cap = ctx->work_group_size * TEENY__BN_REG; /* units of one work-group */
+    const one_shape shapes[] = {
+        {8, 24, 14, 14, 0.7, 1.5}, /* float4 units */
+        {4, 6, 7, 7, 0.7, 1.5},    /* S = 49: single floats */
+        {2, 1, 17, 3, -2.0, 0.5},  /* C = 1, S = 51 */
+        {1, 2, 4, cap, 0.3, 1.0},  /* exactly one work-group's units */
+        {1, 2, 4, cap + 1, 0.3, 1.0}, /* one more: two launches */
+        {3, 5, 3, 5, 0.7, 1.5},    /* S = 15: the rows layout, two launches */
+    };
+    th_cpu_kernels(0);
+    for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++)
+        for (int act = TEENY_ACT_NONE; act <= TEENY_ACT_SILU; act++)
+            one_check(ctx, &shapes[i], act, 700 + (uint64_t)i * 3 + (uint64_t)act, TOL);
+    th_cpu_kernels(-1);
+}
+END_TEST
+
+/* Mean 1e4, std 1: the one-launch path sums deviations from the channel's
+ * first element and then from their exact mean, so y keeps ~1e-7 of its
+ * scale (the two-launch path's float mean near 1e4 costs up to half an
+ * ulp of 1e4, the 5e-4 of test_batchnorm_stability; run here too, at 5e-4). */
+START_TEST(test_bn_act_one_launch_offset)
+{
+    teeny_ctx *ctx = th_ctx();
+    const one_shape sh = {6, 3, 16, 12, 1e4, 1.0};
+    th_cpu_kernels(0);
+    one_check(ctx, &sh, TEENY_ACT_NONE, 4242, 5e-4);
+    /* the one-launch run alone, tighter */
+    int64_t xs[4] = {sh.B, sh.C, sh.H, sh.W};
+    size_t n = (size_t)sh.B * sh.C * sh.H * sh.W;
+    th_rng r = th_rng_make(4243);
+    float *x = th_malloc(n * 4), w[3] = {1, 1, 1}, b[3] = {0.5f, -0.5f, 0.25f}, rm[3] = {0}, rv[3] = {1, 1, 1};
+    th_fill_normal(&r, x, n, 1e4, 1.0);
+    double *xd = th_dbl(x, n), *wd = th_dbl(w, 3), *bd = th_dbl(b, 3), *y = th_malloc(n * 8), mean[3], rstd[3];
+    double rmd[3] = {0}, rvd[3] = {1, 1, 1};
+    ref_bn_act_forward_train(xd, sh.B, sh.C, sh.H * sh.W, wd, bd, 0.1, 1e-5, TEENY_ACT_NONE, y, mean, rstd, rmd, rvd);
+    float *out[5];
+    ck_assert_int_eq(one_run(ctx, &sh, TEENY_ACT_NONE, 0, x, w, b, rm, rv, out), 1);
+    double e = th_nrms(out[0], y, n);
+    ck_assert_msg(e <= 1e-6, "one launch at mean 1e4: y nrms %g", e);
+    (void)xs;
+    for (int k = 0; k < 5; k++)
+        free(out[k]);
+    void *hs[] = {x, xd, wd, bd, y};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+    th_cpu_kernels(-1);
+}
+END_TEST
+
+/* The one-launch kernel's loops within a device's loop budget: a budget
+ * one trip short of them takes the two launches (the same outputs); a
+ * budget that fits neither is TEENY_ERR_UNSUPPORTED before anything is
+ * enqueued, every output and running statistic as it was. */
+START_TEST(test_bn_act_one_launch_budget)
+{
+    teeny_ctx *ctx = th_ctx();
+    const one_shape sh = {8, 24, 14, 14, 0.7, 1.5};
+    int wg = ctx->work_group_size, lg = 0;
+    while ((1 << (lg + 1)) <= wg)
+        lg++;
+    long long trips = 3 * (TEENY__BN_REG + 1) + 2 * (3 * lg + 1) + 1; /* batchnorm.c's count */
+    th_cpu_kernels(0);
+    th_loop_limit(2 * trips); /* budget: half the limit */
+    one_check(ctx, &sh, TEENY_ACT_RELU, 99, TOL);
+    th_loop_limit(2 * (trips - 1));
+    float *o[5];
+    size_t n = (size_t)sh.B * sh.C * sh.H * sh.W;
+    float *x = th_malloc(n * 4), w[24], b[24], rm[24], rv[24];
+    th_rng r = th_rng_make(98);
+    th_fill_normal(&r, x, n, 0.7, 1.5);
+    th_fill_uniform(&r, w, 24, 0.5, 1.5);
+    th_fill_uniform(&r, b, 24, -0.5, 0.5);
+    th_fill_uniform(&r, rm, 24, -0.2, 0.2);
+    th_fill_uniform(&r, rv, 24, 0.5, 1.5);
+    ck_assert_int_eq(one_run(ctx, &sh, TEENY_ACT_RELU, 0, x, w, b, rm, rv, o), 2);
+    for (int k = 0; k < 5; k++)
+        free(o[k]);
+    /* no plan fits */
+    th_loop_limit(8);
+    int64_t xs[4] = {sh.B, sh.C, sh.H, sh.W}, cs[1] = {sh.C};
+    teeny_tensor *t[8] = {dev(ctx, 4, xs, x), dev(ctx, 1, cs, w), dev(ctx, 1, cs, b), dev(ctx, 1, cs, rm),
+                          dev(ctx, 1, cs, rv), dev(ctx, 4, xs, NULL), dev(ctx, 1, cs, NULL), dev(ctx, 1, cs, NULL)};
+    for (int i = 5; i < 8; i++)
+        th_poison(t[i]);
+    int64_t k0 = ctx->prog.kernels_enqueued;
+    TH_STATUS(ctx, TEENY_ERR_UNSUPPORTED, run_fwd(ctx, TEENY_ACT_RELU, 1, t));
+    ck_assert_int_eq(ctx->prog.kernels_enqueued, k0);
+    for (int i = 5; i < 8; i++)
+        th_expect_all(t[i], NAN);
+    float *rm_now = th_read(t[3]), *rv_now = th_read(t[4]);
+    ck_assert(!memcmp(rm_now, rm, sizeof rm) && !memcmp(rv_now, rv, sizeof rv));
+    free(rm_now);
+    free(rv_now);
+    for (int i = 0; i < 8; i++)
+        teeny_tensor_destroy(t[i]);
+    free(x);
+    th_loop_limit(-1);
+    th_cpu_kernels(-1);
+}
+END_TEST
+
+/* The backward in one launch (bn_backward_channel) where the forward is
+ * one: training (saved statistics) and frozen (running ones), every act,
+ * against the float64 reference and the two-launch path; dx, dweight,
+ * dbias NaN-poisoned; the launches counted; the same bits twice. */
+static void one_check_bwd(teeny_ctx *ctx, const one_shape *sh, int act, int training, uint64_t seed)
+{
+    int C = sh->C, S = sh->H * sh->W, vec = S % 4 == 0 ? 4 : 1;
+    size_t n = (size_t)sh->B * C * S, cn = (size_t)C;
+    int fits = S >= 16 && (int64_t)sh->B * S / vec <= (int64_t)ctx->work_group_size * TEENY__BN_REG;
+    int64_t xs[4] = {sh->B, C, sh->H, sh->W}, cs[1] = {C};
+    char repro[200];
+    snprintf(repro, sizeof repro, "one-launch backward: x [%d, %d, %d, %d] act %d training %d seed %llu (fits: %d)",
+             sh->B, C, sh->H, sh->W, act, training, (unsigned long long)seed, fits);
+    th_rng r = th_rng_make(seed);
+    float *x = th_malloc(n * 4), *dy = th_malloc(n * 4), *w = th_malloc(cn * 4), *b = th_malloc(cn * 4);
+    float *rm = th_malloc(cn * 4), *rv = th_malloc(cn * 4), *mf = th_malloc(cn * 4), *rf = th_malloc(cn * 4);
+    th_fill_normal(&r, x, n, sh->mean, sh->std);
+    th_fill_normal(&r, dy, n, 0.0, 1.0);
+    th_fill_uniform(&r, w, cn, 0.5, 1.5);
+    th_fill_uniform(&r, b, cn, -0.5, 0.5);
+    th_fill_uniform(&r, rm, cn, -0.2, 0.2);
+    th_fill_uniform(&r, rv, cn, 0.5, 1.5);
+    double *xd = th_dbl(x, n), *dyd = th_dbl(dy, n), *wd = th_dbl(w, cn), *bd = th_dbl(b, cn);
+    double *y = th_malloc(n * 8), *md = th_malloc(cn * 8), *rd = th_malloc(cn * 8), *rmd = th_dbl(rm, cn),
+           *rvd = th_dbl(rv, cn);
+    ref_bn_act_forward_train(xd, sh->B, C, S, wd, bd, 0.1, 1e-5, act, y, md, rd, rmd, rvd);
+    for (int c = 0; c < C; c++) { /* the saved statistics as floats; frozen: the running ones */
+        mf[c] = training ? (float)md[c] : rm[c];
+        rf[c] = (float)(training ? rd[c] : 1.0 / sqrt((double)rv[c] + 1e-5));
+        md[c] = mf[c];
+        rd[c] = rf[c];
+    }
+    double *ref[3] = {th_malloc(n * 8), th_malloc(cn * 8), th_malloc(cn * 8)};
+    ref_bn_act_backward(xd, dyd, sh->B, C, S, wd, bd, md, rd, act, training, ref[0], ref[1], ref[2]);
+    const size_t counts[3] = {n, cn, cn};
+    static const char *names[3] = {"dx", "dweight", "dbias"};
+    float *out[3][3];
+    for (int run = 0; run < 3; run++) { /* the rule, the rule again, two launches */
+        teeny_tensor *t[12] = {dev(ctx, 4, xs, x),    dev(ctx, 1, cs, w),    dev(ctx, 1, cs, b),
+                               dev(ctx, 1, cs, rm),   dev(ctx, 1, cs, rv),   dev(ctx, 4, xs, NULL),
+                               dev(ctx, 1, cs, mf),   dev(ctx, 1, cs, rf),   dev(ctx, 4, xs, dy),
+                               dev(ctx, 4, xs, NULL), dev(ctx, 1, cs, NULL), dev(ctx, 1, cs, NULL)};
+        for (int i = 9; i < 12; i++)
+            th_poison(t[i]);
+        teeny__batchnorm_debug_two_launch(run == 2);
+        int64_t k0 = ctx->prog.kernels_enqueued;
+        TH_OK(ctx, run_bwd(ctx, act, training, t));
+        int launches = (int)(ctx->prog.kernels_enqueued - k0);
+        teeny__batchnorm_debug_two_launch(0);
+        ck_assert_msg(launches == (fits && run < 2 ? 1 : 2), "%s, run %d: %d launches", repro, run, launches);
+        for (int k = 0; k < 3; k++) {
+            out[run][k] = th_read(t[9 + k]);
+            ck_assert_msg(th_first_nonfinite(out[run][k], counts[k]) < 0, "%s: %s not written", repro, names[k]);
+            double e = th_nrms(out[run][k], ref[k], counts[k]);
+            ck_assert_msg(e <= TOL, "%s, run %d: %s nrms %g", repro, run, names[k], e);
+        }
+        for (int i = 0; i < 12; i++)
+            teeny_tensor_destroy(t[i]);
+    }
+    for (int k = 0; k < 3; k++) {
+        ck_assert_msg(!memcmp(out[0][k], out[1][k], counts[k] * 4), "%s: %s differs between runs", repro, names[k]);
+        for (int run = 0; run < 3; run++)
+            free(out[run][k]);
+        free(ref[k]);
+    }
+    void *hs[] = {x, dy, w, b, rm, rv, mf, rf, xd, dyd, wd, bd, y, md, rd, rmd, rvd};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+}
+
+START_TEST(test_bn_act_one_launch_backward)
+{
+    teeny_ctx *ctx = th_ctx();
+    const int cap = ctx->work_group_size * TEENY__BN_REG;
+    const one_shape shapes[] = {
+        {8, 24, 14, 14, 0.7, 1.5}, {4, 6, 7, 7, 0.7, 1.5}, {2, 1, 17, 3, -2.0, 0.5},
+        {1, 2, 4, cap, 0.3, 1.0},  {1, 2, 4, cap + 1, 0.3, 1.0}, {3, 5, 3, 5, 0.7, 1.5},
+    };
+    th_cpu_kernels(0);
+    for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++)
+        for (int act = TEENY_ACT_NONE; act <= TEENY_ACT_SILU; act++)
+            for (int training = 0; training < 2; training++)
+                one_check_bwd(ctx, &shapes[i], act, training, 800 + (uint64_t)i * 7 + (uint64_t)act * 2 + training);
+    th_cpu_kernels(-1);
+}
+END_TEST
+
 /* The reference's backward against central differences of its forward,
  * on L = sum(dy * y): every dx, dweight, dbias, both acts. */
 START_TEST(test_bn_act_finite_differences)
@@ -418,6 +690,10 @@ Suite *suite_bn_act(void)
     Suite *s = suite_create("bn_act");
     TCase *fwd = tcase_create("forward"), *bwd = tcase_create("backward"), *err = tcase_create("errors");
     tcase_add_loop_test(fwd, test_bn_act_sweep, 0, N_SHAPES);
+    tcase_add_test(fwd, test_bn_act_one_launch);
+    tcase_add_test(fwd, test_bn_act_one_launch_offset);
+    tcase_add_test(fwd, test_bn_act_one_launch_budget);
+    tcase_add_test(bwd, test_bn_act_one_launch_backward);
     tcase_add_test(bwd, test_bn_act_finite_differences);
     tcase_add_test(fwd, test_bn_act_graph_fused_matches);
     tcase_add_test(fwd, test_bn_act_example_launches);

@@ -279,12 +279,14 @@ START_TEST(test_conformance_batchnorm)
     cov_start();
     bn_case(2, 6, 5, 1, 1, 11);  /* NC: the rows reduction */
     bn_case(4, 2, 3, 3, 3, 12);  /* NCHW, small plane: rows */
-    for (int cpu = 0; cpu < 2; cpu++) { /* the portable and the CPU variants */
-        th_cpu_kernels(cpu);
+    for (int run = 0; run < 3; run++) { /* portable (one launch, then two), CPU variants */
+        th_cpu_kernels(run == 2);
+        teeny__batchnorm_debug_two_launch(run == 1);
         bn_case(4, 2, 3, 4, 4, 13);  /* NCHW spatial, float4 */
         bn_case(4, 3, 2, 3, 7, 14);  /* NCHW spatial, scalar */
         bn_case(2, 3, 2, 5, 9, 16);  /* NCHW spatial, one float16 run and a tail */
     }
+    teeny__batchnorm_debug_two_launch(0);
     th_cpu_kernels(-1);
 
     /* fold (the fused conv epilogue's scale/shift) */

@@ -10,7 +10,12 @@
  * the .cl banner); their partials live in the context's workspace, and the
  * second pass runs inside the element-wise kernel that consumes it, so a
  * training forward is two launches (partials, bn_normalize_train) and a
- * backward two (partials, bn_backward_dx). Where a device limits a
+ * backward two (partials, bn_backward_dx). On the portable kernels'
+ * spatial layout the consumers are the _spatial twins (a few work-groups
+ * per channel, each merging the partials once), and a training forward
+ * or a backward with dx whose channels fit one work-group's registers is
+ * one launch, bn_train_channel / bn_backward_channel (plan_fused, the one
+ * rule). Where a device limits a
  * work-item's loop trips, the number of partials follows that limit too
  * (budget_parts). Shape inference and the eager functions: batchnorm_api.c.
  * Tunable: BN_WG, the reduction work-group size, from the device's
@@ -32,6 +37,7 @@
  *             state slots). dx may be NULL.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -48,6 +54,9 @@ typedef struct {
     int chunk;  /* units per run */
     int total;  /* units the runs split */
     size_t red_global[2], red_local[2];
+    /* the portable spatial consumers (bn_normalize_train_spatial, bn_backward_dx_spatial): G work-groups per
+     * channel, ew_chunk units each; fused: one launch instead (bn_train_channel, bn_backward_channel) */
+    int G, ew_chunk, fused;
     /* element-wise */
     int inner, outer;
     size_t ew_global[2], ew_local[2];
@@ -55,6 +64,18 @@ typedef struct {
 
 /* The CPU variants' run of floats per item (BN_CPU_RUN in the .cl). */
 #define BN_CPU_RUN 1024
+/* bn_train_channel's units per work-item (BN_REG in the .cl): a channel of
+ * up to BN_WG * BN_REG units lives in one work-group's registers. */
+#define BN_REG TEENY__BN_REG
+
+/* teeny__batchnorm_debug_two_launch (ops.h): the two launches (forward
+ * and backward) even where plan_fused would take one. */
+static int fused_off;
+
+void teeny__batchnorm_debug_two_launch(int on)
+{
+    fused_off = on;
+}
 
 /* min_parts, max_parts: the partials per channel (spatial) or runs of the
  * batch (rows) the device's loop budget asks for (budget_parts). */
@@ -62,6 +83,7 @@ static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, int64_t
                       bn_plan *pl)
 {
     int64_t target = (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) * 4;
+    memset(pl, 0, sizeof *pl);
     pl->B = B;
     pl->C = C;
     pl->S = S;
@@ -71,6 +93,10 @@ static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, int64_t
         wg = 1; /* one item per partial: its runs are as long as the split allows */
     pl->vec = pl->spatial && S % 4 == 0 ? 4 : 1;
     if (pl->spatial) {
+        /* the portable kernels: 8 work-groups per compute unit (of 256 items, what an H200 SM holds at once:
+         * an item's trips wait on their loads one after another, so occupancy is what keeps loads in flight) */
+        if (!pl->cpu)
+            target *= 2;
         int units = (int)((int64_t)B * S / pl->vec);
         int64_t k = (target + C - 1) / C;
         int64_t k_max = (units + 2 * wg - 1) / (2 * wg);       /* >= 2 units per item */
@@ -89,6 +115,12 @@ static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, int64_t
         pl->red_local[1] = 1;
         pl->inner = S / pl->vec;
         pl->outer = B * C;
+        /* the portable consumers: as many work-groups, >= 2 units per item */
+        int64_t g = (target + C - 1) / C;
+        if (g > k_max) g = k_max;
+        if (g < 1) g = 1;
+        pl->ew_chunk = (int)((units + g - 1) / g);
+        pl->G = pl->cpu ? 0 : (units + pl->ew_chunk - 1) / pl->ew_chunk;
     } else {
         int64_t cs = (int64_t)C * S;
         int64_t p = (target * wg + cs - 1) / cs;
@@ -137,9 +169,14 @@ static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, int64_t
  *     a tree of log2(BN_WG) levels of at most 3 trips, + 1;
  *   bn_stats_rows / bn_grad_rows: rows_per + 1;
  *   the consumers' merge (bn_normalize_train, bn_backward_dx, their CPU
- *     twins, bn_grad_finalize): K + 1 (K partials per channel);
+ *     twins and _spatial twins, bn_grad_finalize): K + 1 (K partials per
+ *     channel);
+ *   bn_normalize_train_spatial / bn_backward_dx_spatial: ew_chunk/BN_WG + 1
+ *     strided trips more (the plan takes more work-groups per channel
+ *     where they would not fit);
  *   bn_normalize(_train)_cpu / bn_backward_dx_cpu: BN_CPU_RUN/16 + 1 + 16
- *     more. */
+ *     more;
+ *   bn_train_channel: three loops of BN_REG + 1 and two trees, + 1. */
 static int log2_floor(int v)
 {
     int l = 0;
@@ -181,27 +218,76 @@ static teeny_status budget_parts(teeny_ctx *ctx, int wg, int B, int S, int grad,
     return st;
 }
 
+/* The kernel that consumes the partials (or, inference, the one kernel):
+ * by layout and variant; pl->G set: the portable spatial twins. */
+static const char *consumer_name(const bn_plan *pl, int grad, int consume)
+{
+    if (grad && !consume)
+        return "bn_grad_finalize";
+    if (grad)
+        return pl->cpu     ? "bn_backward_dx_cpu"
+               : pl->fused ? "bn_backward_channel"
+               : pl->G     ? "bn_backward_dx_spatial"
+                           : "bn_backward_dx";
+    if (consume)
+        return pl->cpu     ? "bn_normalize_train_cpu"
+               : pl->fused ? "bn_train_channel"
+               : pl->G     ? "bn_normalize_train_spatial"
+                           : "bn_normalize_train";
+    return pl->cpu ? "bn_normalize_cpu" : "bn_normalize";
+}
+
 /* The plan's other loops: the consumer's merge of K partials (training
  * forward; backward: bn_backward_dx or, without dx, bn_grad_finalize),
  * the CPU element-wise runs. consume: the backward has dx, or the forward
  * trains. */
-static teeny_status budget_check(teeny_ctx *ctx, const bn_plan *pl, int grad, int consume)
+static teeny_status budget_check(teeny_ctx *ctx, const bn_plan *pl, int wg, int grad, int consume)
 {
-    const char *name;
+    const char *name = consumer_name(pl, grad, consume);
     int64_t trips = 0;
-    if (grad && !consume)
-        name = "bn_grad_finalize";
-    else if (grad)
-        name = pl->cpu ? "bn_backward_dx_cpu" : "bn_backward_dx";
-    else if (consume)
-        name = pl->cpu ? "bn_normalize_train_cpu" : "bn_normalize_train";
-    else
-        name = pl->cpu ? "bn_normalize_cpu" : "bn_normalize";
     if (grad || consume)
         trips += (int64_t)pl->K + 1;
     if (pl->cpu && (!grad || consume))
         trips += BN_CPU_RUN / 16 + 17;
+    if (consume && pl->G)
+        trips += (pl->ew_chunk + wg - 1) / wg + 1;
     return trips ? teeny__loop_check(ctx, name, trips) : TEENY_OK;
+}
+
+/* The spatial consumers' split within the budget: at most as many strided
+ * rounds per work-group as the budget leaves beside the merge (none left:
+ * budget_check reports it). */
+static void budget_consumers(bn_plan *pl, int wg, int64_t budget)
+{
+    int64_t rounds = budget - (pl->K + 1) - 2;
+    if (!pl->G || budget == INT64_MAX || rounds < 1 || pl->ew_chunk <= rounds * wg)
+        return;
+    pl->ew_chunk = (int)(rounds * wg);
+    pl->G = (pl->total + pl->ew_chunk - 1) / pl->ew_chunk;
+}
+
+/* Whether a training forward (bn_train_channel) or a backward with dx
+ * (bn_backward_channel) runs in one launch: the portable kernels, spatial
+ * layout, a channel of at most wg * BN_REG units (held in its
+ * work-group's registers), within the loop budget (the forward's count,
+ * the larger), the kernel taking wg items. At any channel count: the
+ * tensor is then at most C channels of 32 KB (wg 256, forward), a few
+ * microseconds of one work-group per channel, while the two-launch path
+ * pays a second launch and the gap before it (9-16 us apart on the H200,
+ * as measured). */
+static teeny_status plan_fused(teeny_ctx *ctx, int wg, const char *opt, int64_t budget, int grad, bn_plan *pl)
+{
+    int64_t trips = 3 * (BN_REG + 1) + 2 * (3 * log2_floor(wg) + 1) + 1;
+    if (!pl->spatial || pl->cpu || fused_off || (int64_t)pl->total > (int64_t)wg * BN_REG || trips > budget)
+        return TEENY_OK;
+    teeny_status st = teeny__kernel_fit(ctx, "batchnorm", opt, grad ? "bn_backward_channel" : "bn_train_channel",
+                                        (size_t)wg, 0, NULL);
+    if (st == TEENY_ERR_UNSUPPORTED) { /* the two-launch path, its kernels checked */
+        teeny__clear_error(ctx);
+        return TEENY_OK;
+    }
+    pl->fused = st == TEENY_OK;
+    return st;
 }
 
 /* Pick BN_WG before anything is enqueued: the device's work-group size, or
@@ -213,27 +299,30 @@ static teeny_status plan_fit(teeny_ctx *ctx, int B, int C, int S, int grad, int 
 {
     const char *names[2];
     int n = 0, wg;
-    int spatial = S >= BN_SPATIAL_MIN;
-    if (grad) {
-        names[n++] = spatial ? "bn_grad_spatial" : "bn_grad_rows";
-        names[n++] = consume ? "bn_backward_dx" : "bn_grad_finalize";
-    } else if (consume) {
-        names[n++] = spatial ? "bn_stats_spatial" : "bn_stats_rows";
-        names[n++] = "bn_normalize_train";
-    } else {
-        names[n++] = "bn_normalize";
-    }
-    int cpu = spatial && ctx->tune.variant == TEENY_VARIANT_CPU;
-    int64_t min_parts = 1, max_parts = INT64_MAX;
+    bn_plan shape = {0};
+    shape.spatial = S >= BN_SPATIAL_MIN;
+    shape.cpu = shape.spatial && ctx->tune.variant == TEENY_VARIANT_CPU;
+    shape.G = shape.spatial && !shape.cpu; /* the _spatial consumers */
+    if (grad || consume)
+        names[n++] = grad ? (shape.spatial ? "bn_grad_spatial" : "bn_grad_rows")
+                          : (shape.spatial ? "bn_stats_spatial" : "bn_stats_rows");
+    names[n++] = consumer_name(&shape, grad, consume);
+    int64_t min_parts = 1, max_parts = INT64_MAX, budget = INT64_MAX;
     teeny_status st = teeny__fit_halving(ctx, "batchnorm", "-DBN_WG=%d", names, n, ctx->work_group_size,
                                          TEENY__WG_FLOOR, &wg, opt, cap);
     if (st == TEENY_OK && (grad || consume))
-        st = budget_parts(ctx, wg, B, S, grad, cpu, &min_parts, &max_parts);
-    if (st == TEENY_OK) {
-        plan_make(ctx, wg, B, C, S, min_parts, max_parts, pl);
-        st = budget_check(ctx, pl, grad, consume);
-    }
-    return st;
+        st = budget_parts(ctx, wg, B, S, grad, shape.cpu, &min_parts, &max_parts);
+    if (st == TEENY_OK && (grad || consume))
+        st = teeny__loop_budget(ctx, &budget);
+    if (st != TEENY_OK)
+        return st;
+    plan_make(ctx, wg, B, C, S, min_parts, max_parts, pl);
+    if (consume && (st = plan_fused(ctx, wg, opt, budget, grad, pl)) != TEENY_OK)
+        return st;
+    if (pl->fused)
+        return TEENY_OK;
+    budget_consumers(pl, wg, budget);
+    return budget_check(ctx, pl, wg, grad, consume);
 }
 
 /* The reduction partials of statistics (dy NULL) or gradient sums; act:
@@ -291,16 +380,19 @@ static teeny_status reduce(teeny_ctx *ctx, const bn_plan *pl, const char *opt, c
     return teeny__run_kernel(ctx, "batchnorm", opt, name, k, n, 2, pl->red_global, pl->red_local);
 }
 
-/* The arguments bn_train_stats takes (BN_STATS_ARGS), appended to a. */
+/* The arguments bn_train_stats takes (BN_STATS_ARGS), appended to a;
+ * part NULL: bn_train_channel's, from eps on. */
 static int stats_args(const bn_plan *pl, const cl_mem *part, const float *eps, const float *momentum,
                       const teeny__op_args *oa, int *offs, teeny__karg *a)
 {
     int n = 0;
-    a[n++] = TEENY__KARG_MEM(*part);
-    a[n++] = TEENY__KARG_INT(pl->K);
-    a[n++] = TEENY__KARG_INT(pl->P);
-    a[n++] = TEENY__KARG_INT(pl->chunk);
-    a[n++] = TEENY__KARG_INT(pl->total);
+    if (part) {
+        a[n++] = TEENY__KARG_MEM(*part);
+        a[n++] = TEENY__KARG_INT(pl->K);
+        a[n++] = TEENY__KARG_INT(pl->P);
+        a[n++] = TEENY__KARG_INT(pl->chunk);
+        a[n++] = TEENY__KARG_INT(pl->total);
+    }
     a[n++] = TEENY__KARG(*eps);
     a[n++] = TEENY__KARG(*momentum);
     for (int j = 0; j < 4; j++) { /* save_mean, save_rstd, running_mean, running_var */
@@ -310,6 +402,46 @@ static int stats_args(const bn_plan *pl, const cl_mem *part, const float *eps, c
         a[n++] = TEENY__KARG_INT(offs[j]);
     }
     return n;
+}
+
+/* Training forward on the portable spatial kernels: one launch
+ * (bn_train_channel) where plan_fused took it, else the partials and
+ * bn_normalize_train_spatial. */
+static teeny_status forward_train_spatial(teeny_ctx *ctx, const bn_plan *pl, const char *opt, const teeny__op_args *a)
+{
+    const teeny_tensor *x = a->in[TEENY__BATCHNORM_X], *w = a->in[TEENY__BATCHNORM_WEIGHT],
+                       *bias = a->in[TEENY__BATCHNORM_BIAS];
+    const teeny_tensor *y = a->out[TEENY__OUT_VALUE];
+    float momentum = a->attrs.batchnorm.momentum, eps = a->attrs.batchnorm.eps;
+    int act = a->attrs.batchnorm.act, offs[8] = {teeny__off(x), teeny__off(y), teeny__off(w), teeny__off(bias)};
+    cl_mem part = NULL;
+    teeny__karg k[40];
+    int n = 0;
+    size_t global[2] = {(size_t)pl->G * pl->red_local[0], (size_t)pl->C}, local[2] = {pl->red_local[0], 1};
+    if (pl->fused) {
+        global[0] = local[0];
+    } else {
+        teeny_status st = reduce(ctx, pl, opt, x, NULL, NULL, NULL, NULL, NULL, NULL, &part);
+        if (st != TEENY_OK)
+            return st;
+    }
+    k[n++] = TEENY__KARG_MEM(x->buf);
+    k[n++] = TEENY__KARG_INT(offs[0]);
+    k[n++] = TEENY__KARG_MEM(y->buf);
+    k[n++] = TEENY__KARG_INT(offs[1]);
+    k[n++] = TEENY__KARG_INT(pl->C);
+    k[n++] = TEENY__KARG_INT(pl->S);
+    k[n++] = TEENY__KARG_INT(pl->vec);
+    k[n++] = TEENY__KARG_INT(pl->total);
+    if (!pl->fused)
+        k[n++] = TEENY__KARG_INT(pl->ew_chunk);
+    k[n++] = TEENY__KARG_MEM(w->buf);
+    k[n++] = TEENY__KARG_INT(offs[2]);
+    k[n++] = TEENY__KARG_MEM(bias->buf);
+    k[n++] = TEENY__KARG_INT(offs[3]);
+    k[n++] = TEENY__KARG_INT(act);
+    n += stats_args(pl, pl->fused ? NULL : &part, &eps, &momentum, a, offs + 4, k + n);
+    return teeny__run_kernel(ctx, "batchnorm", opt, consumer_name(pl, 0, 1), k, n, 2, global, local);
 }
 
 /* Training: the partials, then bn_normalize_train(_cpu), which merges them
@@ -335,10 +467,11 @@ teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
 
     if ((st = plan_fit(ctx, B, C, S, 0, training, &pl, opt, sizeof opt)) != TEENY_OK)
         return st;
+    if (training && pl.G)
+        return forward_train_spatial(ctx, &pl, opt, a);
     if (training && (st = reduce(ctx, &pl, opt, x, NULL, NULL, NULL, NULL, NULL, NULL, &part)) != TEENY_OK)
         return st;
-    const char *name = training ? (pl.cpu ? "bn_normalize_train_cpu" : "bn_normalize_train")
-                                : (pl.cpu ? "bn_normalize_cpu" : "bn_normalize");
+    const char *name = consumer_name(&pl, 0, training);
     k[n++] = TEENY__KARG_MEM(x->buf);
     k[n++] = TEENY__KARG_INT(x_off);
     k[n++] = TEENY__KARG_MEM(y->buf);
@@ -351,9 +484,9 @@ teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
     k[n++] = TEENY__KARG_INT(S);
     if (pl.cpu)
         k[n++] = TEENY__KARG_INT(planes);
-    else
+    else if (!training) /* bn_normalize: either layout */
         k[n++] = TEENY__KARG_INT(pl.spatial);
-    if (!pl.cpu || training)
+    if (pl.cpu ? training : !training) /* bn_normalize_train_cpu, bn_normalize */
         k[n++] = TEENY__KARG_INT(pl.vec);
     if (!training) {
         k[n++] = TEENY__KARG_MEM(rm->buf);
@@ -390,7 +523,7 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
     float inv_n = (float)(1.0 / ((double)B * S));
     bn_plan pl;
     char opt[32];
-    cl_mem part;
+    cl_mem part = NULL;
     size_t g = (size_t)C, l = 1;
     teeny__karg k[32];
     int n = 0, planes = B * C;
@@ -404,7 +537,7 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
         bias = w;
     int b_off = teeny__off(bias);
     const teeny_tensor *act_t[3] = {w, bias, r};
-    if ((st = reduce(ctx, &pl, opt, x, dy, mean, act_t, &act, &eps, &r_is_var, &part)) != TEENY_OK)
+    if (!pl.fused && (st = reduce(ctx, &pl, opt, x, dy, mean, act_t, &act, &eps, &r_is_var, &part)) != TEENY_OK)
         return st;
     if (!dx) {
         const teeny__karg f[] = {TEENY__KARG_MEM(part),  TEENY__KARG_INT(pl.K),     TEENY__KARG_INT(C),
@@ -419,7 +552,7 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
     k[n++] = TEENY__KARG_INT(dy_off);
     k[n++] = TEENY__KARG_MEM(dx->buf);
     k[n++] = TEENY__KARG_INT(dx_off);
-    if (!pl.cpu) {
+    if (!pl.cpu && !pl.G) {
         k[n++] = TEENY__KARG_INT(pl.inner);
         k[n++] = TEENY__KARG_INT(pl.outer);
     }
@@ -427,9 +560,15 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
     k[n++] = TEENY__KARG_INT(S);
     if (pl.cpu) {
         k[n++] = TEENY__KARG_INT(planes);
-    } else {
-        k[n++] = TEENY__KARG_INT(pl.spatial);
+    } else if (pl.G) { /* bn_backward_dx_spatial: vec, units, ew_chunk, grid (BN_WG * G, C); _channel: G 1 */
         k[n++] = TEENY__KARG_INT(pl.vec);
+        k[n++] = TEENY__KARG_INT(pl.total);
+        if (!pl.fused)
+            k[n++] = TEENY__KARG_INT(pl.ew_chunk);
+        pl.ew_global[0] = (size_t)(pl.fused ? 1 : pl.G) * pl.red_local[0];
+        pl.ew_global[1] = (size_t)C;
+        pl.ew_local[0] = pl.red_local[0];
+        pl.ew_local[1] = 1;
     }
     const teeny__karg tail[] = {TEENY__KARG_MEM(mean->buf), TEENY__KARG_INT(m_off),     TEENY__KARG_MEM(r->buf),
                                 TEENY__KARG_INT(r_off),     TEENY__KARG_INT(r_is_var),  TEENY__KARG(eps),
@@ -439,7 +578,7 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
                                 TEENY__KARG_INT(frozen),    TEENY__KARG_MEM(bias->buf), TEENY__KARG_INT(b_off),
                                 TEENY__KARG_INT(act)};
     for (int j = 0; j < 19; j++)
-        k[n++] = tail[j];
-    return teeny__run_kernel(ctx, "batchnorm", opt, pl.cpu ? "bn_backward_dx_cpu" : "bn_backward_dx", k, n, 2,
-                             pl.ew_global, pl.ew_local);
+        if (!pl.fused || (j != 8 && j != 9)) /* bn_backward_channel: no partials */
+            k[n++] = tail[j];
+    return teeny__run_kernel(ctx, "batchnorm", opt, consumer_name(&pl, 1, 1), k, n, 2, pl.ew_global, pl.ew_local);
 }

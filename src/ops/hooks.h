@@ -16,6 +16,10 @@ void teeny__linear_debug_tf32_emulate(int on);
 /* attention_plan.c: the tiled kernels' ATT_LAYOUT forced (0 decided per matrix, 1 rows, 2 columns; -1: by
  * the problem's strides). */
 void teeny__attention_debug_layout(int layout);
+/* batchnorm.c: two launches each way even where one would do (1). TEENY__BN_REG: the one-launch kernels'
+ * units (floats, float4s where H*W % 4 == 0) per item: a channel of up to BN_WG * 8 (cl/batchnorm.cl: BN_REG). */
+void teeny__batchnorm_debug_two_launch(int on);
+#define TEENY__BN_REG 8
 /* program/build.c: kernels report at most cap work-items (0: off), so every fallback can be forced anywhere. */
 void teeny__debug_kernel_wg_cap(size_t cap);
 

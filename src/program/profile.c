@@ -67,6 +67,7 @@ teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kern
         for (cl_uint i = 0; i < dims; i++)
             items *= (int64_t)g[i];
         ctx->prog.items_enqueued += items;
+        ctx->prog.kernels_enqueued++;
     }
     if (err == CL_SUCCESS && ev) {
         if (profile_grow(ctx)) {

@@ -30,6 +30,7 @@ typedef struct {
     int prof_count, prof_cap; /* prof_count < prof_cap: the arrays grow */
     int prof_lost;            /* events dropped when growing failed; teeny_profile_end reports them */
     int64_t items_enqueued;   /* work-items of every kernel enqueued (profile.c; tests see how work was split) */
+    int64_t kernels_enqueued; /* kernels enqueued (profile.c; tests count a pass's launches) */
 } teeny__program_state;
 
 /* Layers, each calling only those below it (tools/check-layers.sh):
