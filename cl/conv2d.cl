@@ -456,7 +456,9 @@ TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, i
  * (step = s / gcd(s, d)) of the count that fit the kernel, whose dy row is
  * p + c - i*d/gcd(s, d) with c = (r + pad - k0*d) / s; a phase no tap
  * reaches has Kc = 0 (dx = 0). PHASE_COLS 0: one GEMM as the arguments
- * say (the forward, an unstrided input gradient, one phase per launch). */
+ * say (the forward, an unstrided input gradient, one phase per launch).
+ * Built only with -DCONV_PHASES (the host asks for it in merged launches),
+ * so the other GEMMs keep their arguments as constants. */
 #define PHASE_COLS(v) (v).s0
 #define PHASE_GEOMETRY(v)                                                                                   \
     const int s_h = (v).s1, s_w = (v).s2, p_h = (v).s3, p_w = (v).s4, d_h = (v).s5, d_w = (v).s6,          \
@@ -526,9 +528,13 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
     const int g = get_group_id(1) / n_tiles;
     const int n0 = (get_group_id(1) - g * n_tiles) * TILE_N;
     const int m0 = get_group_id(0) * TILE_M;
+#ifdef CONV_PHASES /* only the merged launches' program: the phase search cost the forward GEMMs 5% (H200) */
     if (PHASE_COLS(phase) > 0)
         conv_phase_job(phase, get_group_id(2), &M, &P, &Q, &Kc, &Kh, &Kw, &c_h, &c_w, &w_off, &w_hstride,
                        &w_wstride, &out_off, &k_end);
+#else
+    (void)phase;
+#endif
     const int PQ = P * Q;
 
     /* this item's A rows: the source offset of tap (0, 0) and its row and

@@ -112,7 +112,11 @@ static void plan_options(att_plan *p)
  * when they mix. Either walk is correct for any strides; the layout only
  * picks the one whose neighbouring work-items read neighbouring
  * addresses, and a constant lets the compiler drop the other (the run-time
- * choice cost PSA's forward and backward 9% on the H200, 2026-12-01). */
+ * choice cost PSA's forward and backward 9% on the H200, 2026-12-01).
+ * Row-major calls keep the run-time walk in the fp32 kernels: there the
+ * constant made the backward 8% slower on the H200 (2026-12-02, BH 64,
+ * N 1024, D 64: 3.53 -> 3.83 ms, twice), while the tf32 kernels' forward
+ * gained 25% (0.53 -> 0.40 ms). */
 static int force_layout = -1; /* test hook: teeny__attention_debug_layout */
 
 void teeny__attention_debug_layout(int layout)
@@ -294,7 +298,7 @@ static int tc_fit(const att_plan *p, att_tile *t, size_t (*lds)(const att_plan *
 
 /* Turn p (a fp32 plan) into the tf32 kernels' where the call may take
  * them; p is unchanged otherwise. */
-static teeny_status tc_plan(teeny_ctx *ctx, att_plan *p)
+static teeny_status tc_plan(teeny_ctx *ctx, att_plan *p, int layout)
 {
     const teeny__attention_tf32_tune *tu = &ctx->tune.attention_tf32;
     size_t budget = ctx->info.local_mem_bytes < ATT_LDS_CAP ? (size_t)ctx->info.local_mem_bytes : ATT_LDS_CAP;
@@ -307,6 +311,7 @@ static teeny_status tc_plan(teeny_ctx *ctx, att_plan *p)
     while (warps > 1 && (size_t)32 * (size_t)warps > ctx->info.max_work_group_size)
         warps /= 2;
     att_plan t = *p;
+    t.layout = layout;
     att_tile tile = {warps, 16, 32, tu->cols / 8 > 0 ? tu->cols / 8 : 1};
     t.tc = 1;
     t.fw = t.kv = t.qg = tile;
@@ -328,10 +333,11 @@ const char *teeny__attn_kernel(const att_plan *pl, int pass)
 
 teeny_status teeny__attn_plan(teeny_ctx *ctx, const teeny__attn_problem *p, int backward, int cpu, att_plan *pl)
 {
-    teeny_status st = plan_make(ctx, p->d, p->dv, problem_ext(p), cpu ? 0 : problem_layout(p), pl);
+    int layout = cpu ? 0 : problem_layout(p), fp32_layout = layout == 1 && force_layout < 0 ? 0 : layout;
+    teeny_status st = plan_make(ctx, p->d, p->dv, problem_ext(p), fp32_layout, pl);
     if (st == TEENY_OK && !cpu) {
         att_plan fp32 = *pl;
-        if ((st = tc_plan(ctx, pl)) != TEENY_OK)
+        if ((st = tc_plan(ctx, pl, layout)) != TEENY_OK)
             return st;
         if (pl->tc) { /* a tf32 build that takes no tile leaves the fp32 kernels */
             st = plan_fit(ctx, pl, backward);

@@ -114,10 +114,20 @@ int teeny__conv2d_debug_pick(const teeny_ctx *ctx, int64_t M, int64_t N, int64_t
     return pick_tile(ctx, conv_tuning_of(ctx), M, N, G, occupancy);
 }
 
+/* A tile's options, and -DCONV_PHASES for a launch of several stride
+ * phases (cl/conv2d.cl: only that program has the phase search). */
+static void gemm_options(const conv_tuning *tu, int tile, int phases, char *buf, size_t cap)
+{
+    teeny__conv_tile_options(tu, tile, buf, cap);
+    size_t n = strlen(buf);
+    if (phases > 1 && n < cap)
+        snprintf(buf + n, cap - n, " -DCONV_PHASES=1");
+}
+
 /* The kernel's own limits (CL_KERNEL_WORK_GROUP_SIZE, its static local
  * memory) have the last word: the picked tile, else the next smaller one
  * its compiler allows; TEENY_ERR_UNSUPPORTED when none does. */
-static teeny_status fit_tile(teeny_ctx *ctx, const conv_tuning *tu, const char *name, int *tile)
+static teeny_status fit_tile(teeny_ctx *ctx, const conv_tuning *tu, const char *name, int phases, int *tile)
 {
     teeny_status st = TEENY_ERR_UNSUPPORTED;
     int tried = 0;
@@ -126,7 +136,7 @@ static teeny_status fit_tile(teeny_ctx *ctx, const conv_tuning *tu, const char *
         if (!tile_fits(ctx, tu, &tu->tiles[i]))
             continue;
         tried = 1;
-        teeny__conv_tile_options(tu, i, opt, sizeof opt);
+        gemm_options(tu, i, phases, opt, sizeof opt);
         st = teeny__kernel_fit(ctx, "conv2d", opt, name, (size_t)gemm_wg(&tu->tiles[i]), 0, NULL);
         if (st == TEENY_OK) {
             if (i != *tile)
@@ -275,7 +285,7 @@ teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const g
     int phases = j->phases > 1 ? j->phases : 1;
     int tile = pick_tile(ctx, tu, (int64_t)j->M * phases, j->N, j->G, 1);
     const char *name = j->plain ? "conv_gemm_1x1" : "conv_gemm_gather";
-    st = fit_tile(ctx, tu, name, &tile);
+    st = fit_tile(ctx, tu, name, phases, &tile);
     if (st != TEENY_OK)
         return st;
     const gemm_tile *t = &tu->tiles[tile];
@@ -283,7 +293,7 @@ teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const g
     if ((st = teeny__conv_gemm_tiles(ctx, t, j->plain, k_tiles, j->phase_trips, &per)) != TEENY_OK)
         return st;
     char opt[256];
-    teeny__conv_tile_options(tu, tile, opt, sizeof opt);
+    gemm_options(tu, tile, phases, opt, sizeof opt);
     size_t wg = (size_t)gemm_wg(t);
     size_t global[3] = {(size_t)cdiv(j->M, t->tm) * wg, (size_t)(cdiv(j->N, t->tn) * j->G), (size_t)phases};
     size_t local[3] = {wg, 1, 1};
@@ -491,7 +501,7 @@ teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, c
     if ((st = teeny__loop_budget(ctx, &budget)) != TEENY_OK ||
         (want_dw && (st = grad_budget_path(ctx, tu, g, gp)) != TEENY_OK))
         return st;
-    if (!gp->depthwise && !gp->cpu && want_dw && (st = fit_tile(ctx, tu, "conv_gemm_dw", &gp->tile)) != TEENY_OK)
+    if (!gp->depthwise && !gp->cpu && want_dw && (st = fit_tile(ctx, tu, "conv_gemm_dw", 1, &gp->tile)) != TEENY_OK)
         return st;
     if (want_dw && (st = grad_z_min(ctx, tu, g, gp, &z_min)) != TEENY_OK)
         return st;
