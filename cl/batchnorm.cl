@@ -318,7 +318,17 @@ __kernel void bn_normalize_train(__global const float *x, int x_off, __global fl
  * squared deviations from it (two passes over the registers, fixed-order
  * tree sums: no cancellation), then y; item 0 writes the channel's
  * outputs as bn_train_stats does. */
+#ifndef BN_REG
 #define BN_REG 8
+#endif
+/* BN_VEC (built with BN_REG 32 for planes of single floats, batchnorm.c
+ * plan_fused): vec as a constant, so the registers hold one float per
+ * unit, not a float4 of which one lane is used. */
+#ifdef BN_VEC
+#define BN_VEC_FIX(vec) ((vec) = BN_VEC)
+#else
+#define BN_VEC_FIX(vec) ((void)0)
+#endif
 __kernel __attribute__((reqd_work_group_size(BN_WG, 1, 1)))
 void bn_train_channel(__global const float *x, int x_off, __global float *y, int y_off, int C, int S, int vec,
                       int units, __global const float *w, int w_off, __global const float *bias, int bias_off,
@@ -327,6 +337,7 @@ void bn_train_channel(__global const float *x, int x_off, __global float *y, int
                       __global float *run_var, int rv_off)
 {
     __local float red[2 * BN_WG];
+    BN_VEC_FIX(vec);
     const int lid = get_local_id(0), c = get_group_id(1), upr = S / vec;
     __global const float *xc = x + x_off;
     const float shift = xc[c * S], n = (float)(units * vec);
@@ -577,6 +588,7 @@ void bn_backward_channel(__global const float *x, int x_off, __global const floa
                          __global const float *bias, int bias_off, int act)
 {
     __local float red[2 * BN_WG];
+    BN_VEC_FIX(vec);
     const int lid = get_local_id(0), c = get_group_id(1), upr = S / vec;
     const float m = mean[mean_off + c], rs = bn_rstd(r, r_off, r_is_var, eps, c);
     BN_ACT_SETUP(c);

@@ -254,7 +254,8 @@ static void one_check(teeny_ctx *ctx, const one_shape *sh, int act, uint64_t see
 {
     int C = sh->C, S = sh->H * sh->W, vec = S % 4 == 0 ? 4 : 1;
     size_t n = (size_t)sh->B * C * S;
-    int fits = S >= 16 && (int64_t)sh->B * S / vec <= (int64_t)ctx->work_group_size * TEENY__BN_REG;
+    int fits = S >= 16 && (int64_t)sh->B * S / vec <=
+                              (int64_t)ctx->work_group_size * (vec == 1 ? TEENY__BN_REG_SCALAR : TEENY__BN_REG);
     char repro[200];
     snprintf(repro, sizeof repro, "one launch: x [%d, %d, %d, %d] mean %g act %d seed %llu (fits: %d)", sh->B, C,
              sh->H, sh->W, sh->mean, act, (unsigned long long)seed, fits);
@@ -304,6 +305,10 @@ START_TEST(test_bn_act_one_launch)
         {1, 2, 4, cap, 0.3, 1.0},  /* exactly one work-group's units */
         {1, 2, 4, cap + 1, 0.3, 1.0}, /* one more: two launches */
         {3, 5, 3, 5, 0.7, 1.5},    /* S = 15: the rows layout, two launches */
+        /* single floats past 8 per item: 32 per item (-DBN_REG=32 -DBN_VEC=1); the most, then one more plane */
+        {cap / 49 + 1, 2, 7, 7, 0.7, 1.5},
+        {cap * 4 / 49, 3, 7, 7, 0.7, 1.5},
+        {cap * 4 / 49 + 1, 2, 7, 7, 0.7, 1.5},
     };
     th_cpu_kernels(0);
     for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++)
@@ -406,7 +411,8 @@ static void one_check_bwd(teeny_ctx *ctx, const one_shape *sh, int act, int trai
 {
     int C = sh->C, S = sh->H * sh->W, vec = S % 4 == 0 ? 4 : 1;
     size_t n = (size_t)sh->B * C * S, cn = (size_t)C;
-    int fits = S >= 16 && (int64_t)sh->B * S / vec <= (int64_t)ctx->work_group_size * TEENY__BN_REG;
+    int fits = S >= 16 && (int64_t)sh->B * S / vec <=
+                              (int64_t)ctx->work_group_size * (vec == 1 ? TEENY__BN_REG_SCALAR : TEENY__BN_REG);
     int64_t xs[4] = {sh->B, C, sh->H, sh->W}, cs[1] = {C};
     char repro[200];
     snprintf(repro, sizeof repro, "one-launch backward: x [%d, %d, %d, %d] act %d training %d seed %llu (fits: %d)",
@@ -475,6 +481,7 @@ START_TEST(test_bn_act_one_launch_backward)
     const one_shape shapes[] = {
         {8, 24, 14, 14, 0.7, 1.5}, {4, 6, 7, 7, 0.7, 1.5}, {2, 1, 17, 3, -2.0, 0.5},
         {1, 2, 4, cap, 0.3, 1.0},  {1, 2, 4, cap + 1, 0.3, 1.0}, {3, 5, 3, 5, 0.7, 1.5},
+        {cap / 49 + 1, 2, 7, 7, 0.7, 1.5}, {cap * 4 / 49, 3, 7, 7, 0.7, 1.5}, {cap * 4 / 49 + 1, 2, 7, 7, 0.7, 1.5},
     };
     th_cpu_kernels(0);
     for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++)

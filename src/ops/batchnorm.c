@@ -275,18 +275,25 @@ static void budget_consumers(bn_plan *pl, int wg, int64_t budget)
  * microseconds of one work-group per channel, while the two-launch path
  * pays a second launch and the gap before it (9-16 us apart on the H200,
  * as measured). */
-static teeny_status plan_fused(teeny_ctx *ctx, int wg, const char *opt, int64_t budget, int grad, bn_plan *pl)
+static teeny_status plan_fused(teeny_ctx *ctx, int wg, char *opt, size_t cap, int64_t budget, int grad,
+                               bn_plan *pl)
 {
-    int64_t trips = 3 * (BN_REG + 1) + 2 * (3 * log2_floor(wg) + 1) + 1;
-    if (!pl->spatial || pl->cpu || fused_off || (int64_t)pl->total > (int64_t)wg * BN_REG || trips > budget)
+    /* planes of single floats: up to 32 per item (a float each, -DBN_VEC=1), where 8 do not hold the channel */
+    int reg = pl->vec == 1 && (int64_t)pl->total > (int64_t)wg * BN_REG ? TEENY__BN_REG_SCALAR : BN_REG;
+    int64_t trips = 3 * (reg + 1) + 2 * (3 * log2_floor(wg) + 1) + 1;
+    char fused_opt[64];
+    if (!pl->spatial || pl->cpu || fused_off || (int64_t)pl->total > (int64_t)wg * reg || trips > budget)
         return TEENY_OK;
-    teeny_status st = teeny__kernel_fit(ctx, "batchnorm", opt, grad ? "bn_backward_channel" : "bn_train_channel",
-                                        (size_t)wg, 0, NULL);
+    snprintf(fused_opt, sizeof fused_opt, "%s%s", opt, reg != BN_REG ? " -DBN_REG=32 -DBN_VEC=1" : "");
+    teeny_status st = teeny__kernel_fit(ctx, "batchnorm", fused_opt,
+                                        grad ? "bn_backward_channel" : "bn_train_channel", (size_t)wg, 0, NULL);
     if (st == TEENY_ERR_UNSUPPORTED) { /* the two-launch path, its kernels checked */
         teeny__clear_error(ctx);
         return TEENY_OK;
     }
     pl->fused = st == TEENY_OK;
+    if (pl->fused) /* the call's one launch takes the fused kernel's build */
+        teeny__strlcpy(opt, fused_opt, cap);
     return st;
 }
 
@@ -317,7 +324,7 @@ static teeny_status plan_fit(teeny_ctx *ctx, int B, int C, int S, int grad, int 
     if (st != TEENY_OK)
         return st;
     plan_make(ctx, wg, B, C, S, min_parts, max_parts, pl);
-    if (consume && (st = plan_fused(ctx, wg, opt, budget, grad, pl)) != TEENY_OK)
+    if (consume && (st = plan_fused(ctx, wg, opt, cap, budget, grad, pl)) != TEENY_OK)
         return st;
     if (pl->fused)
         return TEENY_OK;
@@ -457,7 +464,7 @@ teeny_status teeny__batchnorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
     float momentum = a->attrs.batchnorm.momentum, eps = a->attrs.batchnorm.eps;
     int B = (int)x->shape[0], C = (int)x->shape[1], S = (int)(x->numel / ((int64_t)B * C));
     bn_plan pl;
-    char opt[32];
+    char opt[64];
     cl_mem part = NULL;
     teeny__karg k[40];
     int n = 0, offs[4], planes = B * C;
@@ -522,7 +529,7 @@ teeny_status teeny__batchnorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
     int B = (int)x->shape[0], C = (int)x->shape[1], S = (int)(x->numel / ((int64_t)B * C));
     float inv_n = (float)(1.0 / ((double)B * S));
     bn_plan pl;
-    char opt[32];
+    char opt[64];
     cl_mem part = NULL;
     size_t g = (size_t)C, l = 1;
     teeny__karg k[32];

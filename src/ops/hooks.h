@@ -20,6 +20,7 @@ void teeny__attention_debug_layout(int layout);
  * units (floats, float4s where H*W % 4 == 0) per item: a channel of up to BN_WG * 8 (cl/batchnorm.cl: BN_REG). */
 void teeny__batchnorm_debug_two_launch(int on);
 #define TEENY__BN_REG 8
+#define TEENY__BN_REG_SCALAR 32 /* the same for planes of single floats (H*W % 4 != 0), built with -DBN_REG=32 */
 /* program/build.c: kernels report at most cap work-items (0: off), so every fallback can be forced anywhere. */
 void teeny__debug_kernel_wg_cap(size_t cap);
 
