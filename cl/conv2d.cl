@@ -884,6 +884,45 @@ TEENY_UNROLL
               KH = (g).s7, KW = (g).s8, s_h = (g).s9, s_w = (g).sa, p_h = (g).sb, p_w = (g).sc, d_h = (g).sd, \
               d_w = (g).se
 
+/* dwconv_fwd's path for 3x3 kernels with dilation 1 down the rows and
+ * row stride SH (1 or 2: a constant where it is inlined, so the unrolled
+ * loops resolve every tap test at compile time). The item walks its
+ * strip's input rows once, (nr - 1) * SH + 3 of them, loads each row's 3
+ * values once and adds them into every output row r that reads that row
+ * (input row j is tap kh = j - r * SH of row r): 3 loads per input row
+ * instead of 3 per tap and output row. Per output the taps arrive in the
+ * general path's order (kh, then kw), so both paths give the same bits. */
+TEENY_INLINE void dw_fwd_rows3(__global const float *xc, __global const float *wc, int wstep, int ih0, int iw0,
+                               int H, int W, int d_w, int nr, const int SH, float *acc)
+{
+    float wv[9];
+    TEENY_UNROLL
+    for (int t = 0; t < 9; t++)
+        wv[t] = wc[t * wstep];
+    const int c0 = (uint)iw0 < (uint)W, c1 = (uint)(iw0 + d_w) < (uint)W, c2 = (uint)(iw0 + 2 * d_w) < (uint)W;
+    const int n_in = (nr - 1) * SH + 3;
+    TEENY_UNROLL
+    for (int j = 0; j < (DW_ROWS - 1) * SH + 3; j++) {
+        const int ih = ih0 + j;
+        if (j >= n_in || (uint)ih >= (uint)H)
+            continue;
+        __global const float *xr = xc + ih * W + iw0;
+        const float v0 = c0 ? xr[0] : 0.0f, v1 = c1 ? xr[d_w] : 0.0f, v2 = c2 ? xr[2 * d_w] : 0.0f;
+        TEENY_UNROLL
+        for (int r = 0; r < DW_ROWS; r++) {
+            const int kh = j - r * SH;
+            if (kh < 0 || kh > 2 || r >= nr)
+                continue;
+            if (c0)
+                acc[r] = TEENY_MAD(v0, wv[kh * 3], acc[r]);
+            if (c1)
+                acc[r] = TEENY_MAD(v1, wv[kh * 3 + 1], acc[r]);
+            if (c2)
+                acc[r] = TEENY_MAD(v2, wv[kh * 3 + 2], acc[r]);
+        }
+    }
+}
+
 /* Grid (items rounded up to DW_WG), work-group (DW_WG); no local memory
  * and no barrier. The output planes (b, co) are cut into strips of one
  * column by up to `rows` (<= DW_ROWS) rows: row_blocks strips down each
@@ -891,14 +930,15 @@ TEENY_UNROLL
  * row-blocks, then planes, so a work-group's lanes run along rows
  * (coalesced loads and stores) and fill whole planes, several planes per
  * group when planes are small (no idle lanes at W = 56, 28, 14, 7). Item
- * i decodes its strip once (three divisions), then per tap (kh, kw) loads
- * the DW_ROWS inputs under its strip's rows -- independent loads in
- * flight, the strip's rows sharing each input row through the cache (at
- * stride 1 the row under output row r at tap kh is the one under r + 1 at
- * kh - 1) -- and accumulates one register per row. flip != 0 reads each
- * channel's taps in reverse order (the kernel rotated by 180 degrees): the
- * input gradient of a stride-1 depthwise convolution with multiplier 1 is
- * this forward pass over dy (conv2d_exec.c). */
+ * i decodes its strip once (three divisions) and accumulates one
+ * register per row. 3x3 kernels with row stride 1 or 2 and row dilation
+ * 1 take dw_fwd_rows3 (each input value loaded once); any other kernel
+ * loads, per tap (kh, kw), the DW_ROWS inputs under its strip's rows --
+ * independent loads in flight, the strip's rows sharing each input row
+ * through the cache. flip != 0 reads each channel's taps in reverse
+ * order (the kernel rotated by 180 degrees): the input gradient of a
+ * stride-1 depthwise convolution with multiplier 1 is this forward pass
+ * over dy (conv2d_exec.c). */
 __kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
 void dwconv_fwd(__global const float *restrict x, int x_off, __global const float *restrict w, int w_off,
                 __global float *restrict y, int y_off, int16 geo, int rows, int row_blocks,
@@ -919,17 +959,23 @@ void dwconv_fwd(__global const float *restrict x, int x_off, __global const floa
     TEENY_UNROLL
     for (int r = 0; r < DW_ROWS; r++)
         acc[r] = 0.0f;
-    for (int kh = 0; kh < KH; kh++) {
-        const int ihk = ih0 + kh * d_h;
-        __global const float *xr = xc + ihk * W + iw0;
-        for (int kw = 0; kw < KW; kw++, wc += wstep) {
-            const float wv = *wc;
-            if ((uint)(iw0 + kw * d_w) >= (uint)W)
-                continue;
-            TEENY_UNROLL
-            for (int r = 0; r < DW_ROWS; r++)
-                if (r < nr && (uint)(ihk + r * s_h) < (uint)H)
-                    acc[r] = TEENY_MAD(xr[r * sW + kw * d_w], wv, acc[r]);
+    if (KH == 3 && KW == 3 && d_h == 1 && s_h == 1) {
+        dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 1, acc);
+    } else if (KH == 3 && KW == 3 && d_h == 1 && s_h == 2) {
+        dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 2, acc);
+    } else {
+        for (int kh = 0; kh < KH; kh++) {
+            const int ihk = ih0 + kh * d_h;
+            __global const float *xr = xc + ihk * W + iw0;
+            for (int kw = 0; kw < KW; kw++, wc += wstep) {
+                const float wv = *wc;
+                if ((uint)(iw0 + kw * d_w) >= (uint)W)
+                    continue;
+                TEENY_UNROLL
+                for (int r = 0; r < DW_ROWS; r++)
+                    if (r < nr && (uint)(ihk + r * s_h) < (uint)H)
+                        acc[r] = TEENY_MAD(xr[r * sW + kw * d_w], wv, acc[r]);
+            }
         }
     }
     const float2 e = conv_epilogue(epi, co, bias, bias_off, scale, scale_off, shift, shift_off);

@@ -552,8 +552,12 @@ END_TEST
 /* dwconv_fwd's strips (cl/conv2d.cl): planes of 56, 28, 14 and 7 rows
  * (strips of 8 and 7 rows), a row count no strip height divides (17: 6, 6,
  * 5), one-row planes, planes far smaller than a work-group (several per
- * group), multipliers 2 and 4, stride 2 and dilation; forward with bias
- * and backward, in the portable variant, against the float64 reference. */
+ * group), multipliers 2 and 4, stride 2 and dilation; the 3x3 path
+ * (dw_fwd_rows3: row strides 1 and 2, short last strips, column stride
+ * and dilation, uneven padding) and 3x3 kernels it leaves to the general
+ * path (row dilation 2, row stride 3); forward with bias and backward
+ * (at stride 1 dx is dwconv_fwd again, taps reversed), in the portable
+ * variant, against the float64 reference. */
 START_TEST(test_conv2d_depthwise_strips)
 {
     static const conv_case cases[] = {
@@ -564,6 +568,11 @@ START_TEST(test_conv2d_depthwise_strips)
         {{2, 3, 9, 11, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3, 0, 0}, 1, 0, 0},
         {{1, 2, 17, 5, 2, 5, 5, 1, 1, 4, 2, 2, 1, 2, 0, 0}, 0, 0, 0},
         {{2, 4, 1, 40, 4, 1, 3, 1, 1, 0, 1, 1, 1, 4, 0, 0}, 1, 0, 0},
+        {{1, 3, 19, 6, 3, 3, 3, 1, 1, 0, 2, 1, 1, 3, 0, 0}, 1, 1, 0},  /* 3x3 path, strips 6, 6, 5, pad (0, 2) */
+        {{2, 3, 33, 10, 3, 3, 3, 2, 1, 1, 1, 1, 2, 3, 0, 0}, 1, 0, 0}, /* 3x3 path: stride (2, 1), dilation (1, 2) */
+        {{1, 2, 34, 5, 4, 3, 3, 2, 2, 2, 0, 1, 1, 2, 0, 0}, 0, 0, 0},  /* 3x3 path: stride 2, multiplier 2 */
+        {{1, 2, 12, 7, 2, 3, 3, 1, 1, 2, 1, 2, 1, 2, 0, 0}, 1, 0, 0},  /* 3x3, dilation (2, 1): general path */
+        {{1, 2, 13, 8, 2, 3, 3, 3, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0},  /* 3x3, stride 3: general path */
     };
     teeny_ctx *ctx = th_ctx();
     th_cpu_kernels(0);

@@ -67,7 +67,10 @@ teeny_status teeny__conv_dw_cpu_rows(teeny_ctx *ctx, const conv_geom *g, int dx,
 }
 
 /* dwconv_fwd: the clear and the store (DW_ROWS + 1 each) and the taps
- * (KH + 1, KW + 1 per kh), each with its loop over DW_ROWS rows (+ 1).
+ * (KH + 1, KW + 1 per kh), each with its loop over DW_ROWS rows (+ 1);
+ * its 3x3 path (dw_fwd_rows3) instead loads the 9 taps (+ 1) and walks
+ * (DW_ROWS - 1) * s_h + 3 input rows (+ 1), each with its loop over
+ * DW_ROWS rows (+ 1).
  * dwconv_dx: the staging loop, DW_ROWS rows (+ 1), and per row the mult
  * channels (+ 1) of taps. */
 static int64_t dw_item_trips(const conv_tuning *tu, const conv_geom *g, const dw_plan *pl, int dx)
@@ -79,6 +82,10 @@ static int64_t dw_item_trips(const conv_tuning *tu, const conv_geom *g, const dw
         return stage + (tu->dw_rows + 1) + (int64_t)tu->dw_rows * ((g->Cog + 1) + (int64_t)g->Cog * taps);
     }
     int64_t rows = tu->dw_rows + 1;
+    if (g->KH == 3 && g->KW == 3 && g->dh == 1 && (g->sh == 1 || g->sh == 2)) {
+        int64_t in_rows = (int64_t)(tu->dw_rows - 1) * g->sh + 3;
+        return 2 * rows + 10 + (in_rows + 1) + in_rows * rows;
+    }
     return 2 * rows + (g->KH + 1) + (int64_t)g->KH * ((g->KW + 1) + (int64_t)g->KW * rows);
 }
 
