@@ -1057,15 +1057,70 @@ void dwconv_dx(__global const float *restrict dy, int dy_off, __global const flo
     }
 }
 
+/* Columns per run of dwconv_dw's 3x3 path (conv2d_loops.c DW_RUN). */
+#define DW_RUN 8
+
+/* dwconv_dw's path for 3x3 kernels at stride 1 and dilation 1 (the host
+ * sets `runs`): item lid takes runs q = q_begin + lid, + DW_WG, ... of
+ * DW_RUN consecutive columns of one output row (b, oh) (runs_w runs per
+ * row, the last one short where DW_RUN does not divide OW), each clipped
+ * to the chunk's positions [r_begin, r_end). Per run it loads the dy run
+ * once and, per kernel row kh, the DW_RUN + 2 inputs under it once, and
+ * adds every tap's products from registers: DW_RUN + 3 * (DW_RUN + 2)
+ * loads for 9 * DW_RUN products, where the per-position walk loads 10
+ * per position. Positions outside the chunk, the row or the input are
+ * skipped, not added as zeros. acc[tap] gets tap kh * 3 + kw. */
+TEENY_INLINE void dw_dw_runs3(__global const float *xc0, __global const float *dyc0, int Cin, int Cout, int H,
+                              int W, int OH, int OW, int p_h, int p_w, int r_begin, int r_end, int lid, float *acc)
+{
+    const int runs_w = (OW + DW_RUN - 1) / DW_RUN, HW = H * W, OHW = OH * OW;
+    const int row_b = r_begin / OW, row_l = (r_end - 1) / OW;
+    const int q_begin = row_b * runs_w + (r_begin - row_b * OW) / DW_RUN;
+    const int q_end = row_l * runs_w + (r_end - 1 - row_l * OW) / DW_RUN + 1;
+    for (int q = q_begin + lid; q < q_end; q += DW_WG) {
+        const int row = q / runs_w, ow0 = (q - row * runs_w) * DW_RUN, b = row / OH, oh = row - b * OH;
+        const int lo = max(ow0, r_begin - row * OW) - ow0, hi = min(OW, r_end - row * OW) - ow0;
+        __global const float *dyr = dyc0 + b * Cout * OHW + oh * OW + ow0;
+        __global const float *xb = xc0 + b * Cin * HW;
+        float g[DW_RUN];
+        TEENY_UNROLL
+        for (int c = 0; c < DW_RUN; c++)
+            g[c] = c >= lo && c < hi ? dyr[c] : 0.0f;
+        const int iw0 = ow0 - p_w;
+        TEENY_UNROLL
+        for (int kh = 0; kh < 3; kh++) {
+            const int ih = oh - p_h + kh;
+            if ((uint)ih >= (uint)H)
+                continue;
+            __global const float *xr = xb + ih * W + iw0;
+            float v[DW_RUN + 2];
+            TEENY_UNROLL
+            for (int m = 0; m < DW_RUN + 2; m++)
+                v[m] = (uint)(iw0 + m) < (uint)W ? xr[m] : 0.0f;
+            TEENY_UNROLL
+            for (int c = 0; c < DW_RUN; c++) {
+                if (c < lo || c >= hi)
+                    continue;
+                TEENY_UNROLL
+                for (int kw = 0; kw < 3; kw++)
+                    if ((uint)(iw0 + c + kw) < (uint)W)
+                        acc[kh * 3 + kw] = TEENY_MAD(g[c], v[c + kw], acc[kh * 3 + kw]);
+            }
+        }
+    }
+}
+
 /* Weight gradient of the depthwise case. Grid (DW_WG * Z, Cout),
  * work-group (DW_WG): group (z, co) sums dy[b, co, oh, ow] *
  * x[b, co / mult, oh*s_h - p_h + kh*d_h, ow*s_w - p_w + kw*d_w] over
  * r = (b, oh, ow) in [z*r_chunk, +r_chunk), item t taking r = t, t + DW_WG,
- * ..., DW_TAPS taps per pass; the work-group tree sum of each tap goes to
+ * ..., DW_TAPS taps per pass -- or, where runs != 0 (3x3, stride 1,
+ * dilation 1, DW_TAPS >= 9: one pass), runs of columns (dw_dw_runs3); the
+ * work-group tree sum of each tap goes to
  * out[out_off + z*out_zstride + co*KH*KW + tap]. */
 __kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
 void dwconv_dw(__global const float *restrict x, int x_off, __global const float *restrict dy, int dy_off,
-               __global float *restrict out, int out_off, int out_zstride, int16 geo, int R, int r_chunk)
+               __global float *restrict out, int out_off, int out_zstride, int16 geo, int R, int r_chunk, int runs)
 {
     DW_GEOMETRY(geo);
     __local float red[DW_TAPS * DW_WG];
@@ -1081,22 +1136,28 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
             acc[t] = 0.0f;
         const int kh0 = t0 / KW, kw0 = t0 - kh0 * KW;
         conv_idx at = idx_make(r_begin + lid, OH, OW);
-        for (int r = r_begin + lid; r < r_end; r += DW_WG) {
-            float g = dy[dy_off + (at.c * Cout + co) * OHW + at.h * OW + at.w];
-            __global const float *xc = x + x_off + (at.c * Cin + ci) * HW;
-            int ihb = at.h * s_h - p_h, iwb = at.w * s_w - p_w, kh = kh0, kw = kw0;
-            TEENY_UNROLL
-            for (int t = 0; t < DW_TAPS; t++) {
-                int ih = ihb + kh * d_h, iw = iwb + kw * d_w;
-                if (t0 + t < KHW && (uint)ih < (uint)H && (uint)iw < (uint)W)
-                    acc[t] = TEENY_MAD(g, xc[ih * W + iw], acc[t]);
-                if (++kw == KW) {
-                    kw = 0;
-                    kh++;
+#if DW_TAPS >= 9
+        if (runs)
+            dw_dw_runs3(x + x_off + ci * HW, dy + dy_off + co * OHW, Cin, Cout, H, W, OH, OW, p_h, p_w, r_begin,
+                        r_end, lid, acc);
+        else
+#endif
+            for (int r = r_begin + lid; r < r_end; r += DW_WG) {
+                float g = dy[dy_off + (at.c * Cout + co) * OHW + at.h * OW + at.w];
+                __global const float *xc = x + x_off + (at.c * Cin + ci) * HW;
+                int ihb = at.h * s_h - p_h, iwb = at.w * s_w - p_w, kh = kh0, kw = kw0;
+                TEENY_UNROLL
+                for (int t = 0; t < DW_TAPS; t++) {
+                    int ih = ihb + kh * d_h, iw = iwb + kw * d_w;
+                    if (t0 + t < KHW && (uint)ih < (uint)H && (uint)iw < (uint)W)
+                        acc[t] = TEENY_MAD(g, xc[ih * W + iw], acc[t]);
+                    if (++kw == KW) {
+                        kw = 0;
+                        kh++;
+                    }
                 }
+                at = idx_add(at, step, OH, OW);
             }
-            at = idx_add(at, step, OH, OW);
-        }
         for (int t = 0; t < DW_TAPS; t++)
             red[t * DW_WG + lid] = acc[t];
         teeny_group_sum_rows(red, lid, DW_WG, DW_TAPS);

@@ -587,6 +587,42 @@ START_TEST(test_conv2d_depthwise_strips)
 }
 END_TEST
 
+/* dwconv_dw's 3x3 path (dw_dw_runs3, cl/conv2d.cl: runs of 8 columns):
+ * row widths that 8 divides and does not (short last runs, runs of one
+ * column), chunks of positions that end mid-row (1 channel: the work is
+ * split over partials, which conv_reduce_parts sums; 37 rows so no chunk
+ * ends on a row boundary), several batches, padding 0, 1 and (2, 0), a
+ * multiplier of 2, and 3x3 shapes it leaves to the per-position walk
+ * (stride 2, dilation 2); the weight gradient against the float64
+ * reference in the portable variant. */
+START_TEST(test_conv2d_depthwise_dw_runs)
+{
+    static const struct {
+        conv_case k;
+        int split; /* 1: the weight gradient must be split over partials */
+    } cases[] = {
+        {{{1, 1, 37, 21, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0}, 1},
+        {{{3, 1, 39, 9, 1, 3, 3, 1, 1, 0, 1, 1, 1, 1, 0, 0}, 1, 1, 0}, 1},
+        {{{2, 3, 16, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}, 1, 0, 0}, 0},
+        {{{2, 2, 9, 3, 4, 3, 3, 1, 1, 2, 0, 1, 1, 2, 0, 0}, 0, 0, 0}, 0},
+        {{{1, 2, 5, 1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0}, 0},
+        {{{2, 2, 11, 13, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0}, 0},
+        {{{1, 2, 12, 10, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 0, 0}, 1, 0, 0}, 0},
+    };
+    teeny_ctx *ctx = th_ctx();
+    th_cpu_kernels(0);
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        TH_OK(ctx, teeny_profile_begin(ctx));
+        run_case(&cases[i].k, 1300 + (uint64_t)i, 1, 1);
+        int dw = profiled(ctx, "dwconv_dw"), parts = profiled(ctx, "conv_reduce_parts");
+        TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+        ck_assert_msg(dw, "case %d: dwconv_dw did not run", i);
+        ck_assert_msg(!cases[i].split || parts, "case %d: the weight gradient was not split", i);
+    }
+    th_cpu_kernels(-1);
+}
+END_TEST
+
 /* Forward and backward of k (bias, every gradient) against the
  * reference; out[0..3] = y, dx, dw, dbias as read back (caller frees).
  * Returns the kernels launched. */
@@ -1169,6 +1205,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(bwd, test_conv2d_backward_workspace);
     tcase_add_test(bwd, test_conv2d_depthwise_dx_route);
     tcase_add_test(fwd, test_conv2d_depthwise_strips);
+    tcase_add_test(bwd, test_conv2d_depthwise_dw_runs);
     tcase_add_test(bwd, test_conv2d_tf32);
     tcase_add_test(bwd, test_conv2d_split_loops);
     tcase_add_test(bwd, test_conv2d_split_loops_cpu);
