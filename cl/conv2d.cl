@@ -1057,54 +1057,73 @@ void dwconv_dx(__global const float *restrict dy, int dy_off, __global const flo
     }
 }
 
-/* Columns per run of dwconv_dw's 3x3 path (conv2d_loops.c DW_RUN). */
-#define DW_RUN 8
-
 /* dwconv_dw's path for 3x3 kernels at stride 1 and dilation 1 (the host
- * sets `runs`): item lid takes runs q = q_begin + lid, + DW_WG, ... of
- * DW_RUN consecutive columns of one output row (b, oh) (runs_w runs per
- * row, the last one short where DW_RUN does not divide OW), each clipped
- * to the chunk's positions [r_begin, r_end). Per run it loads the dy run
- * once and, per kernel row kh, the DW_RUN + 2 inputs under it once, and
- * adds every tap's products from registers: DW_RUN + 3 * (DW_RUN + 2)
- * loads for 9 * DW_RUN products, where the per-position walk loads 10
- * per position. Positions outside the chunk, the row or the input are
- * skipped, not added as zeros. acc[tap] gets tap kh * 3 + kw. */
-TEENY_INLINE void dw_dw_runs3(__global const float *xc0, __global const float *dyc0, int Cin, int Cout, int H,
+ * sets `rows3`). The chunk's positions [r_begin, r_end) lie in output rows
+ * row_b .. row_l of the B*OH rows; these are cut into strips of DW_ROWS
+ * rows, and item lid takes units u = lid, + DW_WG, ... of (strip u / OW,
+ * column u % OW), so a work-group's lanes run along rows (coalesced
+ * loads). Walking its column down the strip, the item keeps the 3 x 3
+ * inputs under the current position in registers: moving one row down
+ * in the same plane loads one new input row (3 values) and the dy value,
+ * 4 loads for 9 products where the per-position walk loads 10; the first
+ * position and a new plane load all 3 rows (the chunk skips positions
+ * only before its first and after its last, so the positions a column
+ * takes in one plane are consecutive rows). Positions outside the
+ * chunk and inputs outside the plane are skipped, not added as zeros.
+ * acc[tap] gets tap kh * 3 + kw. */
+TEENY_INLINE void dw_dw_rows3(__global const float *xc0, __global const float *dyc0, int Cin, int Cout, int H,
                               int W, int OH, int OW, int p_h, int p_w, int r_begin, int r_end, int lid, float *acc)
 {
-    const int runs_w = (OW + DW_RUN - 1) / DW_RUN, HW = H * W, OHW = OH * OW;
-    const int row_b = r_begin / OW, row_l = (r_end - 1) / OW;
-    const int q_begin = row_b * runs_w + (r_begin - row_b * OW) / DW_RUN;
-    const int q_end = row_l * runs_w + (r_end - 1 - row_l * OW) / DW_RUN + 1;
-    for (int q = q_begin + lid; q < q_end; q += DW_WG) {
-        const int row = q / runs_w, ow0 = (q - row * runs_w) * DW_RUN, b = row / OH, oh = row - b * OH;
-        const int lo = max(ow0, r_begin - row * OW) - ow0, hi = min(OW, r_end - row * OW) - ow0;
-        __global const float *dyr = dyc0 + b * Cout * OHW + oh * OW + ow0;
-        __global const float *xb = xc0 + b * Cin * HW;
-        float g[DW_RUN];
+    const int HW = H * W, OHW = OH * OW, row_b = r_begin / OW, row_l = (r_end - 1) / OW;
+    const int n_units = (row_l - row_b + DW_ROWS) / DW_ROWS * OW;
+    for (int u = lid; u < n_units; u += DW_WG) {
+        const int strip = u / OW, ow = u - strip * OW, iw0 = ow - p_w;
+        const int cv0 = (uint)iw0 < (uint)W, cv1 = (uint)(iw0 + 1) < (uint)W, cv2 = (uint)(iw0 + 2) < (uint)W;
+        int row = row_b + strip * DW_ROWS, b = row / OH, oh = row - b * OH, last_b = -1;
+        float xw[9];
+        int rv[3];
         TEENY_UNROLL
-        for (int c = 0; c < DW_RUN; c++)
-            g[c] = c >= lo && c < hi ? dyr[c] : 0.0f;
-        const int iw0 = ow0 - p_w;
-        TEENY_UNROLL
-        for (int kh = 0; kh < 3; kh++) {
-            const int ih = oh - p_h + kh;
-            if ((uint)ih >= (uint)H)
-                continue;
-            __global const float *xr = xb + ih * W + iw0;
-            float v[DW_RUN + 2];
-            TEENY_UNROLL
-            for (int m = 0; m < DW_RUN + 2; m++)
-                v[m] = (uint)(iw0 + m) < (uint)W ? xr[m] : 0.0f;
-            TEENY_UNROLL
-            for (int c = 0; c < DW_RUN; c++) {
-                if (c < lo || c >= hi)
-                    continue;
+        for (int k = 0; k < DW_ROWS; k++, row++) {
+            const int pos = row * OW + ow;
+            if (row <= row_l && pos >= r_begin && pos < r_end) {
+                __global const float *xb = xc0 + b * Cin * HW + iw0;
+                const float g = dyc0[b * Cout * OHW + oh * OW + ow];
+                if (b != last_b) { /* a fresh window: rows 0 and 1 */
+                    TEENY_UNROLL
+                    for (int kh = 0; kh < 2; kh++) {
+                        const int ih = oh - p_h + kh;
+                        rv[kh] = (uint)ih < (uint)H;
+                        xw[kh * 3] = rv[kh] && cv0 ? xb[ih * W] : 0.0f;
+                        xw[kh * 3 + 1] = rv[kh] && cv1 ? xb[ih * W + 1] : 0.0f;
+                        xw[kh * 3 + 2] = rv[kh] && cv2 ? xb[ih * W + 2] : 0.0f;
+                    }
+                } else { /* one row down: rows 1 and 2 become 0 and 1 */
+                    TEENY_UNROLL
+                    for (int m = 0; m < 6; m++)
+                        xw[m] = xw[m + 3];
+                    rv[0] = rv[1];
+                    rv[1] = rv[2];
+                }
+                const int ih = oh - p_h + 2;
+                rv[2] = (uint)ih < (uint)H;
+                xw[6] = rv[2] && cv0 ? xb[ih * W] : 0.0f;
+                xw[7] = rv[2] && cv1 ? xb[ih * W + 1] : 0.0f;
+                xw[8] = rv[2] && cv2 ? xb[ih * W + 2] : 0.0f;
                 TEENY_UNROLL
-                for (int kw = 0; kw < 3; kw++)
-                    if ((uint)(iw0 + c + kw) < (uint)W)
-                        acc[kh * 3 + kw] = TEENY_MAD(g[c], v[c + kw], acc[kh * 3 + kw]);
+                for (int kh = 0; kh < 3; kh++)
+                    if (rv[kh]) {
+                        if (cv0)
+                            acc[kh * 3] = TEENY_MAD(g, xw[kh * 3], acc[kh * 3]);
+                        if (cv1)
+                            acc[kh * 3 + 1] = TEENY_MAD(g, xw[kh * 3 + 1], acc[kh * 3 + 1]);
+                        if (cv2)
+                            acc[kh * 3 + 2] = TEENY_MAD(g, xw[kh * 3 + 2], acc[kh * 3 + 2]);
+                    }
+                last_b = b;
+            }
+            if (++oh == OH) {
+                oh = 0;
+                b++;
             }
         }
     }
@@ -1114,13 +1133,13 @@ TEENY_INLINE void dw_dw_runs3(__global const float *xc0, __global const float *d
  * work-group (DW_WG): group (z, co) sums dy[b, co, oh, ow] *
  * x[b, co / mult, oh*s_h - p_h + kh*d_h, ow*s_w - p_w + kw*d_w] over
  * r = (b, oh, ow) in [z*r_chunk, +r_chunk), item t taking r = t, t + DW_WG,
- * ..., DW_TAPS taps per pass -- or, where runs != 0 (3x3, stride 1,
- * dilation 1, DW_TAPS >= 9: one pass), runs of columns (dw_dw_runs3); the
+ * ..., DW_TAPS taps per pass -- or, where rows3 != 0 (3x3, stride 1,
+ * dilation 1, DW_TAPS >= 9: one pass), column strips (dw_dw_rows3); the
  * work-group tree sum of each tap goes to
  * out[out_off + z*out_zstride + co*KH*KW + tap]. */
 __kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
 void dwconv_dw(__global const float *restrict x, int x_off, __global const float *restrict dy, int dy_off,
-               __global float *restrict out, int out_off, int out_zstride, int16 geo, int R, int r_chunk, int runs)
+               __global float *restrict out, int out_off, int out_zstride, int16 geo, int R, int r_chunk, int rows3)
 {
     DW_GEOMETRY(geo);
     __local float red[DW_TAPS * DW_WG];
@@ -1137,8 +1156,8 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
         const int kh0 = t0 / KW, kw0 = t0 - kh0 * KW;
         conv_idx at = idx_make(r_begin + lid, OH, OW);
 #if DW_TAPS >= 9
-        if (runs)
-            dw_dw_runs3(x + x_off + ci * HW, dy + dy_off + co * OHW, Cin, Cout, H, W, OH, OW, p_h, p_w, r_begin,
+        if (rows3)
+            dw_dw_rows3(x + x_off + ci * HW, dy + dy_off + co * OHW, Cin, Cout, H, W, OH, OW, p_h, p_w, r_begin,
                         r_end, lid, acc);
         else
 #endif

@@ -587,15 +587,16 @@ START_TEST(test_conv2d_depthwise_strips)
 }
 END_TEST
 
-/* dwconv_dw's 3x3 path (dw_dw_runs3, cl/conv2d.cl: runs of 8 columns):
- * row widths that 8 divides and does not (short last runs, runs of one
- * column), chunks of positions that end mid-row (1 channel: the work is
- * split over partials, which conv_reduce_parts sums; 37 rows so no chunk
- * ends on a row boundary), several batches, padding 0, 1 and (2, 0), a
+/* dwconv_dw's 3x3 path (dw_dw_rows3, cl/conv2d.cl: column strips of
+ * DW_ROWS rows with a sliding 3 x 3 window): chunks of positions that end
+ * mid-row (1 channel: the work is split over partials, which
+ * conv_reduce_parts sums; 37 rows so no chunk ends on a row boundary),
+ * strips that cross from one plane into the next (37, 11 and 5 rows),
+ * several batches, one-column planes, padding 0, 1 and (2, 0), a
  * multiplier of 2, and 3x3 shapes it leaves to the per-position walk
  * (stride 2, dilation 2); the weight gradient against the float64
  * reference in the portable variant. */
-START_TEST(test_conv2d_depthwise_dw_runs)
+START_TEST(test_conv2d_depthwise_dw_strips)
 {
     static const struct {
         conv_case k;
@@ -1205,7 +1206,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(bwd, test_conv2d_backward_workspace);
     tcase_add_test(bwd, test_conv2d_depthwise_dx_route);
     tcase_add_test(fwd, test_conv2d_depthwise_strips);
-    tcase_add_test(bwd, test_conv2d_depthwise_dw_runs);
+    tcase_add_test(bwd, test_conv2d_depthwise_dw_strips);
     tcase_add_test(bwd, test_conv2d_tf32);
     tcase_add_test(bwd, test_conv2d_split_loops);
     tcase_add_test(bwd, test_conv2d_split_loops_cpu);
