@@ -29,10 +29,12 @@
  *    the arithmetic), and each work-item accumulates a WPT_M x WPT_N
  *    micro-tile in registers, reading the operands as float4.
  *  - Depthwise (Cin/G == 1 and a small channel multiplier Cout/G):
- *    dwconv_fwd gives each item a column strip of output rows, reading
- *    through the cache; dwconv_dx stages a dy patch in local memory so
- *    each element is read from global memory about once; dwconv_dw reduces
- *    per-tap products over a chunk of (b, oh, ow).
+ *    dwconv_fwd gives each item a column strip of output rows (3x3
+ *    kernels: each input row of the strip loaded once), reading through
+ *    the cache; dwconv_dx stages a dy patch in local memory so each
+ *    element is read from global memory about once; dwconv_dw reduces
+ *    per-tap products over a chunk of (b, oh, ow) (3x3 at stride 1: down
+ *    column strips with a sliding window of inputs).
  *  - Reductions: conv_dbias_part, conv_reduce_parts.
  * Nothing here uses atomics: every reduction has one fixed order, so the
  * same inputs give the same bits on the same device.
