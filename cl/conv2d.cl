@@ -31,10 +31,12 @@
  *    the arithmetic), and each work-item accumulates a WPT_M x WPT_N
  *    micro-tile in registers, reading the operands as float4.
  *  - Depthwise (Cin/G == 1 and a small channel multiplier Cout/G):
- *    dwconv_fwd gives each item a column strip of output rows, reading
- *    through the cache; dwconv_dx stages a dy patch in local memory so
- *    each element is read from global memory about once; dwconv_dw reduces
- *    per-tap products over a chunk of (b, oh, ow).
+ *    dwconv_fwd gives each item a column strip of output rows (3x3
+ *    kernels: each input row of the strip loaded once), reading through
+ *    the cache; dwconv_dx stages a dy patch in local memory so each
+ *    element is read from global memory about once; dwconv_dw reduces
+ *    per-tap products over a chunk of (b, oh, ow) (3x3 at stride 1: down
+ *    column strips with a sliding window of inputs).
  *  - Reductions: conv_dbias_part, conv_reduce_parts.
  * Nothing here uses atomics: every reduction has one fixed order, so the
  * same inputs give the same bits on the same device.
@@ -955,6 +957,45 @@ TEENY_UNROLL
               KH = (g).s7, KW = (g).s8, s_h = (g).s9, s_w = (g).sa, p_h = (g).sb, p_w = (g).sc, d_h = (g).sd, \
               d_w = (g).se
 
+/* dwconv_fwd's path for 3x3 kernels with dilation 1 down the rows and
+ * row stride SH (1 or 2: a constant where it is inlined, so the unrolled
+ * loops resolve every tap test at compile time). The item walks its
+ * strip's input rows once, (nr - 1) * SH + 3 of them, loads each row's 3
+ * values once and adds them into every output row r that reads that row
+ * (input row j is tap kh = j - r * SH of row r): 3 loads per input row
+ * instead of 3 per tap and output row. Per output the taps arrive in the
+ * general path's order (kh, then kw), so both paths give the same bits. */
+TEENY_INLINE void dw_fwd_rows3(__global const float *xc, __global const float *wc, int wstep, int ih0, int iw0,
+                               int H, int W, int d_w, int nr, const int SH, float *acc)
+{
+    float wv[9];
+    TEENY_UNROLL
+    for (int t = 0; t < 9; t++)
+        wv[t] = wc[t * wstep];
+    const int c0 = (uint)iw0 < (uint)W, c1 = (uint)(iw0 + d_w) < (uint)W, c2 = (uint)(iw0 + 2 * d_w) < (uint)W;
+    const int n_in = (nr - 1) * SH + 3;
+    TEENY_UNROLL
+    for (int j = 0; j < (DW_ROWS - 1) * SH + 3; j++) {
+        const int ih = ih0 + j;
+        if (j >= n_in || (uint)ih >= (uint)H)
+            continue;
+        __global const float *xr = xc + ih * W + iw0;
+        const float v0 = c0 ? xr[0] : 0.0f, v1 = c1 ? xr[d_w] : 0.0f, v2 = c2 ? xr[2 * d_w] : 0.0f;
+        TEENY_UNROLL
+        for (int r = 0; r < DW_ROWS; r++) {
+            const int kh = j - r * SH;
+            if (kh < 0 || kh > 2 || r >= nr)
+                continue;
+            if (c0)
+                acc[r] = TEENY_MAD(v0, wv[kh * 3], acc[r]);
+            if (c1)
+                acc[r] = TEENY_MAD(v1, wv[kh * 3 + 1], acc[r]);
+            if (c2)
+                acc[r] = TEENY_MAD(v2, wv[kh * 3 + 2], acc[r]);
+        }
+    }
+}
+
 /* Grid (items rounded up to DW_WG), work-group (DW_WG); no local memory
  * and no barrier. The output planes (b, co) are cut into strips of one
  * column by up to `rows` (<= DW_ROWS) rows: row_blocks strips down each
@@ -962,14 +1003,15 @@ TEENY_UNROLL
  * row-blocks, then planes, so a work-group's lanes run along rows
  * (coalesced loads and stores) and fill whole planes, several planes per
  * group when planes are small (no idle lanes at W = 56, 28, 14, 7). Item
- * i decodes its strip once (three divisions), then per tap (kh, kw) loads
- * the DW_ROWS inputs under its strip's rows -- independent loads in
- * flight, the strip's rows sharing each input row through the cache (at
- * stride 1 the row under output row r at tap kh is the one under r + 1 at
- * kh - 1) -- and accumulates one register per row. flip != 0 reads each
- * channel's taps in reverse order (the kernel rotated by 180 degrees): the
- * input gradient of a stride-1 depthwise convolution with multiplier 1 is
- * this forward pass over dy (conv2d_exec.c). */
+ * i decodes its strip once (three divisions) and accumulates one
+ * register per row. 3x3 kernels with row stride 1 or 2 and row dilation
+ * 1 take dw_fwd_rows3 (each input value loaded once); any other kernel
+ * loads, per tap (kh, kw), the DW_ROWS inputs under its strip's rows --
+ * independent loads in flight, the strip's rows sharing each input row
+ * through the cache. flip != 0 reads each channel's taps in reverse
+ * order (the kernel rotated by 180 degrees): the input gradient of a
+ * stride-1 depthwise convolution with multiplier 1 is this forward pass
+ * over dy (conv2d_exec.c). */
 __kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
 void dwconv_fwd(__global const float *restrict x, int x_off, __global const float *restrict w, int w_off,
                 __global float *restrict y, int y_off, int16 geo, int rows, int row_blocks,
@@ -990,17 +1032,23 @@ void dwconv_fwd(__global const float *restrict x, int x_off, __global const floa
     TEENY_UNROLL
     for (int r = 0; r < DW_ROWS; r++)
         acc[r] = 0.0f;
-    for (int kh = 0; kh < KH; kh++) {
-        const int ihk = ih0 + kh * d_h;
-        __global const float *xr = xc + ihk * W + iw0;
-        for (int kw = 0; kw < KW; kw++, wc += wstep) {
-            const float wv = *wc;
-            if ((uint)(iw0 + kw * d_w) >= (uint)W)
-                continue;
-            TEENY_UNROLL
-            for (int r = 0; r < DW_ROWS; r++)
-                if (r < nr && (uint)(ihk + r * s_h) < (uint)H)
-                    acc[r] = TEENY_MAD(xr[r * sW + kw * d_w], wv, acc[r]);
+    if (KH == 3 && KW == 3 && d_h == 1 && s_h == 1) {
+        dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 1, acc);
+    } else if (KH == 3 && KW == 3 && d_h == 1 && s_h == 2) {
+        dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 2, acc);
+    } else {
+        for (int kh = 0; kh < KH; kh++) {
+            const int ihk = ih0 + kh * d_h;
+            __global const float *xr = xc + ihk * W + iw0;
+            for (int kw = 0; kw < KW; kw++, wc += wstep) {
+                const float wv = *wc;
+                if ((uint)(iw0 + kw * d_w) >= (uint)W)
+                    continue;
+                TEENY_UNROLL
+                for (int r = 0; r < DW_ROWS; r++)
+                    if (r < nr && (uint)(ihk + r * s_h) < (uint)H)
+                        acc[r] = TEENY_MAD(xr[r * sW + kw * d_w], wv, acc[r]);
+            }
         }
     }
     const float2 e = conv_epilogue(epi, co, bias, bias_off, scale, scale_off, shift, shift_off);
@@ -1082,15 +1130,89 @@ void dwconv_dx(__global const float *restrict dy, int dy_off, __global const flo
     }
 }
 
+/* dwconv_dw's path for 3x3 kernels at stride 1 and dilation 1 (the host
+ * sets `rows3`). The chunk's positions [r_begin, r_end) lie in output rows
+ * row_b .. row_l of the B*OH rows; these are cut into strips of DW_ROWS
+ * rows, and item lid takes units u = lid, + DW_WG, ... of (strip u / OW,
+ * column u % OW), so a work-group's lanes run along rows (coalesced
+ * loads). Walking its column down the strip, the item keeps the 3 x 3
+ * inputs under the current position in registers: moving one row down
+ * in the same plane loads one new input row (3 values) and the dy value,
+ * 4 loads for 9 products where the per-position walk loads 10; the first
+ * position and a new plane load all 3 rows (the chunk skips positions
+ * only before its first and after its last, so the positions a column
+ * takes in one plane are consecutive rows). Positions outside the
+ * chunk and inputs outside the plane are skipped, not added as zeros.
+ * acc[tap] gets tap kh * 3 + kw. */
+TEENY_INLINE void dw_dw_rows3(__global const float *xc0, __global const float *dyc0, int Cin, int Cout, int H,
+                              int W, int OH, int OW, int p_h, int p_w, int r_begin, int r_end, int lid, float *acc)
+{
+    const int HW = H * W, OHW = OH * OW, row_b = r_begin / OW, row_l = (r_end - 1) / OW;
+    const int n_units = (row_l - row_b + DW_ROWS) / DW_ROWS * OW;
+    for (int u = lid; u < n_units; u += DW_WG) {
+        const int strip = u / OW, ow = u - strip * OW, iw0 = ow - p_w;
+        const int cv0 = (uint)iw0 < (uint)W, cv1 = (uint)(iw0 + 1) < (uint)W, cv2 = (uint)(iw0 + 2) < (uint)W;
+        int row = row_b + strip * DW_ROWS, b = row / OH, oh = row - b * OH, last_b = -1;
+        float xw[9];
+        int rv[3];
+        TEENY_UNROLL
+        for (int k = 0; k < DW_ROWS; k++, row++) {
+            const int pos = row * OW + ow;
+            if (row <= row_l && pos >= r_begin && pos < r_end) {
+                __global const float *xb = xc0 + b * Cin * HW + iw0;
+                const float g = dyc0[b * Cout * OHW + oh * OW + ow];
+                if (b != last_b) { /* a fresh window: rows 0 and 1 */
+                    TEENY_UNROLL
+                    for (int kh = 0; kh < 2; kh++) {
+                        const int ih = oh - p_h + kh;
+                        rv[kh] = (uint)ih < (uint)H;
+                        xw[kh * 3] = rv[kh] && cv0 ? xb[ih * W] : 0.0f;
+                        xw[kh * 3 + 1] = rv[kh] && cv1 ? xb[ih * W + 1] : 0.0f;
+                        xw[kh * 3 + 2] = rv[kh] && cv2 ? xb[ih * W + 2] : 0.0f;
+                    }
+                } else { /* one row down: rows 1 and 2 become 0 and 1 */
+                    TEENY_UNROLL
+                    for (int m = 0; m < 6; m++)
+                        xw[m] = xw[m + 3];
+                    rv[0] = rv[1];
+                    rv[1] = rv[2];
+                }
+                const int ih = oh - p_h + 2;
+                rv[2] = (uint)ih < (uint)H;
+                xw[6] = rv[2] && cv0 ? xb[ih * W] : 0.0f;
+                xw[7] = rv[2] && cv1 ? xb[ih * W + 1] : 0.0f;
+                xw[8] = rv[2] && cv2 ? xb[ih * W + 2] : 0.0f;
+                TEENY_UNROLL
+                for (int kh = 0; kh < 3; kh++)
+                    if (rv[kh]) {
+                        if (cv0)
+                            acc[kh * 3] = TEENY_MAD(g, xw[kh * 3], acc[kh * 3]);
+                        if (cv1)
+                            acc[kh * 3 + 1] = TEENY_MAD(g, xw[kh * 3 + 1], acc[kh * 3 + 1]);
+                        if (cv2)
+                            acc[kh * 3 + 2] = TEENY_MAD(g, xw[kh * 3 + 2], acc[kh * 3 + 2]);
+                    }
+                last_b = b;
+            }
+            if (++oh == OH) {
+                oh = 0;
+                b++;
+            }
+        }
+    }
+}
+
 /* Weight gradient of the depthwise case. Grid (DW_WG * Z, Cout),
  * work-group (DW_WG): group (z, co) sums dy[b, co, oh, ow] *
  * x[b, co / mult, oh*s_h - p_h + kh*d_h, ow*s_w - p_w + kw*d_w] over
  * r = (b, oh, ow) in [z*r_chunk, +r_chunk), item t taking r = t, t + DW_WG,
- * ..., DW_TAPS taps per pass; the work-group tree sum of each tap goes to
+ * ..., DW_TAPS taps per pass -- or, where rows3 != 0 (3x3, stride 1,
+ * dilation 1, DW_TAPS >= 9: one pass), column strips (dw_dw_rows3); the
+ * work-group tree sum of each tap goes to
  * out[out_off + z*out_zstride + co*KH*KW + tap]. */
 __kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
 void dwconv_dw(__global const float *restrict x, int x_off, __global const float *restrict dy, int dy_off,
-               __global float *restrict out, int out_off, int out_zstride, int16 geo, int R, int r_chunk)
+               __global float *restrict out, int out_off, int out_zstride, int16 geo, int R, int r_chunk, int rows3)
 {
     DW_GEOMETRY(geo);
     __local float red[DW_TAPS * DW_WG];
@@ -1106,22 +1228,28 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
             acc[t] = 0.0f;
         const int kh0 = t0 / KW, kw0 = t0 - kh0 * KW;
         conv_idx at = idx_make(r_begin + lid, OH, OW);
-        for (int r = r_begin + lid; r < r_end; r += DW_WG) {
-            float g = dy[dy_off + (at.c * Cout + co) * OHW + at.h * OW + at.w];
-            __global const float *xc = x + x_off + (at.c * Cin + ci) * HW;
-            int ihb = at.h * s_h - p_h, iwb = at.w * s_w - p_w, kh = kh0, kw = kw0;
-            TEENY_UNROLL
-            for (int t = 0; t < DW_TAPS; t++) {
-                int ih = ihb + kh * d_h, iw = iwb + kw * d_w;
-                if (t0 + t < KHW && (uint)ih < (uint)H && (uint)iw < (uint)W)
-                    acc[t] = TEENY_MAD(g, xc[ih * W + iw], acc[t]);
-                if (++kw == KW) {
-                    kw = 0;
-                    kh++;
+#if DW_TAPS >= 9
+        if (rows3)
+            dw_dw_rows3(x + x_off + ci * HW, dy + dy_off + co * OHW, Cin, Cout, H, W, OH, OW, p_h, p_w, r_begin,
+                        r_end, lid, acc);
+        else
+#endif
+            for (int r = r_begin + lid; r < r_end; r += DW_WG) {
+                float g = dy[dy_off + (at.c * Cout + co) * OHW + at.h * OW + at.w];
+                __global const float *xc = x + x_off + (at.c * Cin + ci) * HW;
+                int ihb = at.h * s_h - p_h, iwb = at.w * s_w - p_w, kh = kh0, kw = kw0;
+                TEENY_UNROLL
+                for (int t = 0; t < DW_TAPS; t++) {
+                    int ih = ihb + kh * d_h, iw = iwb + kw * d_w;
+                    if (t0 + t < KHW && (uint)ih < (uint)H && (uint)iw < (uint)W)
+                        acc[t] = TEENY_MAD(g, xc[ih * W + iw], acc[t]);
+                    if (++kw == KW) {
+                        kw = 0;
+                        kh++;
+                    }
                 }
+                at = idx_add(at, step, OH, OW);
             }
-            at = idx_add(at, step, OH, OW);
-        }
         for (int t = 0; t < DW_TAPS; t++)
             red[t * DW_WG + lid] = acc[t];
         teeny_group_sum_rows(red, lid, DW_WG, DW_TAPS);

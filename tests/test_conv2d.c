@@ -596,8 +596,12 @@ END_TEST
 /* dwconv_fwd's strips (cl/conv2d.cl): planes of 56, 28, 14 and 7 rows
  * (strips of 8 and 7 rows), a row count no strip height divides (17: 6, 6,
  * 5), one-row planes, planes far smaller than a work-group (several per
- * group), multipliers 2 and 4, stride 2 and dilation; forward with bias
- * and backward, in the portable variant, against the float64 reference. */
+ * group), multipliers 2 and 4, stride 2 and dilation; the 3x3 path
+ * (dw_fwd_rows3: row strides 1 and 2, short last strips, column stride
+ * and dilation, uneven padding) and 3x3 kernels it leaves to the general
+ * path (row dilation 2, row stride 3); forward with bias and backward
+ * (at stride 1 dx is dwconv_fwd again, taps reversed), in the portable
+ * variant, against the float64 reference. */
 START_TEST(test_conv2d_depthwise_strips)
 {
     static const conv_case cases[] = {
@@ -608,6 +612,11 @@ START_TEST(test_conv2d_depthwise_strips)
         {{2, 3, 9, 11, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3, 0, 0}, 1, 0, 0},
         {{1, 2, 17, 5, 2, 5, 5, 1, 1, 4, 2, 2, 1, 2, 0, 0}, 0, 0, 0},
         {{2, 4, 1, 40, 4, 1, 3, 1, 1, 0, 1, 1, 1, 4, 0, 0}, 1, 0, 0},
+        {{1, 3, 19, 6, 3, 3, 3, 1, 1, 0, 2, 1, 1, 3, 0, 0}, 1, 1, 0},  /* 3x3 path, strips 6, 6, 5, pad (0, 2) */
+        {{2, 3, 33, 10, 3, 3, 3, 2, 1, 1, 1, 1, 2, 3, 0, 0}, 1, 0, 0}, /* 3x3 path: stride (2, 1), dilation (1, 2) */
+        {{1, 2, 34, 5, 4, 3, 3, 2, 2, 2, 0, 1, 1, 2, 0, 0}, 0, 0, 0},  /* 3x3 path: stride 2, multiplier 2 */
+        {{1, 2, 12, 7, 2, 3, 3, 1, 1, 2, 1, 2, 1, 2, 0, 0}, 1, 0, 0},  /* 3x3, dilation (2, 1): general path */
+        {{1, 2, 13, 8, 2, 3, 3, 3, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0},  /* 3x3, stride 3: general path */
     };
     teeny_ctx *ctx = th_ctx();
     th_cpu_kernels(0);
@@ -617,6 +626,43 @@ START_TEST(test_conv2d_depthwise_strips)
         int fwd = profiled(ctx, "dwconv_fwd");
         TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
         ck_assert_msg(fwd, "case %d: dwconv_fwd did not run", i);
+    }
+    th_cpu_kernels(-1);
+}
+END_TEST
+
+/* dwconv_dw's 3x3 path (dw_dw_rows3, cl/conv2d.cl: column strips of
+ * DW_ROWS rows with a sliding 3 x 3 window): chunks of positions that end
+ * mid-row (1 channel: the work is split over partials, which
+ * conv_reduce_parts sums; 37 rows so no chunk ends on a row boundary),
+ * strips that cross from one plane into the next (37, 11 and 5 rows),
+ * several batches, one-column planes, padding 0, 1 and (2, 0), a
+ * multiplier of 2, and 3x3 shapes it leaves to the per-position walk
+ * (stride 2, dilation 2); the weight gradient against the float64
+ * reference in the portable variant. */
+START_TEST(test_conv2d_depthwise_dw_strips)
+{
+    static const struct {
+        conv_case k;
+        int split; /* 1: the weight gradient must be split over partials */
+    } cases[] = {
+        {{{1, 1, 37, 21, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0}, 1},
+        {{{3, 1, 39, 9, 1, 3, 3, 1, 1, 0, 1, 1, 1, 1, 0, 0}, 1, 1, 0}, 1},
+        {{{2, 3, 16, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}, 1, 0, 0}, 0},
+        {{{2, 2, 9, 3, 4, 3, 3, 1, 1, 2, 0, 1, 1, 2, 0, 0}, 0, 0, 0}, 0},
+        {{{1, 2, 5, 1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0}, 0},
+        {{{2, 2, 11, 13, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0}, 0},
+        {{{1, 2, 12, 10, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 0, 0}, 1, 0, 0}, 0},
+    };
+    teeny_ctx *ctx = th_ctx();
+    th_cpu_kernels(0);
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        TH_OK(ctx, teeny_profile_begin(ctx));
+        run_case(&cases[i].k, 1300 + (uint64_t)i, 1, 1);
+        int dw = profiled(ctx, "dwconv_dw"), parts = profiled(ctx, "conv_reduce_parts");
+        TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+        ck_assert_msg(dw, "case %d: dwconv_dw did not run", i);
+        ck_assert_msg(!cases[i].split || parts, "case %d: the weight gradient was not split", i);
     }
     th_cpu_kernels(-1);
 }
@@ -1274,6 +1320,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(bwd, test_conv2d_backward_workspace);
     tcase_add_test(bwd, test_conv2d_depthwise_dx_route);
     tcase_add_test(fwd, test_conv2d_depthwise_strips);
+    tcase_add_test(bwd, test_conv2d_depthwise_dw_strips);
     tcase_add_test(bwd, test_conv2d_tf32);
     tcase_add_test(bwd, test_conv2d_split_loops);
     tcase_add_test(bwd, test_conv2d_dx_phases);

@@ -412,11 +412,15 @@ static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const con
                     KI(out_off), KG(geo), KI(gp->r_chunk), KI(zstride)};
         st = run_kernel(ctx, opt, "dwconv_dw_cpu", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
     } else if (gp->depthwise) {
+        int64_t budget;
+        if ((st = teeny__loop_budget(ctx, &budget)) != TEENY_OK)
+            return st;
+        int rows3 = teeny__conv_dw_rows3_fit(tu, g, gp->r_chunk, budget);
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(g);
         size_t global[2] = {(size_t)tu->dw_wg * gp->z, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};
-        karg k[] = {KM(x->buf), KI(x_off), KM(dy->buf), KI(dy_off), KM(out), KI(out_off), KI(zstride), KG(geo),
-                    KI(R),      KI(gp->r_chunk)};
+        karg k[] = {KM(x->buf), KI(x_off), KM(dy->buf), KI(dy_off), KM(out),          KI(out_off),
+                    KI(zstride), KG(geo),  KI(R),       KI(gp->r_chunk), KI(rows3)};
         st = run_kernel(ctx, opt, "dwconv_dw", k, (int)(sizeof k / sizeof k[0]), 2, global, local);
     } else {
         const gemm_tile *t = &tu->tiles[gp->tile];

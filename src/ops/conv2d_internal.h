@@ -159,6 +159,9 @@ teeny_status teeny__conv_dw_cpu_rows(teeny_ctx *ctx, const conv_geom *g, int dx,
 teeny_status teeny__conv_dw_loops_fit(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const dw_plan *pl,
                                       int dx, int *fits);
 int64_t teeny__conv_dw_rounds_max(const conv_tuning *tu, const conv_geom *g, int64_t budget);
+/* Whether dwconv_dw takes its 3x3 path (column strips) for chunks of
+ * r_chunk positions: the geometry allows it and its loops fit budget. */
+int teeny__conv_dw_rows3_fit(const conv_tuning *tu, const conv_geom *g, int64_t r_chunk, int64_t budget);
 int64_t teeny__conv_dw_cpu_rows_max(const conv_geom *g, int64_t budget);
 teeny_status teeny__conv_gemm_tiles(teeny_ctx *ctx, const gemm_tile *t, int plain, int64_t k_tiles,
                                     int64_t extra_trips, int64_t *per);

@@ -67,7 +67,10 @@ teeny_status teeny__conv_dw_cpu_rows(teeny_ctx *ctx, const conv_geom *g, int dx,
 }
 
 /* dwconv_fwd: the clear and the store (DW_ROWS + 1 each) and the taps
- * (KH + 1, KW + 1 per kh), each with its loop over DW_ROWS rows (+ 1).
+ * (KH + 1, KW + 1 per kh), each with its loop over DW_ROWS rows (+ 1);
+ * its 3x3 path (dw_fwd_rows3) instead loads the 9 taps (+ 1) and walks
+ * (DW_ROWS - 1) * s_h + 3 input rows (+ 1), each with its loop over
+ * DW_ROWS rows (+ 1).
  * dwconv_dx: the staging loop, DW_ROWS rows (+ 1), and per row the mult
  * channels (+ 1) of taps. */
 static int64_t dw_item_trips(const conv_tuning *tu, const conv_geom *g, const dw_plan *pl, int dx)
@@ -79,6 +82,10 @@ static int64_t dw_item_trips(const conv_tuning *tu, const conv_geom *g, const dw
         return stage + (tu->dw_rows + 1) + (int64_t)tu->dw_rows * ((g->Cog + 1) + (int64_t)g->Cog * taps);
     }
     int64_t rows = tu->dw_rows + 1;
+    if (g->KH == 3 && g->KW == 3 && g->dh == 1 && (g->sh == 1 || g->sh == 2)) {
+        int64_t in_rows = (int64_t)(tu->dw_rows - 1) * g->sh + 3;
+        return 2 * rows + 10 + (in_rows + 1) + in_rows * rows;
+    }
     return 2 * rows + (g->KH + 1) + (int64_t)g->KH * ((g->KW + 1) + (int64_t)g->KW * rows);
 }
 
@@ -103,6 +110,24 @@ int64_t teeny__conv_dw_rounds_max(const conv_tuning *tu, const conv_geom *g, int
         return INT64_MAX;
     int64_t left = (budget - 1) / passes - pass;
     return left < tu->dw_taps + 2 ? 0 : left / (tu->dw_taps + 2);
+}
+
+/* dwconv_dw's 3x3 path (dw_dw_rows3): 3x3, stride 1, dilation 1, one pass
+ * of DW_TAPS >= 9 taps, and its trips within the budget: the pass (its
+ * loop, clear, store and tree) and per round (one unit: a column of a
+ * strip of DW_ROWS rows) the rows (DW_ROWS + 1), each with its window
+ * loop (at most 6 + 1) and its 3 + 1 kernel rows. A chunk of r_chunk
+ * positions touches at most r_chunk / OW + 2 output rows. */
+int teeny__conv_dw_rows3_fit(const conv_tuning *tu, const conv_geom *g, int64_t r_chunk, int64_t budget)
+{
+    if (g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || tu->dw_taps < 9)
+        return 0;
+    if (budget == INT64_MAX)
+        return 1;
+    int64_t units = cdiv(r_chunk / g->OW + 2, tu->dw_rows) * g->OW, rounds = cdiv(units, tu->dw_wg);
+    int64_t round = 1 + (tu->dw_rows + 1) + (int64_t)tu->dw_rows * (7 + 4);
+    int64_t pass = 1 + 2 * ((int64_t)tu->dw_taps + 1) + 1 + tree_trips(tu->dw_wg, tu->dw_taps);
+    return 1 + pass + (rounds + 1) + rounds * round <= budget;
 }
 
 /* dwconv_dw_cpu: per row (b, oh) of its chunk the row loop's trip and the
