@@ -634,8 +634,10 @@ END_TEST
 /* dwconv_dw's 3x3 path (dw_dw_rows3, cl/conv2d.cl: column strips of
  * DW_ROWS rows with a sliding 3 x 3 window): chunks of positions that end
  * mid-row (1 channel: the work is split over partials, which
- * conv_reduce_parts sums; 37 rows so no chunk ends on a row boundary),
- * strips that cross from one plane into the next (37, 11 and 5 rows),
+ * conv_reduce_parts sums; rows of 61 and 41, so no chunk ends on a row
+ * boundary, and over 4 x 256 x 2 positions, so even a 256-item DW_WG's
+ * chunks of at least 4 rounds split them: the H200 did not split 37 x 21),
+ * strips that cross from one plane into the next (97, 45, 11 and 5 rows),
  * several batches, one-column planes, padding 0, 1 and (2, 0), a
  * multiplier of 2, and 3x3 shapes it leaves to the per-position walk
  * (stride 2, dilation 2); the weight gradient against the float64
@@ -646,8 +648,8 @@ START_TEST(test_conv2d_depthwise_dw_strips)
         conv_case k;
         int split; /* 1: the weight gradient must be split over partials */
     } cases[] = {
-        {{{1, 1, 37, 21, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0}, 1},
-        {{{3, 1, 39, 9, 1, 3, 3, 1, 1, 0, 1, 1, 1, 1, 0, 0}, 1, 1, 0}, 1},
+        {{{1, 1, 97, 61, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1, 0, 0}, 1},
+        {{{3, 1, 45, 41, 1, 3, 3, 1, 1, 0, 1, 1, 1, 1, 0, 0}, 1, 1, 0}, 1},
         {{{2, 3, 16, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}, 1, 0, 0}, 0},
         {{{2, 2, 9, 3, 4, 3, 3, 1, 1, 2, 0, 1, 1, 2, 0, 0}, 0, 0, 0}, 0},
         {{{1, 2, 5, 1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0}, 0},
