@@ -54,20 +54,28 @@ static teeny_status check_act(teeny_ctx *ctx, const teeny__activation_attrs *at)
 static teeny_status act_launch(teeny_ctx *ctx, const teeny__activation_attrs *at, const teeny_tensor *x,
                                teeny_tensor *y);
 
-teeny_status teeny__add_forward(teeny_ctx *ctx, const teeny__op_args *a)
+/* A kernel over three tensors (each buffer with its element offset) and
+ * n = t2's elements: ew_add, ew_mul, ew_copy2; cpu_name (NULL: none) in
+ * the CPU variant. */
+static teeny_status launch3(teeny_ctx *ctx, const char *name, const char *cpu_name, const teeny_tensor *t0,
+                            const teeny_tensor *t1, const teeny_tensor *t2)
 {
-    const teeny_tensor *x0 = a->in[TEENY__ADD_A], *x1 = a->in[TEENY__ADD_B];
-    teeny_tensor *y = a->out[TEENY__OUT_VALUE];
-    int n = (int)y->numel, o0 = teeny__off(x0), o1 = teeny__off(x1), oy = teeny__off(y);
-    const char *name = cpu_variant(ctx) ? "ew_add_cpu" : "ew_add";
+    int n = (int)t2->numel, o0 = teeny__off(t0), o1 = teeny__off(t1), o2 = teeny__off(t2);
+    int cpu = cpu_name && cpu_variant(ctx);
     cl_kernel k;
+    name = cpu ? cpu_name : name;
     teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
     if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x0->buf, sizeof o0, &o0, sizeof(cl_mem), &x1->buf,
-                             sizeof o1, &o1, sizeof(cl_mem), &y->buf, sizeof oy, &oy, sizeof n, &n, (size_t)0);
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &t0->buf, sizeof o0, &o0, sizeof(cl_mem), &t1->buf,
+                             sizeof o1, &o1, sizeof(cl_mem), &t2->buf, sizeof o2, &o2, sizeof n, &n, (size_t)0);
     if (st == TEENY_OK)
-        st = ew_launch(ctx, name, n, cpu_variant(ctx), k);
+        st = ew_launch(ctx, name, n, cpu, k);
     return st;
+}
+
+teeny_status teeny__add_forward(teeny_ctx *ctx, const teeny__op_args *a)
+{
+    return launch3(ctx, "ew_add", "ew_add_cpu", a->in[TEENY__ADD_A], a->in[TEENY__ADD_B], a->out[TEENY__OUT_VALUE]);
 }
 
 /* Both inputs' gradients are dy: one launch writing the two (ew_copy2),
@@ -80,16 +88,7 @@ teeny_status teeny__add_backward(teeny_ctx *ctx, const teeny__op_args *a)
         const teeny__activation_attrs none = teeny__act_attrs(TEENY_ACT_NONE);
         return da || db ? act_launch(ctx, &none, dy, da ? da : db) : TEENY_OK;
     }
-    int n = (int)dy->numel, ox = teeny__off(dy), oa = teeny__off(da), ob = teeny__off(db);
-    const char *name = cpu_variant(ctx) ? "ew_copy2_cpu" : "ew_copy2";
-    cl_kernel k;
-    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &dy->buf, sizeof ox, &ox, sizeof(cl_mem), &da->buf,
-                             sizeof oa, &oa, sizeof(cl_mem), &db->buf, sizeof ob, &ob, sizeof n, &n, (size_t)0);
-    if (st == TEENY_OK)
-        st = ew_launch(ctx, name, n, cpu_variant(ctx), k);
-    return st;
+    return launch3(ctx, "ew_copy2", "ew_copy2_cpu", dy, da, db);
 }
 
 teeny_status teeny__activation_forward(teeny_ctx *ctx, const teeny__op_args *a)
@@ -134,17 +133,7 @@ teeny_status teeny__activation_backward(teeny_ctx *ctx, const teeny__op_args *a)
 
 teeny_status teeny__mul_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *x0 = a->in[TEENY__MUL_A], *x1 = a->in[TEENY__MUL_B];
-    teeny_tensor *y = a->out[TEENY__OUT_VALUE];
-    int n = (int)y->numel, o0 = teeny__off(x0), o1 = teeny__off(x1), oy = teeny__off(y);
-    cl_kernel k;
-    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", "ew_mul", &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, "ew_mul", sizeof(cl_mem), &x0->buf, sizeof o0, &o0, sizeof(cl_mem), &x1->buf,
-                             sizeof o1, &o1, sizeof(cl_mem), &y->buf, sizeof oy, &oy, sizeof n, &n, (size_t)0);
-    if (st == TEENY_OK)
-        st = ew_launch(ctx, "ew_mul", n, 0, k);
-    return st;
+    return launch3(ctx, "ew_mul", NULL, a->in[TEENY__MUL_A], a->in[TEENY__MUL_B], a->out[TEENY__OUT_VALUE]);
 }
 
 teeny_status teeny__mul_backward(teeny_ctx *ctx, const teeny__op_args *a)
