@@ -68,7 +68,7 @@ typedef struct {
  * up to BN_WG * BN_REG units lives in one work-group's registers. */
 #define BN_REG TEENY__BN_REG
 
-/* teeny__batchnorm_debug_two_launch (ops.h): the two launches (forward
+/* teeny__batchnorm_debug_two_launch (hooks.h): the two launches (forward
  * and backward) even where plan_fused would take one. */
 static int fused_off;
 
