@@ -212,7 +212,8 @@ TEENY_API cl_command_queue teeny_ctx_cl_queue(const teeny_ctx *ctx);
  * report a short profile. A new begin starts from zero. With the
  * environment variable TEENY_PROFILE=1, end also logs (at warn level, see
  * teeny_log_set) every kernel's launches and device time, slowest first,
- * and the totals. */
+ * and the totals; with TEENY_PROFILE=2, first each launch in the order
+ * enqueued, with its kernel name, work-items and device time. */
 TEENY_API teeny_status teeny_profile_begin(teeny_ctx *ctx);
 TEENY_API teeny_status teeny_profile_end(teeny_ctx *ctx, double *device_ms, int *kernels);
 /* The device's name; borrowed, lives as long as ctx. */

@@ -488,7 +488,7 @@ static const struct {
     const char *ok[4], *bad[4];
 } ENV_CASES[] = {
     {"TEENY_NO_CACHE", 1, 0, 0, 0, {"0", "1"}, {"yes", "true", "2", "01"}},
-    {"TEENY_PROFILE", 1, 0, 0, 0, {"0", "1"}, {"on", "10"}},
+    {"TEENY_PROFILE", 1, 0, 0, 0, {"0", "1", "2"}, {"on", "10", "3"}},
     {"TEENY_TUNING", 1, 0, 0, 0, {"generic"}, {"GENERIC", "portable", "generic "}},
     {"TEENY_ATTN_NT", 0, 1, 4, 1024, {"4", "128"}, {"abc"}},
     {"TEENY_ATTN_RM", 0, 1, 1, 8, {"1", "8"}, {"abc"}},

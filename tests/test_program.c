@@ -529,6 +529,68 @@ START_TEST(test_program_profile_many)
 }
 END_TEST
 
+/* TEENY_PROFILE=2 logs every launch in order (kernel, work-items,
+ * device time) before the per-kernel summary; 1 logs only the summary. */
+typedef struct {
+    char lines[8][160];
+    int launches, summaries;
+} profile_log;
+
+static void profile_sink(teeny_log_level level, const char *msg, void *ud)
+{
+    profile_log *l = ud;
+    (void)level;
+    if (strstr(msg, "profile: launch ")) {
+        if (l->launches < 8)
+            snprintf(l->lines[l->launches], sizeof l->lines[0], "%s", msg);
+        l->launches++;
+    } else if (strstr(msg, "profile: ") && strstr(msg, " kernels, "))
+        l->summaries++;
+}
+
+START_TEST(test_program_profile_each_launch)
+{
+    teeny_ctx *ctx = th_ctx();
+    int64_t small[1] = {64}, large[1] = {4096};
+    teeny_tensor *a = th_tensor(ctx, 1, small), *y = th_tensor(ctx, 1, small);
+    teeny_tensor *b = th_tensor(ctx, 1, large), *z = th_tensor(ctx, 1, large);
+    static profile_log log;
+    TH_OK(ctx, teeny_tensor_fill(a, 1.0f));
+    TH_OK(ctx, teeny_tensor_fill(b, 1.0f));
+    TH_OK(ctx, teeny_add(ctx, a, a, y)); /* built before profiling */
+    TH_OK(ctx, teeny_ctx_finish(ctx));
+    for (int mode = 1; mode <= 2; mode++) {
+        memset(&log, 0, sizeof log);
+        setenv("TEENY_PROFILE", mode == 1 ? "1" : "2", 1);
+        teeny_log_set(profile_sink, &log);
+        TH_OK(ctx, teeny_profile_begin(ctx));
+        TH_OK(ctx, teeny_add(ctx, a, a, y));
+        TH_OK(ctx, teeny_add(ctx, b, b, z));
+        TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+        teeny_log_set(NULL, NULL);
+        unsetenv("TEENY_PROFILE");
+        ck_assert_int_eq(log.summaries, 1);
+        ck_assert_int_eq(log.launches, mode == 1 ? 0 : 2);
+    }
+    /* in order, each with its kernel and work-items (more for the
+     * 4096-float add) */
+    long long items[2];
+    for (int i = 0; i < 2; i++) {
+        char name[64];
+        int idx = -1;
+        ck_assert_msg(sscanf(strstr(log.lines[i], "launch "), "launch %d %63s %lld items", &idx, name,
+                             &items[i]) == 3, "line: %s", log.lines[i]);
+        ck_assert_int_eq(idx, i);
+        ck_assert_msg(!strncmp(name, "ew_add", 6), "kernel %s", name); /* ew_add or its CPU twin */
+    }
+    ck_assert_msg(items[0] >= 1 && items[1] > items[0], "items %lld, %lld", items[0], items[1]);
+    teeny_tensor_destroy(a);
+    teeny_tensor_destroy(y);
+    teeny_tensor_destroy(b);
+    teeny_tensor_destroy(z);
+}
+END_TEST
+
 /* Growing the event list can fail (host memory): the launch still runs,
  * teeny_profile_end returns TEENY_ERR_NOMEM and says how many launches are
  * missing instead of reporting a short count, writes neither output, and
@@ -590,6 +652,7 @@ Suite *suite_program(void)
     tcase_add_test(tc, test_program_cache_crafted);
     tcase_add_test(tc, test_program_profile_many);
     tcase_add_test(tc, test_program_profile_grow_fails);
+    tcase_add_test(tc, test_program_profile_each_launch);
     tcase_add_test(err, test_program_build_failure);
     tcase_add_test(err, test_program_kernel_dir_fifo);
     suite_add_tcase(s, tc);

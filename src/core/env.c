@@ -42,7 +42,7 @@ static const struct {
     int nocase;        /* words compared ignoring case (as their reader does) */
 } ENV_VARS[] = {
     {"TEENY_NO_CACHE", "0|1", 0},
-    {"TEENY_PROFILE", "0|1", 0},
+    {"TEENY_PROFILE", "0|1|2", 0},
     {"TEENY_LOG", "debug|info|warn|error|none", 1},
     {"TEENY_CACHE_DIR", NULL, 0},
     {"TEENY_KERNEL_DIR", NULL, 0},

@@ -7,7 +7,8 @@
  * at 4,096 and under-report). If growing fails the launch still runs, its
  * event is dropped, and teeny_profile_end reports TEENY_ERR_NOMEM instead
  * of a short count. TEENY_PROFILE=1 logs a per-kernel summary at the end:
- * every kernel (no cap on their number), slowest first.
+ * every kernel (no cap on their number), slowest first; TEENY_PROFILE=2
+ * also each launch in order, with its work-items and device time.
  *
  * The bottom of the launch stack: it calls only device.c (context checks
  * and its release hook) and status.c.
@@ -39,17 +40,22 @@ static int profile_grow(teeny_ctx *ctx)
     int want = ctx->prog.prof_cap * 2;
     cl_event *ev = teeny__malloc((size_t)want * sizeof *ev);
     const char **names = teeny__malloc((size_t)want * sizeof *names);
-    if (!ev || !names) {
+    int64_t *items = teeny__malloc((size_t)want * sizeof *items);
+    if (!ev || !names || !items) {
         teeny__free(ev);
         teeny__free(names);
+        teeny__free(items);
         return 0;
     }
     memcpy(ev, ctx->prog.prof_events, (size_t)ctx->prog.prof_count * sizeof *ev);
     memcpy(names, ctx->prog.prof_names, (size_t)ctx->prog.prof_count * sizeof *names);
+    memcpy(items, ctx->prog.prof_items, (size_t)ctx->prog.prof_count * sizeof *items);
     teeny__free(ctx->prog.prof_events);
     teeny__free(ctx->prog.prof_names);
+    teeny__free(ctx->prog.prof_items);
     ctx->prog.prof_events = ev;
     ctx->prog.prof_names = names;
+    ctx->prog.prof_items = items;
     ctx->prog.prof_cap = want;
     return 1;
 }
@@ -59,11 +65,11 @@ teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kern
 {
     cl_int err;
     cl_event ev = NULL, *evp = NULL;
+    int64_t items = 1;
     if (ctx->prog.profiling)
         evp = &ev;
     err = TEENY_CL(clEnqueueNDRangeKernel, ctx->queue, k, dims, NULL, g, local, 0, NULL, evp);
     if (err == CL_SUCCESS) {
-        int64_t items = 1;
         for (cl_uint i = 0; i < dims; i++)
             items *= (int64_t)g[i];
         ctx->prog.items_enqueued += items;
@@ -72,6 +78,7 @@ teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kern
     if (err == CL_SUCCESS && ev) {
         if (profile_grow(ctx)) {
             ctx->prog.prof_names[ctx->prog.prof_count] = kernel_name;
+            ctx->prog.prof_items[ctx->prog.prof_count] = items;
             ctx->prog.prof_events[ctx->prog.prof_count++] = ev;
         } else {
             TEENY_CL_RELEASE(clReleaseEvent, ev); /* the launch stands; the profile reports the loss */
@@ -87,7 +94,8 @@ teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kern
 /* ---- profiling ---- */
 
 /* TEENY_PROFILE=1: log each kernel's launches and device time, slowest
- * first, and the totals. Events are complete (teeny_profile_end waited). */
+ * first, and the totals; each (TEENY_PROFILE=2): every launch before
+ * them, in order. Events are complete (teeny_profile_end waited). */
 typedef struct {
     const char *name;
     double ms;
@@ -100,7 +108,7 @@ static int profile_row_cmp(const void *a, const void *b)
     return (x->ms < y->ms) - (x->ms > y->ms);
 }
 
-static void profile_summary(teeny_ctx *ctx, double span_ms)
+static void profile_summary(teeny_ctx *ctx, double span_ms, int each)
 {
     profile_row *rows = teeny__malloc((size_t)(ctx->prog.prof_count ? ctx->prog.prof_count : 1) * sizeof *rows);
     int n = 0;
@@ -125,6 +133,9 @@ static void profile_summary(teeny_ctx *ctx, double span_ms)
         rows[k].ms += (double)(e - s) * 1e-6;
         rows[k].calls++;
         total += (double)(e - s) * 1e-6;
+        if (each)
+            teeny__log(TEENY_LOG_WARN, "profile: launch %4d %-28s %10lld items %10.4f ms", i,
+                       ctx->prog.prof_names[i], (long long)ctx->prog.prof_items[i], (double)(e - s) * 1e-6);
     }
     qsort(rows, (size_t)n, sizeof *rows, profile_row_cmp);
     for (int k = 0; k < n; k++)
@@ -149,8 +160,10 @@ static void profile_release(teeny_ctx *ctx)
     profile_clear(ctx);
     teeny__free(ctx->prog.prof_events);
     teeny__free(ctx->prog.prof_names);
+    teeny__free(ctx->prog.prof_items);
     ctx->prog.prof_events = NULL;
     ctx->prog.prof_names = NULL;
+    ctx->prog.prof_items = NULL;
     ctx->prog.prof_cap = 0;
 }
 
@@ -165,11 +178,14 @@ teeny_status teeny_profile_begin(teeny_ctx *ctx)
             return st;
         ctx->prog.prof_events = teeny__calloc(PROFILE_FIRST_CAP, sizeof(cl_event));
         ctx->prog.prof_names = teeny__calloc(PROFILE_FIRST_CAP, sizeof(const char *));
-        if (!ctx->prog.prof_events || !ctx->prog.prof_names) {
+        ctx->prog.prof_items = teeny__calloc(PROFILE_FIRST_CAP, sizeof(int64_t));
+        if (!ctx->prog.prof_events || !ctx->prog.prof_names || !ctx->prog.prof_items) {
             teeny__free(ctx->prog.prof_events);
             teeny__free(ctx->prog.prof_names);
+            teeny__free(ctx->prog.prof_items);
             ctx->prog.prof_events = NULL;
             ctx->prog.prof_names = NULL;
+            ctx->prog.prof_items = NULL;
             return teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_profile_begin: out of host memory");
         }
         ctx->prog.prof_cap = PROFILE_FIRST_CAP;
@@ -218,7 +234,7 @@ teeny_status teeny_profile_end(teeny_ctx *ctx, double *device_ms, int *kernels)
         *kernels = ctx->prog.prof_count;
     const char *summary = getenv("TEENY_PROFILE");
     if (summary && *summary && strcmp(summary, "0"))
-        profile_summary(ctx, (double)(last - first) * 1e-6);
+        profile_summary(ctx, (double)(last - first) * 1e-6, !strcmp(summary, "2"));
 cleanup:
     profile_clear(ctx);
     return st;

@@ -27,6 +27,7 @@ typedef struct {
     int profiling;            /* teeny_profile_begin .. end (profile.c) */
     cl_event *prof_events;
     const char **prof_names;  /* kernel name of each event */
+    int64_t *prof_items;      /* work-items of each launch (TEENY_PROFILE=2 lists them) */
     int prof_count, prof_cap; /* prof_count < prof_cap: the arrays grow */
     int prof_lost;            /* events dropped when growing failed; teeny_profile_end reports them */
     int64_t items_enqueued;   /* work-items of every kernel enqueued (profile.c; tests see how work was split) */
