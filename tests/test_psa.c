@@ -109,6 +109,31 @@ static void case_free(psa_case *c)
     free(c->g);
 }
 
+/* The fused op's device tensors: qkv and the upstream gradient g filled
+ * from the case, o, lse and d_qkv empty; off: each one's offset in its
+ * buffer (a view when non-zero). */
+typedef struct {
+    th_dev q, g, o, l, dq;
+} psa_devs;
+
+static psa_devs devs_make(teeny_ctx *ctx, const psa_case *c, int off)
+{
+    psa_devs d;
+    d.q = th_dev_make(ctx, 0, 4, c->qkv_shape, off, c->qkv);
+    d.g = th_dev_make(ctx, 0, 4, c->o_shape, off, c->g);
+    d.o = th_dev_make(ctx, 0, 4, c->o_shape, off, NULL);
+    d.l = th_dev_make(ctx, 0, 2, c->lse_shape, off, NULL);
+    d.dq = th_dev_make(ctx, 0, 4, c->qkv_shape, off, NULL);
+    return d;
+}
+
+static void devs_free(psa_devs *d)
+{
+    th_dev *ds[] = {&d->q, &d->g, &d->o, &d->l, &d->dq};
+    for (int i = 0; i < 5; i++)
+        th_dev_free(ds[i]);
+}
+
 /* ---- rearrangements ---- */
 
 START_TEST(test_psa_rearrange_forward)
@@ -279,17 +304,13 @@ START_TEST(test_psa_attention_backward)
     case_make(&c, &sh, &r);
     double *qkv = th_dbl(c.qkv, c.n_qkv), *g = th_dbl(c.g, c.n_o);
     double *dqkv = th_malloc(c.n_qkv * sizeof(double)), *mag = th_malloc(c.n_qkv * sizeof(double));
-    th_dev tq = th_dev_make(ctx, 0, 4, c.qkv_shape, (sh.view) ? 5 : 0, c.qkv), to = th_dev_make(ctx, 0, 4, c.o_shape, (sh.view) ? 5 : 0, NULL);
-    th_dev tl = th_dev_make(ctx, 0, 2, c.lse_shape, (sh.view) ? 5 : 0, NULL), tg = th_dev_make(ctx, 0, 4, c.o_shape, (sh.view) ? 5 : 0, c.g);
-    th_dev tdq = th_dev_make(ctx, 0, 4, c.qkv_shape, (sh.view) ? 5 : 0, NULL);
-    TH_OK(ctx, teeny_psa_attention_forward(ctx, tq.t, sh.heads, sh.kd, to.t, tl.t));
-    TH_OK(ctx, teeny_psa_attention_backward(ctx, tq.t, sh.heads, sh.kd, to.t, tl.t, tg.t, tdq.t));
+    psa_devs d = devs_make(ctx, &c, sh.view ? 5 : 0);
+    TH_OK(ctx, teeny_psa_attention_forward(ctx, d.q.t, sh.heads, sh.kd, d.o.t, d.l.t));
+    TH_OK(ctx, teeny_psa_attention_backward(ctx, d.q.t, sh.heads, sh.kd, d.o.t, d.l.t, d.g.t, d.dq.t));
     ref_psa_attention_backward(qkv, g, sh.B, sh.heads, sh.kd, c.N, dqkv, mag);
-    expect_close_mag(tdq.t, dqkv, mag, c.n_qkv, TOL, "d_qkv", repro);
-    th_dev_check_guard(&tdq, "d_qkv", repro);
-    th_dev *ds[] = {&tq, &to, &tl, &tg, &tdq};
-    for (int i = 0; i < 5; i++)
-        th_dev_free(ds[i]);
+    expect_close_mag(d.dq.t, dqkv, mag, c.n_qkv, TOL, "d_qkv", repro);
+    th_dev_check_guard(&d.dq, "d_qkv", repro);
+    devs_free(&d);
     free(qkv);
     free(g);
     free(dqkv);
@@ -320,7 +341,7 @@ START_TEST(test_psa_pipeline_matches_fused)
     ref_psa_attention_forward(qkv, sh.B, heads, kd, c.N, o_ref, lse_ref);
     ref_psa_attention_backward(qkv, g, sh.B, heads, kd, c.N, d_ref, mag);
 
-    th_dev tq = th_dev_make(ctx, 0, 4, c.qkv_shape, (sh.view) ? 5 : 0, c.qkv), tg = th_dev_make(ctx, 0, 4, c.o_shape, (sh.view) ? 5 : 0, c.g);
+    psa_devs d = devs_make(ctx, &c, sh.view ? 5 : 0);
     teeny_tensor *packed = th_tensor(ctx, 4, c.packed_shape), *dpacked = th_tensor(ctx, 4, c.packed_shape);
     teeny_tensor *sec[4], *dsec[4];
     for (int i = 0; i < 4; i++) {
@@ -333,36 +354,34 @@ START_TEST(test_psa_pipeline_matches_fused)
     teeny_tensor *dhi = th_tensor(ctx, 3, c.half_shape), *dq_lo = th_tensor(ctx, 3, c.half_shape);
     teeny_tensor *dq_hi = th_tensor(ctx, 3, c.half_shape), *dk_lo = th_tensor(ctx, 3, c.half_shape);
     teeny_tensor *dk_hi = th_tensor(ctx, 3, c.half_shape), *dqkv_pipe = th_tensor(ctx, 4, c.qkv_shape);
-    th_dev to = th_dev_make(ctx, 0, 4, c.o_shape, (sh.view) ? 5 : 0, NULL), tl = th_dev_make(ctx, 0, 2, c.lse_shape, (sh.view) ? 5 : 0, NULL);
-    th_dev tdq = th_dev_make(ctx, 0, 4, c.qkv_shape, (sh.view) ? 5 : 0, NULL);
     th_poison(out);
     th_poison(dpacked);
     th_poison(dqkv_pipe);
 
     /* pipeline forward */
-    TH_OK(ctx, teeny_psa_pack_qkv(ctx, tq.t, heads, kd, packed));
+    TH_OK(ctx, teeny_psa_pack_qkv(ctx, d.q.t, heads, kd, packed));
     TH_OK(ctx, teeny_attention_forward(ctx, sec[0], sec[1], sec[2], scale, olo, llo));
     TH_OK(ctx, teeny_attention_forward(ctx, sec[0], sec[1], sec[3], scale, ohi, lhi));
     TH_OK(ctx, teeny_psa_merge_attn(ctx, olo, ohi, heads, out));
     /* pipeline backward */
-    TH_OK(ctx, teeny_psa_merge_attn_backward(ctx, tg.t, heads, dlo, dhi));
+    TH_OK(ctx, teeny_psa_merge_attn_backward(ctx, d.g.t, heads, dlo, dhi));
     TH_OK(ctx, teeny_attention_backward(ctx, sec[0], sec[1], sec[2], olo, llo, dlo, scale, dq_lo, dk_lo, dsec[2]));
     TH_OK(ctx, teeny_attention_backward(ctx, sec[0], sec[1], sec[3], ohi, lhi, dhi, scale, dq_hi, dk_hi, dsec[3]));
     TH_OK(ctx, teeny_add(ctx, dq_lo, dq_hi, dsec[0]));
     TH_OK(ctx, teeny_add(ctx, dk_lo, dk_hi, dsec[1]));
     TH_OK(ctx, teeny_psa_pack_qkv_backward(ctx, dpacked, heads, kd, dqkv_pipe));
     /* fused */
-    TH_OK(ctx, teeny_psa_attention_forward(ctx, tq.t, heads, kd, to.t, tl.t));
-    TH_OK(ctx, teeny_psa_attention_backward(ctx, tq.t, heads, kd, to.t, tl.t, tg.t, tdq.t));
+    TH_OK(ctx, teeny_psa_attention_forward(ctx, d.q.t, heads, kd, d.o.t, d.l.t));
+    TH_OK(ctx, teeny_psa_attention_backward(ctx, d.q.t, heads, kd, d.o.t, d.l.t, d.g.t, d.dq.t));
 
     /* both against the reference, and against each other */
     expect_close_mag(out, o_ref, NULL, c.n_o, TOL, "pipeline o", repro);
-    expect_close_mag(to.t, o_ref, NULL, c.n_o, TOL, "fused o", repro);
+    expect_close_mag(d.o.t, o_ref, NULL, c.n_o, TOL, "fused o", repro);
     expect_close_mag(llo, lse_ref, NULL, c.n_lse, TOL, "pipeline lse (lo)", repro);
-    expect_close_mag(tl.t, lse_ref, NULL, c.n_lse, TOL, "fused lse", repro);
+    expect_close_mag(d.l.t, lse_ref, NULL, c.n_lse, TOL, "fused lse", repro);
     expect_close_mag(dqkv_pipe, d_ref, mag, c.n_qkv, TOL, "pipeline d_qkv", repro);
-    expect_close_mag(tdq.t, d_ref, mag, c.n_qkv, TOL, "fused d_qkv", repro);
-    float *fo = th_read(to.t), *po = th_read(out), *fd = th_read(tdq.t), *pd = th_read(dqkv_pipe);
+    expect_close_mag(d.dq.t, d_ref, mag, c.n_qkv, TOL, "fused d_qkv", repro);
+    float *fo = th_read(d.o.t), *po = th_read(out), *fd = th_read(d.dq.t), *pd = th_read(dqkv_pipe);
     double e = th_nrms_f(po, fo, c.n_o);
     ck_assert_msg(e <= TOL, "pipeline o vs fused o: nrms %.3g; %s", e, repro);
     double *fdd = th_dbl(fd, c.n_qkv);
@@ -381,9 +400,7 @@ START_TEST(test_psa_pipeline_matches_fused)
     teeny_tensor *ts[] = {packed, dpacked, olo, ohi, llo, lhi, out, dlo, dhi, dq_lo, dq_hi, dk_lo, dk_hi, dqkv_pipe};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         teeny_tensor_destroy(ts[i]);
-    th_dev *ds[] = {&tq, &tg, &to, &tl, &tdq};
-    for (int i = 0; i < 5; i++)
-        th_dev_free(ds[i]);
+    devs_free(&d);
     void *hs[] = {qkv, g, o_ref, lse_ref, d_ref, mag};
     for (int i = 0; i < 6; i++)
         free(hs[i]);
@@ -401,20 +418,18 @@ START_TEST(test_psa_launch_counts_and_determinism)
     th_rng r = th_rng_make(800);
     psa_case c;
     case_make(&c, &sh, &r);
-    th_dev tq = th_dev_make(ctx, 0, 4, c.qkv_shape, 0, c.qkv), tg = th_dev_make(ctx, 0, 4, c.o_shape, 0, c.g);
-    th_dev to = th_dev_make(ctx, 0, 4, c.o_shape, 0, NULL), tl = th_dev_make(ctx, 0, 2, c.lse_shape, 0, NULL);
-    th_dev tdq = th_dev_make(ctx, 0, 4, c.qkv_shape, 0, NULL);
+    psa_devs d = devs_make(ctx, &c, 0);
     float *first[3] = {NULL, NULL, NULL};
     for (int pass = 0; pass < 3; pass++) {
         teeny__calls_reset();
-        TH_OK(ctx, teeny_psa_attention_forward(ctx, tq.t, sh.heads, sh.kd, to.t, tl.t));
+        TH_OK(ctx, teeny_psa_attention_forward(ctx, d.q.t, sh.heads, sh.kd, d.o.t, d.l.t));
         long f_launch = teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel),
              f_buf = teeny__calls_id(TEENY__ID_clCreateBuffer), f_alloc = teeny__calls_id(TEENY__ID_malloc);
         teeny__calls_reset();
-        TH_OK(ctx, teeny_psa_attention_backward(ctx, tq.t, sh.heads, sh.kd, to.t, tl.t, tg.t, tdq.t));
+        TH_OK(ctx, teeny_psa_attention_backward(ctx, d.q.t, sh.heads, sh.kd, d.o.t, d.l.t, d.g.t, d.dq.t));
         long b_launch = teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel),
              b_buf = teeny__calls_id(TEENY__ID_clCreateBuffer), b_alloc = teeny__calls_id(TEENY__ID_malloc);
-        float *now[3] = {th_read(to.t), th_read(tl.t), th_read(tdq.t)};
+        float *now[3] = {th_read(d.o.t), th_read(d.l.t), th_read(d.dq.t)};
         size_t sizes[3] = {c.n_o, c.n_lse, c.n_qkv};
         if (pass == 0) { /* warm-up: programs built, workspace grown */
             memcpy(first, now, sizeof now);
@@ -433,9 +448,7 @@ START_TEST(test_psa_launch_counts_and_determinism)
     }
     for (int j = 0; j < 3; j++)
         free(first[j]);
-    th_dev *ds[] = {&tq, &tg, &to, &tl, &tdq};
-    for (int i = 0; i < 5; i++)
-        th_dev_free(ds[i]);
+    devs_free(&d);
     case_free(&c);
 }
 END_TEST
@@ -450,20 +463,18 @@ START_TEST(test_psa_layouts)
     th_rng r = th_rng_make(801);
     psa_case c;
     case_make(&c, &sh, &r);
-    th_dev tq = th_dev_make(ctx, 0, 4, c.qkv_shape, 0, c.qkv), tg = th_dev_make(ctx, 0, 4, c.o_shape, 0, c.g);
-    th_dev to = th_dev_make(ctx, 0, 4, c.o_shape, 0, NULL), tl = th_dev_make(ctx, 0, 2, c.lse_shape, 0, NULL);
-    th_dev tdq = th_dev_make(ctx, 0, 4, c.qkv_shape, 0, NULL);
+    psa_devs d = devs_make(ctx, &c, 0);
     size_t sizes[3] = {c.n_o, c.n_lse, c.n_qkv};
     float *first[3] = {NULL, NULL, NULL};
     th_cpu_kernels(0); /* the tiled kernels (the CPU variants have no loaders) */
     for (int layout = -1; layout <= 2; layout++) {
         teeny__attention_debug_layout(layout);
-        th_poison(to.t);
-        th_poison(tl.t);
-        th_poison(tdq.t);
-        TH_OK(ctx, teeny_psa_attention_forward(ctx, tq.t, sh.heads, sh.kd, to.t, tl.t));
-        TH_OK(ctx, teeny_psa_attention_backward(ctx, tq.t, sh.heads, sh.kd, to.t, tl.t, tg.t, tdq.t));
-        float *now[3] = {th_read(to.t), th_read(tl.t), th_read(tdq.t)};
+        th_poison(d.o.t);
+        th_poison(d.l.t);
+        th_poison(d.dq.t);
+        TH_OK(ctx, teeny_psa_attention_forward(ctx, d.q.t, sh.heads, sh.kd, d.o.t, d.l.t));
+        TH_OK(ctx, teeny_psa_attention_backward(ctx, d.q.t, sh.heads, sh.kd, d.o.t, d.l.t, d.g.t, d.dq.t));
+        float *now[3] = {th_read(d.o.t), th_read(d.l.t), th_read(d.dq.t)};
         for (int j = 0; j < 3; j++) {
             ck_assert_msg(th_first_nonfinite(now[j], sizes[j]) < 0, "layout %d: output %d not finite", layout, j);
             if (layout < 0)
@@ -479,9 +490,7 @@ START_TEST(test_psa_layouts)
     th_cpu_kernels(-1);
     for (int j = 0; j < 3; j++)
         free(first[j]);
-    th_dev *ds[] = {&tq, &tg, &to, &tl, &tdq};
-    for (int i = 0; i < 5; i++)
-        th_dev_free(ds[i]);
+    devs_free(&d);
     case_free(&c);
 }
 END_TEST
