@@ -301,6 +301,51 @@ END_TEST
 /* Global max pooling against the float64 reference: y [B, C] or
  * [B, C, 1, 1] (argmax too), views, ties (small integers: the first
  * maximum wins), and the gradient, a gather of dy onto each argmax. */
+/* The portable kernels (not the CPU variant) pool small planes a
+ * work-item each where there are GAP_ITEM_PER_CU (64) per compute unit,
+ * else a work-group each (pool_global.c): both routes against the
+ * reference, planes of 49 and of 257 (past GAP_ITEM_S) elements. */
+START_TEST(test_pool_global_route)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(8100);
+    int many = 64 * (ctx->info.compute_units ? (int)ctx->info.compute_units : 1) + 3;
+    static const struct {
+        int B, H, W, many;
+        const char *kernel;
+    } cases[] = {{2, 7, 7, 1, "pool_gap_forward_cpu"}, {2, 7, 7, 0, "pool_gap_forward"},
+                 {1, 1, 257, 1, "pool_gap_forward"}, {3, 16, 16, 1, "pool_gap_forward_cpu"}};
+    th_cpu_kernels(0);
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        int B = cases[ci].B, C = cases[ci].many ? (many + B - 1) / B : 5, S = cases[ci].H * cases[ci].W;
+        size_t nx = (size_t)B * C * S, ny = (size_t)B * C;
+        int64_t xs[4] = {B, C, cases[ci].H, cases[ci].W}, ys[2] = {B, C};
+        float *x = th_malloc(nx * 4);
+        th_fill_normal(&r, x, nx, 0.5, 1);
+        th_dev tx = th_dev_make(ctx, 0, 4, xs, 3, x), ty = th_dev_make(ctx, 0, 2, ys, 1, NULL);
+        double *xd = th_dbl(x, nx), *ref = th_malloc(ny * 8);
+        char what[96];
+        snprintf(what, sizeof what, "x [%d, %d, %d, %d]", B, C, cases[ci].H, cases[ci].W);
+        ref_gap_forward(B, C, S, xd, ref);
+        TH_OK(ctx, teeny_profile_begin(ctx));
+        TH_OK(ctx, teeny_global_avgpool_forward(ctx, tx.t, ty.t));
+        TH_OK(ctx, teeny_ctx_finish(ctx));
+        ck_assert_int_eq(ctx->prog.prof_count, 1);
+        ck_assert_msg(!strcmp(ctx->prog.prof_names[0], cases[ci].kernel), "%s: ran %s, not %s", what,
+                      ctx->prog.prof_names[0], cases[ci].kernel);
+        TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+        expect_close(&ty, ref, TOL, what, "test_pool_global_route");
+        th_dev_check_guard(&ty, "y", what);
+        free(x);
+        free(xd);
+        free(ref);
+        th_dev_free(&tx);
+        th_dev_free(&ty);
+    }
+    th_cpu_kernels(-1);
+}
+END_TEST
+
 START_TEST(test_pool_global_max)
 {
     teeny_ctx *ctx = th_ctx();
@@ -1093,6 +1138,7 @@ Suite *suite_pool(void)
     tcase_add_loop_test(fwd, test_pool_forward, 0, n_sweep());
     tcase_add_loop_test(fwd, test_pool_global, 0, n_sweep());
     tcase_add_loop_test(fwd, test_pool_global_max, 0, n_sweep());
+    tcase_add_test(fwd, test_pool_global_route);
     tcase_add_loop_test(fwd, test_pool_indices, 0, n_sweep());
     tcase_add_test(fwd, test_pool_nan);
     tcase_add_test(fwd, test_pool_determinism);

@@ -3,9 +3,10 @@
  * forward and backward, and its eager calls; its shape rule
  * (teeny__global_avgpool_infer) sits with the other pooling shapes in
  * pool.c. Kernels: cl/pool.cl (pool_gap_*). One work-group per plane, or
- * in the CPU variant (ctx->tune.variant) one work-item per plane; where a
- * device limits a work-item's loop trips (teeny__loop_budget) a plane's
- * sum goes in chunks (gap_cpu).
+ * one work-item per plane (gap_items) in the CPU variant
+ * (ctx->tune.variant) and on any device where the planes are small and
+ * many (GAP_ITEM_S, GAP_ITEM_PER_CU); where a device limits a work-item's
+ * loop trips (teeny__loop_budget) a plane's sum goes in chunks.
  * Tunable: GAP_WG, the work-group size (ctx->work_group_size).
  */
 #include "ops.h"
@@ -19,12 +20,19 @@ static teeny_status launch_1d(teeny_ctx *ctx, cl_kernel k, const char *name, int
     return teeny__launch(ctx, k, name, 1, &global, &local);
 }
 
-/* The CPU variant of global pooling: grid (P, B*C), item (p, bc) summing
- * chunk elements of its plane, chunk + 1 loop trips. Where the device
+/* Planes of at most GAP_ITEM_S elements, at least GAP_ITEM_PER_CU of them
+ * per compute unit, take a work-item each on every device: a work-group
+ * and its tree per 7x7 plane cost 16x the time of the reads (H200, the
+ * example net's pooling of 128 x 128 planes: 0.020 ms). */
+#define GAP_ITEM_S 256
+#define GAP_ITEM_PER_CU 64
+
+/* One work-item per plane (the CPU variant; small planes): grid (P, B*C),
+ * item (p, bc) summing chunk elements of its plane, chunk + 1 loop trips. Where the device
  * limits a work-item's trips and a plane passes them, each plane is cut
  * into P chunks (teeny__loop_split) whose sums pool_gap_parts_cpu adds up
  * in order (P + 1 trips); elsewhere P = 1 and the item writes the mean. */
-static teeny_status gap_cpu(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y, int S, int planes)
+static teeny_status gap_items(teeny_ctx *ctx, const teeny_tensor *x, teeny_tensor *y, int S, int planes)
 {
     static const char name[] = "pool_gap_forward_cpu", parts_name[] = "pool_gap_parts_cpu";
     int x_off = teeny__off(x), y_off = teeny__off(y), chunk, P;
@@ -72,8 +80,9 @@ teeny_status teeny__global_avgpool_forward(teeny_ctx *ctx, const teeny__op_args 
     cl_kernel k;
     int wg, levels = 0;
     int64_t budget;
-    if (ctx->tune.variant == TEENY_VARIANT_CPU)
-        return gap_cpu(ctx, x, y, S, planes);
+    int64_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
+    if (ctx->tune.variant == TEENY_VARIANT_CPU || (S <= GAP_ITEM_S && planes >= GAP_ITEM_PER_CU * cus))
+        return gap_items(ctx, x, y, S, planes);
     /* GAP_WG: the device's work-group size, or the largest power of two
      * below it the kernel takes (its reduction halves spans) */
     teeny_status st = teeny__fit_halving(ctx, "pool", "-DGAP_WG=%d", (const char *const[]){name}, 1,
@@ -85,7 +94,7 @@ teeny_status teeny__global_avgpool_forward(teeny_ctx *ctx, const teeny__op_args 
     while ((1 << levels) < wg)
         levels++;
     if (((int64_t)S + wg - 1) / wg + 1 + 3 * (int64_t)levels + 1 > budget)
-        return gap_cpu(ctx, x, y, S, planes);
+        return gap_items(ctx, x, y, S, planes);
     st = teeny__kernel_get(ctx, "pool", opt, name, &k);
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int), &S,
