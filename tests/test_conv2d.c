@@ -436,18 +436,20 @@ END_TEST
 /* pick_tile on the NVIDIA tuning of a 132-unit device (an H200): the
  * thin tile for the input gradients of 3- and 1-channel inputs (the
  * 7x7 stem: 4 phases of 32 x 112 x 112 rows), 128 x 64 where 128 x 128
- * would leave units idle, 128 x 128 with waves to spare and for the
- * weight gradient (no occupancy bound), 128 x 32 for 32 channels a group,
- * the smallest tile where nothing fills the device. */
+ * would leave units idle, 128 x 128 with waves to spare and for a weight
+ * gradient whose 98 chunks fill the units, 128 x 32 for 32 channels a
+ * group, 64 x 32 for the example net's 7 x 7 layers (6,272 rows) and
+ * their weight gradients (25 chunks), the smallest tile where nothing
+ * fills the device. */
 START_TEST(test_conv2d_tile_pick)
 {
     static const struct {
-        int64_t M, N, G;
-        int occupancy, tm, tn;
+        int64_t M, N, G, z;
+        int tm, tn;
     } cases[] = {
-        {4 * 32 * 112 * 112, 3, 1, 1, 256, 4}, {128 * 28 * 28, 1, 1, 1, 256, 4}, {32 * 28 * 28, 128, 1, 1, 128, 64},
-        {32 * 112 * 112, 128, 1, 1, 128, 128}, {128 * 9, 128, 1, 0, 128, 128},    {32 * 28 * 28, 32, 4, 1, 128, 32},
-        {100, 8, 1, 1, 64, 16},
+        {4 * 32 * 112 * 112, 3, 1, 0, 256, 4}, {128 * 28 * 28, 1, 1, 0, 256, 4}, {32 * 28 * 28, 128, 1, 0, 128, 64},
+        {32 * 112 * 112, 128, 1, 0, 128, 128}, {128 * 9, 128, 1, 98, 128, 128}, {32 * 28 * 28, 32, 4, 0, 128, 32},
+        {128 * 7 * 7, 128, 1, 0, 64, 32},      {128, 256, 1, 25, 64, 32},       {100, 8, 1, 0, 64, 16},
     };
     teeny_ctx *ctx = th_ctx();
     if (!th_profile("nvidia"))
@@ -455,7 +457,7 @@ START_TEST(test_conv2d_tile_pick)
     th_compute_units(132);
     const teeny__conv_tune *tu = &ctx->tune.profile->conv;
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
-        int t = teeny__conv2d_debug_pick(ctx, cases[i].M, cases[i].N, cases[i].G, cases[i].occupancy);
+        int t = teeny__conv2d_debug_pick(ctx, cases[i].M, cases[i].N, cases[i].G, cases[i].z);
         ck_assert_msg(t >= 0 && t < tu->n_tiles && tu->tiles[t].tm == cases[i].tm && tu->tiles[t].tn == cases[i].tn,
                       "M %lld N %lld G %lld: tile %d (%d x %d), want %d x %d", (long long)cases[i].M,
                       (long long)cases[i].N, (long long)cases[i].G, t, t >= 0 ? tu->tiles[t].tm : 0,

@@ -47,7 +47,7 @@ START_TEST(test_tune_rows)
         ck_assert_msg(p->name && *p->name && teeny__tune_find(p->name) == i, "row %d: name missing or repeated", i);
         ck_assert_msg(p->variant >= 0 && p->variant < TEENY_VARIANT_COUNT, "%s: variant %d", p->name, p->variant);
         ck_assert_msg(pow2(p->work_group), "%s: work-group %d is not a power of two", p->name, p->work_group);
-        ck_assert_msg(c->n_tiles >= 1 && c->n_tiles <= 5, "%s: %d conv2d tiles", p->name, c->n_tiles);
+        ck_assert_msg(c->n_tiles >= 1 && c->n_tiles <= 6, "%s: %d conv2d tiles", p->name, c->n_tiles);
         for (int t = 0; t < c->n_tiles; t++) {
             check_tile(p->name, &c->tiles[t], 0);
             if (t > 0)

@@ -141,8 +141,9 @@ void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t
 /* The input gradient's stride phases in one launch (1: the tiled GPU GEMMs, unless the test hook
  * teeny__conv2d_debug asks for one each) or one launch each (0: conv_gemm_cpu). */
 int teeny__conv_phases_merged(const conv_tuning *tu);
-/* Test hook: the tile pick_tile takes for an M x N GEMM per group over G groups (test_conv2d.c). */
-int teeny__conv2d_debug_pick(const teeny_ctx *ctx, int64_t M, int64_t N, int64_t G, int occupancy);
+/* Test hook: the tile pick_tile takes for an M x N GEMM per group over G groups, z its k chunks (0: one
+ * launch's GEMM) (test_conv2d.c). */
+int teeny__conv2d_debug_pick(const teeny_ctx *ctx, int64_t M, int64_t N, int64_t G, int64_t z);
 teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j);
 /* conv_gemm_cpu over k chunks of `chunk` units: z > 1 partials at
  * out + i*zstride in one launch, else launches in order (one where chunk

@@ -83,10 +83,13 @@ static int64_t tile_cost(const conv_tuning *tu, const gemm_tile *t, int64_t M, i
 
 /* The tile for an M x N GEMM per group over G groups: of the tiles the
  * device holds, the cheapest (tile_cost: padded rows and columns alike)
- * among those that, when occupancy matters (not for the split weight
- * gradient), give every compute unit the tile's min_per_cu work-groups;
- * the smallest tile (min_per_cu 0) where none does. */
-static int pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int64_t N, int64_t G, int occupancy)
+ * among those that give every compute unit work: z 0 (one launch's
+ * GEMM), the tile's min_per_cu work-groups; z > 0 (the split weight
+ * gradient, in up to z chunks of k), two work-groups over the chunks,
+ * whatever the tile (its units are the chunks: a 128 x 128 tile over the
+ * 128 x 256 weight gradient of a 1x1 layer at 7 x 7 had 50 work-groups
+ * for 132 units). The smallest tile (min_per_cu 0) where none does. */
+static int pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int64_t N, int64_t G, int64_t z)
 {
     int64_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
     int last = tu->n_tiles - 1, best = -1;
@@ -97,8 +100,9 @@ static int pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int
         return force_tile;
     for (int i = 0; i <= last; i++) {
         const gemm_tile *t = &tu->tiles[i];
+        int64_t groups = cdiv(M, t->tm) * cdiv(N, t->tn) * G;
         if (!tile_fits(ctx, tu, t) ||
-            (occupancy && i < last && cdiv(M, t->tm) * cdiv(N, t->tn) * G < (int64_t)t->min_per_cu * cus))
+            (i < last && (z > 0 ? groups * z < 2 * cus : groups < (int64_t)t->min_per_cu * cus)))
             continue;
         int64_t cost = tile_cost(tu, t, M, N, G);
         if (best < 0 || cost < best_cost) {
@@ -109,9 +113,9 @@ static int pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int
     return best >= 0 ? best : last;
 }
 
-int teeny__conv2d_debug_pick(const teeny_ctx *ctx, int64_t M, int64_t N, int64_t G, int occupancy)
+int teeny__conv2d_debug_pick(const teeny_ctx *ctx, int64_t M, int64_t N, int64_t G, int64_t z)
 {
-    return pick_tile(ctx, conv_tuning_of(ctx), M, N, G, occupancy);
+    return pick_tile(ctx, conv_tuning_of(ctx), M, N, G, z);
 }
 
 /* A tile's options, and -DCONV_PHASES for a launch of several stride
@@ -283,7 +287,7 @@ teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const g
         return teeny__conv_cpu_gemm_run(ctx, tu, j, opt, 1, per, 0);
     }
     int phases = j->phases > 1 ? j->phases : 1;
-    int tile = pick_tile(ctx, tu, (int64_t)j->M * phases, j->N, j->G, 1);
+    int tile = pick_tile(ctx, tu, (int64_t)j->M * phases, j->N, j->G, 0);
     const char *name = j->plain ? "conv_gemm_1x1" : "conv_gemm_gather";
     st = fit_tile(ctx, tu, name, phases, &tile);
     if (st != TEENY_OK)
@@ -432,6 +436,13 @@ void teeny__conv_dw_job_make(const conv_geom *g, gemm_job *j)
     }
 }
 
+/* The most k chunks of a GEMM weight gradient, as the split plan below
+ * cuts them: at least 16 k slices (of 16, most tiles' TILE_K) each. */
+static int64_t dw_chunks_max(const conv_geom *g)
+{
+    return cdiv((int64_t)g->B * g->OH * g->OW, 16 * 16);
+}
+
 /* Where the device limits a work-item's loop trips and not one row (one
  * round of taps) of the depthwise weight gradient fits an item, the GEMM
  * path takes it (conv2d_loops.c). */
@@ -448,7 +459,7 @@ static teeny_status grad_budget_path(teeny_ctx *ctx, const conv_tuning *tu, cons
     teeny__conv_dw_job_make(g, &j);
     gp->cpu = use_cpu_gemm(tu, &j);
     if (!gp->cpu)
-        gp->tile = pick_tile(ctx, tu, (int64_t)g->Cig * g->KH * g->KW, g->Cog, g->G, 0);
+        gp->tile = pick_tile(ctx, tu, (int64_t)g->Cig * g->KH * g->KW, g->Cog, g->G, dw_chunks_max(g));
     return TEENY_OK;
 }
 
@@ -496,7 +507,7 @@ teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, c
         teeny__conv_dw_job_make(g, &j);
         gp->cpu = use_cpu_gemm(tu, &j);
         if (!gp->cpu)
-            gp->tile = pick_tile(ctx, tu, Mk, g->Cog, g->G, 0);
+            gp->tile = pick_tile(ctx, tu, Mk, g->Cog, g->G, dw_chunks_max(g));
     }
     if ((st = teeny__loop_budget(ctx, &budget)) != TEENY_OK ||
         (want_dw && (st = grad_budget_path(ctx, tu, g, gp)) != TEENY_OK))

@@ -62,7 +62,7 @@ typedef struct {
 
 typedef struct {
     int n_tiles;
-    teeny__gemm_tile tiles[5]; /* largest (tm x tn) first */
+    teeny__gemm_tile tiles[6]; /* largest (tm x tn) first */
     int dw_wg;                 /* depthwise / reduction work-group (power of two) */
     int dw_rows;               /* output rows per item in dwconv_dx, at most in dwconv_fwd */
     int dw_taps;               /* taps per pass in dwconv_dw */
