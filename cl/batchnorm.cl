@@ -604,7 +604,11 @@ void bn_backward_channel(__global const float *x, int x_off, __global const floa
             gv = vec == 4 ? vload4(0, dy + dy_off + e) : (float4)(dy[dy_off + e], 0.0f, 0.0f, 0.0f);
         }
         d[j] = xv - m;
+        if (vec == 1) /* lanes y, z, w unused: zeros, so no activation derivative runs for them (BN_VEC: a constant) */
+            d[j].yzw = (float3)(0.0f);
         g[j] = BN_DY(float4, gv, d[j]);
+        if (vec == 1)
+            g[j].yzw = (float3)(0.0f);
         sdy += (g[j].x + g[j].y) + (g[j].z + g[j].w);
         sdyx += (g[j].x * d[j].x + g[j].y * d[j].y) + (g[j].z * d[j].z + g[j].w * d[j].w);
     }
