@@ -5,12 +5,25 @@
  * every buffer argument comes with an element offset (views).
  */
 
+/* ew_add, ew_copy2, ew_mul: vec 0, item i takes element i; vec 1 (the
+ * host: every offset a multiple of 4), item i the float4 of elements
+ * 4i .. 4i + 3, the last item the elements past the last whole float4. */
+#define EW_F4(p, off, e) (*(__global float4 *)((p) + (off) + (e)))
+#define EW_CF4(p, off, e) (*(__global const float4 *)((p) + (off) + (e)))
+
 __kernel void ew_add(__global const float *a, int a_off, __global const float *b, int b_off,
-                     __global float *y, int y_off, int n)
+                     __global float *y, int y_off, int n, int vec)
 {
-    int i = get_global_id(0);
-    if (i < n)
-        y[y_off + i] = a[a_off + i] + b[b_off + i];
+    int i = get_global_id(0), e = 4 * i;
+    if (!vec) {
+        if (i < n)
+            y[y_off + i] = a[a_off + i] + b[b_off + i];
+    } else if (e + 4 <= n) {
+        EW_F4(y, y_off, e) = EW_CF4(a, a_off, e) + EW_CF4(b, b_off, e);
+    } else {
+        for (; e < n; e++)
+            y[y_off + e] = a[a_off + e] + b[b_off + e];
+    }
 }
 
 /* act with its parameters alpha, beta (cl/common.cl: TEENY_ACT_STMTS). */
@@ -32,22 +45,41 @@ __kernel void ew_act_backward(int act, float alpha, float beta, __global const f
 
 /* The add's backward: both inputs' gradients are dy, in one launch. */
 __kernel void ew_copy2(__global const float *x, int x_off, __global float *a, int a_off, __global float *b, int b_off,
-                       int n)
+                       int n, int vec)
 {
-    int i = get_global_id(0);
-    if (i < n) {
-        float v = x[x_off + i];
-        a[a_off + i] = v;
-        b[b_off + i] = v;
+    int i = get_global_id(0), e = 4 * i;
+    if (!vec) {
+        if (i < n) {
+            float v = x[x_off + i];
+            a[a_off + i] = v;
+            b[b_off + i] = v;
+        }
+    } else if (e + 4 <= n) {
+        float4 v = EW_CF4(x, x_off, e);
+        EW_F4(a, a_off, e) = v;
+        EW_F4(b, b_off, e) = v;
+    } else {
+        for (; e < n; e++) {
+            float v = x[x_off + e];
+            a[a_off + e] = v;
+            b[b_off + e] = v;
+        }
     }
 }
 
 __kernel void ew_mul(__global const float *a, int a_off, __global const float *b, int b_off,
-                     __global float *y, int y_off, int n)
+                     __global float *y, int y_off, int n, int vec)
 {
-    int i = get_global_id(0);
-    if (i < n)
-        y[y_off + i] = a[a_off + i] * b[b_off + i];
+    int i = get_global_id(0), e = 4 * i;
+    if (!vec) {
+        if (i < n)
+            y[y_off + i] = a[a_off + i] * b[b_off + i];
+    } else if (e + 4 <= n) {
+        EW_F4(y, y_off, e) = EW_CF4(a, a_off, e) * EW_CF4(b, b_off, e);
+    } else {
+        for (; e < n; e++)
+            y[y_off + e] = a[a_off + e] * b[b_off + e];
+    }
 }
 
 /* Both gradients in one pass. Each item reads its three inputs before it

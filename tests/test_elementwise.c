@@ -3,6 +3,7 @@
  * reference, aliasing, views, the op-table entry of mul and error paths.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -230,6 +231,67 @@ static void mul_free(mul_dev *d)
     teeny_tensor_destroy(d->base);
 }
 
+/* The portable add, mul and add's backward take float4s where every
+ * offset is a multiple of 4 (elementwise.c launch3), elements elsewhere:
+ * both paths at lengths around the vector width, offsets aligned and not,
+ * exact (each element is one float operation), nothing outside the
+ * views written. */
+START_TEST(test_elementwise_float4)
+{
+    teeny_ctx *ctx = th_ctx();
+    static const int lengths[] = {1, 3, 4, 5, 8, 11, 1029};
+    static const int offs[][3] = {{0, 0, 0}, {4, 8, 12}, {4, 1, 8}, {2, 2, 2}, {0, 4, 3}};
+    th_rng r = th_rng_make(900);
+    th_cpu_kernels(0);
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+        for (size_t oi = 0; oi < sizeof offs / sizeof offs[0]; oi++) {
+            int n = lengths[li];
+            float *a = th_malloc((size_t)n * 4), *b = th_malloc((size_t)n * 4);
+            double *sum = th_malloc((size_t)n * 8), *prod = th_malloc((size_t)n * 8), *copy = th_malloc((size_t)n * 8);
+            th_fill_uniform(&r, a, (size_t)n, -4, 4);
+            th_fill_uniform(&r, b, (size_t)n, -4, 4);
+            for (int i = 0; i < n; i++) {
+                sum[i] = (double)(a[i] + b[i]);
+                prod[i] = (double)(a[i] * b[i]);
+                copy[i] = a[i];
+            }
+            mul_dev ta = mul_dev_make(ctx, n, offs[oi][0], a), tb = mul_dev_make(ctx, n, offs[oi][1], b),
+                    ty = mul_dev_make(ctx, n, offs[oi][2], NULL), tz = mul_dev_make(ctx, n, offs[oi][1] ? 0 : 4, NULL);
+            char what[64];
+            snprintf(what, sizeof what, "add, offsets %d %d %d", offs[oi][0], offs[oi][1], offs[oi][2]);
+            TH_OK(ctx, teeny_add(ctx, ta.t, tb.t, ty.t));
+            mul_expect(&ty, sum, what, n, 900);
+            float *y = th_read(ty.t);
+            for (int i = 0; i < n; i++)
+                ck_assert_msg(y[i] == a[i] + b[i], "%s: element %d of %d", what, i, n);
+            free(y);
+            snprintf(what, sizeof what, "mul, offsets %d %d %d", offs[oi][0], offs[oi][1], offs[oi][2]);
+            TH_OK(ctx, teeny_mul(ctx, ta.t, tb.t, ty.t));
+            mul_expect(&ty, prod, what, n, 900);
+            /* add's backward: dy (a) into both gradients (ew_copy2) */
+            snprintf(what, sizeof what, "add backward, offsets %d %d %d", offs[oi][0], offs[oi][2], offs[oi][1] ? 0 : 4);
+            teeny__op_args oa;
+            memset(&oa, 0, sizeof oa);
+            oa.in[TEENY__ADD_DY] = ta.t;
+            oa.out[TEENY__ADD_A] = ty.t;
+            oa.out[TEENY__ADD_B] = tz.t;
+            TH_OK(ctx, teeny__add_backward(ctx, &oa));
+            mul_expect(&ty, copy, what, n, 900);
+            mul_expect(&tz, copy, what, n, 900);
+            mul_free(&ta);
+            mul_free(&tb);
+            mul_free(&ty);
+            mul_free(&tz);
+            free(a);
+            free(b);
+            free(sum);
+            free(prod);
+            free(copy);
+        }
+    th_cpu_kernels(-1);
+}
+END_TEST
+
 START_TEST(test_mul_forward)
 {
     teeny_ctx *ctx = th_ctx();
@@ -439,6 +501,7 @@ Suite *suite_elementwise(void)
     tcase_add_test(err, test_elementwise_errors);
     tcase_add_loop_test(fwd, test_mul_forward, 0, th_small() ? 4 : th_full() ? 400 : 100);
     tcase_add_test(fwd, test_mul_reference_and_table);
+    tcase_add_test(fwd, test_elementwise_float4);
     tcase_add_loop_test(bwd, test_mul_backward, 0, th_small() ? 4 : th_full() ? 400 : 100);
     tcase_add_test(err, test_mul_errors);
     suite_add_tcase(s, fwd);

@@ -3,9 +3,10 @@
  * ReLU, SiLU, Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu, GELU in
  * both forms, Clip, Mish, Erf; formulas in cl/common.cl) with their
  * gradients. Tensors of any shape; only element counts must agree.
- * Kernels: cl/elementwise.cl, one work-item per element, or in the CPU
- * variant (ctx->tune.variant) a run of EW_RUN elements in float16 vectors
- * for add and the activations.
+ * Kernels: cl/elementwise.cl, one work-item per element (add, mul and
+ * add's backward: per float4 where every offset is a multiple of 4), or
+ * in the CPU variant (ctx->tune.variant) a run of EW_RUN elements in
+ * float16 vectors for add and the activations.
  *
  * Op-table entries (slots TEENY__ADD_*, _ACTIVATION_*, _MUL_*: ops.h):
  *   add:        forward in = [a, b], out = [y];
@@ -55,21 +56,26 @@ static teeny_status act_launch(teeny_ctx *ctx, const teeny__activation_attrs *at
                                teeny_tensor *y);
 
 /* A kernel over three tensors (each buffer with its element offset) and
- * n = t2's elements: ew_add, ew_mul, ew_copy2; cpu_name (NULL: none) in
- * the CPU variant. */
+ * n = t2's elements: ew_add, ew_mul, ew_copy2, float4s per work-item
+ * where the offsets allow (buffers start aligned); cpu_name (NULL: none)
+ * in the CPU variant. */
 static teeny_status launch3(teeny_ctx *ctx, const char *name, const char *cpu_name, const teeny_tensor *t0,
                             const teeny_tensor *t1, const teeny_tensor *t2)
 {
     int n = (int)t2->numel, o0 = teeny__off(t0), o1 = teeny__off(t1), o2 = teeny__off(t2);
-    int cpu = cpu_name && cpu_variant(ctx);
+    int cpu = cpu_name && cpu_variant(ctx), vec = !cpu && o0 % 4 == 0 && o1 % 4 == 0 && o2 % 4 == 0;
     cl_kernel k;
     name = cpu ? cpu_name : name;
     teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
-    if (st == TEENY_OK)
+    if (st == TEENY_OK && cpu)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &t0->buf, sizeof o0, &o0, sizeof(cl_mem), &t1->buf,
                              sizeof o1, &o1, sizeof(cl_mem), &t2->buf, sizeof o2, &o2, sizeof n, &n, (size_t)0);
+    else if (st == TEENY_OK)
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &t0->buf, sizeof o0, &o0, sizeof(cl_mem), &t1->buf,
+                             sizeof o1, &o1, sizeof(cl_mem), &t2->buf, sizeof o2, &o2, sizeof n, &n, sizeof vec,
+                             &vec, (size_t)0);
     if (st == TEENY_OK)
-        st = ew_launch(ctx, name, n, cpu, k);
+        st = ew_launch(ctx, name, vec ? n / 4 + (n % 4 != 0) : n, cpu, k);
     return st;
 }
 
