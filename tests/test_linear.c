@@ -163,55 +163,6 @@ START_TEST(test_linear_backward)
 }
 END_TEST
 
-/* Off the CPU variant a small GEMM takes a smaller work-group, so that its
- * tiles reach every compute unit (linear.c gemm_plan_fit): the example
- * net's classifier, [128, 128] x [10, 128]^T, against the reference
- * forward and backward on the portable kernels. */
-START_TEST(test_linear_small_groups)
-{
-    teeny_ctx *ctx = th_ctx();
-    enum { N = 128, IN = 128, OUT = 10 };
-    th_rng r = th_rng_make(2500);
-    th_cpu_kernels(0);
-    int full = teeny__linear_debug_wg(ctx, 1 << 20, 1 << 20, 1), small = teeny__linear_debug_wg(ctx, N, OUT, 1);
-    int one = teeny__linear_debug_wg(ctx, 1, 1, 1), batched = teeny__linear_debug_wg(ctx, 1, 1, 1 << 20);
-    ck_assert_msg(full >= 16 && small >= 16 && small <= full && batched == full,
-                  "work-groups %d (large), %d (128 x 10), %d (1 x 1 in 2^20 products)", full, small, batched);
-    if (full >= 32 && ctx->info.compute_units > 1) /* one tile at any size: the smallest group */
-        ck_assert_msg(one < 32, "a 1 x 1 GEMM took a %d-item work-group", one);
-    float *x = th_malloc(N * IN * 4), *w = th_malloc(OUT * IN * 4), *dy = th_malloc(N * OUT * 4);
-    th_fill_normal(&r, x, N * IN, 0, 1);
-    th_fill_uniform(&r, w, OUT * IN, -1, 1);
-    th_fill_normal(&r, dy, N * OUT, 0, 1);
-    int64_t xs[2] = {N, IN}, ws[2] = {OUT, IN}, ys[2] = {N, OUT}, bs[1] = {OUT};
-    th_dev tx = th_dev_make(ctx, 0, 2, xs, 0, x), tw = th_dev_make(ctx, 0, 2, ws, 0, w),
-           tb = th_dev_make(ctx, 0, 1, bs, 0, w), tdy = th_dev_make(ctx, 0, 2, ys, 0, dy),
-           ty = th_dev_make(ctx, 0, 2, ys, 1, NULL), tdx = th_dev_make(ctx, 0, 2, xs, 2, NULL),
-           tdw = th_dev_make(ctx, 0, 2, ws, 3, NULL), tdb = th_dev_make(ctx, 0, 1, bs, 1, NULL);
-    TH_OK(ctx, teeny_linear_forward(ctx, tx.t, tw.t, tb.t, ty.t));
-    TH_OK(ctx, teeny_linear_backward(ctx, tx.t, tw.t, tdy.t, tdx.t, tdw.t, tdb.t));
-    double *x_ = th_dbl(x, N * IN), *w_ = th_dbl(w, OUT * IN), *b_ = th_dbl(w, OUT), *dy_ = th_dbl(dy, N * OUT);
-    double *ry = th_malloc(N * OUT * 8), *my = th_malloc(N * OUT * 8), *rdx = th_malloc(N * IN * 8),
-           *rdw = th_malloc(OUT * IN * 8), *rdb = th_malloc(OUT * 8), *mdx = th_malloc(N * IN * 8),
-           *mdw = th_malloc(OUT * IN * 8), *mdb = th_malloc(OUT * 8);
-    ref_linear_forward(x_, w_, b_, N, IN, OUT, ry);
-    ref_linear_mags(x_, w_, NULL, N, IN, OUT, my, NULL, NULL, NULL);
-    ref_linear_backward(x_, w_, dy_, N, IN, OUT, rdx, rdw, rdb);
-    ref_linear_mags(x_, w_, dy_, N, IN, OUT, NULL, mdx, mdw, mdb);
-    expect_close(&ty, ry, my, TOL, "y", "test_linear_small_groups");
-    expect_close(&tdx, rdx, mdx, TOL, "dx", "test_linear_small_groups");
-    expect_close(&tdw, rdw, mdw, TOL, "dw", "test_linear_small_groups");
-    expect_close(&tdb, rdb, mdb, TOL, "db", "test_linear_small_groups");
-    th_cpu_kernels(-1);
-    void *hs[] = {x, w, dy, x_, w_, b_, dy_, ry, my, rdx, rdw, rdb, mdx, mdw, mdb};
-    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
-        free(hs[i]);
-    th_dev *ds[] = {&tx, &tw, &tb, &tdy, &ty, &tdx, &tdw, &tdb};
-    for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++)
-        th_dev_free(ds[i]);
-}
-END_TEST
-
 /* Same inputs twice: bit-identical outputs and gradients. */
 START_TEST(test_linear_determinism)
 {
@@ -536,7 +487,6 @@ Suite *suite_linear(void)
     TCase *fwd = tcase_create("forward"), *bwd = tcase_create("backward"), *err = tcase_create("errors");
     tcase_add_loop_test(fwd, test_linear_forward, 0, n_sweep());
     tcase_add_test(fwd, test_linear_determinism);
-    tcase_add_test(fwd, test_linear_small_groups);
     tcase_add_test(fwd, test_linear_op_table);
     tcase_add_loop_test(bwd, test_linear_backward, 0, n_sweep());
     tcase_add_test(bwd, test_linear_finite_diff);

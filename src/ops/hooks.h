@@ -13,9 +13,6 @@
  * phase. linear.c: with tf32 asked, run the linear_tf32 tile emulated in OpenCL C (1: common.cl), on any device. */
 void teeny__conv2d_debug(int tile, int flags);
 void teeny__linear_debug_tf32_emulate(int on);
-/* linear.c: the work-group size (LIN_LX * LIN_LY) of an M x N GEMM over
- * batch products, -1 where no plan fits. */
-int teeny__linear_debug_wg(teeny_ctx *ctx, int64_t M, int64_t N, int64_t batch);
 /* attention_plan.c: the tiled kernels' ATT_LAYOUT forced (0 decided per matrix, 1 rows, 2 columns; -1: by
  * the problem's strides). */
 void teeny__attention_debug_layout(int layout);

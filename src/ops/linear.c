@@ -74,31 +74,19 @@ static void gemm_plan_make(const teeny_ctx *ctx, int wg, int tf32, gemm_plan *g)
              tf32 && tf32_emulate ? " -DTEENY_TF32_EMULATE=1" : "");
 }
 
-/* The plan for an M x N GEMM over `batch` products (M 0: the device's
- * largest plan, which the column sums build with): off CPUs the largest
- * work-group (the device's size, halving) whose tiles give every compute
- * unit a work-group, else the smallest (a 128 x 10 classifier's products
- * were one 1,024-item work-group: 0.020 ms on the H200); then, from it,
- * the largest power of two whose LIN_LX * LIN_LY work-group and panels
- * the built lin_gemm takes (down to 4 x 4); checked before anything is
- * enqueued. tf32 where teeny_ctx_tf32_active says so (the one place that
- * decides; the test hook's emulation needs only teeny_ctx_set_tf32) and
- * the profile has a tf32 tuning. */
-static teeny_status gemm_plan_fit(teeny_ctx *ctx, int64_t M, int64_t N, int64_t batch, gemm_plan *g)
+/* The plan for the device's work-group size, or for the largest power of
+ * two below it whose LIN_LX * LIN_LY work-group and panels the built
+ * lin_gemm takes (down to 4 x 4); checked before anything is enqueued.
+ * tf32 where teeny_ctx_tf32_active says so (the one place that decides;
+ * the test hook's emulation needs only teeny_ctx_set_tf32) and the
+ * profile has a tf32 tuning. */
+static teeny_status gemm_plan_fit(teeny_ctx *ctx, gemm_plan *g)
 {
     int first = ctx->work_group_size, tf32 = 0;
-    int64_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
     teeny_status st = teeny_ctx_tf32_active(ctx, &tf32);
     if (st != TEENY_OK)
         return st;
     tf32 = (tf32 || (tf32_emulate && ctx->tf32)) && ctx->tune.profile->linear_tf32.rm > 0;
-    while (M > 0 && ctx->tune.variant != TEENY_VARIANT_CPU && first / 2 >= TEENY__WG_FLOOR) {
-        gemm_plan_make(ctx, first, tf32, g);
-        int64_t tm = (int64_t)g->ly * g->rm, tn = (int64_t)g->lx * g->rn;
-        if ((M + tm - 1) / tm * ((N + tn - 1) / tn) * batch >= cus)
-            break;
-        first /= 2;
-    }
     for (int wg = first;; wg /= 2) {
         gemm_plan_make(ctx, wg, tf32, g);
         st = teeny__kernel_fit(ctx, "linear", g->opt, "lin_gemm", (size_t)g->lx * (size_t)g->ly, 0, NULL);
@@ -108,12 +96,6 @@ static teeny_status gemm_plan_fit(teeny_ctx *ctx, int64_t M, int64_t N, int64_t 
             return st;
         }
     }
-}
-
-int teeny__linear_debug_wg(teeny_ctx *ctx, int64_t M, int64_t N, int64_t batch)
-{
-    gemm_plan g;
-    return gemm_plan_fit(ctx, M, N, batch, &g) == TEENY_OK ? g.lx * g.ly : -1;
 }
 
 /* One strided GEMM launch: C [M, N] (row stride c_sm) = A B (+ bias). */
@@ -148,12 +130,12 @@ static int64_t tile_trips(const gemm_plan *pl)
 #define LIN_SEG_FIRST 1 /* as cl/linear.cl */
 #define LIN_SEG_LAST 2
 
-/* The fewest loop trips one lin_gemm item needs (one k tile) in the plan
- * of an M x N GEMM: checked before a call enqueues anything. */
-static teeny_status gemm_fits(teeny_ctx *ctx, int64_t M, int64_t N)
+/* The fewest loop trips one lin_gemm item needs (one k tile): checked
+ * before a call enqueues anything. */
+static teeny_status gemm_fits(teeny_ctx *ctx)
 {
     gemm_plan pl;
-    teeny_status st = gemm_plan_fit(ctx, M, N, 1, &pl);
+    teeny_status st = gemm_plan_fit(ctx, &pl);
     int64_t micro = pl.rm + 1 + (int64_t)pl.rm * (pl.rn + 1);
     return st == TEENY_OK ? teeny__loop_check(ctx, "lin_gemm", 3 * micro + 1 + tile_trips(&pl)) : st;
 }
@@ -170,7 +152,7 @@ static teeny_status gemm(teeny_ctx *ctx, const gemm_args *ga)
     cl_mem bias_buf = has_bias ? ga->bias->buf : ga->a->buf; /* stand-in, never read */
     int k_begin = 0, k_end = 0, seg = 0;
     int64_t per, tiles;
-    teeny_status st = gemm_plan_fit(ctx, ga->M, ga->N, 1, &pl);
+    teeny_status st = gemm_plan_fit(ctx, &pl);
     if (st != TEENY_OK)
         return st;
     tiles = ((int64_t)ga->K + pl.tk - 1) / pl.tk;
@@ -234,7 +216,7 @@ static teeny_status colsum(teeny_ctx *ctx, const teeny_tensor *g, int rows, int 
     cl_kernel k;
     teeny_status st = colsum_plan(ctx, rows, cols, &chunk, &P);
     if (st == TEENY_OK)
-        st = gemm_plan_fit(ctx, 0, 0, 1, &pl);
+        st = gemm_plan_fit(ctx, &pl);
     if (st == TEENY_OK)
         st = teeny__scratch(ctx, (size_t)P * (size_t)cols * sizeof(float), &part);
     if (st == TEENY_OK)
@@ -275,11 +257,7 @@ teeny_status teeny__linear_backward(teeny_ctx *ctx, const teeny__op_args *a)
     const teeny_tensor *x = a->in[TEENY__LINEAR_X], *w = a->in[TEENY__LINEAR_WEIGHT], *dy = a->in[TEENY__LINEAR_DY];
     teeny_tensor *dx = a->out[TEENY__LINEAR_X], *dw = a->out[TEENY__LINEAR_WEIGHT], *db = a->out[TEENY__LINEAR_BIAS];
     int N = (int)x->shape[0], in = (int)x->shape[1], out = (int)w->shape[0], chunk, P;
-    teeny_status st = TEENY_OK; /* every plan before the first launch */
-    if (dx)
-        st = gemm_fits(ctx, N, in);
-    if (st == TEENY_OK && dw)
-        st = gemm_fits(ctx, out, in);
+    teeny_status st = gemm_fits(ctx); /* every plan before the first launch */
     if (st == TEENY_OK && db)
         st = colsum_plan(ctx, N, out, &chunk, &P);
     if (st == TEENY_OK && dx) {
@@ -394,7 +372,7 @@ static teeny_status bgemm(teeny_ctx *ctx, const bgemm_args *g)
     cl_kernel k;
     int k_begin = 0, k_end = 0, seg = 0;
     int64_t per = 1, tiles = 1;
-    teeny_status st = gemm_plan_fit(ctx, g->M, g->N, (int64_t)g->bn.s[1] * g->bn.s[2] * g->bn.s[3], &pl);
+    teeny_status st = gemm_plan_fit(ctx, &pl);
     if (st == TEENY_OK) {
         int64_t micro = pl.rm + 1 + (int64_t)pl.rm * (pl.rn + 1);
         tiles = ((int64_t)g->K + pl.tk - 1) / pl.tk;
