@@ -436,11 +436,12 @@ END_TEST
 /* pick_tile on the NVIDIA tuning of a 132-unit device (an H200): the
  * thin tile for the input gradients of 3- and 1-channel inputs (the
  * 7x7 stem: 4 phases of 32 x 112 x 112 rows), 128 x 64 where 128 x 128
- * would leave units idle, 128 x 128 with waves to spare and for a weight
- * gradient whose 98 chunks fill the units, 128 x 32 for 32 channels a
- * group, 64 x 32 for the example net's 7 x 7 layers (6,272 rows) and
- * their weight gradients (25 chunks), the smallest tile where nothing
- * fills the device. */
+ * would leave units idle, 128 x 128 with waves to spare and for weight
+ * gradients whose chunks keep half the units busy (98 and 25 chunks),
+ * 128 x 32 for 32 channels a group, 64 x 32 for the example net's 7 x 7
+ * layers (6,272 rows) and the weight gradient of its 1x1 layers (2 x 25
+ * work-groups of 128 x 128), the smallest tile where nothing fills the
+ * device. */
 START_TEST(test_conv2d_tile_pick)
 {
     static const struct {
@@ -449,7 +450,8 @@ START_TEST(test_conv2d_tile_pick)
     } cases[] = {
         {4 * 32 * 112 * 112, 3, 1, 0, 256, 4}, {128 * 28 * 28, 1, 1, 0, 256, 4}, {32 * 28 * 28, 128, 1, 0, 128, 64},
         {32 * 112 * 112, 128, 1, 0, 128, 128}, {128 * 9, 128, 1, 98, 128, 128}, {32 * 28 * 28, 32, 4, 0, 128, 32},
-        {128 * 7 * 7, 128, 1, 0, 64, 32},      {128, 256, 1, 25, 64, 32},       {100, 8, 1, 0, 64, 16},
+        {128 * 7 * 7, 128, 1, 0, 64, 32},      {128, 256, 1, 25, 64, 32},       {576, 128, 1, 25, 128, 128},
+        {100, 8, 1, 0, 64, 16},
     };
     teeny_ctx *ctx = th_ctx();
     if (!th_profile("nvidia"))

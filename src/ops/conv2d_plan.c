@@ -81,28 +81,23 @@ static int64_t tile_cost(const conv_tuning *tu, const gemm_tile *t, int64_t M, i
            ((int64_t)t->tm * t->tn * per_product + 4 * STAGE_COST * ((int64_t)t->tm + t->tn));
 }
 
-/* The tile for an M x N GEMM per group over G groups: of the tiles the
- * device holds, the cheapest (tile_cost: padded rows and columns alike)
- * among those that give every compute unit work: z 0 (one launch's
- * GEMM), the tile's min_per_cu work-groups; z > 0 (the split weight
- * gradient, in up to z chunks of k), two work-groups over the chunks,
- * whatever the tile (its units are the chunks: a 128 x 128 tile over the
- * 128 x 256 weight gradient of a 1x1 layer at 7 x 7 had 50 work-groups
- * for 132 units). The smallest tile (min_per_cu 0) where none does. */
-static int pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int64_t N, int64_t G, int64_t z)
+/* The cheapest tile (tile_cost: padded rows and columns alike) of those
+ * the device holds that give every compute unit work: min_groups < 0,
+ * each tile's min_per_cu work-groups per unit; else min_groups over the z
+ * chunks (0: none). The smallest tile (min_per_cu 0) where none does. */
+static int cheapest_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int64_t N, int64_t G, int64_t z,
+                         int64_t min_groups)
 {
     int64_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
     int last = tu->n_tiles - 1, best = -1;
     int64_t best_cost = 0;
     while (last > 0 && !tile_fits(ctx, tu, &tu->tiles[last]))
         last--;
-    if (force_tile >= 0 && force_tile < tu->n_tiles && tile_fits(ctx, tu, &tu->tiles[force_tile]))
-        return force_tile;
     for (int i = 0; i <= last; i++) {
         const gemm_tile *t = &tu->tiles[i];
-        int64_t groups = cdiv(M, t->tm) * cdiv(N, t->tn) * G;
+        int64_t groups = cdiv(M, t->tm) * cdiv(N, t->tn) * G * z;
         if (!tile_fits(ctx, tu, t) ||
-            (i < last && (z > 0 ? groups * z < 2 * cus : groups < (int64_t)t->min_per_cu * cus)))
+            (i < last && groups < (min_groups < 0 ? (int64_t)t->min_per_cu * cus : min_groups)))
             continue;
         int64_t cost = tile_cost(tu, t, M, N, G);
         if (best < 0 || cost < best_cost) {
@@ -111,6 +106,28 @@ static int pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int
         }
     }
     return best >= 0 ? best : last;
+}
+
+/* The tile for an M x N GEMM per group over G groups. z 0 (one launch's
+ * GEMM): the cheapest that gives every unit the tile's min_per_cu
+ * work-groups. z > 0 (the split weight gradient, in up to z chunks of k):
+ * the cheapest, unless its chunks would leave half the units idle (128 x
+ * 128 over the 128 x 256 weight gradient of a 1x1 layer at 7 x 7: 50
+ * work-groups for the H200's 132 units, 0.035 ms; 64 x 32: 400, 0.027):
+ * then the cheapest of those giving every unit two (fp32 tiles; the tf32
+ * ones keep the cheapest, not yet measured otherwise). */
+static int pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int64_t N, int64_t G, int64_t z)
+{
+    int64_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
+    if (force_tile >= 0 && force_tile < tu->n_tiles && tile_fits(ctx, tu, &tu->tiles[force_tile]))
+        return force_tile;
+    if (z <= 0)
+        return cheapest_tile(ctx, tu, M, N, G, 1, -1);
+    int i = cheapest_tile(ctx, tu, M, N, G, z, 0);
+    const gemm_tile *t = &tu->tiles[i];
+    if (!tu->tf32 && cdiv(M, t->tm) * cdiv(N, t->tn) * G * z < cus / 2)
+        i = cheapest_tile(ctx, tu, M, N, G, z, 2 * cus);
+    return i;
 }
 
 int teeny__conv2d_debug_pick(const teeny_ctx *ctx, int64_t M, int64_t N, int64_t G, int64_t z)
