@@ -25,6 +25,11 @@
  *    conv_gemm_dw computes the weight gradient as a GEMM over
  *    r = (b, oh, ow), split into chunks whose partials a second pass
  *    (conv_reduce_parts) sums in a fixed order.
+ *    conv_dx_direct computes the input gradient without the GEMM where a
+ *    group has 1-4 input channels (the GEMM would have 1-4 columns, each
+ *    gathered dy value feeding that few products): per item a run of dx
+ *    columns of one stride phase, a register window of dy reused across
+ *    columns and taps (see the kernel).
  *    Tiles: a work-group owns a TILE_M x TILE_N block of out; each
  *    TILE_K slice of A and B is staged in local memory (double-buffered,
  *    one barrier per slice, the next slice's global loads in flight during
@@ -61,7 +66,8 @@
  *   multiple or divisor of TILE_M. DW_WG  work-group of the depthwise
  *   and reduction kernels (a power of two); DW_ROWS  output rows per item
  *   in dwconv_fwd (at most) and dwconv_dx; DW_TAPS  kernel taps reduced
- *   per pass in dwconv_dw.
+ *   per pass in dwconv_dw. DX_CI, DX_R, DX_TAPS  conv_dx_direct's channels,
+ *   columns per item and taps per pass.
  */
 #ifndef TILE_M
 #define TILE_M 32

@@ -761,6 +761,7 @@ static void split_cases(const split_case *cases, int n, uint64_t seed0)
         snprintf(repro + strlen(repro), sizeof repro - strlen(repro), ", %s tuning, loop limit %ld",
                  cases[ci].profile ? cases[ci].profile : "own", cases[ci].limit);
         data_make(&d, &k->c, &r);
+        teeny__conv2d_debug(-1, 4); /* dx by the GEMM, whose k loop splits (conv_dx_direct has no split) */
         th_loop_limit(0);
         long n0 = split_run(k, &d, one, TEENY_OK, repro);
         th_loop_limit(cases[ci].limit);
@@ -777,6 +778,7 @@ static void split_cases(const split_case *cases, int n, uint64_t seed0)
         th_loop_limit(200); /* below one unit of every GEMM */
         split_run(k, &d, got, TEENY_ERR_UNSUPPORTED, repro);
         th_loop_limit(-1);
+        teeny__conv2d_debug(-1, 0);
         th_profile(NULL);
         data_free(&d);
     }
@@ -897,7 +899,7 @@ static float *dx_run(const conv_case *k, const conv_data *d, int *direct, const 
 }
 
 /* conv_dx_direct, the input gradient of convolutions with 1-4 input
- * channels per group (the GPU tunings, forced here): 1, 2, 3 and 4
+ * channels per group (the GPU and CPU tunings, forced here): 1, 2, 3 and 4
  * channels; 7x7 stride 2 (the stem), 3x3 at strides 1 and 2, 5x5 stride 3
  * dilation 2, 1x1 stride 2, a 2x3 kernel at stride (2, 1), 7x7 stride 1
  * (two passes of column taps), dilation 2 at stride 1 (items over
@@ -906,7 +908,8 @@ static float *dx_run(const conv_case *k, const conv_data *d, int *direct, const 
  * planes, batches 1-3, views at odd offsets. dx against the float64
  * reference, the same bits on a second run, and within TOL of the GEMM
  * path (teeny__conv2d_debug flag 4), which must not launch it; 5 channels
- * a group keep the GEMM. In tf32 mode too where the device has it (the
+ * a group keep the GEMM, and so does a stem whose item would pass a
+ * device's loop budget. In tf32 mode too where the device has it (the
  * kernel is exact fp32 there). */
 START_TEST(test_conv2d_dx_direct)
 {
@@ -928,10 +931,10 @@ START_TEST(test_conv2d_dx_direct)
         {{{2, 4, 10, 11, 6, 1, 1, 3, 3, 0, 0, 1, 1, 1, 0, 0}, 0, 0, 0}, 1},   /* 8 of 9 phases without taps */
         {{{2, 5, 12, 11, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0}, 0, 0, 0}, 0},   /* 5 channels: the GEMM */
     };
-    static const char *const profiles[] = {"nvidia", "generic"};
+    static const char *const profiles[] = {"nvidia", "generic", "cpu"}; /* 4, 4 and 8 columns an item */
     teeny_ctx *ctx = th_ctx();
     int ran = 0;
-    for (int pi = 0; pi < 2; pi++) {
+    for (int pi = 0; pi < 3; pi++) {
         if (!th_profile(profiles[pi]))
             continue;
         for (int tf32 = 0; tf32 < 2; tf32++) {
@@ -970,8 +973,28 @@ START_TEST(test_conv2d_dx_direct)
         TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
         th_profile(NULL);
     }
+    /* where a device ends a work-item's loops early (llvmpipe) and the
+     * stem's item would pass the budget, the GEMM takes dx */
+    th_loop_limit(2000);
+    for (int pi = 0; pi < 3; pi++) {
+        if (!th_profile(profiles[pi]))
+            continue;
+        th_rng r = th_rng_make(5399);
+        conv_data d;
+        char repro[400];
+        int direct;
+        repro_str(&cases[0].k, 5399, repro, sizeof repro);
+        snprintf(repro + strlen(repro), sizeof repro - strlen(repro), ", %s tuning, loop limit 2000",
+                 profiles[pi]);
+        data_make(&d, &cases[0].k.c, &r);
+        free(dx_run(&cases[0].k, &d, &direct, repro));
+        ck_assert_msg(!direct, "conv_dx_direct ran past the loop budget; %s", repro);
+        data_free(&d);
+        th_profile(NULL);
+    }
+    th_loop_limit(-1);
     if (!ran)
-        th_skip("this device holds neither the nvidia nor the generic profile");
+        th_skip("this device holds none of the nvidia, generic and cpu profiles");
 }
 END_TEST
 

@@ -95,8 +95,8 @@ int teeny__conv_dx_direct_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv
     size_t n = strlen(pl->opt);
     snprintf(pl->opt + n, sizeof pl->opt - n, " -DDX_CI=%d -DDX_R=%d -DDX_TAPS=%d", g->Cig, pl->cols,
              TEENY__DX_TAPS);
-    /* 128 items a group (several phase rows of the stem's 14 items each,
-     * little padding), fewer where the kernel's own limits ask for it */
+    /* 128 items a group (several phase rows of the stem's 14-28 items
+     * each, little padding), fewer where the kernel's own limits ask */
     for (pl->wg = 128; pl->wg >= 1; pl->wg /= 2) {
         if (pl->wg > ctx->info.max_work_group_size)
             continue;

@@ -5,9 +5,9 @@
  * the depthwise launches, the input gradient by conv_dx_direct where
  * its plan takes it (few input channels per group: conv2d_dx.c), else as
  * one GEMM per stride phase (all of them in one launch where the GEMMs
- * are the tiled GPU kernels: teeny__conv_phases_merged), and the weight and bias gradients as chunked partials summed in
- * a fixed order by conv_reduce_parts (deterministic; partials in the
- * context's workspace). Plans, tiles and GEMM launches come from
+ * are the tiled GPU kernels: teeny__conv_phases_merged), and the weight
+ * and bias gradients as chunked partials summed in a fixed order by
+ * conv_reduce_parts (deterministic; partials in the context's workspace). Plans, tiles and GEMM launches come from
  * conv2d_plan.c through conv2d_internal.h.
  */
 #include "conv2d_internal.h"

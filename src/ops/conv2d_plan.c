@@ -495,7 +495,8 @@ teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, c
     if (max_floats > INT32_MAX / 2)
         max_floats = INT32_MAX / 2;
     gp->depthwise =
-        teeny__conv_use_depthwise(tu, g) && (size_t)tu->dw_taps * tu->dw_wg * sizeof(float) <= teeny__conv_local_budget(ctx);
+        teeny__conv_use_depthwise(tu, g) &&
+        (size_t)tu->dw_taps * tu->dw_wg * sizeof(float) <= teeny__conv_local_budget(ctx);
     if (!gp->depthwise) {
         gemm_job j;
         teeny__conv_dw_job_make(g, &j);
