@@ -187,7 +187,10 @@ TEENY_API teeny_status teeny_ctx_set_tf32(teeny_ctx *ctx, int enable);
  * kernel checks on first use (built, run and compared exactly: a host sync
  * the first time; never a device-name match). Where it is 1 (NVIDIA GPUs
  * with inline PTX mma.sync), these round their operands to tf32 and
- * accumulate in fp32: convolutions (forward, input and weight gradients);
+ * accumulate in fp32: convolutions (forward, input and weight gradients;
+ * the input gradient of a convolution with at most 4 input channels per
+ * group, such as a 3-channel stem, stays exact fp32: its direct kernel
+ * is faster than the GEMM);
  * the linear layer (forward, dx, dw; not the bias gradient, a plain sum)
  * and MatMul (teeny_matmul and its backward; graph matmuls; ONNX Gemm and
  * MatMul, which run on these two); attention with padded head dims up to
@@ -598,7 +601,11 @@ TEENY_API teeny_status teeny_conv2d_forward_fused(teeny_ctx *ctx, const teeny_co
 /* Gradients of teeny_conv2d_forward given dy [B, Cout, OH, OW]: dx (shape of
  * x), dw (shape of w), dbias [Cout]. Any of the three may be NULL (not
  * computed); the others are overwritten, never accumulated. Outputs may not
- * overlap each other or an input. Uses the context's workspace. */
+ * overlap each other or an input. Uses the context's workspace. dx of a
+ * convolution with at most 4 input channels per group (an image stem) is
+ * computed directly rather than as an implicit GEMM where the device's
+ * local memory and loop limits allow: the same result up to fp32 rounding
+ * order, deterministic like every path. */
 TEENY_API teeny_status teeny_conv2d_backward(teeny_ctx *ctx, const teeny_conv2d_params *p,
     const teeny_tensor *x, const teeny_tensor *w, const teeny_tensor *dy,
     teeny_tensor *dx, teeny_tensor *dw, teeny_tensor *dbias);

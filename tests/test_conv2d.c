@@ -765,6 +765,7 @@ static void split_cases(const split_case *cases, int n, uint64_t seed0)
         snprintf(repro + strlen(repro), sizeof repro - strlen(repro), ", %s tuning, loop limit %ld",
                  cases[ci].profile ? cases[ci].profile : "own", cases[ci].limit);
         data_make(&d, &k->c, &r);
+        teeny__conv2d_debug(-1, 4); /* dx by the GEMM, whose k loop splits (conv_dx_direct has no split) */
         th_loop_limit(0);
         long n0 = split_run(k, &d, one, TEENY_OK, repro);
         th_loop_limit(cases[ci].limit);
@@ -781,6 +782,7 @@ static void split_cases(const split_case *cases, int n, uint64_t seed0)
         th_loop_limit(200); /* below one unit of every GEMM */
         split_run(k, &d, got, TEENY_ERR_UNSUPPORTED, repro);
         th_loop_limit(-1);
+        teeny__conv2d_debug(-1, 0);
         th_profile(NULL);
         data_free(&d);
     }
@@ -807,7 +809,8 @@ END_TEST
  * GPU tunings, forced here; conv_gemm_cpu keeps a launch per phase): y,
  * dx, dw and dbias against the reference and bit for bit those of one
  * launch per phase (teeny__conv2d_debug flag 2), with exactly phases - 1
- * launches fewer: thin and wide channel counts, phases no tap reaches
+ * launches fewer (flag 4 keeps dx on the GEMM where conv_dx_direct would
+ * take it): thin and wide channel counts, phases no tap reaches
  * (1x1 stride 3; stride 2 with dilation 2), mixed strides with groups and
  * ONNX's extra end padding, a plane smaller than the stride; under tf32
  * too where the device has it. */
@@ -847,9 +850,9 @@ START_TEST(test_conv2d_dx_phases)
                 snprintf(repro + strlen(repro), sizeof repro - strlen(repro), ", %s tuning%s", profiles[pi],
                          tf32 ? ", tf32" : "");
                 data_make(&d, &k->c, &r);
-                teeny__conv2d_debug(-1, 0);
+                teeny__conv2d_debug(-1, 4); /* the GEMM path, not conv_dx_direct */
                 long n_merged = split_run(k, &d, merged, TEENY_OK, repro);
-                teeny__conv2d_debug(-1, 2);
+                teeny__conv2d_debug(-1, 2 | 4);
                 long n_each = split_run(k, &d, each, TEENY_OK, repro);
                 teeny__conv2d_debug(-1, 0);
                 ck_assert_msg(n_each - n_merged == cases[ci].phases - 1,
@@ -869,6 +872,135 @@ START_TEST(test_conv2d_dx_phases)
         tol = TOL;
         th_profile(NULL);
     }
+}
+END_TEST
+
+/* The input gradient alone (dw, dbias NULL) into a NaN-poisoned dx (a
+ * view where k->view says so), against the reference; returns dx as read
+ * back (caller frees) and in *direct whether conv_dx_direct ran. */
+static float *dx_run(const conv_case *k, const conv_data *d, int *direct, const char *repro)
+{
+    teeny_ctx *ctx = th_ctx();
+    const ref_conv *c = &k->c;
+    int64_t xs[4], ws[4], ys[4];
+    teeny_conv2d_params p = params_of(c);
+    shapes_of(c, xs, ws, ys);
+    dtensor tx = dt_make(ctx, 4, xs, d->x, k->view, 1), tw = dt_make(ctx, 4, ws, d->w, k->view, 3),
+            tdy = dt_make(ctx, 4, ys, d->dy, k->view, 5), tdx = dt_make(ctx, 4, xs, NULL, k->view, 7);
+    double *ref = th_malloc(d->nx * sizeof *ref);
+    TH_OK(ctx, teeny_profile_begin(ctx));
+    TH_OK(ctx, teeny_conv2d_backward(ctx, &p, tx.t, tw.t, tdy.t, tdx.t, NULL, NULL));
+    *direct = profiled(ctx, "conv_dx_direct");
+    TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+    ref_conv2d_backward(c, d->xd, d->wd, d->dyd, ref, NULL, NULL, NULL, NULL, NULL);
+    expect_close(&tdx, ref, NULL, d->nx, "dx", repro);
+    float *out = th_read(tdx.t);
+    free(ref);
+    dtensor *ts[] = {&tx, &tw, &tdy, &tdx};
+    for (int i = 0; i < 4; i++)
+        dt_free(ts[i]);
+    return out;
+}
+
+/* conv_dx_direct, the input gradient of convolutions with 1-4 input
+ * channels per group (the GPU and CPU tunings, forced here): 1, 2, 3 and 4
+ * channels; 7x7 stride 2 (the stem), 3x3 at strides 1 and 2, 5x5 stride 3
+ * dilation 2, 1x1 stride 2, a 2x3 kernel at stride (2, 1), 7x7 stride 1
+ * (two passes of column taps), dilation 2 at stride 1 (items over
+ * interleaved columns), groups 2, ONNX's extra end padding, a plane
+ * smaller than the stride, phases no tap reaches (1x1 stride 3); odd
+ * planes, batches 1-3, views at odd offsets. dx against the float64
+ * reference, the same bits on a second run, and within TOL of the GEMM
+ * path (TOL_TF32 in tf32 mode: that GEMM rounds to tf32; teeny__conv2d_debug
+ * flag 4), which must not launch it; 5 channels
+ * a group keep the GEMM, and so does a stem whose item would pass a
+ * device's loop budget. In tf32 mode too where the device has it (the
+ * kernel is exact fp32 there). */
+START_TEST(test_conv2d_dx_direct)
+{
+    static const struct {
+        conv_case k;
+        int direct;
+    } cases[] = {
+        {{{2, 3, 29, 31, 8, 7, 7, 2, 2, 3, 3, 1, 1, 1, 0, 0}, 0, 1, 0}, 1},   /* a 7x7 stem, 3 channels (views) */
+        {{{3, 1, 13, 12, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 0, 0, 0}, 1},   /* 1 channel, 3x3 */
+        {{{1, 2, 29, 31, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0}, 0, 1, 0}, 1},   /* 2 channels, 3x3 s2 (views) */
+        {{{2, 4, 23, 25, 6, 5, 5, 3, 3, 2, 2, 2, 2, 1, 0, 0}, 0, 0, 0}, 1},   /* 4 channels, 5x5 s3 dilation 2 */
+        {{{2, 3, 15, 17, 7, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0, 0}, 0, 0, 0}, 1},   /* 1x1 s2 */
+        {{{1, 2, 14, 19, 5, 2, 3, 2, 1, 1, 1, 1, 1, 1, 0, 0}, 0, 0, 0}, 1},   /* 2x3 at stride (2, 1) */
+        {{{1, 4, 12, 20, 9, 7, 7, 1, 1, 3, 3, 1, 1, 1, 0, 0}, 0, 1, 0}, 1},   /* 7x7 s1: two passes (views) */
+        {{{1, 3, 11, 21, 4, 3, 3, 1, 1, 2, 2, 2, 2, 1, 0, 0}, 0, 0, 0}, 1},   /* dilation 2, stride 1 */
+        {{{2, 6, 17, 13, 8, 3, 3, 2, 2, 1, 1, 1, 1, 2, 0, 0}, 0, 1, 0}, 1},   /* groups 2, 3 channels each */
+        {{{1, 3, 12, 11, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, -1}, 0, 0, 0}, 1},  /* end padding apart */
+        {{{1, 4, 1, 5, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0}, 0, 0, 0}, 1},     /* H = 1 < stride */
+        {{{2, 4, 10, 11, 6, 1, 1, 3, 3, 0, 0, 1, 1, 1, 0, 0}, 0, 0, 0}, 1},   /* 8 of 9 phases without taps */
+        {{{2, 5, 12, 11, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0}, 0, 0, 0}, 0},   /* 5 channels: the GEMM */
+    };
+    static const char *const profiles[] = {"nvidia", "generic", "cpu"}; /* 4, 4 and 8 columns an item */
+    teeny_ctx *ctx = th_ctx();
+    int ran = 0;
+    for (int pi = 0; pi < 3; pi++) {
+        if (!th_profile(profiles[pi]))
+            continue;
+        for (int tf32 = 0; tf32 < 2; tf32++) {
+            if (tf32 && !th_tf32_on(ctx))
+                break;
+            for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
+                const conv_case *k = &cases[ci].k;
+                uint64_t seed = 5300 + (uint64_t)ci;
+                th_rng r = th_rng_make(seed);
+                char repro[400];
+                conv_data d;
+                int direct[3];
+                repro_str(k, seed, repro, sizeof repro);
+                snprintf(repro + strlen(repro), sizeof repro - strlen(repro), ", %s tuning%s", profiles[pi],
+                         tf32 ? ", tf32" : "");
+                data_make(&d, &k->c, &r);
+                float *a = dx_run(k, &d, &direct[0], repro), *b = dx_run(k, &d, &direct[1], repro);
+                teeny__conv2d_debug(-1, 4);
+                float *gemm = dx_run(k, &d, &direct[2], repro);
+                teeny__conv2d_debug(-1, 0);
+                ck_assert_msg(direct[0] == cases[ci].direct && direct[1] == cases[ci].direct,
+                              "conv_dx_direct ran: %d, %d; expected %d; %s", direct[0], direct[1], cases[ci].direct,
+                              repro);
+                ck_assert_msg(!direct[2], "conv_dx_direct ran with the GEMM path forced; %s", repro);
+                ck_assert_msg(!memcmp(a, b, d.nx * sizeof(float)), "dx differs between two runs; %s", repro);
+                /* the GEMM path in tf32 mode rounds its operands to tf32 */
+                double *g = th_dbl(gemm, d.nx), e = th_nrms(a, g, d.nx), lim = tf32 ? TOL_TF32 : TOL;
+                ck_assert_msg(e <= lim, "dx: nrms %.3g against the GEMM path > %.1g; %s", e, lim, repro);
+                ran += direct[0];
+                free(a);
+                free(b);
+                free(gemm);
+                free(g);
+                data_free(&d);
+            }
+        }
+        TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
+        th_profile(NULL);
+    }
+    /* where a device ends a work-item's loops early (llvmpipe) and the
+     * stem's item would pass the budget, the GEMM takes dx */
+    th_loop_limit(2000);
+    for (int pi = 0; pi < 3; pi++) {
+        if (!th_profile(profiles[pi]))
+            continue;
+        th_rng r = th_rng_make(5399);
+        conv_data d;
+        char repro[400];
+        int direct;
+        repro_str(&cases[0].k, 5399, repro, sizeof repro);
+        snprintf(repro + strlen(repro), sizeof repro - strlen(repro), ", %s tuning, loop limit 2000",
+                 profiles[pi]);
+        data_make(&d, &cases[0].k.c, &r);
+        free(dx_run(&cases[0].k, &d, &direct, repro));
+        ck_assert_msg(!direct, "conv_dx_direct ran past the loop budget; %s", repro);
+        data_free(&d);
+        th_profile(NULL);
+    }
+    th_loop_limit(-1);
+    if (!ran)
+        th_skip("this device holds none of the nvidia, generic and cpu profiles");
 }
 END_TEST
 
@@ -1330,6 +1462,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(bwd, test_conv2d_tf32);
     tcase_add_test(bwd, test_conv2d_split_loops);
     tcase_add_test(bwd, test_conv2d_dx_phases);
+    tcase_add_test(bwd, test_conv2d_dx_direct);
     tcase_add_test(bwd, test_conv2d_split_loops_cpu);
     if (!th_small()) {
         tcase_add_loop_test(fwd, test_conv2d_large, 0, N_LARGE);

@@ -2,11 +2,12 @@
  * conv2d_exec.c -- the conv2d op-table entries teeny__conv2d_forward and
  * teeny__conv2d_backward (in/out slots as conv2d.c's banner lists them):
  * per pass, the choice between the depthwise kernels and the GEMM path,
- * the depthwise launches, the input gradient as one GEMM per stride
- * phase (all of them in one launch where the GEMMs are the tiled GPU
- * kernels: teeny__conv_phases_merged), and the weight and bias gradients as chunked partials summed in
- * a fixed order by conv_reduce_parts (deterministic; partials in the
- * context's workspace). Plans, tiles and GEMM launches come from
+ * the depthwise launches, the input gradient by conv_dx_direct where
+ * its plan takes it (few input channels per group: conv2d_dx.c), else as
+ * one GEMM per stride phase (all of them in one launch where the GEMMs
+ * are the tiled GPU kernels: teeny__conv_phases_merged), and the weight
+ * and bias gradients as chunked partials summed in a fixed order by
+ * conv_reduce_parts (deterministic; partials in the context's workspace). Plans, tiles and GEMM launches come from
  * conv2d_plan.c through conv2d_internal.h.
  */
 #include "conv2d_internal.h"
@@ -187,36 +188,6 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 /* ---- backward ---- */
 
 
-static int gcd(int a, int b)
-{
-    while (b) {
-        int t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-/* Taps of one axis that reach input positions of residue r (mod stride):
- * the first k0, the step between them, how many, and the output offset
- * c = (r + pad - k0*dil) / stride of the first. */
-static void phase_taps(int r, int stride, int pad, int dil, int K, int *k0, int *step, int *count, int *c)
-{
-    *step = stride / gcd(stride, dil);
-    *count = 0;
-    *k0 = 0;
-    *c = 0;
-    for (int k = 0; k < K && k < *step; k++) {
-        int t = r + pad - k * dil;
-        if (((t % stride) + stride) % stride == 0) {
-            *k0 = k;
-            *count = (K - k + *step - 1) / *step;
-            *c = t / stride;
-            return;
-        }
-    }
-}
-
 /* The depthwise input gradient at stride 1 with multiplier 1: dx[ih] =
  * sum over kh of dy[ih + p - kh*d] * w[kh] (per axis), the forward
  * convolution of dy with the taps reversed, stride 1, the same dilation
@@ -243,8 +214,8 @@ static void dx_phase_job(const conv_geom *g, const teeny_tensor *w, const teeny_
                          int rw, gemm_job *j)
 {
     int kh0, step_h, nkh, c_h, kw0, step_w, nkw, c_w, dy_off = teeny__off(dy), dx_off = teeny__off(dx);
-    phase_taps(rh, g->sh, g->ph, g->dh, g->KH, &kh0, &step_h, &nkh, &c_h);
-    phase_taps(rw, g->sw, g->pw, g->dw, g->KW, &kw0, &step_w, &nkw, &c_w);
+    teeny__conv_phase_taps(rh, g->sh, g->ph, g->dh, g->KH, &kh0, &step_h, &nkh, &c_h);
+    teeny__conv_phase_taps(rw, g->sw, g->pw, g->dw, g->KW, &kw0, &step_w, &nkw, &c_w);
     memset(j, 0, sizeof *j);
     j->src = dy->buf;
     j->src_off = dy_off;
@@ -267,10 +238,10 @@ static void dx_phase_job(const conv_geom *g, const teeny_tensor *w, const teeny_
     j->Ws = g->OW;
     j->a_h = 1;
     j->c_h = c_h;
-    j->e_h = -(g->dh / gcd(g->sh, g->dh));
+    j->e_h = -(g->dh / teeny__conv_gcd(g->sh, g->dh));
     j->a_w = 1;
     j->c_w = c_w;
-    j->e_w = -(g->dw / gcd(g->sw, g->dw));
+    j->e_w = -(g->dw / teeny__conv_gcd(g->sw, g->dw));
     j->w_gstride = g->Cog * g->Cig * g->KH * g->KW;
     j->w_nstride = g->KH * g->KW;
     j->w_cstride = g->Cig * g->KH * g->KW;
@@ -292,16 +263,9 @@ static void dx_phase_job(const conv_geom *g, const teeny_tensor *w, const teeny_
  * launch's k range; phase (0, 0) has the most rows). */
 static void phase_merge(const conv_geom *g, int n_h, int n_w, int w_off, int dx_off, gemm_job *j)
 {
-    int step_h = g->sh / gcd(g->sh, g->dh), step_w = g->sw / gcd(g->sw, g->dw);
-    int k0, step, count, c, most_h = 0, most_w = 0;
-    for (int r = 0; r < n_h; r++) {
-        phase_taps(r, g->sh, g->ph, g->dh, g->KH, &k0, &step, &count, &c);
-        most_h = count > most_h ? count : most_h;
-    }
-    for (int r = 0; r < n_w; r++) {
-        phase_taps(r, g->sw, g->pw, g->dw, g->KW, &k0, &step, &count, &c);
-        most_w = count > most_w ? count : most_w;
-    }
+    int step_h = g->sh / teeny__conv_gcd(g->sh, g->dh), step_w = g->sw / teeny__conv_gcd(g->sw, g->dw);
+    int most_h = teeny__conv_taps_most(n_h, g->sh, g->ph, g->dh, g->KH);
+    int most_w = teeny__conv_taps_most(n_w, g->sw, g->pw, g->dw, g->KW);
     j->w_off = w_off;
     j->out_off = dx_off;
     j->Kc = g->Cog;
@@ -351,6 +315,11 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
                     KI(pl.TH),   KI(pl.TW),  KI(pl.tiles_w), KI(pl.PH), KI(pl.PW),  KL(pl.local_bytes)};
         return run_kernel(ctx, opt, "dwconv_dx", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
     }
+    if (st != TEENY_OK)
+        return st;
+    teeny__dx_direct_plan dp;
+    if (teeny__conv_dx_direct_plan(ctx, tu, g, &dp, &st))
+        return teeny__conv_dx_direct_run(ctx, g, &dp, w, dy, dx);
     if (st != TEENY_OK)
         return st;
 

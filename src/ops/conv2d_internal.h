@@ -128,6 +128,37 @@ typedef struct {
     int64_t dw_elems, db_elems; /* partial floats in the workspace */
 } grad_plan;
 
+/* ---- the input gradient's phases and direct kernel (conv2d_dx.c) ---- */
+
+#define TEENY__DX_CI 4   /* conv_dx_direct takes up to this many input channels per group */
+#define TEENY__DX_TAPS 4 /* its column taps per pass (cl/conv2d.cl: DX_TAPS) */
+
+/* conv_dx_direct's launch: the profile's columns per item, the phases per
+ * axis, per axis the tap step and dy step of a phase, the most kernel rows
+ * and column passes of any phase, items of the largest phase, the
+ * work-group, the staged weights' bytes, the build options. */
+typedef struct {
+    int cols, n_h, n_w, step_h, step_w, e_h, e_w, rows_most, passes_most;
+    int64_t items;
+    size_t wg, local_bytes;
+    char opt[320];
+} teeny__dx_direct_plan;
+
+int teeny__conv_gcd(int a, int b);
+/* Taps of one axis that reach input positions of residue r (mod stride):
+ * the first k0, the step between them, how many, and the output offset
+ * c = (r + pad - k0*dil) / stride of the first. */
+void teeny__conv_phase_taps(int r, int stride, int pad, int dil, int K, int *k0, int *step, int *count, int *c);
+/* The most taps any of the first n phases of an axis sees. */
+int teeny__conv_taps_most(int n, int stride, int pad, int dil, int K);
+/* 1: conv_dx_direct computes g's input gradient on this device, as pl
+ * says; 0: the GEMM path does (*st TEENY_OK), or a build or query failed
+ * (*st says which). */
+int teeny__conv_dx_direct_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, teeny__dx_direct_plan *pl,
+                               teeny_status *st);
+teeny_status teeny__conv_dx_direct_run(teeny_ctx *ctx, const conv_geom *g, const teeny__dx_direct_plan *pl,
+                                       const teeny_tensor *w, const teeny_tensor *dy, teeny_tensor *dx);
+
 /* ---- the plan layer (conv2d_plan.c) ---- */
 
 conv_geom teeny__conv_geom_make(const teeny_tensor *x, const teeny_tensor *w, const teeny__conv2d_attrs *at);
@@ -141,6 +172,11 @@ void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t
 /* The input gradient's stride phases in one launch (1: the tiled GPU GEMMs, unless the test hook
  * teeny__conv2d_debug asks for one each) or one launch each (0: conv_gemm_cpu). */
 int teeny__conv_phases_merged(const conv_tuning *tu);
+/* Whether the profile takes conv_dx_direct (dx_cols > 0) and the test hook
+ * teeny__conv2d_debug (flag 4) does not keep it to the GEMM path. */
+int teeny__conv_dx_direct_on(const conv_tuning *tu);
+/* The local memory a conv2d kernel may plan for: the device's, less 1 KiB. */
+size_t teeny__conv_local_budget(const teeny_ctx *ctx);
 /* Test hook: the tile pick_tile takes for an M x N GEMM per group over G groups, z its k chunks (0: one
  * launch's GEMM) (test_conv2d.c). */
 int teeny__conv2d_debug_pick(const teeny_ctx *ctx, int64_t M, int64_t N, int64_t G, int64_t z);

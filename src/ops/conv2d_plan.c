@@ -19,7 +19,7 @@
 #include "conv2d_internal.h"
 
 /* Test hooks (see ops.h): a tile, flags (1: no depthwise path, 2: one
- * launch per stride phase of dx). */
+ * launch per stride phase of dx, 4: no conv_dx_direct). */
 static int force_tile = -1, force_flags = 0;
 
 void teeny__conv2d_debug(int tile, int flags)
@@ -31,6 +31,11 @@ void teeny__conv2d_debug(int tile, int flags)
 int teeny__conv_phases_merged(const conv_tuning *tu)
 {
     return tu->cpu_rows == 0 && !(force_flags & 2);
+}
+
+int teeny__conv_dx_direct_on(const conv_tuning *tu)
+{
+    return tu->dx_cols > 0 && !(force_flags & 4);
 }
 
 /* The GEMMs' double-buffered A and B slices (LDA, LDB in cl/conv2d.cl:
@@ -350,7 +355,7 @@ static void dw_tile(int R, int C, int wg, int rows, dw_plan *pl)
     pl->TH = (int)cdiv(R, pl->tiles_h);
 }
 
-static size_t local_budget(const teeny_ctx *ctx)
+size_t teeny__conv_local_budget(const teeny_ctx *ctx)
 {
     return ctx->info.local_mem_bytes > 1024 ? (size_t)ctx->info.local_mem_bytes - 1024 : 0;
 }
@@ -379,7 +384,7 @@ int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const co
         int64_t pw = ((int64_t)pl->TW - 1 + (int64_t)(g->KW - 1) * g->dw) / g->sw + 2;
         /* every output channel's dy patch and taps at once (cl/conv2d.cl) */
         int64_t bytes = (ph * pw + (int64_t)g->KH * g->KW) * g->Cog * (int64_t)sizeof(float);
-        if (ph * pw * g->Cog <= INT32_MAX && bytes <= (int64_t)local_budget(ctx)) {
+        if (ph * pw * g->Cog <= INT32_MAX && bytes <= (int64_t)teeny__conv_local_budget(ctx)) {
             pl->PH = (int)ph;
             pl->PW = (int)pw;
             pl->local_bytes = (size_t)bytes;
@@ -518,7 +523,8 @@ teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, c
     if (max_floats > INT32_MAX / 2)
         max_floats = INT32_MAX / 2;
     gp->depthwise =
-        teeny__conv_use_depthwise(tu, g) && (size_t)tu->dw_taps * tu->dw_wg * sizeof(float) <= local_budget(ctx);
+        teeny__conv_use_depthwise(tu, g) &&
+        (size_t)tu->dw_taps * tu->dw_wg * sizeof(float) <= teeny__conv_local_budget(ctx);
     if (!gp->depthwise) {
         gemm_job j;
         teeny__conv_dw_job_make(g, &j);

@@ -10,7 +10,7 @@
 
 /* Test hooks, not thread-safe (a profile is forced through teeny__tune_force). conv2d_plan.c: force a GEMM tile
  * of the profile's list (-1: by device and problem); flags 1: no depthwise kernels, 2: dx one launch per stride
- * phase. linear.c: with tf32 asked, run the linear_tf32 tile emulated in OpenCL C (1: common.cl), on any device. */
+ * phase, 4: dx by the GEMM path, not conv_dx_direct. linear.c: with tf32 asked, run the linear_tf32 tile emulated in OpenCL C (1: common.cl), on any device. */
 void teeny__conv2d_debug(int tile, int flags);
 void teeny__linear_debug_tf32_emulate(int on);
 /* attention_plan.c: the tiled kernels' ATT_LAYOUT forced (0 decided per matrix, 1 rows, 2 columns; -1: by

@@ -73,6 +73,8 @@ typedef struct {
     int cpu_nv;                /* its float16 column vectors per item (CPU_NV) */
     int tf32;                  /* the GEMMs' tf32 tensor-core micro-kernel (-DTEENY_TF32=1): each tile
                                 * also needs tm % (4 wm) == 0, tn % (8 wn) == 0, tk % 8 == 0 */
+    int dx_cols;               /* > 0: input gradients with at most 4 input channels per group by
+                                * conv_dx_direct (src/ops/conv2d_dx.c), this many dx columns per item */
 } teeny__conv_tune;
 
 /* attention (src/ops/attention.c): where the tile search starts. */
