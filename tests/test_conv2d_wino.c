@@ -33,8 +33,9 @@
  * every case failing). */
 #define TOL_WINO 2e-6
 
-#define WINO_FORCE 4 /* teeny__conv2d_debug's flags (src/ops/hooks.h) */
-#define WINO_NEVER 8
+#define WINO_FORCE 1 /* teeny__conv2d_debug_wino's modes (src/ops/hooks.h) */
+#define WINO_NEVER (-1)
+#define WINO_PROFILE 0
 
 typedef struct {
     int B, C, K, H, W, ph, pw, peh, pew;
@@ -152,7 +153,7 @@ static int check_case(const ref_conv *c, uint64_t seed, int view)
 START_TEST(test_conv2d_wino_cases)
 {
     ref_conv c = ref_of(&cases[_i], 1, 1, 1, 3);
-    teeny__conv2d_debug(-1, WINO_FORCE);
+    teeny__conv2d_debug_wino(WINO_FORCE);
     ck_assert_int_eq(check_case(&c, 900 + (uint64_t)_i, _i % 2), 2);
 }
 END_TEST
@@ -165,12 +166,12 @@ START_TEST(test_conv2d_wino_nvidia)
 {
     if (!th_profile("nvidia"))
         th_skip("this device cannot hold the nvidia profile's work-groups or local memory");
-    teeny__conv2d_debug(-1, WINO_FORCE);
+    teeny__conv2d_debug_wino(WINO_FORCE);
     for (int i = 0; i < N_CASES; i += th_full() ? 1 : 3) {
         ref_conv c = ref_of(&cases[i], 1, 1, 1, 3);
         ck_assert_int_eq(check_case(&c, 950 + (uint64_t)i, 1), 2);
     }
-    teeny__conv2d_debug(-1, 0); /* by the profile: 2 x 32 x 32 = 2048 output tiles each way */
+    teeny__conv2d_debug_wino(WINO_PROFILE); /* by the profile: 2 x 32 x 32 = 2048 output tiles each way */
     wino_case big = {2, 16, 16, 64, 64, 1, 1, 0, 0};
     ref_conv c = ref_of(&big, 1, 1, 1, 3);
     ck_assert_int_eq(check_case(&c, 990, 0), 2);
@@ -188,11 +189,11 @@ START_TEST(test_conv2d_wino_passes)
     /* floats of U and of one image's V and M: 16 (C K + (C + K) 7 x 5 tiles) */
     int64_t u = 16 * 33 * 16, image = 16 * (33 + 16) * 35, pad = 16 * (33 + 16) * 3;
     for (int per = 1; per <= 2; per++) {
-        teeny__conv2d_debug(-1, WINO_FORCE);
+        teeny__conv2d_debug_wino(WINO_FORCE);
         teeny__conv2d_debug_wino_cap((u + pad + per * image) * (int64_t)sizeof(float));
         ck_assert_int_eq(check_case(&c, 960 + (uint64_t)per, per == 2), 2);
     }
-    teeny__conv2d_debug(-1, WINO_FORCE);
+    teeny__conv2d_debug_wino(WINO_FORCE);
     teeny__conv2d_debug_wino_cap((u + pad + image / 2) * (int64_t)sizeof(float));
     ck_assert_int_eq(check_case(&c, 963, 0), 0);
 }
@@ -207,7 +208,7 @@ START_TEST(test_conv2d_wino_route)
     static const struct {
         int stride, dil, groups, ksize;
     } other[] = {{2, 1, 1, 3}, {1, 2, 1, 3}, {1, 1, 2, 3}, {1, 1, 1, 5}, {1, 1, 1, 1}};
-    teeny__conv2d_debug(-1, WINO_FORCE);
+    teeny__conv2d_debug_wino(WINO_FORCE);
     for (int i = 0; i < (int)(sizeof other / sizeof other[0]); i++) {
         ref_conv c = ref_of(&k, other[i].stride, other[i].dil, other[i].groups, other[i].ksize);
         ck_assert_int_eq(check_case(&c, 970 + (uint64_t)i, 0), 0);
@@ -215,16 +216,16 @@ START_TEST(test_conv2d_wino_route)
     wino_case wide = {1, 16, 16, 9, 9, 3, 3, 0, 0}; /* pad 3: the input gradient's would be -1 */
     ref_conv c = ref_of(&wide, 1, 1, 1, 3);
     ck_assert_int_eq(check_case(&c, 976, 0), 0);
-    teeny__conv2d_debug(-1, 0);
+    teeny__conv2d_debug_wino(WINO_PROFILE);
     wino_case big = {2, 16, 16, 64, 64, 1, 1, 0, 0};
     c = ref_of(&big, 1, 1, 1, 3);
     ck_assert_int_eq(check_case(&c, 977, 0), th_ctx()->tune.conv.wino ? 2 : 0);
-    teeny__conv2d_debug(-1, WINO_NEVER);
+    teeny__conv2d_debug_wino(WINO_NEVER);
     ck_assert_int_eq(check_case(&c, 978, 0), 0);
     if (th_profile("nvidia")) {
-        teeny__conv2d_debug(-1, 0);
+        teeny__conv2d_debug_wino(WINO_PROFILE);
         ck_assert_int_eq(check_case(&c, 979, 0), 2);
-        teeny__conv2d_debug(-1, WINO_NEVER);
+        teeny__conv2d_debug_wino(WINO_NEVER);
         ck_assert_int_eq(check_case(&c, 979, 0), 0);
         th_profile(NULL);
     }
@@ -253,7 +254,7 @@ START_TEST(test_conv2d_wino_fused)
            tsh = th_dev_make(ctx, 0, 1, &cs, 3, sh), ty = th_dev_make(ctx, 0, 4, ys, 5, NULL);
     teeny_conv2d_params p = params_of(&c);
     double *y = th_malloc(d.ny * sizeof *y);
-    teeny__conv2d_debug(-1, WINO_FORCE);
+    teeny__conv2d_debug_wino(WINO_FORCE);
     TH_OK(ctx, teeny_conv2d_forward_fused(ctx, &p, tx.t, tw.t, tb.t, tsc.t, tsh.t, TEENY_ACT_SILU, ty.t));
     ck_assert_int_eq(teeny__conv2d_debug_wino_count(), 1);
     ref_conv2d_forward(&c, d.xd, d.wd, NULL, y, NULL);
@@ -287,7 +288,7 @@ START_TEST(test_conv2d_wino_determinism)
     teeny_tensor *tx = th_tensor_from(ctx, 4, xs, d.x), *tw = th_tensor_from(ctx, 4, ws, d.w),
                  *tdy = th_tensor_from(ctx, 4, ys, d.dy);
     teeny_conv2d_params p = params_of(&c);
-    teeny__conv2d_debug(-1, WINO_FORCE);
+    teeny__conv2d_debug_wino(WINO_FORCE);
     float *out[2][2];
     for (int run = 0; run < 2; run++) {
         teeny_tensor *ty = th_tensor(ctx, 4, ys), *tdx = th_tensor(ctx, 4, xs);

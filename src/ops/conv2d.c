@@ -35,7 +35,7 @@
  * launches, the depthwise plans and the weight-gradient plan, with the
  * types they share in conv2d_internal.h; conv2d_loops.c the loop trips of
  * every kernel and the splits a device's loop limit asks for;
- * conv2d_wino.c the Winograd passes.
+ * conv2d_wino.c the Winograd route (teeny__conv_wino_plan) and passes.
  *
  * Op-table entry (slots TEENY__CONV2D_*, ops.h): one input x
  * [B, Cin, H, W]; params weight [Cout, Cin/groups, KH, KW] and, with

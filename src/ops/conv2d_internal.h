@@ -159,12 +159,13 @@ void teeny__conv_dw_job_make(const conv_geom *g, gemm_job *j);
 teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int want_dw,
                                         int want_db, grad_plan *gp);
 
-/* Winograd F(2x2, 3x3) for g's forward (dx 0) or input gradient (dx 1):
- * the images per pass, 0 where it does not apply (conv2d_plan.c says
- * when). Called once per pass that then takes it (the test hook counts). */
-int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int dx);
+/* ---- Winograd F(2x2, 3x3) (conv2d_wino.c) ---- */
 
-/* ---- Winograd (conv2d_wino.c), `batch` images per pass from teeny__conv_wino_plan ---- */
+/* For g's forward (dx 0) or input gradient (dx 1): the images per pass,
+ * 0 where Winograd does not apply (conv2d_wino.c says when). Called once
+ * per pass that then takes it (the test hook counts). */
+int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int dx);
+/* The passes, `batch` images each (from teeny__conv_wino_plan). */
 
 teeny_status teeny__conv_wino_forward(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int batch,
                                       const teeny_tensor *x, const teeny_tensor *w, teeny_tensor *y,

@@ -19,66 +19,13 @@
 #include "conv2d_internal.h"
 
 /* Test hooks (see hooks.h): a tile, flags (1: no depthwise path, 2: one
- * launch per stride phase of dx, 4: Winograd wherever the geometry
- * allows, 8: never Winograd), and the count of Winograd plans taken. */
-static int force_tile = -1, force_flags = 0, wino_taken = 0;
-static int64_t wino_cap = 0; /* bytes; 0: WINO_SCRATCH_MAX */
+ * launch per stride phase of dx). */
+static int force_tile = -1, force_flags = 0;
 
 void teeny__conv2d_debug(int tile, int flags)
 {
     force_tile = tile;
     force_flags = flags;
-    wino_taken = 0;
-    wino_cap = 0;
-}
-
-void teeny__conv2d_debug_wino_cap(int64_t bytes)
-{
-    wino_cap = bytes;
-}
-
-int teeny__conv2d_debug_wino_count(void)
-{
-    return wino_taken;
-}
-
-/* Winograd F(2x2, 3x3) (conv2d_wino.c): where the profile asks for it
- * (tu->wino, fp32 tunings only), a 3x3, stride-1, dilation-1, ungrouped
- * convolution with pads of at most 2 (the input gradient's are 2 - pad)
- * and at least WINO_MIN_CHANNELS channels each way, with WINO_MIN_TILES
- * 2x2 output tiles or more: fewer leave the 16 GEMMs too few work-groups
- * to fill a GPU (a guess, not measured). Its workspace (U, V, M: 16 x (I*O
- * + (I + O) * tiles) floats) stays under WINO_SCRATCH_MAX bytes and the
- * device's largest buffer (all three in one sum, so each does too): the
- * images go in passes of as many as fit, and where one image does not,
- * the GEMM path takes the convolution. */
-#define WINO_MIN_CHANNELS 16
-#define WINO_MIN_TILES 1024
-#define WINO_SCRATCH_MAX ((int64_t)256 << 20)
-
-int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int dx)
-{
-    if (g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->G != 1 ||
-        g->ph > 2 || g->pw > 2 || tu->tf32 || (force_flags & 8))
-        return 0;
-    int forced = (force_flags & 4) != 0;
-    int64_t I = dx ? g->Cout : g->Cin, O = dx ? g->Cin : g->Cout;
-    int64_t tiles = cdiv(dx ? g->H : g->OH, 2) * cdiv(dx ? g->W : g->OW, 2);
-    if (!forced && (!tu->wino || I < WINO_MIN_CHANNELS || O < WINO_MIN_CHANNELS || g->B * tiles < WINO_MIN_TILES))
-        return 0;
-    int64_t cap = wino_cap > 0 ? wino_cap : WINO_SCRATCH_MAX;
-    if (cap > (int64_t)ctx->info.max_alloc_bytes)
-        cap = (int64_t)ctx->info.max_alloc_bytes;
-    cap /= (int64_t)sizeof(float);
-    if (cap > INT32_MAX / 2)
-        cap = INT32_MAX / 2;
-    /* per pass: U, then V and M with their tile rows padded by up to 3 */
-    int64_t fixed = 16 * I * O + 16 * (I + O) * 3, per_image = 16 * (I + O) * tiles;
-    int64_t batch = cap > fixed ? (cap - fixed) / per_image : 0;
-    if (batch < 1)
-        return 0;
-    wino_taken++;
-    return (int)(batch < g->B ? batch : g->B);
 }
 
 int teeny__conv_phases_merged(const conv_tuning *tu)

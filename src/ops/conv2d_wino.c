@@ -8,10 +8,77 @@
  * (teeny__conv_gemm_run: conv_gemm_1x1 on GPUs, conv_gemm_cpu on CPUs):
  * 16 groups of I input and O output channels over a 1 x Tp "image".
  * Whether a pass takes this path, and how many images per pass, is
- * conv2d_plan.c's teeny__conv_wino_plan. U, V and M are workspace
+ * teeny__conv_wino_plan's call (below, with its test hooks; the forward
+ * and backward in conv2d_exec.c ask it). U, V and M are workspace
  * buffers from teeny__scratch.
  */
 #include "conv2d_internal.h"
+
+/* ---- the plan (the one place that routes a pass here) ---- */
+
+/* Test hooks (hooks.h): the route forced (1: wherever the geometry
+ * allows, -1: never; 0 by profile and size), the count of plans taken,
+ * the workspace cap. */
+static int wino_mode = 0, wino_taken = 0;
+static int64_t wino_cap = 0; /* bytes; 0: WINO_SCRATCH_MAX */
+
+void teeny__conv2d_debug_wino(int mode)
+{
+    wino_mode = mode;
+    wino_taken = 0;
+    wino_cap = 0;
+}
+
+void teeny__conv2d_debug_wino_cap(int64_t bytes)
+{
+    wino_cap = bytes;
+}
+
+int teeny__conv2d_debug_wino_count(void)
+{
+    return wino_taken;
+}
+
+/* The route: Winograd where the profile asks for it
+ * (tu->wino, fp32 tunings only), a 3x3, stride-1, dilation-1, ungrouped
+ * convolution with pads of at most 2 (the input gradient's are 2 - pad)
+ * and at least WINO_MIN_CHANNELS channels each way, with WINO_MIN_TILES
+ * 2x2 output tiles or more: fewer leave the 16 GEMMs too few work-groups
+ * to fill a GPU (a guess, not measured). Its workspace (U, V, M: 16 x (I*O
+ * + (I + O) * tiles) floats) stays under WINO_SCRATCH_MAX bytes and the
+ * device's largest buffer (all three in one sum, so each does too): the
+ * images go in passes of as many as fit, and where one image does not,
+ * the GEMM path takes the convolution. */
+#define WINO_MIN_CHANNELS 16
+#define WINO_MIN_TILES 1024
+#define WINO_SCRATCH_MAX ((int64_t)256 << 20)
+
+int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int dx)
+{
+    if (g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->G != 1 ||
+        g->ph > 2 || g->pw > 2 || tu->tf32 || wino_mode < 0)
+        return 0;
+    int forced = wino_mode > 0;
+    int64_t I = dx ? g->Cout : g->Cin, O = dx ? g->Cin : g->Cout;
+    int64_t tiles = cdiv(dx ? g->H : g->OH, 2) * cdiv(dx ? g->W : g->OW, 2);
+    if (!forced && (!tu->wino || I < WINO_MIN_CHANNELS || O < WINO_MIN_CHANNELS || g->B * tiles < WINO_MIN_TILES))
+        return 0;
+    int64_t cap = wino_cap > 0 ? wino_cap : WINO_SCRATCH_MAX;
+    if (cap > (int64_t)ctx->info.max_alloc_bytes)
+        cap = (int64_t)ctx->info.max_alloc_bytes;
+    cap /= (int64_t)sizeof(float);
+    if (cap > INT32_MAX / 2)
+        cap = INT32_MAX / 2;
+    /* per pass: U, then V and M with their tile rows padded by up to 3 */
+    int64_t fixed = 16 * I * O + 16 * (I + O) * 3, per_image = 16 * (I + O) * tiles;
+    int64_t batch = cap > fixed ? (cap - fixed) / per_image : 0;
+    if (batch < 1)
+        return 0;
+    wino_taken++;
+    return (int)(batch < g->B ? batch : g->B);
+}
+
+/* ---- the passes ---- */
 
 /* One convolution: out [B, O, OH, OW] = conv3x3(in [B, I, H, W]) with
  * top/left pads pad_h, pad_w, stride 1, filters w [O][I][3][3], or with
