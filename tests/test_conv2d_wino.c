@@ -1,7 +1,7 @@
 /*
  * test_conv2d_wino.c -- the Winograd F(2x2, 3x3) path of 3x3 stride-1
  * dense convolutions (src/ops/conv2d_wino.c, cl/winograd.cl), forced on
- * through the conv2d test hook wherever the geometry allows it: forward
+ * through its test hook wherever the geometry allows it: forward
  * (with a bias on views at odd offsets, and the fused scale/shift/SiLU
  * epilogue) and the input gradient against the float64 reference over
  * channels 16/33/64, sizes 1x1 to 28x28, pads 0-2 (also asymmetric and
@@ -9,7 +9,8 @@
  * multiple of 4); on this device's GEMMs and on the NVIDIA profile's
  * tiled ones; passes over part of the batch under a small workspace cap;
  * the route (taken where it should be, not for stride 2, groups 2,
- * dilation 2 or 5x5, nor by default outside the NVIDIA profile); and
+ * dilation 2, 5x5, 1x1 or pad 3, nor by default outside the NVIDIA
+ * profile or below its size threshold); and
  * determinism.
  */
 #include <math.h>
@@ -201,7 +202,8 @@ END_TEST
 
 /* Geometry Winograd does not cover runs the other paths even when
  * forced; without forcing, this device's profile decides (only NVIDIA's
- * asks for it), and flag WINO_NEVER overrides every profile. */
+ * asks for it, above 1024 output tiles and 16 channels each way), and
+ * mode WINO_NEVER overrides every profile. */
 START_TEST(test_conv2d_wino_route)
 {
     wino_case k = {1, 16, 16, 9, 9, 1, 1, 0, 0};
@@ -225,6 +227,11 @@ START_TEST(test_conv2d_wino_route)
     if (th_profile("nvidia")) {
         teeny__conv2d_debug_wino(WINO_PROFILE);
         ck_assert_int_eq(check_case(&c, 979, 0), 2);
+        ref_conv few_tiles = ref_of(&k, 1, 1, 1, 3); /* 5 x 5 tiles */
+        ck_assert_int_eq(check_case(&few_tiles, 982, 0), 0);
+        wino_case thin = {2, 8, 16, 64, 64, 1, 1, 0, 0}; /* 8 input channels: neither pass */
+        ref_conv few_channels = ref_of(&thin, 1, 1, 1, 3);
+        ck_assert_int_eq(check_case(&few_channels, 983, 0), 0);
         teeny__conv2d_debug_wino(WINO_NEVER);
         ck_assert_int_eq(check_case(&c, 979, 0), 0);
         th_profile(NULL);
