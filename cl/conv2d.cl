@@ -98,14 +98,6 @@
 #define THREADS_N (TILE_N / WPT_N)
 #define GEMM_WG (THREADS_M * THREADS_N)
 
-/* The epilogues' activations: none, ReLU and SiLU. The others run as an
- * element-wise pass after the convolution (conv2d_exec.c): inlined into
- * every store of an item's tile, teeny_act's twelve formulas took the
- * H200's GEMMs from 0.10 to 0.19 ms (a 1x1 256->64 convolution at 56^2). */
-TEENY_INLINE float conv_act(int act, float x)
-{
-    return act == TEENY_ACT_RELU ? fmax(x, 0.0f) : act == TEENY_ACT_SILU ? x * teeny_sigmoid(x) : x;
-}
 /* Local rows padded by one float4: the weight-gradient kernel stores
  * k-adjacent items to different rows, which would otherwise share banks.
  * The tf32 micro-kernel pads by two, so that a fragment's 4 rows x 8
@@ -144,27 +136,8 @@ TEENY_INLINE float conv_act(int act, float x)
 #define R_NM (TILE_M / R_TX)
 #define R_NN ((TILE_N + R_TX - 1) / R_TX)
 
-#define EPI_BIAS 1
-#define EPI_SCALE 2
-#define EPI_SHIFT 4
-
 #define CONV_SEG_FIRST 1
 #define CONV_SEG_LAST 2
-
-/* The fused epilogue y = act(v * sc + sh) of output channel c, its two
- * factors (sc, sh): sc = scale[c], 1 without EPI_SCALE; sh = shift[c] +
- * bias[c], each 0 without its flag. Every kernel that stores y takes them
- * from here. */
-TEENY_INLINE float2 conv_epilogue(int epi, int c, __global const float *bias, int bias_off,
-                                  __global const float *scale, int scale_off, __global const float *shift,
-                                  int shift_off)
-{
-    float sc = epi & EPI_SCALE ? scale[scale_off + c] : 1.0f;
-    float sh = epi & EPI_SHIFT ? shift[shift_off + c] : 0.0f;
-    if (epi & EPI_BIAS)
-        sh += bias[bias_off + c];
-    return (float2)(sc, sh);
-}
 
 /* ---- shared GEMM pieces ---- */
 

@@ -432,6 +432,12 @@ START_TEST(test_conformance_conv2d)
     teeny__conv2d_debug(-1, 1);
     conv_run(&conv_cases[5], "own, no depthwise", 300);
     teeny__conv2d_debug(-1, 0);
+    /* 3x3 stride 1 by Winograd F(2x2, 3x3) (cl/winograd.cl), forced: the
+     * NVIDIA profile's path for large enough problems */
+    teeny__conv2d_debug_wino(1);
+    conv_run(&conv_cases[0], "own, Winograd", 301);
+    ck_assert_msg(teeny__conv2d_debug_wino_count() > 0, "the forced Winograd path did not run");
+    teeny__conv2d_debug_wino(0);
     /* tf32 where the device runs it (teeny_ctx_set_tf32) */
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
     TH_OK(ctx, teeny_ctx_tf32_active(ctx, &tf32));

@@ -80,6 +80,9 @@ START_TEST(test_tune_rows)
         const teeny__conv_tune *t32 = &p->conv_tf32;
         ck_assert_msg(!c->tf32 && (t32->n_tiles == 0 || (t32->tf32 && t32->cpu_rows == 0)),
                       "%s: tf32 tunings (only conv_tf32, never with the CPU GEMM)", p->name);
+        /* Winograd (conv2d_plan.c) is a flag, and an fp32 path only: tf32 convolutions keep the GEMMs */
+        ck_assert_msg((c->wino == 0 || c->wino == 1) && t32->wino == 0, "%s: conv2d wino %d, tf32 wino %d", p->name,
+                      c->wino, t32->wino);
         for (int t = 0; t < t32->n_tiles; t++) {
             check_tile(p->name, &t32->tiles[t], 1);
         }

@@ -19,7 +19,12 @@
  *     1-channel input to 32 channels) the GEMM.
  *     The depthwise input gradient at stride 1 with multiplier 1 is the
  *     forward kernel over dy with the taps reversed (dwconv_fwd's flip)
- *     and padding (K-1)*d - p; dwconv_dx takes strides and multipliers > 1.
+ *     and padding (K-1)*d - p; dwconv_dx takes strides and multipliers > 1;
+ *   - Winograd F(2x2, 3x3) (conv2d_wino.c, cl/winograd.cl) for the forward
+ *     and input gradient of dense 3x3 stride-1 convolutions where the
+ *     profile asks for it and the problem is large enough
+ *     (teeny__conv_wino_plan): three transforms around 16 GEMMs that run
+ *     as one grouped 1x1 convolution through the GEMM launches above.
  * Everything is deterministic: no atomics; partials live in the context's
  * workspace.
  *
@@ -29,7 +34,8 @@
  * conv2d_plan.c tile picking and fit checks, the GEMM
  * launches, the depthwise plans and the weight-gradient plan, with the
  * types they share in conv2d_internal.h; conv2d_loops.c the loop trips of
- * every kernel and the splits a device's loop limit asks for.
+ * every kernel and the splits a device's loop limit asks for;
+ * conv2d_wino.c the Winograd route (teeny__conv_wino_plan) and passes.
  *
  * Op-table entry (slots TEENY__CONV2D_*, ops.h): one input x
  * [B, Cin, H, W]; params weight [Cout, Cin/groups, KH, KW] and, with

@@ -48,12 +48,6 @@ static teeny_status forward_loops(teeny_ctx *ctx, const conv_tuning *tu, const c
     return st;
 }
 
-/* The forward epilogue's operands (conv_epilogue in cl/conv2d.cl). */
-typedef struct {
-    cl_mem bias, scale, shift;
-    int bias_off, scale_off, shift_off, epi, act;
-} dw_epilogue;
-
 /* dwconv_fwd over g (x -> y), its taps reversed where flip is set (the
  * stride-1 input gradient, backward_dx). *done is 0, with TEENY_OK, where
  * the kernel does not fit the device (its work-group size, or the loop
@@ -119,6 +113,12 @@ static teeny_status forward_run(teeny_ctx *ctx, const teeny__op_args *a, int act
         st = dw_forward_run(ctx, tu, &g, x->buf, x_off, w->buf, w_off, y->buf, y_off, &e, 0, &done);
         if (st != TEENY_OK || done)
             return st;
+    }
+
+    int wino_batch = teeny__conv_wino_plan(ctx, tu, &g, 0);
+    if (wino_batch > 0) {
+        dw_epilogue e = {bias_m, scale_m, shift_m, bias_off, scale_off, shift_off, epi, act};
+        return teeny__conv_wino_forward(ctx, tu, &g, wino_batch, x, w, y, &e);
     }
 
     gemm_job j = {0};
@@ -322,6 +322,10 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
         return teeny__conv_dx_direct_run(ctx, g, &dp, w, dy, dx);
     if (st != TEENY_OK)
         return st;
+
+    int wino_batch = teeny__conv_wino_plan(ctx, tu, g, 1);
+    if (wino_batch > 0)
+        return teeny__conv_wino_dx(ctx, tu, g, wino_batch, w, dy, dx);
 
     gemm_job j;
     int n_h = g->sh < g->H ? g->sh : g->H, n_w = g->sw < g->W ? g->sw : g->W;

@@ -116,6 +116,12 @@ typedef struct {
     size_t local_bytes;
 } dw_plan;
 
+/* The forward epilogue's operands (conv_epilogue in cl/common.cl). */
+typedef struct {
+    cl_mem bias, scale, shift;
+    int bias_off, scale_off, shift_off, epi, act;
+} dw_epilogue;
+
 /* Weight- and bias-gradient split: partials per chunk in the workspace,
  * then a fixed-order sum. */
 typedef struct {
@@ -189,6 +195,20 @@ teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, con
 void teeny__conv_dw_job_make(const conv_geom *g, gemm_job *j);
 teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int want_dw,
                                         int want_db, grad_plan *gp);
+
+/* ---- Winograd F(2x2, 3x3) (conv2d_wino.c) ---- */
+
+/* For g's forward (dx 0) or input gradient (dx 1): the images per pass,
+ * 0 where Winograd does not apply (conv2d_wino.c says when). Called once
+ * per pass that then takes it (the test hook counts). */
+int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int dx);
+/* The passes, `batch` images each (from teeny__conv_wino_plan). */
+
+teeny_status teeny__conv_wino_forward(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int batch,
+                                      const teeny_tensor *x, const teeny_tensor *w, teeny_tensor *y,
+                                      const dw_epilogue *e);
+teeny_status teeny__conv_wino_dx(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int batch,
+                                 const teeny_tensor *w, const teeny_tensor *dy, teeny_tensor *dx);
 
 /* ---- loop budget (conv2d_loops.c) ---- */
 

@@ -18,7 +18,7 @@
  */
 #include "conv2d_internal.h"
 
-/* Test hooks (see ops.h): a tile, flags (1: no depthwise path, 2: one
+/* Test hooks (see hooks.h): a tile, flags (1: no depthwise path, 2: one
  * launch per stride phase of dx, 4: no conv_dx_direct). */
 static int force_tile = -1, force_flags = 0;
 
@@ -113,14 +113,12 @@ static int cheapest_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M,
     return best >= 0 ? best : last;
 }
 
-/* The tile for an M x N GEMM per group over G groups. z 0 (one launch's
- * GEMM): the cheapest that gives every unit the tile's min_per_cu
- * work-groups. z > 0 (the split weight gradient, in up to z chunks of k):
- * the cheapest, unless its chunks would leave half the units idle (128 x
- * 128 over the 128 x 256 weight gradient of a 1x1 layer at 7 x 7: 50
- * work-groups for the H200's 132 units, 0.035 ms; 64 x 32: 400, 0.027):
- * then the cheapest of those giving every unit two (fp32 tiles; the tf32
- * ones keep the cheapest, not yet measured otherwise). */
+/* The tile for an M x N GEMM per group over G groups. z 0 (one launch):
+ * the cheapest giving every unit the tile's min_per_cu work-groups. z > 0
+ * (the split weight gradient, up to z chunks of k): the cheapest, unless
+ * it leaves half the units idle (128 x 128 over a 1x1 layer's 128 x 256
+ * gradient at 7 x 7: 50 work-groups for the H200's 132 units, 0.035 ms;
+ * 64 x 32: 400, 0.027), then the cheapest giving every unit two (fp32). */
 static int pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int64_t N, int64_t G, int64_t z)
 {
     int64_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
@@ -458,12 +456,8 @@ void teeny__conv_dw_job_make(const conv_geom *g, gemm_job *j)
     }
 }
 
-/* The most k chunks of a GEMM weight gradient, as the split plan below
- * cuts them: at least 16 k slices (of 16, most tiles' TILE_K) each. */
-static int64_t dw_chunks_max(const conv_geom *g)
-{
-    return cdiv((int64_t)g->B * g->OH * g->OW, 16 * 16);
-}
+/* The most k chunks of a GEMM weight gradient as the split plan below cuts them: 16 k slices of 16 at least. */
+#define DW_CHUNKS_MAX(g) cdiv((int64_t)(g)->B * (g)->OH * (g)->OW, 16 * 16)
 
 /* Where the device limits a work-item's loop trips and not one row (one
  * round of taps) of the depthwise weight gradient fits an item, the GEMM
@@ -481,7 +475,7 @@ static teeny_status grad_budget_path(teeny_ctx *ctx, const conv_tuning *tu, cons
     teeny__conv_dw_job_make(g, &j);
     gp->cpu = use_cpu_gemm(tu, &j);
     if (!gp->cpu)
-        gp->tile = pick_tile(ctx, tu, (int64_t)g->Cig * g->KH * g->KW, g->Cog, g->G, dw_chunks_max(g));
+        gp->tile = pick_tile(ctx, tu, (int64_t)g->Cig * g->KH * g->KW, g->Cog, g->G, DW_CHUNKS_MAX(g));
     return TEENY_OK;
 }
 
@@ -530,7 +524,7 @@ teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, c
         teeny__conv_dw_job_make(g, &j);
         gp->cpu = use_cpu_gemm(tu, &j);
         if (!gp->cpu)
-            gp->tile = pick_tile(ctx, tu, Mk, g->Cog, g->G, dw_chunks_max(g));
+            gp->tile = pick_tile(ctx, tu, Mk, g->Cog, g->G, DW_CHUNKS_MAX(g));
     }
     if ((st = teeny__loop_budget(ctx, &budget)) != TEENY_OK ||
         (want_dw && (st = grad_budget_path(ctx, tu, g, gp)) != TEENY_OK))

@@ -7,11 +7,20 @@
 #define TEENY_OPS_HOOKS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Test hooks, not thread-safe (a profile is forced through teeny__tune_force). conv2d_plan.c: force a GEMM tile
  * of the profile's list (-1: by device and problem); flags 1: no depthwise kernels, 2: dx one launch per stride
  * phase, 4: dx by the GEMM path, not conv_dx_direct. linear.c: with tf32 asked, run the linear_tf32 tile emulated in OpenCL C (1: common.cl), on any device. */
 void teeny__conv2d_debug(int tile, int flags);
+/* conv2d_wino.c: Winograd F(2x2, 3x3) forced (1: wherever the geometry allows it -- 3x3, stride 1, dilation 1,
+ * groups 1, pads <= 2, not the tf32 tuning -- whatever the profile and size; -1: never; 0: by profile and size),
+ * which also resets the count and the cap below. The count of passes (forward, input gradient) that took it since;
+ * the workspace's cap in bytes (0: 256 MiB), so that a test reaches the passes over part of the batch and the
+ * fallback where one image does not fit. */
+void teeny__conv2d_debug_wino(int mode);
+int teeny__conv2d_debug_wino_count(void);
+void teeny__conv2d_debug_wino_cap(int64_t bytes);
 void teeny__linear_debug_tf32_emulate(int on);
 /* attention_plan.c: the tiled kernels' ATT_LAYOUT forced (0 decided per matrix, 1 rows, 2 columns; -1: by
  * the problem's strides). */

@@ -71,6 +71,9 @@ typedef struct {
     int cpu_rows;              /* > 0: GEMMs by conv_gemm_cpu, this many rows per item */
     int cpu_wg;                /* its work-group (items along m) */
     int cpu_nv;                /* its float16 column vectors per item (CPU_NV) */
+    int wino;                  /* 1: 3x3 stride-1 dense convolutions (forward, input gradient) by Winograd
+                                * F(2x2, 3x3) where conv2d_wino.c's teeny__conv_wino_plan finds them large
+                                * enough (fp32 tunings only: never with tf32) */
     int tf32;                  /* the GEMMs' tf32 tensor-core micro-kernel (-DTEENY_TF32=1): each tile
                                 * also needs tm % (4 wm) == 0, tn % (8 wn) == 0, tk % 8 == 0 */
     int dx_cols;               /* > 0: input gradients with at most 4 input channels per group by

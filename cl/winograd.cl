@@ -1,0 +1,137 @@
+/*
+ * winograd.cl -- the transforms of Winograd F(2x2, 3x3) for 3x3, stride-1,
+ * dilation-1, ungrouped convolutions over NCHW fp32 tensors
+ * (src/ops/conv2d_wino.c runs them). OpenCL C 1.2.
+ *
+ * out = conv(in, g) is computed over tiles of 2x2 outputs, each from a 4x4
+ * input tile d (Lavin & Gray, "Fast Algorithms for Convolutional Neural
+ * Networks", 2016):
+ *   U = G g G^T per (output channel, input channel)   wino_weights
+ *   V = B^T d B per (input channel, tile)              wino_input
+ *   M_e = U_e V_e over input channels, e = 0..15      cl/conv2d.cl's GEMMs
+ *   out tile = A^T M A, cropped, through the epilogue  wino_output
+ * with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],
+ *      B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],
+ *      A^T = [1 1 1 0; 0 1 -1 -1].
+ * Layouts (floats, each buffer with an element offset): in [B, I, H, W],
+ * out [B, O, OH, OW]; U [16][O][I], V [16][I][Tp], M [16][O][Tp], where
+ * tile t = (b*TH + ty)*TW + tx covers outputs (2ty.., 2tx..), TH x TW =
+ * ceil(OH/2) x ceil(OW/2) per image, T tiles in all, Tp >= T a multiple of
+ * 4 (the GEMM's float4 loads along t); V's columns past T are zero.
+ * Every element is computed by one item in a fixed order: no atomics, the
+ * same bits every run. No local memory, no barriers: any work-group size.
+ */
+
+/* U[e][o][i] = (G g G^T)[e] of filter g = w[o][i] (w [O][I][3][3]), or
+ * with flip the input gradient's w'[o][i][r][s] = w[i][o][2-r][2-s]
+ * (w [I][O][3][3]). Grid (I, O), one item per filter. */
+__kernel void wino_weights(__global const float *restrict w, int w_off, int O, int I, int flip,
+                           __global float *restrict u, int u_off)
+{
+    const int i = get_global_id(0), o = get_global_id(1);
+    if (i >= I || o >= O)
+        return;
+    const int base = w_off + (flip ? i * O + o : o * I + i) * 9;
+    float g[9], t[12];
+    TEENY_UNROLL
+    for (int k = 0; k < 9; k++)
+        g[k] = w[base + (flip ? 8 - k : k)];
+    TEENY_UNROLL
+    for (int s = 0; s < 3; s++) { /* G g: 4 x 3 */
+        float a = g[s], b = g[3 + s], c = g[6 + s];
+        t[s] = a;
+        t[3 + s] = 0.5f * (a + b + c);
+        t[6 + s] = 0.5f * (a - b + c);
+        t[9 + s] = c;
+    }
+    TEENY_UNROLL
+    for (int r = 0; r < 4; r++) { /* (G g) G^T: 4 x 4 */
+        float a = t[3 * r], b = t[3 * r + 1], c = t[3 * r + 2];
+        const int e = u_off + 4 * r * O * I + o * I + i, step = O * I;
+        u[e] = a;
+        u[e + step] = 0.5f * (a + b + c);
+        u[e + 2 * step] = 0.5f * (a - b + c);
+        u[e + 3 * step] = c;
+    }
+}
+
+/* V[e][c][t] = (B^T d B)[e] of tile t's 4x4 input patch of channel c,
+ * rows 2ty - pad_h .. +3, columns 2tx - pad_w .. +3 (zero outside the
+ * image, and for t >= T). Grid (Tp, I): items along t write adjacent
+ * floats. */
+__kernel void wino_input(__global const float *restrict x, int x_off, int I, int H, int W, int pad_h, int pad_w,
+                         int TH, int TW, int T, __global float *restrict v, int v_off, int Tp)
+{
+    const int t = get_global_id(0), c = get_global_id(1);
+    if (t >= Tp || c >= I)
+        return;
+    float d[16], e[16];
+    if (t < T) {
+        const int b = t / (TH * TW), r = t - b * TH * TW, ty = r / TW, tx = r - ty * TW;
+        const int h0 = 2 * ty - pad_h, w0 = 2 * tx - pad_w, base = x_off + (b * I + c) * H * W;
+        TEENY_UNROLL
+        for (int i = 0; i < 4; i++)
+            TEENY_UNROLL
+            for (int j = 0; j < 4; j++) {
+                int h = h0 + i, ww = w0 + j;
+                d[4 * i + j] = (uint)h < (uint)H && (uint)ww < (uint)W ? x[base + h * W + ww] : 0.0f;
+            }
+    } else {
+        TEENY_UNROLL
+        for (int k = 0; k < 16; k++)
+            d[k] = 0.0f;
+    }
+    TEENY_UNROLL
+    for (int j = 0; j < 4; j++) { /* B^T d, column j */
+        float d0 = d[j], d1 = d[4 + j], d2 = d[8 + j], d3 = d[12 + j];
+        e[j] = d0 - d2;
+        e[4 + j] = d1 + d2;
+        e[8 + j] = d2 - d1;
+        e[12 + j] = d1 - d3;
+    }
+    const int step = I * Tp;
+    TEENY_UNROLL
+    for (int i = 0; i < 4; i++) { /* (B^T d) B, row i */
+        float a0 = e[4 * i], a1 = e[4 * i + 1], a2 = e[4 * i + 2], a3 = e[4 * i + 3];
+        const int at = v_off + 4 * i * step + c * Tp + t;
+        v[at] = a0 - a2;
+        v[at + step] = a1 + a2;
+        v[at + 2 * step] = a2 - a1;
+        v[at + 3 * step] = a1 - a3;
+    }
+}
+
+/* out[b][o][2ty + i][2tx + j] = act((A^T M A)[i][j] * sc + sh) of tile t
+ * = (b, ty, tx) and output channel o, the outputs inside OH x OW only;
+ * sc, sh from conv_epilogue (flags epi: bias, scale, shift; act: none,
+ * ReLU, SiLU). Grid (T, O). */
+__kernel void wino_output(__global const float *restrict m, int m_off, int Tp, int O, int TH, int TW, int T,
+                          __global float *restrict out, int out_off, int OH, int OW, __global const float *bias,
+                          int bias_off, __global const float *scale, int scale_off, __global const float *shift,
+                          int shift_off, int epi, int act)
+{
+    const int t = get_global_id(0), o = get_global_id(1);
+    if (t >= T || o >= O)
+        return;
+    float a[16], r[8];
+    const int step = O * Tp;
+    TEENY_UNROLL
+    for (int k = 0; k < 16; k++)
+        a[k] = m[m_off + k * step + o * Tp + t];
+    TEENY_UNROLL
+    for (int j = 0; j < 4; j++) { /* A^T a: 2 x 4 */
+        r[j] = a[j] + a[4 + j] + a[8 + j];
+        r[4 + j] = a[4 + j] - a[8 + j] - a[12 + j];
+    }
+    const float2 f = conv_epilogue(epi, o, bias, bias_off, scale, scale_off, shift, shift_off);
+    const int b = t / (TH * TW), q = t - b * TH * TW, ty = q / TW, tx = q - ty * TW;
+    const int oh = 2 * ty, ow = 2 * tx, base = out_off + (b * O + o) * OH * OW + oh * OW + ow;
+    TEENY_UNROLL
+    for (int i = 0; i < 2; i++) { /* (A^T a) A, row i */
+        float y0 = r[4 * i] + r[4 * i + 1] + r[4 * i + 2], y1 = r[4 * i + 1] - r[4 * i + 2] - r[4 * i + 3];
+        if (oh + i < OH)
+            out[base + i * OW] = conv_act(act, y0 * f.x + f.y);
+        if (oh + i < OH && ow + 1 < OW)
+            out[base + i * OW + 1] = conv_act(act, y1 * f.x + f.y);
+    }
+}

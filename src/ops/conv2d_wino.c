@@ -1,0 +1,200 @@
+/*
+ * conv2d_wino.c -- 3x3, stride-1, dense convolutions by Winograd
+ * F(2x2, 3x3): the forward (with its fused epilogue) and the input
+ * gradient, both as out = conv(in, filters) through the three transforms
+ * of cl/winograd.cl (its banner has the algebra and the layouts of U, V,
+ * M) and, between them, the 16 GEMMs M_e[O][Tp] = U_e[O][I] V_e[I][Tp]
+ * as one grouped 1x1 convolution through conv2d_plan.c's GEMM launches
+ * (teeny__conv_gemm_run: conv_gemm_1x1 on GPUs, conv_gemm_cpu on CPUs):
+ * 16 groups of I input and O output channels over a 1 x Tp "image".
+ * Whether a pass takes this path, and how many images per pass, is
+ * teeny__conv_wino_plan's call (below, with its test hooks; the forward
+ * and backward in conv2d_exec.c ask it). U, V and M are workspace
+ * buffers from teeny__scratch.
+ */
+#include "conv2d_internal.h"
+
+/* ---- the plan (the one place that routes a pass here) ---- */
+
+/* Test hooks (hooks.h): the route forced (1: wherever the geometry
+ * allows, -1: never; 0 by profile and size), the count of plans taken,
+ * the workspace cap. */
+static int wino_mode = 0, wino_taken = 0;
+static int64_t wino_cap = 0; /* bytes; 0: WINO_SCRATCH_MAX */
+
+void teeny__conv2d_debug_wino(int mode)
+{
+    wino_mode = mode;
+    wino_taken = 0;
+    wino_cap = 0;
+}
+
+void teeny__conv2d_debug_wino_cap(int64_t bytes)
+{
+    wino_cap = bytes;
+}
+
+int teeny__conv2d_debug_wino_count(void)
+{
+    return wino_taken;
+}
+
+/* The route: Winograd where the profile asks for it
+ * (tu->wino, fp32 tunings only), a 3x3, stride-1, dilation-1, ungrouped
+ * convolution with pads of at most 2 (the input gradient's are 2 - pad)
+ * and at least WINO_MIN_CHANNELS channels each way, with WINO_MIN_TILES
+ * 2x2 output tiles or more: fewer leave the 16 GEMMs too few work-groups
+ * to fill a GPU (a guess, not measured). Its workspace (U, V, M: 16 x (I*O
+ * + (I + O) * tiles) floats) stays under WINO_SCRATCH_MAX bytes and the
+ * device's largest buffer (all three in one sum, so each does too): the
+ * images go in passes of as many as fit, and where one image does not,
+ * the GEMM path takes the convolution. */
+#define WINO_MIN_CHANNELS 16
+#define WINO_MIN_TILES 1024
+#define WINO_SCRATCH_MAX ((int64_t)256 << 20)
+
+int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int dx)
+{
+    if (g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->G != 1 ||
+        g->ph > 2 || g->pw > 2 || tu->tf32 || wino_mode < 0)
+        return 0;
+    int forced = wino_mode > 0;
+    int64_t I = dx ? g->Cout : g->Cin, O = dx ? g->Cin : g->Cout;
+    int64_t tiles = cdiv(dx ? g->H : g->OH, 2) * cdiv(dx ? g->W : g->OW, 2);
+    if (!forced && (!tu->wino || I < WINO_MIN_CHANNELS || O < WINO_MIN_CHANNELS || g->B * tiles < WINO_MIN_TILES))
+        return 0;
+    int64_t cap = wino_cap > 0 ? wino_cap : WINO_SCRATCH_MAX;
+    if (cap > (int64_t)ctx->info.max_alloc_bytes)
+        cap = (int64_t)ctx->info.max_alloc_bytes;
+    cap /= (int64_t)sizeof(float);
+    if (cap > INT32_MAX / 2)
+        cap = INT32_MAX / 2;
+    /* per pass: U, then V and M with their tile rows padded by up to 3 */
+    int64_t fixed = 16 * I * O + 16 * (I + O) * 3, per_image = 16 * (I + O) * tiles;
+    int64_t batch = cap > fixed ? (cap - fixed) / per_image : 0;
+    if (batch < 1)
+        return 0;
+    wino_taken++;
+    return (int)(batch < g->B ? batch : g->B);
+}
+
+/* ---- the passes ---- */
+
+/* One convolution: out [B, O, OH, OW] = conv3x3(in [B, I, H, W]) with
+ * top/left pads pad_h, pad_w, stride 1, filters w [O][I][3][3], or with
+ * flip w [I][O][3][3] read flipped and transposed (the input gradient),
+ * through epilogue e. */
+typedef struct {
+    cl_mem in, w, out;
+    int in_off, w_off, out_off;
+    int B, I, H, W, O, OH, OW, pad_h, pad_w, flip;
+    dw_epilogue e;
+} wino_conv;
+
+/* A transform over a (g0, g1) grid: work-groups of the profile's dw_wg
+ * items along g0 where the kernel takes them, else the driver's choice
+ * (the kernels need no local memory). */
+static teeny_status wino_launch(teeny_ctx *ctx, const conv_tuning *tu, const char *name, const karg *a, int n,
+                                int64_t g0, int64_t g1)
+{
+    size_t global[2] = {(size_t)g0, (size_t)g1}, local[2] = {(size_t)tu->dw_wg, 1};
+    teeny_status st = teeny__kernel_fit(ctx, "winograd", "", name, local[0], 0, NULL);
+    if (st == TEENY_ERR_UNSUPPORTED)
+        teeny__clear_error(ctx);
+    else if (st != TEENY_OK)
+        return st;
+    return teeny__run_kernel(ctx, "winograd", "", name, a, n, 2, global, st == TEENY_OK ? local : NULL);
+}
+
+/* The 16 GEMMs of one pass over Tp tiles: group e reads V rows
+ * e*I + c (stride Tp) and U_e [O][I], writes M rows e*O + o. */
+static teeny_status wino_gemms(teeny_ctx *ctx, const conv_tuning *tu, const wino_conv *c, const cl_mem *uvm, int Tp)
+{
+    gemm_job j;
+    memset(&j, 0, sizeof j);
+    j.w = uvm[0];
+    j.src = uvm[1];
+    j.out = uvm[2];
+    j.M = Tp;
+    j.N = c->O;
+    j.G = 16;
+    j.P = 1;
+    j.Q = Tp;
+    j.Kc = c->I;
+    j.Kh = j.Kw = 1;
+    j.src_bstride = 16 * c->I * Tp;
+    j.src_cstride = Tp;
+    j.src_gstride = c->I * Tp;
+    j.Hs = 1;
+    j.Ws = Tp;
+    j.a_h = j.e_h = j.a_w = j.e_w = 1;
+    j.w_gstride = c->O * c->I;
+    j.w_nstride = c->I;
+    j.w_cstride = 1;
+    j.w_hstride = j.w_wstride = 1;
+    j.out_bstride = 16 * c->O * Tp;
+    j.out_nstride = Tp;
+    j.out_hstride = Tp;
+    j.out_wstride = 1;
+    j.bias = j.scale = j.shift = uvm[0];
+    j.vec_out = 1; /* Tp is a multiple of 4, the offsets 0 */
+    j.plain = 1;
+    return teeny__conv_gemm_run(ctx, tu, &j);
+}
+
+static teeny_status wino_run(teeny_ctx *ctx, const conv_tuning *tu, const wino_conv *c, int batch)
+{
+    const int TH = (c->OH + 1) / 2, TW = (c->OW + 1) / 2, per = TH * TW;
+    const int Tp_max = (int)cdiv((int64_t)batch * per, 4) * 4;
+    /* U, V, M (teeny__conv_wino_plan kept them within int32 offsets) */
+    const size_t floats[3] = {(size_t)16 * c->O * c->I, (size_t)16 * c->I * Tp_max, (size_t)16 * c->O * Tp_max};
+    cl_mem uvm[3] = {NULL, NULL, NULL};
+    teeny_status st = TEENY_OK;
+    for (int i = 0; i < 3 && st == TEENY_OK; i++)
+        st = teeny__scratch(ctx, floats[i] * sizeof(float), &uvm[i]);
+    int zero = 0;
+    karg kw[] = {KM(c->w), KI(c->w_off), KI(c->O), KI(c->I), KI(c->flip), KM(uvm[0]), KI(zero)};
+    if (st == TEENY_OK)
+        st = wino_launch(ctx, tu, "wino_weights", kw, (int)(sizeof kw / sizeof kw[0]), c->I, c->O);
+    for (int b0 = 0; b0 < c->B && st == TEENY_OK; b0 += batch) {
+        int nb = c->B - b0 < batch ? c->B - b0 : batch, T = nb * per, Tp = (int)cdiv(T, 4) * 4;
+        int in_off = c->in_off + b0 * c->I * c->H * c->W, out_off = c->out_off + b0 * c->O * c->OH * c->OW;
+        karg ki[] = {KM(c->in), KI(in_off), KI(c->I), KI(c->H),   KI(c->W), KI(c->pad_h), KI(c->pad_w),
+                     KI(TH),    KI(TW),     KI(T),    KM(uvm[1]), KI(zero), KI(Tp)};
+        st = wino_launch(ctx, tu, "wino_input", ki, (int)(sizeof ki / sizeof ki[0]), Tp, c->I);
+        if (st == TEENY_OK)
+            st = wino_gemms(ctx, tu, c, uvm, Tp);
+        const dw_epilogue *e = &c->e;
+        karg ko[] = {KM(uvm[2]),      KI(zero),     KI(Tp),          KI(c->O),     KI(TH),          KI(TW),
+                     KI(T),           KM(c->out),   KI(out_off),     KI(c->OH),    KI(c->OW),       KM(e->bias),
+                     KI(e->bias_off), KM(e->scale), KI(e->scale_off), KM(e->shift), KI(e->shift_off), KI(e->epi),
+                     KI(e->act)};
+        if (st == TEENY_OK)
+            st = wino_launch(ctx, tu, "wino_output", ko, (int)(sizeof ko / sizeof ko[0]), T, c->O);
+    }
+    for (int i = 0; i < 3; i++)
+        if (uvm[i])
+            teeny__scratch_give(ctx, uvm[i]); /* enqueued: the op's next launches may take them */
+    return st;
+}
+
+teeny_status teeny__conv_wino_forward(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int batch,
+                                      const teeny_tensor *x, const teeny_tensor *w, teeny_tensor *y,
+                                      const dw_epilogue *e)
+{
+    wino_conv c = {x->buf, w->buf, y->buf, teeny__off(x), teeny__off(w), teeny__off(y),
+                   g->B, g->Cin, g->H, g->W, g->Cout, g->OH, g->OW, g->ph, g->pw, 0, *e};
+    return wino_run(ctx, tu, &c, batch);
+}
+
+/* dx[i] = sum over r of dy[i + p - r] w[r] per axis: the convolution of
+ * dy with the filters flipped, their channels swapped, top/left pads
+ * 2 - p (zeros past dy's end cover any bottom/right extent). */
+teeny_status teeny__conv_wino_dx(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int batch,
+                                 const teeny_tensor *w, const teeny_tensor *dy, teeny_tensor *dx)
+{
+    wino_conv c = {dy->buf, w->buf, dx->buf, teeny__off(dy), teeny__off(w), teeny__off(dx),
+                   g->B, g->Cout, g->OH, g->OW, g->Cin, g->H, g->W, 2 - g->ph, 2 - g->pw, 1,
+                   {dy->buf, dy->buf, dy->buf, 0, 0, 0, 0, TEENY_ACT_NONE}};
+    return wino_run(ctx, tu, &c, batch);
+}

@@ -1,0 +1,339 @@
+/*
+ * test_conv2d_wino.c -- the Winograd F(2x2, 3x3) path of 3x3 stride-1
+ * dense convolutions (src/ops/conv2d_wino.c, cl/winograd.cl), forced on
+ * through its test hook wherever the geometry allows it: forward
+ * (with a bias on views at odd offsets, and the fused scale/shift/SiLU
+ * epilogue) and the input gradient against the float64 reference over
+ * channels 16/33/64, sizes 1x1 to 28x28, pads 0-2 (also asymmetric and
+ * with extra padding at the end), batches 1 and 3 (tile counts not a
+ * multiple of 4); on this device's GEMMs and on the NVIDIA profile's
+ * tiled ones; passes over part of the batch under a small workspace cap;
+ * the route (taken where it should be, not for stride 2, groups 2,
+ * dilation 2, 5x5, 1x1 or pad 3, nor by default outside the NVIDIA
+ * profile or below its size threshold); and
+ * determinism.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "internal.h"
+#include "ops/ops.h"
+#include "ref/conv2d_ref.h"
+
+/* Normalized RMS error bound. F(2x2, 3x3) adds the transforms' roundings
+ * to the direct sum's: each output is A^T (sum over channels of U V) A
+ * with U, V and A's terms sums of 2-4 inputs each, a few more fp32
+ * roundings per term than the implicit GEMM. Measured on PoCL 3.1
+ * (2026-12-02) over these cases: at most 3.1e-7 (the implicit GEMM on the
+ * same cases: 4.3e-7). 2e-6 leaves a 6x margin and is 4 orders below a
+ * broken transform: a G entry of 0.49 for 0.5 gave 7e-3 to 1.3e-2, a B^T
+ * entry's sign flipped 1.1 (each checked once through TEENY_KERNEL_DIR,
+ * every case failing). */
+#define TOL_WINO 2e-6
+
+#define WINO_FORCE 1 /* teeny__conv2d_debug_wino's modes (src/ops/hooks.h) */
+#define WINO_NEVER (-1)
+#define WINO_PROFILE 0
+
+typedef struct {
+    int B, C, K, H, W, ph, pw, peh, pew;
+} wino_case;
+
+static const wino_case cases[] = {
+    {1, 16, 16, 1, 1, 1, 1, 0, 0},   {3, 16, 33, 2, 2, 1, 1, 0, 0},  {1, 33, 16, 5, 7, 0, 0, 0, 0},
+    {3, 33, 64, 5, 7, 2, 2, 0, 0},   {1, 64, 33, 13, 9, 1, 2, 0, 0}, {3, 16, 64, 13, 9, 2, 0, 0, 0},
+    {1, 64, 64, 28, 28, 1, 1, 0, 0}, {3, 33, 33, 28, 28, 0, 1, 0, 0}, {3, 16, 16, 13, 9, 1, 1, 1, 0},
+    {1, 33, 16, 5, 7, 0, 2, 2, 1},   {3, 64, 16, 2, 2, 2, 2, 0, 0},  {1, 16, 33, 1, 1, 2, 1, 0, 0},
+};
+#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+static ref_conv ref_of(const wino_case *k, int stride, int dil, int groups, int ksize)
+{
+    ref_conv c = {k->B, k->C, k->H, k->W, k->K, ksize, ksize, stride, stride, k->ph, k->pw, dil, dil, groups,
+                  k->peh, k->pew};
+    return c;
+}
+
+static teeny_conv2d_params params_of(const ref_conv *c)
+{
+    teeny_conv2d_params p = {{c->sh, c->sw}, {c->ph, c->pw}, {c->dh, c->dw}, c->G, {c->peh, c->pew}};
+    return p;
+}
+
+static void repro_of(const ref_conv *c, uint64_t seed, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "x [%d, %d, %d, %d] w [%d, %d, %d, %d] stride %d pad (%d, %d) end (%d, %d) dilation %d "
+             "groups %d profile %s seed %llu", c->B, c->Cin, c->H, c->W, c->Cout, c->Cin / c->G, c->KH, c->KW, c->sh,
+             c->ph, c->pw, c->peh, c->pew, c->dh, c->G, th_ctx()->tune.profile->name, (unsigned long long)seed);
+}
+
+/* Host data of one problem, float and float64. */
+typedef struct {
+    float *x, *w, *b, *dy;
+    double *xd, *wd, *bd, *dyd;
+    size_t nx, nw, ny;
+} wino_data;
+
+static void data_make(wino_data *d, const ref_conv *c, uint64_t seed)
+{
+    th_rng r = th_rng_make(seed);
+    d->nx = ref_conv_x_numel(c);
+    d->nw = ref_conv_w_numel(c);
+    d->ny = ref_conv_y_numel(c);
+    d->x = th_malloc(d->nx * sizeof(float));
+    d->w = th_malloc(d->nw * sizeof(float));
+    d->b = th_malloc((size_t)c->Cout * sizeof(float));
+    d->dy = th_malloc(d->ny * sizeof(float));
+    th_fill_normal(&r, d->x, d->nx, th_uniform(&r, -0.5, 0.5), 1.0);
+    th_fill_normal(&r, d->w, d->nw, 0, 1.0 / sqrt((double)(c->Cin / c->G) * c->KH * c->KW));
+    th_fill_uniform(&r, d->b, (size_t)c->Cout, -1, 1);
+    th_fill_normal(&r, d->dy, d->ny, 0, 1);
+    d->xd = th_dbl(d->x, d->nx);
+    d->wd = th_dbl(d->w, d->nw);
+    d->bd = th_dbl(d->b, (size_t)c->Cout);
+    d->dyd = th_dbl(d->dy, d->ny);
+}
+
+static void data_free(wino_data *d)
+{
+    void *p[] = {d->x, d->w, d->b, d->dy, d->xd, d->wd, d->bd, d->dyd};
+    for (int i = 0; i < 8; i++)
+        free(p[i]);
+}
+
+/* Every element written, within TOL_WINO of the reference, nothing
+ * outside a view touched. */
+static void expect_close(const th_dev *t, const double *ref, size_t n, const char *what, const char *repro)
+{
+    float *out = th_read(t->t);
+    long bad = th_first_nonfinite(out, n);
+    ck_assert_msg(bad < 0, "%s: element %ld not written or not finite; %s", what, bad, repro);
+    double e = th_nrms(out, ref, n);
+    ck_assert_msg(e <= TOL_WINO, "%s: nrms %.3g > %.1g; %s", what, e, TOL_WINO, repro);
+    free(out);
+    th_dev_check_guard(t, what, repro);
+}
+
+/* Forward (with a bias) and input gradient of c, every tensor a view at
+ * an odd offset where view is set; how many passes took Winograd. */
+static int check_case(const ref_conv *c, uint64_t seed, int view)
+{
+    teeny_ctx *ctx = th_ctx();
+    char repro[320];
+    wino_data d;
+    repro_of(c, seed, repro, sizeof repro);
+    data_make(&d, c, seed);
+    int64_t xs[4] = {c->B, c->Cin, c->H, c->W}, ws[4] = {c->Cout, c->Cin / c->G, c->KH, c->KW},
+            ys[4] = {c->B, c->Cout, ref_conv_oh(c), ref_conv_ow(c)}, bs = c->Cout;
+    th_dev tx = th_dev_make(ctx, 0, 4, xs, view ? 1 : 0, d.x), tw = th_dev_make(ctx, 0, 4, ws, view ? 3 : 0, d.w),
+           tb = th_dev_make(ctx, 0, 1, &bs, view ? 5 : 0, d.b), ty = th_dev_make(ctx, 0, 4, ys, view ? 7 : 0, NULL),
+           tdy = th_dev_make(ctx, 0, 4, ys, view ? 9 : 0, d.dy), tdx = th_dev_make(ctx, 0, 4, xs, view ? 11 : 0, NULL);
+    teeny_conv2d_params p = params_of(c);
+    double *y = th_malloc(d.ny * sizeof *y), *dx = th_malloc(d.nx * sizeof *dx);
+    int before = teeny__conv2d_debug_wino_count();
+    TH_OK(ctx, teeny_conv2d_forward(ctx, &p, tx.t, tw.t, tb.t, ty.t));
+    TH_OK(ctx, teeny_conv2d_backward(ctx, &p, tx.t, tw.t, tdy.t, tdx.t, NULL, NULL));
+    int taken = teeny__conv2d_debug_wino_count() - before;
+    ref_conv2d_forward(c, d.xd, d.wd, d.bd, y, NULL);
+    ref_conv2d_backward(c, d.xd, d.wd, d.dyd, dx, NULL, NULL, NULL, NULL, NULL);
+    expect_close(&ty, y, d.ny, "y", repro);
+    expect_close(&tdx, dx, d.nx, "dx", repro);
+    free(y);
+    free(dx);
+    th_dev *ts[] = {&tx, &tw, &tb, &ty, &tdy, &tdx};
+    for (int i = 0; i < 6; i++)
+        th_dev_free(ts[i]);
+    data_free(&d);
+    return taken;
+}
+
+/* Case _i on this device's GEMMs, forced: both passes take Winograd. */
+START_TEST(test_conv2d_wino_cases)
+{
+    ref_conv c = ref_of(&cases[_i], 1, 1, 1, 3);
+    teeny__conv2d_debug_wino(WINO_FORCE);
+    ck_assert_int_eq(check_case(&c, 900 + (uint64_t)_i, _i % 2), 2);
+}
+END_TEST
+
+/* The same on the NVIDIA profile's tiled GEMMs (conv_gemm_1x1 over 16
+ * groups, float4 loads and stores along the tiles), where the device
+ * holds its work-groups; there the route needs no forcing on a large
+ * enough problem. */
+START_TEST(test_conv2d_wino_nvidia)
+{
+    if (!th_profile("nvidia"))
+        th_skip("this device cannot hold the nvidia profile's work-groups or local memory");
+    teeny__conv2d_debug_wino(WINO_FORCE);
+    for (int i = 0; i < N_CASES; i += th_full() ? 1 : 3) {
+        ref_conv c = ref_of(&cases[i], 1, 1, 1, 3);
+        ck_assert_int_eq(check_case(&c, 950 + (uint64_t)i, 1), 2);
+    }
+    teeny__conv2d_debug_wino(WINO_PROFILE); /* by the profile: 2 x 32 x 32 = 2048 output tiles each way */
+    wino_case big = {2, 16, 16, 64, 64, 1, 1, 0, 0};
+    ref_conv c = ref_of(&big, 1, 1, 1, 3);
+    ck_assert_int_eq(check_case(&c, 990, 0), 2);
+    th_profile(NULL);
+}
+END_TEST
+
+/* Under a workspace cap of one or two images a pass (B = 3: passes of 1,
+ * or of 2 and 1) the offsets of every pass; under a cap below one image,
+ * the GEMM path. */
+START_TEST(test_conv2d_wino_passes)
+{
+    wino_case k = {3, 33, 16, 13, 9, 1, 1, 0, 0};
+    ref_conv c = ref_of(&k, 1, 1, 1, 3);
+    /* floats of U and of one image's V and M: 16 (C K + (C + K) 7 x 5 tiles) */
+    int64_t u = 16 * 33 * 16, image = 16 * (33 + 16) * 35, pad = 16 * (33 + 16) * 3;
+    for (int per = 1; per <= 2; per++) {
+        teeny__conv2d_debug_wino(WINO_FORCE);
+        teeny__conv2d_debug_wino_cap((u + pad + per * image) * (int64_t)sizeof(float));
+        ck_assert_int_eq(check_case(&c, 960 + (uint64_t)per, per == 2), 2);
+    }
+    teeny__conv2d_debug_wino(WINO_FORCE);
+    teeny__conv2d_debug_wino_cap((u + pad + image / 2) * (int64_t)sizeof(float));
+    ck_assert_int_eq(check_case(&c, 963, 0), 0);
+}
+END_TEST
+
+/* Geometry Winograd does not cover runs the other paths even when
+ * forced; without forcing, this device's profile decides (only NVIDIA's
+ * asks for it, above 1024 output tiles and 16 channels each way), and
+ * mode WINO_NEVER overrides every profile. */
+START_TEST(test_conv2d_wino_route)
+{
+    wino_case k = {1, 16, 16, 9, 9, 1, 1, 0, 0};
+    static const struct {
+        int stride, dil, groups, ksize;
+    } other[] = {{2, 1, 1, 3}, {1, 2, 1, 3}, {1, 1, 2, 3}, {1, 1, 1, 5}, {1, 1, 1, 1}};
+    teeny__conv2d_debug_wino(WINO_FORCE);
+    for (int i = 0; i < (int)(sizeof other / sizeof other[0]); i++) {
+        ref_conv c = ref_of(&k, other[i].stride, other[i].dil, other[i].groups, other[i].ksize);
+        ck_assert_int_eq(check_case(&c, 970 + (uint64_t)i, 0), 0);
+    }
+    wino_case wide = {1, 16, 16, 9, 9, 3, 3, 0, 0}; /* pad 3: the input gradient's would be -1 */
+    ref_conv c = ref_of(&wide, 1, 1, 1, 3);
+    ck_assert_int_eq(check_case(&c, 976, 0), 0);
+    teeny__conv2d_debug_wino(WINO_PROFILE);
+    wino_case big = {2, 16, 16, 64, 64, 1, 1, 0, 0};
+    c = ref_of(&big, 1, 1, 1, 3);
+    ck_assert_int_eq(check_case(&c, 977, 0), th_ctx()->tune.conv.wino ? 2 : 0);
+    teeny__conv2d_debug_wino(WINO_NEVER);
+    ck_assert_int_eq(check_case(&c, 978, 0), 0);
+    if (th_profile("nvidia")) {
+        teeny__conv2d_debug_wino(WINO_PROFILE);
+        ck_assert_int_eq(check_case(&c, 979, 0), 2);
+        ref_conv few_tiles = ref_of(&k, 1, 1, 1, 3); /* 5 x 5 tiles */
+        ck_assert_int_eq(check_case(&few_tiles, 982, 0), 0);
+        wino_case thin = {2, 8, 16, 64, 64, 1, 1, 0, 0}; /* 8 input channels: neither pass */
+        ref_conv few_channels = ref_of(&thin, 1, 1, 1, 3);
+        ck_assert_int_eq(check_case(&few_channels, 983, 0), 0);
+        teeny__conv2d_debug_wino(WINO_NEVER);
+        ck_assert_int_eq(check_case(&c, 979, 0), 0);
+        th_profile(NULL);
+    }
+}
+END_TEST
+
+/* The fused epilogue y = act(conv * scale + shift + bias) through
+ * wino_output: bias, scale and shift, SiLU. */
+START_TEST(test_conv2d_wino_fused)
+{
+    teeny_ctx *ctx = th_ctx();
+    wino_case k = {3, 33, 16, 13, 9, 1, 2, 0, 0};
+    ref_conv c = ref_of(&k, 1, 1, 1, 3);
+    char repro[320];
+    wino_data d;
+    repro_of(&c, 980, repro, sizeof repro);
+    data_make(&d, &c, 980);
+    th_rng r = th_rng_make(981);
+    float *sc = th_malloc((size_t)c.Cout * sizeof(float)), *sh = th_malloc((size_t)c.Cout * sizeof(float));
+    th_fill_uniform(&r, sc, (size_t)c.Cout, 0.5, 2);
+    th_fill_uniform(&r, sh, (size_t)c.Cout, -1, 1);
+    int64_t xs[4] = {c.B, c.Cin, c.H, c.W}, ws[4] = {c.Cout, c.Cin, 3, 3},
+            ys[4] = {c.B, c.Cout, ref_conv_oh(&c), ref_conv_ow(&c)}, cs = c.Cout;
+    th_dev tx = th_dev_make(ctx, 0, 4, xs, 1, d.x), tw = th_dev_make(ctx, 0, 4, ws, 0, d.w),
+           tb = th_dev_make(ctx, 0, 1, &cs, 0, d.b), tsc = th_dev_make(ctx, 0, 1, &cs, 0, sc),
+           tsh = th_dev_make(ctx, 0, 1, &cs, 3, sh), ty = th_dev_make(ctx, 0, 4, ys, 5, NULL);
+    teeny_conv2d_params p = params_of(&c);
+    double *y = th_malloc(d.ny * sizeof *y);
+    teeny__conv2d_debug_wino(WINO_FORCE);
+    TH_OK(ctx, teeny_conv2d_forward_fused(ctx, &p, tx.t, tw.t, tb.t, tsc.t, tsh.t, TEENY_ACT_SILU, ty.t));
+    ck_assert_int_eq(teeny__conv2d_debug_wino_count(), 1);
+    ref_conv2d_forward(&c, d.xd, d.wd, NULL, y, NULL);
+    size_t plane = (size_t)ys[2] * (size_t)ys[3];
+    for (size_t i = 0; i < d.ny; i++) {
+        int co = (int)(i / plane % (size_t)c.Cout);
+        double v = y[i] * sc[co] + sh[co] + d.bd[co];
+        y[i] = v / (1.0 + exp(-v));
+    }
+    expect_close(&ty, y, d.ny, "fused y", repro);
+    free(y);
+    free(sc);
+    free(sh);
+    th_dev *ts[] = {&tx, &tw, &tb, &tsc, &tsh, &ty};
+    for (int i = 0; i < 6; i++)
+        th_dev_free(ts[i]);
+    data_free(&d);
+}
+END_TEST
+
+/* The same inputs give the same bits, forward and input gradient. */
+START_TEST(test_conv2d_wino_determinism)
+{
+    teeny_ctx *ctx = th_ctx();
+    wino_case k = {3, 33, 16, 13, 9, 1, 1, 0, 0};
+    ref_conv c = ref_of(&k, 1, 1, 1, 3);
+    wino_data d;
+    data_make(&d, &c, 985);
+    int64_t xs[4] = {c.B, c.Cin, c.H, c.W}, ws[4] = {c.Cout, c.Cin, 3, 3},
+            ys[4] = {c.B, c.Cout, ref_conv_oh(&c), ref_conv_ow(&c)};
+    teeny_tensor *tx = th_tensor_from(ctx, 4, xs, d.x), *tw = th_tensor_from(ctx, 4, ws, d.w),
+                 *tdy = th_tensor_from(ctx, 4, ys, d.dy);
+    teeny_conv2d_params p = params_of(&c);
+    teeny__conv2d_debug_wino(WINO_FORCE);
+    float *out[2][2];
+    for (int run = 0; run < 2; run++) {
+        teeny_tensor *ty = th_tensor(ctx, 4, ys), *tdx = th_tensor(ctx, 4, xs);
+        th_poison(ty);
+        th_poison(tdx);
+        TH_OK(ctx, teeny_conv2d_forward(ctx, &p, tx, tw, NULL, ty));
+        TH_OK(ctx, teeny_conv2d_backward(ctx, &p, tx, tw, tdy, tdx, NULL, NULL));
+        out[run][0] = th_read(ty);
+        out[run][1] = th_read(tdx);
+        teeny_tensor_destroy(ty);
+        teeny_tensor_destroy(tdx);
+    }
+    ck_assert_int_eq(teeny__conv2d_debug_wino_count(), 4);
+    size_t n[2] = {d.ny, d.nx};
+    for (int j = 0; j < 2; j++) {
+        ck_assert_msg(th_first_nonfinite(out[0][j], n[j]) < 0, "output %d not written", j);
+        ck_assert_msg(!memcmp(out[0][j], out[1][j], n[j] * sizeof(float)), "output %d differs between runs", j);
+        free(out[0][j]);
+        free(out[1][j]);
+    }
+    teeny_tensor_destroy(tx);
+    teeny_tensor_destroy(tw);
+    teeny_tensor_destroy(tdy);
+    data_free(&d);
+}
+END_TEST
+
+Suite *suite_conv2d_wino(void)
+{
+    Suite *s = suite_create("conv2d_wino");
+    TCase *fwd = tcase_create("forward");
+    tcase_add_loop_test(fwd, test_conv2d_wino_cases, 0, th_small() ? 4 : N_CASES);
+    tcase_add_test(fwd, test_conv2d_wino_passes);
+    tcase_add_test(fwd, test_conv2d_wino_route);
+    tcase_add_test(fwd, test_conv2d_wino_fused);
+    tcase_add_test(fwd, test_conv2d_wino_determinism);
+    if (!th_small())
+        tcase_add_test(fwd, test_conv2d_wino_nvidia);
+    suite_add_tcase(s, fwd);
+    return s;
+}
