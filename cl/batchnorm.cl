@@ -24,9 +24,10 @@
  * is the backward with dx, bn_backward_channel.
  * Two partial layouts:
  *   spatial (S large): work-group (p, c) walks chunk p of channel c's B*S
- *     elements in units of VEC floats (VEC = 4 when S % 4 == 0, loaded with
- *     vload4), items striding by BN_WG so loads are coalesced; partials at
- *     [c][p].
+ *     elements in units of VEC floats (VEC = 4 when S % 4 == 0: one float4,
+ *     vload4 where the tensor's offset leaves it unaligned), items striding
+ *     by BN_WG so loads are coalesced, four units a trip (bn_walk4);
+ *     partials at [c][p].
  *   rows (S small, incl. [N, C]): work-item (j, p) owns column j = c*S + s
  *     and the p-th run of rows; neighbouring items read neighbouring
  *     columns; partials at [j][p], i.e. [c][s*P + p].
@@ -113,6 +114,83 @@ TEENY_INLINE int bn_walk_e(const bn_walk *w, int C, int S, int c, int vec)
     return (w->b * C + c) * S + w->s * vec;
 }
 
+/* The _spatial kernels take four units of their walk per trip: the
+ * elements of all four first (-1 for a unit at or past u_end), then their
+ * loads, then the arithmetic, so that four loads (eight in the backward)
+ * are in flight per item rather than one, whose wait each trip used to
+ * pay alone (a store between them may alias the next load: the compiler
+ * cannot hoist it). Written out, not an inner loop: a trip stays one of
+ * the loop budget's strided rounds at most (batchnorm.c). bn_walk4: the
+ * elements of units u, u + BN_WG, u + 2*BN_WG, u + 3*BN_WG; the walk moves
+ * past them. */
+TEENY_INLINE int bn_walk4_one(bn_walk *w, int live, int C, int S, int c, int vec)
+{
+    int e = live ? bn_walk_e(w, C, S, c, vec) : -1;
+    bn_walk_next(w);
+    return e;
+}
+
+TEENY_INLINE int4 bn_walk4(bn_walk *w, int u, int u_end, int C, int S, int c, int vec)
+{
+    const int left = u_end - u;
+    int4 e;
+    e.s0 = bn_walk4_one(w, left > 0, C, S, c, vec);
+    e.s1 = bn_walk4_one(w, left > BN_WG, C, S, c, vec);
+    e.s2 = bn_walk4_one(w, left > 2 * BN_WG, C, S, c, vec);
+    e.s3 = bn_walk4_one(w, left > 3 * BN_WG, C, S, c, vec);
+    return e;
+}
+
+/* How one tensor's units are loaded and stored: vec, or BN_AL where vec is
+ * 4 and the tensor's element offset a multiple of 4: every unit then
+ * starts on 16 bytes (S % 4 == 0; buffers and sub-buffers are aligned far
+ * beyond that, as conv2d.cl's float4 paths assume), so one float4 access
+ * where vload4 may compile to four scalar ones. */
+#define BN_AL 16
+TEENY_INLINE int bn_vec_at(int vec, int off)
+{
+    return vec == 4 && (off & 3) == 0 ? BN_AL : vec;
+}
+
+/* The floats of a unit at element e of p (vec 1: in .x; vec as bn_vec_at
+ * gave it), zeros where e < 0. */
+TEENY_INLINE float4 bn_ld(__global const float *p, int e, int vec)
+{
+    if (e < 0)
+        return (float4)(0.0f);
+    if (vec == BN_AL)
+        return *(__global const float4 *)(p + e);
+    return vec == 4 ? vload4(0, p + e) : (float4)(p[e], 0.0f, 0.0f, 0.0f);
+}
+
+/* Store a unit of four floats at element e of p (vec 4 or BN_AL). */
+TEENY_INLINE void bn_st4(__global float *p, int e, int vec, float4 v)
+{
+    if (vec == BN_AL)
+        *(__global float4 *)(p + e) = v;
+    else
+        vstore4(v, 0, p + e);
+}
+
+/* Add the unit v (element e; nothing where e < 0), shifted, to the sums
+ * and the count of a statistics partial. */
+TEENY_INLINE void bn_stats_acc(float *sd, float *sdd, int *cnt, float4 v, int e, int vec, float shift)
+{
+    if (e < 0)
+        return;
+    if (vec != 1) {
+        v -= shift;
+        *sd += (v.x + v.y) + (v.z + v.w);
+        *sdd += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
+        *cnt += 4;
+    } else {
+        float t = v.x - shift;
+        *sd += t;
+        *sdd += t * t;
+        *cnt += 1;
+    }
+}
+
 /* Grid (BN_WG * K, C), work-group (BN_WG, 1): group (p, c) reduces units
  * [p*chunk, min((p+1)*chunk, units)) of channel c, units = B*S/vec. */
 __kernel __attribute__((reqd_work_group_size(BN_WG, 1, 1)))
@@ -124,19 +202,16 @@ void bn_stats_spatial(__global const float *x, int x_off, int C, int S, int vec,
     int u = p * chunk + lid, u_end = min(p * chunk + chunk, units);
     float shift = x[x_off + c * S], sd = 0.0f, sdd = 0.0f;
     int cnt = 0;
-    for (bn_walk wk = bn_walk_at(u, S / vec); u < u_end; u += BN_WG, bn_walk_next(&wk)) {
-        __global const float *px = x + x_off + bn_walk_e(&wk, C, S, c, vec);
-        if (vec == 4) {
-            float4 v = vload4(0, px) - shift;
-            sd += (v.x + v.y) + (v.z + v.w);
-            sdd += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
-            cnt += 4;
-        } else {
-            float v = *px - shift;
-            sd += v;
-            sdd += v * v;
-            cnt += 1;
-        }
+    __global const float *xc = x + x_off;
+    const int vx = bn_vec_at(vec, x_off);
+    for (bn_walk wk = bn_walk_at(u, S / vec); u < u_end; u += 4 * BN_WG) {
+        const int4 e = bn_walk4(&wk, u, u_end, C, S, c, vec);
+        const float4 v0 = bn_ld(xc, e.s0, vx), v1 = bn_ld(xc, e.s1, vx), v2 = bn_ld(xc, e.s2, vx),
+                     v3 = bn_ld(xc, e.s3, vx);
+        bn_stats_acc(&sd, &sdd, &cnt, v0, e.s0, vec, shift); /* in unit order, as one unit a trip was */
+        bn_stats_acc(&sd, &sdd, &cnt, v1, e.s1, vec, shift);
+        bn_stats_acc(&sd, &sdd, &cnt, v2, e.s2, vec, shift);
+        bn_stats_acc(&sd, &sdd, &cnt, v3, e.s3, vec, shift);
     }
     float n = (float)cnt;
     ln[lid] = n;
@@ -253,14 +328,23 @@ BN_ACT_FNS(float16)
                 ashift = act ? bias[bias_off + (c)] : 0.0f
 #define BN_DY(T, g, d) (act ? (g) * bn_dact_##T(act, (d) * ascale + ashift) : (g))
 
+/* y = act((v - m) * scale + shift) into the vec floats at element e of y
+ * (v as bn_ld loaded it; nothing where e < 0). */
+TEENY_INLINE void bn_put(__global float *y, int e, int vec, float4 v, float m, float scale, float shift, int act)
+{
+    if (e < 0)
+        return;
+    if (vec != 1)
+        bn_st4(y, e, vec, bn_act_float4(act, (v - m) * scale + shift));
+    else
+        y[e] = bn_act_float(act, (v.x - m) * scale + shift);
+}
+
 /* y = act((x - m) * scale + shift) over the vec floats at element e. */
 TEENY_INLINE void bn_store(__global const float *x, int x_off, __global float *y, int y_off, int e, int vec, float m,
                            float scale, float shift, int act)
 {
-    if (vec == 4)
-        vstore4(bn_act_float4(act, (vload4(0, x + x_off + e) - m) * scale + shift), 0, y + y_off + e);
-    else
-        y[y_off + e] = bn_act_float(act, (x[x_off + e] - m) * scale + shift);
+    bn_put(y + y_off, e, vec, bn_ld(x + x_off, e, vec), m, scale, shift, act);
 }
 
 /* Grid (inner, outer): spatial layout inner = S/vec, outer = B*C (row o is
@@ -389,6 +473,24 @@ void bn_train_channel(__global const float *x, int x_off, __global float *y, int
     }
 }
 
+/* Add unit (xv, gv) (element e; nothing where e < 0) to the gradient
+ * sums: dy through the activation (BN_DY), sum dy, sum dy * (x - m). */
+TEENY_INLINE void bn_grad_acc(float *sdy, float *sdyx, float4 xv, float4 gv, int e, int vec, float m, int act,
+                              float ascale, float ashift)
+{
+    if (e < 0)
+        return;
+    if (vec != 1) {
+        float4 d = xv - m, g = BN_DY(float4, gv, d);
+        *sdy += (g.x + g.y) + (g.z + g.w);
+        *sdyx += (g.x * d.x + g.y * d.y) + (g.z * d.z + g.w * d.w);
+    } else {
+        float d = xv.x - m, g = BN_DY(float, gv.x, d);
+        *sdy += g;
+        *sdyx += g * d;
+    }
+}
+
 /* Gradient sums, spatial layout (grid as bn_stats_spatial): partial
  * [c][p] = (sum dy, sum dy * (x - mean[c])), dy through the activation
  * (BN_DY). */
@@ -402,17 +504,18 @@ void bn_grad_spatial(__global const float *x, int x_off, __global const float *d
     int u = p * chunk + lid, u_end = min(p * chunk + chunk, units);
     float m = mean[mean_off + c], sdy = 0.0f, sdyx = 0.0f;
     BN_ACT_SETUP(c);
-    for (bn_walk wk = bn_walk_at(u, S / vec); u < u_end; u += BN_WG, bn_walk_next(&wk)) {
-        int e = bn_walk_e(&wk, C, S, c, vec);
-        if (vec == 4) {
-            float4 d = vload4(0, x + x_off + e) - m, g = BN_DY(float4, vload4(0, dy + dy_off + e), d);
-            sdy += (g.x + g.y) + (g.z + g.w);
-            sdyx += (g.x * d.x + g.y * d.y) + (g.z * d.z + g.w * d.w);
-        } else {
-            float d = x[x_off + e] - m, g = BN_DY(float, dy[dy_off + e], d);
-            sdy += g;
-            sdyx += g * d;
-        }
+    __global const float *xc = x + x_off, *gc = dy + dy_off;
+    const int vx = bn_vec_at(vec, x_off), vg = bn_vec_at(vec, dy_off);
+    for (bn_walk wk = bn_walk_at(u, S / vec); u < u_end; u += 4 * BN_WG) { /* four units a trip (bn_walk4) */
+        const int4 e = bn_walk4(&wk, u, u_end, C, S, c, vec);
+        const float4 x0 = bn_ld(xc, e.s0, vx), x1 = bn_ld(xc, e.s1, vx), x2 = bn_ld(xc, e.s2, vx),
+                     x3 = bn_ld(xc, e.s3, vx);
+        const float4 g0 = bn_ld(gc, e.s0, vg), g1 = bn_ld(gc, e.s1, vg), g2 = bn_ld(gc, e.s2, vg),
+                     g3 = bn_ld(gc, e.s3, vg);
+        bn_grad_acc(&sdy, &sdyx, x0, g0, e.s0, vec, m, act, ascale, ashift); /* in unit order */
+        bn_grad_acc(&sdy, &sdyx, x1, g1, e.s1, vec, m, act, ascale, ashift);
+        bn_grad_acc(&sdy, &sdyx, x2, g2, e.s2, vec, m, act, ascale, ashift);
+        bn_grad_acc(&sdy, &sdyx, x3, g3, e.s3, vec, m, act, ascale, ashift);
     }
     sums[lid] = sdy;
     sums[BN_WG + lid] = sdyx;
@@ -471,19 +574,29 @@ __kernel void bn_grad_finalize(__global const float *part, int K, int C, __globa
         bn_grad_sums(part, K, c, bn_rstd(r, r_off, r_is_var, eps, c), 1, dweight, dw_off, dbias, db_off);
 }
 
-/* dx = scale * (dy' - a - d * k) over the vec floats at element e, d = x
- * - m, dy' = dy through the activation (BN_DY, ascale/ashift of
- * BN_ACT_SETUP). */
+/* dx = scale * (dy' - a - d * k) into the vec floats at element e of dx
+ * (nothing where e < 0), d = x - m, dy' = dy through the activation
+ * (BN_DY, ascale/ashift of BN_ACT_SETUP); xv, gv: x and dy as bn_ld
+ * loaded them. */
+TEENY_INLINE void bn_dx_put(__global float *dx, int e, int vec, float4 xv, float4 gv, float m, float scale, float a,
+                            float k, int act, float ascale, float ashift)
+{
+    if (e < 0)
+        return;
+    if (vec != 1) {
+        float4 d = xv - m, g = BN_DY(float4, gv, d);
+        bn_st4(dx, e, vec, scale * (g - a - d * k));
+    } else {
+        float d = xv.x - m;
+        dx[e] = scale * (BN_DY(float, gv.x, d) - a - d * k);
+    }
+}
+
+/* bn_dx_put of the vec floats at element e of x and dy. */
 TEENY_INLINE void bn_dx_store(__global const float *x, __global const float *dy, __global float *dx, int e, int vec,
                               float m, float scale, float a, float k, int act, float ascale, float ashift)
 {
-    if (vec == 4) {
-        float4 d = vload4(0, x + e) - m, g = BN_DY(float4, vload4(0, dy + e), d);
-        vstore4(scale * (g - a - d * k), 0, dx + e);
-    } else {
-        float d = x[e] - m;
-        dx[e] = scale * (BN_DY(float, dy[e], d) - a - d * k);
-    }
+    bn_dx_put(dx, e, vec, bn_ld(x, e, vec), bn_ld(dy, e, vec), m, scale, a, k, act, ascale, ashift);
 }
 
 /* Rows layout, grid as bn_normalize: dweight and dbias from the partials
@@ -522,7 +635,8 @@ __kernel void bn_backward_dx(__global const float *x, int x_off, __global const 
  * merges channel c's partials once (bn_train_stats; group (0, c)'s item 0
  * writes the channel's outputs), then writes units [g*ew_chunk, +ew_chunk)
  * of the channel's `units`, its items BN_WG units apart (loads coalesced
- * along each row), as bn_normalize_train: the same bits. */
+ * along each row), four a trip (bn_walk4), as bn_normalize_train: the same
+ * bits. */
 __kernel __attribute__((reqd_work_group_size(BN_WG, 1, 1)))
 void bn_normalize_train_spatial(__global const float *x, int x_off, __global float *y, int y_off, int C, int S,
                                 int vec, int units, int ew_chunk, __global const float *w, int w_off,
@@ -530,6 +644,15 @@ void bn_normalize_train_spatial(__global const float *x, int x_off, __global flo
 {
     __local float stat[2];
     int lid = get_local_id(0), g = get_group_id(0), c = get_group_id(1);
+    int u = g * ew_chunk + lid, u_end = min(g * ew_chunk + ew_chunk, units);
+    __global const float *xc = x + x_off;
+    __global float *yc = y + y_off;
+    const int vx = bn_vec_at(vec, x_off), vy = bn_vec_at(vec, y_off);
+    bn_walk wk = bn_walk_at(u, S / vec);
+    int4 e = bn_walk4(&wk, u, u_end, C, S, c, vec);
+    /* the first trip's loads: in flight while item 0 merges the partials */
+    float4 v0 = bn_ld(xc, e.s0, vx), v1 = bn_ld(xc, e.s1, vx), v2 = bn_ld(xc, e.s2, vx),
+           v3 = bn_ld(xc, e.s3, vx);
     if (lid == 0) {
         float2 ms = bn_train_stats(BN_STATS_PASS, vec, x[x_off + c * S], c, g == 0);
         stat[0] = ms.x;
@@ -537,9 +660,19 @@ void bn_normalize_train_spatial(__global const float *x, int x_off, __global flo
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     float m = stat[0], scale = w[w_off + c] * stat[1], shift = bias[bias_off + c];
-    int u = g * ew_chunk + lid, u_end = min(g * ew_chunk + ew_chunk, units);
-    for (bn_walk wk = bn_walk_at(u, S / vec); u < u_end; u += BN_WG, bn_walk_next(&wk))
-        bn_store(x, x_off, y, y_off, bn_walk_e(&wk, C, S, c, vec), vec, m, scale, shift, act);
+    for (;;) {
+        bn_put(yc, e.s0, vy, v0, m, scale, shift, act);
+        bn_put(yc, e.s1, vy, v1, m, scale, shift, act);
+        bn_put(yc, e.s2, vy, v2, m, scale, shift, act);
+        bn_put(yc, e.s3, vy, v3, m, scale, shift, act);
+        if ((u += 4 * BN_WG) >= u_end)
+            break;
+        e = bn_walk4(&wk, u, u_end, C, S, c, vec);
+        v0 = bn_ld(xc, e.s0, vx);
+        v1 = bn_ld(xc, e.s1, vx);
+        v2 = bn_ld(xc, e.s2, vx);
+        v3 = bn_ld(xc, e.s3, vx);
+    }
 }
 
 /* Backward, spatial layout, grid as bn_normalize_train_spatial: channel
@@ -557,6 +690,17 @@ void bn_backward_dx_spatial(__global const float *x, int x_off, __global const f
 {
     __local float sums[2];
     int lid = get_local_id(0), g = get_group_id(0), c = get_group_id(1);
+    int u = g * ew_chunk + lid, u_end = min(g * ew_chunk + ew_chunk, units);
+    __global const float *xc = x + x_off, *gc = dy + dy_off;
+    __global float *dxc = dx + dx_off;
+    const int vx = bn_vec_at(vec, x_off), vg = bn_vec_at(vec, dy_off), vd = bn_vec_at(vec, dx_off);
+    bn_walk wk = bn_walk_at(u, S / vec);
+    int4 e = bn_walk4(&wk, u, u_end, C, S, c, vec);
+    /* the first trip's loads: in flight while item 0 merges the partials */
+    float4 x0 = bn_ld(xc, e.s0, vx), x1 = bn_ld(xc, e.s1, vx), x2 = bn_ld(xc, e.s2, vx),
+           x3 = bn_ld(xc, e.s3, vx);
+    float4 g0 = bn_ld(gc, e.s0, vg), g1 = bn_ld(gc, e.s1, vg), g2 = bn_ld(gc, e.s2, vg),
+           g3 = bn_ld(gc, e.s3, vg);
     float rs = bn_rstd(r, r_off, r_is_var, eps, c);
     if (lid == 0) {
         float2 gs = bn_grad_sums(part, K, c, rs, g == 0, dweight, dw_off, dbias, db_off);
@@ -567,10 +711,23 @@ void bn_backward_dx_spatial(__global const float *x, int x_off, __global const f
     float scale = w[w_off + c] * rs, m = mean[mean_off + c];
     float a = frozen ? 0.0f : sums[0] * inv_n, k = frozen ? 0.0f : sums[1] * inv_n * rs;
     BN_ACT_SETUP(c);
-    int u = g * ew_chunk + lid, u_end = min(g * ew_chunk + ew_chunk, units);
-    for (bn_walk wk = bn_walk_at(u, S / vec); u < u_end; u += BN_WG, bn_walk_next(&wk))
-        bn_dx_store(x + x_off, dy + dy_off, dx + dx_off, bn_walk_e(&wk, C, S, c, vec), vec, m, scale, a, k, act,
-                    ascale, ashift);
+    for (;;) {
+        bn_dx_put(dxc, e.s0, vd, x0, g0, m, scale, a, k, act, ascale, ashift);
+        bn_dx_put(dxc, e.s1, vd, x1, g1, m, scale, a, k, act, ascale, ashift);
+        bn_dx_put(dxc, e.s2, vd, x2, g2, m, scale, a, k, act, ascale, ashift);
+        bn_dx_put(dxc, e.s3, vd, x3, g3, m, scale, a, k, act, ascale, ashift);
+        if ((u += 4 * BN_WG) >= u_end)
+            break;
+        e = bn_walk4(&wk, u, u_end, C, S, c, vec);
+        x0 = bn_ld(xc, e.s0, vx);
+        x1 = bn_ld(xc, e.s1, vx);
+        x2 = bn_ld(xc, e.s2, vx);
+        x3 = bn_ld(xc, e.s3, vx);
+        g0 = bn_ld(gc, e.s0, vg);
+        g1 = bn_ld(gc, e.s1, vg);
+        g2 = bn_ld(gc, e.s2, vg);
+        g3 = bn_ld(gc, e.s3, vg);
+    }
 }
 
 /* Backward in one launch, spatial layout, grid (BN_WG, C), where the

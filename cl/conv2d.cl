@@ -1069,15 +1069,21 @@ __kernel void conv_dx_direct(__global const float *restrict dy, int dy_off, __gl
  * values once and adds them into every output row r that reads that row
  * (input row j is tap kh = j - r * SH of row r): 3 loads per input row
  * instead of 3 per tap and output row. Per output the taps arrive in the
- * general path's order (kh, then kw), so both paths give the same bits. */
+ * general path's order (kh, then kw), so both paths give the same bits.
+ * NC (a constant, 1 or 2): output columns per item; with 2 (column
+ * stride and dilation 1, the plan's rule) the item also computes column
+ * ow + 1 into acc[DW_ROWS + r], from the one more input value of each row
+ * (4 loads per input row for 2 outputs instead of 6), the taps again in
+ * (kh, kw) order: the same bits as one column per item. */
 TEENY_INLINE void dw_fwd_rows3(__global const float *xc, __global const float *wc, int wstep, int ih0, int iw0,
-                               int H, int W, int d_w, int nr, const int SH, float *acc)
+                               int H, int W, int d_w, int nr, const int SH, const int NC, float *acc)
 {
     float wv[9];
     TEENY_UNROLL
     for (int t = 0; t < 9; t++)
         wv[t] = wc[t * wstep];
-    const int c0 = (uint)iw0 < (uint)W, c1 = (uint)(iw0 + d_w) < (uint)W, c2 = (uint)(iw0 + 2 * d_w) < (uint)W;
+    const int c0 = (uint)iw0 < (uint)W, c1 = (uint)(iw0 + d_w) < (uint)W, c2 = (uint)(iw0 + 2 * d_w) < (uint)W,
+              c3 = NC == 2 && (uint)(iw0 + 3) < (uint)W;
     const int n_in = (nr - 1) * SH + 3;
     TEENY_UNROLL
     for (int j = 0; j < (DW_ROWS - 1) * SH + 3; j++) {
@@ -1085,7 +1091,8 @@ TEENY_INLINE void dw_fwd_rows3(__global const float *xc, __global const float *w
         if (j >= n_in || (uint)ih >= (uint)H)
             continue;
         __global const float *xr = xc + ih * W + iw0;
-        const float v0 = c0 ? xr[0] : 0.0f, v1 = c1 ? xr[d_w] : 0.0f, v2 = c2 ? xr[2 * d_w] : 0.0f;
+        const float v0 = c0 ? xr[0] : 0.0f, v1 = c1 ? xr[d_w] : 0.0f, v2 = c2 ? xr[2 * d_w] : 0.0f,
+                    v3 = c3 ? xr[3] : 0.0f;
         TEENY_UNROLL
         for (int r = 0; r < DW_ROWS; r++) {
             const int kh = j - r * SH;
@@ -1097,6 +1104,12 @@ TEENY_INLINE void dw_fwd_rows3(__global const float *xc, __global const float *w
                 acc[r] = TEENY_MAD(v1, wv[kh * 3 + 1], acc[r]);
             if (c2)
                 acc[r] = TEENY_MAD(v2, wv[kh * 3 + 2], acc[r]);
+            if (NC == 2 && c1)
+                acc[DW_ROWS + r] = TEENY_MAD(v1, wv[kh * 3], acc[DW_ROWS + r]);
+            if (NC == 2 && c2)
+                acc[DW_ROWS + r] = TEENY_MAD(v2, wv[kh * 3 + 1], acc[DW_ROWS + r]);
+            if (NC == 2 && c3)
+                acc[DW_ROWS + r] = TEENY_MAD(v3, wv[kh * 3 + 2], acc[DW_ROWS + r]);
         }
     }
 }
@@ -1109,7 +1122,11 @@ TEENY_INLINE void dw_fwd_rows3(__global const float *xc, __global const float *w
  * (coalesced loads and stores) and fill whole planes, several planes per
  * group when planes are small (no idle lanes at W = 56, 28, 14, 7). Item
  * i decodes its strip once (three divisions) and accumulates one
- * register per row. 3x3 kernels with row stride 1 or 2 and row dilation
+ * register per row. cols (1 or 2, teeny__conv_dw_plan_fwd): output
+ * columns per item, 2 only on dw_fwd_rows3's unit column stride and
+ * dilation (items then number column pairs; an odd OW's last item stores
+ * one column; two columns go out as one float2 where y's rows and offset
+ * are even). 3x3 kernels with row stride 1 or 2 and row dilation
  * 1 take dw_fwd_rows3 (each input value loaded once); any other kernel
  * loads, per tap (kh, kw), the DW_ROWS inputs under its strip's rows --
  * independent loads in flight, the strip's rows sharing each input row
@@ -1121,26 +1138,32 @@ __kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
 void dwconv_fwd(__global const float *restrict x, int x_off, __global const float *restrict w, int w_off,
                 __global float *restrict y, int y_off, int16 geo, int rows, int row_blocks,
                 __global const float *bias, int bias_off, __global const float *scale, int scale_off,
-                __global const float *shift, int shift_off, int epi, int act, int flip)
+                __global const float *shift, int shift_off, int epi, int act, int flip, int cols)
 {
     DW_GEOMETRY(geo);
-    const int Cout = Cin * mult, KHW = KH * KW, per_plane = row_blocks * OW;
+    const int Cout = Cin * mult, KHW = KH * KW, OWc = (OW + cols - 1) / cols, per_plane = row_blocks * OWc;
     if (get_global_id(0) >= (size_t)B * Cout * per_plane) /* the grid is rounded up past int range at most */
         return;
     const int i = get_global_id(0), plane = i / per_plane;
-    const int in_plane = i - plane * per_plane, rb = in_plane / OW, ow = in_plane - rb * OW;
+    const int in_plane = i - plane * per_plane, rb = in_plane / OWc, ow = (in_plane - rb * OWc) * cols;
     const int b = plane / Cout, co = plane - b * Cout, oh0 = rb * rows, nr = min(rows, OH - oh0);
     __global const float *xc = x + x_off + (b * Cin + co / mult) * H * W;
     __global const float *wc = w + w_off + co * KHW + (flip ? KHW - 1 : 0);
     const int wstep = flip ? -1 : 1, ih0 = oh0 * s_h - p_h, iw0 = ow * s_w - p_w, sW = s_h * W;
-    float acc[DW_ROWS];
+    float acc[2 * DW_ROWS];
     TEENY_UNROLL
     for (int r = 0; r < DW_ROWS; r++)
-        acc[r] = 0.0f;
+        acc[r] = acc[DW_ROWS + r] = 0.0f;
     if (KH == 3 && KW == 3 && d_h == 1 && s_h == 1) {
-        dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 1, acc);
+        if (cols == 2)
+            dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 1, 2, acc);
+        else
+            dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 1, 1, acc);
     } else if (KH == 3 && KW == 3 && d_h == 1 && s_h == 2) {
-        dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 2, acc);
+        if (cols == 2)
+            dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 2, 2, acc);
+        else
+            dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 2, 1, acc);
     } else {
         for (int kh = 0; kh < KH; kh++) {
             const int ihk = ih0 + kh * d_h;
@@ -1158,10 +1181,20 @@ void dwconv_fwd(__global const float *restrict x, int x_off, __global const floa
     }
     const float2 e = conv_epilogue(epi, co, bias, bias_off, scale, scale_off, shift, shift_off);
     __global float *yc = y + y_off + (plane * OH + oh0) * OW + ow;
+    const int pair = cols == 2 && ow + 1 < OW, pair2 = pair && ((y_off | OW) & 1) == 0;
     TEENY_UNROLL
-    for (int r = 0; r < DW_ROWS; r++)
-        if (r < nr)
-            yc[r * OW] = conv_act(act, acc[r] * e.x + e.y);
+    for (int r = 0; r < DW_ROWS; r++) {
+        if (r >= nr)
+            continue;
+        const float o0 = conv_act(act, acc[r] * e.x + e.y);
+        if (pair2) {
+            *(__global float2 *)(yc + r * OW) = (float2)(o0, conv_act(act, acc[DW_ROWS + r] * e.x + e.y));
+        } else {
+            yc[r * OW] = o0;
+            if (pair)
+                yc[r * OW + 1] = conv_act(act, acc[DW_ROWS + r] * e.x + e.y);
+        }
+    }
 }
 
 TEENY_INLINE int floor_div(int a, int b)

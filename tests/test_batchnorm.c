@@ -19,7 +19,7 @@
 typedef struct {
     int nchw;        /* 0: x is [N, C] */
     int B, C, H, W;  /* N = B for [N, C]; H = W = 1 then */
-    int view;        /* x, dy live at an odd offset inside a larger tensor */
+    int view;        /* x, dy live at an offset inside a larger tensor: 3 (odd), or 4 where view is 2 */
 } bn_shape;
 
 static int bn_S(const bn_shape *s) { return s->H * s->W; }
@@ -111,7 +111,7 @@ static dev_x dev_x_make(teeny_ctx *ctx, const bn_shape *sh, const float *data)
         int64_t big = (int64_t)bn_numel(sh) + 8;
         d.base = th_tensor(ctx, 1, &big);
         th_poison(d.base);
-        TH_OK(ctx, teeny_tensor_view(d.base, 3, ndim, shape, &d.t));
+        TH_OK(ctx, teeny_tensor_view(d.base, sh->view == 2 ? 4 : 3, ndim, shape, &d.t));
     } else {
         d.t = th_tensor(ctx, ndim, shape);
     }
@@ -320,6 +320,90 @@ START_TEST(test_batchnorm_backward_sweep)
         teeny__batchnorm_debug_two_launch(0);
     }
     th_cpu_kernels(-1);
+    case_free(&k);
+}
+END_TEST
+
+/* y (training forward) and dx (training backward) of x, dy in k's layout,
+ * written into a tensor at element offset out_off (0: a tensor of its own;
+ * else a view of a NaN-filled larger one); caller frees both. */
+static void outputs_at(const bn_case *k, int out_off, float **y, float **dx)
+{
+    teeny_ctx *ctx = th_ctx();
+    const bn_shape *sh = &k->sh;
+    int64_t shape[4] = {sh->B, sh->C, sh->H, sh->W}, big = (int64_t)k->n + out_off;
+    dev_x tx = dev_x_make(ctx, sh, k->x), tdy = dev_x_make(ctx, sh, k->dy);
+    teeny_tensor *base = th_tensor(ctx, 1, &big), *out = NULL;
+    teeny_tensor *tw = vec(ctx, k->C, k->w), *tb = vec(ctx, k->C, k->b), *trm = vec(ctx, k->C, k->rm),
+                 *trv = vec(ctx, k->C, k->rv), *tm = vec(ctx, k->C, NULL), *tr = vec(ctx, k->C, NULL),
+                 *tdw = vec(ctx, k->C, NULL), *tdb = vec(ctx, k->C, NULL);
+    th_poison(base);
+    TH_OK(ctx, teeny_tensor_view(base, out_off, 4, shape, &out));
+    TH_OK(ctx, teeny_batchnorm_forward_train(ctx, tx.t, tw, tb, trm, trv, 0.1f, 1e-5f, out, tm, tr));
+    *y = th_read(out);
+    th_poison(base);
+    TH_OK(ctx, teeny_batchnorm_backward_train(ctx, tx.t, tdy.t, tw, tm, tr, out, tdw, tdb));
+    *dx = th_read(out);
+    dev_x_free(&tx);
+    dev_x_free(&tdy);
+    teeny_tensor *ts[] = {out, base, tw, tb, trm, trv, tm, tr, tdw, tdb};
+    for (int i = 0; i < 10; i++)
+        teeny_tensor_destroy(ts[i]);
+}
+
+/* The portable spatial kernels' walks, four units a trip (bn_walk4), over
+ * long runs: posing as a device of one compute unit, the plan takes few
+ * partials and consumer work-groups per channel, so items run several
+ * trips, the last one part-filled (units not a multiple of 4 * BN_WG; H*W
+ * not a multiple of 4: units of one float); x and dy at offset 0 or 4
+ * (float4 accesses) or 3 (vload4). Then y and dx at another alignment than
+ * x (offsets 0, 3, 4) hold the same bits, and the same bits twice. */
+START_TEST(test_batchnorm_spatial_trips)
+{
+    static const int hw[] = {4, 5, 7, 8, 17, 28, 31, 32, 33, 56};
+    uint64_t seed = 7000 + (uint64_t)_i;
+    th_rng r = th_rng_make(seed);
+    bn_shape sh = {1, 1, 1, 1, 1, _i % 3};
+    char repro[200];
+    bn_case k;
+    sh.B = th_int(&r, 1, 8);
+    sh.C = th_int(&r, 1, 5);
+    sh.H = hw[th_int(&r, 0, 9)];
+    sh.W = hw[th_int(&r, 0, 9)];
+    if (sh.B * bn_S(&sh) < 16)
+        sh.B = 4;
+    shape_str(&sh, seed, repro, sizeof repro);
+    snprintf(repro + strlen(repro), sizeof repro - strlen(repro), " offset %d, portable, one compute unit",
+             sh.view ? (sh.view == 2 ? 4 : 3) : 0);
+    case_make(&k, &sh, &r);
+    th_compute_units(1);
+    th_cpu_kernels(0);
+    teeny__batchnorm_debug_two_launch(1); /* the partials and the _spatial consumers */
+    check_forward(&k, repro);
+    check_backward(&k, repro);
+    float *y[3], *dx[3];
+    static const int offs[3] = {0, 3, 4};
+    for (int i = 0; i < 3; i++)
+        outputs_at(&k, offs[i], &y[i], &dx[i]);
+    float *y2, *dx2;
+    outputs_at(&k, offs[_i % 3], &y2, &dx2);
+    for (int i = 1; i < 3; i++) {
+        ck_assert_msg(!memcmp(y[i], y[0], k.n * sizeof(float)), "%s: y at offset %d differs from offset 0", repro,
+                      offs[i]);
+        ck_assert_msg(!memcmp(dx[i], dx[0], k.n * sizeof(float)), "%s: dx at offset %d differs from offset 0",
+                      repro, offs[i]);
+    }
+    ck_assert_msg(!memcmp(y2, y[_i % 3], k.n * sizeof(float)) && !memcmp(dx2, dx[_i % 3], k.n * sizeof(float)),
+                  "%s: y or dx differs between two runs", repro);
+    for (int i = 0; i < 3; i++) {
+        free(y[i]);
+        free(dx[i]);
+    }
+    free(y2);
+    free(dx2);
+    teeny__batchnorm_debug_two_launch(0);
+    th_cpu_kernels(-1);
+    th_compute_units(0);
     case_free(&k);
 }
 END_TEST
@@ -743,6 +827,7 @@ Suite *suite_batchnorm(void)
     }
     tcase_add_test(fwd, test_batchnorm_fold);
     tcase_add_test(fwd, test_batchnorm_split_loops);
+    tcase_add_loop_test(fwd, test_batchnorm_spatial_trips, 0, th_small() ? 3 : 24);
     tcase_add_test(bwd, test_batchnorm_finite_differences);
     tcase_add_test(err, test_batchnorm_errors);
     suite_add_tcase(s, fwd);

@@ -605,7 +605,8 @@ END_TEST
  * and dilation, uneven padding) and 3x3 kernels it leaves to the general
  * path (row dilation 2, row stride 3); forward with bias and backward
  * (at stride 1 dx is dwconv_fwd again, taps reversed), in the portable
- * variant, against the float64 reference. */
+ * variant, against the float64 reference; and the 3x3 path's two columns
+ * per item (teeny__conv_dw_plan_fwd) at odd and tiny widths. */
 START_TEST(test_conv2d_depthwise_strips)
 {
     static const conv_case cases[] = {
@@ -621,6 +622,16 @@ START_TEST(test_conv2d_depthwise_strips)
         {{1, 2, 34, 5, 4, 3, 3, 2, 2, 2, 0, 1, 1, 2, 0, 0}, 0, 0, 0},  /* 3x3 path: stride 2, multiplier 2 */
         {{1, 2, 12, 7, 2, 3, 3, 1, 1, 2, 1, 2, 1, 2, 0, 0}, 1, 0, 0},  /* 3x3, dilation (2, 1): general path */
         {{1, 2, 13, 8, 2, 3, 3, 3, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0},  /* 3x3, stride 3: general path */
+        /* two columns per item (column stride and dilation 1): odd OW (the last item's second column
+         * masked), OW 1 and 2, row stride 2, multiplier 2, uneven padding, float2 stores (even OW, no
+         * view) and scalar ones (views: odd offsets) */
+        {{2, 3, 13, 9, 3, 3, 3, 2, 1, 1, 1, 1, 1, 3, 0, 0}, 1, 0, 0},  /* stride (2, 1), OW 9 */
+        {{1, 4, 10, 12, 4, 3, 3, 2, 1, 1, 0, 1, 1, 4, 0, 0}, 0, 1, 0},  /* stride (2, 1), pad (1, 0), OW 10 */
+        {{3, 2, 6, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0},   /* OW 2 */
+        {{2, 2, 5, 1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 1, 0},   /* OW 1 */
+        {{1, 2, 11, 10, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0}, /* multiplier 2 */
+        {{1, 2, 8, 8, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 1}, 0, 0, 0},   /* pad_end_extra (0, 1): OW 9 */
+        {{2, 3, 12, 14, 3, 3, 3, 1, 1, 2, 2, 1, 1, 3, 1, 0}, 1, 0, 0}, /* pad 2, pad_end_extra (1, 0) */
     };
     teeny_ctx *ctx = th_ctx();
     th_cpu_kernels(0);

@@ -93,12 +93,13 @@ static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, int64_t
         wg = 1; /* one item per partial: its runs are as long as the split allows */
     pl->vec = pl->spatial && S % 4 == 0 ? 4 : 1;
     if (pl->spatial) {
-        /* the portable kernels: 8 work-groups per compute unit (of 256 items, what an H200 SM holds at once:
-         * an item's trips wait on their loads one after another, so occupancy is what keeps loads in flight) */
-        if (!pl->cpu)
-            target *= 2;
+        /* the portable kernels: at most 4 work-groups per compute unit, all C*K of them (and C*G) at once in
+         * one wave on a GPU that holds 4 of 256 items (an H200 SM holds 8 of the one-load-a-trip kernels;
+         * with four units' loads in flight per item, bn_walk4, fewer items keep as many bytes in flight
+         * with room for the registers they take). Rounded down, not up: one group per channel more than
+         * fits (C 64: 17 of 16.5) is a second wave of a few groups, which the others wait for. */
         int units = (int)((int64_t)B * S / pl->vec);
-        int64_t k = (target + C - 1) / C;
+        int64_t k = pl->cpu ? (target + C - 1) / C : target / C;
         int64_t k_max = (units + 2 * wg - 1) / (2 * wg);       /* >= 2 units per item */
         int64_t k_min = ((int64_t)units * pl->vec >> 22) + 1;  /* counts stay exact in float */
         if (k_min < min_parts) k_min = min_parts;
@@ -116,7 +117,7 @@ static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, int64_t
         pl->inner = S / pl->vec;
         pl->outer = B * C;
         /* the portable consumers: as many work-groups, >= 2 units per item */
-        int64_t g = (target + C - 1) / C;
+        int64_t g = target / C;
         if (g > k_max) g = k_max;
         if (g < 1) g = 1;
         pl->ew_chunk = (int)((units + g - 1) / g);
@@ -165,15 +166,16 @@ static void plan_make(const teeny_ctx *ctx, int wg, int B, int C, int S, int64_t
  *     F/S + 2 runs of a plane (the BN_RUNS loop), each a float16 loop
  *     (len/16 + 1) and a tail (<= 16), then two 8-lane sums (18):
  *     F/16 + 18 (F/S + 2) + 19 <= blocks * (1 + 288/S) + 55, F = 16 blocks;
- *   bn_stats_spatial / bn_grad_spatial: chunk/BN_WG + 1 strided trips and
+ *   bn_stats_spatial / bn_grad_spatial: chunk/BN_WG + 1 strided trips
+ *     (an upper bound: a trip takes four of those units, bn_walk4) and
  *     a tree of log2(BN_WG) levels of at most 3 trips, + 1;
  *   bn_stats_rows / bn_grad_rows: rows_per + 1;
  *   the consumers' merge (bn_normalize_train, bn_backward_dx, their CPU
  *     twins and _spatial twins, bn_grad_finalize): K + 1 (K partials per
  *     channel);
  *   bn_normalize_train_spatial / bn_backward_dx_spatial: ew_chunk/BN_WG + 1
- *     strided trips more (the plan takes more work-groups per channel
- *     where they would not fit);
+ *     strided trips more (again four units a trip; the plan takes more
+ *     work-groups per channel where they would not fit);
  *   bn_normalize(_train)_cpu / bn_backward_dx_cpu: BN_CPU_RUN/16 + 1 + 16
  *     more;
  *   bn_train_channel: three loops of BN_REG + 1 and two trees, + 1. */

@@ -66,11 +66,12 @@ static teeny_status dw_forward_run(teeny_ctx *ctx, const conv_tuning *tu, const 
     char opt[256];
     teeny__conv_tile_options(tu, 0, opt, sizeof opt);
     cl_int16 geo = dw_geometry(g);
-    int64_t items = (int64_t)g->B * g->Cout * pl.row_blocks * g->OW;
+    int64_t items = (int64_t)g->B * g->Cout * pl.row_blocks * cdiv(g->OW, pl.cols);
     size_t global = (size_t)cdiv(items, tu->dw_wg) * (size_t)tu->dw_wg, local = (size_t)tu->dw_wg;
     karg k[] = {KM(x),       KI(x_off),        KM(w),       KI(w_off),       KM(y),        KI(y_off),
                 KG(geo),     KI(pl.rows),      KI(pl.row_blocks), KM(e->bias), KI(e->bias_off), KM(e->scale),
-                KI(e->scale_off), KM(e->shift), KI(e->shift_off), KI(e->epi), KI(e->act),   KI(flip)};
+                KI(e->scale_off), KM(e->shift), KI(e->shift_off), KI(e->epi), KI(e->act),   KI(flip),
+                KI(pl.cols)};
     *done = 1;
     return run_kernel(ctx, opt, "dwconv_fwd", k, (int)(sizeof k / sizeof k[0]), 1, &global, &local);
 }

@@ -360,12 +360,18 @@ size_t teeny__conv_local_budget(const teeny_ctx *ctx)
 
 /* Forward plan: each column of an output plane in row_blocks strips of
  * `rows` rows, at most DW_ROWS and as even as they go (56 rows: 7 strips
- * of 8; 28: 4 of 7), so that no strip is mostly empty. */
+ * of 8; 28: 4 of 7), so that no strip is mostly empty; two columns per
+ * item where dwconv_fwd's 3x3 path takes them (dw_fwd_rows3: row stride 1
+ * or 2, row dilation 1, column stride and dilation 1), sharing two of
+ * each input row's four loads and the strip's index math. */
 void teeny__conv_dw_plan_fwd(const conv_tuning *tu, const conv_geom *g, dw_plan *pl)
 {
     memset(pl, 0, sizeof *pl);
     pl->row_blocks = (int)cdiv(g->OH, tu->dw_rows);
     pl->rows = (int)cdiv(g->OH, pl->row_blocks);
+    pl->cols = g->KH == 3 && g->KW == 3 && g->dh == 1 && (g->sh == 1 || g->sh == 2) && g->sw == 1 && g->dw == 1
+                   ? 2
+                   : 1;
 }
 
 /* Input-gradient plan over the H x W plane of dx. */
