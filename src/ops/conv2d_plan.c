@@ -8,13 +8,11 @@
  * and paths are described in conv2d.c.
  *
  * The tuning is the device profile's (ctx->tune, src/tune/profiles.def):
- * a short list of GEMM tile shapes (TILE_M x TILE_N x TILE_K, WPT_M x
- * WPT_N per work-item) and the depthwise/reduction work-group size, passed
- * as -D options. Per problem, pick_tile takes the tile of least estimated
- * cost (padded rows and columns, operand staging) among those the device
- * holds that still give every compute unit work. Problem geometry is
- * always a kernel argument, so a device builds one program per tile shape
- * at most.
+ * GEMM tile shapes (TILE_M x TILE_N x TILE_K, WPT_M x WPT_N per item) and
+ * the depthwise/reduction work-group size, as -D options. pick_tile takes
+ * the tile of least estimated cost that still gives every compute unit
+ * work. Geometry is always a kernel argument: a device builds one program
+ * per tile shape at most.
  */
 #include "conv2d_internal.h"
 
@@ -369,9 +367,7 @@ void teeny__conv_dw_plan_fwd(const conv_tuning *tu, const conv_geom *g, dw_plan 
     memset(pl, 0, sizeof *pl);
     pl->row_blocks = (int)cdiv(g->OH, tu->dw_rows);
     pl->rows = (int)cdiv(g->OH, pl->row_blocks);
-    pl->cols = g->KH == 3 && g->KW == 3 && g->dh == 1 && (g->sh == 1 || g->sh == 2) && g->sw == 1 && g->dw == 1
-                   ? 2
-                   : 1;
+    pl->cols = 1 + (g->KH == 3 && g->KW == 3 && g->dh == 1 && (g->sh == 1 || g->sh == 2) && g->sw == 1 && g->dw == 1);
 }
 
 /* Input-gradient plan over the H x W plane of dx. */
