@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/clwrap.h"
+#include "conv_data.h"
 #include "harness.h"
 #include "internal.h"
 #include "ops/conv2d_internal.h"
@@ -136,38 +137,6 @@ static conv_case small_case(int i)
 }
 
 /* ---- host data and device tensors ---- */
-
-typedef struct {
-    float *x, *w, *b, *dy;
-    double *xd, *wd, *bd, *dyd;
-    size_t nx, nw, ny;
-} conv_data;
-
-static void data_make(conv_data *d, const ref_conv *c, th_rng *r)
-{
-    d->nx = ref_conv_x_numel(c);
-    d->nw = ref_conv_w_numel(c);
-    d->ny = ref_conv_y_numel(c);
-    d->x = th_malloc(d->nx * sizeof(float));
-    d->w = th_malloc(d->nw * sizeof(float));
-    d->b = th_malloc((size_t)c->Cout * sizeof(float));
-    d->dy = th_malloc(d->ny * sizeof(float));
-    th_fill_normal(r, d->x, d->nx, th_uniform(r, -0.5, 0.5), 1.0);
-    th_fill_normal(r, d->w, d->nw, 0, 1.0 / sqrt((double)(c->Cin / c->G) * c->KH * c->KW));
-    th_fill_uniform(r, d->b, (size_t)c->Cout, -1, 1);
-    th_fill_normal(r, d->dy, d->ny, 0, 1);
-    d->xd = th_dbl(d->x, d->nx);
-    d->wd = th_dbl(d->w, d->nw);
-    d->bd = th_dbl(d->b, (size_t)c->Cout);
-    d->dyd = th_dbl(d->dy, d->ny);
-}
-
-static void data_free(conv_data *d)
-{
-    void *p[] = {d->x, d->w, d->b, d->dy, d->xd, d->wd, d->bd, d->dyd};
-    for (int i = 0; i < 8; i++)
-        free(p[i]);
-}
 
 /* A device tensor, or a view at an odd offset inside a NaN-filled one. */
 typedef struct {

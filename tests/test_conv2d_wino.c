@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_data.h"
 #include "harness.h"
 #include "internal.h"
 #include "ops/ops.h"
@@ -70,40 +71,6 @@ static void repro_of(const ref_conv *c, uint64_t seed, char *buf, size_t cap)
              c->ph, c->pw, c->peh, c->pew, c->dh, c->G, th_ctx()->tune.profile->name, (unsigned long long)seed);
 }
 
-/* Host data of one problem, float and float64. */
-typedef struct {
-    float *x, *w, *b, *dy;
-    double *xd, *wd, *bd, *dyd;
-    size_t nx, nw, ny;
-} wino_data;
-
-static void data_make(wino_data *d, const ref_conv *c, uint64_t seed)
-{
-    th_rng r = th_rng_make(seed);
-    d->nx = ref_conv_x_numel(c);
-    d->nw = ref_conv_w_numel(c);
-    d->ny = ref_conv_y_numel(c);
-    d->x = th_malloc(d->nx * sizeof(float));
-    d->w = th_malloc(d->nw * sizeof(float));
-    d->b = th_malloc((size_t)c->Cout * sizeof(float));
-    d->dy = th_malloc(d->ny * sizeof(float));
-    th_fill_normal(&r, d->x, d->nx, th_uniform(&r, -0.5, 0.5), 1.0);
-    th_fill_normal(&r, d->w, d->nw, 0, 1.0 / sqrt((double)(c->Cin / c->G) * c->KH * c->KW));
-    th_fill_uniform(&r, d->b, (size_t)c->Cout, -1, 1);
-    th_fill_normal(&r, d->dy, d->ny, 0, 1);
-    d->xd = th_dbl(d->x, d->nx);
-    d->wd = th_dbl(d->w, d->nw);
-    d->bd = th_dbl(d->b, (size_t)c->Cout);
-    d->dyd = th_dbl(d->dy, d->ny);
-}
-
-static void data_free(wino_data *d)
-{
-    void *p[] = {d->x, d->w, d->b, d->dy, d->xd, d->wd, d->bd, d->dyd};
-    for (int i = 0; i < 8; i++)
-        free(p[i]);
-}
-
 /* Every element written, within TOL_WINO of the reference, nothing
  * outside a view touched. */
 static void expect_close(const th_dev *t, const double *ref, size_t n, const char *what, const char *repro)
@@ -123,9 +90,10 @@ static int check_case(const ref_conv *c, uint64_t seed, int view)
 {
     teeny_ctx *ctx = th_ctx();
     char repro[320];
-    wino_data d;
+    conv_data d;
     repro_of(c, seed, repro, sizeof repro);
-    data_make(&d, c, seed);
+    th_rng r = th_rng_make(seed);
+    data_make(&d, c, &r);
     int64_t xs[4] = {c->B, c->Cin, c->H, c->W}, ws[4] = {c->Cout, c->Cin / c->G, c->KH, c->KW},
             ys[4] = {c->B, c->Cout, ref_conv_oh(c), ref_conv_ow(c)}, bs = c->Cout;
     th_dev tx = th_dev_make(ctx, 0, 4, xs, view ? 1 : 0, d.x), tw = th_dev_make(ctx, 0, 4, ws, view ? 3 : 0, d.w),
@@ -247,10 +215,10 @@ START_TEST(test_conv2d_wino_fused)
     wino_case k = {3, 33, 16, 13, 9, 1, 2, 0, 0};
     ref_conv c = ref_of(&k, 1, 1, 1, 3);
     char repro[320];
-    wino_data d;
+    conv_data d;
     repro_of(&c, 980, repro, sizeof repro);
-    data_make(&d, &c, 980);
-    th_rng r = th_rng_make(981);
+    th_rng r0 = th_rng_make(980), r = th_rng_make(981);
+    data_make(&d, &c, &r0);
     float *sc = th_malloc((size_t)c.Cout * sizeof(float)), *sh = th_malloc((size_t)c.Cout * sizeof(float));
     th_fill_uniform(&r, sc, (size_t)c.Cout, 0.5, 2);
     th_fill_uniform(&r, sh, (size_t)c.Cout, -1, 1);
@@ -288,8 +256,9 @@ START_TEST(test_conv2d_wino_determinism)
     teeny_ctx *ctx = th_ctx();
     wino_case k = {3, 33, 16, 13, 9, 1, 1, 0, 0};
     ref_conv c = ref_of(&k, 1, 1, 1, 3);
-    wino_data d;
-    data_make(&d, &c, 985);
+    conv_data d;
+    th_rng r = th_rng_make(985);
+    data_make(&d, &c, &r);
     int64_t xs[4] = {c.B, c.Cin, c.H, c.W}, ws[4] = {c.Cout, c.Cin, 3, 3},
             ys[4] = {c.B, c.Cout, ref_conv_oh(&c), ref_conv_ow(&c)};
     teeny_tensor *tx = th_tensor_from(ctx, 4, xs, d.x), *tw = th_tensor_from(ctx, 4, ws, d.w),
