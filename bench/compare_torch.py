@@ -32,7 +32,12 @@ PyTorch, as its users call it:
                (CUDA graphs; compiled once per TF32 setting during the
                warm-up). teeny-bench's side is forward, backward and one
                AdamW step on fixed data, its launches per step in the case's
-               shape.
+               shape. Each timed step starts on an idle device (both
+               sides). The loop case (train_fashion_b128_loop, "steps" in
+               its shape) runs that many steps back to back, as a training
+               loop does, and reports the time per step on both sides
+               (teeny-bench: the host's clock over the drained queue;
+               PyTorch: CUDA events around the steps).
 Everything else is strict fp32 (matmul TF32 off).
 
 --tf32 compares the two tf32 modes instead: teeny-bench --tf32
@@ -248,7 +253,10 @@ def build_case(case, dev, gen):
 
 def train_step_fns(s, dev, gen):
     """The PyTorch step of examples/fashion_net.py, eager and compiled:
-    {"step (eager)": fn, "step (reduce-overhead)": fn}."""
+    {"step (eager)": fn, "step (reduce-overhead)": fn}; with "steps" in the
+    shape (the loop case), each fn runs that many steps back to back and
+    the keys say "loop" (the caller divides the time by the steps)."""
+    steps = s.get("steps", 1)
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
     from fashion_net import FashionNet
     torch.manual_seed(1)
@@ -260,12 +268,14 @@ def train_step_fns(s, dev, gen):
 
     def step_with(model):
         def step():
-            opt.zero_grad(set_to_none=True)
-            F.cross_entropy(model(x), y).backward()
-            opt.step()
+            for _ in range(steps):
+                opt.zero_grad(set_to_none=True)
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
         return step
 
-    return {"step (eager)": step_with(net), "step (reduce-overhead)": step_with(compiled)}
+    way = "loop" if "steps" in s else "step"
+    return {f"{way} (eager)": step_with(net), f"{way} (reduce-overhead)": step_with(compiled)}
 
 
 def table_family(case):
@@ -366,13 +376,14 @@ def main():
             row = {"case": case, "family": table_family(case), "teeny_ms": case.get("median_ms"),
                    "torch_ms": None, "torch_tf32_ms": None}
             fn = fns.get(case["direction"])
+            per = case["shape"].get("steps", 1) if case["shape"]["op"] == "train_step" else 1
             try:
                 if fn is not None:
                     set_tf32(args.tf32, args.tf32)
-                    row["torch_ms"] = timer(fn)
+                    row["torch_ms"] = timer(fn) / per
                     if not args.cpu and not args.tf32 and case["shape"]["op"] in ("conv2d", "train_step"):
                         set_tf32(True)
-                        row["torch_tf32_ms"] = timer(fn)
+                        row["torch_tf32_ms"] = timer(fn) / per
             except RuntimeError as e:
                 notes[name] = "PyTorch failed: " + str(e).splitlines()[0]
             set_tf32(False)

@@ -572,15 +572,17 @@ START_TEST(test_program_profile_each_launch)
         ck_assert_int_eq(log.summaries, 1);
         ck_assert_int_eq(log.launches, mode == 1 ? 0 : 2);
     }
-    /* in order, each with its kernel and work-items (more for the
-     * 4096-float add) */
+    /* in order, each with its kernel, work-items (more for the 4096-float
+     * add), time and the idle gap before it (none before the first) */
     long long items[2];
     for (int i = 0; i < 2; i++) {
         char name[64];
         int idx = -1;
-        ck_assert_msg(sscanf(strstr(log.lines[i], "launch "), "launch %d %63s %lld items", &idx, name,
-                             &items[i]) == 3, "line: %s", log.lines[i]);
+        double ms = -1, gap = -1;
+        ck_assert_msg(sscanf(strstr(log.lines[i], "launch "), "launch %d %63s %lld items %lf ms gap %lf ms", &idx,
+                             name, &items[i], &ms, &gap) == 5, "line: %s", log.lines[i]);
         ck_assert_int_eq(idx, i);
+        ck_assert_msg(ms >= 0 && gap >= 0 && (i || gap == 0), "line: %s", log.lines[i]);
         ck_assert_msg(!strncmp(name, "ew_add", 6), "kernel %s", name); /* ew_add or its CPU twin */
     }
     ck_assert_msg(items[0] >= 1 && items[1] > items[0], "items %lld, %lld", items[0], items[1]);

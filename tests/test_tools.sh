@@ -228,6 +228,13 @@ bad=$(grep '"type": "case"' "$tmp/bench.out" | awk '
           else if (v != "null" && v + 0 > 100) print key " " v " above 100: " $0
       } }')
 if [ -z "$bad" ]; then ok; else fail "bench: $bad"; fi
+# The training step's two cases (one step from an idle device; steps back
+# to back), each selectable by its own name, listed without running
+run bench-train-list 0 "$build/teeny-bench" --list --filter train
+has_match bench-train-list '^train +train_fashion_b128 +step$'
+has_match bench-train-list '^train +train_fashion_b128_loop +loop$'
+run bench-loop-list 0 "$build/teeny-bench" --list --filter train_fashion_b128_loop
+if grep -q ' step$' "$tmp/bench-loop-list.out"; then fail "bench-loop-list: the step case listed"; else ok; fi
 # ==== end of the teeny-bench block ====
 
 echo "test_tools.sh: $passes checks passed, $failures failed"

@@ -14,8 +14,19 @@
  * bench/compare_torch.py times examples/fashion_net.py's twin in PyTorch.
  * No bytes or flops are counted: the row is a time, not a rate.
  * TEENY_PROFILE=1 logs the profiled step kernel by kernel.
+ *
+ * Each timed step starts on an idle device, so its first launches wait for
+ * the host to enqueue them. A training loop runs steps back to back; the
+ * second case, train_fashion_b128_loop (pass "loop"), times LOOP_STEPS
+ * steps enqueued one after another by the host's monotonic clock, the queue
+ * drained before and after (no profiling events), and reports the time per
+ * step; its shape adds "steps" and "host_ms", the host's enqueue time per
+ * step (when it is below the step's time, the device never waits for the
+ * host once the queue is ahead).
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 
 #include "bench.h"
 #include "../examples/fashion_net.h"
@@ -87,6 +98,53 @@ static teeny_status setup(teeny_ctx *ctx, int64_t batch, fn_net *net, train_args
     return st;
 }
 
+enum { LOOP_STEPS = 20 };
+
+static double wall_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static int cmp_ms(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* LOOP_STEPS steps back to back, o->reps times after o->warmup steps: the
+ * median time per step and, of the same runs, the median host enqueue time
+ * per step. Nonzero on failure. */
+static int time_loop(teeny_ctx *ctx, const bench_opts *o, train_args *a, double *ms, double *host_ms)
+{
+    double *t = malloc((size_t)o->reps * 2 * sizeof *t);
+    teeny_status st = t ? TEENY_OK : TEENY_ERR_NOMEM;
+    for (int i = 0; i < o->warmup && st == TEENY_OK; i++)
+        st = step(ctx, a);
+    for (int r = 0; r < o->reps && st == TEENY_OK; r++) {
+        double t0, t1;
+        if ((st = teeny_ctx_finish(ctx)) != TEENY_OK)
+            break;
+        t0 = wall_ms();
+        for (int i = 0; i < LOOP_STEPS && st == TEENY_OK; i++)
+            st = step(ctx, a);
+        t1 = wall_ms();
+        if (st == TEENY_OK)
+            st = teeny_ctx_finish(ctx);
+        t[r] = (wall_ms() - t0) / LOOP_STEPS;
+        t[o->reps + r] = (t1 - t0) / LOOP_STEPS;
+    }
+    if (st == TEENY_OK) {
+        qsort(t, (size_t)o->reps, sizeof *t, cmp_ms);
+        qsort(t + o->reps, (size_t)o->reps, sizeof *t, cmp_ms);
+        *ms = t[o->reps / 2];
+        *host_ms = t[o->reps + o->reps / 2];
+    }
+    free(t);
+    return st != TEENY_OK;
+}
+
 /* The mean interval of back-to-back launches of a trivial kernel, in us. */
 static teeny_status launch_interval(teeny_ctx *ctx, double *us)
 {
@@ -111,17 +169,21 @@ static teeny_status launch_interval(teeny_ctx *ctx, double *us)
 int bench_train(teeny_ctx *ctx, const bench_opts *o)
 {
     const int64_t batch = 128;
-    char shape[200];
+    char shape[200], loop_shape[200];
     bench_case c = {"train", "train_fashion_b128", "step", shape, 0, 0};
+    bench_case loop = {"train", "train_fashion_b128_loop", "loop", loop_shape, 0, 0};
     fn_net net = {0};
     train_args a = {0};
-    double ms = 0, span, launch_us = 0;
-    int launches = 0, failed = 0;
-    if (!bench_wanted(o, c.name))
+    double ms = 0, span, launch_us = 0, host_ms = 0;
+    int launches = 0, failed = 0, want_step = bench_wanted(o, c.name), want_loop = bench_wanted(o, loop.name);
+    if (!want_step && !want_loop)
         return 0;
     snprintf(shape, sizeof shape, "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld}", (long long)batch);
+    snprintf(loop_shape, sizeof loop_shape,
+             "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld, \"steps\": %d}", (long long)batch,
+             LOOP_STEPS);
     if (o->list_only)
-        return bench_run(ctx, o, &c, step, &a);
+        return (want_step && bench_run(ctx, o, &c, step, &a)) | (want_loop && bench_run(ctx, o, &loop, step, &a));
     teeny_status st = launch_interval(ctx, &launch_us);
     if (st == TEENY_OK)
         st = setup(ctx, batch, &net, &a);
@@ -132,12 +194,15 @@ int bench_train(teeny_ctx *ctx, const bench_opts *o)
         st = st == TEENY_OK ? st2 : st;
     }
     if (st != TEENY_OK) {
+        if (want_step)
+            bench_report_error(o, &c, teeny_last_error(ctx));
+        if (want_loop)
+            bench_report_error(o, &loop, teeny_last_error(ctx));
+        failed = 1;
+    } else if (want_step && bench_time(ctx, o, step, &a, &ms)) {
         bench_report_error(o, &c, teeny_last_error(ctx));
         failed = 1;
-    } else if (bench_time(ctx, o, step, &a, &ms)) {
-        bench_report_error(o, &c, teeny_last_error(ctx));
-        failed = 1;
-    } else {
+    } else if (want_step) {
         snprintf(shape, sizeof shape,
                  "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld, \"launches\": %d, "
                  "\"launch_us\": %.2f}",
@@ -146,6 +211,21 @@ int bench_train(teeny_ctx *ctx, const bench_opts *o)
             printf("train: %d launches per step; back-to-back launches %.2f us apart, so %.3f ms of the step is "
                    "launches alone\n", launches, launch_us, launches * launch_us * 1e-3);
         bench_report(o, &c, ms);
+    }
+    if (st == TEENY_OK && want_loop) {
+        if (time_loop(ctx, o, &a, &ms, &host_ms)) {
+            bench_report_error(o, &loop, teeny_last_error(ctx));
+            failed = 1;
+        } else {
+            snprintf(loop_shape, sizeof loop_shape,
+                     "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld, \"steps\": %d, "
+                     "\"launches\": %d, \"host_ms\": %.4f}",
+                     (long long)batch, LOOP_STEPS, launches, host_ms);
+            if (o->format == BENCH_TEXT)
+                printf("train: %d steps back to back, %.4f ms a step by the host's clock, of which the host "
+                       "enqueued for %.4f ms\n", LOOP_STEPS, ms, host_ms);
+            bench_report(o, &loop, ms);
+        }
     }
     teeny_optimizer_destroy(a.opt);
     teeny_plan_destroy(a.plan);

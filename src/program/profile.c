@@ -113,6 +113,7 @@ static void profile_summary(teeny_ctx *ctx, double span_ms, int each)
     profile_row *rows = teeny__malloc((size_t)(ctx->prog.prof_count ? ctx->prog.prof_count : 1) * sizeof *rows);
     int n = 0;
     double total = 0;
+    cl_ulong prev_end = 0;
     if (!rows) {
         teeny__log(TEENY_LOG_WARN, "profile: no per-kernel summary: out of host memory");
         return;
@@ -133,9 +134,11 @@ static void profile_summary(teeny_ctx *ctx, double span_ms, int each)
         rows[k].ms += (double)(e - s) * 1e-6;
         rows[k].calls++;
         total += (double)(e - s) * 1e-6;
-        if (each)
-            teeny__log(TEENY_LOG_WARN, "profile: launch %4d %-28s %10lld items %10.4f ms", i,
-                       ctx->prog.prof_names[i], (long long)ctx->prog.prof_items[i], (double)(e - s) * 1e-6);
+        if (each) /* gap: idle device time since the previous launch ended */
+            teeny__log(TEENY_LOG_WARN, "profile: launch %4d %-28s %10lld items %10.4f ms gap %8.4f ms", i,
+                       ctx->prog.prof_names[i], (long long)ctx->prog.prof_items[i], (double)(e - s) * 1e-6,
+                       i && s > prev_end ? (double)(s - prev_end) * 1e-6 : 0.0);
+        prev_end = e;
     }
     qsort(rows, (size_t)n, sizeof *rows, profile_row_cmp);
     for (int k = 0; k < n; k++)
