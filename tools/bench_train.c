@@ -6,23 +6,22 @@
  * every parameter, as examples/train_fashion_mnist.c runs them, with the
  * data uploaded once before the timing (the step alone; the example
  * overlaps the next batch's upload and the loss read with the device).
- * The time is device time from the first kernel's start to the last one's
- * end, so it includes the gaps between launches. The JSON shape names the
- * network and batch and gives the launches per step and the device's
- * launch interval (launch_us: the span of 256 back-to-back one-element
- * adds over 256), whose product is the step's floor from launches alone;
- * bench/compare_torch.py times examples/fashion_net.py's twin in PyTorch.
- * No bytes or flops are counted: the row is a time, not a rate.
- * TEENY_PROFILE=1 logs the profiled step kernel by kernel.
  *
- * Each timed step starts on an idle device, so its first launches wait for
- * the host to enqueue them. A training loop runs steps back to back; the
- * second case, train_fashion_b128_loop (pass "loop"), times LOOP_STEPS
- * steps enqueued one after another by the host's monotonic clock, the queue
- * drained before and after (no profiling events), and reports the time per
- * step; its shape adds "steps" and "host_ms", the host's enqueue time per
- * step (when it is below the step's time, the device never waits for the
- * host once the queue is ahead).
+ * Timed by the host's monotonic clock, the queue drained before and after
+ * (the time includes the first launch's submission and the wait's return),
+ * with no profiling events: on the H200 an event per launch raised the
+ * host's cost of a launch from 6 to 13.6 us (2026-12-02), which a step of
+ * 80 launches, many shorter than that, would pay in idle device time that
+ * a user's loop does not. Two cases: train_fashion_b128 (pass "step"), one
+ * step from an idle device, so its first launches wait for the host to
+ * enqueue them; train_fashion_b128_loop (pass "loop"), LOOP_STEPS steps
+ * back to back as a training loop runs them, the time per step. Their
+ * JSON shapes name the network and batch and give the launches per step
+ * (one profiled step counts them; TEENY_PROFILE=1 logs it kernel by
+ * kernel) and host_ms, the host's enqueue time per step; the step's adds
+ * launch_us, the interval of 256 back-to-back one-element adds by the same
+ * clock. bench/compare_torch.py times examples/fashion_net.py's twin in
+ * PyTorch. No bytes or flops are counted: the rows are times, not rates.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,7 +97,9 @@ static teeny_status setup(teeny_ctx *ctx, int64_t batch, fn_net *net, train_args
     return st;
 }
 
-enum { LOOP_STEPS = 20 };
+#define LOOP_STEPS 20
+#define BENCH_STR_(x) #x
+#define BENCH_STR(x) BENCH_STR_(x)
 
 static double wall_ms(void)
 {
@@ -113,10 +114,10 @@ static int cmp_ms(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* LOOP_STEPS steps back to back, o->reps times after o->warmup steps: the
+/* steps steps back to back, o->reps times after o->warmup steps: the
  * median time per step and, of the same runs, the median host enqueue time
  * per step. Nonzero on failure. */
-static int time_loop(teeny_ctx *ctx, const bench_opts *o, train_args *a, double *ms, double *host_ms)
+static int time_steps(teeny_ctx *ctx, const bench_opts *o, train_args *a, int steps, double *ms, double *host_ms)
 {
     double *t = malloc((size_t)o->reps * 2 * sizeof *t);
     teeny_status st = t ? TEENY_OK : TEENY_ERR_NOMEM;
@@ -127,13 +128,13 @@ static int time_loop(teeny_ctx *ctx, const bench_opts *o, train_args *a, double 
         if ((st = teeny_ctx_finish(ctx)) != TEENY_OK)
             break;
         t0 = wall_ms();
-        for (int i = 0; i < LOOP_STEPS && st == TEENY_OK; i++)
+        for (int i = 0; i < steps && st == TEENY_OK; i++)
             st = step(ctx, a);
         t1 = wall_ms();
         if (st == TEENY_OK)
             st = teeny_ctx_finish(ctx);
-        t[r] = (wall_ms() - t0) / LOOP_STEPS;
-        t[o->reps + r] = (t1 - t0) / LOOP_STEPS;
+        t[r] = (wall_ms() - t0) / steps;
+        t[o->reps + r] = (t1 - t0) / steps;
     }
     if (st == TEENY_OK) {
         qsort(t, (size_t)o->reps, sizeof *t, cmp_ms);
@@ -145,24 +146,25 @@ static int time_loop(teeny_ctx *ctx, const bench_opts *o, train_args *a, double 
     return st != TEENY_OK;
 }
 
-/* The mean interval of back-to-back launches of a trivial kernel, in us. */
+/* The mean interval of back-to-back launches of a trivial kernel (eager
+ * one-element adds), in us, by the host's clock. */
 static teeny_status launch_interval(teeny_ctx *ctx, double *us)
 {
     enum { N = 256 };
     int64_t one = 1;
     teeny_tensor *a = NULL;
-    double ms = 0;
-    int launches = 0;
+    double t0 = 0;
     teeny_status st = teeny_tensor_create(ctx, 1, &one, &a);
+    *us = 0;
     if (st == TEENY_OK && (st = teeny_tensor_fill(a, 1.0f)) == TEENY_OK && (st = teeny_add(ctx, a, a, a)) == TEENY_OK &&
-        (st = teeny_ctx_finish(ctx)) == TEENY_OK && (st = teeny_profile_begin(ctx)) == TEENY_OK) {
+        (st = teeny_ctx_finish(ctx)) == TEENY_OK) {
+        t0 = wall_ms();
         for (int i = 0; i < N && st == TEENY_OK; i++)
             st = teeny_add(ctx, a, a, a);
-        teeny_status st2 = teeny_profile_end(ctx, &ms, &launches);
-        st = st == TEENY_OK ? st2 : st;
+        if (st == TEENY_OK && (st = teeny_ctx_finish(ctx)) == TEENY_OK)
+            *us = 1e3 * (wall_ms() - t0) / N;
     }
     teeny_tensor_destroy(a);
-    *us = launches > 0 ? 1e3 * ms / launches : 0;
     return st;
 }
 
@@ -174,7 +176,7 @@ int bench_train(teeny_ctx *ctx, const bench_opts *o)
     bench_case loop = {"train", "train_fashion_b128_loop", "loop", loop_shape, 0, 0};
     fn_net net = {0};
     train_args a = {0};
-    double ms = 0, span, launch_us = 0, host_ms = 0;
+    double ms = 0, span = 0, launch_us = 0, host_ms = 0;
     int launches = 0, failed = 0, want_step = bench_wanted(o, c.name), want_loop = bench_wanted(o, loop.name);
     if (!want_step && !want_loop)
         return 0;
@@ -193,39 +195,30 @@ int bench_train(teeny_ctx *ctx, const bench_opts *o)
         teeny_status st2 = teeny_profile_end(ctx, &span, &launches);
         st = st == TEENY_OK ? st2 : st;
     }
-    if (st != TEENY_OK) {
-        if (want_step)
-            bench_report_error(o, &c, teeny_last_error(ctx));
-        if (want_loop)
-            bench_report_error(o, &loop, teeny_last_error(ctx));
-        failed = 1;
-    } else if (want_step && bench_time(ctx, o, step, &a, &ms)) {
-        bench_report_error(o, &c, teeny_last_error(ctx));
-        failed = 1;
-    } else if (want_step) {
-        snprintf(shape, sizeof shape,
-                 "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld, \"launches\": %d, "
-                 "\"launch_us\": %.2f}",
-                 (long long)batch, launches, launch_us);
-        if (o->format == BENCH_TEXT)
-            printf("train: %d launches per step; back-to-back launches %.2f us apart, so %.3f ms of the step is "
-                   "launches alone\n", launches, launch_us, launches * launch_us * 1e-3);
-        bench_report(o, &c, ms);
-    }
-    if (st == TEENY_OK && want_loop) {
-        if (time_loop(ctx, o, &a, &ms, &host_ms)) {
-            bench_report_error(o, &loop, teeny_last_error(ctx));
+    const struct {
+        bench_case *c;
+        char *shape;
+        int steps, want;
+    } runs[2] = {{&c, shape, 1, want_step}, {&loop, loop_shape, LOOP_STEPS, want_loop}};
+    if (st == TEENY_OK && o->format == BENCH_TEXT)
+        printf("train: %d launches per step; eager back-to-back launches %.2f us apart, so %.3f ms of a step is "
+               "launches alone\n", launches, launch_us, launches * launch_us * 1e-3);
+    for (int i = 0; i < 2; i++) {
+        if (!runs[i].want)
+            continue;
+        if (st != TEENY_OK || time_steps(ctx, o, &a, runs[i].steps, &ms, &host_ms)) {
+            bench_report_error(o, runs[i].c, teeny_last_error(ctx));
             failed = 1;
-        } else {
-            snprintf(loop_shape, sizeof loop_shape,
-                     "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld, \"steps\": %d, "
-                     "\"launches\": %d, \"host_ms\": %.4f}",
-                     (long long)batch, LOOP_STEPS, launches, host_ms);
-            if (o->format == BENCH_TEXT)
-                printf("train: %d steps back to back, %.4f ms a step by the host's clock, of which the host "
-                       "enqueued for %.4f ms\n", LOOP_STEPS, ms, host_ms);
-            bench_report(o, &loop, ms);
+            continue;
         }
+        snprintf(runs[i].shape, sizeof shape,
+                 "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld%s, \"launches\": %d, "
+                 "\"launch_us\": %.2f, \"host_ms\": %.4f}",
+                 (long long)batch, i ? ", \"steps\": " BENCH_STR(LOOP_STEPS) : "", launches, launch_us, host_ms);
+        if (o->format == BENCH_TEXT)
+            printf("train: %d step%s back to back, %.4f ms a step by the host's clock, the host enqueuing for "
+                   "%.4f ms of it\n", runs[i].steps, runs[i].steps == 1 ? "" : "s", ms, host_ms);
+        bench_report(o, runs[i].c, ms);
     }
     teeny_optimizer_destroy(a.opt);
     teeny_plan_destroy(a.plan);
