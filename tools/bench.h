@@ -61,6 +61,8 @@ void bench_report(const bench_opts *o, const bench_case *c, double ms);
 /* Print a row for a case that could not run (why: one line of text). */
 void bench_report_error(const bench_opts *o, const bench_case *c, const char *why);
 int bench_wanted(const bench_opts *o, const char *name);
+/* Sort n times ascending (the median is then t[n / 2]). */
+void bench_sort(double *t, int n);
 /* A tensor of the shape filled with uniform values in [-1, 1); NULL on error. */
 teeny_tensor *bench_tensor(teeny_ctx *ctx, int ndim, const int64_t *shape, unsigned seed);
 

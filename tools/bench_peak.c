@@ -86,12 +86,6 @@ static int fma_source(char *buf, size_t cap)
     return 1;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int cl_fail(const char *what, cl_int err)
 {
     fprintf(stderr, "teeny-bench: peak measurement: %s failed (%d)\n", what, (int)err);
@@ -136,7 +130,7 @@ static double timed_ms(cl_command_queue q, cl_kernel k, size_t global, size_t lo
     for (int i = 0; i < n; i++)
         if ((t[i] = launch_ms(q, k, global, local, src, dst, bytes)) < 0)
             return -1.0;
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    bench_sort(t, n);
     return best ? t[0] : t[n / 2];
 }
 

@@ -97,9 +97,23 @@ static teeny_status setup(teeny_ctx *ctx, int64_t batch, fn_net *net, train_args
     return st;
 }
 
-#define LOOP_STEPS 20
-#define BENCH_STR_(x) #x
-#define BENCH_STR(x) BENCH_STR_(x)
+enum { LOOP_STEPS = 20 };
+
+/* A case's JSON shape: the loop case (steps > 1) adds its steps; once
+ * measured (launches > 0), the launch figures. */
+static void train_shape(char *buf, size_t n, int64_t batch, int steps, int launches, double launch_us,
+                        double host_ms)
+{
+    char more[160] = "";
+    if (launches > 0)
+        snprintf(more, sizeof more, ", \"launches\": %d, \"launch_us\": %.2f, \"host_ms\": %.4f", launches,
+                 launch_us, host_ms);
+    if (steps > 1)
+        snprintf(buf, n, "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld, \"steps\": %d%s}",
+                 (long long)batch, steps, more);
+    else
+        snprintf(buf, n, "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld%s}", (long long)batch, more);
+}
 
 static double wall_ms(void)
 {
@@ -108,13 +122,7 @@ static double wall_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
-static int cmp_ms(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* steps steps back to back, o->reps times after o->warmup steps: the
+/* `steps` steps back to back, o->reps times after o->warmup steps: the
  * median time per step and, of the same runs, the median host enqueue time
  * per step. Nonzero on failure. */
 static int time_steps(teeny_ctx *ctx, const bench_opts *o, train_args *a, int steps, double *ms, double *host_ms)
@@ -137,8 +145,8 @@ static int time_steps(teeny_ctx *ctx, const bench_opts *o, train_args *a, int st
         t[o->reps + r] = (t1 - t0) / steps;
     }
     if (st == TEENY_OK) {
-        qsort(t, (size_t)o->reps, sizeof *t, cmp_ms);
-        qsort(t + o->reps, (size_t)o->reps, sizeof *t, cmp_ms);
+        bench_sort(t, o->reps);
+        bench_sort(t + o->reps, o->reps);
         *ms = t[o->reps / 2];
         *host_ms = t[o->reps + o->reps / 2];
     }
@@ -171,19 +179,17 @@ static teeny_status launch_interval(teeny_ctx *ctx, double *us)
 int bench_train(teeny_ctx *ctx, const bench_opts *o)
 {
     const int64_t batch = 128;
-    char shape[200], loop_shape[200];
+    char shape[300], loop_shape[300];
     bench_case c = {"train", "train_fashion_b128", "step", shape, 0, 0};
     bench_case loop = {"train", "train_fashion_b128_loop", "loop", loop_shape, 0, 0};
     fn_net net = {0};
     train_args a = {0};
-    double ms = 0, span = 0, launch_us = 0, host_ms = 0;
+    double ms = 0, launch_us = 0, host_ms = 0;
     int launches = 0, failed = 0, want_step = bench_wanted(o, c.name), want_loop = bench_wanted(o, loop.name);
     if (!want_step && !want_loop)
         return 0;
-    snprintf(shape, sizeof shape, "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld}", (long long)batch);
-    snprintf(loop_shape, sizeof loop_shape,
-             "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld, \"steps\": %d}", (long long)batch,
-             LOOP_STEPS);
+    train_shape(shape, sizeof shape, batch, 1, 0, 0, 0);
+    train_shape(loop_shape, sizeof loop_shape, batch, LOOP_STEPS, 0, 0, 0);
     if (o->list_only)
         return (want_step && bench_run(ctx, o, &c, step, &a)) | (want_loop && bench_run(ctx, o, &loop, step, &a));
     teeny_status st = launch_interval(ctx, &launch_us);
@@ -192,7 +198,7 @@ int bench_train(teeny_ctx *ctx, const bench_opts *o)
     /* one profiled step for the launch count (after a warm-up step) */
     if (st == TEENY_OK && (st = step(ctx, &a)) == TEENY_OK && (st = teeny_profile_begin(ctx)) == TEENY_OK) {
         st = step(ctx, &a);
-        teeny_status st2 = teeny_profile_end(ctx, &span, &launches);
+        teeny_status st2 = teeny_profile_end(ctx, NULL, &launches);
         st = st == TEENY_OK ? st2 : st;
     }
     const struct {
@@ -211,10 +217,7 @@ int bench_train(teeny_ctx *ctx, const bench_opts *o)
             failed = 1;
             continue;
         }
-        snprintf(runs[i].shape, sizeof shape,
-                 "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld%s, \"launches\": %d, "
-                 "\"launch_us\": %.2f, \"host_ms\": %.4f}",
-                 (long long)batch, i ? ", \"steps\": " BENCH_STR(LOOP_STEPS) : "", launches, launch_us, host_ms);
+        train_shape(runs[i].shape, sizeof shape, batch, runs[i].steps, launches, launch_us, host_ms);
         if (o->format == BENCH_TEXT)
             printf("train: %d step%s back to back, %.4f ms a step by the host's clock, the host enqueuing for "
                    "%.4f ms of it\n", runs[i].steps, runs[i].steps == 1 ? "" : "s", ms, host_ms);

@@ -38,6 +38,11 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+void bench_sort(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+}
+
 int bench_time(teeny_ctx *ctx, const bench_opts *o, bench_fn fn, void *arg, double *ms)
 {
     double *t = malloc((size_t)o->reps * sizeof *t);
@@ -61,7 +66,7 @@ int bench_time(teeny_ctx *ctx, const bench_opts *o, bench_fn fn, void *arg, doub
         free(t);
         return 1;
     }
-    qsort(t, (size_t)o->reps, sizeof *t, cmp_double);
+    bench_sort(t, o->reps);
     *ms = t[o->reps / 2];
     free(t);
     return 0;
