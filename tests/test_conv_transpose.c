@@ -16,6 +16,7 @@
 
 #include "core/clwrap.h"
 #include "harness.h"
+#include "conv_data.h"
 #include "ref/conv_transpose_ref.h"
 
 #define TOL 1e-5
@@ -77,36 +78,11 @@ static convt_case sweep_case(th_rng *r, int i)
     return k;
 }
 
-typedef struct {
-    float *x, *w, *b, *dy;
-    double *xd, *wd, *bd, *dyd;
-    size_t nx, nw, ny;
-} convt_data;
-
-static void data_make(convt_data *d, const ref_convt *c, th_rng *r)
+/* The transposed convolution's w fan-in is Cout / G * KH * KW. */
+static void convt_data_make(conv_data *d, const ref_convt *c, th_rng *r)
 {
-    d->nx = ref_convt_x_numel(c);
-    d->nw = ref_convt_w_numel(c);
-    d->ny = ref_convt_y_numel(c);
-    d->x = th_malloc(d->nx * sizeof(float));
-    d->w = th_malloc(d->nw * sizeof(float));
-    d->b = th_malloc((size_t)c->Cout * sizeof(float));
-    d->dy = th_malloc(d->ny * sizeof(float));
-    th_fill_normal(r, d->x, d->nx, th_uniform(r, -0.5, 0.5), 1.0);
-    th_fill_normal(r, d->w, d->nw, 0, 1.0 / sqrt((double)(c->Cout / c->G) * c->KH * c->KW));
-    th_fill_uniform(r, d->b, (size_t)c->Cout, -1, 1);
-    th_fill_normal(r, d->dy, d->ny, 0, 1);
-    d->xd = th_dbl(d->x, d->nx);
-    d->wd = th_dbl(d->w, d->nw);
-    d->bd = th_dbl(d->b, (size_t)c->Cout);
-    d->dyd = th_dbl(d->dy, d->ny);
-}
-
-static void data_free(convt_data *d)
-{
-    void *p[] = {d->x, d->w, d->b, d->dy, d->xd, d->wd, d->bd, d->dyd};
-    for (int i = 0; i < 8; i++)
-        free(p[i]);
+    data_draw(d, ref_convt_x_numel(c), ref_convt_w_numel(c), ref_convt_y_numel(c), (size_t)c->Cout,
+              (double)(c->Cout / c->G) * c->KH * c->KW, r);
 }
 
 static void shapes_of(const ref_convt *c, int64_t *xs, int64_t *ws, int64_t *ys)
@@ -133,7 +109,7 @@ static void expect_close(const th_dev *d, const double *ref, const double *mag, 
     th_dev_check_guard(d, what, repro);
 }
 
-static void check_forward(const convt_case *k, const convt_data *d, const char *repro)
+static void check_forward(const convt_case *k, const conv_data *d, const char *repro)
 {
     teeny_ctx *ctx = th_ctx();
     const ref_convt *c = &k->c;
@@ -153,7 +129,7 @@ static void check_forward(const convt_case *k, const convt_data *d, const char *
         th_dev_free(ts[i]);
 }
 
-static void check_backward(const convt_case *k, const convt_data *d, const char *repro)
+static void check_backward(const convt_case *k, const conv_data *d, const char *repro)
 {
     teeny_ctx *ctx = th_ctx();
     const ref_convt *c = &k->c;
@@ -192,9 +168,9 @@ static void run_case(const convt_case *k, uint64_t seed)
 {
     th_rng r = th_rng_make(seed);
     char repro[400];
-    convt_data d;
+    conv_data d;
     repro_str(k, seed, repro, sizeof repro);
-    data_make(&d, &k->c, &r);
+    convt_data_make(&d, &k->c, &r);
     check_forward(k, &d, repro);
     check_backward(k, &d, repro);
     data_free(&d);
@@ -238,7 +214,7 @@ END_TEST
  * test_conv2d_split_loops does): more kernels run, the results still match
  * the reference, every output written; a limit below one unit of a GEMM is
  * TEENY_ERR_UNSUPPORTED with the outputs untouched. */
-static long limited_run(const convt_case *k, const convt_data *d, teeny_status want, const char *repro)
+static long limited_run(const convt_case *k, const conv_data *d, teeny_status want, const char *repro)
 {
     teeny_ctx *ctx = th_ctx();
     const ref_convt *c = &k->c;
@@ -285,11 +261,11 @@ START_TEST(test_conv_transpose_loop_limit)
 {
     static const convt_case k = {{2, 24, 6, 6, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0, 1, 1}, 1, 0, 0};
     th_rng r = th_rng_make(73000 + (uint64_t)_i);
-    convt_data d;
+    conv_data d;
     char repro[400];
     repro_str(&k, 73000 + (uint64_t)_i, repro, sizeof repro);
     strcat(repro, _i ? " (CPU variants)" : " (portable kernels)");
-    data_make(&d, &k.c, &r);
+    convt_data_make(&d, &k.c, &r);
     th_cpu_kernels(_i);
     th_compute_units(2);
     th_loop_limit(0);
@@ -313,8 +289,8 @@ START_TEST(test_conv_transpose_determinism)
     const convt_case *k = &large_cases[0];
     const ref_convt *c = &k->c;
     th_rng r = th_rng_make(74000);
-    convt_data d;
-    data_make(&d, c, &r);
+    conv_data d;
+    convt_data_make(&d, c, &r);
     int64_t xs[4], ws[4], ys[4], cs = c->Cout;
     teeny_conv_transpose2d_params p = params_of(c);
     shapes_of(c, xs, ws, ys);
@@ -411,9 +387,9 @@ START_TEST(test_conv_transpose_graph)
     const ref_convt c1 = {2, 4, 5, 4, 6, 3, 3, 2, 1, 1, 1, 1, 2, 2, 1, 0, 1, 0};
     const ref_convt c2 = {2, 6, ref_convt_oh(&c1), ref_convt_ow(&c1), 4, 2, 3, 1, 2, 0, 1, 2, 1, 2, 1, 0, 1, 1};
     th_rng r = th_rng_make(76);
-    convt_data d1, d2;
-    data_make(&d1, &c1, &r);
-    data_make(&d2, &c2, &r);
+    conv_data d1, d2;
+    convt_data_make(&d1, &c1, &r);
+    convt_data_make(&d2, &c2, &r);
     teeny_conv_transpose2d_params p1 = params_of(&c1), p2 = params_of(&c2);
     int64_t xs[4] = {-1, c1.Cin, c1.H, c1.W}, gs[4] = {-1, c2.Cout, ref_convt_oh(&c2), ref_convt_ow(&c2)};
     teeny_graph *g;
