@@ -1065,25 +1065,34 @@ __kernel void conv_dx_direct(__global const float *restrict dy, int dy_off, __gl
 /* dwconv_fwd's path for 3x3 kernels with dilation 1 down the rows and
  * row stride SH (1 or 2: a constant where it is inlined, so the unrolled
  * loops resolve every tap test at compile time). The item walks its
- * strip's input rows once, (nr - 1) * SH + 3 of them, loads each row's 3
+ * strip's input rows once, (nr - 1) * SH + 3 of them, loads each row's
  * values once and adds them into every output row r that reads that row
  * (input row j is tap kh = j - r * SH of row r): 3 loads per input row
  * instead of 3 per tap and output row. Per output the taps arrive in the
  * general path's order (kh, then kw), so both paths give the same bits.
- * NC (a constant, 1 or 2): output columns per item; with 2 (column
- * stride and dilation 1, the plan's rule) the item also computes column
- * ow + 1 into acc[DW_ROWS + r], from the one more input value of each row
- * (4 loads per input row for 2 outputs instead of 6), the taps again in
- * (kh, kw) order: the same bits as one column per item. */
+ * NC (a constant, 1, 2 or 4): output columns per item, column q's sums
+ * in acc[q * DW_ROWS + r]; with 2 or 4 (column stride and dilation 1, the
+ * plan's rule) the NC + 2 input values of a row serve the NC columns'
+ * taps (4 loads for 2 outputs, 6 for 4, instead of 3 per output), the
+ * taps again in (kh, kw) order: the same bits as one column per item.
+ * V4 (a constant): with NC 4, the row's values 1-4 as one float4, the
+ * caller having checked that they lie inside the row and 16-byte aligned
+ * (dwconv_fwd: 3 loads per input row for 4 outputs). */
 TEENY_INLINE void dw_fwd_rows3(__global const float *xc, __global const float *wc, int wstep, int ih0, int iw0,
-                               int H, int W, int d_w, int nr, const int SH, const int NC, float *acc)
+                               int H, int W, int d_w, int nr, const int SH, const int NC, const int V4, float *acc)
 {
     float wv[9];
     TEENY_UNROLL
     for (int t = 0; t < 9; t++)
         wv[t] = wc[t * wstep];
-    const int c0 = (uint)iw0 < (uint)W, c1 = (uint)(iw0 + d_w) < (uint)W, c2 = (uint)(iw0 + 2 * d_w) < (uint)W,
-              c3 = NC == 2 && (uint)(iw0 + 3) < (uint)W;
+    const int dc = NC == 1 ? d_w : 1;
+    int cin = 0; /* bit p: input column iw0 + p * dc inside the row (p < NC + 2; a mask, not an array, which
+                  * a compiler might place in memory) */
+    TEENY_UNROLL
+    for (int p = 0; p < 6; p++)
+        cin |= (p < NC + 2 && (uint)(iw0 + p * dc) < (uint)W) << p;
+    if (NC == 4 && V4)
+        cin |= 0x1e; /* what the caller checked, for the compiler: the taps of columns 1-4 need no test */
     const int n_in = (nr - 1) * SH + 3;
     TEENY_UNROLL
     for (int j = 0; j < (DW_ROWS - 1) * SH + 3; j++) {
@@ -1091,25 +1100,32 @@ TEENY_INLINE void dw_fwd_rows3(__global const float *xc, __global const float *w
         if (j >= n_in || (uint)ih >= (uint)H)
             continue;
         __global const float *xr = xc + ih * W + iw0;
-        const float v0 = c0 ? xr[0] : 0.0f, v1 = c1 ? xr[d_w] : 0.0f, v2 = c2 ? xr[2 * d_w] : 0.0f,
-                    v3 = c3 ? xr[3] : 0.0f;
+        float v[6];
+        if (NC == 4 && V4) {
+            const float4 q = *(__global const float4 *)(xr + 1);
+            v[0] = cin & 1 ? xr[0] : 0.0f;
+            v[1] = q.x;
+            v[2] = q.y;
+            v[3] = q.z;
+            v[4] = q.w;
+            v[5] = cin & 32 ? xr[5] : 0.0f;
+        } else {
+            TEENY_UNROLL
+            for (int p = 0; p < 6; p++)
+                v[p] = cin >> p & 1 ? xr[p * dc] : 0.0f;
+        }
         TEENY_UNROLL
         for (int r = 0; r < DW_ROWS; r++) {
             const int kh = j - r * SH;
             if (kh < 0 || kh > 2 || r >= nr)
                 continue;
-            if (c0)
-                acc[r] = TEENY_MAD(v0, wv[kh * 3], acc[r]);
-            if (c1)
-                acc[r] = TEENY_MAD(v1, wv[kh * 3 + 1], acc[r]);
-            if (c2)
-                acc[r] = TEENY_MAD(v2, wv[kh * 3 + 2], acc[r]);
-            if (NC == 2 && c1)
-                acc[DW_ROWS + r] = TEENY_MAD(v1, wv[kh * 3], acc[DW_ROWS + r]);
-            if (NC == 2 && c2)
-                acc[DW_ROWS + r] = TEENY_MAD(v2, wv[kh * 3 + 1], acc[DW_ROWS + r]);
-            if (NC == 2 && c3)
-                acc[DW_ROWS + r] = TEENY_MAD(v3, wv[kh * 3 + 2], acc[DW_ROWS + r]);
+            TEENY_UNROLL
+            for (int q = 0; q < 4; q++) {
+                TEENY_UNROLL
+                for (int kw = 0; kw < 3; kw++)
+                    if (q < NC && cin >> (q + kw) & 1)
+                        acc[q * DW_ROWS + r] = TEENY_MAD(v[q + kw], wv[kh * 3 + kw], acc[q * DW_ROWS + r]);
+            }
         }
     }
 }
@@ -1122,11 +1138,14 @@ TEENY_INLINE void dw_fwd_rows3(__global const float *xc, __global const float *w
  * (coalesced loads and stores) and fill whole planes, several planes per
  * group when planes are small (no idle lanes at W = 56, 28, 14, 7). Item
  * i decodes its strip once (three divisions) and accumulates one
- * register per row. cols (1 or 2, teeny__conv_dw_plan_fwd): output
- * columns per item, 2 only on dw_fwd_rows3's unit column stride and
- * dilation (items then number column pairs; an odd OW's last item stores
- * one column; two columns go out as one float2 where y's rows and offset
- * are even). 3x3 kernels with row stride 1 or 2 and row dilation
+ * register per row and column. cols (1, 2 or 4,
+ * teeny__conv_dw_plan_fwd): output columns per item, 2 or 4 only on
+ * dw_fwd_rows3's unit column stride and dilation, 4 only at row stride 1
+ * (items then number runs of cols columns; where OW is no multiple of
+ * cols the last item stores the 1 to cols - 1 columns left; a run goes
+ * out as one float2 or float4 where y's rows and offset are multiples of
+ * cols; with 4, each input row's middle four values come as one float4
+ * where x's rows and offset allow it, v4). 3x3 kernels with row stride 1 or 2 and row dilation
  * 1 take dw_fwd_rows3 (each input value loaded once); any other kernel
  * loads, per tap (kh, kw), the DW_ROWS inputs under its strip's rows --
  * independent loads in flight, the strip's rows sharing each input row
@@ -1150,20 +1169,28 @@ void dwconv_fwd(__global const float *restrict x, int x_off, __global const floa
     __global const float *xc = x + x_off + (b * Cin + co / mult) * H * W;
     __global const float *wc = w + w_off + co * KHW + (flip ? KHW - 1 : 0);
     const int wstep = flip ? -1 : 1, ih0 = oh0 * s_h - p_h, iw0 = ow * s_w - p_w, sW = s_h * W;
-    float acc[2 * DW_ROWS];
+    float acc[4 * DW_ROWS];
     TEENY_UNROLL
-    for (int r = 0; r < DW_ROWS; r++)
-        acc[r] = acc[DW_ROWS + r] = 0.0f;
+    for (int r = 0; r < 4 * DW_ROWS; r++)
+        acc[r] = 0.0f;
+    /* cols 4: values 1-4 of each input row as one float4 where the rows start 16-byte aligned and they lie
+     * inside the row */
+    const int v4 = cols == 4 && ((x_off + iw0 + 1) & 3) == 0 && (W & 3) == 0 && (uint)(iw0 + 1) < (uint)W &&
+                   (uint)(iw0 + 4) < (uint)W;
     if (KH == 3 && KW == 3 && d_h == 1 && s_h == 1) {
-        if (cols == 2)
-            dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 1, 2, acc);
+        if (v4)
+            dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 1, 4, 1, acc);
+        else if (cols == 4)
+            dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 1, 4, 0, acc);
+        else if (cols == 2)
+            dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 1, 2, 0, acc);
         else
-            dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 1, 1, acc);
+            dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 1, 1, 0, acc);
     } else if (KH == 3 && KW == 3 && d_h == 1 && s_h == 2) {
         if (cols == 2)
-            dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 2, 2, acc);
+            dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 2, 2, 0, acc);
         else
-            dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 2, 1, acc);
+            dw_fwd_rows3(xc, wc, wstep, ih0, iw0, H, W, d_w, nr, 2, 1, 0, acc);
     } else {
         for (int kh = 0; kh < KH; kh++) {
             const int ihk = ih0 + kh * d_h;
@@ -1181,18 +1208,26 @@ void dwconv_fwd(__global const float *restrict x, int x_off, __global const floa
     }
     const float2 e = conv_epilogue(epi, co, bias, bias_off, scale, scale_off, shift, shift_off);
     __global float *yc = y + y_off + (plane * OH + oh0) * OW + ow;
-    const int pair = cols == 2 && ow + 1 < OW, pair2 = pair && ((y_off | OW) & 1) == 0;
+    /* nc columns to store: a float4 (cols 4) or float2 (cols 2) where y's rows and offset allow it */
+    const int nc = min(cols, OW - ow), vec = nc == cols && cols > 1 && ((y_off | OW) & (cols - 1)) == 0;
     TEENY_UNROLL
     for (int r = 0; r < DW_ROWS; r++) {
         if (r >= nr)
             continue;
-        const float o0 = conv_act(act, acc[r] * e.x + e.y);
-        if (pair2) {
-            *(__global float2 *)(yc + r * OW) = (float2)(o0, conv_act(act, acc[DW_ROWS + r] * e.x + e.y));
+        float o[4];
+        TEENY_UNROLL
+        for (int q = 0; q < 4; q++)
+            o[q] = q < nc ? conv_act(act, acc[q * DW_ROWS + r] * e.x + e.y) : 0.0f;
+        __global float *yr = yc + r * OW;
+        if (vec && cols == 4) {
+            *(__global float4 *)yr = (float4)(o[0], o[1], o[2], o[3]);
+        } else if (vec) {
+            *(__global float2 *)yr = (float2)(o[0], o[1]);
         } else {
-            yc[r * OW] = o0;
-            if (pair)
-                yc[r * OW + 1] = conv_act(act, acc[DW_ROWS + r] * e.x + e.y);
+            TEENY_UNROLL
+            for (int q = 0; q < 4; q++)
+                if (q < nc)
+                    yr[q] = o[q];
         }
     }
 }

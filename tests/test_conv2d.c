@@ -574,8 +574,8 @@ END_TEST
  * and dilation, uneven padding) and 3x3 kernels it leaves to the general
  * path (row dilation 2, row stride 3); forward with bias and backward
  * (at stride 1 dx is dwconv_fwd again, taps reversed), in the portable
- * variant, against the float64 reference; and the 3x3 path's two columns
- * per item (teeny__conv_dw_plan_fwd) at odd and tiny widths. */
+ * variant, against the float64 reference; and the 3x3 path's two and four
+ * columns per item (teeny__conv_dw_plan_fwd) at odd and tiny widths. */
 START_TEST(test_conv2d_depthwise_strips)
 {
     static const conv_case cases[] = {
@@ -601,6 +601,19 @@ START_TEST(test_conv2d_depthwise_strips)
         {{1, 2, 11, 10, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0}, /* multiplier 2 */
         {{1, 2, 8, 8, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 1}, 0, 0, 0},   /* pad_end_extra (0, 1): OW 9 */
         {{2, 3, 12, 14, 3, 3, 3, 1, 1, 2, 2, 1, 1, 3, 1, 0}, 1, 0, 0}, /* pad 2, pad_end_extra (1, 0) */
+        /* four columns per item (row stride 1, OW >= 7): the middle four inputs of a row as a float4 where x's
+         * rows and offset allow it (W % 4 == 0; views: x at offset 1, so pad 2 there, or dy at 5 and pad 0 for
+         * the input gradient), float4 stores (OW % 4 == 0, no view), OW 7 and odd widths (the last item's 1-3
+         * columns), W no multiple of 4, items half inside the row (pad 5), OW = W + 1 (a last item past x) */
+        {{1, 3, 9, 28, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}, 1, 0, 0},  /* OW 28: float4 in and out */
+        {{2, 2, 8, 28, 2, 3, 3, 1, 1, 1, 2, 1, 1, 2, 0, 0}, 1, 1, 0},  /* views, pad (1, 2): float4 loads from x */
+        {{1, 2, 6, 14, 2, 3, 3, 1, 1, 1, 0, 1, 1, 2, 0, 0}, 0, 1, 0},  /* views, pad (1, 0): dx's from dy */
+        {{2, 2, 7, 7, 2, 3, 3, 1, 1, 0, 1, 1, 1, 2, 0, 0}, 1, 0, 0},   /* OW 7 */
+        {{1, 3, 10, 13, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}, 1, 0, 0}, /* OW 13 */
+        {{1, 2, 6, 19, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 0, 1, 0},  /* OW 19, views */
+        {{1, 2, 9, 16, 2, 3, 3, 1, 1, 1, 5, 1, 1, 2, 0, 0}, 1, 0, 0},  /* pad (1, 5): OW 24 */
+        {{1, 2, 8, 16, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 1}, 1, 0, 0},  /* pad_end_extra (0, 1): OW 17 */
+        {{1, 2, 5, 10, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0},  /* multiplier 2 */
     };
     teeny_ctx *ctx = th_ctx();
     th_cpu_kernels(0);
@@ -610,6 +623,83 @@ START_TEST(test_conv2d_depthwise_strips)
         int fwd = profiled(ctx, "dwconv_fwd");
         TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
         ck_assert_msg(fwd, "case %d: dwconv_fwd did not run", i);
+    }
+    th_cpu_kernels(-1);
+}
+END_TEST
+
+/* One forward and one input gradient through the depthwise kernels, x (and dx) a view at x_off, y (and dy) at
+ * y_off; their outputs for the caller to free. */
+static void dw_cols_run(const ref_conv *c, const conv_data *d, int x_off, int y_off, float **y, float **dx)
+{
+    teeny_ctx *ctx = th_ctx();
+    int64_t xs[4], ws[4], ys[4];
+    teeny_conv2d_params p = params_of(c);
+    shapes_of(c, xs, ws, ys);
+    dtensor tx = dt_make(ctx, 4, xs, d->x, 1, x_off), tw = dt_make(ctx, 4, ws, d->w, 0, 0),
+            ty = dt_make(ctx, 4, ys, NULL, 1, y_off), tdy = dt_make(ctx, 4, ys, d->dy, 1, y_off),
+            tdx = dt_make(ctx, 4, xs, NULL, 1, x_off);
+    TH_OK(ctx, teeny_profile_begin(ctx));
+    TH_OK(ctx, teeny_conv2d_forward(ctx, &p, tx.t, tw.t, NULL, ty.t));
+    TH_OK(ctx, teeny_conv2d_backward(ctx, &p, tx.t, tw.t, tdy.t, tdx.t, NULL, NULL));
+    int fwd = profiled(ctx, "dwconv_fwd"), dxk = profiled(ctx, "dwconv_dx");
+    TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+    ck_assert_msg(fwd && !dxk, "forward and dx not both by dwconv_fwd (%d, %d)", fwd, dxk);
+    double *ref = th_malloc(d->ny * sizeof *ref), *rdx = th_malloc(d->nx * sizeof *rdx);
+    ref_conv2d_forward(c, d->xd, d->wd, NULL, ref, NULL);
+    ref_conv2d_backward(c, d->xd, d->wd, d->dyd, rdx, NULL, NULL, NULL, NULL, NULL);
+    expect_close(&ty, ref, NULL, d->ny, "y", "dw_cols_run");
+    expect_close(&tdx, rdx, NULL, d->nx, "dx", "dw_cols_run");
+    *y = th_read(ty.t);
+    *dx = th_read(tdx.t);
+    free(ref);
+    free(rdx);
+    dtensor *ts[] = {&tx, &tw, &ty, &tdy, &tdx};
+    for (int i = 0; i < 5; i++)
+        dt_free(ts[i]);
+}
+
+/* dwconv_fwd's four columns per item (dw_fwd_rows3's NC 4, with and
+ * without the float4 loads; float4, float2 and scalar stores) against one
+ * column per item (teeny__conv2d_debug flag 8): the same bits, forward and
+ * the stride-1 input gradient (dwconv_fwd over dy, taps reversed), on
+ * planes 56, 28, 14 and 7 wide, odd widths, W no multiple of 4, x or y
+ * at offsets that are no multiple of 4, pads 0, 1, 2 and 5. */
+START_TEST(test_conv2d_depthwise_cols)
+{
+    static const struct {
+        ref_conv c;
+        int x_off, y_off;
+    } cases[] = {
+        {{1, 4, 20, 56, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0, 0}, 0, 0},  /* float4 loads and stores */
+        {{2, 3, 28, 28, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}, 4, 2},  /* y (dy) at 2: scalar stores (loads) */
+        {{2, 3, 14, 14, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}, 0, 0},
+        {{3, 2, 7, 7, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 0, 0},
+        {{1, 3, 9, 23, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}, 1, 3},  /* OW 23 */
+        {{1, 2, 8, 24, 2, 3, 3, 1, 1, 0, 2, 1, 1, 2, 0, 0}, 1, 4},  /* pad 2 at x offset 1: float4 loads */
+        {{1, 2, 8, 26, 2, 3, 3, 1, 1, 1, 0, 1, 1, 2, 0, 0}, 3, 1},  /* pad 0: dx's float4 loads from dy at 1 */
+        {{1, 2, 9, 16, 2, 3, 3, 1, 1, 2, 5, 1, 1, 2, 0, 0}, 0, 0},  /* pad 5: items half outside x */
+        {{1, 2, 8, 12, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 1, 1}, 0, 0},  /* pad_end_extra 1: OW 13 */
+    };
+    th_cpu_kernels(0);
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        const ref_conv *c = &cases[i].c;
+        th_rng r = th_rng_make(1300 + (uint64_t)i);
+        conv_data d;
+        data_make(&d, c, &r);
+        float *y[2], *dx[2];
+        for (int one = 0; one < 2; one++) {
+            teeny__conv2d_debug(-1, one ? 8 : 0);
+            dw_cols_run(c, &d, cases[i].x_off, cases[i].y_off, &y[one], &dx[one]);
+        }
+        teeny__conv2d_debug(-1, 0);
+        ck_assert_msg(!memcmp(y[0], y[1], d.ny * sizeof(float)), "case %d: y differs between 4 and 1 columns", i);
+        ck_assert_msg(!memcmp(dx[0], dx[1], d.nx * sizeof(float)), "case %d: dx differs between 4 and 1 columns", i);
+        for (int one = 0; one < 2; one++) {
+            free(y[one]);
+            free(dx[one]);
+        }
+        data_free(&d);
     }
     th_cpu_kernels(-1);
 }
@@ -1442,6 +1532,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(bwd, test_conv2d_backward_workspace);
     tcase_add_test(bwd, test_conv2d_depthwise_dx_route);
     tcase_add_test(fwd, test_conv2d_depthwise_strips);
+    tcase_add_test(bwd, test_conv2d_depthwise_cols);
     tcase_add_test(bwd, test_conv2d_depthwise_dw_strips);
     tcase_add_test(bwd, test_conv2d_tf32);
     tcase_add_test(bwd, test_conv2d_split_loops);

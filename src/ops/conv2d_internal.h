@@ -113,7 +113,7 @@ typedef struct {
 typedef struct {
     int TH, TW, tiles_h, tiles_w, PH, PW; /* input gradient (dwconv_dx): tiles and the staged patch */
     int rows, row_blocks;                 /* forward (dwconv_fwd): rows per strip, strips per column */
-    int cols;                             /* forward: output columns per item (1 or 2) */
+    int cols;                             /* forward: output columns per item (1, 2 or 4) */
     size_t local_bytes;
 } dw_plan;
 

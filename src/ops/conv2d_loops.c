@@ -66,11 +66,12 @@ teeny_status teeny__conv_dw_cpu_rows(teeny_ctx *ctx, const conv_geom *g, int dx,
     return st;
 }
 
-/* dwconv_fwd: the clear and the store (DW_ROWS + 1 each) and the taps
- * (KH + 1, KW + 1 per kh), each with its loop over DW_ROWS rows (+ 1);
- * its 3x3 path (dw_fwd_rows3) instead loads the 9 taps (+ 1) and walks
- * (DW_ROWS - 1) * s_h + 3 input rows (+ 1), each with its loop over
- * DW_ROWS rows (+ 1).
+/* dwconv_fwd: the clear (4 * DW_ROWS + 1), the store (DW_ROWS + 1) and
+ * the taps (KH + 1, KW + 1 per kh), each with its loop over DW_ROWS rows
+ * (+ 1); its 3x3 path (dw_fwd_rows3) instead loads the 9 taps (+ 1) and
+ * walks (DW_ROWS - 1) * s_h + 3 input rows (+ 1), each with its loop over
+ * DW_ROWS rows (+ 1). Their loops over 3 taps and at most 6 columns
+ * (literal bounds) count as unrolled, as llvmpipe's LLVM leaves them.
  * dwconv_dx: the staging loop, DW_ROWS rows (+ 1), and per row the mult
  * channels (+ 1) of taps. */
 static int64_t dw_item_trips(const conv_tuning *tu, const conv_geom *g, const dw_plan *pl, int dx)
@@ -81,12 +82,12 @@ static int64_t dw_item_trips(const conv_tuning *tu, const conv_geom *g, const dw
         int64_t stage = cdiv((int64_t)g->Cog * pl->PH * pl->PW + g->Cog * KHW, wg) + 1;
         return stage + (tu->dw_rows + 1) + (int64_t)tu->dw_rows * ((g->Cog + 1) + (int64_t)g->Cog * taps);
     }
-    int64_t rows = tu->dw_rows + 1;
+    int64_t rows = tu->dw_rows + 1, ends = 4 * (int64_t)tu->dw_rows + 1 + rows;
     if (g->KH == 3 && g->KW == 3 && g->dh == 1 && (g->sh == 1 || g->sh == 2)) {
         int64_t in_rows = (int64_t)(tu->dw_rows - 1) * g->sh + 3;
-        return 2 * rows + 10 + (in_rows + 1) + in_rows * rows;
+        return ends + 10 + (in_rows + 1) + in_rows * rows;
     }
-    return 2 * rows + (g->KH + 1) + (int64_t)g->KH * ((g->KW + 1) + (int64_t)g->KW * rows);
+    return ends + (g->KH + 1) + (int64_t)g->KH * ((g->KW + 1) + (int64_t)g->KW * rows);
 }
 
 teeny_status teeny__conv_dw_loops_fit(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const dw_plan *pl,

@@ -16,8 +16,8 @@
  */
 #include "conv2d_internal.h"
 
-/* Test hooks (see hooks.h): a tile, flags (1: no depthwise path, 2: one
- * launch per stride phase of dx, 4: no conv_dx_direct). */
+/* Test hooks (see hooks.h): a tile, flags (1: no depthwise path, 2: one launch per stride phase of dx, 4: no
+ * conv_dx_direct, 8: dwconv_fwd one column per item). */
 static int force_tile = -1, force_flags = 0;
 
 void teeny__conv2d_debug(int tile, int flags)
@@ -356,18 +356,18 @@ size_t teeny__conv_local_budget(const teeny_ctx *ctx)
     return ctx->info.local_mem_bytes > 1024 ? (size_t)ctx->info.local_mem_bytes - 1024 : 0;
 }
 
-/* Forward plan: each column of an output plane in row_blocks strips of
- * `rows` rows, at most DW_ROWS and as even as they go (56 rows: 7 strips
- * of 8; 28: 4 of 7), so that no strip is mostly empty; two columns per
- * item where dwconv_fwd's 3x3 path takes them (dw_fwd_rows3: row stride 1
- * or 2, row dilation 1, column stride and dilation 1), sharing two of
- * each input row's four loads and the strip's index math. */
+/* Forward plan: each column of an output plane in row_blocks strips of `rows` rows, at most DW_ROWS and as
+ * even as they go (56 rows: 7 strips of 8; 28: 4 of 7), so that no strip is mostly empty; on dwconv_fwd's 3x3
+ * path (dw_fwd_rows3: row stride 1 or 2, row dilation 1, column stride and dilation 1) 4 columns per item at
+ * row stride 1 and OW >= 7 (per input row 6 loads for 4 outputs, 3 with the middle four as a float4), else 2
+ * (4 for 2), sharing the strip's index math; hook flag 8: one column (the same bits). */
 void teeny__conv_dw_plan_fwd(const conv_tuning *tu, const conv_geom *g, dw_plan *pl)
 {
     memset(pl, 0, sizeof *pl);
     pl->row_blocks = (int)cdiv(g->OH, tu->dw_rows);
     pl->rows = (int)cdiv(g->OH, pl->row_blocks);
-    pl->cols = 1 + (g->KH == 3 && g->KW == 3 && g->dh == 1 && (g->sh == 1 || g->sh == 2) && g->sw == 1 && g->dw == 1);
+    int rows3 = g->KH == 3 && g->KW == 3 && g->dh == 1 && (g->sh == 1 || g->sh == 2) && g->sw == 1 && g->dw == 1;
+    pl->cols = !rows3 || (force_flags & 8) ? 1 : g->sh == 1 && g->OW >= 7 ? 4 : 2;
 }
 
 /* Input-gradient plan over the H x W plane of dx. */
