@@ -17,13 +17,24 @@
 #include "conv2d_internal.h"
 
 /* Test hooks (see hooks.h): a tile, flags (1: no depthwise path, 2: one
- * launch per stride phase of dx, 4: no conv_dx_direct). */
-static int force_tile = -1, force_flags = 0;
+ * launch per stride phase of dx, 4: no conv_dx_direct); the tf32 tiles
+ * emulated in OpenCL C. */
+static int force_tile = -1, force_flags = 0, tf32_emulate = 0;
 
 void teeny__conv2d_debug(int tile, int flags)
 {
     force_tile = tile;
     force_flags = flags;
+}
+
+void teeny__conv2d_debug_tf32_emulate(int on)
+{
+    tf32_emulate = on;
+}
+
+int teeny__conv_tf32_emulated(void)
+{
+    return tf32_emulate;
 }
 
 int teeny__conv_phases_merged(const conv_tuning *tu)
@@ -37,11 +48,13 @@ int teeny__conv_dx_direct_on(const conv_tuning *tu)
 }
 
 /* The GEMMs' double-buffered A and B slices (LDA, LDB in cl/conv2d.cl:
- * rows padded by 4 floats, 8 for the tf32 micro-kernel). */
+ * rows padded by 4 floats, 8 for the tf32 micro-kernel), and the emulated
+ * mma's exchange (6 words an item, cl/common.cl). */
 static size_t gemm_local_bytes(const conv_tuning *tu, const gemm_tile *t)
 {
     int pad = tu->tf32 ? 8 : 4;
-    return (size_t)2 * t->tk * ((t->tm + pad) + (t->tn + pad)) * sizeof(float);
+    size_t xchg = tu->tf32 && tf32_emulate ? (size_t)6 * gemm_wg(t) : 0;
+    return ((size_t)2 * t->tk * ((t->tm + pad) + (t->tn + pad)) + xchg) * sizeof(float);
 }
 
 static int tile_fits(const teeny_ctx *ctx, const conv_tuning *tu, const gemm_tile *t)
@@ -59,7 +72,7 @@ void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t
     if (tu->cpu_rows > 0 && n > 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n, " -DCPU_RM=%d -DCPU_NV=%d", tu->cpu_rows, tu->cpu_nv);
     if (tu->tf32 && n > 0 && (size_t)n < cap)
-        snprintf(buf + n, cap - (size_t)n, " -DTEENY_TF32=1");
+        snprintf(buf + n, cap - (size_t)n, " -DTEENY_TF32=1%s", tf32_emulate ? " -DTEENY_TF32_EMULATE=1" : "");
 }
 
 static int64_t target_groups(const teeny_ctx *ctx, const conv_tuning *tu)
