@@ -102,6 +102,21 @@
  * k-adjacent items to different rows, which would otherwise share banks.
  * The tf32 micro-kernel pads by two, so that a fragment's 4 rows x 8
  * columns fall in 32 different banks. */
+/* The tf32 micro-kernel's mma: the tensor cores' (tf32_mma), or in test
+ * builds the portable emulation, whose fragments pass through a local
+ * exchange each GEMM kernel declares (GEMM_XCHG_LOCAL) and hands down. */
+#ifdef TEENY_TF32_EMULATE
+#define GEMM_XCHG_LOCAL __local uint xchg[6 * GEMM_WG];
+#define GEMM_XCHG_PARAM , __local uint *xchg
+#define GEMM_XCHG_ARG , xchg
+#define GEMM_MMA(c, a0, a1, a2, a3, b0, b1) tf32_mma_xchg(xchg, c, a0, a1, a2, a3, b0, b1)
+#else
+#define GEMM_XCHG_LOCAL
+#define GEMM_XCHG_PARAM
+#define GEMM_XCHG_ARG
+#define GEMM_MMA tf32_mma
+#endif
+
 #ifdef TEENY_TF32
 #define LDA (TILE_M + 8)
 #define LDB (TILE_N + 8)
@@ -190,8 +205,13 @@ TEENY_INLINE conv_idx idx_add(conv_idx s, conv_idx d, int Kh, int Kw)
 #define TF32_STAGE(x) tf32_round(x)
 #define TF32_STAGE4(v) ((float4)(tf32_round((v).x), tf32_round((v).y), tf32_round((v).z), tf32_round((v).w)))
 
-/* The warp's block += As[k][m] * Bs[k][n] over one TILE_K slice. */
-TEENY_INLINE void gemm_micro(__local const float4 *As4, __local const float4 *Bs4, int tm, int tn, float *acc)
+/* The warp's block += As[k][m] * Bs[k][n] over one TILE_K slice. In test
+ * builds (TEENY_TF32_EMULATE, conv2d_plan.c's hook) the mma is
+ * cl/common.cl's portable one, its fragments exchanged through xchg
+ * (GEMM_XCHG, 6 words an item): every item of the work-group calls this
+ * alike, as the GEMM kernels do. */
+TEENY_INLINE void gemm_micro(__local const float4 *As4, __local const float4 *Bs4, int tm, int tn,
+                             float *acc GEMM_XCHG_PARAM)
 {
     __local const float *As = (__local const float *)As4, *Bs = (__local const float *)Bs4;
     const int lane = get_local_id(0) & 31, warp = get_local_id(0) >> 5;
@@ -220,7 +240,7 @@ TEENY_INLINE void gemm_micro(__local const float4 *As4, __local const float4 *Bs
         for (int i = 0; i < TF32_MT; i++)
             TEENY_UNROLL
             for (int j = 0; j < TF32_NT; j++)
-                tf32_mma(acc + (i * TF32_NT + j) * 4, a[i][0], a[i][1], a[i][2], a[i][3], b[j][0], b[j][1]);
+                GEMM_MMA(acc + (i * TF32_NT + j) * 4, a[i][0], a[i][1], a[i][2], a[i][3], b[j][0], b[j][1]);
     }
 }
 #else
@@ -230,7 +250,8 @@ TEENY_INLINE void gemm_micro(__local const float4 *As4, __local const float4 *Bs
 /* acc[WPT_M][WPT_N] += As[k][m] * Bs[k][n] over one TILE_K slice; item
  * (tm, tn) owns rows {r*THREADS_M*4 + tm*4 + 0..3} and columns
  * {s*THREADS_N*4 + tn*4 + 0..3}, so a warp reads consecutive float4s. */
-TEENY_INLINE void gemm_micro(__local const float4 *As, __local const float4 *Bs, int tm, int tn, float *acc)
+TEENY_INLINE void gemm_micro(__local const float4 *As, __local const float4 *Bs, int tm, int tn,
+                             float *acc GEMM_XCHG_PARAM)
 {
     TEENY_UNROLL
     for (int kk = 0; kk < TILE_K; kk++) {
@@ -504,6 +525,7 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
 {
     __local float4 As[2][TILE_K * LDA / 4];
     __local float4 Bs[2][TILE_K * LDB / 4];
+    GEMM_XCHG_LOCAL
     const int tid = get_local_id(0);
     const int n_tiles = (N + TILE_N - 1) / TILE_N;
     const int g = get_group_id(1) / n_tiles;
@@ -574,7 +596,7 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
             LOAD_A();
             GEMM_B_LOAD(rb);
         }
-        gemm_micro(As[t & 1], Bs[t & 1], tm, tn, acc);
+        gemm_micro(As[t & 1], Bs[t & 1], tm, tn, acc GEMM_XCHG_ARG);
     }
 #undef LOAD_A
     gemm_store(acc, tm, tn, m0, n0, g, M, N, P, Q, out, out_off, out_bstride, out_nstride, out_hstride, out_wstride,
@@ -598,6 +620,7 @@ void conv_gemm_1x1(__global const float *restrict src, int src_off, __global con
 {
     __local float4 As[2][TILE_K * LDA / 4];
     __local float4 Bs[2][TILE_K * LDB / 4];
+    GEMM_XCHG_LOCAL
     const int tid = get_local_id(0);
     const int n_tiles = (N + TILE_N - 1) / TILE_N;
     const int g = get_group_id(1) / n_tiles;
@@ -653,7 +676,7 @@ void conv_gemm_1x1(__global const float *restrict src, int src_off, __global con
             LOAD_A();
             GEMM_B_LOAD(rb);
         }
-        gemm_micro(As[t & 1], Bs[t & 1], tm, tn, acc);
+        gemm_micro(As[t & 1], Bs[t & 1], tm, tn, acc GEMM_XCHG_ARG);
     }
 #undef LOAD_A
     gemm_store(acc, tm, tn, m0, n0, g, M, N, P, Q, out, out_off, out_bstride, out_nstride, out_hstride, out_wstride,
@@ -678,6 +701,7 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
 {
     __local float4 As[2][TILE_K * LDA / 4];
     __local float4 Bs[2][TILE_K * LDB / 4];
+    GEMM_XCHG_LOCAL
     const int tid = get_local_id(0);
     const int n_tiles = (N + TILE_N - 1) / TILE_N;
     const int g = get_group_id(1) / n_tiles;
@@ -737,7 +761,7 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t + 1 < k_tiles)
             LOAD_AB();
-        gemm_micro(As[t & 1], Bs[t & 1], tm, tn, acc);
+        gemm_micro(As[t & 1], Bs[t & 1], tm, tn, acc GEMM_XCHG_ARG);
     }
 #undef LOAD_AB
     gemm_store(acc, tm, tn, m0, n0, g, M, N, 1, M, out, out_off + z * out_zstride, 0, M, 0, 1, x, 0, x, 0, x, 0, 0,

@@ -444,10 +444,8 @@ END_TEST
  * within TOL_TF32 of the float64 references, with and without bias, the
  * same bits twice, and visibly not the fp32 path (the rounding shows). A
  * device without them keeps fp32: the test says so and counts as skipped. */
-START_TEST(test_conv2d_tf32)
+static void tf32_checks(teeny_ctx *ctx)
 {
-    teeny_ctx *ctx = th_ctx();
-    TH_SKIP_NO_TF32(ctx);
     static const int cases[] = {0, 1, 2, 4, 7, 8};
     tol = TOL_TF32;
     for (int tile = -1; tile < 4; tile++) { /* the tuning's choice, then each tf32 tile */
@@ -480,6 +478,33 @@ START_TEST(test_conv2d_tf32)
     dt_free(&tw);
     dt_free(&ty);
     data_free(&d);
+}
+
+START_TEST(test_conv2d_tf32)
+{
+    teeny_ctx *ctx = th_ctx();
+    TH_SKIP_NO_TF32(ctx);
+    tf32_checks(ctx);
+}
+END_TEST
+
+/* The same checks on the nvidia profile's tf32 tiles emulated in portable
+ * OpenCL C (teeny__conv2d_debug_tf32_emulate: cl/common.cl's tf32_round
+ * and a warp's mma through local memory), on any device that holds the
+ * row: the tiles' staging, fragment loads, C fragment positions, the
+ * fused epilogue and the partial sums of every GEMM path run, and are
+ * checked, wherever the suite does, not only on NVIDIA. */
+START_TEST(test_conv2d_tf32_emulated)
+{
+    teeny_ctx *ctx = th_ctx();
+    if (!th_profile("nvidia"))
+        th_skip("%s cannot take the nvidia profile's work-groups and local memory", teeny_ctx_device_name(ctx));
+    teeny__conv2d_debug_tf32_emulate(1);
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
+    tf32_checks(ctx);
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
+    teeny__conv2d_debug_tf32_emulate(0);
+    th_profile(NULL);
 }
 END_TEST
 
@@ -1522,6 +1547,7 @@ Suite *suite_conv2d(void)
 {
     Suite *s = suite_create("conv2d");
     TCase *fwd = tcase_create("forward"), *bwd = tcase_create("backward"), *err = tcase_create("errors");
+    TCase *emu = tcase_create("tf32_emulated");
     tcase_add_loop_test(fwd, test_conv2d_forward_sweep, 0, sweep_count());
     tcase_add_loop_test(bwd, test_conv2d_backward_sweep, 0, sweep_count());
     tcase_add_test(fwd, test_conv2d_fused);
@@ -1547,8 +1573,10 @@ Suite *suite_conv2d(void)
         tcase_add_test(bwd, test_conv2d_determinism);
     }
     tcase_add_test(err, test_conv2d_errors);
+    tcase_add_test(emu, test_conv2d_tf32_emulated);
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);
     suite_add_tcase(s, err);
+    suite_add_tcase(s, emu);
     return s;
 }

@@ -30,7 +30,7 @@
  *
  * Files: conv2d.c (this one) infers shapes (the one validator of the
  * eager API and the graph) and holds the eager API; conv2d_exec.c holds the op-table
- * forward and backward (the path choice and the launches of each pass);
+ * forward and backward (the geometry, the path choice and the launches of each pass);
  * conv2d_plan.c tile picking and fit checks, the GEMM
  * launches, the depthwise plans and the weight-gradient plan, with the
  * types they share in conv2d_internal.h; conv2d_loops.c the loop trips of

@@ -8,9 +8,42 @@
  * are the tiled GPU kernels: teeny__conv_phases_merged), and the weight
  * and bias gradients as chunked partials summed in a fixed order by
  * conv_reduce_parts (deterministic; partials in the context's workspace). Plans, tiles and GEMM launches come from
- * conv2d_plan.c through conv2d_internal.h.
+ * conv2d_plan.c through conv2d_internal.h; the problem's geometry
+ * (teeny__conv_geom_make) is made here.
  */
 #include "conv2d_internal.h"
+
+/* ---- geometry ---- */
+
+int teeny__conv_plain(const conv_geom *g)
+{
+    return g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 && g->OH == g->H &&
+           g->OW == g->W;
+}
+
+conv_geom teeny__conv_geom_make(const teeny_tensor *x, const teeny_tensor *w, const teeny__conv2d_attrs *at)
+{
+    conv_geom g;
+    g.B = (int)x->shape[0];
+    g.Cin = (int)x->shape[1];
+    g.H = (int)x->shape[2];
+    g.W = (int)x->shape[3];
+    g.Cout = (int)w->shape[0];
+    g.KH = (int)w->shape[2];
+    g.KW = (int)w->shape[3];
+    g.sh = at->stride[0];
+    g.sw = at->stride[1];
+    g.ph = at->pad[0];
+    g.pw = at->pad[1];
+    g.dh = at->dilation[0];
+    g.dw = at->dilation[1];
+    g.G = at->groups;
+    g.Cig = g.Cin / g.G;
+    g.Cog = g.Cout / g.G;
+    g.OH = (g.H + 2 * g.ph + at->pad_end_extra[0] - g.dh * (g.KH - 1) - 1) / g.sh + 1;
+    g.OW = (g.W + 2 * g.pw + at->pad_end_extra[1] - g.dw * (g.KW - 1) - 1) / g.sw + 1;
+    return g;
+}
 
 /* ---- forward ---- */
 

@@ -19,14 +19,18 @@
 typedef teeny__gemm_tile gemm_tile;
 typedef teeny__conv_tune conv_tuning;
 
+int teeny__conv_tf32_emulated(void); /* teeny__conv2d_debug_tf32_emulate's switch (conv2d_plan.c) */
+
 /* The profile's tf32 tuning when the application asked for tf32
  * (teeny_ctx_set_tf32), the probe found the instructions
- * (conv_tf32_probe has run) and the profile has tf32 tiles; else its
- * fp32 one (ctx->tune's copies, with TEENY_CONV_TILE / _TF32_TILE). */
+ * (conv_tf32_probe has run) or a test emulates them, and the profile has
+ * tf32 tiles; else its fp32 one (ctx->tune's copies, with
+ * TEENY_CONV_TILE / _TF32_TILE). */
 static inline const conv_tuning *conv_tuning_of(const teeny_ctx *ctx)
 {
     const teeny__tune *t = &ctx->tune;
-    return ctx->tf32 && ctx->prog.tf32_mma && t->conv_tf32.n_tiles > 0 ? &t->conv_tf32 : &t->conv;
+    int mma = ctx->prog.tf32_mma || teeny__conv_tf32_emulated();
+    return ctx->tf32 && mma && t->conv_tf32.n_tiles > 0 ? &t->conv_tf32 : &t->conv;
 }
 
 /* Probe the tf32 instructions once (probe.c) if the application asked

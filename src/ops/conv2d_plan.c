@@ -1,7 +1,7 @@
 /*
  * conv2d_plan.c -- how a grouped convolution runs on this device: tile
  * picking and the fit checks against device and kernel limits, its test
- * hook (teeny__conv2d_debug), the problem geometry, the GEMM launches
+ * hooks (teeny__conv2d_debug, _tf32_emulate), the GEMM launches
  * (conv_gemm_gather, conv_gemm_1x1, conv_gemm_cpu with its packing), the
  * depthwise tile plans and the weight-gradient split plan. conv2d_exec.c
  * calls these per pass; shared types live in conv2d_internal.h, layouts
@@ -17,13 +17,23 @@
 #include "conv2d_internal.h"
 
 /* Test hooks (see hooks.h): a tile, flags (1: no depthwise path, 2: one launch per stride phase of dx, 4: no
- * conv_dx_direct, 8: dwconv_fwd one column per item). */
-static int force_tile = -1, force_flags = 0;
+ * conv_dx_direct, 8: dwconv_fwd one column per item); the tf32 tiles emulated in OpenCL C. */
+static int force_tile = -1, force_flags = 0, tf32_emulate = 0;
 
 void teeny__conv2d_debug(int tile, int flags)
 {
     force_tile = tile;
     force_flags = flags;
+}
+
+void teeny__conv2d_debug_tf32_emulate(int on)
+{
+    tf32_emulate = on;
+}
+
+int teeny__conv_tf32_emulated(void)
+{
+    return tf32_emulate;
 }
 
 int teeny__conv_phases_merged(const conv_tuning *tu)
@@ -37,11 +47,13 @@ int teeny__conv_dx_direct_on(const conv_tuning *tu)
 }
 
 /* The GEMMs' double-buffered A and B slices (LDA, LDB in cl/conv2d.cl:
- * rows padded by 4 floats, 8 for the tf32 micro-kernel). */
+ * rows padded by 4 floats, 8 for the tf32 micro-kernel), and the emulated
+ * mma's exchange (6 words an item, cl/common.cl). */
 static size_t gemm_local_bytes(const conv_tuning *tu, const gemm_tile *t)
 {
     int pad = tu->tf32 ? 8 : 4;
-    return (size_t)2 * t->tk * ((t->tm + pad) + (t->tn + pad)) * sizeof(float);
+    size_t xchg = tu->tf32 && tf32_emulate ? (size_t)6 * gemm_wg(t) : 0;
+    return ((size_t)2 * t->tk * ((t->tm + pad) + (t->tn + pad)) + xchg) * sizeof(float);
 }
 
 static int tile_fits(const teeny_ctx *ctx, const conv_tuning *tu, const gemm_tile *t)
@@ -59,7 +71,7 @@ void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t
     if (tu->cpu_rows > 0 && n > 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n, " -DCPU_RM=%d -DCPU_NV=%d", tu->cpu_rows, tu->cpu_nv);
     if (tu->tf32 && n > 0 && (size_t)n < cap)
-        snprintf(buf + n, cap - (size_t)n, " -DTEENY_TF32=1");
+        snprintf(buf + n, cap - (size_t)n, " -DTEENY_TF32=1%s", tf32_emulate ? " -DTEENY_TF32_EMULATE=1" : "");
 }
 
 static int64_t target_groups(const teeny_ctx *ctx, const conv_tuning *tu)
@@ -189,36 +201,6 @@ int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name,
         return 0;
     }
     return *st == TEENY_OK;
-}
-
-int teeny__conv_plain(const conv_geom *g)
-{
-    return g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 && g->OH == g->H &&
-           g->OW == g->W;
-}
-
-conv_geom teeny__conv_geom_make(const teeny_tensor *x, const teeny_tensor *w, const teeny__conv2d_attrs *at)
-{
-    conv_geom g;
-    g.B = (int)x->shape[0];
-    g.Cin = (int)x->shape[1];
-    g.H = (int)x->shape[2];
-    g.W = (int)x->shape[3];
-    g.Cout = (int)w->shape[0];
-    g.KH = (int)w->shape[2];
-    g.KW = (int)w->shape[3];
-    g.sh = at->stride[0];
-    g.sw = at->stride[1];
-    g.ph = at->pad[0];
-    g.pw = at->pad[1];
-    g.dh = at->dilation[0];
-    g.dw = at->dilation[1];
-    g.G = at->groups;
-    g.Cig = g.Cin / g.G;
-    g.Cog = g.Cout / g.G;
-    g.OH = (g.H + 2 * g.ph + at->pad_end_extra[0] - g.dh * (g.KH - 1) - 1) / g.sh + 1;
-    g.OW = (g.W + 2 * g.pw + at->pad_end_extra[1] - g.dw * (g.KW - 1) - 1) / g.sw + 1;
-    return g;
 }
 
 /* The packed B operand of conv_gemm_cpu in floats (0: beyond int32). */

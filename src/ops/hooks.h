@@ -19,6 +19,9 @@ void teeny__conv2d_debug(int tile, int flags);
  * the workspace's cap in bytes (0: 256 MiB), so that a test reaches the passes over part of the batch and the
  * fallback where one image does not fit. */
 void teeny__conv2d_debug_wino(int mode);
+/* conv2d_plan.c: with tf32 asked, run the tf32 tiles emulated in OpenCL C (1: cl/common.cl's tf32_round and
+ * tf32_mma_xchg), on any device whose profile has them (teeny__tune_force). */
+void teeny__conv2d_debug_tf32_emulate(int on);
 int teeny__conv2d_debug_wino_count(void);
 void teeny__conv2d_debug_wino_cap(int64_t bytes);
 void teeny__linear_debug_tf32_emulate(int on);
