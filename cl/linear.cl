@@ -8,7 +8,12 @@
  * n*b_sn, so y = x w^T, dx = dy w and dw = dy^T x are the same kernel with
  * different strides (no transposed copies). C is row-major with row stride
  * c_sm. Each output is summed by one work-item in ascending k: results are
- * deterministic and independent of the launch.
+ * deterministic and independent of the launch. Two kernels take these
+ * arguments: lin_gemm, tiled through local memory, and lin_gemm_small,
+ * one output an item with no local memory, for outputs too small to fill
+ * the device with lin_gemm's tiles (linear.c: small_route); the same sum
+ * in the same order, so the same bits where the compiler contracts
+ * acc += a * b alike in both (PoCL, NVIDIA: fma).
  *
  * Tunable (from the device's work-group size, see linear.c):
  *   LIN_LX, LIN_LY  work-group shape (LIN_LX * LIN_LY items)
@@ -52,6 +57,7 @@
 #define LIN_NT (LIN_LX * LIN_LY)
 #define LIN_SEG_FIRST 1
 #define LIN_SEG_LAST 2
+#define LIN_SK 8 /* lin_gemm_small's k per step (linear.c counts its loop trips by it) */
 
 /* Local rows of the staged panels: as[k][m], bs[k][n]. The tf32 variant
  * pads them by 8 so that a fragment's 4 k rows x 8 columns fall in 32
@@ -235,6 +241,47 @@ void lin_gemm(int M, int N, int K,
     __local float bs[LIN_TK][LIN_LDB];
     lin_gemm_tile(M, N, K, a, a_off, a_sm, a_sk, b, b_off, b_sk, b_sn, bias, bias_off, has_bias, c, c_off, c_sm,
                   k_begin, k_end, seg, as, bs);
+}
+
+/* The small route. Grid (ceil(M N / L) L) for any work-group size L:
+ * item i computes C[m, n], m = i / N, n = i % N (neighbouring items,
+ * neighbouring columns), its sum in a register. No local memory, no
+ * barriers: the time is the item's chain of multiply-adds over k, whose
+ * loads go LIN_SK at a time ahead of them. k segments and bias as
+ * lin_gemm's, and the same sum (acc += a * b from k_begin up, from zero
+ * or C; + bias after the last term). */
+__kernel void lin_gemm_small(int M, int N, int K,
+                             __global const float *a, int a_off, int a_sm, int a_sk,
+                             __global const float *b, int b_off, int b_sk, int b_sn,
+                             __global const float *bias, int bias_off, int has_bias,
+                             __global float *c, int c_off, int c_sm, int k_begin, int k_end, int seg)
+{
+    size_t i = get_global_id(0);
+    (void)K; /* lin_gemm's arguments: k_end bounds the sum */
+    if (i >= (size_t)M * (size_t)N)
+        return;
+    int m = (int)(i / (size_t)N), n = (int)(i % (size_t)N), k = k_begin;
+    __global const float *pa = a + a_off + m * a_sm + k * a_sk, *pb = b + b_off + k * b_sk + n * b_sn;
+    float acc = seg & LIN_SEG_FIRST ? 0.0f : c[c_off + m * c_sm + n];
+    for (; k + LIN_SK <= k_end; k += LIN_SK) {
+        float ra[LIN_SK], rb[LIN_SK];
+        TEENY_UNROLL
+        for (int j = 0; j < LIN_SK; j++) {
+            ra[j] = pa[j * a_sk];
+            rb[j] = pb[j * b_sk];
+        }
+        TEENY_UNROLL
+        for (int j = 0; j < LIN_SK; j++)
+            acc += ra[j] * rb[j];
+        pa += LIN_SK * a_sk;
+        pb += LIN_SK * b_sk;
+    }
+    for (; k < k_end; k++) {
+        acc += *pa * *pb;
+        pa += a_sk;
+        pb += b_sk;
+    }
+    c[c_off + m * c_sm + n] = seg & LIN_SEG_LAST ? acc + (has_bias ? bias[bias_off + n] : 0.0f) : acc;
 }
 
 /* Batched: grid dimension 2 counts the batch, up to three dimensions of

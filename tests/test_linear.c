@@ -321,10 +321,12 @@ END_TEST
  * launches over k segments, y, dx and dw carrying the sums (the bits of
  * one launch); the bias gradient's column sums take more runs of rows
  * (against the reference); a limit below one tile is
- * TEENY_ERR_UNSUPPORTED with the outputs untouched. */
+ * TEENY_ERR_UNSUPPORTED with the outputs untouched. lin_gemm forced (the
+ * small route's segments: test_linear_small.c). */
 START_TEST(test_linear_split_loops)
 {
     teeny_ctx *ctx = th_ctx();
+    teeny__linear_debug_small(-1);
     /* A: forward K = in = 300 (19 tiles: 7 launches); B: dw's K = N = 300 */
     static const lin_shape cases[2] = {{5, 300, 7, 1, 0}, {300, 6, 5, 1, 3}};
     static const long launches[2][2] = {{1 + 2 + 2, 7 + 2 + 2}, {1 + 2 + 2, 1 + 1 + 7 + 2}}; /* y; dx, dw, db */
@@ -481,6 +483,8 @@ START_TEST(test_linear_errors)
 }
 END_TEST
 
+TCase *tcase_linear_small(void); /* test_linear_small.c */
+
 Suite *suite_linear(void)
 {
     Suite *s = suite_create("linear");
@@ -495,5 +499,6 @@ Suite *suite_linear(void)
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);
     suite_add_tcase(s, err);
+    suite_add_tcase(s, tcase_linear_small());
     return s;
 }

@@ -1,6 +1,6 @@
 /*
- * test_matmul.c -- the batched, broadcasting matmul (src/ops/linear.c's
- * matmul op on the linear layer's GEMM kernel) against the float64
+ * test_matmul.c -- the batched, broadcasting matmul (src/ops/matmul.c's
+ * op on the linear layer's GEMM kernel) against the float64
  * reference: seeded sweeps over batch ranks 0..3, broadcast patterns and
  * sizes that divide no tile (views at odd offsets), every subset of
  * gradients, the reference by central differences, determinism, the k

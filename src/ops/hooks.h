@@ -25,6 +25,11 @@ void teeny__conv2d_debug_tf32_emulate(int on);
 int teeny__conv2d_debug_wino_count(void);
 void teeny__conv2d_debug_wino_cap(int64_t bytes);
 void teeny__linear_debug_tf32_emulate(int on);
+/* linear.c: the layer's fp32 GEMMs by lin_gemm_small (1: every one; -1: none, lin_gemm; 0: by the plan,
+ * small_route). teeny__linear_route: what the plan (this hook included) picks for C [M, N] of depth K on ctx,
+ * *small 1 for lin_gemm_small. */
+void teeny__linear_debug_small(int mode);
+teeny_status teeny__linear_route(teeny_ctx *ctx, int M, int N, int K, int *small);
 /* attention_plan.c: the tiled kernels' ATT_LAYOUT forced (0 decided per matrix, 1 rows, 2 columns; -1: by
  * the problem's strides). */
 void teeny__attention_debug_layout(int layout);

@@ -2,22 +2,26 @@
  * linear.c -- the fully connected layer, PyTorch layout: x [N, in],
  * weight [out, in], bias [out], y [N, out] = x w^T + bias.
  *
- * Kernels: cl/linear.cl. Every product is one strided tiled GEMM
- * (lin_gemm): forward y = x w^T, backward dx = dy w and dw = dy^T x (its
- * reduction over N runs in one work-item, in order: no atomics). db, the
- * column sums of dy, is two fixed-order passes over row chunks with the
- * partials in the context's workspace. Where a device limits a
- * work-item's loop trips, a GEMM's k loop runs in launches over segments
- * of k (C carrying the sums: the bits of one launch) and db takes more
- * runs of rows.
+ * Kernels: cl/linear.cl. Every product is one strided GEMM: forward
+ * y = x w^T, backward dx = dy w and dw = dy^T x (its reduction over N
+ * runs in one work-item, in order: no atomics), by one of two routes
+ * (gemm_route): the tiled lin_gemm, or for small outputs in fp32
+ * lin_gemm_small, one item per output with its k loop in registers (the
+ * rule and its reasons at small_route). db, the column sums of dy, is two
+ * fixed-order passes over row chunks with the partials in the context's
+ * workspace. Where a device limits a work-item's loop trips, a GEMM's k
+ * loop runs in launches over segments of k (C carrying the sums: the bits
+ * of one launch) and db takes more runs of rows.
  * Tunable: the GEMM's work-group shape, from the device's work-group size
  * (ctx->work_group_size), and its register tile and k depth, from the
  * device profile (ctx->tune, src/tune/profiles.def) within the local
  * memory, passed as -D options (see gemm_plan). With tf32 active
  * (teeny_ctx_tf32_active: teeny_ctx_set_tf32 asked and the probe ran
  * tf32 mma) and a profile with a linear_tf32 tuning, every GEMM here (the
- * layer's three and MatMul's) takes the tensor-core tile, built with
- * -DTEENY_TF32=1: a program of its own, and the column sums with it.
+ * layer's three and MatMul's, matmul.c) takes the tensor-core tile, built
+ * with -DTEENY_TF32=1: a program of its own, and the column sums with it;
+ * the small route is then never taken (tf32 mode keeps its promise of
+ * tf32 products, include/teenycl.h).
  *
  * Op-table entry (slots TEENY__LINEAR_*, ops.h): one input x [N, in]
  * (rank 2); attrs.linear = {out_features, has_bias}; params weight
@@ -26,19 +30,19 @@
  */
 #include <stdio.h>
 
-#include "ops.h"
-
-typedef struct {
-    int lx, ly, rm, rn, tk;
-    int tf32; /* the tensor-core tile (cl/linear.cl, -DTEENY_TF32=1) */
-    char opt[136];
-} gemm_plan;
+#include "linear_internal.h"
 
 static int tf32_emulate; /* teeny__linear_debug_tf32_emulate */
+static int small_mode;   /* teeny__linear_debug_small */
 
 void teeny__linear_debug_tf32_emulate(int on)
 {
     tf32_emulate = on;
+}
+
+void teeny__linear_debug_small(int mode)
+{
+    small_mode = mode;
 }
 
 /* Work-group (lx, ly) from the device's work-group size: a square (or 2:1)
@@ -80,7 +84,7 @@ static void gemm_plan_make(const teeny_ctx *ctx, int wg, int tf32, gemm_plan *g)
  * tf32 where teeny_ctx_tf32_active says so (the one place that decides;
  * the test hook's emulation needs only teeny_ctx_set_tf32) and the
  * profile has a tf32 tuning. */
-static teeny_status gemm_plan_fit(teeny_ctx *ctx, gemm_plan *g)
+teeny_status teeny__lin_plan_fit(teeny_ctx *ctx, gemm_plan *g)
 {
     int first = ctx->work_group_size, tf32 = 0;
     teeny_status st = teeny_ctx_tf32_active(ctx, &tf32);
@@ -98,6 +102,28 @@ static teeny_status gemm_plan_fit(teeny_ctx *ctx, gemm_plan *g)
     }
 }
 
+/* lin_gemm's loop trips per work-item, every loop counted as not unrolled
+ * and one more trip per entry (cl/linear.cl): per k tile of LIN_TK, the
+ * tile loop's trip, the two staging loops (TM*TK/NT and TN*TK/NT, + 1
+ * each), the kk loop (TK + 1) and per kk the register loads (RM + 1,
+ * RN + 1) and the micro-tile (RM + 1 + RM*(RN + 1)); outside it the
+ * micro-tile's start, load and store (3 * (RM + 1 + RM*(RN + 1))) and the
+ * tile loop's exit. The tf32 tile runs fewer (kk in steps of 8, RM / 4
+ * fragment rows, one loop over the RM * RN accumulators to load and to
+ * store): the count bounds it too. */
+int64_t teeny__lin_tile_trips(const gemm_plan *pl)
+{
+    int64_t nt = (int64_t)pl->lx * pl->ly, tm = (int64_t)pl->ly * pl->rm, tn = (int64_t)pl->lx * pl->rn;
+    int64_t micro = pl->rm + 1 + (int64_t)pl->rm * (pl->rn + 1);
+    return 1 + ((tm * pl->tk + nt - 1) / nt + 1) + ((tn * pl->tk + nt - 1) / nt + 1) + (pl->tk + 1) +
+           (int64_t)pl->tk * (pl->rm + 1 + pl->rn + 1 + micro);
+}
+
+int64_t teeny__lin_tile_fixed(const gemm_plan *pl)
+{
+    return 3 * (pl->rm + 1 + (int64_t)pl->rm * (pl->rn + 1)) + 1;
+}
+
 /* One strided GEMM launch: C [M, N] (row stride c_sm) = A B (+ bias). */
 typedef struct {
     int M, N, K;
@@ -110,54 +136,118 @@ typedef struct {
     int c_sm;
 } gemm_args;
 
-/* lin_gemm's loop trips per work-item, every loop counted as not unrolled
- * and one more trip per entry (cl/linear.cl): per k tile of LIN_TK, the
- * tile loop's trip, the two staging loops (TM*TK/NT and TN*TK/NT, + 1
- * each), the kk loop (TK + 1) and per kk the register loads (RM + 1,
- * RN + 1) and the micro-tile (RM + 1 + RM*(RN + 1)); outside it the
- * micro-tile's start, load and store (3 * (RM + 1 + RM*(RN + 1))) and the
- * tile loop's exit. The tf32 tile runs fewer (kk in steps of 8, RM / 4
- * fragment rows, one loop over the RM * RN accumulators to load and to
- * store): the count bounds it too. */
-static int64_t tile_trips(const gemm_plan *pl)
+#define LIN_SK 8           /* lin_gemm_small's k per step, as cl/linear.cl */
+#define LIN_SMALL_WG 64    /* its work-group: two warps, so that a few outputs spread over many units */
+#define LIN_SMALL_PER_CU 128
+#define LIN_SMALL_MAX_K 4096
+
+/* The small route where M x N is at most LIN_SMALL_PER_CU outputs per
+ * compute unit and K at most LIN_SMALL_MAX_K, in fp32 only. Why: lin_gemm
+ * gives a work-group LIN_TM x LIN_TN outputs (64 x 64 on GPUs), so such
+ * an output fills at most 1/32 of the units (the example's classifier at
+ * batch 128: 1-4 work-groups of the H200's 132) and its time is the
+ * serial chain of K / LIN_TK panels, each a global load, two barriers and
+ * LIN_TK steps: on the H200 0.019 ms at K = 128 (8 panels), 0.008 at
+ * K = 10 (one), ~1.6 us a panel over ~6 us. lin_gemm_small spreads the
+ * same outputs over M N / 64 work-groups (one output an item, at most ~4
+ * warps a unit: none saturated) and its time is the item's chain of K
+ * multiply-adds, the loads of each step of LIN_SK issued ahead of its
+ * fmas: ~8 x 4 cycles of fma plus one load latency a step (L1 ~40
+ * cycles; L2 ~250 where each k reads a new line, as dw's x does), so
+ * K = 128 is ~1-3 us over the launch, K = 10 one step. Above the output
+ * bound its loads (two floats a multiply-add, a line a lane where B is
+ * strided along n, as y's w is) would outrun the caches' throughput where
+ * lin_gemm reuses each loaded float LIN_RM or LIN_RN times; above
+ * LIN_SMALL_MAX_K both routes are serial chains over k on few units and
+ * the small one, streaming from L2 or memory a step at a time, is no
+ * longer clearly ahead of a panel's 16 k (unmeasured: the tile keeps
+ * them). tf32 mode keeps lin_gemm's tf32 tile. The test hook forces the
+ * small route wherever fp32 (1) or never (-1). */
+static int small_route(const teeny_ctx *ctx, const gemm_plan *pl, int M, int N, int K)
 {
-    int64_t nt = (int64_t)pl->lx * pl->ly, tm = (int64_t)pl->ly * pl->rm, tn = (int64_t)pl->lx * pl->rn;
-    int64_t micro = pl->rm + 1 + (int64_t)pl->rm * (pl->rn + 1);
-    return 1 + ((tm * pl->tk + nt - 1) / nt + 1) + ((tn * pl->tk + nt - 1) / nt + 1) + (pl->tk + 1) +
-           (int64_t)pl->tk * (pl->rm + 1 + pl->rn + 1 + micro);
+    int64_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
+    if (pl->tf32 || small_mode < 0)
+        return 0;
+    return small_mode > 0 || ((int64_t)M * N <= LIN_SMALL_PER_CU * cus && K <= LIN_SMALL_MAX_K);
 }
 
-#define LIN_SEG_FIRST 1 /* as cl/linear.cl */
-#define LIN_SEG_LAST 2
+/* How one GEMM runs: its kernel and grid, and the loop trips of an item
+ * outside its k loop (fixed) and per unit of k (per_unit; units of
+ * LIN_TK for lin_gemm, LIN_SK for lin_gemm_small: each unrolled step's
+ * trip and its two 8-trip loops counted as not unrolled, + 1 each;
+ * outside, the remainder loop's LIN_SK trips and the exit). */
+typedef struct {
+    const char *name;
+    int unit;
+    int64_t fixed, per_unit;
+    size_t global[2], local[2];
+    cl_uint dims;
+} gemm_route;
 
-/* The fewest loop trips one lin_gemm item needs (one k tile): checked
- * before a call enqueues anything. */
-static teeny_status gemm_fits(teeny_ctx *ctx)
+/* The small route's work-group: LIN_SMALL_WG, or halved until the built
+ * kernel takes it (checked, never recorded); lin_gemm where none does. */
+static teeny_status gemm_route_make(teeny_ctx *ctx, const gemm_args *ga, gemm_plan *pl, gemm_route *r)
+{
+    teeny_status st = teeny__lin_plan_fit(ctx, pl);
+    for (size_t wg = LIN_SMALL_WG; st == TEENY_OK && wg > 0 && small_route(ctx, pl, ga->M, ga->N, ga->K); wg /= 2) {
+        st = teeny__kernel_fit(ctx, "linear", pl->opt, "lin_gemm_small", wg, 0, NULL);
+        if (st == TEENY_ERR_UNSUPPORTED) {
+            teeny__clear_error(ctx);
+            st = TEENY_OK;
+            continue;
+        }
+        *r = (gemm_route){.name = "lin_gemm_small", .unit = LIN_SK, .fixed = LIN_SK + 2, .per_unit = 2 * LIN_SK + 3,
+                          .dims = 1, .local = {wg},
+                          .global = {((size_t)ga->M * (size_t)ga->N + wg - 1) / wg * wg}};
+        return st;
+    }
+    if (st != TEENY_OK)
+        return st;
+    size_t tm = (size_t)pl->ly * pl->rm, tn = (size_t)pl->lx * pl->rn;
+    *r = (gemm_route){.name = "lin_gemm", .unit = pl->tk, .fixed = teeny__lin_tile_fixed(pl),
+                      .per_unit = teeny__lin_tile_trips(pl), .dims = 2,
+                      .global = {((size_t)ga->N + tn - 1) / tn * pl->lx, ((size_t)ga->M + tm - 1) / tm * pl->ly},
+                      .local = {(size_t)pl->lx, (size_t)pl->ly}};
+    return TEENY_OK;
+}
+
+teeny_status teeny__linear_route(teeny_ctx *ctx, int M, int N, int K, int *small)
 {
     gemm_plan pl;
-    teeny_status st = gemm_plan_fit(ctx, &pl);
-    int64_t micro = pl.rm + 1 + (int64_t)pl.rm * (pl.rn + 1);
-    return st == TEENY_OK ? teeny__loop_check(ctx, "lin_gemm", 3 * micro + 1 + tile_trips(&pl)) : st;
+    gemm_route r;
+    gemm_args ga = {.M = M, .N = N, .K = K};
+    teeny_status st = gemm_route_make(ctx, &ga, &pl, &r);
+    *small = st == TEENY_OK && r.dims == 1;
+    return st;
+}
+
+/* The fewest loop trips one item of the GEMM's route needs (one unit of
+ * k): checked before a call enqueues anything. */
+static teeny_status gemm_fits(teeny_ctx *ctx, const gemm_args *ga)
+{
+    gemm_plan pl;
+    gemm_route r;
+    teeny_status st = gemm_route_make(ctx, ga, &pl, &r);
+    return st == TEENY_OK ? teeny__loop_check(ctx, r.name, r.fixed + r.per_unit) : st;
 }
 
 /* One GEMM: one launch, or where the device limits a work-item's loop
  * trips, launches over segments of k with C carrying the sums (the bits of
- * one launch). */
+ * one launch). Both routes take the same arguments. */
 static teeny_status gemm(teeny_ctx *ctx, const gemm_args *ga)
 {
-    static const char name[] = "lin_gemm";
     gemm_plan pl;
+    gemm_route r;
     int a_off = teeny__off(ga->a), b_off = teeny__off(ga->b), c_off = teeny__off(ga->c);
     int has_bias = ga->bias != NULL, bias_off = has_bias ? teeny__off(ga->bias) : 0;
     cl_mem bias_buf = has_bias ? ga->bias->buf : ga->a->buf; /* stand-in, never read */
     int k_begin = 0, k_end = 0, seg = 0;
-    int64_t per, tiles;
-    teeny_status st = gemm_plan_fit(ctx, &pl);
+    int64_t per, units;
+    teeny_status st = gemm_route_make(ctx, ga, &pl, &r);
     if (st != TEENY_OK)
         return st;
-    tiles = ((int64_t)ga->K + pl.tk - 1) / pl.tk;
-    int64_t micro = pl.rm + 1 + (int64_t)pl.rm * (pl.rn + 1);
-    if ((st = teeny__loop_split(ctx, name, tiles, 3 * micro + 1, tile_trips(&pl), &per)) != TEENY_OK)
+    units = ((int64_t)ga->K + r.unit - 1) / r.unit;
+    if ((st = teeny__loop_split(ctx, r.name, units, r.fixed, r.per_unit, &per)) != TEENY_OK)
         return st;
     teeny__karg a[] = {TEENY__KARG_INT(ga->M),   TEENY__KARG_INT(ga->N),     TEENY__KARG_INT(ga->K),
                        TEENY__KARG_MEM(ga->a->buf), TEENY__KARG_INT(a_off),  TEENY__KARG_INT(ga->a_sm),
@@ -166,19 +256,16 @@ static teeny_status gemm(teeny_ctx *ctx, const gemm_args *ga)
                        TEENY__KARG_INT(bias_off), TEENY__KARG_INT(has_bias), TEENY__KARG_MEM(ga->c->buf),
                        TEENY__KARG_INT(c_off),   TEENY__KARG_INT(ga->c_sm),  TEENY__KARG_INT(k_begin),
                        TEENY__KARG_INT(k_end),   TEENY__KARG_INT(seg)};
-    size_t tm = (size_t)pl.ly * pl.rm, tn = (size_t)pl.lx * pl.rn;
-    size_t global[2] = {((size_t)ga->N + tn - 1) / tn * pl.lx, ((size_t)ga->M + tm - 1) / tm * pl.ly};
-    size_t local[2] = {(size_t)pl.lx, (size_t)pl.ly};
-    for (int64_t t = 0; (t == 0 || t < tiles) && st == TEENY_OK; t += per) {
+    for (int64_t t = 0; (t == 0 || t < units) && st == TEENY_OK; t += per) {
         cl_kernel k;
-        k_begin = (int)(t * pl.tk);
-        k_end = t + per >= tiles ? ga->K : (int)((t + per) * pl.tk);
-        seg = (t == 0 ? LIN_SEG_FIRST : 0) | (t + per >= tiles ? LIN_SEG_LAST : 0);
-        st = teeny__kernel_get(ctx, "linear", pl.opt, name, &k);
+        k_begin = (int)(t * r.unit);
+        k_end = t + per >= units ? ga->K : (int)((t + per) * r.unit);
+        seg = (t == 0 ? LIN_SEG_FIRST : 0) | (t + per >= units ? LIN_SEG_LAST : 0);
+        st = teeny__kernel_get(ctx, "linear", pl.opt, r.name, &k);
         if (st == TEENY_OK)
-            st = teeny__set_arg_list(ctx, k, name, a, (int)(sizeof a / sizeof a[0]));
+            st = teeny__set_arg_list(ctx, k, r.name, a, (int)(sizeof a / sizeof a[0]));
         if (st == TEENY_OK)
-            st = teeny__launch(ctx, k, name, 2, global, local);
+            st = teeny__launch(ctx, k, r.name, r.dims, r.global, r.local);
     }
     return st;
 }
@@ -216,7 +303,7 @@ static teeny_status colsum(teeny_ctx *ctx, const teeny_tensor *g, int rows, int 
     cl_kernel k;
     teeny_status st = colsum_plan(ctx, rows, cols, &chunk, &P);
     if (st == TEENY_OK)
-        st = gemm_plan_fit(ctx, &pl);
+        st = teeny__lin_plan_fit(ctx, &pl);
     if (st == TEENY_OK)
         st = teeny__scratch(ctx, (size_t)P * (size_t)cols * sizeof(float), &part);
     if (st == TEENY_OK)
@@ -257,19 +344,22 @@ teeny_status teeny__linear_backward(teeny_ctx *ctx, const teeny__op_args *a)
     const teeny_tensor *x = a->in[TEENY__LINEAR_X], *w = a->in[TEENY__LINEAR_WEIGHT], *dy = a->in[TEENY__LINEAR_DY];
     teeny_tensor *dx = a->out[TEENY__LINEAR_X], *dw = a->out[TEENY__LINEAR_WEIGHT], *db = a->out[TEENY__LINEAR_BIAS];
     int N = (int)x->shape[0], in = (int)x->shape[1], out = (int)w->shape[0], chunk, P;
-    teeny_status st = gemm_fits(ctx); /* every plan before the first launch */
+    gemm_args gdx = {.M = N, .N = in, .K = out, .a = dy, .a_sm = out, .a_sk = 1, .b = w, .b_sk = in, .b_sn = 1,
+                     .c = dx, .c_sm = in};
+    gemm_args gdw = {.M = out, .N = in, .K = N, .a = dy, .a_sm = 1, .a_sk = out, .b = x, .b_sk = in, .b_sn = 1,
+                     .c = dw, .c_sm = in};
+    gemm_plan pl;
+    teeny_status st = teeny__lin_plan_fit(ctx, &pl); /* every plan before the first launch */
+    if (st == TEENY_OK && dx)
+        st = gemm_fits(ctx, &gdx);
+    if (st == TEENY_OK && dw)
+        st = gemm_fits(ctx, &gdw);
     if (st == TEENY_OK && db)
         st = colsum_plan(ctx, N, out, &chunk, &P);
-    if (st == TEENY_OK && dx) {
-        gemm_args g = {.M = N, .N = in, .K = out, .a = dy, .a_sm = out, .a_sk = 1, .b = w, .b_sk = in, .b_sn = 1,
-                       .c = dx, .c_sm = in};
-        st = gemm(ctx, &g);
-    }
-    if (st == TEENY_OK && dw) {
-        gemm_args g = {.M = out, .N = in, .K = N, .a = dy, .a_sm = 1, .a_sk = out, .b = x, .b_sk = in, .b_sn = 1,
-                       .c = dw, .c_sm = in};
-        st = gemm(ctx, &g);
-    }
+    if (st == TEENY_OK && dx)
+        st = gemm(ctx, &gdx);
+    if (st == TEENY_OK && dw)
+        st = gemm(ctx, &gdw);
     if (st == TEENY_OK && db)
         st = colsum(ctx, dy, N, out, db);
     return st;
@@ -348,217 +438,4 @@ teeny_status teeny_linear_backward(teeny_ctx *ctx, const teeny_tensor *x, const 
                                 {"db", db, TEENY__LINEAR_BIAS, TEENY__EA_OUT | TEENY__EA_OPTIONAL | TEENY__EA_NUMEL}};
     EAGER_BEGIN("teeny_linear_backward");
     return run_linear(ctx, &e, w, db != NULL, args, 6);
-}
-
-/* ---- matmul: batched, broadcasting (ONNX MatMul of two run-time values) ----
- * y [..., M, N] = a [..., M, K] b [..., K, N], the batch dimensions (up to
- * three) broadcasting NumPy's way; one lin_gemm_batched launch per
- * product. The gradient of an operand broadcast along batch dimensions
- * is its per-batch product summed over them (teeny__st_reduce). */
-
-/* A batched strided GEMM: C = A B per batch z, each operand at its offset
- * plus its batch strides (4 components, the last three used). */
-typedef struct {
-    int M, N, K;
-    cl_mem a, b, c;
-    int a_off, a_sm, a_sk, b_off, b_sk, b_sn, c_off, c_sm;
-    cl_int4 a_sb, b_sb, c_sb, bn;
-} bgemm_args;
-
-static teeny_status bgemm(teeny_ctx *ctx, const bgemm_args *g)
-{
-    static const char name[] = "lin_gemm_batched";
-    gemm_plan pl;
-    cl_kernel k;
-    int k_begin = 0, k_end = 0, seg = 0;
-    int64_t per = 1, tiles = 1;
-    teeny_status st = gemm_plan_fit(ctx, &pl);
-    if (st == TEENY_OK) {
-        int64_t micro = pl.rm + 1 + (int64_t)pl.rm * (pl.rn + 1);
-        tiles = ((int64_t)g->K + pl.tk - 1) / pl.tk;
-        st = teeny__loop_split(ctx, name, tiles, 3 * micro + 1, tile_trips(&pl), &per);
-    }
-    size_t tm = (size_t)pl.ly * pl.rm, tn = (size_t)pl.lx * pl.rn;
-    size_t global[3] = {((size_t)g->N + tn - 1) / tn * pl.lx, ((size_t)g->M + tm - 1) / tm * pl.ly,
-                        (size_t)g->bn.s[1] * (size_t)g->bn.s[2] * (size_t)g->bn.s[3]};
-    size_t local[3] = {(size_t)pl.lx, (size_t)pl.ly, 1};
-    /* as gemm: launches over segments of k where loops are limited */
-    for (int64_t t = 0; (t == 0 || t < tiles) && st == TEENY_OK; t += per) {
-        k_begin = (int)(t * pl.tk);
-        k_end = t + per >= tiles ? g->K : (int)((t + per) * pl.tk);
-        seg = (t == 0 ? LIN_SEG_FIRST : 0) | (t + per >= tiles ? LIN_SEG_LAST : 0);
-        st = teeny__kernel_get(ctx, "linear", pl.opt, name, &k);
-        if (st == TEENY_OK)
-            st = teeny__set_args(ctx, k, name, sizeof(int), &g->M, sizeof(int), &g->N, sizeof(int), &g->K,
-                                 sizeof(cl_mem), &g->a, sizeof(int), &g->a_off, sizeof(int), &g->a_sm, sizeof(int),
-                                 &g->a_sk, sizeof(cl_int4), &g->a_sb, sizeof(cl_mem), &g->b, sizeof(int), &g->b_off,
-                                 sizeof(int), &g->b_sk, sizeof(int), &g->b_sn, sizeof(cl_int4), &g->b_sb,
-                                 sizeof(cl_mem), &g->c, sizeof(int), &g->c_off, sizeof(int), &g->c_sm,
-                                 sizeof(cl_int4), &g->c_sb, sizeof(cl_int4), &g->bn, sizeof(int), &k_begin,
-                                 sizeof(int), &k_end, sizeof(int), &seg, (size_t)0);
-        if (st == TEENY_OK)
-            st = teeny__launch(ctx, k, name, 3, global, local);
-    }
-    return st;
-}
-
-/* y's batch dimensions (all but its last two), right-aligned in 3. */
-typedef struct {
-    int nb;                       /* y's batch rank, 0..3 */
-    int64_t dims[3];              /* sizes, ones in front */
-} mm_batch;
-
-static mm_batch batch_of(const teeny__shape *y)
-{
-    mm_batch b = {y->ndim - 2, {1, 1, 1}};
-    for (int d = 0; d < b.nb; d++)
-        b.dims[3 - b.nb + d] = y->shape[d];
-    return b;
-}
-
-/* The batch strides of operand x (matrices of mat elements each) in y's
- * batch, 0 where it is broadcast. */
-static cl_int4 batch_strides(const teeny__shape *x, const mm_batch *yb, int64_t mat)
-{
-    cl_int4 s = {{0, 0, 0, 0}};
-    int xb = x->ndim - 2;
-    int64_t stride = mat;
-    for (int d = xb - 1; d >= 0; d--) {
-        int slot = 3 - xb + d; /* right-aligned */
-        s.s[1 + slot] = x->shape[d] == 1 && yb->dims[slot] != 1 ? 0 : (cl_int)stride;
-        stride *= x->shape[d];
-    }
-    return s;
-}
-
-static cl_int4 batch_dims(const mm_batch *b)
-{
-    cl_int4 v = {{1, (cl_int)b->dims[0], (cl_int)b->dims[1], (cl_int)b->dims[2]}};
-    return v;
-}
-
-teeny_status teeny__matmul_forward(teeny_ctx *ctx, const teeny__op_args *a)
-{
-    const teeny_tensor *x = a->in[TEENY__MATMUL_A], *w = a->in[TEENY__MATMUL_B];
-    teeny_tensor *y = a->out[TEENY__OUT_VALUE];
-    teeny__shape xs = teeny__shape_of(x), ws = teeny__shape_of(w), ys = teeny__shape_of(y);
-    int M = (int)xs.shape[xs.ndim - 2], K = (int)xs.shape[xs.ndim - 1], N = (int)ws.shape[ws.ndim - 1];
-    mm_batch yb = batch_of(&ys);
-    bgemm_args g = {M, N, K, x->buf, w->buf, y->buf, teeny__off(x), K, 1, teeny__off(w), N, 1, teeny__off(y), N,
-                    batch_strides(&xs, &yb, (int64_t)M * K), batch_strides(&ws, &yb, (int64_t)K * N),
-                    batch_strides(&ys, &yb, (int64_t)M * N), batch_dims(&yb)};
-    return bgemm(ctx, &g);
-}
-
-/* Operand o's gradient g (o's shape): the per-batch products of y's batch
- * (written by fill(g_buf, off) with c's strides), summed over the batch
- * dimensions o was broadcast along. */
-static teeny_status mm_grad(teeny_ctx *ctx, bgemm_args *g, const teeny__shape *os, const teeny__shape *ys,
-                            teeny_tensor *out)
-{
-    mm_batch yb = batch_of(ys);
-    int64_t mat = (int64_t)g->M * g->N, full[5], strides[5];
-    int nd = yb.nb + 2;
-    unsigned mask = 0;
-    for (int d = 0; d < yb.nb; d++) {
-        int j = d - (yb.nb - (os->ndim - 2));
-        if (j < 0 || (os->shape[j] == 1 && ys->shape[d] != 1))
-            mask |= 1u << d;
-    }
-    if (!mask) { /* o's batch is y's: write straight into it */
-        g->c = out->buf;
-        g->c_off = teeny__off(out);
-        g->c_sb = batch_strides(ys, &yb, mat);
-        return bgemm(ctx, g);
-    }
-    cl_mem t;
-    int64_t count = mat;
-    for (int d = 0; d < yb.nb; d++)
-        count *= ys->shape[d];
-    teeny_status st = teeny__scratch(ctx, (size_t)count * sizeof(float), &t);
-    if (st != TEENY_OK)
-        return st;
-    g->c = t;
-    g->c_off = 0;
-    g->c_sb = batch_strides(ys, &yb, mat);
-    if ((st = bgemm(ctx, g)) != TEENY_OK)
-        return st;
-    for (int d = 0; d < yb.nb; d++)
-        full[d] = ys->shape[d];
-    full[yb.nb] = g->M;
-    full[yb.nb + 1] = g->N;
-    teeny__st_contiguous(full, nd, strides);
-    return teeny__st_reduce(ctx, t, 0, nd, full, strides, mask, 1.0f, out->buf, teeny__off(out));
-}
-
-/* da = dy b^T, db = a^T dy, per batch, summed where broadcast. */
-teeny_status teeny__matmul_backward(teeny_ctx *ctx, const teeny__op_args *a)
-{
-    const teeny_tensor *x = a->in[TEENY__MATMUL_A], *w = a->in[TEENY__MATMUL_B], *dy = a->in[TEENY__MATMUL_DY];
-    teeny_tensor *dx = a->out[TEENY__MATMUL_A], *dw = a->out[TEENY__MATMUL_B];
-    teeny__shape xs = teeny__shape_of(x), ws = teeny__shape_of(w), ys = teeny__shape_of(dy);
-    int M = (int)xs.shape[xs.ndim - 2], K = (int)xs.shape[xs.ndim - 1], N = (int)ws.shape[ws.ndim - 1];
-    mm_batch yb = batch_of(&ys);
-    teeny_status st = TEENY_OK;
-    if (dx) { /* [M, K] = dy [M, N] w^T: w read as (n, k) at k*N + n */
-        bgemm_args g = {M, K, N, dy->buf, w->buf, NULL, teeny__off(dy), N, 1, teeny__off(w), 1, N, 0, K,
-                        batch_strides(&ys, &yb, (int64_t)M * N), batch_strides(&ws, &yb, (int64_t)K * N),
-                        {{0, 0, 0, 0}}, batch_dims(&yb)};
-        st = mm_grad(ctx, &g, &xs, &ys, dx);
-    }
-    if (st == TEENY_OK && dw) { /* [K, N] = x^T [K, M] dy [M, N] */
-        bgemm_args g = {K, N, M, x->buf, dy->buf, NULL, teeny__off(x), 1, K, teeny__off(dy), N, 1, 0, N,
-                        batch_strides(&xs, &yb, (int64_t)M * K), batch_strides(&ys, &yb, (int64_t)M * N),
-                        {{0, 0, 0, 0}}, batch_dims(&yb)};
-        st = mm_grad(ctx, &g, &ws, &ys, dw);
-    }
-    return st;
-}
-
-/* a [..., M, K], b [..., K, N] (ranks 2..5, batch dimensions broadcasting)
- * -> y [batch..., M, N]. */
-teeny_status teeny__matmul_infer(teeny_ctx *ctx, teeny__node_shapes *s)
-{
-    const teeny__shape *x = &s->in[0], *w = &s->in[1];
-    char sa[96], sb[96];
-    int ok = s->n_in == 2 && !x->is_i32 && !w->is_i32 && x->ndim >= 2 && w->ndim >= 2 &&
-             x->shape[x->ndim - 1] == w->shape[w->ndim - 2];
-    int nb = (x->ndim > w->ndim ? x->ndim : w->ndim) - 2;
-    s->out = (teeny__shape){.ndim = nb + 2};
-    for (int d = 0; ok && d < nb; d++) {
-        int jx = d - (nb - (x->ndim - 2)), jw = d - (nb - (w->ndim - 2));
-        int64_t p = jx < 0 ? 1 : x->shape[jx], q = jw < 0 ? 1 : w->shape[jw];
-        ok = p == q || p == 1 || q == 1;
-        s->out.shape[d] = p == 1 ? q : p;
-    }
-    if (!ok)
-        return teeny__error(ctx, TEENY_ERR_SHAPE, "a %s and b %s: expected fp32 [..., M, K] and [..., K, N] whose batch "
-                            "dimensions broadcast", teeny__dims_str(x->shape, x->ndim, sa, sizeof sa),
-                            teeny__dims_str(w->shape, w->ndim, sb, sizeof sb));
-    s->out.shape[nb] = x->shape[x->ndim - 2];
-    s->out.shape[nb + 1] = w->shape[w->ndim - 1];
-    s->n_param = s->n_state = s->n_saved = 0;
-    return TEENY_OK;
-}
-
-teeny_status teeny_matmul(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, teeny_tensor *y)
-{
-    teeny__eager e = {TEENY__EAGER_OF("teeny_matmul", MATMUL, matmul, forward)};
-    const teeny__earg args[] = {
-        {"a", a, TEENY__MATMUL_A, 0}, {"b", b, TEENY__MATMUL_B, 0}, {"y", y, TEENY__OUT_VALUE, TEENY__EA_OUT}};
-    EAGER_BEGIN("teeny_matmul");
-    return teeny__eager_run(ctx, &e, args, 3);
-}
-
-teeny_status teeny_matmul_backward(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, const teeny_tensor *dy,
-                                   teeny_tensor *da, teeny_tensor *db)
-{
-    teeny__eager e = {TEENY__EAGER_OF("teeny_matmul_backward", MATMUL, matmul, backward)};
-    const teeny__earg args[] = {{"a", a, TEENY__MATMUL_A, 0},
-                                {"b", b, TEENY__MATMUL_B, 0},
-                                {"dy", dy, TEENY__MATMUL_DY, 0},
-                                {"da", da, TEENY__MATMUL_A, TEENY__EA_OUT | TEENY__EA_OPTIONAL},
-                                {"db", db, TEENY__MATMUL_B, TEENY__EA_OUT | TEENY__EA_OPTIONAL}};
-    EAGER_BEGIN("teeny_matmul_backward");
-    return teeny__eager_run(ctx, &e, args, 5);
 }

@@ -351,7 +351,7 @@ enum {
     TEENY__LAYERNORM_IN_SLOTS
 };
 enum { TEENY__LAYERNORM_OUT_MEAN = 1, TEENY__LAYERNORM_OUT_RSTD };
-/* linear.c */
+/* matmul.c */
 enum { TEENY__MATMUL_A, TEENY__MATMUL_B, TEENY__MATMUL_Y, TEENY__MATMUL_DY, TEENY__MATMUL_IN_SLOTS };
 /* ---- resize slots (ONNX phase 3) ---- */
 /* resize.c */
