@@ -685,11 +685,12 @@ static void dw_cols_run(const ref_conv *c, const conv_data *d, int x_off, int y_
 }
 
 /* dwconv_fwd's four columns per item (dw_fwd_rows3's NC 4, with and
- * without the float4 loads; float4, float2 and scalar stores) against one
- * column per item (teeny__conv2d_debug flag 8): the same bits, forward and
- * the stride-1 input gradient (dwconv_fwd over dy, taps reversed), on
- * planes 56, 28, 14 and 7 wide, odd widths, W no multiple of 4, x or y
- * at offsets that are no multiple of 4, pads 0, 1, 2 and 5. */
+ * without the float4 loads; float4, float2 and scalar stores) and two
+ * (the plan's choice where the input rows are no whole float4s) against
+ * one column per item (teeny__conv2d_debug flag 8): the same bits,
+ * forward and the stride-1 input gradient (dwconv_fwd over dy, taps
+ * reversed), on planes 56, 28, 14 and 7 wide, odd widths, W no multiple
+ * of 4, x or y at offsets that are no multiple of 4, pads 0, 1, 2 and 5. */
 START_TEST(test_conv2d_depthwise_cols)
 {
     static const struct {
@@ -718,8 +719,8 @@ START_TEST(test_conv2d_depthwise_cols)
             dw_cols_run(c, &d, cases[i].x_off, cases[i].y_off, &y[one], &dx[one]);
         }
         teeny__conv2d_debug(-1, 0);
-        ck_assert_msg(!memcmp(y[0], y[1], d.ny * sizeof(float)), "case %d: y differs between 4 and 1 columns", i);
-        ck_assert_msg(!memcmp(dx[0], dx[1], d.nx * sizeof(float)), "case %d: dx differs between 4 and 1 columns", i);
+        ck_assert_msg(!memcmp(y[0], y[1], d.ny * sizeof(float)), "case %d: y differs between the planned and 1 column", i);
+        ck_assert_msg(!memcmp(dx[0], dx[1], d.nx * sizeof(float)), "case %d: dx differs between the planned and 1 column", i);
         for (int one = 0; one < 2; one++) {
             free(y[one]);
             free(dx[one]);
