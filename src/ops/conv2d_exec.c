@@ -15,12 +15,6 @@
 
 /* ---- geometry ---- */
 
-int teeny__conv_plain(const conv_geom *g)
-{
-    return g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 && g->OH == g->H &&
-           g->OW == g->W;
-}
-
 conv_geom teeny__conv_geom_make(const teeny_tensor *x, const teeny_tensor *w, const teeny__conv2d_attrs *at)
 {
     conv_geom g;

@@ -203,6 +203,12 @@ int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name,
     return *st == TEENY_OK;
 }
 
+int teeny__conv_plain(const conv_geom *g)
+{
+    return g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 && g->OH == g->H &&
+           g->OW == g->W;
+}
+
 /* The packed B operand of conv_gemm_cpu in floats (0: beyond int32). */
 static int64_t cpu_packed(const conv_tuning *tu, const gemm_job *j)
 {
