@@ -16,64 +16,24 @@
 
 #include "core/clwrap.h"
 #include "harness.h"
+#include "linear_case.h"
 #include "internal.h"
 #include "ops/ops.h"
 #include "ref/linear_ref.h"
 
 #define TOL 1e-5 /* test_linear.c's */
 
-typedef struct {
-    int N, in, out, bias, view;
-    float *hx, *hw, *hb, *hdy;
-    th_dev x, w, b, dy, o[4]; /* o: y, dx, dw, db */
-} sm_case;
-
-static void sm_make(teeny_ctx *ctx, sm_case *c, uint64_t seed)
-{
-    th_rng r = th_rng_make(seed);
-    size_t nx = (size_t)c->N * c->in, nw = (size_t)c->out * c->in, ny = (size_t)c->N * c->out;
-    int64_t xs[2] = {c->N, c->in}, ws[2] = {c->out, c->in}, ys[2] = {c->N, c->out}, bs[1] = {c->out};
-    int v = c->view;
-    c->hx = th_malloc(nx * 4);
-    c->hw = th_malloc(nw * 4);
-    c->hb = th_malloc((size_t)c->out * 4);
-    c->hdy = th_malloc(ny * 4);
-    th_fill_normal(&r, c->hx, nx, th_uniform(&r, -1, 1), 1);
-    th_fill_uniform(&r, c->hw, nw, -1, 1);
-    th_fill_uniform(&r, c->hb, (size_t)c->out, -1, 1);
-    th_fill_normal(&r, c->hdy, ny, 0, 1);
-    c->x = th_dev_make(ctx, 0, 2, xs, v, c->hx);
-    c->w = th_dev_make(ctx, 0, 2, ws, v ? v + 2 : 0, c->hw);
-    c->b = th_dev_make(ctx, 0, 1, bs, v, c->hb);
-    c->dy = th_dev_make(ctx, 0, 2, ys, v ? v + 1 : 0, c->hdy);
-    c->o[0] = th_dev_make(ctx, 0, 2, ys, v ? v + 4 : 0, NULL);
-    c->o[1] = th_dev_make(ctx, 0, 2, xs, v ? v + 3 : 0, NULL);
-    c->o[2] = th_dev_make(ctx, 0, 2, ws, v ? v + 5 : 0, NULL);
-    c->o[3] = th_dev_make(ctx, 0, 1, bs, v, NULL);
-}
-
-static void sm_free(sm_case *c)
-{
-    th_dev *d[] = {&c->x, &c->w, &c->b, &c->dy, &c->o[0], &c->o[1], &c->o[2], &c->o[3]};
-    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
-        th_dev_free(d[i]);
-    free(c->hx);
-    free(c->hw);
-    free(c->hb);
-    free(c->hdy);
-}
-
 /* Forward and backward (db only with want_db) into NaN-poisoned outputs;
  * st each; the outputs read back into got (NULL: not read). */
-static void sm_run(teeny_ctx *ctx, sm_case *c, int want_db, teeny_status st, float *got[4])
+static void sm_run(teeny_ctx *ctx, lin_case *c, int want_db, teeny_status st, float *got[4])
 {
     for (int i = 0; i < 4; i++)
-        th_poison(c->o[i].t);
-    TH_STATUS(ctx, st, teeny_linear_forward(ctx, c->x.t, c->w.t, c->bias ? c->b.t : NULL, c->o[0].t));
-    TH_STATUS(ctx, st, teeny_linear_backward(ctx, c->x.t, c->w.t, c->dy.t, c->o[1].t, c->o[2].t,
-                                             want_db ? c->o[3].t : NULL));
+        th_poison(lin_case_out(c, i)->t);
+    TH_STATUS(ctx, st, teeny_linear_forward(ctx, c->x.t, c->w.t, c->bias ? c->b.t : NULL, c->y.t));
+    TH_STATUS(ctx, st, teeny_linear_backward(ctx, c->x.t, c->w.t, c->dy.t, c->dx.t, c->dw.t,
+                                             want_db ? c->db.t : NULL));
     for (int i = 0; got && i < 4; i++)
-        got[i] = th_read(c->o[i].t);
+        got[i] = th_read(lin_case_out(c, i)->t);
 }
 
 static void bits_free(float *b[4])
@@ -84,7 +44,7 @@ static void bits_free(float *b[4])
 
 /* Shape i: small odd sizes; every fourth case one of the three K (in,
  * N, out) in the hundreds or thousands; some sizes 1. */
-static void sm_shape(th_rng *r, int i, sm_case *c)
+static void sm_shape(th_rng *r, int i, lin_case *c)
 {
     c->N = th_int(r, 1, 40);
     c->in = th_int(r, 1, 60);
@@ -113,12 +73,12 @@ START_TEST(test_linear_small_layer)
     teeny_ctx *ctx = th_ctx();
     uint64_t seed = 9100 + (uint64_t)_i;
     th_rng r = th_rng_make(seed);
-    sm_case c;
+    lin_case c;
     sm_shape(&r, _i, &c);
     char repro[160];
     snprintf(repro, sizeof repro, "small route: x [%d, %d] w [%d, %d]%s%s seed %llu", c.N, c.in, c.out, c.in,
              c.bias ? " bias" : "", c.view ? " (views)" : "", (unsigned long long)seed);
-    sm_make(ctx, &c, seed);
+    lin_case_make(ctx, &c, seed);
     float *small[4], *tile[4];
     teeny__linear_debug_small(1);
     sm_run(ctx, &c, 1, TEENY_OK, small);
@@ -141,7 +101,7 @@ START_TEST(test_linear_small_layer)
         ck_assert_msg(bad < 0, "%s: element %ld not written; %s", names[i], bad, repro);
         double e = th_nrms_mag(small[i], ref[i], mag[i], n[i]);
         ck_assert_msg(e <= TOL, "%s: nrms %.3g > %.1g; %s", names[i], e, TOL, repro);
-        th_dev_check_guard(&c.o[i], names[i], repro);
+        th_dev_check_guard(lin_case_out(&c, i), names[i], repro);
     }
     teeny__linear_debug_small(-1);
     sm_run(ctx, &c, 1, TEENY_OK, tile);
@@ -158,7 +118,7 @@ START_TEST(test_linear_small_layer)
     free(w);
     free(b);
     free(dy);
-    sm_free(&c);
+    lin_case_free(&c);
 }
 END_TEST
 
@@ -176,9 +136,9 @@ START_TEST(test_linear_small_segments)
     static const long launches[3] = {10 + 1 + 1, 1 + 1 + 10, 1 + 9 + 1};
     teeny__linear_debug_small(1);
     for (int ci = 0; ci < 3; ci++) {
-        sm_case c = {.N = shapes[ci][0], .in = shapes[ci][1], .out = shapes[ci][2], .bias = 1, .view = ci};
+        lin_case c = {.N = shapes[ci][0], .in = shapes[ci][1], .out = shapes[ci][2], .bias = 1, .view = ci};
         float *one[4], *got[4];
-        sm_make(ctx, &c, 9300 + (uint64_t)ci);
+        lin_case_make(ctx, &c, 9300 + (uint64_t)ci);
         for (int li = 0; li < 3; li++) {
             long limit = li == 0 ? 0 : li == 1 ? 200 : 40;
             th_loop_limit(limit);
@@ -189,21 +149,21 @@ START_TEST(test_linear_small_segments)
             if (li == 2) {
                 ck_assert_int_eq(n, 0);
                 for (int j = 0; j < 3; j++)
-                    th_expect_all(c.o[j].t, NAN);
+                    th_expect_all(lin_case_out(&c, j)->t, NAN);
                 continue;
             }
             ck_assert_msg(li == 0 ? n == 3 : n == launches[ci], "case %d, limit %ld: %ld launches", ci, limit, n);
             for (int j = 0; li == 1 && j < 3; j++)
-                ck_assert_msg(!memcmp(got[j], one[j], (size_t)c.o[j].n * 4),
+                ck_assert_msg(!memcmp(got[j], one[j], (size_t)lin_case_out(&c, j)->n * 4),
                               "case %d: output %d in segments differs from one launch's", ci, j);
             for (int j = 0; j < 3; j++)
-                th_dev_check_guard(&c.o[j], "small route output", "test_linear_small_segments");
+                th_dev_check_guard(lin_case_out(&c, j), "small route output", "test_linear_small_segments");
             if (li == 1)
                 bits_free(got);
         }
         th_loop_limit(-1);
         bits_free(one);
-        sm_free(&c);
+        lin_case_free(&c);
     }
 }
 END_TEST
@@ -242,45 +202,46 @@ START_TEST(test_linear_small_plan)
     teeny__linear_debug_small(0);
     /* the classifier's forward: 1280 items (the small route) against
      * lin_gemm's 2 work-groups of 256; the same bits */
-    sm_case c = {.N = 128, .in = 128, .out = 10, .bias = 1, .view = 1};
+    lin_case c = {.N = 128, .in = 128, .out = 10, .bias = 1, .view = 1};
     float *by[2][4];
-    sm_make(ctx, &c, 9400);
+    lin_case_make(ctx, &c, 9400);
     for (int run = 0; run < 2; run++) {
         teeny__linear_debug_small(run ? -1 : 0);
         TH_OK(ctx, teeny_ctx_finish(ctx));
         ctx->prog.items_enqueued = 0;
-        TH_OK(ctx, teeny_linear_forward(ctx, c.x.t, c.w.t, c.b.t, c.o[0].t));
+        TH_OK(ctx, teeny_linear_forward(ctx, c.x.t, c.w.t, c.b.t, c.y.t));
         TH_OK(ctx, teeny_ctx_finish(ctx));
         ck_assert_msg(ctx->prog.items_enqueued == (run ? 512 : 1280), "run %d: %lld items", run,
                       (long long)ctx->prog.items_enqueued);
         sm_run(ctx, &c, 1, TEENY_OK, by[run]);
     }
     for (int i = 0; i < 4; i++)
-        ck_assert_msg(!memcmp(by[0][i], by[1][i], (size_t)c.o[i].n * 4), "classifier: output %d's bits differ", i);
+        ck_assert_msg(!memcmp(by[0][i], by[1][i], (size_t)lin_case_out(&c, i)->n * 4),
+                      "classifier: output %d's bits differ", i);
     bits_free(by[0]);
     bits_free(by[1]);
-    sm_free(&c);
+    lin_case_free(&c);
     /* a kernel that takes fewer than 64 items (forced: 16) gets a smaller
      * work-group: y [3, 7], 21 items in one group of 64, then two of 16 */
-    sm_case t = {.N = 3, .in = 5, .out = 7, .bias = 1, .view = 0};
+    lin_case t = {.N = 3, .in = 5, .out = 7, .bias = 1, .view = 0};
     float *ty[2];
-    sm_make(ctx, &t, 9401);
+    lin_case_make(ctx, &t, 9401);
     teeny__linear_debug_small(0);
     for (int run = 0; run < 2; run++) {
         teeny__debug_kernel_wg_cap(run ? 16 : 0);
         TH_OK(ctx, teeny_ctx_finish(ctx));
         ctx->prog.items_enqueued = 0;
-        th_poison(t.o[0].t);
-        TH_OK(ctx, teeny_linear_forward(ctx, t.x.t, t.w.t, t.b.t, t.o[0].t));
+        th_poison(t.y.t);
+        TH_OK(ctx, teeny_linear_forward(ctx, t.x.t, t.w.t, t.b.t, t.y.t));
         TH_OK(ctx, teeny_ctx_finish(ctx));
         ck_assert_msg(ctx->prog.items_enqueued == (run ? 32 : 64), "wg cap run %d: %lld items", run,
                       (long long)ctx->prog.items_enqueued);
-        ty[run] = th_read(t.o[0].t);
+        ty[run] = th_read(t.y.t);
     }
     ck_assert_msg(th_first_nonfinite(ty[1], 21) < 0 && !memcmp(ty[0], ty[1], 21 * 4), "wg cap: y differs");
     free(ty[0]);
     free(ty[1]);
-    sm_free(&t);
+    lin_case_free(&t);
     th_compute_units(0);
     th_profile(NULL);
 }

@@ -17,6 +17,7 @@
 
 #include "core/clwrap.h"
 #include "harness.h"
+#include "linear_case.h"
 #include "internal.h"
 #include "ops/ops.h"
 #include "ref/linear_ref.h"
@@ -39,47 +40,6 @@ static void expect_tf32(const th_dev *d, const double *ref, const double *mag, c
 typedef struct {
     float *o[4];
 } lin_bits;
-
-typedef struct {
-    int N, in, out, bias, view;
-    th_dev x, w, b, dy, y, dx, dw, db;
-    float *hx, *hw, *hb, *hdy;
-} lin_case;
-
-static void case_make(teeny_ctx *ctx, lin_case *c, uint64_t seed)
-{
-    th_rng r = th_rng_make(seed);
-    size_t nx = (size_t)c->N * c->in, nw = (size_t)c->out * c->in, ny = (size_t)c->N * c->out;
-    int64_t xs[2] = {c->N, c->in}, ws[2] = {c->out, c->in}, ys[2] = {c->N, c->out}, bs[1] = {c->out};
-    int v = c->view;
-    c->hx = th_malloc(nx * 4);
-    c->hw = th_malloc(nw * 4);
-    c->hb = th_malloc((size_t)c->out * 4);
-    c->hdy = th_malloc(ny * 4);
-    th_fill_normal(&r, c->hx, nx, th_uniform(&r, -1, 1), 1);
-    th_fill_uniform(&r, c->hw, nw, -1, 1);
-    th_fill_uniform(&r, c->hb, (size_t)c->out, -1, 1);
-    th_fill_normal(&r, c->hdy, ny, 0, 1);
-    c->x = th_dev_make(ctx, 0, 2, xs, v, c->hx);
-    c->w = th_dev_make(ctx, 0, 2, ws, v ? v + 2 : 0, c->hw);
-    c->b = th_dev_make(ctx, 0, 1, bs, v, c->hb);
-    c->dy = th_dev_make(ctx, 0, 2, ys, v ? v + 1 : 0, c->hdy);
-    c->y = th_dev_make(ctx, 0, 2, ys, v ? v + 4 : 0, NULL);
-    c->dx = th_dev_make(ctx, 0, 2, xs, v ? v + 3 : 0, NULL);
-    c->dw = th_dev_make(ctx, 0, 2, ws, v ? v + 5 : 0, NULL);
-    c->db = th_dev_make(ctx, 0, 1, bs, v, NULL);
-}
-
-static void case_free(lin_case *c)
-{
-    th_dev *d[] = {&c->x, &c->w, &c->b, &c->dy, &c->y, &c->dx, &c->dw, &c->db};
-    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
-        th_dev_free(d[i]);
-    free(c->hx);
-    free(c->hw);
-    free(c->hb);
-    free(c->hdy);
-}
 
 /* Forward and backward once (outputs poisoned first); the bits read back. */
 static lin_bits case_run(teeny_ctx *ctx, lin_case *c)
@@ -148,7 +108,7 @@ static void layer_case(teeny_ctx *ctx, int i)
     char repro[160];
     snprintf(repro, sizeof repro, "tf32: x [%d, %d] w [%d, %d]%s%s seed %llu", c.N, c.in, c.out, c.in,
              c.bias ? " bias" : "", c.view ? " (views)" : "", (unsigned long long)seed);
-    case_make(ctx, &c, seed);
+    lin_case_make(ctx, &c, seed);
     lin_bits t1 = case_run(ctx, &c);
     size_t nx = (size_t)c.N * c.in, nw = (size_t)c.out * c.in, ny = (size_t)c.N * c.out;
     double *x = th_dbl(c.hx, nx), *w = th_dbl(c.hw, nw), *b = th_dbl(c.hb, (size_t)c.out), *dy = th_dbl(c.hdy, ny);
@@ -181,7 +141,7 @@ static void layer_case(teeny_ctx *ctx, int i)
     free(w);
     free(b);
     free(dy);
-    case_free(&c);
+    lin_case_free(&c);
 }
 
 START_TEST(test_linear_tf32_layer)
@@ -275,7 +235,7 @@ static void segment_cases(teeny_ctx *ctx)
         lin_case c = {.N = shapes[ci][0], .in = shapes[ci][1], .out = shapes[ci][2], .bias = 1, .view = 3};
         char repro[96];
         snprintf(repro, sizeof repro, "tf32 k segments: x [%d, %d] w [%d, %d]", c.N, c.in, c.out, c.in);
-        case_make(ctx, &c, 8600 + (uint64_t)ci);
+        lin_case_make(ctx, &c, 8600 + (uint64_t)ci);
         lin_bits bits[2];
         long n[2];
         for (int run = 0; run < 2; run++) {
@@ -293,7 +253,7 @@ static void segment_cases(teeny_ctx *ctx)
             th_dev_check_guard(outs[i], "segmented output", repro);
         bits_free(&bits[0]);
         bits_free(&bits[1]);
-        case_free(&c);
+        lin_case_free(&c);
     }
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
 }
@@ -345,7 +305,7 @@ START_TEST(test_linear_tf32_fallback)
         ck_assert_int_eq(active, 0);
     }
     lin_case c = {.N = 70, .in = 45, .out = 66, .bias = 1, .view = 3};
-    case_make(ctx, &c, 8700);
+    lin_case_make(ctx, &c, 8700);
     lin_bits bits[2];
     for (int run = 0; run < 2; run++) { /* tf32 requested, then not */
         TH_OK(ctx, teeny_ctx_set_tf32(ctx, run == 0));
@@ -375,7 +335,7 @@ START_TEST(test_linear_tf32_fallback)
     th_dev_free(&ty);
     bits_free(&bits[0]);
     bits_free(&bits[1]);
-    case_free(&c);
+    lin_case_free(&c);
 }
 END_TEST
 
