@@ -16,8 +16,17 @@ static const char *const def_names[] = {
 };
 #define HAS_BWD_GRAD 1
 #define HAS_BWD_NOGRAD 0
+#define HAS_BWD_PASS 1
 static const int def_grad[] = {
 #define XX(e, name, family, fn, attrs, grad, slots) HAS_BWD_##grad,
+#include "ops/ops.def"
+#undef XX
+};
+#define PASSES_GRAD 0
+#define PASSES_NOGRAD 0
+#define PASSES_PASS 1
+static const int def_passes[] = {
+#define XX(e, name, family, fn, attrs, grad, slots) PASSES_##grad,
 #include "ops/ops.def"
 #undef XX
 };
@@ -39,6 +48,10 @@ START_TEST(test_ops_table)
         ck_assert_msg((teeny__ops[i].backward != NULL) == def_grad[i], "%s: backward slot disagrees with ops.def",
                       def_names[i]);
         teeny__op_slots sl = teeny__op_slots_of((teeny__op_id)i);
+        /* a PASS op hands dy to its inputs: it has no parameters to take a gradient of */
+        ck_assert_msg(teeny__ops[i].grad_passes == def_passes[i] && (!def_passes[i] || sl.param == 0),
+                      "%s: grad_passes %d, ops.def's PASS %d, %d params", def_names[i], teeny__ops[i].grad_passes,
+                      def_passes[i], sl.param);
         int want = def_grad[i] ? teeny__slot_dvalue(sl) + 1 : teeny__slot_value(sl);
         ck_assert_msg(def_in_slots[i] == want, "%s: its slot enum has %d in-slots; ops.def's SLOTS give %d",
                       def_names[i], def_in_slots[i], want);

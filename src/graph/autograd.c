@@ -6,9 +6,11 @@
  * later one goes to a temporary that is then added in (fixed order, so
  * results are deterministic). Views pass their gradient through a copy.
  * Where each contribution goes (an input's gradient, an accumulation
- * temporary, nowhere) was decided by the backward derivation in
- * graph_compile.c (teeny__contrib, graph_internal.h). The pass opens with
- * a zero fill of every parameter gradient this plan's loss does not
+ * temporary, the node's own gradient buffer, nowhere) was decided by the
+ * backward derivation in graph_compile.c (teeny__contrib,
+ * graph_internal.h): where a view's or an add's input shares the node's
+ * gradient buffer (ALIAS) nothing is written for it, so such a view copies
+ * nothing and such an add launches nothing. The pass opens with a zero fill of every parameter gradient this plan's loss does not
  * reach, so a backward overwrites every parameter gradient (the header's
  * contract) even where several plans share the parameters. A tied
  * parameter's gradient is summed over its uses the same way: the first
@@ -107,8 +109,8 @@ teeny_status teeny__autograd_plan(teeny_plan *p, const teeny__backward *bw)
         }
         for (int j = 0; j < nd->n_in; j++) {
             teeny__contrib c = bw->contrib[i * TEENY__OP_MAX_SLOTS + j];
-            if (c.kind == TEENY__CONTRIB_NONE)
-                continue;
+            if (c.kind == TEENY__CONTRIB_NONE || c.kind == TEENY__CONTRIB_ALIAS)
+                continue; /* ALIAS: the input's gradient is this node's, already in place */
             via_temp[j] = c.kind == TEENY__CONTRIB_TEMP;
             target[j] = via_temp[j] ? p->temps[c.temp] : p->grad[nd->in[j]];
         }

@@ -143,6 +143,7 @@ void teeny__backward_free(teeny__backward *bw)
 {
     teeny__free(bw->reaches);
     teeny__free(bw->grad_def);
+    teeny__free(bw->grad_share);
     teeny__free(bw->contrib);
     teeny__free(bw->pcontrib);
     teeny__free(bw->pwritten);
@@ -178,6 +179,98 @@ static void route_contributions(const teeny_plan *p, teeny__backward *bw)
             }
         }
     }
+}
+
+/* A view's or PASS op's (ops.def) gradient is its inputs' own: where it is
+ * an input's first contribution (GRAD), the input's gradient can share the
+ * node's gradient buffer (ALIAS) instead of receiving a copy. Gradients
+ * sharing one buffer form a class: a root (written by a GRAD) and aliases
+ * under it, each live from its birth (the root: grad_def; an alias: its
+ * pass-through node's backward step, where its value is that node's) to
+ * its own node's backward step. After its birth a gradient is written only
+ * by the accumulations of its TEMP contributions, each added after its
+ * node's backward ran, at that node's step w; such a write into X
+ * clobbers Y of X's class if birth(Y) <= w < last(Y) (at w == last(Y) the
+ * writer is Y's own node, which has read Y already). An input joins the
+ * class only where that holds both ways with every member; else it keeps
+ * its GRAD (a copy). ws[ws_at[u] .. ws_at[u + 1]) are u's TEMP steps. */
+static int written_within(const int *ws_at, const int *ws, int u, int from, int to)
+{
+    for (int k = ws_at[u]; k < ws_at[u + 1]; k++)
+        if (ws[k] >= from && ws[k] < to)
+            return 1;
+    return 0;
+}
+
+static int may_share(const teeny_plan *p, const teeny__backward *bw, const int *birth, const int *ws_at,
+                     const int *ws, int u, int i)
+{
+    const teeny_graph *g = p->g;
+    int root = i, last_u = teeny__bwd_step(g, u), born = teeny__bwd_step(g, i);
+    while (bw->grad_share[root] >= 0)
+        root = bw->grad_share[root];
+    for (int y = 0; y < g->n_nodes; y++) {
+        int r = y;
+        while (bw->grad_share[r] >= 0)
+            r = bw->grad_share[r];
+        if (r != root || bw->grad_def[y] < 0)
+            continue;
+        if (written_within(ws_at, ws, u, birth[y], teeny__bwd_step(g, y)) || written_within(ws_at, ws, y, born, last_u))
+            return 0;
+    }
+    return 1;
+}
+
+static teeny_status route_aliases(const teeny_plan *p, teeny__backward *bw)
+{
+    const teeny_graph *g = p->g;
+    int n = g->n_nodes;
+    int *birth = teeny__calloc((size_t)n, sizeof *birth), *ws_at = teeny__calloc((size_t)n + 2, sizeof *ws_at);
+    int *ws = teeny__calloc((size_t)bw->n_temps + 1, sizeof *ws);
+    if (!birth || !ws_at || !ws) {
+        teeny__free(birth);
+        teeny__free(ws_at);
+        teeny__free(ws);
+        return no_memory(g->ctx);
+    }
+    /* the TEMP steps by input: counted at ws_at[u + 2], summed so that u's
+     * start is at ws_at[u + 1], filled so that it moves to ws_at[u] */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < g->nodes[i].n_in; j++)
+                if (bw->contrib[i * TEENY__OP_MAX_SLOTS + j].kind == TEENY__CONTRIB_TEMP) {
+                    int u = g->nodes[i].in[j];
+                    if (pass == 0)
+                        ws_at[u + 2]++;
+                    else
+                        ws[ws_at[u + 1]++] = teeny__bwd_step(g, i);
+                }
+        for (int u = 0; pass == 0 && u < n; u++)
+            ws_at[u + 2] += ws_at[u + 1];
+    }
+    for (int u = 0; u < n; u++)
+        birth[u] = bw->grad_def[u];
+    for (int i = n - 1; i >= 0; i--) {
+        const teeny__gnode *nd = &g->nodes[i];
+        if (!bw->reaches[i] || bw->grad_def[i] < 0 ||
+            !(nd->kind == TEENY__NODE_VIEW || (nd->kind == TEENY__NODE_OP && teeny__ops[nd->op].grad_passes)))
+            continue;
+        for (int j = 0; j < nd->n_in; j++) {
+            teeny__contrib *c = &bw->contrib[i * TEENY__OP_MAX_SLOTS + j];
+            int u = nd->in[j];
+            if (c->kind != TEENY__CONTRIB_GRAD ||
+                teeny__shape_numel(&p->shapes[u].out) != teeny__shape_numel(&p->shapes[i].out) ||
+                !may_share(p, bw, birth, ws_at, ws, u, i))
+                continue;
+            c->kind = TEENY__CONTRIB_ALIAS;
+            bw->grad_share[u] = i;
+            birth[u] = teeny__bwd_step(g, i);
+        }
+    }
+    teeny__free(birth);
+    teeny__free(ws_at);
+    teeny__free(ws);
+    return TEENY_OK;
 }
 
 /* Where each parameter gradient goes: a reaching node's backward writes
@@ -231,16 +324,18 @@ teeny_status teeny__compile_backward(teeny_plan *p, teeny__backward *bw)
     memset(bw, 0, sizeof *bw);
     bw->reaches = teeny__calloc((size_t)n, sizeof *bw->reaches);
     bw->grad_def = teeny__calloc((size_t)n, sizeof *bw->grad_def);
+    bw->grad_share = teeny__calloc((size_t)n, sizeof *bw->grad_share);
     bw->contrib = teeny__calloc((size_t)n * TEENY__OP_MAX_SLOTS, sizeof *bw->contrib);
     bw->pcontrib = teeny__calloc((size_t)n * TEENY__OP_MAX_SLOTS, sizeof *bw->pcontrib);
     bw->pwritten = teeny__calloc((size_t)n * TEENY__OP_MAX_SLOTS, sizeof *bw->pwritten);
-    if (!needs || !bw->reaches || !bw->grad_def || !bw->contrib || !bw->pcontrib || !bw->pwritten) {
+    if (!needs || !bw->reaches || !bw->grad_def || !bw->grad_share || !bw->contrib || !bw->pcontrib ||
+        !bw->pwritten) {
         teeny__free(needs);
         return no_memory(ctx);
     }
     int *reaches = bw->reaches;
     for (int i = 0; i < n; i++) {
-        bw->grad_def[i] = -1;
+        bw->grad_def[i] = bw->grad_share[i] = -1;
         for (int j = 0; j < TEENY__OP_MAX_SLOTS; j++)
             bw->contrib[i * TEENY__OP_MAX_SLOTS + j] = bw->pcontrib[i * TEENY__OP_MAX_SLOTS + j] =
                 (teeny__contrib){TEENY__CONTRIB_NONE, -1};
@@ -271,6 +366,7 @@ teeny_status teeny__compile_backward(teeny_plan *p, teeny__backward *bw)
                                              &g->nodes[i].param_grad[j]);
         if (st == TEENY_OK) {
             route_contributions(p, bw);
+            st = route_aliases(p, bw);
             route_params(p, bw);
         }
     }

@@ -197,14 +197,18 @@ int teeny__graph_slot_owned(const teeny_graph *g, int node, int is_state, int sl
  *   TEMP  every later one (a value that fans out, or the same input in two
  *         slots): written into accumulation temporary `temp`, which is then
  *         added into the gradient, in a fixed order, so results are
- *         deterministic.
+ *         deterministic;
+ *   ALIAS a GRAD of a node that passes its gradient through unchanged (a
+ *         view, an ops.def PASS op such as add) where the input's gradient
+ *         can be the node's own gradient buffer (grad_share): nothing is
+ *         written, so no launch.
  * The number of temporaries is the number of TEMP contributions, so any
  * fan-in (a concat of many inputs, repeated inputs) gets exactly what it
  * needs. A node's parameter gradients are routed the same way (pcontrib):
  * GRAD into the parameter's gradient for the first use in backward order
  * (for an untied parameter, its only one), TEMP for every later use of a
  * tied parameter (slot order within a node), added into it. */
-typedef enum { TEENY__CONTRIB_NONE, TEENY__CONTRIB_GRAD, TEENY__CONTRIB_TEMP } teeny__contrib_kind;
+typedef enum { TEENY__CONTRIB_NONE, TEENY__CONTRIB_GRAD, TEENY__CONTRIB_TEMP, TEENY__CONTRIB_ALIAS } teeny__contrib_kind;
 
 typedef struct {
     teeny__contrib_kind kind;
@@ -214,6 +218,7 @@ typedef struct {
 typedef struct {
     int *reaches;                         /* per node: on the path from a parameter to the loss */
     int *grad_def;                        /* per node: step that defines its gradient, -1 if it has none */
+    int *grad_share;                      /* per node: the (later) node whose gradient buffer its gradient is, -1 */
     teeny__contrib *contrib;              /* per node and input slot: [i * TEENY__OP_MAX_SLOTS + j] */
     teeny__contrib *pcontrib;             /* per node and parameter slot, indexed as contrib */
     unsigned char *pwritten;              /* per owned parameter slot, indexed as contrib: a use writes its gradient */
@@ -227,7 +232,7 @@ typedef struct {
     int failed;                           /* an allocation failed: checked once after planning */
     int *value_buf;                       /* per node: its value's buffer; -1 (inputs and views) */
     int *saved_buf;                       /* per node and slot: saved tensor's buffer; -1 none */
-    int *grad_buf;                        /* per node: its gradient's buffer; -1 none */
+    int *grad_buf;                        /* per node: its gradient's buffer (shared: grad_share); -1 none */
     int *temp_buf;                        /* per accumulation temporary (values' and parameters') */
 } teeny__memplan;
 

@@ -105,7 +105,8 @@ static teeny_status plan_values(const teeny_plan *p, const int *reaches, teeny__
  * planned), per saved tensor the plan keeps (saved_buf), per accumulation
  * temporary (temp_buf[k] for bw's temp k: live only during its consumer's
  * backward step) and per defined gradient (grad_buf: from grad_def to its
- * node's own backward step). Buffers are added in that order (values and
+ * node's own backward step) that shares no other's (grad_share: then its
+ * grad_buf is the sharer's, live to its own backward step as well). Buffers are added in that order (values and
  * saved tensors by node, value temporaries in backward order, gradients by
  * node, then tied parameters' temporaries in backward order), which
  * placement's tie-breaking depends on. Offsets are not set. */
@@ -139,11 +140,16 @@ teeny_status teeny__compile_liveness(const teeny_plan *p, const teeny__backward 
                     mp->temp_buf[c.temp] = buf_add(mp, (size_t)teeny__shape_numel(&p->shapes[g->nodes[i].in[j]].out),
                                                    teeny__bwd_step(g, i), teeny__bwd_step(g, i));
             }
-        /* gradients: defined by the first (latest-node) contribution, dead after own backward */
+        /* gradients: defined by the first (latest-node) contribution, dead after own backward; one that
+         * shares a later node's buffer (grad_share) keeps that buffer live to its own backward */
         for (int i = 0; i < n; i++)
-            if (bw->reaches[i] && bw->grad_def[i] >= 0)
+            if (bw->reaches[i] && bw->grad_def[i] >= 0 && bw->grad_share[i] < 0)
                 mp->grad_buf[i] = buf_add(mp, (size_t)teeny__shape_numel(&p->shapes[i].out), bw->grad_def[i],
                                           teeny__bwd_step(g, i));
+        for (int i = n - 1; i >= 0; i--)
+            if (bw->grad_share[i] >= 0 && (mp->grad_buf[i] = mp->grad_buf[bw->grad_share[i]]) >= 0 &&
+                mp->bufs[mp->grad_buf[i]].last < teeny__bwd_step(g, i))
+                mp->bufs[mp->grad_buf[i]].last = teeny__bwd_step(g, i);
         /* a tied parameter's later uses: live in their node's backward step (added last, so untied plans keep
          * their placement) */
         for (int i = n - 1; i >= 0; i--)

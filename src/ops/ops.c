@@ -1,7 +1,7 @@
 /*
  * ops.c -- the op table, generated from ops.def: each line becomes one entry
  * naming teeny__<fn>_infer/_forward/_backward by convention (the backward
- * slot NULL for NOGRAD ops), plus a compile-time check that the op's attrs
+ * slot NULL for NOGRAD ops, grad_passes set for PASS ops), plus a compile-time check that the op's attrs
  * member exists in teeny__op_attrs and its slot enum in ops.h, and teeny__ops_check, the run-time check
  * of the required slots that a test runs on the table and on broken copies.
  */
@@ -11,11 +11,16 @@
 
 #define TEENY__OP_BWD_GRAD(fn) teeny__##fn##_backward
 #define TEENY__OP_BWD_NOGRAD(fn) NULL
+#define TEENY__OP_BWD_PASS(fn) teeny__##fn##_backward
+#define TEENY__OP_PASSES_GRAD 0
+#define TEENY__OP_PASSES_NOGRAD 0
+#define TEENY__OP_PASSES_PASS 1
 
 const teeny__op teeny__ops[TEENY__OP_COUNT] = {
 #define XX(e, nm, fam, fn, attrs, grad, slots)                                               \
     [TEENY__OP_##e] = {.name = nm, .family = #fam, .infer = teeny__##fn##_infer,              \
-                       .forward = teeny__##fn##_forward, .backward = TEENY__OP_BWD_##grad(fn)},
+                       .forward = teeny__##fn##_forward, .backward = TEENY__OP_BWD_##grad(fn),     \
+                       .grad_passes = TEENY__OP_PASSES_##grad},
 #include "ops.def"
 #undef XX
 };

@@ -438,6 +438,7 @@ typedef struct {
     teeny__infer_fn infer;  /* required */
     teeny__op_fn forward;   /* required */
     teeny__op_fn backward;  /* optional: NULL when the op has no gradient (NOGRAD) */
+    int grad_passes;        /* PASS: every input's gradient is dy itself (graph_compile.c shares its buffer) */
 } teeny__op;
 
 extern const teeny__op teeny__ops[TEENY__OP_COUNT];
@@ -450,6 +451,7 @@ const char *teeny__op_name(teeny__op_id id);
 /* Entry points each family file defines, by the convention of ops.def. */
 #define TEENY__OP_PROTO_GRAD(fn) teeny_status teeny__##fn##_backward(teeny_ctx *ctx, const teeny__op_args *a);
 #define TEENY__OP_PROTO_NOGRAD(fn)
+#define TEENY__OP_PROTO_PASS(fn) TEENY__OP_PROTO_GRAD(fn)
 #define XX(e, name, family, fn, attrs, grad, slots)                            \
     teeny_status teeny__##fn##_infer(teeny_ctx *ctx, teeny__node_shapes *s);  \
     teeny_status teeny__##fn##_forward(teeny_ctx *ctx, const teeny__op_args *a); \
