@@ -51,6 +51,16 @@ Timing: warm-up runs, then the median of repeated single calls: CUDA
 events on a GPU; time.perf_counter on the CPU. teeny-bench's own timing is
 device time from OpenCL profiling events.
 
+--loop adds a second timing of every case on both sides: the same number
+of calls back to back, one CUDA event pair (or perf_counter) around them
+all on PyTorch's side, teeny-bench --loop (the host's clock over a drained
+queue, no profiling events) on teenycl's, each divided by the calls; three
+more columns (loop times and their ratio) and a geomean of the loop
+ratios. It is what a loop of calls costs on each side, launch costs
+included: a multi-launch teenycl case whose kernels are shorter than the
+host's cost of a profiled launch shows gaps in its event span that a loop
+does not have. The training step's cases are loops already (no columns).
+
 Paired (the default with --cpu, --paired/--unpaired to choose): teeny-bench
 --list gives the cases, then each case runs in its own teeny-bench --json
 (which measures the ceilings again) immediately followed by its PyTorch
@@ -62,7 +72,7 @@ PyTorch for every case.
 OpenCL device's compute units from teeny-bench's JSON header, and
 teeny-bench on `--device pocl` (unless --device says otherwise).
 
-Usage: python3 bench/compare_torch.py [--cpu] [--tf32] [--bench build/teeny-bench]
+Usage: python3 bench/compare_torch.py [--cpu] [--tf32] [--loop] [--bench build/teeny-bench]
            [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N]
            [--threads N] [--save-json FILE] [--paired | --unpaired]
 """
@@ -87,6 +97,8 @@ def run_teeny(args, name_filter, extra=(), fatal=True):
     cmd = [args.bench, "--json", "--reps", str(args.reps), "--warmup", str(args.warmup)] + list(extra)
     if args.tf32:
         cmd.append("--tf32")
+    if args.loop:
+        cmd.append("--loop")
     if args.device:
         cmd += ["--device", args.device]
     if name_filter:
@@ -135,6 +147,22 @@ class Timer:
                 fn()
                 times.append((time.perf_counter() - t0) * 1e3)
         return statistics.median(times)
+
+    def loop(self, fn):
+        """fn called reps times back to back (after __call__'s runs warmed it): the time per call."""
+        if self.dev.type == "cuda":
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(self.reps):
+                fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / self.reps
+        t0 = time.perf_counter()
+        for _ in range(self.reps):
+            fn()
+        return (time.perf_counter() - t0) * 1e3 / self.reps
 
 
 def rand(shape, dev, gen, grad=False):
@@ -313,6 +341,8 @@ def main():
     ap.add_argument("--cpu", action="store_true", help="PyTorch on the CPU against teeny-bench --device pocl")
     ap.add_argument("--tf32", action="store_true",
                     help="teeny-bench --tf32 against PyTorch with TF32 on (cuDNN and matmul), GPU only")
+    ap.add_argument("--loop", action="store_true",
+                    help="also time every case as repeated calls back to back, both sides (three more columns)")
     ap.add_argument("--filter", default=None, help="teeny-bench --filter: comma-separated name substrings")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
@@ -378,13 +408,16 @@ def main():
             group = [dict(group[0], direction=d) for d in fns] if fns else group
         for case in group:
             row = {"case": case, "family": table_family(case), "teeny_ms": case.get("median_ms"),
-                   "torch_ms": None, "torch_tf32_ms": None}
+                   "torch_ms": None, "torch_tf32_ms": None, "teeny_loop_ms": case.get("loop_ms"),
+                   "torch_loop_ms": None}
             fn = fns.get(case["direction"])
             per = case["shape"].get("steps", 1) if case["shape"]["op"] == "train_step" else 1
             try:
                 if fn is not None:
                     set_tf32(args.tf32, args.tf32)
                     row["torch_ms"] = timer(fn) / per
+                    if args.loop and row["teeny_loop_ms"] is not None:
+                        row["torch_loop_ms"] = timer.loop(fn) / per
                     if not args.cpu and not args.tf32 and case["shape"]["op"] in ("conv2d", "train_step"):
                         set_tf32(True)
                         row["torch_tf32_ms"] = timer(fn) / per
@@ -393,6 +426,8 @@ def main():
             set_tf32(False)
             print(f"{name:<36} {case['direction']:<8} teenycl {fmt(row['teeny_ms'], '.4f')} ms  "
                   f"torch {fmt(row['torch_ms'], '.4f')} ms" +
+                  (f"  loop: teenycl {fmt(row['teeny_loop_ms'], '.4f')} torch {fmt(row['torch_loop_ms'], '.4f')}"
+                   if args.loop else "") +
                   (f"  torch tf32 {row['torch_tf32_ms']:.4f} ms" if row["torch_tf32_ms"] is not None else ""),
                   file=sys.stderr, flush=True)
             rows.append(row)
@@ -428,6 +463,9 @@ def main():
     if gpu:
         head += " PyTorch ms, TF32 on | ratio, TF32 on |"
         sep += "---:|---:|"
+    if args.loop:
+        head += " teenycl loop ms | PyTorch loop ms | loop ratio |"
+        sep += "---:|---:|---:|"
     print(head)
     print(sep)
     for r in rows:
@@ -443,10 +481,15 @@ def main():
             rt = r["torch_tf32_ms"] / t if (t and r["torch_tf32_ms"]) else None
             r["ratio_tf32"] = rt
             line += f" {fmt(r['torch_tf32_ms'], '.4f')} | {fmt(rt, '.2f')} |"
+        if args.loop:
+            tl, pl = r["teeny_loop_ms"], r["torch_loop_ms"]
+            r["ratio_loop"] = pl / tl if (tl and pl) else None
+            line += f" {fmt(tl, '.4f')} | {fmt(pl, '.4f')} | {fmt(r['ratio_loop'], '.2f')} |"
         print(line)
     print()
-    print("| family | pass | cases | geomean ratio |" + (" geomean ratio, TF32 on |" if gpu else ""))
-    print("|---|---|---:|---:|" + ("---:|" if gpu else ""))
+    print("| family | pass | cases | geomean ratio |" + (" geomean ratio, TF32 on |" if gpu else "") +
+          (" geomean loop ratio |" if args.loop else ""))
+    print("|---|---|---:|---:|" + ("---:|" if gpu else "") + ("---:|" if args.loop else ""))
     groups = {}
     for r in rows:
         groups.setdefault((r["family"], r["case"]["direction"]), []).append(r)
@@ -457,6 +500,8 @@ def main():
         line = f"| {fam} | {pas} | {len([r for r in rs if r['ratio']])} | {fmt(g, '.2f')} |"
         if gpu:
             line += f" {fmt(geomean([r.get('ratio_tf32') for r in rs]), '.2f')} |"
+        if args.loop:
+            line += f" {fmt(geomean([r.get('ratio_loop') for r in rs]), '.2f')} |"
         print(line)
     if notes:
         print()

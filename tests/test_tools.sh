@@ -217,7 +217,7 @@ has_err finetune-no-data "$tmp/none/train-images-idx3-ubyte.gz"
 # case's share of a ceiling is printed as a figure above 100 %: such a
 # share is null, with the raw value under "over_ceiling".
 run bench 0 "$build/teeny-bench" --json --filter conv_fashion_3x3_1to32_28_b128 --reps 5 --warmup 1
-has_match bench '^\{"type": "header", .*"fma_gflops": [0-9.e+]+, .*"fma_op": "(fma|mad)", "fma_variants": ([3-9]|[1-9][0-9]), "tf32": (true|false)\}$'
+has_match bench '^\{"type": "header", .*"fma_gflops": [0-9.e+]+, .*"fma_op": "(fma|mad)", "fma_variants": ([3-9]|[1-9][0-9]), "tf32": (true|false), "loop": false\}$'
 has_match bench '^\{"type": "case", .*"family": "conv2d"'
 bad=$(grep '"type": "case"' "$tmp/bench.out" | awk '
     { for (k = 1; k <= 2; k++) {
@@ -228,6 +228,13 @@ bad=$(grep '"type": "case"' "$tmp/bench.out" | awk '
           else if (v != "null" && v + 0 > 100) print key " " v " above 100: " $0
       } }')
 if [ -z "$bad" ]; then ok; else fail "bench: $bad"; fi
+if grep -q loop_ms "$tmp/bench.out"; then fail "bench: loop_ms without --loop"; else ok; fi
+# --loop: every case also timed back to back by the host's clock
+run bench-loop 0 "$build/teeny-bench" --json --loop --filter conv_fashion_3x3_1to32_28_b128 --reps 2 --warmup 0
+has_match bench-loop '^\{"type": "header", .*"loop": true\}$'
+cases=$(grep -c '"type": "case"' "$tmp/bench-loop.out")
+timed=$(grep -cE '^\{"type": "case", .*"median_ms": [0-9.e+-]+, .*"loop_ms": [0-9][0-9.e+-]*\}$' "$tmp/bench-loop.out")
+if [ "$cases" -eq 2 ] && [ "$timed" -eq 2 ]; then ok; else fail "bench-loop: $timed of $cases cases (2) with loop_ms"; fi
 # The training step's two cases (one step from an idle device; steps back
 # to back), each selectable by its own name, listed without running
 run bench-train-list 0 "$build/teeny-bench" --list --filter train

@@ -35,6 +35,7 @@ typedef struct {
     double fma_gflops;  /* measured FMA-chain rate, GFLOP/s; 0: not measured */
     int list_only;      /* --list: print each case's row without timing it */
     int tf32;           /* --tf32: teeny_ctx_set_tf32(ctx, 1) and the device runs it (teeny_ctx_tf32_active) */
+    int loop;           /* --loop: each case also timed as reps runs back to back by the host's clock */
 } bench_opts;
 
 /* One timed thing: enqueue it once, return a status. */
@@ -50,14 +51,21 @@ typedef struct {
 } bench_case;
 
 /* Run fn warmup times, then reps times each between teeny_profile_begin
- * and teeny_profile_end; the median device time in ms goes to *ms.
- * Returns nonzero (after printing why) on failure. */
-int bench_time(teeny_ctx *ctx, const bench_opts *o, bench_fn fn, void *arg, double *ms);
+ * and teeny_profile_end; the median device time in ms goes to *ms. With
+ * o->loop, then reps runs back to back without profiling events, the
+ * queue drained before and after, by the host's clock: the time per run
+ * in *loop_ms (what a loop of calls takes, launch costs included but not
+ * the events' own; -1 without o->loop). Returns nonzero (after printing
+ * why) on failure. */
+int bench_time(teeny_ctx *ctx, const bench_opts *o, bench_fn fn, void *arg, double *ms, double *loop_ms);
 /* Time fn and print its row (or, on failure, a row that says so: an
  * object with "error" in JSON). Returns nonzero on failure. */
 int bench_run(teeny_ctx *ctx, const bench_opts *o, const bench_case *c, bench_fn fn, void *arg);
-/* Print one result row with its rates and their share of the peaks. */
-void bench_report(const bench_opts *o, const bench_case *c, double ms);
+/* Print one result row with its rates and their share of the peaks, and
+ * loop_ms where it is >= 0 (bench_time). */
+void bench_report(const bench_opts *o, const bench_case *c, double ms, double loop_ms);
+/* The host's monotonic clock in ms. */
+double bench_wall_ms(void);
 /* Print a row for a case that could not run (why: one line of text). */
 void bench_report_error(const bench_opts *o, const bench_case *c, const char *why);
 int bench_wanted(const bench_opts *o, const char *name);

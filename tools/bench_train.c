@@ -115,13 +115,6 @@ static void train_shape(char *buf, size_t n, int64_t batch, int steps, int launc
         snprintf(buf, n, "{\"op\": \"train_step\", \"net\": \"fashion\", \"batch\": %lld%s}", (long long)batch, more);
 }
 
-static double wall_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
 /* `steps` steps back to back, o->reps times after o->warmup steps: the
  * median time per step and, of the same runs, the median host enqueue time
  * per step. Nonzero on failure. */
@@ -135,13 +128,13 @@ static int time_steps(teeny_ctx *ctx, const bench_opts *o, train_args *a, int st
         double t0, t1;
         if ((st = teeny_ctx_finish(ctx)) != TEENY_OK)
             break;
-        t0 = wall_ms();
+        t0 = bench_wall_ms();
         for (int i = 0; i < steps && st == TEENY_OK; i++)
             st = step(ctx, a);
-        t1 = wall_ms();
+        t1 = bench_wall_ms();
         if (st == TEENY_OK)
             st = teeny_ctx_finish(ctx);
-        t[r] = (wall_ms() - t0) / steps;
+        t[r] = (bench_wall_ms() - t0) / steps;
         t[o->reps + r] = (t1 - t0) / steps;
     }
     if (st == TEENY_OK) {
@@ -166,11 +159,11 @@ static teeny_status launch_interval(teeny_ctx *ctx, double *us)
     *us = 0;
     if (st == TEENY_OK && (st = teeny_tensor_fill(a, 1.0f)) == TEENY_OK && (st = teeny_add(ctx, a, a, a)) == TEENY_OK &&
         (st = teeny_ctx_finish(ctx)) == TEENY_OK) {
-        t0 = wall_ms();
+        t0 = bench_wall_ms();
         for (int i = 0; i < N && st == TEENY_OK; i++)
             st = teeny_add(ctx, a, a, a);
         if (st == TEENY_OK && (st = teeny_ctx_finish(ctx)) == TEENY_OK)
-            *us = 1e3 * (wall_ms() - t0) / N;
+            *us = 1e3 * (bench_wall_ms() - t0) / N;
     }
     teeny_tensor_destroy(a);
     return st;
@@ -221,7 +214,7 @@ int bench_train(teeny_ctx *ctx, const bench_opts *o)
         if (o->format == BENCH_TEXT)
             printf("train: %d step%s back to back, %.4f ms a step by the host's clock, the host enqueuing for "
                    "%.4f ms of it\n", runs[i].steps, runs[i].steps == 1 ? "" : "s", ms, host_ms);
-        bench_report(o, runs[i].c, ms);
+        bench_report(o, runs[i].c, ms, -1.0); /* timed by the host's clock already */
     }
     teeny_optimizer_destroy(a.opt);
     teeny_plan_destroy(a.plan);

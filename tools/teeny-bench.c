@@ -7,10 +7,16 @@
  * a share of those two ceilings (bench.h says what is counted).
  *
  * Usage: teeny-bench [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N] [--csv | --json]
- *                    [--list] [--tf32]
+ *                    [--list] [--tf32] [--loop]
  *
  * --tf32 runs every case with teeny_ctx_set_tf32(ctx, 1): tf32 tensor
  * cores where the device has them (the header says whether it does).
+ *
+ * --loop also times every case as reps runs back to back by the host's
+ * clock, without profiling events (whose host cost, 13.6 us a launch on
+ * NVIDIA's driver against 6 without, opens gaps between a multi-launch
+ * case's short kernels): "loop_ms" in JSON, a loop_ms CSV column, "loop"
+ * in text. The training step's cases are timed by the host's clock anyway.
  *
  * --filter runs the cases whose name contains any of the texts; --list
  * prints the cases (with --json: their shapes) without measuring anything.
@@ -21,8 +27,9 @@
  * --json writes JSON lines: first a header object ("type": "header": the
  * device, its compute units, the measured ceilings, reps and warm-up),
  * then one object per case and pass ("type": "case": family, name, shape,
- * direction, median_ms, gbps, gflops, pct_copy_bw, pct_fma, bytes, flops;
- * or "error" when it failed). bench/compare_torch.py reads it.
+ * direction, median_ms, gbps, gflops, pct_copy_bw, pct_fma, bytes, flops,
+ * and loop_ms with --loop; or "error" when it failed).
+ * bench/compare_torch.py reads it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,10 +50,18 @@ void bench_sort(double *t, int n)
     qsort(t, (size_t)n, sizeof *t, cmp_double);
 }
 
-int bench_time(teeny_ctx *ctx, const bench_opts *o, bench_fn fn, void *arg, double *ms)
+double bench_wall_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+int bench_time(teeny_ctx *ctx, const bench_opts *o, bench_fn fn, void *arg, double *ms, double *loop_ms)
 {
     double *t = malloc((size_t)o->reps * sizeof *t);
     teeny_status st = TEENY_OK;
+    *loop_ms = -1.0;
     if (!t)
         return 1;
     for (int i = 0; i < o->warmup && st == TEENY_OK; i++)
@@ -60,6 +75,13 @@ int bench_time(teeny_ctx *ctx, const bench_opts *o, bench_fn fn, void *arg, doub
         teeny_status st2 = teeny_profile_end(ctx, &t[i], NULL);
         if (st == TEENY_OK)
             st = st2;
+    }
+    if (o->loop && st == TEENY_OK && (st = teeny_ctx_finish(ctx)) == TEENY_OK) {
+        double t0 = bench_wall_ms();
+        for (int i = 0; i < o->reps && st == TEENY_OK; i++)
+            st = fn(ctx, arg);
+        if (st == TEENY_OK && (st = teeny_ctx_finish(ctx)) == TEENY_OK)
+            *loop_ms = (bench_wall_ms() - t0) / o->reps;
     }
     if (st != TEENY_OK) {
         fprintf(stderr, "bench: %s: %s\n", teeny_status_name(st), teeny_last_error(ctx));
@@ -114,7 +136,7 @@ static int share_text(char *buf, size_t cap, double pct, bench_format format)
     return over;
 }
 
-void bench_report(const bench_opts *o, const bench_case *c, double ms)
+void bench_report(const bench_opts *o, const bench_case *c, double ms, double loop_ms)
 {
     static int noted;
     double gflops = c->flops > 0 ? c->flops / ms * 1e-6 : 0.0, gbps = c->bytes > 0 ? c->bytes / ms * 1e-6 : 0.0;
@@ -122,8 +144,13 @@ void bench_report(const bench_opts *o, const bench_case *c, double ms)
     double pct_fma = o->fma_gflops > 0 ? 100.0 * gflops / o->fma_gflops : 0.0;
     char bw[16], fma[16];
     int over = share_text(bw, sizeof bw, pct_bw, o->format) | share_text(fma, sizeof fma, pct_fma, o->format);
+    char loop[32] = "";
+    if (loop_ms >= 0)
+        snprintf(loop, sizeof loop, o->format == BENCH_CSV ? "%.5f" : o->format == BENCH_JSON ? ", \"loop_ms\": %.6g"
+                                                                                            : " loop %10.4f ms",
+                 loop_ms);
     if (o->format == BENCH_CSV) {
-        printf("%s,%s,%s,%.5f,%.3f,%.3f,%s,%s\n", c->family, c->name, c->pass, ms, gflops, gbps, bw, fma);
+        printf("%s,%s,%s,%.5f,%.3f,%.3f,%s,%s,%s\n", c->family, c->name, c->pass, ms, gflops, gbps, bw, fma, loop);
     } else if (o->format == BENCH_JSON) {
         json_case_head(c);
         printf(", \"median_ms\": %.6g, \"gbps\": %.6g, \"gflops\": %.6g, \"pct_copy_bw\": %s, \"pct_fma\": %s"
@@ -131,10 +158,10 @@ void bench_report(const bench_opts *o, const bench_case *c, double ms)
                ms, gbps, gflops, bw, fma, c->bytes, c->flops);
         if (over) /* the raw shares, under names no reader takes for a figure */
             printf(", \"over_ceiling\": {\"pct_copy_bw\": %.4g, \"pct_fma\": %.4g}", pct_bw, pct_fma);
-        printf("}\n");
+        printf("%s}\n", loop);
     } else {
-        printf("%-10s %-34s %-8s %10.4f ms %10.1f GFLOP/s %8.1f GB/s %s copy %s fma\n", c->family, c->name, c->pass,
-               ms, gflops, gbps, bw, fma);
+        printf("%-10s %-34s %-8s %10.4f ms %10.1f GFLOP/s %8.1f GB/s %s copy %s fma%s\n", c->family, c->name,
+               c->pass, ms, gflops, gbps, bw, fma, loop);
     }
     if (over && !noted) {
         noted = 1;
@@ -154,7 +181,7 @@ void bench_report_error(const bench_opts *o, const bench_case *c, const char *wh
         json_str(why);
         printf("}\n");
     } else if (o->format == BENCH_CSV) {
-        printf("%s,%s,%s,,,,,\n", c->family, c->name, c->pass);
+        printf("%s,%s,%s,,,,,,\n", c->family, c->name, c->pass);
     } else {
         printf("%-10s %-34s %-8s FAILED: %s\n", c->family, c->name, c->pass, why);
     }
@@ -163,7 +190,7 @@ void bench_report_error(const bench_opts *o, const bench_case *c, const char *wh
 
 int bench_run(teeny_ctx *ctx, const bench_opts *o, const bench_case *c, bench_fn fn, void *arg)
 {
-    double ms;
+    double ms, loop_ms;
     if (o->list_only) {
         if (o->format == BENCH_JSON) {
             json_case_head(c);
@@ -174,11 +201,11 @@ int bench_run(teeny_ctx *ctx, const bench_opts *o, const bench_case *c, bench_fn
         fflush(stdout);
         return 0;
     }
-    if (bench_time(ctx, o, fn, arg, &ms)) {
+    if (bench_time(ctx, o, fn, arg, &ms, &loop_ms)) {
         bench_report_error(o, c, teeny_last_error(ctx));
         return 1;
     }
-    bench_report(o, c, ms);
+    bench_report(o, c, ms, loop_ms);
     return 0;
 }
 
@@ -242,15 +269,15 @@ static void print_header(const bench_opts *o, const teeny_device_info *info, con
         printf(", \"device_type\": \"%s\", \"compute_units\": %u, \"copy_gbps\": %.6g, \"copy_kernel_gbps\": %.6g"
                ", \"copy_enqueue_gbps\": %.6g, \"copy_bytes\": %zu, \"fma_gflops\": %.6g, \"fma_vector\": %d"
                ", \"fma_global\": %zu, \"fma_local\": %zu, \"reps\": %d, \"warmup\": %d, \"fma_chains\": %d"
-               ", \"fma_op\": \"%s\", \"fma_variants\": %d, \"tf32\": %s}\n",
+               ", \"fma_op\": \"%s\", \"fma_variants\": %d, \"tf32\": %s, \"loop\": %s}\n",
                type, info->compute_units, pk->copy_gbps, pk->copy_kernel_gbps, pk->copy_enqueue_gbps, pk->copy_bytes,
                pk->fma_gflops, pk->fma_vec, pk->fma_global, pk->fma_local, o->reps, o->warmup, pk->fma_chains,
-               pk->fma_op ? pk->fma_op : "", pk->fma_variants, o->tf32 ? "true" : "false");
+               pk->fma_op ? pk->fma_op : "", pk->fma_variants, o->tf32 ? "true" : "false", o->loop ? "true" : "false");
     } else if (o->format == BENCH_CSV) {
         fprintf(stderr, "teeny-bench %s on %s (%s, %s), %u compute units, %s; copy %.1f GB/s, fma %.1f GFLOP/s\n",
                 teeny_version_string(), info->device_name, info->platform_name, info->driver_version,
                 info->compute_units, when, pk->copy_gbps, pk->fma_gflops);
-        printf("family,case,pass,ms,gflops,gbps,pct_copy_bw,pct_fma\n");
+        printf("family,case,pass,ms,gflops,gbps,pct_copy_bw,pct_fma,loop_ms\n");
     } else {
         printf("teeny-bench %s on %s (%s %s, driver %s, %s), %u compute units, %s\n", teeny_version_string(),
                info->device_name, type, info->platform_name, info->driver_version, info->device_version,
@@ -266,15 +293,16 @@ static void print_header(const bench_opts *o, const teeny_device_info *info, con
                "%zu work-items in groups of %zu)\n",
                pk->fma_gflops, pk->fma_variants, pk->fma_runs, pk->fma_chains, pk->fma_op, pk->fma_vec,
                pk->fma_global, pk->fma_local);
-        printf("median of %d after %d warm-up runs, device time from profiling events; bytes: compulsory traffic%s\n",
-               o->reps, o->warmup, o->tf32 ? "; tf32 tensor cores (teeny_ctx_set_tf32)" : "");
+        printf("median of %d after %d warm-up runs, device time from profiling events; bytes: compulsory traffic%s%s\n",
+               o->reps, o->warmup, o->tf32 ? "; tf32 tensor cores (teeny_ctx_set_tf32)" : "",
+               o->loop ? "; loop: the same number of runs back to back by the host's clock, no events" : "");
     }
     fflush(stdout);
 }
 
 int main(int argc, char **argv)
 {
-    bench_opts o = {NULL, 5, 30, BENCH_TEXT, 0, 0, 0, 0};
+    bench_opts o = {NULL, 5, 30, BENCH_TEXT, 0, 0, 0, 0, 0};
     const char *spec = NULL;
     int tf32 = 0;
     for (int i = 1; i < argc; i++) {
@@ -296,8 +324,10 @@ int main(int argc, char **argv)
             o.list_only = 1;
         else if (!strcmp(argv[i], "--tf32"))
             tf32 = 1;
+        else if (!strcmp(argv[i], "--loop"))
+            o.loop = 1;
         else {
-            fprintf(stderr, "usage: %s [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N] [--csv | --json] [--list] [--tf32]\n",
+            fprintf(stderr, "usage: %s [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N] [--csv | --json] [--list] [--tf32] [--loop]\n",
                     argv[0]);
             return 2;
         }
