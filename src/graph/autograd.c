@@ -10,9 +10,10 @@
  * backward derivation in graph_compile.c (teeny__contrib,
  * graph_internal.h): where a view's or an add's input shares the node's
  * gradient buffer (ALIAS) nothing is written for it, so such a view copies
- * nothing and such an add launches nothing. The pass opens with a zero fill of every parameter gradient this plan's loss does not
- * reach, so a backward overwrites every parameter gradient (the header's
- * contract) even where several plans share the parameters. A tied
+ * nothing and such an add launches nothing. The pass opens with a zero
+ * fill of every parameter gradient this plan's loss does not reach, so a
+ * backward overwrites every parameter gradient (the header's contract)
+ * even where several plans share the parameters. A tied
  * parameter's gradient is summed over its uses the same way: the first
  * use in backward order writes it, later ones go through temporaries.
  */

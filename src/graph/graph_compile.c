@@ -215,7 +215,8 @@ static int may_share(const teeny_plan *p, const teeny__backward *bw, const int *
             r = bw->grad_share[r];
         if (r != root || bw->grad_def[y] < 0)
             continue;
-        if (written_within(ws_at, ws, u, birth[y], teeny__bwd_step(g, y)) || written_within(ws_at, ws, y, born, last_u))
+        if (written_within(ws_at, ws, u, birth[y], teeny__bwd_step(g, y)) ||
+            written_within(ws_at, ws, y, born, last_u))
             return 0;
     }
     return 1;

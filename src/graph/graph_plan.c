@@ -106,10 +106,11 @@ static teeny_status plan_values(const teeny_plan *p, const int *reaches, teeny__
  * temporary (temp_buf[k] for bw's temp k: live only during its consumer's
  * backward step) and per defined gradient (grad_buf: from grad_def to its
  * node's own backward step) that shares no other's (grad_share: then its
- * grad_buf is the sharer's, live to its own backward step as well). Buffers are added in that order (values and
- * saved tensors by node, value temporaries in backward order, gradients by
- * node, then tied parameters' temporaries in backward order), which
- * placement's tie-breaking depends on. Offsets are not set. */
+ * grad_buf is the sharer's, live to its own backward step as well).
+ * Buffers are added in that order (values and saved tensors by node,
+ * value temporaries in backward order, gradients by node, then tied
+ * parameters' temporaries in backward order), which placement's
+ * tie-breaking depends on. Offsets are not set. */
 teeny_status teeny__compile_liveness(const teeny_plan *p, const teeny__backward *bw, teeny__memplan *mp)
 {
     const teeny_graph *g = p->g;

@@ -1,9 +1,10 @@
 /*
  * ops.c -- the op table, generated from ops.def: each line becomes one entry
  * naming teeny__<fn>_infer/_forward/_backward by convention (the backward
- * slot NULL for NOGRAD ops, grad_passes set for PASS ops), plus a compile-time check that the op's attrs
- * member exists in teeny__op_attrs and its slot enum in ops.h, and teeny__ops_check, the run-time check
- * of the required slots that a test runs on the table and on broken copies.
+ * slot NULL for NOGRAD ops, grad_passes set for PASS ops), plus a
+ * compile-time check that the op's attrs member exists in teeny__op_attrs
+ * and its slot enum in ops.h, and teeny__ops_check, the run-time check of
+ * the required slots that a test runs on the table and on broken copies.
  */
 #include <string.h>
 
