@@ -824,8 +824,9 @@ static long split_run(const conv_case *k, const conv_data *d, float **out, teeny
  * value at a time, 2 the local tiles in fragment order read as vectors,
  * -DTF32_VEC=1) take the same values into the same mma: the same bits in
  * y, dx, dw and dbias, within TOL_TF32 of float64, over a 3x3, a 1x1, a
- * strided 7x7 and a thin 1x1 case, emulated on the nvidia profile (the
- * 128 x 64 tile; every tf32 tile in the full suite). */
+ * strided 7x7 and a thin 1x1 case, emulated on the nvidia profile (its
+ * 128 x 64 tile of 8 x 8 items and 64 x 32 of 8 x 4: one float4 of B a
+ * row; every tf32 tile in the full suite). */
 START_TEST(test_conv2d_tf32_frag_emulated)
 {
     teeny_ctx *ctx = th_ctx();
@@ -839,7 +840,7 @@ START_TEST(test_conv2d_tf32_frag_emulated)
     teeny__conv_tile_options(&ctx->tune.conv_tf32, 0, opts, sizeof opts);
     ck_assert_msg(strstr(opts, " -DTEENY_TF32=1 -DTF32_VEC=1") != NULL, "fragment order not asked for: %s", opts);
     tol = TOL_TF32;
-    for (int tile = th_full() ? 0 : 1; tile < (th_full() ? 4 : 2); tile++) {
+    for (int tile = th_full() ? 0 : 1; tile < 4; tile += th_full() ? 1 : 2) {
         teeny__conv2d_debug(tile, 4); /* dx by the GEMM too */
         for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
             const conv_case *k = &large_cases[cases[ci]];
