@@ -1396,67 +1396,99 @@ void dwconv_dx(__global const float *restrict dy, int dy_off, __global const flo
 }
 
 /* dwconv_dw's path for 3x3 kernels at stride 1 and dilation 1 (the host
- * sets `rows3`). The chunk's positions [r_begin, r_end) lie in output rows
- * row_b .. row_l of the B*OH rows; these are cut into strips of DW_ROWS
- * rows, and item lid takes units u = lid, + DW_WG, ... of (strip u / OW,
- * column u % OW), so a work-group's lanes run along rows (coalesced
- * loads). Walking its column down the strip, the item keeps the 3 x 3
- * inputs under the current position in registers: moving one row down
- * in the same plane loads one new input row (3 values) and the dy value,
- * 4 loads for 9 products where the per-position walk loads 10; the first
- * position and a new plane load all 3 rows (the chunk skips positions
- * only before its first and after its last, so the positions a column
- * takes in one plane are consecutive rows). Positions outside the
- * chunk and inputs outside the plane are skipped, not added as zeros.
- * acc[tap] gets tap kh * 3 + kw. */
+ * sets `rows3` to NC, 1 or 4). The chunk's positions [r_begin, r_end) lie
+ * in output rows row_b .. row_l of the B*OH rows; these are cut into
+ * strips of DW_ROWS rows, and item lid takes units u = lid, + DW_WG, ...
+ * of (strip u / OWc, columns NC * (u % OWc) .. + NC - 1), so a
+ * work-group's lanes run along rows (coalesced loads). Walking its
+ * columns down the strip, the item keeps the 3 x (NC + 2) inputs under
+ * the current positions in registers: moving one row down in the same
+ * plane loads one new input row (NC + 2 values, the middle four as a
+ * float4 where AX says x's rows allow it) and NC dy values (a float4
+ * where AD says so), where the per-position walk loads 10 values a
+ * position; the first position and a new plane load all 3 rows (the
+ * chunk skips positions only before its first and after its last, so
+ * the positions a unit takes in one plane are consecutive rows).
+ * Positions outside the chunk or the plane and inputs outside the plane
+ * are skipped, not added as zeros. acc[tap] gets tap kh * 3 + kw, in the
+ * order of the positions (row, then column). */
 TEENY_INLINE void dw_dw_rows3(__global const float *xc0, __global const float *dyc0, int Cin, int Cout, int H,
-                              int W, int OH, int OW, int p_h, int p_w, int r_begin, int r_end, int lid, float *acc)
+                              int W, int OH, int OW, int p_h, int p_w, int r_begin, int r_end, int lid, const int NC,
+                              int AX, int AD, float *acc)
 {
-    const int HW = H * W, OHW = OH * OW, row_b = r_begin / OW, row_l = (r_end - 1) / OW;
-    const int n_units = (row_l - row_b + DW_ROWS) / DW_ROWS * OW;
+    const int HW = H * W, OHW = OH * OW, row_b = r_begin / OW, row_l = (r_end - 1) / OW, OWc = (OW + NC - 1) / NC;
+    const int n_units = (row_l - row_b + DW_ROWS) / DW_ROWS * OWc;
     for (int u = lid; u < n_units; u += DW_WG) {
-        const int strip = u / OW, ow = u - strip * OW, iw0 = ow - p_w;
-        const int cv0 = (uint)iw0 < (uint)W, cv1 = (uint)(iw0 + 1) < (uint)W, cv2 = (uint)(iw0 + 2) < (uint)W;
+        const int strip = u / OWc, ow = (u - strip * OWc) * NC, iw0 = ow - p_w;
+        /* bit m: input column iw0 + m inside the row (m < NC + 2); bit 8 + q: output column ow + q inside */
+        int cin = 0;
+        TEENY_UNROLL
+        for (int m = 0; m < 6; m++)
+            cin |= (m < NC + 2 && (uint)(iw0 + m) < (uint)W) << m;
+        TEENY_UNROLL
+        for (int q = 0; q < 4; q++)
+            cin |= (q < NC && ow + q < OW) << (8 + q);
+        const int vx = NC == 4 && AX && (cin & 0x1e) == 0x1e, vd = NC == 4 && AD && (cin & 0xf00) == 0xf00;
         int row = row_b + strip * DW_ROWS, b = row / OH, oh = row - b * OH, last_b = -1;
-        float xw[9];
+        float xw[18]; /* [3][6]: the window's input rows */
         int rv[3];
         TEENY_UNROLL
         for (int k = 0; k < DW_ROWS; k++, row++) {
             const int pos = row * OW + ow;
-            if (row <= row_l && pos >= r_begin && pos < r_end) {
+            if (row <= row_l && pos + NC > r_begin && pos < r_end) {
                 __global const float *xb = xc0 + b * Cin * HW + iw0;
-                const float g = dyc0[b * Cout * OHW + oh * OW + ow];
-                if (b != last_b) { /* a fresh window: rows 0 and 1 */
-                    TEENY_UNROLL
-                    for (int kh = 0; kh < 2; kh++) {
-                        const int ih = oh - p_h + kh;
-                        rv[kh] = (uint)ih < (uint)H;
-                        xw[kh * 3] = rv[kh] && cv0 ? xb[ih * W] : 0.0f;
-                        xw[kh * 3 + 1] = rv[kh] && cv1 ? xb[ih * W + 1] : 0.0f;
-                        xw[kh * 3 + 2] = rv[kh] && cv2 ? xb[ih * W + 2] : 0.0f;
-                    }
-                } else { /* one row down: rows 1 and 2 become 0 and 1 */
-                    TEENY_UNROLL
-                    for (int m = 0; m < 6; m++)
-                        xw[m] = xw[m + 3];
-                    rv[0] = rv[1];
-                    rv[1] = rv[2];
-                }
-                const int ih = oh - p_h + 2;
-                rv[2] = (uint)ih < (uint)H;
-                xw[6] = rv[2] && cv0 ? xb[ih * W] : 0.0f;
-                xw[7] = rv[2] && cv1 ? xb[ih * W + 1] : 0.0f;
-                xw[8] = rv[2] && cv2 ? xb[ih * W + 2] : 0.0f;
+                __global const float *gb = dyc0 + b * Cout * OHW + oh * OW + ow;
+                int gin = 0; /* bit q: position pos + q is the chunk's and the plane's */
                 TEENY_UNROLL
-                for (int kh = 0; kh < 3; kh++)
-                    if (rv[kh]) {
-                        if (cv0)
-                            acc[kh * 3] = TEENY_MAD(g, xw[kh * 3], acc[kh * 3]);
-                        if (cv1)
-                            acc[kh * 3 + 1] = TEENY_MAD(g, xw[kh * 3 + 1], acc[kh * 3 + 1]);
-                        if (cv2)
-                            acc[kh * 3 + 2] = TEENY_MAD(g, xw[kh * 3 + 2], acc[kh * 3 + 2]);
+                for (int q = 0; q < 4; q++)
+                    gin |= (cin >> (8 + q) & 1 && pos + q >= r_begin && pos + q < r_end) << q;
+                float g[4];
+                if (vd) {
+                    const float4 t = *(__global const float4 *)gb;
+                    g[0] = t.x;
+                    g[1] = t.y;
+                    g[2] = t.z;
+                    g[3] = t.w;
+                } else {
+                    TEENY_UNROLL
+                    for (int q = 0; q < 4; q++)
+                        g[q] = gin >> q & 1 ? gb[q] : 0.0f;
+                }
+                const int first = b != last_b; /* a fresh window: all 3 rows, else one row down */
+                TEENY_UNROLL
+                for (int kh = 0; kh < 3; kh++) {
+                    if (kh < 2 && !first) {
+                        TEENY_UNROLL
+                        for (int m = 0; m < 6; m++)
+                            xw[kh * 6 + m] = xw[kh * 6 + 6 + m];
+                        rv[kh] = rv[kh + 1];
+                        continue;
                     }
+                    const int ih = oh - p_h + kh;
+                    rv[kh] = (uint)ih < (uint)H;
+                    __global const float *xr = xb + ih * W;
+                    if (rv[kh] && vx) {
+                        const float4 t = *(__global const float4 *)(xr + 1);
+                        xw[kh * 6] = cin & 1 ? xr[0] : 0.0f;
+                        xw[kh * 6 + 1] = t.x;
+                        xw[kh * 6 + 2] = t.y;
+                        xw[kh * 6 + 3] = t.z;
+                        xw[kh * 6 + 4] = t.w;
+                        xw[kh * 6 + 5] = cin & 32 ? xr[5] : 0.0f;
+                    } else {
+                        TEENY_UNROLL
+                        for (int m = 0; m < 6; m++)
+                            xw[kh * 6 + m] = rv[kh] && cin >> m & 1 ? xr[m] : 0.0f;
+                    }
+                }
+                TEENY_UNROLL
+                for (int q = 0; q < 4; q++)
+                    TEENY_UNROLL
+                    for (int kh = 0; kh < 3; kh++)
+                        TEENY_UNROLL
+                        for (int kw = 0; kw < 3; kw++)
+                            if (q < NC && gin >> q & 1 && rv[kh] && cin >> (q + kw) & 1)
+                                acc[kh * 3 + kw] = TEENY_MAD(g[q], xw[kh * 6 + q + kw], acc[kh * 3 + kw]);
                 last_b = b;
             }
             if (++oh == OH) {
@@ -1494,9 +1526,13 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
         const int kh0 = t0 / KW, kw0 = t0 - kh0 * KW;
         conv_idx at = idx_make(r_begin + lid, OH, OW);
 #if DW_TAPS >= 9
-        if (rows3)
+        if (rows3 == 4)
             dw_dw_rows3(x + x_off + ci * HW, dy + dy_off + co * OHW, Cin, Cout, H, W, OH, OW, p_h, p_w, r_begin,
-                        r_end, lid, acc);
+                        r_end, lid, 4, ((x_off - p_w + 1) & 3) == 0 && (W & 3) == 0,
+                        (dy_off & 3) == 0 && (OW & 3) == 0, acc);
+        else if (rows3)
+            dw_dw_rows3(x + x_off + ci * HW, dy + dy_off + co * OHW, Cin, Cout, H, W, OH, OW, p_h, p_w, r_begin,
+                        r_end, lid, 1, 0, 0, acc);
         else
 #endif
             for (int r = r_begin + lid; r < r_end; r += DW_WG) {

@@ -740,8 +740,12 @@ END_TEST
  * strips that cross from one plane into the next (97, 45, 11 and 5 rows),
  * several batches, one-column planes, padding 0, 1 and (2, 0), a
  * multiplier of 2, and 3x3 shapes it leaves to the per-position walk
- * (stride 2, dilation 2); the weight gradient against the float64
- * reference in the portable variant. */
+ * (stride 2, dilation 2); each with four position columns an item where
+ * rows are 8 or more wide (float4 loads on the 64- and 20-wide rows at
+ * padding 1; scalar ones at padding 2, at odd widths and where every
+ * tensor sits at an odd offset; a last group of 2 columns on the 22-wide
+ * rows) and with one (hook flag 16); the weight gradient against the
+ * float64 reference in the portable variant. */
 START_TEST(test_conv2d_depthwise_dw_strips)
 {
     static const struct {
@@ -755,17 +759,23 @@ START_TEST(test_conv2d_depthwise_dw_strips)
         {{{1, 2, 5, 1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0}, 0},
         {{{2, 2, 11, 13, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0}, 0},
         {{{1, 2, 12, 10, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 0, 0}, 1, 0, 0}, 0},
+        {{{1, 1, 97, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 0, 0, 0}, 1},
+        {{{2, 4, 30, 20, 4, 3, 3, 1, 1, 1, 2, 1, 1, 4, 0, 0}, 0, 0, 0}, 0},
+        {{{2, 4, 13, 20, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0, 0}, 0, 0, 0}, 0},
     };
     teeny_ctx *ctx = th_ctx();
     th_cpu_kernels(0);
-    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
-        TH_OK(ctx, teeny_profile_begin(ctx));
-        run_case(&cases[i].k, 1300 + (uint64_t)i, 1, 1);
-        int dw = profiled(ctx, "dwconv_dw"), parts = profiled(ctx, "conv_reduce_parts");
-        TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
-        ck_assert_msg(dw, "case %d: dwconv_dw did not run", i);
-        ck_assert_msg(!cases[i].split || parts, "case %d: the weight gradient was not split", i);
-    }
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++)
+        for (int one = 0; one < 2; one++) { /* 4 columns an item where OW >= 8, then one (hook flag 16) */
+            teeny__conv2d_debug(-1, one ? 16 : 0);
+            TH_OK(ctx, teeny_profile_begin(ctx));
+            run_case(&cases[i].k, 1300 + (uint64_t)i, 0, 1);
+            int dw = profiled(ctx, "dwconv_dw"), parts = profiled(ctx, "conv_reduce_parts");
+            TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+            ck_assert_msg(dw, "case %d: dwconv_dw did not run", i);
+            ck_assert_msg(!cases[i].split || parts, "case %d: the weight gradient was not split", i);
+        }
+    teeny__conv2d_debug(-1, 0);
     th_cpu_kernels(-1);
 }
 END_TEST

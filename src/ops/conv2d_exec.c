@@ -416,7 +416,7 @@ static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const con
         int64_t budget;
         if ((st = teeny__loop_budget(ctx, &budget)) != TEENY_OK)
             return st;
-        int rows3 = teeny__conv_dw_rows3_fit(tu, g, gp->r_chunk, budget);
+        int rows3 = teeny__conv_dw_rows3_fit(tu, g, teeny__conv_dw_grad_cols(g), gp->r_chunk, budget);
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(g);
         size_t global[2] = {(size_t)tu->dw_wg * gp->z, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};

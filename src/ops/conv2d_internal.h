@@ -177,6 +177,7 @@ conv_geom teeny__conv_geom_make(const teeny_tensor *x, const teeny_tensor *w, co
 int teeny__conv_plain(const conv_geom *g);
 int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g);
 void teeny__conv_dw_plan_fwd(const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
+int teeny__conv_dw_grad_cols(const conv_geom *g);
 int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t local_bytes, teeny_status *st);
 void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap);
@@ -221,9 +222,10 @@ teeny_status teeny__conv_dw_cpu_rows(teeny_ctx *ctx, const conv_geom *g, int dx,
 teeny_status teeny__conv_dw_loops_fit(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const dw_plan *pl,
                                       int dx, int *fits);
 int64_t teeny__conv_dw_rounds_max(const conv_tuning *tu, const conv_geom *g, int64_t budget);
-/* Whether dwconv_dw takes its 3x3 path (column strips) for chunks of
- * r_chunk positions: the geometry allows it and its loops fit budget. */
-int teeny__conv_dw_rows3_fit(const conv_tuning *tu, const conv_geom *g, int64_t r_chunk, int64_t budget);
+/* Whether dwconv_dw takes its 3x3 path (column strips of cols columns an
+ * item) for chunks of r_chunk positions: cols where the geometry allows
+ * it and its loops fit budget, else 0. */
+int teeny__conv_dw_rows3_fit(const conv_tuning *tu, const conv_geom *g, int cols, int64_t r_chunk, int64_t budget);
 int64_t teeny__conv_dw_cpu_rows_max(const conv_geom *g, int64_t budget);
 teeny_status teeny__conv_gemm_tiles(teeny_ctx *ctx, const gemm_tile *t, int plain, int64_t k_tiles,
                                     int64_t extra_trips, int64_t *per);

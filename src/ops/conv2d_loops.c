@@ -115,20 +115,20 @@ int64_t teeny__conv_dw_rounds_max(const conv_tuning *tu, const conv_geom *g, int
 
 /* dwconv_dw's 3x3 path (dw_dw_rows3): 3x3, stride 1, dilation 1, one pass
  * of DW_TAPS >= 9 taps, and its trips within the budget: the pass (its
- * loop, clear, store and tree) and per round (one unit: a column of a
+ * loop, clear, store and tree) and per round (one unit: cols columns of a
  * strip of DW_ROWS rows) the rows (DW_ROWS + 1), each with its window
- * loop (at most 6 + 1) and its 3 + 1 kernel rows. A chunk of r_chunk
- * positions touches at most r_chunk / OW + 2 output rows. */
-int teeny__conv_dw_rows3_fit(const conv_tuning *tu, const conv_geom *g, int64_t r_chunk, int64_t budget)
+ * loop (at most 6 + 1) and its 3 + 1 kernel rows per column. A chunk of
+ * r_chunk positions touches at most r_chunk / OW + 2 output rows. */
+int teeny__conv_dw_rows3_fit(const conv_tuning *tu, const conv_geom *g, int cols, int64_t r_chunk, int64_t budget)
 {
     if (g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || tu->dw_taps < 9)
         return 0;
     if (budget == INT64_MAX)
-        return 1;
-    int64_t units = cdiv(r_chunk / g->OW + 2, tu->dw_rows) * g->OW, rounds = cdiv(units, tu->dw_wg);
-    int64_t round = 1 + (tu->dw_rows + 1) + (int64_t)tu->dw_rows * (7 + 4);
+        return cols;
+    int64_t units = cdiv(r_chunk / g->OW + 2, tu->dw_rows) * cdiv(g->OW, cols), rounds = cdiv(units, tu->dw_wg);
+    int64_t round = 1 + (tu->dw_rows + 1) + (int64_t)tu->dw_rows * (7 + 4 * cols);
     int64_t pass = 1 + 2 * ((int64_t)tu->dw_taps + 1) + 1 + tree_trips(tu->dw_wg, tu->dw_taps);
-    return 1 + pass + (rounds + 1) + rounds * round <= budget;
+    return 1 + pass + (rounds + 1) + rounds * round <= budget ? cols : 0;
 }
 
 /* dwconv_dw_cpu: per row (b, oh) of its chunk the row loop's trip and the

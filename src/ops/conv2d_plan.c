@@ -17,7 +17,8 @@
 #include "conv2d_internal.h"
 
 /* Test hooks (see hooks.h): a tile, flags (1: no depthwise path, 2: one launch per stride phase of dx, 4: no
- * conv_dx_direct, 8: dwconv_fwd one column per item); the tf32 tiles emulated in OpenCL C. */
+ * conv_dx_direct, 8: dwconv_fwd one column per item, 16: dwconv_dw's 3x3 path one column per item); the tf32
+ * tiles emulated in OpenCL C. */
 static int force_tile = -1, force_flags = 0, tf32_emulate = 0;
 
 void teeny__conv2d_debug(int tile, int flags)
@@ -359,6 +360,15 @@ void teeny__conv_dw_plan_fwd(const conv_tuning *tu, const conv_geom *g, dw_plan 
     pl->rows = (int)cdiv(g->OH, pl->row_blocks);
     int rows3 = g->KH == 3 && g->KW == 3 && g->dh == 1 && (g->sh == 1 || g->sh == 2) && g->sw == 1 && g->dw == 1;
     pl->cols = !rows3 || (force_flags & 8) ? 1 : g->sh == 1 && g->W % 4 == 0 && g->OW >= 8 ? 4 : 2;
+}
+
+/* Columns per item of dwconv_dw's 3x3 path (dw_dw_rows3): 4 where output rows are at least 8 wide (per
+ * row of 4 positions one dy load, a float4 where dy's rows allow it, and one input row of 6 values, the
+ * middle four as a float4 where x's do, for 36 products: 16 scalar loads for the same products one column
+ * an item), else 1; hook flag 16: 1. */
+int teeny__conv_dw_grad_cols(const conv_geom *g)
+{
+    return g->OW >= 8 && !(force_flags & 16) ? 4 : 1;
 }
 
 /* Input-gradient plan over the H x W plane of dx. */
