@@ -205,20 +205,6 @@ TEENY_INLINE conv_idx idx_add(conv_idx s, conv_idx d, int Kh, int Kw)
 #define TF32_STAGE(x) tf32_round(x)
 #define TF32_STAGE4(v) ((float4)(tf32_round((v).x), tf32_round((v).y), tf32_round((v).z), tf32_round((v).w)))
 
-#ifdef TF32_VEC
-/* Fragment order (-DTF32_VEC=1, the tuning's tf32 = 2): within each warp's
- * block of a local row, row m = 16 i + 8 h + r of As sits at r (2 TF32_MT)
- * + 2 i + h and column n = 8 j + r of Bs at r TF32_NT + j, so the values an
- * item's fragments take from one k row are consecutive: a float2 or
- * float4s instead of a scalar load each (24 loads for the 16 mma of an
- * 8 x 8 micro-tile's k step become 6). The staging stores scatter. */
-#define TF32_PA(m) ((m) / TF32_WM * TF32_WM + (m) % 8 * (2 * TF32_MT) + (m) % TF32_WM / 16 * 2 + (m) / 8 % 2)
-#define TF32_PB(n) ((n) / TF32_WN * TF32_WN + (n) % 8 * TF32_NT + (n) % TF32_WN / 8)
-#else
-#define TF32_PA(m) (m)
-#define TF32_PB(n) (n)
-#endif
-
 /* The warp's block += As[k][m] * Bs[k][n] over one TILE_K slice. In test
  * builds (TEENY_TF32_EMULATE, conv2d_plan.c's hook) the mma is
  * cl/common.cl's portable one, its fragments exchanged through xchg
@@ -230,12 +216,7 @@ TEENY_INLINE void gemm_micro(__local const float4 *As4, __local const float4 *Bs
     __local const float *As = (__local const float *)As4, *Bs = (__local const float *)Bs4;
     const int lane = get_local_id(0) & 31, warp = get_local_id(0) >> 5;
     const int r = lane >> 2, c = lane & 3;
-#ifdef TF32_VEC
-    const int wm = (warp % TF32_WARPS_M) * TF32_WM + r * (2 * TF32_MT);
-    const int wn = (warp / TF32_WARPS_M) * TF32_WN + r * TF32_NT;
-#else
     const int wm = (warp % TF32_WARPS_M) * TF32_WM + r, wn = (warp / TF32_WARPS_M) * TF32_WN + r;
-#endif
     (void)tm;
     (void)tn;
     TEENY_UNROLL
@@ -243,43 +224,6 @@ TEENY_INLINE void gemm_micro(__local const float4 *As4, __local const float4 *Bs
         __local const float *a_lo = As + (kk + c) * LDA + wm, *a_hi = a_lo + 4 * LDA;
         __local const float *b_lo = Bs + (kk + c) * LDB + wn, *b_hi = b_lo + 4 * LDB;
         uint a[TF32_MT][4], b[TF32_NT][2];
-#ifdef TF32_VEC
-        float fa[2][2 * TF32_MT], fb[2][TF32_NT];
-        TEENY_UNROLL
-        for (int h = 0; h < 2; h++) {
-            __local const float *pa = h ? a_hi : a_lo, *pb = h ? b_hi : b_lo;
-#if TF32_MT % 2
-            TEENY_UNROLL
-            for (int q = 0; q < TF32_MT; q++) {
-                float2 v = ((__local const float2 *)pa)[q];
-                fa[h][2 * q] = v.x, fa[h][2 * q + 1] = v.y;
-            }
-#else
-            TEENY_UNROLL
-            for (int q = 0; q < TF32_MT / 2; q++) {
-                float4 v = ((__local const float4 *)pa)[q];
-                fa[h][4 * q] = v.x, fa[h][4 * q + 1] = v.y, fa[h][4 * q + 2] = v.z, fa[h][4 * q + 3] = v.w;
-            }
-#endif
-            TEENY_UNROLL
-            for (int q = 0; q < TF32_NT / 4; q++) {
-                float4 v = ((__local const float4 *)pb)[q];
-                fb[h][4 * q] = v.x, fb[h][4 * q + 1] = v.y, fb[h][4 * q + 2] = v.z, fb[h][4 * q + 3] = v.w;
-            }
-        }
-        TEENY_UNROLL
-        for (int i = 0; i < TF32_MT; i++) {
-            a[i][0] = as_uint(fa[0][2 * i]);
-            a[i][1] = as_uint(fa[0][2 * i + 1]);
-            a[i][2] = as_uint(fa[1][2 * i]);
-            a[i][3] = as_uint(fa[1][2 * i + 1]);
-        }
-        TEENY_UNROLL
-        for (int j = 0; j < TF32_NT; j++) {
-            b[j][0] = as_uint(fb[0][j]);
-            b[j][1] = as_uint(fb[1][j]);
-        }
-#else
         TEENY_UNROLL
         for (int i = 0; i < TF32_MT; i++) {
             a[i][0] = as_uint(a_lo[16 * i]);
@@ -292,7 +236,6 @@ TEENY_INLINE void gemm_micro(__local const float4 *As4, __local const float4 *Bs
             b[j][0] = as_uint(b_lo[8 * j]);
             b[j][1] = as_uint(b_hi[8 * j]);
         }
-#endif
         TEENY_UNROLL
         for (int i = 0; i < TF32_MT; i++)
             TEENY_UNROLL
@@ -303,8 +246,6 @@ TEENY_INLINE void gemm_micro(__local const float4 *As4, __local const float4 *Bs
 #else
 #define TF32_STAGE(x) (x)
 #define TF32_STAGE4(v) (v)
-#define TF32_PA(m) (m)
-#define TF32_PB(n) (n)
 
 /* acc[WPT_M][WPT_N] += As[k][m] * Bs[k][n] over one TILE_K slice; item
  * (tm, tn) owns rows {r*THREADS_M*4 + tm*4 + 0..3} and columns
@@ -646,10 +587,10 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
         __local float *as = (__local float *)As[t & 1], *bs = (__local float *)Bs[t & 1];
         for (int j = 0; j < A_NK; j++)
             for (int i = 0; i < A_NM; i++)
-                as[(ak + j * A_TK) * LDA + TF32_PA(am + i * A_TM)] = TF32_STAGE(ra[j * A_NM + i]);
+                as[(ak + j * A_TK) * LDA + am + i * A_TM] = TF32_STAGE(ra[j * A_NM + i]);
         for (int i = 0; i < B_NN; i++)
             if (B_TN * B_NN == TILE_N || bn + i * B_TN < TILE_N) /* a constant but for thin tiles */
-                bs[bk * LDB + TF32_PB(bn + i * B_TN)] = TF32_STAGE(rb[i]);
+                bs[bk * LDB + bn + i * B_TN] = TF32_STAGE(rb[i]);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t + 1 < k_tiles) {
             LOAD_A();
@@ -725,20 +666,11 @@ void conv_gemm_1x1(__global const float *restrict src, int src_off, __global con
         __local float4 *as = As[t & 1];
         __local float *bs = (__local float *)Bs[t & 1];
         for (int j = 0; j < A4_NK; j++)
-            for (int i = 0; i < A4_NM; i++) {
-#ifdef TF32_VEC /* four rows' values to four places */
-                __local float *row = (__local float *)as + (ak + j * A4_TK) * LDA;
-                const float4 v = TF32_STAGE4(ra[j * A4_NM + i]);
-                const int m = 4 * (am + i * A4_TM);
-                row[TF32_PA(m)] = v.x, row[TF32_PA(m + 1)] = v.y;
-                row[TF32_PA(m + 2)] = v.z, row[TF32_PA(m + 3)] = v.w;
-#else
+            for (int i = 0; i < A4_NM; i++)
                 as[(ak + j * A4_TK) * (LDA / 4) + am + i * A4_TM] = TF32_STAGE4(ra[j * A4_NM + i]);
-#endif
-            }
         for (int i = 0; i < B_NN; i++)
             if (B_TN * B_NN == TILE_N || bn + i * B_TN < TILE_N) /* a constant but for thin tiles */
-                bs[bk * LDB + TF32_PB(bn + i * B_TN)] = TF32_STAGE(rb[i]);
+                bs[bk * LDB + bn + i * B_TN] = TF32_STAGE(rb[i]);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t + 1 < k_tiles) {
             LOAD_A();
@@ -822,10 +754,10 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
     for (int t = 0; t < k_tiles; t++) {
         __local float *as = (__local float *)As[t & 1], *bs = (__local float *)Bs[t & 1];
         for (int i = 0; i < R_NM; i++)
-            as[rk * LDA + TF32_PA(rx + i * R_TX)] = TF32_STAGE(ra[i]);
+            as[rk * LDA + rx + i * R_TX] = TF32_STAGE(ra[i]);
         for (int i = 0; i < R_NN; i++)
             if (R_TX * R_NN == TILE_N || rx + i * R_TX < TILE_N)
-                bs[rk * LDB + TF32_PB(rx + i * R_TX)] = TF32_STAGE(rb[i]);
+                bs[rk * LDB + rx + i * R_TX] = TF32_STAGE(rb[i]);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t + 1 < k_tiles)
             LOAD_AB();

@@ -830,60 +830,6 @@ static long split_run(const conv_case *k, const conv_data *d, float **out, teeny
     return launches;
 }
 
-/* The tf32 micro-kernel's two fragment loads (teeny__conv_tune.tf32: 1 a
- * value at a time, 2 the local tiles in fragment order read as vectors,
- * -DTF32_VEC=1) take the same values into the same mma: the same bits in
- * y, dx, dw and dbias, within TOL_TF32 of float64, over a 3x3, a 1x1, a
- * strided 7x7 and a thin 1x1 case, emulated on the nvidia profile (its
- * 128 x 64 tile of 8 x 8 items and 64 x 32 of 8 x 4: one float4 of B a
- * row; every tf32 tile in the full suite). */
-START_TEST(test_conv2d_tf32_frag_emulated)
-{
-    teeny_ctx *ctx = th_ctx();
-    static const int cases[] = {0, 1, 4, 8};
-    char opts[256];
-    if (!th_profile("nvidia"))
-        th_skip("%s cannot take the nvidia profile's work-groups and local memory", teeny_ctx_device_name(ctx));
-    teeny__conv2d_debug_tf32_emulate(1);
-    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
-    ctx->tune.conv_tf32.tf32 = 2;
-    teeny__conv_tile_options(&ctx->tune.conv_tf32, 0, opts, sizeof opts);
-    ck_assert_msg(strstr(opts, " -DTEENY_TF32=1 -DTF32_VEC=1") != NULL, "fragment order not asked for: %s", opts);
-    tol = TOL_TF32;
-    for (int tile = th_full() ? 0 : 1; tile < 4; tile += th_full() ? 1 : 2) {
-        teeny__conv2d_debug(tile, 4); /* dx by the GEMM too */
-        for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
-            const conv_case *k = &large_cases[cases[ci]];
-            uint64_t seed = 960 + (uint64_t)ci;
-            th_rng r = th_rng_make(seed);
-            char repro[400];
-            conv_data d;
-            float *out[2][4];
-            repro_str(k, seed, repro, sizeof repro);
-            snprintf(repro + strlen(repro), sizeof repro - strlen(repro), ", tf32 tile %d", tile);
-            data_make(&d, &k->c, &r);
-            for (int frag = 1; frag <= 2; frag++) {
-                ctx->tune.conv_tf32.tf32 = frag;
-                split_run(k, &d, out[frag - 1], TEENY_OK, repro);
-            }
-            size_t n[4] = {d.ny, d.nx, d.nw, (size_t)k->c.Cout};
-            for (int i = 0; i < 4; i++) {
-                ck_assert_msg(!memcmp(out[0][i], out[1][i], n[i] * sizeof(float)),
-                              "output %d: fragment order changed the bits; %s", i, repro);
-                free(out[0][i]);
-                free(out[1][i]);
-            }
-            data_free(&d);
-        }
-    }
-    tol = TOL;
-    teeny__conv2d_debug(-1, 0);
-    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
-    teeny__conv2d_debug_tf32_emulate(0);
-    th_profile(NULL); /* the profile's tuning again */
-}
-END_TEST
-
 /* Where a device limits a work-item's loop trips (Mesa's llvmpipe;
  * forced here with th_loop_limit) every kernel's loops stay within it
  * (conv2d_loops.c), with the device's own tuning (the CPU GEMM and the
@@ -1643,7 +1589,6 @@ Suite *suite_conv2d(void)
     }
     tcase_add_test(err, test_conv2d_errors);
     tcase_add_test(emu, test_conv2d_tf32_emulated);
-    tcase_add_test(emu, test_conv2d_tf32_frag_emulated);
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);
     suite_add_tcase(s, err);

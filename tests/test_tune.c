@@ -167,8 +167,7 @@ END_TEST
 
 static const char *const ENV_VARS[] = {"TEENY_TUNING",      "TEENY_ATTN_NT",      "TEENY_ATTN_RM",
                                        "TEENY_ATTN_BN",     "TEENY_ATTN_FIT",     "TEENY_ATTN_TF32_W",
-                                       "TEENY_ATTN_TF32_BN", "TEENY_CONV_TILE",   "TEENY_CONV_TF32_TILE",
-                                       "TEENY_CONV_TF32_FRAG"};
+                                       "TEENY_ATTN_TF32_BN", "TEENY_CONV_TILE",   "TEENY_CONV_TF32_TILE"};
 #define N_ENV ((int)(sizeof ENV_VARS / sizeof ENV_VARS[0]))
 static char *env_saved[N_ENV];
 
@@ -218,8 +217,6 @@ START_TEST(test_tune_env_rejected)
         {"TEENY_CONV_TILE", "64,64,4,4,4"},    /* 256 items: the A loader needs k in steps of 8 */
         {"TEENY_CONV_TF32_TILE", "64,16,16,4,4"}, /* fits fp32 (the profiles' smallest), not a warp's 8 wn columns */
         {"TEENY_CONV_TF32_TILE", "64,32,12,8,4"},
-        {"TEENY_CONV_TF32_FRAG", "0"}, {"TEENY_CONV_TF32_FRAG", "3"}, {"TEENY_CONV_TF32_FRAG", "vec"},
-        {"TEENY_CONV_TF32_FRAG", ""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         static char sentinel;
@@ -291,17 +288,6 @@ START_TEST(test_tune_env_accepted)
     teeny_ctx_destroy(ctx);
     unsetenv("TEENY_CONV_TILE");
     unsetenv("TEENY_CONV_TF32_TILE");
-    /* the tf32 fragment loads: overridden where the row has tf32 tiles, else the row's (none) */
-    setenv("TEENY_CONV_TF32_FRAG", "2", 1);
-    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
-    for (int i = -1; i < teeny__tune_count(); i++) {
-        if (i >= 0)
-            TH_OK(ctx, teeny__tune_force(ctx, i));
-        const teeny__conv_tune *row = &ctx->tune.profile->conv_tf32;
-        ck_assert_int_eq(ctx->tune.conv_tf32.tf32, row->n_tiles > 0 ? 2 : row->tf32);
-    }
-    teeny_ctx_destroy(ctx);
-    unsetenv("TEENY_CONV_TF32_FRAG");
     TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
     ck_assert_int_eq(ctx->tune.conv.n_tiles, ctx->tune.profile->conv.n_tiles);
     ck_assert_int_eq(ctx->tune.conv.tiles[0].tm, ctx->tune.profile->conv.tiles[0].tm);

@@ -72,8 +72,7 @@ void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t
     if (tu->cpu_rows > 0 && n > 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n, " -DCPU_RM=%d -DCPU_NV=%d", tu->cpu_rows, tu->cpu_nv);
     if (tu->tf32 && n > 0 && (size_t)n < cap)
-        snprintf(buf + n, cap - (size_t)n, " -DTEENY_TF32=1%s%s", tu->tf32 == 2 ? " -DTF32_VEC=1" : "",
-                 tf32_emulate ? " -DTEENY_TF32_EMULATE=1" : "");
+        snprintf(buf + n, cap - (size_t)n, " -DTEENY_TF32=1%s", tf32_emulate ? " -DTEENY_TF32_EMULATE=1" : "");
 }
 
 static int64_t target_groups(const teeny_ctx *ctx, const conv_tuning *tu)

@@ -27,9 +27,6 @@
  *                         to the kernels' constraints (check_conv_tile)
  *   TEENY_CONV_TF32_TILE  the same for the tf32 GEMMs (where the row has
  *                         tf32 tiles), also held to the tf32 micro-kernel's
- *   TEENY_CONV_TF32_FRAG  1 or 2: the tf32 GEMMs' fragment loads (where the
- *                         row has tf32 tiles; teeny__conv_tune.tf32), for
- *                         measuring one against the other
  * A value that is not a decimal integer in range, a tile the kernels
  * cannot take, or a TEENY_TUNING that names no row, fails the context's
  * creation with TEENY_ERR_ARG.
@@ -128,8 +125,6 @@ static void apply(teeny_ctx *ctx, const teeny__profile *row)
         t->conv_tf32.n_tiles = 1;
         t->conv_tf32.tiles[0] = t->conv_tf32_env;
     }
-    if (row->conv_tf32.n_tiles > 0 && t->conv_tf32_frag_env > 0)
-        t->conv_tf32.tf32 = t->conv_tf32_frag_env;
     t->attention_tf32 = row->attention_tf32;
     if (row->attention_tf32.warps > 0 && t->attention_tf32_env.warps >= 0)
         t->attention_tf32.warps = t->attention_tf32_env.warps;
@@ -264,9 +259,6 @@ teeny_status teeny__tune_init(teeny_ctx *ctx)
         st = read_conv_tile_env("TEENY_CONV_TILE", 0, &ctx->tune.conv_env);
     if (st == TEENY_OK)
         st = read_conv_tile_env("TEENY_CONV_TF32_TILE", 1, &ctx->tune.conv_tf32_env);
-    ctx->tune.conv_tf32_frag_env = -1;
-    if (st == TEENY_OK)
-        st = env_int_strict("TEENY_CONV_TF32_FRAG", 1, 2, &ctx->tune.conv_tf32_frag_env);
     if (st == TEENY_OK)
         st = pick_row(ctx, &row);
     if (st != TEENY_OK)

@@ -75,9 +75,7 @@ typedef struct {
                                 * F(2x2, 3x3) where conv2d_wino.c's teeny__conv_wino_plan finds them large
                                 * enough (fp32 tunings only: never with tf32) */
     int tf32;                  /* the GEMMs' tf32 tensor-core micro-kernel (-DTEENY_TF32=1): each tile
-                                * also needs tm % (4 wm) == 0, tn % (8 wn) == 0, tk % 8 == 0; 1: its
-                                * fragments loaded a value at a time from the local tiles, 2: the tiles
-                                * in fragment order, loaded as float2/float4 (-DTF32_VEC=1) */
+                                * also needs tm % (4 wm) == 0, tn % (8 wn) == 0, tk % 8 == 0 */
     int dx_cols;               /* > 0: input gradients with at most 4 input channels per group by
                                 * conv_dx_direct (src/ops/conv2d_dx.c), this many dx columns per item */
 } teeny__conv_tune;
@@ -139,11 +137,9 @@ typedef struct {
     teeny__attention_tf32_tune attention_tf32;     /* the profile's with TEENY_ATTN_TF32_* (warps 0: none) */
     teeny__attention_tf32_tune attention_tf32_env; /* the TEENY_ATTN_TF32_* values (-1: not set) */
     teeny__conv_tune conv;           /* the profile's, its tiles replaced by TEENY_CONV_TILE's one */
-    teeny__conv_tune conv_tf32;      /* the profile's, its tiles replaced by TEENY_CONV_TF32_TILE's one and its
-                                      * micro-kernel by TEENY_CONV_TF32_FRAG's */
+    teeny__conv_tune conv_tf32;      /* the profile's, its tiles replaced by TEENY_CONV_TF32_TILE's one */
     teeny__gemm_tile conv_env;       /* TEENY_CONV_TILE (tm 0: not set) */
     teeny__gemm_tile conv_tf32_env;  /* TEENY_CONV_TF32_TILE (tm 0: not set) */
-    int conv_tf32_frag_env;          /* TEENY_CONV_TF32_FRAG (-1: not set) */
 } teeny__tune;
 
 /* Match ctx->caps against the rows, read TEENY_TUNING and TEENY_ATTN_*
