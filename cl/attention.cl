@@ -697,8 +697,12 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
  * in local memory; the scores, the softmax and every accumulator stay
  * fp32. A warp's own operand rows (Q; K and V; Q and dO) are loaded once
  * as A fragments into registers; the column tiles stream through local
- * memory; P and dS go from the C fragment layout to the A layout through
- * local memory. A row's values live in the four lanes of a quad (lane =
+ * memory. P and dS never leave registers: a C fragment of 8 columns
+ * (lane 4 r + c: rows r, r + 8 at columns 2c, 2c + 1) is used as is as the
+ * A fragment of the next product's k step, whose k = c then stands for
+ * column 2c and k = c + 4 for column 2c + 1; the B operand's rows are read
+ * in that same order (TC_MM_PN), so the sum over k is the same sum, taken
+ * in a different (fixed) order. A row's values live in the four lanes of a quad (lane =
  * 4 r + c holds rows r and r + 8 of its 16, columns 2c, 2c + 1 of each
  * 8-column tile): its maximum and sum are combined by tf32_shfl_xor, 1
  * then 2, which gives every lane of the quad the same bits. The column
@@ -729,7 +733,36 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
 #endif
 #define TC_KQ (ATT_DQ / 8) /* k steps over the head dims, n tiles of the accumulators */
 #define TC_KV (ATT_DV / 8)
-#define TC_VS (ATT_DV + 8) /* attn_fwd_tc's V rows: read down k (8 c + r), no bank conflict */
+
+/* Test builds (TEENY_TF32_EMULATE, attention_plan.c's hook, never a
+ * device's choice): the mma and the quad shuffles in portable OpenCL C,
+ * exchanged through xchg (6 words an item) between barriers, so the
+ * fragment logic of these kernels runs, and is checked, on any device.
+ * Every item of a work-group makes the same calls, as the kernels do. */
+#ifdef TEENY_TF32_EMULATE
+#define TC_XCHG_LOCAL(nt) __local uint xchg[6 * (nt)];
+#define TC_XCHG_PARAM , __local uint *xchg
+#define TC_XCHG_ARG , xchg
+#define TC_MMA(c, a0, a1, a2, a3, b0, b1) tf32_mma_xchg(xchg, c, a0, a1, a2, a3, b0, b1)
+#define TC_SHFL_XOR(x, mask) tc_shfl_xor_emu(xchg, x, mask)
+#define TC_UNROLL _Pragma("nounroll") /* a loop of barriers, not hundreds: PoCL compiles it in seconds */
+
+TEENY_INLINE float tc_shfl_xor_emu(__local uint *xchg, float x, int mask)
+{
+    const int lid = get_local_id(0);
+    barrier(CLK_LOCAL_MEM_FENCE); /* the last exchange's reads are done */
+    xchg[lid] = as_uint(x);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return as_float(xchg[lid ^ mask]);
+}
+#else
+#define TC_XCHG_LOCAL(nt)
+#define TC_XCHG_PARAM
+#define TC_XCHG_ARG
+#define TC_MMA(c, a0, a1, a2, a3, b0, b1) tf32_mma(c, a0, a1, a2, a3, b0, b1)
+#define TC_SHFL_XOR(x, mask) tf32_shfl_xor(x, mask)
+#define TC_UNROLL TEENY_UNROLL
+#endif
 
 /* The A fragment of rows row0 + r, row0 + r + 8 at k = k0 + c, k0 + c + 4
  * of a row-major local matrix (row stride s; tf32 values). */
@@ -746,29 +779,31 @@ TEENY_INLINE void tc_frag_a(uint *a, __local const float *m, int s, int row0, in
  * a[KS][4], B row-major in local memory (row stride bs), its rows 8 j + r
  * read at k = 8 s + c, + 4. */
 #define TC_MM_NT(acc, NT, a, KS, B, bs, lane)                                                                    \
-    TEENY_UNROLL                                                                                                 \
+    TC_UNROLL                                                                                                    \
     for (int s_ = 0; s_ < (KS); s_++)                                                                            \
-        TEENY_UNROLL                                                                                             \
+        TC_UNROLL                                                                                                \
         for (int j_ = 0; j_ < (NT); j_++) {                                                                      \
             __local const float *b_ = (B) + (8 * j_ + ((lane) >> 2)) * (bs) + 8 * s_ + ((lane) & 3);             \
-            tf32_mma((acc) + 4 * j_, (a)[s_][0], (a)[s_][1], (a)[s_][2], (a)[s_][3], as_uint(b_[0]),             \
+            TC_MMA((acc) + 4 * j_, (a)[s_][0], (a)[s_][1], (a)[s_][2], (a)[s_][3], as_uint(b_[0]),             \
                      as_uint(b_[4]));                                                                            \
         }
 
-/* acc[4 j ..] (j < NT) += A B over KS k steps: A the rows row0 .. + 16 of
- * a row-major local matrix (stride as), B row-major in local memory (k
- * rows, stride bs), its columns 8 j + r read at rows 8 s + c, + 4. */
-#define TC_MM_NN(acc, NT, A, as, row0, KS, B, bs, lane)                                                          \
-    TEENY_UNROLL                                                                                                 \
-    for (int s_ = 0; s_ < (KS); s_++) {                                                                          \
-        uint a_[4];                                                                                              \
-        tc_frag_a(a_, (A), (as), (row0), 8 * s_, (lane));                                                        \
-        TEENY_UNROLL                                                                                             \
+/* acc[4 j ..] (j < NT) += P B over KS k steps: P the C fragments p[4 s ..]
+ * of the warp's 16 x 8 KS scores (rows r, r + 8 at columns 2c, 2c + 1 of
+ * each 8; tf32 values), taken as A fragments with k = c standing for
+ * column 2c and k = c + 4 for 2c + 1; B row-major in local memory (k
+ * rows, stride bs), its columns 8 j + r read at rows 8 s + 2c and + 1
+ * accordingly. With bs a multiple of 4 and not of 8 (the rows padded by
+ * 4) a warp's reads hit 32 banks. */
+#define TC_MM_PN(acc, NT, p, KS, B, bs, lane)                                                                    \
+    TC_UNROLL                                                                                                    \
+    for (int s_ = 0; s_ < (KS); s_++)                                                                            \
+        TC_UNROLL                                                                                                \
         for (int j_ = 0; j_ < (NT); j_++) {                                                                      \
-            __local const float *b_ = (B) + (8 * s_ + ((lane) & 3)) * (bs) + 8 * j_ + ((lane) >> 2);             \
-            tf32_mma((acc) + 4 * j_, a_[0], a_[1], a_[2], a_[3], as_uint(b_[0]), as_uint(b_[4 * (bs)]));         \
-        }                                                                                                        \
-    }
+            __local const float *b_ = (B) + (8 * s_ + 2 * ((lane) & 3)) * (bs) + 8 * j_ + ((lane) >> 2);         \
+            TC_MMA((acc) + 4 * j_, as_uint((p)[4 * s_]), as_uint((p)[4 * s_ + 2]), as_uint((p)[4 * s_ + 1]),  \
+                     as_uint((p)[4 * s_ + 3]), as_uint(b_[0]), as_uint(b_[bs]));                                 \
+        }
 
 /* The A fragments of a warp's 16 rows of a staged matrix, all its k steps. */
 #define TC_FRAGS(a, KS, m, s, row0, lane)                                                                        \
@@ -777,16 +812,16 @@ TEENY_INLINE void tc_frag_a(uint *a, __local const float *m, int s, int row0, in
         tc_frag_a((a)[s_], (m), (s), (row0), 8 * s_, (lane))
 
 /* The maximum (sum) of x over the four lanes of a quad. */
-TEENY_INLINE float tc_quad_max(float x)
+TEENY_INLINE float tc_quad_max(float x TC_XCHG_PARAM)
 {
-    x = fmax(x, tf32_shfl_xor(x, 1));
-    return fmax(x, tf32_shfl_xor(x, 2));
+    x = fmax(x, TC_SHFL_XOR(x, 1));
+    return fmax(x, TC_SHFL_XOR(x, 2));
 }
 
-TEENY_INLINE float tc_quad_sum(float x)
+TEENY_INLINE float tc_quad_sum(float x TC_XCHG_PARAM)
 {
-    x += tf32_shfl_xor(x, 1);
-    return x + tf32_shfl_xor(x, 2);
+    x += TC_SHFL_XOR(x, 1);
+    return x + TC_SHFL_XOR(x, 2);
 }
 
 /* Store C fragments acc[4 j ..] (j < NT) of rows row0 + r, + 8 at
@@ -801,18 +836,17 @@ TEENY_INLINE float tc_quad_sum(float x)
 
 #define TF_NT (32 * TF_W)
 #define TF_BM (16 * TF_W)
-#define TF_PS (TF_BN + 4)
-#define TF_LDS ATT_MAX(TF_BN * QS + TF_BN * TC_VS + TF_BM * TF_PS, TF_BM * ATT_MAX(QS, VS))
+#define TF_LDS ATT_MAX(TF_BN * QS + TF_BN * VS, TF_BM * ATT_MAX(QS, VS))
 
 __kernel __attribute__((reqd_work_group_size(TF_NT, 1, 1)))
 void attn_fwd_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *lse, int lse_off, int has_lse,
                  int heads, int n_q, int n_k, int d, int dv, float scale ATT_EXT_ARGS)
 {
     __local float4 lds4[(TF_LDS + 3) / 4];
+    TC_XCHG_LOCAL(TF_NT)
     __local float *lds = (__local float *)lds4;
     __local float *Ks = lds;               /* [TF_BN][QS] */
-    __local float *Vs = Ks + TF_BN * QS;   /* [TF_BN][TC_VS] */
-    __local float *Ps = Vs + TF_BN * TC_VS; /* [TF_BM][TF_PS] probabilities */
+    __local float *Vs = Ks + TF_BN * QS;   /* [TF_BN][VS] */
     __local float *Qs = lds, *Os = lds;    /* [TF_BM][QS] Q staging, [TF_BM][VS] output staging */
     const int lid = get_local_id(0), lane = lid & 31, w0 = 16 * (lid >> 5), r = lane >> 2, c = lane & 3;
     const int bh = get_group_id(1), row0 = get_group_id(0) * TF_BM;
@@ -838,7 +872,7 @@ void attn_fwd_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float 
         float s[TF_BN / 2], mx[2] = {-INFINITY, -INFINITY}, ms[2], ls[2] = {0.0f, 0.0f};
         barrier(CLK_LOCAL_MEM_FENCE); /* Q staging and the previous tile's readers are done */
         att_load_tc(Ks, QS, TF_BN, ATT_DQ, k, kb + k0 * k_sn, k_sn, k_sd, nk, d, lid, TF_NT);
-        att_load_tc(Vs, TC_VS, TF_BN, ATT_DV, v, vb + k0 * v_sn, v_sn, v_sd, nk, dv, lid, TF_NT);
+        att_load_tc(Vs, VS, TF_BN, ATT_DV, v, vb + k0 * v_sn, v_sn, v_sd, nk, dv, lid, TF_NT);
         barrier(CLK_LOCAL_MEM_FENCE);
         TEENY_UNROLL
         for (int i = 0; i < TF_BN / 2; i++)
@@ -859,7 +893,7 @@ void attn_fwd_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float 
         }
         TEENY_UNROLL
         for (int h = 0; h < 2; h++) {
-            const float mt = fmax(m[h], tc_quad_max(mx[h]));
+            const float mt = fmax(m[h], tc_quad_max(mx[h] TC_XCHG_ARG));
 #if ATT_EXT
             ms[h] = mt == -INFINITY ? 0.0f : mt; /* no visible key yet: exponentials against 0 */
 #else
@@ -876,21 +910,19 @@ void attn_fwd_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float 
         }
         TEENY_UNROLL
         for (int i = 0; i < TF_BN / 2; i++) {
-            const int h = (i >> 1) & 1, row = w0 + r + 8 * h, col = 8 * (i >> 2) + 2 * c + (i & 1);
-            const float p = exp(s[i] - ms[h]);
-            ls[h] += p;
-            Ps[row * TF_PS + col] = tf32_round(p);
+            const float p = exp(s[i] - ms[(i >> 1) & 1]);
+            ls[(i >> 1) & 1] += p;
+            s[i] = tf32_round(p);
         }
         l[0] += ls[0];
         l[1] += ls[1];
-        barrier(CLK_LOCAL_MEM_FENCE);
-        TC_MM_NN(acc, TC_KV, Ps, TF_PS, w0, TF_BN / 8, Vs, TC_VS, lane);
+        TC_MM_PN(acc, TC_KV, s, TF_BN / 8, Vs, VS, lane);
     }
 
     float inv[2], row_lse[2];
     TEENY_UNROLL
     for (int h = 0; h < 2; h++) {
-        const float sum = tc_quad_sum(l[h]);
+        const float sum = tc_quad_sum(l[h] TC_XCHG_ARG);
 #if ATT_EXT
         inv[h] = sum > 0.0f ? 1.0f / sum : 0.0f; /* a fully masked row: o = 0 */
 #else
@@ -914,8 +946,7 @@ void attn_fwd_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float 
 
 #define TK_NT (32 * TK_W)
 #define TK_BR (16 * TK_W) /* keys per work-group */
-#define TK_PS (TK_BC + 4)
-#define TK_LDS ATT_MAX(TK_BC * QS + TK_BC * VS + 2 * TK_BC + 2 * TK_BR * TK_PS, TK_BR * (QS + VS))
+#define TK_LDS ATT_MAX(TK_BC * QS + TK_BC * VS + 2 * TK_BC, TK_BR * (QS + VS))
 
 __kernel __attribute__((reqd_work_group_size(TK_NT, 1, 1)))
 void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse, int lse_off,
@@ -923,13 +954,12 @@ void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global
                       int d, int dvn, float scale ATT_EXT_ARGS)
 {
     __local float4 lds4[(TK_LDS + 3) / 4];
+    TC_XCHG_LOCAL(TK_NT)
     __local float *lds = (__local float *)lds4;
     __local float *Qs = lds;                /* [TK_BC][QS] */
     __local float *Gs = Qs + TK_BC * QS;    /* [TK_BC][VS] dO */
     __local float *Ls = Gs + TK_BC * VS;    /* [TK_BC] lse */
     __local float *Ds = Ls + TK_BC;         /* [TK_BC] Di */
-    __local float *Pt = Ds + TK_BC;         /* [TK_BR][TK_PS] P^T */
-    __local float *St = Pt + TK_BR * TK_PS; /* [TK_BR][TK_PS] dS^T */
     __local float *Ks = lds, *Vs = lds + TK_BR * QS; /* K, V staging; then dK, dV */
     const int lid = get_local_id(0), lane = lid & 31, w0 = 16 * (lid >> 5), r = lane >> 2, c = lane & 3;
     const int bh = get_group_id(1), key0 = get_group_id(0) * TK_BR;
@@ -972,7 +1002,7 @@ void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global
         TC_MM_NT(st, TK_BC / 8, ka, TC_KQ, Qs, QS, lane);
         TC_MM_NT(dp, TK_BC / 8, va, TC_KV, Gs, VS, lane);
         TEENY_UNROLL
-        for (int i = 0; i < TK_BC / 2; i++) {
+        for (int i = 0; i < TK_BC / 2; i++) { /* P^T and dS^T, in place */
             const int row = w0 + r + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * c + (i & 1);
 #if ATT_EXT
             const int qi = q0 + col, kj = key0 + row, valid = col < nq && row < nkr;
@@ -985,12 +1015,11 @@ void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global
             const float p = col < nq ? exp(st[i] * scale - Ls[col]) : 0.0f;
             const float ds = p * (dp[i] - Ds[col]);
 #endif
-            Pt[row * TK_PS + col] = tf32_round(p);
-            St[row * TK_PS + col] = tf32_round(ds);
+            st[i] = tf32_round(p);
+            dp[i] = tf32_round(ds);
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        TC_MM_NN(acc_v, TC_KV, Pt, TK_PS, w0, TK_BC / 8, Gs, VS, lane);
-        TC_MM_NN(acc_k, TC_KQ, St, TK_PS, w0, TK_BC / 8, Qs, QS, lane);
+        TC_MM_PN(acc_v, TC_KV, st, TK_BC / 8, Gs, VS, lane);
+        TC_MM_PN(acc_k, TC_KQ, dp, TK_BC / 8, Qs, QS, lane);
     }
 
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -1005,8 +1034,7 @@ void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global
 
 #define TQ_NT (32 * TQ_W)
 #define TQ_BM (16 * TQ_W)
-#define TQ_PS (TQ_BN + 4)
-#define TQ_LDS ATT_MAX(TQ_BN * QS + TQ_BN * VS + TQ_BM * TQ_PS, TQ_BM * (QS + VS))
+#define TQ_LDS ATT_MAX(TQ_BN * QS + TQ_BN * VS, TQ_BM * (QS + VS))
 
 __kernel __attribute__((reqd_work_group_size(TQ_NT, 1, 1)))
 void attn_bwd_dq_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse, int lse_off,
@@ -1014,10 +1042,10 @@ void attn_bwd_dq_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global c
                     float scale ATT_EXT_ARGS)
 {
     __local float4 lds4[(TQ_LDS + 3) / 4];
+    TC_XCHG_LOCAL(TQ_NT)
     __local float *lds = (__local float *)lds4;
     __local float *Ks = lds;              /* [TQ_BN][QS] */
     __local float *Vs = Ks + TQ_BN * QS;  /* [TQ_BN][VS] */
-    __local float *Ss = Vs + TQ_BN * VS;  /* [TQ_BM][TQ_PS] dS */
     __local float *Qs = lds, *Gs = lds + TQ_BM * QS; /* Q, dO staging; then dQ */
     const int lid = get_local_id(0), lane = lid & 31, w0 = 16 * (lid >> 5), r = lane >> 2, c = lane & 3;
     const int bh = get_group_id(1), row0 = get_group_id(0) * TQ_BM;
@@ -1059,7 +1087,7 @@ void attn_bwd_dq_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global c
         TC_MM_NT(s, TQ_BN / 8, qa, TC_KQ, Ks, QS, lane);
         TC_MM_NT(dp, TQ_BN / 8, ga, TC_KV, Vs, VS, lane);
         TEENY_UNROLL
-        for (int i = 0; i < TQ_BN / 2; i++) {
+        for (int i = 0; i < TQ_BN / 2; i++) { /* dS, in place */
             const int h = (i >> 1) & 1, row = w0 + r + 8 * h, col = 8 * (i >> 2) + 2 * c + (i & 1);
 #if ATT_EXT
             const int qi = row0 + row, kj = k0 + col, valid = col < nk && row < nr;
@@ -1072,10 +1100,9 @@ void attn_bwd_dq_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global c
             const float p = col < nk ? exp(s[i] * scale - lrow[h]) : 0.0f;
             const float ds = p * (dp[i] - drow[h]);
 #endif
-            Ss[row * TQ_PS + col] = tf32_round(ds);
+            s[i] = tf32_round(ds);
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        TC_MM_NN(acc, TC_KQ, Ss, TQ_PS, w0, TQ_BN / 8, Ks, QS, lane);
+        TC_MM_PN(acc, TC_KQ, s, TQ_BN / 8, Ks, QS, lane);
     }
 
     barrier(CLK_LOCAL_MEM_FENCE);

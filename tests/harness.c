@@ -91,6 +91,7 @@ static void hooks_reset(void)
     teeny__conv2d_debug_tf32_emulate(0);
     teeny__linear_debug_small(0);
     teeny__attention_debug_layout(-1);
+    teeny__attention_debug_tf32_emulate(0);
     teeny__batchnorm_debug_two_launch(0);
     teeny__debug_kernel_wg_cap(0);
 }

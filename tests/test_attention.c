@@ -16,6 +16,7 @@
 #include "core/clwrap.h"
 #include "internal.h"
 #include "harness.h"
+#include "ops/ops.h"
 #include "ref/attention_ref.h"
 
 #define TOL 1e-5
@@ -803,6 +804,54 @@ START_TEST(test_attention_tf32)
 }
 END_TEST
 
+/* The tf32 kernels' fragment logic on any device: the nvidia profile's
+ * tf32 tiles built with the mma and the quad shuffles emulated in OpenCL
+ * C (teeny__attention_debug_tf32_emulate; cl/common.cl's tf32_round and
+ * tf32_mma_xchg). Both head-dim buckets, partial row and column tiles, a
+ * view, a negative scale, forward and backward within TOL_TF32 of the
+ * float64 references; the same bits twice and not fp32's (the tf32
+ * kernels ran). Where the device cannot take the profile's work-groups
+ * and local memory, skipped with the reason. */
+START_TEST(test_attention_tf32_emulated)
+{
+    teeny_ctx *ctx = th_ctx();
+    if (!th_profile("nvidia"))
+        th_skip("%s cannot take the nvidia profile's work-groups and local memory", teeny_ctx_device_name(ctx));
+    teeny__attention_debug_tf32_emulate(1);
+    static const at_shape shapes[] = {{2, 37, 70, 32, 32, 0.2f, 0}, {1, 70, 41, 64, 48, -0.3f, 1}};
+    for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++) {
+        uint64_t seed = 7760 + (uint64_t)i;
+        th_rng r = th_rng_make(seed);
+        char repro[200];
+        at_case c;
+        float *out[3][5];
+        shape_str(&shapes[i], seed, repro, sizeof repro);
+        strncat(repro, " (tf32 emulated)", sizeof repro - strlen(repro) - 1);
+        case_make(&c, &shapes[i], &r);
+        TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
+        check_tol = TOL_TF32;
+        check_forward(&c, repro);
+        check_backward(&c, repro);
+        check_tol = TOL;
+        for (int run = 0; run < 3; run++) /* tf32, tf32, fp32 */
+            run_both(&c, run < 2, out[run]);
+        size_t n[5] = {c.no, c.nl, c.nq, c.nk, c.nv};
+        for (int j = 0; j < 5; j++) {
+            ck_assert_msg(!memcmp(out[0][j], out[1][j], n[j] * sizeof(float)), "%s: output %d differs between runs",
+                          repro, j);
+            ck_assert_msg(memcmp(out[0][j], out[2][j], n[j] * sizeof(float)),
+                          "%s: output %d has fp32's bits: the tf32 kernels did not run", repro, j);
+            for (int run = 0; run < 3; run++)
+                free(out[run][j]);
+        }
+        case_free(&c);
+    }
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
+    teeny__attention_debug_tf32_emulate(0);
+    th_profile(NULL);
+}
+END_TEST
+
 Suite *suite_attention(void)
 {
     Suite *s = suite_create("attention");
@@ -816,6 +865,7 @@ Suite *suite_attention(void)
     tcase_add_test(fwd, test_attention_launch_counts);
     tcase_add_test(fwd, test_attention_small_threads);
     tcase_add_test(bwd, test_attention_tf32);
+    tcase_add_test(bwd, test_attention_tf32_emulated);
     tcase_add_test(bwd, test_attention_backward_partial);
     tcase_add_test(bwd, test_attention_split_loops);
     tcase_add_test(bwd, test_attention_finite_differences);

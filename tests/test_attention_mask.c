@@ -19,6 +19,7 @@
 #include "core/clwrap.h"
 #include "harness.h"
 #include "internal.h"
+#include "ops/ops.h"
 #include "ref/attention_ref.h"
 
 #define TOL 1e-5
@@ -494,10 +495,8 @@ END_TEST
  * fully masked rows and softcap within TOL_TF32 of the reference (dead
  * rows exactly as in fp32), and the same bits twice. A device without
  * them counts as skipped. */
-START_TEST(test_attention_mask_tf32)
+static void mask_tf32_checks(teeny_ctx *ctx, int count)
 {
-    teeny_ctx *ctx = th_ctx();
-    TH_SKIP_NO_TF32(ctx);
     static const mk_shape shapes[] = {
         {2, 2, 130, 100, 32, 64, 0.0f, 2, 1, 0, 3.0f, 4, {1, 1, 1, 1}, 0.1, 1},
         {2, 2, 70, 300, 64, 64, 0.0f, 2, 1, 230, 0.0f, 4, {1, 0, 0, 1}, 0.1, 0},
@@ -505,7 +504,7 @@ START_TEST(test_attention_mask_tf32)
         {1, 2, 90, 300, 16, 16, 0.2f, 2, 1, -40, 1.5f, 0, {0, 0, 0, 0}, 0.0, 0},
     };
     check_tol = TOL_TF32;
-    for (int t = 0; t < (int)(sizeof shapes / sizeof shapes[0]); t++) {
+    for (int t = 0; t < count && t < (int)(sizeof shapes / sizeof shapes[0]); t++) {
         uint64_t seed = 1900 + (uint64_t)t;
         th_rng r = th_rng_make(seed);
         char repro[400];
@@ -531,6 +530,48 @@ START_TEST(test_attention_mask_tf32)
     }
     case_free(&c);
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
+}
+
+START_TEST(test_attention_mask_tf32)
+{
+    teeny_ctx *ctx = th_ctx();
+    TH_SKIP_NO_TF32(ctx);
+    mask_tf32_checks(ctx, 4);
+}
+END_TEST
+
+/* The first two cases (both head-dim buckets, causal offsets, a mask with
+ * -inf entries, softcap, fully masked rows) on the nvidia profile's tf32
+ * kernels with the mma and shuffles emulated in OpenCL C
+ * (teeny__attention_debug_tf32_emulate), on any device that can take the
+ * profile's work-groups. */
+START_TEST(test_attention_mask_tf32_emulated)
+{
+    teeny_ctx *ctx = th_ctx();
+    if (!th_profile("nvidia"))
+        th_skip("%s cannot take the nvidia profile's work-groups and local memory", teeny_ctx_device_name(ctx));
+    teeny__attention_debug_tf32_emulate(1);
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
+    mask_tf32_checks(ctx, 2);
+    static const mk_shape one = {2, 2, 130, 100, 32, 64, 0.0f, 2, 1, 0, 3.0f, 4, {1, 1, 1, 1}, 0.1, 1};
+    th_rng r = th_rng_make(1960);
+    mk_case c;
+    float *out[2][5];
+    case_make(&c, &one, &r);
+    for (int run = 0; run < 2; run++) { /* tf32, fp32 */
+        TH_OK(ctx, teeny_ctx_set_tf32(ctx, run == 0));
+        run_outputs(&c, out[run]);
+    }
+    size_t n[5] = {c.no, c.nl, c.nq, c.nk, c.nv};
+    for (int j = 0; j < 5; j++) {
+        ck_assert_msg(memcmp(out[0][j], out[1][j], n[j] * sizeof(float)),
+                      "output %d has fp32's bits: the emulated tf32 kernels did not run", j);
+        free(out[0][j]);
+        free(out[1][j]);
+    }
+    case_free(&c);
+    teeny__attention_debug_tf32_emulate(0);
+    th_profile(NULL);
 }
 END_TEST
 
@@ -849,6 +890,7 @@ Suite *suite_attention_mask(void)
     tcase_add_test(fwd, test_attention_mask_causal_skips);
     tcase_add_test(fwd, test_attention_mask_graph);
     tcase_add_test(fwd, test_attention_mask_tf32);
+    tcase_add_test(fwd, test_attention_mask_tf32_emulated);
     if (!th_small()) {
         tcase_add_test(fwd, test_attention_mask_wide);
         tcase_add_test(fwd, test_attention_mask_determinism);

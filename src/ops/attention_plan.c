@@ -26,13 +26,22 @@
  * TQ_BN), from the profile's attention_tf32 row (warps 0: none; the
  * environment's TEENY_ATTN_TF32_W and _BN override them), the
  * column tile then the warps halved until the pass fits the same local
- * memory cap. Their program holds no fp32 tiled kernel.
+ * memory cap. Their program holds no fp32 tiled kernel. A test hook
+ * (teeny__attention_debug_tf32_emulate) builds them with
+ * -DTEENY_TF32_EMULATE=1 on any device: the mma and shuffles in OpenCL C.
  */
 #include <stdio.h>
 
 #include "attention_internal.h"
 
 #define ATT_LDS_CAP (48 * 1024)
+static int tf32_emulate; /* test hook: teeny__attention_debug_tf32_emulate */
+
+void teeny__attention_debug_tf32_emulate(int on)
+{
+    tf32_emulate = on;
+}
+
 static int bucket(int d)
 {
     int b = 32;
@@ -100,6 +109,8 @@ static void plan_options(att_plan *p)
                      "-DKV_RM=%d -DKV_TC=%d -DKV_SC=%d -DQG_TR=%d -DQG_RM=%d -DQG_TC=%d -DQG_SC=%d",
                      p->cr, p->dq, p->dv, p->fw.tr, p->fw.rm, p->fw.tc, p->fw.sc, p->kv.tr, p->kv.rm, p->kv.tc,
                      p->kv.sc, p->qg.tr, p->qg.rm, p->qg.tc, p->qg.sc);
+    if (p->tc && tf32_emulate && n > 0 && (size_t)n < sizeof p->options)
+        n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DTEENY_TF32_EMULATE=1");
     if (p->ext && n > 0 && (size_t)n < sizeof p->options) /* the unmasked programs keep their options */
         n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_EXT=%d", p->ext);
     if (p->layout && n > 0 && (size_t)n < sizeof p->options)
@@ -257,28 +268,29 @@ static teeny_status plan_fit(teeny_ctx *ctx, att_plan *p, int backward)
 /* ---- tf32 ---- */
 
 /* Local memory (bytes) of the tf32 kernels; mirrors TF_LDS, TK_LDS,
- * TQ_LDS in cl/attention.cl. */
-static size_t lds_max(size_t a, size_t b)
+ * TQ_LDS in cl/attention.cl, and the emulated mma's exchange (6 words an
+ * item of w warps). */
+static size_t lds_max(size_t a, size_t b, int w)
 {
-    return 4 * (((a > b ? a : b) + 3) / 4 * 4);
+    return 4 * (((a > b ? a : b) + 3) / 4 * 4) + (tf32_emulate ? (size_t)4 * 6 * 32 * (size_t)w : 0);
 }
 
 static size_t lds_tfw(const att_plan *p, att_tile t)
 {
     size_t qs = (size_t)p->dq + 4, vs = (size_t)p->dv + 4, bm = 16 * (size_t)t.tr, bn = 8 * (size_t)t.sc;
-    return lds_max(bn * qs + bn * (vs + 4) + bm * (bn + 4), bm * (qs > vs ? qs : vs));
+    return lds_max(bn * qs + bn * vs, bm * (qs > vs ? qs : vs), t.tr);
 }
 
 static size_t lds_tkv(const att_plan *p, att_tile t)
 {
     size_t qs = (size_t)p->dq + 4, vs = (size_t)p->dv + 4, br = 16 * (size_t)t.tr, bc = 8 * (size_t)t.sc;
-    return lds_max(bc * qs + bc * vs + 2 * bc + 2 * br * (bc + 4), br * (qs + vs));
+    return lds_max(bc * qs + bc * vs + 2 * bc, br * (qs + vs), t.tr);
 }
 
 static size_t lds_tqg(const att_plan *p, att_tile t)
 {
     size_t qs = (size_t)p->dq + 4, vs = (size_t)p->dv + 4, bm = 16 * (size_t)t.tr, bn = 8 * (size_t)t.sc;
-    return lds_max(bn * qs + bn * vs + bm * (bn + 4), bm * (qs + vs));
+    return lds_max(bn * qs + bn * vs, bm * (qs + vs), t.tr);
 }
 
 /* Halve t's column tile, then its warps, until lds(t) fits; 0 when even
@@ -305,8 +317,8 @@ static teeny_status tc_plan(teeny_ctx *ctx, att_plan *p, int layout)
     int capable = 0, warps = tu->warps;
     if (!ctx->tf32 || warps <= 0 || p->dq > tu->max_dim || p->dv > tu->max_dim || budget < 1024)
         return TEENY_OK;
-    teeny_status st = teeny__tf32_capable(ctx, &capable);
-    if (st != TEENY_OK || !capable)
+    teeny_status st = tf32_emulate ? TEENY_OK : teeny__tf32_capable(ctx, &capable);
+    if (st != TEENY_OK || !(capable || tf32_emulate))
         return st;
     while (warps > 1 && (size_t)32 * (size_t)warps > ctx->info.max_work_group_size)
         warps /= 2;

@@ -34,6 +34,9 @@ teeny_status teeny__linear_route(teeny_ctx *ctx, int M, int N, int K, int *small
 /* attention_plan.c: the tiled kernels' ATT_LAYOUT forced (0 decided per matrix, 1 rows, 2 columns; -1: by
  * the problem's strides). */
 void teeny__attention_debug_layout(int layout);
+/* attention_plan.c: with tf32 asked, the tf32 kernels emulated in OpenCL C (1: cl/common.cl's tf32_round and
+ * tf32_mma_xchg, attention.cl's quad shuffles through local memory), on any device whose profile has them. */
+void teeny__attention_debug_tf32_emulate(int on);
 /* batchnorm.c: two launches each way even where one would do (1). TEENY__BN_REG: the one-launch kernels'
  * units (floats, float4s where H*W % 4 == 0) per item: a channel of up to BN_WG * 8 (cl/batchnorm.cl: BN_REG). */
 void teeny__batchnorm_debug_two_launch(int on);
