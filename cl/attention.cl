@@ -48,8 +48,9 @@
  * Compile-time parameters (host: src/ops/attention_plan.c, from the
  * device's work-group size and local memory): ATT_DQ, ATT_DV padded head
  * dims (multiples of 16; the true D, Dv are arguments and the padding is
- * zero), per kernel (prefixes FW_, KV_, QG_) TR, RM, TC, SC, ATT_EXT, and
- * ATT_LAYOUT (the matrices' walk, below).
+ * zero), per kernel (prefixes FW_, KV_, QG_) TR, RM, TC, SC, ATT_EXT,
+ * ATT_LAYOUT (the matrices' walk, below) and ATT_VEC (float4 loads,
+ * att_load_v4).
  */
 #ifndef ATT_DQ
 #define ATT_DQ 32
@@ -127,12 +128,52 @@
 #define ATT_COL_MAJOR(sn, sd) ((sn) == 1 && (sd) != 1)
 #endif
 
+#ifndef ATT_VEC
+#define ATT_VEC 0
+#endif
+
+#if ATT_VEC
+/* att_load_as where the host promises (ATT_VEC) that every matrix these
+ * kernels load has unit column stride and an offset, strides and valid
+ * columns that are multiples of 4: float4 chunks, consecutive work-items
+ * on consecutive chunks, up to 8 chunks an item loaded before the first
+ * is stored, so a tile's loads are in flight together. */
+TEENY_INLINE void att_load_v4(__local float *dst, const int ds, const int rows, const int cols,
+                              __global const float *src, int base, int sn, int nr, int nc, int lid, const int nt,
+                              const int tc)
+{
+    const int c4 = cols / 4, trips = (rows * c4 + nt - 1) / nt;
+    for (int b = 0; b < trips; b += 8) {
+        float4 x[8];
+        TEENY_UNROLL
+        for (int k = 0; k < 8; k++) {
+            const int e = lid + (b + k) * nt, r = e / c4, c = 4 * (e - r * c4);
+            x[k] = b + k < trips && r < nr && c < nc ? *(__global const float4 *)(src + base + r * sn + c)
+                                                     : (float4)(0.0f);
+        }
+        TEENY_UNROLL
+        for (int k = 0; k < 8; k++) {
+            const int e = lid + (b + k) * nt, r = e / c4, c = 4 * (e - r * c4);
+            if (b + k < trips && r < rows)
+                vstore4(tc ? (float4)(ATT_TC_ROUND(x[k].x), ATT_TC_ROUND(x[k].y), ATT_TC_ROUND(x[k].z),
+                                      ATT_TC_ROUND(x[k].w))
+                           : x[k],
+                        0, dst + r * ds + c);
+        }
+    }
+}
+#endif
+
 /* dst[r*ds + c] = M[row0 + r][c] for r < rows, c < cols, zero outside the
  * valid nr x nc corner. base already includes row0 * sn. Consecutive
  * work-items read consecutive addresses in either layout. */
 TEENY_INLINE void att_load_as(__local float *dst, int ds, int rows, int cols, __global const float *src, int base,
                                int sn, int sd, int nr, int nc, int lid, int nt, const int tc)
 {
+#if ATT_VEC
+    (void)sd;
+    att_load_v4(dst, ds, rows, cols, src, base, sn, nr, nc, lid, nt, tc);
+#else
     /* One loop for both layouts, not one loop per layout: PoCL 5.0
      * miscompiles a barrier loop that follows an if/else holding a
      * work-item-dependent loop in each branch (pocl#1435). The element's
@@ -152,6 +193,7 @@ TEENY_INLINE void att_load_as(__local float *dst, int ds, int rows, int cols, __
             o++;
         }
     }
+#endif
 }
 
 /* att_load_as as is (fp32 kernels) and rounded to tf32 (the TEENY_TF32 kernels). */

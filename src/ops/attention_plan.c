@@ -114,7 +114,9 @@ static void plan_options(att_plan *p)
     if (p->ext && n > 0 && (size_t)n < sizeof p->options) /* the unmasked programs keep their options */
         n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_EXT=%d", p->ext);
     if (p->layout && n > 0 && (size_t)n < sizeof p->options)
-        snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_LAYOUT=%d", p->layout);
+        n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_LAYOUT=%d", p->layout);
+    if (p->vec && n > 0 && (size_t)n < sizeof p->options)
+        snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_VEC=1");
 }
 
 /* ATT_LAYOUT for the tiled kernels (cl/attention.cl att_load_as): 2 when
@@ -151,6 +153,23 @@ static int problem_layout(const teeny__attn_problem *p)
     return cols && rows ? 0 : cols ? 2 : 1;
 }
 
+/* ATT_VEC for the tiled kernels: 1 where every matrix they load (Q, K, V
+ * and dO) has unit column stride, and its offset, strides and head dim are
+ * multiples of 4 (the contiguous [BH, N, D] tensors of a head dim that is a
+ * multiple of 4), so att_load_as moves 16-byte aligned float4 chunks; 0
+ * otherwise, and under teeny__attention_debug_layout, whose walks the tests
+ * reach on any strides. */
+static int problem_vec(const teeny__attn_problem *p)
+{
+    const teeny__attn_mat *m[4] = {&p->q, &p->k, &p->v, &p->d_o};
+    if (force_layout >= 0 || p->d % 4 || p->dv % 4)
+        return 0;
+    for (int i = 0; i < 4; i++)
+        if (m[i]->buf && (m[i]->sd != 1 || (m[i]->off | m[i]->sb | m[i]->sh | m[i]->sn) & 3))
+            return 0;
+    return 1;
+}
+
 /* The ATT_EXT bits of a problem. */
 static int problem_ext(const teeny__attn_problem *p)
 {
@@ -159,7 +178,7 @@ static int problem_ext(const teeny__attn_problem *p)
 
 /* The preferred tiles from the device-wide limits; plan_fit then checks
  * them against the built kernels. */
-static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, int ext, int layout, att_plan *p)
+static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, int ext, int layout, int vec, att_plan *p)
 {
     const teeny__attention_tune *tune = &ctx->tune.attention;
     size_t budget = ctx->info.local_mem_bytes < ATT_LDS_CAP ? (size_t)ctx->info.local_mem_bytes : ATT_LDS_CAP;
@@ -169,6 +188,7 @@ static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, int ext, int layout
     p->cr = tune->cpu_lanes;
     p->ext = ext;
     p->layout = layout;
+    p->vec = vec;
     p->tc = 0;
     p->dq = bucket(d);
     p->dv = bucket(dv);
@@ -346,7 +366,7 @@ const char *teeny__attn_kernel(const att_plan *pl, int pass)
 teeny_status teeny__attn_plan(teeny_ctx *ctx, const teeny__attn_problem *p, int backward, int cpu, att_plan *pl)
 {
     int layout = cpu ? 0 : problem_layout(p), fp32_layout = layout == 1 && force_layout < 0 ? 0 : layout;
-    teeny_status st = plan_make(ctx, p->d, p->dv, problem_ext(p), fp32_layout, pl);
+    teeny_status st = plan_make(ctx, p->d, p->dv, problem_ext(p), fp32_layout, cpu ? 0 : problem_vec(p), pl);
     if (st == TEENY_OK && !cpu) {
         att_plan fp32 = *pl;
         if ((st = tc_plan(ctx, pl, layout)) != TEENY_OK)
