@@ -49,8 +49,8 @@
  * device's work-group size and local memory): ATT_DQ, ATT_DV padded head
  * dims (multiples of 16; the true D, Dv are arguments and the padding is
  * zero), per kernel (prefixes FW_, KV_, QG_) TR, RM, TC, SC, ATT_EXT,
- * ATT_LAYOUT (the matrices' walk, below) and ATT_VEC (float4 loads,
- * att_load_v4).
+ * ATT_LAYOUT (the matrices' walk, below) and ATT_VEC (float4 loads:
+ * att_load_v4, att_load_v4c).
  */
 #ifndef ATT_DQ
 #define ATT_DQ 32
@@ -132,8 +132,8 @@
 #define ATT_VEC 0
 #endif
 
-#if ATT_VEC
-/* att_load_as where the host promises (ATT_VEC) that every matrix these
+#if ATT_VEC == 1
+/* att_load_as where the host promises (ATT_VEC 1) that every matrix these
  * kernels load has unit column stride and an offset, strides and valid
  * columns that are multiples of 4: float4 chunks, consecutive work-items
  * on consecutive chunks, up to 8 chunks an item loaded before the first
@@ -162,6 +162,36 @@ TEENY_INLINE void att_load_v4(__local float *dst, const int ds, const int rows, 
         }
     }
 }
+#elif ATT_VEC == 2
+/* The same for column-major matrices (ATT_VEC 2, PSA's NCHW views: unit
+ * row stride; offset, strides and lengths multiples of 4, and every tile's
+ * rows too): a chunk is 4 rows of one column, consecutive work-items on
+ * consecutive chunks down a column. */
+TEENY_INLINE void att_load_v4c(__local float *dst, const int ds, const int rows, const int cols,
+                               __global const float *src, int base, int sd, int nr, int nc, int lid, const int nt,
+                               const int tc)
+{
+    const int r4 = rows / 4, trips = (r4 * cols + nt - 1) / nt;
+    for (int b = 0; b < trips; b += 8) {
+        float4 x[8];
+        TEENY_UNROLL
+        for (int k = 0; k < 8; k++) {
+            const int e = lid + (b + k) * nt, c = e / r4, r = 4 * (e - c * r4);
+            x[k] = b + k < trips && r < nr && c < nc ? *(__global const float4 *)(src + base + r + c * sd)
+                                                     : (float4)(0.0f);
+        }
+        TEENY_UNROLL
+        for (int k = 0; k < 8; k++) {
+            const int e = lid + (b + k) * nt, c = e / r4, r = 4 * (e - c * r4);
+            if (b + k < trips && c < cols) {
+                dst[r * ds + c] = tc ? ATT_TC_ROUND(x[k].x) : x[k].x;
+                dst[(r + 1) * ds + c] = tc ? ATT_TC_ROUND(x[k].y) : x[k].y;
+                dst[(r + 2) * ds + c] = tc ? ATT_TC_ROUND(x[k].z) : x[k].z;
+                dst[(r + 3) * ds + c] = tc ? ATT_TC_ROUND(x[k].w) : x[k].w;
+            }
+        }
+    }
+}
 #endif
 
 /* dst[r*ds + c] = M[row0 + r][c] for r < rows, c < cols, zero outside the
@@ -170,9 +200,12 @@ TEENY_INLINE void att_load_v4(__local float *dst, const int ds, const int rows, 
 TEENY_INLINE void att_load_as(__local float *dst, int ds, int rows, int cols, __global const float *src, int base,
                                int sn, int sd, int nr, int nc, int lid, int nt, const int tc)
 {
-#if ATT_VEC
+#if ATT_VEC == 1
     (void)sd;
     att_load_v4(dst, ds, rows, cols, src, base, sn, nr, nc, lid, nt, tc);
+#elif ATT_VEC == 2
+    (void)sn;
+    att_load_v4c(dst, ds, rows, cols, src, base, sd, nr, nc, lid, nt, tc);
 #else
     /* One loop for both layouts, not one loop per layout: PoCL 5.0
      * miscompiles a barrier loop that follows an if/else holding a

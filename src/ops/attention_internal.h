@@ -24,7 +24,7 @@ typedef struct {
     int ext;             /* ATT_EXT: ATT_EXT_* bits, 0 without masks */
     int dq, dv;          /* padded head dims */
     int tc;              /* 1: the tf32 tensor-core kernels (attn_*_tc, -DTEENY_TF32=1) */
-    int vec;             /* ATT_VEC: every loaded matrix in float4 chunks (problem_vec) */
+    int vec;             /* ATT_VEC: every loaded matrix in float4 chunks, 1 along rows, 2 down columns */
     int layout;          /* ATT_LAYOUT: how the tiled kernels walk every matrix (1 rows, 2 columns), 0: per
                           * matrix at run time */
     att_tile fw, kv, qg; /* attn_fwd, attn_bwd_dkdv, attn_bwd_dq (or their _tc twins) */

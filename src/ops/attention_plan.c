@@ -115,8 +115,10 @@ static void plan_options(att_plan *p)
         n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_EXT=%d", p->ext);
     if (p->layout && n > 0 && (size_t)n < sizeof p->options)
         n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_LAYOUT=%d", p->layout);
-    if (p->vec && n > 0 && (size_t)n < sizeof p->options)
-        snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_VEC=1");
+    /* column chunks need every tile's rows in whole chunks (the tf32 tiles' always are) */
+    int rows4 = p->tc || (p->fw.tr * p->fw.rm % 4 == 0 && p->kv.tr * p->kv.rm % 4 == 0 && p->qg.tr * p->qg.rm % 4 == 0);
+    if (p->vec && (p->vec == 1 || rows4) && n > 0 && (size_t)n < sizeof p->options)
+        snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_VEC=%d", p->vec);
 }
 
 /* ATT_LAYOUT for the tiled kernels (cl/attention.cl att_load_as): 2 when
@@ -153,21 +155,28 @@ static int problem_layout(const teeny__attn_problem *p)
     return cols && rows ? 0 : cols ? 2 : 1;
 }
 
-/* ATT_VEC for the tiled kernels: 1 where every matrix they load (Q, K, V
- * and dO) has unit column stride, and its offset, strides and head dim are
- * multiples of 4 (the contiguous [BH, N, D] tensors of a head dim that is a
- * multiple of 4), so att_load_as moves 16-byte aligned float4 chunks; 0
+/* ATT_VEC for the tiled kernels, so that att_load_as moves 16-byte aligned
+ * float4 chunks: 1 where every matrix they load (Q, K, V and dO) has unit
+ * column stride, and its offset, strides and head dim are multiples of 4
+ * (the contiguous [BH, N, D] tensors of a head dim that is a multiple of
+ * 4); 2 where every one has unit row stride, and its offset, strides and
+ * length are multiples of 4 (PSA's NCHW views of planes of 4k pixels; the
+ * options add it only where every tile's rows are whole chunks too); 0
  * otherwise, and under teeny__attention_debug_layout, whose walks the tests
  * reach on any strides. */
 static int problem_vec(const teeny__attn_problem *p)
 {
     const teeny__attn_mat *m[4] = {&p->q, &p->k, &p->v, &p->d_o};
-    if (force_layout >= 0 || p->d % 4 || p->dv % 4)
+    int rows = p->d % 4 == 0 && p->dv % 4 == 0, cols = p->n_q % 4 == 0 && p->n_k % 4 == 0;
+    if (force_layout >= 0)
         return 0;
     for (int i = 0; i < 4; i++)
-        if (m[i]->buf && (m[i]->sd != 1 || (m[i]->off | m[i]->sb | m[i]->sh | m[i]->sn) & 3))
-            return 0;
-    return 1;
+        if (m[i]->buf) {
+            int aligned = ((m[i]->off | m[i]->sb | m[i]->sh) & 3) == 0;
+            rows = rows && aligned && m[i]->sd == 1 && m[i]->sn % 4 == 0;
+            cols = cols && aligned && m[i]->sn == 1 && m[i]->sd % 4 == 0;
+        }
+    return rows ? 1 : cols ? 2 : 0;
 }
 
 /* The ATT_EXT bits of a problem. */
