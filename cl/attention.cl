@@ -777,13 +777,13 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
  * A fragment of the next product's k step, whose k = c then stands for
  * column 2c and k = c + 4 for column 2c + 1; the B operand's rows are read
  * in that same order (TC_MM_PN), so the sum over k is the same sum, taken
- * in a different (fixed) order. A row's values live in the four lanes of a quad (lane =
- * 4 r + c holds rows r and r + 8 of its 16, columns 2c, 2c + 1 of each
- * 8-column tile): its maximum and sum are combined by tf32_shfl_xor, 1
- * then 2, which gives every lane of the quad the same bits. The column
- * tiles, like the fp32 kernels', are visited in one fixed order, so the
- * results are deterministic. Register use grows with the head dims: the
- * host takes these kernels for ATT_DQ, ATT_DV <= 64.
+ * in a different (fixed) order. A row's values live in the four lanes of
+ * a quad (lane = 4 r + c holds rows r and r + 8 of its 16, columns 2c,
+ * 2c + 1 of each 8-column tile): its maximum and sum are combined by
+ * tf32_shfl_xor, 1 then 2, which gives every lane of the quad the same
+ * bits. The column tiles, like the fp32 kernels', are visited in one fixed
+ * order, so the results are deterministic. Register use grows with the
+ * head dims: the host takes these kernels for ATT_DQ, ATT_DV <= 64.
  *
  * Compile-time parameters: TF_W, TF_BN (attn_fwd_tc: warps, key tile),
  * TK_W, TK_BC (dK/dV: warps, query tile), TQ_W, TQ_BN (dQ: warps, key
@@ -859,8 +859,8 @@ TEENY_INLINE void tc_frag_a(uint *a, __local const float *m, int s, int row0, in
         TC_UNROLL                                                                                                \
         for (int j_ = 0; j_ < (NT); j_++) {                                                                      \
             __local const float *b_ = (B) + (8 * j_ + ((lane) >> 2)) * (bs) + 8 * s_ + ((lane) & 3);             \
-            TC_MMA((acc) + 4 * j_, (a)[s_][0], (a)[s_][1], (a)[s_][2], (a)[s_][3], as_uint(b_[0]),             \
-                     as_uint(b_[4]));                                                                            \
+            TC_MMA((acc) + 4 * j_, (a)[s_][0], (a)[s_][1], (a)[s_][2], (a)[s_][3], as_uint(b_[0]),               \
+                   as_uint(b_[4]));                                                                              \
         }
 
 /* acc[4 j ..] (j < NT) += P B over KS k steps: P the C fragments p[4 s ..]
@@ -876,8 +876,8 @@ TEENY_INLINE void tc_frag_a(uint *a, __local const float *m, int s, int row0, in
         TC_UNROLL                                                                                                \
         for (int j_ = 0; j_ < (NT); j_++) {                                                                      \
             __local const float *b_ = (B) + (8 * s_ + 2 * ((lane) & 3)) * (bs) + 8 * j_ + ((lane) >> 2);         \
-            TC_MMA((acc) + 4 * j_, as_uint((p)[4 * s_]), as_uint((p)[4 * s_ + 2]), as_uint((p)[4 * s_ + 1]),  \
-                     as_uint((p)[4 * s_ + 3]), as_uint(b_[0]), as_uint(b_[bs]));                                 \
+            TC_MMA((acc) + 4 * j_, as_uint((p)[4 * s_]), as_uint((p)[4 * s_ + 2]), as_uint((p)[4 * s_ + 1]),     \
+                   as_uint((p)[4 * s_ + 3]), as_uint(b_[0]), as_uint(b_[bs]));                                   \
         }
 
 /* The A fragments of a warp's 16 rows of a staged matrix, all its k steps. */
