@@ -108,8 +108,9 @@
 
 /* ---- helpers ---- */
 
-/* tc: round to tf32 as staged (the TEENY_TF32 kernels' operands) */
-#ifdef TEENY_TF32
+/* tc: round to tf32 as staged (the TEENY_TF32 kernels' operands; under
+ * TEENY_TF32_X3 they stay fp32, split at each product) */
+#if defined(TEENY_TF32) && !defined(TEENY_TF32_X3)
 #define ATT_TC_ROUND(x) tf32_round(x)
 #else
 #define ATT_TC_ROUND(x) (x)
@@ -785,6 +786,14 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
  * order, so the results are deterministic. Register use grows with the
  * head dims: the host takes these kernels for ATT_DQ, ATT_DV <= 64.
  *
+ * TEENY_TF32_X3 (fp32 calls, where the profile says fp32_x3): the same
+ * kernels at fp32's accuracy. Nothing is rounded as it is staged; each
+ * product splits its operands x = hi + lo, hi = tf32(x), lo = tf32(x - hi)
+ * (x - hi is exact), and takes lo_a hi_b, hi_a lo_b, then hi_a hi_b (three
+ * mmas into the same fp32 accumulator, the small products first); lo_a
+ * lo_b, below 2^-21 of a b, is dropped (CUTLASS's 3xTF32, the arithmetic
+ * of PyTorch's fp32 SDPA on these GPUs).
+ *
  * Compile-time parameters: TF_W, TF_BN (attn_fwd_tc: warps, key tile),
  * TK_W, TK_BC (dK/dV: warps, query tile), TQ_W, TQ_BN (dQ: warps, key
  * tile); the column tiles are multiples of 8. */
@@ -818,7 +827,7 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
 #define TC_XCHG_LOCAL(nt) __local uint xchg[6 * (nt)];
 #define TC_XCHG_PARAM , __local uint *xchg
 #define TC_XCHG_ARG , xchg
-#define TC_MMA(c, a0, a1, a2, a3, b0, b1) tf32_mma_xchg(xchg, c, a0, a1, a2, a3, b0, b1)
+#define TC_MMA1(c, a0, a1, a2, a3, b0, b1) tf32_mma_xchg(xchg, c, a0, a1, a2, a3, b0, b1)
 #define TC_SHFL_XOR(x, mask) tc_shfl_xor_emu(xchg, x, mask)
 #define TC_UNROLL _Pragma("nounroll") /* a loop of barriers, not hundreds: PoCL compiles it in seconds */
 
@@ -834,9 +843,36 @@ TEENY_INLINE float tc_shfl_xor_emu(__local uint *xchg, float x, int mask)
 #define TC_XCHG_LOCAL(nt)
 #define TC_XCHG_PARAM
 #define TC_XCHG_ARG
-#define TC_MMA(c, a0, a1, a2, a3, b0, b1) tf32_mma(c, a0, a1, a2, a3, b0, b1)
+#define TC_MMA1(c, a0, a1, a2, a3, b0, b1) tf32_mma(c, a0, a1, a2, a3, b0, b1)
 #define TC_SHFL_XOR(x, mask) tf32_shfl_xor(x, mask)
 #define TC_UNROLL TEENY_UNROLL
+#endif
+
+#ifdef TEENY_TF32_X3
+#define TC_OPERAND(x) (x) /* P and dS stay fp32 */
+
+TEENY_INLINE uint tc_hi(uint x)
+{
+    return as_uint(tf32_round(as_float(x)));
+}
+
+TEENY_INLINE uint tc_lo(uint x)
+{
+    return as_uint(tf32_round(as_float(x) - tf32_round(as_float(x))));
+}
+
+/* c += A B at fp32's accuracy: three tf32 products of the split operands. */
+TEENY_INLINE void tc_mma3(float *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1 TC_XCHG_PARAM)
+{
+    const uint h0 = tc_hi(a0), h1 = tc_hi(a1), h2 = tc_hi(a2), h3 = tc_hi(a3), g0 = tc_hi(b0), g1 = tc_hi(b1);
+    TC_MMA1(c, tc_lo(a0), tc_lo(a1), tc_lo(a2), tc_lo(a3), g0, g1);
+    TC_MMA1(c, h0, h1, h2, h3, tc_lo(b0), tc_lo(b1));
+    TC_MMA1(c, h0, h1, h2, h3, g0, g1);
+}
+#define TC_MMA(c, a0, a1, a2, a3, b0, b1) tc_mma3(c, a0, a1, a2, a3, b0, b1 TC_XCHG_ARG)
+#else
+#define TC_OPERAND(x) tf32_round(x) /* P and dS as tf32 A fragments */
+#define TC_MMA(c, a0, a1, a2, a3, b0, b1) TC_MMA1(c, a0, a1, a2, a3, b0, b1)
 #endif
 
 /* The A fragment of rows row0 + r, row0 + r + 8 at k = k0 + c, k0 + c + 4
@@ -987,7 +1023,7 @@ void attn_fwd_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float 
         for (int i = 0; i < TF_BN / 2; i++) {
             const float p = exp(s[i] - ms[(i >> 1) & 1]);
             ls[(i >> 1) & 1] += p;
-            s[i] = tf32_round(p);
+            s[i] = TC_OPERAND(p);
         }
         l[0] += ls[0];
         l[1] += ls[1];
@@ -1090,8 +1126,8 @@ void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global
             const float p = col < nq ? exp(st[i] * scale - Ls[col]) : 0.0f;
             const float ds = p * (dp[i] - Ds[col]);
 #endif
-            st[i] = tf32_round(p);
-            dp[i] = tf32_round(ds);
+            st[i] = TC_OPERAND(p);
+            dp[i] = TC_OPERAND(ds);
         }
         TC_MM_PN(acc_v, TC_KV, st, TK_BC / 8, Gs, VS, lane);
         TC_MM_PN(acc_k, TC_KQ, dp, TK_BC / 8, Qs, QS, lane);
@@ -1175,7 +1211,7 @@ void attn_bwd_dq_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global c
             const float p = col < nk ? exp(s[i] * scale - lrow[h]) : 0.0f;
             const float ds = p * (dp[i] - drow[h]);
 #endif
-            s[i] = tf32_round(ds);
+            s[i] = TC_OPERAND(ds);
         }
         TC_MM_PN(acc, TC_KQ, s, TQ_BN / 8, Ks, QS, lane);
     }

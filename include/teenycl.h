@@ -1308,7 +1308,14 @@ TEENY_API teeny_status teeny_checkpoint_metadata(const char *path, const char *k
  * Any Nq, Nk >= 1. Shapes that disagree return TEENY_ERR_SHAPE, a scale that
  * is not finite TEENY_ERR_ARG, an output overlapping any other argument
  * TEENY_ERR_ARG. Deterministic (no atomics): the same inputs give
- * bit-identical results on the same device. */
+ * bit-identical results on the same device. The arithmetic is the
+ * library's choice per device: with tf32 off, NVIDIA GPUs whose tensor
+ * cores pass the tf32 probe (teeny_ctx_tf32_active's) compute head dims up
+ * to 64 as 3xTF32, each operand split into two tf32 parts and three
+ * products summed in fp32, as PyTorch's fp32 SDPA does there: its error
+ * is fp32's (normalized RMS within 2x of the FMA kernels', ~1e-7), its
+ * bits are not the FMA kernels'; TEENY_ATTN_TF32_X3=0 keeps the FMA
+ * kernels. The first such call runs the probe (a host sync). */
 /* lse may be NULL when no backward follows. */
 TEENY_API teeny_status teeny_attention_forward(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
     const teeny_tensor *v, float scale, teeny_tensor *o, teeny_tensor *lse);

@@ -355,6 +355,8 @@ START_TEST(test_attention_small_threads)
                                       {3, 20, 70, 128, 256, 0.09f, 0}};
     teeny_ctx *ctx = th_ctx();
     teeny__attention_tune saved = ctx->tune.attention;
+    int x3 = ctx->tune.attention_tf32.fp32_x3;
+    ctx->tune.attention_tf32.fp32_x3 = 0; /* the FMA kernels' tiles, also where 3xTF32 would take D 32 */
     ctx->tune.attention.threads = 4;
     ctx->tune.attention.rows = 8;
     ctx->tune.attention.cols = 128;
@@ -373,6 +375,7 @@ START_TEST(test_attention_small_threads)
     }
     th_cpu_kernels(-1);
     ctx->tune.attention = saved;
+    ctx->tune.attention_tf32.fp32_x3 = x3;
 }
 END_TEST
 
@@ -818,6 +821,7 @@ START_TEST(test_attention_tf32_emulated)
     if (!th_profile("nvidia"))
         th_skip("%s cannot take the nvidia profile's work-groups and local memory", teeny_ctx_device_name(ctx));
     teeny__attention_debug_tf32_emulate(1);
+    ctx->tune.attention_tf32.fp32_x3 = 0; /* fp32 calls on the FMA kernels (test_attention_x3_emulated: not) */
     static const at_shape shapes[] = {{2, 37, 70, 32, 32, 0.2f, 0}, {1, 70, 41, 64, 48, -0.3f, 1}};
     for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++) {
         uint64_t seed = 7760 + (uint64_t)i;
@@ -852,6 +856,75 @@ START_TEST(test_attention_tf32_emulated)
 }
 END_TEST
 
+/* fp32 calls by 3xTF32 (the profile's attention_tf32.fp32_x3) against the
+ * FMA kernels (fp32_x3 0), shapes of both head-dim buckets with partial
+ * tiles, a view and a negative scale: each within fp32's tolerance (TOL)
+ * of the float64 references, forward and backward, the same bits twice,
+ * and the two not each other's bits (both ran). */
+static void x3_checks(teeny_ctx *ctx, const char *how)
+{
+    static const at_shape shapes[] = {{2, 37, 70, 32, 32, 0.2f, 0}, {1, 70, 41, 64, 48, -0.3f, 1},
+                                      {2, 257, 100, 64, 64, 0.125f, 0}};
+    int x3 = ctx->tune.attention_tf32.fp32_x3;
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
+    for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++) {
+        uint64_t seed = 7780 + (uint64_t)i;
+        th_rng r = th_rng_make(seed);
+        char repro[200];
+        at_case c;
+        float *out[3][5];
+        case_make(&c, &shapes[i], &r);
+        for (int fma = 0; fma < 2; fma++) {
+            ctx->tune.attention_tf32.fp32_x3 = !fma;
+            shape_str(&shapes[i], seed, repro, sizeof repro);
+            strncat(repro, fma ? " (FMA kernels)" : how, sizeof repro - strlen(repro) - 1);
+            check_forward(&c, repro);
+            check_backward(&c, repro);
+        }
+        for (int run = 0; run < 3; run++) { /* 3xTF32, 3xTF32, FMA */
+            ctx->tune.attention_tf32.fp32_x3 = run < 2;
+            run_both(&c, 0, out[run]);
+        }
+        size_t n[5] = {c.no, c.nl, c.nq, c.nk, c.nv};
+        for (int j = 0; j < 5; j++) {
+            ck_assert_msg(!memcmp(out[0][j], out[1][j], n[j] * sizeof(float)), "%s%s: output %d differs between runs",
+                          repro, how, j);
+            ck_assert_msg(memcmp(out[0][j], out[2][j], n[j] * sizeof(float)),
+                          "%s%s: output %d has the FMA kernels' bits: 3xTF32 did not run", repro, how, j);
+            for (int run = 0; run < 3; run++)
+                free(out[run][j]);
+        }
+        case_free(&c);
+    }
+    ctx->tune.attention_tf32.fp32_x3 = x3;
+}
+
+/* Where the device runs tf32 and its profile takes 3xTF32 for fp32. */
+START_TEST(test_attention_x3)
+{
+    teeny_ctx *ctx = th_ctx();
+    TH_SKIP_NO_TF32(ctx);
+    if (ctx->tune.attention_tf32.fp32_x3 <= 0 || ctx->tune.attention_tf32.warps <= 0)
+        th_skip("the %s profile keeps fp32 attention on the FMA kernels", ctx->tune.profile->name);
+    x3_checks(ctx, " (3xTF32)");
+}
+END_TEST
+
+/* The same on the nvidia profile with the mma and shuffles emulated in
+ * OpenCL C (teeny__attention_debug_tf32_emulate), on any device that can
+ * take the profile's work-groups. */
+START_TEST(test_attention_x3_emulated)
+{
+    teeny_ctx *ctx = th_ctx();
+    if (!th_profile("nvidia"))
+        th_skip("%s cannot take the nvidia profile's work-groups and local memory", teeny_ctx_device_name(ctx));
+    teeny__attention_debug_tf32_emulate(1);
+    x3_checks(ctx, " (3xTF32 emulated)");
+    teeny__attention_debug_tf32_emulate(0);
+    th_profile(NULL);
+}
+END_TEST
+
 Suite *suite_attention(void)
 {
     Suite *s = suite_create("attention");
@@ -866,6 +939,8 @@ Suite *suite_attention(void)
     tcase_add_test(fwd, test_attention_small_threads);
     tcase_add_test(bwd, test_attention_tf32);
     tcase_add_test(bwd, test_attention_tf32_emulated);
+    tcase_add_test(bwd, test_attention_x3);
+    tcase_add_test(bwd, test_attention_x3_emulated);
     tcase_add_test(bwd, test_attention_backward_partial);
     tcase_add_test(bwd, test_attention_split_loops);
     tcase_add_test(bwd, test_attention_finite_differences);

@@ -551,6 +551,7 @@ START_TEST(test_attention_mask_tf32_emulated)
     if (!th_profile("nvidia"))
         th_skip("%s cannot take the nvidia profile's work-groups and local memory", teeny_ctx_device_name(ctx));
     teeny__attention_debug_tf32_emulate(1);
+    ctx->tune.attention_tf32.fp32_x3 = 0; /* fp32 calls on the FMA kernels */
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
     mask_tf32_checks(ctx, 2);
     static const mk_shape one = {2, 2, 130, 100, 32, 64, 0.0f, 2, 1, 0, 3.0f, 4, {1, 1, 1, 1}, 0.1, 1};

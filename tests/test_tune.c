@@ -165,9 +165,10 @@ END_TEST
 
 /* ---- the environment ---- */
 
-static const char *const ENV_VARS[] = {"TEENY_TUNING",      "TEENY_ATTN_NT",      "TEENY_ATTN_RM",
-                                       "TEENY_ATTN_BN",     "TEENY_ATTN_FIT",     "TEENY_ATTN_TF32_W",
-                                       "TEENY_ATTN_TF32_BN", "TEENY_CONV_TILE",   "TEENY_CONV_TF32_TILE"};
+static const char *const ENV_VARS[] = {"TEENY_TUNING",       "TEENY_ATTN_NT",      "TEENY_ATTN_RM",
+                                       "TEENY_ATTN_BN",      "TEENY_ATTN_FIT",     "TEENY_ATTN_TF32_W",
+                                       "TEENY_ATTN_TF32_BN", "TEENY_ATTN_TF32_X3", "TEENY_CONV_TILE",
+                                       "TEENY_CONV_TF32_TILE"};
 #define N_ENV ((int)(sizeof ENV_VARS / sizeof ENV_VARS[0]))
 static char *env_saved[N_ENV];
 
@@ -209,7 +210,8 @@ START_TEST(test_tune_env_rejected)
         {"TEENY_ATTN_FIT", "2"},   {"TEENY_ATTN_FIT", "yes"}, {"TEENY_TUNING", "nosuch"},
         {"TEENY_TUNING", "GENERIC"}, {"TEENY_TUNING", ""},  {"TEENY_ATTN_BN", ""},
         {"TEENY_ATTN_TF32_W", "0"}, {"TEENY_ATTN_TF32_W", "9"}, {"TEENY_ATTN_TF32_BN", "12"},
-        {"TEENY_ATTN_TF32_BN", "136"}, {"TEENY_ATTN_TF32_BN", ""},
+        {"TEENY_ATTN_TF32_BN", "136"}, {"TEENY_ATTN_TF32_BN", ""}, {"TEENY_ATTN_TF32_X3", "2"},
+        {"TEENY_ATTN_TF32_X3", "on"},
         {"TEENY_CONV_TILE", ""}, {"TEENY_CONV_TILE", "64,64,16,4"}, {"TEENY_CONV_TILE", "64,64,16,4,4,4"},
         {"TEENY_CONV_TILE", "64,64,16,4,4,"}, {"TEENY_CONV_TILE", "64, 64,16,4,4"}, {"TEENY_CONV_TILE", "0,64,16,4,4"},
         {"TEENY_CONV_TILE", "512,64,16,4,4"}, {"TEENY_CONV_TILE", "64,64,16,6,4"}, /* wm not a multiple of 4 */
@@ -267,6 +269,18 @@ START_TEST(test_tune_env_accepted)
     teeny_ctx_destroy(ctx);
     unsetenv("TEENY_ATTN_TF32_W");
     unsetenv("TEENY_ATTN_TF32_BN");
+
+    /* fp32 attention by 3xTF32: 0 turns it off on every row; 1 leaves each row's choice */
+    for (int v = 0; v < 2; v++) {
+        setenv("TEENY_ATTN_TF32_X3", v ? "1" : "0", 1);
+        TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+        for (int i = 0; i < teeny__tune_count(); i++) {
+            TH_OK(ctx, teeny__tune_force(ctx, i));
+            ck_assert_int_eq(ctx->tune.attention_tf32.fp32_x3, v ? ctx->tune.profile->attention_tf32.fp32_x3 : 0);
+        }
+        teeny_ctx_destroy(ctx);
+    }
+    unsetenv("TEENY_ATTN_TF32_X3");
 
     /* one conv2d tile in place of each row's list; tf32 only where the row has tf32 tiles */
     setenv("TEENY_CONV_TILE", "64,32,16,8,4", 1);

@@ -29,6 +29,11 @@
  * memory cap. Their program holds no fp32 tiled kernel. A test hook
  * (teeny__attention_debug_tf32_emulate) builds them with
  * -DTEENY_TF32_EMULATE=1 on any device: the mma and shuffles in OpenCL C.
+ * fp32 calls (tf32 off) take the same kernels with -DTEENY_TF32_X3=1
+ * where the profile's attention_tf32 row says fp32_x3 (NVIDIA) and the
+ * probe passes: nothing rounded as it is staged, each product's operands
+ * split into tf32 hi and lo parts and summed as lo hi + hi lo + hi hi
+ * (3xTF32, the error of fp32's own FMAs); the same tiles and local memory.
  */
 #include <stdio.h>
 
@@ -111,6 +116,8 @@ static void plan_options(att_plan *p)
                      p->kv.sc, p->qg.tr, p->qg.rm, p->qg.tc, p->qg.sc);
     if (p->tc && tf32_emulate && n > 0 && (size_t)n < sizeof p->options)
         n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DTEENY_TF32_EMULATE=1");
+    if (p->tc && p->x3 && n > 0 && (size_t)n < sizeof p->options)
+        n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DTEENY_TF32_X3=1");
     if (p->ext && n > 0 && (size_t)n < sizeof p->options) /* the unmasked programs keep their options */
         n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_EXT=%d", p->ext);
     if (p->layout && n > 0 && (size_t)n < sizeof p->options)
@@ -198,7 +205,7 @@ static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, int ext, int layout
     p->ext = ext;
     p->layout = layout;
     p->vec = vec;
-    p->tc = 0;
+    p->tc = p->x3 = 0;
     p->dq = bucket(d);
     p->dv = bucket(dv);
     /* at most 8 float4 chunks per thread row (ATT_MAXT): pad the narrower
@@ -337,14 +344,16 @@ static int tc_fit(const att_plan *p, att_tile *t, size_t (*lds)(const att_plan *
     return 1;
 }
 
-/* Turn p (a fp32 plan) into the tf32 kernels' where the call may take
- * them; p is unchanged otherwise. */
+/* Turn p (a fp32 plan) into the tensor-core kernels' where the call may
+ * take them: tf32 with teeny_ctx_set_tf32, else 3xTF32 where the profile
+ * says fp32_x3; p is unchanged otherwise. */
 static teeny_status tc_plan(teeny_ctx *ctx, att_plan *p, int layout)
 {
     const teeny__attention_tf32_tune *tu = &ctx->tune.attention_tf32;
     size_t budget = ctx->info.local_mem_bytes < ATT_LDS_CAP ? (size_t)ctx->info.local_mem_bytes : ATT_LDS_CAP;
     int capable = 0, warps = tu->warps;
-    if (!ctx->tf32 || warps <= 0 || p->dq > tu->max_dim || p->dv > tu->max_dim || budget < 1024)
+    if (!(ctx->tf32 || tu->fp32_x3 > 0) || warps <= 0 || p->dq > tu->max_dim || p->dv > tu->max_dim ||
+        budget < 1024)
         return TEENY_OK;
     teeny_status st = tf32_emulate ? TEENY_OK : teeny__tf32_capable(ctx, &capable);
     if (st != TEENY_OK || !(capable || tf32_emulate))
@@ -355,6 +364,7 @@ static teeny_status tc_plan(teeny_ctx *ctx, att_plan *p, int layout)
     t.layout = layout;
     att_tile tile = {warps, 16, 32, tu->cols / 8 > 0 ? tu->cols / 8 : 1};
     t.tc = 1;
+    t.x3 = !ctx->tf32;
     t.fw = t.kv = t.qg = tile;
     budget -= 512; /* headroom for what the compiler adds */
     if (tc_fit(&t, &t.fw, lds_tfw, budget) && tc_fit(&t, &t.kv, lds_tkv, budget) &&

@@ -96,6 +96,8 @@ typedef struct {
     int warps;   /* warps per work-group, 16 rows each */
     int cols;    /* each pass's column tile (a multiple of 8) */
     int max_dim; /* the padded head dims it takes at most (registers grow with them) */
+    int fp32_x3; /* 1: fp32 calls (tf32 off) take these kernels too, each operand split in two tf32
+                  * parts and three products summed (3xTF32: fp32's accuracy), where the probe passes */
 } teeny__attention_tf32_tune;
 
 /* linear (src/ops/linear.c): the GEMM's register tile and k depth (the
