@@ -816,7 +816,7 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
  * product splits its operands x = hi + lo, hi = tf32(x), lo = tf32(x - hi)
  * (x - hi is exact), and takes lo_a hi_b, hi_a lo_b, then hi_a hi_b (three
  * mmas into the same fp32 accumulator, the small products first); lo_a
- * lo_b, below 2^-21 of a b, is dropped (CUTLASS's 3xTF32, the arithmetic
+ * lo_b, about 2^-22 of a b, is dropped (CUTLASS's 3xTF32, the arithmetic
  * of PyTorch's fp32 SDPA on these GPUs).
  *
  * Compile-time parameters: TF_W, TF_BN (attn_fwd_tc: warps, key tile),

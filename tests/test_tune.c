@@ -261,6 +261,11 @@ START_TEST(test_tune_env_accepted)
     int has = ctx->tune.profile->attention_tf32.warps > 0;
     ck_assert_int_eq(ctx->tune.attention_tf32.warps, has ? 2 : 0);
     ck_assert_int_eq(ctx->tune.attention_tf32.cols, has ? 64 : ctx->tune.profile->attention_tf32.cols);
+    if (has) { /* every pass's, the forward's too */
+        ck_assert_int_eq(ctx->tune.attention_tf32.fw_warps, 2);
+        ck_assert_int_eq(ctx->tune.attention_tf32.fw_cols, 64);
+        ck_assert_int_eq(ctx->tune.attention_tf32.x3_fw_cols, 64);
+    }
     for (int i = 0; i < teeny__tune_count(); i++) { /* every row, forced */
         TH_OK(ctx, teeny__tune_force(ctx, i));
         has = ctx->tune.profile->attention_tf32.warps > 0;

@@ -23,8 +23,9 @@
  *
  * tf32 kernels (teeny_ctx_set_tf32): TEENY_TF32=1 and, per pass, warps
  * (16 rows each) and a column tile (TF_W, TF_BN; TK_W, TK_BC; TQ_W,
- * TQ_BN), from the profile's attention_tf32 row (warps 0: none; the
- * environment's TEENY_ATTN_TF32_W and _BN override them), the
+ * TQ_BN), from the profile's attention_tf32 row (warps 0: none; its
+ * forward's own fw_warps, fw_cols and, under 3xTF32, x3_fw_cols; the
+ * environment's TEENY_ATTN_TF32_W and _BN override every pass's), the
  * column tile then the warps halved until the pass fits the same local
  * memory cap. Their program holds no fp32 tiled kernel. A test hook
  * (teeny__attention_debug_tf32_emulate) builds them with
@@ -33,7 +34,8 @@
  * where the profile's attention_tf32 row says fp32_x3 (NVIDIA) and the
  * probe passes: nothing rounded as it is staged, each product's operands
  * split into tf32 hi and lo parts and summed as lo hi + hi lo + hi hi
- * (3xTF32, the error of fp32's own FMAs); the same tiles and local memory.
+ * (3xTF32, the error of fp32's own FMAs), with the tf32 kernels' tiles
+ * but the forward's column tile (x3_fw_cols).
  */
 #include <stdio.h>
 
@@ -360,12 +362,18 @@ static teeny_status tc_plan(teeny_ctx *ctx, att_plan *p, int layout)
         return st;
     while (warps > 1 && (size_t)32 * (size_t)warps > ctx->info.max_work_group_size)
         warps /= 2;
+    int fw_warps = tu->fw_warps > 0 ? tu->fw_warps : warps;
+    while (fw_warps > 1 && (size_t)32 * (size_t)fw_warps > ctx->info.max_work_group_size)
+        fw_warps /= 2;
+    int fw_cols = !ctx->tf32 && tu->x3_fw_cols > 0 ? tu->x3_fw_cols : tu->fw_cols > 0 ? tu->fw_cols : tu->cols;
     att_plan t = *p;
     t.layout = layout;
     att_tile tile = {warps, 16, 32, tu->cols / 8 > 0 ? tu->cols / 8 : 1};
+    att_tile fw = {fw_warps, 16, 32, fw_cols / 8 > 0 ? fw_cols / 8 : 1};
     t.tc = 1;
     t.x3 = !ctx->tf32;
-    t.fw = t.kv = t.qg = tile;
+    t.kv = t.qg = tile;
+    t.fw = fw;
     budget -= 512; /* headroom for what the compiler adds */
     if (tc_fit(&t, &t.fw, lds_tfw, budget) && tc_fit(&t, &t.kv, lds_tkv, budget) &&
         tc_fit(&t, &t.qg, lds_tqg, budget)) {

@@ -19,9 +19,10 @@
  *   TEENY_ATTN_RM   attention query rows per thread, 1..8
  *   TEENY_ATTN_BN   attention key-column tile, 4..128
  *   TEENY_ATTN_FIT  1: shrink thread rows before the column tile, 0: not
- *   TEENY_ATTN_TF32_W   tf32 attention warps per work-group, 1..8 (where
- *                       the row has tf32 attention tiles)
- *   TEENY_ATTN_TF32_BN  tf32 attention column tile, 8..128, a multiple of 8
+ *   TEENY_ATTN_TF32_W   tf32 attention warps per work-group, 1..8, every
+ *                       pass (where the row has tf32 attention tiles)
+ *   TEENY_ATTN_TF32_BN  tf32 attention column tile, 8..128, a multiple of
+ *                       8, every pass
  *   TEENY_ATTN_TF32_X3  0: fp32 attention keeps the FMA kernels where the
  *                       row would take 3xTF32 (fp32_x3), 1: the row's choice
  *   TEENY_CONV_TILE       "tm,tn,tk,wm,wn": the conv2d GEMMs' one tile in
@@ -129,9 +130,10 @@ static void apply(teeny_ctx *ctx, const teeny__profile *row)
     }
     t->attention_tf32 = row->attention_tf32;
     if (row->attention_tf32.warps > 0 && t->attention_tf32_env.warps >= 0)
-        t->attention_tf32.warps = t->attention_tf32_env.warps;
+        t->attention_tf32.warps = t->attention_tf32.fw_warps = t->attention_tf32_env.warps;
     if (row->attention_tf32.warps > 0 && t->attention_tf32_env.cols >= 0)
-        t->attention_tf32.cols = t->attention_tf32_env.cols;
+        t->attention_tf32.cols = t->attention_tf32.fw_cols = t->attention_tf32.x3_fw_cols =
+            t->attention_tf32_env.cols;
     if (t->attention_tf32_env.fp32_x3 == 0)
         t->attention_tf32.fp32_x3 = 0;
     size_t want = (size_t)row->work_group;
@@ -167,7 +169,7 @@ static teeny_status read_attention_env(teeny__attention_tune *env)
 static teeny_status read_attention_tf32_env(teeny__attention_tf32_tune *env)
 {
     teeny_status st;
-    env->warps = env->cols = env->max_dim = env->fp32_x3 = -1;
+    env->warps = env->cols = env->fw_warps = env->fw_cols = env->x3_fw_cols = env->max_dim = env->fp32_x3 = -1;
     if ((st = env_int_strict("TEENY_ATTN_TF32_W", 1, 8, &env->warps)) != TEENY_OK ||
         (st = env_int_strict("TEENY_ATTN_TF32_BN", 8, 128, &env->cols)) != TEENY_OK ||
         (st = env_int_strict("TEENY_ATTN_TF32_X3", 0, 1, &env->fp32_x3)) != TEENY_OK)

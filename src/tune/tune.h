@@ -93,9 +93,12 @@ typedef struct {
  * attn_*_tc kernels, with teeny_ctx_set_tf32 where probe.c found tf32
  * mma): where the tile search starts; warps 0: none. */
 typedef struct {
-    int warps;   /* warps per work-group, 16 rows each */
-    int cols;    /* each pass's column tile (a multiple of 8) */
-    int max_dim; /* the padded head dims it takes at most (registers grow with them) */
+    int warps;      /* the backward passes' warps per work-group, 16 rows each */
+    int cols;       /* the backward passes' column tile (a multiple of 8) */
+    int fw_warps;   /* the forward pass's warps (0: warps) */
+    int fw_cols;    /* the forward pass's column tile, tf32 (0: cols) */
+    int x3_fw_cols; /* the forward pass's column tile under fp32_x3 (0: fw_cols) */
+    int max_dim;    /* the padded head dims it takes at most (registers grow with them) */
     int fp32_x3; /* 1: fp32 calls (tf32 off) take these kernels too, each operand split in two tf32
                   * parts and three products summed (3xTF32: fp32's accuracy), where the probe passes */
 } teeny__attention_tf32_tune;
