@@ -885,6 +885,7 @@ static void x3_checks(teeny_ctx *ctx, const char *how)
             ctx->tune.attention_tf32.fp32_x3 = run < 2;
             run_both(&c, 0, out[run]);
         }
+        shape_str(&shapes[i], seed, repro, sizeof repro);
         size_t n[5] = {c.no, c.nl, c.nq, c.nk, c.nv};
         for (int j = 0; j < 5; j++) {
             ck_assert_msg(!memcmp(out[0][j], out[1][j], n[j] * sizeof(float)), "%s%s: output %d differs between runs",
