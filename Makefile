@@ -18,6 +18,9 @@
 #                     build/test_dist, and train_fashion_mnist with --dist
 #   make test-dist    the MPI tests (mpirun -np 1/2/3; part of make test when mpicc and mpirun exist)
 
+# plain `make` builds all (the ONNX generator rules below come before it)
+.DEFAULT_GOAL := all
+
 VERSION_MAJOR := 0
 VERSION_MINOR := 2
 VERSION := $(VERSION_MAJOR).$(VERSION_MINOR).0

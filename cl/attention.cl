@@ -243,6 +243,66 @@ TEENY_INLINE void att_load_tc(__local float *dst, int ds, int rows, int cols, __
     att_load_as(dst, ds, rows, cols, src, base, sn, sd, nr, nc, lid, nt, 1);
 }
 
+/* A tile's global loads issued early, before the work that precedes its
+ * store into local memory, so that their latency overlaps that work: the
+ * tensor-core kernels' choice per pass (ATT_PF, the host's: bit 1 the
+ * forward, bit 2 the backward; taken only where the host promises
+ * ATT_VEC 1). ATT_PF_FETCH loads att_load_v4's chunks into the registers
+ * x (ATT_PF_FETCH_ROWS the lse / Di entries of a tile's rows),
+ * ATT_PF_PUT stores them. Where the pass does not prefetch (on 0), FETCH
+ * does nothing and PUT loads and stores as att_load_tc does: the same
+ * values land in the same places either way. */
+#ifndef ATT_PF
+#define ATT_PF 0
+#endif
+#define TF_PF ((ATT_PF & 1) && ATT_VEC == 1)
+#define TB_PF ((ATT_PF & 2) && ATT_VEC == 1)
+#define ATT_PF_TRIPS(rows, cols, nt) (((rows) * ((cols) / 4) + (nt) - 1) / (nt))
+
+TEENY_INLINE void att_fetch_v4(float4 *x, const int rows, const int cols, __global const float *src, int base, int sn,
+                               int nr, int nc, int lid, const int nt)
+{
+    const int c4 = cols / 4;
+    TEENY_UNROLL
+    for (int k = 0; k < ATT_PF_TRIPS(rows, cols, nt); k++) {
+        const int e = lid + k * nt, r = e / c4, c = 4 * (e - r * c4);
+        x[k] = r < nr && c < nc ? *(__global const float4 *)(src + base + r * sn + c) : (float4)(0.0f);
+    }
+}
+
+TEENY_INLINE void att_put_v4(__local float *dst, const int ds, const int rows, const int cols, const float4 *x, int lid,
+                             const int nt)
+{
+    const int c4 = cols / 4;
+    TEENY_UNROLL
+    for (int k = 0; k < ATT_PF_TRIPS(rows, cols, nt); k++) {
+        const int e = lid + k * nt, r = e / c4, c = 4 * (e - r * c4);
+        if (r < rows)
+            vstore4((float4)(ATT_TC_ROUND(x[k].x), ATT_TC_ROUND(x[k].y), ATT_TC_ROUND(x[k].z), ATT_TC_ROUND(x[k].w)), 0,
+                    dst + r * ds + c);
+    }
+}
+
+#define ATT_PF_DECL(x, rows, cols, nt) float4 x[ATT_PF_TRIPS(rows, cols, nt)]
+#define ATT_PF_FETCH(on, x, rows, cols, src, base, sn, nr, nc, lid, nt)                                          \
+    if (on)                                                                                                      \
+    att_fetch_v4(x, rows, cols, src, base, sn, nr, nc, lid, nt)
+#define ATT_PF_PUT(on, x, dst, ds, rows, cols, src, base, sn, sd, nr, nc, lid, nt)                                \
+    if (on)                                                                                                      \
+        att_put_v4(dst, ds, rows, cols, x, lid, nt);                                                             \
+    else                                                                                                         \
+        att_load_tc(dst, ds, rows, cols, src, base, sn, sd, nr, nc, lid, nt)
+#define ATT_PF_DECL_ROWS(x, rows, nt) float x[((rows) + (nt) - 1) / (nt)]
+#define ATT_PF_FETCH_ROWS(on, x, rows, src, off, nr, lid, nt)                                                     \
+    TEENY_UNROLL                                                                                                 \
+    for (int t_ = 0; (on) && t_ < ((rows) + (nt) - 1) / (nt); t_++)                                              \
+        x[t_] = (lid) + t_ * (nt) < (nr) ? (src)[(off) + (lid) + t_ * (nt)] : 0.0f
+#define ATT_PF_PUT_ROWS(on, x, dst, rows, src, off, nr, lid, nt)                                                  \
+    TEENY_UNROLL                                                                                                 \
+    for (int t_ = 0; t_ < ((rows) + (nt) - 1) / (nt); t_++)                                                      \
+        if ((lid) + t_ * (nt) < (rows))                                                                          \
+            (dst)[(lid) + t_ * (nt)] = (on) ? x[t_] : (lid) + t_ * (nt) < (nr) ? (src)[(off) + (lid) + t_ * (nt)] : 0.0f
+
 /* M[row0 + r][c] = src[r*ss + c] for the valid nr x nc corner. */
 TEENY_INLINE void att_store(__global float *dst, int base, int sn, int sd, int nr, int nc, __local const float *src,
                              int ss, int rows, int cols, int lid, int nt)
@@ -813,11 +873,11 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
  *
  * TEENY_TF32_X3 (fp32 calls, where the profile says fp32_x3): the same
  * kernels at fp32's accuracy. Nothing is rounded as it is staged; each
- * product splits its operands x = hi + lo, hi = tf32(x), lo = tf32(x - hi)
- * (x - hi is exact), and takes lo_a hi_b, hi_a lo_b, then hi_a hi_b (three
- * mmas into the same fp32 accumulator, the small products first); lo_a
- * lo_b, about 2^-22 of a b, is dropped (CUTLASS's 3xTF32, the arithmetic
- * of PyTorch's fp32 SDPA on these GPUs).
+ * product splits its operands x = hi + lo, hi = tf32(x), lo = x - hi
+ * (exact; the mma reads its top 19 bits), and takes lo_a hi_b, hi_a lo_b,
+ * then hi_a hi_b (three mmas into the same fp32 accumulator, the small
+ * products first); lo_a lo_b, about 2^-22 of a b, is dropped (CUTLASS's
+ * 3xTF32, the arithmetic of PyTorch's fp32 SDPA on these GPUs).
  *
  * Compile-time parameters: TF_W, TF_BN (attn_fwd_tc: warps, key tile),
  * TK_W, TK_BC (dK/dV: warps, query tile), TQ_W, TQ_BN (dQ: warps, key
@@ -876,28 +936,68 @@ TEENY_INLINE float tc_shfl_xor_emu(__local uint *xchg, float x, int mask)
 #ifdef TEENY_TF32_X3
 #define TC_OPERAND(x) (x) /* P and dS stay fp32 */
 
+/* hi = x rounded to tf32, to nearest, ties away from zero, in integer
+ * arithmetic: cvt.rna.tf32.f32 costs sm_90 four to five instructions
+ * with its tests for NaN and infinity, and these splits run once for
+ * every mma operand. The same bits as cvt.rna for every x but the NaNs
+ * whose top fraction bits are all set (NVIDIA's own NaN, 0x7fffffff,
+ * among them), whose hi becomes -0; their lo is NaN, so the products
+ * still are. lo = x - hi (exact) goes to the mma as it is: the tensor
+ * core reads a tf32 operand's top 19 bits, so lo is truncated there
+ * (|lo| <= 2^-11 |x|, truncated by at most 2^-21 |x|, as likely up as
+ * down since hi was rounded to nearest). */
 TEENY_INLINE uint tc_hi(uint x)
 {
-    return as_uint(tf32_round(as_float(x)));
+    return (x + 0x1000u) & 0xffffe000u;
 }
 
 TEENY_INLINE uint tc_lo(uint x)
 {
-    return as_uint(tf32_round(as_float(x) - tf32_round(as_float(x))));
+    return as_uint(as_float(x) - as_float(tc_hi(x)));
 }
 
-/* c += A B at fp32's accuracy: three tf32 products of the split operands. */
-TEENY_INLINE void tc_mma3(float *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1 TC_XCHG_PARAM)
-{
-    const uint h0 = tc_hi(a0), h1 = tc_hi(a1), h2 = tc_hi(a2), h3 = tc_hi(a3), g0 = tc_hi(b0), g1 = tc_hi(b1);
-    TC_MMA1(c, tc_lo(a0), tc_lo(a1), tc_lo(a2), tc_lo(a3), g0, g1);
-    TC_MMA1(c, h0, h1, h2, h3, tc_lo(b0), tc_lo(b1));
-    TC_MMA1(c, h0, h1, h2, h3, g0, g1);
-}
-#define TC_MMA(c, a0, a1, a2, a3, b0, b1) tc_mma3(c, a0, a1, a2, a3, b0, b1 TC_XCHG_ARG)
+/* One k step: acc[4 j ..] (j < NT) += A B_j, A the fragment a0..a3, B_j's
+ * fragment b_[0], b_[bo] at b_ = BJ (an expression of j_). Under X3 the
+ * operands are split once a step and the three products (lo hi, hi lo,
+ * hi hi, in that order on every accumulator) are three sweeps over up to
+ * four accumulators: an mma that waits for the one before it on the same
+ * accumulator would leave the tensor core idle for its latency. */
+#define TC_G(NT) ((NT) < 4 ? (NT) : 4)
+#define TC_KSTEP(acc, NT, a0, a1, a2, a3, BJ, bo)                                                                 \
+    do {                                                                                                         \
+        const uint h0_ = tc_hi(a0), h1_ = tc_hi(a1), h2_ = tc_hi(a2), h3_ = tc_hi(a3);                           \
+        const uint l0_ = tc_lo(a0), l1_ = tc_lo(a1), l2_ = tc_lo(a2), l3_ = tc_lo(a3);                           \
+        TC_UNROLL                                                                                                \
+        for (int g_ = 0; g_ < (NT); g_ += TC_G(NT)) {                                                            \
+            uint bh_[4][2], bl_[4][2];                                                                           \
+            TC_UNROLL                                                                                            \
+            for (int i_ = 0; i_ < TC_G(NT); i_++) {                                                              \
+                const int j_ = g_ + i_;                                                                          \
+                __local const float *b_ = (BJ);                                                                  \
+                bh_[i_][0] = tc_hi(as_uint(b_[0]));                                                              \
+                bh_[i_][1] = tc_hi(as_uint(b_[bo]));                                                             \
+                bl_[i_][0] = tc_lo(as_uint(b_[0]));                                                              \
+                bl_[i_][1] = tc_lo(as_uint(b_[bo]));                                                             \
+            }                                                                                                    \
+            TC_UNROLL                                                                                            \
+            for (int i_ = 0; i_ < TC_G(NT); i_++)                                                                \
+                TC_MMA1((acc) + 4 * (g_ + i_), l0_, l1_, l2_, l3_, bh_[i_][0], bh_[i_][1]);                      \
+            TC_UNROLL                                                                                            \
+            for (int i_ = 0; i_ < TC_G(NT); i_++)                                                                \
+                TC_MMA1((acc) + 4 * (g_ + i_), h0_, h1_, h2_, h3_, bl_[i_][0], bl_[i_][1]);                      \
+            TC_UNROLL                                                                                            \
+            for (int i_ = 0; i_ < TC_G(NT); i_++)                                                                \
+                TC_MMA1((acc) + 4 * (g_ + i_), h0_, h1_, h2_, h3_, bh_[i_][0], bh_[i_][1]);                      \
+        }                                                                                                        \
+    } while (0)
 #else
 #define TC_OPERAND(x) tf32_round(x) /* P and dS as tf32 A fragments */
-#define TC_MMA(c, a0, a1, a2, a3, b0, b1) TC_MMA1(c, a0, a1, a2, a3, b0, b1)
+#define TC_KSTEP(acc, NT, a0, a1, a2, a3, BJ, bo)                                                                 \
+    TC_UNROLL                                                                                                    \
+    for (int j_ = 0; j_ < (NT); j_++) {                                                                          \
+        __local const float *b_ = (BJ);                                                                          \
+        TC_MMA1((acc) + 4 * j_, a0, a1, a2, a3, as_uint(b_[0]), as_uint(b_[bo]));                                \
+    }
 #endif
 
 /* The A fragment of rows row0 + r, row0 + r + 8 at k = k0 + c, k0 + c + 4
@@ -917,12 +1017,8 @@ TEENY_INLINE void tc_frag_a(uint *a, __local const float *m, int s, int row0, in
 #define TC_MM_NT(acc, NT, a, KS, B, bs, lane)                                                                    \
     TC_UNROLL                                                                                                    \
     for (int s_ = 0; s_ < (KS); s_++)                                                                            \
-        TC_UNROLL                                                                                                \
-        for (int j_ = 0; j_ < (NT); j_++) {                                                                      \
-            __local const float *b_ = (B) + (8 * j_ + ((lane) >> 2)) * (bs) + 8 * s_ + ((lane) & 3);             \
-            TC_MMA((acc) + 4 * j_, (a)[s_][0], (a)[s_][1], (a)[s_][2], (a)[s_][3], as_uint(b_[0]),               \
-                   as_uint(b_[4]));                                                                              \
-        }
+    TC_KSTEP(acc, NT, (a)[s_][0], (a)[s_][1], (a)[s_][2], (a)[s_][3],                                            \
+             (B) + (8 * j_ + ((lane) >> 2)) * (bs) + 8 * s_ + ((lane) & 3), 4)
 
 /* acc[4 j ..] (j < NT) += P B over KS k steps: P the C fragments p[4 s ..]
  * of the warp's 16 x 8 KS scores (rows r, r + 8 at columns 2c, 2c + 1 of
@@ -934,12 +1030,8 @@ TEENY_INLINE void tc_frag_a(uint *a, __local const float *m, int s, int row0, in
 #define TC_MM_PN(acc, NT, p, KS, B, bs, lane)                                                                    \
     TC_UNROLL                                                                                                    \
     for (int s_ = 0; s_ < (KS); s_++)                                                                            \
-        TC_UNROLL                                                                                                \
-        for (int j_ = 0; j_ < (NT); j_++) {                                                                      \
-            __local const float *b_ = (B) + (8 * s_ + 2 * ((lane) & 3)) * (bs) + 8 * j_ + ((lane) >> 2);         \
-            TC_MMA((acc) + 4 * j_, as_uint((p)[4 * s_]), as_uint((p)[4 * s_ + 2]), as_uint((p)[4 * s_ + 1]),     \
-                   as_uint((p)[4 * s_ + 3]), as_uint(b_[0]), as_uint(b_[bs]));                                   \
-        }
+    TC_KSTEP(acc, NT, as_uint((p)[4 * s_]), as_uint((p)[4 * s_ + 2]), as_uint((p)[4 * s_ + 1]),                  \
+             as_uint((p)[4 * s_ + 3]), (B) + (8 * s_ + 2 * ((lane) & 3)) * (bs) + 8 * j_ + ((lane) >> 2), bs)
 
 /* The A fragments of a warp's 16 rows of a staged matrix, all its k steps. */
 #define TC_FRAGS(a, KS, m, s, row0, lane)                                                                        \
@@ -1003,13 +1095,21 @@ void attn_fwd_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float 
     for (int i = 0; i < 4 * TC_KV; i++)
         acc[i] = 0.0f;
 
+    ATT_PF_DECL(pk, TF_BN, ATT_DQ, TF_NT);
+    ATT_PF_DECL(pv, TF_BN, ATT_DV, TF_NT);
+    ATT_PF_FETCH(TF_PF, pk, TF_BN, ATT_DQ, k, kb, k_sn, min(TF_BN, k_end), d, lid, TF_NT);
+    ATT_PF_FETCH(TF_PF, pv, TF_BN, ATT_DV, v, vb, v_sn, min(TF_BN, k_end), dv, lid, TF_NT);
     for (int k0 = 0; k0 < k_end; k0 += TF_BN) {
-        const int nk = min(TF_BN, k_end - k0);
+        const int nk = min(TF_BN, k_end - k0), k1 = k0 + TF_BN;
         float s[TF_BN / 2], mx[2] = {-INFINITY, -INFINITY}, ms[2], ls[2] = {0.0f, 0.0f};
         barrier(CLK_LOCAL_MEM_FENCE); /* Q staging and the previous tile's readers are done */
-        att_load_tc(Ks, QS, TF_BN, ATT_DQ, k, kb + k0 * k_sn, k_sn, k_sd, nk, d, lid, TF_NT);
-        att_load_tc(Vs, VS, TF_BN, ATT_DV, v, vb + k0 * v_sn, v_sn, v_sd, nk, dv, lid, TF_NT);
+        ATT_PF_PUT(TF_PF, pk, Ks, QS, TF_BN, ATT_DQ, k, kb + k0 * k_sn, k_sn, k_sd, nk, d, lid, TF_NT);
+        ATT_PF_PUT(TF_PF, pv, Vs, VS, TF_BN, ATT_DV, v, vb + k0 * v_sn, v_sn, v_sd, nk, dv, lid, TF_NT);
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (k1 < k_end) { /* the next tile's loads, in flight during this one */
+            ATT_PF_FETCH(TF_PF, pk, TF_BN, ATT_DQ, k, kb + k1 * k_sn, k_sn, min(TF_BN, k_end - k1), d, lid, TF_NT);
+            ATT_PF_FETCH(TF_PF, pv, TF_BN, ATT_DV, v, vb + k1 * v_sn, v_sn, min(TF_BN, k_end - k1), dv, lid, TF_NT);
+        }
         TEENY_UNROLL
         for (int i = 0; i < TF_BN / 2; i++)
             s[i] = 0.0f;
@@ -1121,17 +1221,31 @@ void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global
     for (int i = 0; i < 4 * TC_KV; i++)
         acc_v[i] = 0.0f;
 
+    ATT_PF_DECL(pq, TK_BC, ATT_DQ, TK_NT);
+    ATT_PF_DECL(pg, TK_BC, ATT_DV, TK_NT);
+    ATT_PF_DECL_ROWS(pl, TK_BC, TK_NT);
+    ATT_PF_DECL_ROWS(pd, TK_BC, TK_NT);
+    ATT_PF_FETCH(TB_PF, pq, TK_BC, ATT_DQ, q, qb + q_begin * q_sn, q_sn, min(TK_BC, n_q - q_begin), d, lid, TK_NT);
+    ATT_PF_FETCH(TB_PF, pg, TK_BC, ATT_DV, d_o, gb + q_begin * d_o_sn, d_o_sn, min(TK_BC, n_q - q_begin), dvn, lid,
+                 TK_NT);
+    ATT_PF_FETCH_ROWS(TB_PF, pl, TK_BC, lse, lse_off + bh * n_q + q_begin, n_q - q_begin, lid, TK_NT);
+    ATT_PF_FETCH_ROWS(TB_PF, pd, TK_BC, di, bh * n_q + q_begin, n_q - q_begin, lid, TK_NT);
     for (int q0 = q_begin; q0 < n_q; q0 += TK_BC) {
-        const int nq = min(TK_BC, n_q - q0);
+        const int nq = min(TK_BC, n_q - q0), q1 = q0 + TK_BC;
         float st[TK_BC / 2], dp[TK_BC / 2];
         barrier(CLK_LOCAL_MEM_FENCE);
-        att_load_tc(Qs, QS, TK_BC, ATT_DQ, q, qb + q0 * q_sn, q_sn, q_sd, nq, d, lid, TK_NT);
-        att_load_tc(Gs, VS, TK_BC, ATT_DV, d_o, gb + q0 * d_o_sn, d_o_sn, d_o_sd, nq, dvn, lid, TK_NT);
-        for (int e = lid; e < TK_BC; e += TK_NT) {
-            Ls[e] = e < nq ? lse[lse_off + bh * n_q + q0 + e] : 0.0f;
-            Ds[e] = e < nq ? di[bh * n_q + q0 + e] : 0.0f;
-        }
+        ATT_PF_PUT(TB_PF, pq, Qs, QS, TK_BC, ATT_DQ, q, qb + q0 * q_sn, q_sn, q_sd, nq, d, lid, TK_NT);
+        ATT_PF_PUT(TB_PF, pg, Gs, VS, TK_BC, ATT_DV, d_o, gb + q0 * d_o_sn, d_o_sn, d_o_sd, nq, dvn, lid, TK_NT);
+        ATT_PF_PUT_ROWS(TB_PF, pl, Ls, TK_BC, lse, lse_off + bh * n_q + q0, nq, lid, TK_NT);
+        ATT_PF_PUT_ROWS(TB_PF, pd, Ds, TK_BC, di, bh * n_q + q0, nq, lid, TK_NT);
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (q1 < n_q) { /* the next tile's loads, in flight during this one */
+            ATT_PF_FETCH(TB_PF, pq, TK_BC, ATT_DQ, q, qb + q1 * q_sn, q_sn, min(TK_BC, n_q - q1), d, lid, TK_NT);
+            ATT_PF_FETCH(TB_PF, pg, TK_BC, ATT_DV, d_o, gb + q1 * d_o_sn, d_o_sn, min(TK_BC, n_q - q1), dvn, lid,
+                         TK_NT);
+            ATT_PF_FETCH_ROWS(TB_PF, pl, TK_BC, lse, lse_off + bh * n_q + q1, n_q - q1, lid, TK_NT);
+            ATT_PF_FETCH_ROWS(TB_PF, pd, TK_BC, di, bh * n_q + q1, n_q - q1, lid, TK_NT);
+        }
         TEENY_UNROLL
         for (int i = 0; i < TK_BC / 2; i++)
             st[i] = dp[i] = 0.0f;
@@ -1210,13 +1324,21 @@ void attn_bwd_dq_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global c
     for (int i = 0; i < 4 * TC_KQ; i++)
         acc[i] = 0.0f;
 
+    ATT_PF_DECL(pk, TQ_BN, ATT_DQ, TQ_NT);
+    ATT_PF_DECL(pv, TQ_BN, ATT_DV, TQ_NT);
+    ATT_PF_FETCH(TB_PF, pk, TQ_BN, ATT_DQ, k, kb, k_sn, min(TQ_BN, k_end), d, lid, TQ_NT);
+    ATT_PF_FETCH(TB_PF, pv, TQ_BN, ATT_DV, v, vb, v_sn, min(TQ_BN, k_end), dvn, lid, TQ_NT);
     for (int k0 = 0; k0 < k_end; k0 += TQ_BN) {
-        const int nk = min(TQ_BN, k_end - k0);
+        const int nk = min(TQ_BN, k_end - k0), k1 = k0 + TQ_BN;
         float s[TQ_BN / 2], dp[TQ_BN / 2];
         barrier(CLK_LOCAL_MEM_FENCE);
-        att_load_tc(Ks, QS, TQ_BN, ATT_DQ, k, kb + k0 * k_sn, k_sn, k_sd, nk, d, lid, TQ_NT);
-        att_load_tc(Vs, VS, TQ_BN, ATT_DV, v, vb + k0 * v_sn, v_sn, v_sd, nk, dvn, lid, TQ_NT);
+        ATT_PF_PUT(TB_PF, pk, Ks, QS, TQ_BN, ATT_DQ, k, kb + k0 * k_sn, k_sn, k_sd, nk, d, lid, TQ_NT);
+        ATT_PF_PUT(TB_PF, pv, Vs, VS, TQ_BN, ATT_DV, v, vb + k0 * v_sn, v_sn, v_sd, nk, dvn, lid, TQ_NT);
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (k1 < k_end) { /* the next tile's loads, in flight during this one */
+            ATT_PF_FETCH(TB_PF, pk, TQ_BN, ATT_DQ, k, kb + k1 * k_sn, k_sn, min(TQ_BN, k_end - k1), d, lid, TQ_NT);
+            ATT_PF_FETCH(TB_PF, pv, TQ_BN, ATT_DV, v, vb + k1 * v_sn, v_sn, min(TQ_BN, k_end - k1), dvn, lid, TQ_NT);
+        }
         TEENY_UNROLL
         for (int i = 0; i < TQ_BN / 2; i++)
             s[i] = dp[i] = 0.0f;

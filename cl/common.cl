@@ -221,8 +221,11 @@ TEENY_INLINE void tf32_mma_xchg(__local uint *xchg, float *c, uint a0, uint a1, 
     for (int f = 0; f < 4; f++) { /* C (r + 8 h, 2 q + e), f = 2 h + e */
         int h = f >> 1, n = 2 * q + (f & 1);
         float s = c[f];
-        for (int k = 0; k < 8; k++) /* A (r + 8 h, k) in lane 4 r + k % 4; B (k, n) in lane 4 n + k % 4 */
-            s += as_float(w[(4 * r + (k & 3)) * 6 + h + 2 * (k >> 2)]) * as_float(w[(4 * n + (k & 3)) * 6 + 4 + (k >> 2)]);
+        /* A (r + 8 h, k) in lane 4 r + k % 4; B (k, n) in lane 4 n + k % 4; of each operand its top 19
+         * bits, the tf32 the hardware reads (a tensor core ignores the low 13) */
+        for (int k = 0; k < 8; k++)
+            s += as_float(w[(4 * r + (k & 3)) * 6 + h + 2 * (k >> 2)] & 0xffffe000u) *
+                 as_float(w[(4 * n + (k & 3)) * 6 + 4 + (k >> 2)] & 0xffffe000u);
         c[f] = s;
     }
 }

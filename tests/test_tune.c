@@ -167,8 +167,8 @@ END_TEST
 
 static const char *const ENV_VARS[] = {"TEENY_TUNING",       "TEENY_ATTN_NT",      "TEENY_ATTN_RM",
                                        "TEENY_ATTN_BN",      "TEENY_ATTN_FIT",     "TEENY_ATTN_TF32_W",
-                                       "TEENY_ATTN_TF32_BN", "TEENY_ATTN_TF32_X3", "TEENY_CONV_TILE",
-                                       "TEENY_CONV_TF32_TILE"};
+                                       "TEENY_ATTN_TF32_BN", "TEENY_ATTN_TF32_X3", "TEENY_ATTN_TF32_PF",
+                                       "TEENY_CONV_TILE",    "TEENY_CONV_TF32_TILE"};
 #define N_ENV ((int)(sizeof ENV_VARS / sizeof ENV_VARS[0]))
 static char *env_saved[N_ENV];
 
@@ -211,7 +211,7 @@ START_TEST(test_tune_env_rejected)
         {"TEENY_TUNING", "GENERIC"}, {"TEENY_TUNING", ""},  {"TEENY_ATTN_BN", ""},
         {"TEENY_ATTN_TF32_W", "0"}, {"TEENY_ATTN_TF32_W", "9"}, {"TEENY_ATTN_TF32_BN", "12"},
         {"TEENY_ATTN_TF32_BN", "136"}, {"TEENY_ATTN_TF32_BN", ""}, {"TEENY_ATTN_TF32_X3", "2"},
-        {"TEENY_ATTN_TF32_X3", "on"},
+        {"TEENY_ATTN_TF32_X3", "on"}, {"TEENY_ATTN_TF32_PF", "4"}, {"TEENY_ATTN_TF32_PF", "-1"},
         {"TEENY_CONV_TILE", ""}, {"TEENY_CONV_TILE", "64,64,16,4"}, {"TEENY_CONV_TILE", "64,64,16,4,4,4"},
         {"TEENY_CONV_TILE", "64,64,16,4,4,"}, {"TEENY_CONV_TILE", "64, 64,16,4,4"}, {"TEENY_CONV_TILE", "0,64,16,4,4"},
         {"TEENY_CONV_TILE", "512,64,16,4,4"}, {"TEENY_CONV_TILE", "64,64,16,6,4"}, /* wm not a multiple of 4 */
@@ -286,6 +286,20 @@ START_TEST(test_tune_env_accepted)
         teeny_ctx_destroy(ctx);
     }
     unsetenv("TEENY_ATTN_TF32_X3");
+
+    /* the prefetching passes: both arithmetics' where the row has tiles, else the row's */
+    setenv("TEENY_ATTN_TF32_PF", "1", 1);
+    TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+    for (int i = -1; i < teeny__tune_count(); i++) { /* the matched row, then every row forced */
+        if (i >= 0)
+            TH_OK(ctx, teeny__tune_force(ctx, i));
+        const teeny__attention_tf32_tune *row = &ctx->tune.profile->attention_tf32;
+        has = row->warps > 0;
+        ck_assert_int_eq(ctx->tune.attention_tf32.prefetch, has ? 1 : row->prefetch);
+        ck_assert_int_eq(ctx->tune.attention_tf32.x3_prefetch, has ? 1 : row->x3_prefetch);
+    }
+    teeny_ctx_destroy(ctx);
+    unsetenv("TEENY_ATTN_TF32_PF");
 
     /* one conv2d tile in place of each row's list; tf32 only where the row has tf32 tiles */
     setenv("TEENY_CONV_TILE", "64,32,16,8,4", 1);

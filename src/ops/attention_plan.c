@@ -120,6 +120,8 @@ static void plan_options(att_plan *p)
         n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DTEENY_TF32_EMULATE=1");
     if (p->tc && p->x3 && n > 0 && (size_t)n < sizeof p->options)
         n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DTEENY_TF32_X3=1");
+    if (p->tc && p->pf > 0 && n > 0 && (size_t)n < sizeof p->options)
+        n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_PF=%d", p->pf);
     if (p->ext && n > 0 && (size_t)n < sizeof p->options) /* the unmasked programs keep their options */
         n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_EXT=%d", p->ext);
     if (p->layout && n > 0 && (size_t)n < sizeof p->options)
@@ -372,6 +374,7 @@ static teeny_status tc_plan(teeny_ctx *ctx, att_plan *p, int layout)
     att_tile fw = {fw_warps, 16, 32, fw_cols / 8 > 0 ? fw_cols / 8 : 1};
     t.tc = 1;
     t.x3 = !ctx->tf32;
+    t.pf = t.x3 ? tu->x3_prefetch : tu->prefetch;
     t.kv = t.qg = tile;
     t.fw = fw;
     budget -= 512; /* headroom for what the compiler adds */

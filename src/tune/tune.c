@@ -25,6 +25,9 @@
  *                       8, every pass
  *   TEENY_ATTN_TF32_X3  0: fp32 attention keeps the FMA kernels where the
  *                       row would take 3xTF32 (fp32_x3), 1: the row's choice
+ *   TEENY_ATTN_TF32_PF  the tensor-core passes that prefetch their next
+ *                       tile, both arithmetics: 0 none, 1 the forward, 2
+ *                       the backward, 3 both (where the row has tiles)
  *   TEENY_CONV_TILE       "tm,tn,tk,wm,wn": the conv2d GEMMs' one tile in
  *                         place of the row's list (for tuning runs), held
  *                         to the kernels' constraints (check_conv_tile)
@@ -136,6 +139,8 @@ static void apply(teeny_ctx *ctx, const teeny__profile *row)
             t->attention_tf32_env.cols;
     if (t->attention_tf32_env.fp32_x3 == 0)
         t->attention_tf32.fp32_x3 = 0;
+    if (row->attention_tf32.warps > 0 && t->attention_tf32_env.prefetch >= 0)
+        t->attention_tf32.prefetch = t->attention_tf32.x3_prefetch = t->attention_tf32_env.prefetch;
     size_t want = (size_t)row->work_group;
     while (want > ctx->caps.work_group)
         want /= 2;
@@ -170,9 +175,11 @@ static teeny_status read_attention_tf32_env(teeny__attention_tf32_tune *env)
 {
     teeny_status st;
     env->warps = env->cols = env->fw_warps = env->fw_cols = env->x3_fw_cols = env->max_dim = env->fp32_x3 = -1;
+    env->prefetch = env->x3_prefetch = -1;
     if ((st = env_int_strict("TEENY_ATTN_TF32_W", 1, 8, &env->warps)) != TEENY_OK ||
         (st = env_int_strict("TEENY_ATTN_TF32_BN", 8, 128, &env->cols)) != TEENY_OK ||
-        (st = env_int_strict("TEENY_ATTN_TF32_X3", 0, 1, &env->fp32_x3)) != TEENY_OK)
+        (st = env_int_strict("TEENY_ATTN_TF32_X3", 0, 1, &env->fp32_x3)) != TEENY_OK ||
+        (st = env_int_strict("TEENY_ATTN_TF32_PF", 0, 3, &env->prefetch)) != TEENY_OK)
         return st;
     if (env->cols >= 0 && env->cols % 8)
         return teeny__error(NULL, TEENY_ERR_ARG, "TEENY_ATTN_TF32_BN=%d is not a multiple of 8", env->cols);

@@ -101,6 +101,9 @@ typedef struct {
     int max_dim;    /* the padded head dims it takes at most (registers grow with them) */
     int fp32_x3; /* 1: fp32 calls (tf32 off) take these kernels too, each operand split in two tf32
                   * parts and three products summed (3xTF32: fp32's accuracy), where the probe passes */
+    int prefetch;    /* the passes whose next tile's loads are issued before the current tile's
+                      * work (bit 1 forward, 2 backward), tf32 (where the loads can be float4s) */
+    int x3_prefetch; /* the same under fp32_x3 */
 } teeny__attention_tf32_tune;
 
 /* linear (src/ops/linear.c): the GEMM's register tile and k depth (the
