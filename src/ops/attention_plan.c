@@ -35,7 +35,10 @@
  * probe passes: nothing rounded as it is staged, each product's operands
  * split into tf32 hi and lo parts and summed as lo hi + hi lo + hi hi
  * (3xTF32, the error of fp32's own FMAs), with the tf32 kernels' tiles
- * but the forward's column tile (x3_fw_cols).
+ * but the forward's column tile (x3_fw_cols). ATT_PF: the passes whose
+ * next tile's global loads are issued before the current tile's work
+ * (the row's prefetch, x3_prefetch; TEENY_ATTN_TF32_PF), which the
+ * kernels take where the loads are float4s (ATT_VEC 1).
  */
 #include <stdio.h>
 
