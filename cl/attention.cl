@@ -941,8 +941,8 @@ TEENY_INLINE float tc_shfl_xor_emu(__local uint *xchg, float x, int mask)
  * with its tests for NaN and infinity, and these splits run once for
  * every mma operand. The same bits as cvt.rna for every x but the NaNs
  * whose top fraction bits are all set (NVIDIA's own NaN, 0x7fffffff,
- * among them), whose hi becomes -0; their lo is NaN, so the products
- * still are. lo = x - hi (exact) goes to the mma as it is: the tensor
+ * among them), whose hi wraps to a zero; their lo is NaN, so the
+ * products still are. lo = x - hi (exact) goes to the mma as it is: the tensor
  * core reads a tf32 operand's top 19 bits, so lo is truncated there
  * (|lo| <= 2^-11 |x|, truncated by at most 2^-21 |x|, as likely up as
  * down since hi was rounded to nearest). */
