@@ -133,6 +133,25 @@
 #define ATT_VEC 0
 #endif
 
+/* Chunk e of a rows x cols tile (c4 = cols / 4 float4s a row): its load,
+ * zero outside the valid nr x nc corner, and its store into the local
+ * tile, rounded to tf32 where tc. */
+TEENY_INLINE float4 att_fetch_chunk(const int e, const int c4, __global const float *src, int base, int sn, int nr,
+                                    int nc)
+{
+    const int r = e / c4, c = 4 * (e - r * c4);
+    return r < nr && c < nc ? *(__global const float4 *)(src + base + r * sn + c) : (float4)(0.0f);
+}
+
+TEENY_INLINE void att_put_chunk(__local float *dst, const int ds, const int rows, const int e, const int c4, float4 x,
+                                const int tc)
+{
+    const int r = e / c4, c = 4 * (e - r * c4);
+    if (r < rows)
+        vstore4(tc ? (float4)(ATT_TC_ROUND(x.x), ATT_TC_ROUND(x.y), ATT_TC_ROUND(x.z), ATT_TC_ROUND(x.w)) : x, 0,
+                dst + r * ds + c);
+}
+
 #if ATT_VEC == 1
 /* att_load_as where the host promises (ATT_VEC 1) that every matrix these
  * kernels load has unit column stride and an offset, strides and valid
@@ -147,20 +166,12 @@ TEENY_INLINE void att_load_v4(__local float *dst, const int ds, const int rows, 
     for (int b = 0; b < trips; b += 8) {
         float4 x[8];
         TEENY_UNROLL
-        for (int k = 0; k < 8; k++) {
-            const int e = lid + (b + k) * nt, r = e / c4, c = 4 * (e - r * c4);
-            x[k] = b + k < trips && r < nr && c < nc ? *(__global const float4 *)(src + base + r * sn + c)
-                                                     : (float4)(0.0f);
-        }
+        for (int k = 0; k < 8; k++)
+            x[k] = b + k < trips ? att_fetch_chunk(lid + (b + k) * nt, c4, src, base, sn, nr, nc) : (float4)(0.0f);
         TEENY_UNROLL
-        for (int k = 0; k < 8; k++) {
-            const int e = lid + (b + k) * nt, r = e / c4, c = 4 * (e - r * c4);
-            if (b + k < trips && r < rows)
-                vstore4(tc ? (float4)(ATT_TC_ROUND(x[k].x), ATT_TC_ROUND(x[k].y), ATT_TC_ROUND(x[k].z),
-                                      ATT_TC_ROUND(x[k].w))
-                           : x[k],
-                        0, dst + r * ds + c);
-        }
+        for (int k = 0; k < 8; k++)
+            if (b + k < trips)
+                att_put_chunk(dst, ds, rows, lid + (b + k) * nt, c4, x[k], tc);
     }
 }
 #elif ATT_VEC == 2
@@ -262,46 +273,55 @@ TEENY_INLINE void att_load_tc(__local float *dst, int ds, int rows, int cols, __
 TEENY_INLINE void att_fetch_v4(float4 *x, const int rows, const int cols, __global const float *src, int base, int sn,
                                int nr, int nc, int lid, const int nt)
 {
-    const int c4 = cols / 4;
     TEENY_UNROLL
-    for (int k = 0; k < ATT_PF_TRIPS(rows, cols, nt); k++) {
-        const int e = lid + k * nt, r = e / c4, c = 4 * (e - r * c4);
-        x[k] = r < nr && c < nc ? *(__global const float4 *)(src + base + r * sn + c) : (float4)(0.0f);
-    }
+    for (int k = 0; k < ATT_PF_TRIPS(rows, cols, nt); k++)
+        x[k] = att_fetch_chunk(lid + k * nt, cols / 4, src, base, sn, nr, nc);
 }
 
 TEENY_INLINE void att_put_v4(__local float *dst, const int ds, const int rows, const int cols, const float4 *x, int lid,
                              const int nt)
 {
-    const int c4 = cols / 4;
     TEENY_UNROLL
-    for (int k = 0; k < ATT_PF_TRIPS(rows, cols, nt); k++) {
-        const int e = lid + k * nt, r = e / c4, c = 4 * (e - r * c4);
-        if (r < rows)
-            vstore4((float4)(ATT_TC_ROUND(x[k].x), ATT_TC_ROUND(x[k].y), ATT_TC_ROUND(x[k].z), ATT_TC_ROUND(x[k].w)), 0,
-                    dst + r * ds + c);
-    }
+    for (int k = 0; k < ATT_PF_TRIPS(rows, cols, nt); k++)
+        att_put_chunk(dst, ds, rows, lid + k * nt, cols / 4, x[k], 1);
 }
 
 #define ATT_PF_DECL(x, rows, cols, nt) float4 x[ATT_PF_TRIPS(rows, cols, nt)]
 #define ATT_PF_FETCH(on, x, rows, cols, src, base, sn, nr, nc, lid, nt)                                          \
-    if (on)                                                                                                      \
-    att_fetch_v4(x, rows, cols, src, base, sn, nr, nc, lid, nt)
+    do {                                                                                                         \
+        if (on)                                                                                                  \
+            att_fetch_v4(x, rows, cols, src, base, sn, nr, nc, lid, nt);                                         \
+    } while (0)
 #define ATT_PF_PUT(on, x, dst, ds, rows, cols, src, base, sn, sd, nr, nc, lid, nt)                                \
-    if (on)                                                                                                      \
-        att_put_v4(dst, ds, rows, cols, x, lid, nt);                                                             \
-    else                                                                                                         \
-        att_load_tc(dst, ds, rows, cols, src, base, sn, sd, nr, nc, lid, nt)
+    do {                                                                                                         \
+        if (on)                                                                                                  \
+            att_put_v4(dst, ds, rows, cols, x, lid, nt);                                                         \
+        else                                                                                                     \
+            att_load_tc(dst, ds, rows, cols, src, base, sn, sd, nr, nc, lid, nt);                                \
+    } while (0)
+/* The rows' entries: FETCH_ROWS loads them where the pass prefetches,
+ * PUT_ROWS loads them where it does not, then stores. */
 #define ATT_PF_DECL_ROWS(x, rows, nt) float x[((rows) + (nt) - 1) / (nt)]
-#define ATT_PF_FETCH_ROWS(on, x, rows, src, off, nr, lid, nt)                                                     \
-    TEENY_UNROLL                                                                                                 \
-    for (int t_ = 0; (on) && t_ < ((rows) + (nt) - 1) / (nt); t_++)                                              \
-        x[t_] = (lid) + t_ * (nt) < (nr) ? (src)[(off) + (lid) + t_ * (nt)] : 0.0f
-#define ATT_PF_PUT_ROWS(on, x, dst, rows, src, off, nr, lid, nt)                                                  \
+#define ATT_PF_LOAD_ROWS(x, rows, src, off, nr, lid, nt)                                                          \
     TEENY_UNROLL                                                                                                 \
     for (int t_ = 0; t_ < ((rows) + (nt) - 1) / (nt); t_++)                                                      \
-        if ((lid) + t_ * (nt) < (rows))                                                                          \
-            (dst)[(lid) + t_ * (nt)] = (on) ? x[t_] : (lid) + t_ * (nt) < (nr) ? (src)[(off) + (lid) + t_ * (nt)] : 0.0f
+        x[t_] = (lid) + t_ * (nt) < (nr) ? (src)[(off) + (lid) + t_ * (nt)] : 0.0f
+#define ATT_PF_FETCH_ROWS(on, x, rows, src, off, nr, lid, nt)                                                     \
+    do {                                                                                                         \
+        if (on) {                                                                                                \
+            ATT_PF_LOAD_ROWS(x, rows, src, off, nr, lid, nt);                                                    \
+        }                                                                                                        \
+    } while (0)
+#define ATT_PF_PUT_ROWS(on, x, dst, rows, src, off, nr, lid, nt)                                                  \
+    do {                                                                                                         \
+        if (!(on)) {                                                                                             \
+            ATT_PF_LOAD_ROWS(x, rows, src, off, nr, lid, nt);                                                    \
+        }                                                                                                        \
+        TEENY_UNROLL                                                                                             \
+        for (int t_ = 0; t_ < ((rows) + (nt) - 1) / (nt); t_++)                                                  \
+            if ((lid) + t_ * (nt) < (rows))                                                                      \
+                (dst)[(lid) + t_ * (nt)] = x[t_];                                                                \
+    } while (0)
 
 /* M[row0 + r][c] = src[r*ss + c] for the valid nr x nc corner. */
 TEENY_INLINE void att_store(__global float *dst, int base, int sn, int sd, int nr, int nc, __local const float *src,
