@@ -297,6 +297,7 @@ START_TEST(test_tune_env_accepted)
         has = row->warps > 0;
         ck_assert_int_eq(ctx->tune.attention_tf32.prefetch, has ? 1 : row->prefetch);
         ck_assert_int_eq(ctx->tune.attention_tf32.x3_prefetch, has ? 1 : row->x3_prefetch);
+        ck_assert_int_eq(ctx->tune.attention_tf32.small_prefetch, has ? 1 : row->small_prefetch);
     }
     teeny_ctx_destroy(ctx);
     unsetenv("TEENY_ATTN_TF32_PF");

@@ -37,7 +37,8 @@
  * (3xTF32, the error of fp32's own FMAs), with the tf32 kernels' tiles
  * but the forward's column tile (x3_fw_cols). ATT_PF: the passes whose
  * next tile's global loads are issued before the current tile's work
- * (the row's prefetch, x3_prefetch; TEENY_ATTN_TF32_PF), which the
+ * (the row's prefetch, x3_prefetch, or small_prefetch at head dims up to
+ * small_dim; TEENY_ATTN_TF32_PF), which the
  * kernels take where the loads are float4s (ATT_VEC 1).
  */
 #include <stdio.h>
@@ -377,7 +378,7 @@ static teeny_status tc_plan(teeny_ctx *ctx, att_plan *p, int layout)
     att_tile fw = {fw_warps, 16, 32, fw_cols / 8 > 0 ? fw_cols / 8 : 1};
     t.tc = 1;
     t.x3 = !ctx->tf32;
-    t.pf = t.x3 ? tu->x3_prefetch : tu->prefetch;
+    t.pf = p->dq <= tu->small_dim && p->dv <= tu->small_dim ? tu->small_prefetch : t.x3 ? tu->x3_prefetch : tu->prefetch;
     t.kv = t.qg = tile;
     t.fw = fw;
     budget -= 512; /* headroom for what the compiler adds */

@@ -26,7 +26,7 @@
  *   TEENY_ATTN_TF32_X3  0: fp32 attention keeps the FMA kernels where the
  *                       row would take 3xTF32 (fp32_x3), 1: the row's choice
  *   TEENY_ATTN_TF32_PF  the tensor-core passes that prefetch their next
- *                       tile, both arithmetics: 0 none, 1 the forward, 2
+ *                       tile, both arithmetics and head-dim buckets: 0 none, 1 the forward, 2
  *                       the backward, 3 both (where the row has tiles)
  *   TEENY_CONV_TILE       "tm,tn,tk,wm,wn": the conv2d GEMMs' one tile in
  *                         place of the row's list (for tuning runs), held
@@ -140,7 +140,8 @@ static void apply(teeny_ctx *ctx, const teeny__profile *row)
     if (t->attention_tf32_env.fp32_x3 == 0)
         t->attention_tf32.fp32_x3 = 0;
     if (row->attention_tf32.warps > 0 && t->attention_tf32_env.prefetch >= 0)
-        t->attention_tf32.prefetch = t->attention_tf32.x3_prefetch = t->attention_tf32_env.prefetch;
+        t->attention_tf32.prefetch = t->attention_tf32.x3_prefetch = t->attention_tf32.small_prefetch =
+            t->attention_tf32_env.prefetch;
     size_t want = (size_t)row->work_group;
     while (want > ctx->caps.work_group)
         want /= 2;
@@ -175,7 +176,7 @@ static teeny_status read_attention_tf32_env(teeny__attention_tf32_tune *env)
 {
     teeny_status st;
     env->warps = env->cols = env->fw_warps = env->fw_cols = env->x3_fw_cols = env->max_dim = env->fp32_x3 = -1;
-    env->prefetch = env->x3_prefetch = -1;
+    env->prefetch = env->x3_prefetch = env->small_dim = env->small_prefetch = -1;
     if ((st = env_int_strict("TEENY_ATTN_TF32_W", 1, 8, &env->warps)) != TEENY_OK ||
         (st = env_int_strict("TEENY_ATTN_TF32_BN", 8, 128, &env->cols)) != TEENY_OK ||
         (st = env_int_strict("TEENY_ATTN_TF32_X3", 0, 1, &env->fp32_x3)) != TEENY_OK ||

@@ -104,6 +104,8 @@ typedef struct {
     int prefetch;    /* the passes whose next tile's loads are issued before the current tile's
                       * work (bit 1 forward, 2 backward), tf32 (where the loads can be float4s) */
     int x3_prefetch; /* the same under fp32_x3 */
+    int small_dim;      /* padded head dims (q and v) at or below it take small_prefetch instead, */
+    int small_prefetch; /* in both arithmetics (0 0: no such bucket) */
 } teeny__attention_tf32_tune;
 
 /* linear (src/ops/linear.c): the GEMM's register tile and k depth (the
