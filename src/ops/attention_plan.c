@@ -378,7 +378,9 @@ static teeny_status tc_plan(teeny_ctx *ctx, att_plan *p, int layout)
     att_tile fw = {fw_warps, 16, 32, fw_cols / 8 > 0 ? fw_cols / 8 : 1};
     t.tc = 1;
     t.x3 = !ctx->tf32;
-    t.pf = p->dq <= tu->small_dim && p->dv <= tu->small_dim ? tu->small_prefetch : t.x3 ? tu->x3_prefetch : tu->prefetch;
+    t.pf = p->dq <= tu->small_dim && p->dv <= tu->small_dim ? tu->small_prefetch
+           : t.x3                                             ? tu->x3_prefetch
+                                                              : tu->prefetch;
     t.kv = t.qg = tile;
     t.fw = fw;
     budget -= 512; /* headroom for what the compiler adds */

@@ -26,8 +26,9 @@
  *   TEENY_ATTN_TF32_X3  0: fp32 attention keeps the FMA kernels where the
  *                       row would take 3xTF32 (fp32_x3), 1: the row's choice
  *   TEENY_ATTN_TF32_PF  the tensor-core passes that prefetch their next
- *                       tile, both arithmetics and head-dim buckets: 0 none, 1 the forward, 2
- *                       the backward, 3 both (where the row has tiles)
+ *                       tile, both arithmetics and head-dim buckets: 0
+ *                       none, 1 the forward, 2 the backward, 3 both (where
+ *                       the row has tiles)
  *   TEENY_CONV_TILE       "tm,tn,tk,wm,wn": the conv2d GEMMs' one tile in
  *                         place of the row's list (for tuning runs), held
  *                         to the kernels' constraints (check_conv_tile)
