@@ -13,6 +13,7 @@
 #   bash bench/device_call.sh profile FILTER        # TEENY_PROFILE=2 of the matching cases
 #   bash bench/device_call.sh pocl SUITES...        # PoCL 5.0 on the machine's CPU
 #   bash bench/device_call.sh ab OLD_DIR FILTER     # this binary against OLD_DIR's, twice each
+#   bash bench/device_call.sh sass                  # ptxas_report.py --sass over the call's kernel cache
 # Steps may be chained: `bash bench/device_call.sh suite compare --loop`
 # runs the suite, then the comparison with the remaining arguments.
 # Every step writes $OUT/<step>*.txt and prints a summary line; the kernel
@@ -106,6 +107,10 @@ while [ $# -gt 0 ]; do
         done > "$OUT/ab.txt" 2>&1
         cat "$OUT/ab.txt"
         shift 2
+        ;;
+    sass)
+        timeout 200 python3 bench/ptxas_report.py --sass /tmp/nvc /usr/local/cuda-13.0/bin/ptxas > "$OUT/sass.txt" 2>&1
+        echo "sass rc=$?"
         ;;
     *)
         echo "device_call.sh: unknown step '$step'" >&2
