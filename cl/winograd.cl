@@ -10,11 +10,16 @@
  *   V = B^T d B per (input channel, tile)              wino_input
  *   M_e = U_e V_e over input channels, e = 0..15      cl/conv2d.cl's GEMMs
  *   out tile = A^T M A, cropped, through the epilogue  wino_output
+ * and the weight gradient through the adjoints of the same maps:
+ *   dM = A dY A^T per (output channel, tile)          wino_dy
+ *   dU_e = dM_e V_e^T over tiles, e = 0..15           cl/conv2d.cl's GEMMs
+ *   dg = G^T dU G per (output channel, input channel) wino_weights_grad
  * with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],
  *      B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],
  *      A^T = [1 1 1 0; 0 1 -1 -1].
  * Layouts (floats, each buffer with an element offset): in [B, I, H, W],
- * out [B, O, OH, OW]; U [16][O][I], V [16][I][Tp], M [16][O][Tp], where
+ * out [B, O, OH, OW]; U and dU [16][O][I], V [16][I][Tp], M and dM
+ * [16][O][Tp], where
  * tile t = (b*TH + ty)*TW + tx covers outputs (2ty.., 2tx..), TH x TW =
  * ceil(OH/2) x ceil(OW/2) per image, T tiles in all, Tp >= T a multiple of
  * 4 (the GEMM's float4 loads along t); V's columns past T are zero.
@@ -133,5 +138,69 @@ __kernel void wino_output(__global const float *restrict m, int m_off, int Tp, i
             out[base + i * OW] = conv_act(act, y0 * f.x + f.y);
         if (oh + i < OH && ow + 1 < OW)
             out[base + i * OW + 1] = conv_act(act, y1 * f.x + f.y);
+    }
+}
+
+/* dM[e][o][t] = (A Y A^T)[e] of tile t's 2x2 output gradient Y of channel
+ * o, dy [B, O, OH, OW] (zero outside OH x OW, and for t >= T): the adjoint
+ * of wino_output's A^T M A, for the weight gradient. Grid (Tp, O): items
+ * along t write adjacent floats. */
+__kernel void wino_dy(__global const float *restrict dy, int dy_off, int O, int OH, int OW, int TH, int TW, int T,
+                      __global float *restrict m, int m_off, int Tp)
+{
+    const int t = get_global_id(0), o = get_global_id(1);
+    if (t >= Tp || o >= O)
+        return;
+    float y00 = 0.0f, y01 = 0.0f, y10 = 0.0f, y11 = 0.0f;
+    if (t < T) {
+        const int b = t / (TH * TW), q = t - b * TH * TW, ty = q / TW, tx = q - ty * TW;
+        const int oh = 2 * ty, ow = 2 * tx, base = dy_off + (b * O + o) * OH * OW + oh * OW + ow;
+        const int right = ow + 1 < OW, down = oh + 1 < OH;
+        y00 = dy[base];
+        y01 = right ? dy[base + 1] : 0.0f;
+        y10 = down ? dy[base + OW] : 0.0f;
+        y11 = right && down ? dy[base + OW + 1] : 0.0f;
+    }
+    /* A Y: 4 x 2, row i = (r[2i], r[2i + 1]) */
+    const float r[8] = {y00, y01, y00 + y10, y01 + y11, y00 - y10, y01 - y11, -y10, -y11};
+    const int step = O * Tp;
+    TEENY_UNROLL
+    for (int i = 0; i < 4; i++) { /* (A Y) A^T, row i */
+        const float a = r[2 * i], c = r[2 * i + 1];
+        const int at = m_off + 4 * i * step + o * Tp + t;
+        m[at] = a;
+        m[at + step] = a + c;
+        m[at + 2 * step] = a - c;
+        m[at + 3 * step] = -c;
+    }
+}
+
+/* dw[o][i] = G^T dU[o][i] G (3x3 from the 16 values dU[e][o][i]), the
+ * adjoint of wino_weights' G g G^T: the weight gradient, written over
+ * dw [O][I][3][3]. Grid (I, O), one item per filter. */
+__kernel void wino_weights_grad(__global const float *restrict du, int du_off, int O, int I,
+                                __global float *restrict dw, int dw_off)
+{
+    const int i = get_global_id(0), o = get_global_id(1);
+    if (i >= I || o >= O)
+        return;
+    float d[16], t[12];
+    TEENY_UNROLL
+    for (int k = 0; k < 16; k++)
+        d[k] = du[du_off + k * O * I + o * I + i];
+    TEENY_UNROLL
+    for (int j = 0; j < 4; j++) { /* G^T d: 3 x 4 */
+        const float a = d[j], b = d[4 + j], c = d[8 + j], e = d[12 + j];
+        t[j] = a + 0.5f * (b + c);
+        t[4 + j] = 0.5f * (b - c);
+        t[8 + j] = 0.5f * (b + c) + e;
+    }
+    const int base = dw_off + (o * I + i) * 9;
+    TEENY_UNROLL
+    for (int r = 0; r < 3; r++) { /* (G^T d) G, row r */
+        const float a = t[4 * r], b = t[4 * r + 1], c = t[4 * r + 2], e = t[4 * r + 3];
+        dw[base + 3 * r] = a + 0.5f * (b + c);
+        dw[base + 3 * r + 1] = 0.5f * (b - c);
+        dw[base + 3 * r + 2] = 0.5f * (b + c) + e;
     }
 }

@@ -3,14 +3,16 @@
  * dense convolutions (src/ops/conv2d_wino.c, cl/winograd.cl), forced on
  * through its test hook wherever the geometry allows it: forward
  * (with a bias on views at odd offsets, and the fused scale/shift/SiLU
- * epilogue) and the input gradient against the float64 reference over
+ * epilogue), the input gradient and the weight gradient (with the bias
+ * gradient beside it) against the float64 reference over
  * channels 16/33/64, sizes 1x1 to 28x28, pads 0-2 (also asymmetric and
  * with extra padding at the end), batches 1 and 3 (tile counts not a
  * multiple of 4); on this device's GEMMs and on the NVIDIA profile's
- * tiled ones; passes over part of the batch under a small workspace cap;
- * the route (taken where it should be, not for stride 2, groups 2,
- * dilation 2, 5x5, 1x1 or pad 3, nor by default outside the NVIDIA
- * profile or below its size threshold); and
+ * tiled ones; passes over part of the batch under a small workspace cap
+ * (the weight gradient then on the GEMM path: it takes every image in
+ * one pass); the route (taken where it should be, not for stride 2,
+ * groups 2, dilation 2, 5x5, 1x1 or pad 3, nor by default outside the
+ * NVIDIA profile or below its size and channel thresholds); and
  * determinism.
  */
 #include <math.h>
@@ -34,6 +36,14 @@
  * entry's sign flipped 1.1 (each checked once through TEENY_KERNEL_DIR,
  * every case failing). */
 #define TOL_WINO 2e-6
+/* The weight gradient sums over B*OH*OW positions (8192 in the largest
+ * case), so its rounding grows with them on every path: on PoCL 3.1
+ * (2026-12-03) at most 1.38e-6 by Winograd, and 1.66e-6 by the implicit
+ * GEMM on the same 2 x 16 x 64 x 64 case (the route tests run both).
+ * 5e-6 leaves a 3x margin over either and is 3 orders below a broken
+ * transform (a G^T entry of 0.49 for 0.5: 1.2e-2 to 2e-2; an A sign
+ * flipped: about 1; each checked once through TEENY_KERNEL_DIR). */
+#define TOL_WINO_DW 5e-6
 
 #define WINO_FORCE 1 /* teeny__conv2d_debug_wino's modes (src/ops/hooks.h) */
 #define WINO_NEVER (-1)
@@ -71,21 +81,28 @@ static void repro_of(const ref_conv *c, uint64_t seed, char *buf, size_t cap)
              c->ph, c->pw, c->peh, c->pew, c->dh, c->G, th_ctx()->tune.profile->name, (unsigned long long)seed);
 }
 
-/* Every element written, within TOL_WINO of the reference, nothing
- * outside a view touched. */
-static void expect_close(const th_dev *t, const double *ref, size_t n, const char *what, const char *repro)
+/* Every element written, within tol of the reference, nothing outside a
+ * view touched. */
+static void expect_near(const th_dev *t, const double *ref, size_t n, double tol, const char *what,
+                        const char *repro)
 {
     float *out = th_read(t->t);
     long bad = th_first_nonfinite(out, n);
     ck_assert_msg(bad < 0, "%s: element %ld not written or not finite; %s", what, bad, repro);
     double e = th_nrms(out, ref, n);
-    ck_assert_msg(e <= TOL_WINO, "%s: nrms %.3g > %.1g; %s", what, e, TOL_WINO, repro);
+    ck_assert_msg(e <= tol, "%s: nrms %.3g > %.1g; %s", what, e, tol, repro);
     free(out);
     th_dev_check_guard(t, what, repro);
 }
 
-/* Forward (with a bias) and input gradient of c, every tensor a view at
- * an odd offset where view is set; how many passes took Winograd. */
+static void expect_close(const th_dev *t, const double *ref, size_t n, const char *what, const char *repro)
+{
+    expect_near(t, ref, n, TOL_WINO, what, repro);
+}
+
+/* Forward (with a bias), input, weight and bias gradients of c, every
+ * tensor a view at an odd offset where view is set; how many passes took
+ * Winograd. */
 static int check_case(const ref_conv *c, uint64_t seed, int view)
 {
     teeny_ctx *ctx = th_ctx();
@@ -98,32 +115,38 @@ static int check_case(const ref_conv *c, uint64_t seed, int view)
             ys[4] = {c->B, c->Cout, ref_conv_oh(c), ref_conv_ow(c)}, bs = c->Cout;
     th_dev tx = th_dev_make(ctx, 0, 4, xs, view ? 1 : 0, d.x), tw = th_dev_make(ctx, 0, 4, ws, view ? 3 : 0, d.w),
            tb = th_dev_make(ctx, 0, 1, &bs, view ? 5 : 0, d.b), ty = th_dev_make(ctx, 0, 4, ys, view ? 7 : 0, NULL),
-           tdy = th_dev_make(ctx, 0, 4, ys, view ? 9 : 0, d.dy), tdx = th_dev_make(ctx, 0, 4, xs, view ? 11 : 0, NULL);
+           tdy = th_dev_make(ctx, 0, 4, ys, view ? 9 : 0, d.dy), tdx = th_dev_make(ctx, 0, 4, xs, view ? 11 : 0, NULL),
+           tdw = th_dev_make(ctx, 0, 4, ws, view ? 13 : 0, NULL), tdb = th_dev_make(ctx, 0, 1, &bs, view ? 15 : 0, NULL);
     teeny_conv2d_params p = params_of(c);
-    double *y = th_malloc(d.ny * sizeof *y), *dx = th_malloc(d.nx * sizeof *dx);
+    double *y = th_malloc(d.ny * sizeof *y), *dx = th_malloc(d.nx * sizeof *dx), *dw = th_malloc(d.nw * sizeof *dw),
+           *db = th_malloc((size_t)c->Cout * sizeof *db);
     int before = teeny__conv2d_debug_wino_count();
     TH_OK(ctx, teeny_conv2d_forward(ctx, &p, tx.t, tw.t, tb.t, ty.t));
-    TH_OK(ctx, teeny_conv2d_backward(ctx, &p, tx.t, tw.t, tdy.t, tdx.t, NULL, NULL));
+    TH_OK(ctx, teeny_conv2d_backward(ctx, &p, tx.t, tw.t, tdy.t, tdx.t, tdw.t, tdb.t));
     int taken = teeny__conv2d_debug_wino_count() - before;
     ref_conv2d_forward(c, d.xd, d.wd, d.bd, y, NULL);
-    ref_conv2d_backward(c, d.xd, d.wd, d.dyd, dx, NULL, NULL, NULL, NULL, NULL);
+    ref_conv2d_backward(c, d.xd, d.wd, d.dyd, dx, dw, db, NULL, NULL, NULL);
     expect_close(&ty, y, d.ny, "y", repro);
     expect_close(&tdx, dx, d.nx, "dx", repro);
+    expect_near(&tdw, dw, d.nw, TOL_WINO_DW, "dw", repro);
+    expect_close(&tdb, db, (size_t)c->Cout, "db", repro);
     free(y);
     free(dx);
-    th_dev *ts[] = {&tx, &tw, &tb, &ty, &tdy, &tdx};
-    for (int i = 0; i < 6; i++)
+    free(dw);
+    free(db);
+    th_dev *ts[] = {&tx, &tw, &tb, &ty, &tdy, &tdx, &tdw, &tdb};
+    for (int i = 0; i < 8; i++)
         th_dev_free(ts[i]);
     data_free(&d);
     return taken;
 }
 
-/* Case _i on this device's GEMMs, forced: both passes take Winograd. */
+/* Case _i on this device's GEMMs, forced: all three passes take Winograd. */
 START_TEST(test_conv2d_wino_cases)
 {
     ref_conv c = ref_of(&cases[_i], 1, 1, 1, 3);
     teeny__conv2d_debug_wino(WINO_FORCE);
-    ck_assert_int_eq(check_case(&c, 900 + (uint64_t)_i, _i % 2), 2);
+    ck_assert_int_eq(check_case(&c, 900 + (uint64_t)_i, _i % 2), 3);
 }
 END_TEST
 
@@ -138,29 +161,34 @@ START_TEST(test_conv2d_wino_nvidia)
     teeny__conv2d_debug_wino(WINO_FORCE);
     for (int i = 0; i < N_CASES; i += th_full() ? 1 : 3) {
         ref_conv c = ref_of(&cases[i], 1, 1, 1, 3);
-        ck_assert_int_eq(check_case(&c, 950 + (uint64_t)i, 1), 2);
+        ck_assert_int_eq(check_case(&c, 950 + (uint64_t)i, 1), 3);
     }
-    teeny__conv2d_debug_wino(WINO_PROFILE); /* by the profile: 2 x 32 x 32 = 2048 output tiles each way */
+    /* by the profile: 2 x 32 x 32 = 2048 output tiles each way; the weight
+     * gradient where the channels reach the profile's wino_dw (set here to
+     * this case's 16, the NVIDIA row's being larger) */
+    teeny__conv2d_debug_wino(WINO_PROFILE);
     wino_case big = {2, 16, 16, 64, 64, 1, 1, 0, 0};
     ref_conv c = ref_of(&big, 1, 1, 1, 3);
-    ck_assert_int_eq(check_case(&c, 990, 0), 2);
+    th_ctx()->tune.conv.wino_dw = 16;
+    ck_assert_int_eq(check_case(&c, 990, 0), 3);
     th_profile(NULL);
 }
 END_TEST
 
 /* Under a workspace cap of one or two images a pass (B = 3: passes of 1,
- * or of 2 and 1) the offsets of every pass; under a cap below one image,
- * the GEMM path. */
+ * or of 2 and 1) the offsets of every pass, the weight gradient on the
+ * GEMM path; under a cap of three, all three passes; under a cap below
+ * one image, the GEMM path. */
 START_TEST(test_conv2d_wino_passes)
 {
     wino_case k = {3, 33, 16, 13, 9, 1, 1, 0, 0};
     ref_conv c = ref_of(&k, 1, 1, 1, 3);
     /* floats of U and of one image's V and M: 16 (C K + (C + K) 7 x 5 tiles) */
     int64_t u = 16 * 33 * 16, image = 16 * (33 + 16) * 35, pad = 16 * (33 + 16) * 3;
-    for (int per = 1; per <= 2; per++) {
+    for (int per = 1; per <= 3; per++) {
         teeny__conv2d_debug_wino(WINO_FORCE);
         teeny__conv2d_debug_wino_cap((u + pad + per * image) * (int64_t)sizeof(float));
-        ck_assert_int_eq(check_case(&c, 960 + (uint64_t)per, per == 2), 2);
+        ck_assert_int_eq(check_case(&c, 960 + (uint64_t)per, per == 2), per < 3 ? 2 : 3);
     }
     teeny__conv2d_debug_wino(WINO_FORCE);
     teeny__conv2d_debug_wino_cap((u + pad + image / 2) * (int64_t)sizeof(float));
@@ -170,8 +198,9 @@ END_TEST
 
 /* Geometry Winograd does not cover runs the other paths even when
  * forced; without forcing, this device's profile decides (only NVIDIA's
- * asks for it, above 1024 output tiles and 16 channels each way), and
- * mode WINO_NEVER overrides every profile. */
+ * asks for it, above 1024 output tiles and 16 channels each way, its
+ * wino_dw channels for the weight gradient), and mode WINO_NEVER
+ * overrides every profile. */
 START_TEST(test_conv2d_wino_route)
 {
     wino_case k = {1, 16, 16, 9, 9, 1, 1, 0, 0};
@@ -189,15 +218,21 @@ START_TEST(test_conv2d_wino_route)
     teeny__conv2d_debug_wino(WINO_PROFILE);
     wino_case big = {2, 16, 16, 64, 64, 1, 1, 0, 0};
     c = ref_of(&big, 1, 1, 1, 3);
-    ck_assert_int_eq(check_case(&c, 977, 0), th_ctx()->tune.conv.wino ? 2 : 0);
+    const teeny__conv_tune *tu = &th_ctx()->tune.conv;
+    ck_assert_int_eq(check_case(&c, 977, 0), (tu->wino ? 2 : 0) + (tu->wino_dw > 0 && tu->wino_dw <= 16));
     teeny__conv2d_debug_wino(WINO_NEVER);
     ck_assert_int_eq(check_case(&c, 978, 0), 0);
     if (th_profile("nvidia")) {
         teeny__conv2d_debug_wino(WINO_PROFILE);
+        ck_assert_int_gt(th_ctx()->tune.conv.wino_dw, 16);
         ck_assert_int_eq(check_case(&c, 979, 0), 2);
+        th_ctx()->tune.conv.wino_dw = 17; /* the weight gradient's threshold, either side */
+        ck_assert_int_eq(check_case(&c, 984, 0), 2);
+        th_ctx()->tune.conv.wino_dw = 16;
+        ck_assert_int_eq(check_case(&c, 985, 0), 3);
         ref_conv few_tiles = ref_of(&k, 1, 1, 1, 3); /* 5 x 5 tiles */
         ck_assert_int_eq(check_case(&few_tiles, 982, 0), 0);
-        wino_case thin = {2, 8, 16, 64, 64, 1, 1, 0, 0}; /* 8 input channels: neither pass */
+        wino_case thin = {2, 8, 16, 64, 64, 1, 1, 0, 0}; /* 8 input channels: no pass */
         ref_conv few_channels = ref_of(&thin, 1, 1, 1, 3);
         ck_assert_int_eq(check_case(&few_channels, 983, 0), 0);
         teeny__conv2d_debug_wino(WINO_NEVER);
@@ -250,7 +285,8 @@ START_TEST(test_conv2d_wino_fused)
 }
 END_TEST
 
-/* The same inputs give the same bits, forward and input gradient. */
+/* The same inputs give the same bits, forward, input and weight
+ * gradients. */
 START_TEST(test_conv2d_wino_determinism)
 {
     teeny_ctx *ctx = th_ctx();
@@ -265,21 +301,24 @@ START_TEST(test_conv2d_wino_determinism)
                  *tdy = th_tensor_from(ctx, 4, ys, d.dy);
     teeny_conv2d_params p = params_of(&c);
     teeny__conv2d_debug_wino(WINO_FORCE);
-    float *out[2][2];
+    float *out[2][3];
     for (int run = 0; run < 2; run++) {
-        teeny_tensor *ty = th_tensor(ctx, 4, ys), *tdx = th_tensor(ctx, 4, xs);
+        teeny_tensor *ty = th_tensor(ctx, 4, ys), *tdx = th_tensor(ctx, 4, xs), *tdw = th_tensor(ctx, 4, ws);
         th_poison(ty);
         th_poison(tdx);
+        th_poison(tdw);
         TH_OK(ctx, teeny_conv2d_forward(ctx, &p, tx, tw, NULL, ty));
-        TH_OK(ctx, teeny_conv2d_backward(ctx, &p, tx, tw, tdy, tdx, NULL, NULL));
+        TH_OK(ctx, teeny_conv2d_backward(ctx, &p, tx, tw, tdy, tdx, tdw, NULL));
         out[run][0] = th_read(ty);
         out[run][1] = th_read(tdx);
+        out[run][2] = th_read(tdw);
         teeny_tensor_destroy(ty);
         teeny_tensor_destroy(tdx);
+        teeny_tensor_destroy(tdw);
     }
-    ck_assert_int_eq(teeny__conv2d_debug_wino_count(), 4);
-    size_t n[2] = {d.ny, d.nx};
-    for (int j = 0; j < 2; j++) {
+    ck_assert_int_eq(teeny__conv2d_debug_wino_count(), 6);
+    size_t n[3] = {d.ny, d.nx, d.nw};
+    for (int j = 0; j < 3; j++) {
         ck_assert_msg(th_first_nonfinite(out[0][j], n[j]) < 0, "output %d not written", j);
         ck_assert_msg(!memcmp(out[0][j], out[1][j], n[j] * sizeof(float)), "output %d differs between runs", j);
         free(out[0][j]);

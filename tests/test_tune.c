@@ -168,7 +168,7 @@ END_TEST
 static const char *const ENV_VARS[] = {"TEENY_TUNING",       "TEENY_ATTN_NT",      "TEENY_ATTN_RM",
                                        "TEENY_ATTN_BN",      "TEENY_ATTN_FIT",     "TEENY_ATTN_TF32_W",
                                        "TEENY_ATTN_TF32_BN", "TEENY_ATTN_TF32_X3", "TEENY_ATTN_TF32_PF",
-                                       "TEENY_CONV_TILE",    "TEENY_CONV_TF32_TILE"};
+                                       "TEENY_CONV_TILE",    "TEENY_CONV_TF32_TILE", "TEENY_CONV_WINO_DW"};
 #define N_ENV ((int)(sizeof ENV_VARS / sizeof ENV_VARS[0]))
 static char *env_saved[N_ENV];
 
@@ -219,6 +219,8 @@ START_TEST(test_tune_env_rejected)
         {"TEENY_CONV_TILE", "64,64,4,4,4"},    /* 256 items: the A loader needs k in steps of 8 */
         {"TEENY_CONV_TF32_TILE", "64,16,16,4,4"}, /* fits fp32 (the profiles' smallest), not a warp's 8 wn columns */
         {"TEENY_CONV_TF32_TILE", "64,32,12,8,4"},
+        {"TEENY_CONV_WINO_DW", "-1"}, {"TEENY_CONV_WINO_DW", "65537"}, {"TEENY_CONV_WINO_DW", "all"},
+        {"TEENY_CONV_WINO_DW", ""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         static char sentinel;
@@ -322,6 +324,20 @@ START_TEST(test_tune_env_accepted)
     teeny_ctx_destroy(ctx);
     unsetenv("TEENY_CONV_TILE");
     unsetenv("TEENY_CONV_TF32_TILE");
+
+    /* the Winograd weight gradients' channel threshold, every row's fp32 tuning */
+    for (int v = 0; v < 2; v++) {
+        setenv("TEENY_CONV_WINO_DW", v ? "64" : "0", 1);
+        TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
+        for (int i = -1; i < teeny__tune_count(); i++) {
+            if (i >= 0)
+                TH_OK(ctx, teeny__tune_force(ctx, i));
+            ck_assert_int_eq(ctx->tune.conv.wino_dw, v ? 64 : 0);
+            ck_assert_int_eq(ctx->tune.conv.wino, ctx->tune.profile->conv.wino); /* the rest is the row's */
+        }
+        teeny_ctx_destroy(ctx);
+    }
+    unsetenv("TEENY_CONV_WINO_DW");
     TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
     ck_assert_int_eq(ctx->tune.conv.n_tiles, ctx->tune.profile->conv.n_tiles);
     ck_assert_int_eq(ctx->tune.conv.tiles[0].tm, ctx->tune.profile->conv.tiles[0].tm);

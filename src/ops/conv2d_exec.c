@@ -143,7 +143,7 @@ static teeny_status forward_run(teeny_ctx *ctx, const teeny__op_args *a, int act
             return st;
     }
 
-    int wino_batch = teeny__conv_wino_plan(ctx, tu, &g, 0);
+    int wino_batch = teeny__conv_wino_plan(ctx, tu, &g, TEENY__WINO_FWD);
     if (wino_batch > 0) {
         dw_epilogue e = {bias_m, scale_m, shift_m, bias_off, scale_off, shift_off, epi, act};
         return teeny__conv_wino_forward(ctx, tu, &g, wino_batch, x, w, y, &e);
@@ -351,7 +351,7 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
     if (st != TEENY_OK)
         return st;
 
-    int wino_batch = teeny__conv_wino_plan(ctx, tu, g, 1);
+    int wino_batch = teeny__conv_wino_plan(ctx, tu, g, TEENY__WINO_DX);
     if (wino_batch > 0)
         return teeny__conv_wino_dx(ctx, tu, g, wino_batch, w, dy, dx);
 
@@ -379,12 +379,11 @@ static teeny_status reduce_parts(teeny_ctx *ctx, const conv_tuning *tu, const ch
     return run_kernel(ctx, opt, "conv_reduce_parts", k, 6, 1, &global, &local);
 }
 
-static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const grad_plan *gp,
-                                const teeny_tensor *x, const teeny_tensor *dy, teeny_tensor *dw, cl_mem scratch)
+teeny_status teeny__conv_dw_run(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const grad_plan *gp,
+                                cl_mem x, int x_off, cl_mem dy, int dy_off, cl_mem dw, int dw_off, cl_mem scratch)
 {
-    int x_off = teeny__off(x), dy_off = teeny__off(dy), dw_off = teeny__off(dw);
     int R = g->B * g->OH * g->OW, Mk = g->Cig * g->KH * g->KW, numel = g->Cout * Mk;
-    cl_mem out = gp->z > 1 && !gp->cpu_launches ? scratch : dw->buf;
+    cl_mem out = gp->z > 1 && !gp->cpu_launches ? scratch : dw;
     int out_off = gp->z > 1 && !gp->cpu_launches ? 0 : dw_off, zstride = gp->z > 1 ? numel : 0;
     char opt[256];
     teeny_status st;
@@ -392,13 +391,13 @@ static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const con
     if (gp->cpu) { /* partials where the device's loop budget asks for them (gp->z > 1) */
         gemm_job j;
         teeny__conv_dw_job_make(g, &j);
-        j.src = x->buf;
+        j.src = x;
         j.src_off = x_off;
-        j.w = dy->buf;
+        j.w = dy;
         j.w_off = dy_off;
-        j.out = gp->cpu_launches ? dw->buf : out;
+        j.out = gp->cpu_launches ? dw : out;
         j.out_off = gp->cpu_launches ? dw_off : out_off;
-        j.bias = j.scale = j.shift = x->buf;
+        j.bias = j.scale = j.shift = x;
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         st = teeny__conv_cpu_gemm_run(ctx, tu, &j, opt, gp->cpu_launches ? 1 : gp->z, gp->r_chunk, zstride);
     } else if (gp->depthwise && conv_cpu_variant(ctx)) {
@@ -409,7 +408,7 @@ static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const con
         cl_int16 geo = dw_geometry(g);
         size_t global[3] = {(size_t)KHW, (size_t)g->Cout, (size_t)gp->z};
         size_t local[3] = {1, teeny__cpu_local(ctx, (size_t)KHW * (size_t)g->Cout), 1};
-        karg k[] = {KM(x->buf), KI(x_off), KM(dy->buf), KI(dy_off), KM(out),
+        karg k[] = {KM(x), KI(x_off), KM(dy), KI(dy_off), KM(out),
                     KI(out_off), KG(geo), KI(gp->r_chunk), KI(zstride)};
         st = run_kernel(ctx, opt, "dwconv_dw_cpu", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
     } else if (gp->depthwise) {
@@ -420,7 +419,7 @@ static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const con
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(g);
         size_t global[2] = {(size_t)tu->dw_wg * gp->z, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};
-        karg k[] = {KM(x->buf), KI(x_off), KM(dy->buf), KI(dy_off), KM(out),          KI(out_off),
+        karg k[] = {KM(x), KI(x_off), KM(dy), KI(dy_off), KM(out),          KI(out_off),
                     KI(zstride), KG(geo),  KI(R),       KI(gp->r_chunk), KI(rows3)};
         st = run_kernel(ctx, opt, "dwconv_dw", k, (int)(sizeof k / sizeof k[0]), 2, global, local);
     } else {
@@ -430,14 +429,14 @@ static teeny_status backward_dw(teeny_ctx *ctx, const conv_tuning *tu, const con
         size_t wg = (size_t)gemm_wg(t);
         size_t global[3] = {(size_t)cdiv(Mk, t->tm) * wg, (size_t)(cdiv(g->Cog, t->tn) * g->G), (size_t)gp->z};
         size_t local[3] = {wg, 1, 1};
-        karg k[] = {KM(x->buf), KI(x_off),  KM(dy->buf), KI(dy_off), KM(out),   KI(out_off), KI(zstride),
+        karg k[] = {KM(x), KI(x_off),  KM(dy), KI(dy_off), KM(out),   KI(out_off), KI(zstride),
                     KI(Mk),     KI(g->Cog), KI(g->Cig),  KI(g->KH),  KI(g->KW), KI(g->Cin),  KI(g->H),
                     KI(g->W),   KI(g->Cout), KI(g->OH),  KI(g->OW),  KI(g->sh), KI(g->sw),   KI(g->ph),
                     KI(g->pw),  KI(g->dh),  KI(g->dw),   KI(R),      KI(gp->r_chunk), KI(vec_out)};
         st = run_kernel(ctx, opt, "conv_gemm_dw", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
     }
     if (st == TEENY_OK && gp->z > 1 && !gp->cpu_launches)
-        st = reduce_parts(ctx, tu, opt, scratch, 0, numel, gp->z, dw->buf, dw_off);
+        st = reduce_parts(ctx, tu, opt, scratch, 0, numel, gp->z, dw, dw_off);
     return st;
 }
 
@@ -464,25 +463,32 @@ teeny_status teeny__conv2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
     conv_geom g = teeny__conv_geom_make(x, w, &a->attrs.conv2d);
     teeny_status st = conv_tf32_probe(ctx);
     const conv_tuning *tu = conv_tuning_of(ctx);
-    grad_plan gp;
+    grad_plan gp, wino_gp;
     cl_mem scratch = NULL;
+    int wino_dw = 0;
 
     int n_pack[2] = {g.Cig, g.Cog};
 
     /* every plan before the first launch: one unit of every GEMM fits the
-     * device's loop budget (conv2d_loops.c), the gradient splits */
+     * device's loop budget (conv2d_loops.c), the gradient splits (the
+     * Winograd weight gradient's of its own GEMMs) */
     if (st == TEENY_OK)
         st = teeny__conv_loops_check(ctx, tu, n_pack, 2);
+    if (st == TEENY_OK && dw)
+        st = teeny__conv_wino_dw_plan(ctx, tu, &g, &wino_gp, &wino_dw);
     if (st == TEENY_OK && (dw || db))
-        st = teeny__conv_grad_plan_make(ctx, tu, &g, dw != NULL, db != NULL, &gp);
+        st = teeny__conv_grad_plan_make(ctx, tu, &g, dw && !wino_dw, db != NULL, &gp);
     if (st == TEENY_OK && dx)
         st = backward_dx(ctx, tu, &g, w, dy, dx);
     if (st != TEENY_OK || (!dw && !db))
         return st;
     if (gp.dw_elems + gp.db_elems > 0)
         st = teeny__scratch(ctx, (size_t)(gp.dw_elems + gp.db_elems) * sizeof(float), &scratch);
-    if (st == TEENY_OK && dw)
-        st = backward_dw(ctx, tu, &g, &gp, x, dy, dw, scratch);
+    if (st == TEENY_OK && dw && wino_dw)
+        st = teeny__conv_wino_dw(ctx, tu, &g, &wino_gp, x, dy, dw);
+    else if (st == TEENY_OK && dw)
+        st = teeny__conv_dw_run(ctx, tu, &g, &gp, x->buf, teeny__off(x), dy->buf, teeny__off(dy), dw->buf,
+                                teeny__off(dw), scratch);
     if (st == TEENY_OK && db)
         st = backward_db(ctx, tu, &g, &gp, dy, db, scratch, (int)gp.dw_elems);
     return st;

@@ -201,20 +201,34 @@ teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, con
 void teeny__conv_dw_job_make(const conv_geom *g, gemm_job *j);
 teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int want_dw,
                                         int want_db, grad_plan *gp);
+/* The weight gradient's launches as gp plans them (conv2d_exec.c):
+ * dw [Cout][Cig][KH][KW] at element dw_off of buffer dw, from x and dy at
+ * theirs, gp->dw_elems floats of partials in scratch. */
+teeny_status teeny__conv_dw_run(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const grad_plan *gp,
+                                cl_mem x, int x_off, cl_mem dy, int dy_off, cl_mem dw, int dw_off, cl_mem scratch);
 
 /* ---- Winograd F(2x2, 3x3) (conv2d_wino.c) ---- */
 
-/* For g's forward (dx 0) or input gradient (dx 1): the images per pass,
- * 0 where Winograd does not apply (conv2d_wino.c says when). Called once
- * per pass that then takes it (the test hook counts). */
-int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int dx);
-/* The passes, `batch` images each (from teeny__conv_wino_plan). */
+enum { TEENY__WINO_FWD, TEENY__WINO_DX, TEENY__WINO_DW }; /* the passes it computes */
 
+/* For g's pass (TEENY__WINO_*): the images per pass, 0 where Winograd
+ * does not apply (conv2d_wino.c says when); the weight gradient takes all
+ * B in one pass or none. Called once per pass that then takes it (the
+ * test hook counts). */
+int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int pass);
+/* The passes, `batch` images each (from teeny__conv_wino_plan). */
 teeny_status teeny__conv_wino_forward(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int batch,
                                       const teeny_tensor *x, const teeny_tensor *w, teeny_tensor *y,
                                       const dw_epilogue *e);
 teeny_status teeny__conv_wino_dx(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int batch,
                                  const teeny_tensor *w, const teeny_tensor *dy, teeny_tensor *dx);
+/* The weight gradient's plan, before any launch: *on whether it takes
+ * Winograd, and then gp, the split of its 16 GEMMs (a grouped 1x1 weight
+ * gradient); then its launches, dw written whole. */
+teeny_status teeny__conv_wino_dw_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, grad_plan *gp,
+                                      int *on);
+teeny_status teeny__conv_wino_dw(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const grad_plan *gp,
+                                 const teeny_tensor *x, const teeny_tensor *dy, teeny_tensor *dw);
 
 /* ---- loop budget (conv2d_loops.c) ---- */
 

@@ -7,10 +7,15 @@
  * as one grouped 1x1 convolution through conv2d_plan.c's GEMM launches
  * (teeny__conv_gemm_run: conv_gemm_1x1 on GPUs, conv_gemm_cpu on CPUs):
  * 16 groups of I input and O output channels over a 1 x Tp "image".
+ * The weight gradient runs the adjoints: V of x as in the forward, dM of
+ * dy (wino_dy), the 16 GEMMs dU_e[O][I] = dM_e V_e^T as that grouped 1x1
+ * convolution's weight gradient (conv2d_exec.c's teeny__conv_dw_run:
+ * split over the tiles, partials summed in a fixed order), then
+ * dw = G^T dU G (wino_weights_grad).
  * Whether a pass takes this path, and how many images per pass, is
  * teeny__conv_wino_plan's call (below, with its test hooks; the forward
- * and backward in conv2d_exec.c ask it). U, V and M are workspace
- * buffers from teeny__scratch.
+ * and backward in conv2d_exec.c ask it). U, V, M, dM, dU and the
+ * partials are workspace buffers from teeny__scratch.
  */
 #include "conv2d_internal.h"
 
@@ -40,7 +45,9 @@ int teeny__conv2d_debug_wino_count(void)
 }
 
 /* The route: Winograd where the profile asks for it
- * (tu->wino, fp32 tunings only), a 3x3, stride-1, dilation-1, ungrouped
+ * (tu->wino for the forward and input gradient; for the weight gradient
+ * tu->wino_dw, the fewest channels each way it takes; fp32 tunings
+ * only), a 3x3, stride-1, dilation-1, ungrouped
  * convolution with pads of at most 2 (the input gradient's are 2 - pad)
  * and at least WINO_MIN_CHANNELS channels each way, with WINO_MIN_TILES
  * 2x2 output tiles or more: fewer leave the 16 GEMMs too few work-groups
@@ -48,20 +55,22 @@ int teeny__conv2d_debug_wino_count(void)
  * + (I + O) * tiles) floats) stays under WINO_SCRATCH_MAX bytes and the
  * device's largest buffer (all three in one sum, so each does too): the
  * images go in passes of as many as fit, and where one image does not,
- * the GEMM path takes the convolution. */
+ * the GEMM path takes the convolution. The weight gradient sums over every
+ * image, so it takes one pass of all of them or the GEMM path. */
 #define WINO_MIN_CHANNELS 16
 #define WINO_MIN_TILES 1024
 #define WINO_SCRATCH_MAX ((int64_t)256 << 20)
 
-int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int dx)
+int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int pass)
 {
     if (g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->G != 1 ||
         g->ph > 2 || g->pw > 2 || tu->tf32 || wino_mode < 0)
         return 0;
-    int forced = wino_mode > 0;
+    int forced = wino_mode > 0, dx = pass == TEENY__WINO_DX;
     int64_t I = dx ? g->Cout : g->Cin, O = dx ? g->Cin : g->Cout;
     int64_t tiles = cdiv(dx ? g->H : g->OH, 2) * cdiv(dx ? g->W : g->OW, 2);
-    if (!forced && (!tu->wino || I < WINO_MIN_CHANNELS || O < WINO_MIN_CHANNELS || g->B * tiles < WINO_MIN_TILES))
+    int64_t least = pass == TEENY__WINO_DW ? tu->wino_dw : tu->wino ? WINO_MIN_CHANNELS : 0;
+    if (!forced && (!least || I < least || O < least || g->B * tiles < WINO_MIN_TILES))
         return 0;
     int64_t cap = wino_cap > 0 ? wino_cap : WINO_SCRATCH_MAX;
     if (cap > (int64_t)ctx->info.max_alloc_bytes)
@@ -69,10 +78,10 @@ int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const con
     cap /= (int64_t)sizeof(float);
     if (cap > INT32_MAX / 2)
         cap = INT32_MAX / 2;
-    /* per pass: U, then V and M with their tile rows padded by up to 3 */
+    /* per pass: U (dU), then V and M (dM) with their tile rows padded by up to 3 */
     int64_t fixed = 16 * I * O + 16 * (I + O) * 3, per_image = 16 * (I + O) * tiles;
     int64_t batch = cap > fixed ? (cap - fixed) / per_image : 0;
-    if (batch < 1)
+    if (batch < 1 || (pass == TEENY__WINO_DW && batch < g->B))
         return 0;
     wino_taken++;
     return (int)(batch < g->B ? batch : g->B);
@@ -197,4 +206,56 @@ teeny_status teeny__conv_wino_dx(teeny_ctx *ctx, const conv_tuning *tu, const co
                    g->B, g->Cout, g->OH, g->OW, g->Cin, g->H, g->W, 2 - g->ph, 2 - g->pw, 1,
                    {dy->buf, dy->buf, dy->buf, 0, 0, 0, 0, TEENY_ACT_NONE}};
     return wino_run(ctx, tu, &c, batch);
+}
+
+/* The weight gradient's 16 GEMMs as the weight gradient of a grouped 1x1
+ * convolution: x = V [1, 16 I, 1, Tp], dy = dM [1, 16 O, 1, Tp], 16
+ * groups, out dU [16 O][I][1][1] = U's layout. */
+static conv_geom wino_dw_geom(const conv_geom *g)
+{
+    const int T = g->B * (int)(cdiv(g->OH, 2) * cdiv(g->OW, 2)), Tp = (int)cdiv(T, 4) * 4;
+    conv_geom w = {1, 16 * g->Cin, 1, Tp, 16 * g->Cout, 1, 1, 1, Tp, 16, g->Cin, g->Cout, 1, 1, 0, 0, 1, 1};
+    return w;
+}
+
+teeny_status teeny__conv_wino_dw_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, grad_plan *gp,
+                                      int *on)
+{
+    *on = teeny__conv_wino_plan(ctx, tu, g, TEENY__WINO_DW) > 0;
+    if (!*on)
+        return TEENY_OK;
+    conv_geom w = wino_dw_geom(g);
+    return teeny__conv_grad_plan_make(ctx, tu, &w, 1, 0, gp);
+}
+
+teeny_status teeny__conv_wino_dw(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const grad_plan *gp,
+                                 const teeny_tensor *x, const teeny_tensor *dy, teeny_tensor *dw)
+{
+    const conv_geom w = wino_dw_geom(g);
+    const int TH = (g->OH + 1) / 2, TW = (g->OW + 1) / 2, T = g->B * TH * TW, Tp = w.W, I = g->Cin, O = g->Cout;
+    /* V, dM, dU, the partials (teeny__conv_wino_plan kept the first three within int32 offsets) */
+    const size_t floats[4] = {(size_t)16 * I * Tp, (size_t)16 * O * Tp, (size_t)16 * O * I, (size_t)gp->dw_elems};
+    cl_mem buf[4] = {NULL, NULL, NULL, NULL};
+    teeny_status st = TEENY_OK;
+    for (int i = 0; i < 4 && st == TEENY_OK; i++)
+        st = teeny__scratch(ctx, floats[i] * sizeof(float), &buf[i]);
+    int zero = 0, x_off = teeny__off(x), dy_off = teeny__off(dy);
+    karg ki[] = {KM(x->buf), KI(x_off), KI(I),  KI(g->H),  KI(g->W),  KI(g->ph), KI(g->pw),
+                 KI(TH),     KI(TW),    KI(T),  KM(buf[0]), KI(zero), KI(Tp)};
+    if (st == TEENY_OK)
+        st = wino_launch(ctx, tu, "wino_input", ki, (int)(sizeof ki / sizeof ki[0]), Tp, I);
+    karg kd[] = {KM(dy->buf), KI(dy_off), KI(O),  KI(g->OH),  KI(g->OW), KI(TH),
+                 KI(TW),      KI(T),      KM(buf[1]), KI(zero), KI(Tp)};
+    if (st == TEENY_OK)
+        st = wino_launch(ctx, tu, "wino_dy", kd, (int)(sizeof kd / sizeof kd[0]), Tp, O);
+    if (st == TEENY_OK)
+        st = teeny__conv_dw_run(ctx, tu, &w, gp, buf[0], 0, buf[1], 0, buf[2], 0, buf[3]);
+    int dw_off = teeny__off(dw);
+    karg kw[] = {KM(buf[2]), KI(zero), KI(O), KI(I), KM(dw->buf), KI(dw_off)};
+    if (st == TEENY_OK)
+        st = wino_launch(ctx, tu, "wino_weights_grad", kw, (int)(sizeof kw / sizeof kw[0]), I, O);
+    for (int i = 0; i < 4; i++)
+        if (buf[i])
+            teeny__scratch_give(ctx, buf[i]);
+    return st;
 }

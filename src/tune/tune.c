@@ -34,6 +34,10 @@
  *                         to the kernels' constraints (check_conv_tile)
  *   TEENY_CONV_TF32_TILE  the same for the tf32 GEMMs (where the row has
  *                         tf32 tiles), also held to the tf32 micro-kernel's
+ *                         constraints
+ *   TEENY_CONV_WINO_DW    0..65536: the fp32 conv tuning's wino_dw (0: no
+ *                         Winograd weight gradients, else the fewest
+ *                         channels each way that take one)
  * A value that is not a decimal integer in range, a tile the kernels
  * cannot take, or a TEENY_TUNING that names no row, fails the context's
  * creation with TEENY_ERR_ARG.
@@ -127,6 +131,8 @@ static void apply(teeny_ctx *ctx, const teeny__profile *row)
         t->conv.n_tiles = 1;
         t->conv.tiles[0] = t->conv_env;
     }
+    if (t->conv_wino_dw_env >= 0)
+        t->conv.wino_dw = t->conv_wino_dw_env;
     t->conv_tf32 = row->conv_tf32;
     if (row->conv_tf32.n_tiles > 0 && t->conv_tf32_env.tm > 0) {
         t->conv_tf32.n_tiles = 1;
@@ -275,6 +281,9 @@ teeny_status teeny__tune_init(teeny_ctx *ctx)
         st = read_conv_tile_env("TEENY_CONV_TILE", 0, &ctx->tune.conv_env);
     if (st == TEENY_OK)
         st = read_conv_tile_env("TEENY_CONV_TF32_TILE", 1, &ctx->tune.conv_tf32_env);
+    ctx->tune.conv_wino_dw_env = -1;
+    if (st == TEENY_OK)
+        st = env_int_strict("TEENY_CONV_WINO_DW", 0, 65536, &ctx->tune.conv_wino_dw_env);
     if (st == TEENY_OK)
         st = pick_row(ctx, &row);
     if (st != TEENY_OK)

@@ -74,6 +74,8 @@ typedef struct {
     int wino;                  /* 1: 3x3 stride-1 dense convolutions (forward, input gradient) by Winograd
                                 * F(2x2, 3x3) where conv2d_wino.c's teeny__conv_wino_plan finds them large
                                 * enough (fp32 tunings only: never with tf32) */
+    int wino_dw;               /* > 0: the weight gradients of those convolutions by Winograd too, where
+                                * both channel counts are at least this (fp32 tunings only) */
     int tf32;                  /* the GEMMs' tf32 tensor-core micro-kernel (-DTEENY_TF32=1): each tile
                                 * also needs tm % (4 wm) == 0, tn % (8 wn) == 0, tk % 8 == 0 */
     int dx_cols;               /* > 0: input gradients with at most 4 input channels per group by
@@ -150,6 +152,7 @@ typedef struct {
     teeny__conv_tune conv_tf32;      /* the profile's, its tiles replaced by TEENY_CONV_TF32_TILE's one */
     teeny__gemm_tile conv_env;       /* TEENY_CONV_TILE (tm 0: not set) */
     teeny__gemm_tile conv_tf32_env;  /* TEENY_CONV_TF32_TILE (tm 0: not set) */
+    int conv_wino_dw_env;            /* TEENY_CONV_WINO_DW (-1: not set) */
 } teeny__tune;
 
 /* Match ctx->caps against the rows, read TEENY_TUNING and TEENY_ATTN_*
