@@ -23,6 +23,15 @@
  * tile t = (b*TH + ty)*TW + tx covers outputs (2ty.., 2tx..), TH x TW =
  * ceil(OH/2) x ceil(OW/2) per image, T tiles in all, Tp >= T a multiple of
  * 4 (the GEMM's float4 loads along t); V's columns past T are zero.
+ * F(4x4, 3x3) (the wino4_* kernels, the forward and input gradient where
+ * the profile asks for it) is the same with 4x4 output tiles from 6x6
+ * input tiles, 36 GEMMs, 4x fewer multiply-adds than the direct sum:
+ *   G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6;
+ *        1/24 -1/12 1/6; 0 0 1],
+ *   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;
+ *          0 2 -1 -2 1 0; 0 4 0 -5 0 1],
+ *   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1],
+ * U [36][O][I], V [36][I][Tp], M [36][O][Tp], tiles of 4x4 outputs.
  * Every element is computed by one item in a fixed order: no atomics, the
  * same bits every run. No local memory, no barriers: any work-group size.
  */
@@ -203,4 +212,135 @@ __kernel void wino_weights_grad(__global const float *restrict du, int du_off, i
         dw[base + 3 * r + 1] = 0.5f * (b - c);
         dw[base + 3 * r + 2] = 0.5f * (b + c) + e;
     }
+}
+
+/* ---- F(4x4, 3x3) ---- */
+
+/* The 1-D maps of F(4, 3): v = B^T d (6 from 6), u = G g (6 from 3),
+ * y = A^T m (4 from 6), each over elements s apart in a[] from a[0]. */
+TEENY_INLINE void wino4_bt(float *v, int vs, const float *d, int ds)
+{
+    const float d0 = d[0], d1 = d[ds], d2 = d[2 * ds], d3 = d[3 * ds], d4 = d[4 * ds], d5 = d[5 * ds];
+    v[0] = 4.0f * d0 - 5.0f * d2 + d4;
+    v[vs] = d3 + d4 - 4.0f * (d1 + d2);
+    v[2 * vs] = d4 - d3 + 4.0f * (d1 - d2);
+    v[3 * vs] = d4 - d2 + 2.0f * (d3 - d1);
+    v[4 * vs] = d4 - d2 + 2.0f * (d1 - d3);
+    v[5 * vs] = 4.0f * d1 - 5.0f * d3 + d5;
+}
+
+TEENY_INLINE void wino4_g(float *u, int us, const float *g, int gs)
+{
+    const float g0 = g[0], g1 = g[gs], g2 = g[2 * gs];
+    const float even = g0 + g2, even24 = g0 * (1.0f / 24.0f) + g2 * (1.0f / 6.0f), odd12 = g1 * (1.0f / 12.0f);
+    u[0] = 0.25f * g0;
+    u[us] = (even + g1) * (-1.0f / 6.0f);
+    u[2 * us] = (even - g1) * (-1.0f / 6.0f);
+    u[3 * us] = even24 + odd12;
+    u[4 * us] = even24 - odd12;
+    u[5 * us] = g2;
+}
+
+TEENY_INLINE void wino4_at(float *y, int ys, const float *m, int ms)
+{
+    const float m0 = m[0], m1 = m[ms], m2 = m[2 * ms], m3 = m[3 * ms], m4 = m[4 * ms], m5 = m[5 * ms];
+    const float s12 = m1 + m2, d12 = m1 - m2, s34 = m3 + m4, d34 = m3 - m4;
+    y[0] = m0 + s12 + s34;
+    y[ys] = d12 + 2.0f * d34;
+    y[2 * ys] = s12 + 4.0f * s34;
+    y[3 * ys] = d12 + 8.0f * d34 + m5;
+}
+
+/* U[e][o][i] = (G g G^T)[e], as wino_weights (flip: the input gradient's
+ * filters). Grid (I, O). */
+__kernel void wino4_weights(__global const float *restrict w, int w_off, int O, int I, int flip,
+                            __global float *restrict u, int u_off)
+{
+    const int i = get_global_id(0), o = get_global_id(1);
+    if (i >= I || o >= O)
+        return;
+    const int base = w_off + (flip ? i * O + o : o * I + i) * 9;
+    float g[9], t[18], r[36];
+    TEENY_UNROLL
+    for (int k = 0; k < 9; k++)
+        g[k] = w[base + (flip ? 8 - k : k)];
+    TEENY_UNROLL
+    for (int s = 0; s < 3; s++) /* G g: 6 x 3, column s */
+        wino4_g(t + s, 3, g + s, 3);
+    TEENY_UNROLL
+    for (int a = 0; a < 6; a++) /* (G g) G^T: 6 x 6, row a */
+        wino4_g(r + 6 * a, 1, t + 3 * a, 1);
+    const int at = u_off + o * I + i, step = O * I;
+    TEENY_UNROLL
+    for (int e = 0; e < 36; e++)
+        u[at + e * step] = r[e];
+}
+
+/* V[e][c][t] = (B^T d B)[e] of tile t's 6x6 input patch of channel c,
+ * rows 4ty - pad_h .. +5, columns 4tx - pad_w .. +5 (zero outside the
+ * image, and for t >= T). Grid (Tp, I). */
+__kernel void wino4_input(__global const float *restrict x, int x_off, int I, int H, int W, int pad_h, int pad_w,
+                          int TH, int TW, int T, __global float *restrict v, int v_off, int Tp)
+{
+    const int t = get_global_id(0), c = get_global_id(1);
+    if (t >= Tp || c >= I)
+        return;
+    float d[36], e[36];
+    if (t < T) {
+        const int b = t / (TH * TW), r = t - b * TH * TW, ty = r / TW, tx = r - ty * TW;
+        const int h0 = 4 * ty - pad_h, w0 = 4 * tx - pad_w, base = x_off + (b * I + c) * H * W;
+        TEENY_UNROLL
+        for (int i = 0; i < 6; i++)
+            TEENY_UNROLL
+            for (int j = 0; j < 6; j++) {
+                int h = h0 + i, ww = w0 + j;
+                d[6 * i + j] = (uint)h < (uint)H && (uint)ww < (uint)W ? x[base + h * W + ww] : 0.0f;
+            }
+    } else {
+        TEENY_UNROLL
+        for (int k = 0; k < 36; k++)
+            d[k] = 0.0f;
+    }
+    TEENY_UNROLL
+    for (int j = 0; j < 6; j++) /* B^T d, column j */
+        wino4_bt(e + j, 6, d + j, 6);
+    TEENY_UNROLL
+    for (int i = 0; i < 6; i++) /* (B^T d) B, row i */
+        wino4_bt(d + 6 * i, 1, e + 6 * i, 1);
+    const int at = v_off + c * Tp + t, step = I * Tp;
+    TEENY_UNROLL
+    for (int k = 0; k < 36; k++)
+        v[at + k * step] = d[k];
+}
+
+/* out[b][o][4ty + i][4tx + j] = act((A^T M A)[i][j] * sc + sh), the
+ * outputs inside OH x OW only, as wino_output. Grid (T, O). */
+__kernel void wino4_output(__global const float *restrict m, int m_off, int Tp, int O, int TH, int TW, int T,
+                           __global float *restrict out, int out_off, int OH, int OW, __global const float *bias,
+                           int bias_off, __global const float *scale, int scale_off, __global const float *shift,
+                           int shift_off, int epi, int act)
+{
+    const int t = get_global_id(0), o = get_global_id(1);
+    if (t >= T || o >= O)
+        return;
+    float a[36], r[24], y[16];
+    const int step = O * Tp;
+    TEENY_UNROLL
+    for (int k = 0; k < 36; k++)
+        a[k] = m[m_off + k * step + o * Tp + t];
+    TEENY_UNROLL
+    for (int j = 0; j < 6; j++) /* A^T a: 4 x 6, column j */
+        wino4_at(r + j, 6, a + j, 6);
+    TEENY_UNROLL
+    for (int i = 0; i < 4; i++) /* (A^T a) A, row i */
+        wino4_at(y + 4 * i, 1, r + 6 * i, 1);
+    const float2 f = conv_epilogue(epi, o, bias, bias_off, scale, scale_off, shift, shift_off);
+    const int b = t / (TH * TW), q = t - b * TH * TW, ty = q / TW, tx = q - ty * TW;
+    const int oh = 4 * ty, ow = 4 * tx, base = out_off + (b * O + o) * OH * OW + oh * OW + ow;
+    TEENY_UNROLL
+    for (int i = 0; i < 4; i++)
+        TEENY_UNROLL
+        for (int j = 0; j < 4; j++)
+            if (oh + i < OH && ow + j < OW)
+                out[base + i * OW + j] = conv_act(act, y[4 * i + j] * f.x + f.y);
 }

@@ -80,9 +80,12 @@ START_TEST(test_tune_rows)
         const teeny__conv_tune *t32 = &p->conv_tf32;
         ck_assert_msg(!c->tf32 && (t32->n_tiles == 0 || (t32->tf32 && t32->cpu_rows == 0)),
                       "%s: tf32 tunings (only conv_tf32, never with the CPU GEMM)", p->name);
-        /* Winograd (conv2d_plan.c) is a flag, and an fp32 path only: tf32 convolutions keep the GEMMs */
-        ck_assert_msg((c->wino == 0 || c->wino == 1) && t32->wino == 0, "%s: conv2d wino %d, tf32 wino %d", p->name,
-                      c->wino, t32->wino);
+        /* Winograd (conv2d_wino.c): 0, or its tiles' side 2 or 4, and an fp32 path only: tf32 convolutions
+         * keep the GEMMs */
+        ck_assert_msg((c->wino == 0 || c->wino == 2 || c->wino == 4) && t32->wino == 0 && t32->wino_dw == 0 &&
+                          c->wino_dw >= 0,
+                      "%s: conv2d wino %d (weight gradient %d), tf32 wino %d (%d)", p->name, c->wino, c->wino_dw,
+                      t32->wino, t32->wino_dw);
         for (int t = 0; t < t32->n_tiles; t++) {
             check_tile(p->name, &t32->tiles[t], 1);
         }
@@ -168,7 +171,8 @@ END_TEST
 static const char *const ENV_VARS[] = {"TEENY_TUNING",       "TEENY_ATTN_NT",      "TEENY_ATTN_RM",
                                        "TEENY_ATTN_BN",      "TEENY_ATTN_FIT",     "TEENY_ATTN_TF32_W",
                                        "TEENY_ATTN_TF32_BN", "TEENY_ATTN_TF32_X3", "TEENY_ATTN_TF32_PF",
-                                       "TEENY_CONV_TILE",    "TEENY_CONV_TF32_TILE", "TEENY_CONV_WINO_DW"};
+                                       "TEENY_CONV_TILE",    "TEENY_CONV_TF32_TILE", "TEENY_CONV_WINO_DW",
+                                       "TEENY_CONV_WINO"};
 #define N_ENV ((int)(sizeof ENV_VARS / sizeof ENV_VARS[0]))
 static char *env_saved[N_ENV];
 
@@ -220,7 +224,8 @@ START_TEST(test_tune_env_rejected)
         {"TEENY_CONV_TF32_TILE", "64,16,16,4,4"}, /* fits fp32 (the profiles' smallest), not a warp's 8 wn columns */
         {"TEENY_CONV_TF32_TILE", "64,32,12,8,4"},
         {"TEENY_CONV_WINO_DW", "-1"}, {"TEENY_CONV_WINO_DW", "65537"}, {"TEENY_CONV_WINO_DW", "all"},
-        {"TEENY_CONV_WINO_DW", ""},
+        {"TEENY_CONV_WINO_DW", ""}, {"TEENY_CONV_WINO", "1"}, {"TEENY_CONV_WINO", "3"},
+        {"TEENY_CONV_WINO", "5"}, {"TEENY_CONV_WINO", "-2"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         static char sentinel;
@@ -325,19 +330,20 @@ START_TEST(test_tune_env_accepted)
     unsetenv("TEENY_CONV_TILE");
     unsetenv("TEENY_CONV_TF32_TILE");
 
-    /* the Winograd weight gradients' channel threshold, every row's fp32 tuning */
-    for (int v = 0; v < 2; v++) {
-        setenv("TEENY_CONV_WINO_DW", v ? "64" : "0", 1);
+    /* the Winograd weight gradients' channel threshold and the forward's tiles, every row's fp32 tuning */
+    for (int v = 0; v < 3; v++) {
+        setenv(v < 2 ? "TEENY_CONV_WINO_DW" : "TEENY_CONV_WINO", v == 1 ? "64" : v == 2 ? "4" : "0", 1);
         TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
         for (int i = -1; i < teeny__tune_count(); i++) {
             if (i >= 0)
                 TH_OK(ctx, teeny__tune_force(ctx, i));
-            ck_assert_int_eq(ctx->tune.conv.wino_dw, v ? 64 : 0);
-            ck_assert_int_eq(ctx->tune.conv.wino, ctx->tune.profile->conv.wino); /* the rest is the row's */
+            const teeny__conv_tune *row = &ctx->tune.profile->conv;
+            ck_assert_int_eq(ctx->tune.conv.wino_dw, v == 2 ? row->wino_dw : v ? 64 : 0);
+            ck_assert_int_eq(ctx->tune.conv.wino, v == 2 ? 4 : row->wino); /* the rest is the row's */
         }
         teeny_ctx_destroy(ctx);
+        unsetenv(v < 2 ? "TEENY_CONV_WINO_DW" : "TEENY_CONV_WINO");
     }
-    unsetenv("TEENY_CONV_WINO_DW");
     TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
     ck_assert_int_eq(ctx->tune.conv.n_tiles, ctx->tune.profile->conv.n_tiles);
     ck_assert_int_eq(ctx->tune.conv.tiles[0].tm, ctx->tune.profile->conv.tiles[0].tm);

@@ -1,13 +1,14 @@
 /*
  * conv2d_wino.c -- 3x3, stride-1, dense convolutions by Winograd
- * F(2x2, 3x3): the forward (with its fused epilogue) and the input
- * gradient, both as out = conv(in, filters) through the three transforms
- * of cl/winograd.cl (its banner has the algebra and the layouts of U, V,
- * M) and, between them, the 16 GEMMs M_e[O][Tp] = U_e[O][I] V_e[I][Tp]
- * as one grouped 1x1 convolution through conv2d_plan.c's GEMM launches
+ * F(2x2, 3x3) or F(4x4, 3x3): the forward (with its fused epilogue) and
+ * the input gradient, both as out = conv(in, filters) through the three
+ * transforms of cl/winograd.cl (its banner has the algebra and the
+ * layouts of U, V, M) and, between them, the n_e = 16 (F(2x2)) or 36
+ * (F(4x4)) GEMMs M_e[O][Tp] = U_e[O][I] V_e[I][Tp] as one grouped 1x1
+ * convolution through conv2d_plan.c's GEMM launches
  * (teeny__conv_gemm_run: conv_gemm_1x1 on GPUs, conv_gemm_cpu on CPUs):
- * 16 groups of I input and O output channels over a 1 x Tp "image".
- * The weight gradient runs the adjoints: V of x as in the forward, dM of
+ * n_e groups of I input and O output channels over a 1 x Tp "image".
+ * The weight gradient (F(2x2, 3x3) only) runs the adjoints: V of x as in the forward, dM of
  * dy (wino_dy), the 16 GEMMs dU_e[O][I] = dM_e V_e^T as that grouped 1x1
  * convolution's weight gradient (conv2d_exec.c's teeny__conv_dw_run:
  * split over the tiles, partials summed in a fixed order), then
@@ -45,14 +46,15 @@ int teeny__conv2d_debug_wino_count(void)
 }
 
 /* The route: Winograd where the profile asks for it
- * (tu->wino for the forward and input gradient; for the weight gradient
- * tu->wino_dw, the fewest channels each way it takes; fp32 tunings
- * only), a 3x3, stride-1, dilation-1, ungrouped
+ * (tu->wino for the forward and input gradient, 2 or 4 its tiles' side;
+ * for the weight gradient tu->wino_dw, the fewest channels each way it
+ * takes; fp32 tunings only; forced, the profile's tiles or 2x2), a 3x3,
+ * stride-1, dilation-1, ungrouped
  * convolution with pads of at most 2 (the input gradient's are 2 - pad)
  * and at least WINO_MIN_CHANNELS channels each way, with WINO_MIN_TILES
- * 2x2 output tiles or more: fewer leave the 16 GEMMs too few work-groups
- * to fill a GPU (a guess, not measured). Its workspace (U, V, M: 16 x (I*O
- * + (I + O) * tiles) floats) stays under WINO_SCRATCH_MAX bytes and the
+ * 2x2 output tiles' worth of outputs or more: fewer leave the GEMMs too
+ * few work-groups to fill a GPU (a guess, not measured). Its workspace
+ * (U, V, M: n_e x (I*O + (I + O) * tiles) floats) stays under WINO_SCRATCH_MAX bytes and the
  * device's largest buffer (all three in one sum, so each does too): the
  * images go in passes of as many as fit, and where one image does not,
  * the GEMM path takes the convolution. The weight gradient sums over every
@@ -61,16 +63,22 @@ int teeny__conv2d_debug_wino_count(void)
 #define WINO_MIN_TILES 1024
 #define WINO_SCRATCH_MAX ((int64_t)256 << 20)
 
+/* The output tiles' side m of pass: 4, F(4x4, 3x3), where the profile's
+ * wino is 4 (not for the weight gradient), else 2; (m + 2)^2 GEMMs. */
+static int wino_m(const conv_tuning *tu, int pass)
+{
+    return pass != TEENY__WINO_DW && tu->wino == 4 ? 4 : 2;
+}
+
 int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int pass)
 {
     if (g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->G != 1 ||
         g->ph > 2 || g->pw > 2 || tu->tf32 || wino_mode < 0)
         return 0;
-    int forced = wino_mode > 0, dx = pass == TEENY__WINO_DX;
-    int64_t I = dx ? g->Cout : g->Cin, O = dx ? g->Cin : g->Cout;
-    int64_t tiles = cdiv(dx ? g->H : g->OH, 2) * cdiv(dx ? g->W : g->OW, 2);
+    int forced = wino_mode > 0, dx = pass == TEENY__WINO_DX, m = wino_m(tu, pass), n_e = (m + 2) * (m + 2);
+    int64_t I = dx ? g->Cout : g->Cin, O = dx ? g->Cin : g->Cout, OH = dx ? g->H : g->OH, OW = dx ? g->W : g->OW;
     int64_t least = pass == TEENY__WINO_DW ? tu->wino_dw : tu->wino ? WINO_MIN_CHANNELS : 0;
-    if (!forced && (!least || I < least || O < least || g->B * tiles < WINO_MIN_TILES))
+    if (!forced && (!least || I < least || O < least || g->B * cdiv(OH, 2) * cdiv(OW, 2) < WINO_MIN_TILES))
         return 0;
     int64_t cap = wino_cap > 0 ? wino_cap : WINO_SCRATCH_MAX;
     if (cap > (int64_t)ctx->info.max_alloc_bytes)
@@ -79,7 +87,7 @@ int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const con
     if (cap > INT32_MAX / 2)
         cap = INT32_MAX / 2;
     /* per pass: U (dU), then V and M (dM) with their tile rows padded by up to 3 */
-    int64_t fixed = 16 * I * O + 16 * (I + O) * 3, per_image = 16 * (I + O) * tiles;
+    int64_t fixed = n_e * I * O + n_e * (I + O) * 3, per_image = n_e * (I + O) * cdiv(OH, m) * cdiv(OW, m);
     int64_t batch = cap > fixed ? (cap - fixed) / per_image : 0;
     if (batch < 1 || (pass == TEENY__WINO_DW && batch < g->B))
         return 0;
@@ -115,9 +123,10 @@ static teeny_status wino_launch(teeny_ctx *ctx, const conv_tuning *tu, const cha
     return teeny__run_kernel(ctx, "winograd", "", name, a, n, 2, global, st == TEENY_OK ? local : NULL);
 }
 
-/* The 16 GEMMs of one pass over Tp tiles: group e reads V rows
+/* The n_e GEMMs of one pass over Tp tiles: group e reads V rows
  * e*I + c (stride Tp) and U_e [O][I], writes M rows e*O + o. */
-static teeny_status wino_gemms(teeny_ctx *ctx, const conv_tuning *tu, const wino_conv *c, const cl_mem *uvm, int Tp)
+static teeny_status wino_gemms(teeny_ctx *ctx, const conv_tuning *tu, const wino_conv *c, const cl_mem *uvm, int Tp,
+                               int n_e)
 {
     gemm_job j;
     memset(&j, 0, sizeof j);
@@ -126,12 +135,12 @@ static teeny_status wino_gemms(teeny_ctx *ctx, const conv_tuning *tu, const wino
     j.out = uvm[2];
     j.M = Tp;
     j.N = c->O;
-    j.G = 16;
+    j.G = n_e;
     j.P = 1;
     j.Q = Tp;
     j.Kc = c->I;
     j.Kh = j.Kw = 1;
-    j.src_bstride = 16 * c->I * Tp;
+    j.src_bstride = n_e * c->I * Tp;
     j.src_cstride = Tp;
     j.src_gstride = c->I * Tp;
     j.Hs = 1;
@@ -141,7 +150,7 @@ static teeny_status wino_gemms(teeny_ctx *ctx, const conv_tuning *tu, const wino
     j.w_nstride = c->I;
     j.w_cstride = 1;
     j.w_hstride = j.w_wstride = 1;
-    j.out_bstride = 16 * c->O * Tp;
+    j.out_bstride = n_e * c->O * Tp;
     j.out_nstride = Tp;
     j.out_hstride = Tp;
     j.out_wstride = 1;
@@ -153,10 +162,13 @@ static teeny_status wino_gemms(teeny_ctx *ctx, const conv_tuning *tu, const wino
 
 static teeny_status wino_run(teeny_ctx *ctx, const conv_tuning *tu, const wino_conv *c, int batch)
 {
-    const int TH = (c->OH + 1) / 2, TW = (c->OW + 1) / 2, per = TH * TW;
+    const int m = wino_m(tu, TEENY__WINO_FWD), n_e = (m + 2) * (m + 2);
+    const int TH = (c->OH + m - 1) / m, TW = (c->OW + m - 1) / m, per = TH * TW;
     const int Tp_max = (int)cdiv((int64_t)batch * per, 4) * 4;
+    const char *names[3] = {m == 4 ? "wino4_weights" : "wino_weights", m == 4 ? "wino4_input" : "wino_input",
+                            m == 4 ? "wino4_output" : "wino_output"};
     /* U, V, M (teeny__conv_wino_plan kept them within int32 offsets) */
-    const size_t floats[3] = {(size_t)16 * c->O * c->I, (size_t)16 * c->I * Tp_max, (size_t)16 * c->O * Tp_max};
+    const size_t floats[3] = {(size_t)n_e * c->O * c->I, (size_t)n_e * c->I * Tp_max, (size_t)n_e * c->O * Tp_max};
     cl_mem uvm[3] = {NULL, NULL, NULL};
     teeny_status st = TEENY_OK;
     for (int i = 0; i < 3 && st == TEENY_OK; i++)
@@ -164,22 +176,22 @@ static teeny_status wino_run(teeny_ctx *ctx, const conv_tuning *tu, const wino_c
     int zero = 0;
     karg kw[] = {KM(c->w), KI(c->w_off), KI(c->O), KI(c->I), KI(c->flip), KM(uvm[0]), KI(zero)};
     if (st == TEENY_OK)
-        st = wino_launch(ctx, tu, "wino_weights", kw, (int)(sizeof kw / sizeof kw[0]), c->I, c->O);
+        st = wino_launch(ctx, tu, names[0], kw, (int)(sizeof kw / sizeof kw[0]), c->I, c->O);
     for (int b0 = 0; b0 < c->B && st == TEENY_OK; b0 += batch) {
         int nb = c->B - b0 < batch ? c->B - b0 : batch, T = nb * per, Tp = (int)cdiv(T, 4) * 4;
         int in_off = c->in_off + b0 * c->I * c->H * c->W, out_off = c->out_off + b0 * c->O * c->OH * c->OW;
         karg ki[] = {KM(c->in), KI(in_off), KI(c->I), KI(c->H),   KI(c->W), KI(c->pad_h), KI(c->pad_w),
                      KI(TH),    KI(TW),     KI(T),    KM(uvm[1]), KI(zero), KI(Tp)};
-        st = wino_launch(ctx, tu, "wino_input", ki, (int)(sizeof ki / sizeof ki[0]), Tp, c->I);
+        st = wino_launch(ctx, tu, names[1], ki, (int)(sizeof ki / sizeof ki[0]), Tp, c->I);
         if (st == TEENY_OK)
-            st = wino_gemms(ctx, tu, c, uvm, Tp);
+            st = wino_gemms(ctx, tu, c, uvm, Tp, n_e);
         const dw_epilogue *e = &c->e;
         karg ko[] = {KM(uvm[2]),      KI(zero),     KI(Tp),          KI(c->O),     KI(TH),          KI(TW),
                      KI(T),           KM(c->out),   KI(out_off),     KI(c->OH),    KI(c->OW),       KM(e->bias),
                      KI(e->bias_off), KM(e->scale), KI(e->scale_off), KM(e->shift), KI(e->shift_off), KI(e->epi),
                      KI(e->act)};
         if (st == TEENY_OK)
-            st = wino_launch(ctx, tu, "wino_output", ko, (int)(sizeof ko / sizeof ko[0]), T, c->O);
+            st = wino_launch(ctx, tu, names[2], ko, (int)(sizeof ko / sizeof ko[0]), T, c->O);
     }
     for (int i = 0; i < 3; i++)
         if (uvm[i])

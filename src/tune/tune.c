@@ -35,6 +35,9 @@
  *   TEENY_CONV_TF32_TILE  the same for the tf32 GEMMs (where the row has
  *                         tf32 tiles), also held to the tf32 micro-kernel's
  *                         constraints
+ *   TEENY_CONV_WINO       0, 2 or 4: the fp32 conv tuning's wino (0: no
+ *                         Winograd forward or input gradients, 2:
+ *                         F(2x2, 3x3), 4: F(4x4, 3x3))
  *   TEENY_CONV_WINO_DW    0..65536: the fp32 conv tuning's wino_dw (0: no
  *                         Winograd weight gradients, else the fewest
  *                         channels each way that take one)
@@ -131,6 +134,8 @@ static void apply(teeny_ctx *ctx, const teeny__profile *row)
         t->conv.n_tiles = 1;
         t->conv.tiles[0] = t->conv_env;
     }
+    if (t->conv_wino_env >= 0)
+        t->conv.wino = t->conv_wino_env;
     if (t->conv_wino_dw_env >= 0)
         t->conv.wino_dw = t->conv_wino_dw_env;
     t->conv_tf32 = row->conv_tf32;
@@ -281,7 +286,11 @@ teeny_status teeny__tune_init(teeny_ctx *ctx)
         st = read_conv_tile_env("TEENY_CONV_TILE", 0, &ctx->tune.conv_env);
     if (st == TEENY_OK)
         st = read_conv_tile_env("TEENY_CONV_TF32_TILE", 1, &ctx->tune.conv_tf32_env);
-    ctx->tune.conv_wino_dw_env = -1;
+    ctx->tune.conv_wino_env = ctx->tune.conv_wino_dw_env = -1;
+    if (st == TEENY_OK)
+        st = env_int_strict("TEENY_CONV_WINO", 0, 4, &ctx->tune.conv_wino_env);
+    if (st == TEENY_OK && (ctx->tune.conv_wino_env == 1 || ctx->tune.conv_wino_env == 3))
+        st = teeny__error(NULL, TEENY_ERR_ARG, "TEENY_CONV_WINO=%d: it takes 0, 2 or 4", ctx->tune.conv_wino_env);
     if (st == TEENY_OK)
         st = env_int_strict("TEENY_CONV_WINO_DW", 0, 65536, &ctx->tune.conv_wino_dw_env);
     if (st == TEENY_OK)

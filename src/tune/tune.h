@@ -71,9 +71,10 @@ typedef struct {
     int cpu_rows;              /* > 0: GEMMs by conv_gemm_cpu, this many rows per item */
     int cpu_wg;                /* its work-group (items along m) */
     int cpu_nv;                /* its float16 column vectors per item (CPU_NV) */
-    int wino;                  /* 1: 3x3 stride-1 dense convolutions (forward, input gradient) by Winograd
-                                * F(2x2, 3x3) where conv2d_wino.c's teeny__conv_wino_plan finds them large
-                                * enough (fp32 tunings only: never with tf32) */
+    int wino;                  /* 2 or 4: 3x3 stride-1 dense convolutions (forward, input gradient) by
+                                * Winograd F(2x2, 3x3) or F(4x4, 3x3) where conv2d_wino.c's
+                                * teeny__conv_wino_plan finds them large enough (fp32 tunings only: never
+                                * with tf32); 0: not */
     int wino_dw;               /* > 0: the weight gradients of those convolutions by Winograd too, where
                                 * both channel counts are at least this (fp32 tunings only) */
     int tf32;                  /* the GEMMs' tf32 tensor-core micro-kernel (-DTEENY_TF32=1): each tile
@@ -152,6 +153,7 @@ typedef struct {
     teeny__conv_tune conv_tf32;      /* the profile's, its tiles replaced by TEENY_CONV_TF32_TILE's one */
     teeny__gemm_tile conv_env;       /* TEENY_CONV_TILE (tm 0: not set) */
     teeny__gemm_tile conv_tf32_env;  /* TEENY_CONV_TF32_TILE (tm 0: not set) */
+    int conv_wino_env;               /* TEENY_CONV_WINO (-1: not set) */
     int conv_wino_dw_env;            /* TEENY_CONV_WINO_DW (-1: not set) */
 } teeny__tune;
 
