@@ -191,22 +191,27 @@ END_TEST
 
 /* Under a workspace cap of one or two images a pass (B = 3: passes of 1,
  * or of 2 and 1) the offsets of every pass, the weight gradient on the
- * GEMM path; under a cap of three, all three passes; under a cap below
- * one image, the GEMM path. */
+ * GEMM path; under a cap of three F(2x2) images, all three passes; under
+ * a cap below one image, the GEMM path. For F(2x2, 3x3) and F(4x4, 3x3)
+ * (the weight gradient's F(2x2) then does not fit). */
 START_TEST(test_conv2d_wino_passes)
 {
     wino_case k = {3, 33, 16, 13, 9, 1, 1, 0, 0};
     ref_conv c = ref_of(&k, 1, 1, 1, 3);
-    /* floats of U and of one image's V and M: 16 (C K + (C + K) 7 x 5 tiles) */
-    int64_t u = 16 * 33 * 16, image = 16 * (33 + 16) * 35, pad = 16 * (33 + 16) * 3;
-    for (int per = 1; per <= 3; per++) {
+    for (int m = 2; m <= 4; m += 2) {
+        /* floats of U and of one image's V and M: n_e (C K + (C + K) tiles), 7 x 5 tiles or 4 x 3 */
+        int64_t n_e = (m + 2) * (m + 2), tiles = (13 + m - 1) / m * ((9 + m - 1) / m);
+        int64_t u = n_e * 33 * 16, image = n_e * (33 + 16) * tiles, pad = n_e * (33 + 16) * 3;
+        for (int per = 1; per <= (m == 2 ? 3 : 2); per++) {
+            teeny__conv2d_debug_wino(WINO_FORCE);
+            teeny__conv2d_debug_wino_cap((u + pad + per * image) * (int64_t)sizeof(float));
+            th_ctx()->tune.conv.wino = m;
+            ck_assert_int_eq(check_case(&c, 960 + (uint64_t)per, per == 2), per < 3 ? 2 : 3);
+        }
         teeny__conv2d_debug_wino(WINO_FORCE);
-        teeny__conv2d_debug_wino_cap((u + pad + per * image) * (int64_t)sizeof(float));
-        ck_assert_int_eq(check_case(&c, 960 + (uint64_t)per, per == 2), per < 3 ? 2 : 3);
+        teeny__conv2d_debug_wino_cap((u + pad + image / 2) * (int64_t)sizeof(float));
+        ck_assert_int_eq(check_case(&c, 963, 0), 0);
     }
-    teeny__conv2d_debug_wino(WINO_FORCE);
-    teeny__conv2d_debug_wino_cap((u + pad + image / 2) * (int64_t)sizeof(float));
-    ck_assert_int_eq(check_case(&c, 963, 0), 0);
 }
 END_TEST
 
