@@ -432,12 +432,17 @@ START_TEST(test_conformance_conv2d)
     teeny__conv2d_debug(-1, 1);
     conv_run(&conv_cases[5], "own, no depthwise", 300);
     teeny__conv2d_debug(-1, 0);
-    /* 3x3 stride 1 by Winograd F(2x2, 3x3) (cl/winograd.cl), forced: the
-     * NVIDIA profile's path for large enough problems */
-    teeny__conv2d_debug_wino(1);
-    conv_run(&conv_cases[0], "own, Winograd", 301);
-    ck_assert_msg(teeny__conv2d_debug_wino_count() > 0, "the forced Winograd path did not run");
+    /* 3x3 stride 1 by Winograd F(2x2, 3x3) and F(4x4, 3x3)
+     * (cl/winograd.cl), forced: the NVIDIA profile's path for large enough
+     * problems */
+    for (int m = 2; m <= 4; m += 2) {
+        teeny__conv2d_debug_wino(1);
+        th_ctx()->tune.conv.wino = m;
+        conv_run(&conv_cases[0], m == 2 ? "own, Winograd F(2x2)" : "own, Winograd F(4x4)", 301);
+        ck_assert_msg(teeny__conv2d_debug_wino_count() > 0, "the forced Winograd path did not run");
+    }
     teeny__conv2d_debug_wino(0);
+    th_profile(NULL);
     /* tf32 where the device runs it (teeny_ctx_set_tf32) */
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
     TH_OK(ctx, teeny_ctx_tf32_active(ctx, &tf32));
