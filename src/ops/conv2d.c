@@ -20,11 +20,13 @@
  *     The depthwise input gradient at stride 1 with multiplier 1 is the
  *     forward kernel over dy with the taps reversed (dwconv_fwd's flip)
  *     and padding (K-1)*d - p; dwconv_dx takes strides and multipliers > 1;
- *   - Winograd F(2x2, 3x3) (conv2d_wino.c, cl/winograd.cl) for the forward
- *     and input gradient of dense 3x3 stride-1 convolutions where the
+ *   - Winograd F(2x2, 3x3) or F(4x4, 3x3) (conv2d_wino.c, cl/winograd.cl)
+ *     for the forward and input gradient of dense 3x3 stride-1
+ *     convolutions, and F(2x2, 3x3) for their weight gradient, where the
  *     profile asks for it and the problem is large enough
- *     (teeny__conv_wino_plan): three transforms around 16 GEMMs that run
- *     as one grouped 1x1 convolution through the GEMM launches above.
+ *     (teeny__conv_wino_plan): three transforms around 16 or 36 GEMMs that
+ *     run as one grouped 1x1 convolution (the weight gradient: its weight
+ *     gradient) through the GEMM launches above.
  * Everything is deterministic: no atomics; partials live in the context's
  * workspace.
  *

@@ -408,8 +408,8 @@ teeny_status teeny__conv_dw_run(teeny_ctx *ctx, const conv_tuning *tu, const con
         cl_int16 geo = dw_geometry(g);
         size_t global[3] = {(size_t)KHW, (size_t)g->Cout, (size_t)gp->z};
         size_t local[3] = {1, teeny__cpu_local(ctx, (size_t)KHW * (size_t)g->Cout), 1};
-        karg k[] = {KM(x), KI(x_off), KM(dy), KI(dy_off), KM(out),
-                    KI(out_off), KG(geo), KI(gp->r_chunk), KI(zstride)};
+        karg k[] = {KM(x),       KI(x_off), KM(dy), KI(dy_off), KM(out), KI(out_off), KG(geo), KI(gp->r_chunk),
+                    KI(zstride)};
         st = run_kernel(ctx, opt, "dwconv_dw_cpu", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
     } else if (gp->depthwise) {
         int64_t budget;
@@ -419,8 +419,8 @@ teeny_status teeny__conv_dw_run(teeny_ctx *ctx, const conv_tuning *tu, const con
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(g);
         size_t global[2] = {(size_t)tu->dw_wg * gp->z, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};
-        karg k[] = {KM(x), KI(x_off), KM(dy), KI(dy_off), KM(out),          KI(out_off),
-                    KI(zstride), KG(geo),  KI(R),       KI(gp->r_chunk), KI(rows3)};
+        karg k[] = {KM(x),       KI(x_off), KM(dy), KI(dy_off),      KM(out),  KI(out_off),
+                    KI(zstride), KG(geo),   KI(R),  KI(gp->r_chunk), KI(rows3)};
         st = run_kernel(ctx, opt, "dwconv_dw", k, (int)(sizeof k / sizeof k[0]), 2, global, local);
     } else {
         const gemm_tile *t = &tu->tiles[gp->tile];
@@ -429,7 +429,7 @@ teeny_status teeny__conv_dw_run(teeny_ctx *ctx, const conv_tuning *tu, const con
         size_t wg = (size_t)gemm_wg(t);
         size_t global[3] = {(size_t)cdiv(Mk, t->tm) * wg, (size_t)(cdiv(g->Cog, t->tn) * g->G), (size_t)gp->z};
         size_t local[3] = {wg, 1, 1};
-        karg k[] = {KM(x), KI(x_off),  KM(dy), KI(dy_off), KM(out),   KI(out_off), KI(zstride),
+        karg k[] = {KM(x),      KI(x_off),  KM(dy),      KI(dy_off), KM(out),   KI(out_off), KI(zstride),
                     KI(Mk),     KI(g->Cog), KI(g->Cig),  KI(g->KH),  KI(g->KW), KI(g->Cin),  KI(g->H),
                     KI(g->W),   KI(g->Cout), KI(g->OH),  KI(g->OW),  KI(g->sh), KI(g->sw),   KI(g->ph),
                     KI(g->pw),  KI(g->dh),  KI(g->dw),   KI(R),      KI(gp->r_chunk), KI(vec_out)};

@@ -207,7 +207,7 @@ teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, c
 teeny_status teeny__conv_dw_run(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const grad_plan *gp,
                                 cl_mem x, int x_off, cl_mem dy, int dy_off, cl_mem dw, int dw_off, cl_mem scratch);
 
-/* ---- Winograd F(2x2, 3x3) (conv2d_wino.c) ---- */
+/* ---- Winograd F(2x2, 3x3) and F(4x4, 3x3) (conv2d_wino.c) ---- */
 
 enum { TEENY__WINO_FWD, TEENY__WINO_DX, TEENY__WINO_DW }; /* the passes it computes */
 

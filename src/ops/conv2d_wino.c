@@ -8,11 +8,11 @@
  * convolution through conv2d_plan.c's GEMM launches
  * (teeny__conv_gemm_run: conv_gemm_1x1 on GPUs, conv_gemm_cpu on CPUs):
  * n_e groups of I input and O output channels over a 1 x Tp "image".
- * The weight gradient (F(2x2, 3x3) only) runs the adjoints: V of x as in the forward, dM of
- * dy (wino_dy), the 16 GEMMs dU_e[O][I] = dM_e V_e^T as that grouped 1x1
- * convolution's weight gradient (conv2d_exec.c's teeny__conv_dw_run:
- * split over the tiles, partials summed in a fixed order), then
- * dw = G^T dU G (wino_weights_grad).
+ * The weight gradient (F(2x2, 3x3) only) runs the adjoints: V of x as in
+ * the forward, dM of dy (wino_dy), the 16 GEMMs dU_e[O][I] = dM_e V_e^T
+ * as that grouped 1x1 convolution's weight gradient (conv2d_exec.c's
+ * teeny__conv_dw_run: split over the tiles, partials summed in a fixed
+ * order), then dw = G^T dU G (wino_weights_grad).
  * Whether a pass takes this path, and how many images per pass, is
  * teeny__conv_wino_plan's call (below, with its test hooks; the forward
  * and backward in conv2d_exec.c ask it). U, V, M, dM, dU and the
@@ -54,8 +54,9 @@ int teeny__conv2d_debug_wino_count(void)
  * and at least WINO_MIN_CHANNELS channels each way, with WINO_MIN_TILES
  * 2x2 output tiles' worth of outputs or more: fewer leave the GEMMs too
  * few work-groups to fill a GPU (a guess, not measured). Its workspace
- * (U, V, M: n_e x (I*O + (I + O) * tiles) floats) stays under WINO_SCRATCH_MAX bytes and the
- * device's largest buffer (all three in one sum, so each does too): the
+ * (U, V, M: n_e x (I*O + (I + O) * tiles) floats) stays under
+ * WINO_SCRATCH_MAX bytes and the device's largest buffer (all three in
+ * one sum, so each does too): the
  * images go in passes of as many as fit, and where one image does not,
  * the GEMM path takes the convolution. The weight gradient sums over every
  * image, so it takes one pass of all of them or the GEMM path. */
@@ -252,12 +253,12 @@ teeny_status teeny__conv_wino_dw(teeny_ctx *ctx, const conv_tuning *tu, const co
     for (int i = 0; i < 4 && st == TEENY_OK; i++)
         st = teeny__scratch(ctx, floats[i] * sizeof(float), &buf[i]);
     int zero = 0, x_off = teeny__off(x), dy_off = teeny__off(dy);
-    karg ki[] = {KM(x->buf), KI(x_off), KI(I),  KI(g->H),  KI(g->W),  KI(g->ph), KI(g->pw),
-                 KI(TH),     KI(TW),    KI(T),  KM(buf[0]), KI(zero), KI(Tp)};
+    karg ki[] = {KM(x->buf), KI(x_off), KI(I), KI(g->H),   KI(g->W),  KI(g->ph), KI(g->pw),
+                 KI(TH),     KI(TW),    KI(T), KM(buf[0]), KI(zero),  KI(Tp)};
     if (st == TEENY_OK)
         st = wino_launch(ctx, tu, "wino_input", ki, (int)(sizeof ki / sizeof ki[0]), Tp, I);
-    karg kd[] = {KM(dy->buf), KI(dy_off), KI(O),  KI(g->OH),  KI(g->OW), KI(TH),
-                 KI(TW),      KI(T),      KM(buf[1]), KI(zero), KI(Tp)};
+    karg kd[] = {KM(dy->buf), KI(dy_off), KI(O),      KI(g->OH), KI(g->OW), KI(TH),
+                 KI(TW),      KI(T),      KM(buf[1]), KI(zero),  KI(Tp)};
     if (st == TEENY_OK)
         st = wino_launch(ctx, tu, "wino_dy", kd, (int)(sizeof kd / sizeof kd[0]), Tp, O);
     if (st == TEENY_OK)
