@@ -31,13 +31,15 @@
  * workspace.
  *
  * Files: conv2d.c (this one) infers shapes (the one validator of the
- * eager API and the graph) and holds the eager API; conv2d_exec.c holds the op-table
- * forward and backward (the geometry, the path choice and the launches of each pass);
- * conv2d_plan.c tile picking and fit checks, the GEMM
- * launches, the depthwise plans and the weight-gradient plan, with the
- * types they share in conv2d_internal.h; conv2d_loops.c the loop trips of
- * every kernel and the splits a device's loop limit asks for;
- * conv2d_wino.c the Winograd route (teeny__conv_wino_plan) and passes.
+ * eager API and the graph) and holds the eager API; conv2d_exec.c holds
+ * the op-table forward and backward (the geometry, the path choice and
+ * the launches of each pass); conv2d_grad.c the weight and bias
+ * gradients' launches; conv2d_dx.c the direct input gradient;
+ * conv2d_plan.c tile picking and fit checks, the GEMM launches, the
+ * depthwise plans and the weight-gradient plan, with the types they share
+ * in conv2d_internal.h; conv2d_loops.c the loop trips of every kernel and
+ * the splits a device's loop limit asks for; conv2d_wino.c the Winograd
+ * route (teeny__conv_wino_plan) and passes.
  *
  * Op-table entry (slots TEENY__CONV2D_*, ops.h): one input x
  * [B, Cin, H, W]; params weight [Cout, Cin/groups, KH, KW] and, with

@@ -201,11 +201,17 @@ teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, con
 void teeny__conv_dw_job_make(const conv_geom *g, gemm_job *j);
 teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int want_dw,
                                         int want_db, grad_plan *gp);
-/* The weight gradient's launches as gp plans them (conv2d_exec.c):
- * dw [Cout][Cig][KH][KW] at element dw_off of buffer dw, from x and dy at
- * theirs, gp->dw_elems floats of partials in scratch. */
+
+/* ---- the weight and bias gradients' launches (conv2d_grad.c) ---- */
+
+/* The weight gradient as gp plans it: dw [Cout][Cig][KH][KW] at element
+ * dw_off of buffer dw, from x and dy at theirs, gp->dw_elems floats of
+ * partials in scratch. */
 teeny_status teeny__conv_dw_run(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const grad_plan *gp,
                                 cl_mem x, int x_off, cl_mem dy, int dy_off, cl_mem dw, int dw_off, cl_mem scratch);
+/* The bias gradient as gp plans it, its partials at scratch + part_off. */
+teeny_status teeny__conv_db_run(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const grad_plan *gp,
+                                const teeny_tensor *dy, teeny_tensor *db, cl_mem scratch, int part_off);
 
 /* ---- Winograd F(2x2, 3x3) and F(4x4, 3x3) (conv2d_wino.c) ---- */
 

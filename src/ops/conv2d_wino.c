@@ -10,7 +10,7 @@
  * n_e groups of I input and O output channels over a 1 x Tp "image".
  * The weight gradient (F(2x2, 3x3) only) runs the adjoints: V of x as in
  * the forward, dM of dy (wino_dy), the 16 GEMMs dU_e[O][I] = dM_e V_e^T
- * as that grouped 1x1 convolution's weight gradient (conv2d_exec.c's
+ * as that grouped 1x1 convolution's weight gradient (conv2d_grad.c's
  * teeny__conv_dw_run: split over the tiles, partials summed in a fixed
  * order), then dw = G^T dU G (wino_weights_grad).
  * Whether a pass takes this path, and how many images per pass, is
