@@ -12,8 +12,9 @@
  * (the weight gradient then on the GEMM path: it takes every image in
  * one pass); the route (taken where it should be, not for stride 2,
  * groups 2, dilation 2, 5x5, 1x1 or pad 3, nor by default outside the
- * NVIDIA profile or below its size and channel thresholds); and
- * determinism.
+ * NVIDIA profile or below its size and channel thresholds); a training
+ * step through the graph executor's recorded plans against the GEMM
+ * path; and determinism.
  */
 #include <math.h>
 #include <stdio.h>
@@ -354,6 +355,98 @@ START_TEST(test_conv2d_wino_determinism)
 }
 END_TEST
 
+/* Through the graph executor (recorded plans, their own workspace): x ->
+ * conv 3x3 16->16 -> conv 3x3 16->16 -> global pool -> linear -> loss,
+ * one forward and backward with Winograd forced (F(2x2) and F(4x4): both
+ * forwards, the second conv's input gradient, both weight gradients) and
+ * never; the loss and every parameter gradient agree. */
+static void graph_step(int mode, int m, const float *x, size_t nx, const int32_t *lab, int B, float **vals,
+                       float *loss, float **grads, size_t *sizes, int *np)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_graph *g;
+    teeny_node n, l, y;
+    teeny_plan *p;
+    teeny_tensor *t;
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    teeny_conv2d_params cp = TEENY_CONV2D_PARAMS_INIT;
+    int64_t xs[4] = {-1, 16, 9, 7};
+    cp.pad[0] = cp.pad[1] = 1;
+    teeny__conv2d_debug_wino(mode);
+    th_ctx()->tune.conv.wino = m;
+    TH_OK(ctx, teeny_graph_create(ctx, 3, &g));
+    TH_OK(ctx, teeny_graph_input(g, "x", 4, xs, &n));
+    TH_OK(ctx, teeny_graph_conv2d(g, "c1", n, 16, 3, 3, &cp, 0, &n));
+    TH_OK(ctx, teeny_graph_conv2d(g, "c2", n, 16, 3, 3, &cp, 1, &n));
+    TH_OK(ctx, teeny_graph_global_avgpool(g, "gap", n, &n));
+    TH_OK(ctx, teeny_graph_linear(g, "fc", n, 4, 1, &l));
+    TH_OK(ctx, teeny_graph_labels(g, "y", &y));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss", l, y, &l));
+    pp.batch = B;
+    pp.loss = l;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &p));
+    *np = teeny_graph_param_count(g);
+    for (int i = 0; i < *np; i++) {
+        teeny_tensor *pt, *gt;
+        TH_OK(ctx, teeny_graph_param(g, i, NULL, &pt, &gt));
+        if (vals[i])
+            TH_OK(ctx, teeny_tensor_write(pt, vals[i], (size_t)teeny_tensor_numel(pt)));
+        else
+            vals[i] = th_read(pt);
+    }
+    TH_OK(ctx, teeny_plan_tensor(p, 0, &t)); /* x, the first node */
+    TH_OK(ctx, teeny_tensor_write(t, x, nx));
+    TH_OK(ctx, teeny_plan_tensor(p, teeny_graph_node_count(g) - 2, &t)); /* the labels */
+    TH_OK(ctx, teeny_tensor_write_i32(t, lab, (size_t)B));
+    TH_OK(ctx, teeny_plan_forward(p));
+    TH_OK(ctx, teeny_plan_backward(p));
+    TH_OK(ctx, teeny_plan_read_loss(p, loss));
+    for (int i = 0; i < *np; i++) {
+        teeny_tensor *pt, *gt;
+        TH_OK(ctx, teeny_graph_param(g, i, NULL, &pt, &gt));
+        grads[i] = th_read(gt);
+        sizes[i] = (size_t)teeny_tensor_numel(gt);
+    }
+    teeny_plan_destroy(p);
+    teeny_graph_destroy(g);
+}
+
+START_TEST(test_conv2d_wino_graph)
+{
+    enum { B = 2, NX = B * 16 * 9 * 7, NP = 8 };
+    th_rng r = th_rng_make(995);
+    static float x[NX];
+    int32_t lab[B] = {1, 3};
+    th_fill_normal(&r, x, NX, 0.0, 1.0);
+    float *vals[NP] = {0}, *ref[NP] = {0}, loss_ref, loss;
+    size_t sizes[NP];
+    int np_ref, np;
+    graph_step(WINO_NEVER, 2, x, NX, lab, B, vals, &loss_ref, ref, sizes, &np_ref);
+    ck_assert_int_eq(teeny__conv2d_debug_wino_count(), 0);
+    ck_assert_int_eq(np_ref, 5); /* two conv weights, the second's bias, fc's weight and bias */
+    for (int m = 2; m <= 4; m += 2) {
+        float *grads[NP] = {0};
+        graph_step(WINO_FORCE, m, x, NX, lab, B, vals, &loss, grads, sizes, &np);
+        ck_assert_int_eq(teeny__conv2d_debug_wino_count(), 5); /* 2 forwards, 1 input gradient, 2 weight gradients */
+        ck_assert_int_eq(np, np_ref);
+        ck_assert_msg(fabsf(loss - loss_ref) <= 1e-5f * (1 + fabsf(loss_ref)), "F(%dx%d): loss %.9g, GEMM path %.9g",
+                      m, m, (double)loss, (double)loss_ref);
+        for (int i = 0; i < np; i++) {
+            ck_assert_msg(th_first_nonfinite(grads[i], sizes[i]) < 0, "F(%dx%d): parameter %d's gradient not finite",
+                          m, m, i);
+            double e = th_nrms_f(grads[i], ref[i], sizes[i]);
+            ck_assert_msg(e <= TOL_WINO4, "F(%dx%d): parameter %d's gradient nrms %.3g from the GEMM path's", m, m, i,
+                          e);
+            free(grads[i]);
+        }
+    }
+    for (int i = 0; i < np_ref; i++) {
+        free(vals[i]);
+        free(ref[i]);
+    }
+}
+END_TEST
+
 Suite *suite_conv2d_wino(void)
 {
     Suite *s = suite_create("conv2d_wino");
@@ -363,6 +456,7 @@ Suite *suite_conv2d_wino(void)
     tcase_add_test(fwd, test_conv2d_wino_route);
     tcase_add_test(fwd, test_conv2d_wino_fused);
     tcase_add_test(fwd, test_conv2d_wino_determinism);
+    tcase_add_test(fwd, test_conv2d_wino_graph);
     if (!th_small())
         tcase_add_test(fwd, test_conv2d_wino_nvidia);
     suite_add_tcase(s, fwd);

@@ -341,7 +341,7 @@ START_TEST(test_loss_split_loops)
     int64_t xs[2] = {sh.N, sh.K}, ls[1] = {sh.N}, one[1] = {1};
     th_dev tx = th_dev_make(ctx, 0, 2, xs, 0, d.logits), tl = th_dev_make(ctx, 1, 1, ls, 0, d.labels),
            tloss = th_dev_make(ctx, 0, 1, one, 1, NULL), tp = th_dev_make(ctx, 0, 2, xs, 0, NULL);
-    float *first[2];
+    float *first[2] = {NULL, NULL};
     for (int li = 0; li < 2; li++) {
         th_loop_limit(li ? 60 : 0);
         th_poison(tloss.t);
