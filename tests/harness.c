@@ -270,6 +270,45 @@ float *th_read(const teeny_tensor *t)
     return x;
 }
 
+int th_plan_step(teeny_graph *g, teeny_node loss_node, const float *x, size_t nx, const int32_t *lab, int B,
+                 float **vals, float *loss, float **grads, size_t *sizes, int launches[2])
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_plan *p;
+    teeny_tensor *t;
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    pp.batch = B;
+    pp.loss = loss_node;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &p));
+    if (launches)
+        TH_OK(ctx, teeny_plan_launches(p, &launches[0], &launches[1]));
+    int np = teeny_graph_param_count(g);
+    for (int i = 0; i < np; i++) {
+        teeny_tensor *pt, *gt;
+        TH_OK(ctx, teeny_graph_param(g, i, NULL, &pt, &gt));
+        if (vals[i])
+            TH_OK(ctx, teeny_tensor_write(pt, vals[i], (size_t)teeny_tensor_numel(pt)));
+        else
+            vals[i] = th_read(pt);
+    }
+    TH_OK(ctx, teeny_plan_tensor(p, 0, &t)); /* x, the first node */
+    TH_OK(ctx, teeny_tensor_write(t, x, nx));
+    TH_OK(ctx, teeny_plan_tensor(p, teeny_graph_node_count(g) - 2, &t)); /* the labels */
+    TH_OK(ctx, teeny_tensor_write_i32(t, lab, (size_t)B));
+    TH_OK(ctx, teeny_plan_forward(p));
+    TH_OK(ctx, teeny_plan_backward(p));
+    TH_OK(ctx, teeny_plan_read_loss(p, loss));
+    for (int i = 0; i < np; i++) {
+        teeny_tensor *pt, *gt;
+        TH_OK(ctx, teeny_graph_param(g, i, NULL, &pt, &gt));
+        grads[i] = th_read(gt);
+        if (sizes)
+            sizes[i] = (size_t)teeny_tensor_numel(gt);
+    }
+    teeny_plan_destroy(p);
+    return np;
+}
+
 static int in_list(const char *list, const char *name)
 {
     size_t n = strlen(name);

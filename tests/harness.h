@@ -83,6 +83,16 @@ void th_poison(teeny_tensor *t);          /* fill with NaN */
 float *th_read(const teeny_tensor *t);    /* caller frees */
 void *th_malloc(size_t n);
 
+/* One training step of graph g (loss node loss_node; x its first node,
+ * the labels its second-to-last) at batch B: compile; each parameter
+ * written from vals[i] where set, else read into vals[i]; x and the
+ * labels written; one forward and backward. Out: the loss, each
+ * parameter's gradient (grads[i], caller frees) and its element count
+ * (sizes may be NULL), the plan's launches each way (launches may be
+ * NULL); the parameter count returned. g stays the caller's. */
+int th_plan_step(teeny_graph *g, teeny_node loss_node, const float *x, size_t nx, const int32_t *lab, int B,
+                 float **vals, float *loss, float **grads, size_t *sizes, int launches[2]);
+
 /* An fp32 or int32 device tensor, optionally a view at an odd offset
  * (view_off > 0) inside a poisoned base (NaN, or -7 for int32) whose guard
  * region th_dev_check_guard proves untouched. data may be NULL. */

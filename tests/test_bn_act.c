@@ -559,44 +559,16 @@ static void build_small(teeny_ctx *ctx, int fused, int act, teeny_graph **gout, 
     *gout = g;
 }
 
-/* Run one plan: write x, labels and the parameters (unfused: read its own
- * initial values into vals; fused: write vals), one forward and backward;
- * the loss and every parameter gradient out. */
+/* Run one plan (th_plan_step): the unfused graph reads its own initial
+ * parameters into vals, the fused one takes them; the loss and every
+ * parameter gradient out. */
 static void run_plan(teeny_ctx *ctx, int fused, int act, const float *x, size_t nx, const int32_t *lab, int B,
                      float **vals, float *loss, float **grads, int *np, int launches[2])
 {
     teeny_graph *g;
     teeny_node l;
-    teeny_plan *p;
-    teeny_tensor *t;
-    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
     build_small(ctx, fused, act, &g, &l);
-    pp.batch = B;
-    pp.loss = l;
-    TH_OK(ctx, teeny_graph_compile(g, &pp, &p));
-    TH_OK(ctx, teeny_plan_launches(p, &launches[0], &launches[1]));
-    *np = teeny_graph_param_count(g);
-    for (int i = 0; i < *np; i++) {
-        teeny_tensor *pt, *gt;
-        TH_OK(ctx, teeny_graph_param(g, i, NULL, &pt, &gt));
-        if (fused)
-            TH_OK(ctx, teeny_tensor_write(pt, vals[i], (size_t)teeny_tensor_numel(pt)));
-        else
-            vals[i] = th_read(pt);
-    }
-    TH_OK(ctx, teeny_plan_tensor(p, 0, &t)); /* x, the first node */
-    TH_OK(ctx, teeny_tensor_write(t, x, nx));
-    TH_OK(ctx, teeny_plan_tensor(p, teeny_graph_node_count(g) - 2, &t)); /* the labels */
-    TH_OK(ctx, teeny_tensor_write_i32(t, lab, (size_t)B));
-    TH_OK(ctx, teeny_plan_forward(p));
-    TH_OK(ctx, teeny_plan_backward(p));
-    TH_OK(ctx, teeny_plan_read_loss(p, loss));
-    for (int i = 0; i < *np; i++) {
-        teeny_tensor *pt, *gt;
-        TH_OK(ctx, teeny_graph_param(g, i, NULL, &pt, &gt));
-        grads[i] = th_read(gt);
-    }
-    teeny_plan_destroy(p);
+    *np = th_plan_step(g, l, x, nx, lab, B, vals, loss, grads, NULL, launches);
     teeny_graph_destroy(g);
 }
 

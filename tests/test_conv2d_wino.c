@@ -366,9 +366,6 @@ static void graph_step(int mode, int m, const float *x, size_t nx, const int32_t
     teeny_ctx *ctx = th_ctx();
     teeny_graph *g;
     teeny_node n, l, y;
-    teeny_plan *p;
-    teeny_tensor *t;
-    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
     teeny_conv2d_params cp = TEENY_CONV2D_PARAMS_INIT;
     int64_t xs[4] = {-1, 16, 9, 7};
     cp.pad[0] = cp.pad[1] = 1;
@@ -382,32 +379,7 @@ static void graph_step(int mode, int m, const float *x, size_t nx, const int32_t
     TH_OK(ctx, teeny_graph_linear(g, "fc", n, 4, 1, &l));
     TH_OK(ctx, teeny_graph_labels(g, "y", &y));
     TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss", l, y, &l));
-    pp.batch = B;
-    pp.loss = l;
-    TH_OK(ctx, teeny_graph_compile(g, &pp, &p));
-    *np = teeny_graph_param_count(g);
-    for (int i = 0; i < *np; i++) {
-        teeny_tensor *pt, *gt;
-        TH_OK(ctx, teeny_graph_param(g, i, NULL, &pt, &gt));
-        if (vals[i])
-            TH_OK(ctx, teeny_tensor_write(pt, vals[i], (size_t)teeny_tensor_numel(pt)));
-        else
-            vals[i] = th_read(pt);
-    }
-    TH_OK(ctx, teeny_plan_tensor(p, 0, &t)); /* x, the first node */
-    TH_OK(ctx, teeny_tensor_write(t, x, nx));
-    TH_OK(ctx, teeny_plan_tensor(p, teeny_graph_node_count(g) - 2, &t)); /* the labels */
-    TH_OK(ctx, teeny_tensor_write_i32(t, lab, (size_t)B));
-    TH_OK(ctx, teeny_plan_forward(p));
-    TH_OK(ctx, teeny_plan_backward(p));
-    TH_OK(ctx, teeny_plan_read_loss(p, loss));
-    for (int i = 0; i < *np; i++) {
-        teeny_tensor *pt, *gt;
-        TH_OK(ctx, teeny_graph_param(g, i, NULL, &pt, &gt));
-        grads[i] = th_read(gt);
-        sizes[i] = (size_t)teeny_tensor_numel(gt);
-    }
-    teeny_plan_destroy(p);
+    *np = th_plan_step(g, l, x, nx, lab, B, vals, loss, grads, sizes, NULL);
     teeny_graph_destroy(g);
 }
 
