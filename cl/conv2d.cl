@@ -1092,8 +1092,10 @@ __kernel void conv_dx_direct(__global const float *restrict dy, int dy_off, __gl
  * strip's input rows once, (nr - 1) * SH + 3 of them, loads each row's
  * values once and adds them into every output row r that reads that row
  * (input row j is tap kh = j - r * SH of row r): 3 loads per input row
- * instead of 3 per tap and output row. Per output the taps arrive in the
- * general path's order (kh, then kw), so both paths give the same bits.
+ * instead of 3 per tap and output row; at row stride 1 it loads all
+ * DW_ROWS + 2 rows before the first sum, so that every load of the strip
+ * is in flight at once. Per output the taps arrive in the general path's
+ * order (kh, then kw), so both paths give the same bits.
  * NC (a constant, 1, 2 or 4): output columns per item, column q's sums
  * in acc[q * DW_ROWS + r]; with 2 or 4 (column stride and dilation 1, the
  * plan's rule) the NC + 2 input values of a row serve the NC columns'
@@ -1118,6 +1120,52 @@ TEENY_INLINE void dw_fwd_rows3(__global const float *xc, __global const float *w
     if (NC == 4 && V4)
         cin |= 0x1e; /* what the caller checked, for the compiler: the taps of columns 1-4 need no test */
     const int n_in = (nr - 1) * SH + 3;
+    if (SH == 1) {
+        /* every input row's values first, then the sums: the loads carry no branch between them, so all of
+         * them can be in flight at once (a row's loads under its own branch waited on the previous row's
+         * sums: one memory round trip per input row) */
+        float v[(DW_ROWS + 2) * 6];
+        int rin = 0; /* bit j: input row ih0 + j is one of the strip's and inside the plane */
+        TEENY_UNROLL
+        for (int j = 0; j < DW_ROWS + 2; j++) {
+            const int ih = ih0 + j, in = j < n_in && (uint)ih < (uint)H;
+            __global const float *xr = xc + ih * W + iw0;
+            rin |= in << j;
+            if (NC == 4 && V4) {
+                const float4 q = in ? *(__global const float4 *)(xr + 1) : (float4)(0.0f);
+                v[j * 6] = in && cin & 1 ? xr[0] : 0.0f;
+                v[j * 6 + 1] = q.x;
+                v[j * 6 + 2] = q.y;
+                v[j * 6 + 3] = q.z;
+                v[j * 6 + 4] = q.w;
+                v[j * 6 + 5] = in && cin & 32 ? xr[5] : 0.0f;
+            } else {
+                TEENY_UNROLL
+                for (int p = 0; p < 6; p++)
+                    v[j * 6 + p] = in && cin >> p & 1 ? xr[p * dc] : 0.0f;
+            }
+        }
+        TEENY_UNROLL
+        for (int j = 0; j < DW_ROWS + 2; j++) {
+            if (!(rin >> j & 1))
+                continue;
+            TEENY_UNROLL
+            for (int r = 0; r < DW_ROWS; r++) {
+                const int kh = j - r;
+                if (kh < 0 || kh > 2 || r >= nr)
+                    continue;
+                TEENY_UNROLL
+                for (int q = 0; q < 4; q++) {
+                    TEENY_UNROLL
+                    for (int kw = 0; kw < 3; kw++)
+                        if (q < NC && cin >> (q + kw) & 1)
+                            acc[q * DW_ROWS + r] =
+                                TEENY_MAD(v[j * 6 + q + kw], wv[kh * 3 + kw], acc[q * DW_ROWS + r]);
+                }
+            }
+        }
+        return;
+    }
     TEENY_UNROLL
     for (int j = 0; j < (DW_ROWS - 1) * SH + 3; j++) {
         const int ih = ih0 + j;
@@ -1490,6 +1538,144 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
             o[t0 + lid] = red[lid * DW_WG];
         barrier(CLK_LOCAL_MEM_FENCE); /* red is reused by the next pass */
     }
+}
+
+/* ---- the depthwise backward in one pass (dwconv_bwd3) ---- */
+
+/* Output rows per item of dwconv_bwd3 (conv2d_grad.c's DWB_ROWS). */
+#define DWB_ROWS 4
+
+/* One row of a 6-value window, columns iw0 .. iw0 + 5 from r = row + iw0:
+ * value p where the row is inside the plane (in) and column p is (bit p
+ * of cin), else 0; V4 (a constant): values 1-4 as one float4, the caller
+ * having checked that they lie inside the row and 16-byte aligned. */
+TEENY_INLINE void dw_bwd3_row(__global const float *r, int in, int cin, const int V4, float *v)
+{
+    if (V4) {
+        const float4 q = in ? *(__global const float4 *)(r + 1) : (float4)(0.0f);
+        v[0] = in && cin & 1 ? r[0] : 0.0f;
+        v[1] = q.x;
+        v[2] = q.y;
+        v[3] = q.z;
+        v[4] = q.w;
+        v[5] = in && cin & 32 ? r[5] : 0.0f;
+    } else {
+        TEENY_UNROLL
+        for (int p = 0; p < 6; p++)
+            v[p] = in && cin >> p & 1 ? r[p] : 0.0f;
+    }
+}
+
+/* dwconv_bwd3's unit: rows oh0 .. oh0 + DWB_ROWS - 1 (those inside the
+ * plane) by columns ow0 .. ow0 + 3 (those inside) of one H x W plane; xc,
+ * dyc and dxc point at the plane of x, dy and dx, wv holds the channel's
+ * 9 taps. It loads the 6 x 6 windows of x and dy around the unit (rows
+ * oh0 - 1 .. oh0 + DWB_ROWS, columns ow0 - 1 .. ow0 + 4) before any sum,
+ * so that all its loads are in flight at once, then
+ *   dx[ih][iw] = sum over (kh, kw) of dy[ih + 1 - kh][iw + 1 - kw] w[kh][kw],
+ * in the order of dwconv_fwd over dy with the taps reversed (taps kh' =
+ * 2 - kh, kw' = 2 - kw ascending; the same bits as the input gradient it
+ * replaces), dy outside the plane skipped; and adds
+ * dy[oh][ow] x[oh - 1 + kh][ow - 1 + kw] into dwacc[kh * 3 + kw] over
+ * its positions (row, column, then tap order), x outside skipped. V4: x,
+ * dy and dx rows are whole float4s (W % 4 == 0, offsets too), so a
+ * window row's middle four load as one float4 and dx goes out as float4s. */
+TEENY_INLINE void dw_bwd3_unit(__global const float *xc, __global const float *dyc, __global float *dxc,
+                               const float *wv, int H, int W, int oh0, int ow0, const int V4, float *dwacc)
+{
+    const int nr = min(DWB_ROWS, H - oh0), iw0 = ow0 - 1;
+    int cin = 0; /* bit p: column iw0 + p inside the row */
+    TEENY_UNROLL
+    for (int p = 0; p < 6; p++)
+        cin |= ((uint)(iw0 + p) < (uint)W) << p;
+    if (V4)
+        cin |= 0x1e; /* what the caller checked, for the compiler */
+    float xv[(DWB_ROWS + 2) * 6], gv[(DWB_ROWS + 2) * 6];
+    int rin = 0; /* bit j: window row j (row oh0 - 1 + j) is the unit's and inside the plane */
+    TEENY_UNROLL
+    for (int j = 0; j < DWB_ROWS + 2; j++) {
+        const int ih = oh0 - 1 + j, in = j < nr + 2 && (uint)ih < (uint)H;
+        rin |= in << j;
+        dw_bwd3_row(xc + ih * W + iw0, in, cin, V4, xv + j * 6);
+        dw_bwd3_row(dyc + ih * W + iw0, in, cin, V4, gv + j * 6);
+    }
+    TEENY_UNROLL
+    for (int r = 0; r < DWB_ROWS; r++) {
+        if (r >= nr)
+            continue;
+        float o[4];
+        TEENY_UNROLL
+        for (int q = 0; q < 4; q++) {
+            float a = 0.0f, g = gv[(r + 1) * 6 + q + 1];
+            TEENY_UNROLL
+            for (int k = 0; k < 9; k++) { /* k = kh' * 3 + kw': dy row r + kh', column q + kw', tap 8 - k */
+                const int kh = k / 3, kw = k % 3;
+                if (rin >> (r + kh) & 1 && cin >> (q + kw) & 1)
+                    a = TEENY_MAD(gv[(r + kh) * 6 + q + kw], wv[8 - k], a);
+            }
+            o[q] = a;
+            TEENY_UNROLL
+            for (int k = 0; k < 9; k++) { /* tap k = kh * 3 + kw: x row r + kh, column q + kw */
+                const int kh = k / 3, kw = k % 3;
+                if (cin >> (q + 1) & 1 && rin >> (r + kh) & 1 && cin >> (q + kw) & 1)
+                    dwacc[k] = TEENY_MAD(g, xv[(r + kh) * 6 + q + kw], dwacc[k]);
+            }
+        }
+        __global float *dr = dxc + (oh0 + r) * W + ow0;
+        if (V4) {
+            *(__global float4 *)dr = (float4)(o[0], o[1], o[2], o[3]);
+        } else {
+            TEENY_UNROLL
+            for (int q = 0; q < 4; q++)
+                if (cin >> (q + 1) & 1)
+                    dr[q] = o[q];
+        }
+    }
+}
+
+/* Input and weight gradients of a 3x3 depthwise convolution at stride 1,
+ * dilation 1, padding 1 and multiplier 1 (OH = H, OW = W) in one pass:
+ * each of x and dy is read once, where dwconv_fwd (dx) and dwconv_dw read
+ * dy twice and x once in two launches. Grid (DW_WG * Z, C), work-group
+ * (DW_WG): channel c's units (b, strip of DWB_ROWS rows, 4 columns),
+ * numbered column-fastest so that a work-group's lanes run along rows,
+ * DW_WG to a group: group (z, c) takes units z * DW_WG .. + DW_WG - 1
+ * (dw_bwd3_unit: dx of the unit, and its positions' weight-gradient sums),
+ * then sums the 9 taps over its items (teeny_group_sum_rows) into
+ * out[out_off + z * out_zstride + c * 9 + tap]; conv_reduce_parts sums
+ * the Z partials in order where Z > 1 (conv2d_grad.c). */
+__kernel __attribute__((reqd_work_group_size(DW_WG, 1, 1)))
+void dwconv_bwd3(__global const float *restrict x, int x_off, __global const float *restrict dy, int dy_off,
+                 __global const float *restrict w, int w_off, __global float *restrict dx, int dx_off,
+                 __global float *restrict out, int out_off, int out_zstride, int B, int C, int H, int W)
+{
+    __local float red[9 * DW_WG];
+    const int lid = get_local_id(0), z = get_group_id(0), c = get_group_id(1);
+    const int OWc = (W + 3) / 4, per_b = (H + DWB_ROWS - 1) / DWB_ROWS * OWc, u = z * DW_WG + lid;
+    float dwacc[9];
+    TEENY_UNROLL
+    for (int t = 0; t < 9; t++)
+        dwacc[t] = 0.0f;
+    if (u < B * per_b) {
+        const int b = u / per_b, rest = u - b * per_b, strip = rest / OWc, cg = rest - strip * OWc;
+        const int plane = (b * C + c) * H * W;
+        float wv[9];
+        TEENY_UNROLL
+        for (int t = 0; t < 9; t++)
+            wv[t] = w[w_off + c * 9 + t];
+        if ((W & 3) == 0 && ((x_off | dy_off | dx_off) & 3) == 0)
+            dw_bwd3_unit(x + x_off + plane, dy + dy_off + plane, dx + dx_off + plane, wv, H, W, strip * DWB_ROWS,
+                         cg * 4, 1, dwacc);
+        else
+            dw_bwd3_unit(x + x_off + plane, dy + dy_off + plane, dx + dx_off + plane, wv, H, W, strip * DWB_ROWS,
+                         cg * 4, 0, dwacc);
+    }
+    TEENY_UNROLL
+    for (int t = 0; t < 9; t++)
+        red[t * DW_WG + lid] = dwacc[t];
+    teeny_group_sum_rows(red, lid, DW_WG, 9);
+    if (lid < 9)
+        out[out_off + z * out_zstride + c * 9 + lid] = red[lid * DW_WG];
 }
 
 /* ---- depthwise, CPU variants (TEENY_VARIANT_CPU, src/tune) ----

@@ -86,6 +86,7 @@ static void hooks_reset(void)
     teeny__tune_force(shared_ctx, -1); /* the matched (or TEENY_TUNING) row, its variant */
     teeny_ctx_set_tf32(shared_ctx, 0);
     teeny__conv2d_debug(-1, 0);
+    teeny__conv2d_debug_dw_bwd(0);
     teeny__conv2d_debug_wino(0);
     teeny__linear_debug_tf32_emulate(0);
     teeny__conv2d_debug_tf32_emulate(0);

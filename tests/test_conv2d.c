@@ -578,6 +578,7 @@ START_TEST(test_conv2d_depthwise_dx_route)
     };
     teeny_ctx *ctx = th_ctx();
     th_cpu_kernels(0);
+    teeny__conv2d_debug_dw_bwd(-1); /* not the one-pass backward (test_conv2d_depthwise_bwd3) */
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         TH_OK(ctx, teeny_profile_begin(ctx));
         run_case(&cases[i].k, 1100 + (uint64_t)i, 0, 1);
@@ -642,6 +643,7 @@ START_TEST(test_conv2d_depthwise_strips)
     };
     teeny_ctx *ctx = th_ctx();
     th_cpu_kernels(0);
+    teeny__conv2d_debug_dw_bwd(-1); /* dx by dwconv_fwd, not the one-pass backward */
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         TH_OK(ctx, teeny_profile_begin(ctx));
         run_case(&cases[i], 1200 + (uint64_t)i, 1, 1);
@@ -765,6 +767,7 @@ START_TEST(test_conv2d_depthwise_dw_strips)
     };
     teeny_ctx *ctx = th_ctx();
     th_cpu_kernels(0);
+    teeny__conv2d_debug_dw_bwd(-1); /* not the one-pass backward */
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++)
         for (int one = 0; one < 2; one++) { /* 4 columns an item where OW >= 8, then one (hook flag 16) */
             teeny__conv2d_debug(-1, one ? 16 : 0);
@@ -776,6 +779,112 @@ START_TEST(test_conv2d_depthwise_dw_strips)
             ck_assert_msg(!cases[i].split || parts, "case %d: the weight gradient was not split", i);
         }
     teeny__conv2d_debug(-1, 0);
+    th_cpu_kernels(-1);
+}
+END_TEST
+
+/* dx and dw of k's backward (no bias gradient), read back (caller frees); every tensor at offset 0 unless
+ * k->view (then at odd offsets). */
+static void bwd3_read(const conv_case *k, const conv_data *d, float **dx, float **dw)
+{
+    teeny_ctx *ctx = th_ctx();
+    int64_t xs[4], ws[4], ys[4];
+    teeny_conv2d_params p = params_of(&k->c);
+    shapes_of(&k->c, xs, ws, ys);
+    dtensor tx = dt_make(ctx, 4, xs, d->x, k->view, 1), tw = dt_make(ctx, 4, ws, d->w, k->view, 3),
+            tdy = dt_make(ctx, 4, ys, d->dy, k->view, 5), tdx = dt_make(ctx, 4, xs, NULL, k->view, 7),
+            tdw = dt_make(ctx, 4, ws, NULL, k->view, 9);
+    TH_OK(ctx, teeny_conv2d_backward(ctx, &p, tx.t, tw.t, tdy.t, tdx.t, tdw.t, NULL));
+    *dx = th_read(tdx.t);
+    *dw = th_read(tdw.t);
+    dtensor *ts[] = {&tx, &tw, &tdy, &tdx, &tdw};
+    for (int i = 0; i < 5; i++)
+        dt_free(ts[i]);
+}
+
+/* The depthwise backward in one pass (dwconv_bwd3: dx and dw of a 3x3
+ * depthwise convolution at stride 1, padding 1, dilation 1, multiplier 1,
+ * x and dy read once) in the portable variant: every gradient against the
+ * float64 reference (run_case: outputs NaN-poisoned, views' margins
+ * untouched, outputs not asked for untouched), on planes of 16, 56, 40
+ * and 13 columns (float4 rows; scalar ones where W % 4 != 0 or the tensors
+ * sit at odd offsets), 1-, 2- and 5-row planes (a short last strip of
+ * DWB_ROWS), one-pixel planes, and more units per channel than a
+ * work-group holds (partials summed by conv_reduce_parts); dx equal to
+ * the two-launch path's (the same sums in the same order), dx and dw the
+ * same bits run to run; the two-launch path under a loop limit below one
+ * of its items (Mesa's llvmpipe's kind); and the shapes and requests it leaves to the
+ * other kernels (no dx, no dw, padding 0 or 2, an extra end padding,
+ * stride 2, dilation 2, multiplier 2). */
+START_TEST(test_conv2d_depthwise_bwd3)
+{
+    static const struct {
+        conv_case k;
+        int fused; /* 1: dwconv_bwd3 must take it; 0: must not */
+    } cases[] = {
+        {{{2, 3, 16, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}, 1, 0, 0}, 1}, /* float4 rows */
+        {{{1, 2, 11, 56, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 0, 0, 0}, 1}, /* 56 wide, strips 4, 4, 3 */
+        {{{3, 2, 9, 13, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 1, 0}, 1}, /* views: scalar; a 1-column group */
+        {{{2, 3, 5, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}, 0, 0, 0}, 1},   /* W % 4 != 0 */
+        {{{3, 2, 1, 1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0}, 1},   /* one-pixel planes */
+        {{{2, 2, 2, 3, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 0, 0, 0}, 1},   /* 2 x 3 */
+        {{{3, 1, 40, 40, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 0, 0, 4}, 1}, /* 300 units: partials; no dbias */
+        {{{2, 2, 8, 4, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0}, 1},   /* 4 wide */
+        {{{2, 4, 12, 12, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0, 0}, 1, 0, 1}, 0}, /* no dx */
+        {{{2, 4, 12, 12, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0, 0}, 1, 0, 2}, 0}, /* no dw */
+        {{{2, 3, 12, 12, 3, 3, 3, 1, 1, 0, 0, 1, 1, 3, 0, 0}, 0, 0, 0}, 0}, /* padding 0 */
+        {{{2, 3, 12, 12, 3, 3, 3, 1, 1, 2, 2, 1, 1, 3, 0, 0}, 0, 0, 0}, 0}, /* padding 2 */
+        {{{2, 3, 12, 12, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 1, 0}, 0, 0, 0}, 0}, /* end padding 2 down the rows */
+        {{{2, 3, 12, 12, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3, 0, 0}, 0, 0, 0}, 0}, /* stride 2 */
+        {{{2, 3, 12, 12, 3, 3, 3, 1, 1, 1, 1, 2, 2, 3, 0, 0}, 0, 0, 0}, 0}, /* dilation 2 */
+        {{{2, 3, 12, 12, 6, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}, 0, 0, 0}, 0}, /* multiplier 2 */
+    };
+    teeny_ctx *ctx = th_ctx();
+    th_cpu_kernels(0);
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        const conv_case *k = &cases[i].k;
+        TH_OK(ctx, teeny_profile_begin(ctx));
+        run_case(k, 1400 + (uint64_t)i, 0, 1);
+        int fused = profiled(ctx, "dwconv_bwd3"), parts = profiled(ctx, "conv_reduce_parts");
+        int dwk = profiled(ctx, "dwconv_dw"), fwd = profiled(ctx, "dwconv_fwd");
+        TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+        ck_assert_msg(fused == cases[i].fused, "case %d: dwconv_bwd3 ran %d, expected %d", i, fused, cases[i].fused);
+        ck_assert_msg(!fused || (!dwk && !fwd), "case %d: dwconv_dw (%d) or dwconv_fwd (%d) beside dwconv_bwd3", i,
+                      dwk, fwd);
+        if (k->skip == 4) /* no dbias: the partials are the weight gradient's */
+            ck_assert_msg(parts == (3 * 10 * 10 > ctx->tune.conv.dw_wg), "case %d: conv_reduce_parts ran %d", i,
+                          parts);
+        if (!fused)
+            continue;
+        th_rng r = th_rng_make(1400 + (uint64_t)i);
+        conv_data d;
+        data_make(&d, &k->c, &r);
+        float *dx[3], *dw[3];
+        for (int run = 0; run < 3; run++) { /* fused twice, then the two-launch path */
+            teeny__conv2d_debug_dw_bwd(run == 2 ? -1 : 0);
+            bwd3_read(k, &d, &dx[run], &dw[run]);
+        }
+        teeny__conv2d_debug_dw_bwd(0);
+        if (i == 0) { /* a loop limit below one dwconv_bwd3 item (conv2d_loops.c): the two-launch path */
+            th_loop_limit(1000);
+            TH_OK(ctx, teeny_profile_begin(ctx));
+            run_case(k, 1400 + (uint64_t)i, 0, 1);
+            int limited = profiled(ctx, "dwconv_bwd3");
+            TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+            th_loop_limit(-1);
+            ck_assert_msg(!limited, "case %d: dwconv_bwd3 ran past a loop limit of 1000", i);
+        }
+        ck_assert_msg(!memcmp(dx[0], dx[1], d.nx * sizeof(float)) && !memcmp(dw[0], dw[1], d.nw * sizeof(float)),
+                      "case %d: dx or dw differ between two runs", i);
+        for (size_t e = 0; e < d.nx; e++)
+            ck_assert_msg(dx[0][e] == dx[2][e], "case %d: dx[%zu] %.9g, the two-launch path's %.9g", i, e,
+                          (double)dx[0][e], (double)dx[2][e]);
+        for (int run = 0; run < 3; run++) {
+            free(dx[run]);
+            free(dw[run]);
+        }
+        data_free(&d);
+    }
     th_cpu_kernels(-1);
 }
 END_TEST
@@ -872,6 +981,7 @@ static void split_cases(const split_case *cases, int n, uint64_t seed0)
                  cases[ci].profile ? cases[ci].profile : "own", cases[ci].limit);
         data_make(&d, &k->c, &r);
         teeny__conv2d_debug(-1, 4); /* dx by the GEMM, whose k loop splits (conv_dx_direct has no split) */
+        teeny__conv2d_debug_dw_bwd(-1); /* dwconv_dw, whose chunks split (dwconv_bwd3's items fit any limit here) */
         th_loop_limit(0);
         long n0 = split_run(k, &d, one, TEENY_OK, repro);
         th_loop_limit(cases[ci].limit);
@@ -889,6 +999,7 @@ static void split_cases(const split_case *cases, int n, uint64_t seed0)
         split_run(k, &d, got, TEENY_ERR_UNSUPPORTED, repro);
         th_loop_limit(-1);
         teeny__conv2d_debug(-1, 0);
+        teeny__conv2d_debug_dw_bwd(0);
         th_profile(NULL);
         data_free(&d);
     }
@@ -1575,6 +1686,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(fwd, test_conv2d_depthwise_strips);
     tcase_add_test(bwd, test_conv2d_depthwise_cols);
     tcase_add_test(bwd, test_conv2d_depthwise_dw_strips);
+    tcase_add_test(bwd, test_conv2d_depthwise_bwd3);
     tcase_add_test(bwd, test_conv2d_tf32);
     tcase_add_test(bwd, test_conv2d_split_loops);
     tcase_add_test(bwd, test_conv2d_dx_phases);

@@ -19,7 +19,11 @@
  *     1-channel input to 32 channels) the GEMM.
  *     The depthwise input gradient at stride 1 with multiplier 1 is the
  *     forward kernel over dy with the taps reversed (dwconv_fwd's flip)
- *     and padding (K-1)*d - p; dwconv_dx takes strides and multipliers > 1;
+ *     and padding (K-1)*d - p; dwconv_dx takes strides and multipliers > 1.
+ *     Where both dx and dweight are asked of a 3x3 depthwise convolution
+ *     at stride 1, dilation 1, padding 1 and multiplier 1 (MobileNet's and
+ *     EfficientNet's), dwconv_bwd3 computes both in one pass, x and dy
+ *     each read once (conv2d_grad.c);
  *   - Winograd F(2x2, 3x3) or F(4x4, 3x3) (conv2d_wino.c, cl/winograd.cl)
  *     for the forward and input gradient of dense 3x3 stride-1
  *     convolutions, and F(2x2, 3x3) for their weight gradient, where the
@@ -34,7 +38,8 @@
  * eager API and the graph) and holds the eager API; conv2d_exec.c holds
  * the op-table forward and backward (the geometry, the path choice and
  * the launches of each pass); conv2d_grad.c the weight and bias
- * gradients' launches; conv2d_dx.c the direct input gradient;
+ * gradients' launches and the one-pass depthwise backward; conv2d_dx.c
+ * the direct input gradient;
  * conv2d_plan.c tile picking and fit checks, the GEMM launches, the
  * depthwise plans and the weight-gradient plan, with the types they share
  * in conv2d_internal.h; conv2d_loops.c the loop trips of every kernel and

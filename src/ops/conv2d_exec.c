@@ -378,7 +378,7 @@ teeny_status teeny__conv2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
     const conv_tuning *tu = conv_tuning_of(ctx);
     grad_plan gp, wino_gp;
     cl_mem scratch = NULL;
-    int wino_dw = 0;
+    int wino_dw = 0, fused = 0; /* fused: dwconv_bwd3's partials per channel (dx and dw in one pass) */
 
     int n_pack[2] = {g.Cig, g.Cog};
 
@@ -387,17 +387,23 @@ teeny_status teeny__conv2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
      * Winograd weight gradient's of its own GEMMs) */
     if (st == TEENY_OK)
         st = teeny__conv_loops_check(ctx, tu, n_pack, 2);
-    if (st == TEENY_OK && dw)
+    if (st == TEENY_OK && dx && dw)
+        fused = teeny__conv_dw_bwd3_plan(ctx, tu, &g, &st);
+    if (st == TEENY_OK && dw && !fused)
         st = teeny__conv_wino_dw_plan(ctx, tu, &g, &wino_gp, &wino_dw);
     if (st == TEENY_OK && (dw || db))
-        st = teeny__conv_grad_plan_make(ctx, tu, &g, dw && !wino_dw, db != NULL, &gp);
-    if (st == TEENY_OK && dx)
+        st = teeny__conv_grad_plan_make(ctx, tu, &g, dw && !wino_dw && !fused, db != NULL, &gp);
+    if (fused > 1) /* its partials where the weight gradient's would be */
+        gp.dw_elems = (int64_t)fused * g.Cout * 9;
+    if (st == TEENY_OK && dx && !fused)
         st = backward_dx(ctx, tu, &g, w, dy, dx);
     if (st != TEENY_OK || (!dw && !db))
         return st;
     if (gp.dw_elems + gp.db_elems > 0)
         st = teeny__scratch(ctx, (size_t)(gp.dw_elems + gp.db_elems) * sizeof(float), &scratch);
-    if (st == TEENY_OK && dw && wino_dw)
+    if (st == TEENY_OK && fused)
+        st = teeny__conv_dw_bwd3(ctx, tu, &g, fused, x, w, dy, dx, dw, scratch);
+    else if (st == TEENY_OK && dw && wino_dw)
         st = teeny__conv_wino_dw(ctx, tu, &g, &wino_gp, x, dy, dw);
     else if (st == TEENY_OK && dw)
         st = teeny__conv_dw_run(ctx, tu, &g, &gp, x->buf, teeny__off(x), dy->buf, teeny__off(dy), dw->buf,

@@ -6,7 +6,9 @@
  * sums in a fixed order (no atomics: the same bits every run); the bias
  * gradient by conv_dbias_part, chunked over the batch the same way.
  * conv2d_exec.c's backward calls them, and conv2d_wino.c for the 16 GEMMs
- * of the Winograd weight gradient.
+ * of the Winograd weight gradient. Also here: the depthwise backward in
+ * one pass (dwconv_bwd3: input and weight gradients of a 3x3, stride-1,
+ * padding-1 depthwise convolution with x and dy each read once).
  */
 #include "conv2d_internal.h"
 
@@ -93,5 +95,53 @@ teeny_status teeny__conv_db_run(teeny_ctx *ctx, const conv_tuning *tu, const con
     teeny_status st = run_kernel(ctx, opt, "conv_dbias_part", k, 8, 2, global, local);
     if (st == TEENY_OK && gp->zb > 1)
         st = reduce_parts(ctx, tu, opt, scratch, part_off, g->Cout, gp->zb, db->buf, db_off);
+    return st;
+}
+
+/* ---- the depthwise backward in one pass ---- */
+
+static int dw_bwd3_mode = 0; /* test hook: 0 by the plan, -1 never */
+
+void teeny__conv2d_debug_dw_bwd(int mode)
+{
+    dw_bwd3_mode = mode;
+}
+
+/* dwconv_bwd3's work-groups per channel (its partials), 0 where it does
+ * not apply: the CPU variant or a device where its items, partials or
+ * their sum do not fit (*st TEENY_OK), or a failed build or query (*st). */
+int teeny__conv_dw_bwd3_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, teeny_status *st)
+{
+    int64_t budget, units = (int64_t)g->B * cdiv(g->H, TEENY__DWB_ROWS) * cdiv(g->W, 4), z = cdiv(units, tu->dw_wg);
+    int64_t max_floats = (int64_t)(ctx->info.max_alloc_bytes / sizeof(float)) / 2;
+    *st = TEENY_OK;
+    if (dw_bwd3_mode < 0 || conv_cpu_variant(ctx) || !teeny__conv_use_depthwise(tu, g) || g->Cog != 1 ||
+        g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->ph != 1 ||
+        g->pw != 1 || g->OH != g->H || g->OW != g->W || z * tu->dw_wg > INT32_MAX ||
+        (int64_t)g->B * g->Cin * g->H * g->W > INT32_MAX || z * g->Cout * 9 > max_floats ||
+        (size_t)9 * tu->dw_wg * sizeof(float) > teeny__conv_local_budget(ctx))
+        return 0;
+    if ((*st = teeny__loop_budget(ctx, &budget)) != TEENY_OK ||
+        teeny__conv_dw_bwd3_trips(tu) > budget || (z > 1 && z + 1 > budget))
+        return 0;
+    return teeny__conv_dw_fits(ctx, tu, "dwconv_bwd3", 0, st) ? (int)z : 0;
+}
+
+teeny_status teeny__conv_dw_bwd3(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int z,
+                                 const teeny_tensor *x, const teeny_tensor *w, const teeny_tensor *dy,
+                                 teeny_tensor *dx, teeny_tensor *dw, cl_mem scratch)
+{
+    cl_mem out = z > 1 ? scratch : dw->buf;
+    int x_off = teeny__off(x), dy_off = teeny__off(dy), w_off = teeny__off(w), dx_off = teeny__off(dx);
+    int out_off = z > 1 ? 0 : teeny__off(dw), zstride = g->Cout * 9;
+    char opt[256];
+    teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+    size_t global[2] = {(size_t)tu->dw_wg * z, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};
+    karg k[] = {KM(x->buf), KI(x_off),   KM(dy->buf),  KI(dy_off), KM(w->buf), KI(w_off),
+                KM(dx->buf), KI(dx_off), KM(out),      KI(out_off), KI(zstride), KI(g->B),
+                KI(g->Cout), KI(g->H),   KI(g->W)};
+    teeny_status st = run_kernel(ctx, opt, "dwconv_bwd3", k, (int)(sizeof k / sizeof k[0]), 2, global, local);
+    if (st == TEENY_OK && z > 1)
+        st = reduce_parts(ctx, tu, opt, scratch, 0, zstride, z, dw->buf, teeny__off(dw));
     return st;
 }

@@ -212,6 +212,14 @@ teeny_status teeny__conv_dw_run(teeny_ctx *ctx, const conv_tuning *tu, const con
 /* The bias gradient as gp plans it, its partials at scratch + part_off. */
 teeny_status teeny__conv_db_run(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const grad_plan *gp,
                                 const teeny_tensor *dy, teeny_tensor *db, cl_mem scratch, int part_off);
+/* The depthwise backward in one pass (dwconv_bwd3): dx and dw of a 3x3 depthwise convolution at stride 1,
+ * dilation 1, padding 1 and multiplier 1. The plan, before any launch: its partials per channel, z (0: it does
+ * not apply, or *st says what failed); the launch then writes dx whole, and dw from z * Cout * 9 floats of
+ * partials in scratch where z > 1. */
+int teeny__conv_dw_bwd3_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, teeny_status *st);
+teeny_status teeny__conv_dw_bwd3(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int z,
+                                 const teeny_tensor *x, const teeny_tensor *w, const teeny_tensor *dy,
+                                 teeny_tensor *dx, teeny_tensor *dw, cl_mem scratch);
 
 /* ---- Winograd F(2x2, 3x3) and F(4x4, 3x3) (conv2d_wino.c) ---- */
 
@@ -242,6 +250,9 @@ teeny_status teeny__conv_dw_cpu_rows(teeny_ctx *ctx, const conv_geom *g, int dx,
 teeny_status teeny__conv_dw_loops_fit(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const dw_plan *pl,
                                       int dx, int *fits);
 int64_t teeny__conv_dw_rounds_max(const conv_tuning *tu, const conv_geom *g, int64_t budget);
+#define TEENY__DWB_ROWS 4 /* output rows per dwconv_bwd3 item: cl/conv2d.cl's DWB_ROWS */
+/* dwconv_bwd3's loop trips per item (one unit, the tree sum). */
+int64_t teeny__conv_dw_bwd3_trips(const conv_tuning *tu);
 /* Whether dwconv_dw takes its 3x3 path (column strips of cols columns an
  * item) for chunks of r_chunk positions: cols where the geometry allows
  * it and its loops fit budget, else 0. */

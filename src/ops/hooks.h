@@ -14,6 +14,8 @@
  * phase, 4: dx by the GEMM path, not conv_dx_direct, 8: dwconv_fwd one output column per item, 16: dwconv_dw's
  * 3x3 path one position column per item. linear.c: with tf32 asked, run the linear_tf32 tile emulated in OpenCL C (1: common.cl), on any device. */
 void teeny__conv2d_debug(int tile, int flags);
+/* conv2d_grad.c: the depthwise backward in one pass (dwconv_bwd3) by its plan (0) or never (-1). */
+void teeny__conv2d_debug_dw_bwd(int mode);
 /* conv2d_wino.c: Winograd F(2x2, 3x3) forced (1: wherever the geometry allows it -- 3x3, stride 1, dilation 1,
  * groups 1, pads <= 2, not the tf32 tuning -- whatever the profile and size; -1: never; 0: by profile and size),
  * which also resets the count and the cap below. The count of passes (forward, input gradient) that took it since;
