@@ -812,8 +812,7 @@ static void bwd3_read(const conv_case *k, const conv_data *d, float **dx, float 
  * DWB_ROWS), one-pixel planes, and more units per channel than a
  * work-group holds (partials summed by conv_reduce_parts); dx equal to
  * the two-launch path's (the same sums in the same order), dx and dw the
- * same bits run to run; the two-launch path under a loop limit below one
- * of its items (Mesa's llvmpipe's kind); and the shapes and requests it leaves to the
+ * same bits run to run; and the shapes and requests it leaves to the
  * other kernels (no dx, no dw, padding 0 or 2, an extra end padding,
  * stride 2, dilation 2, multiplier 2). */
 START_TEST(test_conv2d_depthwise_bwd3)
@@ -865,15 +864,6 @@ START_TEST(test_conv2d_depthwise_bwd3)
             bwd3_read(k, &d, &dx[run], &dw[run]);
         }
         teeny__conv2d_debug_dw_bwd(0);
-        if (i == 0) { /* a loop limit below one dwconv_bwd3 item (conv2d_loops.c): the two-launch path */
-            th_loop_limit(1000);
-            TH_OK(ctx, teeny_profile_begin(ctx));
-            run_case(k, 1400 + (uint64_t)i, 0, 1);
-            int limited = profiled(ctx, "dwconv_bwd3");
-            TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
-            th_loop_limit(-1);
-            ck_assert_msg(!limited, "case %d: dwconv_bwd3 ran past a loop limit of 1000", i);
-        }
         ck_assert_msg(!memcmp(dx[0], dx[1], d.nx * sizeof(float)) && !memcmp(dw[0], dw[1], d.nw * sizeof(float)),
                       "case %d: dx or dw differ between two runs", i);
         for (size_t e = 0; e < d.nx; e++)
