@@ -218,7 +218,7 @@ END_TEST
 
 /* Geometry Winograd does not cover runs the other paths even when
  * forced; without forcing, this device's profile decides (only NVIDIA's
- * asks for it, above 1024 output tiles and 16 channels each way, its
+ * asks for it, from 256 2x2 output tiles and 16 channels each way, its
  * wino_dw channels for the weight gradient), and mode WINO_NEVER
  * overrides every profile. */
 START_TEST(test_conv2d_wino_route)
@@ -252,6 +252,10 @@ START_TEST(test_conv2d_wino_route)
         ck_assert_int_eq(check_case(&c, 985, 0), 3);
         ref_conv few_tiles = ref_of(&k, 1, 1, 1, 3); /* 5 x 5 tiles */
         ck_assert_int_eq(check_case(&few_tiles, 982, 0), 0);
+        wino_case at = {1, 16, 16, 31, 32, 1, 1, 0, 0}, below = {1, 16, 16, 30, 32, 1, 1, 0, 0};
+        ref_conv at_least = ref_of(&at, 1, 1, 1, 3), too_few = ref_of(&below, 1, 1, 1, 3); /* 16 x 16, 15 x 16 */
+        ck_assert_int_eq(check_case(&at_least, 986, 0), 3); /* wino_dw 16 still */
+        ck_assert_int_eq(check_case(&too_few, 987, 0), 0);
         wino_case thin = {2, 8, 16, 64, 64, 1, 1, 0, 0}; /* 8 input channels: no pass */
         ref_conv few_channels = ref_of(&thin, 1, 1, 1, 3);
         ck_assert_int_eq(check_case(&few_channels, 983, 0), 0);
