@@ -1542,7 +1542,7 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
 
 /* ---- the depthwise backward in one pass (dwconv_bwd3) ---- */
 
-/* Output rows per item of dwconv_bwd3 (conv2d_grad.c's DWB_ROWS). */
+/* Output rows per item of dwconv_bwd3 (conv2d_internal.h's TEENY__DWB_ROWS: the host's count of its items). */
 #define DWB_ROWS 4
 
 /* One row of a 6-value window, columns iw0 .. iw0 + 5 from r = row + iw0:
