@@ -1086,6 +1086,51 @@ __kernel void conv_dx_direct(__global const float *restrict dy, int dy_off, __gl
               KH = (g).s7, KW = (g).s8, s_h = (g).s9, s_w = (g).sa, p_h = (g).sb, p_w = (g).sc, d_h = (g).sd, \
               d_w = (g).se
 
+/* Values iw0 + p * dc (p < 6) of one input row, from r = row + iw0: value
+ * p where the row is inside the plane (in) and so is column p (bit p of
+ * cin), else 0. V4 (a constant; dc 1): values 1-4 as one float4, the
+ * caller having checked that they lie inside the row and 16-byte aligned.
+ * dw_fwd_rows3 and dw_bwd3_unit load their windows with it. */
+TEENY_INLINE void dw_row6(__global const float *r, int in, int cin, int dc, const int V4, float *v)
+{
+    if (V4) {
+        const float4 q = in ? *(__global const float4 *)(r + 1) : (float4)(0.0f);
+        v[0] = in && cin & 1 ? r[0] : 0.0f;
+        v[1] = q.x;
+        v[2] = q.y;
+        v[3] = q.z;
+        v[4] = q.w;
+        v[5] = in && cin & 32 ? r[5] : 0.0f;
+    } else {
+        TEENY_UNROLL
+        for (int p = 0; p < 6; p++)
+            v[p] = in && cin >> p & 1 ? r[p * dc] : 0.0f;
+    }
+}
+
+/* dw_fwd_rows3's sums of input row j (a constant where it is inlined):
+ * its values v[0 .. NC + 1] into every output row r < nr of the strip
+ * that reads it (tap kh = j - r * SH), columns q < NC, taps kw in order,
+ * those whose input column lies outside the row (bit q + kw of cin)
+ * skipped. */
+TEENY_INLINE void dw_fwd_row_sums(const float *v, const float *wv, const int j, const int SH, int nr, const int NC,
+                                  int cin, float *acc)
+{
+    TEENY_UNROLL
+    for (int r = 0; r < DW_ROWS; r++) {
+        const int kh = j - r * SH;
+        if (kh < 0 || kh > 2 || r >= nr)
+            continue;
+        TEENY_UNROLL
+        for (int q = 0; q < 4; q++) {
+            TEENY_UNROLL
+            for (int kw = 0; kw < 3; kw++)
+                if (q < NC && cin >> (q + kw) & 1)
+                    acc[q * DW_ROWS + r] = TEENY_MAD(v[q + kw], wv[kh * 3 + kw], acc[q * DW_ROWS + r]);
+        }
+    }
+}
+
 /* dwconv_fwd's path for 3x3 kernels with dilation 1 down the rows and
  * row stride SH (1 or 2: a constant where it is inlined, so the unrolled
  * loops resolve every tap test at compile time). The item walks its
@@ -1129,41 +1174,13 @@ TEENY_INLINE void dw_fwd_rows3(__global const float *xc, __global const float *w
         TEENY_UNROLL
         for (int j = 0; j < DW_ROWS + 2; j++) {
             const int ih = ih0 + j, in = j < n_in && (uint)ih < (uint)H;
-            __global const float *xr = xc + ih * W + iw0;
             rin |= in << j;
-            if (NC == 4 && V4) {
-                const float4 q = in ? *(__global const float4 *)(xr + 1) : (float4)(0.0f);
-                v[j * 6] = in && cin & 1 ? xr[0] : 0.0f;
-                v[j * 6 + 1] = q.x;
-                v[j * 6 + 2] = q.y;
-                v[j * 6 + 3] = q.z;
-                v[j * 6 + 4] = q.w;
-                v[j * 6 + 5] = in && cin & 32 ? xr[5] : 0.0f;
-            } else {
-                TEENY_UNROLL
-                for (int p = 0; p < 6; p++)
-                    v[j * 6 + p] = in && cin >> p & 1 ? xr[p * dc] : 0.0f;
-            }
+            dw_row6(xc + ih * W + iw0, in, cin, dc, NC == 4 && V4, v + j * 6);
         }
         TEENY_UNROLL
-        for (int j = 0; j < DW_ROWS + 2; j++) {
-            if (!(rin >> j & 1))
-                continue;
-            TEENY_UNROLL
-            for (int r = 0; r < DW_ROWS; r++) {
-                const int kh = j - r;
-                if (kh < 0 || kh > 2 || r >= nr)
-                    continue;
-                TEENY_UNROLL
-                for (int q = 0; q < 4; q++) {
-                    TEENY_UNROLL
-                    for (int kw = 0; kw < 3; kw++)
-                        if (q < NC && cin >> (q + kw) & 1)
-                            acc[q * DW_ROWS + r] =
-                                TEENY_MAD(v[j * 6 + q + kw], wv[kh * 3 + kw], acc[q * DW_ROWS + r]);
-                }
-            }
-        }
+        for (int j = 0; j < DW_ROWS + 2; j++)
+            if (rin >> j & 1)
+                dw_fwd_row_sums(v + j * 6, wv, j, 1, nr, NC, cin, acc);
         return;
     }
     TEENY_UNROLL
@@ -1171,34 +1188,9 @@ TEENY_INLINE void dw_fwd_rows3(__global const float *xc, __global const float *w
         const int ih = ih0 + j;
         if (j >= n_in || (uint)ih >= (uint)H)
             continue;
-        __global const float *xr = xc + ih * W + iw0;
         float v[6];
-        if (NC == 4 && V4) {
-            const float4 q = *(__global const float4 *)(xr + 1);
-            v[0] = cin & 1 ? xr[0] : 0.0f;
-            v[1] = q.x;
-            v[2] = q.y;
-            v[3] = q.z;
-            v[4] = q.w;
-            v[5] = cin & 32 ? xr[5] : 0.0f;
-        } else {
-            TEENY_UNROLL
-            for (int p = 0; p < 6; p++)
-                v[p] = cin >> p & 1 ? xr[p * dc] : 0.0f;
-        }
-        TEENY_UNROLL
-        for (int r = 0; r < DW_ROWS; r++) {
-            const int kh = j - r * SH;
-            if (kh < 0 || kh > 2 || r >= nr)
-                continue;
-            TEENY_UNROLL
-            for (int q = 0; q < 4; q++) {
-                TEENY_UNROLL
-                for (int kw = 0; kw < 3; kw++)
-                    if (q < NC && cin >> (q + kw) & 1)
-                        acc[q * DW_ROWS + r] = TEENY_MAD(v[q + kw], wv[kh * 3 + kw], acc[q * DW_ROWS + r]);
-            }
-        }
+        dw_row6(xc + ih * W + iw0, 1, cin, dc, NC == 4 && V4, v);
+        dw_fwd_row_sums(v, wv, j, SH, nr, NC, cin, acc);
     }
 }
 
@@ -1545,27 +1537,6 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
 /* Output rows per item of dwconv_bwd3 (conv2d_internal.h's TEENY__DWB_ROWS: the host's count of its items). */
 #define DWB_ROWS 4
 
-/* One row of a 6-value window, columns iw0 .. iw0 + 5 from r = row + iw0:
- * value p where the row is inside the plane (in) and column p is (bit p
- * of cin), else 0; V4 (a constant): values 1-4 as one float4, the caller
- * having checked that they lie inside the row and 16-byte aligned. */
-TEENY_INLINE void dw_bwd3_row(__global const float *r, int in, int cin, const int V4, float *v)
-{
-    if (V4) {
-        const float4 q = in ? *(__global const float4 *)(r + 1) : (float4)(0.0f);
-        v[0] = in && cin & 1 ? r[0] : 0.0f;
-        v[1] = q.x;
-        v[2] = q.y;
-        v[3] = q.z;
-        v[4] = q.w;
-        v[5] = in && cin & 32 ? r[5] : 0.0f;
-    } else {
-        TEENY_UNROLL
-        for (int p = 0; p < 6; p++)
-            v[p] = in && cin >> p & 1 ? r[p] : 0.0f;
-    }
-}
-
 /* dwconv_bwd3's unit: rows oh0 .. oh0 + DWB_ROWS - 1 (those inside the
  * plane) by columns ow0 .. ow0 + 3 (those inside) of one H x W plane; xc,
  * dyc and dxc point at the plane of x, dy and dx, wv holds the channel's
@@ -1599,8 +1570,8 @@ TEENY_INLINE void dw_bwd3_unit(__global const float *xc, __global const float *d
     TEENY_UNROLL
     for (int j = 0; j < DWB_ROWS + 2; j++) { /* window row j: row oh0 - 1 + j, zeros past the unit or the plane */
         const int ih = oh0 - 1 + j, in = j < nr + 2 && (uint)ih < (uint)H;
-        dw_bwd3_row(xc + ih * W + iw0, in, cin, V4, xv + j * 6);
-        dw_bwd3_row(dyc + ih * W + iw0, in, cin, V4, gv + j * 6);
+        dw_row6(xc + ih * W + iw0, in, cin, 1, V4, xv + j * 6);
+        dw_row6(dyc + ih * W + iw0, in, cin, 1, V4, gv + j * 6);
     }
     TEENY_UNROLL
     for (int r = 0; r < DWB_ROWS; r++) {
