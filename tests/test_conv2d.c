@@ -439,6 +439,39 @@ START_TEST(test_conv2d_tile_pick)
 }
 END_TEST
 
+/* The same with the NVIDIA profile's tf32 tiles (emulated): the weight
+ * gradients whose M and N fill a 128 x 128 tile take its dw_first tile
+ * (ResNet's 3x3 128->128 and 128->256: M = 1,152), the others and every
+ * forward and input gradient never do. */
+START_TEST(test_conv2d_tile_pick_tf32)
+{
+    static const struct {
+        int64_t M, N, z;
+        int dw_first;
+    } cases[] = {
+        {128 * 9, 128, 98, 1}, {128 * 9, 256, 25, 1}, {64 * 9, 64, 98, 0}, {32 * 9, 64, 25, 0},
+        {127, 256, 25, 0},     {32 * 28 * 28, 256, 0, 0}, {128 * 9, 128, 0, 0},
+    };
+    teeny_ctx *ctx = th_ctx();
+    if (!th_profile("nvidia"))
+        return; /* the device cannot hold the row (th_profile says so) */
+    th_compute_units(132);
+    teeny__conv2d_debug_tf32_emulate(1);
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
+    const teeny__conv_tune *tu = &ctx->tune.conv_tf32;
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        int t = teeny__conv2d_debug_pick(ctx, cases[i].M, cases[i].N, 1, cases[i].z);
+        ck_assert_msg(t >= 0 && t < tu->n_tiles && tu->tiles[t].dw_first == cases[i].dw_first,
+                      "M %lld N %lld z %lld: tile %d, dw_first %d", (long long)cases[i].M, (long long)cases[i].N,
+                      (long long)cases[i].z, t, cases[i].dw_first);
+    }
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
+    teeny__conv2d_debug_tf32_emulate(0);
+    th_compute_units(0);
+    th_profile(NULL);
+}
+END_TEST
+
 /* teeny_ctx_set_tf32(ctx, 1) on a device with tf32 tensor cores: every
  * GEMM path (gather, 1x1, strided input gradient, split weight gradient)
  * within TOL_TF32 of the float64 references, with and without bias, the
@@ -448,7 +481,7 @@ static void tf32_checks(teeny_ctx *ctx)
 {
     static const int cases[] = {0, 1, 2, 4, 7, 8};
     tol = TOL_TF32;
-    for (int tile = -1; tile < 4; tile++) { /* the tuning's choice, then each tf32 tile */
+    for (int tile = -1; tile < ctx->tune.conv_tf32.n_tiles; tile++) { /* the tuning's choice, then each tile */
         teeny__conv2d_debug(tile, 1);
         for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++)
             run_case(&large_cases[cases[i]], 900 + (uint64_t)i, 1, 1);
@@ -1670,6 +1703,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(fwd, test_conv2d_output_shape);
     tcase_add_test(fwd, test_conv2d_infer);
     tcase_add_test(fwd, test_conv2d_tile_pick);
+    tcase_add_test(fwd, test_conv2d_tile_pick_tf32);
     tcase_add_test(bwd, test_conv2d_finite_differences);
     tcase_add_test(bwd, test_conv2d_backward_workspace);
     tcase_add_test(bwd, test_conv2d_depthwise_dx_route);

@@ -97,10 +97,10 @@ static int64_t tile_cost(const conv_tuning *tu, const gemm_tile *t, int64_t M, i
            ((int64_t)t->tm * t->tn * per_product + 4 * STAGE_COST * ((int64_t)t->tm + t->tn));
 }
 
-/* The cheapest tile (tile_cost: padded rows and columns alike) of those
- * the device holds that give every compute unit work: min_groups < 0,
- * each tile's min_per_cu work-groups per unit; else min_groups over the z
- * chunks (0: none). The smallest tile (min_per_cu 0) where none does. */
+/* The cheapest tile (tile_cost: padded rows and columns alike) of those the device holds that give every
+ * unit work: min_groups < 0 (no weight gradient: no dw_first tile), each tile's min_per_cu work-groups per unit;
+ * else min_groups over the z chunks (0: none), a dw_first tile M and N fill before any. The smallest tile
+ * (min_per_cu 0) where none does. */
 static int cheapest_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int64_t N, int64_t G, int64_t z,
                          int64_t min_groups)
 {
@@ -112,10 +112,10 @@ static int cheapest_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M,
     for (int i = 0; i <= last; i++) {
         const gemm_tile *t = &tu->tiles[i];
         int64_t groups = cdiv(M, t->tm) * cdiv(N, t->tn) * G * z;
-        if (!tile_fits(ctx, tu, t) ||
+        if ((t->dw_first && (min_groups < 0 || M < t->tm || N < t->tn)) || !tile_fits(ctx, tu, t) ||
             (i < last && groups < (min_groups < 0 ? (int64_t)t->min_per_cu * cus : min_groups)))
             continue;
-        int64_t cost = tile_cost(tu, t, M, N, G);
+        int64_t cost = t->dw_first ? 0 : tile_cost(tu, t, M, N, G); /* dw_first: the weight gradient's first */
         if (best < 0 || cost < best_cost) {
             best = i;
             best_cost = cost;

@@ -58,6 +58,8 @@ typedef struct {
     int wm, wn;      /* micro-tile per work-item (multiples of 4) */
     int min_per_cu;  /* forward / input-gradient GEMMs take this tile only
                       * with at least this many work-groups per compute unit */
+    int dw_first;    /* 1: the weight gradient's GEMM (conv_gemm_dw) takes this tile before the others
+                      * wherever its M and N fill it; no other GEMM takes it (but a test's forced tile) */
 } teeny__gemm_tile;
 
 typedef struct {
