@@ -873,41 +873,47 @@ START_TEST(test_conv2d_depthwise_bwd3)
     };
     teeny_ctx *ctx = th_ctx();
     th_cpu_kernels(0);
-    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
-        const conv_case *k = &cases[i].k;
-        TH_OK(ctx, teeny_profile_begin(ctx));
-        run_case(k, 1400 + (uint64_t)i, 0, 1);
-        int fused = profiled(ctx, "dwconv_bwd3"), parts = profiled(ctx, "conv_reduce_parts");
-        int dwk = profiled(ctx, "dwconv_dw"), fwd = profiled(ctx, "dwconv_fwd");
-        TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
-        ck_assert_msg(fused == cases[i].fused, "case %d: dwconv_bwd3 ran %d, expected %d", i, fused, cases[i].fused);
-        ck_assert_msg(!fused || (!dwk && !fwd), "case %d: dwconv_dw (%d) or dwconv_fwd (%d) beside dwconv_bwd3", i,
-                      dwk, fwd);
-        if (k->skip == 4) /* no dbias: the partials are the weight gradient's */
-            ck_assert_msg(parts == (3 * 10 * 10 > ctx->tune.conv.dw_wg), "case %d: conv_reduce_parts ran %d", i,
-                          parts);
-        if (!fused)
-            continue;
-        th_rng r = th_rng_make(1400 + (uint64_t)i);
-        conv_data d;
-        data_make(&d, &k->c, &r);
-        float *dx[3], *dw[3];
-        for (int run = 0; run < 3; run++) { /* fused twice, then the two-launch path */
-            teeny__conv2d_debug_dw_bwd(run == 2 ? -1 : 0);
-            bwd3_read(k, &d, &dx[run], &dw[run]);
+    for (int prof = 0; prof < 2; prof++) { /* the device's profile, then the nvidia one (dwb_wg 128 of 256) */
+        if (prof == 1 && !th_profile("nvidia"))
+            break;
+        const int wg = ctx->tune.conv.dwb_wg > 0 ? ctx->tune.conv.dwb_wg : ctx->tune.conv.dw_wg;
+        for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+            const conv_case *k = &cases[i].k;
+            TH_OK(ctx, teeny_profile_begin(ctx));
+            run_case(k, 1400 + (uint64_t)i, 0, 1);
+            int fused = profiled(ctx, "dwconv_bwd3"), parts = profiled(ctx, "conv_reduce_parts");
+            int dwk = profiled(ctx, "dwconv_dw"), fwd = profiled(ctx, "dwconv_fwd");
+            TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+            ck_assert_msg(fused == cases[i].fused, "case %d: dwconv_bwd3 ran %d, expected %d", i, fused,
+                          cases[i].fused);
+            ck_assert_msg(!fused || (!dwk && !fwd), "case %d: dwconv_dw (%d) or dwconv_fwd (%d) beside dwconv_bwd3", i,
+                          dwk, fwd);
+            if (k->skip == 4) /* no dbias: the partials are the weight gradient's */
+                ck_assert_msg(parts == (3 * 10 * 10 > wg), "case %d: conv_reduce_parts ran %d", i, parts);
+            if (!fused)
+                continue;
+            th_rng r = th_rng_make(1400 + (uint64_t)i);
+            conv_data d;
+            data_make(&d, &k->c, &r);
+            float *dx[3], *dw[3];
+            for (int run = 0; run < 3; run++) { /* fused twice, then the two-launch path */
+                teeny__conv2d_debug_dw_bwd(run == 2 ? -1 : 0);
+                bwd3_read(k, &d, &dx[run], &dw[run]);
+            }
+            teeny__conv2d_debug_dw_bwd(0);
+            ck_assert_msg(!memcmp(dx[0], dx[1], d.nx * sizeof(float)) && !memcmp(dw[0], dw[1], d.nw * sizeof(float)),
+                          "case %d: dx or dw differ between two runs", i);
+            for (size_t e = 0; e < d.nx; e++)
+                ck_assert_msg(dx[0][e] == dx[2][e], "case %d: dx[%zu] %.9g, the two-launch path's %.9g", i, e,
+                              (double)dx[0][e], (double)dx[2][e]);
+            for (int run = 0; run < 3; run++) {
+                free(dx[run]);
+                free(dw[run]);
+            }
+            data_free(&d);
         }
-        teeny__conv2d_debug_dw_bwd(0);
-        ck_assert_msg(!memcmp(dx[0], dx[1], d.nx * sizeof(float)) && !memcmp(dw[0], dw[1], d.nw * sizeof(float)),
-                      "case %d: dx or dw differ between two runs", i);
-        for (size_t e = 0; e < d.nx; e++)
-            ck_assert_msg(dx[0][e] == dx[2][e], "case %d: dx[%zu] %.9g, the two-launch path's %.9g", i, e,
-                          (double)dx[0][e], (double)dx[2][e]);
-        for (int run = 0; run < 3; run++) {
-            free(dx[run]);
-            free(dw[run]);
-        }
-        data_free(&d);
     }
+    th_profile(NULL);
     th_cpu_kernels(-1);
 }
 END_TEST

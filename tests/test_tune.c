@@ -54,7 +54,8 @@ START_TEST(test_tune_rows)
                 ck_assert_msg(c->tiles[t].tm * c->tiles[t].tn <= c->tiles[t - 1].tm * c->tiles[t - 1].tn,
                               "%s: conv2d tiles not largest first", p->name);
         }
-        ck_assert_msg(pow2(c->dw_wg) && c->dw_rows >= 1 && c->dw_taps >= 1 && c->dw_mult_max >= 1 && c->waves >= 1,
+        ck_assert_msg(pow2(c->dw_wg) && (c->dwb_wg == 0 || pow2(c->dwb_wg)) && c->dw_rows >= 1 && c->dw_taps >= 1 &&
+                          c->dw_mult_max >= 1 && c->waves >= 1,
                       "%s: conv2d depthwise settings", p->name);
         ck_assert_msg(c->cpu_rows == 0 || (c->cpu_wg >= 1 && (c->cpu_nv == 1 || c->cpu_nv == 2)),
                       "%s: conv2d CPU GEMM settings", p->name);

@@ -86,7 +86,7 @@ static teeny_status dw_forward_run(teeny_ctx *ctx, const conv_tuning *tu, const 
     teeny_status st = TEENY_OK;
     *done = 0;
     teeny__conv_dw_plan_fwd(tu, g, &pl);
-    if (!teeny__conv_dw_fits(ctx, tu, "dwconv_fwd", 0, &st) ||
+    if (!teeny__conv_dw_fits(ctx, tu, "dwconv_fwd", (size_t)tu->dw_wg, 0, &st) ||
         (st = teeny__conv_dw_loops_fit(ctx, tu, g, &pl, 0, &loops_fit)) != TEENY_OK || !loops_fit)
         return st;
     char opt[256];
@@ -331,7 +331,7 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
             return st;
     }
     if (teeny__conv_use_depthwise(tu, g) && teeny__conv_dw_plan_dx(ctx, tu, g, &pl) &&
-        teeny__conv_dw_fits(ctx, tu, "dwconv_dx", pl.local_bytes, &st) &&
+        teeny__conv_dw_fits(ctx, tu, "dwconv_dx", (size_t)tu->dw_wg, pl.local_bytes, &st) &&
         (st = teeny__conv_dw_loops_fit(ctx, tu, g, &pl, 1, &loops_fit)) == TEENY_OK && loops_fit) {
         char opt[256];
         teeny__conv_tile_options(tu, 0, opt, sizeof opt);

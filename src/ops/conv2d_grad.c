@@ -112,19 +112,20 @@ void teeny__conv2d_debug_dw_bwd(int mode)
  * their sum do not fit (*st TEENY_OK), or a failed build or query (*st). */
 int teeny__conv_dw_bwd3_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, teeny_status *st)
 {
-    int64_t budget, units = (int64_t)g->B * cdiv(g->H, TEENY__DWB_ROWS) * cdiv(g->W, 4), z = cdiv(units, tu->dw_wg);
+    int64_t budget, wg = conv_dwb_wg(tu), units = (int64_t)g->B * cdiv(g->H, TEENY__DWB_ROWS) * cdiv(g->W, 4);
+    int64_t z = cdiv(units, wg);
     int64_t max_floats = (int64_t)(ctx->info.max_alloc_bytes / sizeof(float)) / 2;
     *st = TEENY_OK;
     if (dw_bwd3_mode < 0 || conv_cpu_variant(ctx) || !teeny__conv_use_depthwise(tu, g) || g->Cog != 1 ||
         g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->ph != 1 ||
-        g->pw != 1 || g->OH != g->H || g->OW != g->W || z * tu->dw_wg > INT32_MAX ||
+        g->pw != 1 || g->OH != g->H || g->OW != g->W || z * wg > INT32_MAX ||
         (int64_t)g->B * g->Cin * g->H * g->W > INT32_MAX || z * g->Cout * 9 > max_floats ||
-        (size_t)9 * tu->dw_wg * sizeof(float) > teeny__conv_local_budget(ctx))
+        (size_t)9 * wg * sizeof(float) > teeny__conv_local_budget(ctx))
         return 0;
     if ((*st = teeny__loop_budget(ctx, &budget)) != TEENY_OK ||
         teeny__conv_dw_bwd3_trips(tu) > budget || (z > 1 && z + 1 > budget))
         return 0;
-    return teeny__conv_dw_fits(ctx, tu, "dwconv_bwd3", 0, st) ? (int)z : 0;
+    return teeny__conv_dw_fits(ctx, tu, "dwconv_bwd3", (size_t)wg, 0, st) ? (int)z : 0;
 }
 
 teeny_status teeny__conv_dw_bwd3(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int z,
@@ -136,7 +137,7 @@ teeny_status teeny__conv_dw_bwd3(teeny_ctx *ctx, const conv_tuning *tu, const co
     int out_off = z > 1 ? 0 : teeny__off(dw), zstride = g->Cout * 9;
     char opt[256];
     teeny__conv_tile_options(tu, 0, opt, sizeof opt);
-    size_t global[2] = {(size_t)tu->dw_wg * z, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};
+    size_t global[2] = {(size_t)conv_dwb_wg(tu) * z, (size_t)g->Cout}, local[2] = {(size_t)conv_dwb_wg(tu), 1};
     karg k[] = {KM(x->buf), KI(x_off),   KM(dy->buf),  KI(dy_off), KM(w->buf), KI(w_off),
                 KM(dx->buf), KI(dx_off), KM(out),      KI(out_off), KI(zstride), KI(g->B),
                 KI(g->Cout), KI(g->H),   KI(g->W)};

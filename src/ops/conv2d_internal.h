@@ -179,7 +179,8 @@ int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g);
 void teeny__conv_dw_plan_fwd(const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_grad_cols(const conv_geom *g);
 int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
-int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t local_bytes, teeny_status *st);
+int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t wg, size_t local_bytes,
+                        teeny_status *st);
 void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap);
 /* The input gradient's stride phases in one launch (1: the tiled GPU GEMMs, unless the test hook
  * teeny__conv2d_debug asks for one each) or one launch each (0: conv_gemm_cpu). */
@@ -251,6 +252,10 @@ teeny_status teeny__conv_dw_loops_fit(teeny_ctx *ctx, const conv_tuning *tu, con
                                       int dx, int *fits);
 int64_t teeny__conv_dw_rounds_max(const conv_tuning *tu, const conv_geom *g, int64_t budget);
 #define TEENY__DWB_ROWS 4 /* output rows per dwconv_bwd3 item: cl/conv2d.cl's DWB_ROWS */
+static inline int conv_dwb_wg(const conv_tuning *tu) /* dwconv_bwd3's work-group (its -DDWB_WG) */
+{
+    return tu->dwb_wg > 0 ? tu->dwb_wg : tu->dw_wg;
+}
 /* dwconv_bwd3's loop trips per item (one unit, the tree sum). */
 int64_t teeny__conv_dw_bwd3_trips(const conv_tuning *tu);
 /* Whether dwconv_dw takes its 3x3 path (column strips of cols columns an

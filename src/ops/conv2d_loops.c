@@ -115,14 +115,16 @@ int64_t teeny__conv_dw_rounds_max(const conv_tuning *tu, const conv_geom *g, int
 
 /* dwconv_bwd3 (DWB_ROWS rows of 4 columns an item, cl/conv2d.cl): the
  * clears and loads of its 9 sums and taps (10 each), the column mask (7),
- * the window rows (DWB_ROWS + 3, each two rows of 6 + 1), per output row
- * (DWB_ROWS + 1) its columns (4 + 1; two tap loops of 9 + 1 each) and
- * stores (4 + 1), the partial's store (10) and the tree. */
+ * two windows (DWB_ROWS + 3 rows each, rows of 6 + 1), the input
+ * gradient's rows (DWB_ROWS + 1: columns 4 + 1 of 9 + 1 taps, stores
+ * 4 + 1), the weight gradient's (DWB_ROWS + 1: columns 4 + 1 of 9 + 1
+ * taps), the partial's store (10) and the tree. */
 int64_t teeny__conv_dw_bwd3_trips(const conv_tuning *tu)
 {
-    int64_t window = (TEENY__DWB_ROWS + 3) + (int64_t)(TEENY__DWB_ROWS + 2) * 2 * 7;
-    int64_t rows = (TEENY__DWB_ROWS + 1) + (int64_t)TEENY__DWB_ROWS * ((4 + 1) + 4 * 2 * 10 + (4 + 1));
-    return 10 + 10 + 7 + window + rows + 10 + tree_trips(tu->dw_wg, 9) + 1;
+    int64_t window = 2 * ((TEENY__DWB_ROWS + 3) + (int64_t)(TEENY__DWB_ROWS + 2) * 7);
+    int64_t dx = (TEENY__DWB_ROWS + 1) + (int64_t)TEENY__DWB_ROWS * ((4 + 1) + 4 * 10 + (4 + 1));
+    int64_t dw = (TEENY__DWB_ROWS + 1) + (int64_t)TEENY__DWB_ROWS * ((4 + 1) + 4 * 10);
+    return 10 + 10 + 7 + window + dx + dw + 10 + tree_trips(conv_dwb_wg(tu), 9) + 1;
 }
 
 /* dwconv_dw's 3x3 path (dw_dw_rows3): 3x3, stride 1, dilation 1, one pass

@@ -66,9 +66,9 @@ static int tile_fits(const teeny_ctx *ctx, const conv_tuning *tu, const gemm_til
 void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap)
 {
     const gemm_tile *t = &tu->tiles[tile];
-    int n = snprintf(buf, cap,
-                     "-DTILE_M=%d -DTILE_N=%d -DTILE_K=%d -DWPT_M=%d -DWPT_N=%d -DDW_WG=%d -DDW_ROWS=%d -DDW_TAPS=%d",
-                     t->tm, t->tn, t->tk, t->wm, t->wn, tu->dw_wg, tu->dw_rows, tu->dw_taps);
+    int n = snprintf(buf, cap, "-DTILE_M=%d -DTILE_N=%d -DTILE_K=%d -DWPT_M=%d -DWPT_N=%d -DDW_WG=%d -DDWB_WG=%d "
+                     "-DDW_ROWS=%d -DDW_TAPS=%d", t->tm, t->tn, t->tk, t->wm, t->wn, tu->dw_wg, conv_dwb_wg(tu),
+                     tu->dw_rows, tu->dw_taps);
     if (tu->cpu_rows > 0 && n > 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n, " -DCPU_RM=%d -DCPU_NV=%d", tu->cpu_rows, tu->cpu_nv);
     if (tu->tf32 && n > 0 && (size_t)n < cap)
@@ -188,14 +188,14 @@ static teeny_status fit_tile(teeny_ctx *ctx, const conv_tuning *tu, const char *
     return st;
 }
 
-/* Whether a depthwise kernel fits as planned: 1 fits; 0 does not (the
- * caller takes the GEMM path), with *st TEENY_OK, or the build or query
- * failed, with *st that status. */
-int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t local_bytes, teeny_status *st)
+/* Whether a depthwise kernel fits as planned, work-groups of wg: 1 fits; 0 does not (the caller takes the GEMM
+ * path), with *st TEENY_OK, or the build or query failed, with *st that status. */
+int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t wg, size_t local_bytes,
+                        teeny_status *st)
 {
     char opt[256];
     teeny__conv_tile_options(tu, 0, opt, sizeof opt);
-    *st = teeny__kernel_fit(ctx, "conv2d", opt, name, (size_t)tu->dw_wg, local_bytes, NULL);
+    *st = teeny__kernel_fit(ctx, "conv2d", opt, name, wg, local_bytes, NULL);
     if (*st == TEENY_ERR_UNSUPPORTED) {
         teeny__clear_error(ctx);
         *st = TEENY_OK;

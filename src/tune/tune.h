@@ -66,6 +66,7 @@ typedef struct {
     int n_tiles;
     teeny__gemm_tile tiles[6]; /* largest (tm x tn) first */
     int dw_wg;                 /* depthwise / reduction work-group (power of two) */
+    int dwb_wg;                /* dwconv_bwd3's work-group (power of two; 0: dw_wg) */
     int dw_rows;               /* output rows per item in dwconv_dx, at most in dwconv_fwd */
     int dw_taps;               /* taps per pass in dwconv_dw */
     int dw_mult_max;           /* depthwise kernels up to this channel multiplier */
