@@ -1553,9 +1553,10 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
  * values, x's window in the same registers, and adds dy[oh][ow]
  * x[oh - 1 + kh][ow - 1 + kw] into dwacc[kh * 3 + kw] over its positions
  * (row, column, then tap order). One window at a time took the kernel
- * from 103 registers to fewer and the H200's 3x3 256-channel backward at
- * 56^2 from 0.132 to 0.113 ms (2026-12-03), though an item now waits on
- * two rounds of loads. Every product is taken, the window's zeros included
+ * from 128 registers to 79 (ptxas for sm_90) and the H200's 3x3
+ * 256-channel backward at 56^2 from 0.132 to 0.113 ms (2026-12-03), though
+ * an item now waits on two rounds of loads. Every product is taken, the
+ * window's zeros included
  * (zero padding, as PyTorch's; a test per product made the kernel 1.8x
  * slower on the H200): with finite inputs a zero adds nothing, so dx has
  * the bits of the input gradient it replaces (which skips them) but for
