@@ -475,11 +475,14 @@ END_TEST
 /* teeny_ctx_set_tf32(ctx, 1) on a device with tf32 tensor cores: every
  * GEMM path (gather, 1x1, strided input gradient, split weight gradient)
  * within TOL_TF32 of the float64 references, with and without bias, the
- * same bits twice, and visibly not the fp32 path (the rounding shows). A
- * device without them keeps fp32: the test says so and counts as skipped. */
+ * same bits twice, and visibly not the fp32 path (the rounding shows);
+ * Winograd off, which tf32 calls take in fp32 where their GEMM would
+ * leave units idle (test_conv2d_wino_tf32). A device without them keeps
+ * fp32: the test says so and counts as skipped. */
 static void tf32_checks(teeny_ctx *ctx)
 {
     static const int cases[] = {0, 1, 2, 4, 7, 8};
+    teeny__conv2d_debug_wino(-1);
     tol = TOL_TF32;
     for (int tile = -1; tile < ctx->tune.conv_tf32.n_tiles; tile++) { /* the tuning's choice, then each tile */
         teeny__conv2d_debug(tile, 1);
@@ -511,6 +514,7 @@ static void tf32_checks(teeny_ctx *ctx)
     dt_free(&tw);
     dt_free(&ty);
     data_free(&d);
+    teeny__conv2d_debug_wino(0);
 }
 
 START_TEST(test_conv2d_tf32)

@@ -52,6 +52,11 @@
  * transform (a G entry of 1/25 for 1/24: 3.8e-3 and up; a B^T or A^T
  * sign flipped: 0.31 and up; each checked once through TEENY_KERNEL_DIR). */
 #define TOL_WINO4 1e-5
+/* A tf32 GEMM's bound (test_conv2d.c's TOL_TF32, the issue's). */
+#define TOL_TF32 1e-3
+/* check_case's bounds where a test sets them (> 0): the forward and input
+ * gradient's, the weight gradient's. */
+static double tol_y_set, tol_dw_set;
 
 #define WINO_FORCE 1 /* teeny__conv2d_debug_wino's modes (src/ops/hooks.h) */
 #define WINO_NEVER (-1)
@@ -134,10 +139,10 @@ static int check_case(const ref_conv *c, uint64_t seed, int view)
     int taken = teeny__conv2d_debug_wino_count() - before;
     ref_conv2d_forward(c, d.xd, d.wd, d.bd, y, NULL);
     ref_conv2d_backward(c, d.xd, d.wd, d.dyd, dx, dw, db, NULL, NULL, NULL);
-    double tol = th_ctx()->tune.conv.wino == 4 ? TOL_WINO4 : TOL_WINO;
+    double tol = tol_y_set > 0 ? tol_y_set : th_ctx()->tune.conv.wino == 4 ? TOL_WINO4 : TOL_WINO;
     expect_near(&ty, y, d.ny, tol, "y", repro);
     expect_near(&tdx, dx, d.nx, tol, "dx", repro);
-    expect_near(&tdw, dw, d.nw, TOL_WINO_DW, "dw", repro);
+    expect_near(&tdw, dw, d.nw, tol_dw_set > 0 ? tol_dw_set : TOL_WINO_DW, "dw", repro);
     expect_close(&tdb, db, (size_t)c->Cout, "db", repro);
     free(y);
     free(dx);
@@ -263,6 +268,37 @@ START_TEST(test_conv2d_wino_route)
         ck_assert_int_eq(check_case(&c, 979, 0), 0);
         th_profile(NULL);
     }
+}
+END_TEST
+
+/* With tf32 (the nvidia profile's tf32 tiles, emulated), the forward and
+ * input gradient take Winograd where their tf32 GEMM would leave compute
+ * units idle (2 x 64 x 64 rows over 16 channels: 64 work-groups of
+ * 128 x 128, against 132 units) and run the fp32 tuning's GEMMs there:
+ * y and dx within fp32 Winograd's bound, which a tf32 GEMM misses by
+ * orders; with as many units as work-groups, the tf32 GEMM. The weight
+ * gradient takes the tf32 GEMM either way. */
+START_TEST(test_conv2d_wino_tf32)
+{
+    teeny_ctx *ctx = th_ctx();
+    if (!th_profile("nvidia"))
+        th_skip("this device cannot hold the nvidia profile's work-groups or local memory");
+    teeny__conv2d_debug_tf32_emulate(1);
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
+    teeny__conv2d_debug_wino(WINO_PROFILE);
+    wino_case big = {2, 16, 16, 64, 64, 1, 1, 0, 0};
+    ref_conv c = ref_of(&big, 1, 1, 1, 3);
+    tol_dw_set = TOL_TF32;
+    th_compute_units(132);
+    ck_assert_int_eq(check_case(&c, 991, 1), 2);
+    th_compute_units(64);
+    tol_y_set = TOL_TF32;
+    ck_assert_int_eq(check_case(&c, 992, 0), 0);
+    tol_y_set = tol_dw_set = 0;
+    th_compute_units(0);
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
+    teeny__conv2d_debug_tf32_emulate(0);
+    th_profile(NULL);
 }
 END_TEST
 
@@ -433,8 +469,10 @@ Suite *suite_conv2d_wino(void)
     tcase_add_test(fwd, test_conv2d_wino_fused);
     tcase_add_test(fwd, test_conv2d_wino_determinism);
     tcase_add_test(fwd, test_conv2d_wino_graph);
-    if (!th_small())
+    if (!th_small()) {
         tcase_add_test(fwd, test_conv2d_wino_nvidia);
+        tcase_add_test(fwd, test_conv2d_wino_tf32);
+    }
     suite_add_tcase(s, fwd);
     return s;
 }

@@ -48,7 +48,8 @@ int teeny__conv2d_debug_wino_count(void)
 /* The route: Winograd where the profile asks for it
  * (tu->wino for the forward and input gradient, 2 or 4 its tiles' side;
  * for the weight gradient tu->wino_dw, the fewest channels each way it
- * takes; fp32 tunings only; forced, the profile's tiles or 2x2), a 3x3,
+ * takes; read from the fp32 tuning, a tf32 one's being unset: tf32 calls
+ * as wino_tuning says; forced, the profile's tiles or 2x2), a 3x3,
  * stride-1, dilation-1, ungrouped
  * convolution with pads of at most 2 (the input gradient's are 2 - pad)
  * and at least WINO_MIN_CHANNELS channels each way, with WINO_MIN_TILES
@@ -75,13 +76,41 @@ static int wino_m(const conv_tuning *tu, int pass)
     return pass != TEENY__WINO_DW && tu->wino == 4 ? 4 : 2;
 }
 
+/* With tf32 (a tf32 tuning), Winograd takes a forward or input gradient
+ * only where the tf32 implicit GEMM would give the compute units fewer
+ * work-groups of its largest tile than there are units, and then runs the
+ * fp32 tuning's transforms and GEMMs (fp32 products: fp32's accuracy,
+ * where the tf32 GEMM's operands would lose bits). On the H200
+ * (2026-12-03, batch 32) the tf32 GEMM took 0.171 ms for 3x3 256->256 at
+ * 14^2 (98 work-groups of 128 x 128 for 132 units) and 0.311 for 512->512
+ * at 7^2 (52), fp32 Winograd 0.135-0.145 and 0.136-0.147; at 28^2 and
+ * 56^2 (196 and 784 work-groups) the tf32 GEMM was the faster. The weight
+ * gradient keeps the tf32 GEMM. */
+static const conv_tuning *wino_tuning(const teeny_ctx *ctx, const conv_tuning *tu)
+{
+    return tu->tf32 ? &ctx->tune.conv : tu;
+}
+
+static int tf32_gemm_fills(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int64_t N)
+{
+    int i = 0; /* the largest tile a forward takes */
+    while (i + 1 < tu->n_tiles && tu->tiles[i].dw_first)
+        i++;
+    int64_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
+    return cdiv(M, tu->tiles[i].tm) * cdiv(N, tu->tiles[i].tn) >= cus;
+}
+
 int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int pass)
 {
     if (g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->G != 1 ||
-        g->ph > 2 || g->pw > 2 || tu->tf32 || wino_mode < 0)
+        g->ph > 2 || g->pw > 2 || wino_mode < 0)
         return 0;
-    int forced = wino_mode > 0, dx = pass == TEENY__WINO_DX, m = wino_m(tu, pass), n_e = (m + 2) * (m + 2);
+    int forced = wino_mode > 0, dx = pass == TEENY__WINO_DX;
     int64_t I = dx ? g->Cout : g->Cin, O = dx ? g->Cin : g->Cout, OH = dx ? g->H : g->OH, OW = dx ? g->W : g->OW;
+    if (tu->tf32 && (pass == TEENY__WINO_DW || tf32_gemm_fills(ctx, tu, g->B * OH * OW, O)))
+        return 0;
+    tu = wino_tuning(ctx, tu);
+    int m = wino_m(tu, pass), n_e = (m + 2) * (m + 2);
     int64_t least = pass == TEENY__WINO_DW ? tu->wino_dw : tu->wino ? WINO_MIN_CHANNELS : 0;
     if (!forced && (!least || I < least || O < least || g->B * cdiv(OH, 2) * cdiv(OW, 2) < WINO_MIN_TILES))
         return 0;
@@ -167,6 +196,7 @@ static teeny_status wino_gemms(teeny_ctx *ctx, const conv_tuning *tu, const wino
 
 static teeny_status wino_run(teeny_ctx *ctx, const conv_tuning *tu, const wino_conv *c, int batch)
 {
+    tu = wino_tuning(ctx, tu);
     const int m = wino_m(tu, TEENY__WINO_FWD), n_e = (m + 2) * (m + 2);
     const int TH = (c->OH + m - 1) / m, TW = (c->OW + m - 1) / m, per = TH * TW;
     const int Tp_max = (int)cdiv((int64_t)batch * per, 4) * 4;

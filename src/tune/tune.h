@@ -76,10 +76,11 @@ typedef struct {
     int cpu_nv;                /* its float16 column vectors per item (CPU_NV) */
     int wino;                  /* 2 or 4: 3x3 stride-1 dense convolutions (forward, input gradient) by
                                 * Winograd F(2x2, 3x3) or F(4x4, 3x3) where conv2d_wino.c's
-                                * teeny__conv_wino_plan finds them large enough (fp32 tunings only: never
-                                * with tf32); 0: not */
+                                * teeny__conv_wino_plan finds them large enough (fp32 tunings only; tf32
+                                * calls take the fp32 tuning's where their GEMM would leave units idle);
+                                * 0: not */
     int wino_dw;               /* > 0: the weight gradients of those convolutions by Winograd too, where
-                                * both channel counts are at least this (fp32 tunings only) */
+                                * both channel counts are at least this (fp32 tunings only, fp32 calls) */
     int tf32;                  /* the GEMMs' tf32 tensor-core micro-kernel (-DTEENY_TF32=1): each tile
                                 * also needs tm % (4 wm) == 0, tn % (8 wn) == 0, tk % 8 == 0 */
     int dx_cols;               /* > 0: input gradients with at most 4 input channels per group by
