@@ -1556,14 +1556,13 @@ void dwconv_dw(__global const float *restrict x, int x_off, __global const float
  * from 128 registers to 79 (ptxas for sm_90) and the H200's 3x3
  * 256-channel backward at 56^2 from 0.132 to 0.113 ms (2026-12-03), though
  * an item now waits on two rounds of loads. Every product is taken, the
- * window's zeros included
- * (zero padding, as PyTorch's; a test per product made the kernel 1.8x
- * slower on the H200): with finite inputs a zero adds nothing, so dx has
- * the bits of the input gradient it replaces (which skips them) but for
- * the sign of a zero; an infinite tap or dy next to the border gives NaN
- * there, as zero padding does. V4: x, dy and dx rows are whole float4s
- * (W % 4 == 0, offsets too), so a window row's middle four load as one
- * float4 and dx goes out as float4s. */
+ * window's zeros included (zero padding, as PyTorch's; a test per product
+ * made the kernel 1.8x slower on the H200): with finite inputs a zero
+ * adds nothing, so dx has the bits of the input gradient it replaces
+ * (which skips them) but for the sign of a zero; an infinite tap or dy
+ * next to the border gives NaN there, as zero padding does. V4: x, dy and
+ * dx rows are whole float4s (W % 4 == 0, offsets too), so a window row's
+ * middle four load as one float4 and dx goes out as float4s. */
 TEENY_INLINE void dw_bwd3_unit(__global const float *xc, __global const float *dyc, __global float *dxc,
                                const float *wv, int H, int W, int oh0, int ow0, const int V4, float *dwacc)
 {
