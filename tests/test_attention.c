@@ -16,6 +16,7 @@
 #include "core/clwrap.h"
 #include "internal.h"
 #include "harness.h"
+#include "ops/attention_internal.h"
 #include "ops/ops.h"
 #include "ref/attention_ref.h"
 
@@ -850,6 +851,23 @@ START_TEST(test_attention_tf32_emulated)
         }
         case_free(&c);
     }
+    /* the lean inner loops (-DATT_LEAN) where the profile says so: tf32 at
+     * head dims up to small_dim; never 3xTF32 (fp32 calls) */
+    const teeny__attention_tf32_tune *tu = &ctx->tune.attention_tf32;
+    for (int x3 = 0; x3 < 2; x3++) {
+        TH_OK(ctx, teeny_ctx_set_tf32(ctx, !x3));
+        ctx->tune.attention_tf32.fp32_x3 = x3;
+        for (int d = 32; d <= 64; d += 32) {
+            teeny__attn_problem p = {.bh = 2, .heads = 1, .n_q = 40, .n_k = 40, .d = d, .dv = d, .scale = 0.1f};
+            att_plan pl;
+            TH_OK(ctx, teeny__attn_plan(ctx, &p, 1, 0, &pl));
+            int lean = strstr(pl.options, "-DATT_LEAN=1") != NULL;
+            ck_assert_msg(pl.tc && pl.x3 == x3, "D %d, x3 %d: not the tensor-core kernels (%s)", d, x3, pl.options);
+            ck_assert_msg(lean == (!x3 && (d <= tu->small_dim ? tu->small_lean : tu->lean) > 0),
+                          "D %d, x3 %d: lean %d against the profile's (%s)", d, x3, lean, pl.options);
+        }
+    }
+    ck_assert_int_eq(tu->small_lean > 0, 1); /* the nvidia profile's D 32 takes them: both ways above */
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
     teeny__attention_debug_tf32_emulate(0);
     th_profile(NULL);
