@@ -71,7 +71,9 @@ LDLIBS_LIB += -lprotobuf-c
 HEADERS += include/teenycl_onnx.h
 TOOLS += $(BUILD)/teeny-run
 TEST_OBJ += $(BUILD)/tools/onnx_run.o
-ONNX_TESTDATA ?= $(firstword $(wildcard /usr/share/libonnx-testdata/data))
+# where libonnx-testdata puts them; not a wildcard: check-onnx installs the
+# package after make has read this file
+ONNX_TESTDATA ?= /usr/share/libonnx-testdata/data
 # ONNX Attention's node tests (opset 23/24) from the onnx==1.22.0 wheel,
 # fetched by tools/install-deps.sh onnx (node/test_attention_*).
 ONNX_ATTENTION_DATA ?= $(BUILD)/onnx-1.22-testdata
