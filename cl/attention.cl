@@ -953,29 +953,12 @@ TEENY_INLINE float tc_shfl_xor_emu(__local uint *xchg, float x, int mask)
 #define TC_UNROLL TEENY_UNROLL
 #endif
 
-/* ATT_LEAN (tf32 calls, where the profile says so; never with X3): the
- * inner loops' lean forms, two of them. The NT products' fragments take
- * k = c at column 2c and k = c + 4 at 2c + 1 (as TC_MM_PN's P does), so a
- * B fragment is one float2 load (TC_BLOAD, where its two values are
- * adjacent: bo 1); the softmax's exponentials by the hardware's
- * approximation (TC_EXP). Without it the fragments take columns c and
- * c + 4, two loads, and exp(). */
-#ifndef ATT_LEAN
-#define ATT_LEAN 0
-#endif
-#if ATT_LEAN
-#define TC_NT_COL(c) (2 * (c))
-#define TC_NT_HI 1
-#define TC_BLOAD(b_, BJ, bo)                                                                                     \
-    const float2 b_ = (bo) == 1 ? *(__local const float2 *)(BJ) : (float2)((BJ)[0], (BJ)[bo])
-#define TC_BX(b_, bo) (b_).x
-#define TC_BY(b_, bo) (b_).y
-#else
-#define TC_NT_COL(c) (c)
-#define TC_NT_HI 4
-#define TC_BLOAD(b_, BJ, bo) __local const float *b_ = (BJ)
-#define TC_BX(b_, bo) (b_)[0]
-#define TC_BY(b_, bo) (b_)[bo]
+/* ATT_EXP (tf32 calls, where the profile says so; never with X3): the
+ * passes whose softmax takes its exponentials by the hardware's
+ * approximation (TC_EXP, below), a mask: 1 the forward, 2 the backward.
+ * Each kernel sets TC_FEXP from its pass's bit before its body. */
+#ifndef ATT_EXP
+#define ATT_EXP 0
 #endif
 
 #ifdef TEENY_TF32_X3
@@ -1003,11 +986,11 @@ TEENY_INLINE uint tc_lo(uint x)
 }
 
 /* One k step: acc[4 j ..] (j < NT) += A B_j, A the fragment a0..a3, B_j's
- * fragment b_[0], b_[bo] at b_ = BJ (an expression of j_; TC_BLOAD).
- * Under X3 the operands are split once a step and the three products (lo
- * hi, hi lo, hi hi, in that order on every accumulator) are three sweeps
- * over up to four accumulators: an mma that waits for the one before it on
- * the same accumulator would leave the tensor core idle for its latency. */
+ * fragment b_[0], b_[bo] at b_ = BJ (an expression of j_). Under X3 the
+ * operands are split once a step and the three products (lo hi, hi lo,
+ * hi hi, in that order on every accumulator) are three sweeps over up to
+ * four accumulators: an mma that waits for the one before it on the same
+ * accumulator would leave the tensor core idle for its latency. */
 #define TC_G(NT) ((NT) < 4 ? (NT) : 4)
 #define TC_KSTEP(acc, NT, a0, a1, a2, a3, BJ, bo)                                                                 \
     do {                                                                                                         \
@@ -1019,11 +1002,11 @@ TEENY_INLINE uint tc_lo(uint x)
             TC_UNROLL                                                                                            \
             for (int i_ = 0; i_ < TC_G(NT); i_++) {                                                              \
                 const int j_ = g_ + i_;                                                                          \
-                TC_BLOAD(b_, BJ, bo);                                                                            \
-                bh_[i_][0] = tc_hi(as_uint(TC_BX(b_, bo)));                                                      \
-                bh_[i_][1] = tc_hi(as_uint(TC_BY(b_, bo)));                                                      \
-                bl_[i_][0] = tc_lo(as_uint(TC_BX(b_, bo)));                                                      \
-                bl_[i_][1] = tc_lo(as_uint(TC_BY(b_, bo)));                                                      \
+                __local const float *b_ = (BJ);                                                                  \
+                bh_[i_][0] = tc_hi(as_uint(b_[0]));                                                              \
+                bh_[i_][1] = tc_hi(as_uint(b_[bo]));                                                             \
+                bl_[i_][0] = tc_lo(as_uint(b_[0]));                                                              \
+                bl_[i_][1] = tc_lo(as_uint(b_[bo]));                                                             \
             }                                                                                                    \
             TC_UNROLL                                                                                            \
             for (int i_ = 0; i_ < TC_G(NT); i_++)                                                                \
@@ -1038,16 +1021,16 @@ TEENY_INLINE uint tc_lo(uint x)
     } while (0)
 #else
 #define TC_OPERAND(x) tf32_round(x) /* P and dS as tf32 A fragments */
-#if ATT_LEAN
 /* The softmax's exponentials under tf32, whose P and dS are rounded to
- * tf32 (relative error up to 2^-11) right after: e^x as 2^(x log2 e) by
- * the hardware's approximation (ex2.approx.ftz.f32: a multiply and one
- * instruction where exp() takes about eight). CUDA documents the same
- * sequence (__expf) at 2 + floor(|1.173 x|) ulp: under 2^-17 relative for
- * the |x| < 30 that carry any weight against the row's maximum, far below
- * the operands' rounding. 2^-inf is +0 and NaN stays NaN; results below
- * 2^-126 flush to zero. Emulated builds (tests) take exp2(). */
-#define TC_EXP(x) tc_exp(x)
+ * tf32 (relative error up to 2^-11) right after, where TC_FEXP: e^x as
+ * 2^(x log2 e) by the hardware's approximation (ex2.approx.ftz.f32: a
+ * multiply and one instruction where exp() takes about eight). CUDA
+ * documents the same sequence (__expf) at 2 + floor(|1.173 x|) ulp: under
+ * 2^-17 relative for the |x| < 30 that carry any weight against the row's
+ * maximum, far below the operands' rounding. 2^-inf is +0 and NaN stays
+ * NaN; results below 2^-126 flush to zero. Emulated builds (tests) take
+ * exp2(). */
+#define TC_EXP(x) (TC_FEXP ? tc_exp(x) : exp(x))
 TEENY_INLINE float tc_exp(float x)
 {
 #ifdef TEENY_TF32_EMULATE
@@ -1058,41 +1041,33 @@ TEENY_INLINE float tc_exp(float x)
     return r;
 #endif
 }
-#else
-#define TC_EXP(x) exp(x)
-#endif
 #define TC_KSTEP(acc, NT, a0, a1, a2, a3, BJ, bo)                                                                 \
     TC_UNROLL                                                                                                    \
     for (int j_ = 0; j_ < (NT); j_++) {                                                                          \
-        TC_BLOAD(b_, BJ, bo);                                                                                    \
-        TC_MMA1((acc) + 4 * j_, a0, a1, a2, a3, as_uint(TC_BX(b_, bo)), as_uint(TC_BY(b_, bo)));                 \
+        __local const float *b_ = (BJ);                                                                          \
+        TC_MMA1((acc) + 4 * j_, a0, a1, a2, a3, as_uint(b_[0]), as_uint(b_[bo]));                                \
     }
 #endif
 
 /* The A fragment of rows row0 + r, row0 + r + 8 at k = k0 + c, k0 + c + 4
- * of a row-major local matrix (row stride s; tf32 values), for TC_MM_NT:
- * k = c at column k0 + TC_NT_COL(c), k = c + 4 TC_NT_HI further. */
+ * of a row-major local matrix (row stride s; tf32 values). */
 TEENY_INLINE void tc_frag_a(uint *a, __local const float *m, int s, int row0, int k0, int lane)
 {
-    __local const float *p = m + (row0 + (lane >> 2)) * s + k0 + TC_NT_COL(lane & 3);
+    __local const float *p = m + (row0 + (lane >> 2)) * s + k0 + (lane & 3);
     a[0] = as_uint(p[0]);
     a[1] = as_uint(p[8 * s]);
-    a[2] = as_uint(p[TC_NT_HI]);
-    a[3] = as_uint(p[8 * s + TC_NT_HI]);
+    a[2] = as_uint(p[4]);
+    a[3] = as_uint(p[8 * s + 4]);
 }
 
 /* acc[4 j ..] (j < NT) += A B^T over KS k steps: A from register fragments
- * a[KS][4] (tc_frag_a's), B row-major in local memory (row stride bs), its
- * rows 8 j + r read at k = 8 s + c, + 4 in tc_frag_a's columns. Under
- * ATT_LEAN (bs even, B 8-byte aligned) the two are one float2: a
- * half-warp's float2s meet in pairs on 8 banks, the same local-memory
- * cycles in half the instructions; the sum over k is the same, in another
- * fixed order. */
+ * a[KS][4], B row-major in local memory (row stride bs), its rows 8 j + r
+ * read at k = 8 s + c, + 4. */
 #define TC_MM_NT(acc, NT, a, KS, B, bs, lane)                                                                    \
     TC_UNROLL                                                                                                    \
     for (int s_ = 0; s_ < (KS); s_++)                                                                            \
     TC_KSTEP(acc, NT, (a)[s_][0], (a)[s_][1], (a)[s_][2], (a)[s_][3],                                            \
-             (B) + (8 * j_ + ((lane) >> 2)) * (bs) + 8 * s_ + TC_NT_COL((lane) & 3), TC_NT_HI)
+             (B) + (8 * j_ + ((lane) >> 2)) * (bs) + 8 * s_ + ((lane) & 3), 4)
 
 /* acc[4 j ..] (j < NT) += P B over KS k steps: P the C fragments p[4 s ..]
  * of the warp's 16 x 8 KS scores (rows r, r + 8 at columns 2c, 2c + 1 of
@@ -1139,6 +1114,8 @@ TEENY_INLINE float tc_quad_sum(float x TC_XCHG_PARAM)
 #define TF_NT (32 * TF_W)
 #define TF_BM (16 * TF_W)
 #define TF_LDS ATT_MAX(TF_BN * QS + TF_BN * VS, TF_BM * ATT_MAX(QS, VS))
+
+#define TC_FEXP (ATT_EXP & 1)
 
 __kernel __attribute__((reqd_work_group_size(TF_NT, 1, 1)))
 void attn_fwd_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *lse, int lse_off, int has_lse,
@@ -1253,6 +1230,9 @@ void attn_fwd_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float 
     barrier(CLK_LOCAL_MEM_FENCE);
     att_store(o, ob + row0 * o_sn, o_sn, o_sd, nr, dv, Os, VS, TF_BM, ATT_DV, lid, TF_NT);
 }
+
+#undef TC_FEXP
+#define TC_FEXP (ATT_EXP & 2) /* the backward's, both kernels */
 
 #define TK_NT (32 * TK_W)
 #define TK_BR (16 * TK_W) /* keys per work-group */

@@ -851,8 +851,8 @@ START_TEST(test_attention_tf32_emulated)
         }
         case_free(&c);
     }
-    /* the lean inner loops (-DATT_LEAN) where the profile says so: tf32 at
-     * head dims up to small_dim; never 3xTF32 (fp32 calls) */
+    /* the approximate exponentials (-DATT_EXP) where the profile says so,
+     * in both head-dim buckets: tf32 calls; never 3xTF32 (fp32 calls) */
     const teeny__attention_tf32_tune *tu = &ctx->tune.attention_tf32;
     for (int x3 = 0; x3 < 2; x3++) {
         TH_OK(ctx, teeny_ctx_set_tf32(ctx, !x3));
@@ -861,13 +861,14 @@ START_TEST(test_attention_tf32_emulated)
             teeny__attn_problem p = {.bh = 2, .heads = 1, .n_q = 40, .n_k = 40, .d = d, .dv = d, .scale = 0.1f};
             att_plan pl;
             TH_OK(ctx, teeny__attn_plan(ctx, &p, 1, 0, &pl));
-            int lean = strstr(pl.options, "-DATT_LEAN=1") != NULL;
+            const char *o = strstr(pl.options, "-DATT_EXP=");
+            int fast_exp = o ? atoi(o + strlen("-DATT_EXP=")) : 0;
             ck_assert_msg(pl.tc && pl.x3 == x3, "D %d, x3 %d: not the tensor-core kernels (%s)", d, x3, pl.options);
-            ck_assert_msg(lean == (!x3 && (d <= tu->small_dim ? tu->small_lean : tu->lean) > 0),
-                          "D %d, x3 %d: lean %d against the profile's (%s)", d, x3, lean, pl.options);
+            ck_assert_msg(fast_exp == (x3 ? 0 : tu->fast_exp), "D %d, x3 %d: ATT_EXP %d against the profile's (%s)", d,
+                          x3, fast_exp, pl.options);
         }
     }
-    ck_assert_int_eq(tu->small_lean > 0, 1); /* the nvidia profile's D 32 takes them: both ways above */
+    ck_assert_int_eq(ctx->tune.profile->attention_tf32.fast_exp, 3); /* the nvidia row's: both passes */
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
     teeny__attention_debug_tf32_emulate(0);
     th_profile(NULL);

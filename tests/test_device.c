@@ -498,7 +498,7 @@ static const struct {
     {"TEENY_ATTN_TF32_BN", 0, 1, 8, 128, {"8", "128"}, {"abc", "20"}},
     {"TEENY_ATTN_TF32_X3", 0, 1, 0, 1, {"0", "1"}, {"yes"}},
     {"TEENY_ATTN_TF32_PF", 0, 1, 0, 3, {"0", "3"}, {"both"}},
-    {"TEENY_ATTN_TF32_LEAN", 0, 1, 0, 1, {"0", "1"}, {"yes"}},
+    {"TEENY_ATTN_TF32_EXP", 0, 1, 0, 3, {"0", "3"}, {"yes"}},
     {"TEENY_LOG", 1, 0, 0, 0, {"debug", "WARN", "none", "error"}, {"verbose", "warning", "3"}},
     /* paths: any text but an empty or over-long one */
     {"TEENY_CACHE_DIR", 0, 0, 0, 0, {"/tmp/teenycl-env-test", "relative dir"}, {""}},

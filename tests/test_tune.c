@@ -172,7 +172,7 @@ END_TEST
 static const char *const ENV_VARS[] = {"TEENY_TUNING",       "TEENY_ATTN_NT",      "TEENY_ATTN_RM",
                                        "TEENY_ATTN_BN",      "TEENY_ATTN_FIT",     "TEENY_ATTN_TF32_W",
                                        "TEENY_ATTN_TF32_BN", "TEENY_ATTN_TF32_X3", "TEENY_ATTN_TF32_PF",
-                                       "TEENY_ATTN_TF32_LEAN", "TEENY_CONV_TILE",  "TEENY_CONV_TF32_TILE",
+                                       "TEENY_ATTN_TF32_EXP", "TEENY_CONV_TILE",  "TEENY_CONV_TF32_TILE",
                                        "TEENY_CONV_WINO_DW", "TEENY_CONV_WINO"};
 #define N_ENV ((int)(sizeof ENV_VARS / sizeof ENV_VARS[0]))
 static char *env_saved[N_ENV];
@@ -217,7 +217,7 @@ START_TEST(test_tune_env_rejected)
         {"TEENY_ATTN_TF32_W", "0"}, {"TEENY_ATTN_TF32_W", "9"}, {"TEENY_ATTN_TF32_BN", "12"},
         {"TEENY_ATTN_TF32_BN", "136"}, {"TEENY_ATTN_TF32_BN", ""}, {"TEENY_ATTN_TF32_X3", "2"},
         {"TEENY_ATTN_TF32_X3", "on"}, {"TEENY_ATTN_TF32_PF", "4"}, {"TEENY_ATTN_TF32_PF", "-1"},
-        {"TEENY_ATTN_TF32_LEAN", "2"}, {"TEENY_ATTN_TF32_LEAN", "yes"},
+        {"TEENY_ATTN_TF32_EXP", "4"}, {"TEENY_ATTN_TF32_EXP", "yes"},
         {"TEENY_CONV_TILE", ""}, {"TEENY_CONV_TILE", "64,64,16,4"}, {"TEENY_CONV_TILE", "64,64,16,4,4,4"},
         {"TEENY_CONV_TILE", "64,64,16,4,4,"}, {"TEENY_CONV_TILE", "64, 64,16,4,4"}, {"TEENY_CONV_TILE", "0,64,16,4,4"},
         {"TEENY_CONV_TILE", "512,64,16,4,4"}, {"TEENY_CONV_TILE", "64,64,16,6,4"}, /* wm not a multiple of 4 */
@@ -311,21 +311,21 @@ START_TEST(test_tune_env_accepted)
     teeny_ctx_destroy(ctx);
     unsetenv("TEENY_ATTN_TF32_PF");
 
-    /* the lean inner loops: both buckets' where the row has tiles, else the row's */
-    for (int v = 0; v < 2; v++) {
-        setenv("TEENY_ATTN_TF32_LEAN", v ? "1" : "0", 1);
+    /* the passes with approximate exponentials: where the row has tiles, else the row's */
+    for (int v = 0; v < 4; v++) {
+        const char *val[] = {"0", "1", "2", "3"};
+        setenv("TEENY_ATTN_TF32_EXP", val[v], 1);
         TH_OK(NULL, teeny_ctx_create(NULL, &ctx));
         for (int i = -1; i < teeny__tune_count(); i++) {
             if (i >= 0)
                 TH_OK(ctx, teeny__tune_force(ctx, i));
             const teeny__attention_tf32_tune *row = &ctx->tune.profile->attention_tf32;
             has = row->warps > 0;
-            ck_assert_int_eq(ctx->tune.attention_tf32.lean, has ? v : row->lean);
-            ck_assert_int_eq(ctx->tune.attention_tf32.small_lean, has ? v : row->small_lean);
+            ck_assert_int_eq(ctx->tune.attention_tf32.fast_exp, has ? v : row->fast_exp);
         }
         teeny_ctx_destroy(ctx);
     }
-    unsetenv("TEENY_ATTN_TF32_LEAN");
+    unsetenv("TEENY_ATTN_TF32_EXP");
 
     /* one conv2d tile in place of each row's list; tf32 only where the row has tf32 tiles */
     setenv("TEENY_CONV_TILE", "64,32,16,8,4", 1);

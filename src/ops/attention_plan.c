@@ -126,8 +126,8 @@ static void plan_options(att_plan *p)
         n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DTEENY_TF32_X3=1");
     if (p->tc && p->pf > 0 && n > 0 && (size_t)n < sizeof p->options)
         n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_PF=%d", p->pf);
-    if (p->tc && p->lean && n > 0 && (size_t)n < sizeof p->options)
-        n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_LEAN=1");
+    if (p->tc && p->fast_exp && n > 0 && (size_t)n < sizeof p->options)
+        n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_EXP=%d", p->fast_exp);
     if (p->ext && n > 0 && (size_t)n < sizeof p->options) /* the unmasked programs keep their options */
         n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DATT_EXT=%d", p->ext);
     if (p->layout && n > 0 && (size_t)n < sizeof p->options)
@@ -381,7 +381,7 @@ static teeny_status tc_plan(teeny_ctx *ctx, att_plan *p, int layout)
     t.tc = 1;
     t.x3 = !ctx->tf32;
     const int small = p->dq <= tu->small_dim && p->dv <= tu->small_dim;
-    t.lean = !t.x3 && (small ? tu->small_lean : tu->lean) > 0;
+    t.fast_exp = t.x3 ? 0 : tu->fast_exp;
     t.pf = small ? tu->small_prefetch : t.x3 ? tu->x3_prefetch : tu->prefetch;
     t.kv = t.qg = tile;
     t.fw = fw;

@@ -29,8 +29,10 @@
  *                       tile, both arithmetics and head-dim buckets: 0
  *                       none, 1 the forward, 2 the backward, 3 both (where
  *                       the row has tiles)
- *   TEENY_ATTN_TF32_LEAN  1: tf32 calls take the lean inner loops at every
- *                         head dim, 0: at none (where the row has tiles)
+ *   TEENY_ATTN_TF32_EXP  the passes of tf32 calls whose softmax takes the
+ *                        hardware's approximate exponentials: 0 none, 1
+ *                        the forward, 2 the backward, 3 both (where the
+ *                        row has tiles)
  *   TEENY_CONV_TILE       "tm,tn,tk,wm,wn": the conv2d GEMMs' one tile in
  *                         place of the row's list (for tuning runs), held
  *                         to the kernels' constraints (check_conv_tile)
@@ -156,8 +158,8 @@ static void apply(teeny_ctx *ctx, const teeny__profile *row)
     if (row->attention_tf32.warps > 0 && t->attention_tf32_env.prefetch >= 0)
         t->attention_tf32.prefetch = t->attention_tf32.x3_prefetch = t->attention_tf32.small_prefetch =
             t->attention_tf32_env.prefetch;
-    if (row->attention_tf32.warps > 0 && t->attention_tf32_env.lean >= 0)
-        t->attention_tf32.lean = t->attention_tf32.small_lean = t->attention_tf32_env.lean;
+    if (row->attention_tf32.warps > 0 && t->attention_tf32_env.fast_exp >= 0)
+        t->attention_tf32.fast_exp = t->attention_tf32_env.fast_exp;
     size_t want = (size_t)row->work_group;
     while (want > ctx->caps.work_group)
         want /= 2;
@@ -192,12 +194,12 @@ static teeny_status read_attention_tf32_env(teeny__attention_tf32_tune *env)
 {
     teeny_status st;
     env->warps = env->cols = env->fw_warps = env->fw_cols = env->x3_fw_cols = env->max_dim = env->fp32_x3 = -1;
-    env->prefetch = env->x3_prefetch = env->small_dim = env->small_prefetch = env->lean = env->small_lean = -1;
+    env->prefetch = env->x3_prefetch = env->small_dim = env->small_prefetch = env->fast_exp = -1;
     if ((st = env_int_strict("TEENY_ATTN_TF32_W", 1, 8, &env->warps)) != TEENY_OK ||
         (st = env_int_strict("TEENY_ATTN_TF32_BN", 8, 128, &env->cols)) != TEENY_OK ||
         (st = env_int_strict("TEENY_ATTN_TF32_X3", 0, 1, &env->fp32_x3)) != TEENY_OK ||
         (st = env_int_strict("TEENY_ATTN_TF32_PF", 0, 3, &env->prefetch)) != TEENY_OK ||
-        (st = env_int_strict("TEENY_ATTN_TF32_LEAN", 0, 1, &env->lean)) != TEENY_OK)
+        (st = env_int_strict("TEENY_ATTN_TF32_EXP", 0, 3, &env->fast_exp)) != TEENY_OK)
         return st;
     if (env->cols >= 0 && env->cols % 8)
         return teeny__error(NULL, TEENY_ERR_ARG, "TEENY_ATTN_TF32_BN=%d is not a multiple of 8", env->cols);

@@ -113,8 +113,8 @@ typedef struct {
     int x3_prefetch; /* the same under fp32_x3 */
     int small_dim;      /* padded head dims (q and v) at or below it take small_prefetch instead, */
     int small_prefetch; /* in both arithmetics (0 0: no such bucket) */
-    int lean;       /* 1: tf32 calls (not 3xTF32) take the inner loops' lean forms (-DATT_LEAN=1: */
-    int small_lean; /* paired B loads, the hardware's exponentials); small_lean at head dims up to small_dim */
+    int fast_exp; /* the passes of tf32 calls (not 3xTF32) whose softmax takes the hardware's approximate
+                   * exponentials (ex2.approx; -DATT_EXP): 1 the forward, 2 the backward, 3 both */
 } teeny__attention_tf32_tune;
 
 /* linear (src/ops/linear.c): the GEMM's register tile and k depth (the
