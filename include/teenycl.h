@@ -195,7 +195,8 @@ TEENY_API teeny_status teeny_ctx_set_tf32(teeny_ctx *ctx, int enable);
  * and MatMul (teeny_matmul and its backward; graph matmuls; ONNX Gemm and
  * MatMul, which run on these two); attention with padded head dims up to
  * 64 (teeny_attention_* and PSA, forward and backward: Q K^T, P V and
- * their gradients; the softmax stays fp32; wider heads keep fp32).
+ * their gradients; the softmax stays fp32, its exponentials by the
+ * hardware's approximation, ex2.approx; wider heads keep fp32).
  * Normalized RMS error about 1e-4..1e-3 against float64, deterministic
  * like every other path. Plans compiled before a change keep what they
  * recorded. */
