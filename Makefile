@@ -90,8 +90,11 @@ $(ONNX_GEN_H): $(ONNX_PROTO)
 $(ONNX_GEN_C): $(ONNX_GEN_H)
 $(BUILD)/gen/onnx/onnx.pb-c.o: $(ONNX_GEN_C)
 	$(CC) $(CPPFLAGS_ALL) -I$(BUILD)/gen $(CFLAGS_ALL) -c $< -o $@
-$(ONNX_OBJ) $(BUILD)/tools/onnx_run.o $(BUILD)/tests/test_onnx.o: $(ONNX_GEN_H)
-$(ONNX_OBJ) $(BUILD)/tools/onnx_run.o $(BUILD)/tests/test_onnx.o: CPPFLAGS_ALL += -I$(BUILD)/gen
+# the test files that build ONNX messages themselves (protobuf-c)
+ONNX_TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/test_onnx*.c) tests/onnx_craft.c)
+$(ONNX_OBJ) $(BUILD)/tools/onnx_run.o $(ONNX_TEST_OBJ): $(ONNX_GEN_H)
+$(ONNX_OBJ) $(BUILD)/tools/onnx_run.o $(ONNX_TEST_OBJ): CPPFLAGS_ALL += -I$(BUILD)/gen
+$(ONNX_TEST_OBJ): tests/onnx_craft.h
 $(BUILD)/tools/onnx_run.o: tools/onnx_run.h
 $(BUILD)/teeny-info: include/teenycl_onnx.h
 

@@ -397,6 +397,9 @@ static teeny_status mask_grouped(ox_import *im, const attn_dims *dm, teeny_node 
     if (ms->d[h] != 1 && ms->d[h] != dm->hq)
         return teeny__ox_fail(im, TEENY_ERR_SHAPE, "attn_mask's head dimension %lld for %lld heads", (long long)ms->d[h],
                               (long long)dm->hq);
+    teeny_status st = teeny__ox_rank_ok(im, "attn_mask split by groups", (int64_t)m + 1);
+    if (st != TEENY_OK)
+        return st;
     ox_shape g = {m + 1, {0}};
     for (int d = 0, k = 0; d < m; d++) {
         if (d == h) {
@@ -406,7 +409,7 @@ static teeny_status mask_grouped(ox_import *im, const attn_dims *dm, teeny_node 
             g.d[k++] = ms->d[d];
         }
     }
-    teeny_status st = teeny__ox_view_node(im, *mask, ms, &g, mask);
+    st = teeny__ox_view_node(im, *mask, ms, &g, mask);
     *ms = g;
     return st;
 }

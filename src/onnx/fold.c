@@ -191,8 +191,8 @@ teeny_status teeny__ox_fold_gather(ox_import *im)
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "Gather needs data of rank >= 1 and integer indices");
     if ((st = teeny__ox_axis(im, "axis", axis, data->shape.ndim, &ax)) != TEENY_OK)
         return st;
-    if (data->shape.ndim - 1 + ind->shape.ndim > OX_MAX_DIMS)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "the result has more than %d dimensions", OX_MAX_DIMS);
+    if ((st = teeny__ox_rank_ok(im, "the result", data->shape.ndim - 1 + ind->shape.ndim)) != TEENY_OK)
+        return st;
     for (int i = 0; i < ax; i++)
         s.d[s.ndim++] = data->shape.d[i];
     for (int i = 0; i < ind->shape.ndim; i++)
@@ -254,8 +254,10 @@ static teeny_status op_unsqueeze(ox_import *im)
     teeny_status st = axes_of(im, axes, &n);
     if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = in_shape(im, 0, &s, &idx)) != TEENY_OK)
         return st;
-    if (n < 1 || s.ndim + n > OX_MAX_DIMS)
-        return teeny__ox_fail(im, n < 1 ? TEENY_ERR_FORMAT : TEENY_ERR_UNSUPPORTED, "%d axes on rank %d", n, s.ndim);
+    if (n < 1)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "%d axes on rank %d", n, s.ndim);
+    if ((st = teeny__ox_rank_ok(im, "the result", (int64_t)s.ndim + n)) != TEENY_OK)
+        return st;
     o.ndim = s.ndim + n;
     for (int i = 0; i < n; i++) {
         int ax;
@@ -301,7 +303,7 @@ static teeny_status op_reshape(ox_import *im)
     teeny_status st = teeny__ox_attrs_allowed(im, attrs);
     if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "allowzero", 0, &allowzero)) != TEENY_OK ||
         (st = in_shape(im, 0, &s, &idx)) != TEENY_OK || (st = teeny__ox_in_const(im, 1, "shape", 0, &c)) != TEENY_OK ||
-        (st = teeny__ox_const_ints(im, c, "shape", OX_MAX_DIMS, want, &n)) != TEENY_OK)
+        (st = teeny__ox_const_shape(im, c, "shape", want, &n)) != TEENY_OK)
         return st;
     o.ndim = n;
     for (int i = 0; i < n; i++) {
@@ -352,7 +354,7 @@ static teeny_status op_constant_of_shape(ox_import *im)
     int n;
     teeny_status st = teeny__ox_attrs_allowed(im, attrs);
     if (st != TEENY_OK || (st = teeny__ox_in_const(im, 0, "shape", 0, &sc)) != TEENY_OK ||
-        (st = teeny__ox_const_ints(im, sc, "shape", OX_MAX_DIMS, s.d, &n)) != TEENY_OK)
+        (st = teeny__ox_const_shape(im, sc, "shape", s.d, &n)) != TEENY_OK)
         return st;
     s.ndim = n;
     if (a && (!a->t || (st = teeny__ox_tensor_load(im->ctx, a->t, NULL, "attribute value", &v)) != TEENY_OK))

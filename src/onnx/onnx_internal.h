@@ -216,6 +216,12 @@ teeny_status teeny__ox_slice_params(ox_import *im, int rank, int64_t *start, int
 teeny_status teeny__ox_fold_gather(ox_import *im); /* fold.c: Gather of constants */
 /* values.c: an int64 1-D constant (at most max values) as a list. */
 teeny_status teeny__ox_const_ints(ox_import *im, const ox_const *c, const char *what, int max, int64_t *out, int *n);
+/* A shape operand (Reshape, Expand, ConstantOfShape): const_ints, with more
+ * than OX_MAX_DIMS values refused as a result of that rank. */
+teeny_status teeny__ox_const_shape(ox_import *im, const ox_const *c, const char *what, int64_t *out, int *n);
+/* TEENY_ERR_SHAPE naming the rank when a result of `rank` dimensions would
+ * not fit an ox_shape: called before any dimension of it is written. */
+teeny_status teeny__ox_rank_ok(ox_import *im, const char *what, int64_t rank);
 ox_handler teeny__ox_layer_handler(const char *op);
 
 /* ---- ops_a.c: group A's mappings (activations, broadcasting arithmetic,

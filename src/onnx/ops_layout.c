@@ -179,6 +179,10 @@ static teeny_status op_gather(ox_import *im)
         v[k] = (int32_t)at;
     }
     ox_shape is = ind->shape.ndim ? ind->shape : (ox_shape){1, {1}};
+    if ((st = teeny__ox_rank_ok(im, "the result", s.ndim - 1 + ind->shape.ndim)) != TEENY_OK) {
+        teeny__free(v);
+        return st;
+    }
     for (int d = 0; d < s.ndim; d++)
         for (int j = 0; j < (d == ax ? ind->shape.ndim : 1); j++)
             o.d[o.ndim++] = d == ax ? ind->shape.d[j] : s.d[d];
@@ -203,7 +207,7 @@ static teeny_status op_expand(ox_import *im)
     teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
     if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
         (st = teeny__ox_operand(im, 0, "input", &x, &s)) != TEENY_OK || (st = teeny__ox_in_const(im, 1, "shape", 0, &c)) != TEENY_OK ||
-        (st = teeny__ox_const_ints(im, c, "shape", OX_MAX_DIMS, want, &n)) != TEENY_OK)
+        (st = teeny__ox_const_shape(im, c, "shape", want, &n)) != TEENY_OK)
         return st;
     t.ndim = n;
     memcpy(t.d, want, sizeof(int64_t) * (size_t)n);

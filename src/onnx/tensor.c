@@ -305,8 +305,7 @@ teeny_status teeny__ox_tensor_load(teeny_ctx *ctx, const Onnx__TensorProto *t, c
     teeny_status st;
     memset(c, 0, sizeof *c);
     if (t->n_dims > OX_MAX_DIMS)
-        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "%s: %zu dimensions (at most %d)", what, t->n_dims,
-                            OX_MAX_DIMS);
+        return teeny__error(ctx, TEENY_ERR_SHAPE, "%s: rank %zu (at most %d)", what, t->n_dims, OX_MAX_DIMS);
     s.ndim = (int)t->n_dims;
     for (int i = 0; i < s.ndim; i++)
         s.d[i] = t->dims[i];

@@ -162,6 +162,22 @@ teeny_status teeny__ox_const_ints(ox_import *im, const ox_const *c, const char *
     return TEENY_OK;
 }
 
+teeny_status teeny__ox_const_shape(ox_import *im, const ox_const *c, const char *what, int64_t *out, int *n)
+{
+    teeny_status st;
+    if (c->type == OX_I64 && c->shape.ndim <= 1 && (st = teeny__ox_rank_ok(im, "the result", c->numel)) != TEENY_OK)
+        return st;
+    return teeny__ox_const_ints(im, c, what, OX_MAX_DIMS, out, n);
+}
+
+teeny_status teeny__ox_rank_ok(ox_import *im, const char *what, int64_t rank)
+{
+    if (rank <= OX_MAX_DIMS)
+        return TEENY_OK;
+    return teeny__ox_fail(im, TEENY_ERR_SHAPE, "%s would have rank %lld (at most %d)", what, (long long)rank,
+                          OX_MAX_DIMS);
+}
+
 static int name_taken(const ox_import *im, const char *name)
 {
     for (int j = 0; j < teeny_graph_node_count(im->g); j++) {
@@ -189,7 +205,8 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
     }
     if (sp) {
         if (sp->n_dim > OX_MAX_DIMS)
-            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" has %zu dimensions", v->name, sp->n_dim);
+            return teeny__ox_fail(im, TEENY_ERR_SHAPE, "graph input \"%.80s\" has rank %zu (at most %d)", v->name,
+                                  sp->n_dim, OX_MAX_DIMS);
         ndim = (int)sp->n_dim;
         for (int i = 0; i < ndim; i++)
             d[i] = sp->dim[i]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE
