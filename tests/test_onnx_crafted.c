@@ -8,6 +8,7 @@
  * with its outputs. Each refusal is checked by status and message; make
  * check-asan runs these under AddressSanitizer and UBSan.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,11 +129,188 @@ START_TEST(test_onnx_crafted_rank)
 }
 END_TEST
 
+/* NumPy's x[start:end:step] of an axis of dim elements (Python's
+ * slice.indices, then the walk), in 128-bit arithmetic: the indices into
+ * out, their count returned. An independent reference for the library's
+ * overflow-free arithmetic. */
+__extension__ typedef __int128 i128; /* GCC and Clang */
+
+static int numpy_slice(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *out)
+{
+    i128 b = start, e = end, sp = step, d = dim;
+    if (b < 0)
+        b += d;
+    if (e < 0)
+        e += d;
+    if (sp > 0) {
+        b = b < 0 ? 0 : b > d ? d : b;
+        e = e < 0 ? 0 : e > d ? d : e;
+    } else {
+        b = b < 0 ? -1 : b > d - 1 ? d - 1 : b;
+        e = e < 0 ? -1 : e > d - 1 ? d - 1 : e;
+    }
+    int n = 0;
+    for (i128 i = b; sp > 0 ? i < e : i > e; i += sp)
+        out[n++] = (int64_t)i;
+    return n;
+}
+
+/* A Slice of x [1, 6] along axis 1 by (start, end, step): of a constant
+ * (folded; the result read from the model) or of a graph input (run time,
+ * through a plan). The result's values go to y (its count returned), or
+ * -1 with the status in *st. */
+static int slice_model(int runtime, int64_t start, int64_t end, int64_t step, float *y, teeny_status *st)
+{
+    static const float x[6] = {10, 11, 12, 13, 14, 15};
+    const int64_t shape[2] = {1, 6}, one[1] = {1};
+    oc_model *m = oc_new(13);
+    oc_input(m, "x", OC_FLOAT, 2, shape);
+    if (!runtime)
+        oc_init_f32(m, "c", 2, shape, x);
+    oc_init_i64(m, "starts", 1, one, &start);
+    oc_init_i64(m, "ends", 1, one, &end);
+    oc_init_i64(m, "axes", 1, one, (int64_t[]){1});
+    oc_init_i64(m, "steps", 1, one, &step);
+    oc_node(m, "Slice", runtime ? "x,starts,ends,axes,steps" : "c,starts,ends,axes,steps", runtime ? "y" : "s");
+    if (!runtime) /* a run-time result beside the folded one keeps the graph from being empty */
+        oc_node(m, "Relu", "x", "r");
+    oc_output(m, runtime ? "y" : "s");
+    size_t size;
+    unsigned char *bytes = oc_pack(m, &size);
+    oc_free(m);
+    teeny_onnx_model *model = NULL;
+    teeny_plan *plan = NULL;
+    int64_t dims[TEENY_ONNX_MAX_DIMS];
+    int ndim = 0, n = -1;
+    *st = teeny_onnx_load_memory(th_ctx(), bytes, size, NULL, &model);
+    free(bytes);
+    if (*st == TEENY_OK)
+        *st = teeny_onnx_output(model, 0, NULL, NULL, &ndim, dims);
+    if (*st == TEENY_OK && runtime) {
+        teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+        teeny_node in;
+        teeny_tensor *t;
+        pp.batch = teeny_onnx_batch(model);
+        pp.training = 0;
+        if ((*st = teeny_graph_compile(teeny_onnx_graph(model), &pp, &plan)) == TEENY_OK &&
+            (*st = teeny_onnx_input(model, 0, NULL, &in, NULL)) == TEENY_OK &&
+            (*st = teeny_plan_tensor(plan, in, &t)) == TEENY_OK && (*st = teeny_tensor_write(t, x, 6)) == TEENY_OK)
+            *st = teeny_plan_forward(plan);
+    }
+    if (*st == TEENY_OK) {
+        ck_assert_int_eq(ndim, 2);
+        ck_assert_int_eq(dims[0], 1);
+        n = (int)dims[1];
+        ck_assert_int_le(n, 6);
+        for (int i = 0; i < n; i++)
+            y[i] = NAN;
+        *st = teeny_onnx_output_read(model, plan, 0, y, (size_t)n);
+        if (*st != TEENY_OK)
+            n = -1;
+    }
+    teeny_plan_destroy(plan);
+    teeny_onnx_destroy(model);
+    return n;
+}
+
+/* Slice with extreme starts, ends and steps, folded and at run time,
+ * against NumPy's slicing (a step of INT64_MAX folded to an empty tensor,
+ * through a signed overflow, and was refused at run time). */
+START_TEST(test_onnx_crafted_slice)
+{
+    static const int64_t ends[] = {INT64_MIN, INT64_MIN + 1, -7, -6, -1, 0, 1, 5, 6, 7, INT64_MAX - 1, INT64_MAX};
+    static const int64_t steps[] = {INT64_MIN, INT64_MIN + 1, -INT64_MAX / 2, -7, -2, -1,
+                                    1, 2, 5, 7, INT64_MAX / 2, INT64_MAX - 1, INT64_MAX};
+    const int n_ends = (int)(sizeof ends / sizeof ends[0]), n_steps = (int)(sizeof steps / sizeof steps[0]);
+    int runtime = _i; /* 0 folded: every combination; 1 run time: every step, a spread of starts and ends */
+    for (int a = 0; a < n_ends; a++)
+        for (int b = 0; b < n_ends; b++)
+            for (int c = 0; c < n_steps; c++) {
+                if (runtime && (a * 5 + b * 3 + c) % 11 != 0 && !(a == 3 && b == n_ends - 1))
+                    continue;
+                int64_t want_i[8];
+                float y[8];
+                teeny_status st;
+                int want = numpy_slice(6, ends[a], ends[b], steps[c], want_i);
+                int got = slice_model(runtime, ends[a], ends[b], steps[c], y, &st);
+                char repro[160];
+                snprintf(repro, sizeof repro, "%s x[%lld:%lld:%lld] of 6", runtime ? "run time" : "folded",
+                         (long long)ends[a], (long long)ends[b], (long long)steps[c]);
+                if (want == 0) { /* ONNX Runtime gives an empty tensor; we refuse one (no empty tensors) */
+                    ck_assert_msg(got < 0 || got == 0, "%s: %d elements, want none", repro, got);
+                    continue;
+                }
+                ck_assert_msg(got == want, "%s: %d elements (%s: %s), want %d", repro, got, teeny_status_name(st),
+                              teeny_last_error(th_ctx()), want);
+                for (int i = 0; i < want; i++)
+                    ck_assert_msg(y[i] == 10.0f + (float)want_i[i], "%s: element %d is %g, want %g", repro, i, y[i],
+                                  10.0 + (double)want_i[i]);
+            }
+}
+END_TEST
+
+/* Pad and Resize whose sizes pass int64 (UBSan: signed overflows before
+ * the refusals), and Split whose num_outputs disagrees with its outputs
+ * (split 3 channels into [2, 1]). */
+START_TEST(test_onnx_crafted_overflow)
+{
+    static const int64_t x2[2] = {1, 4}, x4[4] = {2, 3, 4, 4}, four[1] = {4};
+    oc_model *m;
+    m = oc_new(13);
+    oc_input(m, "x", OC_FLOAT, 2, x2);
+    oc_init_i64(m, "pads", 1, four, (int64_t[]){0, INT64_MAX, 0, INT64_MAX});
+    oc_node(m, "Pad", "x,pads", "y");
+    oc_output(m, "y");
+    expect_refused("Pad by INT64_MAX", m, TEENY_ERR_ARG, "axis 1", NULL);
+    m = oc_new(13);
+    oc_input(m, "x", OC_FLOAT, 2, x2);
+    oc_init_i64(m, "pads", 1, four, (int64_t[]){0, INT64_MIN, 0, INT64_MIN});
+    oc_node(m, "Pad", "x,pads", "y");
+    oc_output(m, "y");
+    expect_refused("Pad by INT64_MIN", m, TEENY_ERR_ARG, "axis 1", NULL);
+    m = oc_new(13);
+    oc_input(m, "x", OC_FLOAT, 4, x4);
+    oc_init_i64(m, "sizes", 1, four, (int64_t[]){2, 3, INT32_MAX, INT32_MAX});
+    oc_node(m, "Resize", "x,,,sizes", "y");
+    oc_output(m, "y");
+    expect_refused("Resize to 2^31 - 1 squared", m, TEENY_ERR_RANGE, "passes 2^31 - 1 elements", NULL);
+    m = oc_new(18);
+    oc_input(m, "x", OC_FLOAT, 2, (int64_t[]){1, 3});
+    oc_node(m, "Split", "x", "a,b");
+    oc_attr_int(m, "axis", 1);
+    oc_attr_int(m, "num_outputs", 3);
+    oc_output(m, "a");
+    oc_output(m, "b");
+    expect_refused("Split, num_outputs 3 for 2 outputs", m, TEENY_ERR_FORMAT, "num_outputs=3 for 2 outputs", NULL);
+    m = oc_new(18);
+    oc_input(m, "x", OC_FLOAT, 2, (int64_t[]){1, 3});
+    oc_init_i64(m, "split", 1, (int64_t[]){2}, (int64_t[]){2, 1});
+    oc_node(m, "Split", "x,split", "a,b");
+    oc_attr_int(m, "axis", 1);
+    oc_attr_int(m, "num_outputs", 2);
+    oc_output(m, "a");
+    oc_output(m, "b");
+    expect_refused("Split, num_outputs beside split", m, TEENY_ERR_FORMAT, "beside split sizes", NULL);
+    /* and the same Split, right, still imports */
+    m = oc_new(18);
+    oc_input(m, "x", OC_FLOAT, 2, (int64_t[]){1, 3});
+    oc_node(m, "Split", "x", "a,b,c");
+    oc_attr_int(m, "axis", 1);
+    oc_attr_int(m, "num_outputs", 3);
+    oc_output(m, "a");
+    oc_output(m, "b");
+    oc_output(m, "c");
+    ck_assert_msg(load(m) == TEENY_OK, "Split, num_outputs 3: %s", teeny_last_error(th_ctx()));
+}
+END_TEST
+
 Suite *suite_onnx_crafted(void)
 {
     Suite *s = suite_create("onnx_crafted");
     TCase *tc = tcase_create("errors");
     tcase_add_test(tc, test_onnx_crafted_rank);
+    tcase_add_loop_test(tc, test_onnx_crafted_slice, 0, 2);
+    tcase_add_test(tc, test_onnx_crafted_overflow);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -82,6 +82,14 @@ int teeny__grow(void **arr, int *cap, int n, size_t elem);
 /* a * b for sizes a, b >= 0; -1 when either is negative or the product
  * passes INT64_MAX (so a caller's "> limit" check must also test < 0). */
 int64_t teeny__mul_sizes(int64_t a, int64_t b);
+/* a + b into *out; 0 (and *out untouched) when the sum leaves int64. */
+int teeny__add_i64(int64_t a, int64_t b, int64_t *out);
+/* ONNX's and NumPy's slice of an axis of dim >= 0 elements by (start, end,
+ * step != 0), any int64 values (negative ones count from the end, then
+ * each is clamped): the first index *first and the count *len, computed
+ * without overflow (a step of INT64_MAX or INT64_MIN selects one element
+ * where the range is not empty). */
+void teeny__slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *len);
 /* The product of n sizes by teeny__mul_sizes: -1 for a negative size or
  * an overflow; 1 for n = 0. */
 int64_t teeny__dims_product(const int64_t *dims, int n);

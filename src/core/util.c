@@ -157,6 +157,32 @@ int64_t teeny__mul_sizes(int64_t a, int64_t b)
     return a * b;
 }
 
+int teeny__add_i64(int64_t a, int64_t b, int64_t *out)
+{
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b))
+        return 0;
+    *out = a + b;
+    return 1;
+}
+
+void teeny__slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *len)
+{
+    start = start < 0 ? (start < -dim ? -dim - 1 : start) + dim : start; /* no sum below INT64_MIN */
+    end = end < 0 ? (end < -dim ? -dim - 1 : end) + dim : end;
+    if (step > 0) {
+        start = start < 0 ? 0 : start > dim ? dim : start;
+        end = end < 0 ? 0 : end > dim ? dim : end;
+        /* end - start <= dim: the count of whole steps, then one for the first */
+        *len = end > start ? 1 + (end - start - 1) / step : 0;
+    } else {
+        start = start < 0 ? -1 : start > dim - 1 ? dim - 1 : start;
+        end = end < -1 ? -1 : end > dim - 1 ? dim - 1 : end;
+        uint64_t down = (uint64_t)0 - (uint64_t)step; /* |step|, INT64_MIN included */
+        *len = start > end ? 1 + (int64_t)((uint64_t)(start - end - 1) / down) : 0;
+    }
+    *first = start;
+}
+
 int64_t teeny__dims_product(const int64_t *dims, int n)
 {
     int64_t p = 1;

@@ -45,13 +45,10 @@ teeny_status teeny__ox_slice_params(ox_import *im, int rank, int64_t *start, int
         int64_t d = s->d[ax], sp = n[3] >= 0 ? v[3][i] : 1, b = v[0][i], e = v[1][i];
         if (sp == 0)
             return teeny__ox_fail(im, TEENY_ERR_FORMAT, "step 0");
-        b = b < 0 ? b + d : b;
-        e = e < 0 ? e + d : e;
-        b = sp > 0 ? (b < 0 ? 0 : b > d ? d : b) : (b < 0 ? -1 : b > d - 1 ? d - 1 : b);
-        e = sp > 0 ? (e < 0 ? 0 : e > d ? d : e) : (e < -1 ? -1 : e > d - 1 ? d - 1 : e);
-        int64_t len = sp > 0 ? (e > b ? (e - b + sp - 1) / sp : 0) : (b > e ? (b - e - sp - 1) / -sp : 0);
+        int64_t len;
+        teeny__slice_axis(d, b, e, sp, &b, &len);
         start[ax] = b;
-        step[ax] = sp;
+        step[ax] = len > 1 ? sp : sp > 0 ? 1 : -1; /* one element: any step of its sign takes it */
         o->d[ax] = len;
     }
     return TEENY_OK;

@@ -110,6 +110,9 @@ static teeny_status op_split(ox_import *im)
     }
     if ((st = teeny__ox_operand(im, 0, "input", &x, &s)) != TEENY_OK || (st = teeny__ox_axis(im, "axis", axis, s.ndim, &ax)) != TEENY_OK)
         return st;
+    if (num != 0 && (n >= 0 || num != outs))
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, n >= 0 ? "num_outputs=%lld beside split sizes (%d outputs)"
+                              : "num_outputs=%lld for %d outputs", (long long)num, outs);
     if (outs < 1 || outs > 64 || (n >= 0 && n != outs))
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "%d outputs for %d split sizes", outs, n);
     if (n < 0) { /* equal parts, the last smaller (num_outputs) */
@@ -273,9 +276,11 @@ static teeny_status op_pad(ox_import *im)
         int ax = i;
         if (n_axes >= 0 && (st = teeny__ox_axis(im, "axis", axes[i], s.ndim, &ax)) != TEENY_OK)
             return st;
+        int64_t both;
         lo[ax] = pads[i];
         hi[ax] = pads[i + k];
-        o.d[ax] += pads[i] + pads[i + k];
+        if (!teeny__add_i64(pads[i], pads[i + k], &both) || !teeny__add_i64(o.d[ax], both, &o.d[ax]))
+            o.d[ax] = -1; /* pads that far pass int32: teeny_graph_pad refuses them, naming the axis */
     }
     if ((st = teeny_graph_pad(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, lo, hi, value, &y)) != TEENY_OK)
         return graph_err(im, st);

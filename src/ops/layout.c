@@ -118,24 +118,6 @@ teeny_status teeny__transpose_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 
 /* ---- slice ---- */
 
-/* ONNX's clamping of (start, end, step) on an axis of size dim: the first
- * index *b and the length *len. */
-static void slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *b, int64_t *len)
-{
-    start = start < 0 ? start + dim : start;
-    end = end < 0 ? end + dim : end;
-    if (step > 0) {
-        start = start < 0 ? 0 : start > dim ? dim : start;
-        end = end < 0 ? 0 : end > dim ? dim : end;
-        *len = end > start ? (end - start + step - 1) / step : 0;
-    } else {
-        start = start < 0 ? -1 : start > dim - 1 ? dim - 1 : start;
-        end = end < -1 ? -1 : end > dim - 1 ? dim - 1 : end;
-        *len = start > end ? (start - end - step - 1) / -step : 0;
-    }
-    *b = start;
-}
-
 /* The copy between x's elements in the slice and y (dy): space y's. */
 static teeny__st_copy_args slice_copy(const teeny__slicend_attrs *at, const int64_t *xshape, int ndim,
                                       const int64_t *yshape, int64_t *x_off)
@@ -145,7 +127,7 @@ static teeny__st_copy_args slice_copy(const teeny__slicend_attrs *at, const int6
     strides(xshape, ndim, xs);
     *x_off = 0;
     for (int d = 0; d < ndim; d++) {
-        slice_axis(xshape[d], at->start[d], at->end[d], at->step[d], &b, &len);
+        teeny__slice_axis(xshape[d], at->start[d], at->end[d], at->step[d], &b, &len);
         c.xs[d] = xs[d] * at->step[d];
         *x_off += b * xs[d];
     }
@@ -197,7 +179,7 @@ teeny_status teeny__slice_infer(teeny_ctx *ctx, teeny__node_shapes *s)
         if (at->step[d] == 0 || at->step[d] < -INT32_MAX || at->step[d] > INT32_MAX)
             return teeny__error(ctx, TEENY_ERR_ARG, "step %lld on axis %d (nonzero, within int32)",
                                 (long long)at->step[d], d);
-        slice_axis(s->in[0].shape[d], at->start[d], at->end[d], at->step[d], &b, &len);
+        teeny__slice_axis(s->in[0].shape[d], at->start[d], at->end[d], at->step[d], &b, &len);
         if (len < 1)
             return teeny__error(ctx, TEENY_ERR_SHAPE, "axis %d: start %lld, end %lld, step %lld select nothing of %lld",
                                 d, (long long)at->start[d], (long long)at->end[d], (long long)at->step[d],

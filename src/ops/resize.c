@@ -169,7 +169,8 @@ teeny_status teeny__resize2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
                                 "finite, are needed", i, at->size[i], i, (double)at->scale[i]);
     s->out = (teeny__shape){.ndim = 4, .shape = {x->shape[0], x->shape[1], at->size[0], at->size[1]}};
     s->n_param = s->n_state = s->n_saved = 0;
-    if (s->out.shape[0] * s->out.shape[1] * s->out.shape[2] * s->out.shape[3] > INT32_MAX)
+    int64_t numel = teeny__dims_product(s->out.shape, 4);
+    if (numel < 0 || numel > INT32_MAX)
         return teeny__error(ctx, TEENY_ERR_RANGE, "y %s passes 2^31 - 1 elements",
                             teeny__dims_str(s->out.shape, 4, b, sizeof b));
     for (int i = 0; i < 2; i++) {
