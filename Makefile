@@ -43,7 +43,7 @@ LIB_SRC := $(filter-out src/dist/%,$(wildcard src/*/*.c))
 CL_SRC := $(wildcard cl/*.cl)
 GEN := $(BUILD)/gen/kernels.c
 LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC)) $(BUILD)/gen/kernels.o
-TEST_SRC := $(filter-out tests/test_dist%,$(wildcard tests/*.c tests/ref/*.c)) tests/fuzz/fuzz_lib.c
+TEST_SRC := $(filter-out tests/test_dist%,$(wildcard tests/*.c tests/ref/*.c)) tests/fuzz/fuzz_lib.c tests/fuzz/onnx_seeds.c
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 TOOLS := $(BUILD)/teeny-info $(BUILD)/teeny-bench
 BENCH_SRC := $(wildcard tools/bench_*.c)
@@ -360,18 +360,28 @@ check-install: all
 # libFuzzer targets for the file loaders (tests/fuzz/fuzz_<format>.c), built
 # with clang into build-fuzz/ and run one after another for FUZZ_SECONDS
 # each, from seeds that make-fuzz-corpus writes with the library's own
-# writers (build-fuzz/seeds/<format>); new inputs go to
-# build-fuzz/corpus/<format>, crashes to build-fuzz/crash-*. The `fuzz`
-# check suite (make test) replays seeds and seeded mutations without libFuzzer.
+# writers (build-fuzz/seeds/<format>; for onnx also one crafted model per
+# op, and tests/onnx/'s models); new inputs go to build-fuzz/corpus/<format>.
+# Each target runs its whole time (-fork=1 with -ignore_crashes, _ooms and
+# _timeouts: a finding is saved and the fuzzing goes on), under
+# -rss_limit_mb and -malloc_limit_mb, which sit above the importer's own
+# budgets (teenycl_onnx.h), so a refused model is no finding; findings go
+# to build-fuzz/crash-<target>-*, and the target fails at the end when any
+# was saved. The `fuzz` check suite (make test) replays seeds and seeded
+# mutations without libFuzzer; tests/onnx/fuzz-*.onnx, the importer's past
+# findings, are replayed by the onnx_crafted suite.
 FUZZ_SECONDS ?= 60
+FUZZ_RSS_MB ?= 4096
+FUZZ_MALLOC_MB ?= 2048
 FUZZ_TARGETS := safetensors npy idx checkpoint $(FUZZ_TARGETS_ONNX)
 FUZZ_BUILD := build-fuzz
 # PoCL only: the Mesa and Rusticl ICDs leak and throw C++ exceptions at load
 FUZZ_ENV ?= $(if $(wildcard /etc/OpenCL/vendors/pocl.icd),OCL_ICD_VENDORS=/etc/OpenCL/vendors/pocl.icd)
 FUZZ_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
-$(BUILD)/make-fuzz-corpus: tests/fuzz/make_corpus.c tests/fuzz/fuzz_lib.c tests/fuzz/fuzz_lib.h $(STATIC)
-	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) tests/fuzz/make_corpus.c tests/fuzz/fuzz_lib.c -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
+FUZZ_CORPUS_SRC := tests/fuzz/make_corpus.c tests/fuzz/fuzz_lib.c tests/fuzz/onnx_seeds.c tests/onnx_craft.c
+$(BUILD)/make-fuzz-corpus: $(FUZZ_CORPUS_SRC) tests/fuzz/fuzz_lib.h tests/fuzz/onnx_seeds.h tests/onnx_craft.h $(STATIC) $(ONNX_GEN_H)
+	$(CC) $(CPPFLAGS_ALL) -I$(BUILD)/gen $(CFLAGS_ALL) $(FUZZ_CORPUS_SRC) -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
 $(patsubst %,$(BUILD)/fuzz_%,$(FUZZ_TARGETS)): $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_target.h tests/fuzz/fuzz_lib.c tests/fuzz/fuzz_lib.h $(STATIC)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -fsanitize=fuzzer $< tests/fuzz/fuzz_lib.c -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
@@ -382,15 +392,21 @@ fuzz: deps-test
 	rm -rf $(FUZZ_BUILD)/seeds
 	$(FUZZ_ENV) ASAN_OPTIONS=detect_leaks=0 $(FUZZ_BUILD)/make-fuzz-corpus $(FUZZ_BUILD)/seeds
 	$(FUZZ_SEEDS_ONNX)
+	rm -f $(FUZZ_BUILD)/crash-*
 	@for t in $(FUZZ_TARGETS); do \
 	    mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
 	    echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
 	    $(FUZZ_ENV) LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	    $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=30 -rss_limit_mb=4096 \
+	    $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=30 \
+	        -rss_limit_mb=$(FUZZ_RSS_MB) -malloc_limit_mb=$(FUZZ_MALLOC_MB) \
+	        -fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1 \
 	        -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crash-$$t- \
-	        $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/seeds/$$t || exit 1; \
+	        $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/seeds/$$t 2>&1 | tee $(FUZZ_BUILD)/fuzz-$$t.log | grep -E '^#|INFO: fuzzed|==ERROR|runtime error|SUMMARY|DONE'; \
 	done
+	@found=$$(ls $(FUZZ_BUILD)/crash-* 2>/dev/null); \
+	    if [ -n "$$found" ]; then echo "fuzz: findings saved (replay each with its target):"; echo "$$found"; exit 1; fi; \
+	    echo "fuzz: no findings in $(FUZZ_TARGETS) ($(FUZZ_SECONDS) s each)"
 
 clean:
 	rm -rf build build-*

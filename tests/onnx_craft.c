@@ -2,10 +2,9 @@
  * onnx_craft.c -- crafted ONNX models (onnx_craft.h): protobuf-c messages
  * kept in growable arrays until oc_pack packs them.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <check.h>
 
 #include "onnx/onnx.pb-c.h"
 #include "onnx_craft.h"
@@ -19,10 +18,17 @@ struct oc_model {
     size_t cap_inputs, cap_outputs, cap_inits, cap_nodes;
 };
 
+static void oc_fail(const char *why)
+{
+    fprintf(stderr, "onnx_craft: %s\n", why);
+    abort(); /* test code: a model it cannot make is a broken test */
+}
+
 static void *oc_alloc(size_t n)
 {
     void *p = calloc(1, n ? n : 1);
-    ck_assert_msg(p != NULL, "onnx_craft: out of memory");
+    if (!p)
+        oc_fail("out of memory");
     return p;
 }
 
@@ -39,7 +45,8 @@ static void oc_push(void ***arr, size_t *n, size_t *cap, void *item)
     if (*n == *cap) {
         *cap = *cap ? 2 * *cap : 16;
         *arr = realloc(*arr, *cap * sizeof **arr);
-        ck_assert_msg(*arr != NULL, "onnx_craft: out of memory");
+        if (!*arr)
+            oc_fail("out of memory");
     }
     (*arr)[(*n)++] = item;
 }
@@ -169,7 +176,8 @@ void oc_node(oc_model *m, const char *op, const char *inputs, const char *output
 /* A new attribute on the node added last. */
 static Onnx__AttributeProto *oc_attr(oc_model *m, const char *name, Onnx__AttributeProto__AttributeType type)
 {
-    ck_assert_msg(m->n_nodes > 0, "onnx_craft: an attribute before any node");
+    if (!m->n_nodes)
+        oc_fail("an attribute before any node");
     Onnx__NodeProto *n = m->nodes[m->n_nodes - 1];
     Onnx__AttributeProto *a = oc_alloc(sizeof *a);
     onnx__attribute_proto__init(a);

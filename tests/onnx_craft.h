@@ -13,7 +13,8 @@
  *     unsigned char *bytes = oc_pack(m, &n);   (free() it)
  *     oc_free(m);
  *
- * Names are copied. Out of memory aborts the test (check's ck_assert).
+ * Names are copied. Out of memory aborts (test code only; no check needed,
+ * so the fuzz corpus writer links it too).
  */
 #ifndef TEENY_TESTS_ONNX_CRAFT_H
 #define TEENY_TESTS_ONNX_CRAFT_H

@@ -8,11 +8,15 @@
  * with its outputs. Each refusal is checked by status and message; make
  * check-asan runs these under AddressSanitizer and UBSan.
  */
+#define _XOPEN_SOURCE 700 /* mkdtemp */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "fuzz/onnx_seeds.h"
 #include "harness.h"
 #include "onnx_craft.h"
 #include "teenycl_onnx.h"
@@ -304,6 +308,64 @@ START_TEST(test_onnx_crafted_overflow)
 }
 END_TEST
 
+/* fuzz_onnx's crafted seeds (one model per op, tests/fuzz/onnx_seeds.c)
+ * all import: a seed the importer refuses would start the fuzzer far from
+ * the attribute checks it is there to reach. */
+START_TEST(test_onnx_crafted_seeds)
+{
+    char dir[] = "/tmp/teeny-seeds-XXXXXX", path[1200];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    int n = onnx_make_seeds(dir);
+    ck_assert_int_gt(n, 40);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int loaded = 0;
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        teeny_onnx_model *m = NULL;
+        teeny_status st = teeny_onnx_load(th_ctx(), path, NULL, &m);
+        if (st != TEENY_OK)
+            fprintf(stderr, "seed %s: %s: %s\n", e->d_name, teeny_status_name(st), teeny_last_error(th_ctx()));
+        teeny_onnx_destroy(m);
+        unlink(path);
+        loaded += st == TEENY_OK;
+    }
+    closedir(d);
+    rmdir(dir);
+    ck_assert_msg(loaded == n, "%d of %d seeds import (the others are named above)", loaded, n);
+}
+END_TEST
+
+/* The importer's past findings (tests/onnx/fuzz-*.onnx, from make fuzz and
+ * reviews): each loads or fails with a message, *out NULL on failure; the
+ * sanitizer build (make check-asan) is what finds a regression here. */
+START_TEST(test_onnx_crafted_replay)
+{
+    DIR *d = opendir("tests/onnx");
+    struct dirent *e;
+    int replayed = 0;
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)) != NULL) {
+        char path[600];
+        if (strncmp(e->d_name, "fuzz-", 5) || !strstr(e->d_name, ".onnx"))
+            continue;
+        snprintf(path, sizeof path, "tests/onnx/%s", e->d_name);
+        teeny_onnx_params p = TEENY_ONNX_PARAMS_INIT;
+        teeny_onnx_model *m = (teeny_onnx_model *)&p;
+        teeny_status st = teeny_onnx_load(th_ctx(), path, &p, &m);
+        ck_assert_msg(st == TEENY_OK ? m != NULL : m == NULL && teeny_last_error(th_ctx())[0],
+                      "%s: %s without a model or a message", e->d_name, teeny_status_name(st));
+        teeny_onnx_destroy(m);
+        replayed++;
+    }
+    closedir(d);
+    ck_assert_int_ge(replayed, 7);
+}
+END_TEST
+
 Suite *suite_onnx_crafted(void)
 {
     Suite *s = suite_create("onnx_crafted");
@@ -311,6 +373,8 @@ Suite *suite_onnx_crafted(void)
     tcase_add_test(tc, test_onnx_crafted_rank);
     tcase_add_loop_test(tc, test_onnx_crafted_slice, 0, 2);
     tcase_add_test(tc, test_onnx_crafted_overflow);
+    tcase_add_test(tc, test_onnx_crafted_seeds);
+    tcase_add_test(tc, test_onnx_crafted_replay);
     suite_add_tcase(s, tc);
     return s;
 }

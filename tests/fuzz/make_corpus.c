@@ -1,8 +1,10 @@
 /*
  * make_corpus.c -- writes the seed corpora of the fuzz targets:
- * <dir>/<format>/ for each loader (see fuzz_lib.c for what the seeds are).
- * Seeds are made by the library's own writers on the default device, so
- * no binary file is kept in the tree. Usage: make-fuzz-corpus DIR
+ * <dir>/<format>/ for each loader (see fuzz_lib.c for what the seeds are)
+ * and <dir>/onnx/ for the importer (onnx_seeds.c: one crafted model per
+ * op; make fuzz adds tests/onnx/'s models). Seeds are made by the
+ * library's own writers on the default device and by protobuf-c, so no
+ * binary file is kept in the tree. Usage: make-fuzz-corpus DIR
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -11,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "fuzz_lib.h"
+#include "onnx_seeds.h"
 
 int main(int argc, char **argv)
 {
@@ -40,6 +43,15 @@ int main(int argc, char **argv)
             return 1;
         total += n;
     }
+    snprintf(dir, sizeof dir, "%s/onnx", argv[1]);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "make-fuzz-corpus: cannot create %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    int n = onnx_make_seeds(dir);
+    if (n < 0)
+        return 1;
+    total += n;
     teeny_ctx_destroy(ctx);
     printf("make-fuzz-corpus: %d seed files under %s\n", total, argv[1]);
     return 0;
