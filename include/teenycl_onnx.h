@@ -71,7 +71,11 @@ extern "C" {
 
 typedef struct teeny_onnx_model teeny_onnx_model;
 
-/* The most dimensions an ONNX tensor the importer handles may have. */
+/* The most dimensions an ONNX tensor the importer handles may have. A
+ * graph input, initializer or Constant of higher rank, and any node whose
+ * result would have it (Gather, Unsqueeze, Reshape, Expand, ...), fails
+ * the load with TEENY_ERR_SHAPE, the message naming the node and the rank
+ * (run-time values, in the graph, have ranks 0..5). */
 #define TEENY_ONNX_MAX_DIMS 8
 
 /* ONNX element types (TensorProto.DataType values) of feeds and inputs. */
