@@ -402,7 +402,10 @@ fuzz: deps-test
 	        -rss_limit_mb=$(FUZZ_RSS_MB) -malloc_limit_mb=$(FUZZ_MALLOC_MB) \
 	        -fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1 \
 	        -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crash-$$t- \
-	        $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/seeds/$$t 2>&1 | tee $(FUZZ_BUILD)/fuzz-$$t.log | grep -E '^#|INFO: fuzzed|==ERROR|runtime error|SUMMARY|DONE'; \
+	        $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/seeds/$$t > $(FUZZ_BUILD)/fuzz-$$t.log 2>&1; \
+	    grep -q "INFO: fuzzed for" $(FUZZ_BUILD)/fuzz-$$t.log || { tail -20 $(FUZZ_BUILD)/fuzz-$$t.log; \
+	        echo "fuzz: $$t did not run its time (the log's end is above)"; exit 1; }; \
+	    echo "fuzz: $$t: $$(grep '^#' $(FUZZ_BUILD)/fuzz-$$t.log | tail -1)"; \
 	done
 	@found=$$(ls $(FUZZ_BUILD)/crash-* 2>/dev/null); \
 	    if [ -n "$$found" ]; then echo "fuzz: findings saved (replay each with its target):"; echo "$$found"; exit 1; fi; \
