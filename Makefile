@@ -98,7 +98,8 @@ $(ONNX_TEST_OBJ): tests/onnx_craft.h
 $(BUILD)/tools/onnx_run.o: tools/onnx_run.h
 $(BUILD)/teeny-info: include/teenycl_onnx.h
 
-$(BUILD)/teeny-run: tools/teeny-run.c tools/onnx_run.c tools/onnx_run.h $(STATIC) include/teenycl.h include/teenycl_onnx.h
+$(BUILD)/teeny-run: tools/teeny-run.c tools/onnx_run.c tools/onnx_run.h tools/cli.h tools/args.h tools/onnx_info.h $(STATIC) \
+    include/teenycl.h include/teenycl_onnx.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) tools/teeny-run.c tools/onnx_run.c -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
 $(BUILD)/onnx-node-tests: tests/onnx/node_tests.c tools/onnx_run.c tools/onnx_run.h $(STATIC) $(ONNX_GEN_H) include/teenycl_onnx.h
@@ -166,18 +167,20 @@ $(SHARED): $(LIB_OBJ)
 	ln -sf libteenycl.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/libteenycl.so
 
-$(BUILD)/teeny-info: tools/teeny-info.c tools/args.h $(STATIC) include/teenycl.h
+$(BUILD)/teeny-info: tools/teeny-info.c tools/args.h tools/cli.h tools/onnx_info.h $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
-$(BUILD)/teeny-bench: tools/teeny-bench.c $(BENCH_SRC) tools/bench.h tools/args.h examples/fashion_net.h $(STATIC) include/teenycl.h
+$(BUILD)/teeny-bench: tools/teeny-bench.c $(BENCH_SRC) tools/bench.h tools/args.h tools/cli.h examples/fashion_net.h $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) tools/teeny-bench.c $(BENCH_SRC) -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
 $(BUILD)/%: examples/%.c $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
-# the examples' shared headers (the pattern rule's recipe builds them)
+# the examples' shared headers (the pattern rule's recipe builds them);
+# every program's command line is tools/cli.h's
+$(EXAMPLES): tools/cli.h
 $(BUILD)/finetune_onnx: examples/options.h examples/fashion_net.h include/teenycl_onnx.h
-$(BUILD)/eval_fashion_mnist: examples/fashion_net.h
+$(BUILD)/eval_fashion_mnist: examples/options.h examples/fashion_net.h
 
 # MPI: the dist layer, its test program, and the example with --dist.
 # with_mpi.stamp holds the WITH_MPI the example was last built with and
