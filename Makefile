@@ -5,7 +5,8 @@
 #                     (tools/check-layers.sh: no call cycle in src/) and sizes
 #                     (tools/check-sizes.sh: files <= 600 lines, functions <= 100), run the check suite
 #   make test-full    the long sweeps too
-#   make test-tools   teeny-info --check, examples/embed_app and finetune_onnx (also in make test)
+#   make test-tools   the tools' and examples' command lines, teeny-info --check, teeny-run,
+#                     examples/embed_app and finetune_onnx (tests/test_tools.sh; also in make test)
 #   make check-asan   the test suite under AddressSanitizer + UBSan
 #   make check-oclgrind  the conformance suite under oclgrind (--data-races --uninitialized)
 #   make check-matrix    the conformance suite and examples on PoCL, rusticl, PoCL 6.0 (Debian 13 chroot)
@@ -246,8 +247,9 @@ test-dist:
 	    MPIRUN=$(MPIRUN) sh tests/test_dist.sh $(BUILD); \
 	else echo "test_dist.sh: NOT RUN: $(MPICC) or $(MPIRUN) is missing (sh tools/install-deps.sh test installs Open MPI)"; fi
 
-# teeny-info (--check with injected build failures, crashes and hangs) and
-# examples/embed_app and examples/finetune_onnx; part of make test.
+# Every program's command line, teeny-info (--check with injected build
+# failures, crashes and hangs), teeny-run, examples/embed_app and
+# examples/finetune_onnx; part of make test.
 .PHONY: test-tools
 test-tools: all
 	sh tests/test_tools.sh $(BUILD)
