@@ -343,7 +343,7 @@ if [ "$order" = yes ]; then ok; else fail "run-time: statistics out of order (${
 # -- --profile: per kernel, slowest first; the launches a pass add up to the plan's
 run run-profile 0 "$build/teeny-run" tests/onnx/convnet.onnx --repeat 3 --profile
 has_match run-profile '^profile: 3 forward passes back to back; per pass [0-9.]+ ms of device time'
-has_match run-profile '^kernel \(slowest first\) +launches +ms a pass +ms a launch +share +idle before$'
+has_match run-profile '^kernel \(slowest first\) +launches/pass +ms/pass +ms/launch +share +idle ms/pass$'
 prof=$(awk '/^launches / { want = $2 } /^kernel \(slowest/ { on = 1; next } on && /^\(idle/ { on = 0 }
             on { n += $2; if (seen && $3 > last + 1e-9) bad = 1; last = $3; seen = 1 }
             END { print (seen && !bad && n == want) ? "yes" : "no: " n " launches in the rows, " want " a pass, sorted " (bad ? "no" : "yes") }' \

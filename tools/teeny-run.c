@@ -554,15 +554,15 @@ static void print_text(const report *r)
            "kernel's start to the last one's end: kernels %.4f ms, idle between them %.4f ms\n",
            o->repeat, o->repeat == 1 ? "" : "es", p->span_ms / o->repeat, p->kernel_ms / o->repeat,
            (p->span_ms - p->kernel_ms) / o->repeat);
-    printf("%-32s %9s %12s %12s %7s %12s\n", "kernel (slowest first)", "launches", "ms a pass", "ms a launch", "share",
-           "idle before");
+    printf("%-32s %13s %10s %10s %7s %14s\n", "kernel (slowest first)", "launches/pass", "ms/pass", "ms/launch", "share",
+           "idle ms/pass");
     for (int k = 0; k < p->n; k++) {
         const kernel_row *row = &p->rows[k];
-        printf("%-32s %9.1f %12.4f %12.4f %6.1f%% %12.4f\n", row->name, (double)row->launches / o->repeat,
+        printf("%-32s %13.1f %10.4f %10.4f %6.1f%% %14.4f\n", row->name, (double)row->launches / o->repeat,
                row->ms / o->repeat, row->ms / (double)row->launches, p->kernel_ms > 0 ? 100 * row->ms / p->kernel_ms : 0,
                row->idle_ms / o->repeat);
     }
-    printf("(idle before: the device's idle time before the kernel's launches, a pass: the host's gaps)\n");
+    printf("(idle: the device's idle time just before the kernel's launches, waiting for the host)\n");
 }
 
 static void print_json(const report *r)
