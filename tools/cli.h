@@ -12,7 +12,7 @@
  *
  * A program describes its options in a table (the order of an enum of its
  * own) and reads argv with cli_next, which hands back each option's index
- * and value. Header-only (static functions): check-install compiles
+ * and value. Header-only (static inline functions): check-install compiles
  * tools/teeny-info.c alone against the installed header.
  */
 #ifndef TEENY_TOOLS_CLI_H
@@ -39,7 +39,7 @@ typedef struct {
 } cli_spec;
 
 /* What cli_next returns besides an option's index in opts. */
-enum { CLI_END = -1, CLI_ARG = -2, CLI_EXIT_OK = -3, CLI_EXIT_USAGE = -4 };
+enum { CLI_ARG = -2, CLI_EXIT_OK = -3, CLI_EXIT_USAGE = -4 };
 
 /* One line on stderr naming what is wrong, and where to look: returns 2
  * (the usage status). */
