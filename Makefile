@@ -5,7 +5,8 @@
 #                     (tools/check-layers.sh: no call cycle in src/) and sizes
 #                     (tools/check-sizes.sh: files <= 600 lines, functions <= 100), run the check suite
 #   make test-full    the long sweeps too
-#   make test-tools   teeny-info --check, examples/embed_app and finetune_onnx (also in make test)
+#   make test-tools   the tools' and examples' command lines, teeny-info --check, teeny-run,
+#                     examples/embed_app and finetune_onnx (tests/test_tools.sh; also in make test)
 #   make check-asan   the test suite under AddressSanitizer + UBSan
 #   make check-oclgrind  the conformance suite under oclgrind (--data-races --uninitialized)
 #   make check-matrix    the conformance suite and examples on PoCL, rusticl, PoCL 6.0 (Debian 13 chroot)
@@ -13,7 +14,8 @@
 #   make fuzz         each libFuzzer target for FUZZ_SECONDS (default 60; clang)
 #   make run          install, build and run the example on the default device
 #   make bench        benchmarks on the default device (tools/teeny-bench)
-#   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
+#   make install PREFIX=/usr/local DESTDIR=   /   make uninstall   (the library, headers,
+#                     teenycl.pc, and teeny-info, teeny-run, teeny-bench in PREFIX/bin)
 #   make WITH_MPI=1   also libteenycl_dist (MPI data parallelism, include/teenycl_dist.h),
 #                     build/test_dist, and train_fashion_mnist with --dist
 #   make test-dist    the MPI tests (mpirun -np 1/2/3; part of make test when mpicc and mpirun exist)
@@ -27,6 +29,7 @@ VERSION := $(VERSION_MAJOR).$(VERSION_MINOR).0
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
+BINDIR ?= $(PREFIX)/bin
 BUILD ?= build
 
 CC ?= cc
@@ -98,7 +101,8 @@ $(ONNX_TEST_OBJ): tests/onnx_craft.h
 $(BUILD)/tools/onnx_run.o: tools/onnx_run.h
 $(BUILD)/teeny-info: include/teenycl_onnx.h
 
-$(BUILD)/teeny-run: tools/teeny-run.c tools/onnx_run.c tools/onnx_run.h $(STATIC) include/teenycl.h include/teenycl_onnx.h
+$(BUILD)/teeny-run: tools/teeny-run.c tools/onnx_run.c tools/onnx_run.h tools/cli.h tools/args.h tools/onnx_info.h $(STATIC) \
+    include/teenycl.h include/teenycl_onnx.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) tools/teeny-run.c tools/onnx_run.c -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
 $(BUILD)/onnx-node-tests: tests/onnx/node_tests.c tools/onnx_run.c tools/onnx_run.h $(STATIC) $(ONNX_GEN_H) include/teenycl_onnx.h
@@ -166,18 +170,20 @@ $(SHARED): $(LIB_OBJ)
 	ln -sf libteenycl.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/libteenycl.so
 
-$(BUILD)/teeny-info: tools/teeny-info.c tools/args.h $(STATIC) include/teenycl.h
+$(BUILD)/teeny-info: tools/teeny-info.c tools/args.h tools/cli.h tools/onnx_info.h $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
-$(BUILD)/teeny-bench: tools/teeny-bench.c $(BENCH_SRC) tools/bench.h tools/args.h examples/fashion_net.h $(STATIC) include/teenycl.h
+$(BUILD)/teeny-bench: tools/teeny-bench.c $(BENCH_SRC) tools/bench.h tools/args.h tools/cli.h examples/fashion_net.h $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) tools/teeny-bench.c $(BENCH_SRC) -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
 $(BUILD)/%: examples/%.c $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
-# the examples' shared headers (the pattern rule's recipe builds them)
+# the examples' shared headers (the pattern rule's recipe builds them);
+# every program's command line is tools/cli.h's
+$(EXAMPLES): tools/cli.h
 $(BUILD)/finetune_onnx: examples/options.h examples/fashion_net.h include/teenycl_onnx.h
-$(BUILD)/eval_fashion_mnist: examples/fashion_net.h
+$(BUILD)/eval_fashion_mnist: examples/options.h examples/fashion_net.h
 
 # MPI: the dist layer, its test program, and the example with --dist.
 # with_mpi.stamp holds the WITH_MPI the example was last built with and
@@ -241,8 +247,9 @@ test-dist:
 	    MPIRUN=$(MPIRUN) sh tests/test_dist.sh $(BUILD); \
 	else echo "test_dist.sh: NOT RUN: $(MPICC) or $(MPIRUN) is missing (sh tools/install-deps.sh test installs Open MPI)"; fi
 
-# teeny-info (--check with injected build failures, crashes and hangs) and
-# examples/embed_app and examples/finetune_onnx; part of make test.
+# Every program's command line, teeny-info (--check with injected build
+# failures, crashes and hangs), teeny-run, examples/embed_app and
+# examples/finetune_onnx; part of make test.
 .PHONY: test-tools
 test-tools: all
 	sh tests/test_tools.sh $(BUILD)
@@ -304,20 +311,34 @@ run: deps-run
 bench: all
 	$(BUILD)/teeny-bench
 
-$(BUILD)/teenycl.pc: Makefile
+# install-dirs.stamp holds the directories the .pc files name and changes
+# only when they do, so a make install with another PREFIX (or LIBDIR,
+# INCLUDEDIR) writes them anew.
+$(BUILD)/install-dirs.stamp: FORCE
+	@mkdir -p $(BUILD); if [ "$$(cat $@ 2>/dev/null)" != "$(PREFIX) $(LIBDIR) $(INCLUDEDIR)" ]; then \
+	    echo "$(PREFIX) $(LIBDIR) $(INCLUDEDIR)" > $@; fi
+
+$(BUILD)/teenycl.pc: Makefile $(BUILD)/install-dirs.stamp
 	@mkdir -p $(BUILD)
 	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: teenycl\nDescription: portable OpenCL compute backend for small neural networks\nVersion: %s\nRequires.private: OpenCL\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lteenycl\nLibs.private: -lOpenCL -lm -lcjson -lz -lprotobuf-c\n' \
 	    '$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(VERSION)' > $@
 
 # WITH_MPI=1: the dist layer's header, libteenycl_dist.a and teenycl-mpi.pc
 # (Cflags -DTEENY_WITH_MPI; Requires teenycl and Open MPI's ompi-c).
-$(BUILD)/teenycl-mpi.pc: Makefile
+$(BUILD)/teenycl-mpi.pc: Makefile $(BUILD)/install-dirs.stamp
 	@mkdir -p $(BUILD)
 	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: teenycl-mpi\nDescription: teenycl data-parallel training over MPI (teenycl_dist.h)\nVersion: %s\nRequires: teenycl ompi-c\nCflags: -I$${includedir} -DTEENY_WITH_MPI\nLibs: -L$${libdir} -lteenycl_dist\n' \
 	    '$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(VERSION)' > $@
 
-install: lib $(BUILD)/teenycl.pc $(if $(MPI_ON),$(DIST_LIB) $(BUILD)/teenycl-mpi.pc)
-	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
+# The tools (teeny-info, teeny-run, teeny-bench) link libteenycl
+# statically, so they run from any prefix; applications linking the shared
+# library from a prefix outside the loader's path need an rpath
+# (README, "Install").
+INSTALL_TOOLS := teeny-info teeny-run teeny-bench
+
+install: lib $(TOOLS) $(BUILD)/teenycl.pc $(if $(MPI_ON),$(DIST_LIB) $(BUILD)/teenycl-mpi.pc)
+	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
+	for t in $(INSTALL_TOOLS); do install -m 755 $(BUILD)/$$t $(DESTDIR)$(BINDIR)/$$t || exit 1; done
 	install -m 644 include/teenycl.h $(DESTDIR)$(INCLUDEDIR)/teenycl.h
 	install -m 644 include/teenycl_onnx.h $(DESTDIR)$(INCLUDEDIR)/teenycl_onnx.h
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/libteenycl.a
@@ -330,6 +351,7 @@ install: lib $(BUILD)/teenycl.pc $(if $(MPI_ON),$(DIST_LIB) $(BUILD)/teenycl-mpi
 	$(if $(MPI_ON),install -m 644 $(BUILD)/teenycl-mpi.pc $(DESTDIR)$(LIBDIR)/pkgconfig/teenycl-mpi.pc)
 
 uninstall:
+	rm -f $(patsubst %,$(DESTDIR)$(BINDIR)/%,$(INSTALL_TOOLS))
 	rm -f $(DESTDIR)$(INCLUDEDIR)/teenycl.h $(DESTDIR)$(INCLUDEDIR)/teenycl_onnx.h $(DESTDIR)$(LIBDIR)/libteenycl.a \
 	    $(DESTDIR)$(LIBDIR)/libteenycl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	    $(DESTDIR)$(LIBDIR)/libteenycl.so $(DESTDIR)$(LIBDIR)/pkgconfig/teenycl.pc
@@ -337,8 +359,9 @@ uninstall:
 	    $(DESTDIR)$(LIBDIR)/pkgconfig/teenycl-mpi.pc
 
 # Install into a scratch DESTDIR, build a program against it through
-# pkg-config (static and shared), run it, uninstall, and check that
-# uninstall removed exactly what install put there. teeny-info calls OpenCL
+# pkg-config (static and shared), run it and the installed tools, uninstall;
+# install again under another PREFIX, whose teenycl.pc must name it, and
+# uninstall; and check that uninstall removed exactly what install put there. teeny-info calls OpenCL
 # and libm itself (teeny-info --check), so its shared link names them too,
 # as any application that does must.
 check-install: all
@@ -351,7 +374,13 @@ check-install: all
 	               $(CURDIR)/$(BUILD)/destdir/usr/local/lib/libteenycl.a $$(pkg-config --libs-only-l --static teenycl | sed s/-lteenycl//)'
 	LD_LIBRARY_PATH=$(CURDIR)/$(BUILD)/destdir/usr/local/lib $(BUILD)/info-shared
 	$(BUILD)/info-static --no-self-test
+	for t in $(INSTALL_TOOLS); do $(BUILD)/destdir/usr/local/bin/$$t --version || exit 1; done
 	$(MAKE) uninstall DESTDIR=$(CURDIR)/$(BUILD)/destdir PREFIX=/usr/local
+	@# a second prefix: teenycl.pc names it (it used to keep the first one's)
+	$(MAKE) install DESTDIR=$(CURDIR)/$(BUILD)/destdir PREFIX=/opt/teenycl
+	grep -qx 'prefix=/opt/teenycl' $(BUILD)/destdir/opt/teenycl/lib/pkgconfig/teenycl.pc
+	grep -qx 'libdir=/opt/teenycl/lib' $(BUILD)/destdir/opt/teenycl/lib/pkgconfig/teenycl.pc
+	$(MAKE) uninstall DESTDIR=$(CURDIR)/$(BUILD)/destdir PREFIX=/opt/teenycl
 	@left=$$(find $(BUILD)/destdir -type f -o -type l); if [ -n "$$left" ]; then echo "uninstall left: $$left"; exit 1; fi
 	@bad=$$(nm -D --defined-only $(SHARED) | awk '{print $$3}' | grep -v '^teeny_' || true); \
 	    if [ -n "$$bad" ]; then echo "exported symbols outside teeny_: $$bad"; exit 1; fi

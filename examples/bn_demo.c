@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../tools/cli.h" /* --help, --version, the command-line errors: as every teenycl program */
 #include "teenycl.h"
 
 #define CHECK(call)                                                                                    \
@@ -19,10 +20,34 @@
         }                                                                                              \
     } while (0)
 
+static const cli_opt OPTS[] = {
+    {"--device", "SPEC", "the OpenCL device: cpu, gpu, pocl, nvidia, P:D, a part of its name\n"
+                         "(default: TEENY_DEVICE, else the first GPU, else the first CPU)"},
+    {NULL, NULL, NULL},
+};
+
+static const cli_spec SPEC = {
+    "bn_demo",
+    "[--device SPEC]",
+    "A batch-norm training step and its backward pass, checked against a plain C computation.",
+    OPTS,
+    "Exit status: 0 the results match; 1 they do not, or a failure; 2 a bad command line.",
+};
+
 int main(int argc, char **argv)
 {
     enum { B = 16, C = 8, H = 24, W = 24, N = B * C * H * W };
-    const char *spec = argc > 2 && !strcmp(argv[1], "--device") ? argv[2] : NULL;
+    const char *spec = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int k = cli_next(&SPEC, argc, argv, &i, &v);
+        if (k == CLI_EXIT_OK || k == CLI_EXIT_USAGE)
+            return k == CLI_EXIT_OK ? 0 : 2;
+        if (k == CLI_ARG)
+            return cli_fail(&SPEC, "it takes no arguments besides its options");
+        spec = v;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
     teeny_ctx *ctx = NULL;
     if (teeny_ctx_create(spec, &ctx) != TEENY_OK) {
         fprintf(stderr, "%s\n", teeny_last_error(NULL));

@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../tools/cli.h" /* --help, --version, the command-line errors: as every teenycl program */
 #include "teenycl.h"
 
 enum { B = 2, C = 3, H = 8, W = 8, K = 4, KS = 3, HW = H * W };
@@ -130,6 +131,23 @@ static int pick_device(const char *spec, cl_device_id *out)
     return first_any != NULL;
 }
 
+static const cli_opt OPTS[] = {
+    {"--device", "P:D|NAME", "platform P's device D (as clGetPlatformIDs and clGetDeviceIDs list them),\n"
+                             "or the first device whose name contains NAME (default: the first GPU,\n"
+                             "else the first device)"},
+    {NULL, NULL, NULL},
+};
+
+static const cli_spec SPEC = {
+    "embed_app",
+    "[--device P:D | --device NAME]",
+    "teenycl inside an application that owns its OpenCL context, queue and buffers: its own\n"
+    "kernel, then teenycl's conv + batch norm + SiLU and attention on the same queue, checked\n"
+    "against a float64 host computation.",
+    OPTS,
+    "Exit status: 0 the result matches; 1 it does not, or a failure; 2 a bad command line.",
+};
+
 static double silu(double v)
 {
     return v / (1.0 + exp(-v));
@@ -156,13 +174,15 @@ int main(int argc, char **argv)
     cl_int err;
 
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--device") && i + 1 < argc)
-            spec = argv[++i];
-        else {
-            fprintf(stderr, "usage: %s [--device P:D | --device NAME]\n", argv[0]);
-            return 2;
-        }
+        const char *v;
+        int k = cli_next(&SPEC, argc, argv, &i, &v);
+        if (k == CLI_EXIT_OK || k == CLI_EXIT_USAGE)
+            return k == CLI_EXIT_OK ? 0 : 2;
+        if (k == CLI_ARG)
+            return cli_fail(&SPEC, "it takes no arguments besides its options");
+        spec = v;
     }
+    setvbuf(stdout, NULL, _IOLBF, 0);
 
     /* Inputs: an 8-bit-like image and small weights, deterministic. */
     unsigned seed = 7;

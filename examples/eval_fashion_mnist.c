@@ -6,27 +6,56 @@
  * Usage: eval_fashion_mnist CHECKPOINT [--device SPEC] [--data DIR] [--batch B]
  */
 #include "fashion_net.h"
+#include "options.h"
+
+enum { O_DEVICE, O_DATA, O_BATCH, O_COUNT };
+
+static const cli_opt OPTS[] = {
+    [O_DEVICE] = {"--device", "SPEC", "the OpenCL device: cpu, gpu, pocl, nvidia, P:D, a part of its name\n"
+                                      "(default: TEENY_DEVICE, else the first GPU, else the first CPU)"},
+    [O_DATA] = {"--data", "DIR", "the Fashion-MNIST files (/usr/share/datasets/fashion-mnist)"},
+    [O_BATCH] = {"--batch", "B", "the inference batch, 1..65536 (256)"},
+    [O_COUNT] = {NULL, NULL, NULL},
+};
+
+static const cli_spec SPEC = {
+    "eval_fashion_mnist",
+    "CHECKPOINT [--device SPEC] [--data DIR] [--batch B]",
+    "Evaluate a checkpoint train_fashion_mnist wrote: test accuracy, the confusion matrix\n"
+    "and inference throughput on the device.",
+    OPTS,
+    "Exit status: 0 ok; 1 a failure; 2 a bad command line.",
+};
 
 int main(int argc, char **argv)
 {
     const char *ckpt = NULL, *device = NULL, *data = "/usr/share/datasets/fashion-mnist";
     int64_t batch = 256;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--device") && i + 1 < argc)
-            device = argv[++i];
-        else if (!strcmp(argv[i], "--data") && i + 1 < argc)
-            data = argv[++i];
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
-            batch = strtoll(argv[++i], NULL, 10);
-        else if (argv[i][0] != '-' && !ckpt)
-            ckpt = argv[i];
+        const char *v;
+        char what[600];
+        uint64_t n;
+        int k = cli_next(&SPEC, argc, argv, &i, &v);
+        if (k == CLI_EXIT_OK || k == CLI_EXIT_USAGE)
+            return k == CLI_EXIT_OK ? 0 : 2;
+        if (k == CLI_ARG && ckpt) {
+            snprintf(what, sizeof what, "a second checkpoint \"%.200s\" (the checkpoint is \"%.200s\")", v, ckpt);
+            return cli_fail(&SPEC, what);
+        }
+        if (k == CLI_ARG)
+            ckpt = v;
+        else if (k == O_DEVICE)
+            device = v;
+        else if (k == O_DATA)
+            data = v;
+        else if (!ex_parse_number("--batch", v, 1, 65536, &n))
+            return 2;
         else
-            ckpt = NULL, i = argc;
+            batch = (int64_t)n;
     }
-    if (!ckpt || batch < 1) {
-        fprintf(stderr, "usage: %s CHECKPOINT [--device SPEC] [--data DIR] [--batch B]\n", argv[0]);
-        return 2;
-    }
+    if (!ckpt)
+        return cli_fail(&SPEC, "no checkpoint given");
+    setvbuf(stdout, NULL, _IOLBF, 0);
     teeny_ctx *ctx = NULL;
     if (teeny_ctx_create(device, &ctx) != TEENY_OK) {
         fprintf(stderr, "error: %s\n", teeny_last_error(NULL));

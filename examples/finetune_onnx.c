@@ -36,7 +36,11 @@
  *
  * Exit status 0 when the final loss is below the first, 1 when it is not
  * or something fails (a --data directory given but missing, an input that
- * is not an image), 2 for a bad command line. --out saves the fine-tuned
+ * is not an image, a --freeze-prefix no parameter's name starts with: the
+ * message lists the names), 2 for a bad command line. Errors say what was
+ * being done and the library's message; a model exported for a fixed
+ * batch other than --batch (a batch of 1: torch.onnx.export without
+ * dynamic_axes) gets a hint on how to export it. --out saves the fine-tuned
  * parameters, batch-norm statistics and AdamW state (safetensors, under
  * the ONNX initializer names) with teeny_graph_save.
  *
@@ -67,77 +71,103 @@ typedef struct {
     int synthetic, data_given, steps_given;
 } options;
 
+enum { O_INPUT, O_STEPS, O_EPOCHS, O_BATCH, O_LR, O_SEED, O_FREEZE, O_DEVICE, O_OUT, O_DATA, O_SYNTHETIC,
+       O_TRAIN_LIMIT, O_TEST_LIMIT, O_COUNT };
+
+static const cli_opt OPTS[] = {
+    [O_INPUT] = {"--input", "NAME", "the model's input to feed (default: its only one)"},
+    [O_STEPS] = {"--steps", "N", "AdamW steps, 1..1000000 (20)"},
+    [O_EPOCHS] = {"--epochs", "E", "passes over the training images instead, 1..1000"},
+    [O_BATCH] = {"--batch", "B", "the batch, 2..65536 (8); the model must take it (a dynamic batch)"},
+    [O_LR] = {"--lr", "X", "the learning rate, in (0, 1] (0.01)"},
+    [O_SEED] = {"--seed", "S", "the seed of the data order and the synthetic task, 0..2^64-1 (1)"},
+    [O_FREEZE] = {"--freeze-prefix", "P", "freeze the parameters whose ONNX initializer names start with P"},
+    [O_DEVICE] = {"--device", "SPEC", "the OpenCL device: cpu, gpu, pocl, nvidia, P:D, a part of its name\n"
+                                      "(default: TEENY_DEVICE, else the first GPU, else the first CPU)"},
+    [O_OUT] = {"--out", "FILE", "save the fine-tuned parameters and AdamW state (safetensors)"},
+    [O_DATA] = {"--data", "DIR", "the Fashion-MNIST files (" DEFAULT_DATA ")"},
+    [O_SYNTHETIC] = {"--synthetic", NULL, "train on a seeded synthetic task instead (the loss only)"},
+    [O_TRAIN_LIMIT] = {"--train-limit", "N", "use the first N training images (default all)"},
+    [O_TEST_LIMIT] = {"--test-limit", "N", "use the first N test images (default all)"},
+    [O_COUNT] = {NULL, NULL, NULL},
+};
+
+static const cli_spec SPEC = {
+    "finetune_onnx",
+    "MODEL.onnx [--input NAME] [--steps N | --epochs E] [--batch B] [--lr X] [--seed S]\n"
+    " [--freeze-prefix P] [--device SPEC] [--out FILE] [--data DIR | --synthetic]\n"
+    " [--train-limit N] [--test-limit N]",
+    "Fine-tune an imported ONNX classifier (image input [B, C, H, W], output [B, K]) on\n"
+    "Fashion-MNIST classes 0..K-1 with AdamW, and report its test accuracy before and after.\n"
+    "Export the model with a dynamic batch (torch.onnx.export(..., dynamic_axes=...)).",
+    OPTS,
+    "Exit status: 0 the final loss is below the first; 1 it is not, or a failure;\n"
+    "2 a bad command line.",
+};
+
 static int parse(int argc, char **argv, options *o)
 {
     *o = (options){.data = DEFAULT_DATA, .seed = 1, .steps = 20, .batch = 8, .lr = 1e-2};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const char *v;
+        char what[600];
         uint64_t n = 0;
-        int ok = 1;
-        if (a[0] != '-' && !o->model) {
-            o->model = a;
-            continue;
+        int ok = 1, k = cli_next(&SPEC, argc, argv, &i, &v);
+        if (k == CLI_EXIT_OK)
+            return -1;
+        if (k == CLI_EXIT_USAGE)
+            return 2;
+        if (k == CLI_ARG && o->model) {
+            snprintf(what, sizeof what, "a second model \"%.200s\" (the model is \"%.200s\")", v, o->model);
+            return cli_fail(&SPEC, what);
         }
-        if (!strcmp(a, "--synthetic")) {
+        if (k == CLI_ARG) {
+            o->model = v;
+        } else if (k == O_SYNTHETIC) {
             o->synthetic = 1;
-            continue;
-        }
-        if (!v)
-            goto usage;
-        if (!strcmp(a, "--input")) {
+        } else if (k == O_INPUT) {
             o->input = v;
-        } else if (!strcmp(a, "--steps")) {
-            if ((ok = ex_parse_number(a, v, 1, MAX_STEPS, &n)))
+        } else if (k == O_STEPS) {
+            if ((ok = ex_parse_number(OPTS[k].name, v, 1, MAX_STEPS, &n)))
                 o->steps = (int64_t)n;
             o->steps_given = 1;
-        } else if (!strcmp(a, "--epochs")) {
-            if ((ok = ex_parse_number(a, v, 1, 1000, &n)))
+        } else if (k == O_EPOCHS) {
+            if ((ok = ex_parse_number(OPTS[k].name, v, 1, 1000, &n)))
                 o->epochs = (int64_t)n;
-        } else if (!strcmp(a, "--batch")) {
-            if ((ok = ex_parse_number(a, v, 2, 65536, &n)))
+        } else if (k == O_BATCH) {
+            if ((ok = ex_parse_number(OPTS[k].name, v, 2, 65536, &n)))
                 o->batch = (int64_t)n;
-        } else if (!strcmp(a, "--lr")) {
-            ok = ex_parse_real(a, v, 0, 1, &o->lr);
-        } else if (!strcmp(a, "--seed")) {
-            ok = ex_parse_number(a, v, 0, UINT64_MAX, &o->seed);
-        } else if (!strcmp(a, "--freeze-prefix")) {
+        } else if (k == O_LR) {
+            ok = ex_parse_real(OPTS[k].name, v, 0, 1, &o->lr);
+        } else if (k == O_SEED) {
+            ok = ex_parse_number(OPTS[k].name, v, 0, UINT64_MAX, &o->seed);
+        } else if (k == O_FREEZE) {
             o->freeze = v;
-        } else if (!strcmp(a, "--device")) {
+        } else if (k == O_DEVICE) {
             o->device = v;
-        } else if (!strcmp(a, "--out")) {
+        } else if (k == O_OUT) {
             o->out = v;
-        } else if (!strcmp(a, "--data")) {
+        } else if (k == O_DATA) {
             o->data = v;
             o->data_given = 1;
-        } else if (!strcmp(a, "--train-limit") || !strcmp(a, "--test-limit")) {
-            if ((ok = ex_parse_number(a, v, 1, INT64_MAX, &n)))
-                *(a[2] == 't' && a[3] == 'r' ? &o->train_limit : &o->test_limit) = (int64_t)n;
-        } else {
-            goto usage;
+        } else if (k == O_TRAIN_LIMIT || k == O_TEST_LIMIT) {
+            if ((ok = ex_parse_number(OPTS[k].name, v, 1, INT64_MAX, &n)))
+                *(k == O_TRAIN_LIMIT ? &o->train_limit : &o->test_limit) = (int64_t)n;
         }
         if (!ok)
             return 2;
-        i++;
     }
-    if (o->model && o->steps_given && o->epochs) {
+    if (!o->model)
+        return cli_fail(&SPEC, "no model given");
+    if (o->steps_given && o->epochs) {
         fprintf(stderr, "error: --steps and --epochs: give one\n");
         return 2;
     }
-    if (o->model && o->synthetic && o->data_given) {
+    if (o->synthetic && o->data_given) {
         fprintf(stderr, "error: --data and --synthetic: give one\n");
         return 2;
     }
-    if (o->model)
-        return 0;
-usage:
-    fprintf(stderr,
-            "usage: %s MODEL.onnx [--input NAME] [--steps N | --epochs E] [--batch B] [--lr X] [--seed S]\n"
-            "          [--freeze-prefix P] [--device SPEC] [--out FILE] [--data DIR | --synthetic]\n"
-            "          [--train-limit N] [--test-limit N]\n"
-            "  --steps 1..%d (20), --epochs 1..1000, --batch 2..65536 (8), --lr in (0, 1] (0.01),\n"
-            "  --seed 0..2^64-1 (1), limits >= 1 (all), --data %s\n",
-            argv[0], MAX_STEPS, DEFAULT_DATA);
-    return 2;
+    return 0;
 }
 
 /* --out before anything is trained: not a directory, and a file can be
@@ -312,20 +342,20 @@ typedef struct {
     int32_t *y;
 } runner;
 
-#define TRY(call)                                                                                 \
-    do {                                                                                          \
-        teeny_status st_ = (call);                                                                \
-        if (st_ != TEENY_OK) {                                                                    \
-            fprintf(stderr, "error: %s: %s\n  (%s)\n", teeny_status_name(st_), teeny_last_error(ctx), #call); \
-            goto finish;                                                                          \
-        }                                                                                         \
+/* A failed call: what the program was doing, then the library's message. */
+#define TRY(what, call)                                                                                \
+    do {                                                                                               \
+        teeny_status st_ = (call);                                                                     \
+        if (st_ != TEENY_OK) {                                                                         \
+            fprintf(stderr, "error: %s: %s (%s)\n", what, teeny_last_error(ctx), teeny_status_name(st_)); \
+            goto finish;                                                                               \
+        }                                                                                              \
     } while (0)
 
 /* Top-1 accuracy over the selected test images through the inference
  * plan; a last partial batch is padded (its padding not counted). */
 static teeny_status evaluate(runner *r, const data_set *d, double *accuracy)
 {
-    teeny_ctx *ctx = r->ctx;
     teeny_status st = TEENY_OK;
     teeny_tensor *tx, *ty;
     int64_t correct = 0;
@@ -353,8 +383,6 @@ static teeny_status evaluate(runner *r, const data_set *d, double *accuracy)
             correct += best == r->y[i];
         }
     }
-    if (st != TEENY_OK)
-        fprintf(stderr, "error: evaluating: %s: %s\n", teeny_status_name(st), teeny_last_error(ctx));
     *accuracy = d->n_test ? (double)correct / (double)d->n_test : 0;
     return st;
 }
@@ -412,12 +440,85 @@ static int pick_input(const teeny_onnx_model *m, const char *want, teeny_node *n
     return 0;
 }
 
+/* The first dimension the model's first declared input fixes (not
+ * symbolic), or 0 (teeny_onnx_inspect_io's report). */
+static void fixed_batch(const teeny_onnx_io_report *r, void *user)
+{
+    int64_t *first = user;
+    if (!r->is_output && r->index == 0 && r->ndim > 0 && r->dims[0] > 0)
+        *first = r->dims[0];
+}
+
+/* Import the model at --batch; when it fails because the export fixed
+ * another batch, say how to export it so it can be fine-tuned. */
+static teeny_status load_model(teeny_ctx *ctx, const options *o, teeny_onnx_model **m)
+{
+    teeny_onnx_params op = TEENY_ONNX_PARAMS_INIT;
+    int64_t first = 0;
+    op.batch = o->batch;
+    teeny_status st = teeny_onnx_load(ctx, o->model, &op, m);
+    if (st == TEENY_OK)
+        return st;
+    fprintf(stderr, "error: cannot import %s at batch %" PRId64 ": %s (%s)\n", o->model, o->batch,
+            teeny_last_error(ctx), teeny_status_name(st));
+    if (st == TEENY_ERR_SHAPE && teeny_onnx_inspect_io(ctx, o->model, fixed_batch, &first) == TEENY_OK && first &&
+        first != o->batch) {
+        if (first == 1)
+            fprintf(stderr, "hint: the model was exported for a batch of 1, and training needs batches of 2 or more.\n"
+                            "      Export it with a dynamic batch: torch.onnx.export(model, x, \"model.onnx\",\n"
+                            "      input_names=[\"x\"], dynamic_axes={\"x\": {0: \"batch\"}}) (or dynamo=True with\n"
+                            "      dynamic_shapes), then fine-tune it with any --batch.\n");
+        else
+            fprintf(stderr, "hint: the model was exported for a batch of %" PRId64 ": run with --batch %" PRId64
+                            ", or export it with a dynamic batch (torch.onnx.export's dynamic_axes).\n", first, first);
+    }
+    return st;
+}
+
+/* Freeze the parameters whose names start with prefix; *frozen counts
+ * them. A prefix that matches nothing is an error (a typo would
+ * otherwise train everything), listing the parameters' names. */
+static teeny_status freeze_prefix(teeny_ctx *ctx, teeny_onnx_model *m, const char *prefix, int *frozen)
+{
+    teeny_graph *g = teeny_onnx_graph(m);
+    int n = teeny_graph_param_count(g);
+    teeny_status st = TEENY_OK;
+    *frozen = 0;
+    for (int i = 0; prefix && i < n && st == TEENY_OK; i++) {
+        const char *name;
+        char copy[512];
+        if ((st = teeny_graph_param(g, i, &name, NULL, NULL)) != TEENY_OK)
+            break;
+        if (strncmp(name, prefix, strlen(prefix)) || snprintf(copy, sizeof copy, "%s", name) >= (int)sizeof copy)
+            continue;
+        if ((st = teeny_onnx_set_trainable(m, copy, 0)) == TEENY_OK) /* names last until the next call */
+            ++*frozen;
+    }
+    if (st != TEENY_OK) {
+        fprintf(stderr, "error: freezing the parameters: %s (%s)\n", teeny_last_error(ctx), teeny_status_name(st));
+        return st;
+    }
+    if (prefix && !*frozen) {
+        fprintf(stderr, "error: --freeze-prefix \"%s\": no parameter's name starts with it; the model's %d "
+                        "parameters:", prefix, n);
+        for (int i = 0; i < n; i++) {
+            const char *name;
+            if (teeny_graph_param(g, i, &name, NULL, NULL) == TEENY_OK)
+                fprintf(stderr, "%s %s", i ? "," : "", name);
+        }
+        fprintf(stderr, "\n");
+        return TEENY_ERR_ARG;
+    }
+    return TEENY_OK;
+}
+
 int main(int argc, char **argv)
 {
     options o;
     int rc = parse(argc, argv, &o);
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines in order with stderr's when both go to one file */
     if (o.out && !out_file_usable(o.out))
         return 1;
 
@@ -429,14 +530,16 @@ int main(int argc, char **argv)
     int64_t *order = NULL;
     runner r = {0};
     data_set d = {0};
-    TRY(teeny_ctx_create(o.device, &ctx));
+    if (teeny_ctx_create(o.device, &ctx) != TEENY_OK) {
+        fprintf(stderr, "error: no device: %s\n", teeny_last_error(NULL));
+        return 1;
+    }
     fn_ctx_for_errors = ctx;
     r.ctx = ctx;
     r.batch = o.batch;
 
-    teeny_onnx_params op = TEENY_ONNX_PARAMS_INIT;
-    op.batch = o.batch;
-    TRY(teeny_onnx_load(ctx, o.model, &op, &m));
+    if (load_model(ctx, &o, &m) != TEENY_OK)
+        goto finish;
     teeny_graph *g = teeny_onnx_graph(m);
 
     teeny_node out, loss;
@@ -448,7 +551,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "error: the model has no outputs\n");
         goto finish;
     }
-    TRY(teeny_onnx_output(m, 0, NULL, &out, &out_ndim, out_shape));
+    TRY("reading the model's first output", teeny_onnx_output(m, 0, NULL, &out, &out_ndim, out_shape));
     r.classes = 1;
     for (int k = 1; k < out_ndim; k++)
         r.classes *= out_shape[k];
@@ -459,28 +562,20 @@ int main(int argc, char **argv)
     }
     r.logits = out;
     if (out_ndim > 2)
-        TRY(teeny_graph_flatten(g, "finetune.flatten", out, &r.logits));
-    TRY(teeny_graph_mark_output(g, r.logits));
-    TRY(teeny_graph_labels(g, "finetune.labels", &r.labels));
-    TRY(teeny_graph_softmax_cross_entropy(g, "finetune.loss", r.logits, r.labels, &loss));
+        TRY("flattening the output to [B, K]", teeny_graph_flatten(g, "finetune.flatten", out, &r.logits));
+    TRY("adding the loss", teeny_graph_mark_output(g, r.logits));
+    TRY("adding the loss", teeny_graph_labels(g, "finetune.labels", &r.labels));
+    TRY("adding the loss", teeny_graph_softmax_cross_entropy(g, "finetune.loss", r.logits, r.labels, &loss));
 
-    /* freeze by prefix (names are valid until the next teeny_graph_param) */
     int n_params = teeny_graph_param_count(g), frozen = 0;
-    for (int i = 0; o.freeze && i < n_params; i++) {
-        const char *name;
-        char copy[512];
-        TRY(teeny_graph_param(g, i, &name, NULL, NULL));
-        if (strncmp(name, o.freeze, strlen(o.freeze)) || snprintf(copy, sizeof copy, "%s", name) >= (int)sizeof copy)
-            continue;
-        TRY(teeny_onnx_set_trainable(m, copy, 0));
-        frozen++;
-    }
+    if (freeze_prefix(ctx, m, o.freeze, &frozen) != TEENY_OK)
+        goto finish;
 
     teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
     pp.batch = teeny_onnx_batch(m);
     pp.training = 1;
     pp.loss = loss;
-    TRY(teeny_graph_compile(g, &pp, &r.train));
+    TRY("compiling the training plan", teeny_graph_compile(g, &pp, &r.train));
 
     params = calloc((size_t)n_params + 1, sizeof *params);
     grads = calloc((size_t)n_params + 1, sizeof *grads);
@@ -490,7 +585,7 @@ int main(int argc, char **argv)
     }
     int n_train = 0;
     for (int i = 0; i < n_params; i++) {
-        TRY(teeny_graph_param(g, i, NULL, &params[n_train], &grads[n_train]));
+        TRY("listing the parameters", teeny_graph_param(g, i, NULL, &params[n_train], &grads[n_train]));
         n_train += grads[n_train] != NULL; /* frozen: no gradient */
     }
     printf("model %s: %d parameters, %d frozen (prefix \"%s\"), %" PRId64 " classes, batch %" PRId64 ", device %s\n",
@@ -503,7 +598,8 @@ int main(int argc, char **argv)
     opp.kind = TEENY_OPTIM_ADAMW;
     opp.lr = (float)o.lr;
     opp.weight_decay = 1e-4f;
-    TRY(teeny_optimizer_create(ctx, &opp, n_train, params, (const teeny_tensor *const *)grads, &opt));
+    TRY("creating the optimizer",
+        teeny_optimizer_create(ctx, &opp, n_train, params, (const teeny_tensor *const *)grads, &opt));
 
     d.sample = 1;
     for (int k = 1; k < in_ndim; k++)
@@ -528,26 +624,26 @@ int main(int argc, char **argv)
     if (fashion) {
         pp.training = 0;
         pp.loss = r.logits;
-        TRY(teeny_graph_compile(g, &pp, &r.eval));
-        TRY(evaluate(&r, &d, &acc_before));
+        TRY("compiling the inference plan", teeny_graph_compile(g, &pp, &r.eval));
+        TRY("evaluating", evaluate(&r, &d, &acc_before));
         printf("test_accuracy_before %.4f (%" PRId64 " images)\n", acc_before, d.n_test);
     }
 
     teeny_tensor *tx, *ty;
-    TRY(teeny_plan_tensor(r.train, r.in, &tx));
-    TRY(teeny_plan_tensor(r.train, r.labels, &ty));
+    TRY("finding the input", teeny_plan_tensor(r.train, r.in, &tx));
+    TRY("finding the labels", teeny_plan_tensor(r.train, r.labels, &ty));
     int64_t every = steps > 10 ? steps / 10 : 1;
     float first = 0, last = 0;
     uint64_t rng = o.seed;
     double t0 = fn_now();
     for (int64_t s = 0; s < steps; s++) {
         training_batch(&r, &d, s, order, &rng);
-        TRY(teeny_tensor_write(tx, r.x, (size_t)(o.batch * d.sample)));
-        TRY(teeny_tensor_write_i32(ty, r.y, (size_t)o.batch));
-        TRY(teeny_plan_forward(r.train));
-        TRY(teeny_plan_backward(r.train));
-        TRY(teeny_optimizer_step(opt, opp.lr, -1.0f));
-        TRY(teeny_plan_read_loss(r.train, &last)); /* host sync: the model is small */
+        TRY("writing a batch", teeny_tensor_write(tx, r.x, (size_t)(o.batch * d.sample)));
+        TRY("writing a batch", teeny_tensor_write_i32(ty, r.y, (size_t)o.batch));
+        TRY("the forward pass", teeny_plan_forward(r.train));
+        TRY("the backward pass", teeny_plan_backward(r.train));
+        TRY("the optimizer step", teeny_optimizer_step(opt, opp.lr, -1.0f));
+        TRY("reading the loss", teeny_plan_read_loss(r.train, &last)); /* host sync: the model is small */
         if (s == 0)
             first = last;
         if (!isfinite(last)) {
@@ -560,7 +656,7 @@ int main(int argc, char **argv)
     printf("first_loss %.4f final_loss %.4f (%" PRId64 " steps of %" PRId64 ", %.1f s)\n", first, last, steps,
            o.batch, fn_now() - t0);
     if (fashion) {
-        TRY(evaluate(&r, &d, &acc_after));
+        TRY("evaluating", evaluate(&r, &d, &acc_after));
         printf("test_accuracy_after %.4f (%" PRId64 " images)\n", acc_after, d.n_test);
     }
     if (o.out) {
@@ -568,7 +664,7 @@ int main(int argc, char **argv)
         char steps_text[32];
         snprintf(steps_text, sizeof steps_text, "%" PRId64, steps);
         const char *vals[] = {o.model, steps_text};
-        TRY(teeny_graph_save(g, opt, o.out, 2, keys, vals));
+        TRY("saving the checkpoint", teeny_graph_save(g, opt, o.out, 2, keys, vals));
         printf("saved %s\n", o.out);
     }
     exit_code = last < first ? 0 : 1;

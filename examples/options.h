@@ -6,8 +6,10 @@
  * that an output directory takes a new file (a missing or read-only
  * directory fails at start-up, not after the last step). Each check prints
  * "error: <option> ..." and returns 0; the caller exits 2 for a bad number
- * (its usage status) and 1 for an unusable output. Header-only, as
- * fashion_net.h, so each example stays one program.
+ * (its usage status) and 1 for an unusable output. The option table,
+ * --help, --version and the command-line errors are tools/cli.h's, the
+ * same in every teenycl program. Header-only, as fashion_net.h, so each
+ * example stays one program.
  */
 #ifndef TEENY_EXAMPLE_OPTIONS_H
 #define TEENY_EXAMPLE_OPTIONS_H
@@ -20,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "../tools/cli.h"
 
 static inline uint64_t ex_rng_next(uint64_t *s)
 {

@@ -10,7 +10,8 @@
  * softmax cross-entropy, inputs normalized with mean 0.2860 / std 0.3530,
  * random horizontal flips, shuffled batches from a seeded generator.
  *
- * Per epoch: a progress bar on stderr, one summary line on stdout
+ * Per epoch: a progress bar on stderr when it is a terminal, one summary
+ * line on stdout (line-buffered, so a log of both stays in order)
  *   epoch 3/15 train_loss 0.3012 test_acc 0.8871 epoch_s 41.2 images_per_s 1456
  * a checkpoint (safetensors; --resume continues bit-identically) and an SVG
  * plot of training loss and test accuracy, both in --out. With
@@ -65,14 +66,55 @@ typedef struct {
     int64_t shards;     /* --dist: global shards per batch; 0: one per rank */
 } options;
 
+enum { O_EPOCHS, O_DEVICE, O_SEED, O_BATCH, O_OUT, O_DATA, O_RESUME, O_EVAL, O_TRAIN_LIMIT, O_TEST_LIMIT, O_DIST,
+       O_SHARDS, O_COUNT };
+
+static const cli_opt OPTS[] = {
+    [O_EPOCHS] = {"--epochs", "N", "epochs, 1..1000 (default 15 on a GPU, 1 on a CPU)"},
+    [O_DEVICE] = {"--device", "SPEC", "the OpenCL device: cpu, gpu, pocl, nvidia, P:D, a part of its name\n"
+                                      "(default: TEENY_DEVICE, else the first GPU, else the first CPU)"},
+    [O_SEED] = {"--seed", "S", "the seed of the weights, the data order and the flips, 0..2^64-1 (1)"},
+    [O_BATCH] = {"--batch", "B", "the batch, 2..65536 (128)"},
+    [O_OUT] = {"--out", "DIR", "where the checkpoints and the plot go (runs/fashion; created)"},
+    [O_DATA] = {"--data", "DIR", "the Fashion-MNIST files (/usr/share/datasets/fashion-mnist)"},
+    [O_RESUME] = {"--resume", "CHECKPOINT", "continue a run from its checkpoint, bit for bit"},
+    [O_EVAL] = {"--eval", "CHECKPOINT", "evaluate a checkpoint on the test set; train nothing"},
+    [O_TRAIN_LIMIT] = {"--train-limit", "N", "use the first N training images (0: all)"},
+    [O_TEST_LIMIT] = {"--test-limit", "N", "use the first N test images (0: all)"},
+    [O_DIST] = {"--dist", NULL, "data-parallel under mpirun, one rank per device (a build with\n"
+                                "make WITH_MPI=1)"},
+    [O_SHARDS] = {"--shards", "S", "--dist: the global batch's shards, 1..65536 (default: the ranks)"},
+    [O_COUNT] = {NULL, NULL, NULL},
+};
+
+static const cli_spec SPEC = {
+    "train_fashion_mnist",
+    "[--epochs N] [--device SPEC] [--seed S] [--batch B] [--out DIR] [--data DIR]\n"
+    " [--resume CHECKPOINT] [--eval CHECKPOINT] [--train-limit N] [--test-limit N]\n"
+    " [--dist [--shards S]]",
+    "Train a small conv net with a C2PSA attention block on Fashion-MNIST: a progress bar on\n"
+    "a terminal's stderr, one line per epoch on stdout, a checkpoint and an SVG plot in --out.",
+    OPTS,
+    "Exit status: 0 ok; 1 a failure; 2 a bad command line.",
+};
+
 static int parse(int argc, char **argv, options *o)
 {
     *o = (options){DEFAULT_EPOCHS, 0, NULL, "runs/fashion", "/usr/share/datasets/fashion-mnist", NULL, NULL, 1, 128, 0, 0, 0, 0};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const char *v;
+        char what[300];
         uint64_t n = 0;
-        int ok = 1;
-        if (!strcmp(a, "--dist")) {
+        int ok = 1, k = cli_next(&SPEC, argc, argv, &i, &v);
+        if (k == CLI_EXIT_OK)
+            return -1;
+        if (k == CLI_EXIT_USAGE)
+            return 2;
+        if (k == CLI_ARG) {
+            snprintf(what, sizeof what, "unexpected argument \"%.200s\"", v);
+            return cli_fail(&SPEC, what);
+        }
+        if (k == O_DIST) {
 #ifdef TEENY_WITH_MPI
             o->dist = 1;
             continue;
@@ -81,61 +123,40 @@ static int parse(int argc, char **argv, options *o)
             return 2;
 #endif
         }
-        if (!v)
-            goto usage;
-        if (!strcmp(a, "--epochs")) {
-            if ((ok = ex_parse_number(a, v, 1, MAX_EPOCHS, &n)))
+        if (k == O_EPOCHS) {
+            if ((ok = ex_parse_number(OPTS[k].name, v, 1, MAX_EPOCHS, &n)))
                 o->epochs = (int)n;
             o->epochs_given = 1;
-        } else if (!strcmp(a, "--device")) {
+        } else if (k == O_DEVICE) {
             o->device = v;
-        } else if (!strcmp(a, "--seed")) {
-            ok = ex_parse_number(a, v, 0, UINT64_MAX, &o->seed);
-        } else if (!strcmp(a, "--batch")) {
-            if ((ok = ex_parse_number(a, v, 2, 65536, &n)))
+        } else if (k == O_SEED) {
+            ok = ex_parse_number(OPTS[k].name, v, 0, UINT64_MAX, &o->seed);
+        } else if (k == O_BATCH) {
+            if ((ok = ex_parse_number(OPTS[k].name, v, 2, 65536, &n)))
                 o->batch = (int64_t)n;
-        } else if (!strcmp(a, "--out")) {
+        } else if (k == O_OUT) {
             o->out = v;
-        } else if (!strcmp(a, "--data")) {
+        } else if (k == O_DATA) {
             o->data = v;
-        } else if (!strcmp(a, "--resume")) {
+        } else if (k == O_RESUME) {
             o->resume = v;
-        } else if (!strcmp(a, "--eval")) {
+        } else if (k == O_EVAL) {
             o->eval = v;
-        } else if (!strcmp(a, "--train-limit")) {
-            if ((ok = ex_parse_number(a, v, 0, INT64_MAX, &n)))
-                o->train_limit = (int64_t)n;
-        } else if (!strcmp(a, "--test-limit")) {
-            if ((ok = ex_parse_number(a, v, 0, INT64_MAX, &n)))
-                o->test_limit = (int64_t)n;
-        } else if (!strcmp(a, "--shards")) {
-            if ((ok = ex_parse_number(a, v, 1, 65536, &n)))
+        } else if (k == O_TRAIN_LIMIT || k == O_TEST_LIMIT) {
+            if ((ok = ex_parse_number(OPTS[k].name, v, 0, INT64_MAX, &n)))
+                *(k == O_TRAIN_LIMIT ? &o->train_limit : &o->test_limit) = (int64_t)n;
+        } else if (k == O_SHARDS) {
+            if ((ok = ex_parse_number(OPTS[k].name, v, 1, 65536, &n)))
                 o->shards = (int64_t)n;
-        } else {
-            goto usage;
         }
         if (!ok)
             return 2;
-        i++;
     }
     if (o->shards && !o->dist) {
         fprintf(stderr, "error: --shards needs --dist\n");
         return 2;
     }
     return 0;
-usage:
-    fprintf(stderr,
-            "usage: %s [--epochs N] [--device SPEC] [--seed S] [--batch B] [--out DIR] [--data DIR]\n"
-            "          [--resume CHECKPOINT] [--eval CHECKPOINT] [--train-limit N] [--test-limit N]%s\n"
-            "  N: --epochs 1..%d, --batch 2..65536, --seed 0..2^64-1, limits >= 0 (0: all)\n",
-            argv[0],
-#ifdef TEENY_WITH_MPI
-            "\n          [--dist [--shards S]]   (under mpirun: data-parallel, one rank per device)",
-#else
-            "",
-#endif
-            MAX_EPOCHS);
-    return 2;
 }
 
 /* mkdir -p; -1 with errno set on failure. */
@@ -331,7 +352,8 @@ int main(int argc, char **argv)
     int exit_code = 0;
     int rc = parse(argc, argv, &o);
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines in order with stderr's when both go to one file */
     if (!o.dist && !o.eval && !out_dir_usable(o.out))
         return 1;
     /* one process is rank 0 of 1 with one shard per batch */
@@ -519,7 +541,7 @@ int main(int argc, char **argv)
     teeny_tensor *tx, *ty;
     FN_TRY(teeny_plan_tensor(plan, net.x, &tx));
     FN_TRY(teeny_plan_tensor(plan, net.labels, &ty));
-    int tty = isatty(2);
+    int tty = isatty(2); /* the \r progress bar only on a terminal: in a file it is one long line */
     const char *profile_var = getenv("TEENY_PROFILE");
     int profile_env = profile_var && *profile_var && strcmp(profile_var, "0");
     fn_eval_result last = {0};
@@ -589,7 +611,7 @@ int main(int argc, char **argv)
              * meaningful interval (the first step's rate is noise) */
             double now = fn_now();
             int meaningful = losses > 0 && (now - t0 >= 0.5 || s + 1 >= 5);
-            if (lead && meaningful && now - last_bar > (tty ? 0.2 : 5.0) && s + 1 < steps_per_epoch) {
+            if (tty && lead && meaningful && now - last_bar > 0.2 && s + 1 < steps_per_epoch) {
                 progress(epoch + 1, o.epochs, s + 1, steps_per_epoch, shown_loss,
                          (double)((s + 1) * o.batch) / (now - t0), now - t0);
                 last_bar = now;
@@ -612,10 +634,11 @@ int main(int argc, char **argv)
 #endif
         if (!lead)
             continue; /* rank 0 reports, evaluates and saves */
-        if (losses > 0) /* the epoch's final bar: every loss is in */
+        if (tty && losses > 0) /* the epoch's final bar: every loss is in */
             progress(epoch + 1, o.epochs, steps_per_epoch, steps_per_epoch, loss_sum / (double)losses,
                      (double)(steps_per_epoch * o.batch) / train_s, train_s);
-        fprintf(stderr, "\n");
+        if (tty)
+            fprintf(stderr, "\n");
         FN_TRY(fn_evaluate(&net, eval_full, eval_tail, o.batch, &test, &last));
         double epoch_s = fn_now() - t0;
         hist_loss[epoch] = epoch_loss;

@@ -186,6 +186,34 @@ typedef void (*teeny_onnx_report_fn)(const teeny_onnx_node_report *r, void *user
 TEENY_API teeny_status teeny_onnx_inspect(teeny_ctx *ctx, const char *path, const teeny_onnx_params *p,
     teeny_onnx_report_fn fn, void *user_data);
 
+/* What teeny_onnx_inspect_io reports for each graph input and output, as
+ * the file declares it (its ValueInfoProto), before any import. */
+typedef struct {
+    int is_output;              /* 0: a graph input, 1: a graph output */
+    int index;                  /* its place among the model's inputs (initializers not counted) or outputs */
+    const char *name;
+    int elem_type;              /* TensorProto.DataType: 1 float, 6 int32, 7 int64, 9 bool, ...;
+                                   0 when not declared or not a tensor */
+    const char *elem_type_name; /* "float", "int64", "bool", ...; "undefined"; "not a tensor" (a sequence, a map) */
+    int ndim;                   /* the declared rank (any, even past TEENY_ONNX_MAX_DIMS); -1: no shape declared */
+    const int64_t *dims;        /* ndim sizes; -1 for a dimension that is symbolic or unknown */
+    const char *const *dim_names; /* ndim names: a symbolic dimension's (dim_param, e.g. "batch"), else "" */
+} teeny_onnx_io_report;
+typedef void (*teeny_onnx_io_fn)(const teeny_onnx_io_report *r, void *user_data);
+
+/* Read the model at path and call fn once per graph input that is not an
+ * initializer, in the model's order, then once per graph output. Nothing
+ * is imported and no graph is built, so a model that does not import (an
+ * unsupported op, a symbolic dimension that needs a feed) is described
+ * too. Every pointer in a report is valid during the call only. Returns
+ * TEENY_OK, or: TEENY_ERR_ARG (ctx, path or fn NULL), TEENY_ERR_IO (the
+ * file cannot be read), TEENY_ERR_FORMAT (not an ONNX model: the message
+ * says so, with the protobuf parser's reason, or the model has no graph),
+ * TEENY_ERR_RANGE (past the importer's size limits), TEENY_ERR_NOMEM;
+ * the details in teeny_last_error(ctx). */
+TEENY_API teeny_status teeny_onnx_inspect_io(teeny_ctx *ctx, const char *path, teeny_onnx_io_fn fn,
+    void *user_data);
+
 #ifdef __cplusplus
 }
 #endif

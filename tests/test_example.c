@@ -141,7 +141,10 @@ START_TEST(test_example_rejects_bad_numbers)
         {"--batch 65537", "--batch 65537: out of range"},
         {"--batch 0x40", "--batch \"0x40\": not a whole number"},
         {"--shards 4", "--shards needs --dist"},
-        {"--epochs", "usage:"},
+        {"--epochs", "--epochs needs a value: --epochs N (try train_fashion_mnist --help)"},
+        {"-e 5", "unknown option \"-e\""},
+        {"--epochs=5", "give the value of --epochs as the next argument: --epochs 5"},
+        {"extra", "unexpected argument \"extra\""},
     };
     char out[8192], args[512];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -973,6 +973,9 @@ START_TEST(test_graph_errors)
     pp.batch = 2;
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_graph_compile(g, &pp, &p)); /* loss not scalar */
     ck_assert(p == NULL);
+    /* TEENY_PLAN_PARAMS_INIT means training: the message says how to run for inference (issue 44) */
+    ck_assert_msg(strstr(teeny_last_error(ctx), "training needs a scalar (to run the graph for inference, set "
+                                                "pp.training = 0"), "%s", teeny_last_error(ctx));
     pp.training = 0;
     TH_OK(ctx, teeny_graph_compile(g, &pp, &p));
     TH_STATUS(ctx, TEENY_ERR_STATE, teeny_plan_backward(p));

@@ -796,6 +796,51 @@ START_TEST(test_onnx_inspect)
 }
 END_TEST
 
+/* teeny_onnx_inspect_io: the declared inputs and outputs, symbolic
+ * dimensions by name, initializers not listed; a file that is not a model
+ * says so. Each report is written out as "i|o name type [dims]". */
+static void io_line(const teeny_onnx_io_report *r, void *user)
+{
+    char *text = user;
+    size_t len = strlen(text);
+    len += (size_t)snprintf(text + len, 1024 - len, "%s%d %s %s %d [", r->is_output ? "o" : "i", r->index, r->name,
+                            r->elem_type_name, r->elem_type);
+    for (int d = 0; d < r->ndim; d++) {
+        if (r->dims[d] >= 0)
+            ck_assert_str_eq(r->dim_names[d], "");
+        len += (size_t)(r->dims[d] < 0 ? snprintf(text + len, 1024 - len, "%s%s", d ? "," : "", r->dim_names[d])
+                                       : snprintf(text + len, 1024 - len, "%s%lld", d ? "," : "", (long long)r->dims[d]));
+    }
+    snprintf(text + len, 1024 - len, "%s];", r->ndim < 0 ? "no shape" : "");
+}
+
+START_TEST(test_onnx_inspect_io)
+{
+    teeny_ctx *ctx = th_ctx();
+    char text[1024] = "";
+    TH_OK(ctx, teeny_onnx_inspect_io(ctx, DIR "/convnet.onnx", io_line, text));
+    ck_assert_str_eq(text, "i0 x float 1 [N,3,8,8];o0 logits float 1 [N,5];");
+    text[0] = 0;
+    TH_OK(ctx, teeny_onnx_inspect_io(ctx, DIR "/sce.onnx", io_line, text)); /* int64 labels, a rank-0 loss */
+    ck_assert_str_eq(text, "i0 x float 1 [N,6];i1 labels int64 7 [N];o0 loss float 1 [];");
+    text[0] = 0;
+    TH_OK(ctx, teeny_onnx_inspect_io(ctx, DIR "/io_names.onnx", io_line, text));
+    ck_assert_str_eq(text, "i0 img float 1 [batch,3,4,4];i1 meta float 1 [batch,5];"
+                           "o0 /l2/probs:0 float 1 [batch,3,4,4];o1 _l2_probs_0 float 1 [batch,5];");
+    /* not a model: a text file, an .npy */
+    TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_onnx_inspect_io(ctx, "README.md", io_line, text));
+    ck_assert_msg(strstr(teeny_last_error(ctx), "README.md: not an ONNX model (protobuf parse failed: "), "%s",
+                  teeny_last_error(ctx));
+    teeny_onnx_model *m = NULL;
+    TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_onnx_load(ctx, DIR "/convnet.in0.npy", NULL, &m));
+    ck_assert_msg(strstr(teeny_last_error(ctx), "not an ONNX model (protobuf parse failed: "), "%s",
+                  teeny_last_error(ctx));
+    TH_STATUS(ctx, TEENY_ERR_IO, teeny_onnx_inspect_io(ctx, DIR "/no-such.onnx", io_line, text));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_onnx_inspect_io(ctx, DIR "/convnet.onnx", NULL, text));
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_onnx_inspect_io(NULL, DIR "/convnet.onnx", io_line, text));
+}
+END_TEST
+
 /* External data: beside the model it loads; a location that is absolute,
  * climbs out with "..", or is a symlink to a file outside is refused
  * (TEENY_ERR_FORMAT); a missing file is TEENY_ERR_IO; without a base
@@ -912,6 +957,7 @@ Suite *suite_onnx(void)
     tcase_add_test(err, test_onnx_malformed);
     tcase_add_test(err, test_onnx_unsupported);
     tcase_add_test(err, test_onnx_inspect);
+    tcase_add_test(err, test_onnx_inspect_io);
     tcase_add_test(err, test_onnx_external);
     tcase_add_test(err, test_onnx_mutations);
     suite_add_tcase(s, fwd);

@@ -20,6 +20,20 @@
 #                           family: exit 2 and a message naming the option,
 #                           before anything runs; the library's environment
 #                           checks reach the tools (exit 1, the variable named)
+#   every program           --help (stdout, exit 0, each option), --version, and
+#                           -i, --device without a value, --device=cpu named
+#                           with exit 2 (issue 44)
+#   teeny-run               --info and teeny-info --onnx list the declared inputs
+#                           and outputs (symbolic dimensions by name); seeded
+#                           random inputs; nothing written without --output-dir,
+#                           which is created; "/l2/probs:0" written as a safe
+#                           name, collisions resolved, checked before the run;
+#                           duplicate or unknown inputs, two models, a file that
+#                           is not a model refused; --warmup/--repeat statistics,
+#                           --profile (rows sorted, launches add up), --json
+#   finetune_onnx errors    a batch-1 export's hint, a --freeze-prefix matching
+#                           nothing, no C expressions
+#   train_fashion_mnist     into a file: lines in order, no \r progress bar
 #
 # Usage: sh tests/test_tools.sh BUILD_DIR   (on the default device, TEENY_DEVICE)
 set -u
@@ -210,6 +224,170 @@ run finetune-data-synthetic 2 "$build/finetune_onnx" tests/onnx/convnet.onnx --s
 has_err finetune-data-synthetic '--data and --synthetic: give one'
 run finetune-no-data 1 "$build/finetune_onnx" tests/onnx/convnet.onnx --data "$tmp/none"
 has_err finetune-no-data "$tmp/none/train-images-idx3-ubyte.gz"
+
+# ==== the command line of every program, teeny-run, install-free checks (issue 44) ====
+# Every binary: --help on stdout with exit 0 describing its options,
+# --version from the library, and an unknown option, a missing value and
+# --name=value named on stderr with exit 2, before any device work.
+for prog in teeny-info teeny-run teeny-bench train_fashion_mnist eval_fashion_mnist finetune_onnx embed_app bn_demo; do
+    run "help-$prog" 0 "$build/$prog" --help
+    has_match "help-$prog" "^usage: $prog "
+    has_match "help-$prog" '^  --device '
+    has_match "help-$prog" '^  --version +the program.s name and the teenycl library.s version$'
+    if [ -s "$tmp/help-$prog.err" ]; then fail "help-$prog: wrote to stderr"; else ok; fi
+    run "version-$prog" 0 "$build/$prog" --version
+    has_match "version-$prog" "^$prog \\(teenycl\\) [0-9]+\\.[0-9]+\\.[0-9]+\$"
+    run "unknown-$prog" 2 "$build/$prog" -i
+    has_err "unknown-$prog" "$prog: unknown option \"-i\" (try $prog --help)"
+    run "novalue-$prog" 2 "$build/$prog" --device
+    has_err "novalue-$prog" "$prog: --device needs a value: --device "
+    run "equals-$prog" 2 "$build/$prog" --device=cpu
+    has_err "equals-$prog" "\"--device=cpu\": give the value of --device as the next argument: --device cpu"
+done
+# teeny-run's help describes every option its usage line names
+for opt in --input --output-dir --device --batch --seed --warmup --repeat --profile --json --info; do
+    has_match help-teeny-run "^  $opt( |\$)"
+done
+
+# -- teeny-run: bad command lines (exit 2, named), before the model is read
+run run-dup-input 2 "$build/teeny-run" tests/onnx/convnet.onnx --input x=a.npy --input x=b.npy
+has_err run-dup-input '--input x given twice (x=a.npy and x=b.npy)'
+run run-two-models 2 "$build/teeny-run" tests/onnx/convnet.onnx tests/onnx/gemm.onnx
+has_err run-two-models 'a second model "tests/onnx/gemm.onnx" (the model is "tests/onnx/convnet.onnx"; one per run)'
+run run-input-equals 2 "$build/teeny-run" --input=x=f tests/onnx/convnet.onnx
+has_err run-input-equals '"--input=x=f": give the value of --input as the next argument: --input x=f'
+run run-input-no-file 2 "$build/teeny-run" tests/onnx/convnet.onnx --input x
+has_err run-input-no-file '--input "x": give NAME=FILE.npy'
+run run-no-model 2 "$build/teeny-run" --repeat 3
+has_err run-no-model 'no model given'
+run run-repeat-0 2 "$build/teeny-run" tests/onnx/convnet.onnx --repeat 0
+has_err run-repeat-0 '--repeat "0" is out of range'
+# an input the model does not have: its inputs listed (exit 1: the model was read)
+run run-unknown-input 1 "$build/teeny-run" tests/onnx/convnet.onnx --input y=tests/onnx/convnet.in0.npy
+has_err run-unknown-input '--input y: tests/onnx/convnet.onnx has no input of that name; its inputs: x'
+
+# -- a file that is not a model says so (it said "wire type 3 (groups) at byte 1")
+run run-not-onnx 1 "$build/teeny-run" README.md
+has_err run-not-onnx 'README.md: not an ONNX model (protobuf parse failed: '
+run info-not-onnx 1 "$info" --onnx README.md
+has_err info-not-onnx 'not an ONNX model (protobuf parse failed: '
+
+# -- the inputs and outputs: declared (symbolic dimensions by name), and at the batch
+run info-onnx-io 0 "$info" --onnx tests/onnx/io_names.onnx
+has_line info-onnx-io 'input   img          float  [batch, 3, 4, 4]'
+has_line info-onnx-io 'input   meta         float  [batch, 5]'
+has_line info-onnx-io 'output  /l2/probs:0  float  [batch, 3, 4, 4]'
+has_line info-onnx-io 'output  _l2_probs_0  float  [batch, 5]'
+has_line info-onnx-io '2 of 2 nodes supported'
+run run-info 0 "$build/teeny-run" --info tests/onnx/io_names.onnx --batch 3
+has_line run-info '  input   img          float  [batch, 3, 4, 4]'
+has_line run-info 'run at batch 3:'
+has_line run-info '  input   img          float  [3, 3, 4, 4]  random unless --input img=FILE.npy'
+has_line run-info '  input   meta         float  [3, 5]  random unless --input meta=FILE.npy'
+has_line run-info '  output  /l2/probs:0  float  [3, 3, 4, 4]  file _l2_probs_0.npy'
+has_line run-info '  output  _l2_probs_0  float  [3, 5]  file _l2_probs_0_1.npy'
+run run-info-labels 0 "$build/teeny-run" --info tests/onnx/sce.onnx
+has_line run-info-labels '  input   labels  int64  [N]'
+has_line run-info-labels '  input   labels  int32  [1]  random unless --input labels=FILE.npy'
+
+# -- random inputs, nothing written without --output-dir (run where any
+#    stray file would show)
+mkdir "$tmp/cwd"
+here=$(pwd)
+run run-random 0 sh -c "cd '$tmp/cwd' && '$here/$build/teeny-run' '$here/tests/onnx/io_names.onnx'"
+has_match run-random '^input +img +float +\[1, 3, 4, 4\]  random \(seed 1\)$'
+has_match run-random '^output +/l2/probs:0 +float +\[1, 3, 4, 4\]$'
+has_match run-random '^forward +1 run: min [0-9.]+  median [0-9.]+  mean [0-9.]+  p90 [0-9.]+  p99 [0-9.]+  max [0-9.]+ ms$'
+if [ -z "$(ls -A "$tmp/cwd")" ]; then ok; else fail "run-random: wrote $(ls -A "$tmp/cwd") without --output-dir"; fi
+
+# -- --output-dir created with its parents; "/l2/probs:0" written as
+#    _l2_probs_0.npy and the output really named _l2_probs_0 as
+#    _l2_probs_0_1.npy; the same seed gives the same values, another seed others
+run run-out 0 "$build/teeny-run" tests/onnx/io_names.onnx --output-dir "$tmp/out/a/b" --batch 2 --seed 7
+has_line run-out "output      /l2/probs:0  float  [2, 3, 4, 4]  -> $tmp/out/a/b/_l2_probs_0.npy"
+has_line run-out "output      _l2_probs_0  float  [2, 5]  -> $tmp/out/a/b/_l2_probs_0_1.npy"
+run run-out-again 0 "$build/teeny-run" tests/onnx/io_names.onnx --output-dir "$tmp/out2" --batch 2 --seed 7
+run run-out-seed 0 "$build/teeny-run" tests/onnx/io_names.onnx --output-dir "$tmp/out3" --batch 2 --seed 8
+for f in _l2_probs_0.npy _l2_probs_0_1.npy; do
+    if cmp -s "$tmp/out/a/b/$f" "$tmp/out2/$f"; then ok; else fail "run-out: $f differs between two runs of seed 7"; fi
+    if cmp -s "$tmp/out/a/b/$f" "$tmp/out3/$f"; then fail "run-out: $f the same for seeds 7 and 8"; else ok; fi
+done
+# given values: the committed input gives the committed output's shape, written as logits.npy
+run run-given 0 "$build/teeny-run" tests/onnx/convnet.onnx --input x=tests/onnx/convnet.in0.npy --output-dir "$tmp/given"
+has_match run-given '^input +x +float +\[2, 3, 8, 8\]  from tests/onnx/convnet.in0.npy$'
+if [ "$(head -c 128 "$tmp/given/logits.npy" | tr -d '\0')" = "$(head -c 128 tests/onnx/convnet.out0.npy | tr -d '\0')" ]; then
+    ok; else fail "run-given: logits.npy's header is not convnet.out0.npy's"; fi
+# an output directory that cannot be made, and an output path that is a
+# directory: refused before the model is compiled or run
+: > "$tmp/a-file"
+run run-out-file 1 "$build/teeny-run" tests/onnx/convnet.onnx --output-dir "$tmp/a-file/sub"
+has_err run-out-file "--output-dir $tmp/a-file/sub: cannot create $tmp/a-file/sub: Not a directory"
+mkdir -p "$tmp/dirout/logits.npy"
+run run-out-dir 1 "$build/teeny-run" tests/onnx/convnet.onnx --output-dir "$tmp/dirout"
+has_err run-out-dir "output logits would be written to $tmp/dirout/logits.npy, which exists and is not a file"
+if grep -q '^forward' "$tmp/run-out-dir.out"; then fail "run-out-dir: ran before refusing"; else ok; fi
+
+# -- timing: warm-up apart, then the statistics, throughput, import and
+#    compile times, the device; min <= median <= p90 <= p99 <= max
+run run-time 0 "$build/teeny-run" tests/onnx/convnet.onnx --warmup 2 --repeat 7 --batch 4
+has_match run-time '^device +[^ ].*$'
+has_match run-time '^import +[0-9]+\.[0-9]{3} ms$'
+has_match run-time '^compile +[0-9]+\.[0-9]{3} ms$'
+has_match run-time '^warm-up +2 runs: first [0-9.]+ ms, last [0-9.]+ ms$'
+has_match run-time '^forward +7 runs: min [0-9.]+  median [0-9.]+  mean [0-9.]+  p90 [0-9.]+  p99 [0-9.]+  max [0-9.]+ ms$'
+has_match run-time '^throughput +[0-9.]+ inferences/s at batch 4 \(from the mean\)$'
+order=$(awk '/^forward/ { print ($5 <= $7 && $7 <= $11 && $11 <= $13 && $13 <= $15 && $5 <= $9 && $9 <= $15) ? "yes" : "no: " $0 }' \
+        "$tmp/run-time.out")
+if [ "$order" = yes ]; then ok; else fail "run-time: statistics out of order (${order:-no forward line})"; fi
+
+# -- --profile: per kernel, slowest first; the launches a pass add up to the plan's
+run run-profile 0 "$build/teeny-run" tests/onnx/convnet.onnx --repeat 3 --profile
+has_match run-profile '^profile: 3 forward passes back to back; per pass [0-9.]+ ms of device time'
+has_match run-profile '^kernel \(slowest first\) +launches/pass +ms/pass +ms/launch +share +idle ms/pass$'
+prof=$(awk '/^launches / { want = $2 } /^kernel \(slowest/ { on = 1; next } on && /^\(idle/ { on = 0 }
+            on { n += $2; if (seen && $3 > last + 1e-9) bad = 1; last = $3; seen = 1 }
+            END { print (seen && !bad && n == want) ? "yes" : "no: " n " launches in the rows, " want " a pass, sorted " (bad ? "no" : "yes") }' \
+       "$tmp/run-profile.out")
+if [ "$prof" = yes ]; then ok; else fail "run-profile: $prof"; fi
+
+# -- --json: one object with the timings, the device, the profile
+run run-json 0 "$build/teeny-run" tests/onnx/io_names.onnx --json --repeat 2 --profile --output-dir "$tmp/json"
+for key in '"model": "tests/onnx/io_names.onnx"' '"device": "' '"import_ms": ' '"compile_ms": ' '"min_ms": ' \
+           '"median_ms": ' '"mean_ms": ' '"p90_ms": ' '"p99_ms": ' '"throughput_per_s": ' '"profile": {"passes": 2' \
+           '"name": "/l2/probs:0", "shape": [1, 3, 4, 4], "file": "_l2_probs_0.npy", "written": true'; do
+    if grep -Fq -- "$key" "$tmp/run-json.out"; then ok; else fail "run-json: no $key in: $(cat "$tmp/run-json.out")"; fi
+done
+if [ "$(wc -l < "$tmp/run-json.out")" -eq 1 ]; then ok; else fail "run-json: more than the one JSON line"; fi
+if command -v python3 > /dev/null; then
+    if python3 -c 'import json, sys; json.load(sys.stdin)' < "$tmp/run-json.out"; then ok; else fail "run-json: not JSON"; fi
+fi
+
+# -- finetune_onnx's errors for users: a batch-1 export gets the dynamic
+#    batch hint, a --freeze-prefix that matches nothing lists the names,
+#    and no message ends in a C expression
+run finetune-batch1 1 "$build/finetune_onnx" tests/onnx/external.onnx --synthetic --steps 2
+has_err finetune-batch1 'hint: the model was exported for a batch of 1, and training needs batches of 2 or more.'
+has_err finetune-batch1 'Export it with a dynamic batch: torch.onnx.export('
+run finetune-freeze-none 1 "$build/finetune_onnx" tests/onnx/convnet.onnx --synthetic --steps 2 --freeze-prefix nope.
+has_err finetune-freeze-none 'error: --freeze-prefix "nope.": no parameter'"'"'s name starts with it; the model'"'"'s 8 parameters: conv1.weight, conv1.bias,'
+if grep -q 'teeny_[a-z_]*(' "$tmp/finetune-batch1.err" "$tmp/finetune-freeze-none.err"; then
+    fail "finetune: a message with a C call in it: $(cat "$tmp/finetune-batch1.err" "$tmp/finetune-freeze-none.err")"
+else ok; fi
+
+# -- train_fashion_mnist into a file: stdout line-buffered (the header and
+#    "compiled in" before the epoch line, as on a terminal), no \r progress bar
+if [ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ]; then
+    run train-log 0 sh -c "'$build/train_fashion_mnist' --epochs 1 --train-limit 128 --test-limit 64 --batch 64 \
+        --out '$tmp/train' 2>&1"
+    first=$(awk '/^teenycl .* parameters/ { h = NR } /^compiled in/ { c = NR } /^epoch 1\/1 / { e = NR }
+                 END { print (h && c && e && h < c && c < e) ? "yes" : "no: header " h ", compiled " c ", epoch " e }' \
+            "$tmp/train-log.out")
+    if [ "$first" = yes ]; then ok; else fail "train-log: lines out of order ($first)"; fi
+    if tr -d '\n' < "$tmp/train-log.out" | grep -q "$(printf '\r')"; then fail "train-log: a \\r progress bar in a file"; else ok; fi
+else
+    echo "SKIP: train_fashion_mnist's log: /usr/share/datasets/fashion-mnist missing"
+fi
+# ==== end of the issue 44 block ====
 
 # ==== teeny-bench: ceilings and roofline shares (issue 21 item 16) ====
 # The FMA ceiling is the best of its probe kernels (fma and mad, 8, 12 and

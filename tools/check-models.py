@@ -31,7 +31,7 @@ elements, against onnxruntime's on 3). A real error (a wrong tap, pad, scale or 
 nrms to 1e-2 or more.
 
 With --time K, each model that matches is then timed, K runs each after a
-warm-up, the median printed: teenycl's forward (`teeny-run --repeat K`,
+warm-up, the median printed: teenycl's forward (`teeny-run --repeat K --json`,
 inputs already on the device, to the end of the queue), onnxruntime's CPU
 provider (`sess.run`, N intra-op threads, default all cores) and PyTorch
 eager in eval mode under torch.no_grad() on --torch-device (default cuda
@@ -46,6 +46,7 @@ Exit status: 0 when every model imports and matches, 1 otherwise (an import
 failure, a run failure or a mismatch), 2 when a required package is missing.
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -162,7 +163,7 @@ def check(name, args):
 
     out_dir = os.path.join(args.workdir, name + ".out")
     os.makedirs(out_dir, exist_ok=True)
-    cmd = [args.teeny_run, path, "--input", f"{in_name}={in_path}", "--output-dir", out_dir]
+    cmd = [args.teeny_run, path, "--input", f"{in_name}={in_path}", "--output-dir", out_dir, "--json"]
     if args.device:
         cmd += ["--device", args.device]
     if args.dynamic_batch:
@@ -175,6 +176,7 @@ def check(name, args):
         return row
     row["imported"] = True
     print(f"  teeny-run: {time.time() - t0:.1f} s")
+    files = {o["name"]: o["file"] for o in json.loads(run.stdout)["outputs"]}  # names made safe file names
     ok = True
     worst_abs, worst_nrms, torch_nrms = 0.0, 0.0, None
     if len(torch_out) == len(names):  # the noise floor: PyTorch's CPU output against onnxruntime's
@@ -182,7 +184,7 @@ def check(name, args):
                          for t, n in zip(torch_out, names))
     for out_name in names:
         want = ref[out_name].astype(np.float64)
-        got = np.load(os.path.join(out_dir, out_name + ".npy")).astype(np.float64)
+        got = np.load(os.path.join(out_dir, files[out_name])).astype(np.float64)
         if got.size != want.size:
             print(f"  {out_name}: {got.shape} from teenycl, {want.shape} from onnxruntime")
             ok = False
@@ -224,9 +226,8 @@ def time_model(model, path, in_name, x, cmd, args):
     import onnxruntime as ort
     import torch
     t = {}
-    run = subprocess.run(cmd + ["--repeat", str(args.time)], capture_output=True, text=True)
-    found = [line for line in run.stdout.splitlines() if line.startswith("median forward time")]
-    t["teenycl"] = float(found[-1].split(":")[1].split()[0]) if run.returncode == 0 and found else None
+    run = subprocess.run(cmd + ["--repeat", str(args.time)], capture_output=True, text=True)  # cmd has --json
+    t["teenycl"] = json.loads(run.stdout)["median_ms"] if run.returncode == 0 else None
     so = ort.SessionOptions()
     so.intra_op_num_threads = args.threads
     cpu = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])

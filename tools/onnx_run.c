@@ -37,9 +37,25 @@ static int64_t numel_of(int ndim, const int64_t *shape)
     return n;
 }
 
-/* Write input i's value (from the run inputs by name) into the plan. */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+float onnx_random_value(uint64_t seed, int input, int64_t k, teeny_onnx_dtype dtype)
+{
+    uint64_t start = mix64(seed ^ ((uint64_t)(input + 1) * 0xd1b54a32d192ed03ULL));
+    uint64_t z = mix64(start + (uint64_t)(k + 1) * 0x9e3779b97f4a7c15ULL);
+    if (dtype != TEENY_ONNX_FLOAT)
+        return (float)(z >> 63);
+    return (float)((int64_t)(z >> 40) - (1 << 23)) * 0x1p-23f;
+}
+
+/* Write input i's value (from the run inputs by name, or random) into the plan. */
 static teeny_status write_input(teeny_ctx *ctx, teeny_onnx_model *m, teeny_plan *plan, int i, int n_in,
-                                const onnx_run_input *in)
+                                const onnx_run_input *in, int random, uint64_t seed)
 {
     const char *name;
     teeny_node node;
@@ -53,11 +69,28 @@ static teeny_status write_input(teeny_ctx *ctx, teeny_onnx_model *m, teeny_plan 
         if (!strcmp(in[k].name, name))
             f = &in[k];
     int64_t n = teeny_tensor_numel(t);
-    if (!f || numel_of(f->ndim, f->shape) != n || (dtype == TEENY_ONNX_FLOAT) != (f->dtype == TEENY_ONNX_FLOAT)) {
+    if ((!f && !random) ||
+        (f && (numel_of(f->ndim, f->shape) != n || (dtype == TEENY_ONNX_FLOAT) != (f->dtype == TEENY_ONNX_FLOAT)))) {
         snprintf(run_error, sizeof run_error, "input %s: %s", name,
                  !f ? "no value given" : dtype == TEENY_ONNX_FLOAT && f->dtype != TEENY_ONNX_FLOAT
                      ? "the model wants float values" : "wrong element count or type");
         return f ? TEENY_ERR_SHAPE : TEENY_ERR_ARG;
+    }
+    if (!f) {
+        void *v = malloc((size_t)n * 4 + 1);
+        if (!v)
+            return TEENY_ERR_NOMEM;
+        for (int64_t k = 0; k < n; k++) {
+            float x = onnx_random_value(seed, i, k, dtype);
+            if (dtype == TEENY_ONNX_FLOAT)
+                ((float *)v)[k] = x;
+            else
+                ((int32_t *)v)[k] = (int32_t)x;
+        }
+        st = dtype == TEENY_ONNX_FLOAT ? teeny_tensor_write(t, v, (size_t)n) : teeny_tensor_write_i32(t, v, (size_t)n);
+        teeny_ctx_finish(ctx);
+        free(v);
+        return st;
     }
     if (dtype == TEENY_ONNX_FLOAT)
         return teeny_tensor_write(t, f->data, (size_t)n);
@@ -98,48 +131,101 @@ static teeny_status read_outputs(teeny_onnx_model *m, teeny_plan *plan, onnx_run
     return TEENY_OK;
 }
 
-teeny_status onnx_run(teeny_ctx *ctx, const char *path, int64_t batch, int n_in, const onnx_run_input *in,
-                      int repeat, onnx_run_result *out, double *median_ms)
+teeny_status onnx_session_import(teeny_ctx *ctx, const char *path, int64_t batch, int n_in, const onnx_run_input *in,
+                                 onnx_session *s)
 {
     teeny_onnx_feed *feeds = calloc((size_t)n_in + 1, sizeof *feeds);
     teeny_onnx_params op = TEENY_ONNX_PARAMS_INIT;
-    teeny_onnx_model *m = NULL;
-    teeny_plan *plan = NULL;
-    double *times = calloc((size_t)(repeat > 0 ? repeat : 1), sizeof *times);
-    teeny_status st = feeds && times ? TEENY_OK : TEENY_ERR_NOMEM;
-    memset(out, 0, sizeof *out);
-    *median_ms = 0.0;
+    memset(s, 0, sizeof *s);
+    s->ctx = ctx;
     run_error[0] = 0;
-    for (int i = 0; i < n_in && feeds; i++)
+    if (!feeds)
+        return TEENY_ERR_NOMEM;
+    for (int i = 0; i < n_in; i++)
         feeds[i] = (teeny_onnx_feed){in[i].name, in[i].dtype, in[i].ndim, in[i].shape, in[i].data};
     op.batch = batch;
     op.n_feeds = n_in;
     op.feeds = feeds;
-    if (st == TEENY_OK)
-        st = teeny_onnx_load(ctx, path, &op, &m);
-    if (st == TEENY_OK && teeny_graph_node_count(teeny_onnx_graph(m)) > 0) {
+    double t0 = now_ms();
+    teeny_status st = teeny_onnx_load(ctx, path, &op, &s->model);
+    s->import_ms = now_ms() - t0;
+    free(feeds);
+    return st;
+}
+
+teeny_status onnx_session_compile(onnx_session *s)
+{
+    teeny_status st = TEENY_OK;
+    double t0 = now_ms();
+    run_error[0] = 0;
+    if (teeny_graph_node_count(teeny_onnx_graph(s->model)) > 0) {
         teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
-        pp.batch = teeny_onnx_batch(m);
+        pp.batch = teeny_onnx_batch(s->model);
         pp.training = 0;
-        st = teeny_graph_compile(teeny_onnx_graph(m), &pp, &plan);
-        for (int i = 0; st == TEENY_OK && i < teeny_onnx_input_count(m); i++)
-            st = write_input(ctx, m, plan, i, n_in, in);
-        for (int r = 0; st == TEENY_OK && r < (repeat > 0 ? repeat : 1); r++) {
-            double t0 = now_ms();
-            if ((st = teeny_plan_forward(plan)) == TEENY_OK)
-                st = teeny_ctx_finish(ctx);
-            times[r] = now_ms() - t0;
-        }
-        qsort(times, (size_t)(repeat > 0 ? repeat : 1), sizeof *times, cmp_double);
-        *median_ms = times[(repeat > 0 ? repeat : 1) / 2];
+        st = teeny_graph_compile(teeny_onnx_graph(s->model), &pp, &s->plan);
     }
-    if (st == TEENY_OK)
-        st = read_outputs(m, plan, out);
+    s->compile_ms = now_ms() - t0;
+    return st;
+}
+
+teeny_status onnx_session_inputs(onnx_session *s, int n_in, const onnx_run_input *in, int random, uint64_t seed)
+{
+    teeny_status st = TEENY_OK;
+    run_error[0] = 0;
+    for (int i = 0; s->plan && st == TEENY_OK && i < teeny_onnx_input_count(s->model); i++)
+        st = write_input(s->ctx, s->model, s->plan, i, n_in, in, random, seed);
+    return st;
+}
+
+teeny_status onnx_session_forward(onnx_session *s, double *ms)
+{
+    teeny_status st = TEENY_OK;
+    double t0 = now_ms();
+    run_error[0] = 0;
+    if (s->plan && (st = teeny_plan_forward(s->plan)) == TEENY_OK)
+        st = teeny_ctx_finish(s->ctx);
+    *ms = now_ms() - t0;
+    return st;
+}
+
+teeny_status onnx_session_outputs(onnx_session *s, onnx_run_result *out)
+{
+    memset(out, 0, sizeof *out);
+    run_error[0] = 0;
+    teeny_status st = read_outputs(s->model, s->plan, out);
     if (st != TEENY_OK)
         onnx_run_result_free(out);
-    teeny_plan_destroy(plan);
-    teeny_onnx_destroy(m);
-    free(feeds);
+    return st;
+}
+
+void onnx_session_close(onnx_session *s)
+{
+    teeny_plan_destroy(s->plan);
+    teeny_onnx_destroy(s->model);
+    s->plan = NULL;
+    s->model = NULL;
+}
+
+teeny_status onnx_run(teeny_ctx *ctx, const char *path, int64_t batch, int n_in, const onnx_run_input *in,
+                      int repeat, onnx_run_result *out, double *median_ms)
+{
+    onnx_session s;
+    int runs = repeat > 0 ? repeat : 1;
+    double *times = calloc((size_t)runs, sizeof *times);
+    teeny_status st = times ? onnx_session_import(ctx, path, batch, n_in, in, &s) : TEENY_ERR_NOMEM;
+    memset(out, 0, sizeof *out);
+    *median_ms = 0.0;
+    if (st == TEENY_OK && (st = onnx_session_compile(&s)) == TEENY_OK)
+        st = onnx_session_inputs(&s, n_in, in, 0, 0);
+    for (int r = 0; st == TEENY_OK && r < runs; r++)
+        st = onnx_session_forward(&s, &times[r]);
+    if (st == TEENY_OK) {
+        qsort(times, (size_t)runs, sizeof *times, cmp_double);
+        *median_ms = times[runs / 2];
+        st = onnx_session_outputs(&s, out);
+    }
+    if (times)
+        onnx_session_close(&s);
     free(times);
     return st;
 }

@@ -22,7 +22,7 @@
  * prints the cases (with --json: their shapes) without measuring anything.
  * --reps takes 1..1000000 and --warmup 0..1000000, whole decimal numbers
  * (tools/args.h); anything else exits with status 2 before the device is
- * touched.
+ * touched. --help, --version and the command-line errors: tools/cli.h.
  *
  * --json writes JSON lines: first a header object ("type": "header": the
  * device, its compute units, the measured ceilings, reps and warm-up),
@@ -38,6 +38,7 @@
 
 #include "args.h"
 #include "bench.h"
+#include "cli.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -300,36 +301,79 @@ static void print_header(const bench_opts *o, const teeny_device_info *info, con
     fflush(stdout);
 }
 
+enum { O_DEVICE, O_FILTER, O_REPS, O_WARMUP, O_CSV, O_JSON, O_LIST, O_TF32, O_LOOP, O_COUNT };
+
+static const cli_opt OPTS[] = {
+    [O_DEVICE] = {"--device", "SPEC", "the OpenCL device: cpu, gpu, pocl, nvidia, P:D, a part of its name\n"
+                                      "(default: TEENY_DEVICE, else the first GPU, else the first CPU)"},
+    [O_FILTER] = {"--filter", "TEXT[,TEXT...]", "only the cases whose name contains one of the texts"},
+    [O_REPS] = {"--reps", "N", "timed runs a case, 1..1000000 (default 30); the median is reported"},
+    [O_WARMUP] = {"--warmup", "N", "runs before the timed ones, 0..1000000 (default 5)"},
+    [O_CSV] = {"--csv", NULL, "one CSV row a case and pass"},
+    [O_JSON] = {"--json", NULL, "JSON lines: a header object, then one object a case and pass"},
+    [O_LIST] = {"--list", NULL, "list the cases (with --json: their shapes); measure nothing"},
+    [O_TF32] = {"--tf32", NULL, "every case with tf32 tensor cores where the device has them"},
+    [O_LOOP] = {"--loop", NULL, "also time each case as N runs back to back by the host's clock"},
+    [O_COUNT] = {NULL, NULL, NULL},
+};
+
+static const cli_spec SPEC = {
+    "teeny-bench",
+    "[--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N] [--csv | --json] [--list]\n"
+    "          [--tf32] [--loop]",
+    "Benchmark teenycl's kernel families and a training step on one device: device time\n"
+    "from OpenCL profiling events (the median of --reps runs after --warmup runs), each\n"
+    "case's bandwidth and FLOP rate also as a share of the device's copy bandwidth and FMA\n"
+    "rate, measured first with kernels of its own.",
+    OPTS,
+    "Exit status: 0 ok; 1 a case or the device failed; 2 a bad command line.",
+};
+
 int main(int argc, char **argv)
 {
     bench_opts o = {NULL, 5, 30, BENCH_TEXT, 0, 0, 0, 0, 0};
     const char *spec = NULL;
     int tf32 = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--device") && i + 1 < argc)
-            spec = argv[++i];
-        else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
-            o.filter = argv[++i];
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            if (!args_int("teeny-bench", "--reps", argv[++i], 1, 1000000, &o.reps))
-                return 2;
-        } else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) {
-            if (!args_int("teeny-bench", "--warmup", argv[++i], 0, 1000000, &o.warmup))
-                return 2;
-        } else if (!strcmp(argv[i], "--csv"))
-            o.format = BENCH_CSV;
-        else if (!strcmp(argv[i], "--json"))
-            o.format = BENCH_JSON;
-        else if (!strcmp(argv[i], "--list"))
-            o.list_only = 1;
-        else if (!strcmp(argv[i], "--tf32"))
-            tf32 = 1;
-        else if (!strcmp(argv[i], "--loop"))
-            o.loop = 1;
-        else {
-            fprintf(stderr, "usage: %s [--device SPEC] [--filter TEXT[,TEXT...]] [--reps N] [--warmup N] [--csv | --json] [--list] [--tf32] [--loop]\n",
-                    argv[0]);
+        const char *v;
+        char what[300];
+        switch (cli_next(&SPEC, argc, argv, &i, &v)) {
+        case CLI_EXIT_OK:
+            return 0;
+        case CLI_EXIT_USAGE:
             return 2;
+        case O_DEVICE:
+            spec = v;
+            break;
+        case O_FILTER:
+            o.filter = v;
+            break;
+        case O_REPS:
+            if (!args_int("teeny-bench", "--reps", v, 1, 1000000, &o.reps))
+                return 2;
+            break;
+        case O_WARMUP:
+            if (!args_int("teeny-bench", "--warmup", v, 0, 1000000, &o.warmup))
+                return 2;
+            break;
+        case O_CSV:
+            o.format = BENCH_CSV;
+            break;
+        case O_JSON:
+            o.format = BENCH_JSON;
+            break;
+        case O_LIST:
+            o.list_only = 1;
+            break;
+        case O_TF32:
+            tf32 = 1;
+            break;
+        case O_LOOP:
+            o.loop = 1;
+            break;
+        default:
+            snprintf(what, sizeof what, "unexpected argument \"%.200s\"", v);
+            return cli_fail(&SPEC, what);
         }
     }
     teeny_ctx *ctx = NULL;

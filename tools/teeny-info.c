@@ -17,10 +17,13 @@
  *
  * Usage: teeny-info [--device SPEC] [--no-self-test]
  *        teeny-info --check [SPEC] [--timeout SECONDS] [--only FAMILY,...]
- *        teeny-info --onnx MODEL.onnx [--device SPEC]   (each node: supported, or why not)
- * A malformed --timeout (not a whole decimal number in 1..86400, tools/
- * args.h) or a name in --only that is not a family exits with status 2,
- * the usage errors' status, before anything runs.
+ *        teeny-info --onnx MODEL.onnx [--device SPEC]   (the declared inputs and
+ *            outputs, then each node: supported, or why not)
+ * --help and --version, and the command-line errors, as every teenycl
+ * program has them (tools/cli.h). A malformed --timeout (not a whole
+ * decimal number in 1..86400, tools/args.h) or a name in --only that is
+ * not a family exits with status 2, the usage errors' status, before
+ * anything runs.
  *
  * Test hooks of --check (for tests/test_tools.sh; they make a healthy
  * driver look broken): TEENY_CHECK_CRASH=FAMILY raises SIGABRT in that
@@ -46,6 +49,8 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "cli.h"
+#include "onnx_info.h"
 #include "teenycl.h"
 #include "teenycl_onnx.h"
 
@@ -1002,7 +1007,16 @@ static int onnx_report(const char *path, const char *spec)
         fprintf(stderr, "%s: %s\n", teeny_status_name(st), teeny_last_error(NULL));
         return 1;
     }
-    printf("%5s  %-24s %-32s %s\n", "node", "op", "name", "import");
+    onnx_io_rows rows;
+    if ((st = onnx_io_read(ctx, path, &rows)) != TEENY_OK) {
+        fprintf(stderr, "teeny-info: %s: %s\n", teeny_status_name(st), teeny_last_error(ctx));
+        free(rows.rows);
+        teeny_ctx_destroy(ctx);
+        return 1;
+    }
+    onnx_io_print(&rows, "", stdout);
+    free(rows.rows);
+    printf("\n%5s  %-24s %-32s %s\n", "node", "op", "name", "import");
     st = teeny_onnx_inspect(ctx, path, NULL, onnx_node_line, counts);
     if (st != TEENY_OK && counts[0] + counts[1] == 0)
         fprintf(stderr, "%s: %s\n", teeny_status_name(st), teeny_last_error(ctx));
@@ -1012,50 +1026,76 @@ static int onnx_report(const char *path, const char *spec)
     return st == TEENY_OK ? 0 : 1;
 }
 
-static void usage(const char *argv0)
-{
-    fprintf(stderr,
-            "usage: %s [--device SPEC] [--no-self-test]\n"
-            "       %s --check [SPEC] [--timeout SECONDS] [--only FAMILY,...]\n"
-            "       %s --onnx MODEL.onnx [--device SPEC]\n"
-            "  --check    build every kernel family cold and check one case of each against a host\n"
-            "             reference, each in a child process; exit status 1 if any fails\n"
-            "  --timeout  seconds per family, 1..86400 (default 120)\n"
-            "  --only     the families to check, comma-separated, of:\n            ",
-            argv0, argv0, argv0);
-    for (int i = 0; i < N_CASES; i++)
-        fprintf(stderr, " %s", CASES[i].family);
-    fprintf(stderr, "\n  test hooks of --check: TEENY_CHECK_CRASH=FAMILY (SIGABRT while building),\n"
-                    "             TEENY_CHECK_HANG=FAMILY (hangs while building)\n"
-                    "  --onnx     list each node of an ONNX model: supported by the importer, or why not;\n"
-                    "             exit status 1 if any is not\n");
-}
+enum { O_DEVICE, O_NO_SELF_TEST, O_CHECK, O_TIMEOUT, O_ONLY, O_ONNX, O_COUNT };
+
+static const cli_opt OPTS[] = {
+    [O_DEVICE] = {"--device", "SPEC", "the device to self-test (and for --onnx): cpu, gpu, pocl, nvidia, P:D,\n"
+                                      "a part of its name (default: TEENY_DEVICE, else the first GPU, else CPU)"},
+    [O_NO_SELF_TEST] = {"--no-self-test", NULL, "list the devices only"},
+    [O_CHECK] = {"--check", NULL, "build every kernel family cold on the device (SPEC when one follows)\n"
+                                  "and check one case of each against a host reference, each in a child\n"
+                                  "process; exit status 1 if any fails"},
+    [O_TIMEOUT] = {"--timeout", "SECONDS", "--check: seconds per family, 1..86400 (default 120)"},
+    [O_ONLY] = {"--only", "FAMILY,...", "--check: only these families, of: common elementwise batchnorm conv2d\n"
+                                        "attention psa pool linear loss concat optim"},
+    [O_ONNX] = {"--onnx", "MODEL.onnx", "list the model's declared inputs and outputs (symbolic dimensions by\n"
+                                        "name), then each node: supported by the importer, or why not;\n"
+                                        "exit status 1 if any is not"},
+    [O_COUNT] = {NULL, NULL, NULL},
+};
+
+static const cli_spec SPEC = {
+    "teeny-info",
+    "[--device SPEC] [--no-self-test]\n"
+    "--check [SPEC] [--timeout SECONDS] [--only FAMILY,...]\n"
+    "--onnx MODEL.onnx [--device SPEC]",
+    "List the OpenCL platforms and devices with the capabilities teenycl uses, mark the\n"
+    "default device and self-test it (build and run one kernel); or qualify a device\n"
+    "(--check); or say what of an ONNX model the importer takes (--onnx).",
+    OPTS,
+    "Test hooks of --check: TEENY_CHECK_CRASH=FAMILY (SIGABRT while building),\n"
+    "TEENY_CHECK_HANG=FAMILY (hangs while building).\n"
+    "Exit status: 0 ok; 1 a failure (self-test, a family, a node); 2 a bad command line.",
+};
 
 int main(int argc, char **argv)
 {
     const char *spec = NULL, *only = NULL, *onnx = NULL;
     int run_self_test = 1, count = 0, check = 0, timeout_s = 120;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--device") && i + 1 < argc)
-            spec = argv[++i];
-        else if (!strcmp(argv[i], "--no-self-test"))
+        const char *v;
+        char what[300];
+        switch (cli_next(&SPEC, argc, argv, &i, &v)) {
+        case CLI_EXIT_OK:
+            return 0;
+        case CLI_EXIT_USAGE:
+            return 2;
+        case O_DEVICE:
+            spec = v;
+            break;
+        case O_NO_SELF_TEST:
             run_self_test = 0;
-        else if (!strcmp(argv[i], "--check")) {
+            break;
+        case O_CHECK:
             check = 1;
-            if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
+            if (i + 1 < argc && argv[i + 1][0] != '-')
                 spec = argv[++i];
-        } else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
-            if (!args_int("teeny-info", "--timeout", argv[++i], 1, 86400, &timeout_s))
+            break;
+        case O_TIMEOUT:
+            if (!args_int("teeny-info", "--timeout", v, 1, 86400, &timeout_s))
                 return 2;
-        } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
-            only = argv[++i];
+            break;
+        case O_ONLY:
+            only = v;
             if (!families_known("--only", only))
                 return 2;
-        } else if (!strcmp(argv[i], "--onnx") && i + 1 < argc) {
-            onnx = argv[++i];
-        } else {
-            usage(argv[0]);
-            return 2;
+            break;
+        case O_ONNX:
+            onnx = v;
+            break;
+        default:
+            snprintf(what, sizeof what, "unexpected argument \"%.200s\"", v);
+            return cli_fail(&SPEC, what);
         }
     }
     if (check) {

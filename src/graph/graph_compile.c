@@ -133,7 +133,8 @@ teeny_status teeny__compile_shapes(teeny_plan *p)
     if (p->training && (ls->ndim < 1 || teeny__shape_numel(ls) != 1 || ls->is_i32)) {
         char b[96];
         return teeny__error(g->ctx, TEENY_ERR_SHAPE,
-                            "teeny_graph_compile: loss node %s has shape %s; training needs a scalar",
+                            "teeny_graph_compile: loss node %s has shape %s; training needs a scalar (to run the "
+                            "graph for inference, set pp.training = 0: TEENY_PLAN_PARAMS_INIT means training)",
                             g->nodes[p->loss].name, teeny__shape_text(ls, b, sizeof b));
     }
     return TEENY_OK;

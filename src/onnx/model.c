@@ -183,3 +183,70 @@ teeny_status teeny_onnx_set_trainable(teeny_onnx_model *m, const char *name, int
             return teeny__graph_param_freeze(m->g, m->params[i].node, m->params[i].slot, !trainable);
     return teeny__error(m->ctx, TEENY_ERR_ARG, "teeny_onnx_set_trainable: no parameter is named \"%.80s\"", name);
 }
+
+/* ---- teeny_onnx_inspect_io: the declared graph inputs and outputs ---- */
+
+/* One ValueInfoProto to fn: its element type and declared shape. */
+static teeny_status report_io(teeny_ctx *ctx, const Onnx__ValueInfoProto *vi, int is_output, int index,
+                              teeny_onnx_io_fn fn, void *user)
+{
+    const Onnx__TypeProto *tp = vi->type;
+    int tensor = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type;
+    const Onnx__TensorShapeProto *sp = tensor ? tp->tensor_type->shape : NULL;
+    size_t n = sp ? sp->n_dim : 0;
+    if (n > INT32_MAX)
+        return teeny__error(ctx, TEENY_ERR_RANGE, "%s \"%.80s\" has %zu dimensions", is_output ? "output" : "input",
+                            vi->name ? vi->name : "", n);
+    int64_t *dims = teeny__malloc((n ? n : 1) * sizeof *dims);
+    const char **names = teeny__malloc((n ? n : 1) * sizeof *names);
+    if (!dims || !names) {
+        teeny__free(dims);
+        teeny__free(names);
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory listing %zu dimensions", n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const Onnx__TensorShapeProto__Dimension *d = sp->dim[i];
+        int fixed = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0;
+        dims[i] = fixed ? d->dim_value : -1;
+        names[i] = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param ? d->dim_param : "";
+    }
+    int elem = tensor && tp->tensor_type->has_elem_type ? tp->tensor_type->elem_type : 0;
+    const char *type_name = tensor || !tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET
+                                ? teeny__ox_type_name(elem) : "not a tensor";
+    teeny_onnx_io_report r = {is_output, index, vi->name ? vi->name : "", elem, type_name, sp ? (int)n : -1,
+                              dims, names};
+    fn(&r, user);
+    teeny__free(dims);
+    teeny__free(names);
+    return TEENY_OK;
+}
+
+teeny_status teeny_onnx_inspect_io(teeny_ctx *ctx, const char *path, teeny_onnx_io_fn fn, void *user_data)
+{
+    uint8_t *data = NULL;
+    size_t size = 0;
+    ProtobufCMessage *msg = NULL;
+    if (!teeny__ctx_check(ctx))
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_onnx_inspect_io: ctx is NULL or destroyed");
+    teeny__clear_error(ctx);
+    if (!path || !fn)
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_onnx_inspect_io: %s is NULL", path ? "fn" : "path");
+    teeny_status st = read_file(ctx, path, &data, &size);
+    if (st == TEENY_OK)
+        st = teeny__ox_unpack(ctx, &onnx__model_proto__descriptor, data, size, &msg);
+    const Onnx__GraphProto *g = st == TEENY_OK ? ((const Onnx__ModelProto *)msg)->graph : NULL;
+    if (st == TEENY_OK && !g)
+        st = teeny__error(ctx, TEENY_ERR_FORMAT, "the model has no graph");
+    for (size_t i = 0, k = 0; st == TEENY_OK && i < g->n_input; i++) {
+        int init = 0;
+        for (size_t j = 0; j < g->n_initializer && !init; j++)
+            init = g->input[i]->name && g->initializer[j]->name && !strcmp(g->input[i]->name, g->initializer[j]->name);
+        if (!init)
+            st = report_io(ctx, g->input[i], 0, (int)k++, fn, user_data);
+    }
+    for (size_t i = 0; st == TEENY_OK && i < g->n_output; i++)
+        st = report_io(ctx, g->output[i], 1, (int)i, fn, user_data);
+    teeny__ox_free_unpacked(msg);
+    teeny__free(data);
+    return st == TEENY_OK ? st : teeny__error(ctx, st, "ONNX model %s: %s", path, teeny_last_error(ctx));
+}

@@ -121,6 +121,8 @@ teeny_status teeny__ox_unpack(teeny_ctx *ctx, const ProtobufCMessageDescriptor *
     uint64_t cost = 0, limit = ((uint64_t)256 << 20) + 2 * (uint64_t)size;
     *out = NULL;
     teeny_status st = scan(ctx, desc, data, size, &cost);
+    if (st == TEENY_ERR_FORMAT && desc == &onnx__model_proto__descriptor) /* a JPEG, a text file, a .npy ... */
+        return teeny__error(ctx, st, "not an ONNX model (protobuf parse failed: %s)", teeny_last_error(ctx));
     if (st != TEENY_OK)
         return st;
     if (cost > limit)
