@@ -229,11 +229,16 @@ deps-test:
 deps-run:
 	@sh tools/install-deps.sh run
 
+# teeny-tests prints a line per suite (counts, seconds) and a table at
+# the end; its stderr -- the OpenCL compiler's "N warnings generated", the
+# warnings the fault tests provoke on purpose, skip notes -- goes to
+# $(BUILD)/test-stderr.log, whose end is shown when the run fails.
 test: deps-test
 	$(MAKE) all $(BUILD)/teeny-tests
 	sh tools/check-layers.sh -q $(BUILD)
 	sh tools/check-sizes.sh
-	$(TEST_ENV) $(BUILD)/teeny-tests
+	$(TEST_ENV) $(BUILD)/teeny-tests 2> $(BUILD)/test-stderr.log || \
+	    { echo "teeny-tests failed; the end of $(BUILD)/test-stderr.log:"; tail -n 60 $(BUILD)/test-stderr.log; exit 1; }
 	sh tests/test_tools.sh $(BUILD)
 	$(MAKE) test-dist
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 #include "internal.h"
@@ -433,34 +434,94 @@ static int suite_wanted(const char *name)
     return !only || !*only || in_list(only, name);
 }
 
+/* Wall-clock seconds (the suites' lines). */
+static double wall_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The skips recorded so far (each is a line of skip_file, or an entry of
+ * skip_reasons when no temporary file could be made). */
+static int skips_so_far(void)
+{
+    if (!skip_file)
+        return n_skips;
+    int n = 0, c;
+    long at = ftell(skip_file);
+    rewind(skip_file);
+    while ((c = fgetc(skip_file)) != EOF)
+        n += c == '\n';
+    fseek(skip_file, at, SEEK_SET);
+    return n;
+}
+
+typedef struct {
+    const char *name;
+    int passed, failed, skipped;
+    double seconds;
+} suite_line;
+
+/* Each wanted suite in its own runner, in suites.def's order, so every
+ * suite ends with a line of its counts and time (a long run shows its
+ * progress); then the table, the skips' reasons and the total. */
 int main(void)
 {
-    SRunner *sr = srunner_create(NULL);
-#define XX(name) if (suite_wanted(#name)) srunner_add_suite(sr, suite_##name());
+    static const struct {
+        const char *name;
+        Suite *(*make)(void);
+    } suites[] = {
+#define XX(name) {#name, suite_##name},
 #include "suites.def"
 #undef XX
+    };
+    enum { N_SUITES = sizeof suites / sizeof suites[0] };
+    suite_line lines[N_SUITES];
+    int n_lines = 0, passed = 0, failed = 0, skipped = 0;
+    double start = wall_seconds();
     skip_file = tmpfile();
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr), run = srunner_ntests_run(sr);
-    srunner_free(sr);
-    /* a skipped test returns early and check counts it as passed: take it
-     * out of the passes (a test that skipped and then failed is not
-     * possible: th_skip returns) */
-    int from_file = skip_file != NULL;
-    if (from_file) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int i = 0; i < N_SUITES; i++) {
+        if (!suite_wanted(suites[i].name))
+            continue;
+        double t0 = wall_seconds();
+        int skips0 = skips_so_far();
+        SRunner *sr = srunner_create(suites[i].make());
+        srunner_run_all(sr, CK_NORMAL);
+        suite_line *l = &lines[n_lines++];
+        l->name = suites[i].name;
+        l->failed = srunner_ntests_failed(sr);
+        /* a skipped test returns early and check counts it as passed: take
+         * it out of the passes (th_skip returns, so it cannot also fail) */
+        l->skipped = skips_so_far() - skips0;
+        l->passed = srunner_ntests_run(sr) - l->failed - l->skipped;
+        l->seconds = wall_seconds() - t0;
+        srunner_free(sr);
+        printf("suite %-16s %5d passed, %d failed, %d skipped  %7.1f s (%.0f s in all)\n", l->name, l->passed,
+               l->failed, l->skipped, l->seconds, wall_seconds() - start);
+        passed += l->passed;
+        failed += l->failed;
+        skipped += l->skipped;
+    }
+    printf("\n%-22s %7s %7s %7s %9s\n", "suite", "passed", "failed", "skipped", "seconds");
+    for (int i = 0; i < n_lines; i++)
+        printf("%-22s %7d %7d %7d %9.1f\n", lines[i].name, lines[i].passed, lines[i].failed, lines[i].skipped,
+               lines[i].seconds);
+    printf("%-22s %7d %7d %7d %9.1f\n\n", "all", passed, failed, skipped, wall_seconds() - start);
+    if (skip_file) {
         char line[600];
         rewind(skip_file);
-        while (fgets(line, sizeof line, skip_file)) {
+        while (fgets(line, sizeof line, skip_file))
             printf("skipped: %s", line);
-            n_skips++;
-        }
-        fclose(skip_file);
     }
-    for (int i = 0; i < n_skips && i < MAX_SKIPS && !from_file; i++) {
+    for (int i = 0; i < n_skips && i < MAX_SKIPS && !skip_file; i++) {
         printf("skipped: %s\n", skip_reasons[i] ? skip_reasons[i] : "(reason lost: out of memory)");
         free(skip_reasons[i]);
     }
-    printf("%d passed, %d failed, %d skipped\n", run - failed - n_skips, failed, n_skips);
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    if (skip_file)
+        fclose(skip_file);
     /* Released from main, not atexit: some runtimes (oclgrind) tear down
      * thread-local state before atexit handlers run. */
     shared_ctx_free();
