@@ -7,6 +7,8 @@
 #   make test-full    the long sweeps too
 #   make test-tools   the tools' and examples' command lines, teeny-info --check, teeny-run,
 #                     examples/embed_app and finetune_onnx (tests/test_tools.sh; also in make test)
+#   make python       check that the Python package (python/teenycl) loads this build
+#   make test-python  python/tests/test_teenycl.py with NumPy (also in make test)
 #   make check-asan   the test suite under AddressSanitizer + UBSan
 #   make check-oclgrind  the conformance suite under oclgrind (--data-races --uninitialized)
 #   make check-matrix    the conformance suite and examples on PoCL, rusticl, PoCL 6.0 (Debian 13 chroot)
@@ -240,6 +242,7 @@ test: deps-test
 	$(TEST_ENV) $(BUILD)/teeny-tests 2> $(BUILD)/test-stderr.log || \
 	    { echo "teeny-tests failed; the end of $(BUILD)/test-stderr.log:"; tail -n 60 $(BUILD)/test-stderr.log; exit 1; }
 	sh tests/test_tools.sh $(BUILD)
+	$(MAKE) test-python
 	$(MAKE) test-dist
 
 # The MPI tests (tests/test_dist.sh: mpirun -np 1, 2, 3 on this machine's
@@ -258,6 +261,19 @@ test-dist:
 .PHONY: test-tools
 test-tools: all
 	sh tests/test_tools.sh $(BUILD)
+
+# The Python package, python/teenycl: ctypes over $(SHARED), NumPy in and
+# out, used straight from this tree (no pip needed; pip install ./python
+# installs it elsewhere). PYTHON: the first of python3, /usr/bin/python3
+# that has NumPy (Debian's python3-numpy: install-deps.sh test).
+PYTHON ?= $(firstword $(foreach p,python3 /usr/bin/python3,$(shell $(p) -c 'import numpy' 2>/dev/null && echo $(p))) python3)
+PY_ENV = PYTHONPATH=python TEENYCL_LIBRARY=$(CURDIR)/$(SHARED)
+.PHONY: python test-python
+python: $(SHARED)
+	$(PY_ENV) $(PYTHON) -c 'import teenycl; print("teenycl", teenycl.__version__, "from", teenycl.library_path, "on", [d.name for d in teenycl.devices()])'
+	@echo "python: use it with PYTHONPATH=$(CURDIR)/python, or pip install ./python (then make install, or set TEENYCL_LIBRARY=$(CURDIR)/$(SHARED))"
+test-python: $(SHARED)
+	$(PY_ENV) $(PYTHON) python/tests/test_teenycl.py
 
 test-full: deps-test
 	$(MAKE) all $(BUILD)/teeny-tests

@@ -11,7 +11,7 @@ pkgs="opencl-c-headers ocl-icd-opencl-dev pocl-opencl-icd pkg-config zlib1g-dev 
 pkgs="$pkgs libprotobuf-c-dev protobuf-c-compiler libonnx-dev"
 for what in "$@"; do
     case $what in
-        test) pkgs="$pkgs check libsubunit-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin" ;;
+        test) pkgs="$pkgs check libsubunit-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin python3-numpy" ;;
         run) pkgs="$pkgs dataset-fashion-mnist" ;;
         oclgrind) pkgs="$pkgs check libsubunit-dev oclgrind" ;;
         asan) pkgs="$pkgs check libsubunit-dev" ;;
