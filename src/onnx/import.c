@@ -1,7 +1,8 @@
 /*
  * import.c -- an ONNX model into a teeny_graph: parse (wire.c), check the
- * default-domain opset (OX_MIN_OPSET..OX_MAX_OPSET), fix the batch, load
- * the initializers as constants and declare the graph inputs, import the
+ * default-domain opset (OX_MIN_OPSET..OX_MAX_OPSET), load the
+ * initializers as constants and declare the graph inputs (every name
+ * hashed: no step scans the model per node), fix the batch, import the
  * nodes in order through their handlers (fold.c, layers.c), then mark the
  * graph outputs. On any failure the graph is destroyed; teeny_onnx_inspect
  * runs the same path but goes on past failing nodes, reporting each.
@@ -71,12 +72,11 @@ static const teeny_onnx_feed *find_feed(const ox_import *im, const char *name)
     return NULL;
 }
 
-static int is_initializer(const Onnx__GraphProto *g, const char *name)
+/* Whether name is an initializer's (the values are declared). */
+static int is_initializer(const ox_import *im, const char *name)
 {
-    for (size_t i = 0; i < g->n_initializer; i++)
-        if (!strcmp(S(g->initializer[i]->name), name))
-            return 1;
-    return 0;
+    int k = teeny__ox_find(im, name);
+    return k >= 0 && im->vals[k].is_initializer;
 }
 
 /* The batch: the caller's, else the first graph input's first dimension. */
@@ -88,7 +88,7 @@ static teeny_status pick_batch(ox_import *im)
         const Onnx__ValueInfoProto *vi = g->input[i];
         const teeny_onnx_feed *f = find_feed(im, S(vi->name));
         const Onnx__TypeProto *tp = vi->type;
-        if (is_initializer(g, S(vi->name)))
+        if (is_initializer(im, S(vi->name)))
             continue;
         im->batch = 1;
         if (f && f->ndim > 0 && f->shape)
@@ -122,7 +122,7 @@ static teeny_status declare_values(ox_import *im)
     }
     for (size_t i = 0; i < g->n_input && st == TEENY_OK; i++) {
         const char *name = S(g->input[i]->name);
-        if (is_initializer(g, name))
+        if (is_initializer(im, name))
             continue;
         if ((st = teeny__ox_define(im, name, OX_INPUT, &idx)) == TEENY_OK) {
             im->vals[idx].vi = g->input[i];
@@ -271,12 +271,12 @@ static teeny_status import_model(ox_import *im, const uint8_t *data, size_t size
         if (mp->graph->n_output > (size_t)INT32_MAX / sizeof(ox_output))
             st = teeny__error(im->ctx, TEENY_ERR_RANGE, "too many graph outputs");
     }
-    if (st == TEENY_OK && (st = check_opset(im, mp)) == TEENY_OK && (st = pick_batch(im)) == TEENY_OK &&
-        (st = teeny_graph_create(im->ctx, 0, &im->g)) == TEENY_OK) {
+    if (st == TEENY_OK && (st = check_opset(im, mp)) == TEENY_OK && (st = declare_values(im)) == TEENY_OK &&
+        (st = pick_batch(im)) == TEENY_OK && (st = teeny_graph_create(im->ctx, 0, &im->g)) == TEENY_OK) {
         im->m->g = im->g;
         st = teeny__graph_set_build_batch(im->g, im->batch);
         im->m->batch = im->batch;
-        if (st == TEENY_OK && (st = declare_values(im)) == TEENY_OK)
+        if (st == TEENY_OK)
             st = import_nodes(im, fn, user);
     }
     if (st == TEENY_OK && im->graph->n_output &&
