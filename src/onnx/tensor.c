@@ -82,7 +82,7 @@ static teeny_status const_shape(teeny_ctx *ctx, ox_type type, int onnx_type, con
 /* c's data (zeros): once what fills it is known to hold numel values. */
 static teeny_status const_data(teeny_ctx *ctx, ox_const *c)
 {
-    if (c->numel && !(c->data = teeny__calloc((size_t)c->numel, 8)))
+    if (c->numel && !(c->data = teeny__calloc((size_t)c->numel, teeny__ox_esize(c->type))))
         return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory for a tensor of %lld elements",
                             (long long)c->numel);
     return TEENY_OK;
