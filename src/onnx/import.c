@@ -117,8 +117,10 @@ static teeny_status declare_values(ox_import *im)
         char what[128];
         snprintf(what, sizeof what, "initializer \"%.80s\"", S(g->initializer[i]->name));
         if ((st = teeny__ox_define(im, g->initializer[i]->name, OX_CONST, &idx)) == TEENY_OK &&
-            (st = teeny__ox_tensor_load(im->ctx, g->initializer[i], im->dir, what, &im->vals[idx].c)) == TEENY_OK)
+            (st = teeny__ox_tensor_load(im->ctx, g->initializer[i], im->dir, what, &im->vals[idx].c)) == TEENY_OK) {
             im->vals[idx].is_initializer = 1;
+            teeny__ox_const_held(im, &im->vals[idx].c);
+        }
     }
     for (size_t i = 0; i < g->n_input && st == TEENY_OK; i++) {
         const char *name = S(g->input[i]->name);
@@ -289,8 +291,8 @@ static teeny_status import_model(ox_import *im, const uint8_t *data, size_t size
     return st;
 }
 
-teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const char *dir, const teeny_onnx_params *p,
-                     teeny_onnx_report_fn fn, void *user, teeny_onnx_model **out)
+static teeny_status load(teeny_ctx *ctx, const void *data, size_t size, const char *dir, const teeny_onnx_params *p,
+                         ox_budget budget, teeny_onnx_report_fn fn, void *user, teeny_onnx_model **out)
 {
     ox_import im;
     teeny_status st;
@@ -303,6 +305,7 @@ teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const
     im.ctx = ctx;
     im.p = p;
     im.dir = dir;
+    im.budget = budget;
     if (!(im.m = teeny__calloc(1, sizeof *im.m)))
         return teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_onnx_load: out of host memory");
     im.m->ctx = ctx;
@@ -313,6 +316,23 @@ teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const
     }
     *out = im.m;
     return TEENY_OK;
+}
+
+static const ox_budget default_budget = {TEENY_ONNX_FOLD_VALUE_BYTES, TEENY_ONNX_FOLD_TOTAL_BYTES};
+
+teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const char *dir, const teeny_onnx_params *p,
+                     teeny_onnx_report_fn fn, void *user, teeny_onnx_model **out)
+{
+    return load(ctx, data, size, dir, p, default_budget, fn, user, out);
+}
+
+teeny_status teeny__ox_load_budget(teeny_ctx *ctx, const void *data, size_t size, const teeny_onnx_params *p,
+                                   ox_budget budget, teeny_onnx_model **out)
+{
+    *out = NULL;
+    teeny__clear_error(ctx);
+    teeny_status st = load(ctx, data, size, p ? p->base_dir : NULL, p, budget, NULL, NULL, out);
+    return st == TEENY_OK ? st : teeny__error(ctx, st, "ONNX model: %s", teeny_last_error(ctx));
 }
 
 teeny_status teeny_onnx_load_memory(teeny_ctx *ctx, const void *data, size_t size, const teeny_onnx_params *p,

@@ -138,6 +138,7 @@ teeny_status teeny__ox_in_const(ox_import *im, int i, const char *what, int weig
                            teeny__ox_type_name((int)v->feed->dtype), teeny__ox_type_name(elem));
         if ((st = teeny__ox_feed_load(im->ctx, v->feed, &v->c)) != TEENY_OK)
             return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+        teeny__ox_const_held(im, &v->c);
         v->kind = OX_CONST;
     }
     if (v->kind == OX_CONST) {
