@@ -25,6 +25,10 @@
  * use; malformed or truncated data gives TEENY_ERR_FORMAT, sizes past our
  * limits TEENY_ERR_RANGE, an unreadable file TEENY_ERR_IO. A failed import
  * leaves nothing behind (the graph it was building is destroyed).
+ * Folding has a host memory budget (TEENY_ONNX_FOLD_VALUE_BYTES below),
+ * checked before each folded value is allocated, so a few bytes of model
+ * cannot make the importer fill gigabytes: a value past it is refused with
+ * TEENY_ERR_NOMEM naming the node and the limit.
  * ONNX Attention and the unfused MatMul-Softmax-MatMul attention PyTorch
  * exports become the fused attention node where nothing masks the scores
  * (teeny_graph_node_info names it "<final node>.attention"); a bool
@@ -107,6 +111,23 @@ typedef struct {
     const teeny_onnx_feed *feeds; /* n_feeds entries, or NULL when n_feeds is 0 */
 } teeny_onnx_params;
 #define TEENY_ONNX_PARAMS_INIT { 0, 0, NULL, 0, NULL }
+
+/* The folding budget. Constants the importer computes on the host (the
+ * shape arithmetic, ConstantOfShape, Cast, Gather, Reshape, Identity, ...
+ * of constants) live in host memory until the import ends, 4 bytes an
+ * element for float and 8 for the integer types (held as int64). Before
+ * one is allocated it must fit
+ *   - one value: at most TEENY_ONNX_FOLD_VALUE_BYTES (256 MiB: 64 Mi
+ *     floats, room for any shape computation and a [1, 1, 8192, 8192]
+ *     float mask) or the model's own largest tensor (an initializer, a
+ *     Constant's value, a feed), whichever is larger: a weight passed
+ *     through Identity or Reshape is folded at its own size;
+ *   - all folded values together: at most TEENY_ONNX_FOLD_TOTAL_BYTES
+ *     (1 GiB) plus twice the bytes of the model's own tensors.
+ * A value past either is refused with TEENY_ERR_NOMEM naming the node, its
+ * size and the limit. */
+#define TEENY_ONNX_FOLD_VALUE_BYTES ((int64_t)256 << 20)
+#define TEENY_ONNX_FOLD_TOTAL_BYTES ((int64_t)1 << 30)
 
 /* Import the model at path (p NULL: TEENY_ONNX_PARAMS_INIT) into a new
  * graph of ctx. External data files (TensorProto.external_data) are read

@@ -48,7 +48,7 @@ static teeny_status add_constant(teeny_graph *g, const char *name, int ndim, con
     n->shapes.out.ndim = ndim;
     n->shapes.out.is_i32 = is_i32;
     memcpy(n->shapes.out.shape, shape, (size_t)ndim * sizeof *shape);
-    g->n_nodes++;
+    teeny__graph_commit(g);
     *out = idx;
     return TEENY_OK;
 }

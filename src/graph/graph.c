@@ -75,6 +75,7 @@ void teeny_graph_destroy(teeny_graph *g)
         }
     for (int i = 0; i < g->n_nodes; i++)
         teeny_tensor_destroy(g->nodes[i].constant);
+    teeny__graph_names_free(g);
     teeny__free(g->nodes);
     teeny__free(g);
 }
@@ -134,9 +135,11 @@ teeny_status teeny__graph_push(teeny_graph *g, const char *name, const char *pre
     } else {
         snprintf(buf, sizeof buf, "%s%d", prefix, g->n_nodes);
     }
-    for (int i = 0; i < g->n_nodes; i++)
-        if (!strcmp(g->nodes[i].name, buf))
-            return teeny__error(g->ctx, TEENY_ERR_ARG, "a node named \"%s\" already exists", buf);
+    if (teeny__graph_find(g, buf) >= 0)
+        return teeny__error(g->ctx, TEENY_ERR_ARG, "a node named \"%s\" already exists", buf);
+    teeny_status st = teeny__graph_names_reserve(g);
+    if (st != TEENY_OK)
+        return st;
     if (g->n_nodes == g->cap_nodes) {
         int cap = g->cap_nodes ? g->cap_nodes * 2 : 32;
         teeny__gnode *p = teeny__calloc((size_t)cap, sizeof *p);
@@ -198,7 +201,7 @@ static teeny_status add_input(teeny_graph *g, const char *name, int ndim, const 
     if (!fixed)
         n->shapes.out.shape[0] = g->build_batch;
     n->fixed = fixed;
-    g->n_nodes++;
+    teeny__graph_commit(g);
     *out = idx;
     return TEENY_OK;
 }
@@ -306,7 +309,7 @@ teeny_status teeny_graph_reshape(teeny_graph *g, const char *name, teeny_node x,
     n->view_ndim = ndim;
     memcpy(n->view_shape, shape, (size_t)ndim * sizeof *shape);
     n->shapes.out = s;
-    g->n_nodes++;
+    teeny__graph_commit(g);
     *out = idx;
     return TEENY_OK;
 }
@@ -417,7 +420,7 @@ teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name
         }
         return st;
     }
-    g->n_nodes++;
+    teeny__graph_commit(g);
     *out = idx;
     return TEENY_OK;
 }

@@ -42,16 +42,32 @@ typedef struct {
     char *alias[2][TEENY__OP_MAX_SLOTS];  /* [0] param, [1] state: a full name replacing "<node>.<suffix>" */
     unsigned char frozen[TEENY__OP_MAX_SLOTS]; /* param slots that take no gradient */
     unsigned char tied[TEENY__OP_MAX_SLOTS];   /* param slots that share another slot's parameter (tie[]) */
+    unsigned char shared[TEENY__OP_MAX_SLOTS]; /* param slots whose parameter some tied slot shares */
     teeny__slot_ref tie[TEENY__OP_MAX_SLOTS];  /* tied slots: the owner, a slot that is not itself tied */
     int fixed;                            /* TEENY__NODE_INPUT: dimension 0 is its own, not the batch */
     teeny_tensor *constant;               /* TEENY__NODE_CONST: its value (graph-owned) */
 } teeny__gnode;
+
+/* A name index (graph_names.c): open addressing over entries that name
+ * their key indirectly (a node, a slot), so it survives the node array
+ * moving. at[h]: entry + 1, 0 empty, -1 removed. */
+typedef struct {
+    int *at;
+    int cap, used, live;                  /* used: live and removed entries */
+} teeny__name_index;
+
+/* A parameter (is_state 0) or state slot of a node. */
+typedef struct {
+    int node, is_state, slot;
+} teeny__slot_pos;
 
 struct teeny_graph {
     teeny_ctx *ctx;
     uint64_t rng;                         /* splitmix64 state for parameter init */
     teeny__gnode *nodes;
     int n_nodes, cap_nodes;
+    teeny__name_index node_names;         /* every counted node's name */
+    teeny__name_index slot_aliases;       /* every alias a slot carries */
     int n_plans;                          /* live plans */
     int64_t build_batch;                  /* the batch nodes are checked (and node_info reports) at */
     int64_t train_steps;
@@ -110,8 +126,25 @@ teeny_status teeny__graph_concat_chain(teeny_graph *g, const char *name, teeny__
                                        const teeny_node *xs, teeny_node *out);
 /* Append an empty node named name (or "<prefix><index>"; names are unique,
  * TEENY_ERR_ARG otherwise) at *idx; the caller fills it and counts it in
- * (g->n_nodes++) once it is complete. */
+ * (teeny__graph_commit) once it is complete. */
 teeny_status teeny__graph_push(teeny_graph *g, const char *name, const char *prefix, teeny__gnode **node, int *idx);
+
+/* ---- graph_names.c: names found through indexes, not scans ---- */
+/* Room in the node-name index for the node being pushed (TEENY_ERR_NOMEM). */
+teeny_status teeny__graph_names_reserve(teeny_graph *g);
+/* Count in the node teeny__graph_push made (g->n_nodes++), its name indexed. */
+void teeny__graph_commit(teeny_graph *g);
+void teeny__graph_names_free(teeny_graph *g);
+/* The node named name, or -1. */
+int teeny__graph_find(const teeny_graph *g, const char *name);
+/* Set (or, alias NULL, drop) a slot's alias, taking ownership of alias
+ * (freed on failure: TEENY_ERR_NOMEM); the old one is freed. */
+teeny_status teeny__graph_alias_set(teeny_graph *g, int node, int is_state, int slot, char *alias);
+/* An owned slot (teeny__graph_slot_owned) whose full name is name, other
+ * than skip (NULL: none), of the kind want_state (0 parameters, 1 states,
+ * -1 either): the first in node order, parameters first. 0 when none. */
+int teeny__graph_find_slot(const teeny_graph *g, const char *name, const teeny__slot_pos *skip, int want_state,
+                           teeny__slot_pos *out);
 /* The context a graph call reports its errors into (NULL for a NULL graph:
  * then the thread's context-less error). */
 teeny_ctx *teeny__graph_ctx(const teeny_graph *g);
@@ -169,6 +202,9 @@ teeny_status teeny__graph_input_as(teeny_graph *g, const char *name, int ndim, c
 /* A slot's full name: its alias, else "<node>.<suffix>" written into buf
  * (a tied parameter slot: its owner's). */
 const char *teeny__graph_slot_name(const teeny_graph *g, int node, int is_state, int slot, char *buf, size_t cap);
+/* A slot's tensor (a tied parameter slot: its owner's), or NULL when n has
+ * no such slot. */
+teeny_tensor *teeny__graph_slot_tensor(const teeny_graph *g, teeny_node n, int is_state, int slot);
 
 /* ---- ties (graph_params.c; teeny_graph_tie_param by name) ----
  * Parameter slot `slot` of node n shares the parameter of owner's slot
@@ -182,7 +218,8 @@ teeny_status teeny__graph_param_tie(teeny_graph *g, teeny_node n, int slot, teen
 teeny__slot_ref teeny__graph_param_root(const teeny_graph *g, int node, int slot);
 /* Whether (node, slot) is a parameter (is_state 0) or state slot of an op
  * node with a tensor of its own: not a tied parameter slot. Parameter
- * enumeration, checkpoints and gradient zeroing visit only these. */
+ * enumeration, checkpoints and gradient zeroing visit only these
+ * (graph_names.c). */
 int teeny__graph_slot_owned(const teeny_graph *g, int node, int is_state, int slot);
 
 /* ---- the backward pass a compile derives ----

@@ -8,19 +8,13 @@
  * or index of its own -- its node reads the owner's tensor, and the
  * backward derivation (graph_compile.c) sums the gradients of every use
  * into the owner's, in a fixed order. An owner is never itself tied, so a
- * tie is one step (teeny__graph_param_root).
+ * tie is one step (teeny__graph_param_root). Names are looked up through
+ * graph_names.c's indexes, never by a scan of the nodes.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "graph_internal.h"
-
-int teeny__graph_slot_owned(const teeny_graph *g, int node, int is_state, int slot)
-{
-    const teeny__gnode *nd = &g->nodes[node];
-    return nd->kind == TEENY__NODE_OP && slot >= 0 && slot < (is_state ? nd->shapes.n_state : nd->shapes.n_param) &&
-           (is_state || !nd->tied[slot]);
-}
 
 teeny__slot_ref teeny__graph_param_root(const teeny_graph *g, int node, int slot)
 {
@@ -100,20 +94,22 @@ teeny_status teeny__graph_slot_alias(teeny_graph *g, teeny_node n, int is_state,
     if (!is_state && nd->tied[slot])
         return teeny__error(g->ctx, TEENY_ERR_STATE, "teeny__graph_slot_alias: parameter slot %d of node %s shares "
                             "%s", slot, nd->name, teeny__graph_slot_name(g, n, 0, slot, buf, sizeof buf));
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int s = 0; s < 2; s++)
-            for (int j = 0; g->nodes[i].kind == TEENY__NODE_OP &&
-                            j < (s ? g->nodes[i].shapes.n_state : g->nodes[i].shapes.n_param); j++)
-                if ((i != n || s != (is_state != 0) || j != slot) && teeny__graph_slot_owned(g, i, s, j) &&
-                    !strcmp(teeny__graph_slot_name(g, i, s, j, buf, sizeof buf), name))
-                    return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny__graph_slot_alias: the name %s is taken", name);
+    teeny__slot_pos self = {n, is_state != 0, slot};
+    if (teeny__graph_find_slot(g, name, &self, -1, NULL))
+        return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny__graph_slot_alias: the name %s is taken", name);
     char *copy = teeny__malloc(strlen(name) + 1);
     if (!copy)
         return teeny__error(g->ctx, TEENY_ERR_NOMEM, "teeny__graph_slot_alias: out of host memory");
     memcpy(copy, name, strlen(name) + 1);
-    teeny__free(nd->alias[is_state != 0][slot]);
-    nd->alias[is_state != 0][slot] = copy;
-    return TEENY_OK;
+    return teeny__graph_alias_set(g, n, is_state != 0, slot, copy);
+}
+
+teeny_tensor *teeny__graph_slot_tensor(const teeny_graph *g, teeny_node n, int is_state, int slot)
+{
+    if (!g || n < 0 || n >= g->n_nodes || g->nodes[n].kind != TEENY__NODE_OP || slot < 0 ||
+        slot >= (is_state ? g->nodes[n].shapes.n_state : g->nodes[n].shapes.n_param))
+        return NULL;
+    return is_state ? g->nodes[n].state[slot] : g->nodes[n].param[slot];
 }
 
 teeny_status teeny__graph_param_freeze(teeny_graph *g, teeny_node n, int slot, int frozen)
@@ -167,16 +163,6 @@ teeny_status teeny_graph_state(const teeny_graph *g, int i, const char **name, t
 
 /* ---- ties ---- */
 
-/* Whether some slot of g is tied to (node, slot). */
-static int is_owner(const teeny_graph *g, int node, int slot)
-{
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int j = 0; g->nodes[i].kind == TEENY__NODE_OP && j < g->nodes[i].shapes.n_param; j++)
-            if (g->nodes[i].tied[j] && g->nodes[i].tie[j].node == node && g->nodes[i].tie[j].slot == slot)
-                return 1;
-    return 0;
-}
-
 static int same_shape(const teeny__shape *a, const teeny__shape *b)
 {
     int same = a->ndim == b->ndim;
@@ -206,7 +192,7 @@ teeny_status teeny__graph_param_tie(teeny_graph *g, teeny_node n, int slot, teen
     if (g->n_plans) /* their recordings hold the tensors */
         return teeny__error(g->ctx, TEENY_ERR_STATE, "teeny_graph_tie_param: %s: the graph has %d compiled plans; tie "
                             "parameters before compiling", a, g->n_plans);
-    if (nd->tied[slot] || is_owner(g, n, slot))
+    if (nd->tied[slot] || nd->shared[slot])
         return teeny__error(g->ctx, TEENY_ERR_STATE, "teeny_graph_tie_param: %s %s", a,
                             nd->tied[slot] ? "already shares another parameter" : "is shared by other slots");
     if (!same_shape(&nd->shapes.param[slot], &od->shapes.param[r.slot]))
@@ -215,28 +201,25 @@ teeny_status teeny__graph_param_tie(teeny_graph *g, teeny_node n, int slot, teen
                             teeny__shape_text(&od->shapes.param[r.slot], sb, sizeof sb));
     teeny_tensor_destroy(nd->param[slot]);
     teeny_tensor_destroy(nd->param_grad[slot]);
-    teeny__free(nd->alias[0][slot]);
-    nd->alias[0][slot] = NULL;
+    teeny__graph_alias_set(g, n, 0, slot, NULL); /* dropping an alias allocates nothing */
     nd->param_grad[slot] = NULL;
     nd->param[slot] = od->param[r.slot];
     nd->frozen[slot] = 0; /* the owner's flag rules */
     nd->tie[slot] = r;
     nd->tied[slot] = 1;
+    od->shared[r.slot] = 1;
     return TEENY_OK;
 }
 
 /* The parameter slot whose full name is name (tied slots have none). */
 static int find_named(const teeny_graph *g, const char *name, int *node, int *slot)
 {
-    char buf[TEENY__NAME_CAP + 32];
-    for (int i = 0; name && i < g->n_nodes; i++)
-        for (int j = 0; g->nodes[i].kind == TEENY__NODE_OP && j < g->nodes[i].shapes.n_param; j++)
-            if (!g->nodes[i].tied[j] && !strcmp(teeny__graph_slot_name(g, i, 0, j, buf, sizeof buf), name)) {
-                *node = i;
-                *slot = j;
-                return 1;
-            }
-    return 0;
+    teeny__slot_pos at;
+    if (!name || !teeny__graph_find_slot(g, name, NULL, 0, &at))
+        return 0;
+    *node = at.node;
+    *slot = at.slot;
+    return 1;
 }
 
 teeny_status teeny_graph_tie_param(teeny_graph *g, const char *name, const char *to)

@@ -11,6 +11,7 @@
  * and backward recordings use it). Depends only on graph.c's helpers and the
  * derivation in graph_internal.h, never on the other phases.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph_internal.h"
@@ -173,53 +174,86 @@ teeny_status teeny__compile_liveness(const teeny_plan *p, const teeny__backward 
  * reuse, buffers are laid end to end. Returns the peak (end of the highest
  * buffer), never more than the sum of the aligned sizes, or (size_t)-1 when
  * host memory runs out. */
+typedef struct {
+    int def, idx;
+    size_t numel;
+} place_key;
+
+/* By definition step, larger first within a step, then by index: the
+ * order a stable sort on the first two gives. */
+static int place_cmp(const void *pa, const void *pb)
+{
+    const place_key *a = pa, *b = pb;
+    if (a->def != b->def)
+        return a->def < b->def ? -1 : 1;
+    if (a->numel != b->numel)
+        return a->numel > b->numel ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+static size_t aligned(size_t numel)
+{
+    return (numel + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
+}
+
+/* The lowest offset for x that collides with no live buffer of active[]
+ * (placed before x, in placement order); first drops from active[] every
+ * buffer that ends before x starts, which no later buffer (defined no
+ * earlier) can meet either, so placing n buffers costs O(n * live), not
+ * O(n^2), with the offsets a scan over every placed buffer gives. */
+static size_t lowest_free(teeny__pbuf *b, int *active, int *n_active, const teeny__pbuf *x)
+{
+    size_t off = 0, size = aligned(x->numel);
+    int kept = 0;
+    for (int a = 0; a < *n_active; a++)
+        if (b[active[a]].last >= x->def)
+            active[kept++] = active[a];
+    *n_active = kept;
+    for (;;) {
+        int moved = 0;
+        for (int a = 0; a < kept; a++) {
+            const teeny__pbuf *y = &b[active[a]];
+            int live = !(y->last < x->def || x->last < y->def);
+            if (live && off < y->offset + aligned(y->numel) && y->offset < off + size) {
+                off = y->offset + aligned(y->numel);
+                moved = 1;
+            }
+        }
+        if (!moved)
+            return off;
+    }
+}
+
 size_t teeny__plan_place(teeny__pbuf *b, int n, int reuse)
 {
     size_t peak = 0, next = 0;
-    int *order = teeny__malloc((size_t)(n ? n : 1) * sizeof *order);
-    if (!order)
+    int n_active = 0;
+    place_key *order = teeny__malloc((size_t)(n ? n : 1) * sizeof *order);
+    int *active = teeny__malloc((size_t)(n ? n : 1) * sizeof *active);
+    if (!order || !active) {
+        teeny__free(order);
+        teeny__free(active);
         return (size_t)-1;
-    for (int i = 0; i < n; i++)
-        order[i] = i;
-    /* by definition step, larger first within a step (insertion sort: n is small) */
-    for (int i = 1; i < n; i++) {
-        int k = order[i], j = i - 1;
-        while (j >= 0 && (b[order[j]].def > b[k].def || (b[order[j]].def == b[k].def && b[order[j]].numel < b[k].numel))) {
-            order[j + 1] = order[j];
-            j--;
-        }
-        order[j + 1] = k;
     }
+    for (int i = 0; i < n; i++)
+        order[i] = (place_key){b[i].def, i, b[i].numel};
+    qsort(order, (size_t)n, sizeof *order, place_cmp);
     for (int oi = 0; oi < n; oi++) {
-        teeny__pbuf *x = &b[order[oi]];
-        size_t size = (x->numel + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
+        teeny__pbuf *x = &b[order[oi].idx];
+        size_t size = aligned(x->numel);
         if (!reuse) {
             x->offset = next;
             next += size;
             peak = next;
             continue;
         }
-        /* lowest offset that does not collide with a live placed buffer */
-        size_t off = 0;
-        for (;;) {
-            int moved = 0;
-            for (int oj = 0; oj < oi; oj++) {
-                teeny__pbuf *y = &b[order[oj]];
-                size_t ysize = (y->numel + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
-                int live = !(y->last < x->def || x->last < y->def);
-                if (live && off < y->offset + ysize && y->offset < off + size) {
-                    off = y->offset + ysize;
-                    moved = 1;
-                }
-            }
-            if (!moved)
-                break;
-        }
-        x->offset = off;
-        if (off + size > peak)
-            peak = off + size;
+        x->offset = lowest_free(b, active, &n_active, x);
+        active[n_active++] = order[oi].idx;
+        if (x->offset + size > peak)
+            peak = x->offset + size;
     }
     teeny__free(order);
+    teeny__free(active);
     return peak;
 }
 

@@ -63,7 +63,7 @@ teeny_status teeny__ox_op_slice(ox_import *im)
     teeny_status st = teeny__ox_in_const(im, 0, "data", 0, &in);
     if (st != TEENY_OK || (st = teeny__ox_slice_params(im, in->shape.ndim, start, step, &o, &in->shape)) != TEENY_OK)
         return st;
-    if ((st = teeny__ox_const_alloc(im->ctx, in->type, in->onnx_type, &o, &c)) != TEENY_OK)
+    if ((st = teeny__ox_const_alloc(im, in->type, in->onnx_type, &o, &c)) != TEENY_OK)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     size_t es = teeny__ox_esize(in->type);
     for (int64_t k = 0; k < c.numel; k++) {
@@ -117,7 +117,7 @@ teeny_status teeny__ox_fold_binary(ox_import *im, const ox_const *a, const ox_co
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "operands of different types");
     if (!broadcast(&a->shape, &b->shape, &o))
         return teeny__ox_fail(im, TEENY_ERR_SHAPE, "operand shapes do not broadcast");
-    teeny_status st = teeny__ox_const_alloc(im->ctx, a->type, a->onnx_type, &o, &c);
+    teeny_status st = teeny__ox_const_alloc(im, a->type, a->onnx_type, &o, &c);
     if (st != TEENY_OK)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     for (int64_t k = 0; k < c.numel; k++) {
@@ -168,7 +168,7 @@ teeny_status teeny__ox_fold_concat(ox_import *im, int axis_attr)
                 return teeny__ox_fail(im, TEENY_ERR_SHAPE, "input %d differs in dimension %d", i, d);
         o.d[ax] += x->shape.d[ax];
     }
-    if ((st = teeny__ox_const_alloc(im->ctx, first->type, first->onnx_type, &o, &c)) != TEENY_OK)
+    if ((st = teeny__ox_const_alloc(im, first->type, first->onnx_type, &o, &c)) != TEENY_OK)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     int64_t outer = 1, inner = 1, at = 0;
     for (int d = 0; d < ax; d++)

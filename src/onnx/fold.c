@@ -38,7 +38,7 @@ static teeny_status in_shape(ox_import *im, int i, ox_shape *s, int *idx)
 /* A copy of constant c's elements with a new shape (same count). */
 static teeny_status const_reshaped(ox_import *im, const ox_const *c, const ox_shape *s, ox_const *out)
 {
-    teeny_status st = teeny__ox_const_alloc(im->ctx, c->type, c->onnx_type, s, out);
+    teeny_status st = teeny__ox_const_alloc(im, c->type, c->onnx_type, s, out);
     if (st != TEENY_OK)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     if (out->numel != c->numel) {
@@ -103,7 +103,7 @@ static teeny_status op_dropout(ox_import *im)
         return st;
     if (im->node->n_output > 1 && *im->node->output[1]) {
         ox_const mask;
-        if ((st = teeny__ox_const_alloc(im->ctx, OX_I64, ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, &s, &mask)) != TEENY_OK)
+        if ((st = teeny__ox_const_alloc(im, OX_I64, ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, &s, &mask)) != TEENY_OK)
             return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
         for (int64_t i = 0; i < mask.numel; i++)
             ((int64_t *)mask.data)[i] = 1;
@@ -129,6 +129,7 @@ static teeny_status op_constant(ox_import *im)
             return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute value holds no tensor");
         if ((st = teeny__ox_tensor_load(im->ctx, a->t, im->dir, "attribute value", &c)) != TEENY_OK)
             return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+        teeny__ox_const_held(im, &c); /* the model's own data, like an initializer */
         return teeny__ox_out_const(im, 0, &c);
     }
     int is_f = !strcmp(a->name, "value_float") || !strcmp(a->name, "value_floats");
@@ -140,7 +141,7 @@ static teeny_status op_constant(ox_import *im)
     }
     if (n > OX_MAX_ELEMS)
         return teeny__ox_fail(im, TEENY_ERR_RANGE, "too many values");
-    if ((st = teeny__ox_const_alloc(im->ctx, is_f ? OX_F32 : OX_I64, is_f ? 1 : 7, &s, &c)) != TEENY_OK)
+    if ((st = teeny__ox_const_alloc(im, is_f ? OX_F32 : OX_I64, is_f ? 1 : 7, &s, &c)) != TEENY_OK)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     for (size_t i = 0; i < n; i++) {
         if (is_f)
@@ -167,7 +168,7 @@ static teeny_status op_shape(ox_import *im)
     start = start < 0 ? 0 : start > s.ndim ? s.ndim : start;
     end = end < start ? start : end > s.ndim ? s.ndim : end;
     o.d[0] = end - start;
-    if ((st = teeny__ox_const_alloc(im->ctx, OX_I64, 7, &o, &c)) != TEENY_OK)
+    if ((st = teeny__ox_const_alloc(im, OX_I64, 7, &o, &c)) != TEENY_OK)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     for (int64_t i = start; i < end; i++)
         ((int64_t *)c.data)[i - start] = s.d[i];
@@ -199,7 +200,7 @@ teeny_status teeny__ox_fold_gather(ox_import *im)
         s.d[s.ndim++] = ind->shape.d[i];
     for (int i = ax + 1; i < data->shape.ndim; i++)
         s.d[s.ndim++] = data->shape.d[i];
-    if ((st = teeny__ox_const_alloc(im->ctx, data->type, data->onnx_type, &s, &c)) != TEENY_OK)
+    if ((st = teeny__ox_const_alloc(im, data->type, data->onnx_type, &s, &c)) != TEENY_OK)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     int64_t outer = 1, inner = 1, dim = data->shape.d[ax];
     for (int i = 0; i < ax; i++)
@@ -363,7 +364,7 @@ static teeny_status op_constant_of_shape(ox_import *im)
         teeny__ox_const_free(&v);
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute value must hold one element");
     }
-    st = teeny__ox_const_alloc(im->ctx, a ? v.type : OX_F32, a ? v.onnx_type : 1, &s, &c);
+    st = teeny__ox_const_alloc(im, a ? v.type : OX_F32, a ? v.onnx_type : 1, &s, &c);
     for (int64_t i = 0; st == TEENY_OK && a && i < c.numel; i++) /* no value: zeros, as allocated */
         memcpy((char *)c.data + i * teeny__ox_esize(c.type), v.data, teeny__ox_esize(c.type));
     teeny__ox_const_free(&v);
@@ -397,7 +398,7 @@ static teeny_status op_cast(ox_import *im)
     }
     if ((st = teeny__ox_in_const(im, 0, "input", 0, &in)) != TEENY_OK)
         return st;
-    if ((st = teeny__ox_const_alloc(im->ctx, to_f ? OX_F32 : OX_I64, (int)to, &in->shape, &c)) != TEENY_OK)
+    if ((st = teeny__ox_const_alloc(im, to_f ? OX_F32 : OX_I64, (int)to, &in->shape, &c)) != TEENY_OK)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     for (int64_t i = 0; i < c.numel; i++) {
         if (to_f)
@@ -425,7 +426,7 @@ static teeny_status op_sqrt(ox_import *im)
         return st;
     if (in->type != OX_F32)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "Sqrt of %s", teeny__ox_type_name(in->onnx_type));
-    if ((st = teeny__ox_const_alloc(im->ctx, OX_F32, in->onnx_type, &in->shape, &c)) != TEENY_OK)
+    if ((st = teeny__ox_const_alloc(im, OX_F32, in->onnx_type, &in->shape, &c)) != TEENY_OK)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     for (int64_t i = 0; i < c.numel; i++)
         ((float *)c.data)[i] = sqrtf(((const float *)in->data)[i]);

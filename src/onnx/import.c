@@ -1,7 +1,8 @@
 /*
  * import.c -- an ONNX model into a teeny_graph: parse (wire.c), check the
- * default-domain opset (OX_MIN_OPSET..OX_MAX_OPSET), fix the batch, load
- * the initializers as constants and declare the graph inputs, import the
+ * default-domain opset (OX_MIN_OPSET..OX_MAX_OPSET), load the
+ * initializers as constants and declare the graph inputs (every name
+ * hashed: no step scans the model per node), fix the batch, import the
  * nodes in order through their handlers (fold.c, layers.c), then mark the
  * graph outputs. On any failure the graph is destroyed; teeny_onnx_inspect
  * runs the same path but goes on past failing nodes, reporting each.
@@ -71,12 +72,11 @@ static const teeny_onnx_feed *find_feed(const ox_import *im, const char *name)
     return NULL;
 }
 
-static int is_initializer(const Onnx__GraphProto *g, const char *name)
+/* Whether name is an initializer's (the values are declared). */
+static int is_initializer(const ox_import *im, const char *name)
 {
-    for (size_t i = 0; i < g->n_initializer; i++)
-        if (!strcmp(S(g->initializer[i]->name), name))
-            return 1;
-    return 0;
+    int k = teeny__ox_find(im, name);
+    return k >= 0 && im->vals[k].is_initializer;
 }
 
 /* The batch: the caller's, else the first graph input's first dimension. */
@@ -88,7 +88,7 @@ static teeny_status pick_batch(ox_import *im)
         const Onnx__ValueInfoProto *vi = g->input[i];
         const teeny_onnx_feed *f = find_feed(im, S(vi->name));
         const Onnx__TypeProto *tp = vi->type;
-        if (is_initializer(g, S(vi->name)))
+        if (is_initializer(im, S(vi->name)))
             continue;
         im->batch = 1;
         if (f && f->ndim > 0 && f->shape)
@@ -117,12 +117,14 @@ static teeny_status declare_values(ox_import *im)
         char what[128];
         snprintf(what, sizeof what, "initializer \"%.80s\"", S(g->initializer[i]->name));
         if ((st = teeny__ox_define(im, g->initializer[i]->name, OX_CONST, &idx)) == TEENY_OK &&
-            (st = teeny__ox_tensor_load(im->ctx, g->initializer[i], im->dir, what, &im->vals[idx].c)) == TEENY_OK)
+            (st = teeny__ox_tensor_load(im->ctx, g->initializer[i], im->dir, what, &im->vals[idx].c)) == TEENY_OK) {
             im->vals[idx].is_initializer = 1;
+            teeny__ox_const_held(im, &im->vals[idx].c);
+        }
     }
     for (size_t i = 0; i < g->n_input && st == TEENY_OK; i++) {
         const char *name = S(g->input[i]->name);
-        if (is_initializer(g, name))
+        if (is_initializer(im, name))
             continue;
         if ((st = teeny__ox_define(im, name, OX_INPUT, &idx)) == TEENY_OK) {
             im->vals[idx].vi = g->input[i];
@@ -271,12 +273,12 @@ static teeny_status import_model(ox_import *im, const uint8_t *data, size_t size
         if (mp->graph->n_output > (size_t)INT32_MAX / sizeof(ox_output))
             st = teeny__error(im->ctx, TEENY_ERR_RANGE, "too many graph outputs");
     }
-    if (st == TEENY_OK && (st = check_opset(im, mp)) == TEENY_OK && (st = pick_batch(im)) == TEENY_OK &&
-        (st = teeny_graph_create(im->ctx, 0, &im->g)) == TEENY_OK) {
+    if (st == TEENY_OK && (st = check_opset(im, mp)) == TEENY_OK && (st = declare_values(im)) == TEENY_OK &&
+        (st = pick_batch(im)) == TEENY_OK && (st = teeny_graph_create(im->ctx, 0, &im->g)) == TEENY_OK) {
         im->m->g = im->g;
         st = teeny__graph_set_build_batch(im->g, im->batch);
         im->m->batch = im->batch;
-        if (st == TEENY_OK && (st = declare_values(im)) == TEENY_OK)
+        if (st == TEENY_OK)
             st = import_nodes(im, fn, user);
     }
     if (st == TEENY_OK && im->graph->n_output &&
@@ -289,8 +291,8 @@ static teeny_status import_model(ox_import *im, const uint8_t *data, size_t size
     return st;
 }
 
-teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const char *dir, const teeny_onnx_params *p,
-                     teeny_onnx_report_fn fn, void *user, teeny_onnx_model **out)
+static teeny_status load(teeny_ctx *ctx, const void *data, size_t size, const char *dir, const teeny_onnx_params *p,
+                         ox_budget budget, teeny_onnx_report_fn fn, void *user, teeny_onnx_model **out)
 {
     ox_import im;
     teeny_status st;
@@ -303,6 +305,7 @@ teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const
     im.ctx = ctx;
     im.p = p;
     im.dir = dir;
+    im.budget = budget;
     if (!(im.m = teeny__calloc(1, sizeof *im.m)))
         return teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_onnx_load: out of host memory");
     im.m->ctx = ctx;
@@ -313,6 +316,23 @@ teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const
     }
     *out = im.m;
     return TEENY_OK;
+}
+
+static const ox_budget default_budget = {TEENY_ONNX_FOLD_VALUE_BYTES, TEENY_ONNX_FOLD_TOTAL_BYTES};
+
+teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const char *dir, const teeny_onnx_params *p,
+                     teeny_onnx_report_fn fn, void *user, teeny_onnx_model **out)
+{
+    return load(ctx, data, size, dir, p, default_budget, fn, user, out);
+}
+
+teeny_status teeny__ox_load_budget(teeny_ctx *ctx, const void *data, size_t size, const teeny_onnx_params *p,
+                                   ox_budget budget, teeny_onnx_model **out)
+{
+    *out = NULL;
+    teeny__clear_error(ctx);
+    teeny_status st = load(ctx, data, size, p ? p->base_dir : NULL, p, budget, NULL, NULL, out);
+    return st == TEENY_OK ? st : teeny__error(ctx, st, "ONNX model: %s", teeny_last_error(ctx));
 }
 
 teeny_status teeny_onnx_load_memory(teeny_ctx *ctx, const void *data, size_t size, const teeny_onnx_params *p,

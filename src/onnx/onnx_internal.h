@@ -98,6 +98,12 @@ struct teeny_onnx_model {
     int n_params, cap_params;
 };
 
+/* The folding budget's caps (teenycl_onnx.h): TEENY_ONNX_FOLD_VALUE_BYTES
+ * and TEENY_ONNX_FOLD_TOTAL_BYTES, or a test's (teeny__ox_load_budget). */
+typedef struct {
+    int64_t value_bytes, total_bytes;
+} ox_budget;
+
 typedef struct {
     teeny_ctx *ctx;
     teeny_graph *g;
@@ -117,6 +123,10 @@ typedef struct {
     int *chain;                    /* attn_fuse.c: per final MatMul, its chain's node indices */
     int *bn_act;                   /* attn_fuse.c: per batch norm node, the activation it absorbs (0: none) */
     int *absorbed_by;              /* attn_fuse.c: per Relu / Sigmoid / Mul node, its batch norm, or -1 */
+    ox_budget budget;
+    int64_t model_bytes;           /* host bytes of the model's own tensors: initializers, Constant values, feeds */
+    int64_t model_largest;         /* the largest of them */
+    int64_t folded_bytes;          /* host bytes of the values folded so far (teeny__ox_const_alloc) */
 } ox_import;
 
 /* ---- wire.c ---- */
@@ -140,8 +150,14 @@ teeny_status teeny__ox_feed_load(teeny_ctx *ctx, const teeny_onnx_feed *f, ox_co
 size_t teeny__ox_esize(ox_type t);                  /* 4 or 8 */
 double teeny__ox_get_f(const ox_const *c, int64_t i);
 int64_t teeny__ox_get_i(const ox_const *c, int64_t i);
-/* An empty constant of type and shape (data allocated, zeroed). */
-teeny_status teeny__ox_const_alloc(teeny_ctx *ctx, ox_type type, int onnx_type, const ox_shape *s, ox_const *c);
+/* An empty folded value of type and shape (data allocated, zeroed),
+ * within the folding budget (teenycl_onnx.h: TEENY_ERR_NOMEM past it,
+ * checked before anything is allocated). The error is set on the context;
+ * the caller names the node (teeny__ox_fail). */
+teeny_status teeny__ox_const_alloc(ox_import *im, ox_type type, int onnx_type, const ox_shape *s, ox_const *c);
+/* Count c, one of the model's own tensors (an initializer, a Constant's
+ * value, a feed), in what the folding budget allows. */
+void teeny__ox_const_held(ox_import *im, const ox_const *c);
 const char *teeny__ox_type_name(int onnx_type);
 int teeny__ox_type_supported(int onnx_type);       /* float and integer types */
 
@@ -199,6 +215,10 @@ teeny_status teeny__ox_bind(ox_import *im, int vidx, teeny_node n, int is_state,
  * node, the model destroyed at the end). */
 teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const char *dir, const teeny_onnx_params *p,
                      teeny_onnx_report_fn fn, void *user, teeny_onnx_model **out);
+/* teeny_onnx_load_memory with the folding budget's caps in place of the
+ * header's: for tests of its rules at sizes that cost nothing. */
+teeny_status teeny__ox_load_budget(teeny_ctx *ctx, const void *data, size_t size, const teeny_onnx_params *p,
+                                   ox_budget budget, teeny_onnx_model **out);
 
 /* ---- fold.c / layers.c: one handler per op ---- */
 typedef teeny_status (*ox_handler)(ox_import *im);

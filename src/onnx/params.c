@@ -11,22 +11,6 @@
 
 #include "onnx_internal.h"
 
-/* The graph's parameter (is_state 0) or state tensor whose full name is
- * name, or NULL. The latest slots are the likeliest (just added). */
-static teeny_tensor *named_slot(ox_import *im, int is_state, const char *name)
-{
-    int count = is_state ? teeny_graph_state_count(im->g) : teeny_graph_param_count(im->g);
-    for (int i = count - 1; i >= 0; i--) {
-        const char *cand_name;
-        teeny_tensor *cand;
-        teeny_status st = is_state ? teeny_graph_state(im->g, i, &cand_name, &cand)
-                                   : teeny_graph_param(im->g, i, &cand_name, &cand, NULL);
-        if (st == TEENY_OK && !strcmp(cand_name, name))
-            return cand;
-    }
-    return NULL;
-}
-
 /* A later use of weight v: parameter slot `slot` of n shares the parameter
  * its first use made (the graph's tie: one tensor, gradients summed over
  * the uses, one checkpoint entry under v's name), provided the slot would
@@ -39,7 +23,7 @@ static teeny_status bind_shared(ox_import *im, ox_value *v, teeny_node n, int is
     if (is_state || v->bound_state)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "\"%.80s\" fills two slots, one of them batch-norm "
                               "statistics (only parameters can be shared)", v->name);
-    teeny_tensor *shared = named_slot(im, 0, v->name);
+    teeny_tensor *shared = teeny__graph_slot_tensor(im->g, v->bound_node, 0, v->bound_slot);
     if (!shared)
         return teeny__ox_fail(im, TEENY_ERR_STATE, "internal: the parameter \"%.80s\" is missing", v->name);
     if (teeny_tensor_numel(shared) != numel)
@@ -67,12 +51,11 @@ static teeny_status bind_shared(ox_import *im, ox_value *v, teeny_node n, int is
 teeny_status teeny__ox_bind(ox_import *im, int vidx, teeny_node n, int is_state, int slot, const float *data)
 {
     ox_value *v = &im->vals[vidx];
-    char buf[TEENY__NAME_CAP + 32];
     teeny_status st;
     if (v->c.type != OX_F32)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "weight \"%.80s\" is %s, not float", v->name,
                        teeny__ox_type_name(v->c.onnx_type));
-    teeny_tensor *t = named_slot(im, is_state, teeny__graph_slot_name(im->g, n, is_state, slot, buf, sizeof buf));
+    teeny_tensor *t = teeny__graph_slot_tensor(im->g, n, is_state, slot);
     if (!t || (!data && teeny_tensor_numel(t) != v->c.numel))
         return teeny__ox_fail(im, TEENY_ERR_STATE, "internal: no %s slot of %lld elements for \"%.80s\"",
                        is_state ? "state" : "parameter", (long long)v->c.numel, v->name);

@@ -7,7 +7,9 @@
  * little-endian whatever the host. External data is read from a file
  * beside the model: the location must be relative, without "..", and
  * resolve (symlinks followed) inside the model's directory; offset and
- * length must lie inside the file and match the tensor's size.
+ * length must lie inside the file and match the tensor's size. Folded
+ * values are allocated here too, within the folding budget
+ * (teenycl_onnx.h) that the model's own tensors widen.
  */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
@@ -79,24 +81,62 @@ static teeny_status const_shape(teeny_ctx *ctx, ox_type type, int onnx_type, con
     return TEENY_OK;
 }
 
+size_t teeny__ox_esize(ox_type t)
+{
+    return t == OX_F32 ? 4 : 8;
+}
+
+/* The host bytes c's data takes (numel <= OX_MAX_ELEMS: no overflow). */
+static int64_t const_bytes(const ox_const *c)
+{
+    return c->numel * (int64_t)teeny__ox_esize(c->type);
+}
+
 /* c's data (zeros): once what fills it is known to hold numel values. */
 static teeny_status const_data(teeny_ctx *ctx, ox_const *c)
 {
-    if (c->numel && !(c->data = teeny__calloc((size_t)c->numel, 8)))
+    if (c->numel && !(c->data = teeny__calloc((size_t)c->numel, teeny__ox_esize(c->type))))
         return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory for a tensor of %lld elements",
                             (long long)c->numel);
     return TEENY_OK;
 }
 
-teeny_status teeny__ox_const_alloc(teeny_ctx *ctx, ox_type type, int onnx_type, const ox_shape *s, ox_const *c)
+void teeny__ox_const_held(ox_import *im, const ox_const *c)
 {
-    teeny_status st = const_shape(ctx, type, onnx_type, s, c);
-    return st == TEENY_OK ? const_data(ctx, c) : st;
+    int64_t bytes = const_bytes(c);
+    im->model_bytes += bytes;
+    if (bytes > im->model_largest)
+        im->model_largest = bytes;
 }
 
-size_t teeny__ox_esize(ox_type t)
+/* The folding budget (teenycl_onnx.h), checked before c's data exists. */
+static teeny_status fold_budget(ox_import *im, const ox_const *c)
 {
-    return t == OX_F32 ? 4 : 8;
+    char dims[160];
+    int64_t bytes = const_bytes(c), value_cap = im->budget.value_bytes, total_cap = im->budget.total_bytes;
+    int64_t value_max = value_cap > im->model_largest ? value_cap : im->model_largest;
+    int64_t total_max = total_cap > INT64_MAX - 2 * im->model_bytes ? INT64_MAX : total_cap + 2 * im->model_bytes;
+    teeny__dims_str(c->shape.d, c->shape.ndim, dims, sizeof dims);
+    if (bytes > value_max)
+        return teeny__error(im->ctx, TEENY_ERR_NOMEM, "a folded value of shape %s (%s, %lld bytes) is over the "
+                            "folding budget for one value, %lld bytes (TEENY_ONNX_FOLD_VALUE_BYTES, or the model's "
+                            "largest tensor)", dims,
+                            teeny__ox_type_name(c->onnx_type), (long long)bytes, (long long)value_max);
+    if (bytes > total_max - im->folded_bytes)
+        return teeny__error(im->ctx, TEENY_ERR_NOMEM, "a folded value of shape %s (%lld bytes) would take the folded "
+                            "values past the folding budget for all of them, %lld bytes (%lld taken; "
+                            "TEENY_ONNX_FOLD_TOTAL_BYTES plus twice the model's own tensors)", dims, (long long)bytes, (long long)total_max,
+                            (long long)im->folded_bytes);
+    return TEENY_OK;
+}
+
+teeny_status teeny__ox_const_alloc(ox_import *im, ox_type type, int onnx_type, const ox_shape *s, ox_const *c)
+{
+    teeny_status st = const_shape(im->ctx, type, onnx_type, s, c);
+    if (st != TEENY_OK || (st = fold_budget(im, c)) != TEENY_OK || (st = const_data(im->ctx, c)) != TEENY_OK)
+        return st;
+    im->folded_bytes += const_bytes(c);
+    return TEENY_OK;
 }
 
 double teeny__ox_get_f(const ox_const *c, int64_t i)
@@ -354,7 +394,8 @@ teeny_status teeny__ox_feed_load(teeny_ctx *ctx, const teeny_onnx_feed *f, ox_co
     for (int i = 0; i < s.ndim; i++)
         if ((s.d[i] = f->shape[i]) < 0)
             return teeny__error(ctx, TEENY_ERR_ARG, "feed %s: dimension %d is %lld", f->name, i, (long long)s.d[i]);
-    if ((st = teeny__ox_const_alloc(ctx, f->dtype == TEENY_ONNX_FLOAT ? OX_F32 : OX_I64, (int)f->dtype, &s, c)) != TEENY_OK)
+    if ((st = const_shape(ctx, f->dtype == TEENY_ONNX_FLOAT ? OX_F32 : OX_I64, (int)f->dtype, &s, c)) != TEENY_OK ||
+        (st = const_data(ctx, c)) != TEENY_OK) /* the caller's own data: not folded */
         return st;
     if (c->numel && !f->data) {
         teeny__ox_const_free(c);

@@ -138,6 +138,7 @@ teeny_status teeny__ox_in_const(ox_import *im, int i, const char *what, int weig
                            teeny__ox_type_name((int)v->feed->dtype), teeny__ox_type_name(elem));
         if ((st = teeny__ox_feed_load(im->ctx, v->feed, &v->c)) != TEENY_OK)
             return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+        teeny__ox_const_held(im, &v->c);
         v->kind = OX_CONST;
     }
     if (v->kind == OX_CONST) {
@@ -180,12 +181,32 @@ teeny_status teeny__ox_rank_ok(ox_import *im, const char *what, int64_t rank)
 
 static int name_taken(const ox_import *im, const char *name)
 {
-    for (int j = 0; j < teeny_graph_node_count(im->g); j++) {
-        const char *other;
-        if (teeny_graph_node_info(im->g, j, &other, NULL, NULL) == TEENY_OK && !strcmp(other, name))
-            return 1;
+    return teeny__graph_find(im->g, name) >= 0;
+}
+
+/* stem when no node has that name, else stem_k: k found by doubling, then
+ * bisecting between a taken and a free suffix, in O(log k) lookups (a
+ * scan from k = 1 made n nodes of one name cost O(n^2)). Where stem_1,
+ * stem_2, ... were taken in order, as this file takes them, that is the
+ * first free k. */
+static const char *unique_name(const ox_import *im, const char *stem, char *buf, size_t cap)
+{
+    long lo = 0, hi = 1; /* stem_lo taken (stem itself as 0), stem_hi unknown, then free */
+    snprintf(buf, cap, "%s", stem);
+    if (!name_taken(im, buf))
+        return buf;
+    for (;; lo = hi, hi *= 2) {
+        snprintf(buf, cap, "%s_%ld", stem, hi);
+        if (!name_taken(im, buf) || hi > INT32_MAX)
+            break;
     }
-    return 0;
+    while (hi - lo > 1) {
+        long mid = lo + (hi - lo) / 2;
+        snprintf(buf, cap, "%s_%ld", stem, mid);
+        *(name_taken(im, buf) ? &lo : &hi) = mid;
+    }
+    snprintf(buf, cap, "%s_%ld", stem, hi);
+    return buf;
 }
 
 /* The graph input behind value idx: an input node of its declared shape
@@ -256,10 +277,7 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
                            v->name, i, d[i] < 0 ? "symbolic" : "out of range");
     char buf[TEENY__NAME_CAP];
     teeny_node n;
-    const char *nm = strlen(v->name) < 48 ? v->name : "input";
-    snprintf(buf, sizeof buf, "%s", nm);
-    for (int k = 1; name_taken(im, buf); k++)
-        snprintf(buf, sizeof buf, "%s_%d", nm, k);
+    unique_name(im, strlen(v->name) < 48 ? v->name : "input", buf, sizeof buf);
     teeny_status st = labels || fixed ? teeny__graph_input_as(im->g, buf, ndim, d, labels, fixed, &n)
                                       : teeny_graph_input(im->g, buf, ndim, d, &n);
     if (st != TEENY_OK)
@@ -392,15 +410,14 @@ teeny_status teeny__ox_outputs_at_most(ox_import *im, int allowed)
 
 const char *teeny__ox_name(ox_import *im, const char *suffix, char *buf, size_t cap)
 {
-    char base[64];
+    char base[64], stem[TEENY__NAME_CAP];
     const char *nm = S(im->node->name);
     if (*nm && strlen(nm) < 40)
         snprintf(base, sizeof base, "%s", nm);
     else
         snprintf(base, sizeof base, "%.30s_%d", S(im->node->op_type), im->node_index);
-    snprintf(buf, cap, "%s%s%s", base, suffix ? "." : "", suffix ? suffix : "");
-    for (int k = 1; name_taken(im, buf); k++)
-        snprintf(buf, cap, "%s%s%s_%d", base, suffix ? "." : "", suffix ? suffix : "", k);
+    snprintf(stem, sizeof stem, "%s%s%s", base, suffix ? "." : "", suffix ? suffix : "");
+    unique_name(im, stem, buf, cap);
     im->n_names++;
     return buf;
 }

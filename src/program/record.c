@@ -52,9 +52,10 @@ void teeny__recorder_free(teeny__recorder *rec)
 {
     if (!rec)
         return;
-    for (int i = 0; i < rec->n_kernels; i++)
+    /* newest first: PoCL unlinks a kernel from its program's list by a walk from the newest one */
+    for (int i = rec->n_kernels - 1; i >= 0; i--)
         TEENY_CL_RELEASE(clReleaseKernel, rec->kernels[i].kernel);
-    for (int i = 0; i < rec->n_scratch; i++)
+    for (int i = rec->n_scratch - 1; i >= 0; i--)
         TEENY_CL_RELEASE(clReleaseMemObject, rec->scratch[i]);
     teeny__free(rec->items);
     teeny__free(rec->kernels);
@@ -95,6 +96,7 @@ teeny_status teeny__recorder_add_kernel(teeny_ctx *ctx, teeny__recorder *rec, cl
 /* The limits a recorded kernel was created with; 0 when not one of rec's. */
 int teeny__recorder_limits(const teeny__recorder *rec, cl_kernel k, teeny__klimits *out)
 {
+    /* newest first: PoCL unlinks a kernel from its program's list by a walk from the newest one */
     for (int i = rec->n_kernels - 1; i >= 0; i--)
         if (rec->kernels[i].kernel == k) {
             *out = rec->kernels[i].limits;
