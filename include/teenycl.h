@@ -159,7 +159,7 @@ typedef struct teeny_tensor teeny_tensor;
  * "P:D" (an index that is not a decimal number in int range, a sign, a
  * blank: "4294967296:0", "-1:0", "0:0 ") and an empty TEENY_DEVICE fail
  * with TEENY_ERR_ARG. Both create functions first check the environment
- * variables the library reads (README, "Environment"), the tuning ones
+ * variables the library reads (TUNING.md, "Environment"), the tuning ones
  * (TEENY_TUNING, TEENY_ATTN_*) included: an empty value, one outside a
  * variable's documented values or a TEENY_TUNING that names no device
  * profile fails with TEENY_ERR_ARG naming it (teeny_last_error(NULL)).

@@ -422,5 +422,11 @@ run bench-loop-list 0 "$build/teeny-bench" --list --filter train_fashion_b128_lo
 if grep -q ' step$' "$tmp/bench-loop-list.out"; then fail "bench-loop-list: the step case listed"; else ok; fi
 # ==== end of the teeny-bench block ====
 
+# ==== examples/run_onnx: the README's "Embed it in C" ====
+run run-onnx 0 "$build/run_onnx" tests/onnx/convnet.onnx
+has_match run-onnx '^-?[0-9][0-9.e+-]*( -?[0-9][0-9.e+-]*){4}$'
+run run-onnx-missing 1 "$build/run_onnx" "$tmp/no-such.onnx"
+has_err run-onnx-missing 'no-such.onnx: cannot open'
+
 echo "test_tools.sh: $passes checks passed, $failures failed"
 [ "$failures" -eq 0 ]

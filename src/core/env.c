@@ -3,7 +3,7 @@
  * through util.c's one parser, TEENY_ERR_ARG naming the variable, value
  * and range) and teeny__env_check, run at context creation, which refuses
  * an empty value, a word not listed or an over-long path for every word-
- * or path-valued variable the library reads (README "Environment"). Its
+ * or path-valued variable the library reads (TUNING.md, "Environment"). Its
  * own file because it reports errors (status.c) while util.c, which
  * status.c calls, must not.
  */
@@ -29,7 +29,7 @@ teeny_status teeny__env_int(const teeny_ctx *ctx, const char *name, long long lo
 }
 
 /* The variables the library reads that take words or paths, checked
- * whenever a context is created (README "Environment"): set means set, so
+ * whenever a context is created (TUNING.md, "Environment"): set means set, so
  * an empty value or a word not listed is TEENY_ERR_ARG, never a silent
  * default. TEENY_DEVICE is checked with the device spec (device.c),
  * TEENY_TUNING (a row of src/tune/profiles.def) and the numeric
