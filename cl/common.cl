@@ -158,6 +158,19 @@ TEENY_INLINE float2 conv_epilogue(int epi, int c, __global const float *bias, in
     return (float2)(sc, sh);
 }
 
+/* One axis of phase r of a strided convolution's input gradient (cl/conv2d.cl's
+ * merged GEMM launches, cl/conv2d_dx.cl): (k0, count, c), (0, 0, 0) where no
+ * tap reaches it (as conv2d_exec.c's phase_taps). */
+TEENY_INLINE int3 conv_phase_axis(int r, int s, int pad, int d, int K, int step)
+{
+    for (int k = 0; k < K && k < step; k++) {
+        int t = r + pad - k * d;
+        if (((t % s) + s) % s == 0)
+            return (int3)(k, (K - k + step - 1) / step, t / s);
+    }
+    return (int3)(0, 0, 0);
+}
+
 /* Work-group tree sum of rows arrays laid out at stride wg in red (row t
  * is red[t*wg .. t*wg + wg)), each into its slot 0. wg is the work-group
  * size, a power of two; every item of the group calls it after writing

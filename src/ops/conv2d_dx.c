@@ -2,7 +2,8 @@
  * conv2d_dx.c -- the input gradient's stride phases and its direct
  * kernel. teeny__conv_phase_taps says which kernel taps reach the dx
  * positions of one residue of the stride (the GEMM jobs of conv2d_exec.c
- * and the plan below); conv_dx_direct (cl/conv2d.cl) computes dx of a
+ * and the plan below); conv_dx_direct (cl/conv2d_dx.cl, a program
+ * of its own built with only its shape's defines) computes dx of a
  * convolution with at most TEENY__DX_CI input channels per group without
  * the GEMM, whose N = Cig columns let each gathered dy value feed only Cig
  * products (the 7x7 stem's 3): an item owns dx_cols phase columns of a
@@ -91,16 +92,13 @@ int teeny__conv_dx_direct_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv
     pl->local_bytes = (size_t)(staged > 4 ? staged : 4) * sizeof(float);
     if (staged > INT32_MAX || pl->items > INT32_MAX || pl->local_bytes > teeny__conv_local_budget(ctx))
         return 0;
-    teeny__conv_tile_options(tu, 0, pl->opt, sizeof pl->opt);
-    size_t n = strlen(pl->opt);
-    snprintf(pl->opt + n, sizeof pl->opt - n, " -DDX_CI=%d -DDX_R=%d -DDX_TAPS=%d", g->Cig, pl->cols,
-             TEENY__DX_TAPS);
+    snprintf(pl->opt, sizeof pl->opt, "-DDX_CI=%d -DDX_R=%d -DDX_TAPS=%d", g->Cig, pl->cols, TEENY__DX_TAPS);
     /* 128 items a group (several phase rows of the stem's 14-28 items
      * each, little padding), fewer where the kernel's own limits ask */
     for (pl->wg = 128; pl->wg >= 1; pl->wg /= 2) {
         if (pl->wg > ctx->info.max_work_group_size)
             continue;
-        *st = teeny__kernel_fit(ctx, "conv2d", pl->opt, "conv_dx_direct", pl->wg, pl->local_bytes, NULL);
+        *st = teeny__kernel_fit(ctx, "conv2d_dx", pl->opt, "conv_dx_direct", pl->wg, pl->local_bytes, NULL);
         if (*st != TEENY_ERR_UNSUPPORTED)
             break;
         teeny__clear_error(ctx);
@@ -125,5 +123,6 @@ teeny_status teeny__conv_dx_direct_run(teeny_ctx *ctx, const conv_geom *g, const
     int dy_off = teeny__off(dy), w_off = teeny__off(w), dx_off = teeny__off(dx);
     karg k[] = {KM(dy->buf), KI(dy_off), KM(w->buf), KI(w_off),         KM(dx->buf),
                 KI(dx_off),  KG(geo),    KG(steps),  KL(pl->local_bytes)};
-    return run_kernel(ctx, pl->opt, "conv_dx_direct", k, (int)(sizeof k / sizeof k[0]), 3, global, local);
+    return teeny__run_kernel(ctx, "conv2d_dx", pl->opt, "conv_dx_direct", k, (int)(sizeof k / sizeof k[0]), 3, global,
+                             local);
 }
