@@ -394,6 +394,21 @@ TEENY_API teeny_status teeny_matmul_backward(teeny_ctx *ctx, const teeny_tensor 
 /* y = softmax(x) along axis (0..rank-1), or log softmax (log 1), computed
  * as exp(x - max) / sum and x - max - log(sum); y may alias x. */
 TEENY_API teeny_status teeny_softmax(teeny_ctx *ctx, int axis, int log, const teeny_tensor *x, teeny_tensor *y);
+/* Softmax with options (teeny_softmax_ex, teeny_graph_softmax_ex; p
+ * borrowed for the call). masked_zero 1: a line whose every element is
+ * -inf gives 0, and so a zero gradient, where the plain softmax gives NaN
+ * (exp(x - max) with max -inf); every other line is the plain softmax's,
+ * bit for bit. It is attention's rule for a query row with every key
+ * masked (teeny_attention_forward_ex, ONNX Attention), while an ONNX
+ * Softmax node keeps the plain softmax. Not with log (TEENY_ERR_ARG). The
+ * backward is teeny_softmax_backward's. Fields are only ever appended. */
+typedef struct {
+    int axis;        /* negative: counted from the end */
+    int log;         /* 0 or 1 */
+    int masked_zero; /* 0 or 1 */
+} teeny_softmax_params;
+#define TEENY_SOFTMAX_PARAMS_INIT { -1, 0, 0 }
+TEENY_API teeny_status teeny_softmax_ex(teeny_ctx *ctx, const teeny_softmax_params *p, const teeny_tensor *x, teeny_tensor *y);
 /* From the forward's y: dx = y (dy - sum(dy y)), or (log) dy - exp(y) sum(dy); dx may alias dy. */
 TEENY_API teeny_status teeny_softmax_backward(teeny_ctx *ctx, int axis, int log, const teeny_tensor *y, const teeny_tensor *dy, teeny_tensor *dx);
 /* Layer normalization over x's axes from axis on (0..rank-1; PyTorch's
@@ -1103,6 +1118,8 @@ TEENY_API teeny_status teeny_graph_reduce(teeny_graph *g, const char *name, teen
 TEENY_API teeny_status teeny_graph_matmul(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out);
 /* Softmax along axis (negative: from the end), log 1 for log softmax. */
 TEENY_API teeny_status teeny_graph_softmax(teeny_graph *g, const char *name, teeny_node x, int axis, int log, teeny_node *out);
+/* The same with teeny_softmax_params (masked_zero: fully masked lines give 0). */
+TEENY_API teeny_status teeny_graph_softmax_ex(teeny_graph *g, const char *name, teeny_node x, const teeny_softmax_params *p, teeny_node *out);
 /* Layer norm over x's axes from axis on (negative: from the end; axis 0
  * normalizes across the batch): params "weight" (ones) and, with bias,
  * "bias" (zeros), x's shape from axis on. */
