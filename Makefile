@@ -90,8 +90,9 @@ $(ONNX_GEN_H): $(ONNX_PROTO)
 $(ONNX_GEN_C): $(ONNX_GEN_H)
 $(BUILD)/gen/onnx/onnx.pb-c.o: $(ONNX_GEN_C)
 	$(CC) $(CPPFLAGS_ALL) -I$(BUILD)/gen $(CFLAGS_ALL) -c $< -o $@
-$(ONNX_OBJ) $(BUILD)/tools/onnx_run.o $(BUILD)/tests/test_onnx.o: $(ONNX_GEN_H)
-$(ONNX_OBJ) $(BUILD)/tools/onnx_run.o $(BUILD)/tests/test_onnx.o: CPPFLAGS_ALL += -I$(BUILD)/gen
+$(ONNX_OBJ) $(BUILD)/tools/onnx_run.o $(BUILD)/tests/test_onnx.o $(BUILD)/tests/test_onnx_attention.o: $(ONNX_GEN_H)
+$(ONNX_OBJ) $(BUILD)/tools/onnx_run.o $(BUILD)/tests/test_onnx.o $(BUILD)/tests/test_onnx_attention.o: \
+    CPPFLAGS_ALL += -I$(BUILD)/gen
 $(BUILD)/tools/onnx_run.o: tools/onnx_run.h
 $(BUILD)/teeny-info: include/teenycl_onnx.h
 
