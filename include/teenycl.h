@@ -1339,7 +1339,13 @@ TEENY_API teeny_status teeny_attention_forward(teeny_ctx *ctx, const teeny_tenso
     const teeny_tensor *v, float scale, teeny_tensor *o, teeny_tensor *lse);
 /* Gradients from o, lse of the forward and d_o = dL/do; overwrites dq, dk,
  * dv (shaped like q, k, v); any of them may be NULL: not computed. Uses
- * BH*Nq floats of context workspace. */
+ * 2*BH*Nq floats of context workspace (2 more per row on a device whose
+ * loop limit splits the key walk below). Where |lse_i| >= 256, lse_i
+ * cannot hold log sum exp(s - max) to fp32's precision (all of it is lost
+ * for a row whose every key is masked by -1e30): the backward walks that
+ * row's keys again for its maximum and sum, one work-item per row in the
+ * launch that computes rowsum(dO * O), instead of trusting lse; other rows
+ * take exp(s - lse) as it is. */
 TEENY_API teeny_status teeny_attention_backward(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
     const teeny_tensor *v, const teeny_tensor *o, const teeny_tensor *lse, const teeny_tensor *d_o,
     float scale, teeny_tensor *dq, teeny_tensor *dk, teeny_tensor *dv);
@@ -1363,6 +1369,10 @@ TEENY_API teeny_status teeny_attention_backward(teeny_ctx *ctx, const teeny_tens
  * - A query row with every key masked (all s = -inf) gives o_i = 0,
  *   lse_i = -inf and zero gradients from that row (ONNX 1.23's reference
  *   semantics; PyTorch's math SDPA gives NaN there).
+ * - A large finite mask value (-1e30, or -FLT_MAX as Hugging Face pads)
+ *   masks nothing: a row with the same such value on every key has every
+ *   score equal in fp32, o_i is the average of v and its gradients are the
+ *   uniform softmax's, as in float64.
  * Errors, before anything is enqueued: p NULL, causal not 0 or 1, a
  * nonzero causal_offset without causal, causal_offset outside [-Nq, Nk],
  * a negative or non-finite softcap, a non-finite scale: TEENY_ERR_ARG;
