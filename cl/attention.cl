@@ -22,7 +22,9 @@
  *   attn_fwd:       rows = queries, columns = keys (online softmax).
  *   attn_bwd_dkdv:  rows = keys, columns = queries; owns dK, dV of its keys.
  *   attn_bwd_dq:    rows = queries, columns = keys; owns dQ of its queries.
- *   attn_bwd_prep:  Di = rowsum(dO * O), one work-item per query row.
+ *   attn_bwd_prep:  Di = rowsum(dO * O) and the row's correction to lse
+ *                   (corr: rows whose lse lost log sum), one work-item
+ *                   per query row.
  * Each output element has exactly one writer: no atomics, and results are
  * bit-identical from run to run.
  *
@@ -643,18 +645,83 @@ void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *ls
 
 /* ---- backward ---- */
 
+/* The backward takes P = exp((s - lse) + corr) with a per-row correction
+ * corr. lse = m + log(l) (m the row's largest score, l its sum of
+ * exp(s - m)) holds log(l) only to lse's precision: where |lse| is large,
+ * as in a row whose every key is masked by a large finite value (-1e30,
+ * -FLT_MAX: every score the same), log(l) is lost and exp(s - lse) would
+ * be 1 for every key instead of 1/l. corr is 0 where |lse| <
+ * ATT_LSE_EXACT (there lse is m + log(l) to within 2^-17: P keeps the bits
+ * of exp(s - lse)), else (lse - m) - log(l) from the row's m and l
+ * recomputed by attn_bwd_prep, so that (s - lse) + corr is s - m - log(l)
+ * (s - lse exact where s is near lse). */
+#define ATT_LSE_EXACT 256.0f
+
+/* seg: which launch of a loop split over several (attn_bwd_prep, the CPU
+ * variants) this is */
+#define ATT_SEG_FIRST 1
+#define ATT_SEG_LAST 2
+
 /* Grid (n_q, BH), any work-group: work-item (n, bh) writes
- * di[bh*n_q + n] = sum_c dO[bh][n][c] * O[bh][n][c], summed in order. */
-__kernel void attn_bwd_prep(ATT_MAT(o), ATT_MAT(d_o), __global float *di, int heads, int n_q, int dv)
+ * di[bh*n_q + n] = sum_c dO[bh][n][c] * O[bh][n][c], summed in order, and
+ * the row's corr[bh*n_q + n] (above). Where |lse| >= ATT_LSE_EXACT it walks
+ * the row's keys, each score taken as the passes take it: (q . k) scale
+ * summed along the head dim in order, (scale q) . k in the CPU variants'
+ * order (prescale), each operand rounded to tf32 in the tf32 program (not
+ * under 3xTF32), then softcap, mask and causal frontier. A long walk is
+ * split into launches (teeny__loop_budget): each takes keys [seg_begin,
+ * seg_end), the running max and sum kept in state[2 * (bh*n_q + n)]
+ * between them (state is never read in a first launch or written in a
+ * last one); Di is taken in the first. */
+__kernel void attn_bwd_prep(ATT_MAT(o), ATT_MAT(d_o), ATT_MAT(q), ATT_MAT(k), __global const float *lse, int lse_off,
+                            __global float *di, __global float *corr, __global float *state, int heads, int n_q,
+                            int n_k, int d, int dv, float scale ATT_EXT_ARGS, int prescale, int seg_begin, int seg_end,
+                            int seg)
 {
-    const int n = get_global_id(0), bh = get_global_id(1);
-    if (n >= n_q)
-        return;
+    /* items past n_q redo the last row and store nothing (no early
+     * return: see ATT_CPU_BLOCK) */
+    const int n_ = get_global_id(0), bh = get_global_id(1), n = min(n_, n_q - 1), live = n_ == n;
+    const int row = bh * n_q + n, first = seg & ATT_SEG_FIRST, last = seg & ATT_SEG_LAST;
     const int ob = ATT_BASE(o) + n * o_sn, gb = ATT_BASE(d_o) + n * d_o_sn;
     float acc = 0.0f;
-    for (int c = 0; c < dv; c++)
+    for (int c = 0; c < (first ? dv : 0); c++)
         acc = TEENY_MAD(o[ob + c * o_sd], d_o[gb + c * d_o_sd], acc);
-    di[bh * n_q + n] = acc;
+    if (live && first)
+        di[row] = acc;
+
+    const float l_row = lse[lse_off + row];
+    const int fix = isfinite(l_row) && fabs(l_row) >= ATT_LSE_EXACT;
+    const float qs = prescale ? scale : 1.0f, ss = prescale ? 1.0f : scale;
+    const int qb = ATT_BASE(q) + n * q_sn, kb = ATT_BASE(k);
+#if ATT_EXT
+    const int mb = ATT_MASK_BASE + n * mask_sq, k_end = fix ? min(seg_end, max(seg_begin, n + 1 + causal_off)) : 0;
+#else
+    const int k_end = fix ? seg_end : 0;
+#endif
+    float m = fix && !first ? state[2 * row] : -INFINITY, l = fix && !first ? state[2 * row + 1] : 0.0f;
+    for (int j = seg_begin; j < k_end; j++) {
+        float s = 0.0f;
+        for (int c = 0; c < d; c++)
+            s = TEENY_MAD(ATT_TC_ROUND(q[qb + c * q_sd]) * qs, ATT_TC_ROUND(k[kb + j * k_sn + c * k_sd]), s);
+        float x = s * ss;
+#if ATT_EXT
+        float dcap;
+        x = att_ext(x, mask, mb + j * mask_sk, j - n, causal_off, softcap, 1, &dcap);
+#endif
+        if (x > m) {
+            l = TEENY_MAD(l, exp(m - x), 1.0f);
+            m = x;
+        } else if (x != -INFINITY) {
+            l += exp(x - m);
+        }
+    }
+    const float g = log(l); /* outside every branch (see log() above) */
+    if (live && last)
+        corr[row] = fix && l > 0.0f ? (l_row - m) - g : 0.0f;
+    if (live && !last && fix) {
+        state[2 * row] = m;
+        state[2 * row + 1] = l;
+    }
 }
 
 #ifndef TEENY_TF32 /* the tf32 program has attn_bwd_dkdv_tc and attn_bwd_dq_tc instead */
@@ -664,18 +731,18 @@ __kernel void attn_bwd_prep(ATT_MAT(o), ATT_MAT(d_o), __global float *di, int he
 #define KV_PS (KV_BC + 4)
 #define KV_OCH (ATT_DV / (4 * KV_TC))
 #define KV_KCH (ATT_DQ / (4 * KV_TC))
-#define KV_LDS (KV_BR * QS + KV_BR * VS + KV_BC * QS + KV_BC * VS + 2 * KV_BC + 2 * KV_BR * KV_PS)
+#define KV_LDS (KV_BR * QS + KV_BR * VS + KV_BC * QS + KV_BC * VS + 3 * KV_BC + 2 * KV_BR * KV_PS)
 
 /* Grid (ceil(n_k / KV_BR) * KV_NT, BH), work-group (KV_NT, 1): group
  * (kb, bh) owns keys [kb*KV_BR, +KV_BR) of matrix bh and walks every query
- * tile, recomputing P^T = exp(scale K Q^T - lse) and
+ * tile, recomputing P^T = exp((scale K Q^T - lse) + corr) and
  * dS^T = P^T * (V dO^T - Di); each work-item accumulates KV_RM key rows of
  * dV += P^T dO and dK += dS^T Q (times scale), then writes them once
  * (want: bit 0 dK, bit 1 dV). */
 __kernel __attribute__((reqd_work_group_size(KV_NT, 1, 1)))
 void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse, int lse_off,
-                   __global const float *di, ATT_OUT(dk), ATT_OUT(dv), int want, int heads, int n_q, int n_k,
-                   int d, int dvn, float scale ATT_EXT_ARGS)
+                   __global const float *di, __global const float *corr, ATT_OUT(dk), ATT_OUT(dv), int want,
+                   int heads, int n_q, int n_k, int d, int dvn, float scale ATT_EXT_ARGS)
 {
     __local float4 lds4[(KV_LDS + 3) / 4];
     __local float *lds = (__local float *)lds4;
@@ -685,7 +752,8 @@ void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global co
     __local float *Gs = Qs + KV_BC * QS;      /* [KV_BC][VS] dO */
     __local float *Ls = Gs + KV_BC * VS;      /* [KV_BC] lse */
     __local float *Ds = Ls + KV_BC;           /* [KV_BC] Di */
-    __local float *Pt = Ds + KV_BC;           /* [KV_BR][KV_PS] P^T */
+    __local float *Cs = Ds + KV_BC;           /* [KV_BC] corr */
+    __local float *Pt = Cs + KV_BC;           /* [KV_BR][KV_PS] P^T */
     __local float *St = Pt + KV_BR * KV_PS;   /* [KV_BR][KV_PS] dS^T */
     const int lid = get_local_id(0), tr = lid / KV_TC, tc = lid % KV_TC;
     const int bh = att_group_bh(), key0 = att_group_blk(0) * KV_BR;
@@ -717,6 +785,7 @@ void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global co
         for (int e = lid; e < KV_BC; e += KV_NT) {
             Ls[e] = e < nq ? lse[lse_off + bh * n_q + q0 + e] : 0.0f;
             Ds[e] = e < nq ? di[bh * n_q + q0 + e] : 0.0f;
+            Cs[e] = e < nq ? corr[bh * n_q + q0 + e] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         TEENY_UNROLL
@@ -736,11 +805,11 @@ void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global co
                 const float x = att_ext(st[i * ATT_MAXT + j] * scale, mask,
                                         valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi, causal_off, softcap,
                                         valid, &dcap);
-                const float p = x == -INFINITY ? 0.0f : exp(x - Ls[c]);
+                const float p = x == -INFINITY ? 0.0f : exp((x - Ls[c]) + Cs[c]);
                 Pt[r * KV_PS + c] = p;
                 St[r * KV_PS + c] = x == -INFINITY ? 0.0f : p * (dp[i * ATT_MAXT + j] - Ds[c]) * dcap;
 #else
-                float p = c < nq ? exp(st[i * ATT_MAXT + j] * scale - Ls[c]) : 0.0f;
+                float p = c < nq ? exp((st[i * ATT_MAXT + j] * scale - Ls[c]) + Cs[c]) : 0.0f;
                 Pt[r * KV_PS + c] = p;
                 St[r * KV_PS + c] = p * (dp[i * ATT_MAXT + j] - Ds[c]);
 #endif
@@ -778,12 +847,12 @@ void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global co
 
 /* Grid (ceil(n_q / QG_BM) * QG_NT, BH), work-group (QG_NT, 1): group
  * (qb, bh) owns queries [qb*QG_BM, +QG_BM) of matrix bh and walks every
- * key tile, recomputing P and dS = P * (dO V^T - Di); each work-item
+ * key tile, recomputing P (with corr) and dS = P * (dO V^T - Di); each work-item
  * accumulates QG_RM rows of dQ += dS K (times scale), written once. */
 __kernel __attribute__((reqd_work_group_size(QG_NT, 1, 1)))
 void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse, int lse_off,
-                 __global const float *di, ATT_OUT(dq), int heads, int n_q, int n_k, int d, int dvn,
-                 float scale ATT_EXT_ARGS)
+                 __global const float *di, __global const float *corr, ATT_OUT(dq), int heads, int n_q, int n_k,
+                 int d, int dvn, float scale ATT_EXT_ARGS)
 {
     __local float4 lds4[(QG_LDS + 3) / 4];
     __local float *lds = (__local float *)lds4;
@@ -801,7 +870,7 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
 #else
     const int k_end = n_k;
 #endif
-    float lrow[QG_RM], drow[QG_RM];
+    float lrow[QG_RM], drow[QG_RM], crow[QG_RM];
     float4 acc[QG_RM * ATT_MAXT];
 
     att_load(Qs, QS, QG_BM, ATT_DQ, q, qb + row0 * q_sn, q_sn, q_sd, nr, d, lid, QG_NT);
@@ -811,6 +880,7 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
         const int r = tr + i * QG_TR;
         lrow[i] = r < nr ? lse[lse_off + bh * n_q + row0 + r] : 0.0f;
         drow[i] = r < nr ? di[bh * n_q + row0 + r] : 0.0f;
+        crow[i] = r < nr ? corr[bh * n_q + row0 + r] : 0.0f;
     }
     TEENY_UNROLL
     for (int i = 0; i < QG_RM * ATT_MAXT; i++)
@@ -840,10 +910,10 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
                 const float x = att_ext(s[i * ATT_MAXT + j] * scale, mask,
                                         valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi, causal_off, softcap,
                                         valid, &dcap);
-                const float p = x == -INFINITY ? 0.0f : exp(x - lrow[i]);
+                const float p = x == -INFINITY ? 0.0f : exp((x - lrow[i]) + crow[i]);
                 Ss[r * QG_PS + c] = x == -INFINITY ? 0.0f : p * (dp[i * ATT_MAXT + j] - drow[i]) * dcap;
 #else
-                float p = c < nk ? exp(s[i * ATT_MAXT + j] * scale - lrow[i]) : 0.0f;
+                float p = c < nk ? exp((s[i * ATT_MAXT + j] * scale - lrow[i]) + crow[i]) : 0.0f;
                 Ss[r * QG_PS + c] = p * (dp[i * ATT_MAXT + j] - drow[i]);
 #endif
             }
@@ -1236,12 +1306,12 @@ void attn_fwd_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float 
 
 #define TK_NT (32 * TK_W)
 #define TK_BR (16 * TK_W) /* keys per work-group */
-#define TK_LDS ATT_MAX(TK_BC * QS + TK_BC * VS + 2 * TK_BC, TK_BR * (QS + VS))
+#define TK_LDS ATT_MAX(TK_BC * QS + TK_BC * VS + 3 * TK_BC, TK_BR * (QS + VS))
 
 __kernel __attribute__((reqd_work_group_size(TK_NT, 1, 1)))
 void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse, int lse_off,
-                      __global const float *di, ATT_OUT(dk), ATT_OUT(dv), int want, int heads, int n_q, int n_k,
-                      int d, int dvn, float scale ATT_EXT_ARGS)
+                      __global const float *di, __global const float *corr, ATT_OUT(dk), ATT_OUT(dv), int want,
+                      int heads, int n_q, int n_k, int d, int dvn, float scale ATT_EXT_ARGS)
 {
     __local float4 lds4[(TK_LDS + 3) / 4];
     TC_XCHG_LOCAL(TK_NT)
@@ -1250,6 +1320,7 @@ void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global
     __local float *Gs = Qs + TK_BC * QS;    /* [TK_BC][VS] dO */
     __local float *Ls = Gs + TK_BC * VS;    /* [TK_BC] lse */
     __local float *Ds = Ls + TK_BC;         /* [TK_BC] Di */
+    __local float *Cs = Ds + TK_BC;         /* [TK_BC] corr */
     __local float *Ks = lds, *Vs = lds + TK_BR * QS; /* K, V staging; then dK, dV */
     const int lid = get_local_id(0), lane = lid & 31, w0 = 16 * (lid >> 5), r = lane >> 2, c = lane & 3;
     const int bh = att_group_bh(), key0 = att_group_blk(0) * TK_BR;
@@ -1279,11 +1350,13 @@ void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global
     ATT_PF_DECL(pg, TK_BC, ATT_DV, TK_NT);
     ATT_PF_DECL_ROWS(pl, TK_BC, TK_NT);
     ATT_PF_DECL_ROWS(pd, TK_BC, TK_NT);
+    ATT_PF_DECL_ROWS(pc, TK_BC, TK_NT);
     ATT_PF_FETCH(TB_PF, pq, TK_BC, ATT_DQ, q, qb + q_begin * q_sn, q_sn, min(TK_BC, n_q - q_begin), d, lid, TK_NT);
     ATT_PF_FETCH(TB_PF, pg, TK_BC, ATT_DV, d_o, gb + q_begin * d_o_sn, d_o_sn, min(TK_BC, n_q - q_begin), dvn, lid,
                  TK_NT);
     ATT_PF_FETCH_ROWS(TB_PF, pl, TK_BC, lse, lse_off + bh * n_q + q_begin, n_q - q_begin, lid, TK_NT);
     ATT_PF_FETCH_ROWS(TB_PF, pd, TK_BC, di, bh * n_q + q_begin, n_q - q_begin, lid, TK_NT);
+    ATT_PF_FETCH_ROWS(TB_PF, pc, TK_BC, corr, bh * n_q + q_begin, n_q - q_begin, lid, TK_NT);
     for (int q0 = q_begin; q0 < n_q; q0 += TK_BC) {
         const int nq = min(TK_BC, n_q - q0), q1 = q0 + TK_BC;
         float st[TK_BC / 2], dp[TK_BC / 2];
@@ -1292,6 +1365,7 @@ void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global
         ATT_PF_PUT(TB_PF, pg, Gs, VS, TK_BC, ATT_DV, d_o, gb + q0 * d_o_sn, d_o_sn, d_o_sd, nq, dvn, lid, TK_NT);
         ATT_PF_PUT_ROWS(TB_PF, pl, Ls, TK_BC, lse, lse_off + bh * n_q + q0, nq, lid, TK_NT);
         ATT_PF_PUT_ROWS(TB_PF, pd, Ds, TK_BC, di, bh * n_q + q0, nq, lid, TK_NT);
+        ATT_PF_PUT_ROWS(TB_PF, pc, Cs, TK_BC, corr, bh * n_q + q0, nq, lid, TK_NT);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (q1 < n_q) { /* the next tile's loads, in flight during this one */
             ATT_PF_FETCH(TB_PF, pq, TK_BC, ATT_DQ, q, qb + q1 * q_sn, q_sn, min(TK_BC, n_q - q1), d, lid, TK_NT);
@@ -1299,6 +1373,7 @@ void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global
                          TK_NT);
             ATT_PF_FETCH_ROWS(TB_PF, pl, TK_BC, lse, lse_off + bh * n_q + q1, n_q - q1, lid, TK_NT);
             ATT_PF_FETCH_ROWS(TB_PF, pd, TK_BC, di, bh * n_q + q1, n_q - q1, lid, TK_NT);
+            ATT_PF_FETCH_ROWS(TB_PF, pc, TK_BC, corr, bh * n_q + q1, n_q - q1, lid, TK_NT);
         }
         TEENY_UNROLL
         for (int i = 0; i < TK_BC / 2; i++)
@@ -1313,10 +1388,10 @@ void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global
             float dcap;
             const float x = att_ext(st[i] * scale, mask, valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi,
                                     causal_off, softcap, valid, &dcap);
-            const float p = x == -INFINITY ? 0.0f : TC_EXP(x - Ls[col]);
+            const float p = x == -INFINITY ? 0.0f : TC_EXP((x - Ls[col]) + Cs[col]);
             const float ds = x == -INFINITY ? 0.0f : p * (dp[i] - Ds[col]) * dcap;
 #else
-            const float p = col < nq ? TC_EXP(st[i] * scale - Ls[col]) : 0.0f;
+            const float p = col < nq ? TC_EXP((st[i] * scale - Ls[col]) + Cs[col]) : 0.0f;
             const float ds = p * (dp[i] - Ds[col]);
 #endif
             st[i] = TC_OPERAND(p);
@@ -1342,8 +1417,8 @@ void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global
 
 __kernel __attribute__((reqd_work_group_size(TQ_NT, 1, 1)))
 void attn_bwd_dq_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse, int lse_off,
-                    __global const float *di, ATT_OUT(dq), int heads, int n_q, int n_k, int d, int dvn,
-                    float scale ATT_EXT_ARGS)
+                    __global const float *di, __global const float *corr, ATT_OUT(dq), int heads, int n_q, int n_k,
+                    int d, int dvn, float scale ATT_EXT_ARGS)
 {
     __local float4 lds4[(TQ_LDS + 3) / 4];
     TC_XCHG_LOCAL(TQ_NT)
@@ -1361,7 +1436,7 @@ void attn_bwd_dq_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global c
     const int k_end = n_k;
 #endif
     uint qa[TC_KQ][4], ga[TC_KV][4];
-    float lrow[2], drow[2], acc[4 * TC_KQ];
+    float lrow[2], drow[2], crow[2], acc[4 * TC_KQ];
 
     att_load_tc(Qs, QS, TQ_BM, ATT_DQ, q, qb + row0 * q_sn, q_sn, q_sd, nr, d, lid, TQ_NT);
     att_load_tc(Gs, VS, TQ_BM, ATT_DV, d_o, gb + row0 * d_o_sn, d_o_sn, d_o_sd, nr, dvn, lid, TQ_NT);
@@ -1373,6 +1448,7 @@ void attn_bwd_dq_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global c
         const int row = w0 + r + 8 * h;
         lrow[h] = row < nr ? lse[lse_off + bh * n_q + row0 + row] : 0.0f;
         drow[h] = row < nr ? di[bh * n_q + row0 + row] : 0.0f;
+        crow[h] = row < nr ? corr[bh * n_q + row0 + row] : 0.0f;
     }
     TEENY_UNROLL
     for (int i = 0; i < 4 * TC_KQ; i++)
@@ -1406,10 +1482,10 @@ void attn_bwd_dq_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global c
             float dcap;
             const float x = att_ext(s[i] * scale, mask, valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi,
                                     causal_off, softcap, valid, &dcap);
-            const float p = x == -INFINITY ? 0.0f : TC_EXP(x - lrow[h]);
+            const float p = x == -INFINITY ? 0.0f : TC_EXP((x - lrow[h]) + crow[h]);
             const float ds = x == -INFINITY ? 0.0f : p * (dp[i] - drow[h]) * dcap;
 #else
-            const float p = col < nk ? TC_EXP(s[i] * scale - lrow[h]) : 0.0f;
+            const float p = col < nk ? TC_EXP((s[i] * scale - lrow[h]) + crow[h]) : 0.0f;
             const float ds = p * (dp[i] - drow[h]);
 #endif
             s[i] = TC_OPERAND(ds);
@@ -1526,9 +1602,8 @@ TEENY_INLINE attv att_unless_masked(attv v, attv x)
  * zero, else they are read back from where the previous launch left them
  * (the outputs, unscaled; the forward's row max and sum in state);
  * ATT_SEG_LAST finishes. Boundaries fall on whole blocks of ATT_KB, so
- * the sums are the ones a single launch makes, bit for bit. */
-#define ATT_SEG_FIRST 1
-#define ATT_SEG_LAST 2
+ * the sums are the ones a single launch makes, bit for bit (ATT_SEG_*:
+ * above attn_bwd_prep, which splits its loop the same way). */
 
 /* Keys (queries in dK/dV) are taken in blocks of ATT_KB: one rescale of
  * the accumulators per block, and each private accumulator is read and
@@ -1630,9 +1705,9 @@ __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __glo
 /* Item (bh, key block): dV = P^T dO and dK = scale dS^T Q over every query
  * in order (want: bit 0 dK, bit 1 dV). */
 __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse,
-                                int lse_off, __global const float *di, ATT_OUT(dk), ATT_OUT(dv), int want, int heads,
-                                int n_q, int n_k, int d, int dvn, float scale ATT_EXT_ARGS, int bh_count,
-                                int seg_begin, int seg_end, int seg)
+                                int lse_off, __global const float *di, __global const float *corr, ATT_OUT(dk),
+                                ATT_OUT(dv), int want, int heads, int n_q, int n_k, int d, int dvn,
+                                float scale ATT_EXT_ARGS, int bh_count, int seg_begin, int seg_end, int seg)
 {
     ATT_CPU_BLOCK(n_k);
 #if ATT_EXT
@@ -1685,14 +1760,14 @@ __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o)
             attv dcap;
             const attv x = att_ext_rows(s[j], att_mask_rows(mask, mb + ii * mask_sq, mask_sk, nr),
                                         (attvi)(row0 - ii) + ATT_LANES, causal_off, softcap, j < ni, &dcap);
-            p[j] = att_unless_masked(exp(x - lse[lse_off + bh * n_q + ii]), x);
+            p[j] = att_unless_masked(exp((x - lse[lse_off + bh * n_q + ii]) + corr[bh * n_q + ii]), x);
             ds[j] = att_unless_masked(p[j] * (dp[j] - di[bh * n_q + ii]) * dcap, x);
         }
 #else
         TEENY_UNROLL
         for (int j = 0; j < ATT_KB; j++) {
             const int ii = i0 + min(j, ni - 1);
-            p[j] = j < ni ? exp(s[j] - lse[lse_off + bh * n_q + ii]) : (attv)(0.0f);
+            p[j] = j < ni ? exp((s[j] - lse[lse_off + bh * n_q + ii]) + corr[bh * n_q + ii]) : (attv)(0.0f);
             ds[j] = p[j] * (dp[j] - di[bh * n_q + ii]);
         }
 #endif
@@ -1720,8 +1795,9 @@ __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o)
 
 /* Item (bh, query block): dQ = scale dS K over every key in order. */
 __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global const float *lse,
-                              int lse_off, __global const float *di, ATT_OUT(dq), int heads, int n_q, int n_k, int d,
-                              int dvn, float scale ATT_EXT_ARGS, int bh_count, int seg_begin, int seg_end, int seg)
+                              int lse_off, __global const float *di, __global const float *corr, ATT_OUT(dq),
+                              int heads, int n_q, int n_k, int d, int dvn, float scale ATT_EXT_ARGS, int bh_count,
+                              int seg_begin, int seg_end, int seg)
 {
     ATT_CPU_BLOCK(n_q);
 #if ATT_EXT
@@ -1739,6 +1815,7 @@ __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), 
     for (int c = 0; c < dvn; c++)
         gr[c] = att_rows(d_o, gb + c * d_o_sd, d_o_sn, nr);
     const attv lr = att_rows(lse, lse_off + bh * n_q + row0, 1, nr), dr = att_rows(di, bh * n_q + row0, 1, nr);
+    const attv cr = att_rows(corr, bh * n_q + row0, 1, nr);
     /* keys in blocks of ATT_KB, as attn_fwd_cpu's (same order) */
     for (int j0 = seg_begin; j0 < k_end; j0 += ATT_KB) {
         const int nk = min(ATT_KB, k_end - j0);
@@ -1769,11 +1846,11 @@ __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), 
             attv dcap;
             const attv x = att_ext_rows(s[j], att_mask_rows(mask, mb + jj * mask_sk, mask_sq, nr),
                                         (attvi)(jj - row0) - ATT_LANES, causal_off, softcap, j < nk, &dcap);
-            ds[j] = att_unless_masked(exp(x - lr) * (dp[j] - dr) * dcap, x);
+            ds[j] = att_unless_masked(exp((x - lr) + cr) * (dp[j] - dr) * dcap, x);
         }
 #else
         for (int j = 0; j < ATT_KB; j++)
-            ds[j] = j < nk ? exp(s[j] - lr) * (dp[j] - dr) : (attv)(0.0f);
+            ds[j] = j < nk ? exp((s[j] - lr) + cr) * (dp[j] - dr) : (attv)(0.0f);
 #endif
         for (int c = 0; c < d; c++) {
             attv a = acc[c];

@@ -9,9 +9,12 @@
  */
 
 /* Grid (outer * inner): item (o, i) takes the line x[o, :, i]. y = exp(x -
- * max) / sum, or (log) x - max - log(sum). */
+ * max) / sum, or (log) x - max - log(sum). masked_zero (not with log): a
+ * line whose every element is -inf gives 0 (exponentials against 0, a
+ * zero sum taken as no sum), where the plain softmax gives NaN; any other
+ * line is the plain softmax's, bit for bit. */
 __kernel void sm_forward(__global const float *x, int x_off, __global float *y, int y_off, int L, int inner,
-                         int lines, int log_out)
+                         int lines, int log_out, int masked_zero)
 {
     int t = get_global_id(0);
     if (t >= lines)
@@ -22,9 +25,11 @@ __kernel void sm_forward(__global const float *x, int x_off, __global float *y, 
     float m = -INFINITY, s = 0.0f;
     for (int l = 0; l < L; l++)
         m = fmax(m, xl[l * inner]);
+    if (masked_zero && m == -INFINITY)
+        m = 0.0f;
     for (int l = 0; l < L; l++)
         s += exp(xl[l * inner] - m);
-    float ls = log(s), r = 1.0f / s;
+    float ls = log(s), r = masked_zero && s == 0.0f ? 0.0f : 1.0f / s;
     for (int l = 0; l < L; l++)
         yl[l * inner] = log_out ? xl[l * inner] - m - ls : exp(xl[l * inner] - m) * r;
 }

@@ -394,6 +394,21 @@ TEENY_API teeny_status teeny_matmul_backward(teeny_ctx *ctx, const teeny_tensor 
 /* y = softmax(x) along axis (0..rank-1), or log softmax (log 1), computed
  * as exp(x - max) / sum and x - max - log(sum); y may alias x. */
 TEENY_API teeny_status teeny_softmax(teeny_ctx *ctx, int axis, int log, const teeny_tensor *x, teeny_tensor *y);
+/* Softmax with options (teeny_softmax_ex, teeny_graph_softmax_ex; p
+ * borrowed for the call). masked_zero 1: a line whose every element is
+ * -inf gives 0, and so a zero gradient, where the plain softmax gives NaN
+ * (exp(x - max) with max -inf); every other line is the plain softmax's,
+ * bit for bit. It is attention's rule for a query row with every key
+ * masked (teeny_attention_forward_ex, ONNX Attention), while an ONNX
+ * Softmax node keeps the plain softmax. Not with log (TEENY_ERR_ARG). The
+ * backward is teeny_softmax_backward's. Fields are only ever appended. */
+typedef struct {
+    int axis;        /* negative: counted from the end */
+    int log;         /* 0 or 1 */
+    int masked_zero; /* 0 or 1 */
+} teeny_softmax_params;
+#define TEENY_SOFTMAX_PARAMS_INIT { -1, 0, 0 }
+TEENY_API teeny_status teeny_softmax_ex(teeny_ctx *ctx, const teeny_softmax_params *p, const teeny_tensor *x, teeny_tensor *y);
 /* From the forward's y: dx = y (dy - sum(dy y)), or (log) dy - exp(y) sum(dy); dx may alias dy. */
 TEENY_API teeny_status teeny_softmax_backward(teeny_ctx *ctx, int axis, int log, const teeny_tensor *y, const teeny_tensor *dy, teeny_tensor *dx);
 /* Layer normalization over x's axes from axis on (0..rank-1; PyTorch's
@@ -1103,6 +1118,8 @@ TEENY_API teeny_status teeny_graph_reduce(teeny_graph *g, const char *name, teen
 TEENY_API teeny_status teeny_graph_matmul(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out);
 /* Softmax along axis (negative: from the end), log 1 for log softmax. */
 TEENY_API teeny_status teeny_graph_softmax(teeny_graph *g, const char *name, teeny_node x, int axis, int log, teeny_node *out);
+/* The same with teeny_softmax_params (masked_zero: fully masked lines give 0). */
+TEENY_API teeny_status teeny_graph_softmax_ex(teeny_graph *g, const char *name, teeny_node x, const teeny_softmax_params *p, teeny_node *out);
 /* Layer norm over x's axes from axis on (negative: from the end; axis 0
  * normalizes across the batch): params "weight" (ones) and, with bias,
  * "bias" (zeros), x's shape from axis on. */
@@ -1322,7 +1339,13 @@ TEENY_API teeny_status teeny_attention_forward(teeny_ctx *ctx, const teeny_tenso
     const teeny_tensor *v, float scale, teeny_tensor *o, teeny_tensor *lse);
 /* Gradients from o, lse of the forward and d_o = dL/do; overwrites dq, dk,
  * dv (shaped like q, k, v); any of them may be NULL: not computed. Uses
- * BH*Nq floats of context workspace. */
+ * 2*BH*Nq floats of context workspace (2 more per row on a device whose
+ * loop limit splits the key walk below). Where |lse_i| >= 256, lse_i
+ * cannot hold log sum exp(s - max) to fp32's precision (all of it is lost
+ * for a row whose every key is masked by -1e30): the backward walks that
+ * row's keys again for its maximum and sum, one work-item per row in the
+ * launch that computes rowsum(dO * O), instead of trusting lse; other rows
+ * take exp(s - lse) as it is. */
 TEENY_API teeny_status teeny_attention_backward(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
     const teeny_tensor *v, const teeny_tensor *o, const teeny_tensor *lse, const teeny_tensor *d_o,
     float scale, teeny_tensor *dq, teeny_tensor *dk, teeny_tensor *dv);
@@ -1346,6 +1369,10 @@ TEENY_API teeny_status teeny_attention_backward(teeny_ctx *ctx, const teeny_tens
  * - A query row with every key masked (all s = -inf) gives o_i = 0,
  *   lse_i = -inf and zero gradients from that row (ONNX 1.23's reference
  *   semantics; PyTorch's math SDPA gives NaN there).
+ * - A large finite mask value (-1e30, or -FLT_MAX as Hugging Face pads)
+ *   masks nothing: a row with the same such value on every key has every
+ *   score equal in fp32, o_i is the average of v and its gradients are the
+ *   uniform softmax's, as in float64.
  * Errors, before anything is enqueued: p NULL, causal not 0 or 1, a
  * nonzero causal_offset without causal, causal_offset outside [-Nq, Nk],
  * a negative or non-finite softcap, a non-finite scale: TEENY_ERR_ARG;

@@ -33,7 +33,16 @@
  * exports become the fused attention node where nothing masks the scores
  * (teeny_graph_node_info names it "<final node>.attention"); a bool
  * attn_mask must be a constant or a feed (teeny_onnx_feed has no bool
- * type: feed it as int64, nonzero meaning attend).
+ * type: feed it as int64, nonzero meaning attend). In ONNX Attention a
+ * query row whose every key is masked (-inf or false in attn_mask, by
+ * is_causal, by nonpad_kv_seqlen) gives 0 in Y, and in the probabilities
+ * of qk_matmul_output_mode 3, on every path: the fused kernel and the
+ * decomposition alike, whatever the mask's rank and type (onnx 1.23's
+ * reference; 1.22's gave NaN). Large finite mask values (-1e30,
+ * -FLT_MAX) mask nothing: a row with the same such value on every key
+ * gives the average of V, as the softmax defines. The MatMul-Softmax-
+ * MatMul chain gives 0 there too where it becomes the fused kernel;
+ * imported node by node, its Softmax keeps ONNX's NaN.
  *
  * Example: run a model once at batch 8.
  *

@@ -254,8 +254,37 @@ static void run_outputs(const mk_case *c, float *out[5])
     dev_free(&d);
 }
 
-/* Forward and backward of one case against the reference. */
-static void check_case(const mk_case *c, int view, const char *repro)
+/* Rows whose every visible key is masked by a large finite value (the
+ * reference's |lse| >= 1e6, finite): o and dq of each such row within
+ * tol of the reference on their own (a few wrong rows would hide in the
+ * whole tensor's error), and lse of every row within 10 tol relative to
+ * its size (the whole tensor's error is dominated by the -1e30 rows). */
+static void expect_huge_rows(const mk_dev *d, const mk_case *c, const double *o, const double *lse,
+                             const double *dq, const double *mq, const char *repro)
+{
+    const mk_shape *s = &c->s;
+    float *oo = th_read(d->o.t), *ol = th_read(d->lse.t), *odq = th_read(d->dq.t);
+    for (size_t i = 0; i < c->nl; i++) {
+        if (isfinite(lse[i]))
+            ck_assert_msg(fabs((double)ol[i] - lse[i]) <= 10 * check_tol * fmax(1.0, fabs(lse[i])),
+                          "lse[%zu] = %.9g; want %.9g; %s", i, (double)ol[i], lse[i], repro);
+        if (!isfinite(lse[i]) || fabs(lse[i]) < 1e6)
+            continue;
+        double eo = th_nrms(oo + i * (size_t)s->Dv, o + i * (size_t)s->Dv, (size_t)s->Dv);
+        double eq = th_nrms_mag(odq + i * (size_t)s->D, dq + i * (size_t)s->D, mq + i * (size_t)s->D, (size_t)s->D);
+        ck_assert_msg(eo <= check_tol, "o row %zu (every key masked by a large finite value, lse %.9g): nrms %.3g; %s",
+                      i, lse[i], eo, repro);
+        ck_assert_msg(eq <= check_tol, "dq row %zu (every key masked by a large finite value, lse %.9g): nrms %.3g; "
+                      "%s", i, lse[i], eq, repro);
+    }
+    free(oo);
+    free(ol);
+    free(odq);
+}
+
+/* Forward and backward of one case against the reference (huge: also
+ * expect_huge_rows). */
+static void check_case_rows(const mk_case *c, int view, const char *repro, int huge)
 {
     teeny_ctx *ctx = th_ctx();
     const mk_shape *s = &c->s;
@@ -276,6 +305,8 @@ static void check_case(const mk_case *c, int view, const char *repro)
     expect_close(d.dq.t, dq, mq, c->nq, "dq", repro);
     expect_close(d.dk.t, dk, mk, c->nk, "dk", repro);
     expect_close(d.dv.t, dv, mv, c->nv, "dv", repro);
+    if (huge)
+        expect_huge_rows(&d, c, o, lse, dq, mq, repro);
     th_dev *outs[] = {&d.o, &d.lse, &d.dq, &d.dk, &d.dv};
     for (int i = 0; i < 5; i++)
         th_dev_check_guard(outs[i], "an output", repro);
@@ -283,6 +314,11 @@ static void check_case(const mk_case *c, int view, const char *repro)
     void *hs[] = {q, k, v, g, o, lse, dq, dk, dv, mq, mk, mv};
     for (int i = 0; i < 12; i++)
         free(hs[i]);
+}
+
+static void check_case(const mk_case *c, int view, const char *repro)
+{
+    check_case_rows(c, view, repro, 0);
 }
 
 static int sweep_count(void)
@@ -490,6 +526,81 @@ START_TEST(test_attention_mask_determinism)
 }
 END_TEST
 
+/* ---- rows masked by a large finite value ----
+ *
+ * Hugging Face models pad with -1e30 or -FLT_MAX (torch.finfo.min), not
+ * -inf. A query row whose every key carries such a value has every score
+ * equal in fp32 (q.k is far below their spacing), the softmax is the
+ * uniform average (the float64 reference's too: its sums round the same
+ * way), and lse = m + log(l) rounds back to m, so a backward that took
+ * P = exp(s - lse) had P = 1 for every key: gradients Nk times too large
+ * (issue 43 item 2). */
+
+/* Head dims of every bucket (16/16, 64/128, 128/256), Nk 70 (the issue's),
+ * a bottom-right causal frontier, softcap; masks of rank 2, 4 and 3 whose
+ * last two dims are full. */
+static const mk_shape huge_shapes[] = {
+    {1, 2, 20, 70, 16, 16, 0.0f, 2, 0, 0, 0.0f, 2, {0, 0, 1, 1}, 0.0, 0},
+    {2, 2, 37, 70, 64, 128, 0.0f, 2, 1, 33, 0.0f, 4, {1, 0, 1, 1}, 0.0, 0},
+    {1, 2, 33, 45, 128, 256, 0.09f, 2, 0, 0, 2.0f, 3, {0, 1, 1, 1}, 0.0, 0},
+};
+
+/* Case c's mask (a stack of [Nq, Nk] matrices) with these query rows in
+ * every matrix: i % 6 == 1 every key -1e30, i % 6 == 3 every key -FLT_MAX,
+ * i == 5 every key -inf, any other i % 6 == 5 every key masked by the
+ * three in turn (-1e30, the largest, on keys 0, 3, 6, ...), i % 12 == 0
+ * -1e30 on every key but one (a live row); the other rows as drawn. */
+static void huge_rows(mk_case *c)
+{
+    const int nq = c->s.Nq, nk = c->s.Nk;
+    ck_assert(c->s.mrank >= 2 && c->s.mfull[2] && c->s.mfull[3]);
+    for (size_t m0 = 0; m0 < c->nm; m0 += (size_t)nq * nk)
+        for (int i = 0; i < nq; i++)
+            for (int j = 0; j < nk; j++) {
+                float *x = &c->m[m0 + (size_t)i * nk + j];
+                if (i % 6 == 1)
+                    *x = -1e30f;
+                else if (i % 6 == 3)
+                    *x = -FLT_MAX;
+                else if (i == 5)
+                    *x = -INFINITY;
+                else if (i % 6 == 5)
+                    *x = j % 3 == 0 ? -1e30f : j % 3 == 1 ? -FLT_MAX : -INFINITY;
+                else if (i % 12 == 0 && j != i % nk)
+                    *x = -1e30f;
+            }
+    free(c->md); /* the float64 copy again */
+    c->md = th_dbl(c->m, c->nm);
+    c->rm.mask = c->md;
+}
+
+/* huge_shapes[t]'s case with its huge_rows against the reference, row by
+ * row for the masked ones (how: the kernels, for the reproducer). */
+static void huge_check(int t, uint64_t seed, int view, const char *how)
+{
+    th_rng r = th_rng_make(seed);
+    char repro[400];
+    mk_case c;
+    shape_str(&huge_shapes[t], seed, repro, sizeof repro);
+    strncat(repro, " (rows masked by -1e30, -FLT_MAX, -inf)", sizeof repro - strlen(repro) - 1);
+    strncat(repro, how, sizeof repro - strlen(repro) - 1);
+    case_make(&c, &huge_shapes[t], &r);
+    huge_rows(&c);
+    check_case_rows(&c, view, repro, 1);
+    case_free(&c);
+}
+
+/* Every bucket in the portable and the CPU variant (one case a view). */
+START_TEST(test_attention_mask_huge_finite)
+{
+    for (int t = 0; t < 6; t++) {
+        th_cpu_kernels(t / 3);
+        huge_check(t % 3, 4300 + (uint64_t)t, t == 1, t / 3 ? " (CPU variant)" : "");
+    }
+    th_cpu_kernels(-1);
+}
+END_TEST
+
 /* Masks on the tf32 tensor-core kernels (teeny_ctx_set_tf32, where the
  * device has them): causal frontiers, broadcast masks with -inf entries,
  * fully masked rows and softcap within TOL_TF32 of the reference (dead
@@ -515,6 +626,8 @@ static void mask_tf32_checks(teeny_ctx *ctx, int count)
         check_case(&c, t % 2, repro);
         case_free(&c);
     }
+    for (int t = 0; t < 2; t++) /* the buckets the tf32 kernels take */
+        huge_check(t, 4400 + (uint64_t)t, t, " (tf32)");
     check_tol = TOL;
     th_rng r = th_rng_make(1950);
     mk_case c;
@@ -571,6 +684,12 @@ START_TEST(test_attention_mask_tf32_emulated)
         free(out[1][j]);
     }
     case_free(&c);
+    /* fp32 calls by 3xTF32 on the same kernels: rows masked by large
+     * finite values within fp32's tolerance */
+    TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
+    ctx->tune.attention_tf32.fp32_x3 = 1;
+    for (int t = 0; t < 2; t++)
+        huge_check(t, 4500 + (uint64_t)t, !t, " (3xTF32 emulated)");
     teeny__attention_debug_tf32_emulate(0);
     th_profile(NULL);
 }
@@ -578,43 +697,60 @@ END_TEST
 
 /* The CPU variants' loops split into launches (a device that ends a
  * work-item's loops after L trips) give the bits of one launch with masks
- * too: the frontier trims the loop inside whichever launch it falls in. */
-START_TEST(test_attention_mask_split_loops)
+ * too: the frontier trims the loop inside whichever launch it falls in.
+ * launches: the fewest launches the split forward and backward take. */
+static void split_compare(mk_case *c, long long limit, long launches, const char *what)
 {
-    mk_shape s = {1, 2, 90, 300, 32, 32, 0.2f, 2, 1, 150, 1.5f, 3, {0, 1, 0, 1}, 0.1, 0};
     teeny_ctx *ctx = th_ctx();
-    th_rng r = th_rng_make(31337);
-    mk_case c;
     mk_dev d;
-    case_make(&c, &s, &r);
     th_cpu_kernels(1);
-    dev_make(ctx, &c, 0, &d);
+    dev_make(ctx, c, 0, &d);
     th_dev *all[5] = {&d.o, &d.lse, &d.dq, &d.dk, &d.dv};
-    size_t n[5] = {c.no, c.nl, c.nq, c.nk, c.nv};
+    size_t n[5] = {c->no, c->nl, c->nq, c->nk, c->nv};
     float *one[5];
     th_loop_limit(0);
-    TH_OK(ctx, run_forward(ctx, &c, &d));
-    TH_OK(ctx, run_backward(ctx, &c, &d));
+    TH_OK(ctx, run_forward(ctx, c, &d));
+    TH_OK(ctx, run_backward(ctx, c, &d));
     for (int j = 0; j < 5; j++)
         one[j] = th_read(all[j]->t);
-    th_loop_limit(25000);
+    th_loop_limit(limit);
     for (int j = 0; j < 5; j++)
         th_poison(all[j]->t);
     teeny__calls_reset();
-    TH_OK(ctx, run_forward(ctx, &c, &d));
-    TH_OK(ctx, run_backward(ctx, &c, &d));
-    /* unsplit: the forward, Di, dK/dV and dQ are four launches */
-    ck_assert_int_ge(teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel), 3 * 2 + 1);
+    TH_OK(ctx, run_forward(ctx, c, &d));
+    TH_OK(ctx, run_backward(ctx, c, &d));
+    ck_assert_int_ge(teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel), launches);
     for (int j = 0; j < 5; j++) {
         float *x = th_read(all[j]->t);
-        ck_assert_msg(!memcmp(x, one[j], n[j] * sizeof(float)), "output %d of split launches differs from one "
-                      "launch's", j);
+        ck_assert_msg(!memcmp(x, one[j], n[j] * sizeof(float)), "%s: output %d of split launches differs from one "
+                      "launch's", what, j);
         free(x);
         free(one[j]);
     }
     th_loop_limit(-1);
     th_cpu_kernels(-1);
     dev_free(&d);
+}
+
+START_TEST(test_attention_mask_split_loops)
+{
+    mk_shape s = {1, 2, 90, 300, 32, 32, 0.2f, 2, 1, 150, 1.5f, 3, {0, 1, 0, 1}, 0.1, 0};
+    th_rng r = th_rng_make(31337);
+    mk_case c;
+    case_make(&c, &s, &r);
+    /* unsplit: the forward, Di, dK/dV and dQ are four launches */
+    split_compare(&c, 25000, 3 * 2 + 1, "a causal mask");
+    case_free(&c);
+    /* rows masked by large finite values: their statistics' loop over the
+     * keys (attn_bwd_prep) split too, and the split launches right */
+    mk_shape h = {1, 2, 40, 300, 32, 32, 0.2f, 2, 1, 150, 0.0f, 2, {0, 0, 1, 1}, 0.0, 0};
+    r = th_rng_make(31338);
+    case_make(&c, &h, &r);
+    huge_rows(&c);
+    split_compare(&c, 12000, 3 * 2 + 1, "rows masked by -1e30, -FLT_MAX, -inf");
+    th_loop_limit(12000);
+    check_case_rows(&c, 0, "the split launches of rows masked by -1e30, -FLT_MAX, -inf", 1);
+    th_loop_limit(-1);
     case_free(&c);
 }
 END_TEST
@@ -888,6 +1024,7 @@ Suite *suite_attention_mask(void)
     TCase *fwd = tcase_create("forward"), *bwd = tcase_create("backward"), *err = tcase_create("errors");
     tcase_add_loop_test(fwd, test_attention_mask_sweep, 0, sweep_count());
     tcase_add_test(fwd, test_attention_mask_fully_masked);
+    tcase_add_test(fwd, test_attention_mask_huge_finite);
     tcase_add_test(fwd, test_attention_mask_causal_skips);
     tcase_add_test(fwd, test_attention_mask_graph);
     tcase_add_test(fwd, test_attention_mask_tf32);

@@ -3,7 +3,8 @@
  * trailing axes (src/ops/norm.c) against float64 references: seeded
  * sweeps of ranks 1..5 (views at odd offsets), the references' gradients
  * by central differences, a training graph through both, the loop-budget
- * refusal, determinism and the error paths.
+ * refusal, determinism and the error paths; softmax's masked_zero option
+ * (wholly -inf lines give 0).
  */
 #include <math.h>
 #include <stdio.h>
@@ -292,6 +293,102 @@ START_TEST(test_norm_graph)
 }
 END_TEST
 
+/* teeny_softmax_ex's masked_zero (ONNX Attention's decomposition): x [3,
+ * 4, 5] along axis -2 (lines of 4, inner 5) with lines wholly -inf, lines
+ * with some -inf, lines of -1e30: the wholly -inf lines are 0 (the plain
+ * softmax's NaN there), every other line the plain softmax's bits, and
+ * teeny_softmax_backward from that y gives those lines dx = 0; the graph
+ * builder gives the eager bits; masked_zero with log, masked_zero 2 and
+ * p NULL are TEENY_ERR_ARG. */
+START_TEST(test_softmax_masked_zero)
+{
+    enum { OUTER = 3, L = 4, INNER = 5, N = OUTER * L * INNER };
+    teeny_ctx *ctx = th_ctx();
+    th_rng r = th_rng_make(5151);
+    int64_t shape[3] = {OUTER, L, INNER};
+    float x[N], dy[N], plain[N], zeroed[N], dx[N];
+    int dead[OUTER * INNER];
+    th_fill_uniform(&r, x, N, -4, 4);
+    th_fill_uniform(&r, dy, N, -1, 1);
+    for (int o = 0; o < OUTER; o++)
+        for (int i = 0; i < INNER; i++) {
+            int kind = (o * INNER + i) % 4; /* 0 drawn, 1 wholly -inf, 2 some -inf, 3 -1e30 */
+            dead[o * INNER + i] = kind == 1;
+            for (int l = 0; l < L; l++) {
+                float *e = &x[(o * L + l) * INNER + i];
+                *e = kind == 1 || (kind == 2 && l % 2) ? -INFINITY : kind == 3 ? -1e30f : *e;
+            }
+        }
+    teeny_tensor *tx = th_tensor_from(ctx, 3, shape, x), *ty = th_tensor(ctx, 3, shape),
+                 *tdy = th_tensor_from(ctx, 3, shape, dy), *tdx = th_tensor(ctx, 3, shape);
+    teeny_softmax_params p = TEENY_SOFTMAX_PARAMS_INIT;
+    p.axis = -2;
+    p.masked_zero = 1;
+    th_poison(ty);
+    TH_OK(ctx, teeny_softmax(ctx, 1, 0, tx, ty));
+    TH_OK(ctx, teeny_tensor_read(ty, plain, N));
+    th_poison(ty);
+    TH_OK(ctx, teeny_softmax_ex(ctx, &p, tx, ty));
+    TH_OK(ctx, teeny_tensor_read(ty, zeroed, N));
+    th_poison(tdx);
+    TH_OK(ctx, teeny_softmax_backward(ctx, 1, 0, ty, tdy, tdx));
+    TH_OK(ctx, teeny_tensor_read(tdx, dx, N));
+    for (int e = 0; e < N; e++) {
+        int line = (e / (L * INNER)) * INNER + e % INNER;
+        ck_assert_msg(isfinite(dx[e]), "dx[%d] = %g", e, (double)dx[e]);
+        if (dead[line]) {
+            ck_assert_msg(isnan(plain[e]), "plain softmax of a wholly -inf line: %g, want NaN", (double)plain[e]);
+            ck_assert_msg(zeroed[e] == 0.0f && dx[e] == 0.0f, "masked_zero: y %g dx %g, want 0", (double)zeroed[e],
+                          (double)dx[e]);
+        } else {
+            ck_assert_msg(!memcmp(&plain[e], &zeroed[e], sizeof(float)), "y[%d] %.9g, plain %.9g", e,
+                          (double)zeroed[e], (double)plain[e]);
+        }
+    }
+    /* the graph builder */
+    teeny_graph *g;
+    teeny_node in, sm, bad = 0;
+    int64_t gs[3] = {-1, L, INNER};
+    float gy[N];
+    TH_OK(ctx, teeny_graph_create(ctx, OUTER, &g));
+    TH_OK(ctx, teeny_graph_input(g, "x", 3, gs, &in));
+    TH_OK(ctx, teeny_graph_softmax_ex(g, "sm", in, &p, &sm));
+    TH_OK(ctx, teeny_graph_mark_output(g, sm));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_softmax_ex(g, "bad", in, NULL, &bad));
+    ck_assert_int_eq(bad, -1);
+    teeny_softmax_params bp = p;
+    bp.log = 1;
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_graph_softmax_ex(g, "bad", in, &bp, &bad));
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    pp.batch = OUTER;
+    pp.training = 0;
+    teeny_plan *plan;
+    teeny_tensor *tin;
+    TH_OK(ctx, teeny_graph_compile(g, &pp, &plan));
+    TH_OK(ctx, teeny_plan_tensor(plan, in, &tin));
+    TH_OK(ctx, teeny_tensor_write(tin, x, N));
+    TH_OK(ctx, teeny_plan_forward(plan));
+    TH_OK(ctx, teeny_plan_read(plan, sm, gy, N));
+    ck_assert_msg(!memcmp(gy, zeroed, sizeof gy), "teeny_graph_softmax_ex differs from teeny_softmax_ex");
+    teeny_plan_destroy(plan);
+    teeny_graph_destroy(g);
+    /* errors: nothing written */
+    TH_OK(ctx, teeny_tensor_fill(ty, 7.0f));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_softmax_ex(ctx, &bp, tx, ty));
+    bp = p;
+    bp.masked_zero = 2;
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_softmax_ex(ctx, &bp, tx, ty));
+    bp = p;
+    bp.axis = -4;
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_softmax_ex(ctx, &bp, tx, ty));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_softmax_ex(ctx, NULL, tx, ty));
+    th_expect_all(ty, 7.0f);
+    teeny_tensor *ts[] = {tx, ty, tdy, tdx};
+    for (int i = 0; i < 4; i++)
+        teeny_tensor_destroy(ts[i]);
+}
+END_TEST
+
 START_TEST(test_norm_errors_and_limit)
 {
     teeny_ctx *ctx = th_ctx();
@@ -340,6 +437,7 @@ Suite *suite_norm(void)
     tcase_add_loop_test(fwd, test_layernorm_sweep, 0, n_sweep());
     tcase_add_test(bwd, test_norm_reference);
     tcase_add_test(bwd, test_norm_graph);
+    tcase_add_test(bwd, test_softmax_masked_zero);
     tcase_add_test(err, test_norm_errors_and_limit);
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);

@@ -197,6 +197,15 @@ teeny_status teeny_graph_softmax(teeny_graph *g, const char *name, teeny_node x,
     return teeny__graph_node(g, TEENY__OP_SOFTMAX, name, 1, &x, &at, out);
 }
 
+teeny_status teeny_graph_softmax_ex(teeny_graph *g, const char *name, teeny_node x, const teeny_softmax_params *p,
+                                    teeny_node *out)
+{
+    if (!p)
+        return null_arg(g, "teeny_graph_softmax_ex", "p", out);
+    teeny__op_attrs at = {.softmax = {norm_axis(g, x, p->axis), p->log, p->masked_zero}};
+    return teeny__graph_node(g, TEENY__OP_SOFTMAX, name, 1, &x, &at, out);
+}
+
 teeny_status teeny_graph_layernorm(teeny_graph *g, const char *name, teeny_node x, int axis, float eps, int bias,
                                    teeny_node *out)
 {

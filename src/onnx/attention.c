@@ -20,11 +20,17 @@
  * last dimension is short of the total length is padded with -inf
  * (false); a bool mask is 0 where true and -inf where false; softcap
  * (> 0) applies c tanh(x / c) before the mask is added, so -inf stays
- * -inf; a row with every key masked is NaN, as the reference's softmax
- * gives. qk_matmul_output_mode (the schema's words): 0 the scaled
- * scores, 1 those after softcap, 2 after softcap and the masks, 3 the
- * softmax (the 1.22 reference gives mode 0 soft-capped too; no node test
- * has mode 0 with softcap, and the schema is followed).
+ * -inf. A row with every key masked (-inf, or false) gives 0 on every
+ * path, as onnx 1.23's reference does (1.22's softmax gave NaN): the
+ * fused kernel's rule, and the decomposition's through the softmax's
+ * masked_zero (teeny_graph_softmax_ex; qk_matmul_output mode 3 holds
+ * those zeros too). Large finite mask values (-1e30, -FLT_MAX) do not
+ * mask a row: one whose every key has the same such value gives the
+ * average of v, as the softmax defines. qk_matmul_output_mode (the
+ * schema's words): 0 the scaled scores, 1 those after softcap, 2 after
+ * softcap and the masks, 3 the softmax (the 1.22 reference gives mode 0
+ * soft-capped too; no node test has mode 0 with softcap, and the schema
+ * is followed).
  * nonpad_kv_seqlen (opset 24) masks keys past each batch entry's length;
  * it must be a constant (an initializer or a feed). Bool and integer
  * masks must be constants too (a fed graph input is one: check-onnx's
@@ -100,7 +106,7 @@ static int masks_fit(const ox_attn *a)
 /* The fused kernel computes a node without the scores wanted, for head
  * sizes it takes: with masks, causal masking or softcap where masks_fit
  * says so (a row with every key masked then gives 0, as onnx 1.23's
- * reference does, where the decomposition gives 1.22's NaN); without them
+ * reference does; the decomposition too where a->masked_zero); without them
  * where q's and k's leading dimensions agree but for k's broadcast last
  * one (folded into the queries). */
 static int use_fused(const ox_attn *a, int *fold)
@@ -206,7 +212,9 @@ static teeny_status decomposed(ox_import *im, const ox_attn *a, ox_attn_out *o)
     if (a->mask >= 0 && (st = binary(im, "mask_add", TEENY_BINARY_ADD, s, a->mask, &s)) != TEENY_OK)
         return st;
     o->biased = s;
-    if ((st = teeny_graph_softmax(im->g, teeny__ox_name(im, "probs", buf, sizeof buf), s, -1, 0, &p)) != TEENY_OK ||
+    teeny_softmax_params sp = TEENY_SOFTMAX_PARAMS_INIT;
+    sp.masked_zero = a->masked_zero;
+    if ((st = teeny_graph_softmax_ex(im->g, teeny__ox_name(im, "probs", buf, sizeof buf), s, &sp, &p)) != TEENY_OK ||
         (st = teeny_graph_matmul(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), p, a->v, &y)) != TEENY_OK)
         return graph_err(im, st);
     o->probs = p;
@@ -522,6 +530,7 @@ static teeny_status op_attention(ox_import *im)
         a.scale = (float)(1.0 / sqrt((double)dm.d));
     a.causal_offset = dm.past;
     a.want_scores = op.want_qk;
+    a.masked_zero = 1;
     ox_attn core = a;
     int64_t r = dm.hq / dm.hkv;
     if (r > 1) { /* grouped queries: q [B, Hkv, r, S, D] against k, v [B, Hkv, 1, T, D] */

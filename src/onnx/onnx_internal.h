@@ -284,6 +284,8 @@ typedef struct {
     int causal;                    /* key j masked for query i when j > i + causal_offset */
     int64_t causal_offset;
     int want_scores;               /* the intermediate scores are wanted (decomposed) */
+    int masked_zero;               /* decomposed: a row with every key masked gives 0 (the fused kernel's
+                                    * rule, ONNX Attention's), not the plain softmax's NaN */
 } ox_attn;
 
 typedef struct {

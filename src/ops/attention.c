@@ -202,6 +202,73 @@ static teeny_status launch_cpu(teeny_ctx *ctx, const att_plan *pl, const char *n
     return st;
 }
 
+/* attn_bwd_prep: Di into di and each row's correction to lse into corr
+ * (cl/attention.cl: rows whose lse lost log(l) walk their keys again).
+ * An item's loop trips: Di's dv + 1, then the head dim's d + 1 and one
+ * more per key; where the device's loop budget ends that, the keys are
+ * split into launches evened out (the running max and sum in workspace of
+ * 2 floats a row between them). cpu: the scores as the CPU variants take
+ * them (prescale). */
+static teeny_status prep_run(teeny_ctx *ctx, const teeny__attn_problem *p, const att_plan *pl, int cpu,
+                             const att_ext_args *ext, cl_mem di, cl_mem corr)
+{
+    att_arg a[64];
+    int64_t budget, fixed = (int64_t)p->dv + 4, per_key = (int64_t)p->d + 2, keys = p->n_k;
+    teeny_status st = teeny__loop_budget(ctx, &budget);
+    if (st != TEENY_OK)
+        return st;
+    if (fixed + per_key > budget)
+        return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,
+                            "attn_bwd_prep: one key needs about %lld loop trips per work-item; %s ends a kernel's "
+                            "loops after %lld", (long long)(fixed + per_key), ctx->info.device_name,
+                            (long long)ctx->prog.loop_limit);
+    if (fixed + per_key * keys > budget) {
+        int64_t launches = (keys + (budget - fixed) / per_key - 1) / ((budget - fixed) / per_key);
+        keys = (keys + launches - 1) / launches;
+    }
+    cl_mem state = corr; /* a stand-in, never read or written, when not split */
+    if (keys < p->n_k &&
+        (st = teeny__scratch(ctx, (size_t)2 * (size_t)p->bh * (size_t)p->n_q * sizeof(float), &state)) != TEENY_OK)
+        return st;
+    int n = push_mat(a, 0, &p->o);
+    n = push_mat(a, n, &p->d_o);
+    n = push_mat(a, n, &p->q);
+    n = push_mat(a, n, &p->k);
+    a[n++] = ARG(p->lse);
+    a[n++] = ARG(p->lse_off);
+    a[n++] = ARG(di);
+    a[n++] = ARG(corr);
+    a[n++] = ARG(state);
+    a[n++] = ARG(p->heads);
+    a[n++] = ARG(p->n_q);
+    a[n++] = ARG(p->n_k);
+    a[n++] = ARG(p->d);
+    a[n++] = ARG(p->dv);
+    a[n++] = ARG(p->scale);
+    n = push_ext(a, n, pl, ext);
+    int seg_begin, seg_end, seg;
+    a[n++] = ARG(cpu);
+    a[n++] = ARG(seg_begin);
+    a[n++] = ARG(seg_end);
+    a[n++] = ARG(seg);
+    for (int64_t b = 0; b < p->n_k && st == TEENY_OK; b += keys) {
+        cl_kernel k;
+        size_t local[2] = {(size_t)(ctx->work_group_size < 64 ? ctx->work_group_size : 64), 1};
+        size_t global[2] = {(size_t)p->n_q, (size_t)p->bh};
+        seg_begin = (int)b;
+        seg_end = b + keys >= p->n_k ? p->n_k : (int)(b + keys);
+        seg = (b == 0 ? ATT_SEG_FIRST : 0) | (seg_end == p->n_k ? ATT_SEG_LAST : 0);
+        st = teeny__kernel_get(ctx, "attention", pl->options, "attn_bwd_prep", &k);
+        if (st == TEENY_OK)
+            local[0] = teeny__local_clamp(ctx, k, "attn_bwd_prep", local[0]);
+        if (st == TEENY_OK)
+            st = set_args(ctx, k, "attn_bwd_prep", a, n);
+        if (st == TEENY_OK)
+            st = teeny__launch(ctx, k, "attn_bwd_prep", 2, global, local);
+    }
+    return st;
+}
+
 teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *p)
 {
     att_plan pl;
@@ -245,8 +312,7 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
     att_plan pl;
     att_arg a[72];
     att_ext_args ext;
-    cl_mem di;
-    cl_kernel k;
+    cl_mem di, corr;
     int n;
     teeny_status st;
     if (!p->dq.buf && !p->dk.buf && !p->dv_out.buf)
@@ -265,30 +331,14 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         st = cpu_split(ctx, &pl, "attn_bwd_dq_cpu", p->n_k, q_trips, &q_launch);
     if (st != TEENY_OK)
         return st;
-    /* Di = rowsum(dO * O), shared by both passes */
-    if ((st = teeny__scratch(ctx, (size_t)p->bh * (size_t)p->n_q * sizeof(float), &di)) != TEENY_OK)
+    /* Di = rowsum(dO * O) and the rows' lse corrections, shared by both passes */
+    size_t rows_bytes = (size_t)p->bh * (size_t)p->n_q * sizeof(float);
+    if ((st = teeny__scratch(ctx, rows_bytes, &di)) != TEENY_OK ||
+        (st = teeny__scratch(ctx, rows_bytes, &corr)) != TEENY_OK ||
+        (st = prep_run(ctx, p, &pl, cpu, &ext, di, corr)) != TEENY_OK)
         return st;
-    n = push_mat(a, 0, &p->o);
-    n = push_mat(a, n, &p->d_o);
-    a[n++] = ARG(di);
-    a[n++] = ARG(p->heads);
-    a[n++] = ARG(p->n_q);
-    a[n++] = ARG(p->dv);
-    {
-        size_t local[2] = {(size_t)(ctx->work_group_size < 64 ? ctx->work_group_size : 64), 1};
-        size_t global[2] = {(size_t)p->n_q, (size_t)p->bh};
-        st = teeny__kernel_get(ctx, "attention", pl.options, "attn_bwd_prep", &k);
-        if (st == TEENY_OK)
-            local[0] = teeny__local_clamp(ctx, k, "attn_bwd_prep", local[0]);
-        if (st == TEENY_OK)
-            st = set_args(ctx, k, "attn_bwd_prep", a, n);
-        if (st == TEENY_OK)
-            st = teeny__launch(ctx, k, "attn_bwd_prep", 2, global, local);
-        if (st != TEENY_OK)
-            return st;
-    }
 
-    /* the four inputs both passes read, then lse and Di */
+    /* the four inputs both passes read, then lse, Di and the corrections */
     int n_common;
     n = push_mat(a, 0, &p->q);
     n = push_mat(a, n, &p->k);
@@ -297,6 +347,7 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
     a[n++] = ARG(p->lse);
     a[n++] = ARG(p->lse_off);
     a[n++] = ARG(di);
+    a[n++] = ARG(corr);
     n_common = n;
 
     if (p->dk.buf || p->dv_out.buf) {

@@ -73,7 +73,7 @@ static size_t lds_fw(const att_plan *p, att_tile t)
 static size_t lds_kv(const att_plan *p, att_tile t)
 {
     size_t qs = (size_t)p->dq + 4, vs = (size_t)p->dv + 4, br = (size_t)t.tr * t.rm, bc = (size_t)t.tc * t.sc;
-    return 4 * ((br * qs + br * vs + bc * qs + bc * vs + 2 * bc + 2 * br * (bc + 4) + 3) / 4 * 4);
+    return 4 * ((br * qs + br * vs + bc * qs + bc * vs + 3 * bc + 2 * br * (bc + 4) + 3) / 4 * 4);
 }
 
 static size_t lds_qg(const att_plan *p, att_tile t)
@@ -330,7 +330,7 @@ static size_t lds_tfw(const att_plan *p, att_tile t)
 static size_t lds_tkv(const att_plan *p, att_tile t)
 {
     size_t qs = (size_t)p->dq + 4, vs = (size_t)p->dv + 4, br = 16 * (size_t)t.tr, bc = 8 * (size_t)t.sc;
-    return lds_max(bc * qs + bc * vs + 2 * bc, br * (qs + vs), t.tr);
+    return lds_max(bc * qs + bc * vs + 3 * bc, br * (qs + vs), t.tr);
 }
 
 static size_t lds_tqg(const att_plan *p, att_tile t)

@@ -7,8 +7,9 @@
  * runs.
  *
  * Op-table entries (slots TEENY__SOFTMAX_*, TEENY__LAYERNORM_*: ops.h):
- *   softmax:   attrs.softmax = {axis, log}; forward in = [x], out = [y];
- *              backward in = [x, y, dy], out = [dx] (from y)
+ *   softmax:   attrs.softmax = {axis, log, masked_zero}; forward in = [x],
+ *              out = [y]; backward in = [x, y, dy], out = [dx] (from y:
+ *              masked_zero's zero lines give dx = 0 by the same formula)
  *   layernorm: attrs.layernorm = {axis, eps, has_bias}; params weight
  *              (ones) and, with has_bias, bias (zeros), both x's shape from
  *              axis on; saved mean, rstd (x's shape before axis, [1] when
@@ -52,6 +53,7 @@ static teeny_status sm_run(teeny_ctx *ctx, int backward, const teeny__softmax_at
     const char *name = backward ? "sm_backward" : "sm_forward";
     int L = (int)out->shape[at->axis], inner = (int)prod(out->shape, at->axis + 1, out->ndim);
     int lines = (int)(out->numel / L), a_off = teeny__off(a), o_off = teeny__off(out), log_out = at->log;
+    int masked_zero = at->masked_zero;
     cl_kernel k;
     teeny_status st = fits(ctx, "a softmax line", L, backward ? 2 : 3);
     if (st == TEENY_OK)
@@ -59,7 +61,7 @@ static teeny_status sm_run(teeny_ctx *ctx, int backward, const teeny__softmax_at
     if (st == TEENY_OK && !backward)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &a->buf, sizeof(int), &a_off, sizeof(cl_mem), &out->buf,
                              sizeof(int), &o_off, sizeof(int), &L, sizeof(int), &inner, sizeof(int), &lines,
-                             sizeof(int), &log_out, (size_t)0);
+                             sizeof(int), &log_out, sizeof(int), &masked_zero, (size_t)0);
     else if (st == TEENY_OK) {
         int b_off = teeny__off(b);
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &a->buf, sizeof(int), &a_off, sizeof(cl_mem), &b->buf,
@@ -92,6 +94,9 @@ teeny_status teeny__softmax_infer(teeny_ctx *ctx, teeny__node_shapes *s)
     if (s->attrs.softmax.axis < 0 || s->attrs.softmax.axis >= x->ndim || (s->attrs.softmax.log & ~1))
         return teeny__error(ctx, TEENY_ERR_ARG, "axis %d is not one of x's %d, or log %d not 0 or 1",
                             s->attrs.softmax.axis, x->ndim, s->attrs.softmax.log);
+    if ((s->attrs.softmax.masked_zero & ~1) || (s->attrs.softmax.masked_zero && s->attrs.softmax.log))
+        return teeny__error(ctx, TEENY_ERR_ARG, "masked_zero %d is not 0 or 1, or comes with log softmax",
+                            s->attrs.softmax.masked_zero);
     s->out = *x;
     s->n_param = s->n_state = s->n_saved = 0;
     return TEENY_OK;
@@ -203,10 +208,24 @@ teeny_status teeny__layernorm_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 
 teeny_status teeny_softmax(teeny_ctx *ctx, int axis, int log, const teeny_tensor *x, teeny_tensor *y)
 {
-    teeny__eager e = {TEENY__EAGER_OF("teeny_softmax", SOFTMAX, softmax, forward), .attrs.softmax = {axis, log}};
+    teeny__eager e = {TEENY__EAGER_OF("teeny_softmax", SOFTMAX, softmax, forward), .attrs.softmax = {axis, log, 0}};
     const teeny__earg args[] = {{"x", x, TEENY__SOFTMAX_X, 0},
                                 {"y", y, TEENY__OUT_VALUE, TEENY__EA_OUT | TEENY__EA_INPLACE}};
     EAGER_BEGIN("teeny_softmax");
+    return teeny__eager_run(ctx, &e, args, 2);
+}
+
+teeny_status teeny_softmax_ex(teeny_ctx *ctx, const teeny_softmax_params *p, const teeny_tensor *x, teeny_tensor *y)
+{
+    int rank = x ? teeny_tensor_ndim(x) : 0;
+    teeny__eager e = {TEENY__EAGER_OF("teeny_softmax_ex", SOFTMAX, softmax, forward)};
+    const teeny__earg args[] = {{"x", x, TEENY__SOFTMAX_X, 0},
+                                {"y", y, TEENY__OUT_VALUE, TEENY__EA_OUT | TEENY__EA_INPLACE}};
+    EAGER_BEGIN("teeny_softmax_ex");
+    if (!p)
+        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_softmax_ex: p is NULL");
+    e.attrs.softmax = (teeny__softmax_attrs){p->axis < 0 && p->axis >= -rank ? p->axis + rank : p->axis, p->log,
+                                             p->masked_zero};
     return teeny__eager_run(ctx, &e, args, 2);
 }
 
@@ -214,7 +233,7 @@ teeny_status teeny_softmax_backward(teeny_ctx *ctx, int axis, int log, const tee
                                     teeny_tensor *dx)
 {
     teeny__eager e = {TEENY__EAGER_OF("teeny_softmax_backward", SOFTMAX, softmax, backward),
-                      .attrs.softmax = {axis, log}};
+                      .attrs.softmax = {axis, log, 0}};
     const teeny__earg args[] = {{"y", y, TEENY__SOFTMAX_Y, 0},
                                 {"dy", dy, TEENY__SOFTMAX_DY, 0},
                                 {"dx", dx, TEENY__SOFTMAX_X, TEENY__EA_OUT | TEENY__EA_INPLACE}};

@@ -129,7 +129,7 @@ typedef struct {
     int first;          /* where along the axis of y the first input lands (0 in a graph) */
 } teeny__cat_attrs;     /* layout.c: concat_axis */
 typedef struct { int axis; } teeny__gather_attrs;                    /* layout.c */
-typedef struct { int axis, log; } teeny__softmax_attrs;              /* norm.c */
+typedef struct { int axis, log, masked_zero; } teeny__softmax_attrs; /* norm.c: teeny_softmax_params */
 typedef struct { int axis; float eps; int has_bias; } teeny__layernorm_attrs; /* norm.c: normalized over axis.. */
 /* ---- resize (ONNX phase 3) ---- */
 typedef struct {
