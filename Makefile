@@ -51,7 +51,13 @@ LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC)) $(BUILD)/gen/kernels.o
 TEST_SRC := $(filter-out tests/test_dist%,$(wildcard tests/*.c tests/ref/*.c)) tests/fuzz/fuzz_lib.c tests/fuzz/onnx_seeds.c
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 TOOLS := $(BUILD)/teeny-info $(BUILD)/teeny-bench
-BENCH_SRC := $(wildcard tools/bench_*.c)
+# The tools: each a main file and helpers of its own, compiled into
+# $(BUILD)/tools/, whose objects tools/check-layers.sh reads (the tools sit
+# above the library and call only its public API and tools/ files).
+INFO_SRC := tools/teeny-info.c tools/info_check.c tools/info_cases.c
+BENCH_SRC := tools/teeny-bench.c $(wildcard tools/bench_*.c)
+RUN_SRC := tools/teeny-run.c $(wildcard tools/run_*.c) tools/onnx_run.c
+TOOL_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(INFO_SRC) $(BENCH_SRC) $(RUN_SRC))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/%,$(wildcard examples/*.c))
 STATIC := $(BUILD)/libteenycl.a
 SHARED := $(BUILD)/libteenycl.so.$(VERSION)
@@ -103,9 +109,8 @@ $(ONNX_TEST_OBJ): tests/onnx_craft.h
 $(BUILD)/tools/onnx_run.o: tools/onnx_run.h
 $(BUILD)/teeny-info: include/teenycl_onnx.h
 
-$(BUILD)/teeny-run: tools/teeny-run.c tools/onnx_run.c tools/onnx_run.h tools/cli.h tools/args.h tools/onnx_info.h $(STATIC) \
-    include/teenycl.h include/teenycl_onnx.h
-	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) tools/teeny-run.c tools/onnx_run.c -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
+$(BUILD)/teeny-run: $(patsubst %.c,$(BUILD)/%.o,$(RUN_SRC)) $(STATIC)
+	$(CC) $(CFLAGS_ALL) $(filter %.o,$^) -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
 $(BUILD)/onnx-node-tests: tests/onnx/node_tests.c tools/onnx_run.c tools/onnx_run.h $(STATIC) $(ONNX_GEN_H) include/teenycl_onnx.h
 	$(CC) $(CPPFLAGS_ALL) -I$(BUILD)/gen $(CFLAGS_ALL) tests/onnx/node_tests.c tools/onnx_run.c -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
@@ -172,11 +177,13 @@ $(SHARED): $(LIB_OBJ)
 	ln -sf libteenycl.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/libteenycl.so
 
-$(BUILD)/teeny-info: tools/teeny-info.c tools/args.h tools/cli.h tools/onnx_info.h $(STATIC) include/teenycl.h
-	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
+$(TOOL_OBJ): $(wildcard tools/*.h) examples/fashion_net.h include/teenycl_onnx.h
 
-$(BUILD)/teeny-bench: tools/teeny-bench.c $(BENCH_SRC) tools/bench.h tools/args.h tools/cli.h examples/fashion_net.h $(STATIC) include/teenycl.h
-	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) tools/teeny-bench.c $(BENCH_SRC) -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
+$(BUILD)/teeny-info: $(patsubst %.c,$(BUILD)/%.o,$(INFO_SRC)) $(STATIC)
+	$(CC) $(CFLAGS_ALL) $(filter %.o,$^) -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
+
+$(BUILD)/teeny-bench: $(patsubst %.c,$(BUILD)/%.o,$(BENCH_SRC)) $(STATIC)
+	$(CC) $(CFLAGS_ALL) $(filter %.o,$^) -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
 $(BUILD)/%: examples/%.c $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
@@ -390,8 +397,8 @@ check-install: all
 	$(MAKE) install DESTDIR=$(CURDIR)/$(BUILD)/destdir PREFIX=/usr/local
 	cd $(BUILD)/destdir && find . -type f -o -type l | sort > ../installed.txt
 	PKG_CONFIG_SYSROOT_DIR=$(CURDIR)/$(BUILD)/destdir PKG_CONFIG_PATH=$(CURDIR)/$(BUILD)/destdir/usr/local/lib/pkgconfig \
-	    sh -c '$(CC) -std=c11 tools/teeny-info.c -o $(BUILD)/info-shared $$(pkg-config --cflags --libs teenycl OpenCL) -lm && \
-	           $(CC) -std=c11 tools/teeny-info.c -o $(BUILD)/info-static $$(pkg-config --cflags teenycl) \
+	    sh -c '$(CC) -std=c11 $(INFO_SRC) -o $(BUILD)/info-shared $$(pkg-config --cflags --libs teenycl OpenCL) -lm && \
+	           $(CC) -std=c11 $(INFO_SRC) -o $(BUILD)/info-static $$(pkg-config --cflags teenycl) \
 	               $(CURDIR)/$(BUILD)/destdir/usr/local/lib/libteenycl.a $$(pkg-config --libs-only-l --static teenycl | sed s/-lteenycl//)'
 	LD_LIBRARY_PATH=$(CURDIR)/$(BUILD)/destdir/usr/local/lib $(BUILD)/info-shared
 	$(BUILD)/info-static --no-self-test
