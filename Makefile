@@ -1,9 +1,12 @@
 # teenycl -- build, test, install, bench, run.
 #
 #   make              libraries, tools and examples into build/
-#   make test         install missing packages (as root), build, check the layers
-#                     (tools/check-layers.sh: no call cycle in src/) and sizes
-#                     (tools/check-sizes.sh: files <= 600 lines, functions <= 100), run the check suite
+#   make test         install missing packages (as root), build, run the gauges (make gauges),
+#                     run the check suite
+#   make gauges       tools/check-layers.sh (src/, its MPI layer and tools/ call down
+#                     ARCHITECTURE.md's layer order only; tools only the public API; no call
+#                     cycle), tools/check-sizes.sh (src, cl, tools, examples: files <= 600 lines,
+#                     functions <= 100), tests/test_gauges.sh (each fails on a planted violation)
 #   make test-full    the long sweeps too
 #   make test-tools   the tools' and examples' command lines, teeny-info --check, teeny-run,
 #                     examples/embed_app and finetune_onnx (tests/test_tools.sh; also in make test)
@@ -244,13 +247,26 @@ deps-run:
 # $(BUILD)/test-stderr.log, whose end is shown when the run fails.
 test: deps-test
 	$(MAKE) all $(BUILD)/teeny-tests
-	sh tools/check-layers.sh -q $(BUILD)
-	sh tools/check-sizes.sh
+	$(MAKE) gauges
 	$(TEST_ENV) $(BUILD)/teeny-tests 2> $(BUILD)/test-stderr.log || \
 	    { echo "teeny-tests failed; the end of $(BUILD)/test-stderr.log:"; tail -n 60 $(BUILD)/test-stderr.log; exit 1; }
 	sh tests/test_tools.sh $(BUILD)
 	$(MAKE) test-python
 	$(MAKE) test-dist
+
+# The gauges (part of make test): tools/check-layers.sh (calls run down
+# ARCHITECTURE.md's layer order, the library's, its MPI layer's and the
+# tools' objects; tools call only the public API; no call cycle), with the
+# MPI layer's objects built for it whenever mpicc exists;
+# tools/check-sizes.sh (src, cl, tools, examples: files <= 600 lines,
+# functions <= 100); tests/test_gauges.sh (each gauge fails on a planted
+# violation, naming it).
+.PHONY: gauges
+gauges: all
+	@if command -v $(MPICC) >/dev/null 2>&1; then $(MAKE) --no-print-directory WITH_MPI=1 $(DIST_OBJ); fi
+	sh tools/check-layers.sh -q $(BUILD)
+	sh tools/check-sizes.sh
+	sh tests/test_gauges.sh
 
 # The MPI tests (tests/test_dist.sh: mpirun -np 1, 2, 3 on this machine's
 # default device), built with WITH_MPI=1; when mpicc or mpirun is missing
