@@ -218,7 +218,8 @@ $(DIST_LIB): $(DIST_OBJ) $(BUILD)/src/core/clwrap.o
 $(BUILD)/test_dist: tests/test_dist.c $(DIST_LIB) $(STATIC) include/teenycl.h include/teenycl_dist.h
 	$(CC) $(CPPFLAGS_ALL) -DTEENY_WITH_MPI $(MPI_CFLAGS) $(CFLAGS_ALL) $< -o $@ $(DIST_LIB) $(STATIC) $(LDFLAGS) $(LDLIBS_LIB) $(MPI_LIBS)
 
-$(BUILD)/train_fashion_mnist: examples/train_fashion_mnist.c examples/fashion_net.h examples/options.h $(STATIC) include/teenycl.h \
+$(BUILD)/train_fashion_mnist: examples/train_fashion_mnist.c examples/fashion_net.h examples/options.h \
+    examples/train_options.h examples/train_report.h $(STATIC) include/teenycl.h \
     include/teenycl_dist.h $(BUILD)/with_mpi.stamp $(if $(MPI_ON),$(DIST_LIB))
 	$(CC) $(CPPFLAGS_ALL) $(if $(MPI_ON),-DTEENY_WITH_MPI $(MPI_CFLAGS)) $(CFLAGS_ALL) $< -o $@ \
 	    $(if $(MPI_ON),$(DIST_LIB)) $(STATIC) $(LDFLAGS) $(LDLIBS_LIB) $(if $(MPI_ON),$(MPI_LIBS))
