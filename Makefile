@@ -194,7 +194,7 @@ $(BUILD)/%: examples/%.c $(STATIC) include/teenycl.h
 # the examples' shared headers (the pattern rule's recipe builds them);
 # every program's command line is tools/cli.h's
 $(EXAMPLES): tools/cli.h
-$(BUILD)/finetune_onnx: examples/options.h examples/fashion_net.h include/teenycl_onnx.h
+$(BUILD)/finetune_onnx: examples/options.h examples/fashion_net.h examples/finetune_options.h include/teenycl_onnx.h
 $(BUILD)/eval_fashion_mnist: examples/options.h examples/fashion_net.h
 
 # MPI: the dist layer, its test program, and the example with --dist.
