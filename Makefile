@@ -255,19 +255,19 @@ test: deps-test
 	$(MAKE) test-python
 	$(MAKE) test-dist
 
-# The gauges (part of make test): tools/check-layers.sh (calls run down
-# ARCHITECTURE.md's layer order, the library's, its MPI layer's and the
-# tools' objects; tools call only the public API; no call cycle), with the
-# MPI layer's objects built for it whenever mpicc exists;
-# tools/check-sizes.sh (src, cl, tools, examples: files <= 600 lines,
-# functions <= 100); tests/test_gauges.sh (each gauge fails on a planted
-# violation, naming it).
+# The gauges (part of make test): first tests/test_gauges.sh (each gauge
+# fails on a planted violation in a scratch tree, naming it), then on this
+# tree tools/check-layers.sh (calls run down ARCHITECTURE.md's layer order
+# in the library's, its MPI layer's and the tools' objects; tools call only
+# the public API; no call cycle), with the MPI layer's objects built for it
+# whenever mpicc exists, and tools/check-sizes.sh (src, cl, tools,
+# examples: files <= 600 lines, functions <= 100).
 .PHONY: gauges
 gauges: all
-	@if command -v $(MPICC) >/dev/null 2>&1; then $(MAKE) --no-print-directory WITH_MPI=1 $(DIST_OBJ); fi
+	sh tests/test_gauges.sh
+	@if command -v $(MPICC) >/dev/null 2>&1; then $(MAKE) -s --no-print-directory WITH_MPI=1 $(DIST_OBJ); fi
 	sh tools/check-layers.sh -q $(BUILD)
 	sh tools/check-sizes.sh
-	sh tests/test_gauges.sh
 
 # The MPI tests (tests/test_dist.sh: mpirun -np 1, 2, 3 on this machine's
 # default device), built with WITH_MPI=1; when mpicc or mpirun is missing

@@ -12,6 +12,18 @@
 
 #include "info_check.h"
 
+/* Run expr unless an earlier call of the case failed; remember the first failure. */
+#define CALL(r, expr)                                   \
+    do {                                                \
+        if ((r)->st == TEENY_OK) {                      \
+            teeny_status st_ = (expr);                  \
+            if (st_ != TEENY_OK) {                      \
+                (r)->st = st_;                          \
+                (r)->failed = #expr;                    \
+            }                                           \
+        }                                               \
+    } while (0)
+
 /* Deterministic inputs in [-1, 1) (an LCG: the same on every host). */
 static float uniform(check_run *r)
 {

@@ -35,7 +35,7 @@
 #include "info_check.h"
 
 /* Errors are max |y - ref| / max(1, max |ref|) per output: absolute for
- * values of order 1 (all the cases below), relative beyond. fp32 sums of
+ * values of order 1 (all of info_cases.c), relative beyond. fp32 sums of
  * at most a few dozen terms stay far below this. */
 #define CHECK_TOLERANCE 1e-4
 

@@ -31,19 +31,8 @@ typedef struct {
     uint32_t seed;
 } check_run;
 
-/* Run expr unless an earlier call of the case failed; remember the first failure. */
-#define CALL(r, expr)                                   \
-    do {                                                \
-        if ((r)->st == TEENY_OK) {                      \
-            teeny_status st_ = (expr);                  \
-            if (st_ != TEENY_OK) {                      \
-                (r)->st = st_;                          \
-                (r)->failed = #expr;                    \
-            }                                           \
-        }                                               \
-    } while (0)
-
-
+/* One family's case: it enqueues its calls on r (a failure is kept in
+ * r->st) and names the outputs to compare with expect. */
 typedef struct {
     const char *family; /* cl/<family>.cl */
     const char *what;   /* what the case runs */
