@@ -218,7 +218,9 @@ TEENY_API cl_command_queue teeny_ctx_cl_queue(const teeny_ctx *ctx);
  * teeny_log_set) every kernel's launches and device time, slowest first,
  * and the totals; with TEENY_PROFILE=2, first each launch in the order
  * enqueued, with its kernel name, work-items, device time and the idle
- * gap since the previous launch ended. An event per launch costs the host
+ * gap since the previous launch ended, and for a plan's launches the
+ * graph node they belong to (" node NAME", "NAME (backward)" in a
+ * backward pass; teeny-run --profile sums them per node). An event per launch costs the host
  * time (on an H200, 6 -> 13.6 us a launch, 2026-12-02): a sequence of
  * launches shorter than that leaves the device waiting for the host while
  * profiled, where it would not otherwise. */

@@ -340,20 +340,25 @@ order=$(awk '/^forward/ { print ($5 <= $7 && $7 <= $11 && $11 <= $13 && $13 <= $
         "$tmp/run-time.out")
 if [ "$order" = yes ]; then ok; else fail "run-time: statistics out of order (${order:-no forward line})"; fi
 
-# -- --profile: per kernel, slowest first; the launches a pass add up to the plan's
+# -- --profile: per kernel and per graph node, slowest first; each table's launches a pass add up to the plan's
 run run-profile 0 "$build/teeny-run" tests/onnx/convnet.onnx --repeat 3 --profile
 has_match run-profile '^profile: 3 forward passes back to back; per pass [0-9.]+ ms of device time'
 has_match run-profile '^kernel \(slowest first\) +launches/pass +ms/pass +ms/launch +share +idle ms/pass$'
-prof=$(awk '/^launches / { want = $2 } /^kernel \(slowest/ { on = 1; next } on && /^\(idle/ { on = 0 }
-            on { n += $2; if (seen && $3 > last + 1e-9) bad = 1; last = $3; seen = 1 }
-            END { print (seen && !bad && n == want) ? "yes" : "no: " n " launches in the rows, " want " a pass, sorted " (bad ? "no" : "yes") }' \
-       "$tmp/run-profile.out")
-if [ "$prof" = yes ]; then ok; else fail "run-profile: $prof"; fi
+has_match run-profile '^graph node \(slowest first\) +launches/pass +ms/pass +ms/launch +share +idle ms/pass$'
+has_match run-profile '^conv1 +2\.0 '
+for table in kernel 'graph node'; do
+    prof=$(awk -v t="$table" '/^launches / { want = $2 } index($0, t " (slowest") == 1 { on = 1; next } on && /^$|^\(/ { on = 0 }
+                on { n += $(NF - 4); if (seen && $(NF - 3) > last + 1e-9) bad = 1; last = $(NF - 3); seen = 1 }
+                END { print (seen && !bad && n == want) ? "yes" : "no: " n " launches in the rows, " want " a pass, sorted " (bad ? "no" : "yes") }' \
+           "$tmp/run-profile.out")
+    if [ "$prof" = yes ]; then ok; else fail "run-profile ($table): $prof"; fi
+done
 
 # -- --json: one object with the timings, the device, the profile
 run run-json 0 "$build/teeny-run" tests/onnx/io_names.onnx --json --repeat 2 --profile --output-dir "$tmp/json"
 for key in '"model": "tests/onnx/io_names.onnx"' '"device": "' '"import_ms": ' '"compile_ms": ' '"min_ms": ' \
            '"median_ms": ' '"mean_ms": ' '"p90_ms": ' '"p99_ms": ' '"throughput_per_s": ' '"profile": {"passes": 2' \
+           '"nodes": [{"name": "' \
            '"name": "/l2/probs:0", "shape": [1, 3, 4, 4], "file": "_l2_probs_0.npy", "written": true'; do
     if grep -Fq -- "$key" "$tmp/run-json.out"; then ok; else fail "run-json: no $key in: $(cat "$tmp/run-json.out")"; fi
 done

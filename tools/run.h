@@ -43,15 +43,21 @@ typedef struct {
     double min, median, mean, p90, p99, max;
 } run_stats;
 
+/* One kernel's or one graph node's launches in the profile. */
 typedef struct {
-    char name[96];
+    char name[192];
     long launches;
     double ms, idle_ms;
 } kernel_row;
 
 typedef struct {
     kernel_row *rows;
-    int n, cap, broken;
+    int n, cap;
+} profile_table;
+
+typedef struct {
+    profile_table kernels, nodes; /* each slowest first */
+    int broken;
     long launches;
     double kernel_ms, idle_ms, span_ms;
 } profile_data;

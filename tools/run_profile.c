@@ -41,41 +41,50 @@ run_stats run_stats_of(double *t, int n)
     return s;
 }
 
+/* Add one launch to name's row of t; 0 when out of memory. */
+static int table_add(profile_table *t, const char *name, double ms, double gap)
+{
+    int k = 0;
+    while (k < t->n && strcmp(t->rows[k].name, name))
+        k++;
+    if (k == t->n) {
+        if (t->n == t->cap) {
+            int cap = t->cap ? 2 * t->cap : 32;
+            kernel_row *grown = realloc(t->rows, (size_t)cap * sizeof *grown);
+            if (!grown)
+                return 0;
+            t->rows = grown;
+            t->cap = cap;
+        }
+        memset(&t->rows[t->n], 0, sizeof *t->rows);
+        snprintf(t->rows[t->n++].name, sizeof t->rows->name, "%s", name);
+    }
+    t->rows[k].launches++;
+    t->rows[k].ms += ms;
+    t->rows[k].idle_ms += gap;
+    return 1;
+}
+
 /* The library's log sink while the profile ends: TEENY_PROFILE=2's
- * per-launch lines ("profile: launch I NAME N items MS ms gap GAP ms")
- * summed per kernel; other warnings and errors still reach stderr. */
+ * per-launch lines ("profile: launch I NAME N items MS ms gap GAP ms
+ * [node NODE]") summed per kernel and per graph node; other warnings and
+ * errors still reach stderr. */
 static void profile_sink(teeny_log_level level, const char *msg, void *user)
 {
     profile_data *p = user;
     char name[96];
-    int index;
+    int index, end = 0;
     long long items;
     double ms, gap;
-    if (sscanf(msg, "profile: launch %d %95s %lld items %lf ms gap %lf ms", &index, name, &items, &ms, &gap) != 5) {
+    if (sscanf(msg, "profile: launch %d %95s %lld items %lf ms gap %lf ms%n", &index, name, &items, &ms, &gap,
+               &end) != 5 || !end) {
         if (level >= TEENY_LOG_WARN && strncmp(msg, "profile: ", 9))
             fprintf(stderr, "teenycl %s: %s\n", level == TEENY_LOG_WARN ? "warn" : "error", msg);
         return;
     }
-    int k = 0;
-    while (k < p->n && strcmp(p->rows[k].name, name))
-        k++;
-    if (k == p->n) {
-        if (p->n == p->cap) {
-            int cap = p->cap ? 2 * p->cap : 32;
-            kernel_row *grown = realloc(p->rows, (size_t)cap * sizeof *grown);
-            if (!grown) {
-                p->broken = 1;
-                return;
-            }
-            p->rows = grown;
-            p->cap = cap;
-        }
-        memset(&p->rows[p->n], 0, sizeof *p->rows);
-        snprintf(p->rows[p->n++].name, sizeof p->rows->name, "%s", name);
-    }
-    p->rows[k].launches++;
-    p->rows[k].ms += ms;
-    p->rows[k].idle_ms += gap;
+    const char *node = !strncmp(msg + end, " node ", 6) ? msg + end + 6 : "(outside the graph)";
+    if (!table_add(&p->kernels, name, ms, gap) || !table_add(&p->nodes, node, ms, gap))
+        p->broken = 1;
     p->launches++;
     p->kernel_ms += ms;
     p->idle_ms += gap;
@@ -112,6 +121,7 @@ teeny_status run_profile(onnx_session *s, int runs, profile_data *p)
         unsetenv("TEENY_PROFILE");
     if (st == TEENY_OK && (st = end) == TEENY_OK && p->broken)
         st = TEENY_ERR_NOMEM;
-    qsort(p->rows, (size_t)p->n, sizeof *p->rows, cmp_kernel);
+    qsort(p->kernels.rows, (size_t)p->kernels.n, sizeof *p->kernels.rows, cmp_kernel);
+    qsort(p->nodes.rows, (size_t)p->nodes.n, sizeof *p->nodes.rows, cmp_kernel);
     return st;
 }

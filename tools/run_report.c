@@ -57,6 +57,21 @@ static void input_info(const report *r, int i, const char **name, const char **d
             *file = r->o->files[k];
 }
 
+/* the slowest nodes --profile prints (--json: all) */
+#define NODES_SHOWN 30
+
+/* One table of --profile: its first `shown` rows, per forward pass. */
+static void print_table(const profile_table *t, const char *title, int shown, int repeat, double kernel_ms)
+{
+    printf("%-40s %13s %10s %10s %7s %14s\n", title, "launches/pass", "ms/pass", "ms/launch", "share", "idle ms/pass");
+    for (int k = 0; k < t->n && k < shown; k++) {
+        const kernel_row *row = &t->rows[k];
+        printf("%-40s %13.1f %10.4f %10.4f %6.1f%% %14.4f\n", row->name, (double)row->launches / repeat,
+               row->ms / repeat, row->ms / (double)row->launches, kernel_ms > 0 ? 100 * row->ms / kernel_ms : 0,
+               row->idle_ms / repeat);
+    }
+}
+
 void run_print_text(const report *r)
 {
     const options *o = r->o;
@@ -132,15 +147,25 @@ void run_print_text(const report *r)
            "kernel's start to the last one's end: kernels %.4f ms, idle between them %.4f ms\n",
            o->repeat, o->repeat == 1 ? "" : "es", p->span_ms / o->repeat, p->kernel_ms / o->repeat,
            (p->span_ms - p->kernel_ms) / o->repeat);
-    printf("%-32s %13s %10s %10s %7s %14s\n", "kernel (slowest first)", "launches/pass", "ms/pass", "ms/launch", "share",
-           "idle ms/pass");
-    for (int k = 0; k < p->n; k++) {
-        const kernel_row *row = &p->rows[k];
-        printf("%-32s %13.1f %10.4f %10.4f %6.1f%% %14.4f\n", row->name, (double)row->launches / o->repeat,
-               row->ms / o->repeat, row->ms / (double)row->launches, p->kernel_ms > 0 ? 100 * row->ms / p->kernel_ms : 0,
-               row->idle_ms / o->repeat);
+    print_table(&p->kernels, "kernel (slowest first)", p->kernels.n, o->repeat, p->kernel_ms);
+    printf("\n");
+    print_table(&p->nodes, "graph node (slowest first)", NODES_SHOWN, o->repeat, p->kernel_ms);
+    if (p->nodes.n > NODES_SHOWN)
+        printf("(and %d more nodes: --json lists every one)\n", p->nodes.n - NODES_SHOWN);
+    printf("(idle: the device's idle time just before the launches, waiting for the host)\n");
+}
+
+/* --json's rows of one table: [{"name": ..., "launches": ..., "ms": ..., "idle_before_ms": ...}, ...] */
+static void json_table(const profile_table *t)
+{
+    printf("[");
+    for (int k = 0; k < t->n; k++) {
+        printf("%s{\"name\": ", k ? ", " : "");
+        json_str(t->rows[k].name);
+        printf(", \"launches\": %ld, \"ms\": %.6f, \"idle_before_ms\": %.6f}", t->rows[k].launches, t->rows[k].ms,
+               t->rows[k].idle_ms);
     }
-    printf("(idle: the device's idle time just before the kernel's launches, waiting for the host)\n");
+    printf("]");
 }
 
 void run_print_json(const report *r)
@@ -213,15 +238,12 @@ void run_print_json(const report *r)
     if (r->ran && o->profile) {
         const profile_data *p = &r->prof;
         printf(", \"profile\": {\"passes\": %d, \"span_ms\": %.6f, \"kernel_ms\": %.6f, \"idle_ms\": %.6f, "
-               "\"launches\": %ld, \"kernels\": [", o->repeat, p->span_ms, p->kernel_ms, p->span_ms - p->kernel_ms,
+               "\"launches\": %ld, \"kernels\": ", o->repeat, p->span_ms, p->kernel_ms, p->span_ms - p->kernel_ms,
                p->launches);
-        for (int k = 0; k < p->n; k++) {
-            printf("%s{\"name\": ", k ? ", " : "");
-            json_str(p->rows[k].name);
-            printf(", \"launches\": %ld, \"ms\": %.6f, \"idle_before_ms\": %.6f}", p->rows[k].launches, p->rows[k].ms,
-                   p->rows[k].idle_ms);
-        }
-        printf("]}");
+        json_table(&p->kernels);
+        printf(", \"nodes\": ");
+        json_table(&p->nodes);
+        printf("}");
     }
     printf("}\n");
 }

@@ -295,7 +295,8 @@ int main(int argc, char **argv)
     free(r.files);
     free(r.warm);
     free(r.times);
-    free(r.prof.rows);
+    free(r.prof.kernels.rows);
+    free(r.prof.nodes.rows);
     teeny_ctx_destroy(ctx);
     return rc;
 }

@@ -103,6 +103,8 @@ teeny_status teeny__autograd_plan(teeny_plan *p, const teeny__backward *bw)
         int via_temp[TEENY__OP_MAX_SLOTS] = {0};
         if (!backward_runs(p, bw, i))
             continue;
+        if ((st = teeny__node_label(p, i, 1)) != TEENY_OK)
+            break;
         if (i == p->loss) { /* d loss / d loss = 1 */
             teeny_tensor *d = p->grad[i];
             if ((st = teeny__fill(ctx, d->buf, d->offset, (size_t)d->numel, 1.0f)) != TEENY_OK)

@@ -381,7 +381,7 @@ static teeny_status record_forward(teeny_plan *p)
 {
     teeny_status st = TEENY_OK;
     for (int i = 0; i < p->g->n_nodes && st == TEENY_OK; i++)
-        if (p->g->nodes[i].kind == TEENY__NODE_OP)
+        if (p->g->nodes[i].kind == TEENY__NODE_OP && (st = teeny__node_label(p, i, 0)) == TEENY_OK)
             st = teeny__node_run(p, i, 0, NULL, NULL);
     return st;
 }

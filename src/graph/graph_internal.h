@@ -166,6 +166,9 @@ const char *teeny__shape_text(const teeny__shape *s, char *buf, size_t cap);
  * that of parameter slot j (autograd.c: the parameter's gradient or a
  * tied parameter's temporary), on the plan's tensors laid out in its op's
  * slots (graph_plan.c); a failure names the node and its op. */
+/* While recording: the launches that follow are node i's (its forward, or its backward: "NAME (backward)"),
+ * as the profile reports them. */
+teeny_status teeny__node_label(teeny_plan *p, int i, int backward);
 teeny_status teeny__node_run(teeny_plan *p, int i, int backward, teeny_tensor *const *targets,
                              teeny_tensor *const *ptargets);
 /* Resolve a view's requested shape (one -1 allowed) against numel elements. */

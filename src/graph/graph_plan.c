@@ -11,6 +11,7 @@
  * and backward recordings use it). Depends only on graph.c's helpers and the
  * derivation in graph_internal.h, never on the other phases.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -378,6 +379,13 @@ static void node_args(const teeny_plan *p, int i, int backward, teeny_tensor *co
     for (int j = 0; j < s->n_param; j++)
         a->out[teeny__slot_param(sl) + j] = ptargets[j];
     a->training = 1;
+}
+
+teeny_status teeny__node_label(teeny_plan *p, int i, int backward)
+{
+    char label[TEENY__NAME_CAP + 16];
+    snprintf(label, sizeof label, "%s%s", p->g->nodes[i].name, backward ? " (backward)" : "");
+    return teeny__record_node(p->ctx, label);
 }
 
 teeny_status teeny__node_run(teeny_plan *p, int i, int backward, teeny_tensor *const *targets,

@@ -69,7 +69,7 @@ teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name,
     }
     if (ctx->prog.rec)
         return teeny__record_launch(ctx, k, kernel_name, dims, g, local);
-    return teeny__enqueue_kernel(ctx, k, kernel_name, (cl_uint)dims, g, local);
+    return teeny__enqueue_kernel(ctx, k, kernel_name, NULL, (cl_uint)dims, g, local);
 }
 
 size_t teeny__cpu_local(const teeny_ctx *ctx, size_t items)

@@ -40,28 +40,33 @@ static int profile_grow(teeny_ctx *ctx)
     int want = ctx->prog.prof_cap * 2;
     cl_event *ev = teeny__malloc((size_t)want * sizeof *ev);
     const char **names = teeny__malloc((size_t)want * sizeof *names);
+    char **nodes = teeny__malloc((size_t)want * sizeof *nodes);
     int64_t *items = teeny__malloc((size_t)want * sizeof *items);
-    if (!ev || !names || !items) {
+    if (!ev || !names || !nodes || !items) {
         teeny__free(ev);
         teeny__free(names);
+        teeny__free(nodes);
         teeny__free(items);
         return 0;
     }
     memcpy(ev, ctx->prog.prof_events, (size_t)ctx->prog.prof_count * sizeof *ev);
     memcpy(names, ctx->prog.prof_names, (size_t)ctx->prog.prof_count * sizeof *names);
+    memcpy(nodes, ctx->prog.prof_nodes, (size_t)ctx->prog.prof_count * sizeof *nodes);
     memcpy(items, ctx->prog.prof_items, (size_t)ctx->prog.prof_count * sizeof *items);
     teeny__free(ctx->prog.prof_events);
     teeny__free(ctx->prog.prof_names);
+    teeny__free(ctx->prog.prof_nodes);
     teeny__free(ctx->prog.prof_items);
     ctx->prog.prof_events = ev;
     ctx->prog.prof_names = names;
+    ctx->prog.prof_nodes = nodes;
     ctx->prog.prof_items = items;
     ctx->prog.prof_cap = want;
     return 1;
 }
 
-teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, cl_uint dims,
-                                   const size_t *g, const size_t *local)
+teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, const char *node,
+                                   cl_uint dims, const size_t *g, const size_t *local)
 {
     cl_int err;
     cl_event ev = NULL, *evp = NULL;
@@ -76,11 +81,16 @@ teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kern
         ctx->prog.kernels_enqueued++;
     }
     if (err == CL_SUCCESS && ev) {
-        if (profile_grow(ctx)) {
+        char *copy = node ? teeny__malloc(strlen(node) + 1) : NULL;
+        if ((!node || copy) && profile_grow(ctx)) {
+            if (copy)
+                memcpy(copy, node, strlen(node) + 1);
+            ctx->prog.prof_nodes[ctx->prog.prof_count] = copy;
             ctx->prog.prof_names[ctx->prog.prof_count] = kernel_name;
             ctx->prog.prof_items[ctx->prog.prof_count] = items;
             ctx->prog.prof_events[ctx->prog.prof_count++] = ev;
         } else {
+            teeny__free(copy);
             TEENY_CL_RELEASE(clReleaseEvent, ev); /* the launch stands; the profile reports the loss */
             ctx->prog.prof_lost++;
         }
@@ -135,9 +145,10 @@ static void profile_summary(teeny_ctx *ctx, double span_ms, int each)
         rows[k].calls++;
         total += (double)(e - s) * 1e-6;
         if (each) /* gap: idle device time since the previous launch ended */
-            teeny__log(TEENY_LOG_WARN, "profile: launch %4d %-28s %10lld items %10.4f ms gap %8.4f ms", i,
+            teeny__log(TEENY_LOG_WARN, "profile: launch %4d %-28s %10lld items %10.4f ms gap %8.4f ms%s%s", i,
                        ctx->prog.prof_names[i], (long long)ctx->prog.prof_items[i], (double)(e - s) * 1e-6,
-                       i && s > prev_end ? (double)(s - prev_end) * 1e-6 : 0.0);
+                       i && s > prev_end ? (double)(s - prev_end) * 1e-6 : 0.0,
+                       ctx->prog.prof_nodes[i] ? " node " : "", ctx->prog.prof_nodes[i] ? ctx->prog.prof_nodes[i] : "");
         prev_end = e;
     }
     qsort(rows, (size_t)n, sizeof *rows, profile_row_cmp);
@@ -151,8 +162,10 @@ static void profile_summary(teeny_ctx *ctx, double span_ms, int each)
 
 static void profile_clear(teeny_ctx *ctx)
 {
-    for (int i = 0; i < ctx->prog.prof_count; i++)
+    for (int i = 0; i < ctx->prog.prof_count; i++) {
         TEENY_CL_RELEASE(clReleaseEvent, ctx->prog.prof_events[i]);
+        teeny__free(ctx->prog.prof_nodes[i]);
+    }
     ctx->prog.prof_count = 0;
     ctx->prog.prof_lost = 0;
 }
@@ -163,9 +176,11 @@ static void profile_release(teeny_ctx *ctx)
     profile_clear(ctx);
     teeny__free(ctx->prog.prof_events);
     teeny__free(ctx->prog.prof_names);
+    teeny__free(ctx->prog.prof_nodes);
     teeny__free(ctx->prog.prof_items);
     ctx->prog.prof_events = NULL;
     ctx->prog.prof_names = NULL;
+    ctx->prog.prof_nodes = NULL;
     ctx->prog.prof_items = NULL;
     ctx->prog.prof_cap = 0;
 }
@@ -181,13 +196,16 @@ teeny_status teeny_profile_begin(teeny_ctx *ctx)
             return st;
         ctx->prog.prof_events = teeny__calloc(PROFILE_FIRST_CAP, sizeof(cl_event));
         ctx->prog.prof_names = teeny__calloc(PROFILE_FIRST_CAP, sizeof(const char *));
+        ctx->prog.prof_nodes = teeny__calloc(PROFILE_FIRST_CAP, sizeof(char *));
         ctx->prog.prof_items = teeny__calloc(PROFILE_FIRST_CAP, sizeof(int64_t));
-        if (!ctx->prog.prof_events || !ctx->prog.prof_names || !ctx->prog.prof_items) {
+        if (!ctx->prog.prof_events || !ctx->prog.prof_names || !ctx->prog.prof_nodes || !ctx->prog.prof_items) {
             teeny__free(ctx->prog.prof_events);
             teeny__free(ctx->prog.prof_names);
+            teeny__free(ctx->prog.prof_nodes);
             teeny__free(ctx->prog.prof_items);
             ctx->prog.prof_events = NULL;
             ctx->prog.prof_names = NULL;
+            ctx->prog.prof_nodes = NULL;
             ctx->prog.prof_items = NULL;
             return teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_profile_begin: out of host memory");
         }

@@ -27,6 +27,7 @@ typedef struct {
     int profiling;            /* teeny_profile_begin .. end (profile.c) */
     cl_event *prof_events;
     const char **prof_names;  /* kernel name of each event */
+    char **prof_nodes;        /* the graph node each replayed launch belongs to (a copy), else NULL */
     int64_t *prof_items;      /* work-items of each launch (TEENY_PROFILE=2 lists them) */
     int prof_count, prof_cap; /* prof_count < prof_cap: the arrays grow */
     int prof_lost;            /* events dropped when growing failed; teeny_profile_end reports them */
@@ -194,6 +195,9 @@ teeny_status teeny__recorder_replay(teeny_ctx *ctx, const teeny__recorder *rec, 
 teeny_status teeny__record_launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, int dims,
                                   const size_t *g, const size_t *local);
 teeny_status teeny__record_fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value);
+/* While recording: the graph node the launches recorded next belong to (the profile names it); a
+ * no-op otherwise. */
+teeny_status teeny__record_node(teeny_ctx *ctx, const char *node);
 teeny_status teeny__recorder_add_kernel(teeny_ctx *ctx, teeny__recorder *rec, cl_kernel k,
                                         const teeny__klimits *lim);
 /* The limits a recorded kernel was created with; 0 when not one of rec's. */
@@ -203,9 +207,10 @@ teeny_status teeny__recorder_scratch(teeny_ctx *ctx, size_t bytes, cl_mem *out);
 
 /* ---- the queue end (profile.c) ----
  * Enqueue one kernel over an already rounded grid; while profiling, its
- * event and name are kept. Every kernel launch, eager or replayed. */
-teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, cl_uint dims,
-                                   const size_t *g, const size_t *local);
+ * event, name and graph node (NULL: an eager launch) are kept. Every
+ * kernel launch, eager or replayed. */
+teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, const char *node,
+                                   cl_uint dims, const size_t *g, const size_t *local);
 /* clEnqueueFillBuffer of n floats from element offset off (not profiled). */
 teeny_status teeny__enqueue_fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value);
 

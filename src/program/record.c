@@ -25,6 +25,7 @@ typedef struct {
     cl_mem buf;            /* fill */
     size_t off, n;
     float value;
+    int node;              /* index into the recorder's node names; -1: none */
 } recorded;
 
 struct teeny__recorder {
@@ -38,6 +39,8 @@ struct teeny__recorder {
     cl_mem *scratch;
     int n_scratch, cap_scratch;
     size_t scratch_bytes;
+    char **nodes; /* the graph nodes' names (copies), in recording order */
+    int n_nodes, cap_nodes;
 };
 
 teeny_status teeny__recorder_create(teeny_ctx *ctx, teeny__recorder **out)
@@ -60,6 +63,9 @@ void teeny__recorder_free(teeny__recorder *rec)
     teeny__free(rec->items);
     teeny__free(rec->kernels);
     teeny__free(rec->scratch);
+    for (int i = 0; i < rec->n_nodes; i++)
+        teeny__free(rec->nodes[i]);
+    teeny__free(rec->nodes);
     teeny__free(rec);
 }
 
@@ -105,12 +111,29 @@ int teeny__recorder_limits(const teeny__recorder *rec, cl_kernel k, teeny__klimi
     return 0;
 }
 
-static teeny_status recorder_add(teeny_ctx *ctx, const recorded *r)
+static teeny_status recorder_add(teeny_ctx *ctx, recorded *r)
 {
     teeny__recorder *rec = ctx->prog.rec;
     if (!teeny__grow((void **)&rec->items, &rec->cap, rec->n, sizeof(recorded)))
         return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory recording a launch");
+    r->node = rec->n_nodes - 1;
     rec->items[rec->n++] = *r;
+    return TEENY_OK;
+}
+
+teeny_status teeny__record_node(teeny_ctx *ctx, const char *node)
+{
+    teeny__recorder *rec = ctx->prog.rec;
+    if (!rec || (rec->n_nodes && !strcmp(rec->nodes[rec->n_nodes - 1], node)))
+        return TEENY_OK;
+    size_t len = strlen(node) + 1;
+    char *copy = teeny__malloc(len);
+    if (!copy || !teeny__grow((void **)&rec->nodes, &rec->cap_nodes, rec->n_nodes, sizeof(char *))) {
+        teeny__free(copy);
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory recording node %s", node);
+    }
+    memcpy(copy, node, len);
+    rec->nodes[rec->n_nodes++] = copy;
     return TEENY_OK;
 }
 
@@ -161,7 +184,8 @@ teeny_status teeny__recorder_replay(teeny_ctx *ctx, const teeny__recorder *rec, 
 {
     for (int i = from; i < to; i++) {
         const recorded *r = &rec->items[i];
-        teeny_status st = r->kernel ? teeny__enqueue_kernel(ctx, r->kernel, r->name, r->dims, r->global,
+        const char *node = r->node >= 0 ? rec->nodes[r->node] : NULL;
+        teeny_status st = r->kernel ? teeny__enqueue_kernel(ctx, r->kernel, r->name, node, r->dims, r->global,
                                                      r->has_local ? r->local : NULL)
                                     : teeny__enqueue_fill(ctx, r->buf, r->off, r->n, r->value);
         if (st != TEENY_OK)
