@@ -516,7 +516,7 @@ static teeny_status attn_outputs(ox_import *im, const ox_attn *a, const attn_dim
     return teeny__ox_out_runtime(im, 3, qk, &qs);
 }
 
-static teeny_status op_attention(ox_import *im)
+teeny_status teeny__ox_op_attention(ox_import *im)
 {
     ox_attn a = {.mask = -1};
     attn_dims dm = {0};
@@ -546,9 +546,4 @@ static teeny_status op_attention(ox_import *im)
     if ((st = teeny__ox_attention(im, &core, &o)) != TEENY_OK)
         return st;
     return attn_outputs(im, &a, &dm, &op, &o);
-}
-
-ox_handler teeny__ox_attention_handler(const char *op)
-{
-    return !strcmp(op, "Attention") ? op_attention : NULL;
 }

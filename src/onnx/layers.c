@@ -25,7 +25,7 @@ static teeny_status graph_err(ox_import *im, teeny_status st)
 
 /* BatchNormalization in its inference form (running statistics); the plan's
  * mode decides, so training_mode=1 is refused. */
-static teeny_status op_batchnorm(ox_import *im)
+teeny_status teeny__ox_op_batchnorm(ox_import *im)
 {
     static const char *const attrs[] = {"epsilon", "momentum", "spatial", "is_test", "training_mode", NULL};
     int xi, idx[4];
@@ -170,7 +170,7 @@ static teeny_status gemm_operand(ox_import *im, int i, const char *what, int tra
  * node (B its weight), with C its bias where alpha = beta = 1 and C has N
  * elements; otherwise A' B' is a matmul node, alpha and beta multiply by
  * graph constants and C is added with broadcasting. */
-static teeny_status op_gemm(ox_import *im)
+teeny_status teeny__ox_op_gemm(ox_import *im)
 {
     static const char *const attrs[] = {"alpha", "beta", "transA", "transB", "broadcast", NULL};
     float alpha, beta;
@@ -225,7 +225,7 @@ static teeny_status op_gemm(ox_import *im)
     return teeny__ox_out_runtime(im, 0, y, &ys);
 }
 
-static teeny_status op_matmul(ox_import *im)
+teeny_status teeny__ox_op_matmul(ox_import *im)
 {
     int xi, wi;
     const ox_const *w;
@@ -268,7 +268,7 @@ static teeny_status sce_params(ox_import *im, teeny_ce_params *p)
     return TEENY_OK;
 }
 
-static teeny_status op_sce(ox_import *im)
+teeny_status teeny__ox_op_sce(ox_import *im)
 {
     int si, li, wi, yi;
     teeny_node y, lp, w = -1;
@@ -309,19 +309,4 @@ static teeny_status op_sce(ox_import *im)
                                   &lp)) != TEENY_OK)
         return graph_err(im, st);
     return teeny__ox_out_runtime(im, 1, lp, &sc);
-}
-
-ox_handler teeny__ox_layer_handler(const char *op)
-{
-    static const struct {
-        const char *op;
-        ox_handler fn;
-    } table[] = {
-        {"BatchNormalization", op_batchnorm}, {"Gemm", op_gemm}, {"MatMul", op_matmul},
-        {"SoftmaxCrossEntropyLoss", op_sce},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if (!strcmp(table[i].op, op))
-            return table[i].fn;
-    return NULL;
 }

@@ -220,14 +220,19 @@ teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const
 teeny_status teeny__ox_load_budget(teeny_ctx *ctx, const void *data, size_t size, const teeny_onnx_params *p,
                                    ox_budget budget, teeny_onnx_model **out);
 
-/* ---- fold.c / layers.c: one handler per op ---- */
+/* ---- the op registry (ops.def): one handler per op type ---- */
 typedef teeny_status (*ox_handler)(ox_import *im);
-ox_handler teeny__ox_fold_handler(const char *op);
+#define XX(type, fn, since, until) teeny_status teeny__ox_op_##fn(ox_import *im);
+#include "ops.def"
+#undef XX
+#define OX_OP_COUNT 52             /* ops.def's lines: a line added or removed updates it, and README.md's table */
+
+/* ---- fold.c, arith.c: folding ---- */
 /* Folds for ops whose run-time form is a layer: Add/Sub/Mul/Div/Pow of two
  * constants, Concat of constants along any axis. */
 teeny_status teeny__ox_fold_binary(ox_import *im, const ox_const *a, const ox_const *b);
 teeny_status teeny__ox_fold_concat(ox_import *im, int axis);
-teeny_status teeny__ox_op_slice(ox_import *im);     /* arith.c: of constants */
+teeny_status teeny__ox_fold_slice(ox_import *im);     /* arith.c: of constants */
 /* Slice's starts/ends/axes/steps (inputs, or attributes before opset 10)
  * for data of shape s: per axis the first index (clamped as ONNX does),
  * the step, and the result's shape o. */
@@ -242,12 +247,9 @@ teeny_status teeny__ox_const_shape(ox_import *im, const ox_const *c, const char 
 /* TEENY_ERR_SHAPE naming the rank when a result of `rank` dimensions would
  * not fit an ox_shape: called before any dimension of it is written. */
 teeny_status teeny__ox_rank_ok(ox_import *im, const char *what, int64_t rank);
-ox_handler teeny__ox_layer_handler(const char *op);
 
 /* ---- ops_a.c: group A's mappings (activations, broadcasting arithmetic,
  * reductions, softmax, layer norm, batched MatMul, layout ops) ---- */
-ox_handler teeny__ox_group_a_handler(const char *op);
-ox_handler teeny__ox_layout_handler(const char *op); /* ops_layout.c */
 /* Input i as a graph node and its ONNX shape: a run-time value, or a
  * float constant as a graph constant (made once; a scalar is [1]). */
 teeny_status teeny__ox_operand(ox_import *im, int i, const char *what, teeny_node *n, ox_shape *s);
@@ -261,7 +263,6 @@ typedef struct {
     int nsp;                       /* spatial dims: 1 or 2 */
     int64_t kernel[2], stride[2], pad[2], pad_end[2], dil[2];
 } ox_spatial;
-ox_handler teeny__ox_spatial_handler(const char *op);
 /* kernel_shape (unless kernel_given: sp->kernel holds it), strides,
  * dilations, pads or auto_pad for an input of spatial sizes in[]. */
 teeny_status teeny__ox_spatial_attrs(ox_import *im, const int64_t *in, ox_spatial *sp, int kernel_given);
@@ -295,7 +296,6 @@ typedef struct {
     ox_shape ss;                   /* their shape [L..., S, T] */
 } ox_attn_out;
 teeny_status teeny__ox_attention(ox_import *im, const ox_attn *a, ox_attn_out *o);
-ox_handler teeny__ox_attention_handler(const char *op);
 /* attn_fuse.c: find the MatMul-[Mul|Div]-[Add]-Softmax-MatMul chains
  * (before the nodes are imported); a chain's nodes but the last are
  * deferred (skipped), and at the last teeny__ox_fuse_node fuses them or

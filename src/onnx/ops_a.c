@@ -127,7 +127,7 @@ static teeny_status act_of(ox_import *im, teeny_act_params *p)
     return st;
 }
 
-static teeny_status op_act(ox_import *im)
+teeny_status teeny__ox_op_act(ox_import *im)
 {
     teeny_act_params p;
     teeny_node x, y;
@@ -144,7 +144,7 @@ static teeny_status op_act(ox_import *im)
 
 /* Sigmoid(x) waits for its consumer: Mul(x, Sigmoid(x)) becomes SiLU, any
  * other use a sigmoid node (values.c, when it is taken as a run-time input). */
-static teeny_status op_sigmoid(ox_import *im)
+teeny_status teeny__ox_op_sigmoid(ox_import *im)
 {
     int xi, yi;
     teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
@@ -201,7 +201,7 @@ static teeny_status legacy_broadcast(ox_import *im, const ox_shape *as, const ox
     return TEENY_OK;
 }
 
-static teeny_status op_binary(ox_import *im)
+teeny_status teeny__ox_op_binary(ox_import *im)
 {
     static const char *const names[] = {"Add", "Sub", "Mul", "Div", "Pow"};
     int ai, bi, op = 0;
@@ -237,7 +237,7 @@ static teeny_status op_binary(ox_import *im)
     return teeny__ox_out_runtime(im, 0, y, &ys);
 }
 
-static teeny_status op_sum(ox_import *im)
+teeny_status teeny__ox_op_sum(ox_import *im)
 {
     int n = teeny__ox_n_in(im);
     teeny_node acc, x;
@@ -265,7 +265,7 @@ static teeny_status op_sum(ox_import *im)
 /* ReduceSum / ReduceMean: axes from the attribute (before opset 13 /
  * 18) or a constant input; none: all (or, with noop_with_empty_axes, the
  * identity). */
-static teeny_status op_reduce(ox_import *im)
+teeny_status teeny__ox_op_reduce(ox_import *im)
 {
     static const char *const attrs[] = {"axes", "keepdims", "noop_with_empty_axes", NULL};
     int mean = !strcmp(im->node->op_type, "ReduceMean"), n = -1, idx;
@@ -316,7 +316,7 @@ static teeny_status op_reduce(ox_import *im)
 
 /* Softmax / LogSoftmax: along axis (opset >= 13, default -1), or before
  * opset 13 over the input flattened to 2-D at axis (default 1). */
-static teeny_status op_softmax(ox_import *im)
+teeny_status teeny__ox_op_softmax(ox_import *im)
 {
     static const char *const attrs[] = {"axis", NULL};
     int64_t axis;
@@ -375,7 +375,7 @@ static teeny_status ln_stats(ox_import *im, teeny_node x, const ox_shape *s, int
     return teeny__ox_out_runtime(im, 2, inv, &m);
 }
 
-static teeny_status op_layernorm(ox_import *im)
+teeny_status teeny__ox_op_layernorm(ox_import *im)
 {
     static const char *const attrs[] = {"axis", "epsilon", "stash_type", NULL};
     int64_t axis, stash;
@@ -415,7 +415,7 @@ static teeny_status op_layernorm(ox_import *im)
 
 /* ---- Concat ---- */
 
-static teeny_status op_concat(ox_import *im)
+teeny_status teeny__ox_op_concat(ox_import *im)
 {
     static const char *const attrs[] = {"axis", NULL};
     int64_t axis;
@@ -484,23 +484,4 @@ teeny_status teeny__ox_matmul(ox_import *im)
     if ((st = teeny__ox_view_node(im, y, &g, &o, &y)) != TEENY_OK)
         return st;
     return teeny__ox_out_runtime(im, 0, y, &o);
-}
-
-ox_handler teeny__ox_group_a_handler(const char *op)
-{
-    static const struct {
-        const char *op;
-        ox_handler fn;
-    } table[] = {
-        {"Relu", op_act},        {"Tanh", op_act},    {"HardSigmoid", op_act}, {"HardSwish", op_act},
-        {"LeakyRelu", op_act},   {"Gelu", op_act},    {"Clip", op_act},        {"Mish", op_act},
-        {"Erf", op_act},         {"Sigmoid", op_sigmoid}, {"Add", op_binary},  {"Sub", op_binary},
-        {"Mul", op_binary},      {"Div", op_binary},  {"Pow", op_binary},      {"Sum", op_sum},
-        {"Concat", op_concat},   {"ReduceSum", op_reduce}, {"ReduceMean", op_reduce},
-        {"Softmax", op_softmax}, {"LogSoftmax", op_softmax}, {"LayerNormalization", op_layernorm},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if (!strcmp(table[i].op, op))
-            return table[i].fn;
-    return NULL;
 }

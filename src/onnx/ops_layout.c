@@ -25,7 +25,7 @@ static int is_const(ox_import *im, int i)
     return teeny__ox_in(im, i, &idx) == TEENY_OK && (idx < 0 || im->vals[idx].kind == OX_CONST);
 }
 
-static teeny_status op_transpose(ox_import *im)
+teeny_status teeny__ox_op_transpose(ox_import *im)
 {
     static const char *const attrs[] = {"perm", NULL};
     int64_t perm[OX_MAX_DIMS];
@@ -67,14 +67,14 @@ static teeny_slice_params slice_of(int ndim, const int64_t *b, const int64_t *st
     return p;
 }
 
-static teeny_status op_slice(ox_import *im)
+teeny_status teeny__ox_op_slice(ox_import *im)
 {
     int64_t start[OX_MAX_DIMS], step[OX_MAX_DIMS];
     teeny_node x, y;
     ox_shape s, o;
     char buf[TEENY__NAME_CAP];
     if (is_const(im, 0))
-        return teeny__ox_op_slice(im);
+        return teeny__ox_fold_slice(im);
     teeny_status st = teeny__ox_outputs_at_most(im, 1);
     if (st != TEENY_OK || (st = teeny__ox_operand(im, 0, "data", &x, &s)) != TEENY_OK ||
         (st = teeny__ox_slice_params(im, s.ndim, start, step, &o, &s)) != TEENY_OK)
@@ -89,7 +89,7 @@ static teeny_status op_slice(ox_import *im)
 
 /* Split: slices along the axis, sizes from the split attribute (before
  * opset 13) or input, else num_outputs (opset 18) or the output count. */
-static teeny_status op_split(ox_import *im)
+teeny_status teeny__ox_op_split(ox_import *im)
 {
     static const char *const attrs[] = {"axis", "split", "num_outputs", NULL};
     int64_t axis, sizes[64], num;
@@ -149,7 +149,7 @@ static teeny_status op_split(ox_import *im)
 
 /* Gather of a run-time value at constant indices (negative ones counted
  * from the end). */
-static teeny_status op_gather(ox_import *im)
+teeny_status teeny__ox_op_gather(ox_import *im)
 {
     static const char *const attrs[] = {"axis", NULL};
     int64_t axis;
@@ -199,7 +199,7 @@ static teeny_status op_gather(ox_import *im)
     return teeny__ox_out_runtime(im, 0, y, &o);
 }
 
-static teeny_status op_expand(ox_import *im)
+teeny_status teeny__ox_op_expand(ox_import *im)
 {
     const ox_const *c;
     int64_t want[OX_MAX_DIMS];
@@ -226,7 +226,7 @@ static teeny_status op_expand(ox_import *im)
 
 /* Pad, constant mode: pads (and the value) from attributes before opset
  * 11, constant inputs after (axes from opset 18). */
-static teeny_status op_pad(ox_import *im)
+teeny_status teeny__ox_op_pad(ox_import *im)
 {
     static const char *const old_attrs[] = {"mode", "pads", "paddings", "value", NULL}, *const attrs[] = {"mode", NULL};
     int64_t pads[2 * OX_MAX_DIMS], axes[OX_MAX_DIMS], lo[TEENY_MAX_DIMS] = {0}, hi[TEENY_MAX_DIMS] = {0};
@@ -285,19 +285,4 @@ static teeny_status op_pad(ox_import *im)
     if ((st = teeny_graph_pad(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, lo, hi, value, &y)) != TEENY_OK)
         return graph_err(im, st);
     return teeny__ox_out_runtime(im, 0, y, &o);
-}
-
-ox_handler teeny__ox_layout_handler(const char *op)
-{
-    static const struct {
-        const char *op;
-        ox_handler fn;
-    } table[] = {
-        {"Transpose", op_transpose}, {"Slice", op_slice}, {"Split", op_split},
-        {"Gather", op_gather},       {"Expand", op_expand}, {"Pad", op_pad},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if (!strcmp(table[i].op, op))
-            return table[i].fn;
-    return NULL;
 }
