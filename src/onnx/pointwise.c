@@ -1,23 +1,18 @@
 /*
- * ops_a.c -- group A's ONNX ops (phase 2), through the public graph
+ * pointwise.c -- the element-wise ONNX ops, through the public graph
  * builders: the activations (Relu, Sigmoid, Tanh, HardSigmoid, HardSwish,
  * LeakyRelu, Gelu, Clip, Mish, Erf; x * Sigmoid(x) stays one SiLU node),
  * Add/Sub/Mul/Div/Pow and Sum with NumPy broadcasting (two constants
- * fold; one constant operand becomes a graph constant), and Concat (of
- * constants folded, along channels the concat node, along any other axis
- * the concat_axis node). Attribute values the ops cannot compute are
- * refused, naming the attribute.
+ * fold; one constant operand becomes a graph constant), and the operand
+ * rule the other files' ops share (teeny__ox_operand: a run-time value,
+ * or a float constant as a graph constant). Attribute values the ops
+ * cannot compute are refused, naming the attribute.
  */
 #include <string.h>
 
 #include "onnx_internal.h"
 
 static const char *const NO_ATTRS[] = {NULL};
-
-static teeny_status graph_err(ox_import *im, teeny_status st)
-{
-    return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
-}
 
 /* ---- operands ---- */
 
@@ -37,7 +32,7 @@ static teeny_status const_node(ox_import *im, int idx)
     ox_shape s = v->c.shape.ndim ? v->c.shape : (ox_shape){1, {1}};
     teeny_status st = teeny_graph_constant(im->g, teeny__ox_name_prefer(im, v->name, buf, sizeof buf), s.ndim, s.d,
                                            v->c.data, &v->node);
-    return st != TEENY_OK ? graph_err(im, st) : TEENY_OK;
+    return st != TEENY_OK ? teeny__ox_graph_fail(im, st) : TEENY_OK;
 }
 
 /* Input i as a graph node and its ONNX shape: a run-time value, or a
@@ -138,7 +133,7 @@ teeny_status teeny__ox_op_act(ox_import *im)
         (st = teeny__ox_operand(im, 0, "X", &x, &s)) != TEENY_OK)
         return st;
     if ((st = teeny_graph_activation_ex(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, &p, &y)) != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     return teeny__ox_out_runtime(im, 0, y, &s);
 }
 
@@ -180,7 +175,7 @@ static teeny_status binary_node(ox_import *im, teeny_binary_op op, teeny_node a,
     if (!teeny__ox_broadcast(as, bs, ys))
         return teeny__ox_fail(im, TEENY_ERR_SHAPE, "the operands' shapes do not broadcast");
     teeny_status st = teeny_graph_binary(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), op, a, b, y);
-    return st != TEENY_OK ? graph_err(im, st) : TEENY_OK;
+    return st != TEENY_OK ? teeny__ox_graph_fail(im, st) : TEENY_OK;
 }
 
 /* Opset < 7's broadcast=1 with axis: b aligned at axis of a; taken where
@@ -224,7 +219,7 @@ teeny_status teeny__ox_op_binary(ox_import *im)
         if (im->vals[s].kind == OX_SIGMOID && im->vals[s].sigmoid_of == x) {
             if ((st = teeny_graph_activation(im->g, teeny__ox_name(im, "silu", buf, sizeof buf), im->vals[x].node,
                                              TEENY_ACT_SILU, &y)) != TEENY_OK)
-                return graph_err(im, st);
+                return teeny__ox_graph_fail(im, st);
             return teeny__ox_out_runtime(im, 0, y, &im->vals[x].shape);
         }
     }
@@ -258,230 +253,4 @@ teeny_status teeny__ox_op_sum(ox_import *im)
         s = o;
     }
     return teeny__ox_out_runtime(im, 0, acc, &s);
-}
-
-/* ---- reductions ---- */
-
-/* ReduceSum / ReduceMean: axes from the attribute (before opset 13 /
- * 18) or a constant input; none: all (or, with noop_with_empty_axes, the
- * identity). */
-teeny_status teeny__ox_op_reduce(ox_import *im)
-{
-    static const char *const attrs[] = {"axes", "keepdims", "noop_with_empty_axes", NULL};
-    int mean = !strcmp(im->node->op_type, "ReduceMean"), n = -1, idx;
-    int64_t axes[OX_MAX_DIMS], keepdims, noop;
-    teeny_node x, y;
-    ox_shape s, o = {0};
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "keepdims", 1, &keepdims)) != TEENY_OK ||
-        (st = teeny__ox_attr_int(im, "noop_with_empty_axes", 0, &noop)) != TEENY_OK ||
-        (st = teeny__ox_attr_ints(im, "axes", OX_MAX_DIMS, axes, &n)) != TEENY_OK ||
-        (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = teeny__ox_in(im, 1, &idx)) != TEENY_OK)
-        return st;
-    if (idx >= 0) {
-        const ox_const *c;
-        if (n >= 0)
-            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "axes given as attribute and input");
-        if ((st = teeny__ox_in_const(im, 1, "axes", 0, &c)) != TEENY_OK ||
-            (st = teeny__ox_const_ints(im, c, "axes", OX_MAX_DIMS, axes, &n)) != TEENY_OK)
-            return st;
-    }
-    if ((st = teeny__ox_operand(im, 0, "data", &x, &s)) != TEENY_OK)
-        return st;
-    unsigned mask = 0;
-    for (int i = 0; i < n; i++) {
-        int ax;
-        if ((st = teeny__ox_axis(im, "axis", axes[i], s.ndim, &ax)) != TEENY_OK)
-            return st;
-        mask |= 1u << ax;
-    }
-    if (n <= 0 && noop) { /* the identity */
-        if ((st = teeny__ox_view_node(im, x, &s, &s, &y)) != TEENY_OK)
-            return st;
-        return teeny__ox_out_runtime(im, 0, y, &s);
-    }
-    if (n <= 0)
-        mask = s.ndim ? (1u << s.ndim) - 1 : 1;
-    for (int d = 0; d < s.ndim; d++)
-        if (!(mask & (1u << d)) || keepdims)
-            o.d[o.ndim++] = mask & (1u << d) ? 1 : s.d[d];
-    teeny_reduce_params p = {s.ndim ? mask : 1, keepdims != 0, mean};
-    if ((st = teeny_graph_reduce(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, &p, &y)) != TEENY_OK)
-        return graph_err(im, st);
-    return teeny__ox_out_runtime(im, 0, y, &o);
-}
-
-/* ---- softmax, layer norm ---- */
-
-/* Softmax / LogSoftmax: along axis (opset >= 13, default -1), or before
- * opset 13 over the input flattened to 2-D at axis (default 1). */
-teeny_status teeny__ox_op_softmax(ox_import *im)
-{
-    static const char *const attrs[] = {"axis", NULL};
-    int64_t axis;
-    int ax, log_out = !strcmp(im->node->op_type, "LogSoftmax");
-    teeny_node x, y;
-    ox_shape s;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "axis", im->opset < 13 ? 1 : -1, &axis)) != TEENY_OK ||
-        (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = teeny__ox_operand(im, 0, "input", &x, &s)) != TEENY_OK)
-        return st;
-    if (s.ndim < 1)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "a scalar input");
-    if ((st = teeny__ox_axis(im, "axis", axis, s.ndim, &ax)) != TEENY_OK)
-        return st;
-    ox_shape flat = {2, {1, 1}};
-    for (int d = 0; d < s.ndim; d++)
-        flat.d[d >= ax] *= s.d[d];
-    int coerce = im->opset < 13 && ax != s.ndim - 1;
-    if (coerce && (st = teeny__ox_view_node(im, x, &s, &flat, &x)) != TEENY_OK)
-        return st;
-    if ((st = teeny_graph_softmax(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, coerce ? 1 : ax, log_out,
-                                  &y)) != TEENY_OK)
-        return graph_err(im, st);
-    if (coerce && (st = teeny__ox_view_node(im, y, &flat, &s, &y)) != TEENY_OK)
-        return st;
-    return teeny__ox_out_runtime(im, 0, y, &s);
-}
-
-/* LayerNormalization's optional outputs Mean and InvStdDev (x's shape with
- * 1 from axis on) as nodes of their own: a mean, and 1/sqrt(mean((x -
- * mean)^2) + eps) through the broadcasting ops. */
-static teeny_status ln_stats(ox_import *im, teeny_node x, const ox_shape *s, int ax, float eps)
-{
-    teeny_reduce_params rp = {((1u << s->ndim) - 1) & ~((1u << ax) - 1), 1, 1};
-    ox_shape m = *s, cs = {1, {1}};
-    teeny_node mean, d, sq, var, e, h, ve, inv;
-    float half = -0.5f;
-    char buf[TEENY__NAME_CAP];
-    for (int k = ax; k < s->ndim; k++)
-        m.d[k] = 1;
-    teeny_status st = teeny_graph_reduce(im->g, teeny__ox_name(im, "mean", buf, sizeof buf), x, &rp, &mean);
-    if (st == TEENY_OK && im->node->n_output > 1 && *im->node->output[1] &&
-        (st = teeny__ox_out_runtime(im, 1, mean, &m)) != TEENY_OK)
-        return st;
-    if (st != TEENY_OK || im->node->n_output < 3 || !*im->node->output[2])
-        return st == TEENY_OK ? TEENY_OK : graph_err(im, st);
-    if ((st = teeny_graph_binary(im->g, teeny__ox_name(im, "dev", buf, sizeof buf), TEENY_BINARY_SUB, x, mean, &d)) ||
-        (st = teeny_graph_binary(im->g, teeny__ox_name(im, "sq", buf, sizeof buf), TEENY_BINARY_MUL, d, d, &sq)) ||
-        (st = teeny_graph_reduce(im->g, teeny__ox_name(im, "var", buf, sizeof buf), sq, &rp, &var)) ||
-        (st = teeny_graph_constant(im->g, teeny__ox_name(im, "eps", buf, sizeof buf), 1, cs.d, &eps, &e)) ||
-        (st = teeny_graph_binary(im->g, teeny__ox_name(im, "var_eps", buf, sizeof buf), TEENY_BINARY_ADD, var, e, &ve)) ||
-        (st = teeny_graph_constant(im->g, teeny__ox_name(im, "half", buf, sizeof buf), 1, cs.d, &half, &h)) ||
-        (st = teeny_graph_binary(im->g, teeny__ox_name(im, "inv_std", buf, sizeof buf), TEENY_BINARY_POW, ve, h, &inv)))
-        return graph_err(im, st);
-    return teeny__ox_out_runtime(im, 2, inv, &m);
-}
-
-teeny_status teeny__ox_op_layernorm(ox_import *im)
-{
-    static const char *const attrs[] = {"axis", "epsilon", "stash_type", NULL};
-    int64_t axis, stash;
-    float eps;
-    int ax, xi, si, bi;
-    const ox_const *scale, *bias = NULL;
-    teeny_node y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "axis", -1, &axis)) != TEENY_OK ||
-        (st = teeny__ox_attr_float(im, "epsilon", 1e-5f, &eps)) != TEENY_OK ||
-        (st = teeny__ox_attr_int(im, "stash_type", 1, &stash)) != TEENY_OK ||
-        (st = teeny__ox_outputs_at_most(im, 3)) != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK ||
-        (st = teeny__ox_in_const(im, 1, "Scale", 1, &scale)) != TEENY_OK || (st = teeny__ox_in(im, 1, &si)) != TEENY_OK ||
-        (st = teeny__ox_in(im, 2, &bi)) != TEENY_OK || (bi >= 0 && (st = teeny__ox_in_const(im, 2, "B", 1, &bias)) != TEENY_OK))
-        return st;
-    if (stash != 1)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute stash_type=%lld (supported: 1, float)", (long long)stash);
-    ox_shape s = im->vals[xi].shape;
-    if ((st = teeny__ox_axis(im, "axis", axis, s.ndim, &ax)) != TEENY_OK)
-        return st;
-    int64_t n = 1;
-    for (int d = ax; d < s.ndim; d++)
-        n *= s.d[d];
-    if (scale->numel != n || (bias && bias->numel != n))
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "Scale or B of %lld elements for %lld normalized ones "
-                              "(supported: the normalized shape)", (long long)scale->numel, (long long)n);
-    if ((st = teeny_graph_layernorm(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), im->vals[xi].node, ax, eps,
-                                    bias != NULL, &y)) != TEENY_OK)
-        return graph_err(im, st);
-    if ((st = teeny__ox_bind(im, si, y, 0, 0, NULL)) != TEENY_OK ||
-        (bias && (st = teeny__ox_bind(im, bi, y, 0, 1, NULL)) != TEENY_OK) ||
-        (st = teeny__ox_out_runtime(im, 0, y, &s)) != TEENY_OK)
-        return st;
-    return ln_stats(im, im->vals[xi].node, &s, ax, eps);
-}
-
-/* ---- Concat ---- */
-
-teeny_status teeny__ox_op_concat(ox_import *im)
-{
-    static const char *const attrs[] = {"axis", NULL};
-    int64_t axis;
-    int n = teeny__ox_n_in(im), all_const = 1, ax, xi;
-    teeny_node xs[64], y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "axis", im->opset < 4 ? 1 : INT64_MAX, &axis)) != TEENY_OK)
-        return st;
-    if (axis == INT64_MAX)
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute axis is missing");
-    for (int i = 0; i < n && all_const; i++)
-        all_const = (st = teeny__ox_in(im, i, &xi)) == TEENY_OK && xi >= 0 && im->vals[xi].kind == OX_CONST;
-    if (st != TEENY_OK || n < 1)
-        return st != TEENY_OK ? st : teeny__ox_fail(im, TEENY_ERR_FORMAT, "no inputs");
-    if (all_const)
-        return teeny__ox_fold_concat(im, (int)(axis < INT32_MIN || axis > INT32_MAX ? INT32_MAX : axis));
-    if (n > 64)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%d inputs (at most 64)", n);
-    ox_shape s, first;
-    for (int i = 0; i < n; i++) {
-        if ((st = teeny__ox_operand(im, i, "inputs", &xs[i], &s)) != TEENY_OK)
-            return st;
-        if (!i)
-            first = s;
-        if (s.ndim != first.ndim)
-            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "inputs differ in rank");
-    }
-    if ((st = teeny__ox_axis(im, "axis", axis, first.ndim, &ax)) != TEENY_OK)
-        return st;
-    st = ax == 1 ? teeny_graph_concat(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), n, xs, &y)
-                 : teeny_graph_concat_axis(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), ax, n, xs, &y);
-    if (st != TEENY_OK)
-        return graph_err(im, st);
-    if ((st = teeny__ox_node_shape(im, y, &s)) != TEENY_OK)
-        return st;
-    return teeny__ox_out_runtime(im, 0, y, &s);
-}
-
-/* MatMul of two run-time values (or one constant of rank other than 2):
- * the batched matmul node; a 1-D operand is a row (A) or column (B)
- * viewed in and its dimension dropped from the result, as NumPy does. */
-teeny_status teeny__ox_matmul(ox_import *im)
-{
-    teeny_node a, b, y;
-    ox_shape as, bs, a2, b2, o = {0};
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
-        (st = teeny__ox_operand(im, 0, "A", &a, &as)) != TEENY_OK || (st = teeny__ox_operand(im, 1, "B", &b, &bs)) != TEENY_OK)
-        return st;
-    if (as.ndim < 1 || bs.ndim < 1)
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "a scalar operand");
-    a2 = as.ndim == 1 ? (ox_shape){2, {1, as.d[0]}} : as;
-    b2 = bs.ndim == 1 ? (ox_shape){2, {bs.d[0], 1}} : bs;
-    if ((st = teeny__ox_view_node(im, a, &as, &a2, &a)) != TEENY_OK || (st = teeny__ox_view_node(im, b, &bs, &b2, &b)) != TEENY_OK)
-        return st;
-    if ((st = teeny_graph_matmul(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), a, b, &y)) != TEENY_OK)
-        return graph_err(im, st);
-    ox_shape g;
-    if ((st = teeny__ox_node_shape(im, y, &g)) != TEENY_OK)
-        return st;
-    for (int d = 0; d < g.ndim; d++) /* the 1-D operands' dimensions go */
-        if (!((d == g.ndim - 2 && as.ndim == 1) || (d == g.ndim - 1 && bs.ndim == 1)))
-            o.d[o.ndim++] = g.d[d];
-    if ((st = teeny__ox_view_node(im, y, &g, &o, &y)) != TEENY_OK)
-        return st;
-    return teeny__ox_out_runtime(im, 0, y, &o);
 }

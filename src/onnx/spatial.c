@@ -85,11 +85,6 @@ teeny_status teeny__ox_spatial_attrs(ox_import *im, const int64_t *in, ox_spatia
     return TEENY_OK;
 }
 
-teeny_status teeny__ox_graph_fail(ox_import *im, teeny_status st)
-{
-    return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
-}
-
 /* A runtime [N, C, L] value viewed as [N, C, L, 1] (2-D values as they are). */
 teeny_status teeny__ox_as_2d(ox_import *im, int idx, teeny_node *n)
 {
