@@ -7,7 +7,8 @@
  * registry (ops.def, also public: teeny_onnx_op_info), then mark the
  * graph outputs. On any failure the graph is destroyed; teeny_onnx_inspect
  * runs the same path but goes on past failing nodes, reporting each.
- * Also the model object's accessors (inputs, outputs, parameters).
+ * Also the model object's accessors (inputs, outputs, parameters) and
+ * the registry's public view (teeny_onnx_op_count, teeny_onnx_op_info).
  */
 #include <stdio.h>
 #include <string.h>
