@@ -46,8 +46,8 @@ LDLIBS_LIB := -lOpenCL -lm -lcjson -lz
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread -lm)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer
 
-# src/dist/ is the optional MPI layer (WITH_MPI=1), never in libteenycl
-LIB_SRC := $(filter-out src/dist/%,$(wildcard src/*/*.c))
+# src/mpi/ is the optional MPI layer (WITH_MPI=1), never in libteenycl
+LIB_SRC := $(filter-out src/mpi/%,$(wildcard src/*/*.c))
 CL_SRC := $(wildcard cl/*.cl)
 GEN := $(BUILD)/gen/kernels.c
 LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC)) $(BUILD)/gen/kernels.o
@@ -132,7 +132,7 @@ check-onnx:
 # ---- end of ONNX import ------------------------------------------------------
 
 # ---- the optional MPI layer (make WITH_MPI=1) ----------------------------
-# src/dist/ on top of the public API, as a static libteenycl_dist.a that
+# src/mpi/ on top of the public API, as a static libteenycl_dist.a that
 # applications link before libteenycl and Open MPI (teenycl-mpi.pc);
 # -DTEENY_WITH_MPI turns on train_fashion_mnist's --dist. Recursive
 # variables: mpicc is asked only when an MPI target is built.
@@ -141,7 +141,7 @@ MPICC ?= mpicc
 MPIRUN ?= mpirun
 MPI_CFLAGS = $(shell $(MPICC) --showme:compile 2>/dev/null || pkg-config --cflags ompi-c)
 MPI_LIBS = $(shell $(MPICC) --showme:link 2>/dev/null || pkg-config --libs ompi-c)
-DIST_SRC := $(wildcard src/dist/*.c)
+DIST_SRC := $(wildcard src/mpi/*.c)
 DIST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DIST_SRC))
 DIST_LIB := $(BUILD)/libteenycl_dist.a
 MPI_ON := $(filter 1,$(WITH_MPI))
@@ -203,7 +203,7 @@ $(BUILD)/eval_fashion_mnist: examples/options.h examples/fashion_net.h
 $(BUILD)/with_mpi.stamp: FORCE
 	@mkdir -p $(BUILD); if [ "$$(cat $@ 2>/dev/null)" != "$(WITH_MPI)" ]; then echo "$(WITH_MPI)" > $@; fi
 
-$(DIST_OBJ): $(BUILD)/%.o: %.c include/teenycl.h include/teenycl_dist.h src/dist/dist_internal.h src/core/clwrap.h
+$(DIST_OBJ): $(BUILD)/%.o: %.c include/teenycl.h include/teenycl_dist.h src/mpi/mpi_internal.h src/core/clwrap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(MPI_CFLAGS) $(CFLAGS_ALL) -c $< -o $@
 

@@ -244,6 +244,18 @@ typedef void (*teeny_onnx_io_fn)(const teeny_onnx_io_report *r, void *user_data)
 TEENY_API teeny_status teeny_onnx_inspect_io(teeny_ctx *ctx, const char *path, teeny_onnx_io_fn fn,
     void *user_data);
 
+/* The ONNX ops the importer maps (its op registry, src/onnx/ops.def; the
+ * table in README.md, "Importing ONNX models", says what each becomes and
+ * its limits): teeny_onnx_op_count() of them, each a default-domain op
+ * type ("" or "ai.onnx") and the opsets its mapping takes (within the
+ * model-wide 6..24). Entry i's op_type is a static string ("Conv",
+ * "MatMul", ...); any out pointer may be NULL. The entries stay in one
+ * order for a given library; no two share an op type. TEENY_ERR_ARG for
+ * an index outside 0..count-1, in teeny_last_error(NULL). Needs no
+ * context; safe from any thread. */
+TEENY_API int teeny_onnx_op_count(void);
+TEENY_API teeny_status teeny_onnx_op_info(int i, const char **op_type, int *since_opset, int *until_opset);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,6 @@
 /*
  * test_onnx_attention.c -- ONNX Attention's rule for fully masked rows
- * (src/onnx/attention.c, include/teenycl_onnx.h): a query row whose every
+ * (src/onnx/attn_import.c, include/teenycl_onnx.h): a query row whose every
  * key is masked (-inf or false, the causal mask included) gives 0 on every
  * path the importer takes -- the fused kernel (teeny_graph_attention_ex)
  * and the decomposition (a rank-1 mask; qk_matmul_output asked for, with

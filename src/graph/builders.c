@@ -1,16 +1,28 @@
 /*
- * builders.c -- the graph builders of every op (teeny_graph_<op>, the
- * public API): each turns its arguments into the op's attributes
- * (teeny__op_attrs, ops.h) and adds a node through teeny__graph_node,
- * which runs the op's infer and creates its parameters. Builders are
- * graph code: the op families never call into graph/, so a new op's
- * builder goes here (one function, a few lines).
+ * builders.c -- the graph builders (teeny_graph_<op>, the public API) of
+ * the element-wise and broadcasting ops, reductions, normalizations,
+ * softmax, the linear layer and matmul, the losses, channel concatenation
+ * and attention; builders_spatial.c has the convolutions, pools and
+ * resizing, builders_layout.c constants and the layout ops. Each turns
+ * its arguments into the op's attributes (teeny__op_attrs, ops.h) and
+ * adds a node through teeny__graph_node, which runs the op's infer and
+ * creates its parameters. Builders are graph code: the op families never
+ * call into graph/, so a new op's builder goes here or beside its kind
+ * (one function, a few lines).
  */
 #include <stdio.h>
 
 #include "graph_internal.h"
 
-/* ---- elementwise ---- */
+/* A builder's NULL argument (graph_internal.h). */
+teeny_status teeny__graph_null_arg(teeny_graph *g, const char *fn, const char *what, teeny_node *out)
+{
+    if (out)
+        *out = -1;
+    return teeny__error(teeny__graph_ctx(g), TEENY_ERR_ARG, "%s: %s is NULL", fn, what);
+}
+
+/* ---- elementwise and broadcasting ---- */
 
 teeny_status teeny_graph_activation(teeny_graph *g, const char *name, teeny_node x, teeny_act act, teeny_node *out)
 {
@@ -21,11 +33,8 @@ teeny_status teeny_graph_activation(teeny_graph *g, const char *name, teeny_node
 teeny_status teeny_graph_activation_ex(teeny_graph *g, const char *name, teeny_node x, const teeny_act_params *p,
                                        teeny_node *out)
 {
-    if (!p) {
-        if (out)
-            *out = -1;
-        return teeny__error(teeny__graph_ctx(g), TEENY_ERR_ARG, "teeny_graph_activation_ex: p is NULL");
-    }
+    if (!p)
+        return teeny__graph_null_arg(g, "teeny_graph_activation_ex", "p", out);
     teeny__op_attrs at = {.activation = {p->act, p->alpha, p->beta}};
     return teeny__graph_node(g, TEENY__OP_ACTIVATION, name, 1, &x, &at, out);
 }
@@ -40,6 +49,23 @@ teeny_status teeny_graph_mul(teeny_graph *g, const char *name, teeny_node a, tee
 {
     teeny_node in[2] = {a, b};
     return teeny__graph_node(g, TEENY__OP_MUL, name, 2, in, NULL, out);
+}
+
+teeny_status teeny_graph_binary(teeny_graph *g, const char *name, teeny_binary_op op, teeny_node a, teeny_node b,
+                                teeny_node *out)
+{
+    teeny_node in[2] = {a, b};
+    teeny__op_attrs at = {.binary = {op}};
+    return teeny__graph_node(g, TEENY__OP_BINARY, name, 2, in, &at, out);
+}
+
+teeny_status teeny_graph_reduce(teeny_graph *g, const char *name, teeny_node x, const teeny_reduce_params *p,
+                                teeny_node *out)
+{
+    if (!p)
+        return teeny__graph_null_arg(g, "teeny_graph_reduce", "p", out);
+    teeny__op_attrs at = {.reduce = {p->axes, p->keepdims, p->mean}};
+    return teeny__graph_node(g, TEENY__OP_REDUCE, name, 1, &x, &at, out);
 }
 
 /* ---- batchnorm ---- */
@@ -59,42 +85,52 @@ teeny_status teeny_graph_batchnorm_act(teeny_graph *g, const char *name, teeny_n
     return teeny__graph_node(g, TEENY__OP_BATCHNORM, name, 1, &x, &at, out);
 }
 
-/* ---- pooling ---- */
+/* ---- softmax, layer norm ---- */
 
-static teeny_status graph_pool(teeny_graph *g, teeny__op_id op, const char *name, teeny_node x,
-                               const teeny_pool2d_params *p, teeny_node *out)
+/* axis in [-rank, rank) of x as 0..rank-1 (x checked); -1 when outside. */
+static int norm_axis(teeny_graph *g, teeny_node x, int axis)
 {
-    static const teeny_pool2d_params defaults = TEENY_POOL2D_PARAMS_INIT;
+    if (!g || x < 0 || x >= g->n_nodes)
+        return axis;
+    int r = g->nodes[x].shapes.out.ndim;
+    return axis < -r || axis >= r ? -1 : axis < 0 ? axis + r : axis;
+}
+
+teeny_status teeny_graph_softmax(teeny_graph *g, const char *name, teeny_node x, int axis, int log, teeny_node *out)
+{
+    teeny__op_attrs at = {.softmax = {norm_axis(g, x, axis), log}};
+    return teeny__graph_node(g, TEENY__OP_SOFTMAX, name, 1, &x, &at, out);
+}
+
+teeny_status teeny_graph_softmax_ex(teeny_graph *g, const char *name, teeny_node x, const teeny_softmax_params *p,
+                                    teeny_node *out)
+{
     if (!p)
-        p = &defaults;
-    teeny__op_attrs at = {.pool2d = teeny__pool2d_attrs_of(p)};
-    return teeny__graph_node(g, op, name, 1, &x, &at, out);
+        return teeny__graph_null_arg(g, "teeny_graph_softmax_ex", "p", out);
+    teeny__op_attrs at = {.softmax = {norm_axis(g, x, p->axis), p->log, p->masked_zero}};
+    return teeny__graph_node(g, TEENY__OP_SOFTMAX, name, 1, &x, &at, out);
 }
 
-teeny_status teeny_graph_maxpool2d(teeny_graph *g, const char *name, teeny_node x, const teeny_pool2d_params *p,
+teeny_status teeny_graph_layernorm(teeny_graph *g, const char *name, teeny_node x, int axis, float eps, int bias,
                                    teeny_node *out)
 {
-    return graph_pool(g, TEENY__OP_MAXPOOL2D, name, x, p, out);
+    teeny__op_attrs at = {.layernorm = {norm_axis(g, x, axis), eps, bias != 0}};
+    return teeny__graph_node(g, TEENY__OP_LAYERNORM, name, 1, &x, &at, out);
 }
 
-teeny_status teeny_graph_avgpool2d(teeny_graph *g, const char *name, teeny_node x, const teeny_pool2d_params *p,
-                                   teeny_node *out)
-{
-    return graph_pool(g, TEENY__OP_AVGPOOL2D, name, x, p, out);
-}
-
-teeny_status teeny_graph_global_avgpool(teeny_graph *g, const char *name, teeny_node x, teeny_node *out)
-{
-    return teeny__graph_node(g, TEENY__OP_GLOBAL_AVGPOOL, name, 1, &x, NULL, out);
-}
-
-/* ---- linear and loss ---- */
+/* ---- linear, matmul and loss ---- */
 
 teeny_status teeny_graph_linear(teeny_graph *g, const char *name, teeny_node x, int out_features, int bias,
                                 teeny_node *out)
 {
     teeny__op_attrs at = {.linear = {out_features, bias != 0}};
     return teeny__graph_node(g, TEENY__OP_LINEAR, name, 1, &x, &at, out);
+}
+
+teeny_status teeny_graph_matmul(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out)
+{
+    teeny_node in[2] = {a, b};
+    return teeny__graph_node(g, TEENY__OP_MATMUL, name, 2, in, NULL, out);
 }
 
 teeny_status teeny_graph_softmax_cross_entropy(teeny_graph *g, const char *name, teeny_node logits, teeny_node labels,
@@ -164,27 +200,6 @@ teeny_status teeny_graph_slice_channels(teeny_graph *g, const char *name, teeny_
 {
     teeny__op_attrs at = {.slice = {start, count}};
     return teeny__graph_node(g, TEENY__OP_SLICE_CHANNELS, name, 1, &x, &at, out);
-}
-
-/* ---- convolution ---- */
-
-teeny_status teeny_graph_conv2d(teeny_graph *g, const char *name, teeny_node x, int out_channels, int kernel_h,
-                                int kernel_w, const teeny_conv2d_params *p, int bias, teeny_node *out)
-{
-    static const teeny_conv2d_params defaults = TEENY_CONV2D_PARAMS_INIT;
-    if (!p)
-        p = &defaults;
-    if (out_channels < 1 || kernel_h < 1 || kernel_w < 1 || out_channels > (1 << 24) || kernel_h > (1 << 24) ||
-        kernel_w > (1 << 24)) {
-        if (out)
-            *out = -1;
-        return teeny__error(teeny__graph_ctx(g), TEENY_ERR_ARG,
-                            "teeny_graph_conv2d: out_channels %d, kernel %dx%d must be 1..2^24", out_channels, kernel_h,
-                            kernel_w);
-    }
-    teeny__op_attrs at = {
-        .conv2d = teeny__conv2d_attrs_of(p, TEENY_ACT_NONE, bias != 0, out_channels, kernel_h, kernel_w, 0)};
-    return teeny__graph_node(g, TEENY__OP_CONV2D, name, 1, &x, &at, out);
 }
 
 /* ---- attention ---- */

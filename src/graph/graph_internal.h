@@ -1,8 +1,9 @@
 /*
  * graph_internal.h -- the graph's nodes and plans, shared by graph.c
  * (building), graph_compile.c (the compile phases), graph_plan.c (liveness
- * and memory), autograd.c (recording the backward pass) and graph_run.c
- * (running plans), builders.c (teeny_graph_<op>: attributes, then
+ * and memory), autograd.c (recording the backward pass), graph_run.c
+ * (running plans) and the builders (builders.c, builders_spatial.c,
+ * builders_layout.c: teeny_graph_<op>, attributes, then
  * teeny__graph_node()), so the executor never changes when an op is added.
  * The compile phases are declared here with their contracts so that
  * tests/test_graph.c can run each one on its own (tests link the static
@@ -113,7 +114,7 @@ static inline int teeny__bwd_step(const teeny_graph *g, int node)
 
 /* Add a node of op to a graph: checks the inputs, runs the op's infer,
  * creates and initializes the node's parameters and state. Every graph
- * builder (builders.c, teeny_graph_<op>) calls it. */
+ * builder (builders*.c, teeny_graph_<op>) calls it. */
 teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name, int n_in, const teeny_node *in,
                                const teeny__op_attrs *attrs, teeny_node *out);
 /* n >= 1 inputs concatenated by op (TEENY__OP_CONCAT, or TEENY__OP_CONCAT_AXIS
@@ -124,6 +125,9 @@ teeny_status teeny__graph_node(teeny_graph *g, teeny__op_id op, const char *name
  * failure. builders.c. */
 teeny_status teeny__graph_concat_chain(teeny_graph *g, const char *name, teeny__op_id op, int axis, int n,
                                        const teeny_node *xs, teeny_node *out);
+/* *out = -1 (out may be NULL) and TEENY_ERR_ARG, "<fn>: <what> is NULL":
+ * a builder's NULL argument. builders.c. */
+teeny_status teeny__graph_null_arg(teeny_graph *g, const char *fn, const char *what, teeny_node *out);
 /* Append an empty node named name (or "<prefix><index>"; names are unique,
  * TEENY_ERR_ARG otherwise) at *idx; the caller fills it and counts it in
  * (teeny__graph_commit) once it is complete. */

@@ -54,7 +54,7 @@ teeny_status teeny__ox_slice_params(ox_import *im, int rank, int64_t *start, int
     return TEENY_OK;
 }
 
-teeny_status teeny__ox_op_slice(ox_import *im)
+teeny_status teeny__ox_fold_slice(ox_import *im)
 {
     const ox_const *in;
     int64_t start[OX_MAX_DIMS], step[OX_MAX_DIMS], idx[OX_MAX_DIMS] = {0};

@@ -1,7 +1,7 @@
 /*
  * attn_fuse.c -- the unfused attention PyTorch exports (TorchScript
  * exporter, opset 17, for F.scaled_dot_product_attention and hand-written
- * attention), fused at import through teeny__ox_attention (attention.c):
+ * attention), fused at import through teeny__ox_attention (attn_import.c):
  *
  *   [Mul(Q, c1)]   Transpose(K, last two swapped) [-> Mul(., c2)]
  *          \              /

@@ -70,7 +70,7 @@ static teeny_status reshaped_out(ox_import *im, int idx, const ox_shape *s)
     return teeny__ox_out_runtime(im, 0, n, s);
 }
 
-static teeny_status op_identity(ox_import *im)
+teeny_status teeny__ox_op_identity(ox_import *im)
 {
     ox_shape s;
     int idx;
@@ -81,7 +81,7 @@ static teeny_status op_identity(ox_import *im)
 }
 
 /* Dropout at inference: the identity; its optional mask is all true. */
-static teeny_status op_dropout(ox_import *im)
+teeny_status teeny__ox_op_dropout(ox_import *im)
 {
     static const char *const attrs[] = {"ratio", "is_test", "seed", NULL};
     int64_t is_test = 0, seed;
@@ -112,7 +112,7 @@ static teeny_status op_dropout(ox_import *im)
     return teeny__ox_outputs_at_most(im, 2);
 }
 
-static teeny_status op_constant(ox_import *im)
+teeny_status teeny__ox_op_constant(ox_import *im)
 {
     static const char *const attrs[] = {"value", "value_float", "value_floats", "value_int", "value_ints", NULL};
     const Onnx__AttributeProto *a;
@@ -152,7 +152,7 @@ static teeny_status op_constant(ox_import *im)
     return teeny__ox_out_const(im, 0, &c);
 }
 
-static teeny_status op_shape(ox_import *im)
+teeny_status teeny__ox_op_shape(ox_import *im)
 {
     static const char *const attrs[] = {"start", "end", NULL};
     int64_t start, end;
@@ -247,7 +247,7 @@ static teeny_status axes_of(ox_import *im, int64_t *axes, int *n)
     return teeny__ox_const_ints(im, c, "axes", OX_MAX_DIMS, axes, n);
 }
 
-static teeny_status op_unsqueeze(ox_import *im)
+teeny_status teeny__ox_op_unsqueeze(ox_import *im)
 {
     int64_t axes[OX_MAX_DIMS];
     int n, idx, mark[OX_MAX_DIMS] = {0};
@@ -272,7 +272,7 @@ static teeny_status op_unsqueeze(ox_import *im)
     return reshaped_out(im, idx, &o);
 }
 
-static teeny_status op_squeeze(ox_import *im)
+teeny_status teeny__ox_op_squeeze(ox_import *im)
 {
     int64_t axes[OX_MAX_DIMS];
     int n, idx, mark[OX_MAX_DIMS] = {0};
@@ -294,7 +294,7 @@ static teeny_status op_squeeze(ox_import *im)
     return reshaped_out(im, idx, &o);
 }
 
-static teeny_status op_reshape(ox_import *im)
+teeny_status teeny__ox_op_reshape(ox_import *im)
 {
     static const char *const attrs[] = {"allowzero", NULL};
     int64_t allowzero, want[OX_MAX_DIMS], known = 1;
@@ -326,7 +326,7 @@ static teeny_status op_reshape(ox_import *im)
     return reshaped_out(im, idx, &o);
 }
 
-static teeny_status op_flatten(ox_import *im)
+teeny_status teeny__ox_op_flatten(ox_import *im)
 {
     static const char *const attrs[] = {"axis", NULL};
     int64_t axis;
@@ -345,7 +345,7 @@ static teeny_status op_flatten(ox_import *im)
     return reshaped_out(im, idx, &o);
 }
 
-static teeny_status op_constant_of_shape(ox_import *im)
+teeny_status teeny__ox_op_constant_of_shape(ox_import *im)
 {
     static const char *const attrs[] = {"value", NULL};
     const Onnx__AttributeProto *a = teeny__ox_attr(im, "value");
@@ -373,7 +373,7 @@ static teeny_status op_constant_of_shape(ox_import *im)
     return teeny__ox_out_const(im, 0, &c);
 }
 
-static teeny_status op_cast(ox_import *im)
+teeny_status teeny__ox_op_cast(ox_import *im)
 {
     static const char *const attrs[] = {"to", "saturate", NULL};
     int64_t to;
@@ -416,7 +416,7 @@ static teeny_status op_cast(ox_import *im)
 
 /* Sqrt of a float constant (the scale PyTorch's scaled_dot_product_attention
  * export computes from the head size); of a run-time value, unsupported. */
-static teeny_status op_sqrt(ox_import *im)
+teeny_status teeny__ox_op_sqrt(ox_import *im)
 {
     const ox_const *in;
     ox_const c;
@@ -431,21 +431,4 @@ static teeny_status op_sqrt(ox_import *im)
     for (int64_t i = 0; i < c.numel; i++)
         ((float *)c.data)[i] = sqrtf(((const float *)in->data)[i]);
     return teeny__ox_out_const(im, 0, &c);
-}
-
-ox_handler teeny__ox_fold_handler(const char *op)
-{
-    static const struct {
-        const char *op;
-        ox_handler fn;
-    } table[] = {
-        {"Identity", op_identity}, {"Dropout", op_dropout}, {"Constant", op_constant}, {"Shape", op_shape},
-        {"Unsqueeze", op_unsqueeze}, {"Squeeze", op_squeeze}, {"Reshape", op_reshape},
-        {"Flatten", op_flatten}, {"ConstantOfShape", op_constant_of_shape}, {"Cast", op_cast},
-        {"Sqrt", op_sqrt},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if (!strcmp(table[i].op, op))
-            return table[i].fn;
-    return NULL;
 }

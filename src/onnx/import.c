@@ -3,10 +3,12 @@
  * default-domain opset (OX_MIN_OPSET..OX_MAX_OPSET), load the
  * initializers as constants and declare the graph inputs (every name
  * hashed: no step scans the model per node), fix the batch, import the
- * nodes in order through their handlers (fold.c, layers.c), then mark the
+ * nodes in order, each through its op type's one handler in the op
+ * registry (ops.def, also public: teeny_onnx_op_info), then mark the
  * graph outputs. On any failure the graph is destroyed; teeny_onnx_inspect
  * runs the same path but goes on past failing nodes, reporting each.
- * Also the model object's accessors (inputs, outputs, parameters).
+ * Also the model object's accessors (inputs, outputs, parameters) and
+ * the registry's public view (teeny_onnx_op_count, teeny_onnx_op_info).
  */
 #include <stdio.h>
 #include <string.h>
@@ -138,6 +140,56 @@ static teeny_status declare_values(ox_import *im)
     return st;
 }
 
+/* ---- the op registry ---- */
+
+typedef struct {
+    const char *op_type;
+    ox_handler fn;
+    int since, until; /* default-domain opsets */
+} ox_op;
+
+static const ox_op ox_ops[] = {
+#define XX(type, fn, since, until) {type, teeny__ox_op_##fn, since, until},
+#include "ops.def"
+#undef XX
+};
+
+/* ggml's op-table check: a line added to or removed from ops.def fails
+ * here until OX_OP_COUNT (and README.md's table) follow. */
+_Static_assert(sizeof ox_ops / sizeof *ox_ops == OX_OP_COUNT, "ops.def: update OX_OP_COUNT (onnx_internal.h)");
+#define XX(type, fn, since, until)                                                                      \
+    _Static_assert(OX_MIN_OPSET <= (since) && (since) <= (until) && (until) <= OX_MAX_OPSET,            \
+                   "ops.def: " type ": opsets outside OX_MIN_OPSET..OX_MAX_OPSET");
+#include "ops.def"
+#undef XX
+
+/* One scan of ops.def's few dozen names per node: less than the node's own import costs. */
+static const ox_op *find_op(const char *op_type)
+{
+    for (size_t i = 0; i < sizeof ox_ops / sizeof *ox_ops; i++)
+        if (!strcmp(ox_ops[i].op_type, op_type))
+            return &ox_ops[i];
+    return NULL;
+}
+
+int teeny_onnx_op_count(void)
+{
+    return OX_OP_COUNT;
+}
+
+teeny_status teeny_onnx_op_info(int i, const char **op_type, int *since_opset, int *until_opset)
+{
+    if (i < 0 || i >= OX_OP_COUNT)
+        return teeny__error(NULL, TEENY_ERR_ARG, "teeny_onnx_op_info: index %d outside 0..%d", i, OX_OP_COUNT - 1);
+    if (op_type)
+        *op_type = ox_ops[i].op_type;
+    if (since_opset)
+        *since_opset = ox_ops[i].since;
+    if (until_opset)
+        *until_opset = ox_ops[i].until;
+    return TEENY_OK;
+}
+
 static teeny_status import_node(ox_import *im)
 {
     const Onnx__NodeProto *n = im->node;
@@ -146,20 +198,13 @@ static teeny_status import_node(ox_import *im)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "domain \"%.60s\" is not supported", dom);
     if (n->n_output < 1) /* every op imported has an output; the handlers read output[0] */
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "the node has no outputs");
-    ox_handler fn = teeny__ox_fold_handler(S(n->op_type));
-    if (!fn)
-        fn = teeny__ox_layer_handler(S(n->op_type));
-    if (!fn)
-        fn = teeny__ox_group_a_handler(S(n->op_type));
-    if (!fn)
-        fn = teeny__ox_layout_handler(S(n->op_type));
-    if (!fn)
-        fn = teeny__ox_spatial_handler(S(n->op_type));
-    if (!fn)
-        fn = teeny__ox_attention_handler(S(n->op_type));
-    if (!fn)
+    const ox_op *op = find_op(S(n->op_type));
+    if (!op)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "op %.60s is not supported", S(n->op_type));
-    return fn(im);
+    if (im->opset < op->since || im->opset > op->until)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "op %.60s at opset %lld (supported: %d..%d)", op->op_type,
+                              (long long)im->opset, op->since, op->until);
+    return op->fn(im);
 }
 
 /* inspect: an input from a failed node makes this node fail too. */

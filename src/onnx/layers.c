@@ -2,13 +2,14 @@
  * layers.c -- the ONNX ops that become graph nodes, through the public
  * teeny_graph_* builders only: BatchNormalization (inference form; any
  * rank >= 2 viewed as [N, C, S, 1]), Gemm and MatMul with a constant
- * weight (a linear layer; leading dimensions folded into rows by views;
- * MatMul of two run-time values: ops_a.c), Gemm's alpha, beta, transposes
- * and C of [M, N] (transpose, matmul, mul and add nodes), SoftmaxCrossEntropyLoss (mean,
- * no weights). Activations, arithmetic and Concat are ops_a.c's; Conv,
+ * weight (a linear layer; leading dimensions folded into rows by views),
+ * MatMul of two run-time values (the batched matmul node), Gemm's alpha,
+ * beta, transposes and C of [M, N] (transpose, matmul, mul and add
+ * nodes), SoftmaxCrossEntropyLoss (mean, no weights). Activations and
+ * arithmetic are pointwise.c's, Concat ops_layout.c's; Conv,
  * ConvTranspose, the pools and Resize spatial.c's. Weights come from
- * constants and become parameters under their
- * ONNX names (teeny__ox_bind). Every attribute value outside what the graph's ops
+ * constants and become parameters under their ONNX names
+ * (teeny__ox_bind). Every attribute value outside what the graph's ops
  * compute exactly is refused, naming the attribute.
  */
 #include <stdio.h>
@@ -18,14 +19,9 @@
 
 static const char *const NO_ATTRS[] = {NULL};
 
-static teeny_status graph_err(ox_import *im, teeny_status st)
-{
-    return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
-}
-
 /* BatchNormalization in its inference form (running statistics); the plan's
  * mode decides, so training_mode=1 is refused. */
-static teeny_status op_batchnorm(ox_import *im)
+teeny_status teeny__ox_op_batchnorm(ox_import *im)
 {
     static const char *const attrs[] = {"epsilon", "momentum", "spatial", "is_test", "training_mode", NULL};
     int xi, idx[4];
@@ -71,7 +67,7 @@ static teeny_status op_batchnorm(ox_import *im)
     teeny__ox_name_prefer(im, base, buf, sizeof buf);
     teeny_act act = (teeny_act)teeny__ox_bn_act(im, im->node_index); /* a Relu or SiLU after it (attn_fuse.c) */
     if ((st = teeny_graph_batchnorm_act(im->g, buf, x2, 1.0f - momentum, eps, act, &y)) != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     for (int i = 0; i < 4; i++)
         if ((st = teeny__ox_bind(im, idx[i], y, i >= 2, i % 2, NULL)) != TEENY_OK)
             return st;
@@ -109,7 +105,7 @@ static teeny_status linear(ox_import *im, teeny_node x, const ox_shape *xs, int 
     if ((st = teeny__ox_view_node(im, x, xs, &rows, &x2)) != TEENY_OK)
         return st;
     if ((st = teeny_graph_linear(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2, (int)N, b != NULL, &y)) != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     float *tmp = teeny__malloc((size_t)(N * K > N ? N * K : N) * sizeof *tmp);
     if (!tmp)
         return teeny__ox_fail(im, TEENY_ERR_NOMEM, "out of host memory");
@@ -144,7 +140,7 @@ static teeny_status scale_node(ox_import *im, const char *what, float v, teeny_n
     teeny_status st = teeny_graph_constant(im->g, teeny__ox_name(im, what, buf, sizeof buf), 1, &one, &v, &c);
     if (st == TEENY_OK)
         st = teeny_graph_binary(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), TEENY_BINARY_MUL, *y, c, y);
-    return st != TEENY_OK ? graph_err(im, st) : TEENY_OK;
+    return st != TEENY_OK ? teeny__ox_graph_fail(im, st) : TEENY_OK;
 }
 
 /* Input i of Gemm as a 2-D node, transposed when trans. */
@@ -160,7 +156,7 @@ static teeny_status gemm_operand(ox_import *im, int i, const char *what, int tra
     if (!trans)
         return TEENY_OK;
     if ((st = teeny_graph_transpose(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), *n, perm, n)) != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     *s = (ox_shape){2, {s->d[1], s->d[0]}};
     return TEENY_OK;
 }
@@ -170,7 +166,7 @@ static teeny_status gemm_operand(ox_import *im, int i, const char *what, int tra
  * node (B its weight), with C its bias where alpha = beta = 1 and C has N
  * elements; otherwise A' B' is a matmul node, alpha and beta multiply by
  * graph constants and C is added with broadcasting. */
-static teeny_status op_gemm(ox_import *im)
+teeny_status teeny__ox_op_gemm(ox_import *im)
 {
     static const char *const attrs[] = {"alpha", "beta", "transA", "transB", "broadcast", NULL};
     float alpha, beta;
@@ -208,7 +204,7 @@ static teeny_status op_gemm(ox_import *im)
             return teeny__ox_fail(im, TEENY_ERR_SHAPE, "A' [%lld, %lld] and B' [%lld, %lld] do not multiply",
                                   (long long)as.d[0], (long long)as.d[1], (long long)bs.d[0], (long long)bs.d[1]);
         if ((st = teeny_graph_matmul(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), a, b, &y)) != TEENY_OK)
-            return graph_err(im, st);
+            return teeny__ox_graph_fail(im, st);
         ys = (ox_shape){2, {as.d[0], bs.d[1]}};
     }
     if (st != TEENY_OK || (alpha != 1.0f && (st = scale_node(im, "alpha", alpha, &y)) != TEENY_OK) || ci < 0)
@@ -221,11 +217,42 @@ static teeny_status op_gemm(ox_import *im)
     if (beta != 1.0f && (st = scale_node(im, "beta", beta, &c)) != TEENY_OK)
         return st;
     if ((st = teeny_graph_binary(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), TEENY_BINARY_ADD, y, c, &y)) != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     return teeny__ox_out_runtime(im, 0, y, &ys);
 }
 
-static teeny_status op_matmul(ox_import *im)
+/* MatMul of two run-time values (or one constant of rank other than 2):
+ * the batched matmul node; a 1-D operand is a row (A) or column (B)
+ * viewed in and its dimension dropped from the result, as NumPy does. */
+static teeny_status matmul_runtime(ox_import *im)
+{
+    teeny_node a, b, y;
+    ox_shape as, bs, a2, b2, o = {0};
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
+        (st = teeny__ox_operand(im, 0, "A", &a, &as)) != TEENY_OK || (st = teeny__ox_operand(im, 1, "B", &b, &bs)) != TEENY_OK)
+        return st;
+    if (as.ndim < 1 || bs.ndim < 1)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "a scalar operand");
+    a2 = as.ndim == 1 ? (ox_shape){2, {1, as.d[0]}} : as;
+    b2 = bs.ndim == 1 ? (ox_shape){2, {bs.d[0], 1}} : bs;
+    if ((st = teeny__ox_view_node(im, a, &as, &a2, &a)) != TEENY_OK || (st = teeny__ox_view_node(im, b, &bs, &b2, &b)) != TEENY_OK)
+        return st;
+    if ((st = teeny_graph_matmul(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), a, b, &y)) != TEENY_OK)
+        return teeny__ox_graph_fail(im, st);
+    ox_shape g;
+    if ((st = teeny__ox_node_shape(im, y, &g)) != TEENY_OK)
+        return st;
+    for (int d = 0; d < g.ndim; d++) /* the 1-D operands' dimensions go */
+        if (!((d == g.ndim - 2 && as.ndim == 1) || (d == g.ndim - 1 && bs.ndim == 1)))
+            o.d[o.ndim++] = g.d[d];
+    if ((st = teeny__ox_view_node(im, y, &g, &o, &y)) != TEENY_OK)
+        return st;
+    return teeny__ox_out_runtime(im, 0, y, &o);
+}
+
+teeny_status teeny__ox_op_matmul(ox_import *im)
 {
     int xi, wi;
     const ox_const *w;
@@ -234,7 +261,7 @@ static teeny_status op_matmul(ox_import *im)
         return st;
     if (wi < 0 || im->vals[wi].kind != OX_CONST || im->vals[wi].c.shape.ndim != 2 ||
         (st = teeny__ox_in(im, 0, &xi)) != TEENY_OK || xi < 0 || im->vals[xi].kind == OX_CONST)
-        return st != TEENY_OK ? st : teeny__ox_matmul(im); /* not x W with a 2-D constant W: a batched product */
+        return st != TEENY_OK ? st : matmul_runtime(im); /* not x W with a 2-D constant W: a batched product */
     if ((st = teeny__ox_in_runtime(im, 0, "A", &xi)) != TEENY_OK ||
         (st = teeny__ox_in_const(im, 1, "B", 1, &w)) != TEENY_OK || (st = teeny__ox_in(im, 1, &wi)) != TEENY_OK)
         return st;
@@ -268,7 +295,7 @@ static teeny_status sce_params(ox_import *im, teeny_ce_params *p)
     return TEENY_OK;
 }
 
-static teeny_status op_sce(ox_import *im)
+teeny_status teeny__ox_op_sce(ox_import *im)
 {
     int si, li, wi, yi;
     teeny_node y, lp, w = -1;
@@ -291,7 +318,7 @@ static teeny_status op_sce(ox_import *im)
                               (long long)sc.d[1]);
     if ((st = teeny_graph_softmax_cross_entropy_ex(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), im->vals[si].node,
                                                    im->vals[li].node, w, &p, &y)) != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     if (p.reduction == TEENY_REDUCTION_NONE) {
         if ((st = teeny__ox_out_runtime(im, 0, y, &ls)) != TEENY_OK)
             return st;
@@ -307,21 +334,6 @@ static teeny_status op_sce(ox_import *im)
         return TEENY_OK;
     if ((st = teeny_graph_softmax(im->g, teeny__ox_name(im, "log_prob", buf, sizeof buf), im->vals[si].node, 1, 1,
                                   &lp)) != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     return teeny__ox_out_runtime(im, 1, lp, &sc);
-}
-
-ox_handler teeny__ox_layer_handler(const char *op)
-{
-    static const struct {
-        const char *op;
-        ox_handler fn;
-    } table[] = {
-        {"BatchNormalization", op_batchnorm}, {"Gemm", op_gemm}, {"MatMul", op_matmul},
-        {"SoftmaxCrossEntropyLoss", op_sce},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if (!strcmp(table[i].op, op))
-            return table[i].fn;
-    return NULL;
 }

@@ -8,14 +8,26 @@
  * shape of the node is that with dimension 0 divided by B (the graph
  * infers every node for a batch of 1 and scales dimension 0).
  *
- *   wire.c    bounded protobuf parsing (nesting depth, memory estimate)
- *   tensor.c  TensorProto -> host constant (typed fields, raw and external data)
- *   values.c  the value table, attributes, node names, errors, views
- *   fold.c    Constant, Shape, Gather, Squeeze/Unsqueeze, Reshape, Cast, ...
- *   arith.c   Slice, Concat and Add/Sub/Mul/Div of constants
- *   layers.c  ops that become graph nodes (BatchNormalization, Gemm, ...)
- *   spatial.c Conv, ConvTranspose, the pools (ONNX's padding and window options)
- *   import.c  the model: opset, inputs, the node loop, outputs, public API
+ *   wire.c         bounded protobuf parsing (nesting depth, memory estimate)
+ *   tensor_proto.c TensorProto -> host constant (typed fields, raw and external
+ *                  data), feeds, the folding budget
+ *   values.c       the value table, attributes, node names, errors, views
+ *   params.c       constants bound to graph parameters and state
+ *   model.c        the model object's accessors, inspect_io
+ *   import.c       the model: opset, inputs, the node loop through the op
+ *                  registry (ops.def: one handler per op type), outputs
+ * The handlers, by kind of op:
+ *   fold.c         Constant, Shape, Squeeze/Unsqueeze, Reshape, Cast, ...
+ *                  (folded, or views of run-time values)
+ *   arith.c        Slice, Concat and Add/Sub/Mul/Div of constants
+ *   pointwise.c    activations, broadcasting Add/Sub/Mul/Div/Pow, Sum
+ *   reductions.c   ReduceSum/ReduceMean, Softmax/LogSoftmax, LayerNormalization
+ *   ops_layout.c   Transpose, Slice, Split, Gather, Expand, Pad, Concat
+ *   layers.c       BatchNormalization, Gemm, MatMul, SoftmaxCrossEntropyLoss
+ *   spatial.c      Conv, ConvTranspose, the pools, Resize/Upsample
+ *   attn_import.c  ONNX Attention and the attention core
+ *   attn_fuse.c    the MatMul-Softmax-MatMul chains and batch norm +
+ *                  activation pairs, found before the nodes import
  */
 #ifndef TEENY_ONNX_INTERNAL_H
 #define TEENY_ONNX_INTERNAL_H
@@ -138,7 +150,7 @@ teeny_status teeny__ox_unpack(teeny_ctx *ctx, const ProtobufCMessageDescriptor *
                        ProtobufCMessage **out);
 void teeny__ox_free_unpacked(ProtobufCMessage *m);
 
-/* ---- tensor.c ---- */
+/* ---- tensor_proto.c ---- */
 void teeny__ox_const_free(ox_const *c);
 int64_t teeny__ox_numel(const ox_shape *s);        /* -1 past OX_MAX_ELEMS */
 /* A TensorProto into c (dir: where external data lives; NULL refuses it). */
@@ -163,6 +175,8 @@ int teeny__ox_type_supported(int onnx_type);       /* float and integer types */
 
 /* ---- values.c ---- */
 teeny_status teeny__ox_fail(ox_import *im, teeny_status st, const char *fmt, ...) TEENY__PRINTF(3, 4);
+/* A failed teeny_graph_* call, its message naming the node. */
+teeny_status teeny__ox_graph_fail(ox_import *im, teeny_status st);
 int teeny__ox_find(const ox_import *im, const char *name);
 /* A new value record named name (TEENY_ERR_FORMAT when defined twice). */
 teeny_status teeny__ox_define(ox_import *im, const char *name, int kind, int *idx);
@@ -220,14 +234,19 @@ teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const
 teeny_status teeny__ox_load_budget(teeny_ctx *ctx, const void *data, size_t size, const teeny_onnx_params *p,
                                    ox_budget budget, teeny_onnx_model **out);
 
-/* ---- fold.c / layers.c: one handler per op ---- */
+/* ---- the op registry (ops.def): one handler per op type ---- */
 typedef teeny_status (*ox_handler)(ox_import *im);
-ox_handler teeny__ox_fold_handler(const char *op);
+#define XX(type, fn, since, until) teeny_status teeny__ox_op_##fn(ox_import *im);
+#include "ops.def"
+#undef XX
+#define OX_OP_COUNT 52             /* ops.def's lines: a line added or removed updates it, and README.md's table */
+
+/* ---- fold.c, arith.c: folding ---- */
 /* Folds for ops whose run-time form is a layer: Add/Sub/Mul/Div/Pow of two
  * constants, Concat of constants along any axis. */
 teeny_status teeny__ox_fold_binary(ox_import *im, const ox_const *a, const ox_const *b);
 teeny_status teeny__ox_fold_concat(ox_import *im, int axis);
-teeny_status teeny__ox_op_slice(ox_import *im);     /* arith.c: of constants */
+teeny_status teeny__ox_fold_slice(ox_import *im);     /* arith.c: of constants */
 /* Slice's starts/ends/axes/steps (inputs, or attributes before opset 10)
  * for data of shape s: per axis the first index (clamped as ONNX does),
  * the step, and the result's shape o. */
@@ -242,37 +261,28 @@ teeny_status teeny__ox_const_shape(ox_import *im, const ox_const *c, const char 
 /* TEENY_ERR_SHAPE naming the rank when a result of `rank` dimensions would
  * not fit an ox_shape: called before any dimension of it is written. */
 teeny_status teeny__ox_rank_ok(ox_import *im, const char *what, int64_t rank);
-ox_handler teeny__ox_layer_handler(const char *op);
 
-/* ---- ops_a.c: group A's mappings (activations, broadcasting arithmetic,
- * reductions, softmax, layer norm, batched MatMul, layout ops) ---- */
-ox_handler teeny__ox_group_a_handler(const char *op);
-ox_handler teeny__ox_layout_handler(const char *op); /* ops_layout.c */
+/* ---- pointwise.c ---- */
 /* Input i as a graph node and its ONNX shape: a run-time value, or a
  * float constant as a graph constant (made once; a scalar is [1]). */
 teeny_status teeny__ox_operand(ox_import *im, int i, const char *what, teeny_node *n, ox_shape *s);
 /* NumPy broadcast of two ONNX shapes; 0 when they do not broadcast. */
 int teeny__ox_broadcast(const ox_shape *a, const ox_shape *b, ox_shape *o);
-/* MatMul other than x W with a 2-D constant W (layers.c's linear layer). */
-teeny_status teeny__ox_matmul(ox_import *im);
-/* ---- group B (ONNX phase 2) ---- */
-/* spatial.c: Conv, ConvTranspose, the pools, Resize */
+
+/* ---- spatial.c: Conv, ConvTranspose, the pools, Resize ---- */
 typedef struct {
     int nsp;                       /* spatial dims: 1 or 2 */
     int64_t kernel[2], stride[2], pad[2], pad_end[2], dil[2];
 } ox_spatial;
-ox_handler teeny__ox_spatial_handler(const char *op);
 /* kernel_shape (unless kernel_given: sp->kernel holds it), strides,
  * dilations, pads or auto_pad for an input of spatial sizes in[]. */
 teeny_status teeny__ox_spatial_attrs(ox_import *im, const int64_t *in, ox_spatial *sp, int kernel_given);
-/* A failed teeny_graph_* call, its message naming the node. */
-teeny_status teeny__ox_graph_fail(ox_import *im, teeny_status st);
 /* A run-time [N, C, L] value as [N, C, L, 1] (4-D as it is), and output
  * out from such a node (viewed back to 3-D when nsp is 1). */
 teeny_status teeny__ox_as_2d(ox_import *im, int idx, teeny_node *n);
 teeny_status teeny__ox_out_nd(ox_import *im, int out, teeny_node n, int nsp);
 
-/* ---- attention.c: ONNX Attention and the core the fused pattern
+/* ---- attn_import.c: ONNX Attention and the core the fused pattern
  * (attn_fuse.c) shares ---- */
 typedef struct {
     teeny_node q, k, v;            /* q [L..., S, D], k [Lk..., T, D], v [Lk..., T, Dv] */
@@ -295,7 +305,6 @@ typedef struct {
     ox_shape ss;                   /* their shape [L..., S, T] */
 } ox_attn_out;
 teeny_status teeny__ox_attention(ox_import *im, const ox_attn *a, ox_attn_out *o);
-ox_handler teeny__ox_attention_handler(const char *op);
 /* attn_fuse.c: find the MatMul-[Mul|Div]-[Add]-Softmax-MatMul chains
  * (before the nodes are imported); a chain's nodes but the last are
  * deferred (skipped), and at the last teeny__ox_fuse_node fuses them or

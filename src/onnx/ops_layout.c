@@ -1,20 +1,15 @@
 /*
- * ops_layout.c -- group A's ONNX layout ops on run-time values (phase 2):
- * Transpose, Slice, Split, Gather (constant indices), Expand and Pad
- * (constant mode), each a graph layout node (copies; Reshape, Squeeze,
- * Unsqueeze and Flatten stay views, fold.c). Slice and Gather of
- * constants fold (arith.c, fold.c).
+ * ops_layout.c -- the ONNX layout ops on run-time values: Transpose,
+ * Slice, Split, Gather (constant indices), Expand, Pad (constant mode)
+ * and Concat, each a graph layout node (copies; Reshape, Squeeze,
+ * Unsqueeze and Flatten stay views, fold.c). Slice, Gather and Concat
+ * of constants fold (arith.c, fold.c).
  */
 #include <string.h>
 
 #include "onnx_internal.h"
 
 static const char *const NO_ATTRS[] = {NULL};
-
-static teeny_status graph_err(ox_import *im, teeny_status st)
-{
-    return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
-}
 
 /* ---- layout ---- */
 
@@ -25,7 +20,7 @@ static int is_const(ox_import *im, int i)
     return teeny__ox_in(im, i, &idx) == TEENY_OK && (idx < 0 || im->vals[idx].kind == OX_CONST);
 }
 
-static teeny_status op_transpose(ox_import *im)
+teeny_status teeny__ox_op_transpose(ox_import *im)
 {
     static const char *const attrs[] = {"perm", NULL};
     int64_t perm[OX_MAX_DIMS];
@@ -49,7 +44,7 @@ static teeny_status op_transpose(ox_import *im)
     if (s.ndim < 2) /* nothing moves: a view keeps one node per value */
         return (st = teeny__ox_view_node(im, x, &s, &s, &y)) == TEENY_OK ? teeny__ox_out_runtime(im, 0, y, &o) : st;
     if ((st = teeny_graph_transpose(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, p, &y)) != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     return teeny__ox_out_runtime(im, 0, y, &o);
 }
 
@@ -67,14 +62,14 @@ static teeny_slice_params slice_of(int ndim, const int64_t *b, const int64_t *st
     return p;
 }
 
-static teeny_status op_slice(ox_import *im)
+teeny_status teeny__ox_op_slice(ox_import *im)
 {
     int64_t start[OX_MAX_DIMS], step[OX_MAX_DIMS];
     teeny_node x, y;
     ox_shape s, o;
     char buf[TEENY__NAME_CAP];
     if (is_const(im, 0))
-        return teeny__ox_op_slice(im);
+        return teeny__ox_fold_slice(im);
     teeny_status st = teeny__ox_outputs_at_most(im, 1);
     if (st != TEENY_OK || (st = teeny__ox_operand(im, 0, "data", &x, &s)) != TEENY_OK ||
         (st = teeny__ox_slice_params(im, s.ndim, start, step, &o, &s)) != TEENY_OK)
@@ -83,13 +78,13 @@ static teeny_status op_slice(ox_import *im)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "an empty result");
     teeny_slice_params p = slice_of(s.ndim, start, step, &o);
     if ((st = teeny_graph_slice(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, &p, &y)) != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     return teeny__ox_out_runtime(im, 0, y, &o);
 }
 
 /* Split: slices along the axis, sizes from the split attribute (before
  * opset 13) or input, else num_outputs (opset 18) or the output count. */
-static teeny_status op_split(ox_import *im)
+teeny_status teeny__ox_op_split(ox_import *im)
 {
     static const char *const attrs[] = {"axis", "split", "num_outputs", NULL};
     int64_t axis, sizes[64], num;
@@ -140,7 +135,7 @@ static teeny_status op_split(ox_import *im)
         p.end[ax] = at + sizes[i];
         o.d[ax] = sizes[i];
         if ((st = teeny_graph_slice(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, &p, &y)) != TEENY_OK)
-            return graph_err(im, st);
+            return teeny__ox_graph_fail(im, st);
         if ((st = teeny__ox_out_runtime(im, i, y, &o)) != TEENY_OK)
             return st;
     }
@@ -149,7 +144,7 @@ static teeny_status op_split(ox_import *im)
 
 /* Gather of a run-time value at constant indices (negative ones counted
  * from the end). */
-static teeny_status op_gather(ox_import *im)
+teeny_status teeny__ox_op_gather(ox_import *im)
 {
     static const char *const attrs[] = {"axis", NULL};
     int64_t axis;
@@ -192,14 +187,14 @@ static teeny_status op_gather(ox_import *im)
     st = teeny_graph_gather(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, ax, is.ndim, is.d, v, &y);
     teeny__free(v);
     if (st != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     ox_shape g;
     if ((st = teeny__ox_node_shape(im, y, &g)) != TEENY_OK || (st = teeny__ox_view_node(im, y, &g, &o, &y)) != TEENY_OK)
         return st;
     return teeny__ox_out_runtime(im, 0, y, &o);
 }
 
-static teeny_status op_expand(ox_import *im)
+teeny_status teeny__ox_op_expand(ox_import *im)
 {
     const ox_const *c;
     int64_t want[OX_MAX_DIMS];
@@ -220,13 +215,13 @@ static teeny_status op_expand(ox_import *im)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "a result of rank %d, %lld elements", o.ndim,
                               (long long)teeny__ox_numel(&o));
     if ((st = teeny_graph_expand(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, o.ndim, o.d, &y)) != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     return teeny__ox_out_runtime(im, 0, y, &o);
 }
 
 /* Pad, constant mode: pads (and the value) from attributes before opset
  * 11, constant inputs after (axes from opset 18). */
-static teeny_status op_pad(ox_import *im)
+teeny_status teeny__ox_op_pad(ox_import *im)
 {
     static const char *const old_attrs[] = {"mode", "pads", "paddings", "value", NULL}, *const attrs[] = {"mode", NULL};
     int64_t pads[2 * OX_MAX_DIMS], axes[OX_MAX_DIMS], lo[TEENY_MAX_DIMS] = {0}, hi[TEENY_MAX_DIMS] = {0};
@@ -283,21 +278,48 @@ static teeny_status op_pad(ox_import *im)
             o.d[ax] = -1; /* pads that far pass int32: teeny_graph_pad refuses them, naming the axis */
     }
     if ((st = teeny_graph_pad(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, lo, hi, value, &y)) != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     return teeny__ox_out_runtime(im, 0, y, &o);
 }
 
-ox_handler teeny__ox_layout_handler(const char *op)
+/* Concat: of constants folded (arith.c), along channels the concat node,
+ * along any other axis the concat_axis node. */
+teeny_status teeny__ox_op_concat(ox_import *im)
 {
-    static const struct {
-        const char *op;
-        ox_handler fn;
-    } table[] = {
-        {"Transpose", op_transpose}, {"Slice", op_slice}, {"Split", op_split},
-        {"Gather", op_gather},       {"Expand", op_expand}, {"Pad", op_pad},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if (!strcmp(table[i].op, op))
-            return table[i].fn;
-    return NULL;
+    static const char *const attrs[] = {"axis", NULL};
+    int64_t axis;
+    int n = teeny__ox_n_in(im), all_const = 1, ax, xi;
+    teeny_node xs[64], y;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "axis", im->opset < 4 ? 1 : INT64_MAX, &axis)) != TEENY_OK)
+        return st;
+    if (axis == INT64_MAX)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute axis is missing");
+    for (int i = 0; i < n && all_const; i++)
+        all_const = (st = teeny__ox_in(im, i, &xi)) == TEENY_OK && xi >= 0 && im->vals[xi].kind == OX_CONST;
+    if (st != TEENY_OK || n < 1)
+        return st != TEENY_OK ? st : teeny__ox_fail(im, TEENY_ERR_FORMAT, "no inputs");
+    if (all_const)
+        return teeny__ox_fold_concat(im, (int)(axis < INT32_MIN || axis > INT32_MAX ? INT32_MAX : axis));
+    if (n > 64)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%d inputs (at most 64)", n);
+    ox_shape s, first;
+    for (int i = 0; i < n; i++) {
+        if ((st = teeny__ox_operand(im, i, "inputs", &xs[i], &s)) != TEENY_OK)
+            return st;
+        if (!i)
+            first = s;
+        if (s.ndim != first.ndim)
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "inputs differ in rank");
+    }
+    if ((st = teeny__ox_axis(im, "axis", axis, first.ndim, &ax)) != TEENY_OK)
+        return st;
+    st = ax == 1 ? teeny_graph_concat(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), n, xs, &y)
+                 : teeny_graph_concat_axis(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), ax, n, xs, &y);
+    if (st != TEENY_OK)
+        return teeny__ox_graph_fail(im, st);
+    if ((st = teeny__ox_node_shape(im, y, &s)) != TEENY_OK)
+        return st;
+    return teeny__ox_out_runtime(im, 0, y, &s);
 }

@@ -85,11 +85,6 @@ teeny_status teeny__ox_spatial_attrs(ox_import *im, const int64_t *in, ox_spatia
     return TEENY_OK;
 }
 
-teeny_status teeny__ox_graph_fail(ox_import *im, teeny_status st)
-{
-    return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
-}
-
 /* A runtime [N, C, L] value viewed as [N, C, L, 1] (2-D values as they are). */
 teeny_status teeny__ox_as_2d(ox_import *im, int idx, teeny_node *n)
 {
@@ -136,7 +131,7 @@ static teeny_status conv_inputs(ox_import *im, const char *const *attrs, int *xi
     return *bi >= 0 ? teeny__ox_in_const(im, 2, "B", 1, b) : TEENY_OK;
 }
 
-static teeny_status op_conv(ox_import *im)
+teeny_status teeny__ox_op_conv(ox_import *im)
 {
     static const char *const attrs[] = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", NULL};
     int xi, wi, bi;
@@ -245,7 +240,7 @@ static teeny_status convt_pads(ox_import *im, const int64_t *in, const ox_spatia
 }
 
 /* ConvTranspose in 1-D ([L, 1]) and 2-D: W [C, M/group, k...], B [M]. */
-static teeny_status op_conv_transpose(ox_import *im)
+teeny_status teeny__ox_op_conv_transpose(ox_import *im)
 {
     static const char *const attrs[] = {"auto_pad", "dilations",    "group", "kernel_shape", "output_padding",
                                         "output_shape", "pads", "strides", NULL};
@@ -298,7 +293,7 @@ static teeny_status op_conv_transpose(ox_import *im)
 /* MaxPool / AveragePool: ONNX's pads (any size; windows entirely in the
  * padding are legal), ceil_mode, dilations, count_include_pad, and
  * MaxPool's Indices (output 1: flat over X, storage_order 0 or 1). */
-static teeny_status op_pool(ox_import *im)
+teeny_status teeny__ox_op_pool(ox_import *im)
 {
     static const char *const attrs[] = {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape",
                                         "pads", "strides", "storage_order", NULL};
@@ -361,7 +356,7 @@ static teeny_status op_pool(ox_import *im)
 }
 
 /* GlobalAveragePool / GlobalMaxPool over 1-D and 2-D planes: [N, C, 1(, 1)]. */
-static teeny_status op_global_pool(ox_import *im)
+teeny_status teeny__ox_op_global_pool(ox_import *im)
 {
     static const char *const no_attrs[] = {NULL};
     int xi, is_max = !strcmp(im->node->op_type, "GlobalMaxPool");
@@ -504,7 +499,7 @@ static teeny_status resize_values(ox_import *im, int legacy, const ox_shape *xs,
 
 /* Resize (opsets 10 to 19) and Upsample (7, 9) of a run-time [N, C, H, W]
  * value over H and W, scales or sizes constant: a resize2d node. */
-static teeny_status op_resize(ox_import *im)
+teeny_status teeny__ox_op_resize(ox_import *im)
 {
     static const char *const attrs[] = {"mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
                                         "exclude_outside", "extrapolation_value", "antialias", "axes",
@@ -530,25 +525,4 @@ static teeny_status op_resize(ox_import *im)
     s.d[2] = p.size[0];
     s.d[3] = p.size[1];
     return teeny__ox_out_runtime(im, 0, y, &s);
-}
-
-ox_handler teeny__ox_spatial_handler(const char *op)
-{
-    static const struct {
-        const char *op;
-        ox_handler fn;
-    } table[] = {
-        {"Conv", op_conv},
-        {"ConvTranspose", op_conv_transpose},
-        {"MaxPool", op_pool},
-        {"AveragePool", op_pool},
-        {"GlobalAveragePool", op_global_pool},
-        {"GlobalMaxPool", op_global_pool},
-        {"Resize", op_resize},
-        {"Upsample", op_resize},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if (!strcmp(table[i].op, op))
-            return table[i].fn;
-    return NULL;
 }

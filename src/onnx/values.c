@@ -28,6 +28,11 @@ teeny_status teeny__ox_fail(ox_import *im, teeny_status st, const char *fmt, ...
     return teeny__error(im->ctx, st, "node #%d (%.40s): %s", im->node_index, S(im->node->op_type), msg);
 }
 
+teeny_status teeny__ox_graph_fail(ox_import *im, teeny_status st)
+{
+    return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+}
+
 /* ---- the value table ---- */
 
 static uint64_t name_hash(const char *s)

@@ -1,5 +1,5 @@
 /*
- * attention.c -- ONNX Attention (opsets 23 and 24) and the core that it
+ * attn_import.c -- ONNX Attention (opsets 23 and 24) and the core that it
  * and the fused MatMul-Softmax-MatMul pattern (attn_fuse.c) share,
  * teeny__ox_attention: softmax(softcap(scale q k^T) + causal + mask) v.
  *
@@ -43,17 +43,12 @@
 
 #define S(x) ((x) ? (x) : "")
 
-static teeny_status graph_err(ox_import *im, teeny_status st)
-{
-    return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
-}
-
 static teeny_status scalar_const(ox_import *im, const char *suffix, float value, teeny_node *out)
 {
     char buf[TEENY__NAME_CAP];
     int64_t one = 1;
     teeny_status st = teeny_graph_constant(im->g, teeny__ox_name(im, suffix, buf, sizeof buf), 1, &one, &value, out);
-    return st == TEENY_OK ? st : graph_err(im, st);
+    return st == TEENY_OK ? st : teeny__ox_graph_fail(im, st);
 }
 
 static teeny_status binary(ox_import *im, const char *suffix, teeny_binary_op op, teeny_node a, teeny_node b,
@@ -61,7 +56,7 @@ static teeny_status binary(ox_import *im, const char *suffix, teeny_binary_op op
 {
     char buf[TEENY__NAME_CAP];
     teeny_status st = teeny_graph_binary(im->g, teeny__ox_name(im, suffix, buf, sizeof buf), op, a, b, out);
-    return st == TEENY_OK ? st : graph_err(im, st);
+    return st == TEENY_OK ? st : teeny__ox_graph_fail(im, st);
 }
 
 /* x with its last two axes swapped (or perm, when given). */
@@ -73,7 +68,7 @@ static teeny_status transpose(ox_import *im, const char *suffix, teeny_node x, i
     for (int d = 0; d < ndim; d++)
         p[d] = perm ? perm[d] : d == ndim - 2 ? ndim - 1 : d == ndim - 1 ? ndim - 2 : d;
     teeny_status st = teeny_graph_transpose(im->g, teeny__ox_name(im, suffix, buf, sizeof buf), x, p, out);
-    return st == TEENY_OK ? st : graph_err(im, st);
+    return st == TEENY_OK ? st : teeny__ox_graph_fail(im, st);
 }
 
 /* ---- the core ---- */
@@ -157,7 +152,7 @@ static teeny_status fused(ox_import *im, const ox_attn *a, int fold, ox_attn_out
         st = teeny_graph_attention(im->g, teeny__ox_name(im, "attention", buf, sizeof buf), q, k, v, a->scale, &y);
     }
     if (st != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     o->ys = a->qs;
     o->ys.d[n - 1] = a->vs.d[n - 1];
     return teeny__ox_view_node(im, y, &y3, &o->ys, &o->y);
@@ -176,7 +171,7 @@ static teeny_status causal_mask(ox_import *im, int64_t sq, int64_t t, int64_t of
             m[i * t + j] = j > i + offset ? -INFINITY : 0.0f;
     teeny_status st = teeny_graph_constant(im->g, teeny__ox_name(im, "causal", buf, sizeof buf), 2, shape, m, out);
     teeny__free(m);
-    return st == TEENY_OK ? st : graph_err(im, st);
+    return st == TEENY_OK ? st : teeny__ox_graph_fail(im, st);
 }
 
 /* The decomposition: scores, soft cap, masks, softmax, weighted sum. */
@@ -189,7 +184,7 @@ static teeny_status decomposed(ox_import *im, const ox_attn *a, ox_attn_out *o)
     if ((st = transpose(im, "key_t", a->k, n, NULL, &kt)) != TEENY_OK)
         return st;
     if ((st = teeny_graph_matmul(im->g, teeny__ox_name(im, "scores", buf, sizeof buf), a->q, kt, &s)) != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     if ((st = scalar_const(im, "scale", a->scale, &c)) != TEENY_OK ||
         (st = binary(im, "scaled", TEENY_BINARY_MUL, s, c, &s)) != TEENY_OK)
         return st;
@@ -200,7 +195,7 @@ static teeny_status decomposed(ox_import *im, const ox_attn *a, ox_attn_out *o)
             return st;
         if ((st = teeny_graph_activation(im->g, teeny__ox_name(im, "softcap_tanh", buf, sizeof buf), s, TEENY_ACT_TANH,
                                          &s)) != TEENY_OK)
-            return graph_err(im, st);
+            return teeny__ox_graph_fail(im, st);
         if ((st = scalar_const(im, "softcap", a->softcap, &c)) != TEENY_OK ||
             (st = binary(im, "capped", TEENY_BINARY_MUL, s, c, &s)) != TEENY_OK)
             return st;
@@ -216,7 +211,7 @@ static teeny_status decomposed(ox_import *im, const ox_attn *a, ox_attn_out *o)
     sp.masked_zero = a->masked_zero;
     if ((st = teeny_graph_softmax_ex(im->g, teeny__ox_name(im, "probs", buf, sizeof buf), s, &sp, &p)) != TEENY_OK ||
         (st = teeny_graph_matmul(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), p, a->v, &y)) != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     o->probs = p;
     o->y = y;
     if ((st = teeny__ox_node_shape(im, s, &o->ss)) != TEENY_OK)
@@ -280,7 +275,7 @@ static teeny_status with_past(ox_import *im, int i, const char *what, teeny_node
     xs[0] = p;
     xs[1] = *x;
     if ((st = teeny_graph_concat_axis(im->g, teeny__ox_name(im, what, buf, sizeof buf), 2, 2, xs, x)) != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     *past = ps.d[2];
     s->d[2] += ps.d[2];
     return TEENY_OK;
@@ -322,7 +317,7 @@ static teeny_status host_mask(ox_import *im, const ox_const *c, int declared, in
         }
     teeny_status st = teeny_graph_constant(im->g, teeny__ox_name(im, "mask", buf, sizeof buf), s->ndim, s->d, data, n);
     teeny__free(data);
-    return st == TEENY_OK ? st : graph_err(im, st);
+    return st == TEENY_OK ? st : teeny__ox_graph_fail(im, st);
 }
 
 /* attn_mask (input 3) as an additive node broadcastable to [B, Hq, S, t];
@@ -348,7 +343,7 @@ static teeny_status attn_mask(ox_import *im, int64_t t, teeny_node *n, ox_shape 
         hi[s->ndim - 1] = t - s->d[s->ndim - 1];
         if ((st = teeny_graph_pad(im->g, teeny__ox_name(im, "mask_pad", buf, sizeof buf), *n, lo, hi, -INFINITY, n)) !=
             TEENY_OK)
-            return graph_err(im, st);
+            return teeny__ox_graph_fail(im, st);
         s->d[s->ndim - 1] = t;
     }
     if (st == TEENY_OK && (s->ndim < 1 || s->ndim > 4 || s->d[s->ndim - 1] != t))
@@ -382,7 +377,7 @@ static teeny_status nonpad_mask(ox_import *im, const attn_dims *dm, teeny_node *
     st = teeny_graph_constant(im->g, teeny__ox_name(im, "nonpad", buf, sizeof buf), 4, s.d, data, &n);
     teeny__free(data);
     if (st != TEENY_OK)
-        return graph_err(im, st);
+        return teeny__ox_graph_fail(im, st);
     if (*mask < 0) {
         *mask = n;
         *ms = s;
@@ -516,7 +511,7 @@ static teeny_status attn_outputs(ox_import *im, const ox_attn *a, const attn_dim
     return teeny__ox_out_runtime(im, 3, qk, &qs);
 }
 
-static teeny_status op_attention(ox_import *im)
+teeny_status teeny__ox_op_attention(ox_import *im)
 {
     ox_attn a = {.mask = -1};
     attn_dims dm = {0};
@@ -546,9 +541,4 @@ static teeny_status op_attention(ox_import *im)
     if ((st = teeny__ox_attention(im, &core, &o)) != TEENY_OK)
         return st;
     return attn_outputs(im, &a, &dm, &op, &o);
-}
-
-ox_handler teeny__ox_attention_handler(const char *op)
-{
-    return !strcmp(op, "Attention") ? op_attention : NULL;
 }

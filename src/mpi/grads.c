@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/dist_internal.h"
+#include "mpi/mpi_internal.h"
 
 struct teeny_dist_grads {
     teeny_dist *d;

@@ -1,5 +1,5 @@
 /*
- * dist_internal.h -- what the three parts of the MPI layer share
+ * mpi_internal.h -- what the three parts of the MPI layer share
  * (include/teenycl_dist.h): the dist itself, its error text, and the
  * host-side collectives polled against the deadline.
  *
@@ -14,8 +14,8 @@
  * the fault tests reach them as they reach the library's own; the rest is
  * the public API of teenycl.h. Built only with `make WITH_MPI=1`.
  */
-#ifndef TEENY_DIST_INTERNAL_H
-#define TEENY_DIST_INTERNAL_H
+#ifndef TEENY_MPI_INTERNAL_H
+#define TEENY_MPI_INTERNAL_H
 
 #include <stdint.h>
 

@@ -18,7 +18,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "dist/dist_internal.h"
+#include "mpi/mpi_internal.h"
 
 /* Allgather of one row of len doubles per rank; row[0] is the rank's ok
  * flag (1 or 0). *all_ok: every rank's flag was 1. */

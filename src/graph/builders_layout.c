@@ -1,8 +1,8 @@
 /*
- * builders_a.c -- the graph builders of group A's ops (ONNX phase 2):
- * broadcasting binary ops, reductions, layout ops, softmax, layer norm,
- * batched matmul. Each turns its arguments into the op's attributes and
- * adds a node through teeny__graph_node, as builders.c does.
+ * builders_layout.c -- the graph builders of constants and the layout
+ * ops (teeny_graph_<op>, the public API): transpose, N-d slice, pad,
+ * expand, concatenation along any axis, gather (its indices a constant
+ * of its own). Like builders.c: attributes, then teeny__graph_node.
  */
 #include <stdio.h>
 #include <string.h>
@@ -53,31 +53,6 @@ static teeny_status add_constant(teeny_graph *g, const char *name, int ndim, con
     return TEENY_OK;
 }
 
-
-static teeny_status null_arg(teeny_graph *g, const char *fn, const char *what, teeny_node *out)
-{
-    if (out)
-        *out = -1;
-    return teeny__error(teeny__graph_ctx(g), TEENY_ERR_ARG, "%s: %s is NULL", fn, what);
-}
-
-teeny_status teeny_graph_binary(teeny_graph *g, const char *name, teeny_binary_op op, teeny_node a, teeny_node b,
-                                teeny_node *out)
-{
-    teeny_node in[2] = {a, b};
-    teeny__op_attrs at = {.binary = {op}};
-    return teeny__graph_node(g, TEENY__OP_BINARY, name, 2, in, &at, out);
-}
-
-teeny_status teeny_graph_reduce(teeny_graph *g, const char *name, teeny_node x, const teeny_reduce_params *p,
-                                teeny_node *out)
-{
-    if (!p)
-        return null_arg(g, "teeny_graph_reduce", "p", out);
-    teeny__op_attrs at = {.reduce = {p->axes, p->keepdims, p->mean}};
-    return teeny__graph_node(g, TEENY__OP_REDUCE, name, 1, &x, &at, out);
-}
-
 /* ---- layout ---- */
 
 /* x's rank (x checked), for the builders that copy per-axis arrays. */
@@ -92,7 +67,7 @@ static teeny_status rank_of(teeny_graph *g, const char *fn, teeny_node x, const 
     if ((st = teeny__graph_check_node(g, x, fn)) != TEENY_OK)
         return st;
     if (!arr)
-        return null_arg(g, fn, "an array argument", out);
+        return teeny__graph_null_arg(g, fn, "an array argument", out);
     *ndim = g->nodes[x].shapes.out.ndim;
     return TEENY_OK;
 }
@@ -112,7 +87,7 @@ teeny_status teeny_graph_slice(teeny_graph *g, const char *name, teeny_node x, c
                                teeny_node *out)
 {
     if (!p)
-        return null_arg(g, "teeny_graph_slice", "p", out);
+        return teeny__graph_null_arg(g, "teeny_graph_slice", "p", out);
     teeny__op_attrs at;
     memcpy(at.slicend.start, p->start, sizeof p->start);
     memcpy(at.slicend.end, p->end, sizeof p->end);
@@ -168,7 +143,7 @@ teeny_status teeny_graph_gather(teeny_graph *g, const char *name, teeny_node x, 
     char iname[TEENY__NAME_CAP + 16];
     teeny_node in[2] = {x, -1};
     if (!indices)
-        return null_arg(g, "teeny_graph_gather", "indices", out);
+        return teeny__graph_null_arg(g, "teeny_graph_gather", "indices", out);
     snprintf(iname, sizeof iname, "%.80s.indices", name && *name ? name : "gather");
     teeny_status st = add_constant(g, name && *name ? iname : NULL, ndim, shape, indices, 1, &in[1]);
     if (st != TEENY_OK) {
@@ -178,45 +153,4 @@ teeny_status teeny_graph_gather(teeny_graph *g, const char *name, teeny_node x, 
     }
     teeny__op_attrs at = {.gather = {axis}};
     return teeny__graph_node(g, TEENY__OP_GATHER, name, 2, in, &at, out);
-}
-
-/* ---- softmax, layer norm ---- */
-
-/* axis in [-rank, rank) of x as 0..rank-1 (x checked); -1 when outside. */
-static int norm_axis(teeny_graph *g, teeny_node x, int axis)
-{
-    if (!g || x < 0 || x >= g->n_nodes)
-        return axis;
-    int r = g->nodes[x].shapes.out.ndim;
-    return axis < -r || axis >= r ? -1 : axis < 0 ? axis + r : axis;
-}
-
-teeny_status teeny_graph_softmax(teeny_graph *g, const char *name, teeny_node x, int axis, int log, teeny_node *out)
-{
-    teeny__op_attrs at = {.softmax = {norm_axis(g, x, axis), log}};
-    return teeny__graph_node(g, TEENY__OP_SOFTMAX, name, 1, &x, &at, out);
-}
-
-teeny_status teeny_graph_softmax_ex(teeny_graph *g, const char *name, teeny_node x, const teeny_softmax_params *p,
-                                    teeny_node *out)
-{
-    if (!p)
-        return null_arg(g, "teeny_graph_softmax_ex", "p", out);
-    teeny__op_attrs at = {.softmax = {norm_axis(g, x, p->axis), p->log, p->masked_zero}};
-    return teeny__graph_node(g, TEENY__OP_SOFTMAX, name, 1, &x, &at, out);
-}
-
-teeny_status teeny_graph_layernorm(teeny_graph *g, const char *name, teeny_node x, int axis, float eps, int bias,
-                                   teeny_node *out)
-{
-    teeny__op_attrs at = {.layernorm = {norm_axis(g, x, axis), eps, bias != 0}};
-    return teeny__graph_node(g, TEENY__OP_LAYERNORM, name, 1, &x, &at, out);
-}
-
-/* ---- matmul ---- */
-
-teeny_status teeny_graph_matmul(teeny_graph *g, const char *name, teeny_node a, teeny_node b, teeny_node *out)
-{
-    teeny_node in[2] = {a, b};
-    return teeny__graph_node(g, TEENY__OP_MATMUL, name, 2, in, NULL, out);
 }

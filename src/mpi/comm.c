@@ -25,7 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/dist_internal.h"
+#include "mpi/mpi_internal.h"
 
 #define DIST_DEFAULT_TIMEOUT_S 600.0
 #define DIST_DEFAULT_BUCKET_BYTES ((size_t)4 << 20)

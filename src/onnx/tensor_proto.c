@@ -1,5 +1,5 @@
 /*
- * tensor.c -- ONNX TensorProtos (initializers, Constant values, test data)
+ * tensor_proto.c -- ONNX TensorProtos (initializers, Constant values, test data)
  * and caller feeds into host constants: fp32 stays fp32, every integer and
  * boolean type becomes int64; other types are unsupported. Every count is
  * checked against the dimensions (which are checked first: non-negative,

@@ -1,0 +1,163 @@
+/*
+ * reductions.c -- the ONNX ops that reduce along axes, through the public
+ * graph builders: ReduceSum and ReduceMean (axes from the attribute or a
+ * constant input, keepdims, noop_with_empty_axes), Softmax and LogSoftmax
+ * (any axis; before opset 13 over the input coerced to 2-D, as ONNX
+ * defines) and LayerNormalization (with its optional Mean and InvStdDev
+ * outputs). Attribute values the ops cannot compute are refused, naming
+ * the attribute.
+ */
+#include <string.h>
+
+#include "onnx_internal.h"
+
+/* ReduceSum / ReduceMean: axes from the attribute (before opset 13 /
+ * 18) or a constant input; none: all (or, with noop_with_empty_axes, the
+ * identity). */
+teeny_status teeny__ox_op_reduce(ox_import *im)
+{
+    static const char *const attrs[] = {"axes", "keepdims", "noop_with_empty_axes", NULL};
+    int mean = !strcmp(im->node->op_type, "ReduceMean"), n = -1, idx;
+    int64_t axes[OX_MAX_DIMS], keepdims, noop;
+    teeny_node x, y;
+    ox_shape s, o = {0};
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "keepdims", 1, &keepdims)) != TEENY_OK ||
+        (st = teeny__ox_attr_int(im, "noop_with_empty_axes", 0, &noop)) != TEENY_OK ||
+        (st = teeny__ox_attr_ints(im, "axes", OX_MAX_DIMS, axes, &n)) != TEENY_OK ||
+        (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = teeny__ox_in(im, 1, &idx)) != TEENY_OK)
+        return st;
+    if (idx >= 0) {
+        const ox_const *c;
+        if (n >= 0)
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "axes given as attribute and input");
+        if ((st = teeny__ox_in_const(im, 1, "axes", 0, &c)) != TEENY_OK ||
+            (st = teeny__ox_const_ints(im, c, "axes", OX_MAX_DIMS, axes, &n)) != TEENY_OK)
+            return st;
+    }
+    if ((st = teeny__ox_operand(im, 0, "data", &x, &s)) != TEENY_OK)
+        return st;
+    unsigned mask = 0;
+    for (int i = 0; i < n; i++) {
+        int ax;
+        if ((st = teeny__ox_axis(im, "axis", axes[i], s.ndim, &ax)) != TEENY_OK)
+            return st;
+        mask |= 1u << ax;
+    }
+    if (n <= 0 && noop) { /* the identity */
+        if ((st = teeny__ox_view_node(im, x, &s, &s, &y)) != TEENY_OK)
+            return st;
+        return teeny__ox_out_runtime(im, 0, y, &s);
+    }
+    if (n <= 0)
+        mask = s.ndim ? (1u << s.ndim) - 1 : 1;
+    for (int d = 0; d < s.ndim; d++)
+        if (!(mask & (1u << d)) || keepdims)
+            o.d[o.ndim++] = mask & (1u << d) ? 1 : s.d[d];
+    teeny_reduce_params p = {s.ndim ? mask : 1, keepdims != 0, mean};
+    if ((st = teeny_graph_reduce(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, &p, &y)) != TEENY_OK)
+        return teeny__ox_graph_fail(im, st);
+    return teeny__ox_out_runtime(im, 0, y, &o);
+}
+
+/* ---- softmax, layer norm ---- */
+
+/* Softmax / LogSoftmax: along axis (opset >= 13, default -1), or before
+ * opset 13 over the input flattened to 2-D at axis (default 1). */
+teeny_status teeny__ox_op_softmax(ox_import *im)
+{
+    static const char *const attrs[] = {"axis", NULL};
+    int64_t axis;
+    int ax, log_out = !strcmp(im->node->op_type, "LogSoftmax");
+    teeny_node x, y;
+    ox_shape s;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "axis", im->opset < 13 ? 1 : -1, &axis)) != TEENY_OK ||
+        (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = teeny__ox_operand(im, 0, "input", &x, &s)) != TEENY_OK)
+        return st;
+    if (s.ndim < 1)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "a scalar input");
+    if ((st = teeny__ox_axis(im, "axis", axis, s.ndim, &ax)) != TEENY_OK)
+        return st;
+    ox_shape flat = {2, {1, 1}};
+    for (int d = 0; d < s.ndim; d++)
+        flat.d[d >= ax] *= s.d[d];
+    int coerce = im->opset < 13 && ax != s.ndim - 1;
+    if (coerce && (st = teeny__ox_view_node(im, x, &s, &flat, &x)) != TEENY_OK)
+        return st;
+    if ((st = teeny_graph_softmax(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, coerce ? 1 : ax, log_out,
+                                  &y)) != TEENY_OK)
+        return teeny__ox_graph_fail(im, st);
+    if (coerce && (st = teeny__ox_view_node(im, y, &flat, &s, &y)) != TEENY_OK)
+        return st;
+    return teeny__ox_out_runtime(im, 0, y, &s);
+}
+
+/* LayerNormalization's optional outputs Mean and InvStdDev (x's shape with
+ * 1 from axis on) as nodes of their own: a mean, and 1/sqrt(mean((x -
+ * mean)^2) + eps) through the broadcasting ops. */
+static teeny_status ln_stats(ox_import *im, teeny_node x, const ox_shape *s, int ax, float eps)
+{
+    teeny_reduce_params rp = {((1u << s->ndim) - 1) & ~((1u << ax) - 1), 1, 1};
+    ox_shape m = *s, cs = {1, {1}};
+    teeny_node mean, d, sq, var, e, h, ve, inv;
+    float half = -0.5f;
+    char buf[TEENY__NAME_CAP];
+    for (int k = ax; k < s->ndim; k++)
+        m.d[k] = 1;
+    teeny_status st = teeny_graph_reduce(im->g, teeny__ox_name(im, "mean", buf, sizeof buf), x, &rp, &mean);
+    if (st == TEENY_OK && im->node->n_output > 1 && *im->node->output[1] &&
+        (st = teeny__ox_out_runtime(im, 1, mean, &m)) != TEENY_OK)
+        return st;
+    if (st != TEENY_OK || im->node->n_output < 3 || !*im->node->output[2])
+        return st == TEENY_OK ? TEENY_OK : teeny__ox_graph_fail(im, st);
+    if ((st = teeny_graph_binary(im->g, teeny__ox_name(im, "dev", buf, sizeof buf), TEENY_BINARY_SUB, x, mean, &d)) ||
+        (st = teeny_graph_binary(im->g, teeny__ox_name(im, "sq", buf, sizeof buf), TEENY_BINARY_MUL, d, d, &sq)) ||
+        (st = teeny_graph_reduce(im->g, teeny__ox_name(im, "var", buf, sizeof buf), sq, &rp, &var)) ||
+        (st = teeny_graph_constant(im->g, teeny__ox_name(im, "eps", buf, sizeof buf), 1, cs.d, &eps, &e)) ||
+        (st = teeny_graph_binary(im->g, teeny__ox_name(im, "var_eps", buf, sizeof buf), TEENY_BINARY_ADD, var, e, &ve)) ||
+        (st = teeny_graph_constant(im->g, teeny__ox_name(im, "half", buf, sizeof buf), 1, cs.d, &half, &h)) ||
+        (st = teeny_graph_binary(im->g, teeny__ox_name(im, "inv_std", buf, sizeof buf), TEENY_BINARY_POW, ve, h, &inv)))
+        return teeny__ox_graph_fail(im, st);
+    return teeny__ox_out_runtime(im, 2, inv, &m);
+}
+
+teeny_status teeny__ox_op_layernorm(ox_import *im)
+{
+    static const char *const attrs[] = {"axis", "epsilon", "stash_type", NULL};
+    int64_t axis, stash;
+    float eps;
+    int ax, xi, si, bi;
+    const ox_const *scale, *bias = NULL;
+    teeny_node y;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "axis", -1, &axis)) != TEENY_OK ||
+        (st = teeny__ox_attr_float(im, "epsilon", 1e-5f, &eps)) != TEENY_OK ||
+        (st = teeny__ox_attr_int(im, "stash_type", 1, &stash)) != TEENY_OK ||
+        (st = teeny__ox_outputs_at_most(im, 3)) != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK ||
+        (st = teeny__ox_in_const(im, 1, "Scale", 1, &scale)) != TEENY_OK || (st = teeny__ox_in(im, 1, &si)) != TEENY_OK ||
+        (st = teeny__ox_in(im, 2, &bi)) != TEENY_OK || (bi >= 0 && (st = teeny__ox_in_const(im, 2, "B", 1, &bias)) != TEENY_OK))
+        return st;
+    if (stash != 1)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute stash_type=%lld (supported: 1, float)", (long long)stash);
+    ox_shape s = im->vals[xi].shape;
+    if ((st = teeny__ox_axis(im, "axis", axis, s.ndim, &ax)) != TEENY_OK)
+        return st;
+    int64_t n = 1;
+    for (int d = ax; d < s.ndim; d++)
+        n *= s.d[d];
+    if (scale->numel != n || (bias && bias->numel != n))
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "Scale or B of %lld elements for %lld normalized ones "
+                              "(supported: the normalized shape)", (long long)scale->numel, (long long)n);
+    if ((st = teeny_graph_layernorm(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), im->vals[xi].node, ax, eps,
+                                    bias != NULL, &y)) != TEENY_OK)
+        return teeny__ox_graph_fail(im, st);
+    if ((st = teeny__ox_bind(im, si, y, 0, 0, NULL)) != TEENY_OK ||
+        (bias && (st = teeny__ox_bind(im, bi, y, 0, 1, NULL)) != TEENY_OK) ||
+        (st = teeny__ox_out_runtime(im, 0, y, &s)) != TEENY_OK)
+        return st;
+    return ln_stats(im, im->vals[xi].node, &s, ax, eps);
+}
