@@ -16,7 +16,7 @@
 #include "core/clwrap.h"
 #include "internal.h"
 #include "harness.h"
-#include "ops/attention_internal.h"
+#include "ops/attention/attention_internal.h"
 #include "ops/ops.h"
 #include "ref/attention_ref.h"
 

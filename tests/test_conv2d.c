@@ -18,7 +18,7 @@
 #include "conv_data.h"
 #include "harness.h"
 #include "internal.h"
-#include "ops/conv2d_internal.h"
+#include "ops/conv2d/conv2d_internal.h"
 #include "ops/ops.h"
 #include "ref/conv2d_ref.h"
 #include "ref/elementwise_ref.h"

@@ -59,7 +59,7 @@ START_TEST(test_ops_table)
                   sl.state <= TEENY__OP_MAX_SLOTS && sl.saved <= TEENY__OP_MAX_SLOTS);
     }
     ck_assert_str_eq(teeny__ops[TEENY__OP_CONV2D].family, "conv2d");
-    ck_assert_str_eq(teeny__ops[TEENY__OP_PSA_PACK_QKV].family, "psa");
+    ck_assert_str_eq(teeny__ops[TEENY__OP_PSA_PACK_QKV].family, "attention");
     ck_assert(teeny__ops[TEENY__OP_PSA_PACK_QKV].forward == teeny__psa_pack_forward);
     ck_assert_str_eq(teeny__op_name(TEENY__OP_COUNT), "?");
 }

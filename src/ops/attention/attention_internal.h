@@ -5,7 +5,7 @@
 #ifndef TEENY_ATTENTION_INTERNAL_H
 #define TEENY_ATTENTION_INTERNAL_H
 
-#include "ops.h"
+#include "../ops.h"
 
 #define ATT_EXT_CAUSAL 1 /* ATT_EXT bits (cl/attention.cl) */
 #define ATT_EXT_MASK 2

@@ -21,7 +21,7 @@
  */
 #include <string.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 #define ST_MAX_PARTS 64
 

@@ -9,7 +9,7 @@
  * loop trips (teeny__loop_budget) a plane's sum goes in chunks.
  * Tunable: GAP_WG, the work-group size (ctx->work_group_size).
  */
-#include "ops.h"
+#include "../ops.h"
 
 #define KI(i) TEENY__KARG_INT(i)
 #define KM(m) TEENY__KARG_MEM(m)

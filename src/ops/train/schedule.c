@@ -6,7 +6,7 @@
  */
 #include <math.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 static double cos_anneal(double start, double end, double pct)
 {

@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 /* ---- the eager API ---- */
 

@@ -23,7 +23,7 @@
  */
 #include <string.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 /* ---- the convolution behind it ---- */
 

@@ -6,7 +6,7 @@
  */
 #include <stdio.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 static teeny_status check_eps(teeny_ctx *ctx, float eps)
 {

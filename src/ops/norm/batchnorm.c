@@ -39,7 +39,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 /* Below this spatial size the "rows" reduction layout is used. */
 #define BN_SPATIAL_MIN 16

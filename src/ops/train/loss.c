@@ -29,7 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 #define CE_SEG_FIRST 1 /* as cl/loss.cl */
 #define CE_SEG_LAST 2

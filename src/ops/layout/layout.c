@@ -23,7 +23,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 static void strides(const int64_t *shape, int ndim, int64_t *s)
 {

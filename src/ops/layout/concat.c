@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 /* Copy channels [src_c0, + count) of src to [dst_c0, + count) of dst. */
 static teeny_status copy_channels(teeny_ctx *ctx, const teeny_tensor *src, int src_c0, teeny_tensor *dst,

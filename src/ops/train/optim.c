@@ -25,7 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 #define OPT_RING 8        /* host scalar slots in flight */
 #define OPT_NSCAL 8       /* floats per slot; the OPT_* slots of optim.cl */

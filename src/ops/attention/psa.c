@@ -37,7 +37,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 #define PSA_MAX_KD TEENY__ATTN_MAX_D /* key_dim is the flash kernels' D; Dv = 2 key_dim */
 

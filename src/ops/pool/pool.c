@@ -31,7 +31,7 @@
  */
 #include <stdio.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 typedef struct {
     int H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, total;

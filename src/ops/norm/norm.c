@@ -18,7 +18,7 @@
  *              = [x, weight, bias, y, mean, rstd, dy], out = [dx, dweight,
  *              dbias] (dweight/dbias: column sums through the strided sum)
  */
-#include "ops.h"
+#include "../ops.h"
 
 static int64_t prod(const int64_t *v, int from, int to)
 {

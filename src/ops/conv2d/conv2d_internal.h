@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 /* ---- tuning: the device profile's (src/tune/profiles.def) ---- */
 

@@ -22,7 +22,7 @@
  */
 #include <math.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 #define KI(i) TEENY__KARG_INT(i)
 #define KM(m) TEENY__KARG_MEM(m)

@@ -18,7 +18,7 @@
  */
 #include <string.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 /* The CPU variants (TEENY_VARIANT_CPU) of add and the activations take a
  * run of EW_RUN elements per work-item (cl/elementwise.cl). */

@@ -16,7 +16,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 /* ---- op-table entry ---- */
 

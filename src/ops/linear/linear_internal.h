@@ -7,7 +7,7 @@
 #ifndef TEENY_LINEAR_INTERNAL_H
 #define TEENY_LINEAR_INTERNAL_H
 
-#include "ops.h"
+#include "../ops.h"
 
 typedef struct {
     int lx, ly, rm, rn, tk;

@@ -61,7 +61,7 @@
  */
 #include <string.h>
 
-#include "ops.h"
+#include "../ops.h"
 
 /* ---- shapes and the eager API ---- */
 
