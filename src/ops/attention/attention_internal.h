@@ -27,6 +27,7 @@ typedef struct {
     int x3;              /* with tc, an fp32 call: every operand split in two tf32 parts (-DTEENY_TF32_X3=1) */
     int pf;              /* with tc, the passes that prefetch their next tile: bit 1 forward, 2 backward (-DATT_PF) */
     int fast_exp;        /* with tc, not x3: the passes taking ex2.approx exponentials (-DATT_EXP, tune.h) */
+    int emulate;         /* with tc, the test hook ATTENTION_TF32_EMULATE: the mma in OpenCL C (-DTEENY_TF32_EMULATE) */
     int vec;             /* ATT_VEC: every loaded matrix in float4 chunks, 1 along rows, 2 down columns */
     int layout;          /* ATT_LAYOUT: how the tiled kernels walk every matrix (1 rows, 2 columns), 0: per
                           * matrix at run time */

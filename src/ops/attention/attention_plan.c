@@ -28,7 +28,7 @@
  * environment's TEENY_ATTN_TF32_W and _BN override every pass's), the
  * column tile then the warps halved until the pass fits the same local
  * memory cap. Their program holds no fp32 tiled kernel. A test hook
- * (teeny__attention_debug_tf32_emulate) builds them with
+ * (ATTENTION_TF32_EMULATE) builds them with
  * -DTEENY_TF32_EMULATE=1 on any device: the mma and shuffles in OpenCL C.
  * fp32 calls (tf32 off) take the same kernels with -DTEENY_TF32_X3=1
  * where the profile's attention_tf32 row says fp32_x3 (NVIDIA) and the
@@ -46,13 +46,6 @@
 #include "attention_internal.h"
 
 #define ATT_LDS_CAP (48 * 1024)
-static int tf32_emulate; /* test hook: teeny__attention_debug_tf32_emulate */
-
-void teeny__attention_debug_tf32_emulate(int on)
-{
-    tf32_emulate = on;
-}
-
 static int bucket(int d)
 {
     int b = 32;
@@ -120,7 +113,7 @@ static void plan_options(att_plan *p)
                      "-DKV_RM=%d -DKV_TC=%d -DKV_SC=%d -DQG_TR=%d -DQG_RM=%d -DQG_TC=%d -DQG_SC=%d",
                      p->cr, p->dq, p->dv, p->fw.tr, p->fw.rm, p->fw.tc, p->fw.sc, p->kv.tr, p->kv.rm, p->kv.tc,
                      p->kv.sc, p->qg.tr, p->qg.rm, p->qg.tc, p->qg.sc);
-    if (p->tc && tf32_emulate && n > 0 && (size_t)n < sizeof p->options)
+    if (p->tc && p->emulate && n > 0 && (size_t)n < sizeof p->options)
         n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DTEENY_TF32_EMULATE=1");
     if (p->tc && p->x3 && n > 0 && (size_t)n < sizeof p->options)
         n += snprintf(p->options + n, sizeof p->options - (size_t)n, " -DTEENY_TF32_X3=1");
@@ -149,17 +142,17 @@ static void plan_options(att_plan *p)
  * constant made the backward 8% slower on the H200 (2026-12-02, BH 64,
  * N 1024, D 64: 3.53 -> 3.83 ms, twice), while the tf32 kernels' forward
  * gained 25% (0.53 -> 0.40 ms). */
-static int force_layout = -1; /* test hook: teeny__attention_debug_layout */
-
-void teeny__attention_debug_layout(int layout)
+/* The test hook ATTENTION_LAYOUT: 0, 1 or 2, else -1 (none). */
+static int forced_layout(const teeny_ctx *ctx)
 {
-    force_layout = layout >= 0 && layout <= 2 ? layout : -1;
+    int64_t layout = ctx->hooks.attention_layout;
+    return layout >= 0 && layout <= 2 ? (int)layout : -1;
 }
 
-static int problem_layout(const teeny__attn_problem *p)
+static int problem_layout(const teeny_ctx *ctx, const teeny__attn_problem *p)
 {
-    if (force_layout >= 0)
-        return force_layout;
+    if (forced_layout(ctx) >= 0)
+        return forced_layout(ctx);
     const teeny__attn_mat *m[8] = {&p->q, &p->k, &p->v, &p->o, &p->d_o, &p->dq, &p->dk, &p->dv_out};
     int cols = 0, rows = 0;
     for (int i = 0; i < 8; i++)
@@ -179,13 +172,13 @@ static int problem_layout(const teeny__attn_problem *p)
  * 4); 2 where every one has unit row stride, and its offset, strides and
  * length are multiples of 4 (PSA's NCHW views of planes of 4k pixels; the
  * options add it only where every tile's rows are whole chunks too); 0
- * otherwise, and under teeny__attention_debug_layout, whose walks the tests
+ * otherwise, and under the test hook ATTENTION_LAYOUT, whose walks the tests
  * reach on any strides. */
-static int problem_vec(const teeny__attn_problem *p)
+static int problem_vec(const teeny_ctx *ctx, const teeny__attn_problem *p)
 {
     const teeny__attn_mat *m[4] = {&p->q, &p->k, &p->v, &p->d_o};
     int rows = p->d % 4 == 0 && p->dv % 4 == 0, cols = p->n_q % 4 == 0 && p->n_k % 4 == 0;
-    if (force_layout >= 0)
+    if (forced_layout(ctx) >= 0)
         return 0;
     for (int i = 0; i < 4; i++)
         if (m[i]->buf) {
@@ -215,7 +208,7 @@ static teeny_status plan_make(teeny_ctx *ctx, int d, int dv, int ext, int layout
     p->ext = ext;
     p->layout = layout;
     p->vec = vec;
-    p->tc = p->x3 = 0;
+    p->tc = p->x3 = p->emulate = 0;
     p->dq = bucket(d);
     p->dv = bucket(dv);
     /* at most 8 float4 chunks per thread row (ATT_MAXT): pad the narrower
@@ -316,27 +309,27 @@ static teeny_status plan_fit(teeny_ctx *ctx, att_plan *p, int backward)
 /* Local memory (bytes) of the tf32 kernels; mirrors TF_LDS, TK_LDS,
  * TQ_LDS in cl/attention.cl, and the emulated mma's exchange (6 words an
  * item of w warps). */
-static size_t lds_max(size_t a, size_t b, int w)
+static size_t lds_max(const att_plan *p, size_t a, size_t b, int w)
 {
-    return 4 * (((a > b ? a : b) + 3) / 4 * 4) + (tf32_emulate ? (size_t)4 * 6 * 32 * (size_t)w : 0);
+    return 4 * (((a > b ? a : b) + 3) / 4 * 4) + (p->emulate ? (size_t)4 * 6 * 32 * (size_t)w : 0);
 }
 
 static size_t lds_tfw(const att_plan *p, att_tile t)
 {
     size_t qs = (size_t)p->dq + 4, vs = (size_t)p->dv + 4, bm = 16 * (size_t)t.tr, bn = 8 * (size_t)t.sc;
-    return lds_max(bn * qs + bn * vs, bm * (qs > vs ? qs : vs), t.tr);
+    return lds_max(p, bn * qs + bn * vs, bm * (qs > vs ? qs : vs), t.tr);
 }
 
 static size_t lds_tkv(const att_plan *p, att_tile t)
 {
     size_t qs = (size_t)p->dq + 4, vs = (size_t)p->dv + 4, br = 16 * (size_t)t.tr, bc = 8 * (size_t)t.sc;
-    return lds_max(bc * qs + bc * vs + 3 * bc, br * (qs + vs), t.tr);
+    return lds_max(p, bc * qs + bc * vs + 3 * bc, br * (qs + vs), t.tr);
 }
 
 static size_t lds_tqg(const att_plan *p, att_tile t)
 {
     size_t qs = (size_t)p->dq + 4, vs = (size_t)p->dv + 4, bm = 16 * (size_t)t.tr, bn = 8 * (size_t)t.sc;
-    return lds_max(bn * qs + bn * vs, bm * (qs + vs), t.tr);
+    return lds_max(p, bn * qs + bn * vs, bm * (qs + vs), t.tr);
 }
 
 /* Halve t's column tile, then its warps, until lds(t) fits; 0 when even
@@ -365,8 +358,9 @@ static teeny_status tc_plan(teeny_ctx *ctx, att_plan *p, int layout)
     if (!(ctx->tf32 || tu->fp32_x3 > 0) || warps <= 0 || p->dq > tu->max_dim || p->dv > tu->max_dim ||
         budget < 1024)
         return TEENY_OK;
-    teeny_status st = tf32_emulate ? TEENY_OK : teeny__tf32_capable(ctx, &capable);
-    if (st != TEENY_OK || !(capable || tf32_emulate))
+    int emulate = (int)ctx->hooks.attention_tf32_emulate;
+    teeny_status st = emulate ? TEENY_OK : teeny__tf32_capable(ctx, &capable);
+    if (st != TEENY_OK || !(capable || emulate))
         return st;
     while (warps > 1 && (size_t)32 * (size_t)warps > ctx->info.max_work_group_size)
         warps /= 2;
@@ -379,6 +373,7 @@ static teeny_status tc_plan(teeny_ctx *ctx, att_plan *p, int layout)
     att_tile tile = {warps, 16, 32, tu->cols / 8 > 0 ? tu->cols / 8 : 1};
     att_tile fw = {fw_warps, 16, 32, fw_cols / 8 > 0 ? fw_cols / 8 : 1};
     t.tc = 1;
+    t.emulate = emulate;
     t.x3 = !ctx->tf32;
     const int small = p->dq <= tu->small_dim && p->dv <= tu->small_dim;
     t.fast_exp = t.x3 ? 0 : tu->fast_exp;
@@ -403,8 +398,8 @@ const char *teeny__attn_kernel(const att_plan *pl, int pass)
 
 teeny_status teeny__attn_plan(teeny_ctx *ctx, const teeny__attn_problem *p, int backward, int cpu, att_plan *pl)
 {
-    int layout = cpu ? 0 : problem_layout(p), fp32_layout = layout == 1 && force_layout < 0 ? 0 : layout;
-    teeny_status st = plan_make(ctx, p->d, p->dv, problem_ext(p), fp32_layout, cpu ? 0 : problem_vec(p), pl);
+    int layout = cpu ? 0 : problem_layout(ctx, p), fp32_layout = layout == 1 && forced_layout(ctx) < 0 ? 0 : layout;
+    teeny_status st = plan_make(ctx, p->d, p->dv, problem_ext(p), fp32_layout, cpu ? 0 : problem_vec(ctx, p), pl);
     if (st == TEENY_OK && !cpu) {
         att_plan fp32 = *pl;
         if ((st = tc_plan(ctx, pl, layout)) != TEENY_OK)

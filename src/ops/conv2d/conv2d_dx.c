@@ -74,7 +74,7 @@ int teeny__conv_dx_direct_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv
     int64_t budget;
     *st = TEENY_OK;
     memset(pl, 0, sizeof *pl);
-    if (!teeny__conv_dx_direct_on(tu) || g->Cig > TEENY__DX_CI)
+    if (!teeny__conv_dx_direct_on(ctx, tu) || g->Cig > TEENY__DX_CI)
         return 0;
     pl->cols = tu->dx_cols;
     pl->n_h = g->sh < g->H ? g->sh : g->H;

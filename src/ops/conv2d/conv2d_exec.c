@@ -69,7 +69,7 @@ static teeny_status forward_loops(teeny_ctx *ctx, const conv_tuning *tu, const c
 {
     teeny_status st = teeny__conv_loops_check(ctx, tu, &g->Cog, 1);
     *rows_max = 0;
-    if (st == TEENY_OK && teeny__conv_use_depthwise(tu, g) && conv_cpu_variant(ctx))
+    if (st == TEENY_OK && teeny__conv_use_depthwise(ctx, tu, g) && conv_cpu_variant(ctx))
         st = teeny__conv_dw_cpu_rows(ctx, g, 0, rows_max);
     return st;
 }
@@ -85,12 +85,12 @@ static teeny_status dw_forward_run(teeny_ctx *ctx, const conv_tuning *tu, const 
     int loops_fit = 0;
     teeny_status st = TEENY_OK;
     *done = 0;
-    teeny__conv_dw_plan_fwd(tu, g, &pl);
+    teeny__conv_dw_plan_fwd(ctx, tu, g, &pl);
     if (!teeny__conv_dw_fits(ctx, tu, "dwconv_fwd", (size_t)tu->dw_wg, 0, &st) ||
         (st = teeny__conv_dw_loops_fit(ctx, tu, g, &pl, 0, &loops_fit)) != TEENY_OK || !loops_fit)
         return st;
     char opt[256];
-    teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+    teeny__conv_tile_options(ctx, tu, 0, opt, sizeof opt);
     cl_int16 geo = dw_geometry(g);
     int64_t items = (int64_t)g->B * g->Cout * pl.row_blocks * cdiv(g->OW, pl.cols);
     size_t global = (size_t)cdiv(items, tu->dw_wg) * (size_t)tu->dw_wg, local = (size_t)tu->dw_wg;
@@ -124,9 +124,9 @@ static teeny_status forward_run(teeny_ctx *ctx, const teeny__op_args *a, int act
         shift_off = shift ? teeny__off(shift) : 0;
     int x_off = teeny__off(x), w_off = teeny__off(w), y_off = teeny__off(y);
 
-    if (teeny__conv_use_depthwise(tu, &g) && conv_cpu_variant(ctx) && rows_max >= 1) {
+    if (teeny__conv_use_depthwise(ctx, tu, &g) && conv_cpu_variant(ctx) && rows_max >= 1) {
         char opt[256];
-        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+        teeny__conv_tile_options(ctx, tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(&g);
         karg k[] = {KM(x->buf), KI(x_off),   KM(w->buf),    KI(w_off),     KM(y->buf), KI(y_off), KG(geo),
                     KM(bias_m), KI(bias_off), KM(scale_m),  KI(scale_off), KM(shift_m), KI(shift_off), KI(epi),
@@ -134,7 +134,7 @@ static teeny_status forward_run(teeny_ctx *ctx, const teeny__op_args *a, int act
         return dw_cpu_run(ctx, opt, "dwconv_fwd_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g.OH, g.Cout, g.B,
                           rows_max);
     }
-    if (teeny__conv_use_depthwise(tu, &g)) {
+    if (teeny__conv_use_depthwise(ctx, tu, &g)) {
         dw_epilogue e = {bias_m, scale_m, shift_m, bias_off, scale_off, shift_off, epi, act};
         int done = 0;
         st = dw_forward_run(ctx, tu, &g, x->buf, x_off, w->buf, w_off, y->buf, y_off, &e, 0, &done);
@@ -314,27 +314,27 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
     dw_plan pl;
     teeny_status st = TEENY_OK;
 
-    if (teeny__conv_use_depthwise(tu, g) && conv_cpu_variant(ctx) &&
+    if (teeny__conv_use_depthwise(ctx, tu, g) && conv_cpu_variant(ctx) &&
         (st = teeny__conv_dw_cpu_rows(ctx, g, 1, &rows_max)) != TEENY_OK)
         return st;
-    if (teeny__conv_use_depthwise(tu, g) && conv_cpu_variant(ctx) && rows_max >= 1) {
+    if (teeny__conv_use_depthwise(ctx, tu, g) && conv_cpu_variant(ctx) && rows_max >= 1) {
         char opt[256];
-        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+        teeny__conv_tile_options(ctx, tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(g);
         karg k[] = {KM(dy->buf), KI(dy_off), KM(w->buf), KI(w_off), KM(dx->buf), KI(dx_off), KG(geo), {0, NULL}};
         return dw_cpu_run(ctx, opt, "dwconv_dx_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g->H, g->Cin, g->B,
                           rows_max);
     }
-    if (teeny__conv_use_depthwise(tu, g) && g->Cog == 1 && g->sh == 1 && g->sw == 1) {
+    if (teeny__conv_use_depthwise(ctx, tu, g) && g->Cog == 1 && g->sh == 1 && g->sw == 1) {
         int done = 0;
         if ((st = dx_as_forward(ctx, tu, g, w, dy, dx, &done)) != TEENY_OK || done)
             return st;
     }
-    if (teeny__conv_use_depthwise(tu, g) && teeny__conv_dw_plan_dx(ctx, tu, g, &pl) &&
+    if (teeny__conv_use_depthwise(ctx, tu, g) && teeny__conv_dw_plan_dx(ctx, tu, g, &pl) &&
         teeny__conv_dw_fits(ctx, tu, "dwconv_dx", (size_t)tu->dw_wg, pl.local_bytes, &st) &&
         (st = teeny__conv_dw_loops_fit(ctx, tu, g, &pl, 1, &loops_fit)) == TEENY_OK && loops_fit) {
         char opt[256];
-        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+        teeny__conv_tile_options(ctx, tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(g);
         size_t global[3] = {(size_t)tu->dw_wg * pl.tiles_h * pl.tiles_w, (size_t)g->Cin, (size_t)g->B};
         size_t local[3] = {(size_t)tu->dw_wg, 1, 1};
@@ -356,7 +356,7 @@ static teeny_status backward_dx(teeny_ctx *ctx, const conv_tuning *tu, const con
 
     gemm_job j;
     int n_h = g->sh < g->H ? g->sh : g->H, n_w = g->sw < g->W ? g->sw : g->W;
-    if (n_h * n_w > 1 && teeny__conv_phases_merged(tu)) { /* every phase in one launch */
+    if (n_h * n_w > 1 && teeny__conv_phases_merged(ctx, tu)) { /* every phase in one launch */
         dx_phase_job(g, w, dy, dx, 0, 0, &j);
         phase_merge(g, n_h, n_w, w_off, dx_off, &j);
         return teeny__conv_gemm_run(ctx, tu, &j);

@@ -40,12 +40,12 @@ teeny_status teeny__conv_dw_run(teeny_ctx *ctx, const conv_tuning *tu, const con
         j.out = gp->cpu_launches ? dw : out;
         j.out_off = gp->cpu_launches ? dw_off : out_off;
         j.bias = j.scale = j.shift = x;
-        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+        teeny__conv_tile_options(ctx, tu, 0, opt, sizeof opt);
         st = teeny__conv_cpu_gemm_run(ctx, tu, &j, opt, gp->cpu_launches ? 1 : gp->z, gp->r_chunk, zstride);
     } else if (gp->depthwise && conv_cpu_variant(ctx)) {
         /* one item per (tap, co), straight into dw; per chunk of rows where
          * the device's loop budget asks for it (gp->z > 1) */
-        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+        teeny__conv_tile_options(ctx, tu, 0, opt, sizeof opt);
         int KHW = g->KH * g->KW;
         cl_int16 geo = dw_geometry(g);
         size_t global[3] = {(size_t)KHW, (size_t)g->Cout, (size_t)gp->z};
@@ -57,8 +57,8 @@ teeny_status teeny__conv_dw_run(teeny_ctx *ctx, const conv_tuning *tu, const con
         int64_t budget;
         if ((st = teeny__loop_budget(ctx, &budget)) != TEENY_OK)
             return st;
-        int rows3 = teeny__conv_dw_rows3_fit(tu, g, teeny__conv_dw_grad_cols(g), gp->r_chunk, budget);
-        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+        int rows3 = teeny__conv_dw_rows3_fit(tu, g, teeny__conv_dw_grad_cols(ctx, g), gp->r_chunk, budget);
+        teeny__conv_tile_options(ctx, tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(g);
         size_t global[2] = {(size_t)tu->dw_wg * gp->z, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};
         karg k[] = {KM(x),       KI(x_off), KM(dy), KI(dy_off),      KM(out),  KI(out_off),
@@ -66,7 +66,7 @@ teeny_status teeny__conv_dw_run(teeny_ctx *ctx, const conv_tuning *tu, const con
         st = run_kernel(ctx, opt, "dwconv_dw", k, (int)(sizeof k / sizeof k[0]), 2, global, local);
     } else {
         const gemm_tile *t = &tu->tiles[gp->tile];
-        teeny__conv_tile_options(tu, gp->tile, opt, sizeof opt);
+        teeny__conv_tile_options(ctx, tu, gp->tile, opt, sizeof opt);
         int vec_out = Mk % 4 == 0 && out_off % 4 == 0;
         size_t wg = (size_t)gemm_wg(t);
         size_t global[3] = {(size_t)cdiv(Mk, t->tm) * wg, (size_t)(cdiv(g->Cog, t->tn) * g->G), (size_t)gp->z};
@@ -89,7 +89,7 @@ teeny_status teeny__conv_db_run(teeny_ctx *ctx, const conv_tuning *tu, const con
     cl_mem out = gp->zb > 1 ? scratch : db->buf;
     int out_off = gp->zb > 1 ? part_off : db_off;
     char opt[256];
-    teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+    teeny__conv_tile_options(ctx, tu, 0, opt, sizeof opt);
     size_t global[2] = {(size_t)tu->dw_wg * gp->zb, (size_t)g->Cout}, local[2] = {(size_t)tu->dw_wg, 1};
     karg k[] = {KM(dy->buf), KI(dy_off), KM(out), KI(out_off), KI(g->B), KI(g->Cout), KI(OHW), KI(gp->b_chunk)};
     teeny_status st = run_kernel(ctx, opt, "conv_dbias_part", k, 8, 2, global, local);
@@ -100,15 +100,8 @@ teeny_status teeny__conv_db_run(teeny_ctx *ctx, const conv_tuning *tu, const con
 
 /* ---- the depthwise backward in one pass ---- */
 
-static int dw_bwd3_mode = 0; /* test hook: 0 by the plan, -1 never */
-
-void teeny__conv2d_debug_dw_bwd(int mode)
-{
-    dw_bwd3_mode = mode;
-}
-
 /* dwconv_bwd3's work-groups per channel (its partials), 0 where it does
- * not apply: the CPU variant or a device where its items, partials or
+ * not apply (or the test hook CONV_DW_BWD is -1): the CPU variant or a device where its items, partials or
  * their sum do not fit (*st TEENY_OK), or a failed build or query (*st). */
 int teeny__conv_dw_bwd3_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, teeny_status *st)
 {
@@ -116,7 +109,7 @@ int teeny__conv_dw_bwd3_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv_g
     int64_t z = cdiv(units, wg);
     int64_t max_floats = (int64_t)(ctx->info.max_alloc_bytes / sizeof(float)) / 2;
     *st = TEENY_OK;
-    if (dw_bwd3_mode < 0 || conv_cpu_variant(ctx) || !teeny__conv_use_depthwise(tu, g) || g->Cog != 1 ||
+    if (ctx->hooks.conv_dw_bwd < 0 || conv_cpu_variant(ctx) || !teeny__conv_use_depthwise(ctx, tu, g) || g->Cog != 1 ||
         g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->ph != 1 ||
         g->pw != 1 || g->OH != g->H || g->OW != g->W || z * wg > INT32_MAX ||
         (int64_t)g->B * g->Cin * g->H * g->W > INT32_MAX || z * g->Cout * 9 > max_floats ||
@@ -136,7 +129,7 @@ teeny_status teeny__conv_dw_bwd3(teeny_ctx *ctx, const conv_tuning *tu, const co
     int x_off = teeny__off(x), dy_off = teeny__off(dy), w_off = teeny__off(w), dx_off = teeny__off(dx);
     int out_off = z > 1 ? 0 : teeny__off(dw), zstride = g->Cout * 9;
     char opt[256];
-    teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+    teeny__conv_tile_options(ctx, tu, 0, opt, sizeof opt);
     size_t global[2] = {(size_t)conv_dwb_wg(tu) * z, (size_t)g->Cout}, local[2] = {(size_t)conv_dwb_wg(tu), 1};
     karg k[] = {KM(x->buf), KI(x_off),   KM(dy->buf),  KI(dy_off), KM(w->buf), KI(w_off),
                 KM(dx->buf), KI(dx_off), KM(out),      KI(out_off), KI(zstride), KI(g->B),

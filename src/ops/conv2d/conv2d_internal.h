@@ -19,8 +19,6 @@
 typedef teeny__gemm_tile gemm_tile;
 typedef teeny__conv_tune conv_tuning;
 
-int teeny__conv_tf32_emulated(void); /* teeny__conv2d_debug_tf32_emulate's switch (conv2d_plan.c) */
-
 /* The profile's tf32 tuning when the application asked for tf32
  * (teeny_ctx_set_tf32), the probe found the instructions
  * (conv_tf32_probe has run) or a test emulates them, and the profile has
@@ -29,7 +27,7 @@ int teeny__conv_tf32_emulated(void); /* teeny__conv2d_debug_tf32_emulate's switc
 static inline const conv_tuning *conv_tuning_of(const teeny_ctx *ctx)
 {
     const teeny__tune *t = &ctx->tune;
-    int mma = ctx->prog.tf32_mma || teeny__conv_tf32_emulated();
+    int mma = ctx->prog.tf32_mma || ctx->hooks.conv_tf32_emulate;
     return ctx->tf32 && mma && t->conv_tf32.n_tiles > 0 ? &t->conv_tf32 : &t->conv;
 }
 
@@ -175,19 +173,19 @@ teeny_status teeny__conv_dx_direct_run(teeny_ctx *ctx, const conv_geom *g, const
 conv_geom teeny__conv_geom_make(const teeny_tensor *x, const teeny_tensor *w, const teeny__conv2d_attrs *at);
 /* A 1x1, stride-1, unpadded convolution (y's pixels are x's). */
 int teeny__conv_plain(const conv_geom *g);
-int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g);
-void teeny__conv_dw_plan_fwd(const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
-int teeny__conv_dw_grad_cols(const conv_geom *g);
+int teeny__conv_use_depthwise(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g);
+void teeny__conv_dw_plan_fwd(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
+int teeny__conv_dw_grad_cols(const teeny_ctx *ctx, const conv_geom *g);
 int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl);
 int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name, size_t wg, size_t local_bytes,
                         teeny_status *st);
-void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap);
+void teeny__conv_tile_options(const teeny_ctx *ctx, const conv_tuning *tu, int tile, char *buf, size_t cap);
 /* The input gradient's stride phases in one launch (1: the tiled GPU GEMMs, unless the test hook
- * teeny__conv2d_debug asks for one each) or one launch each (0: conv_gemm_cpu). */
-int teeny__conv_phases_merged(const conv_tuning *tu);
+ * CONV_FLAGS asks for one each) or one launch each (0: conv_gemm_cpu). */
+int teeny__conv_phases_merged(const teeny_ctx *ctx, const conv_tuning *tu);
 /* Whether the profile takes conv_dx_direct (dx_cols > 0) and the test hook
- * teeny__conv2d_debug (flag 4) does not keep it to the GEMM path. */
-int teeny__conv_dx_direct_on(const conv_tuning *tu);
+ * CONV_FLAGS (bit 4) does not keep it to the GEMM path. */
+int teeny__conv_dx_direct_on(const teeny_ctx *ctx, const conv_tuning *tu);
 /* The local memory a conv2d kernel may plan for: the device's, less 1 KiB. */
 size_t teeny__conv_local_budget(const teeny_ctx *ctx);
 /* Test hook: the tile pick_tile takes for an M x N GEMM per group over G groups, z its k chunks (0: one
@@ -230,7 +228,7 @@ enum { TEENY__WINO_FWD, TEENY__WINO_DX, TEENY__WINO_DW }; /* the passes it compu
  * does not apply (conv2d_wino.c says when); the weight gradient takes all
  * B in one pass or none. Called once per pass that then takes it (the
  * test hook counts). */
-int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int pass);
+int teeny__conv_wino_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int pass);
 /* The passes, `batch` images each (from teeny__conv_wino_plan). */
 teeny_status teeny__conv_wino_forward(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int batch,
                                       const teeny_tensor *x, const teeny_tensor *w, teeny_tensor *y,

@@ -1,7 +1,7 @@
 /*
  * conv2d_plan.c -- how a grouped convolution runs on this device: tile
  * picking and the fit checks against device and kernel limits, its test
- * hooks (teeny__conv2d_debug, _tf32_emulate), the GEMM launches
+ * hooks' reads (CONV_TILE, CONV_FLAGS, CONV_TF32_EMULATE), the GEMM launches
  * (conv_gemm_gather, conv_gemm_1x1, conv_gemm_cpu with its packing), the
  * depthwise tile plans and the weight-gradient split plan. conv2d_exec.c
  * calls these per pass; shared types live in conv2d_internal.h, layouts
@@ -16,54 +16,33 @@
  */
 #include "conv2d_internal.h"
 
-/* Test hooks (see hooks.h): a tile, flags (1: no depthwise path, 2: one launch per stride phase of dx, 4: no
- * conv_dx_direct, 8: dwconv_fwd one column per item, 16: dwconv_dw's 3x3 path one column per item); the tf32
- * tiles emulated in OpenCL C. */
-static int force_tile = -1, force_flags = 0, tf32_emulate = 0;
-
-void teeny__conv2d_debug(int tile, int flags)
+int teeny__conv_phases_merged(const teeny_ctx *ctx, const conv_tuning *tu)
 {
-    force_tile = tile;
-    force_flags = flags;
+    return tu->cpu_rows == 0 && !(ctx->hooks.conv_flags & 2);
 }
 
-void teeny__conv2d_debug_tf32_emulate(int on)
+int teeny__conv_dx_direct_on(const teeny_ctx *ctx, const conv_tuning *tu)
 {
-    tf32_emulate = on;
-}
-
-int teeny__conv_tf32_emulated(void)
-{
-    return tf32_emulate;
-}
-
-int teeny__conv_phases_merged(const conv_tuning *tu)
-{
-    return tu->cpu_rows == 0 && !(force_flags & 2);
-}
-
-int teeny__conv_dx_direct_on(const conv_tuning *tu)
-{
-    return tu->dx_cols > 0 && !(force_flags & 4);
+    return tu->dx_cols > 0 && !(ctx->hooks.conv_flags & 4);
 }
 
 /* The GEMMs' double-buffered A and B slices (LDA, LDB in cl/conv2d.cl:
  * rows padded by 4 floats, 8 for the tf32 micro-kernel), and the emulated
  * mma's exchange (6 words an item, cl/common.cl). */
-static size_t gemm_local_bytes(const conv_tuning *tu, const gemm_tile *t)
+static size_t gemm_local_bytes(const teeny_ctx *ctx, const conv_tuning *tu, const gemm_tile *t)
 {
     int pad = tu->tf32 ? 8 : 4;
-    size_t xchg = tu->tf32 && tf32_emulate ? (size_t)6 * gemm_wg(t) : 0;
+    size_t xchg = tu->tf32 && ctx->hooks.conv_tf32_emulate ? (size_t)6 * gemm_wg(t) : 0;
     return ((size_t)2 * t->tk * ((t->tm + pad) + (t->tn + pad)) + xchg) * sizeof(float);
 }
 
 static int tile_fits(const teeny_ctx *ctx, const conv_tuning *tu, const gemm_tile *t)
 {
     return (size_t)gemm_wg(t) <= ctx->info.max_work_group_size &&
-           gemm_local_bytes(tu, t) <= ctx->info.local_mem_bytes && teeny__conv_tile_loops_fit(ctx, t);
+           gemm_local_bytes(ctx, tu, t) <= ctx->info.local_mem_bytes && teeny__conv_tile_loops_fit(ctx, t);
 }
 
-void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t cap)
+void teeny__conv_tile_options(const teeny_ctx *ctx, const conv_tuning *tu, int tile, char *buf, size_t cap)
 {
     const gemm_tile *t = &tu->tiles[tile];
     int n = snprintf(buf, cap, "-DTILE_M=%d -DTILE_N=%d -DTILE_K=%d -DWPT_M=%d -DWPT_N=%d -DDW_WG=%d -DDWB_WG=%d "
@@ -72,7 +51,8 @@ void teeny__conv_tile_options(const conv_tuning *tu, int tile, char *buf, size_t
     if (tu->cpu_rows > 0 && n > 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n, " -DCPU_RM=%d -DCPU_NV=%d", tu->cpu_rows, tu->cpu_nv);
     if (tu->tf32 && n > 0 && (size_t)n < cap)
-        snprintf(buf + n, cap - (size_t)n, " -DTEENY_TF32=1%s", tf32_emulate ? " -DTEENY_TF32_EMULATE=1" : "");
+        snprintf(buf + n, cap - (size_t)n, " -DTEENY_TF32=1%s",
+                 ctx->hooks.conv_tf32_emulate ? " -DTEENY_TF32_EMULATE=1" : "");
 }
 
 static int64_t target_groups(const teeny_ctx *ctx, const conv_tuning *tu)
@@ -133,8 +113,9 @@ static int cheapest_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M,
 static int pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M, int64_t N, int64_t G, int64_t z)
 {
     int64_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
-    if (force_tile >= 0 && force_tile < tu->n_tiles && tile_fits(ctx, tu, &tu->tiles[force_tile]))
-        return force_tile;
+    int64_t forced = ctx->hooks.conv_tile; /* the test hook CONV_TILE */
+    if (forced >= 0 && forced < tu->n_tiles && tile_fits(ctx, tu, &tu->tiles[forced]))
+        return (int)forced;
     if (z <= 0)
         return cheapest_tile(ctx, tu, M, N, G, 1, -1);
     int i = cheapest_tile(ctx, tu, M, N, G, z, 0);
@@ -151,9 +132,9 @@ int teeny__conv2d_debug_pick(const teeny_ctx *ctx, int64_t M, int64_t N, int64_t
 
 /* A tile's options, and -DCONV_PHASES for a launch of several stride
  * phases (cl/conv2d.cl: only that program has the phase search). */
-static void gemm_options(const conv_tuning *tu, int tile, int phases, char *buf, size_t cap)
+static void gemm_options(const teeny_ctx *ctx, const conv_tuning *tu, int tile, int phases, char *buf, size_t cap)
 {
-    teeny__conv_tile_options(tu, tile, buf, cap);
+    teeny__conv_tile_options(ctx, tu, tile, buf, cap);
     size_t n = strlen(buf);
     if (phases > 1 && n < cap)
         snprintf(buf + n, cap - n, " -DCONV_PHASES=1");
@@ -171,7 +152,7 @@ static teeny_status fit_tile(teeny_ctx *ctx, const conv_tuning *tu, const char *
         if (!tile_fits(ctx, tu, &tu->tiles[i]))
             continue;
         tried = 1;
-        gemm_options(tu, i, phases, opt, sizeof opt);
+        gemm_options(ctx, tu, i, phases, opt, sizeof opt);
         st = teeny__kernel_fit(ctx, "conv2d", opt, name, (size_t)gemm_wg(&tu->tiles[i]), 0, NULL);
         if (st == TEENY_OK) {
             if (i != *tile)
@@ -194,7 +175,7 @@ int teeny__conv_dw_fits(teeny_ctx *ctx, const conv_tuning *tu, const char *name,
                         teeny_status *st)
 {
     char opt[256];
-    teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+    teeny__conv_tile_options(ctx, tu, 0, opt, sizeof opt);
     *st = teeny__kernel_fit(ctx, "conv2d", opt, name, wg, local_bytes, NULL);
     if (*st == TEENY_ERR_UNSUPPORTED) {
         teeny__clear_error(ctx);
@@ -288,7 +269,7 @@ teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const g
     teeny_status st;
     if (use_cpu_gemm(tu, j)) {
         char opt[256];
-        teeny__conv_tile_options(tu, 0, opt, sizeof opt);
+        teeny__conv_tile_options(ctx, tu, 0, opt, sizeof opt);
         if ((st = teeny__conv_cpu_gemm_chunk(ctx, tu, j, &per)) != TEENY_OK)
             return st;
         return teeny__conv_cpu_gemm_run(ctx, tu, j, opt, 1, per, 0);
@@ -304,7 +285,7 @@ teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const g
     if ((st = teeny__conv_gemm_tiles(ctx, t, j->plain, k_tiles, j->phase_trips, &per)) != TEENY_OK)
         return st;
     char opt[256];
-    gemm_options(tu, tile, phases, opt, sizeof opt);
+    gemm_options(ctx, tu, tile, phases, opt, sizeof opt);
     size_t wg = (size_t)gemm_wg(t);
     size_t global[3] = {(size_t)cdiv(j->M, t->tm) * wg, (size_t)(cdiv(j->N, t->tn) * j->G), (size_t)phases};
     size_t local[3] = {wg, 1, 1};
@@ -352,22 +333,22 @@ size_t teeny__conv_local_budget(const teeny_ctx *ctx)
  * outputs with the middle four as a float4; H200, x [32, 256, 56, 56]: 0.105 -> 0.094 ms), else 2 (4 loads
  * for 2): on 14- and 7-wide planes 4 scalar columns halved the items and took the example's two depthwise
  * forwards from 0.023 to 0.041 ms (2026-12-02); hook flag 8: one column (the same bits). */
-void teeny__conv_dw_plan_fwd(const conv_tuning *tu, const conv_geom *g, dw_plan *pl)
+void teeny__conv_dw_plan_fwd(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, dw_plan *pl)
 {
     memset(pl, 0, sizeof *pl);
     pl->row_blocks = (int)cdiv(g->OH, tu->dw_rows);
     pl->rows = (int)cdiv(g->OH, pl->row_blocks);
     int rows3 = g->KH == 3 && g->KW == 3 && g->dh == 1 && (g->sh == 1 || g->sh == 2) && g->sw == 1 && g->dw == 1;
-    pl->cols = !rows3 || (force_flags & 8) ? 1 : g->sh == 1 && g->W % 4 == 0 && g->OW >= 8 ? 4 : 2;
+    pl->cols = !rows3 || (ctx->hooks.conv_flags & 8) ? 1 : g->sh == 1 && g->W % 4 == 0 && g->OW >= 8 ? 4 : 2;
 }
 
 /* Columns per item of dwconv_dw's 3x3 path (dw_dw_rows3): 4 where output rows are at least 8 wide (per
  * row of 4 positions one dy load, a float4 where dy's rows allow it, and one input row of 6 values, the
  * middle four as a float4 where x's do, for 36 products: 16 scalar loads for the same products one column
  * an item), else 1; hook flag 16: 1. */
-int teeny__conv_dw_grad_cols(const conv_geom *g)
+int teeny__conv_dw_grad_cols(const teeny_ctx *ctx, const conv_geom *g)
 {
-    return g->OW >= 8 && !(force_flags & 16) ? 4 : 1;
+    return g->OW >= 8 && !(ctx->hooks.conv_flags & 16) ? 4 : 1;
 }
 
 /* Input-gradient plan over the H x W plane of dx. */
@@ -397,9 +378,9 @@ int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const co
     }
 }
 
-int teeny__conv_use_depthwise(const conv_tuning *tu, const conv_geom *g)
+int teeny__conv_use_depthwise(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g)
 {
-    return g->Cig == 1 && g->Cog <= tu->dw_mult_max && !(force_flags & 1);
+    return g->Cig == 1 && g->Cog <= tu->dw_mult_max && !(ctx->hooks.conv_flags & 1);
 }
 
 /* The weight gradient as a conv_gemm_cpu problem: rows m = (c, kh, kw)
@@ -519,7 +500,7 @@ teeny_status teeny__conv_grad_plan_make(teeny_ctx *ctx, const conv_tuning *tu, c
     if (max_floats > INT32_MAX / 2)
         max_floats = INT32_MAX / 2;
     gp->depthwise =
-        teeny__conv_use_depthwise(tu, g) &&
+        teeny__conv_use_depthwise(ctx, tu, g) &&
         (size_t)tu->dw_taps * tu->dw_wg * sizeof(float) <= teeny__conv_local_budget(ctx);
     if (!gp->depthwise) {
         gemm_job j;

@@ -22,29 +22,6 @@
 
 /* ---- the plan (the one place that routes a pass here) ---- */
 
-/* Test hooks (hooks.h): the route forced (1: wherever the geometry
- * allows, -1: never; 0 by profile and size), the count of plans taken,
- * the workspace cap. */
-static int wino_mode = 0, wino_taken = 0;
-static int64_t wino_cap = 0; /* bytes; 0: WINO_SCRATCH_MAX */
-
-void teeny__conv2d_debug_wino(int mode)
-{
-    wino_mode = mode;
-    wino_taken = 0;
-    wino_cap = 0;
-}
-
-void teeny__conv2d_debug_wino_cap(int64_t bytes)
-{
-    wino_cap = bytes;
-}
-
-int teeny__conv2d_debug_wino_count(void)
-{
-    return wino_taken;
-}
-
 /* The route: Winograd where the profile asks for it
  * (tu->wino for the forward and input gradient, 2 or 4 its tiles' side;
  * for the weight gradient tu->wino_dw, the fewest channels each way it
@@ -100,12 +77,13 @@ static int tf32_gemm_fills(const teeny_ctx *ctx, const conv_tuning *tu, int64_t 
     return cdiv(M, tu->tiles[i].tm) * cdiv(N, tu->tiles[i].tn) >= cus;
 }
 
-int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int pass)
+int teeny__conv_wino_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int pass)
 {
+    int64_t mode = ctx->hooks.conv_wino; /* the test hooks CONV_WINO, _CAP, _TAKEN */
     if (g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->G != 1 ||
-        g->ph > 2 || g->pw > 2 || wino_mode < 0)
+        g->ph > 2 || g->pw > 2 || mode < 0)
         return 0;
-    int forced = wino_mode > 0, dx = pass == TEENY__WINO_DX;
+    int forced = mode > 0, dx = pass == TEENY__WINO_DX;
     int64_t I = dx ? g->Cout : g->Cin, O = dx ? g->Cin : g->Cout, OH = dx ? g->H : g->OH, OW = dx ? g->W : g->OW;
     if (tu->tf32 && (pass == TEENY__WINO_DW || tf32_gemm_fills(ctx, tu, g->B * OH * OW, O)))
         return 0;
@@ -114,7 +92,7 @@ int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const con
     int64_t least = pass == TEENY__WINO_DW ? tu->wino_dw : tu->wino ? WINO_MIN_CHANNELS : 0;
     if (!forced && (!least || I < least || O < least || g->B * cdiv(OH, 2) * cdiv(OW, 2) < WINO_MIN_TILES))
         return 0;
-    int64_t cap = wino_cap > 0 ? wino_cap : WINO_SCRATCH_MAX;
+    int64_t cap = ctx->hooks.conv_wino_cap > 0 ? ctx->hooks.conv_wino_cap : WINO_SCRATCH_MAX;
     if (cap > (int64_t)ctx->info.max_alloc_bytes)
         cap = (int64_t)ctx->info.max_alloc_bytes;
     cap /= (int64_t)sizeof(float);
@@ -125,7 +103,7 @@ int teeny__conv_wino_plan(const teeny_ctx *ctx, const conv_tuning *tu, const con
     int64_t batch = cap > fixed ? (cap - fixed) / per_image : 0;
     if (batch < 1 || (pass == TEENY__WINO_DW && batch < g->B))
         return 0;
-    wino_taken++;
+    ctx->hooks.conv_wino_taken++;
     return (int)(batch < g->B ? batch : g->B);
 }
 

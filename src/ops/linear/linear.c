@@ -32,19 +32,6 @@
 
 #include "linear_internal.h"
 
-static int tf32_emulate; /* teeny__linear_debug_tf32_emulate */
-static int small_mode;   /* teeny__linear_debug_small */
-
-void teeny__linear_debug_tf32_emulate(int on)
-{
-    tf32_emulate = on;
-}
-
-void teeny__linear_debug_small(int mode)
-{
-    small_mode = mode;
-}
-
 /* Work-group (lx, ly) from the device's work-group size: a square (or 2:1)
  * power-of-two shape, the profile's register tile (its tf32 one with
  * tf32), and its k depth halved until the two panels fit in half the
@@ -75,14 +62,14 @@ static void gemm_plan_make(const teeny_ctx *ctx, int wg, int tf32, gemm_plan *g)
     g->tf32 = tf32;
     snprintf(g->opt, sizeof g->opt, "-DLIN_LX=%d -DLIN_LY=%d -DLIN_RM=%d -DLIN_RN=%d -DLIN_TK=%d%s%s", g->lx,
              g->ly, g->rm, g->rn, g->tk, tf32 ? " -DTEENY_TF32=1" : "",
-             tf32 && tf32_emulate ? " -DTEENY_TF32_EMULATE=1" : "");
+             tf32 && ctx->hooks.linear_tf32_emulate ? " -DTEENY_TF32_EMULATE=1" : "");
 }
 
 /* The plan for the device's work-group size, or for the largest power of
  * two below it whose LIN_LX * LIN_LY work-group and panels the built
  * lin_gemm takes (down to 4 x 4); checked before anything is enqueued.
  * tf32 where teeny_ctx_tf32_active says so (the one place that decides;
- * the test hook's emulation needs only teeny_ctx_set_tf32) and the
+ * the test hook LINEAR_TF32_EMULATE's emulation needs only teeny_ctx_set_tf32) and the
  * profile has a tf32 tuning. */
 teeny_status teeny__lin_plan_fit(teeny_ctx *ctx, gemm_plan *g)
 {
@@ -90,7 +77,7 @@ teeny_status teeny__lin_plan_fit(teeny_ctx *ctx, gemm_plan *g)
     teeny_status st = teeny_ctx_tf32_active(ctx, &tf32);
     if (st != TEENY_OK)
         return st;
-    tf32 = (tf32 || (tf32_emulate && ctx->tf32)) && ctx->tune.profile->linear_tf32.rm > 0;
+    tf32 = (tf32 || (ctx->hooks.linear_tf32_emulate && ctx->tf32)) && ctx->tune.profile->linear_tf32.rm > 0;
     for (int wg = first;; wg /= 2) {
         gemm_plan_make(ctx, wg, tf32, g);
         st = teeny__kernel_fit(ctx, "linear", g->opt, "lin_gemm", (size_t)g->lx * (size_t)g->ly, 0, NULL);
@@ -161,14 +148,14 @@ typedef struct {
  * LIN_SMALL_MAX_K both routes are serial chains over k on few units and
  * the small one, streaming from L2 or memory a step at a time, is no
  * longer clearly ahead of a panel's 16 k (unmeasured: the tile keeps
- * them). tf32 mode keeps lin_gemm's tf32 tile. The test hook forces the
+ * them). tf32 mode keeps lin_gemm's tf32 tile. The test hook LINEAR_SMALL forces the
  * small route wherever fp32 (1) or never (-1). */
 static int small_route(const teeny_ctx *ctx, const gemm_plan *pl, int M, int N, int K)
 {
     int64_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
-    if (pl->tf32 || small_mode < 0)
+    if (pl->tf32 || ctx->hooks.linear_small < 0)
         return 0;
-    return small_mode > 0 || ((int64_t)M * N <= LIN_SMALL_PER_CU * cus && K <= LIN_SMALL_MAX_K);
+    return ctx->hooks.linear_small > 0 || ((int64_t)M * N <= LIN_SMALL_PER_CU * cus && K <= LIN_SMALL_MAX_K);
 }
 
 /* How one GEMM runs: its kernel and grid, and the loop trips of an item
