@@ -982,7 +982,7 @@ static long split_run(const conv_case *k, const conv_data *d, float **out, teeny
 
 /* Where a device limits a work-item's loop trips (Mesa's llvmpipe;
  * forced here with th_loop_limit) every kernel's loops stay within it
- * (conv2d_loops.c), with the device's own tuning (the CPU GEMM and the
+ * (conv2d/gemm.c, depthwise.c), with the device's own tuning (the CPU GEMM and the
  * depthwise CPU variants here) and the generic one (the tiled GEMMs, the
  * work-group depthwise kernels): the forward and input-gradient GEMMs run
  * their k loop in launches that carry the sums (the bits of one launch,

@@ -1,6 +1,6 @@
 /*
  * test_conv2d_wino.c -- the Winograd F(2x2, 3x3) path of 3x3 stride-1
- * dense convolutions (src/ops/conv2d_wino.c, cl/winograd.cl), forced on
+ * dense convolutions (src/ops/conv2d/winograd.c, cl/winograd.cl), forced on
  * through its test hook wherever the geometry allows it: forward
  * (with a bias on views at odd offsets, and the fused scale/shift/SiLU
  * epilogue), the input gradient and the weight gradient (with the bias

@@ -5,46 +5,32 @@
  * Forward (with the fused inference epilogue act(conv * scale + shift)),
  * backward (dx, dweight, dbias, each optional) and shape inference.
  *
- * Paths (kernels in cl/conv2d.cl):
- *   - implicit GEMM (conv_gemm_gather) for the general case, the plain GEMM
- *     (conv_gemm_1x1) for 1x1 stride-1 unpadded convolutions, the input
- *     gradient as the same GEMM over dy per stride phase (all phases in
- *     one launch on the GPU tunings, one each with conv_gemm_cpu), and the
- *     weight gradient as a GEMM over B*OH*OW split into chunks whose
- *     partials conv_reduce_parts sums in a fixed order;
- *   - depthwise kernels when each group has one input channel and at most
- *     dw_mult_max output channels (depthwise, small channel multipliers),
- *     unless a kernel does not fit the device (dwconv_dx's patch in local
- *     memory at a huge dilation, a loop budget); otherwise (e.g. a
- *     1-channel input to 32 channels) the GEMM.
- *     The depthwise input gradient at stride 1 with multiplier 1 is the
- *     forward kernel over dy with the taps reversed (dwconv_fwd's flip)
- *     and padding (K-1)*d - p; dwconv_dx takes strides and multipliers > 1.
- *     Where both dx and dweight are asked of a 3x3 depthwise convolution
- *     at stride 1, dilation 1, padding 1 and multiplier 1 (MobileNet's and
- *     EfficientNet's), dwconv_bwd3 computes both in one pass, x and dy
- *     each read once (conv2d_grad.c);
- *   - Winograd F(2x2, 3x3) or F(4x4, 3x3) (conv2d_wino.c, cl/winograd.cl)
+ * Routes (kernels in cl/conv2d.cl; route.c says which a pass takes):
+ *   - gemm.c: implicit GEMM (conv_gemm_gather) for the general case, the
+ *     plain GEMM (conv_gemm_1x1) for 1x1 stride-1 unpadded convolutions,
+ *     conv_gemm_cpu on the CPU tunings; the route every pass can take;
+ *   - depthwise.c: the depthwise kernels when each group has one input
+ *     channel and at most dw_mult_max output channels, unless a kernel
+ *     does not fit the device; with dwconv_bwd3, dx and dweight of a 3x3
+ *     depthwise convolution at stride 1, dilation 1, padding 1 and
+ *     multiplier 1 (MobileNet's and EfficientNet's) in one pass;
+ *   - winograd.c: Winograd F(2x2, 3x3) or F(4x4, 3x3) (cl/winograd.cl)
  *     for the forward and input gradient of dense 3x3 stride-1
  *     convolutions, and F(2x2, 3x3) for their weight gradient, where the
- *     profile asks for it and the problem is large enough
- *     (teeny__conv_wino_plan): three transforms around 16 or 36 GEMMs that
- *     run as one grouped 1x1 convolution (the weight gradient: its weight
- *     gradient) through the GEMM launches above.
+ *     profile asks for it and the problem is large enough: three
+ *     transforms around 16 or 36 GEMMs that run as one grouped 1x1
+ *     convolution (the weight gradient: its weight gradient);
+ *   - dx_direct.c: the input gradient by stride phases, directly
+ *     (conv_dx_direct, cl/conv2d_dx.cl) for 1-4 input channels a group,
+ *     else as the GEMM per phase;
+ *   - weight_grad.c: the weight gradient as a GEMM over B*OH*OW split into
+ *     chunks whose partials conv_reduce_parts sums in a fixed order (or
+ *     the depthwise kernels), and the bias gradient.
  * Everything is deterministic: no atomics; partials live in the context's
- * workspace.
- *
- * Files: conv2d.c (this one) infers shapes (the one validator of the
- * eager API and the graph) and holds the eager API; conv2d_exec.c holds
- * the op-table forward and backward (the geometry, the path choice and
- * the launches of each pass); conv2d_grad.c the weight and bias
- * gradients' launches and the one-pass depthwise backward; conv2d_dx.c
- * the direct input gradient;
- * conv2d_plan.c tile picking and fit checks, the GEMM launches, the
- * depthwise plans and the weight-gradient plan, with the types they share
- * in conv2d_internal.h; conv2d_loops.c the loop trips of every kernel and
- * the splits a device's loop limit asks for; conv2d_wino.c the Winograd
- * route (teeny__conv_wino_plan) and passes.
+ * workspace. conv2d.c (this one) infers shapes (the one validator of the
+ * eager API and the graph) and holds the eager API; conv2d_internal.h the
+ * family's types; conv_transpose.c runs these passes for the transposed
+ * convolution.
  *
  * Op-table entry (slots TEENY__CONV2D_*, ops.h): one input x
  * [B, Cin, H, W]; params weight [Cout, Cin/groups, KH, KW] and, with

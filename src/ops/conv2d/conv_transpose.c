@@ -4,7 +4,7 @@
  * [Cin, Cout/groups, KH, KW], bias [Cout] or none, y [B, Cout, OH, OW]
  * with, per axis, OH = (H - 1)*stride - pad - pad_end + dilation*(KH - 1)
  * + 1 + output_padding. It is the gradient of a convolution, so every pass
- * runs conv2d's own (conv2d_exec.c, through the op table's functions):
+ * runs conv2d's own (route.c, through the op table's functions):
  *   forward:  y = conv2d's input gradient, with dy = x (the convolution
  *             that maps y's shape to x's: same weight layout, stride,
  *             padding before, dilation, groups), then the bias

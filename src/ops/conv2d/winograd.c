@@ -1,23 +1,26 @@
 /*
- * conv2d_wino.c -- 3x3, stride-1, dense convolutions by Winograd
+ * winograd.c -- the Winograd route: 3x3, stride-1, dense convolutions by Winograd
  * F(2x2, 3x3) or F(4x4, 3x3): the forward (with its fused epilogue) and
  * the input gradient, both as out = conv(in, filters) through the three
  * transforms of cl/winograd.cl (its banner has the algebra and the
  * layouts of U, V, M) and, between them, the n_e = 16 (F(2x2)) or 36
  * (F(4x4)) GEMMs M_e[O][Tp] = U_e[O][I] V_e[I][Tp] as one grouped 1x1
- * convolution through conv2d_plan.c's GEMM launches
+ * convolution through gemm.c's GEMM launches
  * (teeny__conv_gemm_run: conv_gemm_1x1 on GPUs, conv_gemm_cpu on CPUs):
  * n_e groups of I input and O output channels over a 1 x Tp "image".
  * The weight gradient (F(2x2, 3x3) only) runs the adjoints: V of x as in
  * the forward, dM of dy (wino_dy), the 16 GEMMs dU_e[O][I] = dM_e V_e^T
- * as that grouped 1x1 convolution's weight gradient (conv2d_grad.c's
+ * as that grouped 1x1 convolution's weight gradient (weight_grad.c's
  * teeny__conv_dw_run: split over the tiles, partials summed in a fixed
  * order), then dw = G^T dU G (wino_weights_grad).
- * Whether a pass takes this path, and how many images per pass, is
- * teeny__conv_wino_plan's call (below, with its test hooks; the forward
- * and backward in conv2d_exec.c ask it). U, V, M, dM, dU and the
- * partials are workspace buffers from teeny__scratch.
+ * Whether a pass takes this route, and how many images per pass, is
+ * teeny__conv_wino_plan's call (below, with its test hooks): the forward
+ * and input gradient ask it when route.c hands them the pass, route.c's
+ * backward for the weight gradient. U, V, M, dM, dU and the partials are
+ * workspace buffers from teeny__scratch.
  */
+#include <string.h>
+
 #include "conv2d_internal.h"
 
 /* ---- the plan (the one place that routes a pass here) ---- */
@@ -74,7 +77,7 @@ static int tf32_gemm_fills(const teeny_ctx *ctx, const conv_tuning *tu, int64_t 
     while (i + 1 < tu->n_tiles && tu->tiles[i].dw_first)
         i++;
     int64_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
-    return cdiv(M, tu->tiles[i].tm) * cdiv(N, tu->tiles[i].tn) >= cus;
+    return teeny__conv_cdiv(M, tu->tiles[i].tm) * teeny__conv_cdiv(N, tu->tiles[i].tn) >= cus;
 }
 
 int teeny__conv_wino_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int pass)
@@ -90,7 +93,8 @@ int teeny__conv_wino_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom
     tu = wino_tuning(ctx, tu);
     int m = wino_m(tu, pass), n_e = (m + 2) * (m + 2);
     int64_t least = pass == TEENY__WINO_DW ? tu->wino_dw : tu->wino ? WINO_MIN_CHANNELS : 0;
-    if (!forced && (!least || I < least || O < least || g->B * cdiv(OH, 2) * cdiv(OW, 2) < WINO_MIN_TILES))
+    if (!forced &&
+        (!least || I < least || O < least || g->B * teeny__conv_cdiv(OH, 2) * teeny__conv_cdiv(OW, 2) < WINO_MIN_TILES))
         return 0;
     int64_t cap = ctx->hooks.conv_wino_cap > 0 ? ctx->hooks.conv_wino_cap : WINO_SCRATCH_MAX;
     if (cap > (int64_t)ctx->info.max_alloc_bytes)
@@ -99,7 +103,8 @@ int teeny__conv_wino_plan(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom
     if (cap > INT32_MAX / 2)
         cap = INT32_MAX / 2;
     /* per pass: U (dU), then V and M (dM) with their tile rows padded by up to 3 */
-    int64_t fixed = n_e * I * O + n_e * (I + O) * 3, per_image = n_e * (I + O) * cdiv(OH, m) * cdiv(OW, m);
+    int64_t fixed = n_e * I * O + n_e * (I + O) * 3,
+            per_image = n_e * (I + O) * teeny__conv_cdiv(OH, m) * teeny__conv_cdiv(OW, m);
     int64_t batch = cap > fixed ? (cap - fixed) / per_image : 0;
     if (batch < 1 || (pass == TEENY__WINO_DW && batch < g->B))
         return 0;
@@ -177,7 +182,7 @@ static teeny_status wino_run(teeny_ctx *ctx, const conv_tuning *tu, const wino_c
     tu = wino_tuning(ctx, tu);
     const int m = wino_m(tu, TEENY__WINO_FWD), n_e = (m + 2) * (m + 2);
     const int TH = (c->OH + m - 1) / m, TW = (c->OW + m - 1) / m, per = TH * TW;
-    const int Tp_max = (int)cdiv((int64_t)batch * per, 4) * 4;
+    const int Tp_max = (int)teeny__conv_cdiv((int64_t)batch * per, 4) * 4;
     const char *names[3] = {m == 4 ? "wino4_weights" : "wino_weights", m == 4 ? "wino4_input" : "wino_input",
                             m == 4 ? "wino4_output" : "wino_output"};
     /* U, V, M (teeny__conv_wino_plan kept them within int32 offsets) */
@@ -191,7 +196,7 @@ static teeny_status wino_run(teeny_ctx *ctx, const conv_tuning *tu, const wino_c
     if (st == TEENY_OK)
         st = wino_launch(ctx, tu, names[0], kw, (int)(sizeof kw / sizeof kw[0]), c->I, c->O);
     for (int b0 = 0; b0 < c->B && st == TEENY_OK; b0 += batch) {
-        int nb = c->B - b0 < batch ? c->B - b0 : batch, T = nb * per, Tp = (int)cdiv(T, 4) * 4;
+        int nb = c->B - b0 < batch ? c->B - b0 : batch, T = nb * per, Tp = (int)teeny__conv_cdiv(T, 4) * 4;
         int in_off = c->in_off + b0 * c->I * c->H * c->W, out_off = c->out_off + b0 * c->O * c->OH * c->OW;
         karg ki[] = {KM(c->in), KI(in_off), KI(c->I), KI(c->H),   KI(c->W), KI(c->pad_h), KI(c->pad_w),
                      KI(TH),    KI(TW),     KI(T),    KM(uvm[1]), KI(zero), KI(Tp)};
@@ -212,25 +217,36 @@ static teeny_status wino_run(teeny_ctx *ctx, const conv_tuning *tu, const wino_c
     return st;
 }
 
-teeny_status teeny__conv_wino_forward(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int batch,
-                                      const teeny_tensor *x, const teeny_tensor *w, teeny_tensor *y,
-                                      const dw_epilogue *e)
+/* The route's forward, where teeny__conv_wino_plan takes it. */
+teeny_status teeny__conv_wino_forward(teeny_ctx *ctx, const conv_pass *p, int *taken)
 {
-    wino_conv c = {x->buf, w->buf, y->buf, teeny__off(x), teeny__off(w), teeny__off(y),
-                   g->B, g->Cin, g->H, g->W, g->Cout, g->OH, g->OW, g->ph, g->pw, 0, *e};
-    return wino_run(ctx, tu, &c, batch);
+    const conv_geom *g = &p->g;
+    int batch = teeny__conv_wino_plan(ctx, p->tu, g, TEENY__WINO_FWD);
+    *taken = batch > 0;
+    if (!*taken)
+        return TEENY_OK;
+    wino_conv c = {p->x->buf, p->w->buf, p->out->buf, teeny__off(p->x), teeny__off(p->w), teeny__off(p->out),
+                   g->B, g->Cin, g->H, g->W, g->Cout, g->OH, g->OW, g->ph, g->pw, 0, p->e};
+    return wino_run(ctx, p->tu, &c, batch);
 }
 
-/* dx[i] = sum over r of dy[i + p - r] w[r] per axis: the convolution of
+/* The route's input gradient, where teeny__conv_wino_plan takes it:
+ * dx[i] = sum over r of dy[i + p - r] w[r] per axis, the convolution of
  * dy with the filters flipped, their channels swapped, top/left pads
  * 2 - p (zeros past dy's end cover any bottom/right extent). */
-teeny_status teeny__conv_wino_dx(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, int batch,
-                                 const teeny_tensor *w, const teeny_tensor *dy, teeny_tensor *dx)
+teeny_status teeny__conv_wino_dx(teeny_ctx *ctx, const conv_pass *p, int *taken)
 {
+    const conv_geom *g = &p->g;
+    const teeny_tensor *w = p->w, *dy = p->dy;
+    teeny_tensor *dx = p->out;
+    int batch = teeny__conv_wino_plan(ctx, p->tu, g, TEENY__WINO_DX);
+    *taken = batch > 0;
+    if (!*taken)
+        return TEENY_OK;
     wino_conv c = {dy->buf, w->buf, dx->buf, teeny__off(dy), teeny__off(w), teeny__off(dx),
                    g->B, g->Cout, g->OH, g->OW, g->Cin, g->H, g->W, 2 - g->ph, 2 - g->pw, 1,
                    {dy->buf, dy->buf, dy->buf, 0, 0, 0, 0, TEENY_ACT_NONE}};
-    return wino_run(ctx, tu, &c, batch);
+    return wino_run(ctx, p->tu, &c, batch);
 }
 
 /* The weight gradient's 16 GEMMs as the weight gradient of a grouped 1x1
@@ -238,7 +254,8 @@ teeny_status teeny__conv_wino_dx(teeny_ctx *ctx, const conv_tuning *tu, const co
  * groups, out dU [16 O][I][1][1] = U's layout. */
 static conv_geom wino_dw_geom(const conv_geom *g)
 {
-    const int T = g->B * (int)(cdiv(g->OH, 2) * cdiv(g->OW, 2)), Tp = (int)cdiv(T, 4) * 4;
+    const int T = g->B * (int)(teeny__conv_cdiv(g->OH, 2) * teeny__conv_cdiv(g->OW, 2)),
+              Tp = (int)teeny__conv_cdiv(T, 4) * 4;
     conv_geom w = {1, 16 * g->Cin, 1, Tp, 16 * g->Cout, 1, 1, 1, Tp, 16, g->Cin, g->Cout, 1, 1, 0, 0, 1, 1};
     return w;
 }
