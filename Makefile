@@ -1,9 +1,12 @@
 # teenycl -- build, test, install, bench, run.
 #
 #   make              libraries, tools and examples into build/
-#   make test         install missing packages (as root), build, check the layers
-#                     (tools/check-layers.sh: no call cycle in src/) and sizes
-#                     (tools/check-sizes.sh: files <= 600 lines, functions <= 100), run the check suite
+#   make test         install missing packages (as root), build, run the gauges (make gauges),
+#                     run the check suite
+#   make gauges       tools/check-layers.sh (src/, its MPI layer and tools/ call down
+#                     ARCHITECTURE.md's layer order only; tools only the public API; no call
+#                     cycle), tools/check-sizes.sh (src, cl, tools, examples: files <= 600 lines,
+#                     functions <= 100), tests/test_gauges.sh (each fails on a planted violation)
 #   make test-full    the long sweeps too
 #   make test-tools   the tools' and examples' command lines, teeny-info --check, teeny-run,
 #                     examples/embed_app and finetune_onnx (tests/test_tools.sh; also in make test)
@@ -53,7 +56,13 @@ LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC)) $(BUILD)/gen/kernels.o
 TEST_SRC := $(filter-out tests/test_dist%,$(wildcard tests/*.c tests/ref/*.c)) tests/fuzz/fuzz_lib.c tests/fuzz/onnx_seeds.c
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 TOOLS := $(BUILD)/teeny-info $(BUILD)/teeny-bench
-BENCH_SRC := $(wildcard tools/bench_*.c)
+# The tools: each a main file and helpers of its own, compiled into
+# $(BUILD)/tools/, whose objects tools/check-layers.sh reads (the tools sit
+# above the library and call only its public API and tools/ files).
+INFO_SRC := tools/teeny-info.c tools/info_check.c tools/info_cases.c
+BENCH_SRC := tools/teeny-bench.c $(wildcard tools/bench_*.c)
+RUN_SRC := tools/teeny-run.c $(wildcard tools/run_*.c) tools/onnx_run.c
+TOOL_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(INFO_SRC) $(BENCH_SRC) $(RUN_SRC))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/%,$(wildcard examples/*.c))
 STATIC := $(BUILD)/libteenycl.a
 SHARED := $(BUILD)/libteenycl.so.$(VERSION)
@@ -105,9 +114,8 @@ $(ONNX_TEST_OBJ): tests/onnx_craft.h
 $(BUILD)/tools/onnx_run.o: tools/onnx_run.h
 $(BUILD)/teeny-info: include/teenycl_onnx.h
 
-$(BUILD)/teeny-run: tools/teeny-run.c tools/onnx_run.c tools/onnx_run.h tools/cli.h tools/args.h tools/onnx_info.h $(STATIC) \
-    include/teenycl.h include/teenycl_onnx.h
-	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) tools/teeny-run.c tools/onnx_run.c -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
+$(BUILD)/teeny-run: $(patsubst %.c,$(BUILD)/%.o,$(RUN_SRC)) $(STATIC)
+	$(CC) $(CFLAGS_ALL) $(filter %.o,$^) -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
 $(BUILD)/onnx-node-tests: tests/onnx/node_tests.c tools/onnx_run.c tools/onnx_run.h $(STATIC) $(ONNX_GEN_H) include/teenycl_onnx.h
 	$(CC) $(CPPFLAGS_ALL) -I$(BUILD)/gen $(CFLAGS_ALL) tests/onnx/node_tests.c tools/onnx_run.c -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
@@ -174,11 +182,13 @@ $(SHARED): $(LIB_OBJ)
 	ln -sf libteenycl.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/libteenycl.so
 
-$(BUILD)/teeny-info: tools/teeny-info.c tools/args.h tools/cli.h tools/onnx_info.h $(STATIC) include/teenycl.h
-	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
+$(TOOL_OBJ): $(wildcard tools/*.h) examples/fashion_net.h include/teenycl_onnx.h
 
-$(BUILD)/teeny-bench: tools/teeny-bench.c $(BENCH_SRC) tools/bench.h tools/args.h tools/cli.h examples/fashion_net.h $(STATIC) include/teenycl.h
-	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) tools/teeny-bench.c $(BENCH_SRC) -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
+$(BUILD)/teeny-info: $(patsubst %.c,$(BUILD)/%.o,$(INFO_SRC)) $(STATIC)
+	$(CC) $(CFLAGS_ALL) $(filter %.o,$^) -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
+
+$(BUILD)/teeny-bench: $(patsubst %.c,$(BUILD)/%.o,$(BENCH_SRC)) $(STATIC)
+	$(CC) $(CFLAGS_ALL) $(filter %.o,$^) -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
 
 $(BUILD)/%: examples/%.c $(STATIC) include/teenycl.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $< -o $@ $(STATIC) $(LDFLAGS) $(LDLIBS_LIB)
@@ -186,7 +196,7 @@ $(BUILD)/%: examples/%.c $(STATIC) include/teenycl.h
 # the examples' shared headers (the pattern rule's recipe builds them);
 # every program's command line is tools/cli.h's
 $(EXAMPLES): tools/cli.h
-$(BUILD)/finetune_onnx: examples/options.h examples/fashion_net.h include/teenycl_onnx.h
+$(BUILD)/finetune_onnx: examples/options.h examples/fashion_net.h examples/finetune_options.h include/teenycl_onnx.h
 $(BUILD)/eval_fashion_mnist: examples/options.h examples/fashion_net.h
 
 # MPI: the dist layer, its test program, and the example with --dist.
@@ -210,7 +220,8 @@ $(DIST_LIB): $(DIST_OBJ) $(BUILD)/src/core/clwrap.o
 $(BUILD)/test_dist: tests/test_dist.c $(DIST_LIB) $(STATIC) include/teenycl.h include/teenycl_dist.h
 	$(CC) $(CPPFLAGS_ALL) -DTEENY_WITH_MPI $(MPI_CFLAGS) $(CFLAGS_ALL) $< -o $@ $(DIST_LIB) $(STATIC) $(LDFLAGS) $(LDLIBS_LIB) $(MPI_LIBS)
 
-$(BUILD)/train_fashion_mnist: examples/train_fashion_mnist.c examples/fashion_net.h examples/options.h $(STATIC) include/teenycl.h \
+$(BUILD)/train_fashion_mnist: examples/train_fashion_mnist.c examples/fashion_net.h examples/options.h \
+    examples/train_options.h examples/train_report.h $(STATIC) include/teenycl.h \
     include/teenycl_dist.h $(BUILD)/with_mpi.stamp $(if $(MPI_ON),$(DIST_LIB))
 	$(CC) $(CPPFLAGS_ALL) $(if $(MPI_ON),-DTEENY_WITH_MPI $(MPI_CFLAGS)) $(CFLAGS_ALL) $< -o $@ \
 	    $(if $(MPI_ON),$(DIST_LIB)) $(STATIC) $(LDFLAGS) $(LDLIBS_LIB) $(if $(MPI_ON),$(MPI_LIBS))
@@ -239,13 +250,26 @@ deps-run:
 # $(BUILD)/test-stderr.log, whose end is shown when the run fails.
 test: deps-test
 	$(MAKE) all $(BUILD)/teeny-tests
-	sh tools/check-layers.sh -q $(BUILD)
-	sh tools/check-sizes.sh
+	$(MAKE) gauges
 	$(TEST_ENV) $(BUILD)/teeny-tests 2> $(BUILD)/test-stderr.log || \
 	    { echo "teeny-tests failed; the end of $(BUILD)/test-stderr.log:"; tail -n 60 $(BUILD)/test-stderr.log; exit 1; }
 	sh tests/test_tools.sh $(BUILD)
 	$(MAKE) test-python
 	$(MAKE) test-dist
+
+# The gauges (part of make test): first tests/test_gauges.sh (each gauge
+# fails on a planted violation in a scratch tree, naming it), then on this
+# tree tools/check-layers.sh (calls run down ARCHITECTURE.md's layer order
+# in the library's, its MPI layer's and the tools' objects; tools call only
+# the public API; no call cycle), with the MPI layer's objects built for it
+# whenever mpicc exists, and tools/check-sizes.sh (src, cl, tools,
+# examples: files <= 600 lines, functions <= 100).
+.PHONY: gauges
+gauges: all
+	sh tests/test_gauges.sh
+	@if command -v $(MPICC) >/dev/null 2>&1; then $(MAKE) -s --no-print-directory WITH_MPI=1 $(DIST_OBJ); fi
+	sh tools/check-layers.sh -q $(BUILD)
+	sh tools/check-sizes.sh
 
 # The MPI tests (tests/test_dist.sh: mpirun -np 1, 2, 3 on this machine's
 # default device), built with WITH_MPI=1; when mpicc or mpirun is missing
@@ -392,8 +416,8 @@ check-install: all
 	$(MAKE) install DESTDIR=$(CURDIR)/$(BUILD)/destdir PREFIX=/usr/local
 	cd $(BUILD)/destdir && find . -type f -o -type l | sort > ../installed.txt
 	PKG_CONFIG_SYSROOT_DIR=$(CURDIR)/$(BUILD)/destdir PKG_CONFIG_PATH=$(CURDIR)/$(BUILD)/destdir/usr/local/lib/pkgconfig \
-	    sh -c '$(CC) -std=c11 tools/teeny-info.c -o $(BUILD)/info-shared $$(pkg-config --cflags --libs teenycl OpenCL) -lm && \
-	           $(CC) -std=c11 tools/teeny-info.c -o $(BUILD)/info-static $$(pkg-config --cflags teenycl) \
+	    sh -c '$(CC) -std=c11 $(INFO_SRC) -o $(BUILD)/info-shared $$(pkg-config --cflags --libs teenycl OpenCL) -lm && \
+	           $(CC) -std=c11 $(INFO_SRC) -o $(BUILD)/info-static $$(pkg-config --cflags teenycl) \
 	               $(CURDIR)/$(BUILD)/destdir/usr/local/lib/libteenycl.a $$(pkg-config --libs-only-l --static teenycl | sed s/-lteenycl//)'
 	LD_LIBRARY_PATH=$(CURDIR)/$(BUILD)/destdir/usr/local/lib $(BUILD)/info-shared
 	$(BUILD)/info-static --no-self-test

@@ -8,7 +8,8 @@
  * result, and reads the answer back with a single blocking read at the end.
  * Everything runs in queue order: no clFinish between the application's
  * kernel and teenycl's calls. The result is checked against a float64 host
- * computation of the same chain.
+ * computation of the same chain. main() runs the steps in that order:
+ * app_setup and app_run (plain OpenCL), teenycl_run, read_result, compare.
  *
  * Layouts: image x [B, C, H, W] NCHW; conv weight [K, C, 3, 3], padding 1;
  * batch-norm parameters [K]; the attention runs over the K channels of each
@@ -61,13 +62,14 @@ static const char *APP_KERNEL =
     "        y[i] = a * x[i] + b;\n"
     "}\n";
 
-#define CL_CHECK(call)                                                            \
-    do {                                                                          \
-        cl_int err_ = (call);                                                     \
-        if (err_ != CL_SUCCESS) {                                                 \
+/* The steps below return 1 when done, or 0 after saying what failed. */
+#define CL_CHECK(call)                                                                    \
+    do {                                                                                  \
+        cl_int err_ = (call);                                                             \
+        if (err_ != CL_SUCCESS) {                                                         \
             fprintf(stderr, "embed_app: %s failed: OpenCL error %d\n", #call, (int)err_); \
-            goto cleanup;                                                         \
-        }                                                                         \
+            return 0;                                                                     \
+        }                                                                                 \
     } while (0)
 
 #define TEENY_CHECK(call)                                                                              \
@@ -76,9 +78,29 @@ static const char *APP_KERNEL =
         if (st_ != TEENY_OK) {                                                                         \
             fprintf(stderr, "embed_app: %s failed: %s: %s\n", #call, teeny_status_name(st_),           \
                     teeny_last_error(tctx));                                                           \
-            goto cleanup;                                                                              \
+            return 0;                                                                                  \
         }                                                                                              \
     } while (0)
+
+/* The application: its host data, its own OpenCL objects, and the teenycl
+ * objects it makes over them (NULL until made). */
+typedef struct {
+    float image[B * C * HW], weight[K * C * KS * KS];
+    float bn_w[K], bn_b[K], bn_mean[K], bn_var[K], out[B * K * HW];
+    char dev_name[256];
+    cl_device_id dev;
+    cl_context clctx;
+    cl_command_queue queue;
+    cl_program prog;
+    cl_kernel kern;
+    cl_mem buf_image, buf_x, buf_w, buf_bn[4], buf_scale, buf_shift, buf_y, buf_o;
+    teeny_ctx *tctx;
+    teeny_tensor *x, *w, *bn[4], *sc, *sh, *y, *tokens, *o;
+} app;
+
+/* x = IMG_SCALE * image + IMG_SHIFT (the application's kernel); the
+ * batch norm's epsilon; the attention's scale, 1/sqrt(H*W). */
+static const float IMG_SCALE = 1.0f / 128, IMG_SHIFT = -1.0f, BN_EPS = 1e-5f, ATT_SCALE = 1.0f / 8;
 
 static int contains_nocase(const char *hay, const char *needle)
 {
@@ -153,142 +175,140 @@ static double silu(double v)
     return v / (1.0 + exp(-v));
 }
 
-int main(int argc, char **argv)
+/* Inputs: an 8-bit-like image and small weights, deterministic. */
+static void make_inputs(app *ap)
 {
-    static float image[B * C * HW], weight[K * C * KS * KS];
-    static float bn_w[K], bn_b[K], bn_mean[K], bn_var[K], out[B * K * HW];
-    static double x_ref[B * C * HW], y_ref[B * K * HW], o_ref[B * K * HW];
-    const float a = 1.0f / 128, b = -1.0f, eps = 1e-5f, scale = 1.0f / 8; /* 1/sqrt(H*W) */
-    const char *spec = NULL;
-    int rc = 1;
-    cl_device_id dev = NULL;
-    cl_context clctx = NULL;
-    cl_command_queue queue = NULL;
-    cl_program prog = NULL;
-    cl_kernel kern = NULL;
-    cl_mem buf_image = NULL, buf_x = NULL, buf_w = NULL, buf_bn[4] = {NULL}, buf_scale = NULL, buf_shift = NULL,
-           buf_y = NULL, buf_o = NULL;
-    teeny_ctx *tctx = NULL;
-    teeny_tensor *x = NULL, *w = NULL, *bn[4] = {NULL}, *sc = NULL, *sh = NULL, *y = NULL, *tokens = NULL,
-                 *o = NULL;
-    cl_int err;
-
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int k = cli_next(&SPEC, argc, argv, &i, &v);
-        if (k == CLI_EXIT_OK || k == CLI_EXIT_USAGE)
-            return k == CLI_EXIT_OK ? 0 : 2;
-        if (k == CLI_ARG)
-            return cli_fail(&SPEC, "it takes no arguments besides its options");
-        spec = v;
-    }
-    setvbuf(stdout, NULL, _IOLBF, 0);
-
-    /* Inputs: an 8-bit-like image and small weights, deterministic. */
     unsigned seed = 7;
     for (int i = 0; i < B * C * HW; i++) {
         seed = seed * 1103515245u + 12345u;
-        image[i] = (float)((seed >> 16) % 256);
+        ap->image[i] = (float)((seed >> 16) % 256);
     }
     for (int i = 0; i < K * C * KS * KS; i++) {
         seed = seed * 1103515245u + 12345u;
-        weight[i] = ((float)((seed >> 16) % 2001) - 1000.0f) / 4000.0f;
+        ap->weight[i] = ((float)((seed >> 16) % 2001) - 1000.0f) / 4000.0f;
     }
     for (int k = 0; k < K; k++) {
-        bn_w[k] = 0.5f + 0.25f * (float)k;
-        bn_b[k] = 0.1f * (float)k - 0.15f;
-        bn_mean[k] = 0.05f * (float)(k - 2);
-        bn_var[k] = 0.5f + 0.3f * (float)k;
+        ap->bn_w[k] = 0.5f + 0.25f * (float)k;
+        ap->bn_b[k] = 0.1f * (float)k - 0.15f;
+        ap->bn_mean[k] = 0.05f * (float)(k - 2);
+        ap->bn_var[k] = 0.5f + 0.3f * (float)k;
     }
+}
 
-    /* ---- the application's own OpenCL setup ---- */
-    if (!pick_device(spec, &dev)) {
-        fprintf(stderr, "embed_app: no OpenCL device%s%s\n", spec ? " matches " : "", spec ? spec : "");
-        return 1;
-    }
-    char dev_name[256] = "";
-    clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof dev_name - 1, dev_name, NULL);
-    clctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+/* ---- the application's own OpenCL setup ---- */
+
+/* A context, an in-order queue, the application's kernel and its buffers,
+ * with plain OpenCL calls. */
+static int app_setup(app *ap)
+{
+    cl_int err;
+    clGetDeviceInfo(ap->dev, CL_DEVICE_NAME, sizeof ap->dev_name - 1, ap->dev_name, NULL);
+    ap->clctx = clCreateContext(NULL, 1, &ap->dev, NULL, NULL, &err);
     CL_CHECK(err);
-    queue = clCreateCommandQueue(clctx, dev, 0, &err); /* in-order: properties 0 */
+    ap->queue = clCreateCommandQueue(ap->clctx, ap->dev, 0, &err); /* in-order: properties 0 */
     CL_CHECK(err);
-    prog = clCreateProgramWithSource(clctx, 1, &APP_KERNEL, NULL, &err);
+    ap->prog = clCreateProgramWithSource(ap->clctx, 1, &APP_KERNEL, NULL, &err);
     CL_CHECK(err);
-    CL_CHECK(clBuildProgram(prog, 1, &dev, "", NULL, NULL));
-    kern = clCreateKernel(prog, "scale_shift", &err);
+    CL_CHECK(clBuildProgram(ap->prog, 1, &ap->dev, "", NULL, NULL));
+    ap->kern = clCreateKernel(ap->prog, "scale_shift", &err);
     CL_CHECK(err);
 
-    size_t sz_x = sizeof image, sz_w = sizeof weight, sz_k = K * sizeof(float), sz_y = sizeof out;
-    buf_image = clCreateBuffer(clctx, CL_MEM_READ_ONLY, sz_x, NULL, &err);
+    size_t sz_x = sizeof ap->image, sz_w = sizeof ap->weight, sz_k = K * sizeof(float), sz_y = sizeof ap->out;
+    ap->buf_image = clCreateBuffer(ap->clctx, CL_MEM_READ_ONLY, sz_x, NULL, &err);
     CL_CHECK(err);
-    buf_x = clCreateBuffer(clctx, CL_MEM_READ_WRITE, sz_x, NULL, &err);
+    ap->buf_x = clCreateBuffer(ap->clctx, CL_MEM_READ_WRITE, sz_x, NULL, &err);
     CL_CHECK(err);
-    buf_w = clCreateBuffer(clctx, CL_MEM_READ_ONLY, sz_w, NULL, &err);
+    ap->buf_w = clCreateBuffer(ap->clctx, CL_MEM_READ_ONLY, sz_w, NULL, &err);
     CL_CHECK(err);
     for (int i = 0; i < 4; i++) {
-        buf_bn[i] = clCreateBuffer(clctx, CL_MEM_READ_ONLY, sz_k, NULL, &err);
+        ap->buf_bn[i] = clCreateBuffer(ap->clctx, CL_MEM_READ_ONLY, sz_k, NULL, &err);
         CL_CHECK(err);
     }
-    buf_scale = clCreateBuffer(clctx, CL_MEM_READ_WRITE, sz_k, NULL, &err);
+    ap->buf_scale = clCreateBuffer(ap->clctx, CL_MEM_READ_WRITE, sz_k, NULL, &err);
     CL_CHECK(err);
-    buf_shift = clCreateBuffer(clctx, CL_MEM_READ_WRITE, sz_k, NULL, &err);
+    ap->buf_shift = clCreateBuffer(ap->clctx, CL_MEM_READ_WRITE, sz_k, NULL, &err);
     CL_CHECK(err);
-    buf_y = clCreateBuffer(clctx, CL_MEM_READ_WRITE, sz_y, NULL, &err);
+    ap->buf_y = clCreateBuffer(ap->clctx, CL_MEM_READ_WRITE, sz_y, NULL, &err);
     CL_CHECK(err);
-    buf_o = clCreateBuffer(clctx, CL_MEM_READ_WRITE, sz_y, NULL, &err);
+    ap->buf_o = clCreateBuffer(ap->clctx, CL_MEM_READ_WRITE, sz_y, NULL, &err);
     CL_CHECK(err);
+    return 1;
+}
 
-    /* Uploads without waiting: the host arrays are static, so they outlive
-     * the copies, and the in-order queue runs them before the kernels. */
-    const float *bn_host[4] = {bn_w, bn_b, bn_mean, bn_var};
-    CL_CHECK(clEnqueueWriteBuffer(queue, buf_image, CL_FALSE, 0, sz_x, image, 0, NULL, NULL));
-    CL_CHECK(clEnqueueWriteBuffer(queue, buf_w, CL_FALSE, 0, sz_w, weight, 0, NULL, NULL));
+/* Uploads without waiting (the host arrays are static, so they outlive
+ * the copies, and the in-order queue runs them before the kernels), then
+ * the application's own kernel: x = IMG_SCALE * image + IMG_SHIFT. */
+static int app_run(app *ap)
+{
+    size_t sz_k = K * sizeof(float);
+    const float *bn_host[4] = {ap->bn_w, ap->bn_b, ap->bn_mean, ap->bn_var};
+    CL_CHECK(clEnqueueWriteBuffer(ap->queue, ap->buf_image, CL_FALSE, 0, sizeof ap->image, ap->image, 0, NULL, NULL));
+    CL_CHECK(clEnqueueWriteBuffer(ap->queue, ap->buf_w, CL_FALSE, 0, sizeof ap->weight, ap->weight, 0, NULL, NULL));
     for (int i = 0; i < 4; i++)
-        CL_CHECK(clEnqueueWriteBuffer(queue, buf_bn[i], CL_FALSE, 0, sz_k, bn_host[i], 0, NULL, NULL));
+        CL_CHECK(clEnqueueWriteBuffer(ap->queue, ap->buf_bn[i], CL_FALSE, 0, sz_k, bn_host[i], 0, NULL, NULL));
 
-    /* The application's own kernel: x = a * image + b. */
     int n = B * C * HW;
     size_t global = (size_t)n;
-    CL_CHECK(clSetKernelArg(kern, 0, sizeof buf_image, &buf_image));
-    CL_CHECK(clSetKernelArg(kern, 1, sizeof buf_x, &buf_x));
-    CL_CHECK(clSetKernelArg(kern, 2, sizeof a, &a));
-    CL_CHECK(clSetKernelArg(kern, 3, sizeof b, &b));
-    CL_CHECK(clSetKernelArg(kern, 4, sizeof n, &n));
-    CL_CHECK(clEnqueueNDRangeKernel(queue, kern, 1, NULL, &global, NULL, 0, NULL, NULL));
+    CL_CHECK(clSetKernelArg(ap->kern, 0, sizeof ap->buf_image, &ap->buf_image));
+    CL_CHECK(clSetKernelArg(ap->kern, 1, sizeof ap->buf_x, &ap->buf_x));
+    CL_CHECK(clSetKernelArg(ap->kern, 2, sizeof IMG_SCALE, &IMG_SCALE));
+    CL_CHECK(clSetKernelArg(ap->kern, 3, sizeof IMG_SHIFT, &IMG_SHIFT));
+    CL_CHECK(clSetKernelArg(ap->kern, 4, sizeof n, &n));
+    CL_CHECK(clEnqueueNDRangeKernel(ap->queue, ap->kern, 1, NULL, &global, NULL, 0, NULL, NULL));
+    return 1;
+}
 
-    /* ---- teenycl on the same context and queue ---- */
-    if (teeny_ctx_create_from_cl(clctx, dev, queue, &tctx) != TEENY_OK) {
+/* ---- teenycl on the same context and queue ---- */
+
+/* A teenycl context over the application's queue, its buffers wrapped as
+ * tensors (no copy), then conv + folded batch norm + SiLU and attention,
+ * enqueued behind the application's kernel; nothing waits. */
+static int teenycl_run(app *ap)
+{
+    if (teeny_ctx_create_from_cl(ap->clctx, ap->dev, ap->queue, &ap->tctx) != TEENY_OK) {
         fprintf(stderr, "embed_app: teeny_ctx_create_from_cl: %s\n", teeny_last_error(NULL));
-        goto cleanup;
+        return 0;
     }
+    teeny_ctx *tctx = ap->tctx;
     int64_t xs[4] = {B, C, H, W}, ws[4] = {K, C, KS, KS}, ks[1] = {K}, ys[4] = {B, K, H, W},
             ts[3] = {B, K, HW};
-    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_x, 0, 4, xs, &x));
-    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_w, 0, 4, ws, &w));
+    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, ap->buf_x, 0, 4, xs, &ap->x));
+    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, ap->buf_w, 0, 4, ws, &ap->w));
     for (int i = 0; i < 4; i++)
-        TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_bn[i], 0, 1, ks, &bn[i]));
-    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_scale, 0, 1, ks, &sc));
-    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_shift, 0, 1, ks, &sh));
-    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_y, 0, 4, ys, &y));
+        TEENY_CHECK(teeny_tensor_wrap_cl(tctx, ap->buf_bn[i], 0, 1, ks, &ap->bn[i]));
+    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, ap->buf_scale, 0, 1, ks, &ap->sc));
+    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, ap->buf_shift, 0, 1, ks, &ap->sh));
+    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, ap->buf_y, 0, 4, ys, &ap->y));
     /* the same buffer seen as [B, K tokens, H*W]: a second wrap, no copy */
-    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_y, 0, 3, ts, &tokens));
-    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, buf_o, 0, 3, ts, &o));
+    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, ap->buf_y, 0, 3, ts, &ap->tokens));
+    TEENY_CHECK(teeny_tensor_wrap_cl(tctx, ap->buf_o, 0, 3, ts, &ap->o));
 
     teeny_conv2d_params p = TEENY_CONV2D_PARAMS_INIT;
     p.pad[0] = p.pad[1] = 1;
-    TEENY_CHECK(teeny_batchnorm_fold(tctx, bn[0], bn[1], bn[2], bn[3], eps, sc, sh));
-    TEENY_CHECK(teeny_conv2d_forward_fused(tctx, &p, x, w, NULL, sc, sh, TEENY_ACT_SILU, y));
-    TEENY_CHECK(teeny_attention_forward(tctx, tokens, tokens, tokens, scale, o, NULL));
+    TEENY_CHECK(teeny_batchnorm_fold(tctx, ap->bn[0], ap->bn[1], ap->bn[2], ap->bn[3], BN_EPS, ap->sc, ap->sh));
+    TEENY_CHECK(teeny_conv2d_forward_fused(tctx, &p, ap->x, ap->w, NULL, ap->sc, ap->sh, TEENY_ACT_SILU, ap->y));
+    TEENY_CHECK(teeny_attention_forward(tctx, ap->tokens, ap->tokens, ap->tokens, ATT_SCALE, ap->o, NULL));
+    return 1;
+}
 
-    /* The one host sync: a blocking read queued after everything above. */
-    CL_CHECK(clEnqueueReadBuffer(queue, buf_o, CL_TRUE, 0, sz_y, out, 0, NULL, NULL));
+/* The one host sync: a blocking read queued after everything above. */
+static int read_result(app *ap)
+{
+    CL_CHECK(clEnqueueReadBuffer(ap->queue, ap->buf_o, CL_TRUE, 0, sizeof ap->out, ap->out, 0, NULL, NULL));
+    return 1;
+}
 
-    /* ---- the same chain on the host, in float64 ---- */
+/* ---- the same chain on the host, in float64 ---- */
+
+/* y = SiLU(conv3x3(x) * s + t), the batch norm folded into s and t. */
+static void reference_conv(const app *ap, double *y_ref)
+{
+    static double x_ref[B * C * HW];
     for (int i = 0; i < B * C * HW; i++)
-        x_ref[i] = (double)a * image[i] + b;
+        x_ref[i] = (double)IMG_SCALE * ap->image[i] + IMG_SHIFT;
     for (int bi = 0; bi < B; bi++)
         for (int k = 0; k < K; k++) {
-            double s = bn_w[k] / sqrt((double)bn_var[k] + eps), t = bn_b[k] - bn_mean[k] * s;
+            double s = ap->bn_w[k] / sqrt((double)ap->bn_var[k] + BN_EPS), t = ap->bn_b[k] - ap->bn_mean[k] * s;
             for (int oh = 0; oh < H; oh++)
                 for (int ow = 0; ow < W; ow++) {
                     double acc = 0;
@@ -298,12 +318,16 @@ int main(int argc, char **argv)
                                 int ih = oh + kh - 1, iw = ow + kw - 1;
                                 if (ih >= 0 && ih < H && iw >= 0 && iw < W)
                                     acc += x_ref[((bi * C + c) * H + ih) * W + iw] *
-                                           weight[((k * C + c) * KS + kh) * KS + kw];
+                                           ap->weight[((k * C + c) * KS + kh) * KS + kw];
                             }
                     y_ref[((bi * K + k) * H + oh) * W + ow] = silu(acc * s + t);
                 }
         }
-    double max_ref = 0, max_err = 0;
+}
+
+/* o = softmax(y y^T * ATT_SCALE) y per image, the K channels as tokens. */
+static void reference_attention(const double *y_ref, double *o_ref)
+{
     for (int bi = 0; bi < B; bi++)
         for (int i = 0; i < K; i++) {
             const double *qi = y_ref + (bi * K + i) * HW;
@@ -313,7 +337,7 @@ int main(int argc, char **argv)
                 logit[j] = 0;
                 for (int d = 0; d < HW; d++)
                     logit[j] += qi[d] * kj[d];
-                logit[j] *= scale;
+                logit[j] *= ATT_SCALE;
                 mx = logit[j] > mx ? logit[j] : mx;
             }
             for (int j = 0; j < K; j++)
@@ -325,45 +349,81 @@ int main(int argc, char **argv)
                 o_ref[(bi * K + i) * HW + d] = acc;
             }
         }
+}
+
+/* The device's answer against the host's: 0 when it matches. */
+static int compare(const app *ap)
+{
+    static double y_ref[B * K * HW], o_ref[B * K * HW];
+    double max_ref = 0, max_err = 0;
+    reference_conv(ap, y_ref);
+    reference_attention(y_ref, o_ref);
     for (int i = 0; i < B * K * HW; i++) {
-        double e = fabs(out[i] - o_ref[i]);
+        double e = fabs(ap->out[i] - o_ref[i]);
         max_ref = fabs(o_ref[i]) > max_ref ? fabs(o_ref[i]) : max_ref;
         max_err = e > max_err || isnan(e) ? e : max_err;
     }
     double rel = max_err / (max_ref > 0 ? max_ref : 1);
     printf("embed_app on %s: scale_shift (own kernel) -> conv3x3 + folded BN + SiLU -> attention over %d "
            "channels, one blocking read\n",
-           dev_name, K);
+           ap->dev_name, K);
     printf("max error %.3g (relative %.3g, limit 1e-4): %s\n", max_err, rel, rel <= 1e-4 ? "ok" : "WRONG");
-    rc = rel <= 1e-4 ? 0 : 1;
+    return rel <= 1e-4 ? 0 : 1;
+}
 
-cleanup:
-    /* teenycl first or last does not matter (see Ownership above); this
-     * order releases each object once, with nothing left pending. */
-    teeny_tensor_destroy(x);
-    teeny_tensor_destroy(w);
+/* teenycl first or last does not matter (see Ownership above); this order
+ * releases each object once, with nothing left pending. */
+static void release(app *ap)
+{
+    teeny_tensor_destroy(ap->x);
+    teeny_tensor_destroy(ap->w);
     for (int i = 0; i < 4; i++)
-        teeny_tensor_destroy(bn[i]);
-    teeny_tensor_destroy(sc);
-    teeny_tensor_destroy(sh);
-    teeny_tensor_destroy(y);
-    teeny_tensor_destroy(tokens);
-    teeny_tensor_destroy(o);
-    teeny_ctx_destroy(tctx);
-    cl_mem bufs[] = {buf_image, buf_x, buf_w, buf_bn[0], buf_bn[1], buf_bn[2], buf_bn[3],
-                     buf_scale, buf_shift, buf_y, buf_o};
+        teeny_tensor_destroy(ap->bn[i]);
+    teeny_tensor_destroy(ap->sc);
+    teeny_tensor_destroy(ap->sh);
+    teeny_tensor_destroy(ap->y);
+    teeny_tensor_destroy(ap->tokens);
+    teeny_tensor_destroy(ap->o);
+    teeny_ctx_destroy(ap->tctx);
+    cl_mem bufs[] = {ap->buf_image, ap->buf_x, ap->buf_w, ap->buf_bn[0], ap->buf_bn[1], ap->buf_bn[2],
+                     ap->buf_bn[3], ap->buf_scale, ap->buf_shift, ap->buf_y, ap->buf_o};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             clReleaseMemObject(bufs[i]);
-    if (kern)
-        clReleaseKernel(kern);
-    if (prog)
-        clReleaseProgram(prog);
-    if (queue) {
-        clFinish(queue); /* a failure path can leave work queued: let it end first */
-        clReleaseCommandQueue(queue);
+    if (ap->kern)
+        clReleaseKernel(ap->kern);
+    if (ap->prog)
+        clReleaseProgram(ap->prog);
+    if (ap->queue) {
+        clFinish(ap->queue); /* a failure path can leave work queued: let it end first */
+        clReleaseCommandQueue(ap->queue);
     }
-    if (clctx)
-        clReleaseContext(clctx);
+    if (ap->clctx)
+        clReleaseContext(ap->clctx);
+}
+
+int main(int argc, char **argv)
+{
+    static app ap; /* static: its host arrays outlive the uploads, which do not wait */
+    const char *spec = NULL;
+    int rc = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int k = cli_next(&SPEC, argc, argv, &i, &v);
+        if (k == CLI_EXIT_OK || k == CLI_EXIT_USAGE)
+            return k == CLI_EXIT_OK ? 0 : 2;
+        if (k == CLI_ARG)
+            return cli_fail(&SPEC, "it takes no arguments besides its options");
+        spec = v;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    make_inputs(&ap);
+    if (!pick_device(spec, &ap.dev)) {
+        fprintf(stderr, "embed_app: no OpenCL device%s%s\n", spec ? " matches " : "", spec ? spec : "");
+        return 1;
+    }
+    if (app_setup(&ap) && app_run(&ap) && teenycl_run(&ap) && read_result(&ap))
+        rc = compare(&ap);
+    release(&ap);
     return rc;
 }

@@ -51,152 +51,17 @@
  * Example (the committed test model: conv, batch norm, pools, Gemm; input
  * "x" [B, 3, 8, 8], output "logits" [B, 5]):
  *   build/finetune_onnx tests/onnx/convnet.onnx --steps 20 --freeze-prefix conv1.
+ *
+ * Reading order: main(), at the end, runs the steps above it: load_model,
+ * add_loss, make_training, load_data, accuracy_before, train,
+ * finish_training. The command line is finetune_options.h's.
  */
-#include <sys/stat.h>
-#include <time.h>
-
 #include "fashion_net.h"
+#include "finetune_options.h"
 #include "options.h"
 #include "teenycl_onnx.h"
 
 #define POOL 4 /* synthetic batches, cycled */
-#define MAX_STEPS 1000000
-#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
-
-typedef struct {
-    const char *model, *input, *freeze, *device, *out, *data;
-    uint64_t seed;
-    int64_t steps, epochs, batch, train_limit, test_limit;
-    double lr;
-    int synthetic, data_given, steps_given;
-} options;
-
-enum { O_INPUT, O_STEPS, O_EPOCHS, O_BATCH, O_LR, O_SEED, O_FREEZE, O_DEVICE, O_OUT, O_DATA, O_SYNTHETIC,
-       O_TRAIN_LIMIT, O_TEST_LIMIT, O_COUNT };
-
-static const cli_opt OPTS[] = {
-    [O_INPUT] = {"--input", "NAME", "the model's input to feed (default: its only one)"},
-    [O_STEPS] = {"--steps", "N", "AdamW steps, 1..1000000 (20)"},
-    [O_EPOCHS] = {"--epochs", "E", "passes over the training images instead, 1..1000"},
-    [O_BATCH] = {"--batch", "B", "the batch, 2..65536 (8); the model must take it (a dynamic batch)"},
-    [O_LR] = {"--lr", "X", "the learning rate, in (0, 1] (0.01)"},
-    [O_SEED] = {"--seed", "S", "the seed of the data order and the synthetic task, 0..2^64-1 (1)"},
-    [O_FREEZE] = {"--freeze-prefix", "P", "freeze the parameters whose ONNX initializer names start with P"},
-    [O_DEVICE] = {"--device", "SPEC", "the OpenCL device: cpu, gpu, pocl, nvidia, P:D, a part of its name\n"
-                                      "(default: TEENY_DEVICE, else the first GPU, else the first CPU)"},
-    [O_OUT] = {"--out", "FILE", "save the fine-tuned parameters and AdamW state (safetensors)"},
-    [O_DATA] = {"--data", "DIR", "the Fashion-MNIST files (" DEFAULT_DATA ")"},
-    [O_SYNTHETIC] = {"--synthetic", NULL, "train on a seeded synthetic task instead (the loss only)"},
-    [O_TRAIN_LIMIT] = {"--train-limit", "N", "use the first N training images (default all)"},
-    [O_TEST_LIMIT] = {"--test-limit", "N", "use the first N test images (default all)"},
-    [O_COUNT] = {NULL, NULL, NULL},
-};
-
-static const cli_spec SPEC = {
-    "finetune_onnx",
-    "MODEL.onnx [--input NAME] [--steps N | --epochs E] [--batch B] [--lr X] [--seed S]\n"
-    " [--freeze-prefix P] [--device SPEC] [--out FILE] [--data DIR | --synthetic]\n"
-    " [--train-limit N] [--test-limit N]",
-    "Fine-tune an imported ONNX classifier (image input [B, C, H, W], output [B, K]) on\n"
-    "Fashion-MNIST classes 0..K-1 with AdamW, and report its test accuracy before and after.\n"
-    "Export the model with a dynamic batch (torch.onnx.export(..., dynamic_axes=...)).",
-    OPTS,
-    "Exit status: 0 the final loss is below the first; 1 it is not, or a failure;\n"
-    "2 a bad command line.",
-};
-
-static int parse(int argc, char **argv, options *o)
-{
-    *o = (options){.data = DEFAULT_DATA, .seed = 1, .steps = 20, .batch = 8, .lr = 1e-2};
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        char what[600];
-        uint64_t n = 0;
-        int ok = 1, k = cli_next(&SPEC, argc, argv, &i, &v);
-        if (k == CLI_EXIT_OK)
-            return -1;
-        if (k == CLI_EXIT_USAGE)
-            return 2;
-        if (k == CLI_ARG && o->model) {
-            snprintf(what, sizeof what, "a second model \"%.200s\" (the model is \"%.200s\")", v, o->model);
-            return cli_fail(&SPEC, what);
-        }
-        if (k == CLI_ARG) {
-            o->model = v;
-        } else if (k == O_SYNTHETIC) {
-            o->synthetic = 1;
-        } else if (k == O_INPUT) {
-            o->input = v;
-        } else if (k == O_STEPS) {
-            if ((ok = ex_parse_number(OPTS[k].name, v, 1, MAX_STEPS, &n)))
-                o->steps = (int64_t)n;
-            o->steps_given = 1;
-        } else if (k == O_EPOCHS) {
-            if ((ok = ex_parse_number(OPTS[k].name, v, 1, 1000, &n)))
-                o->epochs = (int64_t)n;
-        } else if (k == O_BATCH) {
-            if ((ok = ex_parse_number(OPTS[k].name, v, 2, 65536, &n)))
-                o->batch = (int64_t)n;
-        } else if (k == O_LR) {
-            ok = ex_parse_real(OPTS[k].name, v, 0, 1, &o->lr);
-        } else if (k == O_SEED) {
-            ok = ex_parse_number(OPTS[k].name, v, 0, UINT64_MAX, &o->seed);
-        } else if (k == O_FREEZE) {
-            o->freeze = v;
-        } else if (k == O_DEVICE) {
-            o->device = v;
-        } else if (k == O_OUT) {
-            o->out = v;
-        } else if (k == O_DATA) {
-            o->data = v;
-            o->data_given = 1;
-        } else if (k == O_TRAIN_LIMIT || k == O_TEST_LIMIT) {
-            if ((ok = ex_parse_number(OPTS[k].name, v, 1, INT64_MAX, &n)))
-                *(k == O_TRAIN_LIMIT ? &o->train_limit : &o->test_limit) = (int64_t)n;
-        }
-        if (!ok)
-            return 2;
-    }
-    if (!o->model)
-        return cli_fail(&SPEC, "no model given");
-    if (o->steps_given && o->epochs) {
-        fprintf(stderr, "error: --steps and --epochs: give one\n");
-        return 2;
-    }
-    if (o->synthetic && o->data_given) {
-        fprintf(stderr, "error: --data and --synthetic: give one\n");
-        return 2;
-    }
-    return 0;
-}
-
-/* --out before anything is trained: not a directory, and a file can be
- * made in its directory. 1 when usable. */
-static int out_file_usable(const char *path)
-{
-    struct stat sb;
-    char dir[1024];
-    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) {
-        fprintf(stderr, "error: --out %s: path too long\n", path);
-        return 0;
-    }
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == dir)
-        dir[1] = '\0';
-    else
-        *slash = '\0';
-    if (!stat(path, &sb) && S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "error: --out %s: is a directory\n", path);
-        return 0;
-    }
-    if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "error: --out %s: %s is not a directory\n", path, dir);
-        return 0;
-    }
-    return ex_dir_takes_files("--out", path, dir, "finetune_onnx");
-}
 
 /* ---- the data ---- */
 
@@ -305,22 +170,6 @@ static int load_fashion(const options *o, int in_ndim, int64_t classes, data_set
     return 1;
 }
 
-/* Whether to train on Fashion-MNIST: 1 yes, 0 synthetic (said why). */
-static int want_fashion(const options *o)
-{
-    struct stat sb;
-    if (o->synthetic) {
-        printf("data: synthetic (--synthetic): per-class channel offsets plus noise\n");
-        return 0;
-    }
-    if (!o->data_given && stat(o->data, &sb)) {
-        printf("data: synthetic (no Fashion-MNIST at %s: install dataset-fashion-mnist or pass --data DIR): "
-               "per-class channel offsets plus noise\n", o->data);
-        return 0;
-    }
-    return 1;
-}
-
 static void free_data(data_set *d)
 {
     fn_free_split(&d->train);
@@ -333,13 +182,22 @@ static void free_data(data_set *d)
 
 /* ---- running the model ---- */
 
+/* The model and what fine-tuning it holds (NULL until made). */
 typedef struct {
     teeny_ctx *ctx;
+    teeny_onnx_model *m;
     teeny_plan *train, *eval;
-    teeny_node in, labels, logits;
+    teeny_node in, labels, logits, loss;
+    int in_ndim;
+    int64_t in_shape[5];
     int64_t batch, classes;
+    teeny_optimizer *opt;
+    teeny_tensor **params, **grads; /* the trainable ones */
+    float lr;
+    int fashion;                    /* Fashion-MNIST, not the synthetic task */
     float *x, *logit_buf;
     int32_t *y;
+    int64_t *order;                 /* the training images' shuffled order */
 } runner;
 
 /* A failed call: what the program was doing, then the library's message. */
@@ -348,7 +206,7 @@ typedef struct {
         teeny_status st_ = (call);                                                                     \
         if (st_ != TEENY_OK) {                                                                         \
             fprintf(stderr, "error: %s: %s (%s)\n", what, teeny_last_error(ctx), teeny_status_name(st_)); \
-            goto finish;                                                                               \
+            return 0;                                                                                  \
         }                                                                                              \
     } while (0)
 
@@ -512,176 +370,220 @@ static teeny_status freeze_prefix(teeny_ctx *ctx, teeny_onnx_model *m, const cha
     return TEENY_OK;
 }
 
-int main(int argc, char **argv)
+/* The steps below return 1 when done, or 0 after saying what failed. */
+
+/* The loss on the model: its input (--input), its first output as logits
+ * [B, K] (flattened when it has more dimensions), int32 labels and a
+ * softmax cross-entropy. */
+static int add_loss(const options *o, runner *r)
 {
-    options o;
-    int rc = parse(argc, argv, &o);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    setvbuf(stdout, NULL, _IOLBF, 0); /* lines in order with stderr's when both go to one file */
-    if (o.out && !out_file_usable(o.out))
-        return 1;
-
-    int exit_code = 1;
-    teeny_ctx *ctx = NULL;
-    teeny_onnx_model *m = NULL;
-    teeny_optimizer *opt = NULL;
-    teeny_tensor **params = NULL, **grads = NULL;
-    int64_t *order = NULL;
-    runner r = {0};
-    data_set d = {0};
-    if (teeny_ctx_create(o.device, &ctx) != TEENY_OK) {
-        fprintf(stderr, "error: no device: %s\n", teeny_last_error(NULL));
-        return 1;
-    }
-    fn_ctx_for_errors = ctx;
-    r.ctx = ctx;
-    r.batch = o.batch;
-
-    if (load_model(ctx, &o, &m) != TEENY_OK)
-        goto finish;
-    teeny_graph *g = teeny_onnx_graph(m);
-
-    teeny_node out, loss;
-    int in_ndim, out_ndim;
-    int64_t in_shape[5], out_shape[TEENY_ONNX_MAX_DIMS];
-    if (!pick_input(m, o.input, &r.in, &in_ndim, in_shape))
-        goto finish;
-    if (teeny_onnx_output_count(m) < 1) {
+    teeny_ctx *ctx = r->ctx;
+    teeny_graph *g = teeny_onnx_graph(r->m);
+    teeny_node out;
+    int out_ndim;
+    int64_t out_shape[TEENY_ONNX_MAX_DIMS];
+    if (!pick_input(r->m, o->input, &r->in, &r->in_ndim, r->in_shape))
+        return 0;
+    if (teeny_onnx_output_count(r->m) < 1) {
         fprintf(stderr, "error: the model has no outputs\n");
-        goto finish;
+        return 0;
     }
-    TRY("reading the model's first output", teeny_onnx_output(m, 0, NULL, &out, &out_ndim, out_shape));
-    r.classes = 1;
+    TRY("reading the model's first output", teeny_onnx_output(r->m, 0, NULL, &out, &out_ndim, out_shape));
+    r->classes = 1;
     for (int k = 1; k < out_ndim; k++)
-        r.classes *= out_shape[k];
-    if (out < 0 || out_ndim < 2 || out_shape[0] != o.batch || r.classes < 2) {
+        r->classes *= out_shape[k];
+    if (out < 0 || out_ndim < 2 || out_shape[0] != o->batch || r->classes < 2) {
         fprintf(stderr, "error: the model's first output is not [B, K, ...] with K >= 2 at batch %" PRId64 "\n",
-                o.batch);
-        goto finish;
+                o->batch);
+        return 0;
     }
-    r.logits = out;
+    r->logits = out;
     if (out_ndim > 2)
-        TRY("flattening the output to [B, K]", teeny_graph_flatten(g, "finetune.flatten", out, &r.logits));
-    TRY("adding the loss", teeny_graph_mark_output(g, r.logits));
-    TRY("adding the loss", teeny_graph_labels(g, "finetune.labels", &r.labels));
-    TRY("adding the loss", teeny_graph_softmax_cross_entropy(g, "finetune.loss", r.logits, r.labels, &loss));
+        TRY("flattening the output to [B, K]", teeny_graph_flatten(g, "finetune.flatten", out, &r->logits));
+    TRY("adding the loss", teeny_graph_mark_output(g, r->logits));
+    TRY("adding the loss", teeny_graph_labels(g, "finetune.labels", &r->labels));
+    TRY("adding the loss", teeny_graph_softmax_cross_entropy(g, "finetune.loss", r->logits, r->labels, &r->loss));
+    return 1;
+}
 
+/* --freeze-prefix, then the training plan (batch norm with batch
+ * statistics, a gradient for every trainable initializer) and AdamW over
+ * the parameters that have a gradient. */
+static int make_training(const options *o, runner *r)
+{
+    teeny_ctx *ctx = r->ctx;
+    teeny_graph *g = teeny_onnx_graph(r->m);
     int n_params = teeny_graph_param_count(g), frozen = 0;
-    if (freeze_prefix(ctx, m, o.freeze, &frozen) != TEENY_OK)
-        goto finish;
-
+    if (freeze_prefix(ctx, r->m, o->freeze, &frozen) != TEENY_OK)
+        return 0;
     teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
-    pp.batch = teeny_onnx_batch(m);
+    pp.batch = teeny_onnx_batch(r->m);
     pp.training = 1;
-    pp.loss = loss;
-    TRY("compiling the training plan", teeny_graph_compile(g, &pp, &r.train));
+    pp.loss = r->loss;
+    TRY("compiling the training plan", teeny_graph_compile(g, &pp, &r->train));
 
-    params = calloc((size_t)n_params + 1, sizeof *params);
-    grads = calloc((size_t)n_params + 1, sizeof *grads);
-    if (!params || !grads) {
+    r->params = calloc((size_t)n_params + 1, sizeof *r->params);
+    r->grads = calloc((size_t)n_params + 1, sizeof *r->grads);
+    if (!r->params || !r->grads) {
         fprintf(stderr, "error: out of memory\n");
-        goto finish;
+        return 0;
     }
     int n_train = 0;
     for (int i = 0; i < n_params; i++) {
-        TRY("listing the parameters", teeny_graph_param(g, i, NULL, &params[n_train], &grads[n_train]));
-        n_train += grads[n_train] != NULL; /* frozen: no gradient */
+        TRY("listing the parameters", teeny_graph_param(g, i, NULL, &r->params[n_train], &r->grads[n_train]));
+        n_train += r->grads[n_train] != NULL; /* frozen: no gradient */
     }
     printf("model %s: %d parameters, %d frozen (prefix \"%s\"), %" PRId64 " classes, batch %" PRId64 ", device %s\n",
-           o.model, n_params, frozen, o.freeze ? o.freeze : "", r.classes, o.batch, teeny_ctx_device_name(ctx));
+           o->model, n_params, frozen, o->freeze ? o->freeze : "", r->classes, o->batch, teeny_ctx_device_name(ctx));
     if (n_train == 0) {
         fprintf(stderr, "error: every parameter is frozen; nothing to fine-tune\n");
-        goto finish;
+        return 0;
     }
     teeny_optim_params opp = TEENY_OPTIM_PARAMS_INIT;
     opp.kind = TEENY_OPTIM_ADAMW;
-    opp.lr = (float)o.lr;
+    opp.lr = (float)o->lr;
     opp.weight_decay = 1e-4f;
+    r->lr = opp.lr;
     TRY("creating the optimizer",
-        teeny_optimizer_create(ctx, &opp, n_train, params, (const teeny_tensor *const *)grads, &opt));
+        teeny_optimizer_create(ctx, &opp, n_train, r->params, (const teeny_tensor *const *)r->grads, &r->opt));
+    return 1;
+}
 
-    d.sample = 1;
-    for (int k = 1; k < in_ndim; k++)
-        d.sample *= in_shape[k];
-    d.channels = in_shape[1];
-    d.height = in_ndim == 4 ? in_shape[2] : 1;
-    d.width = in_ndim == 4 ? in_shape[3] : 1;
-    int fashion = want_fashion(&o);
-    if (fashion ? !load_fashion(&o, in_ndim, r.classes, &d) : !make_synthetic(o.seed, o.batch, r.classes, &d))
-        goto finish;
-    r.x = malloc((size_t)(o.batch * d.sample) * sizeof *r.x);
-    r.y = malloc((size_t)o.batch * sizeof *r.y);
-    r.logit_buf = malloc((size_t)(o.batch * r.classes) * sizeof *r.logit_buf);
-    order = malloc((size_t)(d.n_train + 1) * sizeof *order);
-    if (!r.x || !r.y || !r.logit_buf || !order) {
+/* The samples (Fashion-MNIST shaped to the model's input, or the
+ * synthetic task) and the host buffers of a batch. */
+static int load_data(const options *o, runner *r, data_set *d)
+{
+    d->sample = 1;
+    for (int k = 1; k < r->in_ndim; k++)
+        d->sample *= r->in_shape[k];
+    d->channels = r->in_shape[1];
+    d->height = r->in_ndim == 4 ? r->in_shape[2] : 1;
+    d->width = r->in_ndim == 4 ? r->in_shape[3] : 1;
+    r->fashion = finetune_want_fashion(o);
+    if (r->fashion ? !load_fashion(o, r->in_ndim, r->classes, d) : !make_synthetic(o->seed, o->batch, r->classes, d))
+        return 0;
+    r->x = malloc((size_t)(o->batch * d->sample) * sizeof *r->x);
+    r->y = malloc((size_t)o->batch * sizeof *r->y);
+    r->logit_buf = malloc((size_t)(o->batch * r->classes) * sizeof *r->logit_buf);
+    r->order = malloc((size_t)(d->n_train + 1) * sizeof *r->order);
+    if (!r->x || !r->y || !r->logit_buf || !r->order) {
         fprintf(stderr, "error: out of memory\n");
-        goto finish;
+        return 0;
     }
-    int64_t per_epoch = fashion ? d.n_train / o.batch : POOL;
-    int64_t steps = o.epochs ? o.epochs * per_epoch : o.steps;
-    double acc_before = 0, acc_after = 0;
-    if (fashion) {
-        pp.training = 0;
-        pp.loss = r.logits;
-        TRY("compiling the inference plan", teeny_graph_compile(g, &pp, &r.eval));
-        TRY("evaluating", evaluate(&r, &d, &acc_before));
-        printf("test_accuracy_before %.4f (%" PRId64 " images)\n", acc_before, d.n_test);
-    }
+    return 1;
+}
 
+/* Fashion-MNIST: the inference plan at the same batch, and the test
+ * accuracy before any step. */
+static int accuracy_before(runner *r, const data_set *d)
+{
+    teeny_ctx *ctx = r->ctx;
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    double acc = 0;
+    pp.batch = teeny_onnx_batch(r->m);
+    pp.training = 0;
+    pp.loss = r->logits;
+    TRY("compiling the inference plan", teeny_graph_compile(teeny_onnx_graph(r->m), &pp, &r->eval));
+    TRY("evaluating", evaluate(r, d, &acc));
+    printf("test_accuracy_before %.4f (%" PRId64 " images)\n", acc, d->n_test);
+    return 1;
+}
+
+/* steps AdamW steps, printing the loss about ten times; *first and *last
+ * the first and the last step's loss. */
+static int train(const options *o, runner *r, const data_set *d, int64_t steps, float *first, float *last)
+{
+    teeny_ctx *ctx = r->ctx;
     teeny_tensor *tx, *ty;
-    TRY("finding the input", teeny_plan_tensor(r.train, r.in, &tx));
-    TRY("finding the labels", teeny_plan_tensor(r.train, r.labels, &ty));
+    TRY("finding the input", teeny_plan_tensor(r->train, r->in, &tx));
+    TRY("finding the labels", teeny_plan_tensor(r->train, r->labels, &ty));
     int64_t every = steps > 10 ? steps / 10 : 1;
-    float first = 0, last = 0;
-    uint64_t rng = o.seed;
+    uint64_t rng = o->seed;
     double t0 = fn_now();
     for (int64_t s = 0; s < steps; s++) {
-        training_batch(&r, &d, s, order, &rng);
-        TRY("writing a batch", teeny_tensor_write(tx, r.x, (size_t)(o.batch * d.sample)));
-        TRY("writing a batch", teeny_tensor_write_i32(ty, r.y, (size_t)o.batch));
-        TRY("the forward pass", teeny_plan_forward(r.train));
-        TRY("the backward pass", teeny_plan_backward(r.train));
-        TRY("the optimizer step", teeny_optimizer_step(opt, opp.lr, -1.0f));
-        TRY("reading the loss", teeny_plan_read_loss(r.train, &last)); /* host sync: the model is small */
+        training_batch(r, d, s, r->order, &rng);
+        TRY("writing a batch", teeny_tensor_write(tx, r->x, (size_t)(o->batch * d->sample)));
+        TRY("writing a batch", teeny_tensor_write_i32(ty, r->y, (size_t)o->batch));
+        TRY("the forward pass", teeny_plan_forward(r->train));
+        TRY("the backward pass", teeny_plan_backward(r->train));
+        TRY("the optimizer step", teeny_optimizer_step(r->opt, r->lr, -1.0f));
+        TRY("reading the loss", teeny_plan_read_loss(r->train, last)); /* host sync: the model is small */
         if (s == 0)
-            first = last;
-        if (!isfinite(last)) {
-            fprintf(stderr, "error: step %" PRId64 ": the loss is %g\n", s + 1, last);
-            goto finish;
+            *first = *last;
+        if (!isfinite(*last)) {
+            fprintf(stderr, "error: step %" PRId64 ": the loss is %g\n", s + 1, *last);
+            return 0;
         }
         if (s == 0 || (s + 1) % every == 0 || s + 1 == steps)
-            printf("step %" PRId64 "/%" PRId64 " loss %.4f\n", s + 1, steps, last);
+            printf("step %" PRId64 "/%" PRId64 " loss %.4f\n", s + 1, steps, *last);
     }
-    printf("first_loss %.4f final_loss %.4f (%" PRId64 " steps of %" PRId64 ", %.1f s)\n", first, last, steps,
-           o.batch, fn_now() - t0);
-    if (fashion) {
-        TRY("evaluating", evaluate(&r, &d, &acc_after));
-        printf("test_accuracy_after %.4f (%" PRId64 " images)\n", acc_after, d.n_test);
+    printf("first_loss %.4f final_loss %.4f (%" PRId64 " steps of %" PRId64 ", %.1f s)\n", *first, *last, steps,
+           o->batch, fn_now() - t0);
+    return 1;
+}
+
+/* After the steps: the test accuracy (Fashion-MNIST) and --out's checkpoint. */
+static int finish_training(const options *o, runner *r, const data_set *d, int64_t steps)
+{
+    teeny_ctx *ctx = r->ctx;
+    if (r->fashion) {
+        double acc = 0;
+        TRY("evaluating", evaluate(r, d, &acc));
+        printf("test_accuracy_after %.4f (%" PRId64 " images)\n", acc, d->n_test);
     }
-    if (o.out) {
+    if (o->out) {
         const char *keys[] = {"model", "steps"};
         char steps_text[32];
         snprintf(steps_text, sizeof steps_text, "%" PRId64, steps);
-        const char *vals[] = {o.model, steps_text};
-        TRY("saving the checkpoint", teeny_graph_save(g, opt, o.out, 2, keys, vals));
-        printf("saved %s\n", o.out);
+        const char *vals[] = {o->model, steps_text};
+        TRY("saving the checkpoint", teeny_graph_save(teeny_onnx_graph(r->m), r->opt, o->out, 2, keys, vals));
+        printf("saved %s\n", o->out);
     }
-    exit_code = last < first ? 0 : 1;
-    if (exit_code)
-        fprintf(stderr, "error: the final loss is not below the first\n");
-finish:
-    teeny_optimizer_destroy(opt);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int rc = finetune_parse(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines in order with stderr's when both go to one file */
+    if (o.out && !finetune_out_file_usable(o.out))
+        return 1;
+
+    int exit_code = 1;
+    runner r = {0};
+    data_set d = {0};
+    if (teeny_ctx_create(o.device, &r.ctx) != TEENY_OK) {
+        fprintf(stderr, "error: no device: %s\n", teeny_last_error(NULL));
+        return 1;
+    }
+    fn_ctx_for_errors = r.ctx;
+    r.batch = o.batch;
+    if (load_model(r.ctx, &o, &r.m) == TEENY_OK && add_loss(&o, &r) && make_training(&o, &r) &&
+        load_data(&o, &r, &d)) {
+        int64_t per_epoch = r.fashion ? d.n_train / o.batch : POOL;
+        int64_t steps = o.epochs ? o.epochs * per_epoch : o.steps;
+        float first = 0, last = 0;
+        if ((!r.fashion || accuracy_before(&r, &d)) && train(&o, &r, &d, steps, &first, &last) &&
+            finish_training(&o, &r, &d, steps)) {
+            exit_code = last < first ? 0 : 1;
+            if (exit_code)
+                fprintf(stderr, "error: the final loss is not below the first\n");
+        }
+    }
+    teeny_optimizer_destroy(r.opt);
     teeny_plan_destroy(r.train);
     teeny_plan_destroy(r.eval);
-    teeny_onnx_destroy(m);
-    free(params);
-    free(grads);
-    free(order);
+    teeny_onnx_destroy(r.m);
+    free(r.params);
+    free(r.grads);
+    free(r.order);
     free(r.x);
     free(r.y);
     free(r.logit_buf);
     free_data(&d);
-    teeny_ctx_destroy(ctx);
+    teeny_ctx_destroy(r.ctx);
     return exit_code;
 }

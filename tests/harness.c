@@ -489,7 +489,7 @@ int main(void)
         double t0 = wall_seconds();
         int skips0 = skips_so_far();
         SRunner *sr = srunner_create(suites[i].make());
-        srunner_run_all(sr, CK_NORMAL);
+        srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose: a line per test as it ends */
         suite_line *l = &lines[n_lines++];
         l->name = suites[i].name;
         l->failed = srunner_ntests_failed(sr);

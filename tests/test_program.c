@@ -105,21 +105,24 @@ static void run_add(int *from_source, int *from_binary)
 }
 
 /* The caller's cache settings (CI points TEENY_CACHE_DIR at its build
- * folder), put back after each cache test. */
-static char saved_cache_dir[512], saved_no_cache[16];
-static int had_cache_dir, had_no_cache;
+ * folder), put back after each cache test. POCL_KERNEL_CACHE=0: on PoCL
+ * the library keeps a disk copy only when PoCL's own cache is off. */
+static const char *const cache_vars[] = {"TEENY_CACHE_DIR", "TEENY_NO_CACHE", "POCL_KERNEL_CACHE"};
+static char saved_vars[3][512];
+static int had_vars[3];
 
 static void cache_setup(void)
 {
-    const char *d = getenv("TEENY_CACHE_DIR"), *n = getenv("TEENY_NO_CACHE");
-    had_cache_dir = d != NULL;
-    had_no_cache = n != NULL;
-    snprintf(saved_cache_dir, sizeof saved_cache_dir, "%s", d ? d : "");
-    snprintf(saved_no_cache, sizeof saved_no_cache, "%s", n ? n : "");
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(cache_vars[i]);
+        had_vars[i] = v != NULL;
+        snprintf(saved_vars[i], sizeof saved_vars[i], "%s", v ? v : "");
+    }
     snprintf(cache_dir, sizeof cache_dir, "/tmp/teenycl-test-cache-%ld/sub", (long)getpid());
     rm_rf(cache_dir);
     setenv("TEENY_CACHE_DIR", cache_dir, 1);
     unsetenv("TEENY_NO_CACHE");
+    setenv("POCL_KERNEL_CACHE", "0", 1);
 }
 
 static void cache_teardown(void)
@@ -128,12 +131,12 @@ static void cache_teardown(void)
     rm_rf(cache_dir);
     snprintf(parent, sizeof parent, "/tmp/teenycl-test-cache-%ld", (long)getpid());
     rmdir(parent);
-    if (had_cache_dir)
-        setenv("TEENY_CACHE_DIR", saved_cache_dir, 1);
-    else
-        unsetenv("TEENY_CACHE_DIR");
-    if (had_no_cache)
-        setenv("TEENY_NO_CACHE", saved_no_cache, 1);
+    for (int i = 0; i < 3; i++) {
+        if (had_vars[i])
+            setenv(cache_vars[i], saved_vars[i], 1);
+        else
+            unsetenv(cache_vars[i]);
+    }
 }
 
 START_TEST(test_program_cache)
@@ -185,6 +188,15 @@ START_TEST(test_program_cache)
     ck_assert_int_eq(src, 1);
     ck_assert_int_eq(cache_entries(NULL, 0, &tmp), 0);
     unsetenv("TEENY_NO_CACHE");
+
+    /* PoCL with its own kernel cache on: no entry of ours (device.c), every other implementation one */
+    teeny_device_info info = TEENY_DEVICE_INFO_INIT;
+    TH_OK(th_ctx(), teeny_ctx_device_info(th_ctx(), &info));
+    int pocl = strstr(info.platform_name, "Portable Computing Language") != NULL;
+    unsetenv("POCL_KERNEL_CACHE");
+    run_add(&src, &bin);
+    ck_assert_int_eq(src, 1);
+    ck_assert_int_eq(cache_entries(NULL, 0, &tmp), pocl ? 0 : 1);
     cache_teardown();
 }
 END_TEST

@@ -16,6 +16,10 @@
  * A case cannot beat a true ceiling: a share above 100% is a measurement
  * error (or, for bytes, a working set that stayed in a cache) and is
  * flagged, never printed as a figure (bench_report).
+ *
+ * The files call one way only: teeny-bench.c (main) -> the families and
+ * bench_peak.c -> bench_util.c (the functions up to bench_json_str
+ * below), which calls none of them (tools/check-layers.sh checks it).
  */
 #ifndef TEENY_BENCH_H
 #define TEENY_BENCH_H
@@ -73,6 +77,8 @@ int bench_wanted(const bench_opts *o, const char *name);
 void bench_sort(double *t, int n);
 /* A tensor of the shape filled with uniform values in [-1, 1); NULL on error. */
 teeny_tensor *bench_tensor(teeny_ctx *ctx, int ndim, const int64_t *shape, unsigned seed);
+/* Print s as a JSON string: quoted, quotes and control characters escaped. */
+void bench_json_str(const char *s);
 
 /* The device's ceilings, measured with kernels of our own on the
  * context's queue (bench_peak.c). */

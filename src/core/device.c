@@ -354,6 +354,15 @@ static teeny_status derive_defaults(teeny_ctx *ctx)
     for (size_t i = 0; i < sizeof hinted / sizeof hinted[0]; i++)
         known |= teeny__contains_nocase(ctx->info.platform_name, hinted[i]) || teeny__contains_nocase(ctx->info.vendor, hinted[i]);
     ctx->known_compiler = known && !ctx->tune.generic;
+    /* PoCL keeps each kernel's machine code in a cache of its own (POCL_CACHE_DIR, else ~/.cache/pocl) and,
+     * asked for a program's binary, first compiles every kernel of the program for any work-group size: on a
+     * cold cache that was three quarters of the conv2d suite's compile time, for kernels it never ran, and a
+     * warm start gains nothing from a second copy. There build.c keeps none, unless POCL_KERNEL_CACHE=0
+     * turned PoCL's own cache off. */
+    const char *pocl_cache = getenv("POCL_KERNEL_CACHE");
+    ctx->impl_caches_kernels = (teeny__contains_nocase(ctx->info.platform_name, "portable computing") ||
+                                teeny__contains_nocase(ctx->info.platform_name, "pocl")) &&
+                               !(pocl_cache && !strcmp(pocl_cache, "0"));
     return TEENY_OK;
 }
 

@@ -306,7 +306,9 @@ static teeny_status program_get(teeny_ctx *ctx, const char *family, const char *
     snprintf(full_options, strlen(options) + 64, "-cl-std=CL1.2%s%s %s", ctx->known_compiler ? " -DTEENY_HINTS=1" : "",
              ctx->caps.cap_fma ? " -DTEENY_FMA=1" : "", options);
 
-    teeny__cache_dir(dir, sizeof dir);
+    dir[0] = '\0';
+    if (!ctx->impl_caches_kernels)
+        teeny__cache_dir(dir, sizeof dir);
     if (dir[0]) {
         if (!teeny__cache_key(ctx, dir, src, full_options, &key, path, sizeof path)) {
             st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory building %s", family);
