@@ -35,6 +35,7 @@ struct teeny_ctx {
     int kernel_stores;        /* simulator workaround: fill and upload with kernels (set in simulator.c) */
     int known_compiler;       /* the compiler takes TEENY_HINTS (device.c) */
     int impl_caches_kernels;  /* the implementation keeps compiled kernels itself: no disk copy (device.c) */
+    teeny__test_hooks hooks;  /* the test hooks (core/test_hooks.h): set by the tests only */
     teeny__release_fn release_hooks[TEENY__RELEASE_HOOKS]; /* run at destruction, newest first */
     int n_release_hooks;
     char err[TEENY_ERR_CAP];

@@ -86,16 +86,17 @@ static void hooks_reset(void)
     th_compute_units(0);
     teeny__tune_force(shared_ctx, -1); /* the matched (or TEENY_TUNING) row, its variant */
     teeny_ctx_set_tf32(shared_ctx, 0);
-    teeny__conv2d_debug(-1, 0);
-    teeny__conv2d_debug_dw_bwd(0);
-    teeny__conv2d_debug_wino(0);
-    teeny__linear_debug_tf32_emulate(0);
-    teeny__conv2d_debug_tf32_emulate(0);
-    teeny__linear_debug_small(0);
-    teeny__attention_debug_layout(-1);
-    teeny__attention_debug_tf32_emulate(0);
-    teeny__batchnorm_debug_two_launch(0);
-    teeny__debug_kernel_wg_cap(0);
+    teeny__test_hooks_off(shared_ctx);
+}
+
+void th_hook(teeny__test_hook_id id, int64_t value)
+{
+    teeny__test_hook_set(th_ctx(), id, value);
+}
+
+int64_t th_hook_value(teeny__test_hook_id id)
+{
+    return teeny__test_hook(th_ctx(), id);
 }
 
 int th_tf32_on(teeny_ctx *ctx)

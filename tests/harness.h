@@ -22,16 +22,22 @@
 #include <stdint.h>
 
 #include "teenycl.h"
+#include "core/test_hooks.h"
 
 /* The process-wide test context (TEENY_DEVICE or the default device). */
 teeny_ctx *th_ctx(void);
 /* Every test case the suites create (tcase_create is this) puts the shared
  * context's test hooks back after each test, also after one that failed:
  * without forking (CK_FORK=no, the device runs) a loop limit, kernel
- * variant, compute-unit count, forced profile, tf32 switch or debug hook
+ * variant, compute-unit count, forced profile, tf32 switch or test hook
  * left by a failed test would change every later test. */
 TCase *th_tcase_create(const char *name);
 #define tcase_create(name) th_tcase_create(name)
+/* Set one of th_ctx()'s test hooks (src/core/test_hooks.def: TEENY__HOOK_*),
+ * or read one (the Winograd count, TEENY__HOOK_CONV_WINO_TAKEN); the
+ * fixture above turns them all off after each test. */
+void th_hook(teeny__test_hook_id id, int64_t value);
+int64_t th_hook_value(teeny__test_hook_id id);
 /* Whether the long sweeps (make test-full) or the small subset
  * (sanitizers, oclgrind) were asked for. */
 int th_full(void);

@@ -16,7 +16,7 @@
 #include "core/clwrap.h"
 #include "internal.h"
 #include "harness.h"
-#include "ops/attention_internal.h"
+#include "ops/attention/attention_internal.h"
 #include "ops/ops.h"
 #include "ref/attention_ref.h"
 
@@ -810,7 +810,7 @@ END_TEST
 
 /* The tf32 kernels' fragment logic on any device: the nvidia profile's
  * tf32 tiles built with the mma and the quad shuffles emulated in OpenCL
- * C (teeny__attention_debug_tf32_emulate; cl/common.cl's tf32_round and
+ * C (the test hook ATTENTION_TF32_EMULATE; cl/common.cl's tf32_round and
  * tf32_mma_xchg). Both head-dim buckets, partial row and column tiles, a
  * view, a negative scale, forward and backward within TOL_TF32 of the
  * float64 references; the same bits twice and not fp32's (the tf32
@@ -821,7 +821,7 @@ START_TEST(test_attention_tf32_emulated)
     teeny_ctx *ctx = th_ctx();
     if (!th_profile("nvidia"))
         th_skip("%s cannot take the nvidia profile's work-groups and local memory", teeny_ctx_device_name(ctx));
-    teeny__attention_debug_tf32_emulate(1);
+    th_hook(TEENY__HOOK_ATTENTION_TF32_EMULATE, 1);
     ctx->tune.attention_tf32.fp32_x3 = 0; /* fp32 calls on the FMA kernels (test_attention_x3_emulated: not) */
     static const at_shape shapes[] = {{2, 37, 70, 32, 32, 0.2f, 0}, {1, 70, 41, 64, 48, -0.3f, 1}};
     for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++) {
@@ -870,7 +870,7 @@ START_TEST(test_attention_tf32_emulated)
     }
     ck_assert_int_eq(ctx->tune.profile->attention_tf32.fast_exp, 3); /* the nvidia row's: both passes */
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
-    teeny__attention_debug_tf32_emulate(0);
+    th_hook(TEENY__HOOK_ATTENTION_TF32_EMULATE, 0);
     th_profile(NULL);
 }
 END_TEST
@@ -931,16 +931,16 @@ START_TEST(test_attention_x3)
 END_TEST
 
 /* The same on the nvidia profile with the mma and shuffles emulated in
- * OpenCL C (teeny__attention_debug_tf32_emulate), on any device that can
+ * OpenCL C (the test hook ATTENTION_TF32_EMULATE), on any device that can
  * take the profile's work-groups. */
 START_TEST(test_attention_x3_emulated)
 {
     teeny_ctx *ctx = th_ctx();
     if (!th_profile("nvidia"))
         th_skip("%s cannot take the nvidia profile's work-groups and local memory", teeny_ctx_device_name(ctx));
-    teeny__attention_debug_tf32_emulate(1);
+    th_hook(TEENY__HOOK_ATTENTION_TF32_EMULATE, 1);
     x3_checks(ctx, " (3xTF32 emulated)");
-    teeny__attention_debug_tf32_emulate(0);
+    th_hook(TEENY__HOOK_ATTENTION_TF32_EMULATE, 0);
     th_profile(NULL);
 }
 END_TEST

@@ -656,14 +656,14 @@ END_TEST
 /* The first two cases (both head-dim buckets, causal offsets, a mask with
  * -inf entries, softcap, fully masked rows) on the nvidia profile's tf32
  * kernels with the mma and shuffles emulated in OpenCL C
- * (teeny__attention_debug_tf32_emulate), on any device that can take the
+ * (the test hook ATTENTION_TF32_EMULATE), on any device that can take the
  * profile's work-groups. */
 START_TEST(test_attention_mask_tf32_emulated)
 {
     teeny_ctx *ctx = th_ctx();
     if (!th_profile("nvidia"))
         th_skip("%s cannot take the nvidia profile's work-groups and local memory", teeny_ctx_device_name(ctx));
-    teeny__attention_debug_tf32_emulate(1);
+    th_hook(TEENY__HOOK_ATTENTION_TF32_EMULATE, 1);
     ctx->tune.attention_tf32.fp32_x3 = 0; /* fp32 calls on the FMA kernels */
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
     mask_tf32_checks(ctx, 2);
@@ -690,7 +690,7 @@ START_TEST(test_attention_mask_tf32_emulated)
     ctx->tune.attention_tf32.fp32_x3 = 1;
     for (int t = 0; t < 2; t++)
         huge_check(t, 4500 + (uint64_t)t, !t, " (3xTF32 emulated)");
-    teeny__attention_debug_tf32_emulate(0);
+    th_hook(TEENY__HOOK_ATTENTION_TF32_EMULATE, 0);
     th_profile(NULL);
 }
 END_TEST

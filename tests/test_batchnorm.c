@@ -291,9 +291,9 @@ START_TEST(test_batchnorm_forward_sweep)
     check_forward(&k, repro);
     if (_i % 2 == 0) { /* portable: the two-launch path too, where one launch was taken */
         strncat(repro, " (two launches)", sizeof repro - strlen(repro) - 1);
-        teeny__batchnorm_debug_two_launch(1);
+        th_hook(TEENY__HOOK_BATCHNORM_TWO_LAUNCH, 1);
         check_forward(&k, repro);
-        teeny__batchnorm_debug_two_launch(0);
+        th_hook(TEENY__HOOK_BATCHNORM_TWO_LAUNCH, 0);
     }
     th_cpu_kernels(-1);
     case_free(&k);
@@ -315,9 +315,9 @@ START_TEST(test_batchnorm_backward_sweep)
     check_backward(&k, repro);
     if (_i % 2 == 0) { /* portable: the two-launch path too, where one launch was taken */
         strncat(repro, " (two launches)", sizeof repro - strlen(repro) - 1);
-        teeny__batchnorm_debug_two_launch(1);
+        th_hook(TEENY__HOOK_BATCHNORM_TWO_LAUNCH, 1);
         check_backward(&k, repro);
-        teeny__batchnorm_debug_two_launch(0);
+        th_hook(TEENY__HOOK_BATCHNORM_TWO_LAUNCH, 0);
     }
     th_cpu_kernels(-1);
     case_free(&k);
@@ -378,7 +378,7 @@ START_TEST(test_batchnorm_spatial_trips)
     case_make(&k, &sh, &r);
     th_compute_units(1);
     th_cpu_kernels(0);
-    teeny__batchnorm_debug_two_launch(1); /* the partials and the _spatial consumers */
+    th_hook(TEENY__HOOK_BATCHNORM_TWO_LAUNCH, 1); /* the partials and the _spatial consumers */
     check_forward(&k, repro);
     check_backward(&k, repro);
     float *y[3], *dx[3];
@@ -401,7 +401,7 @@ START_TEST(test_batchnorm_spatial_trips)
     }
     free(y2);
     free(dx2);
-    teeny__batchnorm_debug_two_launch(0);
+    th_hook(TEENY__HOOK_BATCHNORM_TWO_LAUNCH, 0);
     th_cpu_kernels(-1);
     th_compute_units(0);
     case_free(&k);

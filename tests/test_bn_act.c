@@ -234,11 +234,11 @@ static int one_run(teeny_ctx *ctx, const one_shape *sh, int act, int two, const 
                            dev(ctx, 1, cs, rv), dev(ctx, 4, xs, NULL), dev(ctx, 1, cs, NULL), dev(ctx, 1, cs, NULL)};
     for (int i = 5; i < 8; i++)
         th_poison(t[i]);
-    teeny__batchnorm_debug_two_launch(two);
+    th_hook(TEENY__HOOK_BATCHNORM_TWO_LAUNCH, two);
     int64_t k0 = ctx->prog.kernels_enqueued;
     TH_OK(ctx, run_fwd(ctx, act, 1, t));
     int launches = (int)(ctx->prog.kernels_enqueued - k0);
-    teeny__batchnorm_debug_two_launch(0);
+    th_hook(TEENY__HOOK_BATCHNORM_TWO_LAUNCH, 0);
     const size_t counts[5] = {n, C, C, C, C};
     const int which[5] = {5, 6, 7, 3, 4}; /* y, save_mean, save_rstd, running_mean, running_var */
     for (int k = 0; k < 5; k++) {
@@ -448,11 +448,11 @@ static void one_check_bwd(teeny_ctx *ctx, const one_shape *sh, int act, int trai
                                dev(ctx, 4, xs, NULL), dev(ctx, 1, cs, NULL), dev(ctx, 1, cs, NULL)};
         for (int i = 9; i < 12; i++)
             th_poison(t[i]);
-        teeny__batchnorm_debug_two_launch(run == 2);
+        th_hook(TEENY__HOOK_BATCHNORM_TWO_LAUNCH, run == 2);
         int64_t k0 = ctx->prog.kernels_enqueued;
         TH_OK(ctx, run_bwd(ctx, act, training, t));
         int launches = (int)(ctx->prog.kernels_enqueued - k0);
-        teeny__batchnorm_debug_two_launch(0);
+        th_hook(TEENY__HOOK_BATCHNORM_TWO_LAUNCH, 0);
         ck_assert_msg(launches == (fits && run < 2 ? 1 : 2), "%s, run %d: %d launches", repro, run, launches);
         for (int k = 0; k < 3; k++) {
             out[run][k] = th_read(t[9 + k]);

@@ -281,12 +281,12 @@ START_TEST(test_conformance_batchnorm)
     bn_case(4, 2, 3, 3, 3, 12);  /* NCHW, small plane: rows */
     for (int run = 0; run < 3; run++) { /* portable (one launch, then two), CPU variants */
         th_cpu_kernels(run == 2);
-        teeny__batchnorm_debug_two_launch(run == 1);
+        th_hook(TEENY__HOOK_BATCHNORM_TWO_LAUNCH, run == 1);
         bn_case(4, 2, 3, 4, 4, 13);  /* NCHW spatial, float4 */
         bn_case(4, 3, 2, 3, 7, 14);  /* NCHW spatial, scalar */
         bn_case(2, 3, 2, 5, 9, 16);  /* NCHW spatial, one float16 run and a tail */
     }
-    teeny__batchnorm_debug_two_launch(0);
+    th_hook(TEENY__HOOK_BATCHNORM_TWO_LAUNCH, 0);
     th_cpu_kernels(-1);
 
     /* fold (the fused conv epilogue's scale/shift) */
@@ -429,19 +429,20 @@ START_TEST(test_conformance_conv2d)
         conv_run(&conv_cases[i], own_cpu ? "GPU" : "CPU", 200 + (uint64_t)i);
     th_profile(NULL);
     /* depthwise shapes through the GEMM (the fallback for huge dilation) */
-    teeny__conv2d_debug(-1, 1);
+    th_hook(TEENY__HOOK_CONV_FLAGS, 1);
     conv_run(&conv_cases[5], "own, no depthwise", 300);
-    teeny__conv2d_debug(-1, 0);
+    th_hook(TEENY__HOOK_CONV_TILE, -1);
+    th_hook(TEENY__HOOK_CONV_FLAGS, 0);
     /* 3x3 stride 1 by Winograd F(2x2, 3x3) and F(4x4, 3x3)
      * (cl/winograd.cl), forced: the NVIDIA profile's path for large enough
      * problems */
     for (int m = 2; m <= 4; m += 2) {
-        teeny__conv2d_debug_wino(1);
+        th_hook(TEENY__HOOK_CONV_WINO, 1);
         th_ctx()->tune.conv.wino = m;
         conv_run(&conv_cases[0], m == 2 ? "own, Winograd F(2x2)" : "own, Winograd F(4x4)", 301);
-        ck_assert_msg(teeny__conv2d_debug_wino_count() > 0, "the forced Winograd path did not run");
+        ck_assert_msg(th_hook_value(TEENY__HOOK_CONV_WINO_TAKEN) > 0, "the forced Winograd path did not run");
     }
-    teeny__conv2d_debug_wino(0);
+    th_hook(TEENY__HOOK_CONV_WINO, 0);
     th_profile(NULL);
     /* tf32 where the device runs it (teeny_ctx_set_tf32) */
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
@@ -803,7 +804,7 @@ START_TEST(test_conformance_linear_loss)
      * lin_gemm, which no other case here launches in small mode */
     const th_dev *outs[] = {&ty, &tdx, &tdw, &tdb};
     for (int route = 0; route >= -1; route--) {
-        teeny__linear_debug_small(route);
+        th_hook(TEENY__HOOK_LINEAR_SMALL, route);
         for (int i = 0; route < 0 && i < 4; i++) /* to be written again */
             th_poison(outs[i]->base);
         TH_OK(ctx, teeny_linear_forward(ctx, tx.t, tw.t, tb.t, ty.t));
@@ -813,7 +814,7 @@ START_TEST(test_conformance_linear_loss)
         expect(&tdw, dw, mdw, TOL, "linear dw", repro);
         expect(&tdb, db, mdb, TOL, "linear db", repro);
     }
-    teeny__linear_debug_small(0);
+    th_hook(TEENY__HOOK_LINEAR_SMALL, 0);
 
     /* softmax cross-entropy over the linear output's shape, and argmax */
     int32_t labels[N], want_arg[N], got_arg[N];

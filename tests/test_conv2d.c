@@ -18,7 +18,7 @@
 #include "conv_data.h"
 #include "harness.h"
 #include "internal.h"
-#include "ops/conv2d_internal.h"
+#include "ops/conv2d/conv2d_internal.h"
 #include "ops/ops.h"
 #include "ref/conv2d_ref.h"
 #include "ref/elementwise_ref.h"
@@ -388,16 +388,19 @@ START_TEST(test_conv2d_tiles)
     for (int tile = 0; tile < p->conv.n_tiles; tile++) {
         if (!all && tile > 0 && !thin_tile(&p->conv.tiles[tile]))
             continue;
-        teeny__conv2d_debug(tile, 1);
+        th_hook(TEENY__HOOK_CONV_TILE, tile);
+        th_hook(TEENY__HOOK_CONV_FLAGS, 1);
         for (int i = 0; i < (int)(sizeof tile_cases / sizeof tile_cases[0]); i++) {
             conv_case k = tile_cases[i];
             run_case(&k, 700 + (uint64_t)(rows[_i] * 10 + tile) * 10 + (uint64_t)i, 1, 1);
         }
     }
-    teeny__conv2d_debug(all ? -1 : 0, 0);
+    th_hook(TEENY__HOOK_CONV_TILE, all ? -1 : 0);
+    th_hook(TEENY__HOOK_CONV_FLAGS, 0);
     run_case(&large_cases[3], 801, 1, 1);
     run_case(&large_cases[4], 802, 1, 1);
-    teeny__conv2d_debug(-1, 0);
+    th_hook(TEENY__HOOK_CONV_TILE, -1);
+    th_hook(TEENY__HOOK_CONV_FLAGS, 0);
     th_profile(NULL);
 }
 END_TEST
@@ -456,7 +459,7 @@ START_TEST(test_conv2d_tile_pick_tf32)
     if (!th_profile("nvidia"))
         return; /* the device cannot hold the row (th_profile says so) */
     th_compute_units(132);
-    teeny__conv2d_debug_tf32_emulate(1);
+    th_hook(TEENY__HOOK_CONV_TF32_EMULATE, 1);
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
     const teeny__conv_tune *tu = &ctx->tune.conv_tf32;
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
@@ -466,7 +469,7 @@ START_TEST(test_conv2d_tile_pick_tf32)
                       (long long)cases[i].z, t, cases[i].dw_first);
     }
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
-    teeny__conv2d_debug_tf32_emulate(0);
+    th_hook(TEENY__HOOK_CONV_TF32_EMULATE, 0);
     th_compute_units(0);
     th_profile(NULL);
 }
@@ -482,14 +485,16 @@ END_TEST
 static void tf32_checks(teeny_ctx *ctx)
 {
     static const int cases[] = {0, 1, 2, 4, 7, 8};
-    teeny__conv2d_debug_wino(-1);
+    th_hook(TEENY__HOOK_CONV_WINO, -1);
     tol = TOL_TF32;
     for (int tile = -1; tile < ctx->tune.conv_tf32.n_tiles; tile++) { /* the tuning's choice, then each tile */
-        teeny__conv2d_debug(tile, 1);
+        th_hook(TEENY__HOOK_CONV_TILE, tile);
+        th_hook(TEENY__HOOK_CONV_FLAGS, 1);
         for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++)
             run_case(&large_cases[cases[i]], 900 + (uint64_t)i, 1, 1);
     }
-    teeny__conv2d_debug(-1, 0);
+    th_hook(TEENY__HOOK_CONV_TILE, -1);
+    th_hook(TEENY__HOOK_CONV_FLAGS, 0);
     tol = TOL;
     /* tf32 changes the bits and is deterministic */
     const conv_case *k = &large_cases[0];
@@ -514,7 +519,7 @@ static void tf32_checks(teeny_ctx *ctx)
     dt_free(&tw);
     dt_free(&ty);
     data_free(&d);
-    teeny__conv2d_debug_wino(0);
+    th_hook(TEENY__HOOK_CONV_WINO, 0);
 }
 
 START_TEST(test_conv2d_tf32)
@@ -526,7 +531,7 @@ START_TEST(test_conv2d_tf32)
 END_TEST
 
 /* The same checks on the nvidia profile's tf32 tiles emulated in portable
- * OpenCL C (teeny__conv2d_debug_tf32_emulate: cl/common.cl's tf32_round
+ * OpenCL C (the test hook CONV_TF32_EMULATE: cl/common.cl's tf32_round
  * and a warp's mma through local memory), on any device that holds the
  * row: the tiles' staging, fragment loads, C fragment positions, the
  * fused epilogue and the partial sums of every GEMM path run, and are
@@ -536,11 +541,11 @@ START_TEST(test_conv2d_tf32_emulated)
     teeny_ctx *ctx = th_ctx();
     if (!th_profile("nvidia"))
         th_skip("%s cannot take the nvidia profile's work-groups and local memory", teeny_ctx_device_name(ctx));
-    teeny__conv2d_debug_tf32_emulate(1);
+    th_hook(TEENY__HOOK_CONV_TF32_EMULATE, 1);
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
     tf32_checks(ctx);
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
-    teeny__conv2d_debug_tf32_emulate(0);
+    th_hook(TEENY__HOOK_CONV_TF32_EMULATE, 0);
     th_profile(NULL);
 }
 END_TEST
@@ -569,9 +574,10 @@ END_TEST
  * cannot fit in local memory; dwconv_fwd stages nothing). */
 START_TEST(test_conv2d_depthwise_fallback)
 {
-    teeny__conv2d_debug(-1, 1);
+    th_hook(TEENY__HOOK_CONV_FLAGS, 1);
     run_case(&large_cases[4], 901, 1, 1);
-    teeny__conv2d_debug(-1, 0);
+    th_hook(TEENY__HOOK_CONV_TILE, -1);
+    th_hook(TEENY__HOOK_CONV_FLAGS, 0);
     conv_case k = {{1, 2, 3, 3, 2, 2, 2, 1, 1, 3000, 3000, 6000, 6000, 2, 0, 0}, 1, 0, 0};
     run_case(&k, 902, 1, 1);
 }
@@ -615,7 +621,7 @@ START_TEST(test_conv2d_depthwise_dx_route)
     };
     teeny_ctx *ctx = th_ctx();
     th_cpu_kernels(0);
-    teeny__conv2d_debug_dw_bwd(-1); /* not the one-pass backward (test_conv2d_depthwise_bwd3) */
+    th_hook(TEENY__HOOK_CONV_DW_BWD, -1); /* not the one-pass backward (test_conv2d_depthwise_bwd3) */
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         TH_OK(ctx, teeny_profile_begin(ctx));
         run_case(&cases[i].k, 1100 + (uint64_t)i, 0, 1);
@@ -680,7 +686,7 @@ START_TEST(test_conv2d_depthwise_strips)
     };
     teeny_ctx *ctx = th_ctx();
     th_cpu_kernels(0);
-    teeny__conv2d_debug_dw_bwd(-1); /* dx by dwconv_fwd, not the one-pass backward */
+    th_hook(TEENY__HOOK_CONV_DW_BWD, -1); /* dx by dwconv_fwd, not the one-pass backward */
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         TH_OK(ctx, teeny_profile_begin(ctx));
         run_case(&cases[i], 1200 + (uint64_t)i, 1, 1);
@@ -726,7 +732,7 @@ static void dw_cols_run(const ref_conv *c, const conv_data *d, int x_off, int y_
 /* dwconv_fwd's four columns per item (dw_fwd_rows3's NC 4, with and
  * without the float4 loads; float4, float2 and scalar stores) and two
  * (the plan's choice where the input rows are no whole float4s) against
- * one column per item (teeny__conv2d_debug flag 8): the same bits,
+ * one column per item (the test hook CONV_FLAGS, bit 8): the same bits,
  * forward and the stride-1 input gradient (dwconv_fwd over dy, taps
  * reversed), on planes 56, 28, 14 and 7 wide, odd widths, W no multiple
  * of 4, x or y at offsets that are no multiple of 4, pads 0, 1, 2 and 5. */
@@ -754,10 +760,11 @@ START_TEST(test_conv2d_depthwise_cols)
         data_make(&d, c, &r);
         float *y[2], *dx[2];
         for (int one = 0; one < 2; one++) {
-            teeny__conv2d_debug(-1, one ? 8 : 0);
+            th_hook(TEENY__HOOK_CONV_FLAGS, one ? 8 : 0);
             dw_cols_run(c, &d, cases[i].x_off, cases[i].y_off, &y[one], &dx[one]);
         }
-        teeny__conv2d_debug(-1, 0);
+        th_hook(TEENY__HOOK_CONV_TILE, -1);
+        th_hook(TEENY__HOOK_CONV_FLAGS, 0);
         ck_assert_msg(!memcmp(y[0], y[1], d.ny * sizeof(float)), "case %d: y differs between the planned and 1 column", i);
         ck_assert_msg(!memcmp(dx[0], dx[1], d.nx * sizeof(float)), "case %d: dx differs between the planned and 1 column", i);
         for (int one = 0; one < 2; one++) {
@@ -804,10 +811,10 @@ START_TEST(test_conv2d_depthwise_dw_strips)
     };
     teeny_ctx *ctx = th_ctx();
     th_cpu_kernels(0);
-    teeny__conv2d_debug_dw_bwd(-1); /* not the one-pass backward */
+    th_hook(TEENY__HOOK_CONV_DW_BWD, -1); /* not the one-pass backward */
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++)
         for (int one = 0; one < 2; one++) { /* 4 columns an item where OW >= 8, then one (hook flag 16) */
-            teeny__conv2d_debug(-1, one ? 16 : 0);
+            th_hook(TEENY__HOOK_CONV_FLAGS, one ? 16 : 0);
             TH_OK(ctx, teeny_profile_begin(ctx));
             run_case(&cases[i].k, 1300 + (uint64_t)i, 0, 1);
             int dw = profiled(ctx, "dwconv_dw"), parts = profiled(ctx, "conv_reduce_parts");
@@ -815,7 +822,8 @@ START_TEST(test_conv2d_depthwise_dw_strips)
             ck_assert_msg(dw, "case %d: dwconv_dw did not run", i);
             ck_assert_msg(!cases[i].split || parts, "case %d: the weight gradient was not split", i);
         }
-    teeny__conv2d_debug(-1, 0);
+    th_hook(TEENY__HOOK_CONV_TILE, -1);
+    th_hook(TEENY__HOOK_CONV_FLAGS, 0);
     th_cpu_kernels(-1);
 }
 END_TEST
@@ -901,10 +909,10 @@ START_TEST(test_conv2d_depthwise_bwd3)
             data_make(&d, &k->c, &r);
             float *dx[3], *dw[3];
             for (int run = 0; run < 3; run++) { /* fused twice, then the two-launch path */
-                teeny__conv2d_debug_dw_bwd(run == 2 ? -1 : 0);
+                th_hook(TEENY__HOOK_CONV_DW_BWD, run == 2 ? -1 : 0);
                 bwd3_read(k, &d, &dx[run], &dw[run]);
             }
-            teeny__conv2d_debug_dw_bwd(0);
+            th_hook(TEENY__HOOK_CONV_DW_BWD, 0);
             ck_assert_msg(!memcmp(dx[0], dx[1], d.nx * sizeof(float)) && !memcmp(dw[0], dw[1], d.nw * sizeof(float)),
                           "case %d: dx or dw differ between two runs", i);
             for (size_t e = 0; e < d.nx; e++)
@@ -974,7 +982,7 @@ static long split_run(const conv_case *k, const conv_data *d, float **out, teeny
 
 /* Where a device limits a work-item's loop trips (Mesa's llvmpipe;
  * forced here with th_loop_limit) every kernel's loops stay within it
- * (conv2d_loops.c), with the device's own tuning (the CPU GEMM and the
+ * (conv2d/gemm.c, depthwise.c), with the device's own tuning (the CPU GEMM and the
  * depthwise CPU variants here) and the generic one (the tiled GEMMs, the
  * work-group depthwise kernels): the forward and input-gradient GEMMs run
  * their k loop in launches that carry the sums (the bits of one launch,
@@ -1013,8 +1021,8 @@ static void split_cases(const split_case *cases, int n, uint64_t seed0)
         snprintf(repro + strlen(repro), sizeof repro - strlen(repro), ", %s tuning, loop limit %ld",
                  cases[ci].profile ? cases[ci].profile : "own", cases[ci].limit);
         data_make(&d, &k->c, &r);
-        teeny__conv2d_debug(-1, 4); /* dx by the GEMM, whose k loop splits (conv_dx_direct has no split) */
-        teeny__conv2d_debug_dw_bwd(-1); /* dwconv_dw, whose chunks split (dwconv_bwd3's items fit any limit here) */
+        th_hook(TEENY__HOOK_CONV_FLAGS, 4); /* dx by the GEMM, whose k loop splits (conv_dx_direct has no split) */
+        th_hook(TEENY__HOOK_CONV_DW_BWD, -1); /* dwconv_dw, whose chunks split (dwconv_bwd3's items fit any limit here) */
         th_loop_limit(0);
         long n0 = split_run(k, &d, one, TEENY_OK, repro);
         th_loop_limit(cases[ci].limit);
@@ -1031,8 +1039,9 @@ static void split_cases(const split_case *cases, int n, uint64_t seed0)
         th_loop_limit(200); /* below one unit of every GEMM */
         split_run(k, &d, got, TEENY_ERR_UNSUPPORTED, repro);
         th_loop_limit(-1);
-        teeny__conv2d_debug(-1, 0);
-        teeny__conv2d_debug_dw_bwd(0);
+        th_hook(TEENY__HOOK_CONV_TILE, -1);
+        th_hook(TEENY__HOOK_CONV_FLAGS, 0);
+        th_hook(TEENY__HOOK_CONV_DW_BWD, 0);
         th_profile(NULL);
         data_free(&d);
     }
@@ -1058,7 +1067,7 @@ END_TEST
 /* The input gradient's stride phases in one conv_gemm_gather launch (the
  * GPU tunings, forced here; conv_gemm_cpu keeps a launch per phase): y,
  * dx, dw and dbias against the reference and bit for bit those of one
- * launch per phase (teeny__conv2d_debug flag 2), with exactly phases - 1
+ * launch per phase (the test hook CONV_FLAGS, bit 2), with exactly phases - 1
  * launches fewer (flag 4 keeps dx on the GEMM where conv_dx_direct would
  * take it): thin and wide channel counts, phases no tap reaches
  * (1x1 stride 3; stride 2 with dilation 2), mixed strides with groups and
@@ -1100,11 +1109,12 @@ START_TEST(test_conv2d_dx_phases)
                 snprintf(repro + strlen(repro), sizeof repro - strlen(repro), ", %s tuning%s", profiles[pi],
                          tf32 ? ", tf32" : "");
                 data_make(&d, &k->c, &r);
-                teeny__conv2d_debug(-1, 4); /* the GEMM path, not conv_dx_direct */
+                th_hook(TEENY__HOOK_CONV_FLAGS, 4); /* the GEMM path, not conv_dx_direct */
                 long n_merged = split_run(k, &d, merged, TEENY_OK, repro);
-                teeny__conv2d_debug(-1, 2 | 4);
+                th_hook(TEENY__HOOK_CONV_FLAGS, 2 | 4);
                 long n_each = split_run(k, &d, each, TEENY_OK, repro);
-                teeny__conv2d_debug(-1, 0);
+                th_hook(TEENY__HOOK_CONV_TILE, -1);
+                th_hook(TEENY__HOOK_CONV_FLAGS, 0);
                 ck_assert_msg(n_each - n_merged == cases[ci].phases - 1,
                               "%ld launches merged, %ld one per phase (%d phases); %s", n_merged, n_each,
                               cases[ci].phases, repro);
@@ -1161,8 +1171,8 @@ static float *dx_run(const conv_case *k, const conv_data *d, int *direct, const 
  * smaller than the stride, phases no tap reaches (1x1 stride 3); odd
  * planes, batches 1-3, views at odd offsets. dx against the float64
  * reference, the same bits on a second run, and within TOL of the GEMM
- * path (TOL_TF32 in tf32 mode: that GEMM rounds to tf32; teeny__conv2d_debug
- * flag 4), which must not launch it; 5 channels
+ * path (TOL_TF32 in tf32 mode: that GEMM rounds to tf32; the test hook
+ * CONV_FLAGS, bit 4), which must not launch it; 5 channels
  * a group keep the GEMM, and so does a stem whose item would pass a
  * device's loop budget. In tf32 mode too where the device has it (the
  * kernel is exact fp32 there). */
@@ -1209,11 +1219,12 @@ START_TEST(test_conv2d_dx_direct)
                 /* the GEMM in tf32 mode rounds to tf32; the direct kernel is exact fp32 */
                 tol = tf32 && !cases[ci].direct ? TOL_TF32 : TOL;
                 float *a = dx_run(k, &d, &direct[0], repro), *b = dx_run(k, &d, &direct[1], repro);
-                teeny__conv2d_debug(-1, 4);
+                th_hook(TEENY__HOOK_CONV_FLAGS, 4);
                 tol = tf32 ? TOL_TF32 : TOL; /* the forced GEMM */
                 float *gemm = dx_run(k, &d, &direct[2], repro);
                 tol = TOL;
-                teeny__conv2d_debug(-1, 0);
+                th_hook(TEENY__HOOK_CONV_TILE, -1);
+                th_hook(TEENY__HOOK_CONV_FLAGS, 0);
                 ck_assert_msg(direct[0] == cases[ci].direct && direct[1] == cases[ci].direct,
                               "conv_dx_direct ran: %d, %d; expected %d; %s", direct[0], direct[1], cases[ci].direct,
                               repro);

@@ -1,6 +1,6 @@
 /*
  * test_conv2d_wino.c -- the Winograd F(2x2, 3x3) path of 3x3 stride-1
- * dense convolutions (src/ops/conv2d_wino.c, cl/winograd.cl), forced on
+ * dense convolutions (src/ops/conv2d/winograd.c, cl/winograd.cl), forced on
  * through its test hook wherever the geometry allows it: forward
  * (with a bias on views at odd offsets, and the fused scale/shift/SiLU
  * epilogue), the input gradient and the weight gradient (with the bias
@@ -58,7 +58,7 @@
  * gradient's, the weight gradient's. */
 static double tol_y_set, tol_dw_set;
 
-#define WINO_FORCE 1 /* teeny__conv2d_debug_wino's modes (src/ops/hooks.h) */
+#define WINO_FORCE 1 /* the test hook CONV_WINO's values (src/core/test_hooks.def) */
 #define WINO_NEVER (-1)
 #define WINO_PROFILE 0
 
@@ -133,10 +133,10 @@ static int check_case(const ref_conv *c, uint64_t seed, int view)
     teeny_conv2d_params p = params_of(c);
     double *y = th_malloc(d.ny * sizeof *y), *dx = th_malloc(d.nx * sizeof *dx), *dw = th_malloc(d.nw * sizeof *dw),
            *db = th_malloc((size_t)c->Cout * sizeof *db);
-    int before = teeny__conv2d_debug_wino_count();
+    int before = th_hook_value(TEENY__HOOK_CONV_WINO_TAKEN);
     TH_OK(ctx, teeny_conv2d_forward(ctx, &p, tx.t, tw.t, tb.t, ty.t));
     TH_OK(ctx, teeny_conv2d_backward(ctx, &p, tx.t, tw.t, tdy.t, tdx.t, tdw.t, tdb.t));
-    int taken = teeny__conv2d_debug_wino_count() - before;
+    int taken = th_hook_value(TEENY__HOOK_CONV_WINO_TAKEN) - before;
     ref_conv2d_forward(c, d.xd, d.wd, d.bd, y, NULL);
     ref_conv2d_backward(c, d.xd, d.wd, d.dyd, dx, dw, db, NULL, NULL, NULL);
     double tol = tol_y_set > 0 ? tol_y_set : th_ctx()->tune.conv.wino == 4 ? TOL_WINO4 : TOL_WINO;
@@ -160,7 +160,7 @@ static int check_case(const ref_conv *c, uint64_t seed, int view)
 START_TEST(test_conv2d_wino_cases)
 {
     ref_conv c = ref_of(&cases[_i], 1, 1, 1, 3);
-    teeny__conv2d_debug_wino(WINO_FORCE);
+    th_hook(TEENY__HOOK_CONV_WINO, WINO_FORCE);
     for (int m = 2; m <= 4; m += 2) {
         th_ctx()->tune.conv.wino = m;
         ck_assert_int_eq(check_case(&c, 900 + (uint64_t)_i, _i % 2), 3);
@@ -176,7 +176,7 @@ START_TEST(test_conv2d_wino_nvidia)
 {
     if (!th_profile("nvidia"))
         th_skip("this device cannot hold the nvidia profile's work-groups or local memory");
-    teeny__conv2d_debug_wino(WINO_FORCE);
+    th_hook(TEENY__HOOK_CONV_WINO, WINO_FORCE);
     for (int i = 0; i < N_CASES; i += th_full() ? 1 : 3) {
         ref_conv c = ref_of(&cases[i], 1, 1, 1, 3);
         th_ctx()->tune.conv.wino = 2 + 2 * (i % 2); /* F(2x2) and F(4x4) in turn */
@@ -186,7 +186,7 @@ START_TEST(test_conv2d_wino_nvidia)
     /* by the profile: 2 x 32 x 32 = 2048 output tiles each way; the weight
      * gradient where the channels reach the profile's wino_dw (set here to
      * this case's 16, the NVIDIA row's being larger) */
-    teeny__conv2d_debug_wino(WINO_PROFILE);
+    th_hook(TEENY__HOOK_CONV_WINO, WINO_PROFILE);
     wino_case big = {2, 16, 16, 64, 64, 1, 1, 0, 0};
     ref_conv c = ref_of(&big, 1, 1, 1, 3);
     th_ctx()->tune.conv.wino_dw = 16;
@@ -209,13 +209,13 @@ START_TEST(test_conv2d_wino_passes)
         int64_t n_e = (m + 2) * (m + 2), tiles = (13 + m - 1) / m * ((9 + m - 1) / m);
         int64_t u = n_e * 33 * 16, image = n_e * (33 + 16) * tiles, pad = n_e * (33 + 16) * 3;
         for (int per = 1; per <= (m == 2 ? 3 : 2); per++) {
-            teeny__conv2d_debug_wino(WINO_FORCE);
-            teeny__conv2d_debug_wino_cap((u + pad + per * image) * (int64_t)sizeof(float));
+            th_hook(TEENY__HOOK_CONV_WINO, WINO_FORCE);
+            th_hook(TEENY__HOOK_CONV_WINO_CAP, (u + pad + per * image) * (int64_t)sizeof(float));
             th_ctx()->tune.conv.wino = m;
             ck_assert_int_eq(check_case(&c, 960 + (uint64_t)per, per == 2), per < 3 ? 2 : 3);
         }
-        teeny__conv2d_debug_wino(WINO_FORCE);
-        teeny__conv2d_debug_wino_cap((u + pad + image / 2) * (int64_t)sizeof(float));
+        th_hook(TEENY__HOOK_CONV_WINO, WINO_FORCE);
+        th_hook(TEENY__HOOK_CONV_WINO_CAP, (u + pad + image / 2) * (int64_t)sizeof(float));
         ck_assert_int_eq(check_case(&c, 963, 0), 0);
     }
 }
@@ -232,7 +232,7 @@ START_TEST(test_conv2d_wino_route)
     static const struct {
         int stride, dil, groups, ksize;
     } other[] = {{2, 1, 1, 3}, {1, 2, 1, 3}, {1, 1, 2, 3}, {1, 1, 1, 5}, {1, 1, 1, 1}};
-    teeny__conv2d_debug_wino(WINO_FORCE);
+    th_hook(TEENY__HOOK_CONV_WINO, WINO_FORCE);
     for (int i = 0; i < (int)(sizeof other / sizeof other[0]); i++) {
         ref_conv c = ref_of(&k, other[i].stride, other[i].dil, other[i].groups, other[i].ksize);
         ck_assert_int_eq(check_case(&c, 970 + (uint64_t)i, 0), 0);
@@ -240,15 +240,15 @@ START_TEST(test_conv2d_wino_route)
     wino_case wide = {1, 16, 16, 9, 9, 3, 3, 0, 0}; /* pad 3: the input gradient's would be -1 */
     ref_conv c = ref_of(&wide, 1, 1, 1, 3);
     ck_assert_int_eq(check_case(&c, 976, 0), 0);
-    teeny__conv2d_debug_wino(WINO_PROFILE);
+    th_hook(TEENY__HOOK_CONV_WINO, WINO_PROFILE);
     wino_case big = {2, 16, 16, 64, 64, 1, 1, 0, 0};
     c = ref_of(&big, 1, 1, 1, 3);
     const teeny__conv_tune *tu = &th_ctx()->tune.conv;
     ck_assert_int_eq(check_case(&c, 977, 0), (tu->wino ? 2 : 0) + (tu->wino_dw > 0 && tu->wino_dw <= 16));
-    teeny__conv2d_debug_wino(WINO_NEVER);
+    th_hook(TEENY__HOOK_CONV_WINO, WINO_NEVER);
     ck_assert_int_eq(check_case(&c, 978, 0), 0);
     if (th_profile("nvidia")) {
-        teeny__conv2d_debug_wino(WINO_PROFILE);
+        th_hook(TEENY__HOOK_CONV_WINO, WINO_PROFILE);
         int dw_16 = th_ctx()->tune.conv.wino_dw > 0 && th_ctx()->tune.conv.wino_dw <= 16; /* TEENY_CONV_WINO_DW */
         ck_assert_int_eq(check_case(&c, 979, 0), 2 + dw_16);
         th_ctx()->tune.conv.wino_dw = 17; /* the weight gradient's threshold, either side */
@@ -264,7 +264,7 @@ START_TEST(test_conv2d_wino_route)
         wino_case thin = {2, 8, 16, 64, 64, 1, 1, 0, 0}; /* 8 input channels: no pass */
         ref_conv few_channels = ref_of(&thin, 1, 1, 1, 3);
         ck_assert_int_eq(check_case(&few_channels, 983, 0), 0);
-        teeny__conv2d_debug_wino(WINO_NEVER);
+        th_hook(TEENY__HOOK_CONV_WINO, WINO_NEVER);
         ck_assert_int_eq(check_case(&c, 979, 0), 0);
         th_profile(NULL);
     }
@@ -283,9 +283,9 @@ START_TEST(test_conv2d_wino_tf32)
     teeny_ctx *ctx = th_ctx();
     if (!th_profile("nvidia"))
         th_skip("this device cannot hold the nvidia profile's work-groups or local memory");
-    teeny__conv2d_debug_tf32_emulate(1);
+    th_hook(TEENY__HOOK_CONV_TF32_EMULATE, 1);
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
-    teeny__conv2d_debug_wino(WINO_PROFILE);
+    th_hook(TEENY__HOOK_CONV_WINO, WINO_PROFILE);
     wino_case big = {2, 16, 16, 64, 64, 1, 1, 0, 0};
     ref_conv c = ref_of(&big, 1, 1, 1, 3);
     tol_dw_set = TOL_TF32;
@@ -297,7 +297,7 @@ START_TEST(test_conv2d_wino_tf32)
     tol_y_set = tol_dw_set = 0;
     th_compute_units(0);
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
-    teeny__conv2d_debug_tf32_emulate(0);
+    th_hook(TEENY__HOOK_CONV_TF32_EMULATE, 0);
     th_profile(NULL);
 }
 END_TEST
@@ -332,11 +332,11 @@ START_TEST(test_conv2d_wino_fused)
         y[i] = v / (1.0 + exp(-v));
     }
     for (int m = 2; m <= 4; m += 2) { /* F(2x2, 3x3), F(4x4, 3x3) */
-        teeny__conv2d_debug_wino(WINO_FORCE);
+        th_hook(TEENY__HOOK_CONV_WINO, WINO_FORCE);
         th_ctx()->tune.conv.wino = m;
         th_poison(ty.t);
         TH_OK(ctx, teeny_conv2d_forward_fused(ctx, &p, tx.t, tw.t, tb.t, tsc.t, tsh.t, TEENY_ACT_SILU, ty.t));
-        ck_assert_int_eq(teeny__conv2d_debug_wino_count(), 1);
+        ck_assert_int_eq(th_hook_value(TEENY__HOOK_CONV_WINO_TAKEN), 1);
         expect_near(&ty, y, d.ny, m == 4 ? TOL_WINO4 : TOL_WINO, "fused y", repro);
     }
     free(y);
@@ -364,7 +364,7 @@ START_TEST(test_conv2d_wino_determinism)
     teeny_tensor *tx = th_tensor_from(ctx, 4, xs, d.x), *tw = th_tensor_from(ctx, 4, ws, d.w),
                  *tdy = th_tensor_from(ctx, 4, ys, d.dy);
     teeny_conv2d_params p = params_of(&c);
-    teeny__conv2d_debug_wino(WINO_FORCE);
+    th_hook(TEENY__HOOK_CONV_WINO, WINO_FORCE);
     float *out[2][3];
     for (int run = 0; run < 2; run++) {
         teeny_tensor *ty = th_tensor(ctx, 4, ys), *tdx = th_tensor(ctx, 4, xs), *tdw = th_tensor(ctx, 4, ws);
@@ -380,7 +380,7 @@ START_TEST(test_conv2d_wino_determinism)
         teeny_tensor_destroy(tdx);
         teeny_tensor_destroy(tdw);
     }
-    ck_assert_int_eq(teeny__conv2d_debug_wino_count(), 6);
+    ck_assert_int_eq(th_hook_value(TEENY__HOOK_CONV_WINO_TAKEN), 6);
     size_t n[3] = {d.ny, d.nx, d.nw};
     for (int j = 0; j < 3; j++) {
         ck_assert_msg(th_first_nonfinite(out[0][j], n[j]) < 0, "output %d not written", j);
@@ -409,7 +409,7 @@ static void graph_step(int mode, int m, const float *x, size_t nx, const int32_t
     teeny_conv2d_params cp = TEENY_CONV2D_PARAMS_INIT;
     int64_t xs[4] = {-1, 16, 9, 7};
     cp.pad[0] = cp.pad[1] = 1;
-    teeny__conv2d_debug_wino(mode);
+    th_hook(TEENY__HOOK_CONV_WINO, mode);
     th_ctx()->tune.conv.wino = m;
     TH_OK(ctx, teeny_graph_create(ctx, 3, &g));
     TH_OK(ctx, teeny_graph_input(g, "x", 4, xs, &n));
@@ -434,12 +434,12 @@ START_TEST(test_conv2d_wino_graph)
     size_t sizes[NP];
     int np_ref, np;
     graph_step(WINO_NEVER, 2, x, NX, lab, B, vals, &loss_ref, ref, sizes, &np_ref);
-    ck_assert_int_eq(teeny__conv2d_debug_wino_count(), 0);
+    ck_assert_int_eq(th_hook_value(TEENY__HOOK_CONV_WINO_TAKEN), 0);
     ck_assert_int_eq(np_ref, 5); /* two conv weights, the second's bias, fc's weight and bias */
     for (int m = 2; m <= 4; m += 2) {
         float *grads[NP] = {0};
         graph_step(WINO_FORCE, m, x, NX, lab, B, vals, &loss, grads, sizes, &np);
-        ck_assert_int_eq(teeny__conv2d_debug_wino_count(), 5); /* 2 forwards, 1 input gradient, 2 weight gradients */
+        ck_assert_int_eq(th_hook_value(TEENY__HOOK_CONV_WINO_TAKEN), 5); /* 2 forwards, 1 input gradient, 2 weight gradients */
         ck_assert_int_eq(np, np_ref);
         ck_assert_msg(fabsf(loss - loss_ref) <= 1e-5f * (1 + fabsf(loss_ref)), "F(%dx%d): loss %.9g, GEMM path %.9g",
                       m, m, (double)loss, (double)loss_ref);

@@ -210,7 +210,7 @@ START_TEST(test_conv_transpose_large)
 END_TEST
 
 /* The conv2d passes split their loops under a device loop limit
- * (conv2d_loops.c; forced with th_loop_limit on a 2-unit plan, as
+ * (conv2d/gemm.c; forced with th_loop_limit on a 2-unit plan, as
  * test_conv2d_split_loops does): more kernels run, the results still match
  * the reference, every output written; a limit below one unit of a GEMM is
  * TEENY_ERR_UNSUPPORTED with the outputs untouched. */

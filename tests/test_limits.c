@@ -1,6 +1,6 @@
 /*
  * test_limits.c -- launch configurations chosen from the built kernels'
- * own limits. teeny__debug_kernel_wg_cap makes every kernel report at most
+ * own limits. The test hook KERNEL_WG_CAP makes every kernel report at most
  * cap work-items, which forces each family's smaller fallbacks on PoCL:
  * at caps 64, 32 and 16 the results still match the float64 references
  * (the families' own tolerance), and below anything a family can use the
@@ -75,9 +75,9 @@ START_TEST(test_batchnorm_caps)
         th_poison(ty);
         th_poison(tm);
         th_poison(tr);
-        teeny__debug_kernel_wg_cap(cap);
+        th_hook(TEENY__HOOK_KERNEL_WG_CAP, cap);
         teeny_status st = teeny_batchnorm_forward_train(ctx, tx, tw, tb, trm, trv, 0.1f, 1e-5f, ty, tm, tr);
-        teeny__debug_kernel_wg_cap(0);
+        th_hook(TEENY__HOOK_KERNEL_WG_CAP, 0);
         if (i == N_CAPS) {
             expect_unsupported(ctx, st, "teeny_batchnorm_forward_train");
             expect_all_nan(ty, "ty");
@@ -92,7 +92,7 @@ START_TEST(test_batchnorm_caps)
         expect_close(tr, rstd, C, "batchnorm save_rstd", cap);
         expect_close(trv, rvd, C, "batchnorm running_var", cap);
     }
-    teeny__debug_kernel_wg_cap(0);
+    th_hook(TEENY__HOOK_KERNEL_WG_CAP, 0);
     teeny_tensor *ts[] = {tx, ty, tw, tb, trm, trv, tm, tr};
     for (int i = 0; i < 8; i++)
         teeny_tensor_destroy(ts[i]);
@@ -123,9 +123,9 @@ START_TEST(test_loss_caps)
         size_t cap = i < N_CAPS ? CAPS[i] : CAP_NONE;
         th_poison(tloss);
         th_poison(tp);
-        teeny__debug_kernel_wg_cap(cap);
+        th_hook(TEENY__HOOK_KERNEL_WG_CAP, cap);
         teeny_status st = teeny_softmax_cross_entropy_forward(ctx, tx, tl, tloss, tp);
-        teeny__debug_kernel_wg_cap(0);
+        th_hook(TEENY__HOOK_KERNEL_WG_CAP, 0);
         if (i == N_CAPS) {
             expect_unsupported(ctx, st, "teeny_softmax_cross_entropy_forward");
             expect_all_nan(tloss, "tloss");
@@ -138,7 +138,7 @@ START_TEST(test_loss_caps)
         ck_assert_msg(fabs(got - want) <= TOL * fabs(want), "cap %zu: loss %.8g, want %.8g", cap, (double)got, want);
         expect_close(tp, pd, (size_t)N * K, "probs", cap);
     }
-    teeny__debug_kernel_wg_cap(0);
+    th_hook(TEENY__HOOK_KERNEL_WG_CAP, 0);
     teeny_tensor_destroy(tx);
     teeny_tensor_destroy(tl);
     teeny_tensor_destroy(tloss);
@@ -167,9 +167,9 @@ START_TEST(test_gap_caps)
         for (int i = 0; i <= N_CAPS; i++) {
             size_t cap = i < N_CAPS ? CAPS[i] : CAP_NONE;
             th_poison(ty);
-            teeny__debug_kernel_wg_cap(cap);
+            th_hook(TEENY__HOOK_KERNEL_WG_CAP, cap);
             teeny_status st = teeny_global_avgpool_forward(ctx, tx, ty);
-            teeny__debug_kernel_wg_cap(0);
+            th_hook(TEENY__HOOK_KERNEL_WG_CAP, 0);
             if (i == N_CAPS && !cpu) {
                 expect_unsupported(ctx, st, "teeny_global_avgpool_forward");
                 expect_all_nan(ty, "ty");
@@ -180,7 +180,7 @@ START_TEST(test_gap_caps)
         }
     }
     th_cpu_kernels(-1);
-    teeny__debug_kernel_wg_cap(0);
+    th_hook(TEENY__HOOK_KERNEL_WG_CAP, 0);
     teeny_tensor_destroy(tx);
     teeny_tensor_destroy(ty);
     free(xd);
@@ -204,9 +204,9 @@ START_TEST(test_linear_caps)
     for (int i = 0; i <= N_CAPS; i++) {
         size_t cap = i < N_CAPS ? CAPS[i] : CAP_NONE;
         th_poison(ty);
-        teeny__debug_kernel_wg_cap(cap);
+        th_hook(TEENY__HOOK_KERNEL_WG_CAP, cap);
         teeny_status st = teeny_linear_forward(ctx, tx, tw, tb, ty);
-        teeny__debug_kernel_wg_cap(0);
+        th_hook(TEENY__HOOK_KERNEL_WG_CAP, 0);
         if (i == N_CAPS) {
             expect_unsupported(ctx, st, "teeny_linear_forward");
             expect_all_nan(ty, "ty");
@@ -215,7 +215,7 @@ START_TEST(test_linear_caps)
         ck_assert_msg(st == TEENY_OK, "cap %zu: %s", cap, teeny_last_error(ctx));
         expect_close(ty, y, N * OUT, "linear y", cap);
     }
-    teeny__debug_kernel_wg_cap(0);
+    th_hook(TEENY__HOOK_KERNEL_WG_CAP, 0);
     teeny_tensor_destroy(tx);
     teeny_tensor_destroy(tw);
     teeny_tensor_destroy(tb);
@@ -241,16 +241,16 @@ START_TEST(test_elementwise_clamp)
     const size_t caps[] = {64, 16, 1};
     for (int i = 0; i < 3; i++) {
         th_poison(ty);
-        teeny__debug_kernel_wg_cap(caps[i]);
+        th_hook(TEENY__HOOK_KERNEL_WG_CAP, caps[i]);
         teeny_status st = teeny_add(ctx, ta, tb, ty);
-        teeny__debug_kernel_wg_cap(0);
+        th_hook(TEENY__HOOK_KERNEL_WG_CAP, 0);
         ck_assert_msg(st == TEENY_OK, "cap %zu: %s", caps[i], teeny_last_error(ctx));
         TH_OK(ctx, teeny_tensor_read(ty, got, N));
         for (int j = 0; j < N; j++)
             ck_assert_msg(got[j] == a[j] + b[j], "cap %zu: y[%d] = %g, want %g", caps[i], j, (double)got[j],
                           (double)(a[j] + b[j]));
     }
-    teeny__debug_kernel_wg_cap(0);
+    th_hook(TEENY__HOOK_KERNEL_WG_CAP, 0);
     teeny_tensor_destroy(ta);
     teeny_tensor_destroy(tb);
     teeny_tensor_destroy(ty);

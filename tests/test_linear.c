@@ -326,7 +326,7 @@ END_TEST
 START_TEST(test_linear_split_loops)
 {
     teeny_ctx *ctx = th_ctx();
-    teeny__linear_debug_small(-1);
+    th_hook(TEENY__HOOK_LINEAR_SMALL, -1);
     /* A: forward K = in = 300 (19 tiles: 7 launches); B: dw's K = N = 300 */
     static const lin_shape cases[2] = {{5, 300, 7, 1, 0}, {300, 6, 5, 1, 3}};
     static const long launches[2][2] = {{1 + 2 + 2, 7 + 2 + 2}, {1 + 2 + 2, 1 + 1 + 7 + 2}}; /* y; dx, dw, db */

@@ -1,7 +1,7 @@
 /*
  * test_linear_small.c -- the linear layer's small route (cl/linear.cl's
  * lin_gemm_small, linear.c's small_route), a TCase of the linear suite:
- * forced through teeny__linear_debug_small over seeded shapes (sizes of
+ * forced through the test hook LINEAR_SMALL over seeded shapes (sizes of
  * 1, odd sizes, K of each product -- in for y, out for dx, N for dw --
  * up to a few thousand, with and without bias, views at odd offsets in
  * NaN-poisoned buffers) against the float64 references, with the tiled
@@ -80,7 +80,7 @@ START_TEST(test_linear_small_layer)
              c.bias ? " bias" : "", c.view ? " (views)" : "", (unsigned long long)seed);
     lin_case_make(ctx, &c, seed);
     float *small[4], *tile[4];
-    teeny__linear_debug_small(1);
+    th_hook(TEENY__HOOK_LINEAR_SMALL, 1);
     sm_run(ctx, &c, 1, TEENY_OK, small);
     size_t nx = (size_t)c.N * c.in, nw = (size_t)c.out * c.in, ny = (size_t)c.N * c.out, n[4] = {ny, nx, nw};
     n[3] = (size_t)c.out;
@@ -103,7 +103,7 @@ START_TEST(test_linear_small_layer)
         ck_assert_msg(e <= TOL, "%s: nrms %.3g > %.1g; %s", names[i], e, TOL, repro);
         th_dev_check_guard(lin_case_out(&c, i), names[i], repro);
     }
-    teeny__linear_debug_small(-1);
+    th_hook(TEENY__HOOK_LINEAR_SMALL, -1);
     sm_run(ctx, &c, 1, TEENY_OK, tile);
     for (int i = 0; i < 4; i++)
         ck_assert_msg(!memcmp(small[i], tile[i], n[i] * 4), "%s: the small route's bits differ from lin_gemm's; %s",
@@ -134,7 +134,7 @@ START_TEST(test_linear_small_segments)
     /* K = 300 for y, for dw, and K = 260 for dx */
     static const int shapes[3][3] = {{5, 300, 7}, {300, 6, 5}, {4, 9, 260}};
     static const long launches[3] = {10 + 1 + 1, 1 + 1 + 10, 1 + 9 + 1};
-    teeny__linear_debug_small(1);
+    th_hook(TEENY__HOOK_LINEAR_SMALL, 1);
     for (int ci = 0; ci < 3; ci++) {
         lin_case c = {.N = shapes[ci][0], .in = shapes[ci][1], .out = shapes[ci][2], .bias = 1, .view = ci};
         float *one[4], *got[4];
@@ -190,23 +190,23 @@ START_TEST(test_linear_small_plan)
     ck_assert(route_of(ctx, 1, 1, 1) && route_of(ctx, 1, 128 * 132, 64) && route_of(ctx, 10, 10, 4096));
     ck_assert(!route_of(ctx, 1, 128 * 132 + 1, 64) && !route_of(ctx, 10, 10, 4097));
     ck_assert(!route_of(ctx, 128, 1000, 128) && !route_of(ctx, 1024, 1024, 1024));
-    teeny__linear_debug_small(-1);
+    th_hook(TEENY__HOOK_LINEAR_SMALL, -1);
     ck_assert(!route_of(ctx, 128, 10, 128));
-    teeny__linear_debug_small(1);
+    th_hook(TEENY__HOOK_LINEAR_SMALL, 1);
     ck_assert(route_of(ctx, 1024, 1024, 1024));
-    teeny__linear_debug_tf32_emulate(1); /* tf32 mode (emulated on any device): the tf32 tile, even forced */
+    th_hook(TEENY__HOOK_LINEAR_TF32_EMULATE, 1); /* tf32 mode (emulated on any device): the tf32 tile, even forced */
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 1));
     ck_assert(!route_of(ctx, 128, 10, 128));
     TH_OK(ctx, teeny_ctx_set_tf32(ctx, 0));
-    teeny__linear_debug_tf32_emulate(0);
-    teeny__linear_debug_small(0);
+    th_hook(TEENY__HOOK_LINEAR_TF32_EMULATE, 0);
+    th_hook(TEENY__HOOK_LINEAR_SMALL, 0);
     /* the classifier's forward: 1280 items (the small route) against
      * lin_gemm's 2 work-groups of 256; the same bits */
     lin_case c = {.N = 128, .in = 128, .out = 10, .bias = 1, .view = 1};
     float *by[2][4];
     lin_case_make(ctx, &c, 9400);
     for (int run = 0; run < 2; run++) {
-        teeny__linear_debug_small(run ? -1 : 0);
+        th_hook(TEENY__HOOK_LINEAR_SMALL, run ? -1 : 0);
         TH_OK(ctx, teeny_ctx_finish(ctx));
         ctx->prog.items_enqueued = 0;
         TH_OK(ctx, teeny_linear_forward(ctx, c.x.t, c.w.t, c.b.t, c.y.t));
@@ -226,9 +226,9 @@ START_TEST(test_linear_small_plan)
     lin_case t = {.N = 3, .in = 5, .out = 7, .bias = 1, .view = 0};
     float *ty[2];
     lin_case_make(ctx, &t, 9401);
-    teeny__linear_debug_small(0);
+    th_hook(TEENY__HOOK_LINEAR_SMALL, 0);
     for (int run = 0; run < 2; run++) {
-        teeny__debug_kernel_wg_cap(run ? 16 : 0);
+        th_hook(TEENY__HOOK_KERNEL_WG_CAP, run ? 16 : 0);
         TH_OK(ctx, teeny_ctx_finish(ctx));
         ctx->prog.items_enqueued = 0;
         th_poison(t.y.t);

@@ -267,7 +267,7 @@ START_TEST(test_linear_tf32_segments)
 END_TEST
 
 /* The same checks on the tf32 tile emulated in portable OpenCL C
- * (teeny__linear_debug_tf32_emulate: cl/common.cl's tf32_round and a
+ * (the test hook LINEAR_TF32_EMULATE: cl/common.cl's tf32_round and a
  * warp's mma through local memory) with the nvidia profile's linear_tf32
  * tuning, on any device: the tile's staging, fragment loads, C fragment
  * positions, bounds, bias and k segments run wherever the suite does. */
@@ -276,12 +276,12 @@ START_TEST(test_linear_tf32_emulated)
     teeny_ctx *ctx = th_ctx();
     if (!th_profile("nvidia"))
         th_skip("%s cannot take the nvidia profile's work-groups and local memory", teeny_ctx_device_name(ctx));
-    teeny__linear_debug_tf32_emulate(1);
+    th_hook(TEENY__HOOK_LINEAR_TF32_EMULATE, 1);
     for (int i = 0; i < (th_small() ? 3 : 8); i++)
         layer_case(ctx, i);
     matmul_cases(ctx);
     segment_cases(ctx);
-    teeny__linear_debug_tf32_emulate(0);
+    th_hook(TEENY__HOOK_LINEAR_TF32_EMULATE, 0);
     th_profile(NULL);
 }
 END_TEST

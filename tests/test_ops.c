@@ -59,7 +59,7 @@ START_TEST(test_ops_table)
                   sl.state <= TEENY__OP_MAX_SLOTS && sl.saved <= TEENY__OP_MAX_SLOTS);
     }
     ck_assert_str_eq(teeny__ops[TEENY__OP_CONV2D].family, "conv2d");
-    ck_assert_str_eq(teeny__ops[TEENY__OP_PSA_PACK_QKV].family, "psa");
+    ck_assert_str_eq(teeny__ops[TEENY__OP_PSA_PACK_QKV].family, "attention");
     ck_assert(teeny__ops[TEENY__OP_PSA_PACK_QKV].forward == teeny__psa_pack_forward);
     ck_assert_str_eq(teeny__op_name(TEENY__OP_COUNT), "?");
 }
@@ -100,11 +100,38 @@ START_TEST(test_ops_check_fails)
 }
 END_TEST
 
+/* The test hooks (src/core/test_hooks.def) live on the context: a new one
+ * has every hook off, one context's hooks leave another's alone, setting
+ * CONV_WINO starts a fresh count, and an id past the list is ignored. */
+START_TEST(test_ops_test_hooks)
+{
+    teeny_ctx *ctx = th_ctx(), *other = NULL;
+    TH_OK(NULL, teeny_ctx_create(NULL, &other));
+    ck_assert_int_eq(teeny__test_hook(other, TEENY__HOOK_CONV_TILE), -1);
+    ck_assert_int_eq(teeny__test_hook(other, TEENY__HOOK_ATTENTION_LAYOUT), -1);
+    ck_assert_int_eq(teeny__test_hook(other, TEENY__HOOK_KERNEL_WG_CAP), 0);
+    th_hook(TEENY__HOOK_KERNEL_WG_CAP, 16);
+    th_hook(TEENY__HOOK_CONV_WINO_TAKEN, 3);
+    ck_assert_int_eq(ctx->hooks.kernel_wg_cap, 16);
+    ck_assert_int_eq(th_hook_value(TEENY__HOOK_CONV_WINO_TAKEN), 3);
+    ck_assert_int_eq(teeny__test_hook(other, TEENY__HOOK_KERNEL_WG_CAP), 0);
+    th_hook(TEENY__HOOK_CONV_WINO, 1);
+    ck_assert_int_eq(th_hook_value(TEENY__HOOK_CONV_WINO_TAKEN), 0);
+    teeny__test_hook_set(ctx, TEENY__HOOK_COUNT, 5);
+    ck_assert_int_eq(teeny__test_hook(ctx, TEENY__HOOK_COUNT), 0);
+    teeny__test_hooks_off(ctx);
+    ck_assert_int_eq(th_hook_value(TEENY__HOOK_KERNEL_WG_CAP), 0);
+    ck_assert_int_eq(th_hook_value(TEENY__HOOK_CONV_TILE), -1);
+    teeny_ctx_destroy(other);
+}
+END_TEST
+
 Suite *suite_ops(void)
 {
     Suite *s = suite_create("ops");
     TCase *tab = tcase_create("table"), *err = tcase_create("errors");
     tcase_add_test(tab, test_ops_table);
+    tcase_add_test(tab, test_ops_test_hooks);
     tcase_add_test(err, test_ops_check_fails);
     suite_add_tcase(s, tab);
     suite_add_tcase(s, err);

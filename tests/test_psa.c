@@ -471,7 +471,7 @@ START_TEST(test_psa_layouts)
     float *first[3] = {NULL, NULL, NULL};
     th_cpu_kernels(0); /* the tiled kernels (the CPU variants have no loaders) */
     for (int layout = -1; layout <= 2; layout++) {
-        teeny__attention_debug_layout(layout);
+        th_hook(TEENY__HOOK_ATTENTION_LAYOUT, layout);
         th_poison(d.o.t);
         th_poison(d.l.t);
         th_poison(d.dq.t);
@@ -489,7 +489,7 @@ START_TEST(test_psa_layouts)
             }
         }
     }
-    teeny__attention_debug_layout(-1);
+    th_hook(TEENY__HOOK_ATTENTION_LAYOUT, -1);
     th_cpu_kernels(-1);
     for (int j = 0; j < 3; j++)
         free(first[j]);

@@ -81,7 +81,7 @@ START_TEST(test_tune_rows)
         const teeny__conv_tune *t32 = &p->conv_tf32;
         ck_assert_msg(!c->tf32 && (t32->n_tiles == 0 || (t32->tf32 && t32->cpu_rows == 0)),
                       "%s: tf32 tunings (only conv_tf32, never with the CPU GEMM)", p->name);
-        /* Winograd (conv2d_wino.c): 0, or its tiles' side 2 or 4, and an fp32 path only: tf32 convolutions
+        /* Winograd (conv2d/winograd.c): 0, or its tiles' side 2 or 4, and an fp32 path only: tf32 convolutions
          * keep the GEMMs */
         ck_assert_msg((c->wino == 0 || c->wino == 2 || c->wino == 4) && t32->wino == 0 && t32->wino_dw == 0 &&
                           c->wino_dw >= 0,

@@ -5,7 +5,8 @@
  * uses (util.c) and the strict environment readers (env.c). The context
  * struct itself is internal.h's: it holds each layer's state in that
  * layer's struct. clwrap.h (every OpenCL call and host allocation) is
- * core's too. Names are teeny__ (internal).
+ * core's too, and so is test_hooks.h (the test hooks on the context).
+ * Names are teeny__ (internal).
  */
 #ifndef TEENY_CORE_H
 #define TEENY_CORE_H
@@ -16,6 +17,7 @@
 
 #include "teenycl.h"
 #include "clwrap.h"
+#include "test_hooks.h"
 
 #define TEENY_MAX_DIMS 5
 #define TEENY_ERR_CAP 65536 /* room for a full build log */

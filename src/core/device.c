@@ -373,6 +373,7 @@ static teeny_status ctx_alloc(teeny_ctx **out)
         return teeny__error(NULL, TEENY_ERR_NOMEM, "out of host memory allocating a context");
     ctx->refs = 1;
     ctx->handle_alive = 1;
+    teeny__test_hooks_off(ctx);
     *out = ctx;
     return TEENY_OK;
 }

@@ -459,7 +459,7 @@ const char *teeny__op_name(teeny__op_id id);
 #include "ops.def"
 #undef XX
 
-#include "hooks.h" /* the test hooks */
+#include "hooks.h" /* what the tests see of the ops beyond the table */
 /* The head dims the flash kernels take (attention.c): D (of q and k) and Dv. */
 #define TEENY__ATTN_MAX_D 128
 #define TEENY__ATTN_MAX_DV 256

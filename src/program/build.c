@@ -353,14 +353,6 @@ cleanup:
     return st;
 }
 
-/* Test hook: report at most this many work-items per kernel (0: off). */
-static size_t debug_wg_cap;
-
-void teeny__debug_kernel_wg_cap(size_t cap)
-{
-    debug_wg_cap = cap;
-}
-
 /* What the compiler allows for this kernel. CL_KERNEL_LOCAL_MEM_SIZE counts
  * local-pointer arguments already set, so this runs right after creation,
  * before any argument is set: it is the kernel's static local memory. */
@@ -449,10 +441,13 @@ teeny_status teeny__kernel_get(teeny_ctx *ctx, const char *family, const char *o
     return kernel_for_launch(ctx, p, kernel_name, out);
 }
 
-static void apply_cap(teeny__klimits *lim)
+/* The test hook KERNEL_WG_CAP (core/test_hooks.def): at most that many
+ * work-items, so that every fallback can be forced anywhere. */
+static void apply_cap(const teeny_ctx *ctx, teeny__klimits *lim)
 {
-    if (debug_wg_cap && lim->max_items > debug_wg_cap)
-        lim->max_items = debug_wg_cap;
+    size_t cap = (size_t)ctx->hooks.kernel_wg_cap;
+    if (cap && lim->max_items > cap)
+        lim->max_items = cap;
     if (lim->multiple > lim->max_items)
         lim->multiple = lim->max_items;
 }
@@ -463,17 +458,17 @@ teeny_status teeny__kernel_limits(teeny_ctx *ctx, cl_kernel k, const char *name,
         for (int i = 0; i < p->n_kernels; i++)
             if (p->kernels[i].kernel == k) {
                 *out = p->kernels[i].limits;
-                apply_cap(out);
+                apply_cap(ctx, out);
                 return TEENY_OK;
             }
     if (ctx->prog.rec && teeny__recorder_limits(ctx->prog.rec, k, out)) {
-        apply_cap(out);
+        apply_cap(ctx, out);
         return TEENY_OK;
     }
     /* not ours: ask now (its local-pointer arguments, if set, count too) */
     teeny_status st = query_limits(ctx, k, name, out);
     if (st == TEENY_OK)
-        apply_cap(out);
+        apply_cap(ctx, out);
     return st;
 }
 
@@ -488,7 +483,7 @@ teeny_status teeny__kernel_fit(teeny_ctx *ctx, const char *family, const char *o
     if (st != TEENY_OK)
         return st;
     teeny__klimits lim = c->limits;
-    apply_cap(&lim);
+    apply_cap(ctx, &lim);
     uint64_t dev_local = ctx->info.local_mem_bytes;
     if (items > lim.max_items || lim.local_bytes + dyn_local_bytes > dev_local)
         return teeny__error(ctx, TEENY_ERR_UNSUPPORTED,

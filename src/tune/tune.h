@@ -52,7 +52,7 @@ typedef struct {
 
 /* ---- each family's tuning ---- */
 
-/* conv2d (src/ops/conv2d_plan.c): GEMM tile shapes, largest first. */
+/* conv2d (src/ops/conv2d/gemm.c): GEMM tile shapes, largest first. */
 typedef struct {
     int tm, tn, tk;  /* block tile */
     int wm, wn;      /* micro-tile per work-item (multiples of 4) */
@@ -75,7 +75,7 @@ typedef struct {
     int cpu_wg;                /* its work-group (items along m) */
     int cpu_nv;                /* its float16 column vectors per item (CPU_NV) */
     int wino;                  /* 2 or 4: 3x3 stride-1 dense convolutions (forward, input gradient) by
-                                * Winograd F(2x2, 3x3) or F(4x4, 3x3) where conv2d_wino.c's
+                                * Winograd F(2x2, 3x3) or F(4x4, 3x3) where winograd.c's
                                 * teeny__conv_wino_plan finds them large enough (fp32 tunings only; tf32
                                 * calls take the fp32 tuning's where their GEMM would leave units idle);
                                 * 0: not */
@@ -84,10 +84,10 @@ typedef struct {
     int tf32;                  /* the GEMMs' tf32 tensor-core micro-kernel (-DTEENY_TF32=1): each tile
                                 * also needs tm % (4 wm) == 0, tn % (8 wn) == 0, tk % 8 == 0 */
     int dx_cols;               /* > 0: input gradients with at most 4 input channels per group by
-                                * conv_dx_direct (src/ops/conv2d_dx.c), this many dx columns per item */
+                                * conv_dx_direct (src/ops/conv2d/dx_direct.c), this many dx columns per item */
 } teeny__conv_tune;
 
-/* attention (src/ops/attention.c): where the tile search starts. */
+/* attention (src/ops/attention/attention.c): where the tile search starts. */
 typedef struct {
     int threads;    /* threads per work-group (TEENY_ATTN_NT) */
     int rows;       /* query rows per thread (TEENY_ATTN_RM) */
@@ -96,7 +96,7 @@ typedef struct {
     int cpu_lanes;  /* rows per work-item of the CPU variants: a float8 or float16 */
 } teeny__attention_tune;
 
-/* attention with tf32 tensor cores (src/ops/attention_plan.c: the
+/* attention with tf32 tensor cores (src/ops/attention/attention_plan.c: the
  * attn_*_tc kernels, with teeny_ctx_set_tf32 where probe.c found tf32
  * mma): where the tile search starts; warps 0: none. */
 typedef struct {
@@ -117,7 +117,7 @@ typedef struct {
                    * exponentials (ex2.approx; -DATT_EXP): 1 the forward, 2 the backward, 3 both */
 } teeny__attention_tf32_tune;
 
-/* linear (src/ops/linear.c): the GEMM's register tile and k depth (the
+/* linear (src/ops/linear/linear.c): the GEMM's register tile and k depth (the
  * work-group comes from ctx->work_group_size). A tf32 tuning (rm > 0)
  * runs cl/linear.cl's tensor-core tile (-DTEENY_TF32=1), which also needs
  * rm % 4 == 0, tk % 8 == 0 and a work-group of at least 32 items. */
@@ -176,7 +176,7 @@ const teeny__profile *teeny__tune_row(int i); /* NULL outside 0 .. count-1 */
 int teeny__tune_find(const char *name);       /* the row's index, -1 if none */
 /* Why cl/conv2d.cl's GEMMs cannot take tile t (the loaders' and micro-
  * tile's shape constraints; tf32: also the tensor-core micro-kernel's),
- * NULL if they can. Device limits are the plan's (conv2d_plan.c). */
+ * NULL if they can. Device limits are the plan's (conv2d/gemm.c). */
 const char *teeny__conv_tile_check(const teeny__gemm_tile *t, int tf32);
 int teeny__tune_match(const teeny__device_caps *caps); /* the row a device reporting caps takes */
 /* Run ctx as if it had taken row i (-1: its own again): its families'
