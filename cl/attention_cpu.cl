@@ -115,6 +115,49 @@ TEENY_INLINE attv att_unless_masked(attv v, attv x)
  * (LLVM 18: "Instruction Combining did not reach a fixpoint"). */
 #define ATT_KB 8
 
+/* The block of ATT_KB keys (queries in dK/dV) at j0, n valid: each one's
+ * element offset in two matrices (a at ab + j*as, b likewise); a short
+ * block repeats its last key. */
+TEENY_INLINE void att_block_at(int *a, int ab, int as, int *b, int bb, int bs, int j0, int n)
+{
+    TEENY_UNROLL
+    for (int j = 0; j < ATT_KB; j++) {
+        const int jj = j0 + min(j, n - 1);
+        a[j] = ab + jj * as;
+        b[j] = bb + jj * bs;
+    }
+}
+
+/* s[j] = r . m[at[j] + c * sd], summed over c < n in order from 0: the
+ * block's dot products with the item's rows r (scores, dO V^T). */
+TEENY_INLINE void att_block_dot(attv *s, const attv *r, __global const float *m, const int *at, int sd, int n)
+{
+    TEENY_UNROLL
+    for (int j = 0; j < ATT_KB; j++)
+        s[j] = (attv)(0.0f);
+    for (int c = 0; c < n; c++) {
+        const attv rc = r[c];
+        TEENY_UNROLL
+        for (int j = 0; j < ATT_KB; j++)
+            s[j] = TEENY_MAD(rc, (attv)(m[at[j] + c * sd]), s[j]);
+    }
+}
+
+/* acc[c] = acc[c] * f + sum_j w[j] m[at[j] + c * sd] over c < n, the
+ * block's keys in order: P V (f rescales the forward's rows), P^T dO,
+ * dS^T Q, dS K. */
+TEENY_INLINE void att_block_acc(attv *acc, attv f, const attv *w, __global const float *m, const int *at, int sd,
+                                int n)
+{
+    for (int c = 0; c < n; c++) {
+        attv a = acc[c] * f;
+        TEENY_UNROLL
+        for (int j = 0; j < ATT_KB; j++)
+            a = TEENY_MAD(w[j], (attv)(m[at[j] + c * sd]), a);
+        acc[c] = a;
+    }
+}
+
 /* state: the row max at [bh * n_q + row] and the row sum at [bh_count *
  * n_q + bh * n_q + row] between the launches of a split loop. */
 __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *lse, int lse_off,
@@ -147,19 +190,8 @@ __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __glo
         const int nk = min(ATT_KB, k_end - j0);
         int kr[ATT_KB], vr[ATT_KB];
         attv s[ATT_KB], p[ATT_KB], mx = m;
-        TEENY_UNROLL
-        for (int j = 0; j < ATT_KB; j++) {
-            const int jj = j0 + min(j, nk - 1);
-            kr[j] = kb + jj * k_sn;
-            vr[j] = vb + jj * v_sn;
-            s[j] = (attv)(0.0f);
-        }
-        for (int c = 0; c < d; c++) {
-            const attv qc = qr[c];
-            TEENY_UNROLL
-            for (int j = 0; j < ATT_KB; j++)
-                s[j] = TEENY_MAD(qc, (attv)(k[kr[j] + c * k_sd]), s[j]);
-        }
+        att_block_at(kr, kb, k_sn, vr, vb, v_sn, j0, nk);
+        att_block_dot(s, qr, k, kr, k_sd, d);
 #if ATT_EXT
         for (int j = 0; j < nk; j++) {
             attv dcap;
@@ -182,13 +214,7 @@ __kernel void attn_fwd_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __glo
             p[j] = j < nk ? exp(s[j] - ms) : (attv)(0.0f);
             l += p[j];
         }
-        for (int c = 0; c < dv; c++) {
-            attv a = acc[c] * alpha;
-            TEENY_UNROLL
-            for (int j = 0; j < ATT_KB; j++)
-                a = TEENY_MAD(p[j], (attv)(v[vr[j] + c * v_sd]), a);
-            acc[c] = a;
-        }
+        att_block_acc(acc, alpha, p, v, vr, v_sd, dv);
     }
     /* the last launch normalizes; the others leave the state */
 #if ATT_EXT
@@ -237,25 +263,9 @@ __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o)
         const int ni = min(ATT_KB, seg_end - i0);
         int qi[ATT_KB], gi[ATT_KB];
         attv s[ATT_KB], dp[ATT_KB], p[ATT_KB], ds[ATT_KB];
-        TEENY_UNROLL
-        for (int j = 0; j < ATT_KB; j++) {
-            const int ii = i0 + min(j, ni - 1);
-            qi[j] = qb + ii * q_sn;
-            gi[j] = gb + ii * d_o_sn;
-            s[j] = dp[j] = (attv)(0.0f);
-        }
-        for (int c = 0; c < d; c++) {
-            const attv kc = kr[c];
-            TEENY_UNROLL
-            for (int j = 0; j < ATT_KB; j++)
-                s[j] = TEENY_MAD(kc, (attv)(q[qi[j] + c * q_sd]), s[j]);
-        }
-        for (int c = 0; c < dvn; c++) {
-            const attv vc = vr[c];
-            TEENY_UNROLL
-            for (int j = 0; j < ATT_KB; j++)
-                dp[j] = TEENY_MAD(vc, (attv)(d_o[gi[j] + c * d_o_sd]), dp[j]);
-        }
+        att_block_at(qi, qb, q_sn, gi, gb, d_o_sn, i0, ni);
+        att_block_dot(s, kr, q, qi, q_sd, d);
+        att_block_dot(dp, vr, d_o, gi, d_o_sd, dvn);
 #if ATT_EXT
         for (int j = 0; j < ATT_KB; j++) {
             const int ii = i0 + min(j, ni - 1);
@@ -273,20 +283,8 @@ __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o)
             ds[j] = p[j] * (dp[j] - di[bh * n_q + ii]);
         }
 #endif
-        for (int c = 0; c < dvn; c++) {
-            attv a = av[c];
-            TEENY_UNROLL
-            for (int j = 0; j < ATT_KB; j++)
-                a = TEENY_MAD(p[j], (attv)(d_o[gi[j] + c * d_o_sd]), a);
-            av[c] = a;
-        }
-        for (int c = 0; c < d; c++) {
-            attv a = ak[c];
-            TEENY_UNROLL
-            for (int j = 0; j < ATT_KB; j++)
-                a = TEENY_MAD(ds[j], (attv)(q[qi[j] + c * q_sd]), a);
-            ak[c] = a;
-        }
+        att_block_acc(av, (attv)(1.0f), p, d_o, gi, d_o_sd, dvn);
+        att_block_acc(ak, (attv)(1.0f), ds, q, qi, q_sd, d);
     }
     const float ks = seg & ATT_SEG_LAST ? scale : 1.0f;
     for (int c = 0; c < d; c++)
@@ -323,25 +321,9 @@ __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), 
         const int nk = min(ATT_KB, k_end - j0);
         int kj[ATT_KB], vj[ATT_KB];
         attv s[ATT_KB], dp[ATT_KB], ds[ATT_KB];
-        TEENY_UNROLL
-        for (int j = 0; j < ATT_KB; j++) {
-            const int jj = j0 + min(j, nk - 1);
-            kj[j] = kb + jj * k_sn;
-            vj[j] = vb + jj * v_sn;
-            s[j] = dp[j] = (attv)(0.0f);
-        }
-        for (int c = 0; c < d; c++) {
-            const attv qc = qr[c];
-            TEENY_UNROLL
-            for (int j = 0; j < ATT_KB; j++)
-                s[j] = TEENY_MAD(qc, (attv)(k[kj[j] + c * k_sd]), s[j]);
-        }
-        for (int c = 0; c < dvn; c++) {
-            const attv gc = gr[c];
-            TEENY_UNROLL
-            for (int j = 0; j < ATT_KB; j++)
-                dp[j] = TEENY_MAD(gc, (attv)(v[vj[j] + c * v_sd]), dp[j]);
-        }
+        att_block_at(kj, kb, k_sn, vj, vb, v_sn, j0, nk);
+        att_block_dot(s, qr, k, kj, k_sd, d);
+        att_block_dot(dp, gr, v, vj, v_sd, dvn);
 #if ATT_EXT
         for (int j = 0; j < ATT_KB; j++) {
             const int jj = j0 + min(j, nk - 1);
@@ -354,13 +336,7 @@ __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), 
         for (int j = 0; j < ATT_KB; j++)
             ds[j] = j < nk ? exp((s[j] - lr) + cr) * (dp[j] - dr) : (attv)(0.0f);
 #endif
-        for (int c = 0; c < d; c++) {
-            attv a = acc[c];
-            TEENY_UNROLL
-            for (int j = 0; j < ATT_KB; j++)
-                a = TEENY_MAD(ds[j], (attv)(k[kj[j] + c * k_sd]), a);
-            acc[c] = a;
-        }
+        att_block_acc(acc, (attv)(1.0f), ds, k, kj, k_sd, d);
     }
     const float qs = seg & ATT_SEG_LAST ? scale : 1.0f;
     for (int c = 0; c < d; c++)
