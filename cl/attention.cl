@@ -487,3 +487,25 @@ TEENY_INLINE int att_group_blk(int heavy_last)
 #define att_group_bh() ((int)get_group_id(1))
 #define att_group_blk(heavy_last) ((int)get_group_id(0))
 #endif
+
+/* The tiled kernels' blocks. ATT_QUERY_BLOCK: the group's BM query rows
+ * of matrix bh from row0 (nr valid) and the keys they see, [0, k_end):
+ * under ATT_EXT none past the block's causal frontier (mb: the mask's
+ * matrix). ATT_KEY_BLOCK: its BR keys from key0 (nkr valid) and the
+ * queries that see them, [q_begin, n_q): under ATT_EXT none before the
+ * first that sees one of these keys. */
+#if ATT_EXT
+#define ATT_KEYS_SEEN const int mb = ATT_MASK_BASE, k_end = min(n_k, max(0, row0 + nr + causal_off))
+#define ATT_QUERIES_SEEN const int mb = ATT_MASK_BASE, q_begin = max(0, key0 - causal_off)
+#else
+#define ATT_KEYS_SEEN const int k_end = n_k
+#define ATT_QUERIES_SEEN const int q_begin = 0
+#endif
+#define ATT_QUERY_BLOCK(BM)                                                                                       \
+    const int bh = att_group_bh(), row0 = att_group_blk(1) * (BM);                                               \
+    const int nr = min((BM), n_q - row0);                                                                        \
+    ATT_KEYS_SEEN
+#define ATT_KEY_BLOCK(BR)                                                                                         \
+    const int bh = att_group_bh(), key0 = att_group_blk(0) * (BR);                                               \
+    const int nkr = min((BR), n_k - key0);                                                                       \
+    ATT_QUERIES_SEEN

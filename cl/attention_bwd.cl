@@ -117,15 +117,8 @@ void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global co
     __local float *Pt = Cs + KV_BC;           /* [KV_BR][KV_PS] P^T */
     __local float *St = Pt + KV_BR * KV_PS;   /* [KV_BR][KV_PS] dS^T */
     const int lid = get_local_id(0), tr = lid / KV_TC, tc = lid % KV_TC;
-    const int bh = att_group_bh(), key0 = att_group_blk(0) * KV_BR;
-    const int nkr = min(KV_BR, n_k - key0);
+    ATT_KEY_BLOCK(KV_BR);
     const int qb = ATT_BASE(q), kb = ATT_BASE(k), vb = ATT_BASE(v), gb = ATT_BASE(d_o);
-#if ATT_EXT
-    /* queries before the first that sees one of these keys are never visited */
-    const int mb = ATT_MASK_BASE, q_begin = max(0, key0 - causal_off);
-#else
-    const int q_begin = 0;
-#endif
     float4 acc_k[KV_RM * ATT_MAXT], acc_v[KV_RM * ATT_MAXT];
 
     att_load(Ks, QS, KV_BR, ATT_DQ, k, kb + key0 * k_sn, k_sn, k_sd, nkr, d, lid, KV_NT);
@@ -223,14 +216,8 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
     __local float *Vs = Ks + QG_BN * QS;      /* [QG_BN][VS] */
     __local float *Ss = Vs + QG_BN * VS;      /* [QG_BM][QG_PS] dS */
     const int lid = get_local_id(0), tr = lid / QG_TC, tc = lid % QG_TC;
-    const int bh = att_group_bh(), row0 = att_group_blk(1) * QG_BM;
-    const int nr = min(QG_BM, n_q - row0);
+    ATT_QUERY_BLOCK(QG_BM);
     const int qb = ATT_BASE(q), kb = ATT_BASE(k), vb = ATT_BASE(v), gb = ATT_BASE(d_o);
-#if ATT_EXT
-    const int mb = ATT_MASK_BASE, k_end = min(n_k, max(0, row0 + nr + causal_off)); /* as attn_fwd's */
-#else
-    const int k_end = n_k;
-#endif
     float lrow[QG_RM], drow[QG_RM], crow[QG_RM];
     float4 acc[QG_RM * ATT_MAXT];
 

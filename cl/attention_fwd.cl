@@ -101,15 +101,8 @@ void attn_fwd(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float *ls
     __local float *Ps = Vs + FW_BN * VS;      /* [FW_BM][FW_PS] probabilities */
     __local float *Os = Qs;                   /* [FW_BM][VS] output staging */
     const int lid = get_local_id(0), tr = lid / FW_TC, tc = lid % FW_TC;
-    const int bh = att_group_bh(), row0 = att_group_blk(1) * FW_BM;
-    const int nr = min(FW_BM, n_q - row0);
+    ATT_QUERY_BLOCK(FW_BM);
     const int qb = ATT_BASE(q), kb = ATT_BASE(k), vb = ATT_BASE(v), ob = ATT_BASE(o);
-#if ATT_EXT
-    /* keys past the block's causal frontier are never visited */
-    const int mb = ATT_MASK_BASE, k_end = min(n_k, max(0, row0 + nr + causal_off));
-#else
-    const int k_end = n_k;
-#endif
     float m[FW_RM], l[FW_RM];
     float4 acc[FW_RM * ATT_MAXT];
 

@@ -299,14 +299,8 @@ void attn_fwd_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float 
     __local float *Vs = Ks + TF_BN * QS;   /* [TF_BN][VS] */
     __local float *Qs = lds, *Os = lds;    /* [TF_BM][QS] Q staging, [TF_BM][VS] output staging */
     const int lid = get_local_id(0), lane = lid & 31, w0 = 16 * (lid >> 5), r = lane >> 2, c = lane & 3;
-    const int bh = att_group_bh(), row0 = att_group_blk(1) * TF_BM;
-    const int nr = min(TF_BM, n_q - row0);
+    ATT_QUERY_BLOCK(TF_BM);
     const int qb = ATT_BASE(q), kb = ATT_BASE(k), vb = ATT_BASE(v), ob = ATT_BASE(o);
-#if ATT_EXT
-    const int mb = ATT_MASK_BASE, k_end = min(n_k, max(0, row0 + nr + causal_off));
-#else
-    const int k_end = n_k;
-#endif
     uint qa[TC_KQ][4];
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[4 * TC_KV];
 
@@ -420,14 +414,8 @@ void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global
     __local float *Cs = Ds + TK_BC;         /* [TK_BC] corr */
     __local float *Ks = lds, *Vs = lds + TK_BR * QS; /* K, V staging; then dK, dV */
     const int lid = get_local_id(0), lane = lid & 31, w0 = 16 * (lid >> 5), r = lane >> 2, c = lane & 3;
-    const int bh = att_group_bh(), key0 = att_group_blk(0) * TK_BR;
-    const int nkr = min(TK_BR, n_k - key0);
+    ATT_KEY_BLOCK(TK_BR);
     const int qb = ATT_BASE(q), kb = ATT_BASE(k), vb = ATT_BASE(v), gb = ATT_BASE(d_o);
-#if ATT_EXT
-    const int mb = ATT_MASK_BASE, q_begin = max(0, key0 - causal_off);
-#else
-    const int q_begin = 0;
-#endif
     uint ka[TC_KQ][4], va[TC_KV][4];
     float acc_k[4 * TC_KQ], acc_v[4 * TC_KV];
 
@@ -519,14 +507,8 @@ void attn_bwd_dq_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global c
     __local float *Vs = Ks + TQ_BN * QS;  /* [TQ_BN][VS] */
     __local float *Qs = lds, *Gs = lds + TQ_BM * QS; /* Q, dO staging; then dQ */
     const int lid = get_local_id(0), lane = lid & 31, w0 = 16 * (lid >> 5), r = lane >> 2, c = lane & 3;
-    const int bh = att_group_bh(), row0 = att_group_blk(1) * TQ_BM;
-    const int nr = min(TQ_BM, n_q - row0);
+    ATT_QUERY_BLOCK(TQ_BM);
     const int qb = ATT_BASE(q), kb = ATT_BASE(k), vb = ATT_BASE(v), gb = ATT_BASE(d_o);
-#if ATT_EXT
-    const int mb = ATT_MASK_BASE, k_end = min(n_k, max(0, row0 + nr + causal_off)); /* as attn_fwd's */
-#else
-    const int k_end = n_k;
-#endif
     uint qa[TC_KQ][4], ga[TC_KV][4];
     float lrow[2], drow[2], crow[2], acc[4 * TC_KQ];
 
