@@ -49,16 +49,34 @@ const char *teeny__kernel_source(const char *family, size_t *len)
     return NULL;
 }
 
-/* common.cl followed by <family>.cl, from TEENY_KERNEL_DIR when set. */
+/* The program families built from several cl/ files: common.cl, then
+ * these parts in order, each after a newline (a cut at a blank line keeps
+ * the bytes the compiler sees); a family not listed is <family>.cl alone. */
+#define MAX_PARTS 6 /* common.cl and up to five */
+static const struct {
+    const char *family;
+    const char *parts[MAX_PARTS - 1];
+} program_parts[] = {
+    {"attention", {"attention", "attention_fwd", "attention_bwd", "attention_tf32", "attention_cpu"}},
+    {"batchnorm", {"batchnorm", "batchnorm_bwd", "batchnorm_cpu"}},
+};
+
+/* The family's program: its parts joined, each from TEENY_KERNEL_DIR when
+ * set (<part>.cl there), else embedded. */
 static teeny_status program_source(teeny_ctx *ctx, const char *family, char **out)
 {
     const char *dir = getenv("TEENY_KERNEL_DIR");
-    const char *parts[2] = {"common", family};
-    char *text[2] = {NULL, NULL};
-    size_t lens[2] = {0, 0};
+    const char *parts[MAX_PARTS] = {"common", family};
+    char *text[MAX_PARTS] = {NULL};
+    size_t lens[MAX_PARTS] = {0}, total = 0;
+    int n = 2;
     teeny_status st = TEENY_OK;
 
-    for (int i = 0; i < 2; i++) {
+    for (size_t f = 0; f < sizeof program_parts / sizeof program_parts[0]; f++)
+        if (!strcmp(program_parts[f].family, family))
+            for (n = 1; n < MAX_PARTS && program_parts[f].parts[n - 1]; n++)
+                parts[n] = program_parts[f].parts[n - 1];
+    for (int i = 0; i < n; i++) {
         if (dir && *dir) {
             char path[4096], why[256];
             snprintf(path, sizeof path, "%s/%s.cl", dir, parts[i]);
@@ -71,7 +89,8 @@ static teeny_status program_source(teeny_ctx *ctx, const char *family, char **ou
         } else {
             const char *src = teeny__kernel_source(parts[i], &lens[i]);
             if (!src) {
-                st = teeny__error(ctx, TEENY_ERR_STATE, "no embedded kernel source for family \"%s\"", parts[i]);
+                st = teeny__error(ctx, TEENY_ERR_STATE, "no embedded kernel source %s.cl (family \"%s\")", parts[i],
+                                  family);
                 goto cleanup;
             }
             text[i] = teeny__malloc(lens[i] + 1);
@@ -81,18 +100,21 @@ static teeny_status program_source(teeny_ctx *ctx, const char *family, char **ou
             }
             memcpy(text[i], src, lens[i] + 1);
         }
+        total += lens[i] + 1;
     }
-    *out = teeny__malloc(lens[0] + lens[1] + 2);
-    if (!*out) {
+    if (!(*out = teeny__malloc(total))) {
         st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory joining kernel sources");
         goto cleanup;
     }
-    memcpy(*out, text[0], lens[0]);
-    (*out)[lens[0]] = '\n';
-    memcpy(*out + lens[0] + 1, text[1], lens[1] + 1);
+    total = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(*out + total, text[i], lens[i]);
+        total += lens[i];
+        (*out)[total++] = i + 1 < n ? '\n' : '\0';
+    }
 cleanup:
-    teeny__free(text[0]);
-    teeny__free(text[1]);
+    for (int i = 0; i < n; i++)
+        teeny__free(text[i]);
     return st;
 }
 

@@ -99,8 +99,8 @@ static teeny_status launch_tiled(teeny_ctx *ctx, const att_plan *pl, const char 
  * limits the loop trips of a work-item (teeny__loop_budget) the loop is
  * split into launches of at most that many trips each. */
 
-#define ATT_CPU_KB 8     /* ATT_KB of cl/attention.cl: keys per block */
-#define ATT_SEG_FIRST 1  /* as cl/attention.cl */
+#define ATT_CPU_KB 8     /* ATT_KB of cl/attention_cpu.cl: keys per block */
+#define ATT_SEG_FIRST 1  /* as cl/attention_bwd.cl */
 #define ATT_SEG_LAST 2
 
 typedef struct {
@@ -203,7 +203,7 @@ static teeny_status launch_cpu(teeny_ctx *ctx, const att_plan *pl, const char *n
 }
 
 /* attn_bwd_prep: Di into di and each row's correction to lse into corr
- * (cl/attention.cl: rows whose lse lost log(l) walk their keys again).
+ * (cl/attention_bwd.cl: rows whose lse lost log(l) walk their keys again).
  * An item's loop trips: Di's dv + 1, then the head dim's d + 1 and one
  * more per key; where the device's loop budget ends that, the keys are
  * split into launches evened out (the running max and sum in workspace of

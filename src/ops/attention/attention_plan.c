@@ -55,7 +55,7 @@ static int bucket(int d)
 }
 
 /* Local memory (bytes) of each kernel for a tile; mirrors FW_LDS, KV_LDS,
- * QG_LDS in cl/attention.cl. */
+ * QG_LDS in cl/attention_fwd.cl and cl/attention_bwd.cl. */
 static size_t lds_fw(const att_plan *p, att_tile t)
 {
     size_t qs = (size_t)p->dq + 4, vs = (size_t)p->dv + 4, bm = (size_t)t.tr * t.rm, bn = (size_t)t.tc * t.sc;
@@ -307,7 +307,7 @@ static teeny_status plan_fit(teeny_ctx *ctx, att_plan *p, int backward)
 /* ---- tf32 ---- */
 
 /* Local memory (bytes) of the tf32 kernels; mirrors TF_LDS, TK_LDS,
- * TQ_LDS in cl/attention.cl, and the emulated mma's exchange (6 words an
+ * TQ_LDS in cl/attention_tf32.cl, and the emulated mma's exchange (6 words an
  * item of w warps). */
 static size_t lds_max(const att_plan *p, size_t a, size_t b, int w)
 {
