@@ -1,6 +1,6 @@
 /*
  * conv2d_dx.cl -- the input gradient of a convolution with 1-4 input
- * channels per group, computed directly (src/ops/conv2d_dx.c plans it):
+ * channels per group, computed directly (src/ops/conv2d/dx_direct.c plans it):
  * the 7x7 stem's dx as an implicit GEMM would have 3 columns. A program of
  * its own, apart from conv2d.cl's GEMMs and depthwise kernels, because its
  * compile-time shape (DX_CI, DX_R, DX_TAPS) follows the convolution: each

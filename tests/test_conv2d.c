@@ -635,7 +635,7 @@ START_TEST(test_conv2d_depthwise_dx_route)
 }
 END_TEST
 
-/* dwconv_fwd's strips (cl/conv2d.cl): planes of 56, 28, 14 and 7 rows
+/* dwconv_fwd's strips (cl/conv2d_dw.cl): planes of 56, 28, 14 and 7 rows
  * (strips of 8 and 7 rows), a row count no strip height divides (17: 6, 6,
  * 5), one-row planes, planes far smaller than a work-group (several per
  * group), multipliers 2 and 4, stride 2 and dilation; the 3x3 path
@@ -777,7 +777,7 @@ START_TEST(test_conv2d_depthwise_cols)
 }
 END_TEST
 
-/* dwconv_dw's 3x3 path (dw_dw_rows3, cl/conv2d.cl: column strips of
+/* dwconv_dw's 3x3 path (dw_dw_rows3, cl/conv2d_dw.cl: column strips of
  * DW_ROWS rows with a sliding 3 x 3 window): chunks of positions that end
  * mid-row (1 channel: the work is split over partials, which
  * conv_reduce_parts sums; rows of 61 and 41, so no chunk ends on a row

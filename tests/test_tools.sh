@@ -272,6 +272,12 @@ has_err run-not-onnx 'README.md: not an ONNX model (protobuf parse failed: '
 run info-not-onnx 1 "$info" --onnx README.md
 has_err info-not-onnx 'not an ONNX model (protobuf parse failed: '
 
+# -- --list-ops: the importer's registry, one op a line, the count at the end
+run info-list-ops 0 "$info" --list-ops
+has_match info-list-ops '^Conv +[0-9]+\.\.[0-9]+$'
+ops=$(grep -Ec '^[A-Za-z]+ +[0-9]+\.\.[0-9]+$' "$tmp/info-list-ops.out")
+has_match info-list-ops "^$ops ops \\(domain"
+
 # -- the inputs and outputs: declared (symbolic dimensions by name), and at the batch
 run info-onnx-io 0 "$info" --onnx tests/onnx/io_names.onnx
 has_line info-onnx-io 'input   img          float  [batch, 3, 4, 4]'

@@ -19,6 +19,7 @@
  *        teeny-info --check [SPEC] [--timeout SECONDS] [--only FAMILY,...]
  *        teeny-info --onnx MODEL.onnx [--device SPEC]   (the declared inputs and
  *            outputs, then each node: supported, or why not)
+ *        teeny-info --list-ops   (the ONNX ops the importer takes, and their opsets)
  * --help and --version, and the command-line errors, as every teenycl
  * program has them (tools/cli.h). A malformed --timeout (not a whole
  * decimal number in 1..86400, tools/args.h) or a name in --only that is
@@ -124,7 +125,25 @@ static int onnx_report(const char *path, const char *spec)
     return st == TEENY_OK ? 0 : 1;
 }
 
-enum { O_DEVICE, O_NO_SELF_TEST, O_CHECK, O_TIMEOUT, O_ONLY, O_ONNX, O_COUNT };
+/* --list-ops: the importer's registry (src/onnx/ops.def), one op a line with its opsets. */
+static int list_onnx_ops(void)
+{
+    int n = teeny_onnx_op_count();
+    printf("%-28s %s\n", "ONNX op", "opsets");
+    for (int i = 0; i < n; i++) {
+        const char *op;
+        int since, until;
+        if (teeny_onnx_op_info(i, &op, &since, &until) != TEENY_OK) {
+            fprintf(stderr, "teeny-info: %s\n", teeny_last_error(NULL));
+            return 1;
+        }
+        printf("%-28s %d..%d\n", op, since, until);
+    }
+    printf("%d ops (domain \"\" or \"ai.onnx\")\n", n);
+    return 0;
+}
+
+enum { O_DEVICE, O_NO_SELF_TEST, O_CHECK, O_TIMEOUT, O_ONLY, O_ONNX, O_LIST_OPS, O_COUNT };
 
 static const cli_opt OPTS[] = {
     [O_DEVICE] = {"--device", "SPEC", "the device to self-test (and for --onnx): cpu, gpu, pocl, nvidia, P:D,\n"
@@ -139,6 +158,7 @@ static const cli_opt OPTS[] = {
     [O_ONNX] = {"--onnx", "MODEL.onnx", "list the model's declared inputs and outputs (symbolic dimensions by\n"
                                         "name), then each node: supported by the importer, or why not;\n"
                                         "exit status 1 if any is not"},
+    [O_LIST_OPS] = {"--list-ops", NULL, "list the ONNX ops the importer takes, with the opsets of each"},
     [O_COUNT] = {NULL, NULL, NULL},
 };
 
@@ -146,7 +166,8 @@ static const cli_spec SPEC = {
     "teeny-info",
     "[--device SPEC] [--no-self-test]\n"
     "--check [SPEC] [--timeout SECONDS] [--only FAMILY,...]\n"
-    "--onnx MODEL.onnx [--device SPEC]",
+    "--onnx MODEL.onnx [--device SPEC]\n"
+    "--list-ops",
     "List the OpenCL platforms and devices with the capabilities teenycl uses, mark the\n"
     "default device and self-test it (build and run one kernel); or qualify a device\n"
     "(--check); or say what of an ONNX model the importer takes (--onnx).",
@@ -191,6 +212,8 @@ int main(int argc, char **argv)
         case O_ONNX:
             onnx = v;
             break;
+        case O_LIST_OPS:
+            return list_onnx_ops();
         default:
             snprintf(what, sizeof what, "unexpected argument \"%.200s\"", v);
             return cli_fail(&SPEC, what);

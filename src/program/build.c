@@ -52,13 +52,14 @@ const char *teeny__kernel_source(const char *family, size_t *len)
 /* The program families built from several cl/ files: common.cl, then
  * these parts in order, each after a newline (a cut at a blank line keeps
  * the bytes the compiler sees); a family not listed is <family>.cl alone. */
-#define MAX_PARTS 6 /* common.cl and up to five */
+#define MAX_PARTS 8 /* common.cl and up to seven */
 static const struct {
     const char *family;
     const char *parts[MAX_PARTS - 1];
 } program_parts[] = {
     {"attention", {"attention", "attention_fwd", "attention_bwd", "attention_tf32", "attention_cpu"}},
     {"batchnorm", {"batchnorm", "batchnorm_bwd", "batchnorm_cpu"}},
+    {"conv2d", {"conv2d", "conv2d_gemm", "conv2d_gemm_cpu", "conv2d_dw", "conv2d_dwb", "conv2d_dw_cpu", "conv2d_reduce"}},
 };
 
 /* The family's program: its parts joined, each from TEENY_KERNEL_DIR when

@@ -5,7 +5,7 @@
  * Forward (with the fused inference epilogue act(conv * scale + shift)),
  * backward (dx, dweight, dbias, each optional) and shape inference.
  *
- * Routes (kernels in cl/conv2d.cl; route.c says which a pass takes):
+ * Routes (kernels in the conv2d program, cl/conv2d.cl and its parts; route.c says which a pass takes):
  *   - gemm.c: implicit GEMM (conv_gemm_gather) for the general case, the
  *     plain GEMM (conv_gemm_1x1) for 1x1 stride-1 unpadded convolutions,
  *     conv_gemm_cpu on the CPU tunings; the route every pass can take;

@@ -70,7 +70,7 @@ typedef struct {
     int bias_off, scale_off, shift_off, epi, act;
 } dw_epilogue;
 
-#define TEENY__DWB_ROWS 4 /* output rows per dwconv_bwd3 item: cl/conv2d.cl's DWB_ROWS */
+#define TEENY__DWB_ROWS 4 /* output rows per dwconv_bwd3 item: cl/conv2d_dwb.cl's DWB_ROWS */
 
 /* ---- the weight and bias gradients' plan (weight_grad.c) ---- */
 

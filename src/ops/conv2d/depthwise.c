@@ -26,7 +26,7 @@
 
 #include "conv2d_internal.h"
 
-/* DW_CPU_COLS of cl/conv2d.cl: columns a depthwise CPU item holds at once. */
+/* DW_CPU_COLS of cl/conv2d_dw_cpu.cl: columns a depthwise CPU item holds at once. */
 #define DW_CPU_COLS 64
 
 /* The depthwise kernels' CPU twins (dwconv_*_cpu) rather than the
@@ -42,7 +42,7 @@ int teeny__conv_use_depthwise(const teeny_ctx *ctx, const conv_tuning *tu, const
 }
 
 /* The depthwise kernels' geometry as one int16 argument, in the order
- * cl/conv2d.cl's DW_GEOMETRY names it. */
+ * cl/conv2d_dw.cl's DW_GEOMETRY names it. */
 static cl_int16 dw_geometry(const conv_geom *g)
 {
     cl_int16 v = {{g->B, g->Cin, g->H, g->W, g->Cog, g->OH, g->OW, g->KH, g->KW, g->sh, g->sw, g->ph, g->pw, g->dh,
@@ -102,7 +102,7 @@ int teeny__conv_dw_plan_dx(const teeny_ctx *ctx, const conv_tuning *tu, const co
     for (;;) {
         int64_t ph = ((int64_t)pl->TH - 1 + (int64_t)(g->KH - 1) * g->dh) / g->sh + 2;
         int64_t pw = ((int64_t)pl->TW - 1 + (int64_t)(g->KW - 1) * g->dw) / g->sw + 2;
-        /* every output channel's dy patch and taps at once (cl/conv2d.cl) */
+        /* every output channel's dy patch and taps at once (cl/conv2d_dw.cl) */
         int64_t bytes = (ph * pw + (int64_t)g->KH * g->KW) * g->Cog * (int64_t)sizeof(float);
         if (ph * pw * g->Cog <= INT32_MAX && bytes <= (int64_t)teeny__conv_local_budget(ctx)) {
             pl->PH = (int)ph;
@@ -220,7 +220,7 @@ int64_t teeny__conv_dw_rounds_max(const conv_tuning *tu, const conv_geom *g, int
     return left < tu->dw_taps + 2 ? 0 : left / (tu->dw_taps + 2);
 }
 
-/* dwconv_bwd3 (DWB_ROWS rows of 4 columns an item, cl/conv2d.cl): the
+/* dwconv_bwd3 (DWB_ROWS rows of 4 columns an item, cl/conv2d_dwb.cl): the
  * clears and loads of its 9 sums and taps (10 each), the column mask (7),
  * two windows (DWB_ROWS + 3 rows each, rows of 6 + 1), the input
  * gradient's rows (DWB_ROWS + 1: columns 4 + 1 of 9 + 1 taps, stores

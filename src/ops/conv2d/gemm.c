@@ -158,7 +158,7 @@ int teeny__conv_pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M
 }
 
 /* A tile's options, and -DCONV_PHASES for a launch of several stride
- * phases (cl/conv2d.cl: only that program has the phase search). */
+ * phases (cl/conv2d_gemm.cl: only that program has the phase search). */
 static void gemm_options(const teeny_ctx *ctx, const conv_tuning *tu, int tile, int phases, char *buf, size_t cap)
 {
     teeny__conv_tile_options(ctx, tu, tile, buf, cap);

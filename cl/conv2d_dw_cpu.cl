@@ -1,0 +1,132 @@
+/*
+ * conv2d_dw_cpu.cl -- the depthwise kernels' CPU variants (dwconv_*_cpu).
+ * The conv2d program's sixth part, after conv2d_dwb.cl.
+ */
+/* ---- depthwise, CPU variants (TEENY_VARIANT_CPU, src/tune) ----
+ * No local memory and no barrier (a CPU runs a work-group's items as a
+ * loop, split at each barrier). An item owns whole output rows and
+ * accumulates DW_CPU_COLS columns at a time in a private array; per tap
+ * the innermost loop runs along the row (contiguous for stride 1, so the
+ * compiler vectorizes it). Per output the taps are summed in the order of
+ * the portable kernels. Grid (ceil(rows / rows_per), channels, B);
+ * rows_per is the last argument. */
+#define DW_CPU_COLS 64
+
+/* The first o >= 0 with o*s - a >= 0, and one past the last with o*s - a
+ * <= lim - 1 (s > 0): the outputs whose input o*s - a lies in [0, lim). */
+TEENY_INLINE int dw_lo(int a, int s)
+{
+    return a <= 0 ? 0 : s == 1 ? a : (a + s - 1) / s; /* no division at stride 1 */
+}
+
+TEENY_INLINE int dw_hi(int a, int s, int lim)
+{
+    return lim - 1 + a < 0 ? 0 : s == 1 ? lim + a : (lim - 1 + a) / s + 1;
+}
+
+/* Item (rb, co, b): output rows [rb*rows_per, +rows_per) of y[b, co]. */
+__kernel void dwconv_fwd_cpu(__global const float *restrict x, int x_off, __global const float *restrict w, int w_off,
+                             __global float *restrict y, int y_off, int16 geo, __global const float *bias,
+                             int bias_off, __global const float *scale, int scale_off, __global const float *shift,
+                             int shift_off, int epi, int act, int rows_per)
+{
+    DW_GEOMETRY(geo);
+    const int rb = get_global_id(0), co = get_global_id(1), b = get_global_id(2), Cout = Cin * mult;
+    if (co >= Cout || b >= B || rb * rows_per >= OH)
+        return;
+    const float2 e = conv_epilogue(epi, co, bias, bias_off, scale, scale_off, shift, shift_off);
+    const float sc = e.x, sh = e.y;
+    __global const float *xc = x + x_off + (b * Cin + co / mult) * H * W, *wc = w + w_off + co * KH * KW;
+    __global float *yc = y + y_off + (b * Cout + co) * OH * OW;
+    const int oh_end = min(OH, rb * rows_per + rows_per);
+    for (int oh = rb * rows_per; oh < oh_end; oh++)
+        for (int ow0 = 0; ow0 < OW; ow0 += DW_CPU_COLS) {
+            const int n = min(DW_CPU_COLS, OW - ow0);
+            float acc[DW_CPU_COLS];
+            for (int j = 0; j < n; j++)
+                acc[j] = 0.0f;
+            for (int kh = 0; kh < KH; kh++) {
+                const int ih = oh * s_h - p_h + kh * d_h;
+                if ((uint)ih >= (uint)H)
+                    continue;
+                __global const float *xr = xc + ih * W;
+                for (int kw = 0; kw < KW; kw++) {
+                    const int a = p_w - kw * d_w, lo = max(ow0, dw_lo(a, s_w)), hi = min(ow0 + n, dw_hi(a, s_w, W));
+                    const float wv = wc[kh * KW + kw];
+                    for (int ow = lo; ow < hi; ow++)
+                        acc[ow - ow0] = TEENY_MAD(xr[ow * s_w - a], wv, acc[ow - ow0]);
+                }
+            }
+            for (int j = 0; j < n; j++)
+                yc[oh * OW + ow0 + j] = conv_act(act, acc[j] * sc + sh);
+        }
+}
+
+/* Item (rb, ci, b): input rows [rb*rows_per, +rows_per) of dx[b, ci], the
+ * sum over ci's mult output channels and the taps that reach each column. */
+__kernel void dwconv_dx_cpu(__global const float *restrict dy, int dy_off, __global const float *restrict w, int w_off,
+                            __global float *restrict dx, int dx_off, int16 geo, int rows_per)
+{
+    DW_GEOMETRY(geo);
+    const int rb = get_global_id(0), ci = get_global_id(1), b = get_global_id(2), Cout = Cin * mult;
+    if (ci >= Cin || b >= B || rb * rows_per >= H)
+        return;
+    const int ih_end = min(H, rb * rows_per + rows_per);
+    for (int ih = rb * rows_per; ih < ih_end; ih++)
+        for (int iw0 = 0; iw0 < W; iw0 += DW_CPU_COLS) {
+            const int n = min(DW_CPU_COLS, W - iw0);
+            float acc[DW_CPU_COLS];
+            for (int j = 0; j < n; j++)
+                acc[j] = 0.0f;
+            for (int m = 0; m < mult; m++) {
+                const int co = ci * mult + m;
+                __global const float *gc = dy + dy_off + (b * Cout + co) * OH * OW, *wc = w + w_off + co * KH * KW;
+                for (int kh = 0; kh < KH; kh++) {
+                    const int t = ih + p_h - kh * d_h, oh = t / s_h;
+                    if (t < 0 || oh * s_h != t || oh >= OH)
+                        continue;
+                    __global const float *gr = gc + oh * OW;
+                    for (int kw = 0; kw < KW; kw++) {
+                        /* column iw = ow*s_w - (p_w - kw*d_w) of this chunk, for ow in [0, OW) */
+                        const int a = p_w - kw * d_w + iw0, lo = dw_lo(a, s_w), hi = min(OW, dw_hi(a, s_w, n));
+                        const float wv = wc[kh * KW + kw];
+                        for (int ow = lo; ow < hi; ow++)
+                            acc[ow * s_w - a] = TEENY_MAD(gr[ow], wv, acc[ow * s_w - a]);
+                    }
+                }
+            }
+            for (int j = 0; j < n; j++)
+                dx[dx_off + ((b * Cin + ci) * H + ih) * W + iw0 + j] = acc[j];
+        }
+}
+
+/* Item (tap, co, z): the sum over rows (b, oh) in [z*rows_chunk,
+ * + rows_chunk) of B*OH, in order, of each row's sum over ow of
+ * dy[b, co, oh, ow] * x[b, co / mult, oh*s_h - p_h + kh*d_h, ow*s_w - p_w + kw*d_w],
+ * to dw[dw_off + z*out_zstride + co*KH*KW + tap]: dw[co, tap] itself when
+ * one chunk holds every row, else partials for conv_reduce_parts (where a
+ * device limits a work-item's loop trips, conv2d_plan.c). */
+__kernel void dwconv_dw_cpu(__global const float *restrict x, int x_off, __global const float *restrict dy, int dy_off,
+                            __global float *restrict dw, int dw_off, int16 geo, int rows_chunk, int out_zstride)
+{
+    DW_GEOMETRY(geo);
+    const int tap = get_global_id(0), co = get_global_id(1), z = get_global_id(2), Cout = Cin * mult;
+    if (tap >= KH * KW || co >= Cout)
+        return;
+    const int kh = tap / KW, kw = tap - kh * KW, a = p_w - kw * d_w;
+    const int lo = dw_lo(a, s_w), hi = min(OW, dw_hi(a, s_w, W));
+    const int r_end = min(B * OH, z * rows_chunk + rows_chunk);
+    float s = 0.0f;
+    for (int row = z * rows_chunk; row < r_end; row++) {
+        const int b = row / OH, oh = row - b * OH, ih = oh * s_h - p_h + kh * d_h;
+        if ((uint)ih >= (uint)H)
+            continue;
+        __global const float *xc = x + x_off + (b * Cin + co / mult) * H * W;
+        __global const float *gc = dy + dy_off + (b * Cout + co) * OH * OW;
+        float r = 0.0f;
+        for (int ow = lo; ow < hi; ow++)
+            r = TEENY_MAD(gc[oh * OW + ow], xc[ih * W + ow * s_w - a], r);
+        s += r;
+    }
+    dw[dw_off + z * out_zstride + co * KH * KW + tap] = s;
+}
