@@ -13,9 +13,9 @@
 # A file's folder is the first directory under src/ (src/ops/conv2d/gemm.c
 # is in ops), or tools.
 #
-# The MPI layer (src/mpi/, src/dist/ before the rename) is checked in every
-# build: its objects need mpi.h, so make gauges (part of make test) builds
-# them whenever mpicc exists. The rule: when mpicc ($MPICC, default mpicc)
+# The MPI layer (src/mpi/) is checked in every build: its objects need
+# mpi.h, so make gauges (part of make test) builds them whenever mpicc
+# exists. The rule: when mpicc ($MPICC, default mpicc)
 # exists, a missing MPI object fails like any other; when it does not, the
 # MPI layer is reported as NOT CHECKED (never as passed) and the rest is
 # checked (tools/install-deps.sh test installs Open MPI).
@@ -30,12 +30,10 @@ set -eu
 export LC_ALL=C
 
 # The layers, top to bottom (ARCHITECTURE.md's diagram): a file may call
-# files of its own layer and of the layers below it, never above. Names on
-# one line are one layer: mpi and dist are the MPI layer's folder after
-# and before its rename.
+# files of its own layer and of the layers below it, never above.
 LAYERS='
 tools
-mpi dist
+mpi
 onnx
 io
 graph
@@ -73,7 +71,7 @@ mpi_missing=0
 : >"$tmp/files"
 for f in $(find src tools -name '*.c' 2>/dev/null | sort); do
     o=$build/${f%.c}.o
-    case $f in src/mpi/* | src/dist/*) mpi=1 ;; *) mpi=0 ;; esac
+    case $f in src/mpi/*) mpi=1 ;; *) mpi=0 ;; esac
     if [ -f "$o" ]; then
         echo "$f $o" >>"$tmp/files"
     elif [ "$mpi" = 1 ] && ! command -v "${MPICC:-mpicc}" >/dev/null 2>&1; then
@@ -86,7 +84,7 @@ for f in $(find src tools -name '*.c' 2>/dev/null | sort); do
 done
 [ -s "$tmp/files" ] || { echo "check-layers: no objects under $build (run make first)" >&2; exit 2; }
 if [ "$mpi_missing" = 1 ]; then
-    echo "check-layers: NOT CHECKED: the MPI layer (src/mpi or src/dist): mpicc is missing, so it has no objects" \
+    echo "check-layers: NOT CHECKED: the MPI layer (src/mpi): mpicc is missing, so it has no objects" \
          "(sh tools/install-deps.sh test installs Open MPI)"
 fi
 
