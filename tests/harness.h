@@ -2,7 +2,7 @@
  * harness.h -- what every test file shares: the shared test context, a
  * seeded generator, the one error measure, NaN poisoning and tensor
  * helpers. Tests link the static library, so they may also use the
- * internal call-counting and fault layer (src/clwrap.h).
+ * internal call-counting and fault layer (src/core/clwrap.h).
  *
  * Error measure (used everywhere): normalized RMS
  *     nrms(out, ref) = ||out - ref||_2 / max(||ref||_2, 1e-6 * sqrt(n))

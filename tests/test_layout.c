@@ -1,5 +1,5 @@
 /*
- * test_layout.c -- group A's layout ops (src/ops/layout.c): transpose,
+ * test_layout.c -- the layout ops (src/ops/layout/layout.c): transpose,
  * slice (ONNX clamping, negative steps), pad (negative pads crop), expand,
  * gather and concatenation/split along any axis, forward and backward
  * against float64 source-map references (tests/ref/layout_ref.c) over

@@ -1,5 +1,5 @@
 /*
- * test_matmul.c -- the batched, broadcasting matmul (src/ops/matmul.c's
+ * test_matmul.c -- the batched, broadcasting matmul (src/ops/linear/matmul.c's
  * op on the linear layer's GEMM kernel) against the float64
  * reference: seeded sweeps over batch ranks 0..3, broadcast patterns and
  * sizes that divide no tile (views at odd offsets), every subset of

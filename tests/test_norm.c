@@ -1,6 +1,6 @@
 /*
  * test_norm.c -- softmax / log-softmax along any axis and layer norm over
- * trailing axes (src/ops/norm.c) against float64 references: seeded
+ * trailing axes (src/ops/norm/norm.c) against float64 references: seeded
  * sweeps of ranks 1..5 (views at odd offsets), the references' gradients
  * by central differences, a training graph through both, the loop-budget
  * refusal, determinism and the error paths; softmax's masked_zero option

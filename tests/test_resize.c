@@ -1,6 +1,6 @@
 /*
- * test_resize.c -- resize over H, W (src/ops/resize.c): seeded sweeps over
- * both modes, every coordinate and rounding mode, up- and down-sampling,
+ * test_resize.c -- resize over H, W (src/ops/layout/resize.c): seeded
+ * sweeps over both modes, every coordinate and rounding mode, up- and down-sampling,
  * sizes alone or with a float scale (integer, non-integer, independent of
  * the sizes), views at odd offsets; forward and backward against the
  * float64 reference (tests/ref/resize_ref.c; nearest bit-exact), the

@@ -1,8 +1,8 @@
 /*
- * test_strided.c -- group A's broadcasting binary ops and reductions
- * (src/ops/strided.c) against the float64 reference: seeded sweeps over
- * ranks 1..5 and broadcast patterns (views at odd offsets), gradients
- * through the reference checked by central differences, determinism,
+ * test_strided.c -- the broadcasting binary ops and reductions
+ * (src/ops/elementwise/strided.c) against the float64 reference: seeded
+ * sweeps over ranks 1..5 and broadcast patterns (views at odd offsets),
+ * gradients through the reference checked by central differences, determinism,
  * the loop-budget split of long sums, a graph with a constant operand,
  * and every error path.
  */

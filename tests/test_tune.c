@@ -385,10 +385,10 @@ START_TEST(test_tune_env_accepted)
 END_TEST
 
 /* Issue 21 item 11: TEENY_ATTN_NT=4 TEENY_ATTN_RM=8 TEENY_ATTN_BN=128, all
- * in range, ended in "internal invariant failed (src/ops/attention.c)" for
- * head dims that need more than 4 thread columns; the tiles now take the
- * columns the head dims need. (test_attention_small_threads checks the
- * values against the reference.) */
+ * in range, ended in "internal invariant failed (src/ops/attention.c)"
+ * (now src/ops/attention/) for head dims that need more than 4 thread
+ * columns; the tiles now take the columns the head dims need.
+ * (test_attention_small_threads checks the values against the reference.) */
 START_TEST(test_tune_env_attention_small_threads)
 {
     teeny_ctx *ctx = NULL;
