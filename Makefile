@@ -340,7 +340,7 @@ check-oclgrind:
 # The portability matrix: the conformance suite (own and generic tuning)
 # and the examples on host PoCL, Mesa rusticl/llvmpipe and PoCL 6.0 in a
 # Debian 13 chroot cached in MATRIX_CACHE (tools/check-matrix.sh; root).
-# MATRIX_LEGS="pocl rusticl" picks legs.
+# MATRIX_LEGS="pocl rusticl" picks legs (CI: "rusticl trixie dist", .ci/run).
 MATRIX_LEGS ?=
 check-matrix:
 	BUILD=$(BUILD) bash tools/check-matrix.sh $(MATRIX_LEGS)
