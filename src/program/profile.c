@@ -29,7 +29,47 @@ cleanup:
     return st;
 }
 
-/* Keep one more event: grow both arrays, leaving room for the next so
+/* The profile's parallel arrays, one entry per kept launch: its event,
+ * kernel name, graph node (a copy) and work-items. */
+#define PROF_ARRAYS 4
+
+static void profile_arrays(teeny__program_state *s, void **arrays[PROF_ARRAYS], size_t sizes[PROF_ARRAYS])
+{
+    arrays[0] = (void **)&s->prof_events;
+    arrays[1] = (void **)&s->prof_names;
+    arrays[2] = (void **)&s->prof_nodes;
+    arrays[3] = (void **)&s->prof_items;
+    sizes[0] = sizeof *s->prof_events;
+    sizes[1] = sizeof *s->prof_names;
+    sizes[2] = sizeof *s->prof_nodes;
+    sizes[3] = sizeof *s->prof_items;
+}
+
+/* Every array at cap entries (0: freed), the first prof_count kept; 0,
+ * with nothing changed, when out of host memory. */
+static int profile_resize(teeny_ctx *ctx, int cap)
+{
+    teeny__program_state *s = &ctx->prog;
+    void **arrays[PROF_ARRAYS], *fresh[PROF_ARRAYS] = {NULL};
+    size_t sizes[PROF_ARRAYS];
+    profile_arrays(s, arrays, sizes);
+    for (int i = 0; i < PROF_ARRAYS && cap; i++)
+        if (!(fresh[i] = teeny__calloc((size_t)cap, sizes[i]))) {
+            for (int j = 0; j < i; j++)
+                teeny__free(fresh[j]);
+            return 0;
+        }
+    for (int i = 0; i < PROF_ARRAYS; i++) {
+        if (fresh[i] && *arrays[i])
+            memcpy(fresh[i], *arrays[i], (size_t)s->prof_count * sizes[i]);
+        teeny__free(*arrays[i]);
+        *arrays[i] = fresh[i];
+    }
+    s->prof_cap = cap;
+    return 1;
+}
+
+/* Keep one more event: grow the arrays, leaving room for the next so
  * that prof_count < prof_cap always holds. 0 when out of host memory. */
 static int profile_grow(teeny_ctx *ctx)
 {
@@ -37,32 +77,7 @@ static int profile_grow(teeny_ctx *ctx)
         return 1;
     if (ctx->prog.prof_cap > INT_MAX / 2)
         return 0; /* counted as lost, like a failed allocation */
-    int want = ctx->prog.prof_cap * 2;
-    cl_event *ev = teeny__malloc((size_t)want * sizeof *ev);
-    const char **names = teeny__malloc((size_t)want * sizeof *names);
-    char **nodes = teeny__malloc((size_t)want * sizeof *nodes);
-    int64_t *items = teeny__malloc((size_t)want * sizeof *items);
-    if (!ev || !names || !nodes || !items) {
-        teeny__free(ev);
-        teeny__free(names);
-        teeny__free(nodes);
-        teeny__free(items);
-        return 0;
-    }
-    memcpy(ev, ctx->prog.prof_events, (size_t)ctx->prog.prof_count * sizeof *ev);
-    memcpy(names, ctx->prog.prof_names, (size_t)ctx->prog.prof_count * sizeof *names);
-    memcpy(nodes, ctx->prog.prof_nodes, (size_t)ctx->prog.prof_count * sizeof *nodes);
-    memcpy(items, ctx->prog.prof_items, (size_t)ctx->prog.prof_count * sizeof *items);
-    teeny__free(ctx->prog.prof_events);
-    teeny__free(ctx->prog.prof_names);
-    teeny__free(ctx->prog.prof_nodes);
-    teeny__free(ctx->prog.prof_items);
-    ctx->prog.prof_events = ev;
-    ctx->prog.prof_names = names;
-    ctx->prog.prof_nodes = nodes;
-    ctx->prog.prof_items = items;
-    ctx->prog.prof_cap = want;
-    return 1;
+    return profile_resize(ctx, ctx->prog.prof_cap * 2);
 }
 
 teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, const char *node,
@@ -174,15 +189,7 @@ static void profile_clear(teeny_ctx *ctx)
 static void profile_release(teeny_ctx *ctx)
 {
     profile_clear(ctx);
-    teeny__free(ctx->prog.prof_events);
-    teeny__free(ctx->prog.prof_names);
-    teeny__free(ctx->prog.prof_nodes);
-    teeny__free(ctx->prog.prof_items);
-    ctx->prog.prof_events = NULL;
-    ctx->prog.prof_names = NULL;
-    ctx->prog.prof_nodes = NULL;
-    ctx->prog.prof_items = NULL;
-    ctx->prog.prof_cap = 0;
+    profile_resize(ctx, 0);
 }
 
 teeny_status teeny_profile_begin(teeny_ctx *ctx)
@@ -194,22 +201,8 @@ teeny_status teeny_profile_begin(teeny_ctx *ctx)
         teeny_status st = teeny__ctx_on_release(ctx, profile_release);
         if (st != TEENY_OK)
             return st;
-        ctx->prog.prof_events = teeny__calloc(PROFILE_FIRST_CAP, sizeof(cl_event));
-        ctx->prog.prof_names = teeny__calloc(PROFILE_FIRST_CAP, sizeof(const char *));
-        ctx->prog.prof_nodes = teeny__calloc(PROFILE_FIRST_CAP, sizeof(char *));
-        ctx->prog.prof_items = teeny__calloc(PROFILE_FIRST_CAP, sizeof(int64_t));
-        if (!ctx->prog.prof_events || !ctx->prog.prof_names || !ctx->prog.prof_nodes || !ctx->prog.prof_items) {
-            teeny__free(ctx->prog.prof_events);
-            teeny__free(ctx->prog.prof_names);
-            teeny__free(ctx->prog.prof_nodes);
-            teeny__free(ctx->prog.prof_items);
-            ctx->prog.prof_events = NULL;
-            ctx->prog.prof_names = NULL;
-            ctx->prog.prof_nodes = NULL;
-            ctx->prog.prof_items = NULL;
+        if (!profile_resize(ctx, PROFILE_FIRST_CAP))
             return teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_profile_begin: out of host memory");
-        }
-        ctx->prog.prof_cap = PROFILE_FIRST_CAP;
     }
     profile_clear(ctx);
     ctx->prog.profiling = 1;
