@@ -10,30 +10,48 @@
  * size 1), dimension .s7 the innermost. A stride may be 0 (broadcast) or
  * negative (a reversed slice). Every buffer comes with an element offset.
  * Grid: one work-item per element written (1-D).
+ *
+ * rank (1..8) says how many dimensions are used: the host squeezes the
+ * space first (drops sizes of 1, merges dimensions every tensor steps
+ * through as one), so a contiguous operation is rank 1 and an item finds
+ * its coordinates with rank - 1 divisions, not eight. rank is the same for
+ * every work-item, so its branches never diverge.
  */
 
-/* Dimension c of item index `rem` (innermost first): its coordinate k,
- * rem divided down. */
-#define ST_COORD(c)                                                                                                \
-    k = rem % n.c;                                                                                                 \
-    rem /= n.c
+/* Dimension c (component .c, index d) of item index `rem`, innermost
+ * first: its coordinate k, rem divided down. The outermost used dimension
+ * (d == 8 - rank) takes what is left of rem, undivided. ST_DIM runs body
+ * for a used dimension only. */
+#define ST_COORD(c, d)                                                                                             \
+    if (8 - (d) == rank) {                                                                                         \
+        k = rem;                                                                                                   \
+    } else {                                                                                                       \
+        k = rem % n.c;                                                                                             \
+        rem /= n.c;                                                                                                \
+    }
+#define ST_DIM(c, d, body)                                                                                         \
+    if (8 - (d) <= rank) {                                                                                         \
+        ST_COORD(c, d)                                                                                             \
+        body                                                                                                       \
+    }
+/* body once per used dimension, innermost first. */
+#define ST_DIMS(body)                                                                                              \
+    ST_DIM(s7, 7, body(s7, 7))                                                                                     \
+    ST_DIM(s6, 6, body(s6, 6))                                                                                     \
+    ST_DIM(s5, 5, body(s5, 5))                                                                                     \
+    ST_DIM(s4, 4, body(s4, 4))                                                                                     \
+    ST_DIM(s3, 3, body(s3, 3))                                                                                     \
+    ST_DIM(s2, 2, body(s2, 2))                                                                                     \
+    ST_DIM(s1, 1, body(s1, 1))                                                                                     \
+    ST_DIM(s0, 0, body(s0, 0))
 
 /* y at item i of space n (y's offsets ys) = scale * x at (c - lo) * xs
  * where every coordinate c lies in [lo, hi), else pad. Along map_axis
  * (0..7 = .s0...s7; -1 none) the source coordinate is map[map_off + c]
  * instead, pad when outside [0, map_dim). */
-__kernel void st_copy(__global const float *x, int x_off, int8 xs, __global float *y, int y_off, int8 ys, int8 n,
-                      int8 lo, int8 hi, float pad, float scale, __global const int *map, int map_off, int map_axis,
-                      int map_dim, int total)
-{
-    int i = get_global_id(0);
-    if (i >= total)
-        return;
-    int rem = i, k, src = x_off, dst = y_off, inside = 1, m;
 #define ST_COPY_DIM(c, d)                                                                                          \
-    ST_COORD(c);                                                                                                   \
     dst += k * ys.c;                                                                                               \
-    if (map_axis == d) {                                                                                           \
+    if (map_axis == (d)) {                                                                                         \
         m = map[map_off + k];                                                                                      \
         inside &= m >= 0 && m < map_dim;                                                                           \
         src += m * xs.c;                                                                                           \
@@ -41,70 +59,46 @@ __kernel void st_copy(__global const float *x, int x_off, int8 xs, __global floa
         inside &= k >= lo.c && k < hi.c;                                                                           \
         src += (k - lo.c) * xs.c;                                                                                  \
     }
-    ST_COPY_DIM(s7, 7)
-    ST_COPY_DIM(s6, 6)
-    ST_COPY_DIM(s5, 5)
-    ST_COPY_DIM(s4, 4)
-    ST_COPY_DIM(s3, 3)
-    ST_COPY_DIM(s2, 2)
-    ST_COPY_DIM(s1, 1)
-    ST_COPY_DIM(s0, 0)
-#undef ST_COPY_DIM
+__kernel void st_copy(__global const float *x, int x_off, int8 xs, __global float *y, int y_off, int8 ys, int8 n,
+                      int rank, int8 lo, int8 hi, float pad, float scale, __global const int *map, int map_off,
+                      int map_axis, int map_dim, int total)
+{
+    int i = get_global_id(0);
+    if (i >= total)
+        return;
+    int rem = i, k, src = x_off, dst = y_off, inside = 1, m;
+    ST_DIMS(ST_COPY_DIM)
     y[dst] = inside ? scale * x[src] : pad;
 }
 
 /* Sums. Grid (n_out * parts): item (o, p) adds x over reduction
  * coordinates r in [p*chunk, min((p+1)*chunk, r_total)) of space rn (x's
- * strides rs) at output coordinate o of space on (x's strides os), in
- * ascending r, and writes scale * sum to y[y_off + o*parts + p]. With
- * parts > 1 the host sums the parts the same way (a second launch), so
- * the order is fixed: same inputs, same bits. A work-item loops chunk
- * times: the host keeps that within the device's loop budget. */
-__kernel void st_reduce(__global const float *x, int x_off, int8 on, int8 os, int8 rn, int8 rs, float scale,
-                        __global float *y, int y_off, int n_out, int parts, int chunk, int r_total)
+ * strides rs, r_rank used dimensions) at output coordinate o of space on
+ * (x's strides os, o_rank used), in ascending r, and writes scale * sum
+ * to y[y_off + o*parts + p]. With parts > 1 the host sums the parts the
+ * same way (a second launch), so the order is fixed: same inputs, same
+ * bits. A work-item loops chunk times: the host keeps that within the
+ * device's loop budget. */
+#define ST_BASE_DIM(c, d) base += k * os.c;
+#define ST_AT_DIM(c, d) at += k * rs.c;
+__kernel void st_reduce(__global const float *x, int x_off, int8 on, int8 os, int o_rank, int8 rn, int8 rs,
+                        int r_rank, float scale, __global float *y, int y_off, int n_out, int parts, int chunk,
+                        int r_total)
 {
     int i = get_global_id(0);
     if (i >= n_out * parts)
         return;
-    int o = i / parts, p = i - o * parts, rem = o, k, base = x_off;
+    int o = i / parts, p = i - o * parts, rem = o, k, base = x_off, rank = o_rank;
     int8 n = on;
-    ST_COORD(s7);
-    base += k * os.s7;
-    ST_COORD(s6);
-    base += k * os.s6;
-    ST_COORD(s5);
-    base += k * os.s5;
-    ST_COORD(s4);
-    base += k * os.s4;
-    ST_COORD(s3);
-    base += k * os.s3;
-    ST_COORD(s2);
-    base += k * os.s2;
-    ST_COORD(s1);
-    base += k * os.s1;
-    ST_COORD(s0);
-    base += k * os.s0;
+    ST_DIMS(ST_BASE_DIM)
     n = rn;
+    rank = r_rank;
     float s = 0.0f;
     int r_end = min(p * chunk + chunk, r_total);
     for (int r = p * chunk; r < r_end; r++) {
         int at = base;
         rem = r;
-        ST_COORD(s7);
-        at += k * rs.s7;
-        ST_COORD(s6);
-        at += k * rs.s6;
-        ST_COORD(s5);
-        at += k * rs.s5;
-        ST_COORD(s4);
-        at += k * rs.s4;
-        ST_COORD(s3);
-        at += k * rs.s3;
-        ST_COORD(s2);
-        at += k * rs.s2;
-        ST_COORD(s1);
-        at += k * rs.s1;
-        at += rem * rs.s0;
+        ST_DIMS(ST_AT_DIM)
         s += x[at];
     }
     y[y_off + i] = scale * s;
@@ -127,25 +121,17 @@ TEENY_INLINE float st_binary(int op, float a, float b)
     return pow(a, b);
 }
 
-/* The offsets of a and b at y's item i of space n. */
-#define ST_AB_DIM(c)                                                                                               \
-    ST_COORD(c);                                                                                                   \
+/* The offsets of a and b at y's item i of space n (rank used dimensions). */
+#define ST_AB_DIM(c, d)                                                                                            \
     ia += k * as.c;                                                                                                \
-    ib += k * bs.c
+    ib += k * bs.c;
 #define ST_AB_OFFSETS                                                                                              \
     int rem = i, k, ia = a_off, ib = b_off;                                                                        \
-    ST_AB_DIM(s7);                                                                                                 \
-    ST_AB_DIM(s6);                                                                                                 \
-    ST_AB_DIM(s5);                                                                                                 \
-    ST_AB_DIM(s4);                                                                                                 \
-    ST_AB_DIM(s3);                                                                                                 \
-    ST_AB_DIM(s2);                                                                                                 \
-    ST_AB_DIM(s1);                                                                                                 \
-    ST_AB_DIM(s0)
+    ST_DIMS(ST_AB_DIM)
 
 /* Grid (total): y[y_off + i] = a op b. */
 __kernel void st_binary_forward(int op, __global const float *a, int a_off, int8 as, __global const float *b,
-                                int b_off, int8 bs, __global float *y, int y_off, int8 n, int total)
+                                int b_off, int8 bs, __global float *y, int y_off, int8 n, int rank, int total)
 {
     int i = get_global_id(0);
     if (i >= total)
@@ -160,7 +146,7 @@ __kernel void st_binary_forward(int op, __global const float *a, int a_off, int8
  * b is 0 where a is 0 and b >= 0 (PyTorch's choice), a^b ln a elsewhere. */
 __kernel void st_binary_term(int op, int wrt, __global const float *a, int a_off, int8 as, __global const float *b,
                              int b_off, int8 bs, __global const float *dy, int dy_off, __global float *t, int t_off,
-                             int8 n, int total)
+                             int8 n, int rank, int total)
 {
     int i = get_global_id(0);
     if (i >= total)

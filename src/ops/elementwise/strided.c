@@ -67,6 +67,48 @@ static int64_t product(const int64_t *v, int n)
     return p;
 }
 
+/* Squeezes, in place, the index space n[0..ndim) (outermost first) that
+ * nt tensors step through with the strides s[0..nt): a dimension of size 1
+ * is dropped, and a dimension is merged into the one inside it where every
+ * tensor steps through the two as one (s[d] == s[d + 1] * n[d + 1]; a
+ * contiguous written tensor always does, so it needs no strides here).
+ * Dimensions in keep (bit d) stay as they are. from[r] (may be NULL) gets
+ * the input dimension that output dimension r ends with. Each item still
+ * reaches the same elements, in the same order, with fewer divisions in
+ * the kernel (cl/strided.cl's rank). Returns the rank left, at least 1. */
+static int squeeze(int ndim, int64_t *n, int64_t *const *s, int nt, unsigned keep, int *from)
+{
+    int r = 0;
+    unsigned kept = 0;
+    for (int d = 0; d < ndim; d++) {
+        int fixed = (int)(keep >> d) & 1, merge = r > 0 && !fixed && !(kept >> (r - 1) & 1);
+        if (n[d] == 1 && !fixed)
+            continue;
+        for (int t = 0; t < nt && merge; t++)
+            merge = s[t][r - 1] == s[t][d] * n[d];
+        if (merge) {
+            n[r - 1] *= n[d];
+        } else {
+            n[r] = n[d];
+            kept |= (unsigned)fixed << r;
+            r++;
+        }
+        for (int t = 0; t < nt; t++)
+            s[t][r - 1] = s[t][d];
+        if (from)
+            from[r - 1] = d;
+    }
+    if (r == 0) {
+        n[0] = 1;
+        for (int t = 0; t < nt; t++)
+            s[t][0] = 0;
+        if (from)
+            from[0] = ndim - 1;
+        r = 1;
+    }
+    return r;
+}
+
 static teeny_status launch_1d(teeny_ctx *ctx, cl_kernel k, const char *name, int64_t items)
 {
     size_t global = (size_t)items, local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
@@ -76,9 +118,26 @@ static teeny_status launch_1d(teeny_ctx *ctx, cl_kernel k, const char *name, int
 teeny_status teeny__st_copy(teeny_ctx *ctx, const teeny__st_copy_args *c)
 {
     static const char name[] = "st_copy";
-    int total = (int)product(c->n, c->ndim), map_axis = c->map_axis < 0 ? -1 : 8 - c->ndim + c->map_axis;
-    cl_int8 xs = int8_of(c->xs, c->ndim, 0), ys = int8_of(c->ys, c->ndim, 0), n = int8_of(c->n, c->ndim, 1);
-    cl_int8 lo = int8_of(c->lo, c->ndim, 0), hi = int8_of(c->hi, c->ndim, 1);
+    int64_t sn[8], sxs[8], sys[8], slo[8], shi[8], *strides[2] = {sxs, sys};
+    int from[8], total = (int)product(c->n, c->ndim), map_axis = -1;
+    unsigned keep = 0;
+    for (int d = 0; d < c->ndim; d++) {
+        sn[d] = c->n[d];
+        sxs[d] = c->xs[d];
+        sys[d] = c->ys[d];
+        if (c->lo[d] != 0 || c->hi[d] != c->n[d] || d == c->map_axis)
+            keep |= 1u << d;
+    }
+    int rank = squeeze(c->ndim, sn, strides, 2, keep, from);
+    for (int r = 0; r < rank; r++) {
+        int kept = (int)(keep >> from[r]) & 1;
+        slo[r] = kept ? c->lo[from[r]] : 0;
+        shi[r] = kept ? c->hi[from[r]] : sn[r];
+        if (from[r] == c->map_axis)
+            map_axis = 8 - rank + r;
+    }
+    cl_int8 xs = int8_of(sxs, rank, 0), ys = int8_of(sys, rank, 0), n = int8_of(sn, rank, 1);
+    cl_int8 lo = int8_of(slo, rank, 0), hi = int8_of(shi, rank, 1);
     cl_mem map = c->map ? c->map : c->x; /* a stand-in never read without a map axis */
     cl_kernel k;
     if (total < 1)
@@ -86,10 +145,10 @@ teeny_status teeny__st_copy(teeny_ctx *ctx, const teeny__st_copy_args *c)
     teeny_status st = teeny__kernel_get(ctx, "strided", "", name, &k);
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &c->x, sizeof(int), &c->x_off, sizeof xs, &xs,
-                             sizeof(cl_mem), &c->y, sizeof(int), &c->y_off, sizeof ys, &ys, sizeof n, &n, sizeof lo,
-                             &lo, sizeof hi, &hi, sizeof(float), &c->pad, sizeof(float), &c->scale, sizeof(cl_mem),
-                             &map, sizeof(int), &c->map_off, sizeof(int), &map_axis, sizeof(int), &c->map_dim,
-                             sizeof(int), &total, (size_t)0);
+                             sizeof(cl_mem), &c->y, sizeof(int), &c->y_off, sizeof ys, &ys, sizeof n, &n,
+                             sizeof(int), &rank, sizeof lo, &lo, sizeof hi, &hi, sizeof(float), &c->pad,
+                             sizeof(float), &c->scale, sizeof(cl_mem), &map, sizeof(int), &c->map_off, sizeof(int),
+                             &map_axis, sizeof(int), &c->map_dim, sizeof(int), &total, (size_t)0);
     if (st == TEENY_OK)
         st = launch_1d(ctx, k, name, total);
     return st;
@@ -123,17 +182,31 @@ static teeny_status plan_parts(teeny_ctx *ctx, int64_t n_out, int64_t r, int *pa
     return TEENY_OK;
 }
 
-static teeny_status reduce_launch(teeny_ctx *ctx, cl_mem x, int x_off, cl_int8 on, cl_int8 os, cl_int8 rn, cl_int8 rs,
+/* A space squeezed (squeeze()) for st_reduce: sizes, x's strides, rank. */
+typedef struct {
+    cl_int8 n, s;
+    int rank;
+} st_space;
+
+static st_space space_of(int ndim, int64_t *n, int64_t *s)
+{
+    int64_t *strides[1] = {s};
+    int rank = squeeze(ndim, n, strides, 1, 0, NULL);
+    return (st_space){int8_of(n, rank, 1), int8_of(s, rank, 0), rank};
+}
+
+static teeny_status reduce_launch(teeny_ctx *ctx, cl_mem x, int x_off, const st_space *o, const st_space *r,
                                   float scale, cl_mem y, int y_off, int n_out, int parts, int chunk, int r_total)
 {
     static const char name[] = "st_reduce";
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "strided", "", name, &k);
     if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x, sizeof(int), &x_off, sizeof on, &on, sizeof os, &os,
-                             sizeof rn, &rn, sizeof rs, &rs, sizeof(float), &scale, sizeof(cl_mem), &y, sizeof(int),
-                             &y_off, sizeof(int), &n_out, sizeof(int), &parts, sizeof(int), &chunk, sizeof(int),
-                             &r_total, (size_t)0);
+        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &x, sizeof(int), &x_off, sizeof o->n, &o->n,
+                             sizeof o->s, &o->s, sizeof(int), &o->rank, sizeof r->n, &r->n, sizeof r->s, &r->s,
+                             sizeof(int), &r->rank, sizeof(float), &scale, sizeof(cl_mem), &y, sizeof(int), &y_off,
+                             sizeof(int), &n_out, sizeof(int), &parts, sizeof(int), &chunk, sizeof(int), &r_total,
+                             (size_t)0);
     if (st == TEENY_OK)
         st = launch_1d(ctx, k, name, (int64_t)n_out * parts);
     return st;
@@ -157,18 +230,17 @@ teeny_status teeny__st_reduce(teeny_ctx *ctx, cl_mem x, int x_off, int ndim, con
     teeny_status st = plan_parts(ctx, n_out, r, &parts, &chunk);
     if (st != TEENY_OK || n_out < 1)
         return st;
-    cl_int8 o8 = int8_of(on, n_o, 1), os8 = int8_of(os, n_o, 0), r8 = int8_of(rn, n_r, 1), rs8 = int8_of(rs, n_r, 0);
+    st_space os8 = space_of(n_o, on, os), rs8 = space_of(n_r, rn, rs);
     if (parts == 1)
-        return reduce_launch(ctx, x, x_off, o8, os8, r8, rs8, scale, y, y_off, (int)n_out, 1, chunk, (int)r);
+        return reduce_launch(ctx, x, x_off, &os8, &rs8, scale, y, y_off, (int)n_out, 1, chunk, (int)r);
     cl_mem part;
     if ((st = teeny__scratch(ctx, (size_t)(n_out * parts) * sizeof(float), &part)) != TEENY_OK ||
-        (st = reduce_launch(ctx, x, x_off, o8, os8, r8, rs8, 1.0f, part, 0, (int)n_out, parts, chunk, (int)r)) !=
-            TEENY_OK)
+        (st = reduce_launch(ctx, x, x_off, &os8, &rs8, 1.0f, part, 0, (int)n_out, parts, chunk, (int)r)) != TEENY_OK)
         return st;
     /* the parts of output o are part[o*parts .. +parts): summed in order */
     int64_t po[1] = {n_out}, pos[1] = {parts}, pr[1] = {parts}, prs[1] = {1};
-    return reduce_launch(ctx, part, 0, int8_of(po, 1, 1), int8_of(pos, 1, 0), int8_of(pr, 1, 1), int8_of(prs, 1, 0),
-                         scale, y, y_off, (int)n_out, 1, parts, parts);
+    st_space ps = space_of(1, po, pos), pr1 = space_of(1, pr, prs);
+    return reduce_launch(ctx, part, 0, &ps, &pr1, scale, y, y_off, (int)n_out, 1, parts, parts);
 }
 
 teeny_status teeny__st_broadcast_strides(const teeny__shape *x, const teeny__shape *y, int64_t *strides)
@@ -270,25 +342,27 @@ static teeny_status binary_launch(teeny_ctx *ctx, const char *name, int op, int 
                                   const teeny_tensor *b, const teeny_tensor *dy, cl_mem out, int out_off,
                                   const teeny__shape *ys)
 {
-    int64_t as[TEENY_MAX_DIMS], bs[TEENY_MAX_DIMS];
+    int64_t as[TEENY_MAX_DIMS], bs[TEENY_MAX_DIMS], n[TEENY_MAX_DIMS], *strides[2] = {as, bs};
     teeny__shape sa = shape_of_t(a), sb = shape_of_t(b);
     teeny__st_broadcast_strides(&sa, ys, as);
     teeny__st_broadcast_strides(&sb, ys, bs);
-    cl_int8 a8 = int8_of(as, ys->ndim, 0), b8 = int8_of(bs, ys->ndim, 0), n8 = int8_of(ys->shape, ys->ndim, 1);
+    memcpy(n, ys->shape, sizeof n);
+    int rank = squeeze(ys->ndim, n, strides, 2, 0, NULL);
+    cl_int8 a8 = int8_of(as, rank, 0), b8 = int8_of(bs, rank, 0), n8 = int8_of(n, rank, 1);
     int total = (int)product(ys->shape, ys->ndim), a_off = teeny__off(a), b_off = teeny__off(b);
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "strided", "", name, &k);
     if (st == TEENY_OK && !dy)
         st = teeny__set_args(ctx, k, name, sizeof(int), &op, sizeof(cl_mem), &a->buf, sizeof(int), &a_off,
                              sizeof a8, &a8, sizeof(cl_mem), &b->buf, sizeof(int), &b_off, sizeof b8, &b8,
-                             sizeof(cl_mem), &out, sizeof(int), &out_off, sizeof n8, &n8, sizeof(int), &total,
-                             (size_t)0);
+                             sizeof(cl_mem), &out, sizeof(int), &out_off, sizeof n8, &n8, sizeof(int), &rank,
+                             sizeof(int), &total, (size_t)0);
     else if (st == TEENY_OK) {
         int dy_off = teeny__off(dy);
         st = teeny__set_args(ctx, k, name, sizeof(int), &op, sizeof(int), &wrt, sizeof(cl_mem), &a->buf, sizeof(int),
                              &a_off, sizeof a8, &a8, sizeof(cl_mem), &b->buf, sizeof(int), &b_off, sizeof b8, &b8,
                              sizeof(cl_mem), &dy->buf, sizeof(int), &dy_off, sizeof(cl_mem), &out, sizeof(int),
-                             &out_off, sizeof n8, &n8, sizeof(int), &total, (size_t)0);
+                             &out_off, sizeof n8, &n8, sizeof(int), &rank, sizeof(int), &total, (size_t)0);
     }
     if (st == TEENY_OK)
         st = launch_1d(ctx, k, name, total);

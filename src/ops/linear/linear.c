@@ -148,14 +148,19 @@ typedef struct {
  * LIN_SMALL_MAX_K both routes are serial chains over k on few units and
  * the small one, streaming from L2 or memory a step at a time, is no
  * longer clearly ahead of a panel's 16 k (unmeasured: the tile keeps
- * them). tf32 mode keeps lin_gemm's tf32 tile. The test hook LINEAR_SMALL forces the
- * small route wherever fp32 (1) or never (-1). */
+ * them). The profile's small_rows also sends every GEMM of that few rows
+ * here: on CPUs the tile, LIN_TM rows of work for each of M, is 5-20x
+ * slower at M = 1 (bench/NOTES.md). tf32 mode keeps lin_gemm's tf32 tile.
+ * The test hook LINEAR_SMALL forces the small route wherever fp32 (1) or
+ * never (-1). */
 static int small_route(const teeny_ctx *ctx, const gemm_plan *pl, int M, int N, int K)
 {
     int64_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
     if (pl->tf32 || ctx->hooks.linear_small < 0)
         return 0;
-    return ctx->hooks.linear_small > 0 || ((int64_t)M * N <= LIN_SMALL_PER_CU * cus && K <= LIN_SMALL_MAX_K);
+    if (ctx->hooks.linear_small > 0 || (M <= ctx->tune.profile->linear.small_rows && K <= LIN_SMALL_MAX_K))
+        return 1;
+    return (int64_t)M * N <= LIN_SMALL_PER_CU * cus && K <= LIN_SMALL_MAX_K;
 }
 
 /* How one GEMM runs: its kernel and grid, and the loop trips of an item
