@@ -1257,6 +1257,31 @@ typedef struct {
  * batch outside 1..2^31 - 1 is TEENY_ERR_ARG; a value or kept tensor of
  * more than 2^31 - 1 elements at that batch TEENY_ERR_RANGE. */
 TEENY_API teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *p, teeny_plan **out);
+/* Options of teeny_graph_compile_ex (0.2): start from
+ * TEENY_PLAN_OPTIONS_INIT, which sets struct_size; a field past the
+ * caller's struct_size counts as 0, so the struct can grow. */
+typedef struct {
+    size_t struct_size; /* sizeof(teeny_plan_options) */
+    /* 1 (inference plans only): the graph's parameters and state are
+     * constants while the plan lives, so compiling may derive data from
+     * them once instead of at every forward: CPU convolutions pack their
+     * weights at compile (one launch a convolution fewer each forward,
+     * the same bits). After changing a parameter or state tensor (an
+     * optimizer step, a checkpoint load, a write), call teeny_plan_refresh
+     * before the plan's next forward; until then it computes with the old
+     * values in part. 0: every forward reads them as they are. */
+    int frozen_params;
+} teeny_plan_options;
+#define TEENY_PLAN_OPTIONS_INIT { sizeof(teeny_plan_options), 0 }
+
+/* teeny_graph_compile with options (opts NULL: all 0, as teeny_graph_compile).
+ * TEENY_ERR_ARG also for opts->struct_size below the 0.2 layout's,
+ * frozen_params not 0 or 1, or frozen_params 1 with p->training 1. */
+TEENY_API teeny_status teeny_graph_compile_ex(teeny_graph *g, const teeny_plan_params *p, const teeny_plan_options *opts, teeny_plan **out);
+/* A plan compiled with frozen_params: derive its data from the parameters
+ * and state again (enqueued, in order before any later replay). Any other
+ * plan: nothing to do, TEENY_OK. TEENY_ERR_ARG for a NULL plan. */
+TEENY_API teeny_status teeny_plan_refresh(teeny_plan *p);
 TEENY_API void teeny_plan_destroy(teeny_plan *p);
 /* The tensor holding node n's value in this plan (borrowed): write inputs
  * and labels into it before forward; read marked outputs after. */

@@ -2499,6 +2499,94 @@ START_TEST(test_graph_tied_phase_backward)
 }
 END_TEST
 
+/* teeny_plan_options.frozen_params: the same bits as the plan as written,
+ * fewer launches a forward where convolutions pack their weights (CPUs),
+ * teeny_plan_refresh after a weight changes, and the statuses. */
+static teeny_plan *compile_frozen(const net *m, int64_t batch)
+{
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    teeny_plan_options po = TEENY_PLAN_OPTIONS_INIT;
+    teeny_plan *p = NULL;
+    pp.batch = batch;
+    pp.training = 0;
+    pp.loss = m->loss;
+    po.frozen_params = 1;
+    TH_OK(th_ctx(), teeny_graph_compile_ex(m->g, &pp, &po, &p));
+    return p;
+}
+
+START_TEST(test_graph_frozen_params)
+{
+    teeny_ctx *ctx = th_ctx();
+    net m;
+    build_conv_net(&m, 41);
+    teeny_plan *plain = compile(&m, 2, 0, 1), *frozen = compile_frozen(&m, 2);
+    int fp, ff, bp, bf;
+    TH_OK(ctx, teeny_plan_launches(plain, &fp, &bp));
+    TH_OK(ctx, teeny_plan_launches(frozen, &ff, &bf));
+    ck_assert_int_eq(bp, 0);
+    ck_assert_int_eq(bf, 0);
+    if (ctx->tune.profile->conv.cpu_rows > 0) /* both convolutions pack at compile */
+        ck_assert_int_eq(ff, fp - 2);
+    else
+        ck_assert_int_eq(ff, fp);
+    for (int round = 0; round < 2; round++) {
+        feed(plain, &m, 2, 7 + (uint64_t)round);
+        feed(frozen, &m, 2, 7 + (uint64_t)round);
+        float lp = loss_of(plain), lf = loss_of(frozen);
+        ck_assert_msg(memcmp(&lp, &lf, sizeof lp) == 0, "round %d: frozen loss %.9g, as written %.9g", round, lf, lp);
+        /* a new conv1 weight: the plan as written reads it, the frozen one after a refresh */
+        teeny_tensor *w = NULL;
+        const char *name = NULL;
+        for (int i = 0; i < teeny_graph_param_count(m.g) && !w; i++) {
+            TH_OK(ctx, teeny_graph_param(m.g, i, &name, &w, NULL));
+            if (strcmp(name, "conv1.weight"))
+                w = NULL;
+        }
+        ck_assert_ptr_nonnull(w);
+        size_t n = (size_t)teeny_tensor_numel(w);
+        float *v = th_malloc(n * sizeof *v);
+        th_rng r = th_rng_make(100 + (uint64_t)round);
+        th_fill_normal(&r, v, n, 0, 0.5);
+        TH_OK(ctx, teeny_tensor_write(w, v, n));
+        free(v);
+        TH_OK(ctx, teeny_plan_refresh(frozen));
+    }
+    TH_OK(ctx, teeny_plan_refresh(plain)); /* nothing to derive: OK */
+    ck_assert_int_eq(teeny_plan_refresh(NULL), TEENY_ERR_ARG);
+
+    /* statuses: nothing compiled, *out NULL */
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    teeny_plan_options po = TEENY_PLAN_OPTIONS_INIT;
+    teeny_plan *p = (teeny_plan *)&po;
+    pp.loss = m.loss;
+    po.frozen_params = 1; /* with training 1 */
+    ck_assert_int_eq(teeny_graph_compile_ex(m.g, &pp, &po, &p), TEENY_ERR_ARG);
+    ck_assert_ptr_null(p);
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "inference"));
+    pp.training = 0;
+    po.frozen_params = 2;
+    p = (teeny_plan *)&po;
+    ck_assert_int_eq(teeny_graph_compile_ex(m.g, &pp, &po, &p), TEENY_ERR_ARG);
+    ck_assert_ptr_null(p);
+    po.frozen_params = 1;
+    po.struct_size = sizeof(size_t);
+    ck_assert_int_eq(teeny_graph_compile_ex(m.g, &pp, &po, &p), TEENY_ERR_ARG);
+    ck_assert_ptr_null(p);
+    ck_assert_int_eq(teeny_graph_compile_ex(NULL, &pp, NULL, &p), TEENY_ERR_ARG);
+    ck_assert_int_eq(teeny_graph_compile_ex(m.g, NULL, NULL, &p), TEENY_ERR_ARG);
+    ck_assert_int_eq(teeny_graph_compile_ex(m.g, &pp, NULL, NULL), TEENY_ERR_ARG);
+    TH_OK(ctx, teeny_graph_compile_ex(m.g, &pp, NULL, &p)); /* NULL options: teeny_graph_compile's plan */
+    int fn;
+    TH_OK(ctx, teeny_plan_launches(p, &fn, NULL));
+    ck_assert_int_eq(fn, fp);
+    teeny_plan_destroy(p);
+    teeny_plan_destroy(plain);
+    teeny_plan_destroy(frozen);
+    teeny_graph_destroy(m.g);
+}
+END_TEST
+
 Suite *suite_graph(void)
 {
     Suite *s = suite_create("graph");
@@ -2532,6 +2620,7 @@ Suite *suite_graph(void)
     tcase_add_test(err, test_graph_tied_checkpoint);
     tcase_add_test(err, test_graph_tied_errors);
     tcase_add_test(bwd, test_graph_tied_phase_backward);
+    tcase_add_test(fwd, test_graph_frozen_params);
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);
     suite_add_tcase(s, err);

@@ -323,6 +323,11 @@ run run-given 0 "$build/teeny-run" tests/onnx/convnet.onnx --input x=tests/onnx/
 has_match run-given '^input +x +float +\[2, 3, 8, 8\]  from tests/onnx/convnet.in0.npy$'
 if [ "$(head -c 128 "$tmp/given/logits.npy" | tr -d '\0')" = "$(head -c 128 tests/onnx/convnet.out0.npy | tr -d '\0')" ]; then
     ok; else fail "run-given: logits.npy's header is not convnet.out0.npy's"; fi
+# --no-optimize: the plan as written, the same output bits, one more launch per convolution (PoCL packs weights)
+run run-no-optimize 0 "$build/teeny-run" tests/onnx/convnet.onnx --input x=tests/onnx/convnet.in0.npy --output-dir \
+    "$tmp/noopt" --no-optimize --repeat 2 --profile
+if cmp -s "$tmp/given/logits.npy" "$tmp/noopt/logits.npy"; then ok; else fail "run-no-optimize: logits differ"; fi
+has_match run-no-optimize '^conv1 +2\.0 '
 # an output directory that cannot be made, and an output path that is a
 # directory: refused before the model is compiled or run
 : > "$tmp/a-file"
@@ -351,7 +356,7 @@ run run-profile 0 "$build/teeny-run" tests/onnx/convnet.onnx --repeat 3 --profil
 has_match run-profile '^profile: 3 forward passes back to back; per pass [0-9.]+ ms of device time'
 has_match run-profile '^kernel \(slowest first\) +launches/pass +ms/pass +ms/launch +share +idle ms/pass$'
 has_match run-profile '^graph node \(slowest first\) +launches/pass +ms/pass +ms/launch +share +idle ms/pass$'
-has_match run-profile '^conv1 +2\.0 '
+has_match run-profile '^conv1 +1\.0 ' # frozen parameters: its weights packed at compile (PoCL)
 for table in kernel 'graph node'; do
     prof=$(awk -v t="$table" '/^launches / { want = $2 } index($0, t " (slowest") == 1 { on = 1; next } on && /^$|^\(/ { on = 0 }
                 on { n += $(NF - 4); if (seen && $(NF - 3) > last + 1e-9) bad = 1; last = $(NF - 3); seen = 1 }

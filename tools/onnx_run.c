@@ -138,6 +138,7 @@ teeny_status onnx_session_import(teeny_ctx *ctx, const char *path, int64_t batch
     teeny_onnx_params op = TEENY_ONNX_PARAMS_INIT;
     memset(s, 0, sizeof *s);
     s->ctx = ctx;
+    s->frozen_params = 1;
     run_error[0] = 0;
     if (!feeds)
         return TEENY_ERR_NOMEM;
@@ -160,9 +161,11 @@ teeny_status onnx_session_compile(onnx_session *s)
     run_error[0] = 0;
     if (teeny_graph_node_count(teeny_onnx_graph(s->model)) > 0) {
         teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+        teeny_plan_options po = TEENY_PLAN_OPTIONS_INIT;
         pp.batch = teeny_onnx_batch(s->model);
         pp.training = 0;
-        st = teeny_graph_compile(teeny_onnx_graph(s->model), &pp, &s->plan);
+        po.frozen_params = s->frozen_params;
+        st = teeny_graph_compile_ex(teeny_onnx_graph(s->model), &pp, &po, &s->plan);
     }
     s->compile_ms = now_ms() - t0;
     return st;

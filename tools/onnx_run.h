@@ -50,6 +50,7 @@ typedef struct {
     teeny_onnx_model *model;
     teeny_plan *plan;          /* NULL when the import folded every output (nothing runs) */
     double import_ms, compile_ms;
+    int frozen_params;         /* compile with teeny_plan_options.frozen_params (import sets 1) */
 } onnx_session;
 
 /* Import (timed: s->import_ms). The given inputs are the import's feeds. */

@@ -19,7 +19,7 @@
 typedef struct {
     const char *model, *out_dir, *spec;
     char *names[MAX_INPUTS], *files[MAX_INPUTS];
-    int n_in, batch, seed, warmup, repeat, profile, json, info;
+    int n_in, batch, seed, warmup, repeat, profile, no_optimize, json, info;
 } options;
 
 /* ---- run_files.c ---- */

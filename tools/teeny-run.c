@@ -4,7 +4,7 @@
  *
  * Usage: teeny-run MODEL.onnx [--input NAME=FILE.npy ...] [--output-dir DIR]
  *                  [--device SPEC] [--batch N] [--seed N] [--warmup N] [--repeat K]
- *                  [--profile] [--json]
+ *                  [--profile] [--no-optimize] [--json]
  *        teeny-run --info MODEL.onnx [--batch N] [--device SPEC] [--json]
  *
  * Inputs: a .npy file ('<f4', or '<i4' for class labels and integer
@@ -26,6 +26,12 @@
  * teeny_log_set) and prints per kernel: launches, device time, share, and
  * the device's idle time before its launches (the host's gaps), slowest
  * first. The profiler names kernels, not graph nodes.
+ *
+ * The plan is compiled with frozen parameters (teeny_plan_options): the
+ * model's weights are constants, so what is derived from them (packed
+ * convolution weights on CPUs) is computed once at compile, not at every
+ * forward; the outputs are the same bits. --no-optimize compiles the plan
+ * as written, the reference for that.
  *
  * Outputs: with --output-dir DIR (created with its parents once the model
  * has been imported), each graph
@@ -58,7 +64,8 @@
 #include "cli.h"
 #include "run.h"
 
-enum { O_INPUT, O_OUTPUT_DIR, O_DEVICE, O_BATCH, O_SEED, O_WARMUP, O_REPEAT, O_PROFILE, O_JSON, O_INFO, O_COUNT };
+enum { O_INPUT, O_OUTPUT_DIR, O_DEVICE, O_BATCH, O_SEED, O_WARMUP, O_REPEAT, O_PROFILE, O_NO_OPTIMIZE, O_JSON, O_INFO,
+       O_COUNT };
 
 static const cli_opt OPTS[] = {
     [O_INPUT] = {"--input", "NAME=FILE.npy", "the value of input NAME ('<f4' or '<i4' .npy); once per name.\n"
@@ -76,6 +83,8 @@ static const cli_opt OPTS[] = {
                                    "max, throughput"},
     [O_PROFILE] = {"--profile", NULL, "then K runs back to back under the profiler: per kernel launches,\n"
                                       "device time and the device's idle time before them, slowest first"},
+    [O_NO_OPTIMIZE] = {"--no-optimize", NULL, "compile the plan as written: parameters read at every forward,\n"
+                                              "nothing derived from them at compile (the reference for the default)"},
     [O_JSON] = {"--json", NULL, "one JSON object on standard output instead of the text"},
     [O_INFO] = {"--info", NULL, "list the declared inputs and outputs and what the plan takes and\n"
                                 "gives at the batch; run nothing"},
@@ -85,7 +94,7 @@ static const cli_opt OPTS[] = {
 static const cli_spec SPEC = {
     "teeny-run",
     "MODEL.onnx [--input NAME=FILE.npy ...] [--output-dir DIR] [--device SPEC] [--batch N]\n"
-    "          [--seed N] [--warmup N] [--repeat K] [--profile] [--json]\n"
+    "          [--seed N] [--warmup N] [--repeat K] [--profile] [--no-optimize] [--json]\n"
     "--info MODEL.onnx [--batch N] [--device SPEC] [--json]",
     "Run an ONNX model on an OpenCL device: time it (import, compile, each forward pass),\n"
     "profile it, and write its outputs.",
@@ -139,7 +148,7 @@ static int parse(int argc, char **argv, options *o)
             if (!args_int(SPEC.prog, OPTS[k].name, v, lo, hi, dst))
                 return 2;
         } else {
-            *(k == O_PROFILE ? &o->profile : k == O_JSON ? &o->json : &o->info) = 1;
+            *(k == O_PROFILE ? &o->profile : k == O_NO_OPTIMIZE ? &o->no_optimize : k == O_JSON ? &o->json : &o->info) = 1;
         }
     }
     if (!o->model)
@@ -266,7 +275,7 @@ int main(int argc, char **argv)
                  !(r.files = calloc((size_t)teeny_onnx_output_count(s.model) + 1, sizeof *r.files)) ||
                  !run_plan_files(s.model, o.out_dir, r.files))
             rc = 1;
-        else if ((st = onnx_session_compile(&s)) != TEENY_OK)
+        else if ((s.frozen_params = !o.no_optimize, st = onnx_session_compile(&s)) != TEENY_OK)
             rc = fail(ctx, st, "compiling");
         else if ((st = onnx_session_inputs(&s, o.n_in, in, 1, (uint64_t)o.seed)) != TEENY_OK)
             rc = fail(ctx, st, "writing the inputs");

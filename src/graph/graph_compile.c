@@ -10,6 +10,7 @@
  * a training plan has 2n steps for n nodes: forward of node i at step i,
  * backward of node i at step 2n-1-i (teeny__bwd_step).
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "graph_internal.h"
@@ -423,32 +424,36 @@ teeny_status teeny__compile_record(teeny_plan *p, const teeny__backward *bw)
     return st;
 }
 
-teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *params, teeny_plan **out)
+/* teeny_graph_compile and _ex: params checked here, frozen (0 or 1) by
+ * the caller. A frozen plan enqueues its setup launches once compiled. */
+static teeny_status compile(teeny_graph *g, const teeny_plan_params *params, int frozen, const char *fn,
+                            teeny_plan **out)
 {
     teeny_plan *p = NULL;
-    teeny_ctx *ctx;
+    teeny_ctx *ctx = g->ctx;
     teeny__backward bw = {0};
     teeny__memplan mp = {0};
-    teeny_status st = teeny__graph_check(g, "teeny_graph_compile");
-    if (st != TEENY_OK)
-        return st;
-    ctx = g->ctx;
+    teeny_status st;
     if (!out || !params)
-        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_graph_compile: %s is NULL", !out ? "out" : "params");
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s is NULL", fn, !out ? "out" : "params");
     *out = NULL;
     if (params->batch < 1 || params->batch > INT32_MAX)
-        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_graph_compile: batch %lld", (long long)params->batch);
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: batch %lld", fn, (long long)params->batch);
+    if (frozen && params->training)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: frozen parameters are for inference plans (training is 1)", fn);
     if (g->n_nodes == 0)
-        return teeny__error(ctx, TEENY_ERR_STATE, "teeny_graph_compile: the graph is empty");
+        return teeny__error(ctx, TEENY_ERR_STATE, "%s: the graph is empty", fn);
     int n = g->n_nodes;
     teeny_node loss = params->loss < 0 ? n - 1 : params->loss;
     if (loss >= n)
-        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_graph_compile: loss node %d does not exist", (int)loss);
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: loss node %d does not exist", fn, (int)loss);
 
     if ((st = teeny__plan_alloc(g, params->batch, params->training, loss, params->reuse_memory, &p)) != TEENY_OK)
         return st;
+    p->frozen = frozen;
     if ((st = teeny__compile_shapes(p)) == TEENY_OK && (st = teeny__compile_backward(p, &bw)) == TEENY_OK &&
-        (st = teeny__compile_memory(p, &bw, &mp)) == TEENY_OK && (st = teeny__compile_record(p, &bw)) == TEENY_OK) {
+        (st = teeny__compile_memory(p, &bw, &mp)) == TEENY_OK && (st = teeny__compile_record(p, &bw)) == TEENY_OK &&
+        (st = teeny__recorder_replay_setup(ctx, p->rec)) == TEENY_OK) {
         g->n_plans++;
         *out = p;
     } else {
@@ -457,4 +462,31 @@ teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *params
     teeny__memplan_free(&mp);
     teeny__backward_free(&bw);
     return st;
+}
+
+teeny_status teeny_graph_compile(teeny_graph *g, const teeny_plan_params *params, teeny_plan **out)
+{
+    teeny_status st = teeny__graph_check(g, "teeny_graph_compile");
+    return st != TEENY_OK ? st : compile(g, params, 0, "teeny_graph_compile", out);
+}
+
+/* The smallest struct_size teeny_graph_compile_ex takes: 0.2's layout. */
+#define PLAN_OPTIONS_MIN (offsetof(teeny_plan_options, frozen_params) + sizeof(int))
+
+teeny_status teeny_graph_compile_ex(teeny_graph *g, const teeny_plan_params *params, const teeny_plan_options *opts,
+                                    teeny_plan **out)
+{
+    static const char fn[] = "teeny_graph_compile_ex";
+    teeny_status st = teeny__graph_check(g, fn);
+    if (st != TEENY_OK)
+        return st;
+    if (out)
+        *out = NULL;
+    if (opts && opts->struct_size < PLAN_OPTIONS_MIN)
+        return teeny__error(g->ctx, TEENY_ERR_ARG, "%s: opts->struct_size %zu is below %zu, the smallest layout", fn,
+                            opts->struct_size, (size_t)PLAN_OPTIONS_MIN);
+    int frozen = opts ? opts->frozen_params : 0;
+    if (frozen != 0 && frozen != 1)
+        return teeny__error(g->ctx, TEENY_ERR_ARG, "%s: frozen_params %d is not 0 or 1", fn, frozen);
+    return compile(g, params, frozen, fn, out);
 }

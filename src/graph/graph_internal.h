@@ -98,6 +98,7 @@ struct teeny_plan {
     size_t peak_elems, no_reuse_elems;
     teeny__recorder *rec;
     int fwd_from, fwd_to, bwd_from, bwd_to, zero_from, zero_to;
+    int frozen;                           /* teeny_plan_options.frozen_params: forwards see constant params */
     int64_t host_syncs;
     int forwarded;                        /* a forward has completed its enqueues: values exist */
     float loss_host;

@@ -368,6 +368,7 @@ static void node_args(const teeny_plan *p, int i, int backward, teeny_tensor *co
         for (int j = 0; j < s->n_state; j++)
             a->out[teeny__slot_out_state(sl) + j] = nd->state[j];
         a->training = p->training;
+        a->frozen = p->frozen;
         return;
     }
     a->in[teeny__slot_value(sl)] = p->value[i];

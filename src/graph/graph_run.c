@@ -190,8 +190,14 @@ teeny_status teeny_plan_launches(const teeny_plan *p, int *forward, int *backwar
     if (st != TEENY_OK)
         return st;
     if (forward)
-        *forward = p->fwd_to - p->fwd_from;
+        *forward = teeny__recorder_launches(p->rec, p->fwd_from, p->fwd_to);
     if (backward)
-        *backward = p->bwd_to - p->bwd_from;
+        *backward = teeny__recorder_launches(p->rec, p->bwd_from, p->bwd_to);
     return TEENY_OK;
+}
+
+teeny_status teeny_plan_refresh(teeny_plan *p)
+{
+    teeny_status st = check_plan(p, "teeny_plan_refresh");
+    return st != TEENY_OK ? st : teeny__recorder_replay_setup(p->ctx, p->rec);
 }

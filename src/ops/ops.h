@@ -195,6 +195,9 @@ typedef struct {
     teeny_tensor *out[TEENY__OP_MAX_TENSORS];      /* written (incl. updated state); NULL: not wanted */
     teeny__op_attrs attrs;
     int training;                                  /* graph mode: 1 training, 0 inference */
+    int frozen;                                    /* forward of a plan with frozen parameters: the param
+                                                    * slots hold constants, so data derived from them may be
+                                                    * recorded as setup launches (teeny__record_setup) */
 } teeny__op_args;
 
 /* ---- slots ----

@@ -190,7 +190,15 @@ void teeny__record_begin(teeny_ctx *ctx, teeny__recorder *rec);
 void teeny__record_end(teeny_ctx *ctx);
 int teeny__recorder_count(const teeny__recorder *rec);       /* launches recorded so far */
 size_t teeny__recorder_scratch_bytes(const teeny__recorder *rec);
+/* Replays the launches in [from, to) but the setup ones. */
 teeny_status teeny__recorder_replay(teeny_ctx *ctx, const teeny__recorder *rec, int from, int to);
+/* Setup launches (record.c's header): on 1 records the launches that
+ * follow as setup, 0 as replayed; no effect when not recording. */
+void teeny__record_setup(teeny_ctx *ctx, int on);
+/* Enqueues every setup launch, in recording order. */
+teeny_status teeny__recorder_replay_setup(teeny_ctx *ctx, const teeny__recorder *rec);
+/* The launches in [from, to) a replay enqueues (setup ones not counted). */
+int teeny__recorder_launches(const teeny__recorder *rec, int from, int to);
 /* What launch.c and build.c hand the active recorder (ctx->prog.rec). */
 teeny_status teeny__record_launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, int dims,
                                   const size_t *g, const size_t *local);

@@ -5,6 +5,13 @@
  * owned by it, and a replay enqueues exactly the recorded launches (no
  * object creation, no argument setting).
  *
+ * Setup launches: what an op records between teeny__record_setup(ctx, 1)
+ * and (ctx, 0) derives data from constants (a plan whose parameters are
+ * frozen: conv_gemm_cpu's packed weights). Those launches keep their place
+ * in the list but a replay of a range skips them; the plan enqueues them
+ * once, by teeny__recorder_replay_setup, after compiling and again when
+ * asked to refresh.
+ *
  * Dependencies run down only: launch.c and build.c call in here; record.c
  * calls profile.c (the enqueue primitives a replay shares with eager
  * launches) and simulator.c (a new workspace buffer's simulator store),
@@ -26,11 +33,13 @@ typedef struct {
     size_t off, n;
     float value;
     int node;              /* index into the recorder's node names; -1: none */
+    int setup;             /* a setup launch: replay_setup's, skipped by replay */
 } recorded;
 
 struct teeny__recorder {
     recorded *items;
     int n, cap;
+    int in_setup; /* teeny__record_setup's switch */
     struct {
         cl_kernel kernel;
         teeny__klimits limits;
@@ -84,6 +93,20 @@ int teeny__recorder_count(const teeny__recorder *rec)
     return rec->n;
 }
 
+void teeny__record_setup(teeny_ctx *ctx, int on)
+{
+    if (ctx->prog.rec)
+        ctx->prog.rec->in_setup = on;
+}
+
+int teeny__recorder_launches(const teeny__recorder *rec, int from, int to)
+{
+    int n = 0;
+    for (int i = from; i < to; i++)
+        n += !rec->items[i].setup;
+    return n;
+}
+
 size_t teeny__recorder_scratch_bytes(const teeny__recorder *rec)
 {
     return rec->scratch_bytes;
@@ -117,6 +140,7 @@ static teeny_status recorder_add(teeny_ctx *ctx, recorded *r)
     if (!teeny__grow((void **)&rec->items, &rec->cap, rec->n, sizeof(recorded)))
         return teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory recording a launch");
     r->node = rec->n_nodes - 1;
+    r->setup = rec->in_setup;
     rec->items[rec->n++] = *r;
     return TEENY_OK;
 }
@@ -180,10 +204,13 @@ teeny_status teeny__record_fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n
     return recorder_add(ctx, &r);
 }
 
-teeny_status teeny__recorder_replay(teeny_ctx *ctx, const teeny__recorder *rec, int from, int to)
+/* The items in [from, to) whose setup flag is setup, in order. */
+static teeny_status replay(teeny_ctx *ctx, const teeny__recorder *rec, int from, int to, int setup)
 {
     for (int i = from; i < to; i++) {
         const recorded *r = &rec->items[i];
+        if (r->setup != setup)
+            continue;
         const char *node = r->node >= 0 ? rec->nodes[r->node] : NULL;
         teeny_status st = r->kernel ? teeny__enqueue_kernel(ctx, r->kernel, r->name, node, r->dims, r->global,
                                                      r->has_local ? r->local : NULL)
@@ -194,3 +221,12 @@ teeny_status teeny__recorder_replay(teeny_ctx *ctx, const teeny__recorder *rec, 
     return TEENY_OK;
 }
 
+teeny_status teeny__recorder_replay(teeny_ctx *ctx, const teeny__recorder *rec, int from, int to)
+{
+    return replay(ctx, rec, from, to, 0);
+}
+
+teeny_status teeny__recorder_replay_setup(teeny_ctx *ctx, const teeny__recorder *rec)
+{
+    return replay(ctx, rec, 0, rec->n, 1);
+}

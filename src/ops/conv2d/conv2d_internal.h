@@ -48,6 +48,7 @@ typedef struct {
     cl_mem bias, scale, shift;
     int bias_off, scale_off, shift_off, epi, act, vec_out;
     int plain; /* conv_gemm_1x1 */
+    int w_frozen; /* w a constant of the recording: conv_gemm_cpu packs it in a setup launch */
     /* the input gradient's stride phases in one launch (grid index z; cl/conv2d.cl's conv_phase_job): the
      * packed geometry, their count (0 or 1: one GEMM as above, phase.s0 = 0) and the loop trips of the
      * kernel's phase search (dx_direct.c); M, Kh and Kw are then phase (0, 0)'s, the most of any phase */
@@ -115,6 +116,7 @@ typedef struct {
     const teeny_tensor *x, *w, *dy; /* forward: x and w; input gradient: w and dy */
     teeny_tensor *out;              /* y, or dx */
     dw_epilogue e;                  /* the forward's epilogue (cl/common.cl's conv_epilogue) */
+    int w_frozen;                   /* w is a constant of the recording (teeny__op_args.frozen) */
 } conv_pass;
 
 /* A route's take on a pass: it runs the pass (*taken 1), or leaves it to

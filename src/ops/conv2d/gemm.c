@@ -214,7 +214,9 @@ static int64_t cpu_packed(const conv_tuning *tu, const gemm_job *j)
 #define CONV_SEG_FIRST 1 /* as cl/conv2d.cl */
 #define CONV_SEG_LAST 2
 
-/* conv_gemm_cpu: pack B into a workspace, then the GEMM. */
+/* conv_gemm_cpu: pack B into a workspace, then the GEMM. A frozen w (a
+ * plan's constant) is packed by a setup launch: once at compile, not at
+ * every forward (the recorder's workspace is the plan's own). */
 teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, const char *opt,
                                       int z, int64_t chunk, int zstride)
 {
@@ -228,8 +230,10 @@ teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, con
         karg k[] = {KM(j->w),         KI(j->w_off),     KI(j->w_gstride), KI(j->w_nstride), KI(j->w_cstride),
                     KI(j->w_hstride), KI(j->w_wstride), KI(j->N),         KI(Np),           KI(j->Kc),
                     KI(j->Kh),        KI(j->Kw),        KM(bp),           KI(zero)};
-        if ((st = teeny__run_kernel(ctx, "conv2d", opt, "conv_pack_b", k, (int)(sizeof k / sizeof k[0]), 2, pg,
-                                    pl)) != TEENY_OK) {
+        teeny__record_setup(ctx, j->w_frozen);
+        st = teeny__run_kernel(ctx, "conv2d", opt, "conv_pack_b", k, (int)(sizeof k / sizeof k[0]), 2, pg, pl);
+        teeny__record_setup(ctx, 0);
+        if (st != TEENY_OK) {
             teeny__scratch_give(ctx, bp);
             return st;
         }
@@ -411,6 +415,7 @@ teeny_status teeny__conv_gemm_forward(teeny_ctx *ctx, const conv_pass *p, int *t
     j.act = e->act;
     j.vec_out = (g.OH * g.OW) % 4 == 0 && y_off % 4 == 0;
     j.plain = teeny__conv_plain(&g) && (g.H * g.W) % 4 == 0 && x_off % 4 == 0;
+    j.w_frozen = p->w_frozen;
     return teeny__conv_gemm_run(ctx, p->tu, &j);
 }
 

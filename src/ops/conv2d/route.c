@@ -101,7 +101,8 @@ static teeny_status forward_run(teeny_ctx *ctx, const teeny__op_args *a, int act
 {
     const teeny_tensor *x = a->in[TEENY__CONV2D_X], *w = a->in[TEENY__CONV2D_WEIGHT], *bias = a->in[TEENY__CONV2D_BIAS],
                        *scale = a->in[TEENY__CONV2D_SCALE], *shift = a->in[TEENY__CONV2D_SHIFT];
-    conv_pass p = {.g = teeny__conv_geom_make(x, w, &a->attrs.conv2d), .x = x, .w = w, .out = a->out[TEENY__OUT_VALUE]};
+    conv_pass p = {.g = teeny__conv_geom_make(x, w, &a->attrs.conv2d), .x = x, .w = w, .out = a->out[TEENY__OUT_VALUE],
+                   .w_frozen = a->frozen};
     teeny_status st = conv_tf32_probe(ctx);
     p.tu = conv_tuning_of(ctx);
     if (st == TEENY_OK) /* the device's loop budget (gemm.c) */
