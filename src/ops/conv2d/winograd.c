@@ -123,6 +123,7 @@ typedef struct {
     int in_off, w_off, out_off;
     int B, I, H, W, O, OH, OW, pad_h, pad_w, flip;
     dw_epilogue e;
+    int w_frozen; /* w a constant of the recording: its transform (and, on CPUs, its packing) are setup launches */
 } wino_conv;
 
 /* A transform over a (g0, g1) grid: work-groups of the profile's dw_wg
@@ -174,6 +175,7 @@ static teeny_status wino_gemms(teeny_ctx *ctx, const conv_tuning *tu, const wino
     j.bias = j.scale = j.shift = uvm[0];
     j.vec_out = 1; /* Tp is a multiple of 4, the offsets 0 */
     j.plain = 1;
+    j.w_frozen = c->w_frozen; /* U derives from w alone */
     return teeny__conv_gemm_run(ctx, tu, &j);
 }
 
@@ -193,8 +195,11 @@ static teeny_status wino_run(teeny_ctx *ctx, const conv_tuning *tu, const wino_c
         st = teeny__scratch(ctx, floats[i] * sizeof(float), &uvm[i]);
     int zero = 0;
     karg kw[] = {KM(c->w), KI(c->w_off), KI(c->O), KI(c->I), KI(c->flip), KM(uvm[0]), KI(zero)};
-    if (st == TEENY_OK)
+    if (st == TEENY_OK) {
+        teeny__record_setup(ctx, c->w_frozen);
         st = wino_launch(ctx, tu, names[0], kw, (int)(sizeof kw / sizeof kw[0]), c->I, c->O);
+        teeny__record_setup(ctx, 0);
+    }
     for (int b0 = 0; b0 < c->B && st == TEENY_OK; b0 += batch) {
         int nb = c->B - b0 < batch ? c->B - b0 : batch, T = nb * per, Tp = (int)teeny__conv_cdiv(T, 4) * 4;
         int in_off = c->in_off + b0 * c->I * c->H * c->W, out_off = c->out_off + b0 * c->O * c->OH * c->OW;
@@ -226,7 +231,7 @@ teeny_status teeny__conv_wino_forward(teeny_ctx *ctx, const conv_pass *p, int *t
     if (!*taken)
         return TEENY_OK;
     wino_conv c = {p->x->buf, p->w->buf, p->out->buf, teeny__off(p->x), teeny__off(p->w), teeny__off(p->out),
-                   g->B, g->Cin, g->H, g->W, g->Cout, g->OH, g->OW, g->ph, g->pw, 0, p->e};
+                   g->B, g->Cin, g->H, g->W, g->Cout, g->OH, g->OW, g->ph, g->pw, 0, p->e, p->w_frozen};
     return wino_run(ctx, p->tu, &c, batch);
 }
 
@@ -245,7 +250,7 @@ teeny_status teeny__conv_wino_dx(teeny_ctx *ctx, const conv_pass *p, int *taken)
         return TEENY_OK;
     wino_conv c = {dy->buf, w->buf, dx->buf, teeny__off(dy), teeny__off(w), teeny__off(dx),
                    g->B, g->Cout, g->OH, g->OW, g->Cin, g->H, g->W, 2 - g->ph, 2 - g->pw, 1,
-                   {dy->buf, dy->buf, dy->buf, 0, 0, 0, 0, TEENY_ACT_NONE}};
+                   {dy->buf, dy->buf, dy->buf, 0, 0, 0, 0, TEENY_ACT_NONE}, 0};
     return wino_run(ctx, p->tu, &c, batch);
 }
 
