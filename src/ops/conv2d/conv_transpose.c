@@ -85,8 +85,7 @@ teeny_status teeny__conv_transpose2d_forward(teeny_ctx *ctx, const teeny__op_arg
     if ((st = teeny__kernel_get(ctx, "conv_transpose", "", name, &kern)) != TEENY_OK ||
         (st = teeny__set_arg_list(ctx, kern, name, k, (int)(sizeof k / sizeof k[0]))) != TEENY_OK)
         return st;
-    size_t global = (size_t)total, local = teeny__local_clamp(ctx, kern, name, (size_t)ctx->work_group_size);
-    return teeny__launch(ctx, kern, name, 1, &global, &local);
+    return teeny__launch_1d(ctx, kern, name, (size_t)total);
 }
 
 /* dx, dweight, dbias (each may be NULL). */
