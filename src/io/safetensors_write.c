@@ -85,7 +85,7 @@ static teeny_status check_name(const teeny_st_writer *w, const char *fn, const c
 static teeny_status add_entry(teeny_st_writer *w, const char *fn, const st_entry *e)
 {
     st_entry copy = *e;
-    if (!teeny__grow((void **)&w->e, &w->cap, w->n, sizeof *w->e) || !(copy.name = dup_str(e->name)))
+    if (!teeny__grow((void **)&w->e, &w->cap, w->n, sizeof *w->e) || !(copy.name = teeny__strdup(e->name)))
         return teeny__error(NULL, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
     w->e[w->n++] = copy;
     return TEENY_OK;
@@ -158,8 +158,8 @@ teeny_status teeny_st_add_metadata(teeny_st_writer *w, const char *key, const ch
     for (int i = 0; i < w->n_meta; i++)
         if (!strcmp(w->meta[i].key, key))
             return teeny__error(NULL, TEENY_ERR_ARG, "%s: key %s was already added", fn, key);
-    k = dup_str(key);
-    v = dup_str(value);
+    k = teeny__strdup(key);
+    v = teeny__strdup(value);
     if (!k || !v || !teeny__grow((void **)&w->meta, &w->cap_meta, w->n_meta, sizeof *w->meta)) {
         teeny__free(k);
         teeny__free(v);

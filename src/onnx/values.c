@@ -295,9 +295,8 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
         return teeny__ox_fail(im, st, "graph input \"%.80s\": %s", v->name, teeny_last_error(im->ctx));
     teeny_onnx_model *m = im->m;
     if (!teeny__grow((void **)&m->inputs, &m->cap_inputs, m->n_inputs, sizeof *m->inputs) ||
-        !(m->inputs[m->n_inputs].name = teeny__malloc(strlen(v->name) + 1)))
+        !(m->inputs[m->n_inputs].name = teeny__strdup(v->name)))
         return teeny__ox_fail(im, TEENY_ERR_NOMEM, "out of host memory");
-    memcpy(m->inputs[m->n_inputs].name, v->name, strlen(v->name) + 1);
     m->inputs[m->n_inputs].node = n;
     m->inputs[m->n_inputs++].dtype = labels ? TEENY_ONNX_INT32 : TEENY_ONNX_FLOAT;
     v->kind = OX_RUNTIME;
