@@ -70,8 +70,11 @@ void teeny_st_writer_destroy(teeny_st_writer *w)
     teeny__free(w);
 }
 
+/* The start of an add: the last error cleared, then w and name checked
+ * (not NULL, a name allowed and not added before). */
 static teeny_status check_name(const teeny_st_writer *w, const char *fn, const char *name)
 {
+    teeny__clear_error(NULL);
     if (!w || !name)
         return teeny__error(NULL, TEENY_ERR_ARG, "%s: %s is NULL", fn, !w ? "writer" : "name");
     if (!*name || !strcmp(name, "__metadata__"))
@@ -95,9 +98,8 @@ teeny_status teeny_st_add_tensor(teeny_st_writer *w, const char *name, const tee
 {
     const char *fn = "teeny_st_add_tensor";
     st_entry e = {0};
-    teeny_status st;
-    teeny__clear_error(NULL);
-    if ((st = check_name(w, fn, name)) != TEENY_OK)
+    teeny_status st = check_name(w, fn, name);
+    if (st != TEENY_OK)
         return st;
     if (!t || !t->handle_alive)
         return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor %s is NULL or destroyed", fn, name);
@@ -118,9 +120,8 @@ teeny_status teeny_st_add_i64(teeny_st_writer *w, const char *name, int ndim, co
 {
     const char *fn = "teeny_st_add_i64";
     st_entry e = {0};
-    teeny_status st;
-    teeny__clear_error(NULL);
-    if ((st = check_name(w, fn, name)) != TEENY_OK)
+    teeny_status st = check_name(w, fn, name);
+    if (st != TEENY_OK)
         return st;
     if (ndim < 0 || ndim > TEENY_ST_MAX_DIMS || (ndim > 0 && !shape))
         return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor %s: ndim %d outside 0..%d or shape NULL", fn, name, ndim,
