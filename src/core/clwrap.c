@@ -3,6 +3,7 @@
  * behind every OpenCL call and host allocation (see clwrap.h).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -38,6 +39,15 @@ void *teeny__malloc(size_t n)
     if (teeny__hook(TEENY__ID_malloc))
         return NULL;
     return malloc(n ? n : 1);
+}
+
+char *teeny__strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = teeny__malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
 }
 
 void *teeny__calloc(size_t n, size_t size)

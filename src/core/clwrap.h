@@ -134,6 +134,8 @@ void teeny__hook_release(teeny__call_id id);
 void *teeny__malloc(size_t n);
 void *teeny__calloc(size_t n, size_t size);
 void teeny__free(void *p);
+/* A copy of the string s through teeny__malloc (NULL when that fails). */
+char *teeny__strdup(const char *s);
 
 /* ---- test controls (internal; tests link the static library) ---- */
 /* Fail the k-th hooked call from now on (1-based, one-shot); 0 turns off. */

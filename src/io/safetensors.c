@@ -174,8 +174,8 @@ static teeny_status parse_metadata(const char *path, const cJSON *meta, teeny_st
     {
         if (!cJSON_IsString(it) || !it->string)
             return BAD("safetensors %s: metadata %s is not a string", path, it->string ? it->string : "?");
-        f->meta_keys[f->n_meta] = dup_str(it->string);
-        f->meta_values[f->n_meta] = dup_str(it->valuestring);
+        f->meta_keys[f->n_meta] = teeny__strdup(it->string);
+        f->meta_values[f->n_meta] = teeny__strdup(it->valuestring);
         if (!f->meta_keys[f->n_meta] || !f->meta_values[f->n_meta]) {
             teeny__free(f->meta_keys[f->n_meta]);
             teeny__free(f->meta_values[f->n_meta]);
@@ -376,7 +376,7 @@ static teeny_status parse_file(const char *path, teeny_st_file *f)
             BAD("safetensors %s: a tensor has an empty name", path);
             goto done;
         }
-        if (!(f->names[f->n] = dup_str(it->string))) {
+        if (!(f->names[f->n] = teeny__strdup(it->string))) {
             st = teeny__error(NULL, TEENY_ERR_NOMEM, "safetensors %s: out of host memory", path);
             goto done;
         }
@@ -412,7 +412,7 @@ teeny_status teeny_st_open(const char *path, teeny_st_file **out)
     if (!path || !out)
         return teeny__error(NULL, TEENY_ERR_ARG, "teeny_st_open: %s is NULL", !path ? "path" : "out");
     f = teeny__calloc(1, sizeof *f);
-    if (!f || !(f->path = dup_str(path))) {
+    if (!f || !(f->path = teeny__strdup(path))) {
         teeny__free(f);
         return teeny__error(NULL, TEENY_ERR_NOMEM, "teeny_st_open %s: out of host memory", path);
     }

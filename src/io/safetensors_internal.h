@@ -39,13 +39,4 @@ static inline void put_le64(unsigned char *p, uint64_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static inline char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = teeny__malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 #endif /* TEENY_SAFETENSORS_INTERNAL_H */

@@ -70,8 +70,11 @@ void teeny_st_writer_destroy(teeny_st_writer *w)
     teeny__free(w);
 }
 
+/* The start of an add: the last error cleared, then w and name checked
+ * (not NULL, a name allowed and not added before). */
 static teeny_status check_name(const teeny_st_writer *w, const char *fn, const char *name)
 {
+    teeny__clear_error(NULL);
     if (!w || !name)
         return teeny__error(NULL, TEENY_ERR_ARG, "%s: %s is NULL", fn, !w ? "writer" : "name");
     if (!*name || !strcmp(name, "__metadata__"))
@@ -85,7 +88,7 @@ static teeny_status check_name(const teeny_st_writer *w, const char *fn, const c
 static teeny_status add_entry(teeny_st_writer *w, const char *fn, const st_entry *e)
 {
     st_entry copy = *e;
-    if (!teeny__grow((void **)&w->e, &w->cap, w->n, sizeof *w->e) || !(copy.name = dup_str(e->name)))
+    if (!teeny__grow((void **)&w->e, &w->cap, w->n, sizeof *w->e) || !(copy.name = teeny__strdup(e->name)))
         return teeny__error(NULL, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
     w->e[w->n++] = copy;
     return TEENY_OK;
@@ -95,9 +98,8 @@ teeny_status teeny_st_add_tensor(teeny_st_writer *w, const char *name, const tee
 {
     const char *fn = "teeny_st_add_tensor";
     st_entry e = {0};
-    teeny_status st;
-    teeny__clear_error(NULL);
-    if ((st = check_name(w, fn, name)) != TEENY_OK)
+    teeny_status st = check_name(w, fn, name);
+    if (st != TEENY_OK)
         return st;
     if (!t || !t->handle_alive)
         return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor %s is NULL or destroyed", fn, name);
@@ -118,9 +120,8 @@ teeny_status teeny_st_add_i64(teeny_st_writer *w, const char *name, int ndim, co
 {
     const char *fn = "teeny_st_add_i64";
     st_entry e = {0};
-    teeny_status st;
-    teeny__clear_error(NULL);
-    if ((st = check_name(w, fn, name)) != TEENY_OK)
+    teeny_status st = check_name(w, fn, name);
+    if (st != TEENY_OK)
         return st;
     if (ndim < 0 || ndim > TEENY_ST_MAX_DIMS || (ndim > 0 && !shape))
         return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor %s: ndim %d outside 0..%d or shape NULL", fn, name, ndim,
@@ -158,8 +159,8 @@ teeny_status teeny_st_add_metadata(teeny_st_writer *w, const char *key, const ch
     for (int i = 0; i < w->n_meta; i++)
         if (!strcmp(w->meta[i].key, key))
             return teeny__error(NULL, TEENY_ERR_ARG, "%s: key %s was already added", fn, key);
-    k = dup_str(key);
-    v = dup_str(value);
+    k = teeny__strdup(key);
+    v = teeny__strdup(value);
     if (!k || !v || !teeny__grow((void **)&w->meta, &w->cap_meta, w->n_meta, sizeof *w->meta)) {
         teeny__free(k);
         teeny__free(v);

@@ -199,28 +199,32 @@ static teeny_status create_fail(int rc, const char *call)
                             teeny__dist_mpi_text(rc, text));
 }
 
-/* The dist's duplicate of comm and its node-local split, both returning
- * errors as codes (and so statuses) instead of ending the job. */
+/* A communicator the dist made: errors returned as codes (and so statuses)
+ * instead of ending the job, and this process's rank in it and its size. */
+static teeny_status join_comm(MPI_Comm c, int *rank, int *size)
+{
+    int rc;
+    if ((rc = MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN)) != MPI_SUCCESS)
+        return create_fail(rc, "MPI_Comm_set_errhandler");
+    if ((rc = MPI_Comm_rank(c, rank)) != MPI_SUCCESS)
+        return create_fail(rc, "MPI_Comm_rank");
+    if ((rc = MPI_Comm_size(c, size)) != MPI_SUCCESS)
+        return create_fail(rc, "MPI_Comm_size");
+    return TEENY_OK;
+}
+
+/* The dist's duplicate of comm and its node-local split. */
 static teeny_status setup_comms(teeny_dist *d, MPI_Comm comm)
 {
     int rc;
+    teeny_status st;
     if ((rc = MPI_Comm_dup(comm, &d->comm)) != MPI_SUCCESS)
         return create_fail(rc, "MPI_Comm_dup");
-    if ((rc = MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN)) != MPI_SUCCESS)
-        return create_fail(rc, "MPI_Comm_set_errhandler");
-    if ((rc = MPI_Comm_rank(d->comm, &d->rank)) != MPI_SUCCESS)
-        return create_fail(rc, "MPI_Comm_rank");
-    if ((rc = MPI_Comm_size(d->comm, &d->size)) != MPI_SUCCESS)
-        return create_fail(rc, "MPI_Comm_size");
+    if ((st = join_comm(d->comm, &d->rank, &d->size)) != TEENY_OK)
+        return st;
     if ((rc = MPI_Comm_split_type(d->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &d->node)) != MPI_SUCCESS)
         return create_fail(rc, "MPI_Comm_split_type");
-    if ((rc = MPI_Comm_set_errhandler(d->node, MPI_ERRORS_RETURN)) != MPI_SUCCESS)
-        return create_fail(rc, "MPI_Comm_set_errhandler");
-    if ((rc = MPI_Comm_rank(d->node, &d->local_rank)) != MPI_SUCCESS)
-        return create_fail(rc, "MPI_Comm_rank");
-    if ((rc = MPI_Comm_size(d->node, &d->local_size)) != MPI_SUCCESS)
-        return create_fail(rc, "MPI_Comm_size");
-    return TEENY_OK;
+    return join_comm(d->node, &d->local_rank, &d->local_size);
 }
 
 teeny_status teeny_dist_create(MPI_Comm comm, const teeny_dist_params *p, teeny_dist **out)

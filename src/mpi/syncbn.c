@@ -59,11 +59,14 @@ static teeny_status make_vec(teeny_ctx *ctx, int64_t C, const float *v, teeny_te
     return st;
 }
 
-/* The header exchange (op, ok, C, n) per rank: all must be ok with one C.
- * counts (size entries, may be NULL) receives each rank's n. */
-static teeny_status bn_header(teeny_dist *d, int op, int ok, int64_t C, int64_t n, double *counts, int64_t *n_total,
-                              const char *fn)
+/* The header exchange (op, ok, C, n) per rank: all must be ok (this
+ * rank's local part: local) with one C. counts (size entries, may be
+ * NULL) receives each rank's n. Where this rank failed its local part,
+ * its own status and message stand for TEENY_ERR_STATE. */
+static teeny_status bn_header(teeny_dist *d, int op, teeny_status local, int64_t C, int64_t n, double *counts,
+                              int64_t *n_total, const char *fn)
 {
+    int ok = local == TEENY_OK;
     int64_t h[TEENY__DIST_HDR] = {op, ok, C, n};
     teeny_status st = teeny__dist_agree(d, h, fn);
     const int64_t *all = d->agree;
@@ -74,7 +77,7 @@ static teeny_status bn_header(teeny_dist *d, int op, int ok, int64_t C, int64_t 
                 teeny__dist_fail(d, TEENY_ERR_STATE,
                                  "%s: rank %d failed its local part; running statistics and parameters are unchanged, "
                                  "this call's other outputs unspecified", fn, r);
-            return TEENY_ERR_STATE;
+            return ok ? TEENY_ERR_STATE : local;
         }
     for (int r = 0; st == TEENY_OK && r < d->size; r++) {
         const int64_t *o = all + TEENY__DIST_HDR * r;
@@ -85,7 +88,19 @@ static teeny_status bn_header(teeny_dist *d, int op, int ok, int64_t C, int64_t 
         if (counts)
             counts[r] = (double)o[3];
     }
-    return st;
+    return st == TEENY_ERR_STATE && !ok ? local : st;
+}
+
+/* A pass's host memory: n_vec vectors of C floats (*h), this rank's row of
+ * 1 + 2C doubles to gather and room for every rank's (*all). */
+static teeny_status bn_host(teeny_dist *d, int64_t C, int n_vec, float **h, double **row, double **all, const char *fn)
+{
+    *h = teeny__malloc((size_t)C * (size_t)n_vec * sizeof **h);
+    *row = teeny__malloc((1 + 2 * (size_t)C) * sizeof **row);
+    *all = teeny__malloc((1 + 2 * (size_t)C) * (size_t)d->size * sizeof **all);
+    if (!*h || !*row || !*all)
+        return teeny__dist_fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
+    return TEENY_OK;
 }
 
 teeny_status teeny_dist_batchnorm_forward_train(teeny_dist *d, teeny_ctx *ctx, const teeny_tensor *x,
@@ -106,15 +121,8 @@ teeny_status teeny_dist_batchnorm_forward_train(teeny_dist *d, teeny_ctx *ctx, c
     if (!ctx || !bn_shape(x, &C, &n) || !running_mean || !running_var || !save_mean || !save_rstd)
         local = teeny__dist_fail(d, TEENY_ERR_ARG, "%s: rank %d: NULL ctx or tensor, or x not [N, C] / [B, C, H, W]",
                                  fn, d->rank);
-    if (local == TEENY_OK) {
-        hm = teeny__malloc((size_t)C * 4 * sizeof *hm);
-        row = teeny__malloc((1 + 2 * (size_t)C) * sizeof *row);
-        all = teeny__malloc((1 + 2 * (size_t)C) * (size_t)d->size * sizeof *all);
-        if (!hm || !row || !all)
-            local = teeny__dist_fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
-        else
-            hr = hm + C, rm = hm + 2 * C, rv = hm + 3 * C;
-    }
+    if (local == TEENY_OK && (local = bn_host(d, C, 4, &hm, &row, &all, fn)) == TEENY_OK)
+        hr = hm + C, rm = hm + 2 * C, rv = hm + 3 * C;
     if (local == TEENY_OK &&
         ((local = make_vec(ctx, C, NULL, &scratch_rm)) != TEENY_OK ||
          (local = make_vec(ctx, C, NULL, &scratch_rv)) != TEENY_OK ||
@@ -130,10 +138,7 @@ teeny_status teeny_dist_batchnorm_forward_train(teeny_dist *d, teeny_ctx *ctx, c
     counts = teeny__malloc((size_t)d->size * sizeof *counts);
     if (!counts && local == TEENY_OK)
         local = teeny__dist_fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
-    st = bn_header(d, TEENY__DIST_OP_BN_FORWARD, local == TEENY_OK, C, n, counts, &N, fn);
-    if (st == TEENY_ERR_STATE && local != TEENY_OK)
-        st = local; /* this rank's own failure, with its own message */
-    if (st != TEENY_OK)
+    if ((st = bn_header(d, TEENY__DIST_OP_BN_FORWARD, local, C, n, counts, &N, fn)) != TEENY_OK)
         goto cleanup;
     row[0] = 1.0;
     for (int64_t c = 0; c < C; c++) {
@@ -202,13 +207,8 @@ teeny_status teeny_dist_batchnorm_backward_train(teeny_dist *d, teeny_ctx *ctx, 
     if (!ctx || !bn_shape(x, &C, &n) || !weight || !save_mean || !save_rstd || !dx || !dweight || !dbias)
         local = teeny__dist_fail(d, TEENY_ERR_ARG, "%s: rank %d: NULL ctx or tensor, or x not [N, C] / [B, C, H, W]",
                                  fn, d->rank);
-    if (local == TEENY_OK) {
-        h = teeny__malloc((size_t)C * 6 * sizeof *h);
-        row = teeny__malloc((1 + 2 * (size_t)C) * sizeof *row);
-        all = teeny__malloc((1 + 2 * (size_t)C) * (size_t)d->size * sizeof *all);
-        if (!h || !row || !all)
-            local = teeny__dist_fail(d, TEENY_ERR_NOMEM, "%s: out of host memory", fn);
-    }
+    if (local == TEENY_OK)
+        local = bn_host(d, C, 6, &h, &row, &all, fn);
     float *rstd = NULL, *w = NULL, *var = NULL, *sdw = NULL, *sdb = NULL, *coef = NULL;
     if (h)
         rstd = h, w = h + C, var = h + 2 * C, sdw = h + 3 * C, sdb = h + 4 * C, coef = h + 5 * C;
@@ -230,10 +230,7 @@ teeny_status teeny_dist_batchnorm_backward_train(teeny_dist *d, teeny_ctx *ctx, 
             (local = teeny_tensor_create(ctx, teeny_tensor_ndim(x), shape, &corr)) != TEENY_OK)
             teeny__dist_fail(d, local, "%s: rank %d: the local sums: %s", fn, d->rank, teeny_last_error(ctx));
     }
-    st = bn_header(d, TEENY__DIST_OP_BN_BACKWARD, local == TEENY_OK, C, n, NULL, &N, fn);
-    if (st == TEENY_ERR_STATE && local != TEENY_OK)
-        st = local; /* this rank's own failure, with its own message */
-    if (st != TEENY_OK)
+    if ((st = bn_header(d, TEENY__DIST_OP_BN_BACKWARD, local, C, n, NULL, &N, fn)) != TEENY_OK)
         goto cleanup;
     row[0] = 1.0;
     for (int64_t c = 0; c < C; c++) {

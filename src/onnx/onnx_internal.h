@@ -183,6 +183,9 @@ teeny_status teeny__ox_define(ox_import *im, const char *name, int kind, int *id
 /* The value of the node's input i: index, or -1 when omitted (""). An
  * input no earlier node produced is TEENY_ERR_FORMAT. */
 teeny_status teeny__ox_in(ox_import *im, int i, int *idx);
+/* teeny__ox_in for an input the node must have: a missing one (what names
+ * it) fails with TEENY_ERR_FORMAT. */
+teeny_status teeny__ox_in_present(ox_import *im, int i, const char *what, int *idx);
 int teeny__ox_n_in(const ox_import *im);            /* inputs given, trailing omitted ones dropped */
 /* Input i as a constant; what names the slot. A graph input with a feed
  * is bound to it when it is an integer tensor, or for a weight slot. */

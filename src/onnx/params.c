@@ -72,9 +72,8 @@ teeny_status teeny__ox_bind(ox_import *im, int vidx, teeny_node n, int is_state,
         return TEENY_OK;
     teeny_onnx_model *m = im->m;
     if (!teeny__grow((void **)&m->params, &m->cap_params, m->n_params, sizeof *m->params) ||
-        !(m->params[m->n_params].name = teeny__malloc(strlen(v->name) + 1)))
+        !(m->params[m->n_params].name = teeny__strdup(v->name)))
         return teeny__ox_fail(im, TEENY_ERR_NOMEM, "out of host memory");
-    memcpy(m->params[m->n_params].name, v->name, strlen(v->name) + 1);
     m->params[m->n_params].node = n;
     m->params[m->n_params++].slot = slot;
     return TEENY_OK;

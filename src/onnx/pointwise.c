@@ -40,11 +40,9 @@ static teeny_status const_node(ox_import *im, int idx)
 teeny_status teeny__ox_operand(ox_import *im, int i, const char *what, teeny_node *n, ox_shape *s)
 {
     int idx;
-    teeny_status st = teeny__ox_in(im, i, &idx);
+    teeny_status st = teeny__ox_in_present(im, i, what, &idx);
     if (st != TEENY_OK)
         return st;
-    if (idx < 0)
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "input %d (%s) is missing", i, what);
     if (im->vals[idx].kind == OX_CONST) {
         if ((st = const_node(im, idx)) != TEENY_OK)
             return st;

@@ -114,48 +114,66 @@ teeny_status teeny__ox_out_nd(ox_import *im, int out, teeny_node n, int nsp)
 
 /* ---- Conv ---- */
 
+/* What Conv and ConvTranspose read of a node: inputs X (run-time, shape
+ * xs), W (constant) and B (constant, or none: bi -1, b NULL), the group. */
+typedef struct {
+    int xi, wi, bi;
+    const ox_const *w, *b;
+    int64_t group;
+    const ox_shape *xs;
+} ox_conv;
+
 /* Conv's and ConvTranspose's attributes (attrs allowed), one output, the
- * group, and inputs X (run-time), W (constant) and B (constant, or none:
- * *bi -1, *b NULL). */
-static teeny_status conv_inputs(ox_import *im, const char *const *attrs, int *xi, int *wi, int *bi,
-                                const ox_const **w, const ox_const **b, int64_t *group)
+ * inputs and the group into c, and X's rank: 1-D or 2-D (kind names the
+ * op), the spatial axes into sp->nsp. */
+static teeny_status conv_inputs(ox_import *im, const char *const *attrs, const char *kind, ox_conv *c,
+                                ox_spatial *sp)
 {
     teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    *b = NULL;
+    c->b = NULL;
     if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
-        (st = teeny__ox_attr_int(im, "group", 1, group)) != TEENY_OK ||
-        (st = teeny__ox_in_runtime(im, 0, "X", xi)) != TEENY_OK ||
-        (st = teeny__ox_in_const(im, 1, "W", 1, w)) != TEENY_OK || (st = teeny__ox_in(im, 1, wi)) != TEENY_OK ||
-        (st = teeny__ox_in(im, 2, bi)) != TEENY_OK)
+        (st = teeny__ox_attr_int(im, "group", 1, &c->group)) != TEENY_OK ||
+        (st = teeny__ox_in_runtime(im, 0, "X", &c->xi)) != TEENY_OK ||
+        (st = teeny__ox_in_const(im, 1, "W", 1, &c->w)) != TEENY_OK ||
+        (st = teeny__ox_in(im, 1, &c->wi)) != TEENY_OK || (st = teeny__ox_in(im, 2, &c->bi)) != TEENY_OK ||
+        (c->bi >= 0 && (st = teeny__ox_in_const(im, 2, "B", 1, &c->b)) != TEENY_OK))
         return st;
-    return *bi >= 0 ? teeny__ox_in_const(im, 2, "B", 1, b) : TEENY_OK;
+    c->xs = &im->vals[c->xi].shape;
+    if (c->xs->ndim != 3 && c->xs->ndim != 4)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%d-D %s (supported: 1-D and 2-D)", c->xs->ndim - 2, kind);
+    sp->nsp = c->xs->ndim - 2;
+    return TEENY_OK;
+}
+
+/* After the graph builder (its status st) made y: W and B bound to y's
+ * parameters, y the node's output of nsp spatial axes. */
+static teeny_status conv_output(ox_import *im, const ox_conv *c, teeny_status st, teeny_node y, int nsp)
+{
+    if (st != TEENY_OK)
+        return teeny__ox_graph_fail(im, st);
+    if ((st = teeny__ox_bind(im, c->wi, y, 0, 0, NULL)) != TEENY_OK ||
+        (c->b && (st = teeny__ox_bind(im, c->bi, y, 0, 1, NULL)) != TEENY_OK))
+        return st;
+    return teeny__ox_out_nd(im, 0, y, nsp);
 }
 
 teeny_status teeny__ox_op_conv(ox_import *im)
 {
     static const char *const attrs[] = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", NULL};
-    int xi, wi, bi;
-    const ox_const *w, *b = NULL;
-    int64_t group;
+    ox_conv c;
     ox_spatial sp = {0};
-    teeny_node x2, y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = conv_inputs(im, attrs, &xi, &wi, &bi, &w, &b, &group);
+    teeny_status st = conv_inputs(im, attrs, "convolution", &c, &sp);
     if (st != TEENY_OK)
         return st;
-    const ox_shape *xs = &im->vals[xi].shape;
-    if (xs->ndim != 3 && xs->ndim != 4)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%d-D convolution (supported: 1-D and 2-D)", xs->ndim - 2);
-    sp.nsp = xs->ndim - 2;
-    if (w->shape.ndim != xs->ndim || w->shape.d[0] < 1 || w->shape.d[0] > INT32_MAX ||
-        (b && (b->shape.ndim != 1 || b->shape.d[0] != w->shape.d[0])))
+    if (c.w->shape.ndim != c.xs->ndim || c.w->shape.d[0] < 1 || c.w->shape.d[0] > INT32_MAX ||
+        (c.b && (c.b->shape.ndim != 1 || c.b->shape.d[0] != c.w->shape.d[0])))
         return teeny__ox_fail(im, TEENY_ERR_SHAPE, "W or B has the wrong shape for X");
-    if (group < 1 || group > INT32_MAX || xs->d[1] % group || w->shape.d[1] * group != xs->d[1])
+    if (c.group < 1 || c.group > INT32_MAX || c.xs->d[1] % c.group || c.w->shape.d[1] * c.group != c.xs->d[1])
         return teeny__ox_fail(im, TEENY_ERR_SHAPE, "group %lld does not divide the %lld channels into W's %lld",
-                              (long long)group, (long long)xs->d[1], (long long)w->shape.d[1]);
-    sp.kernel[0] = w->shape.d[2];
-    sp.kernel[1] = sp.nsp == 2 ? w->shape.d[3] : 1;
-    if ((st = teeny__ox_spatial_attrs(im, xs->d + 2, &sp, 1)) != TEENY_OK)
+                              (long long)c.group, (long long)c.xs->d[1], (long long)c.w->shape.d[1]);
+    sp.kernel[0] = c.w->shape.d[2];
+    sp.kernel[1] = sp.nsp == 2 ? c.w->shape.d[3] : 1;
+    if ((st = teeny__ox_spatial_attrs(im, c.xs->d + 2, &sp, 1)) != TEENY_OK)
         return st;
     teeny_conv2d_params p = TEENY_CONV2D_PARAMS_INIT;
     for (int i = 0; i < 2; i++) {
@@ -164,17 +182,14 @@ teeny_status teeny__ox_op_conv(ox_import *im)
         p.pad_end_extra[i] = (int)(sp.pad_end[i] - sp.pad[i]); /* both pads within int32 */
         p.dilation[i] = (int)sp.dil[i];
     }
-    p.groups = (int)group;
-    if ((st = teeny__ox_as_2d(im, xi, &x2)) != TEENY_OK)
+    p.groups = (int)c.group;
+    teeny_node x2, y;
+    char buf[TEENY__NAME_CAP];
+    if ((st = teeny__ox_as_2d(im, c.xi, &x2)) != TEENY_OK)
         return st;
-    st = teeny_graph_conv2d(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2, (int)w->shape.d[0],
-                            (int)sp.kernel[0], (int)sp.kernel[1], &p, b != NULL, &y);
-    if (st != TEENY_OK)
-        return teeny__ox_graph_fail(im, st);
-    if ((st = teeny__ox_bind(im, wi, y, 0, 0, NULL)) != TEENY_OK ||
-        (b && (st = teeny__ox_bind(im, bi, y, 0, 1, NULL)) != TEENY_OK))
-        return st;
-    return teeny__ox_out_nd(im, 0, y, sp.nsp);
+    st = teeny_graph_conv2d(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2, (int)c.w->shape.d[0],
+                            (int)sp.kernel[0], (int)sp.kernel[1], &p, c.b != NULL, &y);
+    return conv_output(im, &c, st, y, sp.nsp);
 }
 
 /* ---- ConvTranspose ---- */
@@ -244,48 +259,37 @@ teeny_status teeny__ox_op_conv_transpose(ox_import *im)
 {
     static const char *const attrs[] = {"auto_pad", "dilations",    "group", "kernel_shape", "output_padding",
                                         "output_shape", "pads", "strides", NULL};
-    int xi, wi, bi;
-    const ox_const *w, *b = NULL;
-    int64_t group;
+    ox_conv c;
     ox_spatial sp = {0};
-    teeny_node x2, y;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = conv_inputs(im, attrs, &xi, &wi, &bi, &w, &b, &group);
+    teeny_status st = conv_inputs(im, attrs, "transposed convolution", &c, &sp);
     if (st != TEENY_OK)
         return st;
-    const ox_shape *xs = &im->vals[xi].shape;
-    if (xs->ndim != 3 && xs->ndim != 4)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "%d-D transposed convolution (supported: 1-D and 2-D)",
-                              xs->ndim - 2);
-    sp.nsp = xs->ndim - 2;
-    if (group < 1 || group > INT32_MAX || xs->d[1] % group)
-        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "group %lld does not divide the %lld channels", (long long)group,
-                              (long long)xs->d[1]);
-    if (w->shape.ndim != xs->ndim || w->shape.d[0] != xs->d[1] || w->shape.d[1] < 1 ||
-        w->shape.d[1] > INT32_MAX / group || (b && (b->shape.ndim != 1 || b->shape.d[0] != w->shape.d[1] * group)))
+    if (c.group < 1 || c.group > INT32_MAX || c.xs->d[1] % c.group)
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "group %lld does not divide the %lld channels",
+                              (long long)c.group, (long long)c.xs->d[1]);
+    if (c.w->shape.ndim != c.xs->ndim || c.w->shape.d[0] != c.xs->d[1] || c.w->shape.d[1] < 1 ||
+        c.w->shape.d[1] > INT32_MAX / c.group ||
+        (c.b && (c.b->shape.ndim != 1 || c.b->shape.d[0] != c.w->shape.d[1] * c.group)))
         return teeny__ox_fail(im, TEENY_ERR_SHAPE, "W or B has the wrong shape for X (W: [C, M/group, k...], B: [M])");
-    sp.kernel[0] = w->shape.d[2];
-    sp.kernel[1] = sp.nsp == 2 ? w->shape.d[3] : 1;
+    sp.kernel[0] = c.w->shape.d[2];
+    sp.kernel[1] = sp.nsp == 2 ? c.w->shape.d[3] : 1;
     teeny_conv_transpose2d_params p = TEENY_CONV_TRANSPOSE2D_PARAMS_INIT;
-    if ((st = teeny__ox_spatial_attrs(im, xs->d + 2, &sp, 1)) != TEENY_OK ||
-        (st = convt_pads(im, xs->d + 2, &sp, &p)) != TEENY_OK)
+    if ((st = teeny__ox_spatial_attrs(im, c.xs->d + 2, &sp, 1)) != TEENY_OK ||
+        (st = convt_pads(im, c.xs->d + 2, &sp, &p)) != TEENY_OK)
         return st;
     for (int i = 0; i < 2; i++) {
         p.stride[i] = (int)sp.stride[i];
         p.dilation[i] = (int)sp.dil[i];
     }
-    p.groups = (int)group;
-    if ((st = teeny__ox_as_2d(im, xi, &x2)) != TEENY_OK)
+    p.groups = (int)c.group;
+    teeny_node x2, y;
+    char buf[TEENY__NAME_CAP];
+    if ((st = teeny__ox_as_2d(im, c.xi, &x2)) != TEENY_OK)
         return st;
     st = teeny_graph_conv_transpose2d(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2,
-                                      (int)(w->shape.d[1] * group), (int)sp.kernel[0], (int)sp.kernel[1], &p,
-                                      b != NULL, &y);
-    if (st != TEENY_OK)
-        return teeny__ox_graph_fail(im, st);
-    if ((st = teeny__ox_bind(im, wi, y, 0, 0, NULL)) != TEENY_OK ||
-        (b && (st = teeny__ox_bind(im, bi, y, 0, 1, NULL)) != TEENY_OK))
-        return st;
-    return teeny__ox_out_nd(im, 0, y, sp.nsp);
+                                      (int)(c.w->shape.d[1] * c.group), (int)sp.kernel[0], (int)sp.kernel[1], &p,
+                                      c.b != NULL, &y);
+    return conv_output(im, &c, st, y, sp.nsp);
 }
 
 /* ---- pooling ---- */

@@ -112,6 +112,14 @@ teeny_status teeny__ox_in(ox_import *im, int i, int *idx)
     return TEENY_OK;
 }
 
+teeny_status teeny__ox_in_present(ox_import *im, int i, const char *what, int *idx)
+{
+    teeny_status st = teeny__ox_in(im, i, idx);
+    if (st == TEENY_OK && *idx < 0)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "input %d (%s) is missing", i, what);
+    return st;
+}
+
 /* A graph input's declared element type (0: not declared). */
 static int declared_type(const ox_value *v)
 {
@@ -125,12 +133,10 @@ static int declared_type(const ox_value *v)
 teeny_status teeny__ox_in_const(ox_import *im, int i, const char *what, int weight, const ox_const **c)
 {
     int idx;
-    teeny_status st = teeny__ox_in(im, i, &idx);
+    teeny_status st = teeny__ox_in_present(im, i, what, &idx);
     *c = NULL;
     if (st != TEENY_OK)
         return st;
-    if (idx < 0)
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "input %d (%s) is missing", i, what);
     ox_value *v = &im->vals[idx];
     int elem = v->kind == OX_INPUT ? declared_type(v) : 0;
     if (v->kind == OX_INPUT && elem && !teeny__ox_type_supported(elem))
@@ -289,9 +295,8 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
         return teeny__ox_fail(im, st, "graph input \"%.80s\": %s", v->name, teeny_last_error(im->ctx));
     teeny_onnx_model *m = im->m;
     if (!teeny__grow((void **)&m->inputs, &m->cap_inputs, m->n_inputs, sizeof *m->inputs) ||
-        !(m->inputs[m->n_inputs].name = teeny__malloc(strlen(v->name) + 1)))
+        !(m->inputs[m->n_inputs].name = teeny__strdup(v->name)))
         return teeny__ox_fail(im, TEENY_ERR_NOMEM, "out of host memory");
-    memcpy(m->inputs[m->n_inputs].name, v->name, strlen(v->name) + 1);
     m->inputs[m->n_inputs].node = n;
     m->inputs[m->n_inputs++].dtype = labels ? TEENY_ONNX_INT32 : TEENY_ONNX_FLOAT;
     v->kind = OX_RUNTIME;
@@ -324,11 +329,9 @@ static teeny_status sigmoid_node(ox_import *im, int idx)
 
 static teeny_status in_runtime(ox_import *im, int i, const char *what, int labels, int *idx)
 {
-    teeny_status st = teeny__ox_in(im, i, idx);
+    teeny_status st = teeny__ox_in_present(im, i, what, idx);
     if (st != TEENY_OK)
         return st;
-    if (*idx < 0)
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "input %d (%s) is missing", i, what);
     ox_value *v = &im->vals[*idx];
     if (v->kind == OX_INPUT)
         return make_input(im, *idx, labels);
@@ -509,43 +512,40 @@ static int attr_is(const Onnx__AttributeProto *a, int want)
     }
 }
 
-static teeny_status wrong_type(ox_import *im, const char *name, const char *want)
+/* The attribute name into *a (NULL when the node has none); one of
+ * another type than type (type_name) fails. */
+static teeny_status attr_typed(ox_import *im, const char *name, int type, const char *type_name,
+                               const Onnx__AttributeProto **a)
 {
-    return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute %s is not of type %s", name, want);
+    *a = teeny__ox_attr(im, name);
+    if (*a && !attr_is(*a, type))
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute %s is not of type %s", name, type_name);
+    return TEENY_OK;
 }
 
 teeny_status teeny__ox_attr_int(ox_import *im, const char *name, int64_t def, int64_t *out)
 {
-    const Onnx__AttributeProto *a = teeny__ox_attr(im, name);
-    *out = def;
-    if (!a)
-        return TEENY_OK;
-    if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT))
-        return wrong_type(im, name, "INT");
-    *out = a->i;
-    return TEENY_OK;
+    const Onnx__AttributeProto *a;
+    teeny_status st = attr_typed(im, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, "INT", &a);
+    *out = st == TEENY_OK && a ? a->i : def;
+    return st;
 }
 
 teeny_status teeny__ox_attr_float(ox_import *im, const char *name, float def, float *out)
 {
-    const Onnx__AttributeProto *a = teeny__ox_attr(im, name);
-    *out = def;
-    if (!a)
-        return TEENY_OK;
-    if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT))
-        return wrong_type(im, name, "FLOAT");
-    *out = a->f;
-    return TEENY_OK;
+    const Onnx__AttributeProto *a;
+    teeny_status st = attr_typed(im, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, "FLOAT", &a);
+    *out = st == TEENY_OK && a ? a->f : def;
+    return st;
 }
 
 teeny_status teeny__ox_attr_ints(ox_import *im, const char *name, int max, int64_t *out, int *n)
 {
-    const Onnx__AttributeProto *a = teeny__ox_attr(im, name);
+    const Onnx__AttributeProto *a;
+    teeny_status st = attr_typed(im, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, "INTS", &a);
     *n = -1;
-    if (!a)
-        return TEENY_OK;
-    if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS))
-        return wrong_type(im, name, "INTS");
+    if (st != TEENY_OK || !a)
+        return st;
     if (a->n_ints > (size_t)max)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute %s has %zu values (at most %d supported)", name,
                        a->n_ints, max);
@@ -557,12 +557,11 @@ teeny_status teeny__ox_attr_ints(ox_import *im, const char *name, int max, int64
 
 teeny_status teeny__ox_attr_string(ox_import *im, const char *name, const char *def, char *out, size_t cap)
 {
-    const Onnx__AttributeProto *a = teeny__ox_attr(im, name);
+    const Onnx__AttributeProto *a;
+    teeny_status st = attr_typed(im, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING, "STRING", &a);
     snprintf(out, cap, "%s", def);
-    if (!a)
-        return TEENY_OK;
-    if (!attr_is(a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING))
-        return wrong_type(im, name, "STRING");
+    if (st != TEENY_OK || !a)
+        return st;
     if (a->s.len >= cap || (a->s.len && memchr(a->s.data, 0, a->s.len))) /* an empty string has NULL data */
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute %s: value not supported", name);
     if (a->s.len)

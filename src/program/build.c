@@ -356,13 +356,12 @@ static teeny_status program_get(teeny_ctx *ctx, const char *family, const char *
         goto cleanup;
     }
     teeny__strlcpy(p->family, family, sizeof p->family);
-    p->options = teeny__malloc(strlen(options) + 1);
+    p->options = teeny__strdup(options);
     if (!p->options) {
         teeny__free(p);
         st = teeny__error(ctx, TEENY_ERR_NOMEM, "out of host memory caching program %s", family);
         goto cleanup;
     }
-    memcpy(p->options, options, strlen(options) + 1);
     p->program = prog;
     prog = NULL;
     p->next = ctx->prog.programs;

@@ -72,6 +72,12 @@ teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name,
     return teeny__enqueue_kernel(ctx, k, kernel_name, NULL, (cl_uint)dims, g, local);
 }
 
+teeny_status teeny__launch_1d(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, size_t items)
+{
+    size_t local = teeny__local_clamp(ctx, k, kernel_name, (size_t)ctx->work_group_size);
+    return teeny__launch(ctx, k, kernel_name, 1, &items, &local);
+}
+
 size_t teeny__cpu_local(const teeny_ctx *ctx, size_t items)
 {
     size_t groups = 4 * (size_t)(ctx->info.compute_units > 0 ? ctx->info.compute_units : 1), l = 64;
@@ -110,37 +116,29 @@ teeny_status teeny__fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float
 /* The ctx->kernel_stores paths: ew_fill / ew_copy over n words (n and off
  * are within int32 range: tensors are checked at creation). Under a
  * recorder the kernel is the node's own and teeny__launch records it. */
-static teeny_status sim_fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value)
+/* ew_fill / ew_copy over n words. */
+static teeny_status sim_launch(teeny_ctx *ctx, const char *name, const teeny__karg *a, int n_args, size_t n)
 {
-    static const char name[] = "ew_fill";
-    int y_off = (int)off, count = (int)n;
-    cl_uint bits;
     cl_kernel k;
-    memcpy(&bits, &value, sizeof bits);
     teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
     if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &buf, sizeof(int), &y_off, sizeof(cl_uint), &bits,
-                             sizeof(int), &count, (size_t)0);
-    if (st == TEENY_OK) {
-        size_t local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
-        st = teeny__launch(ctx, k, name, 1, &n, &local);
-    }
-    return st;
+        st = teeny__set_arg_list(ctx, k, name, a, n_args);
+    return st == TEENY_OK ? teeny__launch_1d(ctx, k, name, n) : st;
+}
+
+static teeny_status sim_fill(teeny_ctx *ctx, cl_mem buf, size_t off, size_t n, float value)
+{
+    int y_off = (int)off, count = (int)n;
+    cl_uint bits;
+    memcpy(&bits, &value, sizeof bits);
+    const teeny__karg a[] = {TEENY__KARG(buf), TEENY__KARG(y_off), TEENY__KARG(bits), TEENY__KARG(count)};
+    return sim_launch(ctx, "ew_fill", a, 4, n);
 }
 
 teeny_status teeny__sim_upload(teeny_ctx *ctx, cl_mem src, cl_mem dst, size_t off, size_t n)
 {
-    static const char name[] = "ew_copy";
     int y_off = (int)off, count = (int)n;
-    cl_kernel k;
-    teeny_status st = teeny__kernel_get(ctx, "elementwise", "", name, &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &src, sizeof(cl_mem), &dst, sizeof(int), &y_off,
-                             sizeof(int), &count, (size_t)0);
-    if (st == TEENY_OK) {
-        size_t local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
-        st = teeny__launch(ctx, k, name, 1, &n, &local);
-    }
-    return st;
+    const teeny__karg a[] = {TEENY__KARG(src), TEENY__KARG(dst), TEENY__KARG(y_off), TEENY__KARG(count)};
+    return sim_launch(ctx, "ew_copy", a, 4, n);
 }
 

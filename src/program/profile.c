@@ -96,10 +96,8 @@ teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kern
         ctx->prog.kernels_enqueued++;
     }
     if (err == CL_SUCCESS && ev) {
-        char *copy = node ? teeny__malloc(strlen(node) + 1) : NULL;
+        char *copy = node ? teeny__strdup(node) : NULL;
         if ((!node || copy) && profile_grow(ctx)) {
-            if (copy)
-                memcpy(copy, node, strlen(node) + 1);
             ctx->prog.prof_nodes[ctx->prog.prof_count] = copy;
             ctx->prog.prof_names[ctx->prog.prof_count] = kernel_name;
             ctx->prog.prof_items[ctx->prog.prof_count] = items;

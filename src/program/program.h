@@ -136,6 +136,9 @@ teeny_status teeny__set_args(teeny_ctx *ctx, cl_kernel k, const char *kernel_nam
 /* Enqueue over a 1-3 D grid; global sizes are rounded up to the local size. */
 teeny_status teeny__launch(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, int dims,
                            const size_t *global, const size_t *local);
+/* Enqueue over items work-items in 1-D, in work-groups of the context's
+ * size clamped to what k allows (teeny__local_clamp). */
+teeny_status teeny__launch_1d(teeny_ctx *ctx, cl_kernel k, const char *kernel_name, size_t items);
 /* The work-group size for a barrier-free CPU variant over items work-items:
  * a CPU runs one work-group per compute unit at a time, so the largest
  * power of two up to 64 that leaves every compute unit 4 groups (at least 1). */

@@ -47,8 +47,10 @@ static teeny_status check_shape(teeny_ctx *ctx, const char *fn, int ndim, const 
     return TEENY_OK;
 }
 
+/* A tensor without storage into *made, for the caller to give storage and
+ * then hand out through out (which fn's failures leave NULL). */
 static teeny_status tensor_new(teeny_ctx *ctx, const char *fn, int ndim, const int64_t *shape,
-                               teeny__dtype dtype, teeny_tensor **out)
+                               teeny__dtype dtype, teeny_tensor **out, teeny_tensor **made)
 {
     teeny_tensor *t;
     int64_t numel = 0;
@@ -76,7 +78,7 @@ static teeny_status tensor_new(teeny_ctx *ctx, const char *fn, int ndim, const i
     t->ndim = ndim;
     t->numel = numel;
     memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
-    *out = t;
+    *made = t;
     return TEENY_OK;
 }
 
@@ -85,10 +87,7 @@ static teeny_status tensor_create(teeny_ctx *ctx, const char *fn, int ndim, cons
 {
     teeny_tensor *t;
     cl_int err;
-    teeny_status st;
-    if (out)
-        *out = NULL;
-    st = tensor_new(ctx, fn, ndim, shape, dtype, out ? &t : NULL);
+    teeny_status st = tensor_new(ctx, fn, ndim, shape, dtype, out, &t);
     if (st != TEENY_OK)
         return st;
     t->buf = TEENY_CLO(clCreateBuffer, &err, ctx->context, CL_MEM_READ_WRITE, (size_t)t->numel * 4, NULL);
@@ -127,10 +126,7 @@ teeny_status teeny_tensor_wrap_cl(teeny_ctx *ctx, cl_mem buf, size_t offset_byte
     size_t size = 0;
     cl_context owner = NULL;
     cl_int err;
-    teeny_status st;
-    if (out)
-        *out = NULL;
-    st = tensor_new(ctx, fn, ndim, shape, TEENY__F32, out ? &t : NULL);
+    teeny_status st = tensor_new(ctx, fn, ndim, shape, TEENY__F32, out, &t);
     if (st != TEENY_OK)
         return st;
     if (!buf) {
@@ -185,7 +181,7 @@ teeny_status teeny_tensor_view(teeny_tensor *base, int64_t offset, int ndim, con
         *out = NULL;
     if (!base)
         return teeny__error(NULL, TEENY_ERR_ARG, "%s: base is NULL", fn);
-    st = tensor_new(base->ctx, fn, ndim, shape, base->dtype, out ? &t : NULL);
+    st = tensor_new(base->ctx, fn, ndim, shape, base->dtype, out, &t);
     if (st != TEENY_OK)
         return st;
     if (offset < 0 || offset > base->numel || t->numel > base->numel - offset) {

@@ -43,6 +43,38 @@ static int push_mat(att_arg *a, int n, const teeny__attn_mat *m)
     return n;
 }
 
+/* Four matrices in a row: every pass reads four before its scalars. */
+static int push_mats(att_arg *a, int n, const teeny__attn_mat *m0, const teeny__attn_mat *m1,
+                     const teeny__attn_mat *m2, const teeny__attn_mat *m3)
+{
+    n = push_mat(a, n, m0);
+    n = push_mat(a, n, m1);
+    n = push_mat(a, n, m2);
+    return push_mat(a, n, m3);
+}
+
+/* The problem's sizes and scale, in the order every kernel takes them. */
+static int push_dims(att_arg *a, int n, const teeny__attn_problem *p)
+{
+    a[n++] = ARG(p->heads);
+    a[n++] = ARG(p->n_q);
+    a[n++] = ARG(p->n_k);
+    a[n++] = ARG(p->d);
+    a[n++] = ARG(p->dv);
+    a[n++] = ARG(p->scale);
+    return n;
+}
+
+/* The backward passes' row statistics: lse, the rows' Di and lse corrections. */
+static int push_rows(att_arg *a, int n, const teeny__attn_problem *p, const cl_mem *di, const cl_mem *corr)
+{
+    a[n++] = ARG(p->lse);
+    a[n++] = ARG(p->lse_off);
+    a[n++] = ARG(*di);
+    a[n++] = ARG(*corr);
+    return n;
+}
+
 /* The values of cl/attention.cl's ATT_EXT_ARGS (the arguments point at
  * them until the launch): the mask (q's buffer stands in when there is
  * none: never read), its heads, the causal frontier (n_k: every key
@@ -73,24 +105,29 @@ static int push_ext(att_arg *a, int n, const att_plan *pl, const att_ext_args *e
     return n;
 }
 
-static teeny_status set_args(teeny_ctx *ctx, cl_kernel k, const char *name, const att_arg *a, int n)
+/* Get name from the plan's program, set its arguments and launch it; clamp:
+ * local[0] first clamped to what the kernel allows. */
+static teeny_status enqueue(teeny_ctx *ctx, const att_plan *pl, const char *name, const att_arg *a, int n,
+                            cl_uint dims, const size_t *global, size_t *local, int clamp)
 {
-    return teeny__set_arg_list(ctx, k, name, a, n);
+    cl_kernel k;
+    teeny_status st = teeny__kernel_get(ctx, "attention", pl->options, name, &k);
+    if (st == TEENY_OK && clamp)
+        local[0] = teeny__local_clamp(ctx, k, name, local[0]);
+    if (st == TEENY_OK)
+        st = teeny__set_arg_list(ctx, k, name, a, n);
+    if (st == TEENY_OK)
+        st = teeny__launch(ctx, k, name, dims, global, local);
+    return st;
 }
 
 static teeny_status launch_tiled(teeny_ctx *ctx, const att_plan *pl, const char *name, const att_arg *a, int n,
                                  att_tile t, int rows, int bh)
 {
-    cl_kernel k;
     int per_group = t.tr * t.rm;
     size_t local[2] = {(size_t)t.tr * t.tc, 1};
     size_t global[2] = {(size_t)((rows + per_group - 1) / per_group) * local[0], (size_t)bh};
-    teeny_status st = teeny__kernel_get(ctx, "attention", pl->options, name, &k);
-    if (st == TEENY_OK)
-        st = set_args(ctx, k, name, a, n);
-    if (st == TEENY_OK)
-        st = teeny__launch(ctx, k, name, 2, global, local);
-    return st;
+    return enqueue(ctx, pl, name, a, n, 2, global, local, 0);
 }
 
 /* The CPU variants (TEENY_VARIANT_CPU): one work-item per pl->cr rows of
@@ -187,17 +224,11 @@ static teeny_status launch_cpu(teeny_ctx *ctx, const att_plan *pl, const char *n
     a[n++] = ARG(seg_end);
     a[n++] = ARG(seg);
     for (int64_t b = 0; b < n_blocks && st == TEENY_OK; b += per_launch) {
-        cl_kernel k;
+        size_t local = teeny__cpu_local(ctx, items);
         seg_begin = (int)(b * ATT_CPU_KB);
         seg_end = b + per_launch >= n_blocks ? loop_len : (int)((b + per_launch) * ATT_CPU_KB);
         seg = (b == 0 ? ATT_SEG_FIRST : 0) | (b + per_launch >= n_blocks ? ATT_SEG_LAST : 0);
-        st = teeny__kernel_get(ctx, "attention", pl->options, name, &k);
-        if (st == TEENY_OK)
-            st = set_args(ctx, k, name, a, n_args);
-        if (st == TEENY_OK) {
-            size_t local = teeny__local_clamp(ctx, k, name, teeny__cpu_local(ctx, items));
-            st = teeny__launch(ctx, k, name, 1, &items, &local);
-        }
+        st = enqueue(ctx, pl, name, a, n_args, 1, &items, &local, 1);
     }
     return st;
 }
@@ -230,21 +261,10 @@ static teeny_status prep_run(teeny_ctx *ctx, const teeny__attn_problem *p, const
     if (keys < p->n_k &&
         (st = teeny__scratch(ctx, (size_t)2 * (size_t)p->bh * (size_t)p->n_q * sizeof(float), &state)) != TEENY_OK)
         return st;
-    int n = push_mat(a, 0, &p->o);
-    n = push_mat(a, n, &p->d_o);
-    n = push_mat(a, n, &p->q);
-    n = push_mat(a, n, &p->k);
-    a[n++] = ARG(p->lse);
-    a[n++] = ARG(p->lse_off);
-    a[n++] = ARG(di);
-    a[n++] = ARG(corr);
+    int n = push_mats(a, 0, &p->o, &p->d_o, &p->q, &p->k);
+    n = push_rows(a, n, p, &di, &corr);
     a[n++] = ARG(state);
-    a[n++] = ARG(p->heads);
-    a[n++] = ARG(p->n_q);
-    a[n++] = ARG(p->n_k);
-    a[n++] = ARG(p->d);
-    a[n++] = ARG(p->dv);
-    a[n++] = ARG(p->scale);
+    n = push_dims(a, n, p);
     n = push_ext(a, n, pl, ext);
     int seg_begin, seg_end, seg;
     a[n++] = ARG(cpu);
@@ -252,19 +272,12 @@ static teeny_status prep_run(teeny_ctx *ctx, const teeny__attn_problem *p, const
     a[n++] = ARG(seg_end);
     a[n++] = ARG(seg);
     for (int64_t b = 0; b < p->n_k && st == TEENY_OK; b += keys) {
-        cl_kernel k;
         size_t local[2] = {(size_t)(ctx->work_group_size < 64 ? ctx->work_group_size : 64), 1};
         size_t global[2] = {(size_t)p->n_q, (size_t)p->bh};
         seg_begin = (int)b;
         seg_end = b + keys >= p->n_k ? p->n_k : (int)(b + keys);
         seg = (b == 0 ? ATT_SEG_FIRST : 0) | (seg_end == p->n_k ? ATT_SEG_LAST : 0);
-        st = teeny__kernel_get(ctx, "attention", pl->options, "attn_bwd_prep", &k);
-        if (st == TEENY_OK)
-            local[0] = teeny__local_clamp(ctx, k, "attn_bwd_prep", local[0]);
-        if (st == TEENY_OK)
-            st = set_args(ctx, k, "attn_bwd_prep", a, n);
-        if (st == TEENY_OK)
-            st = teeny__launch(ctx, k, "attn_bwd_prep", 2, global, local);
+        st = enqueue(ctx, pl, "attn_bwd_prep", a, n, 2, global, local, 1);
     }
     return st;
 }
@@ -282,19 +295,11 @@ teeny_status teeny__attn_forward_run(teeny_ctx *ctx, const teeny__attn_problem *
         st = teeny__attn_plan(ctx, p, 0, cpu, &pl);
     if (st != TEENY_OK)
         return st;
-    n = push_mat(a, n, &p->q);
-    n = push_mat(a, n, &p->k);
-    n = push_mat(a, n, &p->v);
-    n = push_mat(a, n, &p->o);
+    n = push_mats(a, n, &p->q, &p->k, &p->v, &p->o);
     a[n++] = ARG(lse);
     a[n++] = ARG(p->lse_off);
     a[n++] = ARG(has_lse);
-    a[n++] = ARG(p->heads);
-    a[n++] = ARG(p->n_q);
-    a[n++] = ARG(p->n_k);
-    a[n++] = ARG(p->d);
-    a[n++] = ARG(p->dv);
-    a[n++] = ARG(p->scale);
+    n = push_dims(a, n, p);
     ext_args_of(p, &ext);
     n = push_ext(a, n, &pl, &ext);
     if (cpu) {
@@ -339,16 +344,7 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         return st;
 
     /* the four inputs both passes read, then lse, Di and the corrections */
-    int n_common;
-    n = push_mat(a, 0, &p->q);
-    n = push_mat(a, n, &p->k);
-    n = push_mat(a, n, &p->v);
-    n = push_mat(a, n, &p->d_o);
-    a[n++] = ARG(p->lse);
-    a[n++] = ARG(p->lse_off);
-    a[n++] = ARG(di);
-    a[n++] = ARG(corr);
-    n_common = n;
+    int n_common = push_rows(a, push_mats(a, 0, &p->q, &p->k, &p->v, &p->d_o), p, &di, &corr);
 
     if (p->dk.buf || p->dv_out.buf) {
         /* a missing output is replaced by the other; want says which to write */
@@ -357,12 +353,7 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
         n = push_mat(a, n_common, &dk);
         n = push_mat(a, n, &dv);
         a[n++] = ARG(want);
-        a[n++] = ARG(p->heads);
-        a[n++] = ARG(p->n_q);
-        a[n++] = ARG(p->n_k);
-        a[n++] = ARG(p->d);
-        a[n++] = ARG(p->dv);
-        a[n++] = ARG(p->scale);
+        n = push_dims(a, n, p);
         n = push_ext(a, n, &pl, &ext);
         st = cpu ? launch_cpu(ctx, &pl, "attn_bwd_dkdv_cpu", a, n, p->n_k, p->bh, p->n_q, kv_launch, NULL)
                               : launch_tiled(ctx, &pl, teeny__attn_kernel(&pl, 1), a, n, pl.kv, p->n_k, p->bh);
@@ -370,13 +361,7 @@ teeny_status teeny__attn_backward_run(teeny_ctx *ctx, const teeny__attn_problem 
             return st;
     }
     if (p->dq.buf) {
-        n = push_mat(a, n_common, &p->dq);
-        a[n++] = ARG(p->heads);
-        a[n++] = ARG(p->n_q);
-        a[n++] = ARG(p->n_k);
-        a[n++] = ARG(p->d);
-        a[n++] = ARG(p->dv);
-        a[n++] = ARG(p->scale);
+        n = push_dims(a, push_mat(a, n_common, &p->dq), p);
         n = push_ext(a, n, &pl, &ext);
         st = cpu ? launch_cpu(ctx, &pl, "attn_bwd_dq_cpu", a, n, p->n_q, p->bh, p->n_k, q_launch, NULL)
                               : launch_tiled(ctx, &pl, teeny__attn_kernel(&pl, 2), a, n, pl.qg, p->n_q, p->bh);

@@ -195,18 +195,47 @@ teeny_status teeny__attention_infer(teeny_ctx *ctx, teeny__node_shapes *s)
     return TEENY_OK;
 }
 
-teeny_status teeny_attention_forward(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
-                                     const teeny_tensor *v, float scale, teeny_tensor *o, teeny_tensor *lse)
+/* The four eager calls through these two: the plain ones are the _ex
+ * ones without a mask, with attributes of the scale alone. */
+static teeny_status attn_forward(teeny_ctx *ctx, const char *fn, teeny__attention_attrs attrs, const teeny_tensor *q,
+                                 const teeny_tensor *k, const teeny_tensor *v, const teeny_tensor *mask,
+                                 teeny_tensor *o, teeny_tensor *lse)
 {
-    teeny__eager e = {TEENY__EAGER_OF("teeny_attention_forward", ATTENTION, attention, forward),
-                      .attrs.attention = {scale}};
+    teeny__eager e = {TEENY__EAGER_OF(fn, ATTENTION, attention, forward), .attrs.attention = attrs};
     const teeny__earg args[] = {{"q", q, TEENY__ATTENTION_Q, 0},
                                 {"k", k, TEENY__ATTENTION_K, 0},
                                 {"v", v, TEENY__ATTENTION_V, 0},
+                                {"mask", mask, TEENY__ATTENTION_MASK, TEENY__EA_OPTIONAL},
                                 {"o", o, TEENY__OUT_VALUE, TEENY__EA_OUT},
                                 {"lse", lse, TEENY__ATTENTION_OUT_LSE, TEENY__EA_OUT | TEENY__EA_OPTIONAL}};
+    return teeny__eager_run(ctx, &e, args, 6);
+}
+
+static teeny_status attn_backward(teeny_ctx *ctx, const char *fn, teeny__attention_attrs attrs, const teeny_tensor *q,
+                                  const teeny_tensor *k, const teeny_tensor *v, const teeny_tensor *mask,
+                                  const teeny_tensor *o, const teeny_tensor *lse, const teeny_tensor *d_o,
+                                  teeny_tensor *dq, teeny_tensor *dk, teeny_tensor *dv)
+{
+    teeny__eager e = {TEENY__EAGER_OF(fn, ATTENTION, attention, backward), .attrs.attention = attrs};
+    const teeny__earg args[] = {{"q", q, TEENY__ATTENTION_Q, 0},
+                                {"k", k, TEENY__ATTENTION_K, 0},
+                                {"v", v, TEENY__ATTENTION_V, 0},
+                                {"mask", mask, TEENY__ATTENTION_MASK, TEENY__EA_OPTIONAL},
+                                {"o", o, TEENY__ATTENTION_O, 0},
+                                {"lse", lse, TEENY__ATTENTION_LSE, 0},
+                                {"d_o", d_o, TEENY__ATTENTION_DO, 0},
+                                {"dq", dq, TEENY__ATTENTION_Q, TEENY__EA_OUT | TEENY__EA_OPTIONAL},
+                                {"dk", dk, TEENY__ATTENTION_K, TEENY__EA_OUT | TEENY__EA_OPTIONAL},
+                                {"dv", dv, TEENY__ATTENTION_V, TEENY__EA_OUT | TEENY__EA_OPTIONAL}};
+    return teeny__eager_run(ctx, &e, args, 10);
+}
+
+teeny_status teeny_attention_forward(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
+                                     const teeny_tensor *v, float scale, teeny_tensor *o, teeny_tensor *lse)
+{
     EAGER_BEGIN("teeny_attention_forward");
-    return teeny__eager_run(ctx, &e, args, 5);
+    const teeny__attention_attrs attrs = {.scale = scale};
+    return attn_forward(ctx, "teeny_attention_forward", attrs, q, k, v, NULL, o, lse);
 }
 
 teeny_status teeny_attention_backward(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
@@ -214,19 +243,9 @@ teeny_status teeny_attention_backward(teeny_ctx *ctx, const teeny_tensor *q, con
                                       const teeny_tensor *d_o, float scale, teeny_tensor *dq, teeny_tensor *dk,
                                       teeny_tensor *dv)
 {
-    teeny__eager e = {TEENY__EAGER_OF("teeny_attention_backward", ATTENTION, attention, backward),
-                      .attrs.attention = {scale}};
-    const teeny__earg args[] = {{"q", q, TEENY__ATTENTION_Q, 0},
-                                {"k", k, TEENY__ATTENTION_K, 0},
-                                {"v", v, TEENY__ATTENTION_V, 0},
-                                {"o", o, TEENY__ATTENTION_O, 0},
-                                {"lse", lse, TEENY__ATTENTION_LSE, 0},
-                                {"d_o", d_o, TEENY__ATTENTION_DO, 0},
-                                {"dq", dq, TEENY__ATTENTION_Q, TEENY__EA_OUT | TEENY__EA_OPTIONAL},
-                                {"dk", dk, TEENY__ATTENTION_K, TEENY__EA_OUT | TEENY__EA_OPTIONAL},
-                                {"dv", dv, TEENY__ATTENTION_V, TEENY__EA_OUT | TEENY__EA_OPTIONAL}};
     EAGER_BEGIN("teeny_attention_backward");
-    return teeny__eager_run(ctx, &e, args, 9);
+    const teeny__attention_attrs attrs = {.scale = scale};
+    return attn_backward(ctx, "teeny_attention_backward", attrs, q, k, v, NULL, o, lse, d_o, dq, dk, dv);
 }
 
 /* The op's attributes of p (the _ex functions). */
@@ -242,15 +261,7 @@ teeny_status teeny_attention_forward_ex(teeny_ctx *ctx, const teeny_tensor *q, c
     EAGER_BEGIN("teeny_attention_forward_ex");
     if (!p)
         return teeny__error(ctx, TEENY_ERR_ARG, "teeny_attention_forward_ex: p is NULL");
-    teeny__eager e = {TEENY__EAGER_OF("teeny_attention_forward_ex", ATTENTION, attention, forward),
-                      .attrs.attention = attrs_of(p)};
-    const teeny__earg args[] = {{"q", q, TEENY__ATTENTION_Q, 0},
-                                {"k", k, TEENY__ATTENTION_K, 0},
-                                {"v", v, TEENY__ATTENTION_V, 0},
-                                {"mask", mask, TEENY__ATTENTION_MASK, TEENY__EA_OPTIONAL},
-                                {"o", o, TEENY__OUT_VALUE, TEENY__EA_OUT},
-                                {"lse", lse, TEENY__ATTENTION_OUT_LSE, TEENY__EA_OUT | TEENY__EA_OPTIONAL}};
-    return teeny__eager_run(ctx, &e, args, 6);
+    return attn_forward(ctx, "teeny_attention_forward_ex", attrs_of(p), q, k, v, mask, o, lse);
 }
 
 teeny_status teeny_attention_backward_ex(teeny_ctx *ctx, const teeny_tensor *q, const teeny_tensor *k,
@@ -262,17 +273,5 @@ teeny_status teeny_attention_backward_ex(teeny_ctx *ctx, const teeny_tensor *q, 
     EAGER_BEGIN("teeny_attention_backward_ex");
     if (!p)
         return teeny__error(ctx, TEENY_ERR_ARG, "teeny_attention_backward_ex: p is NULL");
-    teeny__eager e = {TEENY__EAGER_OF("teeny_attention_backward_ex", ATTENTION, attention, backward),
-                      .attrs.attention = attrs_of(p)};
-    const teeny__earg args[] = {{"q", q, TEENY__ATTENTION_Q, 0},
-                                {"k", k, TEENY__ATTENTION_K, 0},
-                                {"v", v, TEENY__ATTENTION_V, 0},
-                                {"mask", mask, TEENY__ATTENTION_MASK, TEENY__EA_OPTIONAL},
-                                {"o", o, TEENY__ATTENTION_O, 0},
-                                {"lse", lse, TEENY__ATTENTION_LSE, 0},
-                                {"d_o", d_o, TEENY__ATTENTION_DO, 0},
-                                {"dq", dq, TEENY__ATTENTION_Q, TEENY__EA_OUT | TEENY__EA_OPTIONAL},
-                                {"dk", dk, TEENY__ATTENTION_K, TEENY__EA_OUT | TEENY__EA_OPTIONAL},
-                                {"dv", dv, TEENY__ATTENTION_V, TEENY__EA_OUT | TEENY__EA_OPTIONAL}};
-    return teeny__eager_run(ctx, &e, args, 10);
+    return attn_backward(ctx, "teeny_attention_backward_ex", attrs_of(p), q, k, v, mask, o, lse, d_o, dq, dk, dv);
 }

@@ -48,8 +48,48 @@
 #include <string.h>
 
 #include "../ops.h"
+#include "conv2d_internal.h"
 
 /* ---- shapes and the eager API ---- */
+
+teeny_status teeny__conv_out_dims(teeny_ctx *ctx, const int64_t dims[4], int64_t *ys)
+{
+    int64_t n = 1;
+    for (int i = 0; i < 4; i++) {
+        if (dims[i] > INT32_MAX || n > INT32_MAX / dims[i])
+            return teeny__error(ctx, TEENY_ERR_RANGE,
+                                "output [%lld, %lld, %lld, %lld] has more than 2^31-1 elements (kernels index "
+                                "with int32)",
+                                (long long)dims[0], (long long)dims[1], (long long)dims[2], (long long)dims[3]);
+        n *= dims[i];
+    }
+    if (ys)
+        memcpy(ys, dims, 4 * sizeof *dims);
+    return TEENY_OK;
+}
+
+teeny_status teeny__conv_shape_args(const char *fn, const void *p, const int64_t *x_shape, const int64_t *w_shape,
+                                    const int64_t *y_shape)
+{
+    if (!p || !x_shape || !w_shape || !y_shape)
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s: %s is NULL", fn,
+                            !p         ? "params"
+                            : !x_shape ? "x_shape"
+                            : !w_shape ? "w_shape"
+                                       : "y_shape");
+    return TEENY_OK;
+}
+
+teeny_status teeny__conv_eager_args(teeny_ctx *ctx, const teeny__eager *e, const void *p, const teeny_tensor *w,
+                                    const char *w_layout, const teeny__earg *args, int n)
+{
+    teeny_status st;
+    if (!p)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: params is NULL", e->fn);
+    if ((st = teeny__eager_tensors(ctx, e->fn, args, n)) == TEENY_OK)
+        st = teeny__eager_rank(ctx, e->fn, w, "weight", 4, w_layout);
+    return st;
+}
 
 /* The convolution rule: parameter values and the shapes of x and the
  * weight; ys gets the output shape. ctx may be NULL (the thread's error). */
@@ -110,18 +150,8 @@ static teeny_status conv_shape(teeny_ctx *ctx, const teeny_conv2d_params *p, con
                                 axis[i], (long long)xs[2 + i], (long long)pads);
         out[i] = (in - span) / p->stride[i] + 1;
     }
-    int64_t dims[4] = {xs[0], ws[0], out[0], out[1]}, n = 1;
-    for (int i = 0; i < 4; i++) {
-        if (dims[i] > INT32_MAX || n > INT32_MAX / dims[i])
-            return teeny__error(ctx, TEENY_ERR_RANGE,
-                                "output [%lld, %lld, %lld, %lld] has more than 2^31-1 elements (kernels index "
-                                "with int32)",
-                                (long long)dims[0], (long long)dims[1], (long long)dims[2], (long long)dims[3]);
-        n *= dims[i];
-    }
-    if (ys)
-        memcpy(ys, dims, sizeof dims);
-    return TEENY_OK;
+    const int64_t dims[4] = {xs[0], ws[0], out[0], out[1]};
+    return teeny__conv_out_dims(ctx, dims, ys);
 }
 
 static teeny_conv2d_params params_of(const teeny__conv2d_attrs *at)
@@ -174,13 +204,10 @@ teeny_status teeny_conv2d_output_shape(const teeny_conv2d_params *p, const int64
                                        const int64_t w_shape[4], int64_t y_shape[4])
 {
     static const char fn[] = "teeny_conv2d_output_shape";
-    if (!p || !x_shape || !w_shape || !y_shape)
-        return teeny__error(NULL, TEENY_ERR_ARG, "%s: %s is NULL", fn,
-                            !p         ? "params"
-                            : !x_shape ? "x_shape"
-                            : !w_shape ? "w_shape"
-                                       : "y_shape");
-    teeny_status st = conv_shape(NULL, p, x_shape, w_shape, y_shape);
+    teeny_status st = teeny__conv_shape_args(fn, p, x_shape, w_shape, y_shape);
+    if (st != TEENY_OK)
+        return st;
+    st = conv_shape(NULL, p, x_shape, w_shape, y_shape);
     return st == TEENY_OK ? st : teeny__error(NULL, st, "%s: %s", fn, teeny_last_error(NULL));
 }
 
@@ -189,11 +216,8 @@ static teeny_status run_conv(teeny_ctx *ctx, teeny__eager *e, const teeny_conv2d
                              teeny_act act, int has_bias, const teeny__earg *args, int n, int none_wanted)
 {
     teeny__op_args a;
-    teeny_status st;
-    if (!p)
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: params is NULL", e->fn);
-    if ((st = teeny__eager_tensors(ctx, e->fn, args, n)) != TEENY_OK ||
-        (st = teeny__eager_rank(ctx, e->fn, w, "weight", 4, "[Cout, Cin/groups, KH, KW]")) != TEENY_OK)
+    teeny_status st = teeny__conv_eager_args(ctx, e, p, w, "[Cout, Cin/groups, KH, KW]", args, n);
+    if (st != TEENY_OK)
         return st;
     e->attrs.conv2d = teeny__conv2d_attrs_of(p, act, has_bias, (int)w->shape[0], (int)w->shape[2], (int)w->shape[3],
                                              (int)w->shape[1]);

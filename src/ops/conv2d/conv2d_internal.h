@@ -265,4 +265,18 @@ teeny_status teeny__conv_loops_check(teeny_ctx *ctx, const conv_tuning *tu, cons
 int teeny__conv_tile_loops_fit(const teeny_ctx *ctx, const gemm_tile *t);
 teeny_status teeny__conv_reduce_check(teeny_ctx *ctx, int64_t z);
 
+/* ---- conv2d.c's checks, which conv_transpose.c shares ---- */
+
+/* An output [B, C, OH, OW] of dims within int32 indexing (the kernels'),
+ * copied to ys (may be NULL). */
+teeny_status teeny__conv_out_dims(teeny_ctx *ctx, const int64_t dims[4], int64_t *ys);
+/* The *_output_shape functions' pointers (p their params): fn's
+ * TEENY_ERR_ARG naming the first NULL. */
+teeny_status teeny__conv_shape_args(const char *fn, const void *p, const int64_t *x_shape, const int64_t *w_shape,
+                                    const int64_t *y_shape);
+/* The eager calls' first checks: params p given, the tensors of args
+ * usable, the weight w of rank 4 (w_layout for the message). */
+teeny_status teeny__conv_eager_args(teeny_ctx *ctx, const teeny__eager *e, const void *p, const teeny_tensor *w,
+                                    const char *w_layout, const teeny__earg *args, int n);
+
 #endif /* TEENY_CONV2D_INTERNAL_H */

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "../ops.h"
+#include "conv2d_internal.h"
 
 /* ---- the convolution behind it ---- */
 
@@ -85,8 +86,7 @@ teeny_status teeny__conv_transpose2d_forward(teeny_ctx *ctx, const teeny__op_arg
     if ((st = teeny__kernel_get(ctx, "conv_transpose", "", name, &kern)) != TEENY_OK ||
         (st = teeny__set_arg_list(ctx, kern, name, k, (int)(sizeof k / sizeof k[0]))) != TEENY_OK)
         return st;
-    size_t global = (size_t)total, local = teeny__local_clamp(ctx, kern, name, (size_t)ctx->work_group_size);
-    return teeny__launch(ctx, kern, name, 1, &global, &local);
+    return teeny__launch_1d(ctx, kern, name, (size_t)total);
 }
 
 /* dx, dweight, dbias (each may be NULL). */
@@ -172,17 +172,8 @@ static teeny_status convt_shape(teeny_ctx *ctx, const teeny__conv_transpose2d_at
             return teeny__error(ctx, TEENY_ERR_RANGE, "%s: the output %lld with its padding is beyond int32 indexing",
                                 axis[i], (long long)out[i]);
     }
-    int64_t dims[4] = {xs[0], ws[1] * at->groups, out[0], out[1]}, n = 1;
-    for (int i = 0; i < 4; i++) {
-        if (dims[i] > INT32_MAX || n > INT32_MAX / dims[i])
-            return teeny__error(ctx, TEENY_ERR_RANGE,
-                                "output [%lld, %lld, %lld, %lld] has more than 2^31-1 elements (kernels index "
-                                "with int32)",
-                                (long long)dims[0], (long long)dims[1], (long long)dims[2], (long long)dims[3]);
-        n *= dims[i];
-    }
-    memcpy(ys, dims, sizeof dims);
-    return TEENY_OK;
+    const int64_t dims[4] = {xs[0], ws[1] * at->groups, out[0], out[1]};
+    return teeny__conv_out_dims(ctx, dims, ys);
 }
 
 /* x [B, Cin, H, W] -> y [B, Cout, OH, OW]; params weight [Cin, Cout/groups,
@@ -220,12 +211,12 @@ teeny_status teeny_conv_transpose2d_output_shape(const teeny_conv_transpose2d_pa
                                                  const int64_t w_shape[4], int64_t y_shape[4])
 {
     static const char fn[] = "teeny_conv_transpose2d_output_shape";
-    if (!p || !x_shape || !w_shape || !y_shape)
-        return teeny__error(NULL, TEENY_ERR_ARG, "%s: %s is NULL", fn,
-                            !p ? "params" : !x_shape ? "x_shape" : !w_shape ? "w_shape" : "y_shape");
+    teeny_status st = teeny__conv_shape_args(fn, p, x_shape, w_shape, y_shape);
+    if (st != TEENY_OK)
+        return st;
     teeny__conv_transpose2d_attrs at = teeny__conv_transpose2d_attrs_of(p, 0, 1, 1, 1);
     int64_t ys[4];
-    teeny_status st = convt_shape(NULL, &at, x_shape, w_shape, ys);
+    st = convt_shape(NULL, &at, x_shape, w_shape, ys);
     if (st != TEENY_OK)
         return teeny__error(NULL, st, "%s: %s", fn, teeny_last_error(NULL));
     memcpy(y_shape, ys, sizeof ys);
@@ -236,11 +227,8 @@ teeny_status teeny_conv_transpose2d_output_shape(const teeny_conv_transpose2d_pa
 static teeny_status run_convt(teeny_ctx *ctx, teeny__eager *e, const teeny_conv_transpose2d_params *p,
                               const teeny_tensor *w, int has_bias, const teeny__earg *args, int n)
 {
-    teeny_status st;
-    if (!p)
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: params is NULL", e->fn);
-    if ((st = teeny__eager_tensors(ctx, e->fn, args, n)) != TEENY_OK ||
-        (st = teeny__eager_rank(ctx, e->fn, w, "weight", 4, "[Cin, Cout/groups, KH, KW]")) != TEENY_OK)
+    teeny_status st = teeny__conv_eager_args(ctx, e, p, w, "[Cin, Cout/groups, KH, KW]", args, n);
+    if (st != TEENY_OK)
         return st;
     int64_t g = p->groups > 0 ? p->groups : 1; /* groups < 1: the shape rule's TEENY_ERR_ARG */
     if (w->shape[1] > INT32_MAX / g || w->shape[2] > INT32_MAX || w->shape[3] > INT32_MAX)

@@ -314,11 +314,7 @@ static teeny_status colsum(teeny_ctx *ctx, const teeny_tensor *g, int rows, int 
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, "lin_colsum_final", sizeof(cl_mem), &part, sizeof(int), &cols, sizeof(int), &P,
                              sizeof(cl_mem), &out->buf, sizeof(int), &out_off, (size_t)0);
-    if (st == TEENY_OK) {
-        size_t global = (size_t)cols, local = teeny__local_clamp(ctx, k, "lin_colsum_final", (size_t)ctx->work_group_size);
-        st = teeny__launch(ctx, k, "lin_colsum_final", 1, &global, &local);
-    }
-    return st;
+    return st == TEENY_OK ? teeny__launch_1d(ctx, k, "lin_colsum_final", (size_t)cols) : st;
 }
 
 teeny_status teeny__linear_forward(teeny_ctx *ctx, const teeny__op_args *a)

@@ -39,12 +39,6 @@ static teeny_status fits(teeny_ctx *ctx, const char *what, int64_t n, int passes
     return st;
 }
 
-static teeny_status launch_1d(teeny_ctx *ctx, cl_kernel k, const char *name, int items)
-{
-    size_t global = (size_t)items, local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
-    return teeny__launch(ctx, k, name, 1, &global, &local);
-}
-
 /* ---- softmax ---- */
 
 static teeny_status sm_run(teeny_ctx *ctx, int backward, const teeny__softmax_attrs *at, const teeny_tensor *a,
@@ -68,7 +62,7 @@ static teeny_status sm_run(teeny_ctx *ctx, int backward, const teeny__softmax_at
                              sizeof(int), &b_off, sizeof(cl_mem), &out->buf, sizeof(int), &o_off, sizeof(int), &L,
                              sizeof(int), &inner, sizeof(int), &lines, sizeof(int), &log_out, (size_t)0);
     }
-    return st == TEENY_OK ? launch_1d(ctx, k, name, lines) : st;
+    return st == TEENY_OK ? teeny__launch_1d(ctx, k, name, (size_t)lines) : st;
 }
 
 teeny_status teeny__softmax_forward(teeny_ctx *ctx, const teeny__op_args *a)
@@ -126,7 +120,7 @@ teeny_status teeny__layernorm_forward(teeny_ctx *ctx, const teeny__op_args *a)
                              sizeof(cl_mem), &y->buf, sizeof(int), &y_off, sizeof(cl_mem), &m_buf, sizeof(int), &m_off,
                              sizeof(cl_mem), &r_buf, sizeof(int), &r_off, sizeof(int), &has_saved, sizeof(int), &M,
                              sizeof(int), &N, sizeof(float), &eps, (size_t)0);
-    return st == TEENY_OK ? launch_1d(ctx, k, name, M) : st;
+    return st == TEENY_OK ? teeny__launch_1d(ctx, k, name, (size_t)M) : st;
 }
 
 /* dx per row; dweight = column sums of dy xhat, dbias of dy (strided.c). */
@@ -151,7 +145,7 @@ teeny_status teeny__layernorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
                              &r_off, sizeof(cl_mem), &dx->buf, sizeof(int), &dx_off, sizeof(int), &M, sizeof(int), &N,
                              (size_t)0);
         if (st == TEENY_OK)
-            st = launch_1d(ctx, k, "ln_backward_dx", M);
+            st = teeny__launch_1d(ctx, k, "ln_backward_dx", (size_t)M);
     }
     if (st == TEENY_OK && dw) {
         cl_mem t;
@@ -162,7 +156,7 @@ teeny_status teeny__layernorm_backward(teeny_ctx *ctx, const teeny__op_args *a)
                                  sizeof(cl_mem), &rstd->buf, sizeof(int), &r_off, sizeof(cl_mem), &t, sizeof(int), &N,
                                  sizeof(int), &total, (size_t)0);
         if (st == TEENY_OK)
-            st = launch_1d(ctx, k, "ln_dy_xhat", total);
+            st = teeny__launch_1d(ctx, k, "ln_dy_xhat", (size_t)total);
         if (st == TEENY_OK)
             st = teeny__st_reduce(ctx, t, 0, 2, dims, strides, 1u, 1.0f, dw->buf, teeny__off(dw));
     }

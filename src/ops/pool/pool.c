@@ -78,12 +78,6 @@ static pool_geom geom_make(const teeny__pool2d_attrs *v, const teeny_tensor *x, 
     return g;
 }
 
-static teeny_status launch_1d(teeny_ctx *ctx, cl_kernel k, const char *name, int total)
-{
-    size_t global = (size_t)total, local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
-    return teeny__launch(ctx, k, name, 1, &global, &local);
-}
-
 #define KI(i) TEENY__KARG_INT(i)
 #define KM(m) TEENY__KARG_MEM(m)
 /* Arguments 2..14 of every window kernel (after its first buffer), and
@@ -133,7 +127,7 @@ static teeny_status launch_bands(teeny_ctx *ctx, const char *name, teeny__karg *
         if (st == TEENY_OK)
             st = teeny__set_arg_list(ctx, k, name, a, n + 3);
         if (st == TEENY_OK)
-            st = launch_1d(ctx, k, name, g->total);
+            st = teeny__launch_1d(ctx, k, name, (size_t)g->total);
     }
     return st;
 }
@@ -381,9 +375,9 @@ static teeny_status infer_window(teeny_ctx *ctx, teeny__node_shapes *s)
     return out_shape(ctx, &s->attrs.pool2d, s->in[0].shape, s->out.shape);
 }
 
-teeny_status teeny__maxpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+/* The max pools save their argmax (int32, the shape of y) in training. */
+static teeny_status save_argmax(teeny_status st, teeny__node_shapes *s)
 {
-    teeny_status st = infer_window(ctx, s);
     if (st != TEENY_OK)
         return st;
     s->n_saved = 1;
@@ -391,6 +385,11 @@ teeny_status teeny__maxpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
     s->saved[0].is_i32 = 1;
     s->saved_needs_training = 1;
     return TEENY_OK;
+}
+
+teeny_status teeny__maxpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
+{
+    return save_argmax(infer_window(ctx, s), s);
 }
 
 teeny_status teeny__avgpool2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
@@ -409,14 +408,7 @@ teeny_status teeny__maxpool2d_indices_infer(teeny_ctx *ctx, teeny__node_shapes *
 /* x [B, C, H, W] -> y [B, C], saving its argmax (int32 [B, C]) in training. */
 teeny_status teeny__global_maxpool_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 {
-    teeny_status st = teeny__global_avgpool_infer(ctx, s);
-    if (st != TEENY_OK)
-        return st;
-    s->n_saved = 1;
-    s->saved[0] = s->out;
-    s->saved[0].is_i32 = 1;
-    s->saved_needs_training = 1;
-    return TEENY_OK;
+    return save_argmax(teeny__global_avgpool_infer(ctx, s), s);
 }
 
 /* x [B, C, H, W] -> y [B, C]. */

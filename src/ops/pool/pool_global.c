@@ -14,12 +14,6 @@
 #define KI(i) TEENY__KARG_INT(i)
 #define KM(m) TEENY__KARG_MEM(m)
 
-static teeny_status launch_1d(teeny_ctx *ctx, cl_kernel k, const char *name, int total)
-{
-    size_t global = (size_t)total, local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
-    return teeny__launch(ctx, k, name, 1, &global, &local);
-}
-
 /* Planes of at most GAP_ITEM_S elements, at least GAP_ITEM_PER_CU of them
  * per compute unit, take a work-item each on every device: a work-group
  * and its tree per 7x7 plane cost 16x the time of the reads (H200, the
@@ -62,7 +56,7 @@ static teeny_status gap_items(teeny_ctx *ctx, const teeny_tensor *x, teeny_tenso
     st = teeny__kernel_get(ctx, "pool", "", parts_name, &k);
     if (st == TEENY_OK)
         st = teeny__set_arg_list(ctx, k, parts_name, b, (int)(sizeof b / sizeof b[0]));
-    return st == TEENY_OK ? launch_1d(ctx, k, parts_name, planes) : st;
+    return st == TEENY_OK ? teeny__launch_1d(ctx, k, parts_name, (size_t)planes) : st;
 }
 
 /* The portable global pooling: a work-group of wg items per plane, each
@@ -121,7 +115,7 @@ teeny_status teeny__global_avgpool_backward(teeny_ctx *ctx, const teeny__op_args
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &dy->buf, sizeof(int), &dy_off, sizeof(int), &S,
                              sizeof(int), &total, sizeof(cl_mem), &dx->buf, sizeof(int), &dx_off, (size_t)0);
     if (st == TEENY_OK)
-        st = launch_1d(ctx, k, name, total);
+        st = teeny__launch_1d(ctx, k, name, (size_t)total);
     return st;
 }
 

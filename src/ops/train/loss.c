@@ -208,11 +208,7 @@ teeny_status teeny__softmax_ce_backward(teeny_ctx *ctx, const teeny__op_args *a)
                              &dloss->buf, sizeof(int), &dl_off, sizeof(int), &dl_step, sizeof(cl_mem), &denom,
                              sizeof(int), &den_off, sizeof(int), &has_denom, sizeof(float), &den, sizeof(int), &N,
                              sizeof(int), &K, sizeof(int), &D, sizeof(cl_mem), &dlogits->buf, sizeof(int), &d_off, (size_t)0);
-    if (st == TEENY_OK) {
-        size_t global = (size_t)N * (size_t)K, local = teeny__local_clamp(ctx, k, "ce_backward", (size_t)ctx->work_group_size);
-        st = teeny__launch(ctx, k, "ce_backward", 1, &global, &local);
-    }
-    return st;
+    return st == TEENY_OK ? teeny__launch_1d(ctx, k, "ce_backward", (size_t)N * (size_t)K) : st;
 }
 
 /* ---- shapes and the eager API ---- */
@@ -334,11 +330,8 @@ teeny_status teeny_argmax_rows(teeny_ctx *ctx, const teeny_tensor *x, teeny_tens
             st = teeny__set_args(ctx, k, "ce_argmax_rows", sizeof(cl_mem), &x->buf, sizeof(int), &x_off, sizeof(int),
                                  &n, sizeof(int), &k_, sizeof(cl_mem), &out->buf, sizeof(int), &o_off, sizeof(int),
                                  &k_begin, sizeof(int), &k_end, sizeof(int), &seg, sizeof(cl_mem), &best, (size_t)0);
-        if (st == TEENY_OK) {
-            size_t global = (size_t)n,
-                   local = teeny__local_clamp(ctx, k, "ce_argmax_rows", (size_t)ctx->work_group_size);
-            st = teeny__launch(ctx, k, "ce_argmax_rows", 1, &global, &local);
-        }
+        if (st == TEENY_OK)
+            st = teeny__launch_1d(ctx, k, "ce_argmax_rows", (size_t)n);
     }
     if (per < K)
         teeny__scratch_give(ctx, best);
