@@ -1143,6 +1143,15 @@ TEENY_API teeny_status teeny_graph_mul(teeny_graph *g, const char *name, teeny_n
 /* Conv2d: params "weight" [out_channels, C/groups, kernel_h, kernel_w] and,
  * with bias, "bias"; p NULL means TEENY_CONV2D_PARAMS_INIT. */
 TEENY_API teeny_status teeny_graph_conv2d(teeny_graph *g, const char *name, teeny_node x, int out_channels, int kernel_h, int kernel_w, const teeny_conv2d_params *p, int bias, teeny_node *out);
+/* A convolution followed by act, as one node: y = act(conv(x) + bias),
+ * the same parameters and names as teeny_graph_conv2d (so the same
+ * checkpoints). act: TEENY_ACT_NONE (the plain op), TEENY_ACT_RELU or
+ * TEENY_ACT_SILU; any other is TEENY_ERR_ARG. Inference plans apply the
+ * activation in the convolution's store (one launch fewer than a separate
+ * activation node); training plans keep the pre-activation for the
+ * backward, as the two nodes would, and take the same launches. Matches
+ * teeny_graph_conv2d then teeny_graph_activation to rounding. */
+TEENY_API teeny_status teeny_graph_conv2d_act(teeny_graph *g, const char *name, teeny_node x, int out_channels, int kernel_h, int kernel_w, const teeny_conv2d_params *p, int bias, teeny_act act, teeny_node *out);
 /* Transposed convolution: params "weight" [C, out_channels/groups,
  * kernel_h, kernel_w] (C: x's channels) and, with bias, "bias"; p NULL
  * means TEENY_CONV_TRANSPOSE2D_PARAMS_INIT. out_channels, kernel_h,

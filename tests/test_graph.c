@@ -2499,6 +2499,92 @@ START_TEST(test_graph_tied_phase_backward)
 }
 END_TEST
 
+/* conv2d_act (first, then SiLU) -> global avgpool -> linear ->
+ * cross-entropy, or the same with separate activation nodes (fused 0): the
+ * same parameters, in the same order, from the same seed. */
+static void build_conv_act_net(net *m, uint64_t seed, int fused, teeny_act first)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_conv2d_params p3 = TEENY_CONV2D_PARAMS_INIT;
+    teeny_node a, b, c;
+    p3.pad[0] = p3.pad[1] = 1;
+    m->x_ndim = 4;
+    m->classes = 3;
+    int64_t xs[4] = {-1, 2, 5, 5};
+    TH_OK(ctx, teeny_graph_create(ctx, seed, &m->g));
+    TH_OK(ctx, teeny_graph_input(m->g, "x", 4, xs, &m->x));
+    TH_OK(ctx, teeny_graph_labels(m->g, "labels", &m->labels));
+    const teeny_act acts[2] = {first, TEENY_ACT_SILU};
+    a = m->x;
+    for (int i = 0; i < 2; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "conv%d", i + 1);
+        if (fused) {
+            TH_OK(ctx, teeny_graph_conv2d_act(m->g, name, a, 4, 3, 3, &p3, 1, acts[i], &b));
+        } else {
+            TH_OK(ctx, teeny_graph_conv2d(m->g, name, a, 4, 3, 3, &p3, 1, &c));
+            TH_OK(ctx, teeny_graph_activation(m->g, NULL, c, acts[i], &b));
+        }
+        a = b;
+    }
+    TH_OK(ctx, teeny_graph_global_avgpool(m->g, "gap", a, &b));
+    TH_OK(ctx, teeny_graph_linear(m->g, "fc", b, m->classes, 1, &c));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(m->g, "loss", c, m->labels, &m->loss));
+}
+
+/* teeny_graph_conv2d_act: matches the two nodes to rounding (the loss, and
+ * in training every gradient), in inference with one launch fewer for each
+ * activation and in training with the same launches; its gradients by
+ * finite differences (SiLU only: ReLU's kink moves finite differences by
+ * more than the tolerance, the two nodes' too); act outside NONE, RELU,
+ * SILU refused. */
+START_TEST(test_graph_conv_act)
+{
+    teeny_ctx *ctx = th_ctx();
+    net f, s;
+    build_conv_act_net(&f, 77, 1, TEENY_ACT_RELU);
+    build_conv_act_net(&s, 77, 0, TEENY_ACT_RELU);
+    for (int training = 0; training < 2; training++) {
+        teeny_plan *pf = compile(&f, 3, training, 1), *ps = compile(&s, 3, training, 1);
+        int ff, fb, sf, sb;
+        TH_OK(ctx, teeny_plan_launches(pf, &ff, &fb));
+        TH_OK(ctx, teeny_plan_launches(ps, &sf, &sb));
+        ck_assert_int_eq(ff, training ? sf : sf - 2);
+        ck_assert_int_eq(fb, sb);
+        feed(pf, &f, 3, 5);
+        feed(ps, &s, 3, 5);
+        float lf = loss_of(pf), ls = loss_of(ps);
+        ck_assert_msg(fabsf(lf - ls) <= 1e-5f * fabsf(ls), "training %d: loss %.9g fused, %.9g as two nodes", training,
+                      lf, ls);
+        if (training) {
+            TH_OK(ctx, teeny_plan_backward(pf));
+            TH_OK(ctx, teeny_plan_backward(ps));
+            size_t nf, ns;
+            float *gf = read_params(f.g, &nf, 1), *gs = read_params(s.g, &ns, 1), big = 0;
+            ck_assert_uint_eq(nf, ns);
+            for (size_t i = 0; i < ns; i++)
+                big = fmaxf(big, fabsf(gs[i]));
+            for (size_t i = 0; i < ns; i++)
+                ck_assert_msg(fabsf(gf[i] - gs[i]) <= 1e-5f * big, "gradient %zu: %.9g fused, %.9g as two nodes", i,
+                              gf[i], gs[i]);
+            free(gf);
+            free(gs);
+        }
+        teeny_plan_destroy(pf);
+        teeny_plan_destroy(ps);
+    }
+    teeny_graph_destroy(f.g);
+    build_conv_act_net(&f, 78, 1, TEENY_ACT_SILU);
+    gradcheck(&f, "conv2d_act");
+    teeny_node y = 0;
+    ck_assert_int_eq(teeny_graph_conv2d_act(f.g, "bad", f.x, 4, 3, 3, NULL, 1, TEENY_ACT_TANH, &y), TEENY_ERR_ARG);
+    ck_assert_int_eq(y, -1);
+    ck_assert_int_eq(teeny_graph_conv2d_act(NULL, "bad", 0, 4, 3, 3, NULL, 1, TEENY_ACT_RELU, &y), TEENY_ERR_ARG);
+    teeny_graph_destroy(f.g);
+    teeny_graph_destroy(s.g);
+}
+END_TEST
+
 /* teeny_plan_options.frozen_params: the same bits as the plan as written,
  * fewer launches a forward where convolutions pack their weights (CPUs),
  * teeny_plan_refresh after a weight changes, and the statuses. */
@@ -2641,6 +2727,7 @@ Suite *suite_graph(void)
     tcase_add_test(err, test_graph_tied_errors);
     tcase_add_test(bwd, test_graph_tied_phase_backward);
     tcase_add_test(fwd, test_graph_frozen_params);
+    tcase_add_test(bwd, test_graph_conv_act);
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);
     suite_add_tcase(s, err);

@@ -19,12 +19,13 @@
  * scores; otherwise the deferred nodes are imported as they are, in their
  * order, then the final MatMul.
  *
- * The same scan finds BatchNormalization -> Relu and BatchNormalization ->
- * x * Sigmoid(x) where the activation's nodes are the normalized value's
- * only consumers (and the sigmoid's is the Mul): the batch norm is
- * imported with the activation (teeny_graph_batchnorm_act, one kernel
- * instead of two, forward and backward) and the activation's nodes take
- * its value (teeny__ox_bn_absorb).
+ * The same scan finds BatchNormalization or Conv -> Relu and -> x *
+ * Sigmoid(x) where the activation's nodes are the producer's value's only
+ * consumers (and the sigmoid's is the Mul): the producer is imported with
+ * the activation (teeny_graph_batchnorm_act: one kernel instead of two,
+ * forward and backward; teeny_graph_conv2d_act: the activation in the
+ * convolution's store in inference) and the activation's nodes take its
+ * value (teeny__ox_act_absorb).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -168,9 +169,9 @@ static int plain(const scan_ctx *sc, int i, const char *op, size_t n_in)
            n->n_input == n_in && n->n_output == 1 && !n->n_attribute;
 }
 
-/* Batch norm node b whose output only Relu, or only Sigmoid and Mul(x,
- * Sigmoid(x)), read: its act, and those nodes absorbed by it. */
-static void match_bn_act(const scan_ctx *sc, ox_import *im, int b)
+/* Batch norm or Conv node b whose output only Relu, or only Sigmoid and
+ * Mul(x, Sigmoid(x)), read: its act, and those nodes absorbed by it. */
+static void match_act(const scan_ctx *sc, ox_import *im, int b)
 {
     const Onnx__NodeProto *bn = sc->g->node[b];
     const char *y = bn->n_output ? S(bn->output[0]) : "";
@@ -198,30 +199,30 @@ static void match_bn_act(const scan_ctx *sc, ox_import *im, int b)
     }
     if (im->defer[b] >= 0 || im->defer[s] >= 0 || (m >= 0 && im->defer[m] >= 0))
         return;
-    im->bn_act[b] = act;
+    im->fused_act[b] = act;
     im->absorbed_by[s] = b;
     if (m >= 0)
         im->absorbed_by[m] = b;
 }
 
-int teeny__ox_bn_act(const ox_import *im, int i)
+int teeny__ox_act_of(const ox_import *im, int i)
 {
-    return im->bn_act ? im->bn_act[i] : TEENY_ACT_NONE;
+    return im->fused_act ? im->fused_act[i] : TEENY_ACT_NONE;
 }
 
-int teeny__ox_bn_absorbed(const ox_import *im, int i)
+int teeny__ox_act_absorbed(const ox_import *im, int i)
 {
     return im->absorbed_by && im->absorbed_by[i] >= 0;
 }
 
-teeny_status teeny__ox_bn_absorb(ox_import *im)
+teeny_status teeny__ox_act_absorb(ox_import *im)
 {
     const Onnx__NodeProto *bn = im->graph->node[im->absorbed_by[im->node_index]];
     if (!strcmp(S(im->node->op_type), "Sigmoid"))
         return TEENY_OK; /* read by the absorbed Mul only */
     int v = teeny__ox_find(im, S(bn->output[0]));
     if (v < 0 || im->vals[v].kind != OX_RUNTIME)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "its batch norm's output is not a run-time value");
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "the output of its batch norm or Conv is not a run-time value");
     return teeny__ox_out_runtime(im, 0, im->vals[v].node, &im->vals[v].shape);
 }
 
@@ -237,11 +238,11 @@ teeny_status teeny__ox_fuse_scan(ox_import *im)
     }
     im->defer = teeny__calloc(g->n_node ? g->n_node : 1, sizeof *im->defer);
     im->chain = teeny__calloc(g->n_node ? g->n_node * CH_N : 1, sizeof *im->chain);
-    im->bn_act = teeny__calloc(g->n_node ? g->n_node : 1, sizeof *im->bn_act);
+    im->fused_act = teeny__calloc(g->n_node ? g->n_node : 1, sizeof *im->fused_act);
     im->absorbed_by = teeny__calloc(g->n_node ? g->n_node : 1, sizeof *im->absorbed_by);
     sc.uses = teeny__malloc((n_uses ? n_uses : 1) * sizeof *sc.uses);
     sc.producers = teeny__malloc((n_prod ? n_prod : 1) * sizeof *sc.producers);
-    if (!im->defer || !im->chain || !im->bn_act || !im->absorbed_by || !sc.uses || !sc.producers) {
+    if (!im->defer || !im->chain || !im->fused_act || !im->absorbed_by || !sc.uses || !sc.producers) {
         st = teeny__error(im->ctx, TEENY_ERR_NOMEM, "out of host memory");
         goto cleanup;
     }
@@ -271,9 +272,9 @@ teeny_status teeny__ox_fuse_scan(ox_import *im)
                 im->defer[ch[k]] = (int)i;
     }
     for (size_t i = 0; i < g->n_node && g->n_node <= INT32_MAX; i++)
-        if (!strcmp(S(g->node[i]->op_type), "BatchNormalization") &&
+        if ((!strcmp(S(g->node[i]->op_type), "BatchNormalization") || !strcmp(S(g->node[i]->op_type), "Conv")) &&
             (!g->node[i]->domain || !*g->node[i]->domain || !strcmp(g->node[i]->domain, "ai.onnx")))
-            match_bn_act(&sc, im, (int)i);
+            match_act(&sc, im, (int)i);
 cleanup:
     teeny__free(sc.uses);
     teeny__free(sc.producers);

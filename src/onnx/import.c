@@ -29,7 +29,7 @@ static void values_free(ox_import *im)
     teeny__free(im->hash);
     teeny__free(im->defer);
     teeny__free(im->chain);
-    teeny__free(im->bn_act);
+    teeny__free(im->fused_act);
     teeny__free(im->absorbed_by);
 }
 
@@ -243,8 +243,8 @@ static teeny_status import_nodes(ox_import *im, teeny_onnx_report_fn fn, void *u
             st = TEENY_OK; /* imported at its chain's last node */
         else if (teeny__ox_fuse_final(im, (int)i))
             st = teeny__ox_fuse_node(im, import_node);
-        else if (teeny__ox_bn_absorbed(im, (int)i))
-            st = teeny__ox_bn_absorb(im); /* its batch norm applied the activation */
+        else if (teeny__ox_act_absorbed(im, (int)i))
+            st = teeny__ox_act_absorb(im); /* its batch norm or Conv applied the activation */
         else
             st = import_node(im);
         if (fn) {

@@ -65,7 +65,7 @@ teeny_status teeny__ox_op_batchnorm(ox_import *im)
     if (dot && !strcmp(dot, ".running_mean") && dot - mean < 40)
         snprintf(base, sizeof base, "%.*s", (int)(dot - mean), mean);
     teeny__ox_name_prefer(im, base, buf, sizeof buf);
-    teeny_act act = (teeny_act)teeny__ox_bn_act(im, im->node_index); /* a Relu or SiLU after it (attn_fuse.c) */
+    teeny_act act = (teeny_act)teeny__ox_act_of(im, im->node_index); /* a Relu or SiLU after it (attn_fuse.c) */
     if ((st = teeny_graph_batchnorm_act(im->g, buf, x2, 1.0f - momentum, eps, act, &y)) != TEENY_OK)
         return teeny__ox_graph_fail(im, st);
     for (int i = 0; i < 4; i++)

@@ -133,7 +133,7 @@ typedef struct {
     int n_names;                   /* graph node names made so far */
     int *defer;                    /* attn_fuse.c: per node, the final MatMul of its attention chain, or -1 */
     int *chain;                    /* attn_fuse.c: per final MatMul, its chain's node indices */
-    int *bn_act;                   /* attn_fuse.c: per batch norm node, the activation it absorbs (0: none) */
+    int *fused_act;                /* attn_fuse.c: per batch norm or Conv node, the activation it absorbs (0: none) */
     int *absorbed_by;              /* attn_fuse.c: per Relu / Sigmoid / Mul node, its batch norm, or -1 */
     ox_budget budget;
     int64_t model_bytes;           /* host bytes of the model's own tensors: initializers, Constant values, feeds */
@@ -317,11 +317,11 @@ int teeny__ox_fuse_deferred(const ox_import *im, int i);
 int teeny__ox_fuse_final(const ox_import *im, int i);
 teeny_status teeny__ox_fuse_node(ox_import *im, ox_handler import_one);
 /* attn_fuse.c, the same scan: node i's activation when it is a batch norm
- * that absorbs one (TEENY_ACT_RELU, TEENY_ACT_SILU; else TEENY_ACT_NONE);
- * whether node i is an activation node absorbed so; for such a node
- * (im->node), its output as its batch norm's. */
-int teeny__ox_bn_act(const ox_import *im, int i);
-int teeny__ox_bn_absorbed(const ox_import *im, int i);
-teeny_status teeny__ox_bn_absorb(ox_import *im);
+ * or Conv that absorbs one (TEENY_ACT_RELU, TEENY_ACT_SILU; else
+ * TEENY_ACT_NONE); whether node i is an activation node absorbed so; for
+ * such a node (im->node), its output as its producer's. */
+int teeny__ox_act_of(const ox_import *im, int i);
+int teeny__ox_act_absorbed(const ox_import *im, int i);
+teeny_status teeny__ox_act_absorb(ox_import *im);
 
 #endif

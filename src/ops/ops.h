@@ -297,7 +297,8 @@ enum { TEENY__SOFTMAX_CE_OUT_PROBS = 1 };
 enum { TEENY__CONCAT_X0, TEENY__CONCAT_Y = TEENY__OP_MAX_SLOTS, TEENY__CONCAT_DY, TEENY__CONCAT_IN_SLOTS };
 enum { TEENY__SLICE_CHANNELS_X, TEENY__SLICE_CHANNELS_Y, TEENY__SLICE_CHANNELS_DY, TEENY__SLICE_CHANNELS_IN_SLOTS };
 /* conv2d.c: scale and shift (the fused epilogue's) are params the eager
- * API alone fills; a graph node leaves them NULL */
+ * API alone fills; a graph node leaves them NULL. PRE, saved: the
+ * pre-activation of a graph node with an activation, in training. */
 enum {
     TEENY__CONV2D_X,
     TEENY__CONV2D_WEIGHT,
@@ -305,6 +306,7 @@ enum {
     TEENY__CONV2D_SCALE,
     TEENY__CONV2D_SHIFT,
     TEENY__CONV2D_Y,
+    TEENY__CONV2D_PRE,
     TEENY__CONV2D_DY,
     TEENY__CONV2D_IN_SLOTS
 };

@@ -196,7 +196,10 @@ teeny_status teeny__conv2d_infer(teeny_ctx *ctx, teeny__node_shapes *s)
     s->param_init[0] = s->param_init[1] = TEENY__INIT_FAN_IN;
     s->fan_in = teeny__dims_product(&ws[1], 3); /* -1 past INT64_MAX: the weight's own check rejects it */
     s->n_state = 0;
-    s->n_saved = 0;
+    /* with an activation, training keeps the pre-activation for the backward */
+    s->n_saved = at->act != TEENY_ACT_NONE;
+    s->saved[0] = s->out;
+    s->saved_needs_training = 1;
     return TEENY_OK;
 }
 

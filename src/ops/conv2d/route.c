@@ -120,15 +120,22 @@ static teeny_status forward_run(teeny_ctx *ctx, const teeny__op_args *a, int act
     return route_run(ctx, forward_routes, (int)(sizeof forward_routes / sizeof forward_routes[0]), &p);
 }
 
-/* Any other activation runs in place on y after the convolution. */
+/* ReLU and SiLU run in the convolution's store. Any other activation runs
+ * in place on y after the convolution, and so does every activation of a
+ * training graph node, whose convolution writes the pre-activation it
+ * saves for the backward (out slot 1, TEENY__CONV2D_PRE's). */
 teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     teeny_act act = a->attrs.conv2d.act;
-    int post = act != TEENY_ACT_NONE && act != TEENY_ACT_RELU && act != TEENY_ACT_SILU;
-    teeny_status st = forward_run(ctx, a, post ? (int)TEENY_ACT_NONE : (int)act);
+    teeny_tensor *pre = act != TEENY_ACT_NONE ? a->out[1] : NULL;
+    int post = pre || (act != TEENY_ACT_NONE && act != TEENY_ACT_RELU && act != TEENY_ACT_SILU);
+    teeny__op_args c = *a;
+    if (pre)
+        c.out[TEENY__OUT_VALUE] = pre;
+    teeny_status st = forward_run(ctx, &c, post ? (int)TEENY_ACT_NONE : (int)act);
     if (st == TEENY_OK && post) {
         teeny__op_args p = {0};
-        p.in[TEENY__ACTIVATION_X] = a->out[TEENY__OUT_VALUE];
+        p.in[TEENY__ACTIVATION_X] = c.out[TEENY__OUT_VALUE];
         p.out[TEENY__OUT_VALUE] = a->out[TEENY__OUT_VALUE];
         p.attrs.activation = teeny__act_attrs(act);
         st = teeny__activation_forward(ctx, &p);
@@ -136,11 +143,52 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
     return st;
 }
 
+/* A node with an activation: dy through the activation's gradient at the
+ * saved pre-activation, into workspace *t (y's shape), so that the
+ * convolution's backward below takes it as its dy. */
+static teeny_status act_backward(teeny_ctx *ctx, const teeny__op_args *a, teeny_tensor *t, cl_mem *buf)
+{
+    const teeny_tensor *pre = a->in[TEENY__CONV2D_PRE], *dy = a->in[TEENY__CONV2D_DY];
+    if (!pre)
+        return teeny__error(ctx, TEENY_ERR_STATE, "conv2d with activation %d: its backward needs the pre-activation "
+                            "that a training forward saves", (int)a->attrs.conv2d.act);
+    teeny_status st = teeny__scratch(ctx, (size_t)dy->numel * sizeof(float), buf);
+    if (st != TEENY_OK)
+        return st;
+    *t = *dy;
+    t->buf = *buf;
+    t->offset = 0;
+    teeny__op_args p = {0};
+    p.in[TEENY__ACTIVATION_X] = pre;
+    p.in[TEENY__ACTIVATION_DY] = dy;
+    p.out[TEENY__ACTIVATION_X] = t;
+    p.attrs.activation = teeny__act_attrs(a->attrs.conv2d.act);
+    return teeny__activation_backward(ctx, &p);
+}
+
 /* ---- backward ---- */
+
+static teeny_status backward_run(teeny_ctx *ctx, const teeny__op_args *a, const teeny_tensor *dy);
 
 teeny_status teeny__conv2d_backward(teeny_ctx *ctx, const teeny__op_args *a)
 {
-    const teeny_tensor *x = a->in[TEENY__CONV2D_X], *w = a->in[TEENY__CONV2D_WEIGHT], *dy = a->in[TEENY__CONV2D_DY];
+    if (a->attrs.conv2d.act == TEENY_ACT_NONE)
+        return backward_run(ctx, a, a->in[TEENY__CONV2D_DY]);
+    teeny_tensor t;
+    cl_mem buf = NULL;
+    teeny_status st = act_backward(ctx, a, &t, &buf);
+    if (st == TEENY_OK)
+        st = backward_run(ctx, a, &t);
+    if (buf)
+        teeny__scratch_give(ctx, buf); /* enqueued: later launches may take it */
+    return st;
+}
+
+/* The convolution's gradients for dy, the gradient of its output before
+ * any activation. */
+static teeny_status backward_run(teeny_ctx *ctx, const teeny__op_args *a, const teeny_tensor *dy)
+{
+    const teeny_tensor *x = a->in[TEENY__CONV2D_X], *w = a->in[TEENY__CONV2D_WEIGHT];
     teeny_tensor *dx = a->out[TEENY__CONV2D_X], *dw = a->out[TEENY__CONV2D_WEIGHT], *db = a->out[TEENY__CONV2D_BIAS];
     conv_geom g = teeny__conv_geom_make(x, w, &a->attrs.conv2d);
     teeny_status st = conv_tf32_probe(ctx);
