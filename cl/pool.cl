@@ -274,10 +274,7 @@ __kernel void pool_gap_parts_cpu(__global const float *part, int P, int S, int p
     int bc = get_global_id(0);
     if (bc >= planes)
         return;
-    float s = 0.0f;
-    for (int p = 0; p < P; p++)
-        s += part[bc * P + p];
-    y[y_off + bc] = s / (float)S;
+    y[y_off + bc] = teeny_sum_strided(part + bc * P, P, 1) / (float)S;
 }
 
 /* Grid (B*C*S): dx[i] = dy[i / S] / S. */
