@@ -85,7 +85,8 @@ __kernel void attn_bwd_prep(ATT_MAT(o), ATT_MAT(d_o), ATT_MAT(q), ATT_MAT(k), __
     }
 }
 
-#ifndef TEENY_TF32 /* the tf32 program has attn_bwd_dkdv_tc and attn_bwd_dq_tc instead */
+/* The ATT_EXT arguments of P and dS (att_bwd_pds, attention_tf32.cl's
+ * tc_bwd_pds). */
 #if ATT_EXT
 #define ATT_PDS_EXT_PARAMS , __global const float *mask, int mb, int mask_sq, int mask_sk, int causal_off, float softcap
 #define ATT_PDS_EXT , mask, mb, mask_sq, mask_sk, causal_off, softcap
@@ -93,6 +94,8 @@ __kernel void attn_bwd_prep(ATT_MAT(o), ATT_MAT(d_o), ATT_MAT(q), ATT_MAT(k), __
 #define ATT_PDS_EXT_PARAMS
 #define ATT_PDS_EXT
 #endif
+
+#ifndef TEENY_TF32 /* the tf32 program has attn_bwd_dkdv_tc and attn_bwd_dq_tc instead */
 
 /* P and dS of raw score s (times scale here) of query qi and key kj:
  * p = exp((x - l) + c) and *ds = p (dp - dd) (times the cap's derivative
