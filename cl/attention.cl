@@ -158,54 +158,43 @@ TEENY_INLINE void att_put_chunk(__local float *dst, const int ds, const int rows
                 dst + r * ds + c);
 }
 
-#if ATT_VEC == 1
-/* att_load_as where the host promises (ATT_VEC 1) that every matrix these
- * kernels load has unit column stride and an offset, strides and valid
- * columns that are multiples of 4: float4 chunks, consecutive work-items
- * on consecutive chunks, up to 8 chunks an item loaded before the first
- * is stored, so a tile's loads are in flight together. */
+#if ATT_VEC
+/* att_load_as where the host promises (ATT_VEC) that every matrix these
+ * kernels load comes in float4 chunks: along rows (colwise 0, ATT_VEC 1:
+ * unit column stride; offset, strides and valid columns multiples of 4)
+ * or down columns (colwise 1, ATT_VEC 2, PSA's NCHW views: unit row
+ * stride; offset, strides and lengths multiples of 4, and every tile's
+ * rows too). Chunk e is chunk i of line o (a row, resp. a column; n4
+ * chunks a line, lines st apart); consecutive work-items on consecutive
+ * chunks, up to 8 chunks an item loaded before the first is stored, so a
+ * tile's loads are in flight together. */
 TEENY_INLINE void att_load_v4(__local float *dst, const int ds, const int rows, const int cols,
-                              __global const float *src, int base, int sn, int nr, int nc, int lid, const int nt,
-                              const int tc)
+                              __global const float *src, int base, int st, int nr, int nc, int lid, const int nt,
+                              const int tc, const int colwise)
 {
-    const int c4 = cols / 4, trips = (rows * c4 + nt - 1) / nt;
-    for (int b = 0; b < trips; b += 8) {
-        float4 x[8];
-        TEENY_UNROLL
-        for (int k = 0; k < 8; k++)
-            x[k] = b + k < trips ? att_fetch_chunk(lid + (b + k) * nt, c4, src, base, sn, nr, nc) : (float4)(0.0f);
-        TEENY_UNROLL
-        for (int k = 0; k < 8; k++)
-            if (b + k < trips)
-                att_put_chunk(dst, ds, rows, lid + (b + k) * nt, c4, x[k], tc);
-    }
-}
-#elif ATT_VEC == 2
-/* The same for column-major matrices (ATT_VEC 2, PSA's NCHW views: unit
- * row stride; offset, strides and lengths multiples of 4, and every tile's
- * rows too): a chunk is 4 rows of one column, consecutive work-items on
- * consecutive chunks down a column. */
-TEENY_INLINE void att_load_v4c(__local float *dst, const int ds, const int rows, const int cols,
-                               __global const float *src, int base, int sd, int nr, int nc, int lid, const int nt,
-                               const int tc)
-{
-    const int r4 = rows / 4, trips = (r4 * cols + nt - 1) / nt;
+    const int n4 = colwise ? rows / 4 : cols / 4, lines = colwise ? cols : rows, trips = (lines * n4 + nt - 1) / nt;
     for (int b = 0; b < trips; b += 8) {
         float4 x[8];
         TEENY_UNROLL
         for (int k = 0; k < 8; k++) {
-            const int e = lid + (b + k) * nt, c = e / r4, r = 4 * (e - c * r4);
-            x[k] = b + k < trips && r < nr && c < nc ? *(__global const float4 *)(src + base + r + c * sd)
-                                                     : (float4)(0.0f);
+            const int e = lid + (b + k) * nt, o = e / n4, i = 4 * (e - o * n4);
+            const int r = colwise ? i : o, c = colwise ? o : i;
+            x[k] = b + k < trips && r < nr && c < nc
+                       ? *(__global const float4 *)(colwise ? src + base + r + c * st : src + base + r * st + c)
+                       : (float4)(0.0f);
         }
         TEENY_UNROLL
         for (int k = 0; k < 8; k++) {
-            const int e = lid + (b + k) * nt, c = e / r4, r = 4 * (e - c * r4);
-            if (b + k < trips && c < cols) {
-                dst[r * ds + c] = tc ? ATT_TC_ROUND(x[k].x) : x[k].x;
-                dst[(r + 1) * ds + c] = tc ? ATT_TC_ROUND(x[k].y) : x[k].y;
-                dst[(r + 2) * ds + c] = tc ? ATT_TC_ROUND(x[k].z) : x[k].z;
-                dst[(r + 3) * ds + c] = tc ? ATT_TC_ROUND(x[k].w) : x[k].w;
+            const int e = lid + (b + k) * nt, o = e / n4, i = 4 * (e - o * n4);
+            if (b + k < trips && o < lines) {
+                if (colwise) {
+                    dst[i * ds + o] = tc ? ATT_TC_ROUND(x[k].x) : x[k].x;
+                    dst[(i + 1) * ds + o] = tc ? ATT_TC_ROUND(x[k].y) : x[k].y;
+                    dst[(i + 2) * ds + o] = tc ? ATT_TC_ROUND(x[k].z) : x[k].z;
+                    dst[(i + 3) * ds + o] = tc ? ATT_TC_ROUND(x[k].w) : x[k].w;
+                } else {
+                    att_put_chunk(dst, ds, rows, e, n4, x[k], tc);
+                }
             }
         }
     }
@@ -218,12 +207,8 @@ TEENY_INLINE void att_load_v4c(__local float *dst, const int ds, const int rows,
 TEENY_INLINE void att_load_as(__local float *dst, int ds, int rows, int cols, __global const float *src, int base,
                                int sn, int sd, int nr, int nc, int lid, int nt, const int tc)
 {
-#if ATT_VEC == 1
-    (void)sd;
-    att_load_v4(dst, ds, rows, cols, src, base, sn, nr, nc, lid, nt, tc);
-#elif ATT_VEC == 2
-    (void)sn;
-    att_load_v4c(dst, ds, rows, cols, src, base, sd, nr, nc, lid, nt, tc);
+#if ATT_VEC
+    att_load_v4(dst, ds, rows, cols, src, base, ATT_VEC == 2 ? sd : sn, nr, nc, lid, nt, tc, ATT_VEC == 2);
 #else
     /* One loop for both layouts, not one loop per layout: PoCL 5.0
      * miscompiles a barrier loop that follows an if/else holding a

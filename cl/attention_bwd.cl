@@ -85,7 +85,96 @@ __kernel void attn_bwd_prep(ATT_MAT(o), ATT_MAT(d_o), ATT_MAT(q), ATT_MAT(k), __
     }
 }
 
+/* The ATT_EXT arguments of P and dS (att_bwd_pds, attention_tf32.cl's
+ * tc_bwd_pds). */
+#if ATT_EXT
+#define ATT_PDS_EXT_PARAMS , __global const float *mask, int mb, int mask_sq, int mask_sk, int causal_off, float softcap
+#define ATT_PDS_EXT , mask, mb, mask_sq, mask_sk, causal_off, softcap
+#else
+#define ATT_PDS_EXT_PARAMS
+#define ATT_PDS_EXT
+#endif
+
 #ifndef TEENY_TF32 /* the tf32 program has attn_bwd_dkdv_tc and attn_bwd_dq_tc instead */
+
+/* P and dS of raw score s (times scale here) of query qi and key kj:
+ * p = exp((x - l) + c) and *ds = p (dp - dd) (times the cap's derivative
+ * under ATT_EXT), x the scaled score (masked and capped under ATT_EXT,
+ * where the pair exists: valid); 0 where x is -inf, or without ATT_EXT
+ * where the tile's column is past the last (col_in 0). Returns p. */
+TEENY_INLINE float att_bwd_pds(float s, float scale, float dp, float l, float c, float dd, int qi, int kj, int valid,
+                               int col_in ATT_PDS_EXT_PARAMS, float *ds)
+{
+#if ATT_EXT
+    float dcap;
+    const float x = att_ext(s * scale, mask, valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi, causal_off,
+                            softcap, valid, &dcap);
+    const float p = x == -INFINITY ? 0.0f : exp((x - l) + c);
+    *ds = x == -INFINITY ? 0.0f : p * (dp - dd) * dcap;
+    (void)col_in;
+#else
+    float p = col_in ? exp((s * scale - l) + c) : 0.0f;
+    *ds = p * (dp - dd);
+    (void)qi;
+    (void)kj;
+    (void)valid;
+#endif
+    return p;
+}
+
+/* The item's rm x nc tile of a key tile against a query tile: raw scores
+ * s = A B^T (rows of Q and K, [*][QS]) and dp = Ag Bg^T (their rows of dO
+ * and V, [*][VS]), rows r = r0 + i*rs and columns c = c0 + j*cs, then P
+ * and dS (att_bwd_pds) to S[r*ps + c] (and P to P). keys: rows are keys
+ * key0 + r (n_rows of them) and columns queries q0 + c (n_cols), lse,
+ * corr and Di per column in Lc, Cc, Dc (dK/dV); else rows are queries
+ * q0 + r, columns keys key0 + c, those per row in lr, cr, dr (dQ). */
+TEENY_INLINE void att_bwd_tile(float *s, float *dp, const int rm, const int nc, __local const float *A,
+                               __local const float *Ag, const int r0, const int rs, __local const float *B,
+                               __local const float *Bg, const int c0, const int cs, float scale, const int keys,
+                               int q0, int key0, int n_rows, int n_cols, __local const float *Lc,
+                               __local const float *Cc, __local const float *Dc, const float *lr, const float *cr,
+                               const float *dr, __local float *P, __local float *S, const int ps ATT_PDS_EXT_PARAMS)
+{
+    TEENY_UNROLL
+    for (int i = 0; i < rm * ATT_MAXT; i++)
+        s[i] = dp[i] = 0.0f;
+    att_mm_nt(s, rm, nc, A, QS, r0, rs, B, QS, c0, cs, ATT_DQ);
+    att_mm_nt(dp, rm, nc, Ag, VS, r0, rs, Bg, VS, c0, cs, ATT_DV);
+    TEENY_UNROLL
+    for (int i = 0; i < rm; i++) {
+        const int r = r0 + i * rs;
+        TEENY_UNROLL
+        for (int j = 0; j < nc; j++) {
+            const int c = c0 + j * cs;
+            float ds;
+            const float p = att_bwd_pds(s[i * ATT_MAXT + j], scale, dp[i * ATT_MAXT + j], keys ? Lc[c] : lr[i],
+                                        keys ? Cc[c] : cr[i], keys ? Dc[c] : dr[i], keys ? q0 + c : q0 + r,
+                                        keys ? key0 + r : key0 + c, c < n_cols && r < n_rows, c < n_cols ATT_PDS_EXT,
+                                        &ds);
+            if (keys)
+                P[r * ps + c] = p;
+            S[r * ps + c] = ds;
+        }
+    }
+}
+
+/* Stage the item's rm accumulator rows (rows r = r0 + i*rs, float4
+ * chunks c0 + c*cs, c < nch; times scale where scaled) in T[r*ts + ...]
+ * for att_store. */
+TEENY_INLINE void att_bwd_stage(__local float *T, const int ts, const float4 *acc, const int rm, const int nch,
+                                const int r0, const int rs, const int c0, const int cs, const int scaled, float scale)
+{
+    TEENY_UNROLL
+    for (int i = 0; i < rm; i++) {
+        const int r = r0 + i * rs;
+        TEENY_UNROLL
+        for (int c = 0; c < nch; c++)
+            *(__local float4 *)(T + r * ts + 4 * (c0 + c * cs)) =
+                scaled ? acc[i * ATT_MAXT + c] * scale : acc[i * ATT_MAXT + c];
+    }
+}
+
 #define KV_NT (KV_TR * KV_TC)
 #define KV_BR (KV_TR * KV_RM) /* keys per work-group */
 #define KV_BC (KV_TC * KV_SC) /* queries per tile */
@@ -142,49 +231,16 @@ void attn_bwd_dkdv(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global co
             Cs[e] = e < nq ? corr[bh * n_q + q0 + e] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        TEENY_UNROLL
-        for (int i = 0; i < KV_RM * ATT_MAXT; i++)
-            st[i] = dp[i] = 0.0f;
-        att_mm_nt(st, KV_RM, KV_SC, Ks, QS, tr, KV_TR, Qs, QS, tc, KV_TC, ATT_DQ);
-        att_mm_nt(dp, KV_RM, KV_SC, Vs, VS, tr, KV_TR, Gs, VS, tc, KV_TC, ATT_DV);
-        TEENY_UNROLL
-        for (int i = 0; i < KV_RM; i++) {
-            const int r = tr + i * KV_TR;
-            TEENY_UNROLL
-            for (int j = 0; j < KV_SC; j++) {
-                const int c = tc + j * KV_TC;
-#if ATT_EXT
-                const int qi = q0 + c, kj = key0 + r, valid = c < nq && r < nkr;
-                float dcap;
-                const float x = att_ext(st[i * ATT_MAXT + j] * scale, mask,
-                                        valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi, causal_off, softcap,
-                                        valid, &dcap);
-                const float p = x == -INFINITY ? 0.0f : exp((x - Ls[c]) + Cs[c]);
-                Pt[r * KV_PS + c] = p;
-                St[r * KV_PS + c] = x == -INFINITY ? 0.0f : p * (dp[i * ATT_MAXT + j] - Ds[c]) * dcap;
-#else
-                float p = c < nq ? exp((st[i * ATT_MAXT + j] * scale - Ls[c]) + Cs[c]) : 0.0f;
-                Pt[r * KV_PS + c] = p;
-                St[r * KV_PS + c] = p * (dp[i * ATT_MAXT + j] - Ds[c]);
-#endif
-            }
-        }
+        att_bwd_tile(st, dp, KV_RM, KV_SC, Ks, Vs, tr, KV_TR, Qs, Gs, tc, KV_TC, scale, 1, q0, key0, nkr, nq, Ls, Cs,
+                     Ds, 0, 0, 0, Pt, St, KV_PS ATT_PDS_EXT);
         barrier(CLK_LOCAL_MEM_FENCE);
         att_mm_nn(acc_v, KV_RM, KV_OCH, Pt, KV_PS, tr, KV_TR, Gs, VS, tc, KV_TC, KV_BC);
         att_mm_nn(acc_k, KV_RM, KV_KCH, St, KV_PS, tr, KV_TR, Qs, QS, tc, KV_TC, KV_BC);
     }
 
     barrier(CLK_LOCAL_MEM_FENCE);
-    TEENY_UNROLL
-    for (int i = 0; i < KV_RM; i++) {
-        const int r = tr + i * KV_TR;
-        TEENY_UNROLL
-        for (int c = 0; c < KV_KCH; c++)
-            *(__local float4 *)(Ks + r * QS + 4 * (tc + c * KV_TC)) = acc_k[i * ATT_MAXT + c] * scale;
-        TEENY_UNROLL
-        for (int c = 0; c < KV_OCH; c++)
-            *(__local float4 *)(Vs + r * VS + 4 * (tc + c * KV_TC)) = acc_v[i * ATT_MAXT + c];
-    }
+    att_bwd_stage(Ks, QS, acc_k, KV_RM, KV_KCH, tr, KV_TR, tc, KV_TC, 1, scale);
+    att_bwd_stage(Vs, VS, acc_v, KV_RM, KV_OCH, tr, KV_TR, tc, KV_TC, 0, scale);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (want & 1)
         att_store(dk, ATT_BASE(dk) + key0 * dk_sn, dk_sn, dk_sd, nkr, d, Ks, QS, KV_BR, ATT_DQ, lid, KV_NT);
@@ -241,43 +297,14 @@ void attn_bwd_dq(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global cons
         att_load(Ks, QS, QG_BN, ATT_DQ, k, kb + k0 * k_sn, k_sn, k_sd, nk, d, lid, QG_NT);
         att_load(Vs, VS, QG_BN, ATT_DV, v, vb + k0 * v_sn, v_sn, v_sd, nk, dvn, lid, QG_NT);
         barrier(CLK_LOCAL_MEM_FENCE);
-        TEENY_UNROLL
-        for (int i = 0; i < QG_RM * ATT_MAXT; i++)
-            s[i] = dp[i] = 0.0f;
-        att_mm_nt(s, QG_RM, QG_SC, Qs, QS, tr, QG_TR, Ks, QS, tc, QG_TC, ATT_DQ);
-        att_mm_nt(dp, QG_RM, QG_SC, Gs, VS, tr, QG_TR, Vs, VS, tc, QG_TC, ATT_DV);
-        TEENY_UNROLL
-        for (int i = 0; i < QG_RM; i++) {
-            const int r = tr + i * QG_TR;
-            TEENY_UNROLL
-            for (int j = 0; j < QG_SC; j++) {
-                const int c = tc + j * QG_TC;
-#if ATT_EXT
-                const int qi = row0 + r, kj = k0 + c, valid = c < nk && r < nr;
-                float dcap;
-                const float x = att_ext(s[i * ATT_MAXT + j] * scale, mask,
-                                        valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi, causal_off, softcap,
-                                        valid, &dcap);
-                const float p = x == -INFINITY ? 0.0f : exp((x - lrow[i]) + crow[i]);
-                Ss[r * QG_PS + c] = x == -INFINITY ? 0.0f : p * (dp[i * ATT_MAXT + j] - drow[i]) * dcap;
-#else
-                float p = c < nk ? exp((s[i * ATT_MAXT + j] * scale - lrow[i]) + crow[i]) : 0.0f;
-                Ss[r * QG_PS + c] = p * (dp[i * ATT_MAXT + j] - drow[i]);
-#endif
-            }
-        }
+        att_bwd_tile(s, dp, QG_RM, QG_SC, Qs, Gs, tr, QG_TR, Ks, Vs, tc, QG_TC, scale, 0, row0, k0, nr, nk, 0, 0, 0,
+                     lrow, crow, drow, 0, Ss, QG_PS ATT_PDS_EXT);
         barrier(CLK_LOCAL_MEM_FENCE);
         att_mm_nn(acc, QG_RM, QG_KCH, Ss, QG_PS, tr, QG_TR, Ks, QS, tc, QG_TC, QG_BN);
     }
 
     barrier(CLK_LOCAL_MEM_FENCE);
-    TEENY_UNROLL
-    for (int i = 0; i < QG_RM; i++) {
-        const int r = tr + i * QG_TR;
-        TEENY_UNROLL
-        for (int c = 0; c < QG_KCH; c++)
-            *(__local float4 *)(Qs + r * QS + 4 * (tc + c * QG_TC)) = acc[i * ATT_MAXT + c] * scale;
-    }
+    att_bwd_stage(Qs, QS, acc, QG_RM, QG_KCH, tr, QG_TR, tc, QG_TC, 1, scale);
     barrier(CLK_LOCAL_MEM_FENCE);
     att_store(dq, ATT_BASE(dq) + row0 * dq_sn, dq_sn, dq_sd, nr, d, Qs, QS, QG_BM, ATT_DQ, lid, QG_NT);
 }

@@ -143,6 +143,44 @@ TEENY_INLINE void att_block_dot(attv *s, const attv *r, __global const float *m,
     }
 }
 
+#if ATT_EXT
+#define ATT_BLOCK_EXT_PARAMS , __global const float *mask, int mb, int m_sj, int m_sr, int causal_off, float softcap
+#define ATT_BLOCK_EXT(m_sj, m_sr) , mask, mb, m_sj, m_sr, causal_off, softcap
+#else
+#define ATT_BLOCK_EXT_PARAMS
+#define ATT_BLOCK_EXT(m_sj, m_sr)
+#endif
+
+/* The backward's block of ATT_KB queries (dK/dV, keys_down: the item's
+ * rows are keys) or keys (dQ) at j0, n valid: their offsets in the scores'
+ * matrix ma (a, at ab + j*as) and dO V^T's mbm (b), the scores s[j] =
+ * ra . ma[a[j] + c*asd] (c < d) and dp[j] = rb . mbm[b[j] + c*bsd]
+ * (c < dvn); under ATT_EXT s masked and capped (dcap the cap's
+ * derivative), the mask's element of lane r and block entry jj at
+ * mb + jj*m_sj + r*m_sr. */
+TEENY_INLINE void att_bwd_block(attv *s, attv *dp, attv *dcap, int *a, int *b, const attv *ra,
+                                __global const float *ma, int ab, int as, int asd, int d, const attv *rb,
+                                __global const float *mbm, int bb, int bs, int bsd, int dvn, int j0, int n, int row0,
+                                int nr, int keys_down ATT_BLOCK_EXT_PARAMS)
+{
+    att_block_at(a, ab, as, b, bb, bs, j0, n);
+    att_block_dot(s, ra, ma, a, asd, d);
+    att_block_dot(dp, rb, mbm, b, bsd, dvn);
+#if ATT_EXT
+    for (int j = 0; j < ATT_KB; j++) {
+        const int jj = j0 + min(j, n - 1);
+        s[j] = att_ext_rows(s[j], att_mask_rows(mask, mb + jj * m_sj, m_sr, nr),
+                            keys_down ? (attvi)(row0 - jj) + ATT_LANES : (attvi)(jj - row0) - ATT_LANES,
+                            causal_off, softcap, j < n, &dcap[j]);
+    }
+#else
+    (void)dcap;
+    (void)row0;
+    (void)nr;
+    (void)keys_down;
+#endif
+}
+
 /* acc[c] = acc[c] * f + sum_j w[j] m[at[j] + c * sd] over c < n, the
  * block's keys in order: P V (f rescales the forward's rows), P^T dO,
  * dS^T Q, dS K. */
@@ -262,18 +300,14 @@ __kernel void attn_bwd_dkdv_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o)
     for (int i0 = i_begin; i0 < seg_end; i0 += ATT_KB) {
         const int ni = min(ATT_KB, seg_end - i0);
         int qi[ATT_KB], gi[ATT_KB];
-        attv s[ATT_KB], dp[ATT_KB], p[ATT_KB], ds[ATT_KB];
-        att_block_at(qi, qb, q_sn, gi, gb, d_o_sn, i0, ni);
-        att_block_dot(s, kr, q, qi, q_sd, d);
-        att_block_dot(dp, vr, d_o, gi, d_o_sd, dvn);
+        attv s[ATT_KB], dp[ATT_KB], dcap[ATT_KB], p[ATT_KB], ds[ATT_KB];
+        att_bwd_block(s, dp, dcap, qi, gi, kr, q, qb, q_sn, q_sd, d, vr, d_o, gb, d_o_sn, d_o_sd, dvn, i0, ni, row0,
+                      nr, 1 ATT_BLOCK_EXT(mask_sq, mask_sk));
 #if ATT_EXT
         for (int j = 0; j < ATT_KB; j++) {
             const int ii = i0 + min(j, ni - 1);
-            attv dcap;
-            const attv x = att_ext_rows(s[j], att_mask_rows(mask, mb + ii * mask_sq, mask_sk, nr),
-                                        (attvi)(row0 - ii) + ATT_LANES, causal_off, softcap, j < ni, &dcap);
-            p[j] = att_unless_masked(exp((x - lse[lse_off + bh * n_q + ii]) + corr[bh * n_q + ii]), x);
-            ds[j] = att_unless_masked(p[j] * (dp[j] - di[bh * n_q + ii]) * dcap, x);
+            p[j] = att_unless_masked(exp((s[j] - lse[lse_off + bh * n_q + ii]) + corr[bh * n_q + ii]), s[j]);
+            ds[j] = att_unless_masked(p[j] * (dp[j] - di[bh * n_q + ii]) * dcap[j], s[j]);
         }
 #else
         TEENY_UNROLL
@@ -320,18 +354,12 @@ __kernel void attn_bwd_dq_cpu(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), 
     for (int j0 = seg_begin; j0 < k_end; j0 += ATT_KB) {
         const int nk = min(ATT_KB, k_end - j0);
         int kj[ATT_KB], vj[ATT_KB];
-        attv s[ATT_KB], dp[ATT_KB], ds[ATT_KB];
-        att_block_at(kj, kb, k_sn, vj, vb, v_sn, j0, nk);
-        att_block_dot(s, qr, k, kj, k_sd, d);
-        att_block_dot(dp, gr, v, vj, v_sd, dvn);
+        attv s[ATT_KB], dp[ATT_KB], dcap[ATT_KB], ds[ATT_KB];
+        att_bwd_block(s, dp, dcap, kj, vj, qr, k, kb, k_sn, k_sd, d, gr, v, vb, v_sn, v_sd, dvn, j0, nk, row0, nr,
+                      0 ATT_BLOCK_EXT(mask_sk, mask_sq));
 #if ATT_EXT
-        for (int j = 0; j < ATT_KB; j++) {
-            const int jj = j0 + min(j, nk - 1);
-            attv dcap;
-            const attv x = att_ext_rows(s[j], att_mask_rows(mask, mb + jj * mask_sk, mask_sq, nr),
-                                        (attvi)(jj - row0) - ATT_LANES, causal_off, softcap, j < nk, &dcap);
-            ds[j] = att_unless_masked(exp((x - lr) + cr) * (dp[j] - dr) * dcap, x);
-        }
+        for (int j = 0; j < ATT_KB; j++)
+            ds[j] = att_unless_masked(exp((s[j] - lr) + cr) * (dp[j] - dr) * dcap[j], s[j]);
 #else
         for (int j = 0; j < ATT_KB; j++)
             ds[j] = j < nk ? exp((s[j] - lr) + cr) * (dp[j] - dr) : (attv)(0.0f);

@@ -375,6 +375,55 @@ void attn_fwd_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_OUT(o), __global float 
 #undef TC_FEXP
 #define TC_FEXP (ATT_EXP & 2) /* the backward's, both kernels */
 
+/* A tile's raw scores s = A B^T and dp = Ag Bg^T, the item's n/2 C
+ * fragment values of each (n columns a warp's 16 rows), from zero: A's
+ * and Ag's register fragments a, ag (of Q and dO, or K and V) against B
+ * ([*][QS]) and Bg ([*][VS]) in local memory. */
+#define TC_BWD_SCORES(s, dp, n, a, ag, B, Bg, lane)                                                              \
+    TEENY_UNROLL                                                                                                 \
+    for (int i_ = 0; i_ < (n) / 2; i_++)                                                                         \
+        (s)[i_] = (dp)[i_] = 0.0f;                                                                               \
+    TC_MM_NT(s, (n) / 8, a, TC_KQ, B, QS, lane);                                                                 \
+    TC_MM_NT(dp, (n) / 8, ag, TC_KV, Bg, VS, lane)
+
+/* P and dS over the item's n/2 C fragment values of a tile, in place as
+ * tf32 operands (TC_OPERAND): value i at row w0 + r + 8 h (h = (i >> 1)
+ * & 1), column 8 (i >> 2) + 2 c + (i & 1) of raw scores s and dO V^T dp.
+ * keys (dK/dV): rows are keys key0 + row (n_rows of them), columns
+ * queries q0 + col (n_cols), lse, corr and Di per column in Lc, Cc, Dc;
+ * P to s, dS to dp. Else (dQ): rows are queries q0 + row, columns keys
+ * key0 + col, those per row half in lr, cr, dr; dS to s. As
+ * attention_bwd.cl's att_bwd_pds, with TC_EXP. */
+TEENY_INLINE void tc_bwd_pds(float *s, float *dp, const int n, float scale, const int keys, int q0, int key0,
+                             int n_rows, int n_cols, int w0, int r, int c, __local const float *Lc,
+                             __local const float *Cc, __local const float *Dc, const float *lr, const float *cr,
+                             const float *dr ATT_PDS_EXT_PARAMS)
+{
+    TEENY_UNROLL
+    for (int i = 0; i < n / 2; i++) {
+        const int h = (i >> 1) & 1, row = w0 + r + 8 * h, col = 8 * (i >> 2) + 2 * c + (i & 1);
+        const float l = keys ? Lc[col] : lr[h], lc = keys ? Cc[col] : cr[h], ld = keys ? Dc[col] : dr[h];
+#if ATT_EXT
+        const int qi = keys ? q0 + col : q0 + row, kj = keys ? key0 + row : key0 + col;
+        const int valid = col < n_cols && row < n_rows;
+        float dcap;
+        const float x = att_ext(s[i] * scale, mask, valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi,
+                                causal_off, softcap, valid, &dcap);
+        const float p = x == -INFINITY ? 0.0f : TC_EXP((x - l) + lc);
+        const float ds = x == -INFINITY ? 0.0f : p * (dp[i] - ld) * dcap;
+#else
+        const float p = col < n_cols ? TC_EXP((s[i] * scale - l) + lc) : 0.0f;
+        const float ds = p * (dp[i] - ld);
+#endif
+        if (keys) {
+            s[i] = TC_OPERAND(p);
+            dp[i] = TC_OPERAND(ds);
+        } else {
+            s[i] = TC_OPERAND(ds);
+        }
+    }
+}
+
 #define TK_NT (32 * TK_W)
 #define TK_BR (16 * TK_W) /* keys per work-group */
 #define TK_LDS ATT_MAX(TK_BC * QS + TK_BC * VS + 3 * TK_BC, TK_BR * (QS + VS))
@@ -455,28 +504,9 @@ void attn_bwd_dkdv_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global
                          TK_NT);
             tk_rows_fetch(pl, pd, pc, lse, lse_off + bh * n_q + q1, di, corr, bh * n_q + q1, n_q - q1, lid);
         }
-        TEENY_UNROLL
-        for (int i = 0; i < TK_BC / 2; i++)
-            st[i] = dp[i] = 0.0f;
-        TC_MM_NT(st, TK_BC / 8, ka, TC_KQ, Qs, QS, lane);
-        TC_MM_NT(dp, TK_BC / 8, va, TC_KV, Gs, VS, lane);
-        TEENY_UNROLL
-        for (int i = 0; i < TK_BC / 2; i++) { /* P^T and dS^T, in place */
-            const int row = w0 + r + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * c + (i & 1);
-#if ATT_EXT
-            const int qi = q0 + col, kj = key0 + row, valid = col < nq && row < nkr;
-            float dcap;
-            const float x = att_ext(st[i] * scale, mask, valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi,
-                                    causal_off, softcap, valid, &dcap);
-            const float p = x == -INFINITY ? 0.0f : TC_EXP((x - Ls[col]) + Cs[col]);
-            const float ds = x == -INFINITY ? 0.0f : p * (dp[i] - Ds[col]) * dcap;
-#else
-            const float p = col < nq ? TC_EXP((st[i] * scale - Ls[col]) + Cs[col]) : 0.0f;
-            const float ds = p * (dp[i] - Ds[col]);
-#endif
-            st[i] = TC_OPERAND(p);
-            dp[i] = TC_OPERAND(ds);
-        }
+        TC_BWD_SCORES(st, dp, TK_BC, ka, va, Qs, Gs, lane);
+        /* P^T and dS^T, in place */
+        tc_bwd_pds(st, dp, TK_BC, scale, 1, q0, key0, nkr, nq, w0, r, c, Ls, Cs, Ds, 0, 0, 0 ATT_PDS_EXT);
         TC_MM_PN(acc_v, TC_KV, st, TK_BC / 8, Gs, VS, lane);
         TC_MM_PN(acc_k, TC_KQ, dp, TK_BC / 8, Qs, QS, lane);
     }
@@ -543,27 +573,8 @@ void attn_bwd_dq_tc(ATT_MAT(q), ATT_MAT(k), ATT_MAT(v), ATT_MAT(d_o), __global c
             ATT_PF_FETCH(TB_PF, pk, TQ_BN, ATT_DQ, k, kb + k1 * k_sn, k_sn, min(TQ_BN, k_end - k1), d, lid, TQ_NT);
             ATT_PF_FETCH(TB_PF, pv, TQ_BN, ATT_DV, v, vb + k1 * v_sn, v_sn, min(TQ_BN, k_end - k1), dvn, lid, TQ_NT);
         }
-        TEENY_UNROLL
-        for (int i = 0; i < TQ_BN / 2; i++)
-            s[i] = dp[i] = 0.0f;
-        TC_MM_NT(s, TQ_BN / 8, qa, TC_KQ, Ks, QS, lane);
-        TC_MM_NT(dp, TQ_BN / 8, ga, TC_KV, Vs, VS, lane);
-        TEENY_UNROLL
-        for (int i = 0; i < TQ_BN / 2; i++) { /* dS, in place */
-            const int h = (i >> 1) & 1, row = w0 + r + 8 * h, col = 8 * (i >> 2) + 2 * c + (i & 1);
-#if ATT_EXT
-            const int qi = row0 + row, kj = k0 + col, valid = col < nk && row < nr;
-            float dcap;
-            const float x = att_ext(s[i] * scale, mask, valid ? mb + qi * mask_sq + kj * mask_sk : mb, kj - qi,
-                                    causal_off, softcap, valid, &dcap);
-            const float p = x == -INFINITY ? 0.0f : TC_EXP((x - lrow[h]) + crow[h]);
-            const float ds = x == -INFINITY ? 0.0f : p * (dp[i] - drow[h]) * dcap;
-#else
-            const float p = col < nk ? TC_EXP((s[i] * scale - lrow[h]) + crow[h]) : 0.0f;
-            const float ds = p * (dp[i] - drow[h]);
-#endif
-            s[i] = TC_OPERAND(ds);
-        }
+        TC_BWD_SCORES(s, dp, TQ_BN, qa, ga, Ks, Vs, lane);
+        tc_bwd_pds(s, dp, TQ_BN, scale, 0, row0, k0, nr, nk, w0, r, c, 0, 0, 0, lrow, crow, drow ATT_PDS_EXT); /* dS */
         TC_MM_PN(acc, TC_KQ, s, TQ_BN / 8, Ks, QS, lane);
     }
 

@@ -5,6 +5,15 @@
  * The batch-norm program's second part, after batchnorm.cl, whose banner
  * holds the layouts, the two passes and BN_WG.
  */
+/* The four units of a trip at e (bn_walk4), loaded (bn_ld) in unit order. */
+TEENY_INLINE void bn_ld4(float4 *v, __global const float *p, int4 e, int vec)
+{
+    v[0] = bn_ld(p, e.s0, vec);
+    v[1] = bn_ld(p, e.s1, vec);
+    v[2] = bn_ld(p, e.s2, vec);
+    v[3] = bn_ld(p, e.s3, vec);
+}
+
 /* Add unit (xv, gv) (element e; nothing where e < 0) to the gradient
  * sums: dy through the activation (BN_DY), sum dy, sum dy * (x - m). */
 TEENY_INLINE void bn_grad_acc(float *sdy, float *sdyx, float4 xv, float4 gv, int e, int vec, float m, int act,
@@ -40,14 +49,13 @@ void bn_grad_spatial(__global const float *x, int x_off, __global const float *d
     const int vx = bn_vec_at(vec, x_off), vg = bn_vec_at(vec, dy_off);
     for (bn_walk wk = bn_walk_at(u, S / vec); u < u_end; u += 4 * BN_WG) { /* four units a trip (bn_walk4) */
         const int4 e = bn_walk4(&wk, u, u_end, C, S, c, vec);
-        const float4 x0 = bn_ld(xc, e.s0, vx), x1 = bn_ld(xc, e.s1, vx), x2 = bn_ld(xc, e.s2, vx),
-                     x3 = bn_ld(xc, e.s3, vx);
-        const float4 g0 = bn_ld(gc, e.s0, vg), g1 = bn_ld(gc, e.s1, vg), g2 = bn_ld(gc, e.s2, vg),
-                     g3 = bn_ld(gc, e.s3, vg);
-        bn_grad_acc(&sdy, &sdyx, x0, g0, e.s0, vec, m, act, ascale, ashift); /* in unit order */
-        bn_grad_acc(&sdy, &sdyx, x1, g1, e.s1, vec, m, act, ascale, ashift);
-        bn_grad_acc(&sdy, &sdyx, x2, g2, e.s2, vec, m, act, ascale, ashift);
-        bn_grad_acc(&sdy, &sdyx, x3, g3, e.s3, vec, m, act, ascale, ashift);
+        float4 xv[4], gv[4];
+        bn_ld4(xv, xc, e, vx);
+        bn_ld4(gv, gc, e, vg);
+        bn_grad_acc(&sdy, &sdyx, xv[0], gv[0], e.s0, vec, m, act, ascale, ashift); /* in unit order */
+        bn_grad_acc(&sdy, &sdyx, xv[1], gv[1], e.s1, vec, m, act, ascale, ashift);
+        bn_grad_acc(&sdy, &sdyx, xv[2], gv[2], e.s2, vec, m, act, ascale, ashift);
+        bn_grad_acc(&sdy, &sdyx, xv[3], gv[3], e.s3, vec, m, act, ascale, ashift);
     }
     sums[lid] = sdy;
     sums[BN_WG + lid] = sdyx;
@@ -131,6 +139,16 @@ TEENY_INLINE void bn_dx_store(__global const float *x, __global const float *dy,
     bn_dx_put(dx, e, vec, bn_ld(x, e, vec), bn_ld(dy, e, vec), m, scale, a, k, act, ascale, ashift);
 }
 
+/* bn_dx_put of a trip's four units at e (bn_walk4), in unit order. */
+TEENY_INLINE void bn_dx_put4(__global float *dx, int4 e, int vec, const float4 *xv, const float4 *gv, float m,
+                             float scale, float a, float k, int act, float ascale, float ashift)
+{
+    bn_dx_put(dx, e.s0, vec, xv[0], gv[0], m, scale, a, k, act, ascale, ashift);
+    bn_dx_put(dx, e.s1, vec, xv[1], gv[1], m, scale, a, k, act, ascale, ashift);
+    bn_dx_put(dx, e.s2, vec, xv[2], gv[2], m, scale, a, k, act, ascale, ashift);
+    bn_dx_put(dx, e.s3, vec, xv[3], gv[3], m, scale, a, k, act, ascale, ashift);
+}
+
 /* Rows layout, grid as bn_normalize: dweight and dbias from the partials
  * (bn_grad_sums, one writer per channel), then dx. Frozen statistics:
  * dx = w * r * dy. Batch statistics: dx = w * r * (dy - dbias/n - xhat *
@@ -183,8 +201,8 @@ void bn_normalize_train_spatial(__global const float *x, int x_off, __global flo
     bn_walk wk = bn_walk_at(u, S / vec);
     int4 e = bn_walk4(&wk, u, u_end, C, S, c, vec);
     /* the first trip's loads: in flight while item 0 merges the partials */
-    float4 v0 = bn_ld(xc, e.s0, vx), v1 = bn_ld(xc, e.s1, vx), v2 = bn_ld(xc, e.s2, vx),
-           v3 = bn_ld(xc, e.s3, vx);
+    float4 v[4];
+    bn_ld4(v, xc, e, vx);
     if (lid == 0) {
         float2 ms = bn_train_stats(BN_STATS_PASS, vec, x[x_off + c * S], c, g == 0);
         stat[0] = ms.x;
@@ -193,17 +211,14 @@ void bn_normalize_train_spatial(__global const float *x, int x_off, __global flo
     barrier(CLK_LOCAL_MEM_FENCE);
     float m = stat[0], scale = w[w_off + c] * stat[1], shift = bias[bias_off + c];
     for (;;) {
-        bn_put(yc, e.s0, vy, v0, m, scale, shift, act);
-        bn_put(yc, e.s1, vy, v1, m, scale, shift, act);
-        bn_put(yc, e.s2, vy, v2, m, scale, shift, act);
-        bn_put(yc, e.s3, vy, v3, m, scale, shift, act);
+        bn_put(yc, e.s0, vy, v[0], m, scale, shift, act);
+        bn_put(yc, e.s1, vy, v[1], m, scale, shift, act);
+        bn_put(yc, e.s2, vy, v[2], m, scale, shift, act);
+        bn_put(yc, e.s3, vy, v[3], m, scale, shift, act);
         if ((u += 4 * BN_WG) >= u_end)
             break;
         e = bn_walk4(&wk, u, u_end, C, S, c, vec);
-        v0 = bn_ld(xc, e.s0, vx);
-        v1 = bn_ld(xc, e.s1, vx);
-        v2 = bn_ld(xc, e.s2, vx);
-        v3 = bn_ld(xc, e.s3, vx);
+        bn_ld4(v, xc, e, vx);
     }
 }
 
@@ -229,10 +244,9 @@ void bn_backward_dx_spatial(__global const float *x, int x_off, __global const f
     bn_walk wk = bn_walk_at(u, S / vec);
     int4 e = bn_walk4(&wk, u, u_end, C, S, c, vec);
     /* the first trip's loads: in flight while item 0 merges the partials */
-    float4 x0 = bn_ld(xc, e.s0, vx), x1 = bn_ld(xc, e.s1, vx), x2 = bn_ld(xc, e.s2, vx),
-           x3 = bn_ld(xc, e.s3, vx);
-    float4 g0 = bn_ld(gc, e.s0, vg), g1 = bn_ld(gc, e.s1, vg), g2 = bn_ld(gc, e.s2, vg),
-           g3 = bn_ld(gc, e.s3, vg);
+    float4 xv[4], gv[4];
+    bn_ld4(xv, xc, e, vx);
+    bn_ld4(gv, gc, e, vg);
     float rs = bn_rstd(r, r_off, r_is_var, eps, c);
     if (lid == 0) {
         float2 gs = bn_grad_sums(part, K, c, rs, g == 0, dweight, dw_off, dbias, db_off);
@@ -244,21 +258,12 @@ void bn_backward_dx_spatial(__global const float *x, int x_off, __global const f
     float a = frozen ? 0.0f : sums[0] * inv_n, k = frozen ? 0.0f : sums[1] * inv_n * rs;
     BN_ACT_SETUP(c);
     for (;;) {
-        bn_dx_put(dxc, e.s0, vd, x0, g0, m, scale, a, k, act, ascale, ashift);
-        bn_dx_put(dxc, e.s1, vd, x1, g1, m, scale, a, k, act, ascale, ashift);
-        bn_dx_put(dxc, e.s2, vd, x2, g2, m, scale, a, k, act, ascale, ashift);
-        bn_dx_put(dxc, e.s3, vd, x3, g3, m, scale, a, k, act, ascale, ashift);
+        bn_dx_put4(dxc, e, vd, xv, gv, m, scale, a, k, act, ascale, ashift);
         if ((u += 4 * BN_WG) >= u_end)
             break;
         e = bn_walk4(&wk, u, u_end, C, S, c, vec);
-        x0 = bn_ld(xc, e.s0, vx);
-        x1 = bn_ld(xc, e.s1, vx);
-        x2 = bn_ld(xc, e.s2, vx);
-        x3 = bn_ld(xc, e.s3, vx);
-        g0 = bn_ld(gc, e.s0, vg);
-        g1 = bn_ld(gc, e.s1, vg);
-        g2 = bn_ld(gc, e.s2, vg);
-        g3 = bn_ld(gc, e.s3, vg);
+        bn_ld4(xv, xc, e, vx);
+        bn_ld4(gv, gc, e, vg);
     }
 }
 

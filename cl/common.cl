@@ -194,6 +194,17 @@ TEENY_INLINE void teeny_group_sum(__local float *red, int lid, int wg)
     teeny_group_sum_rows(red, lid, wg, 1);
 }
 
+/* a[0] + a[stride] + ... + a[(n - 1)*stride], added in that order from
+ * 0: the partial sums' second pass (pool_gap_parts_cpu, lin_colsum_final),
+ * so the same partials give the same bits. */
+TEENY_INLINE float teeny_sum_strided(__global const float *a, int n, int stride)
+{
+    float s = 0.0f;
+    for (int p = 0; p < n; p++)
+        s += a[p * stride];
+    return s;
+}
+
 #ifdef TEENY_TF32
 /* tf32 tensor cores (NVIDIA inline PTX; a program is built with
  * -DTEENY_TF32=1 only where a build-and-run probe of these instructions

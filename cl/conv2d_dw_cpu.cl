@@ -24,6 +24,56 @@ TEENY_INLINE int dw_hi(int a, int s, int lim)
     return lim - 1 + a < 0 ? 0 : s == 1 ? lim + a : (lim - 1 + a) / s + 1;
 }
 
+/* acc[j] = output (oh, ow0 + j), j < n, of input plane xc convolved with
+ * the channel's taps wc: the taps in order, from 0. */
+TEENY_INLINE void dw_fwd_cpu_chunk(float *acc, __global const float *restrict xc, __global const float *restrict wc,
+                                   int oh, int ow0, int n, int H, int W, int KH, int KW, int s_h, int s_w, int p_h,
+                                   int p_w, int d_h, int d_w)
+{
+    for (int j = 0; j < n; j++)
+        acc[j] = 0.0f;
+    for (int kh = 0; kh < KH; kh++) {
+        const int ih = oh * s_h - p_h + kh * d_h;
+        if ((uint)ih >= (uint)H)
+            continue;
+        __global const float *xr = xc + ih * W;
+        for (int kw = 0; kw < KW; kw++) {
+            const int a = p_w - kw * d_w, lo = max(ow0, dw_lo(a, s_w)), hi = min(ow0 + n, dw_hi(a, s_w, W));
+            const float wv = wc[kh * KW + kw];
+            for (int ow = lo; ow < hi; ow++)
+                acc[ow - ow0] = TEENY_MAD(xr[ow * s_w - a], wv, acc[ow - ow0]);
+        }
+    }
+}
+
+/* acc[j] = dx at (ih, iw0 + j), j < n, of input channel ci: over its mult
+ * output channels co (planes of dy at (bC + co)*OH*OW, bC = b*Cout; taps
+ * at w + co*KH*KW) and the taps that reach each column, in order, from 0. */
+TEENY_INLINE void dw_dx_cpu_chunk(float *acc, __global const float *restrict dy, __global const float *restrict w,
+                                  int bC, int ci, int ih, int iw0, int n, int mult, int OH, int OW, int KH, int KW,
+                                  int s_h, int s_w, int p_h, int p_w, int d_h, int d_w)
+{
+    for (int j = 0; j < n; j++)
+        acc[j] = 0.0f;
+    for (int m = 0; m < mult; m++) {
+        const int co = ci * mult + m;
+        __global const float *gc = dy + (bC + co) * OH * OW, *wc = w + co * KH * KW;
+        for (int kh = 0; kh < KH; kh++) {
+            const int t = ih + p_h - kh * d_h, oh = t / s_h;
+            if (t < 0 || oh * s_h != t || oh >= OH)
+                continue;
+            __global const float *gr = gc + oh * OW;
+            for (int kw = 0; kw < KW; kw++) {
+                /* column iw = ow*s_w - (p_w - kw*d_w) of this chunk, for ow in [0, OW) */
+                const int a = p_w - kw * d_w + iw0, lo = dw_lo(a, s_w), hi = min(OW, dw_hi(a, s_w, n));
+                const float wv = wc[kh * KW + kw];
+                for (int ow = lo; ow < hi; ow++)
+                    acc[ow * s_w - a] = TEENY_MAD(gr[ow], wv, acc[ow * s_w - a]);
+            }
+        }
+    }
+}
+
 /* Item (rb, co, b): output rows [rb*rows_per, +rows_per) of y[b, co]. */
 __kernel void dwconv_fwd_cpu(__global const float *restrict x, int x_off, __global const float *restrict w, int w_off,
                              __global float *restrict y, int y_off, int16 geo, __global const float *bias,
@@ -43,20 +93,7 @@ __kernel void dwconv_fwd_cpu(__global const float *restrict x, int x_off, __glob
         for (int ow0 = 0; ow0 < OW; ow0 += DW_CPU_COLS) {
             const int n = min(DW_CPU_COLS, OW - ow0);
             float acc[DW_CPU_COLS];
-            for (int j = 0; j < n; j++)
-                acc[j] = 0.0f;
-            for (int kh = 0; kh < KH; kh++) {
-                const int ih = oh * s_h - p_h + kh * d_h;
-                if ((uint)ih >= (uint)H)
-                    continue;
-                __global const float *xr = xc + ih * W;
-                for (int kw = 0; kw < KW; kw++) {
-                    const int a = p_w - kw * d_w, lo = max(ow0, dw_lo(a, s_w)), hi = min(ow0 + n, dw_hi(a, s_w, W));
-                    const float wv = wc[kh * KW + kw];
-                    for (int ow = lo; ow < hi; ow++)
-                        acc[ow - ow0] = TEENY_MAD(xr[ow * s_w - a], wv, acc[ow - ow0]);
-                }
-            }
+            dw_fwd_cpu_chunk(acc, xc, wc, oh, ow0, n, H, W, KH, KW, s_h, s_w, p_h, p_w, d_h, d_w);
             for (int j = 0; j < n; j++)
                 yc[oh * OW + ow0 + j] = conv_act(act, acc[j] * sc + sh);
         }
@@ -76,25 +113,8 @@ __kernel void dwconv_dx_cpu(__global const float *restrict dy, int dy_off, __glo
         for (int iw0 = 0; iw0 < W; iw0 += DW_CPU_COLS) {
             const int n = min(DW_CPU_COLS, W - iw0);
             float acc[DW_CPU_COLS];
-            for (int j = 0; j < n; j++)
-                acc[j] = 0.0f;
-            for (int m = 0; m < mult; m++) {
-                const int co = ci * mult + m;
-                __global const float *gc = dy + dy_off + (b * Cout + co) * OH * OW, *wc = w + w_off + co * KH * KW;
-                for (int kh = 0; kh < KH; kh++) {
-                    const int t = ih + p_h - kh * d_h, oh = t / s_h;
-                    if (t < 0 || oh * s_h != t || oh >= OH)
-                        continue;
-                    __global const float *gr = gc + oh * OW;
-                    for (int kw = 0; kw < KW; kw++) {
-                        /* column iw = ow*s_w - (p_w - kw*d_w) of this chunk, for ow in [0, OW) */
-                        const int a = p_w - kw * d_w + iw0, lo = dw_lo(a, s_w), hi = min(OW, dw_hi(a, s_w, n));
-                        const float wv = wc[kh * KW + kw];
-                        for (int ow = lo; ow < hi; ow++)
-                            acc[ow * s_w - a] = TEENY_MAD(gr[ow], wv, acc[ow * s_w - a]);
-                    }
-                }
-            }
+            dw_dx_cpu_chunk(acc, dy + dy_off, w + w_off, b * Cout, ci, ih, iw0, n, mult, OH, OW, KH, KW, s_h, s_w, p_h,
+                            p_w, d_h, d_w);
             for (int j = 0; j < n; j++)
                 dx[dx_off + ((b * Cin + ci) * H + ih) * W + iw0 + j] = acc[j];
         }

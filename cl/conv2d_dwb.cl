@@ -11,6 +11,47 @@
 #define DWB_WG DW_WG
 #endif
 
+/* A window of plane pc around a unit (dw_bwd3_unit): its row j < DWB_ROWS
+ * + 2, plane row oh0 - 1 + j, columns iw0 .. iw0 + 5 (those inside: bits
+ * of cin), into v[j*6 ..], zeros past the unit (nr rows) or the plane. */
+TEENY_INLINE void dwb_window(__global const float *pc, int oh0, int iw0, int nr, int H, int W, int cin, const int V4,
+                             float *v)
+{
+    TEENY_UNROLL
+    for (int j = 0; j < DWB_ROWS + 2; j++) {
+        const int ih = oh0 - 1 + j, in = j < nr + 2 && (uint)ih < (uint)H;
+        dw_row6(pc + ih * W + iw0, in, cin, 1, V4, v + j * 6);
+    }
+}
+
+/* The unit's dx row r (to dr, its columns inside the row: bits 1-4 of
+ * cin; one float4 where V4) from dy's window v, keeping the row's own dy
+ * values in g[r*4 ..]. */
+TEENY_INLINE void dwb_dx_row(const float *v, const float *wv, int r, float *g, __global float *dr, int cin,
+                             const int V4)
+{
+    float o[4];
+    TEENY_UNROLL
+    for (int q = 0; q < 4; q++) {
+        float a = 0.0f;
+        g[r * 4 + q] = v[(r + 1) * 6 + q + 1];
+        TEENY_UNROLL
+        for (int k = 0; k < 9; k++) { /* k = kh' * 3 + kw': dy row r + kh', column q + kw', tap 8 - k */
+            const int kh = k / 3, kw = k % 3;
+            a = TEENY_MAD(v[(r + kh) * 6 + q + kw], wv[8 - k], a);
+        }
+        o[q] = a;
+    }
+    if (V4) {
+        *(__global float4 *)dr = (float4)(o[0], o[1], o[2], o[3]);
+    } else {
+        TEENY_UNROLL
+        for (int q = 0; q < 4; q++)
+            if (cin >> (q + 1) & 1)
+                dr[q] = o[q];
+    }
+}
+
 /* dwconv_bwd3's unit: rows oh0 .. oh0 + DWB_ROWS - 1 (those inside the
  * plane) by columns ow0 .. ow0 + 3 (those inside) of one H x W plane; xc,
  * dyc and dxc point at the plane of x, dy and dx, wv holds the channel's
@@ -44,42 +85,12 @@ TEENY_INLINE void dw_bwd3_unit(__global const float *xc, __global const float *d
     if (V4)
         cin |= 0x1e; /* what the caller checked, for the compiler */
     float v[(DWB_ROWS + 2) * 6], g[DWB_ROWS * 4];
+    dwb_window(dyc, oh0, iw0, nr, H, W, cin, V4, v);
     TEENY_UNROLL
-    for (int j = 0; j < DWB_ROWS + 2; j++) { /* dy's window row j: row oh0 - 1 + j, zeros past the unit or plane */
-        const int ih = oh0 - 1 + j, in = j < nr + 2 && (uint)ih < (uint)H;
-        dw_row6(dyc + ih * W + iw0, in, cin, 1, V4, v + j * 6);
-    }
-    TEENY_UNROLL
-    for (int r = 0; r < DWB_ROWS; r++) {
-        if (r >= nr)
-            continue;
-        float o[4];
-        TEENY_UNROLL
-        for (int q = 0; q < 4; q++) {
-            float a = 0.0f;
-            g[r * 4 + q] = v[(r + 1) * 6 + q + 1];
-            TEENY_UNROLL
-            for (int k = 0; k < 9; k++) { /* k = kh' * 3 + kw': dy row r + kh', column q + kw', tap 8 - k */
-                const int kh = k / 3, kw = k % 3;
-                a = TEENY_MAD(v[(r + kh) * 6 + q + kw], wv[8 - k], a);
-            }
-            o[q] = a;
-        }
-        __global float *dr = dxc + (oh0 + r) * W + ow0;
-        if (V4) {
-            *(__global float4 *)dr = (float4)(o[0], o[1], o[2], o[3]);
-        } else {
-            TEENY_UNROLL
-            for (int q = 0; q < 4; q++)
-                if (cin >> (q + 1) & 1)
-                    dr[q] = o[q];
-        }
-    }
-    TEENY_UNROLL
-    for (int j = 0; j < DWB_ROWS + 2; j++) { /* x's window in the same registers */
-        const int ih = oh0 - 1 + j, in = j < nr + 2 && (uint)ih < (uint)H;
-        dw_row6(xc + ih * W + iw0, in, cin, 1, V4, v + j * 6);
-    }
+    for (int r = 0; r < DWB_ROWS; r++)
+        if (r < nr)
+            dwb_dx_row(v, wv, r, g, dxc + (oh0 + r) * W + ow0, cin, V4);
+    dwb_window(xc, oh0, iw0, nr, H, W, cin, V4, v); /* x's window in the same registers */
     TEENY_UNROLL
     for (int r = 0; r < DWB_ROWS; r++) {
         if (r >= nr)

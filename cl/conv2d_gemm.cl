@@ -67,6 +67,20 @@ TEENY_INLINE void gemm_micro(__local const float4 *As4, __local const float4 *Bs
 #define TF32_STAGE(x) (x)
 #define TF32_STAGE4(v) (v)
 
+/* An item's operand values of one k: d[4*r .. 4*r + 3] = the float4
+ * src[r*stride], r < n4. */
+TEENY_INLINE void gemm_operand(float *d, __local const float4 *src, const int n4, const int stride)
+{
+    TEENY_UNROLL
+    for (int r = 0; r < n4; r++) {
+        float4 v = src[r * stride];
+        d[4 * r] = v.x;
+        d[4 * r + 1] = v.y;
+        d[4 * r + 2] = v.z;
+        d[4 * r + 3] = v.w;
+    }
+}
+
 /* acc[WPT_M][WPT_N] += As[k][m] * Bs[k][n] over one TILE_K slice; item
  * (tm, tn) owns rows {r*THREADS_M*4 + tm*4 + 0..3} and columns
  * {s*THREADS_N*4 + tn*4 + 0..3}, so a warp reads consecutive float4s. */
@@ -76,22 +90,8 @@ TEENY_INLINE void gemm_micro(__local const float4 *As, __local const float4 *Bs,
     TEENY_UNROLL
     for (int kk = 0; kk < TILE_K; kk++) {
         float a[WPT_M], b[WPT_N];
-        TEENY_UNROLL
-        for (int r = 0; r < WPT_M / 4; r++) {
-            float4 v = As[kk * (LDA / 4) + r * THREADS_M + tm];
-            a[4 * r] = v.x;
-            a[4 * r + 1] = v.y;
-            a[4 * r + 2] = v.z;
-            a[4 * r + 3] = v.w;
-        }
-        TEENY_UNROLL
-        for (int s = 0; s < WPT_N / 4; s++) {
-            float4 v = Bs[kk * (LDB / 4) + s * THREADS_N + tn];
-            b[4 * s] = v.x;
-            b[4 * s + 1] = v.y;
-            b[4 * s + 2] = v.z;
-            b[4 * s + 3] = v.w;
-        }
+        gemm_operand(a, As + kk * (LDA / 4) + tm, WPT_M / 4, THREADS_M);
+        gemm_operand(b, Bs + kk * (LDB / 4) + tn, WPT_N / 4, THREADS_N);
         TEENY_UNROLL
         for (int i = 0; i < WPT_M; i++)
             TEENY_UNROLL
@@ -271,6 +271,60 @@ TEENY_INLINE void gemm_store(const float *acc, int tm, int tn, int m0, int n0, i
         b_at = idx_add(b_at, b_step, Kh, Kw);                                                               \
     } while (0)
 
+/* The work-group's tiles: its double-buffered A and B tiles (and the tf32
+ * exchange), item tid, group g and the tile's first column n0 and row m0
+ * (every GEMM kernel's grid: (ceil(M/TILE_M)*GEMM_WG, ceil(N/TILE_N)*G, *)). */
+#define GEMM_GROUP                                                                                          \
+    __local float4 As[2][TILE_K * LDA / 4];                                                                 \
+    __local float4 Bs[2][TILE_K * LDB / 4];                                                                 \
+    GEMM_XCHG_LOCAL                                                                                         \
+    const int tid = get_local_id(0);                                                                        \
+    const int n_tiles = (N + TILE_N - 1) / TILE_N;                                                          \
+    const int g = get_group_id(1) / n_tiles;                                                                \
+    const int n0 = (get_group_id(1) - g * n_tiles) * TILE_N;                                                \
+    const int m0 = get_group_id(0) * TILE_M
+
+/* The k loop of conv_gemm_gather and conv_gemm_1x1 over k_tiles TILE_K
+ * slices, after the caller's LOAD_A() (the next slice's A values into
+ * registers ra: AT, float or float4, the item's NK x NM of them at rows
+ * ak + j*TK, columns am + i*TM of an A tile of LDT AT a row, staged
+ * through STAGE): acc from 0, or from what the k range before stored (not
+ * CONV_SEG_FIRST); each slice's A and B staged, the next slice's loads in
+ * flight over this one's gemm_micro; then gemm_store, through the
+ * epilogue on the last k range only. */
+#define GEMM_K_LOOP(k_tiles_expr, AT, NK, NM, TK, TM, LDT, STAGE)                                           \
+    float acc[WPT_M * WPT_N];                                                                               \
+    for (int i = 0; i < WPT_M * WPT_N; i++)                                                                 \
+        acc[i] = 0.0f;                                                                                      \
+    const int tm = tid % THREADS_M, tn = tid / THREADS_M;                                                   \
+    if (!(seg & CONV_SEG_FIRST))                                                                            \
+        gemm_load(acc, tm, tn, m0, n0, g, M, N, P, Q, out, out_off, out_bstride, out_nstride, out_hstride,  \
+                  out_wstride);                                                                             \
+    const int k_tiles = (k_tiles_expr);                                                                     \
+    if (k_tiles > 0) {                                                                                      \
+        LOAD_A();                                                                                           \
+        GEMM_B_LOAD(rb);                                                                                    \
+    }                                                                                                       \
+    for (int t = 0; t < k_tiles; t++) {                                                                     \
+        __local AT *as = (__local AT *)As[t & 1];                                                           \
+        __local float *bs = (__local float *)Bs[t & 1];                                                     \
+        for (int j = 0; j < (NK); j++)                                                                      \
+            for (int i = 0; i < (NM); i++)                                                                  \
+                as[(ak + j * (TK)) * (LDT) + am + i * (TM)] = STAGE(ra[j * (NM) + i]);                      \
+        for (int i = 0; i < B_NN; i++)                                                                      \
+            if (B_TN * B_NN == TILE_N || bn + i * B_TN < TILE_N) /* a constant but for thin tiles */        \
+                bs[bk * LDB + bn + i * B_TN] = TF32_STAGE(rb[i]);                                           \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
+        if (t + 1 < k_tiles) {                                                                              \
+            LOAD_A();                                                                                       \
+            GEMM_B_LOAD(rb);                                                                                \
+        }                                                                                                   \
+        gemm_micro(As[t & 1], Bs[t & 1], tm, tn, acc GEMM_XCHG_ARG);                                        \
+    }                                                                                                       \
+    gemm_store(acc, tm, tn, m0, n0, g, M, N, P, Q, out, out_off, out_bstride, out_nstride, out_hstride,     \
+               out_wstride, bias, bias_off, scale, scale_off, shift, shift_off, seg & CONV_SEG_LAST ? epi : 0, \
+               seg & CONV_SEG_LAST ? act : 0, vec_out)
+
 /* The input gradient's stride phases in one conv_gemm_gather launch
  * (conv2d_exec.c packs the int16 argument `phase`): grid index z is phase
  * (rh, rw) = (z / PHASE_COLS, z % PHASE_COLS), the dx positions
@@ -311,6 +365,17 @@ TEENY_INLINE void conv_phase_job(int16 phase, int z, int *M, int *P, int *Q, int
     *k_end = min(*k_end, *Kc * *Kh * *Kw);
 }
 
+/* The arguments of conv_gemm_gather and conv_gemm_1x1 (src/ops/conv2d/
+ * gemm.c sets them alike for both). */
+#define CONV_GEMM_ARGS                                                                                      \
+    __global const float *restrict src, int src_off, __global const float *restrict w, int w_off,           \
+        __global float *restrict out, int out_off, int M, int N, int P, int Q, int Kc, int Kh, int Kw,      \
+        int src_bstride, int src_cstride, int Hs, int Ws, int a_h, int c_h, int e_h, int a_w, int c_w,      \
+        int e_w, int w_gstride, int w_nstride, int w_cstride, int w_hstride, int w_wstride,                 \
+        int out_bstride, int out_nstride, int out_hstride, int out_wstride, __global const float *bias,     \
+        int bias_off, __global const float *scale, int scale_off, __global const float *shift,              \
+        int shift_off, int epi, int act, int vec_out, int k_begin, int k_end, int seg, int16 phase
+
 /* Grid (ceil(M/TILE_M)*GEMM_WG, ceil(N/TILE_N)*G, phases), work-group
  * (GEMM_WG): group (i, j, z) computes rows [i*TILE_M, +TILE_M) and columns
  * [(j % n_tiles)*TILE_N, +TILE_N) of group j / n_tiles (of stride phase z
@@ -322,23 +387,9 @@ TEENY_INLINE void conv_phase_job(int16 phase, int z, int *M, int *P, int *Q, int
  * own, so a plain "conv_gemm" was refused on 32 KiB of local memory for
  * the tiles of conv_gemm_1x1 and conv_gemm_dw too. */
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1)))
-void conv_gemm_gather(__global const float *restrict src, int src_off, __global const float *restrict w, int w_off,
-               __global float *restrict out, int out_off, int M, int N, int P, int Q, int Kc, int Kh, int Kw,
-               int src_bstride, int src_cstride, int Hs, int Ws, int a_h, int c_h, int e_h, int a_w, int c_w,
-               int e_w, int w_gstride, int w_nstride, int w_cstride, int w_hstride, int w_wstride,
-               int out_bstride, int out_nstride, int out_hstride, int out_wstride,
-               __global const float *bias, int bias_off, __global const float *scale, int scale_off,
-               __global const float *shift, int shift_off, int epi, int act, int vec_out, int k_begin, int k_end,
-               int seg, int16 phase)
+void conv_gemm_gather(CONV_GEMM_ARGS)
 {
-    __local float4 As[2][TILE_K * LDA / 4];
-    __local float4 Bs[2][TILE_K * LDB / 4];
-    GEMM_XCHG_LOCAL
-    const int tid = get_local_id(0);
-    const int n_tiles = (N + TILE_N - 1) / TILE_N;
-    const int g = get_group_id(1) / n_tiles;
-    const int n0 = (get_group_id(1) - g * n_tiles) * TILE_N;
-    const int m0 = get_group_id(0) * TILE_M;
+    GEMM_GROUP;
 #ifdef CONV_PHASES /* only the merged launches' program: the phase search cost the forward GEMMs 5% (H200) */
     if (PHASE_COLS(phase) > 0)
         conv_phase_job(phase, get_group_id(2), &M, &P, &Q, &Kc, &Kh, &Kw, &c_h, &c_w, &w_off, &w_hstride,
@@ -377,39 +428,11 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
         a_at = idx_add(a_at, a_step, Kh, Kw);                                                               \
     }
 
-    float acc[WPT_M * WPT_N];
-    for (int i = 0; i < WPT_M * WPT_N; i++)
-        acc[i] = 0.0f;
-    const int tm = tid % THREADS_M, tn = tid / THREADS_M;
-    if (!(seg & CONV_SEG_FIRST))
-        gemm_load(acc, tm, tn, m0, n0, g, M, N, P, Q, out, out_off, out_bstride, out_nstride, out_hstride,
-                  out_wstride);
     /* a phase whose rows end before this group's (or whose k range ends
      * before this launch's) stores what it holds */
-    const int k_tiles = m0 < M && k_end > k_begin ? (k_end - k_begin + TILE_K - 1) / TILE_K : 0;
-    if (k_tiles > 0) {
-        LOAD_A();
-        GEMM_B_LOAD(rb);
-    }
-    for (int t = 0; t < k_tiles; t++) {
-        __local float *as = (__local float *)As[t & 1], *bs = (__local float *)Bs[t & 1];
-        for (int j = 0; j < A_NK; j++)
-            for (int i = 0; i < A_NM; i++)
-                as[(ak + j * A_TK) * LDA + am + i * A_TM] = TF32_STAGE(ra[j * A_NM + i]);
-        for (int i = 0; i < B_NN; i++)
-            if (B_TN * B_NN == TILE_N || bn + i * B_TN < TILE_N) /* a constant but for thin tiles */
-                bs[bk * LDB + bn + i * B_TN] = TF32_STAGE(rb[i]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (t + 1 < k_tiles) {
-            LOAD_A();
-            GEMM_B_LOAD(rb);
-        }
-        gemm_micro(As[t & 1], Bs[t & 1], tm, tn, acc GEMM_XCHG_ARG);
-    }
+    GEMM_K_LOOP(m0 < M && k_end > k_begin ? (k_end - k_begin + TILE_K - 1) / TILE_K : 0, float, A_NK, A_NM, A_TK,
+                A_TM, LDA, TF32_STAGE);
 #undef LOAD_A
-    gemm_store(acc, tm, tn, m0, n0, g, M, N, P, Q, out, out_off, out_bstride, out_nstride, out_hstride, out_wstride,
-               bias, bias_off, scale, scale_off, shift, shift_off, seg & CONV_SEG_LAST ? epi : 0,
-               seg & CONV_SEG_LAST ? act : 0, vec_out);
 }
 
 /* The plain GEMM of a 1x1, stride-1, unpadded convolution (Kh = Kw = 1,
@@ -417,23 +440,9 @@ void conv_gemm_gather(__global const float *restrict src, int src_off, __global 
  * A is read as float4s along m. Same arguments, grid and work-group as
  * conv_gemm_gather (the gather arguments are unused). */
 __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1)))
-void conv_gemm_1x1(__global const float *restrict src, int src_off, __global const float *restrict w, int w_off,
-                   __global float *restrict out, int out_off, int M, int N, int P, int Q, int Kc, int Kh, int Kw,
-                   int src_bstride, int src_cstride, int Hs, int Ws, int a_h, int c_h, int e_h, int a_w, int c_w,
-                   int e_w, int w_gstride, int w_nstride, int w_cstride, int w_hstride, int w_wstride,
-                   int out_bstride, int out_nstride, int out_hstride, int out_wstride,
-                   __global const float *bias, int bias_off, __global const float *scale, int scale_off,
-                   __global const float *shift, int shift_off, int epi, int act, int vec_out, int k_begin,
-                   int k_end, int seg, int16 phase)
+void conv_gemm_1x1(CONV_GEMM_ARGS)
 {
-    __local float4 As[2][TILE_K * LDA / 4];
-    __local float4 Bs[2][TILE_K * LDB / 4];
-    GEMM_XCHG_LOCAL
-    const int tid = get_local_id(0);
-    const int n_tiles = (N + TILE_N - 1) / TILE_N;
-    const int g = get_group_id(1) / n_tiles;
-    const int n0 = (get_group_id(1) - g * n_tiles) * TILE_N;
-    const int m0 = get_group_id(0) * TILE_M;
+    GEMM_GROUP;
     const int K = Kc, PQ = P * Q;
     (void)Hs; (void)Ws; (void)a_h; (void)c_h; (void)e_h; (void)a_w; (void)c_w; (void)e_w; (void)phase;
 
@@ -458,38 +467,8 @@ void conv_gemm_1x1(__global const float *restrict src, int src_off, __global con
     }                                                                                                       \
     a_k += TILE_K;
 
-    float acc[WPT_M * WPT_N];
-    for (int i = 0; i < WPT_M * WPT_N; i++)
-        acc[i] = 0.0f;
-    const int tm = tid % THREADS_M, tn = tid / THREADS_M;
-    if (!(seg & CONV_SEG_FIRST))
-        gemm_load(acc, tm, tn, m0, n0, g, M, N, P, Q, out, out_off, out_bstride, out_nstride, out_hstride,
-                  out_wstride);
-    const int k_tiles = (k_end - k_begin + TILE_K - 1) / TILE_K;
-    if (k_tiles > 0) {
-        LOAD_A();
-        GEMM_B_LOAD(rb);
-    }
-    for (int t = 0; t < k_tiles; t++) {
-        __local float4 *as = As[t & 1];
-        __local float *bs = (__local float *)Bs[t & 1];
-        for (int j = 0; j < A4_NK; j++)
-            for (int i = 0; i < A4_NM; i++)
-                as[(ak + j * A4_TK) * (LDA / 4) + am + i * A4_TM] = TF32_STAGE4(ra[j * A4_NM + i]);
-        for (int i = 0; i < B_NN; i++)
-            if (B_TN * B_NN == TILE_N || bn + i * B_TN < TILE_N) /* a constant but for thin tiles */
-                bs[bk * LDB + bn + i * B_TN] = TF32_STAGE(rb[i]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (t + 1 < k_tiles) {
-            LOAD_A();
-            GEMM_B_LOAD(rb);
-        }
-        gemm_micro(As[t & 1], Bs[t & 1], tm, tn, acc GEMM_XCHG_ARG);
-    }
+    GEMM_K_LOOP((k_end - k_begin + TILE_K - 1) / TILE_K, float4, A4_NK, A4_NM, A4_TK, A4_TM, LDA / 4, TF32_STAGE4);
 #undef LOAD_A
-    gemm_store(acc, tm, tn, m0, n0, g, M, N, P, Q, out, out_off, out_bstride, out_nstride, out_hstride, out_wstride,
-               bias, bias_off, scale, scale_off, shift, shift_off, seg & CONV_SEG_LAST ? epi : 0,
-               seg & CONV_SEG_LAST ? act : 0, vec_out);
 }
 
 /* Weight gradient as a GEMM per group: out[m, n] = sum_r X[r, m] * DY[r, n]
@@ -507,14 +486,7 @@ void conv_gemm_dw(__global const float *restrict x, int x_off, __global const fl
                   int Cin, int H, int W, int Cout, int OH, int OW, int s_h, int s_w, int p_h, int p_w, int d_h,
                   int d_w, int R, int r_chunk, int vec_out)
 {
-    __local float4 As[2][TILE_K * LDA / 4];
-    __local float4 Bs[2][TILE_K * LDB / 4];
-    GEMM_XCHG_LOCAL
-    const int tid = get_local_id(0);
-    const int n_tiles = (N + TILE_N - 1) / TILE_N;
-    const int g = get_group_id(1) / n_tiles;
-    const int n0 = (get_group_id(1) - g * n_tiles) * TILE_N;
-    const int m0 = get_group_id(0) * TILE_M;
+    GEMM_GROUP;
     const int z = get_group_id(2);
     const int r_begin = z * r_chunk, r_end = min(R, r_begin + r_chunk);
     const int HW = H * W, OHW = OH * OW, KHW = KH * KW;

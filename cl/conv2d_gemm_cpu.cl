@@ -95,6 +95,31 @@ TEENY_UNROLL
     }
 }
 
+/* acc[v*CPU_RM + i] += src[off[i] + c*src_cstride] * bk[c*Np + 16*v ..]
+ * over channels c in [c_lo, c_hi) of one tap, in order; masked (some row
+ * misses the tap: ok[i] 0, its off[i] inside the source): a missed row's
+ * value counts as 0. Unmasked, the loop takes no select. */
+TEENY_INLINE void conv_cpu_channels(float16 *acc, __global const float *restrict src, const int *off, const int *ok,
+                                    __global const float *bk, int Np, int c_lo, int c_hi, int src_cstride,
+                                    const int masked)
+{
+    for (int c = c_lo; c < c_hi; c++) {
+        float16 b[CPU_NV];
+TEENY_UNROLL
+        for (int v = 0; v < CPU_NV; v++)
+            b[v] = vload16(v, bk + c * Np);
+        int co = c * src_cstride;
+TEENY_UNROLL
+        for (int i = 0; i < CPU_RM; i++) {
+            float a = src[off[i] + co];
+            float16 av = (float16)(masked ? (ok[i] ? a : 0.0f) : a);
+TEENY_UNROLL
+            for (int v = 0; v < CPU_NV; v++)
+                acc[v * CPU_RM + i] = TEENY_MAD(av, b[v], acc[v * CPU_RM + i]);
+        }
+    }
+}
+
 /* Grid (round_up(ceil(M/CPU_RM), CPU_WG), (Np/16)*G, Z), work-group
  * (CPU_WG, 1, 1): item (i, j, z) sums k range [k_begin + z*k_chunk,
  * + k_chunk) of the flattened k = (tap, channel), in that order, into
@@ -158,38 +183,10 @@ TEENY_UNROLL
         if (!any)
             continue;
         __global const float *bk = bg + t * Kc * Np;
-        if (all) {
-            for (int c = c_lo; c < c_hi; c++) {
-                float16 b[CPU_NV];
-TEENY_UNROLL
-                for (int v = 0; v < CPU_NV; v++)
-                    b[v] = vload16(v, bk + c * Np);
-                int co = c * src_cstride;
-TEENY_UNROLL
-                for (int i = 0; i < CPU_RM; i++) {
-                    float16 a = (float16)(src[off[i] + co]);
-TEENY_UNROLL
-                    for (int v = 0; v < CPU_NV; v++)
-                        acc[v * CPU_RM + i] = TEENY_MAD(a, b[v], acc[v * CPU_RM + i]);
-                }
-            }
-        } else {
-            for (int c = c_lo; c < c_hi; c++) {
-                float16 b[CPU_NV];
-TEENY_UNROLL
-                for (int v = 0; v < CPU_NV; v++)
-                    b[v] = vload16(v, bk + c * Np);
-                int co = c * src_cstride;
-TEENY_UNROLL
-                for (int i = 0; i < CPU_RM; i++) {
-                    float a = src[off[i] + co];
-                    float16 av = (float16)(ok[i] ? a : 0.0f);
-TEENY_UNROLL
-                    for (int v = 0; v < CPU_NV; v++)
-                        acc[v * CPU_RM + i] = TEENY_MAD(av, b[v], acc[v * CPU_RM + i]);
-                }
-            }
-        }
+        if (all)
+            conv_cpu_channels(acc, src, off, ok, bk, Np, c_lo, c_hi, src_cstride, 0);
+        else
+            conv_cpu_channels(acc, src, off, ok, bk, Np, c_lo, c_hi, src_cstride, 1);
     }
 
     conv_cpu_store(acc, out, m0, n0, g, M, N, PQ, Q, out_off, out_bstride, out_nstride, out_hstride, out_wstride,

@@ -327,8 +327,5 @@ __kernel void lin_colsum_final(__global const float *part, int cols, int P, __gl
     int j = get_global_id(0);
     if (j >= cols)
         return;
-    float s = 0.0f;
-    for (int p = 0; p < P; p++)
-        s += part[p * cols + j];
-    out[out_off + j] = s;
+    out[out_off + j] = teeny_sum_strided(part + j, P, cols);
 }

@@ -46,6 +46,36 @@
  * no sum here passes hi (window bounds come near INT_MAX). */
 #define POOL_BAND_FROM(lo, hi, r0) ((hi) - (lo) > (r0) ? (lo) + (r0) : (hi))
 #define POOL_BAND_TO(lo, hi, r0, nr) ((hi) - (lo) - (r0) > (nr) ? (lo) + (r0) + (nr) : (hi))
+
+/* Item i = (bc*OH + oh)*OW + ow of a forward kernel (none past total):
+ * its window's first tap (h0, w0), its taps inside x (rows [ih0, ih1),
+ * columns [jw0, jw1)), its plane of x and the band's tap rows
+ * [i_from, i_to). */
+#define POOL_WINDOW                                                                                         \
+    int i = get_global_id(0);                                                                               \
+    if (i >= total)                                                                                         \
+        return;                                                                                             \
+    int ow = i % OW, t = i / OW, oh = t % OH, bc = t / OH;                                                  \
+    int h0 = oh * sh - ph, w0 = ow * sw - pw;                                                               \
+    int ih0 = pool_tap_first(h0, dh, 0), ih1 = pool_tap_end(h0, kh, dh, H);                                 \
+    int jw0 = pool_tap_first(w0, dw, 0), jw1 = pool_tap_end(w0, kw, dw, W);                                 \
+    __global const float *plane = x + x_off + bc * H * W;                                                   \
+    int i_from = POOL_BAND_FROM(ih0, ih1, r0), i_to = POOL_BAND_TO(ih0, ih1, r0, nr)
+
+/* Item i = (bc*H + h)*W + w of a gradient kernel (none past total): its
+ * plane's first window (base), the windows covering it (rows [oh0, oh1],
+ * columns [ow0, ow1]), the band's window rows [o0, o1) and the sum s the
+ * bands before left in dx. */
+#define POOL_COVER                                                                                          \
+    int i = get_global_id(0);                                                                               \
+    if (i >= total)                                                                                         \
+        return;                                                                                             \
+    int w = i % W, t = i / W, h = t % H, bc = t / H, base = bc * OH * OW;                                   \
+    int oh0 = pool_first(h, (kh - 1) * dh + 1, sh, ph), oh1 = pool_last(h, sh, ph, OH);                     \
+    int ow0 = pool_first(w, (kw - 1) * dw + 1, sw, pw), ow1 = pool_last(w, sw, pw, OW);                     \
+    int o0 = POOL_BAND_FROM(oh0, oh1 + 1, r0), o1 = POOL_BAND_TO(oh0, oh1 + 1, r0, nr);                     \
+    float s = seg & POOL_SEG_FIRST ? 0.0f : dx[dx_off + i]
+
 /* What the index output holds (pool_max_forward's index_mode): h*W + w
  * within the plane (the gradient's argmax), or the flat index over all of
  * x in row-major (ONNX's MaxPool Indices, storage_order 0) or with each
@@ -82,19 +112,11 @@ __kernel void pool_max_forward(__global const float *x, int x_off, POOL_GEOM, in
                                __global float *y, int y_off, __global int *argmax, int am_off, int want_argmax,
                                int index_mode, POOL_BAND)
 {
-    int i = get_global_id(0);
-    if (i >= total)
-        return;
-    int ow = i % OW, t = i / OW, oh = t % OH, bc = t / OH;
-    int h0 = oh * sh - ph, w0 = ow * sw - pw;
-    int ih0 = pool_tap_first(h0, dh, 0), ih1 = pool_tap_end(h0, kh, dh, H);
-    int jw0 = pool_tap_first(w0, dw, 0), jw1 = pool_tap_end(w0, kw, dw, W);
+    POOL_WINDOW;
     int empty = ih0 >= ih1 || jw0 >= jw1;
-    __global const float *plane = x + x_off + bc * H * W;
     float best = seg & POOL_SEG_FIRST ? -INFINITY : y[y_off + i];
     int arg = seg & POOL_SEG_FIRST || !want_argmax ? (empty ? -1 : (h0 + ih0 * dh) * W + w0 + jw0 * dw)
                                                    : argmax[am_off + i];
-    int i_from = POOL_BAND_FROM(ih0, ih1, r0), i_to = POOL_BAND_TO(ih0, ih1, r0, nr);
     for (int a = i_from; a < i_to; a++) {
         int h = h0 + a * dh;
         for (int b = jw0; b < jw1; b++) {
@@ -137,16 +159,8 @@ TEENY_INLINE float pool_avg_count(int h0, int w0, int kh, int kw, int dh, int dw
 __kernel void pool_avg_forward(__global const float *x, int x_off, POOL_GEOM, int total, POOL_AVG,
                                __global float *y, int y_off, POOL_BAND)
 {
-    int i = get_global_id(0);
-    if (i >= total)
-        return;
-    int ow = i % OW, t = i / OW, oh = t % OH, bc = t / OH;
-    int h0 = oh * sh - ph, w0 = ow * sw - pw;
-    int ih0 = pool_tap_first(h0, dh, 0), ih1 = pool_tap_end(h0, kh, dh, H);
-    int jw0 = pool_tap_first(w0, dw, 0), jw1 = pool_tap_end(w0, kw, dw, W);
-    __global const float *plane = x + x_off + bc * H * W;
+    POOL_WINDOW;
     float s = seg & POOL_SEG_FIRST ? 0.0f : y[y_off + i];
-    int i_from = POOL_BAND_FROM(ih0, ih1, r0), i_to = POOL_BAND_TO(ih0, ih1, r0, nr);
     for (int a = i_from; a < i_to; a++) {
         int h = h0 + a * dh;
         for (int b = jw0; b < jw1; b++)
@@ -179,15 +193,8 @@ TEENY_INLINE int pool_last(int p, int s, int pad, int O)
 __kernel void pool_max_backward(__global const int *argmax, int am_off, __global const float *dy, int dy_off,
                                 POOL_GEOM, int total, __global float *dx, int dx_off, POOL_BAND)
 {
-    int i = get_global_id(0);
-    if (i >= total)
-        return;
-    int w = i % W, t = i / W, h = t % H, bc = t / H;
-    int me = h * W + w, base = bc * OH * OW;
-    int oh0 = pool_first(h, (kh - 1) * dh + 1, sh, ph), oh1 = pool_last(h, sh, ph, OH);
-    int ow0 = pool_first(w, (kw - 1) * dw + 1, sw, pw), ow1 = pool_last(w, sw, pw, OW);
-    float s = seg & POOL_SEG_FIRST ? 0.0f : dx[dx_off + i];
-    int o0 = POOL_BAND_FROM(oh0, oh1 + 1, r0), o1 = POOL_BAND_TO(oh0, oh1 + 1, r0, nr);
+    POOL_COVER;
+    int me = h * W + w;
     for (int oh = o0; oh < o1; oh++)
         for (int ow = ow0; ow <= ow1; ow++) {
             int o = base + oh * OW + ow;
@@ -203,15 +210,7 @@ __kernel void pool_max_backward(__global const int *argmax, int am_off, __global
 __kernel void pool_avg_backward(__global const float *dy, int dy_off, POOL_GEOM, int total, POOL_AVG,
                                 __global float *dx, int dx_off, POOL_BAND)
 {
-    int i = get_global_id(0);
-    if (i >= total)
-        return;
-    int w = i % W, t = i / W, h = t % H, bc = t / H;
-    int base = bc * OH * OW;
-    int oh0 = pool_first(h, (kh - 1) * dh + 1, sh, ph), oh1 = pool_last(h, sh, ph, OH);
-    int ow0 = pool_first(w, (kw - 1) * dw + 1, sw, pw), ow1 = pool_last(w, sw, pw, OW);
-    float s = seg & POOL_SEG_FIRST ? 0.0f : dx[dx_off + i];
-    int o0 = POOL_BAND_FROM(oh0, oh1 + 1, r0), o1 = POOL_BAND_TO(oh0, oh1 + 1, r0, nr);
+    POOL_COVER;
     for (int oh = o0; oh < o1; oh++) {
         int h0 = oh * sh - ph;
         if ((h - h0) % dh)
@@ -274,10 +273,7 @@ __kernel void pool_gap_parts_cpu(__global const float *part, int P, int S, int p
     int bc = get_global_id(0);
     if (bc >= planes)
         return;
-    float s = 0.0f;
-    for (int p = 0; p < P; p++)
-        s += part[bc * P + p];
-    y[y_off + bc] = s / (float)S;
+    y[y_off + bc] = teeny_sum_strided(part + bc * P, P, 1) / (float)S;
 }
 
 /* Grid (B*C*S): dx[i] = dy[i / S] / S. */

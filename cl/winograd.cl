@@ -36,6 +36,62 @@
  * same bits every run. No local memory, no barriers: any work-group size.
  */
 
+/* Filter g = w[o][i] (w [O][I][3][3]), or with flip the input gradient's
+ * w'[o][i][r][s] = w[i][o][2-r][2-s] (w [I][O][3][3]): 9 taps, row-major. */
+TEENY_INLINE void wino_filter(float *g, __global const float *restrict w, int w_off, int O, int I, int flip, int i,
+                              int o)
+{
+    const int base = w_off + (flip ? i * O + o : o * I + i) * 9;
+    TEENY_UNROLL
+    for (int k = 0; k < 9; k++)
+        g[k] = w[base + (flip ? 8 - k : k)];
+}
+
+/* Tile t's n x n input patch of channel c into d (row-major): rows
+ * (n - 2) ty - pad_h .. + n - 1, columns (n - 2) tx - pad_w .. (n = 4:
+ * F(2x2, 3x3), 6: F(4x4, 3x3)), zero outside the image and for t >= T. */
+TEENY_INLINE void wino_patch(float *d, const int n, __global const float *restrict x, int x_off, int I, int H, int W,
+                             int pad_h, int pad_w, int TH, int TW, int T, int t, int c)
+{
+    if (t < T) {
+        const int b = t / (TH * TW), r = t - b * TH * TW, ty = r / TW, tx = r - ty * TW;
+        const int h0 = (n - 2) * ty - pad_h, w0 = (n - 2) * tx - pad_w, base = x_off + (b * I + c) * H * W;
+        TEENY_UNROLL
+        for (int i = 0; i < n; i++)
+            TEENY_UNROLL
+            for (int j = 0; j < n; j++) {
+                int h = h0 + i, ww = w0 + j;
+                d[n * i + j] = (uint)h < (uint)H && (uint)ww < (uint)W ? x[base + h * W + ww] : 0.0f;
+            }
+    } else {
+        TEENY_UNROLL
+        for (int k = 0; k < n * n; k++)
+            d[k] = 0.0f;
+    }
+}
+
+/* Tile t = (b*TH + ty)*TW + tx of n x n outputs: its first output
+ * (*oh, *ow) = (n ty, n tx), and that output's element in plane (b, o) of
+ * a [B, O, OH, OW] tensor at element off. */
+TEENY_INLINE int wino_tile_at(int t, int TH, int TW, const int n, int O, int o, int OH, int OW, int off, int *oh,
+                              int *ow)
+{
+    const int b = t / (TH * TW), q = t - b * TH * TW, ty = q / TW, tx = q - ty * TW;
+    *oh = n * ty;
+    *ow = n * tx;
+    return off + (b * O + o) * OH * OW + *oh * OW + *ow;
+}
+
+/* Tile t's ne values of M of output channel o, a[k] = m[m_off + k*step +
+ * o*Tp + t], step = O*Tp. */
+TEENY_INLINE void wino_gather(float *a, const int ne, __global const float *restrict m, int m_off, int step, int o,
+                              int Tp, int t)
+{
+    TEENY_UNROLL
+    for (int k = 0; k < ne; k++)
+        a[k] = m[m_off + k * step + o * Tp + t];
+}
+
 /* U[e][o][i] = (G g G^T)[e] of filter g = w[o][i] (w [O][I][3][3]), or
  * with flip the input gradient's w'[o][i][r][s] = w[i][o][2-r][2-s]
  * (w [I][O][3][3]). Grid (I, O), one item per filter. */
@@ -45,11 +101,8 @@ __kernel void wino_weights(__global const float *restrict w, int w_off, int O, i
     const int i = get_global_id(0), o = get_global_id(1);
     if (i >= I || o >= O)
         return;
-    const int base = w_off + (flip ? i * O + o : o * I + i) * 9;
     float g[9], t[12];
-    TEENY_UNROLL
-    for (int k = 0; k < 9; k++)
-        g[k] = w[base + (flip ? 8 - k : k)];
+    wino_filter(g, w, w_off, O, I, flip, i, o);
     TEENY_UNROLL
     for (int s = 0; s < 3; s++) { /* G g: 4 x 3 */
         float a = g[s], b = g[3 + s], c = g[6 + s];
@@ -69,32 +122,141 @@ __kernel void wino_weights(__global const float *restrict w, int w_off, int O, i
     }
 }
 
-/* V[e][c][t] = (B^T d B)[e] of tile t's 4x4 input patch of channel c,
- * rows 2ty - pad_h .. +3, columns 2tx - pad_w .. +3 (zero outside the
- * image, and for t >= T). Grid (Tp, I): items along t write adjacent
- * floats. */
-__kernel void wino_input(__global const float *restrict x, int x_off, int I, int H, int W, int pad_h, int pad_w,
-                         int TH, int TW, int T, __global float *restrict v, int v_off, int Tp)
+/* The 1-D maps of F(4, 3): v = B^T d (6 from 6), u = G g (6 from 3),
+ * y = A^T m (4 from 6), each over elements s apart in a[] from a[0]. */
+TEENY_INLINE void wino4_bt(float *v, int vs, const float *d, int ds)
 {
-    const int t = get_global_id(0), c = get_global_id(1);
-    if (t >= Tp || c >= I)
-        return;
-    float d[16], e[16];
-    if (t < T) {
-        const int b = t / (TH * TW), r = t - b * TH * TW, ty = r / TW, tx = r - ty * TW;
-        const int h0 = 2 * ty - pad_h, w0 = 2 * tx - pad_w, base = x_off + (b * I + c) * H * W;
-        TEENY_UNROLL
-        for (int i = 0; i < 4; i++)
-            TEENY_UNROLL
-            for (int j = 0; j < 4; j++) {
-                int h = h0 + i, ww = w0 + j;
-                d[4 * i + j] = (uint)h < (uint)H && (uint)ww < (uint)W ? x[base + h * W + ww] : 0.0f;
-            }
-    } else {
-        TEENY_UNROLL
-        for (int k = 0; k < 16; k++)
-            d[k] = 0.0f;
+    const float d0 = d[0], d1 = d[ds], d2 = d[2 * ds], d3 = d[3 * ds], d4 = d[4 * ds], d5 = d[5 * ds];
+    v[0] = 4.0f * d0 - 5.0f * d2 + d4;
+    v[vs] = d3 + d4 - 4.0f * (d1 + d2);
+    v[2 * vs] = d4 - d3 + 4.0f * (d1 - d2);
+    v[3 * vs] = d4 - d2 + 2.0f * (d3 - d1);
+    v[4 * vs] = d4 - d2 + 2.0f * (d1 - d3);
+    v[5 * vs] = 4.0f * d1 - 5.0f * d3 + d5;
+}
+
+TEENY_INLINE void wino4_g(float *u, int us, const float *g, int gs)
+{
+    const float g0 = g[0], g1 = g[gs], g2 = g[2 * gs];
+    const float even = g0 + g2, even24 = g0 * (1.0f / 24.0f) + g2 * (1.0f / 6.0f), odd12 = g1 * (1.0f / 12.0f);
+    u[0] = 0.25f * g0;
+    u[us] = (even + g1) * (-1.0f / 6.0f);
+    u[2 * us] = (even - g1) * (-1.0f / 6.0f);
+    u[3 * us] = even24 + odd12;
+    u[4 * us] = even24 - odd12;
+    u[5 * us] = g2;
+}
+
+TEENY_INLINE void wino4_at(float *y, int ys, const float *m, int ms)
+{
+    const float m0 = m[0], m1 = m[ms], m2 = m[2 * ms], m3 = m[3 * ms], m4 = m[4 * ms], m5 = m[5 * ms];
+    const float s12 = m1 + m2, d12 = m1 - m2, s34 = m3 + m4, d34 = m3 - m4;
+    y[0] = m0 + s12 + s34;
+    y[ys] = d12 + 2.0f * d34;
+    y[2 * ys] = s12 + 4.0f * s34;
+    y[3 * ys] = d12 + 8.0f * d34 + m5;
+}
+
+/* The 2-D maps of F(4, 3) through the 1-D ones, rows of 6 (row-major):
+ * r = G g G^T (6x6 from 3x3; t: G g, 6x3), d = B^T d B in place (e: B^T
+ * d), y = A^T a A (4x4 from 6x6; r: A^T a, 4x6). */
+TEENY_INLINE void wino4_g2(float *r, float *t, const float *g)
+{
+    TEENY_UNROLL
+    for (int s = 0; s < 3; s++) /* G g: 6 x 3, column s */
+        wino4_g(t + s, 3, g + s, 3);
+    TEENY_UNROLL
+    for (int a = 0; a < 6; a++) /* (G g) G^T: 6 x 6, row a */
+        wino4_g(r + 6 * a, 1, t + 3 * a, 1);
+}
+
+TEENY_INLINE void wino4_bt2(float *d, float *e)
+{
+    TEENY_UNROLL
+    for (int j = 0; j < 6; j++) /* B^T d, column j */
+        wino4_bt(e + j, 6, d + j, 6);
+    TEENY_UNROLL
+    for (int i = 0; i < 6; i++) /* (B^T d) B, row i */
+        wino4_bt(d + 6 * i, 1, e + 6 * i, 1);
+}
+
+TEENY_INLINE void wino4_at2(float *y, float *r, const float *a)
+{
+    TEENY_UNROLL
+    for (int j = 0; j < 6; j++) /* A^T a: 4 x 6, column j */
+        wino4_at(r + j, 6, a + j, 6);
+    TEENY_UNROLL
+    for (int i = 0; i < 4; i++) /* (A^T a) A, row i */
+        wino4_at(y + 4 * i, 1, r + 6 * i, 1);
+}
+
+/* dst[at + k*step] = src[k], k < ne: a tile's ne transformed values, each
+ * to its own matrix. */
+TEENY_INLINE void wino_scatter(__global float *restrict dst, int at, int step, const float *src, const int ne)
+{
+    TEENY_UNROLL
+    for (int k = 0; k < ne; k++)
+        dst[at + k * step] = src[k];
+}
+
+/* The arguments of the input (wino_input, wino4_input) and output
+ * (wino_output, wino4_output) transforms, each pair's alike. */
+#define WINO_INPUT_ARGS                                                                                            \
+    __global const float *restrict x, int x_off, int I, int H, int W, int pad_h, int pad_w, int TH, int TW, int T,  \
+        __global float *restrict v, int v_off, int Tp
+#define WINO_INPUT_PASS x, x_off, I, H, W, pad_h, pad_w, TH, TW, T, v, v_off, Tp
+#define WINO_OUTPUT_ARGS                                                                                           \
+    __global const float *restrict m, int m_off, int Tp, int O, int TH, int TW, int T, __global float *restrict out, \
+        int out_off, int OH, int OW, __global const float *bias, int bias_off, __global const float *scale,         \
+        int scale_off, __global const float *shift, int shift_off, int epi, int act
+#define WINO_OUTPUT_PASS                                                                                           \
+    m, m_off, Tp, O, TH, TW, T, out, out_off, OH, OW, bias, bias_off, scale, scale_off, shift, shift_off, epi, act
+
+/* A^T a A of F(2x2, 3x3): y (2x2) from a (4x4; r: A^T a, 2x4), row-major. */
+TEENY_INLINE void wino_at2(float *y, float *r, const float *a)
+{
+    TEENY_UNROLL
+    for (int j = 0; j < 4; j++) { /* A^T a: 2 x 4 */
+        r[j] = a[j] + a[4 + j] + a[8 + j];
+        r[4 + j] = a[4 + j] - a[8 + j] - a[12 + j];
     }
+    TEENY_UNROLL
+    for (int i = 0; i < 2; i++) { /* (A^T a) A, row i */
+        y[2 * i] = r[4 * i] + r[4 * i + 1] + r[4 * i + 2];
+        y[2 * i + 1] = r[4 * i + 1] - r[4 * i + 2] - r[4 * i + 3];
+    }
+}
+
+/* The output transforms' item (t, o) of grid (T, O): out[b][o][n ty + i]
+ * [n tx + j] = act((A^T M A)[i][j] * sc + sh) of tile t = (b, ty, tx) and
+ * output channel o (n = 2: F(2x2, 3x3), wino_at2; 4: F(4x4, 3x3),
+ * wino4_at2), the outputs inside OH x OW only; sc, sh from conv_epilogue
+ * (flags epi: bias, scale, shift; act: none, ReLU, SiLU). */
+TEENY_INLINE void wino_output_tile(const int n, WINO_OUTPUT_ARGS)
+{
+    const int t = get_global_id(0), o = get_global_id(1);
+    if (t >= T || o >= O)
+        return;
+    float a[36], r[24], y[16];
+    wino_gather(a, (n + 2) * (n + 2), m, m_off, O * Tp, o, Tp, t);
+    if (n == 2)
+        wino_at2(y, r, a);
+    else
+        wino4_at2(y, r, a);
+    const float2 f = conv_epilogue(epi, o, bias, bias_off, scale, scale_off, shift, shift_off);
+    int oh, ow;
+    const int base = wino_tile_at(t, TH, TW, n, O, o, OH, OW, out_off, &oh, &ow);
+    TEENY_UNROLL
+    for (int i = 0; i < n; i++)
+        TEENY_UNROLL
+        for (int j = 0; j < n; j++)
+            if (oh + i < OH && ow + j < OW)
+                out[base + i * OW + j] = conv_act(act, y[n * i + j] * f.x + f.y);
+}
+
+/* B^T d B of F(2x2, 3x3) in place over a 4x4 tile d (row-major; e: B^T d). */
+TEENY_INLINE void wino_bt2(float *d, float *e)
+{
     TEENY_UNROLL
     for (int j = 0; j < 4; j++) { /* B^T d, column j */
         float d0 = d[j], d1 = d[4 + j], d2 = d[8 + j], d3 = d[12 + j];
@@ -103,51 +265,50 @@ __kernel void wino_input(__global const float *restrict x, int x_off, int I, int
         e[8 + j] = d2 - d1;
         e[12 + j] = d1 - d3;
     }
-    const int step = I * Tp;
     TEENY_UNROLL
     for (int i = 0; i < 4; i++) { /* (B^T d) B, row i */
         float a0 = e[4 * i], a1 = e[4 * i + 1], a2 = e[4 * i + 2], a3 = e[4 * i + 3];
-        const int at = v_off + 4 * i * step + c * Tp + t;
-        v[at] = a0 - a2;
-        v[at + step] = a1 + a2;
-        v[at + 2 * step] = a2 - a1;
-        v[at + 3 * step] = a1 - a3;
+        d[4 * i] = a0 - a2;
+        d[4 * i + 1] = a1 + a2;
+        d[4 * i + 2] = a2 - a1;
+        d[4 * i + 3] = a1 - a3;
     }
+}
+
+/* The input transforms' item (t, c) of grid (Tp, I): tile t's n x n
+ * input patch of channel c (wino_patch; n = 4: F(2x2, 3x3), wino_bt2; 6:
+ * F(4x4, 3x3), wino4_bt2) to V[e][c][t], items along t writing adjacent
+ * floats. */
+TEENY_INLINE void wino_input_tile(const int n, WINO_INPUT_ARGS)
+{
+    const int t = get_global_id(0), c = get_global_id(1);
+    if (t >= Tp || c >= I)
+        return;
+    float d[36], e[36];
+    wino_patch(d, n, x, x_off, I, H, W, pad_h, pad_w, TH, TW, T, t, c);
+    if (n == 4)
+        wino_bt2(d, e);
+    else
+        wino4_bt2(d, e);
+    wino_scatter(v, v_off + c * Tp + t, I * Tp, d, n * n);
+}
+
+/* V[e][c][t] = (B^T d B)[e] of tile t's 4x4 input patch of channel c,
+ * rows 2ty - pad_h .. +3, columns 2tx - pad_w .. +3 (zero outside the
+ * image, and for t >= T). Grid (Tp, I): items along t write adjacent
+ * floats. */
+__kernel void wino_input(WINO_INPUT_ARGS)
+{
+    wino_input_tile(4, WINO_INPUT_PASS);
 }
 
 /* out[b][o][2ty + i][2tx + j] = act((A^T M A)[i][j] * sc + sh) of tile t
  * = (b, ty, tx) and output channel o, the outputs inside OH x OW only;
  * sc, sh from conv_epilogue (flags epi: bias, scale, shift; act: none,
  * ReLU, SiLU). Grid (T, O). */
-__kernel void wino_output(__global const float *restrict m, int m_off, int Tp, int O, int TH, int TW, int T,
-                          __global float *restrict out, int out_off, int OH, int OW, __global const float *bias,
-                          int bias_off, __global const float *scale, int scale_off, __global const float *shift,
-                          int shift_off, int epi, int act)
+__kernel void wino_output(WINO_OUTPUT_ARGS)
 {
-    const int t = get_global_id(0), o = get_global_id(1);
-    if (t >= T || o >= O)
-        return;
-    float a[16], r[8];
-    const int step = O * Tp;
-    TEENY_UNROLL
-    for (int k = 0; k < 16; k++)
-        a[k] = m[m_off + k * step + o * Tp + t];
-    TEENY_UNROLL
-    for (int j = 0; j < 4; j++) { /* A^T a: 2 x 4 */
-        r[j] = a[j] + a[4 + j] + a[8 + j];
-        r[4 + j] = a[4 + j] - a[8 + j] - a[12 + j];
-    }
-    const float2 f = conv_epilogue(epi, o, bias, bias_off, scale, scale_off, shift, shift_off);
-    const int b = t / (TH * TW), q = t - b * TH * TW, ty = q / TW, tx = q - ty * TW;
-    const int oh = 2 * ty, ow = 2 * tx, base = out_off + (b * O + o) * OH * OW + oh * OW + ow;
-    TEENY_UNROLL
-    for (int i = 0; i < 2; i++) { /* (A^T a) A, row i */
-        float y0 = r[4 * i] + r[4 * i + 1] + r[4 * i + 2], y1 = r[4 * i + 1] - r[4 * i + 2] - r[4 * i + 3];
-        if (oh + i < OH)
-            out[base + i * OW] = conv_act(act, y0 * f.x + f.y);
-        if (oh + i < OH && ow + 1 < OW)
-            out[base + i * OW + 1] = conv_act(act, y1 * f.x + f.y);
-    }
+    wino_output_tile(2, WINO_OUTPUT_PASS);
 }
 
 /* dM[e][o][t] = (A Y A^T)[e] of tile t's 2x2 output gradient Y of channel
@@ -162,8 +323,8 @@ __kernel void wino_dy(__global const float *restrict dy, int dy_off, int O, int 
         return;
     float y00 = 0.0f, y01 = 0.0f, y10 = 0.0f, y11 = 0.0f;
     if (t < T) {
-        const int b = t / (TH * TW), q = t - b * TH * TW, ty = q / TW, tx = q - ty * TW;
-        const int oh = 2 * ty, ow = 2 * tx, base = dy_off + (b * O + o) * OH * OW + oh * OW + ow;
+        int oh, ow;
+        const int base = wino_tile_at(t, TH, TW, 2, O, o, OH, OW, dy_off, &oh, &ow);
         const int right = ow + 1 < OW, down = oh + 1 < OH;
         y00 = dy[base];
         y01 = right ? dy[base + 1] : 0.0f;
@@ -216,41 +377,6 @@ __kernel void wino_weights_grad(__global const float *restrict du, int du_off, i
 
 /* ---- F(4x4, 3x3) ---- */
 
-/* The 1-D maps of F(4, 3): v = B^T d (6 from 6), u = G g (6 from 3),
- * y = A^T m (4 from 6), each over elements s apart in a[] from a[0]. */
-TEENY_INLINE void wino4_bt(float *v, int vs, const float *d, int ds)
-{
-    const float d0 = d[0], d1 = d[ds], d2 = d[2 * ds], d3 = d[3 * ds], d4 = d[4 * ds], d5 = d[5 * ds];
-    v[0] = 4.0f * d0 - 5.0f * d2 + d4;
-    v[vs] = d3 + d4 - 4.0f * (d1 + d2);
-    v[2 * vs] = d4 - d3 + 4.0f * (d1 - d2);
-    v[3 * vs] = d4 - d2 + 2.0f * (d3 - d1);
-    v[4 * vs] = d4 - d2 + 2.0f * (d1 - d3);
-    v[5 * vs] = 4.0f * d1 - 5.0f * d3 + d5;
-}
-
-TEENY_INLINE void wino4_g(float *u, int us, const float *g, int gs)
-{
-    const float g0 = g[0], g1 = g[gs], g2 = g[2 * gs];
-    const float even = g0 + g2, even24 = g0 * (1.0f / 24.0f) + g2 * (1.0f / 6.0f), odd12 = g1 * (1.0f / 12.0f);
-    u[0] = 0.25f * g0;
-    u[us] = (even + g1) * (-1.0f / 6.0f);
-    u[2 * us] = (even - g1) * (-1.0f / 6.0f);
-    u[3 * us] = even24 + odd12;
-    u[4 * us] = even24 - odd12;
-    u[5 * us] = g2;
-}
-
-TEENY_INLINE void wino4_at(float *y, int ys, const float *m, int ms)
-{
-    const float m0 = m[0], m1 = m[ms], m2 = m[2 * ms], m3 = m[3 * ms], m4 = m[4 * ms], m5 = m[5 * ms];
-    const float s12 = m1 + m2, d12 = m1 - m2, s34 = m3 + m4, d34 = m3 - m4;
-    y[0] = m0 + s12 + s34;
-    y[ys] = d12 + 2.0f * d34;
-    y[2 * ys] = s12 + 4.0f * s34;
-    y[3 * ys] = d12 + 8.0f * d34 + m5;
-}
-
 /* U[e][o][i] = (G g G^T)[e], as wino_weights (flip: the input gradient's
  * filters). Grid (I, O). */
 __kernel void wino4_weights(__global const float *restrict w, int w_off, int O, int I, int flip,
@@ -259,88 +385,23 @@ __kernel void wino4_weights(__global const float *restrict w, int w_off, int O, 
     const int i = get_global_id(0), o = get_global_id(1);
     if (i >= I || o >= O)
         return;
-    const int base = w_off + (flip ? i * O + o : o * I + i) * 9;
     float g[9], t[18], r[36];
-    TEENY_UNROLL
-    for (int k = 0; k < 9; k++)
-        g[k] = w[base + (flip ? 8 - k : k)];
-    TEENY_UNROLL
-    for (int s = 0; s < 3; s++) /* G g: 6 x 3, column s */
-        wino4_g(t + s, 3, g + s, 3);
-    TEENY_UNROLL
-    for (int a = 0; a < 6; a++) /* (G g) G^T: 6 x 6, row a */
-        wino4_g(r + 6 * a, 1, t + 3 * a, 1);
-    const int at = u_off + o * I + i, step = O * I;
-    TEENY_UNROLL
-    for (int e = 0; e < 36; e++)
-        u[at + e * step] = r[e];
+    wino_filter(g, w, w_off, O, I, flip, i, o);
+    wino4_g2(r, t, g);
+    wino_scatter(u, u_off + o * I + i, O * I, r, 36);
 }
 
 /* V[e][c][t] = (B^T d B)[e] of tile t's 6x6 input patch of channel c,
  * rows 4ty - pad_h .. +5, columns 4tx - pad_w .. +5 (zero outside the
  * image, and for t >= T). Grid (Tp, I). */
-__kernel void wino4_input(__global const float *restrict x, int x_off, int I, int H, int W, int pad_h, int pad_w,
-                          int TH, int TW, int T, __global float *restrict v, int v_off, int Tp)
+__kernel void wino4_input(WINO_INPUT_ARGS)
 {
-    const int t = get_global_id(0), c = get_global_id(1);
-    if (t >= Tp || c >= I)
-        return;
-    float d[36], e[36];
-    if (t < T) {
-        const int b = t / (TH * TW), r = t - b * TH * TW, ty = r / TW, tx = r - ty * TW;
-        const int h0 = 4 * ty - pad_h, w0 = 4 * tx - pad_w, base = x_off + (b * I + c) * H * W;
-        TEENY_UNROLL
-        for (int i = 0; i < 6; i++)
-            TEENY_UNROLL
-            for (int j = 0; j < 6; j++) {
-                int h = h0 + i, ww = w0 + j;
-                d[6 * i + j] = (uint)h < (uint)H && (uint)ww < (uint)W ? x[base + h * W + ww] : 0.0f;
-            }
-    } else {
-        TEENY_UNROLL
-        for (int k = 0; k < 36; k++)
-            d[k] = 0.0f;
-    }
-    TEENY_UNROLL
-    for (int j = 0; j < 6; j++) /* B^T d, column j */
-        wino4_bt(e + j, 6, d + j, 6);
-    TEENY_UNROLL
-    for (int i = 0; i < 6; i++) /* (B^T d) B, row i */
-        wino4_bt(d + 6 * i, 1, e + 6 * i, 1);
-    const int at = v_off + c * Tp + t, step = I * Tp;
-    TEENY_UNROLL
-    for (int k = 0; k < 36; k++)
-        v[at + k * step] = d[k];
+    wino_input_tile(6, WINO_INPUT_PASS);
 }
 
 /* out[b][o][4ty + i][4tx + j] = act((A^T M A)[i][j] * sc + sh), the
  * outputs inside OH x OW only, as wino_output. Grid (T, O). */
-__kernel void wino4_output(__global const float *restrict m, int m_off, int Tp, int O, int TH, int TW, int T,
-                           __global float *restrict out, int out_off, int OH, int OW, __global const float *bias,
-                           int bias_off, __global const float *scale, int scale_off, __global const float *shift,
-                           int shift_off, int epi, int act)
+__kernel void wino4_output(WINO_OUTPUT_ARGS)
 {
-    const int t = get_global_id(0), o = get_global_id(1);
-    if (t >= T || o >= O)
-        return;
-    float a[36], r[24], y[16];
-    const int step = O * Tp;
-    TEENY_UNROLL
-    for (int k = 0; k < 36; k++)
-        a[k] = m[m_off + k * step + o * Tp + t];
-    TEENY_UNROLL
-    for (int j = 0; j < 6; j++) /* A^T a: 4 x 6, column j */
-        wino4_at(r + j, 6, a + j, 6);
-    TEENY_UNROLL
-    for (int i = 0; i < 4; i++) /* (A^T a) A, row i */
-        wino4_at(y + 4 * i, 1, r + 6 * i, 1);
-    const float2 f = conv_epilogue(epi, o, bias, bias_off, scale, scale_off, shift, shift_off);
-    const int b = t / (TH * TW), q = t - b * TH * TW, ty = q / TW, tx = q - ty * TW;
-    const int oh = 4 * ty, ow = 4 * tx, base = out_off + (b * O + o) * OH * OW + oh * OW + ow;
-    TEENY_UNROLL
-    for (int i = 0; i < 4; i++)
-        TEENY_UNROLL
-        for (int j = 0; j < 4; j++)
-            if (oh + i < OH && ow + j < OW)
-                out[base + i * OW + j] = conv_act(act, y[4 * i + j] * f.x + f.y);
+    wino_output_tile(4, WINO_OUTPUT_PASS);
 }
