@@ -1556,11 +1556,13 @@ START_TEST(test_conv2d_infer)
               s.param[0].shape[2] == 3 && s.param[0].shape[3] == 4);
     ck_assert(s.param[1].ndim == 1 && s.param[1].shape[0] == 9 && s.fan_in == 24);
     ck_assert(!strcmp(s.param_name[0], "weight") && !strcmp(s.param_name[1], "bias"));
-    ck_assert(s.n_state == 0 && s.n_saved == 0);
+    /* with an activation, training saves the pre-activation (y's shape) */
+    ck_assert(s.n_state == 0 && s.n_saved == 1 && s.saved_needs_training);
+    ck_assert(!memcmp(&s.saved[0], &s.out, sizeof s.out));
     s.attrs.conv2d.act = TEENY_ACT_NONE;
     s.attrs.conv2d.has_bias = 0;
     TH_OK(ctx, teeny__ops[TEENY__OP_CONV2D].infer(ctx, &s));
-    ck_assert(s.n_param == 1);
+    ck_assert(s.n_param == 1 && s.n_saved == 0);
     s.attrs.conv2d.out_channels = 10; /* groups 3 does not divide 10 */
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny__ops[TEENY__OP_CONV2D].infer(ctx, &s));
     s.attrs.conv2d.out_channels = 0;

@@ -203,6 +203,27 @@ START_TEST(test_onnx_bn_act_fused)
 }
 END_TEST
 
+/* Conv followed by Relu or x * Sigmoid(x), the activation its only
+ * consumer, imports as one node (teeny_graph_conv2d_act): shared.onnx's
+ * conv0 and conv1 lose their Relu nodes ("Relu_1", "Relu_3"), fc1's Relu
+ * ("Relu_10", after a Gemm) stays; convnet.onnx's conv2 loses its SiLU.
+ * The values match onnxruntime's (test_onnx_models), and shared.onnx
+ * trains through the fused nodes (test_onnx_shared_*). */
+START_TEST(test_onnx_conv_act_fused)
+{
+    teeny_onnx_model *m = load_ok("shared", NULL);
+    const teeny_graph *g = teeny_onnx_graph(m);
+    ck_assert(has_node(g, "conv0") && has_node(g, "conv1"));
+    ck_assert_msg(!has_node(g, "Relu_1") && !has_node(g, "Relu_3"), "a convolution's Relu is a node of its own");
+    ck_assert_msg(has_node(g, "Relu_10"), "the Gemm's Relu was lost");
+    teeny_onnx_destroy(m);
+    m = load_ok("convnet", NULL);
+    g = teeny_onnx_graph(m);
+    ck_assert_msg(!has_node_as(g, "silu", 1), "conv2's SiLU is a node of its own");
+    teeny_onnx_destroy(m);
+}
+END_TEST
+
 /* Parameters carry the initializers' names; state the running statistics'. */
 START_TEST(test_onnx_names)
 {
@@ -951,6 +972,7 @@ Suite *suite_onnx(void)
     tcase_add_test(fwd, test_onnx_names);
     tcase_add_test(fwd, test_onnx_attention_paths);
     tcase_add_test(fwd, test_onnx_bn_act_fused);
+    tcase_add_test(fwd, test_onnx_conv_act_fused);
     tcase_add_test(fwd, test_onnx_train_step);
     tcase_add_test(fwd, test_onnx_freeze);
     tcase_add_test(fwd, test_onnx_shared);
