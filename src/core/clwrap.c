@@ -62,6 +62,12 @@ void teeny__free(void *p)
     free(p);
 }
 
+void teeny__free_each(int n, void *const *ps)
+{
+    for (int i = 0; i < n; i++)
+        teeny__free(ps[i]);
+}
+
 void teeny__fault_arm(long k)
 {
     fault_countdown = k > 0 ? k : 0;

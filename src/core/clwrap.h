@@ -134,6 +134,11 @@ void teeny__hook_release(teeny__call_id id);
 void *teeny__malloc(size_t n);
 void *teeny__calloc(size_t n, size_t size);
 void teeny__free(void *p);
+/* teeny__free on each of the n pointers in ps, in order. */
+void teeny__free_each(int n, void *const *ps);
+/* teeny__free on each argument, in order: TEENY__FREE_ALL(a, b, c). */
+#define TEENY__FREE_ALL(...) \
+    teeny__free_each((int)(sizeof((void *[]){__VA_ARGS__}) / sizeof(void *)), (void *[]){__VA_ARGS__})
 /* A copy of the string s through teeny__malloc (NULL when that fails). */
 char *teeny__strdup(const char *s);
 

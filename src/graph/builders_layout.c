@@ -26,12 +26,9 @@ static teeny_status add_constant(teeny_graph *g, const char *name, int ndim, con
     teeny__gnode *n;
     teeny_tensor *t = NULL;
     int idx;
-    teeny_status st = teeny__graph_check(g, "teeny_graph_constant");
+    teeny_status st = teeny__graph_check_out(g, "teeny_graph_constant", out);
     if (st != TEENY_OK)
         return st;
-    if (!out)
-        return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_constant: out is NULL");
-    *out = -1;
     if (ndim < 1 || ndim > TEENY_MAX_DIMS || !shape || !data)
         return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_constant: rank %d outside 1..5, or shape or data NULL",
                             ndim);
@@ -58,13 +55,8 @@ static teeny_status add_constant(teeny_graph *g, const char *name, int ndim, con
 /* x's rank (x checked), for the builders that copy per-axis arrays. */
 static teeny_status rank_of(teeny_graph *g, const char *fn, teeny_node x, const void *arr, int *ndim, teeny_node *out)
 {
-    teeny_status st = teeny__graph_check(g, fn);
-    if (st != TEENY_OK)
-        return st;
-    if (!out)
-        return teeny__error(g->ctx, TEENY_ERR_ARG, "%s: out is NULL", fn);
-    *out = -1;
-    if ((st = teeny__graph_check_node(g, x, fn)) != TEENY_OK)
+    teeny_status st = teeny__graph_check_out(g, fn, out);
+    if (st != TEENY_OK || (st = teeny__graph_check_node(g, x, fn)) != TEENY_OK)
         return st;
     if (!arr)
         return teeny__graph_null_arg(g, fn, "an array argument", out);

@@ -42,6 +42,17 @@ teeny_status teeny__graph_check(const teeny_graph *g, const char *fn)
     return TEENY_OK;
 }
 
+teeny_status teeny__graph_check_out(const teeny_graph *g, const char *fn, teeny_node *out)
+{
+    teeny_status st = teeny__graph_check(g, fn);
+    if (st != TEENY_OK)
+        return st;
+    if (!out)
+        return teeny__error(g->ctx, TEENY_ERR_ARG, "%s: out is NULL", fn);
+    *out = -1;
+    return TEENY_OK;
+}
+
 teeny_status teeny_graph_create(teeny_ctx *ctx, uint64_t seed, teeny_graph **out)
 {
     if (!out)
@@ -286,13 +297,8 @@ teeny_status teeny_graph_reshape(teeny_graph *g, const char *name, teeny_node x,
     teeny__gnode *n;
     int idx;
     teeny__shape s;
-    teeny_status st = teeny__graph_check(g, "teeny_graph_reshape");
-    if (st != TEENY_OK)
-        return st;
-    if (!out)
-        return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_reshape: out is NULL");
-    *out = -1;
-    if ((st = teeny__graph_check_node(g, x, "teeny_graph_reshape")) != TEENY_OK)
+    teeny_status st = teeny__graph_check_out(g, "teeny_graph_reshape", out);
+    if (st != TEENY_OK || (st = teeny__graph_check_node(g, x, "teeny_graph_reshape")) != TEENY_OK)
         return st;
     if (ndim < 1 || ndim > TEENY_MAX_DIMS || !shape)
         return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_reshape: rank %d outside 1..5 or shape NULL", ndim);

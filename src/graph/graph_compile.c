@@ -68,12 +68,7 @@ void teeny__plan_free(teeny_plan *p)
     teeny_tensor_destroy(p->arena);
     if (p->loss_event)
         TEENY_CL_RELEASE(clReleaseEvent, p->loss_event);
-    teeny__free(p->temps);
-    teeny__free(p->shapes);
-    teeny__free(p->value);
-    teeny__free(p->saved);
-    teeny__free(p->grad);
-    teeny__free(p);
+    TEENY__FREE_ALL(p->temps, p->shapes, p->value, p->saved, p->grad, p);
 }
 
 void teeny_plan_destroy(teeny_plan *p)
@@ -143,12 +138,7 @@ teeny_status teeny__compile_shapes(teeny_plan *p)
 
 void teeny__backward_free(teeny__backward *bw)
 {
-    teeny__free(bw->reaches);
-    teeny__free(bw->grad_def);
-    teeny__free(bw->grad_share);
-    teeny__free(bw->contrib);
-    teeny__free(bw->pcontrib);
-    teeny__free(bw->pwritten);
+    TEENY__FREE_ALL(bw->reaches, bw->grad_def, bw->grad_share, bw->contrib, bw->pcontrib, bw->pwritten);
     memset(bw, 0, sizeof *bw);
 }
 

@@ -155,6 +155,8 @@ int teeny__graph_find_slot(const teeny_graph *g, const char *name, const teeny__
 teeny_ctx *teeny__graph_ctx(const teeny_graph *g);
 
 teeny_status teeny__graph_check(const teeny_graph *g, const char *fn); /* g non-NULL; clears the last error */
+/* A builder's first checks: teeny__graph_check, then out non-NULL (*out = -1). */
+teeny_status teeny__graph_check_out(const teeny_graph *g, const char *fn, teeny_node *out);
 teeny_status teeny__graph_check_node(const teeny_graph *g, teeny_node n, const char *what);
 /* Element count, or -1 when a size is negative or the product passes
  * INT64_MAX (teeny__dims_product). */

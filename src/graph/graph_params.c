@@ -125,18 +125,28 @@ teeny_status teeny__graph_param_freeze(teeny_graph *g, teeny_node n, int slot, i
     return TEENY_OK;
 }
 
+/* fn's i-th (param or state) slot, checked, its name into *name when asked. */
+static teeny_status indexed_slot(const teeny_graph *g, const char *fn, int want_state, int i, const char **name,
+                                 int *node, int *slot)
+{
+    teeny_status st = teeny__graph_check(g, fn);
+    if (st != TEENY_OK)
+        return st;
+    if (i < 0 || !find_slot(g, want_state, i, node, slot))
+        return teeny__error(g->ctx, TEENY_ERR_ARG, "%s: index %d outside 0..%d", fn, i,
+                            count_slots(g, want_state) - 1);
+    if (name)
+        *name = slot_name(g, *node, want_state, *slot);
+    return TEENY_OK;
+}
+
 teeny_status teeny_graph_param(const teeny_graph *g, int i, const char **name, teeny_tensor **value,
                                teeny_tensor **grad)
 {
     int node, slot;
-    teeny_status st = teeny__graph_check(g, "teeny_graph_param");
+    teeny_status st = indexed_slot(g, "teeny_graph_param", 0, i, name, &node, &slot);
     if (st != TEENY_OK)
         return st;
-    if (i < 0 || !find_slot(g, 0, i, &node, &slot))
-        return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_param: index %d outside 0..%d", i,
-                            teeny_graph_param_count(g) - 1);
-    if (name)
-        *name = slot_name(g, node, 0, slot);
     if (value)
         *value = g->nodes[node].param[slot];
     if (grad)
@@ -147,14 +157,9 @@ teeny_status teeny_graph_param(const teeny_graph *g, int i, const char **name, t
 teeny_status teeny_graph_state(const teeny_graph *g, int i, const char **name, teeny_tensor **value)
 {
     int node, slot;
-    teeny_status st = teeny__graph_check(g, "teeny_graph_state");
+    teeny_status st = indexed_slot(g, "teeny_graph_state", 1, i, name, &node, &slot);
     if (st != TEENY_OK)
         return st;
-    if (i < 0 || !find_slot(g, 1, i, &node, &slot))
-        return teeny__error(g->ctx, TEENY_ERR_ARG, "teeny_graph_state: index %d outside 0..%d", i,
-                            teeny_graph_state_count(g) - 1);
-    if (name)
-        *name = slot_name(g, node, 1, slot);
     if (value)
         *value = g->nodes[node].state[slot];
     return TEENY_OK;

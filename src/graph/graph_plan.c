@@ -45,11 +45,7 @@ static int buf_add(teeny__memplan *l, size_t numel, int def, int last)
 
 void teeny__memplan_free(teeny__memplan *mp)
 {
-    teeny__free(mp->bufs);
-    teeny__free(mp->value_buf);
-    teeny__free(mp->saved_buf);
-    teeny__free(mp->grad_buf);
-    teeny__free(mp->temp_buf);
+    TEENY__FREE_ALL(mp->bufs, mp->value_buf, mp->saved_buf, mp->grad_buf, mp->temp_buf);
     memset(mp, 0, sizeof *mp);
 }
 

@@ -64,24 +64,27 @@ teeny_status teeny_plan_forward(teeny_plan *p)
     return st;
 }
 
-teeny_status teeny_plan_backward(teeny_plan *p)
+/* Replay the backward steps, or with zero the zero_grad steps, of a plan
+   compiled for training. */
+static teeny_status replay_training(teeny_plan *p, const char *fn, int zero)
 {
-    teeny_status st = check_plan(p, "teeny_plan_backward");
+    teeny_status st = check_plan(p, fn);
     if (st != TEENY_OK)
         return st;
     if (!p->training)
-        return teeny__error(p->ctx, TEENY_ERR_STATE, "teeny_plan_backward: the plan was compiled for inference");
-    return teeny__recorder_replay(p->ctx, p->rec, p->bwd_from, p->bwd_to);
+        return teeny__error(p->ctx, TEENY_ERR_STATE, "%s: the plan was compiled for inference", fn);
+    return zero ? teeny__recorder_replay(p->ctx, p->rec, p->zero_from, p->zero_to)
+                : teeny__recorder_replay(p->ctx, p->rec, p->bwd_from, p->bwd_to);
+}
+
+teeny_status teeny_plan_backward(teeny_plan *p)
+{
+    return replay_training(p, "teeny_plan_backward", 0);
 }
 
 teeny_status teeny_plan_zero_grad(teeny_plan *p)
 {
-    teeny_status st = check_plan(p, "teeny_plan_zero_grad");
-    if (st != TEENY_OK)
-        return st;
-    if (!p->training)
-        return teeny__error(p->ctx, TEENY_ERR_STATE, "teeny_plan_zero_grad: the plan was compiled for inference");
-    return teeny__recorder_replay(p->ctx, p->rec, p->zero_from, p->zero_to);
+    return replay_training(p, "teeny_plan_zero_grad", 1);
 }
 
 teeny_status teeny_plan_read(teeny_plan *p, teeny_node n, float *dst, size_t count)

@@ -74,14 +74,7 @@ void teeny_st_close(teeny_st_file *f)
         teeny__free(f->meta_keys[i]);
         teeny__free(f->meta_values[i]);
     }
-    teeny__free(f->names);
-    teeny__free(f->by_name);
-    teeny__free(f->meta_keys);
-    teeny__free(f->meta_values);
-    teeny__free(f->t);
-    teeny__free(f->buf);
-    teeny__free(f->path);
-    teeny__free(f);
+    TEENY__FREE_ALL(f->names, f->by_name, f->meta_keys, f->meta_values, f->t, f->buf, f->path, f);
 }
 
 /* A JSON number that is an integer in [0, 2^53]. */

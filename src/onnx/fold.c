@@ -247,51 +247,69 @@ static teeny_status axes_of(ox_import *im, int64_t *axes, int *n)
     return teeny__ox_const_ints(im, c, "axes", OX_MAX_DIMS, axes, n);
 }
 
-teeny_status teeny__ox_op_unsqueeze(ox_import *im)
+/* Unsqueeze's result: s with a 1 at each of the n axes of o. */
+static teeny_status unsqueezed(ox_import *im, const int64_t *axes, int n, const ox_shape *s, ox_shape *o)
 {
-    int64_t axes[OX_MAX_DIMS];
-    int n, idx, mark[OX_MAX_DIMS] = {0};
-    ox_shape s, o = {0};
-    teeny_status st = axes_of(im, axes, &n);
-    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = in_shape(im, 0, &s, &idx)) != TEENY_OK)
-        return st;
+    int mark[OX_MAX_DIMS] = {0};
+    teeny_status st;
     if (n < 1)
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "%d axes on rank %d", n, s.ndim);
-    if ((st = teeny__ox_rank_ok(im, "the result", (int64_t)s.ndim + n)) != TEENY_OK)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "%d axes on rank %d", n, s->ndim);
+    if ((st = teeny__ox_rank_ok(im, "the result", (int64_t)s->ndim + n)) != TEENY_OK)
         return st;
-    o.ndim = s.ndim + n;
+    o->ndim = s->ndim + n;
     for (int i = 0; i < n; i++) {
         int ax;
-        if ((st = teeny__ox_axis(im, "axis", axes[i], o.ndim, &ax)) != TEENY_OK)
+        if ((st = teeny__ox_axis(im, "axis", axes[i], o->ndim, &ax)) != TEENY_OK)
             return st;
         if (mark[ax]++)
             return teeny__ox_fail(im, TEENY_ERR_FORMAT, "axis %d is given twice", ax);
     }
-    for (int i = 0, k = 0; i < o.ndim; i++)
-        o.d[i] = mark[i] ? 1 : s.d[k++];
+    for (int i = 0, k = 0; i < o->ndim; i++)
+        o->d[i] = mark[i] ? 1 : s->d[k++];
+    return TEENY_OK;
+}
+
+/* Squeeze's result: s without its n axes (n < 0: without every axis of size 1). */
+static teeny_status squeezed(ox_import *im, const int64_t *axes, int n, const ox_shape *s, ox_shape *o)
+{
+    int mark[OX_MAX_DIMS] = {0};
+    teeny_status st;
+    for (int i = 0; i < n; i++) {
+        int ax;
+        if ((st = teeny__ox_axis(im, "axis", axes[i], s->ndim, &ax)) != TEENY_OK)
+            return st;
+        if (s->d[ax] != 1)
+            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "axis %d has size %lld, not 1", ax, (long long)s->d[ax]);
+        mark[ax] = 1;
+    }
+    for (int i = 0; i < s->ndim; i++)
+        if (!(n < 0 ? s->d[i] == 1 : mark[i]))
+            o->d[o->ndim++] = s->d[i];
+    return TEENY_OK;
+}
+
+/* Unsqueeze (un) or Squeeze: the axes, one output, the input's shape, the result reshaped. */
+static teeny_status squeeze_op(ox_import *im, int un)
+{
+    int64_t axes[OX_MAX_DIMS];
+    int n, idx;
+    ox_shape s, o = {0};
+    teeny_status st = axes_of(im, axes, &n);
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
+        (st = in_shape(im, 0, &s, &idx)) != TEENY_OK ||
+        (st = (un ? unsqueezed : squeezed)(im, axes, n, &s, &o)) != TEENY_OK)
+        return st;
     return reshaped_out(im, idx, &o);
+}
+
+teeny_status teeny__ox_op_unsqueeze(ox_import *im)
+{
+    return squeeze_op(im, 1);
 }
 
 teeny_status teeny__ox_op_squeeze(ox_import *im)
 {
-    int64_t axes[OX_MAX_DIMS];
-    int n, idx, mark[OX_MAX_DIMS] = {0};
-    ox_shape s, o = {0};
-    teeny_status st = axes_of(im, axes, &n);
-    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = in_shape(im, 0, &s, &idx)) != TEENY_OK)
-        return st;
-    for (int i = 0; i < n; i++) {
-        int ax;
-        if ((st = teeny__ox_axis(im, "axis", axes[i], s.ndim, &ax)) != TEENY_OK)
-            return st;
-        if (s.d[ax] != 1)
-            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "axis %d has size %lld, not 1", ax, (long long)s.d[ax]);
-        mark[ax] = 1;
-    }
-    for (int i = 0; i < s.ndim; i++)
-        if (!(n < 0 ? s.d[i] == 1 : mark[i]))
-            o.d[o.ndim++] = s.d[i];
-    return reshaped_out(im, idx, &o);
+    return squeeze_op(im, 0);
 }
 
 teeny_status teeny__ox_op_reshape(ox_import *im)

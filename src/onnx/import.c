@@ -25,12 +25,7 @@ static void values_free(ox_import *im)
 {
     for (int i = 0; i < im->n_vals; i++)
         teeny__ox_const_free(&im->vals[i].c);
-    teeny__free(im->vals);
-    teeny__free(im->hash);
-    teeny__free(im->defer);
-    teeny__free(im->chain);
-    teeny__free(im->fused_act);
-    teeny__free(im->absorbed_by);
+    TEENY__FREE_ALL(im->vals, im->hash, im->defer, im->chain, im->fused_act, im->absorbed_by);
 }
 
 void teeny_onnx_destroy(teeny_onnx_model *m)

@@ -157,6 +157,19 @@ static teeny_status conv_output(ox_import *im, const ox_conv *c, teeny_status st
     return teeny__ox_out_nd(im, 0, y, nsp);
 }
 
+/* The stride, dilation and groups of Conv's and ConvTranspose's params
+ * from sp and c, and X as a 2-D node x2. */
+static teeny_status conv_params_x2(ox_import *im, const ox_conv *c, const ox_spatial *sp, int *stride, int *dilation,
+                                   int *groups, teeny_node *x2)
+{
+    for (int i = 0; i < 2; i++) {
+        stride[i] = (int)sp->stride[i];
+        dilation[i] = (int)sp->dil[i];
+    }
+    *groups = (int)c->group;
+    return teeny__ox_as_2d(im, c->xi, x2);
+}
+
 teeny_status teeny__ox_op_conv(ox_import *im)
 {
     static const char *const attrs[] = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", NULL};
@@ -177,15 +190,12 @@ teeny_status teeny__ox_op_conv(ox_import *im)
         return st;
     teeny_conv2d_params p = TEENY_CONV2D_PARAMS_INIT;
     for (int i = 0; i < 2; i++) {
-        p.stride[i] = (int)sp.stride[i];
         p.pad[i] = (int)sp.pad[i];
         p.pad_end_extra[i] = (int)(sp.pad_end[i] - sp.pad[i]); /* both pads within int32 */
-        p.dilation[i] = (int)sp.dil[i];
     }
-    p.groups = (int)c.group;
     teeny_node x2, y;
     char buf[TEENY__NAME_CAP];
-    if ((st = teeny__ox_as_2d(im, c.xi, &x2)) != TEENY_OK)
+    if ((st = conv_params_x2(im, &c, &sp, p.stride, p.dilation, &p.groups, &x2)) != TEENY_OK)
         return st;
     st = teeny_graph_conv2d_act(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2, (int)c.w->shape.d[0],
                                 (int)sp.kernel[0], (int)sp.kernel[1], &p, c.b != NULL,
@@ -278,14 +288,9 @@ teeny_status teeny__ox_op_conv_transpose(ox_import *im)
     if ((st = teeny__ox_spatial_attrs(im, c.xs->d + 2, &sp, 1)) != TEENY_OK ||
         (st = convt_pads(im, c.xs->d + 2, &sp, &p)) != TEENY_OK)
         return st;
-    for (int i = 0; i < 2; i++) {
-        p.stride[i] = (int)sp.stride[i];
-        p.dilation[i] = (int)sp.dil[i];
-    }
-    p.groups = (int)c.group;
     teeny_node x2, y;
     char buf[TEENY__NAME_CAP];
-    if ((st = teeny__ox_as_2d(im, c.xi, &x2)) != TEENY_OK)
+    if ((st = conv_params_x2(im, &c, &sp, p.stride, p.dilation, &p.groups, &x2)) != TEENY_OK)
         return st;
     st = teeny_graph_conv_transpose2d(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2,
                                       (int)(c.w->shape.d[1] * c.group), (int)sp.kernel[0], (int)sp.kernel[1], &p,

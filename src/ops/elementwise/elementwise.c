@@ -202,22 +202,26 @@ teeny_status teeny__activation_infer(teeny_ctx *ctx, teeny__node_shapes *s)
 #define EW TEENY__EA_NUMEL
 #define EW_OUT (TEENY__EA_NUMEL | TEENY__EA_OUT | TEENY__EA_INPLACE)
 
+/* y = a op b (add, mul): e's op with a and b at their slots. */
+static teeny_status run_ab(teeny_ctx *ctx, const teeny__eager *e, int a_slot, int b_slot, const teeny_tensor *a,
+                           const teeny_tensor *b, teeny_tensor *y)
+{
+    const teeny__earg args[] = {{"a", a, a_slot, EW}, {"b", b, b_slot, EW}, {"y", y, TEENY__OUT_VALUE, EW_OUT}};
+    return teeny__eager_run(ctx, e, args, 3);
+}
+
 teeny_status teeny_add(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, teeny_tensor *y)
 {
     static const teeny__eager e = {TEENY__EAGER_OF("teeny_add", ADD, add, forward)};
-    const teeny__earg args[] = {
-        {"a", a, TEENY__ADD_A, EW}, {"b", b, TEENY__ADD_B, EW}, {"y", y, TEENY__OUT_VALUE, EW_OUT}};
     EAGER_BEGIN("teeny_add");
-    return teeny__eager_run(ctx, &e, args, 3);
+    return run_ab(ctx, &e, TEENY__ADD_A, TEENY__ADD_B, a, b, y);
 }
 
 teeny_status teeny_mul(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, teeny_tensor *y)
 {
     static const teeny__eager e = {TEENY__EAGER_OF("teeny_mul", MUL, mul, forward)};
-    const teeny__earg args[] = {
-        {"a", a, TEENY__MUL_A, EW}, {"b", b, TEENY__MUL_B, EW}, {"y", y, TEENY__OUT_VALUE, EW_OUT}};
     EAGER_BEGIN("teeny_mul");
-    return teeny__eager_run(ctx, &e, args, 3);
+    return run_ab(ctx, &e, TEENY__MUL_A, TEENY__MUL_B, a, b, y);
 }
 
 teeny_status teeny_mul_backward(teeny_ctx *ctx, const teeny_tensor *a, const teeny_tensor *b, const teeny_tensor *dy,

@@ -109,12 +109,6 @@ static int squeeze(int ndim, int64_t *n, int64_t *const *s, int nt, unsigned kee
     return r;
 }
 
-static teeny_status launch_1d(teeny_ctx *ctx, cl_kernel k, const char *name, int64_t items)
-{
-    size_t global = (size_t)items, local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
-    return teeny__launch(ctx, k, name, 1, &global, &local);
-}
-
 teeny_status teeny__st_copy(teeny_ctx *ctx, const teeny__st_copy_args *c)
 {
     static const char name[] = "st_copy";
@@ -150,7 +144,7 @@ teeny_status teeny__st_copy(teeny_ctx *ctx, const teeny__st_copy_args *c)
                              sizeof(float), &c->scale, sizeof(cl_mem), &map, sizeof(int), &c->map_off, sizeof(int),
                              &map_axis, sizeof(int), &c->map_dim, sizeof(int), &total, (size_t)0);
     if (st == TEENY_OK)
-        st = launch_1d(ctx, k, name, total);
+        st = teeny__launch_1d(ctx, k, name, (size_t)total);
     return st;
 }
 
@@ -208,7 +202,7 @@ static teeny_status reduce_launch(teeny_ctx *ctx, cl_mem x, int x_off, const st_
                              sizeof(int), &n_out, sizeof(int), &parts, sizeof(int), &chunk, sizeof(int), &r_total,
                              (size_t)0);
     if (st == TEENY_OK)
-        st = launch_1d(ctx, k, name, (int64_t)n_out * parts);
+        st = teeny__launch_1d(ctx, k, name, (size_t)((int64_t)n_out * parts));
     return st;
 }
 
@@ -365,7 +359,7 @@ static teeny_status binary_launch(teeny_ctx *ctx, const char *name, int op, int 
                              &out_off, sizeof n8, &n8, sizeof(int), &rank, sizeof(int), &total, (size_t)0);
     }
     if (st == TEENY_OK)
-        st = launch_1d(ctx, k, name, total);
+        st = teeny__launch_1d(ctx, k, name, (size_t)total);
     return st;
 }
 

@@ -41,10 +41,8 @@ static teeny_status copy_channels(teeny_ctx *ctx, const teeny_tensor *src, int s
                              sizeof(int), &src_c0, sizeof(cl_mem), &dst->buf, sizeof(int), &dst_off, sizeof(int),
                              &dst_C, sizeof(int), &dst_c0, sizeof(int), &count, sizeof(int), &S, sizeof(int), &total,
                              (size_t)0);
-    if (st == TEENY_OK) {
-        size_t global = (size_t)total, local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
-        st = teeny__launch(ctx, k, name, 1, &global, &local);
-    }
+    if (st == TEENY_OK)
+        st = teeny__launch_1d(ctx, k, name, (size_t)total);
     return st;
 }
 
@@ -98,10 +96,8 @@ teeny_status teeny__slice_channels_backward(teeny_ctx *ctx, const teeny__op_args
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &dy->buf, sizeof(int), &dy_off, sizeof(cl_mem), &dx->buf,
                              sizeof(int), &dx_off, sizeof(int), &C, sizeof(int), &c0, sizeof(int), &count,
                              sizeof(int), &S, sizeof(int), &total, (size_t)0);
-    if (st == TEENY_OK) {
-        size_t global = (size_t)total, local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
-        st = teeny__launch(ctx, k, name, 1, &global, &local);
-    }
+    if (st == TEENY_OK)
+        st = teeny__launch_1d(ctx, k, name, (size_t)total);
     return st;
 }
 

@@ -432,10 +432,8 @@ teeny_status teeny__gather_backward(teeny_ctx *ctx, const teeny__op_args *a)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &idx->buf, sizeof(int), &i_off, sizeof(int), &q,
                              sizeof(cl_mem), &dy->buf, sizeof(int), &dy_off, sizeof(cl_mem), &dx->buf, sizeof(int),
                              &dx_off, sizeof(int), &dim, sizeof(int), &inner, sizeof(int), &total, (size_t)0);
-    if (st == TEENY_OK) {
-        size_t global = (size_t)total, local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
-        st = teeny__launch(ctx, k, name, 1, &global, &local);
-    }
+    if (st == TEENY_OK)
+        st = teeny__launch_1d(ctx, k, name, (size_t)total);
     return st;
 }
 

@@ -10,6 +10,28 @@
 
 /* ---- the eager API ---- */
 
+/* perm (entries past t's rank zeroed) into at, or an error naming fn. */
+static teeny_status transpose_attrs(teeny_ctx *ctx, const char *fn, const int *perm, const teeny_tensor *t,
+                                    teeny__op_attrs *at)
+{
+    if (!perm)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: perm is NULL", fn);
+    for (int d = 0; t && d < TEENY_MAX_DIMS; d++)
+        at->transpose.perm[d] = d < t->ndim ? perm[d] : 0;
+    return TEENY_OK;
+}
+
+/* p's start, end and step into at, or an error naming fn. */
+static teeny_status slice_attrs(teeny_ctx *ctx, const char *fn, const teeny_slice_params *p, teeny__op_attrs *at)
+{
+    if (!p)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: p is NULL", fn);
+    memcpy(at->slicend.start, p->start, sizeof p->start);
+    memcpy(at->slicend.end, p->end, sizeof p->end);
+    memcpy(at->slicend.step, p->step, sizeof p->step);
+    return TEENY_OK;
+}
+
 static teeny_status run2(teeny_ctx *ctx, teeny__eager *e, const char *a_name, const teeny_tensor *a, int a_slot,
                          const char *b_name, const teeny_tensor *b, int b_slot)
 {
@@ -21,36 +43,24 @@ teeny_status teeny_transpose(teeny_ctx *ctx, const int *perm, const teeny_tensor
 {
     teeny__eager e = {TEENY__EAGER_OF("teeny_transpose", TRANSPOSE, transpose, forward)};
     EAGER_BEGIN("teeny_transpose");
-    if (!perm)
-        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_transpose: perm is NULL");
-    if (x && teeny__ctx_check(ctx))
-        for (int d = 0; d < TEENY_MAX_DIMS; d++)
-            e.attrs.transpose.perm[d] = d < x->ndim ? perm[d] : 0;
-    return run2(ctx, &e, "x", x, TEENY__TRANSPOSE_X, "y", y, TEENY__OUT_VALUE);
+    teeny_status st = transpose_attrs(ctx, "teeny_transpose", perm, x, &e.attrs);
+    return st != TEENY_OK ? st : run2(ctx, &e, "x", x, TEENY__TRANSPOSE_X, "y", y, TEENY__OUT_VALUE);
 }
 
 teeny_status teeny_transpose_backward(teeny_ctx *ctx, const int *perm, const teeny_tensor *dy, teeny_tensor *dx)
 {
     teeny__eager e = {TEENY__EAGER_OF("teeny_transpose_backward", TRANSPOSE, transpose, backward)};
     EAGER_BEGIN("teeny_transpose_backward");
-    if (!perm)
-        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_transpose_backward: perm is NULL");
-    if (dx)
-        for (int d = 0; d < TEENY_MAX_DIMS; d++)
-            e.attrs.transpose.perm[d] = d < dx->ndim ? perm[d] : 0;
-    return run2(ctx, &e, "dy", dy, TEENY__TRANSPOSE_DY, "dx", dx, TEENY__TRANSPOSE_X);
+    teeny_status st = transpose_attrs(ctx, "teeny_transpose_backward", perm, dx, &e.attrs);
+    return st != TEENY_OK ? st : run2(ctx, &e, "dy", dy, TEENY__TRANSPOSE_DY, "dx", dx, TEENY__TRANSPOSE_X);
 }
 
 teeny_status teeny_slice(teeny_ctx *ctx, const teeny_slice_params *p, const teeny_tensor *x, teeny_tensor *y)
 {
     teeny__eager e = {TEENY__EAGER_OF("teeny_slice", SLICE, slice, forward)};
     EAGER_BEGIN("teeny_slice");
-    if (!p)
-        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_slice: p is NULL");
-    memcpy(e.attrs.slicend.start, p->start, sizeof p->start);
-    memcpy(e.attrs.slicend.end, p->end, sizeof p->end);
-    memcpy(e.attrs.slicend.step, p->step, sizeof p->step);
-    return run2(ctx, &e, "x", x, TEENY__SLICE_X, "y", y, TEENY__OUT_VALUE);
+    teeny_status st = slice_attrs(ctx, "teeny_slice", p, &e.attrs);
+    return st != TEENY_OK ? st : run2(ctx, &e, "x", x, TEENY__SLICE_X, "y", y, TEENY__OUT_VALUE);
 }
 
 teeny_status teeny_slice_backward(teeny_ctx *ctx, const teeny_slice_params *p, const teeny_tensor *dy,
@@ -58,12 +68,8 @@ teeny_status teeny_slice_backward(teeny_ctx *ctx, const teeny_slice_params *p, c
 {
     teeny__eager e = {TEENY__EAGER_OF("teeny_slice_backward", SLICE, slice, backward)};
     EAGER_BEGIN("teeny_slice_backward");
-    if (!p)
-        return teeny__error(ctx, TEENY_ERR_ARG, "teeny_slice_backward: p is NULL");
-    memcpy(e.attrs.slicend.start, p->start, sizeof p->start);
-    memcpy(e.attrs.slicend.end, p->end, sizeof p->end);
-    memcpy(e.attrs.slicend.step, p->step, sizeof p->step);
-    return run2(ctx, &e, "dy", dy, TEENY__SLICE_DY, "dx", dx, TEENY__SLICE_X);
+    teeny_status st = slice_attrs(ctx, "teeny_slice_backward", p, &e.attrs);
+    return st != TEENY_OK ? st : run2(ctx, &e, "dy", dy, TEENY__SLICE_DY, "dx", dx, TEENY__SLICE_X);
 }
 
 static teeny_status pad_attrs(teeny_ctx *ctx, const char *fn, const int64_t *lo, const int64_t *hi, float value,

@@ -206,10 +206,8 @@ static teeny_status launch(teeny_ctx *ctx, const char *name, const teeny__karg *
     teeny_status st = teeny__kernel_get(ctx, "resize", "", name, &k);
     if (st == TEENY_OK)
         st = teeny__set_arg_list(ctx, k, name, a, n);
-    if (st == TEENY_OK) {
-        size_t global = (size_t)total, local = teeny__local_clamp(ctx, k, name, (size_t)ctx->work_group_size);
-        st = teeny__launch(ctx, k, name, 1, &global, &local);
-    }
+    if (st == TEENY_OK)
+        st = teeny__launch_1d(ctx, k, name, (size_t)total);
     return st;
 }
 

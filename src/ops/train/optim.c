@@ -416,11 +416,7 @@ void teeny_optimizer_destroy(teeny_optimizer *o)
     TEENY_CL_RELEASE(clReleaseKernel, o->clip_scale);
     for (int s = 0; s < o->n_state; s++)
         teeny_tensor_destroy(o->state[s]);
-    teeny__free(o->state);
-    teeny__free(o->state_names);
-    teeny__free(o->launch);
-    teeny__free(o->update);
-    teeny__free(o->update_global);
+    TEENY__FREE_ALL(o->state, o->state_names, o->launch, o->update, o->update_global);
     teeny_tensor_destroy(o->scal);
     teeny_tensor_destroy(o->red); /* last: may release the context */
     teeny__free(o);
