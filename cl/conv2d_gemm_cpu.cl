@@ -8,8 +8,10 @@
  * barriers split it, so this variant has neither: each item computes
  * CPU_RM rows x 16 columns of out[m, n] (the conv_gemm_gather problem: rows m =
  * (b, p, q) gathered from src, k = (c, kh, kw)) in float16 registers,
- * reading B from a packed copy made by conv_pack_b:
- *     bp[(((g*Kh + kh)*Kw + kw)*Kc + c)*Np + n]   (n < Np, zero past N)
+ * reading B from a packed copy made by conv_pack_b, each item's CPU_NC
+ * columns one run in k order (read front to back, prefetch-friendly):
+ *     bp[((g*(Np/CPU_NC) + n/CPU_NC)*KK + k)*CPU_NC + n%CPU_NC]
+ *     k = (kh*Kw + kw)*Kc + c, KK = Kh*Kw*Kc   (n < Np, zero past N)
  * The loop runs over taps (kh, kw), whose bounds checks it hoists, then
  * channels c (a fixed order, so results are deterministic). The source
  * of group g starts at src_gstride*g. The weight gradient uses the same
@@ -30,9 +32,9 @@
  * uninitialized-value plugin, so the calls stay. */
 
 /* Grid (round_up(Kc, 16), G*Kh*Kw), work-group (16, 1): item (c, r)
- * writes the Np columns of packed row r*Kc + c (the B operand above) from
- * w[w_off + g*w_gstride + n*w_nstride + c*w_cstride + kh*w_hstride +
- * kw*w_wstride], r = (g*Kh + kh)*Kw + kw. */
+ * writes the Np columns of row k = (kh*Kw + kw)*Kc + c of group g (the B
+ * operand above) from w[w_off + g*w_gstride + n*w_nstride + c*w_cstride +
+ * kh*w_hstride + kw*w_wstride], r = (g*Kh + kh)*Kw + kw. */
 __kernel __attribute__((reqd_work_group_size(16, 1, 1)))
 void conv_pack_b(__global const float *restrict w, int w_off, int w_gstride, int w_nstride, int w_cstride,
                  int w_hstride, int w_wstride, int N, int Np, int Kc, int Kh, int Kw, __global float *restrict bp,
@@ -41,13 +43,12 @@ void conv_pack_b(__global const float *restrict w, int w_off, int w_gstride, int
     const int c = get_global_id(0), r = get_global_id(1);
     if (c >= Kc)
         return;
-    const int kw = r % Kw, t = r / Kw, kh = t % Kh, g = t / Kh;
+    const int kw = r % Kw, t = r / Kw, kh = t % Kh, g = t / Kh, KK = Kh * Kw * Kc;
     __global const float *src = w + w_off + g * w_gstride + c * w_cstride + kh * w_hstride + kw * w_wstride;
-    __global float *dst = bp + bp_off + (r * Kc + c) * Np;
-    for (int n = 0; n < N; n++)
-        dst[n] = src[n * w_nstride];
-    for (int n = N; n < Np; n++)
-        dst[n] = 0.0f;
+    /* tile 0's run of row k; tile i's is i*KK*CPU_NC further */
+    __global float *dst = bp + bp_off + (g * (Np / CPU_NC) * KK + (kh * Kw + kw) * Kc + c) * CPU_NC;
+    for (int n = 0; n < Np; n++)
+        dst[(n / CPU_NC) * KK * CPU_NC + n % CPU_NC] = n < N ? src[n * w_nstride] : 0.0f;
 }
 
 /* Where row m of out starts for group g: out[conv_cpu_row(...) + n*out_nstride]. */
@@ -95,19 +96,19 @@ TEENY_UNROLL
     }
 }
 
-/* acc[v*CPU_RM + i] += src[off[i] + c*src_cstride] * bk[c*Np + 16*v ..]
+/* acc[v*CPU_RM + i] += src[off[i] + c*src_cstride] * bk[c*CPU_NC + 16*v ..]
  * over channels c in [c_lo, c_hi) of one tap, in order; masked (some row
  * misses the tap: ok[i] 0, its off[i] inside the source): a missed row's
  * value counts as 0. Unmasked, the loop takes no select. */
 TEENY_INLINE void conv_cpu_channels(float16 *acc, __global const float *restrict src, const int *off, const int *ok,
-                                    __global const float *bk, int Np, int c_lo, int c_hi, int src_cstride,
+                                    __global const float *bk, int c_lo, int c_hi, int src_cstride,
                                     const int masked)
 {
     for (int c = c_lo; c < c_hi; c++) {
         float16 b[CPU_NV];
 TEENY_UNROLL
         for (int v = 0; v < CPU_NV; v++)
-            b[v] = vload16(v, bk + c * Np);
+            b[v] = vload16(v, bk + c * CPU_NC);
         int co = c * src_cstride;
 TEENY_UNROLL
         for (int i = 0; i < CPU_RM; i++) {
@@ -165,7 +166,7 @@ TEENY_UNROLL
             for (int u = 0; u < CPU_NV; u++)
                 acc[u * CPU_RM + i] = vload16(u, v);
         }
-    __global const float *bg = bp + bp_off + g * KT * Kc * Np + n0;
+    __global const float *bg = bp + bp_off + (g * n_tiles * KK + n0 / CPU_NC * KK) * CPU_NC;
 
     for (int t = kb < ke ? kb / Kc : KT; t < KT && t * Kc < ke; t++) {
         const int c_lo = max(kb - t * Kc, 0), c_hi = min(ke - t * Kc, Kc);
@@ -182,11 +183,11 @@ TEENY_UNROLL
         }
         if (!any)
             continue;
-        __global const float *bk = bg + t * Kc * Np;
+        __global const float *bk = bg + t * Kc * CPU_NC;
         if (all)
-            conv_cpu_channels(acc, src, off, ok, bk, Np, c_lo, c_hi, src_cstride, 0);
+            conv_cpu_channels(acc, src, off, ok, bk, c_lo, c_hi, src_cstride, 0);
         else
-            conv_cpu_channels(acc, src, off, ok, bk, Np, c_lo, c_hi, src_cstride, 1);
+            conv_cpu_channels(acc, src, off, ok, bk, c_lo, c_hi, src_cstride, 1);
     }
 
     conv_cpu_store(acc, out, m0, n0, g, M, N, PQ, Q, out_off, out_bstride, out_nstride, out_hstride, out_wstride,

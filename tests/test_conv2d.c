@@ -1278,11 +1278,11 @@ START_TEST(test_conv2d_split_loops_cpu)
         {{{1, 4, 9, 150, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 0, 0}, 1, 0, 0}, NULL, 2000, 0}, /* rows too long: dwconv_fwd/dx */
         {{{1, 4, 30, 30, 4, 15, 15, 1, 1, 7, 7, 1, 1, 4, 0, 0}, 1, 0, 0}, NULL, 2000, 0}, /* and their items too: GEMM */
         {{{1, 2, 3, 1200, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0, 0}, 1, 0, 0}, NULL, 2000, 0},  /* dw: a row too long, GEMM */
-        /* dw: launches; its chunks outnumber conv_reduce_parts' loop with
-         * either CPU tuning (cpu: ~1,970, cpu_vec16: ~3,200, over 1,500);
-         * at 4000 the cpu tuning's 1,384 partials fit, and their sum is
-         * not the one launch's */
-        {{{4, 2, 160, 160, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0}, NULL, 3000, 1 | 2 | 4},
+        /* dw: launches; at 2500 its chunks outnumber conv_reduce_parts'
+         * loop with either CPU tuning (cpu: 4 rows an item, cpu_vec16: 6);
+         * at 3000 the cpu tuning's partials fit (and at 4000 with 6 rows),
+         * and their sum is not the one launch's */
+        {{{4, 2, 160, 160, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0}, NULL, 2500, 1 | 2 | 4},
     };
     if (th_ctx()->tune.variant != TEENY_VARIANT_CPU)
         th_skip("this device's profile (%s) takes no CPU variants", th_ctx()->tune.profile->name);

@@ -495,8 +495,8 @@ teeny_status teeny__conv_cpu_gemm_chunk(teeny_ctx *ctx, const conv_tuning *tu, c
 
 /* ---- every call's minimum ----
  * One k unit of each GEMM this device may take (its smallest tile, the
- * CPU GEMM of its tuning), and conv_pack_b's row of Np columns (N + 1 and
- * Np - N + 1 trips) for each n_pack[i] columns: checked before a call
+ * CPU GEMM of its tuning), and conv_pack_b's row of Np columns (Np + 1
+ * trips, counted as Np + 2) for each n_pack[i] columns: checked before a call
  * enqueues anything, so that no later split can fail. */
 teeny_status teeny__conv_loops_check(teeny_ctx *ctx, const conv_tuning *tu, const int *n_pack, int n)
 {
