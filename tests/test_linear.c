@@ -322,11 +322,12 @@ END_TEST
  * one launch); the bias gradient's column sums take more runs of rows
  * (against the reference); a limit below one tile is
  * TEENY_ERR_UNSUPPORTED with the outputs untouched. lin_gemm forced (the
- * small route's segments: test_linear_small.c). */
+ * small route's and the CPU GEMM's segments: test_linear_small.c). */
 START_TEST(test_linear_split_loops)
 {
     teeny_ctx *ctx = th_ctx();
     th_hook(TEENY__HOOK_LINEAR_SMALL, -1);
+    th_hook(TEENY__HOOK_LINEAR_CPU_GEMM, -1);
     /* A: forward K = in = 300 (19 tiles: 7 launches); B: dw's K = N = 300 */
     static const lin_shape cases[2] = {{5, 300, 7, 1, 0}, {300, 6, 5, 1, 3}};
     static const long launches[2][2] = {{1 + 2 + 2, 7 + 2 + 2}, {1 + 2 + 2, 1 + 1 + 7 + 2}}; /* y; dx, dw, db */

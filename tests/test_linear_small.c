@@ -5,9 +5,11 @@
  * 1, odd sizes, K of each product -- in for y, out for dx, N for dw --
  * up to a few thousand, with and without bias, views at odd offsets in
  * NaN-poisoned buffers) against the float64 references, with the tiled
- * route's bits (the same sum in the same order); its k segments where a
- * device limits loop trips; and the plan: the example's classifier on an
- * H200-sized device takes it, large or deep products and tf32 do not.
+ * route's bits (the same sum in the same order), and so the CPU tuning's
+ * route (conv2d's CPU GEMM, linear.c's cpu_route); the k segments of both
+ * where a device limits loop trips; and the plan: the example's
+ * classifier on an H200-sized device takes it, large or deep products and
+ * tf32 do not.
  */
 #include <math.h>
 #include <stdio.h>
@@ -104,10 +106,23 @@ START_TEST(test_linear_small_layer)
         th_dev_check_guard(lin_case_out(&c, i), names[i], repro);
     }
     th_hook(TEENY__HOOK_LINEAR_SMALL, -1);
+    th_hook(TEENY__HOOK_LINEAR_CPU_GEMM, -1);
     sm_run(ctx, &c, 1, TEENY_OK, tile);
     for (int i = 0; i < 4; i++)
         ck_assert_msg(!memcmp(small[i], tile[i], n[i] * 4), "%s: the small route's bits differ from lin_gemm's; %s",
                       names[i], repro);
+    /* the CPU tuning's route (conv2d's CPU GEMM): the same bits again */
+    ck_assert(th_profile("cpu"));
+    th_hook(TEENY__HOOK_LINEAR_CPU_GEMM, 0);
+    float *cpu[4];
+    sm_run(ctx, &c, 1, TEENY_OK, cpu);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_msg(!memcmp(cpu[i], tile[i], n[i] * 4), "%s: the CPU GEMM's bits differ from lin_gemm's; %s",
+                      names[i], repro);
+        th_dev_check_guard(lin_case_out(&c, i), names[i], repro);
+    }
+    th_profile(NULL);
+    bits_free(cpu);
     bits_free(small);
     bits_free(tile);
     for (int i = 0; i < 4; i++) {
@@ -165,6 +180,43 @@ START_TEST(test_linear_small_segments)
         bits_free(one);
         lin_case_free(&c);
     }
+}
+END_TEST
+
+/* The CPU tuning's route (conv2d's CPU GEMM) where a device limits a
+ * work-item's loop trips: its k ranges run as launches in order, C
+ * carrying the sums, with one launch's bits and more launches; y, dx, dw
+ * of the shapes above. */
+START_TEST(test_linear_cpu_segments)
+{
+    teeny_ctx *ctx = th_ctx();
+    static const int shapes[3][3] = {{5, 300, 7}, {300, 6, 5}, {4, 9, 260}};
+    ck_assert(th_profile("cpu"));
+    th_hook(TEENY__HOOK_LINEAR_SMALL, -1);
+    for (int ci = 0; ci < 3; ci++) {
+        lin_case c = {.N = shapes[ci][0], .in = shapes[ci][1], .out = shapes[ci][2], .bias = 1, .view = ci};
+        float *one[4], *got[4];
+        long n[2];
+        lin_case_make(ctx, &c, 9350 + (uint64_t)ci);
+        for (int li = 0; li < 2; li++) {
+            th_loop_limit(li ? 1000 : 0);
+            teeny__calls_reset();
+            sm_run(ctx, &c, 0, TEENY_OK, li ? got : one);
+            TH_OK(ctx, teeny_ctx_finish(ctx));
+            n[li] = teeny__calls_id(TEENY__ID_clEnqueueNDRangeKernel);
+            for (int j = 0; j < 3; j++)
+                th_dev_check_guard(lin_case_out(&c, j), "CPU GEMM output", "test_linear_cpu_segments");
+        }
+        ck_assert_msg(n[1] > n[0], "case %d: %ld launches under the limit, %ld without", ci, n[1], n[0]);
+        for (int j = 0; j < 3; j++)
+            ck_assert_msg(!memcmp(got[j], one[j], (size_t)lin_case_out(&c, j)->n * 4),
+                          "case %d: output %d in k ranges differs from one launch's", ci, j);
+        th_loop_limit(-1);
+        bits_free(one);
+        bits_free(got);
+        lin_case_free(&c);
+    }
+    th_profile(NULL);
 }
 END_TEST
 
@@ -253,6 +305,7 @@ TCase *tcase_linear_small(void)
     TCase *tc = tcase_create("small");
     tcase_add_loop_test(tc, test_linear_small_layer, 0, th_small() ? 4 : th_full() ? 60 : 16);
     tcase_add_test(tc, test_linear_small_segments);
+    tcase_add_test(tc, test_linear_cpu_segments);
     tcase_add_test(tc, test_linear_small_plan);
     return tc;
 }

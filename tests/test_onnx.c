@@ -120,6 +120,7 @@ START_TEST(test_onnx_models)
     check_model("bn_act", 1, x); /* batch norm + Relu / SiLU fused at import, and where it is not */
     check_model("shared", 1, x); /* initializers feeding two or three nodes */
     check_model("fashion_cnn", 1, x); /* finetune_onnx's Fashion-MNIST model */
+    check_model("gelu", 1, x);        /* PyTorch's exact GELU, fused at import, and where it is not */
 }
 END_TEST
 
@@ -220,6 +221,25 @@ START_TEST(test_onnx_conv_act_fused)
     m = load_ok("convnet", NULL);
     g = teeny_onnx_graph(m);
     ck_assert_msg(!has_node_as(g, "silu", 1), "conv2's SiLU is a node of its own");
+    teeny_onnx_destroy(m);
+}
+END_TEST
+
+/* The exact GELU as PyTorch exports it (Div or Mul, Erf, Add, Mul, Mul)
+ * imports as one GELU node named after its last Mul ("div", "mul"): none
+ * of the chain's Erf nodes is left ("Erf_1", "Erf_6" by the ONNX node
+ * index). Where a constant is not GELU's ("quarter") or a value of the
+ * chain is also a graph output ("erf_out") the nodes stay as they are.
+ * The values match onnxruntime's (test_onnx_models). */
+START_TEST(test_onnx_gelu_fused)
+{
+    teeny_onnx_model *m = load_ok("gelu", NULL);
+    const teeny_graph *g = teeny_onnx_graph(m);
+    ck_assert(has_node(g, "div") && has_node(g, "mul"));
+    ck_assert_msg(!has_node(g, "Erf_1") && !has_node(g, "Erf_6"), "a GELU chain's Erf is a node of its own");
+    ck_assert_msg(has_node(g, "Erf_11") && has_node(g, "Erf_16"), "a chain that is not GELU's was fused");
+    /* x, the four constants the unfused chains read, 2 GELUs, 2 chains of 5 */
+    ck_assert_int_eq(teeny_graph_node_count(g), 1 + 4 + 2 + 2 * 5);
     teeny_onnx_destroy(m);
 }
 END_TEST
@@ -973,6 +993,7 @@ Suite *suite_onnx(void)
     tcase_add_test(fwd, test_onnx_attention_paths);
     tcase_add_test(fwd, test_onnx_bn_act_fused);
     tcase_add_test(fwd, test_onnx_conv_act_fused);
+    tcase_add_test(fwd, test_onnx_gelu_fused);
     tcase_add_test(fwd, test_onnx_train_step);
     tcase_add_test(fwd, test_onnx_freeze);
     tcase_add_test(fwd, test_onnx_shared);

@@ -26,7 +26,13 @@
  * forward and backward; teeny_graph_conv2d_act: the activation in the
  * convolution's store in inference) and the activation's nodes take its
  * value (teeny__ox_act_absorb).
+ *
+ * And it finds the exact GELU as the exporter writes it, x * (erf(x /
+ * sqrt 2) + 1) * 0.5 in five nodes (match_gelu): deferred like an
+ * attention chain, it becomes one GELU activation at its last Mul where
+ * its constants are GELU's.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,8 +40,13 @@
 
 #define S(x) ((x) ? (x) : "")
 
-/* Node indices of a chain (-1: that optional node is absent). */
-enum { CH_TRANSPOSE, CH_MUL_Q, CH_MUL_K, CH_SCORES, CH_SCALE, CH_ADD, CH_SOFTMAX, CH_FINAL, CH_N };
+/* Node indices of a chain (-1: that optional node is absent); CH_KIND
+ * holds its kind, an attention chain or a GELU's (whose nodes take the
+ * slots GE_*, the final Mul CH_FINAL). */
+enum { CH_TRANSPOSE, CH_MUL_Q, CH_MUL_K, CH_SCORES, CH_SCALE, CH_ADD, CH_SOFTMAX, CH_FINAL, CH_KIND, CH_N };
+enum { GE_SCALE, GE_ERF, GE_ADD, GE_MUL };
+enum { CHAIN_ATTENTION, CHAIN_GELU };
+#define SQRT2 1.41421356237309504880
 
 typedef struct {
     const char *name;
@@ -112,6 +123,7 @@ static int match(const scan_ctx *sc, int f, int *ch)
     for (int k = 0; k < CH_N; k++)
         ch[k] = -1;
     ch[CH_FINAL] = f;
+    ch[CH_KIND] = CHAIN_ATTENTION;
     if (fn->n_input != 2 || (ch[CH_SOFTMAX] = single_producer(sc, in_name(sc, f, 0), "Softmax")) < 0)
         return 0;
     const char *x = in_name(sc, ch[CH_SOFTMAX], 0);
@@ -226,6 +238,44 @@ teeny_status teeny__ox_act_absorb(ox_import *im)
     return teeny__ox_out_runtime(im, 0, im->vals[v].node, &im->vals[v].shape);
 }
 
+/* ---- GELU ---- */
+
+/* The exact GELU as PyTorch's TorchScript exporter writes it (opsets
+ * before 20 have no Gelu) ending at Mul node f:
+ *   Div(x, c1) or Mul(x, c1) -> Erf -> Add(., c2) -> Mul(x, .) -> Mul(., c3)
+ * every value but x consumed once; the constants (c1 sqrt 2, or 1/sqrt 2
+ * for the Mul; c2 1, c3 0.5) are checked at import. 0 where not so. */
+static int match_gelu(const scan_ctx *sc, int f, int *ch)
+{
+    for (int k = 0; k < CH_N; k++)
+        ch[k] = -1;
+    ch[CH_FINAL] = f;
+    ch[CH_KIND] = CHAIN_GELU;
+    if (!plain(sc, f, "Mul", 2))
+        return 0;
+    for (int k = 0; k < 2 && ch[GE_MUL] < 0; k++) {
+        int m = single_producer(sc, in_name(sc, f, (size_t)k), "Mul");
+        ch[GE_MUL] = plain(sc, m, "Mul", 2) ? m : -1;
+    }
+    for (int k = 0; k < 2 && ch[GE_MUL] >= 0; k++) {
+        const char *x = in_name(sc, ch[GE_MUL], (size_t)(1 - k));
+        int a = single_producer(sc, in_name(sc, ch[GE_MUL], (size_t)k), "Add");
+        for (int j = 0; j < 2 && plain(sc, a, "Add", 2); j++) {
+            int e = single_producer(sc, in_name(sc, a, (size_t)j), "Erf"), d = -1;
+            if (plain(sc, e, "Erf", 1) && (d = single_producer(sc, in_name(sc, e, 0), "Div")) < 0)
+                d = single_producer(sc, in_name(sc, e, 0), "Mul");
+            if (d < 0 || !(plain(sc, d, "Div", 2) || plain(sc, d, "Mul", 2)) ||
+                (strcmp(in_name(sc, d, 0), x) && (strcmp(sc->g->node[d]->op_type, "Mul") || strcmp(in_name(sc, d, 1), x))))
+                continue;
+            ch[GE_SCALE] = d;
+            ch[GE_ERF] = e;
+            ch[GE_ADD] = a;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 teeny_status teeny__ox_fuse_scan(ox_import *im)
 {
     const Onnx__GraphProto *g = im->graph;
@@ -261,13 +311,14 @@ teeny_status teeny__ox_fuse_scan(ox_import *im)
     qsort(sc.producers, sc.n_producers, sizeof *sc.producers, ref_cmp);
     for (size_t i = 0; i < g->n_node && g->n_node <= INT32_MAX; i++) {
         int *ch = &im->chain[i * CH_N];
-        if (strcmp(S(g->node[i]->op_type), "MatMul") || (g->node[i]->domain && *g->node[i]->domain) ||
-            !match(&sc, (int)i, ch))
+        const char *op = S(g->node[i]->op_type);
+        if ((g->node[i]->domain && *g->node[i]->domain) ||
+            !(!strcmp(op, "MatMul") ? match(&sc, (int)i, ch) : !strcmp(op, "Mul") && match_gelu(&sc, (int)i, ch)))
             continue;
         int taken = 0;
-        for (int k = 0; k < CH_N; k++)
+        for (int k = 0; k < CH_KIND; k++)
             taken |= ch[k] >= 0 && im->defer[ch[k]] >= 0;
-        for (int k = 0; k < CH_N && !taken; k++)
+        for (int k = 0; k < CH_KIND && !taken; k++)
             if (ch[k] >= 0)
                 im->defer[ch[k]] = (int)i;
     }
@@ -440,6 +491,37 @@ static teeny_status try_fuse(ox_import *im, const int *ch, int *fused)
     return TEENY_OK;
 }
 
+/* The GELU chain as one activation; *fused 0 when its constants are not
+ * GELU's. */
+static teeny_status try_gelu(ox_import *im, const int *ch, int *fused)
+{
+    const Onnx__NodeProto *d = im->graph->node[ch[GE_SCALE]], *a = im->graph->node[ch[GE_ADD]];
+    const char *erf = S(im->graph->node[ch[GE_ERF]]->output[0]), *prod = S(im->graph->node[ch[GE_MUL]]->output[0]);
+    double c1, c2, c3;
+    int xi = 0;
+    *fused = 0;
+    if (!strcmp(S(d->op_type), "Div")) {
+        if (!scalar_of(im, S(d->input[1]), 8, &c1) || fabs(c1 - SQRT2) > 1e-6 * SQRT2)
+            return TEENY_OK;
+    } else if ((xi = mul_by_scalar(im, ch[GE_SCALE], NULL, 8, &c1)) < 0 || fabs(c1 - 1.0 / SQRT2) > 1e-6 / SQRT2) {
+        return TEENY_OK;
+    }
+    if (!scalar_of(im, S(a->input[strcmp(S(a->input[0]), erf) ? 0 : 1]), 8, &c2) || c2 != 1.0 ||
+        mul_by_scalar(im, ch[CH_FINAL], prod, 8, &c3) < 0 || c3 != 0.5)
+        return TEENY_OK;
+    teeny_act_params p = teeny_act_defaults(TEENY_ACT_GELU);
+    teeny_node x, y;
+    ox_shape s;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = operand_at(im, ch[GE_SCALE], xi, "X", &x, &s);
+    if (st != TEENY_OK)
+        return st;
+    if ((st = teeny_graph_activation_ex(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, &p, &y)) != TEENY_OK)
+        return teeny__ox_graph_fail(im, st);
+    *fused = 1;
+    return teeny__ox_out_runtime(im, 0, y, &s);
+}
+
 static int int_cmp(const void *a, const void *b)
 {
     return *(const int *)a - *(const int *)b;
@@ -451,13 +533,14 @@ teeny_status teeny__ox_fuse_node(ox_import *im, ox_handler import_one)
     const Onnx__NodeProto *final = im->node;
     int final_index = im->node_index, order[CH_N], n = 0, fused;
     teeny_status st = teeny__ox_outputs_at_most(im, 1);
-    if (st == TEENY_OK && (st = try_fuse(im, ch, &fused)) == TEENY_OK && fused)
+    if (st == TEENY_OK && (st = (ch[CH_KIND] == CHAIN_GELU ? try_gelu : try_fuse)(im, ch, &fused)) == TEENY_OK &&
+        fused)
         return TEENY_OK;
     im->node = final;
     im->node_index = final_index;
     if (st != TEENY_OK)
         return st;
-    for (int k = 0; k < CH_N; k++) /* not fused: the deferred nodes as they are, in order */
+    for (int k = 0; k < CH_KIND; k++) /* not fused: the deferred nodes as they are, in order */
         if (ch[k] >= 0 && ch[k] != final_index)
             order[n++] = ch[k];
     qsort(order, (size_t)n, sizeof *order, int_cmp);

@@ -621,12 +621,39 @@ def fashion_cnn():
     save("fashion_cnn", g, 17, [w(2, 1, 28, 28, scale=1.0)])
 
 
+def gelu():
+    """The exact GELU as PyTorch exports it, x * (erf(x / sqrt 2) + 1) * 0.5,
+    fused at import into one GELU: "div" (Div by sqrt 2) and "mul" (Mul by
+    1/sqrt 2, the constants on the other side). Not fused: "quarter" (0.25
+    where 0.5 is), "erf_out" (the Erf's value is also a graph output)."""
+    global rng
+    rng = np.random.default_rng(19)
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    vi = helper.make_tensor_value_info
+    nodes = [n("Div", ["x", "sqrt2"], ["d/s"]), n("Erf", ["d/s"], ["d/e"]), n("Add", ["d/e", "one"], ["d/a"]),
+             n("Mul", ["x", "d/a"], ["d/m"]), n("Mul", ["d/m", "half"], ["div"], name="div"),
+             n("Mul", ["rsqrt2", "x"], ["m/s"]), n("Erf", ["m/s"], ["m/e"]), n("Add", ["one", "m/e"], ["m/a"]),
+             n("Mul", ["m/a", "x"], ["m/m"]), n("Mul", ["half", "m/m"], ["mul"], name="mul"),
+             n("Div", ["x", "sqrt2"], ["q/s"]), n("Erf", ["q/s"], ["q/e"]), n("Add", ["q/e", "one"], ["q/a"]),
+             n("Mul", ["x", "q/a"], ["q/m"]), n("Mul", ["q/m", "c_quarter"], ["quarter"], name="quarter"),
+             n("Div", ["x", "sqrt2"], ["o/s"]), n("Erf", ["o/s"], ["erf"]), n("Add", ["erf", "one"], ["o/a"]),
+             n("Mul", ["x", "o/a"], ["o/m"]), n("Mul", ["o/m", "half"], ["erf_out"], name="erf_out")]
+    shape = [2, 3, 7]
+    outs = [vi(o, f, shape) for o in ("div", "mul", "quarter", "erf", "erf_out")]
+    c = lambda name, v: init(name, np.array(v, np.float32))
+    g = helper.make_graph(nodes, "gelu", [vi("x", f, shape)], outs,
+                          [c("sqrt2", np.sqrt(2.0)), c("rsqrt2", 1 / np.sqrt(2.0)), c("one", 1.0), c("half", 0.5),
+                           c("c_quarter", 0.25)])
+    save("gelu", g, 17, [w(*shape, scale=2.0)])
+
+
 if __name__ == "__main__":
     import sys
     # python3 make_models.py [NAME...]: only those functions (the others'
     # files stay as committed; the shared generator makes a full rerun
     # rewrite them)
-    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn]
+    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu]
     for fn in ALL:
         if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]:
             fn()

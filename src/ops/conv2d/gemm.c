@@ -277,6 +277,43 @@ int teeny__conv_use_cpu_gemm(const conv_tuning *tu, const gemm_job *j)
     return tu->cpu_rows > 0 && (j->Kc == 0 || cpu_packed(tu, j) > 0);
 }
 
+static void cpu_gemm_trips(const conv_tuning *tu, int Kc, int64_t *fixed, int64_t *per_unit);
+
+/* ---- the CPU GEMM for the linear family (ops.h) ----
+ * The matrix product as a 1x1 convolution of one group over a 1 x 1
+ * image: rows m are "batches" (src_bstride a_sm), k its channels
+ * (src_cstride a_sk), C's rows at out_bstride c_sm. */
+static gemm_job cpu_matmul_job(const teeny__cpu_gemm_args *g)
+{
+    return (gemm_job){.src = g->a, .w = g->b, .out = g->c, .src_off = g->a_off, .w_off = g->b_off,
+                      .out_off = g->c_off, .M = g->M, .N = g->N, .G = 1, .P = 1, .Q = 1, .Kc = g->K, .Kh = 1,
+                      .Kw = 1, .src_bstride = g->a_sm, .src_cstride = g->a_sk, .Hs = 1, .Ws = 1,
+                      .w_nstride = g->b_sn, .w_cstride = g->b_sk, .out_bstride = g->c_sm, .out_nstride = 1,
+                      .bias = g->bias ? g->bias : g->a, .scale = g->a, .shift = g->a, .bias_off = g->bias_off,
+                      .epi = g->bias ? 1 : 0, .act = TEENY_ACT_NONE, .w_frozen = g->b_frozen};
+}
+
+teeny_status teeny__cpu_gemm_takes(teeny_ctx *ctx, const teeny__cpu_gemm_args *g, int *takes)
+{
+    const conv_tuning *tu = &ctx->tune.conv;
+    gemm_job j = cpu_matmul_job(g);
+    int64_t fixed, per, budget;
+    *takes = 0;
+    if (g->K <= 0 || !teeny__conv_use_cpu_gemm(tu, &j))
+        return TEENY_OK;
+    teeny_status st = teeny__loop_budget(ctx, &budget);
+    cpu_gemm_trips(tu, 1, &fixed, &per);
+    *takes = st == TEENY_OK && fixed + per <= budget &&
+             teeny__conv_cdiv(g->N, 16 * tu->cpu_nv) * 16 * tu->cpu_nv + 2 <= budget; /* conv_pack_b's row */
+    return st;
+}
+
+teeny_status teeny__cpu_gemm(teeny_ctx *ctx, const teeny__cpu_gemm_args *g)
+{
+    gemm_job j = cpu_matmul_job(g);
+    return teeny__conv_gemm_run(ctx, &ctx->tune.conv, &j);
+}
+
 /* One forward or input-gradient GEMM: one launch, or where the device
  * limits a work-item's loop trips, launches over ranges of k (whole k
  * tiles; conv_gemm_cpu: of its (tap, channel) units) in order, out carrying

@@ -121,6 +121,7 @@ typedef struct {
     const teeny_tensor *bias; /* NULL: none */
     teeny_tensor *c;
     int c_sm;
+    int b_frozen; /* b a constant of the recording (a frozen plan's weight) */
 } gemm_args;
 
 #define LIN_SK 8           /* lin_gemm_small's k per step, as cl/linear.cl */
@@ -213,14 +214,38 @@ teeny_status teeny__linear_route(teeny_ctx *ctx, int M, int N, int K, int *small
     return st;
 }
 
+/* Where the tile would take the GEMM on a CPU tuning, conv2d's CPU GEMM
+ * (ops.h) takes it instead (*takes; the test hook LINEAR_CPU_GEMM -1:
+ * never): a register tile of 4-6 rows by 16 columns an item from packed B
+ * panels, no local memory or barrier, k summed in the tile's order (the
+ * same bits). Imported ConvNeXt-T's 36 linears took 2.46 s a forward by
+ * the tile on PoCL 3.1, ~0.13 s by this route (2026-12-07). */
+static teeny_status cpu_route(teeny_ctx *ctx, const gemm_args *ga, const gemm_route *r, teeny__cpu_gemm_args *c,
+                              int *takes)
+{
+    *c = (teeny__cpu_gemm_args){.M = ga->M, .N = ga->N, .K = ga->K, .a = ga->a->buf, .b = ga->b->buf,
+                                .bias = ga->bias ? ga->bias->buf : NULL, .c = ga->c->buf, .a_off = teeny__off(ga->a),
+                                .a_sm = ga->a_sm, .a_sk = ga->a_sk, .b_off = teeny__off(ga->b), .b_sk = ga->b_sk,
+                                .b_sn = ga->b_sn, .bias_off = ga->bias ? teeny__off(ga->bias) : 0,
+                                .c_off = teeny__off(ga->c), .c_sm = ga->c_sm, .b_frozen = ga->b_frozen};
+    *takes = 0;
+    if (r->dims != 2 || ctx->hooks.linear_cpu_gemm < 0)
+        return TEENY_OK;
+    return teeny__cpu_gemm_takes(ctx, c, takes);
+}
+
 /* The fewest loop trips one item of the GEMM's route needs (one unit of
  * k): checked before a call enqueues anything. */
 static teeny_status gemm_fits(teeny_ctx *ctx, const gemm_args *ga)
 {
     gemm_plan pl;
     gemm_route r;
+    teeny__cpu_gemm_args cg;
+    int cpu = 0;
     teeny_status st = gemm_route_make(ctx, ga, &pl, &r);
-    return st == TEENY_OK ? teeny__loop_check(ctx, r.name, r.fixed + r.per_unit) : st;
+    if (st == TEENY_OK)
+        st = cpu_route(ctx, ga, &r, &cg, &cpu);
+    return st == TEENY_OK && !cpu ? teeny__loop_check(ctx, r.name, r.fixed + r.per_unit) : st;
 }
 
 /* One GEMM: one launch, or where the device limits a work-item's loop
@@ -235,9 +260,13 @@ static teeny_status gemm(teeny_ctx *ctx, const gemm_args *ga)
     cl_mem bias_buf = has_bias ? ga->bias->buf : ga->a->buf; /* stand-in, never read */
     int k_begin = 0, k_end = 0, seg = 0;
     int64_t per, units;
+    teeny__cpu_gemm_args cg;
+    int cpu = 0;
     teeny_status st = gemm_route_make(ctx, ga, &pl, &r);
-    if (st != TEENY_OK)
-        return st;
+    if (st == TEENY_OK)
+        st = cpu_route(ctx, ga, &r, &cg, &cpu);
+    if (st != TEENY_OK || cpu)
+        return st == TEENY_OK ? teeny__cpu_gemm(ctx, &cg) : st;
     units = ((int64_t)ga->K + r.unit - 1) / r.unit;
     if ((st = teeny__loop_split(ctx, r.name, units, r.fixed, r.per_unit, &per)) != TEENY_OK)
         return st;
@@ -323,7 +352,7 @@ teeny_status teeny__linear_forward(teeny_ctx *ctx, const teeny__op_args *a)
     teeny_tensor *y = a->out[TEENY__OUT_VALUE];
     int N = (int)x->shape[0], in = (int)x->shape[1], out = (int)w->shape[0];
     gemm_args g = {.M = N, .N = out, .K = in, .a = x, .a_sm = in, .a_sk = 1, .b = w, .b_sk = 1, .b_sn = in,
-                   .bias = bias, .c = y, .c_sm = out};
+                   .bias = bias, .c = y, .c_sm = out, .b_frozen = a->frozen};
     return gemm(ctx, &g);
 }
 
