@@ -193,3 +193,115 @@ TEENY_UNROLL
     conv_cpu_store(acc, out, m0, n0, g, M, N, PQ, Q, out_off, out_bstride, out_nstride, out_hstride, out_wstride,
                    bias, bias_off, scale, scale_off, shift, shift_off, epi, act, seg);
 }
+
+/* ---- 1x1 convolutions along the pixels (conv_pack_w, conv_gemm_cpu_px) ----
+ * A 1x1, stride-1, unpadded convolution of planes whose pixels are
+ * contiguous in src and out is, per image b and group g, the product
+ *     out[n, m] = sum_k w[n, k] src[k, m]      (m = p*Q + q of P*Q pixels)
+ * whose rows of src and out are contiguous: an item computes CPU_RM
+ * output channels of CPU_NC pixels in float16 registers, per k one
+ * vector load of src's row and CPU_RM broadcast weights from a packed copy
+ * made by conv_pack_w, each tile's run in k order:
+ *     wp[((g*(Np/CPU_RM) + n/CPU_RM)*K + k)*CPU_RM + n%CPU_RM]   (zero past N)
+ * and stores whole vectors of pixels (conv_gemm_cpu's rows of 16 channels
+ * a pixel scatter across the planes). k summed in order from 0 (as
+ * conv_gemm_cpu: deterministic). */
+
+/* Grid (round_up(K, 16), G), work-group (16, 1): item (k, g) writes
+ * column k of group g's Np packed rows from w[w_off + g*w_gstride +
+ * n*w_nstride + k*w_cstride]. */
+__kernel __attribute__((reqd_work_group_size(16, 1, 1)))
+void conv_pack_w(__global const float *restrict w, int w_off, int w_gstride, int w_nstride, int w_cstride, int N,
+                 int Np, int K, __global float *restrict wp, int wp_off)
+{
+    const int k = get_global_id(0), g = get_global_id(1);
+    if (k >= K)
+        return;
+    __global const float *src = w + w_off + g * w_gstride + k * w_cstride;
+    __global float *dst = wp + wp_off + (g * (Np / CPU_RM) * K + k) * CPU_RM;
+    for (int n = 0; n < Np; n++)
+        dst[(n / CPU_RM) * K * CPU_RM + n % CPU_RM] = n < N ? src[n * w_nstride] : 0.0f;
+}
+
+/* Grid (round_up(ceil(PQ/CPU_NC), CPU_WG), G*Np/CPU_RM, B), work-group
+ * (CPU_WG, 1, 1): item (i, j, b) sums k in [k_begin, k_end) for pixels
+ * CPU_NC*i.. and channels n0.. of group g (j = g*Np/CPU_RM + n0/CPU_RM)
+ * of image b into out, from 0 where seg has CONV_SEG_FIRST, else onto
+ * out's values; the epilogue (scale, shift, activation) where seg has
+ * CONV_SEG_LAST. */
+__kernel void conv_gemm_cpu_px(__global const float *restrict src, int src_off, __global const float *restrict wp,
+                               int wp_off, int Np, __global float *restrict out, int out_off, int PQ, int N, int K,
+                               int src_bstride, int src_gstride, int src_cstride, int out_bstride, int out_nstride,
+                               __global const float *bias, int bias_off, __global const float *scale,
+                               int scale_off, __global const float *shift, int shift_off, int epi, int act,
+                               int k_begin, int k_end, int seg)
+{
+    const int n_tiles = Np / CPU_RM, g = get_global_id(1) / n_tiles;
+    const int n0 = (get_global_id(1) - g * n_tiles) * CPU_RM, m0 = get_global_id(0) * CPU_NC, b = get_global_id(2);
+    if (m0 >= PQ)
+        return;
+    const int full = m0 + CPU_NC <= PQ;
+    __global const float *s = src + src_off + b * src_bstride + g * src_gstride + m0;
+    __global const float *wk = wp + wp_off + (g * n_tiles + n0 / CPU_RM) * K * CPU_RM;
+    __global float *o = out + out_off + b * out_bstride + (g * N + n0) * out_nstride + m0;
+    float16 acc[CPU_RM * CPU_NV]; /* channel i, pixels m0 + 16*v: acc[v*CPU_RM + i] */
+TEENY_UNROLL
+    for (int i = 0; i < CPU_RM * CPU_NV; i++)
+        acc[i] = (float16)(0.0f);
+    if (!(seg & CONV_SEG_FIRST))
+        for (int i = 0; i < CPU_RM && n0 + i < N; i++) {
+            float v[CPU_NC];
+            for (int j = 0; j < CPU_NC; j++)
+                v[j] = m0 + j < PQ ? o[i * out_nstride + j] : 0.0f;
+            for (int u = 0; u < CPU_NV; u++)
+                acc[u * CPU_RM + i] = vload16(u, v);
+        }
+    if (full) {
+        for (int k = k_begin; k < k_end; k++) {
+            float16 x[CPU_NV];
+TEENY_UNROLL
+            for (int v = 0; v < CPU_NV; v++)
+                x[v] = vload16(v, s + k * src_cstride);
+TEENY_UNROLL
+            for (int i = 0; i < CPU_RM; i++) {
+                float16 wv = (float16)(wk[k * CPU_RM + i]);
+TEENY_UNROLL
+                for (int v = 0; v < CPU_NV; v++)
+                    acc[v * CPU_RM + i] = TEENY_MAD(wv, x[v], acc[v * CPU_RM + i]);
+            }
+        }
+    } else { /* the last pixels of a plane: the missing ones read as 0 */
+        for (int k = k_begin; k < k_end; k++) {
+            float t[CPU_NC];
+            for (int j = 0; j < CPU_NC; j++)
+                t[j] = m0 + j < PQ ? s[k * src_cstride + j] : 0.0f;
+            float16 x[CPU_NV];
+TEENY_UNROLL
+            for (int v = 0; v < CPU_NV; v++)
+                x[v] = vload16(v, t);
+TEENY_UNROLL
+            for (int i = 0; i < CPU_RM; i++) {
+                float16 wv = (float16)(wk[k * CPU_RM + i]);
+TEENY_UNROLL
+                for (int v = 0; v < CPU_NV; v++)
+                    acc[v * CPU_RM + i] = TEENY_MAD(wv, x[v], acc[v * CPU_RM + i]);
+            }
+        }
+    }
+    for (int i = 0; i < CPU_RM && n0 + i < N; i++) {
+        float v[CPU_NC];
+TEENY_UNROLL
+        for (int u = 0; u < CPU_NV; u++)
+            vstore16(acc[u * CPU_RM + i], u, v);
+        __global float *oi = o + i * out_nstride;
+        const int n = full ? CPU_NC : PQ - m0;
+        if (seg & CONV_SEG_LAST) {
+            const float2 e = conv_epilogue(epi, g * N + n0 + i, bias, bias_off, scale, scale_off, shift, shift_off);
+            for (int j = 0; j < n; j++)
+                oi[j] = conv_act(act, v[j] * e.x + e.y);
+        } else {
+            for (int j = 0; j < n; j++)
+                oi[j] = v[j];
+        }
+    }
+}

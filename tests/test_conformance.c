@@ -801,11 +801,13 @@ START_TEST(test_conformance_linear_loss)
     ref_linear_mags(xd, wd, dyd, N, IN, OUT, my, mdx, mdw, mdb);
     ref_linear_backward(xd, wd, dyd, N, IN, OUT, dx, dw, db);
     /* by the plan (a layer this small: lin_gemm_small), then the tiled
-     * lin_gemm, which no other case here launches in small mode */
+     * lin_gemm, which no other case here launches in small mode, then
+     * what a larger layer takes (on CPU tunings conv2d's CPU GEMM) */
     const th_dev *outs[] = {&ty, &tdx, &tdw, &tdb};
-    for (int route = 0; route >= -1; route--) {
-        th_hook(TEENY__HOOK_LINEAR_SMALL, route);
-        for (int i = 0; route < 0 && i < 4; i++) /* to be written again */
+    for (int route = 0; route < 3; route++) {
+        th_hook(TEENY__HOOK_LINEAR_SMALL, route ? -1 : 0);
+        th_hook(TEENY__HOOK_LINEAR_CPU_GEMM, route == 1 ? -1 : 0);
+        for (int i = 0; route > 0 && i < 4; i++) /* to be written again */
             th_poison(outs[i]->base);
         TH_OK(ctx, teeny_linear_forward(ctx, tx.t, tw.t, tb.t, ty.t));
         expect(&ty, y, my, TOL, "linear y", repro);
@@ -815,6 +817,7 @@ START_TEST(test_conformance_linear_loss)
         expect(&tdb, db, mdb, TOL, "linear db", repro);
     }
     th_hook(TEENY__HOOK_LINEAR_SMALL, 0);
+    th_hook(TEENY__HOOK_LINEAR_CPU_GEMM, 0);
 
     /* softmax cross-entropy over the linear output's shape, and argmax */
     int32_t labels[N], want_arg[N], got_arg[N];

@@ -1290,6 +1290,67 @@ START_TEST(test_conv2d_split_loops_cpu)
 }
 END_TEST
 
+/* 1x1, stride-1, unpadded convolutions on the CPU tunings take
+ * conv_gemm_cpu_px (pixels along the vector, conv2d/gemm.c) for y and dx:
+ * against the reference (split_run) and bit for bit conv_gemm_cpu's (the
+ * test hook CONV_FLAGS bit 32), the same sum in the same order; where a
+ * device limits loop trips (4000: a few channels a launch), k in
+ * launches with one launch's bits and more launches. Planes of 35 pixels
+ * (a tail of 3 after two vectors of 16), 64 (none), 1; channel counts
+ * that are no multiple of an item's rows; groups; batch 1-3; views. */
+START_TEST(test_conv2d_cpu_px)
+{
+    static const conv_case cases[] = {
+        {{2, 24, 5, 7, 20, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 0, 0},
+        {{1, 40, 8, 8, 30, 1, 1, 1, 1, 0, 0, 1, 1, 2, 0, 0}, 1, 1, 0},
+        {{3, 7, 1, 1, 9, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 0, 0, 0},
+        {{2, 300, 4, 5, 6, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}, 1, 1, 0},
+    };
+    if (!th_profile("cpu"))
+        th_skip("%s cannot take the cpu profile", teeny_ctx_device_name(th_ctx()));
+    for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
+        const conv_case *k = &cases[ci];
+        uint64_t seed = 5200 + (uint64_t)ci;
+        th_rng r = th_rng_make(seed);
+        char repro[400];
+        conv_data d;
+        float *px[4], *rows[4], *lim[4];
+        repro_str(k, seed, repro, sizeof repro);
+        data_make(&d, &k->c, &r);
+        teeny_ctx *ctx = th_ctx();
+        th_hook(TEENY__HOOK_CONV_FLAGS, 4); /* dx by the GEMM */
+        int64_t items0 = ctx->prog.items_enqueued;
+        long n_px = split_run(k, &d, px, TEENY_OK, repro);
+        int64_t items_px = ctx->prog.items_enqueued - items0;
+        th_loop_limit(4000);
+        long n_lim = split_run(k, &d, lim, TEENY_OK, repro);
+        th_loop_limit(0);
+        th_hook(TEENY__HOOK_CONV_FLAGS, 4 | 32);
+        items0 = ctx->prog.items_enqueued;
+        split_run(k, &d, rows, TEENY_OK, repro);
+        /* the other kernel's grids: another count of work-items */
+        ck_assert_msg(ctx->prog.items_enqueued - items0 != items_px, "the hook changed no kernel; %s", repro);
+        ck_assert_msg(ci != 3 || n_lim > n_px, "%ld launches under the limit, %ld without; %s", n_lim, n_px, repro);
+        size_t sz[2] = {d.ny, d.nx};
+        for (int i = 0; i < 2; i++) {
+            ck_assert_msg(!memcmp(px[i], rows[i], sz[i] * 4), "output %d: conv_gemm_cpu_px's bits differ from "
+                          "conv_gemm_cpu's; %s", i, repro);
+            ck_assert_msg(!memcmp(lim[i], px[i], sz[i] * 4), "output %d: in k ranges differs from one launch; %s",
+                          i, repro);
+        }
+        for (int i = 0; i < 4; i++) {
+            free(px[i]);
+            free(rows[i]);
+            free(lim[i]);
+        }
+        th_loop_limit(-1);
+        th_hook(TEENY__HOOK_CONV_FLAGS, 0);
+        data_free(&d);
+    }
+    th_profile(NULL);
+}
+END_TEST
+
 /* ---- determinism ---- */
 
 START_TEST(test_conv2d_determinism)
@@ -1739,6 +1800,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(bwd, test_conv2d_dx_phases);
     tcase_add_test(bwd, test_conv2d_dx_direct);
     tcase_add_test(bwd, test_conv2d_split_loops_cpu);
+    tcase_add_test(bwd, test_conv2d_cpu_px);
     if (!th_small()) {
         tcase_add_loop_test(fwd, test_conv2d_large, 0, N_LARGE);
         int rows[16];

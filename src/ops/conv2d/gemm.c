@@ -314,6 +314,84 @@ teeny_status teeny__cpu_gemm(teeny_ctx *ctx, const teeny__cpu_gemm_args *g)
     return teeny__conv_gemm_run(ctx, &ctx->tune.conv, &j);
 }
 
+/* ---- 1x1 convolutions along the pixels (conv_gemm_cpu_px) ---- */
+
+/* A 1x1, stride-1, unpadded GEMM over whole planes (pixels contiguous in
+ * src and out, M images of P*Q pixels): the kernel's geometry. */
+static int px_geometry(const gemm_job *j)
+{
+    return j->phases <= 1 && j->Kh == 1 && j->Kw == 1 && j->a_h == 1 && j->a_w == 1 && j->c_h == 0 && j->c_w == 0 &&
+           j->Hs == j->P && j->Ws == j->Q && j->out_wstride == 1 && j->out_hstride == j->Q && j->Kc > 0 &&
+           (int64_t)j->P * j->Q > 0 && j->M % (j->P * j->Q) == 0;
+}
+
+/* Its loop trips, as cpu_gemm_trips: per k the loop's trip, the vector
+ * loads (CPU_NV + 1), the last pixels' masked loads (CPU_NC + 1) and the
+ * channels (CPU_RM + 1, each CPU_NV + 1); fixed: the accumulators, the
+ * load of partial sums and the store (CPU_RM + 1, each CPU_NC + 1 and
+ * CPU_NV + 1) and the k loop's exit. */
+static void px_trips(const conv_tuning *tu, int64_t *fixed, int64_t *per_unit)
+{
+    int64_t rm = tu->cpu_rows, nv = tu->cpu_nv, nc = 16 * nv;
+    *per_unit = 1 + (nv + 1) + (nc + 1) + (rm + 1) + rm * (nv + 1);
+    *fixed = (rm * nv + 1) + 2 * (rm + 1) * (nc + 1 + nv + 1) + 1;
+}
+
+/* Whether conv_gemm_cpu_px takes job j (the test hook CONV_FLAGS bit 32:
+ * never), its packed weights within int32 and one k and conv_pack_w's
+ * row within the loop budget; *per: its k a launch. */
+static teeny_status px_takes(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, int *takes, int64_t *per)
+{
+    int64_t fixed, per_unit, budget, Np = teeny__conv_cdiv(j->N, tu->cpu_rows) * tu->cpu_rows;
+    *takes = 0;
+    if ((ctx->hooks.conv_flags & 32) || !px_geometry(j) || (int64_t)j->G * Np * j->Kc > INT32_MAX / 2)
+        return TEENY_OK;
+    px_trips(tu, &fixed, &per_unit);
+    teeny_status st = teeny__loop_budget(ctx, &budget);
+    if (st != TEENY_OK || fixed + per_unit > budget || Np + 2 > budget)
+        return st;
+    *takes = 1;
+    return teeny__loop_split(ctx, "conv_gemm_cpu_px", j->Kc, fixed, per_unit, per);
+}
+
+/* conv_gemm_cpu_px: pack the weights (a setup launch where they are
+ * frozen, as conv_gemm_cpu's), then k in ranges of per, in order. */
+static teeny_status px_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, const char *opt, int64_t per)
+{
+    int rm = tu->cpu_rows, nc = 16 * tu->cpu_nv, Np = (int)teeny__conv_cdiv(j->N, rm) * rm, PQ = j->P * j->Q, zero = 0;
+    cl_mem wp = NULL;
+    teeny_status st = teeny__scratch(ctx, (size_t)j->G * (size_t)Np * (size_t)j->Kc * sizeof(float), &wp);
+    if (st != TEENY_OK)
+        return st;
+    size_t pg[2] = {(size_t)teeny__conv_cdiv(j->Kc, 16) * 16, (size_t)j->G}, pl[2] = {16, 1};
+    karg k[] = {KM(j->w), KI(j->w_off), KI(j->w_gstride), KI(j->w_nstride), KI(j->w_cstride),
+                KI(j->N), KI(Np),       KI(j->Kc),        KM(wp),           KI(zero)};
+    teeny__record_setup(ctx, j->w_frozen);
+    st = teeny__run_kernel(ctx, "conv2d", opt, "conv_pack_w", k, (int)(sizeof k / sizeof k[0]), 2, pg, pl);
+    teeny__record_setup(ctx, 0);
+    size_t row_items = (size_t)teeny__conv_cdiv(PQ, nc), col_items = (size_t)(Np / rm) * j->G;
+    size_t wg = teeny__cpu_local(ctx, row_items * col_items * (size_t)(j->M / PQ));
+    if (wg > (size_t)tu->cpu_wg)
+        wg = (size_t)tu->cpu_wg;
+    size_t global[3] = {(row_items + wg - 1) / wg * wg, col_items, (size_t)(j->M / PQ)}, local[3] = {wg, 1, 1};
+    int k_begin = 0, k_end = 0, seg = 0;
+    karg a[] = {KM(j->src),      KI(j->src_off),     KM(wp),           KI(zero),          KI(Np),
+                KM(j->out),      KI(j->out_off),     KI(PQ),           KI(j->N),          KI(j->Kc),
+                KI(j->src_bstride), KI(j->src_gstride), KI(j->src_cstride), KI(j->out_bstride), KI(j->out_nstride),
+                KM(j->bias),     KI(j->bias_off),    KM(j->scale),     KI(j->scale_off),  KM(j->shift),
+                KI(j->shift_off), KI(j->epi),        KI(j->act),       KI(k_begin),       KI(k_end),
+                KI(seg)};
+    for (int64_t k0 = 0; st == TEENY_OK && k0 < j->Kc; k0 += per) {
+        k_begin = (int)k0;
+        k_end = (int)(k0 + per < j->Kc ? k0 + per : j->Kc);
+        seg = (k0 == 0 ? CONV_SEG_FIRST : 0) | (k_end == j->Kc ? CONV_SEG_LAST : 0);
+        st = teeny__run_kernel(ctx, "conv2d", opt, "conv_gemm_cpu_px", a, (int)(sizeof a / sizeof a[0]), 3, global,
+                               local);
+    }
+    teeny__scratch_give(ctx, wp);
+    return st;
+}
+
 /* One forward or input-gradient GEMM: one launch, or where the device
  * limits a work-item's loop trips, launches over ranges of k (whole k
  * tiles; conv_gemm_cpu: of its (tap, channel) units) in order, out carrying
@@ -324,7 +402,12 @@ teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const g
     teeny_status st;
     if (teeny__conv_use_cpu_gemm(tu, j)) {
         char opt[256];
+        int px;
         teeny__conv_tile_options(ctx, tu, 0, opt, sizeof opt);
+        if ((st = px_takes(ctx, tu, j, &px, &per)) != TEENY_OK)
+            return st;
+        if (px)
+            return px_run(ctx, tu, j, opt, per);
         if ((st = teeny__conv_cpu_gemm_chunk(ctx, tu, j, &per)) != TEENY_OK)
             return st;
         return teeny__conv_cpu_gemm_run(ctx, tu, j, opt, 1, per, 0);
