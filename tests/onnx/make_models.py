@@ -400,6 +400,22 @@ def attention():
                               w(2, 6, 6, 8, scale=1.0), w(2, 6, 6, 5, scale=1.0)])
 
 
+def scalar_feed():
+    """A rank-0 graph input (ONNX's test_gemm_default_scalar_bias and
+    test_pow_bcast_scalar have them): y = Gemm(a, b, c) with c a scalar
+    bias, z = Pow(x, e) with e a scalar exponent. teeny-run feeds c and e
+    from 0-d .npy files (tests/test_tools.sh)."""
+    n = helper.make_node
+    vi = helper.make_tensor_value_info
+    f = TensorProto.FLOAT
+    nodes = [n("Gemm", ["a", "b", "c"], ["y"], name="gemm"), n("Pow", ["x", "e"], ["z"], name="pow")]
+    g = helper.make_graph(nodes, "scalar_feed", [vi("a", f, [2, 3]), vi("b", f, [3, 4]), vi("c", f, []),
+                                                 vi("x", f, [3]), vi("e", f, [])],
+                          [vi("y", f, [2, 4]), vi("z", f, [3])])
+    save("scalar_feed", g, 13, [w(2, 3), w(3, 4), np.array(0.25, np.float32), np.array([1.5, 2.0, 3.0], np.float32),
+                                np.array(2.0, np.float32)])
+
+
 def attention_unsupported():
     """Attention values the importer must refuse, naming node, op and
     attribute: softmax_precision float16 (teenycl's softmax is fp32), a
@@ -626,7 +642,7 @@ if __name__ == "__main__":
     # python3 make_models.py [NAME...]: only those functions (the others'
     # files stay as committed; the shared generator makes a full rerun
     # rewrite them)
-    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn]
+    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, scalar_feed]
     for fn in ALL:
         if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]:
             fn()
