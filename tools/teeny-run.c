@@ -7,9 +7,14 @@
  *                  [--profile] [--no-optimize] [--json]
  *        teeny-run --info MODEL.onnx [--batch N] [--device SPEC] [--json]
  *
- * Inputs: a .npy file ('<f4', or '<i4' for class labels and integer
- * operands) per --input, at most one per name, each naming one of the
- * model's declared inputs (else the error lists them); every input the
+ * Inputs: a .npy file per --input, at most one per name, each naming one
+ * of the model's declared inputs (else the error lists them) in a type
+ * and shape it takes (input_fits: '<f4' for float; '<i8', '<i4' or '|b1'
+ * for int64 and int32; '|b1' for bool; a 0-d file, or a [1] one, for a
+ * rank-0 input; else the error names the input's declared type and shape
+ * and the file's). int64 values stay int64 for the importer's constant
+ * operands; one that an int32 plan input cannot hold is refused, never
+ * wrapped (onnx_run.c). Every input the
  * plan needs and no file gives is filled with seeded random values
  * (--seed, default 1; float inputs uniform in [-1, 1), int32 class labels
  * 0 or 1: see onnx_random_value in onnx_run.h). Integer operands the
@@ -68,8 +73,10 @@ enum { O_INPUT, O_OUTPUT_DIR, O_DEVICE, O_BATCH, O_SEED, O_WARMUP, O_REPEAT, O_P
        O_COUNT };
 
 static const cli_opt OPTS[] = {
-    [O_INPUT] = {"--input", "NAME=FILE.npy", "the value of input NAME ('<f4' or '<i4' .npy); once per name.\n"
-                                             "Inputs not given get seeded random values (see --seed)"},
+    [O_INPUT] = {"--input", "NAME=FILE.npy", "the value of input NAME, once per name, in the type the model declares:\n"
+                                             "'<f4' for float; '<i8', '<i4' or '|b1' for int64/int32; '|b1' for\n"
+                                             "bool; a 0-d (or [1]) file for a rank-0 input. Inputs not given get\n"
+                                             "seeded random values (see --seed)"},
     [O_OUTPUT_DIR] = {"--output-dir", "DIR", "write each output as DIR/<name>.npy (DIR created with its parents;\n"
                                              "names made safe as file names). Without it nothing is written"},
     [O_DEVICE] = {"--device", "SPEC", "the OpenCL device: cpu, gpu, pocl, nvidia, P:D, a part of its name\n"
