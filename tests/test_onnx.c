@@ -51,6 +51,7 @@ static void load_npy(teeny_ctx *ctx, const char *path, const char *name, onnx_ru
     for (int i = 0; i < in->ndim; i++)
         in->shape[i] = teeny_tensor_dim(t, i);
     in->dtype = TEENY_ONNX_FLOAT;
+    in->is_bool = 0;
     if (teeny_tensor_read(t, data, (size_t)n) != TEENY_OK) {
         in->dtype = TEENY_ONNX_INT32;
         TH_OK(ctx, teeny_tensor_read_i32(t, data, (size_t)n));
