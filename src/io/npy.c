@@ -51,6 +51,7 @@ static void swap4(void *data, size_t n)
 /* The descrs read, by teeny_npy_dtype, and their element sizes. */
 static const char *const NPY_DESCR[] = {"<f4", "<i4", "<i8", "|b1"};
 static const size_t NPY_ELEM[] = {4, 4, 8, 1};
+_Static_assert(sizeof NPY_DESCR / sizeof *NPY_DESCR == TEENY_NPY_BOOL + 1, "a descr per teeny_npy_dtype");
 
 teeny_status teeny_npy_save(const teeny_tensor *t, const char *path)
 {
