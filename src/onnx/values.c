@@ -304,6 +304,10 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" is %s; a run-time input here must be %s%s",
                        v->name, teeny__ox_type_name(elem), labels ? "int64 or int32 class labels" : "float",
                        input_and_feed(v, both, sizeof both));
+    if (v->feed && (elem == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) != (v->feed->dtype == TEENY_ONNX_FLOAT))
+        return teeny__ox_fail(im, TEENY_ERR_ARG, "the feed of graph input \"%.80s\" is %s, the input %s%s", v->name,
+                              teeny__ox_type_name((int)v->feed->dtype), teeny__ox_type_name(elem),
+                              input_and_feed(v, both, sizeof both));
     if (ndim < 0 || ndim > TEENY_MAX_DIMS || (labels && ndim < 1))
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" has rank %d (a run-time input has rank "
                        "%s)", v->name, ndim, labels ? "1..5" : "0..5");
