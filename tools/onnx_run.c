@@ -53,8 +53,7 @@ float onnx_random_value(uint64_t seed, int input, int64_t k, teeny_onnx_dtype dt
     return (float)((int64_t)(z >> 40) - (1 << 23)) * 0x1p-23f;
 }
 
-/* "float [2, 3]" into buf: an element type and a shape ("[]": rank 0). */
-static const char *type_shape(char *buf, size_t cap, const char *type, int ndim, const int64_t *shape)
+const char *onnx_run_type_shape(char *buf, size_t cap, const char *type, int ndim, const int64_t *shape)
 {
     size_t at = (size_t)snprintf(buf, cap, "%s [", type);
     for (int i = 0; i < ndim && at < cap; i++)
@@ -95,9 +94,9 @@ static teeny_status write_input(teeny_ctx *ctx, teeny_onnx_model *m, teeny_plan 
     int ndim = teeny_tensor_ndim(t);
     for (int d = 0; d < ndim && d < TEENY_ONNX_MAX_DIMS; d++)
         shape[d] = teeny_tensor_dim(t, d);
-    type_shape(want, sizeof want, dtype == TEENY_ONNX_FLOAT ? "float" : "int32", ndim, shape);
+    onnx_run_type_shape(want, sizeof want, dtype == TEENY_ONNX_FLOAT ? "float" : "int32", ndim, shape);
     if (f)
-        type_shape(given, sizeof given, onnx_run_input_type(f), f->ndim, f->shape);
+        onnx_run_type_shape(given, sizeof given, onnx_run_input_type(f), f->ndim, f->shape);
     if (!f && !random) {
         snprintf(run_error, sizeof run_error, "input %s (%s): no value given", name, want);
         return TEENY_ERR_ARG;

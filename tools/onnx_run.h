@@ -47,6 +47,9 @@ const char *onnx_run_error(teeny_ctx *ctx);
 /* A run input's element type as messages name it: "float", "int32",
  * "int64" or "bool". */
 const char *onnx_run_input_type(const onnx_run_input *f);
+/* "float [2, 3]" into buf (cap bytes; returned): an element type and a
+ * shape ("[]" for rank 0). */
+const char *onnx_run_type_shape(char *buf, size_t cap, const char *type, int ndim, const int64_t *shape);
 
 /* ---- the same, step by step ---- */
 

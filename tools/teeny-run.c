@@ -221,11 +221,7 @@ static int input_fits(const char *name, const char *file, const onnx_io_row *row
         return 1;
     }
     char given[160];
-    size_t at = (size_t)snprintf(given, sizeof given, "%s [", type);
-    for (int d = 0; d < in->ndim && at < sizeof given; d++)
-        at += (size_t)snprintf(given + at, sizeof given - at, "%s%lld", d ? ", " : "", (long long)in->shape[d]);
-    if (at < sizeof given)
-        snprintf(given + at, sizeof given - at, "]");
+    onnx_run_type_shape(given, sizeof given, type, in->ndim, in->shape);
     fprintf(stderr, "teeny-run: --input %s=%s: %s: input %s is %s %s%s%s%s; the file holds %s\n", name, file,
             teeny_status_name(st), name, row->type, row->shape, takes ? " (give " : "", takes ? takes : "",
             takes ? " values)" : "", given);
