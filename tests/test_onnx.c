@@ -122,6 +122,8 @@ START_TEST(test_onnx_models)
     check_model("fashion_cnn", 1, x); /* finetune_onnx's Fashion-MNIST model */
     static const char *const abcxe[] = {"a", "b", "c", "x", "e"};
     check_model("scalar_feed", 5, abcxe); /* rank-0 inputs from 0-d .npy files: a Gemm bias, a Pow exponent */
+    static const char *const x_ends[] = {"x", "ends"};
+    check_model("slice_feed", 2, x_ends); /* Slice's ends INT64_MAX from an int64 .npy feed (a constant) */
 }
 END_TEST
 

@@ -33,7 +33,8 @@
 #                           --profile (rows sorted, launches add up), --json;
 #                           --input files as the model declares the input:
 #                           int64 labels (the int32 labels' bits; past int32
-#                           refused naming the value), a bool mask, rank-0
+#                           refused naming the value), an int64 operand past
+#                           int32 (Slice's ends) kept whole, a bool mask, rank-0
 #                           inputs from 0-d files (or [1]); a type or shape
 #                           the input cannot take refused naming both
 #   finetune_onnx errors    a batch-1 export's hint, a --freeze-prefix matching
@@ -360,6 +361,10 @@ npy "$tmp/labels_big.npy" '<i8' '(5,)'; i64le 0 3 1 1099511627776 3 >> "$tmp/lab
 run run-i8-range 1 "$build/teeny-run" tests/onnx/sce.onnx --input x=tests/onnx/sce.in0.npy \
     --input labels="$tmp/labels_big.npy"
 has_err run-i8-range 'TEENY_ERR_RANGE: input labels: element 3 is 1099511627776, outside int32 (the plan takes int32 [5])'
+# an int64 operand the importer takes as a constant stays whole: Slice's ends INT64_MAX
+run run-i8-operand 0 "$build/teeny-run" tests/onnx/slice_feed.onnx --input x=tests/onnx/slice_feed.in0.npy \
+    --input ends=tests/onnx/slice_feed.in1.npy --output-dir "$tmp/slice"
+has_match run-i8-operand '^output +y +float +\[2, 4\]  -> '
 # a type the input cannot take, and a shape it cannot: both named
 run run-f4-labels 1 "$build/teeny-run" tests/onnx/sce.onnx --input labels=tests/onnx/sce.in0.npy
 has_err run-f4-labels "--input labels=tests/onnx/sce.in0.npy: TEENY_ERR_ARG: input labels is int64 [N] (give int32, int64 or bool values); the file holds float [5, 6]"
