@@ -784,11 +784,40 @@ TEENY_API teeny_status teeny_lr_at(const teeny_lr_schedule *s, int64_t step, dou
  * Host sync: reads the tensor (a view writes just its range), then writes
  * the file through a temp file renamed over path. */
 TEENY_API teeny_status teeny_npy_save(const teeny_tensor *t, const char *path);
-/* Load '<f4' / '<i4' C-order data (versions 1.0 to 3.0) into a new tensor
- * of the file's shape (a 0-d array becomes [1]; rank 1..5, no zero sizes:
- * TEENY_ERR_UNSUPPORTED otherwise). Caller frees *out with
- * teeny_tensor_destroy. */
+/* Load C-order data (versions 1.0 to 3.0) into a new tensor of the file's
+ * shape (a 0-d array becomes [1]; rank 1..5, no zero sizes:
+ * TEENY_ERR_UNSUPPORTED otherwise): '<f4' into an fp32 tensor; '<i4',
+ * '<i8' and '|b1' (bool, 0 or 1) into an int32 tensor. An int64 value
+ * outside int32 is TEENY_ERR_RANGE, the message naming the element and
+ * its value (never wrapped). Any other dtype, big-endian ones included,
+ * is TEENY_ERR_FORMAT. Caller frees *out with teeny_tensor_destroy; *out
+ * is NULL on failure. */
 TEENY_API teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out);
+
+/* An .npy file's element type, as teeny_npy_read reports it. */
+typedef enum {
+    TEENY_NPY_F32 = 0,  /* '<f4': float */
+    TEENY_NPY_I32 = 1,  /* '<i4': int32_t */
+    TEENY_NPY_I64 = 2,  /* '<i8': int64_t */
+    TEENY_NPY_BOOL = 3  /* '|b1': one byte a value, 0 or 1 (any other byte: TEENY_ERR_FORMAT) */
+} teeny_npy_dtype;
+#define TEENY_NPY_MAX_DIMS 5
+typedef struct {
+    teeny_npy_dtype dtype;
+    int ndim;                          /* the file's own rank, 0..TEENY_NPY_MAX_DIMS: 0 for a 0-d array */
+    int64_t shape[TEENY_NPY_MAX_DIMS]; /* ndim sizes >= 1 */
+    int64_t numel;                     /* their product (1 for a 0-d array) */
+    size_t bytes;                      /* numel x 4, 4, 8 or 1 */
+} teeny_npy_info;
+/* Read the .npy file at path into host memory, values as the file holds
+ * them (no conversion; host byte order). Fills *info; with dst non-NULL
+ * also copies info->bytes of data there (dst_bytes smaller:
+ * TEENY_ERR_ARG). dst NULL reads only the header (its sizes checked
+ * against the file's): call once for the size, allocate, call again. The
+ * same files and errors as teeny_npy_load, except that the rank is the
+ * file's own. On failure *info and dst are left unwritten. */
+TEENY_API teeny_status teeny_npy_read(teeny_ctx *ctx, const char *path, teeny_npy_info *info, void *dst,
+                                      size_t dst_bytes);
 
 /* safetensors (the Hugging Face format): [u64 header length][JSON header,
  * space-padded to a multiple of 8][data], tensors packed in the order

@@ -100,7 +100,13 @@ typedef enum { TEENY_ONNX_FLOAT = 1, TEENY_ONNX_INT32 = 6, TEENY_ONNX_INT64 = 7 
  * initializer would; a weight becomes a parameter named after the input);
  * every other input stays a graph input, whose value the application
  * writes into the plan, and the feed only sets its shape where the model
- * leaves dimensions open. Borrowed for the duration of the load call. */
+ * leaves dimensions open. A feed must match what the model declares: its
+ * rank and fixed dimensions (else TEENY_ERR_SHAPE) and float for a float
+ * input, an integer type for an integer or bool one (else TEENY_ERR_ARG);
+ * the message names the input's declared type and shape and the feed's
+ * ("(input: float [?, 3]; feed: int64 [2, 4])"). A rank-0 input takes a
+ * feed of rank 0 (ndim 0, one value). Borrowed for the duration of the
+ * load call. */
 typedef struct {
     const char *name;      /* the graph input's name */
     teeny_onnx_dtype dtype;
@@ -167,8 +173,10 @@ TEENY_API int64_t teeny_onnx_batch(const teeny_onnx_model *m);
  * taken as constants, and unused ones, are not listed). name is borrowed
  * (lives as long as m); node is the graph's input node; dtype is
  * TEENY_ONNX_FLOAT (an fp32 input) or TEENY_ONNX_INT32 (class labels: the
- * plan's tensor is int32). Any out pointer may be NULL. TEENY_ERR_ARG for
- * an index out of range. */
+ * plan's tensor is int32, whether the model declares int32 or int64). A
+ * rank-0 input (a scalar) is a plan tensor of shape [1], as the library's
+ * other scalars are. Any out pointer may be NULL. TEENY_ERR_ARG for an
+ * index out of range. */
 TEENY_API int teeny_onnx_input_count(const teeny_onnx_model *m);
 TEENY_API teeny_status teeny_onnx_input(const teeny_onnx_model *m, int i, const char **name, teeny_node *node,
     teeny_onnx_dtype *dtype);

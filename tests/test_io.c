@@ -214,8 +214,9 @@ START_TEST(test_npy_i32_and_views)
 }
 END_TEST
 
-/* An .npy file with the given header dict and data bytes (v1.0). */
-static void npy_make(const char *path, const char *dict, int major, size_t data_bytes)
+/* An .npy file (v1.0 preamble, major as given) with the given header dict
+ * and data bytes: data, or 0, 1, 2, ... (mod 256) when data is NULL. */
+static void npy_write(const char *path, const char *dict, int major, const void *data, size_t data_bytes)
 {
     size_t dl = strlen(dict), total = (10 + dl + 1 + 63) / 64 * 64, hlen = total - 10;
     unsigned char *b = calloc(1, total + data_bytes + 1);
@@ -229,10 +230,147 @@ static void npy_make(const char *path, const char *dict, int major, size_t data_
     memset(b + 10 + dl, ' ', hlen - dl - 1);
     b[total - 1] = '\n';
     for (size_t i = 0; i < data_bytes; i++)
-        b[total + i] = (unsigned char)i;
+        b[total + i] = data ? ((const unsigned char *)data)[i] : (unsigned char)i;
     file_write(path, b, total + data_bytes);
     free(b);
 }
+
+static void npy_make(const char *path, const char *dict, int major, size_t data_bytes)
+{
+    npy_write(path, dict, major, NULL, data_bytes);
+}
+
+/* n int64 values as little-endian bytes (what '<i8' holds on any host). */
+static void put_le64(const int64_t *v, int n, unsigned char *out)
+{
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 8; k++)
+            out[8 * i + k] = (unsigned char)((uint64_t)v[i] >> (8 * k));
+}
+
+/* '<i8' into int32 tensors (values outside int32 refused, naming the
+ * element and the value), '|b1' as 0/1, a 0-d array (rank 0 in
+ * teeny_npy_read, [1] in teeny_npy_load), and teeny_npy_read's
+ * header-only and too-small calls; big-endian and unknown dtypes refused. */
+START_TEST(test_npy_dtypes)
+{
+    teeny_ctx *ctx = th_ctx();
+    char path[512];
+    unsigned char bytes[64];
+    int32_t got[6];
+    teeny_tensor *t = NULL;
+    teeny_npy_info info;
+    tmp_path(path, sizeof path, "dtypes.npy");
+
+    /* int64 within int32, the extremes included */
+    const int64_t in_range[6] = {0, -1, 7, INT32_MAX, INT32_MIN, 123456789};
+    put_le64(in_range, 6, bytes);
+    npy_write(path, "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 3), }", 1, bytes, 48);
+    TH_OK(ctx, teeny_npy_load(ctx, path, &t));
+    ck_assert_int_eq(teeny_tensor_ndim(t), 2);
+    ck_assert_int_eq(teeny_tensor_dim(t, 1), 3);
+    TH_OK(ctx, teeny_tensor_read_i32(t, got, 6));
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(got[i], in_range[i]);
+    teeny_tensor_destroy(t);
+    int64_t wide[6] = {0};
+    memset(&info, 0, sizeof info);
+    TH_OK(ctx, teeny_npy_read(ctx, path, &info, NULL, 0)); /* the header only */
+    ck_assert_int_eq(info.dtype, TEENY_NPY_I64);
+    ck_assert_int_eq(info.ndim, 2);
+    ck_assert_int_eq(info.numel, 6);
+    ck_assert_uint_eq(info.bytes, 48);
+    TH_OK(ctx, teeny_npy_read(ctx, path, &info, wide, sizeof wide));
+    ck_assert(!memcmp(wide, in_range, sizeof wide));
+    /* dst too small: TEENY_ERR_ARG, dst and info untouched */
+    memset(wide, 0x5a, sizeof wide);
+    info.ndim = -7;
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_npy_read(ctx, path, &info, wide, 47));
+    ck_assert_int_eq(info.ndim, -7);
+    ck_assert_int_eq(((unsigned char *)wide)[0], 0x5a);
+
+    /* one past int32 at either end: TEENY_ERR_RANGE naming element and value */
+    static const struct { int64_t v; const char *text; } out_of_range[] = {
+        {(int64_t)INT32_MAX + 1, "element 4 is 2147483648"},
+        {(int64_t)INT32_MIN - 1, "element 4 is -2147483649"},
+        {INT64_MAX, "element 4 is 9223372036854775807"},
+    };
+    for (size_t i = 0; i < sizeof out_of_range / sizeof *out_of_range; i++) {
+        int64_t v[6] = {1, 2, 3, 4, out_of_range[i].v, 6};
+        put_le64(v, 6, bytes);
+        npy_write(path, "{'descr': '<i8', 'fortran_order': False, 'shape': (6,), }", 1, bytes, 48);
+        t = (teeny_tensor *)ctx;
+        TH_STATUS(ctx, TEENY_ERR_RANGE, teeny_npy_load(ctx, path, &t));
+        ck_assert_ptr_null(t);
+        ck_assert_msg(strstr(teeny_last_error(ctx), out_of_range[i].text), "%s", teeny_last_error(ctx));
+        TH_OK(ctx, teeny_npy_read(ctx, path, &info, wide, sizeof wide)); /* whole in host memory */
+        ck_assert(wide[4] == out_of_range[i].v);
+    }
+
+    /* bool: 0/1 bytes as int32 0/1; numpy's '|b1' and '<b1' spellings */
+    const unsigned char flags[5] = {1, 0, 0, 1, 1};
+    npy_write(path, "{'descr': '|b1', 'fortran_order': False, 'shape': (5,), }", 1, flags, 5);
+    TH_OK(ctx, teeny_npy_load(ctx, path, &t));
+    TH_OK(ctx, teeny_tensor_read_i32(t, got, 5));
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(got[i], flags[i]);
+    teeny_tensor_destroy(t);
+    TH_OK(ctx, teeny_npy_read(ctx, path, &info, bytes, 5));
+    ck_assert_int_eq(info.dtype, TEENY_NPY_BOOL);
+    ck_assert_uint_eq(info.bytes, 5);
+    npy_write(path, "{'descr': '<b1', 'fortran_order': False, 'shape': (5,), }", 1, flags, 5);
+    TH_OK(ctx, teeny_npy_load(ctx, path, &t));
+    teeny_tensor_destroy(t);
+    const unsigned char not_bool[3] = {0, 2, 1};
+    npy_write(path, "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", 1, not_bool, 3);
+    t = (teeny_tensor *)ctx;
+    TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_npy_load(ctx, path, &t));
+    ck_assert_ptr_null(t);
+    ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), "bool element 1 is byte 2"));
+
+    /* a 0-d array: rank 0 as the file holds it, [1] as a tensor */
+    const float two = 2.0f;
+    unsigned char two_le[4];
+    uint32_t bits;
+    memcpy(&bits, &two, 4);
+    for (int k = 0; k < 4; k++)
+        two_le[k] = (unsigned char)(bits >> (8 * k));
+    npy_write(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 1, two_le, 4);
+    float back = 0;
+    TH_OK(ctx, teeny_npy_read(ctx, path, &info, &back, sizeof back));
+    ck_assert_int_eq(info.dtype, TEENY_NPY_F32);
+    ck_assert_int_eq(info.ndim, 0);
+    ck_assert_int_eq(info.numel, 1);
+    ck_assert(back == 2.0f);
+    TH_OK(ctx, teeny_npy_load(ctx, path, &t));
+    ck_assert_int_eq(teeny_tensor_ndim(t), 1);
+    ck_assert_int_eq(teeny_tensor_dim(t, 0), 1);
+    teeny_tensor_destroy(t);
+    put_le64(in_range, 1, bytes);
+    npy_write(path, "{'descr': '<i8', 'fortran_order': False, 'shape': (), }", 1, bytes, 8);
+    TH_OK(ctx, teeny_npy_read(ctx, path, &info, NULL, 0));
+    ck_assert_int_eq(info.ndim, 0);
+
+    /* big-endian, unsigned, float64/16 and unknown dtypes: TEENY_ERR_FORMAT, naming the dtype */
+    static const struct { const char *descr; size_t bytes; } refused[] = {
+        {">i8", 16}, {">f4", 8}, {">i4", 8}, {"<u8", 16}, {"<f8", 16}, {"<f2", 4}, {"|u1", 2}, {"<c8", 16}, {"|O", 16},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        char dict[128];
+        snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (2,), }", refused[i].descr);
+        npy_make(path, dict, 1, refused[i].bytes);
+        t = (teeny_tensor *)ctx;
+        teeny_status st = teeny_npy_load(ctx, path, &t);
+        ck_assert_msg(st == TEENY_ERR_FORMAT, "%s: %s", refused[i].descr, teeny_status_name(st));
+        ck_assert_ptr_null(t);
+        ck_assert_ptr_nonnull(strstr(teeny_last_error(ctx), refused[i].descr));
+        TH_STATUS(ctx, TEENY_ERR_FORMAT, teeny_npy_read(ctx, path, &info, NULL, 0));
+    }
+    TH_STATUS(NULL, TEENY_ERR_ARG, teeny_npy_read(NULL, path, &info, NULL, 0));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_npy_read(ctx, NULL, &info, NULL, 0));
+    TH_STATUS(ctx, TEENY_ERR_ARG, teeny_npy_read(ctx, path, NULL, NULL, 0));
+}
+END_TEST
 
 START_TEST(test_npy_errors)
 {
@@ -1423,6 +1561,7 @@ Suite *suite_io(void)
     tcase_add_test(npy, test_npy_roundtrip);
     tcase_add_test(npy, test_npy_i32_and_views);
     tcase_add_test(npy, test_npy_errors);
+    tcase_add_test(npy, test_npy_dtypes);
     tcase_add_test(st, test_st_roundtrip);
     tcase_add_test(st, test_st_layout);
     tcase_add_test(st, test_st_foreign_and_malformed);

@@ -39,24 +39,24 @@ static unsigned char *slurp(const char *path, size_t *size)
     return buf;
 }
 
-/* An .npy input as a run input (fp32 or int32). */
+/* An .npy input as a run input at the file's own rank (a 0-d array is a
+ * rank-0 feed): fp32, int32, int64, or bool as int32 0/1. */
 static void load_npy(teeny_ctx *ctx, const char *path, const char *name, onnx_run_input *in)
 {
-    teeny_tensor *t;
-    TH_OK(ctx, teeny_npy_load(ctx, path, &t));
-    int64_t n = teeny_tensor_numel(t);
-    void *data = th_malloc((size_t)n * 4);
+    teeny_npy_info info;
+    TH_OK(ctx, teeny_npy_read(ctx, path, &info, NULL, 0));
+    unsigned char *data = th_malloc(info.bytes * 4 + 1);
+    TH_OK(ctx, teeny_npy_read(ctx, path, &info, data, info.bytes));
     in->name = name;
-    in->ndim = teeny_tensor_ndim(t);
+    in->ndim = info.ndim;
     for (int i = 0; i < in->ndim; i++)
-        in->shape[i] = teeny_tensor_dim(t, i);
-    in->dtype = TEENY_ONNX_FLOAT;
-    if (teeny_tensor_read(t, data, (size_t)n) != TEENY_OK) {
-        in->dtype = TEENY_ONNX_INT32;
-        TH_OK(ctx, teeny_tensor_read_i32(t, data, (size_t)n));
-    }
+        in->shape[i] = info.shape[i];
+    in->dtype = info.dtype == TEENY_NPY_F32 ? TEENY_ONNX_FLOAT
+              : info.dtype == TEENY_NPY_I64 ? TEENY_ONNX_INT64 : TEENY_ONNX_INT32;
+    in->is_bool = info.dtype == TEENY_NPY_BOOL;
+    for (int64_t i = info.numel - 1; in->is_bool && i >= 0; i--) /* widen in place, back to front */
+        ((int32_t *)(void *)data)[i] = data[i];
     in->data = data;
-    teeny_tensor_destroy(t);
 }
 
 static void check_model(const char *name, int n_in, const char *const *in_names)
@@ -121,6 +121,10 @@ START_TEST(test_onnx_models)
     check_model("shared", 1, x); /* initializers feeding two or three nodes */
     check_model("fashion_cnn", 1, x); /* finetune_onnx's Fashion-MNIST model */
     check_model("gelu", 1, x);        /* PyTorch's exact GELU, fused at import, and where it is not */
+    static const char *const abcxe[] = {"a", "b", "c", "x", "e"};
+    check_model("scalar_feed", 5, abcxe); /* rank-0 inputs from 0-d .npy files: a Gemm bias, a Pow exponent */
+    static const char *const x_ends[] = {"x", "ends"};
+    check_model("slice_feed", 2, x_ends); /* Slice's ends INT64_MAX from an int64 .npy feed (a constant) */
 }
 END_TEST
 
@@ -754,6 +758,30 @@ START_TEST(test_onnx_malformed)
     p = (teeny_onnx_params)TEENY_ONNX_PARAMS_INIT;
     p.batch = 3; /* conv1d.onnx fixes its batch at 2 */
     TH_STATUS(th_ctx(), TEENY_ERR_SHAPE, teeny_onnx_load(th_ctx(), DIR "/conv1d.onnx", &p, &m));
+    ck_assert_ptr_null(m);
+    /* a feed that does not fit its graph input: the message names both */
+    static const int64_t three = 3;
+    static const float e3[3] = {1, 2, 3};
+    static const int64_t ints[3] = {1, 2, 3};
+    teeny_onnx_feed bad_rank = {"e", TEENY_ONNX_FLOAT, 1, &three, e3};
+    p = (teeny_onnx_params)TEENY_ONNX_PARAMS_INIT;
+    p.n_feeds = 1;
+    p.feeds = &bad_rank;
+    TH_STATUS(th_ctx(), TEENY_ERR_SHAPE, teeny_onnx_load(th_ctx(), DIR "/scalar_feed.onnx", &p, &m));
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(teeny_last_error(th_ctx()), "graph input \"e\" has rank 0, its feed 1 (input: float []; "
+                                                     "feed: float [3])"), "%s", teeny_last_error(th_ctx()));
+    teeny_onnx_feed bad_dim = {"x", TEENY_ONNX_FLOAT, 1, (const int64_t[]){4}, e3};
+    p.feeds = &bad_dim;
+    TH_STATUS(th_ctx(), TEENY_ERR_SHAPE, teeny_onnx_load(th_ctx(), DIR "/scalar_feed.onnx", &p, &m));
+    ck_assert_msg(strstr(teeny_last_error(th_ctx()), "(input: float [3]; feed: float [4])"), "%s",
+                  teeny_last_error(th_ctx()));
+    teeny_onnx_feed bad_type = {"x", TEENY_ONNX_INT64, 1, &three, ints};
+    p.feeds = &bad_type;
+    TH_STATUS(th_ctx(), TEENY_ERR_ARG, teeny_onnx_load(th_ctx(), DIR "/scalar_feed.onnx", &p, &m));
+    ck_assert_msg(strstr(teeny_last_error(th_ctx()), "the feed of graph input \"x\" is int64, the input float "
+                                                     "(input: float [3]; feed: int64 [3])"), "%s",
+                  teeny_last_error(th_ctx()));
     ck_assert_ptr_null(m);
 }
 END_TEST

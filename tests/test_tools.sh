@@ -30,7 +30,13 @@
 #                           name, collisions resolved, checked before the run;
 #                           duplicate or unknown inputs, two models, a file that
 #                           is not a model refused; --warmup/--repeat statistics,
-#                           --profile (rows sorted, launches add up), --json
+#                           --profile (rows sorted, launches add up), --json;
+#                           --input files as the model declares the input:
+#                           int64 labels (the int32 labels' bits; past int32
+#                           refused naming the value), an int64 operand past
+#                           int32 (Slice's ends) kept whole, a bool mask, rank-0
+#                           inputs from 0-d files (or [1]); a type or shape
+#                           the input cannot take refused naming both
 #   finetune_onnx errors    a batch-1 export's hint, a --freeze-prefix matching
 #                           nothing, no C expressions
 #   train_fashion_mnist     into a file: lines in order, no \r progress bar
@@ -328,6 +334,71 @@ run run-no-optimize 0 "$build/teeny-run" tests/onnx/convnet.onnx --input x=tests
     "$tmp/noopt" --no-optimize --repeat 2 --profile
 if cmp -s "$tmp/given/logits.npy" "$tmp/noopt/logits.npy"; then ok; else fail "run-no-optimize: logits differ"; fi
 has_match run-no-optimize '^conv1 +2\.0 '
+# ---- --input files as the model declares its inputs (issue 42) ----
+# npy FILE DESCR SHAPE: an .npy v1.0 header (padded to a multiple of 64
+# bytes, as numpy's) into FILE; the data follows with i64le / u8 / f32one.
+npy() {
+    dict="{'descr': '$2', 'fortran_order': False, 'shape': $3, }"
+    hlen=$(((10 + ${#dict} + 1 + 63) / 64 * 64 - 10))
+    printf "\223NUMPY\001\000\\$(printf %03o $hlen)\000%s%$((hlen - ${#dict} - 1))s\n" "$dict" '' > "$1"
+}
+i64le() { # little-endian int64s (non-negative)
+    for v; do b=0; while [ $b -lt 8 ]; do
+        printf "\\$(printf %03o $(((v >> (8 * b)) & 255)))"; b=$((b + 1)); done; done
+}
+u8() { for v; do printf "\\$(printf %03o "$v")"; done; }
+f32one() { printf '\000\000\200\077'; } # 1.0f
+# int64 labels give the bits the committed int32 labels give
+npy "$tmp/labels_i8.npy" '<i8' '(5,)'; i64le 0 3 1 2 3 >> "$tmp/labels_i8.npy"
+run run-i4 0 "$build/teeny-run" tests/onnx/sce.onnx --input x=tests/onnx/sce.in0.npy \
+    --input labels=tests/onnx/sce.in1.npy --output-dir "$tmp/sce_i4"
+run run-i8 0 "$build/teeny-run" tests/onnx/sce.onnx --input x=tests/onnx/sce.in0.npy \
+    --input labels="$tmp/labels_i8.npy" --output-dir "$tmp/sce_i8"
+has_match run-i8 "^input +labels +int32 +\[5\]  from $tmp/labels_i8.npy\$"
+if cmp -s "$tmp/sce_i4/loss.npy" "$tmp/sce_i8/loss.npy"; then ok; else fail "run-i8: loss differs from int32 labels'"; fi
+# an int64 past int32 is refused, naming the input, the element and the value
+npy "$tmp/labels_big.npy" '<i8' '(5,)'; i64le 0 3 1 1099511627776 3 >> "$tmp/labels_big.npy"
+run run-i8-range 1 "$build/teeny-run" tests/onnx/sce.onnx --input x=tests/onnx/sce.in0.npy \
+    --input labels="$tmp/labels_big.npy"
+has_err run-i8-range 'TEENY_ERR_RANGE: input labels: element 3 is 1099511627776, outside int32 (the plan takes int32 [5])'
+# an int64 operand the importer takes as a constant stays whole: Slice's ends INT64_MAX
+run run-i8-operand 0 "$build/teeny-run" tests/onnx/slice_feed.onnx --input x=tests/onnx/slice_feed.in0.npy \
+    --input ends=tests/onnx/slice_feed.in1.npy --output-dir "$tmp/slice"
+has_match run-i8-operand '^output +y +float +\[2, 4\]  -> '
+# a type the input cannot take, and a shape it cannot: both named
+run run-f4-labels 1 "$build/teeny-run" tests/onnx/sce.onnx --input labels=tests/onnx/sce.in0.npy
+has_err run-f4-labels "--input labels=tests/onnx/sce.in0.npy: TEENY_ERR_ARG: input labels is int64 [N] (give int32, int64 or bool values); the file holds float [5, 6]"
+run run-i8-float 1 "$build/teeny-run" tests/onnx/sce.onnx --input x="$tmp/labels_i8.npy"
+has_err run-i8-float "--input x=$tmp/labels_i8.npy: TEENY_ERR_ARG: input x is float [N, 6] (give float values); the file holds int64 [5]"
+run run-bad-shape 1 "$build/teeny-run" tests/onnx/convnet.onnx --input x=tests/onnx/sce.in0.npy
+has_err run-bad-shape "--input x=tests/onnx/sce.in0.npy: TEENY_ERR_SHAPE: input x is float [N, 3, 8, 8]; the file holds float [5, 6]"
+# rank-0 inputs (ONNX's Gemm with a scalar bias, Pow with a scalar exponent) from 0-d files
+sf=tests/onnx/scalar_feed
+run run-rank0 0 "$build/teeny-run" $sf.onnx --input a=$sf.in0.npy --input b=$sf.in1.npy --input c=$sf.in2.npy \
+    --input x=$sf.in3.npy --input e=$sf.in4.npy --output-dir "$tmp/scalar"
+has_match run-rank0 "^input +c +float +\[1\]  from $sf.in2.npy\$"
+for out in 0:y 1:z; do
+    k=${out%%:*} f=${out#*:}.npy
+    if [ "$(head -c 64 "$tmp/scalar/$f" | tr -d '\0')" = "$(head -c 64 $sf.out$k.npy | tr -d '\0')" ]; then
+        ok; else fail "run-rank0: $f's header is not $sf.out$k.npy's"; fi
+done
+# a [1] file is taken for a scalar (teeny-run writes a scalar as [1]); a [3] one is not
+npy "$tmp/one.npy" '<f4' '(1,)'; f32one >> "$tmp/one.npy"
+run run-rank0-one 0 "$build/teeny-run" $sf.onnx --input e="$tmp/one.npy"
+run run-rank0-bad 1 "$build/teeny-run" $sf.onnx --input e=$sf.in3.npy
+has_err run-rank0-bad "--input e=$sf.in3.npy: TEENY_ERR_SHAPE: input e is float []; the file holds float [3]"
+# bool: the Attention mask the importer takes only from a feed; an int64 file for it refused
+npy "$tmp/mask.npy" '|b1' '(3, 3)'; u8 1 1 0 0 1 1 1 1 1 >> "$tmp/mask.npy"
+run run-bool 0 "$build/teeny-run" tests/onnx/bad_attn_bool_mask.onnx --input m="$tmp/mask.npy"
+npy "$tmp/mask_i8.npy" '<i8' '(3, 3)'; i64le 1 1 0 0 1 1 1 1 1 >> "$tmp/mask_i8.npy"
+run run-bool-i8 1 "$build/teeny-run" tests/onnx/bad_attn_bool_mask.onnx --input m="$tmp/mask_i8.npy"
+has_err run-bool-i8 "--input m=$tmp/mask_i8.npy: TEENY_ERR_ARG: input m is bool [3, 3] (give bool values); the file holds int64 [3, 3]"
+npy "$tmp/mask_bad.npy" '|b1' '(3, 3)'; u8 1 1 0 0 7 1 1 1 1 >> "$tmp/mask_bad.npy"
+run run-bool-byte 1 "$build/teeny-run" tests/onnx/bad_attn_bool_mask.onnx --input m="$tmp/mask_bad.npy"
+has_err run-bool-byte 'TEENY_ERR_FORMAT: npy '"$tmp"'/mask_bad.npy: bool element 4 is byte 7 (a bool is 0 or 1)'
+npy "$tmp/be.npy" '>i8' '(5,)'; i64le 0 3 1 2 3 >> "$tmp/be.npy"
+run run-big-endian 1 "$build/teeny-run" tests/onnx/sce.onnx --input labels="$tmp/be.npy"
+has_err run-big-endian "dtype '>i8' is not supported ('<f4', '<i4', '<i8', '|b1'; big-endian data is not read)"
 # an output directory that cannot be made, and an output path that is a
 # directory: refused before the model is compiled or run
 : > "$tmp/a-file"

@@ -24,6 +24,9 @@ typedef struct {
     char name[256];  /* cut at 255 bytes */
     char type[32];
     char shape[512]; /* "[batch, 3, 4, 4]", "[]" (a scalar), "(no shape declared)" */
+    int elem_type;   /* TensorProto.DataType (0: not declared) */
+    int ndim;        /* -1: no shape declared */
+    int64_t dims[TEENY_ONNX_MAX_DIMS]; /* the first ndim (at most TEENY_ONNX_MAX_DIMS); -1 symbolic */
 } onnx_io_row;
 
 typedef struct {
@@ -49,6 +52,10 @@ static inline void onnx_io_collect(const teeny_onnx_io_report *r, void *user)
     row->is_output = r->is_output;
     snprintf(row->name, sizeof row->name, "%s", r->name);
     snprintf(row->type, sizeof row->type, "%s", r->elem_type_name);
+    row->elem_type = r->elem_type;
+    row->ndim = r->ndim;
+    for (int d = 0; d < r->ndim && d < TEENY_ONNX_MAX_DIMS; d++)
+        row->dims[d] = r->dims[d];
     if (r->ndim < 0) {
         snprintf(row->shape, sizeof row->shape, "(no shape declared)");
         return;

@@ -53,7 +53,27 @@ float onnx_random_value(uint64_t seed, int input, int64_t k, teeny_onnx_dtype dt
     return (float)((int64_t)(z >> 40) - (1 << 23)) * 0x1p-23f;
 }
 
-/* Write input i's value (from the run inputs by name, or random) into the plan. */
+const char *onnx_run_type_shape(char *buf, size_t cap, const char *type, int ndim, const int64_t *shape)
+{
+    size_t at = (size_t)snprintf(buf, cap, "%s [", type);
+    for (int i = 0; i < ndim && at < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (at < cap)
+        snprintf(buf + at, cap - at, "]");
+    return buf;
+}
+
+const char *onnx_run_input_type(const onnx_run_input *f)
+{
+    return f->is_bool ? "bool" : f->dtype == TEENY_ONNX_FLOAT ? "float" : f->dtype == TEENY_ONNX_INT64 ? "int64"
+                                                                                                     : "int32";
+}
+
+/* Write input i's value (from the run inputs by name, or random) into the
+ * plan. A given value must have the plan tensor's element count and a type
+ * it takes: float for a float input (else TEENY_ERR_ARG), int32, int64 or
+ * bool for an int32 one, an int64 value outside int32 TEENY_ERR_RANGE;
+ * each message names the input, what the plan takes and what was given. */
 static teeny_status write_input(teeny_ctx *ctx, teeny_onnx_model *m, teeny_plan *plan, int i, int n_in,
                                 const onnx_run_input *in, int random, uint64_t seed)
 {
@@ -61,6 +81,8 @@ static teeny_status write_input(teeny_ctx *ctx, teeny_onnx_model *m, teeny_plan 
     teeny_node node;
     teeny_onnx_dtype dtype;
     teeny_tensor *t;
+    char want[160], given[160];
+    int64_t shape[TEENY_ONNX_MAX_DIMS];
     teeny_status st = teeny_onnx_input(m, i, &name, &node, &dtype);
     if (st != TEENY_OK || (st = teeny_plan_tensor(plan, node, &t)) != TEENY_OK)
         return st;
@@ -69,12 +91,25 @@ static teeny_status write_input(teeny_ctx *ctx, teeny_onnx_model *m, teeny_plan 
         if (!strcmp(in[k].name, name))
             f = &in[k];
     int64_t n = teeny_tensor_numel(t);
-    if ((!f && !random) ||
-        (f && (numel_of(f->ndim, f->shape) != n || (dtype == TEENY_ONNX_FLOAT) != (f->dtype == TEENY_ONNX_FLOAT)))) {
-        snprintf(run_error, sizeof run_error, "input %s: %s", name,
-                 !f ? "no value given" : dtype == TEENY_ONNX_FLOAT && f->dtype != TEENY_ONNX_FLOAT
-                     ? "the model wants float values" : "wrong element count or type");
-        return f ? TEENY_ERR_SHAPE : TEENY_ERR_ARG;
+    int ndim = teeny_tensor_ndim(t);
+    for (int d = 0; d < ndim && d < TEENY_ONNX_MAX_DIMS; d++)
+        shape[d] = teeny_tensor_dim(t, d);
+    onnx_run_type_shape(want, sizeof want, dtype == TEENY_ONNX_FLOAT ? "float" : "int32", ndim, shape);
+    if (f)
+        onnx_run_type_shape(given, sizeof given, onnx_run_input_type(f), f->ndim, f->shape);
+    if (!f && !random) {
+        snprintf(run_error, sizeof run_error, "input %s (%s): no value given", name, want);
+        return TEENY_ERR_ARG;
+    }
+    if (f && (dtype == TEENY_ONNX_FLOAT) != (f->dtype == TEENY_ONNX_FLOAT)) {
+        snprintf(run_error, sizeof run_error, "input %s: the plan takes %s%s; given %s", name, want,
+                 dtype == TEENY_ONNX_FLOAT ? "" : " (int32, int64 or bool values)", given);
+        return TEENY_ERR_ARG;
+    }
+    if (f && numel_of(f->ndim, f->shape) != n) {
+        snprintf(run_error, sizeof run_error, "input %s: the plan takes %s (%lld values); given %s (%lld)", name, want,
+                 (long long)n, given, (long long)numel_of(f->ndim, f->shape));
+        return TEENY_ERR_SHAPE;
     }
     if (!f) {
         void *v = malloc((size_t)n * 4 + 1);
@@ -97,9 +132,16 @@ static teeny_status write_input(teeny_ctx *ctx, teeny_onnx_model *m, teeny_plan 
     int32_t *v = malloc((size_t)n * sizeof *v + 1);
     if (!v)
         return TEENY_ERR_NOMEM;
-    for (int64_t k = 0; k < n; k++)
-        v[k] = f->dtype == TEENY_ONNX_INT64 ? (int32_t)((const int64_t *)f->data)[k]
-             : f->dtype == TEENY_ONNX_INT32 ? ((const int32_t *)f->data)[k] : (int32_t)((const float *)f->data)[k];
+    for (int64_t k = 0; k < n; k++) {
+        int64_t x = f->dtype == TEENY_ONNX_INT64 ? ((const int64_t *)f->data)[k] : ((const int32_t *)f->data)[k];
+        if (x < INT32_MIN || x > INT32_MAX) {
+            snprintf(run_error, sizeof run_error, "input %s: element %lld is %lld, outside int32 (the plan takes %s)",
+                     name, (long long)k, (long long)x, want);
+            free(v);
+            return TEENY_ERR_RANGE;
+        }
+        v[k] = (int32_t)x;
+    }
     st = teeny_tensor_write_i32(t, v, (size_t)n);
     teeny_ctx_finish(ctx);
     free(v);

@@ -21,6 +21,7 @@ typedef struct {
     int ndim;
     int64_t shape[TEENY_ONNX_MAX_DIMS];
     const void *data;          /* float, int32_t or int64_t values per dtype */
+    int is_bool;               /* int32 0/1 values from a bool file (messages say "bool") */
 } onnx_run_input;
 
 typedef struct {
@@ -42,6 +43,13 @@ void onnx_run_result_free(onnx_run_result *r);
 /* The message of the last failure (the library's, or the runner's own for
  * inputs that are missing or do not fit). */
 const char *onnx_run_error(teeny_ctx *ctx);
+
+/* A run input's element type as messages name it: "float", "int32",
+ * "int64" or "bool". */
+const char *onnx_run_input_type(const onnx_run_input *f);
+/* "float [2, 3]" into buf (cap bytes; returned): an element type and a
+ * shape ("[]" for rank 0). */
+const char *onnx_run_type_shape(char *buf, size_t cap, const char *type, int ndim, const int64_t *shape);
 
 /* ---- the same, step by step ---- */
 

@@ -124,27 +124,42 @@ teeny_status run_write_outputs(teeny_ctx *ctx, const onnx_run_result *r, const c
 
 /* ---- inputs ---- */
 
-/* Load FILE.npy as a run input named name (host copy; freed by the caller). */
+/* Load FILE.npy as a run input named name (host copy; freed by the
+ * caller), at the file's own rank (a 0-d array is rank 0): '<f4' as
+ * float, '<i4' as int32, '<i8' as int64 (kept whole: the importer takes
+ * int64 operands as they are, and onnx_run.c refuses a value outside
+ * int32 for an int32 plan input), '|b1' as int32 0 or 1. Nothing is
+ * left allocated on failure. */
 teeny_status run_load_input(teeny_ctx *ctx, const char *name, const char *path, onnx_run_input *in)
 {
-    teeny_tensor *t = NULL;
-    teeny_status st = teeny_npy_load(ctx, path, &t);
+    teeny_npy_info info, again;
+    void *data = NULL;
+    teeny_status st = teeny_npy_read(ctx, path, &info, NULL, 0);
     if (st != TEENY_OK)
         return st;
-    int64_t n = teeny_tensor_numel(t);
-    void *data = malloc((size_t)n * 4 + 1);
-    in->name = name;
-    in->ndim = teeny_tensor_ndim(t);
-    for (int i = 0; i < in->ndim; i++)
-        in->shape[i] = teeny_tensor_dim(t, i);
-    in->dtype = TEENY_ONNX_FLOAT;
-    if (!data)
+    data = malloc((info.dtype == TEENY_NPY_BOOL ? (size_t)info.numel * sizeof(int32_t) : info.bytes) + 1);
+    unsigned char *raw = info.dtype == TEENY_NPY_BOOL ? malloc(info.bytes + 1) : data;
+    if (!data || !raw)
         st = TEENY_ERR_NOMEM;
-    else if (teeny_tensor_read(t, data, (size_t)n) != TEENY_OK) {
-        in->dtype = TEENY_ONNX_INT32; /* an '<i4' file */
-        st = teeny_tensor_read_i32(t, data, (size_t)n);
+    else if ((st = teeny_npy_read(ctx, path, &again, raw, info.bytes)) == TEENY_OK &&
+             (again.dtype != info.dtype || again.bytes != info.bytes))
+        st = TEENY_ERR_IO; /* the file changed between the two reads */
+    else if (st == TEENY_OK && info.dtype == TEENY_NPY_BOOL)
+        for (int64_t k = 0; k < info.numel; k++)
+            ((int32_t *)data)[k] = raw[k];
+    if (raw != data)
+        free(raw);
+    if (st != TEENY_OK) {
+        free(data);
+        return st;
     }
+    in->name = name;
+    in->ndim = info.ndim;
+    for (int i = 0; i < info.ndim; i++)
+        in->shape[i] = info.shape[i];
+    in->dtype = info.dtype == TEENY_NPY_F32 ? TEENY_ONNX_FLOAT
+              : info.dtype == TEENY_NPY_I64 ? TEENY_ONNX_INT64 : TEENY_ONNX_INT32;
+    in->is_bool = info.dtype == TEENY_NPY_BOOL;
     in->data = data;
-    teeny_tensor_destroy(t);
-    return st;
+    return TEENY_OK;
 }

@@ -7,9 +7,14 @@
  *                  [--profile] [--no-optimize] [--json]
  *        teeny-run --info MODEL.onnx [--batch N] [--device SPEC] [--json]
  *
- * Inputs: a .npy file ('<f4', or '<i4' for class labels and integer
- * operands) per --input, at most one per name, each naming one of the
- * model's declared inputs (else the error lists them); every input the
+ * Inputs: a .npy file per --input, at most one per name, each naming one
+ * of the model's declared inputs (else the error lists them) in a type
+ * and shape it takes (input_fits: '<f4' for float; '<i8', '<i4' or '|b1'
+ * for int64 and int32; '|b1' for bool; a 0-d file, or a [1] one, for a
+ * rank-0 input; else the error names the input's declared type and shape
+ * and the file's). int64 values stay int64 for the importer's constant
+ * operands; one that an int32 plan input cannot hold is refused, never
+ * wrapped (onnx_run.c). Every input the
  * plan needs and no file gives is filled with seeded random values
  * (--seed, default 1; float inputs uniform in [-1, 1), int32 class labels
  * 0 or 1: see onnx_random_value in onnx_run.h). Integer operands the
@@ -68,8 +73,10 @@ enum { O_INPUT, O_OUTPUT_DIR, O_DEVICE, O_BATCH, O_SEED, O_WARMUP, O_REPEAT, O_P
        O_COUNT };
 
 static const cli_opt OPTS[] = {
-    [O_INPUT] = {"--input", "NAME=FILE.npy", "the value of input NAME ('<f4' or '<i4' .npy); once per name.\n"
-                                             "Inputs not given get seeded random values (see --seed)"},
+    [O_INPUT] = {"--input", "NAME=FILE.npy", "the value of input NAME, once per name, in the type the model declares:\n"
+                                             "'<f4' for float; '<i8', '<i4' or '|b1' for int64/int32; '|b1' for\n"
+                                             "bool; a 0-d (or [1]) file for a rank-0 input. Inputs not given get\n"
+                                             "seeded random values (see --seed)"},
     [O_OUTPUT_DIR] = {"--output-dir", "DIR", "write each output as DIR/<name>.npy (DIR created with its parents;\n"
                                              "names made safe as file names). Without it nothing is written"},
     [O_DEVICE] = {"--device", "SPEC", "the OpenCL device: cpu, gpu, pocl, nvidia, P:D, a part of its name\n"
@@ -183,6 +190,44 @@ static int inputs_known(const options *o, const onnx_io_rows *rows)
     return 1;
 }
 
+/* The file given for input NAME against what the model declares for NAME
+ * (row): an element type it takes (float for float; int32, int64 or bool
+ * for int32 and int64; bool for bool; any where the model declares none
+ * or another type, left to the importer) and, where the model declares a
+ * shape, the rank and every fixed dimension. A [1] file for a rank-0
+ * input is taken as the scalar. 1, or a message naming both and 0. */
+static int input_fits(const char *name, const char *file, const onnx_io_row *row, onnx_run_input *in)
+{
+    enum { FLOAT = 1, INT32 = 6, INT64 = 7, BOOL = 9 };
+    const char *type = onnx_run_input_type(in), *takes = NULL;
+    int e = row->elem_type;
+    teeny_status st = TEENY_ERR_ARG;
+    if (e == FLOAT && in->dtype != TEENY_ONNX_FLOAT)
+        takes = "float";
+    else if ((e == INT32 || e == INT64) && in->dtype == TEENY_ONNX_FLOAT)
+        takes = "int32, int64 or bool";
+    else if (e == BOOL && !in->is_bool)
+        takes = "bool";
+    if (!takes && row->ndim == 0 && in->ndim == 1 && in->shape[0] == 1)
+        in->ndim = 0; /* the scalar, as teeny-run writes one */
+    if (!takes && row->ndim >= 0) {
+        int fits = row->ndim == in->ndim;
+        for (int d = 0; fits && d < row->ndim && d < TEENY_ONNX_MAX_DIMS; d++)
+            fits = row->dims[d] < 0 || row->dims[d] == in->shape[d];
+        if (fits)
+            return 1;
+        st = TEENY_ERR_SHAPE;
+    } else if (!takes) {
+        return 1;
+    }
+    char given[160];
+    onnx_run_type_shape(given, sizeof given, type, in->ndim, in->shape);
+    fprintf(stderr, "teeny-run: --input %s=%s: %s: input %s is %s %s%s%s%s; the file holds %s\n", name, file,
+            teeny_status_name(st), name, row->type, row->shape, takes ? " (give " : "", takes ? takes : "",
+            takes ? " values)" : "", given);
+    return 0;
+}
+
 /* --info: the declared inputs and outputs, then what the plan takes and gives. */
 static int show_info(teeny_ctx *ctx, const options *o, int n_in, const onnx_run_input *in, report *r)
 {
@@ -260,12 +305,17 @@ int main(int argc, char **argv)
     else if (!inputs_known(&o, &declared))
         rc = 1;
     r.declared = o.info ? &declared : NULL;
-    for (int i = 0; i < o.n_in && !rc; i++)
+    for (int i = 0; i < o.n_in && !rc; i++) {
         if ((st = run_load_input(ctx, o.names[i], o.files[i], &in[i])) != TEENY_OK) {
             fprintf(stderr, "teeny-run: --input %s=%s: %s: %s\n", o.names[i], o.files[i], teeny_status_name(st),
                     teeny_last_error(ctx));
             rc = 1;
         }
+        for (int k = 0; k < declared.n && !rc; k++)
+            if (!declared.rows[k].is_output && !strcmp(declared.rows[k].name, o.names[i]) &&
+                !input_fits(o.names[i], o.files[i], &declared.rows[k], &in[i]))
+                rc = 1;
+    }
     if (!rc && o.info) {
         rc = show_info(ctx, &o, o.n_in, in, &r);
     } else if (!rc) {

@@ -1,8 +1,12 @@
 /*
- * npy.c -- NumPy .npy files: fp32 ('<f4') and int32 ('<i4') tensors in C
- * order. Saves version 1.0 (a 10-byte preamble, then a Python-literal
- * header dict padded with spaces and a newline to a multiple of 64 bytes,
- * then the data, little-endian); loads versions 1.0 to 3.0.
+ * npy.c -- NumPy .npy files in C order. Saves fp32 ('<f4') and int32
+ * ('<i4') tensors as version 1.0 (a 10-byte preamble, then a
+ * Python-literal header dict padded with spaces and a newline to a
+ * multiple of 64 bytes, then the data, little-endian). Reads versions 1.0
+ * to 3.0 of '<f4', '<i4', '<i8' and '|b1' (bool, one byte 0 or 1):
+ * teeny_npy_read into host memory as the file holds it (its own rank, 0
+ * for a 0-d array; int64 as int64), teeny_npy_load into a tensor (int64
+ * and bool become int32, an int64 outside int32 is TEENY_ERR_RANGE).
  *
  * The header dict is parsed by a small strict parser for exactly what
  * numpy writes: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
@@ -27,18 +31,27 @@ static int host_is_little_endian(void)
     return *(const unsigned char *)&one == 1;
 }
 
-/* Reverse each 4-byte word in place (big-endian hosts). */
-static void swap4(void *data, size_t n)
+/* Reverse each size-byte word in place (big-endian hosts). */
+static void swap_words(void *data, size_t n, size_t size)
 {
     unsigned char *p = data;
-    for (size_t i = 0; i < n; i++, p += 4) {
-        unsigned char a = p[0], b = p[1];
-        p[0] = p[3];
-        p[1] = p[2];
-        p[2] = b;
-        p[3] = a;
-    }
+    for (size_t i = 0; i < n; i++, p += size)
+        for (size_t lo = 0, hi = size - 1; lo < hi; lo++, hi--) {
+            unsigned char a = p[lo];
+            p[lo] = p[hi];
+            p[hi] = a;
+        }
 }
+
+static void swap4(void *data, size_t n)
+{
+    swap_words(data, n, 4);
+}
+
+/* The descrs read, by teeny_npy_dtype, and their element sizes. */
+static const char *const NPY_DESCR[] = {"<f4", "<i4", "<i8", "|b1"};
+static const size_t NPY_ELEM[] = {4, 4, 8, 1};
+_Static_assert(sizeof NPY_DESCR / sizeof *NPY_DESCR == TEENY_NPY_BOOL + 1, "a descr per teeny_npy_dtype");
 
 teeny_status teeny_npy_save(const teeny_tensor *t, const char *path)
 {
@@ -177,9 +190,10 @@ static int parse_shape(cursor *c, int64_t *shape, int *ndim, int max)
 }
 
 #define NPY_PARSE_DIMS 32
+_Static_assert(TEENY_NPY_MAX_DIMS == TEENY_MAX_DIMS, "an .npy array is at most a tensor's rank");
 
-static teeny_status parse_dict(teeny_ctx *ctx, const char *path, const char *h, size_t len, int *is_i32,
-                               int *ndim, int64_t *shape)
+static teeny_status parse_dict(teeny_ctx *ctx, const char *path, const char *h, size_t len,
+                               teeny_npy_dtype *dtype, int *ndim, int64_t *shape)
 {
     cursor c = {h, h + len};
     int have_descr = 0, have_order = 0, have_shape = 0;
@@ -192,13 +206,15 @@ static teeny_status parse_dict(teeny_ctx *ctx, const char *path, const char *h, 
         if (!strcmp(key, "descr") && !have_descr++) {
             if (!parse_str(&c, descr, sizeof descr))
                 return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: malformed descr", path);
-            if (!strcmp(descr, "<f4"))
-                *is_i32 = 0;
-            else if (!strcmp(descr, "<i4"))
-                *is_i32 = 1;
-            else
-                return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: dtype '%s' is not supported ('<f4', '<i4')", path,
-                                    descr);
+            int known = -1;
+            for (int k = 0; k < (int)(sizeof NPY_DESCR / sizeof *NPY_DESCR) && known < 0; k++)
+                if (!strcmp(descr, NPY_DESCR[k]) || (k == TEENY_NPY_BOOL && !strcmp(descr, "<b1")))
+                    known = k;
+            if (known < 0)
+                return teeny__error(ctx, TEENY_ERR_FORMAT,
+                                    "npy %s: dtype '%s' is not supported ('<f4', '<i4', '<i8', '|b1'%s)", path, descr,
+                                    descr[0] == '>' ? "; big-endian data is not read" : "");
+            *dtype = (teeny_npy_dtype)known;
         } else if (!strcmp(key, "fortran_order") && !have_order++) {
             if (parse_word(&c, "True"))
                 return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: Fortran-order arrays are not supported", path);
@@ -285,8 +301,8 @@ static teeny_status read_header(teeny_ctx *ctx, const char *path, FILE *fp, off_
 /* The shape's element count (*numel), the rank limit, and the data
  * section's size against the file's (size bytes, of which pre_len + hlen
  * are preamble and header). */
-static teeny_status check_sizes(teeny_ctx *ctx, const char *path, int ndim, const int64_t *shape, off_t size,
-                                size_t pre_len, size_t hlen, int64_t *numel_out)
+static teeny_status check_sizes(teeny_ctx *ctx, const char *path, int ndim, const int64_t *shape, size_t elem,
+                                off_t size, size_t pre_len, size_t hlen, int64_t *numel_out)
 {
     int64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
@@ -300,48 +316,118 @@ static teeny_status check_sizes(teeny_ctx *ctx, const char *path, int ndim, cons
     if (ndim > TEENY_MAX_DIMS)
         return teeny__error(ctx, TEENY_ERR_UNSUPPORTED, "npy %s: %d dimensions; tensors have at most %d", path, ndim,
                             TEENY_MAX_DIMS);
-    if ((uint64_t)numel * 4 != (uint64_t)size - pre_len - hlen)
+    if ((uint64_t)numel * elem != (uint64_t)size - pre_len - hlen)
         return teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: %s: the header declares %lld bytes of data, the file holds %lld",
-                            path, (uint64_t)numel * 4 > (uint64_t)size - pre_len - hlen ? "truncated data" : "trailing bytes after the array data",
-                            (long long)numel * 4, (long long)(size - (off_t)pre_len - (off_t)hlen));
+                            path, (uint64_t)numel * elem > (uint64_t)size - pre_len - hlen ? "truncated data" : "trailing bytes after the array data",
+                            (long long)numel * (long long)elem, (long long)(size - (off_t)pre_len - (off_t)hlen));
     *numel_out = numel;
     return TEENY_OK;
 }
 
-/* numel 4-byte elements, then end of file; *data (caller frees) is in host
- * byte order. */
-static teeny_status read_data(teeny_ctx *ctx, const char *path, FILE *fp, int64_t numel, void **data_out)
+/* numel elements of elem bytes, then end of file; *data (caller frees) is
+ * in host byte order, a bool's bytes checked to be 0 or 1. */
+static teeny_status read_data(teeny_ctx *ctx, const char *path, FILE *fp, int64_t numel, teeny_npy_dtype dtype,
+                              void **data_out)
 {
-    void *data = teeny__malloc((size_t)numel * 4);
-    size_t got;
+    size_t elem = NPY_ELEM[dtype], bytes = (size_t)numel * elem, got;
+    unsigned char *data = teeny__malloc(bytes);
     teeny_status st = TEENY_OK;
     if (!data)
         return teeny__error(ctx, TEENY_ERR_NOMEM, "npy %s: out of host memory", path);
-    got = fread(data, 1, (size_t)numel * 4, fp);
-    if (got != (size_t)numel * 4)
-        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: truncated data: %zu of %lld bytes", path, got,
-                          (long long)numel * 4);
+    got = fread(data, 1, bytes, fp);
+    if (got != bytes)
+        st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: truncated data: %zu of %zu bytes", path, got, bytes);
     else if (fgetc(fp) != EOF)
         st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: trailing bytes after the array data", path);
+    for (size_t i = 0; st == TEENY_OK && dtype == TEENY_NPY_BOOL && i < bytes; i++)
+        if (data[i] > 1)
+            st = teeny__error(ctx, TEENY_ERR_FORMAT, "npy %s: bool element %zu is byte %u (a bool is 0 or 1)", path, i,
+                              data[i]);
     if (st != TEENY_OK) {
         teeny__free(data);
         return st;
     }
-    if (!host_is_little_endian())
-        swap4(data, (size_t)numel);
+    if (!host_is_little_endian() && elem > 1)
+        swap_words(data, (size_t)numel, elem);
     *data_out = data;
+    return TEENY_OK;
+}
+
+/* The file's header into *info and, with data_out, its data (caller frees). */
+static teeny_status npy_read_file(teeny_ctx *ctx, const char *path, teeny_npy_info *info, void **data_out)
+{
+    FILE *fp = NULL;
+    char *h = NULL;
+    size_t hlen = 0, pre_len = 0;
+    off_t size = 0;
+    int ndim = 0;
+    int64_t shape[NPY_PARSE_DIMS], numel = 1;
+    teeny_npy_dtype dtype = TEENY_NPY_F32;
+    teeny_status st;
+    if ((st = npy_open(ctx, path, &fp, &size)) != TEENY_OK)
+        return st;
+    if ((st = read_header(ctx, path, fp, size, &pre_len, &hlen, &h)) == TEENY_OK &&
+        (st = parse_dict(ctx, path, h, hlen, &dtype, &ndim, shape)) == TEENY_OK &&
+        (st = check_sizes(ctx, path, ndim, shape, NPY_ELEM[dtype], size, pre_len, hlen, &numel)) == TEENY_OK &&
+        (!data_out || (st = read_data(ctx, path, fp, numel, dtype, data_out)) == TEENY_OK)) {
+        memset(info, 0, sizeof *info);
+        info->dtype = dtype;
+        info->ndim = ndim;
+        memcpy(info->shape, shape, (size_t)ndim * sizeof *shape);
+        info->numel = numel;
+        info->bytes = (size_t)numel * NPY_ELEM[dtype];
+    }
+    teeny__free(h);
+    fclose(fp);
+    return st;
+}
+
+teeny_status teeny_npy_read(teeny_ctx *ctx, const char *path, teeny_npy_info *info, void *dst, size_t dst_bytes)
+{
+    const char *fn = "teeny_npy_read";
+    teeny_npy_info got;
+    void *data = NULL;
+    teeny_status st;
+    if (!ctx)
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s: ctx is NULL", fn);
+    teeny__clear_error(ctx);
+    if (!path || !info)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s is NULL", fn, !path ? "path" : "info");
+    if ((st = npy_read_file(ctx, path, &got, dst ? &data : NULL)) != TEENY_OK)
+        return st;
+    if (dst && dst_bytes < got.bytes) {
+        st = teeny__error(ctx, TEENY_ERR_ARG, "%s %s: dst holds %zu bytes, the data %zu (%s, %lld elements)", fn, path,
+                          dst_bytes, got.bytes, NPY_DESCR[got.dtype], (long long)got.numel);
+    } else {
+        if (dst)
+            memcpy(dst, data, got.bytes);
+        *info = got;
+    }
+    teeny__free(data);
+    return st;
+}
+
+/* int64 or bool values as int32 (an int64 outside int32: TEENY_ERR_RANGE). */
+static teeny_status to_int32(teeny_ctx *ctx, const char *path, const teeny_npy_info *info, const void *data,
+                             int32_t *dst)
+{
+    for (int64_t i = 0; i < info->numel; i++) {
+        int64_t v = info->dtype == TEENY_NPY_I64 ? ((const int64_t *)data)[i] : ((const unsigned char *)data)[i];
+        if (v < INT32_MIN || v > INT32_MAX)
+            return teeny__error(ctx, TEENY_ERR_RANGE,
+                                "npy %s: int64 element %lld is %lld, outside int32 (tensors hold int32)", path,
+                                (long long)i, (long long)v);
+        dst[i] = (int32_t)v;
+    }
     return TEENY_OK;
 }
 
 teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out)
 {
-    FILE *fp = NULL;
-    char *h = NULL;
     void *data = NULL;
-    size_t hlen = 0, pre_len = 0;
-    off_t size = 0;
-    int is_i32 = 0, ndim = 0;
-    int64_t shape[NPY_PARSE_DIMS], numel = 1, one = 1;
+    int32_t *narrowed = NULL;
+    int64_t one = 1;
+    teeny_npy_info info;
     teeny_tensor *t = NULL;
     teeny_status st = TEENY_OK;
     if (out)
@@ -351,26 +437,29 @@ teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out
     teeny__clear_error(ctx);
     if (!path || !out)
         return teeny__error(ctx, TEENY_ERR_ARG, "teeny_npy_load: %s is NULL", !path ? "path" : "out");
-    if ((st = npy_open(ctx, path, &fp, &size)) != TEENY_OK)
-        return st;
-    if ((st = read_header(ctx, path, fp, size, &pre_len, &hlen, &h)) != TEENY_OK ||
-        (st = parse_dict(ctx, path, h, hlen, &is_i32, &ndim, shape)) != TEENY_OK ||
-        (st = check_sizes(ctx, path, ndim, shape, size, pre_len, hlen, &numel)) != TEENY_OK ||
-        (st = read_data(ctx, path, fp, numel, &data)) != TEENY_OK)
+    if ((st = npy_read_file(ctx, path, &info, &data)) != TEENY_OK)
         goto cleanup;
-    st = is_i32 ? teeny_tensor_create_i32(ctx, ndim ? ndim : 1, ndim ? shape : &one, &t)
-                : teeny_tensor_create(ctx, ndim ? ndim : 1, ndim ? shape : &one, &t);
+    if (info.dtype == TEENY_NPY_I64 || info.dtype == TEENY_NPY_BOOL) {
+        if (!(narrowed = teeny__malloc((size_t)info.numel * sizeof *narrowed))) {
+            st = teeny__error(ctx, TEENY_ERR_NOMEM, "npy %s: out of host memory", path);
+            goto cleanup;
+        }
+        if ((st = to_int32(ctx, path, &info, data, narrowed)) != TEENY_OK)
+            goto cleanup;
+    }
+    int is_f32 = info.dtype == TEENY_NPY_F32, ndim = info.ndim ? info.ndim : 1;
+    const int64_t *shape = info.ndim ? info.shape : &one;
+    st = is_f32 ? teeny_tensor_create(ctx, ndim, shape, &t) : teeny_tensor_create_i32(ctx, ndim, shape, &t);
     if (st == TEENY_OK)
-        st = is_i32 ? teeny_tensor_write_i32(t, data, (size_t)numel) : teeny_tensor_write(t, data, (size_t)numel);
+        st = is_f32 ? teeny_tensor_write(t, data, (size_t)info.numel)
+                    : teeny_tensor_write_i32(t, narrowed ? narrowed : data, (size_t)info.numel);
     if (st == TEENY_OK) {
         *out = t;
         t = NULL;
     }
 cleanup:
     teeny_tensor_destroy(t);
+    teeny__free(narrowed);
     teeny__free(data);
-    teeny__free(h);
-    if (fp)
-        fclose(fp);
     return st;
 }

@@ -130,6 +130,39 @@ static int declared_type(const ox_value *v)
     return 0;
 }
 
+/* " (input: float [?, 3]; feed: int64 [2, 4])": what graph input v
+ * declares ("?" a symbolic dimension) and what its feed gives, for the
+ * messages about a feed that does not fit. */
+static const char *input_and_feed(const ox_value *v, char *buf, size_t cap)
+{
+    const Onnx__TypeProto *tp = v->vi ? v->vi->type : NULL;
+    const Onnx__TensorShapeProto *sp =
+        tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type ? tp->tensor_type->shape : NULL;
+    int elem = declared_type(v);
+    size_t at = (size_t)snprintf(buf, cap, " (input: %s ", elem ? teeny__ox_type_name(elem) : "of undeclared type");
+    if (!sp && at < cap)
+        at += (size_t)snprintf(buf + at, cap - at, "%sundeclared shape", elem ? "of " : "and ");
+    for (size_t i = 0; sp && i <= sp->n_dim && at < cap; i++) {
+        const char *sep = i ? ", " : "[";
+        if (i == sp->n_dim)
+            at += (size_t)snprintf(buf + at, cap - at, "%s]", i ? "" : "[");
+        else if (sp->dim[i]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+            at += (size_t)snprintf(buf + at, cap - at, "%s%lld", sep, (long long)sp->dim[i]->dim_value);
+        else
+            at += (size_t)snprintf(buf + at, cap - at, "%s?", sep);
+    }
+    if (v->feed && at < cap) {
+        at += (size_t)snprintf(buf + at, cap - at, "; feed: %s [", teeny__ox_type_name((int)v->feed->dtype));
+        for (int i = 0; i < v->feed->ndim && at < cap; i++)
+            at += (size_t)snprintf(buf + at, cap - at, "%s%lld", i ? ", " : "", (long long)v->feed->shape[i]);
+        if (at < cap)
+            at += (size_t)snprintf(buf + at, cap - at, "]");
+    }
+    if (at < cap)
+        snprintf(buf + at, cap - at, ")");
+    return buf;
+}
+
 teeny_status teeny__ox_in_const(ox_import *im, int i, const char *what, int weight, const ox_const **c)
 {
     int idx;
@@ -144,9 +177,11 @@ teeny_status teeny__ox_in_const(ox_import *im, int i, const char *what, int weig
     /* a feed binds weights and integer operands; float data stays a run-time value */
     int float_in = elem ? elem == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT : v->feed && v->feed->dtype == TEENY_ONNX_FLOAT;
     if (v->kind == OX_INPUT && !v->c.data && v->feed && (weight || !float_in)) {
+        char both[200];
         if (elem && (elem == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) != (v->feed->dtype == TEENY_ONNX_FLOAT))
-            return teeny__ox_fail(im, TEENY_ERR_ARG, "the feed of graph input \"%.80s\" is %s, the input %s", v->name,
-                           teeny__ox_type_name((int)v->feed->dtype), teeny__ox_type_name(elem));
+            return teeny__ox_fail(im, TEENY_ERR_ARG, "the feed of graph input \"%.80s\" is %s, the input %s%s", v->name,
+                           teeny__ox_type_name((int)v->feed->dtype), teeny__ox_type_name(elem),
+                           input_and_feed(v, both, sizeof both));
         if ((st = teeny__ox_feed_load(im->ctx, v->feed, &v->c)) != TEENY_OK)
             return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
         teeny__ox_const_held(im, &v->c);
@@ -244,15 +279,18 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
             d[i] = sp->dim[i]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE
                        ? sp->dim[i]->dim_value : -1;
     }
+    char both[200];
     if (v->feed) {
         if (ndim >= 0 && v->feed->ndim != ndim)
-            return teeny__ox_fail(im, TEENY_ERR_SHAPE, "graph input \"%.80s\" has rank %d, its feed %d", v->name, ndim,
-                           v->feed->ndim);
+            return teeny__ox_fail(im, TEENY_ERR_SHAPE, "graph input \"%.80s\" has rank %d, its feed %d%s", v->name, ndim,
+                           v->feed->ndim, input_and_feed(v, both, sizeof both));
+        for (int i = 0; i < v->feed->ndim; i++)
+            if (sp && d[i] >= 0 && d[i] != v->feed->shape[i])
+                return teeny__ox_fail(im, TEENY_ERR_SHAPE, "graph input \"%.80s\": dimension %d is %lld, its feed's %lld%s",
+                               v->name, i, (long long)d[i], (long long)v->feed->shape[i],
+                               input_and_feed(v, both, sizeof both));
         ndim = v->feed->ndim;
         for (int i = 0; i < ndim; i++) {
-            if (sp && d[i] >= 0 && d[i] != v->feed->shape[i])
-                return teeny__ox_fail(im, TEENY_ERR_SHAPE, "graph input \"%.80s\": dimension %d is %lld, its feed's %lld",
-                               v->name, i, (long long)d[i], (long long)v->feed->shape[i]);
             d[i] = v->feed->shape[i];
         }
         if (!elem)
@@ -263,8 +301,13 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
     int want_f32 = !labels;
     if (want_f32 ? elem != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
                  : elem != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && elem != ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" is %s; a run-time input here must be %s",
-                       v->name, teeny__ox_type_name(elem), labels ? "int64 or int32 class labels" : "float");
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" is %s; a run-time input here must be %s%s",
+                       v->name, teeny__ox_type_name(elem), labels ? "int64 or int32 class labels" : "float",
+                       input_and_feed(v, both, sizeof both));
+    if (v->feed && (elem == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) != (v->feed->dtype == TEENY_ONNX_FLOAT))
+        return teeny__ox_fail(im, TEENY_ERR_ARG, "the feed of graph input \"%.80s\" is %s, the input %s%s", v->name,
+                              teeny__ox_type_name((int)v->feed->dtype), teeny__ox_type_name(elem),
+                              input_and_feed(v, both, sizeof both));
     if (ndim < 0 || ndim > TEENY_MAX_DIMS || (labels && ndim < 1))
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" has rank %d (a run-time input has rank "
                        "%s)", v->name, ndim, labels ? "1..5" : "0..5");
@@ -278,8 +321,8 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
      * an input of fixed shape */
     int fixed = scalar || (d[0] >= 0 && d[0] != im->batch);
     if (fixed && !scalar && (im->p->batch > 0 || labels))
-        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "graph input \"%.80s\": its first dimension is %lld, the batch %lld",
-                       v->name, (long long)d[0], (long long)im->batch);
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "graph input \"%.80s\": its first dimension is %lld, the batch %lld%s",
+                       v->name, (long long)d[0], (long long)im->batch, input_and_feed(v, both, sizeof both));
     int64_t first = d[0];
     d[0] = fixed ? first : -1;
     for (int i = fixed ? 0 : 1; i < ndim; i++)

@@ -128,7 +128,10 @@ static int seeds_safetensors(teeny_ctx *ctx, const char *dir)
     return ok ? n : -1;
 }
 
-static int npy_raw(const char *dir, const char *name, int major, const char *dict, size_t data_bytes)
+/* An .npy file of the given version and header dict; its data_bytes are
+ * data, or i * 37 (mod 256) at byte i when data is NULL. */
+static int npy_raw(const char *dir, const char *name, int major, const char *dict, const void *data,
+                   size_t data_bytes)
 {
     size_t pre = major == 1 ? 10 : 12, dl = strlen(dict), total = (pre + dl + 1 + 63) / 64 * 64, hlen = total - pre;
     unsigned char *b = calloc(1, total + data_bytes);
@@ -143,7 +146,7 @@ static int npy_raw(const char *dir, const char *name, int major, const char *dic
     memset(b + pre + dl, ' ', hlen - dl - 1);
     b[total - 1] = '\n';
     for (size_t i = 0; i < data_bytes; i++)
-        b[total + i] = (unsigned char)(i * 37);
+        b[total + i] = data ? ((const unsigned char *)data)[i] : (unsigned char)(i * 37);
     r = put(dir, name, b, total + data_bytes);
     free(b);
     return r;
@@ -162,12 +165,19 @@ static int seeds_npy(teeny_ctx *ctx, const char *dir)
     ok = ok && teeny_npy_save(b, path) == TEENY_OK;
     snprintf(path, sizeof path, "%s/i32-1d.npy", dir);
     ok = ok && teeny_npy_save(i, path) == TEENY_OK;
-    ok = ok && npy_raw(dir, "v2-scalar.npy", 2, "{\"shape\": (), \"fortran_order\": False, \"descr\": \"<i4\"}", 4) == 0;
-    ok = ok && npy_raw(dir, "v3.npy", 3, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 12) == 0;
+    ok = ok && npy_raw(dir, "v2-scalar.npy", 2, "{\"shape\": (), \"fortran_order\": False, \"descr\": \"<i4\"}", NULL, 4) == 0;
+    ok = ok && npy_raw(dir, "v3.npy", 3, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", NULL, 12) == 0;
+    static const unsigned char i64[32] = {7, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 127, 0, 0, 0, 0,
+                                          0, 0, 0, 128, 255, 255, 255, 255, 254, 255, 255, 255, 255, 255, 255, 255};
+    static const unsigned char flags[3] = {1, 0, 1};
+    ok = ok && npy_raw(dir, "i64-2d.npy", 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 2), }", i64,
+                       sizeof i64) == 0;
+    ok = ok && npy_raw(dir, "bool-1d.npy", 1, "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", flags,
+                       sizeof flags) == 0;
     teeny_tensor_destroy(a);
     teeny_tensor_destroy(b);
     teeny_tensor_destroy(i);
-    return ok ? 5 : -1;
+    return ok ? 7 : -1;
 }
 
 static int seeds_idx(const char *dir)
@@ -298,10 +308,21 @@ static teeny_status load_safetensors(teeny_ctx *ctx, const char *path, const cha
 static teeny_status load_npy(teeny_ctx *ctx, const char *path, const char **msg)
 {
     teeny_tensor *t = NULL;
+    teeny_npy_info info;
+    int read_ok = 0;
+    /* the host reader first (the load's message stays the last): the
+     * header, then the data into a buffer of its size */
+    if (teeny_npy_read(ctx, path, &info, NULL, 0) == TEENY_OK) {
+        void *data = malloc(info.bytes + 1);
+        read_ok = data && teeny_npy_read(ctx, path, &info, data, info.bytes) == TEENY_OK;
+        free(data);
+    }
     teeny_status st = teeny_npy_load(ctx, path, &t);
     *msg = teeny_last_error(ctx);
     if (st == TEENY_OK && !t)
         st = TEENY_ERR_STATE, *msg = "npy load returned OK and no tensor";
+    else if (read_ok != (st == TEENY_OK) && st != TEENY_ERR_RANGE)
+        st = TEENY_ERR_STATE, *msg = "npy read and npy load disagree on the file";
     teeny_tensor_destroy(t);
     return st;
 }

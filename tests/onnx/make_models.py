@@ -40,7 +40,7 @@ def save(name, graph, opset, inputs, external=False):
     feeds = {i.name: v for i, v in zip(sess.get_inputs(), inputs)}
     outs = sess.run(None, feeds)
     for k, v in enumerate(inputs):
-        np.save(os.path.join(HERE, "%s.in%d.npy" % (name, k)), v.astype(np.int32) if v.dtype == np.int64 else v)
+        np.save(os.path.join(HERE, "%s.in%d.npy" % (name, k)), v)  # int64 stays int64 (teeny_npy_read takes it)
     for k, v in enumerate(outs):
         np.save(os.path.join(HERE, "%s.out%d.npy" % (name, k)), np.asarray(v, dtype=np.float32))
     print("%s: %d bytes, %d nodes, outputs %s" % (name, os.path.getsize(path), len(graph.node),
@@ -400,6 +400,35 @@ def attention():
                               w(2, 6, 6, 8, scale=1.0), w(2, 6, 6, 5, scale=1.0)])
 
 
+def scalar_feed():
+    """A rank-0 graph input (ONNX's test_gemm_default_scalar_bias and
+    test_pow_bcast_scalar have them): y = Gemm(a, b, c) with c a scalar
+    bias, z = Pow(x, e) with e a scalar exponent. teeny-run feeds c and e
+    from 0-d .npy files (tests/test_tools.sh)."""
+    n = helper.make_node
+    vi = helper.make_tensor_value_info
+    f = TensorProto.FLOAT
+    nodes = [n("Gemm", ["a", "b", "c"], ["y"], name="gemm"), n("Pow", ["x", "e"], ["z"], name="pow")]
+    g = helper.make_graph(nodes, "scalar_feed", [vi("a", f, [2, 3]), vi("b", f, [3, 4]), vi("c", f, []),
+                                                 vi("x", f, [3]), vi("e", f, [])],
+                          [vi("y", f, [2, 4]), vi("z", f, [3])])
+    save("scalar_feed", g, 13, [w(2, 3), w(3, 4), np.array(0.25, np.float32), np.array([1.5, 2.0, 3.0], np.float32),
+                                np.array(2.0, np.float32)])
+
+
+def slice_feed():
+    """An int64 operand given at run: Slice's ends from a graph input, which
+    the importer takes from its feed as a constant (INT64_MAX, past int32,
+    means "to the end"; teeny-run reads it from a '<i8' .npy whole)."""
+    n = helper.make_node
+    vi = helper.make_tensor_value_info
+    nodes = [n("Slice", ["x", "starts", "ends", "axes"], ["y"], name="slice")]
+    g = helper.make_graph(nodes, "slice_feed", [vi("x", TensorProto.FLOAT, [2, 5]), vi("ends", TensorProto.INT64, [1])],
+                          [vi("y", TensorProto.FLOAT, [2, 4])],
+                          [init("starts", np.array([1], np.int64)), init("axes", np.array([1], np.int64))])
+    save("slice_feed", g, 13, [w(2, 5), np.array([np.iinfo(np.int64).max], np.int64)])
+
+
 def attention_unsupported():
     """Attention values the importer must refuse, naming node, op and
     attribute: softmax_precision float16 (teenycl's softmax is fp32), a
@@ -653,7 +682,7 @@ if __name__ == "__main__":
     # python3 make_models.py [NAME...]: only those functions (the others'
     # files stay as committed; the shared generator makes a full rerun
     # rewrite them)
-    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu]
+    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu, scalar_feed, slice_feed]
     for fn in ALL:
         if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]:
             fn()
