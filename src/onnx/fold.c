@@ -1,8 +1,8 @@
 /*
  * fold.c -- the graph-level ops: the shape arithmetic exporters emit
- * around dynamic batches (Shape, Gather, Unsqueeze, Squeeze, Concat,
+ * around dynamic batches (Shape, Size, Gather, Unsqueeze, Squeeze, Concat,
  * Reshape, Cast, Constant, ConstantOfShape; Slice, Concat and arithmetic
- * in arith.c) is computed on the host at import for the batch given;
+ * in arith.c; comparisons, Mod, Where, Range, If in logic.c) is computed on the host at import for the batch given;
  * Sqrt of constants (SDPA's scale) too;
  * Identity and Dropout (inference) pass their input through; Reshape,
  * Flatten, Squeeze and Unsqueeze of a run-time value become views (no
@@ -172,6 +172,22 @@ teeny_status teeny__ox_op_shape(ox_import *im)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     for (int64_t i = start; i < end; i++)
         ((int64_t *)c.data)[i - start] = s.d[i];
+    return teeny__ox_out_const(im, 0, &c);
+}
+
+/* Size: the element count of a constant or run-time value (its ONNX
+ * shape at the import batch), an int64 scalar. */
+teeny_status teeny__ox_op_size(ox_import *im)
+{
+    ox_shape s, o = {0};
+    ox_const c;
+    int idx;
+    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = in_shape(im, 0, &s, &idx)) != TEENY_OK)
+        return st;
+    if ((st = teeny__ox_const_alloc(im, OX_I64, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, &o, &c)) != TEENY_OK)
+        return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+    *(int64_t *)c.data = teeny__ox_numel(&s);
     return teeny__ox_out_const(im, 0, &c);
 }
 
