@@ -572,6 +572,33 @@ START_TEST(test_onnx_fold_if)
         teeny_onnx_destroy(model);
     }
     ck_assert_int_eq(nodes[1], nodes[0] + 1); /* the Relu, and nothing of the branch not taken */
+    /* a Conv -> Relu pair whose convolution a branch also reads: not fused (the branch sees the pre-activation) */
+    static const int64_t x_dims[4] = {1, 1, 3, 3}, w_dims[4] = {1, 1, 1, 1};
+    static const float w = 2.0f;
+    static const uint8_t yes = 1;
+    oc_model *m = oc_new(17), *then_g = oc_new(17), *else_g = oc_new(17);
+    oc_input(m, "x", OC_FLOAT, 4, x_dims);
+    oc_init_f32(m, "w", 4, w_dims, &w);
+    oc_init_bool(m, "c", 0, NULL, &yes);
+    oc_node(m, "Conv", "x,w", "conv");
+    oc_node(m, "Relu", "conv", "relu");
+    oc_node(then_g, "Identity", "conv", "t");
+    oc_output(then_g, "t");
+    oc_node(else_g, "Identity", "x", "e");
+    oc_output(else_g, "e");
+    oc_node(m, "If", "c", "y");
+    oc_attr_graph(m, "then_branch", then_g);
+    oc_attr_graph(m, "else_branch", else_g);
+    oc_output(m, "relu");
+    oc_output(m, "y");
+    ck_assert_int_eq(fold_load(m, &model), TEENY_OK);
+    teeny_node relu_node, y_node;
+    ck_assert_int_eq(teeny_onnx_output(model, 0, NULL, &relu_node, NULL, NULL), TEENY_OK);
+    ck_assert_int_eq(teeny_onnx_output(model, 1, NULL, &y_node, NULL, NULL), TEENY_OK);
+    ck_assert_msg(relu_node >= 0 && y_node >= 0 && relu_node != y_node,
+                  "If reading a Conv's output: the Relu (%d) and the branch's value (%d) are one node", (int)relu_node,
+                  (int)y_node);
+    teeny_onnx_destroy(model);
 }
 END_TEST
 
