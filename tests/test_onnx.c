@@ -120,6 +120,7 @@ START_TEST(test_onnx_models)
     check_model("bn_act", 1, x); /* batch norm + Relu / SiLU fused at import, and where it is not */
     check_model("shared", 1, x); /* initializers feeding two or three nodes */
     check_model("fashion_cnn", 1, x); /* finetune_onnx's Fashion-MNIST model */
+    check_model("shape_checks", 1, x); /* attention's exported shape checks (Equal, Mod, Where, Range, If, ...), folded */
 }
 END_TEST
 
