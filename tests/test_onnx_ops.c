@@ -512,6 +512,31 @@ START_TEST(test_onnx_fold_size)
     expect_folded("Size of an input", model, 0, 0, NULL, (const float[]){24});
     expect_folded("Size of a constant", model, 1, 0, NULL, (const float[]){6});
     teeny_onnx_destroy(model);
+    /* a bool padding mask given at import (an int32 feed), as nn.TransformerEncoder's export with a symbolic
+     * batch reads it: Shape of it, and Where(mask, -inf, 0) */
+    static const int32_t mask[6] = {0, 0, 1, 0, 1, 1};
+    static const float minus_inf = -INFINITY, zero = 0;
+    teeny_onnx_feed feed = {"mask", TEENY_ONNX_INT32, 2, D2x3, mask};
+    teeny_onnx_params p = TEENY_ONNX_PARAMS_INIT;
+    p.n_feeds = 1;
+    p.feeds = &feed;
+    m = oc_new(17);
+    oc_input(m, "mask", OC_BOOL, 2, (const int64_t[]){-1, 3});
+    oc_init_f32(m, "-inf", 0, NULL, &minus_inf);
+    oc_init_f32(m, "0", 0, NULL, &zero);
+    oc_node(m, "Shape", "mask", "s");
+    oc_node(m, "Where", "mask,-inf,0", "bias");
+    oc_output(m, "s");
+    oc_output(m, "bias");
+    size_t size;
+    unsigned char *bytes = oc_pack(m, &size);
+    oc_free(m);
+    teeny_status st = teeny_onnx_load_memory(th_ctx(), bytes, size, &p, &model);
+    free(bytes);
+    ck_assert_msg(st == TEENY_OK, "a fed mask: %s (%s)", teeny_status_name(st), teeny_last_error(th_ctx()));
+    expect_folded("Shape of a fed mask", model, 0, 1, D2, (const float[]){2, 3});
+    expect_folded("Where of a fed mask", model, 1, 2, D2x3, (const float[]){0, 0, -INFINITY, 0, -INFINITY, -INFINITY});
+    teeny_onnx_destroy(model);
 }
 END_TEST
 

@@ -24,6 +24,11 @@ static teeny_status in_shape(ox_import *im, int i, ox_shape *s, int *idx)
     if (*idx < 0)
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "input %d is missing", i);
     ox_value *v = &im->vals[*idx];
+    if (v->kind == OX_INPUT && v->feed && v->feed->dtype != TEENY_ONNX_FLOAT) {
+        const ox_const *c; /* an integer or bool input given at import: a constant (a padding mask's shape) */
+        if ((st = teeny__ox_in_const(im, i, "data", 0, &c)) != TEENY_OK)
+            return st;
+    }
     if (v->kind == OX_INPUT && (st = teeny__ox_in_runtime(im, i, "data", idx)) != TEENY_OK)
         return st;
     if (v->kind == OX_CONST)
