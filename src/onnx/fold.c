@@ -1,9 +1,10 @@
 /*
  * fold.c -- the graph-level ops: the shape arithmetic exporters emit
- * around dynamic batches (Shape, Size, Gather, Unsqueeze, Squeeze, Concat,
- * Reshape, Cast, Constant, ConstantOfShape; Slice, Concat and arithmetic
- * in arith.c; comparisons, Mod, Where, Range, If in logic.c) is computed on the host at import for the batch given;
- * Sqrt of constants (SDPA's scale) too;
+ * around dynamic batches (Shape, Size, Gather, Unsqueeze, Squeeze,
+ * Concat, Reshape, Cast, Constant, ConstantOfShape; Slice, Concat and
+ * arithmetic in arith.c; comparisons, Mod, Where, Range, If in logic.c)
+ * is computed on the host at import for the batch given; Sqrt of
+ * constants (SDPA's scale) too;
  * Identity and Dropout (inference) pass their input through; Reshape,
  * Flatten, Squeeze and Unsqueeze of a run-time value become views (no
  * copy) as long as the batch stays the outermost dimension.

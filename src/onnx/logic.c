@@ -51,7 +51,8 @@ static teeny_status alloc_out(ox_import *im, ox_type type, int onnx_type, const 
  * Xor of two booleans (any nonzero value true): a bool tensor. */
 teeny_status teeny__ox_op_compare(ox_import *im)
 {
-    static const char *const names[] = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"};
+    static const char *const names[] = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+                                        "And", "Or", "Xor"};
     enum { EQ, LT, GT, LE, GE, AND, OR, XOR };
     const ox_const *a, *b;
     ox_shape o;
@@ -92,7 +93,8 @@ teeny_status teeny__ox_op_logical_not(ox_import *im)
     const ox_const *x;
     ox_const c;
     teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = fold_in(im, 0, "X", &x)) != TEENY_OK ||
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
+        (st = fold_in(im, 0, "X", &x)) != TEENY_OK ||
         (st = alloc_out(im, OX_I64, ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, &x->shape, &c)) != TEENY_OK)
         return st;
     for (int64_t k = 0; k < c.numel; k++)
@@ -202,7 +204,8 @@ teeny_status teeny__ox_op_where(ox_import *im)
     ox_const c;
     teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
     if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
-        (st = fold_in(im, 0, "condition", &cond)) != TEENY_OK || (st = teeny__ox_in_present(im, 1, "X", &xi)) != TEENY_OK ||
+        (st = fold_in(im, 0, "condition", &cond)) != TEENY_OK ||
+        (st = teeny__ox_in_present(im, 1, "X", &xi)) != TEENY_OK ||
         (st = teeny__ox_in_present(im, 2, "Y", &yi)) != TEENY_OK)
         return st;
     if (im->vals[xi].kind != OX_CONST || im->vals[yi].kind != OX_CONST) {
@@ -217,16 +220,16 @@ teeny_status teeny__ox_op_where(ox_import *im)
             return teeny__ox_fail(im, TEENY_ERR_SHAPE, "the operands' shapes do not broadcast");
         const ox_shape *ps = pick == 1 ? &xs : &ys;
         if (!pick || cond->numel == 0 || ps->ndim != o.ndim || memcmp(ps->d, o.d, sizeof(int64_t) * (size_t)o.ndim))
-            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "Where of run-time values is only taken where the constant "
-                                  "condition picks one operand everywhere and the result has its shape (run-time "
-                                  "select is not supported yet)");
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "Where of run-time values is only taken where the "
+                                  "constant condition picks one operand everywhere and the result has its shape "
+                                  "(run-time select is not supported yet)");
         return pass_through(im, pick, pick == 1 ? "X" : "Y");
     }
     x = &im->vals[xi].c;
     y = &im->vals[yi].c;
     if (x->type != y->type)
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "X and Y of different types (%s, %s)", teeny__ox_type_name(x->onnx_type),
-                              teeny__ox_type_name(y->onnx_type));
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "X and Y of different types (%s, %s)",
+                              teeny__ox_type_name(x->onnx_type), teeny__ox_type_name(y->onnx_type));
     if (!teeny__ox_broadcast(&cond->shape, &x->shape, &t) || !teeny__ox_broadcast(&t, &y->shape, &o))
         return teeny__ox_fail(im, TEENY_ERR_SHAPE, "the operands' shapes do not broadcast");
     if ((st = alloc_out(im, x->type, x->onnx_type, &o, &c)) != TEENY_OK)
