@@ -711,6 +711,19 @@ START_TEST(test_onnx_fold_runtime_refused)
         snprintf(what, sizeof what, "node \"y\" (%s)", ops[i]);
         expect_refused(ops[i], m, TEENY_ERR_UNSUPPORTED, what, "is computed at run time");
     }
+    /* a graph input given no value at import, float or int64 */
+    for (int is_int = 0; is_int < 2; is_int++) {
+        oc_model *m = oc_new(17);
+        oc_input(m, "x", is_int ? OC_INT64 : OC_FLOAT, 1, D3);
+        if (is_int)
+            oc_init_i64(m, "k", 1, D3, (const int64_t[]){1, 2, 3});
+        else
+            oc_init_f32(m, "k", 1, D3, k);
+        oc_node(m, "Equal", "x,k", "y");
+        oc_output(m, "y");
+        expect_refused("Equal of a graph input", m, TEENY_ERR_UNSUPPORTED, "node \"y\" (Equal): input 0 (A) is graph "
+                       "input \"x\", given no value at import", "give the input a feed");
+    }
     oc_model *m = oc_new(17);
     oc_input(m, "x", OC_FLOAT, 1, D1);
     oc_init_f32(m, "k", 0, NULL, k);

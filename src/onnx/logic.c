@@ -30,11 +30,16 @@ static teeny_status fold_in(ox_import *im, int i, const char *what, const ox_con
     teeny_status st = teeny__ox_in_present(im, i, what, &idx);
     if (st != TEENY_OK)
         return st;
-    int kind = im->vals[idx].kind;
-    if (kind == OX_RUNTIME || kind == OX_SIGMOID)
+    const ox_value *v = &im->vals[idx];
+    if (v->kind == OX_RUNTIME || v->kind == OX_SIGMOID)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) \"%.80s\" is computed at run time; %s is only "
                               "folded at import, of constants and shapes (run-time %s is not supported yet)", i, what,
-                              im->vals[idx].name, im->node->op_type, im->node->op_type);
+                              v->name, im->node->op_type, im->node->op_type);
+    if (v->kind == OX_INPUT && !v->feed)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) is graph input \"%.80s\", given no value at "
+                              "import; %s is only folded at import, of constants and shapes (give the input a feed; "
+                              "run-time %s is not supported yet)", i, what, v->name, im->node->op_type,
+                              im->node->op_type);
     return teeny__ox_in_const(im, i, what, 0, c);
 }
 
