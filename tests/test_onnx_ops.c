@@ -516,18 +516,25 @@ START_TEST(test_onnx_fold_size)
      * batch reads it: Shape of it, and Where(mask, -inf, 0) */
     static const int32_t mask[6] = {0, 0, 1, 0, 1, 1};
     static const float minus_inf = -INFINITY, zero = 0;
-    teeny_onnx_feed feed = {"mask", TEENY_ONNX_INT32, 2, D2x3, mask};
+    static const int32_t ids[6] = {7, 8, 9, 10, 11, 12};
+    static const uint8_t pick_first_row[2] = {1, 0};
+    teeny_onnx_feed feeds[2] = {{"mask", TEENY_ONNX_INT32, 2, D2x3, mask}, {"ids", TEENY_ONNX_INT32, 2, D2x3, ids}};
     teeny_onnx_params p = TEENY_ONNX_PARAMS_INIT;
-    p.n_feeds = 1;
-    p.feeds = &feed;
+    p.n_feeds = 2;
+    p.feeds = feeds;
     m = oc_new(17);
     oc_input(m, "mask", OC_BOOL, 2, (const int64_t[]){-1, 3});
     oc_init_f32(m, "-inf", 0, NULL, &minus_inf);
     oc_init_f32(m, "0", 0, NULL, &zero);
     oc_node(m, "Shape", "mask", "s");
     oc_node(m, "Where", "mask,-inf,0", "bias");
+    oc_input(m, "ids", OC_INT64, 2, (const int64_t[]){-1, 3});
+    oc_init_bool(m, "rows", 2, D2x1, pick_first_row);
+    oc_init_i64(m, "k3", 1, D3, (const int64_t[]){1, 2, 3});
+    oc_node(m, "Where", "rows,ids,k3", "picked"); /* an int input given at import as X: a constant too */
     oc_output(m, "s");
     oc_output(m, "bias");
+    oc_output(m, "picked");
     size_t size;
     unsigned char *bytes = oc_pack(m, &size);
     oc_free(m);
@@ -536,6 +543,7 @@ START_TEST(test_onnx_fold_size)
     ck_assert_msg(st == TEENY_OK, "a fed mask: %s (%s)", teeny_status_name(st), teeny_last_error(th_ctx()));
     expect_folded("Shape of a fed mask", model, 0, 1, D2, (const float[]){2, 3});
     expect_folded("Where of a fed mask", model, 1, 2, D2x3, (const float[]){0, 0, -INFINITY, 0, -INFINITY, -INFINITY});
+    expect_folded("Where of a fed X", model, 2, 2, D2x3, (const float[]){7, 8, 9, 1, 2, 3});
     teeny_onnx_destroy(model);
 }
 END_TEST

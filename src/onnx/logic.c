@@ -156,8 +156,8 @@ teeny_status teeny__ox_op_mod(ox_import *im)
 
 /* ---- Where ---- */
 
-/* Output 0 as input idx (of ONNX shape s) unchanged: a copy of a
- * constant, or a view of a run-time value. */
+/* Output 0 as input i unchanged: a copy of a constant, or a view of a
+ * run-time value. */
 static teeny_status pass_through(ox_import *im, int i, const char *what)
 {
     int idx;
@@ -213,6 +213,13 @@ teeny_status teeny__ox_op_where(ox_import *im)
         (st = teeny__ox_in_present(im, 1, "X", &xi)) != TEENY_OK ||
         (st = teeny__ox_in_present(im, 2, "Y", &yi)) != TEENY_OK)
         return st;
+    for (int i = 1; i <= 2; i++) { /* an integer X or Y given at import is a constant */
+        const ox_value *v = &im->vals[i == 1 ? xi : yi];
+        const ox_const *bound;
+        if (v->kind == OX_INPUT && v->feed && v->feed->dtype != TEENY_ONNX_FLOAT &&
+            (st = teeny__ox_in_const(im, i, i == 1 ? "X" : "Y", 0, &bound)) != TEENY_OK)
+            return st;
+    }
     if (im->vals[xi].kind != OX_CONST || im->vals[yi].kind != OX_CONST) {
         int64_t n_true = 0;
         ox_shape xs, ys;
