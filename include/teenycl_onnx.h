@@ -13,8 +13,10 @@
  * and one without, or batch-norm statistics, are TEENY_ERR_UNSUPPORTED); the
  * graph inputs become graph inputs, whose first dimension is the batch; the
  * shape arithmetic exporters emit (Shape, Gather, Unsqueeze, Concat,
- * Reshape, Constant, ...) is folded at import for the batch given. The
- * result compiles like a hand-built graph, for inference or training.
+ * Reshape, Constant, ...) and their shape checks (Equal, Mod, Where, ...;
+ * an If whose condition folds is replaced by its taken branch) are folded
+ * at import for the batch given. The result compiles like a hand-built
+ * graph, for inference or training.
  *
  * Supported: default-domain opsets 6..24. The ops and attributes the
  * importer maps are listed in README.md ("Importing ONNX models"); anything

@@ -16,6 +16,8 @@ struct oc_model {
     Onnx__NodeProto **nodes;
     size_t n_inputs, n_outputs, n_inits, n_nodes;
     size_t cap_inputs, cap_outputs, cap_inits, cap_nodes;
+    struct oc_model **subs;        /* graph attributes' models, owned */
+    size_t n_subs, cap_subs;
 };
 
 static void oc_fail(const char *why)
@@ -89,7 +91,7 @@ static Onnx__TensorProto *oc_tensor(const char *name, int type, int ndim, const 
         t->dims[i] = dims[i];
         numel *= dims[i] > 0 ? (size_t)dims[i] : 0;
     }
-    size_t es = type == OC_FLOAT ? 4 : 8;
+    size_t es = type == OC_BOOL ? 1 : type == OC_FLOAT || type == OC_INT32 ? 4 : 8;
     t->has_data_type = 1;
     t->data_type = type;
     t->has_raw_data = 1;
@@ -162,6 +164,11 @@ void oc_init_i64(oc_model *m, const char *name, int ndim, const int64_t *dims, c
     oc_push((void ***)&m->inits, &m->n_inits, &m->cap_inits, oc_tensor(name, OC_INT64, ndim, dims, data));
 }
 
+void oc_init_bool(oc_model *m, const char *name, int ndim, const int64_t *dims, const uint8_t *data)
+{
+    oc_push((void ***)&m->inits, &m->n_inits, &m->cap_inits, oc_tensor(name, OC_BOOL, ndim, dims, data));
+}
+
 void oc_node(oc_model *m, const char *op, const char *inputs, const char *outputs)
 {
     Onnx__NodeProto *n = oc_alloc(sizeof *n);
@@ -223,6 +230,30 @@ void oc_attr_tensor_i64(oc_model *m, const char *name, int ndim, const int64_t *
 {
     Onnx__AttributeProto *a = oc_attr(m, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
     a->t = oc_tensor("", OC_INT64, ndim, dims, data);
+}
+
+/* sub's messages as a GraphProto (its arrays borrowed from sub). */
+static Onnx__GraphProto *oc_graph(oc_model *sub)
+{
+    Onnx__GraphProto *g = oc_alloc(sizeof *g);
+    onnx__graph_proto__init(g);
+    g->name = "branch";
+    g->n_node = sub->n_nodes;
+    g->node = sub->nodes;
+    g->n_initializer = sub->n_inits;
+    g->initializer = sub->inits;
+    g->n_input = sub->n_inputs;
+    g->input = sub->inputs;
+    g->n_output = sub->n_outputs;
+    g->output = sub->outputs;
+    return g;
+}
+
+void oc_attr_graph(oc_model *m, const char *name, oc_model *sub)
+{
+    Onnx__AttributeProto *a = oc_attr(m, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH);
+    a->g = oc_graph(sub);
+    oc_push((void ***)&m->subs, &m->n_subs, &m->cap_subs, sub);
 }
 
 unsigned char *oc_pack(const oc_model *m, size_t *size)
@@ -298,6 +329,7 @@ void oc_free(oc_model *m)
             free(a->ints);
             free(a->s.data);
             oc_tensor_free(a->t);
+            free(a->g); /* its arrays are a sub-model's, freed below */
             free(a);
         }
         free(n->attribute);
@@ -307,6 +339,9 @@ void oc_free(oc_model *m)
         free(n->name);
         free(n);
     }
+    for (size_t i = 0; i < m->n_subs; i++)
+        oc_free(m->subs[i]);
+    free(m->subs);
     free(m->inputs);
     free(m->outputs);
     free(m->inits);

@@ -36,6 +36,7 @@ void oc_output(oc_model *m, const char *name);
 /* Initializers: numel = the product of dims, data copied. */
 void oc_init_f32(oc_model *m, const char *name, int ndim, const int64_t *dims, const float *data);
 void oc_init_i64(oc_model *m, const char *name, int ndim, const int64_t *dims, const int64_t *data);
+void oc_init_bool(oc_model *m, const char *name, int ndim, const int64_t *dims, const uint8_t *data);
 /* A node; inputs and outputs are comma-separated names ("" names an
  * omitted optional input: "x,,scales"). The node is named after its first
  * output. Attributes go to the node added last. */
@@ -46,6 +47,10 @@ void oc_attr_ints(oc_model *m, const char *name, int n, const int64_t *v);
 void oc_attr_string(oc_model *m, const char *name, const char *v);
 /* An int64 tensor attribute (Constant's value). */
 void oc_attr_tensor_i64(oc_model *m, const char *name, int ndim, const int64_t *dims, const int64_t *data);
+/* A graph attribute (If's then_branch, else_branch): sub's inputs,
+ * initializers, nodes and outputs as they are now; m takes ownership of
+ * sub (add nothing to it afterwards). */
+void oc_attr_graph(oc_model *m, const char *name, oc_model *sub);
 /* The model file's bytes (caller frees); *size their count. */
 unsigned char *oc_pack(const oc_model *m, size_t *size);
 

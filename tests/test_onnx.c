@@ -125,6 +125,7 @@ START_TEST(test_onnx_models)
     check_model("scalar_feed", 5, abcxe); /* rank-0 inputs from 0-d .npy files: a Gemm bias, a Pow exponent */
     static const char *const x_ends[] = {"x", "ends"};
     check_model("slice_feed", 2, x_ends); /* Slice's ends INT64_MAX from an int64 .npy feed (a constant) */
+    check_model("shape_checks", 1, x); /* attention's exported shape checks (Equal, Mod, Where, Range, If, ...), folded */
 }
 END_TEST
 

@@ -42,10 +42,23 @@ teenycl computes).
 Before export, batch norm's running statistics are set from a few random
 batches (calibrate()), so activations stay of order one through the net.
 
+The transformers (issue 42: their exports check shapes with Shape ->
+Gather -> Equal/Mod -> Where, folded at import) are narrowed to run in
+seconds on PoCL, at 64 x 64 whatever --size says: vit_b_16_narrow is
+torchvision's VisionTransformer (vit_b_16's class) with 2 layers, 2 heads,
+width 64, MLP 128, patch 16 (its head, zero at init, drawn at random);
+deit_tiny_narrow is timm's deit_tiny_patch16_224 (`pip install timm`) with
+depth 2, width 64, 2 heads, 10 classes; transformer_encoder is
+nn.TransformerEncoder (2 layers, d_model 32, 2 heads, batch_first) over
+[batch, 5, 32] with src_key_padding_mask a second graph input (bool; odd
+rows pad their last two positions), fed to teeny-run as int32 (folded at
+import: the mask is a constant of the plan).
+
 Exit status: 0 when every model imports and matches, 1 otherwise (an import
 failure, a run failure or a mismatch), 2 when a required package is missing.
 """
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -56,7 +69,8 @@ import numpy as np
 
 os.environ.setdefault("YOLO_OFFLINE", "1")  # ultralytics: no update checks
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODELS = ("resnet18", "mobilenet_v3_small", "yolo11n")
+TRANSFORMERS = ("vit_b_16_narrow", "deit_tiny_narrow", "transformer_encoder")
+MODELS = ("resnet18", "mobilenet_v3_small", "yolo11n") + TRANSFORMERS
 
 
 def build_model(name):
@@ -70,6 +84,19 @@ def build_model(name):
                 m.export = True
                 m.format = "onnx"
         return model.float().eval()
+    if name == "vit_b_16_narrow":
+        from torchvision.models.vision_transformer import VisionTransformer
+        model = VisionTransformer(image_size=64, patch_size=16, num_layers=2, num_heads=2, hidden_dim=64,
+                                  mlp_dim=128)
+        torch.nn.init.normal_(model.heads.head.weight, std=0.1)  # zero at init: the output would be all zeros
+        return model.eval()
+    if name == "deit_tiny_narrow":
+        import timm
+        return timm.create_model("deit_tiny_patch16_224", pretrained=False, img_size=64, embed_dim=64, depth=2,
+                                 num_heads=2, num_classes=10).eval()
+    if name == "transformer_encoder":
+        layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=2, dim_feedforward=64, batch_first=True)
+        return torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
     import torchvision
     return getattr(torchvision.models, name)(weights=None).eval()
 
@@ -96,26 +123,41 @@ def export(name, path, batch, size, seed, calib, exporter="torchscript", opset=1
     import torch
     torch.manual_seed(seed)
     model = build_model(name)
-    if calib:
+    if calib and name not in TRANSFORMERS:  # no batch norm there
         calibrate(model, batch, size, seed)
-    x = torch.from_numpy(make_input(batch, size, seed))
-    with torch.no_grad():
-        out = model(x)  # also sets up the Detect head's anchors
+    feeds = make_inputs(name, batch, size, seed)
+    args = tuple(torch.from_numpy(v) for v in feeds.values())
+    if name == "transformer_encoder":
+        args = (args[0], None, args[1])  # (src, mask, src_key_padding_mask)
+    # under no_grad, nn.MultiheadAttention's fast path (aten::_native_multi_head_attention) has no ONNX form
+    with torch.no_grad() if name not in TRANSFORMERS else contextlib.nullcontext():
+        out = model(*args)  # also sets up the Detect head's anchors
         if exporter == "dynamo":  # torch.export-based (PyTorch >= 2.9's default; needs onnxscript)
             kw = {"dynamo": True, "external_data": False}
         else:
             kw = {"dynamo": False} if "dynamo" in torch.onnx.export.__code__.co_varnames else {}
             kw["do_constant_folding"] = True
             if dynamic:  # a symbolic batch: teeny-run gets --batch, the importer folds the shape arithmetic
-                kw["dynamic_axes"] = {"input": {0: "N"}}
-        torch.onnx.export(model, (x,), path, opset_version=opset, input_names=["input"], **kw)
+                kw["dynamic_axes"] = {k: {0: "N"} for k in feeds}
+        torch.onnx.export(model, args, path, opset_version=opset, input_names=list(feeds), **kw)
     out = out if isinstance(out, (list, tuple)) else [out]
-    return model, [o.numpy() for o in out if isinstance(o, torch.Tensor)]
+    return model, args, [o.detach().numpy() for o in out if isinstance(o, torch.Tensor)]
 
 
 def make_input(batch, size, seed):
     rng = np.random.default_rng(seed)
     return rng.standard_normal((batch, 3, size, size)).astype(np.float32)
+
+
+def make_inputs(name, batch, size, seed):
+    """The model's graph inputs by name: an image batch, or for
+    transformer_encoder the sequence and its bool padding mask."""
+    if name == "transformer_encoder":
+        src = np.random.default_rng(seed).standard_normal((batch, 5, 32)).astype(np.float32)
+        mask = np.zeros((batch, 5), dtype=bool)
+        mask[1::2, 3:] = True  # odd rows: the last two positions are padding
+        return {"src": src, "src_key_padding_mask": mask}
+    return {"input": make_input(batch, 64 if name in TRANSFORMERS else size, seed)}
 
 
 def unsupported(info, path, device):
@@ -138,7 +180,7 @@ def check(name, args):
     import onnxruntime as ort
     path = os.path.join(args.workdir, name + ".onnx")
     t0 = time.time()
-    model_pt, torch_out = export(name, path, args.batch, args.size, args.seed, not args.no_calibrate,
+    model_pt, torch_args, torch_out = export(name, path, args.batch, args.size, args.seed, not args.no_calibrate,
                        args.exporter, args.opset, args.dynamic_batch)
     model = onnx.load(path)
     ops = sorted({n.op_type for n in model.graph.node})
@@ -153,17 +195,18 @@ def check(name, args):
     summary = [line for line in text.splitlines() if " nodes supported" in line]
     print("  teeny-info:", summary[-1] if summary else text.rstrip())
 
-    x = make_input(args.batch, args.size, args.seed)
-    in_name = model.graph.input[0].name
-    in_path = os.path.join(args.workdir, name + ".input.npy")
-    np.save(in_path, x)
+    feeds = make_inputs(name, args.batch, args.size, args.seed)
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
-    ref = dict(zip(names, sess.run(None, {in_name: x})))
+    ref = dict(zip(names, sess.run(None, feeds)))
 
     out_dir = os.path.join(args.workdir, name + ".out")
     os.makedirs(out_dir, exist_ok=True)
-    cmd = [args.teeny_run, path, "--input", f"{in_name}={in_path}", "--output-dir", out_dir, "--json"]
+    cmd = [args.teeny_run, path, "--output-dir", out_dir, "--json"]
+    for in_name, value in feeds.items():  # bool as int32: teeny-run reads <f4 and <i4
+        in_path = os.path.join(args.workdir, f"{name}.{in_name}.npy")
+        np.save(in_path, value.astype(np.int32) if value.dtype == bool else value)
+        cmd += ["--input", f"{in_name}={in_path}"]
     if args.device:
         cmd += ["--device", args.device]
     if args.dynamic_batch:
@@ -204,7 +247,7 @@ def check(name, args):
         print(f"  PyTorch CPU against onnxruntime: nrms {torch_nrms:.3g}")
     row.update(max_abs=worst_abs, nrms=worst_nrms, torch_nrms=torch_nrms, ok=ok)
     if ok and args.time > 0:
-        row["times"] = time_model(model_pt, path, in_name, x, cmd, args)
+        row["times"] = time_model(model_pt, path, feeds, torch_args, cmd, args)
     return row
 
 
@@ -220,7 +263,7 @@ def median_ms(fn, k, sync=lambda: None):
     return sorted(times)[k // 2]
 
 
-def time_model(model, path, in_name, x, cmd, args):
+def time_model(model, path, feeds, torch_args, cmd, args):
     """Median forward times of teenycl, onnxruntime's CPU provider and
     PyTorch eager on the same input (see the docstring)."""
     import onnxruntime as ort
@@ -231,16 +274,16 @@ def time_model(model, path, in_name, x, cmd, args):
     so = ort.SessionOptions()
     so.intra_op_num_threads = args.threads
     cpu = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    t["onnxruntime_cpu"] = median_ms(lambda: cpu.run(None, {in_name: x}), args.time)
+    t["onnxruntime_cpu"] = median_ms(lambda: cpu.run(None, feeds), args.time)
     dev = torch.device(args.torch_device)
     model = model.to(dev)
-    xt = torch.from_numpy(x).to(dev)
+    xt = tuple(a.to(dev) if isinstance(a, torch.Tensor) else a for a in torch_args)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     saved = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
     with torch.no_grad():
-        t["torch_default"] = median_ms(lambda: model(xt), args.time, sync)
+        t["torch_default"] = median_ms(lambda: model(*xt), args.time, sync)
         torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-        t["torch_fp32"] = median_ms(lambda: model(xt), args.time, sync)
+        t["torch_fp32"] = median_ms(lambda: model(*xt), args.time, sync)
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
     fmt = (lambda v: "-" if v is None else f"{v:.3f} ms")
     print(f"  time (median of {args.time}): teenycl {fmt(t['teenycl'])}, onnxruntime CPU "
@@ -284,10 +327,12 @@ def main():
         import onnx, onnxruntime, torch  # noqa: F401
         if any(m != "yolo11n" for m in names):
             import torchvision  # noqa: F401
+        if "deit_tiny_narrow" in names:
+            import timm  # noqa: F401
         if "yolo11n" in names:
             import ultralytics  # noqa: F401
     except ImportError as e:
-        print(f"check-models: {e} (pip install torch torchvision onnx onnxruntime ultralytics)", file=sys.stderr)
+        print(f"check-models: {e} (pip install torch torchvision onnx onnxruntime ultralytics timm)", file=sys.stderr)
         return 2
     if args.time > 0 and args.torch_device is None:
         import torch

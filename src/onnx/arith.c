@@ -77,22 +77,7 @@ teeny_status teeny__ox_fold_slice(ox_import *im)
     return teeny__ox_out_const(im, 0, &c);
 }
 
-/* NumPy broadcasting of two shapes. */
-static int broadcast(const ox_shape *a, const ox_shape *b, ox_shape *o)
-{
-    o->ndim = a->ndim > b->ndim ? a->ndim : b->ndim;
-    for (int i = 0; i < o->ndim; i++) {
-        int64_t x = i < o->ndim - a->ndim ? 1 : a->d[i - (o->ndim - a->ndim)];
-        int64_t y = i < o->ndim - b->ndim ? 1 : b->d[i - (o->ndim - b->ndim)];
-        if (x != y && x != 1 && y != 1)
-            return 0;
-        o->d[i] = x == 1 ? y : x;
-    }
-    return 1;
-}
-
-/* Element k of o's index space read from broadcast operand s. */
-static int64_t bcast_index(const ox_shape *o, const ox_shape *s, int64_t k)
+int64_t teeny__ox_bcast_index(const ox_shape *o, const ox_shape *s, int64_t k)
 {
     int64_t at = 0, mul = 1;
     for (int i = o->ndim - 1; i >= 0; i--) {
@@ -115,13 +100,13 @@ teeny_status teeny__ox_fold_binary(ox_import *im, const ox_const *a, const ox_co
     ox_const c;
     if (a->type != b->type)
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "operands of different types");
-    if (!broadcast(&a->shape, &b->shape, &o))
+    if (!teeny__ox_broadcast(&a->shape, &b->shape, &o))
         return teeny__ox_fail(im, TEENY_ERR_SHAPE, "operand shapes do not broadcast");
     teeny_status st = teeny__ox_const_alloc(im, a->type, a->onnx_type, &o, &c);
     if (st != TEENY_OK)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     for (int64_t k = 0; k < c.numel; k++) {
-        int64_t i = bcast_index(&o, &a->shape, k), j = bcast_index(&o, &b->shape, k);
+        int64_t i = teeny__ox_bcast_index(&o, &a->shape, k), j = teeny__ox_bcast_index(&o, &b->shape, k);
         if (a->type == OX_F32) {
             float x = ((const float *)a->data)[i], y = ((const float *)b->data)[j];
             ((float *)c.data)[k] = op[0] == 'A' ? x + y : op[0] == 'S' ? x - y : op[0] == 'M' ? x * y

@@ -276,6 +276,28 @@ static int match_gelu(const scan_ctx *sc, int f, int *ch)
     return 0;
 }
 
+/* The outer values node's graph attributes (If's branches, nested ones
+ * too) read, into out (NULL: counted only), each as a use by no node, as
+ * a graph output is: a value a branch reads stays whole, never fused
+ * away. */
+static size_t branch_uses(const Onnx__NodeProto *n, name_ref *out)
+{
+    size_t count = 0;
+    for (size_t a = 0; a < n->n_attribute; a++) {
+        const Onnx__GraphProto *g = n->attribute[a]->g;
+        for (size_t i = 0; g && i < g->n_output; i++, count++)
+            if (out)
+                out[count] = (name_ref){S(g->output[i]->name), -1};
+        for (size_t j = 0; g && j < g->n_node; j++) {
+            for (size_t k = 0; k < g->node[j]->n_input; k++, count++)
+                if (out)
+                    out[count] = (name_ref){S(g->node[j]->input[k]), -1};
+            count += branch_uses(g->node[j], out ? out + count : NULL);
+        }
+    }
+    return count;
+}
+
 teeny_status teeny__ox_fuse_scan(ox_import *im)
 {
     const Onnx__GraphProto *g = im->graph;
@@ -283,7 +305,7 @@ teeny_status teeny__ox_fuse_scan(ox_import *im)
     size_t n_uses = g->n_output, n_prod = 0;
     teeny_status st = TEENY_OK;
     for (size_t i = 0; i < g->n_node; i++) {
-        n_uses += g->node[i]->n_input;
+        n_uses += g->node[i]->n_input + branch_uses(g->node[i], NULL);
         n_prod += g->node[i]->n_output;
     }
     im->defer = teeny__calloc(g->n_node ? g->n_node : 1, sizeof *im->defer);
@@ -303,6 +325,7 @@ teeny_status teeny__ox_fuse_scan(ox_import *im)
         for (size_t k = 0; k < g->node[i]->n_input; k++)
             if (*S(g->node[i]->input[k]))
                 sc.uses[sc.n_uses++] = (name_ref){g->node[i]->input[k], (int)i};
+        sc.n_uses += branch_uses(g->node[i], sc.uses + sc.n_uses);
         for (size_t k = 0; k < g->node[i]->n_output; k++)
             if (*S(g->node[i]->output[k]))
                 sc.producers[sc.n_producers++] = (name_ref){g->node[i]->output[k], (int)i};

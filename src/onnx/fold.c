@@ -1,9 +1,10 @@
 /*
  * fold.c -- the graph-level ops: the shape arithmetic exporters emit
- * around dynamic batches (Shape, Gather, Unsqueeze, Squeeze, Concat,
- * Reshape, Cast, Constant, ConstantOfShape; Slice, Concat and arithmetic
- * in arith.c) is computed on the host at import for the batch given;
- * Sqrt of constants (SDPA's scale) too;
+ * around dynamic batches (Shape, Size, Gather, Unsqueeze, Squeeze,
+ * Concat, Reshape, Cast, Constant, ConstantOfShape; Slice, Concat and
+ * arithmetic in arith.c; comparisons, Mod, Where, Range, If in logic.c)
+ * is computed on the host at import for the batch given; Sqrt of
+ * constants (SDPA's scale) too;
  * Identity and Dropout (inference) pass their input through; Reshape,
  * Flatten, Squeeze and Unsqueeze of a run-time value become views (no
  * copy) as long as the batch stays the outermost dimension.
@@ -24,6 +25,11 @@ static teeny_status in_shape(ox_import *im, int i, ox_shape *s, int *idx)
     if (*idx < 0)
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "input %d is missing", i);
     ox_value *v = &im->vals[*idx];
+    if (v->kind == OX_INPUT && v->feed && v->feed->dtype != TEENY_ONNX_FLOAT) {
+        const ox_const *c; /* an integer or bool input given at import: a constant (a padding mask's shape) */
+        if ((st = teeny__ox_in_const(im, i, "data", 0, &c)) != TEENY_OK)
+            return st;
+    }
     if (v->kind == OX_INPUT && (st = teeny__ox_in_runtime(im, i, "data", idx)) != TEENY_OK)
         return st;
     if (v->kind == OX_CONST)
@@ -172,6 +178,22 @@ teeny_status teeny__ox_op_shape(ox_import *im)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     for (int64_t i = start; i < end; i++)
         ((int64_t *)c.data)[i - start] = s.d[i];
+    return teeny__ox_out_const(im, 0, &c);
+}
+
+/* Size: the element count of a constant or run-time value (its ONNX
+ * shape at the import batch), an int64 scalar. */
+teeny_status teeny__ox_op_size(ox_import *im)
+{
+    ox_shape s, o = {0};
+    ox_const c;
+    int idx;
+    teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = in_shape(im, 0, &s, &idx)) != TEENY_OK)
+        return st;
+    if ((st = teeny__ox_const_alloc(im, OX_I64, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, &o, &c)) != TEENY_OK)
+        return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+    *(int64_t *)c.data = teeny__ox_numel(&s);
     return teeny__ox_out_const(im, 0, &c);
 }
 

@@ -20,6 +20,8 @@
  *   fold.c         Constant, Shape, Squeeze/Unsqueeze, Reshape, Cast, ...
  *                  (folded, or views of run-time values)
  *   arith.c        Slice, Concat and Add/Sub/Mul/Div of constants
+ *   logic.c        comparisons, Not/And/Or/Xor, Mod, Where, Range, If
+ *                  (folded: shape checks; If inlines its taken branch)
  *   pointwise.c    activations, broadcasting Add/Sub/Mul/Div/Pow, Sum
  *   reductions.c   ReduceSum/ReduceMean, Softmax/LogSoftmax, LayerNormalization
  *   ops_layout.c   Transpose, Slice, Split, Gather, Expand, Pad, Concat
@@ -228,6 +230,9 @@ teeny_status teeny__ox_axis(ox_import *im, const char *what, int64_t axis, int r
 teeny_status teeny__ox_bind(ox_import *im, int vidx, teeny_node n, int is_state, int slot, const float *data);
 
 /* ---- import.c ---- */
+/* Import im->node through its op type's handler (If's branches call it
+ * for each node of the branch taken). */
+teeny_status teeny__ox_import_node(ox_import *im);
 /* Import size bytes (dir: external data; fn: inspect mode, reporting each
  * node, the model destroyed at the end). */
 teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const char *dir, const teeny_onnx_params *p,
@@ -242,7 +247,7 @@ typedef teeny_status (*ox_handler)(ox_import *im);
 #define XX(type, fn, since, until) teeny_status teeny__ox_op_##fn(ox_import *im);
 #include "ops.def"
 #undef XX
-#define OX_OP_COUNT 52             /* ops.def's lines: a line added or removed updates it, and README.md's table */
+#define OX_OP_COUNT 66             /* ops.def's lines: a line added or removed updates it, and README.md's table */
 
 /* ---- fold.c, arith.c: folding ---- */
 /* Folds for ops whose run-time form is a layer: Add/Sub/Mul/Div/Pow of two
@@ -256,6 +261,9 @@ teeny_status teeny__ox_fold_slice(ox_import *im);     /* arith.c: of constants *
 teeny_status teeny__ox_slice_params(ox_import *im, int rank, int64_t *start, int64_t *step, ox_shape *o,
                                     const ox_shape *s);
 teeny_status teeny__ox_fold_gather(ox_import *im); /* fold.c: Gather of constants */
+/* arith.c: element k of broadcast result shape o read from operand shape s
+ * (teeny__ox_broadcast made o from s and the others). */
+int64_t teeny__ox_bcast_index(const ox_shape *o, const ox_shape *s, int64_t k);
 /* values.c: an int64 1-D constant (at most max values) as a list. */
 teeny_status teeny__ox_const_ints(ox_import *im, const ox_const *c, const char *what, int max, int64_t *out, int *n);
 /* A shape operand (Reshape, Expand, ConstantOfShape): const_ints, with more

@@ -281,10 +281,65 @@ static int dense(const char *dir)
     return write_seed(dir, "Attention", m);
 }
 
+/* The shape checks folded at import (logic.c): x's shape through the
+ * comparisons, logic, Mod, Where, Range, Size and an If of both branches
+ * into a Reshape of x, so the result stays a run-time value. */
+static int shape_checks(const char *dir)
+{
+    static const char *const cmp[] = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+                                      "And", "Or", "Xor", "Not"};
+    static const uint8_t yes = 1;
+    static const int64_t zero = 0, two = 2, n32 = 32;
+    for (size_t i = 0; i < sizeof cmp / sizeof *cmp; i++) { /* Where(op(shape, 4), shape, [1, 32]) */
+        oc_model *m = oc_new(17);
+        int logic = i >= 5, unary_op = i == 8;
+        oc_input(m, "x", OC_FLOAT, 4, X4);
+        oc_init_i64(m, "four", 1, ONE, FOUR);
+        oc_init_bool(m, "t", 1, ONE, &yes);
+        oc_init_i64(m, "flat", 1, TWO, (const int64_t[]){1, 32});
+        oc_node(m, "Shape", "x", "s");
+        oc_node(m, "Equal", "s,four", "e");
+        oc_node(m, cmp[i], logic ? (unary_op ? "e" : "e,t") : "s,four", "c");
+        oc_node(m, "Where", "c,s,s", "target");
+        oc_node(m, "Reshape", "x,target", "y");
+        oc_output(m, "y");
+        if (write_seed(dir, cmp[i], m) < 0)
+            return -1;
+    }
+    oc_model *m = oc_new(17); /* Mod, Size and Range into a Reshape's target */
+    oc_input(m, "x", OC_FLOAT, 4, X4);
+    oc_init_i64(m, "zero", 0, NULL, &zero);
+    oc_init_i64(m, "two", 0, NULL, &two);
+    oc_init_i64(m, "n32", 0, NULL, &n32);
+    oc_node(m, "Size", "x", "n");
+    oc_node(m, "Mod", "n,n32", "r");
+    oc_attr_int(m, "fmod", 0);
+    oc_node(m, "Add", "r,two", "stop");
+    oc_node(m, "Range", "zero,stop,two", "idx"); /* [0]: one value */
+    oc_node(m, "Add", "idx,n", "len");
+    oc_node(m, "Reshape", "x,len", "y");
+    oc_output(m, "y");
+    if (write_seed(dir, "Mod", m) < 0)
+        return -1;
+    m = oc_new(17); /* If of a constant condition, a run-time value in each branch */
+    oc_model *then_g = oc_new(17), *else_g = oc_new(17);
+    oc_input(m, "x", OC_FLOAT, 4, X4);
+    oc_init_bool(m, "c", 0, NULL, &yes);
+    oc_node(then_g, "Relu", "x", "t");
+    oc_output(then_g, "t");
+    oc_node(else_g, "Identity", "x", "e");
+    oc_output(else_g, "e");
+    oc_node(m, "If", "c", "y");
+    oc_attr_graph(m, "then_branch", then_g);
+    oc_attr_graph(m, "else_branch", else_g);
+    oc_output(m, "y");
+    return write_seed(dir, "If", m);
+}
+
 int onnx_make_seeds(const char *dir)
 {
     seeds_written = 0;
-    if (elementwise(dir) < 0 || spatial(dir) < 0 || layout(dir) < 0 || dense(dir) < 0)
+    if (elementwise(dir) < 0 || spatial(dir) < 0 || layout(dir) < 0 || dense(dir) < 0 || shape_checks(dir) < 0)
         return -1;
     return seeds_written;
 }

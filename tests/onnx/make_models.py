@@ -47,6 +47,55 @@ def save(name, graph, opset, inputs, external=False):
                                                   [tuple(np.shape(o)) for o in outs]))
 
 
+def shape_checks():
+    """The shape checks nn.MultiheadAttention and timm export (issue 42),
+    folded at import: Shape -> Gather -> Mod -> Equal -> Where choosing a
+    Reshape target; Range -> Cast added to x; Size; Less, Greater, Not,
+    And, Or, Xor, LessOrEqual, GreaterOrEqual into an If whose then_branch
+    is a Relu of x (its else_branch holds Neg, which the importer lacks:
+    never read); Where whose constant condition picks x everywhere."""
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    then_g = helper.make_graph([n("Relu", ["x"], ["t"])], "then", [], [helper.make_tensor_value_info("t", f, ["N", 4, 6])])
+    else_g = helper.make_graph([n("Neg", ["x"], ["e"])], "else", [], [helper.make_tensor_value_info("e", f, ["N", 4, 6])])
+    nodes = [
+        n("Shape", ["x"], ["shp"]),
+        n("Gather", ["shp", "zero"], ["batch"], axis=0),
+        n("Gather", ["shp", "two"], ["width"], axis=0),
+        n("Mod", ["width", "two"], ["rem"]),
+        n("Equal", ["rem", "zero"], ["even"]),
+        n("Unsqueeze", ["batch", "ax0"], ["batch1"]),
+        n("Concat", ["batch1", "split_dims"], ["split"], axis=0),
+        n("Concat", ["batch1", "flat_dims"], ["flat"], axis=0),
+        n("Where", ["even", "split", "flat"], ["target"]),
+        n("Reshape", ["x", "target"], ["y_split"]),
+        n("Range", ["zero", "width", "one"], ["pos"]),
+        n("Cast", ["pos"], ["pos_f"], to=f),
+        n("Add", ["x", "pos_f"], ["y_pos"]),
+        n("Size", ["x"], ["numel"]),
+        n("Cast", ["numel"], ["numel_f"], to=f),
+        n("Div", ["x", "numel_f"], ["y_scaled"]),
+        n("Less", ["batch", "big"], ["c1"]),
+        n("Greater", ["width", "big"], ["c2"]),
+        n("Not", ["c2"], ["c3"]),
+        n("And", ["c1", "c3"], ["c4"]),
+        n("LessOrEqual", ["batch", "batch"], ["c5"]),
+        n("GreaterOrEqual", ["zero", "width"], ["c6"]),
+        n("Xor", ["c5", "c6"], ["c7"]),
+        n("Or", ["c4", "c7"], ["c8"]),
+        n("If", ["c8"], ["y_if"], then_branch=then_g, else_branch=else_g),
+        n("Where", ["even", "x", "nan"], ["y_where"]),
+    ]
+    inits = [init("zero", np.array(0, np.int64)), init("one", np.array(1, np.int64)),
+             init("two", np.array(2, np.int64)), init("big", np.array(100, np.int64)),
+             init("ax0", np.array([0], np.int64)), init("split_dims", np.array([4, 2, 3], np.int64)),
+             init("flat_dims", np.array([24, 1, 1], np.int64)), init("nan", np.array([np.nan], np.float32))]
+    outs = [helper.make_tensor_value_info("y_split", f, ["N", 4, 2, 3])] + \
+        [helper.make_tensor_value_info(name, f, ["N", 4, 6]) for name in ("y_pos", "y_scaled", "y_if", "y_where")]
+    g = helper.make_graph(nodes, "shape_checks", [helper.make_tensor_value_info("x", f, ["N", 4, 6])], outs, inits)
+    save("shape_checks", g, 17, [w(2, 4, 6, scale=1.0)])
+
+
 def convnet():
     """Conv (padded, grouped, strided), BatchNormalization, Relu, MaxPool,
     x * Sigmoid(x), AveragePool (count_include_pad), Concat on channels,
@@ -682,7 +731,7 @@ if __name__ == "__main__":
     # python3 make_models.py [NAME...]: only those functions (the others'
     # files stay as committed; the shared generator makes a full rerun
     # rewrite them)
-    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu, scalar_feed, slice_feed]
+    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu, scalar_feed, slice_feed, shape_checks]
     for fn in ALL:
         if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]:
             fn()
