@@ -126,6 +126,10 @@ START_TEST(test_onnx_models)
     static const char *const x_ends[] = {"x", "ends"};
     check_model("slice_feed", 2, x_ends); /* Slice's ends INT64_MAX from an int64 .npy feed (a constant) */
     check_model("shape_checks", 1, x); /* attention's exported shape checks (Equal, Mod, Where, Range, If, ...), folded */
+    static const char *const x34[] = {"x3", "x4"};
+    check_model("norms_instance", 2, x34); /* InstanceNormalization 3-D, 4-D, epsilon; PyTorch's GroupNorm(1, C) */
+    check_model("norms_group18", 2, x34);  /* GroupNormalization-18: scale and bias per group; G = 1, C, between */
+    check_model("norms_group21", 2, x34);  /* GroupNormalization-21: per channel; stash_type */
 }
 END_TEST
 

@@ -23,7 +23,8 @@
  *   logic.c        comparisons, Not/And/Or/Xor, Mod, Where, Range, If
  *                  (folded: shape checks; If inlines its taken branch)
  *   pointwise.c    activations, broadcasting Add/Sub/Mul/Div/Pow, Sum
- *   reductions.c   ReduceSum/ReduceMean, Softmax/LogSoftmax, LayerNormalization
+ *   reductions.c   ReduceSum/ReduceMean, Softmax/LogSoftmax, LayerNormalization,
+ *                  InstanceNormalization, GroupNormalization
  *   ops_layout.c   Transpose, Slice, Split, Gather, Expand, Pad, Concat
  *   layers.c       BatchNormalization, Gemm, MatMul, SoftmaxCrossEntropyLoss
  *   spatial.c      Conv, ConvTranspose, the pools, Resize/Upsample
@@ -247,7 +248,7 @@ typedef teeny_status (*ox_handler)(ox_import *im);
 #define XX(type, fn, since, until) teeny_status teeny__ox_op_##fn(ox_import *im);
 #include "ops.def"
 #undef XX
-#define OX_OP_COUNT 66             /* ops.def's lines: a line added or removed updates it, and README.md's table */
+#define OX_OP_COUNT 68             /* ops.def's lines: a line added or removed updates it, and README.md's table */
 
 /* ---- fold.c, arith.c: folding ---- */
 /* Folds for ops whose run-time form is a layer: Add/Sub/Mul/Div/Pow of two

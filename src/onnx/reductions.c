@@ -4,8 +4,10 @@
  * constant input, keepdims, noop_with_empty_axes), Softmax and LogSoftmax
  * (any axis; before opset 13 over the input coerced to 2-D, as ONNX
  * defines) and LayerNormalization (with its optional Mean and InvStdDev
- * outputs). Attribute values the ops cannot compute are refused, naming
- * the attribute.
+ * outputs), InstanceNormalization and GroupNormalization (reduce and
+ * broadcasting binary nodes, a depthwise 1x1 convolution for the affine).
+ * Attribute values the ops cannot compute are refused, naming the
+ * attribute.
  */
 #include <string.h>
 
@@ -160,4 +162,111 @@ teeny_status teeny__ox_op_layernorm(ox_import *im)
         (st = teeny__ox_out_runtime(im, 0, y, &s)) != TEENY_OK)
         return st;
     return ln_stats(im, im->vals[xi].node, &s, ax, eps);
+}
+
+/* ---- instance and group normalization ---- */
+
+/* Whether c holds v in every element. */
+static int const_all(const ox_const *c, float v)
+{
+    for (int64_t i = 0; i < c->numel; i++)
+        if (teeny__ox_get_f(c, i) != (double)v)
+            return 0;
+    return 1;
+}
+
+/* InstanceNormalization and GroupNormalization: x [N, C, D1, ...] viewed
+ * as [N, G, C/G * D1 * ...] (G = C for InstanceNormalization), mean and
+ * variance over the last axis by reduce nodes (two passes, as ONNX's
+ * function body: var = mean((x - mean)^2)), y = (x - mean) *
+ * (var + eps)^-1/2 by broadcasting binary nodes, then the affine scale
+ * and bias per channel (InstanceNormalization, GroupNormalization from
+ * opset 21: [C]) or per group (GroupNormalization 18: [G]) as a
+ * depthwise 1x1 convolution over that axis (its weight and bias, bound
+ * to scale and bias, train as parameters). Every node is differentiable,
+ * so the gradient composes. A scale of ones with a bias of zeros that
+ * are no initializers (PyTorch's GroupNorm export: Constant nodes around
+ * InstanceNormalization) adds no affine node. */
+teeny_status teeny__ox_op_groupnorm(ox_import *im)
+{
+    static const char *const attrs[] = {"epsilon", "num_groups", "stash_type", NULL};
+    int instance = !strcmp(im->node->op_type, "InstanceNormalization");
+    int64_t groups = 0, stash;
+    float eps, minus_half = -0.5f;
+    int xi, si, bi;
+    const ox_const *scale, *bias;
+    teeny_node x, mean, dev, sq, var, e, ve, h, inv, y;
+    char buf[TEENY__NAME_CAP];
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_float(im, "epsilon", 1e-5f, &eps)) != TEENY_OK ||
+        (st = teeny__ox_attr_int(im, "stash_type", 1, &stash)) != TEENY_OK ||
+        (!instance && (st = teeny__ox_attr_int(im, "num_groups", 0, &groups)) != TEENY_OK))
+        return st;
+    if (instance && (teeny__ox_attr(im, "num_groups") || teeny__ox_attr(im, "stash_type")))
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attributes num_groups and stash_type are GroupNormalization's");
+    if (stash != 1)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute stash_type=%lld (supported: 1, float)", (long long)stash);
+    if (!(eps >= 0.0f) || eps > 1e30f)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute epsilon=%g (supported: finite, >= 0)", (double)eps);
+    if (!instance && !teeny__ox_attr(im, "num_groups"))
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute num_groups is required");
+    if ((st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = teeny__ox_in_runtime(im, 0, "X", &xi)) != TEENY_OK ||
+        (st = teeny__ox_in_const(im, 1, "scale", 1, &scale)) != TEENY_OK || (st = teeny__ox_in(im, 1, &si)) != TEENY_OK ||
+        (st = teeny__ox_in_const(im, 2, instance ? "B" : "bias", 1, &bias)) != TEENY_OK ||
+        (st = teeny__ox_in(im, 2, &bi)) != TEENY_OK)
+        return st;
+    ox_shape xs = im->vals[xi].shape;
+    if (xs.ndim < 2)
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "X of rank %d (expected [N, C, ...])", xs.ndim);
+    int64_t C = xs.d[1], S = 1;
+    for (int d = 2; d < xs.ndim; d++)
+        S *= xs.d[d];
+    if (instance)
+        groups = C;
+    if (groups < 1 || C % groups)
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "num_groups %lld does not divide the %lld channels", (long long)groups,
+                              (long long)C);
+    /* per group: GroupNormalization before opset 21 (its deprecated form) */
+    int per_group = !instance && im->opset < 21;
+    int64_t n_affine = per_group ? groups : C;
+    if (scale->shape.ndim != 1 || scale->shape.d[0] != n_affine || bias->shape.ndim != 1 || bias->shape.d[0] != n_affine)
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "scale and %s must be [%lld] (%s) for X of %lld channels; they have "
+                              "%lld and %lld elements", instance ? "B" : "bias", (long long)n_affine,
+                              per_group ? "num_groups, before opset 21" : "C", (long long)C, (long long)scale->numel,
+                              (long long)bias->numel);
+    if (S > INT32_MAX || groups > INT32_MAX)
+        return teeny__ox_fail(im, TEENY_ERR_RANGE, "X of %lld channels and %lld positions", (long long)C, (long long)S);
+    ox_shape gs = {3, {xs.d[0], groups, C / groups * S}}, cs = {1, {1}};
+    teeny_reduce_params rp = {1u << 2, 1, 1};
+    if ((st = teeny__ox_view(im, xi, &gs, &x)) != TEENY_OK)
+        return st;
+    if ((st = teeny_graph_reduce(im->g, teeny__ox_name(im, "mean", buf, sizeof buf), x, &rp, &mean)) ||
+        (st = teeny_graph_binary(im->g, teeny__ox_name(im, "dev", buf, sizeof buf), TEENY_BINARY_SUB, x, mean, &dev)) ||
+        (st = teeny_graph_binary(im->g, teeny__ox_name(im, "sq", buf, sizeof buf), TEENY_BINARY_MUL, dev, dev, &sq)) ||
+        (st = teeny_graph_reduce(im->g, teeny__ox_name(im, "var", buf, sizeof buf), sq, &rp, &var)) ||
+        (st = teeny_graph_constant(im->g, teeny__ox_name(im, "eps", buf, sizeof buf), 1, cs.d, &eps, &e)) ||
+        (st = teeny_graph_binary(im->g, teeny__ox_name(im, "var_eps", buf, sizeof buf), TEENY_BINARY_ADD, var, e, &ve)) ||
+        (st = teeny_graph_constant(im->g, teeny__ox_name(im, "minus_half", buf, sizeof buf), 1, cs.d, &minus_half, &h)) ||
+        (st = teeny_graph_binary(im->g, teeny__ox_name(im, "inv_std", buf, sizeof buf), TEENY_BINARY_POW, ve, h, &inv)) ||
+        (st = teeny_graph_binary(im->g, teeny__ox_name(im, "norm", buf, sizeof buf), TEENY_BINARY_MUL, dev, inv, &y)))
+        return teeny__ox_graph_fail(im, st);
+    int identity = const_all(scale, 1.0f) && const_all(bias, 0.0f) && !im->vals[si].is_initializer &&
+                   !im->vals[bi].is_initializer;
+    if (!identity) {
+        /* the affine axis as the channels of a [N, A, rest, 1] plane */
+        ox_shape ps = {4, {xs.d[0], n_affine, C * S / n_affine, 1}};
+        teeny_conv2d_params p = TEENY_CONV2D_PARAMS_INIT;
+        p.groups = (int)n_affine;
+        if ((st = teeny__ox_view_node(im, y, &gs, &ps, &y)) != TEENY_OK)
+            return st;
+        if ((st = teeny_graph_conv2d(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), y, (int)n_affine, 1, 1, &p, 1,
+                                     &y)) != TEENY_OK)
+            return teeny__ox_graph_fail(im, st);
+        if ((st = teeny__ox_bind(im, si, y, 0, 0, NULL)) != TEENY_OK || (st = teeny__ox_bind(im, bi, y, 0, 1, NULL)) != TEENY_OK)
+            return st;
+        gs = ps;
+    }
+    if ((st = teeny__ox_view_node(im, y, &gs, &xs, &y)) != TEENY_OK)
+        return st;
+    return teeny__ox_out_runtime(im, 0, y, &xs);
 }

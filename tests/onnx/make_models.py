@@ -26,10 +26,11 @@ def init(name, arr):
     return numpy_helper.from_array(np.asarray(arr), name)
 
 
-def save(name, graph, opset, inputs, external=False):
+def save(name, graph, opset, inputs, external=False, ir_version=8, check=True):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="make_models.py")
-    model.ir_version = 8
-    onnx.checker.check_model(model)
+    model.ir_version = ir_version
+    if check:  # onnx >= 1.16's checker refuses GroupNormalization-18 (deprecated); onnxruntime runs it
+        onnx.checker.check_model(model)
     path = os.path.join(HERE, name + ".onnx")
     if external:
         onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
@@ -726,12 +727,64 @@ def gelu():
     save("gelu", g, 17, [w(*shape, scale=2.0)])
 
 
+def norms():
+    """InstanceNormalization and GroupNormalization. norms_instance (opset
+    17): 3-D and 4-D inputs with per-channel scale and B initializers, the
+    epsilon attribute, and PyTorch's export of GroupNorm(1, C) ("pf":
+    Reshape to [N, 1, -1], InstanceNormalization with Constant ones and
+    zeros, Reshape back, Mul and Add per channel). norms_group18 (opset 18:
+    scale and bias per group) and norms_group21 (opset 21: per channel,
+    stash_type given): num_groups 1, C and between, epsilon given. Its own
+    generator: the same bytes when run alone."""
+    global rng
+    rng = np.random.default_rng(4203)
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    vi = helper.make_tensor_value_info
+    c = lambda name, v: init(name, np.asarray(v, np.float32))
+    # inputs not centred at 0 nor of unit spread: the statistics matter
+    x3 = w(2, 4, 7, scale=2.0) + 1.5
+    x4 = w(2, 6, 5, 3, scale=0.7) - 0.8
+    const = lambda out, v: n("Constant", [], [out], value=numpy_helper.from_array(np.asarray(v, np.float32), out))
+    nodes = [n("InstanceNormalization", ["x3", "in3.scale", "in3.B"], ["in3"], name="in3"),
+             n("InstanceNormalization", ["x4", "in4.scale", "in4.B"], ["in4"], name="in4", epsilon=1e-2),
+             n("Reshape", ["x4", "pf.shape"], ["pf/r"]), const("pf/one", [1.0]), const("pf/zero", [0.0]),
+             n("InstanceNormalization", ["pf/r", "pf/one", "pf/zero"], ["pf/n"], name="pf", epsilon=1e-5),
+             n("Reshape", ["pf/n", "pf.back"], ["pf/b"]), n("Mul", ["pf/b", "pf.weight"], ["pf/m"]),
+             n("Add", ["pf/m", "pf.bias"], ["pf"])]
+    g = helper.make_graph(nodes, "norms_instance", [vi("x3", f, ["N", 4, 7]), vi("x4", f, ["N", 6, 5, 3])],
+                          [vi("in3", f, ["N", 4, 7]), vi("in4", f, ["N", 6, 5, 3]), vi("pf", f, ["N", 6, 5, 3])],
+                          [c("in3.scale", w(4) + 1.0), c("in3.B", w(4)), c("in4.scale", w(6) + 1.0), c("in4.B", w(6)),
+                           init("pf.shape", np.array([0, 1, -1], np.int64)),
+                           init("pf.back", np.array([2, 6, 5, 3], np.int64)),
+                           c("pf.weight", w(6, 1, 1) + 1.0), c("pf.bias", w(6, 1, 1))])
+    save("norms_instance", g, 17, [x3, x4])
+    for opset in (18, 21):
+        nodes, inits = [], []
+        for name, groups, eps in (("g1", 1, None), ("gc", 6, 1e-3), ("g3", 3, None)):
+            k = groups if opset < 21 else 6
+            inits += [c(name + ".scale", w(k) + 1.0), c(name + ".bias", w(k))]
+            attrs = {"num_groups": groups}
+            if eps is not None:
+                attrs["epsilon"] = eps
+            if opset >= 21 and name == "g3":
+                attrs["stash_type"] = 1
+            nodes.append(n("GroupNormalization", ["x4", name + ".scale", name + ".bias"], [name], name=name, **attrs))
+        nodes.append(n("GroupNormalization", ["x3", "g2.scale", "g2.bias"], ["g2"], name="g2", num_groups=2))
+        inits += [c("g2.scale", w(2 if opset < 21 else 4) + 1.0), c("g2.bias", w(2 if opset < 21 else 4))]
+        outs = [vi(o, f, ["N", 6, 5, 3]) for o in ("g1", "gc", "g3")] + [vi("g2", f, ["N", 4, 7])]
+        g = helper.make_graph(nodes, "norms_group%d" % opset, [vi("x3", f, ["N", 4, 7]), vi("x4", f, ["N", 6, 5, 3])],
+                              outs, inits)
+        save("norms_group%d" % opset, g, opset, [x3, x4], ir_version=10 if opset >= 21 else 8,
+             check=opset >= 21)
+
+
 if __name__ == "__main__":
     import sys
     # python3 make_models.py [NAME...]: only those functions (the others'
     # files stay as committed; the shared generator makes a full rerun
     # rewrite them)
-    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu, scalar_feed, slice_feed, shape_checks]
+    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu, scalar_feed, slice_feed, shape_checks, norms]
     for fn in ALL:
         if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]:
             fn()
