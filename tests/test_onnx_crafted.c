@@ -5,7 +5,8 @@
  * past an 8-entry array before it checked); Slice with extreme starts,
  * ends and steps against NumPy's slicing, folded and at run time; Pad and
  * Resize whose sizes overflow int64; Split whose num_outputs disagrees
- * with its outputs. Each refusal is checked by status and message; make
+ * with its outputs; InstanceNormalization and GroupNormalization's
+ * shape and attribute refusals. Each refusal is checked by status and message; make
  * check-asan runs these under AddressSanitizer and UBSan.
  */
 #define _XOPEN_SOURCE 700 /* mkdtemp */
@@ -366,6 +367,58 @@ START_TEST(test_onnx_crafted_replay)
 }
 END_TEST
 
+/* A GroupNormalization (opset: 18 or 21; num_groups < 1: absent) or, with
+ * groups 0 and opset 17, InstanceNormalization of x [N, 6, 5] named "gn",
+ * its scale and bias of n_affine elements. */
+static oc_model *norm_model(int64_t opset, int64_t groups, int64_t n_affine)
+{
+    static const float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    oc_model *m = oc_new(opset);
+    oc_input(m, "x", OC_FLOAT, 3, (int64_t[]){-1, 6, 5});
+    oc_init_f32(m, "s", 1, &n_affine, ones);
+    oc_init_f32(m, "b", 1, &n_affine, ones);
+    oc_node(m, groups ? "GroupNormalization" : "InstanceNormalization", "x,s,b", "gn");
+    if (groups > 0)
+        oc_attr_int(m, "num_groups", groups);
+    oc_output(m, "gn");
+    return m;
+}
+
+/* InstanceNormalization and GroupNormalization refused, naming the node:
+ * num_groups not dividing C, scale and bias of the other opset's shape or
+ * of the wrong size, num_groups missing, stash_type other than float, a
+ * run-time scale, GroupNormalization before opset 18; the shapes that
+ * import do. */
+START_TEST(test_onnx_crafted_norms)
+{
+    expect_refused("num_groups 4 of 6 channels", norm_model(21, 4, 6), TEENY_ERR_SHAPE, "node \"gn\" (GroupNormalization)",
+                   "num_groups 4 does not divide the 6 channels");
+    expect_refused("opset 21, scale per group", norm_model(21, 3, 3), TEENY_ERR_SHAPE, "node \"gn\"",
+                   "must be [6] (C)");
+    expect_refused("opset 18, scale per channel", norm_model(18, 3, 6), TEENY_ERR_SHAPE, "node \"gn\"",
+                   "must be [3] (num_groups, before opset 21)");
+    expect_refused("InstanceNormalization, scale [5]", norm_model(17, 0, 5), TEENY_ERR_SHAPE,
+                   "node \"gn\" (InstanceNormalization)", "must be [6]");
+    expect_refused("num_groups missing", norm_model(21, -1, 6), TEENY_ERR_FORMAT, "node \"gn\"", "num_groups is required");
+    oc_model *m = norm_model(21, 2, 6);
+    oc_attr_int(m, "stash_type", 11);
+    expect_refused("stash_type double", m, TEENY_ERR_UNSUPPORTED, "node \"gn\"", "stash_type=11");
+    m = norm_model(17, 6, 6);
+    expect_refused("GroupNormalization at opset 17", m, TEENY_ERR_UNSUPPORTED, "GroupNormalization", NULL);
+    m = oc_new(21);
+    oc_input(m, "x", OC_FLOAT, 3, (int64_t[]){-1, 6, 5});
+    oc_input(m, "s", OC_FLOAT, 1, (int64_t[]){6});
+    oc_init_f32(m, "b", 1, (int64_t[]){6}, (float[6]){0});
+    oc_node(m, "GroupNormalization", "x,s,b", "gn");
+    oc_attr_int(m, "num_groups", 2);
+    oc_output(m, "gn");
+    expect_refused("a run-time scale", m, TEENY_ERR_UNSUPPORTED, "node \"gn\"", "scale");
+    ck_assert_int_eq(load(norm_model(21, 2, 6)), TEENY_OK);
+    ck_assert_int_eq(load(norm_model(18, 2, 2)), TEENY_OK);
+    ck_assert_int_eq(load(norm_model(17, 0, 6)), TEENY_OK);
+}
+END_TEST
+
 Suite *suite_onnx_crafted(void)
 {
     Suite *s = suite_create("onnx_crafted");
@@ -375,6 +428,7 @@ Suite *suite_onnx_crafted(void)
     tcase_add_test(tc, test_onnx_crafted_overflow);
     tcase_add_test(tc, test_onnx_crafted_seeds);
     tcase_add_test(tc, test_onnx_crafted_replay);
+    tcase_add_test(tc, test_onnx_crafted_norms);
     suite_add_tcase(s, tc);
     return s;
 }
