@@ -4,7 +4,8 @@
  * stored onnxruntime's outputs) through the run path teeny-run uses,
  * compared with ONNX's tolerance (|d| <= 1e-7 + 1e-3 |want|, every value
  * written); parameters named after initializers; frozen parameters; one
- * training step of the imported conv net. errors: exact statuses for
+ * training step of the imported conv net; GroupNormalization's gradients
+ * against finite differences. errors: exact statuses for
  * malformed files (truncated, too deeply nested, bad or huge dimensions,
  * short data), unsupported ops and attributes (the message names the
  * node, the op and the attribute), external data that escapes the model's
@@ -20,6 +21,7 @@
 
 #include "harness.h"
 #include "onnx/onnx.pb-c.h"
+#include "onnx_craft.h"
 #include "teenycl_onnx.h"
 #include "../tools/onnx_run.h"
 
@@ -381,6 +383,85 @@ START_TEST(test_onnx_train_step)
     unlink(path);
     teeny_optimizer_destroy(opt);
     teeny_plan_destroy(plan);
+    teeny_onnx_destroy(m);
+}
+END_TEST
+
+/* GroupNormalization (opset 21, 2 groups of 3 channels) after a 1-D
+ * 1x1 Conv, trained: the gradients of the Conv's weight and bias (through
+ * the normalization's reduce and binary nodes) and of the norm's scale
+ * and bias (its depthwise conv's parameters) against central finite
+ * differences of the loss. The PyTorch-style InstanceNormalization of
+ * Constant ones and zeros ("pf" in norms_instance) adds no parameter. */
+START_TEST(test_onnx_norm_grad)
+{
+    teeny_ctx *ctx = th_ctx();
+    enum { B = 2, C = 6, L = 5 };
+    th_rng rng = th_rng_make(4204);
+    float wv[C * C], bv[C], sv[C], ov[C], xs[B * C * L];
+    th_fill_normal(&rng, wv, C * C, 0.0, 0.5);
+    th_fill_normal(&rng, bv, C, 0.0, 0.5);
+    th_fill_normal(&rng, sv, C, 1.0, 0.3);
+    th_fill_normal(&rng, ov, C, 0.0, 0.3);
+    th_fill_normal(&rng, xs, B * C * L, 0.5, 1.5);
+    oc_model *om = oc_new(21);
+    oc_input(om, "x", OC_FLOAT, 3, (int64_t[]){-1, C, L});
+    oc_init_f32(om, "w", 3, (int64_t[]){C, C, 1}, wv);
+    oc_init_f32(om, "b", 1, (int64_t[]){C}, bv);
+    oc_init_f32(om, "s", 1, (int64_t[]){C}, sv);
+    oc_init_f32(om, "o", 1, (int64_t[]){C}, ov);
+    oc_node(om, "Conv", "x,w,b", "h");
+    oc_attr_ints(om, "kernel_shape", 1, (int64_t[]){1});
+    oc_node(om, "GroupNormalization", "h,s,o", "y");
+    oc_attr_int(om, "num_groups", 2);
+    oc_output(om, "y");
+    size_t size;
+    unsigned char *bytes = oc_pack(om, &size);
+    oc_free(om);
+    teeny_onnx_params p = TEENY_ONNX_PARAMS_INIT;
+    p.batch = B;
+    teeny_onnx_model *m;
+    TH_OK(ctx, teeny_onnx_load_memory(ctx, bytes, size, &p, &m));
+    free(bytes);
+    teeny_graph *g = teeny_onnx_graph(m);
+    teeny_node y, flat, labels, loss;
+    TH_OK(ctx, teeny_onnx_output(m, 0, NULL, &y, NULL, NULL));
+    TH_OK(ctx, teeny_graph_flatten(g, "flat", y, &flat));
+    TH_OK(ctx, teeny_graph_labels(g, "labels", &labels));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss", flat, labels, &loss));
+    const int32_t lab[B] = {7, 22};
+    int np = teeny_graph_param_count(g);
+    ck_assert_int_eq(np, 4);
+    float *vals[4] = {NULL}, *grads[4], *unused[4], loss0, lp, lm;
+    size_t sizes[4];
+    th_plan_step(g, loss, xs, B * C * L, lab, B, vals, &loss0, grads, sizes, NULL);
+    for (int i = 0; i < np; i++) {
+        const char *name;
+        TH_OK(ctx, teeny_graph_param(g, i, &name, NULL, NULL));
+        for (size_t k = 0; k < sizes[i]; k++) {
+            const float h = 1e-2f, v = vals[i][k];
+            vals[i][k] = v + h;
+            th_plan_step(g, loss, xs, B * C * L, lab, B, vals, &lp, unused, NULL, NULL);
+            for (int j = 0; j < np; j++)
+                free(unused[j]);
+            vals[i][k] = v - h;
+            th_plan_step(g, loss, xs, B * C * L, lab, B, vals, &lm, unused, NULL, NULL);
+            for (int j = 0; j < np; j++)
+                free(unused[j]);
+            vals[i][k] = v;
+            double fd = ((double)lp - (double)lm) / (2.0 * h);
+            ck_assert_msg(isfinite(grads[i][k]) && fabs(grads[i][k] - fd) <= 1e-3 + 2e-2 * fabs(fd),
+                          "%s gradient[%zu]: %.6g, finite differences %.6g (GroupNormalization 2 of %d channels, "
+                          "[%d, %d, %d], seed 4204)", name, k, (double)grads[i][k], fd, C, B, C, L);
+        }
+    }
+    for (int i = 0; i < np; i++) {
+        free(vals[i]);
+        free(grads[i]);
+    }
+    teeny_onnx_destroy(m);
+    m = load_ok("norms_instance", NULL);
+    ck_assert_int_eq(teeny_graph_param_count(teeny_onnx_graph(m)), 4); /* in3 and in4's scale and B; pf none */
     teeny_onnx_destroy(m);
 }
 END_TEST
@@ -1030,6 +1111,7 @@ Suite *suite_onnx(void)
     tcase_add_test(fwd, test_onnx_train_step);
     tcase_add_test(fwd, test_onnx_freeze);
     tcase_add_test(fwd, test_onnx_shared);
+    tcase_add_test(fwd, test_onnx_norm_grad);
     tcase_add_test(err, test_onnx_malformed);
     tcase_add_test(err, test_onnx_unsupported);
     tcase_add_test(err, test_onnx_inspect);

@@ -756,7 +756,7 @@ def norms():
                           [vi("in3", f, ["N", 4, 7]), vi("in4", f, ["N", 6, 5, 3]), vi("pf", f, ["N", 6, 5, 3])],
                           [c("in3.scale", w(4) + 1.0), c("in3.B", w(4)), c("in4.scale", w(6) + 1.0), c("in4.B", w(6)),
                            init("pf.shape", np.array([0, 1, -1], np.int64)),
-                           init("pf.back", np.array([2, 6, 5, 3], np.int64)),
+                           init("pf.back", np.array([0, 6, 5, 3], np.int64)),
                            c("pf.weight", w(6, 1, 1) + 1.0), c("pf.bias", w(6, 1, 1))])
     save("norms_instance", g, 17, [x3, x4])
     for opset in (18, 21):
