@@ -392,7 +392,8 @@ END_TEST
  * the normalization's reduce and binary nodes) and of the norm's scale
  * and bias (its depthwise conv's parameters) against central finite
  * differences of the loss. The PyTorch-style InstanceNormalization of
- * Constant ones and zeros ("pf" in norms_instance) adds no parameter. */
+ * Constant ones and zeros ("pf" in norms_instance) adds no parameter,
+ * nor does a scale another op reads too ("gs" in norms_group21). */
 START_TEST(test_onnx_norm_grad)
 {
     teeny_ctx *ctx = th_ctx();
@@ -462,6 +463,10 @@ START_TEST(test_onnx_norm_grad)
     teeny_onnx_destroy(m);
     m = load_ok("norms_instance", NULL);
     ck_assert_int_eq(teeny_graph_param_count(teeny_onnx_graph(m)), 4); /* in3 and in4's scale and B; pf none */
+    teeny_onnx_destroy(m);
+    m = load_ok("norms_group21", NULL); /* gs's scale and bias, read by a Reshape too: graph constants */
+    ck_assert_int_eq(teeny_graph_param_count(teeny_onnx_graph(m)), 8);
+    ck_assert(has_node(teeny_onnx_graph(m), "gs.scaled") && !has_node(teeny_onnx_graph(m), "g1.scaled"));
     teeny_onnx_destroy(m);
 }
 END_TEST

@@ -175,6 +175,42 @@ static int const_all(const ox_const *c, float v)
     return 1;
 }
 
+/* Whether a node of the graph other than an InstanceNormalization or
+ * GroupNormalization reads value name (torch.export merges equal
+ * initializers: a fresh model's norm weights of ones feed its LayerNorms
+ * too, whose parameter slots have another shape than the depthwise
+ * conv's, so the two cannot share one parameter). */
+static int read_by_other_ops(const ox_import *im, const char *name)
+{
+    for (size_t i = 0; i < im->graph->n_node; i++) {
+        const Onnx__NodeProto *n = im->graph->node[i];
+        if (!strcmp(n->op_type, "InstanceNormalization") || !strcmp(n->op_type, "GroupNormalization"))
+            continue;
+        for (size_t j = 0; j < n->n_input; j++)
+            if (!strcmp(n->input[j], name))
+                return 1;
+    }
+    return 0;
+}
+
+/* y [N, A, R] times scale, plus bias ([A] each, fp32) by broadcasting
+ * binary nodes with [A, 1] graph constants (not parameters). */
+static teeny_status affine_const(ox_import *im, const ox_const *scale, const ox_const *bias, teeny_node *y)
+{
+    char buf[TEENY__NAME_CAP];
+    int64_t shape[2] = {scale->numel, 1};
+    teeny_node s, b;
+    if (scale->type != OX_F32 || bias->type != OX_F32)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "scale and bias must be float");
+    teeny_status st;
+    if ((st = teeny_graph_constant(im->g, teeny__ox_name(im, "scale", buf, sizeof buf), 2, shape, scale->data, &s)) ||
+        (st = teeny_graph_binary(im->g, teeny__ox_name(im, "scaled", buf, sizeof buf), TEENY_BINARY_MUL, *y, s, y)) ||
+        (st = teeny_graph_constant(im->g, teeny__ox_name(im, "bias", buf, sizeof buf), 2, shape, bias->data, &b)) ||
+        (st = teeny_graph_binary(im->g, teeny__ox_name(im, "shifted", buf, sizeof buf), TEENY_BINARY_ADD, *y, b, y)))
+        return teeny__ox_graph_fail(im, st);
+    return TEENY_OK;
+}
+
 /* InstanceNormalization and GroupNormalization: x [N, C, D1, ...] viewed
  * as [N, G, C/G * D1 * ...] (G = C for InstanceNormalization), mean and
  * variance over the last axis by reduce nodes (two passes, as ONNX's
@@ -183,9 +219,11 @@ static int const_all(const ox_const *c, float v)
  * and bias per channel (InstanceNormalization, GroupNormalization from
  * opset 21: [C]) or per group (GroupNormalization 18: [G]) as a
  * depthwise 1x1 convolution over that axis (its weight and bias, bound
- * to scale and bias, train as parameters). Every node is differentiable,
- * so the gradient composes. A scale of ones with a bias of zeros that
- * are no initializers (PyTorch's GroupNorm export: Constant nodes around
+ * to scale and bias, train as parameters); where another op also reads
+ * scale or bias, by broadcasting mul and add nodes with graph constants
+ * (not trained). Every node is differentiable, so the gradient composes.
+ * A scale of ones with a bias of zeros that are no initializers
+ * (PyTorch's GroupNorm export: Constant nodes around
  * InstanceNormalization) adds no affine node. */
 teeny_status teeny__ox_op_groupnorm(ox_import *im)
 {
@@ -252,7 +290,12 @@ teeny_status teeny__ox_op_groupnorm(ox_import *im)
         return teeny__ox_graph_fail(im, st);
     int identity = const_all(scale, 1.0f) && const_all(bias, 0.0f) && !im->vals[si].is_initializer &&
                    !im->vals[bi].is_initializer;
-    if (!identity) {
+    if (!identity && (read_by_other_ops(im, im->vals[si].name) || read_by_other_ops(im, im->vals[bi].name))) {
+        ox_shape as = {3, {xs.d[0], n_affine, C * S / n_affine}};
+        if ((st = teeny__ox_view_node(im, y, &gs, &as, &y)) != TEENY_OK || (st = affine_const(im, scale, bias, &y)) != TEENY_OK)
+            return st;
+        gs = as;
+    } else if (!identity) {
         /* the affine axis as the channels of a [N, A, rest, 1] plane */
         ox_shape ps = {4, {xs.d[0], n_affine, C * S / n_affine, 1}};
         teeny_conv2d_params p = TEENY_CONV2D_PARAMS_INIT;

@@ -734,7 +734,8 @@ def norms():
     Reshape to [N, 1, -1], InstanceNormalization with Constant ones and
     zeros, Reshape back, Mul and Add per channel). norms_group18 (opset 18:
     scale and bias per group) and norms_group21 (opset 21: per channel,
-    stash_type given): num_groups 1, C and between, epsilon given. Its own
+    stash_type given): num_groups 1, C and between, epsilon given; in
+    norms_group21 also "gs", whose scale a Reshape reads too. Its own
     generator: the same bytes when run alone."""
     global rng
     rng = np.random.default_rng(4203)
@@ -773,6 +774,11 @@ def norms():
         nodes.append(n("GroupNormalization", ["x3", "g2.scale", "g2.bias"], ["g2"], name="g2", num_groups=2))
         inits += [c("g2.scale", w(2 if opset < 21 else 4) + 1.0), c("g2.bias", w(2 if opset < 21 else 4))]
         outs = [vi(o, f, ["N", 6, 5, 3]) for o in ("g1", "gc", "g3")] + [vi("g2", f, ["N", 4, 7])]
+        if opset >= 21:  # scale also read by another op (Reshape, then Mul): not a parameter
+            nodes += [n("GroupNormalization", ["x3", "gs.scale", "gs.bias"], ["gs"], name="gs", num_groups=4),
+                      n("Reshape", ["gs.scale", "gs.col"], ["gs/col"]), n("Mul", ["x3", "gs/col"], ["ms"])]
+            inits += [c("gs.scale", w(4) + 1.0), c("gs.bias", w(4)), init("gs.col", np.array([4, 1], np.int64))]
+            outs += [vi("gs", f, ["N", 4, 7]), vi("ms", f, ["N", 4, 7])]
         g = helper.make_graph(nodes, "norms_group%d" % opset, [vi("x3", f, ["N", 4, 7]), vi("x4", f, ["N", 6, 5, 3])],
                               outs, inits)
         save("norms_group%d" % opset, g, opset, [x3, x4], ir_version=10 if opset >= 21 else 8,
