@@ -54,6 +54,15 @@ nn.TransformerEncoder (2 layers, d_model 32, 2 heads, batch_first) over
 rows pad their last two positions), fed to teeny-run as int32 (folded at
 import: the mask is a constant of the plan).
 
+poolformer_s12_narrow (issue 42: GroupNorm(1, C)) is timm's MetaFormer with
+poolformer_s12's depths and options at widths 32, 64, 96, 128, 10 classes,
+at 64 x 64; its layer scales (1e-5 at init) drawn in [0.5, 1] and its norms'
+weights and biases around 1 and 0, so the blocks and their affines reach
+the output. The TorchScript exporter writes each GroupNorm as Reshape ->
+InstanceNormalization (Constant ones and zeros) -> Reshape -> Mul -> Add;
+the dynamo exporter at --opset 21 (`--exporter dynamo --opset 21`) as
+GroupNormalization.
+
 Exit status: 0 when every model imports and matches, 1 otherwise (an import
 failure, a run failure or a mismatch), 2 when a required package is missing.
 """
@@ -70,7 +79,8 @@ import numpy as np
 os.environ.setdefault("YOLO_OFFLINE", "1")  # ultralytics: no update checks
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRANSFORMERS = ("vit_b_16_narrow", "deit_tiny_narrow", "transformer_encoder")
-MODELS = ("resnet18", "mobilenet_v3_small", "yolo11n") + TRANSFORMERS
+NARROW = TRANSFORMERS + ("poolformer_s12_narrow",)  # at 64 x 64, no batch norm to calibrate
+MODELS = ("resnet18", "mobilenet_v3_small", "yolo11n") + NARROW
 
 
 def build_model(name):
@@ -94,6 +104,19 @@ def build_model(name):
         import timm
         return timm.create_model("deit_tiny_patch16_224", pretrained=False, img_size=64, embed_dim=64, depth=2,
                                  num_heads=2, num_classes=10).eval()
+    if name == "poolformer_s12_narrow":
+        import timm  # noqa: F401  (MetaFormer is timm's)
+        from timm.models.metaformer import GroupNorm1, MetaFormer
+        model = MetaFormer(depths=[2, 2, 6, 2], dims=[32, 64, 96, 128], downsample_norm=None, mlp_act=torch.nn.GELU,
+                           mlp_bias=True, norm_layers=GroupNorm1, layer_scale_init_values=1e-5,
+                           res_scale_init_values=None, use_mlp_head=False, num_classes=10)  # poolformer_s12's
+        with torch.no_grad():  # at init the blocks (layer scale 1e-5) barely reach the output, the norms are 1, 0
+            for pname, p in model.named_parameters():
+                if "layer_scale" in pname:
+                    p.uniform_(0.5, 1.0)
+                elif ".norm" in pname:
+                    p.normal_(1.0 if pname.endswith("weight") else 0.0, 0.2)
+        return model.eval()
     if name == "transformer_encoder":
         layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=2, dim_feedforward=64, batch_first=True)
         return torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
@@ -123,7 +146,7 @@ def export(name, path, batch, size, seed, calib, exporter="torchscript", opset=1
     import torch
     torch.manual_seed(seed)
     model = build_model(name)
-    if calib and name not in TRANSFORMERS:  # no batch norm there
+    if calib and name not in NARROW:  # no batch norm there
         calibrate(model, batch, size, seed)
     feeds = make_inputs(name, batch, size, seed)
     args = tuple(torch.from_numpy(v) for v in feeds.values())
@@ -157,7 +180,7 @@ def make_inputs(name, batch, size, seed):
         mask = np.zeros((batch, 5), dtype=bool)
         mask[1::2, 3:] = True  # odd rows: the last two positions are padding
         return {"src": src, "src_key_padding_mask": mask}
-    return {"input": make_input(batch, 64 if name in TRANSFORMERS else size, seed)}
+    return {"input": make_input(batch, 64 if name in NARROW else size, seed)}
 
 
 def unsupported(info, path, device):
@@ -327,7 +350,7 @@ def main():
         import onnx, onnxruntime, torch  # noqa: F401
         if any(m != "yolo11n" for m in names):
             import torchvision  # noqa: F401
-        if "deit_tiny_narrow" in names:
+        if "deit_tiny_narrow" in names or "poolformer_s12_narrow" in names:
             import timm  # noqa: F401
         if "yolo11n" in names:
             import ultralytics  # noqa: F401
