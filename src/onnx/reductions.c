@@ -9,6 +9,7 @@
  * Attribute values the ops cannot compute are refused, naming the
  * attribute.
  */
+#include <math.h>
 #include <string.h>
 
 #include "onnx_internal.h"
@@ -227,7 +228,8 @@ static teeny_status affine_const(ox_import *im, const ox_const *scale, const ox_
  * InstanceNormalization) adds no affine node. */
 teeny_status teeny__ox_op_groupnorm(ox_import *im)
 {
-    static const char *const attrs[] = {"epsilon", "num_groups", "stash_type", NULL};
+    static const char *const attrs[] = {"num_groups", "epsilon", "stash_type", NULL}; /* stash_type: opset 21 */
+    static const char *const attrs_18[] = {"num_groups", "epsilon", NULL}, *const attrs_instance[] = {"epsilon", NULL};
     int instance = !strcmp(im->node->op_type, "InstanceNormalization");
     int64_t groups = 0, stash;
     float eps, minus_half = -0.5f;
@@ -235,16 +237,14 @@ teeny_status teeny__ox_op_groupnorm(ox_import *im)
     const ox_const *scale, *bias;
     teeny_node x, mean, dev, sq, var, e, ve, h, inv, y;
     char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    teeny_status st = teeny__ox_attrs_allowed(im, instance ? attrs_instance : im->opset < 21 ? attrs_18 : attrs);
     if (st != TEENY_OK || (st = teeny__ox_attr_float(im, "epsilon", 1e-5f, &eps)) != TEENY_OK ||
         (st = teeny__ox_attr_int(im, "stash_type", 1, &stash)) != TEENY_OK ||
         (!instance && (st = teeny__ox_attr_int(im, "num_groups", 0, &groups)) != TEENY_OK))
         return st;
-    if (instance && (teeny__ox_attr(im, "num_groups") || teeny__ox_attr(im, "stash_type")))
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attributes num_groups and stash_type are GroupNormalization's");
     if (stash != 1)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute stash_type=%lld (supported: 1, float)", (long long)stash);
-    if (!(eps >= 0.0f) || eps > 1e30f)
+    if (!(eps >= 0.0f) || isinf(eps))
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute epsilon=%g (supported: finite, >= 0)", (double)eps);
     if (!instance && !teeny__ox_attr(im, "num_groups"))
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute num_groups is required");
@@ -272,8 +272,6 @@ teeny_status teeny__ox_op_groupnorm(ox_import *im)
                               "%lld and %lld elements", instance ? "B" : "bias", (long long)n_affine,
                               per_group ? "num_groups, before opset 21" : "C", (long long)C, (long long)scale->numel,
                               (long long)bias->numel);
-    if (S > INT32_MAX || groups > INT32_MAX)
-        return teeny__ox_fail(im, TEENY_ERR_RANGE, "X of %lld channels and %lld positions", (long long)C, (long long)S);
     ox_shape gs = {3, {xs.d[0], groups, C / groups * S}}, cs = {1, {1}};
     teeny_reduce_params rp = {1u << 2, 1, 1};
     if ((st = teeny__ox_view(im, xi, &gs, &x)) != TEENY_OK)
