@@ -403,6 +403,10 @@ START_TEST(test_onnx_crafted_norms)
     oc_model *m = norm_model(21, 2, 6);
     oc_attr_int(m, "stash_type", 11);
     expect_refused("stash_type double", m, TEENY_ERR_UNSUPPORTED, "node \"gn\"", "stash_type=11");
+    m = norm_model(17, 0, 6);
+    oc_attr_int(m, "num_groups", 6);
+    expect_refused("InstanceNormalization with num_groups", m, TEENY_ERR_UNSUPPORTED, "node \"gn\"",
+                   "attribute num_groups is not supported");
     m = norm_model(17, 6, 6);
     expect_refused("GroupNormalization at opset 17", m, TEENY_ERR_UNSUPPORTED, "GroupNormalization", NULL);
     m = oc_new(21);
