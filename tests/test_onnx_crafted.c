@@ -5,9 +5,9 @@
  * past an 8-entry array before it checked); Slice with extreme starts,
  * ends and steps against NumPy's slicing, folded and at run time; Pad and
  * Resize whose sizes overflow int64; Split whose num_outputs disagrees
- * with its outputs; InstanceNormalization and GroupNormalization's
- * shape and attribute refusals. Each refusal is checked by status and message; make
- * check-asan runs these under AddressSanitizer and UBSan.
+ * with its outputs; InstanceNormalization's and GroupNormalization's
+ * shape and attribute refusals. Each refusal is checked by status and
+ * message; make check-asan runs these under AddressSanitizer and UBSan.
  */
 #define _XOPEN_SOURCE 700 /* mkdtemp */
 #include <dirent.h>
@@ -391,8 +391,8 @@ static oc_model *norm_model(int64_t opset, int64_t groups, int64_t n_affine)
  * import do. */
 START_TEST(test_onnx_crafted_norms)
 {
-    expect_refused("num_groups 4 of 6 channels", norm_model(21, 4, 6), TEENY_ERR_SHAPE, "node \"gn\" (GroupNormalization)",
-                   "num_groups 4 does not divide the 6 channels");
+    expect_refused("num_groups 4 of 6 channels", norm_model(21, 4, 6), TEENY_ERR_SHAPE,
+                   "node \"gn\" (GroupNormalization)", "num_groups 4 does not divide the 6 channels");
     expect_refused("opset 21, scale per group", norm_model(21, 3, 3), TEENY_ERR_SHAPE, "node \"gn\"",
                    "must be [6] (C)");
     expect_refused("opset 18, scale per channel", norm_model(18, 3, 6), TEENY_ERR_SHAPE, "node \"gn\"",
