@@ -89,12 +89,12 @@
  * lo - p0 and hi - p0 do: no sum here overflows. */
 TEENY_INLINE int pool_tap_first(int p0, int d, int lo)
 {
-    return p0 >= lo ? 0 : (lo - p0 - 1) / d + 1;
+    return p0 >= lo ? 0 : d == 1 ? lo - p0 : (lo - p0 - 1) / d + 1; /* no division without dilation */
 }
 
 TEENY_INLINE int pool_tap_end(int p0, int k, int d, int hi)
 {
-    return hi <= p0 ? 0 : min(k, (hi - 1 - p0) / d + 1);
+    return hi <= p0 ? 0 : min(k, d == 1 ? hi - p0 : (hi - 1 - p0) / d + 1);
 }
 
 /* Taps of a window in [lo, hi) along one axis (0 when none). */
@@ -117,17 +117,26 @@ __kernel void pool_max_forward(__global const float *x, int x_off, POOL_GEOM, in
     float best = seg & POOL_SEG_FIRST ? -INFINITY : y[y_off + i];
     int arg = seg & POOL_SEG_FIRST || !want_argmax ? (empty ? -1 : (h0 + ih0 * dh) * W + w0 + jw0 * dw)
                                                    : argmax[am_off + i];
-    for (int a = i_from; a < i_to; a++) {
-        int h = h0 + a * dh;
-        for (int b = jw0; b < jw1; b++) {
-            int w = w0 + b * dw;
-            float v = plane[h * W + w];
-            if (v > best || isnan(v)) {
-                best = v;
-                arg = h * W + w;
+    if (!want_argmax) /* the maximum alone: one select a tap (a branch mispredicts on random data) */
+        for (int a = i_from; a < i_to; a++) {
+            __global const float *row = plane + (h0 + a * dh) * W + w0;
+            for (int b = jw0; b < jw1; b++) {
+                float v = row[b * dw];
+                best = v > best || isnan(v) ? v : best;
             }
         }
-    }
+    else
+        for (int a = i_from; a < i_to; a++) {
+            int h = h0 + a * dh;
+            for (int b = jw0; b < jw1; b++) {
+                int w = w0 + b * dw;
+                float v = plane[h * W + w];
+                if (v > best || isnan(v)) {
+                    best = v;
+                    arg = h * W + w;
+                }
+            }
+        }
     y[y_off + i] = best;
     if (!want_argmax)
         return;
