@@ -94,7 +94,10 @@ __kernel void dwconv_fwd_cpu(__global const float *restrict x, int x_off, __glob
             const int n = min(DW_CPU_COLS, OW - ow0);
             float acc[DW_CPU_COLS];
             dw_fwd_cpu_chunk(acc, xc, wc, oh, ow0, n, H, W, KH, KW, s_h, s_w, p_h, p_w, d_h, d_w);
-            for (int j = 0; j < n; j++)
+            int j = 0;
+            for (; j + 16 <= n; j += 16) /* the vector activation (conv_act16) */
+                vstore16(conv_act16(act, vload16(0, acc + j) * sc + sh), 0, yc + oh * OW + ow0 + j);
+            for (; j < n; j++)
                 yc[oh * OW + ow0 + j] = conv_act(act, acc[j] * sc + sh);
         }
 }

@@ -84,15 +84,13 @@ TEENY_UNROLL
         float v[CPU_NC];
 TEENY_UNROLL
         for (int u = 0; u < CPU_NV; u++)
-            vstore16(acc[u * CPU_RM + i], u, v);
+            vstore16(seg & CONV_SEG_LAST ? conv_act16(act, acc[u * CPU_RM + i] * vload16(u, sc) + vload16(u, sh))
+                                         : acc[u * CPU_RM + i],
+                     u, v);
         __global float *o = out + conv_cpu_row(m, PQ, Q, g, N, out_off, out_bstride, out_nstride, out_hstride,
                                                out_wstride);
-        if (seg & CONV_SEG_LAST)
-            for (int j = 0; j < CPU_NC && n0 + j < N; j++)
-                o[(n0 + j) * out_nstride] = conv_act(act, v[j] * sc[j] + sh[j]);
-        else
-            for (int j = 0; j < CPU_NC && n0 + j < N; j++)
-                o[(n0 + j) * out_nstride] = v[j];
+        for (int j = 0; j < CPU_NC && n0 + j < N; j++)
+            o[(n0 + j) * out_nstride] = v[j];
     }
 }
 
@@ -289,18 +287,24 @@ TEENY_UNROLL
         }
     }
     for (int i = 0; i < CPU_RM && n0 + i < N; i++) {
-        float v[CPU_NC];
+        __global float *oi = o + i * out_nstride;
+        const float2 e = seg & CONV_SEG_LAST
+                             ? conv_epilogue(epi, g * N + n0 + i, bias, bias_off, scale, scale_off, shift, shift_off)
+                             : (float2)(1.0f, 0.0f);
+        float16 r[CPU_NV];
 TEENY_UNROLL
         for (int u = 0; u < CPU_NV; u++)
-            vstore16(acc[u * CPU_RM + i], u, v);
-        __global float *oi = o + i * out_nstride;
-        const int n = full ? CPU_NC : PQ - m0;
-        if (seg & CONV_SEG_LAST) {
-            const float2 e = conv_epilogue(epi, g * N + n0 + i, bias, bias_off, scale, scale_off, shift, shift_off);
-            for (int j = 0; j < n; j++)
-                oi[j] = conv_act(act, v[j] * e.x + e.y);
+            r[u] = seg & CONV_SEG_LAST ? conv_act16(act, acc[u * CPU_RM + i] * e.x + e.y) : acc[u * CPU_RM + i];
+        if (full) {
+TEENY_UNROLL
+            for (int u = 0; u < CPU_NV; u++)
+                vstore16(r[u], u, oi);
         } else {
-            for (int j = 0; j < n; j++)
+            float v[CPU_NC];
+TEENY_UNROLL
+            for (int u = 0; u < CPU_NV; u++)
+                vstore16(r[u], u, v);
+            for (int j = 0; j < PQ - m0; j++)
                 oi[j] = v[j];
         }
     }

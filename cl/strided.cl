@@ -140,6 +140,22 @@ __kernel void st_binary_forward(int op, __global const float *a, int a_off, int8
     y[y_off + i] = st_binary(op, a[ia], b[ib]);
 }
 
+/* Grid (total / 4), the CPU variant's (strided.c): as st_binary_forward
+ * for 4 consecutive elements along the innermost dimension, whose size is
+ * a multiple of 4 and along which each operand steps by 1 or 0
+ * (broadcast): one coordinate walk for the four, ops 0-3 only (pow keeps
+ * the scalar kernel's bits). */
+__kernel void st_binary_forward4(int op, __global const float *a, int a_off, int8 as, __global const float *b,
+                                 int b_off, int8 bs, __global float *y, int y_off, int8 n, int rank, int total)
+{
+    int i = get_global_id(0) * 4;
+    if (i >= total)
+        return;
+    ST_AB_OFFSETS;
+    float4 av = as.s7 ? vload4(0, a + ia) : (float4)(a[ia]), bv = bs.s7 ? vload4(0, b + ib) : (float4)(b[ib]);
+    vstore4(op == 0 ? av + bv : op == 1 ? av - bv : op == 2 ? av * bv : av / bv, 0, y + y_off + i);
+}
+
 /* Grid (total): t[t_off + i] = dy * d(a op b)/d(a) (wrt 0) or d/d(b) (wrt
  * 1) at y's item i; the host sums t over the operand's broadcast
  * dimensions (st_reduce), or t is the gradient itself. pow's gradient wrt

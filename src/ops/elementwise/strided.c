@@ -343,7 +343,17 @@ static teeny_status binary_launch(teeny_ctx *ctx, const char *name, int op, int 
     memcpy(n, ys->shape, sizeof n);
     int rank = squeeze(ys->ndim, n, strides, 2, 0, NULL);
     cl_int8 a8 = int8_of(as, rank, 0), b8 = int8_of(bs, rank, 0), n8 = int8_of(n, rank, 1);
-    int total = (int)product(ys->shape, ys->ndim), a_off = teeny__off(a), b_off = teeny__off(b);
+    int total = (int)product(ys->shape, ys->ndim), a_off = teeny__off(a), b_off = teeny__off(b), per = 1;
+    /* the CPU variant's forward: 4 elements an item where the innermost
+     * dimension allows (st_binary_forward4; the test hook STRIDED_VEC4 -1:
+     * never): EfficientNet-B0's broadcasting Muls and Adds ~1.6x faster on
+     * PoCL 3.1 (2026-12-07) */
+    if (!dy && op <= 3 && ctx->tune.variant == TEENY_VARIANT_CPU && ctx->hooks.strided_vec4 >= 0 && rank > 0 &&
+        n[rank - 1] % 4 == 0 &&
+        (as[rank - 1] == 0 || as[rank - 1] == 1) && (bs[rank - 1] == 0 || bs[rank - 1] == 1)) {
+        name = "st_binary_forward4";
+        per = 4;
+    }
     cl_kernel k;
     teeny_status st = teeny__kernel_get(ctx, "strided", "", name, &k);
     if (st == TEENY_OK && !dy)
@@ -359,7 +369,7 @@ static teeny_status binary_launch(teeny_ctx *ctx, const char *name, int op, int 
                              &out_off, sizeof n8, &n8, sizeof(int), &rank, sizeof(int), &total, (size_t)0);
     }
     if (st == TEENY_OK)
-        st = teeny__launch_1d(ctx, k, name, (size_t)total);
+        st = teeny__launch_1d(ctx, k, name, (size_t)(total / per));
     return st;
 }
 
