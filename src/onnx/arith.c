@@ -77,6 +77,19 @@ teeny_status teeny__ox_fold_slice(ox_import *im)
     return teeny__ox_out_const(im, 0, &c);
 }
 
+int teeny__ox_broadcast(const ox_shape *a, const ox_shape *b, ox_shape *o)
+{
+    o->ndim = a->ndim > b->ndim ? a->ndim : b->ndim;
+    for (int i = 0; i < o->ndim; i++) {
+        int ja = i - (o->ndim - a->ndim), jb = i - (o->ndim - b->ndim);
+        int64_t x = ja < 0 ? 1 : a->d[ja], y = jb < 0 ? 1 : b->d[jb];
+        if (x != y && x != 1 && y != 1)
+            return 0;
+        o->d[i] = x == 1 ? y : x;
+    }
+    return 1;
+}
+
 int64_t teeny__ox_bcast_index(const ox_shape *o, const ox_shape *s, int64_t k)
 {
     int64_t at = 0, mul = 1;

@@ -185,7 +185,7 @@ teeny_status teeny_onnx_op_info(int i, const char **op_type, int *since_opset, i
     return TEENY_OK;
 }
 
-teeny_status teeny__ox_import_node(ox_import *im)
+static teeny_status import_node(ox_import *im)
 {
     const Onnx__NodeProto *n = im->node;
     const char *dom = S(n->domain);
@@ -237,11 +237,11 @@ static teeny_status import_nodes(ox_import *im, teeny_onnx_report_fn fn, void *u
         else if (teeny__ox_fuse_deferred(im, (int)i))
             st = TEENY_OK; /* imported at its chain's last node */
         else if (teeny__ox_fuse_final(im, (int)i))
-            st = teeny__ox_fuse_node(im, teeny__ox_import_node);
+            st = teeny__ox_fuse_node(im, import_node);
         else if (teeny__ox_act_absorbed(im, (int)i))
             st = teeny__ox_act_absorb(im); /* its batch norm or Conv applied the activation */
         else
-            st = teeny__ox_import_node(im);
+            st = import_node(im);
         if (fn) {
             teeny_onnx_node_report r = {(int)i, S(im->node->name), S(im->node->op_type), st,
                                         st == TEENY_OK ? "" : teeny_last_error(im->ctx)};
@@ -346,6 +346,7 @@ static teeny_status load(teeny_ctx *ctx, const void *data, size_t size, const ch
     im.p = p;
     im.dir = dir;
     im.budget = budget;
+    im.import_node = import_node;
     if (!(im.m = teeny__calloc(1, sizeof *im.m)))
         return teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_onnx_load: out of host memory");
     im.m->ctx = ctx;

@@ -408,7 +408,7 @@ teeny_status teeny__ox_op_if_const(ox_import *im)
     const Onnx__NodeProto *if_node = im->node;
     for (size_t i = 0; i < g->n_node; i++) {
         im->node = g->node[i];
-        st = teeny__ox_import_node(im);
+        st = im->import_node(im);
         im->node = if_node;
         if (st != TEENY_OK) /* the branch node's message, under the If's name */
             return teeny__ox_fail(im, st, "%s: %s", branch, teeny_last_error(im->ctx));

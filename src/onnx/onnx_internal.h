@@ -11,7 +11,8 @@
  *   wire.c         bounded protobuf parsing (nesting depth, memory estimate)
  *   tensor_proto.c TensorProto -> host constant (typed fields, raw and external
  *                  data), feeds, the folding budget
- *   values.c       the value table, attributes, node names, errors, views
+ *   values.c       the value table, node names, errors, views
+ *   attrs.c        attributes (typed, defaults, unknown ones refused), axes
  *   params.c       constants bound to graph parameters and state
  *   model.c        the model object's accessors, inspect_io
  *   import.c       the model: opset, inputs, the node loop through the op
@@ -119,7 +120,7 @@ typedef struct {
     int64_t value_bytes, total_bytes;
 } ox_budget;
 
-typedef struct {
+typedef struct ox_import {
     teeny_ctx *ctx;
     teeny_graph *g;
     teeny_onnx_model *m;
@@ -142,6 +143,10 @@ typedef struct {
     int64_t model_bytes;           /* host bytes of the model's own tensors: initializers, Constant values, feeds */
     int64_t model_largest;         /* the largest of them */
     int64_t folded_bytes;          /* host bytes of the values folded so far (teeny__ox_const_alloc) */
+    /* import.c's: import im->node through its op type's handler (If's
+     * branches call it for each node of the branch taken: a pointer, so
+     * that no handler calls up into import.c) */
+    teeny_status (*import_node)(struct ox_import *im);
 } ox_import;
 
 /* ---- wire.c ---- */
@@ -214,7 +219,8 @@ const char *teeny__ox_name(ox_import *im, const char *suffix, char *buf, size_t 
 /* want (e.g. a PyTorch module name) when it is free and short, else teeny__ox_name. */
 const char *teeny__ox_name_prefer(ox_import *im, const char *want, char *buf, size_t cap);
 
-/* Attributes: every attribute of the node must be in allowed (NULL-ended). */
+/* ---- attrs.c ----
+ * Attributes: every attribute of the node must be in allowed (NULL-ended). */
 teeny_status teeny__ox_attrs_allowed(ox_import *im, const char *const *allowed);
 const Onnx__AttributeProto *teeny__ox_attr(const ox_import *im, const char *name);
 teeny_status teeny__ox_attr_int(ox_import *im, const char *name, int64_t def, int64_t *out);
@@ -231,9 +237,6 @@ teeny_status teeny__ox_axis(ox_import *im, const char *what, int64_t axis, int r
 teeny_status teeny__ox_bind(ox_import *im, int vidx, teeny_node n, int is_state, int slot, const float *data);
 
 /* ---- import.c ---- */
-/* Import im->node through its op type's handler (If's branches call it
- * for each node of the branch taken). */
-teeny_status teeny__ox_import_node(ox_import *im);
 /* Import size bytes (dir: external data; fn: inspect mode, reporting each
  * node, the model destroyed at the end). */
 teeny_status teeny__ox_load(teeny_ctx *ctx, const void *data, size_t size, const char *dir, const teeny_onnx_params *p,
@@ -262,6 +265,9 @@ teeny_status teeny__ox_fold_slice(ox_import *im);     /* arith.c: of constants *
 teeny_status teeny__ox_slice_params(ox_import *im, int rank, int64_t *start, int64_t *step, ox_shape *o,
                                     const ox_shape *s);
 teeny_status teeny__ox_fold_gather(ox_import *im); /* fold.c: Gather of constants */
+/* arith.c: NumPy broadcast of two ONNX shapes; 0 when they do not
+ * broadcast. */
+int teeny__ox_broadcast(const ox_shape *a, const ox_shape *b, ox_shape *o);
 /* arith.c: element k of broadcast result shape o read from operand shape s
  * (teeny__ox_broadcast made o from s and the others). */
 int64_t teeny__ox_bcast_index(const ox_shape *o, const ox_shape *s, int64_t k);
@@ -278,8 +284,6 @@ teeny_status teeny__ox_rank_ok(ox_import *im, const char *what, int64_t rank);
 /* Input i as a graph node and its ONNX shape: a run-time value, or a
  * float constant as a graph constant (made once; a scalar is [1]). */
 teeny_status teeny__ox_operand(ox_import *im, int i, const char *what, teeny_node *n, ox_shape *s);
-/* NumPy broadcast of two ONNX shapes; 0 when they do not broadcast. */
-int teeny__ox_broadcast(const ox_shape *a, const ox_shape *b, ox_shape *o);
 
 /* ---- spatial.c: Conv, ConvTranspose, the pools, Resize ---- */
 typedef struct {

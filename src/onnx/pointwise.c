@@ -152,19 +152,6 @@ teeny_status teeny__ox_op_sigmoid(ox_import *im)
 
 /* ---- arithmetic ---- */
 
-int teeny__ox_broadcast(const ox_shape *a, const ox_shape *b, ox_shape *o)
-{
-    o->ndim = a->ndim > b->ndim ? a->ndim : b->ndim;
-    for (int i = 0; i < o->ndim; i++) {
-        int ja = i - (o->ndim - a->ndim), jb = i - (o->ndim - b->ndim);
-        int64_t x = ja < 0 ? 1 : a->d[ja], y = jb < 0 ? 1 : b->d[jb];
-        if (x != y && x != 1 && y != 1)
-            return 0;
-        o->d[i] = x == 1 ? y : x;
-    }
-    return 1;
-}
-
 /* y = a op b through the graph, a and b nodes of ONNX shapes as, bs. */
 static teeny_status binary_node(ox_import *im, teeny_binary_op op, teeny_node a, const ox_shape *as, teeny_node b,
                                 const ox_shape *bs, teeny_node *y, ox_shape *ys)

@@ -398,25 +398,7 @@ typedef struct {
  * message in ctx on failure. */
 typedef teeny_status (*teeny__infer_fn)(teeny_ctx *ctx, teeny__node_shapes *s);
 
-/* ---- conv2d/gemm.c: the CPU GEMM, shared with the linear family ----
- * C [M, N] = A [M, K] B [K, N] (+ bias [N]) over strided matrices: A's
- * element (m, k) at a_off + m*a_sm + k*a_sk of a, B's (k, n) at b_off +
- * k*b_sk + n*b_sn of b, C's (m, n) at c_off + m*c_sm + n; bias NULL: none.
- * b_frozen: b is a constant of the recording (teeny__op_args.frozen), so
- * its packing is a setup launch. Runs as conv_gemm_cpu (k in order, no
- * atomics), where the device's tuning has it (CPUs). */
-typedef struct {
-    int M, N, K;
-    cl_mem a, b, bias, c;
-    int a_off, a_sm, a_sk, b_off, b_sk, b_sn, bias_off, c_off, c_sm;
-    int b_frozen;
-} teeny__cpu_gemm_args;
-/* *takes: whether the device's tuning has the CPU GEMM and it takes g,
- * its packed B within int32 and an item of its smallest k range within
- * the device's loop budget (probed on first use: the status is the
- * probe's). Then the run, over ranges of k where loops are limited. */
-teeny_status teeny__cpu_gemm_takes(teeny_ctx *ctx, const teeny__cpu_gemm_args *g, int *takes);
-teeny_status teeny__cpu_gemm(teeny_ctx *ctx, const teeny__cpu_gemm_args *g);
+#include "cpu_gemm.h" /* conv2d/gemm_run.c's CPU GEMM, which the linear family shares */
 
 /* ---- strided.c: the strided copy and sum the group A families share ----
  * An index space of ndim (1..8) dimensions, outermost first. */

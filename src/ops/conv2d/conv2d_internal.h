@@ -241,7 +241,13 @@ int teeny__conv_pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M
 teeny_status teeny__conv_fit_tile(teeny_ctx *ctx, const conv_tuning *tu, const char *name, int phases, int *tile);
 /* A 1x1, stride-1, unpadded convolution (y's pixels are x's). */
 int teeny__conv_plain(const conv_geom *g);
-/* Whether job j runs as conv_gemm_cpu (the CPU tunings, B packable within int32). */
+#define CONV_SEG_FIRST 1 /* a k range's first launch (as cl/conv2d.cl) */
+#define CONV_SEG_LAST 2  /* its last: the epilogue */
+/* gemm.c: a forward or input-gradient GEMM by the tiles (GPU tunings). */
+teeny_status teeny__conv_tile_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j);
+/* gemm_run.c: whether job j runs on the CPU GEMMs (the CPU tunings, B
+ * packable within int32); one forward or input-gradient GEMM, by them or
+ * the tiles. */
 int teeny__conv_use_cpu_gemm(const conv_tuning *tu, const gemm_job *j);
 teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j);
 /* conv_gemm_cpu over k chunks of `chunk` units: z > 1 partials at
@@ -249,6 +255,9 @@ teeny_status teeny__conv_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const g
  * covers k). */
 teeny_status teeny__conv_cpu_gemm_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job *j, const char *opt,
                                       int z, int64_t chunk, int zstride);
+/* gemm.c: one k tile of each tiled GEMM kernel within the loop budget
+ * (gemm_run.c's teeny__conv_loops_check, below, adds the CPU GEMM). */
+teeny_status teeny__conv_tile_loops_check(teeny_ctx *ctx, const conv_tuning *tu);
 teeny_status teeny__conv_gemm_dw_run(teeny_ctx *ctx, const conv_tuning *tu, const conv_geom *g, const grad_plan *gp,
                                      const char *opt, cl_mem x, int x_off, cl_mem dy, int dy_off, cl_mem out,
                                      int out_off, int zstride);
