@@ -254,36 +254,26 @@ TEENY_UNROLL
             for (int u = 0; u < CPU_NV; u++)
                 acc[u * CPU_RM + i] = vload16(u, v);
         }
-    if (full) {
-        for (int k = k_begin; k < k_end; k++) {
-            float16 x[CPU_NV];
+    for (int k = k_begin; k < k_end; k++) {
+        float16 x[CPU_NV];
+        if (full) {
 TEENY_UNROLL
             for (int v = 0; v < CPU_NV; v++)
                 x[v] = vload16(v, s + k * src_cstride);
-TEENY_UNROLL
-            for (int i = 0; i < CPU_RM; i++) {
-                float16 wv = (float16)(wk[k * CPU_RM + i]);
-TEENY_UNROLL
-                for (int v = 0; v < CPU_NV; v++)
-                    acc[v * CPU_RM + i] = TEENY_MAD(wv, x[v], acc[v * CPU_RM + i]);
-            }
-        }
-    } else { /* the last pixels of a plane: the missing ones read as 0 */
-        for (int k = k_begin; k < k_end; k++) {
+        } else { /* the last pixels of a plane: the missing ones read as 0 */
             float t[CPU_NC];
             for (int j = 0; j < CPU_NC; j++)
                 t[j] = m0 + j < PQ ? s[k * src_cstride + j] : 0.0f;
-            float16 x[CPU_NV];
 TEENY_UNROLL
             for (int v = 0; v < CPU_NV; v++)
                 x[v] = vload16(v, t);
+        }
 TEENY_UNROLL
-            for (int i = 0; i < CPU_RM; i++) {
-                float16 wv = (float16)(wk[k * CPU_RM + i]);
+        for (int i = 0; i < CPU_RM; i++) {
+            float16 wv = (float16)(wk[k * CPU_RM + i]);
 TEENY_UNROLL
-                for (int v = 0; v < CPU_NV; v++)
-                    acc[v * CPU_RM + i] = TEENY_MAD(wv, x[v], acc[v * CPU_RM + i]);
-            }
+            for (int v = 0; v < CPU_NV; v++)
+                acc[v * CPU_RM + i] = TEENY_MAD(wv, x[v], acc[v * CPU_RM + i]);
         }
     }
     for (int i = 0; i < CPU_RM && n0 + i < N; i++) {
