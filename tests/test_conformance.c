@@ -1177,6 +1177,16 @@ START_TEST(test_conformance_onnx_ops)
         expect(&tda, da, NULL, 1e-5, "binary backward da", repro);
         expect(&tdb, db, NULL, 1e-5, "binary backward db", repro);
     }
+    /* the CPU variant's forward, 4 elements an item (st_binary_forward4),
+     * on any device: the cpu profile */
+    ck_assert(th_profile("cpu"));
+    for (int op = TEENY_BINARY_ADD; op <= TEENY_BINARY_DIV; op++) {
+        th_poison(ty.t);
+        TH_OK(ctx, teeny_binary(ctx, (teeny_binary_op)op, ta.t, tb.t, ty.t));
+        ref_binary(op, ad, &ra, bd, &rb, y, &ry);
+        expect(&ty, y, NULL, 1e-6, "binary, cpu profile", repro);
+    }
+    th_profile(NULL);
 
     /* sum over axes 0 and 2, kept: [1, 3, 1] */
     int64_t sr[3] = {1, 3, 1};
