@@ -156,6 +156,19 @@ teeny_status teeny__ox_op_mod(ox_import *im)
 
 /* ---- Where ---- */
 
+/* The node's output o as a copy of constant value idx. */
+static teeny_status const_copy_out(ox_import *im, int idx, int o)
+{
+    const ox_const *x = &im->vals[idx].c;
+    ox_const c;
+    teeny_status st = alloc_out(im, x->type, x->onnx_type, &x->shape, &c);
+    if (st != TEENY_OK)
+        return st;
+    if (c.numel)
+        memcpy(c.data, x->data, (size_t)c.numel * teeny__ox_esize(c.type));
+    return teeny__ox_out_const(im, o, &c);
+}
+
 /* Output 0 as input i unchanged: a copy of a constant, or a view of a
  * run-time value. */
 static teeny_status pass_through(ox_import *im, int i, const char *what)
@@ -164,15 +177,8 @@ static teeny_status pass_through(ox_import *im, int i, const char *what)
     teeny_status st = teeny__ox_in_present(im, i, what, &idx);
     if (st != TEENY_OK)
         return st;
-    if (im->vals[idx].kind == OX_CONST) {
-        const ox_const *x = &im->vals[idx].c;
-        ox_const c;
-        if ((st = alloc_out(im, x->type, x->onnx_type, &x->shape, &c)) != TEENY_OK)
-            return st;
-        if (c.numel)
-            memcpy(c.data, x->data, (size_t)c.numel * teeny__ox_esize(c.type));
-        return teeny__ox_out_const(im, 0, &c);
-    }
+    if (im->vals[idx].kind == OX_CONST)
+        return const_copy_out(im, idx, 0);
     teeny_node n;
     if ((st = teeny__ox_in_runtime(im, i, what, &idx)) != TEENY_OK)
         return st;
@@ -330,15 +336,8 @@ static teeny_status branch_out(ox_import *im, int k, const char *branch, const c
     if (idx < 0)
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "%s output \"%.80s\" is not produced in the branch or before it",
                               branch, name);
-    if (im->vals[idx].kind == OX_CONST) {
-        const ox_const *x = &im->vals[idx].c;
-        ox_const c;
-        if ((st = alloc_out(im, x->type, x->onnx_type, &x->shape, &c)) != TEENY_OK)
-            return st;
-        if (c.numel)
-            memcpy(c.data, im->vals[idx].c.data, (size_t)c.numel * teeny__ox_esize(c.type));
-        return teeny__ox_out_const(im, k, &c);
-    }
+    if (im->vals[idx].kind == OX_CONST)
+        return const_copy_out(im, idx, k);
     /* a graph input or a deferred Sigmoid becomes a node, as a run-time input would */
     const Onnx__NodeProto *if_node = im->node;
     Onnx__NodeProto fake = *if_node;
