@@ -139,10 +139,15 @@ TEENY_INLINE float conv_act(int act, float x)
     return act == TEENY_ACT_RELU ? fmax(x, 0.0f) : act == TEENY_ACT_SILU ? x * teeny_sigmoid(x) : x;
 }
 
-/* The same over 16 values (the CPU kernels' stores): the vector exp, where
+/* The same over 16 and 8 values (the CPU kernels' stores): the vector exp, where
  * a loop of scalar ones was ~40% of a depthwise convolution with SiLU on
  * PoCL 3.1 (EfficientNet-B0, 2026-12-07). */
 TEENY_INLINE float16 conv_act16(int act, float16 x)
+{
+    return act == TEENY_ACT_RELU ? fmax(x, 0.0f) : act == TEENY_ACT_SILU ? x * (1.0f / (1.0f + exp(-x))) : x;
+}
+
+TEENY_INLINE float8 conv_act8(int act, float8 x)
 {
     return act == TEENY_ACT_RELU ? fmax(x, 0.0f) : act == TEENY_ACT_SILU ? x * (1.0f / (1.0f + exp(-x))) : x;
 }

@@ -153,3 +153,109 @@ __kernel void dwconv_dw_cpu(__global const float *restrict x, int x_off, __globa
     }
     dw[dw_off + z * out_zstride + co * KH * KW + tap] = s;
 }
+
+/* ---- the depthwise forward through a padded band (dwconv_fwd_cpu_band) ----
+ * Item (rb, co, b) computes output rows [oh0, oh0 + R), oh0 = rb*rows_per,
+ * of y[b, co]. It first copies the input rows they read, oh0*s_h - p_h + t
+ * for t < (R - 1)*s_h + (KH - 1)*d_h + 1, into a private band of `pitch` =
+ * (OW - 1)*s_w + (KW - 1)*d_w + 1 columns a row, column c holding input
+ * column c - p_w and zero where the row or the column is padding. The taps
+ * then read the band without a bounds check, 8 outputs of a row at a time
+ * (vload8 at stride 1; at stride 2 the even lanes of a vload16), for 4
+ * output rows at once: four independent sums, where one sum's chain of
+ * fused multiply-adds waited on each one's latency (PoCL 3.1 on Zen 3, 54%
+ * of the kernel on the instruction after the fma). A block past R takes
+ * row R - 1 again and stores its same values again. Lanes past OW read up
+ * to 8*s_w - 1 floats past their row (the next row, or the zeroed slack
+ * after the last) and are never stored. Per output the taps are summed in
+ * order from 0, as dwconv_fwd_cpu sums them, padding taps adding 0 * w.
+ * The host (depthwise.c) takes it at strides 1 and 2 with pads >= 0 and a
+ * band of at most DW_BAND floats; rows_per is the last argument. */
+#define DW_BAND 2048
+#define DW_BAND_SLACK 16
+
+/* Output columns [ow0, ow0 + 8) of row yr, those before OW. */
+TEENY_INLINE void dw_band_store(__global float *yr, int ow0, int OW, float8 o)
+{
+    if (ow0 + 8 <= OW) {
+        vstore8(o, 0, yr + ow0);
+        return;
+    }
+    float t[8];
+    vstore8(o, 0, t);
+    for (int j = 0; j < OW - ow0; j++)
+        yr[ow0 + j] = t[j];
+}
+
+/* a[i] += the taps of wc over the band rows from bp[i] (one output row's
+ * first band row, column ow0*s_w), i < 4, by LOAD(p) (the 8 inputs from p). */
+#define DW_BAND_TAPS(LOAD)                                                      \
+    for (int kh = 0; kh < KH; kh++) {                                           \
+        const int o = kh * d_h * pitch;                                         \
+        __global const float *wr = wc + kh * KW;                                \
+        for (int kw = 0; kw < KW; kw++) {                                       \
+            const float8 wv = (float8)wr[kw];                                   \
+            const int q = o + kw * d_w;                                         \
+            a0 = TEENY_MAD(LOAD(b0 + q), wv, a0);                               \
+            a1 = TEENY_MAD(LOAD(b1 + q), wv, a1);                               \
+            a2 = TEENY_MAD(LOAD(b2 + q), wv, a2);                               \
+            a3 = TEENY_MAD(LOAD(b3 + q), wv, a3);                               \
+        }                                                                       \
+    }
+#define DW_LOAD_S1(p) vload8(0, p)
+#define DW_LOAD_S2(p) vload16(0, p).even
+
+__kernel void dwconv_fwd_cpu_band(__global const float *restrict x, int x_off, __global const float *restrict w,
+                                  int w_off, __global float *restrict y, int y_off, int16 geo,
+                                  __global const float *bias, int bias_off, __global const float *scale,
+                                  int scale_off, __global const float *shift, int shift_off, int epi, int act,
+                                  int rows_per)
+{
+    DW_GEOMETRY(geo);
+    const int rb = get_global_id(0), co = get_global_id(1), b = get_global_id(2), Cout = Cin * mult;
+    const int oh0 = rb * rows_per;
+    if (co >= Cout || b >= B || oh0 >= OH)
+        return;
+    const float2 e = conv_epilogue(epi, co, bias, bias_off, scale, scale_off, shift, shift_off);
+    const float sc = e.x, sh = e.y;
+    __global const float *xc = x + x_off + (b * Cin + co / mult) * H * W, *wc = w + w_off + co * KH * KW;
+    __global float *yc = y + y_off + (b * Cout + co) * OH * OW;
+    const int R = min(rows_per, OH - oh0), pitch = (OW - 1) * s_w + (KW - 1) * d_w + 1;
+    const int band_rows = (R - 1) * s_h + (KH - 1) * d_h + 1;
+    const int c_lo = min(p_w, pitch), c_hi = max(c_lo, min(pitch, p_w + W));
+    float band[DW_BAND + DW_BAND_SLACK];
+    for (int c = 0; c < DW_BAND_SLACK; c++)
+        band[band_rows * pitch + c] = 0.0f;
+    for (int t = 0; t < band_rows; t++) {
+        const int ih = oh0 * s_h - p_h + t;
+        float *br = band + t * pitch;
+        if ((uint)ih >= (uint)H) {
+            for (int c = 0; c < pitch; c++)
+                br[c] = 0.0f;
+            continue;
+        }
+        __global const float *xr = xc + ih * W - p_w;
+        for (int c = 0; c < c_lo; c++)
+            br[c] = 0.0f;
+        for (int c = c_lo; c < c_hi; c++)
+            br[c] = xr[c];
+        for (int c = c_hi; c < pitch; c++)
+            br[c] = 0.0f;
+    }
+    for (int r = 0; r < R; r += 4) {
+        const int r1 = min(r + 1, R - 1), r2 = min(r + 2, R - 1), r3 = min(r + 3, R - 1);
+        for (int ow0 = 0; ow0 < OW; ow0 += 8) {
+            const float *b0 = band + r * s_h * pitch + ow0 * s_w, *b1 = band + r1 * s_h * pitch + ow0 * s_w;
+            const float *b2 = band + r2 * s_h * pitch + ow0 * s_w, *b3 = band + r3 * s_h * pitch + ow0 * s_w;
+            float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+            if (s_w == 1)
+                DW_BAND_TAPS(DW_LOAD_S1)
+            else
+                DW_BAND_TAPS(DW_LOAD_S2)
+            dw_band_store(yc + (oh0 + r) * OW, ow0, OW, conv_act8(act, a0 * sc + sh));
+            dw_band_store(yc + (oh0 + r1) * OW, ow0, OW, conv_act8(act, a1 * sc + sh));
+            dw_band_store(yc + (oh0 + r2) * OW, ow0, OW, conv_act8(act, a2 * sc + sh));
+            dw_band_store(yc + (oh0 + r3) * OW, ow0, OW, conv_act8(act, a3 * sc + sh));
+        }
+    }
+}

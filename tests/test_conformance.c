@@ -427,6 +427,14 @@ START_TEST(test_conformance_conv2d)
     th_profile(own_cpu ? "generic" : "cpu_vec16");
     for (int i = 0; i < n; i++)
         conv_run(&conv_cases[i], own_cpu ? "GPU" : "CPU", 200 + (uint64_t)i);
+    /* the CPU depthwise forward's other kernel, dwconv_fwd_cpu (CONV_FLAGS
+     * bit 64), where dwconv_fwd_cpu_band takes strides 1 and 2 */
+    th_profile(own_cpu ? NULL : "cpu_vec16");
+    th_hook(TEENY__HOOK_CONV_FLAGS, 64);
+    for (int i = 0; i < n; i++)
+        if (conv_cases[i].c.G == conv_cases[i].c.Cin)
+            conv_run(&conv_cases[i], "CPU, dwconv_fwd_cpu", 250 + (uint64_t)i);
+    th_hook(TEENY__HOOK_CONV_FLAGS, 0);
     th_profile(NULL);
     /* depthwise shapes through the GEMM (the fallback for huge dilation) */
     th_hook(TEENY__HOOK_CONV_FLAGS, 1);

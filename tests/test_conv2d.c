@@ -1351,6 +1351,68 @@ START_TEST(test_conv2d_cpu_px)
 }
 END_TEST
 
+/* The CPU depthwise forward through a padded band (dwconv_fwd_cpu_band)
+ * against the reference (split_run) and bit for bit against
+ * dwconv_fwd_cpu (the test hook CONV_FLAGS bit 64): the same taps summed
+ * in the same order, padding taps adding 0 * w. Rows too wide for a whole
+ * plane's band (300 columns: 4 output rows an item), rows narrower than a
+ * vector (5), tails of 8-column chunks, strides 2 on either axis,
+ * dilation, 5x5 and 3x5 taps, pads wider than the taps, a channel
+ * multiplier, batch, views; and where a device limits loop trips (3000),
+ * fewer rows an item (the backward's launches may split), the same bits. Stride 3 is not the band's: both runs
+ * take dwconv_fwd_cpu. */
+START_TEST(test_conv2d_dw_band)
+{
+    static const conv_case cases[] = {
+        {{2, 6, 21, 19, 6, 3, 3, 1, 1, 1, 1, 1, 1, 6, 0, 0}, 1, 1, 0},
+        {{1, 3, 13, 300, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, 0}, 0, 0, 0},
+        {{2, 4, 23, 21, 8, 5, 5, 2, 2, 2, 3, 2, 1, 4, 0, 0}, 1, 0, 0},
+        {{1, 5, 7, 10, 5, 3, 5, 1, 2, 1, 2, 1, 1, 5, 0, 0}, 1, 1, 0},
+        {{2, 3, 6, 5, 3, 3, 3, 2, 1, 4, 4, 1, 1, 3, 0, 0}, 0, 0, 0},
+        {{1, 4, 17, 17, 4, 3, 3, 3, 3, 1, 1, 1, 1, 4, 0, 0}, 1, 0, 0},
+    };
+    if (!th_profile("cpu"))
+        th_skip("%s cannot take the cpu profile", teeny_ctx_device_name(th_ctx()));
+    teeny_ctx *ctx = th_ctx();
+    for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
+        const conv_case *k = &cases[ci];
+        uint64_t seed = 5300 + (uint64_t)ci;
+        th_rng r = th_rng_make(seed);
+        char repro[400];
+        conv_data d;
+        float *band[4], *rows[4], *lim[4];
+        int band_case = k->c.sw <= 2;
+        repro_str(k, seed, repro, sizeof repro);
+        data_make(&d, &k->c, &r);
+        TH_OK(ctx, teeny_profile_begin(ctx));
+        split_run(k, &d, band, TEENY_OK, repro);
+        ck_assert_msg(profiled(ctx, "dwconv_fwd_cpu_band") == band_case, "dwconv_fwd_cpu_band %s; %s",
+                      band_case ? "did not run" : "ran", repro);
+        TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+        th_loop_limit(3000);
+        split_run(k, &d, lim, TEENY_OK, repro);
+        th_loop_limit(0);
+        th_hook(TEENY__HOOK_CONV_FLAGS, 64);
+        TH_OK(ctx, teeny_profile_begin(ctx));
+        split_run(k, &d, rows, TEENY_OK, repro);
+        ck_assert_msg(profiled(ctx, "dwconv_fwd_cpu"), "the hook left dwconv_fwd_cpu out; %s", repro);
+        TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+        ck_assert_msg(!memcmp(band[0], rows[0], d.ny * 4), "y: dwconv_fwd_cpu_band's bits differ from "
+                      "dwconv_fwd_cpu's; %s", repro);
+        ck_assert_msg(!memcmp(lim[0], band[0], d.ny * 4), "y: under the loop limit the bits differ; %s", repro);
+        for (int i = 0; i < 4; i++) {
+            free(band[i]);
+            free(rows[i]);
+            free(lim[i]);
+        }
+        th_loop_limit(-1);
+        th_hook(TEENY__HOOK_CONV_FLAGS, 0);
+        data_free(&d);
+    }
+    th_profile(NULL);
+}
+END_TEST
+
 /* ---- determinism ---- */
 
 START_TEST(test_conv2d_determinism)
@@ -1801,6 +1863,7 @@ Suite *suite_conv2d(void)
     tcase_add_test(bwd, test_conv2d_dx_direct);
     tcase_add_test(bwd, test_conv2d_split_loops_cpu);
     tcase_add_test(bwd, test_conv2d_cpu_px);
+    tcase_add_test(fwd, test_conv2d_dw_band);
     if (!th_small()) {
         tcase_add_loop_test(fwd, test_conv2d_large, 0, N_LARGE);
         int rows[16];

@@ -6,7 +6,8 @@
  * loop budget): then the GEMM takes the pass (e.g. a 1-channel input to
  * 32 channels). Their plans, fit checks, launches and loop trips:
  *   - the forward, dwconv_fwd (its 3x3 path 2 or 4 output columns an
- *     item), or dwconv_fwd_cpu on the CPU variant;
+ *     item), or on the CPU variant dwconv_fwd_cpu_band (through a
+ *     padded private band, strides 1 and 2) or dwconv_fwd_cpu;
  *   - the input gradient: at stride 1 with multiplier 1 the forward
  *     kernel over dy with the taps reversed (dwconv_fwd's flip) and
  *     padding (K-1)*d - p; else dwconv_dx (or dwconv_dx_cpu), which takes
@@ -28,6 +29,9 @@
 
 /* DW_CPU_COLS of cl/conv2d_dw_cpu.cl: columns a depthwise CPU item holds at once. */
 #define DW_CPU_COLS 64
+/* DW_BAND and DW_BAND_SLACK of cl/conv2d_dw_cpu.cl: the floats of dwconv_fwd_cpu_band's private band. */
+#define DW_BAND 2048
+#define DW_BAND_SLACK 16
 
 /* The depthwise kernels' CPU twins (dwconv_*_cpu) rather than the
  * work-group ones; the dense GEMMs follow the tuning (cpu_rows). */
@@ -314,9 +318,52 @@ static teeny_status dw_forward_run(teeny_ctx *ctx, const conv_tuning *tu, const 
                              &local);
 }
 
-/* The route's forward: dwconv_fwd_cpu on the CPU variant where its rows
- * fit the loop budget, else dwconv_fwd where it fits; else the pass goes
- * on. */
+/* dwconv_fwd_cpu_band's input rows for R output rows, and its row pitch. */
+static int64_t band_rows(const conv_geom *g, int64_t R)
+{
+    return (R - 1) * g->sh + (int64_t)(g->KH - 1) * g->dh + 1;
+}
+
+static int64_t band_pitch(const conv_geom *g)
+{
+    return (int64_t)(g->OW - 1) * g->sw + (int64_t)(g->KW - 1) * g->dw + 1;
+}
+
+/* dwconv_fwd_cpu_band's loop trips for an item of R output rows: the
+ * slack's clear, the band's rows (each at most 3 loops over pitch columns
+ * in all), and per block of 4 output rows its chunks of 8 columns, each
+ * with the taps (KH + 1, KW + 1 per kh) and 4 stores' tails (8 at most). */
+static int64_t band_trips(const conv_geom *g, int64_t R)
+{
+    int64_t rows = band_rows(g, R), blocks = teeny__conv_cdiv(R, 4), chunks = teeny__conv_cdiv(g->OW, 8);
+    int64_t chunk = (g->KH + 1) + (int64_t)g->KH * (g->KW + 1) + 4 * 8;
+    return (DW_BAND_SLACK + 1) + (rows + 1) + rows * (band_pitch(g) + 3) + (blocks + 1) +
+           blocks * (chunks + 1 + chunks * chunk);
+}
+
+/* The most output rows a dwconv_fwd_cpu_band item may take: its band
+ * within DW_BAND floats and its trips within the loop budget; 0 where it
+ * does not apply (a stride past 2, a negative pad, CONV_FLAGS bit 64). */
+static teeny_status band_rows_max(teeny_ctx *ctx, const conv_geom *g, int64_t *rows_max)
+{
+    int64_t budget, pitch = band_pitch(g);
+    teeny_status st;
+    *rows_max = 0;
+    if ((ctx->hooks.conv_flags & 64) || g->sw > 2 || g->ph < 0 || g->pw < 0 || band_rows(g, 1) * pitch > DW_BAND)
+        return TEENY_OK;
+    if ((st = teeny__loop_budget(ctx, &budget)) != TEENY_OK)
+        return st;
+    int64_t fit = (DW_BAND / pitch - band_rows(g, 1)) / g->sh + 1; /* <= DW_BAND rows */
+    while (fit > 0 && band_trips(g, fit) > budget)
+        fit--;
+    *rows_max = fit;
+    return TEENY_OK;
+}
+
+/* The route's forward on the CPU variant: dwconv_fwd_cpu_band where its
+ * band and trips fit, else dwconv_fwd_cpu where its rows fit the loop
+ * budget; elsewhere, or where neither fits, dwconv_fwd where it fits;
+ * else the pass goes on. */
 teeny_status teeny__conv_dw_forward(teeny_ctx *ctx, const conv_pass *p, int *taken)
 {
     const conv_geom *g = &p->g;
@@ -329,9 +376,11 @@ teeny_status teeny__conv_dw_forward(teeny_ctx *ctx, const conv_pass *p, int *tak
     *taken = 0;
     if (!teeny__conv_use_depthwise(ctx, p->tu, g))
         return TEENY_OK;
-    if (teeny__conv_cpu_variant(ctx) && (st = teeny__conv_dw_cpu_rows(ctx, g, 0, &rows_max)) != TEENY_OK)
+    int64_t band_max = 0;
+    if (teeny__conv_cpu_variant(ctx) && ((st = band_rows_max(ctx, g, &band_max)) != TEENY_OK ||
+                                         (st = teeny__conv_dw_cpu_rows(ctx, g, 0, &rows_max)) != TEENY_OK))
         return st;
-    if (teeny__conv_cpu_variant(ctx) && rows_max >= 1) {
+    if (teeny__conv_cpu_variant(ctx) && (band_max >= 1 || rows_max >= 1)) {
         char opt[256];
         teeny__conv_tile_options(ctx, p->tu, 0, opt, sizeof opt);
         cl_int16 geo = dw_geometry(g);
@@ -339,8 +388,8 @@ teeny_status teeny__conv_dw_forward(teeny_ctx *ctx, const conv_pass *p, int *tak
                     KG(geo),     KM(e->bias),      KI(e->bias_off), KM(e->scale), KI(e->scale_off), KM(e->shift),
                     KI(e->shift_off), KI(e->epi),  KI(e->act),   {0, NULL}};
         *taken = 1;
-        return dw_cpu_run(ctx, opt, "dwconv_fwd_cpu", k, (int)(sizeof k / sizeof k[0]) - 1, g->OH, g->Cout, g->B,
-                          rows_max);
+        return dw_cpu_run(ctx, opt, band_max >= 1 ? "dwconv_fwd_cpu_band" : "dwconv_fwd_cpu", k,
+                          (int)(sizeof k / sizeof k[0]) - 1, g->OH, g->Cout, g->B, band_max >= 1 ? band_max : rows_max);
     }
     return dw_forward_run(ctx, p->tu, g, x->buf, x_off, w->buf, w_off, y->buf, y_off, e, 0, taken);
 }
