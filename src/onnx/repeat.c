@@ -207,8 +207,6 @@ teeny_status teeny__ox_op_cumsum(ox_import *im)
         (st = teeny__ox_axis(im, "axis", teeny__ox_get_i(ac, 0), s.ndim, &ax)) != TEENY_OK)
         return st;
     int64_t len = s.d[ax];
-    if (ax == 0 && s.ndim > 1)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "a scan along axis 0 of a run-time value (the batch)");
     if (len > OX_CUMSUM_MAX_N)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "a scan of %lld elements of a run-time value (at most %d)",
                               (long long)len, OX_CUMSUM_MAX_N);
