@@ -90,7 +90,8 @@ static teeny_status parse(ox_import *im, const char *eq, ox_einsum *e)
     return TEENY_OK;
 }
 
-/* x (ONNX shape *s, labels lab) with the labels in drop reduced (sum). */
+/* x (ONNX shape *s, labels lab) with its labels in neither keep1 nor
+ * keep2 (NULL: none) summed away; *s and lab follow. */
 static teeny_status sum_labels(ox_import *im, teeny_node *x, ox_shape *s, char *lab, const char *keep1, const char *keep2)
 {
     unsigned mask = 0;
@@ -112,11 +113,8 @@ static teeny_status sum_labels(ox_import *im, teeny_node *x, ox_shape *s, char *
     teeny_status st = teeny_graph_reduce(im->g, teeny__ox_name(im, "sum", buf, sizeof buf), *x, &p, x);
     if (st != TEENY_OK)
         return teeny__ox_graph_fail(im, st);
-    o.ndim = k;
+    o.ndim = k; /* 0 when everything is summed: an ONNX scalar, the graph's [1] */
     nl[k] = 0;
-    if (!k) { /* everything summed: the graph's [1] */
-        o = (ox_shape){0};
-    }
     *s = o;
     memcpy(lab, nl, (size_t)k + 1);
     return TEENY_OK;
