@@ -221,6 +221,9 @@ static const einsum_case EINSUM_CASES[] = {
     {"bij,bkj->bik", "bij", "bkj", "bik", 0},
     {"bij,bj->b", "bij", "bj", "b", 0}, /* i summed before the product */
     {"bhqd, bhkd -> bhqk", "bhqd", "bhkd", "bhqk", 0}, /* spaces */
+    {"ij->ji", "ij", NULL, "ji", 0},                     /* the batch axis moved */
+    {"i,i", "i", "i", "", 0},                            /* an inner product: a scalar */
+    {"ij,ik->jk", "ij", "ik", "jk", 0},                  /* contracted over the batch */
 };
 #define N_EINSUM (int)(sizeof EINSUM_CASES / sizeof *EINSUM_CASES)
 
