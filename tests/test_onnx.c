@@ -132,6 +132,10 @@ START_TEST(test_onnx_models)
     check_model("norms_instance", 2, x34); /* InstanceNormalization 3-D, 4-D, epsilon; PyTorch's GroupNorm(1, C) */
     check_model("norms_group18", 2, x34);  /* GroupNormalization-18: scale and bias per group; G = 1, C, between */
     check_model("norms_group21", 2, x34);  /* GroupNormalization-21: per channel; stash_type */
+    check_model("tile", 1, x);   /* Tile of run-time values (the batch axis too) and of a constant */
+    check_model("cumsum", 1, x); /* CumSum: axes 1, 2, -1; exclusive, reverse; of a constant */
+    static const char *const qkvam[] = {"q", "k", "v", "a", "m"};
+    check_model("einsum", 5, qkvam); /* Einsum: attention's contractions, matmuls, transpose, reductions, implicit */
 }
 END_TEST
 

@@ -29,6 +29,8 @@
  *   ops_layout.c   Transpose, Slice, Split, Gather, Expand, Pad, Concat
  *   layers.c       BatchNormalization, Gemm, MatMul, SoftmaxCrossEntropyLoss
  *   spatial.c      Conv, ConvTranspose, the pools, Resize/Upsample
+ *   repeat.c       Tile (concat copies), CumSum (a triangular matmul)
+ *   einsum.c       Einsum (reduce, transpose, views, matmul)
  *   attn_import.c  ONNX Attention and the attention core
  *   attn_fuse.c    the MatMul-Softmax-MatMul chains and batch norm +
  *                  activation pairs, found before the nodes import
@@ -251,7 +253,7 @@ typedef teeny_status (*ox_handler)(ox_import *im);
 #define XX(type, fn, since, until) teeny_status teeny__ox_op_##fn(ox_import *im);
 #include "ops.def"
 #undef XX
-#define OX_OP_COUNT 68             /* ops.def's lines: a line added or removed updates it, and README.md's table */
+#define OX_OP_COUNT 71             /* ops.def's lines: a line added or removed updates it, and README.md's table */
 
 /* ---- fold.c, arith.c: folding ---- */
 /* Folds for ops whose run-time form is a layer: Add/Sub/Mul/Div/Pow of two

@@ -785,12 +785,63 @@ def norms():
              check=opset >= 21)
 
 
+def lowered():
+    """Tile, CumSum and Einsum (opset 17), lowered at import onto graph
+    ops: of run-time values and of initializers (folded), with batch N
+    symbolic. tile: repeats on every axis, batch axis included, and of a
+    constant; cumsum: axes 1 and 2 (negative too), exclusive and reverse,
+    a constant's along axis 0; einsum: the contractions transformers
+    export (attention scores and mix, a batched and a plain matmul, a
+    projection by an initializer), a transpose, a reduction and a fully
+    summed operand. Its own generator: the same bytes when run alone."""
+    global rng
+    rng = np.random.default_rng(4242)
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    vi = helper.make_tensor_value_info
+    i64 = lambda name, v: init(name, np.asarray(v, np.int64))
+    x = w(2, 3, 4, scale=1.0)
+    nodes = [n("Tile", ["x", "r1"], ["t1"], name="t1"), n("Tile", ["x", "r2"], ["t2"], name="t2"),
+             n("Tile", ["c", "r3"], ["t3"], name="t3"), n("Relu", ["x"], ["rx"]), n("Tile", ["rx", "r4"], ["t4"], name="t4")]
+    g = helper.make_graph(nodes, "tile", [vi("x", f, ["N", 3, 4])],
+                          [vi("t1", f, ["N", 6, 12]), vi("t2", f, ["2N", 3, 8]), vi("t3", f, [6, 6]),
+                           vi("t4", f, ["N", 3, 4])],
+                          [i64("r1", [1, 2, 3]), i64("r2", [2, 1, 2]), i64("r3", [3, 2]), i64("r4", [1, 1, 1]),
+                           init("c", w(2, 3))])
+    save("tile", g, 17, [x])
+    x = w(2, 5, 6, scale=1.0)
+    nodes = [n("CumSum", ["x", "a2"], ["s1"], name="s1"),
+             n("CumSum", ["x", "a1"], ["s2"], name="s2", exclusive=1),
+             n("CumSum", ["x", "am1"], ["s3"], name="s3", reverse=1),
+             n("CumSum", ["x", "a1"], ["s4"], name="s4", exclusive=1, reverse=1),
+             n("CumSum", ["c", "a0"], ["s5"], name="s5", reverse=1)]
+    g = helper.make_graph(nodes, "cumsum", [vi("x", f, ["N", 5, 6])], [vi(o, f, ["N", 5, 6]) for o in ("s1", "s2", "s3", "s4")] + [vi("s5", f, [4, 3])],
+                          [i64("a2", 2), i64("a1", [1]), i64("am1", -1), i64("a0", 0), init("c", w(4, 3))])
+    save("cumsum", g, 17, [x])
+    q, k, v, a = w(2, 3, 5, 4, scale=1.0), w(2, 3, 6, 4, scale=1.0), w(2, 3, 6, 4, scale=1.0), w(2, 5, 6, scale=1.0)
+    nodes = [n("Einsum", ["q", "k"], ["scores"], name="scores", equation="bhid,bhjd->bhij"),
+             n("Einsum", ["scores", "v"], ["mix"], name="mix", equation="bhij,bhjd->bhid"),
+             n("Einsum", ["a", "m"], ["bmm"], name="bmm", equation="bij,bjk->bik"),
+             n("Einsum", ["a", "p"], ["proj"], name="proj", equation="bnc, cd -> bnd"),
+             n("Einsum", ["a"], ["tr"], name="tr", equation="bij->bji"),
+             n("Einsum", ["a"], ["red"], name="red", equation="bij->bi"),
+             n("Einsum", ["a", "p"], ["summed"], name="summed", equation="bij,jk->bk"),
+             n("Einsum", ["a", "p"], ["implicit"], name="implicit", equation="bij,jk")]
+    g = helper.make_graph(nodes, "einsum", [vi("q", f, ["N", 3, 5, 4]), vi("k", f, ["N", 3, 6, 4]),
+                                            vi("v", f, ["N", 3, 6, 4]), vi("a", f, ["N", 5, 6]), vi("m", f, ["N", 6, 3])],
+                          [vi(o, f, sh) for o, sh in (("scores", ["N", 3, 5, 6]), ("mix", ["N", 3, 5, 4]), ("bmm", ["N", 5, 3]),
+                                                     ("proj", ["N", 5, 7]), ("tr", ["N", 6, 5]), ("red", ["N", 5]),
+                                                     ("summed", ["N", 7]), ("implicit", ["N", 5, 7]))],
+                          [init("p", w(6, 7))])
+    save("einsum", g, 17, [q, k, v, a, w(2, 6, 3, scale=1.0)])
+
+
 if __name__ == "__main__":
     import sys
     # python3 make_models.py [NAME...]: only those functions (the others'
     # files stay as committed; the shared generator makes a full rerun
     # rewrite them)
-    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu, scalar_feed, slice_feed, shape_checks, norms]
+    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu, scalar_feed, slice_feed, shape_checks, norms, lowered]
     for fn in ALL:
         if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]:
             fn()
