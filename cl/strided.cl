@@ -71,6 +71,53 @@ __kernel void st_copy(__global const float *x, int x_off, int8 xs, __global floa
     y[dst] = inside ? scale * x[src] : pad;
 }
 
+/* st_copy's CPU variant (TEENY_VARIANT_CPU, strided.c): item (q, row)
+ * writes elements [q*chunk, + chunk) of row `row` of the space, the run of
+ * its innermost dimension (.s7), the row's coordinates found once (rank - 1
+ * divisions) rather than per element; where both tensors step through the
+ * run contiguously and the map is elsewhere, the copy is a plain loop the
+ * compiler vectorizes. The same values as st_copy, element for element. The
+ * host keeps chunk within the device's loop budget. */
+__kernel void st_copy_rows(__global const float *restrict x, int x_off, int8 xs, __global float *restrict y,
+                           int y_off, int8 ys, int8 n, int rank, int8 lo, int8 hi, float pad, float scale,
+                           __global const int *map, int map_off, int map_axis, int map_dim, int rows, int chunk)
+{
+    const int q = get_global_id(0), row = get_global_id(1), j0 = q * chunk;
+    if (row >= rows || j0 >= n.s7)
+        return;
+    int rem = row, k, src = x_off, dst = y_off, inside = 1, m;
+    ST_DIM(s6, 6, ST_COPY_DIM(s6, 6))
+    ST_DIM(s5, 5, ST_COPY_DIM(s5, 5))
+    ST_DIM(s4, 4, ST_COPY_DIM(s4, 4))
+    ST_DIM(s3, 3, ST_COPY_DIM(s3, 3))
+    ST_DIM(s2, 2, ST_COPY_DIM(s2, 2))
+    ST_DIM(s1, 1, ST_COPY_DIM(s1, 1))
+    ST_DIM(s0, 0, ST_COPY_DIM(s0, 0))
+    const int j1 = min(n.s7, j0 + chunk);
+    if (map_axis == 7) {
+        for (int j = j0; j < j1; j++) {
+            m = map[map_off + j];
+            y[dst + j * ys.s7] = inside && m >= 0 && m < map_dim ? scale * x[src + m * xs.s7] : pad;
+        }
+        return;
+    }
+    /* the run's [a, b) inside [lo, hi) reads x; the rest is pad */
+    const int a = inside ? clamp(lo.s7, j0, j1) : j1, b = inside ? clamp(hi.s7, a, j1) : j1;
+    for (int j = j0; j < a; j++)
+        y[dst + j * ys.s7] = pad;
+    if (xs.s7 == 1 && ys.s7 == 1) {
+        __global const float *xr = x + src - lo.s7;
+        __global float *yr = y + dst;
+        for (int j = a; j < b; j++)
+            yr[j] = scale * xr[j];
+    } else {
+        for (int j = a; j < b; j++)
+            y[dst + j * ys.s7] = scale * x[src + (j - lo.s7) * xs.s7];
+    }
+    for (int j = b; j < j1; j++)
+        y[dst + j * ys.s7] = pad;
+}
+
 /* Sums. Grid (n_out * parts): item (o, p) adds x over reduction
  * coordinates r in [p*chunk, min((p+1)*chunk, r_total)) of space rn (x's
  * strides rs, r_rank used dimensions) at output coordinate o of space on

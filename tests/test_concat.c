@@ -110,13 +110,23 @@ START_TEST(test_concat_forward)
     }
     case_shape(&c, c.Csum, shape);
     th_dev y = th_dev_make(ctx, 0, c.ndim, shape, view, NULL);
-    TH_OK(ctx, teeny_concat_channels(ctx, c.n, xt, y.t));
     double *ref = th_malloc((size_t)c.B * c.Csum * c.S * 8);
     ref_concat(c.n, (const double *const *)xd, c.C, c.B, c.S, ref);
-    expect_equal(&y, ref, "y", repro);
-    TH_OK(ctx, teeny_split_channels(ctx, y.t, c.n, bt));
+    /* the device's channel copies, then (the CPU variant) cat_copy's
+     * rather than cat_copy_cpu's (the test hook CAT_COPY_CPU -1) */
+    for (int run = 0; run < 1 + (ctx->tune.variant == TEENY_VARIANT_CPU); run++) {
+        th_hook(TEENY__HOOK_CAT_COPY_CPU, run ? -1 : 0);
+        th_poison(y.t);
+        TH_OK(ctx, teeny_concat_channels(ctx, c.n, xt, y.t));
+        expect_equal(&y, ref, run ? "y (cat_copy)" : "y", repro);
+        for (int k = 0; k < c.n; k++)
+            th_poison(bt[k]);
+        TH_OK(ctx, teeny_split_channels(ctx, y.t, c.n, bt));
+        for (int k = 0; k < c.n; k++)
+            expect_equal(&back[k], xd[k], run ? "split part (cat_copy)" : "split part", repro);
+    }
+    th_hook(TEENY__HOOK_CAT_COPY_CPU, 0);
     for (int k = 0; k < c.n; k++) {
-        expect_equal(&back[k], xd[k], "split part", repro);
         free(xd[k]);
         th_dev_free(&xs[k]);
         th_dev_free(&back[k]);

@@ -1049,14 +1049,26 @@ START_TEST(test_conformance_elementwise)
     cov_start();
 
     th_dev ta = din(3, s0, a), tb = din(3, s1, b), ty = dout(3, sy), ta2 = dout(3, s0), tb2 = dout(3, s1);
-    TH_OK(ctx, teeny_concat_channels(ctx, 2, (const teeny_tensor *const[]){ta.t, tb.t}, ty.t));
-    ref_concat(2, (const double *const[]){ad, bd}, (const int[]){C0, C1}, B, S, y);
-    expect(&ty, y, NULL, TOL, "concat", repro);
-    TH_OK(ctx, teeny_split_channels(ctx, ty.t, 2, (teeny_tensor *const[]){ta2.t, tb2.t}));
-    ref_slice(y, B, C0 + C1, S, 0, C0, ya);
-    ref_slice(y, B, C0 + C1, S, C0, C1, yb);
-    expect(&ta2, ya, NULL, TOL, "split 0", repro);
-    expect(&tb2, yb, NULL, TOL, "split 1", repro);
+    /* the portable channel copies (cat_copy), then the CPU variant's
+     * (cat_copy_cpu) on any device: the cpu profile */
+    for (int cpu = 0; cpu < 2; cpu++) {
+        th_hook(TEENY__HOOK_CAT_COPY_CPU, cpu ? 0 : -1);
+        if (cpu)
+            ck_assert(th_profile("cpu"));
+        th_poison(ty.t);
+        TH_OK(ctx, teeny_concat_channels(ctx, 2, (const teeny_tensor *const[]){ta.t, tb.t}, ty.t));
+        ref_concat(2, (const double *const[]){ad, bd}, (const int[]){C0, C1}, B, S, y);
+        expect(&ty, y, NULL, TOL, cpu ? "concat (cpu profile)" : "concat", repro);
+        th_poison(ta2.t);
+        th_poison(tb2.t);
+        TH_OK(ctx, teeny_split_channels(ctx, ty.t, 2, (teeny_tensor *const[]){ta2.t, tb2.t}));
+        ref_slice(y, B, C0 + C1, S, 0, C0, ya);
+        ref_slice(y, B, C0 + C1, S, C0, C1, yb);
+        expect(&ta2, ya, NULL, TOL, "split 0", repro);
+        expect(&tb2, yb, NULL, TOL, "split 1", repro);
+    }
+    th_profile(NULL);
+    th_hook(TEENY__HOOK_CAT_COPY_CPU, 0);
     /* the graph's slice_channels backward (no eager API): dx is dy inside
      * channels [C0, C0 + C1), zero elsewhere */
     {
@@ -1213,6 +1225,33 @@ START_TEST(test_conformance_onnx_ops)
     ref_transpose_map(&ra, perm, &rt, src);
     ref_map_forward(ad, src, n, 0, y);
     expect(&tt, y, NULL, 1e-6, "transpose", repro);
+    /* rows of 20: the copy a row an item (st_copy_rows) on any device (the
+     * cpu profile), and an element an item (STRIDED_ROWS -1); transpose
+     * (1, 0, 2) of [2, 3, 20] */
+    {
+        int perm2[3] = {1, 0, 2};
+        int64_t sl[3] = {2, 3, 20}, slt[3] = {3, 2, 20}, lsrc[120];
+        ref_shape rl = {3, {2, 3, 20}}, rlt;
+        float *l = rnd(&r, 120, 0, 1);
+        double *ld = th_dbl(l, 120), ly[120];
+        th_dev tl = din(3, sl, l), tlt = dout(3, slt);
+        ref_transpose_map(&rl, perm2, &rlt, lsrc);
+        ref_map_forward(ld, lsrc, 120, 0, ly);
+        ck_assert(th_profile("cpu"));
+        for (int run = 0; run < 2; run++) {
+            th_hook(TEENY__HOOK_STRIDED_ROWS, run ? -1 : 0);
+            th_poison(tlt.t);
+            TH_OK(ctx, teeny_transpose(ctx, perm2, tl.t, tlt.t));
+            expect(&tlt, ly, NULL, 0, run ? "transpose, rows of 20, an element an item" : "transpose, rows of 20",
+                   repro);
+        }
+        th_hook(TEENY__HOOK_STRIDED_ROWS, 0);
+        th_profile(NULL);
+        th_dev_free(&tl);
+        th_dev_free(&tlt);
+        free(l);
+        free(ld);
+    }
 
     /* gather along axis 1 at [2, 0, 2]: its backward sums slice 2 twice */
     int32_t idx[3] = {2, 0, 2};

@@ -108,6 +108,136 @@ START_TEST(test_binary_forward)
 }
 END_TEST
 
+/* ---- the strided copy a row an item (st_copy_rows) ---- */
+
+typedef struct {
+    int ndim;
+    int64_t n[3], xs[3], lo[3], hi[3];
+    int x_off, x_len, map_axis, map_len, map_dim;
+    float pad, scale;
+} rows_case;
+
+/* The strided copy's definition over c (y contiguous), in floats as the
+ * kernels compute it: y = scale * x where every coordinate is inside its
+ * window (or its map entry inside [0, map_dim)), else pad. */
+static void rows_ref(const rows_case *c, const float *x, const int *map, float *y)
+{
+    int64_t total = 1;
+    for (int d = 0; d < c->ndim; d++)
+        total *= c->n[d];
+    for (int64_t i = 0; i < total; i++) {
+        int64_t rem = i, src = c->x_off;
+        int inside = 1;
+        for (int d = c->ndim - 1; d >= 0; d--) {
+            int64_t k = rem % c->n[d];
+            rem /= c->n[d];
+            if (d == c->map_axis) {
+                int m = map[k];
+                inside = inside && m >= 0 && m < c->map_dim;
+                src += (int64_t)m * c->xs[d];
+            } else {
+                inside = inside && k >= c->lo[d] && k < c->hi[d];
+                src += (k - c->lo[d]) * c->xs[d];
+            }
+        }
+        y[i] = inside ? c->scale * x[src] : c->pad;
+    }
+}
+
+/* st_copy_rows (the cpu profile's strided copy where the innermost run
+ * has 16 elements or more) against the definition and bit for bit
+ * against st_copy (the test hook STRIDED_ROWS -1): pads on both sides of
+ * the run, a reversed run, a transpose (strided run), a map along the run
+ * with entries outside the source, a map along an outer axis, padded
+ * rows, a broadcast run (stride 0), runs of 5000 in chunks of 4096 and,
+ * where a device limits loop trips (1000), in more chunks; a run of 15
+ * (a transpose) stays st_copy's. */
+START_TEST(test_copy_rows)
+{
+    static const rows_case cases[] = {
+        {2, {3, 40}, {28, 1}, {0, 5}, {3, 33}, 0, 84, -1, 0, 0, -7.0f, 2.0f},
+        {2, {4, 25}, {25, -1}, {0, 0}, {4, 25}, 24, 100, -1, 0, 0, 0.0f, 1.0f},
+        {3, {5, 3, 17}, {17, 85, 1}, {0, 0, 0}, {5, 3, 17}, 0, 255, -1, 0, 0, 0.0f, 1.0f},
+        {2, {2, 20}, {24, 1}, {0, 0}, {2, 20}, 0, 48, 1, 20, 24, 5.0f, 1.0f},
+        {2, {6, 18}, {18, 1}, {0, 0}, {6, 18}, 0, 72, 0, 6, 4, -1.0f, 1.0f},
+        {2, {4, 32}, {32, 1}, {1, 0}, {3, 32}, 0, 64, -1, 0, 0, 3.0f, 1.0f},
+        {2, {3, 20}, {1, 0}, {0, 0}, {3, 20}, 0, 3, -1, 0, 0, 0.0f, 1.0f},
+        {2, {2, 5000}, {5000, 1}, {0, 0}, {2, 5000}, 0, 10000, -1, 0, 0, 0.0f, 1.0f},
+        {2, {3, 15}, {1, 3}, {0, 0}, {3, 15}, 0, 45, -1, 0, 0, 0.0f, 1.0f},
+    };
+    teeny_ctx *ctx = th_ctx();
+    if (!th_profile("cpu"))
+        th_skip("%s cannot take the cpu profile", teeny_ctx_device_name(ctx));
+    for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
+        const rows_case *c = &cases[ci];
+        th_rng r = th_rng_make(1600 + (uint64_t)ci);
+        int64_t total = 1, xl = c->x_len, ml = c->map_len > 0 ? c->map_len : 1;
+        for (int d = 0; d < c->ndim; d++)
+            total *= c->n[d];
+        float *x = th_malloc((size_t)xl * 4), *want = th_malloc((size_t)total * 4), *got[3];
+        int map[20] = {0};
+        th_fill_normal(&r, x, (size_t)xl, 0, 1);
+        for (int k = 0; k < c->map_len; k++) /* every fourth entry outside [0, map_dim) */
+            map[k] = k % 4 == 3 ? (k % 8 == 3 ? -1 : c->map_dim + k) : th_int(&r, 0, c->map_dim - 1);
+        rows_ref(c, x, map, want);
+        th_dev tx = th_dev_make(ctx, 0, 1, &xl, 3, x), tm = th_dev_make(ctx, 1, 1, &ml, 0, map),
+               ty = th_dev_make(ctx, 0, 1, &total, 5, NULL);
+        teeny__st_copy_args a = teeny__st_copy_init(c->ndim, c->n);
+        int64_t ys = 1;
+        for (int d = c->ndim - 1; d >= 0; d--) {
+            a.xs[d] = c->xs[d];
+            a.lo[d] = c->lo[d];
+            a.hi[d] = c->hi[d];
+            a.ys[d] = ys;
+            ys *= c->n[d];
+        }
+        a.x = tx.t->buf;
+        a.x_off = (int)tx.off + c->x_off;
+        a.y = ty.t->buf;
+        a.y_off = (int)ty.off;
+        a.pad = c->pad;
+        a.scale = c->scale;
+        if (c->map_axis >= 0) {
+            a.map = tm.t->buf;
+            a.map_off = (int)tm.off;
+            a.map_axis = c->map_axis;
+            a.map_dim = c->map_dim;
+        }
+        char repro[64];
+        snprintf(repro, sizeof repro, "case %d seed %d", ci, 1600 + ci);
+        for (int run = 0; run < 3; run++) { /* rows; rows under a loop limit; an element an item */
+            th_hook(TEENY__HOOK_STRIDED_ROWS, run == 2 ? -1 : 0);
+            th_loop_limit(run == 1 ? 1000 : 0);
+            th_poison(ty.t);
+            TH_OK(ctx, teeny_profile_begin(ctx));
+            TH_OK(ctx, teeny__st_copy(ctx, &a));
+            TH_OK(ctx, teeny_ctx_finish(ctx));
+            int rows_ran = 0;
+            for (int i = 0; i < ctx->prog.prof_count; i++)
+                rows_ran = rows_ran || !strcmp(ctx->prog.prof_names[i], "st_copy_rows");
+            TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+            int want_rows = run < 2 && c->n[c->ndim - 1] >= 16;
+            ck_assert_msg(rows_ran == want_rows, "run %d: st_copy_rows %s; %s", run, rows_ran ? "ran" : "did not run",
+                          repro);
+            got[run] = th_read(ty.t);
+            ck_assert_msg(!memcmp(got[run], want, (size_t)total * 4), "run %d: differs from the definition; %s", run,
+                          repro);
+            th_dev_check_guard(&ty, "y", repro);
+        }
+        th_loop_limit(-1);
+        th_hook(TEENY__HOOK_STRIDED_ROWS, 0);
+        for (int run = 0; run < 3; run++)
+            free(got[run]);
+        free(x);
+        free(want);
+        th_dev_free(&tx);
+        th_dev_free(&tm);
+        th_dev_free(&ty);
+    }
+    th_profile(NULL);
+}
+END_TEST
+
 /* The CPU variant's forward, 4 elements an item where the innermost
  * dimension's size is a multiple of 4 and each operand steps by 1 or 0
  * along it (st_binary_forward4): against the reference and bit for bit
@@ -476,6 +606,7 @@ Suite *suite_strided(void)
     TCase *fwd = tcase_create("forward"), *bwd = tcase_create("backward"), *err = tcase_create("errors");
     tcase_add_loop_test(fwd, test_binary_forward, 0, n_sweep());
     tcase_add_test(fwd, test_binary_vec4);
+    tcase_add_test(fwd, test_copy_rows);
     tcase_add_loop_test(fwd, test_reduce_sweep, 0, n_sweep());
     tcase_add_test(fwd, test_reduce_loop_limit);
     tcase_add_loop_test(bwd, test_binary_backward, 0, n_sweep());

@@ -109,6 +109,24 @@ static int squeeze(int ndim, int64_t *n, int64_t *const *s, int nt, unsigned kee
     return r;
 }
 
+/* st_copy_rows: rows of the innermost dimension shorter than this take
+ * st_copy (an item per element), where an item's own cost would outweigh
+ * a short run. */
+#define ST_ROWS_MIN 16
+
+/* st_copy_rows' elements an item: the run, at most 4096, fewer where the
+ * device's loop budget ends an item's loops sooner (3 loops over the
+ * chunk's elements, + 3). */
+static teeny_status rows_chunk(teeny_ctx *ctx, int run, int *chunk)
+{
+    int64_t budget, c = run < 4096 ? run : 4096;
+    teeny_status st = teeny__loop_budget(ctx, &budget);
+    while (st == TEENY_OK && c > 1 && c + 3 > budget)
+        c /= 2;
+    *chunk = (int)c;
+    return st;
+}
+
 teeny_status teeny__st_copy(teeny_ctx *ctx, const teeny__st_copy_args *c)
 {
     static const char name[] = "st_copy";
@@ -136,6 +154,22 @@ teeny_status teeny__st_copy(teeny_ctx *ctx, const teeny__st_copy_args *c)
     cl_kernel k;
     if (total < 1)
         return TEENY_OK;
+    int run = (int)sn[rank - 1], rows = total / run, chunk = 0;
+    if (ctx->tune.variant == TEENY_VARIANT_CPU && ctx->hooks.strided_rows >= 0 && run >= ST_ROWS_MIN) {
+        teeny_status st = rows_chunk(ctx, run, &chunk);
+        if (st != TEENY_OK)
+            return st;
+        size_t q = (size_t)((run + chunk - 1) / chunk), l1 = teeny__cpu_local(ctx, q * (size_t)rows);
+        size_t global[2] = {q, ((size_t)rows + l1 - 1) / l1 * l1}, local[2] = {1, l1};
+        teeny__karg a[] = {TEENY__KARG_MEM(c->x), TEENY__KARG_INT(c->x_off), TEENY__KARG(xs),
+                           TEENY__KARG_MEM(c->y), TEENY__KARG_INT(c->y_off), TEENY__KARG(ys),
+                           TEENY__KARG(n),        TEENY__KARG_INT(rank),     TEENY__KARG(lo),
+                           TEENY__KARG(hi),       TEENY__KARG(c->pad),       TEENY__KARG(c->scale),
+                           TEENY__KARG_MEM(map),  TEENY__KARG_INT(c->map_off), TEENY__KARG_INT(map_axis),
+                           TEENY__KARG_INT(c->map_dim), TEENY__KARG_INT(rows), TEENY__KARG_INT(chunk)};
+        return teeny__run_kernel(ctx, "strided", "", "st_copy_rows", a, (int)(sizeof a / sizeof a[0]), 2, global,
+                                 local);
+    }
     teeny_status st = teeny__kernel_get(ctx, "strided", "", name, &k);
     if (st == TEENY_OK)
         st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &c->x, sizeof(int), &c->x_off, sizeof xs, &xs,

@@ -26,23 +26,53 @@
 
 #include "../ops.h"
 
-/* Copy channels [src_c0, + count) of src to [dst_c0, + count) of dst. */
+#define KM(m) TEENY__KARG_MEM(m)
+#define KI(i) TEENY__KARG_INT(i)
+
+/* cat_copy_cpu's floats an item: 4096, fewer where the device's loop
+ * budget (teeny__loop_budget) ends an item's loop sooner (its loops take
+ * chunk / 16 + 16 trips). */
+static teeny_status cpu_chunk(teeny_ctx *ctx, int *chunk)
+{
+    int64_t budget, c = 4096;
+    teeny_status st = teeny__loop_budget(ctx, &budget);
+    while (st == TEENY_OK && c > 16 && c / 16 + 18 > budget)
+        c /= 2;
+    *chunk = (int)c;
+    return st;
+}
+
+/* Copy channels [src_c0, + count) of src to [dst_c0, + count) of dst:
+ * cat_copy_cpu on the CPU variant (unless the test hook CAT_COPY_CPU is
+ * -1), else cat_copy. */
 static teeny_status copy_channels(teeny_ctx *ctx, const teeny_tensor *src, int src_c0, teeny_tensor *dst,
                                   int dst_c0, int count)
 {
-    static const char name[] = "cat_copy";
     int B = (int)src->shape[0], src_C = (int)src->shape[1], dst_C = (int)dst->shape[1];
     int S = (int)(src->numel / ((int64_t)B * src_C)), total = B * count * S;
-    int src_off = teeny__off(src), dst_off = teeny__off(dst);
+    int src_off = teeny__off(src), dst_off = teeny__off(dst), chunk = 0;
+    teeny_status st = TEENY_OK;
+    if (total == 0)
+        return TEENY_OK;
+    if (ctx->tune.variant == TEENY_VARIANT_CPU && ctx->hooks.cat_copy_cpu >= 0 &&
+        (st = cpu_chunk(ctx, &chunk)) == TEENY_OK) {
+        size_t q = (size_t)((count * S + chunk - 1) / chunk);
+        size_t global[2] = {q, (size_t)B}, local[2] = {teeny__cpu_local(ctx, q * (size_t)B), 1};
+        while (local[0] > q && local[0] > 1)
+            local[0] /= 2;
+        teeny__karg a[] = {KM(src->buf), KI(src_off), KI(src_C), KI(src_c0), KM(dst->buf), KI(dst_off),
+                    KI(dst_C),    KI(dst_c0),  KI(count), KI(S),      KI(chunk)};
+        return teeny__run_kernel(ctx, "concat", "", "cat_copy_cpu", a, (int)(sizeof a / sizeof a[0]), 2, global,
+                                 local);
+    }
+    if (st != TEENY_OK)
+        return st;
+    teeny__karg a[] = {KM(src->buf), KI(src_off), KI(src_C), KI(src_c0), KM(dst->buf), KI(dst_off),
+                KI(dst_C),    KI(dst_c0),  KI(count), KI(S),      KI(total)};
     cl_kernel k;
-    teeny_status st = teeny__kernel_get(ctx, "concat", "", name, &k);
-    if (st == TEENY_OK)
-        st = teeny__set_args(ctx, k, name, sizeof(cl_mem), &src->buf, sizeof(int), &src_off, sizeof(int), &src_C,
-                             sizeof(int), &src_c0, sizeof(cl_mem), &dst->buf, sizeof(int), &dst_off, sizeof(int),
-                             &dst_C, sizeof(int), &dst_c0, sizeof(int), &count, sizeof(int), &S, sizeof(int), &total,
-                             (size_t)0);
-    if (st == TEENY_OK)
-        st = teeny__launch_1d(ctx, k, name, (size_t)total);
+    if ((st = teeny__kernel_get(ctx, "concat", "", "cat_copy", &k)) == TEENY_OK &&
+        (st = teeny__set_arg_list(ctx, k, "cat_copy", a, (int)(sizeof a / sizeof a[0]))) == TEENY_OK)
+        st = teeny__launch_1d(ctx, k, "cat_copy", (size_t)total);
     return st;
 }
 
