@@ -79,8 +79,9 @@ import numpy as np
 os.environ.setdefault("YOLO_OFFLINE", "1")  # ultralytics: no update checks
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRANSFORMERS = ("vit_b_16_narrow", "deit_tiny_narrow", "transformer_encoder")
-NARROW = TRANSFORMERS + ("poolformer_s12_narrow",)  # at 64 x 64, no batch norm to calibrate
-MODELS = ("resnet18", "mobilenet_v3_small", "yolo11n") + NARROW
+NARROW = TRANSFORMERS + ("poolformer_s12_narrow", "swin_t_narrow")  # at 64 x 64, no batch norm to calibrate
+NARROW_BN = ("maxvit_t_narrow", "ghostnetv2_narrow")  # at 64 x 64, with batch norm (calibrated)
+MODELS = ("resnet18", "mobilenet_v3_small", "yolo11n") + NARROW + NARROW_BN
 
 
 def build_model(name):
@@ -117,6 +118,18 @@ def build_model(name):
                 elif ".norm" in pname:
                     p.normal_(1.0 if pname.endswith("weight") else 0.0, 0.2)
         return model.eval()
+    if name == "swin_t_narrow":
+        from torchvision.models.swin_transformer import SwinTransformer
+        model = SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8],
+                                window_size=[4, 4], stochastic_depth_prob=0.0, num_classes=10)
+        return model.eval()
+    if name == "maxvit_t_narrow":
+        from torchvision.models.maxvit import MaxVit
+        return MaxVit(input_size=(64, 64), stem_channels=16, partition_size=2, block_channels=[16, 32, 48, 64],
+                      block_layers=[1, 1, 1, 1], head_dim=8, stochastic_depth_prob=0.0, num_classes=10).eval()
+    if name == "ghostnetv2_narrow":
+        from timm.models.ghostnet import _create_ghostnet  # ghostnetv2_100's blocks at half width
+        return _create_ghostnet("ghostnetv2_100", width=0.5, pretrained=False, version="v2", num_classes=10).eval()
     if name == "transformer_encoder":
         layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=2, dim_feedforward=64, batch_first=True)
         return torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
@@ -147,7 +160,7 @@ def export(name, path, batch, size, seed, calib, exporter="torchscript", opset=1
     torch.manual_seed(seed)
     model = build_model(name)
     if calib and name not in NARROW:  # no batch norm there
-        calibrate(model, batch, size, seed)
+        calibrate(model, batch, 64 if name in NARROW_BN else size, seed)
     feeds = make_inputs(name, batch, size, seed)
     args = tuple(torch.from_numpy(v) for v in feeds.values())
     if name == "transformer_encoder":
@@ -180,7 +193,7 @@ def make_inputs(name, batch, size, seed):
         mask = np.zeros((batch, 5), dtype=bool)
         mask[1::2, 3:] = True  # odd rows: the last two positions are padding
         return {"src": src, "src_key_padding_mask": mask}
-    return {"input": make_input(batch, 64 if name in NARROW else size, seed)}
+    return {"input": make_input(batch, 64 if name in NARROW + NARROW_BN else size, seed)}
 
 
 def unsupported(info, path, device):
@@ -350,7 +363,7 @@ def main():
         import onnx, onnxruntime, torch  # noqa: F401
         if any(m != "yolo11n" for m in names):
             import torchvision  # noqa: F401
-        if "deit_tiny_narrow" in names or "poolformer_s12_narrow" in names:
+        if {"deit_tiny_narrow", "poolformer_s12_narrow", "ghostnetv2_narrow"} & set(names):
             import timm  # noqa: F401
         if "yolo11n" in names:
             import ultralytics  # noqa: F401

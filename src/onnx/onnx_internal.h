@@ -70,7 +70,7 @@ typedef struct {
     const char *name;              /* borrowed from the parsed model (or a feed) */
     int kind;
     ox_const c;                    /* OX_CONST (and a bound OX_INPUT); node: its graph constant once made */
-    ox_shape shape;                /* OX_RUNTIME: at the import batch */
+    ox_shape shape;                /* OX_RUNTIME, OX_SIGMOID (x's): at the import batch */
     teeny_node node;               /* OX_RUNTIME */
     int is_i32;                    /* OX_RUNTIME: int32 labels */
     int is_loss;                   /* OX_RUNTIME: a [1] loss whatever the batch */
