@@ -186,3 +186,76 @@ teeny_status teeny__ox_fold_concat(ox_import *im, int axis_attr)
     return teeny__ox_out_const(im, 0, &c);
 }
 
+
+/* ScatterND (opsets 11, 16: reduction none/add/mul, 18: max/min) of
+ * constants: data, indices [..., k] and updates [indices.shape[:-1],
+ * data.shape[k:]] all known at import (Swin's shifted-window mask). The
+ * updates apply in index order, so a repeated index with reduction none
+ * keeps its last update (ONNX leaves that case undefined). */
+teeny_status teeny__ox_op_scatter_nd(ox_import *im)
+{
+    static const char *const attrs[] = {"reduction", NULL};
+    const ox_const *data, *ind, *upd;
+    char red[8];
+    ox_const c;
+    int idx;
+    teeny_status st = teeny__ox_attrs_allowed(im, im->opset >= 16 ? attrs : NO_ATTRS);
+    if (st != TEENY_OK || (st = teeny__ox_attr_string(im, "reduction", "none", red, sizeof red)) != TEENY_OK ||
+        (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = teeny__ox_in_present(im, 0, "data", &idx)) != TEENY_OK)
+        return st;
+    int op = !strcmp(red, "none") ? 0 : !strcmp(red, "add") ? 1 : !strcmp(red, "mul") ? 2
+             : im->opset >= 18 && !strcmp(red, "max") ? 3 : im->opset >= 18 && !strcmp(red, "min") ? 4 : -1;
+    if (op < 0)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute reduction \"%s\"", red);
+    if (im->vals[idx].kind != OX_CONST)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "data \"%.80s\" is computed at run time (supported: data, "
+                              "indices and updates known at import, folded)", im->vals[idx].name);
+    if ((st = teeny__ox_in_const(im, 0, "data", 0, &data)) != TEENY_OK ||
+        (st = teeny__ox_in_const(im, 1, "indices", 0, &ind)) != TEENY_OK ||
+        (st = teeny__ox_in_const(im, 2, "updates", 0, &upd)) != TEENY_OK)
+        return st;
+    const ox_shape *ds = &data->shape, *is = &ind->shape, *us = &upd->shape;
+    int k = is->ndim ? (int)is->d[is->ndim - 1] : -1;
+    if (ind->type != OX_I64 || upd->type != data->type)
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "indices must be integers and updates of data's type");
+    if (is->ndim < 1 || k < 1 || k > ds->ndim || us->ndim != is->ndim - 1 + ds->ndim - k)
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "indices of rank %d, last dimension %d, and updates of rank %d do not "
+                              "fit data of rank %d", is->ndim, k, us->ndim, ds->ndim);
+    for (int d = 0; d < us->ndim; d++)
+        if (us->d[d] != (d < is->ndim - 1 ? is->d[d] : ds->d[d - (is->ndim - 1) + k]))
+            return teeny__ox_fail(im, TEENY_ERR_SHAPE, "updates dimension %d is %lld, not %lld", d,
+                                  (long long)us->d[d],
+                                  (long long)(d < is->ndim - 1 ? is->d[d] : ds->d[d - (is->ndim - 1) + k]));
+    if ((st = teeny__ox_const_alloc(im, data->type, data->onnx_type, ds, &c)) != TEENY_OK)
+        return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+    size_t es = teeny__ox_esize(c.type);
+    if (c.numel)
+        memcpy(c.data, data->data, (size_t)c.numel * es);
+    int64_t slice = 1, n_updates = ind->numel / k;
+    for (int d = k; d < ds->ndim; d++)
+        slice *= ds->d[d];
+    for (int64_t u = 0; u < n_updates; u++) {
+        int64_t at = 0;
+        for (int d = 0; d < k; d++) {
+            int64_t i = ((const int64_t *)ind->data)[u * k + d];
+            if (i < -ds->d[d] || i >= ds->d[d]) {
+                teeny__ox_const_free(&c);
+                return teeny__ox_fail(im, TEENY_ERR_RANGE, "index %lld out of range for dimension %d of size %lld",
+                                      (long long)i, d, (long long)ds->d[d]);
+            }
+            at = at * ds->d[d] + (i < 0 ? i + ds->d[d] : i);
+        }
+        for (int64_t e = 0; e < slice; e++) {
+            int64_t to = at * slice + e, from = u * slice + e;
+            if (c.type == OX_F32) {
+                float *y = (float *)c.data + to, v = ((const float *)upd->data)[from];
+                *y = op == 0 ? v : op == 1 ? *y + v : op == 2 ? *y * v : op == 3 ? fmaxf(*y, v) : fminf(*y, v);
+            } else {
+                int64_t *y = (int64_t *)c.data + to, v = ((const int64_t *)upd->data)[from];
+                *y = op == 0 ? v : op == 1 ? (int64_t)((uint64_t)*y + (uint64_t)v)
+                     : op == 2 ? (int64_t)((uint64_t)*y * (uint64_t)v) : op == 3 ? (*y > v ? *y : v) : (*y < v ? *y : v);
+            }
+        }
+    }
+    return teeny__ox_out_const(im, 0, &c);
+}

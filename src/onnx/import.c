@@ -282,6 +282,9 @@ static teeny_status add_output(ox_import *im, const char *name)
     if (v->kind != OX_CONST && v->kind != OX_RUNTIME)
         return teeny__error(im->ctx, TEENY_ERR_UNSUPPORTED, "graph output \"%.80s\" comes from a node that was not "
                             "imported", name);
+    if (teeny__ox_is_wide(v))
+        return teeny__error(im->ctx, TEENY_ERR_UNSUPPORTED, "graph output \"%.80s\" has rank %d (supported: 0..%d)",
+                            name, v->shape.ndim, TEENY_MAX_DIMS);
     if (!(o->name = teeny__malloc(strlen(name) + 1)))
         return teeny__error(im->ctx, TEENY_ERR_NOMEM, "out of host memory");
     memcpy(o->name, name, strlen(name) + 1);

@@ -20,13 +20,15 @@
  * The handlers, by kind of op:
  *   fold.c         Constant, Shape, Squeeze/Unsqueeze, Reshape, Cast, ...
  *                  (folded, or views of run-time values)
- *   arith.c        Slice, Concat and Add/Sub/Mul/Div of constants
+ *   arith.c        Slice, Concat, Add/Sub/Mul/Div and ScatterND of constants
  *   logic.c        comparisons, Not/And/Or/Xor, Mod, Where, Range, If
  *                  (folded: shape checks; If inlines its taken branch)
  *   pointwise.c    activations, broadcasting Add/Sub/Mul/Div/Pow, Sum
  *   reductions.c   ReduceSum/ReduceMean, Softmax/LogSoftmax, LayerNormalization,
  *                  InstanceNormalization, GroupNormalization
- *   ops_layout.c   Transpose, Slice, Split, Gather, Expand, Pad, Concat
+ *   ops_layout.c   Slice, Split, Gather, Expand, Pad, Concat
+ *   transpose.c    Transpose (folded for constants), run-time values of
+ *                  rank 6..8 ("wide": Reshape -> Transpose -> Reshape)
  *   layers.c       BatchNormalization, Gemm, MatMul, SoftmaxCrossEntropyLoss
  *   spatial.c      Conv, ConvTranspose, the pools, Resize/Upsample
  *   attn_import.c  ONNX Attention and the attention core
@@ -212,6 +214,10 @@ teeny_status teeny__ox_outputs_at_most(ox_import *im, int allowed);
 /* A runtime value viewed as ONNX shape s (no node when equal). */
 teeny_status teeny__ox_view(ox_import *im, int idx, const ox_shape *s, teeny_node *out);
 teeny_status teeny__ox_view_node(ox_import *im, teeny_node n, const ox_shape *from, const ox_shape *s, teeny_node *out);
+/* A run-time value of rank 6..8 (transpose.c): its node holds the same
+ * elements at a rank <= TEENY_MAX_DIMS; only Reshape and Transpose take
+ * it (teeny__ox_in_runtime refuses it). */
+int teeny__ox_is_wide(const ox_value *v);
 /* The graph's shape of a node at the import batch (dimension 0 times B). */
 teeny_status teeny__ox_node_shape(ox_import *im, teeny_node n, ox_shape *s);
 /* A unique graph node name for the node being imported (+ suffix). */
@@ -251,7 +257,7 @@ typedef teeny_status (*ox_handler)(ox_import *im);
 #define XX(type, fn, since, until) teeny_status teeny__ox_op_##fn(ox_import *im);
 #include "ops.def"
 #undef XX
-#define OX_OP_COUNT 68             /* ops.def's lines: a line added or removed updates it, and README.md's table */
+#define OX_OP_COUNT 69             /* ops.def's lines: a line added or removed updates it, and README.md's table */
 
 /* ---- fold.c, arith.c: folding ---- */
 /* Folds for ops whose run-time form is a layer: Add/Sub/Mul/Div/Pow of two

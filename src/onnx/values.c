@@ -383,6 +383,10 @@ static teeny_status in_runtime(ox_import *im, int i, const char *what, int label
     if (v->kind == OX_CONST)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) \"%.80s\" is a constant; only a value computed at "
                        "run time is supported here", i, what, v->name);
+    if (teeny__ox_is_wide(v))
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) \"%.80s\" has rank %d: values of rank %d..%d "
+                              "are supported through Reshape and Transpose only", i, what, v->name, v->shape.ndim,
+                              TEENY_MAX_DIMS + 1, OX_MAX_DIMS);
     if (v->is_loss || v->is_i32 != labels)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) \"%.80s\" is %s", i, what, v->name,
                        v->is_loss ? "a loss" : labels ? "not class labels" : "an integer tensor");
@@ -420,6 +424,11 @@ teeny_status teeny__ox_out_const(ox_import *im, int i, ox_const *c)
     return TEENY_OK;
 }
 
+int teeny__ox_is_wide(const ox_value *v)
+{
+    return v->kind == OX_RUNTIME && v->shape.ndim > TEENY_MAX_DIMS;
+}
+
 teeny_status teeny__ox_node_shape(ox_import *im, teeny_node n, ox_shape *s)
 {
     int64_t shape[TEENY_MAX_DIMS];
@@ -439,7 +448,8 @@ teeny_status teeny__ox_out_runtime(ox_import *im, int i, teeny_node node, const 
     if (st != TEENY_OK)
         return st;
     int scalar = s->ndim == 0 && g.ndim == 1 && g.d[0] == 1; /* an ONNX scalar is a [1] node */
-    if (!scalar && (g.ndim != s->ndim || memcmp(g.d, s->d, sizeof(int64_t) * (size_t)s->ndim)))
+    int wide = s->ndim > TEENY_MAX_DIMS && teeny__ox_numel(s) == teeny__ox_numel(&g); /* transpose.c */
+    if (!scalar && !wide && (g.ndim != s->ndim || memcmp(g.d, s->d, sizeof(int64_t) * (size_t)s->ndim)))
         return teeny__ox_fail(im, TEENY_ERR_STATE, "internal: the graph's shape of the result disagrees with ONNX's");
     if ((st = out_value(im, i, OX_RUNTIME, &idx)) != TEENY_OK || idx < 0)
         return st;
@@ -494,8 +504,10 @@ teeny_status teeny__ox_view_node(ox_import *im, teeny_node n, const ox_shape *fr
                        (long long)teeny__ox_numel(s));
     if (s->ndim == 0 && teeny__ox_numel(from) == 1) /* an ONNX scalar is a [1] node */
         return from->ndim == 1 ? TEENY_OK : teeny__ox_view_node(im, n, from, &(ox_shape){1, {1}}, out);
-    if (s->ndim < 1 || s->ndim > TEENY_MAX_DIMS)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "a run-time result of rank %d (supported: 1..5)", s->ndim);
+    if (s->ndim > TEENY_MAX_DIMS) /* a wide value (transpose.c): n holds its elements, contiguous */
+        return TEENY_OK;
+    if (s->ndim < 1)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "a run-time result of rank %d", s->ndim);
     /* dimension 0 follows the batch where it can (then other batches
      * compile too); elsewhere the view holds at the import batch only */
     for (int k = 0; k < s->ndim; k++)
