@@ -20,7 +20,8 @@
  * The handlers, by kind of op:
  *   fold.c         Constant, Shape, Squeeze/Unsqueeze, Reshape, Cast, ...
  *                  (folded, or views of run-time values)
- *   arith.c        Slice, Concat, Add/Sub/Mul/Div and ScatterND of constants
+ *   arith.c        Slice, Concat and Add/Sub/Mul/Div of constants
+ *   scatter.c      ScatterND: folded, or Concat -> Gather at run time
  *   logic.c        comparisons, Not/And/Or/Xor, Mod, Where, Range, If
  *                  (folded: shape checks; If inlines its taken branch)
  *   pointwise.c    activations, broadcasting Add/Sub/Mul/Div/Pow, Sum

@@ -796,7 +796,9 @@ def rank6():
     ("perm7"); Transpose then Expand of a rank-6 constant, folded, added to
     y ("cexp"); ScatterND of constants (rows, reduction add at k = 2, an int64
     data cast to float, negative indices) added to m ("mask"), as Swin builds
-    its attention mask; Shape of a Sigmoid's output (GhostNetV2's attention
+    its attention mask; ScatterND into run-time data m (rows, then add
+    and mul with repeated indices, then rows of run-time updates: "scat");
+    Shape of a Sigmoid's output (GhostNetV2's attention
     branch) as a Reshape target ("sig"). Its own generator: the same bytes when run alone."""
     global rng
     rng = np.random.default_rng(4206)
@@ -820,6 +822,10 @@ def rank6():
              n("ScatterND", ["sc/a", "cells", "cellvals"], ["sc/b"], reduction="add"),
              n("ScatterND", ["izeros", "ineg", "ivals"], ["sc/i"]), n("Cast", ["sc/i"], ["sc/f"], to=f),
              n("Add", ["sc/b", "sc/f"], ["sc/s"]), n("Add", ["m", "sc/s"], ["mask"]),
+             n("ScatterND", ["m", "rows", "rowvals"], ["rt/a"]), n("Relu", ["rowvals"], ["rt/u"]),
+             n("ScatterND", ["rt/a", "cells", "rt/cv"], ["rt/b"], reduction="add"),
+             n("ScatterND", ["rt/b", "rowsdup", "rt/u2"], ["rt/c"], reduction="mul"),
+             n("ScatterND", ["rt/c", "rows", "rt/u"], ["scat"]),
              n("Sigmoid", ["y"], ["sg"]), n("Shape", ["sg"], ["sg/s"]), n("Reshape", ["y", "s.minus1"], ["sg/f"]),
              n("Reshape", ["sg/f", "sg/s"], ["sg/b"]), n("Mul", ["sg", "sg/b"], ["sig"])]
     inits = [i64("s.part", [2, 2, 4, 2, 4, 3]), i64("s.win", [8, 16, 3]), i64("s.unpart", [2, 2, 2, 4, 4, 3]),
@@ -829,21 +835,23 @@ def rank6():
              init("c6", w(1, 2, 1, 3, 1, 1)), i64("s.c3", [1, 3, 1, 2]), i64("s.cexp", [2, 3, 4, 2]),
              init("zeros", np.zeros((4, 4), np.float32)), i64("rows", [[0], [2]]), init("rowvals", w(2, 4)),
              i64("cells", [[1, 1], [3, 2], [1, 1]]), init("cellvals", w(3)),
-             i64("izeros", np.zeros((4, 4), np.int64)), i64("ineg", [[-1, -1], [0, -4]]), i64("ivals", [7, -3]), i64("s.minus1", [-1])]
+             i64("izeros", np.zeros((4, 4), np.int64)), i64("ineg", [[-1, -1], [0, -4]]), i64("ivals", [7, -3]), i64("s.minus1", [-1]),
+             i64("rowsdup", [[3], [1], [3]]), init("rt/u2", w(3, 4) + 1.0), init("rt/cv", w(3))]
     ins = [vi("x", f, [2, 8, 8, 3]), vi("xm", f, [2, 3, 4, 4]), vi("y", f, [2, 3, 4, 2]), vi("m", f, [4, 4])]
     outs = [vi("win", f, [8, 16, 3]), vi("unwin", f, [2, 8, 8, 3]), vi("grid", f, [2, 4, 4, 3]),
             vi("rev8", f, [2, 192]), vi("perm7", f, [2, 192]), vi("cexp", f, [2, 3, 4, 2]), vi("mask", f, [4, 4]),
-            vi("sig", f, [2, 3, 4, 2])]
+            vi("sig", f, [2, 3, 4, 2]), vi("scat", f, [4, 4])]
     g = helper.make_graph(nodes, "rank6", ins, outs, inits)
     save("rank6", g, 17, [w(2, 8, 8, 3, scale=1.0), w(2, 3, 4, 4, scale=1.0), w(2, 3, 4, 2, scale=1.0),
                           w(4, 4, scale=1.0)])
-    # refused: a rank-6 value read by an elementwise op; ScatterND into run-time data
+    # refused: a rank-6 value read by an elementwise op; ScatterND max into run-time data
     for name, node in (("bad_rank6", n("Relu", ["x6"], ["y"], name="relu6")),
-                       ("bad_scatter", n("ScatterND", ["x", "rows", "rowvals"], ["y"], name="scatter_rt"))):
+                       ("bad_scatter", n("ScatterND", ["x", "rows", "rowvals"], ["y"], name="scatter_rt",
+                                         reduction="max"))):
         pre = [n("Reshape", ["x", "s.x6"], ["x6"])] if name == "bad_rank6" else []
         graph = helper.make_graph(pre + [node], name, [vi("x", f, [4, 4])], [vi("y", f, None)],
                                   [i64("s.x6", [1, 1, 2, 2, 2, 2]), i64("rows", [[0]]), init("rowvals", w(1, 4))])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
         model.ir_version = 8
         onnx.save_model(model, os.path.join(HERE, name + ".onnx"))
         print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
