@@ -22,6 +22,7 @@
  *                  (folded, or views of run-time values)
  *   arith.c        Slice, Concat and Add/Sub/Mul/Div of constants
  *   scatter.c      ScatterND: folded, or Concat -> Gather at run time
+ *   einsum.c       Einsum: a permutation, or transposes around one MatMul
  *   logic.c        comparisons, Not/And/Or/Xor, Mod, Where, Range, If
  *                  (folded: shape checks; If inlines its taken branch)
  *   pointwise.c    activations, broadcasting Add/Sub/Mul/Div/Pow, Sum
@@ -258,7 +259,7 @@ typedef teeny_status (*ox_handler)(ox_import *im);
 #define XX(type, fn, since, until) teeny_status teeny__ox_op_##fn(ox_import *im);
 #include "ops.def"
 #undef XX
-#define OX_OP_COUNT 69             /* ops.def's lines: a line added or removed updates it, and README.md's table */
+#define OX_OP_COUNT 70             /* ops.def's lines: a line added or removed updates it, and README.md's table */
 
 /* ---- fold.c, arith.c: folding ---- */
 /* Folds for ops whose run-time form is a layer: Add/Sub/Mul/Div/Pow of two
