@@ -134,6 +134,8 @@ START_TEST(test_onnx_models)
     check_model("norms_group21", 2, x34);  /* GroupNormalization-21: per channel; stash_type */
     static const char *const xxmym[] = {"x", "xm", "y", "m"};
     check_model("rank6", 4, xxmym); /* rank 6..8 Reshape/Transpose (Swin, MaxViT), ScatterND, Shape(Sigmoid) */
+    static const char *const es[] = {"q", "k", "m1", "m2", "t1", "t2", "v1", "v2", "p1", "p2"};
+    check_model("einsum", 10, es); /* MaxViT's contractions, permuted outputs, implicit output, a scalar */
 }
 END_TEST
 
@@ -902,9 +904,11 @@ START_TEST(test_onnx_unsupported)
     }
     ck_assert_ptr_null(m);
     /* a rank-6 value read by anything but Reshape and Transpose; ScatterND max into run-time data */
-    static const char *const wide[2][3] = {{"bad_rank6", "\"relu6\"", "has rank 6"},
-                                           {"bad_scatter", "\"scatter_rt\"", "max or min"}};
-    for (int i = 0; i < 2; i++) {
+    static const char *const wide[4][3] = {{"bad_rank6", "\"relu6\"", "has rank 6"},
+                                           {"bad_scatter", "\"scatter_rt\"", "max or min"},
+                                           {"bad_einsum_diag", "\"es\"", "\"ii->i\""},
+                                           {"bad_einsum_sum", "\"es\"", "sums label j over one operand"}};
+    for (int i = 0; i < 4; i++) {
         char path[256];
         snprintf(path, sizeof path, DIR "/%s.onnx", wide[i][0]);
         TH_STATUS(th_ctx(), TEENY_ERR_UNSUPPORTED, teeny_onnx_load(th_ctx(), path, NULL, &m));

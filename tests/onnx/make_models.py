@@ -857,12 +857,46 @@ def rank6():
         print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
 
 
+def einsum():
+    """Einsum as the importer maps it (einsum.c): MaxViT's two rank-5
+    contractions with spaces ("qk", "av"), a batched matmul with the output
+    permuted ("perm_out"), a contraction over two labels ("two_k"), an
+    outer product, the implicit output ("implicit": "ij,jk" is "ik"), a
+    transpose of one operand and an inner product to a scalar. bad_einsum*:
+    a diagonal, a sum over one operand. Its own generator."""
+    global rng
+    rng = np.random.default_rng(4207)
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    vi = helper.make_tensor_value_info
+    cases = [("qk", "B G H I D, B G H J D -> B G H I J", ["q", "k"]),
+             ("av", "B G H I J, B G H J D -> B G H I D", ["qk", "k"]),
+             ("perm_out", "bij,bjk->kbi", ["m1", "m2"]), ("two_k", "abc,cbd->da", ["t1", "t2"]),
+             ("outer", "i,j->ij", ["v1", "v2"]), ("implicit", "ij,jk", ["p1", "p2"]),
+             ("transposed", "abc->cab", ["t1"]), ("inner", "i,i->", ["v1", "v1"])]
+    nodes = [n("Einsum", ins, [name], name=name, equation=eq) for name, eq, ins in cases]
+    shapes = {"q": [2, 3, 2, 4, 5], "k": [2, 3, 2, 4, 5], "m1": [2, 3, 4], "m2": [2, 4, 6], "t1": [3, 4, 5],
+              "t2": [5, 4, 2], "v1": [5], "v2": [3], "p1": [3, 4], "p2": [4, 2]}
+    outs = {"qk": [2, 3, 2, 4, 4], "av": [2, 3, 2, 4, 5], "perm_out": [6, 2, 3], "two_k": [2, 3], "outer": [5, 3],
+            "implicit": [3, 2], "transposed": [5, 3, 4], "inner": []}
+    g = helper.make_graph(nodes, "einsum", [vi(k, f, v) for k, v in shapes.items()],
+                          [vi(k, f, v) for k, v in outs.items()])
+    save("einsum", g, 17, [w(*v, scale=1.0) for v in shapes.values()])
+    for name, eq, ins in (("bad_einsum_diag", "ii->i", ["x"]), ("bad_einsum_sum", "ij->i", ["x"])):
+        graph = helper.make_graph([n("Einsum", ins, ["y"], name="es", equation=eq)], name, [vi("x", f, [3, 3])],
+                                  [vi("y", f, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.save_model(model, os.path.join(HERE, name + ".onnx"))
+        print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
+
+
 if __name__ == "__main__":
     import sys
     # python3 make_models.py [NAME...]: only those functions (the others'
     # files stay as committed; the shared generator makes a full rerun
     # rewrite them)
-    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu, scalar_feed, slice_feed, shape_checks, norms, rank6]
+    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu, scalar_feed, slice_feed, shape_checks, norms, rank6, einsum]
     for fn in ALL:
         if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]:
             fn()
