@@ -915,6 +915,13 @@ START_TEST(test_onnx_unsupported)
         msg = teeny_last_error(th_ctx());
         ck_assert_msg(strstr(msg, wide[i][1]) && strstr(msg, wide[i][2]), "%s", msg);
     }
+    /* ScatterND's malformed indices and updates: exact statuses, the node named */
+    TH_STATUS(th_ctx(), TEENY_ERR_RANGE, teeny_onnx_load(th_ctx(), DIR "/bad_scatter_range.onnx", NULL, &m));
+    msg = teeny_last_error(th_ctx());
+    ck_assert_msg(strstr(msg, "\"scatter_far\"") && strstr(msg, "index 4 out of range"), "%s", msg);
+    TH_STATUS(th_ctx(), TEENY_ERR_SHAPE, teeny_onnx_load(th_ctx(), DIR "/bad_scatter_shape.onnx", NULL, &m));
+    msg = teeny_last_error(th_ctx());
+    ck_assert_msg(strstr(msg, "\"scatter_short\"") && strstr(msg, "updates dimension 1 is 3, not 4"), "%s", msg);
     ck_assert_ptr_null(m);
     /* ConvTranspose values with no teenycl equivalent (make_models.py's convt_unsupported) */
     static const char *const convt[][3] = {{"bad_convt_same", "\"up_same\"", "auto_pad"},

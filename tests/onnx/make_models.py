@@ -855,6 +855,16 @@ def rank6():
         model.ir_version = 8
         onnx.save_model(model, os.path.join(HERE, name + ".onnx"))
         print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
+    # malformed: an index past its dimension (folded: constant data), updates of the wrong shape (run time)
+    for name, node in (("bad_scatter_range", n("ScatterND", ["zeros", "far", "rowvals"], ["s"], name="scatter_far")),
+                       ("bad_scatter_shape", n("ScatterND", ["x", "rows", "short"], ["s"], name="scatter_short"))):
+        graph = helper.make_graph([node, n("Add", ["x", "s"], ["y"])], name, [vi("x", f, [4, 4])], [vi("y", f, None)],
+                                  [init("zeros", np.zeros((4, 4), np.float32)), i64("far", [[4]]), i64("rows", [[0]]),
+                                   init("rowvals", w(1, 4)), init("short", w(1, 3))])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.save_model(model, os.path.join(HERE, name + ".onnx"))
+        print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
 
 
 def einsum():
