@@ -117,6 +117,8 @@ teeny_status teeny__ox_op_einsum(ox_import *im)
     if (st != TEENY_OK || (st = teeny__ox_attr_string(im, "equation", "", eq, sizeof eq)) != TEENY_OK ||
         (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK)
         return st;
+    if (!teeny__ox_attr(im, "equation"))
+        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute equation is missing");
     if (!parse(eq, &e))
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "equation \"%s\" (supported: one or two operands of letters, "
                               "no ellipsis or repeated label, results up to rank %d)", eq, TEENY_MAX_DIMS);
