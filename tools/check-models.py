@@ -63,6 +63,20 @@ InstanceNormalization (Constant ones and zeros) -> Reshape -> Mul -> Add;
 the dynamo exporter at --opset 21 (`--exporter dynamo --opset 21`) as
 GroupNormalization.
 
+swin_t_narrow, maxvit_t_narrow and ghostnetv2_narrow (issue 42) are at
+64 x 64, 10 classes. swin_t_narrow is torchvision's SwinTransformer with
+swin_t's patch 4 and depths [2, 2, 2, 2], width 32, heads [1, 2, 4, 8],
+window 4 (so the first two stages shift their windows and build the
+attention mask with ScatterND, folded at import; the [B, H/w, w, W/w, w, C]
+Reshape -> Transpose -> Reshape of the windows merges to a rank-4
+transpose). maxvit_t_narrow is torchvision's MaxVit with one layer per
+stage, widths 16, 32, 48, 64, stem 16, head dim 8, partition 2 (its grid
+partition's (0, 2, 4, 3, 5, 1) permutation of a rank-6 value runs as two
+transposes of merged rank <= 5; its relative attention is Einsum).
+ghostnetv2_narrow is timm's ghostnetv2_100 at width 0.5 (its DFC attention
+takes Shape of a Sigmoid's output). The last two have batch norm,
+calibrated as the conv nets.
+
 Exit status: 0 when every model imports and matches, 1 otherwise (an import
 failure, a run failure or a mismatch), 2 when a required package is missing.
 """
