@@ -208,7 +208,13 @@ teeny_status teeny__ox_op_expand(ox_import *im)
     teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
     if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK)
         return st;
-    if (is_const(im, 0)) /* folded: any type, rank up to OX_MAX_DIMS (Swin's mask arithmetic) */
+    int xi;
+    if ((st = teeny__ox_in_present(im, 0, "input", &xi)) != TEENY_OK)
+        return st;
+    /* folded (Swin's mask arithmetic), but for a float initializer of rank
+     * <= 5: a graph constant expanded, no folded copy in the budget */
+    const ox_value *xv = &im->vals[xi];
+    if (xv->kind == OX_CONST && (xv->c.type != OX_F32 || !xv->is_initializer || xv->c.shape.ndim > TEENY_MAX_DIMS))
         return expand_const(im);
     if ((st = teeny__ox_operand(im, 0, "input", &x, &s)) != TEENY_OK || (st = teeny__ox_in_const(im, 1, "shape", 0, &c)) != TEENY_OK ||
         (st = expand_shape(im, c, &s, &o)) != TEENY_OK)

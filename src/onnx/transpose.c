@@ -11,7 +11,7 @@
  * (and drops axes of size 1), which is exact; a permutation that still
  * needs more than 5 axes is done as a few transposes, each moving axes
  * so that its own merged rank is <= 5 (each single-axis move needs <= 4).
- * Transpose of a constant folds at any rank.
+ * Transpose of a constant folds, but for a float initializer of rank <= 5.
  */
 #include <string.h>
 
@@ -100,13 +100,13 @@ static int step_rank(const ox_shape *cs, const int *cur, const int *next, int *r
     return ms.ndim;
 }
 
-/* Run-time x (value xi, ONNX shape s) transposed by p into ONNX shape o:
+/* Node x (ONNX shape s) transposed by p into ONNX shape o:
  * as few steps as the greedy choice finds, each of merged rank <= 5,
  * along the orders that move one axis at a time into place. */
-static teeny_status transpose_runtime(ox_import *im, int xi, const ox_shape *s, const int *p, const ox_shape *o)
+static teeny_status transpose_runtime(ox_import *im, teeny_node x, const ox_shape *s, const int *p, const ox_shape *o)
 {
     int n = s->ndim, orders[OX_MAX_DIMS + 1][OX_MAX_DIMS] = {{0}}, cur[OX_MAX_DIMS], rel[OX_MAX_DIMS];
-    teeny_node y = im->vals[xi].node;
+    teeny_node y = x;
     ox_shape cs = *s;
     teeny_status st;
     for (int a = 0; a < n; a++)
@@ -170,20 +170,25 @@ teeny_status teeny__ox_op_transpose(ox_import *im)
     static const char *const attrs[] = {"perm", NULL};
     int64_t perm[OX_MAX_DIMS];
     int n, p[OX_MAX_DIMS], seen[OX_MAX_DIMS] = {0}, xi;
+    teeny_node x = -1;
     ox_shape s, o;
     teeny_status st = teeny__ox_attrs_allowed(im, attrs);
     if (st != TEENY_OK || (st = teeny__ox_attr_ints(im, "perm", OX_MAX_DIMS, perm, &n)) != TEENY_OK ||
         (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = teeny__ox_in_present(im, 0, "data", &xi)) != TEENY_OK)
         return st;
     const ox_const *c = NULL;
-    if (im->vals[xi].kind == OX_CONST) {
+    const ox_value *xv = &im->vals[xi];
+    /* folded, but for a float initializer of rank <= 5 (a weight: a graph
+     * constant and a transpose node, not a folded copy in the budget) */
+    if (xv->kind == OX_CONST && (xv->c.type != OX_F32 || !xv->is_initializer || xv->c.shape.ndim > TEENY_MAX_DIMS)) {
         if ((st = teeny__ox_in_const(im, 0, "data", 0, &c)) != TEENY_OK)
             return st;
         s = c->shape;
-    } else {
-        if (!teeny__ox_is_wide(&im->vals[xi]) && (st = teeny__ox_in_runtime(im, 0, "data", &xi)) != TEENY_OK)
-            return st;
-        s = im->vals[xi].shape;
+    } else if (teeny__ox_is_wide(xv)) {
+        s = xv->shape;
+        x = xv->node;
+    } else if ((st = teeny__ox_operand(im, 0, "data", &x, &s)) != TEENY_OK) {
+        return st;
     }
     if (n >= 0 && n != s.ndim)
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute perm has %d values for rank %d", n, s.ndim);
@@ -196,5 +201,5 @@ teeny_status teeny__ox_op_transpose(ox_import *im)
     }
     if (c)
         return transpose_const(im, c, p, &o);
-    return transpose_runtime(im, xi, &s, p, &o);
+    return transpose_runtime(im, x, &s, p, &o);
 }
