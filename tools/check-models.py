@@ -51,7 +51,7 @@ deit_tiny_narrow is timm's deit_tiny_patch16_224 (`pip install timm`) with
 depth 2, width 64, 2 heads, 10 classes; transformer_encoder is
 nn.TransformerEncoder (2 layers, d_model 32, 2 heads, batch_first) over
 [batch, 5, 32] with src_key_padding_mask a second graph input (bool; odd
-rows pad their last two positions), fed to teeny-run as int32 (folded at
+rows pad their last two positions), fed to teeny-run as a bool .npy (folded at
 import: the mask is a constant of the plan).
 
 poolformer_s12_narrow (issue 42: GroupNorm(1, C)) is timm's MetaFormer with
@@ -253,9 +253,9 @@ def check(name, args):
     out_dir = os.path.join(args.workdir, name + ".out")
     os.makedirs(out_dir, exist_ok=True)
     cmd = [args.teeny_run, path, "--output-dir", out_dir, "--json"]
-    for in_name, value in feeds.items():  # bool as int32: teeny-run reads <f4 and <i4
+    for in_name, value in feeds.items():  # as declared: teeny-run checks a bool input gets a bool .npy
         in_path = os.path.join(args.workdir, f"{name}.{in_name}.npy")
-        np.save(in_path, value.astype(np.int32) if value.dtype == bool else value)
+        np.save(in_path, value)
         cmd += ["--input", f"{in_name}={in_path}"]
     if args.device:
         cmd += ["--device", args.device]
