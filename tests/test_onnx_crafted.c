@@ -7,7 +7,8 @@
  * Resize whose sizes overflow int64; Split whose num_outputs disagrees
  * with its outputs; InstanceNormalization's and GroupNormalization's
  * shape and attribute refusals; gradients through a rank-6 transpose,
- * ScatterND and Einsum (backward). Each refusal is checked by status and
+ * ScatterND and Einsum, and rank-6 graph inputs and outputs (backward).
+ * Each refusal is checked by status and
  * message; make check-asan runs these under AddressSanitizer and UBSan.
  */
 #define _XOPEN_SOURCE 700 /* mkdtemp */
@@ -22,6 +23,7 @@
 #include "harness.h"
 #include "onnx_craft.h"
 #include "teenycl_onnx.h"
+#include "../tools/onnx_run.h"
 
 /* Loads m (freed) at batch 0; the status, the model destroyed. */
 static teeny_status load(oc_model *m)
@@ -521,6 +523,67 @@ START_TEST(test_onnx_crafted_wide_grad)
 }
 END_TEST
 
+/* A rank-6 graph input transposed into a rank-6 graph output, and read
+ * through Reshape -> Relu too: graph inputs and outputs of rank 6..8 are
+ * values whose node holds them at rank 5 (values.c), fed and read by
+ * element count through teeny-run's path (tools/onnx_run.c). The
+ * transpose is a copy: compared exactly with the host's. */
+START_TEST(test_onnx_crafted_wide_io)
+{
+    teeny_ctx *ctx = th_ctx();
+    static const int64_t xs[6] = {2, 3, 2, 2, 2, 2}, perm[6] = {0, 2, 4, 3, 5, 1};
+    float x[96];
+    th_rng rng = th_rng_make(4209);
+    th_fill_normal(&rng, x, 96, 0.0, 1.0);
+    oc_model *om = oc_new(17);
+    oc_input(om, "x6", OC_FLOAT, 6, xs);
+    oc_init_i64(om, "s2", 1, (int64_t[]){2}, (int64_t[]){2, 48});
+    oc_node(om, "Transpose", "x6", "t6");
+    oc_attr_ints(om, "perm", 6, perm);
+    oc_node(om, "Reshape", "t6,s2", "r");
+    oc_node(om, "Relu", "r", "y");
+    oc_output(om, "t6");
+    oc_output(om, "y");
+    size_t size;
+    unsigned char *bytes = oc_pack(om, &size);
+    oc_free(om);
+    char dir[] = "/tmp/teeny-wide-XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/wide.onnx", dir);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(bytes, 1, size, f), size);
+    fclose(f);
+    free(bytes);
+    onnx_run_input in = {.name = "x6", .dtype = TEENY_ONNX_FLOAT, .ndim = 6, .data = x};
+    memcpy(in.shape, xs, sizeof xs);
+    onnx_run_result r;
+    double ms;
+    teeny_status st = onnx_run(ctx, path, 0, 1, &in, 1, &r, &ms);
+    unlink(path);
+    rmdir(dir);
+    ck_assert_msg(st == TEENY_OK, "%s: %s", teeny_status_name(st), onnx_run_error(ctx));
+    ck_assert_int_eq(r.n, 2);
+    ck_assert_int_eq(r.ndim[0], 6);
+    for (int d = 0; d < 6; d++)
+        ck_assert_int_eq(r.shape[0][d], xs[perm[d]]);
+    int64_t o[6] = {0};
+    for (int k = 0; k < 96; k++) { /* o: output k's coordinates; input axis perm[d] is at o[d] */
+        int64_t at = 0, c[6];
+        for (int d = 0; d < 6; d++)
+            c[perm[d]] = o[d];
+        for (int d = 0; d < 6; d++)
+            at = at * xs[d] + c[d];
+        ck_assert_msg(r.data[0][k] == x[at] && r.data[1][k] == (x[at] > 0.0f ? x[at] : 0.0f),
+                      "t6[%d] = %g, y %g; want %g (input element %lld)", k, (double)r.data[0][k], (double)r.data[1][k],
+                      (double)x[at], (long long)at);
+        for (int d = 5; d >= 0 && ++o[d] == r.shape[0][d]; d--)
+            o[d] = 0;
+    }
+    onnx_run_result_free(&r);
+}
+END_TEST
+
 Suite *suite_onnx_crafted(void)
 {
     Suite *s = suite_create("onnx_crafted");
@@ -534,6 +597,7 @@ Suite *suite_onnx_crafted(void)
     suite_add_tcase(s, tc);
     TCase *bwd = tcase_create("backward");
     tcase_add_test(bwd, test_onnx_crafted_wide_grad);
+    tcase_add_test(bwd, test_onnx_crafted_wide_io);
     suite_add_tcase(s, bwd);
     return s;
 }

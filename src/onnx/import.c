@@ -282,9 +282,6 @@ static teeny_status add_output(ox_import *im, const char *name)
     if (v->kind != OX_CONST && v->kind != OX_RUNTIME)
         return teeny__error(im->ctx, TEENY_ERR_UNSUPPORTED, "graph output \"%.80s\" comes from a node that was not "
                             "imported", name);
-    if (teeny__ox_is_wide(v))
-        return teeny__error(im->ctx, TEENY_ERR_UNSUPPORTED, "graph output \"%.80s\" has rank %d (supported: 0..%d)",
-                            name, v->shape.ndim, TEENY_MAX_DIMS);
     if (!(o->name = teeny__malloc(strlen(name) + 1)))
         return teeny__error(im->ctx, TEENY_ERR_NOMEM, "out of host memory");
     memcpy(o->name, name, strlen(name) + 1);
@@ -292,7 +289,7 @@ static teeny_status add_output(ox_import *im, const char *name)
     o->node = -1;
     if (v->kind == OX_RUNTIME) {
         o->node = v->node;
-        o->shape = v->shape; /* a loss: ndim 0 */
+        o->shape = v->shape; /* a loss: ndim 0; rank 6..8: the node holds it at a lower rank (transpose.c) */
         return teeny_graph_mark_output(im->g, v->node);
     }
     o->shape = v->c.shape;

@@ -308,9 +308,9 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
         return teeny__ox_fail(im, TEENY_ERR_ARG, "the feed of graph input \"%.80s\" is %s, the input %s%s", v->name,
                               teeny__ox_type_name((int)v->feed->dtype), teeny__ox_type_name(elem),
                               input_and_feed(v, both, sizeof both));
-    if (ndim < 0 || ndim > TEENY_MAX_DIMS || (labels && ndim < 1))
+    if (ndim < 0 || ndim > (labels ? TEENY_MAX_DIMS : OX_MAX_DIMS) || (labels && ndim < 1))
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" has rank %d (a run-time input has rank "
-                       "%s)", v->name, ndim, labels ? "1..5" : "0..5");
+                       "%s)", v->name, ndim, labels ? "1..5" : "0..8");
     int scalar = ndim == 0; /* a [1] input of fixed shape */
     if (scalar) {
         ndim = 1;
@@ -329,6 +329,16 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
         if (d[i] < 1 || d[i] > INT32_MAX)
             return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\": dimension %d is %s (give a feed)",
                            v->name, i, d[i] < 0 ? "symbolic" : "out of range");
+    /* rank 6..8: a wide value (transpose.c) whose node is [d0, .., d3, d4 * ... * d(n-1)] */
+    int onnx_ndim = ndim;
+    int64_t onnx_d[OX_MAX_DIMS];
+    memcpy(onnx_d, d, sizeof onnx_d);
+    for (; ndim > TEENY_MAX_DIMS; ndim--) {
+        if (d[ndim - 2] > INT32_MAX / d[ndim - 1])
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\": its last %d dimensions hold past "
+                                  "%d elements", v->name, onnx_ndim - TEENY_MAX_DIMS + 1, INT32_MAX);
+        d[ndim - 2] *= d[ndim - 1];
+    }
     char buf[TEENY__NAME_CAP];
     teeny_node n;
     unique_name(im, strlen(v->name) < 48 ? v->name : "input", buf, sizeof buf);
@@ -345,10 +355,10 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
     v->kind = OX_RUNTIME;
     v->node = n;
     v->is_i32 = labels;
-    v->shape.ndim = scalar ? 0 : ndim;
+    v->shape.ndim = scalar ? 0 : onnx_ndim;
     v->shape.d[0] = fixed ? first : im->batch;
-    for (int i = 1; i < ndim; i++)
-        v->shape.d[i] = d[i];
+    for (int i = 1; i < onnx_ndim; i++)
+        v->shape.d[i] = onnx_d[i];
     return TEENY_OK;
 }
 
