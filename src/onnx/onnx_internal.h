@@ -218,7 +218,8 @@ teeny_status teeny__ox_view(ox_import *im, int idx, const ox_shape *s, teeny_nod
 teeny_status teeny__ox_view_node(ox_import *im, teeny_node n, const ox_shape *from, const ox_shape *s, teeny_node *out);
 /* A run-time value of rank 6..8 (transpose.c): its node holds the same
  * elements at a rank <= TEENY_MAX_DIMS; only Reshape and Transpose take
- * it (teeny__ox_in_runtime refuses it). */
+ * it (teeny__ox_in_runtime refuses it), and graph outputs. A graph input
+ * of rank 6..8 is one too (values.c: its trailing dimensions merged). */
 int teeny__ox_is_wide(const ox_value *v);
 /* The graph's shape of a node at the import batch (dimension 0 times B). */
 teeny_status teeny__ox_node_shape(ox_import *im, teeny_node n, ox_shape *s);

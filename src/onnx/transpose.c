@@ -5,9 +5,9 @@
  * (Swin, MaxViT) reshapes to rank 6, permutes and reshapes back. A value
  * of rank 6..8 made by Reshape or Transpose is kept "wide": its node
  * holds the same elements, contiguous, at some rank <= 5 (a view needs
- * no copy), and its record keeps the ONNX shape. Reshape (a view) and
- * Transpose take wide values; every other consumer refuses them
- * (values.c). Transpose merges the axes that stay adjacent and in order
+ * no copy), and its record keeps the ONNX shape; so is a graph input of
+ * rank 6..8. Reshape (a view), Transpose and the graph outputs take wide
+ * values; every other consumer refuses them (values.c). Transpose merges the axes that stay adjacent and in order
  * (and drops axes of size 1), which is exact; a permutation that still
  * needs more than 5 axes is done as a few transposes, each moving axes
  * so that its own merged rank is <= 5 (each single-axis move needs <= 4).
