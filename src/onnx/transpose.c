@@ -66,7 +66,8 @@ static void merge_axes(const ox_shape *s, const int *p, ox_shape *ms, int *mp)
 
 /* Node n (holding a value of ONNX shape s, any rank) transposed by p,
  * merged to rank <= TEENY_MAX_DIMS: one view and one graph transpose
- * (none when nothing moves). *y holds the result at its merged rank. */
+ * (neither when nothing moves: *y is n). *y holds the result at its
+ * merged rank. */
 static teeny_status transpose_step(ox_import *im, teeny_node n, const ox_shape *s, const int *p, teeny_node *y)
 {
     ox_shape ms, gs;
@@ -77,8 +78,11 @@ static teeny_status transpose_step(ox_import *im, teeny_node n, const ox_shape *
         return teeny__ox_fail(im, TEENY_ERR_STATE, "internal: a transpose step of merged rank %d", ms.ndim);
     for (int d = 0; d < ms.ndim; d++)
         moves |= mp[d] != d;
+    *y = n;
+    if (!moves) /* the elements stay in place: no node */
+        return TEENY_OK;
     teeny_status st = teeny__ox_node_shape(im, n, &gs);
-    if (st != TEENY_OK || (st = teeny__ox_view_node(im, n, &gs, &ms, y)) != TEENY_OK || !moves)
+    if (st != TEENY_OK || (st = teeny__ox_view_node(im, n, &gs, &ms, y)) != TEENY_OK)
         return st;
     if ((st = teeny_graph_transpose(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), *y, mp, y)) != TEENY_OK)
         return teeny__ox_graph_fail(im, st);
