@@ -257,9 +257,24 @@ static const char *unique_name(const ox_import *im, const char *stem, char *buf,
 
 /* The graph input behind value idx: an input node of its declared shape
  * (merged with its feed's), the batch as dimension 0. */
+/* A graph input of rank 6..8 is a wide value (transpose.c): its node is
+ * [d0, .., d3, d4 * ... * d(n-1)]. */
+static teeny_status merge_trailing(ox_import *im, const ox_value *v, int *ndim, int64_t *d)
+{
+    int onnx_ndim = *ndim;
+    for (; *ndim > TEENY_MAX_DIMS; (*ndim)--) {
+        if (d[*ndim - 2] > INT32_MAX / d[*ndim - 1])
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\": its last %d dimensions hold past "
+                                  "%d elements", v->name, onnx_ndim - TEENY_MAX_DIMS + 1, INT32_MAX);
+        d[*ndim - 2] *= d[*ndim - 1];
+    }
+    return TEENY_OK;
+}
+
 static teeny_status make_input(ox_import *im, int idx, int labels)
 {
     ox_value *v = &im->vals[idx];
+    teeny_status st;
     const Onnx__TypeProto *tp = v->vi ? v->vi->type : NULL;
     const Onnx__TensorShapeProto *sp = NULL;
     int elem = 0, ndim = -1;
@@ -329,21 +344,16 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
         if (d[i] < 1 || d[i] > INT32_MAX)
             return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\": dimension %d is %s (give a feed)",
                            v->name, i, d[i] < 0 ? "symbolic" : "out of range");
-    /* rank 6..8: a wide value (transpose.c) whose node is [d0, .., d3, d4 * ... * d(n-1)] */
     int onnx_ndim = ndim;
     int64_t onnx_d[OX_MAX_DIMS];
     memcpy(onnx_d, d, sizeof onnx_d);
-    for (; ndim > TEENY_MAX_DIMS; ndim--) {
-        if (d[ndim - 2] > INT32_MAX / d[ndim - 1])
-            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\": its last %d dimensions hold past "
-                                  "%d elements", v->name, onnx_ndim - TEENY_MAX_DIMS + 1, INT32_MAX);
-        d[ndim - 2] *= d[ndim - 1];
-    }
+    if ((st = merge_trailing(im, v, &ndim, d)) != TEENY_OK)
+        return st;
     char buf[TEENY__NAME_CAP];
     teeny_node n;
     unique_name(im, strlen(v->name) < 48 ? v->name : "input", buf, sizeof buf);
-    teeny_status st = labels || fixed ? teeny__graph_input_as(im->g, buf, ndim, d, labels, fixed, &n)
-                                      : teeny_graph_input(im->g, buf, ndim, d, &n);
+    st = labels || fixed ? teeny__graph_input_as(im->g, buf, ndim, d, labels, fixed, &n)
+                         : teeny_graph_input(im->g, buf, ndim, d, &n);
     if (st != TEENY_OK)
         return teeny__ox_fail(im, st, "graph input \"%.80s\": %s", v->name, teeny_last_error(im->ctx));
     teeny_onnx_model *m = im->m;
