@@ -136,6 +136,10 @@ START_TEST(test_onnx_models)
     check_model("cumsum", 1, x); /* CumSum: axes 1, 2, -1; exclusive, reverse; of a constant */
     static const char *const qkvam[] = {"q", "k", "v", "a", "m"};
     check_model("einsum", 5, qkvam); /* Einsum: attention's contractions, matmuls, transpose, reductions, implicit */
+    static const char *const xxmym[] = {"x", "xm", "y", "m"};
+    check_model("rank6", 4, xxmym); /* rank 6..8 Reshape/Transpose (Swin, MaxViT), ScatterND, Shape(Sigmoid) */
+    static const char *const es[] = {"q", "k", "m1", "m2", "t1", "t2", "v1", "v2", "p1", "p2"};
+    check_model("einsum_maxvit", 10, es); /* MaxViT's contractions, permuted outputs, implicit output, a scalar */
 }
 END_TEST
 
@@ -902,6 +906,26 @@ START_TEST(test_onnx_unsupported)
         msg = teeny_last_error(th_ctx());
         ck_assert_msg(strstr(msg, bad[i][1]) && strstr(msg, "Resize") && strstr(msg, bad[i][2]), "%s", msg);
     }
+    ck_assert_ptr_null(m);
+    /* a rank-6 value read by anything but Reshape and Transpose; ScatterND max into run-time data; an Einsum
+     * diagonal */
+    static const char *const wide[3][3] = {{"bad_rank6", "\"relu6\"", "has rank 6"},
+                                           {"bad_scatter", "\"scatter_rt\"", "max or min"},
+                                           {"bad_einsum_diag", "\"es\"", "ii->i"}};
+    for (int i = 0; i < 3; i++) {
+        char path[256];
+        snprintf(path, sizeof path, DIR "/%s.onnx", wide[i][0]);
+        TH_STATUS(th_ctx(), TEENY_ERR_UNSUPPORTED, teeny_onnx_load(th_ctx(), path, NULL, &m));
+        msg = teeny_last_error(th_ctx());
+        ck_assert_msg(strstr(msg, wide[i][1]) && strstr(msg, wide[i][2]), "%s", msg);
+    }
+    /* ScatterND's malformed indices and updates: exact statuses, the node named */
+    TH_STATUS(th_ctx(), TEENY_ERR_RANGE, teeny_onnx_load(th_ctx(), DIR "/bad_scatter_range.onnx", NULL, &m));
+    msg = teeny_last_error(th_ctx());
+    ck_assert_msg(strstr(msg, "\"scatter_far\"") && strstr(msg, "index 4 out of range"), "%s", msg);
+    TH_STATUS(th_ctx(), TEENY_ERR_SHAPE, teeny_onnx_load(th_ctx(), DIR "/bad_scatter_shape.onnx", NULL, &m));
+    msg = teeny_last_error(th_ctx());
+    ck_assert_msg(strstr(msg, "\"scatter_short\"") && strstr(msg, "updates dimension 1 is 3, not 4"), "%s", msg);
     ck_assert_ptr_null(m);
     /* ConvTranspose values with no teenycl equivalent (make_models.py's convt_unsupported) */
     static const char *const convt[][3] = {{"bad_convt_same", "\"up_same\"", "auto_pad"},

@@ -51,7 +51,7 @@ deit_tiny_narrow is timm's deit_tiny_patch16_224 (`pip install timm`) with
 depth 2, width 64, 2 heads, 10 classes; transformer_encoder is
 nn.TransformerEncoder (2 layers, d_model 32, 2 heads, batch_first) over
 [batch, 5, 32] with src_key_padding_mask a second graph input (bool; odd
-rows pad their last two positions), fed to teeny-run as int32 (folded at
+rows pad their last two positions), fed to teeny-run as a bool .npy (folded at
 import: the mask is a constant of the plan).
 
 poolformer_s12_narrow (issue 42: GroupNorm(1, C)) is timm's MetaFormer with
@@ -62,6 +62,20 @@ the output. The TorchScript exporter writes each GroupNorm as Reshape ->
 InstanceNormalization (Constant ones and zeros) -> Reshape -> Mul -> Add;
 the dynamo exporter at --opset 21 (`--exporter dynamo --opset 21`) as
 GroupNormalization.
+
+swin_t_narrow, maxvit_t_narrow and ghostnetv2_narrow (issue 42) are at
+64 x 64, 10 classes. swin_t_narrow is torchvision's SwinTransformer with
+swin_t's patch 4 and depths [2, 2, 2, 2], width 32, heads [1, 2, 4, 8],
+window 4 (so the first two stages shift their windows and build the
+attention mask with ScatterND, folded at import; the [B, H/w, w, W/w, w, C]
+Reshape -> Transpose -> Reshape of the windows merges to a rank-4
+transpose). maxvit_t_narrow is torchvision's MaxVit with one layer per
+stage, widths 16, 32, 48, 64, stem 16, head dim 8, partition 2 (its grid
+partition's (0, 2, 4, 3, 5, 1) permutation of a rank-6 value runs as two
+transposes of merged rank <= 5; its relative attention is Einsum).
+ghostnetv2_narrow is timm's ghostnetv2_100 at width 0.5 (its DFC attention
+takes Shape of a Sigmoid's output). The last two have batch norm,
+calibrated as the conv nets.
 
 Exit status: 0 when every model imports and matches, 1 otherwise (an import
 failure, a run failure or a mismatch), 2 when a required package is missing.
@@ -79,8 +93,9 @@ import numpy as np
 os.environ.setdefault("YOLO_OFFLINE", "1")  # ultralytics: no update checks
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRANSFORMERS = ("vit_b_16_narrow", "deit_tiny_narrow", "transformer_encoder")
-NARROW = TRANSFORMERS + ("poolformer_s12_narrow",)  # at 64 x 64, no batch norm to calibrate
-MODELS = ("resnet18", "mobilenet_v3_small", "yolo11n") + NARROW
+NARROW = TRANSFORMERS + ("poolformer_s12_narrow", "swin_t_narrow")  # at 64 x 64, no batch norm to calibrate
+NARROW_BN = ("maxvit_t_narrow", "ghostnetv2_narrow")  # at 64 x 64, with batch norm (calibrated)
+MODELS = ("resnet18", "mobilenet_v3_small", "yolo11n") + NARROW + NARROW_BN
 
 
 def build_model(name):
@@ -117,6 +132,18 @@ def build_model(name):
                 elif ".norm" in pname:
                     p.normal_(1.0 if pname.endswith("weight") else 0.0, 0.2)
         return model.eval()
+    if name == "swin_t_narrow":
+        from torchvision.models.swin_transformer import SwinTransformer
+        model = SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8],
+                                window_size=[4, 4], stochastic_depth_prob=0.0, num_classes=10)
+        return model.eval()
+    if name == "maxvit_t_narrow":
+        from torchvision.models.maxvit import MaxVit
+        return MaxVit(input_size=(64, 64), stem_channels=16, partition_size=2, block_channels=[16, 32, 48, 64],
+                      block_layers=[1, 1, 1, 1], head_dim=8, stochastic_depth_prob=0.0, num_classes=10).eval()
+    if name == "ghostnetv2_narrow":
+        from timm.models.ghostnet import _create_ghostnet  # ghostnetv2_100's blocks at half width
+        return _create_ghostnet("ghostnetv2_100", width=0.5, pretrained=False, version="v2", num_classes=10).eval()
     if name == "transformer_encoder":
         layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=2, dim_feedforward=64, batch_first=True)
         return torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
@@ -147,7 +174,7 @@ def export(name, path, batch, size, seed, calib, exporter="torchscript", opset=1
     torch.manual_seed(seed)
     model = build_model(name)
     if calib and name not in NARROW:  # no batch norm there
-        calibrate(model, batch, size, seed)
+        calibrate(model, batch, 64 if name in NARROW_BN else size, seed)
     feeds = make_inputs(name, batch, size, seed)
     args = tuple(torch.from_numpy(v) for v in feeds.values())
     if name == "transformer_encoder":
@@ -180,7 +207,7 @@ def make_inputs(name, batch, size, seed):
         mask = np.zeros((batch, 5), dtype=bool)
         mask[1::2, 3:] = True  # odd rows: the last two positions are padding
         return {"src": src, "src_key_padding_mask": mask}
-    return {"input": make_input(batch, 64 if name in NARROW else size, seed)}
+    return {"input": make_input(batch, 64 if name in NARROW + NARROW_BN else size, seed)}
 
 
 def unsupported(info, path, device):
@@ -226,9 +253,9 @@ def check(name, args):
     out_dir = os.path.join(args.workdir, name + ".out")
     os.makedirs(out_dir, exist_ok=True)
     cmd = [args.teeny_run, path, "--output-dir", out_dir, "--json"]
-    for in_name, value in feeds.items():  # bool as int32: teeny-run reads <f4 and <i4
+    for in_name, value in feeds.items():  # as declared: teeny-run checks a bool input gets a bool .npy
         in_path = os.path.join(args.workdir, f"{name}.{in_name}.npy")
-        np.save(in_path, value.astype(np.int32) if value.dtype == bool else value)
+        np.save(in_path, value)
         cmd += ["--input", f"{in_name}={in_path}"]
     if args.device:
         cmd += ["--device", args.device]
@@ -350,7 +377,7 @@ def main():
         import onnx, onnxruntime, torch  # noqa: F401
         if any(m != "yolo11n" for m in names):
             import torchvision  # noqa: F401
-        if "deit_tiny_narrow" in names or "poolformer_s12_narrow" in names:
+        if {"deit_tiny_narrow", "poolformer_s12_narrow", "ghostnetv2_narrow"} & set(names):
             import timm  # noqa: F401
         if "yolo11n" in names:
             import ultralytics  # noqa: F401

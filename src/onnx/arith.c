@@ -185,4 +185,3 @@ teeny_status teeny__ox_fold_concat(ox_import *im, int axis_attr)
         }
     return teeny__ox_out_const(im, 0, &c);
 }
-

@@ -34,7 +34,7 @@ static teeny_status in_shape(ox_import *im, int i, ox_shape *s, int *idx)
         return st;
     if (v->kind == OX_CONST)
         *s = v->c.shape;
-    else if (v->kind == OX_RUNTIME && !v->is_loss)
+    else if ((v->kind == OX_RUNTIME && !v->is_loss) || v->kind == OX_SIGMOID) /* a deferred Sigmoid: x's shape */
         *s = v->shape;
     else
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (\"%.80s\") has no known shape here", i, v->name);

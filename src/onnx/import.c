@@ -289,7 +289,7 @@ static teeny_status add_output(ox_import *im, const char *name)
     o->node = -1;
     if (v->kind == OX_RUNTIME) {
         o->node = v->node;
-        o->shape = v->shape; /* a loss: ndim 0 */
+        o->shape = v->shape; /* a loss: ndim 0; rank 6..8: the node holds it at a lower rank (transpose.c) */
         return teeny_graph_mark_output(im->g, v->node);
     }
     o->shape = v->c.shape;

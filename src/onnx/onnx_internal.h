@@ -21,12 +21,16 @@
  *   fold.c         Constant, Shape, Squeeze/Unsqueeze, Reshape, Cast, ...
  *                  (folded, or views of run-time values)
  *   arith.c        Slice, Concat and Add/Sub/Mul/Div of constants
+ *   scatter.c      ScatterND: folded, or Concat -> Gather at run time
+ *   einsum.c       Einsum: a permutation, or transposes around one MatMul
  *   logic.c        comparisons, Not/And/Or/Xor, Mod, Where, Range, If
  *                  (folded: shape checks; If inlines its taken branch)
  *   pointwise.c    activations, broadcasting Add/Sub/Mul/Div/Pow, Sum
  *   reductions.c   ReduceSum/ReduceMean, Softmax/LogSoftmax, LayerNormalization,
  *                  InstanceNormalization, GroupNormalization
- *   ops_layout.c   Transpose, Slice, Split, Gather, Expand, Pad, Concat
+ *   ops_layout.c   Slice, Split, Gather, Expand, Pad, Concat
+ *   transpose.c    Transpose (folded for constants), run-time values of
+ *                  rank 6..8 ("wide": Reshape -> Transpose -> Reshape)
  *   layers.c       BatchNormalization, Gemm, MatMul, SoftmaxCrossEntropyLoss
  *   spatial.c      Conv, ConvTranspose, the pools, Resize/Upsample
  *   repeat.c       Tile (concat copies), CumSum (a triangular matmul)
@@ -72,7 +76,7 @@ typedef struct {
     const char *name;              /* borrowed from the parsed model (or a feed) */
     int kind;
     ox_const c;                    /* OX_CONST (and a bound OX_INPUT); node: its graph constant once made */
-    ox_shape shape;                /* OX_RUNTIME: at the import batch */
+    ox_shape shape;                /* OX_RUNTIME, OX_SIGMOID (x's): at the import batch */
     teeny_node node;               /* OX_RUNTIME */
     int is_i32;                    /* OX_RUNTIME: int32 labels */
     int is_loss;                   /* OX_RUNTIME: a [1] loss whatever the batch */
@@ -214,6 +218,11 @@ teeny_status teeny__ox_outputs_at_most(ox_import *im, int allowed);
 /* A runtime value viewed as ONNX shape s (no node when equal). */
 teeny_status teeny__ox_view(ox_import *im, int idx, const ox_shape *s, teeny_node *out);
 teeny_status teeny__ox_view_node(ox_import *im, teeny_node n, const ox_shape *from, const ox_shape *s, teeny_node *out);
+/* A run-time value of rank 6..8 (transpose.c): its node holds the same
+ * elements at a rank <= TEENY_MAX_DIMS; only Reshape and Transpose take
+ * it (teeny__ox_in_runtime refuses it), and graph outputs. A graph input
+ * of rank 6..8 is one too (values.c: its trailing dimensions merged). */
+int teeny__ox_is_wide(const ox_value *v);
 /* The graph's shape of a node at the import batch (dimension 0 times B). */
 teeny_status teeny__ox_node_shape(ox_import *im, teeny_node n, ox_shape *s);
 /* A unique graph node name for the node being imported (+ suffix). */
@@ -253,7 +262,7 @@ typedef teeny_status (*ox_handler)(ox_import *im);
 #define XX(type, fn, since, until) teeny_status teeny__ox_op_##fn(ox_import *im);
 #include "ops.def"
 #undef XX
-#define OX_OP_COUNT 71             /* ops.def's lines: a line added or removed updates it, and README.md's table */
+#define OX_OP_COUNT 72             /* ops.def's lines: a line added or removed updates it, and README.md's table */
 
 /* ---- fold.c, arith.c: folding ---- */
 /* Folds for ops whose run-time form is a layer: Add/Sub/Mul/Div/Pow of two

@@ -1,7 +1,7 @@
 /*
- * ops_layout.c -- the ONNX layout ops on run-time values: Transpose,
- * Slice, Split, Gather (constant indices), Expand, Pad (constant mode)
- * and Concat, each a graph layout node (copies; Reshape, Squeeze,
+ * ops_layout.c -- the ONNX layout ops on run-time values: Slice, Split,
+ * Gather (constant indices), Expand, Pad (constant mode) and Concat
+ * (Transpose: transpose.c), each a graph layout node (copies; Reshape, Squeeze,
  * Unsqueeze and Flatten stay views, fold.c). Slice, Gather and Concat
  * of constants fold (arith.c, fold.c).
  */
@@ -18,34 +18,6 @@ static int is_const(ox_import *im, int i)
 {
     int idx;
     return teeny__ox_in(im, i, &idx) == TEENY_OK && (idx < 0 || im->vals[idx].kind == OX_CONST);
-}
-
-teeny_status teeny__ox_op_transpose(ox_import *im)
-{
-    static const char *const attrs[] = {"perm", NULL};
-    int64_t perm[OX_MAX_DIMS];
-    int n, p[TEENY_MAX_DIMS];
-    teeny_node x, y;
-    ox_shape s, o;
-    char buf[TEENY__NAME_CAP];
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = teeny__ox_attr_ints(im, "perm", OX_MAX_DIMS, perm, &n)) != TEENY_OK ||
-        (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK || (st = teeny__ox_operand(im, 0, "data", &x, &s)) != TEENY_OK)
-        return st;
-    if (n >= 0 && n != s.ndim)
-        return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute perm has %d values for rank %d", n, s.ndim);
-    o = s;
-    for (int d = 0; d < s.ndim; d++) {
-        p[d] = n < 0 ? s.ndim - 1 - d : (int)(perm[d] < 0 || perm[d] >= s.ndim ? -1 : perm[d]);
-        if (p[d] < 0)
-            return teeny__ox_fail(im, TEENY_ERR_FORMAT, "attribute perm value %lld", (long long)perm[d]);
-        o.d[d] = s.d[p[d]];
-    }
-    if (s.ndim < 2) /* nothing moves: a view keeps one node per value */
-        return (st = teeny__ox_view_node(im, x, &s, &s, &y)) == TEENY_OK ? teeny__ox_out_runtime(im, 0, y, &o) : st;
-    if ((st = teeny_graph_transpose(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x, p, &y)) != TEENY_OK)
-        return teeny__ox_graph_fail(im, st);
-    return teeny__ox_out_runtime(im, 0, y, &o);
 }
 
 /* An ONNX slice (first index b, step, length len per axis) as the graph's
@@ -194,23 +166,59 @@ teeny_status teeny__ox_op_gather(ox_import *im)
     return teeny__ox_out_runtime(im, 0, y, &o);
 }
 
+/* Expand's result shape o from input shape s and its constant shape c. */
+static teeny_status expand_shape(ox_import *im, const ox_const *c, const ox_shape *s, ox_shape *o)
+{
+    ox_shape t;
+    int n;
+    teeny_status st = teeny__ox_const_shape(im, c, "shape", t.d, &n);
+    if (st != TEENY_OK)
+        return st;
+    t.ndim = n;
+    if (!teeny__ox_broadcast(s, &t, o))
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "the input and the shape do not broadcast");
+    return TEENY_OK;
+}
+
+/* Expand of a constant: folded. */
+static teeny_status expand_const(ox_import *im)
+{
+    const ox_const *x, *c;
+    ox_const r;
+    ox_shape o;
+    teeny_status st = teeny__ox_in_const(im, 0, "input", 0, &x);
+    if (st != TEENY_OK || (st = teeny__ox_in_const(im, 1, "shape", 0, &c)) != TEENY_OK ||
+        (st = expand_shape(im, c, &x->shape, &o)) != TEENY_OK)
+        return st;
+    if ((st = teeny__ox_const_alloc(im, x->type, x->onnx_type, &o, &r)) != TEENY_OK)
+        return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
+    size_t es = teeny__ox_esize(x->type);
+    for (int64_t k = 0; k < r.numel; k++)
+        memcpy((char *)r.data + (size_t)k * es, (const char *)x->data + (size_t)teeny__ox_bcast_index(&o, &x->shape, k) * es,
+               es);
+    return teeny__ox_out_const(im, 0, &r);
+}
+
 teeny_status teeny__ox_op_expand(ox_import *im)
 {
     const ox_const *c;
-    int64_t want[OX_MAX_DIMS];
-    int n;
     teeny_node x, y;
-    ox_shape s, t, o;
+    ox_shape s, o;
     char buf[TEENY__NAME_CAP];
     teeny_status st = teeny__ox_attrs_allowed(im, NO_ATTRS);
-    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK ||
-        (st = teeny__ox_operand(im, 0, "input", &x, &s)) != TEENY_OK || (st = teeny__ox_in_const(im, 1, "shape", 0, &c)) != TEENY_OK ||
-        (st = teeny__ox_const_shape(im, c, "shape", want, &n)) != TEENY_OK)
+    if (st != TEENY_OK || (st = teeny__ox_outputs_at_most(im, 1)) != TEENY_OK)
         return st;
-    t.ndim = n;
-    memcpy(t.d, want, sizeof(int64_t) * (size_t)n);
-    if (!teeny__ox_broadcast(&s, &t, &o))
-        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "the input and the shape do not broadcast");
+    int xi;
+    if ((st = teeny__ox_in_present(im, 0, "input", &xi)) != TEENY_OK)
+        return st;
+    /* folded (Swin's mask arithmetic), but for a float initializer of rank
+     * <= 5: a graph constant expanded, no folded copy in the budget */
+    const ox_value *xv = &im->vals[xi];
+    if (xv->kind == OX_CONST && (xv->c.type != OX_F32 || !xv->is_initializer || xv->c.shape.ndim > TEENY_MAX_DIMS))
+        return expand_const(im);
+    if ((st = teeny__ox_operand(im, 0, "input", &x, &s)) != TEENY_OK || (st = teeny__ox_in_const(im, 1, "shape", 0, &c)) != TEENY_OK ||
+        (st = expand_shape(im, c, &s, &o)) != TEENY_OK)
+        return st;
     if (o.ndim == 0 || o.ndim > TEENY_MAX_DIMS || teeny__ox_numel(&o) < 1)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "a result of rank %d, %lld elements", o.ndim,
                               (long long)teeny__ox_numel(&o));

@@ -147,6 +147,7 @@ teeny_status teeny__ox_op_sigmoid(ox_import *im)
     if ((st = teeny__ox_define(im, im->node->output[0], OX_SIGMOID, &yi)) != TEENY_OK)
         return st;
     im->vals[yi].sigmoid_of = xi;
+    im->vals[yi].shape = im->vals[xi].shape; /* Shape of it needs no sigmoid node */
     return TEENY_OK;
 }
 

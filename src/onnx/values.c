@@ -257,9 +257,24 @@ static const char *unique_name(const ox_import *im, const char *stem, char *buf,
 
 /* The graph input behind value idx: an input node of its declared shape
  * (merged with its feed's), the batch as dimension 0. */
+/* A graph input of rank 6..8 is a wide value (transpose.c): its node is
+ * [d0, .., d3, d4 * ... * d(n-1)]. */
+static teeny_status merge_trailing(ox_import *im, const ox_value *v, int *ndim, int64_t *d)
+{
+    int onnx_ndim = *ndim;
+    for (; *ndim > TEENY_MAX_DIMS; (*ndim)--) {
+        if (d[*ndim - 2] > INT32_MAX / d[*ndim - 1])
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\": its last %d dimensions hold past "
+                                  "%d elements", v->name, onnx_ndim - TEENY_MAX_DIMS + 1, INT32_MAX);
+        d[*ndim - 2] *= d[*ndim - 1];
+    }
+    return TEENY_OK;
+}
+
 static teeny_status make_input(ox_import *im, int idx, int labels)
 {
     ox_value *v = &im->vals[idx];
+    teeny_status st;
     const Onnx__TypeProto *tp = v->vi ? v->vi->type : NULL;
     const Onnx__TensorShapeProto *sp = NULL;
     int elem = 0, ndim = -1;
@@ -308,9 +323,9 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
         return teeny__ox_fail(im, TEENY_ERR_ARG, "the feed of graph input \"%.80s\" is %s, the input %s%s", v->name,
                               teeny__ox_type_name((int)v->feed->dtype), teeny__ox_type_name(elem),
                               input_and_feed(v, both, sizeof both));
-    if (ndim < 0 || ndim > TEENY_MAX_DIMS || (labels && ndim < 1))
+    if (ndim < 0 || ndim > (labels ? TEENY_MAX_DIMS : OX_MAX_DIMS) || (labels && ndim < 1))
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" has rank %d (a run-time input has rank "
-                       "%s)", v->name, ndim, labels ? "1..5" : "0..5");
+                       "%s)", v->name, ndim, labels ? "1..5" : "0..8");
     int scalar = ndim == 0; /* a [1] input of fixed shape */
     if (scalar) {
         ndim = 1;
@@ -329,11 +344,16 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
         if (d[i] < 1 || d[i] > INT32_MAX)
             return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\": dimension %d is %s (give a feed)",
                            v->name, i, d[i] < 0 ? "symbolic" : "out of range");
+    int onnx_ndim = ndim;
+    int64_t onnx_d[OX_MAX_DIMS];
+    memcpy(onnx_d, d, sizeof onnx_d);
+    if ((st = merge_trailing(im, v, &ndim, d)) != TEENY_OK)
+        return st;
     char buf[TEENY__NAME_CAP];
     teeny_node n;
     unique_name(im, strlen(v->name) < 48 ? v->name : "input", buf, sizeof buf);
-    teeny_status st = labels || fixed ? teeny__graph_input_as(im->g, buf, ndim, d, labels, fixed, &n)
-                                      : teeny_graph_input(im->g, buf, ndim, d, &n);
+    st = labels || fixed ? teeny__graph_input_as(im->g, buf, ndim, d, labels, fixed, &n)
+                         : teeny_graph_input(im->g, buf, ndim, d, &n);
     if (st != TEENY_OK)
         return teeny__ox_fail(im, st, "graph input \"%.80s\": %s", v->name, teeny_last_error(im->ctx));
     teeny_onnx_model *m = im->m;
@@ -345,10 +365,10 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
     v->kind = OX_RUNTIME;
     v->node = n;
     v->is_i32 = labels;
-    v->shape.ndim = scalar ? 0 : ndim;
+    v->shape.ndim = scalar ? 0 : onnx_ndim;
     v->shape.d[0] = fixed ? first : im->batch;
-    for (int i = 1; i < ndim; i++)
-        v->shape.d[i] = d[i];
+    for (int i = 1; i < onnx_ndim; i++)
+        v->shape.d[i] = onnx_d[i];
     return TEENY_OK;
 }
 
@@ -383,6 +403,10 @@ static teeny_status in_runtime(ox_import *im, int i, const char *what, int label
     if (v->kind == OX_CONST)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) \"%.80s\" is a constant; only a value computed at "
                        "run time is supported here", i, what, v->name);
+    if (teeny__ox_is_wide(v))
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) \"%.80s\" has rank %d: values of rank %d..%d "
+                              "are supported through Reshape and Transpose only", i, what, v->name, v->shape.ndim,
+                              TEENY_MAX_DIMS + 1, OX_MAX_DIMS);
     if (v->is_loss || v->is_i32 != labels)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input %d (%s) \"%.80s\" is %s", i, what, v->name,
                        v->is_loss ? "a loss" : labels ? "not class labels" : "an integer tensor");
@@ -420,6 +444,11 @@ teeny_status teeny__ox_out_const(ox_import *im, int i, ox_const *c)
     return TEENY_OK;
 }
 
+int teeny__ox_is_wide(const ox_value *v)
+{
+    return v->kind == OX_RUNTIME && v->shape.ndim > TEENY_MAX_DIMS;
+}
+
 teeny_status teeny__ox_node_shape(ox_import *im, teeny_node n, ox_shape *s)
 {
     int64_t shape[TEENY_MAX_DIMS];
@@ -439,7 +468,8 @@ teeny_status teeny__ox_out_runtime(ox_import *im, int i, teeny_node node, const 
     if (st != TEENY_OK)
         return st;
     int scalar = s->ndim == 0 && g.ndim == 1 && g.d[0] == 1; /* an ONNX scalar is a [1] node */
-    if (!scalar && (g.ndim != s->ndim || memcmp(g.d, s->d, sizeof(int64_t) * (size_t)s->ndim)))
+    int wide = s->ndim > TEENY_MAX_DIMS && teeny__ox_numel(s) == teeny__ox_numel(&g); /* transpose.c */
+    if (!scalar && !wide && (g.ndim != s->ndim || memcmp(g.d, s->d, sizeof(int64_t) * (size_t)s->ndim)))
         return teeny__ox_fail(im, TEENY_ERR_STATE, "internal: the graph's shape of the result disagrees with ONNX's");
     if ((st = out_value(im, i, OX_RUNTIME, &idx)) != TEENY_OK || idx < 0)
         return st;
@@ -494,8 +524,10 @@ teeny_status teeny__ox_view_node(ox_import *im, teeny_node n, const ox_shape *fr
                        (long long)teeny__ox_numel(s));
     if (s->ndim == 0 && teeny__ox_numel(from) == 1) /* an ONNX scalar is a [1] node */
         return from->ndim == 1 ? TEENY_OK : teeny__ox_view_node(im, n, from, &(ox_shape){1, {1}}, out);
-    if (s->ndim < 1 || s->ndim > TEENY_MAX_DIMS)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "a run-time result of rank %d (supported: 1..5)", s->ndim);
+    if (s->ndim > TEENY_MAX_DIMS) /* a wide value (transpose.c): n holds its elements, contiguous */
+        return TEENY_OK;
+    if (s->ndim < 1)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "a run-time result of rank %d", s->ndim);
     /* dimension 0 follows the batch where it can (then other batches
      * compile too); elsewhere the view holds at the import batch only */
     for (int k = 0; k < s->ndim; k++)

@@ -836,12 +836,128 @@ def lowered():
     save("einsum", g, 17, [q, k, v, a, w(2, 6, 3, scale=1.0)])
 
 
+def rank6():
+    """Issue 42's window partitioning and shifted-window mask. rank6 (opset
+    17): Swin's [B, H/w, w, W/w, w, C] Reshape -> Transpose (0,1,3,2,4,5)
+    -> Reshape into windows ("win") and back ("unwin": merged to a rank-4
+    transpose); MaxViT's grid partition [B, C, gh, p, gw, p] -> (0,2,4,3,5,1),
+    which merges to nothing less than rank 6 (two stepped transposes, then
+    a Mul: "grid"); a rank-8 reversal (all axes of size 2 and one of 3: many
+    steps, "rev8") and a rank-7 permutation with an axis of size 1
+    ("perm7"); Transpose then Expand of a rank-6 constant, folded, added to
+    y ("cexp"); ScatterND of constants (rows, reduction add at k = 2, an int64
+    data cast to float, negative indices) added to m ("mask"), as Swin builds
+    its attention mask; ScatterND into run-time data m (rows, then add
+    and mul with repeated indices, then rows of run-time updates: "scat");
+    Shape of a Sigmoid's output (GhostNetV2's attention
+    branch) as a Reshape target ("sig"). Its own generator: the same bytes when run alone."""
+    global rng
+    rng = np.random.default_rng(4206)
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    vi = helper.make_tensor_value_info
+    i64 = lambda name, v: init(name, np.array(v, np.int64))
+    nodes = [n("Reshape", ["x", "s.part"], ["w/r"]), n("Transpose", ["w/r"], ["w/t"], perm=[0, 1, 3, 2, 4, 5]),
+             n("Reshape", ["w/t", "s.win"], ["win"]),
+             n("Reshape", ["win", "s.unpart"], ["u/r"]), n("Transpose", ["u/r"], ["u/t"], perm=[0, 1, 3, 2, 4, 5]),
+             n("Reshape", ["u/t", "s.x"], ["unwin"]),
+             n("Reshape", ["xm", "s.grid"], ["g/r"]), n("Transpose", ["g/r"], ["g/t"], perm=[0, 2, 4, 3, 5, 1]),
+             n("Reshape", ["g/t", "s.cells"], ["g/c"]), n("Mul", ["g/c", "gscale"], ["grid"]),
+             n("Reshape", ["x", "s.r8"], ["r8/r"]), n("Transpose", ["r8/r"], ["r8/t"], perm=[7, 6, 5, 4, 3, 2, 1, 0]),
+             n("Reshape", ["r8/t", "s.flat"], ["rev8"]),
+             n("Reshape", ["x", "s.r7"], ["p7/r"]), n("Transpose", ["p7/r"], ["p7/t"], perm=[3, 0, 6, 2, 5, 1, 4]),
+             n("Reshape", ["p7/t", "s.flat"], ["perm7"]),
+             n("Transpose", ["c6"], ["c/t"], perm=[5, 4, 3, 2, 1, 0]), n("Reshape", ["c/t", "s.c3"], ["c/r"]),
+             n("Expand", ["c/r", "s.cexp"], ["c/e"]), n("Add", ["y", "c/e"], ["cexp"]),
+             n("ScatterND", ["zeros", "rows", "rowvals"], ["sc/a"]),
+             n("ScatterND", ["sc/a", "cells", "cellvals"], ["sc/b"], reduction="add"),
+             n("ScatterND", ["izeros", "ineg", "ivals"], ["sc/i"]), n("Cast", ["sc/i"], ["sc/f"], to=f),
+             n("Add", ["sc/b", "sc/f"], ["sc/s"]), n("Add", ["m", "sc/s"], ["mask"]),
+             n("ScatterND", ["m", "rows", "rowvals"], ["rt/a"]), n("Relu", ["rowvals"], ["rt/u"]),
+             n("ScatterND", ["rt/a", "cells", "rt/cv"], ["rt/b"], reduction="add"),
+             n("ScatterND", ["rt/b", "rowsdup", "rt/u2"], ["rt/c"], reduction="mul"),
+             n("ScatterND", ["rt/c", "rows", "rt/u"], ["scat"]),
+             n("Sigmoid", ["y"], ["sg"]), n("Shape", ["sg"], ["sg/s"]), n("Reshape", ["y", "s.minus1"], ["sg/f"]),
+             n("Reshape", ["sg/f", "sg/s"], ["sg/b"]), n("Mul", ["sg", "sg/b"], ["sig"])]
+    inits = [i64("s.part", [2, 2, 4, 2, 4, 3]), i64("s.win", [8, 16, 3]), i64("s.unpart", [2, 2, 2, 4, 4, 3]),
+             i64("s.x", [2, 8, 8, 3]), i64("s.grid", [2, 3, 2, 2, 2, 2]), i64("s.cells", [2, 4, 4, 3]),
+             init("gscale", w(3) + 1.0), i64("s.r8", [2, 2, 2, 2, 2, 2, 2, 3]), i64("s.flat", [2, 192]),
+             i64("s.r7", [2, 4, 1, 2, 4, 2, 3]),
+             init("c6", w(1, 2, 1, 3, 1, 1)), i64("s.c3", [1, 3, 1, 2]), i64("s.cexp", [2, 3, 4, 2]),
+             init("zeros", np.zeros((4, 4), np.float32)), i64("rows", [[0], [2]]), init("rowvals", w(2, 4)),
+             i64("cells", [[1, 1], [3, 2], [1, 1]]), init("cellvals", w(3)),
+             i64("izeros", np.zeros((4, 4), np.int64)), i64("ineg", [[-1, -1], [0, -4]]), i64("ivals", [7, -3]), i64("s.minus1", [-1]),
+             i64("rowsdup", [[3], [1], [3]]), init("rt/u2", w(3, 4) + 1.0), init("rt/cv", w(3))]
+    ins = [vi("x", f, [2, 8, 8, 3]), vi("xm", f, [2, 3, 4, 4]), vi("y", f, [2, 3, 4, 2]), vi("m", f, [4, 4])]
+    outs = [vi("win", f, [8, 16, 3]), vi("unwin", f, [2, 8, 8, 3]), vi("grid", f, [2, 4, 4, 3]),
+            vi("rev8", f, [2, 192]), vi("perm7", f, [2, 192]), vi("cexp", f, [2, 3, 4, 2]), vi("mask", f, [4, 4]),
+            vi("sig", f, [2, 3, 4, 2]), vi("scat", f, [4, 4])]
+    g = helper.make_graph(nodes, "rank6", ins, outs, inits)
+    save("rank6", g, 17, [w(2, 8, 8, 3, scale=1.0), w(2, 3, 4, 4, scale=1.0), w(2, 3, 4, 2, scale=1.0),
+                          w(4, 4, scale=1.0)])
+    # refused: a rank-6 value read by an elementwise op; ScatterND max into run-time data
+    for name, node in (("bad_rank6", n("Relu", ["x6"], ["y"], name="relu6")),
+                       ("bad_scatter", n("ScatterND", ["x", "rows", "rowvals"], ["y"], name="scatter_rt",
+                                         reduction="max"))):
+        pre = [n("Reshape", ["x", "s.x6"], ["x6"])] if name == "bad_rank6" else []
+        graph = helper.make_graph(pre + [node], name, [vi("x", f, [4, 4])], [vi("y", f, None)],
+                                  [i64("s.x6", [1, 1, 2, 2, 2, 2]), i64("rows", [[0]]), init("rowvals", w(1, 4))])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+        model.ir_version = 8
+        onnx.save_model(model, os.path.join(HERE, name + ".onnx"))
+        print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
+    # malformed: an index past its dimension (folded: constant data), updates of the wrong shape (run time)
+    for name, node in (("bad_scatter_range", n("ScatterND", ["zeros", "far", "rowvals"], ["s"], name="scatter_far")),
+                       ("bad_scatter_shape", n("ScatterND", ["x", "rows", "short"], ["s"], name="scatter_short"))):
+        graph = helper.make_graph([node, n("Add", ["x", "s"], ["y"])], name, [vi("x", f, [4, 4])], [vi("y", f, None)],
+                                  [init("zeros", np.zeros((4, 4), np.float32)), i64("far", [[4]]), i64("rows", [[0]]),
+                                   init("rowvals", w(1, 4)), init("short", w(1, 3))])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.save_model(model, os.path.join(HERE, name + ".onnx"))
+        print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
+
+
+def einsum_maxvit():
+    """Einsum as the importer maps it (einsum.c): MaxViT's two rank-5
+    contractions with spaces ("qk", "av"), a batched matmul with the output
+    permuted ("perm_out"), a contraction over two labels ("two_k"), an
+    outer product, the implicit output ("implicit": "ij,jk" is "ik"), a
+    transpose of one operand and an inner product to a scalar. bad_einsum_diag:
+    a diagonal. Its own generator."""
+    global rng
+    rng = np.random.default_rng(4207)
+    n = helper.make_node
+    f = TensorProto.FLOAT
+    vi = helper.make_tensor_value_info
+    cases = [("qk", "B G H I D, B G H J D -> B G H I J", ["q", "k"]),
+             ("av", "B G H I J, B G H J D -> B G H I D", ["qk", "k"]),
+             ("perm_out", "bij,bjk->kbi", ["m1", "m2"]), ("two_k", "abc,cbd->da", ["t1", "t2"]),
+             ("outer", "i,j->ij", ["v1", "v2"]), ("implicit", "ij,jk", ["p1", "p2"]),
+             ("transposed", "abc->cab", ["t1"]), ("inner", "i,i->", ["v1", "v1"])]
+    nodes = [n("Einsum", ins, [name], name=name, equation=eq) for name, eq, ins in cases]
+    shapes = {"q": [2, 3, 2, 4, 5], "k": [2, 3, 2, 4, 5], "m1": [2, 3, 4], "m2": [2, 4, 6], "t1": [3, 4, 5],
+              "t2": [5, 4, 2], "v1": [5], "v2": [3], "p1": [3, 4], "p2": [4, 2]}
+    outs = {"qk": [2, 3, 2, 4, 4], "av": [2, 3, 2, 4, 5], "perm_out": [6, 2, 3], "two_k": [2, 3], "outer": [5, 3],
+            "implicit": [3, 2], "transposed": [5, 3, 4], "inner": []}
+    g = helper.make_graph(nodes, "einsum_maxvit", [vi(k, f, v) for k, v in shapes.items()],
+                          [vi(k, f, v) for k, v in outs.items()])
+    save("einsum_maxvit", g, 17, [w(*v, scale=1.0) for v in shapes.values()])
+    for name, eq, ins in (("bad_einsum_diag", "ii->i", ["x"]),):
+        graph = helper.make_graph([n("Einsum", ins, ["y"], name="es", equation=eq)], name, [vi("x", f, [3, 3])],
+                                  [vi("y", f, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.save_model(model, os.path.join(HERE, name + ".onnx"))
+        print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
+
+
 if __name__ == "__main__":
     import sys
     # python3 make_models.py [NAME...]: only those functions (the others'
     # files stay as committed; the shared generator makes a full rerun
     # rewrite them)
-    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu, scalar_feed, slice_feed, shape_checks, norms, lowered]
+    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu, scalar_feed, slice_feed, shape_checks, norms, lowered, rank6, einsum_maxvit]
     for fn in ALL:
         if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]:
             fn()
