@@ -93,8 +93,12 @@ typedef struct teeny_onnx_model teeny_onnx_model;
  * (run-time values, in the graph, have ranks 0..5). */
 #define TEENY_ONNX_MAX_DIMS 8
 
-/* ONNX element types (TensorProto.DataType values) of feeds and inputs. */
-typedef enum { TEENY_ONNX_FLOAT = 1, TEENY_ONNX_INT32 = 6, TEENY_ONNX_INT64 = 7 } teeny_onnx_dtype;
+/* ONNX element types (TensorProto.DataType values) of feeds and inputs.
+ * Values are only ever appended. TEENY_ONNX_FLOAT16: IEEE half, as
+ * uint16_t bit patterns (teeny_half_to_float converts). */
+typedef enum {
+    TEENY_ONNX_FLOAT = 1, TEENY_ONNX_INT32 = 6, TEENY_ONNX_INT64 = 7, TEENY_ONNX_FLOAT16 = 10
+} teeny_onnx_dtype;
 
 /* A value for a graph input known at import. An input that the importer
  * can only take as a constant -- a weight, a shape or axes operand, an
@@ -182,6 +186,18 @@ TEENY_API int64_t teeny_onnx_batch(const teeny_onnx_model *m);
 TEENY_API int teeny_onnx_input_count(const teeny_onnx_model *m);
 TEENY_API teeny_status teeny_onnx_input(const teeny_onnx_model *m, int i, const char **name, teeny_node *node,
     teeny_onnx_dtype *dtype);
+/* The element type plan input i (teeny_onnx_input's index) or graph
+ * output i (teeny_onnx_output's) declares in the model (its
+ * ValueInfoProto's TensorProto.DataType: 1 float, 10 float16, 6 int32, 7
+ * int64, ...; 0 when the model declares none), into *elem_type (may be
+ * NULL). A float16 input or output is computed in fp32: its plan tensor
+ * is fp32 (teeny_onnx_input reports TEENY_ONNX_FLOAT) and
+ * teeny_onnx_output_read gives fp32 values, not rounded to half; round
+ * them with teeny_round_half or teeny_float_to_half where the declared
+ * type matters (teeny-run writes a float16 output as '<f2', so rounded).
+ * TEENY_ERR_ARG for an index out of range. */
+TEENY_API teeny_status teeny_onnx_input_declared(const teeny_onnx_model *m, int i, int *elem_type);
+TEENY_API teeny_status teeny_onnx_output_declared(const teeny_onnx_model *m, int i, int *elem_type);
 
 /* The graph outputs in the model's order: name (borrowed), the node that
  * holds the value (marked as a graph output; -1 when the output was folded

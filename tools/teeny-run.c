@@ -198,12 +198,14 @@ static int inputs_known(const options *o, const onnx_io_rows *rows)
  * input is taken as the scalar. 1, or a message naming both and 0. */
 static int input_fits(const char *name, const char *file, const onnx_io_row *row, onnx_run_input *in)
 {
-    enum { FLOAT = 1, INT32 = 6, INT64 = 7, BOOL = 9 };
+    enum { FLOAT = 1, INT32 = 6, INT64 = 7, BOOL = 9, FLOAT16 = 10 };
     const char *type = onnx_run_input_type(in), *takes = NULL;
     int e = row->elem_type;
     teeny_status st = TEENY_ERR_ARG;
-    if (e == FLOAT && in->dtype != TEENY_ONNX_FLOAT)
-        takes = "float";
+    if (e == FLOAT && (in->dtype != TEENY_ONNX_FLOAT || in->is_half))
+        takes = "float ('<f4')";
+    else if (e == FLOAT16 && !in->is_half)
+        takes = "float16 ('<f2')";
     else if ((e == INT32 || e == INT64) && in->dtype == TEENY_ONNX_FLOAT)
         takes = "int32, int64 or bool";
     else if (e == BOOL && !in->is_bool)

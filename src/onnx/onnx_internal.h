@@ -94,12 +94,14 @@ typedef struct {
     teeny_node node;               /* -1: constant */
     ox_shape shape;
     float *data;                   /* constant outputs, as fp32 */
+    int declared;                  /* the element type the model declares, 0: none */
 } ox_output;
 
 typedef struct {
     char *name;
     teeny_node node;
     teeny_onnx_dtype dtype;
+    int declared;                  /* the element type the model declares (float16 for a float16 input), 0: none */
 } ox_input;
 
 struct teeny_onnx_model {
@@ -179,7 +181,9 @@ teeny_status teeny__ox_const_alloc(ox_import *im, ox_type type, int onnx_type, c
  * value, a feed), in what the folding budget allows. */
 void teeny__ox_const_held(ox_import *im, const ox_const *c);
 const char *teeny__ox_type_name(int onnx_type);
-int teeny__ox_type_supported(int onnx_type);       /* float and integer types */
+int teeny__ox_type_supported(int onnx_type);       /* float, float16 and integer types */
+/* float or float16: the types held as fp32 (a float16 value is computed in fp32) */
+int teeny__ox_is_float(int onnx_type);
 
 /* ---- values.c ---- */
 teeny_status teeny__ox_fail(ox_import *im, teeny_status st, const char *fmt, ...) TEENY__PRINTF(3, 4);
