@@ -488,7 +488,7 @@ def attention_unsupported():
     vi = helper.make_tensor_value_info
     f = TensorProto.FLOAT
     qkv = [vi(x, f, [1, 2, 3, 4]) for x in ("q", "k", "v")]
-    cases = [("bad_attn_precision", n("Attention", ["q", "k", "v"], ["y"], name="attn_fp16", softmax_precision=10), []),
+    cases = [("bad_attn_precision", n("Attention", ["q", "k", "v"], ["y"], name="attn_fp64", softmax_precision=11), []),
              ("bad_attn_bool_mask", n("Attention", ["q", "k", "v", "m"], ["y"], name="attn_bool"),
               [vi("m", TensorProto.BOOL, [3, 3])])]
     for name, node, extra in cases:
