@@ -9,14 +9,16 @@
  *
  * Inputs: a .npy file per --input, at most one per name, each naming one
  * of the model's declared inputs (else the error lists them) in a type
- * and shape it takes (input_fits: '<f4' for float; '<i8', '<i4' or '|b1'
+ * and shape it takes (input_fits: '<f4' for float, '<f2' for float16
+ * (computed in fp32: its values are exact there); '<i8', '<i4' or '|b1'
  * for int64 and int32; '|b1' for bool; a 0-d file, or a [1] one, for a
  * rank-0 input; else the error names the input's declared type and shape
  * and the file's). int64 values stay int64 for the importer's constant
  * operands; one that an int32 plan input cannot hold is refused, never
  * wrapped (onnx_run.c). Every input the
  * plan needs and no file gives is filled with seeded random values
- * (--seed, default 1; float inputs uniform in [-1, 1), int32 class labels
+ * (--seed, default 1; float inputs uniform in [-1, 1) (float16 ones
+ * rounded to half), int32 class labels
  * 0 or 1: see onnx_random_value in onnx_run.h). Integer operands the
  * importer takes as constants (shapes, axes) need a file.
  *
@@ -40,7 +42,10 @@
  *
  * Outputs: with --output-dir DIR (created with its parents once the model
  * has been imported), each graph
- * output is written as DIR/<file>.npy (fp32, C order; a scalar as [1]),
+ * output is written as DIR/<file>.npy (C order; a scalar as [1]) in the
+ * type the model declares: '<f4' (fp32), or '<f2' for a float16 output
+ * (the fp32 result rounded to nearest even, as ONNX Runtime's float16
+ * output holds it),
  * the file name being the output's name with every byte other than
  * A-Z a-z 0-9 . _ - made '_' and a leading '.' made '_' ("/l2/probs:0" ->
  * "_l2_probs_0.npy"); a name that an earlier output already took (compared
@@ -191,7 +196,8 @@ static int inputs_known(const options *o, const onnx_io_rows *rows)
 }
 
 /* The file given for input NAME against what the model declares for NAME
- * (row): an element type it takes (float for float; int32, int64 or bool
+ * (row): an element type it takes (float for float, float16 for float16;
+ * int32, int64 or bool
  * for int32 and int64; bool for bool; any where the model declares none
  * or another type, left to the importer) and, where the model declares a
  * shape, the rank and every fixed dimension. A [1] file for a rank-0
@@ -203,9 +209,9 @@ static int input_fits(const char *name, const char *file, const onnx_io_row *row
     int e = row->elem_type;
     teeny_status st = TEENY_ERR_ARG;
     if (e == FLOAT && (in->dtype != TEENY_ONNX_FLOAT || in->is_half))
-        takes = "float ('<f4')";
+        takes = "float";
     else if (e == FLOAT16 && !in->is_half)
-        takes = "float16 ('<f2')";
+        takes = "float16";
     else if ((e == INT32 || e == INT64) && in->dtype == TEENY_ONNX_FLOAT)
         takes = "int32, int64 or bool";
     else if (e == BOOL && !in->is_bool)

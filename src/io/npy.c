@@ -250,8 +250,8 @@ static teeny_status parse_dict(teeny_ctx *ctx, const char *path, const char *h, 
                     known = k;
             if (known < 0)
                 return teeny__error(ctx, TEENY_ERR_FORMAT,
-                                    "npy %s: dtype '%s' is not supported ('<f4', '<i4', '<i8', '|b1', '<f2'%s)", path, descr,
-                                    descr[0] == '>' ? "; big-endian data is not read" : "");
+                                    "npy %s: dtype '%s' is not supported ('<f4', '<i4', '<i8', '|b1', '<f2'%s)", path,
+                                    descr, descr[0] == '>' ? "; big-endian data is not read" : "");
             *dtype = (teeny_npy_dtype)known;
         } else if (!strcmp(key, "fortran_order") && !have_order++) {
             if (parse_word(&c, "True"))
