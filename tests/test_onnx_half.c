@@ -1,8 +1,8 @@
 /*
  * test_onnx_half.c -- float16 models through the importer and teeny-run's
  * run path (tools/onnx_run.c): float16 initializers (raw_data and
- * int32_data), Constant values, graph inputs and outputs, Cast to and
- * from float16 of run-time values and of constants.
+ * int32_data), Constant values, graph inputs and outputs, Cast and
+ * CastLike to and from float16 of run-time values and of constants.
  *
  * The models of tests/onnx/make_models.py fp16() are onnxconverter-common's
  * conversions of one conv net: fp16_io (float16 everywhere, its input and
@@ -249,12 +249,73 @@ START_TEST(test_onnx_half_crafted)
 }
 END_TEST
 
+/* CastLike: to a float16 constant's type, folded (the ties to even, 70000
+ * to inf); to a graph input's declared float16 at run time; a target
+ * computed at run time refused (its type is not tracked). */
+START_TEST(test_onnx_half_castlike)
+{
+    teeny_ctx *ctx = th_ctx();
+    static const float c[4] = {1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 70000.0f, -0x1p-25f};
+    static const uint16_t one = 0x3c00u;
+    oc_model *o = oc_new(17);
+    oc_input(o, "x", OC_FLOAT, 1, N4);
+    oc_input(o, "like_in", OC_FLOAT16, 1, N4);
+    oc_init_f32(o, "c", 1, N4, c);
+    oc_init_f16(o, "like", 1, (const int64_t[]){1}, &one, 0);
+    oc_node(o, "CastLike", "c,like", "folded");
+    oc_node(o, "CastLike", "x,like_in", "y");
+    oc_output(o, "folded");
+    oc_output(o, "y");
+    size_t size;
+    unsigned char *bytes = oc_pack(o, &size);
+    oc_free(o);
+    teeny_onnx_model *m;
+    TH_OK(ctx, teeny_onnx_load_memory(ctx, bytes, size, NULL, &m));
+    free(bytes);
+    teeny_node node;
+    float got[4] = {NAN, NAN, NAN, NAN};
+    TH_OK(ctx, teeny_onnx_output(m, 0, NULL, &node, NULL, NULL));
+    ck_assert_int_eq(node, -1);
+    TH_OK(ctx, teeny_onnx_output_read(m, NULL, 0, got, 4));
+    ck_assert(got[0] == 1.0f && got[1] == 1.0f + 0x1p-9f && isinf(got[2]) && got[3] == 0.0f && signbit(got[3]));
+    teeny_plan_params pp = TEENY_PLAN_PARAMS_INIT;
+    pp.batch = teeny_onnx_batch(m);
+    pp.training = 0;
+    teeny_plan *plan;
+    teeny_tensor *t;
+    TH_OK(ctx, teeny_graph_compile(teeny_onnx_graph(m), &pp, &plan));
+    TH_OK(ctx, teeny_onnx_input(m, 0, NULL, &node, NULL));
+    TH_OK(ctx, teeny_plan_tensor(plan, node, &t));
+    TH_OK(ctx, teeny_tensor_write(t, c, 4));
+    TH_OK(ctx, teeny_plan_forward(plan));
+    TH_OK(ctx, teeny_onnx_output_read(m, plan, 1, got, 4));
+    for (int i = 0; i < 4; i++) {
+        float want = teeny_round_half(c[i]);
+        ck_assert_msg(memcmp(&got[i], &want, 4) == 0, "y[%d] = %a, want %a", i, (double)got[i], (double)want);
+    }
+    teeny_plan_destroy(plan);
+    teeny_onnx_destroy(m);
+    o = oc_new(17);
+    oc_input(o, "x", OC_FLOAT, 1, N4);
+    oc_node(o, "Relu", "x", "r");
+    oc_node(o, "CastLike", "x,r", "y");
+    oc_output(o, "y");
+    bytes = oc_pack(o, &size);
+    oc_free(o);
+    ck_assert_int_eq(teeny_onnx_load_memory(ctx, bytes, size, NULL, &m), TEENY_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(teeny_last_error(ctx), "CastLike") && strstr(teeny_last_error(ctx), "\"r\" is computed at "
+                  "run time"), "%s", teeny_last_error(ctx));
+    free(bytes);
+}
+END_TEST
+
 Suite *suite_onnx_half(void)
 {
     Suite *s = suite_create("onnx_half");
     TCase *tc = tcase_create("forward");
     tcase_add_test(tc, test_onnx_half_models);
     tcase_add_test(tc, test_onnx_half_crafted);
+    tcase_add_test(tc, test_onnx_half_castlike);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -417,7 +417,7 @@ has_err run-f4-for-f2 "--input x=$k.in0.npy: TEENY_ERR_ARG: input x is float16 [
 run run-f2-for-f4 1 "$build/teeny-run" $k.onnx --input x=$h.in0.npy
 has_err run-f2-for-f4 "--input x=$h.in0.npy: TEENY_ERR_ARG: input x is float [N, 3, 8, 8] (give float values); the file holds float16 [2, 3, 8, 8]"
 run run-f2-json 0 "$build/teeny-run" $h.onnx --json
-has_match run-f2-json '"outputs": \[\{"name": "logits", "dtype": "float16", "shape": \[1, 5\]
+has_match run-f2-json '"outputs": \[\{"name": "logits", "dtype": "float16", "shape": \[1, 5\]'
 # an output directory that cannot be made, and an output path that is a
 # directory: refused before the model is compiled or run
 : > "$tmp/a-file"

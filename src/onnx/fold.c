@@ -413,14 +413,13 @@ teeny_status teeny__ox_op_constant_of_shape(ox_import *im)
     return teeny__ox_out_const(im, 0, &c);
 }
 
-teeny_status teeny__ox_op_cast(ox_import *im)
+/* Input 0 cast to ONNX type to (Cast's attribute, CastLike's target's type). */
+static teeny_status cast_to(ox_import *im, int64_t to)
 {
-    static const char *const attrs[] = {"to", "saturate", NULL};
-    int64_t to;
     int idx;
     ox_const c;
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "to", 0, &to)) != TEENY_OK || (st = teeny__ox_in(im, 0, &idx)) != TEENY_OK)
+    teeny_status st = teeny__ox_in(im, 0, &idx);
+    if (st != TEENY_OK)
         return st;
     int to_f = teeny__ox_is_float((int)to), to_half = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
     if (!to_f && (to < 2 || to > 13 || to == 8 || to == 11))
@@ -463,6 +462,36 @@ teeny_status teeny__ox_op_cast(ox_import *im)
             ((int64_t *)c.data)[i] = teeny__ox_get_i(in, i);
     }
     return teeny__ox_out_const(im, 0, &c);
+}
+
+teeny_status teeny__ox_op_cast(ox_import *im)
+{
+    static const char *const attrs[] = {"to", "saturate", NULL};
+    int64_t to;
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "to", 0, &to)) != TEENY_OK)
+        return st;
+    return cast_to(im, to);
+}
+
+/* CastLike: Cast to target_type's element type, which must be known at
+ * import: a constant's, or a graph input's declared type (or its feed's);
+ * a value computed at run time is float or float16 alike here, refused. */
+teeny_status teeny__ox_op_castlike(ox_import *im)
+{
+    static const char *const attrs[] = {"saturate", NULL};
+    int like;
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_in_present(im, 1, "target_type", &like)) != TEENY_OK)
+        return st;
+    const ox_value *v = &im->vals[like];
+    int to = v->kind == OX_CONST ? v->c.onnx_type : teeny__ox_declared_type(v);
+    if (!to && v->kind == OX_INPUT && v->feed)
+        to = (int)v->feed->dtype;
+    if (!to)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input 1 (target_type) \"%.80s\" is computed at run time: its "
+                              "element type is not known at import", v->name);
+    return cast_to(im, to);
 }
 
 /* Sqrt of a float constant (the scale PyTorch's scaled_dot_product_attention

@@ -187,6 +187,9 @@ int teeny__ox_is_float(int onnx_type);
 
 /* ---- values.c ---- */
 teeny_status teeny__ox_fail(ox_import *im, teeny_status st, const char *fmt, ...) TEENY__PRINTF(3, 4);
+/* The element type a graph input's ValueInfoProto declares (a graph input's,
+ * also once it is a run-time value); 0 for none or another value. */
+int teeny__ox_declared_type(const ox_value *v);
 /* A failed teeny_graph_* call, its message naming the node. */
 teeny_status teeny__ox_graph_fail(ox_import *im, teeny_status st);
 int teeny__ox_find(const ox_import *im, const char *name);
@@ -255,7 +258,7 @@ typedef teeny_status (*ox_handler)(ox_import *im);
 #define XX(type, fn, since, until) teeny_status teeny__ox_op_##fn(ox_import *im);
 #include "ops.def"
 #undef XX
-#define OX_OP_COUNT 68             /* ops.def's lines: a line added or removed updates it, and README.md's table */
+#define OX_OP_COUNT 69             /* ops.def's lines: a line added or removed updates it, and README.md's table */
 
 /* ---- fold.c, arith.c: folding ---- */
 /* Folds for ops whose run-time form is a layer: Add/Sub/Mul/Div/Pow of two

@@ -123,6 +123,11 @@ teeny_status teeny__ox_in_present(ox_import *im, int i, const char *what, int *i
 /* A graph input's declared element type (0: not declared). */
 static int declared_type(const ox_value *v)
 {
+    return teeny__ox_declared_type(v);
+}
+
+int teeny__ox_declared_type(const ox_value *v)
+{
     const Onnx__TypeProto *tp = v->vi ? v->vi->type : NULL;
     if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type &&
         tp->tensor_type->has_elem_type)
