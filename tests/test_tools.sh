@@ -460,7 +460,7 @@ run run-json 0 "$build/teeny-run" tests/onnx/io_names.onnx --json --repeat 2 --p
 for key in '"model": "tests/onnx/io_names.onnx"' '"device": "' '"import_ms": ' '"compile_ms": ' '"min_ms": ' \
            '"median_ms": ' '"mean_ms": ' '"p90_ms": ' '"p99_ms": ' '"throughput_per_s": ' '"profile": {"passes": 2' \
            '"nodes": [{"name": "' \
-           '"name": "/l2/probs:0", "shape": [1, 3, 4, 4], "file": "_l2_probs_0.npy", "written": true'; do
+           '"name": "/l2/probs:0", "dtype": "float", "shape": [1, 3, 4, 4], "file": "_l2_probs_0.npy", "written": true'; do
     if grep -Fq -- "$key" "$tmp/run-json.out"; then ok; else fail "run-json: no $key in: $(cat "$tmp/run-json.out")"; fi
 done
 if [ "$(wc -l < "$tmp/run-json.out")" -eq 1 ]; then ok; else fail "run-json: more than the one JSON line"; fi

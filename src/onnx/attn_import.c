@@ -443,7 +443,8 @@ static teeny_status attn_attrs(ox_import *im, ox_attn *a, attn_dims *dm, attn_op
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute qk_matmul_output_mode=%lld (supported: 0..3)",
                               (long long)op->mode);
     if (!teeny__ox_is_float((int)op->precision)) /* float16 too: computed in fp32, more precise than asked */
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute softmax_precision=%lld (supported: 1, float; 10, float16)",
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED,
+                              "attribute softmax_precision=%lld (supported: 1, float; 10, float16)",
                               (long long)op->precision);
     if (teeny__ox_n_in(im) > 6 && im->opset < 24)
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "nonpad_kv_seqlen before opset 24");

@@ -410,7 +410,8 @@ teeny_status teeny__ox_feed_load(teeny_ctx *ctx, const teeny_onnx_feed *f, ox_co
     for (int i = 0; i < s.ndim; i++)
         if ((s.d[i] = f->shape[i]) < 0)
             return teeny__error(ctx, TEENY_ERR_ARG, "feed %s: dimension %d is %lld", f->name, i, (long long)s.d[i]);
-    if ((st = const_shape(ctx, teeny__ox_is_float((int)f->dtype) ? OX_F32 : OX_I64, (int)f->dtype, &s, c)) != TEENY_OK ||
+    ox_type held = teeny__ox_is_float((int)f->dtype) ? OX_F32 : OX_I64;
+    if ((st = const_shape(ctx, held, (int)f->dtype, &s, c)) != TEENY_OK ||
         (st = const_data(ctx, c)) != TEENY_OK) /* the caller's own data: not folded */
         return st;
     if (c->numel && !f->data) {
