@@ -79,11 +79,12 @@ enum { O_INPUT, O_OUTPUT_DIR, O_DEVICE, O_BATCH, O_SEED, O_WARMUP, O_REPEAT, O_P
 
 static const cli_opt OPTS[] = {
     [O_INPUT] = {"--input", "NAME=FILE.npy", "the value of input NAME, once per name, in the type the model declares:\n"
-                                             "'<f4' for float; '<i8', '<i4' or '|b1' for int64/int32; '|b1' for\n"
-                                             "bool; a 0-d (or [1]) file for a rank-0 input. Inputs not given get\n"
-                                             "seeded random values (see --seed)"},
+                                             "'<f4' for float; '<f2' for float16; '<i8', '<i4' or '|b1' for\n"
+                                             "int64/int32; '|b1' for bool; a 0-d (or [1]) file for a rank-0\n"
+                                             "input. Inputs not given get seeded random values (see --seed)"},
     [O_OUTPUT_DIR] = {"--output-dir", "DIR", "write each output as DIR/<name>.npy (DIR created with its parents;\n"
-                                             "names made safe as file names). Without it nothing is written"},
+                                             "names made safe as file names), '<f2' for a float16 output, else\n"
+                                             "'<f4'. Without it nothing is written"},
     [O_DEVICE] = {"--device", "SPEC", "the OpenCL device: cpu, gpu, pocl, nvidia, P:D, a part of its name\n"
                                       "(default: TEENY_DEVICE, else the first GPU, else the first CPU)"},
     [O_BATCH] = {"--batch", "N", "the batch the model is imported and run at, 1..2147483647\n"
