@@ -309,6 +309,126 @@ START_TEST(test_onnx_half_castlike)
 }
 END_TEST
 
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* x [3, 4] -> MatMul W1 (float16, int32_data) -> [Cast to float16] ->
+ * MatMul W2 (float16, raw) -> [Cast to float] -> y; with a softmax
+ * cross-entropy appended by the test. */
+static teeny_graph *half_mlp(int casts, const uint16_t *w1, const uint16_t *w2, teeny_onnx_model **m, teeny_node *loss)
+{
+    teeny_ctx *ctx = th_ctx();
+    oc_model *o = oc_new(17);
+    oc_input(o, "x", OC_FLOAT, 2, (const int64_t[]){-1, 4});
+    oc_init_f16(o, "W1", 2, (const int64_t[]){4, 6}, w1, 1);
+    oc_init_f16(o, "W2", 2, (const int64_t[]){6, 3}, w2, 0);
+    oc_node(o, "MatMul", "x,W1", "h");
+    if (casts) {
+        oc_node(o, "Cast", "h", "h16");
+        oc_attr_int(o, "to", OC_FLOAT16);
+    }
+    oc_node(o, "MatMul", casts ? "h16,W2" : "h,W2", casts ? "y16" : "y");
+    if (casts) {
+        oc_node(o, "Cast", "y16", "y");
+        oc_attr_int(o, "to", OC_FLOAT);
+    }
+    oc_output(o, "y");
+    size_t size;
+    unsigned char *bytes = oc_pack(o, &size);
+    oc_free(o);
+    teeny_onnx_params p = TEENY_ONNX_PARAMS_INIT;
+    p.batch = 3;
+    TH_OK(ctx, teeny_onnx_load_memory(ctx, bytes, size, &p, m));
+    free(bytes);
+    teeny_graph *g = teeny_onnx_graph(*m);
+    teeny_node y, labels, x;
+    TH_OK(ctx, teeny_onnx_input(*m, 0, NULL, &x, NULL));
+    ck_assert_int_eq(x, 0); /* th_plan_step writes x as node 0 */
+    TH_OK(ctx, teeny_onnx_output(*m, 0, NULL, &y, NULL, NULL));
+    TH_OK(ctx, teeny_graph_labels(g, "labels", &labels));
+    TH_OK(ctx, teeny_graph_softmax_cross_entropy(g, "loss", y, labels, loss));
+    ck_assert_int_eq(teeny_graph_param_count(g), 2);
+    return g;
+}
+
+/* Fine-tuning through Casts: the float16 weights are fp32 parameters
+ * (master weights, trained unrounded); W2's gradient matches central
+ * differences; the Cast's backward is straight through, so W1's gradient
+ * is the cast-free net's (at half-rounded hidden values: within 1e-2). */
+START_TEST(test_onnx_half_train)
+{
+    teeny_ctx *ctx = th_ctx();
+    th_rng rng = th_rng_make(4648);
+    float w1f[24], w2f[18], xs[12];
+    uint16_t w1[24], w2[18];
+    th_fill_normal(&rng, w1f, 24, 0, 0.7);
+    th_fill_normal(&rng, w2f, 18, 0, 0.7);
+    th_fill_normal(&rng, xs, 12, 0, 1);
+    teeny_float_to_half(w1f, w1, 24);
+    teeny_float_to_half(w2f, w2, 18);
+    const int32_t lab[3] = {2, 0, 1};
+    teeny_onnx_model *m, *plain;
+    teeny_node loss, loss_plain;
+    teeny_graph *g = half_mlp(1, w1, w2, &m, &loss), *gp = half_mlp(0, w1, w2, &plain, &loss_plain);
+    float *vals[2] = {NULL, NULL}, *grads[2], *grads_plain[2], *unused[2], l0, lp, lm;
+    size_t sizes[2];
+    th_plan_step(g, loss, xs, 12, lab, 3, vals, &l0, grads, sizes, NULL);
+    for (int i = 0; i < 2; i++) { /* the parameters start as the halves, exactly */
+        const char *name;
+        TH_OK(ctx, teeny_graph_param(g, i, &name, NULL, NULL));
+        const uint16_t *bits = !strcmp(name, "W1") ? w1 : w2;
+        float *want = th_malloc(sizes[i] * sizeof *want);
+        teeny_half_to_float(bits, want, sizes[i]);
+        /* stored [out, in] (the linear's layout): compared as sorted values */
+        float *got = th_malloc(sizes[i] * sizeof *got);
+        memcpy(got, vals[i], sizes[i] * sizeof *got);
+        qsort(got, sizes[i], sizeof *got, cmp_float);
+        qsort(want, sizes[i], sizeof *want, cmp_float);
+        ck_assert_msg(!memcmp(got, want, sizes[i] * sizeof *got), "%s: not the float16 initializer's values", name);
+        free(got);
+        free(want);
+    }
+    th_plan_step(gp, loss_plain, xs, 12, lab, 3, vals, &lp, grads_plain, NULL, NULL);
+    for (int i = 0; i < 2; i++) {
+        const char *name;
+        TH_OK(ctx, teeny_graph_param(g, i, &name, NULL, NULL));
+        double *ref = th_dbl(grads_plain[i], sizes[i]), norm = 0;
+        for (size_t k = 0; k < sizes[i]; k++)
+            norm += ref[k] * ref[k];
+        ck_assert_msg(norm > 1e-6 && th_nrms(grads[i], ref, sizes[i]) <= 1e-2, "%s: gradient nrms %g against the "
+                      "cast-free net's", name, th_nrms(grads[i], ref, sizes[i]));
+        free(ref);
+        if (strcmp(name, "W2"))
+            continue;
+        for (size_t k = 0; k < sizes[i]; k++) { /* after the Cast: the loss is smooth in W2 */
+            const float h = 1e-2f, v = vals[i][k];
+            vals[i][k] = v + h;
+            th_plan_step(g, loss, xs, 12, lab, 3, vals, &lp, unused, NULL, NULL);
+            free(unused[0]);
+            free(unused[1]);
+            vals[i][k] = v - h;
+            th_plan_step(g, loss, xs, 12, lab, 3, vals, &lm, unused, NULL, NULL);
+            free(unused[0]);
+            free(unused[1]);
+            vals[i][k] = v;
+            double fd = ((double)lp - (double)lm) / (2.0 * h);
+            ck_assert_msg(fabs(grads[i][k] - fd) <= 1e-3 + 2e-2 * fabs(fd), "W2 gradient[%zu]: %.6g, finite "
+                          "differences %.6g (seed 4648)", k, (double)grads[i][k], fd);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        free(vals[i]);
+        free(grads[i]);
+        free(grads_plain[i]);
+    }
+    teeny_onnx_destroy(m);
+    teeny_onnx_destroy(plain);
+}
+END_TEST
+
 Suite *suite_onnx_half(void)
 {
     Suite *s = suite_create("onnx_half");
@@ -316,6 +436,7 @@ Suite *suite_onnx_half(void)
     tcase_add_test(tc, test_onnx_half_models);
     tcase_add_test(tc, test_onnx_half_crafted);
     tcase_add_test(tc, test_onnx_half_castlike);
+    tcase_add_test(tc, test_onnx_half_train);
     suite_add_tcase(s, tc);
     return s;
 }
