@@ -42,10 +42,45 @@
 #define TEENY_ACT_CLIP 10       /* min(max(x, alpha), beta) */
 #define TEENY_ACT_MISH 11       /* x tanh(softplus(x)) */
 #define TEENY_ACT_ERF 12
+#define TEENY_ACT_ROUND_HALF 13 /* to the nearest IEEE half, kept in fp32 (teeny_round_half below) */
 
 TEENY_INLINE float teeny_sigmoid(float x)
 {
     return 1.0f / (1.0f + exp(-x));
+}
+
+/* x rounded to the nearest IEEE half, ties to even, kept in fp32: what
+ * vstore_half then vload_half give, in integer bit operations instead (exact
+ * and the same on every device, whatever it does with fp32 subnormals or
+ * its conversion builtins). T float or float16, U uint or uint16 (?: and
+ * select take vector conditions per component). The host's twin is
+ * src/core/half.c (teeny_round_half), bit for bit:
+ *   |x| >= 65520 (the tie above 65504 goes to even, inf) and inf: +-inf;
+ *   NaN: a quiet NaN, sign and the payload's top 10 bits kept;
+ *   |x| >= 2^-14 (a normal half): 13 low mantissa bits rounded off;
+ *   2^-25 < |x| < 2^-14: a multiple of 2^-24 (a subnormal half), the
+ *   mantissa shifted by 126 - exponent (14..24), the remainder rounded;
+ *   |x| <= 2^-25 (the tie at 2^-25 to even, 0): a signed 0. */
+#define TEENY_ROUND_HALF_STMTS(T, U, x)                                                                            \
+    U a_ = as_##U(x) & 0x7fffffffu, s_ = as_##U(x) & 0x80000000u;                                                  \
+    U bits_ = s_ | ((a_ + 0x0fffu + ((a_ >> 13) & 1u)) & 0xffffe000u);                                           \
+    U m_ = (a_ & 0x7fffffu) | 0x800000u, sh_ = clamp(126u - min(a_ >> 23, 126u), 14u, 24u);                      \
+    U q_ = m_ >> sh_, rem_ = m_ & (((U)(1u) << sh_) - 1u), hf_ = (U)(1u) << (sh_ - 1u);                            \
+    q_ = select(q_, q_ + 1u, (rem_ > hf_) | ((rem_ == hf_) & ((q_ & 1u) == 1u)));                                  \
+    bits_ = select(bits_, s_ | as_##U(convert_##T(q_) * 0x1p-24f), a_ < 0x38800000u);                              \
+    bits_ = select(bits_, s_, a_ < 0x33000000u);                                                                   \
+    bits_ = select(bits_, s_ | 0x7f800000u, a_ >= 0x477ff000u);                                                    \
+    bits_ = select(bits_, s_ | 0x7fc00000u | (a_ & 0x7fe000u), a_ > 0x7f800000u);                                  \
+    return as_##T(bits_)
+
+TEENY_INLINE float teeny_round_half_float(float x)
+{
+    TEENY_ROUND_HALF_STMTS(float, uint, x);
+}
+
+TEENY_INLINE float16 teeny_round_half_float16(float16 x)
+{
+    TEENY_ROUND_HALF_STMTS(float16, uint16, x);
 }
 
 /* The activations and their derivatives as statements over x of type T,
@@ -79,6 +114,8 @@ TEENY_INLINE float teeny_sigmoid(float x)
         return x * tanh(x > 20.0f ? x : log1p(exp(x)));                                                            \
     if (act == TEENY_ACT_ERF)                                                                                      \
         return erf(x);                                                                                             \
+    if (act == TEENY_ACT_ROUND_HALF)                                                                               \
+        return teeny_round_half_##T(x);                                                                            \
     return x
 
 #define TEENY_ACT_GRAD_STMTS(T, act, x, alpha, beta)                                                                \

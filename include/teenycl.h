@@ -317,6 +317,12 @@ TEENY_API teeny_status teeny_tensor_cl(const teeny_tensor *t, cl_mem *buf, size_
  *   CLIP         min(max(x, alpha), beta)           (default -inf, +inf; ReLU6 is alpha 0, beta 6)
  *   MISH         x tanh(log(1 + exp(x)))
  *   ERF          erf(x)
+ *   ROUND_HALF   x rounded to the nearest IEEE half (binary16), ties to
+ *                even, |x| >= 65520 to +-inf, NaN kept: the value an fp16
+ *                tensor would hold, kept in fp32 (ONNX Cast to float16;
+ *                teeny_round_half is the host's twin, bit for bit). Its
+ *                gradient is the identity (straight-through, as PyTorch's
+ *                autocast casts are)
  * Gradients are the formulas' derivatives, with PyTorch's choice at the
  * kinks: RELU 0 at 0, LEAKY_RELU alpha at 0, CLIP 1 on [alpha, beta],
  * HARDSIGMOID 0 where alpha x + beta is 0 or 1, HARDSWISH x/3 + 1/2 on
@@ -325,7 +331,8 @@ TEENY_API teeny_status teeny_tensor_cl(const teeny_tensor *t, cl_mem *buf, size_
 typedef enum {
     TEENY_ACT_NONE, TEENY_ACT_RELU, TEENY_ACT_SILU,
     TEENY_ACT_SIGMOID, TEENY_ACT_TANH, TEENY_ACT_HARDSIGMOID, TEENY_ACT_HARDSWISH, TEENY_ACT_LEAKY_RELU,
-    TEENY_ACT_GELU, TEENY_ACT_GELU_TANH, TEENY_ACT_CLIP, TEENY_ACT_MISH, TEENY_ACT_ERF
+    TEENY_ACT_GELU, TEENY_ACT_GELU_TANH, TEENY_ACT_CLIP, TEENY_ACT_MISH, TEENY_ACT_ERF,
+    TEENY_ACT_ROUND_HALF
 } teeny_act;
 /* An activation with its parameters (see teeny_act; ignored by the others). */
 typedef struct {
@@ -787,19 +794,22 @@ TEENY_API teeny_status teeny_npy_save(const teeny_tensor *t, const char *path);
 /* Load C-order data (versions 1.0 to 3.0) into a new tensor of the file's
  * shape (a 0-d array becomes [1]; rank 1..5, no zero sizes:
  * TEENY_ERR_UNSUPPORTED otherwise): '<f4' into an fp32 tensor; '<i4',
- * '<i8' and '|b1' (bool, 0 or 1) into an int32 tensor. An int64 value
+ * '<i8' and '|b1' (bool, 0 or 1) into an int32 tensor; '<f2' (half)
+ * into an fp32 tensor, converted exactly. An int64 value
  * outside int32 is TEENY_ERR_RANGE, the message naming the element and
  * its value (never wrapped). Any other dtype, big-endian ones included,
  * is TEENY_ERR_FORMAT. Caller frees *out with teeny_tensor_destroy; *out
  * is NULL on failure. */
 TEENY_API teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out);
 
-/* An .npy file's element type, as teeny_npy_read reports it. */
+/* An .npy file's element type, as teeny_npy_read reports it. Values are
+ * only ever appended. */
 typedef enum {
     TEENY_NPY_F32 = 0,  /* '<f4': float */
     TEENY_NPY_I32 = 1,  /* '<i4': int32_t */
     TEENY_NPY_I64 = 2,  /* '<i8': int64_t */
-    TEENY_NPY_BOOL = 3  /* '|b1': one byte a value, 0 or 1 (any other byte: TEENY_ERR_FORMAT) */
+    TEENY_NPY_BOOL = 3, /* '|b1': one byte a value, 0 or 1 (any other byte: TEENY_ERR_FORMAT) */
+    TEENY_NPY_F16 = 4   /* '<f2': IEEE half, as uint16_t bit patterns (teeny_half_to_float converts) */
 } teeny_npy_dtype;
 #define TEENY_NPY_MAX_DIMS 5
 typedef struct {
@@ -807,7 +817,7 @@ typedef struct {
     int ndim;                          /* the file's own rank, 0..TEENY_NPY_MAX_DIMS: 0 for a 0-d array */
     int64_t shape[TEENY_NPY_MAX_DIMS]; /* ndim sizes >= 1 */
     int64_t numel;                     /* their product (1 for a 0-d array) */
-    size_t bytes;                      /* numel x 4, 4, 8 or 1 */
+    size_t bytes;                      /* numel x 4, 4, 8, 1 or 2 */
 } teeny_npy_info;
 /* Read the .npy file at path into host memory, values as the file holds
  * them (no conversion; host byte order). Fills *info; with dst non-NULL
@@ -818,6 +828,25 @@ typedef struct {
  * file's own. On failure *info and dst are left unwritten. */
 TEENY_API teeny_status teeny_npy_read(teeny_ctx *ctx, const char *path, teeny_npy_info *info, void *dst,
                                       size_t dst_bytes);
+/* Write host data as a version 1.0 .npy file at path (through a temp
+ * file renamed over it): dtype and the shape from info (ndim 0..
+ * TEENY_NPY_MAX_DIMS, sizes >= 1; numel and bytes are ignored), values at
+ * data in host byte order as teeny_npy_read gives them (TEENY_NPY_F16:
+ * uint16_t half bit patterns, e.g. from teeny_float_to_half). Borrows
+ * info and data for the call. TEENY_ERR_ARG for NULLs, an unknown dtype,
+ * a bad rank or size. */
+TEENY_API teeny_status teeny_npy_write(teeny_ctx *ctx, const char *path, const teeny_npy_info *info,
+                                       const void *data);
+
+/* IEEE half (binary16) <-> fp32 on the host, n values (NULL pointers: no
+ * op). Half to float is exact, subnormals, inf and NaN included; float
+ * to half rounds to nearest, ties to even, overflows to +-inf from 65520
+ * up, and keeps NaN a NaN (quiet, sign kept). teeny_round_half(x) is
+ * float(half(x)), what TEENY_ACT_ROUND_HALF computes on the device. No
+ * context; safe from any thread. */
+TEENY_API void teeny_half_to_float(const uint16_t *src, float *dst, size_t n);
+TEENY_API void teeny_float_to_half(const float *src, uint16_t *dst, size_t n);
+TEENY_API float teeny_round_half(float x);
 
 /* safetensors (the Hugging Face format): [u64 header length][JSON header,
  * space-padded to a multiple of 8][data], tensors packed in the order

@@ -46,6 +46,14 @@
  * MatMul chain gives 0 there too where it becomes the fused kernel;
  * imported node by node, its Softmax keeps ONNX's NaN.
  *
+ * float16 models: float16 initializers, Constant values, graph inputs and
+ * outputs are held and computed in fp32 (every half converts exactly);
+ * Cast to float16 rounds a value to half precision in place (round to
+ * nearest even, as ONNX Runtime; TEENY_ACT_ROUND_HALF), Cast from float16
+ * to float is an identity. teeny_onnx_input_declared and
+ * teeny_onnx_output_declared report which inputs and outputs the model
+ * declares float16.
+ *
  * Example: run a model once at batch 8.
  *
  *     teeny_onnx_params op = TEENY_ONNX_PARAMS_INIT;
@@ -93,8 +101,12 @@ typedef struct teeny_onnx_model teeny_onnx_model;
  * (run-time values, in the graph, have ranks 0..5). */
 #define TEENY_ONNX_MAX_DIMS 8
 
-/* ONNX element types (TensorProto.DataType values) of feeds and inputs. */
-typedef enum { TEENY_ONNX_FLOAT = 1, TEENY_ONNX_INT32 = 6, TEENY_ONNX_INT64 = 7 } teeny_onnx_dtype;
+/* ONNX element types (TensorProto.DataType values) of feeds and inputs.
+ * Values are only ever appended. TEENY_ONNX_FLOAT16: IEEE half, as
+ * uint16_t bit patterns (teeny_half_to_float converts). */
+typedef enum {
+    TEENY_ONNX_FLOAT = 1, TEENY_ONNX_INT32 = 6, TEENY_ONNX_INT64 = 7, TEENY_ONNX_FLOAT16 = 10
+} teeny_onnx_dtype;
 
 /* A value for a graph input known at import. An input that the importer
  * can only take as a constant -- a weight, a shape or axes operand, an
@@ -103,8 +115,10 @@ typedef enum { TEENY_ONNX_FLOAT = 1, TEENY_ONNX_INT32 = 6, TEENY_ONNX_INT64 = 7 
  * every other input stays a graph input, whose value the application
  * writes into the plan, and the feed only sets its shape where the model
  * leaves dimensions open. A feed must match what the model declares: its
- * rank and fixed dimensions (else TEENY_ERR_SHAPE) and float for a float
- * input, an integer type for an integer or bool one (else TEENY_ERR_ARG);
+ * rank and fixed dimensions (else TEENY_ERR_SHAPE) and float or float16
+ * for a float or float16 input (a TEENY_ONNX_FLOAT16 feed's halves
+ * convert exactly), an integer type for an integer or bool one (else
+ * TEENY_ERR_ARG);
  * the message names the input's declared type and shape and the feed's
  * ("(input: float [?, 3]; feed: int64 [2, 4])"). A rank-0 input takes a
  * feed of rank 0 (ndim 0, one value). Borrowed for the duration of the
@@ -174,7 +188,8 @@ TEENY_API int64_t teeny_onnx_batch(const teeny_onnx_model *m);
 /* The graph inputs the plan needs values for, in the model's order (inputs
  * taken as constants, and unused ones, are not listed). name is borrowed
  * (lives as long as m); node is the graph's input node; dtype is
- * TEENY_ONNX_FLOAT (an fp32 input) or TEENY_ONNX_INT32 (class labels: the
+ * TEENY_ONNX_FLOAT (an fp32 input, also for a float16 one:
+ * teeny_onnx_input_declared tells them apart) or TEENY_ONNX_INT32 (class labels: the
  * plan's tensor is int32, whether the model declares int32 or int64). A
  * rank-0 input (a scalar) is a plan tensor of shape [1], as the library's
  * other scalars are. Any out pointer may be NULL. TEENY_ERR_ARG for an
@@ -182,6 +197,18 @@ TEENY_API int64_t teeny_onnx_batch(const teeny_onnx_model *m);
 TEENY_API int teeny_onnx_input_count(const teeny_onnx_model *m);
 TEENY_API teeny_status teeny_onnx_input(const teeny_onnx_model *m, int i, const char **name, teeny_node *node,
     teeny_onnx_dtype *dtype);
+/* The element type plan input i (teeny_onnx_input's index) or graph
+ * output i (teeny_onnx_output's) declares in the model (its
+ * ValueInfoProto's TensorProto.DataType: 1 float, 10 float16, 6 int32, 7
+ * int64, ...; 0 when the model declares none), into *elem_type (may be
+ * NULL). A float16 input or output is computed in fp32: its plan tensor
+ * is fp32 (teeny_onnx_input reports TEENY_ONNX_FLOAT) and
+ * teeny_onnx_output_read gives fp32 values, not rounded to half; round
+ * them with teeny_round_half or teeny_float_to_half where the declared
+ * type matters (teeny-run writes a float16 output as '<f2', so rounded).
+ * TEENY_ERR_ARG for an index out of range. */
+TEENY_API teeny_status teeny_onnx_input_declared(const teeny_onnx_model *m, int i, int *elem_type);
+TEENY_API teeny_status teeny_onnx_output_declared(const teeny_onnx_model *m, int i, int *elem_type);
 
 /* The graph outputs in the model's order: name (borrowed), the node that
  * holds the value (marked as a graph output; -1 when the output was folded
@@ -194,7 +221,8 @@ TEENY_API teeny_status teeny_onnx_output(const teeny_onnx_model *m, int i, const
 /* Host sync: copy output i (count == its element count) as fp32 into dst,
  * from plan (after a forward; a plan of m's graph) or, for a folded
  * output, from the constant (plan may then be NULL). Integer constants
- * are converted to float. */
+ * are converted to float; a float16 output's fp32 value is not rounded to
+ * half (teeny_round_half does that). */
 TEENY_API teeny_status teeny_onnx_output_read(const teeny_onnx_model *m, teeny_plan *plan, int i, float *dst,
     size_t count);
 

@@ -91,7 +91,7 @@ static Onnx__TensorProto *oc_tensor(const char *name, int type, int ndim, const 
         t->dims[i] = dims[i];
         numel *= dims[i] > 0 ? (size_t)dims[i] : 0;
     }
-    size_t es = type == OC_BOOL ? 1 : type == OC_FLOAT || type == OC_INT32 ? 4 : 8;
+    size_t es = type == OC_BOOL ? 1 : type == OC_FLOAT16 ? 2 : type == OC_FLOAT || type == OC_INT32 ? 4 : 8;
     t->has_data_type = 1;
     t->data_type = type;
     t->has_raw_data = 1;
@@ -109,6 +109,7 @@ static void oc_tensor_free(Onnx__TensorProto *t)
     free(t->name);
     free(t->dims);
     free(t->raw_data.data);
+    free(t->int32_data);
     free(t);
 }
 
@@ -167,6 +168,31 @@ void oc_init_i64(oc_model *m, const char *name, int ndim, const int64_t *dims, c
 void oc_init_bool(oc_model *m, const char *name, int ndim, const int64_t *dims, const uint8_t *data)
 {
     oc_push((void ***)&m->inits, &m->n_inits, &m->cap_inits, oc_tensor(name, OC_BOOL, ndim, dims, data));
+}
+
+void oc_init_f16(oc_model *m, const char *name, int ndim, const int64_t *dims, const uint16_t *bits,
+                 int in_int32_data)
+{
+    uint8_t le[64 * 2];
+    size_t numel = 1;
+    for (int i = 0; i < ndim; i++)
+        numel *= dims[i] > 0 ? (size_t)dims[i] : 0;
+    for (size_t i = 0; i < numel && i < 64; i++) { /* little-endian whatever the host */
+        le[2 * i] = (uint8_t)(bits[i] & 0xff);
+        le[2 * i + 1] = (uint8_t)(bits[i] >> 8);
+    }
+    Onnx__TensorProto *t = oc_tensor(name, OC_FLOAT16, ndim, dims, le);
+    if (in_int32_data) {
+        free(t->raw_data.data);
+        t->raw_data.data = NULL;
+        t->raw_data.len = 0;
+        t->has_raw_data = 0;
+        t->n_int32_data = numel;
+        t->int32_data = oc_alloc(numel * sizeof *t->int32_data + 1);
+        for (size_t i = 0; i < numel; i++)
+            t->int32_data[i] = bits[i];
+    }
+    oc_push((void ***)&m->inits, &m->n_inits, &m->cap_inits, t);
 }
 
 void oc_node(oc_model *m, const char *op, const char *inputs, const char *outputs)

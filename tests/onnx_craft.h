@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 /* TensorProto.DataType values */
-enum { OC_FLOAT = 1, OC_INT32 = 6, OC_INT64 = 7, OC_BOOL = 9 };
+enum { OC_FLOAT = 1, OC_INT32 = 6, OC_INT64 = 7, OC_BOOL = 9, OC_FLOAT16 = 10 };
 
 typedef struct oc_model oc_model;
 
@@ -37,6 +37,11 @@ void oc_output(oc_model *m, const char *name);
 void oc_init_f32(oc_model *m, const char *name, int ndim, const int64_t *dims, const float *data);
 void oc_init_i64(oc_model *m, const char *name, int ndim, const int64_t *dims, const int64_t *data);
 void oc_init_bool(oc_model *m, const char *name, int ndim, const int64_t *dims, const uint8_t *data);
+/* float16 from half bit patterns: in raw_data (little-endian), or with
+ * in_int32_data set one a value in int32_data, as onnx.helper writes them;
+ * at most 64 values. */
+void oc_init_f16(oc_model *m, const char *name, int ndim, const int64_t *dims, const uint16_t *bits,
+                 int in_int32_data);
 /* A node; inputs and outputs are comma-separated names ("" names an
  * omitted optional input: "x,,scales"). The node is named after its first
  * output. Attributes go to the node added last. */

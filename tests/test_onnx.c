@@ -946,8 +946,9 @@ START_TEST(test_onnx_unsupported)
     ck_assert_msg(strstr(msg, "\"ce_max\"") && strstr(msg, "SoftmaxCrossEntropyLoss") && strstr(msg, "reduction") &&
                       strstr(msg, "max"), "%s", msg);
     ck_assert_ptr_null(m);
-    /* Attention: a softmax precision other than fp32; a bool mask known only at run time */
-    static const char *const attn[][3] = {{"bad_attn_precision", "\"attn_fp16\"", "softmax_precision=10"},
+    /* Attention: a softmax precision other than fp32 or fp16 (both computed in fp32); a bool mask known only
+     * at run time */
+    static const char *const attn[][3] = {{"bad_attn_precision", "\"attn_fp64\"", "softmax_precision=11"},
                                           {"bad_attn_bool_mask", "\"attn_bool\"", "\"m\""}};
     for (int i = 0; i < 2; i++) {
         char path[256];

@@ -398,7 +398,26 @@ run run-bool-byte 1 "$build/teeny-run" tests/onnx/bad_attn_bool_mask.onnx --inpu
 has_err run-bool-byte 'TEENY_ERR_FORMAT: npy '"$tmp"'/mask_bad.npy: bool element 4 is byte 7 (a bool is 0 or 1)'
 npy "$tmp/be.npy" '>i8' '(5,)'; i64le 0 3 1 2 3 >> "$tmp/be.npy"
 run run-big-endian 1 "$build/teeny-run" tests/onnx/sce.onnx --input labels="$tmp/be.npy"
-has_err run-big-endian "dtype '>i8' is not supported ('<f4', '<i4', '<i8', '|b1'; big-endian data is not read)"
+has_err run-big-endian "dtype '>i8' is not supported ('<f4', '<i4', '<i8', '|b1', '<f2'; big-endian data is not read)"
+# float16 (issue 46): a float16 input takes '<f2' files, a float16 output is written as '<f2' (numpy's header,
+# ONNX Runtime's type); a float file for a float16 input, and the other way round, refused by name
+h=tests/onnx/fp16_io k=tests/onnx/fp16_keepio
+run run-f2 0 "$build/teeny-run" $h.onnx --input x=$h.in0.npy --output-dir "$tmp/fp16"
+has_match run-f2 "^input +x +float16 +\[2, 3, 8, 8\]  from $h.in0.npy\$"
+has_match run-f2 "^output +logits +float16 +\[2, 5\]  -> $tmp/fp16/logits.npy\$"
+for out in 0:logits 1:act; do
+    n=${out%%:*} f=${out#*:}.npy
+    if [ "$(head -c 64 "$tmp/fp16/$f" | tr -d '\0')" = "$(head -c 64 $h.out$n.npy | tr -d '\0')" ]; then
+        ok; else fail "run-f2: $f's header is not $h.out$n.npy's"; fi
+done
+run run-f2-keepio 0 "$build/teeny-run" $k.onnx --input x=$k.in0.npy --output-dir "$tmp/keepio"
+has_match run-f2-keepio "^output +logits +float +\[2, 5\]  -> $tmp/keepio/logits.npy\$"
+run run-f4-for-f2 1 "$build/teeny-run" $h.onnx --input x=$k.in0.npy
+has_err run-f4-for-f2 "--input x=$k.in0.npy: TEENY_ERR_ARG: input x is float16 [N, 3, 8, 8] (give float16 values); the file holds float [2, 3, 8, 8]"
+run run-f2-for-f4 1 "$build/teeny-run" $k.onnx --input x=$h.in0.npy
+has_err run-f2-for-f4 "--input x=$h.in0.npy: TEENY_ERR_ARG: input x is float [N, 3, 8, 8] (give float values); the file holds float16 [2, 3, 8, 8]"
+run run-f2-json 0 "$build/teeny-run" $h.onnx --json
+has_match run-f2-json '"outputs": \[\{"name": "logits", "dtype": "float16", "shape": \[1, 5\]'
 # an output directory that cannot be made, and an output path that is a
 # directory: refused before the model is compiled or run
 : > "$tmp/a-file"
@@ -441,7 +460,7 @@ run run-json 0 "$build/teeny-run" tests/onnx/io_names.onnx --json --repeat 2 --p
 for key in '"model": "tests/onnx/io_names.onnx"' '"device": "' '"import_ms": ' '"compile_ms": ' '"min_ms": ' \
            '"median_ms": ' '"mean_ms": ' '"p90_ms": ' '"p99_ms": ' '"throughput_per_s": ' '"profile": {"passes": 2' \
            '"nodes": [{"name": "' \
-           '"name": "/l2/probs:0", "shape": [1, 3, 4, 4], "file": "_l2_probs_0.npy", "written": true'; do
+           '"name": "/l2/probs:0", "dtype": "float", "shape": [1, 3, 4, 4], "file": "_l2_probs_0.npy", "written": true'; do
     if grep -Fq -- "$key" "$tmp/run-json.out"; then ok; else fail "run-json: no $key in: $(cat "$tmp/run-json.out")"; fi
 done
 if [ "$(wc -l < "$tmp/run-json.out")" -eq 1 ]; then ok; else fail "run-json: more than the one JSON line"; fi

@@ -65,8 +65,8 @@ const char *onnx_run_type_shape(char *buf, size_t cap, const char *type, int ndi
 
 const char *onnx_run_input_type(const onnx_run_input *f)
 {
-    return f->is_bool ? "bool" : f->dtype == TEENY_ONNX_FLOAT ? "float" : f->dtype == TEENY_ONNX_INT64 ? "int64"
-                                                                                                     : "int32";
+    return f->is_bool ? "bool" : f->is_half ? "float16" : f->dtype == TEENY_ONNX_FLOAT ? "float"
+                               : f->dtype == TEENY_ONNX_INT64 ? "int64" : "int32";
 }
 
 /* Write input i's value (from the run inputs by name, or random) into the
@@ -83,8 +83,10 @@ static teeny_status write_input(teeny_ctx *ctx, teeny_onnx_model *m, teeny_plan 
     teeny_tensor *t;
     char want[160], given[160];
     int64_t shape[TEENY_ONNX_MAX_DIMS];
+    int declared = 0;
     teeny_status st = teeny_onnx_input(m, i, &name, &node, &dtype);
-    if (st != TEENY_OK || (st = teeny_plan_tensor(plan, node, &t)) != TEENY_OK)
+    if (st != TEENY_OK || (st = teeny_onnx_input_declared(m, i, &declared)) != TEENY_OK ||
+        (st = teeny_plan_tensor(plan, node, &t)) != TEENY_OK)
         return st;
     const onnx_run_input *f = NULL;
     for (int k = 0; k < n_in && !f; k++)
@@ -117,8 +119,8 @@ static teeny_status write_input(teeny_ctx *ctx, teeny_onnx_model *m, teeny_plan 
             return TEENY_ERR_NOMEM;
         for (int64_t k = 0; k < n; k++) {
             float x = onnx_random_value(seed, i, k, dtype);
-            if (dtype == TEENY_ONNX_FLOAT)
-                ((float *)v)[k] = x;
+            if (dtype == TEENY_ONNX_FLOAT) /* a float16 input's: a value its file could hold */
+                ((float *)v)[k] = declared == TEENY_ONNX_FLOAT16 ? teeny_round_half(x) : x;
             else
                 ((int32_t *)v)[k] = (int32_t)x;
         }
@@ -156,7 +158,8 @@ static teeny_status read_outputs(teeny_onnx_model *m, teeny_plan *plan, onnx_run
     out->ndim = calloc((size_t)n + 1, sizeof *out->ndim);
     out->shape = calloc((size_t)n + 1, sizeof *out->shape);
     out->data = calloc((size_t)n + 1, sizeof *out->data);
-    if (!out->names || !out->ndim || !out->shape || !out->data)
+    out->declared = calloc((size_t)n + 1, sizeof *out->declared);
+    if (!out->names || !out->ndim || !out->shape || !out->data || !out->declared)
         return TEENY_ERR_NOMEM;
     for (int i = 0; i < n; i++) {
         const char *name;
@@ -167,8 +170,11 @@ static teeny_status read_outputs(teeny_onnx_model *m, teeny_plan *plan, onnx_run
         if (!(out->names[i] = malloc(strlen(name) + 1)) || !(out->data[i] = malloc((size_t)count * sizeof(float) + 1)))
             return TEENY_ERR_NOMEM;
         memcpy(out->names[i], name, strlen(name) + 1);
-        if ((st = teeny_onnx_output_read(m, plan, i, out->data[i], (size_t)count)) != TEENY_OK)
+        if ((st = teeny_onnx_output_read(m, plan, i, out->data[i], (size_t)count)) != TEENY_OK ||
+            (st = teeny_onnx_output_declared(m, i, &out->declared[i])) != TEENY_OK)
             return st;
+        for (int64_t k = 0; out->declared[i] == TEENY_ONNX_FLOAT16 && k < count; k++)
+            out->data[i][k] = teeny_round_half(out->data[i][k]);
     }
     return TEENY_OK;
 }
@@ -287,5 +293,6 @@ void onnx_run_result_free(onnx_run_result *r)
     free(r->ndim);
     free(r->shape);
     free(r->data);
+    free(r->declared);
     memset(r, 0, sizeof *r);
 }

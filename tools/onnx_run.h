@@ -4,7 +4,11 @@
  * check suite share: import with every given input as a feed, compile an
  * inference plan at the model's batch, write the run-time inputs (the
  * given values, or seeded random ones), run the forward pass (each run
- * timed to the device's finish), read every graph output as fp32.
+ * timed to the device's finish), read every graph output as fp32. A
+ * float16 input or output is computed in fp32: its random values are
+ * rounded to half (what a '<f2' file could hold), and its output values
+ * are rounded to half (round to nearest even, what its '<f2' file holds
+ * and ONNX Runtime's float16 output would be).
  *
  * onnx_run does it all in one call; teeny-run takes the steps one by one
  * (onnx_session_*) to time import and compile, check the output file
@@ -22,6 +26,7 @@ typedef struct {
     int64_t shape[TEENY_ONNX_MAX_DIMS];
     const void *data;          /* float, int32_t or int64_t values per dtype */
     int is_bool;               /* int32 0/1 values from a bool file (messages say "bool") */
+    int is_half;               /* float values (exact) from a float16 file (messages say "float16") */
 } onnx_run_input;
 
 typedef struct {
@@ -29,7 +34,8 @@ typedef struct {
     char **names;              /* per output */
     int *ndim;
     int64_t (*shape)[TEENY_ONNX_MAX_DIMS];
-    float **data;
+    float **data;              /* a float16 output's rounded to half */
+    int *declared;             /* per output: the element type the model declares (10: float16), 0: none */
 } onnx_run_result;
 
 /* Run the model at path (batch 0: the model's). On success *out holds
@@ -44,8 +50,8 @@ void onnx_run_result_free(onnx_run_result *r);
  * inputs that are missing or do not fit). */
 const char *onnx_run_error(teeny_ctx *ctx);
 
-/* A run input's element type as messages name it: "float", "int32",
- * "int64" or "bool". */
+/* A run input's element type as messages name it: "float", "float16",
+ * "int32", "int64" or "bool". */
 const char *onnx_run_input_type(const onnx_run_input *f);
 /* "float [2, 3]" into buf (cap bytes; returned): an element type and a
  * shape ("[]" for rank 0). */

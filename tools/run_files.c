@@ -102,22 +102,28 @@ teeny_status run_write_outputs(teeny_ctx *ctx, const onnx_run_result *r, const c
     teeny_status st = TEENY_OK;
     for (int i = 0; i < r->n && st == TEENY_OK; i++) {
         char path[4400];
-        int64_t one = 1, *shape = r->ndim[i] ? r->shape[i] : &one, n = 1;
-        teeny_tensor *t = NULL;
+        int64_t n = 1;
+        int half = r->declared[i] == TEENY_ONNX_FLOAT16;
+        teeny_npy_info info = {half ? TEENY_NPY_F16 : TEENY_NPY_F32, r->ndim[i] ? r->ndim[i] : 1, {1}, 0, 0};
         for (int k = 0; k < r->ndim[i]; k++)
-            n *= r->shape[i][k];
+            n *= info.shape[k] = r->shape[i][k];
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         if (n == 0) {
             fprintf(stderr, "teeny-run: output %s is empty; not written\n", r->names[i]);
             files[i][0] = 0;
             continue;
         }
-        if ((st = teeny_tensor_create(ctx, r->ndim[i] ? r->ndim[i] : 1, shape, &t)) == TEENY_OK &&
-            (st = teeny_tensor_write(t, r->data[i], (size_t)n)) == TEENY_OK)
-            st = teeny_npy_save(t, path);
+        uint16_t *bits = half ? malloc((size_t)n * sizeof *bits) : NULL;
+        if (half && !bits)
+            st = TEENY_ERR_NOMEM;
+        else if (half) /* the values were rounded to half already (onnx_run.c): exact */
+            teeny_float_to_half(r->data[i], bits, (size_t)n);
+        if (st == TEENY_OK)
+            st = teeny_npy_write(ctx, path, &info, half ? (const void *)bits : (const void *)r->data[i]);
         if (st != TEENY_OK)
-            fprintf(stderr, "teeny-run: writing %s: %s: %s\n", path, teeny_status_name(st), teeny_last_error(ctx));
-        teeny_tensor_destroy(t);
+            fprintf(stderr, "teeny-run: writing %s: %s: %s\n", path, teeny_status_name(st),
+                    st == TEENY_ERR_NOMEM ? "out of host memory" : teeny_last_error(ctx));
+        free(bits);
     }
     return st;
 }
@@ -126,7 +132,7 @@ teeny_status run_write_outputs(teeny_ctx *ctx, const onnx_run_result *r, const c
 
 /* Load FILE.npy as a run input named name (host copy; freed by the
  * caller), at the file's own rank (a 0-d array is rank 0): '<f4' as
- * float, '<i4' as int32, '<i8' as int64 (kept whole: the importer takes
+ * float, '<f2' as float (converted exactly; is_half set), '<i4' as int32, '<i8' as int64 (kept whole: the importer takes
  * int64 operands as they are, and onnx_run.c refuses a value outside
  * int32 for an int32 plan input), '|b1' as int32 0 or 1. Nothing is
  * left allocated on failure. */
@@ -137,8 +143,9 @@ teeny_status run_load_input(teeny_ctx *ctx, const char *name, const char *path, 
     teeny_status st = teeny_npy_read(ctx, path, &info, NULL, 0);
     if (st != TEENY_OK)
         return st;
-    data = malloc((info.dtype == TEENY_NPY_BOOL ? (size_t)info.numel * sizeof(int32_t) : info.bytes) + 1);
-    unsigned char *raw = info.dtype == TEENY_NPY_BOOL ? malloc(info.bytes + 1) : data;
+    int widen = info.dtype == TEENY_NPY_BOOL || info.dtype == TEENY_NPY_F16; /* read raw, then 4 bytes a value */
+    data = malloc((widen ? (size_t)info.numel * 4 : info.bytes) + 1);
+    unsigned char *raw = widen ? malloc(info.bytes + 1) : data;
     if (!data || !raw)
         st = TEENY_ERR_NOMEM;
     else if ((st = teeny_npy_read(ctx, path, &again, raw, info.bytes)) == TEENY_OK &&
@@ -147,6 +154,8 @@ teeny_status run_load_input(teeny_ctx *ctx, const char *name, const char *path, 
     else if (st == TEENY_OK && info.dtype == TEENY_NPY_BOOL)
         for (int64_t k = 0; k < info.numel; k++)
             ((int32_t *)data)[k] = raw[k];
+    else if (st == TEENY_OK && info.dtype == TEENY_NPY_F16)
+        teeny_half_to_float((const uint16_t *)(const void *)raw, data, (size_t)info.numel);
     if (raw != data)
         free(raw);
     if (st != TEENY_OK) {
@@ -157,9 +166,10 @@ teeny_status run_load_input(teeny_ctx *ctx, const char *name, const char *path, 
     in->ndim = info.ndim;
     for (int i = 0; i < info.ndim; i++)
         in->shape[i] = info.shape[i];
-    in->dtype = info.dtype == TEENY_NPY_F32 ? TEENY_ONNX_FLOAT
+    in->dtype = info.dtype == TEENY_NPY_F32 || info.dtype == TEENY_NPY_F16 ? TEENY_ONNX_FLOAT
               : info.dtype == TEENY_NPY_I64 ? TEENY_ONNX_INT64 : TEENY_ONNX_INT32;
     in->is_bool = info.dtype == TEENY_NPY_BOOL;
+    in->is_half = info.dtype == TEENY_NPY_F16;
     in->data = data;
     return TEENY_OK;
 }

@@ -47,14 +47,25 @@ static void input_info(const report *r, int i, const char **name, const char **d
 {
     teeny_node node;
     teeny_onnx_dtype dt;
+    int declared = 0;
     *ndim = 0;
     *file = NULL;
     teeny_onnx_input(r->s->model, i, name, &node, &dt);
+    teeny_onnx_input_declared(r->s->model, i, &declared);
     teeny_graph_node_info(teeny_onnx_graph(r->s->model), node, NULL, ndim, shape);
-    *dtype = dt == TEENY_ONNX_FLOAT ? "float" : "int32";
+    /* a float16 input takes '<f2' files (its plan tensor is fp32) */
+    *dtype = dt != TEENY_ONNX_FLOAT ? "int32" : declared == TEENY_ONNX_FLOAT16 ? "float16" : "float";
     for (int k = 0; k < r->o->n_in; k++)
         if (!strcmp(r->o->names[k], *name))
             *file = r->o->files[k];
+}
+
+/* Output i's file type: float16 where the model declares it, else float. */
+static const char *output_dtype(const teeny_onnx_model *m, int i)
+{
+    int declared = 0;
+    teeny_onnx_output_declared(m, i, &declared);
+    return declared == TEENY_ONNX_FLOAT16 ? "float16" : "float";
 }
 
 /* the slowest nodes --profile prints (--json: all) */
@@ -120,8 +131,8 @@ void run_print_text(const report *r)
         int64_t shape[TEENY_ONNX_MAX_DIMS];
         teeny_onnx_output(m, i, &name, NULL, &ndim, shape);
         text_shape(shape_text, sizeof shape_text, ndim, shape);
-        printf(r->declared ? "  %-7s %-*s  %-6s %s" : "%-11s %-*s  %-6s %s", "output", width, name, "float",
-               shape_text);
+        printf(r->declared ? "  %-7s %-*s  %-6s %s" : "%-11s %-*s  %-6s %s", "output", width, name,
+               output_dtype(m, i), shape_text);
         if (r->written)
             printf(r->files[i][0] ? "  -> %s/%s\n" : "  (empty: not written)\n", o->out_dir, r->files[i]);
         else
@@ -218,7 +229,7 @@ void run_print_json(const report *r)
         teeny_onnx_output(m, i, &name, NULL, &ndim, shape);
         printf("%s{\"name\": ", i ? ", " : "");
         json_str(name);
-        printf(", \"shape\": ");
+        printf(", \"dtype\": \"%s\", \"shape\": ", output_dtype(m, i));
         json_shape(ndim, shape);
         printf(", \"file\": ");
         json_str(r->files[i]);

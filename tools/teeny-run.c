@@ -9,14 +9,16 @@
  *
  * Inputs: a .npy file per --input, at most one per name, each naming one
  * of the model's declared inputs (else the error lists them) in a type
- * and shape it takes (input_fits: '<f4' for float; '<i8', '<i4' or '|b1'
+ * and shape it takes (input_fits: '<f4' for float, '<f2' for float16
+ * (computed in fp32: its values are exact there); '<i8', '<i4' or '|b1'
  * for int64 and int32; '|b1' for bool; a 0-d file, or a [1] one, for a
  * rank-0 input; else the error names the input's declared type and shape
  * and the file's). int64 values stay int64 for the importer's constant
  * operands; one that an int32 plan input cannot hold is refused, never
  * wrapped (onnx_run.c). Every input the
  * plan needs and no file gives is filled with seeded random values
- * (--seed, default 1; float inputs uniform in [-1, 1), int32 class labels
+ * (--seed, default 1; float inputs uniform in [-1, 1) (float16 ones
+ * rounded to half), int32 class labels
  * 0 or 1: see onnx_random_value in onnx_run.h). Integer operands the
  * importer takes as constants (shapes, axes) need a file.
  *
@@ -40,7 +42,10 @@
  *
  * Outputs: with --output-dir DIR (created with its parents once the model
  * has been imported), each graph
- * output is written as DIR/<file>.npy (fp32, C order; a scalar as [1]),
+ * output is written as DIR/<file>.npy (C order; a scalar as [1]) in the
+ * type the model declares: '<f4' (fp32), or '<f2' for a float16 output
+ * (the fp32 result rounded to nearest even, as ONNX Runtime's float16
+ * output holds it),
  * the file name being the output's name with every byte other than
  * A-Z a-z 0-9 . _ - made '_' and a leading '.' made '_' ("/l2/probs:0" ->
  * "_l2_probs_0.npy"); a name that an earlier output already took (compared
@@ -74,11 +79,12 @@ enum { O_INPUT, O_OUTPUT_DIR, O_DEVICE, O_BATCH, O_SEED, O_WARMUP, O_REPEAT, O_P
 
 static const cli_opt OPTS[] = {
     [O_INPUT] = {"--input", "NAME=FILE.npy", "the value of input NAME, once per name, in the type the model declares:\n"
-                                             "'<f4' for float; '<i8', '<i4' or '|b1' for int64/int32; '|b1' for\n"
-                                             "bool; a 0-d (or [1]) file for a rank-0 input. Inputs not given get\n"
-                                             "seeded random values (see --seed)"},
+                                             "'<f4' for float; '<f2' for float16; '<i8', '<i4' or '|b1' for\n"
+                                             "int64/int32; '|b1' for bool; a 0-d (or [1]) file for a rank-0\n"
+                                             "input. Inputs not given get seeded random values (see --seed)"},
     [O_OUTPUT_DIR] = {"--output-dir", "DIR", "write each output as DIR/<name>.npy (DIR created with its parents;\n"
-                                             "names made safe as file names). Without it nothing is written"},
+                                             "names made safe as file names), '<f2' for a float16 output, else\n"
+                                             "'<f4'. Without it nothing is written"},
     [O_DEVICE] = {"--device", "SPEC", "the OpenCL device: cpu, gpu, pocl, nvidia, P:D, a part of its name\n"
                                       "(default: TEENY_DEVICE, else the first GPU, else the first CPU)"},
     [O_BATCH] = {"--batch", "N", "the batch the model is imported and run at, 1..2147483647\n"
@@ -191,19 +197,22 @@ static int inputs_known(const options *o, const onnx_io_rows *rows)
 }
 
 /* The file given for input NAME against what the model declares for NAME
- * (row): an element type it takes (float for float; int32, int64 or bool
+ * (row): an element type it takes (float for float, float16 for float16;
+ * int32, int64 or bool
  * for int32 and int64; bool for bool; any where the model declares none
  * or another type, left to the importer) and, where the model declares a
  * shape, the rank and every fixed dimension. A [1] file for a rank-0
  * input is taken as the scalar. 1, or a message naming both and 0. */
 static int input_fits(const char *name, const char *file, const onnx_io_row *row, onnx_run_input *in)
 {
-    enum { FLOAT = 1, INT32 = 6, INT64 = 7, BOOL = 9 };
+    enum { FLOAT = 1, INT32 = 6, INT64 = 7, BOOL = 9, FLOAT16 = 10 };
     const char *type = onnx_run_input_type(in), *takes = NULL;
     int e = row->elem_type;
     teeny_status st = TEENY_ERR_ARG;
-    if (e == FLOAT && in->dtype != TEENY_ONNX_FLOAT)
+    if (e == FLOAT && (in->dtype != TEENY_ONNX_FLOAT || in->is_half))
         takes = "float";
+    else if (e == FLOAT16 && !in->is_half)
+        takes = "float16";
     else if ((e == INT32 || e == INT64) && in->dtype == TEENY_ONNX_FLOAT)
         takes = "int32, int64 or bool";
     else if (e == BOOL && !in->is_bool)

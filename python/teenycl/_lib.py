@@ -96,7 +96,8 @@ OPTIM_KINDS = {"sgd": 0, "adam": 1, "adamw": 2}          # teeny_optim_kind
 ONNX_FLOAT, ONNX_INT32, ONNX_INT64 = 1, 6, 7             # teeny_onnx_dtype
 ERR_ARG, ERR_SHAPE, ERR_STATE = 1, 2, 11                 # teeny_status codes raised from Python
 ACTIVATIONS = {"relu": 1, "silu": 2, "sigmoid": 3, "tanh": 4, "hardsigmoid": 5, "hardswish": 6,
-               "leaky_relu": 7, "gelu": 8, "gelu_tanh": 9, "clip": 10, "mish": 11, "erf": 12}  # teeny_act
+               "leaky_relu": 7, "gelu": 8, "gelu_tanh": 9, "clip": 10, "mish": 11, "erf": 12,
+               "round_half": 13}  # teeny_act
 
 # ---- the functions --------------------------------------------------------
 

@@ -159,6 +159,14 @@ class EagerOps(unittest.TestCase):
         a, b = self.rand(3, 4, 5), self.rand(3, 4, 5)
         np.testing.assert_allclose(CTX.add(a, b), a + b, rtol=1e-6)
 
+    def test_round_half(self):
+        # NumPy's float16 conversion rounds to nearest even and overflows to inf, as the device must: bit for bit
+        x = np.concatenate([self.rand(1000) * 3, np.float32([65504, 65519.99, 65520, 2.0 ** -25, 3 * 2.0 ** -25,
+                                                             1 + 2.0 ** -11, -(1 + 3 * 2.0 ** -11), 1e-8, -0.0])])
+        with np.errstate(over="ignore"):  # 65520 and past: inf, as wanted
+            want = x.astype(np.float16).astype(np.float32)
+        np.testing.assert_array_equal(CTX.activation(x, "round_half").view(np.uint32), want.view(np.uint32))
+
     def test_conv2d(self):
         x, w, b = self.rand(2, 4, 9, 7), self.rand(6, 2, 3, 3), self.rand(6)
         y = CTX.conv2d(x, w, b, stride=2, padding=1, groups=2)

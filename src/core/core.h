@@ -78,6 +78,9 @@ int teeny__contains_nocase(const char *hay, const char *needle);
  * kernel cache keys on two of them with different seeds (128 bits). */
 #define TEENY__FNV_BASIS 0xcbf29ce484222325ULL
 uint64_t teeny__fnv1a64(uint64_t h, const void *data, size_t len);
+/* half.c: one IEEE half <-> fp32 (exact; round to nearest even, overflow to inf, NaN kept). */
+float teeny__half_to_f32(uint16_t h);
+uint16_t teeny__f32_to_half(float x);
 /* Make room in *arr (of elem-byte items, *cap of them, n used) for one more
  * by doubling (16 first); 0 when out of memory (*arr unchanged). */
 int teeny__grow(void **arr, int *cap, int n, size_t elem);

@@ -2,11 +2,13 @@
  * npy.c -- NumPy .npy files in C order. Saves fp32 ('<f4') and int32
  * ('<i4') tensors as version 1.0 (a 10-byte preamble, then a
  * Python-literal header dict padded with spaces and a newline to a
- * multiple of 64 bytes, then the data, little-endian). Reads versions 1.0
- * to 3.0 of '<f4', '<i4', '<i8' and '|b1' (bool, one byte 0 or 1):
+ * multiple of 64 bytes, then the data, little-endian), and host data of
+ * any of the read types (teeny_npy_write). Reads versions 1.0 to 3.0 of
+ * '<f4', '<i4', '<i8', '|b1' (bool, one byte 0 or 1) and '<f2' (half):
  * teeny_npy_read into host memory as the file holds it (its own rank, 0
  * for a 0-d array; int64 as int64), teeny_npy_load into a tensor (int64
- * and bool become int32, an int64 outside int32 is TEENY_ERR_RANGE).
+ * and bool become int32, an int64 outside int32 is TEENY_ERR_RANGE; half
+ * becomes fp32, exactly).
  *
  * The header dict is parsed by a small strict parser for exactly what
  * numpy writes: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
@@ -49,42 +51,28 @@ static void swap4(void *data, size_t n)
 }
 
 /* The descrs read, by teeny_npy_dtype, and their element sizes. */
-static const char *const NPY_DESCR[] = {"<f4", "<i4", "<i8", "|b1"};
-static const size_t NPY_ELEM[] = {4, 4, 8, 1};
-_Static_assert(sizeof NPY_DESCR / sizeof *NPY_DESCR == TEENY_NPY_BOOL + 1, "a descr per teeny_npy_dtype");
+static const char *const NPY_DESCR[] = {"<f4", "<i4", "<i8", "|b1", "<f2"};
+static const size_t NPY_ELEM[] = {4, 4, 8, 1, 2};
+_Static_assert(sizeof NPY_DESCR / sizeof *NPY_DESCR == TEENY_NPY_F16 + 1, "a descr per teeny_npy_dtype");
 
-teeny_status teeny_npy_save(const teeny_tensor *t, const char *path)
+/* The file: preamble, header dict for descr and shape (ndim 0: "()"),
+ * then bytes of little-endian data, through a temp file renamed over path. */
+static teeny_status write_npy(teeny_ctx *ctx, const char *fn, const char *path, const char *descr, int ndim,
+                              const int64_t *shape, const void *data, size_t bytes)
 {
-    const char *fn = "teeny_npy_save";
-    teeny_ctx *ctx;
     char dict[256];
     unsigned char pre[10];
-    size_t n, at, total;
-    void *data = NULL;
-    char *header = NULL;
-    teeny_status st;
-    if (!t || !t->handle_alive)
-        return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor is NULL or destroyed", fn);
-    ctx = t->ctx;
-    teeny__clear_error(ctx);
-    if (!path)
-        return teeny__error(ctx, TEENY_ERR_ARG, "%s: path is NULL", fn);
-    n = (size_t)t->numel;
-    at = (size_t)snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                          t->dtype == TEENY__F32 ? "<f4" : "<i4");
-    for (int i = 0; i < t->ndim; i++)
-        at += (size_t)snprintf(dict + at, sizeof dict - at, "%lld,%s", (long long)t->shape[i],
-                               i + 1 < t->ndim ? " " : "");
-    if (t->ndim > 1) /* "(3,)" for one dimension, "(2, 3)" otherwise */
+    size_t at, total;
+    char *header;
+    at = (size_t)snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
+    for (int i = 0; i < ndim; i++)
+        at += (size_t)snprintf(dict + at, sizeof dict - at, "%lld,%s", (long long)shape[i], i + 1 < ndim ? " " : "");
+    if (ndim > 1) /* "(3,)" for one dimension, "(2, 3)" otherwise */
         at--;
     at += (size_t)snprintf(dict + at, sizeof dict - at, "), }");
     total = (10 + at + 1 + 63) / 64 * 64; /* preamble + dict + '\n', padded */
-    header = teeny__malloc(total - 10);
-    data = teeny__malloc(n * 4);
-    if (!header || !data) {
-        st = teeny__error(ctx, TEENY_ERR_NOMEM, "%s %s: out of host memory", fn, path);
-        goto cleanup;
-    }
+    if (!(header = teeny__malloc(total - 10)))
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "%s %s: out of host memory", fn, path);
     memcpy(header, dict, at);
     memset(header + at, ' ', total - 10 - at - 1);
     header[total - 10 - 1] = '\n';
@@ -93,19 +81,69 @@ teeny_status teeny_npy_save(const teeny_tensor *t, const char *path)
     pre[7] = 0;
     pre[8] = (unsigned char)((total - 10) & 0xff);
     pre[9] = (unsigned char)((total - 10) >> 8);
-    st = t->dtype == TEENY__F32 ? teeny_tensor_read(t, data, n) : teeny_tensor_read_i32(t, data, n);
-    if (st != TEENY_OK)
-        goto cleanup;
-    if (!host_is_little_endian())
-        swap4(data, n);
-    {
-        const void *parts[3] = {pre, header, data};
-        size_t lens[3] = {10, total - 10, n * 4};
-        st = teeny__write_file_atomic(ctx, fn, path, parts, lens, 3);
-    }
-cleanup:
+    const void *parts[3] = {pre, header, data};
+    size_t lens[3] = {10, total - 10, bytes};
+    teeny_status st = teeny__write_file_atomic(ctx, fn, path, parts, lens, 3);
     teeny__free(header);
+    return st;
+}
+
+teeny_status teeny_npy_save(const teeny_tensor *t, const char *path)
+{
+    const char *fn = "teeny_npy_save";
+    teeny_ctx *ctx;
+    size_t n;
+    void *data = NULL;
+    teeny_status st;
+    if (!t || !t->handle_alive)
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s: tensor is NULL or destroyed", fn);
+    ctx = t->ctx;
+    teeny__clear_error(ctx);
+    if (!path)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: path is NULL", fn);
+    n = (size_t)t->numel;
+    if (!(data = teeny__malloc(n * 4)))
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "%s %s: out of host memory", fn, path);
+    st = t->dtype == TEENY__F32 ? teeny_tensor_read(t, data, n) : teeny_tensor_read_i32(t, data, n);
+    if (st == TEENY_OK) {
+        if (!host_is_little_endian())
+            swap4(data, n);
+        st = write_npy(ctx, fn, path, t->dtype == TEENY__F32 ? "<f4" : "<i4", t->ndim, t->shape, data, n * 4);
+    }
     teeny__free(data);
+    return st;
+}
+
+teeny_status teeny_npy_write(teeny_ctx *ctx, const char *path, const teeny_npy_info *info, const void *data)
+{
+    const char *fn = "teeny_npy_write";
+    int64_t numel = 1;
+    if (!ctx)
+        return teeny__error(NULL, TEENY_ERR_ARG, "%s: ctx is NULL", fn);
+    teeny__clear_error(ctx);
+    if (!path || !info || !data)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s: %s is NULL", fn, !path ? "path" : !info ? "info" : "data");
+    if ((int)info->dtype < 0 || (int)info->dtype >= (int)(sizeof NPY_DESCR / sizeof *NPY_DESCR))
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s %s: unknown dtype %d", fn, path, (int)info->dtype);
+    if (info->ndim < 0 || info->ndim > TEENY_NPY_MAX_DIMS)
+        return teeny__error(ctx, TEENY_ERR_ARG, "%s %s: rank %d outside 0..%d", fn, path, info->ndim,
+                            TEENY_NPY_MAX_DIMS);
+    for (int i = 0; i < info->ndim; i++) {
+        if (info->shape[i] < 1 || info->shape[i] > INT32_MAX || numel > INT32_MAX / info->shape[i])
+            return teeny__error(ctx, TEENY_ERR_ARG, "%s %s: dimension %d is %lld (sizes 1.. with at most 2^31 - 1 "
+                                "elements)", fn, path, i, (long long)info->shape[i]);
+        numel *= info->shape[i];
+    }
+    size_t elem = NPY_ELEM[info->dtype], bytes = (size_t)numel * elem;
+    if (host_is_little_endian() || elem == 1)
+        return write_npy(ctx, fn, path, NPY_DESCR[info->dtype], info->ndim, info->shape, data, bytes);
+    void *le = teeny__malloc(bytes);
+    if (!le)
+        return teeny__error(ctx, TEENY_ERR_NOMEM, "%s %s: out of host memory", fn, path);
+    memcpy(le, data, bytes);
+    swap_words(le, (size_t)numel, elem);
+    teeny_status st = write_npy(ctx, fn, path, NPY_DESCR[info->dtype], info->ndim, info->shape, le, bytes);
+    teeny__free(le);
     return st;
 }
 
@@ -212,8 +250,8 @@ static teeny_status parse_dict(teeny_ctx *ctx, const char *path, const char *h, 
                     known = k;
             if (known < 0)
                 return teeny__error(ctx, TEENY_ERR_FORMAT,
-                                    "npy %s: dtype '%s' is not supported ('<f4', '<i4', '<i8', '|b1'%s)", path, descr,
-                                    descr[0] == '>' ? "; big-endian data is not read" : "");
+                                    "npy %s: dtype '%s' is not supported ('<f4', '<i4', '<i8', '|b1', '<f2'%s)", path,
+                                    descr, descr[0] == '>' ? "; big-endian data is not read" : "");
             *dtype = (teeny_npy_dtype)known;
         } else if (!strcmp(key, "fortran_order") && !have_order++) {
             if (parse_word(&c, "True"))
@@ -447,7 +485,17 @@ teeny_status teeny_npy_load(teeny_ctx *ctx, const char *path, teeny_tensor **out
         if ((st = to_int32(ctx, path, &info, data, narrowed)) != TEENY_OK)
             goto cleanup;
     }
-    int is_f32 = info.dtype == TEENY_NPY_F32, ndim = info.ndim ? info.ndim : 1;
+    if (info.dtype == TEENY_NPY_F16) { /* exactly, into the fp32 tensor */
+        float *wide = teeny__malloc((size_t)info.numel * sizeof *wide);
+        if (!wide) {
+            st = teeny__error(ctx, TEENY_ERR_NOMEM, "npy %s: out of host memory", path);
+            goto cleanup;
+        }
+        teeny_half_to_float(data, wide, (size_t)info.numel);
+        teeny__free(data);
+        data = wide;
+    }
+    int is_f32 = info.dtype == TEENY_NPY_F32 || info.dtype == TEENY_NPY_F16, ndim = info.ndim ? info.ndim : 1;
     const int64_t *shape = info.ndim ? info.shape : &one;
     st = is_f32 ? teeny_tensor_create(ctx, ndim, shape, &t) : teeny_tensor_create_i32(ctx, ndim, shape, &t);
     if (st == TEENY_OK)

@@ -332,7 +332,7 @@ static teeny_status attn_mask(ox_import *im, int64_t t, teeny_node *n, ox_shape 
         return st;
     const ox_value *v = &im->vals[idx];
     int declared = v->kind == OX_INPUT ? graph_input_type(v) : 0;
-    if (v->kind == OX_CONST || (v->kind == OX_INPUT && declared != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)) {
+    if (v->kind == OX_CONST || (v->kind == OX_INPUT && !teeny__ox_is_float(declared))) {
         if ((st = teeny__ox_in_const(im, 3, "attn_mask", 0, &c)) != TEENY_OK)
             return st;
         st = host_mask(im, c, declared, t, n, s);
@@ -442,8 +442,9 @@ static teeny_status attn_attrs(ox_import *im, ox_attn *a, attn_dims *dm, attn_op
     if (op->mode < 0 || op->mode > 3)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute qk_matmul_output_mode=%lld (supported: 0..3)",
                               (long long)op->mode);
-    if (op->precision != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute softmax_precision=%lld (supported: 1, float)",
+    if (!teeny__ox_is_float((int)op->precision)) /* float16 too: computed in fp32, more precise than asked */
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED,
+                              "attribute softmax_precision=%lld (supported: 1, float; 10, float16)",
                               (long long)op->precision);
     if (teeny__ox_n_in(im) > 6 && im->opset < 24)
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "nonpad_kv_seqlen before opset 24");

@@ -25,7 +25,7 @@ static teeny_status in_shape(ox_import *im, int i, ox_shape *s, int *idx)
     if (*idx < 0)
         return teeny__ox_fail(im, TEENY_ERR_FORMAT, "input %d is missing", i);
     ox_value *v = &im->vals[*idx];
-    if (v->kind == OX_INPUT && v->feed && v->feed->dtype != TEENY_ONNX_FLOAT) {
+    if (v->kind == OX_INPUT && v->feed && !teeny__ox_is_float((int)v->feed->dtype)) {
         const ox_const *c; /* an integer or bool input given at import: a constant (a padding mask's shape) */
         if ((st = teeny__ox_in_const(im, i, "data", 0, &c)) != TEENY_OK)
             return st;
@@ -413,35 +413,45 @@ teeny_status teeny__ox_op_constant_of_shape(ox_import *im)
     return teeny__ox_out_const(im, 0, &c);
 }
 
-teeny_status teeny__ox_op_cast(ox_import *im)
+/* Input 0 cast to ONNX type to (Cast's attribute, CastLike's target's type). */
+static teeny_status cast_to(ox_import *im, int64_t to)
 {
-    static const char *const attrs[] = {"to", "saturate", NULL};
-    int64_t to;
     int idx;
     ox_const c;
-    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
-    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "to", 0, &to)) != TEENY_OK || (st = teeny__ox_in(im, 0, &idx)) != TEENY_OK)
+    teeny_status st = teeny__ox_in(im, 0, &idx);
+    if (st != TEENY_OK)
         return st;
-    int to_f = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-    if (!to_f && (to < 2 || to > 13 || to == 8 || to == 10 || to == 11))
+    int to_f = teeny__ox_is_float((int)to), to_half = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
+    if (!to_f && (to < 2 || to > 13 || to == 8 || to == 11))
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "attribute to=%s", teeny__ox_type_name((int)to));
     const ox_const *in;
     if (idx >= 0 && im->vals[idx].kind != OX_CONST && (im->vals[idx].kind == OX_RUNTIME || !im->vals[idx].feed ||
-                                                      im->vals[idx].feed->dtype == TEENY_ONNX_FLOAT)) {
-        ox_shape s; /* a run-time value: float to float only */
+                                                      teeny__ox_is_float((int)im->vals[idx].feed->dtype))) {
+        ox_shape s; /* a run-time value: float or float16 to float or float16 only */
+        teeny_node y;
+        char buf[TEENY__NAME_CAP];
         if (!to_f)
             return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "casting a run-time value to %s", teeny__ox_type_name((int)to));
         if ((st = in_shape(im, 0, &s, &idx)) != TEENY_OK)
             return st;
-        return im->vals[idx].is_i32 ? teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "casting labels to float")
-                                    : reshaped_out(im, idx, &s);
+        if (im->vals[idx].is_i32)
+            return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "casting labels to %s", teeny__ox_type_name((int)to));
+        if (!to_half) /* to float: every value held is an fp32 already (a float16 one exactly) */
+            return reshaped_out(im, idx, &s);
+        /* to float16: storage stays fp32, the values round to half as ONNX Runtime's do */
+        if ((st = teeny_graph_activation(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), im->vals[idx].node,
+                                         TEENY_ACT_ROUND_HALF, &y)) != TEENY_OK)
+            return teeny__ox_graph_fail(im, st);
+        return teeny__ox_out_runtime(im, 0, y, &s);
     }
     if ((st = teeny__ox_in_const(im, 0, "input", 0, &in)) != TEENY_OK)
         return st;
     if ((st = teeny__ox_const_alloc(im, to_f ? OX_F32 : OX_I64, (int)to, &in->shape, &c)) != TEENY_OK)
         return teeny__ox_fail(im, st, "%s", teeny_last_error(im->ctx));
     for (int64_t i = 0; i < c.numel; i++) {
-        if (to_f)
+        if (to_half) /* via fp32: a double rounds to fp32, then to half (ONNX Runtime's double cast too) */
+            ((float *)c.data)[i] = teeny_round_half((float)teeny__ox_get_f(in, i));
+        else if (to_f)
             ((float *)c.data)[i] = (float)teeny__ox_get_f(in, i);
         else if (to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL)
             ((int64_t *)c.data)[i] = teeny__ox_get_f(in, i) != 0.0;
@@ -452,6 +462,36 @@ teeny_status teeny__ox_op_cast(ox_import *im)
             ((int64_t *)c.data)[i] = teeny__ox_get_i(in, i);
     }
     return teeny__ox_out_const(im, 0, &c);
+}
+
+teeny_status teeny__ox_op_cast(ox_import *im)
+{
+    static const char *const attrs[] = {"to", "saturate", NULL};
+    int64_t to;
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_attr_int(im, "to", 0, &to)) != TEENY_OK)
+        return st;
+    return cast_to(im, to);
+}
+
+/* CastLike: Cast to target_type's element type, which must be known at
+ * import: a constant's, or a graph input's declared type (or its feed's);
+ * a value computed at run time is float or float16 alike here, refused. */
+teeny_status teeny__ox_op_castlike(ox_import *im)
+{
+    static const char *const attrs[] = {"saturate", NULL};
+    int like;
+    teeny_status st = teeny__ox_attrs_allowed(im, attrs);
+    if (st != TEENY_OK || (st = teeny__ox_in_present(im, 1, "target_type", &like)) != TEENY_OK)
+        return st;
+    const ox_value *v = &im->vals[like];
+    int to = v->kind == OX_CONST ? v->c.onnx_type : teeny__ox_declared_type(v);
+    if (!to && v->kind == OX_INPUT && v->feed)
+        to = (int)v->feed->dtype;
+    if (!to)
+        return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "input 1 (target_type) \"%.80s\" is computed at run time: its "
+                              "element type is not known at import", v->name);
+    return cast_to(im, to);
 }
 
 /* Sqrt of a float constant (the scale PyTorch's scaled_dot_product_attention

@@ -258,8 +258,10 @@ static teeny_status import_nodes(ox_import *im, teeny_onnx_report_fn fn, void *u
     return first;
 }
 
-static teeny_status add_output(ox_import *im, const char *name)
+static teeny_status add_output(ox_import *im, const Onnx__ValueInfoProto *vi)
 {
+    const char *name = S(vi->name);
+    const Onnx__TypeProto *tp = vi->type;
     teeny_onnx_model *m = im->m;
     ox_output *o = &m->outputs[m->n_outputs];
     int idx = teeny__ox_find(im, name);
@@ -287,6 +289,8 @@ static teeny_status add_output(ox_import *im, const char *name)
     memcpy(o->name, name, strlen(name) + 1);
     m->n_outputs++;
     o->node = -1;
+    o->declared = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type &&
+                  tp->tensor_type->has_elem_type ? tp->tensor_type->elem_type : 0;
     if (v->kind == OX_RUNTIME) {
         o->node = v->node;
         o->shape = v->shape; /* a loss: ndim 0; rank 6..8: the node holds it at a lower rank (transpose.c) */
@@ -325,7 +329,7 @@ static teeny_status import_model(ox_import *im, const uint8_t *data, size_t size
         !(im->m->outputs = teeny__calloc(im->graph->n_output, sizeof *im->m->outputs)))
         st = teeny__error(im->ctx, TEENY_ERR_NOMEM, "out of host memory");
     for (size_t i = 0; st == TEENY_OK && i < im->graph->n_output; i++)
-        st = add_output(im, S(im->graph->output[i]->name));
+        st = add_output(im, im->graph->output[i]);
     values_free(im);
     teeny__ox_free_unpacked(msg);
     return st;

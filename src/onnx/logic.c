@@ -222,7 +222,7 @@ teeny_status teeny__ox_op_where(ox_import *im)
     for (int i = 1; i <= 2; i++) { /* an integer X or Y given at import is a constant */
         const ox_value *v = &im->vals[i == 1 ? xi : yi];
         const ox_const *bound;
-        if (v->kind == OX_INPUT && v->feed && v->feed->dtype != TEENY_ONNX_FLOAT &&
+        if (v->kind == OX_INPUT && v->feed && !teeny__ox_is_float((int)v->feed->dtype) &&
             (st = teeny__ox_in_const(im, i, i == 1 ? "X" : "Y", 0, &bound)) != TEENY_OK)
             return st;
     }

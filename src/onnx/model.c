@@ -129,6 +129,22 @@ teeny_status teeny_onnx_input(const teeny_onnx_model *m, int i, const char **nam
     return TEENY_OK;
 }
 
+teeny_status teeny_onnx_input_declared(const teeny_onnx_model *m, int i, int *elem_type)
+{
+    teeny_status st = check_index(m, i, m ? m->n_inputs : 0, "teeny_onnx_input_declared");
+    if (st == TEENY_OK && elem_type)
+        *elem_type = m->inputs[i].declared;
+    return st;
+}
+
+teeny_status teeny_onnx_output_declared(const teeny_onnx_model *m, int i, int *elem_type)
+{
+    teeny_status st = check_index(m, i, m ? m->n_outputs : 0, "teeny_onnx_output_declared");
+    if (st == TEENY_OK && elem_type)
+        *elem_type = m->outputs[i].declared;
+    return st;
+}
+
 int teeny_onnx_output_count(const teeny_onnx_model *m)
 {
     return m ? m->n_outputs : 0;

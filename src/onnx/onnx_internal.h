@@ -100,12 +100,14 @@ typedef struct {
     teeny_node node;               /* -1: constant */
     ox_shape shape;
     float *data;                   /* constant outputs, as fp32 */
+    int declared;                  /* the element type the model declares, 0: none */
 } ox_output;
 
 typedef struct {
     char *name;
     teeny_node node;
     teeny_onnx_dtype dtype;
+    int declared;                  /* the element type the model declares (float16 for a float16 input), 0: none */
 } ox_input;
 
 struct teeny_onnx_model {
@@ -185,10 +187,15 @@ teeny_status teeny__ox_const_alloc(ox_import *im, ox_type type, int onnx_type, c
  * value, a feed), in what the folding budget allows. */
 void teeny__ox_const_held(ox_import *im, const ox_const *c);
 const char *teeny__ox_type_name(int onnx_type);
-int teeny__ox_type_supported(int onnx_type);       /* float and integer types */
+int teeny__ox_type_supported(int onnx_type);       /* float, float16 and integer types */
+/* float or float16: the types held as fp32 (a float16 value is computed in fp32) */
+int teeny__ox_is_float(int onnx_type);
 
 /* ---- values.c ---- */
 teeny_status teeny__ox_fail(ox_import *im, teeny_status st, const char *fmt, ...) TEENY__PRINTF(3, 4);
+/* The element type a graph input's ValueInfoProto declares (a graph input's,
+ * also once it is a run-time value); 0 for none or another value. */
+int teeny__ox_declared_type(const ox_value *v);
 /* A failed teeny_graph_* call, its message naming the node. */
 teeny_status teeny__ox_graph_fail(ox_import *im, teeny_status st);
 int teeny__ox_find(const ox_import *im, const char *name);
@@ -262,7 +269,7 @@ typedef teeny_status (*ox_handler)(ox_import *im);
 #define XX(type, fn, since, until) teeny_status teeny__ox_op_##fn(ox_import *im);
 #include "ops.def"
 #undef XX
-#define OX_OP_COUNT 72             /* ops.def's lines: a line added or removed updates it, and README.md's table */
+#define OX_OP_COUNT 73             /* ops.def's lines: a line added or removed updates it, and README.md's table */
 
 /* ---- fold.c, arith.c: folding ---- */
 /* Folds for ops whose run-time form is a layer: Add/Sub/Mul/Div/Pow of two

@@ -1,7 +1,10 @@
 /*
  * tensor_proto.c -- ONNX TensorProtos (initializers, Constant values, test data)
- * and caller feeds into host constants: fp32 stays fp32, every integer and
- * boolean type becomes int64; other types are unsupported. Every count is
+ * and caller feeds into host constants: fp32 stays fp32, float16 becomes
+ * fp32 exactly (int32_data holds its 16-bit patterns, raw data its
+ * little-endian halves; subnormals, inf and NaN kept; onnx_type stays
+ * FLOAT16), every integer and boolean type becomes int64; other types are
+ * unsupported. Every count is
  * checked against the dimensions (which are checked first: non-negative,
  * at most OX_MAX_DIMS of them, at most OX_MAX_ELEMS elements). Raw data is
  * little-endian whatever the host. External data is read from a file
@@ -55,7 +58,8 @@ static int raw_size(int t)
     case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
     case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: return 4;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: return 8;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: return 2;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: return 2;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
     case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: return 1;
     default: return 0;
@@ -65,6 +69,11 @@ static int raw_size(int t)
 int teeny__ox_type_supported(int t)
 {
     return raw_size(t) != 0;
+}
+
+int teeny__ox_is_float(int t)
+{
+    return t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
 }
 
 /* c's type and shape, no data yet: TEENY_ERR_RANGE past OX_MAX_ELEMS. */
@@ -157,6 +166,10 @@ static int decode_raw(const uint8_t *b, int t, int64_t i, ox_const *c)
     uint64_t u = 0;
     for (int k = size - 1; k >= 0; k--)
         u = (u << 8) | b[i * size + k];
+    if (c->type == OX_F32 && t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16) {
+        ((float *)c->data)[i] = teeny__half_to_f32((uint16_t)u);
+        return 1;
+    }
     if (c->type == OX_F32) {
         uint32_t bits = (uint32_t)u;
         memcpy(&((float *)c->data)[i], &bits, 4);
@@ -215,6 +228,8 @@ static teeny_status from_fields(teeny_ctx *ctx, const Onnx__TensorProto *t, cons
     for (int64_t i = 0; i < c->numel; i++) {
         if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
             ((float *)c->data)[i] = t->float_data[i];
+        else if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16) /* the bits in the low 16 of an int32 */
+            ((float *)c->data)[i] = teeny__half_to_f32((uint16_t)(t->int32_data[i] & 0xffff));
         else if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
             ((int64_t *)c->data)[i] = t->int64_data[i];
         else if (tp == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 || tp == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64) {
@@ -360,7 +375,7 @@ teeny_status teeny__ox_tensor_load(teeny_ctx *ctx, const Onnx__TensorProto *t, c
     /* the data must hold the dimensions' values before their room is allocated (a few bytes of model
      * must not claim gigabytes): external data once its file's size is known (from_external), the
      * rest here */
-    if ((st = const_shape(ctx, tp == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? OX_F32 : OX_I64, tp, &s, c)) != TEENY_OK)
+    if ((st = const_shape(ctx, teeny__ox_is_float(tp) ? OX_F32 : OX_I64, tp, &s, c)) != TEENY_OK)
         return teeny__error(ctx, st, "%s: %s", what, teeny_last_error(ctx));
     if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
         st = from_external(ctx, t, dir, what, c);
@@ -387,14 +402,16 @@ teeny_status teeny__ox_feed_load(teeny_ctx *ctx, const teeny_onnx_feed *f, ox_co
     if (f->ndim < 0 || f->ndim > OX_MAX_DIMS || (f->ndim && !f->shape))
         return teeny__error(ctx, TEENY_ERR_ARG, "feed %s: rank %d outside 0..%d or shape NULL", f->name, f->ndim,
                             OX_MAX_DIMS);
-    if (f->dtype != TEENY_ONNX_FLOAT && f->dtype != TEENY_ONNX_INT32 && f->dtype != TEENY_ONNX_INT64)
-        return teeny__error(ctx, TEENY_ERR_ARG, "feed %s: dtype %d is not FLOAT, INT32 or INT64", f->name,
+    if (f->dtype != TEENY_ONNX_FLOAT && f->dtype != TEENY_ONNX_FLOAT16 && f->dtype != TEENY_ONNX_INT32 &&
+        f->dtype != TEENY_ONNX_INT64)
+        return teeny__error(ctx, TEENY_ERR_ARG, "feed %s: dtype %d is not FLOAT, FLOAT16, INT32 or INT64", f->name,
                             (int)f->dtype);
     s.ndim = f->ndim;
     for (int i = 0; i < s.ndim; i++)
         if ((s.d[i] = f->shape[i]) < 0)
             return teeny__error(ctx, TEENY_ERR_ARG, "feed %s: dimension %d is %lld", f->name, i, (long long)s.d[i]);
-    if ((st = const_shape(ctx, f->dtype == TEENY_ONNX_FLOAT ? OX_F32 : OX_I64, (int)f->dtype, &s, c)) != TEENY_OK ||
+    ox_type held = teeny__ox_is_float((int)f->dtype) ? OX_F32 : OX_I64;
+    if ((st = const_shape(ctx, held, (int)f->dtype, &s, c)) != TEENY_OK ||
         (st = const_data(ctx, c)) != TEENY_OK) /* the caller's own data: not folded */
         return st;
     if (c->numel && !f->data) {
@@ -404,6 +421,8 @@ teeny_status teeny__ox_feed_load(teeny_ctx *ctx, const teeny_onnx_feed *f, ox_co
     for (int64_t i = 0; i < c->numel; i++) {
         if (f->dtype == TEENY_ONNX_FLOAT)
             ((float *)c->data)[i] = ((const float *)f->data)[i];
+        else if (f->dtype == TEENY_ONNX_FLOAT16)
+            ((float *)c->data)[i] = teeny__half_to_f32(((const uint16_t *)f->data)[i]);
         else
             ((int64_t *)c->data)[i] =
                 f->dtype == TEENY_ONNX_INT32 ? ((const int32_t *)f->data)[i] : ((const int64_t *)f->data)[i];

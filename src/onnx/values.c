@@ -123,6 +123,11 @@ teeny_status teeny__ox_in_present(ox_import *im, int i, const char *what, int *i
 /* A graph input's declared element type (0: not declared). */
 static int declared_type(const ox_value *v)
 {
+    return teeny__ox_declared_type(v);
+}
+
+int teeny__ox_declared_type(const ox_value *v)
+{
     const Onnx__TypeProto *tp = v->vi ? v->vi->type : NULL;
     if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type &&
         tp->tensor_type->has_elem_type)
@@ -175,10 +180,10 @@ teeny_status teeny__ox_in_const(ox_import *im, int i, const char *what, int weig
     if (v->kind == OX_INPUT && elem && !teeny__ox_type_supported(elem))
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" is %s", v->name, teeny__ox_type_name(elem));
     /* a feed binds weights and integer operands; float data stays a run-time value */
-    int float_in = elem ? elem == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT : v->feed && v->feed->dtype == TEENY_ONNX_FLOAT;
+    int float_in = elem ? teeny__ox_is_float(elem) : v->feed && teeny__ox_is_float((int)v->feed->dtype);
     if (v->kind == OX_INPUT && !v->c.data && v->feed && (weight || !float_in)) {
         char both[200];
-        if (elem && (elem == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) != (v->feed->dtype == TEENY_ONNX_FLOAT))
+        if (elem && teeny__ox_is_float(elem) != teeny__ox_is_float((int)v->feed->dtype))
             return teeny__ox_fail(im, TEENY_ERR_ARG, "the feed of graph input \"%.80s\" is %s, the input %s%s", v->name,
                            teeny__ox_type_name((int)v->feed->dtype), teeny__ox_type_name(elem),
                            input_and_feed(v, both, sizeof both));
@@ -314,12 +319,12 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
     if (ndim < 0)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" has no shape (give a feed)", v->name);
     int want_f32 = !labels;
-    if (want_f32 ? elem != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+    if (want_f32 ? !teeny__ox_is_float(elem)
                  : elem != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && elem != ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" is %s; a run-time input here must be %s%s",
-                       v->name, teeny__ox_type_name(elem), labels ? "int64 or int32 class labels" : "float",
+                       v->name, teeny__ox_type_name(elem), labels ? "int64 or int32 class labels" : "float or float16",
                        input_and_feed(v, both, sizeof both));
-    if (v->feed && (elem == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) != (v->feed->dtype == TEENY_ONNX_FLOAT))
+    if (v->feed && teeny__ox_is_float(elem) != teeny__ox_is_float((int)v->feed->dtype))
         return teeny__ox_fail(im, TEENY_ERR_ARG, "the feed of graph input \"%.80s\" is %s, the input %s%s", v->name,
                               teeny__ox_type_name((int)v->feed->dtype), teeny__ox_type_name(elem),
                               input_and_feed(v, both, sizeof both));
@@ -361,6 +366,7 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
         !(m->inputs[m->n_inputs].name = teeny__strdup(v->name)))
         return teeny__ox_fail(im, TEENY_ERR_NOMEM, "out of host memory");
     m->inputs[m->n_inputs].node = n;
+    m->inputs[m->n_inputs].declared = declared_type(v);
     m->inputs[m->n_inputs++].dtype = labels ? TEENY_ONNX_INT32 : TEENY_ONNX_FLOAT;
     v->kind = OX_RUNTIME;
     v->node = n;

@@ -33,7 +33,7 @@ typedef struct {
     teeny_act act;
     float alpha, beta; /* HARDSIGMOID, LEAKY_RELU, CLIP (teeny_act_params); teeny__act_attrs: the defaults */
 } teeny__activation_attrs;                                           /* elementwise.c */
-#define TEENY__ACT_COUNT ((int)TEENY_ACT_ERF + 1) /* teeny_act values 0..count-1 */
+#define TEENY__ACT_COUNT ((int)TEENY_ACT_ROUND_HALF + 1) /* teeny_act values 0..count-1 */
 /* act with ONNX's default parameters (what cl/common.cl's teeny_act uses). */
 static inline teeny__activation_attrs teeny__act_attrs(teeny_act act)
 {

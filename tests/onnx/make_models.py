@@ -42,8 +42,9 @@ def save(name, graph, opset, inputs, external=False, ir_version=8, check=True):
     outs = sess.run(None, feeds)
     for k, v in enumerate(inputs):
         np.save(os.path.join(HERE, "%s.in%d.npy" % (name, k)), v)  # int64 stays int64 (teeny_npy_read takes it)
-    for k, v in enumerate(outs):
-        np.save(os.path.join(HERE, "%s.out%d.npy" % (name, k)), np.asarray(v, dtype=np.float32))
+    for k, v in enumerate(outs):  # float16 outputs stay float16 ('<f2', what teeny-run writes for them)
+        v = np.asarray(v)
+        np.save(os.path.join(HERE, "%s.out%d.npy" % (name, k)), v if v.dtype == np.float16 else v.astype(np.float32))
     print("%s: %d bytes, %d nodes, outputs %s" % (name, os.path.getsize(path), len(graph.node),
                                                   [tuple(np.shape(o)) for o in outs]))
 
@@ -487,7 +488,7 @@ def attention_unsupported():
     vi = helper.make_tensor_value_info
     f = TensorProto.FLOAT
     qkv = [vi(x, f, [1, 2, 3, 4]) for x in ("q", "k", "v")]
-    cases = [("bad_attn_precision", n("Attention", ["q", "k", "v"], ["y"], name="attn_fp16", softmax_precision=10), []),
+    cases = [("bad_attn_precision", n("Attention", ["q", "k", "v"], ["y"], name="attn_fp64", softmax_precision=11), []),
              ("bad_attn_bool_mask", n("Attention", ["q", "k", "v", "m"], ["y"], name="attn_bool"),
               [vi("m", TensorProto.BOOL, [3, 3])])]
     for name, node, extra in cases:
@@ -952,12 +953,95 @@ def einsum_maxvit():
         print("%s: %d bytes" % (name, os.path.getsize(os.path.join(HERE, name + ".onnx"))))
 
 
+def fp16():
+    """fp16 models as onnxconverter-common's float16 conversion writes them
+    (pip install onnxconverter-common), from one fp32 conv net (Conv with
+    float16-subnormal weights, BatchNormalization, Relu, MaxPool, grouped
+    Conv, x * Sigmoid(x), Mul by a Constant, GlobalAveragePool, Flatten,
+    Gemm; outputs the logits and the activations a2 through an Identity):
+      fp16_io      keep_io_types=False: float16 initializers (raw_data), the
+                   Constant's value rewritten into int32_data (onnx.helper's
+                   form), float16 input and outputs;
+      fp16_keepio  keep_io_types=True: float input and outputs, Cast to
+                   float16 after the input and back to float before each
+                   output.
+    ONNX Runtime computes them in fp16 (its outputs: .out*.npy). Beside
+    them, .ref*.npy: ONNX Runtime's fp32 outputs of the same net with the
+    weights and the input rounded to half -- what teenycl computes (fp32
+    arithmetic on the half values; fp16_io's outputs then rounded to half).
+    Asserted here: each of ONNX Runtime's fp16 output elements lies within
+    one half-ulp of itself plus one half-ulp of the output's largest value
+    of that reference, rounded to half (fp16 intermediates lose absolute
+    precision where an element arises by cancellation, as convolutions'
+    near-zero outputs do): the bound tests/test_onnx_half.c's tolerance
+    rests on."""
+    from onnxconverter_common import float16
+    global rng
+    rng = np.random.default_rng(46)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "conv1.weight", "conv1.bias"], ["c1"], name="conv1", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             n("BatchNormalization", ["c1", "bn1.weight", "bn1.bias", "bn1.running_mean", "bn1.running_var"], ["b1"],
+               name="bn1"),
+             n("Relu", ["b1"], ["r1"]), n("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             n("Conv", ["p1", "conv2.weight", "conv2.bias"], ["c2"], name="conv2", kernel_shape=[3, 3], group=2,
+               pads=[1, 1, 1, 1]),
+             n("Sigmoid", ["c2"], ["s2"]), n("Mul", ["c2", "s2"], ["m2"]),
+             n("Constant", [], ["scale"], name="scale",
+               value=numpy_helper.from_array(np.array([1, 1.0009765625, 0.5, 2, 0.25, 1.5, 0.75, 1], np.float32)
+                                             .reshape(1, 8, 1, 1), "scale")),
+             n("Mul", ["m2", "scale"], ["a2"]),
+             n("GlobalAveragePool", ["a2"], ["g"]), n("Flatten", ["g"], ["f"], axis=1),
+             n("Gemm", ["f", "fc.weight", "fc.bias"], ["logits"], name="fc", transB=1),
+             n("Identity", ["a2"], ["act"])]  # a2 itself as an output trips the converter's keep_io_types
+    cw = w(8, 3, 3, 3)
+    cw[0, 0, 0, :] = [3e-6, -2e-7, 6.0e-5]  # float16 subnormals (below 2^-14), one that rounds to 0
+    inits = [init("conv1.weight", cw), init("conv1.bias", w(8)), init("bn1.weight", 1 + w(8, scale=0.1)),
+             init("bn1.bias", w(8, scale=0.1)), init("bn1.running_mean", w(8, scale=0.1)),
+             init("bn1.running_var", 1 + np.abs(w(8, scale=0.2))), init("conv2.weight", w(8, 4, 3, 3)),
+             init("conv2.bias", w(8)), init("fc.weight", w(5, 8)), init("fc.bias", w(5))]
+    vi = helper.make_tensor_value_info
+    f = TensorProto.FLOAT
+    g = helper.make_graph(nodes, "fp16net", [vi("x", f, ["N", 3, 8, 8])],
+                          [vi("logits", f, ["N", 5]), vi("act", f, ["N", 8, 4, 4])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="make_models.py")
+    model.ir_version = 8
+    x = w(2, 3, 8, 8, scale=1.0)
+    # the reference: the fp32 net on half-rounded weights (Constant included) and input
+    m32 = onnx.ModelProto()
+    m32.CopyFrom(model)
+    for t in m32.graph.initializer:
+        t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16).astype(np.float32), t.name))
+    x_half = x.astype(np.float16)
+    refs = ort.InferenceSession(m32.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x_half.astype(np.float32)})
+    for name, keep in (("fp16_io", False), ("fp16_keepio", True)):
+        m16 = float16.convert_float_to_float16(model, keep_io_types=keep)
+        for node in m16.graph.node:
+            if node.op_type == "Constant":  # the value as onnx.helper writes float16: bits in int32_data
+                a = numpy_helper.to_array(node.attribute[0].t)
+                node.attribute[0].t.CopyFrom(helper.make_tensor("scale", TensorProto.FLOAT16, a.shape, a.ravel()))
+                assert len(node.attribute[0].t.int32_data) == 8 and not node.attribute[0].t.raw_data
+        del m16.graph.value_info[:]  # the converter's, partly stale with keep_io_types (ONNX Runtime refuses them)
+        save(name, m16.graph, 17, [x if keep else x_half])
+        outs = ort.InferenceSession(os.path.join(HERE, name + ".onnx"), providers=["CPUExecutionProvider"]).run(
+            None, {"x": x if keep else x_half})
+        for k, (o, r) in enumerate(zip(outs, refs)):
+            np.save(os.path.join(HERE, "%s.ref%d.npy" % (name, k)), r.astype(np.float32))
+            half = r.astype(np.float16).astype(np.float32)
+            ulp = np.spacing(np.abs(half).astype(np.float16)).astype(np.float32)
+            ulp_max = np.float32(np.spacing(np.float16(np.abs(r).max())))
+            dev = np.abs(o.astype(np.float32) - half) / (ulp + ulp_max)
+            print("  %s output %d: ONNX Runtime fp16 within %.2f x (1 half-ulp of the element + 1 of the output's "
+                  "largest) of the fp32 reference" % (name, k, dev.max()))
+            assert dev.max() <= 1.0
+
+
 if __name__ == "__main__":
     import sys
     # python3 make_models.py [NAME...]: only those functions (the others'
     # files stay as committed; the shared generator makes a full rerun
     # rewrite them)
-    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu, scalar_feed, slice_feed, shape_checks, norms, lowered, rank6, einsum_maxvit]
+    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu, scalar_feed, slice_feed, shape_checks, norms, lowered, rank6, einsum_maxvit, fp16]
     for fn in ALL:
         if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]:
             fn()

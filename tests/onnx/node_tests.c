@@ -160,7 +160,8 @@ static int run_set(teeny_ctx *ctx, const char *model, const char *set, char inpu
             snprintf(names[n_in], sizeof names[n_in], "%s", inputs[n_in]);
         const ox_const *c = &in_c[n_in];
         in[n_in] = (onnx_run_input){names[n_in], c->type == OX_F32 ? TEENY_ONNX_FLOAT : TEENY_ONNX_INT64,
-                                    c->shape.ndim, {0}, c->data, c->onnx_type == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL};
+                                    c->shape.ndim, {0}, c->data, c->onnx_type == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL,
+                                    c->onnx_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16};
         memcpy(in[n_in].shape, c->shape.d, sizeof c->shape.d);
     }
     if (st != TEENY_ERR_IO) {

@@ -24,7 +24,8 @@ static double softplus(double x)
 }
 
 /* teeny_act: 0 none, 1 relu, 2 silu, 3 sigmoid, 4 tanh, 5 hardsigmoid,
- * 6 hardswish, 7 leaky relu, 8 gelu, 9 gelu (tanh), 10 clip, 11 mish, 12 erf */
+ * 6 hardswish, 7 leaky relu, 8 gelu, 9 gelu (tanh), 10 clip, 11 mish, 12 erf,
+ * 13 round to half */
 double ref_act_p(int act, double x, double alpha, double beta)
 {
     const double k = sqrt(2 / M_PI);
@@ -41,6 +42,7 @@ double ref_act_p(int act, double x, double alpha, double beta)
     case 10: return fmin(fmax(x, alpha), beta);
     case 11: return x * tanh(softplus(x));
     case 12: return erf(x);
+    case 13: return ref_round_half(x);
     default: return x;
     }
 }
@@ -66,6 +68,23 @@ double ref_act_grad_p(int act, double x, double alpha, double beta)
     case 12: return 2 / sqrt(M_PI) * exp(-x * x);
     default: return 1;
     }
+}
+
+/* x to the nearest IEEE half, ties to even, in float64 arithmetic: the
+ * half's quantum at x's binade is 2^(e - 10), e = max(floor(log2 |x|),
+ * -14) (subnormal halves share 2^-24); |x| scaled by its inverse is exact
+ * in a double, nearbyint rounds it to even under the default mode; from
+ * 65520 (the tie above 65504, to even) on, inf. */
+double ref_round_half(double x)
+{
+    int e2;
+    if (isnan(x) || isinf(x))
+        return x;
+    if (fabs(x) >= 65520.0)
+        return copysign(INFINITY, x);
+    frexp(fabs(x), &e2); /* |x| = f 2^e2, f in [0.5, 1) */
+    int e = e2 - 1 < -14 ? -14 : e2 - 1;
+    return copysign(ldexp(nearbyint(ldexp(fabs(x), 10 - e)), e - 10), x);
 }
 
 double ref_act(int act, double x)
