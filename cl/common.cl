@@ -184,6 +184,49 @@ TEENY_INLINE float16 conv_act16(int act, float16 x)
     return act == TEENY_ACT_RELU ? fmax(x, 0.0f) : act == TEENY_ACT_SILU ? x * (1.0f / (1.0f + exp(-x))) : x;
 }
 
+/* The first min(n, 8) values of v to p[0..): a vector store when all 8
+ * fit (the CPU kernels' rows of 8 outputs and their tails). */
+TEENY_INLINE void teeny_vstore8_part(float8 v, __global float *p, int n)
+{
+    if (n >= 8) {
+        vstore8(v, 0, p);
+        return;
+    }
+    float t[8];
+    vstore8(v, 0, t);
+    for (int j = 0; j < n; j++)
+        p[j] = t[j];
+}
+
+/* The private band of the CPU window kernels (dwconv_fwd_cpu_band,
+ * pool_max_forward_cpu): rows input rows from row0 of plane [H, W], each
+ * of pitch columns, column c holding input column c - pw (pw >= 0), pad
+ * where the row or the column lies outside the plane; then slack pads
+ * after the last row. */
+TEENY_INLINE void teeny_band_fill(float *band, __global const float *plane, int H, int W, int row0, int rows,
+                                  int pitch, int pw, int slack, float pad)
+{
+    const int c_lo = min(pw, pitch), c_hi = max(c_lo, min(pitch, pw + W));
+    for (int c = 0; c < slack; c++)
+        band[rows * pitch + c] = pad;
+    for (int t = 0; t < rows; t++) {
+        const int ih = row0 + t;
+        float *br = band + t * pitch;
+        if ((uint)ih >= (uint)H) {
+            for (int c = 0; c < pitch; c++)
+                br[c] = pad;
+            continue;
+        }
+        __global const float *xr = plane + ih * W - pw;
+        for (int c = 0; c < c_lo; c++)
+            br[c] = pad;
+        for (int c = c_lo; c < c_hi; c++)
+            br[c] = xr[c];
+        for (int c = c_hi; c < pitch; c++)
+            br[c] = pad;
+    }
+}
+
 TEENY_INLINE float8 conv_act8(int act, float8 x)
 {
     return act == TEENY_ACT_RELU ? fmax(x, 0.0f) : act == TEENY_ACT_SILU ? x * (1.0f / (1.0f + exp(-x))) : x;

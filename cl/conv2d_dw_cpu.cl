@@ -174,19 +174,6 @@ __kernel void dwconv_dw_cpu(__global const float *restrict x, int x_off, __globa
 #define DW_BAND 2048
 #define DW_BAND_SLACK 16
 
-/* Output columns [ow0, ow0 + 8) of row yr, those before OW. */
-TEENY_INLINE void dw_band_store(__global float *yr, int ow0, int OW, float8 o)
-{
-    if (ow0 + 8 <= OW) {
-        vstore8(o, 0, yr + ow0);
-        return;
-    }
-    float t[8];
-    vstore8(o, 0, t);
-    for (int j = 0; j < OW - ow0; j++)
-        yr[ow0 + j] = t[j];
-}
-
 /* a[i] += the taps of wc over the band rows from bp[i] (one output row's
  * first band row, column ow0*s_w), i < 4, by LOAD(p) (the 8 inputs from p). */
 #define DW_BAND_TAPS(LOAD)                                                      \
@@ -218,30 +205,13 @@ __kernel void dwconv_fwd_cpu_band(__global const float *restrict x, int x_off, _
         return;
     const float2 e = conv_epilogue(epi, co, bias, bias_off, scale, scale_off, shift, shift_off);
     const float sc = e.x, sh = e.y;
-    __global const float *xc = x + x_off + (b * Cin + co / mult) * H * W, *wc = w + w_off + co * KH * KW;
+    __global const float *wc = w + w_off + co * KH * KW;
     __global float *yc = y + y_off + (b * Cout + co) * OH * OW;
     const int R = min(rows_per, OH - oh0), pitch = (OW - 1) * s_w + (KW - 1) * d_w + 1;
     const int band_rows = (R - 1) * s_h + (KH - 1) * d_h + 1;
-    const int c_lo = min(p_w, pitch), c_hi = max(c_lo, min(pitch, p_w + W));
     float band[DW_BAND + DW_BAND_SLACK];
-    for (int c = 0; c < DW_BAND_SLACK; c++)
-        band[band_rows * pitch + c] = 0.0f;
-    for (int t = 0; t < band_rows; t++) {
-        const int ih = oh0 * s_h - p_h + t;
-        float *br = band + t * pitch;
-        if ((uint)ih >= (uint)H) {
-            for (int c = 0; c < pitch; c++)
-                br[c] = 0.0f;
-            continue;
-        }
-        __global const float *xr = xc + ih * W - p_w;
-        for (int c = 0; c < c_lo; c++)
-            br[c] = 0.0f;
-        for (int c = c_lo; c < c_hi; c++)
-            br[c] = xr[c];
-        for (int c = c_hi; c < pitch; c++)
-            br[c] = 0.0f;
-    }
+    teeny_band_fill(band, x + x_off + (b * Cin + co / mult) * H * W, H, W, oh0 * s_h - p_h, band_rows, pitch, p_w,
+                    DW_BAND_SLACK, 0.0f);
     for (int r = 0; r < R; r += 4) {
         const int r1 = min(r + 1, R - 1), r2 = min(r + 2, R - 1), r3 = min(r + 3, R - 1);
         for (int ow0 = 0; ow0 < OW; ow0 += 8) {
@@ -252,10 +222,10 @@ __kernel void dwconv_fwd_cpu_band(__global const float *restrict x, int x_off, _
                 DW_BAND_TAPS(DW_LOAD_S1)
             else
                 DW_BAND_TAPS(DW_LOAD_S2)
-            dw_band_store(yc + (oh0 + r) * OW, ow0, OW, conv_act8(act, a0 * sc + sh));
-            dw_band_store(yc + (oh0 + r1) * OW, ow0, OW, conv_act8(act, a1 * sc + sh));
-            dw_band_store(yc + (oh0 + r2) * OW, ow0, OW, conv_act8(act, a2 * sc + sh));
-            dw_band_store(yc + (oh0 + r3) * OW, ow0, OW, conv_act8(act, a3 * sc + sh));
+            teeny_vstore8_part(conv_act8(act, a0 * sc + sh), yc + (oh0 + r) * OW + ow0, OW - ow0);
+            teeny_vstore8_part(conv_act8(act, a1 * sc + sh), yc + (oh0 + r1) * OW + ow0, OW - ow0);
+            teeny_vstore8_part(conv_act8(act, a2 * sc + sh), yc + (oh0 + r2) * OW + ow0, OW - ow0);
+            teeny_vstore8_part(conv_act8(act, a3 * sc + sh), yc + (oh0 + r3) * OW + ow0, OW - ow0);
         }
     }
 }

@@ -145,6 +145,74 @@ __kernel void pool_max_forward(__global const float *x, int x_off, POOL_GEOM, in
     argmax[am_off + i] = arg;
 }
 
+/* pool_max_forward's CPU variant for the maximum alone (no index):
+ * item (rb, bc) computes output rows [oh0, oh0 + R), oh0 = rb*rows_per, of
+ * plane bc. It first copies the input rows they read, oh0*sh - ph + t for
+ * t < (R - 1)*sh + (kh - 1)*dh + 1, into a private band of pitch =
+ * (OW - 1)*sw + (kw - 1)*dw + 1 columns a row, column c holding input
+ * column c - pw and -inf where the row or the column lies outside x
+ * (padding, ceil_mode's overhang). The taps then read the band without a
+ * bounds check, 8 outputs of a row at a time (stride 1: vload8; stride 2:
+ * the even lanes of a vload16), 4 rows at once (a block past R takes row
+ * R - 1 again and stores the same values again). The portable kernel's
+ * order and rule, NaN winning and a later NaN replacing an earlier one, a
+ * -inf tap never winning: the same bits, -inf for a window with no tap in
+ * x. Lanes past OW read up to 8*sw - 1 floats past their row (the next
+ * row, or the slack, -inf) and are never stored. The host (pool.c) takes
+ * it at strides 1 and 2 with pads >= 0 and a band of at most POOL_BAND_F
+ * floats; rows_per is the last argument. One item per pixel of a
+ * ResNet's 3x3 stride-2 max pool took 3.2 ms on PoCL 3.1 (2 threads). */
+#define POOL_BAND_F 2048
+#define POOL_BAND_SLACK 16
+
+/* m[i] = the maximum of the taps over the band rows from bp[i], i < 4, by LOAD(p). */
+#define POOL_MAX_TAP(m, v) m = select(m, v, (v > m) | isnan(v))
+#define POOL_BAND_MAX(LOAD)                                                       \
+    for (int a = 0; a < kh; a++) {                                                \
+        const int o = a * dh * pitch;                                             \
+        for (int b = 0; b < kw; b++) {                                            \
+            const int q = o + b * dw;                                             \
+            const float8 v0 = LOAD(b0 + q), v1 = LOAD(b1 + q), v2 = LOAD(b2 + q), \
+                         v3 = LOAD(b3 + q);                                       \
+            POOL_MAX_TAP(m0, v0);                                                 \
+            POOL_MAX_TAP(m1, v1);                                                 \
+            POOL_MAX_TAP(m2, v2);                                                 \
+            POOL_MAX_TAP(m3, v3);                                                 \
+        }                                                                         \
+    }
+#define POOL_LOAD_S1(p) vload8(0, p)
+#define POOL_LOAD_S2(p) vload16(0, p).even
+
+__kernel void pool_max_forward_cpu(__global const float *restrict x, int x_off, POOL_GEOM, int total,
+                                   __global float *restrict y, int y_off, int rows_per)
+{
+    const int rb = get_global_id(0), bc = get_global_id(1), oh0 = rb * rows_per;
+    if (bc >= total / (OH * OW) || oh0 >= OH)
+        return;
+    __global const float *plane = x + x_off + bc * H * W;
+    __global float *yp = y + y_off + bc * OH * OW;
+    const int R = min(rows_per, OH - oh0), pitch = (OW - 1) * sw + (kw - 1) * dw + 1;
+    const int band_rows = (R - 1) * sh + (kh - 1) * dh + 1;
+    float band[POOL_BAND_F + POOL_BAND_SLACK];
+    teeny_band_fill(band, plane, H, W, oh0 * sh - ph, band_rows, pitch, pw, POOL_BAND_SLACK, -INFINITY);
+    for (int r = 0; r < R; r += 4) {
+        const int r1 = min(r + 1, R - 1), r2 = min(r + 2, R - 1), r3 = min(r + 3, R - 1);
+        for (int ow0 = 0; ow0 < OW; ow0 += 8) {
+            const float *b0 = band + r * sh * pitch + ow0 * sw, *b1 = band + r1 * sh * pitch + ow0 * sw;
+            const float *b2 = band + r2 * sh * pitch + ow0 * sw, *b3 = band + r3 * sh * pitch + ow0 * sw;
+            float8 m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY;
+            if (sw == 1)
+                POOL_BAND_MAX(POOL_LOAD_S1)
+            else
+                POOL_BAND_MAX(POOL_LOAD_S2)
+            teeny_vstore8_part(m0, yp + (oh0 + r) * OW + ow0, OW - ow0);
+            teeny_vstore8_part(m1, yp + (oh0 + r1) * OW + ow0, OW - ow0);
+            teeny_vstore8_part(m2, yp + (oh0 + r2) * OW + ow0, OW - ow0);
+            teeny_vstore8_part(m3, yp + (oh0 + r3) * OW + ow0, OW - ow0);
+        }
+    }
+}
+
 /* The divisor of window (h0, w0) of an average: its taps inside rows
  * [lo_h, hi_h) and columns [lo_w, hi_w) (the padded input with
  * count_include_pad, x itself without), as a float rounded once from the

@@ -697,6 +697,18 @@ START_TEST(test_conformance_pool)
     TH_OK(ctx, teeny_maxpool2d_backward(ctx, &p, tx.t, ta.t, tdy.t, tdx.t));
     ref_maxpool_backward(&g, arg, dyd, dx);
     expect(&tdx, dx, NULL, TOL, "maxpool dx", repro);
+    /* the maximum alone: the portable kernel without indices, then the CPU
+     * variant's band (pool_max_forward_cpu) on any device (the cpu profile) */
+    for (int cpu = 0; cpu < 2; cpu++) {
+        th_hook(TEENY__HOOK_POOL_MAX_CPU, cpu ? 0 : -1);
+        if (cpu)
+            ck_assert(th_profile("cpu"));
+        th_poison(ty.t);
+        TH_OK(ctx, teeny_maxpool2d_forward(ctx, &p, tx.t, ty.t, NULL));
+        expect(&ty, y, NULL, TOL, cpu ? "maxpool y, no indices (cpu profile)" : "maxpool y, no indices", repro);
+    }
+    th_profile(NULL);
+    th_hook(TEENY__HOOK_POOL_MAX_CPU, 0);
     th_poison(ty.t);
     TH_OK(ctx, teeny_avgpool2d_forward(ctx, &p, tx.t, ty.t));
     ref_avgpool_forward(&g, xd, y);

@@ -463,6 +463,82 @@ START_TEST(test_pool_nan)
 }
 END_TEST
 
+/* The CPU variant's max pool without indices through a padded band
+ * (pool_max_forward_cpu) against the reference and bit for bit against
+ * pool_max_forward (the test hook POOL_MAX_CPU -1), on the cpu profile:
+ * strides 1 and 2 (stride 3 stays pool_max_forward's), dilation, ceil
+ * mode, pads wider than the window (windows of padding only: -inf), rows
+ * narrower than 8, rows too wide for a whole plane's band (600 columns),
+ * NaNs (a NaN wins; PyTorch's rule), views; and where a device limits
+ * loop trips (8000), fewer rows an item, the same bits. */
+START_TEST(test_pool_max_cpu)
+{
+    static const ref_pool cases[] = {
+        /* B, C, H, W, kh, kw, sh, sw, ph, pw, (OH, OW), peh, pew, dh, dw, ceil, exclude */
+        {2, 3, 17, 19, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0},
+        {1, 2, 9, 7, 2, 3, 1, 1, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0},
+        {1, 3, 12, 13, 3, 2, 2, 1, 1, 0, 0, 0, 1, 0, 2, 1, 1, 0},
+        {2, 2, 6, 5, 2, 2, 1, 2, 3, 3, 0, 0, 0, 0, 1, 1, 0, 0},
+        {1, 2, 5, 600, 3, 3, 1, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0},
+        {1, 2, 11, 11, 3, 3, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0},
+    };
+    teeny_ctx *ctx = th_ctx();
+    if (!th_profile("cpu"))
+        th_skip("%s cannot take the cpu profile", teeny_ctx_device_name(ctx));
+    for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
+        ref_pool g = cases[ci];
+        ref_pool_geom(&g);
+        uint64_t seed = 6900 + (uint64_t)ci;
+        th_rng r = th_rng_make(seed);
+        char repro[240];
+        geom_str(&g, ci % 2, seed, repro, sizeof repro);
+        teeny_pool2d_params p = to_params(&g);
+        size_t nx = (size_t)g.B * g.C * g.H * g.W, ny = (size_t)g.B * g.C * g.OH * g.OW;
+        float *x = th_malloc(nx * 4), *got[3];
+        th_fill_normal(&r, x, nx, 0, 2);
+        for (size_t i = 7; i < nx; i += 37) /* NaNs, a few windows with two */
+            x[i] = NAN;
+        int64_t xs[4] = {g.B, g.C, g.H, g.W}, ys[4] = {g.B, g.C, g.OH, g.OW};
+        th_dev tx = th_dev_make(ctx, 0, 4, xs, ci % 2 ? 3 : 0, x), ty = th_dev_make(ctx, 0, 4, ys, ci % 2 ? 5 : 0, NULL);
+        double *xd = th_dbl(x, nx), *ref = th_malloc(ny * 8);
+        ref_maxpool_forward(&g, xd, ref, NULL);
+        int band = g.sw <= 2;
+        for (int run = 0; run < 3; run++) { /* band; band under a loop limit; pool_max_forward */
+            th_hook(TEENY__HOOK_POOL_MAX_CPU, run == 2 ? -1 : 0);
+            th_loop_limit(run == 1 ? 8000 : 0);
+            th_poison(ty.t);
+            TH_OK(ctx, teeny_profile_begin(ctx));
+            TH_OK(ctx, teeny_maxpool2d_forward(ctx, &p, tx.t, ty.t, NULL));
+            TH_OK(ctx, teeny_ctx_finish(ctx));
+            int ran = 0;
+            for (int i = 0; i < ctx->prog.prof_count; i++)
+                ran = ran || !strcmp(ctx->prog.prof_names[i], "pool_max_forward_cpu");
+            TH_OK(ctx, teeny_profile_end(ctx, NULL, NULL));
+            ck_assert_msg(ran == (band && run < 2), "run %d: pool_max_forward_cpu %s; %s", run,
+                          ran ? "ran" : "did not run", repro);
+            got[run] = th_read(ty.t);
+            for (size_t i = 0; i < ny; i++)
+                ck_assert_msg(isnan(ref[i]) ? isnan(got[run][i]) : got[run][i] == (float)ref[i],
+                              "run %d: y[%zu] = %g, want %g; %s", run, i, got[run][i], ref[i], repro);
+            th_dev_check_guard(&ty, "y", repro);
+        }
+        for (int run = 0; run < 2; run++)
+            ck_assert_msg(!memcmp(got[run], got[2], ny * 4), "run %d: bits differ from pool_max_forward's; %s", run,
+                          repro);
+        th_loop_limit(-1);
+        th_hook(TEENY__HOOK_POOL_MAX_CPU, 0);
+        for (int run = 0; run < 3; run++)
+            free(got[run]);
+        free(x);
+        free(xd);
+        free(ref);
+        th_dev_free(&tx);
+        th_dev_free(&ty);
+    }
+    th_profile(NULL);
+}
+END_TEST
+
 START_TEST(test_pool_determinism)
 {
     teeny_ctx *ctx = th_ctx();
@@ -1141,6 +1217,7 @@ Suite *suite_pool(void)
     tcase_add_test(fwd, test_pool_global_route);
     tcase_add_loop_test(fwd, test_pool_indices, 0, n_sweep());
     tcase_add_test(fwd, test_pool_nan);
+    tcase_add_test(fwd, test_pool_max_cpu);
     tcase_add_test(fwd, test_pool_determinism);
     tcase_add_test(fwd, test_pool_op_table);
     tcase_add_loop_test(bwd, test_pool_backward, 0, n_sweep());
