@@ -276,6 +276,28 @@ static teeny_status merge_trailing(ox_import *im, const ox_value *v, int *ndim, 
     return TEENY_OK;
 }
 
+/* A graph input's feed against its declared rank and dimensions (ndim
+ * -1: none declared; d[i] < 0 symbolic), then its shape and, where none
+ * is declared, its type in their place. */
+static teeny_status take_feed(ox_import *im, const ox_value *v, int has_shape, int *ndim, int64_t *d, int *elem)
+{
+    char both[200];
+    if (*ndim >= 0 && v->feed->ndim != *ndim)
+        return teeny__ox_fail(im, TEENY_ERR_SHAPE, "graph input \"%.80s\" has rank %d, its feed %d%s", v->name, *ndim,
+                              v->feed->ndim, input_and_feed(v, both, sizeof both));
+    for (int i = 0; i < v->feed->ndim; i++)
+        if (has_shape && d[i] >= 0 && d[i] != v->feed->shape[i])
+            return teeny__ox_fail(im, TEENY_ERR_SHAPE, "graph input \"%.80s\": dimension %d is %lld, its feed's %lld%s",
+                                  v->name, i, (long long)d[i], (long long)v->feed->shape[i],
+                                  input_and_feed(v, both, sizeof both));
+    *ndim = v->feed->ndim;
+    for (int i = 0; i < *ndim; i++)
+        d[i] = v->feed->shape[i];
+    if (!*elem)
+        *elem = (int)v->feed->dtype;
+    return TEENY_OK;
+}
+
 static teeny_status make_input(ox_import *im, int idx, int labels)
 {
     ox_value *v = &im->vals[idx];
@@ -300,22 +322,8 @@ static teeny_status make_input(ox_import *im, int idx, int labels)
                        ? sp->dim[i]->dim_value : -1;
     }
     char both[200];
-    if (v->feed) {
-        if (ndim >= 0 && v->feed->ndim != ndim)
-            return teeny__ox_fail(im, TEENY_ERR_SHAPE, "graph input \"%.80s\" has rank %d, its feed %d%s", v->name, ndim,
-                           v->feed->ndim, input_and_feed(v, both, sizeof both));
-        for (int i = 0; i < v->feed->ndim; i++)
-            if (sp && d[i] >= 0 && d[i] != v->feed->shape[i])
-                return teeny__ox_fail(im, TEENY_ERR_SHAPE, "graph input \"%.80s\": dimension %d is %lld, its feed's %lld%s",
-                               v->name, i, (long long)d[i], (long long)v->feed->shape[i],
-                               input_and_feed(v, both, sizeof both));
-        ndim = v->feed->ndim;
-        for (int i = 0; i < ndim; i++) {
-            d[i] = v->feed->shape[i];
-        }
-        if (!elem)
-            elem = (int)v->feed->dtype;
-    }
+    if (v->feed && (st = take_feed(im, v, sp != NULL, &ndim, d, &elem)) != TEENY_OK)
+        return st;
     if (ndim < 0)
         return teeny__ox_fail(im, TEENY_ERR_UNSUPPORTED, "graph input \"%.80s\" has no shape (give a feed)", v->name);
     int want_f32 = !labels;
