@@ -201,13 +201,18 @@ TEENY_INLINE void teeny_vstore8_part(float8 v, __global float *p, int n)
 /* The private band of the CPU window kernels (dwconv_fwd_cpu_band,
  * pool_max_forward_cpu): rows input rows from row0 of plane [H, W], each
  * of pitch columns, column c holding input column c - pw (pw >= 0), pad
- * where the row or the column lies outside the plane; then slack pads
- * after the last row. */
+ * where the row or the column lies outside the plane; then TEENY_BAND_SLACK
+ * pads after the last row, which the last row's vector lanes past the
+ * output read (8*stride - 1 floats at most). rows * pitch is at most
+ * TEENY_BAND_FLOATS (the host's teeny__band_rows_max, src/program). */
+#define TEENY_BAND_FLOATS 2048
+#define TEENY_BAND_SLACK 16
+
 TEENY_INLINE void teeny_band_fill(float *band, __global const float *plane, int H, int W, int row0, int rows,
-                                  int pitch, int pw, int slack, float pad)
+                                  int pitch, int pw, float pad)
 {
     const int c_lo = min(pw, pitch), c_hi = max(c_lo, min(pitch, pw + W));
-    for (int c = 0; c < slack; c++)
+    for (int c = 0; c < TEENY_BAND_SLACK; c++)
         band[rows * pitch + c] = pad;
     for (int t = 0; t < rows; t++) {
         const int ih = row0 + t;

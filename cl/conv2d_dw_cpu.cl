@@ -170,9 +170,7 @@ __kernel void dwconv_dw_cpu(__global const float *restrict x, int x_off, __globa
  * after the last) and are never stored. Per output the taps are summed in
  * order from 0, as dwconv_fwd_cpu sums them, padding taps adding 0 * w.
  * The host (depthwise.c) takes it at strides 1 and 2 with pads >= 0 and a
- * band of at most DW_BAND floats; rows_per is the last argument. */
-#define DW_BAND 2048
-#define DW_BAND_SLACK 16
+ * band of at most TEENY_BAND_FLOATS floats; rows_per is the last argument. */
 
 /* a[i] += the taps of wc over the band rows from bp[i] (one output row's
  * first band row, column ow0*s_w), i < 4, by LOAD(p) (the 8 inputs from p). */
@@ -209,9 +207,9 @@ __kernel void dwconv_fwd_cpu_band(__global const float *restrict x, int x_off, _
     __global float *yc = y + y_off + (b * Cout + co) * OH * OW;
     const int R = min(rows_per, OH - oh0), pitch = (OW - 1) * s_w + (KW - 1) * d_w + 1;
     const int band_rows = (R - 1) * s_h + (KH - 1) * d_h + 1;
-    float band[DW_BAND + DW_BAND_SLACK];
+    float band[TEENY_BAND_FLOATS + TEENY_BAND_SLACK];
     teeny_band_fill(band, x + x_off + (b * Cin + co / mult) * H * W, H, W, oh0 * s_h - p_h, band_rows, pitch, p_w,
-                    DW_BAND_SLACK, 0.0f);
+                    0.0f);
     for (int r = 0; r < R; r += 4) {
         const int r1 = min(r + 1, R - 1), r2 = min(r + 2, R - 1), r3 = min(r + 3, R - 1);
         for (int ow0 = 0; ow0 < OW; ow0 += 8) {

@@ -159,11 +159,9 @@ __kernel void pool_max_forward(__global const float *x, int x_off, POOL_GEOM, in
  * -inf tap never winning: the same bits, -inf for a window with no tap in
  * x. Lanes past OW read up to 8*sw - 1 floats past their row (the next
  * row, or the slack, -inf) and are never stored. The host (pool.c) takes
- * it at strides 1 and 2 with pads >= 0 and a band of at most POOL_BAND_F
+ * it at strides 1 and 2 with pads >= 0 and a band of at most TEENY_BAND_FLOATS
  * floats; rows_per is the last argument. One item per pixel of a
  * ResNet's 3x3 stride-2 max pool took 3.2 ms on PoCL 3.1 (2 threads). */
-#define POOL_BAND_F 2048
-#define POOL_BAND_SLACK 16
 
 /* m[i] = the maximum of the taps over the band rows from bp[i], i < 4, by LOAD(p). */
 #define POOL_MAX_TAP(m, v) m = select(m, v, (v > m) | isnan(v))
@@ -193,8 +191,8 @@ __kernel void pool_max_forward_cpu(__global const float *restrict x, int x_off, 
     __global float *yp = y + y_off + bc * OH * OW;
     const int R = min(rows_per, OH - oh0), pitch = (OW - 1) * sw + (kw - 1) * dw + 1;
     const int band_rows = (R - 1) * sh + (kh - 1) * dh + 1;
-    float band[POOL_BAND_F + POOL_BAND_SLACK];
-    teeny_band_fill(band, plane, H, W, oh0 * sh - ph, band_rows, pitch, pw, POOL_BAND_SLACK, -INFINITY);
+    float band[TEENY_BAND_FLOATS + TEENY_BAND_SLACK];
+    teeny_band_fill(band, plane, H, W, oh0 * sh - ph, band_rows, pitch, pw, -INFINITY);
     for (int r = 0; r < R; r += 4) {
         const int r1 = min(r + 1, R - 1), r2 = min(r + 2, R - 1), r3 = min(r + 3, R - 1);
         for (int ow0 = 0; ow0 < OW; ow0 += 8) {

@@ -143,6 +143,26 @@ teeny_status teeny__launch_1d(teeny_ctx *ctx, cl_kernel k, const char *kernel_na
  * a CPU runs one work-group per compute unit at a time, so the largest
  * power of two up to 64 that leaves every compute unit 4 groups (at least 1). */
 size_t teeny__cpu_local(const teeny_ctx *ctx, size_t items);
+/* The CPU window kernels' private band (cl/common.cl's teeny_band_fill:
+ * dwconv_fwd_cpu_band, pool_max_forward_cpu): an item's output rows read
+ * (R - 1)*sh + (kh - 1)*dh + 1 input rows of (OW - 1)*sw + (kw - 1)*dw + 1
+ * columns, TEENY_BAND_FLOATS floats at most, and loops over them in 4-row
+ * blocks of 8-column chunks. */
+#define TEENY__BAND_FLOATS 2048 /* as cl/common.cl's TEENY_BAND_FLOATS and TEENY_BAND_SLACK */
+#define TEENY__BAND_SLACK 16
+typedef struct {
+    int64_t OH, OW, kh, kw, sh, sw, ph, pw, dh, dw; /* the output, the window, strides, pads before, dilations */
+} teeny__band_geom;
+/* The most output rows a band item may take: its band within
+ * TEENY__BAND_FLOATS and its loop trips (the band's fill, and per 4-row
+ * block its chunks, taps and tails) within the device's loop budget; 0
+ * where the band does not apply (a column stride past 2, a negative pad,
+ * one row's band too wide). */
+teeny_status teeny__band_rows_max(teeny_ctx *ctx, const teeny__band_geom *b, int64_t *rows_max);
+/* Output rows an item of a CPU variant over planes planes of rows rows:
+ * whole planes unless that leaves fewer than 16 items a compute unit, at
+ * most rows_max (>= 1). */
+int teeny__cpu_rows_per(const teeny_ctx *ctx, int64_t rows, int64_t planes, int64_t rows_max);
 /* teeny__kernel_get + teeny__set_arg_list + teeny__launch. */
 teeny_status teeny__run_kernel(teeny_ctx *ctx, const char *family, const char *options, const char *kernel_name,
                                const teeny__karg *a, int n, int dims, const size_t *global, const size_t *local);

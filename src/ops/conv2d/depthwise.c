@@ -29,9 +29,6 @@
 
 /* DW_CPU_COLS of cl/conv2d_dw_cpu.cl: columns a depthwise CPU item holds at once. */
 #define DW_CPU_COLS 64
-/* DW_BAND and DW_BAND_SLACK of cl/conv2d_dw_cpu.cl: the floats of dwconv_fwd_cpu_band's private band. */
-#define DW_BAND 2048
-#define DW_BAND_SLACK 16
 
 /* The depthwise kernels' CPU twins (dwconv_*_cpu) rather than the
  * work-group ones; the dense GEMMs follow the tuning (cpu_rows). */
@@ -275,13 +272,8 @@ int64_t teeny__conv_dw_cpu_rows_max(const conv_geom *g, int64_t budget)
 static teeny_status dw_cpu_run(teeny_ctx *ctx, const char *opt, const char *name, karg *a, int n, int rows,
                                int channels, int B, int64_t rows_max)
 {
-    /* rows per item: whole planes unless that leaves fewer than 16 items
-     * per compute unit, or the device's loop budget allows fewer */
-    int64_t want = 16 * (int64_t)(ctx->info.compute_units > 0 ? ctx->info.compute_units : 1);
-    int64_t planes = (int64_t)channels * B, per = planes >= want ? rows : teeny__conv_cdiv(rows * planes, want);
-    if (per > rows_max)
-        per = rows_max;
-    int rows_per = (int)(per < 1 ? 1 : per > rows ? rows : per);
+    int64_t planes = (int64_t)channels * B;
+    int rows_per = teeny__cpu_rows_per(ctx, rows, planes, rows_max);
     size_t items = (size_t)(teeny__conv_cdiv(rows, rows_per) * planes);
     size_t global[3] = {(size_t)teeny__conv_cdiv(rows, rows_per), (size_t)channels, (size_t)B};
     size_t local[3] = {1, teeny__cpu_local(ctx, items), 1};
@@ -318,46 +310,13 @@ static teeny_status dw_forward_run(teeny_ctx *ctx, const conv_tuning *tu, const 
                              &local);
 }
 
-/* dwconv_fwd_cpu_band's input rows for R output rows, and its row pitch. */
-static int64_t band_rows(const conv_geom *g, int64_t R)
-{
-    return (R - 1) * g->sh + (int64_t)(g->KH - 1) * g->dh + 1;
-}
-
-static int64_t band_pitch(const conv_geom *g)
-{
-    return (int64_t)(g->OW - 1) * g->sw + (int64_t)(g->KW - 1) * g->dw + 1;
-}
-
-/* dwconv_fwd_cpu_band's loop trips for an item of R output rows: the
- * slack's clear, the band's rows (each at most 3 loops over pitch columns
- * in all), and per block of 4 output rows its chunks of 8 columns, each
- * with the taps (KH + 1, KW + 1 per kh) and 4 stores' tails (8 at most). */
-static int64_t band_trips(const conv_geom *g, int64_t R)
-{
-    int64_t rows = band_rows(g, R), blocks = teeny__conv_cdiv(R, 4), chunks = teeny__conv_cdiv(g->OW, 8);
-    int64_t chunk = (g->KH + 1) + (int64_t)g->KH * (g->KW + 1) + 4 * 8;
-    return (DW_BAND_SLACK + 1) + (rows + 1) + rows * (band_pitch(g) + 3) + (blocks + 1) +
-           blocks * (chunks + 1 + chunks * chunk);
-}
-
-/* The most output rows a dwconv_fwd_cpu_band item may take: its band
- * within DW_BAND floats and its trips within the loop budget; 0 where it
- * does not apply (a stride past 2, a negative pad, CONV_FLAGS bit 64). */
+/* The most output rows a dwconv_fwd_cpu_band item may take
+ * (teeny__band_rows_max); 0 where CONV_FLAGS bit 64 keeps dwconv_fwd_cpu. */
 static teeny_status band_rows_max(teeny_ctx *ctx, const conv_geom *g, int64_t *rows_max)
 {
-    int64_t budget, pitch = band_pitch(g);
-    teeny_status st;
+    teeny__band_geom b = {g->OH, g->OW, g->KH, g->KW, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw};
     *rows_max = 0;
-    if ((ctx->hooks.conv_flags & 64) || g->sw > 2 || g->ph < 0 || g->pw < 0 || band_rows(g, 1) * pitch > DW_BAND)
-        return TEENY_OK;
-    if ((st = teeny__loop_budget(ctx, &budget)) != TEENY_OK)
-        return st;
-    int64_t fit = (DW_BAND / pitch - band_rows(g, 1)) / g->sh + 1; /* <= DW_BAND rows */
-    while (fit > 0 && band_trips(g, fit) > budget)
-        fit--;
-    *rows_max = fit;
-    return TEENY_OK;
+    return ctx->hooks.conv_flags & 64 ? TEENY_OK : teeny__band_rows_max(ctx, &b, rows_max);
 }
 
 /* The route's forward on the CPU variant: dwconv_fwd_cpu_band where its

@@ -140,58 +140,22 @@ static int64_t min64(int64_t a, int64_t b)
 #define POOL_INDEX_PLANE 0 /* as cl/pool.cl: pool_max_forward's index_mode */
 #define POOL_INDEX_FLAT 1
 
-/* ---- the maximum alone on the CPU variant: pool_max_forward_cpu ---- */
-#define POOL_BAND_F 2048    /* as cl/pool.cl: the band's floats */
-#define POOL_BAND_SLACK 16
-
-static int64_t band_rows(const pool_geom *g, int64_t R)
-{
-    return (R - 1) * g->sh + (int64_t)(g->kh - 1) * g->dh + 1;
-}
-
-static int64_t band_pitch(const pool_geom *g)
-{
-    return (int64_t)(g->OW - 1) * g->sw + (int64_t)(g->kw - 1) * g->dw + 1;
-}
-
-/* An item's loop trips for R output rows: the slack, the band's rows (3
- * loops over pitch columns in all), and per block of 4 rows its chunks of
- * 8 columns, the taps (kh + 1, kw + 1 per row of taps) and 4 stores'
- * tails (8 at most). */
-static int64_t band_trips(const pool_geom *g, int64_t R)
-{
-    int64_t rows = band_rows(g, R), blocks = (R + 3) / 4, chunks = (g->OW + 7) / 8;
-    int64_t chunk = (g->kh + 1) + (int64_t)g->kh * (g->kw + 1) + 4 * 8;
-    return (POOL_BAND_SLACK + 1) + (rows + 1) + rows * (band_pitch(g) + 3) + (blocks + 1) +
-           blocks * (chunks + 1 + chunks * chunk);
-}
-
-/* The maximum alone through pool_max_forward_cpu, where the tuning is the
- * CPU variant and the test hook POOL_MAX_CPU is not -1, at strides 1 and 2
- * with pads >= 0, its band within POOL_BAND_F floats and its trips within
- * the loop budget; *done 0 (TEENY_OK) elsewhere. Rows an item: whole
- * planes unless that leaves fewer than 16 items a compute unit. */
+/* The maximum alone through pool_max_forward_cpu (cl/pool.cl), where
+ * the tuning is the CPU variant, the test hook POOL_MAX_CPU is not -1 and
+ * the band applies (teeny__band_rows_max); *done 0 (TEENY_OK) elsewhere. */
 static teeny_status max_band(teeny_ctx *ctx, const pool_geom *g, const teeny_tensor *x, cl_mem y_buf, int y_off,
                              int *done)
 {
-    int64_t budget, fit, planes = g->total / ((int64_t)g->OH * g->OW);
+    teeny__band_geom b = {g->OH, g->OW, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw};
+    int64_t fit = 0, planes = g->total / ((int64_t)g->OH * g->OW);
     teeny_status st;
     *done = 0;
-    if (ctx->tune.variant != TEENY_VARIANT_CPU || ctx->hooks.pool_max_cpu < 0 || g->sw > 2 || g->ph < 0 ||
-        g->pw < 0 || band_rows(g, 1) * band_pitch(g) > POOL_BAND_F)
+    if (ctx->tune.variant != TEENY_VARIANT_CPU || ctx->hooks.pool_max_cpu < 0)
         return TEENY_OK;
-    if ((st = teeny__loop_budget(ctx, &budget)) != TEENY_OK)
+    if ((st = teeny__band_rows_max(ctx, &b, &fit)) != TEENY_OK || fit < 1)
         return st;
-    fit = (POOL_BAND_F / band_pitch(g) - band_rows(g, 1)) / g->sh + 1;
-    while (fit > 0 && band_trips(g, fit) > budget)
-        fit--;
-    if (fit < 1)
-        return TEENY_OK;
-    int64_t want = 16 * (int64_t)(ctx->info.compute_units > 0 ? ctx->info.compute_units : 1);
-    int64_t per = planes >= want ? g->OH : (g->OH * planes + want - 1) / want;
-    per = per < 1 ? 1 : per > fit ? fit : per > g->OH ? g->OH : per;
-    int rows_per = (int)per, x_off = teeny__off(x);
-    size_t blocks = (size_t)((g->OH + per - 1) / per), l1 = teeny__cpu_local(ctx, blocks * (size_t)planes);
+    int rows_per = teeny__cpu_rows_per(ctx, g->OH, planes, fit), x_off = teeny__off(x);
+    size_t blocks = (size_t)((g->OH + rows_per - 1) / rows_per), l1 = teeny__cpu_local(ctx, blocks * (size_t)planes);
     size_t global[2] = {blocks, ((size_t)planes + l1 - 1) / l1 * l1}, local[2] = {1, l1};
     teeny__karg k[] = {KM(x->buf), KI(x_off), GEOM_ARGS(*g), KM(y_buf), KI(y_off), KI(rows_per)};
     *done = 1;
