@@ -204,7 +204,7 @@ TEENY_INLINE void teeny_vstore8_part(float8 v, __global float *p, int n)
  * where the row or the column lies outside the plane; then TEENY_BAND_SLACK
  * pads after the last row, which the last row's vector lanes past the
  * output read (8*stride - 1 floats at most). rows * pitch is at most
- * TEENY_BAND_FLOATS (the host's teeny__band_rows_max, src/program). */
+ * TEENY_BAND_FLOATS (the host's teeny__band_rows_max, src/program/probe.c). */
 #define TEENY_BAND_FLOATS 2048
 #define TEENY_BAND_SLACK 16
 

@@ -96,6 +96,46 @@ int64_t teeny__loop_budget_known(const teeny_ctx *ctx)
     return ctx->prog.loop_probed && ctx->prog.loop_limit ? ctx->prog.loop_limit / 2 : INT64_MAX;
 }
 
+/* ---- the CPU window kernels' band (program.h) under the loop budget ---- */
+
+static int64_t band_rows(const teeny__band_geom *b, int64_t R)
+{
+    return (R - 1) * b->sh + (b->kh - 1) * b->dh + 1;
+}
+
+static int64_t band_pitch(const teeny__band_geom *b)
+{
+    return (b->OW - 1) * b->sw + (b->kw - 1) * b->dw + 1;
+}
+
+/* An item's trips for R output rows, every loop counted with one more
+ * trip: the slack's fill, the band's rows (3 loops over pitch columns in
+ * all), and per block of 4 rows its chunks of 8 columns, each with the
+ * taps (kh + 1, kw + 1 per row of taps) and 4 stores' tails (8 at most). */
+static int64_t band_trips(const teeny__band_geom *b, int64_t R)
+{
+    int64_t rows = band_rows(b, R), blocks = (R + 3) / 4, chunks = (b->OW + 7) / 8;
+    int64_t chunk = (b->kh + 1) + b->kh * (b->kw + 1) + 4 * 8;
+    return (TEENY__BAND_SLACK + 1) + (rows + 1) + rows * (band_pitch(b) + 3) + (blocks + 1) +
+           blocks * (chunks + 1 + chunks * chunk);
+}
+
+teeny_status teeny__band_rows_max(teeny_ctx *ctx, const teeny__band_geom *b, int64_t *rows_max)
+{
+    int64_t budget, pitch = band_pitch(b);
+    teeny_status st;
+    *rows_max = 0;
+    if (b->sw > 2 || b->ph < 0 || b->pw < 0 || band_rows(b, 1) * pitch > TEENY__BAND_FLOATS)
+        return TEENY_OK;
+    if ((st = teeny__loop_budget(ctx, &budget)) != TEENY_OK)
+        return st;
+    int64_t fit = (TEENY__BAND_FLOATS / pitch - band_rows(b, 1)) / b->sh + 1;
+    while (fit > 0 && band_trips(b, fit) > budget)
+        fit--;
+    *rows_max = fit;
+    return TEENY_OK;
+}
+
 teeny_status teeny__loop_check(teeny_ctx *ctx, const char *name, int64_t trips)
 {
     int64_t budget;

@@ -153,7 +153,7 @@ size_t teeny__cpu_local(const teeny_ctx *ctx, size_t items);
 typedef struct {
     int64_t OH, OW, kh, kw, sh, sw, ph, pw, dh, dw; /* the output, the window, strides, pads before, dilations */
 } teeny__band_geom;
-/* The most output rows a band item may take: its band within
+/* (probe.c) The most output rows a band item may take: its band within
  * TEENY__BAND_FLOATS and its loop trips (the band's fill, and per 4-row
  * block its chunks, taps and tails) within the device's loop budget; 0
  * where the band does not apply (a column stride past 2, a negative pad,
