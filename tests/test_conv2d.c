@@ -1790,7 +1790,7 @@ START_TEST(test_conv2d_errors)
     TH_STATUS(ctx, TEENY_ERR_ARG, FWD(&p, tx_in_big, tw, tb, ty_in_x)); /* y overlaps x */
     ck_assert_msg(strstr(teeny_last_error(ctx), "overlaps") != NULL, "message: %s", teeny_last_error(ctx));
     TH_STATUS(ctx, TEENY_ERR_ARG,
-              teeny_conv2d_forward_fused(ctx, &p, tx, tw, tb, tsc, tsh, (teeny_act)13, ty));
+              teeny_conv2d_forward_fused(ctx, &p, tx, tw, tb, tsc, tsh, (teeny_act)TEENY__ACT_COUNT, ty));
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_conv2d_forward_fused(ctx, &p, tx, tw, tb, tb7, tsh, TEENY_ACT_SILU, ty));
     ck_assert_msg(strstr(teeny_last_error(ctx), "scale") != NULL, "message: %s", teeny_last_error(ctx));
     TH_STATUS(ctx, TEENY_ERR_SHAPE, teeny_conv2d_forward_fused(ctx, &p, tx, tw, tb, tsc, tb7, TEENY_ACT_SILU, ty));
