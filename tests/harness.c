@@ -312,6 +312,46 @@ int th_plan_step(teeny_graph *g, teeny_node loss_node, const float *x, size_t nx
     return np;
 }
 
+float th_check_fd_grads(teeny_graph *g, teeny_node loss_node, const float *x, size_t nx, const int32_t *lab, int B,
+                        const char *what)
+{
+    int np = teeny_graph_param_count(g);
+    float **vals = calloc((size_t)np + 1, sizeof *vals), **grads = th_malloc(((size_t)np + 1) * sizeof *grads);
+    float **unused = th_malloc(((size_t)np + 1) * sizeof *unused), loss0, lp, lm;
+    size_t *sizes = th_malloc(((size_t)np + 1) * sizeof *sizes);
+    ck_assert(vals != NULL);
+    th_plan_step(g, loss_node, x, nx, lab, B, vals, &loss0, grads, sizes, NULL);
+    for (int i = 0; i < np; i++) {
+        const char *name;
+        TH_OK(th_ctx(), teeny_graph_param(g, i, &name, NULL, NULL));
+        for (size_t k = 0; k < sizes[i]; k++) {
+            const float h = 1e-2f, v = vals[i][k];
+            vals[i][k] = v + h;
+            th_plan_step(g, loss_node, x, nx, lab, B, vals, &lp, unused, NULL, NULL);
+            for (int j = 0; j < np; j++)
+                free(unused[j]);
+            vals[i][k] = v - h;
+            th_plan_step(g, loss_node, x, nx, lab, B, vals, &lm, unused, NULL, NULL);
+            for (int j = 0; j < np; j++)
+                free(unused[j]);
+            vals[i][k] = v;
+            double fd = ((double)lp - (double)lm) / (2.0 * h);
+            ck_assert_msg(isfinite(grads[i][k]) && fabs(grads[i][k] - fd) <= 1e-3 + 2e-2 * fabs(fd),
+                          "%s gradient[%zu]: %.6g, finite differences %.6g (%s)", name, k, (double)grads[i][k], fd,
+                          what);
+        }
+    }
+    for (int i = 0; i < np; i++) {
+        free(vals[i]);
+        free(grads[i]);
+    }
+    free(vals);
+    free(grads);
+    free(unused);
+    free(sizes);
+    return loss0;
+}
+
 static int in_list(const char *list, const char *name)
 {
     size_t n = strlen(name);

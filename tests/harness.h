@@ -98,6 +98,12 @@ void *th_malloc(size_t n);
  * NULL); the parameter count returned. g stays the caller's. */
 int th_plan_step(teeny_graph *g, teeny_node loss_node, const float *x, size_t nx, const int32_t *lab, int B,
                  float **vals, float *loss, float **grads, size_t *sizes, int launches[2]);
+/* Every parameter element's gradient from th_plan_step (the same
+ * arguments) against the central difference of the loss at +-1e-2,
+ * within 1e-3 + 2e-2 |fd|; what names the case in a failure. Returns the
+ * loss at the parameters' own values. */
+float th_check_fd_grads(teeny_graph *g, teeny_node loss_node, const float *x, size_t nx, const int32_t *lab, int B,
+                        const char *what);
 
 /* An fp32 or int32 device tensor, optionally a view at an odd offset
  * (view_off > 0) inside a poisoned base (NaN, or -7 for int32) whose guard

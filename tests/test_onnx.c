@@ -441,33 +441,9 @@ START_TEST(test_onnx_norm_grad)
     const int32_t lab[B] = {7, 22};
     int np = teeny_graph_param_count(g);
     ck_assert_int_eq(np, 4);
-    float *vals[4] = {NULL}, *grads[4], *unused[4], loss0, lp, lm;
-    size_t sizes[4];
-    th_plan_step(g, loss, xs, B * C * L, lab, B, vals, &loss0, grads, sizes, NULL);
-    for (int i = 0; i < np; i++) {
-        const char *name;
-        TH_OK(ctx, teeny_graph_param(g, i, &name, NULL, NULL));
-        for (size_t k = 0; k < sizes[i]; k++) {
-            const float h = 1e-2f, v = vals[i][k];
-            vals[i][k] = v + h;
-            th_plan_step(g, loss, xs, B * C * L, lab, B, vals, &lp, unused, NULL, NULL);
-            for (int j = 0; j < np; j++)
-                free(unused[j]);
-            vals[i][k] = v - h;
-            th_plan_step(g, loss, xs, B * C * L, lab, B, vals, &lm, unused, NULL, NULL);
-            for (int j = 0; j < np; j++)
-                free(unused[j]);
-            vals[i][k] = v;
-            double fd = ((double)lp - (double)lm) / (2.0 * h);
-            ck_assert_msg(isfinite(grads[i][k]) && fabs(grads[i][k] - fd) <= 1e-3 + 2e-2 * fabs(fd),
-                          "%s gradient[%zu]: %.6g, finite differences %.6g (GroupNormalization 2 of %d channels, "
-                          "[%d, %d, %d], seed 4204)", name, k, (double)grads[i][k], fd, C, B, C, L);
-        }
-    }
-    for (int i = 0; i < np; i++) {
-        free(vals[i]);
-        free(grads[i]);
-    }
+    char what[96];
+    snprintf(what, sizeof what, "GroupNormalization 2 of %d channels, [%d, %d, %d], seed 4204", C, B, C, L);
+    th_check_fd_grads(g, loss, xs, B * C * L, lab, B, what);
     teeny_onnx_destroy(m);
     m = load_ok("norms_instance", NULL);
     ck_assert_int_eq(teeny_graph_param_count(teeny_onnx_graph(m)), 4); /* in3 and in4's scale and B; pf none */

@@ -490,35 +490,8 @@ START_TEST(test_onnx_crafted_wide_grad)
     const int32_t lab[B] = {5, 30};
     int np = teeny_graph_param_count(g);
     ck_assert_int_eq(np, 3); /* W1, W2, W4: the linear layers' weights */
-    float *vals[8] = {NULL}, *grads[8], *unused[8], loss0, lp, lm;
-    size_t sizes[8];
-    ck_assert_int_le(np, 8);
-    th_plan_step(g, loss, xs, B * IN, lab, B, vals, &loss0, grads, sizes, NULL);
+    float loss0 = th_check_fd_grads(g, loss, xs, B * IN, lab, B, "rank-6 transpose, ScatterND, Einsum; seed 4208");
     ck_assert(isfinite(loss0));
-    for (int i = 0; i < np; i++) {
-        const char *name;
-        TH_OK(ctx, teeny_graph_param(g, i, &name, NULL, NULL));
-        for (size_t k = 0; k < sizes[i]; k++) {
-            const float h = 1e-2f, v = vals[i][k];
-            vals[i][k] = v + h;
-            th_plan_step(g, loss, xs, B * IN, lab, B, vals, &lp, unused, NULL, NULL);
-            for (int j = 0; j < np; j++)
-                free(unused[j]);
-            vals[i][k] = v - h;
-            th_plan_step(g, loss, xs, B * IN, lab, B, vals, &lm, unused, NULL, NULL);
-            for (int j = 0; j < np; j++)
-                free(unused[j]);
-            vals[i][k] = v;
-            double fd = ((double)lp - (double)lm) / (2.0 * h);
-            ck_assert_msg(isfinite(grads[i][k]) && fabs(grads[i][k] - fd) <= 1e-3 + 2e-2 * fabs(fd),
-                          "%s gradient[%zu]: %.6g, finite differences %.6g (rank-6 transpose, ScatterND, Einsum; "
-                          "seed 4208)", name, k, (double)grads[i][k], fd);
-        }
-    }
-    for (int i = 0; i < np; i++) {
-        free(vals[i]);
-        free(grads[i]);
-    }
     teeny_onnx_destroy(m);
 }
 END_TEST

@@ -378,28 +378,9 @@ START_TEST(test_onnx_lowered_grad)
     const int32_t lab[B] = {1, 5};
     int np = teeny_graph_param_count(g);
     ck_assert_int_eq(np, 2); /* the Conv's w and b; p is a constant */
-    float *vals[2] = {NULL}, *grads[2], *unused[2], loss0, lp, lm;
-    size_t sizes[2];
-    th_plan_step(g, loss, xs, B * C * L, lab, B, vals, &loss0, grads, sizes, NULL);
-    for (int i = 0; i < np; i++)
-        for (size_t k = 0; k < sizes[i]; k++) {
-            const float h = 1e-2f, v = vals[i][k];
-            vals[i][k] = v + h;
-            th_plan_step(g, loss, xs, B * C * L, lab, B, vals, &lp, unused, NULL, NULL);
-            free(unused[0]), free(unused[1]);
-            vals[i][k] = v - h;
-            th_plan_step(g, loss, xs, B * C * L, lab, B, vals, &lm, unused, NULL, NULL);
-            free(unused[0]), free(unused[1]);
-            vals[i][k] = v;
-            double fd = ((double)lp - (double)lm) / (2.0 * h);
-            ck_assert_msg(isfinite(grads[i][k]) && fabs(grads[i][k] - fd) <= 1e-3 + 2e-2 * fabs(fd),
-                          "%s: parameter %d gradient[%zu]: %.6g, finite differences %.6g (seed %d)", what[_i], i, k,
-                          (double)grads[i][k], fd, 4270 + _i);
-        }
-    for (int i = 0; i < np; i++) {
-        free(vals[i]);
-        free(grads[i]);
-    }
+    char repro[96];
+    snprintf(repro, sizeof repro, "%s, seed %d", what[_i], 4270 + _i);
+    th_check_fd_grads(g, loss, xs, B * C * L, lab, B, repro);
     teeny_onnx_destroy(m);
 }
 END_TEST
