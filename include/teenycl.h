@@ -226,6 +226,27 @@ TEENY_API cl_command_queue teeny_ctx_cl_queue(const teeny_ctx *ctx);
  * profiled, where it would not otherwise. */
 TEENY_API teeny_status teeny_profile_begin(teeny_ctx *ctx);
 TEENY_API teeny_status teeny_profile_end(teeny_ctx *ctx, double *device_ms, int *kernels);
+/* One launch of a profile, as teeny_profile_end_each hands it over. The
+ * strings are borrowed for the duration of the call only. */
+typedef struct {
+    int index;           /* 0, 1, ... in the order enqueued */
+    const char *kernel;  /* the kernel's name */
+    const char *node;    /* the graph node ("NAME (backward)" in a backward pass); NULL outside a plan */
+    long long items;     /* work-items (the global size's product) */
+    double ms;           /* device time, start to end */
+    double gap_ms;       /* idle device time since the previous launch ended (0 for the first) */
+} teeny_profile_launch;
+typedef void (*teeny_profile_fn)(const teeny_profile_launch *launch, void *user_data);
+/* teeny_profile_end, which also calls each(launch, user_data) for every
+ * launch of the profile in the order enqueued, on the calling thread,
+ * before it returns. each may be NULL (then it is teeny_profile_end).
+ * When it fails, each saw none or only some of the launches: use them only
+ * after TEENY_OK. The way for a program to read the launches: not the
+ * TEENY_PROFILE=2 log lines, because setting the variable while the
+ * library runs races with the OpenCL driver's threads, which read the
+ * environment (setenv is not thread-safe; teeny-run crashed so in PoCL). */
+TEENY_API teeny_status teeny_profile_end_each(teeny_ctx *ctx, double *device_ms, int *kernels, teeny_profile_fn each,
+                                              void *user_data);
 /* The device's name; borrowed, lives as long as ctx. */
 TEENY_API const char *teeny_ctx_device_name(const teeny_ctx *ctx);
 

@@ -6,8 +6,9 @@
  * directory in its place) rebuilt and rewritten, TEENY_NO_CACHE, concurrent
  * builders, TEENY_KERNEL_DIR (a FIFO there fails at once), the
  * build-failure path with its log, and the
- * profiler: a profile longer than its first event block, and the event
- * list failing to grow.
+ * profiler: a profile longer than its first event block, the event
+ * list failing to grow, TEENY_PROFILE's log lines and
+ * teeny_profile_end_each's launches.
  */
 #include <dirent.h>
 #include <math.h>
@@ -560,6 +561,30 @@ static void profile_sink(teeny_log_level level, const char *msg, void *ud)
         l->summaries++;
 }
 
+/* What teeny_profile_end_each hands over, copied (the strings are
+ * borrowed for the call). */
+typedef struct {
+    int n, index[4];
+    long long items[4];
+    double ms[4], gap[4];
+    char kernel[4][64];
+    const char *node[4];
+} profile_seen;
+
+static void profile_each(const teeny_profile_launch *l, void *user)
+{
+    profile_seen *s = user;
+    if (s->n < 4) {
+        s->index[s->n] = l->index;
+        s->items[s->n] = l->items;
+        s->ms[s->n] = l->ms;
+        s->gap[s->n] = l->gap_ms;
+        snprintf(s->kernel[s->n], sizeof s->kernel[0], "%s", l->kernel);
+        s->node[s->n] = l->node;
+    }
+    s->n++;
+}
+
 START_TEST(test_program_profile_each_launch)
 {
     teeny_ctx *ctx = th_ctx();
@@ -598,6 +623,37 @@ START_TEST(test_program_profile_each_launch)
         ck_assert_msg(!strncmp(name, "ew_add", 6), "kernel %s", name); /* ew_add or its CPU twin */
     }
     ck_assert_msg(items[0] >= 1 && items[1] > items[0], "items %lld, %lld", items[0], items[1]);
+
+    /* teeny_profile_end_each hands the same launches to a callback, in
+     * order (no environment: the variable is unset), and nothing without a
+     * profile begun */
+    profile_seen seen;
+    double span = -1;
+    int kernels = -1;
+    memset(&seen, 0, sizeof seen);
+    TH_OK(ctx, teeny_profile_begin(ctx));
+    TH_OK(ctx, teeny_add(ctx, a, a, y));
+    TH_OK(ctx, teeny_add(ctx, b, b, z));
+    TH_OK(ctx, teeny_profile_end_each(ctx, &span, &kernels, profile_each, &seen));
+    ck_assert_int_eq(kernels, 2);
+    ck_assert_int_eq(seen.n, 2);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(seen.index[i], i);
+        ck_assert_int_eq((int)seen.items[i], (int)items[i]);
+        ck_assert_msg(!strncmp(seen.kernel[i], "ew_add", 6), "kernel %s", seen.kernel[i]);
+        ck_assert_msg(!seen.node[i], "an eager launch has no graph node");
+        ck_assert_msg(seen.ms[i] >= 0 && seen.gap[i] >= 0 && (i || seen.gap[i] == 0), "launch %d: %g ms gap %g", i,
+                      seen.ms[i], seen.gap[i]);
+    }
+    ck_assert_msg(seen.ms[0] + seen.gap[1] + seen.ms[1] <= span + 1e-3, "%g + %g + %g ms in a %g ms span", seen.ms[0],
+                  seen.gap[1], seen.ms[1], span);
+    memset(&seen, 0, sizeof seen);
+    ck_assert_int_eq(teeny_profile_end_each(ctx, NULL, NULL, profile_each, &seen), TEENY_ERR_STATE);
+    ck_assert_int_eq(seen.n, 0);
+    TH_OK(ctx, teeny_profile_begin(ctx));
+    TH_OK(ctx, teeny_add(ctx, a, a, y));
+    TH_OK(ctx, teeny_profile_end_each(ctx, NULL, &kernels, NULL, NULL));
+    ck_assert_int_eq(kernels, 1);
     teeny_tensor_destroy(a);
     teeny_tensor_destroy(y);
     teeny_tensor_destroy(b);

@@ -1,9 +1,11 @@
 /*
  * run_profile.c -- teeny-run's numbers: the timed runs' statistics (min,
  * median, mean, p90 and p99 by nearest rank, max) and --profile's table:
- * K forward passes back to back between teeny_profile_begin and _end with
- * TEENY_PROFILE=2, whose per-launch log lines ("profile: launch I NAME N
- * items MS ms gap GAP ms") a log sink sums per kernel.
+ * K forward passes back to back between teeny_profile_begin and
+ * teeny_profile_end_each, whose launches are summed per kernel and per
+ * graph node. (It once set TEENY_PROFILE=2 and parsed the log lines:
+ * setenv raced with PoCL's threads reading the environment, a crash in
+ * about 1 run in 25.)
  */
 #include <math.h>
 #include <stdio.h>
@@ -65,29 +67,16 @@ static int table_add(profile_table *t, const char *name, double ms, double gap)
     return 1;
 }
 
-/* The library's log sink while the profile ends: TEENY_PROFILE=2's
- * per-launch lines ("profile: launch I NAME N items MS ms gap GAP ms
- * [node NODE]") summed per kernel and per graph node; other warnings and
- * errors still reach stderr. */
-static void profile_sink(teeny_log_level level, const char *msg, void *user)
+/* Each launch of the profile, summed per kernel and per graph node. */
+static void profile_add(const teeny_profile_launch *l, void *user)
 {
     profile_data *p = user;
-    char name[96];
-    int index, end = 0;
-    long long items;
-    double ms, gap;
-    if (sscanf(msg, "profile: launch %d %95s %lld items %lf ms gap %lf ms%n", &index, name, &items, &ms, &gap,
-               &end) != 5 || !end) {
-        if (level >= TEENY_LOG_WARN && strncmp(msg, "profile: ", 9))
-            fprintf(stderr, "teenycl %s: %s\n", level == TEENY_LOG_WARN ? "warn" : "error", msg);
-        return;
-    }
-    const char *node = !strncmp(msg + end, " node ", 6) ? msg + end + 6 : "(outside the graph)";
-    if (!table_add(&p->kernels, name, ms, gap) || !table_add(&p->nodes, node, ms, gap))
+    const char *node = l->node ? l->node : "(outside the graph)";
+    if (!table_add(&p->kernels, l->kernel, l->ms, l->gap_ms) || !table_add(&p->nodes, node, l->ms, l->gap_ms))
         p->broken = 1;
     p->launches++;
-    p->kernel_ms += ms;
-    p->idle_ms += gap;
+    p->kernel_ms += l->ms;
+    p->idle_ms += l->gap_ms;
 }
 
 static int cmp_kernel(const void *a, const void *b)
@@ -99,26 +88,15 @@ static int cmp_kernel(const void *a, const void *b)
 /* runs forward passes back to back under the profiler into *p. */
 teeny_status run_profile(onnx_session *s, int runs, profile_data *p)
 {
-    const char *was = getenv("TEENY_PROFILE");
-    char saved[16] = "";
     teeny_status st = TEENY_OK;
     memset(p, 0, sizeof *p);
     if (!s->plan)
         return TEENY_OK;
-    if (was)
-        snprintf(saved, sizeof saved, "%s", was);
     if ((st = teeny_profile_begin(s->ctx)) != TEENY_OK)
         return st;
     for (int r = 0; r < runs && st == TEENY_OK; r++)
         st = teeny_plan_forward(s->plan);
-    setenv("TEENY_PROFILE", "2", 1);
-    teeny_log_set(profile_sink, p);
-    teeny_status end = teeny_profile_end(s->ctx, &p->span_ms, NULL);
-    teeny_log_set(NULL, NULL);
-    if (was)
-        setenv("TEENY_PROFILE", saved, 1);
-    else
-        unsetenv("TEENY_PROFILE");
+    teeny_status end = teeny_profile_end_each(s->ctx, &p->span_ms, NULL, profile_add, p);
     if (st == TEENY_OK && (st = end) == TEENY_OK && p->broken)
         st = TEENY_ERR_NOMEM;
     qsort(p->kernels.rows, (size_t)p->kernels.n, sizeof *p->kernels.rows, cmp_kernel);

@@ -116,14 +116,39 @@ teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kern
 
 /* ---- profiling ---- */
 
+/* Each launch of the profile in order, with its device time and the idle
+ * gap since the previous launch ended, to fn; 0 when an event's times
+ * cannot be read. Events are complete (teeny_profile_end waited). */
+static int profile_walk(teeny_ctx *ctx, teeny_profile_fn fn, void *user)
+{
+    cl_ulong prev_end = 0;
+    for (int i = 0; i < ctx->prog.prof_count; i++) {
+        cl_ulong s = 0, e = 0;
+        if (TEENY_CL(clGetEventProfilingInfo, ctx->prog.prof_events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL) ||
+            TEENY_CL(clGetEventProfilingInfo, ctx->prog.prof_events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL))
+            return 0;
+        teeny_profile_launch l = {i, ctx->prog.prof_names[i], ctx->prog.prof_nodes[i], (long long)ctx->prog.prof_items[i],
+                                  (double)(e - s) * 1e-6, i && s > prev_end ? (double)(s - prev_end) * 1e-6 : 0.0};
+        fn(&l, user);
+        prev_end = e;
+    }
+    return 1;
+}
+
 /* TEENY_PROFILE=1: log each kernel's launches and device time, slowest
  * first, and the totals; each (TEENY_PROFILE=2): every launch before
- * them, in order. Events are complete (teeny_profile_end waited). */
+ * them, in order. */
 typedef struct {
     const char *name;
     double ms;
     int calls;
 } profile_row;
+
+typedef struct {
+    profile_row *rows;
+    int n, each;
+    double total;
+} profile_sum;
 
 static int profile_row_cmp(const void *a, const void *b)
 {
@@ -131,46 +156,42 @@ static int profile_row_cmp(const void *a, const void *b)
     return (x->ms < y->ms) - (x->ms > y->ms);
 }
 
+static void profile_add(const teeny_profile_launch *l, void *user)
+{
+    profile_sum *sum = user;
+    int k;
+    for (k = 0; k < sum->n && strcmp(sum->rows[k].name, l->kernel); k++)
+        ;
+    if (k == sum->n)
+        sum->rows[sum->n++] = (profile_row){l->kernel, 0.0, 0};
+    sum->rows[k].ms += l->ms;
+    sum->rows[k].calls++;
+    sum->total += l->ms;
+    if (sum->each)
+        teeny__log(TEENY_LOG_WARN, "profile: launch %4d %-28s %10lld items %10.4f ms gap %8.4f ms%s%s", l->index,
+                   l->kernel, l->items, l->ms, l->gap_ms, l->node ? " node " : "", l->node ? l->node : "");
+}
+
 static void profile_summary(teeny_ctx *ctx, double span_ms, int each)
 {
-    profile_row *rows = teeny__malloc((size_t)(ctx->prog.prof_count ? ctx->prog.prof_count : 1) * sizeof *rows);
-    int n = 0;
-    double total = 0;
-    cl_ulong prev_end = 0;
-    if (!rows) {
+    profile_sum sum = {teeny__malloc((size_t)(ctx->prog.prof_count ? ctx->prog.prof_count : 1) * sizeof *sum.rows),
+                       0, each, 0.0};
+    if (!sum.rows) {
         teeny__log(TEENY_LOG_WARN, "profile: no per-kernel summary: out of host memory");
         return;
     }
-    for (int i = 0; i < ctx->prog.prof_count; i++) {
-        cl_ulong s = 0, e = 0;
-        int k;
-        if (TEENY_CL(clGetEventProfilingInfo, ctx->prog.prof_events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL) ||
-            TEENY_CL(clGetEventProfilingInfo, ctx->prog.prof_events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL)) {
-            teeny__log(TEENY_LOG_WARN, "profile: no per-kernel summary: clGetEventProfilingInfo failed");
-            teeny__free(rows);
-            return;
-        }
-        for (k = 0; k < n && strcmp(rows[k].name, ctx->prog.prof_names[i]); k++)
-            ;
-        if (k == n)
-            rows[n++] = (profile_row){ctx->prog.prof_names[i], 0.0, 0};
-        rows[k].ms += (double)(e - s) * 1e-6;
-        rows[k].calls++;
-        total += (double)(e - s) * 1e-6;
-        if (each) /* gap: idle device time since the previous launch ended */
-            teeny__log(TEENY_LOG_WARN, "profile: launch %4d %-28s %10lld items %10.4f ms gap %8.4f ms%s%s", i,
-                       ctx->prog.prof_names[i], (long long)ctx->prog.prof_items[i], (double)(e - s) * 1e-6,
-                       i && s > prev_end ? (double)(s - prev_end) * 1e-6 : 0.0,
-                       ctx->prog.prof_nodes[i] ? " node " : "", ctx->prog.prof_nodes[i] ? ctx->prog.prof_nodes[i] : "");
-        prev_end = e;
+    if (!profile_walk(ctx, profile_add, &sum)) {
+        teeny__log(TEENY_LOG_WARN, "profile: no per-kernel summary: clGetEventProfilingInfo failed");
+        teeny__free(sum.rows);
+        return;
     }
-    qsort(rows, (size_t)n, sizeof *rows, profile_row_cmp);
-    for (int k = 0; k < n; k++)
-        teeny__log(TEENY_LOG_WARN, "profile: %-28s %5d launches %10.4f ms %5.1f%%", rows[k].name, rows[k].calls,
-                   rows[k].ms, total > 0 ? 100.0 * rows[k].ms / total : 0.0);
-    teeny__log(TEENY_LOG_WARN, "profile: %d kernels, %d launches, %.4f ms of kernel time in a %.4f ms span", n,
-               ctx->prog.prof_count, total, span_ms);
-    teeny__free(rows);
+    qsort(sum.rows, (size_t)sum.n, sizeof *sum.rows, profile_row_cmp);
+    for (int k = 0; k < sum.n; k++)
+        teeny__log(TEENY_LOG_WARN, "profile: %-28s %5d launches %10.4f ms %5.1f%%", sum.rows[k].name,
+                   sum.rows[k].calls, sum.rows[k].ms, sum.total > 0 ? 100.0 * sum.rows[k].ms / sum.total : 0.0);
+    teeny__log(TEENY_LOG_WARN, "profile: %d kernels, %d launches, %.4f ms of kernel time in a %.4f ms span", sum.n,
+               ctx->prog.prof_count, sum.total, span_ms);
+    teeny__free(sum.rows);
 }
 
 static void profile_clear(teeny_ctx *ctx)
@@ -209,6 +230,12 @@ teeny_status teeny_profile_begin(teeny_ctx *ctx)
 
 teeny_status teeny_profile_end(teeny_ctx *ctx, double *device_ms, int *kernels)
 {
+    return teeny_profile_end_each(ctx, device_ms, kernels, NULL, NULL);
+}
+
+teeny_status teeny_profile_end_each(teeny_ctx *ctx, double *device_ms, int *kernels, teeny_profile_fn each,
+                                    void *user_data)
+{
     teeny_status st = TEENY_OK;
     cl_ulong first = 0, last = 0;
     cl_command_queue_properties props = 0;
@@ -238,6 +265,10 @@ teeny_status teeny_profile_end(teeny_ctx *ctx, double *device_ms, int *kernels)
         st = teeny__error(ctx, TEENY_ERR_NOMEM, "teeny_profile_end: out of host memory recording events; "
                           "%d launch%s missing from the profile of %d", ctx->prog.prof_lost,
                           ctx->prog.prof_lost == 1 ? " is" : "es are", ctx->prog.prof_count + ctx->prog.prof_lost);
+        goto cleanup;
+    }
+    if (each && !profile_walk(ctx, each, user_data)) {
+        st = teeny__error(ctx, TEENY_ERR_OPENCL, "teeny_profile_end_each: clGetEventProfilingInfo failed");
         goto cleanup;
     }
     if (device_ms)
