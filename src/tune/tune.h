@@ -120,13 +120,9 @@ typedef struct {
 /* linear (src/ops/linear/linear.c): the GEMM's register tile and k depth (the
  * work-group comes from ctx->work_group_size). A tf32 tuning (rm > 0)
  * runs cl/linear.cl's tensor-core tile (-DTEENY_TF32=1), which also needs
- * rm % 4 == 0, tk % 8 == 0 and a work-group of at least 32 items.
- * small_rows: fp32 GEMMs of at most this many rows (M) take
- * lin_gemm_small, one item an output, whatever their width (0: only by
- * linear.c's output-count rule). */
+ * rm % 4 == 0, tk % 8 == 0 and a work-group of at least 32 items. */
 typedef struct {
     int rm, rn, tk;
-    int small_rows;
 } teeny__linear_tune;
 
 /* One row of profiles.def. */

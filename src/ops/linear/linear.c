@@ -149,9 +149,12 @@ typedef struct {
  * LIN_SMALL_MAX_K both routes are serial chains over k on few units and
  * the small one, streaming from L2 or memory a step at a time, is no
  * longer clearly ahead of a panel's 16 k (unmeasured: the tile keeps
- * them). The profile's small_rows also sends every GEMM of that few rows
- * here: on CPUs the tile, LIN_TM rows of work for each of M, is 5-20x
- * slower at M = 1 (bench/NOTES.md). tf32 mode keeps lin_gemm's tf32 tile.
+ * them). On CPUs the tile's place is the CPU GEMM's (cpu_route), which
+ * also takes few rows of many outputs: there one item an output waits on
+ * one scalar sum's chain (a classifier's 1 x 1280 x 1000: 0.91 ms by this
+ * route, 0.25 by the CPU GEMM on PoCL 3.1, 2026-12-07; profiles.def once
+ * sent up to 16 rows here, from when the tile took them, 5-20x slower at
+ * M = 1). tf32 mode keeps lin_gemm's tf32 tile.
  * The test hook LINEAR_SMALL forces the small route wherever fp32 (1) or
  * never (-1). */
 static int small_route(const teeny_ctx *ctx, const gemm_plan *pl, int M, int N, int K)
@@ -159,7 +162,7 @@ static int small_route(const teeny_ctx *ctx, const gemm_plan *pl, int M, int N, 
     int64_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
     if (pl->tf32 || ctx->hooks.linear_small < 0)
         return 0;
-    if (ctx->hooks.linear_small > 0 || (M <= ctx->tune.profile->linear.small_rows && K <= LIN_SMALL_MAX_K))
+    if (ctx->hooks.linear_small > 0)
         return 1;
     return (int64_t)M * N <= LIN_SMALL_PER_CU * cus && K <= LIN_SMALL_MAX_K;
 }
