@@ -2501,8 +2501,9 @@ END_TEST
 
 /* conv2d_act (first, then SiLU) -> global avgpool -> linear ->
  * cross-entropy, or the same with separate activation nodes (fused 0): the
- * same parameters, in the same order, from the same seed. */
-static void build_conv_act_net(net *m, uint64_t seed, int fused, teeny_act first)
+ * same parameters, in the same order, from the same seed. first_ex: the
+ * first activation with parameters (teeny_graph_conv2d_act_ex), else first. */
+static void build_conv_act_net_ex(net *m, uint64_t seed, int fused, teeny_act first, const teeny_act_params *first_ex)
 {
     teeny_ctx *ctx = th_ctx();
     teeny_conv2d_params p3 = TEENY_CONV2D_PARAMS_INIT;
@@ -2519,17 +2520,28 @@ static void build_conv_act_net(net *m, uint64_t seed, int fused, teeny_act first
     for (int i = 0; i < 2; i++) {
         char name[16];
         snprintf(name, sizeof name, "conv%d", i + 1);
-        if (fused) {
+        const teeny_act_params *ex = i == 0 ? first_ex : NULL;
+        if (fused && ex) {
+            TH_OK(ctx, teeny_graph_conv2d_act_ex(m->g, name, a, 4, 3, 3, &p3, 1, ex, &b));
+        } else if (fused) {
             TH_OK(ctx, teeny_graph_conv2d_act(m->g, name, a, 4, 3, 3, &p3, 1, acts[i], &b));
         } else {
             TH_OK(ctx, teeny_graph_conv2d(m->g, name, a, 4, 3, 3, &p3, 1, &c));
-            TH_OK(ctx, teeny_graph_activation(m->g, NULL, c, acts[i], &b));
+            if (ex)
+                TH_OK(ctx, teeny_graph_activation_ex(m->g, NULL, c, ex, &b));
+            else
+                TH_OK(ctx, teeny_graph_activation(m->g, NULL, c, acts[i], &b));
         }
         a = b;
     }
     TH_OK(ctx, teeny_graph_global_avgpool(m->g, "gap", a, &b));
     TH_OK(ctx, teeny_graph_linear(m->g, "fc", b, m->classes, 1, &c));
     TH_OK(ctx, teeny_graph_softmax_cross_entropy(m->g, "loss", c, m->labels, &m->loss));
+}
+
+static void build_conv_act_net(net *m, uint64_t seed, int fused, teeny_act first)
+{
+    build_conv_act_net_ex(m, seed, fused, first, NULL);
 }
 
 /* teeny_graph_conv2d_act: matches the two nodes to rounding (the loss, and
@@ -2582,6 +2594,92 @@ START_TEST(test_graph_conv_act)
     ck_assert_int_eq(teeny_graph_conv2d_act(NULL, "bad", 0, 4, 3, 3, NULL, 1, TEENY_ACT_RELU, &y), TEENY_ERR_ARG);
     teeny_graph_destroy(f.g);
     teeny_graph_destroy(s.g);
+}
+END_TEST
+
+/* teeny_graph_conv2d_act_ex: HardSwish and Clip to [0, 6] in the
+ * convolution's store (one launch fewer in inference), Clip to other
+ * bounds and LeakyReLU with its slope as a pass after it (the same
+ * launches); each matches the convolution and teeny_graph_activation_ex's
+ * node to rounding, its loss in inference and every gradient in training.
+ * The inputs scaled by 8 put the first convolution's outputs (std ~4.6)
+ * across both of Clip's bounds and HardSwish's kinks at -3 and 3. NULL act
+ * and an activation past teeny_act are refused. */
+static void feed_scaled(teeny_plan *p, const net *m, int64_t batch, uint64_t seed, float scale)
+{
+    teeny_tensor *tx;
+    feed(p, m, batch, seed);
+    TH_OK(th_ctx(), teeny_plan_tensor(p, m->x, &tx));
+    size_t n = (size_t)teeny_tensor_numel(tx);
+    float *x = th_malloc(n * sizeof *x);
+    TH_OK(th_ctx(), teeny_tensor_read(tx, x, n));
+    for (size_t i = 0; i < n; i++)
+        x[i] *= scale;
+    TH_OK(th_ctx(), teeny_tensor_write(tx, x, n));
+    free(x);
+}
+
+START_TEST(test_graph_conv_act_ex)
+{
+    teeny_ctx *ctx = th_ctx();
+    teeny_act_params acts[4] = {teeny_act_defaults(TEENY_ACT_HARDSWISH), teeny_act_defaults(TEENY_ACT_CLIP),
+                                teeny_act_defaults(TEENY_ACT_CLIP), teeny_act_defaults(TEENY_ACT_LEAKY_RELU)};
+    const int in_store[4] = {1, 1, 0, 0};
+    acts[1].alpha = 0.0f;
+    acts[1].beta = 6.0f;
+    acts[2].alpha = -0.25f;
+    acts[2].beta = 0.5f;
+    acts[3].alpha = 0.3f;
+    for (int a = 0; a < 4; a++) {
+        net f, s;
+        build_conv_act_net_ex(&f, 91, 1, TEENY_ACT_NONE, &acts[a]);
+        build_conv_act_net_ex(&s, 91, 0, TEENY_ACT_NONE, &acts[a]);
+        for (int training = 0; training < 2; training++) {
+            teeny_plan *pf = compile(&f, 3, training, 1), *ps = compile(&s, 3, training, 1);
+            int ff, fb, sf, sb;
+            TH_OK(ctx, teeny_plan_launches(pf, &ff, &fb));
+            TH_OK(ctx, teeny_plan_launches(ps, &sf, &sb));
+            /* in inference the second convolution's SiLU is in its store; in training the same launches */
+            ck_assert_msg(ff == (training ? sf : sf - 1 - in_store[a]), "act %d training %d: %d launches fused, %d as "
+                          "two nodes", a, training, ff, sf);
+            ck_assert_int_eq(fb, sb);
+            feed_scaled(pf, &f, 3, 5, 8.0f);
+            feed_scaled(ps, &s, 3, 5, 8.0f);
+            float lf = loss_of(pf), ls = loss_of(ps);
+            ck_assert_msg(fabsf(lf - ls) <= 1e-6f * fabsf(ls), "act %d training %d: loss %.9g fused, %.9g as two nodes",
+                          a, training, lf, ls);
+            if (training) {
+                TH_OK(ctx, teeny_plan_backward(pf));
+                TH_OK(ctx, teeny_plan_backward(ps));
+                size_t nf, ns;
+                float *gf = read_params(f.g, &nf, 1), *gs = read_params(s.g, &ns, 1), big = 0;
+                ck_assert_uint_eq(nf, ns);
+                for (size_t i = 0; i < ns; i++)
+                    big = fmaxf(big, fabsf(gs[i]));
+                ck_assert_msg(big > 0, "act %d: no gradient", a);
+                for (size_t i = 0; i < ns; i++)
+                    ck_assert_msg(fabsf(gf[i] - gs[i]) <= 1e-5f * big, "act %d gradient %zu: %.9g fused, %.9g as two "
+                                  "nodes", a, i, gf[i], gs[i]);
+                free(gf);
+                free(gs);
+            }
+            teeny_plan_destroy(pf);
+            teeny_plan_destroy(ps);
+        }
+        teeny_graph_destroy(f.g);
+        teeny_graph_destroy(s.g);
+    }
+    net f;
+    teeny_node y = 0;
+    teeny_act_params bad = teeny_act_defaults(TEENY_ACT_RELU);
+    bad.act = (teeny_act)TEENY__ACT_COUNT;
+    build_conv_act_net(&f, 92, 1, TEENY_ACT_RELU);
+    ck_assert_int_eq(teeny_graph_conv2d_act_ex(f.g, "bad", f.x, 4, 3, 3, NULL, 1, NULL, &y), TEENY_ERR_ARG);
+    ck_assert_int_eq(y, -1);
+    y = 0;
+    ck_assert_int_eq(teeny_graph_conv2d_act_ex(f.g, "bad", f.x, 4, 3, 3, NULL, 1, &bad, &y), TEENY_ERR_ARG);
+    ck_assert_int_eq(y, -1);
+    teeny_graph_destroy(f.g);
 }
 END_TEST
 
@@ -2728,6 +2826,7 @@ Suite *suite_graph(void)
     tcase_add_test(bwd, test_graph_tied_phase_backward);
     tcase_add_test(fwd, test_graph_frozen_params);
     tcase_add_test(bwd, test_graph_conv_act);
+    tcase_add_test(bwd, test_graph_conv_act_ex);
     suite_add_tcase(s, fwd);
     suite_add_tcase(s, bwd);
     suite_add_tcase(s, err);

@@ -24,23 +24,26 @@ static int sizes_ok(teeny_graph *g, const char *fn, int out_channels, int kernel
 }
 
 static teeny_status conv2d_node(teeny_graph *g, const char *fn, const char *name, teeny_node x, int out_channels,
-                                int kernel_h, int kernel_w, const teeny_conv2d_params *p, int bias, teeny_act act,
-                                teeny_node *out)
+                                int kernel_h, int kernel_w, const teeny_conv2d_params *p, int bias,
+                                const teeny_act_params *act, teeny_node *out)
 {
     static const teeny_conv2d_params defaults = TEENY_CONV2D_PARAMS_INIT;
     if (!p)
         p = &defaults;
     if (!sizes_ok(g, fn, out_channels, kernel_h, kernel_w, out))
         return TEENY_ERR_ARG;
-    teeny__op_attrs at = {.conv2d = teeny__conv2d_attrs_of(p, act, bias != 0, out_channels, kernel_h, kernel_w, 0)};
+    teeny__op_attrs at = {
+        .conv2d = teeny__conv2d_attrs_of(p, act->act, bias != 0, out_channels, kernel_h, kernel_w, 0)};
+    at.conv2d.act_alpha = act->alpha;
+    at.conv2d.act_beta = act->beta;
     return teeny__graph_node(g, TEENY__OP_CONV2D, name, 1, &x, &at, out);
 }
 
 teeny_status teeny_graph_conv2d(teeny_graph *g, const char *name, teeny_node x, int out_channels, int kernel_h,
                                 int kernel_w, const teeny_conv2d_params *p, int bias, teeny_node *out)
 {
-    return conv2d_node(g, "teeny_graph_conv2d", name, x, out_channels, kernel_h, kernel_w, p, bias, TEENY_ACT_NONE,
-                       out);
+    const teeny_act_params none = teeny_act_defaults(TEENY_ACT_NONE);
+    return conv2d_node(g, "teeny_graph_conv2d", name, x, out_channels, kernel_h, kernel_w, p, bias, &none, out);
 }
 
 teeny_status teeny_graph_conv2d_act(teeny_graph *g, const char *name, teeny_node x, int out_channels, int kernel_h,
@@ -54,7 +57,17 @@ teeny_status teeny_graph_conv2d_act(teeny_graph *g, const char *name, teeny_node
         return teeny__error(teeny__graph_ctx(g), TEENY_ERR_ARG, "%s: act %d must be TEENY_ACT_NONE, TEENY_ACT_RELU or "
                             "TEENY_ACT_SILU", fn, (int)act);
     }
-    return conv2d_node(g, fn, name, x, out_channels, kernel_h, kernel_w, p, bias, act, out);
+    const teeny_act_params params = teeny_act_defaults(act);
+    return conv2d_node(g, fn, name, x, out_channels, kernel_h, kernel_w, p, bias, &params, out);
+}
+
+teeny_status teeny_graph_conv2d_act_ex(teeny_graph *g, const char *name, teeny_node x, int out_channels,
+                                       int kernel_h, int kernel_w, const teeny_conv2d_params *p, int bias,
+                                       const teeny_act_params *act, teeny_node *out)
+{
+    if (!act)
+        return teeny__graph_null_arg(g, "teeny_graph_conv2d_act_ex", "act", out);
+    return conv2d_node(g, "teeny_graph_conv2d_act_ex", name, x, out_channels, kernel_h, kernel_w, p, bias, act, out);
 }
 
 teeny_status teeny_graph_conv_transpose2d(teeny_graph *g, const char *name, teeny_node x, int out_channels,

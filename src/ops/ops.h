@@ -60,11 +60,12 @@ typedef struct {
 typedef struct { int first_channel, count; } teeny__slice_attrs;     /* concat.c: y = x[:, first, first + count) */
 typedef struct {
     int stride[2], pad[2], dilation[2], groups; /* [0] = H, [1] = W */
-    teeny_act act;                              /* fused into the forward epilogue */
+    teeny_act act;                              /* after the convolution (route.c: in its epilogue or a pass) */
     int pad_end_extra[2];                       /* the padding after is pad + pad_end_extra */
     int has_bias;                               /* 0 or 1 */
     int out_channels, kernel_h, kernel_w;       /* the weight's shape; read by infer only */
     int in_per_group;                           /* the weight's dimension 1 (infer only); 0: Cin / groups */
+    float act_alpha, act_beta;                  /* act's parameters (teeny_act_params; defaults: teeny__act_attrs) */
 } teeny__conv2d_attrs;                          /* conv2d.c */
 /* loss.c: teeny_ce_params (reduction: teeny_reduction; has_ignore: ignore_index counts) */
 typedef struct { int reduction, has_ignore, ignore_index; } teeny__softmax_ce_attrs;
@@ -106,7 +107,9 @@ static inline teeny__conv2d_attrs teeny__conv2d_attrs_of(const teeny_conv2d_para
                                  out_channels,
                                  kernel_h,
                                  kernel_w,
-                                 in_per_group};
+                                 in_per_group,
+                                 teeny__act_attrs(act).alpha,
+                                 teeny__act_attrs(act).beta};
 }
 
 /* ---- group A (ONNX phase 2): broadcasting, reductions, layout, norms ---- */

@@ -241,6 +241,9 @@ int teeny__conv_pick_tile(const teeny_ctx *ctx, const conv_tuning *tu, int64_t M
 teeny_status teeny__conv_fit_tile(teeny_ctx *ctx, const conv_tuning *tu, const char *name, int phases, int *tile);
 /* A 1x1, stride-1, unpadded convolution (y's pixels are x's). */
 int teeny__conv_plain(const conv_geom *g);
+/* The epilogue's code for Clip to [0, 6] (ReLU6), past teeny_act's values:
+ * cl/common.cl's CONV_ACT_RELU6 (route.c's epilogue_act chooses). */
+#define TEENY__CONV_ACT_RELU6 64
 #define CONV_SEG_FIRST 1 /* a k range's first launch (as cl/conv2d.cl) */
 #define CONV_SEG_LAST 2  /* its last: the epilogue */
 /* gemm.c: a forward or input-gradient GEMM by the tiles (GPU tunings). */

@@ -41,7 +41,9 @@ static teeny__conv2d_attrs conv_of(const teeny__conv_transpose2d_attrs *at)
                              0,
                              0,
                              0,
-                             0};
+                             0,
+                             0.0f,
+                             0.0f};
     for (int i = 0; i < 2; i++) {
         int op = at->output_padding[i], pe = at->pad[i] + at->pad_end_extra[i];
         c.pad_end_extra[i] = pe - op + op % at->stride[i] - at->pad[i];

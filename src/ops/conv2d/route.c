@@ -95,8 +95,8 @@ static teeny_status route_run(teeny_ctx *ctx, const conv_route_fn *routes, int n
 
 /* ---- forward ---- */
 
-/* The convolution with the epilogue's activation act (none, ReLU, SiLU:
- * conv_act in cl/conv2d.cl). */
+/* The convolution with the epilogue's activation act (a code of
+ * epilogue_act: conv_act in cl/common.cl). */
 static teeny_status forward_run(teeny_ctx *ctx, const teeny__op_args *a, int act)
 {
     const teeny_tensor *x = a->in[TEENY__CONV2D_X], *w = a->in[TEENY__CONV2D_WEIGHT], *bias = a->in[TEENY__CONV2D_BIAS],
@@ -120,24 +120,43 @@ static teeny_status forward_run(teeny_ctx *ctx, const teeny__op_args *a, int act
     return route_run(ctx, forward_routes, (int)(sizeof forward_routes / sizeof forward_routes[0]), &p);
 }
 
-/* ReLU and SiLU run in the convolution's store. Any other activation runs
- * in place on y after the convolution, and so does every activation of a
- * training graph node, whose convolution writes the pre-activation it
- * saves for the backward (out slot 1, TEENY__CONV2D_PRE's). */
+/* The node's activation with its parameters. */
+static teeny__activation_attrs act_of(const teeny__conv2d_attrs *at)
+{
+    return (teeny__activation_attrs){at->act, at->act_alpha, at->act_beta};
+}
+
+/* The code of the activation in the convolution's store (conv_act in
+ * cl/common.cl: none, ReLU, SiLU, HardSwish, and Clip to [0, 6] as
+ * TEENY__CONV_ACT_RELU6), or -1 where it runs as a pass after it. */
+static int epilogue_act(const teeny__conv2d_attrs *at)
+{
+    if (at->act == TEENY_ACT_NONE || at->act == TEENY_ACT_RELU || at->act == TEENY_ACT_SILU ||
+        at->act == TEENY_ACT_HARDSWISH)
+        return (int)at->act;
+    return at->act == TEENY_ACT_CLIP && at->act_alpha == 0.0f && at->act_beta == 6.0f ? TEENY__CONV_ACT_RELU6 : -1;
+}
+
+/* The activations epilogue_act names run in the convolution's store. Any
+ * other runs in place on y after the convolution, and so does every
+ * activation of a training graph node, whose convolution writes the
+ * pre-activation it saves for the backward (out slot 1,
+ * TEENY__CONV2D_PRE's). Either way the same bits (conv_act computes
+ * teeny_act's formulas). */
 teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     teeny_act act = a->attrs.conv2d.act;
     teeny_tensor *pre = act != TEENY_ACT_NONE ? a->out[1] : NULL;
-    int post = pre || (act != TEENY_ACT_NONE && act != TEENY_ACT_RELU && act != TEENY_ACT_SILU);
+    int epi = epilogue_act(&a->attrs.conv2d), post = pre || epi < 0;
     teeny__op_args c = *a;
     if (pre)
         c.out[TEENY__OUT_VALUE] = pre;
-    teeny_status st = forward_run(ctx, &c, post ? (int)TEENY_ACT_NONE : (int)act);
+    teeny_status st = forward_run(ctx, &c, post ? (int)TEENY_ACT_NONE : epi);
     if (st == TEENY_OK && post) {
         teeny__op_args p = {0};
         p.in[TEENY__ACTIVATION_X] = c.out[TEENY__OUT_VALUE];
         p.out[TEENY__OUT_VALUE] = a->out[TEENY__OUT_VALUE];
-        p.attrs.activation = teeny__act_attrs(act);
+        p.attrs.activation = act_of(&a->attrs.conv2d);
         st = teeny__activation_forward(ctx, &p);
     }
     return st;
@@ -162,7 +181,7 @@ static teeny_status act_backward(teeny_ctx *ctx, const teeny__op_args *a, teeny_
     p.in[TEENY__ACTIVATION_X] = pre;
     p.in[TEENY__ACTIVATION_DY] = dy;
     p.out[TEENY__ACTIVATION_X] = t;
-    p.attrs.activation = teeny__act_attrs(a->attrs.conv2d.act);
+    p.attrs.activation = act_of(&a->attrs.conv2d);
     return teeny__activation_backward(ctx, &p);
 }
 
