@@ -1517,8 +1517,9 @@ static void check_fused(const ref_conv *c, uint64_t seed)
         free(got);
         free(ref);
 
-        /* bias, scale, shift in every NULL combination against the reference */
-        for (int m = 0; m < 8; m += act <= TEENY_ACT_SILU ? 1 : 7) {
+        /* bias, scale, shift in every NULL combination against the reference (all eight for the
+         * activations the store computes, route.c's epilogue_act) */
+        for (int m = 0; m < 8; m += act <= TEENY_ACT_SILU || act == TEENY_ACT_HARDSWISH ? 1 : 7) {
             int has_b = m & 1, has_sc = m & 2, has_sh = m & 4;
             for (size_t i = 0; i < d.ny; i++) {
                 int co = (int)(i / (size_t)OHW % (size_t)C);

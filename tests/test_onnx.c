@@ -120,6 +120,7 @@ START_TEST(test_onnx_models)
     check_model("attn_fused", 4, qkvm); /* PyTorch's MatMul-Softmax-MatMul, fused at import */
     check_model("attn_nofuse", 3, qkvm); /* the same with a second consumer: left as it is */
     check_model("bn_act", 1, x); /* batch norm + Relu / SiLU fused at import, and where it is not */
+    check_model("conv_act", 1, x); /* Conv + HardSwish / Clip(0, 6) fused at import, and where they are not */
     check_model("shared", 1, x); /* initializers feeding two or three nodes */
     check_model("fashion_cnn", 1, x); /* finetune_onnx's Fashion-MNIST model */
     check_model("gelu", 1, x);        /* PyTorch's exact GELU, fused at import, and where it is not */
@@ -224,11 +225,13 @@ START_TEST(test_onnx_bn_act_fused)
 END_TEST
 
 /* Conv followed by Relu or x * Sigmoid(x), the activation its only
- * consumer, imports as one node (teeny_graph_conv2d_act): shared.onnx's
+ * consumer, imports as one node (teeny_graph_conv2d_act_ex): shared.onnx's
  * conv0 and conv1 lose their Relu nodes ("Relu_1", "Relu_3"), fc1's Relu
  * ("Relu_10", after a Gemm) stays; convnet.onnx's conv2 loses its SiLU.
- * The values match onnxruntime's (test_onnx_models), and shared.onnx
- * trains through the fused nodes (test_onnx_shared_*). */
+ * So do HardSwish and Clip(0, 6) with either kind of constant bounds
+ * (conv_act.onnx), but not Clip to other bounds or a HardSwish whose Conv
+ * has a second consumer. The values match onnxruntime's (test_onnx_models),
+ * and shared.onnx trains through the fused nodes (test_onnx_shared_*). */
 START_TEST(test_onnx_conv_act_fused)
 {
     teeny_onnx_model *m = load_ok("shared", NULL);
@@ -240,6 +243,17 @@ START_TEST(test_onnx_conv_act_fused)
     m = load_ok("convnet", NULL);
     g = teeny_onnx_graph(m);
     ck_assert_msg(!has_node_as(g, "silu", 1), "conv2's SiLU is a node of its own");
+    teeny_onnx_destroy(m);
+    m = load_ok("conv_act", NULL);
+    g = teeny_onnx_graph(m);
+    for (int i = 1; i <= 5; i++) {
+        char conv[8];
+        snprintf(conv, sizeof conv, "conv%d", i);
+        ck_assert_msg(has_node(g, conv), "no node %s", conv);
+    }
+    ck_assert_msg(!has_node(g, "relu6_const") && !has_node(g, "relu6_init"), "a ReLU6 is a node of its own");
+    ck_assert_msg(!has_node(g, "hswish"), "conv3's HardSwish is a node of its own");
+    ck_assert_msg(has_node(g, "clip_other") && has_node(g, "hswish_shared"), "an activation that stays was lost");
     teeny_onnx_destroy(m);
 }
 END_TEST

@@ -20,10 +20,11 @@
  * order, then the final MatMul.
  *
  * The same scan finds BatchNormalization or Conv -> Relu and -> x *
- * Sigmoid(x) where the activation's nodes are the producer's value's only
+ * Sigmoid(x), and Conv -> HardSwish and -> Clip(0, 6) (ReLU6, its bounds
+ * constants), where the activation's nodes are the producer's value's only
  * consumers (and the sigmoid's is the Mul): the producer is imported with
  * the activation (teeny_graph_batchnorm_act: one kernel instead of two,
- * forward and backward; teeny_graph_conv2d_act: the activation in the
+ * forward and backward; teeny_graph_conv2d_act_ex: the activation in the
  * convolution's store in inference) and the activation's nodes take its
  * value (teeny__ox_act_absorb).
  *
@@ -181,19 +182,49 @@ static int plain(const scan_ctx *sc, int i, const char *op, size_t n_in)
            n->n_input == n_in && n->n_output == 1 && !n->n_attribute;
 }
 
+/* Whether name is a one-float constant equal to v: an initializer or a
+ * Constant node's value (read here, before either is imported). */
+static int const_is(const scan_ctx *sc, ox_import *im, const char *name, float v)
+{
+    const Onnx__TensorProto *t = NULL;
+    for (size_t i = 0; i < sc->g->n_initializer && !t; i++)
+        if (!strcmp(S(sc->g->initializer[i]->name), name))
+            t = sc->g->initializer[i];
+    int k = t ? -1 : single_producer(sc, name, "Constant");
+    if (k >= 0 && sc->g->node[k]->n_attribute == 1 && !strcmp(S(sc->g->node[k]->attribute[0]->name), "value"))
+        t = sc->g->node[k]->attribute[0]->t;
+    ox_const c = {0};
+    if (!t || teeny__ox_tensor_load(im->ctx, t, NULL, name, &c) != TEENY_OK) {
+        teeny__clear_error(im->ctx);
+        return 0;
+    }
+    int is = c.type == OX_F32 && c.numel == 1 && teeny__ox_get_f(&c, 0) == v;
+    teeny__ox_const_free(&c);
+    return is;
+}
+
 /* Batch norm or Conv node b whose output only Relu, or only Sigmoid and
- * Mul(x, Sigmoid(x)), read: its act, and those nodes absorbed by it. */
+ * Mul(x, Sigmoid(x)), read, or a Conv's only HardSwish or Clip(0, 6)
+ * (ReLU6, whose Clip the convolution's store computes; other bounds
+ * stay a node): its act, and those nodes absorbed by it. */
 static void match_act(const scan_ctx *sc, ox_import *im, int b)
 {
     const Onnx__NodeProto *bn = sc->g->node[b];
     const char *y = bn->n_output ? S(bn->output[0]) : "";
-    int c[2], s, m = -1, act;
+    int c[2], s, m = -1, act, conv = !strcmp(S(bn->op_type), "Conv");
     for (size_t k = 1; k < bn->n_output; k++)
         if (*S(bn->output[k])) /* the training outputs */
             return;
     size_t n = consumers(sc, y, c, 2);
     if (n == 1 && plain(sc, c[0], "Relu", 1)) {
         act = TEENY_ACT_RELU;
+        s = c[0];
+    } else if (n == 1 && conv && plain(sc, c[0], "HardSwish", 1)) {
+        act = TEENY_ACT_HARDSWISH;
+        s = c[0];
+    } else if (n == 1 && conv && plain(sc, c[0], "Clip", 3) && const_is(sc, im, in_name(sc, c[0], 1), 0.0f) &&
+               const_is(sc, im, in_name(sc, c[0], 2), 6.0f)) {
+        act = TEENY_ACT_CLIP;
         s = c[0];
     } else if (n == 2 && c[0] != c[1]) {
         s = plain(sc, c[0], "Sigmoid", 1) ? c[0] : c[1];
@@ -220,6 +251,14 @@ static void match_act(const scan_ctx *sc, ox_import *im, int b)
 int teeny__ox_act_of(const ox_import *im, int i)
 {
     return im->fused_act ? im->fused_act[i] : TEENY_ACT_NONE;
+}
+
+teeny_act_params teeny__ox_act_params_of(const ox_import *im, int i)
+{
+    teeny_act_params p = teeny_act_defaults((teeny_act)teeny__ox_act_of(im, i));
+    if (p.act == TEENY_ACT_CLIP) /* ReLU6's bounds: match_act takes no other */
+        p.alpha = 0.0f, p.beta = 6.0f;
+    return p;
 }
 
 int teeny__ox_act_absorbed(const ox_import *im, int i)

@@ -348,10 +348,13 @@ int teeny__ox_fuse_deferred(const ox_import *im, int i);
 int teeny__ox_fuse_final(const ox_import *im, int i);
 teeny_status teeny__ox_fuse_node(ox_import *im, ox_handler import_one);
 /* attn_fuse.c, the same scan: node i's activation when it is a batch norm
- * or Conv that absorbs one (TEENY_ACT_RELU, TEENY_ACT_SILU; else
- * TEENY_ACT_NONE); whether node i is an activation node absorbed so; for
- * such a node (im->node), its output as its producer's. */
+ * or Conv that absorbs one (TEENY_ACT_RELU, TEENY_ACT_SILU, for a Conv
+ * also TEENY_ACT_HARDSWISH and TEENY_ACT_CLIP; else TEENY_ACT_NONE), and
+ * with its parameters (the Clip's: 0 and 6); whether node i is an
+ * activation node absorbed so; for such a node (im->node), its output as
+ * its producer's. */
 int teeny__ox_act_of(const ox_import *im, int i);
+teeny_act_params teeny__ox_act_params_of(const ox_import *im, int i);
 int teeny__ox_act_absorbed(const ox_import *im, int i);
 teeny_status teeny__ox_act_absorb(ox_import *im);
 

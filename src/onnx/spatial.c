@@ -197,9 +197,9 @@ teeny_status teeny__ox_op_conv(ox_import *im)
     char buf[TEENY__NAME_CAP];
     if ((st = conv_params_x2(im, &c, &sp, p.stride, p.dilation, &p.groups, &x2)) != TEENY_OK)
         return st;
-    st = teeny_graph_conv2d_act(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2, (int)c.w->shape.d[0],
-                                (int)sp.kernel[0], (int)sp.kernel[1], &p, c.b != NULL,
-                                (teeny_act)teeny__ox_act_of(im, im->node_index), &y); /* a Relu or SiLU after it */
+    teeny_act_params act = teeny__ox_act_params_of(im, im->node_index); /* an activation after it (attn_fuse.c) */
+    st = teeny_graph_conv2d_act_ex(im->g, teeny__ox_name(im, NULL, buf, sizeof buf), x2, (int)c.w->shape.d[0],
+                                   (int)sp.kernel[0], (int)sp.kernel[1], &p, c.b != NULL, &act, &y);
     return conv_output(im, &c, st, y, sp.nsp);
 }
 

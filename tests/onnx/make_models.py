@@ -606,6 +606,41 @@ def bn_act():
     save("bn_act", g, 17, [w(2, 4, 5, 3, scale=1.5)])
 
 
+def conv_act():
+    """Conv followed by HardSwish or Clip(0, 6) (ReLU6; its bounds from
+    Constant nodes after the Conv, or initializers) as its only consumer:
+    fused at import, the activation in the convolution's store. Not fused:
+    Clip to other bounds, a HardSwish beside a second consumer. The input's
+    scale puts the convolutions' outputs across 0, 6 and HardSwish's kinks.
+    Its own generator: the same bytes when run alone."""
+    n = helper.make_node
+    r = np.random.default_rng(2027)
+
+    def w(*shape, scale=0.5):
+        return (r.standard_normal(shape) * scale).astype(np.float32)
+
+    def f(v):
+        return helper.make_tensor("v", TensorProto.FLOAT, [], [v])
+    inits = [init("c%d.w" % i, w(3, 3, 3, 3)) for i in range(1, 6)] + \
+            [init("c%d.b" % i, w(3)) for i in range(1, 6)] + \
+            [init("zero", np.array(0.0, np.float32)), init("six", np.array(6.0, np.float32)),
+             init("lo", np.array(-1.0, np.float32)), init("hi", np.array(1.5, np.float32))]
+
+    def conv(i, x):
+        return n("Conv", [x, "c%d.w" % i, "c%d.b" % i], ["y%d" % i], name="conv%d" % i, pads=[1, 1, 1, 1])
+    nodes = [
+        conv(1, "x"), n("Constant", [], ["k0"], value=f(0.0)), n("Constant", [], ["k6"], value=f(6.0)),
+        n("Clip", ["y1", "k0", "k6"], ["r1"], name="relu6_const"),
+        conv(2, "r1"), n("Clip", ["y2", "zero", "six"], ["r2"], name="relu6_init"),
+        conv(3, "r2"), n("HardSwish", ["y3"], ["r3"], name="hswish"),
+        conv(4, "r3"), n("Clip", ["y4", "lo", "hi"], ["r4"], name="clip_other"),
+        conv(5, "r4"), n("HardSwish", ["y5"], ["r5"], name="hswish_shared"), n("Add", ["r5", "y5"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "conv_act", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 6, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 6, 5])], inits)
+    save("conv_act", g, 17, [w(2, 3, 6, 5, scale=4.0)])
+
+
 def shared():
     """Initializers that feed several nodes (torch.export merges equal
     ones; weight tying): "w" and "b" in two Conv nodes (one weight applied
@@ -1041,7 +1076,7 @@ if __name__ == "__main__":
     # python3 make_models.py [NAME...]: only those functions (the others'
     # files stay as committed; the shared generator makes a full rerun
     # rewrite them)
-    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, shared, fashion_cnn, gelu, scalar_feed, slice_feed, shape_checks, norms, lowered, rank6, einsum_maxvit, fp16]
+    ALL = [convnet, shapes, conv1d, sce, external, pools, unsupported, convt, convt_unsupported, gemm, resize, sce_options, sce_nd, sce_unsupported, attention, attention_unsupported, attn_fused, attn_nofuse, bn_act, conv_act, shared, fashion_cnn, gelu, scalar_feed, slice_feed, shape_checks, norms, lowered, rank6, einsum_maxvit, fp16]
     for fn in ALL:
         if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]:
             fn()
