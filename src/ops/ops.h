@@ -104,12 +104,8 @@ static inline teeny__conv2d_attrs teeny__conv2d_attrs_of(const teeny_conv2d_para
                                  act,
                                  {p->pad_end_extra[0], p->pad_end_extra[1]},
                                  has_bias,
-                                 out_channels,
-                                 kernel_h,
-                                 kernel_w,
-                                 in_per_group,
-                                 teeny__act_attrs(act).alpha,
-                                 teeny__act_attrs(act).beta};
+                                 out_channels, kernel_h, kernel_w, in_per_group,
+                                 teeny__act_attrs(act).alpha, teeny__act_attrs(act).beta};
 }
 
 /* ---- group A (ONNX phase 2): broadcasting, reductions, layout, norms ---- */
