@@ -221,23 +221,32 @@ void conv_pack_w(__global const float *restrict w, int w_off, int w_gstride, int
         dst[(n / CPU_RM) * K * CPU_RM + n % CPU_RM] = n < N ? src[n * w_nstride] : 0.0f;
 }
 
-/* Grid (round_up(ceil(PQ/CPU_NC), CPU_WG), G*Np/CPU_RM, B), work-group
- * (CPU_WG, 1, 1): item (i, j, b) sums k in [k_begin, k_end) for pixels
- * CPU_NC*i.. and channels n0.. of group g (j = g*Np/CPU_RM + n0/CPU_RM)
- * of image b into out, from 0 where seg has CONV_SEG_FIRST, else onto
- * out's values; the epilogue (scale, shift, activation) where seg has
- * CONV_SEG_LAST. */
+/* Grid (round_up(S*T, CPU_WG), G, B), work-group (CPU_WG, 1, 1), S =
+ * ceil(PQ/CPU_NC) strips of pixels, T = Np/CPU_RM tiles of channels: item
+ * (t, g, b) sums k in [k_begin, k_end) for the pixels m0.. of strip s and
+ * the channels n0.. of tile c of group g of image b into out, from 0 where
+ * seg has CONV_SEG_FIRST, else onto out's values; the epilogue (scale,
+ * shift, activation) where seg has CONV_SEG_LAST. The order of items:
+ * with tiles_first (t = s*T + c), a strip's channel tiles are neighbours,
+ * so its K input rows, read by the first, are in the core's cache for
+ * the others, where strips first read the whole input again for each
+ * tile (from L3 or memory: the host takes it where K >= N); else (t =
+ * c*S + s) neighbours write neighbouring pixels of the same CPU_RM planes,
+ * where the output is the larger (tiles first scatters its writes over
+ * every plane). The same sums either way. */
 __kernel void conv_gemm_cpu_px(__global const float *restrict src, int src_off, __global const float *restrict wp,
                                int wp_off, int Np, __global float *restrict out, int out_off, int PQ, int N, int K,
                                int src_bstride, int src_gstride, int src_cstride, int out_bstride, int out_nstride,
                                __global const float *bias, int bias_off, __global const float *scale,
                                int scale_off, __global const float *shift, int shift_off, int epi, int act,
-                               int k_begin, int k_end, int seg)
+                               int k_begin, int k_end, int seg, int tiles_first)
 {
-    const int n_tiles = Np / CPU_RM, g = get_global_id(1) / n_tiles;
-    const int n0 = (get_global_id(1) - g * n_tiles) * CPU_RM, m0 = get_global_id(0) * CPU_NC, b = get_global_id(2);
-    if (m0 >= PQ)
+    const int n_tiles = Np / CPU_RM, strips = (PQ + CPU_NC - 1) / CPU_NC;
+    const int t = get_global_id(0), g = get_global_id(1), b = get_global_id(2);
+    if (t >= strips * n_tiles)
         return;
+    const int n0 = (tiles_first ? t % n_tiles : t / strips) * CPU_RM;
+    const int m0 = (tiles_first ? t / n_tiles : t % strips) * CPU_NC;
     const int full = m0 + CPU_NC <= PQ;
     __global const float *s = src + src_off + b * src_bstride + g * src_gstride + m0;
     __global const float *wk = wp + wp_off + (g * n_tiles + n0 / CPU_RM) * K * CPU_RM;

@@ -197,18 +197,18 @@ static teeny_status px_run(teeny_ctx *ctx, const conv_tuning *tu, const gemm_job
     teeny__record_setup(ctx, j->w_frozen);
     st = teeny__run_kernel(ctx, "conv2d", opt, "conv_pack_w", k, (int)(sizeof k / sizeof k[0]), 2, pg, pl);
     teeny__record_setup(ctx, 0);
-    size_t row_items = (size_t)teeny__conv_cdiv(PQ, nc), col_items = (size_t)(Np / rm) * j->G;
-    size_t wg = teeny__cpu_local(ctx, row_items * col_items * (size_t)(j->M / PQ));
+    size_t items = (size_t)teeny__conv_cdiv(PQ, nc) * (size_t)(Np / rm); /* a group's strips x channel tiles */
+    size_t wg = teeny__cpu_local(ctx, items * (size_t)j->G * (size_t)(j->M / PQ));
     if (wg > (size_t)tu->cpu_wg)
         wg = (size_t)tu->cpu_wg;
-    size_t global[3] = {(row_items + wg - 1) / wg * wg, col_items, (size_t)(j->M / PQ)}, local[3] = {wg, 1, 1};
-    int k_begin = 0, k_end = 0, seg = 0;
+    size_t global[3] = {(items + wg - 1) / wg * wg, (size_t)j->G, (size_t)(j->M / PQ)}, local[3] = {wg, 1, 1};
+    int k_begin = 0, k_end = 0, seg = 0, tiles_first = j->Kc >= j->N; /* the kernel's comment says why */
     karg a[] = {KM(j->src),      KI(j->src_off),     KM(wp),           KI(zero),          KI(Np),
                 KM(j->out),      KI(j->out_off),     KI(PQ),           KI(j->N),          KI(j->Kc),
                 KI(j->src_bstride), KI(j->src_gstride), KI(j->src_cstride), KI(j->out_bstride), KI(j->out_nstride),
                 KM(j->bias),     KI(j->bias_off),    KM(j->scale),     KI(j->scale_off),  KM(j->shift),
                 KI(j->shift_off), KI(j->epi),        KI(j->act),       KI(k_begin),       KI(k_end),
-                KI(seg)};
+                KI(seg),         KI(tiles_first)};
     for (int64_t k0 = 0; st == TEENY_OK && k0 < j->Kc; k0 += per) {
         k_begin = (int)k0;
         k_end = (int)(k0 + per < j->Kc ? k0 + per : j->Kc);
