@@ -187,20 +187,37 @@ __kernel void st_binary_forward(int op, __global const float *a, int a_off, int8
     y[y_off + i] = st_binary(op, a[ia], b[ib]);
 }
 
-/* Grid (total / 4), the CPU variant's (strided.c): as st_binary_forward
- * for 4 consecutive elements along the innermost dimension, whose size is
- * a multiple of 4 and along which each operand steps by 1 or 0
- * (broadcast): one coordinate walk for the four, ops 0-3 only (pow keeps
- * the scalar kernel's bits). */
-__kernel void st_binary_forward4(int op, __global const float *a, int a_off, int8 as, __global const float *b,
-                                 int b_off, int8 bs, __global float *y, int y_off, int8 n, int rank, int total)
+/* st_binary_forward's CPU variant (strided.c): item (q, row) writes
+ * elements [q*chunk, + chunk) of row `row` of y's space, the run of its
+ * innermost dimension (.s7), along which a and b each step by 1 or 0
+ * (broadcast); the row's offsets found once (rank - 1 divisions) rather
+ * than per element, then 16 elements a step (a broadcast operand's one
+ * value in every lane) and the last ones singly; ops 0-3 only (pow keeps
+ * the scalar kernel's bits). The same values as st_binary_forward, element
+ * for element. The host keeps chunk within the device's loop budget. */
+TEENY_INLINE float16 st_binary16(int op, float16 a, float16 b)
 {
-    int i = get_global_id(0) * 4;
-    if (i >= total)
+    return op == 0 ? a + b : op == 1 ? a - b : op == 2 ? a * b : a / b;
+}
+
+__kernel void st_binary_rows(int op, __global const float *a, int a_off, int8 as, __global const float *b, int b_off,
+                             int8 bs, __global float *y, int y_off, int8 n, int rank, int rows, int chunk)
+{
+    const int q = get_global_id(0), row = get_global_id(1), j0 = q * chunk;
+    if (row >= rows || j0 >= n.s7)
         return;
+    const int i = row * n.s7; /* the row's first element: coordinate 0 along .s7 */
     ST_AB_OFFSETS;
-    float4 av = as.s7 ? vload4(0, a + ia) : (float4)(a[ia]), bv = bs.s7 ? vload4(0, b + ib) : (float4)(b[ib]);
-    vstore4(op == 0 ? av + bv : op == 1 ? av - bv : op == 2 ? av * bv : av / bv, 0, y + y_off + i);
+    const int len = min(n.s7 - j0, chunk);
+    __global const float *pa = a + ia + j0 * as.s7, *pb = b + ib + j0 * bs.s7;
+    __global float *py = y + y_off + i + j0;
+    int j = 0;
+    for (; j + 16 <= len; j += 16) {
+        float16 av = as.s7 ? vload16(0, pa + j) : (float16)(pa[0]), bv = bs.s7 ? vload16(0, pb + j) : (float16)(pb[0]);
+        vstore16(st_binary16(op, av, bv), 0, py + j);
+    }
+    for (; j < len; j++)
+        py[j] = st_binary(op, pa[j * as.s7], pb[j * bs.s7]);
 }
 
 /* Grid (total): t[t_off + i] = dy * d(a op b)/d(a) (wrt 0) or d/d(b) (wrt

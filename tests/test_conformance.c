@@ -1209,8 +1209,8 @@ START_TEST(test_conformance_onnx_ops)
         expect(&tda, da, NULL, 1e-5, "binary backward da", repro);
         expect(&tdb, db, NULL, 1e-5, "binary backward db", repro);
     }
-    /* the CPU variant's forward, 4 elements an item (st_binary_forward4),
-     * on any device: the cpu profile */
+    /* the CPU variant's forward, a row an item (st_binary_rows), on any
+     * device: the cpu profile */
     ck_assert(th_profile("cpu"));
     for (int op = TEENY_BINARY_ADD; op <= TEENY_BINARY_DIV; op++) {
         th_poison(ty.t);

@@ -238,34 +238,40 @@ START_TEST(test_copy_rows)
 }
 END_TEST
 
-/* The CPU variant's forward, 4 elements an item where the innermost
- * dimension's size is a multiple of 4 and each operand steps by 1 or 0
- * along it (st_binary_forward4): against the reference and bit for bit
- * one element an item's (the test hook STRIDED_VEC4 -1), with another
- * grid there; ops add, sub, mul, div; both operands contiguous, either
- * broadcast along the innermost or an outer dimension, views. */
-START_TEST(test_binary_vec4)
+/* The CPU variant's forward, a row of the innermost dimension an item
+ * where it has at least 4 elements and each operand steps by 1 or 0
+ * along it (st_binary_rows: 16 elements a step, then the rest singly):
+ * against the reference and bit for bit one element an item's (the test
+ * hook BINARY_ROWS -1), with another grid there; ops add, sub, mul, div;
+ * both operands contiguous, either broadcast along the innermost or an
+ * outer dimension (a squeeze-and-excitation's [N, C, 1, 1] scale), views;
+ * rows of 64, 37 and 49 (steps and a tail), 12, 8 and 4 (a tail only);
+ * under a loop limit, rows in chunks with the same bits. */
+START_TEST(test_binary_rows)
 {
     teeny_ctx *ctx = th_ctx();
     static const ref_shape shapes[][3] = {/* y, a, b */
                                           {{3, {3, 5, 64}}, {3, {3, 5, 64}}, {3, {3, 5, 64}}},
                                           {{3, {3, 5, 8}}, {3, {3, 5, 1}}, {1, {8}}},
                                           {{2, {2, 12}}, {2, {2, 12}}, {2, {2, 1}}},
-                                          {{4, {2, 3, 7, 4}}, {4, {1, 3, 1, 4}}, {4, {2, 3, 7, 1}}}};
-    for (int ci = 0; ci < 4; ci++)
+                                          {{4, {2, 3, 7, 4}}, {4, {1, 3, 1, 4}}, {4, {2, 3, 7, 1}}},
+                                          {{4, {2, 3, 7, 7}}, {4, {2, 3, 7, 7}}, {4, {2, 3, 1, 1}}},
+                                          {{3, {2, 3, 37}}, {3, {2, 1, 37}}, {3, {2, 3, 37}}}};
+    for (int ci = 0; ci < 6; ci++)
         for (int op = 0; op < 4; op++) {
             uint64_t seed = 1500 + (uint64_t)(ci * 4 + op);
             th_rng r = th_rng_make(seed);
             const ref_shape *ys = &shapes[ci][0], *as = &shapes[ci][1], *bs = &shapes[ci][2];
-            float *a = rand_data(&r, as, -3, 3), *b = rand_data(&r, bs, 0.5, 3), *got[2];
+            float *a = rand_data(&r, as, -3, 3), *b = rand_data(&r, bs, 0.5, 3), *got[3];
             double *ad = dbl(a, as), *bd = dbl(b, bs), *ref = th_malloc((size_t)ref_numel(ys) * 8);
             ref_binary(op, ad, as, bd, bs, ref, ys);
             th_dev ta = dev_of(ctx, as, ci, a), tb = dev_of(ctx, bs, ci ? ci + 2 : 0, b), ty = dev_of(ctx, ys, 1, NULL);
             char repro[96];
             snprintf(repro, sizeof repro, "case %d op %d seed %llu", ci, op, (unsigned long long)seed);
-            int64_t items[2];
-            for (int run = 0; run < 2; run++) {
-                th_hook(TEENY__HOOK_STRIDED_VEC4, run ? -1 : 0);
+            int64_t items[3];
+            for (int run = 0; run < 3; run++) {
+                th_hook(TEENY__HOOK_BINARY_ROWS, run == 1 ? -1 : 0);
+                th_loop_limit(run == 2 ? 24 : 0); /* budget 12: chunks of 8 */
                 th_poison(ty.t);
                 TH_OK(ctx, teeny_ctx_finish(ctx));
                 int64_t before = ctx->prog.items_enqueued;
@@ -275,13 +281,16 @@ START_TEST(test_binary_vec4)
                 expect_close(&ty, ref, 1e-6, "y", repro);
                 got[run] = th_read(ty.t);
             }
-            th_hook(TEENY__HOOK_STRIDED_VEC4, 0);
-            ck_assert_msg(!memcmp(got[0], got[1], (size_t)ref_numel(ys) * 4), "4 an item differs from 1; %s", repro);
-            if (ctx->tune.variant == TEENY_VARIANT_CPU && ci == 0) /* 240 items against 960, past the rounding */
-                ck_assert_msg(items[0] < items[1], "%lld items, %lld one an item: no 4-wide grid; %s",
+            th_hook(TEENY__HOOK_BINARY_ROWS, 0);
+            th_loop_limit(-1);
+            ck_assert_msg(!memcmp(got[0], got[1], (size_t)ref_numel(ys) * 4), "a row an item differs from one "
+                          "element; %s", repro);
+            ck_assert_msg(!memcmp(got[2], got[1], (size_t)ref_numel(ys) * 4), "rows in chunks differ; %s", repro);
+            if (ctx->tune.variant == TEENY_VARIANT_CPU && ci == 0) /* 15 rows against 960 items */
+                ck_assert_msg(items[0] < items[1], "%lld items, %lld one an item: no grid of rows; %s",
                               (long long)items[0], (long long)items[1], repro);
-            free(got[0]);
-            free(got[1]);
+            for (int run = 0; run < 3; run++)
+                free(got[run]);
             free(a);
             free(b);
             free(ad);
@@ -605,7 +614,7 @@ Suite *suite_strided(void)
     Suite *s = suite_create("strided");
     TCase *fwd = tcase_create("forward"), *bwd = tcase_create("backward"), *err = tcase_create("errors");
     tcase_add_loop_test(fwd, test_binary_forward, 0, n_sweep());
-    tcase_add_test(fwd, test_binary_vec4);
+    tcase_add_test(fwd, test_binary_rows);
     tcase_add_test(fwd, test_copy_rows);
     tcase_add_loop_test(fwd, test_reduce_sweep, 0, n_sweep());
     tcase_add_test(fwd, test_reduce_loop_limit);
