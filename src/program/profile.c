@@ -121,13 +121,14 @@ teeny_status teeny__enqueue_kernel(teeny_ctx *ctx, cl_kernel k, const char *kern
  * cannot be read. Events are complete (teeny_profile_end waited). */
 static int profile_walk(teeny_ctx *ctx, teeny_profile_fn fn, void *user)
 {
+    const teeny__program_state *p = &ctx->prog;
     cl_ulong prev_end = 0;
-    for (int i = 0; i < ctx->prog.prof_count; i++) {
+    for (int i = 0; i < p->prof_count; i++) {
         cl_ulong s = 0, e = 0;
-        if (TEENY_CL(clGetEventProfilingInfo, ctx->prog.prof_events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL) ||
-            TEENY_CL(clGetEventProfilingInfo, ctx->prog.prof_events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL))
+        if (TEENY_CL(clGetEventProfilingInfo, p->prof_events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL) ||
+            TEENY_CL(clGetEventProfilingInfo, p->prof_events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL))
             return 0;
-        teeny_profile_launch l = {i, ctx->prog.prof_names[i], ctx->prog.prof_nodes[i], (long long)ctx->prog.prof_items[i],
+        teeny_profile_launch l = {i, p->prof_names[i], p->prof_nodes[i], (long long)p->prof_items[i],
                                   (double)(e - s) * 1e-6, i && s > prev_end ? (double)(s - prev_end) * 1e-6 : 0.0};
         fn(&l, user);
         prev_end = e;
