@@ -167,23 +167,31 @@ TEENY_INLINE float teeny_act_grad_p(int act, float x, float alpha, float beta)
 
 /* ---- the convolutions' fused epilogue (cl/conv2d.cl, cl/winograd.cl) ---- */
 
-/* The epilogues' activations: none, ReLU, SiLU, HardSwish and ReLU6
- * (CONV_ACT_RELU6: Clip to [0, 6], MobileNet's; its host twin is
- * TEENY__CONV_ACT_RELU6, src/ops/conv2d/route.c chooses). Each computes
- * what teeny_act's formula does (TEENY_ACT_STMTS). The others run as an
- * element-wise pass after the convolution (route.c): inlined into every
+/* The epilogues' activations: none, ReLU and SiLU; in the conv2d
+ * program's builds for a CPU tuning (CPU_RM defined: the conv tuning's
+ * cpu_rows > 0) also HardSwish and ReLU6 (CONV_ACT_RELU6: Clip to [0, 6],
+ * MobileNet's; its host twin is TEENY__CONV_ACT_RELU6; route.c's
+ * epilogue_act asks for them on those tunings only, and Winograd's
+ * program, built without CPU_RM, declines them). Each computes what
+ * teeny_act's formula does (TEENY_ACT_STMTS). The others run as an
+ * element-wise pass after the convolution (route.c). Inlined into every
  * store of an item's tile, teeny_act's twelve formulas took the H200's
- * GEMMs from 0.10 to 0.19 ms (a 1x1 256->64 convolution at 56^2). */
+ * GEMMs from 0.10 to 0.19 ms (a 1x1 256->64 convolution at 56^2); the two
+ * more, 5-11% on the H100's (2026-12-08): hence only where the CPU
+ * kernels run. */
 #define CONV_ACT_RELU6 64
-#define CONV_ACT_CHEAP(act, x)                                                                                     \
-    (act == TEENY_ACT_RELU        ? fmax(x, 0.0f)                                                                   \
-     : act == CONV_ACT_RELU6      ? fmin(fmax(x, 0.0f), 6.0f)                                                       \
+#ifdef CPU_RM
+#define CONV_ACT_MORE(act, x)                                                                                      \
+    (act == CONV_ACT_RELU6        ? fmin(fmax(x, 0.0f), 6.0f)                                                       \
      : act == TEENY_ACT_HARDSWISH ? x * fmin(fmax(x * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f)                           \
                                   : x)
+#else
+#define CONV_ACT_MORE(act, x) (x)
+#endif
 
 TEENY_INLINE float conv_act(int act, float x)
 {
-    return act == TEENY_ACT_SILU ? x * teeny_sigmoid(x) : CONV_ACT_CHEAP(act, x);
+    return act == TEENY_ACT_RELU ? fmax(x, 0.0f) : act == TEENY_ACT_SILU ? x * teeny_sigmoid(x) : CONV_ACT_MORE(act, x);
 }
 
 /* The same over 16 and 8 values (the CPU kernels' stores): the vector exp, where
@@ -191,7 +199,9 @@ TEENY_INLINE float conv_act(int act, float x)
  * PoCL 3.1 (EfficientNet-B0, 2026-12-07). */
 TEENY_INLINE float16 conv_act16(int act, float16 x)
 {
-    return act == TEENY_ACT_SILU ? x * (1.0f / (1.0f + exp(-x))) : CONV_ACT_CHEAP(act, x);
+    return act == TEENY_ACT_RELU   ? fmax(x, 0.0f)
+           : act == TEENY_ACT_SILU ? x * (1.0f / (1.0f + exp(-x)))
+                                   : CONV_ACT_MORE(act, x);
 }
 
 /* The first min(n, 8) values of v to p[0..): a vector store when all 8
@@ -244,7 +254,9 @@ TEENY_INLINE void teeny_band_fill(float *band, __global const float *plane, int 
 
 TEENY_INLINE float8 conv_act8(int act, float8 x)
 {
-    return act == TEENY_ACT_SILU ? x * (1.0f / (1.0f + exp(-x))) : CONV_ACT_CHEAP(act, x);
+    return act == TEENY_ACT_RELU   ? fmax(x, 0.0f)
+           : act == TEENY_ACT_SILU ? x * (1.0f / (1.0f + exp(-x)))
+                                   : CONV_ACT_MORE(act, x);
 }
 
 #define EPI_BIAS 1

@@ -344,11 +344,15 @@ __kernel void pool_gap_forward_cpu(__global const float *x, int x_off, int S, in
         a0 += vload16(0, v + e);
         a1 += vload16(1, v + e);
     }
-    const float16 s16 = a0 + a1;
-    const float8 s8 = s16.lo + s16.hi;
-    const float4 s4 = s8.lo + s8.hi;
-    const float2 s2 = s4.lo + s4.hi;
-    float s = s2.x + s2.y;
+    /* the tree through a private copy: the same adds as s16.lo + s16.hi
+     * and so on, which oclgrind 21.10's --uninitialized plugin takes for
+     * uninitialized values (its shadow of a float16's halves) */
+    float t[16];
+    vstore16(a0 + a1, 0, t);
+    vstore8(vload8(0, t) + vload8(1, t), 0, t);
+    vstore4(vload4(0, t) + vload4(1, t), 0, t);
+    vstore2(vload2(0, t) + vload2(1, t), 0, t);
+    float s = t[0] + t[1];
     for (; e < n; e++)
         s += v[e];
     if (P == 1)

@@ -127,12 +127,17 @@ static teeny__activation_attrs act_of(const teeny__conv2d_attrs *at)
 }
 
 /* The code of the activation in the convolution's store (conv_act in
- * cl/common.cl: none, ReLU, SiLU, HardSwish, and Clip to [0, 6] as
- * TEENY__CONV_ACT_RELU6), or -1 where it runs as a pass after it. */
-static int epilogue_act(const teeny__conv2d_attrs *at)
+ * cl/common.cl: none, ReLU, SiLU; where the tuning has the CPU GEMM,
+ * whose builds of the conv2d program have them, also HardSwish and Clip
+ * to [0, 6] as TEENY__CONV_ACT_RELU6), or -1 where it runs as a pass
+ * after it. */
+static int epilogue_act(const teeny__conv2d_attrs *at, const conv_tuning *tu)
 {
-    if (at->act == TEENY_ACT_NONE || at->act == TEENY_ACT_RELU || at->act == TEENY_ACT_SILU ||
-        at->act == TEENY_ACT_HARDSWISH)
+    if (at->act == TEENY_ACT_NONE || at->act == TEENY_ACT_RELU || at->act == TEENY_ACT_SILU)
+        return (int)at->act;
+    if (tu->cpu_rows <= 0)
+        return -1;
+    if (at->act == TEENY_ACT_HARDSWISH)
         return (int)at->act;
     return at->act == TEENY_ACT_CLIP && at->act_alpha == 0.0f && at->act_beta == 6.0f ? TEENY__CONV_ACT_RELU6 : -1;
 }
@@ -147,11 +152,14 @@ teeny_status teeny__conv2d_forward(teeny_ctx *ctx, const teeny__op_args *a)
 {
     teeny_act act = a->attrs.conv2d.act;
     teeny_tensor *pre = act != TEENY_ACT_NONE ? a->out[1] : NULL;
-    int epi = epilogue_act(&a->attrs.conv2d), post = pre || epi < 0;
+    teeny_status st = conv_tf32_probe(ctx); /* the tuning epilogue_act reads */
+    if (st != TEENY_OK)
+        return st;
+    int epi = epilogue_act(&a->attrs.conv2d, conv_tuning_of(ctx)), post = pre || epi < 0;
     teeny__op_args c = *a;
     if (pre)
         c.out[TEENY__OUT_VALUE] = pre;
-    teeny_status st = forward_run(ctx, &c, post ? (int)TEENY_ACT_NONE : epi);
+    st = forward_run(ctx, &c, post ? (int)TEENY_ACT_NONE : epi);
     if (st == TEENY_OK && post) {
         teeny__op_args p = {0};
         p.in[TEENY__ACTIVATION_X] = c.out[TEENY__OUT_VALUE];

@@ -226,7 +226,10 @@ static teeny_status wino_run(teeny_ctx *ctx, const conv_tuning *tu, const wino_c
 teeny_status teeny__conv_wino_forward(teeny_ctx *ctx, const conv_pass *p, int *taken)
 {
     const conv_geom *g = &p->g;
-    int batch = teeny__conv_wino_plan(ctx, p->tu, g, TEENY__WINO_FWD);
+    /* its program has the epilogue's none, ReLU and SiLU only (cl/common.cl's conv_act) */
+    int batch = p->e.act == TEENY_ACT_NONE || p->e.act == TEENY_ACT_RELU || p->e.act == TEENY_ACT_SILU
+                    ? teeny__conv_wino_plan(ctx, p->tu, g, TEENY__WINO_FWD)
+                    : 0;
     *taken = batch > 0;
     if (!*taken)
         return TEENY_OK;
