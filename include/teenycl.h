@@ -1234,9 +1234,11 @@ TEENY_API teeny_status teeny_graph_conv2d_act(teeny_graph *g, const char *name, 
 /* The same with any activation and its parameters (act borrowed for the
  * call; NULL is TEENY_ERR_ARG, an activation outside teeny_act too, when
  * the node is added or the plan compiled, as teeny_graph_activation_ex's).
- * Inference plans apply ReLU, SiLU, HardSwish and Clip to [0, 6] (ReLU6)
- * in the convolution's store; any other activation runs in place after
- * the convolution, in the node's second launch. Matches
+ * Inference plans apply ReLU and SiLU in the convolution's store, and on
+ * CPUs (tunings with the CPU GEMM) also HardSwish and Clip to [0, 6]
+ * (ReLU6); any other activation runs in place after the convolution, in
+ * the node's second launch (on GPUs the two more cost the convolution
+ * 5-11% wherever they were compiled in). Matches
  * teeny_graph_conv2d then teeny_graph_activation_ex to the bit in
  * inference (the same formulas), to rounding in training. */
 TEENY_API teeny_status teeny_graph_conv2d_act_ex(teeny_graph *g, const char *name, teeny_node x, int out_channels, int kernel_h, int kernel_w, const teeny_conv2d_params *p, int bias, const teeny_act_params *act, teeny_node *out);
