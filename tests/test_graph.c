@@ -2544,6 +2544,23 @@ static void build_conv_act_net(net *m, uint64_t seed, int fused, teeny_act first
     build_conv_act_net_ex(m, seed, fused, first, NULL);
 }
 
+/* Every parameter gradient of the fused net f against the two-node net
+ * s (after both backwards), to 1e-5 of s's largest, which is not 0. */
+static void expect_grads_close(const net *f, const net *s, const char *what)
+{
+    size_t nf, ns;
+    float *gf = read_params(f->g, &nf, 1), *gs = read_params(s->g, &ns, 1), big = 0;
+    ck_assert_uint_eq(nf, ns);
+    for (size_t i = 0; i < ns; i++)
+        big = fmaxf(big, fabsf(gs[i]));
+    ck_assert_msg(big > 0, "%s: no gradient", what);
+    for (size_t i = 0; i < ns; i++)
+        ck_assert_msg(fabsf(gf[i] - gs[i]) <= 1e-5f * big, "%s: gradient %zu: %.9g fused, %.9g as two nodes", what, i,
+                      gf[i], gs[i]);
+    free(gf);
+    free(gs);
+}
+
 /* teeny_graph_conv2d_act: matches the two nodes to rounding (the loss, and
  * in training every gradient), in inference with one launch fewer for each
  * activation and in training with the same launches; its gradients by
@@ -2571,16 +2588,7 @@ START_TEST(test_graph_conv_act)
         if (training) {
             TH_OK(ctx, teeny_plan_backward(pf));
             TH_OK(ctx, teeny_plan_backward(ps));
-            size_t nf, ns;
-            float *gf = read_params(f.g, &nf, 1), *gs = read_params(s.g, &ns, 1), big = 0;
-            ck_assert_uint_eq(nf, ns);
-            for (size_t i = 0; i < ns; i++)
-                big = fmaxf(big, fabsf(gs[i]));
-            for (size_t i = 0; i < ns; i++)
-                ck_assert_msg(fabsf(gf[i] - gs[i]) <= 1e-5f * big, "gradient %zu: %.9g fused, %.9g as two nodes", i,
-                              gf[i], gs[i]);
-            free(gf);
-            free(gs);
+            expect_grads_close(&f, &s, "conv2d_act");
         }
         teeny_plan_destroy(pf);
         teeny_plan_destroy(ps);
@@ -2660,17 +2668,9 @@ START_TEST(test_graph_conv_act_ex)
             if (training) {
                 TH_OK(ctx, teeny_plan_backward(pf));
                 TH_OK(ctx, teeny_plan_backward(ps));
-                size_t nf, ns;
-                float *gf = read_params(f.g, &nf, 1), *gs = read_params(s.g, &ns, 1), big = 0;
-                ck_assert_uint_eq(nf, ns);
-                for (size_t i = 0; i < ns; i++)
-                    big = fmaxf(big, fabsf(gs[i]));
-                ck_assert_msg(big > 0, "act %d: no gradient", a);
-                for (size_t i = 0; i < ns; i++)
-                    ck_assert_msg(fabsf(gf[i] - gs[i]) <= 1e-5f * big, "act %d gradient %zu: %.9g fused, %.9g as two "
-                                  "nodes", a, i, gf[i], gs[i]);
-                free(gf);
-                free(gs);
+                char what[48];
+                snprintf(what, sizeof what, "%s, act %d", profiles[pi], a);
+                expect_grads_close(&f, &s, what);
             }
             teeny_plan_destroy(pf);
             teeny_plan_destroy(ps);
